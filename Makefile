@@ -1,0 +1,40 @@
+# wsfleet — top-level build. `make test` is the CI entry point; `make dev` runs
+# the local stack. Every install step lives here (never done by hand).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+ROOT := $(CURDIR)
+BIN := $(ROOT)/bin
+GO ?= go
+export GOFLAGS := -buildvcs=false
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export WSFLEET_ROOT := $(ROOT)
+
+# Runtime modules (fast); infra is its own module (cold build ~90 s).
+RUNTIME_MODULES := shared
+
+.PHONY: all deps deps-node test test-shared lint build clean
+all: build
+
+## deps: install the pinned local engines (npm ci) and tools.
+deps: deps-node
+deps-node: node_modules/.package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+lint:
+	@out=$$(gofmt -l $(addprefix ./,$(RUNTIME_MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) vet ./...); done
+
+build:
+	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) build ./...); done
+
+test: deps lint test-shared
+
+test-shared:
+	cd shared && $(GO) test -count=1 -race ./...
+
+clean:
+	rm -rf $(BIN) cdk.out

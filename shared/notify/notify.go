@@ -1,0 +1,91 @@
+// Package notify owns the work-queue notification: its wire format and the
+// small interfaces that publish and consume it. Notifications are hints; the
+// table is the truth, so a lost notification only delays a claim until the
+// next reconciliation.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Notification is the body of a work-queue message.
+type Notification struct {
+	Type         string `json:"type"` // schema.NotifyStart | schema.NotifyStop
+	ConnectionID string `json:"connection_id"`
+	Generation   int64  `json:"generation"`
+	SentAtMs     int64  `json:"sent_at_ms"`
+}
+
+// ConnectionIDPattern is the accepted form of a connection_id.
+var ConnectionIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ErrMalformed marks a message body that is not a valid notification.
+var ErrMalformed = errors.New("malformed notification")
+
+// Encode returns the JSON body of n.
+func Encode(n Notification) (string, error) {
+	if err := n.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return "", fmt.Errorf("encode notification %s: %w", n.ConnectionID, err)
+	}
+	return string(b), nil
+}
+
+// Decode parses and validates a message body.
+func Decode(body string) (Notification, error) {
+	var n Notification
+	if err := json.Unmarshal([]byte(body), &n); err != nil {
+		return Notification{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := n.Validate(); err != nil {
+		return Notification{}, err
+	}
+	return n, nil
+}
+
+// Validate checks the type and the connection id.
+func (n Notification) Validate() error {
+	if n.Type != schema.NotifyStart && n.Type != schema.NotifyStop {
+		return fmt.Errorf("%w: type %q", ErrMalformed, n.Type)
+	}
+	if !ConnectionIDPattern.MatchString(n.ConnectionID) {
+		return fmt.Errorf("%w: connection_id %q", ErrMalformed, n.ConnectionID)
+	}
+	return nil
+}
+
+// Publisher sends notifications.
+type Publisher interface {
+	Publish(ctx context.Context, n Notification) error
+}
+
+// Message is one received notification with its queue handle. Err is set,
+// and Notification zero, when the body did not decode: the consumer logs it
+// and deletes it (it can never succeed) or leaves it for the dead-letter queue.
+type Message struct {
+	Notification Notification
+	Receipt      string
+	MessageID    string
+	Body         string
+	ReceiveCount int
+	Err          error
+}
+
+// Consumer receives notifications.
+type Consumer interface {
+	// Receive long-polls for up to max messages.
+	Receive(ctx context.Context, max int) ([]Message, error)
+	// Delete acknowledges a handled message.
+	Delete(ctx context.Context, m Message) error
+	// Requeue makes a message visible again at once, for another worker.
+	Requeue(ctx context.Context, m Message) error
+}

@@ -1,0 +1,61 @@
+// Package schema owns the names of everything wsfleet stores and the settings
+// every component reads: the sessions table, its attributes, its index, the
+// desired states and the environment variable names. It has no dependencies so
+// that the infra app can import it without pulling in runtime code.
+package schema
+
+// DefaultTableName is the table name used by the local stack and tests.
+const DefaultTableName = "wsfleet-sessions"
+
+// Attribute names of a session item. One item per connection.
+const (
+	AttrPk               = "Pk"                  // S: the connection_id
+	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
+	AttrWSURL            = "ws_url"              // S: where the worker dials
+	AttrHeaders          = "headers"             // M of S: dial headers (may carry credentials)
+	AttrSeqField         = "seq_field"           // S: JSON field holding a message's sequence number
+	AttrResumeParam      = "resume_query_param"  // S: query parameter set to last_seq+1 on reconnect
+	AttrGeneration       = "generation"          // N: bumped when ws_url/headers change
+	AttrLeaseOwner       = "lease_owner"         // S: worker id of the (last) owner
+	AttrLeaseExpiresAtMs = "lease_expires_at_ms" // N: wall-clock ms; 0 = released / never leased
+	AttrLeaseEpoch       = "lease_epoch"         // N: fencing token, only grows
+	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number
+	AttrCreatedAtMs      = "created_at_ms"       // N
+	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
+)
+
+// IndexByStateExpiry is the GSI that reconciliation queries: partition key
+// desired_state, sort key lease_expires_at_ms (both projected KEYS_ONLY plus the
+// table key). Items without lease_expires_at_ms are not in it, so ingest writes
+// 0 on every new item.
+const IndexByStateExpiry = "by_state_expiry"
+
+// Key attribute types, as DynamoDB names them.
+const (
+	TypeString = "S"
+	TypeNumber = "N"
+)
+
+// Desired states.
+const (
+	StateStarted = "STARTED"
+	StateStopped = "STOPPED"
+)
+
+// Notification types sent on the work queue.
+const (
+	NotifyStart = "start"
+	NotifyStop  = "stop"
+)
+
+// Environment variable names shared by the deployables and the infra app.
+const (
+	EnvTableName      = "WSFLEET_TABLE"
+	EnvQueueURL       = "WSFLEET_QUEUE_URL"
+	EnvOutputQueueURL = "WSFLEET_OUTPUT_QUEUE_URL"
+	EnvMetricsNS      = "WSFLEET_METRICS_NAMESPACE"
+	EnvEnvironment    = "WSFLEET_ENV"
+)
+
+// DefaultMetricsNamespace is the CloudWatch namespace of the EMF metrics.
+const DefaultMetricsNamespace = "wsfleet"
