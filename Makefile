@@ -12,7 +12,13 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export WSFLEET_ROOT := $(ROOT)
 
 # Runtime modules (fast); infra is its own module (cold build ~90 s).
+# Each component adds itself in mk/<component>.mk: RUNTIME_MODULES += dir,
+# TEST_TARGETS += its test target, BUILD_TARGETS += its build target.
 RUNTIME_MODULES := shared
+TEST_TARGETS := test-shared
+BUILD_TARGETS :=
+
+-include mk/*.mk
 
 .PHONY: all deps deps-node test test-shared lint build clean
 all: build
@@ -28,10 +34,10 @@ lint:
 	@out=$$(gofmt -l $(addprefix ./,$(RUNTIME_MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) vet ./...); done
 
-build:
+build: $(BUILD_TARGETS)
 	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) build ./...); done
 
-test: deps lint test-shared
+test: deps lint $(TEST_TARGETS)
 
 test-shared:
 	cd shared && $(GO) test -count=1 -race ./...

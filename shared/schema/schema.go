@@ -59,3 +59,58 @@ const (
 
 // DefaultMetricsNamespace is the CloudWatch namespace of the EMF metrics.
 const DefaultMetricsNamespace = "wsfleet"
+
+// Worker (streamer) environment variable names. Defaults live in the worker's
+// config; infra sets them per environment.
+const (
+	EnvWorkerID         = "WSFLEET_WORKER_ID"         // default: hostname + random suffix
+	EnvLeaseTTL         = "WSFLEET_LEASE_TTL"         // duration, default 10s
+	EnvRenewEvery       = "WSFLEET_RENEW_EVERY"       // duration, default TTL/3
+	EnvMaxSkew          = "WSFLEET_MAX_SKEW"          // duration, default 500ms
+	EnvSafetyMargin     = "WSFLEET_SAFETY_MARGIN"     // duration, default 2s
+	EnvReconcileEvery   = "WSFLEET_RECONCILE_EVERY"   // duration, default 5s
+	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"      // int, default 1000
+	EnvClaimsPerSecond  = "WSFLEET_CLAIMS_PER_SECOND" // float, default 50
+	EnvShutdownDeadline = "WSFLEET_SHUTDOWN_DEADLINE" // duration, default 30s
+	EnvAdminAddr        = "WSFLEET_ADMIN_ADDR"        // default 127.0.0.1:8081 (0.0.0.0:8081 in the container)
+	EnvSink             = "WSFLEET_SINK"              // stdout | sqs
+	EnvLogLevel         = "WSFLEET_LOG_LEVEL"         // debug | info | warn | error
+)
+
+// Ingest environment variable names.
+const (
+	EnvAllowedHosts     = "WSFLEET_ALLOWED_HOSTS"      // comma-separated host patterns; empty = any public host
+	EnvAllowPrivateIPs  = "WSFLEET_ALLOW_PRIVATE_IPS"  // "loopback" (local dev) or "all"; default none
+	EnvSigningSecretARN = "WSFLEET_SIGNING_SECRET_ARN" // optional HMAC secret (Secrets Manager)
+	EnvSigningSecret    = "WSFLEET_SIGNING_SECRET"     // optional HMAC secret (local dev)
+)
+
+// Metric names emitted in EMF under DefaultMetricsNamespace with the
+// dimensions [Environment, Service]. Infra builds alarms, the dashboard and
+// autoscaling from these names.
+const (
+	DimEnvironment = "Environment"
+	DimService     = "Service"
+
+	ServiceStreamer = "streamer"
+	ServiceIngest   = "ingest"
+
+	MetricOwnedSessions       = "OwnedSessions"
+	MetricFreeCapacity        = "FreeCapacity"
+	MetricCapacityUtilization = "CapacityUtilization" // percent of max sessions owned; the autoscaling target
+	MetricAcquired            = "Acquired"
+	MetricLeaseLost           = "LeaseLost"
+	MetricReleased            = "Released"
+	MetricRenewLatencyMs      = "RenewLatencyMs"
+	MetricClaimLatencyMs      = "ClaimLatencyMs"
+	MetricReconnects          = "Reconnects"
+	MetricMessagesIn          = "MessagesIn"
+	MetricDuplicatesDropped   = "DuplicatesDropped"
+	MetricSinkErrors          = "SinkErrors"
+	MetricOrphansSeen         = "OrphansSeen"
+
+	MetricStarts         = "Starts"
+	MetricStops          = "Stops"
+	MetricRejects        = "Rejects"
+	MetricNotifyFailures = "NotifyFailures"
+)
