@@ -1,0 +1,93 @@
+package dynamostore_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(enginetest.Main(m, enginetest.Needs{Dynamo: true}))
+}
+
+// newTable creates a uniquely named table on the engine the environment
+// points at and returns a client for it.
+func newTable(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := awsconfig.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamodb.NewFromConfig(cfg)
+	table := leasetest.NewID("t")
+	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	return client, table
+}
+
+func harness(t testing.TB, client *dynamodb.Client, table string) leasetest.Harness {
+	return leasetest.Harness{
+		Store: dynamostore.New(client, table),
+		Put: func(t testing.TB, it lease.Item) {
+			t.Helper()
+			m, err := dynamostore.Encode(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: m}); err != nil {
+				t.Fatalf("put %s: %v", it.ConnectionID, err)
+			}
+		},
+		SetDesired: func(t testing.TB, id, state string) {
+			if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+				TableName:                 &table,
+				Key:                       map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
+				UpdateExpression:          aws.String("SET #ds = :s"),
+				ExpressionAttributeNames:  map[string]string{"#ds": schema.AttrDesiredState},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: state}},
+			}); err != nil {
+				t.Errorf("set desired %s: %v", id, err)
+			}
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	client, table := newTable(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return harness(t, client, table) }, leasetest.Options{RaceRounds: 200, Racers: 64})
+}
+
+func TestStatsCountRequests(t *testing.T) {
+	client, table := newTable(t)
+	h := harness(t, client, table)
+	s := h.Store.(*dynamostore.Store)
+	id := leasetest.NewID("stats")
+	h.Put(t, leasetest.Started(id))
+	now := time.Now()
+	if _, err := s.Acquire(context.Background(), id, "w1", now.UnixMilli(), now.UnixMilli()+10_000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(context.Background(), id, "w2", now.UnixMilli(), now.UnixMilli()+10_000); err == nil {
+		t.Fatal("second acquire of a live lease succeeded")
+	}
+	st := s.Stats()
+	if st[dynamostore.OpAcquire] != 1 || st[dynamostore.OpAcquireFailed] != 1 || st[dynamostore.OpClassifyRead] != 1 {
+		t.Fatalf("stats = %v", st)
+	}
+}
