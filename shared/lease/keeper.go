@@ -276,4 +276,6 @@ func (k *Keeper) Count() int {
 }
 
 // IsTransient reports whether err from a store call may succeed if retried.
-func IsTransient(err error) bool { return err != nil && !Definitive(err) && !errors.Is(err, ErrUntrusted) }
+func IsTransient(err error) bool {
+	return err != nil && !Definitive(err) && !errors.Is(err, ErrUntrusted)
+}

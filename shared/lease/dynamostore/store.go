@@ -87,7 +87,9 @@ func pick(keys ...string) map[string]string {
 	return m
 }
 
-func num(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 func (s *Store) key(id string) map[string]types.AttributeValue {
