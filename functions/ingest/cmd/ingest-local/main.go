@@ -1,0 +1,86 @@
+// Command ingest-local serves the ingest API over plain HTTP for the local
+// stack: each request becomes an API Gateway v2 event handed to the same
+// handler the Lambda runs. It binds 127.0.0.1 by default. Configuration comes
+// from the same environment variables as the Lambda (see docs/api.md); the
+// AWS endpoints from AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ingest-local: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// DefaultPort is the local front's default port.
+const DefaultPort = 8787
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("ingest-local", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1", "address to bind (keep loopback unless you mean it)")
+	port := fs.Int("port", DefaultPort, "port to bind (0 picks a free one)")
+	createTable := fs.Bool("create-table", false, "create the sessions table first if it does not exist")
+	createQueue := fs.String("create-queue", "", "create this work queue (and its -dlq) first and use it when WSFLEET_QUEUE_URL is unset")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	cfg := config.FromOS()
+	log := app.NewLogger(os.Stdout, cfg.Environment)
+	awsCfg, err := awsconfig.Load(ctx, 3)
+	if err != nil {
+		return err
+	}
+	if *createTable {
+		if err := dynamostore.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), cfg.TableName); err != nil {
+			return err
+		}
+	}
+	if *createQueue != "" && cfg.QueueURL == "" {
+		q, err := sqsnotify.CreateQueues(ctx, sqs.NewFromConfig(awsCfg), *createQueue, 30, 5)
+		if err != nil {
+			return err
+		}
+		cfg.QueueURL = q.WorkURL
+	}
+	if cfg, err = app.ResolveSecret(ctx, cfg, app.NewSecretsManager(awsCfg)); err != nil {
+		return err
+	}
+	h, err := app.Build(cfg, awsCfg, log, os.Stdout)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(*addr, strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("table", cfg.TableName).Str("queue_url", cfg.QueueURL).
+		Msg("ingest local front ready")
+	return localfront.Serve(ctx, ln, localfront.New(h.Handle), 5*time.Second)
+}

@@ -1,0 +1,558 @@
+// Package api owns the ingest HTTP API as API Gateway (HTTP API, payload
+// format 2.0) delivers it: routing, request signing, decoding and validation,
+// the calls to the sessions store and the work queue, the responses, the
+// request log line and the EMF metrics of each invocation. It defines the
+// small interfaces it needs from storage and the queue; it never sees an SDK
+// type.
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Store is what the handler needs from the sessions table.
+type Store interface {
+	Start(ctx context.Context, d sessions.Desired) (sessions.Result, error)
+	Stop(ctx context.Context, id string) (sessions.Result, error)
+	Get(ctx context.Context, id string) (sessions.Session, error)
+	List(ctx context.Context, state string, limit int, cursor string) (sessions.Page, error)
+}
+
+// Notifier sends work-queue notifications (sqsnotify.Queue in production).
+type Notifier interface {
+	Publish(ctx context.Context, n notify.Notification) error
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Store    Store
+	Notifier Notifier
+	Clock    clock.Clock    // default clock.Real
+	Log      zerolog.Logger // the base logger (JSON to stdout in Lambda)
+	Metrics  io.Writer      // where the EMF line of each invocation goes (nil: none)
+}
+
+// Handler serves the API. Build it once per process; it is safe for
+// concurrent use (the local front calls it from many goroutines).
+type Handler struct {
+	cfg      config.Config
+	policy   URLPolicy
+	verifier *Verifier // nil when unsigned requests are accepted
+	store    Store
+	notifier Notifier
+	clock    clock.Clock
+	log      zerolog.Logger
+	meter    *meter
+}
+
+// New returns a Handler. cfg must be valid (config.Validate).
+func New(cfg config.Config, d Deps) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Store == nil || d.Notifier == nil {
+		return nil, errors.New("ingest handler: store and notifier are required")
+	}
+	h := &Handler{
+		cfg:      cfg,
+		policy:   URLPolicy{AllowedHosts: cfg.AllowedHosts, PrivateIPs: cfg.AllowPrivateIPs},
+		store:    d.Store,
+		notifier: d.Notifier,
+		clock:    d.Clock,
+		log:      d.Log,
+		meter:    newMeter(cfg.MetricsNamespace, cfg.Environment, d.Metrics),
+	}
+	if h.clock == nil {
+		h.clock = clock.Real{}
+	}
+	if cfg.SigningSecret != "" {
+		h.verifier = NewVerifier([]byte(cfg.SigningSecret), cfg.SignatureWindow)
+	}
+	return h, nil
+}
+
+// Default list page size.
+const (
+	DefaultListLimit = 25
+	retryAfterSecs   = "1"
+)
+
+// Route templates, as logged and as an API Gateway route key names them.
+const (
+	routeStart  = "POST /sessions"
+	routeStop   = "POST /sessions/{id}/stop"
+	routeStatus = "GET /sessions/{id}"
+	routeList   = "GET /sessions"
+)
+
+// reply is what serving one request produced, for the response, the log
+// line and the metrics.
+type reply struct {
+	status     int
+	body       any
+	err        *apiError
+	route      string
+	connID     string
+	generation int64
+	outcome    sessions.Outcome
+	notified   *bool
+	wsURL      string // redacted
+	headers    int    // number of dial headers (never their values)
+	cause      error  // internal error behind a 5xx
+}
+
+// Handle serves one API Gateway v2 request. It never returns an error: every
+// failure is an HTTP response (a Go error would become API Gateway's 500).
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	start := h.clock.Now()
+	log := h.log.With().Str("request_id", req.RequestContext.RequestID).Logger()
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With().Str("aws_request_id", lc.AwsRequestID).Logger()
+	}
+	var r reply
+	defer func() {
+		if p := recover(); p != nil {
+			r = reply{err: &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error"},
+				cause: fmt.Errorf("panic: %v", p), route: r.route, connID: r.connID}
+			resp = h.respond(r)
+		}
+		h.finish(&log, req, r, resp.StatusCode, start)
+	}()
+	r = h.serve(ctx, req)
+	resp = h.respond(r)
+	return resp, nil
+}
+
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest) reply {
+	method := strings.ToUpper(req.RequestContext.HTTP.Method)
+	path := routePath(req)
+	route, id, rerr := matchRoute(method, path)
+	r := reply{route: route, connID: id}
+	if rerr != nil {
+		r.err = rerr
+		return r
+	}
+	body, berr := requestBody(req, h.cfg.MaxBodyBytes)
+	if berr != nil {
+		r.err = berr
+		return r
+	}
+	if h.verifier != nil {
+		if e := h.verifier.Verify(h.clock.Now(), header(req, HeaderTimestamp), header(req, HeaderSignature), method, path, body); e != nil {
+			r.err = e
+			return r
+		}
+	}
+	switch route {
+	case routeStart:
+		return h.start(ctx, req, body, r)
+	case routeStop:
+		return h.stop(ctx, req, body, r)
+	case routeStatus:
+		return h.status(ctx, r)
+	default:
+		return h.list(ctx, req, r)
+	}
+}
+
+func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply) reply {
+	if e := requireJSON(req); e != nil {
+		r.err = e
+		return r
+	}
+	d, e := DecodeStart(body, h.policy)
+	if e != nil {
+		r.err = e
+		return r
+	}
+	r.connID, r.wsURL, r.headers = d.ConnectionID, RedactURL(d.WSURL), len(d.Headers)
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	res, err := h.store.Start(sctx, d)
+	cancel()
+	if err != nil {
+		return h.storeFailed(r, err)
+	}
+	r.generation, r.outcome = res.Generation, res.Outcome
+	r.notified = h.publish(ctx, schema.NotifyStart, d.ConnectionID, res.Generation)
+	h.meter.add(schema.MetricStarts)
+	r.status = http.StatusAccepted
+	r.body = changeJSON{ConnectionID: d.ConnectionID, DesiredState: schema.StateStarted, Generation: res.Generation,
+		Outcome: string(res.Outcome), Notified: *r.notified}
+	return r
+}
+
+func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply) reply {
+	if len(strings.TrimSpace(string(body))) > 0 {
+		if e := requireJSON(req); e != nil {
+			r.err = e
+			return r
+		}
+	}
+	if e := DecodeStop(body); e != nil {
+		r.err = e
+		return r
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	res, err := h.store.Stop(sctx, r.connID)
+	cancel()
+	if err != nil {
+		return h.storeFailed(r, err)
+	}
+	r.generation, r.outcome = res.Generation, res.Outcome
+	r.notified = h.publish(ctx, schema.NotifyStop, r.connID, res.Generation)
+	h.meter.add(schema.MetricStops)
+	r.status = http.StatusAccepted
+	r.body = changeJSON{ConnectionID: r.connID, DesiredState: schema.StateStopped, Generation: res.Generation,
+		Outcome: string(res.Outcome), Notified: *r.notified}
+	return r
+}
+
+func (h *Handler) status(ctx context.Context, r reply) reply {
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	s, err := h.store.Get(sctx, r.connID)
+	cancel()
+	if err != nil {
+		return h.storeFailed(r, err)
+	}
+	r.generation = s.Generation
+	r.status = http.StatusOK
+	r.body = toJSON(s)
+	return r
+}
+
+func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest, r reply) reply {
+	state, limit, next, e := listParams(req)
+	if e != nil {
+		r.err = e
+		return r
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	page, err := h.store.List(sctx, state, limit, next)
+	cancel()
+	if err != nil {
+		return h.storeFailed(r, err)
+	}
+	out := listJSON{Sessions: make([]sessionJSON, 0, len(page.Sessions)), Next: page.Next}
+	for _, s := range page.Sessions {
+		out.Sessions = append(out.Sessions, toJSON(s))
+	}
+	r.status = http.StatusOK
+	r.body = out
+	return r
+}
+
+// publish sends the notification after a successful write. A failure is
+// logged and counted, never returned: the write is durable and the workers'
+// reconciliation finds it.
+func (h *Handler) publish(ctx context.Context, typ, id string, generation int64) *bool {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.NotifyTimeout)
+	defer cancel()
+	err := h.notifier.Publish(nctx, notify.Notification{Type: typ, ConnectionID: id, Generation: generation, SentAtMs: h.clock.Now().UnixMilli()})
+	ok := err == nil
+	if !ok {
+		h.meter.add(schema.MetricNotifyFailures)
+		h.log.Warn().Err(err).Str("connection_id", id).Str("type", typ).Int64("generation", generation).
+			Msg("notification not sent; reconciliation will pick the change up")
+	}
+	return &ok
+}
+
+func (h *Handler) storeFailed(r reply, err error) reply {
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		r.err = &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "no session with this connection_id"}
+	case errors.Is(err, sessions.ErrInvalidCursor):
+		r.err = badRequest(CodeInvalidQuery, "next is not a cursor returned by this list")
+	case errors.Is(err, sessions.ErrConflict):
+		r.err = &apiError{status: http.StatusConflict, code: CodeConflict, message: "the session is being changed concurrently; retry", retryable: true}
+		r.cause = err
+	default:
+		r.err = &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable, message: "the session table is unavailable; nothing was written, retry", retryable: true}
+		r.cause = err
+	}
+	return r
+}
+
+func (h *Handler) respond(r reply) events.APIGatewayV2HTTPResponse {
+	status, body := r.status, r.body
+	headers := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"}
+	if r.err != nil {
+		status = r.err.status
+		body = errorBody{Error: errorDetail{Code: r.err.code, Message: r.err.message, Retryable: r.err.retryable}}
+		if r.err.retryable {
+			headers["Retry-After"] = retryAfterSecs
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil { // only our own types are marshalled: unreachable
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: string(b)}
+}
+
+// finish writes the request's log line and flushes its metrics.
+func (h *Handler) finish(log *zerolog.Logger, req events.APIGatewayV2HTTPRequest, r reply, status int, start time.Time) {
+	code := ""
+	if r.err != nil {
+		code = r.err.code
+		h.meter.reject(code)
+	}
+	ev := log.Info()
+	if status >= 500 {
+		ev = log.Error().Err(r.cause)
+	} else if r.cause != nil {
+		ev = log.Warn().Err(r.cause)
+	}
+	ev = ev.Str("method", req.RequestContext.HTTP.Method).Str("route", r.route).Int("status", status).
+		Str("source_ip", req.RequestContext.HTTP.SourceIP)
+	if code != "" {
+		ev = ev.Str("code", code)
+	}
+	if r.connID != "" {
+		ev = ev.Str("connection_id", r.connID)
+	}
+	if r.generation != 0 {
+		ev = ev.Int64("generation", r.generation)
+	}
+	if r.outcome != "" {
+		ev = ev.Str("outcome", string(r.outcome))
+	}
+	if r.notified != nil {
+		ev = ev.Bool("notified", *r.notified)
+	}
+	if r.wsURL != "" {
+		ev = ev.Str("ws_url", r.wsURL).Int("header_count", r.headers)
+	}
+	ev.Float64("duration_ms", float64(h.clock.Now().Sub(start).Microseconds())/1000).Msg("request")
+	if err := h.meter.flush(h.clock.Now()); err != nil {
+		log.Warn().Err(err).Msg("metrics not written")
+	}
+}
+
+// routePath is the request path without the stage prefix.
+func routePath(req events.APIGatewayV2HTTPRequest) string {
+	p := req.RawPath
+	if p == "" {
+		p = req.RequestContext.HTTP.Path
+	}
+	if st := req.RequestContext.Stage; st != "" && st != "$default" {
+		if rest, ok := strings.CutPrefix(p, "/"+st); ok && (rest == "" || rest[0] == '/') {
+			p = rest
+		}
+	}
+	if len(p) > 1 {
+		p = strings.TrimSuffix(p, "/")
+	}
+	return p
+}
+
+// matchRoute maps method and path to a route template and the path's
+// connection id.
+func matchRoute(method, path string) (route, id string, err *apiError) {
+	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(seg) == 0 || seg[0] != "sessions" || len(seg) > 3 {
+		return "", "", &apiError{status: http.StatusNotFound, code: CodeRouteNotFound, message: "no such route"}
+	}
+	want := ""
+	switch len(seg) {
+	case 1:
+		switch method {
+		case http.MethodPost:
+			return routeStart, "", nil
+		case http.MethodGet:
+			return routeList, "", nil
+		}
+		want = "GET, POST"
+	case 2:
+		route = routeStatus
+		want = http.MethodGet
+	case 3:
+		if seg[2] != "stop" {
+			return "", "", &apiError{status: http.StatusNotFound, code: CodeRouteNotFound, message: "no such route"}
+		}
+		route = routeStop
+		want = http.MethodPost
+	}
+	if want != method {
+		return route, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use " + want}
+	}
+	id, uerr := url.PathUnescape(seg[1])
+	if uerr != nil {
+		return route, "", badRequest(CodeInvalidConnID, "connection_id in the path is not valid percent-encoding")
+	}
+	if e := CheckConnectionID(id); e != nil {
+		return route, "", e
+	}
+	return route, id, nil
+}
+
+// requestBody returns the raw body (base64-decoded when API Gateway encoded
+// it), refusing bodies over max bytes.
+func requestBody(req events.APIGatewayV2HTTPRequest, max int) ([]byte, *apiError) {
+	tooLarge := badRequest(CodeBodyTooLarge, "body is larger than "+strconv.Itoa(max)+" bytes")
+	if !req.IsBase64Encoded {
+		if len(req.Body) > max {
+			return nil, tooLarge
+		}
+		return []byte(req.Body), nil
+	}
+	if base64.StdEncoding.DecodedLen(len(req.Body)) > max+3 {
+		return nil, tooLarge
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		return nil, badRequest(CodeInvalidJSON, "body is not valid base64")
+	}
+	if len(b) > max {
+		return nil, tooLarge
+	}
+	return b, nil
+}
+
+// header returns a request header, case-insensitively.
+func header(req events.APIGatewayV2HTTPRequest, name string) string {
+	if v, ok := req.Headers[strings.ToLower(name)]; ok {
+		return v
+	}
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// requireJSON accepts Content-Type application/json, with at most a UTF-8
+// charset parameter.
+func requireJSON(req events.APIGatewayV2HTTPRequest) *apiError {
+	bad := badRequest(CodeInvalidContentType, "Content-Type must be application/json")
+	ct := header(req, "Content-Type")
+	if ct == "" {
+		return bad
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return bad
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return bad
+		}
+	}
+	return nil
+}
+
+// listParams reads state (default STARTED), limit (default 25, 1..100) and
+// next; any other or repeated parameter is refused.
+func listParams(req events.APIGatewayV2HTTPRequest) (state string, limit int, next string, e *apiError) {
+	q := url.Values{}
+	if req.RawQueryString != "" {
+		var err error
+		if q, err = url.ParseQuery(req.RawQueryString); err != nil {
+			return "", 0, "", badRequest(CodeInvalidQuery, "query string is not valid")
+		}
+	} else {
+		for k, v := range req.QueryStringParameters {
+			q[k] = strings.Split(v, ",")
+		}
+	}
+	state, limit = schema.StateStarted, DefaultListLimit
+	for k, vs := range q {
+		if len(vs) != 1 {
+			return "", 0, "", badRequest(CodeInvalidQuery, "query parameter "+quoteName(k)+" is repeated")
+		}
+		v := vs[0]
+		switch k {
+		case "state":
+			state = strings.ToUpper(v)
+			if state != schema.StateStarted && state != schema.StateStopped {
+				return "", 0, "", badRequest(CodeInvalidQuery, "state must be "+schema.StateStarted+" or "+schema.StateStopped)
+			}
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > sessions.MaxListLimit {
+				return "", 0, "", badRequest(CodeInvalidQuery, "limit must be 1.."+strconv.Itoa(sessions.MaxListLimit))
+			}
+			limit = n
+		case "next":
+			if v == "" || len(v) > sessions.MaxCursorLen {
+				return "", 0, "", badRequest(CodeInvalidQuery, "next is not a cursor returned by this list")
+			}
+			next = v
+		default:
+			return "", 0, "", badRequest(CodeInvalidQuery, "unknown query parameter "+quoteName(k)+" (use state, limit, next)")
+		}
+	}
+	return state, limit, next, nil
+}
+
+// changeJSON is the body of a 202 from start and stop.
+type changeJSON struct {
+	ConnectionID string `json:"connection_id"`
+	DesiredState string `json:"desired_state"`
+	Generation   int64  `json:"generation"`
+	Outcome      string `json:"outcome"`
+	Notified     bool   `json:"notified"`
+}
+
+// sessionJSON is a session as the API shows it: ws_url redacted, header
+// values never.
+type sessionJSON struct {
+	ConnectionID     string   `json:"connection_id"`
+	DesiredState     string   `json:"desired_state"`
+	WSURL            string   `json:"ws_url"`
+	HeaderNames      []string `json:"header_names,omitempty"`
+	SeqField         string   `json:"seq_field"`
+	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
+	Generation       int64    `json:"generation"`
+	LeaseOwner       string   `json:"lease_owner"`
+	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
+	LeaseEpoch       int64    `json:"lease_epoch"`
+	LastSeq          *int64   `json:"last_seq"`
+	CreatedAtMs      int64    `json:"created_at_ms"`
+	UpdatedAtMs      int64    `json:"updated_at_ms"`
+}
+
+type listJSON struct {
+	Sessions []sessionJSON `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
+}
+
+func toJSON(s sessions.Session) sessionJSON {
+	return sessionJSON{
+		ConnectionID:     s.ConnectionID,
+		DesiredState:     s.DesiredState,
+		WSURL:            RedactURL(s.WSURL),
+		HeaderNames:      s.HeaderNames,
+		SeqField:         s.SeqField,
+		ResumeQueryParam: s.ResumeQueryParam,
+		Generation:       s.Generation,
+		LeaseOwner:       s.LeaseOwner,
+		LeaseExpiresAtMs: s.LeaseExpiresAtMs,
+		LeaseEpoch:       s.LeaseEpoch,
+		LastSeq:          s.LastSeq,
+		CreatedAtMs:      s.CreatedAtMs,
+		UpdatedAtMs:      s.UpdatedAtMs,
+	}
+}

@@ -1,0 +1,222 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+	"github.com/wsfleet/wsfleet/shared/notify"
+)
+
+// startBody is the JSON body of POST /sessions. Pointers tell absent (or
+// null) from empty.
+type startBody struct {
+	ConnectionID     *string           `json:"connection_id"`
+	WSURL            *string           `json:"ws_url"`
+	Headers          map[string]string `json:"headers"`
+	SeqField         *string           `json:"seq_field"`
+	ResumeQueryParam *string           `json:"resume_query_param"`
+}
+
+var (
+	seqFieldPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	resumeParamPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]{1,64}$`)
+)
+
+// DecodeStart decodes and validates a start body. It returns the desired
+// configuration, with a generated connection_id when the body has none.
+func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
+	var b startBody
+	if err := decodeStrict(body, &b); err != nil {
+		return sessions.Desired{}, err
+	}
+	var d sessions.Desired
+	if b.ConnectionID == nil {
+		d.ConnectionID = NewConnectionID()
+	} else {
+		if e := CheckConnectionID(*b.ConnectionID); e != nil {
+			return sessions.Desired{}, e
+		}
+		d.ConnectionID = *b.ConnectionID
+	}
+	if b.WSURL == nil {
+		return sessions.Desired{}, badRequest(CodeInvalidWSURL, "ws_url is required")
+	}
+	if e := policy.CheckWSURL(*b.WSURL); e != nil {
+		return sessions.Desired{}, e
+	}
+	d.WSURL = *b.WSURL
+	if e := CheckHeaders(b.Headers); e != nil {
+		return sessions.Desired{}, e
+	}
+	if len(b.Headers) > 0 {
+		d.Headers = b.Headers
+	}
+	d.SeqField = sessions.DefaultSeqField
+	if b.SeqField != nil {
+		if !seqFieldPattern.MatchString(*b.SeqField) {
+			return sessions.Desired{}, badRequest(CodeInvalidSeqField, "seq_field must match "+seqFieldPattern.String())
+		}
+		d.SeqField = *b.SeqField
+	}
+	if b.ResumeQueryParam != nil {
+		if !resumeParamPattern.MatchString(*b.ResumeQueryParam) {
+			return sessions.Desired{}, badRequest(CodeInvalidResumeParam, "resume_query_param must match "+resumeParamPattern.String())
+		}
+		d.ResumeQueryParam = *b.ResumeQueryParam
+	}
+	return d, nil
+}
+
+// DecodeStop checks a stop body: empty, or an empty JSON object.
+func DecodeStop(body []byte) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var b struct{}
+	return decodeStrict(body, &b)
+}
+
+// CheckConnectionID validates a connection_id (notify.ConnectionIDPattern).
+func CheckConnectionID(id string) *apiError {
+	if !notify.ConnectionIDPattern.MatchString(id) {
+		return badRequest(CodeInvalidConnID, "connection_id must match "+notify.ConnectionIDPattern.String())
+	}
+	return nil
+}
+
+// NewConnectionID returns a random RFC 4122 version-4 UUID.
+func NewConnectionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// decodeStrict decodes one JSON object into v: valid UTF-8, no duplicate
+// keys at any depth, no unknown fields, nothing after the object.
+func decodeStrict(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest(CodeInvalidJSON, "a JSON object body is required")
+	}
+	if !utf8.Valid(body) {
+		return badRequest(CodeInvalidJSON, "body is not valid UTF-8")
+	}
+	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+		return badRequest(CodeInvalidJSON, "body must be a JSON object")
+	}
+	if err := checkDuplicateKeys(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
+		switch {
+		case errors.As(err, &typeErr):
+			field := typeErr.Field
+			if field == "" {
+				return badRequest(CodeInvalidJSON, "body must be a JSON object")
+			}
+			if i := strings.IndexByte(field, '.'); i >= 0 {
+				field = field[:i] // headers.<name>: the name could be anything
+			}
+			return badRequest(CodeInvalidType, fmt.Sprintf("field %q must be a %s", field, jsonKind(typeErr.Type.String())))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return badRequest(CodeUnknownField, "unknown field "+truncate(name, maxQuotedNameBytes))
+		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+			return badRequest(CodeInvalidJSON, "body is not valid JSON")
+		default:
+			return badRequest(CodeInvalidJSON, "body is not valid JSON")
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest(CodeInvalidJSON, "body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string" || goType == "*string":
+		return "string"
+	case strings.HasPrefix(goType, "map["):
+		return "JSON object of strings"
+	case strings.HasPrefix(goType, "struct"):
+		return "JSON object"
+	}
+	return goType
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// checkDuplicateKeys walks the tokens of body and refuses a key repeated in
+// one object (encoding/json would silently keep the last one, and another
+// parser on the path might keep the first).
+func checkDuplicateKeys(body []byte) *apiError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		expect bool // in an object: the next token is a key
+	}
+	var stack []*frame
+	const maxDepth = 16
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return badRequest(CodeInvalidJSON, "body is not valid JSON")
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, isKey := tok.(string); isKey && top != nil && top.object && top.expect {
+			if top.keys[k] {
+				return badRequest(CodeInvalidJSON, "duplicate key "+quoteName(k))
+			}
+			top.keys[k] = true
+			top.expect = false
+			continue
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if len(stack) >= maxDepth {
+					return badRequest(CodeInvalidJSON, "body is nested too deeply")
+				}
+				stack = append(stack, &frame{object: t == '{', keys: map[string]bool{}, expect: t == '{'})
+				continue
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		}
+		// A value (or a closed container) completed: an enclosing object
+		// expects a key next.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expect = true
+		}
+	}
+}

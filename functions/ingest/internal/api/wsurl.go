@@ -1,0 +1,263 @@
+package api
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+)
+
+// MaxWSURLLen is the longest accepted ws_url, in bytes.
+const MaxWSURLLen = 2048
+
+// URLPolicy decides which ws_url a start may name.
+type URLPolicy struct {
+	// AllowedHosts: "host" (exact) or "*.domain" (any subdomain of domain).
+	// Empty allows any host that is not refused by PrivateIPs.
+	AllowedHosts []string
+	PrivateIPs   config.PrivateIPs
+}
+
+// addrClass names the range an IP literal is in ("" for public unicast).
+type addrClass string
+
+const (
+	classPublic      addrClass = ""
+	classLoopback    addrClass = "loopback"
+	classPrivate     addrClass = "private"
+	classLinkLocal   addrClass = "link-local"
+	classMetadata    addrClass = "cloud metadata"
+	classUnspecified addrClass = "unspecified"
+	classMulticast   addrClass = "multicast"
+	classReserved    addrClass = "reserved"
+)
+
+// Cloud instance/task metadata endpoints: refused under every policy.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack IMDS
+	netip.MustParseAddr("169.254.170.2"),   // ECS task metadata / credentials
+	netip.MustParseAddr("169.254.169.123"), // AWS time sync
+	netip.MustParseAddr("169.254.169.253"), // AWS VPC DNS
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
+	netip.MustParseAddr("fd00:ec2::23"),    // AWS VPC DNS over IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud metadata
+}
+
+var (
+	cgnat     = netip.MustParsePrefix("100.64.0.0/10")
+	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
+	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
+	ietf4     = netip.MustParsePrefix("192.0.0.0/24")
+	bench4    = netip.MustParsePrefix("198.18.0.0/15")
+	compat6   = netip.MustParsePrefix("::/96")         // IPv4-compatible (deprecated)
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")  // well-known NAT64
+	nat64l    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64
+	sixto4    = netip.MustParsePrefix("2002::/16")     // 6to4
+)
+
+// embeddedV4 returns the IPv4 address an IPv6 address carries, if any.
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case a.Is4In6():
+		return a.Unmap(), true
+	case compat6.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case nat64.Contains(a) || nat64l.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixto4.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
+
+func classify(a netip.Addr) addrClass {
+	if v4, ok := embeddedV4(a); ok {
+		a = v4
+	}
+	for _, m := range metadataAddrs {
+		if a == m {
+			return classMetadata
+		}
+	}
+	switch {
+	case a.IsLoopback():
+		return classLoopback
+	case a.IsUnspecified() || thisNet.Contains(a):
+		return classUnspecified
+	case a.IsPrivate() || cgnat.Contains(a):
+		return classPrivate
+	case a.IsLinkLocalUnicast():
+		return classLinkLocal
+	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
+		return classMulticast
+	case reserved4.Contains(a) || ietf4.Contains(a) || bench4.Contains(a):
+		return classReserved
+	}
+	return classPublic
+}
+
+func (p URLPolicy) allowsClass(c addrClass) bool {
+	switch {
+	case c == classPublic:
+		return true
+	case c == classMetadata:
+		return false
+	case p.PrivateIPs == config.PrivateIPsAll:
+		return true
+	case p.PrivateIPs == config.PrivateIPsLoopback:
+		return c == classLoopback
+	}
+	return false
+}
+
+// CheckWSURL validates a ws_url against the syntax rules and the policy. Its
+// messages never quote the URL (it may carry a token in its query).
+func (p URLPolicy) CheckWSURL(raw string) *apiError {
+	if raw == "" {
+		return badRequest(CodeInvalidWSURL, "ws_url is required")
+	}
+	if len(raw) > MaxWSURLLen {
+		return badRequest(CodeInvalidWSURL, "ws_url is longer than "+strconv.Itoa(MaxWSURLLen)+" bytes")
+	}
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c <= 0x20 || c >= 0x7f {
+			return badRequest(CodeInvalidWSURL, "ws_url must be printable ASCII without spaces (percent-encode the rest; IDN hosts in punycode)")
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return badRequest(CodeInvalidWSURL, "ws_url is not a valid URL")
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return badRequest(CodeInvalidWSURL, "ws_url scheme must be ws or wss")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return badRequest(CodeInvalidWSURL, "ws_url must be an absolute URL with a host (ws://host/path)")
+	}
+	if u.User != nil {
+		return badRequest(CodeInvalidWSURL, "ws_url must not carry user info: send credentials in headers")
+	}
+	if strings.Contains(raw, "#") {
+		return badRequest(CodeInvalidWSURL, "ws_url must not have a fragment")
+	}
+	if port := u.Port(); port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return badRequest(CodeInvalidWSURL, "ws_url port must be 1..65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return badRequest(CodeInvalidWSURL, "ws_url has an empty port")
+	}
+	host := strings.ToLower(u.Hostname())
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if addr.Zone() != "" {
+			return badRequest(CodeInvalidWSURL, "ws_url IPv6 zones are not accepted")
+		}
+		if c := classify(addr); !p.allowsClass(c) {
+			return &apiError{status: 400, code: CodeAddressNotAllowed, message: "ws_url host is a " + string(c) + " address, which this deployment refuses"}
+		}
+		if strings.HasPrefix(u.Host, "[") != addr.Is6() {
+			return badRequest(CodeInvalidWSURL, "ws_url host is not a valid address")
+		}
+	} else {
+		if msg := checkHostname(host); msg != "" {
+			return badRequest(CodeInvalidWSURL, msg)
+		}
+		host = strings.TrimSuffix(host, ".")
+		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+			if !p.allowsClass(classLoopback) {
+				return &apiError{status: 400, code: CodeAddressNotAllowed, message: "ws_url host is a loopback name, which this deployment refuses"}
+			}
+		}
+	}
+	if !p.hostAllowed(host) {
+		return &apiError{status: 400, code: CodeHostNotAllowed, message: "ws_url host is not in the allowed hosts"}
+	}
+	return nil
+}
+
+// checkHostname checks a DNS name (lower-cased): LDH labels of 1..63, at most
+// 253 bytes, and a last label that is not numeric (which some resolvers would
+// read as an IP address, e.g. 2130706433 or 0x7f.1).
+func checkHostname(h string) string {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return "ws_url host name is empty or longer than 253 bytes"
+	}
+	labels := strings.Split(h, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return "ws_url host name has an empty, too long or badly hyphenated label"
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "ws_url host name may only hold letters, digits, '-' and '_'"
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	numeric := true
+	for i := 0; i < len(last); i++ {
+		if last[i] < '0' || last[i] > '9' {
+			numeric = false
+			break
+		}
+	}
+	if numeric || strings.HasPrefix(last, "0x") {
+		return "ws_url host looks like a non-canonical IP address"
+	}
+	return ""
+}
+
+func (p URLPolicy) hostAllowed(host string) bool {
+	if len(p.AllowedHosts) == 0 {
+		return true
+	}
+	host = strings.Trim(host, "[]")
+	for _, pat := range p.AllowedHosts {
+		pat = strings.Trim(strings.ToLower(pat), "[]")
+		if suffix, ok := strings.CutPrefix(pat, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if host == pat {
+			return true
+		}
+	}
+	return false
+}
+
+// Redacted stands for a removed secret.
+const Redacted = "REDACTED"
+
+// RedactURL returns raw with every query value (and every bare query
+// element) replaced by REDACTED and any user info and fragment removed. Unparseable input is redacted whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Redacted
+	}
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	if u.RawQuery != "" || u.ForceQuery {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, kv := range parts {
+			if k, _, ok := strings.Cut(kv, "="); ok {
+				parts[i] = k + "=" + Redacted
+			} else if kv != "" {
+				parts[i] = Redacted // a bare element may itself be a token
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.String()
+}

@@ -1,0 +1,578 @@
+// Package sessions owns ingest's writes and reads of the sessions table: the
+// desired state of each connection (desired_state, ws_url, headers,
+// seq_field, resume_query_param, generation, created/updated times). It never
+// writes a lease field, except lease_expires_at_ms = 0 on an item that has
+// none, so that reconciliation (the by_state_expiry index) lists every new
+// start. Every write is one conditional UpdateItem; SDK types and errors stay
+// inside this package.
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// API is the part of the DynamoDB client the store calls.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
+
+// Errors callers classify with errors.Is.
+var (
+	// ErrNotFound: no session has that connection_id.
+	ErrNotFound = errors.New("session not found")
+	// ErrConflict: concurrent writers kept changing the item; retry later.
+	ErrConflict = errors.New("session changed concurrently")
+	// ErrUnavailable: the table could not be read or written (throttling,
+	// network, missing table, …). Nothing was half-written: retry.
+	ErrUnavailable = errors.New("session table unavailable")
+	// ErrInvalidCursor: a list cursor that this store did not produce.
+	ErrInvalidCursor = errors.New("invalid list cursor")
+)
+
+// DefaultSeqField is the seq_field of a start that names none.
+const DefaultSeqField = "seq"
+
+// Desired is what a start asks for. A start always states the whole desired
+// configuration: an omitted ResumeQueryParam or Headers clears it.
+type Desired struct {
+	ConnectionID     string
+	WSURL            string
+	Headers          map[string]string // may carry credentials: never logged or returned
+	SeqField         string            // DefaultSeqField when empty
+	ResumeQueryParam string            // optional
+}
+
+// Outcome says what a start or a stop changed.
+type Outcome string
+
+// Outcomes.
+const (
+	Created   Outcome = "created"   // a new session (generation 1)
+	Updated   Outcome = "updated"   // a STARTED session's configuration changed (generation bumped)
+	Restarted Outcome = "restarted" // a STOPPED session started again (generation bumped)
+	Stopped   Outcome = "stopped"   // a STARTED session is now STOPPED
+	Unchanged Outcome = "unchanged" // the item already said so: nothing written
+)
+
+// Result is the effect of a start or a stop.
+type Result struct {
+	Generation int64
+	Outcome    Outcome
+}
+
+// Session is one item as ingest shows it. Header values are deliberately
+// absent: only their names leave this package.
+type Session struct {
+	ConnectionID     string
+	DesiredState     string
+	WSURL            string // as stored: may carry secrets in its query; redact before showing
+	HeaderNames      []string
+	SeqField         string
+	ResumeQueryParam string
+	Generation       int64
+	LeaseOwner       string
+	LeaseExpiresAtMs int64
+	LeaseEpoch       int64
+	LastSeq          *int64 // nil until a worker checkpoints
+	CreatedAtMs      int64
+	UpdatedAtMs      int64
+}
+
+// Page is one page of a list.
+type Page struct {
+	Sessions []Session
+	Next     string // empty on the last page
+}
+
+// Store reads and writes sessions in one table.
+type Store struct {
+	api         API
+	table       string
+	clock       clock.Clock
+	maxAttempts int
+}
+
+// Option changes a Store.
+type Option func(*Store)
+
+// WithClock sets the clock stamping created_at_ms / updated_at_ms.
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithMaxAttempts sets how many times a start or stop re-reads and retries
+// after losing a race with another writer (default 8).
+func WithMaxAttempts(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxAttempts = n
+		}
+	}
+}
+
+// New returns a Store on table.
+func New(api API, table string, opts ...Option) *Store {
+	s := &Store{api: api, table: table, clock: clock.Real{}, maxAttempts: 8}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Expression attribute names and values shared by the writes.
+var names = map[string]string{
+	"#pk":   schema.AttrPk,
+	"#ds":   schema.AttrDesiredState,
+	"#url":  schema.AttrWSURL,
+	"#h":    schema.AttrHeaders,
+	"#sf":   schema.AttrSeqField,
+	"#rq":   schema.AttrResumeParam,
+	"#gen":  schema.AttrGeneration,
+	"#ca":   schema.AttrCreatedAtMs,
+	"#ua":   schema.AttrUpdatedAtMs,
+	"#lexp": schema.AttrLeaseExpiresAtMs,
+}
+
+func pick(keys ...string) map[string]string {
+	out := make(map[string]string, len(keys))
+	for _, k := range keys {
+		out[k] = names[k]
+	}
+	return out
+}
+
+// record is an item's desired part, as Start compares it.
+type record struct {
+	state      string
+	wsURL      string
+	headers    map[string]string
+	seqField   string
+	resume     string
+	generation int64
+	hasGen     bool
+}
+
+func (r record) sameAs(d Desired) bool {
+	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam &&
+		maps.Equal(r.headers, d.Headers)
+}
+
+// Start makes d the desired configuration of d.ConnectionID and sets it
+// STARTED. A new item gets generation 1 and lease_expires_at_ms 0. On an
+// existing item it bumps the generation when the item was STOPPED or when
+// ws_url, headers, seq_field or resume_query_param differ, and writes nothing
+// when the item already says exactly d. Each write is conditional on the
+// generation and state it read, so concurrent starts and stops never lose an
+// update: every write gets its own generation.
+func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
+	if d.SeqField == "" {
+		d.SeqField = DefaultSeqField
+	}
+	if len(d.Headers) == 0 {
+		d.Headers = nil
+	}
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return Result{}, fmt.Errorf("%w: start %s: %v", ErrUnavailable, d.ConnectionID, err)
+			}
+		}
+		item, err := s.getItem(ctx, d.ConnectionID, true)
+		if err != nil {
+			return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
+		}
+		now := s.clock.Now().UnixMilli()
+		if item == nil {
+			err := s.create(ctx, d, now)
+			if isConditionFailed(err) {
+				continue // someone created it first: re-read
+			}
+			if err != nil {
+				return Result{}, unavailable("start (create)", d.ConnectionID, err)
+			}
+			return Result{Generation: 1, Outcome: Created}, nil
+		}
+		cur := toRecord(item)
+		if cur.state == schema.StateStarted && cur.sameAs(d) {
+			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
+		}
+		outcome := Updated
+		if cur.state != schema.StateStarted {
+			outcome = Restarted
+		}
+		err = s.replace(ctx, d, cur, now)
+		if isConditionFailed(err) {
+			continue // a concurrent start or stop got there first: re-read
+		}
+		if err != nil {
+			return Result{}, unavailable("start (update)", d.ConnectionID, err)
+		}
+		return Result{Generation: cur.generation + 1, Outcome: outcome}, nil
+	}
+	return Result{}, fmt.Errorf("start %s: %w after %d attempts", d.ConnectionID, ErrConflict, s.maxAttempts)
+}
+
+// desiredSet builds the SET/REMOVE clauses and values for d.
+func desiredSet(d Desired, now int64, values map[string]types.AttributeValue) (set []string, remove []string) {
+	values[":started"] = &types.AttributeValueMemberS{Value: schema.StateStarted}
+	values[":url"] = &types.AttributeValueMemberS{Value: d.WSURL}
+	values[":sf"] = &types.AttributeValueMemberS{Value: d.SeqField}
+	values[":now"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now, 10)}
+	values[":zero"] = &types.AttributeValueMemberN{Value: "0"}
+	set = []string{"#ds = :started", "#url = :url", "#sf = :sf", "#ua = :now",
+		"#lexp = if_not_exists(#lexp, :zero)"}
+	if len(d.Headers) > 0 {
+		m := make(map[string]types.AttributeValue, len(d.Headers))
+		for k, v := range d.Headers {
+			m[k] = &types.AttributeValueMemberS{Value: v}
+		}
+		values[":h"] = &types.AttributeValueMemberM{Value: m}
+		set = append(set, "#h = :h")
+	} else {
+		remove = append(remove, "#h")
+	}
+	if d.ResumeQueryParam != "" {
+		values[":rq"] = &types.AttributeValueMemberS{Value: d.ResumeQueryParam}
+		set = append(set, "#rq = :rq")
+	} else {
+		remove = append(remove, "#rq")
+	}
+	return set, remove
+}
+
+func updateExpr(set, remove []string) string {
+	e := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		e += " REMOVE " + strings.Join(remove, ", ")
+	}
+	return e
+}
+
+func (s *Store) create(ctx context.Context, d Desired, now int64) error {
+	values := map[string]types.AttributeValue{
+		":one": &types.AttributeValueMemberN{Value: "1"},
+	}
+	set, _ := desiredSet(d, now, values)
+	set = append(set, "#gen = :one", "#ca = :now")
+	used := []string{"#pk", "#ds", "#url", "#sf", "#ua", "#lexp", "#gen", "#ca"}
+	if _, ok := values[":h"]; ok {
+		used = append(used, "#h")
+	}
+	if _, ok := values[":rq"]; ok {
+		used = append(used, "#rq")
+	}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(d.ConnectionID),
+		UpdateExpression:          aws.String(updateExpr(set, nil)),
+		ConditionExpression:       aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:  pick(used...),
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
+
+func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) error {
+	values := map[string]types.AttributeValue{
+		":newgen": &types.AttributeValueMemberN{Value: strconv.FormatInt(cur.generation+1, 10)},
+		":curds":  &types.AttributeValueMemberS{Value: cur.state},
+	}
+	set, remove := desiredSet(d, now, values)
+	set = append(set, "#gen = :newgen")
+	cond := "attribute_exists(#pk) AND #ds = :curds AND "
+	if cur.hasGen {
+		values[":gen"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cur.generation, 10)}
+		cond += "#gen = :gen"
+	} else {
+		cond += "attribute_not_exists(#gen)"
+	}
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(d.ConnectionID),
+		UpdateExpression:          aws.String(updateExpr(set, remove)),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  pick("#pk", "#ds", "#url", "#h", "#sf", "#rq", "#gen", "#ua", "#lexp"),
+		ExpressionAttributeValues: values,
+	})
+	return err
+}
+
+// Stop sets a session STOPPED. It writes only when the item is STARTED, so a
+// repeated stop changes nothing (Outcome Unchanged); an unknown id is
+// ErrNotFound and creates nothing.
+func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
+	for attempt := 0; attempt < s.maxAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return Result{}, fmt.Errorf("%w: stop %s: %v", ErrUnavailable, id, err)
+			}
+		}
+		out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:           aws.String(s.table),
+			Key:                 key(id),
+			UpdateExpression:    aws.String("SET #ds = :stopped, #ua = :now"),
+			ConditionExpression: aws.String("attribute_exists(#pk) AND #ds = :started"),
+			ExpressionAttributeNames: pick("#pk", "#ds", "#ua"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":stopped": &types.AttributeValueMemberS{Value: schema.StateStopped},
+				":started": &types.AttributeValueMemberS{Value: schema.StateStarted},
+				":now":     &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock.Now().UnixMilli(), 10)},
+			},
+			ReturnValues: types.ReturnValueAllNew,
+		})
+		if err == nil {
+			gen, _ := num(out.Attributes, schema.AttrGeneration)
+			return Result{Generation: gen, Outcome: Stopped}, nil
+		}
+		if !isConditionFailed(err) {
+			return Result{}, unavailable("stop", id, err)
+		}
+		// Missing, or already STOPPED, or raced with a restart: a consistent
+		// read tells which (dynalite does not return the old item).
+		item, err := s.getItem(ctx, id, true)
+		if err != nil {
+			return Result{}, fmt.Errorf("stop %s: %w", id, err)
+		}
+		if item == nil {
+			return Result{}, fmt.Errorf("stop %s: %w", id, ErrNotFound)
+		}
+		cur := toRecord(item)
+		if cur.state == schema.StateStopped {
+			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
+		}
+	}
+	return Result{}, fmt.Errorf("stop %s: %w after %d attempts", id, ErrConflict, s.maxAttempts)
+}
+
+// Get reads one session with a consistent read.
+func (s *Store) Get(ctx context.Context, id string) (Session, error) {
+	item, err := s.getItem(ctx, id, true)
+	if err != nil {
+		return Session{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	if item == nil {
+		return Session{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
+	}
+	return toSession(item), nil
+}
+
+func (s *Store) getItem(ctx context.Context, id string, consistent bool) (map[string]types.AttributeValue, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            key(id),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return nil, unavailable("read", id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return out.Item, nil
+}
+
+// MaxListLimit is the largest page List returns.
+const MaxListLimit = 100
+
+// List returns up to limit sessions whose desired state is state, in the
+// order of the by_state_expiry index (least recently renewed lease first),
+// starting after cursor (empty for the first page). The index is eventually
+// consistent: items are re-read consistently and those no longer in state are
+// left out, so a page may hold fewer than limit sessions while Next is set.
+func (s *Store) List(ctx context.Context, state string, limit int, cursor string) (Page, error) {
+	if state != schema.StateStarted && state != schema.StateStopped {
+		return Page{}, fmt.Errorf("list: state %q is neither %s nor %s", state, schema.StateStarted, schema.StateStopped)
+	}
+	if limit <= 0 || limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		IndexName:                aws.String(schema.IndexByStateExpiry),
+		KeyConditionExpression:   aws.String("#ds = :s"),
+		ExpressionAttributeNames: pick("#ds"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": &types.AttributeValueMemberS{Value: state},
+		},
+		Limit: aws.Int32(int32(limit)),
+	}
+	if cursor != "" {
+		start, err := decodeCursor(cursor, state)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", state, err)
+		}
+		in.ExclusiveStartKey = start
+	}
+	out, err := s.api.Query(ctx, in)
+	if err != nil {
+		return Page{}, unavailable("list", state, err)
+	}
+	var page Page
+	if len(out.LastEvaluatedKey) > 0 {
+		next, err := encodeCursor(out.LastEvaluatedKey)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", state, err)
+		}
+		page.Next = next
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if id, ok := str(it, schema.AttrPk); ok {
+			ids = append(ids, id)
+		}
+	}
+	items, err := s.batchGet(ctx, ids)
+	if err != nil {
+		return Page{}, fmt.Errorf("list %s: %w", state, err)
+	}
+	for _, id := range ids {
+		it, ok := items[id]
+		if !ok {
+			continue
+		}
+		sess := toSession(it)
+		if sess.DesiredState != state {
+			continue
+		}
+		page.Sessions = append(page.Sessions, sess)
+	}
+	return page, nil
+}
+
+// batchGet reads ids (≤ 100) consistently, retrying unprocessed keys.
+func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]map[string]types.AttributeValue, error) {
+	got := make(map[string]map[string]types.AttributeValue, len(ids))
+	if len(ids) == 0 {
+		return got, nil
+	}
+	keys := make([]map[string]types.AttributeValue, 0, len(ids))
+	for _, id := range ids {
+		keys = append(keys, key(id))
+	}
+	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	for attempt := 0; len(req) > 0; attempt++ {
+		if attempt >= s.maxAttempts {
+			return nil, fmt.Errorf("%w: batch read: unprocessed keys after %d attempts", ErrUnavailable, attempt)
+		}
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, fmt.Errorf("%w: batch read: %v", ErrUnavailable, err)
+			}
+		}
+		out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, unavailable("batch read", s.table, err)
+		}
+		for _, it := range out.Responses[s.table] {
+			if id, ok := str(it, schema.AttrPk); ok {
+				got[id] = it
+			}
+		}
+		req = out.UnprocessedKeys
+	}
+	return got, nil
+}
+
+func key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}}
+}
+
+func toRecord(it map[string]types.AttributeValue) record {
+	r := record{}
+	r.state, _ = str(it, schema.AttrDesiredState)
+	r.wsURL, _ = str(it, schema.AttrWSURL)
+	r.seqField, _ = str(it, schema.AttrSeqField)
+	r.resume, _ = str(it, schema.AttrResumeParam)
+	r.generation, r.hasGen = num(it, schema.AttrGeneration)
+	if m, ok := it[schema.AttrHeaders].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
+		r.headers = make(map[string]string, len(m.Value))
+		for k, v := range m.Value {
+			if sv, ok := v.(*types.AttributeValueMemberS); ok {
+				r.headers[k] = sv.Value
+			}
+		}
+	}
+	return r
+}
+
+func toSession(it map[string]types.AttributeValue) Session {
+	s := Session{}
+	s.ConnectionID, _ = str(it, schema.AttrPk)
+	s.DesiredState, _ = str(it, schema.AttrDesiredState)
+	s.WSURL, _ = str(it, schema.AttrWSURL)
+	s.SeqField, _ = str(it, schema.AttrSeqField)
+	s.ResumeQueryParam, _ = str(it, schema.AttrResumeParam)
+	s.Generation, _ = num(it, schema.AttrGeneration)
+	s.LeaseOwner, _ = str(it, schema.AttrLeaseOwner)
+	s.LeaseExpiresAtMs, _ = num(it, schema.AttrLeaseExpiresAtMs)
+	s.LeaseEpoch, _ = num(it, schema.AttrLeaseEpoch)
+	if v, ok := num(it, schema.AttrLastSeq); ok {
+		s.LastSeq = &v
+	}
+	s.CreatedAtMs, _ = num(it, schema.AttrCreatedAtMs)
+	s.UpdatedAtMs, _ = num(it, schema.AttrUpdatedAtMs)
+	if m, ok := it[schema.AttrHeaders].(*types.AttributeValueMemberM); ok {
+		s.HeaderNames = slices.Sorted(maps.Keys(m.Value))
+	}
+	return s
+}
+
+func str(it map[string]types.AttributeValue, name string) (string, bool) {
+	v, ok := it[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", false
+	}
+	return v.Value, true
+}
+
+func num(it map[string]types.AttributeValue, name string) (int64, bool) {
+	v, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return err != nil && errors.As(err, &ccf)
+}
+
+// unavailable wraps an SDK error as ErrUnavailable, keeping its text but not
+// its type (no SDK type leaves this package).
+func unavailable(op, id string, err error) error {
+	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, id, err)
+}
+
+// backoff sleeps a jittered 2..10 ms × attempt before a retry after a lost race.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(attempt) * (2*time.Millisecond + rand.N(8*time.Millisecond))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,54 @@
+// Command ingest is the wsfleet ingest Lambda (provided.al2023, built with
+// -tags lambda.norpc as bootstrap): the start / stop / status API behind an
+// API Gateway HTTP API. main only reads the configuration once, builds the
+// handler and hands it to the Lambda runtime.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ingest: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// sdkMaxAttempts bounds the SDK's own retries of one DynamoDB or SQS call.
+const sdkMaxAttempts = 3
+
+func run(ctx context.Context) error {
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	cfg := config.FromOS()
+	log := app.NewLogger(os.Stdout, cfg.Environment)
+	awsCfg, err := awsconfig.Load(ctx, sdkMaxAttempts)
+	if err != nil {
+		return err
+	}
+	if cfg, err = app.ResolveSecret(ctx, cfg, app.NewSecretsManager(awsCfg)); err != nil {
+		return err
+	}
+	h, err := app.Build(cfg, awsCfg, log, os.Stdout)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("table", cfg.TableName).Bool("signed", cfg.SigningSecret != "").
+		Str("allow_private_ips", string(cfg.AllowPrivateIPs)).Strs("allowed_hosts", cfg.AllowedHosts).Msg("ingest ready")
+	lambda.StartWithOptions(h.Handle, lambda.WithContext(ctx))
+	return nil
+}
