@@ -20,7 +20,7 @@ BUILD_TARGETS :=
 
 -include mk/*.mk
 
-.PHONY: all deps deps-node test test-shared lint build clean
+.PHONY: all deps deps-node engines test test-shared lint build clean
 all: build
 
 ## deps: install the pinned local engines (npm ci) and tools.
@@ -29,6 +29,10 @@ deps-node: node_modules/.package-lock.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+## engines: run dynalite + fauxqs in the foreground (for humans; tests start their own).
+engines: deps
+	scripts/engines/run.sh
 
 lint:
 	@out=$$(gofmt -l $(addprefix ./,$(RUNTIME_MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
