@@ -1,0 +1,120 @@
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Client drives a feed's HTTP controls (a feed in another process).
+type Client struct {
+	// Base is the feed's HTTP base, e.g. "http://127.0.0.1:8790".
+	Base string
+	// HTTP is the client used (default: one with a 10 s timeout).
+	HTTP *http.Client
+}
+
+// NewClient returns a Client for the feed at base.
+func NewClient(base string) *Client {
+	return &Client{Base: strings.TrimSuffix(base, "/"), HTTP: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// URL is the WebSocket URL of session on this feed.
+func (c *Client) URL(session string) string { return URL(c.Base, session) }
+
+// Healthy reports whether the feed answers /healthz.
+func (c *Client) Healthy(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Stats fetches the feed's Stats.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := c.do(ctx, http.MethodGet, "/control/stats", nil, &st)
+	return st, err
+}
+
+// Records fetches the connection records (of session only when not "").
+func (c *Client) Records(ctx context.Context, session string) ([]ConnRecord, error) {
+	var out []ConnRecord
+	q := url.Values{}
+	if session != "" {
+		q.Set("session", session)
+	}
+	err := c.do(ctx, http.MethodGet, "/control/records", q, &out)
+	return out, err
+}
+
+// SetMode switches the one-connection policy.
+func (c *Client) SetMode(ctx context.Context, m Mode) error {
+	return c.do(ctx, http.MethodPost, "/control/mode", url.Values{"mode": {string(m)}}, nil)
+}
+
+// Drop drops the open connections of session ("" = all); abort closes the
+// TCP connections without a close frame. It returns how many were dropped.
+func (c *Client) Drop(ctx context.Context, session string, abort bool) (int, error) {
+	q := url.Values{}
+	if session != "" {
+		q.Set("session", session)
+	}
+	if abort {
+		q.Set("abort", "1")
+	}
+	var out struct {
+		Dropped int `json:"dropped"`
+	}
+	err := c.do(ctx, http.MethodPost, "/control/drop", q, &out)
+	return out.Dropped, err
+}
+
+// SetRefuse refuses (or admits again) new connections for session ("" = all).
+func (c *Client) SetRefuse(ctx context.Context, session string, on bool) error {
+	q := url.Values{"on": {strconv.FormatBool(on)}}
+	if session != "" {
+		q.Set("session", session)
+	}
+	return c.do(ctx, http.MethodPost, "/control/refuse", q, nil)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {
+	u := c.Base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return fmt.Errorf("feed %s %s: %w", method, path, err)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("feed %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("feed %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("feed %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
