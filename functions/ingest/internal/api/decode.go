@@ -26,6 +26,12 @@ type startBody struct {
 	ResumeQueryParam *string           `json:"resume_query_param"`
 }
 
+// startFields are the keys of a start body, matched case-sensitively
+// (encoding/json alone would also take "WS_URL").
+var startFields = map[string]bool{
+	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
+}
+
 var (
 	seqFieldPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	resumeParamPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]{1,64}$`)
@@ -35,7 +41,7 @@ var (
 // configuration, with a generated connection_id when the body has none.
 func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 	var b startBody
-	if err := decodeStrict(body, &b); err != nil {
+	if err := decodeStrict(body, &b, startFields); err != nil {
 		return sessions.Desired{}, err
 	}
 	var d sessions.Desired
@@ -82,7 +88,7 @@ func DecodeStop(body []byte) *apiError {
 		return nil
 	}
 	var b struct{}
-	return decodeStrict(body, &b)
+	return decodeStrict(body, &b, nil)
 }
 
 // CheckConnectionID validates a connection_id (notify.ConnectionIDPattern).
@@ -104,8 +110,9 @@ func NewConnectionID() string {
 }
 
 // decodeStrict decodes one JSON object into v: valid UTF-8, no duplicate
-// keys at any depth, no unknown fields, nothing after the object.
-func decodeStrict(body []byte, v any) *apiError {
+// keys at any depth, top-level keys exactly (case-sensitively) among fields,
+// nothing after the object.
+func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest(CodeInvalidJSON, "a JSON object body is required")
 	}
@@ -115,7 +122,7 @@ func decodeStrict(body []byte, v any) *apiError {
 	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
 		return badRequest(CodeInvalidJSON, "body must be a JSON object")
 	}
-	if err := checkDuplicateKeys(body); err != nil {
+	if err := checkKeys(body, fields); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -167,10 +174,10 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// checkDuplicateKeys walks the tokens of body and refuses a key repeated in
-// one object (encoding/json would silently keep the last one, and another
-// parser on the path might keep the first).
-func checkDuplicateKeys(body []byte) *apiError {
+// checkKeys walks the tokens of body and refuses a key repeated in one
+// object (encoding/json would silently keep the last one, and another parser
+// on the path might keep the first) and a top-level key not in fields.
+func checkKeys(body []byte, fields map[string]bool) *apiError {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	type frame struct {
@@ -195,6 +202,9 @@ func checkDuplicateKeys(body []byte) *apiError {
 		if k, isKey := tok.(string); isKey && top != nil && top.object && top.expect {
 			if top.keys[k] {
 				return badRequest(CodeInvalidJSON, "duplicate key "+quoteName(k))
+			}
+			if len(stack) == 1 && !fields[k] {
+				return badRequest(CodeUnknownField, "unknown field "+quoteName(k))
 			}
 			top.keys[k] = true
 			top.expect = false

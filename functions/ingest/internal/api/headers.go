@@ -3,8 +3,8 @@ package api
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )

@@ -51,10 +51,10 @@ var (
 	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
 	ietf4     = netip.MustParsePrefix("192.0.0.0/24")
 	bench4    = netip.MustParsePrefix("198.18.0.0/15")
-	compat6   = netip.MustParsePrefix("::/96")         // IPv4-compatible (deprecated)
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")  // well-known NAT64
+	compat6   = netip.MustParsePrefix("::/96")          // IPv4-compatible (deprecated)
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64
 	nat64l    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64
-	sixto4    = netip.MustParsePrefix("2002::/16")     // 6to4
+	sixto4    = netip.MustParsePrefix("2002::/16")      // 6to4
 )
 
 // embeddedV4 returns the IPv4 address an IPv6 address carries, if any.

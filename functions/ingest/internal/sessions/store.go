@@ -324,10 +324,10 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 			}
 		}
 		out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:           aws.String(s.table),
-			Key:                 key(id),
-			UpdateExpression:    aws.String("SET #ds = :stopped, #ua = :now"),
-			ConditionExpression: aws.String("attribute_exists(#pk) AND #ds = :started"),
+			TableName:                aws.String(s.table),
+			Key:                      key(id),
+			UpdateExpression:         aws.String("SET #ds = :stopped, #ua = :now"),
+			ConditionExpression:      aws.String("attribute_exists(#pk) AND #ds = :started"),
 			ExpressionAttributeNames: pick("#pk", "#ds", "#ua"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":stopped": &types.AttributeValueMemberS{Value: schema.StateStopped},

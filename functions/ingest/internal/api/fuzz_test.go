@@ -1,0 +1,125 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/shared/notify"
+)
+
+var knownCodes = map[string]bool{
+	CodeInvalidContentType: true, CodeBodyTooLarge: true, CodeInvalidJSON: true, CodeUnknownField: true,
+	CodeInvalidType: true, CodeInvalidConnID: true, CodeInvalidWSURL: true, CodeHostNotAllowed: true,
+	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true,
+	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true,
+	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
+}
+
+// FuzzDecodeStart: decoding never panics; whatever it accepts satisfies every
+// rule again (so a stored item is always valid), and whatever it refuses is a
+// 400 with a known code whose message quotes no header value.
+func FuzzDecodeStart(f *testing.F) {
+	// Seeds beyond testdata/fuzz/FuzzDecodeStart.
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/f?t=1","headers":{"Authorization":"Bearer x"}}`), uint8(0))
+	f.Add([]byte(`{"connection_id":"c1","ws_url":"ws://127.0.0.1:9000/","seq_field":"s","resume_query_param":"from"}`), uint8(1))
+	f.Add([]byte(`{"ws_url":"wss://[::ffff:10.0.0.1]/"}`), uint8(2))
+	policies := []URLPolicy{
+		{PrivateIPs: config.PrivateIPsNone},
+		{PrivateIPs: config.PrivateIPsLoopback},
+		{PrivateIPs: config.PrivateIPsAll},
+		{PrivateIPs: config.PrivateIPsNone, AllowedHosts: []string{"a.example.com", "*.example.net"}},
+	}
+	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
+		p := policies[int(which)%len(policies)]
+		d, e := DecodeStart(body, p)
+		if e != nil {
+			if e.status != http.StatusBadRequest || !knownCodes[e.code] || e.message == "" {
+				t.Fatalf("refusal %d %q %q", e.status, e.code, e.message)
+			}
+			var raw struct {
+				Headers map[string]any `json:"headers"`
+			}
+			if json.Unmarshal(body, &raw) == nil {
+				for _, v := range raw.Headers {
+					if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(e.message, s) {
+						t.Fatalf("message %q quotes a header value", e.message)
+					}
+				}
+			}
+			return
+		}
+		if !notify.ConnectionIDPattern.MatchString(d.ConnectionID) {
+			t.Fatalf("accepted connection_id %q", d.ConnectionID)
+		}
+		if e := p.CheckWSURL(d.WSURL); e != nil {
+			t.Fatalf("accepted ws_url %q fails re-check: %v", d.WSURL, e)
+		}
+		u, err := url.Parse(d.WSURL)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.User != nil || u.Host == "" || len(d.WSURL) > MaxWSURLLen {
+			t.Fatalf("accepted ws_url %q", d.WSURL)
+		}
+		if e := CheckHeaders(d.Headers); e != nil {
+			t.Fatalf("accepted headers fail re-check: %v", e)
+		}
+		for k, v := range d.Headers {
+			if strings.ContainsAny(k+v, "\r\n\x00") {
+				t.Fatalf("accepted header %q", k)
+			}
+		}
+		if !seqFieldPattern.MatchString(d.SeqField) || (d.ResumeQueryParam != "" && !resumeParamPattern.MatchString(d.ResumeQueryParam)) {
+			t.Fatalf("accepted %q %q", d.SeqField, d.ResumeQueryParam)
+		}
+		if r := RedactURL(d.WSURL); u.RawQuery != "" && !strings.Contains(r, Redacted) {
+			t.Fatalf("redaction kept the query of %q: %q", d.WSURL, r)
+		}
+	})
+}
+
+// FuzzRequest drives the whole handler (fake store and queue) with arbitrary
+// methods, paths, query strings, content types and bodies: it never panics
+// or errors, always answers JSON, and only ever 2xx or a 4xx with a known code.
+func FuzzRequest(f *testing.F) {
+	f.Add("POST", "/sessions", "", "application/json", `{"ws_url":"wss://a.example.com"}`, false)
+	f.Add("POST", "/sessions/abc/stop", "", "", ``, false)
+	f.Add("GET", "/sessions/abc", "", "", ``, false)
+	f.Add("GET", "/sessions", "state=STOPPED&limit=3&next=eyJ9", "", ``, false)
+	f.Add("GET", "/prod/sessions", "limit=0", "", ``, true)
+	f.Add("PUT", "/sessions/%2F", "", "text/plain", `x`, true)
+	fx := newFixture(f, nil)
+	fx.h.log, fx.h.meter.out = zerolog.Nop(), io.Discard // millions of runs: keep nothing
+	f.Fuzz(func(t *testing.T, method, path, query, contentType, body string, b64 bool) {
+		req := event(method, path, body)
+		req.RawQueryString = query
+		req.Headers["content-type"] = contentType
+		req.IsBase64Encoded = b64
+		if b64 {
+			req.RequestContext.Stage = "prod"
+		}
+		resp, err := fx.h.Handle(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Handle error: %v", err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {
+			t.Fatalf("body %q: %v", resp.Body, err)
+		}
+		switch {
+		case resp.StatusCode == 200 || resp.StatusCode == 202:
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			e, _ := out["error"].(map[string]any)
+			if code, _ := e["code"].(string); !knownCodes[code] {
+				t.Fatalf("%d with code %v", resp.StatusCode, e)
+			}
+		default:
+			t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+		}
+	})
+}

@@ -1,0 +1,492 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// fakeStore answers from fields set by the test.
+type fakeStore struct {
+	mu      sync.Mutex
+	err     error
+	panics  bool
+	started []sessions.Desired
+	stopped []string
+	session sessions.Session
+	page    sessions.Page
+	listArg [3]string
+}
+
+func (f *fakeStore) Start(_ context.Context, d sessions.Desired) (sessions.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.panics {
+		panic("boom")
+	}
+	if f.err != nil {
+		return sessions.Result{}, f.err
+	}
+	f.started = append(f.started, d)
+	return sessions.Result{Generation: 3, Outcome: sessions.Updated}, nil
+}
+
+func (f *fakeStore) Stop(_ context.Context, id string) (sessions.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return sessions.Result{}, f.err
+	}
+	f.stopped = append(f.stopped, id)
+	return sessions.Result{Generation: 3, Outcome: sessions.Stopped}, nil
+}
+
+func (f *fakeStore) Get(_ context.Context, id string) (sessions.Session, error) {
+	if f.err != nil {
+		return sessions.Session{}, f.err
+	}
+	s := f.session
+	s.ConnectionID = id
+	return s, nil
+}
+
+func (f *fakeStore) List(_ context.Context, state string, limit int, cursor string) (sessions.Page, error) {
+	f.listArg = [3]string{state, strconv.Itoa(limit), cursor}
+	if f.err != nil {
+		return sessions.Page{}, f.err
+	}
+	return f.page, nil
+}
+
+type fakeNotifier struct {
+	mu   sync.Mutex
+	err  error
+	sent []notify.Notification
+}
+
+func (f *fakeNotifier) Publish(_ context.Context, n notify.Notification) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	f.sent = append(f.sent, n)
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type fixture struct {
+	h       *Handler
+	store   *fakeStore
+	notif   *fakeNotifier
+	logs    *syncBuffer
+	metrics *syncBuffer
+	clock   *clock.Fake
+}
+
+func newFixture(t testing.TB, mutate func(*config.Config)) *fixture {
+	t.Helper()
+	cfg := config.Default()
+	cfg.QueueURL = "http://127.0.0.1:1/000000000000/q"
+	cfg.Environment = "test"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	f := &fixture{store: &fakeStore{}, notif: &fakeNotifier{}, logs: &syncBuffer{}, metrics: &syncBuffer{},
+		clock: clock.NewFake(time.Unix(1_800_000_000, 0))}
+	h, err := New(cfg, Deps{Store: f.store, Notifier: f.notif, Clock: f.clock, Log: zerolog.New(f.logs), Metrics: f.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
+	return f
+}
+
+func event(method, path, body string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		Version:  "2.0",
+		RouteKey: "$default",
+		RawPath:  path,
+		Headers:  map[string]string{"content-type": "application/json"},
+		Body:     body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RequestID: "req-" + strings.ReplaceAll(path, "/", "_"),
+			Stage:     "$default",
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, SourceIP: "203.0.113.9"},
+		},
+	}
+}
+
+func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) (int, map[string]any, events.APIGatewayV2HTTPResponse) {
+	t.Helper()
+	resp, err := f.h.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Handle returned an error: %v", err)
+	}
+	if resp.Headers["Content-Type"] != "application/json" {
+		t.Fatalf("content type %q", resp.Headers["Content-Type"])
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(resp.Body), &body); err != nil {
+		t.Fatalf("response body %q: %v", resp.Body, err)
+	}
+	return resp.StatusCode, body, resp
+}
+
+// errorOf checks the error body's exact shape and returns its code.
+func errorOf(t *testing.T, body map[string]any) (code, message string) {
+	t.Helper()
+	if len(body) != 1 {
+		t.Fatalf("error body has keys %v, want only \"error\"", body)
+	}
+	e, ok := body["error"].(map[string]any)
+	if !ok {
+		t.Fatalf("error body %v", body)
+	}
+	code, _ = e["code"].(string)
+	message, _ = e["message"].(string)
+	if code == "" || message == "" {
+		t.Fatalf("error without code or message: %v", e)
+	}
+	for k := range e {
+		if k != "code" && k != "message" && k != "retryable" {
+			t.Fatalf("unexpected error key %q", k)
+		}
+	}
+	return code, message
+}
+
+func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
+	f := newFixture(t, nil)
+	cases := []struct {
+		name string
+		req  events.APIGatewayV2HTTPRequest
+		code string
+	}{
+		{"content type", func() events.APIGatewayV2HTTPRequest {
+			r := event("POST", "/sessions", `{"ws_url":"wss://a.example.com"}`)
+			r.Headers["content-type"] = "text/plain"
+			return r
+		}(), CodeInvalidContentType},
+		{"no content type", func() events.APIGatewayV2HTTPRequest {
+			r := event("POST", "/sessions", `{"ws_url":"wss://a.example.com"}`)
+			delete(r.Headers, "content-type")
+			return r
+		}(), CodeInvalidContentType},
+		{"too large", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"X-A":"`+strings.Repeat("a", 16<<10)+`"}}`), CodeBodyTooLarge},
+		{"bad json", event("POST", "/sessions", `{`), CodeInvalidJSON},
+		{"unknown field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","x":1}`), CodeUnknownField},
+		{"connection id", event("POST", "/sessions", `{"connection_id":"a b","ws_url":"wss://a.example.com"}`), CodeInvalidConnID},
+		{"ws_url", event("POST", "/sessions", `{"ws_url":"https://a.example.com"}`), CodeInvalidWSURL},
+		{"private ip", event("POST", "/sessions", `{"ws_url":"wss://10.0.0.1/"}`), CodeAddressNotAllowed},
+		{"header", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"Host":"x"}}`), CodeInvalidHeader},
+		{"seq_field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","seq_field":"a b"}`), CodeInvalidSeqField},
+		{"resume param", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","resume_query_param":"a&b"}`), CodeInvalidResumeParam},
+		{"stop body field", event("POST", "/sessions/abc/stop", `{"force":true}`), CodeUnknownField},
+		{"stop body content type", func() events.APIGatewayV2HTTPRequest {
+			r := event("POST", "/sessions/abc/stop", `{}`)
+			r.Headers["content-type"] = "text/plain"
+			return r
+		}(), CodeInvalidContentType},
+		{"path id", event("GET", "/sessions/a%20b", ""), CodeInvalidConnID},
+		{"list state", func() events.APIGatewayV2HTTPRequest {
+			r := event("GET", "/sessions", "")
+			r.RawQueryString = "state=bogus"
+			return r
+		}(), CodeInvalidQuery},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body, _ := f.do(t, c.req)
+			code, _ := errorOf(t, body)
+			if status != http.StatusBadRequest || code != c.code {
+				t.Fatalf("got %d %s, want 400 %s", status, code, c.code)
+			}
+		})
+	}
+	if len(f.store.started)+len(f.store.stopped) != 0 || len(f.notif.sent) != 0 {
+		t.Fatal("a refused request reached the store or the queue")
+	}
+	// Every refusal was counted, in total and by code.
+	emf := f.metrics.String()
+	if !strings.Contains(emf, `"Code":"invalid_ws_url"`) || !strings.Contains(emf, `"Rejects":1`) {
+		t.Fatalf("per-code rejects missing from EMF:\n%s", emf)
+	}
+	if got := sumMetric(t, emf, schema.MetricRejects, ""); got != float64(len(cases)) {
+		t.Fatalf("total Rejects = %v, want %d", got, len(cases))
+	}
+}
+
+// sumMetric adds a metric over the EMF lines whose Code dimension is code
+// ("" = lines without a Code dimension).
+func sumMetric(t *testing.T, emf, name, code string) float64 {
+	t.Helper()
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(emf))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("EMF line %q: %v", sc.Text(), err)
+		}
+		aws, ok := line["_aws"].(map[string]any)
+		if !ok {
+			t.Fatalf("EMF line without _aws: %s", sc.Text())
+		}
+		cw := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
+		if cw["Namespace"] != schema.DefaultMetricsNamespace {
+			t.Fatalf("namespace %v", cw["Namespace"])
+		}
+		if line[schema.DimService] != schema.ServiceIngest || line[schema.DimEnvironment] != "test" {
+			t.Fatalf("dimensions: %s", sc.Text())
+		}
+		c, _ := line[DimCode].(string)
+		if c != code {
+			continue
+		}
+		if v, ok := line[name].(float64); ok {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func TestHandlerRoutesAndMethods(t *testing.T) {
+	f := newFixture(t, nil)
+	status, body, _ := f.do(t, event("GET", "/nope", ""))
+	if code, _ := errorOf(t, body); status != 404 || code != CodeRouteNotFound {
+		t.Fatalf("%d %s", status, code)
+	}
+	status, body, _ = f.do(t, event("DELETE", "/sessions/abc", ""))
+	if code, _ := errorOf(t, body); status != 405 || code != CodeMethodNotAllowed {
+		t.Fatalf("%d %s", status, code)
+	}
+	// A named stage prefixes the raw path.
+	req := event("POST", "/prod/sessions/abc/stop", "")
+	req.RequestContext.Stage = "prod"
+	if status, _, _ := f.do(t, req); status != 202 || len(f.store.stopped) != 1 || f.store.stopped[0] != "abc" {
+		t.Fatalf("staged stop: %d %v", status, f.store.stopped)
+	}
+}
+
+func TestHandlerStartStopStatusList(t *testing.T) {
+	f := newFixture(t, nil)
+	status, body, _ := f.do(t, event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com/f?token=t0ps3cret","headers":{"Authorization":"Bearer h3ader-secret"}}`))
+	if status != 202 || body["connection_id"] != "c1" || body["desired_state"] != "STARTED" || body["generation"] != 3.0 ||
+		body["outcome"] != "updated" || body["notified"] != true {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	if n := f.notif.sent[0]; n.Type != schema.NotifyStart || n.ConnectionID != "c1" || n.Generation != 3 || n.SentAtMs != f.clock.Now().UnixMilli() {
+		t.Fatalf("notification %+v", n)
+	}
+	status, body, _ = f.do(t, event("POST", "/sessions/c1/stop", ""))
+	if status != 202 || body["desired_state"] != "STOPPED" || body["connection_id"] != "c1" {
+		t.Fatalf("stop: %d %v", status, body)
+	}
+	if n := f.notif.sent[1]; n.Type != schema.NotifyStop || n.ConnectionID != "c1" || n.Generation != 3 {
+		t.Fatalf("notification %+v", n)
+	}
+	last := int64(41)
+	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f?token=t0ps3cret", HeaderNames: []string{"Authorization"},
+		SeqField: "seq", Generation: 3, LeaseOwner: "w1", LeaseExpiresAtMs: 99, LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5}
+	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
+	if status != 200 || body["ws_url"] != "wss://a.example.com/f?token=REDACTED" || body["lease_owner"] != "w1" ||
+		body["lease_expires_at_ms"] != 99.0 || body["lease_epoch"] != 7.0 || body["last_seq"] != 41.0 || body["generation"] != 3.0 ||
+		body["updated_at_ms"] != 5.0 || body["desired_state"] != "STARTED" {
+		t.Fatalf("status: %d %v", status, body)
+	}
+	if strings.Contains(resp.Body, "t0ps3cret") || strings.Contains(resp.Body, "h3ader-secret") {
+		t.Fatalf("status leaks a secret: %s", resp.Body)
+	}
+	f.store.page = sessions.Page{Sessions: []sessions.Session{f.store.session}, Next: "cur"}
+	req := event("GET", "/sessions", "")
+	req.RawQueryString = "state=STOPPED&limit=2&next=abc"
+	status, body, resp = f.do(t, req)
+	if status != 200 || body["next"] != "cur" || len(body["sessions"].([]any)) != 1 || f.store.listArg != [3]string{"STOPPED", "2", "abc"} {
+		t.Fatalf("list: %d %v %v", status, body, f.store.listArg)
+	}
+	if strings.Contains(resp.Body, "t0ps3cret") {
+		t.Fatal("list leaks a query value")
+	}
+	emf := f.metrics.String()
+	if sumMetric(t, emf, schema.MetricStarts, "") != 1 || sumMetric(t, emf, schema.MetricStops, "") != 1 {
+		t.Fatalf("metrics:\n%s", emf)
+	}
+}
+
+func TestHandlerStoreErrors(t *testing.T) {
+	cases := []struct {
+		err       error
+		status    int
+		code      string
+		retryable bool
+	}{
+		{fmt.Errorf("get x: %w", sessions.ErrNotFound), 404, CodeNotFound, false},
+		{fmt.Errorf("start x: %w: throttled", sessions.ErrUnavailable), 503, CodeUnavailable, true},
+		{errors.New("anything else"), 503, CodeUnavailable, true},
+		{context.DeadlineExceeded, 503, CodeUnavailable, true},
+		{fmt.Errorf("start x: %w", sessions.ErrConflict), 409, CodeConflict, true},
+		{fmt.Errorf("list: %w", sessions.ErrInvalidCursor), 400, CodeInvalidQuery, false},
+	}
+	for _, c := range cases {
+		f := newFixture(t, nil)
+		f.store.err = c.err
+		for _, req := range []events.APIGatewayV2HTTPRequest{
+			event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com"}`),
+			event("POST", "/sessions/c1/stop", ""),
+			event("GET", "/sessions/c1", ""),
+			event("GET", "/sessions", ""),
+		} {
+			status, body, resp := f.do(t, req)
+			code, _ := errorOf(t, body)
+			if status != c.status || code != c.code {
+				t.Fatalf("%v on %s: got %d %s, want %d %s", c.err, req.RawPath, status, code, c.status, c.code)
+			}
+			retry, _ := body["error"].(map[string]any)["retryable"].(bool)
+			if retry != c.retryable || (resp.Headers["Retry-After"] != "") != c.retryable {
+				t.Fatalf("%v: retryable %v, Retry-After %q", c.err, retry, resp.Headers["Retry-After"])
+			}
+		}
+		if len(f.notif.sent) != 0 {
+			t.Fatalf("%v: a notification was sent after a failed write", c.err)
+		}
+	}
+}
+
+func TestHandlerNotifyFailureStill202(t *testing.T) {
+	f := newFixture(t, nil)
+	f.notif.err = errors.New("sqs down")
+	status, body, _ := f.do(t, event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com"}`))
+	if status != 202 || body["notified"] != false || body["generation"] != 3.0 {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	status, body, _ = f.do(t, event("POST", "/sessions/c1/stop", `{}`))
+	if status != 202 || body["notified"] != false {
+		t.Fatalf("stop: %d %v", status, body)
+	}
+	if got := sumMetric(t, f.metrics.String(), schema.MetricNotifyFailures, ""); got != 2 {
+		t.Fatalf("NotifyFailures = %v", got)
+	}
+	if !strings.Contains(f.logs.String(), `"level":"warn"`) || !strings.Contains(f.logs.String(), "sqs down") {
+		t.Fatalf("no warning logged:\n%s", f.logs.String())
+	}
+}
+
+func TestHandlerSigning(t *testing.T) {
+	secret := "signing-secret-0123456789"
+	f := newFixture(t, func(c *config.Config) { c.SigningSecret = secret })
+	body := `{"connection_id":"c1","ws_url":"wss://a.example.com"}`
+	status, b, _ := f.do(t, event("POST", "/sessions", body))
+	if code, _ := errorOf(t, b); status != 401 || code != CodeMissingSignature {
+		t.Fatalf("unsigned: %d %s", status, code)
+	}
+	ts := strconv.FormatInt(f.clock.Now().Unix(), 10)
+	req := event("POST", "/sessions", body)
+	req.Headers["x-wsfleet-timestamp"] = ts
+	req.Headers["x-wsfleet-signature"] = Sign([]byte(secret), ts, "POST", "/sessions", []byte(body))
+	if status, b, _ := f.do(t, req); status != 202 {
+		t.Fatalf("signed: %d %v", status, b)
+	}
+	// The same signature on another path is refused (no replay across sessions).
+	stop := event("POST", "/sessions/c2/stop", "")
+	stop.Headers["x-wsfleet-timestamp"] = ts
+	stop.Headers["x-wsfleet-signature"] = Sign([]byte(secret), ts, "POST", "/sessions/c1/stop", nil)
+	if status, b, _ := f.do(t, stop); status != 401 {
+		t.Fatalf("replayed stop: %d %v", status, b)
+	}
+	// GET signs an empty body; a stage prefix is not part of the signed path.
+	get := event("GET", "/prod/sessions/c1", "")
+	get.RequestContext.Stage = "prod"
+	get.Headers["X-Wsfleet-Timestamp"] = ts
+	get.Headers["X-Wsfleet-Signature"] = Sign([]byte(secret), ts, "GET", "/sessions/c1", nil)
+	if status, b, _ := f.do(t, get); status != 200 {
+		t.Fatalf("signed get: %d %v", status, b)
+	}
+	f.clock.Advance(6 * time.Minute)
+	if status, b, _ := f.do(t, req); status != 401 || b["error"].(map[string]any)["code"] != CodeStaleTimestamp {
+		t.Fatalf("stale: %d %v", status, b)
+	}
+	if strings.Contains(f.logs.String(), secret) {
+		t.Fatal("secret logged")
+	}
+}
+
+func TestHandlerLogsRedactAndCarryIDs(t *testing.T) {
+	f := newFixture(t, nil)
+	req := event("POST", "/sessions", `{"connection_id":"c-log","ws_url":"wss://a.example.com/f?token=qu3ry-secret&x=1","headers":{"Authorization":"Bearer h3ader-secret","X-Api-Key":"k3y-secret"}}`)
+	req.RequestContext.RequestID = "apigw-req-1"
+	f.do(t, req)
+	bad := event("POST", "/sessions", `{"connection_id":"c-log2","ws_url":"wss://a.example.com/f?token=qu3ry-secret","headers":{"X-A":"h3ader-secret\n"}}`)
+	f.do(t, bad)
+	logs := f.logs.String()
+	for _, secret := range []string{"qu3ry-secret", "h3ader-secret", "k3y-secret"} {
+		if strings.Contains(logs, secret) || strings.Contains(f.metrics.String(), secret) {
+			t.Fatalf("logs leak %q:\n%s", secret, logs)
+		}
+	}
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(logs, "\n", 2)[0]), &line); err != nil {
+		t.Fatal(err)
+	}
+	if line["request_id"] != "apigw-req-1" || line["connection_id"] != "c-log" || line["route"] != routeStart ||
+		line["ws_url"] != "wss://a.example.com/f?token=REDACTED&x=REDACTED" || line["header_count"] != 2.0 || line["status"] != 202.0 {
+		t.Fatalf("log line: %v", line)
+	}
+}
+
+func TestHandlerRecoversFromPanic(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.panics = true
+	status, body, _ := f.do(t, event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com"}`))
+	if code, _ := errorOf(t, body); status != 500 || code != CodeInternal {
+		t.Fatalf("%d %s", status, code)
+	}
+	if !strings.Contains(f.logs.String(), "panic: boom") {
+		t.Fatalf("panic not logged:\n%s", f.logs.String())
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	cfg := config.Default() // no queue URL
+	if _, err := New(cfg, Deps{Store: &fakeStore{}, Notifier: &fakeNotifier{}}); err == nil {
+		t.Fatal("New accepted a config without a queue URL")
+	}
+	cfg.QueueURL = "http://q"
+	if _, err := New(cfg, Deps{}); err == nil {
+		t.Fatal("New accepted missing deps")
+	}
+}

@@ -1,0 +1,430 @@
+package api
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+)
+
+var publicPolicy = URLPolicy{PrivateIPs: config.PrivateIPsNone}
+
+func mustDecode(t *testing.T, body string, p URLPolicy) sessions.Desired {
+	t.Helper()
+	d, e := DecodeStart([]byte(body), p)
+	if e != nil {
+		t.Fatalf("DecodeStart(%s): unexpected %v", body, e)
+	}
+	return d
+}
+
+func wantReject(t *testing.T, body string, p URLPolicy, code, msgPart string) {
+	t.Helper()
+	_, e := DecodeStart([]byte(body), p)
+	if e == nil {
+		t.Fatalf("DecodeStart(%.200s): accepted, want %s", body, code)
+	}
+	if e.status != http.StatusBadRequest || e.code != code {
+		t.Fatalf("DecodeStart(%.200s): got %d %s (%s), want 400 %s", body, e.status, e.code, e.message, code)
+	}
+	if msgPart != "" && !strings.Contains(e.message, msgPart) {
+		t.Fatalf("DecodeStart(%.200s): message %q lacks %q", body, e.message, msgPart)
+	}
+}
+
+func TestDecodeStartAcceptsAndDefaults(t *testing.T) {
+	d := mustDecode(t, `{"ws_url":"wss://stream.example.com/feed?token=abc"}`, publicPolicy)
+	if !strings.HasPrefix(d.WSURL, "wss://stream.example.com") || d.SeqField != "seq" || d.ResumeQueryParam != "" || d.Headers != nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	if CheckConnectionID(d.ConnectionID) != nil || len(d.ConnectionID) != 36 {
+		t.Fatalf("generated connection_id %q", d.ConnectionID)
+	}
+	d2 := mustDecode(t, `{"ws_url":"wss://stream.example.com/feed"}`, publicPolicy)
+	if d2.ConnectionID == d.ConnectionID {
+		t.Fatal("generated connection ids repeat")
+	}
+	full := mustDecode(t, `{"connection_id":"meet:1.a_b-C","ws_url":"ws://h.example.com:8080/x",
+		"headers":{"Authorization":"Bearer s3cret","X-Trace":""},"seq_field":"sequence.no","resume_query_param":"from_seq"}`, publicPolicy)
+	if full.ConnectionID != "meet:1.a_b-C" || full.SeqField != "sequence.no" || full.ResumeQueryParam != "from_seq" ||
+		full.Headers["Authorization"] != "Bearer s3cret" || len(full.Headers) != 2 {
+		t.Fatalf("full: %+v", full)
+	}
+	// null is "absent".
+	n := mustDecode(t, `{"connection_id":null,"ws_url":"wss://a.example.com","headers":null,"seq_field":null,"resume_query_param":null}`, publicPolicy)
+	if n.ConnectionID == "" || n.SeqField != "seq" || n.Headers != nil {
+		t.Fatalf("nulls: %+v", n)
+	}
+	// empty headers object stores nothing
+	if e := mustDecode(t, `{"ws_url":"wss://a.example.com","headers":{}}`, publicPolicy); e.Headers != nil {
+		t.Fatalf("empty headers kept: %+v", e.Headers)
+	}
+}
+
+func TestDecodeStartJSONRules(t *testing.T) {
+	cases := []struct{ name, body, code, msg string }{
+		{"empty body", ``, CodeInvalidJSON, "required"},
+		{"blank body", "  \n", CodeInvalidJSON, "required"},
+		{"not json", `ws_url=wss://x`, CodeInvalidJSON, "JSON object"},
+		{"array", `[{"ws_url":"wss://a.example.com"}]`, CodeInvalidJSON, "JSON object"},
+		{"null", `null`, CodeInvalidJSON, "JSON object"},
+		{"string", `"wss://a.example.com"`, CodeInvalidJSON, "JSON object"},
+		{"truncated", `{"ws_url":"wss://a.example.com"`, CodeInvalidJSON, "not valid JSON"},
+		{"trailing object", `{"ws_url":"wss://a.example.com"}{}`, CodeInvalidJSON, "exactly one"},
+		{"trailing garbage", `{"ws_url":"wss://a.example.com"} x`, CodeInvalidJSON, ""},
+		{"invalid utf8", "{\"ws_url\":\"wss://a.example.com\",\"seq_field\":\"\xff\"}", CodeInvalidJSON, "UTF-8"},
+		{"duplicate key", `{"ws_url":"wss://a.example.com","ws_url":"wss://b.example.com"}`, CodeInvalidJSON, "duplicate key"},
+		{"duplicate header key", `{"ws_url":"wss://a.example.com","headers":{"A":"1","A":"2"}}`, CodeInvalidJSON, "duplicate key"},
+		{"too deep", `{"ws_url":"wss://a.example.com","headers":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, CodeInvalidJSON, "deeply"},
+		{"unknown field", `{"ws_url":"wss://a.example.com","wsurl":"x"}`, CodeUnknownField, `"wsurl"`},
+		{"unknown field case", `{"WS_URL":"wss://a.example.com"}`, CodeUnknownField, ""},
+		{"ws_url number", `{"ws_url":42}`, CodeInvalidType, `"ws_url"`},
+		{"headers array", `{"ws_url":"wss://a.example.com","headers":["a"]}`, CodeInvalidType, `"headers"`},
+		{"header value number", `{"ws_url":"wss://a.example.com","headers":{"X-A":1}}`, CodeInvalidType, `"headers"`},
+		{"connection_id number", `{"connection_id":7,"ws_url":"wss://a.example.com"}`, CodeInvalidType, `"connection_id"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { wantReject(t, c.body, publicPolicy, c.code, c.msg) })
+	}
+}
+
+func TestDecodeStartConnectionID(t *testing.T) {
+	for _, id := range []string{"", " ", "a b", "a/b", "a%2Fb", "é", strings.Repeat("a", 129), "a\nb", "a?b", "a#b"} {
+		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
+		wantReject(t, string(body), publicPolicy, CodeInvalidConnID, "connection_id must match")
+	}
+	for _, id := range []string{"a", strings.Repeat("Z", 128), "x.y:z_w-9"} {
+		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
+		if d := mustDecode(t, string(body), publicPolicy); d.ConnectionID != id {
+			t.Fatalf("id %q became %q", id, d.ConnectionID)
+		}
+	}
+}
+
+func startWith(url string) string {
+	b, _ := json.Marshal(map[string]string{"ws_url": url})
+	return string(b)
+}
+
+func TestDecodeStartWSURLSyntax(t *testing.T) {
+	long := "wss://a.example.com/" + strings.Repeat("p", MaxWSURLLen-len("wss://a.example.com/"))
+	mustDecode(t, startWith(long), publicPolicy) // exactly at the limit
+	cases := []struct{ name, url, msg string }{
+		{"missing", "", "required"},
+		{"too long", long + "p", "longer than 2048"},
+		{"http scheme", "http://a.example.com/", "ws or wss"},
+		{"https scheme", "https://a.example.com/", "ws or wss"},
+		{"no scheme", "a.example.com/feed", "ws or wss"},
+		{"relative", "/feed", "ws or wss"},
+		{"opaque", "ws:a.example.com", "absolute"},
+		{"no host", "wss:///feed", "absolute"},
+		{"userinfo", "wss://user:pass@a.example.com/", "user info"},
+		{"fragment", "wss://a.example.com/#frag", "fragment"},
+		{"space", "wss://a.example.com/a b", "printable ASCII"},
+		{"control", "wss://a.example.com/\x01", "printable ASCII"},
+		{"non-ascii", "wss://bücher.example/", "printable ASCII"},
+		{"bad port", "wss://a.example.com:99999/", "port"},
+		{"port zero", "wss://a.example.com:0/", "port"},
+		{"empty port", "wss://a.example.com:/", "port"},
+		{"bad label", "wss://-a.example.com/", "label"},
+		{"empty label", "wss://a..example.com/", "label"},
+		{"bad char", "wss://a!b.example.com/", "letters, digits"},
+		{"decimal ip", "wss://2130706433/", "non-canonical IP"},
+		{"hex ip", "wss://0x7f.1/", "non-canonical IP"},
+		{"short ip", "wss://127.1/", "non-canonical IP"},
+		{"ipv6 zone", "wss://[fe80::1%25eth0]/", "zones"},
+		{"bad escape", "wss://a.example.com/%zz", "valid URL"},
+		{"v4 in brackets", "wss://[1.2.3.4]/", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { wantReject(t, startWith(c.url), publicPolicy, CodeInvalidWSURL, c.msg) })
+	}
+}
+
+func TestDecodeStartWSURLAddressPolicy(t *testing.T) {
+	refusedByDefault := map[string]string{
+		"wss://127.0.0.1/":                "loopback",
+		"wss://127.9.9.9:9000/":           "loopback",
+		"wss://[::1]/":                    "loopback",
+		"wss://localhost:8080/":           "loopback",
+		"wss://api.localhost/":            "loopback",
+		"wss://10.1.2.3/":                 "private",
+		"wss://172.16.0.1/":               "private",
+		"wss://172.31.255.255/":           "private",
+		"wss://192.168.1.1/":              "private",
+		"wss://100.64.0.1/":               "private",
+		"wss://[fd12::1]/":                "private",
+		"wss://169.254.1.1/":              "link-local",
+		"wss://[fe80::1]/":                "link-local",
+		"wss://169.254.169.254/":          "cloud metadata",
+		"wss://169.254.170.2/":            "cloud metadata",
+		"wss://[fd00:ec2::254]/":          "cloud metadata",
+		"wss://100.100.100.200/":          "cloud metadata",
+		"wss://0.0.0.0/":                  "unspecified",
+		"wss://[::]/":                     "unspecified",
+		"wss://224.0.0.1/":                "multicast",
+		"wss://[ff02::1]/":                "multicast",
+		"wss://255.255.255.255/":          "reserved",
+		"wss://[::ffff:127.0.0.1]/":       "loopback",
+		"wss://[::ffff:10.0.0.1]/":        "private",
+		"wss://[::ffff:169.254.169.254]/": "cloud metadata",
+		"wss://[64:ff9b::a00:1]/":         "private",
+		"wss://[2002:a00:1::]/":           "private",
+		"wss://[::10.0.0.1]/":             "private",
+	}
+	for u, class := range refusedByDefault {
+		wantReject(t, startWith(u), publicPolicy, CodeAddressNotAllowed, class)
+	}
+	public := []string{"wss://8.8.8.8/", "wss://[2606:4700::1111]/", "ws://93.184.216.34:80/x", "wss://stream.example.com/"}
+	for _, u := range public {
+		mustDecode(t, startWith(u), publicPolicy)
+	}
+
+	loop := URLPolicy{PrivateIPs: config.PrivateIPsLoopback}
+	for _, u := range []string{"ws://127.0.0.1:9000/", "ws://[::1]:9000/", "ws://localhost:9000/", "ws://[::ffff:127.0.0.1]/"} {
+		mustDecode(t, startWith(u), loop)
+	}
+	for _, u := range []string{"ws://10.0.0.1/", "ws://169.254.169.254/", "ws://192.168.0.1/", "ws://[fe80::1]/"} {
+		wantReject(t, startWith(u), loop, CodeAddressNotAllowed, "")
+	}
+
+	all := URLPolicy{PrivateIPs: config.PrivateIPsAll}
+	for _, u := range []string{"ws://10.0.0.1/", "ws://192.168.0.1/", "ws://127.0.0.1/", "ws://[fe80::1]/"} {
+		mustDecode(t, startWith(u), all)
+	}
+	for _, u := range []string{"ws://169.254.169.254/latest/meta-data", "ws://[fd00:ec2::254]/", "ws://169.254.170.2/"} {
+		wantReject(t, startWith(u), all, CodeAddressNotAllowed, "cloud metadata")
+	}
+}
+
+func TestDecodeStartAllowedHosts(t *testing.T) {
+	p := URLPolicy{AllowedHosts: []string{"stream.example.com", "*.feeds.example.net", "203.0.113.7", "[2001:db8::1]"}, PrivateIPs: config.PrivateIPsNone}
+	for _, u := range []string{"wss://stream.example.com/x", "wss://STREAM.example.com./x", "wss://a.feeds.example.net/", "wss://a.b.feeds.example.net:443/", "wss://203.0.113.7/", "wss://[2001:db8::1]/"} {
+		mustDecode(t, startWith(u), p)
+	}
+	for _, u := range []string{"wss://example.com/", "wss://evil-stream.example.com/", "wss://feeds.example.net/", "wss://stream.example.com.evil.net/", "wss://afeeds.example.net/", "wss://203.0.113.8/", "wss://8.8.8.8/"} {
+		wantReject(t, startWith(u), p, CodeHostNotAllowed, "allowed hosts")
+	}
+	// The address policy applies before the allowlist: an allowlisted private IP is still refused.
+	wantReject(t, startWith("wss://10.0.0.1/"), URLPolicy{AllowedHosts: []string{"10.0.0.1"}, PrivateIPs: config.PrivateIPsNone}, CodeAddressNotAllowed, "private")
+}
+
+func TestDecodeStartHeaders(t *testing.T) {
+	hdr := func(h map[string]string) string {
+		b, _ := json.Marshal(map[string]any{"ws_url": "wss://a.example.com", "headers": h})
+		return string(b)
+	}
+	many := map[string]string{}
+	for i := 0; i <= MaxHeaders; i++ {
+		many["X-H"+strings.Repeat("a", i)] = "v"
+	}
+	cases := []struct {
+		name string
+		h    map[string]string
+		msg  string
+	}{
+		{"too many", many, "at most 32"},
+		{"empty name", map[string]string{"": "v"}, "1..128"},
+		{"long name", map[string]string{strings.Repeat("a", 129): "v"}, "1..128"},
+		{"space in name", map[string]string{"X A": "v"}, "HTTP token"},
+		{"colon in name", map[string]string{"X:A": "v"}, "HTTP token"},
+		{"non-ascii name", map[string]string{"X-Ä": "v"}, "HTTP token"},
+		{"host", map[string]string{"Host": "evil"}, "handshake"},
+		{"connection", map[string]string{"connection": "close"}, "handshake"},
+		{"upgrade", map[string]string{"UPGRADE": "h2c"}, "handshake"},
+		{"sec-websocket-key", map[string]string{"Sec-WebSocket-Key": "x"}, "handshake"},
+		{"sec-websocket-version", map[string]string{"sec-websocket-version": "8"}, "handshake"},
+		{"content-length", map[string]string{"Content-Length": "1"}, "handshake"},
+		{"transfer-encoding", map[string]string{"Transfer-Encoding": "chunked"}, "handshake"},
+		{"case duplicate", map[string]string{"X-Token": "a", "x-token": "b"}, "twice"},
+		{"CR in value", map[string]string{"X-A": "a\rb"}, "control"},
+		{"LF in value", map[string]string{"X-A": "a\nInjected: 1"}, "control"},
+		{"NUL in value", map[string]string{"X-A": "a\x00"}, "control"},
+		{"DEL in value", map[string]string{"X-A": "a\x7f"}, "control"},
+		{"non-ascii value", map[string]string{"X-A": "é"}, "non-ASCII"},
+		{"long value", map[string]string{"X-A": strings.Repeat("v", MaxHeaderValueLen+1)}, "longer than 4096"},
+		{"leading space", map[string]string{"X-A": " v"}, "whitespace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantReject(t, hdr(c.h), publicPolicy, CodeInvalidHeader, c.msg)
+			// A value never appears in a message.
+			_, e := DecodeStart([]byte(hdr(c.h)), publicPolicy)
+			for _, v := range c.h {
+				if len(v) > 2 && strings.Contains(e.message, v) {
+					t.Fatalf("message %q quotes a header value", e.message)
+				}
+			}
+		})
+	}
+	ok := map[string]string{"Authorization": "Bearer x", "Sec-WebSocket-Protocol": "v1.stream", "X-A": "a\tb", "Cookie": "k=v", "X-Empty": ""}
+	if d := mustDecode(t, hdr(ok), publicPolicy); len(d.Headers) != len(ok) {
+		t.Fatalf("headers: %v", d.Headers)
+	}
+	at := map[string]string{}
+	for i := 0; i < MaxHeaders; i++ {
+		at["X-H"+strings.Repeat("a", i)] = strings.Repeat("v", 100)
+	}
+	mustDecode(t, hdr(at), publicPolicy)
+}
+
+func TestDecodeStartSeqFieldAndResumeParam(t *testing.T) {
+	for _, v := range []string{"", "a b", "a/b", "é", strings.Repeat("a", 65), "a\"b"} {
+		b, _ := json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "seq_field": v})
+		wantReject(t, string(b), publicPolicy, CodeInvalidSeqField, "seq_field must match")
+		b, _ = json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "resume_query_param": v})
+		wantReject(t, string(b), publicPolicy, CodeInvalidResumeParam, "resume_query_param must match")
+	}
+	for _, v := range []string{"a&b", "a=b", "a?b"} {
+		b, _ := json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "resume_query_param": v})
+		wantReject(t, string(b), publicPolicy, CodeInvalidResumeParam, "")
+	}
+	d := mustDecode(t, `{"ws_url":"wss://a.example.com","seq_field":"data.seq_no","resume_query_param":"from~seq"}`, publicPolicy)
+	if d.SeqField != "data.seq_no" || d.ResumeQueryParam != "from~seq" {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestDecodeStop(t *testing.T) {
+	for _, ok := range []string{"", "  ", "{}", " { } "} {
+		if e := DecodeStop([]byte(ok)); e != nil {
+			t.Fatalf("DecodeStop(%q): %v", ok, e)
+		}
+	}
+	for body, code := range map[string]string{`{"reason":"x"}`: CodeUnknownField, `[]`: CodeInvalidJSON, `{`: CodeInvalidJSON, `{}{}`: CodeInvalidJSON} {
+		if e := DecodeStop([]byte(body)); e == nil || e.code != code {
+			t.Fatalf("DecodeStop(%q) = %v, want %s", body, e, code)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	cases := map[string]string{
+		"wss://h.example.com/feed?token=abc&x=1":    "wss://h.example.com/feed?token=REDACTED&x=REDACTED",
+		"wss://h.example.com/feed":                  "wss://h.example.com/feed",
+		"wss://h.example.com/feed?secrettoken":      "wss://h.example.com/feed?REDACTED",
+		"wss://h.example.com/feed?a=1;b=2&c=":       "wss://h.example.com/feed?a=REDACTED&c=REDACTED",
+		"wss://u:p@h.example.com/f?k=v#frag":        "wss://h.example.com/f?k=REDACTED",
+		"ws://127.0.0.1:9000/?sig=AbC%2F%3D&empty=": "ws://127.0.0.1:9000/?sig=REDACTED&empty=REDACTED",
+		"%zz://bad": "REDACTED",
+	}
+	for in, want := range cases {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+		for _, secret := range []string{"abc", "AbC", "secrettoken", ":p@", "frag"} {
+			if strings.Contains(in, secret) && strings.Contains(RedactURL(in), secret) {
+				t.Errorf("RedactURL(%q) leaks %q", in, secret)
+			}
+		}
+	}
+}
+
+func TestMatchRoute(t *testing.T) {
+	cases := []struct {
+		method, path, route, id string
+		status                  int
+		code                    string
+	}{
+		{"POST", "/sessions", routeStart, "", 0, ""},
+		{"GET", "/sessions", routeList, "", 0, ""},
+		{"GET", "/sessions/abc", routeStatus, "abc", 0, ""},
+		{"GET", "/sessions/a%3Ab", routeStatus, "a:b", 0, ""},
+		{"POST", "/sessions/abc/stop", routeStop, "abc", 0, ""},
+		{"DELETE", "/sessions", "", "", 405, CodeMethodNotAllowed},
+		{"POST", "/sessions/abc", routeStatus, "", 405, CodeMethodNotAllowed},
+		{"GET", "/sessions/abc/stop", routeStop, "", 405, CodeMethodNotAllowed},
+		{"POST", "/sessions/abc/start", "", "", 404, CodeRouteNotFound},
+		{"GET", "/", "", "", 404, CodeRouteNotFound},
+		{"GET", "/other", "", "", 404, CodeRouteNotFound},
+		{"GET", "/sessions/a/b/c", "", "", 404, CodeRouteNotFound},
+		{"GET", "/sessions/a%2Fb", routeStatus, "", 400, CodeInvalidConnID},
+		{"GET", "/sessions/%zz", routeStatus, "", 400, CodeInvalidConnID},
+		{"POST", "/sessions//stop", routeStop, "", 400, CodeInvalidConnID},
+	}
+	for _, c := range cases {
+		route, id, e := matchRoute(c.method, c.path)
+		if c.status == 0 {
+			if e != nil || route != c.route || id != c.id {
+				t.Errorf("%s %s: got %q %q %v", c.method, c.path, route, id, e)
+			}
+			continue
+		}
+		if e == nil || e.status != c.status || e.code != c.code {
+			t.Errorf("%s %s: got %v, want %d %s", c.method, c.path, e, c.status, c.code)
+		}
+	}
+	// Stage prefixes are stripped.
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/prod/sessions/x/stop", RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "prod"}}
+	if p := routePath(req); p != "/sessions/x/stop" {
+		t.Fatalf("routePath = %q", p)
+	}
+	req = events.APIGatewayV2HTTPRequest{RawPath: "/production/sessions", RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "prod"}}
+	if p := routePath(req); p != "/production/sessions" {
+		t.Fatalf("routePath = %q", p)
+	}
+}
+
+func TestRequestBodyAndContentType(t *testing.T) {
+	max := 16 << 10
+	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: strings.Repeat("a", max)}, max); e != nil {
+		t.Fatalf("at limit: %v", e)
+	}
+	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: strings.Repeat("a", max+1)}, max); e == nil || e.code != CodeBodyTooLarge || e.status != 400 {
+		t.Fatalf("over limit: %v", e)
+	}
+	enc := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", max+1)))
+	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: enc, IsBase64Encoded: true}, max); e == nil || e.code != CodeBodyTooLarge {
+		t.Fatalf("base64 over limit: %v", e)
+	}
+	enc = base64.StdEncoding.EncodeToString([]byte(`{"a":1}`))
+	if b, e := requestBody(events.APIGatewayV2HTTPRequest{Body: enc, IsBase64Encoded: true}, max); e != nil || string(b) != `{"a":1}` {
+		t.Fatalf("base64: %q %v", b, e)
+	}
+	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: "!!", IsBase64Encoded: true}, max); e == nil || e.code != CodeInvalidJSON {
+		t.Fatalf("bad base64: %v", e)
+	}
+	ct := func(v string) *apiError {
+		return requireJSON(events.APIGatewayV2HTTPRequest{Headers: map[string]string{"content-type": v}})
+	}
+	for _, ok := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON; charset=UTF-8"} {
+		if e := ct(ok); e != nil {
+			t.Fatalf("%q: %v", ok, e)
+		}
+	}
+	for _, bad := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/json; x=y", "application/jsonp", "multipart/form-data; boundary=x"} {
+		if e := ct(bad); e == nil || e.code != CodeInvalidContentType || e.status != 400 {
+			t.Fatalf("%q: %v", bad, e)
+		}
+	}
+	if e := requireJSON(events.APIGatewayV2HTTPRequest{Headers: map[string]string{"Content-Type": "application/json"}}); e != nil {
+		t.Fatalf("mixed-case header name: %v", e)
+	}
+}
+
+func TestListParams(t *testing.T) {
+	q := func(raw string) (string, int, string, *apiError) {
+		return listParams(events.APIGatewayV2HTTPRequest{RawQueryString: raw})
+	}
+	if s, l, n, e := q(""); e != nil || s != "STARTED" || l != DefaultListLimit || n != "" {
+		t.Fatalf("defaults: %s %d %q %v", s, l, n, e)
+	}
+	if s, l, n, e := q("state=stopped&limit=100&next=abc"); e != nil || s != "STOPPED" || l != 100 || n != "abc" {
+		t.Fatalf("explicit: %s %d %q %v", s, l, n, e)
+	}
+	for _, bad := range []string{"state=RUNNING", "limit=0", "limit=101", "limit=x", "limit=-1", "next=", "next=" + strings.Repeat("a", 513), "state=STARTED&state=STOPPED", "limt=5", "%zz"} {
+		if _, _, _, e := q(bad); e == nil || e.code != CodeInvalidQuery || e.status != 400 {
+			t.Fatalf("%q: %v", bad, e)
+		}
+	}
+	// Without a raw query string, the parsed map is used.
+	if s, _, _, e := listParams(events.APIGatewayV2HTTPRequest{QueryStringParameters: map[string]string{"state": "STOPPED"}}); e != nil || s != "STOPPED" {
+		t.Fatalf("map: %s %v", s, e)
+	}
+}
