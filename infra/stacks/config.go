@@ -1,0 +1,217 @@
+package stacks
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Environment names accepted by `-c env=<name>`.
+const (
+	EnvDev  = "dev"
+	EnvProd = "prod"
+)
+
+// Sink names understood by the streamer (schema.EnvSink).
+const (
+	SinkStdout = "stdout"
+	SinkSQS    = "sqs"
+)
+
+// Fargate limits that the config is checked against.
+const (
+	fargateMaxStopTimeout = 120 * time.Second
+	// renewJitter is the worker's renewal jitter (shared/lease DefaultConfig).
+	renewJitter         = 0.1
+	stopTimeoutHeadroom = 5 * time.Second
+)
+
+// fargateMemoryMiB lists the memory sizes Fargate accepts for each CPU size
+// (the ones this app offers; larger sizes exist).
+var fargateMemoryMiB = map[int][]int{
+	256:  {512, 1024, 2048},
+	512:  {1024, 2048, 3072, 4096},
+	1024: {2048, 3072, 4096, 5120, 6144, 7168, 8192},
+	2048: {4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312, 14336, 15360, 16384},
+}
+
+// EnvConfig is everything that differs between environments. One value per
+// environment lives in environments; context options (Options) adjust it.
+type EnvConfig struct {
+	Name string
+
+	// Streamer service.
+	MinTasks           int
+	MaxTasks           int
+	TaskCPU            int // Fargate CPU units
+	TaskMemoryMiB      int
+	MaxSessionsPerTask int     // schema.EnvMaxSessions
+	TargetUtilization  float64 // percent of MaxSessionsPerTask, autoscaling target
+	ScaleInCooldown    time.Duration
+	ScaleOutCooldown   time.Duration
+
+	// Lease timings handed to the worker.
+	LeaseTTL         time.Duration
+	RenewEvery       time.Duration
+	MaxSkew          time.Duration
+	SafetyMargin     time.Duration // the holder stops trusting a lease this long before TTL
+	ShutdownDeadline time.Duration // the worker's graceful-shutdown deadline
+	StopTimeout      time.Duration // ECS SIGTERM → SIGKILL; must exceed ShutdownDeadline
+
+	Sink     string // stdout | sqs; sqs creates the output queue
+	LogLevel string
+
+	// Ingest.
+	IngestMemoryMiB  int
+	IngestTimeout    time.Duration
+	APIRateLimit     float64 // requests/s on the $default stage
+	APIBurstLimit    float64
+	WorkQueueVisible time.Duration // work-queue visibility timeout
+	MaxReceiveCount  int           // work queue → DLQ after this many receives
+
+	// Operations.
+	LogRetentionDays   int
+	Retain             bool // RETAIN data and logs, deletion protection on the table
+	OrphanAlarmMinutes int  // OrphansSeen > 0 for this many consecutive minutes
+	LeaseLostPer5Min   float64
+	Ingest5xxPer5Min   float64
+}
+
+// environments holds the per-environment defaults.
+var environments = map[string]EnvConfig{
+	EnvDev: {
+		Name:               EnvDev,
+		MinTasks:           1,
+		MaxTasks:           3,
+		TaskCPU:            256,
+		TaskMemoryMiB:      512,
+		MaxSessionsPerTask: 500,
+		TargetUtilization:  70,
+		ScaleInCooldown:    5 * time.Minute,
+		ScaleOutCooldown:   time.Minute,
+		LeaseTTL:           10 * time.Second,
+		RenewEvery:         3 * time.Second,
+		MaxSkew:            500 * time.Millisecond,
+		SafetyMargin:       2 * time.Second,
+		ShutdownDeadline:   30 * time.Second,
+		StopTimeout:        40 * time.Second,
+		Sink:               SinkStdout,
+		LogLevel:           "debug",
+		IngestMemoryMiB:    256,
+		IngestTimeout:      10 * time.Second,
+		APIRateLimit:       20,
+		APIBurstLimit:      50,
+		WorkQueueVisible:   30 * time.Second,
+		MaxReceiveCount:    5,
+		LogRetentionDays:   7,
+		Retain:             false,
+		OrphanAlarmMinutes: 5,
+		LeaseLostPer5Min:   20,
+		Ingest5xxPer5Min:   5,
+	},
+	EnvProd: {
+		Name:               EnvProd,
+		MinTasks:           2,
+		MaxTasks:           10,
+		TaskCPU:            512,
+		TaskMemoryMiB:      1024,
+		MaxSessionsPerTask: 500,
+		TargetUtilization:  70,
+		ScaleInCooldown:    10 * time.Minute,
+		ScaleOutCooldown:   time.Minute,
+		LeaseTTL:           15 * time.Second,
+		RenewEvery:         5 * time.Second,
+		MaxSkew:            500 * time.Millisecond,
+		SafetyMargin:       2 * time.Second,
+		ShutdownDeadline:   30 * time.Second,
+		StopTimeout:        40 * time.Second,
+		Sink:               SinkSQS,
+		LogLevel:           "info",
+		IngestMemoryMiB:    256,
+		IngestTimeout:      10 * time.Second,
+		APIRateLimit:       100,
+		APIBurstLimit:      200,
+		WorkQueueVisible:   30 * time.Second,
+		MaxReceiveCount:    5,
+		LogRetentionDays:   90,
+		Retain:             true,
+		OrphanAlarmMinutes: 3,
+		LeaseLostPer5Min:   10,
+		Ingest5xxPer5Min:   1,
+	},
+}
+
+// EnvNames returns the known environment names, sorted.
+func EnvNames() []string {
+	names := make([]string, 0, len(environments))
+	for n := range environments {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ConfigFor returns the validated configuration of the named environment.
+func ConfigFor(name string) (EnvConfig, error) {
+	cfg, ok := environments[name]
+	if !ok {
+		return EnvConfig{}, fmt.Errorf("unknown environment %q (known: %s)", name, strings.Join(EnvNames(), ", "))
+	}
+	if err := cfg.Validate(); err != nil {
+		return EnvConfig{}, fmt.Errorf("environment %q: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks the configuration for values AWS would reject and for
+// timings that would break the one-owner-per-connection guarantee.
+func (c EnvConfig) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.Name != "", "name is empty")
+	check(c.MinTasks >= 1, "MinTasks %d < 1", c.MinTasks)
+	check(c.MaxTasks >= c.MinTasks, "MaxTasks %d < MinTasks %d", c.MaxTasks, c.MinTasks)
+	mems, ok := fargateMemoryMiB[c.TaskCPU]
+	check(ok, "TaskCPU %d is not a Fargate CPU size", c.TaskCPU)
+	check(!ok || slices.Contains(mems, c.TaskMemoryMiB), "TaskMemoryMiB %d is not valid with TaskCPU %d", c.TaskMemoryMiB, c.TaskCPU)
+	check(c.MaxSessionsPerTask >= 1, "MaxSessionsPerTask %d < 1", c.MaxSessionsPerTask)
+	check(c.TargetUtilization > 0 && c.TargetUtilization < 100, "TargetUtilization %v not in (0, 100)", c.TargetUtilization)
+	check(c.ScaleInCooldown >= 0 && c.ScaleOutCooldown >= 0, "negative cooldown")
+
+	check(c.LeaseTTL > 0, "LeaseTTL must be positive")
+	check(c.RenewEvery > 0 && c.SafetyMargin > 0, "RenewEvery and SafetyMargin must be positive")
+	// The worker's own rule (shared/lease Config.Validate): a renewal, with
+	// jitter, must fit before the holder stops trusting its lease.
+	check(c.LeaseTTL-c.SafetyMargin > time.Duration(float64(c.RenewEvery)*(1+renewJitter)),
+		"LeaseTTL %v - SafetyMargin %v leaves no room for a renewal every %v (±%.0f%%)", c.LeaseTTL, c.SafetyMargin, c.RenewEvery, renewJitter*100)
+	check(c.MaxSkew >= 0 && c.MaxSkew < c.LeaseTTL, "MaxSkew %v must be in [0, LeaseTTL %v)", c.MaxSkew, c.LeaseTTL)
+	check(c.ShutdownDeadline > 0, "ShutdownDeadline must be positive")
+	check(c.StopTimeout >= c.ShutdownDeadline+stopTimeoutHeadroom,
+		"StopTimeout %v must be at least ShutdownDeadline %v + %v so the worker can release its leases before SIGKILL",
+		c.StopTimeout, c.ShutdownDeadline, stopTimeoutHeadroom)
+	check(c.StopTimeout <= fargateMaxStopTimeout, "StopTimeout %v exceeds the Fargate maximum %v", c.StopTimeout, fargateMaxStopTimeout)
+	check(c.StopTimeout%time.Second == 0, "StopTimeout %v must be whole seconds", c.StopTimeout)
+
+	check(c.Sink == SinkStdout || c.Sink == SinkSQS, "Sink %q is not %q or %q", c.Sink, SinkStdout, SinkSQS)
+	check(slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel), "LogLevel %q is not debug|info|warn|error", c.LogLevel)
+
+	check(c.IngestMemoryMiB >= 128 && c.IngestMemoryMiB <= 10240, "IngestMemoryMiB %d not in [128, 10240]", c.IngestMemoryMiB)
+	check(c.IngestTimeout > 0 && c.IngestTimeout <= 29*time.Second, "IngestTimeout %v not in (0, 29s] (the HTTP API integration limit)", c.IngestTimeout)
+	check(c.APIRateLimit > 0 && c.APIBurstLimit >= 1, "API throttling must be positive")
+	check(c.WorkQueueVisible > 0 && c.WorkQueueVisible <= 12*time.Hour, "WorkQueueVisible %v not in (0, 12h]", c.WorkQueueVisible)
+	check(c.MaxReceiveCount >= 1 && c.MaxReceiveCount <= 1000, "MaxReceiveCount %d not in [1, 1000]", c.MaxReceiveCount)
+
+	_, okRetention := retentionByDays[c.LogRetentionDays]
+	check(okRetention, "LogRetentionDays %d is not a CloudWatch Logs retention value", c.LogRetentionDays)
+	check(c.OrphanAlarmMinutes >= 1, "OrphanAlarmMinutes %d < 1", c.OrphanAlarmMinutes)
+	check(c.LeaseLostPer5Min > 0, "LeaseLostPer5Min must be positive")
+	check(c.Ingest5xxPer5Min > 0, "Ingest5xxPer5Min must be positive")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,122 @@
+package stacks
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Context keys read by the app (`cdk synth -c key=value` or cdk.json "context").
+const (
+	CtxEnv              = "env"              // dev | prod (required; cdk.json defaults it to dev)
+	CtxAuth             = "auth"             // iam (default) | none
+	CtxSink             = "sink"             // overrides the environment's sink: stdout | sqs
+	CtxOutputFIFO       = "outputFifo"       // true: the output queue is FIFO
+	CtxAllowedHosts     = "allowedHosts"     // ingest's WSFLEET_ALLOWED_HOSTS
+	CtxAlarmEmail       = "alarmEmail"       // subscribes an address to the alarm topic
+	CtxSigningSecretARN = "signingSecretArn" // ingest's optional HMAC secret in Secrets Manager
+)
+
+// Authorization modes of the HTTP API.
+const (
+	AuthIAM  = "iam"
+	AuthNone = "none"
+)
+
+// Options are the context values of one synthesis: the environment and the
+// few switches that are not per-environment defaults.
+type Options struct {
+	Env              string
+	Auth             string
+	Sink             string // empty: the environment's default
+	OutputFIFO       bool
+	AllowedHosts     string
+	AlarmEmail       string
+	SigningSecretARN string
+}
+
+// OptionsFromContext reads Options through get (a construct node's
+// TryGetContext). Values may be strings (from -c) or JSON values (cdk.json).
+func OptionsFromContext(get func(key string) any) (Options, error) {
+	str := func(key string) string {
+		v := get(key)
+		if v == nil {
+			return ""
+		}
+		return strings.TrimSpace(fmt.Sprint(v))
+	}
+	o := Options{
+		Env:              str(CtxEnv),
+		Auth:             str(CtxAuth),
+		Sink:             str(CtxSink),
+		AllowedHosts:     str(CtxAllowedHosts),
+		AlarmEmail:       str(CtxAlarmEmail),
+		SigningSecretARN: str(CtxSigningSecretARN),
+	}
+	if o.Auth == "" {
+		o.Auth = AuthIAM
+	}
+	if s := str(CtxOutputFIFO); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return Options{}, fmt.Errorf("context %s=%q: %w", CtxOutputFIFO, s, err)
+		}
+		o.OutputFIFO = b
+	}
+	return o, o.Validate()
+}
+
+// Validate checks the option values (the environment name is checked by
+// ConfigFor).
+func (o Options) Validate() error {
+	if o.Env == "" {
+		return fmt.Errorf("context %s is not set: pass -c %s=<%s>", CtxEnv, CtxEnv, strings.Join(EnvNames(), "|"))
+	}
+	if o.Auth != AuthIAM && o.Auth != AuthNone {
+		return fmt.Errorf("context %s=%q: want %q or %q", CtxAuth, o.Auth, AuthIAM, AuthNone)
+	}
+	if o.Sink != "" && o.Sink != SinkStdout && o.Sink != SinkSQS {
+		return fmt.Errorf("context %s=%q: want %q or %q", CtxSink, o.Sink, SinkStdout, SinkSQS)
+	}
+	if o.SigningSecretARN != "" && !strings.HasPrefix(o.SigningSecretARN, "arn:") {
+		return fmt.Errorf("context %s=%q: not an ARN", CtxSigningSecretARN, o.SigningSecretARN)
+	}
+	if o.AlarmEmail != "" && !strings.Contains(o.AlarmEmail, "@") {
+		return fmt.Errorf("context %s=%q: not an email address", CtxAlarmEmail, o.AlarmEmail)
+	}
+	return nil
+}
+
+// Resolve combines the options with their environment's configuration.
+func (o Options) Resolve() (EnvConfig, error) {
+	cfg, err := ConfigFor(o.Env)
+	if err != nil {
+		return EnvConfig{}, err
+	}
+	if o.Sink != "" {
+		cfg.Sink = o.Sink
+	}
+	if o.OutputFIFO && cfg.Sink != SinkSQS {
+		return EnvConfig{}, fmt.Errorf("context %s=true needs the sqs sink (environment %q uses %q; add -c %s=%s)", CtxOutputFIFO, cfg.Name, cfg.Sink, CtxSink, SinkSQS)
+	}
+	return cfg, nil
+}
+
+// NewFromContext reads the options from app's context and adds the
+// environment's stack to app, with assets resolved against root.
+func NewFromContext(app awscdk.App, root string) (*Wsfleet, error) {
+	opts, err := OptionsFromContext(func(key string) any {
+		return app.Node().TryGetContext(jsii.String(key))
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := opts.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	return NewWsfleetStack(app, StackID(cfg.Name), &WsfleetStackProps{Config: cfg, Options: opts, RepoRoot: root})
+}

@@ -1,0 +1,509 @@
+// Package stacks defines wsfleet's AWS deployment as one CDK stack per
+// environment: the sessions table, the work queue and its DLQ, the ingest
+// Lambda behind an HTTP API, the streamer Fargate service with autoscaling,
+// and the dashboard and alarms. Names of tables, attributes, the index,
+// environment variables and metrics come from shared/schema only.
+package stacks
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Ingest HTTP API routes (the ingest function's contract).
+var IngestRoutes = []struct {
+	Method awsapigatewayv2.HttpMethod
+	Path   string
+}{
+	{awsapigatewayv2.HttpMethod_POST, "/sessions"},
+	{awsapigatewayv2.HttpMethod_GET, "/sessions"},
+	{awsapigatewayv2.HttpMethod_GET, "/sessions/{id}"},
+	{awsapigatewayv2.HttpMethod_POST, "/sessions/{id}/stop"},
+}
+
+// Actions granted on data resources: exactly the calls each component makes
+// (streamer: shared/lease/dynamostore, shared/notify/sqsnotify consumer and
+// publisher, workers/streamer/sink/sqssink; ingest:
+// functions/ingest/internal/sessions and the notify publisher). The tests
+// hold their own copy, so widening a grant is a visible change.
+var (
+	StreamerTableActions       = []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	StreamerWorkQueueActions   = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"}
+	StreamerOutputQueueActions = []string{"sqs:SendMessage"}
+	IngestTableActions         = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	IngestWorkQueueActions     = []string{"sqs:SendMessage"}
+)
+
+// Streamer container settings.
+const (
+	StreamerContainerName = "streamer"
+	StreamerAdminPort     = 8081
+)
+
+// untaggedTypes are resource types the stack tags leave out.
+var untaggedTypes = []string{"AWS::ApplicationAutoScaling::ScalableTarget", "AWS::CloudWatch::Dashboard"}
+
+// StackID is the construct id (and CloudFormation stack name) of env's stack.
+func StackID(env string) string { return "wsfleet-" + env }
+
+// WsfleetStackProps configures NewWsfleetStack.
+type WsfleetStackProps struct {
+	awscdk.StackProps
+	Config   EnvConfig
+	Options  Options
+	RepoRoot string // absolute; assets are resolved against it
+}
+
+// Wsfleet is the synthesized stack and the constructs tests look at.
+type Wsfleet struct {
+	Stack       awscdk.Stack
+	Table       awsdynamodb.Table
+	WorkQueue   awssqs.Queue
+	DLQ         awssqs.Queue
+	OutputQueue awssqs.Queue // nil unless the sink is sqs
+	Ingest      awslambda.Function
+	Api         awsapigatewayv2.HttpApi
+	Service     awsecs.FargateService
+}
+
+// NewWsfleetStack adds env's stack to scope. It returns an error (and adds
+// nothing) if the configuration is invalid or a build asset is missing.
+func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackProps) (*Wsfleet, error) {
+	cfg, opts := props.Config, props.Options
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("environment %q: %w", cfg.Name, err)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(props.RepoRoot) {
+		return nil, fmt.Errorf("repo root %q is not absolute", props.RepoRoot)
+	}
+	if err := CheckAssets(props.RepoRoot); err != nil {
+		return nil, err
+	}
+
+	sp := props.StackProps
+	if sp.Description == nil {
+		sp.Description = jsii.String(fmt.Sprintf("wsfleet (%s): WebSocket session fleet with DynamoDB leases", cfg.Name))
+	}
+	if cfg.Retain && sp.TerminationProtection == nil {
+		sp.TerminationProtection = jsii.Bool(true)
+	}
+	stack := awscdk.NewStack(scope, jsii.String(id), &sp)
+	// cdk 2.276 tags scalable targets and dashboards, but the CloudFormation
+	// resource schemas cfn-lint 1.51 ships reject Tags on them: leave them
+	// untagged rather than deploy properties the linter cannot vouch for.
+	tagProps := &awscdk.TagProps{ExcludeResourceTypes: jsii.Strings(untaggedTypes...)}
+	awscdk.Tags_Of(stack).Add(jsii.String("project"), jsii.String("wsfleet"), tagProps)
+	awscdk.Tags_Of(stack).Add(jsii.String("environment"), jsii.String(cfg.Name), tagProps)
+
+	w := &Wsfleet{Stack: stack}
+	dataRemoval := awscdk.RemovalPolicy_DESTROY
+	if cfg.Retain {
+		dataRemoval = awscdk.RemovalPolicy_RETAIN
+	}
+
+	w.Table = newTable(stack, cfg, dataRemoval)
+	w.DLQ, w.WorkQueue, w.OutputQueue = newQueues(stack, cfg, opts)
+	w.Ingest = newIngest(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, dataRemoval)
+	w.Api = newAPI(stack, cfg, opts, w.Ingest)
+	cluster, svc := newStreamer(stack, cfg, props.RepoRoot, w.Table, w.WorkQueue, w.OutputQueue, dataRemoval)
+	w.Service = svc
+	newObservability(stack, cfg, opts, w, cluster)
+	addOutputs(stack, w, cluster)
+	return w, nil
+}
+
+func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) awsdynamodb.Table {
+	table := awsdynamodb.NewTable(stack, jsii.String("Sessions"), &awsdynamodb.TableProps{
+		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(schema.AttrPk), Type: attrType(schema.TypeString)},
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(cfg.Retain),
+		RemovalPolicy:      removal,
+	})
+	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+		IndexName:      jsii.String(schema.IndexByStateExpiry),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(schema.AttrDesiredState), Type: attrType(schema.TypeString)},
+		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(schema.AttrLeaseExpiresAtMs), Type: attrType(schema.TypeNumber)},
+		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+	})
+	return table
+}
+
+func attrType(t string) awsdynamodb.AttributeType {
+	if t == schema.TypeNumber {
+		return awsdynamodb.AttributeType_NUMBER
+	}
+	return awsdynamodb.AttributeType_STRING
+}
+
+// indexArn is the ARN of the table's by_state_expiry index.
+func indexArn(table awsdynamodb.Table) *string {
+	return jsii.String(*table.TableArn() + "/index/" + schema.IndexByStateExpiry)
+}
+
+func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output awssqs.Queue) {
+	// Queues hold notifications only (the table is the source of truth), so
+	// they are destroyed with the stack in every environment.
+	dlq = awssqs.NewQueue(stack, jsii.String("WorkDLQ"), &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+	})
+	work = awssqs.NewQueue(stack, jsii.String("WorkQueue"), &awssqs.QueueProps{
+		Encryption:             awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:             jsii.Bool(true),
+		VisibilityTimeout:      duration(cfg.WorkQueueVisible),
+		ReceiveMessageWaitTime: awscdk.Duration_Seconds(jsii.Number(20)),
+		RetentionPeriod:        awscdk.Duration_Days(jsii.Number(4)),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           dlq,
+			MaxReceiveCount: jsii.Number(float64(cfg.MaxReceiveCount)),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	if cfg.Sink != SinkSQS {
+		return dlq, work, nil
+	}
+	outProps := &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(4)),
+		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+	}
+	if opts.OutputFIFO {
+		// One message group per connection, deduplicated by the sink's
+		// MessageDeduplicationId (connection id + seq): high-throughput FIFO.
+		outProps.Fifo = jsii.Bool(true)
+		outProps.DeduplicationScope = awssqs.DeduplicationScope_MESSAGE_GROUP
+		outProps.FifoThroughputLimit = awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID
+	}
+	output = awssqs.NewQueue(stack, jsii.String("OutputQueue"), outProps)
+	return dlq, work, output
+}
+
+func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work awssqs.Queue, removal awscdk.RemovalPolicy) awslambda.Function {
+	logs := awslogs.NewLogGroup(stack, jsii.String("IngestLogs"), &awslogs.LogGroupProps{
+		Retention:     retention(cfg.LogRetentionDays),
+		RemovalPolicy: removal,
+	})
+	env := map[string]*string{
+		schema.EnvTableName:   table.TableName(),
+		schema.EnvQueueURL:    work.QueueUrl(),
+		schema.EnvMetricsNS:   jsii.String(schema.DefaultMetricsNamespace),
+		schema.EnvEnvironment: jsii.String(cfg.Name),
+	}
+	if opts.AllowedHosts != "" {
+		env[schema.EnvAllowedHosts] = jsii.String(opts.AllowedHosts)
+	}
+	if opts.SigningSecretARN != "" {
+		env[schema.EnvSigningSecretARN] = jsii.String(opts.SigningSecretARN)
+	}
+	fn := awslambda.NewFunction(stack, jsii.String("Ingest"), &awslambda.FunctionProps{
+		Description:  jsii.String("wsfleet ingest: writes desired_state and notifies the work queue"),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String(IngestBootstrap),
+		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(root, IngestAssetDir)), nil),
+		MemorySize:   jsii.Number(float64(cfg.IngestMemoryMiB)),
+		Timeout:      duration(cfg.IngestTimeout),
+		Environment:  &env,
+		LogGroup:     logs,
+	})
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SessionsTable"),
+		Actions:   jsii.Strings(IngestTableActions...),
+		Resources: &[]*string{table.TableArn(), indexArn(table)},
+	}))
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("WorkQueue"),
+		Actions:   jsii.Strings(IngestWorkQueueActions...),
+		Resources: &[]*string{work.QueueArn()},
+	}))
+	if opts.SigningSecretARN != "" {
+		fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("SigningSecret"),
+			Actions:   jsii.Strings("secretsmanager:GetSecretValue"),
+			Resources: jsii.Strings(opts.SigningSecretARN),
+		}))
+	}
+	return fn
+}
+
+func newAPI(stack awscdk.Stack, cfg EnvConfig, opts Options, fn awslambda.Function) awsapigatewayv2.HttpApi {
+	var authorizer awsapigatewayv2.IHttpRouteAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	if opts.Auth == AuthNone {
+		authorizer = awsapigatewayv2.NewHttpNoneAuthorizer()
+	}
+	api := awsapigatewayv2.NewHttpApi(stack, jsii.String("Api"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String(StackID(cfg.Name)),
+		Description:        jsii.String("wsfleet ingest API"),
+		CreateDefaultStage: jsii.Bool(false),
+		DefaultAuthorizer:  authorizer,
+	})
+	if opts.Auth == AuthNone {
+		awscdk.Annotations_Of(api).AddWarningV2(jsii.String("wsfleet:auth-none"),
+			jsii.String("the ingest API has NO authorization (-c auth=none): anyone who knows its URL can start sessions"), nil)
+	}
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Ingest"), fn, nil)
+	for _, r := range IngestRoutes {
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(r.Path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{r.Method},
+			Integration: integration,
+		})
+	}
+
+	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		Retention:     retention(cfg.LogRetentionDays),
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	stage := awsapigatewayv2.NewHttpStage(stack, jsii.String("ApiDefaultStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:    api,
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(cfg.APIRateLimit),
+			BurstLimit: jsii.Number(cfg.APIBurstLimit),
+		},
+	})
+	// The L2 takes access-log settings as a jsii interface; set them on the
+	// L1 instead.
+	cfnStage := stage.Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	cfnStage.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: accessLogs.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat),
+	})
+	return api
+}
+
+// accessLogFormat is one JSON object per request.
+const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp",` +
+	`"caller":"$context.identity.caller","user":"$context.identity.user","userArn":"$context.identity.userArn",` +
+	`"time":"$context.requestTime","method":"$context.httpMethod","route":"$context.routeKey",` +
+	`"status":"$context.status","len":"$context.responseLength","latency":"$context.responseLatency",` +
+	`"integrationError":"$context.integrationErrorMessage","authError":"$context.authorizer.error"}`
+
+func newStreamer(stack awscdk.Stack, cfg EnvConfig, root string, table awsdynamodb.Table, work, output awssqs.Queue, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
+	// Public subnets only and no NAT gateway: the workers need outbound
+	// internet (WebSocket sources, AWS APIs) and accept no inbound traffic.
+	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
+		IpAddresses: awsec2.IpAddresses_Cidr(jsii.String("10.60.0.0/16")),
+		MaxAzs:      jsii.Number(2),
+		NatGateways: jsii.Number(0),
+		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{{
+			Name:       jsii.String("public"),
+			SubnetType: awsec2.SubnetType_PUBLIC,
+			CidrMask:   jsii.Number(24),
+		}},
+	})
+	cluster := awsecs.NewCluster(stack, jsii.String("Cluster"), &awsecs.ClusterProps{
+		Vpc:                 vpc,
+		ContainerInsightsV2: awsecs.ContainerInsights_ENABLED,
+	})
+
+	taskRole := awsiam.NewRole(stack, jsii.String("StreamerTaskRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
+		Description: jsii.String("wsfleet streamer tasks: leases in the sessions table, work queue, output queue"),
+	})
+	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SessionsTable"),
+		Actions:   jsii.Strings(StreamerTableActions...),
+		Resources: &[]*string{table.TableArn(), indexArn(table)},
+	}))
+	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("WorkQueue"),
+		Actions:   jsii.Strings(StreamerWorkQueueActions...),
+		Resources: &[]*string{work.QueueArn()},
+	}))
+	if output != nil {
+		taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("OutputQueue"),
+			Actions:   jsii.Strings(StreamerOutputQueueActions...),
+			Resources: &[]*string{output.QueueArn()},
+		}))
+	}
+
+	taskDef := awsecs.NewFargateTaskDefinition(stack, jsii.String("StreamerTask"), &awsecs.FargateTaskDefinitionProps{
+		Cpu:            jsii.Number(float64(cfg.TaskCPU)),
+		MemoryLimitMiB: jsii.Number(float64(cfg.TaskMemoryMiB)),
+		TaskRole:       taskRole,
+		RuntimePlatform: &awsecs.RuntimePlatform{
+			CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
+			OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
+		},
+	})
+	logs := awslogs.NewLogGroup(stack, jsii.String("StreamerLogs"), &awslogs.LogGroupProps{
+		Retention:     retention(cfg.LogRetentionDays),
+		RemovalPolicy: removal,
+	})
+	env := map[string]*string{
+		schema.EnvTableName:        table.TableName(),
+		schema.EnvQueueURL:         work.QueueUrl(),
+		schema.EnvLeaseTTL:         jsii.String(cfg.LeaseTTL.String()),
+		schema.EnvRenewEvery:       jsii.String(cfg.RenewEvery.String()),
+		schema.EnvMaxSkew:          jsii.String(cfg.MaxSkew.String()),
+		schema.EnvSafetyMargin:     jsii.String(cfg.SafetyMargin.String()),
+		schema.EnvMaxSessions:      jsii.String(strconv.Itoa(cfg.MaxSessionsPerTask)),
+		schema.EnvShutdownDeadline: jsii.String(cfg.ShutdownDeadline.String()),
+		schema.EnvAdminAddr:        jsii.String(fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort)),
+		schema.EnvSink:             jsii.String(cfg.Sink),
+		schema.EnvLogLevel:         jsii.String(cfg.LogLevel),
+		schema.EnvEnvironment:      jsii.String(cfg.Name),
+		schema.EnvMetricsNS:        jsii.String(schema.DefaultMetricsNamespace),
+	}
+	if output != nil {
+		env[schema.EnvOutputQueueURL] = output.QueueUrl()
+	}
+	taskDef.AddContainer(jsii.String(StreamerContainerName), &awsecs.ContainerDefinitionOptions{
+		Image: awsecs.ContainerImage_FromAsset(jsii.String(root), &awsecs.AssetImageProps{
+			File:       jsii.String(StreamerDockerfile),
+			Platform:   awsecrassets.Platform_LINUX_ARM64(),
+			Exclude:    jsii.Strings(StreamerContextExclude...),
+			IgnoreMode: awscdk.IgnoreMode_DOCKER,
+		}),
+		Essential:   jsii.Bool(true),
+		Environment: &env,
+		// The worker releases its leases within ShutdownDeadline of SIGTERM;
+		// ECS waits StopTimeout before SIGKILL.
+		StopTimeout: duration(cfg.StopTimeout),
+		// distroless image: no shell or curl; the binary probes its own
+		// admin endpoint (/healthz) and exits 0 or 1.
+		HealthCheck: &awsecs.HealthCheck{
+			Command:     jsii.Strings("CMD", StreamerBinary, "healthcheck"),
+			Interval:    awscdk.Duration_Seconds(jsii.Number(15)),
+			Timeout:     awscdk.Duration_Seconds(jsii.Number(5)),
+			Retries:     jsii.Number(3),
+			StartPeriod: awscdk.Duration_Seconds(jsii.Number(30)),
+		},
+		ReadonlyRootFilesystem: jsii.Bool(true),
+		Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
+			StreamPrefix: jsii.String(StreamerContainerName),
+			LogGroup:     logs,
+			// Never block the worker on log delivery: a stalled write could
+			// stall lease renewals. EMF metrics may be dropped under pressure.
+			Mode:          awsecs.AwsLogDriverMode_NON_BLOCKING,
+			MaxBufferSize: awscdk.Size_Mebibytes(jsii.Number(25)),
+		}),
+	})
+
+	sg := awsec2.NewSecurityGroup(stack, jsii.String("StreamerSecurityGroup"), &awsec2.SecurityGroupProps{
+		Vpc:              vpc,
+		Description:      jsii.String("wsfleet streamer tasks: outbound only"),
+		AllowAllOutbound: jsii.Bool(true),
+	})
+	svc := awsecs.NewFargateService(stack, jsii.String("StreamerService"), &awsecs.FargateServiceProps{
+		Cluster:        cluster,
+		TaskDefinition: taskDef,
+		AssignPublicIp: jsii.Bool(true),
+		VpcSubnets:     &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC},
+		SecurityGroups: &[]awsec2.ISecurityGroup{sg},
+		// No desired count: CloudFormation starts at one task and
+		// autoscaling owns the count from then on (a deploy never resets it).
+		MinHealthyPercent:    jsii.Number(100),
+		MaxHealthyPercent:    jsii.Number(200),
+		CircuitBreaker:       &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
+		EnableECSManagedTags: jsii.Bool(true),
+		PropagateTags:        awsecs.PropagatedTagSource_SERVICE,
+	})
+
+	scaling := svc.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(float64(cfg.MinTasks)),
+		MaxCapacity: jsii.Number(float64(cfg.MaxTasks)),
+	})
+	scaling.ScaleToTrackCustomMetric(jsii.String("CapacityTracking"), &awsecs.TrackCustomMetricProps{
+		Metric:           streamerMetric(cfg, schema.MetricCapacityUtilization, "Average", time.Minute),
+		TargetValue:      jsii.Number(cfg.TargetUtilization),
+		ScaleInCooldown:  duration(cfg.ScaleInCooldown),
+		ScaleOutCooldown: duration(cfg.ScaleOutCooldown),
+	})
+	return cluster, svc
+}
+
+// streamerMetric is one of the workers' EMF metrics.
+func streamerMetric(cfg EnvConfig, name, statistic string, period time.Duration) awscloudwatch.Metric {
+	return serviceMetric(cfg, schema.ServiceStreamer, name, statistic, period)
+}
+
+func serviceMetric(cfg EnvConfig, service, name, statistic string, period time.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:  jsii.String(schema.DefaultMetricsNamespace),
+		MetricName: jsii.String(name),
+		DimensionsMap: &map[string]*string{
+			schema.DimEnvironment: jsii.String(cfg.Name),
+			schema.DimService:     jsii.String(service),
+		},
+		Statistic: jsii.String(statistic),
+		Period:    duration(period),
+	})
+}
+
+func addOutputs(stack awscdk.Stack, w *Wsfleet, cluster awsecs.Cluster) {
+	out := func(id string, value *string, desc string) {
+		awscdk.NewCfnOutput(stack, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+	}
+	out("ApiUrl", w.Api.ApiEndpoint(), "ingest HTTP API base URL (SigV4-signed requests, service execute-api, unless auth=none)")
+	out("ApiId", w.Api.ApiId(), "ingest HTTP API id")
+	out("TableName", w.Table.TableName(), "sessions table ("+schema.EnvTableName+")")
+	out("WorkQueueUrl", w.WorkQueue.QueueUrl(), "work queue ("+schema.EnvQueueURL+")")
+	out("DeadLetterQueueUrl", w.DLQ.QueueUrl(), "work queue dead-letter queue")
+	if w.OutputQueue != nil {
+		out("OutputQueueUrl", w.OutputQueue.QueueUrl(), "streamer output queue ("+schema.EnvOutputQueueURL+")")
+	}
+	out("IngestFunctionName", w.Ingest.FunctionName(), "ingest Lambda function")
+	out("ClusterName", cluster.ClusterName(), "ECS cluster")
+	out("StreamerServiceName", w.Service.ServiceName(), "streamer ECS service")
+}
+
+func duration(d time.Duration) awscdk.Duration {
+	if d%time.Second == 0 {
+		return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+	}
+	return awscdk.Duration_Millis(jsii.Number(float64(d.Milliseconds())))
+}
+
+var retentionByDays = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+// retention maps validated days (EnvConfig.Validate checks retentionByDays) to
+// the CDK enum.
+func retention(days int) awslogs.RetentionDays {
+	if r, ok := retentionByDays[days]; ok {
+		return r
+	}
+	panic("stacks: unvalidated log retention " + strconv.Itoa(days) + " days")
+}

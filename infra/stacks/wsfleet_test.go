@@ -1,0 +1,573 @@
+package stacks
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+var allEnvs = []string{EnvDev, EnvProd}
+
+func TestTableMatchesSchema(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			_, table := s.only(t, "AWS::DynamoDB::Table")
+			p := props(table)
+			want := map[string]any{
+				"KeySchema": []any{map[string]any{"AttributeName": schema.AttrPk, "KeyType": "HASH"}},
+				"GlobalSecondaryIndexes": []any{map[string]any{
+					"IndexName": schema.IndexByStateExpiry,
+					"KeySchema": []any{
+						map[string]any{"AttributeName": schema.AttrDesiredState, "KeyType": "HASH"},
+						map[string]any{"AttributeName": schema.AttrLeaseExpiresAtMs, "KeyType": "RANGE"},
+					},
+					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
+				}},
+				"BillingMode":                      "PAY_PER_REQUEST",
+				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+			}
+			for k, v := range want {
+				if asJSON(p[k]) != asJSON(v) {
+					t.Errorf("table %s = %s, want %s", k, asJSON(p[k]), asJSON(v))
+				}
+			}
+			defs := map[string]string{}
+			for _, d := range p["AttributeDefinitions"].([]any) {
+				m := d.(map[string]any)
+				defs[m["AttributeName"].(string)] = m["AttributeType"].(string)
+			}
+			wantDefs := map[string]string{
+				schema.AttrPk:               schema.TypeString,
+				schema.AttrDesiredState:     schema.TypeString,
+				schema.AttrLeaseExpiresAtMs: schema.TypeNumber,
+			}
+			if asJSON(defs) != asJSON(wantDefs) {
+				t.Errorf("AttributeDefinitions = %v, want %v", defs, wantDefs)
+			}
+		})
+	}
+}
+
+func TestRemovalAndDeletionProtection(t *testing.T) {
+	prod := synth(t, env(EnvProd))
+	_, table := prod.only(t, "AWS::DynamoDB::Table")
+	if props(table)["DeletionProtectionEnabled"] != true {
+		t.Errorf("prod table DeletionProtectionEnabled = %v, want true", props(table)["DeletionProtectionEnabled"])
+	}
+	if table["DeletionPolicy"] != "Retain" || table["UpdateReplacePolicy"] != "Retain" {
+		t.Errorf("prod table policies = %v/%v, want Retain/Retain", table["DeletionPolicy"], table["UpdateReplacePolicy"])
+	}
+	if !*prod.W.Stack.TerminationProtection() {
+		t.Error("prod stack has no termination protection")
+	}
+	for id, lg := range prod.resources("AWS::Logs::LogGroup") {
+		if !strings.HasPrefix(id, "ApiAccessLogs") && lg["DeletionPolicy"] != "Retain" {
+			t.Errorf("prod log group %s DeletionPolicy = %v, want Retain", id, lg["DeletionPolicy"])
+		}
+	}
+	// Negative check through the assertions API: its helpers panic on a
+	// mismatch, so a template without the property must make them panic.
+	if _, ok := panics(func() {
+		prod.Template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{"DeletionPolicy": "Delete"})
+	}); !ok {
+		t.Error("prod: HasResource(table, DeletionPolicy=Delete) did not fail")
+	}
+
+	dev := synth(t, env(EnvDev))
+	_, table = dev.only(t, "AWS::DynamoDB::Table")
+	if props(table)["DeletionProtectionEnabled"] == true || table["DeletionPolicy"] != "Delete" {
+		t.Errorf("dev table: DeletionProtectionEnabled=%v DeletionPolicy=%v, want false/Delete",
+			props(table)["DeletionProtectionEnabled"], table["DeletionPolicy"])
+	}
+	noPanic(t, "dev table is destroyed with the stack", func() {
+		dev.Template.HasResource(jsii.String("AWS::DynamoDB::Table"), map[string]any{"DeletionPolicy": "Delete", "UpdateReplacePolicy": "Delete"})
+	})
+}
+
+func TestQueues(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			workID, dlqID := s.logicalID(s.W.WorkQueue), s.logicalID(s.W.DLQ)
+			work := props(s.resources("AWS::SQS::Queue")[workID])
+			wantRedrive := map[string]any{
+				"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{dlqID, "Arn"}},
+				"maxReceiveCount":     float64(s.Cfg.MaxReceiveCount),
+			}
+			if asJSON(work["RedrivePolicy"]) != asJSON(wantRedrive) {
+				t.Errorf("work queue RedrivePolicy = %s, want %s", asJSON(work["RedrivePolicy"]), asJSON(wantRedrive))
+			}
+			if work["VisibilityTimeout"] != s.Cfg.WorkQueueVisible.Seconds() {
+				t.Errorf("VisibilityTimeout = %v, want %v", work["VisibilityTimeout"], s.Cfg.WorkQueueVisible.Seconds())
+			}
+			for id, q := range s.resources("AWS::SQS::Queue") {
+				if props(q)["SqsManagedSseEnabled"] != true {
+					t.Errorf("queue %s is not SSE-SQS encrypted", id)
+				}
+			}
+			if got := len(s.resources("AWS::SQS::QueuePolicy")); got != len(s.resources("AWS::SQS::Queue")) {
+				t.Errorf("%d queue policies (TLS-only) for %d queues", got, len(s.resources("AWS::SQS::Queue")))
+			}
+		})
+	}
+}
+
+func TestOutputQueue(t *testing.T) {
+	dev := synth(t, env(EnvDev))
+	if dev.W.OutputQueue != nil || len(dev.resources("AWS::SQS::Queue")) != 2 {
+		t.Error("dev (stdout sink) has an output queue")
+	}
+	if _, ok := containerEnv(t, dev)[schema.EnvOutputQueueURL]; ok {
+		t.Errorf("dev container has %s", schema.EnvOutputQueueURL)
+	}
+
+	fifo := synth(t, map[string]any{CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"})
+	if fifo.W.OutputQueue == nil {
+		t.Fatal("sink=sqs has no output queue")
+	}
+	out := props(fifo.resources("AWS::SQS::Queue")[fifo.logicalID(fifo.W.OutputQueue)])
+	if out["FifoQueue"] != true || out["DeduplicationScope"] != "messageGroup" || out["FifoThroughputLimit"] != "perMessageGroupId" {
+		t.Errorf("output queue = %s, want a high-throughput FIFO queue", asJSON(out))
+	}
+	ce := containerEnv(t, fifo)
+	if ce[schema.EnvSink] != SinkSQS || ce[schema.EnvOutputQueueURL] == nil {
+		t.Errorf("container env sink=%v output=%v", ce[schema.EnvSink], ce[schema.EnvOutputQueueURL])
+	}
+
+	prod := synth(t, env(EnvProd))
+	if prod.W.OutputQueue == nil {
+		t.Error("prod (sqs sink) has no output queue")
+	}
+}
+
+// statement is one IAM policy statement and where it came from.
+type statement struct {
+	Source    string // resource logical id (and policy name)
+	Roles     []string
+	Effect    string
+	Actions   []string
+	Resources any
+}
+
+func strs(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			out = append(out, fmt.Sprint(e))
+		}
+		return out
+	}
+	return nil
+}
+
+func refs(v any) []string {
+	var out []string
+	for _, e := range asSlice(v) {
+		if m, ok := e.(map[string]any); ok {
+			if r, ok := m["Ref"].(string); ok {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func asSlice(v any) []any {
+	if s, ok := v.([]any); ok {
+		return s
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+// statements walks every policy document in the template: IAM policies,
+// managed policies, inline role policies and resource policies.
+func (s *synthesized) statements() []statement {
+	var out []statement
+	add := func(source string, roles []string, doc any) {
+		d, _ := doc.(map[string]any)
+		for _, st := range asSlice(d["Statement"]) {
+			m := st.(map[string]any)
+			out = append(out, statement{Source: source, Roles: roles, Effect: fmt.Sprint(m["Effect"]), Actions: strs(m["Action"]), Resources: m["Resource"]})
+		}
+	}
+	for id, r := range s.JSON["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		p := props(res)
+		switch res["Type"] {
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy":
+			add(id, refs(p["Roles"]), p["PolicyDocument"])
+		case "AWS::IAM::Role":
+			for _, pol := range asSlice(p["Policies"]) {
+				add(id, []string{id}, pol.(map[string]any)["PolicyDocument"])
+			}
+		case "AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy":
+			add(id, nil, p["PolicyDocument"])
+		}
+	}
+	return out
+}
+
+func logicalIDOf(s *synthesized, c constructs.IConstruct) string {
+	return *s.W.Stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
+}
+
+func TestLeastPrivilegeIAM(t *testing.T) {
+	cases := map[string]map[string]any{
+		"dev":            env(EnvDev),
+		"prod":           env(EnvProd),
+		"dev-fifo-sqs":   {CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"},
+		"prod-auth-none": {CtxEnv: EnvProd, CtxAuth: AuthNone},
+	}
+	for name, ctx := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := synth(t, ctx)
+			data := map[string]string{
+				s.logicalID(s.W.Table):     "table",
+				s.logicalID(s.W.WorkQueue): "work",
+				s.logicalID(s.W.DLQ):       "dlq",
+			}
+			if s.W.OutputQueue != nil {
+				data[s.logicalID(s.W.OutputQueue)] = "output"
+			}
+			task := logicalIDOf(s, s.W.Service.TaskDefinition().TaskRole())
+			fn := logicalIDOf(s, s.W.Ingest.Role())
+			role := map[string]string{task: "task", fn: "ingest"}
+			// The calls each component makes (see the grant lists in
+			// wsfleet.go); nothing on the DLQ.
+			want := map[string][]string{
+				"task/table":   {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
+				"task/work":    {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"},
+				"ingest/table": {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
+				"ingest/work":  {"sqs:SendMessage"},
+			}
+			if s.W.OutputQueue != nil {
+				want["task/output"] = []string{"sqs:SendMessage"}
+			}
+			got := map[string][]string{}
+			for _, st := range s.statements() {
+				if st.Effect != "Allow" {
+					continue
+				}
+				for _, a := range st.Actions {
+					if strings.Contains(a, "*") {
+						t.Errorf("%s: wildcard action %q on %s", st.Source, a, asJSON(st.Resources))
+					}
+				}
+				resJSON := asJSON(st.Resources)
+				for id, kind := range data {
+					if !strings.Contains(resJSON, `"`+id+`"`) {
+						continue
+					}
+					for _, r := range asSlice(st.Resources) {
+						if !strings.Contains(asJSON(r), `"`+id+`"`) {
+							t.Errorf("%s: statement on %s also grants %s", st.Source, kind, asJSON(r))
+						}
+					}
+					if len(st.Roles) != 1 || role[st.Roles[0]] == "" {
+						t.Errorf("%s: grant on %s to unexpected principals %v", st.Source, kind, st.Roles)
+						continue
+					}
+					k := role[st.Roles[0]] + "/" + kind
+					got[k] = append(got[k], st.Actions...)
+				}
+			}
+			for k, acts := range got {
+				got[k] = slices.Compact(slices.Sorted(slices.Values(acts)))
+			}
+			for k, acts := range want {
+				want[k] = slices.Sorted(slices.Values(acts))
+			}
+			if asJSON(got) != asJSON(want) {
+				t.Errorf("grants on data resources:\n got  %s\n want %s", asJSON(got), asJSON(want))
+			}
+		})
+	}
+}
+
+func TestTableGrantsCoverIndex(t *testing.T) {
+	s := synth(t, env(EnvDev))
+	tableID := s.logicalID(s.W.Table)
+	for _, st := range s.statements() {
+		if !strings.Contains(asJSON(st.Resources), tableID) {
+			continue
+		}
+		res := asJSON(st.Resources)
+		if !strings.Contains(res, "/index/"+schema.IndexByStateExpiry) || strings.Contains(res, "/index/*") {
+			t.Errorf("%s: table grant %s does not name the %s index exactly", st.Source, res, schema.IndexByStateExpiry)
+		}
+	}
+}
+
+func containerDef(t *testing.T, s *synthesized) map[string]any {
+	t.Helper()
+	_, td := s.only(t, "AWS::ECS::TaskDefinition")
+	defs := props(td)["ContainerDefinitions"].([]any)
+	if len(defs) != 1 {
+		t.Fatalf("%d containers, want 1", len(defs))
+	}
+	return defs[0].(map[string]any)
+}
+
+func containerEnv(t *testing.T, s *synthesized) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, kv := range asSlice(containerDef(t, s)["Environment"]) {
+		m := kv.(map[string]any)
+		out[m["Name"].(string)] = m["Value"]
+	}
+	return out
+}
+
+func TestStreamerService(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			c := containerDef(t, s)
+
+			stop, _ := c["StopTimeout"].(float64)
+			if stop < s.Cfg.ShutdownDeadline.Seconds() || stop != s.Cfg.StopTimeout.Seconds() {
+				t.Errorf("StopTimeout = %v s, want %v s (>= worker shutdown deadline %v)", c["StopTimeout"], s.Cfg.StopTimeout.Seconds(), s.Cfg.ShutdownDeadline)
+			}
+			hc, _ := c["HealthCheck"].(map[string]any)
+			if asJSON(hc["Command"]) != asJSON([]string{"CMD", StreamerBinary, "healthcheck"}) {
+				t.Errorf("health check = %s", asJSON(hc))
+			}
+			lc, _ := c["LogConfiguration"].(map[string]any)
+			if lc["LogDriver"] != "awslogs" {
+				t.Errorf("log driver = %v", lc["LogDriver"])
+			}
+			ce := containerEnv(t, s)
+			wantEnv := map[string]string{
+				schema.EnvShutdownDeadline: s.Cfg.ShutdownDeadline.String(),
+				schema.EnvLeaseTTL:         s.Cfg.LeaseTTL.String(),
+				schema.EnvRenewEvery:       s.Cfg.RenewEvery.String(),
+				schema.EnvMaxSkew:          s.Cfg.MaxSkew.String(),
+				schema.EnvSafetyMargin:     s.Cfg.SafetyMargin.String(),
+				schema.EnvMaxSessions:      fmt.Sprint(s.Cfg.MaxSessionsPerTask),
+				schema.EnvAdminAddr:        fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort),
+				schema.EnvSink:             s.Cfg.Sink,
+				schema.EnvEnvironment:      e,
+				schema.EnvMetricsNS:        schema.DefaultMetricsNamespace,
+			}
+			for k, v := range wantEnv {
+				if ce[k] != v {
+					t.Errorf("container env %s = %v, want %q", k, ce[k], v)
+				}
+			}
+			for _, k := range []string{schema.EnvTableName, schema.EnvQueueURL} {
+				if ce[k] == nil {
+					t.Errorf("container env %s missing", k)
+				}
+			}
+
+			_, td := s.only(t, "AWS::ECS::TaskDefinition")
+			if rp := asJSON(props(td)["RuntimePlatform"]); rp != `{"CpuArchitecture":"ARM64","OperatingSystemFamily":"LINUX"}` {
+				t.Errorf("RuntimePlatform = %s", rp)
+			}
+			_, svc := s.only(t, "AWS::ECS::Service")
+			dc := asJSON(props(svc)["DeploymentConfiguration"])
+			for _, want := range []string{`"MinimumHealthyPercent":100`, `"MaximumPercent":200`, `"DeploymentCircuitBreaker":{"Enable":true,"Rollback":true}`} {
+				if !strings.Contains(dc, want) {
+					t.Errorf("DeploymentConfiguration %s lacks %s", dc, want)
+				}
+			}
+			if nc := asJSON(props(svc)["NetworkConfiguration"]); !strings.Contains(nc, `"AssignPublicIp":"ENABLED"`) {
+				t.Errorf("NetworkConfiguration = %s, want a public IP (no NAT)", nc)
+			}
+			if _, ok := props(svc)["DesiredCount"]; ok {
+				t.Error("service sets DesiredCount: every deploy would reset autoscaling")
+			}
+			if n := len(s.resources("AWS::EC2::NatGateway")); n != 0 {
+				t.Errorf("%d NAT gateways, want 0", n)
+			}
+			_, cluster := s.only(t, "AWS::ECS::Cluster")
+			if cs := asJSON(props(cluster)["ClusterSettings"]); !strings.Contains(cs, `"Value":"enabled"`) {
+				t.Errorf("Container Insights not enabled: %s", cs)
+			}
+		})
+	}
+}
+
+func TestAutoscaling(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			_, target := s.only(t, "AWS::ApplicationAutoScaling::ScalableTarget")
+			if p := props(target); p["MinCapacity"] != float64(s.Cfg.MinTasks) || p["MaxCapacity"] != float64(s.Cfg.MaxTasks) {
+				t.Errorf("capacity %v-%v, want %d-%d", p["MinCapacity"], p["MaxCapacity"], s.Cfg.MinTasks, s.Cfg.MaxTasks)
+			}
+			noPanic(t, "target tracking on CapacityUtilization", func() {
+				s.Template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalingPolicy"), map[string]any{
+					"PolicyType": "TargetTrackingScaling",
+					"TargetTrackingScalingPolicyConfiguration": map[string]any{
+						"TargetValue": s.Cfg.TargetUtilization,
+						"CustomizedMetricSpecification": map[string]any{
+							"MetricName": schema.MetricCapacityUtilization,
+							"Namespace":  schema.DefaultMetricsNamespace,
+							"Statistic":  "Average",
+							"Dimensions": assertions.Match_ArrayWith(&[]any{
+								map[string]any{"Name": schema.DimEnvironment, "Value": e},
+								map[string]any{"Name": schema.DimService, "Value": schema.ServiceStreamer},
+							}),
+						},
+					},
+				})
+			})
+		})
+	}
+}
+
+func TestIngestFunctionAndAPI(t *testing.T) {
+	s := synth(t, env(EnvDev))
+	p := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.W.Ingest)])
+	if p["Runtime"] != "provided.al2023" || asJSON(p["Architectures"]) != `["arm64"]` || p["Handler"] != IngestBootstrap {
+		t.Errorf("function runtime=%v arch=%v handler=%v", p["Runtime"], p["Architectures"], p["Handler"])
+	}
+	vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	for _, k := range []string{schema.EnvTableName, schema.EnvQueueURL, schema.EnvMetricsNS, schema.EnvEnvironment} {
+		if vars[k] == nil {
+			t.Errorf("ingest env %s missing", k)
+		}
+	}
+	if lc := asJSON(p["LoggingConfig"]); !strings.Contains(lc, "IngestLogs") {
+		t.Errorf("LoggingConfig = %s, want the explicit log group", lc)
+	}
+	for id, lg := range s.resources("AWS::Logs::LogGroup") {
+		if props(lg)["RetentionInDays"] != float64(s.Cfg.LogRetentionDays) {
+			t.Errorf("log group %s retention %v, want %d", id, props(lg)["RetentionInDays"], s.Cfg.LogRetentionDays)
+		}
+	}
+
+	wantRoutes := map[string]bool{}
+	for _, r := range IngestRoutes {
+		wantRoutes[string(r.Method)+" "+r.Path] = true
+	}
+	for _, tc := range []struct {
+		ctx  map[string]any
+		auth string
+	}{{env(EnvDev), "AWS_IAM"}, {env(EnvProd), "AWS_IAM"}, {map[string]any{CtxEnv: EnvProd, CtxAuth: AuthNone}, "NONE"}} {
+		s := synth(t, tc.ctx)
+		routes := s.resources("AWS::ApiGatewayV2::Route")
+		got := map[string]bool{}
+		for id, r := range routes {
+			p := props(r)
+			got[p["RouteKey"].(string)] = true
+			if p["AuthorizationType"] != tc.auth {
+				t.Errorf("%v: route %s AuthorizationType = %v, want %s", tc.ctx, id, p["AuthorizationType"], tc.auth)
+			}
+		}
+		if asJSON(got) != asJSON(wantRoutes) {
+			t.Errorf("%v: routes %v, want %v", tc.ctx, got, wantRoutes)
+		}
+		_, stage := s.only(t, "AWS::ApiGatewayV2::Stage")
+		if sp := props(stage); sp["StageName"] != "$default" || sp["AutoDeploy"] != true || sp["AccessLogSettings"] == nil {
+			t.Errorf("stage = %s", asJSON(sp))
+		}
+	}
+}
+
+func TestAlarmsAndDashboard(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			alarms := map[string]map[string]any{}
+			for _, a := range s.resources("AWS::CloudWatch::Alarm") {
+				alarms[props(a)["AlarmName"].(string)] = props(a)
+			}
+			wantMetric := map[string]string{
+				AlarmDLQNotEmpty: "ApproximateNumberOfMessagesVisible",
+				AlarmOrphans:     schema.MetricOrphansSeen,
+				AlarmLeaseLost:   schema.MetricLeaseLost,
+				AlarmIngest5xx:   "5xx",
+			}
+			for suffix, metric := range wantMetric {
+				a, ok := alarms[AlarmName(e, suffix)]
+				if !ok {
+					t.Errorf("alarm %s missing (have %v)", AlarmName(e, suffix), slices.Collect(maps.Keys(alarms)))
+					continue
+				}
+				if a["MetricName"] != metric {
+					t.Errorf("alarm %s metric %v, want %s", suffix, a["MetricName"], metric)
+				}
+				if len(asSlice(a["AlarmActions"])) == 0 {
+					t.Errorf("alarm %s has no action", suffix)
+				}
+			}
+			orphans := alarms[AlarmName(e, AlarmOrphans)]
+			if orphans["EvaluationPeriods"] != float64(s.Cfg.OrphanAlarmMinutes) || orphans["Period"] != float64(60) || orphans["Threshold"] != float64(0) {
+				t.Errorf("orphans alarm = %s, want > 0 for %d one-minute periods", asJSON(orphans), s.Cfg.OrphanAlarmMinutes)
+			}
+
+			_, dash := s.only(t, "AWS::CloudWatch::Dashboard")
+			if props(dash)["DashboardName"] != DashboardName(e) {
+				t.Errorf("dashboard name %v", props(dash)["DashboardName"])
+			}
+			body := asJSON(props(dash)["DashboardBody"])
+			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricClaimLatencyMs,
+				schema.MetricCapacityUtilization, "ApproximateNumberOfMessagesVisible", "4xx", "5xx", `p99`, `p50`} {
+				if !strings.Contains(body, m) {
+					t.Errorf("dashboard does not show %s", m)
+				}
+			}
+		})
+	}
+}
+
+func TestOutputsAndAgnostic(t *testing.T) {
+	s := synth(t, env(EnvProd))
+	outs, _ := s.JSON["Outputs"].(map[string]any)
+	for _, k := range []string{"ApiUrl", "TableName", "WorkQueueUrl", "DeadLetterQueueUrl", "OutputQueueUrl", "AlarmTopicArn", "ClusterName", "StreamerServiceName"} {
+		if _, ok := outs[k]; !ok {
+			t.Errorf("output %s missing", k)
+		}
+	}
+	if !*awscdk.Token_IsUnresolved(s.W.Stack.Account()) || !*awscdk.Token_IsUnresolved(s.W.Stack.Region()) {
+		t.Errorf("stack is pinned to %s/%s; it must be environment-agnostic", *s.W.Stack.Account(), *s.W.Stack.Region())
+	}
+	if *s.W.Stack.StackName() != StackID(EnvProd) {
+		t.Errorf("stack name %s", *s.W.Stack.StackName())
+	}
+}
+
+func TestUnknownEnvironmentIsAnError(t *testing.T) {
+	root := repoRoot(t)
+	for _, tc := range []struct {
+		ctx  map[string]any
+		want string
+	}{
+		{map[string]any{CtxEnv: "staging"}, `unknown environment "staging"`},
+		{map[string]any{CtxEnv: ""}, "context env is not set"},
+		{map[string]any{CtxEnv: EnvDev, CtxAuth: "cognito"}, `auth="cognito"`},
+		{map[string]any{CtxEnv: EnvDev, CtxOutputFIFO: "yes please"}, "outputFifo"},
+		{map[string]any{CtxEnv: EnvDev, CtxOutputFIFO: "true"}, "needs the sqs sink"},
+	} {
+		ctx := cdkContext(t, root)
+		for k, v := range tc.ctx {
+			ctx[k] = v
+		}
+		app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+		w, err := NewFromContext(app, root)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want it to mention %q", tc.ctx, err, tc.want)
+		}
+		if w != nil || len(*app.Node().Children()) != 0 {
+			t.Errorf("%v: a stack was added despite the error", tc.ctx)
+		}
+	}
+}
