@@ -10,6 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/rs/zerolog v1.35.1
 	github.com/wsfleet/wsfleet/shared v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -31,8 +32,6 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/stretchr/testify v1.8.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.29.0 // indirect
 )
 
