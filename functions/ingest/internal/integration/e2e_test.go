@@ -1,0 +1,411 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/api"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(enginetest.Main(m, enginetest.Needs{Dynamo: true, SQS: true}))
+}
+
+var leakOpts = []goleak.Option{
+	goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+}
+
+// noLeaks checks, after every cleanup of t has run, that t left no goroutine.
+func noLeaks(t *testing.T) {
+	opts := append(append([]goleak.Option{}, leakOpts...), goleak.IgnoreCurrent())
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testConfig(e *testenv.Env) config.Config {
+	cfg := config.Default()
+	cfg.TableName, cfg.QueueURL, cfg.Environment = e.Table, e.QueueURL, "test"
+	return cfg
+}
+
+// front serves h on a loopback port through the local front.
+func front(t *testing.T, h localfront.HandlerFunc) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- localfront.Serve(ctx, ln, localfront.New(h), 2*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("front: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+type httpClient struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newClient(t *testing.T, base string) *httpClient {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &httpClient{t: t, base: base, c: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+func (c *httpClient) do(method, path, body string) (int, map[string]any, http.Header) {
+	c.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.base+path, r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.c.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		c.t.Fatalf("%s %s: body %q: %v", method, path, raw, err)
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+// receive drains the queue (1 s long polls) until want messages or a poll
+// comes back empty.
+func receive(t *testing.T, q *sqsnotify.Queue, want int) []notify.Notification {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out []notify.Notification
+	for len(out) < want {
+		msgs, err := q.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			if m.Err != nil {
+				t.Fatalf("undecodable message %q: %v", m.Body, m.Err)
+			}
+			out = append(out, m.Notification)
+			if err := q.Delete(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+func checkNote(t *testing.T, n notify.Notification, typ, id string, gen int64, after time.Time) {
+	t.Helper()
+	if n.Type != typ || n.ConnectionID != id || n.Generation != gen || n.SentAtMs < after.UnixMilli() || n.SentAtMs > time.Now().UnixMilli() {
+		t.Fatalf("notification %+v, want %s %s gen %d sent after %d", n, typ, id, gen, after.UnixMilli())
+	}
+}
+
+func TestHTTPEndToEnd(t *testing.T) {
+	noLeaks(t)
+	e := testenv.New(t)
+	logs := &syncBuffer{}
+	h, err := app.Build(testConfig(e), e.AWS, zerolog.New(logs), logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, front(t, h.Handle))
+	t0 := time.Now()
+
+	// start: new
+	start := `{"connection_id":"e2e-1","ws_url":"wss://stream.example.com/v1?token=qu3ry-secret","headers":{"Authorization":"Bearer h3ader-secret"}}`
+	status, body, _ := c.do("POST", "/sessions", start)
+	if status != 202 || body["connection_id"] != "e2e-1" || body["desired_state"] != "STARTED" || body["generation"] != 1.0 ||
+		body["outcome"] != "created" || body["notified"] != true {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	checkNote(t, receive(t, e.Queue, 1)[0], schema.NotifyStart, "e2e-1", 1, t0)
+
+	// start: the same again is idempotent (and notifies again)
+	status, body, _ = c.do("POST", "/sessions", start)
+	if status != 202 || body["generation"] != 1.0 || body["outcome"] != "unchanged" {
+		t.Fatalf("repeat: %d %v", status, body)
+	}
+	checkNote(t, receive(t, e.Queue, 1)[0], schema.NotifyStart, "e2e-1", 1, t0)
+
+	// start: a new URL bumps the generation
+	status, body, _ = c.do("POST", "/sessions", strings.Replace(start, "/v1?", "/v2?", 1))
+	if status != 202 || body["generation"] != 2.0 || body["outcome"] != "updated" {
+		t.Fatalf("url change: %d %v", status, body)
+	}
+	checkNote(t, receive(t, e.Queue, 1)[0], schema.NotifyStart, "e2e-1", 2, t0)
+
+	// start without connection_id: one is generated
+	status, body, _ = c.do("POST", "/sessions", `{"ws_url":"wss://stream.example.com/x"}`)
+	genID, _ := body["connection_id"].(string)
+	if status != 202 || !notify.ConnectionIDPattern.MatchString(genID) || body["generation"] != 1.0 {
+		t.Fatalf("generated id: %d %v", status, body)
+	}
+	checkNote(t, receive(t, e.Queue, 1)[0], schema.NotifyStart, genID, 1, t0)
+
+	// status
+	status, body, _ = c.do("GET", "/sessions/e2e-1", "")
+	if status != 200 || body["desired_state"] != "STARTED" || body["ws_url"] != "wss://stream.example.com/v2?token=REDACTED" ||
+		body["generation"] != 2.0 || body["lease_owner"] != "" || body["lease_expires_at_ms"] != 0.0 || body["lease_epoch"] != 0.0 ||
+		body["last_seq"] != nil || body["seq_field"] != "seq" || body["updated_at_ms"].(float64) < float64(t0.UnixMilli()) {
+		t.Fatalf("status: %d %v", status, body)
+	}
+	if names, _ := body["header_names"].([]any); len(names) != 1 || names[0] != "Authorization" {
+		t.Fatalf("header_names %v", body["header_names"])
+	}
+	status, body, _ = c.do("GET", "/sessions/unknown-id", "")
+	if status != 404 || body["error"].(map[string]any)["code"] != api.CodeNotFound {
+		t.Fatalf("status unknown: %d %v", status, body)
+	}
+
+	// stop: unknown → 404 and no message
+	status, body, _ = c.do("POST", "/sessions/unknown-id/stop", "")
+	if status != 404 || body["error"].(map[string]any)["code"] != api.CodeNotFound {
+		t.Fatalf("stop unknown: %d %v", status, body)
+	}
+	// stop, then stop again
+	status, body, _ = c.do("POST", "/sessions/e2e-1/stop", "")
+	if status != 202 || body["connection_id"] != "e2e-1" || body["desired_state"] != "STOPPED" || body["outcome"] != "stopped" {
+		t.Fatalf("stop: %d %v", status, body)
+	}
+	status, body, _ = c.do("POST", "/sessions/e2e-1/stop", "{}")
+	if status != 202 || body["desired_state"] != "STOPPED" || body["outcome"] != "unchanged" {
+		t.Fatalf("stop again: %d %v", status, body)
+	}
+	notes := receive(t, e.Queue, 2)
+	if len(notes) != 2 {
+		t.Fatalf("stop notifications: %+v (the unknown stop must send none)", notes)
+	}
+	for _, n := range notes {
+		checkNote(t, n, schema.NotifyStop, "e2e-1", 2, t0)
+	}
+	if status, body, _ = c.do("GET", "/sessions/e2e-1", ""); body["desired_state"] != "STOPPED" || body["generation"] != 2.0 {
+		t.Fatalf("status after stop: %d %v", status, body)
+	}
+	// restart after stop
+	if status, body, _ = c.do("POST", "/sessions", strings.Replace(start, "/v1?", "/v2?", 1)); status != 202 || body["generation"] != 3.0 || body["outcome"] != "restarted" {
+		t.Fatalf("restart: %d %v", status, body)
+	}
+	if status, _, _ = c.do("POST", "/sessions/e2e-1/stop", ""); status != 202 {
+		t.Fatal(status)
+	}
+
+	// list with pagination
+	want := []string{genID}
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("e2e-list-%d", i)
+		want = append(want, id)
+		if status, body, _ := c.do("POST", "/sessions", `{"connection_id":"`+id+`","ws_url":"wss://stream.example.com/?k=secret-`+id+`"}`); status != 202 {
+			t.Fatalf("start %s: %d %v", id, status, body)
+		}
+	}
+	var got []string
+	next, pages := "", 0
+	for {
+		path := "/sessions?limit=2"
+		if next != "" {
+			path += "&next=" + next
+		}
+		status, body, _ := c.do("GET", path, "")
+		if status != 200 {
+			t.Fatalf("list: %d %v", status, body)
+		}
+		pages++
+		for _, s := range body["sessions"].([]any) {
+			m := s.(map[string]any)
+			if m["desired_state"] != "STARTED" || strings.Contains(m["ws_url"].(string), "secret-") {
+				t.Fatalf("listed %v", m)
+			}
+			got = append(got, m["connection_id"].(string))
+		}
+		n, _ := body["next"].(string)
+		if n == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("list does not end")
+		}
+		next = n
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) || pages < 3 {
+		t.Fatalf("listed %v in %d pages, want %v", got, pages, want)
+	}
+	status, body, _ = c.do("GET", "/sessions?state=STOPPED", "")
+	if list := body["sessions"].([]any); status != 200 || len(list) != 1 || list[0].(map[string]any)["connection_id"] != "e2e-1" {
+		t.Fatalf("list stopped: %d %v", status, body)
+	}
+	status, body, _ = c.do("GET", "/sessions?next=bm90LWEtY3Vyc29y", "")
+	if status != 400 || body["error"].(map[string]any)["code"] != api.CodeInvalidQuery {
+		t.Fatalf("bad cursor: %d %v", status, body)
+	}
+
+	// Nothing secret was logged; request ids were.
+	out := logs.String()
+	for _, secret := range []string{"qu3ry-secret", "h3ader-secret", "secret-e2e"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("logs leak %q", secret)
+		}
+	}
+	if !strings.Contains(out, `"request_id":"`) || !strings.Contains(out, `"connection_id":"e2e-1"`) || !strings.Contains(out, `"Starts":`) {
+		t.Fatalf("logs/metrics lack ids or counters:\n%s", out)
+	}
+}
+
+// TestSQSFailureStill202AndReconciled: when the notification cannot be sent
+// after the write, the start still answers 202, logs and counts the failure,
+// and the session is found by the lease store's orphan reconciliation.
+func TestSQSFailureStill202AndReconciled(t *testing.T) {
+	noLeaks(t)
+	e := testenv.New(t)
+	for name, q := range map[string]*sqsnotify.Queue{
+		"missing queue": sqsnotify.New(e.SQS, e.QueueURL+"-does-not-exist", 0),
+		"sqs down":      sqsnotify.New(testenv.DeadSQS(e.AWS), e.QueueURL, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			h, err := api.New(testConfig(e), api.Deps{Store: sessions.New(e.Dynamo, e.Table), Notifier: q, Log: zerolog.New(logs), Metrics: logs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, front(t, h.Handle))
+			id := "lost-" + strings.ReplaceAll(name, " ", "-")
+			before := time.Now()
+			status, body, _ := c.do("POST", "/sessions", `{"connection_id":"`+id+`","ws_url":"wss://stream.example.com/"}`)
+			if status != 202 || body["notified"] != false || body["generation"] != 1.0 {
+				t.Fatalf("start: %d %v", status, body)
+			}
+			out := logs.String()
+			if !strings.Contains(out, `"level":"warn"`) || !strings.Contains(out, `"`+schema.MetricNotifyFailures+`":1`) {
+				t.Fatalf("failure not logged/counted:\n%s", out)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			orphans, err := dynamostore.New(e.Dynamo, e.Table).Orphans(ctx, time.Now().UnixMilli(), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, o := range orphans {
+				if o.ConnectionID == id && o.ExpiresAtMs == 0 {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%s not among orphans %+v (started %v)", id, orphans, before)
+			}
+		})
+	}
+	if msgs := receive(t, e.Queue, 1); len(msgs) != 0 {
+		t.Fatalf("messages on the real queue: %+v", msgs)
+	}
+}
+
+// TestDynamoFailureIs503: a table that cannot be reached answers 503 with a
+// retryable body, and no notification is sent (nothing half-done).
+func TestDynamoFailureIs503(t *testing.T) {
+	noLeaks(t)
+	e := testenv.New(t)
+	for name, store := range map[string]*sessions.Store{
+		"dynamo down":   sessions.New(testenv.DeadDynamo(e.AWS), e.Table),
+		"missing table": sessions.New(e.Dynamo, e.Table+"-missing"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &syncBuffer{}
+			h, err := api.New(testConfig(e), api.Deps{Store: store, Notifier: e.Queue, Log: zerolog.New(logs), Metrics: logs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, front(t, h.Handle))
+			for _, r := range [][3]string{
+				{"POST", "/sessions", `{"connection_id":"d1","ws_url":"wss://stream.example.com/"}`},
+				{"POST", "/sessions/d1/stop", ""},
+				{"GET", "/sessions/d1", ""},
+				{"GET", "/sessions", ""},
+			} {
+				status, body, hdr := c.do(r[0], r[1], r[2])
+				e, _ := body["error"].(map[string]any)
+				if status != 503 || e["code"] != api.CodeUnavailable || e["retryable"] != true || hdr.Get("Retry-After") == "" || e["message"] == "" {
+					t.Fatalf("%s %s: %d %v %v", r[0], r[1], status, body, hdr)
+				}
+			}
+			if out := logs.String(); !strings.Contains(out, `"level":"error"`) || !strings.Contains(out, `"Code":"unavailable"`) {
+				t.Fatalf("failure not logged/counted:\n%s", out)
+			}
+		})
+	}
+	if msgs := receive(t, e.Queue, 1); len(msgs) != 0 {
+		t.Fatalf("a failed write was notified: %+v", msgs)
+	}
+	// And the real table holds nothing.
+	out, err := e.Dynamo.Scan(context.Background(), &dynamodb.ScanInput{TableName: &e.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Count != 0 {
+		t.Fatalf("%d items written", out.Count)
+	}
+}
