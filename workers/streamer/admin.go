@@ -1,0 +1,90 @@
+package streamer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+)
+
+// readyProbeID is the key /readyz reads to check that the table answers
+// (it does not exist; "not found" is a healthy answer).
+const readyProbeID = "__wsfleet_readyz__"
+
+// AdminHandler serves the admin endpoints:
+//
+//	GET /healthz  200 while the worker runs or drains (the process is alive), 503 after it stopped
+//	GET /readyz   200 when running and the engines answer (the table; the work queue's last receive), else 503
+//	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
+func (w *Worker) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
+		st := w.state
+		w.mu.Unlock()
+		code := http.StatusOK
+		if st != stateRunning && st != stateDraining {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(rw, code, map[string]string{"status": st.String(), "worker_id": w.cfg.WorkerID})
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		checks, ok := w.ready(ctx)
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(rw, code, map[string]any{"ready": ok, "checks": checks})
+	})
+	mux.HandleFunc("GET /status", func(rw http.ResponseWriter, r *http.Request) {
+		writeJSON(rw, http.StatusOK, w.Status())
+	})
+	return mux
+}
+
+// ready runs the readiness checks; each maps to "ok" or its error.
+func (w *Worker) ready(ctx context.Context) (map[string]string, bool) {
+	checks := map[string]string{}
+	ok := true
+	put := func(name string, err error) {
+		if err != nil {
+			checks[name] = err.Error()
+			ok = false
+			return
+		}
+		checks[name] = "ok"
+	}
+	w.mu.Lock()
+	st := w.state
+	w.mu.Unlock()
+	if st != stateRunning {
+		put("worker", errors.New(st.String()))
+	} else {
+		put("worker", nil)
+	}
+	_, err := w.deps.Store.Get(ctx, readyProbeID)
+	if errors.Is(err, lease.ErrNotFound) {
+		err = nil
+	}
+	put("table", err)
+	if w.consumer != nil {
+		put("work_queue", w.consumer.Healthy())
+	}
+	if w.deps.Ready != nil {
+		put("extra", w.deps.Ready(ctx))
+	}
+	return checks, ok
+}
+
+func writeJSON(rw http.ResponseWriter, code int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(code)
+	enc := json.NewEncoder(rw)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

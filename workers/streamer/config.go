@@ -1,0 +1,318 @@
+package streamer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// Worker settings that shared/schema does not name (yet). They follow the
+// same WSFLEET_ prefix; infra does not need to set them.
+const (
+	EnvDialTimeout     = "WSFLEET_DIAL_TIMEOUT"
+	EnvPingEvery       = "WSFLEET_PING_EVERY"
+	EnvPingTimeout     = "WSFLEET_PING_TIMEOUT"
+	EnvCloseGrace      = "WSFLEET_CLOSE_GRACE"
+	EnvReconnectMin    = "WSFLEET_RECONNECT_MIN"
+	EnvReconnectMax    = "WSFLEET_RECONNECT_MAX"
+	EnvReadLimit       = "WSFLEET_READ_LIMIT"
+	EnvMetricsEvery    = "WSFLEET_METRICS_EVERY"
+	EnvQueueWait       = "WSFLEET_QUEUE_WAIT"
+	EnvSinkAttempts    = "WSFLEET_SINK_ATTEMPTS"
+	EnvStoreRPCTimeout = "WSFLEET_STORE_TIMEOUT"
+)
+
+// Sink names (WSFLEET_SINK).
+const (
+	SinkStdout  = "stdout"
+	SinkSQS     = "sqs"
+	SinkDiscard = "discard"
+)
+
+// Config is every worker setting. DefaultConfig fills the defaults,
+// ConfigFromEnv reads the environment over them, Validate checks them.
+type Config struct {
+	WorkerID string // lease owner; default hostname-<random>
+
+	// Lease timings (see shared/lease).
+	LeaseTTL     time.Duration
+	RenewEvery   time.Duration // 0 = LeaseTTL/3
+	MaxSkew      time.Duration
+	SafetyMargin time.Duration
+	StoreTimeout time.Duration // bound of each DynamoDB call
+
+	// Claiming.
+	ReconcileEvery  time.Duration
+	MaxSessions     int
+	ClaimsPerSecond float64
+	QueueWait       time.Duration // SQS long-poll wait
+
+	// Sessions.
+	DialTimeout  time.Duration
+	PingEvery    time.Duration // 0 disables keepalive pings
+	PingTimeout  time.Duration
+	CloseGrace   time.Duration
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	ReadLimit    int64
+	SinkAttempts int
+
+	// Operations.
+	ShutdownDeadline time.Duration
+	AdminAddr        string // "" disables the admin server
+	MetricsEvery     time.Duration
+	MetricsNamespace string
+	Environment      string
+	LogLevel         string
+
+	// Binary wiring (cmd/streamer); the library ignores them.
+	Sink           string
+	TableName      string
+	QueueURL       string // "" = reconciliation only
+	OutputQueueURL string
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	lc := lease.DefaultConfig("x")
+	return Config{
+		WorkerID:         DefaultWorkerID(),
+		LeaseTTL:         lc.TTL,
+		RenewEvery:       0,
+		MaxSkew:          lc.MaxSkew,
+		SafetyMargin:     lc.SafetyMargin,
+		StoreTimeout:     lc.RPCTimeout,
+		ReconcileEvery:   5 * time.Second,
+		MaxSessions:      1000,
+		ClaimsPerSecond:  50,
+		QueueWait:        20 * time.Second,
+		DialTimeout:      10 * time.Second,
+		PingEvery:        15 * time.Second,
+		PingTimeout:      10 * time.Second,
+		CloseGrace:       time.Second,
+		ReconnectMin:     100 * time.Millisecond,
+		ReconnectMax:     30 * time.Second,
+		ReadLimit:        1 << 20,
+		SinkAttempts:     3,
+		ShutdownDeadline: 30 * time.Second,
+		AdminAddr:        "127.0.0.1:8081",
+		MetricsEvery:     time.Minute,
+		MetricsNamespace: schema.DefaultMetricsNamespace,
+		Environment:      "local",
+		LogLevel:         "info",
+		Sink:             SinkStdout,
+		TableName:        schema.DefaultTableName,
+	}
+}
+
+// DefaultWorkerID is the hostname (the task's) plus a random suffix, so a
+// restarted process never reuses its predecessor's owner id.
+func DefaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// ConfigFromEnv returns DefaultConfig overridden by the variables lookup
+// finds (os.LookupEnv in the binary). Empty values keep the default.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	c := DefaultConfig()
+	p := envParser{lookup: lookup}
+	p.str(schema.EnvWorkerID, &c.WorkerID)
+	p.dur(schema.EnvLeaseTTL, &c.LeaseTTL)
+	p.dur(schema.EnvRenewEvery, &c.RenewEvery)
+	p.dur(schema.EnvMaxSkew, &c.MaxSkew)
+	p.dur(schema.EnvSafetyMargin, &c.SafetyMargin)
+	p.dur(EnvStoreRPCTimeout, &c.StoreTimeout)
+	p.dur(schema.EnvReconcileEvery, &c.ReconcileEvery)
+	p.int(schema.EnvMaxSessions, &c.MaxSessions)
+	p.float(schema.EnvClaimsPerSecond, &c.ClaimsPerSecond)
+	p.dur(EnvQueueWait, &c.QueueWait)
+	p.dur(EnvDialTimeout, &c.DialTimeout)
+	p.dur(EnvPingEvery, &c.PingEvery)
+	p.dur(EnvPingTimeout, &c.PingTimeout)
+	p.dur(EnvCloseGrace, &c.CloseGrace)
+	p.dur(EnvReconnectMin, &c.ReconnectMin)
+	p.dur(EnvReconnectMax, &c.ReconnectMax)
+	var limit int
+	if p.int(EnvReadLimit, &limit) {
+		c.ReadLimit = int64(limit)
+	}
+	p.int(EnvSinkAttempts, &c.SinkAttempts)
+	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
+	p.str(schema.EnvAdminAddr, &c.AdminAddr)
+	p.dur(EnvMetricsEvery, &c.MetricsEvery)
+	p.str(schema.EnvMetricsNS, &c.MetricsNamespace)
+	p.str(schema.EnvEnvironment, &c.Environment)
+	p.str(schema.EnvLogLevel, &c.LogLevel)
+	p.str(schema.EnvSink, &c.Sink)
+	p.str(schema.EnvTableName, &c.TableName)
+	p.str(schema.EnvQueueURL, &c.QueueURL)
+	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)
+	if len(p.errs) > 0 {
+		return c, errors.Join(p.errs...)
+	}
+	return c, nil
+}
+
+type envParser struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (p *envParser) get(name string) (string, bool) {
+	v, ok := p.lookup(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (p *envParser) str(name string, dst *string) {
+	if v, ok := p.get(name); ok {
+		*dst = v
+	}
+}
+
+func (p *envParser) dur(name string, dst *time.Duration) {
+	if v, ok := p.get(name); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a duration (e.g. 10s, 500ms)", name, v))
+			return
+		}
+		*dst = d
+	}
+}
+
+func (p *envParser) int(name string, dst *int) bool {
+	if v, ok := p.get(name); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not an integer", name, v))
+			return false
+		}
+		*dst = n
+		return true
+	}
+	return false
+}
+
+func (p *envParser) float(name string, dst *float64) {
+	if v, ok := p.get(name); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a number", name, v))
+			return
+		}
+		*dst = f
+	}
+}
+
+// LeaseConfig is the shared/lease configuration these settings make.
+func (c Config) LeaseConfig() lease.Config {
+	lc := lease.DefaultConfig(c.WorkerID)
+	lc.TTL = c.LeaseTTL
+	lc.RenewEvery = c.RenewEvery
+	if lc.RenewEvery == 0 {
+		lc.RenewEvery = c.LeaseTTL / 3
+	}
+	lc.MaxSkew = c.MaxSkew
+	lc.SafetyMargin = c.SafetyMargin
+	lc.RPCTimeout = c.StoreTimeout
+	if lc.RetryEvery > lc.RenewEvery/2 {
+		lc.RetryEvery = max(lc.RenewEvery/2, lc.Tick)
+	}
+	return lc
+}
+
+func (c Config) sessionConfig() *session.Config {
+	return &session.Config{
+		WorkerID:     c.WorkerID,
+		DialTimeout:  c.DialTimeout,
+		PingEvery:    c.PingEvery,
+		PingTimeout:  c.PingTimeout,
+		CloseGrace:   c.CloseGrace,
+		Backoff:      backoff.Policy{Base: c.ReconnectMin, Max: c.ReconnectMax},
+		StableAfter:  10 * time.Second,
+		ReadLimit:    c.ReadLimit,
+		SinkAttempts: c.SinkAttempts,
+	}
+}
+
+// Validate checks every setting; the error lists all problems.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.LeaseConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ReconcileEvery <= 0 {
+		bad("%s must be positive", schema.EnvReconcileEvery)
+	}
+	if c.MaxSessions < 1 {
+		bad("%s must be at least 1", schema.EnvMaxSessions)
+	}
+	if c.ClaimsPerSecond <= 0 {
+		bad("%s must be positive", schema.EnvClaimsPerSecond)
+	}
+	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
+		bad("%s must be within 0s..20s", EnvQueueWait)
+	}
+	if c.ShutdownDeadline <= 0 {
+		bad("%s must be positive", schema.EnvShutdownDeadline)
+	} else if c.ShutdownDeadline <= c.CloseGrace+c.StoreTimeout {
+		bad("%s (%s) must exceed %s + %s (%s + %s): one close handshake and one release must fit", schema.EnvShutdownDeadline,
+			c.ShutdownDeadline, EnvCloseGrace, EnvStoreRPCTimeout, c.CloseGrace, c.StoreTimeout)
+	}
+	if c.MetricsEvery <= 0 {
+		bad("%s must be positive", EnvMetricsEvery)
+	}
+	if c.PingEvery > 0 && c.PingTimeout >= c.PingEvery {
+		bad("%s (%s) must be shorter than %s (%s)", EnvPingTimeout, c.PingTimeout, EnvPingEvery, c.PingEvery)
+	}
+	if err := c.sessionConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("%s=%q: want debug, info, warn or error", schema.EnvLogLevel, c.LogLevel)
+	}
+	switch c.Sink {
+	case SinkStdout, SinkDiscard:
+	case SinkSQS:
+		if c.OutputQueueURL == "" {
+			bad("%s=sqs needs %s", schema.EnvSink, schema.EnvOutputQueueURL)
+		}
+	default:
+		bad("%s=%q: want stdout, sqs or discard", schema.EnvSink, c.Sink)
+	}
+	if c.TableName == "" {
+		bad("%s is empty", schema.EnvTableName)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("worker config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// reconcileWithin is the reconciler's look-ahead: up to the next pass, but
+// short of TTL - RenewEvery·(1+jitter) so that live leases are not listed.
+func (c Config) reconcileWithin() time.Duration {
+	lc := c.LeaseConfig()
+	limit := lc.TTL - time.Duration(float64(lc.RenewEvery)*(1+lc.RenewJitter)) - 4*lc.Tick
+	return max(min(c.ReconcileEvery*5/4, limit), 0)
+}

@@ -1,0 +1,48 @@
+package backoff
+
+import (
+	"testing"
+	"time"
+)
+
+func TestStepDoublesUpToMax(t *testing.T) {
+	p := Policy{Base: 100 * time.Millisecond, Max: time.Second}
+	want := []time.Duration{100, 200, 400, 800, 1000, 1000}
+	for n, w := range want {
+		if got := p.Step(n); got != w*time.Millisecond {
+			t.Errorf("Step(%d) = %s, want %s", n, got, w*time.Millisecond)
+		}
+	}
+	if got := p.Step(1000); got != time.Second {
+		t.Errorf("Step(1000) = %s (overflow?)", got)
+	}
+}
+
+func TestDelayIsEqualJitter(t *testing.T) {
+	p := Policy{Base: 100 * time.Millisecond, Max: 30 * time.Second}
+	for n := 0; n < 20; n++ {
+		step := p.Step(n)
+		if lo := p.Delay(n, 0); lo != step/2 {
+			t.Errorf("Delay(%d, 0) = %s, want %s", n, lo, step/2)
+		}
+		if hi := p.Delay(n, 0.999999); hi > step || hi < step*99/100 {
+			t.Errorf("Delay(%d, ~1) = %s, want ≈ %s", n, hi, step)
+		}
+		for i := 0; i < 50; i++ {
+			if d := p.Next(n); d < step/2 || d > step {
+				t.Fatalf("Next(%d) = %s outside [%s, %s]", n, d, step/2, step)
+			}
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, p := range []Policy{{}, {Base: time.Second, Max: time.Millisecond}, {Base: -1, Max: 1}} {
+		if p.Validate() == nil {
+			t.Errorf("%+v validated", p)
+		}
+	}
+	if err := (Policy{Base: 1, Max: 1}).Validate(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,340 @@
+// Package claim owns how a worker finds sessions to own: the SQS consumer
+// (the fast path: a start notification is tried at once) and the reconciler
+// (the safety net: sessions whose notification was lost, leases released by a
+// worker that could not notify, and leases of crashed workers, each tried at
+// exactly the instant it becomes takeable). Both call a Claimer, which owns
+// admission (capacity and the claims-per-second limit).
+package claim
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+)
+
+// Outcome is the result of one claim attempt.
+type Outcome int
+
+// Outcomes.
+const (
+	Acquired      Outcome = iota + 1 // the lease is ours now
+	OwnedHere                        // this worker already holds it
+	HeldElsewhere                    // a live lease of another worker
+	NotStarted                       // stopped, or no such session
+	AtCapacity                       // no free slot
+	Draining                         // the worker is shutting down
+	Failed                           // a transient error; may be retried
+)
+
+var outcomeNames = map[Outcome]string{
+	Acquired: "acquired", OwnedHere: "owned_here", HeldElsewhere: "held_elsewhere", NotStarted: "not_started",
+	AtCapacity: "at_capacity", Draining: "draining", Failed: "failed",
+}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Claimer claims sessions (the worker implements it).
+type Claimer interface {
+	// Claim tries to acquire id and start its session. sentAtMs is the
+	// notification's sent_at_ms (0 when reconciling).
+	Claim(ctx context.Context, id string, sentAtMs int64) (Outcome, error)
+	// Free is the number of sessions the worker may still claim.
+	Free() int
+	// StopHint handles a stop notification (the table is checked first).
+	StopHint(ctx context.Context, id string)
+}
+
+// Consumer long-polls the work queue and claims what it is told to.
+type Consumer struct {
+	Queue   notify.Consumer
+	Claimer Claimer
+	Log     zerolog.Logger
+	// FullWait: when at capacity, poll for one message at most this often
+	// (or as soon as a slot frees), so full workers leave start
+	// notifications to others. Default 1 s.
+	FullWait time.Duration
+	// Freed receives a signal when a slot frees (optional).
+	Freed <-chan struct{}
+
+	lastOK  atomic.Int64 // unix nanos of the last successful receive
+	lastErr atomic.Pointer[error]
+}
+
+// Run consumes until ctx is done.
+func (c *Consumer) Run(ctx context.Context) error {
+	if c.FullWait <= 0 {
+		c.FullWait = time.Second
+	}
+	retry := backoff.Policy{Base: 200 * time.Millisecond, Max: 10 * time.Second}
+	failures := 0
+	for ctx.Err() == nil {
+		free := c.Claimer.Free()
+		if free <= 0 {
+			t := time.NewTimer(c.FullWait)
+			select {
+			case <-ctx.Done():
+			case <-c.Freed:
+			case <-t.C:
+			}
+			t.Stop()
+			if ctx.Err() != nil {
+				return nil
+			}
+			free = max(c.Claimer.Free(), 1)
+		}
+		msgs, err := c.Queue.Receive(ctx, min(free, 10))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.lastErr.Store(&err)
+			d := retry.Next(failures)
+			if failures == 0 {
+				c.Log.Warn().Err(err).Dur("retry_in", d).Msg("work queue receive")
+			}
+			failures++
+			sleep(ctx, d)
+			continue
+		}
+		if failures > 0 {
+			c.Log.Info().Int("failures", failures).Msg("work queue reachable again")
+		}
+		failures = 0
+		c.lastErr.Store(nil)
+		c.lastOK.Store(time.Now().UnixNano())
+		var wg sync.WaitGroup
+		for _, m := range msgs {
+			wg.Go(func() { c.handle(ctx, m) })
+		}
+		wg.Wait()
+	}
+	return nil
+}
+
+// Healthy reports an error when the last receive failed.
+func (c *Consumer) Healthy() error {
+	if p := c.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (c *Consumer) handle(ctx context.Context, m notify.Message) {
+	// Acknowledgements must happen even while the worker drains.
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	log := c.Log.With().Str("message_id", m.MessageID).Logger()
+	if m.Err != nil {
+		log.Warn().Err(m.Err).Int("receive_count", m.ReceiveCount).Msg("malformed notification deleted")
+		c.ack(ackCtx, log, m, true)
+		return
+	}
+	n := m.Notification
+	log = log.With().Str("connection_id", n.ConnectionID).Str("type", n.Type).Logger()
+	switch n.Type {
+	case schema.NotifyStop:
+		c.Claimer.StopHint(ctx, n.ConnectionID)
+		c.ack(ackCtx, log, m, true)
+	case schema.NotifyStart:
+		out, err := c.Claimer.Claim(ctx, n.ConnectionID, n.SentAtMs)
+		switch out {
+		case Acquired, OwnedHere, HeldElsewhere, NotStarted:
+			log.Debug().Stringer("outcome", out).Msg("start notification handled")
+			c.ack(ackCtx, log, m, true)
+		case AtCapacity, Draining:
+			log.Debug().Stringer("outcome", out).Msg("start notification handed back")
+			c.ack(ackCtx, log, m, false)
+		default:
+			// Left invisible: the queue redelivers it after its visibility
+			// timeout (and dead-letters it after maxReceiveCount).
+			log.Warn().Err(err).Int("receive_count", m.ReceiveCount).Msg("claim")
+		}
+	}
+}
+
+// ack deletes (del) or requeues m.
+func (c *Consumer) ack(ctx context.Context, log zerolog.Logger, m notify.Message, del bool) {
+	var err error
+	if del {
+		err = c.Queue.Delete(ctx, m)
+	} else {
+		err = c.Queue.Requeue(ctx, m)
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("work queue acknowledgement")
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Lister is what the reconciler reads (the lease Keeper implements it).
+type Lister interface {
+	Expiring(ctx context.Context, within time.Duration, limit int) ([]lease.Candidate, error)
+	TakeableIn(c lease.Candidate) time.Duration
+	Holds(id string) bool
+}
+
+// Reconciler claims orphans every Every (±Jitter), and schedules an attempt
+// for each lease found expiring within Within at exactly the instant it
+// becomes takeable, so that a crashed worker's sessions move after
+// TTL + max skew rather than TTL + a reconcile interval.
+type Reconciler struct {
+	Lister  Lister
+	Claimer Claimer
+	Log     zerolog.Logger
+	Every   time.Duration
+	Jitter  float64 // fraction, default 0.2
+	// Within is the look-ahead; keep it below TTL - RenewEvery so live
+	// leases (renewed every RenewEvery) are not listed.
+	Within time.Duration
+	// Concurrency bounds claims in flight (default 8); the Claimer's rate
+	// limit applies on top.
+	Concurrency int
+	// OnOrphans is told how many takeable sessions a pass found.
+	OnOrphans func(n int)
+
+	sched  schedule
+	queued map[string]bool
+	passes atomic.Int64
+}
+
+// Passes is the number of passes run (tests).
+func (r *Reconciler) Passes() int64 { return r.passes.Load() }
+
+// Run reconciles until ctx is done; the first pass runs at once.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if r.Jitter <= 0 {
+		r.Jitter = 0.2
+	}
+	if r.Concurrency <= 0 {
+		r.Concurrency = 8
+	}
+	r.queued = map[string]bool{}
+	nextPass := time.Now()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		now := time.Now()
+		if !now.Before(nextPass) {
+			r.pass(ctx)
+			nextPass = time.Now().Add(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*rand.Float64()-1))))
+		}
+		var due []string
+		for r.sched.Len() > 0 && !r.sched[0].at.After(time.Now()) {
+			e := heap.Pop(&r.sched).(entry)
+			delete(r.queued, e.id)
+			due = append(due, e.id)
+		}
+		if len(due) > 0 {
+			r.claimAll(ctx, due)
+		}
+		wake := nextPass
+		if r.sched.Len() > 0 && r.sched[0].at.Before(wake) {
+			wake = r.sched[0].at
+		}
+		t.Reset(max(time.Until(wake), 0))
+	}
+}
+
+func (r *Reconciler) pass(ctx context.Context) {
+	r.passes.Add(1)
+	free := r.Claimer.Free()
+	if free <= 0 {
+		return
+	}
+	limit := min(max(2*free, 10), 1000)
+	cands, err := r.Lister.Expiring(ctx, r.Within, limit)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.Log.Warn().Err(err).Msg("reconcile: list expiring leases")
+		}
+		return
+	}
+	var now []string
+	for _, c := range cands {
+		if r.Lister.Holds(c.ConnectionID) {
+			continue
+		}
+		d := r.Lister.TakeableIn(c)
+		if d <= 0 {
+			now = append(now, c.ConnectionID)
+			continue
+		}
+		if !r.queued[c.ConnectionID] {
+			r.queued[c.ConnectionID] = true
+			// A few ms of jitter so that workers looking at the same dead
+			// lease do not all write at the same millisecond.
+			heap.Push(&r.sched, entry{at: time.Now().Add(d + time.Duration(rand.Int64N(int64(20*time.Millisecond)))), id: c.ConnectionID})
+		}
+	}
+	if r.OnOrphans != nil {
+		r.OnOrphans(len(now))
+	}
+	rand.Shuffle(len(now), func(i, j int) { now[i], now[j] = now[j], now[i] })
+	r.claimAll(ctx, now)
+}
+
+func (r *Reconciler) claimAll(ctx context.Context, ids []string) {
+	var g errgroup.Group
+	g.SetLimit(r.Concurrency)
+	for _, id := range ids {
+		if ctx.Err() != nil || r.Claimer.Free() <= 0 {
+			break
+		}
+		if r.Lister.Holds(id) {
+			continue
+		}
+		g.Go(func() error {
+			out, err := r.Claimer.Claim(ctx, id, 0)
+			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				r.Log.Warn().Err(err).Str("connection_id", id).Msg("reconcile: claim")
+			} else {
+				r.Log.Debug().Str("connection_id", id).Stringer("outcome", out).Msg("reconcile: claim")
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+type entry struct {
+	at time.Time
+	id string
+}
+
+type schedule []entry
+
+func (s schedule) Len() int           { return len(s) }
+func (s schedule) Less(i, j int) bool { return s[i].at.Before(s[j].at) }
+func (s schedule) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
+func (s *schedule) Push(x any)        { *s = append(*s, x.(entry)) }
+func (s *schedule) Pop() any {
+	old := *s
+	e := old[len(old)-1]
+	*s = old[:len(old)-1]
+	return e
+}

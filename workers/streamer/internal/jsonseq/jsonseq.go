@@ -1,0 +1,201 @@
+// Package jsonseq finds a message's sequence number: the integer value of one
+// top-level field of a JSON object, without decoding the rest of the message
+// and without allocating. It is the per-message hot path of the worker.
+package jsonseq
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Errors.
+var (
+	ErrNotObject  = errors.New("message is not a JSON object")
+	ErrMalformed  = errors.New("malformed JSON")
+	ErrNoField    = errors.New("sequence field absent")
+	ErrNotInteger = errors.New("sequence field is not an integer")
+)
+
+// Find returns the value of the top-level field named field in the JSON
+// object data. The value must be an integer, either a JSON number without
+// fraction or exponent, or a string holding one ("42"). When the field
+// occurs more than once the first occurrence wins. Find scans only as far as
+// the field; it does not validate the rest of the object.
+func Find(data []byte, field string) (int64, error) {
+	i := skipWS(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return 0, ErrNotObject
+	}
+	i++
+	for {
+		i = skipWS(data, i)
+		if i >= len(data) {
+			return 0, ErrMalformed
+		}
+		if data[i] == '}' {
+			return 0, ErrNoField
+		}
+		if data[i] != '"' {
+			return 0, ErrMalformed
+		}
+		end, escaped, ok := scanString(data, i)
+		if !ok {
+			return 0, ErrMalformed
+		}
+		key := data[i+1 : end-1]
+		i = skipWS(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return 0, ErrMalformed
+		}
+		i = skipWS(data, i+1)
+		if keyEquals(key, escaped, field) {
+			return parseInt(data, i)
+		}
+		if i, ok = skipValue(data, i); !ok {
+			return 0, ErrMalformed
+		}
+		i = skipWS(data, i)
+		if i >= len(data) {
+			return 0, ErrMalformed
+		}
+		switch data[i] {
+		case ',':
+			i++
+		case '}':
+			return 0, ErrNoField
+		default:
+			return 0, ErrMalformed
+		}
+	}
+}
+
+func keyEquals(key []byte, escaped bool, field string) bool {
+	if !escaped {
+		return string(key) == field // no allocation
+	}
+	var s string
+	q := make([]byte, 0, len(key)+2)
+	q = append(append(append(q, '"'), key...), '"')
+	if json.Unmarshal(q, &s) != nil {
+		return false
+	}
+	return s == field
+}
+
+func skipWS(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanString returns the index after the closing quote of the string that
+// starts at data[i] == '"', and whether it holds escapes.
+func scanString(data []byte, i int) (end int, escaped, ok bool) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped, true
+		}
+	}
+	return 0, false, false
+}
+
+// skipValue returns the index after the value starting at data[i].
+func skipValue(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
+	case '"':
+		end, _, ok := scanString(data, i)
+		return end, ok
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, _, ok := scanString(data, j)
+				if !ok {
+					return 0, false
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	default:
+		j := i
+		for j < len(data) {
+			switch data[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j, j > i
+			}
+			j++
+		}
+		return j, j > i
+	}
+}
+
+// parseInt parses the integer value at data[i] (a number, or a string
+// holding one).
+func parseInt(data []byte, i int) (int64, error) {
+	if i >= len(data) {
+		return 0, ErrMalformed
+	}
+	quoted := data[i] == '"'
+	if quoted {
+		i++
+	}
+	neg := false
+	if i < len(data) && data[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	var n uint64
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		d := uint64(data[i] - '0')
+		if n > (1<<63-1-d)/10 {
+			return 0, ErrNotInteger // overflows int64
+		}
+		n = n*10 + d
+		i++
+	}
+	digits := i - start
+	if digits == 0 || (digits > 1 && data[start] == '0') {
+		return 0, ErrNotInteger
+	}
+	if quoted {
+		if i >= len(data) || data[i] != '"' {
+			return 0, ErrNotInteger
+		}
+		i++
+	} else if i < len(data) {
+		switch data[i] {
+		case ',', '}', ' ', '\t', '\n', '\r':
+		default:
+			return 0, ErrNotInteger // fraction, exponent or garbage
+		}
+	} else {
+		return 0, ErrMalformed
+	}
+	if neg {
+		return -int64(n), nil
+	}
+	return int64(n), nil
+}

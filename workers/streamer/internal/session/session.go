@@ -1,0 +1,702 @@
+// Package session owns one WebSocket session held under a lease: dial with
+// the stored headers, read with a reused buffer, parse and dedupe sequence
+// numbers, deliver in order to the sink while the lease is valid, reconnect
+// with backoff and resume, and close with the right status when the session
+// ends.
+//
+// Goroutines: a session runs in exactly one goroutine (Run): it dials, reads
+// and delivers. Nothing else blocks on its behalf. Events from outside
+// (lease lost, stop, shutdown, new generation, ping failure) arrive through
+// Interrupt and Tick, which close the socket (at once, or with a close
+// handshake bounded by CloseGrace) so that the blocked read returns. Pings
+// are scheduled centrally by Tick and each runs in a short-lived goroutine
+// bounded by PingTimeout. Reconnects happen only after the previous
+// connection is fully closed, so one session never holds two connections.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+// Terminal reasons a session ends with (besides the lease's own errors:
+// lease.ErrLeaseLost, ErrUntrusted, ErrStopped, ErrExpired, …).
+var (
+	// ErrShutdown: the worker is shutting down gracefully (close 1001,
+	// release, hand off).
+	ErrShutdown = errors.New("worker shutting down")
+	// ErrStopRequested: a stop notification was confirmed in the table
+	// (close 1000, release).
+	ErrStopRequested = errors.New("session stopped")
+	// ErrCrashed: the worker is going away without releasing (tests play a
+	// crash with it; also the end of a shutdown that ran out of time).
+	ErrCrashed = errors.New("worker abandoned the session")
+)
+
+// Reasons to reconnect (not terminal).
+var (
+	errGeneration = errors.New("session generation changed")
+	errPing       = errors.New("ping timed out")
+	errSink       = errors.New("sink refused a message")
+)
+
+// DefaultSeqField is the sequence field when the item names none.
+const DefaultSeqField = "seq"
+
+// Config are the settings every session of a worker shares.
+type Config struct {
+	WorkerID    string
+	DialTimeout time.Duration
+	// PingEvery is the keepalive period (0 disables pings); a ping not
+	// answered within PingTimeout drops the connection (then reconnect).
+	PingEvery   time.Duration
+	PingTimeout time.Duration
+	// CloseGrace bounds a close handshake; the socket is closed at once
+	// after it.
+	CloseGrace time.Duration
+	Backoff    backoff.Policy
+	// StableAfter: a connection that lasted this long resets the backoff.
+	StableAfter time.Duration
+	// ReadLimit is the largest message accepted (bytes).
+	ReadLimit int64
+	// SinkAttempts is how many times one message is offered to the sink
+	// before the session reconnects.
+	SinkAttempts int
+}
+
+// Validate checks c.
+func (c *Config) Validate() error {
+	switch {
+	case c.WorkerID == "":
+		return errors.New("session config: empty worker id")
+	case c.DialTimeout <= 0 || c.CloseGrace <= 0:
+		return errors.New("session config: DialTimeout and CloseGrace must be positive")
+	case c.PingEvery < 0 || (c.PingEvery > 0 && c.PingTimeout <= 0):
+		return errors.New("session config: PingEvery must not be negative, and pings need a positive PingTimeout")
+	case c.ReadLimit < 1024:
+		return errors.New("session config: ReadLimit must be at least 1024 bytes")
+	case c.SinkAttempts < 1:
+		return errors.New("session config: SinkAttempts must be at least 1")
+	}
+	return c.Backoff.Validate()
+}
+
+// Counters are the worker-wide counts every session adds to (read and reset
+// by the metrics flush). Atomics, so the per-message path takes no lock.
+type Counters struct {
+	MessagesIn        atomic.Int64
+	DuplicatesDropped atomic.Int64
+	SinkErrors        atomic.Int64
+	Reconnects        atomic.Int64
+	Unsequenced       atomic.Int64
+}
+
+// Env is what sessions share: sink, HTTP client, logger, counters and the
+// hook for the first open of a session.
+type Env struct {
+	Config   *Config
+	Handler  sink.Handler
+	Client   *http.Client
+	Log      zerolog.Logger
+	Counters *Counters
+	// Opened is called after every successful dial (first = the first of this
+	// tenure). It must not block.
+	Opened func(s *Session, first bool)
+}
+
+// Session is one held session.
+type Session struct {
+	env     *Env
+	held    *lease.Held
+	log     zerolog.Logger
+	claimed int64 // sent_at_ms of the notification that led to the claim; 0 if none
+	since   time.Time
+
+	mu      sync.Mutex
+	conn    *websocket.Conn
+	raw     net.Conn
+	connGen int64
+	end     error // terminal reason, set once
+	kick    error // reason to reconnect now
+	pinging bool
+	nextPin time.Time
+	wake    chan struct{}
+	// dialCancel aborts a dial in progress when the session ends.
+	dialCancel context.CancelFunc
+	// seqField is the item's seq_field as of the current connection.
+	seqField string
+
+	lastSeq    atomic.Int64 // last delivered
+	messages   atomic.Int64
+	dups       atomic.Int64
+	reconnects atomic.Int64
+	gaps       atomic.Int64
+	connected  atomic.Bool
+}
+
+// New returns a session for h. claimedAtMs is the sent_at_ms of the
+// notification that triggered the claim (0 when it came from reconciliation).
+func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
+	it := h.Item()
+	s := &Session{
+		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
+		wake: make(chan struct{}, 1),
+		log: env.Log.With().Str("connection_id", h.ID()).Str("worker_id", env.Config.WorkerID).
+			Int64("lease_epoch", h.Epoch()).Logger(),
+	}
+	s.lastSeq.Store(it.LastSeq)
+	return s
+}
+
+// Held is the session's lease.
+func (s *Session) Held() *lease.Held { return s.held }
+
+// ID is the connection id.
+func (s *Session) ID() string { return s.held.ID() }
+
+// ClaimedAtMs is the sent_at_ms of the notification behind the claim (0: none).
+func (s *Session) ClaimedAtMs() int64 { return s.claimed }
+
+// Logger is the session's logger (connection_id, worker_id, lease_epoch).
+func (s *Session) Logger() *zerolog.Logger { return &s.log }
+
+// Status is a snapshot for /status.
+type Status struct {
+	ConnectionID string    `json:"connection_id"`
+	Epoch        int64     `json:"lease_epoch"`
+	Generation   int64     `json:"generation"`
+	Since        time.Time `json:"since"`
+	LastSeq      int64     `json:"last_seq"`
+	Messages     int64     `json:"messages"`
+	Duplicates   int64     `json:"duplicates_dropped"`
+	Gaps         int64     `json:"gaps"`
+	Reconnects   int64     `json:"reconnects"`
+	Connected    bool      `json:"connected"`
+	URL          string    `json:"ws_url"` // redacted
+}
+
+// Status returns a snapshot.
+func (s *Session) Status() Status {
+	it := s.held.Item()
+	return Status{
+		ConnectionID: s.ID(), Epoch: s.held.Epoch(), Generation: it.Generation, Since: s.since,
+		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
+		Reconnects: s.reconnects.Load(), Connected: s.connected.Load(), URL: Redact(it.WSURL),
+	}
+}
+
+// LastSeq is the last delivered sequence number (lease.NoSeq: none).
+func (s *Session) LastSeq() int64 { return s.lastSeq.Load() }
+
+// graceful reports whether reason ends the connection with a close
+// handshake (and which status), or at once.
+func closeCodeFor(reason error) (websocket.StatusCode, bool) {
+	switch {
+	case errors.Is(reason, ErrShutdown):
+		return websocket.StatusGoingAway, true
+	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration):
+		return websocket.StatusNormalClosure, true
+	}
+	return 0, false
+}
+
+// Interrupt ends the session with a terminal reason. A lease that is no
+// longer ours (lost, untrusted, expired) or a crash closes the socket at
+// once; shutdown (1001) and stop (1000) close it with a handshake bounded by
+// CloseGrace. It never blocks; the first reason wins, but a later reason
+// that must close at once still cuts a handshake short.
+func (s *Session) Interrupt(reason error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, graceful := closeCodeFor(reason)
+	if s.end != nil {
+		if !graceful && s.raw != nil {
+			_ = s.raw.Close()
+		}
+		return
+	}
+	s.end = reason
+	s.signalLocked()
+	if s.dialCancel != nil {
+		s.dialCancel()
+	}
+	if s.conn != nil {
+		s.closeLocked(reason)
+	}
+}
+
+// reconnect asks the session to drop its connection and dial again.
+func (s *Session) reconnect(reason error, conn *websocket.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil || s.conn != conn || s.conn == nil {
+		return
+	}
+	s.kick = reason
+	s.closeLocked(reason)
+}
+
+func (s *Session) signalLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeLocked starts closing the current connection for reason.
+func (s *Session) closeLocked(reason error) {
+	conn, raw := s.conn, s.raw
+	code, graceful := closeCodeFor(reason)
+	if !graceful {
+		hardClose(conn, raw)
+		return
+	}
+	grace := s.env.Config.CloseGrace
+	force := time.AfterFunc(grace, func() { hardClose(conn, raw) })
+	go func() {
+		_ = conn.Close(code, closeText(code))
+		force.Stop()
+	}()
+}
+
+func closeText(code websocket.StatusCode) string {
+	if code == websocket.StatusGoingAway {
+		return "worker shutting down"
+	}
+	return "session closed"
+}
+
+// hardClose closes the TCP connection under conn at once; the blocked read
+// returns and the Conn tears itself down.
+func hardClose(conn *websocket.Conn, raw net.Conn) {
+	if raw != nil {
+		_ = raw.Close()
+		return
+	}
+	go conn.CloseNow()
+}
+
+func (s *Session) terminal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+// Tick runs the session's periodic duties from the worker's control loop:
+// it reconnects when the lease brought a new generation, ends the session
+// when its lease ended, and starts a ping when one is due. It never blocks.
+func (s *Session) Tick(now time.Time) {
+	select {
+	case <-s.held.Done():
+		err := s.held.Err()
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+		return
+	default:
+	}
+	s.mu.Lock()
+	conn := s.conn
+	if conn == nil || s.end != nil || s.kick != nil {
+		s.mu.Unlock()
+		return
+	}
+	if s.held.Item().Generation != s.connGen {
+		s.kick = errGeneration
+		s.closeLocked(errGeneration)
+		s.mu.Unlock()
+		return
+	}
+	cfg := s.env.Config
+	if cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin) {
+		s.pinging = true
+		s.nextPin = now.Add(cfg.PingEvery)
+		s.mu.Unlock()
+		go s.ping(conn)
+		return
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) ping(conn *websocket.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Config.PingTimeout)
+	err := conn.Ping(ctx)
+	cancel()
+	s.mu.Lock()
+	s.pinging = false
+	s.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		s.log.Warn().Dur("timeout", s.env.Config.PingTimeout).Msg("no pong: reconnecting")
+		s.reconnect(errPing, conn)
+	}
+}
+
+// Run holds the session until a terminal reason, which it returns:
+// ErrShutdown, ErrStopRequested, ErrCrashed or the lease's own error. ctx
+// bounds sink calls and waits; cancelling it is a crash (the caller also
+// interrupts). The caller releases the lease afterwards.
+func (s *Session) Run(ctx context.Context) error {
+	attempt := 0
+	first := true
+	for {
+		if err := s.check(ctx); err != nil {
+			return err
+		}
+		it := s.held.Item()
+		conn, raw, err := s.dial(ctx, it)
+		if err != nil {
+			if term := s.check(ctx); term != nil {
+				return term
+			}
+			d := s.env.Config.Backoff.Next(attempt)
+			ev := s.log.Warn()
+			if attempt > 0 {
+				ev = s.log.Debug()
+			}
+			ev.Err(err).Int("attempt", attempt+1).Dur("retry_in", d).Msg("dial")
+			attempt++
+			s.sleep(ctx, d)
+			continue
+		}
+		if !s.attach(conn, raw, it) {
+			return s.check(ctx)
+		}
+		if s.env.Opened != nil {
+			s.env.Opened(s, first)
+		}
+		if first {
+			s.log.Info().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
+		} else {
+			s.log.Debug().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
+		}
+		first = false
+		opened := time.Now()
+		readErr := s.read(ctx, conn)
+		kick := s.detach(conn, raw)
+		if term := s.check(ctx); term != nil {
+			return term
+		}
+		s.reconnects.Add(1)
+		s.env.Counters.Reconnects.Add(1)
+		if time.Since(opened) >= s.env.Config.StableAfter {
+			attempt = 0
+		}
+		if errors.Is(kick, errGeneration) {
+			s.log.Info().Msg("new generation: reconnecting")
+			attempt = 0
+			continue
+		}
+		d := s.env.Config.Backoff.Next(attempt)
+		attempt++
+		s.log.Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
+		s.sleep(ctx, d)
+	}
+}
+
+func describe(readErr, kick error) string {
+	if kick != nil {
+		return kick.Error()
+	}
+	if code := websocket.CloseStatus(readErr); code != -1 {
+		return "source closed with status " + strconv.Itoa(int(code))
+	}
+	if readErr == nil {
+		return "unknown"
+	}
+	return readErr.Error()
+}
+
+// check returns the terminal reason, if any.
+func (s *Session) check(ctx context.Context) error {
+	if err := s.terminal(); err != nil {
+		return err
+	}
+	select {
+	case <-s.held.Done():
+		err := s.held.Err()
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+		return s.terminal()
+	default:
+	}
+	if ctx.Err() != nil {
+		s.Interrupt(ErrCrashed)
+		return s.terminal()
+	}
+	return nil
+}
+
+// sleep waits d, or less when the session must act (terminal reason, new
+// generation).
+func (s *Session) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.wake:
+	case <-s.held.Done():
+	case <-s.held.Changed():
+	case <-ctx.Done():
+	}
+}
+
+// attach makes conn the session's connection unless the session already
+// ended, in which case it closes conn (per the reason) and waits for it.
+func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item) bool {
+	s.mu.Lock()
+	s.conn, s.raw, s.connGen, s.kick = conn, raw, it.Generation, nil
+	s.seqField = it.SeqField
+	if s.seqField == "" {
+		s.seqField = DefaultSeqField
+	}
+	cfg := s.env.Config
+	s.nextPin = time.Now().Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	if s.end != nil {
+		s.closeLocked(s.end)
+		s.mu.Unlock()
+		s.detach(conn, raw)
+		return false
+	}
+	s.mu.Unlock()
+	s.connected.Store(true)
+	return true
+}
+
+// detach waits until conn is fully closed and forgets it; it returns the
+// reconnect reason that was set, if any.
+func (s *Session) detach(conn *websocket.Conn, raw net.Conn) error {
+	// CloseNow waits for a close handshake in progress (bounded by
+	// CloseGrace, after which the socket is closed under it).
+	_ = conn.CloseNow()
+	if raw != nil {
+		_ = raw.Close()
+	}
+	s.connected.Store(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kick := s.kick
+	s.conn, s.raw, s.kick = nil, nil, nil
+	return kick
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledBuf = 64 << 10
+
+// read reads and delivers messages until the connection ends or the session
+// must stop delivering.
+func (s *Session) read(ctx context.Context, conn *websocket.Conn) error {
+	// The read is bounded by closing the socket, never by a context: a
+	// context with a deadline would arm a timer on every read.
+	rctx := context.Background()
+	for {
+		_, r, err := conn.Reader(rctx)
+		if err != nil {
+			return err
+		}
+		bp := bufPool.Get().(*[]byte)
+		buf, err := readAll(r, (*bp)[:0])
+		if err == nil {
+			err = s.handle(ctx, conn, buf)
+		}
+		if cap(buf) <= maxPooledBuf {
+			*bp = buf[:0]
+			bufPool.Put(bp)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// errInvalid stops the read loop when the lease is no longer valid.
+var errInvalid = errors.New("lease no longer valid")
+
+// handle parses, dedupes and delivers one message.
+func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte) error {
+	seqField := s.seqField // written by attach, in this same goroutine
+	seq, err := jsonseq.Find(data, seqField)
+	if err != nil {
+		if s.env.Counters.Unsequenced.Add(1)%1000 == 1 {
+			s.log.Warn().Err(err).Str("seq_field", seqField).Msg("message without a sequence number dropped")
+		}
+		return nil
+	}
+	last := s.lastSeq.Load()
+	if seq <= last {
+		s.dups.Add(1)
+		s.env.Counters.DuplicatesDropped.Add(1)
+		return nil
+	}
+	if last != lease.NoSeq && seq > last+1 {
+		s.gaps.Add(1)
+		s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
+	}
+	msg := sink.Message{
+		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
+		ReceivedAtMs: time.Now().UnixMilli(), Data: data,
+	}
+	for attempt := 1; ; attempt++ {
+		// The lease's monotonic deadline, checked right before every delivery.
+		if !s.held.Valid() {
+			err := s.held.Err()
+			if err == nil {
+				err = lease.ErrUntrusted
+			}
+			s.Interrupt(err)
+			return errInvalid
+		}
+		err := s.env.Handler.Handle(ctx, msg)
+		if err == nil {
+			break
+		}
+		s.env.Counters.SinkErrors.Add(1)
+		if attempt >= s.env.Config.SinkAttempts || ctx.Err() != nil || s.terminal() != nil {
+			s.log.Error().Err(err).Int64("seq", seq).Int("attempts", attempt).Msg("sink refused the message: reconnecting to resume after the last accepted one")
+			s.reconnect(errSink, conn)
+			return errSink
+		}
+		t := time.NewTimer(time.Duration(attempt) * 50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	s.held.Observe(seq)
+	s.lastSeq.Store(seq)
+	s.messages.Add(1)
+	s.env.Counters.MessagesIn.Add(1)
+	return nil
+}
+
+// dial connects to the item's URL (with the resume parameter) and headers.
+func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net.Conn, error) {
+	target, err := ResumeURL(it.WSURL, it.ResumeParam, s.lastSeq.Load())
+	if err != nil {
+		return nil, nil, err
+	}
+	hdr := make(http.Header, len(it.Headers))
+	for k, v := range it.Headers {
+		hdr.Set(k, v)
+	}
+	slot := &rawSlot{}
+	dctx, cancel := context.WithTimeout(context.WithValue(ctx, rawSlotKey{}, slot), s.env.Config.DialTimeout)
+	defer cancel()
+	s.mu.Lock()
+	if s.end != nil {
+		s.mu.Unlock()
+		return nil, nil, s.end
+	}
+	s.dialCancel = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.dialCancel = nil
+		s.mu.Unlock()
+	}()
+	conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
+		HTTPClient:      s.env.Client,
+		HTTPHeader:      hdr,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		slot.close()
+		return nil, nil, fmt.Errorf("dial %s: %w", Redact(target), dialCause(err, resp))
+	}
+	conn.SetReadLimit(s.env.Config.ReadLimit)
+	return conn, slot.get(), nil
+}
+
+// dialCause strips the URL (which may carry credentials in its query) from
+// a dial error.
+func dialCause(err error, resp *http.Response) error {
+	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		return fmt.Errorf("handshake refused: HTTP %d", resp.StatusCode)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// ResumeURL adds (or replaces) param=last+1 in raw's query when param is set
+// and a sequence number was delivered; other parameters keep their order.
+func ResumeURL(raw, param string, last int64) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parse ws_url %s: %w", Redact(raw), errors.Unwrap(err))
+	}
+	if param == "" || last == lease.NoSeq {
+		return raw, nil
+	}
+	var kept []string
+	if u.RawQuery != "" {
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if uk, err := url.QueryUnescape(k); err == nil && uk == param {
+				continue
+			}
+			kept = append(kept, kv)
+		}
+	}
+	kept = append(kept, url.QueryEscape(param)+"="+strconv.FormatInt(last+1, 10))
+	u.RawQuery = strings.Join(kept, "&")
+	return u.String(), nil
+}
+
+// Redact returns raw without credentials: no userinfo, and the query (which
+// often carries tokens) replaced by "?REDACTED".
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	u.User = nil
+	q := u.RawQuery != "" || u.ForceQuery
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	out := u.String()
+	if q {
+		out += "?REDACTED"
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+// Package sink is the worker's delivery API: what a user implements to receive
+// the messages of the WebSocket sessions their workers own, and the JSON-lines
+// envelope the shipped sinks write.
+//
+// Contract (see Handler):
+//   - The worker calls Handle once per message, in sequence order per session,
+//     from the session's own goroutine: calls for one session never overlap,
+//     calls for different sessions run concurrently.
+//   - Handle returning nil means "accepted": the worker checkpoints past that
+//     sequence number (with the next lease renewal, and at release). A message
+//     accepted before a crash is not redelivered unless it is after the last
+//     checkpoint, so a Handler that buffers must implement Flusher and must
+//     not return nil for data it could still lose, or accept that loss.
+//   - A non-nil error is counted (SinkErrors), retried a few times while the
+//     lease is valid, then the worker reconnects to the source and resumes at
+//     the last accepted sequence number + 1.
+//   - Message.Data aliases the worker's read buffer: it is valid only until
+//     Handle returns. Copy it to keep it.
+//   - Every message carries LeaseEpoch, the fencing token of the worker's
+//     tenure. It only grows per session; a consumer that must be safe even
+//     against a worker paused between its lease check and the write can drop
+//     records whose epoch is older than one it has already seen.
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Message is one message received on a session's WebSocket.
+type Message struct {
+	ConnectionID string // the session (connection_id)
+	Seq          int64  // the message's sequence number (the session's seq_field)
+	LeaseEpoch   int64  // fencing token of the owning tenure
+	WorkerID     string // the worker that received it
+	ReceivedAtMs int64  // wall-clock ms when the worker read it
+	Data         []byte // the raw message; valid only during Handle
+}
+
+// Handler receives messages. Implementations must be safe for concurrent use
+// by several sessions.
+type Handler interface {
+	Handle(ctx context.Context, m Message) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, m Message) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, m Message) error { return f(ctx, m) }
+
+// Flusher is implemented by handlers that buffer. The worker calls Flush
+// before a session's final checkpoint (graceful shutdown, stop) so that the
+// released last_seq never runs ahead of what reached the destination.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// Flush flushes h when it implements Flusher.
+func Flush(ctx context.Context, h Handler) error {
+	if f, ok := h.(Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// AppendJSON appends m's JSON envelope (no trailing newline):
+//
+//	{"connection_id":…,"seq":…,"lease_epoch":…,"worker_id":…,"received_at_ms":…,"data":…}
+//
+// data is the message itself when it is valid JSON, otherwise the message as
+// a JSON string (invalid UTF-8 replaced by U+FFFD).
+func AppendJSON(dst []byte, m Message) []byte {
+	dst = append(dst, `{"connection_id":`...)
+	dst = appendString(dst, m.ConnectionID)
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendInt(dst, m.Seq, 10)
+	dst = append(dst, `,"lease_epoch":`...)
+	dst = strconv.AppendInt(dst, m.LeaseEpoch, 10)
+	dst = append(dst, `,"worker_id":`...)
+	dst = appendString(dst, m.WorkerID)
+	dst = append(dst, `,"received_at_ms":`...)
+	dst = strconv.AppendInt(dst, m.ReceivedAtMs, 10)
+	dst = append(dst, `,"data":`...)
+	if len(m.Data) > 0 && json.Valid(m.Data) {
+		dst = appendCompactable(dst, m.Data)
+	} else {
+		dst = appendString(dst, string(m.Data))
+	}
+	return append(dst, '}')
+}
+
+// appendCompactable appends valid JSON, replacing raw newlines (legal JSON
+// whitespace) so that one record stays one line.
+func appendCompactable(dst, data []byte) []byte {
+	for _, b := range data {
+		if b == '\n' || b == '\r' {
+			b = ' '
+		}
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// Writer writes one JSON line per message (AppendJSON + "\n") to an
+// io.Writer with a single Write call per message, unbuffered, so that a
+// message Handle accepted has reached the writer. It is safe for concurrent
+// use.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Stdout returns the default sink: JSON lines on standard output.
+func Stdout() *Writer { return NewWriter(os.Stdout) }
+
+// Handle writes m's line.
+func (s *Writer) Handle(_ context.Context, m Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(AppendJSON(s.buf[:0], m), '\n')
+	_, err := s.w.Write(s.buf)
+	if cap(s.buf) > 64<<10 {
+		s.buf = nil // do not pin one huge message's buffer
+	}
+	return err
+}
+
+// Discard accepts every message and does nothing (benchmarks).
+var Discard Handler = HandlerFunc(func(context.Context, Message) error { return nil })

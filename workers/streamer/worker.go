@@ -1,0 +1,602 @@
+// Package streamer is the wsfleet worker as a library: it claims WebSocket
+// sessions from the lease table (via start notifications and reconciliation),
+// holds each under a lease with exactly one owner, streams its messages to a
+// sink.Handler in sequence order, checkpoints the last delivered sequence
+// number, and hands every session off on shutdown.
+//
+// The cmd/streamer binary wires it to DynamoDB, SQS and the stdout or SQS
+// sink; run your own handler with:
+//
+//	w, err := streamer.New(cfg, streamer.Deps{Store: store, Queue: queue, Handler: myHandler})
+//	...
+//	err = w.Run(ctx) // until ctx is cancelled, then a graceful shutdown
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/metrics"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+// WorkQueue is the work queue: start/stop notifications in, hand-off start
+// notifications out (sqsnotify.Queue implements it).
+type WorkQueue interface {
+	notify.Consumer
+	notify.Publisher
+}
+
+// Deps are the worker's collaborators.
+type Deps struct {
+	// Store is the lease table (dynamostore.New, or memstore for tests and
+	// benchmarks). Required.
+	Store lease.Store
+	// Queue is the work queue. Optional: without it the worker claims by
+	// reconciliation only and cannot announce a hand-off (the next owner
+	// then finds the released lease at its next reconcile pass).
+	Queue WorkQueue
+	// Handler receives the messages. Required.
+	Handler sink.Handler
+	// Logger defaults to JSON lines on stderr at Config.LogLevel.
+	Logger *zerolog.Logger
+	// Metrics receives the EMF lines; default stderr.
+	Metrics io.Writer
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Ready is an extra /readyz check (optional).
+	Ready func(ctx context.Context) error
+}
+
+type state int32
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateDraining
+	stateStopped
+)
+
+func (s state) String() string {
+	return [...]string{"new", "running", "draining", "stopped"}[s]
+}
+
+// Worker owns sessions. Create it with New and call Run once.
+type Worker struct {
+	cfg      Config
+	deps     Deps
+	log      zerolog.Logger
+	keeper   *lease.Keeper
+	reg      *metrics.Registry
+	counters session.Counters
+	env      *session.Env
+	limiter  *rate.Limiter
+	consumer *claim.Consumer
+	recon    *claim.Reconciler
+	started  time.Time
+
+	mu       sync.Mutex
+	sessions map[string]*session.Session
+	claiming map[string]bool
+	state    state
+	freed    chan struct{}
+
+	sessWG     sync.WaitGroup
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	crashed    atomic.Bool
+	crashCh    chan struct{}
+	crashOnce  sync.Once
+	adminAddr  atomic.Pointer[string]
+	renewCount atomic.Int64
+	ran        atomic.Bool
+}
+
+// New validates cfg and builds a worker.
+func New(cfg Config, deps Deps) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Store == nil || deps.Handler == nil {
+		return nil, errors.New("streamer: Deps.Store and Deps.Handler are required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real{}
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = os.Stderr
+	}
+	w := &Worker{
+		cfg: cfg, deps: deps,
+		sessions: map[string]*session.Session{},
+		claiming: map[string]bool{},
+		freed:    make(chan struct{}, 1),
+		crashCh:  make(chan struct{}),
+		limiter:  rate.NewLimiter(rate.Limit(cfg.ClaimsPerSecond), max(1, int(math.Ceil(cfg.ClaimsPerSecond)))),
+		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
+			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
+		}),
+	}
+	if deps.Logger != nil {
+		w.log = *deps.Logger
+	} else {
+		w.log = NewLogger(os.Stderr, cfg.LogLevel)
+	}
+	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
+	k, err := lease.NewKeeper(deps.Store, deps.Clock, cfg.LeaseConfig(), observer{w})
+	if err != nil {
+		return nil, fmt.Errorf("streamer: %w", err)
+	}
+	w.keeper = k
+	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
+	w.env = &session.Env{
+		Config:   cfg.sessionConfig(),
+		Handler:  deps.Handler,
+		Client:   session.NewClient(cfg.DialTimeout),
+		Log:      w.log,
+		Counters: &w.counters,
+		Opened:   w.opened,
+	}
+	if deps.Queue != nil {
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed}
+	}
+	w.recon = &claim.Reconciler{
+		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery, Within: cfg.reconcileWithin(),
+		OnOrphans: func(n int) {
+			if n > 0 {
+				w.reg.Add(schema.MetricOrphansSeen, float64(n))
+			}
+		},
+	}
+	return w, nil
+}
+
+// NewLogger returns the worker's JSON logger on out at level.
+func NewLogger(out io.Writer, level string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || lvl == zerolog.NoLevel {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Str("service", schema.ServiceStreamer).Logger()
+}
+
+// ID is the worker id (the lease owner).
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// AdminAddr is the admin server's address once Run has bound it ("" before,
+// or when disabled).
+func (w *Worker) AdminAddr() string {
+	if p := w.adminAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Run starts claiming and runs until ctx is cancelled, then shuts down
+// gracefully within Config.ShutdownDeadline: it stops claiming, closes every
+// session with status 1001, flushes the sink, releases each lease with its
+// final checkpoint and publishes a start notification per released session
+// so that another worker claims it at once. It returns nil after a clean
+// shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("streamer: Run called twice")
+	}
+	defer w.hardCancel()
+	w.started = time.Now()
+	var admin *http.Server
+	if w.cfg.AdminAddr != "" {
+		ln, err := net.Listen("tcp", w.cfg.AdminAddr)
+		if err != nil {
+			return fmt.Errorf("admin listen %s: %w", w.cfg.AdminAddr, err)
+		}
+		addr := ln.Addr().String()
+		w.adminAddr.Store(&addr)
+		admin = &http.Server{Handler: w.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = admin.Serve(ln) }() // ends with admin.Shutdown below
+	}
+
+	// The keeper and the control loop outlive ctx: they keep renewing and
+	// supervising while sessions close and release.
+	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Go(func() { _ = w.keeper.Run(bgCtx) })
+	bg.Go(func() { w.controlLoop(bgCtx) })
+	bg.Go(func() { w.metricsLoop(bgCtx) })
+
+	claimCtx, claimCancel := context.WithCancel(ctx)
+	var claims sync.WaitGroup
+	if w.consumer != nil {
+		claims.Go(func() { _ = w.consumer.Run(claimCtx) })
+	}
+	claims.Go(func() { _ = w.recon.Run(claimCtx) })
+	w.setState(stateRunning)
+	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
+		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
+
+	var err error
+	select {
+	case <-ctx.Done():
+		err = w.drain(claimCancel, &claims)
+	case <-w.crashCh:
+		bgCancel() // no renewal after a crash
+		claimCancel()
+		w.hardCancel()
+		claims.Wait()
+		w.sessWG.Wait()
+	}
+	claimCancel()
+	bgCancel()
+	bg.Wait()
+	w.setState(stateStopped)
+	w.flushMetrics()
+	if admin != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = admin.Shutdown(sctx)
+		cancel()
+	}
+	if w.crashed.Load() {
+		w.log.Warn().Msg("worker crashed: leases left to expire")
+		return nil
+	}
+	w.log.Info().Err(err).Msg("worker stopped")
+	return err
+}
+
+// drain is the graceful shutdown.
+func (w *Worker) drain(claimCancel context.CancelFunc, claims *sync.WaitGroup) error {
+	deadline := time.Now().Add(w.cfg.ShutdownDeadline)
+	w.setState(stateDraining)
+	claimCancel()
+	ss := w.snapshot()
+	w.log.Info().Int("sessions", len(ss)).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+	for _, s := range ss {
+		s.Interrupt(session.ErrShutdown)
+	}
+	claims.Wait() // claims in flight end; sessions they start see stateDraining
+	done := make(chan struct{})
+	go func() { w.sessWG.Wait(); close(done) }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+	}
+	left := w.snapshot()
+	w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
+	w.crashed.Store(true)
+	for _, s := range left {
+		s.Interrupt(session.ErrCrashed)
+	}
+	w.hardCancel()
+	<-done
+	return fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
+}
+
+// crash stops the worker without releasing anything, as a killed process
+// would: sockets closed at once, no more renewals, leases left to expire.
+func (w *Worker) crash() {
+	w.crashOnce.Do(func() {
+		w.crashed.Store(true)
+		for _, s := range w.snapshot() {
+			s.Interrupt(session.ErrCrashed)
+		}
+		close(w.crashCh)
+	})
+}
+
+func (w *Worker) setState(s state) {
+	w.mu.Lock()
+	w.state = s
+	w.mu.Unlock()
+}
+
+func (w *Worker) snapshot() []*session.Session {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*session.Session, 0, len(w.sessions))
+	for _, s := range w.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Free implements claim.Claimer.
+func (w *Worker) Free() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != stateRunning {
+		return 0
+	}
+	return w.cfg.MaxSessions - len(w.sessions) - len(w.claiming)
+}
+
+// Claim implements claim.Claimer: admission (state, capacity, the claims
+// per second limit), then the lease acquire, then the session.
+func (w *Worker) Claim(ctx context.Context, id string, sentAtMs int64) (claim.Outcome, error) {
+	w.mu.Lock()
+	switch {
+	case w.state != stateRunning:
+		w.mu.Unlock()
+		return claim.Draining, nil
+	case w.sessions[id] != nil || w.claiming[id]:
+		w.mu.Unlock()
+		return claim.OwnedHere, nil
+	case len(w.sessions)+len(w.claiming) >= w.cfg.MaxSessions:
+		w.mu.Unlock()
+		return claim.AtCapacity, nil
+	}
+	w.claiming[id] = true
+	w.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			w.mu.Lock()
+			delete(w.claiming, id)
+			w.mu.Unlock()
+			w.signalFreed()
+		}
+	}()
+	if err := w.limiter.Wait(ctx); err != nil {
+		return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
+	}
+	h, err := w.keeper.Acquire(ctx, id)
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrHeld):
+		return claim.HeldElsewhere, nil
+	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound):
+		return claim.NotStarted, nil
+	default:
+		return claim.Failed, err
+	}
+	w.reg.Add(schema.MetricAcquired, 1)
+	started = true
+	w.start(h, sentAtMs)
+	return claim.Acquired, nil
+}
+
+func (w *Worker) signalFreed() {
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) start(h *lease.Held, sentAtMs int64) {
+	s := session.New(w.env, h, sentAtMs)
+	w.mu.Lock()
+	delete(w.claiming, h.ID())
+	w.sessions[h.ID()] = s
+	st := w.state
+	w.sessWG.Add(1)
+	w.mu.Unlock()
+	switch {
+	case w.crashed.Load():
+		s.Interrupt(session.ErrCrashed)
+	case st != stateRunning:
+		s.Interrupt(session.ErrShutdown)
+	}
+	s.Logger().Info().Int64("last_seq", s.LastSeq()).Msg("lease acquired")
+	go w.runSession(s)
+}
+
+func (w *Worker) runSession(s *session.Session) {
+	defer w.sessWG.Done()
+	reason := s.Run(w.hardCtx)
+	w.finish(s, reason)
+	w.mu.Lock()
+	if w.sessions[s.ID()] == s {
+		delete(w.sessions, s.ID())
+	}
+	w.mu.Unlock()
+	w.signalFreed()
+}
+
+// finish ends a tenure after its session closed: release (with the final
+// checkpoint) unless the lease is no longer ours or the worker crashed, and
+// announce the hand-off after a graceful shutdown.
+func (w *Worker) finish(s *session.Session, reason error) {
+	h := s.Held()
+	log := s.Logger()
+	switch {
+	case w.crashed.Load() || errors.Is(reason, session.ErrCrashed):
+		w.keeper.Abandon(h)
+		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (lease left to expire)")
+		return
+	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased):
+		log.Warn().Err(reason).Int64("last_seq", s.LastSeq()).Msg("lease lost: session closed")
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
+	defer cancel()
+	if err := sink.Flush(ctx, w.deps.Handler); err != nil {
+		w.keeper.Abandon(h)
+		log.Error().Err(err).Msg("sink flush: lease left to expire instead of released")
+		return
+	}
+	if err := w.keeper.Release(ctx, h); err != nil {
+		log.Warn().Err(err).Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("release")
+		return
+	}
+	w.reg.Add(schema.MetricReleased, 1)
+	ev := log.Info().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error())
+	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
+		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
+		if err := w.deps.Queue.Publish(ctx, n); err != nil {
+			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
+		}
+		ev = ev.Bool("handed_off", true)
+	}
+	ev.Msg("lease released")
+}
+
+// StopHint implements claim.Claimer: a stop notification for a session this
+// worker holds closes it at once (status 1000) when the table confirms it.
+func (w *Worker) StopHint(ctx context.Context, id string) {
+	w.mu.Lock()
+	s := w.sessions[id]
+	w.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer cancel()
+	it, err := w.deps.Store.Get(ctx, id)
+	if err != nil {
+		s.Logger().Warn().Err(err).Msg("stop notification: read session (the lease renewal will see it)")
+		return
+	}
+	if it.DesiredState == schema.StateStopped {
+		s.Interrupt(session.ErrStopRequested)
+	}
+}
+
+// opened is the sessions' open hook: the claim latency of notified claims.
+func (w *Worker) opened(s *session.Session, first bool) {
+	if first && s.ClaimedAtMs() > 0 {
+		w.reg.Observe(schema.MetricClaimLatencyMs, float64(time.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
+	}
+}
+
+// controlTick is how often the control loop runs every session's duties
+// (new generation, ping due, lease ended).
+const controlTick = 250 * time.Millisecond
+
+func (w *Worker) controlLoop(ctx context.Context) {
+	t := time.NewTicker(controlTick)
+	defer t.Stop()
+	var ss []*session.Session
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			ss = ss[:0]
+			w.mu.Lock()
+			for _, s := range w.sessions {
+				ss = append(ss, s)
+			}
+			w.mu.Unlock()
+			for _, s := range ss {
+				s.Tick(now)
+			}
+			clear(ss)
+		}
+	}
+}
+
+func (w *Worker) metricsLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.MetricsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.flushMetrics()
+		}
+	}
+}
+
+func (w *Worker) flushMetrics() {
+	for name, c := range map[string]*atomic.Int64{
+		schema.MetricMessagesIn:        &w.counters.MessagesIn,
+		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
+		schema.MetricSinkErrors:        &w.counters.SinkErrors,
+		schema.MetricReconnects:        &w.counters.Reconnects,
+	} {
+		w.reg.Add(name, float64(c.Swap(0)))
+	}
+	owned := w.owned()
+	w.reg.Set(schema.MetricOwnedSessions, float64(owned))
+	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
+	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
+	if _, err := w.reg.Flush(w.deps.Metrics, time.Now()); err != nil {
+		w.log.Warn().Err(err).Msg("metrics flush")
+	}
+}
+
+func (w *Worker) owned() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sessions)
+}
+
+// observer hears the keeper: renew latencies, and tenures that end, whose
+// session must close at once.
+type observer struct{ w *Worker }
+
+func (o observer) Renewed(_ *lease.Held, latency time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	// Keep about 100 samples per flush interval at any session count.
+	stride := int64(1 + o.w.owned()*int(o.w.cfg.MetricsEvery/o.w.cfg.LeaseConfig().RenewEvery)/100)
+	if o.w.renewCount.Add(1)%stride == 0 {
+		o.w.reg.ObserveDuration(schema.MetricRenewLatencyMs, latency)
+	}
+}
+
+func (o observer) Ended(h *lease.Held, err error) {
+	if !errors.Is(err, lease.ErrStopped) {
+		o.w.reg.Add(schema.MetricLeaseLost, 1)
+	}
+	o.w.mu.Lock()
+	s := o.w.sessions[h.ID()]
+	o.w.mu.Unlock()
+	if s != nil && s.Held() == h {
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+	}
+}
+
+// Status is the /status document.
+type Status struct {
+	WorkerID    string           `json:"worker_id"`
+	State       string           `json:"state"`
+	Since       time.Time        `json:"since"`
+	MaxSessions int              `json:"max_sessions"`
+	Owned       int              `json:"owned"`
+	Sessions    []session.Status `json:"sessions"`
+}
+
+// Status returns the worker's state and its sessions.
+func (w *Worker) Status() Status {
+	w.mu.Lock()
+	st := Status{WorkerID: w.cfg.WorkerID, State: w.state.String(), Since: w.started, MaxSessions: w.cfg.MaxSessions, Owned: len(w.sessions)}
+	ss := make([]*session.Session, 0, len(w.sessions))
+	for _, s := range w.sessions {
+		ss = append(ss, s)
+	}
+	w.mu.Unlock()
+	st.Sessions = make([]session.Status, 0, len(ss))
+	for _, s := range ss {
+		st.Sessions = append(st.Sessions, s.Status())
+	}
+	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ConnectionID < st.Sessions[j].ConnectionID })
+	return st
+}
