@@ -21,12 +21,21 @@ const (
 	SinkSQS    = "sqs"
 )
 
-// Fargate limits that the config is checked against.
+// Limits the config is checked against.
 const (
+	// fargateMaxStopTimeout is the longest ECS stopTimeout on Fargate.
 	fargateMaxStopTimeout = 120 * time.Second
-	// renewJitter is the worker's renewal jitter (shared/lease DefaultConfig).
-	renewJitter         = 0.1
+	// stopTimeoutHeadroom is the least time between the worker's shutdown
+	// deadline and SIGKILL.
 	stopTimeoutHeadroom = 5 * time.Second
+	// renewJitter is the worker's renewal jitter (shared/lease DefaultConfig).
+	renewJitter = 0.1
+	// gsiRenewBudget is how many lease renewals per second the table can
+	// take: every renewal moves lease_expires_at_ms, the sort key of the
+	// by_state_expiry index, which costs 2 index write units, and every
+	// leased item shares the index partition desired_state=STARTED (1,000
+	// WCU/s per partition). See shared/NOTES.md, "DynamoDB facts".
+	gsiRenewBudget = 500.0
 )
 
 // fargateMemoryMiB lists the memory sizes Fargate accepts for each CPU size
@@ -88,7 +97,7 @@ var environments = map[string]EnvConfig{
 		MaxTasks:           3,
 		TaskCPU:            256,
 		TaskMemoryMiB:      512,
-		MaxSessionsPerTask: 500,
+		MaxSessionsPerTask: 400,
 		TargetUtilization:  70,
 		ScaleInCooldown:    5 * time.Minute,
 		ScaleOutCooldown:   time.Minute,
@@ -115,10 +124,10 @@ var environments = map[string]EnvConfig{
 	EnvProd: {
 		Name:               EnvProd,
 		MinTasks:           2,
-		MaxTasks:           10,
+		MaxTasks:           8,
 		TaskCPU:            512,
 		TaskMemoryMiB:      1024,
-		MaxSessionsPerTask: 500,
+		MaxSessionsPerTask: 300,
 		TargetUtilization:  70,
 		ScaleInCooldown:    10 * time.Minute,
 		ScaleOutCooldown:   time.Minute,
@@ -166,6 +175,12 @@ func ConfigFor(name string) (EnvConfig, error) {
 	return cfg, nil
 }
 
+// RenewRateAtCapacity is the lease renewals per second of a fleet at
+// MaxTasks with every task holding MaxSessionsPerTask sessions.
+func (c EnvConfig) RenewRateAtCapacity() float64 {
+	return float64(c.MaxTasks*c.MaxSessionsPerTask) / c.RenewEvery.Seconds()
+}
+
 // Validate checks the configuration for values AWS would reject and for
 // timings that would break the one-owner-per-connection guarantee.
 func (c EnvConfig) Validate() error {
@@ -192,6 +207,12 @@ func (c EnvConfig) Validate() error {
 	check(c.LeaseTTL-c.SafetyMargin > time.Duration(float64(c.RenewEvery)*(1+renewJitter)),
 		"LeaseTTL %v - SafetyMargin %v leaves no room for a renewal every %v (±%.0f%%)", c.LeaseTTL, c.SafetyMargin, c.RenewEvery, renewJitter*100)
 	check(c.MaxSkew >= 0 && c.MaxSkew < c.LeaseTTL, "MaxSkew %v must be in [0, LeaseTTL %v)", c.MaxSkew, c.LeaseTTL)
+	if c.RenewEvery > 0 {
+		rate := c.RenewRateAtCapacity()
+		check(rate <= gsiRenewBudget,
+			"a full fleet (%d tasks x %d sessions) renews %.0f leases/s every %v, above the index partition budget of %.0f/s: lower MaxTasks or MaxSessionsPerTask, or renew less often",
+			c.MaxTasks, c.MaxSessionsPerTask, rate, c.RenewEvery, gsiRenewBudget)
+	}
 	check(c.ShutdownDeadline > 0, "ShutdownDeadline must be positive")
 	check(c.StopTimeout >= c.ShutdownDeadline+stopTimeoutHeadroom,
 		"StopTimeout %v must be at least ShutdownDeadline %v + %v so the worker can release its leases before SIGKILL",
