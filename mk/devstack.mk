@@ -1,0 +1,33 @@
+# scripts: the local stack (`make dev`), the scripted failover demo
+# (`make demo`), the wsfleet CLI and the demo feed. Included by the top
+# Makefile (`-include mk/*.mk`). See docs/local-stack.md.
+RUNTIME_MODULES += scripts
+TEST_TARGETS += test-scripts
+
+# Extra arguments: make dev DEV_ARGS='--workers 5 --fresh'; make demo DEMO_ARGS='-sessions 100'.
+DEV_ARGS ?=
+DEMO_ARGS ?=
+
+.PHONY: devstack-bins dev demo test-scripts
+
+## devstack-bins: every binary the local stack runs, into bin/ (go's cache makes a rebuild cheap).
+devstack-bins:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/streamer ./workers/streamer/cmd/streamer
+	$(GO) build -o $(BIN)/ingest-local ./functions/ingest/cmd/ingest-local
+	$(GO) build -o $(BIN)/feed ./scripts/feed/cmd/feed
+	$(GO) build -o $(BIN)/wsfleet ./scripts/wsfleet/cmd/wsfleet
+	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
+	$(GO) build -o $(BIN)/demo ./scripts/demo/cmd/demo
+
+## dev: the whole system on this machine (data in .dev/data, logs in .dev/logs); Ctrl-C stops it.
+dev: deps devstack-bins
+	$(BIN)/devstack $(DEV_ARGS)
+
+## demo: the scripted failover scenario on a fresh stack; exits non-zero on any violation.
+demo: deps devstack-bins
+	$(BIN)/demo $(DEMO_ARGS)
+
+## test-scripts: unit tests, then the short demo (a real stack, ~1 min) as a Go test.
+test-scripts: deps devstack-bins
+	cd scripts && $(GO) test -count=1 -race ./...

@@ -1,0 +1,147 @@
+// Command devstack runs the local stack (`make dev`): dynalite on disk under
+// .dev/data, fauxqs, the table and queues, the demo feed, the ingest local
+// front and 3 streamer workers, each a separate process on 127.0.0.1. It
+// prints the endpoints and a curl that starts a session, then runs until
+// Ctrl-C, when it stops everything gracefully (workers first: they release
+// their leases and write final checkpoints). A second Ctrl-C exits at once
+// (the children die with it). Every port has a flag and an environment
+// variable (WSFLEET_DEV_*); logs go to .dev/logs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, stop, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "devstack: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, restoreSignals func(), args []string, out io.Writer) error {
+	cfg := devstack.DefaultConfig()
+	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
+	dir := fs.String("dir", os.Getenv("WSFLEET_DEV_DIR"), "state folder: data/ and logs/ (default <repo>/.dev)")
+	fresh := fs.Bool("fresh", false, "delete the data folder first (forget every session)")
+	fs.IntVar(&cfg.Workers, "workers", envInt("WSFLEET_DEV_WORKERS", cfg.Workers), "streamer workers")
+	fs.IntVar(&cfg.Ports.Dynamo, "dynamo-port", envInt("WSFLEET_DEV_DYNAMO_PORT", cfg.Ports.Dynamo), "dynalite port")
+	fs.IntVar(&cfg.Ports.SQS, "sqs-port", envInt("WSFLEET_DEV_SQS_PORT", cfg.Ports.SQS), "fauxqs port")
+	fs.IntVar(&cfg.Ports.API, "api-port", envInt("WSFLEET_DEV_API_PORT", cfg.Ports.API), "ingest API port")
+	fs.IntVar(&cfg.Ports.Feed, "feed-port", envInt("WSFLEET_DEV_FEED_PORT", cfg.Ports.Feed), "demo feed port")
+	fs.IntVar(&cfg.Ports.AdminBase, "admin-port-base", envInt("WSFLEET_DEV_ADMIN_PORT_BASE", cfg.Ports.AdminBase), "worker N's admin port is this + N")
+	fs.Float64Var(&cfg.FeedRate, "feed-rate", cfg.FeedRate, "feed messages per second per session")
+	mode := fs.String("feed-mode", string(cfg.FeedMode), "feed policy: kick-older, refuse-newer or allow")
+	fs.DurationVar(&cfg.Worker.LeaseTTL, "lease-ttl", cfg.Worker.LeaseTTL, "workers' lease TTL")
+	fs.DurationVar(&cfg.Worker.RenewEvery, "renew-every", cfg.Worker.RenewEvery, "workers' renew (and checkpoint) interval")
+	fs.DurationVar(&cfg.Worker.ReconcileEvery, "reconcile-every", cfg.Worker.ReconcileEvery, "workers' reconcile interval")
+	fs.StringVar(&cfg.Worker.LogLevel, "log-level", cfg.Worker.LogLevel, "workers' log level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	m, err := feed.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	cfg.FeedMode = m
+	root, err := enginetest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cfg.Root = root
+	cfg.Dir = *dir
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(root, ".dev")
+	}
+	if *fresh {
+		if err := os.RemoveAll(filepath.Join(cfg.Dir, "data")); err != nil {
+			return fmt.Errorf("fresh: %w", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "logs"), 0o755); err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(cfg.Dir, "logs", "devstack.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("devstack log: %w", err)
+	}
+	defer lf.Close()
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	log := zerolog.New(zerolog.MultiLevelWriter(lf, os.Stderr)).With().Timestamp().Str("component", "devstack").Logger()
+	cfg.Log = log
+	// Sink records are in the files; do not keep them in memory for hours.
+	cfg.KeepSinkRecords = false
+
+	st, err := devstack.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printBanner(out, st, root)
+	<-ctx.Done()
+	restoreSignals() // a second Ctrl-C now kills us (and, by Pdeathsig, the children)
+	fmt.Fprintln(out, "\nshutting down: workers first (SIGTERM: release + final checkpoint), then ingest, feed, engines ...")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Worker.ShutdownDeadline+30*time.Second)
+	defer cancel()
+	if err := st.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	fmt.Fprintln(out, "stopped. Sessions are kept in", st.DataDir(), "(make dev resumes them; --fresh forgets them).")
+	return nil
+}
+
+func rel(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func printBanner(out io.Writer, st *devstack.Stack, root string) {
+	c := st.Config()
+	fmt.Fprintf(out, "\nwsfleet local stack is up (every server on 127.0.0.1)\n")
+	fmt.Fprintf(out, "  ingest API   %s\n", st.APIURL())
+	fmt.Fprintf(out, "  demo feed    %s   (%.0f msg/s per session, %s; controls %s/control/stats)\n", feed.URL(st.FeedURL(), "<session>"), c.FeedRate, c.FeedMode, st.FeedURL())
+	fmt.Fprintf(out, "  DynamoDB     %s   (dynalite, table %s, data %s)\n", st.Dynamo.Endpoint(), c.Table, rel(root, st.DataDir()))
+	fmt.Fprintf(out, "  SQS          %s   (fauxqs, queue %s)\n", st.SQS.Endpoint(), c.Queue)
+	for _, w := range st.Workers() {
+		fmt.Fprintf(out, "  %-12s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
+	}
+	fmt.Fprintf(out, "  lease TTL %v, renew/checkpoint every %v, reconcile every %v; logs in %s\n\n", c.Worker.LeaseTTL, c.Worker.RenewEvery, c.Worker.ReconcileEvery, rel(root, st.LogDir()))
+	fmt.Fprintf(out, "Start a session (copy-paste):\n")
+	fmt.Fprintf(out, "  curl -sS -X POST %s/sessions -H 'content-type: application/json' \\\n", st.APIURL())
+	fmt.Fprintf(out, "    -d '{\"connection_id\":\"hello\",\"ws_url\":\"%s\",\"resume_query_param\":\"from\"}'\n\n", feed.URL(st.FeedURL(), "hello"))
+	api := ""
+	if c.Ports.API != devstack.DefaultAPIPort {
+		api = " --api " + st.APIURL()
+	}
+	fmt.Fprintf(out, "Then:\n")
+	fmt.Fprintf(out, "  bin/wsfleet%s status          # id, state, owner, lease expires in, epoch, last_seq\n", api)
+	fmt.Fprintf(out, "  tail -f %s/worker-*.sink.jsonl\n", rel(root, st.LogDir()))
+	fmt.Fprintf(out, "  bin/wsfleet%s stop hello\n\n", api)
+	fmt.Fprintf(out, "Ctrl-C stops everything gracefully.\n")
+}

@@ -1,0 +1,531 @@
+// Package devstack runs the whole of wsfleet on one machine, every part a
+// separate process bound to 127.0.0.1: dynalite (DynamoDB, on disk or in
+// memory) and fauxqs (SQS) through shared/enginetest, the sessions table and
+// work queues (created when absent), the demo feed (bin/feed), the ingest
+// local front (bin/ingest-local) and N streamer workers (bin/streamer).
+//
+// It is the library under `make dev`, `make demo`, the chaos harness and the
+// benchmarks: every process can be killed (-9), terminated (SIGTERM), paused
+// (SIGSTOP), resumed and started again; the engines can be stopped and
+// started on the same ports; the feed is driven through its HTTP controls
+// (feed.Client) and keeps the source's own records; the workers' stdout sinks
+// are parsed line by line into SinkRecords (and appended to a file per
+// worker), so a harness can judge the workers from evidence they do not
+// produce about themselves.
+//
+// Layout under Config.Dir (default <repo>/.dev): data/ (dynalite's LevelDB),
+// logs/ (one .log per process, worker-N.sink.jsonl per worker, feed-records.jsonl).
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/scripts/wsfleet"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Ports are the loopback ports of the stack; 0 picks a free one.
+type Ports struct {
+	Dynamo    int
+	SQS       int
+	API       int // the ingest local front
+	Feed      int
+	AdminBase int // worker n's admin server listens on AdminBase+n
+}
+
+// WorkerSettings are the streamer settings the stack passes to every worker
+// (zero values are left to the worker's defaults).
+type WorkerSettings struct {
+	LeaseTTL         time.Duration
+	RenewEvery       time.Duration // the checkpoint interval too: checkpoints ride on renewals
+	ReconcileEvery   time.Duration
+	MaxSkew          time.Duration
+	SafetyMargin     time.Duration
+	ShutdownDeadline time.Duration
+	QueueWait        time.Duration
+	MaxSessions      int
+	LogLevel         string
+	// Env is added to every worker's environment last (overrides).
+	Env map[string]string
+}
+
+// Binaries are the programs the stack runs.
+type Binaries struct {
+	Streamer string
+	Ingest   string // ingest-local
+	Feed     string
+}
+
+// Config configures a Stack.
+type Config struct {
+	Root     string // repository root (default enginetest.RepoRoot())
+	Dir      string // state folder: data/ and logs/ (default Root/.dev)
+	Bin      Binaries
+	InMemory bool // dynalite without --path (tests); otherwise on disk under Dir/data
+	Ports    Ports
+	Workers  int
+	Table    string
+	Queue    string // work queue name (its DLQ is Queue+"-dlq")
+
+	Worker WorkerSettings
+
+	FeedRate float64
+	FeedMode feed.Mode
+
+	// KeepSinkRecords keeps every sink record in memory (Sinks.Records).
+	KeepSinkRecords bool
+	// OnSink, when set, sees every sink record as it arrives (from the
+	// worker's stdout reader: keep it fast).
+	OnSink func(SinkRecord)
+
+	// StartTimeout bounds each process's readiness wait.
+	StartTimeout time.Duration
+	Log          zerolog.Logger
+}
+
+// Default ports of `make dev` (the engines' match scripts/engines/run.sh).
+const (
+	DefaultDynamoPort = 8000
+	DefaultSQSPort    = 9324
+	DefaultAPIPort    = 8787
+	DefaultFeedPort   = 8790
+	DefaultAdminBase  = 8800
+	DefaultQueue      = "wsfleet-work"
+)
+
+// DefaultConfig is `make dev`'s stack: fixed ports, 3 workers, data on disk,
+// lease timings short enough to watch a failover (TTL 5 s).
+func DefaultConfig() Config {
+	return Config{
+		Bin:     Binaries{},
+		Ports:   Ports{Dynamo: DefaultDynamoPort, SQS: DefaultSQSPort, API: DefaultAPIPort, Feed: DefaultFeedPort, AdminBase: DefaultAdminBase},
+		Workers: 3,
+		Table:   schema.DefaultTableName,
+		Queue:   DefaultQueue,
+		Worker: WorkerSettings{
+			LeaseTTL:         5 * time.Second,
+			RenewEvery:       1500 * time.Millisecond,
+			ReconcileEvery:   2 * time.Second,
+			MaxSkew:          250 * time.Millisecond,
+			SafetyMargin:     time.Second,
+			ShutdownDeadline: 10 * time.Second,
+			QueueWait:        2 * time.Second,
+			MaxSessions:      1000,
+			LogLevel:         "info",
+		},
+		FeedRate:        feed.DefaultRate,
+		FeedMode:        feed.ModeKickOlder,
+		KeepSinkRecords: true,
+		StartTimeout:    30 * time.Second,
+		Log:             zerolog.Nop(),
+	}
+}
+
+// fill resolves the folders and binaries.
+func (c *Config) fill() error {
+	if c.Root == "" {
+		r, err := enginetest.RepoRoot()
+		if err != nil {
+			return err
+		}
+		c.Root = r
+	}
+	if c.Dir == "" {
+		c.Dir = filepath.Join(c.Root, ".dev")
+	}
+	bin := filepath.Join(c.Root, "bin")
+	if c.Bin.Streamer == "" {
+		c.Bin.Streamer = filepath.Join(bin, "streamer")
+	}
+	if c.Bin.Ingest == "" {
+		c.Bin.Ingest = filepath.Join(bin, "ingest-local")
+	}
+	if c.Bin.Feed == "" {
+		c.Bin.Feed = filepath.Join(bin, "feed")
+	}
+	return nil
+}
+
+// Validate reports every invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Workers < 0 || c.Workers > 64 {
+		errs = append(errs, fmt.Errorf("workers %d: want 0..64", c.Workers))
+	}
+	for name, p := range map[string]int{"dynamo": c.Ports.Dynamo, "sqs": c.Ports.SQS, "api": c.Ports.API, "feed": c.Ports.Feed, "admin base": c.Ports.AdminBase} {
+		if p < 0 || p > 65535-64 {
+			errs = append(errs, fmt.Errorf("%s port %d: want 0..65471", name, p))
+		}
+	}
+	if c.Table == "" || c.Queue == "" {
+		errs = append(errs, errors.New("table and queue names: empty"))
+	}
+	if c.FeedRate <= 0 {
+		errs = append(errs, fmt.Errorf("feed rate %v: want > 0", c.FeedRate))
+	}
+	if _, err := feed.ParseMode(string(c.FeedMode)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.StartTimeout <= 0 {
+		errs = append(errs, errors.New("start timeout: want > 0"))
+	}
+	w := c.Worker
+	if w.LeaseTTL < 0 || w.RenewEvery < 0 || w.ReconcileEvery < 0 || w.ShutdownDeadline < 0 || w.MaxSessions < 0 {
+		errs = append(errs, errors.New("worker settings: negative value"))
+	}
+	if w.LeaseTTL > 0 && w.RenewEvery >= w.LeaseTTL {
+		errs = append(errs, fmt.Errorf("worker renew every %v: want < lease TTL %v", w.RenewEvery, w.LeaseTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	cfg Config
+	log zerolog.Logger
+
+	Dynamo *enginetest.Process
+	SQS    *enginetest.Process
+	Feed   *Proc
+	Ingest *Proc
+
+	// FeedClient drives the feed's controls and reads its records.
+	FeedClient *feed.Client
+	// API is a client of the ingest front.
+	API *wsfleet.Client
+	// QueueURL is the work queue's URL.
+	QueueURL string
+
+	sinks *Sinks
+
+	mu      sync.Mutex
+	workers []*Worker
+}
+
+// Start brings the stack up in order (engines, table and queues, feed,
+// ingest, workers) and returns when every part is ready. On error it stops
+// what it had started.
+func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("devstack config: %w", err)
+	}
+	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("devstack: %s missing (run `make dev`, or build it: see mk/devstack.mk): %w", b, err)
+		}
+	}
+	s := &Stack{cfg: cfg, log: cfg.Log, sinks: newSinks(cfg.KeepSinkRecords, cfg.OnSink)}
+	if err := s.start(ctx); err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Config is the stack's resolved configuration (ports filled in).
+func (s *Stack) Config() Config { return s.cfg }
+
+// LogDir is where every process's log goes.
+func (s *Stack) LogDir() string { return filepath.Join(s.cfg.Dir, "logs") }
+
+// DataDir is dynalite's data folder ("" when in memory).
+func (s *Stack) DataDir() string {
+	if s.cfg.InMemory {
+		return ""
+	}
+	return filepath.Join(s.cfg.Dir, "data")
+}
+
+// APIURL is the ingest front's base URL.
+func (s *Stack) APIURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.cfg.Ports.API) }
+
+// FeedURL is the feed's HTTP base URL (feed.URL(FeedURL(), session) is a
+// session's WebSocket URL).
+func (s *Stack) FeedURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.cfg.Ports.Feed) }
+
+// Sinks are the workers' sink records.
+func (s *Stack) Sinks() *Sinks { return s.sinks }
+
+func pickPort(p *int, what string) error {
+	if *p == 0 {
+		free, err := enginetest.FreePort()
+		if err != nil {
+			return err
+		}
+		*p = free
+		return nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*p))
+	if err != nil {
+		return fmt.Errorf("%s port %d is taken (another stack running? pick another port): %w", what, *p, err)
+	}
+	return l.Close()
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	c := &s.cfg
+	for _, pp := range []struct {
+		p    *int
+		what string
+	}{{&c.Ports.Dynamo, "dynamo"}, {&c.Ports.SQS, "sqs"}, {&c.Ports.API, "ingest api"}, {&c.Ports.Feed, "feed"}} {
+		if err := pickPort(pp.p, pp.what); err != nil {
+			return err
+		}
+	}
+	if c.Ports.AdminBase == 0 {
+		// Workers get free ports one by one (AddWorker).
+		c.Ports.AdminBase = -1
+	}
+	if err := os.MkdirAll(s.LogDir(), 0o755); err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	var err error
+	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: c.Ports.Dynamo})
+	if err != nil {
+		return err
+	}
+	if err := s.Dynamo.Start(); err != nil {
+		return err
+	}
+	s.SQS, err = enginetest.NewFauxqs(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), Port: c.Ports.SQS})
+	if err != nil {
+		return err
+	}
+	if err := s.SQS.Start(); err != nil {
+		return err
+	}
+	s.log.Info().Str("dynamo", s.Dynamo.Endpoint()).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Msg("engines up")
+	if err := s.createResources(ctx); err != nil {
+		return err
+	}
+
+	s.FeedClient = feed.NewClient(s.FeedURL())
+	s.Feed = &Proc{
+		Name: "feed",
+		Argv: []string{c.Bin.Feed, "-port", strconv.Itoa(c.Ports.Feed), "-rate", strconv.FormatFloat(c.FeedRate, 'f', -1, 64),
+			"-mode", string(c.FeedMode), "-records", filepath.Join(s.LogDir(), "feed-records.jsonl")},
+		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "feed.log"),
+	}
+	if err := s.Feed.Start(); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, s.Feed, s.FeedURL()+"/healthz", c.StartTimeout); err != nil {
+		return err
+	}
+
+	s.Ingest = &Proc{
+		Name: "ingest", Argv: []string{c.Bin.Ingest, "-port", strconv.Itoa(c.Ports.API)},
+		Env: append(s.awsEnv(), schema.EnvTableName+"="+c.Table, schema.EnvQueueURL+"="+s.QueueURL,
+			schema.EnvAllowPrivateIPs+"=loopback", schema.EnvEnvironment+"=local"),
+		Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "ingest.log"),
+	}
+	if err := s.Ingest.Start(); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, s.Ingest, s.APIURL()+"/sessions?limit=1", c.StartTimeout); err != nil {
+		return err
+	}
+	s.API, err = wsfleet.NewClient(s.APIURL(), nil)
+	if err != nil {
+		return err
+	}
+	s.log.Info().Str("feed", s.FeedURL()).Str("api", s.APIURL()).Msg("feed and ingest up")
+
+	for i := 0; i < c.Workers; i++ {
+		if _, err := s.AddWorker(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EngineEnv is the environment that points the AWS SDK (and the aws CLI) at
+// the stack's engines.
+func (s *Stack) EngineEnv() []string {
+	return []string{
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.Dynamo.Endpoint(),
+		"AWS_ENDPOINT_URL_SQS=" + s.SQS.Endpoint(),
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+func (s *Stack) awsEnv() []string { return append(baseEnv(), s.EngineEnv()...) }
+
+// baseEnv is this process's environment without any AWS_ or WSFLEET_
+// variable (a developer's profile must never reach the local stack).
+func baseEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "WSFLEET_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func (s *Stack) createResources(ctx context.Context) error {
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	}
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.Dynamo.Endpoint()) })
+	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQS.Endpoint()) })
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := dynamostore.CreateTable(cctx, ddb, s.cfg.Table); err != nil {
+		return err
+	}
+	qs, err := sqsnotify.CreateQueues(cctx, q, s.cfg.Queue, 30, 5)
+	if err != nil {
+		return err
+	}
+	s.QueueURL = qs.WorkURL
+	s.log.Info().Str("table", s.cfg.Table).Str("queue", qs.WorkURL).Msg("table and queues ready")
+	return nil
+}
+
+// waitHTTP polls url until it answers 2xx, p exits or timeout passes.
+func waitHTTP(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", p.Name, err)
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+		}
+		if p != nil && !p.Running() {
+			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.Name, p.ExitErr(), p.LogPath)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready after %v (last: %v); see %s", p.Name, timeout, err, p.LogPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Workers returns the stack's workers (running or not), in creation order.
+func (s *Stack) Workers() []*Worker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Worker(nil), s.workers...)
+}
+
+// Running returns the workers whose process is running.
+func (s *Stack) Running() []*Worker {
+	var out []*Worker
+	for _, w := range s.Workers() {
+		if w.Proc.Running() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// WorkerByID returns the worker whose current or any past incarnation had
+// the worker id id (nil when none).
+func (s *Stack) WorkerByID(id string) *Worker {
+	for _, w := range s.Workers() {
+		for _, past := range w.IDs() {
+			if past == id {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// StartSession starts session id on the stack's feed through the API, with
+// resume by the feed's "from" parameter.
+func (s *Stack) StartSession(ctx context.Context, id string) (wsfleet.Change, error) {
+	return s.API.Start(ctx, wsfleet.StartRequest{
+		ConnectionID: id, WSURL: feed.URL(s.FeedURL(), id), SeqField: "seq", ResumeQueryParam: feed.DefaultResumeParam,
+	})
+}
+
+// Shutdown stops everything gracefully, in order: every worker SIGTERM at
+// once (they release their leases and write final checkpoints; SIGKILL after
+// their shutdown deadline + 5 s), then ingest, the feed and the engines. It
+// returns the problems it met (a worker that had to be killed, ...).
+func (s *Stack) Shutdown(ctx context.Context) error {
+	var errs []error
+	grace := s.cfg.Worker.ShutdownDeadline
+	if grace == 0 {
+		grace = 30 * time.Second
+	}
+	grace += 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < grace {
+		grace = max(time.Until(dl), time.Second)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, w := range s.Workers() {
+		if !w.Proc.Running() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := w.Proc.Stop(grace)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if e := w.Proc.ExitErr(); e != nil {
+				errs = append(errs, fmt.Errorf("%s exited: %w", w.ID(), e))
+			}
+		}()
+	}
+	wg.Wait()
+	s.log.Info().Msg("workers stopped")
+	for _, p := range []*Proc{s.Ingest, s.Feed} {
+		if p != nil {
+			if err := p.Stop(5 * time.Second); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if s.SQS != nil {
+		s.SQS.Stop()
+	}
+	if s.Dynamo != nil {
+		s.Dynamo.Stop()
+	}
+	s.log.Info().Msg("stack stopped")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+package devstack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Worker is one streamer process slot ("worker-N"). Every (re)start is a new
+// incarnation with a new worker id (worker-N, then worker-N.r2, ...): a
+// restarted process never reuses its predecessor's lease owner id. Its
+// stderr (zerolog JSON) goes to logs/worker-N.log, its stdout sink to
+// logs/worker-N.sink.jsonl and to the stack's Sinks.
+type Worker struct {
+	Index     int
+	AdminAddr string // 127.0.0.1:port
+	Proc      *Proc
+
+	stack *Stack
+
+	mu  sync.Mutex
+	ids []string
+}
+
+// ID is the current (or last) incarnation's worker id.
+func (w *Worker) ID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ids[len(w.ids)-1]
+}
+
+// IDs are the worker ids of every incarnation, oldest first.
+func (w *Worker) IDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.ids...)
+}
+
+// LogPath is the worker's log (stderr).
+func (w *Worker) LogPath() string { return w.Proc.LogPath }
+
+// SinkPath is the worker's sink file (stdout JSON lines).
+func (w *Worker) SinkPath() string { return w.Proc.StdoutPath }
+
+// AddWorker starts one more worker and waits until its admin server answers.
+func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
+	s.mu.Lock()
+	idx := len(s.workers) + 1
+	s.mu.Unlock()
+	port := s.cfg.Ports.AdminBase + idx
+	if s.cfg.Ports.AdminBase < 0 {
+		p, err := enginetest.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	} else if err := pickPort(&port, fmt.Sprintf("worker-%d admin", idx)); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("worker-%d", idx)
+	w := &Worker{Index: idx, AdminAddr: "127.0.0.1:" + strconv.Itoa(port), stack: s}
+	w.Proc = &Proc{
+		Name:       name,
+		Argv:       []string{s.cfg.Bin.Streamer},
+		Dir:        s.cfg.Root,
+		LogPath:    filepath.Join(s.LogDir(), name+".log"),
+		StdoutPath: filepath.Join(s.LogDir(), name+".sink.jsonl"),
+		OnLine:     s.sinks.line,
+	}
+	s.mu.Lock()
+	s.workers = append(s.workers, w)
+	s.mu.Unlock()
+	if err := w.Start(ctx); err != nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// Start starts a new incarnation of the worker (it must not be running) and
+// waits until its admin /healthz answers.
+func (w *Worker) Start(ctx context.Context) error {
+	s := w.stack
+	w.mu.Lock()
+	id := fmt.Sprintf("worker-%d", w.Index)
+	if n := len(w.ids); n > 0 {
+		id = fmt.Sprintf("worker-%d.r%d", w.Index, n+1)
+	}
+	w.ids = append(w.ids, id)
+	w.mu.Unlock()
+	w.Proc.Env = s.workerEnv(id, w.AdminAddr)
+	if err := w.Proc.Start(); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, w.Proc, "http://"+w.AdminAddr+"/healthz", s.cfg.StartTimeout); err != nil {
+		return err
+	}
+	s.log.Info().Str("worker", id).Int("pid", w.Proc.Pid()).Str("admin", w.AdminAddr).Msg("worker up")
+	return nil
+}
+
+func (s *Stack) workerEnv(id, admin string) []string {
+	ws := s.cfg.Worker
+	env := append(s.awsEnv(),
+		schema.EnvWorkerID+"="+id,
+		schema.EnvTableName+"="+s.cfg.Table,
+		schema.EnvQueueURL+"="+s.QueueURL,
+		schema.EnvAdminAddr+"="+admin,
+		schema.EnvSink+"=stdout",
+		schema.EnvEnvironment+"=local",
+	)
+	dur := func(k string, d time.Duration) {
+		if d > 0 {
+			env = append(env, k+"="+d.String())
+		}
+	}
+	dur(schema.EnvLeaseTTL, ws.LeaseTTL)
+	dur(schema.EnvRenewEvery, ws.RenewEvery)
+	dur(schema.EnvReconcileEvery, ws.ReconcileEvery)
+	dur(schema.EnvMaxSkew, ws.MaxSkew)
+	dur(schema.EnvSafetyMargin, ws.SafetyMargin)
+	dur(schema.EnvShutdownDeadline, ws.ShutdownDeadline)
+	dur("WSFLEET_QUEUE_WAIT", ws.QueueWait)
+	if ws.MaxSessions > 0 {
+		env = append(env, schema.EnvMaxSessions+"="+strconv.Itoa(ws.MaxSessions))
+	}
+	if ws.LogLevel != "" {
+		env = append(env, schema.EnvLogLevel+"="+ws.LogLevel)
+	}
+	for k, v := range ws.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// Kill kills the worker with SIGKILL (a crash) and waits for it to end.
+func (w *Worker) Kill(ctx context.Context) error { return w.Proc.Kill(ctx) }
+
+// Term sends SIGTERM (graceful handoff: release + start notification).
+func (w *Worker) Term() error { return w.Proc.Term() }
+
+// Pause freezes the worker (SIGSTOP).
+func (w *Worker) Pause() error { return w.Proc.Pause() }
+
+// Resume continues a paused worker (SIGCONT).
+func (w *Worker) Resume() error { return w.Proc.Resume() }
+
+// Wait waits for the worker's process to end.
+func (w *Worker) Wait(ctx context.Context) error { return w.Proc.Wait(ctx) }
+
+// Ready polls the worker's /readyz until it answers 2xx.
+func (w *Worker) Ready(ctx context.Context, timeout time.Duration) error {
+	return waitHTTP(ctx, w.Proc, "http://"+w.AdminAddr+"/readyz", timeout)
+}
+
+// Status returns the worker's /status document (what the worker says of
+// itself: for display, never for judging it).
+func (w *Worker) Status(ctx context.Context) (json.RawMessage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+w.AdminAddr+"/status", nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s status: HTTP %d", w.ID(), resp.StatusCode)
+	}
+	return b, nil
+}
+
+// FeedRecords fetches the feed's connection records (of session only when
+// not "").
+func (s *Stack) FeedRecords(ctx context.Context, session string) ([]feed.ConnRecord, error) {
+	return s.FeedClient.Records(ctx, session)
+}

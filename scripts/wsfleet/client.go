@@ -1,0 +1,304 @@
+// Package wsfleet is the client of the ingest API (start, stop, status and
+// list sessions) and the `wsfleet` command line built on it. By default it
+// talks to the local stack's ingest front (http://127.0.0.1:8787); given a
+// deployed API's URL it signs every request with SigV4 (service
+// "execute-api") using the standard AWS credential chain.
+package wsfleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+// DefaultAPI is the local stack's ingest front.
+const DefaultAPI = "http://127.0.0.1:8787"
+
+// EnvAPI names the environment variable that overrides DefaultAPI.
+const EnvAPI = "WSFLEET_API"
+
+// StartRequest is the body of POST /sessions.
+type StartRequest struct {
+	ConnectionID     string            `json:"connection_id,omitempty"`
+	WSURL            string            `json:"ws_url"`
+	Headers          map[string]string `json:"headers,omitempty"`
+	SeqField         string            `json:"seq_field,omitempty"`
+	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
+}
+
+// Change is the answer to a start or a stop.
+type Change struct {
+	ConnectionID string `json:"connection_id"`
+	DesiredState string `json:"desired_state"`
+	Generation   int64  `json:"generation"`
+	Outcome      string `json:"outcome"`
+	Notified     bool   `json:"notified"`
+}
+
+// Session is a session as the API shows it (ws_url redacted).
+type Session struct {
+	ConnectionID     string   `json:"connection_id"`
+	DesiredState     string   `json:"desired_state"`
+	WSURL            string   `json:"ws_url"`
+	HeaderNames      []string `json:"header_names,omitempty"`
+	SeqField         string   `json:"seq_field"`
+	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
+	Generation       int64    `json:"generation"`
+	LeaseOwner       string   `json:"lease_owner"`
+	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
+	LeaseEpoch       int64    `json:"lease_epoch"`
+	LastSeq          *int64   `json:"last_seq"`
+	CreatedAtMs      int64    `json:"created_at_ms"`
+	UpdatedAtMs      int64    `json:"updated_at_ms"`
+}
+
+// Page is one page of GET /sessions.
+type Page struct {
+	Sessions []Session `json:"sessions"`
+	Next     string    `json:"next,omitempty"`
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *APIError) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Msg)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.Status, e.Msg)
+}
+
+// Signer signs a request whose body hashes (hex SHA-256) to payloadHash.
+type Signer interface {
+	Sign(ctx context.Context, req *http.Request, payloadHash string) error
+}
+
+// Client calls the ingest API.
+type Client struct {
+	base   *url.URL
+	http   *http.Client
+	signer Signer // nil: unsigned
+}
+
+// NewClient returns a client of the API at base. signer may be nil (the
+// local front takes unsigned requests).
+func NewClient(base string, signer Signer) (*Client, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("api url %q: want http(s)://host[:port][/stage]", base)
+	}
+	return &Client{base: u, http: &http.Client{Timeout: 15 * time.Second}, signer: signer}, nil
+}
+
+// Base is the API's base URL.
+func (c *Client) Base() string { return c.base.String() }
+
+// IsLocal reports whether the API URL names a loopback host (the local stack).
+func IsLocal(api string) bool {
+	u, err := url.Parse(api)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// SigV4 signs with the standard AWS credential chain for API Gateway.
+type SigV4 struct {
+	cfg    aws.Config
+	signer *v4.Signer
+}
+
+// NewSigV4 loads the standard AWS configuration (environment, shared files,
+// SSO, IMDS ...). region overrides the configured one when not empty; when
+// neither is set it is taken from an execute-api host name.
+func NewSigV4(ctx context.Context, api, region string) (*SigV4, error) {
+	var opts []func(*config.LoadOptions) error
+	if region == "" {
+		region = regionFromHost(api)
+	}
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load aws config: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, errors.New("sigv4: no AWS region (set AWS_REGION or --region)")
+	}
+	return &SigV4{cfg: cfg, signer: v4.NewSigner()}, nil
+}
+
+// regionFromHost reads REGION from ID.execute-api.REGION.amazonaws.com.
+func regionFromHost(api string) string {
+	u, err := url.Parse(api)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(u.Hostname(), ".")
+	for i, p := range parts {
+		if p == "execute-api" && i+1 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return ""
+}
+
+// Sign implements Signer.
+func (s *SigV4) Sign(ctx context.Context, req *http.Request, payloadHash string) error {
+	creds, err := s.cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("sigv4 credentials: %w", err)
+	}
+	if err := s.signer.SignHTTP(ctx, creds, req, payloadHash, "execute-api", s.cfg.Region, time.Now()); err != nil {
+		return fmt.Errorf("sigv4 sign: %w", err)
+	}
+	return nil
+}
+
+// Start asks for a session to be started.
+func (c *Client) Start(ctx context.Context, r StartRequest) (Change, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return Change{}, fmt.Errorf("start: encode: %w", err)
+	}
+	var out Change
+	err = c.do(ctx, http.MethodPost, "/sessions", nil, body, &out)
+	return out, err
+}
+
+// Stop asks for a session to be stopped.
+func (c *Client) Stop(ctx context.Context, id string) (Change, error) {
+	var out Change
+	err := c.do(ctx, http.MethodPost, "/sessions/"+url.PathEscape(id)+"/stop", nil, nil, &out)
+	return out, err
+}
+
+// Get returns one session.
+func (c *Client) Get(ctx context.Context, id string) (Session, error) {
+	var out Session
+	err := c.do(ctx, http.MethodGet, "/sessions/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// ListPage returns one page of sessions (state "" = any).
+func (c *Client) ListPage(ctx context.Context, state string, limit int, next string) (Page, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if next != "" {
+		q.Set("next", next)
+	}
+	var out Page
+	err := c.do(ctx, http.MethodGet, "/sessions", q, nil, &out)
+	return out, err
+}
+
+// List returns every session (state "" = any), following the pages.
+func (c *Client) List(ctx context.Context, state string) ([]Session, error) {
+	var all []Session
+	next := ""
+	for {
+		p, err := c.ListPage(ctx, state, 100, next)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Sessions...)
+		if p.Next == "" {
+			return all, nil
+		}
+		next = p.Next
+	}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = ""
+	if strings.Contains(path, "%") {
+		u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
+	}
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.signer != nil {
+		sum := sha256.Sum256(body)
+		if err := c.signer.Sign(ctx, req, hex.EncodeToString(sum[:])); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
+		var eb struct {
+			Error   any    `json:"error"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(b, &eb) == nil {
+			switch v := eb.Error.(type) {
+			case map[string]any:
+				e.Code, _ = v["code"].(string)
+				if m, ok := v["message"].(string); ok {
+					e.Msg = m
+				}
+			case string:
+				e.Code = eb.Code
+				e.Msg = v
+			}
+			if eb.Message != "" {
+				e.Code, e.Msg = eb.Code, eb.Message
+			}
+		}
+		return fmt.Errorf("%s %s: %w", method, path, e)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
