@@ -508,4 +508,3 @@ func seqStr(p *int64) string {
 	}
 	return fmt.Sprint(*p)
 }
-
