@@ -7,7 +7,7 @@ BUILD_TARGETS += build-ingest
 # The Lambda Runtime Interface Emulator the ingest tests run `bootstrap` under.
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 RIE := $(BIN)/aws-lambda-rie
-# Length of the fuzz run in `make test` (override: make test-ingest INGEST_FUZZTIME=1m).
+# Length of each fuzz target's run in `make test` (override: make fuzz-ingest INGEST_FUZZTIME=5m).
 INGEST_FUZZTIME ?= 10s
 INGEST_FUZZ_TARGETS := FuzzDecodeStart FuzzRequest
 
@@ -31,5 +31,5 @@ test-ingest: tools-rie deps
 
 fuzz-ingest:
 	@for f in $(INGEST_FUZZ_TARGETS); do \
-	  (cd functions/ingest && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime=$(INGEST_FUZZTIME) ./internal/api) || exit 1; \
+	  (cd functions/ingest && $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime=$(INGEST_FUZZTIME) -fuzzminimizetime=1s ./internal/api) || exit 1; \
 	done

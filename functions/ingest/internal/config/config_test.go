@@ -1,0 +1,74 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if c.TableName != schema.DefaultTableName || c.MetricsNamespace != schema.DefaultMetricsNamespace || c.Environment != DefaultEnvironment ||
+		c.AllowPrivateIPs != PrivateIPsNone || c.MaxBodyBytes != 16<<10 || c.SignatureWindow.Minutes() != 5 || c.SigningSecret != "" || len(c.AllowedHosts) != 0 {
+		t.Fatalf("defaults %+v", c)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvQueueURL) {
+		t.Fatalf("a queue URL must be required: %v", err)
+	}
+	c.QueueURL = "http://127.0.0.1:9324/000000000000/q"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	c := FromEnv(env(map[string]string{
+		schema.EnvTableName:       " t1 ",
+		schema.EnvQueueURL:        "https://sqs.us-east-1.amazonaws.com/1/q",
+		schema.EnvAllowedHosts:    " Stream.Example.com., *.feeds.example.net ,, ",
+		schema.EnvAllowPrivateIPs: "LOOPBACK",
+		schema.EnvSigningSecret:   " a secret with spaces ",
+		schema.EnvMetricsNS:       "ns",
+		schema.EnvEnvironment:     "prod",
+	}))
+	if c.TableName != "t1" || c.QueueURL != "https://sqs.us-east-1.amazonaws.com/1/q" || c.AllowPrivateIPs != PrivateIPsLoopback ||
+		c.SigningSecret != " a secret with spaces " || c.MetricsNamespace != "ns" || c.Environment != "prod" ||
+		strings.Join(c.AllowedHosts, "|") != "stream.example.com|*.feeds.example.net" {
+		t.Fatalf("%+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Blank values keep the defaults.
+	c = FromEnv(env(map[string]string{schema.EnvTableName: "  ", schema.EnvEnvironment: ""}))
+	if c.TableName != schema.DefaultTableName || c.Environment != DefaultEnvironment {
+		t.Fatalf("%+v", c)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := FromEnv(env(map[string]string{
+		schema.EnvQueueURL:        "sqs://nope",
+		schema.EnvAllowPrivateIPs: "some",
+		schema.EnvAllowedHosts:    "a.*.example.com,ex ample.com",
+		schema.EnvSigningSecret:   "short",
+	}))
+	c.TableName = ""
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{schema.EnvTableName, schema.EnvQueueURL, schema.EnvAllowPrivateIPs, "a.*.example.com", "ex ample.com", schema.EnvSigningSecret} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "short") && strings.Contains(err.Error(), `"short"`) {
+		t.Error("the secret is quoted in the error")
+	}
+}
