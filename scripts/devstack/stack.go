@@ -394,6 +394,8 @@ func (s *Stack) createResources(ctx context.Context) error {
 	cfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		// No idle connections (and their goroutines) left behind.
+		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.Dynamo.Endpoint()) })
 	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQS.Endpoint()) })
@@ -415,7 +417,7 @@ func (s *Stack) createResources(ctx context.Context) error {
 func waitHTTP(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -519,6 +521,12 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if s.FeedClient != nil && s.FeedClient.HTTP != nil {
+		s.FeedClient.HTTP.CloseIdleConnections()
+	}
+	if s.API != nil {
+		s.API.CloseIdleConnections()
 	}
 	if s.SQS != nil {
 		s.SQS.Stop()

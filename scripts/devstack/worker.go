@@ -169,7 +169,8 @@ func (w *Worker) Status(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
 	}

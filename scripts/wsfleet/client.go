@@ -109,6 +109,9 @@ func NewClient(base string, signer Signer) (*Client, error) {
 	return &Client{base: u, http: &http.Client{Timeout: 15 * time.Second}, signer: signer}, nil
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Base is the API's base URL.
 func (c *Client) Base() string { return c.base.String() }
 
