@@ -139,12 +139,12 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		}
 		h.finish(&log, req, r, resp.StatusCode, start)
 	}()
-	r = h.serve(ctx, req)
+	r = h.serve(ctx, req, &log)
 	resp = h.respond(r)
 	return resp, nil
 }
 
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest) reply {
+func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, log *zerolog.Logger) reply {
 	method := strings.ToUpper(req.RequestContext.HTTP.Method)
 	path := routePath(req)
 	route, id, rerr := matchRoute(method, path)
@@ -166,9 +166,9 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 	}
 	switch route {
 	case routeStart:
-		return h.start(ctx, req, body, r)
+		return h.start(ctx, req, body, r, log)
 	case routeStop:
-		return h.stop(ctx, req, body, r)
+		return h.stop(ctx, req, body, r, log)
 	case routeStatus:
 		return h.status(ctx, r)
 	default:
@@ -176,7 +176,7 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest)
 	}
 }
 
-func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply) reply {
+func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply, log *zerolog.Logger) reply {
 	if e := requireJSON(req); e != nil {
 		r.err = e
 		return r
@@ -194,7 +194,7 @@ func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		return h.storeFailed(r, err)
 	}
 	r.generation, r.outcome = res.Generation, res.Outcome
-	r.notified = h.publish(ctx, schema.NotifyStart, d.ConnectionID, res.Generation)
+	r.notified = h.publish(ctx, log, schema.NotifyStart, d.ConnectionID, res.Generation)
 	h.meter.add(schema.MetricStarts)
 	r.status = http.StatusAccepted
 	r.body = changeJSON{ConnectionID: d.ConnectionID, DesiredState: schema.StateStarted, Generation: res.Generation,
@@ -202,7 +202,7 @@ func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	return r
 }
 
-func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply) reply {
+func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply, log *zerolog.Logger) reply {
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if e := requireJSON(req); e != nil {
 			r.err = e
@@ -220,7 +220,7 @@ func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 		return h.storeFailed(r, err)
 	}
 	r.generation, r.outcome = res.Generation, res.Outcome
-	r.notified = h.publish(ctx, schema.NotifyStop, r.connID, res.Generation)
+	r.notified = h.publish(ctx, log, schema.NotifyStop, r.connID, res.Generation)
 	h.meter.add(schema.MetricStops)
 	r.status = http.StatusAccepted
 	r.body = changeJSON{ConnectionID: r.connID, DesiredState: schema.StateStopped, Generation: res.Generation,
@@ -265,14 +265,14 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 // publish sends the notification after a successful write. A failure is
 // logged and counted, never returned: the write is durable and the workers'
 // reconciliation finds it.
-func (h *Handler) publish(ctx context.Context, typ, id string, generation int64) *bool {
+func (h *Handler) publish(ctx context.Context, log *zerolog.Logger, typ, id string, generation int64) *bool {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.NotifyTimeout)
 	defer cancel()
 	err := h.notifier.Publish(nctx, notify.Notification{Type: typ, ConnectionID: id, Generation: generation, SentAtMs: h.clock.Now().UnixMilli()})
 	ok := err == nil
 	if !ok {
 		h.meter.add(schema.MetricNotifyFailures)
-		h.log.Warn().Err(err).Str("connection_id", id).Str("type", typ).Int64("generation", generation).
+		log.Warn().Err(err).Str("connection_id", id).Str("type", typ).Int64("generation", generation).
 			Msg("notification not sent; reconciliation will pick the change up")
 	}
 	return &ok

@@ -401,7 +401,7 @@ func TestHandlerNotifyFailureStill202(t *testing.T) {
 	if got := sumMetric(t, f.metrics.String(), schema.MetricNotifyFailures, ""); got != 2 {
 		t.Fatalf("NotifyFailures = %v", got)
 	}
-	if !strings.Contains(f.logs.String(), `"level":"warn"`) || !strings.Contains(f.logs.String(), "sqs down") {
+	if !strings.Contains(f.logs.String(), `"level":"warn","request_id":"req-_sessions"`) || !strings.Contains(f.logs.String(), "sqs down") {
 		t.Fatalf("no warning logged:\n%s", f.logs.String())
 	}
 }
