@@ -23,6 +23,7 @@ commands:
   stop <id>           stop a session (POST /sessions/{id}/stop)
   status [--state STARTED|STOPPED] [id ...]
                       a table: id, state, owner, lease expires in, epoch, last_seq
+                      (both states unless --state)
   watch [--every 1s] [--state S]
                       status, refreshed until Ctrl-C
 

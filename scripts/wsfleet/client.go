@@ -225,8 +225,20 @@ func (c *Client) ListPage(ctx context.Context, state string, limit int, next str
 	return out, err
 }
 
-// List returns every session (state "" = any), following the pages.
+// List returns every session in state, following the pages; state "" lists
+// both STARTED and STOPPED (the API itself lists one state at a time).
 func (c *Client) List(ctx context.Context, state string) ([]Session, error) {
+	if state == "" {
+		started, err := c.List(ctx, "STARTED")
+		if err != nil {
+			return nil, err
+		}
+		stopped, err := c.List(ctx, "STOPPED")
+		if err != nil {
+			return nil, err
+		}
+		return append(started, stopped...), nil
+	}
 	var all []Session
 	next := ""
 	for {

@@ -41,6 +41,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/sessions/missing/stop":
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such session"}}`))
+	case r.Method == http.MethodGet && r.URL.Path == "/sessions" && r.URL.Query().Get("state") == "STOPPED":
+		_ = json.NewEncoder(w).Encode(wsfleet.Page{Sessions: []wsfleet.Session{{ConnectionID: "c", DesiredState: "STOPPED"}}})
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
 		if r.URL.Query().Get("next") == "" {
 			_ = json.NewEncoder(w).Encode(wsfleet.Page{Sessions: []wsfleet.Session{{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "worker-1", LeaseEpoch: 3, LastSeq: &seq, LeaseExpiresAtMs: time.Now().Add(3 * time.Second).UnixMilli()}}, Next: "p2"})
@@ -88,7 +90,7 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
-	for _, want := range []string{"ID", "LEASE EXPIRES IN", "worker-1", "41", "released", "2 session(s)"} {
+	for _, want := range []string{"ID", "LEASE EXPIRES IN", "worker-1", "41", "released", "STOPPED", "3 session(s)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("status table lacks %q:\n%s", want, table)
 		}
