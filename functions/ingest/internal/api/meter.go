@@ -9,9 +9,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// DimCode is the extra dimension of the per-code Rejects metric. (Not in
-// shared/schema yet: only ingest emits it.)
-const DimCode = "Code"
+// DimCode is the extra dimension of the per-code Rejects metric.
+const DimCode = schema.DimCode
 
 // meter holds the invocation's metrics: counters under [Environment,
 // Service=ingest], and schema.MetricRejects once more per error code under
