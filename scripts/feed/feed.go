@@ -11,7 +11,9 @@
 // With from=K (the resume parameter) a connection first receives every
 // produced message with seq >= K at once, then the live ones; without it only
 // the messages produced after it opened. History is unlimited (messages are
-// computed, not stored). Other query parameters are ignored.
+// computed, not stored); a session first seen resuming at K counts as
+// having produced K-1 already (a feed restarted under a running stream).
+// Other query parameters are ignored.
 //
 // One connection per session is enforced: in ModeKickOlder (as meeting media
 // streams do) a new connection closes the older one (close code 4000); in
@@ -523,7 +525,12 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	s.nextID++
 	rec.ID = s.nextID
 	if ss.t0.IsZero() {
+		// A session first seen resuming at K (the feed restarted under a
+		// running stream) has already produced K-1 messages.
 		ss.t0 = now
+		if rec.From > 1 {
+			ss.t0 = now.Add(-time.Duration(float64(rec.From-1) / s.cfg.Rate * float64(time.Second)))
+		}
 	}
 	start := s.producedLocked(ss, now) + 1
 	if rec.From > 0 {

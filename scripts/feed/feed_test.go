@@ -305,3 +305,19 @@ func TestAllowCountsOverlap(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+func TestResumeOnAFreshFeedDoesNotStall(t *testing.T) {
+	_, c := start(t, func(cfg *feed.Config) { cfg.Rate = 2 })
+	ws, err := dial(t, c, "old", "?from=500")
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if m := read(t, ws, 1)[0]; m.Seq != 500 {
+		t.Fatalf("first seq %d", m.Seq)
+	}
+	if d := time.Since(began); d > 700*time.Millisecond {
+		t.Fatalf("first message after %v: the stream stalled", d)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+}
