@@ -46,7 +46,7 @@ func PrintSummary(w io.Writer, r Result) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "messages lost\t%d\t(must be 0)\t%s\n", rep.Lost, check(rep.Lost == 0))
 	fmt.Fprintf(tw, "seqs skipped (never asked of the source)\t%d\t(must be 0)\t%s\n", rep.Gaps, check(rep.Gaps == 0))
-	fmt.Fprintf(tw, "replayed after the crash\t%d\t(max %d per session; bound %d = rate × (checkpoint interval + renew latency))\t%s\n",
+	fmt.Fprintf(tw, "replayed after the crash\t%d\t(max %d per session; bound %d = rate × (checkpoint interval × 1.1 + 1 s) + 1)\t%s\n",
 		rep.ReplayCrash, rep.ReplayCrashMax, rep.ReplayBound, check(rep.ReplayCrashMax <= rep.ReplayBound))
 	fmt.Fprintf(tw, "replayed after the graceful handoff\t%d\t(must be 0)\t%s\n", rep.ReplayHandoff, check(rep.ReplayHandoff == 0))
 	fmt.Fprintf(tw, "replayed otherwise (same owner reconnecting)\t%d\t\t\n", rep.ReplayOther)

@@ -238,9 +238,10 @@ func Judge(in Input) Report {
 		rep.SentSeqs += s.SentSeqs
 		rep.Raw += s.Raw
 	}
-	// A crash can repeat what was accepted since the last checkpoint, plus
-	// one renewal's latency and jitter (10 %) and the message in hand.
-	rep.ReplayBound = int64(math.Ceil(in.Rate*(in.CheckpointEvery.Seconds()*1.1+0.5))) + 1
+	// A crash can repeat what was accepted since the last checkpoint: one
+	// checkpoint interval with its 10 % jitter, plus 1 s for the renewal's
+	// latency and one retry, plus the message in hand.
+	rep.ReplayBound = int64(math.Ceil(in.Rate*(in.CheckpointEvery.Seconds()*1.1+1))) + 1
 
 	for _, f := range in.Faults {
 		fr := judgeFault(f, sinks, in.Stopped)
