@@ -24,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/wsfleet/wsfleet/shared/sessionapi"
 )
 
 // DefaultAPI is the local stack's ingest front.
@@ -32,46 +34,13 @@ const DefaultAPI = "http://127.0.0.1:8787"
 // EnvAPI names the environment variable that overrides DefaultAPI.
 const EnvAPI = "WSFLEET_API"
 
-// StartRequest is the body of POST /sessions.
-type StartRequest struct {
-	ConnectionID     string            `json:"connection_id,omitempty"`
-	WSURL            string            `json:"ws_url"`
-	Headers          map[string]string `json:"headers,omitempty"`
-	SeqField         string            `json:"seq_field,omitempty"`
-	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
-}
-
-// Change is the answer to a start or a stop.
-type Change struct {
-	ConnectionID string `json:"connection_id"`
-	DesiredState string `json:"desired_state"`
-	Generation   int64  `json:"generation"`
-	Outcome      string `json:"outcome"`
-	Notified     bool   `json:"notified"`
-}
-
-// Session is a session as the API shows it (ws_url redacted).
-type Session struct {
-	ConnectionID     string   `json:"connection_id"`
-	DesiredState     string   `json:"desired_state"`
-	WSURL            string   `json:"ws_url"`
-	HeaderNames      []string `json:"header_names,omitempty"`
-	SeqField         string   `json:"seq_field"`
-	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
-	Generation       int64    `json:"generation"`
-	LeaseOwner       string   `json:"lease_owner"`
-	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
-	LeaseEpoch       int64    `json:"lease_epoch"`
-	LastSeq          *int64   `json:"last_seq"`
-	CreatedAtMs      int64    `json:"created_at_ms"`
-	UpdatedAtMs      int64    `json:"updated_at_ms"`
-}
-
-// Page is one page of GET /sessions.
-type Page struct {
-	Sessions []Session `json:"sessions"`
-	Next     string    `json:"next,omitempty"`
-}
+// The API's bodies, from the shared contract.
+type (
+	StartRequest = sessionapi.StartRequest
+	Change       = sessionapi.Change
+	Session      = sessionapi.Session
+	Page         = sessionapi.Page
+)
 
 // APIError is a non-2xx answer.
 type APIError struct {

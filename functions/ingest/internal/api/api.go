@@ -29,6 +29,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionapi"
 )
 
 // Store is what the handler needs from the sessions table.
@@ -197,7 +198,7 @@ func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	r.notified = h.publish(ctx, log, schema.NotifyStart, d.ConnectionID, res.Generation)
 	h.meter.add(schema.MetricStarts)
 	r.status = http.StatusAccepted
-	r.body = changeJSON{ConnectionID: d.ConnectionID, DesiredState: schema.StateStarted, Generation: res.Generation,
+	r.body = sessionapi.Change{ConnectionID: d.ConnectionID, DesiredState: schema.StateStarted, Generation: res.Generation,
 		Outcome: string(res.Outcome), Notified: *r.notified}
 	return r
 }
@@ -223,7 +224,7 @@ func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 	r.notified = h.publish(ctx, log, schema.NotifyStop, r.connID, res.Generation)
 	h.meter.add(schema.MetricStops)
 	r.status = http.StatusAccepted
-	r.body = changeJSON{ConnectionID: r.connID, DesiredState: schema.StateStopped, Generation: res.Generation,
+	r.body = sessionapi.Change{ConnectionID: r.connID, DesiredState: schema.StateStopped, Generation: res.Generation,
 		Outcome: string(res.Outcome), Notified: *r.notified}
 	return r
 }
@@ -253,7 +254,7 @@ func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 	if err != nil {
 		return h.storeFailed(r, err)
 	}
-	out := listJSON{Sessions: make([]sessionJSON, 0, len(page.Sessions)), Next: page.Next}
+	out := sessionapi.Page{Sessions: make([]sessionapi.Session, 0, len(page.Sessions)), Next: page.Next}
 	for _, s := range page.Sessions {
 		out.Sessions = append(out.Sessions, toJSON(s))
 	}
@@ -507,40 +508,8 @@ func listParams(req events.APIGatewayV2HTTPRequest) (state string, limit int, ne
 	return state, limit, next, nil
 }
 
-// changeJSON is the body of a 202 from start and stop.
-type changeJSON struct {
-	ConnectionID string `json:"connection_id"`
-	DesiredState string `json:"desired_state"`
-	Generation   int64  `json:"generation"`
-	Outcome      string `json:"outcome"`
-	Notified     bool   `json:"notified"`
-}
-
-// sessionJSON is a session as the API shows it: ws_url redacted, header
-// values never.
-type sessionJSON struct {
-	ConnectionID     string   `json:"connection_id"`
-	DesiredState     string   `json:"desired_state"`
-	WSURL            string   `json:"ws_url"`
-	HeaderNames      []string `json:"header_names,omitempty"`
-	SeqField         string   `json:"seq_field"`
-	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
-	Generation       int64    `json:"generation"`
-	LeaseOwner       string   `json:"lease_owner"`
-	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
-	LeaseEpoch       int64    `json:"lease_epoch"`
-	LastSeq          *int64   `json:"last_seq"`
-	CreatedAtMs      int64    `json:"created_at_ms"`
-	UpdatedAtMs      int64    `json:"updated_at_ms"`
-}
-
-type listJSON struct {
-	Sessions []sessionJSON `json:"sessions"`
-	Next     string        `json:"next,omitempty"`
-}
-
-func toJSON(s sessions.Session) sessionJSON {
-	return sessionJSON{
+func toJSON(s sessions.Session) sessionapi.Session {
+	return sessionapi.Session{
 		ConnectionID:     s.ConnectionID,
 		DesiredState:     s.DesiredState,
 		WSURL:            RedactURL(s.WSURL),

@@ -1,0 +1,46 @@
+// Package sessionapi owns the JSON contract of the sessions API: the bodies
+// ingest answers with and clients (the wsfleet CLI, users' code) decode. The
+// server's strict request decoding lives in ingest; the shapes live here.
+package sessionapi
+
+// StartRequest is the body of POST /sessions.
+type StartRequest struct {
+	ConnectionID     string            `json:"connection_id,omitempty"`
+	WSURL            string            `json:"ws_url"`
+	Headers          map[string]string `json:"headers,omitempty"`
+	SeqField         string            `json:"seq_field,omitempty"`
+	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
+}
+
+// Change is the 202 body of a start or a stop.
+type Change struct {
+	ConnectionID string `json:"connection_id"`
+	DesiredState string `json:"desired_state"`
+	Generation   int64  `json:"generation"`
+	Outcome      string `json:"outcome"`
+	Notified     bool   `json:"notified"`
+}
+
+// Session is a session as the API shows it: ws_url with query values
+// redacted, header names only (values never leave the table).
+type Session struct {
+	ConnectionID     string   `json:"connection_id"`
+	DesiredState     string   `json:"desired_state"`
+	WSURL            string   `json:"ws_url"`
+	HeaderNames      []string `json:"header_names,omitempty"`
+	SeqField         string   `json:"seq_field"`
+	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
+	Generation       int64    `json:"generation"`
+	LeaseOwner       string   `json:"lease_owner"`
+	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
+	LeaseEpoch       int64    `json:"lease_epoch"`
+	LastSeq          *int64   `json:"last_seq"`
+	CreatedAtMs      int64    `json:"created_at_ms"`
+	UpdatedAtMs      int64    `json:"updated_at_ms"`
+}
+
+// Page is one page of GET /sessions.
+type Page struct {
+	Sessions []Session `json:"sessions"`
+	Next     string    `json:"next,omitempty"`
+}
