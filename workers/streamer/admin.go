@@ -19,8 +19,16 @@ const readyProbeID = "__wsfleet_readyz__"
 //	GET /healthz  200 while the worker runs or drains (the process is alive), 503 after it stopped
 //	GET /readyz   200 when running and the engines answer (the table; the work queue's last receive), else 503
 //	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
+//	GET /stats    JSON: cumulative counts (messages, renewals, store requests by kind; see Stats)
+//	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
 func (w *Worker) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", func(rw http.ResponseWriter, r *http.Request) {
+		writeJSON(rw, http.StatusOK, w.Stats())
+	})
+	if w.cfg.AdminPprof {
+		mountPprof(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
 		st := w.state

@@ -30,6 +30,7 @@ const (
 	EnvQueueWait       = "WSFLEET_QUEUE_WAIT"
 	EnvSinkAttempts    = "WSFLEET_SINK_ATTEMPTS"
 	EnvStoreRPCTimeout = "WSFLEET_STORE_TIMEOUT"
+	EnvAdminPprof      = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
 )
 
 // Sink names (WSFLEET_SINK).
@@ -70,6 +71,7 @@ type Config struct {
 	// Operations.
 	ShutdownDeadline time.Duration
 	AdminAddr        string // "" disables the admin server
+	AdminPprof       bool   // serve /debug/pprof/ on the admin server to loopback clients
 	MetricsEvery     time.Duration
 	MetricsNamespace string
 	Environment      string
@@ -155,6 +157,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	p.int(EnvSinkAttempts, &c.SinkAttempts)
 	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
 	p.str(schema.EnvAdminAddr, &c.AdminAddr)
+	p.bool(EnvAdminPprof, &c.AdminPprof)
 	p.dur(EnvMetricsEvery, &c.MetricsEvery)
 	p.str(schema.EnvMetricsNS, &c.MetricsNamespace)
 	p.str(schema.EnvEnvironment, &c.Environment)
@@ -208,6 +211,17 @@ func (p *envParser) int(name string, dst *int) bool {
 		return true
 	}
 	return false
+}
+
+func (p *envParser) bool(name string, dst *bool) {
+	if v, ok := p.get(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a boolean (true or false)", name, v))
+			return
+		}
+		*dst = b
+	}
 }
 
 func (p *envParser) float(name string, dst *float64) {

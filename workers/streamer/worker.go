@@ -110,6 +110,7 @@ type Worker struct {
 	adminAddr  atomic.Pointer[string]
 	renewCount atomic.Int64
 	ran        atomic.Bool
+	stats      runStats // cumulative counts for /stats
 }
 
 // New validates cfg and builds a worker.
@@ -521,14 +522,13 @@ func (w *Worker) metricsLoop(ctx context.Context) {
 }
 
 func (w *Worker) flushMetrics() {
-	for name, c := range map[string]*atomic.Int64{
-		schema.MetricMessagesIn:        &w.counters.MessagesIn,
-		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
-		schema.MetricSinkErrors:        &w.counters.SinkErrors,
-		schema.MetricReconnects:        &w.counters.Reconnects,
-	} {
-		w.reg.Add(name, float64(c.Swap(0)))
+	w.stats.mu.Lock()
+	for name, c := range w.flushedCounters() {
+		v := c.Swap(0)
+		w.stats.flushedLocked(name, v)
+		w.reg.Add(name, float64(v))
 	}
+	w.stats.mu.Unlock()
 	owned := w.owned()
 	w.reg.Set(schema.MetricOwnedSessions, float64(owned))
 	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
@@ -549,6 +549,7 @@ func (w *Worker) owned() int {
 type observer struct{ w *Worker }
 
 func (o observer) Renewed(_ *lease.Held, latency time.Duration, err error) {
+	o.w.stats.renewed(latency, err)
 	if err != nil {
 		return
 	}
@@ -562,6 +563,7 @@ func (o observer) Renewed(_ *lease.Held, latency time.Duration, err error) {
 func (o observer) Ended(h *lease.Held, err error) {
 	if !errors.Is(err, lease.ErrStopped) {
 		o.w.reg.Add(schema.MetricLeaseLost, 1)
+		o.w.stats.leaseLost.Add(1)
 	}
 	o.w.mu.Lock()
 	s := o.w.sessions[h.ID()]

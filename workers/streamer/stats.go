@@ -1,0 +1,172 @@
+package streamer
+
+import (
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// StoreStatser is implemented by stores that count their requests by kind
+// (dynamostore.Store.Stats): /stats reports them for the cost benchmark.
+type StoreStatser interface {
+	Stats() map[string]int64
+}
+
+// renewBucketsMs are the upper bounds of the renew latency histogram in
+// /stats (the last bucket is everything slower).
+var renewBucketsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
+
+// runStats are cumulative counts since the worker started, read by /stats.
+// The per-message counters (session.Counters) are swapped to zero by every
+// metrics flush; totals keeps what each flush took.
+type runStats struct {
+	mu     sync.Mutex
+	totals map[string]int64
+
+	renewsOK    atomic.Int64
+	renewErrors atomic.Int64
+	leaseLost   atomic.Int64
+	renewHist   [len(renewBucketsMs) + 1]atomic.Int64
+}
+
+// flushedLocked adds a flushed counter's value to its total (under mu, so that a
+// concurrent /stats never sees the value twice or not at all).
+func (r *runStats) flushedLocked(name string, v int64) {
+	if r.totals == nil {
+		r.totals = map[string]int64{}
+	}
+	r.totals[name] += v
+}
+
+func (r *runStats) renewed(latency time.Duration, err error) {
+	if err != nil {
+		r.renewErrors.Add(1)
+		return
+	}
+	r.renewsOK.Add(1)
+	ms := latency.Milliseconds()
+	i := 0
+	for i < len(renewBucketsMs) && ms > renewBucketsMs[i] {
+		i++
+	}
+	r.renewHist[i].Add(1)
+}
+
+// Stats is the /stats document: cumulative counts since the worker started,
+// cheap to produce at any session count (unlike /status, which lists every
+// session).
+type Stats struct {
+	WorkerID   string  `json:"worker_id"`
+	State      string  `json:"state"`
+	UptimeSec  float64 `json:"uptime_s"`
+	Owned      int     `json:"owned"`
+	Claiming   int     `json:"claiming"`
+	Goroutines int     `json:"goroutines"`
+	// Messages are the cumulative per-message counters: messages_in,
+	// duplicates_dropped, sink_errors, reconnects.
+	Messages map[string]int64 `json:"messages"`
+	// RenewsOK / RenewErrors count the Keeper's renew attempts; LeaseLost the
+	// tenures that ended other than by a release or a stop.
+	RenewsOK    int64 `json:"renews_ok"`
+	RenewErrors int64 `json:"renew_errors"`
+	LeaseLost   int64 `json:"lease_lost"`
+	// RenewLatency is a histogram of successful renew latencies: count per
+	// bucket, bucket i holding latencies ≤ RenewBucketsMs[i] (the last one:
+	// slower than every bound).
+	RenewBucketsMs []int64 `json:"renew_buckets_ms"`
+	RenewLatency   []int64 `json:"renew_latency_hist"`
+	// StoreRequests are the store's own request counts by kind
+	// (dynamostore: acquire, renew, checkpoint, release, classify_read,
+	// orphan_query_page, …); absent when the store does not count.
+	StoreRequests map[string]int64 `json:"store_requests,omitempty"`
+}
+
+// Stats returns the cumulative counts.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	st := Stats{WorkerID: w.cfg.WorkerID, State: w.state.String(), Owned: len(w.sessions), Claiming: len(w.claiming)}
+	started := w.started
+	w.mu.Unlock()
+	if !started.IsZero() {
+		st.UptimeSec = time.Since(started).Seconds()
+	}
+	st.Goroutines = runtime.NumGoroutine()
+	st.Messages = map[string]int64{}
+	w.stats.mu.Lock()
+	for name, c := range w.flushedCounters() {
+		st.Messages[metricKey(name)] = w.stats.totals[name] + c.Load()
+	}
+	w.stats.mu.Unlock()
+	st.RenewsOK = w.stats.renewsOK.Load()
+	st.RenewErrors = w.stats.renewErrors.Load()
+	st.LeaseLost = w.stats.leaseLost.Load()
+	st.RenewBucketsMs = renewBucketsMs[:]
+	st.RenewLatency = make([]int64, len(w.stats.renewHist))
+	for i := range w.stats.renewHist {
+		st.RenewLatency[i] = w.stats.renewHist[i].Load()
+	}
+	if s, ok := w.deps.Store.(StoreStatser); ok {
+		st.StoreRequests = s.Stats()
+	}
+	return st
+}
+
+// flushedCounters are the per-message counters the metrics flush reports
+// (and resets), by metric name.
+func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
+	return map[string]*atomic.Int64{
+		schema.MetricMessagesIn:        &w.counters.MessagesIn,
+		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
+		schema.MetricSinkErrors:        &w.counters.SinkErrors,
+		schema.MetricReconnects:        &w.counters.Reconnects,
+	}
+}
+
+func metricKey(name string) string {
+	switch name {
+	case schema.MetricMessagesIn:
+		return "messages_in"
+	case schema.MetricDuplicatesDropped:
+		return "duplicates_dropped"
+	case schema.MetricSinkErrors:
+		return "sink_errors"
+	case schema.MetricReconnects:
+		return "reconnects"
+	}
+	return name
+}
+
+// mountPprof adds net/http/pprof under /debug/pprof/ to mux, answering
+// loopback clients only (the admin server may listen on every interface in a
+// container; profiles are for an operator on the host or a benchmark).
+func mountPprof(mux *http.ServeMux) {
+	guard := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(rw http.ResponseWriter, r *http.Request) {
+			if !loopbackClient(r.RemoteAddr) {
+				http.Error(rw, "pprof: loopback clients only", http.StatusForbidden)
+				return
+			}
+			h(rw, r)
+		}
+	}
+	mux.HandleFunc("/debug/pprof/", guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", guard(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", guard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", guard(pprof.Trace))
+}
+
+func loopbackClient(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
