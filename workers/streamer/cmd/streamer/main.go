@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -103,6 +104,10 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log := streamer.NewLogger(stderr, cfg.LogLevel)
+	clk, offset, err := testClock(lookup)
+	if err != nil {
+		return err
+	}
 
 	var awsCfg *aws.Config
 	loadAWS := func() (aws.Config, error) {
@@ -116,7 +121,10 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return *awsCfg, nil
 	}
 
-	deps := streamer.Deps{Logger: &log, Metrics: stderr}
+	deps := streamer.Deps{Logger: &log, Metrics: stderr, Clock: clk}
+	if offset != 0 {
+		log.Warn().Dur("offset", offset).Str("env", EnvTestClockOffset).Msg("TEST ONLY: the lease clock is offset from the system clock")
+	}
 	switch f.store {
 	case "memory":
 		ms := memstore.New()
@@ -156,6 +164,31 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// EnvTestClockOffset shifts the worker's lease clock (every wall-clock
+// reading the lease protocol makes: acquire, renew and reconcile
+// conditions) by a signed duration, e.g. "400ms" or "-250ms". TEST ONLY: the
+// chaos harness (scripts/chaos) uses it to play a worker whose clock is off
+// by up to the configured max skew. Never set it in a deployment.
+const EnvTestClockOffset = "WSFLEET_TEST_CLOCK_OFFSET"
+
+// testClock returns the lease clock: the real one, or the real one offset
+// by WSFLEET_TEST_CLOCK_OFFSET (nil when unset or zero: the worker's default).
+func testClock(lookup func(string) (string, bool)) (clock.Clock, time.Duration, error) {
+	v, ok := lookup(EnvTestClockOffset)
+	v = strings.TrimSpace(v)
+	if !ok || v == "" {
+		return nil, 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s=%q: not a duration (e.g. 400ms, -250ms)", EnvTestClockOffset, v)
+	}
+	if d == 0 {
+		return nil, 0, nil
+	}
+	return clock.Offset{Base: clock.Real{}, Skew: d}, d, nil
 }
 
 // healthcheck GETs /healthz on the admin port and returns the exit code:
