@@ -23,6 +23,11 @@
 // counts as 2: two clients wanted the session at the same time) and records
 // every overlap.
 //
+// Like real sources, the feed can check that its peers are alive
+// (Config.PingEvery, off by default): a connection that does not answer a
+// WebSocket ping within PingTimeout (a frozen or vanished client) is closed
+// without a close handshake (ReasonPingTimeout).
+//
 // Every connection leaves a ConnRecord: session, open and close times, why it
 // closed, and the seqs it sent. Seqs on one connection are contiguous, so the
 // range [FirstSeq, LastSeq] is exactly the set of seqs that were written to
@@ -82,6 +87,7 @@ const (
 	ReasonRefused  = "refused"      // refused before the upgrade (see RefusedBy)
 	ReasonBadReq   = "bad-request"  // not a valid feed request
 	ReasonUpgrade  = "upgrade-fail" // the WebSocket handshake failed
+	ReasonPingLost = "ping-timeout" // no pong within Config.PingTimeout (Config.PingEvery > 0)
 )
 
 // Close code sent to a connection replaced by a newer one.
@@ -105,6 +111,11 @@ type Config struct {
 	WriteTimeout time.Duration
 	// CloseTimeout bounds a close handshake the server starts.
 	CloseTimeout time.Duration
+	// PingEvery, when > 0, pings every connection that often; one that does
+	// not answer within PingTimeout is closed (ReasonPingLost). 0 (the
+	// default) never pings.
+	PingEvery   time.Duration
+	PingTimeout time.Duration
 	// OnClose, when set, is called once with the final record of every
 	// connection (and of every refused attempt). It must not block for long.
 	OnClose func(ConnRecord)
@@ -152,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if c.WriteTimeout <= 0 || c.CloseTimeout <= 0 {
 		errs = append(errs, errors.New("feed write and close timeouts: want > 0"))
+	}
+	if c.PingEvery < 0 || (c.PingEvery > 0 && c.PingTimeout <= 0) {
+		errs = append(errs, fmt.Errorf("feed ping every %v, timeout %v: want ping every >= 0 and, when pinging, a timeout > 0", c.PingEvery, c.PingTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -368,6 +382,7 @@ var (
 	errKicked   = errors.New(ReasonKicked)
 	errDropped  = errors.New(ReasonDropped)
 	errAborted  = errors.New(ReasonAborted)
+	errPingLost = errors.New(ReasonPingLost)
 )
 
 // Drop closes the open connections of session (every session when ""): with
@@ -589,6 +604,15 @@ func (s *Server) pump(ctx context.Context, c *conn, ws *websocket.Conn, t0 time.
 	// CloseRead's context must outlive a kick or a drop: cancelling it aborts
 	// the connection without a close frame.
 	readCtx := ws.CloseRead(context.Background()) // done when the client closes or goes away
+	pinged := make(chan struct{})
+	if s.cfg.PingEvery > 0 {
+		go func() {
+			defer close(pinged)
+			s.keepalive(ctx, readCtx, c, ws)
+		}()
+	} else {
+		close(pinged)
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	buf := make([]byte, 0, 96+len(c.rec.Session)+s.cfg.PayloadBytes)
@@ -629,12 +653,14 @@ func (s *Server) pump(ctx context.Context, c *conn, ws *websocket.Conn, t0 time.
 		reason = ReasonAborted
 	case errors.Is(cause, errShutdown):
 		reason = ReasonShutdown
+	case errors.Is(cause, errPingLost):
+		reason = ReasonPingLost
 	}
 	// Stop counting the connection as open as soon as it stops sending: a
 	// kicked connection is gone from the source's point of view.
 	s.finish(c, reason)
 	switch reason {
-	case ReasonAborted:
+	case ReasonAborted, ReasonPingLost:
 		_ = ws.CloseNow()
 	case ReasonKicked:
 		s.closeWS(ws, StatusKicked, "replaced by a newer connection")
@@ -648,6 +674,34 @@ func (s *Server) pump(ctx context.Context, c *conn, ws *websocket.Conn, t0 time.
 		s.closeWS(ws, websocket.StatusNormalClosure, "")
 	}
 	c.stop(nil)
+	<-pinged
+}
+
+// keepalive pings ws every PingEvery until the connection ends, and stops
+// it (ReasonPingLost) when a pong does not come within PingTimeout.
+func (s *Server) keepalive(ctx, readCtx context.Context, c *conn, ws *websocket.Conn) {
+	t := time.NewTimer(s.cfg.PingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-readCtx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.PingTimeout)
+		err := ws.Ping(pctx)
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err != nil {
+			if timedOut && ctx.Err() == nil && readCtx.Err() == nil {
+				c.stop(errPingLost)
+			}
+			return
+		}
+		t.Reset(s.cfg.PingEvery)
+	}
 }
 
 func (s *Server) closeWS(ws *websocket.Conn, code websocket.StatusCode, why string) {

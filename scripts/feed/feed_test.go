@@ -321,3 +321,50 @@ func TestResumeOnAFreshFeedDoesNotStall(t *testing.T) {
 	}
 	ws.Close(websocket.StatusNormalClosure, "")
 }
+
+// A client that stops reading (a frozen process) never answers pings: with
+// PingEvery set the feed closes its connection; a reading client is kept.
+func TestPingClosesUnresponsiveClients(t *testing.T) {
+	bad := feed.DefaultConfig()
+	bad.PingEvery = time.Second
+	if bad.Validate() == nil {
+		t.Fatal("pings without a timeout validated")
+	}
+	srv, c := start(t, func(cfg *feed.Config) {
+		cfg.Rate = 20
+		cfg.PingEvery = 100 * time.Millisecond
+		cfg.PingTimeout = 200 * time.Millisecond
+	})
+	frozen, err := dial(t, c, "frozen", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.CloseNow()
+	alive, err := dial(t, c, "alive", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reader answers pings (coder/websocket replies from its reader).
+	readCtx, stopReading := context.WithCancel(context.Background())
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			if _, _, err := alive.Read(readCtx); err != nil {
+				return
+			}
+		}
+	}()
+	recs := waitClosed(t, srv, "frozen", 1)
+	if r := recs[0]; r.Reason != feed.ReasonPingLost || r.ClosedAt.Sub(r.OpenedAt) > 2*time.Second {
+		t.Fatalf("frozen client's record %+v", r)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if recs := srv.Records("alive"); len(recs) != 1 || !recs[0].Open() {
+		t.Fatalf("a reading client was dropped: %+v", recs)
+	}
+	stopReading()
+	<-readDone
+	alive.CloseNow()
+	waitClosed(t, srv, "alive", 1)
+}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -42,6 +43,8 @@ func run(ctx context.Context, args []string) error {
 	mode := fs.String("mode", string(cfg.Mode), "one connection per session: kick-older or refuse-newer")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 0, "pad every message with this many bytes")
 	records := fs.String("records", "", "append every connection's final record to this JSON-lines file")
+	fs.DurationVar(&cfg.PingEvery, "ping-every", 0, "ping every connection this often and close one that does not answer (0: never)")
+	fs.DurationVar(&cfg.PingTimeout, "ping-timeout", 2*time.Second, "with -ping-every: how long a pong may take")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
