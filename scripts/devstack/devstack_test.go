@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/shared/enginetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,5 +120,36 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+}
+
+// FeedArgs reach the feed's command line; a slot's SetEnv comes after the
+// stack's environment (exec keeps the last value of a duplicated key).
+func TestFeedArgsAndWorkerEnv(t *testing.T) {
+	s := &Stack{cfg: DefaultConfig(), Dynamo: &enginetest.Process{Port: 1}, SQS: &enginetest.Process{Port: 2}}
+	s.cfg.Bin.Feed, s.cfg.Dir = "/bin/feed", t.TempDir()
+	s.cfg.FeedArgs = []string{"-ping-every", "1s"}
+	argv := s.feedArgv()
+	if got := strings.Join(argv[len(argv)-2:], " "); got != "-ping-every 1s" || argv[0] != "/bin/feed" {
+		t.Fatalf("feed argv %q", argv)
+	}
+	s.cfg.Worker.Env = map[string]string{"WSFLEET_X": "stack"}
+	w := &Worker{Index: 1, stack: s}
+	w.SetEnv("WSFLEET_X=slot", "WSFLEET_Y=1")
+	w.mu.Lock()
+	extra := w.env
+	w.mu.Unlock()
+	env := append(s.workerEnv("worker-1", "127.0.0.1:1"), extra...)
+	last := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		last[k] = v
+	}
+	if last["WSFLEET_X"] != "slot" || last["WSFLEET_Y"] != "1" || last["WSFLEET_WORKER_ID"] != "worker-1" {
+		t.Fatalf("env %v", env)
+	}
+	w.SetEnv()
+	if w.env != nil && len(w.env) != 0 {
+		t.Fatalf("SetEnv() kept %v", w.env)
 	}
 }

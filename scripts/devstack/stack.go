@@ -91,6 +91,9 @@ type Config struct {
 
 	FeedRate float64
 	FeedMode feed.Mode
+	// FeedArgs are extra bin/feed flags, appended to the stack's (e.g.
+	// "-ping-every", "1s": the feed closes connections of frozen clients).
+	FeedArgs []string
 
 	// KeepSinkRecords keeps every sink record in memory (Sinks.Records).
 	KeepSinkRecords bool
@@ -326,9 +329,7 @@ func (s *Stack) start(ctx context.Context) error {
 
 	s.FeedClient = feed.NewClient(s.FeedURL())
 	s.Feed = &Proc{
-		Name: "feed",
-		Argv: []string{c.Bin.Feed, "-port", strconv.Itoa(c.Ports.Feed), "-rate", strconv.FormatFloat(c.FeedRate, 'f', -1, 64),
-			"-mode", string(c.FeedMode), "-records", filepath.Join(s.LogDir(), "feed-records.jsonl")},
+		Name: "feed", Argv: s.feedArgv(),
 		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "feed.log"),
 	}
 	if err := s.Feed.Start(); err != nil {
@@ -362,6 +363,14 @@ func (s *Stack) start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// feedArgv is the feed's command line.
+func (s *Stack) feedArgv() []string {
+	c := &s.cfg
+	argv := []string{c.Bin.Feed, "-port", strconv.Itoa(c.Ports.Feed), "-rate", strconv.FormatFloat(c.FeedRate, 'f', -1, 64),
+		"-mode", string(c.FeedMode), "-records", filepath.Join(s.LogDir(), "feed-records.jsonl")}
+	return append(argv, c.FeedArgs...)
 }
 
 // EngineEnv is the environment that points the AWS SDK (and the aws CLI) at

@@ -30,6 +30,17 @@ type Worker struct {
 
 	mu  sync.Mutex
 	ids []string
+	env []string // SetEnv
+}
+
+// SetEnv sets extra environment variables (KEY=VALUE) for this slot's next
+// incarnations, after the stack's own (so they win); it replaces what an
+// earlier SetEnv set. A running process is not affected. The chaos harness
+// uses it to give one worker a clock offset.
+func (w *Worker) SetEnv(kv ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.env = append([]string(nil), kv...)
 }
 
 // ID is the current (or last) incarnation's worker id.
@@ -96,8 +107,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		id = fmt.Sprintf("worker-%d.r%d", w.Index, n+1)
 	}
 	w.ids = append(w.ids, id)
+	extra := w.env
 	w.mu.Unlock()
-	w.Proc.Env = s.workerEnv(id, w.AdminAddr)
+	w.Proc.Env = append(s.workerEnv(id, w.AdminAddr), extra...)
 	if err := w.Proc.Start(); err != nil {
 		return err
 	}
