@@ -1,0 +1,538 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is a sink that keeps every delivered message.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []sink.Message
+	at   []time.Time
+	fail func(m sink.Message) error
+}
+
+func (r *recorder) Handle(_ context.Context, m sink.Message) error {
+	if r.fail != nil {
+		if err := r.fail(m); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.Data = append([]byte(nil), m.Data...)
+	r.msgs = append(r.msgs, m)
+	r.at = append(r.at, time.Now())
+	return nil
+}
+
+func (r *recorder) seqs() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]int64, len(r.msgs))
+	for i, m := range r.msgs {
+		out[i] = m.Seq
+	}
+	return out
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.msgs)
+}
+
+// harness is one keeper on a memstore, and the sessions it runs.
+type harness struct {
+	t      *testing.T
+	store  *memstore.Store
+	keeper *lease.Keeper
+	env    *Env
+	rec    *recorder
+	down   atomic.Bool // the store fails every call (memstore.Fail is read unsynchronized: set once, before use)
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+}
+
+func testConfig() *Config {
+	return &Config{
+		WorkerID: "w1", DialTimeout: 2 * time.Second, PingEvery: 0, PingTimeout: time.Second,
+		CloseGrace: 500 * time.Millisecond, Backoff: backoff.Policy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		StableAfter: time.Second, ReadLimit: 1 << 20, SinkAttempts: 3,
+	}
+}
+
+func leaseConfig(owner string) lease.Config {
+	lc := lease.DefaultConfig(owner)
+	lc.TTL, lc.RenewEvery, lc.SafetyMargin, lc.Tick, lc.RetryEvery = 2*time.Second, 300*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
+	return lc
+}
+
+func newHarness(t *testing.T, cfg *Config) *harness {
+	t.Helper()
+	h := &harness{t: t, store: memstore.New(), rec: &recorder{}, sessions: map[string]*Session{}}
+	h.store.Fail = func(string) (error, bool) {
+		if h.down.Load() {
+			return errors.New("table unreachable"), false
+		}
+		return nil, false
+	}
+	k, err := lease.NewKeeper(h.store, clock.Real{}, leaseConfig(cfg.WorkerID), obs{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.keeper = k
+	client := NewClient(cfg.DialTimeout)
+	h.env = &Env{Config: cfg, Handler: h.rec, Client: client, Log: zerolog.Nop(), Counters: &Counters{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.wg.Go(func() { _ = k.Run(ctx) })
+	h.wg.Go(func() {
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tk.C:
+				h.mu.Lock()
+				for _, s := range h.sessions {
+					s.Tick(now)
+				}
+				h.mu.Unlock()
+			}
+		}
+	})
+	t.Cleanup(func() {
+		h.mu.Lock()
+		for _, s := range h.sessions {
+			s.Interrupt(ErrCrashed)
+		}
+		h.mu.Unlock()
+		cancel()
+		h.wg.Wait()
+	})
+	return h
+}
+
+type obs struct{ h *harness }
+
+func (obs) Renewed(*lease.Held, time.Duration, error) {}
+func (o obs) Ended(held *lease.Held, err error) {
+	o.h.mu.Lock()
+	s := o.h.sessions[held.ID()]
+	o.h.mu.Unlock()
+	if s != nil {
+		s.Interrupt(err)
+	}
+}
+
+func (h *harness) put(id, url string, mod func(*lease.Item)) {
+	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: url, SeqField: "seq", ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq}
+	if mod != nil {
+		mod(&it)
+	}
+	h.store.Put(it)
+}
+
+// start acquires id and runs its session; the returned channel gets Run's result.
+func (h *harness) start(id string) (*Session, <-chan error) {
+	h.t.Helper()
+	held, err := h.keeper.Acquire(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s := New(h.env, held, 0)
+	h.mu.Lock()
+	h.sessions[id] = s
+	h.mu.Unlock()
+	done := make(chan error, 1)
+	h.wg.Go(func() { done <- s.Run(context.Background()) })
+	return s, done
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func wait(t *testing.T, done <-chan error, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(within):
+		t.Fatalf("session still running after %s", within)
+		return nil
+	}
+}
+
+// contiguous checks seqs are first, first+1, … with no gap and no repeat.
+func contiguous(t *testing.T, seqs []int64) {
+	t.Helper()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Fatalf("seq %d follows %d (index %d): gap or duplicate in %v", seqs[i], seqs[i-1], i, seqs)
+		}
+	}
+}
+
+func newFeed(t *testing.T, opts feedtest.Options) *feedtest.Server {
+	t.Helper()
+	f := feedtest.New(opts)
+	if err := f.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 200})
+	h := newHarness(t, testConfig())
+	h.put("s1", f.URL("s1"), nil)
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "20 messages", func() bool { return h.rec.count() >= 20 })
+	if n := f.Drop("s1", 0); n != 1 {
+		t.Fatalf("dropped %d connections", n)
+	}
+	before := s.LastSeq()
+	eventually(t, 5*time.Second, "messages after the drop", func() bool { return s.LastSeq() > before+20 })
+	s.Interrupt(ErrShutdown)
+	if err := wait(t, done, 5*time.Second); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("Run = %v", err)
+	}
+	contiguous(t, h.rec.seqs())
+	conns := f.Conns("s1")
+	if len(conns) < 2 {
+		t.Fatalf("%d connections, want a reconnect", len(conns))
+	}
+	if conns[1].From < 1 || conns[1].From > before+1 {
+		t.Fatalf("reconnect resumed from %d, last delivered before the drop %d", conns[1].From, before)
+	}
+	if err := feedtest.Overlaps(conns); err != nil {
+		t.Fatal(err)
+	}
+	if last := conns[len(conns)-1]; last.ClientCode != int(websocket.StatusGoingAway) {
+		t.Fatalf("shutdown closed with %d, want 1001", last.ClientCode)
+	}
+	if got := s.reconnects.Load(); got < 1 {
+		t.Fatalf("reconnects = %d", got)
+	}
+}
+
+// replayServer sends a fixed list of messages then holds the connection.
+func replayServer(t *testing.T, msgs []string) string {
+	t.Helper()
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wg.Add(1)
+		defer wg.Done()
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for _, m := range msgs {
+			if err := c.Write(r.Context(), websocket.MessageText, []byte(m)); err != nil {
+				return
+			}
+		}
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); wg.Wait() })
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+func TestDedupeDropsSeqAtOrBelowLastAndSkipsUnsequenced(t *testing.T) {
+	url := replayServer(t, []string{`{"seq":6}`, `{"seq":5}`, `{"seq":7}`, `{"seq":7}`, `not json`, `{"other":1}`, `{"seq":8,"x":{"seq":1}}`, `{"seq":3}`, `{"seq":10}`})
+	h := newHarness(t, testConfig())
+	h.put("s1", url, func(it *lease.Item) { it.LastSeq = 5 }) // checkpoint 5: resume at 6
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "4 messages", func() bool { return h.rec.count() >= 4 })
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
+	if got := fmt.Sprint(h.rec.seqs()); got != "[6 7 8 10]" {
+		t.Fatalf("delivered %s, want [6 7 8 10]", got)
+	}
+	if d := h.env.Counters.DuplicatesDropped.Load(); d != 3 {
+		t.Fatalf("duplicates dropped = %d, want 3", d)
+	}
+	if u := h.env.Counters.Unsequenced.Load(); u != 2 {
+		t.Fatalf("unsequenced = %d, want 2", u)
+	}
+	if s.gaps.Load() != 1 {
+		t.Fatalf("gaps = %d, want 1 (8 → 10)", s.gaps.Load())
+	}
+	if h.keeper.Held()[0].LastSeq() != 10 {
+		t.Fatalf("observed %d, want 10", h.keeper.Held()[0].LastSeq())
+	}
+}
+
+func TestCloseCodes(t *testing.T) {
+	for _, c := range []struct {
+		reason error
+		code   int
+	}{
+		{ErrShutdown, int(websocket.StatusGoingAway)},
+		{ErrStopRequested, int(websocket.StatusNormalClosure)},
+		{lease.ErrStopped, int(websocket.StatusNormalClosure)},
+		{lease.ErrLeaseLost, -1},
+		{lease.ErrUntrusted, -1},
+	} {
+		t.Run(c.reason.Error(), func(t *testing.T) {
+			f := newFeed(t, feedtest.Options{Rate: 50})
+			h := newHarness(t, testConfig())
+			h.put("s1", f.URL("s1"), nil)
+			s, done := h.start("s1")
+			eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
+			s.Interrupt(c.reason)
+			if err := wait(t, done, 5*time.Second); !errors.Is(err, c.reason) {
+				t.Fatalf("Run = %v, want %v", err, c.reason)
+			}
+			eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Open("s1") == 0 })
+			if got := f.Conns("s1")[0].ClientCode; got != c.code {
+				t.Fatalf("close status %d, want %d", got, c.code)
+			}
+		})
+	}
+}
+
+func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 200})
+	h := newHarness(t, testConfig())
+	h.put("s1", f.URL("s1"), nil)
+	_, done := h.start("s1")
+	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	stolen := time.Now()
+	h.store.Update("s1", func(it *lease.Item) { it.Owner, it.Epoch, it.ExpiresAtMs = "thief", it.Epoch+1, time.Now().Add(time.Minute).UnixMilli() })
+	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Run = %v", err)
+	}
+	// The next renew (≤ RenewEvery·1.1 + its call) ends the tenure; the socket closes then.
+	bound := time.Duration(float64(leaseConfig("w1").RenewEvery)*1.1) + 500*time.Millisecond
+	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Open("s1") == 0 })
+	conns := f.Conns("s1")
+	if conns[0].Closed.IsZero() || conns[0].Closed.Sub(stolen) > bound {
+		t.Fatalf("closed %v after the steal, bound %s", conns[0].Closed.Sub(stolen), bound)
+	}
+	h.rec.mu.Lock()
+	last := h.rec.at[len(h.rec.at)-1]
+	h.rec.mu.Unlock()
+	if last.After(conns[0].Closed) {
+		t.Fatalf("delivered at %v, after the socket closed at %v", last, conns[0].Closed)
+	}
+}
+
+func TestUntrustedLeaseNeverDeliversPastItsDeadline(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 500})
+	h := newHarness(t, testConfig())
+	h.put("s1", f.URL("s1"), nil)
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	// The table stops answering: renewals fail transiently, so the tenure
+	// runs to its trust deadline.
+	h.down.Store(true)
+	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrUntrusted) {
+		t.Fatalf("Run = %v", err)
+	}
+	deadline := s.Held().TrustedUntil()
+	h.rec.mu.Lock()
+	last := h.rec.at[len(h.rec.at)-1]
+	h.rec.mu.Unlock()
+	if !last.Before(deadline) {
+		t.Fatalf("delivered at %v, trust deadline %v", last, deadline)
+	}
+}
+
+func TestNewGenerationReconnectsToNewURL(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 200})
+	h := newHarness(t, testConfig())
+	h.put("s1", f.URL("s1")+"?v=1", nil)
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	h.store.Update("s1", func(it *lease.Item) { it.WSURL, it.Generation = f.URL("s1")+"?v=2", 2 })
+	eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
+		c := f.Conns("s1")
+		return len(c) == 2 && strings.Contains(c[1].RequestURI, "v=2") && c[1].Sent > 0
+	})
+	before := s.LastSeq()
+	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return s.LastSeq() > before+5 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+	conns := f.Conns("s1")
+	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
+		t.Fatalf("old connection closed with %d, want 1000", conns[0].ClientCode)
+	}
+	if err := feedtest.Overlaps(conns); err != nil {
+		t.Fatal(err)
+	}
+	contiguous(t, h.rec.seqs())
+}
+
+func TestStoredHeadersAreSent(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 50, RequireHeaders: map[string]string{"Authorization": "Bearer t0ken"}})
+	h := newHarness(t, testConfig())
+	h.put("s1", f.URL("s1"), func(it *lease.Item) { it.Headers = map[string]string{"Authorization": "Bearer t0ken"} })
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+
+	h.put("s2", f.URL("s2"), nil) // no header: refused, retried with backoff
+	s2, done2 := h.start("s2")
+	time.Sleep(300 * time.Millisecond)
+	if h.rec.count() != 1 || len(f.Conns("s2")) != 0 {
+		t.Fatalf("a handshake without the header got through")
+	}
+	s2.Interrupt(ErrShutdown)
+	_ = wait(t, done2, 5*time.Second)
+}
+
+func TestSinkErrorsReconnectAndResume(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 200})
+	h := newHarness(t, testConfig())
+	var failures atomic.Int64
+	h.rec.fail = func(m sink.Message) error {
+		if m.Seq%10 == 0 && failures.Add(1) <= 4 {
+			return errors.New("sink down")
+		}
+		return nil
+	}
+	h.put("s1", f.URL("s1"), nil)
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "40 messages", func() bool { return h.rec.count() >= 40 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+	contiguous(t, h.rec.seqs())
+	if h.env.Counters.SinkErrors.Load() < 3 || len(f.Conns("s1")) < 2 {
+		t.Fatalf("sink errors %d, connections %d: want a reconnect after 3 failed attempts", h.env.Counters.SinkErrors.Load(), len(f.Conns("s1")))
+	}
+	if err := feedtest.Overlaps(f.Conns("s1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnansweredPingReconnects(t *testing.T) {
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	// A source that accepts and then never reads, so it never answers pings.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wg.Add(1)
+		defer wg.Done()
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		conns.Add(1)
+		<-stop
+		c.CloseNow()
+	}))
+	t.Cleanup(func() { close(stop); srv.CloseClientConnections(); srv.Close(); wg.Wait() })
+	cfg := testConfig()
+	cfg.PingEvery, cfg.PingTimeout = 100*time.Millisecond, 50*time.Millisecond
+	h := newHarness(t, cfg)
+	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "a reconnect after an unanswered ping", func() bool { return conns.Load() >= 2 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+}
+
+func TestPingsAnsweredKeepTheConnection(t *testing.T) {
+	f := newFeed(t, feedtest.Options{Rate: 5})
+	cfg := testConfig()
+	cfg.PingEvery, cfg.PingTimeout = 50*time.Millisecond, 40*time.Millisecond
+	h := newHarness(t, cfg)
+	h.put("s1", f.URL("s1"), nil)
+	s, done := h.start("s1")
+	time.Sleep(700 * time.Millisecond)
+	if n := len(f.Conns("s1")); n != 1 {
+		t.Fatalf("%d connections: answered pings must not reconnect", n)
+	}
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+}
+
+func TestResumeURL(t *testing.T) {
+	cases := []struct {
+		raw, param string
+		last       int64
+		want       string
+	}{
+		{"wss://h/p?token=a&from=3&x=1", "from", 41, "wss://h/p?token=a&x=1&from=42"},
+		{"wss://h/p", "from", 0, "wss://h/p?from=1"},
+		{"wss://h/p?a=1", "", 5, "wss://h/p?a=1"},
+		{"wss://h/p?a=1", "from", lease.NoSeq, "wss://h/p?a=1"},
+		{"wss://h/p?a=1", "resume at", 9, "wss://h/p?a=1&resume+at=10"},
+	}
+	for _, c := range cases {
+		got, err := ResumeURL(c.raw, c.param, c.last)
+		if err != nil || got != c.want {
+			t.Errorf("ResumeURL(%q, %q, %d) = %q, %v; want %q", c.raw, c.param, c.last, got, err, c.want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for raw, want := range map[string]string{
+		"wss://user:pw@h.example/s/1?token=secret#frag": "wss://h.example/s/1?REDACTED",
+		"ws://127.0.0.1:9/feed/x":                       "ws://127.0.0.1:9/feed/x",
+		"::bad":                                         "(unparseable url)",
+	} {
+		if got := Redact(raw); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.put("s1", "ws://127.0.0.1:1/feed/s1?token=supersecret", nil)
+	held, err := h.keeper.Acquire(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(h.env, held, 0)
+	_, _, err = s.dial(context.Background(), held.Item())
+	if err == nil || strings.Contains(err.Error(), "supersecret") {
+		t.Fatalf("dial error %v", err)
+	}
+}
