@@ -56,7 +56,7 @@ type Config struct {
 	ReconcileEvery  time.Duration
 	MaxSessions     int
 	ClaimsPerSecond float64
-	QueueWait       time.Duration // SQS long-poll wait
+	QueueWait       time.Duration // SQS long-poll wait (a graceful shutdown waits for the poll in flight)
 
 	// Sessions.
 	DialTimeout  time.Duration
@@ -97,7 +97,7 @@ func DefaultConfig() Config {
 		ReconcileEvery:   5 * time.Second,
 		MaxSessions:      1000,
 		ClaimsPerSecond:  50,
-		QueueWait:        20 * time.Second,
+		QueueWait:        10 * time.Second,
 		DialTimeout:      10 * time.Second,
 		PingEvery:        15 * time.Second,
 		PingTimeout:      10 * time.Second,

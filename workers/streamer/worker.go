@@ -100,17 +100,19 @@ type Worker struct {
 	claiming map[string]bool
 	state    state
 	freed    chan struct{}
+	idle     chan struct{} // signalled when a session or a claim ends
 
-	sessWG     sync.WaitGroup
-	hardCtx    context.Context
-	hardCancel context.CancelFunc
-	crashed    atomic.Bool
-	crashCh    chan struct{}
-	crashOnce  sync.Once
-	adminAddr  atomic.Pointer[string]
-	renewCount atomic.Int64
-	ran        atomic.Bool
-	stats      runStats // cumulative counts for /stats
+	sessWG       sync.WaitGroup
+	hardCtx      context.Context
+	hardCancel   context.CancelFunc
+	crashed      atomic.Bool
+	crashCh      chan struct{}
+	consumerStop chan struct{}
+	crashOnce    sync.Once
+	adminAddr    atomic.Pointer[string]
+	renewCount   atomic.Int64
+	ran          atomic.Bool
+	stats        runStats // cumulative counts for /stats
 }
 
 // New validates cfg and builds a worker.
@@ -129,11 +131,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg: cfg, deps: deps,
-		sessions: map[string]*session.Session{},
-		claiming: map[string]bool{},
-		freed:    make(chan struct{}, 1),
-		crashCh:  make(chan struct{}),
-		limiter:  rate.NewLimiter(rate.Limit(cfg.ClaimsPerSecond), max(1, int(math.Ceil(cfg.ClaimsPerSecond)))),
+		sessions:     map[string]*session.Session{},
+		claiming:     map[string]bool{},
+		freed:        make(chan struct{}, 1),
+		idle:         make(chan struct{}, 1),
+		consumerStop: make(chan struct{}),
+		crashCh:      make(chan struct{}),
+		limiter:      rate.NewLimiter(rate.Limit(cfg.ClaimsPerSecond), max(1, int(math.Ceil(cfg.ClaimsPerSecond)))),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
 		}),
@@ -159,7 +163,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Opened:   w.opened,
 	}
 	if deps.Queue != nil {
-		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed}
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop}
 	}
 	w.recon = &claim.Reconciler{
 		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery, Within: cfg.reconcileWithin(),
@@ -225,12 +229,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg.Go(func() { w.controlLoop(bgCtx) })
 	bg.Go(func() { w.metricsLoop(bgCtx) })
 
-	claimCtx, claimCancel := context.WithCancel(ctx)
-	var claims sync.WaitGroup
+	// The reconciler stops with ctx; the consumer stops gracefully (see
+	// claim.Consumer.Stop) and is cancelled only at the deadline.
+	reconCtx, reconCancel := context.WithCancel(ctx)
+	consumerCtx, consumerCancel := context.WithCancel(context.WithoutCancel(ctx))
+	var recon, consumer sync.WaitGroup
 	if w.consumer != nil {
-		claims.Go(func() { _ = w.consumer.Run(claimCtx) })
+		consumer.Go(func() { _ = w.consumer.Run(consumerCtx) })
 	}
-	claims.Go(func() { _ = w.recon.Run(claimCtx) })
+	recon.Go(func() { _ = w.recon.Run(reconCtx) })
 	w.setState(stateRunning)
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
@@ -238,15 +245,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
-		err = w.drain(claimCancel, &claims)
+		err = w.drain(reconCancel, consumerCancel, &recon, &consumer)
 	case <-w.crashCh:
 		bgCancel() // no renewal after a crash
-		claimCancel()
+		reconCancel()
+		consumerCancel()
 		w.hardCancel()
-		claims.Wait()
-		w.sessWG.Wait()
+		recon.Wait()
+		consumer.Wait()
 	}
-	claimCancel()
+	reconCancel()
+	consumerCancel()
+	w.sessWG.Wait()
 	bgCancel()
 	bg.Wait()
 	w.setState(stateStopped)
@@ -264,35 +274,62 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
-// drain is the graceful shutdown.
-func (w *Worker) drain(claimCancel context.CancelFunc, claims *sync.WaitGroup) error {
-	deadline := time.Now().Add(w.cfg.ShutdownDeadline)
-	w.setState(stateDraining)
-	claimCancel()
+// drain is the graceful shutdown: stop claiming, close and release every
+// session (each one announcing its hand-off), all within the deadline.
+func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
+	deadline := time.NewTimer(w.cfg.ShutdownDeadline)
+	defer deadline.Stop()
+	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
+	reconCancel()
+	close(w.consumerStop)
 	ss := w.snapshot()
 	w.log.Info().Int("sessions", len(ss)).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
 	for _, s := range ss {
 		s.Interrupt(session.ErrShutdown)
 	}
-	claims.Wait() // claims in flight end; sessions they start see stateDraining
+	recon.Wait()
+	var err error
+	// Sessions started by claims already in flight see stateDraining and
+	// are handed off too; wait until no session and no claim is left.
+	if !w.waitIdle(deadline.C) {
+		left := w.snapshot()
+		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
+		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
+		w.crashed.Store(true)
+		for _, s := range left {
+			s.Interrupt(session.ErrCrashed)
+		}
+		w.hardCancel()
+		consumerCancel()
+	}
+	// The consumer ends after its poll in flight (bounded by QueueWait).
 	done := make(chan struct{})
-	go func() { w.sessWG.Wait(); close(done) }()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	go func() { consumer.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
-	case <-t.C:
+	case <-deadline.C:
+		consumerCancel()
+		<-done
 	}
-	left := w.snapshot()
-	w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
-	w.crashed.Store(true)
-	for _, s := range left {
-		s.Interrupt(session.ErrCrashed)
+	return err
+}
+
+// waitIdle waits until the worker has no session and no claim in flight,
+// or until deadline fires (false).
+func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
+	for {
+		w.mu.Lock()
+		idle := len(w.sessions) == 0 && len(w.claiming) == 0
+		w.mu.Unlock()
+		if idle {
+			return true
+		}
+		select {
+		case <-w.idle:
+		case <-deadline:
+			return false
+		}
 	}
-	w.hardCancel()
-	<-done
-	return fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
 }
 
 // crash stops the worker without releasing anything, as a killed process
@@ -379,9 +416,11 @@ func (w *Worker) Claim(ctx context.Context, id string, sentAtMs int64) (claim.Ou
 }
 
 func (w *Worker) signalFreed() {
-	select {
-	case w.freed <- struct{}{}:
-	default:
+	for _, ch := range []chan struct{}{w.freed, w.idle} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -67,6 +67,15 @@ type Consumer struct {
 	FullWait time.Duration
 	// Freed receives a signal when a slot frees (optional).
 	Freed <-chan struct{}
+	// Stop, when closed, ends Run after the receive in flight has been
+	// handled. Cancelling Run's context instead abandons that receive; but
+	// a long poll cancelled on the client side may still take a message on
+	// the server (which then stays invisible for the visibility timeout):
+	// a draining worker would swallow the hand-off notifications it just
+	// sent. So a graceful shutdown closes Stop, lets the poll finish (any
+	// start it brings is handed back at once), and cancels only at its
+	// deadline.
+	Stop <-chan struct{}
 
 	lastOK  atomic.Int64 // unix nanos of the last successful receive
 	lastErr atomic.Pointer[error]
@@ -79,17 +88,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	retry := backoff.Policy{Base: 200 * time.Millisecond, Max: 10 * time.Second}
 	failures := 0
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !c.stopped() {
 		free := c.Claimer.Free()
 		if free <= 0 {
 			t := time.NewTimer(c.FullWait)
 			select {
 			case <-ctx.Done():
+			case <-c.Stop:
 			case <-c.Freed:
 			case <-t.C:
 			}
 			t.Stop()
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || c.stopped() {
 				return nil
 			}
 			free = max(c.Claimer.Free(), 1)
@@ -121,6 +131,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 		wg.Wait()
 	}
 	return nil
+}
+
+func (c *Consumer) stopped() bool {
+	select {
+	case <-c.Stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // Healthy reports an error when the last receive failed.

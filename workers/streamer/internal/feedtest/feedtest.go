@@ -22,10 +22,13 @@
 //     (Violations); with Options.Policy KickOlder the older connection is
 //     then closed with status 4000 (what meeting media servers do), with
 //     RefuseNewer the new handshake is refused with HTTP 409.
-//   - Every connection is recorded (Conns) with its open and close times (the
-//     close time is taken the moment the server's reader sees the connection
-//     end), the request URI, the resume point, the seqs sent and the close
-//     status the client sent (-1: none, the TCP connection just ended).
+//   - Every connection is recorded (Conns) with its open and close times, the
+//     request URI, the resume point, the seqs sent and the close status the
+//     client sent (-1: none, the TCP connection just ended). A connection
+//     ends (Conn.End) when the server sends a close frame (its echo of the
+//     client's close, or its own close), or else when its reader sees the TCP
+//     connection end. A client that dials again as soon as its close
+//     handshake completed does not overlap its previous connection.
 //   - Drop closes a session's open connections, abruptly or with a status code
 //     (a source restarting).
 //
@@ -33,9 +36,11 @@
 package feedtest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -80,13 +85,24 @@ type Conn struct {
 	Header     http.Header
 	From       int64 // resume point asked for; -1 when none
 	Opened     time.Time
-	Closed     time.Time // zero while open
+	Closing    time.Time // when the server sent a close frame; zero if it never did
+	Closed     time.Time // when the server's reader saw the connection end; zero while open
 	FirstSeq   int64     // -1 until a message was sent
 	LastSeq    int64
 	Sent       int64
 	ClientCode int  // close status the client sent; -1 when none
 	Kicked     bool // closed by a newer connection (KickOlder)
 	Dropped    bool // closed by Drop
+}
+
+// End is when the connection ended as far as the source is concerned: the
+// close frame the server sent, else the end of the TCP connection; zero
+// while open.
+func (c Conn) End() time.Time {
+	if !c.Closing.IsZero() {
+		return c.Closing
+	}
+	return c.Closed
 }
 
 type stream struct {
@@ -229,7 +245,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.streamLocked(session, now)
-	if len(st.open) > 0 {
+	if st.live() > 0 {
 		st.violations++
 		if s.opts.Policy == RefuseNewer {
 			st.refused++
@@ -242,16 +258,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
-	wc, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	rec := &Conn{Session: session, RequestURI: r.RequestURI, Header: r.Header.Clone(), From: from, FirstSeq: -1, LastSeq: -1, ClientCode: -1}
+	wc, err := websocket.Accept(closeWatcher{ResponseWriter: w, closing: func() { s.closing(rec) }}, r,
+		&websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	s.nextID++
-	c := &conn{c: wc, rec: &Conn{
-		ID: s.nextID, Session: session, RequestURI: r.RequestURI, Header: r.Header.Clone(),
-		From: from, Opened: time.Now(), FirstSeq: -1, LastSeq: -1, ClientCode: -1,
-	}}
+	rec.ID, rec.Opened = s.nextID, time.Now()
+	c := &conn{c: wc, rec: rec}
 	var kicked []*conn
 	if s.opts.Policy == KickOlder {
 		for old := range st.open {
@@ -327,6 +343,27 @@ func (s *Server) stream(ctx context.Context, st *stream, c *conn, next int64) {
 	}
 }
 
+// closing records the first close frame the server sent on rec.
+func (s *Server) closing(rec *Conn) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec.Closing.IsZero() {
+		rec.Closing = now
+	}
+}
+
+// live is the number of open connections that have not started closing.
+func (st *stream) live() int {
+	n := 0
+	for c := range st.open {
+		if c.rec.Closing.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
 // ended records the end of c, once.
 func (s *Server) ended(st *stream, c *conn, code websocket.StatusCode) {
 	now := time.Now()
@@ -396,12 +433,14 @@ func (s *Server) Conns(session string) []Conn {
 	return out
 }
 
-// Open is the number of session's connections open now.
+// Open is the number of session's connections open now (a connection
+// counts until the server sent its close frame or saw the TCP connection
+// end).
 func (s *Server) Open(session string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.streams[session]; st != nil {
-		return len(st.open)
+		return st.live()
 	}
 	return 0
 }
@@ -428,12 +467,12 @@ func (s *Server) Produced(session string) int64 {
 }
 
 // Overlaps checks the records of session: it returns an error naming the
-// first two connections whose [Opened, Closed] intervals overlap.
+// first two connections whose [Opened, End] intervals overlap.
 func Overlaps(conns []Conn) error {
 	for i := range conns {
 		for j := i + 1; j < len(conns); j++ {
 			a, b := conns[i], conns[j]
-			aEnd, bEnd := a.Closed, b.Closed
+			aEnd, bEnd := a.End(), b.End()
 			if aEnd.IsZero() {
 				aEnd = time.Now()
 			}
@@ -442,7 +481,7 @@ func Overlaps(conns []Conn) error {
 			}
 			if a.Opened.Before(bEnd) && b.Opened.Before(aEnd) {
 				return fmt.Errorf("connections %d [%s, %s] and %d [%s, %s] of %s overlap",
-					a.ID, a.Opened.Format(time.StampMicro), fmtEnd(a.Closed), b.ID, b.Opened.Format(time.StampMicro), fmtEnd(b.Closed), a.Session)
+					a.ID, a.Opened.Format(time.StampMicro), fmtEnd(a.End()), b.ID, b.Opened.Format(time.StampMicro), fmtEnd(b.End()), a.Session)
 			}
 		}
 	}
@@ -456,5 +495,40 @@ func fmtEnd(t time.Time) string {
 	return t.Format(time.StampMicro)
 }
 
-// ErrNoSession is returned by WaitOpen when the session never connected.
-var ErrNoSession = errors.New("feedtest: session never connected")
+// closeWatcher hands coder/websocket a hijacked connection whose writes it
+// watches: the server's frames are flushed one write per frame, unmasked,
+// so a write starting with 0x88 (FIN + opcode close) is the server sending
+// its close frame. (Were frames ever coalesced, the close would only be
+// noticed later, when the reader sees the connection end: a stricter check,
+// never a laxer one.)
+type closeWatcher struct {
+	http.ResponseWriter
+	closing func()
+}
+
+func (w closeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	wc := &watchConn{Conn: c, closing: w.closing}
+	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	r := bufio.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(buffered)), wc))
+	if len(buffered) > 0 {
+		_, _ = r.Peek(len(buffered)) // keep them buffered: Accept re-reads Buffered() bytes first
+	}
+	return wc, bufio.NewReadWriter(r, bufio.NewWriter(wc)), nil
+}
+
+type watchConn struct {
+	net.Conn
+	once    sync.Once
+	closing func()
+}
+
+func (c *watchConn) Write(p []byte) (int, error) {
+	if len(p) > 0 && p[0] == 0x88 {
+		c.once.Do(c.closing)
+	}
+	return c.Conn.Write(p)
+}

@@ -1,0 +1,581 @@
+package streamer
+
+// Integration tests: several workers in one process against dynalite and
+// fauxqs (started by shared/enginetest), each test with its own table, work
+// queue and test feed, with small lease timings. Bounds asserted are derived
+// from the configured timings with generous slack; no latency figure is
+// asserted beyond the issue's own ("resumes within 1 s" after SIGTERM).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+func TestMain(m *testing.M) {
+	code := enginetest.Main(m, enginetest.Needs{Dynamo: true, SQS: true})
+	if code == 0 {
+		// Keep-alive connections of the AWS SDK clients to the local engines
+		// are pooled by net/http; everything else must have stopped.
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Test timings: TTL 2 s, renew every 500 ms (±10 %), skew 100 ms, margin 600 ms.
+const (
+	testTTL      = 2 * time.Second
+	testRenew    = 500 * time.Millisecond
+	testSkew     = 100 * time.Millisecond
+	testRPC      = time.Second
+	feedRate     = 50.0 // messages/s per session
+	handoffBound = time.Second
+)
+
+// slack absorbs this shared, loaded 2-core machine (and -race).
+const slack = 2 * time.Second
+
+// delivery is one message a worker handed to the sink.
+type delivery struct {
+	worker string
+	seq    int64
+	epoch  int64
+	at     time.Time
+}
+
+// recSink records deliveries of every worker of a test, in delivery order.
+type recSink struct {
+	mu sync.Mutex
+	by map[string][]delivery
+}
+
+func (r *recSink) Handle(_ context.Context, m sink.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.by[m.ConnectionID] = append(r.by[m.ConnectionID], delivery{worker: m.WorkerID, seq: m.Seq, epoch: m.LeaseEpoch, at: time.Now()})
+	return nil
+}
+
+func (r *recSink) get(id string) []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.by[id]...)
+}
+
+func (r *recSink) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.by[id])
+}
+
+// syncBuffer collects the workers' logs (printed when a test fails).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type env struct {
+	t      *testing.T
+	db     *dynamodb.Client
+	sqsc   *sqs.Client
+	table  string
+	queue  *sqsnotify.Queue
+	feed   *feedtest.Server
+	sink   *recSink
+	logs   *syncBuffer
+	mu     sync.Mutex
+	ws     []*testWorker
+	nextID int
+}
+
+type testWorker struct {
+	*Worker
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+var uniq struct {
+	sync.Mutex
+	n int
+}
+
+func unique(prefix string) string {
+	uniq.Lock()
+	defer uniq.Unlock()
+	uniq.n++
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1_000_000_000, uniq.n)
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	enginetest.Require(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ac, err := awsconfig.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, db: dynamodb.NewFromConfig(ac), sqsc: sqs.NewFromConfig(ac), table: unique("streamer"), sink: &recSink{by: map[string][]delivery{}}, logs: &syncBuffer{}}
+	if err := dynamostore.CreateTable(ctx, e.db, e.table); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := sqsnotify.CreateQueues(ctx, e.sqsc, unique("work"), 30, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.queue = sqsnotify.New(e.sqsc, qs.WorkURL, 1)
+	e.feed = feedtest.New(feedtest.Options{Rate: feedRate})
+	if err := e.feed.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.mu.Lock()
+		ws := append([]*testWorker(nil), e.ws...)
+		e.mu.Unlock()
+		for _, w := range ws {
+			w.stop()
+		}
+		e.feed.Close()
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", e.logs.String())
+		}
+	})
+	return e
+}
+
+func testConfig(id string) Config {
+	c := DefaultConfig()
+	c.WorkerID = id
+	c.LeaseTTL, c.RenewEvery, c.MaxSkew, c.SafetyMargin, c.StoreTimeout = testTTL, testRenew, testSkew, 600*time.Millisecond, testRPC
+	c.ReconcileEvery = time.Second
+	c.ClaimsPerSecond = 100
+	c.QueueWait = time.Second
+	c.DialTimeout = 2 * time.Second
+	c.PingEvery, c.PingTimeout = time.Second, 800*time.Millisecond
+	c.CloseGrace = 500 * time.Millisecond
+	c.ReconnectMin, c.ReconnectMax = 20*time.Millisecond, 500*time.Millisecond
+	c.ShutdownDeadline = 5 * time.Second
+	c.AdminAddr = "127.0.0.1:0"
+	c.MetricsEvery = 500 * time.Millisecond
+	c.LogLevel = "debug"
+	c.TableName = "unused-by-the-library"
+	return c
+}
+
+// worker starts a worker; mod adjusts its config.
+func (e *env) worker(mod func(*Config)) *testWorker {
+	e.t.Helper()
+	e.mu.Lock()
+	e.nextID++
+	id := fmt.Sprintf("w%d", e.nextID)
+	e.mu.Unlock()
+	cfg := testConfig(id)
+	if mod != nil {
+		mod(&cfg)
+	}
+	log := NewLogger(e.logs, cfg.LogLevel)
+	w, err := New(cfg, Deps{Store: dynamostore.New(e.db, e.table), Queue: e.queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tw := &testWorker{Worker: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { tw.done <- w.Run(ctx) }()
+	e.mu.Lock()
+	e.ws = append(e.ws, tw)
+	e.mu.Unlock()
+	eventually(e.t, 5*time.Second, "worker "+id+" running its first reconcile pass", func() bool {
+		return w.AdminAddr() != "" && w.recon.Passes() >= 1
+	})
+	return tw
+}
+
+// stop is a graceful shutdown (SIGTERM); it waits for Run to return.
+func (w *testWorker) stop() {
+	if w.stopped {
+		return
+	}
+	w.stopped = true
+	w.cancel()
+	<-w.done
+}
+
+// crash stops w without releasing anything, like kill -9.
+func (w *testWorker) kill() {
+	w.stopped = true
+	w.crash()
+	<-w.done
+	w.cancel()
+}
+
+func (w *testWorker) owns(id string) bool {
+	for _, s := range w.Status().Sessions {
+		if s.ConnectionID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// owner returns the single worker owning id (nil when none); it fails the
+// test when two do.
+func (e *env) owner(id string) *testWorker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var found *testWorker
+	for _, w := range e.ws {
+		if !w.stopped && w.owns(id) {
+			if found != nil {
+				e.t.Fatalf("%s owned by %s and %s", id, found.ID(), w.ID())
+			}
+			found = w
+		}
+	}
+	return found
+}
+
+// session seeds a STARTED session on the feed, as ingest would.
+func (e *env) session(mod func(*lease.Item)) string {
+	e.t.Helper()
+	id := unique("s")
+	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: e.feed.URL(id) + "?token=secret",
+		Headers: map[string]string{"Authorization": "Bearer test"}, SeqField: "seq", ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq}
+	if mod != nil {
+		mod(&it)
+	}
+	m, err := dynamostore.Encode(it)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: m}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { e.checkOneConnection(id) })
+	return id
+}
+
+func (e *env) notify(typ, id string) {
+	e.t.Helper()
+	if err := e.queue.Publish(context.Background(), notify.Notification{Type: typ, ConnectionID: id, Generation: 1, SentAtMs: time.Now().UnixMilli()}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) update(id, expr string, names map[string]string, values map[string]types.AttributeValue) {
+	e.t.Helper()
+	_, err := e.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &e.table, Key: map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
+		UpdateExpression: &expr, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) item(id string) lease.Item {
+	e.t.Helper()
+	it, err := dynamostore.New(e.db, e.table).Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return it
+}
+
+// checkOneConnection: the feed never saw two open connections of id.
+func (e *env) checkOneConnection(id string) {
+	e.t.Helper()
+	if v := e.feed.Violations(id); v != 0 {
+		e.t.Errorf("%s: %d connections opened while another was open", id, v)
+	}
+	if err := feedtest.Overlaps(e.feed.Conns(id)); err != nil {
+		e.t.Error(err)
+	}
+}
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// contiguous fails unless seqs increase by exactly one each time.
+func contiguous(t *testing.T, ds []delivery) {
+	t.Helper()
+	for i := 1; i < len(ds); i++ {
+		if ds[i].seq != ds[i-1].seq+1 {
+			t.Fatalf("seq %d (%s) follows %d (%s): gap or duplicate", ds[i].seq, ds[i].worker, ds[i-1].seq, ds[i-1].worker)
+		}
+	}
+}
+
+func byWorker(ds []delivery, w string) []delivery {
+	var out []delivery
+	for _, d := range ds {
+		if d.worker == w {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func TestClaimViaSQS(t *testing.T) {
+	e := newEnv(t)
+	// Reconciliation is out of the way: its first pass ran before the
+	// session existed and the next is a minute away.
+	for i := 0; i < 3; i++ {
+		e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	}
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "messages after the start notification", func() bool { return e.sink.count(id) >= 10 })
+	w := e.owner(id)
+	if w == nil {
+		t.Fatal("no owner")
+	}
+	ds := e.sink.get(id)
+	contiguous(t, ds)
+	for _, d := range ds {
+		if d.worker != w.ID() || d.epoch != 1 {
+			t.Fatalf("delivery by %s epoch %d, owner %s epoch 1", d.worker, d.epoch, w.ID())
+		}
+	}
+	if h := e.feed.Conns(id)[0].Header.Get("Authorization"); h != "Bearer test" {
+		t.Fatalf("stored header not sent: %q", h)
+	}
+}
+
+func TestClaimViaReconciliationWhenTheNotificationIsLost(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 2; i++ {
+		e.worker(nil)
+	}
+	id := e.session(nil) // no notification
+	// A pass every ReconcileEvery ±20 %.
+	eventually(t, 1200*time.Millisecond+slack, "a claim by reconciliation", func() bool { return e.sink.count(id) >= 1 })
+	if e.owner(id) == nil {
+		t.Fatal("no owner")
+	}
+	contiguous(t, e.sink.get(id))
+}
+
+func TestCrashFailoverResumesFromTheCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(nil)
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 1 })
+	b := e.worker(nil) // b starts after a owns the session
+	time.Sleep(3 * testRenew)
+	if e.owner(id) != a {
+		t.Fatal("a does not own the session")
+	}
+	crashed := time.Now()
+	a.kill()
+	ckpt := e.item(id).LastSeq // the dead worker's last checkpoint
+	lastA := byWorker(e.sink.get(id), a.ID())
+	eventually(t, testTTL+testSkew+slack, "b's messages after the crash", func() bool {
+		return len(byWorker(e.sink.get(id), b.ID())) >= 20
+	})
+	ds := e.sink.get(id)
+	fromB := byWorker(ds, b.ID())
+	aLast := lastA[len(lastA)-1].seq
+	// No gap: b resumes exactly after the checkpoint, at or before a's last + 1.
+	if ckpt == lease.NoSeq || fromB[0].seq != ckpt+1 {
+		t.Fatalf("b started at %d, checkpoint %d", fromB[0].seq, ckpt)
+	}
+	contiguous(t, fromB)
+	contiguous(t, byWorker(ds, a.ID()))
+	// The only repeats are the seqs after the checkpoint, and their number is
+	// bounded by what a delivers between two renewals (the checkpoint rides on
+	// each renew): rate × (RenewEvery·1.1 + Tick + one store call).
+	repeats := aLast - ckpt
+	bound := int64(feedRate*(testRenew.Seconds()*1.1+0.05+testRPC.Seconds())) + 2
+	if repeats < 0 || repeats > bound {
+		t.Fatalf("%d repeats (a delivered up to %d, checkpoint %d), bound %d", repeats, aLast, ckpt, bound)
+	}
+	// b took over only after the lease expired, within TTL + skew + slack.
+	if fromB[0].epoch <= lastA[0].epoch {
+		t.Fatalf("b's epoch %d not above a's %d", fromB[0].epoch, lastA[0].epoch)
+	}
+	if took := fromB[0].at.Sub(crashed); took > testTTL+testSkew+slack {
+		t.Fatalf("b resumed %s after the crash", took)
+	}
+	t.Logf("crash failover: checkpoint %d, a's last %d, %d repeats (bound %d), b's first message %s after the crash",
+		ckpt, aLast, repeats, bound, fromB[0].at.Sub(crashed).Round(time.Millisecond))
+}
+
+func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 20 })
+	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute }) // only the hand-off notification can move it in time
+	sigterm := time.Now()
+	a.stop()
+	eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
+	ds := e.sink.get(id)
+	contiguous(t, ds) // no gap, no duplicate across the hand-off
+	fromB := byWorker(ds, b.ID())
+	gap := fromB[0].at.Sub(sigterm)
+	if gap > handoffBound {
+		t.Fatalf("b's first message %s after SIGTERM, want within %s", gap, handoffBound)
+	}
+	if it := e.item(id); it.Owner != b.ID() || it.Epoch != 2 {
+		t.Fatalf("item owner %s epoch %d", it.Owner, it.Epoch)
+	}
+	if code := e.feed.Conns(id)[0].ClientCode; code != int(websocket.StatusGoingAway) {
+		t.Fatalf("a closed with %d, want 1001", code)
+	}
+	t.Logf("graceful hand-off: b's first message %s after SIGTERM", gap.Round(time.Millisecond))
+}
+
+func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 2; i++ {
+		e.worker(func(c *Config) { c.ReconcileEvery = 300 * time.Millisecond })
+	}
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	stopped := time.Now()
+	e.update(id, "SET #ds = :s", map[string]string{"#ds": schema.AttrDesiredState}, map[string]types.AttributeValue{":s": str(schema.StateStopped)})
+	// The keeper sees STOPPED at the next renew.
+	eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Open(id) == 0 })
+	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {
+		t.Fatalf("closed %s after the stop", took)
+	}
+	conns := e.feed.Conns(id)
+	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
+		t.Fatalf("closed with %d, want 1000", conns[0].ClientCode)
+	}
+	time.Sleep(testTTL + 2*300*time.Millisecond) // the lease would have expired and been reconciled
+	if n := len(e.feed.Conns(id)); n != 1 {
+		t.Fatalf("%d connections after the stop: reclaimed", n)
+	}
+	if e.owner(id) != nil {
+		t.Fatal("still owned")
+	}
+	if it := e.item(id); it.ExpiresAtMs != 0 || it.LastSeq < 5 {
+		t.Fatalf("not released with its checkpoint: expires %d last_seq %d", it.ExpiresAtMs, it.LastSeq)
+	}
+}
+
+func TestNewURLReconnects(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil)
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	changed := time.Now()
+	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrWSURL, "#g": schema.AttrGeneration},
+		map[string]types.AttributeValue{":u": str(e.feed.URL(id) + "?token=rotated"), ":one": num(1)})
+	eventually(t, testRenew*11/10+testRPC+slack, "a connection to the new URL", func() bool {
+		c := e.feed.Conns(id)
+		return len(c) >= 2 && bytes.Contains([]byte(c[len(c)-1].RequestURI), []byte("token=rotated"))
+	})
+	t.Logf("reconnected to the new ws_url %s after the change", time.Since(changed).Round(time.Millisecond))
+	n := e.sink.count(id)
+	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return e.sink.count(id) >= n+10 })
+	contiguous(t, e.sink.get(id))
+	if c := e.feed.Conns(id); c[0].ClientCode != int(websocket.StatusNormalClosure) {
+		t.Fatalf("old connection closed with %d, want 1000", c[0].ClientCode)
+	}
+}
+
+func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil)
+	e.worker(nil)
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	owner := e.owner(id)
+	stolen := time.Now()
+	e.update(id, "SET #o = :o, #e = :e ADD #ep :one", map[string]string{"#o": schema.AttrLeaseOwner, "#e": schema.AttrLeaseExpiresAtMs, "#ep": schema.AttrLeaseEpoch},
+		map[string]types.AttributeValue{":o": str("thief"), ":e": num(time.Now().Add(time.Minute).UnixMilli()), ":one": num(1)})
+	// The next renew fails its condition: RenewEvery·1.1 + one store call.
+	bound := testRenew*11/10 + testRPC + slack
+	eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Open(id) == 0 })
+	closed := e.feed.Conns(id)[0].End()
+	t.Logf("stolen lease: socket closed %s after the steal", closed.Sub(stolen).Round(time.Millisecond))
+	for _, d := range e.sink.get(id) {
+		if d.at.After(closed) {
+			t.Fatalf("delivered seq %d at %v, after the socket closed at %v", d.seq, d.at, closed)
+		}
+	}
+	time.Sleep(testTTL) // nobody else takes a lease the thief holds
+	if len(e.feed.Conns(id)) != 1 || owner.owns(id) {
+		t.Fatalf("connections %d, still owned: %v", len(e.feed.Conns(id)), owner.owns(id))
+	}
+}
+
+func TestSourceDropReconnectsAndResumes(t *testing.T) {
+	e := newEnv(t)
+	e.worker(nil)
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 10 })
+	e.feed.Drop(id, websocket.StatusServiceRestart)
+	eventually(t, 5*time.Second, "a reconnect", func() bool { return len(e.feed.Conns(id)) >= 2 })
+	n := e.sink.count(id)
+	e.feed.Drop(id, 0) // and once abruptly
+	eventually(t, 5*time.Second, "messages after two drops", func() bool { return e.sink.count(id) >= n+20 && len(e.feed.Conns(id)) >= 3 })
+	contiguous(t, e.sink.get(id))
+	for _, c := range e.feed.Conns(id)[1:] {
+		if c.From < 2 {
+			t.Fatalf("reconnect without resume: from=%d", c.From)
+		}
+	}
+}
