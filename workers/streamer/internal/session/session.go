@@ -160,7 +160,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
 		wake: make(chan struct{}, 1),
-		log: env.Log.With().Str("connection_id", h.ID()).Str("worker_id", env.Config.WorkerID).
+		log: env.Log.With().Str("connection_id", h.ID()).
 			Int64("lease_epoch", h.Epoch()).Logger(),
 	}
 	s.lastSeq.Store(it.LastSeq)
