@@ -266,12 +266,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = admin.Shutdown(sctx)
 		cancel()
 	}
-	if w.crashed.Load() {
+	switch {
+	case err != nil:
+		return err // the caller logs it (once)
+	case w.crashed.Load():
 		w.log.Warn().Msg("worker crashed: leases left to expire")
-		return nil
+	default:
+		w.log.Info().Msg("worker stopped")
 	}
-	w.log.Info().Err(err).Msg("worker stopped")
-	return err
+	return nil
 }
 
 // drain is the graceful shutdown: stop claiming, close and release every

@@ -194,7 +194,9 @@ func (s *Server) Close() {
 		_ = srv.Close()
 	}
 	for _, c := range open {
-		_ = c.c.CloseNow()
+		if c.c != nil {
+			_ = c.c.CloseNow()
+		}
 	}
 	s.handlers.Wait()
 }
@@ -254,38 +256,50 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Registered before the handshake completes: the client may see the 101
+	// (and dial again) before Accept returns here.
+	s.nextID++
+	rec := &Conn{ID: s.nextID, Session: session, RequestURI: r.RequestURI, Header: r.Header.Clone(), From: from,
+		Opened: now, FirstSeq: -1, LastSeq: -1, ClientCode: -1}
+	c := &conn{rec: rec}
+	var kicked []*conn
+	if s.opts.Policy == KickOlder {
+		for old := range st.open {
+			if old.c != nil {
+				old.rec.Kicked = true
+				kicked = append(kicked, old)
+			}
+		}
+	}
+	st.open[c] = struct{}{}
+	st.records = append(st.records, rec)
 	s.handlers.Add(1)
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
-	rec := &Conn{Session: session, RequestURI: r.RequestURI, Header: r.Header.Clone(), From: from, FirstSeq: -1, LastSeq: -1, ClientCode: -1}
 	wc, err := websocket.Accept(closeWatcher{ResponseWriter: w, closing: func() { s.closing(rec) }}, r,
 		&websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
+		s.ended(st, c, -1)
 		return
 	}
 	s.mu.Lock()
-	s.nextID++
-	rec.ID, rec.Opened = s.nextID, time.Now()
-	c := &conn{c: wc, rec: rec}
-	var kicked []*conn
-	if s.opts.Policy == KickOlder {
-		for old := range st.open {
-			old.rec.Kicked = true
-			kicked = append(kicked, old)
-		}
-	}
-	st.open[c] = struct{}{}
-	st.records = append(st.records, c.rec)
-	next := s.produced(st, c.rec.Opened) + 1
+	c.c = wc
+	closed := s.closed
+	next := s.produced(st, rec.Opened) + 1
 	if from >= 1 {
 		next = from
 	} else if from == 0 {
 		next = 1
 	}
 	s.mu.Unlock()
+	if closed {
+		_ = wc.CloseNow()
+		s.ended(st, c, -1)
+		return
+	}
 	for _, old := range kicked {
-		go old.c.Close(StatusKicked, "kicked by a newer connection")
+		s.handlers.Go(func() { _ = old.c.Close(StatusKicked, "kicked by a newer connection") })
 	}
 	s.stream(r.Context(), st, c, next)
 }
@@ -396,21 +410,24 @@ func (s *Server) message(dst []byte, session string, seq int64) []byte {
 }
 
 // Drop closes every open connection of session: with code when code > 0
-// (a close handshake), abruptly (TCP close) otherwise. It returns how many
-// it closed.
+// (a close handshake, started in the background), abruptly (TCP close)
+// otherwise. It returns how many it closed.
 func (s *Server) Drop(session string, code websocket.StatusCode) int {
 	s.mu.Lock()
 	var open []*conn
 	if st := s.streams[session]; st != nil {
 		for c := range st.open {
-			c.rec.Dropped = true
-			open = append(open, c)
+			if c.c != nil {
+				c.rec.Dropped = true
+				open = append(open, c)
+			}
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range open {
 		if code > 0 {
-			_ = c.c.Close(code, "dropped by the source")
+			// The handshake waits for the client's answer: do not block the caller.
+			s.handlers.Go(func() { _ = c.c.Close(code, "dropped by the source") })
 		} else {
 			_ = c.c.CloseNow()
 		}

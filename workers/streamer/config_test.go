@@ -1,0 +1,117 @@
+package streamer
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func lookupIn(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if lc := c.LeaseConfig(); lc.RenewEvery != c.LeaseTTL/3 || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID {
+		t.Fatalf("lease config %+v", lc)
+	}
+	if c.WorkerID == DefaultConfig().WorkerID {
+		t.Fatal("two default worker ids are equal: a restart would reuse its predecessor's owner id")
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	c, err := ConfigFromEnv(lookupIn(map[string]string{
+		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvRenewEvery: "1500ms", schema.EnvMaxSkew: "250ms",
+		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
+		schema.EnvShutdownDeadline: "20s", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
+		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
+		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
+		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
+		EnvReconnectMax: "1m", EnvReadLimit: "65536", EnvMetricsEvery: "30s", EnvQueueWait: "15s", EnvSinkAttempts: "5",
+		EnvStoreRPCTimeout: "1500ms", schema.EnvMetricsNS + "_UNUSED": "x",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		WorkerID: "w-7", LeaseTTL: 6 * time.Second, RenewEvery: 1500 * time.Millisecond, MaxSkew: 250 * time.Millisecond,
+		SafetyMargin: time.Second, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
+		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
+		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
+		ReadLimit: 65536, SinkAttempts: 5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
+		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
+		OutputQueueURL: "https://q/out.fifo",
+	}
+	if c != want {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+}
+
+func TestConfigFromEnvReportsEveryBadValue(t *testing.T) {
+	_, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvLeaseTTL: "ten", schema.EnvMaxSessions: "many", schema.EnvClaimsPerSecond: "fast"}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, name := range []string{schema.EnvLeaseTTL, schema.EnvMaxSessions, schema.EnvClaimsPerSecond} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestConfigEmptyValuesKeepDefaults(t *testing.T) {
+	c, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvLeaseTTL: "  ", schema.EnvSink: ""}))
+	if err != nil || c.LeaseTTL != 10*time.Second || c.Sink != SinkStdout {
+		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	cases := map[string]func(*Config){
+		"lease timings":            func(c *Config) { c.LeaseTTL, c.RenewEvery = 2*time.Second, 2*time.Second },
+		"margin":                   func(c *Config) { c.SafetyMargin = 0 },
+		schema.EnvReconcileEvery:   func(c *Config) { c.ReconcileEvery = 0 },
+		schema.EnvMaxSessions:      func(c *Config) { c.MaxSessions = 0 },
+		schema.EnvClaimsPerSecond:  func(c *Config) { c.ClaimsPerSecond = 0 },
+		schema.EnvShutdownDeadline: func(c *Config) { c.ShutdownDeadline = time.Second },
+		EnvQueueWait:               func(c *Config) { c.QueueWait = 30 * time.Second },
+		EnvPingTimeout:             func(c *Config) { c.PingTimeout = c.PingEvery },
+		"ReadLimit":                func(c *Config) { c.ReadLimit = 10 },
+		"backoff":                  func(c *Config) { c.ReconnectMin, c.ReconnectMax = time.Second, time.Millisecond },
+		schema.EnvLogLevel:         func(c *Config) { c.LogLevel = "loud" },
+		schema.EnvSink:             func(c *Config) { c.Sink = "kafka" },
+		schema.EnvOutputQueueURL:   func(c *Config) { c.Sink = SinkSQS },
+		schema.EnvTableName:        func(c *Config) { c.TableName = "" },
+		EnvMetricsEvery:            func(c *Config) { c.MetricsEvery = 0 },
+		"worker id":                func(c *Config) { c.WorkerID = "" },
+	}
+	for name, mod := range cases {
+		c := DefaultConfig()
+		mod(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestReconcileLookAheadStaysBelowLiveLeases(t *testing.T) {
+	c := DefaultConfig()
+	lc := c.LeaseConfig()
+	within := c.reconcileWithin()
+	if live := lc.TTL - time.Duration(float64(lc.RenewEvery)*(1+lc.RenewJitter)); within <= 0 || within >= live {
+		t.Fatalf("look-ahead %s, shortest remaining life of a live lease %s", within, live)
+	}
+	c.ReconcileEvery = time.Second
+	if got := c.reconcileWithin(); got != 1250*time.Millisecond {
+		t.Fatalf("look-ahead %s, want one jittered interval (1.25 s)", got)
+	}
+}

@@ -1,0 +1,256 @@
+package streamer
+
+// Worker tests on the in-memory store (no engines): admission, the admin
+// endpoints, metrics, stop notifications, the shutdown deadline and the
+// memory seeding of the benchmark mode.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+type memWorker struct {
+	*Worker
+	store   *memstore.Store
+	feed    *feedtest.Server
+	sink    *recSink
+	metrics *syncBuffer
+	logs    *syncBuffer
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// startMem runs one worker (no work queue) on a memstore with n sessions
+// seeded on a test feed.
+func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker {
+	t.Helper()
+	f := feedtest.New(feedtest.Options{Rate: feedRate})
+	if err := f.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	if _, err := (MemorySeed{Sessions: n, URLs: []string{"ws://" + f.Addr() + "/feed/{id}"}, ResumeParam: "from"}).Seed(st); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("mem-worker")
+	cfg.ReconcileEvery = 200 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	m := &memWorker{store: st, feed: f, sink: &recSink{by: map[string][]delivery{}}, metrics: &syncBuffer{}, logs: &syncBuffer{}, done: make(chan error, 1)}
+	if h == nil {
+		h = m.sink
+	}
+	log := NewLogger(m.logs, "debug")
+	w, err := New(cfg, Deps{Store: st, Handler: h, Logger: &log, Metrics: m.metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Worker = w
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() { m.done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-m.done
+		f.Close()
+		if t.Failed() {
+			t.Logf("logs:\n%s", m.logs.String())
+		}
+	})
+	eventually(t, 5*time.Second, "admin server", func() bool { return w.AdminAddr() != "" })
+	return m
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode
+}
+
+func TestAdmissionStopsAtMaxSessions(t *testing.T) {
+	m := startMem(t, 5, func(c *Config) { c.MaxSessions = 3 }, nil)
+	eventually(t, 5*time.Second, "3 sessions owned", func() bool { return m.owned() == 3 })
+	time.Sleep(500 * time.Millisecond) // a few more reconcile passes
+	if n := m.owned(); n != 3 || m.Free() != 0 {
+		t.Fatalf("owned %d free %d with MaxSessions 3", n, m.Free())
+	}
+	out, err := m.Claim(context.Background(), "mem-000004", 0)
+	if out != claim.AtCapacity && out != claim.OwnedHere {
+		t.Fatalf("claim at capacity: %v %v", out, err)
+	}
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	m := startMem(t, 2, nil, nil)
+	base := "http://" + m.AdminAddr()
+	eventually(t, 5*time.Second, "2 sessions streaming", func() bool {
+		return m.sink.count("mem-000000") > 3 && m.sink.count("mem-000001") > 3
+	})
+	var health map[string]string
+	if code := getJSON(t, base+"/healthz", &health); code != 200 || health["status"] != "running" {
+		t.Fatalf("/healthz %d %v", code, health)
+	}
+	var ready struct {
+		Ready  bool
+		Checks map[string]string
+	}
+	if code := getJSON(t, base+"/readyz", &ready); code != 200 || !ready.Ready || ready.Checks["table"] != "ok" {
+		t.Fatalf("/readyz %d %+v", code, ready)
+	}
+	var st Status
+	if code := getJSON(t, base+"/status", &st); code != 200 || st.Owned != 2 || len(st.Sessions) != 2 {
+		t.Fatalf("/status %d %+v", code, st)
+	}
+	s := st.Sessions[0]
+	if s.ConnectionID != "mem-000000" || s.Epoch != 1 || s.LastSeq < 1 || s.Messages < 1 || !s.Connected || s.Since.IsZero() {
+		t.Fatalf("session status %+v", s)
+	}
+	if strings.Contains(s.URL, "?") && !strings.HasSuffix(s.URL, "?REDACTED") {
+		t.Fatalf("status shows a query string: %s", s.URL)
+	}
+}
+
+func TestMetricsAreEMFWithTheSchemaNames(t *testing.T) {
+	m := startMem(t, 2, func(c *Config) { c.MaxSessions = 4; c.MetricsEvery = 100 * time.Millisecond }, nil)
+	eventually(t, 5*time.Second, "a flush with 2 sessions owned", func() bool {
+		return strings.Contains(m.metrics.String(), `"CapacityUtilization":50`)
+	})
+	var line map[string]any
+	for _, l := range strings.Split(m.metrics.String(), "\n") {
+		if strings.Contains(l, `"CapacityUtilization":50`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if line[schema.DimService] != schema.ServiceStreamer || line[schema.DimEnvironment] != "local" {
+		t.Fatalf("dimensions: %v", line)
+	}
+	for _, name := range []string{schema.MetricOwnedSessions, schema.MetricFreeCapacity, schema.MetricMessagesIn, schema.MetricDuplicatesDropped, schema.MetricReconnects, schema.MetricSinkErrors} {
+		if _, ok := line[name]; !ok {
+			t.Errorf("EMF line without %s: %v", name, line)
+		}
+	}
+	if line[schema.MetricOwnedSessions] != 2.0 || line[schema.MetricFreeCapacity] != 2.0 {
+		t.Fatalf("owned %v free %v", line[schema.MetricOwnedSessions], line[schema.MetricFreeCapacity])
+	}
+	for _, name := range []string{schema.MetricAcquired, schema.MetricOrphansSeen, schema.MetricRenewLatencyMs} {
+		eventually(t, 5*time.Second, name+" in an EMF line", func() bool { return strings.Contains(m.metrics.String(), `"`+name+`"`) })
+	}
+}
+
+func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
+	// Renewals far apart: only the notification can close it quickly.
+	m := startMem(t, 1, func(c *Config) {
+		c.LeaseTTL, c.RenewEvery, c.SafetyMargin = 30*time.Second, 10*time.Second, 2*time.Second
+	}, nil)
+	id := "mem-000000"
+	eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
+	m.StopHint(context.Background(), id) // still STARTED: ignored
+	time.Sleep(100 * time.Millisecond)
+	if m.feed.Open(id) != 1 {
+		t.Fatal("a stop notification for a STARTED session closed it")
+	}
+	m.store.Update(id, func(it *lease.Item) { it.DesiredState = schema.StateStopped })
+	m.StopHint(context.Background(), id)
+	eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Open(id) == 0 })
+	if code := m.feed.Conns(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
+		t.Fatalf("closed with %d, want 1000", code)
+	}
+	eventually(t, 2*time.Second, "released", func() bool {
+		it, _ := m.store.Get(context.Background(), id)
+		return it.ExpiresAtMs == 0 && it.LastSeq > 0
+	})
+}
+
+// blockingSink accepts the first messages, then blocks until its context
+// ends: a sink that hangs during shutdown.
+type blockingSink struct {
+	mu      sync.Mutex
+	n       int
+	blocked chan struct{}
+}
+
+func (b *blockingSink) Handle(ctx context.Context, m sink.Message) error {
+	b.mu.Lock()
+	b.n++
+	n := b.n
+	b.mu.Unlock()
+	if n < 5 {
+		return nil
+	}
+	if n == 5 {
+		close(b.blocked)
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestShutdownDeadlineAbandonsWhatCannotBeReleased(t *testing.T) {
+	b := &blockingSink{blocked: make(chan struct{})}
+	m := startMem(t, 1, func(c *Config) { c.ShutdownDeadline = 2 * time.Second }, b)
+	<-b.blocked
+	start := time.Now()
+	m.cancel()
+	err := <-m.done
+	m.done <- err // for the cleanup
+	if err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("Run = %v, want a deadline error", err)
+	}
+	if took := time.Since(start); took > 2*time.Second+slack {
+		t.Fatalf("shutdown took %s with a 2 s deadline", took)
+	}
+	it, _ := m.store.Get(context.Background(), "mem-000000")
+	if it.ExpiresAtMs == 0 {
+		t.Fatal("released although the sink never accepted the message in flight")
+	}
+}
+
+func TestMemorySeed(t *testing.T) {
+	st := memstore.New()
+	ids, err := MemorySeed{Sessions: 3, Prefix: "b-", URLs: []string{"ws://127.0.0.1:1/f/{id}", "ws://127.0.0.2:1/f/{n}"}, ResumeParam: "from"}.Seed(st)
+	if err != nil || len(ids) != 3 || ids[2] != "b-000002" {
+		t.Fatalf("%v %v", ids, err)
+	}
+	want := []string{"ws://127.0.0.1:1/f/b-000000", "ws://127.0.0.2:1/f/1", "ws://127.0.0.1:1/f/b-000002"}
+	for i, id := range ids {
+		it, err := st.Get(context.Background(), id)
+		if err != nil || it.WSURL != want[i] || it.DesiredState != schema.StateStarted || it.ResumeParam != "from" || it.LastSeq != lease.NoSeq {
+			t.Fatalf("%s: %+v %v", id, it, err)
+		}
+	}
+	if _, err := (MemorySeed{Sessions: 1}).Seed(st); err == nil {
+		t.Fatal("sessions without URLs accepted")
+	}
+}
+
+func TestRunTwiceIsRefused(t *testing.T) {
+	m := startMem(t, 0, nil, nil)
+	if err := m.Run(context.Background()); err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("second Run = %v", err)
+	}
+}
