@@ -1,0 +1,25 @@
+# chaos: the fault-injection and consistency harness (scripts/chaos, see
+# docs/chaos.md). `make chaos` runs the long seeded schedule on a fresh local
+# stack and writes result.json, report.md and timeline.svg; test-chaos (part
+# of `make test`) runs the short schedule (one round of every fault kind,
+# about 100 s) as a Go test that fails on any violation. Included by the top
+# Makefile (`-include mk/*.mk`).
+TEST_TARGETS += test-chaos
+
+# make chaos SEED=42 DURATION=3m CHAOS_OUT=out/chaos CHAOS_ARGS='-workers 5'
+SEED ?=
+DURATION ?= 10m
+CHAOS_OUT ?= $(ROOT)/docs/chaos
+CHAOS_ARGS ?=
+
+.PHONY: chaos test-chaos
+
+## chaos: the long schedule (default 10 minutes, a random seed, printed); exits non-zero on any violation.
+chaos: deps devstack-bins
+	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
+	$(BIN)/chaos -duration $(DURATION) -out $(CHAOS_OUT) $(if $(SEED),-seed $(SEED)) $(CHAOS_ARGS)
+
+## test-chaos: the short seeded run on a real stack (builds its own binaries).
+test-chaos: deps
+	cd scripts && $(GO) vet -tags chaos ./chaos/...
+	cd scripts && $(GO) test -count=1 -race -tags chaos -run '^TestShortChaos$$' -timeout 5m ./chaos/

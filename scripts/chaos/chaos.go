@@ -1,0 +1,232 @@
+// Package chaos is wsfleet's fault-injection and consistency harness (`make
+// chaos`). It runs the local stack (package devstack) with N worker processes
+// and M sessions on the demo feed, injects faults on a schedule drawn from a
+// seed (plan.go): kill -9 of a worker, a SIGSTOP'd zombie woken after more
+// than the lease TTL, a SIGTERM rolling restart of every worker, DynamoDB
+// down for 2 × TTL, SQS down, the source dropping and refusing connections,
+// start / stop / re-start churn through the API and a worker whose clock is
+// off by up to the max skew. Then it judges the run (check.go) only from
+// evidence the workers do not produce about themselves: the feed's
+// connection records, the sink lines as the harness received them from each
+// worker's stdout (stamped with their arrival time), the harness's own log
+// of what it did and when, and the sessions table read at the end. It writes
+// a JSON result, a Markdown report and an SVG timeline (report.go, svg.go).
+//
+// Replaying a seed replays the schedule (the same faults, victims by worker
+// slot, durations and gaps), not the exact interleaving of the processes.
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Stack    devstack.Config
+	Seed     int64
+	Duration time.Duration // the fault schedule's length (the first round always runs whole)
+	Sessions int           // sessions started at the beginning (churn adds more)
+	// Gap is the range of the quiet time before each fault.
+	GapMin, GapMax time.Duration
+	// FeedPingEvery / FeedPingTimeout: the source's keepalive (a frozen
+	// client's connection is closed), as real sources have.
+	FeedPingEvery, FeedPingTimeout time.Duration
+	// SwitchPolicy switches the feed from kick-older to refuse-newer half
+	// way through the schedule (both one-connection policies are exercised).
+	SwitchPolicy bool
+	// ReconnectMax caps the workers' reconnect backoff (the source-refuse
+	// fault's recovery bound derives from it).
+	ReconnectMax time.Duration
+	// OutDir receives result.json, report.md and timeline.svg.
+	OutDir string
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// Fault kinds (the schedule's steps).
+const (
+	KindKill        = "kill-9"
+	KindZombie      = "zombie"
+	KindRolling     = "rolling-restart"
+	KindDynamoDown  = "dynamodb-down"
+	KindSQSDown     = "sqs-down"
+	KindSourceDrop  = "source-drop"
+	KindRefuse      = "source-refuse"
+	KindChurn       = "churn"
+	KindClockOffset = "clock-offset"
+	KindPolicy      = "feed-policy" // not a fault: the source's policy switch
+)
+
+// AllKinds are the fault kinds, in the order the report lists them.
+var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset}
+
+// DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions; lease
+// TTL 4 s, renew (and checkpoint) every 1 s, reconcile every 2 s, max skew
+// 250 ms, safety margin 1 s; the feed at 5 messages/s per session, pinging
+// its clients every second.
+func DefaultConfig() Config {
+	sc := devstack.DefaultConfig()
+	sc.Ports = devstack.Ports{}
+	sc.InMemory = false // the DynamoDB engine is stopped and started again: keep its data on disk
+	sc.Workers = 4
+	sc.Queue = "wsfleet-chaos"
+	sc.Worker.LeaseTTL = 4 * time.Second
+	sc.Worker.RenewEvery = time.Second
+	sc.Worker.ReconcileEvery = 2 * time.Second
+	sc.Worker.MaxSkew = 250 * time.Millisecond
+	sc.Worker.SafetyMargin = time.Second
+	sc.Worker.ShutdownDeadline = 10 * time.Second
+	sc.Worker.QueueWait = time.Second
+	sc.Worker.LogLevel = "info"
+	sc.FeedRate = 5
+	sc.FeedMode = feed.ModeKickOlder
+	sc.KeepSinkRecords = false // the harness keeps its own, stamped on arrival
+	return Config{
+		Stack: sc, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
+		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
+		FeedPingEvery: time.Second, FeedPingTimeout: time.Second,
+		SwitchPolicy: true, ReconnectMax: 2 * time.Second,
+		Out: os.Stdout,
+	}
+}
+
+// ShortConfig is the run of `make test`: one round of every fault kind with
+// 3 workers and 16 sessions, shorter gaps (about 100 s in all).
+func ShortConfig() Config {
+	c := DefaultConfig()
+	c.Stack.Workers = 3
+	c.Sessions = 16
+	c.Duration = 0 // one round
+	c.GapMin, c.GapMax = 1500*time.Millisecond, 3*time.Second
+	return c
+}
+
+// Validate reports every invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	w := c.Stack.Worker
+	if c.Stack.Workers < 3 || c.Stack.Workers > 16 {
+		errs = append(errs, fmt.Errorf("workers %d: want 3..16 (a fault needs survivors)", c.Stack.Workers))
+	}
+	if c.Sessions < 1 || c.Sessions > 2000 {
+		errs = append(errs, fmt.Errorf("sessions %d: want 1..2000", c.Sessions))
+	}
+	if c.Duration < 0 {
+		errs = append(errs, fmt.Errorf("duration %v: want >= 0", c.Duration))
+	}
+	if c.GapMin <= 0 || c.GapMax < c.GapMin {
+		errs = append(errs, fmt.Errorf("gap %v..%v: want 0 < min <= max", c.GapMin, c.GapMax))
+	}
+	if w.LeaseTTL <= 0 || w.RenewEvery <= 0 || w.ReconcileEvery <= 0 || w.MaxSkew <= 0 || w.SafetyMargin <= 0 || w.ShutdownDeadline <= 0 {
+		errs = append(errs, errors.New("the harness states every lease timing: set TTL, renew, reconcile, max skew, safety margin and shutdown deadline"))
+	}
+	if c.FeedPingEvery < 0 || (c.FeedPingEvery > 0 && c.FeedPingTimeout <= 0) {
+		errs = append(errs, errors.New("feed ping: every >= 0, and a timeout > 0 when pinging"))
+	}
+	if c.FeedPingEvery > 0 && c.FeedPingEvery+c.FeedPingTimeout >= w.LeaseTTL {
+		errs = append(errs, fmt.Errorf("feed ping every %v + timeout %v: want below the lease TTL %v (a zombie's socket must be gone before its lease can move)",
+			c.FeedPingEvery, c.FeedPingTimeout, w.LeaseTTL))
+	}
+	if c.ReconnectMax < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("reconnect max %v: want >= 100ms", c.ReconnectMax))
+	}
+	if c.Stack.InMemory {
+		errs = append(errs, errors.New("the DynamoDB engine is restarted during the run: it must keep its data on disk (InMemory false)"))
+	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("out dir: empty"))
+	}
+	if c.Out == nil {
+		errs = append(errs, errors.New("out: nil"))
+	}
+	if err := c.Stack.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Settings are what a run states: its scale and timings, and the bounds the
+// checks hold it to (all derived from the timings).
+type Settings struct {
+	Seed            int64   `json:"seed"`
+	DurationMs      int64   `json:"duration_ms"`
+	Workers         int     `json:"workers"`
+	Sessions        int     `json:"sessions"`
+	FeedRate        float64 `json:"feed_rate"`
+	FeedMode        string  `json:"feed_mode"`
+	SwitchPolicy    bool    `json:"switch_policy"`
+	FeedPingMs      int64   `json:"feed_ping_every_ms"`
+	FeedPingTimeout int64   `json:"feed_ping_timeout_ms"`
+	LeaseTTLMs      int64   `json:"lease_ttl_ms"`
+	RenewMs         int64   `json:"renew_every_ms"`
+	ReconcileMs     int64   `json:"reconcile_every_ms"`
+	MaxSkewMs       int64   `json:"max_skew_ms"`
+	SafetyMarginMs  int64   `json:"safety_margin_ms"`
+	ShutdownMs      int64   `json:"shutdown_deadline_ms"`
+	ReconnectMaxMs  int64   `json:"reconnect_max_ms"`
+	Bounds          Bounds  `json:"bounds"`
+}
+
+// Bounds are the recovery and closing deadlines the checks apply, with the
+// margins they state.
+type Bounds struct {
+	// Crash: kill -9 or SIGSTOP → a newer tenure delivers:
+	// TTL + reconcile interval + CrashMargin.
+	CrashMs       int64 `json:"crash_ms"`
+	CrashMarginMs int64 `json:"crash_margin_ms"` // 2 × max skew (the clock offset) + 1 s (claim, dial, first message)
+	// Handoff: SIGTERM → another worker delivers: 1 s.
+	HandoffMs int64 `json:"handoff_ms"`
+	// Claim: start acknowledged → first delivery, also without SQS:
+	// reconcile interval × 1.2 (its jitter) + 1 s.
+	ClaimMs int64 `json:"claim_ms"`
+	// Outage: DynamoDB back → every session delivers again: as Claim.
+	OutageMs int64 `json:"outage_ms"`
+	// Reconnect: source drop (or end of refusal) → delivering again:
+	// reconnect max + 1 s.
+	ReconnectMs int64 `json:"reconnect_ms"`
+	// Stop: stop acknowledged → the source's connection closed, no
+	// delivery after: renew interval × 1.1 (its jitter) + 500 ms (the
+	// renewal call and the close handshake).
+	StopMs int64 `json:"stop_ms"`
+	// Replay: raw repeats one session may see across a crash or zombie
+	// (what was accepted since the last checkpoint): rate × (renew × 1.1 +
+	// 1 s) + 1; across a DynamoDB outage (nothing can be checkpointed while
+	// it lasts): rate × (TTL + 1 s) + 1.
+	ReplayCrash  int64 `json:"replay_crash"`
+	ReplayOutage int64 `json:"replay_outage"`
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// settings derives the Settings of c.
+func (c Config) settings() Settings {
+	w := c.Stack.Worker
+	crashMargin := 2*w.MaxSkew + time.Second
+	claim := time.Duration(float64(w.ReconcileEvery)*1.2) + time.Second
+	rate := c.Stack.FeedRate
+	return Settings{
+		Seed: c.Seed, DurationMs: ms(c.Duration), Workers: c.Stack.Workers, Sessions: c.Sessions,
+		FeedRate: rate, FeedMode: string(c.Stack.FeedMode), SwitchPolicy: c.SwitchPolicy,
+		FeedPingMs: ms(c.FeedPingEvery), FeedPingTimeout: ms(c.FeedPingTimeout),
+		LeaseTTLMs: ms(w.LeaseTTL), RenewMs: ms(w.RenewEvery), ReconcileMs: ms(w.ReconcileEvery),
+		MaxSkewMs: ms(w.MaxSkew), SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
+		ReconnectMaxMs: ms(c.ReconnectMax),
+		Bounds: Bounds{
+			CrashMs: ms(w.LeaseTTL + w.ReconcileEvery + crashMargin), CrashMarginMs: ms(crashMargin),
+			HandoffMs:    1000,
+			ClaimMs:      ms(claim),
+			OutageMs:     ms(claim),
+			ReconnectMs:  ms(c.ReconnectMax + time.Second),
+			StopMs:       ms(time.Duration(float64(w.RenewEvery)*1.1) + 500*time.Millisecond),
+			ReplayCrash:  int64(rate*(w.RenewEvery.Seconds()*1.1+1)) + 1,
+			ReplayOutage: int64(rate*(w.LeaseTTL.Seconds()+1)) + 1,
+		},
+	}
+}

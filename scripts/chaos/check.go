@@ -1,0 +1,1211 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/evidence"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Check names (every Violation names one).
+const (
+	CheckOneConn   = "one-connection"
+	CheckNoLoss    = "no-loss"
+	CheckOrder     = "order"
+	CheckRepeats   = "repeats"
+	CheckFencing   = "fencing"
+	CheckCrash     = "recovery-crash"
+	CheckHandoff   = "recovery-handoff"
+	CheckOutage    = "recovery-outage"
+	CheckSource    = "recovery-source"
+	CheckClaim     = "claim"
+	CheckStop      = "stop"
+	CheckEndOwners = "end-ownership"
+	CheckRelease   = "release"
+	CheckSink      = "sink-integrity"
+)
+
+// checkRules are the checks in report order, with what each one holds.
+var checkRules = []struct{ name, rule string }{
+	{CheckOneConn, "at every instant at most one open connection per session (the feed's records); no attempt refused because another was open"},
+	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink"},
+	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
+	{CheckRepeats, "raw repeats only across a crash, a zombie or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a stop/re-start or an unexplained owner change"},
+	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a tenure after its lease expired (zombie woken, DynamoDB down)"},
+	{CheckCrash, "after kill -9 or SIGSTOP every session of the worker is delivered again by a newer tenure within TTL + reconcile interval + margin"},
+	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s"},
+	{CheckOutage, "after DynamoDB is back every session is delivered again by a new tenure within the claim bound"},
+	{CheckSource, "after the source drops a connection, or stops refusing, the session delivers again within the reconnect bound"},
+	{CheckClaim, "every start and re-start (SQS up or down) is delivered within the claim bound"},
+	{CheckStop, "a STOPPED session's connection closes within one renew interval (+ margin), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
+	{CheckEndOwners, "after the last fault: no lease held by a dead worker; every STARTED session held by a live worker"},
+	{CheckRelease, "after SIGTERM of every worker: every lease released (expiry 0), every worker exited 0, every final checkpoint equal to the highest seq delivered"},
+	{CheckSink, "every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received"},
+}
+
+// Violation is one broken rule, with the evidence that shows it.
+type Violation struct {
+	Check   string  `json:"check"`
+	Session string  `json:"session,omitempty"`
+	T       float64 `json:"t"` // seconds since the run started
+	Detail  string  `json:"detail"`
+}
+
+// CheckResult is one check's outcome.
+type CheckResult struct {
+	Name       string `json:"name"`
+	Rule       string `json:"rule"`
+	Violations int    `json:"violations"`
+	Figures    string `json:"figures"`
+}
+
+// FaultResult is one fault's effect, measured from the evidence.
+type FaultResult struct {
+	Fault
+	T        float64 `json:"t"`        // start, seconds since the run started
+	TEnd     float64 `json:"t_end"`    // end (lifted)
+	RefNote  string  `json:"ref"`      // what recovery is measured from
+	BoundMs  int64   `json:"bound_ms"` // 0: no recovery bound applies
+	Affected int     `json:"affected"`
+	// Recovered / Unrecovered: affected sessions delivered again (or not) by
+	// the measure of the fault kind; Excluded: stopped before they could.
+	Recovered   int      `json:"recovered"`
+	Unrecovered []string `json:"unrecovered,omitempty"`
+	Excluded    int      `json:"excluded,omitempty"`
+	OverBound   int      `json:"over_bound"`
+	// Recovery is measured from the reference instant; Dark is each
+	// session's own gap (last delivery before → first after).
+	Recovery evidence.Stats `json:"recovery"`
+	Dark     evidence.Stats `json:"dark"`
+	// Repeats are the raw repeats across the ownership changes it caused.
+	Repeats int64 `json:"repeats"`
+
+	samples []float64
+}
+
+// KindResult aggregates the faults of one kind.
+type KindResult struct {
+	Kind      string         `json:"kind"`
+	Faults    int            `json:"faults"`
+	Affected  int            `json:"affected"`
+	BoundMs   int64          `json:"bound_ms"`
+	Recovery  evidence.Stats `json:"recovery"`
+	OverBound int            `json:"over_bound"`
+	Never     int            `json:"never_recovered"`
+	Repeats   int64          `json:"repeats"`
+}
+
+// Overlap is a time the source had more than one connection of a session.
+type Overlap struct {
+	Session string   `json:"session"`
+	T       float64  `json:"t"`
+	DurMs   float64  `json:"duration_ms"`
+	Max     int      `json:"max"`
+	Conns   []string `json:"conns"` // "#id by worker@epoch (reason)"
+}
+
+// Transitions counts ownership changes by cause.
+type Transitions struct {
+	Cause   string  `json:"cause"`
+	Count   int     `json:"count"`
+	Repeats int64   `json:"repeats"`
+	MaxOne  int64   `json:"max_in_one"` // the most repeats of one change
+	Bound   int64   `json:"bound"`      // -1: no bound (none allowed)
+	GapP50  float64 `json:"gap_p50_ms"`
+	GapMax  float64 `json:"gap_max_ms"`
+}
+
+// Totals are the evidence's sizes.
+type Totals struct {
+	Sessions     int   `json:"sessions"`
+	Deliveries   int   `json:"deliveries"` // raw sink records
+	Distinct     int64 `json:"distinct"`   // after dedupe
+	SentSeqs     int64 `json:"sent_seqs"`  // distinct seqs the feed wrote
+	Connections  int   `json:"connections"`
+	Refused      int   `json:"refused"` // attempts the source refused (control or policy)
+	Tenures      int   `json:"tenures"`
+	Lost         int64 `json:"lost"`
+	Gaps         int64 `json:"gaps"`
+	Tail         int64 `json:"tail"` // sent after the last delivery (in flight at a stop or the end; resumed from the checkpoint)
+	Repeats      int64 `json:"repeats"`
+	Truncated    int   `json:"truncated_lines"`
+	Incarnations int   `json:"incarnations"`
+	Actions      int   `json:"api_actions"`
+}
+
+// Result is a judged run.
+type Result struct {
+	Settings     Settings       `json:"settings"`
+	Plan         Plan           `json:"plan"`
+	Started      time.Time      `json:"started"`
+	DurationMs   int64          `json:"duration_ms"`
+	Totals       Totals         `json:"totals"`
+	Checks       []CheckResult  `json:"checks"`
+	Violations   []Violation    `json:"violations"`
+	Kinds        []KindResult   `json:"kinds"`
+	Faults       []FaultResult  `json:"faults"`
+	Claims       evidence.Stats `json:"claims"` // every start and re-start: ack → first delivery
+	Stops        evidence.Stats `json:"stops"`  // stop ack → the source's connection closed
+	StopsChecked int            `json:"stops_checked"`
+	Transitions  []Transitions  `json:"transitions"`
+	Overlaps     []Overlap      `json:"overlaps"`
+	Incarnations []Incarnation  `json:"incarnations"`
+	// SelfFenceMs is, per DynamoDB outage, how long after it began the last
+	// delivery of a tenure that could no longer renew arrived.
+	SelfFenceMs []float64  `json:"self_fence_ms,omitempty"`
+	SinkFiles   []SinkFile `json:"sink_files"`
+	Missing     []string   `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
+}
+
+// OK reports whether the run had no violation.
+func (r Result) OK() bool { return len(r.Violations) == 0 }
+
+// tenure is one (worker, epoch) of one session: its deliveries' span.
+type tenure struct {
+	worker           string
+	epoch            int64
+	firstAt, lastAt  int64
+	firstSeq, maxSeq int64
+	n                int
+	repeats          int64 // its deliveries of seqs an earlier tenure delivered
+	badOrder         int   // deliveries not above its previous one
+	stale            int   // deliveries after a newer epoch delivered
+	staleFirst       int64
+}
+
+func (t *tenure) key() string { return fmt.Sprintf("%s@%d", t.worker, t.epoch) }
+
+// sessionView is one session's evidence, indexed.
+type sessionView struct {
+	id       string
+	dels     []Delivery // by arrival
+	tenures  []*tenure  // by first delivery
+	byKey    map[string]*tenure
+	seen     map[int64]*tenure // seq → the tenure that delivered it first
+	conns    []feed.ConnRecord // accepted connections
+	refused  []feed.ConnRecord
+	actions  []Action // by time
+	maxD     int64
+	minD     int64
+	inverted int // first deliveries below an earlier first delivery
+}
+
+type judge struct {
+	ev   Evidence
+	set  Settings
+	t0   int64
+	res  Result
+	sess map[string]*sessionView
+	ids  []string
+	inc  map[string]*Incarnation
+	// faultRepeats are the raw repeats per fault number.
+	faultRepeats map[int]int64
+}
+
+func (j *judge) sec(ns int64) float64 { return float64(ns-j.t0) / 1e9 }
+
+func (j *judge) violate(check, session string, atNs int64, format string, args ...any) {
+	j.res.Violations = append(j.res.Violations, Violation{Check: check, Session: session, T: j.sec(atNs), Detail: fmt.Sprintf(format, args...)})
+}
+
+// Analyze judges a run's evidence against its settings.
+func Analyze(ev Evidence, set Settings, plan Plan) Result {
+	j := &judge{ev: ev, set: set, t0: ev.Start.UnixNano(), sess: map[string]*sessionView{}, inc: map[string]*Incarnation{}}
+	j.res = Result{Settings: set, Plan: plan, Started: ev.Start, DurationMs: ev.End.Sub(ev.Start).Milliseconds(), Incarnations: ev.Incarnations, SinkFiles: ev.SinkFiles}
+	for i := range ev.Incarnations {
+		j.inc[ev.Incarnations[i].ID] = &ev.Incarnations[i]
+	}
+	j.index()
+	j.checkConnections()
+	j.checkDeliveries()
+	j.checkTransitions()
+	j.checkFaults()
+	j.checkStarts()
+	j.checkStops()
+	j.checkTable()
+	j.checkSinks()
+	j.summarize()
+	return j.res
+}
+
+func (j *judge) view(id string) *sessionView {
+	v := j.sess[id]
+	if v == nil {
+		v = &sessionView{id: id, byKey: map[string]*tenure{}, seen: map[int64]*tenure{}}
+		j.sess[id] = v
+	}
+	return v
+}
+
+func (j *judge) index() {
+	dels := append([]Delivery(nil), j.ev.Deliveries...)
+	sort.SliceStable(dels, func(a, b int) bool { return dels[a].AtNs < dels[b].AtNs })
+	for _, d := range dels {
+		v := j.view(d.Session)
+		v.dels = append(v.dels, d)
+	}
+	for _, c := range j.ev.Conns {
+		v := j.view(c.Session)
+		switch c.Reason {
+		case feed.ReasonRefused:
+			v.refused = append(v.refused, c)
+			j.res.Totals.Refused++
+		case feed.ReasonBadReq:
+		default:
+			v.conns = append(v.conns, c)
+			j.res.Totals.Connections++
+		}
+	}
+	for _, a := range j.ev.Actions {
+		v := j.view(a.Session)
+		v.actions = append(v.actions, a)
+	}
+	for _, v := range j.sess {
+		sort.SliceStable(v.actions, func(a, b int) bool { return v.actions[a].At.Before(v.actions[b].At) })
+		sort.SliceStable(v.conns, func(a, b int) bool { return v.conns[a].OpenedAt.Before(v.conns[b].OpenedAt) })
+	}
+	j.ids = sortedKeys(j.sess)
+	j.res.Totals.Sessions = len(j.ids)
+	j.res.Totals.Deliveries = len(dels)
+	j.res.Totals.Incarnations = len(j.ev.Incarnations)
+	j.res.Totals.Actions = len(j.ev.Actions)
+	for _, sf := range j.ev.SinkFiles {
+		j.res.Totals.Truncated += sf.Truncated
+	}
+}
+
+// startedAt reports whether the harness had the session STARTED at t (its
+// last acknowledged start/restart/stop before t).
+func (v *sessionView) startedAt(t time.Time) bool {
+	on := false
+	for _, a := range v.actions {
+		if a.Acked.IsZero() || a.Acked.After(t) {
+			continue
+		}
+		on = a.Op != "stop"
+	}
+	return on
+}
+
+// nextStart is the first start/restart request of the session after t
+// (ok false when none).
+func (v *sessionView) nextStart(t time.Time) (time.Time, bool) {
+	for _, a := range v.actions {
+		if a.Op != "stop" && a.At.After(t) {
+			return a.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// stoppedWithin reports whether a stop of the session was requested in [a, b].
+func (v *sessionView) stoppedWithin(a, b time.Time) bool {
+	for _, x := range v.actions {
+		if x.Op == "stop" && !x.At.Before(a) && !x.At.After(b) {
+			return true
+		}
+	}
+	return false
+}
+
+func endOf(c feed.ConnRecord, fallback time.Time) time.Time {
+	if c.ClosedAt.IsZero() {
+		return fallback
+	}
+	return c.ClosedAt
+}
+
+// connOwner names the tenure that delivered what conn c carried.
+func (v *sessionView) connOwner(c feed.ConnRecord) string {
+	if c.Sent == 0 {
+		return "?"
+	}
+	lo, hi := c.OpenedAt.UnixNano(), c.ClosedAt.Add(2*time.Second).UnixNano()
+	if c.ClosedAt.IsZero() {
+		hi = 1<<63 - 1
+	}
+	n := map[string]int{}
+	best := "?"
+	for _, d := range v.dels {
+		if d.Seq >= c.FirstSeq && d.Seq <= c.LastSeq && d.AtNs >= lo && d.AtNs <= hi {
+			k := fmt.Sprintf("%s@%d", d.Worker, d.Epoch)
+			n[k]++
+			if n[k] > n[best] {
+				best = k
+			}
+		}
+	}
+	return best
+}
+
+func (j *judge) checkConnections() {
+	for _, id := range j.ids {
+		v := j.sess[id]
+		type ev struct {
+			t     int64
+			delta int
+			c     int
+		}
+		var evs []ev
+		for i, c := range v.conns {
+			evs = append(evs, ev{c.OpenedAt.UnixNano(), +1, i}, ev{endOf(c, j.ev.End).UnixNano(), -1, i})
+		}
+		sort.Slice(evs, func(a, b int) bool {
+			if evs[a].t == evs[b].t {
+				return evs[a].delta < evs[b].delta
+			}
+			return evs[a].t < evs[b].t
+		})
+		open := map[int]bool{}
+		var cur *Overlap
+		var curStart int64
+		involved := map[int]bool{}
+		for _, e := range evs {
+			if e.delta > 0 {
+				open[e.c] = true
+			} else {
+				delete(open, e.c)
+			}
+			if len(open) > 1 {
+				if cur == nil {
+					cur, curStart = &Overlap{Session: id, T: j.sec(e.t)}, e.t
+					clear(involved)
+				}
+				cur.Max = max(cur.Max, len(open))
+				for c := range open {
+					involved[c] = true
+				}
+			} else if cur != nil {
+				cur.DurMs = float64(e.t-curStart) / 1e6
+				for _, c := range sortedInts(involved) {
+					cr := v.conns[c]
+					cur.Conns = append(cur.Conns, fmt.Sprintf("#%d by %s (%s)", cr.ID, v.connOwner(cr), orOpen(cr.Reason)))
+				}
+				j.res.Overlaps = append(j.res.Overlaps, *cur)
+				j.violate(CheckOneConn, id, curStart, "%d connections open at once for %.1f ms: %s", cur.Max, cur.DurMs, strings.Join(cur.Conns, ", "))
+				cur = nil
+			}
+		}
+		for _, r := range v.refused {
+			if r.RefusedBy == string(feed.ModeRefuseNewer) {
+				j.violate(CheckOneConn, id, r.OpenedAt.UnixNano(), "a connection attempt was refused by the source's one-connection policy: another connection of the session was open (two would-be owners)")
+			}
+		}
+	}
+}
+
+func orOpen(reason string) string {
+	if reason == "" {
+		return "still open"
+	}
+	return reason
+}
+
+func sortedInts(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// checkDeliveries walks every session's deliveries in arrival order: tenures,
+// stale epochs, order, repeats, then loss and gaps against what the feed sent.
+func (j *judge) checkDeliveries() {
+	for _, id := range j.ids {
+		v := j.sess[id]
+		var maxEpoch int64
+		var maxFirst int64 = -1 << 62
+		v.minD, v.maxD = 1<<62, -1<<62
+		for _, d := range v.dels {
+			k := fmt.Sprintf("%s@%d", d.Worker, d.Epoch)
+			t := v.byKey[k]
+			if t == nil {
+				t = &tenure{worker: d.Worker, epoch: d.Epoch, firstAt: d.AtNs, firstSeq: d.Seq, maxSeq: -1 << 62}
+				v.byKey[k] = t
+				v.tenures = append(v.tenures, t)
+			}
+			t.n++
+			t.lastAt = d.AtNs
+			if d.Epoch < maxEpoch {
+				if t.stale == 0 {
+					t.staleFirst = d.AtNs
+				}
+				t.stale++
+			}
+			maxEpoch = max(maxEpoch, d.Epoch)
+			if d.Seq <= t.maxSeq {
+				t.badOrder++
+			}
+			t.maxSeq = max(t.maxSeq, d.Seq)
+			if by, ok := v.seen[d.Seq]; ok {
+				if by != t {
+					t.repeats++ // across an ownership change (checkTransitions)
+				}
+				j.res.Totals.Repeats++
+				continue
+			}
+			v.seen[d.Seq] = t
+			if d.Seq < maxFirst {
+				v.inverted++
+			}
+			maxFirst = max(maxFirst, d.Seq)
+			v.minD, v.maxD = min(v.minD, d.Seq), max(v.maxD, d.Seq)
+		}
+		j.res.Totals.Tenures += len(v.tenures)
+		j.res.Totals.Distinct += int64(len(v.seen))
+		for _, t := range v.tenures {
+			if t.stale > 0 {
+				j.violate(CheckFencing, id, t.staleFirst, "%d deliveries by %s under epoch %d after a newer epoch of the session had delivered", t.stale, t.worker, t.epoch)
+			}
+			if t.badOrder > 0 {
+				j.violate(CheckOrder, id, t.firstAt, "%d deliveries by %s@%d not above the tenure's previous one (out of order or repeated within one tenure)", t.badOrder, t.worker, t.epoch)
+			}
+		}
+		if v.inverted > 0 {
+			j.violate(CheckOrder, id, j.t0, "%d first deliveries arrived after a higher seq had been delivered", v.inverted)
+		}
+		j.lossAndGaps(v)
+	}
+}
+
+type span struct{ lo, hi int64 }
+
+func (j *judge) lossAndGaps(v *sessionView) {
+	var sent []span
+	for _, c := range v.conns {
+		if c.Sent > 0 {
+			sent = append(sent, span{c.FirstSeq, c.LastSeq})
+		}
+	}
+	sort.Slice(sent, func(a, b int) bool { return sent[a].lo < sent[b].lo })
+	var merged []span
+	for _, s := range sent {
+		if n := len(merged); n > 0 && s.lo <= merged[n-1].hi+1 {
+			merged[n-1].hi = max(merged[n-1].hi, s.hi)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	isSent := func(q int64) bool {
+		i := sort.Search(len(merged), func(i int) bool { return merged[i].hi >= q })
+		return i < len(merged) && merged[i].lo <= q
+	}
+	var lost, never []int64
+	var nLost, nGap, nTail, nNever int64
+	for _, s := range merged {
+		j.res.Totals.SentSeqs += s.hi - s.lo + 1
+		for q := s.lo; q <= s.hi; q++ {
+			if _, ok := v.seen[q]; ok {
+				continue
+			}
+			if q < v.maxD {
+				nLost++
+				if len(lost) < 8 {
+					lost = append(lost, q)
+				}
+			} else {
+				nTail++
+			}
+		}
+	}
+	if len(v.seen) > 0 {
+		var gaps []int64
+		for q := v.minD; q <= v.maxD; q++ {
+			if _, ok := v.seen[q]; !ok && !isSent(q) {
+				nGap++
+				if len(gaps) < 8 {
+					gaps = append(gaps, q)
+				}
+			}
+		}
+		if nGap > 0 {
+			j.violate(CheckNoLoss, v.id, j.t0, "%d seq(s) inside the delivered range never sent by the source (the worker resumed past them), e.g. %v", nGap, gaps)
+		}
+		for q := range v.seen {
+			if !isSent(q) {
+				nNever++
+				if len(never) < 8 {
+					never = append(never, q)
+				}
+			}
+		}
+	}
+	if nLost > 0 {
+		j.violate(CheckNoLoss, v.id, j.t0, "%d seq(s) sent by the feed and never delivered, e.g. %v", nLost, lost)
+	}
+	if nNever > 0 {
+		j.violate(CheckNoLoss, v.id, j.t0, "%d seq(s) delivered that the feed never sent, e.g. %v", nNever, never)
+	}
+	j.res.Totals.Lost += nLost
+	j.res.Totals.Gaps += nGap
+	j.res.Totals.Tail += nTail
+}
+
+// faultCause is what ended a tenure: the injected event nearest its last
+// delivery, among those that can end it.
+type cause struct {
+	kind  string // crash | zombie | handoff | stop | outage | unexplained
+	fault int
+	atNs  int64
+}
+
+func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
+	best := cause{kind: "unexplained", atNs: prev.lastAt}
+	bestDist := int64(1 << 62)
+	lo, hi := prev.lastAt-int64(2*time.Second), next.firstAt
+	consider := func(kind string, fault int, at int64, dist int64) {
+		if at < lo || at > hi {
+			return
+		}
+		if dist < bestDist {
+			best, bestDist = cause{kind: kind, fault: fault, atNs: at}, dist
+		}
+	}
+	abs := func(x int64) int64 {
+		if x < 0 {
+			return -x
+		}
+		return x
+	}
+	for _, f := range j.ev.Faults {
+		at := f.Start.UnixNano()
+		switch f.Kind {
+		case KindKill, KindZombie, KindRolling, KindClockOffset:
+			if f.Worker != prev.worker {
+				continue
+			}
+			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindRolling: "handoff", KindClockOffset: "handoff"}[f.Kind]
+			if f.Kind == KindZombie && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
+				// It delivered while paused or right after waking (the
+				// fencing check judges that): the pause still ended it.
+				consider(k, f.N, prev.lastAt, 0)
+				continue
+			}
+			consider(k, f.N, at, abs(at-prev.lastAt))
+		case KindDynamoDown:
+			if prev.lastAt >= at && prev.lastAt <= f.End.Add(time.Second).UnixNano() {
+				if bestDist > 0 {
+					best, bestDist = cause{kind: "outage", fault: f.N, atNs: at}, 0
+				}
+			}
+		}
+	}
+	for _, a := range v.actions {
+		if a.Op == "stop" && !a.Acked.IsZero() {
+			at := a.Acked.UnixNano()
+			consider("stop", a.Fault, at, abs(at-prev.lastAt))
+		}
+	}
+	return best
+}
+
+// checkTransitions attributes every ownership change to the event that
+// ended the previous tenure and bounds its raw repeats.
+func (j *judge) checkTransitions() {
+	by := map[string]*Transitions{}
+	gaps := map[string][]float64{}
+	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "outage": j.set.Bounds.ReplayOutage}
+	for _, id := range j.ids {
+		v := j.sess[id]
+		for i := 1; i < len(v.tenures); i++ {
+			prev, next := v.tenures[i-1], v.tenures[i]
+			c := j.causeOf(v, prev, next)
+			tr := by[c.kind]
+			if tr == nil {
+				b, ok := bounds[c.kind]
+				if !ok {
+					b = -1
+				}
+				tr = &Transitions{Cause: c.kind, Bound: b}
+				by[c.kind] = tr
+			}
+			tr.Count++
+			tr.Repeats += next.repeats
+			tr.MaxOne = max(tr.MaxOne, next.repeats)
+			gaps[c.kind] = append(gaps[c.kind], float64(next.firstAt-prev.lastAt)/1e6)
+			if c.fault > 0 {
+				j.addFaultRepeats(c.fault, next.repeats)
+			}
+			if next.repeats == 0 {
+				continue
+			}
+			if tr.Bound < 0 {
+				j.violate(CheckRepeats, id, next.firstAt, "%d raw repeat(s) when %s took over from %s after %s (none allowed)", next.repeats, next.key(), prev.key(), withArticle(causeText(c.kind)))
+			} else if next.repeats > tr.Bound {
+				j.violate(CheckRepeats, id, next.firstAt, "%d raw repeats when %s took over from %s after %s (bound %d)", next.repeats, next.key(), prev.key(), withArticle(causeText(c.kind)), tr.Bound)
+			}
+		}
+		// Repeats of a seq by its own first tenure are counted as
+		// out-of-order deliveries (checkDeliveries); a first tenure has no
+		// predecessor to blame.
+	}
+	for _, k := range []string{"crash", "zombie", "outage", "handoff", "stop", "unexplained"} {
+		if tr := by[k]; tr != nil {
+			s := evidence.StatsOf(gaps[k])
+			tr.GapP50, tr.GapMax = s.P50, s.Max
+			j.res.Transitions = append(j.res.Transitions, *tr)
+		}
+	}
+}
+
+func causeText(k string) string {
+	return map[string]string{
+		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
+		"stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
+	}[k]
+}
+
+func withArticle(s string) string {
+	if strings.HasPrefix(s, "o") {
+		return "an " + s
+	}
+	return "a " + s
+}
+
+func (j *judge) addFaultRepeats(n int, r int64) {
+	if j.faultRepeats == nil {
+		j.faultRepeats = map[int]int64{}
+	}
+	j.faultRepeats[n] += r
+}
+
+// lastBefore is the session's latest delivery at or before ns (nil: none).
+func (v *sessionView) lastBefore(ns int64) *Delivery {
+	i := sort.Search(len(v.dels), func(i int) bool { return v.dels[i].AtNs > ns })
+	if i == 0 {
+		return nil
+	}
+	return &v.dels[i-1]
+}
+
+// liveWindow: a session counts as delivering at an instant when its latest
+// delivery is at most this old (the feed sends every 1/rate).
+const liveWindow = 1500 * time.Millisecond
+
+func (j *judge) faultResult(n int) *FaultResult {
+	for i := range j.res.Faults {
+		if j.res.Faults[i].N == n {
+			return &j.res.Faults[i]
+		}
+	}
+	return nil
+}
+
+func (j *judge) checkFaults() {
+	b := j.set.Bounds
+	for _, f := range j.ev.Faults {
+		fr := FaultResult{Fault: f, T: j.sec(f.Start.UnixNano()), TEnd: j.sec(f.End.UnixNano())}
+		switch f.Kind {
+		case KindKill, KindZombie:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the signal (kill -9 / SIGSTOP)"
+			j.workerFault(&fr, CheckCrash)
+		case KindRolling, KindClockOffset:
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM"
+			j.workerFault(&fr, CheckHandoff)
+		case KindDynamoDown:
+			fr.BoundMs, fr.RefNote = b.OutageMs, "DynamoDB answering again"
+			j.outageFault(&fr)
+		case KindSourceDrop:
+			fr.BoundMs, fr.RefNote = b.ReconnectMs, "the drop"
+			j.sourceFault(&fr, f.Start)
+		case KindRefuse:
+			fr.BoundMs, fr.RefNote = b.ReconnectMs, "the refusal lifted"
+			j.sourceFault(&fr, f.End)
+		case KindSQSDown, KindChurn:
+			fr.BoundMs, fr.RefNote = b.ClaimMs, "each start acknowledged"
+		}
+		j.res.Faults = append(j.res.Faults, fr)
+	}
+	for i := range j.res.Faults {
+		j.res.Faults[i].Repeats = j.faultRepeats[j.res.Faults[i].N]
+	}
+}
+
+// workerFault measures a fault on one worker: the sessions it was
+// delivering must be delivered again by a newer tenure of another worker.
+func (j *judge) workerFault(fr *FaultResult, check string) {
+	ref := fr.Start.UnixNano()
+	deadline := ref + fr.BoundMs*int64(time.Millisecond)
+	label := fr.Kind + " of " + fr.Worker
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		last := v.lastBefore(ref)
+		if last == nil || last.Worker != fr.Worker || last.AtNs < ref-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		var rec *Delivery
+		for i := range v.dels {
+			if d := &v.dels[i]; d.AtNs > ref && d.Worker != fr.Worker && d.Epoch > last.Epoch {
+				rec = d
+				break
+			}
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(check, id, ref, "%s: never delivered again by a newer tenure", label)
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
+		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
+		}
+	}
+	fr.Dark = evidence.StatsOf(dark)
+	if fr.Kind != KindZombie {
+		return
+	}
+	// A zombie wakes after more than the TTL: whatever it held then, its
+	// trust deadline has passed; it must not deliver under those tenures.
+	woke := fr.End.UnixNano()
+	for _, id := range j.ids {
+		v := j.sess[id]
+		for _, t := range v.tenures {
+			if t.worker != fr.Worker || t.firstAt > ref {
+				continue
+			}
+			n := 0
+			var first int64
+			for _, d := range v.dels {
+				if d.Worker == t.worker && d.Epoch == t.epoch && d.AtNs > woke {
+					if n == 0 {
+						first = d.AtNs
+					}
+					n++
+				}
+			}
+			if n > 0 {
+				j.violate(CheckFencing, id, first, "the zombie %s delivered %d message(s) under epoch %d after it woke (paused %.1f s, longer than the TTL)", fr.Worker, n, t.epoch, fr.End.Sub(fr.Start).Seconds())
+			}
+		}
+	}
+}
+
+// outageFault measures DynamoDB down: every tenure must stop delivering
+// before its lease could have expired (it cannot renew), and every session
+// is delivered again by a new tenure once the engine is back.
+func (j *judge) outageFault(fr *FaultResult) {
+	start, back := fr.Start.UnixNano(), fr.End.UnixNano()
+	ttl := j.set.LeaseTTLMs * int64(time.Millisecond)
+	deadline := back + fr.BoundMs*int64(time.Millisecond)
+	var latest int64
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		last := v.lastBefore(start)
+		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		oldLast := last.AtNs
+		var rec *Delivery
+		late := 0
+		for i := range v.dels {
+			d := &v.dels[i]
+			if d.AtNs <= start {
+				continue
+			}
+			if d.Epoch <= last.Epoch {
+				oldLast = max(oldLast, d.AtNs)
+				latest = max(latest, d.AtNs-start)
+				if d.AtNs > start+ttl {
+					late++
+				}
+				continue
+			}
+			if rec == nil {
+				rec = d
+			}
+		}
+		if late > 0 {
+			j.violate(CheckFencing, id, start+ttl, "%d deliveries under epoch ≤ %d more than the lease TTL after DynamoDB went down (no renewal was possible)", late, last.Epoch)
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(CheckOutage, id, back, "never delivered again by a new tenure after DynamoDB came back")
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-back)/1e6))
+		dark = append(dark, float64(rec.AtNs-oldLast)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(CheckOutage, id, back, "delivered again by %s@%d %.0f ms after DynamoDB came back (bound %d ms)", rec.Worker, rec.Epoch, float64(rec.AtNs-back)/1e6, fr.BoundMs)
+		}
+	}
+	fr.Dark = evidence.StatsOf(dark)
+	j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
+}
+
+// sourceFault measures a drop or a refusal: the session's next connection
+// at the source, then its first delivery, measured from ref.
+func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
+	start, ref := fr.Start.UnixNano(), refT.UnixNano()
+	deadline := ref + fr.BoundMs*int64(time.Millisecond)
+	var dark []float64
+	for _, id := range fr.Sessions {
+		v := j.sess[id]
+		if v == nil {
+			continue
+		}
+		last := v.lastBefore(start)
+		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		var rec *Delivery
+		for _, c := range v.conns {
+			if c.OpenedAt.UnixNano() <= start {
+				continue
+			}
+			for i := range v.dels {
+				if d := &v.dels[i]; d.AtNs >= c.OpenedAt.UnixNano() {
+					rec = d
+					break
+				}
+			}
+			break
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(CheckSource, id, ref, "%s: never reconnected and delivered again", fr.Kind)
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
+		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(CheckSource, id, ref, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
+		}
+	}
+	fr.Dark = evidence.StatsOf(dark)
+}
+
+// checkStarts: every acknowledged start and re-start is delivered within
+// the claim bound (SQS up or down: the reconciler is the safety net).
+func (j *judge) checkStarts() {
+	var all []float64
+	bound := j.set.Bounds.ClaimMs * int64(time.Millisecond)
+	for _, a := range j.ev.Actions {
+		if a.Op == "stop" || a.Acked.IsZero() {
+			continue
+		}
+		v := j.sess[a.Session]
+		// The first delivery after the request: with the notification, or
+		// the reconciler, it may come before the answer does.
+		ack, req := a.Acked.UnixNano(), a.At.UnixNano()
+		i := sort.Search(len(v.dels), func(i int) bool { return v.dels[i].AtNs > req })
+		var first *Delivery
+		if i < len(v.dels) {
+			first = &v.dels[i]
+		}
+		deadline := ack + bound
+		if (first == nil || first.AtNs > deadline) && v.stoppedWithin(a.At, time.Unix(0, deadline)) {
+			continue
+		}
+		fr := j.faultResult(a.Fault)
+		if fr != nil && (fr.Kind == KindSQSDown || fr.Kind == KindChurn) {
+			fr.Affected++
+		}
+		if first == nil {
+			j.violate(CheckClaim, a.Session, ack, "%s acknowledged and never delivered", a.Op)
+			if fr != nil {
+				fr.Unrecovered = append(fr.Unrecovered, a.Session)
+			}
+			continue
+		}
+		lat := max(0, float64(first.AtNs-ack)/1e6)
+		all = append(all, lat)
+		if fr != nil && (fr.Kind == KindSQSDown || fr.Kind == KindChurn) {
+			fr.Recovered++
+			fr.samples = append(fr.samples, lat)
+		}
+		if first.AtNs > deadline {
+			if fr != nil {
+				fr.OverBound++
+			}
+			j.violate(CheckClaim, a.Session, ack, "%s delivered only %.0f ms after it was acknowledged (bound %d ms)", a.Op, lat, j.set.Bounds.ClaimMs)
+		}
+	}
+	j.res.Claims = evidence.StatsOf(all)
+}
+
+// checkStops: a STOPPED session closes at the source within the stop bound,
+// delivers nothing after it, and no tenure is acquired while it is STOPPED.
+func (j *judge) checkStops() {
+	bound := time.Duration(j.set.Bounds.StopMs) * time.Millisecond
+	var closed []float64
+	for _, a := range j.ev.Actions {
+		if a.Op != "stop" || a.Acked.IsZero() {
+			continue
+		}
+		v := j.sess[a.Session]
+		next, ok := v.nextStart(a.At)
+		if !ok {
+			next = j.ev.End
+		}
+		if next.Sub(a.Acked) < bound {
+			continue // started again before the bound: nothing to hold it to
+		}
+		j.res.StopsChecked++
+		deadline := a.Acked.Add(bound)
+		var closeAt time.Time
+		for _, c := range v.conns {
+			end := endOf(c, j.ev.End)
+			if !c.OpenedAt.Before(next) || !end.After(a.Acked) {
+				continue
+			}
+			switch {
+			case c.OpenedAt.After(deadline):
+				j.violate(CheckStop, v.id, c.OpenedAt.UnixNano(), "reopened %.1f s after the stop (connection #%d, by %s)", c.OpenedAt.Sub(a.Acked).Seconds(), c.ID, v.connOwner(c))
+			case end.After(deadline):
+				j.violate(CheckStop, v.id, a.Acked.UnixNano(), "connection #%d still open %.0f ms after the stop was acknowledged (bound %d ms)", c.ID, float64(end.Sub(a.Acked).Microseconds())/1e3, j.set.Bounds.StopMs)
+			}
+			if end.After(closeAt) {
+				closeAt = end
+			}
+		}
+		if !closeAt.IsZero() {
+			closed = append(closed, float64(closeAt.Sub(a.Acked).Microseconds())/1e3)
+		}
+		late, acquired := 0, 0
+		var lateAt, acqAt int64
+		for _, d := range v.dels {
+			if d.AtNs > deadline.UnixNano() && d.AtNs < next.UnixNano() {
+				if late == 0 {
+					lateAt = d.AtNs
+				}
+				late++
+			}
+			if a.Epoch >= 0 && d.Epoch > a.Epoch && d.AtNs >= a.Acked.UnixNano() && d.AtNs < next.UnixNano() {
+				if acquired == 0 {
+					acqAt = d.AtNs
+				}
+				acquired++
+			}
+		}
+		if late > 0 {
+			j.violate(CheckStop, v.id, lateAt, "%d deliveries more than %d ms after the stop was acknowledged", late, j.set.Bounds.StopMs)
+		}
+		if acquired > 0 {
+			j.violate(CheckStop, v.id, acqAt, "%d deliveries under an epoch above %d (the epoch at the stop): a lease acquired while the session was STOPPED", acquired, a.Epoch)
+		}
+	}
+	j.res.Stops = evidence.StatsOf(closed)
+}
+
+// checkTable reads the two snapshots of the sessions table.
+func (j *judge) checkTable() {
+	live := func(owner string, at time.Time) (known, alive bool) {
+		inc := j.inc[owner]
+		if inc == nil {
+			return false, false
+		}
+		return true, inc.Ended.IsZero() || inc.Ended.After(at)
+	}
+	s := j.ev.Settled
+	atMs := s.At.UnixMilli()
+	for _, r := range s.Rows {
+		v := j.view(r.Session)
+		held := r.ExpiresAtMs > atMs
+		known, alive := live(r.Owner, s.At)
+		if held && !alive {
+			what := "dead"
+			if !known {
+				what = "unknown"
+			}
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "lease held by the %s worker %q (epoch %d, expires in %d ms)", what, r.Owner, r.Epoch, r.ExpiresAtMs-atMs)
+		}
+		want := v.startedAt(s.At)
+		if (r.State == schema.StateStarted) != want {
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "the table says %s, the harness's last acknowledged request says otherwise", r.State)
+		}
+		if r.State == schema.StateStarted && !(held && alive) {
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "STARTED but not held by a live worker after the last fault (owner %q, expiry %+d ms)", r.Owner, r.ExpiresAtMs-atMs)
+		}
+	}
+	f := j.ev.Final
+	atMs = f.At.UnixMilli()
+	for _, r := range f.Rows {
+		v := j.view(r.Session)
+		if r.ExpiresAtMs > atMs {
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "lease still held by %q after every worker stopped (expires in %d ms)", r.Owner, r.ExpiresAtMs-atMs)
+		} else if r.State == schema.StateStarted && r.ExpiresAtMs != 0 {
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "lease of %q not released by the graceful shutdown (left to expire at %+d ms)", r.Owner, r.ExpiresAtMs-atMs)
+		}
+		if len(v.seen) == 0 {
+			continue
+		}
+		switch {
+		case r.LastSeq == nil:
+			if r.State == schema.StateStarted {
+				j.violate(CheckRelease, r.Session, f.At.UnixNano(), "no checkpoint, %d delivered", v.maxD)
+			}
+		case *r.LastSeq > v.maxD:
+			j.violate(CheckNoLoss, r.Session, f.At.UnixNano(), "checkpoint %d ahead of the highest seq delivered %d: seqs in between would never be delivered", *r.LastSeq, v.maxD)
+		case r.State == schema.StateStarted && *r.LastSeq < v.maxD:
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "final checkpoint %d behind the highest seq delivered %d after a graceful shutdown", *r.LastSeq, v.maxD)
+		}
+	}
+	for _, inc := range j.ev.Incarnations {
+		switch inc.End {
+		case "sigterm", "shutdown":
+			if inc.Exit != "0" {
+				j.violate(CheckRelease, "", inc.Ended.UnixNano(), "%s exited %q after SIGTERM (want 0 within the shutdown deadline)", inc.ID, inc.Exit)
+			}
+		case "exited":
+			j.violate(CheckRelease, "", inc.Ended.UnixNano(), "%s exited without being asked to (%s)", inc.ID, inc.Exit)
+		}
+	}
+}
+
+func (j *judge) checkSinks() {
+	if j.ev.BadLines > 0 {
+		j.violate(CheckSink, "", j.t0, "%d stdout line(s) that are not sink records", j.ev.BadLines)
+	}
+	lines := 0
+	for _, sf := range j.ev.SinkFiles {
+		lines += sf.Lines
+		if sf.Bad > 0 {
+			j.violate(CheckSink, "", j.t0, "%s: %d unparsable line(s)", sf.Path, sf.Bad)
+		}
+		if sf.Foreign > 0 {
+			j.violate(CheckSink, "", j.t0, "%s: %d record(s) naming a worker that is not one of slot %d's incarnations", sf.Path, sf.Foreign, sf.Slot)
+		}
+	}
+	if len(j.ev.SinkFiles) > 0 && lines != len(j.ev.Deliveries) {
+		j.violate(CheckSink, "", j.t0, "the sink files hold %d lines, the harness received %d records", lines, len(j.ev.Deliveries))
+	}
+}
+
+func (j *judge) summarize() {
+	for i := range j.res.Faults {
+		fr := &j.res.Faults[i]
+		fr.Recovery = evidence.StatsOf(fr.samples)
+	}
+	for _, k := range AllKinds {
+		kr := KindResult{Kind: k}
+		var samples []float64
+		for _, fr := range j.res.Faults {
+			if fr.Kind != k {
+				continue
+			}
+			kr.Faults++
+			kr.Affected += fr.Affected
+			kr.BoundMs = fr.BoundMs
+			kr.OverBound += fr.OverBound
+			kr.Never += len(fr.Unrecovered)
+			kr.Repeats += fr.Repeats
+			samples = append(samples, fr.samples...)
+		}
+		kr.Recovery = evidence.StatsOf(samples)
+		if kr.Faults == 0 {
+			j.res.Missing = append(j.res.Missing, k)
+		}
+		j.res.Kinds = append(j.res.Kinds, kr)
+	}
+	per := map[string]int{}
+	for _, v := range j.res.Violations {
+		per[v.Check]++
+	}
+	for _, c := range checkRules {
+		j.res.Checks = append(j.res.Checks, CheckResult{Name: c.name, Rule: c.rule, Violations: per[c.name], Figures: j.figures(c.name)})
+	}
+	sort.SliceStable(j.res.Violations, func(a, b int) bool { return j.res.Violations[a].T < j.res.Violations[b].T })
+}
+
+func fmtStats(s evidence.Stats) string {
+	if s.N == 0 {
+		return "n=0"
+	}
+	return fmt.Sprintf("p50 %.0f / p99 %.0f / max %.0f ms (n=%d)", s.P50, s.P99, s.Max, s.N)
+}
+
+func (j *judge) kind(k string) KindResult {
+	for _, kr := range j.res.Kinds {
+		if kr.Kind == k {
+			return kr
+		}
+	}
+	return KindResult{Kind: k}
+}
+
+func (j *judge) figures(check string) string {
+	t := j.res.Totals
+	b := j.set.Bounds
+	switch check {
+	case CheckOneConn:
+		policy := 0
+		for _, v := range j.sess {
+			for _, r := range v.refused {
+				if r.RefusedBy == string(feed.ModeRefuseNewer) {
+					policy++
+				}
+			}
+		}
+		return fmt.Sprintf("%d connections, %d overlap(s) in the records, %d counted by the feed itself, %d refused by the one-connection policy, %d refused by the refuse control",
+			t.Connections, len(j.res.Overlaps), len(j.ev.FeedStats.Overlaps), policy, t.Refused-policy)
+	case CheckNoLoss:
+		return fmt.Sprintf("%d seqs sent, %d delivered after dedupe (%d raw), %d lost, %d gaps; %d in flight when a session stopped or the run ended (after its last delivery; resumed from the checkpoint on the next start)",
+			t.SentSeqs, t.Distinct, t.Deliveries, t.Lost, t.Gaps, t.Tail)
+	case CheckOrder:
+		return fmt.Sprintf("%d tenures", t.Tenures)
+	case CheckRepeats:
+		var parts []string
+		for _, tr := range j.res.Transitions {
+			bound := "none allowed"
+			if tr.Bound >= 0 {
+				bound = fmt.Sprintf("bound %d", tr.Bound)
+			}
+			parts = append(parts, fmt.Sprintf("%s: %d change(s), %d repeat(s), max %d in one (%s)", tr.Cause, tr.Count, tr.Repeats, tr.MaxOne, bound))
+		}
+		return fmt.Sprintf("%d raw repeats in all; ", t.Repeats) + strings.Join(parts, "; ")
+	case CheckFencing:
+		s := evidence.StatsOf(j.res.SelfFenceMs)
+		return fmt.Sprintf("last delivery of a tenure that could not renew: max %.0f ms after DynamoDB went down (trust deadline TTL − margin = %d ms, lease expiry TTL = %d ms)",
+			s.Max, j.set.LeaseTTLMs-j.set.SafetyMarginMs, j.set.LeaseTTLMs)
+	case CheckCrash:
+		return fmt.Sprintf("kill-9 %s; zombie %s; bound %d ms (TTL %d + reconcile %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
+			b.CrashMs, j.set.LeaseTTLMs, j.set.ReconcileMs, b.CrashMarginMs)
+	case CheckHandoff:
+		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
+	case CheckOutage:
+		return fmt.Sprintf("%s from DynamoDB answering again; bound %d ms", fmtStats(j.kind(KindDynamoDown).Recovery), b.OutageMs)
+	case CheckSource:
+		return fmt.Sprintf("drop %s; refuse %s (from the refusal lifted); bound %d ms", fmtStats(j.kind(KindSourceDrop).Recovery), fmtStats(j.kind(KindRefuse).Recovery), b.ReconnectMs)
+	case CheckClaim:
+		return fmt.Sprintf("all starts %s; during SQS outages %s; bound %d ms", fmtStats(j.res.Claims), fmtStats(j.kind(KindSQSDown).Recovery), b.ClaimMs)
+	case CheckStop:
+		return fmt.Sprintf("%d stop(s) held to the bound; connection closed %s after the ack; bound %d ms", j.res.StopsChecked, fmtStats(j.res.Stops), b.StopMs)
+	case CheckEndOwners:
+		return fmt.Sprintf("%d items read %.1f s after the run started", len(j.ev.Settled.Rows), j.sec(j.ev.Settled.At.UnixNano()))
+	case CheckRelease:
+		return fmt.Sprintf("%d items read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), t.Incarnations)
+	case CheckSink:
+		return fmt.Sprintf("%d records received, %d unparsable stdout lines, %d lines cut short by a kill (not delivered)", t.Deliveries, j.ev.BadLines, t.Truncated)
+	}
+	return ""
+}

@@ -1,0 +1,448 @@
+package chaos
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+// scenario is a small run built by hand: two sessions at 5 msg/s; worker-1
+// is killed at 11 s while delivering a (checkpoint 45, delivered 50);
+// worker-2 takes a over at 15.5 s resuming at 46; worker-2 delivers b
+// throughout; every worker stops gracefully at 30 s.
+type scenario struct {
+	ev  Evidence
+	set Settings
+}
+
+func tenureDels(session, worker string, epoch, from, to int64, startSec float64) []Delivery {
+	var out []Delivery
+	for q := from; q <= to; q++ {
+		t := at(startSec + float64(q-from)*0.2)
+		out = append(out, Delivery{Session: session, Seq: q, Epoch: epoch, Worker: worker, ReceivedAtMs: t.UnixMilli(), AtNs: t.UnixNano()})
+	}
+	return out
+}
+
+func conn(id int64, session string, open, closeSec float64, first, last int64, reason string) feed.ConnRecord {
+	c := feed.ConnRecord{ID: id, Session: session, OpenedAt: at(open), ClosedAt: at(closeSec), Reason: reason, FirstSeq: first, LastSeq: last, Sent: last - first + 1}
+	return c
+}
+
+func p64(v int64) *int64 { return &v }
+
+func newScenario() *scenario {
+	cfg := DefaultConfig()
+	set := cfg.settings()
+	var ev Evidence
+	ev.Start, ev.End = t0, at(31)
+	ev.Deliveries = append(ev.Deliveries, tenureDels("a", "worker-1", 1, 1, 50, 1)...)      // 1 .. 10.8 s
+	ev.Deliveries = append(ev.Deliveries, tenureDels("a", "worker-2", 2, 46, 115, 15.5)...) // 15.5 .. 29.3 s
+	ev.Deliveries = append(ev.Deliveries, tenureDels("b", "worker-2", 1, 1, 140, 1)...)     // 1 .. 28.8 s
+	ev.Conns = []feed.ConnRecord{
+		conn(1, "a", 0.9, 11.0, 1, 52, feed.ReasonClient),
+		conn(2, "a", 15.4, 30.0, 46, 116, feed.ReasonClient),
+		conn(3, "b", 0.9, 30.0, 1, 141, feed.ReasonClient),
+	}
+	ev.Actions = []Action{
+		{Op: "start", Session: "a", At: at(0.5), Acked: at(0.52)},
+		{Op: "start", Session: "b", At: at(0.5), Acked: at(0.53)},
+	}
+	ev.Incarnations = []Incarnation{
+		{ID: "worker-1", Slot: 1, Started: t0, Ended: at(11.0), End: "kill-9", Exit: "0"},
+		{ID: "worker-2", Slot: 2, Started: t0, Ended: at(30.0), End: "shutdown", Exit: "0"},
+		{ID: "worker-1.r2", Slot: 1, Started: at(12), Ended: at(30.0), End: "shutdown", Exit: "0"},
+	}
+	ev.Faults = []Fault{{N: 1, Kind: KindKill, Start: at(11.0), End: at(11.0), Worker: "worker-1", NewWorker: "worker-1.r2"}}
+	ev.Settled = Snapshot{At: at(29.5), Rows: []Row{
+		{Session: "a", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: at(32).UnixMilli(), Epoch: 2, LastSeq: p64(110)},
+		{Session: "b", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: at(32).UnixMilli(), Epoch: 1, LastSeq: p64(135)},
+	}}
+	ev.Final = Snapshot{At: at(30.5), Rows: []Row{
+		{Session: "a", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: 0, Epoch: 2, LastSeq: p64(115)},
+		{Session: "b", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: 0, Epoch: 1, LastSeq: p64(140)},
+	}}
+	ev.SinkFiles = []SinkFile{{Slot: 1, Lines: 50}, {Slot: 2, Lines: len(ev.Deliveries) - 50}}
+	return &scenario{ev: ev, set: set}
+}
+
+func (s *scenario) judge() Result { return Analyze(s.ev, s.set, Plan{Seed: 1}) }
+
+// fixSinks makes the sink files hold what the deliveries say.
+func (s *scenario) fixSinks() {
+	n := map[int]int{}
+	for _, d := range s.ev.Deliveries {
+		n[slotOf(d.Worker)]++
+	}
+	s.ev.SinkFiles = []SinkFile{{Slot: 1, Lines: n[1]}, {Slot: 2, Lines: n[2]}}
+}
+
+func violationsOf(res Result, check string) []Violation {
+	var out []Violation
+	for _, v := range res.Violations {
+		if v.Check == check {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestCleanRunPasses(t *testing.T) {
+	res := newScenario().judge()
+	if !res.OK() {
+		t.Fatalf("violations: %+v", res.Violations)
+	}
+	if res.Totals.Lost != 0 || res.Totals.Repeats != 5 || res.Totals.Tenures != 3 || res.Totals.Tail != 2 {
+		t.Fatalf("totals %+v", res.Totals)
+	}
+	k := res.Kinds[0]
+	if k.Kind != KindKill || k.Affected != 1 || k.Recovery.N != 1 || k.Recovery.Max != 4500 || k.Repeats != 5 {
+		t.Fatalf("kill-9: %+v", k)
+	}
+	if len(res.Transitions) != 1 || res.Transitions[0].Cause != "crash" || res.Transitions[0].Repeats != 5 {
+		t.Fatalf("transitions %+v", res.Transitions)
+	}
+	if len(res.Missing) != len(AllKinds)-1 {
+		t.Fatalf("missing kinds %v", res.Missing)
+	}
+}
+
+// Every planted violation is found by the check that owns it.
+func TestPlantedViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check string
+		plant func(s *scenario)
+	}{
+		{"two connections at once", CheckOneConn, func(s *scenario) {
+			s.ev.Conns[1].OpenedAt = at(10.5) // a's new connection while the old one is open
+		}},
+		{"attempt refused by the one-connection policy", CheckOneConn, func(s *scenario) {
+			s.ev.Conns = append(s.ev.Conns, feed.ConnRecord{ID: 9, Session: "b", OpenedAt: at(5), ClosedAt: at(5), Reason: feed.ReasonRefused, RefusedBy: string(feed.ModeRefuseNewer)})
+		}},
+		{"a sent seq never delivered", CheckNoLoss, func(s *scenario) {
+			s.ev.Deliveries = removeSeq(s.ev.Deliveries, "b", 70)
+		}},
+		{"a seq the source never sent", CheckNoLoss, func(s *scenario) {
+			s.ev.Deliveries = removeSeq(s.ev.Deliveries, "b", 61)
+			s.ev.Conns[2].LastSeq = 60
+			s.ev.Conns = append(s.ev.Conns, conn(4, "b", 13.0, 30.0, 62, 141, feed.ReasonClient))
+			s.ev.Conns[2].ClosedAt = at(12.9)
+		}},
+		{"checkpoint ahead of the sink", CheckNoLoss, func(s *scenario) {
+			s.ev.Final.Rows[1].LastSeq = p64(150)
+		}},
+		{"a stale epoch delivers", CheckFencing, func(s *scenario) {
+			d := tenureDels("a", "worker-1", 1, 60, 60, 20)[0]
+			s.ev.Deliveries = append(s.ev.Deliveries, d)
+		}},
+		{"a zombie delivers after it woke", CheckFencing, func(s *scenario) {
+			s.ev.Faults[0] = Fault{N: 1, Kind: KindZombie, Start: at(11.0), End: at(15.2), Worker: "worker-1"}
+			s.ev.Incarnations[0].Ended, s.ev.Incarnations[0].End = time.Time{}, ""
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-1", 1, 51, 51, 15.3)...)
+		}},
+		{"a tenure delivers past its TTL with DynamoDB down", CheckFencing, func(s *scenario) {
+			s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindDynamoDown, Start: at(20), End: at(28)})
+			// b's tenure 1 still delivers at 24.5 s, after 20 s + TTL 4 s.
+		}},
+		{"out of order within a tenure", CheckOrder, func(s *scenario) {
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 30, 30, 28.9)...)
+		}},
+		{"repeats across a graceful handoff", CheckRepeats, func(s *scenario) {
+			s.ev.Faults[0].Kind = KindRolling
+			s.ev.Incarnations[0].End = "sigterm"
+		}},
+		{"repeats above the crash bound", CheckRepeats, func(s *scenario) {
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, 30, 115, 15.5)...)
+			s.ev.Conns[1].FirstSeq, s.ev.Conns[1].Sent = 30, 116-30+1
+		}},
+		{"recovery after a crash too slow", CheckCrash, func(s *scenario) {
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, 46, 100, 19)...)
+			s.ev.Conns[1].OpenedAt = at(18.9)
+		}},
+		{"never recovered after a crash", CheckCrash, func(s *scenario) {
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+			s.ev.Conns = append(s.ev.Conns[:1], s.ev.Conns[2])
+		}},
+		{"graceful handoff slower than 1 s", CheckHandoff, func(s *scenario) {
+			s.ev.Faults[0].Kind = KindRolling
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, 51, 115, 15.5)...)
+			s.ev.Conns[1].FirstSeq = 51
+		}},
+		{"a stop not closed in time, delivering after it", CheckStop, func(s *scenario) {
+			s.ev.Actions = append(s.ev.Actions, Action{Op: "stop", Session: "b", At: at(20), Acked: at(20.05), Epoch: 1})
+			s.ev.Conns[2].ClosedAt = at(23)
+			s.ev.Deliveries = removeAfter(s.ev.Deliveries, "b", at(22.9))
+		}},
+		{"a stopped session reopened by a newer tenure", CheckStop, func(s *scenario) {
+			s.ev.Actions = append(s.ev.Actions, Action{Op: "stop", Session: "b", At: at(20), Acked: at(20.05), Epoch: 1})
+			s.ev.Conns[2].ClosedAt, s.ev.Conns[2].LastSeq = at(20.3), 96
+			s.ev.Deliveries = removeAfter(s.ev.Deliveries, "b", at(20.2))
+			s.ev.Conns = append(s.ev.Conns, conn(5, "b", 25, 30, 97, 120, feed.ReasonClient))
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-1.r2", 2, 97, 120, 25.1)...)
+		}},
+		{"a start never delivered", CheckClaim, func(s *scenario) {
+			s.ev.Actions = append(s.ev.Actions, Action{Op: "start", Session: "c", At: at(5), Acked: at(5.1)})
+		}},
+		{"a lease held by a dead worker", CheckEndOwners, func(s *scenario) {
+			s.ev.Settled.Rows[0].Owner = "worker-1"
+		}},
+		{"a lease not released by the graceful shutdown", CheckRelease, func(s *scenario) {
+			s.ev.Final.Rows[0].ExpiresAtMs = at(30.2).UnixMilli()
+		}},
+		{"a final checkpoint behind the sink", CheckRelease, func(s *scenario) {
+			s.ev.Final.Rows[0].LastSeq = p64(110)
+		}},
+		{"a worker that did not exit 0 after SIGTERM", CheckRelease, func(s *scenario) {
+			s.ev.Incarnations[1].Exit = "exit status 1"
+		}},
+		{"a sink line naming another slot's worker", CheckSink, func(s *scenario) {
+			s.ev.SinkFiles[0].Foreign = 1
+		}},
+		{"sink files and received lines differ", CheckSink, func(s *scenario) {
+			s.ev.SinkFiles[0].Lines = 49
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario()
+			tc.plant(s)
+			if tc.check != CheckSink {
+				s.fixSinks()
+			}
+			res := s.judge()
+			if len(violationsOf(res, tc.check)) == 0 {
+				t.Fatalf("no %s violation; got %+v", tc.check, res.Violations)
+			}
+			for _, v := range res.Violations {
+				t.Logf("%s: %s", v.Check, v.Detail)
+			}
+			if res.OK() {
+				t.Fatal("OK with a violation")
+			}
+		})
+	}
+}
+
+func removeSeq(ds []Delivery, session string, seq int64) []Delivery {
+	var out []Delivery
+	for _, d := range ds {
+		if d.Session != session || d.Seq != seq {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func removeTenure(ds []Delivery, session, worker string) []Delivery {
+	var out []Delivery
+	for _, d := range ds {
+		if d.Session != session || d.Worker != worker {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func removeAfter(ds []Delivery, session string, t time.Time) []Delivery {
+	var out []Delivery
+	for _, d := range ds {
+		if d.Session != session || d.AtNs <= t.UnixNano() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// A stop followed by a re-start that resumes at the checkpoint is clean; a
+// re-start that repeats what the stop's release covered is not.
+func TestStopRestart(t *testing.T) {
+	build := func(resumeAt int64) *scenario {
+		s := newScenario()
+		s.ev.Actions = append(s.ev.Actions,
+			Action{Op: "stop", Session: "b", At: at(10), Acked: at(10.05), Epoch: 1, Fault: 2},
+			Action{Op: "restart", Session: "b", At: at(14), Acked: at(14.05), Fault: 2})
+		s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindChurn, Start: at(10), End: at(14.05), Sessions: []string{"b"}})
+		s.ev.Deliveries = removeTenure(s.ev.Deliveries, "b", "worker-2")
+		s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 1, 45, 1)...) // up to 9.8 s
+		s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-1.r2", 2, resumeAt, 110, 14.3)...)
+		s.ev.Conns[2] = conn(3, "b", 0.9, 10.3, 1, 46, feed.ReasonClient)
+		s.ev.Conns = append(s.ev.Conns, conn(6, "b", 14.2, 30, resumeAt, 111, feed.ReasonClient))
+		s.ev.Final.Rows[1].LastSeq = p64(110)
+		s.fixSinks()
+		return s
+	}
+	res := build(46).judge()
+	if !res.OK() {
+		t.Fatalf("violations: %+v", res.Violations)
+	}
+	if res.StopsChecked != 1 || res.Stops.N != 1 || res.Stops.Max > 300 {
+		t.Fatalf("stops %d %+v", res.StopsChecked, res.Stops)
+	}
+	var churn *KindResult
+	for i := range res.Kinds {
+		if res.Kinds[i].Kind == KindChurn {
+			churn = &res.Kinds[i]
+		}
+	}
+	if churn == nil || churn.Affected != 1 || churn.Recovery.N != 1 {
+		t.Fatalf("churn %+v", churn)
+	}
+	res = build(40).judge()
+	if v := violationsOf(res, CheckRepeats); len(v) != 1 || !strings.Contains(v[0].Detail, "stop") {
+		t.Fatalf("repeats after a graceful stop: %+v", res.Violations)
+	}
+}
+
+// A line cut short by a kill is not a record: the sink file check counts
+// it, and the delivery check needs the next owner to deliver it again.
+func TestSinkFileHalfLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "worker-1.sink.jsonl")
+	body := `{"connection_id":"a","seq":1,"lease_epoch":1,"worker_id":"worker-1","received_at_ms":1}` + "\n" +
+		`{"connection_id":"a","seq":2,"lease_epoch":1,"worker_id":"worker-9","received_at_ms":2}` + "\n" +
+		`{"connection_id":"a","seq":3,"lease_ep`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := readSinkFile(path, 1, map[string]bool{"worker-1": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sf.Lines != 3 || sf.Bad != 1 || sf.Foreign != 1 {
+		t.Fatalf("%+v", sf)
+	}
+	if sf, err := readSinkFile(filepath.Join(t.TempDir(), "none"), 2, nil); err != nil || sf.Lines != 0 {
+		t.Fatalf("missing file: %+v %v", sf, err)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	c := ShortConfig()
+	c.Seed = 42
+	a, b := NewPlan(c), NewPlan(c)
+	if a.String() != b.String() {
+		t.Fatal("the same seed made two plans")
+	}
+	c.Seed = 43
+	if NewPlan(c).String() == a.String() {
+		t.Fatal("two seeds made the same plan")
+	}
+	kinds := map[string]bool{}
+	for _, s := range a.Steps {
+		kinds[s.Kind] = true
+		if s.Kind == KindZombie && s.Hold <= c.Stack.Worker.LeaseTTL {
+			t.Fatalf("zombie paused %v, not more than the TTL", s.Hold)
+		}
+		if s.Kind == KindDynamoDown && s.Hold != 2*c.Stack.Worker.LeaseTTL {
+			t.Fatalf("DynamoDB down %v", s.Hold)
+		}
+		if s.Kind == KindClockOffset && (s.Offset == 0 || s.Offset.Abs() > c.Stack.Worker.MaxSkew) {
+			t.Fatalf("offset %v outside the max skew", s.Offset)
+		}
+	}
+	for _, k := range AllKinds {
+		if !kinds[k] {
+			t.Fatalf("the short plan lacks %s", k)
+		}
+	}
+	if len(a.Steps) != len(AllKinds) || a.Steps[0].Kind != KindClockOffset {
+		t.Fatalf("short plan: %s", a)
+	}
+	long := DefaultConfig()
+	long.Seed = 42
+	lp := NewPlan(long)
+	var planned time.Duration
+	for _, s := range lp.Steps {
+		planned += estimate(s, long)
+	}
+	if planned < long.Duration || len(lp.Steps) < 3*len(AllKinds) || lp.PolicyAfter == 0 {
+		t.Fatalf("10-minute plan: %d steps, %v planned", len(lp.Steps), planned)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := DefaultConfig()
+	c.OutDir = "x"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir = 2, true, 5*time.Second, ""
+	err := c.Validate()
+	for _, want := range []string{"workers", "on disk", "feed ping", "out dir"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+// The outputs: the report names every fault kind and check, and the SVG is
+// well-formed XML with a row per session.
+func TestOutputs(t *testing.T) {
+	s := newScenario()
+	s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindDynamoDown, Start: at(12), End: at(14)})
+	res := s.judge()
+	dir := t.TempDir()
+	if err := WriteOutputs(dir, res, s.ev); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append([]string{"## Recovery time per fault kind", "## Checks", "## Violations", "timeline.svg"}, checkNames()...) {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, TimelineFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	texts := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("timeline.svg is not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "text" {
+			texts++
+		}
+	}
+	if texts < 10 {
+		t.Fatalf("%d text elements", texts)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ResultFile)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkNames() []string {
+	var out []string
+	for _, c := range checkRules {
+		out = append(out, c.name)
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+// Command chaos runs wsfleet's fault-injection harness (package chaos) on a
+// fresh local stack: a seeded schedule of worker crashes, zombies, rolling
+// restarts, engine outages, source drops and refusals, API churn and a
+// clock offset; then it judges the run from the feed's and the sinks' own
+// records and writes result.json, report.md and timeline.svg. It exits 1 on
+// any violation.
+//
+//	chaos                          # 10 minutes, a random seed (printed), out/chaos
+//	chaos -seed 42 -duration 3m    # replay seed 42's schedule, 3 minutes of it
+//	chaos -short                   # the test's run: one round of every fault kind
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg := chaos.DefaultConfig()
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	short := fs.Bool("short", false, "the short run of the tests: one round of every fault kind, 3 workers, 16 sessions")
+	seed := fs.Int64("seed", 0, "the schedule's seed (0: a random one, printed)")
+	dur := fs.Duration("duration", -1, "how long the fault schedule runs (default 10m; the first round of every fault kind always runs whole)")
+	workers := fs.Int("workers", 0, "worker processes (default 4; 3 with -short)")
+	sessions := fs.Int("sessions", 0, "sessions started at the beginning (default 48; 16 with -short)")
+	out := fs.String("out", "", "where result.json, report.md and timeline.svg go (default <repo>/out/chaos)")
+	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/chaos; its data/ and logs/ are deleted first)")
+	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
+	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *short {
+		cfg = chaos.ShortConfig()
+	}
+	if *dur >= 0 {
+		cfg.Duration = *dur
+	}
+	if *workers > 0 {
+		cfg.Stack.Workers = *workers
+	}
+	if *sessions > 0 {
+		cfg.Sessions = *sessions
+	}
+	m, err := feed.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	cfg.Stack.FeedMode = m
+	cfg.SwitchPolicy = !*noSwitch && m == feed.ModeKickOlder
+	cfg.Seed = *seed
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano() % 1_000_000
+	}
+	root, err := enginetest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cfg.Stack.Root = root
+	cfg.Stack.Dir = *dir
+	if cfg.Stack.Dir == "" {
+		cfg.Stack.Dir = filepath.Join(root, ".dev", "chaos")
+	}
+	cfg.OutDir = *out
+	if cfg.OutDir == "" {
+		cfg.OutDir = filepath.Join(root, "out", "chaos")
+	}
+	if err := os.MkdirAll(cfg.Stack.Dir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	lf, err := os.Create(filepath.Join(cfg.Stack.Dir, "chaos.log"))
+	if err != nil {
+		return fmt.Errorf("harness log: %w", err)
+	}
+	defer lf.Close()
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	cfg.Stack.Log = zerolog.New(lf).With().Timestamp().Str("component", "devstack").Logger()
+	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
+	if *short {
+		replay = fmt.Sprintf("bin/chaos -short -seed %d", cfg.Seed)
+	}
+	fmt.Printf("chaos: seed %d (replay: %s)\n", cfg.Seed, replay)
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	chaos.PrintSummary(os.Stdout, res)
+	if !res.OK() {
+		return errors.New("the run found violations (see the report)")
+	}
+	return nil
+}

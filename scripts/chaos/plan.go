@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Step is one planned fault. Everything random about it is drawn from the
+// seed when the plan is made; Pick seeds the choice of sessions at run time
+// (among the sessions that exist then).
+type Step struct {
+	N     int           `json:"n"`
+	Round int           `json:"round"`
+	Kind  string        `json:"kind"`
+	Gap   time.Duration `json:"gap_ns"` // quiet time before it
+	// Slot is the worker slot restarted with a clock offset (1-based). The
+	// victim of a kill-9 or a zombie is drawn at run time with Pick among
+	// the busiest half of the workers.
+	Slot int `json:"slot,omitempty"`
+	// Hold is how long the fault lasts (zombie pause, engine outage, refusal).
+	Hold time.Duration `json:"hold_ns,omitempty"`
+	// Count is how many sessions a source fault or the churn touches.
+	Count int `json:"count,omitempty"`
+	// Abort: the source drops without a close frame (TCP closed).
+	Abort bool `json:"abort,omitempty"`
+	// Offset is the clock offset (clock-offset).
+	Offset time.Duration `json:"offset_ns,omitempty"`
+	Pick   uint64        `json:"pick"`
+}
+
+// Plan is the whole schedule of a seed.
+type Plan struct {
+	Seed  int64  `json:"seed"`
+	Steps []Step `json:"steps"`
+	// PolicyAfter: the feed switches to refuse-newer before step
+	// PolicyAfter+1 (0: never).
+	PolicyAfter int `json:"policy_after"`
+}
+
+// estimate is a step's expected length with its gap (to fill a duration).
+func estimate(s Step, c Config) time.Duration {
+	w := c.Stack.Worker
+	switch s.Kind {
+	case KindKill:
+		return s.Gap + w.LeaseTTL + w.MaxSkew + time.Second
+	case KindZombie:
+		return s.Gap + s.Hold + time.Second
+	case KindRolling:
+		return s.Gap + time.Duration(c.Stack.Workers)*3*time.Second
+	case KindDynamoDown:
+		return s.Gap + s.Hold + w.ReconcileEvery + 2*time.Second
+	case KindSQSDown:
+		return s.Gap + s.Hold + 2*time.Second
+	case KindRefuse:
+		return s.Gap + s.Hold + c.ReconnectMax + time.Second
+	case KindChurn:
+		return s.Gap + 2*w.RenewEvery + 3*time.Second
+	default:
+		return s.Gap + 2*time.Second
+	}
+}
+
+// NewPlan draws the schedule of c.Seed: round 1 gives one worker a clock
+// offset first (so that it lives through every later fault), then every
+// other fault kind in a random order; later rounds shuffle them again while
+// the planned time stays within c.Duration. The first round always runs
+// whole.
+func NewPlan(c Config) Plan {
+	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x9e3779b97f4a7c15))
+	w := c.Stack.Worker
+	p := Plan{Seed: c.Seed}
+	var planned time.Duration
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	}
+	workers := c.Stack.Workers
+	for round := 1; ; round++ {
+		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn}
+		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		if round == 1 {
+			kinds = append([]string{KindClockOffset}, kinds...)
+		}
+		for _, k := range kinds {
+			s := Step{N: len(p.Steps) + 1, Round: round, Kind: k, Gap: between(c.GapMin, c.GapMax), Pick: rng.Uint64()}
+			sess := max(1, c.Sessions/8)
+			switch k {
+			case KindZombie:
+				s.Hold = w.LeaseTTL + between(500*time.Millisecond, 2500*time.Millisecond) // woken after more than the TTL
+			case KindDynamoDown:
+				s.Hold = 2 * w.LeaseTTL
+			case KindSQSDown:
+				s.Hold = between(3*w.ReconcileEvery, 5*w.ReconcileEvery)
+				s.Count = 1 + rng.IntN(sess)
+			case KindSourceDrop:
+				s.Count = sess + rng.IntN(sess+1)
+				s.Abort = rng.IntN(2) == 0
+			case KindRefuse:
+				s.Count = 1 + rng.IntN(sess)
+				s.Hold = between(time.Second, 3*time.Second)
+			case KindChurn:
+				s.Count = 1 + rng.IntN(sess)
+			case KindClockOffset:
+				s.Slot = 1 + rng.IntN(workers)
+				mag := time.Duration(float64(w.MaxSkew) * (0.6 + 0.4*rng.Float64()))
+				mag = mag.Round(time.Millisecond)
+				if rng.IntN(2) == 0 {
+					mag = -mag
+				}
+				s.Offset = mag
+			}
+			p.Steps = append(p.Steps, s)
+			planned += estimate(s, c)
+		}
+		if planned >= c.Duration {
+			break
+		}
+	}
+	if c.SwitchPolicy && len(p.Steps) > 1 {
+		p.PolicyAfter = len(p.Steps) / 2
+	}
+	return p
+}
+
+// String is the plan, one step a line.
+func (p Plan) String() string {
+	var b strings.Builder
+	for _, s := range p.Steps {
+		fmt.Fprintf(&b, "  #%-3d round %d  +%-5s %-16s", s.N, s.Round, s.Gap.Round(100*time.Millisecond), s.Kind)
+		if s.Slot > 0 {
+			fmt.Fprintf(&b, " worker slot %d", s.Slot)
+		}
+		if s.Hold > 0 {
+			fmt.Fprintf(&b, " for %v", s.Hold.Round(100*time.Millisecond))
+		}
+		if s.Count > 0 {
+			fmt.Fprintf(&b, " %d session(s)", s.Count)
+		}
+		if s.Kind == KindSourceDrop {
+			fmt.Fprintf(&b, " abort=%v", s.Abort)
+		}
+		if s.Offset != 0 {
+			fmt.Fprintf(&b, " offset %+v", s.Offset)
+		}
+		b.WriteByte('\n')
+		if s.N == p.PolicyAfter {
+			b.WriteString("  --- the feed switches to refuse-newer ---\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,244 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+)
+
+// Delivery is one sink line as the harness received it from a worker's
+// stdout: what the line says, and when it arrived (AtNs, the harness's
+// clock: one clock for every worker, so arrivals order across workers).
+type Delivery struct {
+	Session      string `json:"s"`
+	Seq          int64  `json:"q"`
+	Epoch        int64  `json:"e"`
+	Worker       string `json:"w"`
+	ReceivedAtMs int64  `json:"r"` // the worker's own stamp (reported, never judged)
+	AtNs         int64  `json:"t"`
+}
+
+// Fault is one injected fault (or the policy switch) as the harness did it.
+type Fault struct {
+	N    int    `json:"n"`
+	Kind string `json:"kind"`
+	// Start is when the fault was injected; End when it was lifted (the
+	// SIGCONT of a zombie, the engine answering again, the refusal lifted;
+	// Start for instantaneous faults).
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+	// Worker is the incarnation hit (kill-9, zombie, rolling-restart and
+	// clock-offset: one Fault per SIGTERM); NewWorker the one started in its
+	// slot afterwards.
+	Worker    string `json:"worker,omitempty"`
+	NewWorker string `json:"new_worker,omitempty"`
+	// Sessions are the sessions a source fault or churn touched.
+	Sessions []string `json:"sessions,omitempty"`
+	// Offset is the clock offset given to NewWorker (clock-offset).
+	OffsetMs int64  `json:"offset_ms,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Action is one API call of the harness (start, stop, restart of a session).
+type Action struct {
+	Op      string    `json:"op"` // start | stop | restart
+	Session string    `json:"session"`
+	Fault   int       `json:"fault"` // the Fault it belongs to (0: the initial starts)
+	At      time.Time `json:"at"`    // request sent
+	Acked   time.Time `json:"acked"` // answer received (zero on error)
+	// Epoch is the session's lease epoch read from the table right after a
+	// stop was acknowledged: a tenure with a higher epoch was acquired while
+	// the session was STOPPED.
+	Epoch int64  `json:"epoch,omitempty"`
+	Err   string `json:"err,omitempty"`
+}
+
+// Incarnation is one worker process: its id (the lease owner it was given),
+// slot, life and how it ended.
+type Incarnation struct {
+	ID       string    `json:"id"`
+	Slot     int       `json:"slot"`
+	Pid      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended"`          // zero while running
+	End      string    `json:"end,omitempty"`  // kill-9 | sigterm | shutdown
+	Exit     string    `json:"exit,omitempty"` // exit status ("0" or the error)
+	OffsetMs int64     `json:"offset_ms,omitempty"`
+	// Paused are its SIGSTOP..SIGCONT intervals.
+	Paused [][2]time.Time `json:"paused,omitempty"`
+}
+
+// Row is one item of the sessions table, read at the end.
+type Row struct {
+	Session     string `json:"session"`
+	State       string `json:"desired_state"`
+	Owner       string `json:"lease_owner"`
+	ExpiresAtMs int64  `json:"lease_expires_at_ms"`
+	Epoch       int64  `json:"lease_epoch"`
+	LastSeq     *int64 `json:"last_seq"`
+}
+
+// Snapshot is the table at one instant.
+type Snapshot struct {
+	At   time.Time `json:"at"`
+	Rows []Row     `json:"rows"`
+}
+
+// SinkFile is the cross-check of one worker slot's sink file: every line
+// must be a record of one of the slot's own incarnations.
+type SinkFile struct {
+	Slot      int    `json:"slot"`
+	Path      string `json:"path"`
+	Lines     int    `json:"lines"`
+	Bad       int    `json:"bad"`       // unparsable lines (none expected)
+	Foreign   int    `json:"foreign"`   // records naming another slot's worker
+	Truncated int    `json:"truncated"` // stdout lines cut short by the process ending (not delivered)
+}
+
+// Evidence is everything the checks read.
+type Evidence struct {
+	Start, End   time.Time
+	Deliveries   []Delivery
+	Conns        []feed.ConnRecord
+	FeedStats    feed.Stats
+	Faults       []Fault
+	Actions      []Action
+	Incarnations []Incarnation
+	Settled      Snapshot // after the last fault, every worker running
+	Final        Snapshot // after every worker stopped gracefully
+	SinkFiles    []SinkFile
+	BadLines     int64 // stdout lines that were not sink records
+}
+
+// recorder stamps and keeps every sink record the stack's pumps hand over,
+// and keeps the latest per session for the orchestration's waits.
+type recorder struct {
+	mu    sync.Mutex
+	all   []Delivery
+	last  map[string]Delivery
+	maxSq map[string]int64
+}
+
+func newRecorder() *recorder {
+	return &recorder{last: map[string]Delivery{}, maxSq: map[string]int64{}}
+}
+
+// onSink is devstack's OnSink: called from each worker's stdout reader.
+func (r *recorder) onSink(s devstack.SinkRecord) {
+	r.mu.Lock()
+	d := Delivery{Session: s.ConnectionID, Seq: s.Seq, Epoch: s.LeaseEpoch, Worker: s.WorkerID, ReceivedAtMs: s.ReceivedAtMs, AtNs: time.Now().UnixNano()}
+	r.all = append(r.all, d)
+	r.last[d.Session] = d
+	r.maxSq[d.Session] = max(r.maxSq[d.Session], d.Seq)
+	r.mu.Unlock()
+}
+
+func (r *recorder) deliveries() []Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Delivery(nil), r.all...)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.all)
+}
+
+// lastOf is the latest delivery of every session in ids.
+func (r *recorder) lastOf(ids []string) map[string]Delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]Delivery, len(ids))
+	for _, id := range ids {
+		if d, ok := r.last[id]; ok {
+			out[id] = d
+		}
+	}
+	return out
+}
+
+// maxSeqOf is the highest seq delivered for each of ids.
+func (r *recorder) maxSeqOf(ids []string) map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(ids))
+	for _, id := range ids {
+		out[id] = r.maxSq[id]
+	}
+	return out
+}
+
+// owners maps each of ids to the worker of its latest delivery, if that
+// arrived within recent of now.
+func (r *recorder) owners(ids []string, recent time.Duration) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cut := time.Now().Add(-recent).UnixNano()
+	out := map[string]string{}
+	for _, id := range ids {
+		if d, ok := r.last[id]; ok && d.AtNs >= cut {
+			out[id] = d.Worker
+		}
+	}
+	return out
+}
+
+// readSinkFile checks one slot's sink file: lines, unparsable lines, and
+// records naming a worker that is not one of ids.
+func readSinkFile(path string, slot int, ids map[string]bool) (SinkFile, error) {
+	sf := SinkFile{Slot: slot, Path: path}
+	f, err := os.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return sf, nil
+		}
+		return sf, fmt.Errorf("sink file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		sf.Lines++
+		r, err := devstack.ParseSinkLine(sc.Bytes())
+		if err != nil {
+			sf.Bad++
+			continue
+		}
+		if !ids[r.WorkerID] {
+			sf.Foreign++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return sf, fmt.Errorf("sink file %s: %w", path, err)
+	}
+	return sf, nil
+}
+
+// writeJSONFile writes v as indented JSON.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,263 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/evidence"
+)
+
+// Output file names under the out dir.
+const (
+	ResultFile   = "result.json"
+	ReportFile   = "report.md"
+	TimelineFile = "timeline.svg"
+)
+
+// WriteOutputs writes the JSON result, the Markdown report and the SVG
+// timeline of a judged run to dir.
+func WriteOutputs(dir string, res Result, ev Evidence) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("out dir: %w", err)
+	}
+	if err := writeJSONFile(filepath.Join(dir, ResultFile), res); err != nil {
+		return err
+	}
+	var md strings.Builder
+	WriteReport(&md, res)
+	if err := os.WriteFile(filepath.Join(dir, ReportFile), []byte(md.String()), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	var svg strings.Builder
+	WriteSVG(&svg, res, ev)
+	if err := os.WriteFile(filepath.Join(dir, TimelineFile), []byte(svg.String()), 0o644); err != nil {
+		return fmt.Errorf("write timeline: %w", err)
+	}
+	return nil
+}
+
+func msText(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+
+func statCell(s evidence.Stats) (string, string, string) {
+	if s.N == 0 {
+		return "–", "–", "–"
+	}
+	f := func(v float64) string { return fmt.Sprintf("%.0f ms", v) }
+	return f(s.P50), f(s.P99), f(s.Max)
+}
+
+// kindLabel is how the report names a fault kind.
+var kindLabel = map[string]string{
+	KindKill:        "kill -9 of a worker",
+	KindZombie:      "SIGSTOP, SIGCONT after > TTL (zombie)",
+	KindRolling:     "SIGTERM rolling restart (per worker)",
+	KindDynamoDown:  "DynamoDB down 2 × TTL",
+	KindSQSDown:     "SQS down (starts and stops during it)",
+	KindSourceDrop:  "source drops connections",
+	KindRefuse:      "source refuses connections",
+	KindChurn:       "start / stop / re-start churn",
+	KindClockOffset: "clock offset on one worker (SIGTERM restart)",
+	KindPolicy:      "feed policy switched",
+}
+
+// measuredFrom says what each kind's recovery is measured from, and to.
+var measuredFrom = map[string]string{
+	KindKill:        "kill → first delivery by a newer tenure",
+	KindZombie:      "SIGSTOP → first delivery by a newer tenure",
+	KindRolling:     "SIGTERM → first delivery by another worker",
+	KindDynamoDown:  "DynamoDB answering again → first delivery by a new tenure",
+	KindSQSDown:     "start acknowledged (no SQS) → first delivery",
+	KindSourceDrop:  "drop → first delivery on the next connection",
+	KindRefuse:      "refusal lifted → first delivery on the next connection",
+	KindChurn:       "start / re-start acknowledged → first delivery",
+	KindClockOffset: "SIGTERM → first delivery by another worker",
+}
+
+// WriteReport writes the Markdown report of res.
+func WriteReport(w io.Writer, res Result) {
+	s := res.Settings
+	b := s.Bounds
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# wsfleet chaos report — seed %d\n\n", s.Seed)
+	if res.OK() {
+		p("**Result: PASS — 0 violations** over %s with %d faults injected", msText(res.DurationMs), countFaults(res))
+	} else {
+		p("**Result: FAIL — %d violation(s)** over %s with %d faults injected", len(res.Violations), msText(res.DurationMs), countFaults(res))
+	}
+	if len(res.Missing) > 0 {
+		p(" (fault kinds not injected: %s)", strings.Join(res.Missing, ", "))
+	}
+	p(".\n\nStarted %s. Replay the schedule: `make chaos SEED=%d DURATION=%s` (the same faults, victims by worker slot, durations and gaps; not the same interleaving of the processes).\n\n",
+		res.Started.UTC().Format(time.RFC3339), s.Seed, (time.Duration(s.DurationMs) * time.Millisecond).String())
+	p("Every figure below comes from the feed's connection records, the sink lines as the harness received them from each worker's stdout (stamped on arrival), the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read it: [docs/chaos.md](../chaos.md) (from docs/chaos/).\n\n")
+	p("![timeline: one row per session, coloured by the worker delivering it; faults marked](%s)\n\n", TimelineFile)
+
+	p("## Settings\n\n| setting | value |\n|---|---|\n")
+	p("| workers (separate processes) | %d |\n| sessions | %d at the start, %d in all with churn |\n", s.Workers, s.Sessions, res.Totals.Sessions)
+	p("| feed | %.0f messages/s per session; one connection per session: %s%s; keepalive ping every %s, closed without a pong within %s |\n",
+		s.FeedRate, s.FeedMode, map[bool]string{true: ", then refuse-newer from half way", false: ""}[s.SwitchPolicy], msText(s.FeedPingMs), msText(s.FeedPingTimeout))
+	p("| lease TTL / renew (= checkpoint) / reconcile | %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.RenewMs), msText(s.ReconcileMs))
+	p("| max skew / safety margin / shutdown deadline | %s / %s / %s |\n", msText(s.MaxSkewMs), msText(s.SafetyMarginMs), msText(s.ShutdownMs))
+	p("| worker reconnect backoff max | %s |\n\n", msText(s.ReconnectMaxMs))
+
+	p("## Bounds the checks apply\n\n| bound | value | derivation |\n|---|---|---|\n")
+	p("| owned again after a crash or zombie | %s | TTL + reconcile interval + margin %s (2 × max skew for the clock offset + 1 s for claim, dial and first message) |\n", msText(b.CrashMs), msText(b.CrashMarginMs))
+	p("| owned again after a graceful handoff | %s | SIGTERM → another worker delivers |\n", msText(b.HandoffMs))
+	p("| start delivered (SQS up or down) | %s | reconcile interval × 1.2 (its jitter) + 1 s |\n", msText(b.ClaimMs))
+	p("| delivering again after DynamoDB is back | %s | as a start |\n", msText(b.OutageMs))
+	p("| delivering again after a drop / refusal | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
+	p("| STOPPED session closed, nothing delivered after | %s | renew interval × 1.1 (its jitter) + 500 ms (renewal call, close handshake) |\n", msText(b.StopMs))
+	p("| raw repeats across one crash / zombie | %d | rate × (renew × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
+	p("| raw repeats across one DynamoDB outage | %d | rate × (TTL + 1 s) + 1: nothing can be checkpointed while it lasts |\n\n", b.ReplayOutage)
+
+	p("## Recovery time per fault kind\n\n| fault kind | faults | sessions affected | p50 | p99 | max | bound | over bound | never | raw repeats | measured |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range res.Kinds {
+		p50, p99, mx := statCell(k.Recovery)
+		bound := "–"
+		if k.BoundMs > 0 {
+			bound = msText(k.BoundMs)
+		}
+		p("| %s | %d | %d | %s | %s | %s | %s | %d | %d | %d | %s |\n", kindLabel[k.Kind], k.Faults, k.Affected, p50, p99, mx, bound, k.OverBound, k.Never, k.Repeats, measuredFrom[k.Kind])
+	}
+	p50, p99, mx := statCell(res.Claims)
+	p("\nEvery start and re-start (the initial ones included): p50 %s, p99 %s, max %s over %d. Stops: the source's connection closed p50/p99/max %s after the stop was acknowledged (%d stops held to the bound).\n\n",
+		p50, p99, mx, res.Claims.N, strings.Join(func() []string { a, b, c := statCell(res.Stops); return []string{a, b, c} }(), " / "), res.StopsChecked)
+
+	p("## Checks\n\n| check | result | what it holds | figures |\n|---|---|---|---|\n")
+	for _, c := range res.Checks {
+		r := "ok"
+		if c.Violations > 0 {
+			r = fmt.Sprintf("**%d violation(s)**", c.Violations)
+		}
+		p("| %s | %s | %s | %s |\n", c.Name, r, c.Rule, mdCell(c.Figures))
+	}
+
+	p("\n## Ownership changes by cause\n\nEach change of a session's tenure (worker, epoch), attributed to the injected event nearest the previous tenure's last delivery.\n\n| cause | changes | raw repeats | most in one change | allowed | gap p50 | gap max |\n|---|---|---|---|---|---|---|\n")
+	for _, t := range res.Transitions {
+		allowed := "none"
+		if t.Bound >= 0 {
+			allowed = fmt.Sprintf("≤ %d per change", t.Bound)
+		}
+		p("| %s | %d | %d | %d | %s | %.0f ms | %.0f ms |\n", causeText(t.Cause), t.Count, t.Repeats, t.MaxOne, allowed, t.GapP50, t.GapMax)
+	}
+
+	p("\n## Faults injected\n\n| # | at | fault | target | lasted | affected | recovered | recovery p50 / max | dark max | repeats |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, f := range res.Faults {
+		target := f.Worker
+		if f.NewWorker != "" {
+			target += " → " + f.NewWorker
+		}
+		if f.OffsetMs != 0 {
+			target += fmt.Sprintf(" (clock %+d ms)", f.OffsetMs)
+		}
+		if len(f.Sessions) > 0 {
+			target = fmt.Sprintf("%d session(s)", len(f.Sessions))
+		}
+		if f.Kind == KindPolicy || f.Kind == KindDynamoDown || f.Kind == KindSQSDown {
+			if target == "" || f.Kind == KindPolicy {
+				target = f.Note
+			}
+		}
+		lasted := "–"
+		if f.TEnd > f.T {
+			lasted = fmt.Sprintf("%.1f s", f.TEnd-f.T)
+		}
+		rec := "–"
+		if f.Recovery.N > 0 {
+			rec = fmt.Sprintf("%.0f / %.0f ms", f.Recovery.P50, f.Recovery.Max)
+		}
+		dark := "–"
+		if f.Dark.N > 0 {
+			dark = fmt.Sprintf("%.0f ms", f.Dark.Max)
+		}
+		recovered := fmt.Sprintf("%d/%d", f.Recovered, f.Affected)
+		if f.Excluded > 0 {
+			recovered += fmt.Sprintf(" (+%d stopped)", f.Excluded)
+		}
+		p("| %d | %.1f s | %s | %s | %s | %d | %s | %s | %s | %d |\n", f.N, f.T, f.Kind, mdCell(target), lasted, f.Affected, recovered, rec, dark, f.Repeats)
+	}
+
+	p("\n## Evidence\n\n")
+	t := res.Totals
+	p("%d sessions; the feed accepted %d connections and refused %d attempts; it wrote %d distinct seqs; the sinks emitted %d lines, %d distinct after dedupe by (connection_id, seq); %d tenures; %d worker processes; %d API calls. Lines cut short by a kill (not delivered, so redelivered by the next owner): %d.\n\n",
+		t.Sessions, t.Connections, t.Refused, t.SentSeqs, t.Deliveries, t.Distinct, t.Tenures, t.Incarnations, t.Actions, t.Truncated)
+	if len(res.SelfFenceMs) > 0 {
+		var parts []string
+		for _, v := range res.SelfFenceMs {
+			parts = append(parts, fmt.Sprintf("%.0f ms", v))
+		}
+		p("Self-fencing under each DynamoDB outage (the last delivery of a tenure that could no longer renew, after the outage began; trust deadline TTL − margin = %s): %s.\n\n", msText(s.LeaseTTLMs-s.SafetyMarginMs), strings.Join(parts, ", "))
+	}
+
+	p("## Violations\n\n")
+	if len(res.Violations) == 0 {
+		p("None.\n")
+		return
+	}
+	const shown = 300
+	for i, v := range res.Violations {
+		if i == shown {
+			p("\n… and %d more in %s.\n", len(res.Violations)-shown, ResultFile)
+			break
+		}
+		sess := ""
+		if v.Session != "" {
+			sess = " " + v.Session
+		}
+		p("%d. **%s**%s at %.1f s: %s\n", i+1, v.Check, sess, v.T, mdCell(v.Detail))
+	}
+}
+
+func countFaults(res Result) int {
+	n := 0
+	for _, f := range res.Faults {
+		if f.Kind != KindPolicy {
+			n++
+		}
+	}
+	return n
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// PrintSummary writes the run's verdict, its checks and its recovery times.
+func PrintSummary(w io.Writer, res Result) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("\n=== wsfleet chaos: seed %d, %s, %d faults ===\n", res.Settings.Seed, msText(res.DurationMs), countFaults(res))
+	p("%-18s %-22s %-9s %-9s %-9s %-9s %s\n", "fault kind", "affected/faults", "p50", "p99", "max", "bound", "over/never")
+	for _, k := range res.Kinds {
+		p50, p99, mx := statCell(k.Recovery)
+		bound := "–"
+		if k.BoundMs > 0 {
+			bound = msText(k.BoundMs)
+		}
+		p("%-18s %-22s %-9s %-9s %-9s %-9s %d/%d\n", k.Kind, fmt.Sprintf("%d/%d", k.Affected, k.Faults), p50, p99, mx, bound, k.OverBound, k.Never)
+	}
+	p("\n")
+	for _, c := range res.Checks {
+		r := "ok"
+		if c.Violations > 0 {
+			r = fmt.Sprintf("%d VIOLATION(S)", c.Violations)
+		}
+		p("%-17s %-16s %s\n", c.Name, r, c.Figures)
+	}
+	if len(res.Missing) > 0 {
+		p("\nfault kinds not injected: %s\n", strings.Join(res.Missing, ", "))
+	}
+	if res.OK() {
+		p("\nRESULT: PASS (0 violations)\n")
+		return
+	}
+	p("\nRESULT: FAIL (%d violation(s))\n", len(res.Violations))
+	for i, v := range res.Violations {
+		if i == 40 {
+			p("  … %d more in %s\n", len(res.Violations)-40, ResultFile)
+			break
+		}
+		p("  - [%s] %s at %.1fs: %s\n", v.Check, v.Session, v.T, v.Detail)
+	}
+}

@@ -1,0 +1,116 @@
+//go:build chaos
+
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+)
+
+// shortSeed is the seed of `make test`'s run (WSFLEET_CHAOS_SEED overrides).
+const shortSeed = 20261130
+
+// TestShortChaos runs one round of every fault kind on a real stack (3
+// workers, 16 sessions, about 100 s) and fails on any violation, on a fault
+// kind not injected, and on a fault that touched no session. The outputs
+// stay in <repo>/out/chaos-test (WSFLEET_CHAOS_OUT overrides) to be read
+// after a failure.
+func TestShortChaos(t *testing.T) {
+	root, err := enginetest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "dynalite")); err != nil {
+		t.Fatalf("the local engines are not installed (run `make deps`): %v", err)
+	}
+	tmp := t.TempDir()
+	cfg := chaos.ShortConfig()
+	cfg.Seed = shortSeed
+	if v := os.Getenv("WSFLEET_CHAOS_SEED"); v != "" {
+		if cfg.Seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("WSFLEET_CHAOS_SEED=%q: %v", v, err)
+		}
+	}
+	cfg.Stack.Root = root
+	cfg.Stack.Dir = filepath.Join(tmp, "stack")
+	cfg.Stack.Bin = buildBinaries(t, root, filepath.Join(tmp, "bin"))
+	cfg.OutDir = os.Getenv("WSFLEET_CHAOS_OUT")
+	if cfg.OutDir == "" {
+		cfg.OutDir = filepath.Join(root, "out", "chaos-test")
+	}
+	var out, logs bytes.Buffer
+	cfg.Out = &out
+	cfg.Stack.Log = zerolog.New(&logs)
+	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := chaos.Run(ctx, cfg)
+	var sum bytes.Buffer
+	chaos.PrintSummary(&sum, res)
+	t.Logf("seed %d, %v; outputs in %s\n%s%s", cfg.Seed, time.Since(start).Round(time.Second), cfg.OutDir, out.String(), sum.String())
+	if err != nil {
+		dumpLogs(t, cfg.Stack.Dir)
+		t.Fatalf("chaos run: %v", err)
+	}
+	if !res.OK() {
+		dumpLogs(t, cfg.Stack.Dir)
+		t.Fatalf("%d violation(s); report: %s", len(res.Violations), filepath.Join(cfg.OutDir, chaos.ReportFile))
+	}
+	if len(res.Missing) > 0 {
+		t.Fatalf("fault kinds not injected: %v", res.Missing)
+	}
+	for _, k := range res.Kinds {
+		if k.Affected == 0 {
+			t.Errorf("%s touched no session: the run proves nothing about it", k.Kind)
+		}
+	}
+}
+
+// buildBinaries builds the stack's programs into dir from the workspace.
+func buildBinaries(t *testing.T, root, dir string) devstack.Binaries {
+	t.Helper()
+	bins := devstack.Binaries{
+		Streamer: filepath.Join(dir, "streamer"),
+		Ingest:   filepath.Join(dir, "ingest-local"),
+		Feed:     filepath.Join(dir, "feed"),
+	}
+	for out, pkg := range map[string]string{
+		bins.Streamer: "./workers/streamer/cmd/streamer",
+		bins.Ingest:   "./functions/ingest/cmd/ingest-local",
+		bins.Feed:     "./scripts/feed/cmd/feed",
+	} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the chaos run needs %s and it does not build (go build %s): %v\n%s", filepath.Base(out), pkg, err, b)
+		}
+	}
+	return bins
+}
+
+func dumpLogs(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		if len(b) > 3000 {
+			b = b[len(b)-3000:]
+		}
+		t.Logf("--- %s (tail) ---\n%s", filepath.Base(l), b)
+	}
+}
