@@ -70,7 +70,7 @@ var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindS
 // DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions; lease
 // TTL 4 s, renew (and checkpoint) every 1 s, reconcile every 2 s, max skew
 // 250 ms, safety margin 1 s; the feed at 5 messages/s per session, pinging
-// its clients every second.
+// its clients every 500 ms (a client silent for 750 ms is dropped).
 func DefaultConfig() Config {
 	sc := devstack.DefaultConfig()
 	sc.Ports = devstack.Ports{}
@@ -91,7 +91,7 @@ func DefaultConfig() Config {
 	return Config{
 		Stack: sc, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
-		FeedPingEvery: time.Second, FeedPingTimeout: time.Second,
+		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
 		SwitchPolicy: true, ReconnectMax: 2 * time.Second,
 		Out: os.Stdout,
 	}

@@ -458,8 +458,8 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		r.say("    %s's lease clock is now %+v off the others' (max skew %v)", f.NewWorker, s.Offset, r.cfg.Stack.Worker.MaxSkew)
 	case KindDynamoDown:
 		at := time.Now()
-		r.st.Dynamo.Stop()
-		r.say("DynamoDB down for %v", s.Hold)
+		r.st.Dynamo.Kill() // at once (SIGTERM lets dynalite serve on for a while); its data is on disk
+		r.say("DynamoDB killed; back in %v", s.Hold)
 		if err := r.sleep(ctx, max(s.Hold-time.Since(at), 0)); err != nil {
 			return err
 		}
@@ -476,7 +476,7 @@ func (r *runner) step(ctx context.Context, s Step) error {
 			return fmt.Errorf("dynamodb not answering after its restart (%v)", err)
 		}
 		back := time.Now()
-		f := r.fault(Fault{Kind: s.Kind, Start: at, End: back})
+		f := r.fault(Fault{Kind: s.Kind, Start: at, End: back, Note: "dynalite killed, restarted on the same port and data"})
 		ok, err = r.waitMoved(ctx, r.startedIDs(), back, "", outage+3*time.Second)
 		if err != nil {
 			return err
@@ -484,7 +484,7 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		r.say("#%d DynamoDB back after %v; every session delivering again: %s after %v", f.N, back.Sub(at).Round(time.Millisecond), okText(ok), time.Since(back).Round(time.Millisecond))
 	case KindSQSDown:
 		at := time.Now()
-		r.st.SQS.Stop()
+		r.st.SQS.Kill()
 		n := len(r.faults) + 1
 		r.say("SQS down for %v; churn during it: %d start(s), %d stop(s)", s.Hold.Round(time.Millisecond), s.Count, s.Count)
 		if err := r.sleep(ctx, s.Hold/3); err != nil {
