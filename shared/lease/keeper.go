@@ -159,10 +159,13 @@ func (k *Keeper) renew(ctx context.Context, h *Held) {
 	cancel()
 	latency := k.clk.Now().Sub(sentAt)
 	k.obs.Renewed(h, latency, err)
+	// Drawn before taking h.mu: jittered takes k.mu, and tick takes k.mu
+	// then each h.mu (the other order would deadlock).
+	next := sentAt.Add(k.jittered(k.cfg.RenewEvery))
 	h.mu.Lock()
 	var endedNow bool
 	if err == nil {
-		h.t.renewSucceeded(sentAt, sentAt.Add(k.jittered(k.cfg.RenewEvery)))
+		h.t.renewSucceeded(sentAt, next)
 		h.setItem(it)
 	} else {
 		retry := k.cfg.RetryEvery
