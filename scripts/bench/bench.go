@@ -1,0 +1,339 @@
+// Package bench is wsfleet's benchmark driver (`make bench`, `make
+// bench-full`). It runs the real binaries on this machine and measures, in
+// one report (docs/BENCHMARKS.md and docs/benchmarks.json):
+//
+//  1. claim latency: POST /sessions → first message at the sink, via the SQS
+//     notification and via reconciliation alone (workers without a
+//     consumer);
+//  2. crash failover: kill -9 of the owner → first message delivered by the
+//     new owner;
+//  3. graceful handoff: SIGTERM of the owner → first message by the new
+//     owner, with messages lost and duplicated counted from the feed's and
+//     the sinks' records (package evidence);
+//  4. one worker's capacity: sessions held, CPU per 1,000 messages/s and RSS
+//     per session, with the no-I/O memory store and with dynalite (stepped
+//     until dynalite is the bottleneck), with heap and CPU profiles of the
+//     worker;
+//  5. DynamoDB cost: requests per session-hour by kind as the store counts
+//     them, the on-demand cost they project and the index partition bound;
+//
+// and runs the Go microbenchmarks of the hot paths. Figures are reported,
+// never asserted. The quick mode (the default of `make bench`) fits in
+// about five minutes with smaller counts; the full mode runs the sizes the
+// goals are stated for.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+)
+
+// Mode is the run's size.
+type Mode string
+
+// Modes.
+const (
+	Quick Mode = "quick"
+	Full  Mode = "full"
+)
+
+// Phase names, in the order they run.
+const (
+	PhaseMicro    = "micro"
+	PhaseClaim    = "claim"
+	PhaseFailover = "failover"
+	PhaseHandoff  = "handoff"
+	PhaseCost     = "cost"
+	PhaseCapacity = "capacity"
+	PhaseDynalite = "dynalite"
+)
+
+// AllPhases lists every phase in run order.
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseCost, PhaseCapacity, PhaseDynalite}
+
+// Binaries are the programs the driver runs.
+type Binaries struct {
+	Streamer string // bin/streamer
+	Ingest   string // bin/ingest-local
+	Feed     string // bin/feed (the lease phases' feed, through devstack)
+	Self     string // this driver (its `feed` subcommand serves the capacity runs)
+}
+
+// CapRun is one capacity run of the memory store.
+type CapRun struct {
+	Sessions int     `json:"sessions"`
+	Rate     float64 `json:"rate"` // messages/s per session
+	// Env is added to the worker's environment (e.g. GOGC=50 for a lever).
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Sizes are the counts and durations of one mode.
+type Sizes struct {
+	BenchTime string // go test -benchtime
+
+	ClaimSamples     int
+	ClaimWarmup      int
+	ClaimFeedRate    float64
+	ReconcileSpacing time.Duration // mean gap between reconcile-path starts
+
+	FailoverRounds, FailoverSessions int
+	HandoffRounds, HandoffSessions   int
+	LeaseFeedRate                    float64
+
+	CostSessions int
+	CostWindow   time.Duration
+
+	CapRuns    []CapRun
+	CapSettle  time.Duration
+	CapWindow  time.Duration
+	CPUProfile time.Duration
+
+	DynSteps  []int
+	DynSettle time.Duration
+	DynWindow time.Duration
+}
+
+// SizesFor returns the sizes of mode.
+func SizesFor(m Mode) Sizes {
+	if m == Full {
+		return Sizes{
+			BenchTime:    "1s",
+			ClaimSamples: 300, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
+			FailoverRounds: 3, FailoverSessions: 100,
+			HandoffRounds: 3, HandoffSessions: 100,
+			LeaseFeedRate: 5,
+			CostSessions:  1000, CostWindow: 2 * time.Minute,
+			CapRuns:   []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10}},
+			CapSettle: 30 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 20 * time.Second,
+			DynSteps:  []int{2000, 4000, 6000, 8000, 10000, 13000, 16000, 19000},
+			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
+		}
+	}
+	return Sizes{
+		BenchTime:    "100ms",
+		ClaimSamples: 200, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
+		FailoverRounds: 2, FailoverSessions: 100,
+		HandoffRounds: 2, HandoffSessions: 100,
+		LeaseFeedRate: 5,
+		CostSessions:  300, CostWindow: 30 * time.Second,
+		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
+		CapSettle: 8 * time.Second, CapWindow: 15 * time.Second, CPUProfile: 5 * time.Second,
+		DynSteps:  []int{2000},
+		DynSettle: 5 * time.Second, DynWindow: 15 * time.Second,
+	}
+}
+
+// Config configures a run.
+type Config struct {
+	Mode    Mode
+	Root    string // repository root (default enginetest.RepoRoot())
+	WorkDir string // logs and profiles (default Root/out/bench)
+	OutMD   string // the report (default Root/docs/BENCHMARKS.md; "-" = none)
+	OutJSON string // the figures (default Root/docs/benchmarks.json; "-" = none)
+	Phases  []string
+	Bin     Binaries
+	// QuietLoad > 0: wait (at most QuietWait) for the 1-minute load average
+	// to drop below it before starting.
+	QuietLoad float64
+	QuietWait time.Duration
+	Sizes     Sizes
+	// Invocation is the command line reported with every figure.
+	Invocation string
+	Log        zerolog.Logger
+}
+
+// DefaultConfig returns the configuration of mode with every phase.
+func DefaultConfig(m Mode) Config {
+	return Config{Mode: m, Phases: AllPhases, Sizes: SizesFor(m), QuietWait: 20 * time.Minute, Log: zerolog.Nop()}
+}
+
+func (c *Config) fill() error {
+	if c.Root == "" {
+		r, err := enginetest.RepoRoot()
+		if err != nil {
+			return err
+		}
+		c.Root = r
+	}
+	if c.WorkDir == "" {
+		c.WorkDir = filepath.Join(c.Root, "out", "bench")
+	}
+	if c.OutMD == "" {
+		c.OutMD = filepath.Join(c.Root, "docs", "BENCHMARKS.md")
+	}
+	if c.OutJSON == "" {
+		c.OutJSON = filepath.Join(c.Root, "docs", "benchmarks.json")
+	}
+	bin := filepath.Join(c.Root, "bin")
+	def := func(p *string, name string) {
+		if *p == "" {
+			*p = filepath.Join(bin, name)
+		}
+	}
+	def(&c.Bin.Streamer, "streamer")
+	def(&c.Bin.Ingest, "ingest-local")
+	def(&c.Bin.Feed, "feed")
+	if c.Bin.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: own path: %w", err)
+		}
+		c.Bin.Self = self
+	}
+	if c.Invocation == "" {
+		c.Invocation = "bin/bench -mode " + string(c.Mode)
+	}
+	return nil
+}
+
+// Validate reports every invalid setting.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Mode != Quick && c.Mode != Full {
+		errs = append(errs, fmt.Errorf("mode %q: want quick or full", c.Mode))
+	}
+	if len(c.Phases) == 0 {
+		errs = append(errs, errors.New("no phase selected"))
+	}
+	for _, p := range c.Phases {
+		if !slices.Contains(AllPhases, p) {
+			errs = append(errs, fmt.Errorf("phase %q: want one of %s", p, strings.Join(AllPhases, ", ")))
+		}
+	}
+	if c.QuietLoad < 0 || c.QuietWait < 0 {
+		errs = append(errs, errors.New("quiet load and wait: want ≥ 0"))
+	}
+	s := c.Sizes
+	if s.ClaimSamples < 1 || s.FailoverRounds < 1 || s.FailoverSessions < 1 || s.HandoffRounds < 1 || s.HandoffSessions < 1 ||
+		s.CostSessions < 1 || len(s.CapRuns) == 0 || len(s.DynSteps) == 0 {
+		errs = append(errs, errors.New("sizes: every count must be positive"))
+	}
+	for _, r := range s.CapRuns {
+		if r.Sessions < 1 || r.Sessions > 19500 || r.Rate <= 0 {
+			errs = append(errs, fmt.Errorf("capacity run %d sessions at %v/s: want 1..19,500 sessions (the open-file limit is 20,000) and a positive rate", r.Sessions, r.Rate))
+		}
+	}
+	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {
+		errs = append(errs, errors.New("dynalite steps: want increasing counts up to 19,500"))
+	}
+	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 {
+		errs = append(errs, errors.New("measurement windows: want > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// runner runs the phases of one Config.
+type runner struct {
+	cfg Config
+	sz  Sizes
+	log zerolog.Logger
+	rep *Report
+}
+
+// Run runs the selected phases and writes the report. A phase that fails
+// is reported as such and the others still run; Run returns an error when
+// any phase failed or the report could not be written.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("bench config: %w", err)
+	}
+	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed, cfg.Bin.Self} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("bench: %s missing (make bench builds it): %w", b, err)
+		}
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("bench work dir: %w", err)
+	}
+	r := &runner{cfg: cfg, sz: cfg.Sizes, log: cfg.Log, rep: &Report{
+		Mode: cfg.Mode, Invocation: cfg.Invocation, Started: time.Now().UTC(), Errors: map[string]string{},
+	}}
+	r.rep.Machine = ReadMachine(ctx, cfg.Root)
+	r.rep.LoadBefore = ReadLoad()
+	if cfg.QuietLoad > 0 {
+		waited, quiet := WaitQuiet(ctx, cfg.QuietLoad, cfg.QuietWait, func(f string, a ...any) { r.log.Info().Msgf(f, a...) })
+		r.rep.Quiet = &QuietWait{Threshold: cfg.QuietLoad, Waited: waited.Round(time.Second).String(), Quiet: quiet}
+	}
+	r.rep.LoadStart = ReadLoad()
+	phases := map[string]func(context.Context) error{
+		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
+		PhaseCost: r.cost, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
+	}
+	var failed []string
+	for _, name := range AllPhases {
+		if !slices.Contains(cfg.Phases, name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting")
+		start := time.Now()
+		if err := phases[name](ctx); err != nil {
+			r.rep.Errors[name] = err.Error()
+			failed = append(failed, name)
+			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
+		}
+		r.log.Info().Str("phase", name).Dur("took", time.Since(start).Round(time.Second)).Msg("phase done")
+	}
+	r.rep.Finished = time.Now().UTC()
+	r.rep.LoadEnd = ReadLoad()
+	if err := r.write(); err != nil {
+		return r.rep, err
+	}
+	if ctx.Err() != nil {
+		return r.rep, fmt.Errorf("bench interrupted: %w", ctx.Err())
+	}
+	if len(failed) > 0 {
+		return r.rep, fmt.Errorf("bench: phase(s) %s failed (see the report)", strings.Join(failed, ", "))
+	}
+	return r.rep, nil
+}
+
+// phaseCommand is the command that reruns one phase.
+func (r *runner) phaseCommand(name string) string {
+	return fmt.Sprintf("bin/bench -mode %s -only %s", r.cfg.Mode, name)
+}
+
+// begin returns the phase header, its load and start time filled in.
+func (r *runner) begin(name string, settings map[string]string) Phase {
+	return Phase{Command: r.phaseCommand(name), Started: time.Now().UTC(), LoadStart: ReadLoad(), Settings: settings}
+}
+
+// end fills the phase's end.
+func (p *Phase) end() {
+	p.Seconds = time.Since(p.Started).Round(100 * time.Millisecond).Seconds()
+	p.LoadEnd = ReadLoad()
+}
+
+func (r *runner) write() error {
+	if r.cfg.OutJSON != "-" {
+		b, err := json.MarshalIndent(r.rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("report json: %w", err)
+		}
+		if err := os.WriteFile(r.cfg.OutJSON, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("report json: %w", err)
+		}
+	}
+	if r.cfg.OutMD != "-" {
+		if err := os.WriteFile(r.cfg.OutMD, []byte(Render(r.rep)), 0o644); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// feedAddrs are the loopback addresses the capacity feed listens on (the
+// worker's connections are spread over them: no address pair comes near
+// the ephemeral-port range).
+var feedAddrs = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"}
+
+// CapRunResult is one capacity run (figure 4).
+type CapRunResult struct {
+	Store    string            `json:"store"` // memory | dynalite
+	Sessions int               `json:"sessions"`
+	Rate     float64           `json:"rate"`
+	Env      map[string]string `json:"env,omitempty"`
+	Held     int               `json:"held"`
+	RampSec  float64           `json:"ramp_s"`
+	// MsgRate is what the worker counted during the window; Expected is
+	// Held × Rate.
+	MsgRate      float64 `json:"msg_per_s"`
+	Expected     float64 `json:"expected_msg_per_s"`
+	WindowSec    float64 `json:"window_s"`
+	CPUPct       float64 `json:"cpu_pct_of_one_core"`
+	CPUPer1k     float64 `json:"cpu_pct_per_1000_msg_s"`
+	FeedCPUPct   float64 `json:"feed_cpu_pct"`
+	RSSMeanMB    float64 `json:"rss_mean_mb"`
+	RSSMaxMB     float64 `json:"rss_max_mb"`
+	RSSPerSessKB float64 `json:"rss_kib_per_session"` // mean RSS / held
+	// RSSMarginalKB is (mean RSS − the idle worker\'s RSS) / held.
+	RSSMarginalKB float64  `json:"rss_kib_per_session_above_idle"`
+	Goroutines    int      `json:"goroutines"`
+	OpenFiles     int      `json:"open_files"`
+	Reconnects    int64    `json:"reconnects_in_window"`
+	LoadStart     LoadAvg  `json:"load_start"`
+	LoadEnd       LoadAvg  `json:"load_end"`
+	Profiles      Profiles `json:"profiles"`
+}
+
+// CapacityResult is figure 4 with the memory store.
+type CapacityResult struct {
+	Phase
+	// IdleRSSMB is an idle worker's RSS (memory store, no session).
+	IdleRSSMB float64        `json:"idle_rss_mb"`
+	Runs      []CapRunResult `json:"runs"`
+}
+
+func (r *runner) capacity(ctx context.Context) error {
+	sz := r.sz
+	res := &CapacityResult{}
+	var runs []string
+	for _, c := range sz.CapRuns {
+		runs = append(runs, fmt.Sprintf("%d sessions × %g msg/s", c.Sessions, c.Rate))
+	}
+	res.Phase = r.begin(PhaseCapacity, map[string]string{
+		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, GOGC default unless stated",
+		"feed":   fmt.Sprintf("bin/bench feed (scripts/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
+		"runs":   strings.Join(runs, "; "),
+		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
+	})
+	r.rep.Capacity = res
+	defer res.end()
+	idle, err := r.idleRSS(ctx)
+	if err != nil {
+		return err
+	}
+	res.IdleRSSMB = idle / (1 << 20)
+	for i, c := range sz.CapRuns {
+		rr, err := r.capacityRun(ctx, fmt.Sprintf("capacity-%d", i+1), c)
+		if rr != nil {
+			if rr.Held > 0 {
+				rr.RSSMarginalKB = (rr.RSSMeanMB - res.IdleRSSMB) * 1024 / float64(rr.Held)
+			}
+			res.Runs = append(res.Runs, *rr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idleRSS is the RSS of a worker holding nothing (memory store, no
+// session), after it has run for 3 s.
+func (r *runner) idleRSS(ctx context.Context) (float64, error) {
+	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "capacity-idle")}
+	if err := os.RemoveAll(e.dir); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return 0, err
+	}
+	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
+	if err := r.startCapWorker(ctx, e, "idle-worker", []string{"--store=memory", "--memory-sessions=0"}, nil, nil); err != nil {
+		return 0, err
+	}
+	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		return 0, err
+	}
+	rss, err := ProcRSS(e.work.pid())
+	return float64(rss), err
+}
+
+// capEnv is a capacity run's processes and folder.
+type capEnv struct {
+	dir   string
+	port  int
+	feed  *child
+	work  *child
+	admin string
+}
+
+func (e *capEnv) stop(log func(error)) {
+	if e.work != nil {
+		if err := e.work.stop(60 * time.Second); err != nil {
+			log(err)
+		}
+	}
+	if e.feed != nil {
+		if err := e.feed.stop(10 * time.Second); err != nil {
+			log(err)
+		}
+	}
+}
+
+// startFeed starts `bench feed` on feedAddrs at rate (a few ports are
+// tried: a free port on 127.0.0.1 may be taken on another address).
+func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
+	var last error
+	for range 3 {
+		port, err := enginetest.FreePort()
+		if err != nil {
+			return err
+		}
+		argv := []string{r.cfg.Bin.Self, "feed", "-addrs", strings.Join(feedAddrs, ","), "-port", itoa(port), "-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
+		f, err := startChild("feed", argv, cleanEnv(), r.cfg.Root, filepath.Join(e.dir, "feed.log"))
+		if err != nil {
+			return err
+		}
+		if last = waitHTTP(ctx, "http://127.0.0.1:"+itoa(port)+"/healthz", 10*time.Second, f.running, "feed"); last == nil {
+			e.feed, e.port = f, port
+			return nil
+		}
+		_ = f.stop(time.Second)
+	}
+	return last
+}
+
+// feedURLs are the sessions' URL patterns over feedAddrs ({id} = connection id).
+func (e *capEnv) feedURLs() []string {
+	var out []string
+	for _, a := range feedAddrs {
+		out = append(out, "ws://"+a+":"+itoa(e.port)+"/feed/{id}")
+	}
+	return out
+}
+
+// startCapWorker starts a capacity worker (stdout to /dev/null) and waits
+// for /healthz.
+func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, args []string, settings map[string]string, extraEnv []string) error {
+	port, err := enginetest.FreePort()
+	if err != nil {
+		return err
+	}
+	e.admin = "127.0.0.1:" + itoa(port)
+	set := map[string]string{
+		schema.EnvSink:            "stdout",
+		schema.EnvLogLevel:        "info",
+		schema.EnvClaimsPerSecond: "2000",
+		schema.EnvReconcileEvery:  "1s",
+		"WSFLEET_METRICS_EVERY":   "1m",
+	}
+	for k, v := range settings {
+		set[k] = v
+	}
+	env := append(workerEnv(id, e.admin, set), extraEnv...)
+	w, err := startChild(id, append([]string{r.cfg.Bin.Streamer}, args...), env, r.cfg.Root, filepath.Join(e.dir, id+".log"))
+	if err != nil {
+		return err
+	}
+	e.work = w
+	return waitHTTP(ctx, "http://"+e.admin+"/healthz", 30*time.Second, w.running, id)
+}
+
+// waitHeld waits until the worker owns want sessions and counts at least
+// 90 % of the messages they should bring, for two polls in a row.
+func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout time.Duration) (workerStats, error) {
+	deadline := time.Now().Add(timeout)
+	var prev workerStats
+	var prevAt time.Time
+	good := 0
+	for {
+		if !e.work.running() {
+			return prev, fmt.Errorf("worker exited (see %s)", e.work.log)
+		}
+		st, err := getStats(ctx, e.admin)
+		if err != nil {
+			return prev, err
+		}
+		now := time.Now()
+		if !prevAt.IsZero() && st.Owned >= want {
+			got := float64(st.Messages["messages_in"]-prev.Messages["messages_in"]) / now.Sub(prevAt).Seconds()
+			if got >= 0.9*float64(want)*rate {
+				good++
+			} else {
+				good = 0
+			}
+		}
+		if good >= 2 {
+			return st, nil
+		}
+		if now.After(deadline) {
+			return st, fmt.Errorf("worker holds %d of %d sessions after %s", st.Owned, want, timeout)
+		}
+		prev, prevAt = st, now
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return st, err
+		}
+	}
+}
+
+// window measures the worker (and the other processes) for d.
+type windowResult struct {
+	seconds          float64
+	workCPU, feedCPU float64
+	otherCPU         float64
+	rssMean, rssMax  float64 // bytes
+	s0, s1           workerStats
+}
+
+func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (windowResult, error) {
+	var w windowResult
+	s0, err := getStats(ctx, e.admin)
+	if err != nil {
+		return w, err
+	}
+	t0 := time.Now()
+	wc, fc, oc := startCPU(e.work.pid()), startCPU(e.feed.pid()), startCPU(other)
+	var sum float64
+	n := 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for time.Since(t0) < d {
+		select {
+		case <-ctx.Done():
+			return w, ctx.Err()
+		case <-tick.C:
+		}
+		if rss, err := ProcRSS(e.work.pid()); err == nil {
+			sum += float64(rss)
+			n++
+			w.rssMax = math.Max(w.rssMax, float64(rss))
+		}
+	}
+	w.workCPU, w.feedCPU, w.otherCPU = wc.percent(), fc.percent(), oc.percent()
+	w.seconds = time.Since(t0).Seconds()
+	s1, err := getStats(ctx, e.admin)
+	if err != nil {
+		return w, err
+	}
+	w.s0, w.s1 = s0, s1
+	if n > 0 {
+		w.rssMean = sum / float64(n)
+	}
+	return w, nil
+}
+
+func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRunResult, error) {
+	sz := r.sz
+	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, name)}
+	if err := os.RemoveAll(e.dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })
+	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad()}
+	if err := r.startFeed(ctx, e, c.Rate); err != nil {
+		return res, err
+	}
+	args := []string{"--store=memory", "--memory-sessions=" + itoa(c.Sessions), "--memory-urls=" + strings.Join(e.feedURLs(), ","), "--memory-resume-param=from", "--memory-prefix=cap-"}
+	var extra []string
+	for k, v := range c.Env {
+		extra = append(extra, k+"="+v)
+	}
+	start := time.Now()
+	if err := r.startCapWorker(ctx, e, name+"-worker", args, map[string]string{schema.EnvMaxSessions: itoa(c.Sessions)}, extra); err != nil {
+		return res, err
+	}
+	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Msg("capacity run: ramping up")
+	if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
+		return res, err
+	}
+	res.RampSec = time.Since(start).Seconds()
+	if err := sleepCtx(ctx, sz.CapSettle); err != nil {
+		return res, err
+	}
+	w, err := measureWindow(ctx, e, 0, sz.CapWindow)
+	if err != nil {
+		return res, err
+	}
+	fillCapResult(res, w, c.Rate)
+	res.OpenFiles = ProcOpenFiles(e.work.pid())
+	res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
+	res.LoadEnd = ReadLoad()
+	r.log.Info().Str("run", name).Int("held", res.Held).Float64("msg_s", res.MsgRate).Float64("cpu_per_1k", res.CPUPer1k).
+		Float64("rss_kib_per_session", res.RSSPerSessKB).Msg("capacity run done")
+	return res, nil
+}
+
+func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
+	res.Held = w.s1.Owned
+	res.WindowSec = w.seconds
+	res.MsgRate = float64(w.s1.Messages["messages_in"]-w.s0.Messages["messages_in"]) / w.seconds
+	res.Expected = float64(res.Held) * rate
+	res.CPUPct = w.workCPU
+	if res.MsgRate > 0 {
+		res.CPUPer1k = res.CPUPct / (res.MsgRate / 1000)
+	}
+	res.FeedCPUPct = w.feedCPU
+	res.RSSMeanMB, res.RSSMaxMB = w.rssMean/(1<<20), w.rssMax/(1<<20)
+	if res.Held > 0 {
+		res.RSSPerSessKB = w.rssMean / 1024 / float64(res.Held)
+	}
+	res.Goroutines = w.s1.Goroutines
+	res.Reconnects = w.s1.Messages["reconnects"] - w.s0.Messages["reconnects"]
+}

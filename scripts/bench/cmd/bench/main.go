@@ -1,0 +1,96 @@
+// Command bench runs wsfleet's benchmarks and writes docs/BENCHMARKS.md and
+// docs/benchmarks.json (package bench has the details):
+//
+//	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR]
+//	bench feed -addrs 127.0.0.1,127.0.0.2 -port N -rate R   # the capacity runs' feed (run by bench itself)
+//
+// `make bench` runs the quick mode (about five minutes), `make bench-full`
+// the full one.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "feed" {
+		return runFeed(ctx, args[1:], stderr)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mode := fs.String("mode", string(bench.Quick), "quick (≤ 5 min, smaller counts) or full")
+	only := fs.String("only", "", "comma-separated phases to run (default all): "+strings.Join(bench.AllPhases, ","))
+	quiet := fs.Float64("wait-quiet", 0, "wait until the 1-minute load average is below this before starting (0: do not wait)")
+	quietFor := fs.Duration("wait-quiet-max", 20*time.Minute, "longest wait for a quiet machine")
+	out := fs.String("out", "", "report path (default docs/BENCHMARKS.md; - for none)")
+	js := fs.String("json", "", "figures path (default docs/benchmarks.json; - for none)")
+	work := fs.String("work", "", "logs and profiles (default out/bench)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg := bench.DefaultConfig(bench.Mode(*mode))
+	if *only != "" {
+		cfg.Phases = strings.Split(*only, ",")
+	}
+	cfg.QuietLoad, cfg.QuietWait = *quiet, *quietFor
+	cfg.OutMD, cfg.OutJSON, cfg.WorkDir = *out, *js, *work
+	cfg.Invocation = "bin/bench " + strings.Join(args, " ")
+	if len(args) == 0 {
+		cfg.Invocation = "bin/bench"
+	}
+	zerolog.TimeFieldFormat = time.RFC3339
+	cfg.Log = zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}).With().Timestamp().Logger()
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		for _, g := range bench.Goals(rep) {
+			met := "met"
+			if !g.Met {
+				met = "MISSED " + g.Miss
+			}
+			fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", g.Figure, g.Measured, g.Goal, met)
+		}
+	}
+	return err
+}
+
+func runFeed(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench feed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addrs := fs.String("addrs", "127.0.0.1", "comma-separated loopback addresses")
+	port := fs.Int("port", 0, "port (the same on every address)")
+	rate := fs.Float64("rate", 1, "messages per second per session")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	err := bench.ServeFeed(ctx, bench.FeedOptions{Addrs: strings.Split(*addrs, ","), Port: *port, Rate: *rate})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

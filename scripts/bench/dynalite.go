@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// DynStep is one step of the dynalite capacity run.
+type DynStep struct {
+	Target       int     `json:"target"`
+	Held         int     `json:"held"`
+	RampSec      float64 `json:"ramp_s"`
+	RenewsPerSec float64 `json:"renews_per_s"`
+	NeededPerSec float64 `json:"needed_renews_per_s"` // held / 3.33 s
+	RenewErrors  int64   `json:"renew_errors"`
+	LeaseLost    int64   `json:"lease_lost"`
+	RenewP50Ms   int64   `json:"renew_p50_le_ms"` // bucket upper bound; -1 = above 2 s
+	RenewP99Ms   int64   `json:"renew_p99_le_ms"`
+	WorkerCPU    float64 `json:"worker_cpu_pct"`
+	DynaliteCPU  float64 `json:"dynalite_cpu_pct"`
+	FeedCPU      float64 `json:"feed_cpu_pct"`
+	MsgRate      float64 `json:"msg_per_s"`
+	CPUPer1k     float64 `json:"worker_cpu_pct_per_1000_msg_s"`
+	RSSPerSessKB float64 `json:"rss_kib_per_session"`
+	Verdict      string  `json:"verdict"`
+	LoadEnd      LoadAvg `json:"load_end"`
+}
+
+// DynaliteResult is figure 4 with dynalite as the lease store.
+type DynaliteResult struct {
+	Phase
+	Steps      []DynStep `json:"steps"`
+	MaxHealthy int       `json:"max_healthy_sessions"`
+	Bottleneck string    `json:"bottleneck"`
+}
+
+// Verdicts of a step.
+const (
+	VerdictOK        = "ok"
+	VerdictSaturated = "dynalite saturated (renewals still on time)"
+)
+
+// judgeStep says whether a step kept every lease healthy, and if not why.
+func judgeStep(s DynStep) string {
+	var why []string
+	if s.Held < s.Target {
+		why = append(why, fmt.Sprintf("holds %d of %d", s.Held, s.Target))
+	}
+	if s.LeaseLost > 0 {
+		why = append(why, fmt.Sprintf("%d lease(s) lost", s.LeaseLost))
+	}
+	if s.RenewErrors > 0 {
+		why = append(why, fmt.Sprintf("%d renew error(s)", s.RenewErrors))
+	}
+	if s.NeededPerSec > 0 && s.RenewsPerSec < 0.95*s.NeededPerSec {
+		why = append(why, fmt.Sprintf("renewals behind (%.0f/s of %.0f/s)", s.RenewsPerSec, s.NeededPerSec))
+	}
+	if s.RenewP99Ms < 0 || s.RenewP99Ms > 1000 {
+		why = append(why, "renew p99 above 1 s")
+	}
+	if len(why) > 0 {
+		return strings.Join(why, "; ")
+	}
+	if s.DynaliteCPU >= 90 {
+		return VerdictSaturated
+	}
+	return VerdictOK
+}
+
+func (r *runner) dynalite(ctx context.Context) error {
+	sz := r.sz
+	res := &DynaliteResult{}
+	var steps []string
+	for _, n := range sz.DynSteps {
+		steps = append(steps, itoa(n))
+	}
+	res.Phase = r.begin(PhaseDynalite, map[string]string{
+		"worker": "bin/streamer with the DynamoDB store on dynalite (in memory, same machine), no work queue (claims by reconciliation every 1 s, 500 claims/s), lease timings at their defaults (renew every 3.33 s), sink stdout → /dev/null",
+		"feed":   "as the memory runs: bench feed on 4 loopback addresses, 1 msg/s per session",
+		"steps":  strings.Join(steps, ", ") + " sessions (seeded with BatchWriteItem as ingest writes them: STARTED, lease_expires_at_ms 0); stop at the first step that is not healthy",
+		"window": fmt.Sprintf("settle %s, then measure %s: renewals from the worker's /stats, CPU of the worker, dynalite (node) and the feed from /proc", sz.DynSettle, sz.DynWindow),
+		"health": "a step is healthy when it holds every session, loses no lease, has no renew error, renews at ≥ 95 % of held/3.33 s and its renew p99 is ≤ 1 s",
+	})
+	r.rep.Dynalite = res
+	defer res.end()
+	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "dynalite")}
+	if err := os.RemoveAll(e.dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return err
+	}
+	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: e.dir})
+	if err != nil {
+		return err
+	}
+	if err := dyn.Start(); err != nil {
+		return err
+	}
+	defer dyn.Stop()
+	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("dynalite run: stop") })
+	dynPid := FindPid("--host", "127.0.0.1", "--port", itoa(dyn.Port))
+	if dynPid == 0 {
+		return fmt.Errorf("dynalite on port %d: pid not found", dyn.Port)
+	}
+	ddb := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		HTTPClient:  &http.Client{Timeout: 30 * time.Second},
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dyn.Endpoint()) })
+	table := schema.DefaultTableName
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = dynamostore.CreateTable(cctx, ddb, table)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if err := r.startFeed(ctx, e, 1); err != nil {
+		return err
+	}
+	maxN := sz.DynSteps[len(sz.DynSteps)-1]
+	engine := []string{"AWS_ENDPOINT_URL_DYNAMODB=" + dyn.Endpoint(), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
+	if err := r.startCapWorker(ctx, e, "dynalite-worker", nil, map[string]string{
+		schema.EnvTableName: table, schema.EnvMaxSessions: itoa(maxN + 100), schema.EnvClaimsPerSecond: "500",
+	}, engine); err != nil {
+		return err
+	}
+	urls := e.feedURLs()
+	seeded := 0
+	for _, target := range sz.DynSteps {
+		start := time.Now()
+		if err := seedSessions(ctx, ddb, table, seeded, target, urls); err != nil {
+			return err
+		}
+		seeded = target
+		step := DynStep{Target: target}
+		if _, err := waitHeld(ctx, e, target, 1, time.Minute+time.Duration(target/200)*time.Second); err != nil {
+			r.log.Warn().Err(err).Int("target", target).Msg("dynalite step: not every session claimed")
+		}
+		step.RampSec = time.Since(start).Seconds()
+		if err := sleepCtx(ctx, sz.DynSettle); err != nil {
+			return err
+		}
+		w, err := measureWindow(ctx, e, dynPid, sz.DynWindow)
+		if err != nil {
+			return err
+		}
+		var cr CapRunResult
+		fillCapResult(&cr, w, 1)
+		step.Held, step.MsgRate, step.WorkerCPU, step.FeedCPU, step.CPUPer1k, step.RSSPerSessKB = cr.Held, cr.MsgRate, cr.CPUPct, cr.FeedCPUPct, cr.CPUPer1k, cr.RSSPerSessKB
+		step.DynaliteCPU = w.otherCPU
+		step.RenewsPerSec = float64(w.s1.RenewsOK-w.s0.RenewsOK) / w.seconds
+		step.NeededPerSec = float64(step.Held) / DefaultRenewEvery.Seconds()
+		step.RenewErrors = w.s1.RenewErrors - w.s0.RenewErrors
+		step.LeaseLost = w.s1.LeaseLost - w.s0.LeaseLost
+		hist := subCounts(w.s1.RenewLatency, w.s0.RenewLatency)
+		step.RenewP50Ms, _ = BucketPercentile(w.s1.RenewBucketsMs, hist, 50)
+		step.RenewP99Ms, _ = BucketPercentile(w.s1.RenewBucketsMs, hist, 99)
+		step.Verdict = judgeStep(step)
+		step.LoadEnd = ReadLoad()
+		res.Steps = append(res.Steps, step)
+		r.log.Info().Int("target", target).Int("held", step.Held).Float64("renews_s", step.RenewsPerSec).Float64("needed_s", step.NeededPerSec).
+			Float64("dynalite_cpu", step.DynaliteCPU).Int64("renew_p99_le_ms", step.RenewP99Ms).Str("verdict", step.Verdict).Msg("dynalite step")
+		if step.Verdict != VerdictOK {
+			if res.Bottleneck == "" {
+				res.Bottleneck = fmt.Sprintf("at %d sessions: %s", target, step.Verdict)
+			}
+			if step.Verdict != VerdictSaturated {
+				break
+			}
+			continue
+		}
+		res.MaxHealthy = step.Held
+	}
+	if res.Bottleneck == "" {
+		res.Bottleneck = fmt.Sprintf("none up to %d sessions", res.MaxHealthy)
+	}
+	return nil
+}
+
+// seedSessions writes sessions from..to-1 as ingest would (STARTED, never
+// leased), 25 per BatchWriteItem, 4 batches at a time.
+func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from, to int, urls []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for lo := from; lo < to; lo += 25 {
+		hi := min(lo+25, to)
+		g.Go(func() error {
+			var reqs []types.WriteRequest
+			for n := lo; n < hi; n++ {
+				id := fmt.Sprintf("dyn-%06d", n)
+				item, err := dynamostore.Encode(lease.Item{
+					ConnectionID: id, DesiredState: schema.StateStarted, WSURL: strings.ReplaceAll(urls[n%len(urls)], "{id}", id),
+					SeqField: "seq", ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq, UpdatedAtMs: time.Now().UnixMilli(),
+				})
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+			}
+			for attempt := 0; len(reqs) > 0; attempt++ {
+				out, err := ddb.BatchWriteItem(gctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})
+				if err != nil {
+					return fmt.Errorf("seed sessions: %w", err)
+				}
+				reqs = out.UnprocessedItems[table]
+				if attempt > 20 {
+					return fmt.Errorf("seed sessions: %d items unprocessed after 20 attempts", len(reqs))
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}

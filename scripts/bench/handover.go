@@ -1,0 +1,306 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/evidence"
+	"github.com/wsfleet/wsfleet/scripts/feed"
+)
+
+// HandoverResult is figure 2 (kill -9) or 3 (SIGTERM): the owner of every
+// session of a round is signalled; each session is one sample of
+// signal → first message delivered by another worker.
+type HandoverResult struct {
+	Phase
+	Kind             string `json:"kind"` // kill-9 | sigterm
+	Rounds           int    `json:"rounds"`
+	SessionsPerRound int    `json:"sessions_per_round"`
+	Survivors        int    `json:"survivors"`
+	// Gap: signal → first message at the sink from another worker (driver clock).
+	Gap Dist `json:"gap"`
+	// PerRound are the rounds' own distributions.
+	PerRound []Dist `json:"per_round"`
+	// The gap's parts, from the feed's connection records (same machine
+	// clock): signal → the old connection closed at the source; signal →
+	// the new owner's connection opened; that open → first message at the
+	// sink.
+	OldClosed   Dist `json:"old_closed"`
+	NewOpened   Dist `json:"new_opened"`
+	OpenToFirst Dist `json:"open_to_first"`
+	// After a crash, from the lease items read right after the kill:
+	// kill → the lease became takeable (its expiry + max skew), and that
+	// instant → first message by the new owner (the takeover path).
+	KillToTakeable  Dist `json:"kill_to_takeable"`
+	TakeableToFirst Dist `json:"takeable_to_first"`
+	Unrecovered     int  `json:"unrecovered"`
+	// From the feed's and the sinks' records (package evidence).
+	Lost           int64    `json:"lost"`
+	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
+	DuplicatedMax  int64    `json:"duplicated_max_per_session"`
+	ReplayBound    int64    `json:"replay_bound"`
+	Stale          int64    `json:"stale_epoch_deliveries"`
+	MaxConcurrent  int      `json:"max_concurrent_connections"`
+	Violations     []string `json:"violations,omitempty"`
+	FeedRate       float64  `json:"feed_rate"`
+	TTLPlusSkewMs  float64  `json:"ttl_plus_skew_ms"`
+	TTLPlusRecMs   float64  `json:"ttl_plus_reconcile_ms"`
+	GoalP99Ms      float64  `json:"goal_p99_ms"`
+	ClaimRateLimit int      `json:"claims_per_second_per_worker"`
+}
+
+func (r *runner) failover(ctx context.Context) error {
+	res := &HandoverResult{Kind: evidence.FaultKill, Rounds: r.sz.FailoverRounds, SessionsPerRound: r.sz.FailoverSessions}
+	r.rep.Failover = res
+	return r.handover(ctx, PhaseFailover, res)
+}
+
+func (r *runner) handoff(ctx context.Context) error {
+	res := &HandoverResult{Kind: evidence.FaultTerm, Rounds: r.sz.HandoffRounds, SessionsPerRound: r.sz.HandoffSessions}
+	r.rep.Handoff = res
+	return r.handover(ctx, PhaseHandoff, res)
+}
+
+// handover runs the rounds: a victim worker alone claims the round's
+// sessions (through SQS), two survivors start, the victim is signalled, and
+// every session's first delivery by a survivor is timed. Then the sessions
+// are stopped and the survivors leave, so the next round starts clean.
+func (r *runner) handover(ctx context.Context, name string, res *HandoverResult) error {
+	res.Survivors, res.FeedRate = 2, r.sz.LeaseFeedRate
+	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultMaxSkew).Milliseconds())
+	res.TTLPlusRecMs = float64((DefaultTTL + DefaultReconcile).Milliseconds())
+	res.ClaimRateLimit = DefaultClaimRate
+	signal := "SIGKILL (kill -9)"
+	res.GoalP99Ms = float64((DefaultTTL + time.Second).Milliseconds())
+	if res.Kind == evidence.FaultTerm {
+		signal = "SIGTERM (graceful: close 1001, flush, release with the final checkpoint, start notification)"
+		res.GoalP99Ms = 250
+	}
+	res.Phase = r.begin(name, map[string]string{
+		"lease":   defaultTimings,
+		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS; 2 survivors start (both consume the queue); after 5 s the victim gets %s", res.SessionsPerRound, signal),
+		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
+		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", r.sz.LeaseFeedRate),
+		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
+		"judging": "lost and duplicated messages from the feed's connection records and the sink records (scripts/evidence)",
+	})
+	defer res.end()
+	ls, err := r.startLeaseStack(ctx, name, r.sz.LeaseFeedRate)
+	if err != nil {
+		return err
+	}
+	defer ls.shutdown()
+
+	var all []time.Duration
+	var faults []evidence.Fault
+	var rounds []roundData
+	stopped := map[string]time.Time{}
+	for k := 1; k <= res.Rounds; k++ {
+		rd, stops, err := r.handoverRound(ctx, ls, res.Kind, k, res.SessionsPerRound)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", k, err)
+		}
+		rounds = append(rounds, rd)
+		gaps := rd.gaps()
+		all = append(all, gaps...)
+		faults = append(faults, evidence.Fault{Kind: res.Kind, Worker: rd.victim, At: rd.at})
+		res.Unrecovered += len(rd.ids) - len(rd.moved)
+		d := Summarize(gaps)
+		res.PerRound = append(res.PerRound, d)
+		for id, at := range stops {
+			stopped[id] = at
+		}
+		r.log.Info().Str("phase", name).Int("round", k).Int("n", d.N).Float64("p50_ms", d.P50).Float64("p99_ms", d.P99).Msg("round done")
+	}
+	res.Gap = Summarize(all)
+	var toTakeable, toFirst []time.Duration
+	for _, rd := range rounds {
+		a, b := rd.takeover()
+		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
+	}
+	res.KillToTakeable, res.TakeableToFirst = Summarize(toTakeable), Summarize(toFirst)
+
+	conns, err := ls.st.FeedRecords(ctx, "")
+	if err != nil {
+		return err
+	}
+	res.OldClosed, res.NewOpened, res.OpenToFirst = gapParts(rounds, conns)
+	rep := evidence.Judge(evidence.Input{
+		Conns: conns, Sinks: ls.col.records(), Faults: faults, Stopped: stopped,
+		Rate: r.sz.LeaseFeedRate, CheckpointEvery: DefaultRenewEvery,
+	})
+	res.Lost, res.Stale, res.MaxConcurrent, res.ReplayBound = rep.Lost, rep.Stale, rep.MaxConcurrent, rep.ReplayBound
+	if res.Kind == evidence.FaultTerm {
+		res.Duplicated = rep.ReplayHandoff
+	} else {
+		res.Duplicated, res.DuplicatedMax = rep.ReplayCrash, rep.ReplayCrashMax
+	}
+	res.Violations = rep.Violations
+	return nil
+}
+
+// roundData is what one round observed.
+type roundData struct {
+	victim string
+	at     time.Time // the signal
+	ids    []string
+	moved  map[string]sinkObs // first delivery by another worker after the signal
+	// expiry is each lease's lease_expires_at_ms read after a kill (wall ms).
+	expiry map[string]int64
+}
+
+// takeover splits a crash round's gaps at the instant each lease became
+// takeable (expiry + max skew).
+func (rd roundData) takeover() (toTakeable, toFirst []time.Duration) {
+	for id, o := range rd.moved {
+		e, ok := rd.expiry[id]
+		if !ok || e <= 0 {
+			continue
+		}
+		takeable := time.UnixMilli(e).Add(DefaultMaxSkew)
+		toTakeable = append(toTakeable, takeable.Sub(rd.at.Round(0)))
+		toFirst = append(toFirst, o.At.Round(0).Sub(takeable))
+	}
+	return toTakeable, toFirst
+}
+
+func (rd roundData) gaps() []time.Duration {
+	out := make([]time.Duration, 0, len(rd.moved))
+	for _, o := range rd.moved {
+		out = append(out, o.At.Sub(rd.at))
+	}
+	return out
+}
+
+// gapParts splits every moved session's gap with the feed's records: the
+// connection open at the signal and when it closed, the first connection
+// opened after it.
+func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst Dist) {
+	bySession := map[string][]feed.ConnRecord{}
+	for _, c := range conns {
+		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		bySession[c.Session] = append(bySession[c.Session], c)
+	}
+	var closed, opened, first []time.Duration
+	for _, rd := range rounds {
+		for id, o := range rd.moved {
+			var old, next *feed.ConnRecord
+			for i := range bySession[id] {
+				c := &bySession[id][i]
+				if c.OpenedAt.Before(rd.at) && (c.ClosedAt.IsZero() || !c.ClosedAt.Before(rd.at)) {
+					old = c
+				}
+				if c.OpenedAt.After(rd.at) && (next == nil || c.OpenedAt.Before(next.OpenedAt)) {
+					next = c
+				}
+			}
+			if old != nil && !old.ClosedAt.IsZero() {
+				closed = append(closed, old.ClosedAt.Sub(rd.at))
+			}
+			if next != nil {
+				opened = append(opened, next.OpenedAt.Sub(rd.at))
+				first = append(first, o.At.Round(0).Sub(next.OpenedAt))
+			}
+		}
+	}
+	return Summarize(closed), Summarize(opened), Summarize(first)
+}
+
+func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {
+	var rd roundData
+	victim, err := ls.addWorker(ctx, true, nil)
+	if err != nil {
+		return rd, nil, err
+	}
+	prefix := "fo"
+	if kind == evidence.FaultTerm {
+		prefix = "ho"
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
+	}
+	rd.victim, rd.ids = victim.ID, ids
+	if err := ls.startSessions(ctx, ids); err != nil {
+		return rd, nil, err
+	}
+	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
+	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	if err != nil {
+		return rd, nil, err
+	}
+	if len(got) != n {
+		return rd, nil, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
+	}
+	var survivors []*bworker
+	for range 2 {
+		w, err := ls.addWorker(ctx, true, nil)
+		if err != nil {
+			return rd, nil, err
+		}
+		survivors = append(survivors, w)
+	}
+	if err := sleepCtx(ctx, 5*time.Second); err != nil {
+		return rd, nil, err
+	}
+	sig := syscall.SIGKILL
+	if kind == evidence.FaultTerm {
+		sig = syscall.SIGTERM
+	}
+	t := time.Now()
+	if err := victim.Proc.Signal(sig); err != nil {
+		return rd, nil, err
+	}
+	rd.at = t
+	if kind == evidence.FaultKill {
+		// The victim's last renewals are final now (a request in flight at
+		// the kill lands within milliseconds): read every lease's expiry.
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return rd, nil, err
+		}
+		rd.expiry = map[string]int64{}
+		for _, id := range ids {
+			it, err := ls.store.Get(ctx, id)
+			if err != nil {
+				return rd, nil, fmt.Errorf("read lease %s: %w", id, err)
+			}
+			if it.Owner == victim.ID {
+				rd.expiry[id] = it.ExpiresAtMs
+			}
+		}
+	}
+	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
+	timeout := 30 * time.Second
+	if kind == evidence.FaultKill {
+		timeout = DefaultTTL + DefaultMaxSkew + 20*time.Second
+	}
+	if rd.moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
+		return rd, nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	err = victim.Proc.Wait(wctx)
+	cancel()
+	if err != nil {
+		return rd, nil, err
+	}
+	// A little more streaming after the move, so that a loss or a repeat at
+	// the boundary shows in the records.
+	if err := sleepCtx(ctx, 2*time.Second); err != nil {
+		return rd, nil, err
+	}
+	stops, err := ls.stopSessions(ctx, ids)
+	if err != nil {
+		return rd, nil, err
+	}
+	if err := ls.waitOwnedZero(ctx, survivors, 20*time.Second); err != nil {
+		r.log.Warn().Err(err).Msg("sessions still owned after the stops")
+	}
+	if err := stopWorkers(survivors); err != nil {
+		return rd, nil, err
+	}
+	return rd, stops, nil
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MicroBench is one `go test -bench` result line.
+type MicroBench struct {
+	Package     string  `json:"package"`
+	Name        string  `json:"name"`
+	Iterations  int64   `json:"iterations"`
+	NsPerOp     float64 `json:"ns_per_op"`
+	BytesPerOp  int64   `json:"bytes_per_op"`
+	AllocsPerOp int64   `json:"allocs_per_op"`
+	MBPerSec    float64 `json:"mb_per_s,omitempty"`
+}
+
+// MicroResult are the Go microbenchmarks of the hot paths.
+type MicroResult struct {
+	Phase
+	Benchmarks []MicroBench `json:"benchmarks"`
+}
+
+// microSuites are the packages whose benchmarks run, per module: the lease
+// rules and the Keeper's renew scheduling (shared/lease), and the worker's
+// per-message path (parse + dedupe + lease check + sink) and its parts.
+var microSuites = []struct {
+	module string
+	pkgs   []string
+}{
+	{"shared", []string{"./lease"}},
+	{"workers/streamer", []string{"./internal/session", "./internal/jsonseq", "./sink"}},
+}
+
+func (r *runner) micro(ctx context.Context) error {
+	res := &MicroResult{}
+	var cmds []string
+	for _, s := range microSuites {
+		cmds = append(cmds, fmt.Sprintf("(cd %s && go test -run '^$' -bench . -benchmem -benchtime %s -count 1 %s)", s.module, r.sz.BenchTime, strings.Join(s.pkgs, " ")))
+	}
+	res.Phase = r.begin(PhaseMicro, map[string]string{"commands": strings.Join(cmds, "; ")})
+	r.rep.Micro = res
+	defer res.end()
+	for _, s := range microSuites {
+		args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", r.sz.BenchTime, "-count", "1"}, s.pkgs...)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		cmd := exec.CommandContext(cctx, "go", args...)
+		cmd.Dir = filepath.Join(r.cfg.Root, s.module)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("go test -bench in %s: %w\n%s", s.module, err, tail(out, 2000))
+		}
+		res.Benchmarks = append(res.Benchmarks, ParseBench(string(out), s.module)...)
+	}
+	return nil
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+(\d+)\s+([\d.]+) ns/op(.*)$`)
+
+// ParseBench parses `go test -bench -benchmem` output; module prefixes the
+// package paths it reads from the "pkg:" lines.
+func ParseBench(out, module string) []MicroBench {
+	var res []MicroBench
+	pkg := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		l := sc.Text()
+		if p, ok := strings.CutPrefix(l, "pkg: "); ok {
+			pkg = strings.TrimSpace(p)
+			if i := strings.Index(pkg, module+"/"); i >= 0 {
+				pkg = pkg[i:]
+			} else if i := strings.Index(pkg, "/"+module); i >= 0 {
+				pkg = pkg[i+1:]
+			}
+			continue
+		}
+		m := benchLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		b := MicroBench{Package: pkg, Name: m[1]}
+		b.Iterations, _ = strconv.ParseInt(m[2], 10, 64)
+		b.NsPerOp, _ = strconv.ParseFloat(m[3], 64)
+		f := strings.Fields(m[4])
+		for i := 0; i+1 < len(f); i += 2 {
+			switch f[i+1] {
+			case "B/op":
+				b.BytesPerOp, _ = strconv.ParseInt(f[i], 10, 64)
+			case "allocs/op":
+				b.AllocsPerOp, _ = strconv.ParseInt(f[i], 10, 64)
+			case "MB/s":
+				b.MBPerSec, _ = strconv.ParseFloat(f[i], 64)
+			}
+		}
+		res = append(res, b)
+	}
+	return res
+}
+
+func tail(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

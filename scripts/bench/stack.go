@@ -1,0 +1,287 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// leaseStack is a local stack (devstack: dynalite, fauxqs, the ingest
+// front, the demo feed) without devstack's workers: the phases start their
+// own, each with its own settings (with or without the SQS consumer), and
+// read their stdout sinks through a collector that timestamps every record
+// on arrival.
+type leaseStack struct {
+	r       *runner
+	name    string
+	st      *devstack.Stack
+	col     *collector
+	store   *dynamostore.Store // the stack's table, read directly (not through a worker)
+	mu      sync.Mutex
+	workers []*bworker
+	seq     int
+}
+
+// bworker is one worker process of a lease stack.
+type bworker struct {
+	ID    string
+	Admin string
+	Proc  *devstack.Proc
+}
+
+func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate float64) (*leaseStack, error) {
+	dir := filepath.Join(r.cfg.WorkDir, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("%s: clean %s: %w", name, dir, err)
+	}
+	dc := devstack.DefaultConfig()
+	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
+	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed}
+	dc.Ports = devstack.Ports{} // free ports: never the ones of a `make dev` running alongside
+	dc.Workers = 0
+	dc.Worker = devstack.WorkerSettings{}
+	dc.FeedRate = feedRate
+	dc.KeepSinkRecords = false
+	dc.Log = r.log
+	st, err := devstack.Start(ctx, dc)
+	if err != nil {
+		return nil, fmt.Errorf("%s stack: %w", name, err)
+	}
+	ddb := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Dynamo.Endpoint()) })
+	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table)}, nil
+}
+
+// addWorker starts a worker at the default lease timings (plus settings)
+// and waits until /readyz answers. sqs: whether it consumes the work queue
+// (without it the worker claims by reconciliation only).
+func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[string]string) (*bworker, error) {
+	ls.mu.Lock()
+	ls.seq++
+	id := fmt.Sprintf("%s-w%d", ls.name, ls.seq)
+	ls.mu.Unlock()
+	port, err := enginetest.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	admin := "127.0.0.1:" + itoa(port)
+	set := map[string]string{
+		schema.EnvTableName: ls.st.Config().Table,
+		schema.EnvSink:      "stdout",
+		schema.EnvLogLevel:  "info",
+	}
+	if sqs {
+		set[schema.EnvQueueURL] = ls.st.QueueURL
+	}
+	for k, v := range settings {
+		set[k] = v
+	}
+	env := append(workerEnv(id, admin, set), ls.st.EngineEnv()...)
+	w := &bworker{ID: id, Admin: admin, Proc: &devstack.Proc{
+		Name: id, Argv: []string{ls.r.cfg.Bin.Streamer}, Env: env, Dir: ls.r.cfg.Root,
+		LogPath:    filepath.Join(ls.st.LogDir(), id+".log"),
+		StdoutPath: filepath.Join(ls.st.LogDir(), id+".sink.jsonl"),
+		OnLine:     ls.col.line,
+	}}
+	if err := w.Proc.Start(); err != nil {
+		return nil, err
+	}
+	ls.mu.Lock()
+	ls.workers = append(ls.workers, w)
+	ls.mu.Unlock()
+	if err := waitHTTP(ctx, "http://"+admin+"/readyz", 30*time.Second, w.Proc.Running, id); err != nil {
+		return nil, fmt.Errorf("%w (log %s)", err, w.Proc.LogPath)
+	}
+	return w, nil
+}
+
+// startSessions starts ids through the API (8 at a time) and returns when
+// every start was acknowledged.
+func (ls *leaseStack) startSessions(ctx context.Context, ids []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, id := range ids {
+		g.Go(func() error {
+			if _, err := ls.st.StartSession(gctx, id); err != nil {
+				return fmt.Errorf("start %s: %w", id, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// stopSessions stops ids through the API and returns when each stop was
+// acknowledged, with the acknowledgement times.
+func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[string]time.Time, error) {
+	var mu sync.Mutex
+	at := map[string]time.Time{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, id := range ids {
+		g.Go(func() error {
+			if _, err := ls.st.API.Stop(gctx, id); err != nil {
+				return fmt.Errorf("stop %s: %w", id, err)
+			}
+			mu.Lock()
+			at[id] = time.Now()
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	return at, err
+}
+
+// waitOwnedZero polls the workers until none owns a session (or timeout).
+func (ls *leaseStack) waitOwnedZero(ctx context.Context, ws []*bworker, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		total := 0
+		for _, w := range ws {
+			if !w.Proc.Running() {
+				continue
+			}
+			st, err := getStats(ctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			total += st.Owned
+		}
+		if total == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers still own %d session(s) after %s", total, timeout)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// stopWorkers stops ws gracefully (SIGTERM; SIGKILL after 40 s), together.
+func stopWorkers(ws []*bworker) error {
+	var g errgroup.Group
+	for _, w := range ws {
+		g.Go(func() error { return w.Proc.Stop(40 * time.Second) })
+	}
+	return g.Wait()
+}
+
+// shutdown stops every worker, then the stack.
+func (ls *leaseStack) shutdown() {
+	ls.mu.Lock()
+	ws := append([]*bworker(nil), ls.workers...)
+	ls.mu.Unlock()
+	if err := stopWorkers(ws); err != nil {
+		ls.r.log.Warn().Err(err).Str("stack", ls.name).Msg("worker shutdown")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := ls.st.Shutdown(ctx); err != nil {
+		ls.r.log.Warn().Err(err).Str("stack", ls.name).Msg("stack shutdown")
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// sinkObs is one sink record as the driver saw it arrive.
+type sinkObs struct {
+	Seq    int64
+	Worker string
+	Epoch  int64
+	At     time.Time // when the driver read the line (monotonic)
+}
+
+// collector receives the workers' stdout sink lines.
+type collector struct {
+	mu  sync.Mutex
+	all []devstack.SinkRecord
+	obs map[string][]sinkObs
+	bad int64
+}
+
+func newCollector() *collector { return &collector{obs: map[string][]sinkObs{}} }
+
+func (c *collector) line(b []byte) {
+	at := time.Now()
+	r, err := devstack.ParseSinkLine(b)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.bad++
+		return
+	}
+	c.all = append(c.all, r)
+	c.obs[r.ConnectionID] = append(c.obs[r.ConnectionID], sinkObs{Seq: r.Seq, Worker: r.WorkerID, Epoch: r.LeaseEpoch, At: at})
+}
+
+// records is a copy of every record so far.
+func (c *collector) records() []devstack.SinkRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]devstack.SinkRecord(nil), c.all...)
+}
+
+// first is the earliest observation of id satisfying ok.
+func (c *collector) first(id string, ok func(sinkObs) bool) (sinkObs, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.obs[id] {
+		if ok == nil || ok(o) {
+			return o, true
+		}
+	}
+	return sinkObs{}, false
+}
+
+// waitAll waits until every id has an observation satisfying ok, polling
+// (the observation times come from the records, so polling adds no error),
+// and returns them; ids still missing at the timeout are left out.
+func (c *collector) waitAll(ctx context.Context, ids []string, ok func(sinkObs) bool, timeout time.Duration) (map[string]sinkObs, error) {
+	found := map[string]sinkObs{}
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, id := range ids {
+			if _, done := found[id]; done {
+				continue
+			}
+			if o, hit := c.first(id, ok); hit {
+				found[id] = o
+			}
+		}
+		if len(found) == len(ids) || time.Now().After(deadline) {
+			return found, nil
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return found, err
+		}
+	}
+}

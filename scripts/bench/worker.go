@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// workerStats is a worker's GET /stats document (streamer.Stats).
+type workerStats struct {
+	WorkerID       string           `json:"worker_id"`
+	State          string           `json:"state"`
+	Owned          int              `json:"owned"`
+	Claiming       int              `json:"claiming"`
+	Goroutines     int              `json:"goroutines"`
+	Messages       map[string]int64 `json:"messages"`
+	RenewsOK       int64            `json:"renews_ok"`
+	RenewErrors    int64            `json:"renew_errors"`
+	LeaseLost      int64            `json:"lease_lost"`
+	RenewBucketsMs []int64          `json:"renew_buckets_ms"`
+	RenewLatency   []int64          `json:"renew_latency_hist"`
+	StoreRequests  map[string]int64 `json:"store_requests"`
+}
+
+var adminClient = &http.Client{Timeout: 30 * time.Second}
+
+// getStats reads a worker's /stats.
+func getStats(ctx context.Context, admin string) (workerStats, error) {
+	var st workerStats
+	b, err := httpGet(ctx, "http://"+admin+"/stats", 1<<20)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("worker stats %s: %w", admin, err)
+	}
+	return st, nil
+}
+
+func httpGet(ctx context.Context, url string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", url, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("get %s: HTTP %d", url, resp.StatusCode)
+	}
+	return b, nil
+}
+
+// fetchToFile saves url's body to path.
+func fetchToFile(ctx context.Context, url, path string) error {
+	b, err := httpGet(ctx, url, 256<<20)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// workerEnv is the environment of a benchmark worker: no AWS or WSFLEET
+// variable of the driver's own, the given settings, pprof on, JSON logs.
+func workerEnv(id, admin string, settings map[string]string) []string {
+	env := append(cleanEnv(),
+		schema.EnvWorkerID+"="+id,
+		schema.EnvAdminAddr+"="+admin,
+		schema.EnvEnvironment+"=bench",
+		"WSFLEET_ADMIN_PPROF=true",
+	)
+	for k, v := range settings {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
