@@ -38,9 +38,11 @@ type Keeper struct {
 	sem chan struct{}
 	wg  sync.WaitGroup
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards held; taken before any Held's mu, never after
 	held map[string]*Held
-	rnd  *rand.Rand
+
+	rndMu sync.Mutex // guards rnd only; a leaf lock
+	rnd   *rand.Rand
 }
 
 // NewKeeper returns a Keeper; obs may be nil.
@@ -66,9 +68,9 @@ func (k *Keeper) Config() Config { return k.cfg }
 func (k *Keeper) Store() Store { return k.store }
 
 func (k *Keeper) jittered(d time.Duration) time.Duration {
-	k.mu.Lock()
+	k.rndMu.Lock()
 	f := 1 + k.cfg.RenewJitter*(2*k.rnd.Float64()-1)
-	k.mu.Unlock()
+	k.rndMu.Unlock()
 	return time.Duration(float64(d) * f)
 }
 
@@ -159,8 +161,6 @@ func (k *Keeper) renew(ctx context.Context, h *Held) {
 	cancel()
 	latency := k.clk.Now().Sub(sentAt)
 	k.obs.Renewed(h, latency, err)
-	// Drawn before taking h.mu: jittered takes k.mu, and tick takes k.mu
-	// then each h.mu (the other order would deadlock).
 	next := sentAt.Add(k.jittered(k.cfg.RenewEvery))
 	h.mu.Lock()
 	var endedNow bool
