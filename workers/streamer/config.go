@@ -31,6 +31,7 @@ const (
 	EnvSinkAttempts    = "WSFLEET_SINK_ATTEMPTS"
 	EnvStoreRPCTimeout = "WSFLEET_STORE_TIMEOUT"
 	EnvAdminPprof      = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
+	EnvMaxRenews       = "WSFLEET_MAX_CONCURRENT_RENEWS"
 )
 
 // Sink names (WSFLEET_SINK).
@@ -51,6 +52,11 @@ type Config struct {
 	MaxSkew      time.Duration
 	SafetyMargin time.Duration
 	StoreTimeout time.Duration // bound of each DynamoDB call
+	// MaxConcurrentRenews bounds renewals in flight (0: lease.DefaultConfig's).
+	// The Keeper starts at most this many per tick, which also bounds the
+	// renewal rate, hence the leases one worker can keep:
+	// ≈ MaxConcurrentRenews / Tick × RenewEvery.
+	MaxConcurrentRenews int
 
 	// Claiming.
 	ReconcileEvery  time.Duration
@@ -140,6 +146,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	p.dur(schema.EnvMaxSkew, &c.MaxSkew)
 	p.dur(schema.EnvSafetyMargin, &c.SafetyMargin)
 	p.dur(EnvStoreRPCTimeout, &c.StoreTimeout)
+	p.int(EnvMaxRenews, &c.MaxConcurrentRenews)
 	p.dur(schema.EnvReconcileEvery, &c.ReconcileEvery)
 	p.int(schema.EnvMaxSessions, &c.MaxSessions)
 	p.float(schema.EnvClaimsPerSecond, &c.ClaimsPerSecond)
@@ -246,6 +253,9 @@ func (c Config) LeaseConfig() lease.Config {
 	lc.MaxSkew = c.MaxSkew
 	lc.SafetyMargin = c.SafetyMargin
 	lc.RPCTimeout = c.StoreTimeout
+	if c.MaxConcurrentRenews != 0 {
+		lc.MaxConcurrentRenews = c.MaxConcurrentRenews
+	}
 	if lc.RetryEvery > lc.RenewEvery/2 {
 		lc.RetryEvery = max(lc.RenewEvery/2, lc.Tick)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -131,5 +132,25 @@ func TestConfigAdminPprof(t *testing.T) {
 	}
 	if DefaultConfig().AdminPprof {
 		t.Fatal("pprof must be off by default")
+	}
+}
+
+func TestConfigMaxConcurrentRenews(t *testing.T) {
+	env := map[string]string{EnvMaxRenews: "512"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c, err := ConfigFromEnv(lookup)
+	if err != nil || c.LeaseConfig().MaxConcurrentRenews != 512 {
+		t.Fatalf("%s=512: %v, lease config %d", EnvMaxRenews, err, c.LeaseConfig().MaxConcurrentRenews)
+	}
+	if got, want := DefaultConfig().LeaseConfig().MaxConcurrentRenews, lease.DefaultConfig("x").MaxConcurrentRenews; got != want {
+		t.Fatalf("default: %d, want the lease default %d", got, want)
+	}
+	env[EnvMaxRenews] = "-1"
+	c, err = ConfigFromEnv(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Validate() == nil {
+		t.Fatalf("%s=-1: want a validation error", EnvMaxRenews)
 	}
 }
