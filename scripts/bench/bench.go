@@ -76,7 +76,21 @@ type CapRun struct {
 	Rate     float64 `json:"rate"` // messages/s per session
 	// Env is added to the worker's environment (e.g. GOGC=50 for a lever).
 	Env map[string]string `json:"env,omitempty"`
+	// Probe: the run is expected to lose leases (it probes a bound): it does
+	// not wait for every session, and takes no profile.
+	Probe bool `json:"probe,omitempty"`
 }
+
+// EnvMaxRenews is the worker's renewals-in-flight bound (default 64).
+const EnvMaxRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
+
+// Renewal concurrency of the capacity runs: high enough that the Keeper's
+// scheduler does not bound the renewal rate (see the probe run), so the
+// runs measure the WebSocket path (memory store) or the store (dynalite).
+const (
+	CapMaxRenews = "1024"
+	DynMaxRenews = "256"
+)
 
 // Sizes are the counts and durations of one mode.
 type Sizes struct {
@@ -114,7 +128,8 @@ func SizesFor(m Mode) Sizes {
 			HandoffRounds: 3, HandoffSessions: 100,
 			LeaseFeedRate: 5,
 			CostSessions:  1000, CostWindow: 2 * time.Minute,
-			CapRuns:   []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10}},
+			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
+				{Sessions: 8000, Rate: 1, Env: map[string]string{EnvMaxRenews: "64"}, Probe: true}},
 			CapSettle: 30 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 20 * time.Second,
 			DynSteps:  []int{2000, 4000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
@@ -126,9 +141,9 @@ func SizesFor(m Mode) Sizes {
 		FailoverRounds: 2, FailoverSessions: 100,
 		HandoffRounds: 2, HandoffSessions: 100,
 		LeaseFeedRate: 5,
-		CostSessions:  300, CostWindow: 30 * time.Second,
+		CostSessions:  300, CostWindow: 20 * time.Second,
 		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
-		CapSettle: 8 * time.Second, CapWindow: 15 * time.Second, CPUProfile: 5 * time.Second,
+		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
 		DynSteps:  []int{2000},
 		DynSettle: 5 * time.Second, DynWindow: 15 * time.Second,
 	}

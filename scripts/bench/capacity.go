@@ -29,23 +29,33 @@ type CapRunResult struct {
 	RampSec  float64           `json:"ramp_s"`
 	// MsgRate is what the worker counted during the window; Expected is
 	// Held × Rate.
-	MsgRate      float64 `json:"msg_per_s"`
-	Expected     float64 `json:"expected_msg_per_s"`
-	WindowSec    float64 `json:"window_s"`
-	CPUPct       float64 `json:"cpu_pct_of_one_core"`
-	CPUPer1k     float64 `json:"cpu_pct_per_1000_msg_s"`
-	FeedCPUPct   float64 `json:"feed_cpu_pct"`
+	MsgRate    float64 `json:"msg_per_s"`
+	Expected   float64 `json:"expected_msg_per_s"`
+	WindowSec  float64 `json:"window_s"`
+	CPUPct     float64 `json:"cpu_pct_of_one_core"`
+	CPUPer1k   float64 `json:"cpu_pct_per_1000_msg_s"`
+	FeedCPUPct float64 `json:"feed_cpu_pct"`
+	// MachineCPU is every process on the machine (the benchmark's and
+	// anyone else's), in % of one core.
+	MachineCPU   float64 `json:"machine_cpu_pct"`
 	RSSMeanMB    float64 `json:"rss_mean_mb"`
 	RSSMaxMB     float64 `json:"rss_max_mb"`
 	RSSPerSessKB float64 `json:"rss_kib_per_session"` // mean RSS / held
 	// RSSMarginalKB is (mean RSS − the idle worker\'s RSS) / held.
-	RSSMarginalKB float64  `json:"rss_kib_per_session_above_idle"`
-	Goroutines    int      `json:"goroutines"`
-	OpenFiles     int      `json:"open_files"`
-	Reconnects    int64    `json:"reconnects_in_window"`
-	LoadStart     LoadAvg  `json:"load_start"`
-	LoadEnd       LoadAvg  `json:"load_end"`
-	Profiles      Profiles `json:"profiles"`
+	RSSMarginalKB float64 `json:"rss_kib_per_session_above_idle"`
+	Goroutines    int     `json:"goroutines"`
+	OpenFiles     int     `json:"open_files"`
+	Reconnects    int64   `json:"reconnects_in_window"`
+	// Renewals in the window (all on the memory store: no I/O) against
+	// what held/3.33 s needs, and leases lost.
+	RenewsPerSec float64  `json:"renews_per_s"`
+	NeededPerSec float64  `json:"needed_renews_per_s"`
+	LeaseLost    int64    `json:"lease_lost"`
+	MaxRenews    string   `json:"max_concurrent_renews"`
+	Probe        bool     `json:"probe,omitempty"`
+	LoadStart    LoadAvg  `json:"load_start"`
+	LoadEnd      LoadAvg  `json:"load_end"`
+	Profiles     Profiles `json:"profiles"`
 }
 
 // CapacityResult is figure 4 with the memory store.
@@ -64,7 +74,7 @@ func (r *runner) capacity(ctx context.Context) error {
 		runs = append(runs, fmt.Sprintf("%d sessions × %g msg/s", c.Sessions, c.Rate))
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, GOGC default unless stated",
+		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " unless stated, GOGC default",
 		"feed":   fmt.Sprintf("bin/bench feed (scripts/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
@@ -235,6 +245,7 @@ type windowResult struct {
 	seconds          float64
 	workCPU, feedCPU float64
 	otherCPU         float64
+	machineCPU       float64 // all processes, % of one core
 	rssMean, rssMax  float64 // bytes
 	s0, s1           workerStats
 }
@@ -246,7 +257,7 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 		return w, err
 	}
 	t0 := time.Now()
-	wc, fc, oc := startCPU(e.work.pid()), startCPU(e.feed.pid()), startCPU(other)
+	wc, fc, oc, mc := startCPU(e.work.pid()), startCPU(e.feed.pid()), startCPU(other), startMachine()
 	var sum float64
 	n := 0
 	tick := time.NewTicker(time.Second)
@@ -263,7 +274,7 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 			w.rssMax = math.Max(w.rssMax, float64(rss))
 		}
 	}
-	w.workCPU, w.feedCPU, w.otherCPU = wc.percent(), fc.percent(), oc.percent()
+	w.workCPU, w.feedCPU, w.otherCPU, w.machineCPU = wc.percent(), fc.percent(), oc.percent(), mc.percent()
 	w.seconds = time.Since(t0).Seconds()
 	s1, err := getStats(ctx, e.admin)
 	if err != nil {
@@ -286,7 +297,10 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 		return nil, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })
-	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad()}
+	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad(), Probe: c.Probe, MaxRenews: CapMaxRenews}
+	if v, ok := c.Env[EnvMaxRenews]; ok {
+		res.MaxRenews = v
+	}
 	if err := r.startFeed(ctx, e, c.Rate); err != nil {
 		return res, err
 	}
@@ -296,11 +310,17 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 		extra = append(extra, k+"="+v)
 	}
 	start := time.Now()
-	if err := r.startCapWorker(ctx, e, name+"-worker", args, map[string]string{schema.EnvMaxSessions: itoa(c.Sessions)}, extra); err != nil {
+	settings := map[string]string{schema.EnvMaxSessions: itoa(c.Sessions), EnvMaxRenews: CapMaxRenews}
+	if err := r.startCapWorker(ctx, e, name+"-worker", args, settings, extra); err != nil {
 		return res, err
 	}
 	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Msg("capacity run: ramping up")
-	if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
+	if c.Probe {
+		// Leases are expected to churn: give the ramp a fixed time.
+		if err := sleepCtx(ctx, 30*time.Second); err != nil {
+			return res, err
+		}
+	} else if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
 		return res, err
 	}
 	res.RampSec = time.Since(start).Seconds()
@@ -313,7 +333,9 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 	}
 	fillCapResult(res, w, c.Rate)
 	res.OpenFiles = ProcOpenFiles(e.work.pid())
-	res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
+	if !c.Probe {
+		res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
+	}
 	res.LoadEnd = ReadLoad()
 	r.log.Info().Str("run", name).Int("held", res.Held).Float64("msg_s", res.MsgRate).Float64("cpu_per_1k", res.CPUPer1k).
 		Float64("rss_kib_per_session", res.RSSPerSessKB).Msg("capacity run done")
@@ -329,11 +351,14 @@ func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
 	if res.MsgRate > 0 {
 		res.CPUPer1k = res.CPUPct / (res.MsgRate / 1000)
 	}
-	res.FeedCPUPct = w.feedCPU
+	res.FeedCPUPct, res.MachineCPU = w.feedCPU, w.machineCPU
 	res.RSSMeanMB, res.RSSMaxMB = w.rssMean/(1<<20), w.rssMax/(1<<20)
 	if res.Held > 0 {
 		res.RSSPerSessKB = w.rssMean / 1024 / float64(res.Held)
 	}
 	res.Goroutines = w.s1.Goroutines
 	res.Reconnects = w.s1.Messages["reconnects"] - w.s0.Messages["reconnects"]
+	res.RenewsPerSec = float64(w.s1.RenewsOK-w.s0.RenewsOK) / w.seconds
+	res.NeededPerSec = float64(res.Held) / DefaultRenewEvery.Seconds()
+	res.LeaseLost = w.s1.LeaseLost - w.s0.LeaseLost
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ type DynStep struct {
 	WorkerCPU    float64 `json:"worker_cpu_pct"`
 	DynaliteCPU  float64 `json:"dynalite_cpu_pct"`
 	FeedCPU      float64 `json:"feed_cpu_pct"`
+	MachineCPU   float64 `json:"machine_cpu_pct"` // every process, % of one core
 	MsgRate      float64 `json:"msg_per_s"`
 	CPUPer1k     float64 `json:"worker_cpu_pct_per_1000_msg_s"`
 	RSSPerSessKB float64 `json:"rss_kib_per_session"`
@@ -83,6 +85,19 @@ func judgeStep(s DynStep) string {
 	return VerdictOK
 }
 
+// bottleneckOf names what limited an unhealthy step: dynalite at a full
+// core, the machine (every core busy), or neither.
+func bottleneckOf(s DynStep, cores int) string {
+	switch {
+	case s.DynaliteCPU >= 90:
+		return fmt.Sprintf("dynalite (one Node process at %.0f %% of its one core)", s.DynaliteCPU)
+	case s.MachineCPU >= 90*float64(cores):
+		return fmt.Sprintf("the machine (all %d cores %.0f %% busy: worker %.0f %%, dynalite %.0f %%, feed %.0f %%)", cores, s.MachineCPU/float64(cores), s.WorkerCPU, s.DynaliteCPU, s.FeedCPU)
+	default:
+		return fmt.Sprintf("not CPU (dynalite %.0f %%, machine %.0f %% of %d cores)", s.DynaliteCPU, s.MachineCPU, 100*cores)
+	}
+}
+
 func (r *runner) dynalite(ctx context.Context) error {
 	sz := r.sz
 	res := &DynaliteResult{}
@@ -91,7 +106,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 		steps = append(steps, itoa(n))
 	}
 	res.Phase = r.begin(PhaseDynalite, map[string]string{
-		"worker": "bin/streamer with the DynamoDB store on dynalite (in memory, same machine), no work queue (claims by reconciliation every 1 s, 500 claims/s), lease timings at their defaults (renew every 3.33 s), sink stdout → /dev/null",
+		"worker": "bin/streamer with the DynamoDB store on dynalite (in memory, same machine), no work queue (claims by reconciliation every 1 s, 500 claims/s), lease timings at their defaults (renew every 3.33 s), " + EnvMaxRenews + "=" + DynMaxRenews + " (so that the Keeper's scheduler is not the bound: see section 4), sink stdout → /dev/null",
 		"feed":   "as the memory runs: bench feed on 4 loopback addresses, 1 msg/s per session",
 		"steps":  strings.Join(steps, ", ") + " sessions (seeded with BatchWriteItem as ingest writes them: STARTED, lease_expires_at_ms 0); stop at the first step that is not healthy",
 		"window": fmt.Sprintf("settle %s, then measure %s: renewals from the worker's /stats, CPU of the worker, dynalite (node) and the feed from /proc", sz.DynSettle, sz.DynWindow),
@@ -137,7 +152,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	maxN := sz.DynSteps[len(sz.DynSteps)-1]
 	engine := []string{"AWS_ENDPOINT_URL_DYNAMODB=" + dyn.Endpoint(), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
 	if err := r.startCapWorker(ctx, e, "dynalite-worker", nil, map[string]string{
-		schema.EnvTableName: table, schema.EnvMaxSessions: itoa(maxN + 100), schema.EnvClaimsPerSecond: "500",
+		schema.EnvTableName: table, schema.EnvMaxSessions: itoa(maxN + 100), schema.EnvClaimsPerSecond: "500", EnvMaxRenews: DynMaxRenews,
 	}, engine); err != nil {
 		return err
 	}
@@ -164,7 +179,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 		var cr CapRunResult
 		fillCapResult(&cr, w, 1)
 		step.Held, step.MsgRate, step.WorkerCPU, step.FeedCPU, step.CPUPer1k, step.RSSPerSessKB = cr.Held, cr.MsgRate, cr.CPUPct, cr.FeedCPUPct, cr.CPUPer1k, cr.RSSPerSessKB
-		step.DynaliteCPU = w.otherCPU
+		step.DynaliteCPU, step.MachineCPU = w.otherCPU, w.machineCPU
 		step.RenewsPerSec = float64(w.s1.RenewsOK-w.s0.RenewsOK) / w.seconds
 		step.NeededPerSec = float64(step.Held) / DefaultRenewEvery.Seconds()
 		step.RenewErrors = w.s1.RenewErrors - w.s0.RenewErrors
@@ -179,7 +194,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 			Float64("dynalite_cpu", step.DynaliteCPU).Int64("renew_p99_le_ms", step.RenewP99Ms).Str("verdict", step.Verdict).Msg("dynalite step")
 		if step.Verdict != VerdictOK {
 			if res.Bottleneck == "" {
-				res.Bottleneck = fmt.Sprintf("at %d sessions: %s", target, step.Verdict)
+				res.Bottleneck = fmt.Sprintf("at %d sessions: %s; limited by %s", target, step.Verdict, bottleneckOf(step, runtime.NumCPU()))
 			}
 			if step.Verdict != VerdictSaturated {
 				break

@@ -228,3 +228,54 @@ func (m cpuMeter) percent() float64 {
 	}
 	return 100 * float64(c-m.cpu0) / float64(el)
 }
+
+// machineTimes reads the aggregate cpu line of /proc/stat: busy and total
+// jiffies across all cores.
+func machineTimes() (busy, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("proc stat: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseMachineLine(line)
+}
+
+func parseMachineLine(line string) (busy, total int64, err error) {
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, errors.New("proc stat: no cpu line")
+	}
+	var idle int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("proc stat: %w", err)
+		}
+		if i >= 8 { // guest and guest_nice are already in user and nice
+			break
+		}
+		total += n
+		if i == 3 || i == 4 { // idle, iowait
+			idle += n
+		}
+	}
+	return total - idle, total, nil
+}
+
+// machineMeter measures the whole machine's CPU use over a window.
+type machineMeter struct{ busy, total int64 }
+
+func startMachine() machineMeter {
+	b, t, _ := machineTimes()
+	return machineMeter{b, t}
+}
+
+// percent is the machine's CPU use since start in % of one core (all
+// processes, every core: 100 × cores when saturated).
+func (m machineMeter) percent() float64 {
+	b, t, err := machineTimes()
+	if err != nil || t <= m.total {
+		return 0
+	}
+	return 100 * float64(runtime.NumCPU()) * float64(b-m.busy) / float64(t-m.total)
+}

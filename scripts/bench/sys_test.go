@@ -30,3 +30,13 @@ func TestProcSelf(t *testing.T) {
 		t.Fatal("containsSeq")
 	}
 }
+
+func TestParseMachineLine(t *testing.T) {
+	busy, total, err := parseMachineLine("cpu  100 5 50 800 40 3 2 0 7 0")
+	if err != nil || busy != 160 || total != 1000 {
+		t.Fatalf("busy %d total %d err %v: want 160 of 1000", busy, total, err)
+	}
+	if _, _, err := parseMachineLine("intr 1 2"); err == nil {
+		t.Fatal("want an error")
+	}
+}
