@@ -373,7 +373,7 @@ func TestPlan(t *testing.T) {
 	for _, s := range lp.Steps {
 		planned += estimate(s, long)
 	}
-	if planned < long.Duration || len(lp.Steps) < 3*len(AllKinds) || lp.PolicyAfter == 0 {
+	if planned < 2*long.Duration || len(lp.Steps) < 6*len(AllKinds) || lp.PolicyAfter != 0 {
 		t.Fatalf("10-minute plan: %d steps, %v planned", len(lp.Steps), planned)
 	}
 }
@@ -436,6 +436,19 @@ func TestOutputs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ResultFile)); err != nil {
 		t.Fatal(err)
+	}
+	// The saved evidence judges the same way again.
+	path := filepath.Join(dir, EvidenceFile)
+	if err := SaveEvidence(path, Saved{Settings: s.set, Plan: Plan{Seed: 1}, Evidence: s.ev}); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := LoadEvidence(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := Analyze(saved.Evidence, saved.Settings, saved.Plan)
+	if again.Totals != res.Totals || len(again.Violations) != len(res.Violations) {
+		t.Fatalf("re-judged %+v, judged %+v", again.Totals, res.Totals)
 	}
 }
 

@@ -30,12 +30,16 @@ type Step struct {
 	Pick   uint64        `json:"pick"`
 }
 
-// Plan is the whole schedule of a seed.
+// Plan is the whole schedule of a seed: more steps than a run of Duration
+// needs (the runner stops starting new ones once Duration has passed, the
+// first round always whole), so that a run lasts what was asked whatever
+// the machine's speed.
 type Plan struct {
 	Seed  int64  `json:"seed"`
 	Steps []Step `json:"steps"`
-	// PolicyAfter: the feed switches to refuse-newer before step
-	// PolicyAfter+1 (0: never).
+	// PolicyAfter: with no Duration (one round), the feed switches to
+	// refuse-newer after step PolicyAfter (0: never); with a Duration it
+	// switches at the first step boundary after half of it.
 	PolicyAfter int `json:"policy_after"`
 }
 
@@ -64,9 +68,9 @@ func estimate(s Step, c Config) time.Duration {
 
 // NewPlan draws the schedule of c.Seed: round 1 gives one worker a clock
 // offset first (so that it lives through every later fault), then every
-// other fault kind in a random order; later rounds shuffle them again while
-// the planned time stays within c.Duration. The first round always runs
-// whole.
+// other fault kind in a random order; later rounds shuffle them again, for
+// about twice c.Duration by the steps' estimated lengths (none when
+// c.Duration is 0).
 func NewPlan(c Config) Plan {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x9e3779b97f4a7c15))
 	w := c.Stack.Worker
@@ -113,20 +117,24 @@ func NewPlan(c Config) Plan {
 			p.Steps = append(p.Steps, s)
 			planned += estimate(s, c)
 		}
-		if planned >= c.Duration {
+		if planned >= 2*c.Duration {
 			break
 		}
 	}
-	if c.SwitchPolicy && len(p.Steps) > 1 {
+	if c.SwitchPolicy && c.Duration == 0 && len(p.Steps) > 1 {
 		p.PolicyAfter = len(p.Steps) / 2
 	}
 	return p
 }
 
-// String is the plan, one step a line.
+// String is the plan, one step a line (the first round, then a count).
 func (p Plan) String() string {
 	var b strings.Builder
-	for _, s := range p.Steps {
+	for i, s := range p.Steps {
+		if s.Round > 1 {
+			fmt.Fprintf(&b, "  … and %d more steps in later rounds, drawn the same way (started while the run's duration lasts)\n", len(p.Steps)-i)
+			break
+		}
 		fmt.Fprintf(&b, "  #%-3d round %d  +%-5s %-16s", s.N, s.Round, s.Gap.Round(100*time.Millisecond), s.Kind)
 		if s.Slot > 0 {
 			fmt.Fprintf(&b, " worker slot %d", s.Slot)

@@ -116,6 +116,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := SaveEvidence(filepath.Join(cfg.Stack.Dir, EvidenceFile), Saved{Settings: r.set, Plan: r.plan, Evidence: ev}); err != nil {
+		return Result{}, err
+	}
 	res := Analyze(ev, r.set, r.plan)
 	if err := WriteOutputs(cfg.OutDir, res, ev); err != nil {
 		return res, err
@@ -318,17 +321,26 @@ func (r *runner) scenario(ctx context.Context) (Evidence, error) {
 	if err := r.sleep(ctx, 2*time.Second); err != nil {
 		return Evidence{}, err
 	}
+	began := time.Now()
+	switched := false
+	var done []Step
 	for _, s := range r.plan.Steps {
+		if s.Round > 1 && time.Since(began) >= cfg.Duration {
+			break
+		}
 		if err := r.sleep(ctx, s.Gap); err != nil {
 			return Evidence{}, err
 		}
 		if err := r.step(ctx, s); err != nil {
 			return Evidence{}, fmt.Errorf("step %d (%s): %w", s.N, s.Kind, err)
 		}
+		done = append(done, s)
 		if err := r.ensureSlots(ctx); err != nil {
 			return Evidence{}, err
 		}
-		if s.N == r.plan.PolicyAfter {
+		half := s.N == r.plan.PolicyAfter || (cfg.Duration > 0 && time.Since(began) >= cfg.Duration/2)
+		if cfg.SwitchPolicy && half && !switched {
+			switched = true
 			at := time.Now()
 			if err := r.st.FeedClient.SetMode(ctx, feed.ModeRefuseNewer); err != nil {
 				return Evidence{}, fmt.Errorf("feed policy: %w", err)
@@ -337,6 +349,7 @@ func (r *runner) scenario(ctx context.Context) (Evidence, error) {
 			r.say("the feed now refuses a newer connection while one is open (refuse-newer)")
 		}
 	}
+	r.plan.Steps = done // the result states what ran
 	return r.finish(ctx)
 }
 

@@ -70,13 +70,20 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 	for _, a := range ev.Actions {
 		acts[a.Session] = append(acts[a.Session], a)
 	}
-	ids := sortedKeys(acts)
-	for id := range byS {
-		if _, ok := acts[id]; !ok {
-			ids = append(ids, id)
+	// Rows in the order the sessions were first started.
+	firstAt := map[string]int64{}
+	for _, a := range ev.Actions {
+		if v, ok := firstAt[a.Session]; !ok || a.At.UnixNano() < v {
+			firstAt[a.Session] = a.At.UnixNano()
 		}
 	}
-	sort.Strings(ids)
+	for _, d := range ev.Deliveries {
+		if v, ok := firstAt[d.Session]; !ok || d.AtNs < v {
+			firstAt[d.Session] = d.AtNs
+		}
+	}
+	ids := sortedKeys(firstAt)
+	sort.SliceStable(ids, func(a, b int) bool { return firstAt[ids[a]] < firstAt[ids[b]] })
 
 	const (
 		width  = 1500
@@ -86,7 +93,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		top    = 56
 		legend = 80
 	)
-	rowH := math.Max(5, math.Min(14, 640/math.Max(float64(len(ids)), 1)))
+	rowH := math.Max(5, math.Min(14, 800/math.Max(float64(len(ids)), 1)))
 	plotW := float64(width - left - right)
 	rowsTop := float64(top + laneH + 22)
 	height := int(rowsTop + rowH*float64(len(ids)) + 30 + legend)
@@ -117,9 +124,21 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 	// Faults lane: one sub-row per family so labels do not collide.
 	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3}
 	subH := float64(laneH) / 4
-	laneEnd := map[int]float64{}
+	// A label goes right of its mark when it ends before the next mark of
+	// its lane: "#n kind", else "#n", else nothing (the report lists all).
+	nextIn := map[int]float64{}
+	room := make([]float64, len(res.Faults))
+	for i := len(res.Faults) - 1; i >= 0; i-- {
+		f := res.Faults[i]
+		l := lanes[f.Kind]
+		room[i] = plotW + float64(left) + float64(right)
+		if v, ok := nextIn[l]; ok {
+			room[i] = v
+		}
+		nextIn[l] = x(f.T)
+	}
 	p(`<text x="%d" y="%.1f" text-anchor="end" fill="#444">faults</text>`+"\n", left-6, float64(top)+subH*2+4)
-	for _, f := range res.Faults {
+	for fi, f := range res.Faults {
 		st := faultStyle[f.Kind]
 		y := float64(top) + float64(lanes[f.Kind])*subH
 		x1, x2 := x(f.T), x(f.TEnd)
@@ -129,16 +148,16 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		} else {
 			p(`<rect x="%.1f" y="%.1f" width="2" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n", x1-1, y+1, subH-2, st.color, title)
 		}
-		// "#n kind" when it fits before the next label of the lane, "#n"
-		// when only that does, nothing otherwise (the report lists them all).
 		lx := math.Max(x1, x2) + 2
-		if lx > laneEnd[lanes[f.Kind]] {
-			label := fmt.Sprintf("#%d %s", f.N, st.short)
-			if f.Kind == KindRolling && f.Note != "" && !strings.HasPrefix(f.Note, "1/") {
-				label = fmt.Sprintf("#%d", f.N)
-			}
+		label := fmt.Sprintf("#%d %s", f.N, st.short)
+		if f.Kind == KindRolling && f.Note != "" && !strings.HasPrefix(f.Note, "1/") {
+			label = fmt.Sprintf("#%d", f.N)
+		}
+		if lx+5.2*float64(len(label)) > room[fi]-2 {
+			label = fmt.Sprintf("#%d", f.N)
+		}
+		if lx+5.2*float64(len(label)) <= room[fi]-2 {
 			p(`<text x="%.1f" y="%.1f" font-size="9" fill="#222">%s</text>`+"\n", lx, y+subH-4, esc(label))
-			laneEnd[lanes[f.Kind]] = lx + 5.5*float64(len(label))
 		}
 		// Across the rows: a band for what lasts and hits everyone, a line
 		// for a worker's instant.
@@ -245,20 +264,17 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 	// Legend.
 	ly := rowY(len(ids)) + 24
 	p(`<text x="%d" y="%.1f" font-weight="bold">workers</text>`+"\n", left, ly)
-	slots := map[int][]string{}
-	offsets := map[string]int64{}
+	slots := map[int][]Incarnation{}
 	for _, inc := range res.Incarnations {
-		slots[inc.Slot] = append(slots[inc.Slot], inc.ID)
-		if inc.OffsetMs != 0 {
-			offsets[inc.ID] = inc.OffsetMs
-		}
+		slots[inc.Slot] = append(slots[inc.Slot], inc)
 	}
 	lx := float64(left) + 70
 	for slot := 1; slot <= len(slots); slot++ {
 		label := fmt.Sprintf("worker-%d (%d process(es))", slot, len(slots[slot]))
-		for _, id := range slots[slot] {
-			if o, ok := offsets[id]; ok {
-				label += fmt.Sprintf(", %s clock %+d ms", id, o)
+		for _, inc := range slots[slot] {
+			if inc.OffsetMs != 0 {
+				label = fmt.Sprintf("worker-%d (%d process(es); lease clock %+d ms from %s on)", slot, len(slots[slot]), inc.OffsetMs, inc.ID)
+				break
 			}
 		}
 		p(`<rect x="%.1f" y="%.1f" width="14" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n", lx, ly-9, colorOfSlot(slot), lx+18, ly, esc(label))

@@ -50,8 +50,12 @@ func run(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/chaos; its data/ and logs/ are deleted first)")
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
+	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *rejudge != "" {
+		return rejudgeRun(*rejudge, *out)
 	}
 	if *short {
 		cfg = chaos.ShortConfig()
@@ -108,6 +112,28 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	chaos.PrintSummary(os.Stdout, res)
+	if !res.OK() {
+		return errors.New("the run found violations (see the report)")
+	}
+	return nil
+}
+
+// rejudgeRun judges saved evidence again and writes the outputs to out
+// (default: next to the evidence file).
+func rejudgeRun(path, out string) error {
+	saved, err := chaos.LoadEvidence(path)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Dir(path)
+	}
+	res := chaos.Analyze(saved.Evidence, saved.Settings, saved.Plan)
+	if err := chaos.WriteOutputs(out, res, saved.Evidence); err != nil {
+		return err
+	}
+	chaos.PrintSummary(os.Stdout, res)
+	fmt.Printf("wrote %s, %s, %s under %s\n", chaos.ResultFile, chaos.ReportFile, chaos.TimelineFile, out)
 	if !res.OK() {
 		return errors.New("the run found violations (see the report)")
 	}
