@@ -127,10 +127,11 @@ func SizesFor(m Mode) Sizes {
 			FailoverRounds: 3, FailoverSessions: 100,
 			HandoffRounds: 3, HandoffSessions: 100,
 			LeaseFeedRate: 5,
-			CostSessions:  1000, CostWindow: 2 * time.Minute,
+			CostSessions:  1000, CostWindow: 90 * time.Second,
 			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
+				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "50"}}, // the memory lever NOTES.md measured
 				{Sessions: 8000, Rate: 1, Env: map[string]string{EnvMaxRenews: "64"}, Probe: true}},
-			CapSettle: 30 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 20 * time.Second,
+			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
 			DynSteps:  []int{2000, 4000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
 		}

@@ -23,7 +23,13 @@ type Profiles struct {
 	CPUCum  []string `json:"cpu_cum"`
 	// MemStats are runtime.MemStats fields (bytes) from /debug/pprof/heap?debug=1.
 	MemStats map[string]int64 `json:"memstats"`
-	Err      string           `json:"error,omitempty"`
+	// LiveHeapBytes is the heap profile's in-use total: the objects live at
+	// the last completed GC.
+	LiveHeapBytes float64 `json:"live_heap_bytes"`
+	// CPUParts are the cumulative shares (% of the profile's samples) of
+	// the worker's main loops.
+	CPUParts []CPUPart `json:"cpu_parts,omitempty"`
+	Err      string    `json:"error,omitempty"`
 }
 
 // memStatKeys are the MemStats the report breaks RSS down with.
@@ -46,6 +52,7 @@ func collectProfiles(ctx context.Context, admin, dir, prefix string, cpu time.Du
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
+		p.LiveHeapBytes = totalBytes(p.HeapTop)
 	} else {
 		errs = append(errs, err.Error())
 	}
@@ -55,9 +62,12 @@ func collectProfiles(ctx context.Context, admin, dir, prefix string, cpu time.Du
 			if p.CPUTop, err = pprofTop(ctx, p.CPUFile, "-nodecount=16"); err != nil {
 				errs = append(errs, err.Error())
 			}
-			if p.CPUCum, err = pprofTop(ctx, p.CPUFile, "-cum", "-nodecount=24"); err != nil {
+			all, err := pprofTop(ctx, p.CPUFile, "-cum", "-nodecount=400")
+			if err != nil {
 				errs = append(errs, err.Error())
 			}
+			p.CPUCum = firstLines(all, 28)
+			p.CPUParts = cpuParts(all)
 		} else {
 			errs = append(errs, err.Error())
 		}
@@ -117,4 +127,78 @@ func topLines(out string) []string {
 		keep = append(keep, l)
 	}
 	return keep
+}
+
+func firstLines(l []string, n int) []string {
+	if len(l) > n {
+		return l[:n]
+	}
+	return l
+}
+
+// totalBytes reads the "… of 234.25MB total" of a heap -top header.
+func totalBytes(lines []string) float64 {
+	for _, l := range lines {
+		i := strings.Index(l, " of ")
+		j := strings.Index(l, " total")
+		if !strings.HasPrefix(l, "Showing nodes accounting for") || i < 0 || j < i {
+			continue
+		}
+		v := l[i+4 : j]
+		mult := 1.0
+		for _, u := range []struct {
+			suffix string
+			m      float64
+		}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}} {
+			if strings.HasSuffix(v, u.suffix) {
+				v, mult = strings.TrimSuffix(v, u.suffix), u.m
+				break
+			}
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f * mult
+		}
+	}
+	return 0
+}
+
+// CPUPart is one loop's cumulative share of a CPU profile.
+type CPUPart struct {
+	What string  `json:"what"`
+	Pct  float64 `json:"cum_pct"`
+}
+
+// cpuRoots are the functions whose cumulative share tells where a worker's
+// CPU goes.
+var cpuRoots = []struct{ fn, what string }{
+	{"github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).read", "sessions: WebSocket reads and message handling"},
+	{"github.com/coder/websocket.(*Conn).readFrameHeader", "— reading frame headers (the read syscalls)"},
+	{"github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).handle", "— handle: parse, dedupe, lease check, sink (JSON line + write)"},
+	{"github.com/wsfleet/wsfleet/shared/lease.(*Keeper).tick", "Keeper tick: every lease's deadline checked every 50 ms, renewals started"},
+	{"github.com/wsfleet/wsfleet/shared/lease.(*Keeper).renew", "renewals (the store call and bookkeeping)"},
+	{"github.com/wsfleet/wsfleet/workers/streamer.(*Worker).controlLoop", "control loop: every session's Tick every 250 ms"},
+	{"github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).ping", "keepalive pings"},
+	{"runtime.gcBgMarkWorker", "garbage collector (background marking)"},
+	{"runtime.findRunnable", "scheduler looking for work (includes netpoll)"},
+}
+
+// cpuParts extracts the cpuRoots' cumulative shares from -top -cum lines.
+func cpuParts(lines []string) []CPUPart {
+	cum := map[string]float64{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.HasSuffix(f[4], "%") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64); err == nil {
+			cum[strings.Join(f[5:], " ")] = v
+		}
+	}
+	var out []CPUPart
+	for _, r := range cpuRoots {
+		if v, ok := cum[r.fn]; ok {
+			out = append(out, CPUPart{What: r.what, Pct: v})
+		}
+	}
+	return out
 }

@@ -21,3 +21,22 @@ func TestTopLines(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+func TestHeapTotalAndCPUParts(t *testing.T) {
+	if got := totalBytes([]string{"Showing nodes accounting for 221.23MB, 94.44% of 234.25MB total"}); got != 234.25*(1<<20) {
+		t.Fatalf("total %v", got)
+	}
+	if got := totalBytes([]string{"Showing nodes accounting for 19497.62kB, 95.01% of 20521.69kB total"}); got != 20521.69*1024 {
+		t.Fatalf("total %v", got)
+	}
+	lines := []string{
+		"      flat  flat%   sum%        cum   cum%",
+		"         0     0%     0%      2.19s 39.89%  github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).read",
+		"     0.04s  0.73% 27.87%      1.08s 19.67%  github.com/wsfleet/wsfleet/shared/lease.(*Keeper).tick",
+		"     0.01s  0.18%  0.18%      0.5s  9.10%  runtime.gcBgMarkWorker",
+	}
+	parts := cpuParts(lines)
+	if len(parts) != 3 || parts[0].Pct != 39.89 || parts[1].Pct != 19.67 || parts[2].What != "garbage collector (background marking)" {
+		t.Fatalf("%+v", parts)
+	}
+}

@@ -332,10 +332,19 @@ func renderProfiles(p printer, run CapRunResult) {
 	p("### Where it goes: %s sessions × %g msg/s%s\n\n", thousands(run.Held), run.Rate, envLabel(run.Env))
 	if ms := pr.MemStats; len(ms) > 0 {
 		kib := func(k string) float64 { return float64(ms[k]) / 1024 / float64(held) }
-		headroom := float64(ms["HeapIdle"]-ms["HeapReleased"]) / 1024 / float64(held)
-		accounted := kib("HeapInuse") + kib("Stack") + headroom + kib("MSpan") + kib("MCache") + kib("GCSys") + kib("OtherSys") + kib("BuckHashSys")
-		p("RSS per session %.1f KiB. The Go runtime's MemStats at the end of the window, per session: heap in use %.1f KiB (of which live objects at the last GC %.1f KiB, the rest GC headroom in use), goroutine stacks %.1f KiB, idle heap not yet returned to the OS %.1f KiB, span, GC and other runtime metadata %.1f KiB — %.1f KiB in all; the rest of the RSS is the binary's own pages and memory the runtime released but the kernel still counts. GC cycles so far: %d.\n\n",
-			run.RSSPerSessKB, kib("HeapInuse"), kib("HeapAlloc"), kib("Stack"), headroom, kib("MSpan")+kib("MCache")+kib("GCSys")+kib("OtherSys")+kib("BuckHashSys"), accounted, ms["NumGC"])
+		idle := float64(ms["HeapIdle"]-ms["HeapReleased"]) / 1024 / float64(held)
+		live := pr.LiveHeapBytes / 1024 / float64(held)
+		meta := kib("MSpan") + kib("MCache") + kib("GCSys") + kib("OtherSys") + kib("BuckHashSys")
+		accounted := kib("HeapInuse") + kib("Stack") + idle + meta
+		p("RSS per session %.1f KiB. From the Go runtime's MemStats at the end of the window, per session: heap in use %.1f KiB — objects live at the last GC %.1f KiB (the heap profile's total) and %.1f KiB allocated since (GC headroom: with GOGC=%s the heap grows to about twice the live heap before a collection); goroutine stacks %.1f KiB (%s goroutines for %s sessions); idle heap not yet returned to the OS %.1f KiB; span, GC and other runtime metadata %.1f KiB — %.1f KiB accounted in all (the RSS also holds the binary's pages). GC cycles so far: %d.\n\n",
+			run.RSSPerSessKB, kib("HeapInuse"), live, kib("HeapInuse")-live, gogc(run.Env), kib("Stack"), thousands(run.Goroutines), thousands(run.Held), idle, meta, accounted, ms["NumGC"])
+	}
+	if len(pr.CPUParts) > 0 {
+		p("Where the worker's CPU goes (cumulative share of the CPU profile's samples; the lines overlap where one loop calls another):\n\n| loop | share |\n|---|---|\n")
+		for _, c := range pr.CPUParts {
+			p("| %s | %.1f %% |\n", c.What, c.Pct)
+		}
+		p("\n")
 	}
 	if pr.Err != "" {
 		p("Profile errors: %s\n\n", oneLine(pr.Err))
@@ -499,6 +508,13 @@ func thousands(n int) string {
 // tick starts at most maxInFlight renewals: maxInFlight / tick × renewEvery.
 func KeeperRenewBound(maxInFlight int, tick, renewEvery time.Duration) int {
 	return int(float64(maxInFlight) / tick.Seconds() * renewEvery.Seconds())
+}
+
+func gogc(env map[string]string) string {
+	if v, ok := env["GOGC"]; ok {
+		return v
+	}
+	return "100 (default)"
 }
 
 func withoutKey(m map[string]string, k string) map[string]string {
