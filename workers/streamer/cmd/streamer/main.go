@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -44,9 +45,17 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
+// defaultGCPercent is the GC target when GOGC is not set: about a third
+// less memory per session than Go's default 100 at a similar CPU cost
+// (measured in docs/worker.md#capacity). GOGC and GOMEMLIMIT still apply.
+const defaultGCPercent = 50
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
 		os.Exit(healthcheck(os.LookupEnv, os.Stderr))
+	}
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(defaultGCPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	go func() {

@@ -321,11 +321,20 @@ func (s *Session) Tick(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	if s.held.Item().Generation != s.connGen {
-		s.kick = errGeneration
-		s.closeLocked(errGeneration)
-		s.mu.Unlock()
-		return
+	// A renew that brings a new generation signals Changed (buffered): a
+	// lock-free length check, then the comparison. A signal that arrives
+	// while no connection is attached stays pending until one is.
+	if len(s.held.Changed()) > 0 {
+		select {
+		case <-s.held.Changed():
+		default:
+		}
+		if s.held.Item().Generation != s.connGen {
+			s.kick = errGeneration
+			s.closeLocked(errGeneration)
+			s.mu.Unlock()
+			return
+		}
 	}
 	cfg := s.env.Config
 	if cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin) {
@@ -633,11 +642,25 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 		s.dialCancel = nil
 		s.mu.Unlock()
 	}()
-	conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
-		HTTPClient:      s.env.Client,
-		HTTPHeader:      hdr,
-		CompressionMode: websocket.CompressionDisabled,
-	})
+	// The handshake runs in a short-lived goroutine (bounded by dctx): its
+	// deep net/http call chain then never grows the stack of the session's
+	// long-lived goroutine, which only reads (about 4 KiB per session saved).
+	type result struct {
+		conn *websocket.Conn
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
+			HTTPClient:      s.env.Client,
+			HTTPHeader:      hdr,
+			CompressionMode: websocket.CompressionDisabled,
+		})
+		ch <- result{conn, resp, err}
+	}()
+	r := <-ch
+	conn, resp, err := r.conn, r.resp, r.err
 	if err != nil {
 		slot.close()
 		return nil, nil, fmt.Errorf("dial %s: %w", Redact(target), dialCause(err, resp))
