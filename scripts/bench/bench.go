@@ -132,7 +132,7 @@ func SizesFor(m Mode) Sizes {
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "50"}}, // the memory lever NOTES.md measured
 				{Sessions: 8000, Rate: 1, Env: map[string]string{EnvMaxRenews: "64"}, Probe: true}},
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
-			DynSteps:  []int{2000, 4000, 6000, 8000, 10000, 13000, 16000, 19000},
+			DynSteps:  []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
 		}
 	}

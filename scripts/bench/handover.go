@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,7 +38,11 @@ type HandoverResult struct {
 	// instant → first message by the new owner (the takeover path).
 	KillToTakeable  Dist `json:"kill_to_takeable"`
 	TakeableToFirst Dist `json:"takeable_to_first"`
-	Unrecovered     int  `json:"unrecovered"`
+	// NotifyToOpen: the survivors' ClaimLatencyMs metric (start
+	// notification sent → the new connection open), for the sessions they
+	// claimed from a notification.
+	NotifyToOpen Dist `json:"notify_to_open"`
+	Unrecovered  int  `json:"unrecovered"`
 	// From the feed's and the sinks' records (package evidence).
 	Lost           int64    `json:"lost"`
 	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
@@ -121,6 +128,11 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
 	}
 	res.KillToTakeable, res.TakeableToFirst = Summarize(toTakeable), Summarize(toFirst)
+	var claimMs []float64
+	for _, rd := range rounds {
+		claimMs = append(claimMs, rd.claimMs...)
+	}
+	res.NotifyToOpen = SummarizeMs(claimMs)
 
 	conns, err := ls.st.FeedRecords(ctx, "")
 	if err != nil {
@@ -149,6 +161,9 @@ type roundData struct {
 	moved  map[string]sinkObs // first delivery by another worker after the signal
 	// expiry is each lease's lease_expires_at_ms read after a kill (wall ms).
 	expiry map[string]int64
+	// claimMs are the survivors' own ClaimLatencyMs samples (EMF, in their
+	// logs): start notification sent → the new connection open.
+	claimMs []float64
 }
 
 // takeover splits a crash round's gaps at the instant each lease became
@@ -302,5 +317,43 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	if err := stopWorkers(survivors); err != nil {
 		return rd, nil, err
 	}
+	for _, w := range survivors {
+		ms, err := claimLatencies(w.Proc.LogPath)
+		if err != nil {
+			return rd, nil, err
+		}
+		rd.claimMs = append(rd.claimMs, ms...)
+	}
 	return rd, stops, nil
+}
+
+// claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a
+// worker's log.
+func claimLatencies(path string) ([]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("worker log: %w", err)
+	}
+	var out []float64
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"ClaimLatencyMs"`) {
+			continue
+		}
+		var m struct {
+			ClaimLatencyMs json.RawMessage `json:"ClaimLatencyMs"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || len(m.ClaimLatencyMs) == 0 {
+			continue
+		}
+		var many []float64
+		if json.Unmarshal(m.ClaimLatencyMs, &many) == nil {
+			out = append(out, many...)
+			continue
+		}
+		var one float64
+		if json.Unmarshal(m.ClaimLatencyMs, &one) == nil {
+			out = append(out, one)
+		}
+	}
+	return out, nil
 }
