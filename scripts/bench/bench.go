@@ -150,6 +150,28 @@ func SizesFor(m Mode) Sizes {
 	}
 }
 
+// Describe says what the sizes are, for the report's header.
+func (s Sizes) Describe() string {
+	var caps []string
+	for _, c := range s.CapRuns {
+		x := fmt.Sprintf("%s × %g msg/s", thousands(c.Sessions), c.Rate)
+		if len(c.Env) > 0 {
+			x += envLabel(c.Env)
+		}
+		if c.Probe {
+			x = "probe " + x
+		}
+		caps = append(caps, x)
+	}
+	var steps []string
+	for _, n := range s.DynSteps {
+		steps = append(steps, thousands(n))
+	}
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %d rounds × %d sessions; cost %s sessions over %s; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
+		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, s.HandoffRounds, s.HandoffSessions, thousands(s.CostSessions), s.CostWindow,
+		strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
+}
+
 // Config configures a run.
 type Config struct {
 	Mode    Mode
@@ -277,6 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &runner{cfg: cfg, sz: cfg.Sizes, log: cfg.Log, rep: &Report{
 		Mode: cfg.Mode, Invocation: cfg.Invocation, Started: time.Now().UTC(), Errors: map[string]string{},
+		Sizes: cfg.Sizes.Describe(),
 	}}
 	r.rep.Machine = ReadMachine(ctx, cfg.Root)
 	r.rep.LoadBefore = ReadLoad()
@@ -290,6 +313,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		PhaseCost: r.cost, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
 	}
 	var failed []string
+	ran := 0
 	for _, name := range AllPhases {
 		if !slices.Contains(cfg.Phases, name) {
 			continue
@@ -299,6 +323,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting")
 		start := time.Now()
+		ran++
 		if err := phases[name](ctx); err != nil {
 			r.rep.Errors[name] = err.Error()
 			failed = append(failed, name)
@@ -308,6 +333,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.rep.Finished = time.Now().UTC()
 	r.rep.LoadEnd = ReadLoad()
+	if ran == 0 {
+		// Interrupted before any phase (e.g. while waiting for a quiet
+		// machine): keep the previous report.
+		return r.rep, fmt.Errorf("bench interrupted before any phase: %w", ctx.Err())
+	}
 	if err := r.write(); err != nil {
 		return r.rep, err
 	}
