@@ -119,6 +119,18 @@ type Transitions struct {
 	GapMax  float64 `json:"gap_max_ms"`
 }
 
+// OffsetResult shows that the skewed clock took part: the tenures its
+// workers acquired from expired leases (its clock decided when they were
+// takeable) and the tenures others took from it after its leases expired
+// (its clock had written their expiry).
+type OffsetResult struct {
+	OffsetMs     int64    `json:"offset_ms"`
+	Workers      []string `json:"workers"`
+	Tenures      int      `json:"tenures"`
+	FromExpired  int      `json:"acquired_from_expired"`
+	TakenExpired int      `json:"taken_after_expiry"`
+}
+
 // Totals are the evidence's sizes.
 type Totals struct {
 	Sessions     int   `json:"sessions"`
@@ -158,7 +170,9 @@ type Result struct {
 	// delivery of a tenure that could no longer renew arrived.
 	SelfFenceMs []float64  `json:"self_fence_ms,omitempty"`
 	SinkFiles   []SinkFile `json:"sink_files"`
-	Missing     []string   `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
+	// ClockOffset is what the workers with a lease clock offset did.
+	ClockOffset OffsetResult `json:"clock_offset"`
+	Missing     []string     `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
 }
 
 // OK reports whether the run had no violation.
@@ -458,6 +472,11 @@ func (j *judge) checkDeliveries() {
 			v.minD, v.maxD = min(v.minD, d.Seq), max(v.maxD, d.Seq)
 		}
 		j.res.Totals.Tenures += len(v.tenures)
+		for _, t := range v.tenures {
+			if inc := j.inc[t.worker]; inc != nil && inc.OffsetMs != 0 {
+				j.res.ClockOffset.Tenures++
+			}
+		}
 		j.res.Totals.Distinct += int64(len(v.seen))
 		for _, t := range v.tenures {
 			if t.stale > 0 {
@@ -611,11 +630,26 @@ func (j *judge) checkTransitions() {
 	by := map[string]*Transitions{}
 	gaps := map[string][]float64{}
 	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "outage": j.set.Bounds.ReplayOutage}
+	off := &j.res.ClockOffset
+	skewed := func(w string) bool { inc := j.inc[w]; return inc != nil && inc.OffsetMs != 0 }
+	for _, inc := range j.ev.Incarnations {
+		if inc.OffsetMs != 0 {
+			off.OffsetMs = inc.OffsetMs
+			off.Workers = append(off.Workers, inc.ID)
+		}
+	}
 	for _, id := range j.ids {
 		v := j.sess[id]
 		for i := 1; i < len(v.tenures); i++ {
 			prev, next := v.tenures[i-1], v.tenures[i]
 			c := j.causeOf(v, prev, next)
+			expired := c.kind == "crash" || c.kind == "zombie" || c.kind == "outage"
+			if expired && skewed(next.worker) {
+				off.FromExpired++
+			}
+			if expired && skewed(prev.worker) {
+				off.TakenExpired++
+			}
 			tr := by[c.kind]
 			if tr == nil {
 				b, ok := bounds[c.kind]

@@ -40,7 +40,13 @@ func WriteOutputs(dir string, res Result, ev Evidence) error {
 	return nil
 }
 
-func msText(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+func msText(v int64) string {
+	d := time.Duration(v) * time.Millisecond
+	if d > time.Minute {
+		d = d.Round(100 * time.Millisecond)
+	}
+	return d.String()
+}
 
 func statCell(s evidence.Stats) (string, string, string) {
 	if s.N == 0 {
@@ -91,9 +97,9 @@ func WriteReport(w io.Writer, res Result) {
 	if len(res.Missing) > 0 {
 		p(" (fault kinds not injected: %s)", strings.Join(res.Missing, ", "))
 	}
-	p(".\n\nStarted %s. Replay the schedule: `make chaos SEED=%d DURATION=%s` (the same faults, victims by worker slot, durations and gaps; not the same interleaving of the processes).\n\n",
+	p(".\n\nStarted %s. Replay the schedule: `make chaos SEED=%d DURATION=%s` (the same faults, durations, gaps and draws; not the same interleaving of the processes).\n\n",
 		res.Started.UTC().Format(time.RFC3339), s.Seed, (time.Duration(s.DurationMs) * time.Millisecond).String())
-	p("Every figure below comes from the feed's connection records, the sink lines as the harness received them from each worker's stdout (stamped on arrival), the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read it: [docs/chaos.md](../chaos.md) (from docs/chaos/).\n\n")
+	p("Every figure below comes from the feed's connection records, the sink lines as the harness received them from each worker's stdout (stamped on arrival), the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read this report and the picture: `docs/chaos.md` ([link](../chaos.md) from the committed sample in docs/chaos/).\n\n")
 	p("![timeline: one row per session, coloured by the worker delivering it; faults marked](%s)\n\n", TimelineFile)
 
 	p("## Settings\n\n| setting | value |\n|---|---|\n")
@@ -185,6 +191,10 @@ func WriteReport(w io.Writer, res Result) {
 	t := res.Totals
 	p("%d sessions; the feed accepted %d connections and refused %d attempts; it wrote %d distinct seqs; the sinks emitted %d lines, %d distinct after dedupe by (connection_id, seq); %d tenures; %d worker processes; %d API calls. Lines cut short by a kill (not delivered, so redelivered by the next owner): %d.\n\n",
 		t.Sessions, t.Connections, t.Refused, t.SentSeqs, t.Deliveries, t.Distinct, t.Tenures, t.Incarnations, t.Actions, t.Truncated)
+	if o := res.ClockOffset; len(o.Workers) > 0 {
+		p("Clock offset: %s ran with the lease clock %+d ms off the others' (max skew %s). They held %d tenures, %d of them acquired from a lease that had expired (a crash, a zombie or an outage: the skewed clock decided when it was takeable); other workers took %d of theirs over after they expired (the skewed clock had written the expiry).\n\n",
+			strings.Join(o.Workers, ", "), o.OffsetMs, msText(s.MaxSkewMs), o.Tenures, o.FromExpired, o.TakenExpired)
+	}
 	if len(res.SelfFenceMs) > 0 {
 		var parts []string
 		for _, v := range res.SelfFenceMs {
