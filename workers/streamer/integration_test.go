@@ -322,6 +322,17 @@ func (e *env) item(id string) lease.Item {
 	return it
 }
 
+// ended waits until the feed saw connection i of id end (its close status
+// is then final) and returns its record.
+func (e *env) ended(id string, i int) feedtest.Conn {
+	e.t.Helper()
+	eventually(e.t, 2*time.Second, "the feed sees the connection end", func() bool {
+		c := e.feed.Conns(id)
+		return len(c) > i && !c[i].Closed.IsZero()
+	})
+	return e.feed.Conns(id)[i]
+}
+
 // checkOneConnection: the feed never saw two open connections of id.
 func (e *env) checkOneConnection(id string) {
 	e.t.Helper()
@@ -475,7 +486,7 @@ func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
 	if it := e.item(id); it.Owner != b.ID() || it.Epoch != 2 {
 		t.Fatalf("item owner %s epoch %d", it.Owner, it.Epoch)
 	}
-	if code := e.feed.Conns(id)[0].ClientCode; code != int(websocket.StatusGoingAway) {
+	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusGoingAway) {
 		t.Fatalf("a closed with %d, want 1001", code)
 	}
 	t.Logf("graceful hand-off: b's first message %s after SIGTERM", gap.Round(time.Millisecond))
@@ -496,9 +507,8 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {
 		t.Fatalf("closed %s after the stop", took)
 	}
-	conns := e.feed.Conns(id)
-	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
-		t.Fatalf("closed with %d, want 1000", conns[0].ClientCode)
+	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusNormalClosure) {
+		t.Fatalf("closed with %d, want 1000", code)
 	}
 	time.Sleep(testTTL + 2*300*time.Millisecond) // the lease would have expired and been reconciled
 	if n := len(e.feed.Conns(id)); n != 1 {
@@ -529,8 +539,8 @@ func TestNewURLReconnects(t *testing.T) {
 	n := e.sink.count(id)
 	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return e.sink.count(id) >= n+10 })
 	contiguous(t, e.sink.get(id))
-	if c := e.feed.Conns(id); c[0].ClientCode != int(websocket.StatusNormalClosure) {
-		t.Fatalf("old connection closed with %d, want 1000", c[0].ClientCode)
+	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusNormalClosure) {
+		t.Fatalf("old connection closed with %d, want 1000", code)
 	}
 }
 

@@ -178,6 +178,7 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 	m.store.Update(id, func(it *lease.Item) { it.DesiredState = schema.StateStopped })
 	m.StopHint(context.Background(), id)
 	eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Open(id) == 0 })
+	eventually(t, 2*time.Second, "feed sees the close", func() bool { return m.feed.Ended(id) })
 	if code := m.feed.Conns(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
 		t.Fatalf("closed with %d, want 1000", code)
 	}

@@ -183,10 +183,12 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
 	srv := s.srv
-	var open []*conn
+	var open []*websocket.Conn
 	for _, st := range s.streams {
 		for c := range st.open {
-			open = append(open, c)
+			if c.c != nil {
+				open = append(open, c.c)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -194,9 +196,7 @@ func (s *Server) Close() {
 		_ = srv.Close()
 	}
 	for _, c := range open {
-		if c.c != nil {
-			_ = c.c.CloseNow()
-		}
+		_ = c.CloseNow()
 	}
 	s.handlers.Wait()
 }
@@ -460,6 +460,16 @@ func (s *Server) Open(session string) int {
 		return st.live()
 	}
 	return 0
+}
+
+// Ended reports whether every connection session ever had has ended from
+// the server's side (its reader saw the end: Conn.Closed and ClientCode are
+// final). Open can already be 0 a moment before, once the close frame went out.
+func (s *Server) Ended(session string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[session]
+	return st == nil || len(st.open) == 0
 }
 
 // Violations is how many times a connection of session opened (or tried to)

@@ -248,6 +248,8 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 	if err := feedtest.Overlaps(conns); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
+	conns = f.Conns("s1")
 	if last := conns[len(conns)-1]; last.ClientCode != int(websocket.StatusGoingAway) {
 		t.Fatalf("shutdown closed with %d, want 1001", last.ClientCode)
 	}
@@ -329,9 +331,9 @@ func TestCloseCodes(t *testing.T) {
 			if err := wait(t, done, 5*time.Second); !errors.Is(err, c.reason) {
 				t.Fatalf("Run = %v, want %v", err, c.reason)
 			}
-			eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Open("s1") == 0 })
+			eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
 			if got := f.Conns("s1")[0].ClientCode; got != c.code {
-				t.Fatalf("close status %d, want %d", got, c.code)
+				t.Fatalf("close status %d, want %d (connections: %+v)", got, c.code, f.Conns("s1"))
 			}
 		})
 	}
@@ -401,6 +403,7 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return s.LastSeq() > before+5 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
+	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
 	conns := f.Conns("s1")
 	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
 		t.Fatalf("old connection closed with %d, want 1000", conns[0].ClientCode)
