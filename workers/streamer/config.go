@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -255,6 +256,12 @@ func (c Config) LeaseConfig() lease.Config {
 	lc.RPCTimeout = c.StoreTimeout
 	if c.MaxConcurrentRenews != 0 {
 		lc.MaxConcurrentRenews = c.MaxConcurrentRenews
+	} else if lc.RenewEvery > 0 {
+		// Unset: enough for MaxSessions leases with 2× headroom (the Keeper
+		// starts at most MaxConcurrentRenews renewals per Tick), never below
+		// the lease default.
+		need := int(math.Ceil(2 * float64(c.MaxSessions) * float64(lc.Tick) / float64(lc.RenewEvery)))
+		lc.MaxConcurrentRenews = max(lc.MaxConcurrentRenews, need)
 	}
 	if lc.RetryEvery > lc.RenewEvery/2 {
 		lc.RetryEvery = max(lc.RenewEvery/2, lc.Tick)

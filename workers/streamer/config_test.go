@@ -115,3 +115,20 @@ func TestReconcileLookAheadStaysBelowLiveLeases(t *testing.T) {
 		t.Fatalf("look-ahead %s, want one jittered interval (1.25 s)", got)
 	}
 }
+
+func TestConcurrentRenewsScaleWithMaxSessions(t *testing.T) {
+	c := DefaultConfig()
+	if got := c.LeaseConfig().MaxConcurrentRenews; got != 64 {
+		t.Fatalf("default %d, want the lease default 64", got)
+	}
+	c.MaxSessions = 19000 // 19,000 leases renewed every 3.33 s, at most N per 50 ms tick
+	lc := c.LeaseConfig()
+	perSecond := float64(lc.MaxConcurrentRenews) / lc.Tick.Seconds()
+	if need := float64(c.MaxSessions) / lc.RenewEvery.Seconds(); perSecond < 2*need {
+		t.Fatalf("%d renewals per tick: %.0f/s for %.0f/s needed", lc.MaxConcurrentRenews, perSecond, need)
+	}
+	c.MaxConcurrentRenews = 10
+	if got := c.LeaseConfig().MaxConcurrentRenews; got != 10 {
+		t.Fatalf("explicit setting ignored: %d", got)
+	}
+}
