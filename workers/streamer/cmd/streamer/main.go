@@ -45,9 +45,9 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
-// defaultGCPercent is the GC target when GOGC is not set: about a third
-// less memory per session than Go's default 100 at a similar CPU cost
-// (measured in docs/worker.md#capacity). GOGC and GOMEMLIMIT still apply.
+// defaultGCPercent is the GC target when GOGC is not set: less GC headroom
+// per session than Go's default 100 at a similar CPU cost (measured in
+// docs/worker.md#capacity). GOGC and GOMEMLIMIT still apply.
 const defaultGCPercent = 50
 
 func main() {
