@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type Registry struct {
 	counters map[string]float64
 	gauges   map[string]float64
 	samples  map[string][]float64
+	seen     map[string]int64
 	units    map[string]string
 }
 
@@ -42,6 +44,7 @@ func NewRegistry(namespace string, dimensions map[string]string) *Registry {
 		counters:   map[string]float64{},
 		gauges:     map[string]float64{},
 		samples:    map[string][]float64{},
+		seen:       map[string]int64{},
 		units:      map[string]string{},
 	}
 }
@@ -62,11 +65,21 @@ func (r *Registry) Set(name string, v float64) {
 	r.mu.Unlock()
 }
 
-// Observe records one sample (EMF keeps up to 100 values per metric per line;
-// more are folded into the last line's values).
+// MaxSamples is how many values of one metric a flush keeps (EMF allows 100
+// values per metric per line). Past it, reservoir sampling keeps a uniform
+// sample, so memory stays bounded however many values are observed.
+const MaxSamples = 100
+
+// Observe records one sample.
 func (r *Registry) Observe(name string, v float64, unit string) {
 	r.mu.Lock()
-	r.samples[name] = append(r.samples[name], v)
+	vs := r.samples[name]
+	r.seen[name]++
+	if len(vs) < MaxSamples {
+		r.samples[name] = append(vs, v)
+	} else if i := rand.Int64N(r.seen[name]); i < MaxSamples {
+		vs[i] = v
+	}
 	r.units[name] = unit
 	r.mu.Unlock()
 }
@@ -108,13 +121,11 @@ func (r *Registry) Flush(w io.Writer, now time.Time) (int, error) {
 		add(k, v)
 	}
 	for k, vs := range r.samples {
-		if len(vs) > 100 {
-			vs = vs[len(vs)-100:]
-		}
 		add(k, vs)
 	}
 	r.counters = map[string]float64{}
 	r.samples = map[string][]float64{}
+	r.seen = map[string]int64{}
 	r.mu.Unlock()
 	if len(defs) == 0 {
 		return 0, nil

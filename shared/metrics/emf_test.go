@@ -44,3 +44,31 @@ func TestFlushWritesOneEMFLine(t *testing.T) {
 		t.Fatalf("second flush wrote %d metrics, want the gauge only", n)
 	}
 }
+
+func TestObserveKeepsABoundedSample(t *testing.T) {
+	r := NewRegistry("wsfleet", nil)
+	for i := 0; i < 10_000; i++ {
+		r.Observe("RenewLatencyMs", float64(i), Milliseconds)
+	}
+	var buf bytes.Buffer
+	if _, err := r.Flush(&buf, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line); err != nil {
+		t.Fatal(err)
+	}
+	vs := line["RenewLatencyMs"].([]any)
+	if len(vs) != MaxSamples {
+		t.Fatalf("%d samples kept, want %d", len(vs), MaxSamples)
+	}
+	late := 0
+	for _, v := range vs {
+		if v.(float64) >= 5000 {
+			late++
+		}
+	}
+	if late < 20 || late > 80 { // a uniform sample has about half from the second half
+		t.Fatalf("%d of %d samples from the second half: not uniform", late, MaxSamples)
+	}
+}

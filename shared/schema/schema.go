@@ -75,6 +75,21 @@ const (
 	EnvAdminAddr        = "WSFLEET_ADMIN_ADDR"        // default 127.0.0.1:8081 (0.0.0.0:8081 in the container)
 	EnvSink             = "WSFLEET_SINK"              // stdout | sqs
 	EnvLogLevel         = "WSFLEET_LOG_LEVEL"         // debug | info | warn | error
+
+	// Finer worker settings (defaults in the worker's config; infra leaves them).
+	EnvDialTimeout         = "WSFLEET_DIAL_TIMEOUT"
+	EnvPingEvery           = "WSFLEET_PING_EVERY"
+	EnvPingTimeout         = "WSFLEET_PING_TIMEOUT"
+	EnvCloseGrace          = "WSFLEET_CLOSE_GRACE"
+	EnvReconnectMin        = "WSFLEET_RECONNECT_MIN"
+	EnvReconnectMax        = "WSFLEET_RECONNECT_MAX"
+	EnvReadLimit           = "WSFLEET_READ_LIMIT"
+	EnvMetricsEvery        = "WSFLEET_METRICS_EVERY"
+	EnvQueueWait           = "WSFLEET_QUEUE_WAIT"
+	EnvSinkAttempts        = "WSFLEET_SINK_ATTEMPTS"
+	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
+	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
+	EnvMaxConcurrentRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
 )
 
 // Ingest environment variable names.

@@ -17,22 +17,21 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
-// Worker settings that shared/schema does not name (yet). They follow the
-// same WSFLEET_ prefix; infra does not need to set them.
+// Finer worker settings, named in shared/schema.
 const (
-	EnvDialTimeout     = "WSFLEET_DIAL_TIMEOUT"
-	EnvPingEvery       = "WSFLEET_PING_EVERY"
-	EnvPingTimeout     = "WSFLEET_PING_TIMEOUT"
-	EnvCloseGrace      = "WSFLEET_CLOSE_GRACE"
-	EnvReconnectMin    = "WSFLEET_RECONNECT_MIN"
-	EnvReconnectMax    = "WSFLEET_RECONNECT_MAX"
-	EnvReadLimit       = "WSFLEET_READ_LIMIT"
-	EnvMetricsEvery    = "WSFLEET_METRICS_EVERY"
-	EnvQueueWait       = "WSFLEET_QUEUE_WAIT"
-	EnvSinkAttempts    = "WSFLEET_SINK_ATTEMPTS"
-	EnvStoreRPCTimeout = "WSFLEET_STORE_TIMEOUT"
-	EnvAdminPprof      = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
-	EnvMaxRenews       = "WSFLEET_MAX_CONCURRENT_RENEWS"
+	EnvDialTimeout     = schema.EnvDialTimeout
+	EnvPingEvery       = schema.EnvPingEvery
+	EnvPingTimeout     = schema.EnvPingTimeout
+	EnvCloseGrace      = schema.EnvCloseGrace
+	EnvReconnectMin    = schema.EnvReconnectMin
+	EnvReconnectMax    = schema.EnvReconnectMax
+	EnvReadLimit       = schema.EnvReadLimit
+	EnvMetricsEvery    = schema.EnvMetricsEvery
+	EnvQueueWait       = schema.EnvQueueWait
+	EnvSinkAttempts    = schema.EnvSinkAttempts
+	EnvStoreRPCTimeout = schema.EnvStoreRPCTimeout
+	EnvAdminPprof      = schema.EnvAdminPprof
+	EnvMaxRenews       = schema.EnvMaxConcurrentRenews
 )
 
 // Sink names (WSFLEET_SINK).

@@ -20,23 +20,35 @@ type Store struct {
 	mu    sync.Mutex
 	items map[string]*lease.Item
 
-	// Fail, when set, is called before every operation; a non-nil return is
-	// returned instead of performing it (after is false) or after performing
-	// it (after is true: an ambiguous write that was applied).
-	Fail func(op string) (err error, after bool)
+	fail atomic.Pointer[FailFunc]
 
 	Calls atomic.Int64
+}
+
+// FailFunc injects faults: called before every operation, a non-nil error is
+// returned instead of performing it (after is false) or after performing it
+// (after is true: an ambiguous write that was applied).
+type FailFunc func(op string) (err error, after bool)
+
+// SetFail installs f (nil removes it); safe to call while the store is in use.
+func (s *Store) SetFail(f FailFunc) {
+	if f == nil {
+		s.fail.Store(nil)
+		return
+	}
+	s.fail.Store(&f)
 }
 
 // New returns an empty store.
 func New() *Store { return &Store{items: map[string]*lease.Item{}} }
 
-func (s *Store) fail(op string) (error, bool) {
+func (s *Store) injected(op string) (error, bool) {
 	s.Calls.Add(1)
-	if s.Fail == nil {
+	f := s.fail.Load()
+	if f == nil {
 		return nil, false
 	}
-	return s.Fail(op)
+	return (*f)(op)
 }
 
 func (s *Store) get(id string) *lease.Item { return s.items[id] }
@@ -116,7 +128,7 @@ func (s *Store) write(ctx context.Context, op, id string, apply func(*lease.Item
 	if err := ctx.Err(); err != nil {
 		return lease.Item{}, err
 	}
-	ferr, after := s.fail(op)
+	ferr, after := s.injected(op)
 	if ferr != nil && !after {
 		return lease.Item{}, ferr
 	}
@@ -143,7 +155,7 @@ func (s *Store) write(ctx context.Context, op, id string, apply func(*lease.Item
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
-	if err, _ := s.fail("get"); err != nil {
+	if err, _ := s.injected("get"); err != nil {
 		return lease.Item{}, err
 	}
 	s.mu.Lock()
@@ -157,7 +169,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 
 // Orphans implements lease.Store.
 func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
-	if err, _ := s.fail("orphans"); err != nil {
+	if err, _ := s.injected("orphans"); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

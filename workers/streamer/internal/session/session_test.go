@@ -72,7 +72,7 @@ type harness struct {
 	keeper *lease.Keeper
 	env    *Env
 	rec    *recorder
-	down   atomic.Bool // the store fails every call (memstore.Fail is read unsynchronized: set once, before use)
+	down   atomic.Bool // the store fails every call
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -97,12 +97,12 @@ func leaseConfig(owner string) lease.Config {
 func newHarness(t *testing.T, cfg *Config) *harness {
 	t.Helper()
 	h := &harness{t: t, store: memstore.New(), rec: &recorder{}, sessions: map[string]*Session{}}
-	h.store.Fail = func(string) (error, bool) {
+	h.store.SetFail(func(string) (error, bool) {
 		if h.down.Load() {
 			return errors.New("table unreachable"), false
 		}
 		return nil, false
-	}
+	})
 	k, err := lease.NewKeeper(h.store, clock.Real{}, leaseConfig(cfg.WorkerID), obs{h})
 	if err != nil {
 		t.Fatal(err)
