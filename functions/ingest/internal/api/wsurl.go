@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 )
 
 // MaxWSURLLen is the longest accepted ws_url, in bytes.
@@ -18,102 +19,6 @@ type URLPolicy struct {
 	// Empty allows any host that is not refused by PrivateIPs.
 	AllowedHosts []string
 	PrivateIPs   config.PrivateIPs
-}
-
-// addrClass names the range an IP literal is in ("" for public unicast).
-type addrClass string
-
-const (
-	classPublic      addrClass = ""
-	classLoopback    addrClass = "loopback"
-	classPrivate     addrClass = "private"
-	classLinkLocal   addrClass = "link-local"
-	classMetadata    addrClass = "cloud metadata"
-	classUnspecified addrClass = "unspecified"
-	classMulticast   addrClass = "multicast"
-	classReserved    addrClass = "reserved"
-)
-
-// Cloud instance/task metadata endpoints: refused under every policy.
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack IMDS
-	netip.MustParseAddr("169.254.170.2"),   // ECS task metadata / credentials
-	netip.MustParseAddr("169.254.169.123"), // AWS time sync
-	netip.MustParseAddr("169.254.169.253"), // AWS VPC DNS
-	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
-	netip.MustParseAddr("fd00:ec2::23"),    // AWS VPC DNS over IPv6
-	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud metadata
-}
-
-var (
-	cgnat     = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
-	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
-	ietf4     = netip.MustParsePrefix("192.0.0.0/24")
-	bench4    = netip.MustParsePrefix("198.18.0.0/15")
-	compat6   = netip.MustParsePrefix("::/96")          // IPv4-compatible (deprecated)
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64
-	nat64l    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64
-	sixto4    = netip.MustParsePrefix("2002::/16")      // 6to4
-)
-
-// embeddedV4 returns the IPv4 address an IPv6 address carries, if any.
-func embeddedV4(a netip.Addr) (netip.Addr, bool) {
-	if !a.Is6() {
-		return netip.Addr{}, false
-	}
-	b := a.As16()
-	switch {
-	case a.Is4In6():
-		return a.Unmap(), true
-	case compat6.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
-	case nat64.Contains(a) || nat64l.Contains(a):
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
-	case sixto4.Contains(a):
-		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
-	}
-	return netip.Addr{}, false
-}
-
-func classify(a netip.Addr) addrClass {
-	if v4, ok := embeddedV4(a); ok {
-		a = v4
-	}
-	for _, m := range metadataAddrs {
-		if a == m {
-			return classMetadata
-		}
-	}
-	switch {
-	case a.IsLoopback():
-		return classLoopback
-	case a.IsUnspecified() || thisNet.Contains(a):
-		return classUnspecified
-	case a.IsPrivate() || cgnat.Contains(a):
-		return classPrivate
-	case a.IsLinkLocalUnicast():
-		return classLinkLocal
-	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
-		return classMulticast
-	case reserved4.Contains(a) || ietf4.Contains(a) || bench4.Contains(a):
-		return classReserved
-	}
-	return classPublic
-}
-
-func (p URLPolicy) allowsClass(c addrClass) bool {
-	switch {
-	case c == classPublic:
-		return true
-	case c == classMetadata:
-		return false
-	case p.PrivateIPs == config.PrivateIPsAll:
-		return true
-	case p.PrivateIPs == config.PrivateIPsLoopback:
-		return c == classLoopback
-	}
-	return false
 }
 
 // CheckWSURL validates a ws_url against the syntax rules and the policy. Its
@@ -159,7 +64,7 @@ func (p URLPolicy) CheckWSURL(raw string) *apiError {
 		if addr.Zone() != "" {
 			return badRequest(CodeInvalidWSURL, "ws_url IPv6 zones are not accepted")
 		}
-		if c := classify(addr); !p.allowsClass(c) {
+		if c := netguard.Classify(addr); !p.PrivateIPs.AllowsClass(c) {
 			return &apiError{status: 400, code: CodeAddressNotAllowed, message: "ws_url host is a " + string(c) + " address, which this deployment refuses"}
 		}
 		if strings.HasPrefix(u.Host, "[") != addr.Is6() {
@@ -171,7 +76,7 @@ func (p URLPolicy) CheckWSURL(raw string) *apiError {
 		}
 		host = strings.TrimSuffix(host, ".")
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-			if !p.allowsClass(classLoopback) {
+			if !p.PrivateIPs.AllowsClass(netguard.LoopbackIP) {
 				return &apiError{status: 400, code: CodeAddressNotAllowed, message: "ws_url host is a loopback name, which this deployment refuses"}
 			}
 		}

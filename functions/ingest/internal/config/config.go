@@ -10,17 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// PrivateIPs says which IP-literal ranges a ws_url may point at.
-type PrivateIPs string
+// PrivateIPs says which IP-literal ranges a ws_url may point at (the
+// shared address policy; the worker applies the same one at dial time).
+type PrivateIPs = netguard.Policy
 
 // Private IP policies (the values of schema.EnvAllowPrivateIPs).
 const (
-	PrivateIPsNone     PrivateIPs = "none"     // refuse loopback, private, link-local, metadata, …
-	PrivateIPsLoopback PrivateIPs = "loopback" // local development: loopback allowed, the rest refused
-	PrivateIPsAll      PrivateIPs = "all"      // every range allowed (tests on private networks only)
+	PrivateIPsNone     = netguard.None     // refuse loopback, private, link-local, metadata, …
+	PrivateIPsLoopback = netguard.Loopback // local development: loopback allowed, the rest refused
+	PrivateIPsAll      = netguard.All      // every range but cloud metadata (tests on private networks only)
 )
 
 // Config is everything the ingest function needs to start.
