@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
@@ -44,6 +45,9 @@ type Config struct {
 	// ReconnectMax caps the workers' reconnect backoff (the source-refuse
 	// fault's recovery bound derives from it).
 	ReconnectMax time.Duration
+	// Kinds restricts the schedule to these fault kinds (empty: all of
+	// them); for focusing on one behaviour, never for the reference run.
+	Kinds []string
 	// OutDir receives result.json, report.md and timeline.svg.
 	OutDir string
 	// Out receives progress lines.
@@ -136,6 +140,11 @@ func (c Config) Validate() error {
 	}
 	if c.ReconnectMax < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("reconnect max %v: want >= 100ms", c.ReconnectMax))
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(AllKinds, k) {
+			errs = append(errs, fmt.Errorf("fault kind %q: want one of %v", k, AllKinds))
+		}
 	}
 	if c.Stack.InMemory {
 		errs = append(errs, errors.New("the DynamoDB engine is restarted during the run: it must keep its data on disk (InMemory false)"))

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +54,10 @@ type Violation struct {
 	Session string  `json:"session,omitempty"`
 	T       float64 `json:"t"` // seconds since the run started
 	Detail  string  `json:"detail"`
+	// HostCPU is the host's CPU pressure around T (the worst second of
+	// T ± 2 s: the share of time some task waited for a CPU; -1 when not
+	// measured). Context for a timing violation, never an excuse.
+	HostCPU float64 `json:"host_cpu_pressure"`
 }
 
 // CheckResult is one check's outcome.
@@ -119,6 +124,75 @@ type Transitions struct {
 	GapMax  float64 `json:"gap_max_ms"`
 }
 
+// Pressure summarises the host's CPU pressure, per second.
+type Pressure struct {
+	Measured bool      `json:"measured"`
+	Mean     float64   `json:"mean"`
+	Max      float64   `json:"max"`
+	Over50   int       `json:"seconds_over_50pct"`
+	PerSec   []float64 `json:"per_second,omitempty"` // index = second since the run started
+}
+
+// pressure turns the samples into per-second fractions.
+func (j *judge) pressure() {
+	ps := j.ev.CPUPressure
+	if len(ps) < 2 {
+		return
+	}
+	n := int(j.ev.End.Sub(j.ev.Start).Seconds()) + 1
+	per := make([]float64, n)
+	wall := make([]float64, n)
+	for i := 1; i < len(ps); i++ {
+		a, b := ps[i-1], ps[i]
+		dt := float64(b.AtNs - a.AtNs)
+		if dt <= 0 {
+			continue
+		}
+		sec := int(j.sec(a.AtNs))
+		if sec < 0 || sec >= n {
+			continue
+		}
+		per[sec] += float64(b.TotalUs-a.TotalUs) * 1e3
+		wall[sec] += dt
+	}
+	p := Pressure{Measured: true, PerSec: make([]float64, n)}
+	var sum float64
+	var cnt int
+	for i := range per {
+		if wall[i] == 0 {
+			continue
+		}
+		f := min(per[i]/wall[i], 1)
+		p.PerSec[i] = math.Round(f*1000) / 1000
+		sum += f
+		cnt++
+		p.Max = max(p.Max, f)
+		if f > 0.5 {
+			p.Over50++
+		}
+	}
+	if cnt > 0 {
+		p.Mean = sum / float64(cnt)
+	}
+	j.res.HostCPU = p
+}
+
+// hostCPUAround is the worst second of the host's CPU pressure in t ± 2 s
+// (-1: not measured).
+func (j *judge) hostCPUAround(t float64) float64 {
+	p := j.res.HostCPU
+	if !p.Measured {
+		return -1
+	}
+	worst := 0.0
+	for s := int(t) - 2; s <= int(t)+2; s++ {
+		if s >= 0 && s < len(p.PerSec) {
+			worst = max(worst, p.PerSec[s])
+		}
+	}
+	return worst
+}
+
 // OffsetResult shows that the skewed clock took part: the tenures its
 // workers acquired from expired leases (its clock decided when they were
 // takeable) and the tenures others took from it after its leases expired
@@ -170,6 +244,9 @@ type Result struct {
 	// delivery of a tenure that could no longer renew arrived.
 	SelfFenceMs []float64  `json:"self_fence_ms,omitempty"`
 	SinkFiles   []SinkFile `json:"sink_files"`
+	// HostCPU is the host's CPU pressure during the run (Linux PSI "some":
+	// the share of time at least one task waited for a CPU), per second.
+	HostCPU Pressure `json:"host_cpu_pressure"`
 	// ClockOffset is what the workers with a lease clock offset did.
 	ClockOffset OffsetResult `json:"clock_offset"`
 	Missing     []string     `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
@@ -234,6 +311,7 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 		j.inc[ev.Incarnations[i].ID] = &ev.Incarnations[i]
 	}
 	j.index()
+	j.pressure()
 	j.checkConnections()
 	j.checkDeliveries()
 	j.checkTransitions()
@@ -1169,6 +1247,9 @@ func (j *judge) summarize() {
 		j.res.Checks = append(j.res.Checks, CheckResult{Name: c.name, Rule: c.rule, Violations: per[c.name], Figures: j.figures(c.name)})
 	}
 	sort.SliceStable(j.res.Violations, func(a, b int) bool { return j.res.Violations[a].T < j.res.Violations[b].T })
+	for i := range j.res.Violations {
+		j.res.Violations[i].HostCPU = j.hostCPUAround(j.res.Violations[i].T)
+	}
 }
 
 func fmtStats(s evidence.Stats) string {

@@ -272,6 +272,29 @@ func removeAfter(ds []Delivery, session string, t time.Time) []Delivery {
 	return out
 }
 
+// The host's CPU pressure is turned into per-second fractions and each
+// violation carries the worst second around it.
+func TestHostCPUPressure(t *testing.T) {
+	s := newScenario()
+	s.ev.Actions = append(s.ev.Actions, Action{Op: "start", Session: "c", At: at(5), Acked: at(5.1)})
+	for i := 0; i <= 31; i++ {
+		us := int64(0)
+		if i >= 6 {
+			us = 600_000 // second 5 is 60 % stalled
+		}
+		s.ev.CPUPressure = append(s.ev.CPUPressure, PressureSample{AtNs: at(float64(i)).UnixNano(), TotalUs: us})
+	}
+	res := s.judge()
+	h := res.HostCPU
+	if !h.Measured || h.Max < 0.59 || h.Max > 0.61 || h.Over50 != 1 || h.PerSec[5] < 0.59 || h.PerSec[6] != 0 {
+		t.Fatalf("pressure %+v", h)
+	}
+	v := violationsOf(res, CheckClaim)
+	if len(v) != 1 || v[0].HostCPU < 0.59 {
+		t.Fatalf("violations %+v", v)
+	}
+}
+
 // A stop followed by a re-start that resumes at the checkpoint is clean; a
 // re-start that repeats what the stop's release covered is not.
 func TestStopRestart(t *testing.T) {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -86,6 +87,9 @@ func NewPlan(c Config) Plan {
 		if round == 1 {
 			kinds = append([]string{KindClockOffset}, kinds...)
 		}
+		if len(c.Kinds) > 0 {
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(c.Kinds, k) })
+		}
 		for _, k := range kinds {
 			s := Step{N: len(p.Steps) + 1, Round: round, Kind: k, Gap: between(c.GapMin, c.GapMax), Pick: rng.Uint64()}
 			sess := max(1, c.Sessions/8)
@@ -117,7 +121,7 @@ func NewPlan(c Config) Plan {
 			p.Steps = append(p.Steps, s)
 			planned += estimate(s, c)
 		}
-		if planned >= 2*c.Duration {
+		if planned >= 2*c.Duration || len(kinds) == 0 {
 			break
 		}
 	}

@@ -195,6 +195,9 @@ func WriteReport(w io.Writer, res Result) {
 		p("Clock offset: %s ran with the lease clock %+d ms off the others' (max skew %s). They held %d tenures, %d of them acquired from a lease that had expired (a crash, a zombie or an outage: the skewed clock decided when it was takeable); other workers took %d of theirs over after they expired (the skewed clock had written the expiry).\n\n",
 			strings.Join(o.Workers, ", "), o.OffsetMs, msText(s.MaxSkewMs), o.Tenures, o.FromExpired, o.TakenExpired)
 	}
+	if h := res.HostCPU; h.Measured {
+		p("Host CPU pressure during the run (Linux PSI, the share of time at least one task waited for a CPU; other work shares this machine): mean %.0f %%, worst second %.0f %%, %d second(s) above 50 %%. Each violation below states the worst second around it.\n\n", 100*h.Mean, 100*h.Max, h.Over50)
+	}
 	if len(res.SelfFenceMs) > 0 {
 		var parts []string
 		for _, v := range res.SelfFenceMs {
@@ -218,7 +221,11 @@ func WriteReport(w io.Writer, res Result) {
 		if v.Session != "" {
 			sess = " " + v.Session
 		}
-		p("%d. **%s**%s at %.1f s: %s\n", i+1, v.Check, sess, v.T, mdCell(v.Detail))
+		host := ""
+		if v.HostCPU >= 0 {
+			host = fmt.Sprintf(" (host CPU pressure around it: %.0f %%)", 100*v.HostCPU)
+		}
+		p("%d. **%s**%s at %.1f s: %s%s\n", i+1, v.Check, sess, v.T, mdCell(v.Detail), host)
 	}
 }
 

@@ -112,7 +112,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.clients()
 	r.say("stack up (logs %s)", st.LogDir())
 
+	stopSampling := make(chan struct{})
+	samples := make(chan []PressureSample, 1)
+	go sampleCPUPressure(250*time.Millisecond, stopSampling, samples)
 	ev, err := r.scenario(ctx)
+	close(stopSampling)
+	ev.CPUPressure = <-samples
 	if err != nil {
 		return Result{}, err
 	}
@@ -470,14 +475,22 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		f.OffsetMs = ms(s.Offset)
 		r.say("    %s's lease clock is now %+v off the others' (max skew %v)", f.NewWorker, s.Offset, r.cfg.Stack.Worker.MaxSkew)
 	case KindDynamoDown:
+		// Frozen, not killed: dynalite maintains its index with separate
+		// writes, and a kill between them can leave an item out of the index
+		// for good (DynamoDB never does). Frozen, it answers nothing; what
+		// the kernel buffered meanwhile is applied when it resumes, late,
+		// like a write whose reply was lost.
 		at := time.Now()
-		r.st.Dynamo.Kill() // at once (SIGTERM lets dynalite serve on for a while); its data is on disk
-		r.say("DynamoDB killed; back in %v", s.Hold)
+		if err := r.st.Dynamo.Pause(); err != nil {
+			return fmt.Errorf("dynamodb pause: %w", err)
+		}
+		r.say("DynamoDB frozen (SIGSTOP) for %v", s.Hold)
 		if err := r.sleep(ctx, max(s.Hold-time.Since(at), 0)); err != nil {
+			_ = r.st.Dynamo.Resume()
 			return err
 		}
-		if err := r.st.Dynamo.Start(); err != nil {
-			return fmt.Errorf("dynamodb restart: %w", err)
+		if err := r.st.Dynamo.Resume(); err != nil {
+			return fmt.Errorf("dynamodb resume: %w", err)
 		}
 		ok, err := r.waitUntil(ctx, 20*time.Second, func() bool {
 			c, cancel := context.WithTimeout(ctx, time.Second)
@@ -489,7 +502,7 @@ func (r *runner) step(ctx context.Context, s Step) error {
 			return fmt.Errorf("dynamodb not answering after its restart (%v)", err)
 		}
 		back := time.Now()
-		f := r.fault(Fault{Kind: s.Kind, Start: at, End: back, Note: "dynalite killed, restarted on the same port and data"})
+		f := r.fault(Fault{Kind: s.Kind, Start: at, End: back, Note: "dynalite frozen (SIGSTOP), then SIGCONT"})
 		ok, err = r.waitMoved(ctx, r.startedIDs(), back, "", outage+3*time.Second)
 		if err != nil {
 			return err

@@ -95,7 +95,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 	)
 	rowH := math.Max(5, math.Min(14, 800/math.Max(float64(len(ids)), 1)))
 	plotW := float64(width - left - right)
-	rowsTop := float64(top + laneH + 22)
+	rowsTop := float64(top + laneH + 34)
 	height := int(rowsTop + rowH*float64(len(ids)) + 30 + legend)
 	x := func(s float64) float64 { return float64(left) + math.Max(0, math.Min(s, dur))/dur*plotW }
 	rowY := func(i int) float64 { return rowsTop + float64(i)*rowH }
@@ -171,6 +171,19 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 				dash = ` stroke-dasharray="4,3"`
 			}
 			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-opacity="0.55" stroke-width="1"%s/>`+"\n", x1, rowsTop, x1, bottom, st.color, dash)
+		}
+	}
+
+	// Host CPU pressure: the darker, the more of that second some task
+	// waited for a CPU (context for timing; other work shares the host).
+	if h := res.HostCPU; h.Measured {
+		cy := float64(top + laneH + 3)
+		p(`<text x="%d" y="%.1f" text-anchor="end" font-size="9" fill="#444">host CPU wait</text>`+"\n", left-6, cy+8)
+		for sec, f := range h.PerSec {
+			if f < 0.02 {
+				continue
+			}
+			p(`<rect x="%.1f" y="%.1f" width="%.1f" height="9" fill="#000" fill-opacity="%.2f"><title>%ds: %.0f%%</title></rect>`+"\n", x(float64(sec)), cy, math.Max(x(float64(sec+1))-x(float64(sec)), 0.5), math.Min(f, 1)*0.8, sec, 100*f)
 		}
 	}
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/chaos; its data/ and logs/ are deleted first)")
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
+	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -68,6 +70,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *sessions > 0 {
 		cfg.Sessions = *sessions
+	}
+	if *only != "" {
+		cfg.Kinds = strings.Split(*only, ",")
 	}
 	m, err := feed.ParseMode(*mode)
 	if err != nil {
