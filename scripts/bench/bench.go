@@ -103,7 +103,10 @@ type Sizes struct {
 
 	FailoverRounds, FailoverSessions int
 	HandoffRounds, HandoffSessions   int
-	LeaseFeedRate                    float64
+	// A second handoff run with fewer sessions per SIGTERM (0: none): the
+	// gap of a handoff that does not queue behind a hundred others.
+	HandoffSmallRounds, HandoffSmallSessions int
+	LeaseFeedRate                            float64
 
 	CostSessions int
 	CostWindow   time.Duration
@@ -126,6 +129,7 @@ func SizesFor(m Mode) Sizes {
 			ClaimSamples: 300, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
 			FailoverRounds: 3, FailoverSessions: 100,
 			HandoffRounds: 3, HandoffSessions: 100,
+			HandoffSmallRounds: 20, HandoffSmallSessions: 10,
 			LeaseFeedRate: 5,
 			CostSessions:  1000, CostWindow: 90 * time.Second,
 			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
@@ -167,8 +171,12 @@ func (s Sizes) Describe() string {
 	for _, n := range s.DynSteps {
 		steps = append(steps, thousands(n))
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %d rounds × %d sessions; cost %s sessions over %s; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
-		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, s.HandoffRounds, s.HandoffSessions, thousands(s.CostSessions), s.CostWindow,
+	handoff := fmt.Sprintf("%d rounds × %d sessions", s.HandoffRounds, s.HandoffSessions)
+	if s.HandoffSmallRounds > 0 {
+		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
+	}
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; cost %s sessions over %s; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
+		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, thousands(s.CostSessions), s.CostWindow,
 		strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
 }
 

@@ -71,7 +71,11 @@ func (r *runner) capacity(ctx context.Context) error {
 	res := &CapacityResult{}
 	var runs []string
 	for _, c := range sz.CapRuns {
-		runs = append(runs, fmt.Sprintf("%d sessions × %g msg/s", c.Sessions, c.Rate))
+		x := fmt.Sprintf("%s sessions × %g msg/s%s", thousands(c.Sessions), c.Rate, envLabel(c.Env))
+		if c.Probe {
+			x = "probe " + x
+		}
+		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
 		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " unless stated, GOGC 50 (the binary's default) unless stated",

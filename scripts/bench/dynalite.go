@@ -89,12 +89,12 @@ func judgeStep(s DynStep) string {
 // core, the machine (every core busy), or neither.
 func bottleneckOf(s DynStep, cores int) string {
 	switch {
-	case s.DynaliteCPU >= 90:
-		return fmt.Sprintf("dynalite (one Node process at %.0f %% of its one core)", s.DynaliteCPU)
+	case s.DynaliteCPU >= 75:
+		return fmt.Sprintf("dynalite: one Node process at %.0f %% of its one core, whose queue delays renewals (renew p99 %s) past their deadline (machine %.0f %% of %d %%)", s.DynaliteCPU, bucket(s.RenewP99Ms), s.MachineCPU, 100*cores)
 	case s.MachineCPU >= 90*float64(cores):
 		return fmt.Sprintf("the machine (all %d cores %.0f %% busy: worker %.0f %%, dynalite %.0f %%, feed %.0f %%)", cores, s.MachineCPU/float64(cores), s.WorkerCPU, s.DynaliteCPU, s.FeedCPU)
 	default:
-		return fmt.Sprintf("not CPU (dynalite %.0f %%, machine %.0f %% of %d cores)", s.DynaliteCPU, s.MachineCPU, 100*cores)
+		return fmt.Sprintf("neither dynalite's core nor the machine (dynalite %.0f %%, machine %.0f %% of %d %%)", s.DynaliteCPU, s.MachineCPU, 100*cores)
 	}
 }
 

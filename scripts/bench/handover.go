@@ -67,7 +67,15 @@ func (r *runner) failover(ctx context.Context) error {
 func (r *runner) handoff(ctx context.Context) error {
 	res := &HandoverResult{Kind: evidence.FaultTerm, Rounds: r.sz.HandoffRounds, SessionsPerRound: r.sz.HandoffSessions}
 	r.rep.Handoff = res
-	return r.handover(ctx, PhaseHandoff, res)
+	if err := r.handover(ctx, PhaseHandoff, res); err != nil {
+		return err
+	}
+	if r.sz.HandoffSmallRounds == 0 {
+		return nil
+	}
+	small := &HandoverResult{Kind: evidence.FaultTerm, Rounds: r.sz.HandoffSmallRounds, SessionsPerRound: r.sz.HandoffSmallSessions}
+	r.rep.HandoffSmall = small
+	return r.handover(ctx, PhaseHandoff, small)
 }
 
 // handover runs the rounds: a victim worker alone claims the round's
@@ -87,14 +95,14 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	}
 	res.Phase = r.begin(name, map[string]string{
 		"lease":   defaultTimings,
-		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS; 2 survivors start (both consume the queue); after 5 s the victim gets %s", res.SessionsPerRound, signal),
+		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS, started evenly over one renew interval (so their renewals are spread as in a fleet); 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, settleBefore(res.Kind), signal),
 		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
 		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", r.sz.LeaseFeedRate),
 		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
 		"judging": "lost and duplicated messages from the feed's connection records and the sink records (scripts/evidence)",
 	})
 	defer res.end()
-	ls, err := r.startLeaseStack(ctx, name, r.sz.LeaseFeedRate)
+	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), r.sz.LeaseFeedRate)
 	if err != nil {
 		return err
 	}
@@ -240,8 +248,17 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
 	}
 	rd.victim, rd.ids = victim.ID, ids
-	if err := ls.startSessions(ctx, ids); err != nil {
-		return rd, nil, err
+	// Spread the starts over one renew interval (with its jitter): the
+	// leases' renewals then fall at every phase of the cycle when the
+	// victim dies, as in a fleet, rather than in one burst.
+	spread := DefaultRenewEvery * 11 / 10
+	for _, id := range ids {
+		if err := ls.startSessions(ctx, []string{id}); err != nil {
+			return rd, nil, err
+		}
+		if err := sleepCtx(ctx, spread/time.Duration(n)); err != nil {
+			return rd, nil, err
+		}
 	}
 	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
 	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
@@ -259,7 +276,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		}
 		survivors = append(survivors, w)
 	}
-	if err := sleepCtx(ctx, 5*time.Second); err != nil {
+	if err := sleepCtx(ctx, settleBefore(kind)); err != nil {
 		return rd, nil, err
 	}
 	sig := syscall.SIGKILL
@@ -356,4 +373,15 @@ func claimLatencies(path string) ([]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// settleBefore is how long the round runs with the survivors up before the
+// signal: a full renew cycle and more before a kill (every lease renewed
+// since the claims), 2 s before a SIGTERM (the survivors' long polls are
+// waiting).
+func settleBefore(kind string) time.Duration {
+	if kind == evidence.FaultKill {
+		return 5 * time.Second
+	}
+	return 2 * time.Second
 }

@@ -10,24 +10,26 @@ import (
 // Report is everything one run measured (docs/benchmarks.json) and what
 // docs/BENCHMARKS.md is rendered from.
 type Report struct {
-	Mode       Mode              `json:"mode"`
-	Invocation string            `json:"invocation"`
-	Sizes      string            `json:"sizes"`
-	Started    time.Time         `json:"started"`
-	Finished   time.Time         `json:"finished"`
-	Machine    Machine           `json:"machine"`
-	LoadBefore LoadAvg           `json:"load_before_wait"`
-	LoadStart  LoadAvg           `json:"load_start"`
-	LoadEnd    LoadAvg           `json:"load_end"`
-	Quiet      *QuietWait        `json:"quiet_wait,omitempty"`
-	Micro      *MicroResult      `json:"micro,omitempty"`
-	Claim      *ClaimResult      `json:"claim,omitempty"`
-	Failover   *HandoverResult   `json:"failover,omitempty"`
-	Handoff    *HandoverResult   `json:"handoff,omitempty"`
-	Cost       *CostResult       `json:"cost,omitempty"`
-	Capacity   *CapacityResult   `json:"capacity,omitempty"`
-	Dynalite   *DynaliteResult   `json:"dynalite,omitempty"`
-	Errors     map[string]string `json:"errors,omitempty"`
+	Mode       Mode            `json:"mode"`
+	Invocation string          `json:"invocation"`
+	Sizes      string          `json:"sizes"`
+	Started    time.Time       `json:"started"`
+	Finished   time.Time       `json:"finished"`
+	Machine    Machine         `json:"machine"`
+	LoadBefore LoadAvg         `json:"load_before_wait"`
+	LoadStart  LoadAvg         `json:"load_start"`
+	LoadEnd    LoadAvg         `json:"load_end"`
+	Quiet      *QuietWait      `json:"quiet_wait,omitempty"`
+	Micro      *MicroResult    `json:"micro,omitempty"`
+	Claim      *ClaimResult    `json:"claim,omitempty"`
+	Failover   *HandoverResult `json:"failover,omitempty"`
+	Handoff    *HandoverResult `json:"handoff,omitempty"`
+	// HandoffSmall: fewer sessions per SIGTERM (full mode).
+	HandoffSmall *HandoverResult   `json:"handoff_small,omitempty"`
+	Cost         *CostResult       `json:"cost,omitempty"`
+	Capacity     *CapacityResult   `json:"capacity,omitempty"`
+	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
+	Errors       map[string]string `json:"errors,omitempty"`
 }
 
 // QuietWait records the wait for a quiet machine before the run.
@@ -77,13 +79,17 @@ func Goals(r *Report) []Goal {
 		}
 		gs = append(gs, g)
 	}
-	if h := r.Handoff; h != nil && h.Gap.N > 0 {
-		g := Goal{Figure: "Graceful handoff gap (SIGTERM → first message by the new owner), p99", Measured: ms(h.Gap.P99), Goal: "≤ 250 ms", Known: true, Met: h.Gap.P99 <= 250}
+	for _, h := range []*HandoverResult{r.Handoff, r.HandoffSmall} {
+		if h == nil || h.Gap.N == 0 {
+			continue
+		}
+		what := fmt.Sprintf("%d sessions per SIGTERM", h.SessionsPerRound)
+		g := Goal{Figure: "Graceful handoff gap (SIGTERM → first message by the new owner), p99, " + what, Measured: ms(h.Gap.P99), Goal: "≤ 250 ms", Known: true, Met: h.Gap.P99 <= 250}
 		if !g.Met {
 			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(h.Gap.P99-250), h.Gap.P99/250)
 		}
 		gs = append(gs, g)
-		g2 := Goal{Figure: "Graceful handoff: messages lost / duplicated", Measured: fmt.Sprintf("%d / %d", h.Lost, h.Duplicated), Goal: "0 / 0", Known: true, Met: h.Lost == 0 && h.Duplicated == 0}
+		g2 := Goal{Figure: "Graceful handoff: messages lost / duplicated, " + what, Measured: fmt.Sprintf("%d / %d", h.Lost, h.Duplicated), Goal: "0 / 0", Known: true, Met: h.Lost == 0 && h.Duplicated == 0}
 		if !g2.Met {
 			g2.Miss = fmt.Sprintf("%d lost, %d duplicated", h.Lost, h.Duplicated)
 		}
@@ -169,6 +175,9 @@ func Render(r *Report) string {
 	renderClaim(p, r)
 	renderHandover(p, r.Failover, "2. Crash failover: kill -9 of the owner → first message by the new owner")
 	renderHandover(p, r.Handoff, "3. Graceful handoff: SIGTERM of the owner → first message by the new owner")
+	if r.HandoffSmall != nil {
+		renderHandover(p, r.HandoffSmall, fmt.Sprintf("3b. Graceful handoff, %d sessions per SIGTERM", r.HandoffSmall.SessionsPerRound))
+	}
 	renderCapacity(p, r)
 	renderDynalite(p, r)
 	renderCost(p, r)
@@ -291,7 +300,9 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 			if h.NotifyToOpen.N > 0 {
 				p("The survivors' own claim latency (notification sent → connection open: long poll, admission, acquire, dial) is p50 %s, p99 %s over %d notified claims, so the victim's side (close, flush, release, publish) takes the rest. ", ms(h.NotifyToOpen.P50), ms(h.NotifyToOpen.P99), h.NotifyToOpen.N)
 			}
-			p("The chain runs %d hand-offs at once through two single-threaded engines (dynalite, fauxqs) on a shared 2-core machine; each survivor takes at most 10 notifications per receive and acknowledges a batch before the next.", h.SessionsPerRound)
+			p("The chain runs %d hand-offs at once through two single-threaded engines (dynalite, fauxqs) on a shared 2-core machine; each survivor takes at most 10 notifications per receive and acknowledges a batch before the next. The fastest hand-off of a round (min %s) is what one costs through an idle chain; the spread up to the p99 is queueing, about %s per session handed off at once. ",
+				h.SessionsPerRound, ms(h.Gap.Min), ms((h.Gap.P99-h.Gap.Min)/float64(max(h.SessionsPerRound, 1))))
+			p("A worker holding N sessions therefore hands them all over in roughly min + N × that, on top of the survivors' claim admission (%d/s each after a burst of %d).", h.ClaimRateLimit, h.ClaimRateLimit)
 		}
 		p("\n\n")
 	}
