@@ -107,6 +107,10 @@ type Sizes struct {
 	// gap of a handoff that does not queue behind a hundred others.
 	HandoffSmallRounds, HandoffSmallSessions int
 	LeaseFeedRate                            float64
+	// HandoffFeedRate is the handoff rounds' feed rate: high, so that the
+	// first message after a handoff does not wait long for the source to
+	// produce one (at most 1/rate when the old owner delivered everything).
+	HandoffFeedRate float64
 
 	CostSessions int
 	CostWindow   time.Duration
@@ -130,8 +134,8 @@ func SizesFor(m Mode) Sizes {
 			FailoverRounds: 3, FailoverSessions: 100,
 			HandoffRounds: 3, HandoffSessions: 100,
 			HandoffSmallRounds: 20, HandoffSmallSessions: 10,
-			LeaseFeedRate: 5,
-			CostSessions:  1000, CostWindow: 90 * time.Second,
+			LeaseFeedRate: 5, HandoffFeedRate: 50,
+			CostSessions: 1000, CostWindow: 90 * time.Second,
 			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}, // Go's default, against the binary's 50
 				{Sessions: 8000, Rate: 1, Env: map[string]string{EnvMaxRenews: "64"}, Probe: true}},
@@ -145,8 +149,8 @@ func SizesFor(m Mode) Sizes {
 		ClaimSamples: 200, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
 		FailoverRounds: 2, FailoverSessions: 100,
 		HandoffRounds: 2, HandoffSessions: 100,
-		LeaseFeedRate: 5,
-		CostSessions:  300, CostWindow: 20 * time.Second,
+		LeaseFeedRate: 5, HandoffFeedRate: 50,
+		CostSessions: 300, CostWindow: 20 * time.Second,
 		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
 		DynSteps:  []int{2000},

@@ -84,6 +84,9 @@ func (r *runner) handoff(ctx context.Context) error {
 // are stopped and the survivors leave, so the next round starts clean.
 func (r *runner) handover(ctx context.Context, name string, res *HandoverResult) error {
 	res.Survivors, res.FeedRate = 2, r.sz.LeaseFeedRate
+	if res.Kind == evidence.FaultTerm {
+		res.FeedRate = r.sz.HandoffFeedRate
+	}
 	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultMaxSkew).Milliseconds())
 	res.TTLPlusRecMs = float64((DefaultTTL + DefaultReconcile).Milliseconds())
 	res.ClaimRateLimit = DefaultClaimRate
@@ -95,14 +98,14 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	}
 	res.Phase = r.begin(name, map[string]string{
 		"lease":   defaultTimings,
-		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS, started evenly over one renew interval (so their renewals are spread as in a fleet); 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, settleBefore(res.Kind), signal),
+		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS%s; 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, spreadNote(res.Kind), settleBefore(res.Kind), signal),
 		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
-		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", r.sz.LeaseFeedRate),
+		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", res.FeedRate),
 		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
 		"judging": "lost and duplicated messages from the feed's connection records and the sink records (scripts/evidence)",
 	})
 	defer res.end()
-	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), r.sz.LeaseFeedRate)
+	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate)
 	if err != nil {
 		return err
 	}
@@ -149,7 +152,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	res.OldClosed, res.NewOpened, res.OpenToFirst = gapParts(rounds, conns)
 	rep := evidence.Judge(evidence.Input{
 		Conns: conns, Sinks: ls.col.records(), Faults: faults, Stopped: stopped,
-		Rate: r.sz.LeaseFeedRate, CheckpointEvery: DefaultRenewEvery,
+		Rate: res.FeedRate, CheckpointEvery: DefaultRenewEvery,
 	})
 	res.Lost, res.Stale, res.MaxConcurrent, res.ReplayBound = rep.Lost, rep.Stale, rep.MaxConcurrent, rep.ReplayBound
 	if res.Kind == evidence.FaultTerm {
@@ -251,7 +254,11 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	// Spread the starts over one renew interval (with its jitter): the
 	// leases' renewals then fall at every phase of the cycle when the
 	// victim dies, as in a fleet, rather than in one burst.
+	// (A graceful handoff does not depend on the renewals' phase.)
 	spread := DefaultRenewEvery * 11 / 10
+	if kind == evidence.FaultTerm {
+		spread = 0
+	}
 	for _, id := range ids {
 		if err := ls.startSessions(ctx, []string{id}); err != nil {
 			return rd, nil, err
@@ -321,7 +328,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	}
 	// A little more streaming after the move, so that a loss or a repeat at
 	// the boundary shows in the records.
-	if err := sleepCtx(ctx, 2*time.Second); err != nil {
+	if err := sleepCtx(ctx, time.Second); err != nil {
 		return rd, nil, err
 	}
 	stops, err := ls.stopSessions(ctx, ids)
@@ -384,4 +391,11 @@ func settleBefore(kind string) time.Duration {
 		return 5 * time.Second
 	}
 	return 2 * time.Second
+}
+
+func spreadNote(kind string) string {
+	if kind == evidence.FaultKill {
+		return ", started evenly over one renew interval (so their renewals are spread as in a fleet)"
+	}
+	return ""
 }

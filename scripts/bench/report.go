@@ -292,8 +292,8 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		}
 		p(" Messages are repeated after a crash by design: the new owner resumes after the last checkpoint, which rides on the renewals (at most about one renew interval of messages: bound %d at %g msg/s).\n\n", h.ReplayBound, h.FeedRate)
 	} else {
-		p("The gap is: the owner's close handshake with the source (status 1001, bounded by 1 s), the sink flush, the release (a conditional write with the final checkpoint), the start notification, a survivor's long poll returning, its claim admission (%d claims/s per worker, burst %d), the acquire, the dial, and the backlog the source replays from last_seq + 1. Each round hands %d sessions at once to %d survivors. ",
-			h.ClaimRateLimit, h.ClaimRateLimit, h.SessionsPerRound, h.Survivors)
+		p("The gap is: the owner's close handshake with the source (status 1001, bounded by 1 s), the sink flush, the release (a conditional write with the final checkpoint), the start notification, a survivor's long poll returning, its claim admission (%d claims/s per worker, burst %d), the acquire, the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or, when the old owner had delivered everything produced, the source's next message, up to 1/rate = %s later (the \"opened → first message\" row). Each round hands %d sessions at once to %d survivors. ",
+			h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)), h.SessionsPerRound, h.Survivors)
 		if h.Gap.P99 > 250 {
 			p("The goal (p99 ≤ 250 ms) is missed by %s. The parts above show where: the new owner's connection opens %s (p50) / %s (p99) after the signal, and its first message reaches the sink %s (p99) after that open. ",
 				ms(h.Gap.P99-250), ms(h.NewOpened.P50), ms(h.NewOpened.P99), ms(h.OpenToFirst.P99))
