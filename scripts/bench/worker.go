@@ -83,6 +83,7 @@ func workerEnv(id, admin string, settings map[string]string) []string {
 		schema.EnvWorkerID+"="+id,
 		schema.EnvAdminAddr+"="+admin,
 		schema.EnvEnvironment+"=bench",
+		schema.EnvAllowPrivateIPs+"=loopback", // the bench feed listens on 127.0.0.x
 		"WSFLEET_ADMIN_PPROF=true",
 	)
 	for k, v := range settings {

@@ -129,6 +129,7 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		schema.EnvAdminAddr+"="+admin,
 		schema.EnvSink+"=stdout",
 		schema.EnvEnvironment+"=local",
+		schema.EnvAllowPrivateIPs+"=loopback", // the local sources listen on 127.0.0.1
 	)
 	dur := func(k string, d time.Duration) {
 		if d > 0 {

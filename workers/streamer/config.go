@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -73,6 +74,11 @@ type Config struct {
 	ReconnectMax time.Duration
 	ReadLimit    int64
 	SinkAttempts int
+	// AllowPrivateIPs is the address policy every dial is checked against,
+	// after DNS resolution (shared/netguard): public addresses only by
+	// default; "loopback" for local development, "all" for private networks.
+	// Cloud-metadata addresses are refused under every policy.
+	AllowPrivateIPs netguard.Policy
 
 	// Operations.
 	ShutdownDeadline time.Duration
@@ -112,6 +118,7 @@ func DefaultConfig() Config {
 		ReconnectMax:     30 * time.Second,
 		ReadLimit:        1 << 20,
 		SinkAttempts:     3,
+		AllowPrivateIPs:  netguard.None,
 		ShutdownDeadline: 30 * time.Second,
 		AdminAddr:        "127.0.0.1:8081",
 		MetricsEvery:     time.Minute,
@@ -170,6 +177,14 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	p.str(schema.EnvEnvironment, &c.Environment)
 	p.str(schema.EnvLogLevel, &c.LogLevel)
 	p.str(schema.EnvSink, &c.Sink)
+	if v, ok := lookup(schema.EnvAllowPrivateIPs); ok && v != "" {
+		pol, err := netguard.ParsePolicy(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", schema.EnvAllowPrivateIPs, err))
+		} else {
+			c.AllowPrivateIPs = pol
+		}
+	}
 	p.str(schema.EnvTableName, &c.TableName)
 	p.str(schema.EnvQueueURL, &c.QueueURL)
 	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)

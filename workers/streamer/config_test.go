@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -49,7 +50,7 @@ func TestConfigFromEnv(t *testing.T) {
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
-		OutputQueueURL: "https://q/out.fifo",
+		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None,
 	}
 	if c != want {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -130,5 +131,18 @@ func TestConcurrentRenewsScaleWithMaxSessions(t *testing.T) {
 	c.MaxConcurrentRenews = 10
 	if got := c.LeaseConfig().MaxConcurrentRenews; got != 10 {
 		t.Fatalf("explicit setting ignored: %d", got)
+	}
+}
+
+func TestAddressPolicyFromEnv(t *testing.T) {
+	if DefaultConfig().AllowPrivateIPs != netguard.None {
+		t.Fatal("the default must refuse private and loopback addresses")
+	}
+	c, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvAllowPrivateIPs: "Loopback"}))
+	if err != nil || c.AllowPrivateIPs != netguard.Loopback {
+		t.Fatalf("loopback: %v %v", c.AllowPrivateIPs, err)
+	}
+	if _, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
+		t.Fatalf("a bad policy was accepted: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -187,6 +188,7 @@ func newEnv(t *testing.T) *env {
 func testConfig(id string) Config {
 	c := DefaultConfig()
 	c.WorkerID = id
+	c.AllowPrivateIPs = netguard.Loopback // the test sources listen on 127.0.0.1
 	c.LeaseTTL, c.RenewEvery, c.MaxSkew, c.SafetyMargin, c.StoreTimeout = testTTL, testRenew, testSkew, 600*time.Millisecond, testRPC
 	c.ReconcileEvery = time.Second
 	c.ClaimsPerSecond = 100

@@ -157,7 +157,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.env = &session.Env{
 		Config:   cfg.sessionConfig(),
 		Handler:  deps.Handler,
-		Client:   session.NewClient(cfg.DialTimeout),
+		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs),
 		Log:      w.log,
 		Counters: &w.counters,
 		Opened:   w.opened,

@@ -23,7 +23,7 @@ trap 'kill "$feed" 2>/dev/null || true' EXIT
 sleep 0.5
 
 for n in "$@"; do
-  WSFLEET_SINK=discard WSFLEET_ADMIN_ADDR=$admin WSFLEET_CLAIMS_PER_SECOND=5000 WSFLEET_MAX_SESSIONS=30000 \
+  WSFLEET_SINK=discard WSFLEET_ALLOW_PRIVATE_IPS=loopback WSFLEET_ADMIN_ADDR=$admin WSFLEET_CLAIMS_PER_SECOND=5000 WSFLEET_MAX_SESSIONS=30000 \
   WSFLEET_RECONCILE_EVERY=1s WSFLEET_LOG_LEVEL=warn WSFLEET_METRICS_EVERY=1h \
     "$root/bin/streamer" --store=memory --memory-sessions="$n" \
       --memory-urls="ws://127.0.0.1:$feed_port/feed/{id}" --memory-resume-param=from >/dev/null 2>&1 &

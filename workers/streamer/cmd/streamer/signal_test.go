@@ -63,7 +63,7 @@ func child(t *testing.T, url string, env ...string) (*exec.Cmd, <-chan error) {
 	admin := freeAddr(t)
 	cmd := exec.Command(os.Args[0], "--store=memory", "--memory-sessions=1", "--memory-urls="+url)
 	cmd.Env = append(os.Environ(), append([]string{"STREAMER_TEST_MAIN=1", "WSFLEET_ADMIN_ADDR=" + admin, "WSFLEET_SINK=discard",
-		"WSFLEET_LOG_LEVEL=warn", "WSFLEET_PING_EVERY=0"}, env...)...)
+		"WSFLEET_LOG_LEVEL=warn", "WSFLEET_PING_EVERY=0", "WSFLEET_ALLOW_PRIVATE_IPS=loopback"}, env...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
@@ -108,7 +109,7 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 		t.Fatal(err)
 	}
 	h.keeper = k
-	client := NewClient(cfg.DialTimeout)
+	client := NewClient(cfg.DialTimeout, netguard.Loopback)
 	h.env = &Env{Config: cfg, Handler: h.rec, Client: client, Log: zerolog.Nop(), Counters: &Counters{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

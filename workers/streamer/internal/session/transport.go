@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/netguard"
 )
 
 // rawSlot receives the TCP connection a dial opened, so that the session can
@@ -40,9 +42,11 @@ func (s *rawSlot) close() {
 // only, no connection reuse (each handshake's connection becomes the
 // WebSocket), a small handshake read buffer (the transport's reader stays
 // referenced for the connection's life), and a dialer that hands the TCP
-// connection to the session that asked for it.
-func NewClient(dialTimeout time.Duration) *http.Client {
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
+// connection to the session that asked for it. Every connection is checked
+// against policy at connect time, after DNS resolution (with a proxy from
+// the environment, that is the proxy's address).
+func NewClient(dialTimeout time.Duration, policy netguard.Policy) *http.Client {
+	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
