@@ -136,18 +136,29 @@ func (k *Keeper) tick(ctx context.Context) {
 	for _, h := range ended {
 		k.obs.Ended(h, h.Err())
 	}
+	// Every due lease is dispatched now; at most MaxConcurrentRenews
+	// renewals are in flight, the rest wait for a slot in arrival order (a
+	// slot frees as soon as a renewal returns, not at the next tick, so the
+	// renewal rate is bounded by the store's latency, not by Tick).
 	for _, h := range due {
-		select {
-		case k.sem <- struct{}{}:
-		default:
-			return // at the concurrency bound: the rest wait for the next tick
-		}
 		h.mu.Lock()
 		h.t.renewSent()
 		h.mu.Unlock()
 		k.wg.Add(1)
 		go func() {
-			defer func() { <-k.sem; k.wg.Done() }()
+			defer k.wg.Done()
+			select {
+			case k.sem <- struct{}{}:
+			case <-ctx.Done():
+				h.mu.Lock()
+				h.t.inFlight = false
+				h.mu.Unlock()
+				return
+			}
+			defer func() { <-k.sem }()
+			if h.Err() != nil {
+				return // ended while it waited (deadline, release): nothing to renew
+			}
 			k.renew(ctx, h)
 		}()
 	}

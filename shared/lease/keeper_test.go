@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,6 +391,65 @@ func TestSafetyArgument(t *testing.T) {
 					break
 				}
 			}
+		}
+	}
+}
+
+// concurrencyStore serializes the fake store and records how many renewals
+// were in flight at once.
+type concurrencyStore struct {
+	*fakeStore
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (c *concurrencyStore) Renew(ctx context.Context, t Token, now, exp, seq int64) (Item, error) {
+	c.mu.Lock()
+	c.inFlight++
+	if c.inFlight > c.max {
+		c.max = c.inFlight
+	}
+	c.mu.Unlock()
+	time.Sleep(time.Millisecond) // a store call takes time
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	return c.fakeStore.Renew(ctx, t, now, exp, seq)
+}
+
+// TestRenewalsBeyondTheConcurrencyBoundWaitForASlotNotForATick: with 2
+// renewals allowed in flight, 50 leases falling due together are all renewed
+// from one tick (the bound limits concurrency, not the renewal rate).
+func TestRenewalsBeyondTheConcurrencyBoundWaitForASlotNotForATick(t *testing.T) {
+	var items []Item
+	for i := 0; i < 50; i++ {
+		items = append(items, started(fmt.Sprintf("s%02d", i)))
+	}
+	st := &concurrencyStore{fakeStore: newFakeStore(items...)}
+	clk := clock.NewFake(t0)
+	cfg := DefaultConfig("w1")
+	cfg.MaxConcurrentRenews, cfg.RenewJitter = 2, 0
+	k, err := NewKeeper(st, clk, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if _, err := k.Acquire(context.Background(), it.ConnectionID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(cfg.RenewEvery)
+	k.tick(context.Background())
+	k.wg.Wait()
+	if n := st.calls["renew"]; n != 50 {
+		t.Fatalf("%d of 50 due renewals ran from one tick", n)
+	}
+	if st.max > 2 {
+		t.Fatalf("%d renewals in flight at once, bound 2", st.max)
+	}
+	for _, it := range items {
+		if got := st.items[it.ConnectionID].ExpiresAtMs; got != ExpiresAtMs(clk.Now(), cfg.TTL) {
+			t.Fatalf("%s not renewed (expiry %d)", it.ConnectionID, got)
 		}
 	}
 }

@@ -53,10 +53,10 @@ type Config struct {
 	MaxSkew      time.Duration
 	SafetyMargin time.Duration
 	StoreTimeout time.Duration // bound of each DynamoDB call
-	// MaxConcurrentRenews bounds renewals in flight (0: lease.DefaultConfig's).
-	// The Keeper starts at most this many per tick, which also bounds the
-	// renewal rate, hence the leases one worker can keep:
-	// ≈ MaxConcurrentRenews / Tick × RenewEvery.
+	// MaxConcurrentRenews bounds renewals in flight (0: sized from
+	// MaxSessions). Due renewals beyond it wait for a free slot, so with a
+	// store latency L one worker keeps up to ≈ MaxConcurrentRenews / L ×
+	// RenewEvery leases.
 	MaxConcurrentRenews int
 
 	// Claiming.
@@ -271,9 +271,9 @@ func (c Config) LeaseConfig() lease.Config {
 	if c.MaxConcurrentRenews != 0 {
 		lc.MaxConcurrentRenews = c.MaxConcurrentRenews
 	} else if lc.RenewEvery > 0 {
-		// Unset: enough for MaxSessions leases with 2× headroom (the Keeper
-		// starts at most MaxConcurrentRenews renewals per Tick), never below
-		// the lease default.
+		// Unset: enough for MaxSessions leases with 2× headroom at a store
+		// latency of one Tick (50 ms, far above DynamoDB's), never below the
+		// lease default.
 		need := int(math.Ceil(2 * float64(c.MaxSessions) * float64(lc.Tick) / float64(lc.RenewEvery)))
 		lc.MaxConcurrentRenews = max(lc.MaxConcurrentRenews, need)
 	}
