@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -201,16 +202,7 @@ func (ls *leaseStack) shutdown() {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleepCtx(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, clock.Real{}, d) }
 
 // sinkObs is one sink record as the driver saw it arrive.
 type sinkObs struct {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -170,14 +171,7 @@ func (r *runner) died(id, how string, exit error) {
 }
 
 func (r *runner) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return clock.Sleep(ctx, clock.Real{}, d)
 }
 
 // waitUntil polls cond every 50 ms until it holds (true) or timeout passes.

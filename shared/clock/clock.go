@@ -5,6 +5,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -108,3 +109,13 @@ func (f *Fake) Waiters() int {
 
 // UnixMilli is the wall-clock milliseconds of t, the unit stored in DynamoDB.
 func UnixMilli(t time.Time) int64 { return t.UnixMilli() }
+
+// Sleep waits d on c, or until ctx is done (then it returns ctx's error).
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.After(d):
+		return nil
+	}
+}

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -42,5 +43,24 @@ func TestOffsetShiftsWallTimeOnly(t *testing.T) {
 	b := real.Now()
 	if b.Sub(a) < 0 || b.Sub(a) > time.Second {
 		t.Fatalf("durations on an offset clock changed: %s", b.Sub(a))
+	}
+}
+
+func TestSleepEndsWithItsContext(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- Sleep(ctx, f, time.Hour) }()
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Sleep = %v, want context.Canceled", err)
+	}
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	for f.Waiters() < 2 { // the cancelled sleep's hour timer, and this one
+		time.Sleep(time.Millisecond)
+	}
+	f.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep = %v", err)
 	}
 }
