@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -78,24 +77,13 @@ func TestShortChaos(t *testing.T) {
 	}
 }
 
-// buildBinaries builds the stack's programs into dir from the workspace.
+// buildBinaries builds the stack's programs into dir. It never skips: a
+// binary that cannot be built fails the test.
 func buildBinaries(t *testing.T, root, dir string) devstack.Binaries {
 	t.Helper()
-	bins := devstack.Binaries{
-		Streamer: filepath.Join(dir, "streamer"),
-		Ingest:   filepath.Join(dir, "ingest-local"),
-		Feed:     filepath.Join(dir, "feed"),
-	}
-	for out, pkg := range map[string]string{
-		bins.Streamer: "./workers/streamer/cmd/streamer",
-		bins.Ingest:   "./functions/ingest/cmd/ingest-local",
-		bins.Feed:     "./scripts/feed/cmd/feed",
-	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the chaos run needs %s and it does not build (go build %s): %v\n%s", filepath.Base(out), pkg, err, b)
-		}
+	bins, err := devstack.BuildBinaries(root, dir)
+	if err != nil {
+		t.Fatalf("%s needs the stack's binaries: %v", "the chaos run", err)
 	}
 	return bins
 }

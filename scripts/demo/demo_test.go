@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,25 +19,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// buildBinaries builds the stack's programs into dir from the repository's
-// workspace. It never skips: a binary that cannot be built fails the test.
+// buildBinaries builds the stack's programs into dir. It never skips: a
+// binary that cannot be built fails the test.
 func buildBinaries(t *testing.T, root, dir string) devstack.Binaries {
 	t.Helper()
-	bins := devstack.Binaries{
-		Streamer: filepath.Join(dir, "streamer"),
-		Ingest:   filepath.Join(dir, "ingest-local"),
-		Feed:     filepath.Join(dir, "feed"),
-	}
-	for out, pkg := range map[string]string{
-		bins.Streamer: "./workers/streamer/cmd/streamer",
-		bins.Ingest:   "./functions/ingest/cmd/ingest-local",
-		bins.Feed:     "./scripts/feed/cmd/feed",
-	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the short demo needs %s and it does not build (go build %s): %v\n%s", filepath.Base(out), pkg, err, b)
-		}
+	bins, err := devstack.BuildBinaries(root, dir)
+	if err != nil {
+		t.Fatalf("%s needs the stack's binaries: %v", "the short demo", err)
 	}
 	return bins
 }

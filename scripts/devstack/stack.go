@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -545,4 +546,26 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info().Msg("stack stopped")
 	return errors.Join(errs...)
+}
+
+// BuildBinaries builds the programs a stack runs into dir, from the
+// workspace at root (the tests and drivers that bring their own stack).
+func BuildBinaries(root, dir string) (Binaries, error) {
+	bins := Binaries{
+		Streamer: filepath.Join(dir, "streamer"),
+		Ingest:   filepath.Join(dir, "ingest-local"),
+		Feed:     filepath.Join(dir, "feed"),
+	}
+	for out, pkg := range map[string]string{
+		bins.Streamer: "./workers/streamer/cmd/streamer",
+		bins.Ingest:   "./functions/ingest/cmd/ingest-local",
+		bins.Feed:     "./scripts/feed/cmd/feed",
+	} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+		}
+	}
+	return bins, nil
 }
