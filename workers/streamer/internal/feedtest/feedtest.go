@@ -116,11 +116,19 @@ type stream struct {
 type conn struct {
 	c   *websocket.Conn
 	rec *Conn
+	// dropAfterAccept is set when Drop found c still in its handshake:
+	// the drop happens as soon as Accept returns (dropCode 0 = abruptly).
+	dropAfterAccept bool
+	dropCode        websocket.StatusCode
 }
 
 // Server is a test feed. Start it with Start (or mount Handler yourself).
 type Server struct {
 	opts Options
+
+	// beforeAccept, when set (tests of this package), runs after a
+	// connection is registered and before its handshake is answered.
+	beforeAccept func(session string)
 
 	mu       sync.Mutex
 	streams  map[string]*stream
@@ -277,6 +285,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.handlers.Done()
 
+	if s.beforeAccept != nil {
+		s.beforeAccept(session)
+	}
 	wc, err := websocket.Accept(closeWatcher{ResponseWriter: w, closing: func() { s.closing(rec) }}, r,
 		&websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
@@ -286,6 +297,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	c.c = wc
 	closed := s.closed
+	dropNow, dropCode := c.dropAfterAccept, c.dropCode
 	next := s.produced(st, rec.Opened) + 1
 	if from >= 1 {
 		next = from
@@ -300,6 +312,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, old := range kicked {
 		s.handlers.Go(func() { _ = old.c.Close(StatusKicked, "kicked by a newer connection") })
+	}
+	if dropNow {
+		s.drop(c, dropCode)
 	}
 	s.stream(r.Context(), st, c, next)
 }
@@ -415,24 +430,35 @@ func (s *Server) message(dst []byte, session string, seq int64) []byte {
 func (s *Server) Drop(session string, code websocket.StatusCode) int {
 	s.mu.Lock()
 	var open []*conn
+	pending := 0
 	if st := s.streams[session]; st != nil {
 		for c := range st.open {
-			if c.c != nil {
-				c.rec.Dropped = true
-				open = append(open, c)
+			c.rec.Dropped = true
+			if c.c == nil {
+				// Still in its handshake (the client may already hold the
+				// 101): dropped the moment Accept returns.
+				c.dropAfterAccept, c.dropCode = true, code
+				pending++
+				continue
 			}
+			open = append(open, c)
 		}
 	}
 	s.mu.Unlock()
 	for _, c := range open {
-		if code > 0 {
-			// The handshake waits for the client's answer: do not block the caller.
-			s.handlers.Go(func() { _ = c.c.Close(code, "dropped by the source") })
-		} else {
-			_ = c.c.CloseNow()
-		}
+		s.drop(c, code)
 	}
-	return len(open)
+	return len(open) + pending
+}
+
+// drop closes c with code, or abruptly when code is 0.
+func (s *Server) drop(c *conn, code websocket.StatusCode) {
+	if code > 0 {
+		// The handshake waits for the client's answer: do not block the caller.
+		s.handlers.Go(func() { _ = c.c.Close(code, "dropped by the source") })
+	} else {
+		_ = c.c.CloseNow()
+	}
 }
 
 // Conns returns copies of session's connection records, oldest first.

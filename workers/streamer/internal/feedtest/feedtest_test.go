@@ -151,3 +151,53 @@ func TestDropAndRequiredHeaders(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 }
+
+// A drop that lands while the connection is still in its handshake (the
+// record exists, Accept has not returned) must still end that connection.
+func TestDropDuringHandshakeEndsTheConnection(t *testing.T) {
+	s := New(Options{Rate: 50})
+	registered := make(chan struct{})
+	release := make(chan struct{})
+	s.beforeAccept = func(string) {
+		close(registered)
+		<-release
+	}
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	type dialed struct {
+		c   *websocket.Conn
+		err error
+	}
+	got := make(chan dialed, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, s.URL("h"), nil)
+		got <- dialed{c, err}
+	}()
+	<-registered
+	if n := s.Drop("h", 0); n != 1 {
+		t.Fatalf("dropped %d connections in handshake, want 1", n)
+	}
+	close(release)
+	d := <-got
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	defer d.c.CloseNow()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := d.c.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal("connection dropped in its handshake is still open")
+			}
+			break
+		}
+	}
+	if r := s.Conns("h")[0]; !r.Dropped {
+		t.Fatalf("record %+v", r)
+	}
+}
