@@ -52,7 +52,6 @@ type CapRunResult struct {
 	NeededPerSec float64  `json:"needed_renews_per_s"`
 	LeaseLost    int64    `json:"lease_lost"`
 	MaxRenews    string   `json:"max_concurrent_renews"`
-	Probe        bool     `json:"probe,omitempty"`
 	LoadStart    LoadAvg  `json:"load_start"`
 	LoadEnd      LoadAvg  `json:"load_end"`
 	Profiles     Profiles `json:"profiles"`
@@ -72,13 +71,10 @@ func (r *runner) capacity(ctx context.Context) error {
 	var runs []string
 	for _, c := range sz.CapRuns {
 		x := fmt.Sprintf("%s sessions × %g msg/s%s", thousands(c.Sessions), c.Rate, envLabel(c.Env))
-		if c.Probe {
-			x = "probe " + x
-		}
 		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " unless stated, GOGC 50 (the binary's default) unless stated",
+		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the worker's default), GOGC 50 (the binary's default) unless stated",
 		"feed":   fmt.Sprintf("bin/bench feed (scripts/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
@@ -301,7 +297,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 		return nil, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })
-	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad(), Probe: c.Probe, MaxRenews: CapMaxRenews}
+	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad(), MaxRenews: CapMaxRenews}
 	if v, ok := c.Env[EnvMaxRenews]; ok {
 		res.MaxRenews = v
 	}
@@ -319,12 +315,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 		return res, err
 	}
 	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Msg("capacity run: ramping up")
-	if c.Probe {
-		// Leases are expected to churn: give the ramp a fixed time.
-		if err := sleepCtx(ctx, 30*time.Second); err != nil {
-			return res, err
-		}
-	} else if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
+	if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
 		return res, err
 	}
 	res.RampSec = time.Since(start).Seconds()
@@ -337,9 +328,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 	}
 	fillCapResult(res, w, c.Rate)
 	res.OpenFiles = ProcOpenFiles(e.work.pid())
-	if !c.Probe {
-		res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
-	}
+	res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
 	res.LoadEnd = ReadLoad()
 	r.log.Info().Str("run", name).Int("held", res.Held).Float64("msg_s", res.MsgRate).Float64("cpu_per_1k", res.CPUPer1k).
 		Float64("rss_kib_per_session", res.RSSPerSessKB).Msg("capacity run done")

@@ -19,7 +19,7 @@ func sampleReport() *Report {
 			{Store: "memory", Sessions: 2000, Rate: 1, Held: 2000, MsgRate: 2000, Expected: 2000, CPUPct: 6, CPUPer1k: 3, RSSPerSessKB: 40,
 				Profiles: Profiles{MemStats: map[string]int64{"HeapInuse": 40 << 20}, HeapTop: []string{"flat flat%", "1MB 50% x"}}},
 			{Store: "memory", Sessions: 1000, Rate: 10, Held: 1000, MsgRate: 10000, CPUPct: 20, CPUPer1k: 2},
-			{Store: "memory", Sessions: 8000, Rate: 1, Held: 5000, CPUPer1k: 9, RSSPerSessKB: 90, Probe: true, MaxRenews: "64", RenewsPerSec: 1200, NeededPerSec: 1500, LeaseLost: 300},
+			{Store: "memory", Sessions: 8000, Rate: 1, Held: 8000, CPUPer1k: 9, RSSPerSessKB: 30, MaxRenews: "64", RenewsPerSec: 2400, NeededPerSec: 2400, LeaseLost: 2},
 		}},
 		Dynalite: &DynaliteResult{Phase: ph, Steps: []DynStep{{Target: 2000, Held: 2000, RenewsPerSec: 600, NeededPerSec: 600, RenewP50Ms: 5, RenewP99Ms: -1, Verdict: "renew p99 above 1 s"}}, Bottleneck: "at 2000 sessions: renew p99 above 1 s"},
 		Cost: &CostResult{Phase: ph, Sessions: 300, Workers: 2, RenewEverySec: 3.333, GSIMaxSessions: 1666, GSIMaxSessionsMeasured: 1660,
@@ -40,6 +40,8 @@ func TestGoals(t *testing.T) {
 		"RSS per session, 2,000 sessions × 1 msg/s":                                                      false,
 		"CPU per 1,000 msg/s, 2,000 sessions × 1 msg/s":                                                  false,
 		"CPU per 1,000 msg/s, 1,000 sessions × 10 msg/s":                                                 true,
+		"RSS per session, 8,000 sessions × 1 msg/s":                                                      true,
+		"CPU per 1,000 msg/s, 8,000 sessions × 1 msg/s":                                                  false,
 	}
 	if len(gs) != len(want) {
 		t.Fatalf("%d goals: %+v", len(gs), gs)
@@ -61,7 +63,7 @@ func TestRender(t *testing.T) {
 		"**Mode: quick**", "make bench-full", "| date | 2026-01-02 03:04:05 UTC",
 		"2 cores (AMD EPYC)", "| Claim latency via SQS, p99 | 140.0 ms | ≤ 100 ms | **no** | +40.0 ms (×1.4) |",
 		"**dynalite**: boom line two", "N_max = 1000 WCU/s × RenewEvery / 2", "**1,666 sessions**", "$1,478.25",
-		"RSS per session 40.0 KiB", "about 4,266 sessions", "The probe run (8,000 sessions at the default 64) renewed 1200 leases/s against 1500 needed and lost 300 leases", "```\nflat flat%\n1MB 50% x\n```", "≤ 5 ms / > 2 s", "BenchmarkRules/CanRenew-2",
+		"RSS per session 40.0 KiB", "about 42,666 sessions", "the workers renewed 2400 leases/s against 2400 needed and lost 2", "```\nflat flat%\n1MB 50% x\n```", "≤ 5 ms / > 2 s", "BenchmarkRules/CanRenew-2",
 		"command: `bin/bench -mode quick -only x`", "(n < 200: p99 indicative)",
 	} {
 		if !strings.Contains(md, want) {
@@ -82,9 +84,9 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
-func TestKeeperRenewBound(t *testing.T) {
-	if got := KeeperRenewBound(64, 50*time.Millisecond, DefaultRenewEvery); got != 4266 {
-		t.Fatalf("%d, want 4266 (64 / 50 ms × 3.33 s)", got)
+func TestRenewBound(t *testing.T) {
+	if got := RenewBound(64, 5*time.Millisecond, DefaultRenewEvery); got != 42666 {
+		t.Fatalf("%d, want 42666 (64 / 5 ms × 3.33 s)", got)
 	}
 }
 
