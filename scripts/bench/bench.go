@@ -81,9 +81,11 @@ type CapRun struct {
 // EnvMaxRenews is the worker's renewals-in-flight bound (default 64).
 const EnvMaxRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
 
-// Renewal concurrency of the runs. The capacity runs use the worker's
-// default (64): it bounds renewals in flight, and a due renewal waits for a
-// free slot, so with the no-I/O store it bounds nothing. The dynalite steps
+// Renewal concurrency of the runs. The capacity runs use 64, the lease
+// package's floor and less than the worker's default at these sizes
+// (max(64, 2 × sessions × 50 ms / renew period)): it bounds renewals in
+// flight, a due renewal waits for a free slot, so with the no-I/O store
+// even the floor should bound nothing, and the runs show whether it does. The dynalite steps
 // allow more in flight so that, as the engine slows down, the engine (not
 // 64 ÷ its latency) is what saturates first.
 const (
