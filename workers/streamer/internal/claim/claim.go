@@ -67,13 +67,6 @@ type Consumer struct {
 	FullWait time.Duration
 	// Freed receives a signal when a slot frees (optional).
 	Freed <-chan struct{}
-	// MaxInFlight bounds the notifications being handled at once (claims
-	// waiting for admission, acquires, acknowledgements). The next receive
-	// does not wait for the previous batch: it asks for what the bound and
-	// the free capacity leave room for, so a burst (a peer's hand-off of
-	// its sessions) flows through in parallel, while a worker never holds
-	// more notifications invisible than it can soon act on. Default 20.
-	MaxInFlight int
 	// Stop, when closed, ends Run after the receive in flight has been
 	// handled. Cancelling Run's context instead abandons that receive; but
 	// a long poll cancelled on the client side may still take a message on
@@ -88,40 +81,16 @@ type Consumer struct {
 	lastErr atomic.Pointer[error]
 }
 
-// Run consumes until ctx is done or Stop is closed; it returns once every
-// notification it received has been handled.
+// Run consumes until ctx is done.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.FullWait <= 0 {
 		c.FullWait = time.Second
 	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 20
-	}
 	retry := backoff.Policy{Base: 200 * time.Millisecond, Max: 10 * time.Second}
 	failures := 0
-	var handlers sync.WaitGroup
-	defer handlers.Wait()
-	var inFlight atomic.Int64
-	handled := make(chan struct{}, 1)
 	for ctx.Err() == nil && !c.stopped() {
-		busy := int(inFlight.Load())
 		free := c.Claimer.Free()
-		room := min(free, c.MaxInFlight) - busy
-		switch {
-		case room > 0:
-		case busy > 0:
-			// Full for now: the next handled notification may make room.
-			select {
-			case <-ctx.Done():
-			case <-c.Stop:
-			case <-handled:
-			case <-c.Freed:
-			}
-			continue
-		default:
-			// At capacity with nothing in flight: poll for one message at
-			// most every FullWait (or as soon as a slot frees), so that the
-			// start notifications go to workers with room.
+		if free <= 0 {
 			t := time.NewTimer(c.FullWait)
 			select {
 			case <-ctx.Done():
@@ -133,9 +102,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if ctx.Err() != nil || c.stopped() {
 				return nil
 			}
-			room = max(c.Claimer.Free(), 1)
+			free = max(c.Claimer.Free(), 1)
 		}
-		msgs, err := c.Queue.Receive(ctx, min(room, 10))
+		msgs, err := c.Queue.Receive(ctx, min(free, 10))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -155,17 +124,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		failures = 0
 		c.lastErr.Store(nil)
 		c.lastOK.Store(time.Now().UnixNano())
-		inFlight.Add(int64(len(msgs)))
+		var wg sync.WaitGroup
 		for _, m := range msgs {
-			handlers.Go(func() {
-				c.handle(ctx, m)
-				inFlight.Add(-1)
-				select {
-				case handled <- struct{}{}:
-				default:
-				}
-			})
+			wg.Go(func() { c.handle(ctx, m) })
 		}
+		wg.Wait()
 	}
 	return nil
 }

@@ -73,9 +73,6 @@ type fakeClaimer struct {
 	claimAt  map[string]time.Time
 	stops    []string
 	free     atomic.Int64
-	// block, when it has a channel for an id, holds that id's Claim until
-	// the channel is closed.
-	block map[string]chan struct{}
 }
 
 func newClaimer(free int) *fakeClaimer {
@@ -85,12 +82,6 @@ func newClaimer(free int) *fakeClaimer {
 }
 
 func (c *fakeClaimer) Claim(_ context.Context, id string, _ int64) (Outcome, error) {
-	c.mu.Lock()
-	wait := c.block[id]
-	c.mu.Unlock()
-	if wait != nil {
-		<-wait
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, id)
@@ -266,57 +257,4 @@ func TestReconcilerStopsAtCapacity(t *testing.T) {
 	if len(cl.claims) != 0 || l.calls.Load() != 0 {
 		t.Fatalf("a full worker listed (%d) or claimed (%v)", l.calls.Load(), cl.claims)
 	}
-}
-
-func (c *fakeClaimer) claimed(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.claimAt[id]
-	return ok
-}
-
-// A slow claim does not hold up the next receive: notifications that
-// arrive meanwhile are claimed while it still waits.
-func TestConsumerPipelinesReceivesPastASlowClaim(t *testing.T) {
-	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStart, "slow")}, {msg("m2", schema.NotifyStart, "fast")}}}
-	cl := newClaimer(100)
-	release := make(chan struct{})
-	cl.block = map[string]chan struct{}{"slow": release}
-	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop()})
-	eventually(t, "the second batch claimed while the first waits", func() bool { return cl.claimed("fast") })
-	if cl.claimed("slow") {
-		t.Fatal("the slow claim finished before it was released")
-	}
-	close(release)
-	eventually(t, "both acknowledged", func() bool { d, _ := q.acks(); return d == 2 })
-	stop()
-}
-
-// MaxInFlight bounds the notifications held at once: with the bound
-// reached the consumer does not receive again until one is handled, and
-// then asks only for the room that freed.
-func TestConsumerBoundsNotificationsInFlight(t *testing.T) {
-	q := &fakeQueue{batches: [][]notify.Message{
-		{msg("m1", schema.NotifyStart, "a"), msg("m2", schema.NotifyStart, "b")},
-		{msg("m3", schema.NotifyStart, "c")},
-	}}
-	cl := newClaimer(100)
-	relA, relB := make(chan struct{}), make(chan struct{})
-	cl.block = map[string]chan struct{}{"a": relA, "b": relB}
-	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop(), MaxInFlight: 2})
-	asked := func() []int { q.mu.Lock(); defer q.mu.Unlock(); return append([]int(nil), q.maxAsked...) }
-	eventually(t, "the first receive", func() bool { return len(asked()) == 1 })
-	time.Sleep(100 * time.Millisecond) // a consumer ignoring the bound would receive again now
-	if got := asked(); len(got) != 1 || got[0] != 2 {
-		t.Fatalf("receives %v with 2 of 2 in flight, want [2]", got)
-	}
-	close(relA)
-	eventually(t, "a receive for the freed room", func() bool { return len(asked()) >= 2 })
-	if got := asked(); got[1] != 1 {
-		t.Fatalf("receives %v, want the second to ask for 1", got)
-	}
-	eventually(t, "c claimed", func() bool { return cl.claimed("c") })
-	close(relB)
-	eventually(t, "all acknowledged", func() bool { d, _ := q.acks(); return d == 3 })
-	stop()
 }
