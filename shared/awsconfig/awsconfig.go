@@ -7,11 +7,13 @@ package awsconfig
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 )
 
@@ -31,9 +33,29 @@ func Load(ctx context.Context, maxAttempts int) (aws.Config, error) {
 			})
 		}))
 	}
+	opts = append(opts, config.WithHTTPClient(HTTPClient()))
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 	}
 	return cfg, nil
+}
+
+// MaxIdleConnsPerHost is how many idle connections to one endpoint the SDK's
+// HTTP client keeps. The SDK's default (10) is below what a worker has in
+// flight (up to WSFLEET_MAX_CONCURRENT_RENEWS renewals, claims, a hand-off
+// of every session at once): each request beyond it opens a connection (a
+// TLS handshake against AWS) that is closed again as soon as it is idle.
+// Measured on the local stack (bin/bench -mode quick -only handoff, 3 runs
+// each): handing 100 sessions off, p99 330 / 329 / 341 ms with 10, 292 /
+// 310 / 293 ms with 256.
+const MaxIdleConnsPerHost = 256
+
+// HTTPClient is the SDK's buildable client with the idle pool sized for a
+// worker's concurrency (see MaxIdleConnsPerHost).
+func HTTPClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+		tr.MaxIdleConns = 2 * MaxIdleConnsPerHost
+	})
 }
