@@ -474,23 +474,27 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
 	defer cancel()
+	t0 := time.Now()
 	if err := sink.Flush(ctx, w.deps.Handler); err != nil {
 		w.keeper.Abandon(h)
 		log.Error().Err(err).Msg("sink flush: lease left to expire instead of released")
 		return
 	}
+	t1 := time.Now()
 	if err := w.keeper.Release(ctx, h); err != nil {
 		log.Warn().Err(err).Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("release")
 		return
 	}
+	t2 := time.Now()
 	w.reg.Add(schema.MetricReleased, 1)
-	ev := log.Info().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error())
+	ev := log.Info().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).
+		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
 	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
-		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
+		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: t2.UnixMilli()}
 		if err := w.deps.Queue.Publish(ctx, n); err != nil {
 			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
 		}
-		ev = ev.Bool("handed_off", true)
+		ev = ev.Bool("handed_off", true).Dur("publish_ms", time.Since(t2))
 	}
 	ev.Msg("lease released")
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
@@ -57,6 +58,8 @@ func main() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+	// Log times to the millisecond: a hand-off or a claim is a few ms.
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	go func() {
 		<-ctx.Done()
