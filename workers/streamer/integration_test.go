@@ -61,7 +61,7 @@ const (
 )
 
 // slack absorbs this shared, loaded 2-core machine (and -race).
-const slack = 2 * time.Second
+const slack = 4 * time.Second
 
 // delivery is one message a worker handed to the sink.
 type delivery struct {
