@@ -42,7 +42,12 @@ type HandoverResult struct {
 	// notification sent → the new connection open), for the sessions they
 	// claimed from a notification.
 	NotifyToOpen Dist `json:"notify_to_open"`
-	Unrecovered  int  `json:"unrecovered"`
+	// After a SIGTERM, from the victim's "lease released" log lines: how
+	// long each session's release write (with the final checkpoint) and its
+	// hand-off notification took.
+	VictimRelease Dist `json:"victim_release"`
+	VictimPublish Dist `json:"victim_publish"`
+	Unrecovered   int  `json:"unrecovered"`
 	// From the feed's and the sinks' records (package evidence).
 	Lost           int64    `json:"lost"`
 	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
@@ -139,11 +144,14 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
 	}
 	res.KillToTakeable, res.TakeableToFirst = Summarize(toTakeable), Summarize(toFirst)
-	var claimMs []float64
+	var claimMs, releaseMs, publishMs []float64
 	for _, rd := range rounds {
 		claimMs = append(claimMs, rd.claimMs...)
+		releaseMs = append(releaseMs, rd.releaseMs...)
+		publishMs = append(publishMs, rd.publishMs...)
 	}
 	res.NotifyToOpen = SummarizeMs(claimMs)
+	res.VictimRelease, res.VictimPublish = SummarizeMs(releaseMs), SummarizeMs(publishMs)
 
 	conns, err := ls.st.FeedRecords(ctx, "")
 	if err != nil {
@@ -175,6 +183,8 @@ type roundData struct {
 	// claimMs are the survivors' own ClaimLatencyMs samples (EMF, in their
 	// logs): start notification sent → the new connection open.
 	claimMs []float64
+	// releaseMs, publishMs: the victim's hand-off steps (SIGTERM only).
+	releaseMs, publishMs []float64
 }
 
 // takeover splits a crash round's gaps at the instant each lease became
@@ -341,6 +351,11 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	if err := stopWorkers(survivors); err != nil {
 		return rd, nil, err
 	}
+	if kind == evidence.FaultTerm {
+		if rd.releaseMs, rd.publishMs, err = handoffSteps(victim.Proc.LogPath); err != nil {
+			return rd, nil, err
+		}
+	}
 	for _, w := range survivors {
 		ms, err := claimLatencies(w.Proc.LogPath)
 		if err != nil {
@@ -380,6 +395,36 @@ func claimLatencies(path string) ([]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// handoffSteps reads the release_ms and publish_ms of the hand-offs
+// ("lease released" with handed_off) in a worker's log.
+func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker log: %w", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, `"handed_off"`) {
+			continue
+		}
+		var m struct {
+			Message   string   `json:"message"`
+			HandedOff bool     `json:"handed_off"`
+			ReleaseMs *float64 `json:"release_ms"`
+			PublishMs *float64 `json:"publish_ms"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.Message != "lease released" || !m.HandedOff {
+			continue
+		}
+		if m.ReleaseMs != nil {
+			releaseMs = append(releaseMs, *m.ReleaseMs)
+		}
+		if m.PublishMs != nil {
+			publishMs = append(publishMs, *m.PublishMs)
+		}
+	}
+	return releaseMs, publishMs, nil
 }
 
 // settleBefore is how long the round runs with the survivors up before the

@@ -22,3 +22,19 @@ not json "ClaimLatencyMs"
 		t.Fatalf("%v %v", got, err)
 	}
 }
+
+func TestHandoffSteps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	log := `{"level":"info","message":"lease released","release_ms":12.5,"publish_ms":1.25,"handed_off":true}
+{"level":"info","message":"lease released","release_ms":3}
+{"level":"warn","message":"hand-off notification (reconciliation will find the released lease)","handed_off":true}
+{"level":"info","message":"lease released","release_ms":80,"publish_ms":2,"handed_off":true}
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rel, pub, err := handoffSteps(path)
+	if err != nil || len(rel) != 2 || rel[0] != 12.5 || rel[1] != 80 || len(pub) != 2 || pub[0] != 1.25 {
+		t.Fatalf("release %v publish %v %v", rel, pub, err)
+	}
+}

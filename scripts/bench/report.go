@@ -258,6 +258,12 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	distRow(p, "signal → old connection closed at the source", h.OldClosed)
 	distRow(p, "signal → new owner's connection opened", h.NewOpened)
 	distRow(p, "new connection opened → first message at the sink", h.OpenToFirst)
+	if h.VictimRelease.N > 0 {
+		distRow(p, "the victim's release write per session (final checkpoint, conditional on owner and epoch)", h.VictimRelease)
+	}
+	if h.VictimPublish.N > 0 {
+		distRow(p, "the victim's hand-off notification per session (batched: SendMessageBatch)", h.VictimPublish)
+	}
 	if h.NotifyToOpen.N > 0 {
 		distRow(p, "start notification sent → new connection open (the survivors' ClaimLatencyMs)", h.NotifyToOpen)
 	}
@@ -299,6 +305,9 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 				ms(h.Gap.P99-250), ms(h.NewOpened.P50), ms(h.NewOpened.P99), ms(h.OpenToFirst.P99))
 			if h.NotifyToOpen.N > 0 {
 				p("The survivors' own claim latency (notification sent → connection open: long poll, admission, acquire, dial) is p50 %s, p99 %s over %d notified claims, so the victim's side (close, flush, release, publish) takes the rest. ", ms(h.NotifyToOpen.P50), ms(h.NotifyToOpen.P99), h.NotifyToOpen.N)
+			}
+			if h.VictimRelease.N > 0 {
+				p("On that side the release writes dominate: all %d are sent at once and each takes p50 %s, p99 %s, queued behind one another (and the survivors' acquires) in dynalite's single Node.js thread, while the batched hand-off notifications take p50 %s. ", h.SessionsPerRound, ms(h.VictimRelease.P50), ms(h.VictimRelease.P99), ms(h.VictimPublish.P50))
 			}
 			p("The chain runs %d hand-offs at once through two single-threaded engines (dynalite, fauxqs) on a shared 2-core machine; each survivor takes at most 10 notifications per receive and acknowledges a batch before the next. The fastest hand-off of a round (min %s) is what one costs through an idle chain; the spread up to the p99 is queueing, about %s per session handed off at once. ",
 				h.SessionsPerRound, ms(h.Gap.Min), ms((h.Gap.P99-h.Gap.Min)/float64(max(h.SessionsPerRound, 1))))

@@ -68,6 +68,17 @@ type Publisher interface {
 	Publish(ctx context.Context, n Notification) error
 }
 
+// MaxBatch is the most notifications a BatchPublisher must accept in one
+// call (SQS's limit on a batch request).
+const MaxBatch = 10
+
+// BatchPublisher sends up to MaxBatch notifications in one request;
+// errs[i] is the outcome of ns[i]. Coalescer batches concurrent Publish
+// calls on it.
+type BatchPublisher interface {
+	PublishBatch(ctx context.Context, ns []Notification) (errs []error)
+}
+
 // Message is one received notification with its queue handle. Err is set,
 // and Notification zero, when the body did not decode: the consumer logs it
 // and deletes it (it can never succeed) or leaves it for the dead-letter queue.
@@ -84,8 +95,9 @@ type Message struct {
 type Consumer interface {
 	// Receive long-polls for up to max messages.
 	Receive(ctx context.Context, max int) ([]Message, error)
-	// Delete acknowledges a handled message.
-	Delete(ctx context.Context, m Message) error
+	// Delete acknowledges handled messages (in batches where the queue
+	// has them); the error names every message not deleted.
+	Delete(ctx context.Context, ms ...Message) error
 	// Requeue makes a message visible again at once, for another worker.
 	Requeue(ctx context.Context, m Message) error
 }

@@ -40,6 +40,9 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
+// handoffSenders bounds the hand-off notification batches in flight.
+const handoffSenders = 4
+
 // WorkQueue is the work queue: start/stop notifications in, hand-off start
 // notifications out (sqsnotify.Queue implements it).
 type WorkQueue interface {
@@ -83,10 +86,13 @@ func (s state) String() string {
 
 // Worker owns sessions. Create it with New and call Run once.
 type Worker struct {
-	cfg      Config
-	deps     Deps
-	log      zerolog.Logger
-	keeper   *lease.Keeper
+	cfg    Config
+	deps   Deps
+	log    zerolog.Logger
+	keeper *lease.Keeper
+	// handoffs publishes the start notifications of a drain (the queue,
+	// behind a Coalescer when it sends batches).
+	handoffs notify.Publisher
 	reg      *metrics.Registry
 	counters session.Counters
 	env      *session.Env
@@ -164,6 +170,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	if deps.Queue != nil {
 		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop}
+		w.handoffs = deps.Queue
+		if bp, ok := deps.Queue.(notify.BatchPublisher); ok {
+			// A drain announces every session's hand-off at once: batched,
+			// tens of requests instead of one per session.
+			w.handoffs = notify.NewCoalescer(bp, notify.MaxBatch, handoffSenders)
+		}
 	}
 	w.recon = &claim.Reconciler{
 		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery, Within: cfg.reconcileWithin(),
@@ -491,7 +503,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
 	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
 		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: t2.UnixMilli()}
-		if err := w.deps.Queue.Publish(ctx, n); err != nil {
+		if err := w.handoffs.Publish(ctx, n); err != nil {
 			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
 		}
 		ev = ev.Bool("handed_off", true).Dur("publish_ms", time.Since(t2))

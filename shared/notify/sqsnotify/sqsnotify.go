@@ -4,6 +4,7 @@ package sqsnotify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -17,6 +18,8 @@ import (
 // API is the part of the SQS client this package calls.
 type API interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
@@ -52,6 +55,60 @@ func (q *Queue) Publish(ctx context.Context, n notify.Notification) error {
 	return nil
 }
 
+// MaxBatch is SQS's limit on the entries of one batch request.
+const MaxBatch = notify.MaxBatch
+
+// PublishBatch sends ns (at most MaxBatch) in one SendMessageBatch request;
+// errs[i] is ns[i]'s outcome (nil: sent).
+func (q *Queue) PublishBatch(ctx context.Context, ns []notify.Notification) (errs []error) {
+	errs = make([]error, len(ns))
+	if len(ns) > MaxBatch {
+		for i := range errs {
+			errs[i] = fmt.Errorf("send batch of %d: more than %d entries", len(ns), MaxBatch)
+		}
+		return errs
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, 0, len(ns))
+	index := map[string]int{}
+	for i, n := range ns {
+		body, err := notify.Encode(n)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		id := strconv.Itoa(i)
+		index[id] = i
+		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body)})
+	}
+	if len(entries) == 0 {
+		return errs
+	}
+	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: entries})
+	if err != nil {
+		for _, i := range index {
+			errs[i] = fmt.Errorf("send %s %s (batch): %w", ns[i].Type, ns[i].ConnectionID, err)
+		}
+		return errs
+	}
+	answered := map[string]bool{}
+	for _, e := range out.Successful {
+		answered[aws.ToString(e.Id)] = true
+	}
+	for _, e := range out.Failed {
+		id := aws.ToString(e.Id)
+		if i, ok := index[id]; ok {
+			answered[id] = true
+			errs[i] = fmt.Errorf("send %s %s (batch): %s: %s", ns[i].Type, ns[i].ConnectionID, aws.ToString(e.Code), aws.ToString(e.Message))
+		}
+	}
+	for id, i := range index {
+		if !answered[id] {
+			errs[i] = fmt.Errorf("send %s %s (batch): no result for the entry", ns[i].Type, ns[i].ConnectionID)
+		}
+	}
+	return errs
+}
+
 // Receive long-polls for up to max (1..10) messages.
 func (q *Queue) Receive(ctx context.Context, max int) ([]notify.Message, error) {
 	if max < 1 {
@@ -85,12 +142,40 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]notify.Message, error) 
 	return msgs, nil
 }
 
-// Delete acknowledges m.
-func (q *Queue) Delete(ctx context.Context, m notify.Message) error {
-	if _, err := q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.url, ReceiptHandle: &m.Receipt}); err != nil {
-		return fmt.Errorf("delete message %s: %w", m.MessageID, err)
+// Delete acknowledges ms: one DeleteMessage for one message, batches of
+// MaxBatch otherwise. The error names every message not deleted.
+func (q *Queue) Delete(ctx context.Context, ms ...notify.Message) error {
+	if len(ms) == 1 {
+		if _, err := q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.url, ReceiptHandle: &ms[0].Receipt}); err != nil {
+			return fmt.Errorf("delete message %s: %w", ms[0].MessageID, err)
+		}
+		return nil
 	}
-	return nil
+	var errs []error
+	for len(ms) > 0 {
+		chunk := ms[:min(len(ms), MaxBatch)]
+		ms = ms[len(chunk):]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.Receipt)}
+		}
+		out, err := q.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &q.url, Entries: entries})
+		if err != nil {
+			for _, m := range chunk {
+				errs = append(errs, fmt.Errorf("delete message %s (batch): %w", m.MessageID, err))
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < 0 || i >= len(chunk) {
+				errs = append(errs, fmt.Errorf("delete batch: a failure for unknown entry %q", aws.ToString(f.Id)))
+				continue
+			}
+			errs = append(errs, fmt.Errorf("delete message %s (batch): %s: %s", chunk[i].MessageID, aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Requeue makes m visible again at once.
@@ -102,6 +187,7 @@ func (q *Queue) Requeue(ctx context.Context, m notify.Message) error {
 }
 
 var (
-	_ notify.Publisher = (*Queue)(nil)
-	_ notify.Consumer  = (*Queue)(nil)
+	_ notify.Publisher      = (*Queue)(nil)
+	_ notify.BatchPublisher = (*Queue)(nil)
+	_ notify.Consumer       = (*Queue)(nil)
 )

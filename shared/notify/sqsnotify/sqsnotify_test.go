@@ -2,7 +2,9 @@ package sqsnotify_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +87,67 @@ func receiveAll(t *testing.T, ctx context.Context, q *sqsnotify.Queue, want int)
 		t.Fatalf("received %d messages, want %d", len(got), want)
 	}
 	return got
+}
+
+// A coalesced burst goes out through SendMessageBatch and comes back
+// whole; a batch delete of more than ten messages empties the queue; a
+// batch delete with a bad receipt names that message.
+func TestBatchPublishAndBatchDelete(t *testing.T) {
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg, err := awsconfig.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(cfg)
+	qs, err := sqsnotify.CreateQueues(ctx, client, "notify-batch-test", 30, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := sqsnotify.New(client, qs.WorkURL, 1)
+	ns := make([]notify.Notification, 10)
+	for i := range ns {
+		ns[i] = notify.Notification{Type: "start", ConnectionID: fmt.Sprintf("b-%d", i), Generation: 1, SentAtMs: int64(i)}
+	}
+	for i, err := range q.PublishBatch(ctx, ns) {
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	if errs := q.PublishBatch(ctx, make([]notify.Notification, 11)); len(errs) != 11 || errs[0] == nil {
+		t.Fatalf("a batch of 11 was not refused: %v", errs)
+	}
+	c := notify.NewCoalescer(q, sqsnotify.MaxBatch, 2)
+	var wg sync.WaitGroup
+	for i := 10; i < 25; i++ {
+		wg.Go(func() {
+			if err := c.Publish(ctx, notify.Notification{Type: "start", ConnectionID: fmt.Sprintf("b-%d", i), Generation: 1}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got := receiveAll(t, ctx, q, 25)
+	seen := map[string]bool{}
+	for _, m := range got {
+		if m.Err != nil {
+			t.Fatalf("undecodable: %+v", m)
+		}
+		seen[m.Notification.ConnectionID] = true
+	}
+	if len(seen) != 25 {
+		t.Fatalf("%d distinct notifications of 25", len(seen))
+	}
+	// fauxqs 1.9.2 accepts any receipt in DeleteMessageBatch, so the
+	// failed-entry mapping is tested against a fake (failures_test.go).
+	if err := q.Delete(ctx, got[:3]...); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Delete(ctx, got[3:]...); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := q.Receive(ctx, 10); err != nil || len(left) != 0 {
+		t.Fatalf("queue not empty after the batch deletes: %d %v", len(left), err)
+	}
 }

@@ -124,13 +124,41 @@ func (c *Consumer) Run(ctx context.Context) error {
 		failures = 0
 		c.lastErr.Store(nil)
 		c.lastOK.Store(time.Now().UnixNano())
-		var wg sync.WaitGroup
+		// Handled concurrently; the handled messages are deleted together
+		// (one DeleteMessageBatch per ten) before the next receive.
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			done []notify.Message
+		)
 		for _, m := range msgs {
-			wg.Go(func() { c.handle(ctx, m) })
+			wg.Go(func() {
+				if c.handle(ctx, m) {
+					mu.Lock()
+					done = append(done, m)
+					mu.Unlock()
+				}
+			})
 		}
 		wg.Wait()
+		c.deleteHandled(ctx, done)
 	}
 	return nil
+}
+
+// deleteHandled acknowledges the handled messages of one receive.
+func (c *Consumer) deleteHandled(ctx context.Context, ms []notify.Message) {
+	if len(ms) == 0 {
+		return
+	}
+	// Acknowledgements must happen even while the worker drains.
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.Queue.Delete(ackCtx, ms...); err != nil {
+		// Redelivered after the visibility timeout: a start is then owned
+		// here or elsewhere (acknowledged again), a stop re-checked.
+		c.Log.Warn().Err(err).Int("messages", len(ms)).Msg("work queue acknowledgement")
+	}
 }
 
 func (c *Consumer) stopped() bool {
@@ -150,50 +178,42 @@ func (c *Consumer) Healthy() error {
 	return nil
 }
 
-func (c *Consumer) handle(ctx context.Context, m notify.Message) {
-	// Acknowledgements must happen even while the worker drains.
-	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+// handle acts on one message and reports whether it is done with (to be
+// deleted); a start handed back is requeued here, a failed claim left to
+// reappear after the visibility timeout.
+func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 	log := c.Log.With().Str("message_id", m.MessageID).Logger()
 	if m.Err != nil {
 		log.Warn().Err(m.Err).Int("receive_count", m.ReceiveCount).Msg("malformed notification deleted")
-		c.ack(ackCtx, log, m, true)
-		return
+		return true
 	}
 	n := m.Notification
 	log = log.With().Str("connection_id", n.ConnectionID).Str("type", n.Type).Logger()
 	switch n.Type {
 	case schema.NotifyStop:
 		c.Claimer.StopHint(ctx, n.ConnectionID)
-		c.ack(ackCtx, log, m, true)
+		return true
 	case schema.NotifyStart:
 		out, err := c.Claimer.Claim(ctx, n.ConnectionID, n.SentAtMs)
 		switch out {
 		case Acquired, OwnedHere, HeldElsewhere, NotStarted:
 			log.Debug().Stringer("outcome", out).Msg("start notification handled")
-			c.ack(ackCtx, log, m, true)
+			return true
 		case AtCapacity, Draining:
 			log.Debug().Stringer("outcome", out).Msg("start notification handed back")
-			c.ack(ackCtx, log, m, false)
+			// Requeued at once, even while the worker drains.
+			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := c.Queue.Requeue(ackCtx, m); err != nil {
+				log.Warn().Err(err).Msg("work queue hand-back")
+			}
 		default:
 			// Left invisible: the queue redelivers it after its visibility
 			// timeout (and dead-letters it after maxReceiveCount).
 			log.Warn().Err(err).Int("receive_count", m.ReceiveCount).Msg("claim")
 		}
 	}
-}
-
-// ack deletes (del) or requeues m.
-func (c *Consumer) ack(ctx context.Context, log zerolog.Logger, m notify.Message, del bool) {
-	var err error
-	if del {
-		err = c.Queue.Delete(ctx, m)
-	} else {
-		err = c.Queue.Requeue(ctx, m)
-	}
-	if err != nil {
-		log.Warn().Err(err).Msg("work queue acknowledgement")
-	}
+	return false
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -24,7 +24,10 @@ type fakeQueue struct {
 	maxAsked []int
 	deleted  []string
 	requeued []string
-	fail     error
+	// deleteCalls counts Delete calls (a receive's handled messages are
+	// deleted in one).
+	deleteCalls int
+	fail        error
 }
 
 func (q *fakeQueue) Receive(ctx context.Context, max int) ([]notify.Message, error) {
@@ -46,10 +49,13 @@ func (q *fakeQueue) Receive(ctx context.Context, max int) ([]notify.Message, err
 	return nil, ctx.Err()
 }
 
-func (q *fakeQueue) Delete(_ context.Context, m notify.Message) error {
+func (q *fakeQueue) Delete(_ context.Context, ms ...notify.Message) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.deleted = append(q.deleted, m.MessageID)
+	q.deleteCalls++
+	for _, m := range ms {
+		q.deleted = append(q.deleted, m.MessageID)
+	}
 	return nil
 }
 
@@ -155,6 +161,9 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 	}
 	if len(q.requeued) != 1 || q.requeued[0] != "m4" {
 		t.Fatalf("requeued %v, want [m4]", q.requeued)
+	}
+	if q.deleteCalls != 1 {
+		t.Fatalf("%d Delete calls for one receive, want 1 (batched)", q.deleteCalls)
 	}
 	if len(cl.stops) != 1 || cl.stops[0] != "s" {
 		t.Fatalf("stops %v", cl.stops)
