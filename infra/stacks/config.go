@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Environment names accepted by `-c env=<name>`.
@@ -32,10 +34,11 @@ const (
 	renewJitter = 0.1
 	// gsiRenewBudget is how many lease renewals per second the table can
 	// take: every renewal moves lease_expires_at_ms, the sort key of the
-	// by_state_expiry index, which costs 2 index write units, and every
-	// leased item shares the index partition desired_state=STARTED (1,000
-	// WCU/s per partition). See shared/NOTES.md, "DynamoDB facts".
-	gsiRenewBudget = 500.0
+	// by_shard_expiry index, which costs 2 index write units on the item's
+	// index_shard key value (1,000 WCU/s per partition: 500 renewals/s).
+	// The STARTED sessions hash over schema.IndexShards values; 20 % is
+	// kept for the hash's unevenness. See shared/NOTES.md, "DynamoDB facts".
+	gsiRenewBudget = 500.0 * schema.IndexShards * 0.8
 )
 
 // fargateMemoryMiB lists the memory sizes Fargate accepts for each CPU size
@@ -210,7 +213,7 @@ func (c EnvConfig) Validate() error {
 	if c.RenewEvery > 0 {
 		rate := c.RenewRateAtCapacity()
 		check(rate <= gsiRenewBudget,
-			"a full fleet (%d tasks x %d sessions) renews %.0f leases/s every %v, above the index partition budget of %.0f/s: lower MaxTasks or MaxSessionsPerTask, or renew less often",
+			"a full fleet (%d tasks x %d sessions) renews %.0f leases/s every %v, above the index budget of %.0f/s (500/s on each of the index's shards, 20 %% headroom): lower MaxTasks or MaxSessionsPerTask, or renew less often",
 			c.MaxTasks, c.MaxSessionsPerTask, rate, c.RenewEvery, gsiRenewBudget)
 	}
 	check(c.ShutdownDeadline > 0, "ShutdownDeadline must be positive")

@@ -63,7 +63,7 @@ func TestValidateRejects(t *testing.T) {
 		"bad retention":               {func(c *EnvConfig) { c.LogRetentionDays = 10 }, "LogRetentionDays"},
 		"bad sink":                    {func(c *EnvConfig) { c.Sink = "kafka" }, "Sink"},
 		"target 100":                  {func(c *EnvConfig) { c.TargetUtilization = 100 }, "TargetUtilization"},
-		"renew budget":                {func(c *EnvConfig) { c.MaxTasks = 100 }, "index partition budget"},
+		"renew budget":                {func(c *EnvConfig) { c.MaxTasks = 100 }, "above the index budget of 6400/s"},
 		"lambda timeout":              {func(c *EnvConfig) { c.IngestTimeout = 30 * time.Second }, "IngestTimeout"},
 	} {
 		c := base

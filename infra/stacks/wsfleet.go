@@ -147,8 +147,8 @@ func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) a
 		RemovalPolicy:      removal,
 	})
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(schema.IndexByStateExpiry),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(schema.AttrDesiredState), Type: attrType(schema.TypeString)},
+		IndexName:      jsii.String(schema.IndexByShardExpiry),
+		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(schema.AttrIndexShard), Type: attrType(schema.TypeString)},
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(schema.AttrLeaseExpiresAtMs), Type: attrType(schema.TypeNumber)},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
@@ -162,9 +162,9 @@ func attrType(t string) awsdynamodb.AttributeType {
 	return awsdynamodb.AttributeType_STRING
 }
 
-// indexArn is the ARN of the table's by_state_expiry index.
+// indexArn is the ARN of the table's by_shard_expiry index.
 func indexArn(table awsdynamodb.Table) *string {
-	return jsii.String(*table.TableArn() + "/index/" + schema.IndexByStateExpiry)
+	return jsii.String(*table.TableArn() + "/index/" + schema.IndexByShardExpiry)
 }
 
 func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output awssqs.Queue) {

@@ -26,9 +26,9 @@ func TestTableMatchesSchema(t *testing.T) {
 			want := map[string]any{
 				"KeySchema": []any{map[string]any{"AttributeName": schema.AttrPk, "KeyType": "HASH"}},
 				"GlobalSecondaryIndexes": []any{map[string]any{
-					"IndexName": schema.IndexByStateExpiry,
+					"IndexName": schema.IndexByShardExpiry,
 					"KeySchema": []any{
-						map[string]any{"AttributeName": schema.AttrDesiredState, "KeyType": "HASH"},
+						map[string]any{"AttributeName": schema.AttrIndexShard, "KeyType": "HASH"},
 						map[string]any{"AttributeName": schema.AttrLeaseExpiresAtMs, "KeyType": "RANGE"},
 					},
 					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
@@ -48,7 +48,7 @@ func TestTableMatchesSchema(t *testing.T) {
 			}
 			wantDefs := map[string]string{
 				schema.AttrPk:               schema.TypeString,
-				schema.AttrDesiredState:     schema.TypeString,
+				schema.AttrIndexShard:       schema.TypeString,
 				schema.AttrLeaseExpiresAtMs: schema.TypeNumber,
 			}
 			if asJSON(defs) != asJSON(wantDefs) {
@@ -308,8 +308,8 @@ func TestTableGrantsCoverIndex(t *testing.T) {
 			continue
 		}
 		res := asJSON(st.Resources)
-		if !strings.Contains(res, "/index/"+schema.IndexByStateExpiry) || strings.Contains(res, "/index/*") {
-			t.Errorf("%s: table grant %s does not name the %s index exactly", st.Source, res, schema.IndexByStateExpiry)
+		if !strings.Contains(res, "/index/"+schema.IndexByShardExpiry) || strings.Contains(res, "/index/*") {
+			t.Errorf("%s: table grant %s does not name the %s index exactly", st.Source, res, schema.IndexByShardExpiry)
 		}
 	}
 }

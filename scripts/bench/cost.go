@@ -2,8 +2,11 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // DynamoDB prices and limits the cost figures use (on-demand, us-east-1; see
@@ -14,12 +17,12 @@ const (
 	PartitionWCU      = 1000  // write units per second one partition (one key value) takes
 	HoursPerMonth     = 730
 	// IndexEntryBytes is the size assumed for one KEYS_ONLY index entry
-	// (Pk, desired_state, lease_expires_at_ms and DynamoDB's overhead).
+	// (Pk, index_shard, lease_expires_at_ms and DynamoDB's overhead).
 	IndexEntryBytes = 100
 )
 
 // Units are the request units one request of a kind costs: writes to the
-// base table, writes to the by_state_expiry index, reads. Items are below
+// base table, writes to the by_shard_expiry index, reads. Items are below
 // 1 KB (one write unit) and the index is KEYS_ONLY.
 type Units struct {
 	Base  float64 `json:"base_wru"`
@@ -91,9 +94,9 @@ func MonthlyPer1000(wruPerSH, rruPerSH float64) float64 {
 	return 1000 * HoursPerMonth * (wruPerSH*PriceWriteMillion + rruPerSH*PriceReadMillion) / 1e6
 }
 
-// GSIMaxSessions is the largest session count before the index's single
-// key value desired_state=STARTED takes PartitionWCU write units per
-// second: every session renews once per renewEvery (the jitter is
+// GSIMaxSessions is the largest session count one index key value (one
+// index_shard, e.g. STARTED#07) holds before it takes PartitionWCU write
+// units per second: every session renews once per renewEvery (the jitter is
 // symmetric) and each renewal writes 2 index units, so
 //
 //	N_max = PartitionWCU × renewEvery / 2.
@@ -108,4 +111,17 @@ func GSIMaxSessionsMeasured(indexWRUPerSH float64) int {
 		return 0
 	}
 	return int(PartitionWCU * 3600 / indexWRUPerSH)
+}
+
+// ShardSpread is how unevenly ids fall on the index's shards: the fullest
+// shard's count over the mean (1 = perfectly even).
+func ShardSpread(ids []string) float64 {
+	if len(ids) == 0 {
+		return 0
+	}
+	counts := make([]int, schema.IndexShards)
+	for _, id := range ids {
+		counts[schema.IndexShardOf(id)]++
+	}
+	return float64(slices.Max(counts)) / (float64(len(ids)) / schema.IndexShards)
 }

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 func TestGSIMaxSessions(t *testing.T) {
@@ -45,5 +48,29 @@ func TestCostRowsAndMonthly(t *testing.T) {
 	}
 	if len(CostRows(map[string]int64{"renew": 1}, 0)) != 0 {
 		t.Fatal("no session-hours: want no rows")
+	}
+}
+
+func TestShardSpread(t *testing.T) {
+	if ShardSpread(nil) != 0 {
+		t.Fatal("no ids")
+	}
+	// Ids that all hash to one shard: the fullest holds IndexShards × the mean.
+	var same []string
+	for i := 0; len(same) < 32; i++ {
+		id := fmt.Sprintf("x-%d", i)
+		if schema.IndexShardOf(id) == 3 {
+			same = append(same, id)
+		}
+	}
+	if got := ShardSpread(same); got != schema.IndexShards {
+		t.Fatalf("all on one shard: %.2f, want %d", got, schema.IndexShards)
+	}
+	var many []string
+	for i := 0; i < 16000; i++ {
+		many = append(many, fmt.Sprintf("cost-%05d", i))
+	}
+	if got := ShardSpread(many); got < 1 || got > 1.15 {
+		t.Fatalf("16,000 ids: spread %.2f", got)
 	}
 }

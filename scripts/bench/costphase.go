@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // CostResult is figure 5: the store's own request counts during a steady
@@ -28,7 +30,11 @@ type CostResult struct {
 	QueryPagesPerWorkerH   float64 `json:"orphan_query_pages_per_worker_hour"`
 	// The index partition bound: by formula at the default renew interval,
 	// and from the measured index write units.
-	GSIMaxSessions         int     `json:"gsi_max_sessions"`
+	GSIMaxSessions int `json:"gsi_max_sessions"` // per index key value (shard)
+	// GSITableMaxSessions is GSIMaxSessions × schema.IndexShards (an even
+	// hash); ShardSpread is how uneven this run's ids fell (ShardSpread).
+	GSITableMaxSessions    int     `json:"gsi_table_max_sessions"`
+	ShardSpread            float64 `json:"shard_spread"`
 	GSIMaxSessionsMeasured int     `json:"gsi_max_sessions_measured"`
 	RenewEverySec          float64 `json:"renew_every_s"`
 }
@@ -101,6 +107,8 @@ func (r *runner) cost(ctx context.Context) error {
 	res.MonthlyPer1000 = MonthlyPer1000(res.WRUPerSH, res.RRUPerSH)
 	res.GSIMaxSessions = GSIMaxSessions(DefaultRenewEvery)
 	res.GSIMaxSessionsMeasured = GSIMaxSessionsMeasured(res.IndexWRUPerSH)
+	res.GSITableMaxSessions = res.GSIMaxSessions * schema.IndexShards
+	res.ShardSpread = ShardSpread(ids)
 
 	// Per tenure: the ramp's claims (s0), then every session's release.
 	if _, err := ls.stopSessions(ctx, ids); err != nil {

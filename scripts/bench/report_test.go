@@ -22,7 +22,7 @@ func sampleReport() *Report {
 			{Store: "memory", Sessions: 8000, Rate: 1, Held: 8000, CPUPer1k: 9, RSSPerSessKB: 30, MaxRenews: "64", RenewsPerSec: 2400, NeededPerSec: 2400, LeaseLost: 2},
 		}},
 		Dynalite: &DynaliteResult{Phase: ph, Steps: []DynStep{{Target: 2000, Held: 2000, RenewsPerSec: 600, NeededPerSec: 600, RenewP50Ms: 5, RenewP99Ms: -1, Verdict: "renew p99 above 1 s"}}, Bottleneck: "at 2000 sessions: renew p99 above 1 s"},
-		Cost: &CostResult{Phase: ph, Sessions: 300, Workers: 2, RenewEverySec: 3.333, GSIMaxSessions: 1666, GSIMaxSessionsMeasured: 1660,
+		Cost: &CostResult{Phase: ph, Sessions: 300, Workers: 2, RenewEverySec: 3.333, GSIMaxSessions: 1666, GSIMaxSessionsMeasured: 1660, GSITableMaxSessions: 26656, ShardSpread: 1.12,
 			Steady: []KindCost{{Kind: "renew", Count: 9000, PerSessionHour: 1080, WRUPerSH: 3240, IndexWRUPerSH: 2160}}, PerTenure: map[string]float64{"acquire": 1, "release": 1},
 			WRUPerSH: 3240, IndexWRUPerSH: 2160, MonthlyPer1000: 1478.25},
 		Micro:  &MicroResult{Phase: ph, Benchmarks: []MicroBench{{Package: "shared/lease", Name: "BenchmarkRules/CanRenew-2", NsPerOp: 3.2}}},
@@ -62,7 +62,7 @@ func TestRender(t *testing.T) {
 	for _, want := range []string{
 		"**Mode: quick**", "make bench-full", "| date | 2026-01-02 03:04:05 UTC",
 		"2 cores (AMD EPYC)", "| Claim latency via SQS, p99 | 140.0 ms | ≤ 100 ms | **no** | +40.0 ms (×1.4) |",
-		"**dynalite**: boom line two", "N_max = 1000 WCU/s × RenewEvery / 2", "**1,666 sessions**", "$1,478.25",
+		"**dynalite**: boom line two", "N_key = 1000 WCU/s × RenewEvery / 2", "**1,666 sessions**", "**26,656 sessions**", "put 1.12× the mean", "$1,478.25",
 		"RSS per session 40.0 KiB", "about 42,666 sessions", "the workers renewed 2400 leases/s against 2400 needed and lost 2", "```\nflat flat%\n1MB 50% x\n```", "≤ 5 ms / > 2 s", "BenchmarkRules/CanRenew-2",
 		"command: `bin/bench -mode quick -only x`", "(n < 200: p99 indicative)",
 	} {

@@ -11,6 +11,7 @@ const DefaultTableName = "wsfleet-sessions"
 const (
 	AttrPk               = "Pk"                  // S: the connection_id
 	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
+	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state
 	AttrWSURL            = "ws_url"              // S: where the worker dials
 	AttrHeaders          = "headers"             // M of S: dial headers (may carry credentials)
 	AttrSeqField         = "seq_field"           // S: JSON field holding a message's sequence number
@@ -24,11 +25,37 @@ const (
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
 )
 
-// IndexByStateExpiry is the GSI that reconciliation queries: partition key
-// desired_state, sort key lease_expires_at_ms (both projected KEYS_ONLY plus the
-// table key). Items without lease_expires_at_ms are not in it, so ingest writes
-// 0 on every new item.
-const IndexByStateExpiry = "by_state_expiry"
+// IndexByShardExpiry is the GSI that reconciliation (and ingest's list)
+// queries: partition key index_shard, sort key lease_expires_at_ms (KEYS_ONLY
+// plus the table key). Every renewal moves the sort key, which writes the
+// index; spreading the sessions of one desired state over IndexShards key
+// values spreads those writes over as many index partitions (one key value
+// takes about 1,000 write units/s). Items without lease_expires_at_ms or
+// index_shard are not in it, so ingest writes both on every item.
+const IndexByShardExpiry = "by_shard_expiry"
+
+// IndexShards is how many index_shard values each desired state has. It is
+// part of the stored data: changing it means rewriting index_shard on every
+// item.
+const IndexShards = 16
+
+// IndexShardOf is the shard (0..IndexShards-1) of connection id: FNV-1a.
+func IndexShardOf(id string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return int(h % IndexShards)
+}
+
+// IndexShardKey is the index_shard value of shard k of state: "STARTED#07".
+func IndexShardKey(state string, k int) string {
+	return state + "#" + string(rune('0'+k/10)) + string(rune('0'+k%10))
+}
+
+// IndexShardFor is the index_shard value of connection id in state.
+func IndexShardFor(state, id string) string { return IndexShardKey(state, IndexShardOf(id)) }
 
 // Key attribute types, as DynamoDB names them.
 const (

@@ -503,7 +503,8 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	e.notify(schema.NotifyStart, id)
 	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	stopped := time.Now()
-	e.update(id, "SET #ds = :s", map[string]string{"#ds": schema.AttrDesiredState}, map[string]types.AttributeValue{":s": str(schema.StateStopped)})
+	e.update(id, "SET #ds = :s, #sh = :sh", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
+		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
 	// The keeper sees STOPPED at the next renew.
 	eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Open(id) == 0 })
 	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {

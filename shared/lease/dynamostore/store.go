@@ -1,9 +1,11 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -71,6 +73,7 @@ func (s *Store) count(op string) { s.stats[op].Add(1) }
 var names = map[string]string{
 	"#pk": schema.AttrPk,
 	"#ds": schema.AttrDesiredState,
+	"#sh": schema.AttrIndexShard,
 	"#o":  schema.AttrLeaseOwner,
 	"#e":  schema.AttrLeaseExpiresAtMs,
 	"#ep": schema.AttrLeaseEpoch,
@@ -256,8 +259,27 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	return *it, nil
 }
 
-// Orphans implements lease.Store with a paginated query on the GSI.
+// Orphans implements lease.Store with a paginated query on each of the
+// index's STARTED shards; the candidates come back in expiry order, the
+// longest expired first.
 func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
+	var out []lease.Candidate
+	for k := range schema.IndexShards {
+		got, err := s.orphansIn(ctx, schema.IndexShardKey(schema.StateStarted, k), expiresBeforeMs, limit)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	slices.SortStableFunc(out, func(a, b lease.Candidate) int { return cmp.Compare(a.ExpiresAtMs, b.ExpiresAtMs) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// orphansIn queries one index shard for up to limit (0: all) candidates.
+func (s *Store) orphansIn(ctx context.Context, shard string, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
 	var out []lease.Candidate
 	var start map[string]types.AttributeValue
 	for {
@@ -267,18 +289,18 @@ func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) (
 		}
 		res, err := s.api.Query(ctx, &dynamodb.QueryInput{
 			TableName:                &s.table,
-			IndexName:                aws.String(schema.IndexByStateExpiry),
-			KeyConditionExpression:   aws.String("#ds = :started AND #e < :before"),
-			ExpressionAttributeNames: pick("#ds", "#e"),
+			IndexName:                aws.String(schema.IndexByShardExpiry),
+			KeyConditionExpression:   aws.String("#sh = :shard AND #e < :before"),
+			ExpressionAttributeNames: pick("#sh", "#e"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":started": str(schema.StateStarted), ":before": num(expiresBeforeMs),
+				":shard": str(shard), ":before": num(expiresBeforeMs),
 			},
 			Limit:             aws.Int32(page),
 			ExclusiveStartKey: start,
 		})
 		s.count(OpOrphanQuery)
 		if err != nil {
-			return nil, fmt.Errorf("query %s: %w", schema.IndexByStateExpiry, err)
+			return nil, fmt.Errorf("query %s %s: %w", schema.IndexByShardExpiry, shard, err)
 		}
 		s.stats[OpOrphanItemRead].Add(int64(len(res.Items)))
 		for _, raw := range res.Items {
@@ -301,6 +323,7 @@ func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) (
 type record struct {
 	Pk           string            `dynamodbav:"Pk"`
 	DesiredState string            `dynamodbav:"desired_state"`
+	IndexShard   string            `dynamodbav:"index_shard,omitempty"`
 	WSURL        string            `dynamodbav:"ws_url"`
 	Headers      map[string]string `dynamodbav:"headers"`
 	SeqField     string            `dynamodbav:"seq_field"`
@@ -340,6 +363,9 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	if it.LastSeq != lease.NoSeq {
 		ls := it.LastSeq
 		r.LastSeq = &ls
+	}
+	if it.DesiredState != "" {
+		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)
 	}
 	m, err := attributevalue.MarshalMap(r)
 	if err != nil {

@@ -27,14 +27,14 @@ func CreateTableInput(name string) *dynamodb.CreateTableInput {
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(schema.AttrPk), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(schema.AttrDesiredState), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(schema.AttrIndexShard), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(schema.AttrLeaseExpiresAtMs), AttributeType: types.ScalarAttributeTypeN},
 		},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(schema.AttrPk), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(schema.IndexByStateExpiry),
+			IndexName: aws.String(schema.IndexByShardExpiry),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(schema.AttrDesiredState), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(schema.AttrIndexShard), KeyType: types.KeyTypeHash},
 				{AttributeName: aws.String(schema.AttrLeaseExpiresAtMs), KeyType: types.KeyTypeRange},
 			},
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},

@@ -330,6 +330,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if len(limited) != 7 {
 			t.Fatalf("limit 7 returned %d", len(limited))
 		}
+		// The limit keeps the longest expired (the store may read its
+		// index in shards: the cut comes after the merge).
+		for i, c := range limited {
+			if c.ExpiresAtMs != got[i].ExpiresAtMs {
+				t.Fatalf("limit 7: candidate %d expires at %d, the full list's at %d", i, c.ExpiresAtMs, got[i].ExpiresAtMs)
+			}
+		}
 	})
 
 	t.Run("ExactlyOneWinner", func(t *testing.T) {

@@ -13,25 +13,31 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// cursor is a list position: the by_state_expiry key of the last item read.
-// It travels to clients as unpadded base64url JSON. It is not secret (it
-// names one connection_id of the listed state); it is checked on the way back.
+// cursor is a list position: an index shard and, within it, the
+// by_shard_expiry key of the last item read (none: the shard's start). It
+// travels to clients as unpadded base64url JSON. It is not secret (it names
+// one connection_id of the listed state); it is checked on the way back.
 type cursor struct {
-	ID      string `json:"id"`
 	State   string `json:"st"`
-	Expires string `json:"exp"`
+	Shard   int    `json:"sh"`
+	ID      string `json:"id,omitempty"`
+	Expires string `json:"exp,omitempty"`
 }
 
-func encodeCursor(last map[string]types.AttributeValue) (string, error) {
-	var c cursor
-	var ok1, ok2 bool
-	c.ID, ok1 = str(last, schema.AttrPk)
-	c.State, ok2 = str(last, schema.AttrDesiredState)
-	exp, ok3 := num(last, schema.AttrLeaseExpiresAtMs)
-	if !ok1 || !ok2 || !ok3 {
-		return "", fmt.Errorf("encode cursor: unexpected last evaluated key")
+// encodeCursor is the position at shard of state, after last (nil: the
+// shard's start).
+func encodeCursor(state string, shard int, last map[string]types.AttributeValue) (string, error) {
+	c := cursor{State: state, Shard: shard}
+	if last != nil {
+		var ok1, ok2 bool
+		c.ID, ok1 = str(last, schema.AttrPk)
+		exp, ok2 := num(last, schema.AttrLeaseExpiresAtMs)
+		sh, ok3 := str(last, schema.AttrIndexShard)
+		if !ok1 || !ok2 || !ok3 || sh != schema.IndexShardKey(state, shard) {
+			return "", fmt.Errorf("encode cursor: unexpected last evaluated key")
+		}
+		c.Expires = strconv.FormatInt(exp, 10)
 	}
-	c.Expires = strconv.FormatInt(exp, 10)
 	b, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("encode cursor: %w", err)
@@ -42,33 +48,41 @@ func encodeCursor(last map[string]types.AttributeValue) (string, error) {
 // MaxCursorLen bounds the cursor a client may send back.
 const MaxCursorLen = 512
 
-func decodeCursor(s, state string) (map[string]types.AttributeValue, error) {
+// decodeCursor returns the shard to read and the key to start after (nil:
+// the shard's start).
+func decodeCursor(s, state string) (int, map[string]types.AttributeValue, error) {
 	if len(s) > MaxCursorLen {
-		return nil, fmt.Errorf("%w: too long", ErrInvalidCursor)
+		return 0, nil, fmt.Errorf("%w: too long", ErrInvalidCursor)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not base64url", ErrInvalidCursor)
+		return 0, nil, fmt.Errorf("%w: not base64url", ErrInvalidCursor)
 	}
 	var c cursor
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil || dec.More() {
-		return nil, fmt.Errorf("%w: not a cursor", ErrInvalidCursor)
-	}
-	if !notify.ConnectionIDPattern.MatchString(c.ID) {
-		return nil, fmt.Errorf("%w: bad connection id", ErrInvalidCursor)
+		return 0, nil, fmt.Errorf("%w: not a cursor", ErrInvalidCursor)
 	}
 	if c.State != state {
-		return nil, fmt.Errorf("%w: cursor is for another state", ErrInvalidCursor)
+		return 0, nil, fmt.Errorf("%w: cursor is for another state", ErrInvalidCursor)
+	}
+	if c.Shard < 0 || c.Shard >= schema.IndexShards {
+		return 0, nil, fmt.Errorf("%w: bad shard", ErrInvalidCursor)
+	}
+	if c.ID == "" && c.Expires == "" {
+		return c.Shard, nil, nil
+	}
+	if !notify.ConnectionIDPattern.MatchString(c.ID) || schema.IndexShardOf(c.ID) != c.Shard {
+		return 0, nil, fmt.Errorf("%w: bad connection id", ErrInvalidCursor)
 	}
 	exp, err := strconv.ParseInt(c.Expires, 10, 64)
 	if err != nil || exp < 0 {
-		return nil, fmt.Errorf("%w: bad position", ErrInvalidCursor)
+		return 0, nil, fmt.Errorf("%w: bad position", ErrInvalidCursor)
 	}
-	return map[string]types.AttributeValue{
+	return c.Shard, map[string]types.AttributeValue{
 		schema.AttrPk:               &types.AttributeValueMemberS{Value: c.ID},
-		schema.AttrDesiredState:     &types.AttributeValueMemberS{Value: c.State},
+		schema.AttrIndexShard:       &types.AttributeValueMemberS{Value: schema.IndexShardKey(state, c.Shard)},
 		schema.AttrLeaseExpiresAtMs: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
 	}, nil
 }

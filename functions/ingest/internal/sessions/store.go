@@ -1,9 +1,9 @@
 // Package sessions owns ingest's writes and reads of the sessions table: the
-// desired state of each connection (desired_state, ws_url, headers,
-// seq_field, resume_query_param, generation, created/updated times). It never
-// writes a lease field, except lease_expires_at_ms = 0 on an item that has
-// none, so that reconciliation (the by_state_expiry index) lists every new
-// start. Every write is one conditional UpdateItem; SDK types and errors stay
+// desired state of each connection (desired_state with its index_shard,
+// ws_url, headers, seq_field, resume_query_param, generation,
+// created/updated times). It never writes a lease field, except
+// lease_expires_at_ms = 0 on an item that has none, so that reconciliation
+// (the by_shard_expiry index) lists every new start. Every write is one conditional UpdateItem; SDK types and errors stay
 // inside this package.
 package sessions
 
@@ -139,6 +139,7 @@ func New(api API, table string, opts ...Option) *Store {
 var names = map[string]string{
 	"#pk":   schema.AttrPk,
 	"#ds":   schema.AttrDesiredState,
+	"#sh":   schema.AttrIndexShard,
 	"#url":  schema.AttrWSURL,
 	"#h":    schema.AttrHeaders,
 	"#sf":   schema.AttrSeqField,
@@ -231,11 +232,12 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 // desiredSet builds the SET/REMOVE clauses and values for d.
 func desiredSet(d Desired, now int64, values map[string]types.AttributeValue) (set []string, remove []string) {
 	values[":started"] = &types.AttributeValueMemberS{Value: schema.StateStarted}
+	values[":shstarted"] = &types.AttributeValueMemberS{Value: schema.IndexShardFor(schema.StateStarted, d.ConnectionID)}
 	values[":url"] = &types.AttributeValueMemberS{Value: d.WSURL}
 	values[":sf"] = &types.AttributeValueMemberS{Value: d.SeqField}
 	values[":now"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now, 10)}
 	values[":zero"] = &types.AttributeValueMemberN{Value: "0"}
-	set = []string{"#ds = :started", "#url = :url", "#sf = :sf", "#ua = :now",
+	set = []string{"#ds = :started", "#sh = :shstarted", "#url = :url", "#sf = :sf", "#ua = :now",
 		"#lexp = if_not_exists(#lexp, :zero)"}
 	if len(d.Headers) > 0 {
 		m := make(map[string]types.AttributeValue, len(d.Headers))
@@ -270,7 +272,7 @@ func (s *Store) create(ctx context.Context, d Desired, now int64) error {
 	}
 	set, _ := desiredSet(d, now, values)
 	set = append(set, "#gen = :one", "#ca = :now")
-	used := []string{"#pk", "#ds", "#url", "#sf", "#ua", "#lexp", "#gen", "#ca"}
+	used := []string{"#pk", "#ds", "#sh", "#url", "#sf", "#ua", "#lexp", "#gen", "#ca"}
 	if _, ok := values[":h"]; ok {
 		used = append(used, "#h")
 	}
@@ -307,7 +309,7 @@ func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) e
 		Key:                       key(d.ConnectionID),
 		UpdateExpression:          aws.String(updateExpr(set, remove)),
 		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  pick("#pk", "#ds", "#url", "#h", "#sf", "#rq", "#gen", "#ua", "#lexp"),
+		ExpressionAttributeNames:  pick("#pk", "#ds", "#sh", "#url", "#h", "#sf", "#rq", "#gen", "#ua", "#lexp"),
 		ExpressionAttributeValues: values,
 	})
 	return err
@@ -326,13 +328,14 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                aws.String(s.table),
 			Key:                      key(id),
-			UpdateExpression:         aws.String("SET #ds = :stopped, #ua = :now"),
+			UpdateExpression:         aws.String("SET #ds = :stopped, #sh = :shstopped, #ua = :now"),
 			ConditionExpression:      aws.String("attribute_exists(#pk) AND #ds = :started"),
-			ExpressionAttributeNames: pick("#pk", "#ds", "#ua"),
+			ExpressionAttributeNames: pick("#pk", "#ds", "#sh", "#ua"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":stopped": &types.AttributeValueMemberS{Value: schema.StateStopped},
-				":started": &types.AttributeValueMemberS{Value: schema.StateStarted},
-				":now":     &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock.Now().UnixMilli(), 10)},
+				":stopped":   &types.AttributeValueMemberS{Value: schema.StateStopped},
+				":shstopped": &types.AttributeValueMemberS{Value: schema.IndexShardFor(schema.StateStopped, id)},
+				":started":   &types.AttributeValueMemberS{Value: schema.StateStarted},
+				":now":       &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock.Now().UnixMilli(), 10)},
 			},
 			ReturnValues: types.ReturnValueAllNew,
 		})
@@ -390,11 +393,13 @@ func (s *Store) getItem(ctx context.Context, id string, consistent bool) (map[st
 // MaxListLimit is the largest page List returns.
 const MaxListLimit = 100
 
-// List returns up to limit sessions whose desired state is state, in the
-// order of the by_state_expiry index (least recently renewed lease first),
-// starting after cursor (empty for the first page). The index is eventually
-// consistent: items are re-read consistently and those no longer in state are
-// left out, so a page may hold fewer than limit sessions while Next is set.
+// List returns up to limit sessions whose desired state is state, starting
+// after cursor (empty for the first page). It reads the by_shard_expiry index
+// shard by shard (within a shard, least recently renewed lease first), so
+// the order is stable across pages but not global. The index is eventually
+// consistent: items are re-read consistently and those no longer in state
+// are left out, so a page may hold fewer than limit sessions while Next is
+// set.
 func (s *Store) List(ctx context.Context, state string, limit int, cursor string) (Page, error) {
 	if state != schema.StateStarted && state != schema.StateStopped {
 		return Page{}, fmt.Errorf("list: state %q is neither %s nor %s", state, schema.StateStarted, schema.StateStopped)
@@ -402,40 +407,48 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 	if limit <= 0 || limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		IndexName:                aws.String(schema.IndexByStateExpiry),
-		KeyConditionExpression:   aws.String("#ds = :s"),
-		ExpressionAttributeNames: pick("#ds"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": &types.AttributeValueMemberS{Value: state},
-		},
-		Limit: aws.Int32(int32(limit)),
-	}
+	shard := 0
+	var start map[string]types.AttributeValue
 	if cursor != "" {
-		start, err := decodeCursor(cursor, state)
-		if err != nil {
+		var err error
+		if shard, start, err = decodeCursor(cursor, state); err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", state, err)
 		}
-		in.ExclusiveStartKey = start
-	}
-	out, err := s.api.Query(ctx, in)
-	if err != nil {
-		return Page{}, unavailable("list", state, err)
 	}
 	var page Page
-	if len(out.LastEvaluatedKey) > 0 {
-		next, err := encodeCursor(out.LastEvaluatedKey)
+	ids := make([]string, 0, limit)
+	for shard < schema.IndexShards && len(ids) < limit {
+		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
+			TableName:                aws.String(s.table),
+			IndexName:                aws.String(schema.IndexByShardExpiry),
+			KeyConditionExpression:   aws.String("#sh = :s"),
+			ExpressionAttributeNames: pick("#sh"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": &types.AttributeValueMemberS{Value: schema.IndexShardKey(state, shard)},
+			},
+			Limit:             aws.Int32(int32(limit - len(ids))),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return Page{}, unavailable("list", state, err)
+		}
+		for _, it := range out.Items {
+			if id, ok := str(it, schema.AttrPk); ok {
+				ids = append(ids, id)
+			}
+		}
+		if len(out.LastEvaluatedKey) > 0 {
+			start = out.LastEvaluatedKey
+			continue
+		}
+		shard, start = shard+1, nil
+	}
+	if shard < schema.IndexShards {
+		next, err := encodeCursor(state, shard, start)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", state, err)
 		}
 		page.Next = next
-	}
-	ids := make([]string, 0, len(out.Items))
-	for _, it := range out.Items {
-		if id, ok := str(it, schema.AttrPk); ok {
-			ids = append(ids, id)
-		}
 	}
 	items, err := s.batchGet(ctx, ids)
 	if err != nil {

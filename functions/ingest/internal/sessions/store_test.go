@@ -2,6 +2,7 @@ package sessions_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -102,6 +103,9 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	now := e.clk.Now().UnixMilli()
 	if s(it, schema.AttrDesiredState) != schema.StateStarted || s(it, schema.AttrWSURL) != d.WSURL || s(it, schema.AttrSeqField) != "seq" {
 		t.Fatalf("item %v", it)
+	}
+	if got, want := s(it, schema.AttrIndexShard), schema.IndexShardFor(schema.StateStarted, "c1"); got != want {
+		t.Fatalf("index_shard %q, want %q", got, want)
 	}
 	if exp, ok := n(it, schema.AttrLeaseExpiresAtMs); !ok || exp != 0 {
 		t.Fatalf("new item lease_expires_at_ms = %d (present %v), want 0", exp, ok)
@@ -207,7 +211,7 @@ func TestStopAndRestart(t *testing.T) {
 		t.Fatalf("stop again: %+v %v", res, err)
 	}
 	it := e.raw(t, "c1")
-	if s(it, schema.AttrDesiredState) != schema.StateStopped {
+	if s(it, schema.AttrDesiredState) != schema.StateStopped || s(it, schema.AttrIndexShard) != schema.IndexShardFor(schema.StateStopped, "c1") {
 		t.Fatalf("state %v", it)
 	}
 	if u, _ := n(it, schema.AttrUpdatedAtMs); u != stoppedAt {
@@ -359,7 +363,10 @@ func TestListPaginates(t *testing.T) {
 	if err != nil || page.Next == "" {
 		t.Fatalf("first page: %+v %v", page, err)
 	}
-	for _, bad := range []string{"!!", "e30", "eyJpZCI6ImEgYiIsInN0IjoiU1RBUlRFRCIsImV4cCI6IjAifQ"} {
+	cur := func(js string) string { return base64.RawURLEncoding.EncodeToString([]byte(js)) }
+	wrongShard := fmt.Sprintf(`{"st":"STARTED","sh":%d,"id":"c01","exp":"0"}`, (schema.IndexShardOf("c01")+1)%schema.IndexShards)
+	for _, bad := range []string{"!!", "e30", "eyJpZCI6ImEgYiIsInN0IjoiU1RBUlRFRCIsImV4cCI6IjAifQ",
+		cur(fmt.Sprintf(`{"st":"STARTED","sh":%d}`, schema.IndexShards)), cur(`{"st":"STARTED","sh":-1}`), cur(wrongShard), cur(`{"st":"STARTED","sh":0,"id":"c01"}`)} {
 		if _, err := e.store.List(ctx, "STARTED", 2, bad); !errors.Is(err, sessions.ErrInvalidCursor) {
 			t.Fatalf("cursor %q: %v", bad, err)
 		}
