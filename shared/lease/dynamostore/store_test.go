@@ -56,10 +56,10 @@ func harness(t testing.TB, client *dynamodb.Client, table string) leasetest.Harn
 		},
 		SetDesired: func(t testing.TB, id, state string) {
 			if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-				TableName:                 &table,
-				Key:                       map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
-				UpdateExpression:          aws.String("SET #ds = :s, #sh = :sh"),
-				ExpressionAttributeNames:  map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
+				TableName:                &table,
+				Key:                      map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
+				UpdateExpression:         aws.String("SET #ds = :s, #sh = :sh"),
+				ExpressionAttributeNames: map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
 				ExpressionAttributeValues: map[string]types.AttributeValue{
 					":s":  &types.AttributeValueMemberS{Value: state},
 					":sh": &types.AttributeValueMemberS{Value: schema.IndexShardFor(state, id)},
