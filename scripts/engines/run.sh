@@ -8,9 +8,9 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 dport="${1:-8000}"; qport="${2:-9324}"; data="${3:-}"
 [ -x "$root/node_modules/.bin/dynalite" ] || (cd "$root" && npm ci --no-audit --no-fund --loglevel=error)
-args=(--host 127.0.0.1 --port "$dport" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0)
-[ -n "$data" ] && mkdir -p "$data" && args+=(--path "$data")
-"$root/node_modules/.bin/dynalite" "${args[@]}" & dpid=$!
+args=("$dport")
+[ -n "$data" ] && mkdir -p "$data" && args+=("$data")
+node "$root/scripts/engines/dynalite.mjs" "${args[@]}" & dpid=$!
 node "$root/scripts/engines/fauxqs.mjs" "$qport" & qpid=$!
 trap 'kill $dpid $qpid 2>/dev/null; wait' INT TERM EXIT
 for p in "$dport" "$qport"; do

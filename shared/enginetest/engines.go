@@ -199,14 +199,21 @@ func NewDynalite(o Options) (*Process, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(o.Root, "node_modules", ".bin", "dynalite")
-	argv := []string{bin, "--host", "127.0.0.1", "--port", strconv.Itoa(o.Port),
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
+	if _, err := os.Stat(filepath.Join(o.Root, "node_modules", "dynalite")); err != nil {
+		return nil, fmt.Errorf("dynalite: not installed under %s/node_modules (run `make deps`): %w", o.Root, err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("dynalite: %w", err)
+	}
+	// scripts/engines/dynalite.mjs: dynalite on 127.0.0.1 that survives a
+	// client aborting a request (dynalite's own CLI dies of it).
+	argv := []string{node, filepath.Join(o.Root, "scripts", "engines", "dynalite.mjs"), strconv.Itoa(o.Port)}
 	if o.DataDir != "" {
 		if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
 			return nil, fmt.Errorf("dynalite data dir: %w", err)
 		}
-		argv = append(argv, "--path", o.DataDir)
+		argv = append(argv, o.DataDir)
 	}
 	return newProcess("dynalite", o, argv)
 }
