@@ -20,25 +20,13 @@ import (
 func TestMain(m *testing.M) { os.Exit(enginetest.Main(m, enginetest.Needs{SQS: true})) }
 
 func TestPublishReceiveRequeueDelete(t *testing.T) {
-	enginetest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cfg, err := awsconfig.Load(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sqs.NewFromConfig(cfg)
-	qs, err := sqsnotify.CreateQueues(ctx, client, "notify-test", 30, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := sqsnotify.New(client, qs.WorkURL, 1)
+	ctx, client, workURL, q := newQueue(t, "notify-test")
 	n := notify.Notification{Type: "start", ConnectionID: "c-1", Generation: 2, SentAtMs: 123}
 	if err := q.Publish(ctx, n); err != nil {
 		t.Fatal(err)
 	}
 	// A body that is not a notification is delivered with Err set.
-	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &qs.WorkURL, MessageBody: aws.String("garbage")}); err != nil {
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &workURL, MessageBody: aws.String("garbage")}); err != nil {
 		t.Fatal(err)
 	}
 	got := receiveAll(t, ctx, q, 2)
@@ -73,6 +61,26 @@ func TestPublishReceiveRequeueDelete(t *testing.T) {
 	}
 }
 
+// newQueue creates the queue name (and its DLQ) on the engine: the test's
+// context (ended at cleanup), the client, the work queue's URL and a Queue on
+// it with a 1 s long poll.
+func newQueue(t *testing.T, name string) (context.Context, *sqs.Client, string, *sqsnotify.Queue) {
+	t.Helper()
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cfg, err := awsconfig.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(cfg)
+	qs, err := sqsnotify.CreateQueues(ctx, client, name, 30, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, client, qs.WorkURL, sqsnotify.New(client, qs.WorkURL, 1)
+}
+
 func receiveAll(t *testing.T, ctx context.Context, q *sqsnotify.Queue, want int) []notify.Message {
 	t.Helper()
 	var got []notify.Message
@@ -90,22 +98,9 @@ func receiveAll(t *testing.T, ctx context.Context, q *sqsnotify.Queue, want int)
 }
 
 // A coalesced burst goes out through SendMessageBatch and comes back
-// whole; a batch delete of more than ten messages empties the queue; a
-// batch delete with a bad receipt names that message.
+// whole; batch deletes of up to and over ten messages empty the queue.
 func TestBatchPublishAndBatchDelete(t *testing.T) {
-	enginetest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cfg, err := awsconfig.Load(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sqs.NewFromConfig(cfg)
-	qs, err := sqsnotify.CreateQueues(ctx, client, "notify-batch-test", 30, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := sqsnotify.New(client, qs.WorkURL, 1)
+	ctx, _, _, q := newQueue(t, "notify-batch-test")
 	ns := make([]notify.Notification, 10)
 	for i := range ns {
 		ns[i] = notify.Notification{Type: "start", ConnectionID: fmt.Sprintf("b-%d", i), Generation: 1, SentAtMs: int64(i)}
