@@ -369,12 +369,12 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 // claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a
 // worker's log.
 func claimLatencies(path string) ([]float64, error) {
-	b, err := os.ReadFile(path)
+	lines, err := logLines(path)
 	if err != nil {
-		return nil, fmt.Errorf("worker log: %w", err)
+		return nil, err
 	}
 	var out []float64
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range lines {
 		if !strings.Contains(l, `"ClaimLatencyMs"`) {
 			continue
 		}
@@ -400,11 +400,11 @@ func claimLatencies(path string) ([]float64, error) {
 // handoffSteps reads the release_ms and publish_ms of the hand-offs
 // ("lease released" with handed_off) in a worker's log.
 func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
-	b, err := os.ReadFile(path)
+	lines, err := logLines(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker log: %w", err)
+		return nil, nil, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range lines {
 		if !strings.Contains(l, `"handed_off"`) {
 			continue
 		}
@@ -425,6 +425,15 @@ func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
 		}
 	}
 	return releaseMs, publishMs, nil
+}
+
+// logLines is a worker log's lines.
+func logLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("worker log: %w", err)
+	}
+	return strings.Split(string(b), "\n"), nil
 }
 
 // settleBefore is how long the round runs with the survivors up before the

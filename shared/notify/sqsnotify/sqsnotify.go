@@ -69,44 +69,53 @@ func (q *Queue) PublishBatch(ctx context.Context, ns []notify.Notification) (err
 		return errs
 	}
 	entries := make([]types.SendMessageBatchRequestEntry, 0, len(ns))
-	index := map[string]int{}
 	for i, n := range ns {
 		body, err := notify.Encode(n)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		id := strconv.Itoa(i)
-		index[id] = i
-		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(body)})
+		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body)})
 	}
 	if len(entries) == 0 {
 		return errs
 	}
+	fail := func(i int, format string, args ...any) {
+		errs[i] = fmt.Errorf("send %s %s (batch): "+format, append([]any{ns[i].Type, ns[i].ConnectionID}, args...)...)
+	}
 	out, err := q.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: entries})
 	if err != nil {
-		for _, i := range index {
-			errs[i] = fmt.Errorf("send %s %s (batch): %w", ns[i].Type, ns[i].ConnectionID, err)
+		for _, e := range entries {
+			i, _ := entryIndex(e.Id, len(ns))
+			fail(i, "%w", err)
 		}
 		return errs
 	}
-	answered := map[string]bool{}
+	answered := make([]bool, len(ns))
 	for _, e := range out.Successful {
-		answered[aws.ToString(e.Id)] = true
-	}
-	for _, e := range out.Failed {
-		id := aws.ToString(e.Id)
-		if i, ok := index[id]; ok {
-			answered[id] = true
-			errs[i] = fmt.Errorf("send %s %s (batch): %s: %s", ns[i].Type, ns[i].ConnectionID, aws.ToString(e.Code), aws.ToString(e.Message))
+		if i, ok := entryIndex(e.Id, len(ns)); ok {
+			answered[i] = true
 		}
 	}
-	for id, i := range index {
-		if !answered[id] {
-			errs[i] = fmt.Errorf("send %s %s (batch): no result for the entry", ns[i].Type, ns[i].ConnectionID)
+	for _, e := range out.Failed {
+		if i, ok := entryIndex(e.Id, len(ns)); ok {
+			answered[i] = true
+			fail(i, "%s: %s", aws.ToString(e.Code), aws.ToString(e.Message))
+		}
+	}
+	for _, e := range entries {
+		if i, _ := entryIndex(e.Id, len(ns)); !answered[i] {
+			fail(i, "no result for the entry")
 		}
 	}
 	return errs
+}
+
+// entryIndex is the position a batch entry id (its index, in decimal) names
+// in a batch of n.
+func entryIndex(id *string, n int) (int, bool) {
+	i, err := strconv.Atoi(aws.ToString(id))
+	return i, err == nil && i >= 0 && i < n
 }
 
 // Receive long-polls for up to max (1..10) messages.
@@ -167,8 +176,8 @@ func (q *Queue) Delete(ctx context.Context, ms ...notify.Message) error {
 			continue
 		}
 		for _, f := range out.Failed {
-			i, err := strconv.Atoi(aws.ToString(f.Id))
-			if err != nil || i < 0 || i >= len(chunk) {
+			i, ok := entryIndex(f.Id, len(chunk))
+			if !ok {
 				errs = append(errs, fmt.Errorf("delete batch: a failure for unknown entry %q", aws.ToString(f.Id)))
 				continue
 			}
