@@ -48,8 +48,14 @@ func FuzzDecodeStart(f *testing.F) {
 				Headers map[string]any `json:"headers"`
 			}
 			if json.Unmarshal(body, &raw) == nil {
+				// Names are not secret and messages quote them: a value that
+				// happens to be part of a quoted name is not a leak.
+				msg := e.message
+				for k := range raw.Headers {
+					msg = strings.ReplaceAll(msg, quoteName(k), "")
+				}
 				for _, v := range raw.Headers {
-					if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(e.message, s) {
+					if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(msg, s) {
 						t.Fatalf("message %q quotes a header value", e.message)
 					}
 				}
