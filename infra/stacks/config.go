@@ -37,7 +37,7 @@ const (
 	// by_shard_expiry index, which costs 2 index write units on the item's
 	// index_shard key value (1,000 WCU/s per partition: 500 renewals/s).
 	// The STARTED sessions hash over schema.IndexShards values; 20 % is
-	// kept for the hash's unevenness. See shared/NOTES.md, "DynamoDB facts".
+	// kept for the hash's unevenness. Sources: docs/references.md, "DynamoDB".
 	gsiRenewBudget = 500.0 * schema.IndexShards * 0.8
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// DynamoDB prices and limits the cost figures use (on-demand, us-east-1; see
-// shared/NOTES.md "DynamoDB facts").
+// DynamoDB prices and limits the cost figures use (on-demand, us-east-1; each
+// with its source in docs/references.md, "DynamoDB").
 const (
 	PriceWriteMillion = 0.625 // $ per million write request units
 	PriceReadMillion  = 0.125 // $ per million read request units

@@ -341,7 +341,7 @@ func renderCapacity(p printer, r *Report) {
 	if c.IdleRSSMB > 0 {
 		p("\nAn idle worker (memory store, no session) has an RSS of %.1f MiB; the goal is judged on the total RSS divided by the sessions held (the stricter figure).\n", c.IdleRSSMB)
 	}
-	p("\nFor scale (shared/NOTES.md, same machine type): a bare coder/websocket client reading 1 msg/s on 19,800 connections, nothing else, ≈ 33 KiB and ≈ 2.3 %% of a core per 1,000 msg/s; gorilla/websocket ≈ 24 KiB and ≈ 1.5 %%.\n\n")
+	p("\nFor scale (docs/references.md, a client-only probe on the same machine kind): a bare coder/websocket client reading 1 msg/s on 19,800 connections, nothing else, ≈ 33 KiB and ≈ 2.3 %% of a core per 1,000 msg/s; gorilla/websocket ≈ 24 KiB and ≈ 1.5 %%.\n\n")
 	for _, run := range c.Runs {
 		renderProfiles(p, run)
 	}
@@ -419,7 +419,7 @@ func renderDynalite(p printer, r *Report) {
 		p("\nThe worker's CPU above what the memory store run used per session (%.4f %% of a core per session at 1 msg/s) is the DynamoDB client's: signing, HTTP and JSON for every renewal.\n", memPerSess)
 	}
 	p("\nRenew latencies are histogram buckets (≤ 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000 ms) kept by the worker. Bottleneck: %s. Largest healthy step: %s sessions. ", d.Bottleneck, thousands(d.MaxHealthy))
-	p("dynalite is one Node process (one core at most): every session needs one conditional UpdateItem per 3.33 s, so N sessions need N/3.33 renewals/s; NOTES.md measured dynalite at ~2,200–3,800 UpdateItems/s from 16 goroutines on an idle machine. In AWS the table's base partitions scale out; the index bound of section 5 applies instead.\n\n")
+	p("dynalite is one Node process (one core at most): every session needs one conditional UpdateItem per 3.33 s, so N sessions need N/3.33 renewals/s; a probe measured dynalite at ~2,200–3,800 UpdateItems/s from 16 goroutines on an idle machine (docs/references.md). In AWS the table's base partitions scale out; the index bound of section 5 applies instead.\n\n")
 }
 
 func renderCost(p printer, r *Report) {
@@ -453,7 +453,7 @@ func renderCost(p printer, r *Report) {
 	p("**Largest session count per table.** Every renewal moves `lease_expires_at_ms`, the index's sort key, which costs 2 index write units (delete + put) on the item's index key value (writes go to the sort key's moving end, so DynamoDB cannot split one key value for heat: about %d write units/s each). One key value therefore holds\n\n", PartitionWCU)
 	p("    N_key = %d WCU/s × RenewEvery / 2 = %d × %.3f s / 2 = **%s sessions** (from the measured %.0f index write units per session-hour: %s)\n\n",
 		PartitionWCU, PartitionWCU, c.RenewEverySec, thousands(c.GSIMaxSessions), c.IndexWRUPerSH, thousands(c.GSIMaxSessionsMeasured))
-	p("i.e. ≈ 500 renewals/s. (NOTES.md's \"≈ 5,000 sessions at a 10 s TTL renewed every ~3.3 s\" is 500 renewals/s × 10 s: it counts one renewal per TTL instead of per renew interval, and overstates the bound 3×.) The index key is therefore sharded: `index_shard` = the desired state and an FNV-1a hash of the connection id modulo %d (`STARTED#00` … `STARTED#%02d`), written by ingest with `desired_state`; reconcilers query every STARTED shard. A table holds about %d × N_key = **%s sessions** with an even hash; this run's %s ids put %.2f× the mean on the fullest shard, and the infra app admits fleets up to 80 %% of the even figure. Beyond that: raise RenewEvery (every bound grows linearly with it, and so does failover), or raise the shard count (a data migration: every item's `index_shard` is rewritten).\n\n",
+	p("i.e. ≈ 500 renewals/s. The index key is therefore sharded: `index_shard` = the desired state and an FNV-1a hash of the connection id modulo %d (`STARTED#00` … `STARTED#%02d`), written by ingest with `desired_state`; reconcilers query every STARTED shard. A table holds about %d × N_key = **%s sessions** with an even hash; this run's %s ids put %.2f× the mean on the fullest shard, and the infra app admits fleets up to 80 %% of the even figure. Beyond that: raise RenewEvery (every bound grows linearly with it, and so does failover), or raise the shard count (a data migration: every item's `index_shard` is rewritten).\n\n",
 		schema.IndexShards, schema.IndexShards-1, schema.IndexShards, thousands(c.GSITableMaxSessions), thousands(c.Sessions), c.ShardSpread)
 }
 
