@@ -43,52 +43,90 @@ type Class string
 
 // Classes.
 const (
-	Public      Class = ""
-	LoopbackIP  Class = "loopback"
-	Private     Class = "private"
-	LinkLocal   Class = "link-local"
-	Metadata    Class = "cloud metadata"
-	Unspecified Class = "unspecified"
-	Multicast   Class = "multicast"
-	Reserved    Class = "reserved"
+	Public        Class = ""
+	LoopbackIP    Class = "loopback"
+	Private       Class = "private"
+	LinkLocal     Class = "link-local"
+	SiteLocal     Class = "site-local"
+	Metadata      Class = "cloud agent"
+	Unspecified   Class = "unspecified"
+	Multicast     Class = "multicast"
+	Broadcast     Class = "broadcast"
+	Documentation Class = "documentation"
+	Benchmarking  Class = "benchmarking"
+	Reserved      Class = "reserved"
 )
 
-// Cloud instance/task metadata endpoints: refused under every policy.
-var metadataAddrs = []netip.Addr{
-	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack IMDS
-	netip.MustParseAddr("169.254.170.2"),   // ECS task metadata / credentials
-	netip.MustParseAddr("169.254.169.123"), // AWS time sync
-	netip.MustParseAddr("169.254.169.253"), // AWS VPC DNS
-	netip.MustParseAddr("fd00:ec2::254"),   // AWS IMDS over IPv6
-	netip.MustParseAddr("fd00:ec2::23"),    // AWS VPC DNS over IPv6
-	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud metadata
+// Cloud agents: instance and task metadata, credentials and DNS endpoints
+// that answer every workload on the host. Refused under every policy.
+// Sources: EC2 IMDS (169.254.169.254, fd00:ec2::254), ECS task metadata and
+// credentials (169.254.170.2), EKS Pod Identity agent (169.254.170.23,
+// fd00:ec2::23), Amazon Time Sync (169.254.169.123, fd00:ec2::123), Route 53
+// Resolver (169.254.169.253, fd00:ec2::253), Alibaba Cloud metadata
+// (100.100.100.200). GCP, Azure and OCI use 169.254.169.254 too. The whole
+// 169.254.169.0/24 and 169.254.170.0/24 blocks and AWS's fd00:ec2::/32 are
+// refused, so a new agent address in them is covered before we learn it.
+var agentPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("169.254.169.0/24"),
+	netip.MustParsePrefix("169.254.170.0/24"),
+	netip.MustParsePrefix("fd00:ec2::/32"),
+	netip.MustParsePrefix("100.100.100.200/32"),
+}
+
+// special lists the ranges of the IANA IPv4 and IPv6 Special-Purpose Address
+// Registries (iana.org/assignments/iana-ipv4-special-registry and
+// iana-ipv6-special-registry) that are not globally reachable and that
+// netip's predicates do not already name, plus fec0::/10 (site-local,
+// deprecated by RFC 3879 but still routed inside some networks; IANA IPv6
+// address space registry). Order matters: the first match wins.
+var special = []struct {
+	prefix netip.Prefix
+	class  Class
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), Unspecified},         // "this network", RFC 791
+	{netip.MustParsePrefix("100.64.0.0/10"), Private},         // shared address space (CGN), RFC 6598
+	{netip.MustParsePrefix("192.0.0.0/24"), Reserved},         // IETF protocol assignments, RFC 6890
+	{netip.MustParsePrefix("192.0.2.0/24"), Documentation},    // TEST-NET-1, RFC 5737
+	{netip.MustParsePrefix("192.88.99.0/24"), Reserved},       // 6to4 relay anycast (deprecated), RFC 7526
+	{netip.MustParsePrefix("198.18.0.0/15"), Benchmarking},    // RFC 2544
+	{netip.MustParsePrefix("198.51.100.0/24"), Documentation}, // TEST-NET-2, RFC 5737
+	{netip.MustParsePrefix("203.0.113.0/24"), Documentation},  // TEST-NET-3, RFC 5737
+	{netip.MustParsePrefix("255.255.255.255/32"), Broadcast},  // limited broadcast, RFC 919
+	{netip.MustParsePrefix("240.0.0.0/4"), Reserved},          // reserved for future use, RFC 1112
+	{netip.MustParsePrefix("100::/64"), Reserved},             // discard-only, RFC 6666
+	{netip.MustParsePrefix("2001:2::/48"), Benchmarking},      // RFC 5180
+	{netip.MustParsePrefix("2001:10::/28"), Reserved},         // ORCHID (deprecated), RFC 4843
+	{netip.MustParsePrefix("2001:20::/28"), Reserved},         // ORCHIDv2: identifiers, not routable locators, RFC 7343
+	{netip.MustParsePrefix("2001::/23"), Reserved},            // IETF protocol assignments (incl. Teredo 2001::/32), RFC 2928
+	{netip.MustParsePrefix("2001:db8::/32"), Documentation},   // RFC 3849
+	{netip.MustParsePrefix("3fff::/20"), Documentation},       // RFC 9637
+	{netip.MustParsePrefix("5f00::/16"), Reserved},            // segment routing SIDs, RFC 9602
+	{netip.MustParsePrefix("fec0::/10"), SiteLocal},           // site-local (deprecated), RFC 3879
 }
 
 var (
-	cgnat     = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
-	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
-	ietf4     = netip.MustParsePrefix("192.0.0.0/24")
-	bench4    = netip.MustParsePrefix("198.18.0.0/15")
-	compat6   = netip.MustParsePrefix("::/96")          // IPv4-compatible (deprecated)
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // well-known NAT64
-	nat64l    = netip.MustParsePrefix("64:ff9b:1::/48") // local-use NAT64
-	sixto4    = netip.MustParsePrefix("2002::/16")      // 6to4
+	compat6   = netip.MustParsePrefix("::/96")           // IPv4-compatible (deprecated), RFC 4291
+	translat6 = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (SIIT), RFC 2765
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")    // well-known NAT64, RFC 6052
+	nat64l    = netip.MustParsePrefix("64:ff9b:1::/48")  // local-use NAT64, RFC 8215
+	sixto4    = netip.MustParsePrefix("2002::/16")       // 6to4, RFC 3056
 )
 
-// embeddedV4 returns the IPv4 address an IPv6 address carries, if any.
+// embeddedV4 returns the IPv4 address an IPv6 address carries, if any:
+// IPv4-mapped, IPv4-compatible, IPv4-translated, NAT64 and 6to4 forms.
 func embeddedV4(a netip.Addr) (netip.Addr, bool) {
 	if !a.Is6() {
 		return netip.Addr{}, false
 	}
 	b := a.As16()
+	last4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
 	switch {
 	case a.Is4In6():
 		return a.Unmap(), true
 	case compat6.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
-	case nat64.Contains(a) || nat64l.Contains(a):
-		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+		return last4, true
+	case translat6.Contains(a), nat64.Contains(a), nat64l.Contains(a):
+		return last4, true
 	case sixto4.Contains(a):
 		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
 	}
@@ -102,24 +140,27 @@ func Classify(a netip.Addr) Class {
 	if v4, ok := embeddedV4(a); ok {
 		a = v4
 	}
-	for _, m := range metadataAddrs {
-		if a == m {
+	for _, p := range agentPrefixes {
+		if p.Contains(a) {
 			return Metadata
 		}
 	}
 	switch {
 	case a.IsLoopback():
 		return LoopbackIP
-	case a.IsUnspecified() || thisNet.Contains(a):
+	case a.IsUnspecified():
 		return Unspecified
-	case a.IsPrivate() || cgnat.Contains(a):
+	case a.IsPrivate():
 		return Private
 	case a.IsLinkLocalUnicast():
 		return LinkLocal
-	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast():
+	case a.IsMulticast():
 		return Multicast
-	case reserved4.Contains(a) || ietf4.Contains(a) || bench4.Contains(a):
-		return Reserved
+	}
+	for _, s := range special {
+		if s.prefix.Contains(a) {
+			return s.class
+		}
 	}
 	return Public
 }

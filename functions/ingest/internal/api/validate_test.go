@@ -162,18 +162,18 @@ func TestDecodeStartWSURLAddressPolicy(t *testing.T) {
 		"wss://[fd12::1]/":                "private",
 		"wss://169.254.1.1/":              "link-local",
 		"wss://[fe80::1]/":                "link-local",
-		"wss://169.254.169.254/":          "cloud metadata",
-		"wss://169.254.170.2/":            "cloud metadata",
-		"wss://[fd00:ec2::254]/":          "cloud metadata",
-		"wss://100.100.100.200/":          "cloud metadata",
+		"wss://169.254.169.254/":          "cloud agent",
+		"wss://169.254.170.2/":            "cloud agent",
+		"wss://[fd00:ec2::254]/":          "cloud agent",
+		"wss://100.100.100.200/":          "cloud agent",
 		"wss://0.0.0.0/":                  "unspecified",
 		"wss://[::]/":                     "unspecified",
 		"wss://224.0.0.1/":                "multicast",
 		"wss://[ff02::1]/":                "multicast",
-		"wss://255.255.255.255/":          "reserved",
+		"wss://255.255.255.255/":          "broadcast",
 		"wss://[::ffff:127.0.0.1]/":       "loopback",
 		"wss://[::ffff:10.0.0.1]/":        "private",
-		"wss://[::ffff:169.254.169.254]/": "cloud metadata",
+		"wss://[::ffff:169.254.169.254]/": "cloud agent",
 		"wss://[64:ff9b::a00:1]/":         "private",
 		"wss://[2002:a00:1::]/":           "private",
 		"wss://[::10.0.0.1]/":             "private",
@@ -199,16 +199,16 @@ func TestDecodeStartWSURLAddressPolicy(t *testing.T) {
 		mustDecode(t, startWith(u), all)
 	}
 	for _, u := range []string{"ws://169.254.169.254/latest/meta-data", "ws://[fd00:ec2::254]/", "ws://169.254.170.2/"} {
-		wantReject(t, startWith(u), all, CodeAddressNotAllowed, "cloud metadata")
+		wantReject(t, startWith(u), all, CodeAddressNotAllowed, "cloud agent")
 	}
 }
 
 func TestDecodeStartAllowedHosts(t *testing.T) {
-	p := URLPolicy{AllowedHosts: []string{"stream.example.com", "*.feeds.example.net", "203.0.113.7", "[2001:db8::1]"}, PrivateIPs: config.PrivateIPsNone}
-	for _, u := range []string{"wss://stream.example.com/x", "wss://STREAM.example.com./x", "wss://a.feeds.example.net/", "wss://a.b.feeds.example.net:443/", "wss://203.0.113.7/", "wss://[2001:db8::1]/"} {
+	p := URLPolicy{AllowedHosts: []string{"stream.example.com", "*.feeds.example.net", "8.8.4.4", "[2606:4700::1111]"}, PrivateIPs: config.PrivateIPsNone}
+	for _, u := range []string{"wss://stream.example.com/x", "wss://STREAM.example.com./x", "wss://a.feeds.example.net/", "wss://a.b.feeds.example.net:443/", "wss://8.8.4.4/", "wss://[2606:4700::1111]/"} {
 		mustDecode(t, startWith(u), p)
 	}
-	for _, u := range []string{"wss://example.com/", "wss://evil-stream.example.com/", "wss://feeds.example.net/", "wss://stream.example.com.evil.net/", "wss://afeeds.example.net/", "wss://203.0.113.8/", "wss://8.8.8.8/"} {
+	for _, u := range []string{"wss://example.com/", "wss://evil-stream.example.com/", "wss://feeds.example.net/", "wss://stream.example.com.evil.net/", "wss://afeeds.example.net/", "wss://8.8.4.5/", "wss://8.8.8.8/"} {
 		wantReject(t, startWith(u), p, CodeHostNotAllowed, "allowed hosts")
 	}
 	// The address policy applies before the allowlist: an allowlisted private IP is still refused.

@@ -22,7 +22,7 @@ type PrivateIPs = netguard.Policy
 const (
 	PrivateIPsNone     = netguard.None     // refuse loopback, private, link-local, metadata, …
 	PrivateIPsLoopback = netguard.Loopback // local development: loopback allowed, the rest refused
-	PrivateIPsAll      = netguard.All      // every range but cloud metadata (tests on private networks only)
+	PrivateIPsAll      = netguard.All      // every range but cloud agents (metadata, credentials) (tests on private networks only)
 )
 
 // Config is everything the ingest function needs to start.
