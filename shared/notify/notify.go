@@ -22,8 +22,16 @@ type Notification struct {
 	SentAtMs     int64  `json:"sent_at_ms"`
 }
 
-// ConnectionIDPattern is the accepted form of a connection_id.
+// ConnectionIDPattern is the character set and length of a connection_id;
+// ValidConnectionID is the whole grammar.
 var ConnectionIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// ValidConnectionID reports whether id is a connection_id: 1 to 128 of
+// A-Z a-z 0-9 . _ : -, and not "." or ".." (HTTP clients normalise those
+// path segments away, so such a session could never be addressed).
+func ValidConnectionID(id string) bool {
+	return id != "." && id != ".." && ConnectionIDPattern.MatchString(id)
+}
 
 // ErrMalformed marks a message body that is not a valid notification.
 var ErrMalformed = errors.New("malformed notification")
@@ -57,7 +65,7 @@ func (n Notification) Validate() error {
 	if n.Type != schema.NotifyStart && n.Type != schema.NotifyStop {
 		return fmt.Errorf("%w: type %q", ErrMalformed, n.Type)
 	}
-	if !ConnectionIDPattern.MatchString(n.ConnectionID) {
+	if !ValidConnectionID(n.ConnectionID) {
 		return fmt.Errorf("%w: connection_id %q", ErrMalformed, n.ConnectionID)
 	}
 	return nil

@@ -93,8 +93,8 @@ func DecodeStop(body []byte) *apiError {
 
 // CheckConnectionID validates a connection_id (notify.ConnectionIDPattern).
 func CheckConnectionID(id string) *apiError {
-	if !notify.ConnectionIDPattern.MatchString(id) {
-		return badRequest(CodeInvalidConnID, "connection_id must match "+notify.ConnectionIDPattern.String())
+	if !notify.ValidConnectionID(id) {
+		return badRequest(CodeInvalidConnID, "connection_id must match "+notify.ConnectionIDPattern.String()+" and not be \".\" or \"..\"")
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func FuzzDecodeStart(f *testing.F) {
 			}
 			return
 		}
-		if !notify.ConnectionIDPattern.MatchString(d.ConnectionID) {
+		if !notify.ValidConnectionID(d.ConnectionID) {
 			t.Fatalf("accepted connection_id %q", d.ConnectionID)
 		}
 		if e := p.CheckWSURL(d.WSURL); e != nil {

@@ -224,6 +224,8 @@ func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
 			return r
 		}(), CodeInvalidContentType},
 		{"path id", event("GET", "/sessions/a%20b", ""), CodeInvalidConnID},
+		{"dot path id", event("GET", "/sessions/..", ""), CodeInvalidConnID},
+		{"dot stop id", event("POST", "/sessions/./stop", `{}`), CodeInvalidConnID},
 		{"list state", func() events.APIGatewayV2HTTPRequest {
 			r := event("GET", "/sessions", "")
 			r.RawQueryString = "state=bogus"

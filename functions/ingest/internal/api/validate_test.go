@@ -95,11 +95,11 @@ func TestDecodeStartJSONRules(t *testing.T) {
 }
 
 func TestDecodeStartConnectionID(t *testing.T) {
-	for _, id := range []string{"", " ", "a b", "a/b", "a%2Fb", "é", strings.Repeat("a", 129), "a\nb", "a?b", "a#b"} {
+	for _, id := range []string{"", " ", "a b", "a/b", "a%2Fb", "é", strings.Repeat("a", 129), "a\nb", "a?b", "a#b", ".", ".."} {
 		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
 		wantReject(t, string(body), publicPolicy, CodeInvalidConnID, "connection_id must match")
 	}
-	for _, id := range []string{"a", strings.Repeat("Z", 128), "x.y:z_w-9"} {
+	for _, id := range []string{"a", strings.Repeat("Z", 128), "x.y:z_w-9", "...", ".a", "a.."} {
 		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
 		if d := mustDecode(t, string(body), publicPolicy); d.ConnectionID != id {
 			t.Fatalf("id %q became %q", id, d.ConnectionID)

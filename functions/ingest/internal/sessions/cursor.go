@@ -73,7 +73,7 @@ func decodeCursor(s, state string) (int, map[string]types.AttributeValue, error)
 	if c.ID == "" && c.Expires == "" {
 		return c.Shard, nil, nil
 	}
-	if !notify.ConnectionIDPattern.MatchString(c.ID) || schema.IndexShardOf(c.ID) != c.Shard {
+	if !notify.ValidConnectionID(c.ID) || schema.IndexShardOf(c.ID) != c.Shard {
 		return 0, nil, fmt.Errorf("%w: bad connection id", ErrInvalidCursor)
 	}
 	exp, err := strconv.ParseInt(c.Expires, 10, 64)
