@@ -672,6 +672,9 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 // dialCause strips the URL (which may carry credentials in its query) from
 // a dial error.
 func dialCause(err error, resp *http.Response) error {
+	if resp != nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return fmt.Errorf("%w (HTTP %d)", ErrRedirected, resp.StatusCode)
+	}
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 		return fmt.Errorf("handshake refused: HTTP %d", resp.StatusCode)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
@@ -44,7 +45,10 @@ func (s *rawSlot) close() {
 // referenced for the connection's life), and a dialer that hands the TCP
 // connection to the session that asked for it. Every connection is checked
 // against policy at connect time, after DNS resolution (with a proxy from
-// the environment, that is the proxy's address).
+// the environment, that is the proxy's address). Redirects are never
+// followed: a 3xx answer to the handshake ends the dial (ErrRedirected), so
+// a source cannot loop a session, move it past the host allowlist, or make
+// it send its headers to another origin.
 func NewClient(dialTimeout time.Duration, policy netguard.Policy) *http.Client {
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
@@ -66,5 +70,12 @@ func NewClient(dialTimeout time.Duration, policy netguard.Policy) *http.Client {
 		ReadBufferSize:         1024,
 		WriteBufferSize:        1024,
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: tr, CheckRedirect: refuseRedirect}
 }
+
+// ErrRedirected marks a handshake the source answered with a redirect.
+var ErrRedirected = errors.New("handshake redirected; redirects are not followed")
+
+// refuseRedirect hands the 3xx response back to the dialer instead of
+// following it (the Location is not logged: it may carry a token).
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
