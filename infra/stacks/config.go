@@ -50,6 +50,12 @@ var fargateMemoryMiB = map[int][]int{
 	2048: {4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312, 14336, 15360, 16384},
 }
 
+// maxReservedConcurrency is the most an environment may reserve for ingest:
+// Lambda's default account quota (1,000 concurrent executions) less the 100
+// that must stay unreserved (Lambda Developer Guide, "Configuring reserved
+// concurrency").
+const maxReservedConcurrency = 900
+
 // EnvConfig is everything that differs between environments. One value per
 // environment lives in environments; context options (Options) adjust it.
 type EnvConfig struct {
@@ -77,12 +83,17 @@ type EnvConfig struct {
 	LogLevel string
 
 	// Ingest.
-	IngestMemoryMiB  int
-	IngestTimeout    time.Duration
-	APIRateLimit     float64 // requests/s on the $default stage
-	APIBurstLimit    float64
-	WorkQueueVisible time.Duration // work-queue visibility timeout
-	MaxReceiveCount  int           // work queue → DLQ after this many receives
+	IngestReservedConcurrency int  // reserved (and so maximum) concurrent ingest invocations
+	AllowAuthNone             bool // -c auth=none accepted (an API without authorization); never in prod
+	IngestMemoryMiB           int
+	IngestTimeout             time.Duration
+	APIRateLimit              float64 // requests/s on the $default stage
+	APIBurstLimit             float64
+	WorkQueueVisible          time.Duration // work-queue visibility timeout
+	MaxReceiveCount           int           // work queue → DLQ after this many receives
+
+	// Data.
+	TableCMK bool // the table and its PITR backups encrypted with a customer-managed KMS key
 
 	// Operations.
 	LogRetentionDays   int
@@ -95,64 +106,68 @@ type EnvConfig struct {
 // environments holds the per-environment defaults.
 var environments = map[string]EnvConfig{
 	EnvDev: {
-		Name:               EnvDev,
-		MinTasks:           1,
-		MaxTasks:           3,
-		TaskCPU:            256,
-		TaskMemoryMiB:      512,
-		MaxSessionsPerTask: 400,
-		TargetUtilization:  70,
-		ScaleInCooldown:    5 * time.Minute,
-		ScaleOutCooldown:   time.Minute,
-		LeaseTTL:           10 * time.Second,
-		RenewEvery:         3 * time.Second,
-		MaxSkew:            500 * time.Millisecond,
-		SafetyMargin:       2 * time.Second,
-		ShutdownDeadline:   30 * time.Second,
-		StopTimeout:        40 * time.Second,
-		Sink:               SinkStdout,
-		LogLevel:           "debug",
-		IngestMemoryMiB:    256,
-		IngestTimeout:      10 * time.Second,
-		APIRateLimit:       20,
-		APIBurstLimit:      50,
-		WorkQueueVisible:   30 * time.Second,
-		MaxReceiveCount:    5,
-		LogRetentionDays:   7,
-		Retain:             false,
-		OrphanAlarmMinutes: 5,
-		LeaseLostPer5Min:   20,
-		Ingest5xxPer5Min:   5,
+		Name:                      EnvDev,
+		MinTasks:                  1,
+		MaxTasks:                  3,
+		TaskCPU:                   256,
+		TaskMemoryMiB:             512,
+		MaxSessionsPerTask:        400,
+		TargetUtilization:         70,
+		ScaleInCooldown:           5 * time.Minute,
+		ScaleOutCooldown:          time.Minute,
+		LeaseTTL:                  10 * time.Second,
+		RenewEvery:                3 * time.Second,
+		MaxSkew:                   500 * time.Millisecond,
+		SafetyMargin:              2 * time.Second,
+		ShutdownDeadline:          30 * time.Second,
+		StopTimeout:               40 * time.Second,
+		Sink:                      SinkStdout,
+		LogLevel:                  "debug",
+		IngestReservedConcurrency: 10,
+		AllowAuthNone:             true,
+		IngestMemoryMiB:           256,
+		IngestTimeout:             10 * time.Second,
+		APIRateLimit:              20,
+		APIBurstLimit:             50,
+		WorkQueueVisible:          30 * time.Second,
+		MaxReceiveCount:           5,
+		LogRetentionDays:          7,
+		Retain:                    false,
+		OrphanAlarmMinutes:        5,
+		LeaseLostPer5Min:          20,
+		Ingest5xxPer5Min:          5,
 	},
 	EnvProd: {
-		Name:               EnvProd,
-		MinTasks:           2,
-		MaxTasks:           8,
-		TaskCPU:            512,
-		TaskMemoryMiB:      1024,
-		MaxSessionsPerTask: 300,
-		TargetUtilization:  70,
-		ScaleInCooldown:    10 * time.Minute,
-		ScaleOutCooldown:   time.Minute,
-		LeaseTTL:           15 * time.Second,
-		RenewEvery:         5 * time.Second,
-		MaxSkew:            500 * time.Millisecond,
-		SafetyMargin:       2 * time.Second,
-		ShutdownDeadline:   30 * time.Second,
-		StopTimeout:        40 * time.Second,
-		Sink:               SinkSQS,
-		LogLevel:           "info",
-		IngestMemoryMiB:    256,
-		IngestTimeout:      10 * time.Second,
-		APIRateLimit:       100,
-		APIBurstLimit:      200,
-		WorkQueueVisible:   30 * time.Second,
-		MaxReceiveCount:    5,
-		LogRetentionDays:   90,
-		Retain:             true,
-		OrphanAlarmMinutes: 3,
-		LeaseLostPer5Min:   10,
-		Ingest5xxPer5Min:   1,
+		Name:                      EnvProd,
+		MinTasks:                  2,
+		MaxTasks:                  8,
+		TaskCPU:                   512,
+		TaskMemoryMiB:             1024,
+		MaxSessionsPerTask:        300,
+		TargetUtilization:         70,
+		ScaleInCooldown:           10 * time.Minute,
+		ScaleOutCooldown:          time.Minute,
+		LeaseTTL:                  15 * time.Second,
+		RenewEvery:                5 * time.Second,
+		MaxSkew:                   500 * time.Millisecond,
+		SafetyMargin:              2 * time.Second,
+		ShutdownDeadline:          30 * time.Second,
+		StopTimeout:               40 * time.Second,
+		Sink:                      SinkSQS,
+		LogLevel:                  "info",
+		IngestReservedConcurrency: 100,
+		IngestMemoryMiB:           256,
+		TableCMK:                  true,
+		IngestTimeout:             10 * time.Second,
+		APIRateLimit:              100,
+		APIBurstLimit:             200,
+		WorkQueueVisible:          30 * time.Second,
+		MaxReceiveCount:           5,
+		LogRetentionDays:          90,
+		Retain:                    true,
+		OrphanAlarmMinutes:        3,
+		LeaseLostPer5Min:          10,
+		Ingest5xxPer5Min:          1,
 	},
 }
 
@@ -226,6 +241,9 @@ func (c EnvConfig) Validate() error {
 	check(c.Sink == SinkStdout || c.Sink == SinkSQS, "Sink %q is not %q or %q", c.Sink, SinkStdout, SinkSQS)
 	check(slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel), "LogLevel %q is not debug|info|warn|error", c.LogLevel)
 
+	check(c.IngestReservedConcurrency >= 1 && c.IngestReservedConcurrency <= maxReservedConcurrency,
+		"IngestReservedConcurrency %d not in [1, %d] (an account's default concurrency is 1,000, of which 100 must stay unreserved)",
+		c.IngestReservedConcurrency, maxReservedConcurrency)
 	check(c.IngestMemoryMiB >= 128 && c.IngestMemoryMiB <= 10240, "IngestMemoryMiB %d not in [128, 10240]", c.IngestMemoryMiB)
 	check(c.IngestTimeout > 0 && c.IngestTimeout <= 29*time.Second, "IngestTimeout %v not in (0, 29s] (the HTTP API integration limit)", c.IngestTimeout)
 	check(c.APIRateLimit > 0 && c.APIBurstLimit >= 1, "API throttling must be positive")

@@ -91,6 +91,13 @@ func TestOptionsFromContext(t *testing.T) {
 	if cfg, err := o.Resolve(); err != nil || cfg.Sink != SinkSQS {
 		t.Errorf("sink override: %+v, %v", cfg, err)
 	}
+	o, err = OptionsFromContext(get(map[string]any{CtxEnv: "prod", CtxAuth: AuthNone}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Resolve(); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("prod with auth=none resolved: %v", err)
+	}
 	for _, bad := range []map[string]any{
 		{},
 		{CtxEnv: "dev", CtxAuth: "jwt"},

@@ -99,6 +99,9 @@ func (o Options) Resolve() (EnvConfig, error) {
 	if o.Sink != "" {
 		cfg.Sink = o.Sink
 	}
+	if o.Auth == AuthNone && !cfg.AllowAuthNone {
+		return EnvConfig{}, fmt.Errorf("context %s=%s is refused for environment %q: its API would take unsigned requests from anyone (use %s=%s)", CtxAuth, AuthNone, cfg.Name, CtxAuth, AuthIAM)
+	}
 	if o.OutputFIFO && cfg.Sink != SinkSQS {
 		return EnvConfig{}, fmt.Errorf("context %s=true needs the sqs sink (environment %q uses %q; add -c %s=%s)", CtxOutputFIFO, cfg.Name, cfg.Sink, CtxSink, SinkSQS)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -79,6 +80,7 @@ type WsfleetStackProps struct {
 type Wsfleet struct {
 	Stack       awscdk.Stack
 	Table       awsdynamodb.Table
+	TableKey    awskms.Key // nil unless the environment encrypts the table with its own key
 	WorkQueue   awssqs.Queue
 	DLQ         awssqs.Queue
 	OutputQueue awssqs.Queue // nil unless the sink is sqs
@@ -125,21 +127,39 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 		dataRemoval = awscdk.RemovalPolicy_RETAIN
 	}
 
-	w.Table = newTable(stack, cfg, dataRemoval)
+	w.Table, w.TableKey = newTable(stack, cfg, dataRemoval)
 	w.DLQ, w.WorkQueue, w.OutputQueue = newQueues(stack, cfg, opts)
 	w.Ingest = newIngest(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, dataRemoval)
+	grantTableKey(stack, w.TableKey, w.Ingest.Role())
 	w.Api = newAPI(stack, cfg, opts, w.Ingest)
 	cluster, svc := newStreamer(stack, cfg, props.RepoRoot, w.Table, w.WorkQueue, w.OutputQueue, dataRemoval)
 	w.Service = svc
+	grantTableKey(stack, w.TableKey, svc.TaskDefinition().TaskRole())
 	newObservability(stack, cfg, opts, w, cluster)
 	addOutputs(stack, w, cluster)
 	return w, nil
 }
 
-func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) awsdynamodb.Table {
+// newTable creates the sessions table. With cfg.TableCMK the table (and its
+// point-in-time backups) is encrypted with a customer-managed key of its own,
+// so reading the handshake headers stored in it takes kms:Decrypt on that
+// key as well as table access; otherwise DynamoDB's AWS-owned key is used.
+func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) (awsdynamodb.Table, awskms.Key) {
+	var key awskms.Key
+	encryption := awsdynamodb.TableEncryption_DEFAULT
+	if cfg.TableCMK {
+		key = awskms.NewKey(stack, jsii.String("TableKey"), &awskms.KeyProps{
+			Description:       jsii.String("wsfleet sessions table (handshake headers at rest)"),
+			EnableKeyRotation: jsii.Bool(true),
+			RemovalPolicy:     removal,
+		})
+		encryption = awsdynamodb.TableEncryption_CUSTOMER_MANAGED
+	}
 	table := awsdynamodb.NewTable(stack, jsii.String("Sessions"), &awsdynamodb.TableProps{
-		PartitionKey: &awsdynamodb.Attribute{Name: jsii.String(schema.AttrPk), Type: attrType(schema.TypeString)},
-		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		Encryption:    encryption,
+		EncryptionKey: key,
+		PartitionKey:  &awsdynamodb.Attribute{Name: jsii.String(schema.AttrPk), Type: attrType(schema.TypeString)},
+		BillingMode:   awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
@@ -152,7 +172,27 @@ func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) a
 		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(schema.AttrLeaseExpiresAtMs), Type: attrType(schema.TypeNumber)},
 		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
 	})
-	return table
+	return table, key
+}
+
+// TableKeyActions are what a principal of the table needs on its
+// customer-managed key, only through DynamoDB (kms:ViaService).
+var TableKeyActions = []string{"kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"}
+
+// grantTableKey lets role use the table's key through DynamoDB in this
+// region; nothing when the table uses the AWS-owned key.
+func grantTableKey(stack awscdk.Stack, key awskms.Key, role awsiam.IRole) {
+	if key == nil {
+		return
+	}
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SessionsTableKey"),
+		Actions:   jsii.Strings(TableKeyActions...),
+		Resources: &[]*string{key.KeyArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{
+			"kms:ViaService": "dynamodb." + *stack.Region() + ".amazonaws.com",
+		}},
+	}))
 }
 
 func attrType(t string) awsdynamodb.AttributeType {
@@ -232,9 +272,12 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 		Handler:      jsii.String(IngestBootstrap),
 		Code:         awslambda.Code_FromAsset(jsii.String(filepath.Join(root, IngestAssetDir)), nil),
 		MemorySize:   jsii.Number(float64(cfg.IngestMemoryMiB)),
-		Timeout:      duration(cfg.IngestTimeout),
-		Environment:  &env,
-		LogGroup:     logs,
+		// A flood of requests cannot take the account's whole concurrency
+		// (or the table's capacity) with it.
+		ReservedConcurrentExecutions: jsii.Number(float64(cfg.IngestReservedConcurrency)),
+		Timeout:                      duration(cfg.IngestTimeout),
+		Environment:                  &env,
+		LogGroup:                     logs,
 	})
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("SessionsTable"),

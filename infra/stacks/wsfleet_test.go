@@ -58,6 +58,32 @@ func TestTableMatchesSchema(t *testing.T) {
 	}
 }
 
+// TestTableEncryption: prod encrypts the table (and so its PITR backups)
+// with a rotated customer-managed key that only the two roles may use, and
+// only through DynamoDB; dev keeps the AWS-owned key.
+func TestTableEncryption(t *testing.T) {
+	prod := synth(t, env(EnvProd))
+	_, table := prod.only(t, "AWS::DynamoDB::Table")
+	sse := asJSON(props(table)["SSESpecification"])
+	keyID := prod.logicalID(prod.W.TableKey)
+	if !strings.Contains(sse, `"SSEEnabled":true`) || !strings.Contains(sse, `"SSEType":"KMS"`) || !strings.Contains(sse, keyID) {
+		t.Errorf("prod table SSESpecification = %s, want KMS with %s", sse, keyID)
+	}
+	_, key := prod.only(t, "AWS::KMS::Key")
+	if props(key)["EnableKeyRotation"] != true || key["DeletionPolicy"] != "Retain" {
+		t.Errorf("prod table key: rotation %v, DeletionPolicy %v", props(key)["EnableKeyRotation"], key["DeletionPolicy"])
+	}
+	for _, st := range prod.statements() {
+		if strings.Contains(asJSON(st.Resources), keyID) && !strings.Contains(asJSON(st.Condition), "kms:ViaService") {
+			t.Errorf("%s: key grant without a kms:ViaService condition: %s", st.Source, asJSON(st.Condition))
+		}
+	}
+	dev := synth(t, env(EnvDev))
+	if dev.W.TableKey != nil || len(dev.resources("AWS::KMS::Key")) != 0 {
+		t.Error("dev has a table key")
+	}
+}
+
 func TestRemovalAndDeletionProtection(t *testing.T) {
 	prod := synth(t, env(EnvProd))
 	_, table := prod.only(t, "AWS::DynamoDB::Table")
@@ -157,6 +183,7 @@ type statement struct {
 	Effect    string
 	Actions   []string
 	Resources any
+	Condition any
 }
 
 func strs(v any) []string {
@@ -203,7 +230,7 @@ func (s *synthesized) statements() []statement {
 		d, _ := doc.(map[string]any)
 		for _, st := range asSlice(d["Statement"]) {
 			m := st.(map[string]any)
-			out = append(out, statement{Source: source, Roles: roles, Effect: fmt.Sprint(m["Effect"]), Actions: strs(m["Action"]), Resources: m["Resource"]})
+			out = append(out, statement{Source: source, Roles: roles, Effect: fmt.Sprint(m["Effect"]), Actions: strs(m["Action"]), Resources: m["Resource"], Condition: m["Condition"]})
 		}
 	}
 	for id, r := range s.JSON["Resources"].(map[string]any) {
@@ -232,7 +259,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 		"dev":            env(EnvDev),
 		"prod":           env(EnvProd),
 		"dev-fifo-sqs":   {CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"},
-		"prod-auth-none": {CtxEnv: EnvProd, CtxAuth: AuthNone},
+		"dev-auth-none":  {CtxEnv: EnvDev, CtxAuth: AuthNone},
 	}
 	for name, ctx := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -244,6 +271,9 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			}
 			if s.W.OutputQueue != nil {
 				data[s.logicalID(s.W.OutputQueue)] = "output"
+			}
+			if s.W.TableKey != nil {
+				data[s.logicalID(s.W.TableKey)] = "key"
 			}
 			task := logicalIDOf(s, s.W.Service.TaskDefinition().TaskRole())
 			fn := logicalIDOf(s, s.W.Ingest.Role())
@@ -258,6 +288,10 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			}
 			if s.W.OutputQueue != nil {
 				want["task/output"] = []string{"sqs:SendMessage"}
+			}
+			if s.W.TableKey != nil {
+				want["task/key"] = TableKeyActions
+				want["ingest/key"] = TableKeyActions
 			}
 			got := map[string][]string{}
 			for _, st := range s.statements() {
@@ -439,6 +473,9 @@ func TestIngestFunctionAndAPI(t *testing.T) {
 	if p["Runtime"] != "provided.al2023" || asJSON(p["Architectures"]) != `["arm64"]` || p["Handler"] != IngestBootstrap {
 		t.Errorf("function runtime=%v arch=%v handler=%v", p["Runtime"], p["Architectures"], p["Handler"])
 	}
+	if p["ReservedConcurrentExecutions"] != float64(s.Cfg.IngestReservedConcurrency) {
+		t.Errorf("ReservedConcurrentExecutions = %v, want %d", p["ReservedConcurrentExecutions"], s.Cfg.IngestReservedConcurrency)
+	}
 	vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
 	for _, k := range []string{schema.EnvTableName, schema.EnvQueueURL, schema.EnvMetricsNS, schema.EnvEnvironment} {
 		if vars[k] == nil {
@@ -461,7 +498,7 @@ func TestIngestFunctionAndAPI(t *testing.T) {
 	for _, tc := range []struct {
 		ctx  map[string]any
 		auth string
-	}{{env(EnvDev), "AWS_IAM"}, {env(EnvProd), "AWS_IAM"}, {map[string]any{CtxEnv: EnvProd, CtxAuth: AuthNone}, "NONE"}} {
+	}{{env(EnvDev), "AWS_IAM"}, {env(EnvProd), "AWS_IAM"}, {map[string]any{CtxEnv: EnvDev, CtxAuth: AuthNone}, "NONE"}} {
 		s := synth(t, tc.ctx)
 		routes := s.resources("AWS::ApiGatewayV2::Route")
 		got := map[string]bool{}
