@@ -164,7 +164,9 @@ func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) (
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		DeletionProtection: jsii.Bool(cfg.Retain),
-		RemovalPolicy:      removal,
+		// Nonce items of signed requests expire (schema.NonceKey).
+		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
+		RemovalPolicy:       removal,
 	})
 	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
 		IndexName:      jsii.String(schema.IndexByShardExpiry),

@@ -35,6 +35,7 @@ func TestTableMatchesSchema(t *testing.T) {
 				}},
 				"BillingMode":                      "PAY_PER_REQUEST",
 				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
+				"TimeToLiveSpecification":          map[string]any{"AttributeName": schema.AttrExpiresAt, "Enabled": true},
 			}
 			for k, v := range want {
 				if asJSON(p[k]) != asJSON(v) {
@@ -256,10 +257,10 @@ func logicalIDOf(s *synthesized, c constructs.IConstruct) string {
 
 func TestLeastPrivilegeIAM(t *testing.T) {
 	cases := map[string]map[string]any{
-		"dev":            env(EnvDev),
-		"prod":           env(EnvProd),
-		"dev-fifo-sqs":   {CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"},
-		"dev-auth-none":  {CtxEnv: EnvDev, CtxAuth: AuthNone},
+		"dev":           env(EnvDev),
+		"prod":          env(EnvProd),
+		"dev-fifo-sqs":  {CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"},
+		"dev-auth-none": {CtxEnv: EnvDev, CtxAuth: AuthNone},
 	}
 	for name, ctx := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -25,6 +25,19 @@ const (
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
 )
 
+// Nonce items: one per signed ingest request, so a captured request cannot
+// be replayed within its signature window. Their key cannot collide with a
+// connection_id ('#' is not in its grammar), they carry no index attribute,
+// and DynamoDB's TTL deletes them after AttrExpiresAt (the table's TTL
+// attribute).
+const (
+	NonceKeyPrefix = "nonce#"
+	AttrExpiresAt  = "expires_at" // N: epoch seconds; the table's TTL attribute
+)
+
+// NonceKey is the Pk of the item that remembers a request nonce.
+func NonceKey(nonce string) string { return NonceKeyPrefix + nonce }
+
 // IndexByShardExpiry is the GSI that reconciliation (and ingest's list)
 // queries: partition key index_shard, sort key lease_expires_at_ms (KEYS_ONLY
 // plus the table key). Every renewal moves the sort key, which writes the

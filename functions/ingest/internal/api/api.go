@@ -40,6 +40,13 @@ type Store interface {
 	List(ctx context.Context, state string, limit int, cursor string) (sessions.Page, error)
 }
 
+// NonceStore remembers the nonces of signed requests (sessions.Store in
+// production): RememberNonce fails with sessions.ErrReplay for a nonce it
+// already holds.
+type NonceStore interface {
+	RememberNonce(ctx context.Context, nonce string, until time.Time) error
+}
+
 // Notifier sends work-queue notifications (sqsnotify.Queue in production).
 type Notifier interface {
 	Publish(ctx context.Context, n notify.Notification) error
@@ -48,6 +55,7 @@ type Notifier interface {
 // Deps are the handler's collaborators.
 type Deps struct {
 	Store    Store
+	Nonces   NonceStore // required when requests are signed
 	Notifier Notifier
 	Clock    clock.Clock    // default clock.Real
 	Log      zerolog.Logger // the base logger (JSON to stdout in Lambda)
@@ -60,6 +68,7 @@ type Handler struct {
 	cfg      config.Config
 	policy   URLPolicy
 	verifier *Verifier // nil when unsigned requests are accepted
+	nonces   NonceStore
 	store    Store
 	notifier Notifier
 	clock    clock.Clock
@@ -88,7 +97,11 @@ func New(cfg config.Config, d Deps) (*Handler, error) {
 		h.clock = clock.Real{}
 	}
 	if cfg.SigningSecret != "" {
+		if d.Nonces == nil {
+			return nil, errors.New("ingest handler: signed requests need a nonce store")
+		}
 		h.verifier = NewVerifier([]byte(cfg.SigningSecret), cfg.SignatureWindow)
+		h.nonces = d.Nonces
 	}
 	return h, nil
 }
@@ -160,8 +173,8 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		return r
 	}
 	if h.verifier != nil {
-		if e := h.verifier.Verify(h.clock.Now(), header(req, HeaderTimestamp), header(req, HeaderSignature), method, path, body); e != nil {
-			r.err = e
+		if e, cause := h.checkSignature(ctx, req, method, path, body); e != nil {
+			r.err, r.cause = e, cause
 			return r
 		}
 	}
@@ -175,6 +188,29 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	default:
 		return h.list(ctx, req, r)
 	}
+}
+
+// checkSignature verifies a signed request and then remembers its nonce,
+// so that the same request is accepted once: a replay within the window is
+// refused before it reaches the session table or the queue.
+// The error returned with a 503 is its cause, for the log line.
+func (h *Handler) checkSignature(ctx context.Context, req events.APIGatewayV2HTTPRequest, method, path string, body []byte) (*apiError, error) {
+	sr := SignedRequest{Timestamp: header(req, HeaderTimestamp), Nonce: header(req, HeaderNonce),
+		Method: method, Path: path, Query: req.RawQueryString, Body: body}
+	until, e := h.verifier.Verify(h.clock.Now(), header(req, HeaderSignature), sr)
+	if e != nil {
+		return e, nil
+	}
+	nctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	defer cancel()
+	switch err := h.nonces.RememberNonce(nctx, sr.Nonce, until.Add(time.Minute)); {
+	case errors.Is(err, sessions.ErrReplay):
+		return unauthorized(CodeReplayed, "this "+HeaderNonce+" was already used: sign every request, retries included, with a new nonce"), nil
+	case err != nil:
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			message: "the session table is unavailable; nothing was done, retry with a new nonce", retryable: true}, err
+	}
+	return nil, nil
 }
 
 func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply, log *zerolog.Logger) reply {

@@ -22,6 +22,8 @@ const (
 	CodeMissingSignature = "missing_signature"
 	CodeStaleTimestamp   = "stale_timestamp"
 	CodeBadSignature     = "bad_signature"
+	CodeBadNonce         = "bad_nonce"
+	CodeReplayed         = "replayed_request"
 
 	CodeNotFound         = "not_found"
 	CodeRouteNotFound    = "route_not_found"

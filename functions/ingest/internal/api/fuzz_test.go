@@ -19,7 +19,7 @@ var knownCodes = map[string]bool{
 	CodeInvalidContentType: true, CodeBodyTooLarge: true, CodeInvalidJSON: true, CodeUnknownField: true,
 	CodeInvalidType: true, CodeInvalidConnID: true, CodeInvalidWSURL: true, CodeHostNotAllowed: true,
 	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true,
-	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true,
+	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true, CodeBadNonce: true, CodeReplayed: true,
 	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
 }
 

@@ -26,14 +26,32 @@ import (
 
 // fakeStore answers from fields set by the test.
 type fakeStore struct {
-	mu      sync.Mutex
-	err     error
-	panics  bool
-	started []sessions.Desired
-	stopped []string
-	session sessions.Session
-	page    sessions.Page
-	listArg [3]string
+	mu       sync.Mutex
+	err      error
+	panics   bool
+	started  []sessions.Desired
+	stopped  []string
+	session  sessions.Session
+	page     sessions.Page
+	listArg  [3]string
+	nonces   map[string]time.Time
+	nonceErr error
+}
+
+func (f *fakeStore) RememberNonce(_ context.Context, nonce string, until time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nonceErr != nil {
+		return f.nonceErr
+	}
+	if _, seen := f.nonces[nonce]; seen {
+		return sessions.ErrReplay
+	}
+	if f.nonces == nil {
+		f.nonces = map[string]time.Time{}
+	}
+	f.nonces[nonce] = until
+	return nil
 }
 
 func (f *fakeStore) Start(_ context.Context, d sessions.Desired) (sessions.Result, error) {
@@ -129,7 +147,7 @@ func newFixture(t testing.TB, mutate func(*config.Config)) *fixture {
 	}
 	f := &fixture{store: &fakeStore{}, notif: &fakeNotifier{}, logs: &syncBuffer{}, metrics: &syncBuffer{},
 		clock: clock.NewFake(time.Unix(1_800_000_000, 0))}
-	h, err := New(cfg, Deps{Store: f.store, Notifier: f.notif, Clock: f.clock, Log: zerolog.New(f.logs), Metrics: f.metrics})
+	h, err := New(cfg, Deps{Store: f.store, Nonces: f.store, Notifier: f.notif, Clock: f.clock, Log: zerolog.New(f.logs), Metrics: f.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,29 +435,62 @@ func TestHandlerSigning(t *testing.T) {
 		t.Fatalf("unsigned: %d %s", status, code)
 	}
 	ts := strconv.FormatInt(f.clock.Now().Unix(), 10)
-	req := event("POST", "/sessions", body)
-	req.Headers["x-wsfleet-timestamp"] = ts
-	req.Headers["x-wsfleet-signature"] = Sign([]byte(secret), ts, "POST", "/sessions", []byte(body))
+	nonce := 0
+	sign := func(req events.APIGatewayV2HTTPRequest, signedPath string) events.APIGatewayV2HTTPRequest {
+		nonce++
+		sr := SignedRequest{Timestamp: ts, Nonce: fmt.Sprintf("nonce-%012d", nonce), Method: req.RequestContext.HTTP.Method,
+			Path: signedPath, Query: req.RawQueryString, Body: []byte(req.Body)}
+		req.Headers["x-wsfleet-timestamp"] = sr.Timestamp
+		req.Headers["x-wsfleet-nonce"] = sr.Nonce
+		req.Headers["x-wsfleet-signature"] = Sign([]byte(secret), sr)
+		return req
+	}
+	req := sign(event("POST", "/sessions", body), "/sessions")
 	if status, b, _ := f.do(t, req); status != 202 {
 		t.Fatalf("signed: %d %v", status, b)
 	}
-	// The same signature on another path is refused (no replay across sessions).
-	stop := event("POST", "/sessions/c2/stop", "")
-	stop.Headers["x-wsfleet-timestamp"] = ts
-	stop.Headers["x-wsfleet-signature"] = Sign([]byte(secret), ts, "POST", "/sessions/c1/stop", nil)
+	if f.store.nonces[req.Headers["x-wsfleet-nonce"]] != f.clock.Now().Add(6*time.Minute) {
+		t.Fatalf("nonce kept until %v, want the end of the window + 1 min", f.store.nonces)
+	}
+	// A signature for one session's stop does not serve on another.
+	stop := sign(event("POST", "/sessions/c2/stop", ""), "/sessions/c1/stop")
 	if status, b, _ := f.do(t, stop); status != 401 {
-		t.Fatalf("replayed stop: %d %v", status, b)
+		t.Fatalf("stop signed for another session: %d %v", status, b)
+	}
+	// The captured start, replayed after a stop within the window, does not
+	// restart the session: the nonce is spent.
+	if status, b, _ := f.do(t, sign(event("POST", "/sessions/c1/stop", ""), "/sessions/c1/stop")); status != 202 {
+		t.Fatalf("signed stop: %d %v", status, b)
+	}
+	started := len(f.store.started)
+	status, b, _ = f.do(t, req)
+	if code, _ := errorOf(t, b); status != 401 || code != CodeReplayed || len(f.store.started) != started {
+		t.Fatalf("replayed start: %d %s, starts %d -> %d", status, code, started, len(f.store.started))
+	}
+	// The query string is signed: a signed list cannot be re-pointed.
+	list := event("GET", "/sessions", "")
+	list.RawQueryString = "state=STARTED"
+	list = sign(list, "/sessions")
+	list.RawQueryString = "state=STOPPED"
+	if status, b, _ := f.do(t, list); status != 401 {
+		t.Fatalf("list with a changed query: %d %v", status, b)
 	}
 	// GET signs an empty body; a stage prefix is not part of the signed path.
 	get := event("GET", "/prod/sessions/c1", "")
 	get.RequestContext.Stage = "prod"
-	get.Headers["X-Wsfleet-Timestamp"] = ts
-	get.Headers["X-Wsfleet-Signature"] = Sign([]byte(secret), ts, "GET", "/sessions/c1", nil)
-	if status, b, _ := f.do(t, get); status != 200 {
+	if status, b, _ := f.do(t, sign(get, "/sessions/c1")); status != 200 {
 		t.Fatalf("signed get: %d %v", status, b)
 	}
+	// The nonce store down: 503, nothing done.
+	f.store.nonceErr = errors.New("table frozen")
+	started = len(f.store.started)
+	status, b, _ = f.do(t, sign(event("POST", "/sessions", body), "/sessions"))
+	if code, _ := errorOf(t, b); status != 503 || code != CodeUnavailable || len(f.store.started) != started {
+		t.Fatalf("nonce store down: %d %s", status, code)
+	}
+	f.store.nonceErr = nil
 	f.clock.Advance(6 * time.Minute)
-	if status, b, _ := f.do(t, req); status != 401 || b["error"].(map[string]any)["code"] != CodeStaleTimestamp {
+	if status, b, _ := f.do(t, sign(event("POST", "/sessions", body), "/sessions")); status != 401 || b["error"].(map[string]any)["code"] != CodeStaleTimestamp {
 		t.Fatalf("stale: %d %v", status, b)
 	}
 	if strings.Contains(f.logs.String(), secret) {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,30 +14,46 @@ import (
 // delivers them lower-cased).
 const (
 	HeaderTimestamp = "X-Wsfleet-Timestamp" // unix seconds
+	HeaderNonce     = "X-Wsfleet-Nonce"     // a fresh random id per request
 	HeaderSignature = "X-Wsfleet-Signature" // "v1=" + hex(HMAC-SHA256)
 	signaturePrefix = "v1="
 )
 
-// StringToSign is what a request's signature covers: the timestamp, the
-// method, the path (without the stage prefix and without the query string)
-// and the raw body, joined by newlines. Covering the method and path keeps a
-// captured signed stop of one session from being replayed on another.
-func StringToSign(timestamp, method, path string, body []byte) []byte {
-	b := make([]byte, 0, len(timestamp)+len(method)+len(path)+len(body)+3)
-	b = append(b, timestamp...)
-	b = append(b, '\n')
-	b = append(b, strings.ToUpper(method)...)
-	b = append(b, '\n')
-	b = append(b, path...)
-	b = append(b, '\n')
-	return append(b, body...)
+// noncePattern is the accepted form of a request nonce: 16 to 64 URL-safe
+// characters (a UUID, or 128 random bits in base64url, fit).
+var noncePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+
+// SignedRequest is what a signature covers.
+type SignedRequest struct {
+	Timestamp string // unix seconds, as sent
+	Nonce     string // unique per request: a replay is refused
+	Method    string
+	Path      string // without the stage prefix and the query string
+	Query     string // the raw query string as sent, without '?' ("" when none)
+	Body      []byte
+}
+
+// StringToSign joins the signed parts with newlines: timestamp, nonce,
+// method, path, raw query, body. Covering the method and path keeps a
+// signature for one session from serving on another; covering the query
+// keeps a signed list from being re-pointed; the nonce makes every signature
+// usable once.
+func StringToSign(r SignedRequest) []byte {
+	var b strings.Builder
+	b.Grow(len(r.Timestamp) + len(r.Nonce) + len(r.Method) + len(r.Path) + len(r.Query) + len(r.Body) + 5)
+	for _, part := range []string{r.Timestamp, r.Nonce, strings.ToUpper(r.Method), r.Path, r.Query} {
+		b.WriteString(part)
+		b.WriteByte('\n')
+	}
+	b.Write(r.Body)
+	return []byte(b.String())
 }
 
 // Sign returns the X-Wsfleet-Signature value for a request (for clients and
 // tests).
-func Sign(secret []byte, timestamp, method, path string, body []byte) string {
+func Sign(secret []byte, r SignedRequest) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write(StringToSign(timestamp, method, path, body))
+	m.Write(StringToSign(r))
 	return signaturePrefix + hex.EncodeToString(m.Sum(nil))
 }
 
@@ -51,35 +68,40 @@ func NewVerifier(secret []byte, window time.Duration) *Verifier {
 	return &Verifier{secret: secret, window: window}
 }
 
-// Verify checks the timestamp and signature headers of a request made at
-// now. The comparison is constant-time (hmac.Equal) over the decoded MACs.
-func (v *Verifier) Verify(now time.Time, timestamp, signature, method, path string, body []byte) *apiError {
-	if timestamp == "" || signature == "" {
-		return unauthorized(CodeMissingSignature, "requests must carry "+HeaderTimestamp+" and "+HeaderSignature)
+// Verify checks the timestamp, nonce and signature of a request made at now
+// and returns until when its nonce must be remembered (the end of the
+// timestamp's window: after that the request is refused as stale anyway).
+// The MAC comparison is constant-time (hmac.Equal).
+func (v *Verifier) Verify(now time.Time, signature string, r SignedRequest) (time.Time, *apiError) {
+	if r.Timestamp == "" || r.Nonce == "" || signature == "" {
+		return time.Time{}, unauthorized(CodeMissingSignature, "requests must carry "+HeaderTimestamp+", "+HeaderNonce+" and "+HeaderSignature)
 	}
-	if len(timestamp) > 12 {
-		return unauthorized(CodeStaleTimestamp, HeaderTimestamp+" must be unix seconds")
+	if len(r.Timestamp) > 12 {
+		return time.Time{}, unauthorized(CodeStaleTimestamp, HeaderTimestamp+" must be unix seconds")
 	}
-	ts, err := strconv.ParseInt(timestamp, 10, 64)
+	ts, err := strconv.ParseInt(r.Timestamp, 10, 64)
 	if err != nil || ts <= 0 {
-		return unauthorized(CodeStaleTimestamp, HeaderTimestamp+" must be unix seconds")
+		return time.Time{}, unauthorized(CodeStaleTimestamp, HeaderTimestamp+" must be unix seconds")
 	}
 	skew := now.Sub(time.Unix(ts, 0))
 	if skew > v.window || skew < -v.window {
-		return unauthorized(CodeStaleTimestamp, HeaderTimestamp+" is outside the accepted window of "+v.window.String())
+		return time.Time{}, unauthorized(CodeStaleTimestamp, HeaderTimestamp+" is outside the accepted window of "+v.window.String())
+	}
+	if !noncePattern.MatchString(r.Nonce) {
+		return time.Time{}, unauthorized(CodeBadNonce, HeaderNonce+" must match "+noncePattern.String())
 	}
 	hexSig, ok := strings.CutPrefix(signature, signaturePrefix)
 	if !ok {
-		return unauthorized(CodeBadSignature, HeaderSignature+" must be v1=<hex HMAC-SHA256>")
+		return time.Time{}, unauthorized(CodeBadSignature, HeaderSignature+" must be v1=<hex HMAC-SHA256>")
 	}
 	got, err := hex.DecodeString(hexSig)
 	if err != nil {
-		return unauthorized(CodeBadSignature, HeaderSignature+" must be v1=<hex HMAC-SHA256>")
+		return time.Time{}, unauthorized(CodeBadSignature, HeaderSignature+" must be v1=<hex HMAC-SHA256>")
 	}
 	m := hmac.New(sha256.New, v.secret)
-	m.Write(StringToSign(timestamp, method, path, body))
+	m.Write(StringToSign(r))
 	if !hmac.Equal(m.Sum(nil), got) {
-		return unauthorized(CodeBadSignature, "signature does not match")
+		return time.Time{}, unauthorized(CodeBadSignature, "signature does not match")
 	}
-	return nil
+	return time.Unix(ts, 0).Add(v.window), nil
 }

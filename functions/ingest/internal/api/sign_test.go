@@ -15,61 +15,74 @@ func TestVerifySignature(t *testing.T) {
 	secret := []byte("0123456789abcdef-secret")
 	now := time.Unix(1_800_000_000, 0)
 	v := NewVerifier(secret, 5*time.Minute)
-	body := []byte(`{"ws_url":"wss://a.example.com"}`)
 	ts := strconv.FormatInt(now.Unix(), 10)
-	sig := Sign(secret, ts, "POST", "/sessions", body)
+	base := SignedRequest{Timestamp: ts, Nonce: "n-0123456789abcdef", Method: "POST", Path: "/sessions",
+		Query: "", Body: []byte(`{"ws_url":"wss://a.example.com"}`)}
+	sig := Sign(secret, base)
 	if !strings.HasPrefix(sig, "v1=") || len(sig) != 3+64 {
 		t.Fatalf("signature shape %q", sig)
 	}
-
-	if e := v.Verify(now, ts, sig, "POST", "/sessions", body); e != nil {
+	until, e := v.Verify(now, sig, base)
+	if e != nil {
 		t.Fatalf("valid signature refused: %v", e)
 	}
-	if e := v.Verify(now, ts, sig, "post", "/sessions", body); e != nil {
+	if !until.Equal(now.Add(5 * time.Minute)) {
+		t.Fatalf("nonce kept until %v, want the end of the window", until)
+	}
+	lower := base
+	lower.Method = "post"
+	if _, e := v.Verify(now, sig, lower); e != nil {
 		t.Fatalf("method case: %v", e)
 	}
 	// At the edges of the window (both directions) it is still valid.
 	for _, d := range []time.Duration{5 * time.Minute, -5 * time.Minute} {
-		at := now.Add(d)
-		if e := v.Verify(at, ts, sig, "POST", "/sessions", body); e != nil {
+		if _, e := v.Verify(now.Add(d), sig, base); e != nil {
 			t.Fatalf("at %v: %v", d, e)
 		}
 	}
-
-	type tc struct {
-		name                  string
-		at                    time.Time
-		ts, sig, method, path string
-		body                  []byte
-		code                  string
+	with := func(f func(*SignedRequest)) SignedRequest {
+		r := base
+		f(&r)
+		return r
 	}
-	other := Sign([]byte("another-secret-0123456789"), ts, "POST", "/sessions", body)
-	cases := []tc{
-		{"missing both", now, "", "", "POST", "/sessions", body, CodeMissingSignature},
-		{"missing signature", now, ts, "", "POST", "/sessions", body, CodeMissingSignature},
-		{"missing timestamp", now, "", sig, "POST", "/sessions", body, CodeMissingSignature},
-		{"stale", now.Add(5*time.Minute + time.Second), ts, sig, "POST", "/sessions", body, CodeStaleTimestamp},
-		{"future", now.Add(-5*time.Minute - time.Second), ts, sig, "POST", "/sessions", body, CodeStaleTimestamp},
-		{"timestamp not a number", now, "17e8", sig, "POST", "/sessions", body, CodeStaleTimestamp},
-		{"timestamp in ms", now, strconv.FormatInt(now.UnixMilli(), 10), sig, "POST", "/sessions", body, CodeStaleTimestamp},
-		{"negative timestamp", now, "-5", sig, "POST", "/sessions", body, CodeStaleTimestamp},
-		{"other secret", now, ts, other, "POST", "/sessions", body, CodeBadSignature},
-		{"body changed", now, ts, sig, "POST", "/sessions", []byte(`{"ws_url":"wss://b.example.com"}`), CodeBadSignature},
-		{"body extended", now, ts, sig, "POST", "/sessions", append(append([]byte{}, body...), ' '), CodeBadSignature},
-		{"path changed (replay on another session)", now, ts, sig, "POST", "/sessions/x/stop", body, CodeBadSignature},
-		{"method changed", now, ts, sig, "GET", "/sessions", body, CodeBadSignature},
-		{"timestamp changed", now, strconv.FormatInt(now.Unix()+1, 10), sig, "POST", "/sessions", body, CodeBadSignature},
-		{"no prefix", now, ts, strings.TrimPrefix(sig, "v1="), "POST", "/sessions", body, CodeBadSignature},
-		{"not hex", now, ts, "v1=" + strings.Repeat("z", 64), "POST", "/sessions", body, CodeBadSignature},
-		{"truncated", now, ts, sig[:len(sig)-2], "POST", "/sessions", body, CodeBadSignature},
-		{"prefix of mac", now, ts, sig[:3+32], "POST", "/sessions", body, CodeBadSignature},
-		{"extended", now, ts, sig + "00", "POST", "/sessions", body, CodeBadSignature},
-		{"empty mac", now, ts, "v1=", "POST", "/sessions", body, CodeBadSignature},
-		{"upper-case hex of another mac", now, ts, strings.ToUpper(other), "POST", "/sessions", body, CodeBadSignature},
+	other := Sign([]byte("another-secret-0123456789"), base)
+	cases := []struct {
+		name string
+		at   time.Time
+		sig  string
+		req  SignedRequest
+		code string
+	}{
+		{"missing everything", now, "", with(func(r *SignedRequest) { r.Timestamp, r.Nonce = "", "" }), CodeMissingSignature},
+		{"missing signature", now, "", base, CodeMissingSignature},
+		{"missing timestamp", now, sig, with(func(r *SignedRequest) { r.Timestamp = "" }), CodeMissingSignature},
+		{"missing nonce", now, sig, with(func(r *SignedRequest) { r.Nonce = "" }), CodeMissingSignature},
+		{"stale", now.Add(5*time.Minute + time.Second), sig, base, CodeStaleTimestamp},
+		{"future", now.Add(-5*time.Minute - time.Second), sig, base, CodeStaleTimestamp},
+		{"timestamp not a number", now, sig, with(func(r *SignedRequest) { r.Timestamp = "17e8" }), CodeStaleTimestamp},
+		{"timestamp in ms", now, sig, with(func(r *SignedRequest) { r.Timestamp = strconv.FormatInt(now.UnixMilli(), 10) }), CodeStaleTimestamp},
+		{"negative timestamp", now, sig, with(func(r *SignedRequest) { r.Timestamp = "-5" }), CodeStaleTimestamp},
+		{"short nonce", now, sig, with(func(r *SignedRequest) { r.Nonce = "abc" }), CodeBadNonce},
+		{"nonce with a slash", now, sig, with(func(r *SignedRequest) { r.Nonce = "0123456789abcdef/x" }), CodeBadNonce},
+		{"other secret", now, other, base, CodeBadSignature},
+		{"body changed", now, sig, with(func(r *SignedRequest) { r.Body = []byte(`{"ws_url":"wss://b.example.com"}`) }), CodeBadSignature},
+		{"body extended", now, sig, with(func(r *SignedRequest) { r.Body = append(append([]byte{}, base.Body...), ' ') }), CodeBadSignature},
+		{"path changed (replay on another session)", now, sig, with(func(r *SignedRequest) { r.Path = "/sessions/x/stop" }), CodeBadSignature},
+		{"query added", now, sig, with(func(r *SignedRequest) { r.Query = "state=STOPPED" }), CodeBadSignature},
+		{"nonce changed", now, sig, with(func(r *SignedRequest) { r.Nonce = "n-0123456789abcdeX" }), CodeBadSignature},
+		{"method changed", now, sig, with(func(r *SignedRequest) { r.Method = "GET" }), CodeBadSignature},
+		{"timestamp changed", now, sig, with(func(r *SignedRequest) { r.Timestamp = strconv.FormatInt(now.Unix()+1, 10) }), CodeBadSignature},
+		{"no prefix", now, strings.TrimPrefix(sig, "v1="), base, CodeBadSignature},
+		{"not hex", now, "v1=" + strings.Repeat("z", 64), base, CodeBadSignature},
+		{"truncated", now, sig[:len(sig)-2], base, CodeBadSignature},
+		{"prefix of mac", now, sig[:3+32], base, CodeBadSignature},
+		{"extended", now, sig + "00", base, CodeBadSignature},
+		{"empty mac", now, "v1=", base, CodeBadSignature},
+		{"upper-case hex of another mac", now, strings.ToUpper(other), base, CodeBadSignature},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := v.Verify(c.at, c.ts, c.sig, c.method, c.path, c.body)
+			_, e := v.Verify(c.at, c.sig, c.req)
 			if e == nil || e.status != http.StatusUnauthorized || e.code != c.code {
 				t.Fatalf("got %v, want 401 %s", e, c.code)
 			}
@@ -79,15 +92,27 @@ func TestVerifySignature(t *testing.T) {
 		})
 	}
 	// Upper-case hex of the right MAC is the same MAC.
-	if e := v.Verify(now, ts, "v1="+strings.ToUpper(strings.TrimPrefix(sig, "v1=")), "POST", "/sessions", body); e != nil {
+	if _, e := v.Verify(now, "v1="+strings.ToUpper(strings.TrimPrefix(sig, "v1=")), base); e != nil {
 		t.Fatalf("upper-case hex: %v", e)
 	}
 }
 
+// TestStringToSignSeparatesFields pins the canonical string: the worked
+// example in docs/api.md is this string.
 func TestStringToSignSeparatesFields(t *testing.T) {
-	a := StringToSign("1", "POST", "/sessions", []byte("x"))
-	if string(a) != "1\nPOST\n/sessions\nx" {
+	a := StringToSign(SignedRequest{Timestamp: "1", Nonce: "n", Method: "post", Path: "/sessions", Query: "a=1&b=2", Body: []byte("x")})
+	if string(a) != "1\nn\nPOST\n/sessions\na=1&b=2\nx" {
 		t.Fatalf("%q", a)
+	}
+}
+
+// TestDocumentedSigningExample is the worked example of docs/api.md.
+func TestDocumentedSigningExample(t *testing.T) {
+	r := SignedRequest{Timestamp: "1800000000", Nonce: "3f9c2a7e-5b1d-4c8e-9a60-2d4f8b7c1e05", Method: "POST", Path: "/sessions",
+		Body: []byte(`{"connection_id":"meeting-43","ws_url":"wss://media.example.com/s"}`)}
+	const want = "v1=09b823852608127f397df1e1db1026c2d1f41e204dbf2b2b7111df1296656288"
+	if got := Sign([]byte("local-dev-signing-secret"), r); got != want {
+		t.Fatalf("Sign = %s, docs/api.md says %s", got, want)
 	}
 }
 

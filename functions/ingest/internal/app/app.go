@@ -37,7 +37,7 @@ func Build(cfg config.Config, awsCfg aws.Config, log zerolog.Logger, out io.Writ
 	}
 	store := sessions.New(dynamodb.NewFromConfig(awsCfg), cfg.TableName)
 	queue := sqsnotify.New(sqs.NewFromConfig(awsCfg), cfg.QueueURL, 0)
-	h, err := api.New(cfg, api.Deps{Store: store, Notifier: queue, Log: log, Metrics: out})
+	h, err := api.New(cfg, api.Deps{Store: store, Nonces: store, Notifier: queue, Log: log, Metrics: out})
 	if err != nil {
 		return nil, fmt.Errorf("build ingest handler: %w", err)
 	}
