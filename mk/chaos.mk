@@ -1,8 +1,10 @@
 # chaos: the fault-injection and consistency harness (scripts/chaos, see
-# docs/chaos.md). `make chaos` runs the long seeded schedule on a fresh local
-# stack and writes result.json, report.md and timeline.svg; test-chaos (part
-# of `make test`) runs the short schedule (one round of every fault kind,
-# about 100 s) as a Go test that fails on any violation. Included by the top
+# docs/chaos.md), the one judge of the demo, chaos and the bench. `make
+# chaos` runs the long seeded schedule on a fresh local stack and writes
+# result.json, report.md and timeline.svg (`make demo`, in mk/devstack.mk,
+# runs its fixed demo plan); test-chaos (part of `make test`) runs the short
+# schedule (the demo plan's steps and one round of every fault kind, about
+# 100 s) as a Go test that fails on any violation. Included by the top
 # Makefile (`-include mk/*.mk`).
 TEST_TARGETS += test-chaos
 
@@ -16,7 +18,6 @@ CHAOS_ARGS ?=
 
 ## chaos: the long schedule (default 10 minutes, a random seed, printed); exits non-zero on any violation.
 chaos: deps devstack-bins
-	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 	$(BIN)/chaos -duration $(DURATION) -out $(CHAOS_OUT) $(if $(SEED),-seed $(SEED)) $(CHAOS_ARGS)
 
 ## test-chaos: the short seeded run on a real stack (builds its own binaries).

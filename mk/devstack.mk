@@ -1,10 +1,11 @@
-# scripts: the local stack (`make dev`), the scripted failover demo
-# (`make demo`), the wsfleet CLI and the demo feed. Included by the top
-# Makefile (`-include mk/*.mk`). See docs/local-stack.md.
+# scripts: the local stack (`make dev`), the failover demo (`make demo`: the
+# chaos harness's demo plan, see mk/chaos.mk), the wsfleet CLI and the demo
+# feed. Included by the top Makefile (`-include mk/*.mk`). See
+# docs/local-stack.md.
 RUNTIME_MODULES += scripts
 TEST_TARGETS += test-scripts
 
-# Extra arguments: make dev DEV_ARGS='--workers 5 --fresh'; make demo DEMO_ARGS='-sessions 100'.
+# Extra arguments: make dev DEV_ARGS='--workers 5 --fresh'; make demo DEMO_ARGS='-sessions 48 -workers 4'.
 DEV_ARGS ?=
 DEMO_ARGS ?=
 
@@ -18,16 +19,16 @@ devstack-bins:
 	$(GO) build -o $(BIN)/feed ./scripts/feed/cmd/feed
 	$(GO) build -o $(BIN)/wsfleet ./scripts/wsfleet/cmd/wsfleet
 	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
-	$(GO) build -o $(BIN)/demo ./scripts/demo/cmd/demo
+	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 
 ## dev: the whole system on this machine (data in .dev/data, logs in .dev/logs); Ctrl-C stops it.
 dev: deps devstack-bins
 	$(BIN)/devstack $(DEV_ARGS)
 
-## demo: the scripted failover scenario on a fresh stack; exits non-zero on any violation.
+## demo: the chaos harness's demo plan (kill -9, a rolling restart, churn) on a fresh stack; report in out/demo; exits non-zero on any violation.
 demo: deps devstack-bins
-	$(BIN)/demo $(DEMO_ARGS)
+	$(BIN)/chaos -plan demo $(DEMO_ARGS)
 
-## test-scripts: unit tests, then the short demo (a real stack, ~1 min) as a Go test.
+## test-scripts: the scripts module's tests (the demo plan runs on a real stack in test-chaos).
 test-scripts: deps devstack-bins
 	cd scripts && $(GO) test -count=1 -race ./...

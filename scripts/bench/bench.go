@@ -9,7 +9,7 @@
 //     new owner;
 //  3. graceful handoff: SIGTERM of the owner → first message by the new
 //     owner, with messages lost and duplicated counted from the feed's and
-//     the sinks' records (package evidence);
+//     the sinks' records by the chaos harness's checks (package chaos);
 //  4. one worker's capacity: sessions held, CPU per 1,000 messages/s and RSS
 //     per session, with the no-I/O memory store and with dynalite (stepped
 //     until dynalite is the bottleneck), with heap and CPU profiles of the

@@ -9,8 +9,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wsfleet/wsfleet/scripts/evidence"
+	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/scripts/feed"
+)
+
+// Handover kinds (HandoverResult.Kind).
+const (
+	kindKill = chaos.KindKill // "kill-9"
+	kindTerm = "sigterm"
 )
 
 // HandoverResult is figure 2 (kill -9) or 3 (SIGTERM): the owner of every
@@ -48,7 +54,10 @@ type HandoverResult struct {
 	VictimRelease Dist `json:"victim_release"`
 	VictimPublish Dist `json:"victim_publish"`
 	Unrecovered   int  `json:"unrecovered"`
-	// From the feed's and the sinks' records (package evidence).
+	// From the feed's and the sinks' records, by the chaos harness's checks
+	// (package chaos): Duplicated are the raw repeats across the ownership
+	// changes the signals caused, DuplicatedMax the most in one (one
+	// session, one round), ReplayBound what one crash may repeat.
 	Lost           int64    `json:"lost"`
 	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
 	DuplicatedMax  int64    `json:"duplicated_max_per_session"`
@@ -64,13 +73,13 @@ type HandoverResult struct {
 }
 
 func (r *runner) failover(ctx context.Context) error {
-	res := &HandoverResult{Kind: evidence.FaultKill, Rounds: r.sz.FailoverRounds, SessionsPerRound: r.sz.FailoverSessions}
+	res := &HandoverResult{Kind: kindKill, Rounds: r.sz.FailoverRounds, SessionsPerRound: r.sz.FailoverSessions}
 	r.rep.Failover = res
 	return r.handover(ctx, PhaseFailover, res)
 }
 
 func (r *runner) handoff(ctx context.Context) error {
-	res := &HandoverResult{Kind: evidence.FaultTerm, Rounds: r.sz.HandoffRounds, SessionsPerRound: r.sz.HandoffSessions}
+	res := &HandoverResult{Kind: kindTerm, Rounds: r.sz.HandoffRounds, SessionsPerRound: r.sz.HandoffSessions}
 	r.rep.Handoff = res
 	if err := r.handover(ctx, PhaseHandoff, res); err != nil {
 		return err
@@ -78,7 +87,7 @@ func (r *runner) handoff(ctx context.Context) error {
 	if r.sz.HandoffSmallRounds == 0 {
 		return nil
 	}
-	small := &HandoverResult{Kind: evidence.FaultTerm, Rounds: r.sz.HandoffSmallRounds, SessionsPerRound: r.sz.HandoffSmallSessions}
+	small := &HandoverResult{Kind: kindTerm, Rounds: r.sz.HandoffSmallRounds, SessionsPerRound: r.sz.HandoffSmallSessions}
 	r.rep.HandoffSmall = small
 	return r.handover(ctx, PhaseHandoff, small)
 }
@@ -89,7 +98,7 @@ func (r *runner) handoff(ctx context.Context) error {
 // are stopped and the survivors leave, so the next round starts clean.
 func (r *runner) handover(ctx context.Context, name string, res *HandoverResult) error {
 	res.Survivors, res.FeedRate = 2, r.sz.LeaseFeedRate
-	if res.Kind == evidence.FaultTerm {
+	if res.Kind == kindTerm {
 		res.FeedRate = r.sz.HandoffFeedRate
 	}
 	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultMaxSkew).Milliseconds())
@@ -97,7 +106,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	res.ClaimRateLimit = DefaultClaimRate
 	signal := "SIGKILL (kill -9)"
 	res.GoalP99Ms = float64((DefaultTTL + time.Second).Milliseconds())
-	if res.Kind == evidence.FaultTerm {
+	if res.Kind == kindTerm {
 		signal = "SIGTERM (graceful: close 1001, flush, release with the final checkpoint, start notification)"
 		res.GoalP99Ms = 250
 	}
@@ -107,7 +116,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
 		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", res.FeedRate),
 		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
-		"judging": "lost and duplicated messages from the feed's connection records and the sink records (scripts/evidence)",
+		"judging": "lost and duplicated messages from the feed's connection records and the sink records (the chaos harness's checks, scripts/chaos)",
 	})
 	defer res.end()
 	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate)
@@ -117,7 +126,6 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	defer ls.shutdown()
 
 	var all []time.Duration
-	var faults []evidence.Fault
 	var rounds []roundData
 	stopped := map[string]time.Time{}
 	for k := 1; k <= res.Rounds; k++ {
@@ -128,7 +136,6 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		rounds = append(rounds, rd)
 		gaps := rd.gaps()
 		all = append(all, gaps...)
-		faults = append(faults, evidence.Fault{Kind: res.Kind, Worker: rd.victim, At: rd.at})
 		res.Unrecovered += len(rd.ids) - len(rd.moved)
 		d := Summarize(gaps)
 		res.PerRound = append(res.PerRound, d)
@@ -158,18 +165,48 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		return err
 	}
 	res.OldClosed, res.NewOpened, res.OpenToFirst = gapParts(rounds, conns)
-	rep := evidence.Judge(evidence.Input{
-		Conns: conns, Sinks: ls.col.records(), Faults: faults, Stopped: stopped,
-		Rate: res.FeedRate, CheckpointEvery: DefaultRenewEvery,
-	})
-	res.Lost, res.Stale, res.MaxConcurrent, res.ReplayBound = rep.Lost, rep.Stale, rep.MaxConcurrent, rep.ReplayBound
-	if res.Kind == evidence.FaultTerm {
-		res.Duplicated = rep.ReplayHandoff
-	} else {
-		res.Duplicated, res.DuplicatedMax = rep.ReplayCrash, rep.ReplayCrashMax
-	}
-	res.Violations = rep.Violations
+	judgeHandover(res, chaos.Evidence{Start: res.Phase.Started, End: time.Now(), Deliveries: ls.col.deliveries(), Conns: conns}, rounds, stopped)
 	return nil
+}
+
+// judgeHandover holds the rounds to the chaos harness's checks: every
+// signal is a fault on its victim (a SIGTERM is the harness's graceful
+// handoff), every stop an API stop; the bench's lease timings give the
+// bounds.
+func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, stopped map[string]time.Time) {
+	kind := chaos.KindKill
+	if res.Kind == kindTerm {
+		kind = chaos.KindRolling
+	}
+	for i, rd := range rounds {
+		ev.Faults = append(ev.Faults, chaos.Fault{N: i + 1, Kind: kind, Start: rd.at, End: rd.at, Worker: rd.victim})
+	}
+	for id, at := range stopped {
+		ev.Actions = append(ev.Actions, chaos.Action{Op: "stop", Session: id, At: at, Acked: at, Epoch: -1})
+	}
+	cfg := chaos.DefaultConfig()
+	w := &cfg.Stack.Worker
+	cfg.Stack.FeedRate = res.FeedRate
+	w.LeaseTTL, w.RenewEvery, w.ReconcileEvery, w.MaxSkew = DefaultTTL, DefaultRenewEvery, DefaultReconcile, DefaultMaxSkew
+	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+	res.Lost, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
+	res.MaxConcurrent = min(1, j.Totals.Connections)
+	for _, o := range j.Overlaps {
+		res.MaxConcurrent = max(res.MaxConcurrent, o.Max)
+	}
+	for _, k := range j.Kinds {
+		if k.Kind == kind {
+			res.Duplicated = k.Repeats
+		}
+	}
+	for _, t := range j.Transitions {
+		if t.Cause == "crash" && kind == chaos.KindKill {
+			res.DuplicatedMax = t.MaxOne
+		}
+	}
+	for _, v := range j.Violations {
+		res.Violations = append(res.Violations, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
+	}
 }
 
 // roundData is what one round observed.
@@ -253,7 +290,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		return rd, nil, err
 	}
 	prefix := "fo"
-	if kind == evidence.FaultTerm {
+	if kind == kindTerm {
 		prefix = "ho"
 	}
 	ids := make([]string, n)
@@ -266,7 +303,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	// victim dies, as in a fleet, rather than in one burst.
 	// (A graceful handoff does not depend on the renewals' phase.)
 	spread := DefaultRenewEvery * 11 / 10
-	if kind == evidence.FaultTerm {
+	if kind == kindTerm {
 		spread = 0
 	}
 	for _, id := range ids {
@@ -297,7 +334,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		return rd, nil, err
 	}
 	sig := syscall.SIGKILL
-	if kind == evidence.FaultTerm {
+	if kind == kindTerm {
 		sig = syscall.SIGTERM
 	}
 	t := time.Now()
@@ -305,7 +342,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		return rd, nil, err
 	}
 	rd.at = t
-	if kind == evidence.FaultKill {
+	if kind == kindKill {
 		// The victim's last renewals are final now (a request in flight at
 		// the kill lands within milliseconds): read every lease's expiry.
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
@@ -324,7 +361,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	}
 	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
 	timeout := 30 * time.Second
-	if kind == evidence.FaultKill {
+	if kind == kindKill {
 		timeout = DefaultTTL + DefaultMaxSkew + 20*time.Second
 	}
 	if rd.moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
@@ -351,7 +388,7 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	if err := stopWorkers(survivors); err != nil {
 		return rd, nil, err
 	}
-	if kind == evidence.FaultTerm {
+	if kind == kindTerm {
 		if rd.releaseMs, rd.publishMs, err = handoffSteps(victim.Proc.LogPath); err != nil {
 			return rd, nil, err
 		}
@@ -441,14 +478,14 @@ func logLines(path string) ([]string, error) {
 // since the claims), 2 s before a SIGTERM (the survivors' long polls are
 // waiting).
 func settleBefore(kind string) time.Duration {
-	if kind == evidence.FaultKill {
+	if kind == kindKill {
 		return 5 * time.Second
 	}
 	return 2 * time.Second
 }
 
 func spreadNote(kind string) string {
-	if kind == evidence.FaultKill {
+	if kind == kindKill {
 		return ", started evenly over one renew interval (so their renewals are spread as in a fleet)"
 	}
 	return ""

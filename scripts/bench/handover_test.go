@@ -3,7 +3,12 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/scripts/feed"
 )
 
 func TestClaimLatencies(t *testing.T) {
@@ -36,5 +41,64 @@ func TestHandoffSteps(t *testing.T) {
 	rel, pub, err := handoffSteps(path)
 	if err != nil || len(rel) != 2 || rel[0] != 12.5 || rel[1] != 80 || len(pub) != 2 || pub[0] != 1.25 {
 		t.Fatalf("release %v publish %v %v", rel, pub, err)
+	}
+}
+
+// The handover figures come from the chaos checks: raw repeats across the
+// signal, the most in one change, losses, stale epochs and connections open
+// at once.
+func TestJudgeHandover(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	at := func(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// deliver: seqs lo..hi of s1 by worker/epoch, 200 ms apart from startMs.
+	deliver := func(worker string, epoch, lo, hi, startMs int64) []chaos.Delivery {
+		var out []chaos.Delivery
+		for q := lo; q <= hi; q++ {
+			a := at(startMs + (q-lo)*200)
+			out = append(out, chaos.Delivery{Session: "s1", Seq: q, Epoch: epoch, Worker: worker, ReceivedAtMs: a.UnixMilli(), AtNs: a.UnixNano()})
+		}
+		return out
+	}
+	conn := func(id int64, openMs, closeMs, first, last int64) feed.ConnRecord {
+		return feed.ConnRecord{ID: id, Session: "s1", OpenedAt: at(openMs), ClosedAt: at(closeMs), FirstSeq: first, LastSeq: last, Sent: last - first + 1, Reason: feed.ReasonClient}
+	}
+	// w1 (epoch 1) delivers 1..10 and is signalled at 2100 ms; w2 (epoch 2)
+	// resumes from the checkpoint 8 at fromMs: 8..10 are repeated.
+	ev := func(fromMs int64) chaos.Evidence {
+		return chaos.Evidence{
+			Start: t0, End: at(9000),
+			Deliveries: append(deliver("w1", 1, 1, 10, 0), deliver("w2", 2, 8, 20, fromMs)...),
+			Conns:      []feed.ConnRecord{conn(1, 0, 2100, 1, 11), conn(2, fromMs-100, 8000, 8, 21)},
+		}
+	}
+	rounds := []roundData{{victim: "w1", at: at(2100)}}
+	crash := &HandoverResult{Kind: kindKill, FeedRate: 5}
+	judgeHandover(crash, ev(4100), rounds, nil)
+	if crash.Lost != 0 || crash.Duplicated != 3 || crash.DuplicatedMax != 3 || crash.ReplayBound != 24 || crash.MaxConcurrent != 1 || crash.Stale != 0 || len(crash.Violations) != 0 {
+		t.Fatalf("kill -9: %+v", crash)
+	}
+
+	// The same after a SIGTERM: the repeats are violations. Also a seq
+	// lost, a stale delivery (w1 delivers 11 after w2 delivered 8..10,
+	// and w2 repeats it) and two connections at once.
+	e := ev(3000)
+	e.Conns[1].OpenedAt = at(1900)
+	var kept []chaos.Delivery
+	for _, d := range e.Deliveries {
+		if d.Seq != 15 {
+			kept = append(kept, d)
+		}
+	}
+	e.Deliveries = append(kept, deliver("w1", 1, 11, 11, 3500)...)
+	term := &HandoverResult{Kind: kindTerm, FeedRate: 5}
+	judgeHandover(term, e, rounds, nil)
+	if term.Lost != 1 || term.Duplicated != 4 || term.DuplicatedMax != 0 || term.MaxConcurrent != 2 || term.Stale != 1 {
+		t.Fatalf("sigterm: %+v", term)
+	}
+	all := strings.Join(term.Violations, "\n")
+	for _, check := range []string{chaos.CheckRepeats, chaos.CheckNoLoss, chaos.CheckFencing, chaos.CheckOneConn} {
+		if !strings.Contains(all, "["+check+"]") {
+			t.Errorf("no %s violation in:\n%s", check, all)
+		}
 	}
 }

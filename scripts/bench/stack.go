@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
@@ -215,7 +216,7 @@ type sinkObs struct {
 // collector receives the workers' stdout sink lines.
 type collector struct {
 	mu  sync.Mutex
-	all []devstack.SinkRecord
+	all []chaos.Delivery
 	obs map[string][]sinkObs
 	bad int64
 }
@@ -231,15 +232,16 @@ func (c *collector) line(b []byte) {
 		c.bad++
 		return
 	}
-	c.all = append(c.all, r)
+	c.all = append(c.all, chaos.Delivery{Session: r.ConnectionID, Seq: r.Seq, Epoch: r.LeaseEpoch, Worker: r.WorkerID, ReceivedAtMs: r.ReceivedAtMs, AtNs: at.UnixNano()})
 	c.obs[r.ConnectionID] = append(c.obs[r.ConnectionID], sinkObs{Seq: r.Seq, Worker: r.WorkerID, Epoch: r.LeaseEpoch, At: at})
 }
 
-// records is a copy of every record so far.
-func (c *collector) records() []devstack.SinkRecord {
+// deliveries is a copy of every record so far, stamped on arrival (what
+// the chaos checks judge).
+func (c *collector) deliveries() []chaos.Delivery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]devstack.SinkRecord(nil), c.all...)
+	return append([]chaos.Delivery(nil), c.all...)
 }
 
 // first is the earliest observation of id satisfying ok.

@@ -30,7 +30,9 @@ import (
 
 // Config is one chaos run.
 type Config struct {
-	Stack    devstack.Config
+	Stack devstack.Config
+	// Plan is PlanSeeded (the schedule drawn from Seed) or PlanDemo.
+	Plan     string
 	Seed     int64
 	Duration time.Duration // the fault schedule's length (the first round always runs whole)
 	Sessions int           // sessions started at the beginning (churn adds more)
@@ -53,6 +55,12 @@ type Config struct {
 	// Out receives progress lines.
 	Out io.Writer
 }
+
+// Fault plans (Config.Plan).
+const (
+	PlanSeeded = "seeded" // `make chaos` and the test's short run: drawn from the seed
+	PlanDemo   = "demo"   // `make demo`: a fixed plan (demoSteps), shorter
+)
 
 // Fault kinds (the schedule's steps).
 const (
@@ -93,7 +101,7 @@ func DefaultConfig() Config {
 	sc.FeedMode = feed.ModeKickOlder
 	sc.KeepSinkRecords = false // the harness keeps its own, stamped on arrival
 	return Config{
-		Stack: sc, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
+		Stack: sc, Plan: PlanSeeded, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
 		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
 		SwitchPolicy: true, ReconnectMax: 2 * time.Second,
@@ -102,13 +110,22 @@ func DefaultConfig() Config {
 }
 
 // ShortConfig is the run of `make test`: one round of every fault kind with
-// 3 workers and 16 sessions, shorter gaps (about 100 s in all).
+// 3 workers and 16 sessions, shorter gaps (about 100 s in all); the demo
+// plan's steps are part of it (NewPlan).
 func ShortConfig() Config {
 	c := DefaultConfig()
 	c.Stack.Workers = 3
 	c.Sessions = 16
 	c.Duration = 0 // one round
 	c.GapMin, c.GapMax = 1500*time.Millisecond, 3*time.Second
+	return c
+}
+
+// DemoConfig is `make demo`: the demo plan on ShortConfig's stack with 24
+// sessions, the feed kick-older throughout (about 45 s).
+func DemoConfig() Config {
+	c := ShortConfig()
+	c.Plan, c.Sessions, c.SwitchPolicy = PlanDemo, 24, false
 	return c
 }
 
@@ -121,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sessions < 1 || c.Sessions > 2000 {
 		errs = append(errs, fmt.Errorf("sessions %d: want 1..2000", c.Sessions))
+	}
+	if c.Plan != PlanSeeded && c.Plan != PlanDemo {
+		errs = append(errs, fmt.Errorf("plan %q: want %s or %s", c.Plan, PlanSeeded, PlanDemo))
 	}
 	if c.Duration < 0 {
 		errs = append(errs, fmt.Errorf("duration %v: want >= 0", c.Duration))
@@ -214,8 +234,8 @@ type Bounds struct {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
-// settings derives the Settings of c.
-func (c Config) settings() Settings {
+// Settings derives the Settings of c: the bounds the checks apply.
+func (c Config) Settings() Settings {
 	w := c.Stack.Worker
 	crashMargin := 2*w.MaxSkew + time.Second
 	claim := time.Duration(float64(w.ReconcileEvery)*1.2) + time.Second

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsfleet/wsfleet/scripts/evidence"
 	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -48,6 +47,25 @@ var checkRules = []struct{ name, rule string }{
 	{CheckSink, "every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received"},
 }
 
+// Stats are latency figures in milliseconds.
+type Stats struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// StatsOf computes the Stats of samples in milliseconds.
+func StatsOf(ms []float64) Stats {
+	if len(ms) == 0 {
+		return Stats{}
+	}
+	s := append([]float64(nil), ms...)
+	sort.Float64s(s)
+	q := func(p float64) float64 { return s[int(math.Ceil(p*float64(len(s))))-1] }
+	return Stats{N: len(s), P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
+}
+
 // Violation is one broken rule, with the evidence that shows it.
 type Violation struct {
 	Check   string  `json:"check"`
@@ -84,8 +102,8 @@ type FaultResult struct {
 	OverBound   int      `json:"over_bound"`
 	// Recovery is measured from the reference instant; Dark is each
 	// session's own gap (last delivery before → first after).
-	Recovery evidence.Stats `json:"recovery"`
-	Dark     evidence.Stats `json:"dark"`
+	Recovery Stats `json:"recovery"`
+	Dark     Stats `json:"dark"`
 	// Repeats are the raw repeats across the ownership changes it caused.
 	Repeats int64 `json:"repeats"`
 
@@ -94,14 +112,14 @@ type FaultResult struct {
 
 // KindResult aggregates the faults of one kind.
 type KindResult struct {
-	Kind      string         `json:"kind"`
-	Faults    int            `json:"faults"`
-	Affected  int            `json:"affected"`
-	BoundMs   int64          `json:"bound_ms"`
-	Recovery  evidence.Stats `json:"recovery"`
-	OverBound int            `json:"over_bound"`
-	Never     int            `json:"never_recovered"`
-	Repeats   int64          `json:"repeats"`
+	Kind      string `json:"kind"`
+	Faults    int    `json:"faults"`
+	Affected  int    `json:"affected"`
+	BoundMs   int64  `json:"bound_ms"`
+	Recovery  Stats  `json:"recovery"`
+	OverBound int    `json:"over_bound"`
+	Never     int    `json:"never_recovered"`
+	Repeats   int64  `json:"repeats"`
 }
 
 // Overlap is a time the source had more than one connection of a session.
@@ -216,7 +234,8 @@ type Totals struct {
 	Tenures      int   `json:"tenures"`
 	Lost         int64 `json:"lost"`
 	Gaps         int64 `json:"gaps"`
-	Tail         int64 `json:"tail"` // sent after the last delivery (in flight at a stop or the end; resumed from the checkpoint)
+	Tail         int64 `json:"tail"`  // sent after the last delivery (in flight at a stop or the end; resumed from the checkpoint)
+	Stale        int64 `json:"stale"` // deliveries under an epoch older than one the session had delivered
 	Repeats      int64 `json:"repeats"`
 	Truncated    int   `json:"truncated_lines"`
 	Incarnations int   `json:"incarnations"`
@@ -225,21 +244,21 @@ type Totals struct {
 
 // Result is a judged run.
 type Result struct {
-	Settings     Settings       `json:"settings"`
-	Plan         Plan           `json:"plan"`
-	Started      time.Time      `json:"started"`
-	DurationMs   int64          `json:"duration_ms"`
-	Totals       Totals         `json:"totals"`
-	Checks       []CheckResult  `json:"checks"`
-	Violations   []Violation    `json:"violations"`
-	Kinds        []KindResult   `json:"kinds"`
-	Faults       []FaultResult  `json:"faults"`
-	Claims       evidence.Stats `json:"claims"` // every start and re-start: ack → first delivery
-	Stops        evidence.Stats `json:"stops"`  // stop ack → the source's connection closed
-	StopsChecked int            `json:"stops_checked"`
-	Transitions  []Transitions  `json:"transitions"`
-	Overlaps     []Overlap      `json:"overlaps"`
-	Incarnations []Incarnation  `json:"incarnations"`
+	Settings     Settings      `json:"settings"`
+	Plan         Plan          `json:"plan"`
+	Started      time.Time     `json:"started"`
+	DurationMs   int64         `json:"duration_ms"`
+	Totals       Totals        `json:"totals"`
+	Checks       []CheckResult `json:"checks"`
+	Violations   []Violation   `json:"violations"`
+	Kinds        []KindResult  `json:"kinds"`
+	Faults       []FaultResult `json:"faults"`
+	Claims       Stats         `json:"claims"` // every start and re-start: ack → first delivery
+	Stops        Stats         `json:"stops"`  // stop ack → the source's connection closed
+	StopsChecked int           `json:"stops_checked"`
+	Transitions  []Transitions `json:"transitions"`
+	Overlaps     []Overlap     `json:"overlaps"`
+	Incarnations []Incarnation `json:"incarnations"`
 	// SelfFenceMs is, per DynamoDB outage, how long after it began the last
 	// delivery of a tenure that could no longer renew arrived.
 	SelfFenceMs []float64  `json:"self_fence_ms,omitempty"`
@@ -557,6 +576,7 @@ func (j *judge) checkDeliveries() {
 		}
 		j.res.Totals.Distinct += int64(len(v.seen))
 		for _, t := range v.tenures {
+			j.res.Totals.Stale += int64(t.stale)
 			if t.stale > 0 {
 				j.violate(CheckFencing, id, t.staleFirst, "%d deliveries by %s under epoch %d after a newer epoch of the session had delivered", t.stale, t.worker, t.epoch)
 			}
@@ -759,7 +779,7 @@ func (j *judge) checkTransitions() {
 	}
 	for _, k := range []string{"crash", "zombie", "outage", "handoff", "stop", "unexplained"} {
 		if tr := by[k]; tr != nil {
-			s := evidence.StatsOf(gaps[k])
+			s := StatsOf(gaps[k])
 			tr.GapP50, tr.GapMax = s.P50, s.Max
 			j.res.Transitions = append(j.res.Transitions, *tr)
 		}
@@ -877,7 +897,7 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 			j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
 		}
 	}
-	fr.Dark = evidence.StatsOf(dark)
+	fr.Dark = StatsOf(dark)
 	if fr.Kind != KindZombie {
 		return
 	}
@@ -963,7 +983,7 @@ func (j *judge) outageFault(fr *FaultResult) {
 			j.violate(CheckOutage, id, back, "delivered again by %s@%d %.0f ms after DynamoDB came back (bound %d ms)", rec.Worker, rec.Epoch, float64(rec.AtNs-back)/1e6, fr.BoundMs)
 		}
 	}
-	fr.Dark = evidence.StatsOf(dark)
+	fr.Dark = StatsOf(dark)
 	j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
 }
 
@@ -1013,7 +1033,7 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 			j.violate(CheckSource, id, ref, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
 		}
 	}
-	fr.Dark = evidence.StatsOf(dark)
+	fr.Dark = StatsOf(dark)
 }
 
 // checkStarts: every acknowledged start and re-start is delivered within
@@ -1062,7 +1082,7 @@ func (j *judge) checkStarts() {
 			j.violate(CheckClaim, a.Session, ack, "%s delivered only %.0f ms after it was acknowledged (bound %d ms)", a.Op, lat, j.set.Bounds.ClaimMs)
 		}
 	}
-	j.res.Claims = evidence.StatsOf(all)
+	j.res.Claims = StatsOf(all)
 }
 
 // checkStops: a STOPPED session closes at the source within the stop bound,
@@ -1126,7 +1146,7 @@ func (j *judge) checkStops() {
 			j.violate(CheckStop, v.id, acqAt, "%d deliveries under an epoch above %d (the epoch at the stop): a lease acquired while the session was STOPPED", acquired, a.Epoch)
 		}
 	}
-	j.res.Stops = evidence.StatsOf(closed)
+	j.res.Stops = StatsOf(closed)
 }
 
 // checkTable reads the two snapshots of the sessions table.
@@ -1216,9 +1236,9 @@ func (j *judge) checkSinks() {
 func (j *judge) summarize() {
 	for i := range j.res.Faults {
 		fr := &j.res.Faults[i]
-		fr.Recovery = evidence.StatsOf(fr.samples)
+		fr.Recovery = StatsOf(fr.samples)
 	}
-	for _, k := range AllKinds {
+	for _, k := range j.res.Plan.kinds() {
 		kr := KindResult{Kind: k}
 		var samples []float64
 		for _, fr := range j.res.Faults {
@@ -1233,7 +1253,7 @@ func (j *judge) summarize() {
 			kr.Repeats += fr.Repeats
 			samples = append(samples, fr.samples...)
 		}
-		kr.Recovery = evidence.StatsOf(samples)
+		kr.Recovery = StatsOf(samples)
 		if kr.Faults == 0 {
 			j.res.Missing = append(j.res.Missing, k)
 		}
@@ -1252,7 +1272,7 @@ func (j *judge) summarize() {
 	}
 }
 
-func fmtStats(s evidence.Stats) string {
+func fmtStats(s Stats) string {
 	if s.N == 0 {
 		return "n=0"
 	}
@@ -1299,7 +1319,7 @@ func (j *judge) figures(check string) string {
 		}
 		return fmt.Sprintf("%d raw repeats in all; ", t.Repeats) + strings.Join(parts, "; ")
 	case CheckFencing:
-		s := evidence.StatsOf(j.res.SelfFenceMs)
+		s := StatsOf(j.res.SelfFenceMs)
 		return fmt.Sprintf("last delivery of a tenure that could not renew: max %.0f ms after DynamoDB went down (trust deadline TTL − margin = %d ms, lease expiry TTL = %d ms)",
 			s.Max, j.set.LeaseTTLMs-j.set.SafetyMarginMs, j.set.LeaseTTLMs)
 	case CheckCrash:

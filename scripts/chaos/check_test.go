@@ -49,7 +49,7 @@ func p64(v int64) *int64 { return &v }
 
 func newScenario() *scenario {
 	cfg := DefaultConfig()
-	set := cfg.settings()
+	set := cfg.Settings()
 	var ev Evidence
 	ev.Start, ev.End = t0, at(31)
 	ev.Deliveries = append(ev.Deliveries, tenureDels("a", "worker-1", 1, 1, 50, 1)...)      // 1 .. 10.8 s
@@ -389,6 +389,21 @@ func TestPlan(t *testing.T) {
 	if len(a.Steps) != len(AllKinds) || a.Steps[0].Kind != KindClockOffset {
 		t.Fatalf("short plan: %s", a)
 	}
+	// The demo plan is fixed, and the short run runs its steps right after
+	// the clock offset.
+	d := c
+	d.Plan = PlanDemo
+	demo := NewPlan(d)
+	d.Seed = 42
+	if demo.String() != NewPlan(d).String() || len(demo.Steps) != len(demoKinds) || demo.PolicyAfter != 0 {
+		t.Fatalf("demo plan:\n%s", demo)
+	}
+	for i, s := range demo.Steps {
+		got := a.Steps[i+1]
+		if got.Kind != s.Kind || got.Gap != s.Gap || got.Count != s.Count || got.Pick != s.Pick || s.Kind != demoKinds[i] {
+			t.Fatalf("short step %d %+v, demo step %+v", i+2, got, s)
+		}
+	}
 	long := DefaultConfig()
 	long.Seed = 42
 	lp := NewPlan(long)
@@ -401,15 +416,44 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// The demo plan's result lists its own kinds only: none is missing.
+func TestDemoPlanKinds(t *testing.T) {
+	s := newScenario()
+	res := Analyze(s.ev, s.set, Plan{Name: PlanDemo})
+	if !res.OK() || len(res.Missing) != len(demoKinds)-1 || len(res.Kinds) != len(demoKinds) || res.Kinds[0].Kind != KindKill {
+		t.Fatalf("missing %v, kinds %+v, violations %+v", res.Missing, res.Kinds, res.Violations)
+	}
+	var md strings.Builder
+	WriteReport(&md, res)
+	if !strings.Contains(md.String(), "the demo plan") || !strings.Contains(md.String(), "`make demo`") {
+		t.Fatalf("report:\n%s", md.String())
+	}
+}
+
+func TestStatsOf(t *testing.T) {
+	s := StatsOf([]float64{5, 1, 4, 2, 3})
+	if s.N != 5 || s.P50 != 3 || s.Max != 5 || s.P99 != 5 {
+		t.Fatalf("%+v", s)
+	}
+	if (StatsOf(nil) != Stats{}) {
+		t.Fatal("empty stats")
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	c := DefaultConfig()
 	c.OutDir = "x"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir = 2, true, 5*time.Second, ""
+	d := DemoConfig()
+	d.OutDir = "x"
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir, c.Plan = 2, true, 5*time.Second, "", "nope"
 	err := c.Validate()
-	for _, want := range []string{"workers", "on disk", "feed ping", "out dir"} {
+	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -36,6 +36,7 @@ type Step struct {
 // first round always whole), so that a run lasts what was asked whatever
 // the machine's speed.
 type Plan struct {
+	Name  string `json:"name,omitempty"` // PlanDemo, or the seeded schedule
 	Seed  int64  `json:"seed"`
 	Steps []Step `json:"steps"`
 	// PolicyAfter: with no Duration (one round), the feed switches to
@@ -67,16 +68,48 @@ func estimate(s Step, c Config) time.Duration {
 	}
 }
 
-// NewPlan draws the schedule of c.Seed: round 1 gives one worker a clock
-// offset first (so that it lives through every later fault), then every
-// other fault kind in a random order; later rounds shuffle them again, for
-// about twice c.Duration by the steps' estimated lengths (none when
-// c.Duration is 0).
+// demoKinds are the demo plan's fault kinds, in its order.
+var demoKinds = []string{KindKill, KindRolling, KindChurn}
+
+// demoSteps are the demo plan (`make demo`): kill -9 of one of the busiest
+// workers, a SIGTERM rolling restart of every worker (a deploy), then
+// start / stop / re-start churn of a fifth of the sessions. Nothing in it
+// is drawn from the seed.
+func demoSteps(c Config) []Step {
+	var out []Step
+	for i, k := range demoKinds {
+		s := Step{Round: 1, Kind: k, Gap: c.GapMax, Pick: uint64(i + 1)}
+		if k == KindChurn {
+			s.Count = max(1, c.Sessions/5)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// NewPlan makes the schedule of c. The demo plan is demoSteps. Otherwise it
+// draws from c.Seed: round 1 gives one worker a clock offset first (so that
+// it lives through every later fault), then every other fault kind in a
+// random order; later rounds shuffle them again, for about twice c.Duration
+// by the steps' estimated lengths (none when c.Duration is 0). A one-round
+// run of every kind (the test's short run) runs the demo plan's steps right
+// after the clock offset, in place of its kinds: one stack covers both.
 func NewPlan(c Config) Plan {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x9e3779b97f4a7c15))
 	w := c.Stack.Worker
-	p := Plan{Seed: c.Seed}
+	p := Plan{Name: c.Plan, Seed: c.Seed}
 	var planned time.Duration
+	add := func(s Step) {
+		s.N = len(p.Steps) + 1
+		p.Steps = append(p.Steps, s)
+		planned += estimate(s, c)
+	}
+	if c.Plan == PlanDemo {
+		for _, s := range demoSteps(c) {
+			add(s)
+		}
+		return p
+	}
 	between := func(lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 	}
@@ -84,14 +117,18 @@ func NewPlan(c Config) Plan {
 	for round := 1; ; round++ {
 		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		demo := round == 1 && c.Duration == 0 && len(c.Kinds) == 0
+		if demo {
+			kinds = slices.DeleteFunc(kinds, func(k string) bool { return slices.Contains(demoKinds, k) })
+		}
 		if round == 1 {
 			kinds = append([]string{KindClockOffset}, kinds...)
 		}
 		if len(c.Kinds) > 0 {
 			kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(c.Kinds, k) })
 		}
-		for _, k := range kinds {
-			s := Step{N: len(p.Steps) + 1, Round: round, Kind: k, Gap: between(c.GapMin, c.GapMax), Pick: rng.Uint64()}
+		for i, k := range kinds {
+			s := Step{Round: round, Kind: k, Gap: between(c.GapMin, c.GapMax), Pick: rng.Uint64()}
 			sess := max(1, c.Sessions/8)
 			switch k {
 			case KindZombie:
@@ -118,8 +155,12 @@ func NewPlan(c Config) Plan {
 				}
 				s.Offset = mag
 			}
-			p.Steps = append(p.Steps, s)
-			planned += estimate(s, c)
+			add(s)
+			if demo && i == 0 {
+				for _, d := range demoSteps(c) {
+					add(d)
+				}
+			}
 		}
 		if planned >= 2*c.Duration || len(kinds) == 0 {
 			break
@@ -129,6 +170,30 @@ func NewPlan(c Config) Plan {
 		p.PolicyAfter = len(p.Steps) / 2
 	}
 	return p
+}
+
+// kinds are the fault kinds the plan is meant to inject.
+func (p Plan) kinds() []string {
+	if p.Name == PlanDemo {
+		return demoKinds
+	}
+	return AllKinds
+}
+
+// title names the plan in the outputs; replay is the command that runs it
+// again.
+func (p Plan) title() string {
+	if p.Name == PlanDemo {
+		return "the demo plan"
+	}
+	return fmt.Sprintf("seed %d", p.Seed)
+}
+
+func (p Plan) replay(s Settings) string {
+	if p.Name == PlanDemo {
+		return "make demo"
+	}
+	return fmt.Sprintf("make chaos SEED=%d DURATION=%s", p.Seed, time.Duration(s.DurationMs)*time.Millisecond)
 }
 
 // String is the plan, one step a line (the first round, then a count).

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/wsfleet/wsfleet/scripts/evidence"
 )
 
 // Output file names under the out dir.
@@ -48,7 +46,7 @@ func msText(v int64) string {
 	return d.String()
 }
 
-func statCell(s evidence.Stats) (string, string, string) {
+func statCell(s Stats) (string, string, string) {
 	if s.N == 0 {
 		return "–", "–", "–"
 	}
@@ -88,7 +86,7 @@ func WriteReport(w io.Writer, res Result) {
 	s := res.Settings
 	b := s.Bounds
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("# wsfleet chaos report — seed %d\n\n", s.Seed)
+	p("# wsfleet chaos report — %s\n\n", res.Plan.title())
 	if res.OK() {
 		p("**Result: PASS — 0 violations** over %s with %d faults injected", msText(res.DurationMs), countFaults(res))
 	} else {
@@ -97,8 +95,8 @@ func WriteReport(w io.Writer, res Result) {
 	if len(res.Missing) > 0 {
 		p(" (fault kinds not injected: %s)", strings.Join(res.Missing, ", "))
 	}
-	p(".\n\nStarted %s. Replay the schedule: `make chaos SEED=%d DURATION=%s` (the same faults, durations, gaps and draws; not the same interleaving of the processes).\n\n",
-		res.Started.UTC().Format(time.RFC3339), s.Seed, (time.Duration(s.DurationMs) * time.Millisecond).String())
+	p(".\n\nStarted %s. Replay the schedule: `%s` (the same faults, durations, gaps and draws; not the same interleaving of the processes).\n\n",
+		res.Started.UTC().Format(time.RFC3339), res.Plan.replay(s))
 	p("Every figure below comes from the feed's connection records, the sink lines as the harness received them from each worker's stdout (stamped on arrival), the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read this report and the picture: `docs/chaos.md` ([link](../chaos.md) from the committed sample in docs/chaos/).\n\n")
 	p("![timeline: one row per session, coloured by the worker delivering it; faults marked](%s)\n\n", TimelineFile)
 
@@ -244,7 +242,7 @@ func mdCell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 // PrintSummary writes the run's verdict, its checks and its recovery times.
 func PrintSummary(w io.Writer, res Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("\n=== wsfleet chaos: seed %d, %s, %d faults ===\n", res.Settings.Seed, msText(res.DurationMs), countFaults(res))
+	p("\n=== wsfleet chaos: %s, %s, %d faults ===\n", res.Plan.title(), msText(res.DurationMs), countFaults(res))
 	p("%-18s %-22s %-9s %-9s %-9s %-9s %s\n", "fault kind", "affected/faults", "p50", "p99", "max", "bound", "over/never")
 	for _, k := range res.Kinds {
 		p50, p99, mx := statCell(k.Recovery)

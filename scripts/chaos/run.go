@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("chaos config: %w", err)
 	}
-	r := &runner{cfg: cfg, set: cfg.settings(), plan: NewPlan(cfg), rec: newRecorder(), t0: time.Now(),
+	r := &runner{cfg: cfg, set: cfg.Settings(), plan: NewPlan(cfg), rec: newRecorder(), t0: time.Now(),
 		incByID: map[string]*Incarnation{}, started: map[string]bool{}, offsets: map[int]time.Duration{}}
 	for _, sub := range []string{"data", "logs"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Stack.Dir, sub)); err != nil {
@@ -93,8 +93,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	sc.Worker.Env = env
 	w := sc.Worker
-	r.say("seed %d: %d steps, %d workers, %d sessions; lease TTL %v, renew %v, reconcile %v, max skew %v, margin %v; feed %.0f msg/s, %s, pings every %v",
-		cfg.Seed, len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.RenewEvery, w.ReconcileEvery, w.MaxSkew, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery)
+	r.say("%s: %d steps, %d workers, %d sessions; lease TTL %v, renew %v, reconcile %v, max skew %v, margin %v; feed %.0f msg/s, %s, pings every %v",
+		r.plan.title(), len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.RenewEvery, w.ReconcileEvery, w.MaxSkew, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery)
 	fmt.Fprint(cfg.Out, r.plan.String())
 
 	st, err := devstack.Start(ctx, sc)

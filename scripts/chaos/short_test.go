@@ -22,8 +22,10 @@ import (
 const shortSeed = 20261130
 
 // TestShortChaos runs one round of every fault kind on a real stack (3
-// workers, 16 sessions, about 100 s) and fails on any violation, on a fault
-// kind not injected, and on a fault that touched no session. The outputs
+// workers, 16 sessions, about 80 s), the demo plan's steps among them (right
+// after the clock offset, as `make demo` runs them), and fails on any
+// violation, on a fault kind not injected, and on a fault that touched no
+// session. The outputs
 // stay in <repo>/out/chaos-test (WSFLEET_CHAOS_OUT overrides) to be read
 // after a failure.
 func TestShortChaos(t *testing.T) {

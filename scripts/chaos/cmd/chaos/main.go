@@ -8,6 +8,7 @@
 //	chaos                          # 10 minutes, a random seed (printed), out/chaos
 //	chaos -seed 42 -duration 3m    # replay seed 42's schedule, 3 minutes of it
 //	chaos -short                   # the test's run: one round of every fault kind
+//	chaos -plan demo               # `make demo`: the fixed demo plan, shorter
 package main
 
 import (
@@ -43,12 +44,13 @@ func run(ctx context.Context, args []string) error {
 	cfg := chaos.DefaultConfig()
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	short := fs.Bool("short", false, "the short run of the tests: one round of every fault kind, 3 workers, 16 sessions")
+	plan := fs.String("plan", chaos.PlanSeeded, "the fault plan: "+chaos.PlanSeeded+" (drawn from -seed) or "+chaos.PlanDemo+" (`make demo`: kill -9, a rolling restart, churn; 3 workers, 24 sessions)")
 	seed := fs.Int64("seed", 0, "the schedule's seed (0: a random one, printed)")
 	dur := fs.Duration("duration", -1, "how long the fault schedule runs (default 10m; the first round of every fault kind always runs whole)")
 	workers := fs.Int("workers", 0, "worker processes (default 4; 3 with -short)")
 	sessions := fs.Int("sessions", 0, "sessions started at the beginning (default 48; 16 with -short)")
-	out := fs.String("out", "", "where result.json, report.md and timeline.svg go (default <repo>/out/chaos)")
-	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/chaos; its data/ and logs/ are deleted first)")
+	out := fs.String("out", "", "where result.json, report.md and timeline.svg go (default <repo>/out/<plan: chaos or demo>)")
+	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/<chaos or demo>; its data/ and logs/ are deleted first)")
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
@@ -59,7 +61,11 @@ func run(ctx context.Context, args []string) error {
 	if *rejudge != "" {
 		return rejudgeRun(*rejudge, *out)
 	}
-	if *short {
+	name := "chaos"
+	switch {
+	case *plan == chaos.PlanDemo:
+		cfg, name = chaos.DemoConfig(), "demo"
+	case *short:
 		cfg = chaos.ShortConfig()
 	}
 	if *dur >= 0 {
@@ -79,7 +85,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Stack.FeedMode = m
-	cfg.SwitchPolicy = !*noSwitch && m == feed.ModeKickOlder
+	cfg.SwitchPolicy = cfg.SwitchPolicy && !*noSwitch && m == feed.ModeKickOlder
 	cfg.Seed = *seed
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() % 1_000_000
@@ -91,11 +97,11 @@ func run(ctx context.Context, args []string) error {
 	cfg.Stack.Root = root
 	cfg.Stack.Dir = *dir
 	if cfg.Stack.Dir == "" {
-		cfg.Stack.Dir = filepath.Join(root, ".dev", "chaos")
+		cfg.Stack.Dir = filepath.Join(root, ".dev", name)
 	}
 	cfg.OutDir = *out
 	if cfg.OutDir == "" {
-		cfg.OutDir = filepath.Join(root, "out", "chaos")
+		cfg.OutDir = filepath.Join(root, "out", name)
 	}
 	if err := os.MkdirAll(cfg.Stack.Dir, 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -107,11 +113,15 @@ func run(ctx context.Context, args []string) error {
 	defer lf.Close()
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	cfg.Stack.Log = zerolog.New(lf).With().Timestamp().Str("component", "devstack").Logger()
+	cfg.Plan = *plan
 	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
-	if *short {
+	switch {
+	case cfg.Plan == chaos.PlanDemo:
+		replay = "make demo"
+	case *short:
 		replay = fmt.Sprintf("bin/chaos -short -seed %d", cfg.Seed)
 	}
-	fmt.Printf("chaos: seed %d (replay: %s)\n", cfg.Seed, replay)
+	fmt.Printf("%s: plan %s, seed %d (replay: %s)\n", name, cfg.Plan, cfg.Seed, replay)
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		return err
