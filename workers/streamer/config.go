@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,12 @@ const (
 	EnvAdminPprof      = schema.EnvAdminPprof
 	EnvMaxRenews       = schema.EnvMaxConcurrentRenews
 )
+
+// DefaultGCPercent is the GC target of the worker binaries when GOGC is
+// not set: less GC headroom per session than Go's default 100 at a similar
+// CPU cost (measured in docs/worker.md#capacity). GOGC and GOMEMLIMIT still
+// apply.
+const DefaultGCPercent = 50
 
 // Sink names (WSFLEET_SINK).
 const (
@@ -94,6 +101,10 @@ type Config struct {
 	TableName      string
 	QueueURL       string // "" = reconciliation only
 	OutputQueueURL string
+
+	// unknownEnv are the WSFLEET_ variables ConfigFromEnv found and the
+	// worker does not read; Validate reports them.
+	unknownEnv []error
 }
 
 // DefaultConfig returns the defaults.
@@ -142,10 +153,16 @@ func DefaultWorkerID() string {
 	return host + "-" + hex.EncodeToString(b[:])
 }
 
-// ConfigFromEnv returns DefaultConfig overridden by the variables lookup
-// finds (os.LookupEnv in the binary). Empty values keep the default.
-func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+// ConfigFromEnv returns DefaultConfig overridden by environ (KEY=VALUE
+// pairs, os.Environ() in the binary; the last value of a repeated key
+// wins, as exec does). Empty values keep the default. The error lists every
+// value that does not parse. A WSFLEET_ variable the worker does not read
+// (schema.WorkerEnv, plus accept: variables of the binary's own) is a
+// problem Validate reports, with the known name it is closest to.
+func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	c := DefaultConfig()
+	c.unknownEnv = schema.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
+	lookup := LookupIn(environ)
 	p := envParser{lookup: lookup}
 	p.str(schema.EnvWorkerID, &c.WorkerID)
 	p.dur(schema.EnvLeaseTTL, &c.LeaseTTL)
@@ -192,6 +209,18 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return c, errors.Join(p.errs...)
 	}
 	return c, nil
+}
+
+// LookupIn is os.LookupEnv over environ (KEY=VALUE pairs; the last value
+// of a repeated key wins).
+func LookupIn(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 type envParser struct {
@@ -297,9 +326,10 @@ func (c Config) sessionConfig() *session.Config {
 	}
 }
 
-// Validate checks every setting; the error lists all problems.
+// Validate checks every setting and the environment's variable names; the
+// error lists all problems.
 func (c Config) Validate() error {
-	var errs []error
+	errs := slices.Clone(c.unknownEnv)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := c.LeaseConfig().Validate(); err != nil {
 		errs = append(errs, err)

@@ -1,6 +1,7 @@
 package streamer
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +10,13 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-func lookupIn(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+// environ is m as KEY=VALUE pairs (os.Environ's form).
+func environ(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -27,7 +33,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 }
 
 func TestConfigFromEnv(t *testing.T) {
-	c, err := ConfigFromEnv(lookupIn(map[string]string{
+	c, err := ConfigFromEnv(environ(map[string]string{
 		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvRenewEvery: "1500ms", schema.EnvMaxSkew: "250ms",
 		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
 		schema.EnvShutdownDeadline: "20s", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
@@ -35,7 +41,7 @@ func TestConfigFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
 		EnvReconnectMax: "1m", EnvReadLimit: "65536", EnvMetricsEvery: "30s", EnvQueueWait: "15s", EnvSinkAttempts: "5",
-		EnvStoreRPCTimeout: "1500ms", schema.EnvMetricsNS + "_UNUSED": "x",
+		EnvStoreRPCTimeout: "1500ms", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -52,13 +58,62 @@ func TestConfigFromEnv(t *testing.T) {
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
 		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None,
 	}
-	if c != want {
+	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
 }
 
+// A WSFLEET_ variable the worker does not read is a Validate error naming
+// the closest known one; every such variable is reported at once, with the
+// other problems, and a binary's own variables (accept) are no error.
+func TestUnknownVariablesAreValidateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		accept []string
+		want   []string // substrings of the error; none: valid
+	}{
+		{"known and tool variables", map[string]string{schema.EnvLeaseTTL: "6s", schema.EnvRepoRoot: "/r", schema.EnvAPI: "http://x", "HOME": "/h"}, nil, nil},
+		{"a typo", map[string]string{"WSFLEET_LEASE_TT": "6s"}, nil,
+			[]string{"unknown variable WSFLEET_LEASE_TT (did you mean WSFLEET_LEASE_TTL?)"}},
+		{"every unknown one, and the other problems", map[string]string{"WSFLEET_RENEW_EVRY": "1s", "WSFLEET_SINKK": "stdout", schema.EnvMaxSessions: "0"}, nil, []string{
+			"unknown variable WSFLEET_RENEW_EVRY (did you mean WSFLEET_RENEW_EVERY?)",
+			"unknown variable WSFLEET_SINKK (did you mean WSFLEET_SINK?)",
+			schema.EnvMaxSessions + " must be at least 1",
+		}},
+		{"an ingest-only variable", map[string]string{schema.EnvSigningSecret: "0123456789abcdef0"}, nil, []string{"unknown variable " + schema.EnvSigningSecret}},
+		{"the chaos build's own variable", map[string]string{"WSFLEET_TEST_CLOCK_OFFSET": "1s"}, []string{"WSFLEET_TEST_CLOCK_OFFSET"}, nil},
+		{"not accepted by default", map[string]string{"WSFLEET_TEST_CLOCK_OFFSET": "1s"}, nil, []string{"unknown variable WSFLEET_TEST_CLOCK_OFFSET"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ConfigFromEnv(environ(tc.env), tc.accept...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("valid")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "0123456789abcdef0") {
+				t.Errorf("a value in the error: %v", err)
+			}
+		})
+	}
+}
+
 func TestConfigFromEnvReportsEveryBadValue(t *testing.T) {
-	_, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvLeaseTTL: "ten", schema.EnvMaxSessions: "many", schema.EnvClaimsPerSecond: "fast"}))
+	_, err := ConfigFromEnv(environ(map[string]string{schema.EnvLeaseTTL: "ten", schema.EnvMaxSessions: "many", schema.EnvClaimsPerSecond: "fast"}))
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -70,7 +125,7 @@ func TestConfigFromEnvReportsEveryBadValue(t *testing.T) {
 }
 
 func TestConfigEmptyValuesKeepDefaults(t *testing.T) {
-	c, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvLeaseTTL: "  ", schema.EnvSink: ""}))
+	c, err := ConfigFromEnv(environ(map[string]string{schema.EnvLeaseTTL: "  ", schema.EnvSink: ""}))
 	if err != nil || c.LeaseTTL != 10*time.Second || c.Sink != SinkStdout {
 		t.Fatalf("%v %+v", err, c)
 	}
@@ -138,11 +193,11 @@ func TestAddressPolicyFromEnv(t *testing.T) {
 	if DefaultConfig().AllowPrivateIPs != netguard.None {
 		t.Fatal("the default must refuse private and loopback addresses")
 	}
-	c, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvAllowPrivateIPs: "Loopback"}))
+	c, err := ConfigFromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "Loopback"}))
 	if err != nil || c.AllowPrivateIPs != netguard.Loopback {
 		t.Fatalf("loopback: %v %v", c.AllowPrivateIPs, err)
 	}
-	if _, err := ConfigFromEnv(lookupIn(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
+	if _, err := ConfigFromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
 		t.Fatalf("a bad policy was accepted: %v", err)
 	}
 }

@@ -130,6 +130,7 @@ type env struct {
 
 type testWorker struct {
 	*Worker
+	store   *severableStore
 	cancel  context.CancelFunc
 	done    chan error
 	stopped bool
@@ -217,12 +218,13 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 		mod(&cfg)
 	}
 	log := NewLogger(e.logs, cfg.LogLevel)
-	w, err := New(cfg, Deps{Store: dynamostore.New(e.db, e.table), Queue: e.queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
+	st := &severableStore{Store: dynamostore.New(e.db, e.table)}
+	w, err := New(cfg, Deps{Store: st, Queue: e.queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	tw := &testWorker{Worker: w, cancel: cancel, done: make(chan error, 1)}
+	tw := &testWorker{Worker: w, store: st, cancel: cancel, done: make(chan error, 1)}
 	go func() { tw.done <- w.Run(ctx) }()
 	e.mu.Lock()
 	e.ws = append(e.ws, tw)
@@ -243,12 +245,10 @@ func (w *testWorker) stop() {
 	<-w.done
 }
 
-// crash stops w without releasing anything, like kill -9.
+// kill stops w without releasing anything, like kill -9 (crash).
 func (w *testWorker) kill() {
 	w.stopped = true
-	w.crash()
-	<-w.done
-	w.cancel()
+	crash(w.Worker, w.store, w.cancel, w.done)
 }
 
 func (w *testWorker) owns(id string) bool {

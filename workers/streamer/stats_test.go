@@ -122,12 +122,12 @@ func TestAdminStatsAndPprofGuard(t *testing.T) {
 
 func TestConfigAdminPprof(t *testing.T) {
 	env := map[string]string{EnvAdminPprof: "true"}
-	c, err := ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	c, err := ConfigFromEnv(environ(env))
 	if err != nil || !c.AdminPprof {
 		t.Fatalf("%s=true: %v, AdminPprof %v", EnvAdminPprof, err, c.AdminPprof)
 	}
 	env[EnvAdminPprof] = "maybe"
-	if _, err := ConfigFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil {
+	if _, err := ConfigFromEnv(environ(env)); err == nil {
 		t.Fatalf("%s=maybe: want an error", EnvAdminPprof)
 	}
 	if DefaultConfig().AdminPprof {
@@ -137,8 +137,7 @@ func TestConfigAdminPprof(t *testing.T) {
 
 func TestConfigMaxConcurrentRenews(t *testing.T) {
 	env := map[string]string{EnvMaxRenews: "512"}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	c, err := ConfigFromEnv(lookup)
+	c, err := ConfigFromEnv(environ(env))
 	if err != nil || c.LeaseConfig().MaxConcurrentRenews != 512 {
 		t.Fatalf("%s=512: %v, lease config %d", EnvMaxRenews, err, c.LeaseConfig().MaxConcurrentRenews)
 	}
@@ -146,7 +145,7 @@ func TestConfigMaxConcurrentRenews(t *testing.T) {
 		t.Fatalf("default: %d, want the lease default %d", got, want)
 	}
 	env[EnvMaxRenews] = "-1"
-	c, err = ConfigFromEnv(lookup)
+	c, err = ConfigFromEnv(environ(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,10 +111,10 @@ type Worker struct {
 	sessWG       sync.WaitGroup
 	hardCtx      context.Context
 	hardCancel   context.CancelFunc
-	crashed      atomic.Bool
-	crashCh      chan struct{}
+	// abandoned: the shutdown deadline passed; every session still open is
+	// left to expire instead of released.
+	abandoned    atomic.Bool
 	consumerStop chan struct{}
-	crashOnce    sync.Once
 	adminAddr    atomic.Pointer[string]
 	renewCount   atomic.Int64
 	ran          atomic.Bool
@@ -142,7 +142,6 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
-		crashCh:      make(chan struct{}),
 		limiter:      rate.NewLimiter(rate.Limit(cfg.ClaimsPerSecond), max(1, int(math.Ceil(cfg.ClaimsPerSecond)))),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
@@ -254,18 +253,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
 
-	var err error
-	select {
-	case <-ctx.Done():
-		err = w.drain(reconCancel, consumerCancel, &recon, &consumer)
-	case <-w.crashCh:
-		bgCancel() // no renewal after a crash
-		reconCancel()
-		consumerCancel()
-		w.hardCancel()
-		recon.Wait()
-		consumer.Wait()
-	}
+	<-ctx.Done()
+	err := w.drain(reconCancel, consumerCancel, &recon, &consumer)
 	reconCancel()
 	consumerCancel()
 	w.sessWG.Wait()
@@ -281,8 +270,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return err // the caller logs it (once)
-	case w.crashed.Load():
-		w.log.Warn().Msg("worker crashed: leases left to expire")
+	case w.abandoned.Load():
+		w.log.Warn().Msg("worker stopped: leases left to expire")
 	default:
 		w.log.Info().Msg("worker stopped")
 	}
@@ -310,7 +299,7 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 		left := w.snapshot()
 		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
 		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
-		w.crashed.Store(true)
+		w.abandoned.Store(true)
 		for _, s := range left {
 			s.Interrupt(session.ErrCrashed)
 		}
@@ -345,18 +334,6 @@ func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
 			return false
 		}
 	}
-}
-
-// crash stops the worker without releasing anything, as a killed process
-// would: sockets closed at once, no more renewals, leases left to expire.
-func (w *Worker) crash() {
-	w.crashOnce.Do(func() {
-		w.crashed.Store(true)
-		for _, s := range w.snapshot() {
-			s.Interrupt(session.ErrCrashed)
-		}
-		close(w.crashCh)
-	})
 }
 
 func (w *Worker) setState(s state) {
@@ -448,7 +425,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	w.sessWG.Add(1)
 	w.mu.Unlock()
 	switch {
-	case w.crashed.Load():
+	case w.abandoned.Load():
 		s.Interrupt(session.ErrCrashed)
 	case st != stateRunning:
 		s.Interrupt(session.ErrShutdown)
@@ -470,13 +447,13 @@ func (w *Worker) runSession(s *session.Session) {
 }
 
 // finish ends a tenure after its session closed: release (with the final
-// checkpoint) unless the lease is no longer ours or the worker crashed, and
+// checkpoint) unless the lease is no longer ours or the worker abandoned it, and
 // announce the hand-off after a graceful shutdown.
 func (w *Worker) finish(s *session.Session, reason error) {
 	h := s.Held()
 	log := s.Logger()
 	switch {
-	case w.crashed.Load() || errors.Is(reason, session.ErrCrashed):
+	case w.abandoned.Load() || errors.Is(reason, session.ErrCrashed):
 		w.keeper.Abandon(h)
 		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (lease left to expire)")
 		return

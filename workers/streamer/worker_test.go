@@ -1,13 +1,13 @@
 package streamer
 
 // Worker tests on the in-memory store (no engines): admission, the admin
-// endpoints, metrics, stop notifications, the shutdown deadline and the
-// memory seeding of the benchmark mode.
+// endpoints, metrics, stop notifications and the shutdown deadline.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -44,8 +44,10 @@ func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker
 		t.Fatal(err)
 	}
 	st := memstore.New()
-	if _, err := (MemorySeed{Sessions: n, URLs: []string{"ws://" + f.Addr() + "/feed/{id}"}, ResumeParam: "from"}).Seed(st); err != nil {
-		t.Fatal(err)
+	for i := range n {
+		id := fmt.Sprintf("mem-%06d", i)
+		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: "ws://" + f.Addr() + "/feed/" + id,
+			ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq})
 	}
 	cfg := testConfig("mem-worker")
 	cfg.ReconcileEvery = 200 * time.Millisecond
@@ -228,24 +230,6 @@ func TestShutdownDeadlineAbandonsWhatCannotBeReleased(t *testing.T) {
 	it, _ := m.store.Get(context.Background(), "mem-000000")
 	if it.ExpiresAtMs == 0 {
 		t.Fatal("released although the sink never accepted the message in flight")
-	}
-}
-
-func TestMemorySeed(t *testing.T) {
-	st := memstore.New()
-	ids, err := MemorySeed{Sessions: 3, Prefix: "b-", URLs: []string{"ws://127.0.0.1:1/f/{id}", "ws://127.0.0.2:1/f/{n}"}, ResumeParam: "from"}.Seed(st)
-	if err != nil || len(ids) != 3 || ids[2] != "b-000002" {
-		t.Fatalf("%v %v", ids, err)
-	}
-	want := []string{"ws://127.0.0.1:1/f/b-000000", "ws://127.0.0.2:1/f/1", "ws://127.0.0.1:1/f/b-000002"}
-	for i, id := range ids {
-		it, err := st.Get(context.Background(), id)
-		if err != nil || it.WSURL != want[i] || it.DesiredState != schema.StateStarted || it.ResumeParam != "from" || it.LastSeq != lease.NoSeq {
-			t.Fatalf("%s: %+v %v", id, it, err)
-		}
-	}
-	if _, err := (MemorySeed{Sessions: 1}).Seed(st); err == nil {
-		t.Fatal("sessions without URLs accepted")
 	}
 }
 

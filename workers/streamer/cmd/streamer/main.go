@@ -3,22 +3,21 @@
 // the session's lease, and hands them off on SIGTERM.
 //
 // Configuration comes from the environment (docs/worker.md lists every
-// variable). Flags choose the lease store:
+// variable; any other WSFLEET_ variable is a startup error):
 //
 //	streamer                                   # DynamoDB (WSFLEET_TABLE) + SQS (WSFLEET_QUEUE_URL)
-//	streamer --store=memory --memory-sessions=1000 \
-//	  --memory-urls='ws://127.0.0.1:9000/feed/{id},ws://127.0.0.2:9000/feed/{id}' \
-//	  --memory-resume-param=from               # no I/O besides the WebSockets (benchmarks)
 //	streamer healthcheck                       # exit 0 when /healthz answers 200 (ECS health check)
 //
 // The first SIGTERM or SIGINT starts a graceful shutdown bounded by
 // WSFLEET_SHUTDOWN_DEADLINE; a second one kills the process at once.
+//
+// Built with -tags chaos (the chaos harness only), it also reads the
+// test-only lease clock offset (clock_chaos.go).
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,9 +35,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
-	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
@@ -46,17 +44,20 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
-// defaultGCPercent is the GC target when GOGC is not set: less GC headroom
-// per session than Go's default 100 at a similar CPU cost (measured in
-// docs/worker.md#capacity). GOGC and GOMEMLIMIT still apply.
-const defaultGCPercent = 50
-
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
-		os.Exit(healthcheck(os.LookupEnv, os.Stderr))
+	if code := start(os.Args[1:], awsBackends); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// start is the process: the health check subcommand, or the worker on
+// open's lease store until a signal; it returns the exit code.
+func start(args []string, open backends) int {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(os.LookupEnv, os.Stderr)
 	}
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(defaultGCPercent)
+		debug.SetGCPercent(streamer.DefaultGCPercent)
 	}
 	// Log times to the millisecond: a hand-off or a claim is a few ms.
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -65,50 +66,36 @@ func main() {
 		<-ctx.Done()
 		stop() // the default action again: a second signal ends the process at once
 	}()
-	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); err != nil {
+	if err := run(ctx, args, os.Environ(), open, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "{\"level\":\"error\",\"service\":\"streamer\",\"error\":%q,\"message\":\"exit\"}\n", err.Error())
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
-// flags are the command line (the store; everything else is environment).
-type flags struct {
-	store        string
-	memSessions  int
-	memURLs      string
-	memResume    string
-	memSeqField  string
-	memIDsPrefix string
-}
+// backends opens the lease store and the work queue (nil: none) for cfg;
+// loadAWS returns the AWS configuration, loaded once.
+type backends func(cfg streamer.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error)
 
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
-	var f flags
-	fs := flag.NewFlagSet("streamer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.store, "store", "dynamo", "lease store: dynamo (the table named by "+schema.EnvTableName+") or memory (no I/O; sessions from --memory-*)")
-	fs.IntVar(&f.memSessions, "memory-sessions", 0, "with --store=memory: how many sessions to create")
-	fs.StringVar(&f.memURLs, "memory-urls", "", "with --store=memory: comma-separated ws URL patterns; {id} = connection id, {n} = index; session n uses pattern n mod count")
-	fs.StringVar(&f.memResume, "memory-resume-param", "", "with --store=memory: the sessions' resume query parameter")
-	fs.StringVar(&f.memSeqField, "memory-seq-field", "seq", "with --store=memory: the sessions' sequence field")
-	fs.StringVar(&f.memIDsPrefix, "memory-prefix", "mem-", "with --store=memory: connection id prefix")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected arguments %q (subcommand: healthcheck)", fs.Args())
-	}
-	if f.store != "dynamo" && f.store != "memory" {
-		return f, fmt.Errorf("--store=%q: want dynamo or memory", f.store)
-	}
-	return f, nil
-}
-
-func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	f, err := parseFlags(args, stderr)
+// awsBackends is the deployment's: DynamoDB and, when WSFLEET_QUEUE_URL is
+// set, SQS.
+func awsBackends(cfg streamer.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
+	ac, err := loadAWS()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	cfg, err := streamer.ConfigFromEnv(lookup)
+	store := dynamostore.New(dynamodb.NewFromConfig(ac), cfg.TableName)
+	if cfg.QueueURL == "" {
+		return store, nil, nil
+	}
+	return store, sqsnotify.New(sqs.NewFromConfig(ac), cfg.QueueURL, int32(cfg.QueueWait/time.Second)), nil
+}
+
+func run(ctx context.Context, args []string, environ []string, open backends, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (subcommand: healthcheck; settings come from the environment)", args)
+	}
+	cfg, err := streamer.ConfigFromEnv(environ, chaosEnv()...)
 	if err != nil {
 		return err
 	}
@@ -116,7 +103,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	log := streamer.NewLogger(stderr, cfg.LogLevel)
-	clk, offset, err := testClock(lookup)
+	clk, err := chaosClock(streamer.LookupIn(environ), &log)
 	if err != nil {
 		return err
 	}
@@ -133,32 +120,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return *awsCfg, nil
 	}
 
-	deps := streamer.Deps{Logger: &log, Metrics: stderr, Clock: clk}
-	if offset != 0 {
-		log.Warn().Dur("offset", offset).Str("env", EnvTestClockOffset).Msg("TEST ONLY: the lease clock is offset from the system clock")
+	store, queue, err := open(cfg, loadAWS)
+	if err != nil {
+		return err
 	}
-	switch f.store {
-	case "memory":
-		ms := memstore.New()
-		seed := streamer.MemorySeed{Sessions: f.memSessions, Prefix: f.memIDsPrefix, ResumeParam: f.memResume, SeqField: f.memSeqField}
-		if f.memURLs != "" {
-			seed.URLs = strings.Split(f.memURLs, ",")
-		}
-		if _, err := seed.Seed(ms); err != nil {
-			return err
-		}
-		deps.Store = ms
-		log.Info().Int("sessions", f.memSessions).Msg("memory store seeded")
-	default:
-		ac, err := loadAWS()
-		if err != nil {
-			return err
-		}
-		deps.Store = dynamostore.New(dynamodb.NewFromConfig(ac), cfg.TableName)
-		if cfg.QueueURL != "" {
-			deps.Queue = sqsnotify.New(sqs.NewFromConfig(ac), cfg.QueueURL, int32(cfg.QueueWait/time.Second))
-		}
-	}
+	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk}
 	switch cfg.Sink {
 	case streamer.SinkStdout:
 		deps.Handler = sink.NewWriter(stdout)
@@ -176,31 +142,6 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	return w.Run(ctx)
-}
-
-// EnvTestClockOffset shifts the worker's lease clock (every wall-clock
-// reading the lease protocol makes: acquire, renew and reconcile
-// conditions) by a signed duration, e.g. "400ms" or "-250ms". TEST ONLY: the
-// chaos harness (scripts/chaos) uses it to play a worker whose clock is off
-// by up to the configured max skew. Never set it in a deployment.
-const EnvTestClockOffset = "WSFLEET_TEST_CLOCK_OFFSET"
-
-// testClock returns the lease clock: the real one, or the real one offset
-// by WSFLEET_TEST_CLOCK_OFFSET (nil when unset or zero: the worker's default).
-func testClock(lookup func(string) (string, bool)) (clock.Clock, time.Duration, error) {
-	v, ok := lookup(EnvTestClockOffset)
-	v = strings.TrimSpace(v)
-	if !ok || v == "" {
-		return nil, 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%s=%q: not a duration (e.g. 400ms, -250ms)", EnvTestClockOffset, v)
-	}
-	if d == 0 {
-		return nil, 0, nil
-	}
-	return clock.Offset{Base: clock.Real{}, Skew: d}, d, nil
 }
 
 // healthcheck GETs /healthz on the admin port and returns the exit code:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 func TestHealthURL(t *testing.T) {
@@ -61,40 +67,57 @@ func TestHealthcheckExitCode(t *testing.T) {
 	}
 }
 
-func TestRunRejectsBadFlagsAndConfig(t *testing.T) {
-	none := func(string) (string, bool) { return "", false }
-	var stderr bytes.Buffer
-	if err := run(context.Background(), []string{"--store=redis"}, none, io.Discard, &stderr); err == nil {
-		t.Fatal("unknown store accepted")
-	}
-	bad := func(k string) (string, bool) {
-		if k == schema.EnvSink {
-			return "kafka", true
+// memBackends is a memstore holding one STARTED session per url (ids
+// mem-0, mem-1, …) and no work queue: main's wiring without DynamoDB.
+func memBackends(urls ...string) backends {
+	return func(streamer.Config, func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
+		st := memstore.New()
+		for i, u := range urls {
+			st.Put(lease.Item{ConnectionID: fmt.Sprintf("mem-%d", i), DesiredState: schema.StateStarted, WSURL: u,
+				SeqField: "seq", Generation: 1, LastSeq: lease.NoSeq})
 		}
-		return "", false
-	}
-	if err := run(context.Background(), nil, bad, io.Discard, &stderr); err == nil || !strings.Contains(err.Error(), schema.EnvSink) {
-		t.Fatalf("bad sink: %v", err)
-	}
-	if err := run(context.Background(), []string{"--store=memory", "--memory-sessions=2"}, none, io.Discard, &stderr); err == nil {
-		t.Fatal("memory sessions without URLs accepted")
+		return st, nil, nil
 	}
 }
 
-func TestRunMemoryModeStopsOnCancel(t *testing.T) {
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case schema.EnvAdminAddr:
-			return "127.0.0.1:0", true
-		case schema.EnvSink:
-			return "discard", true
+func TestRunRejectsBadArgumentsAndConfig(t *testing.T) {
+	var stderr bytes.Buffer
+	for _, tc := range []struct {
+		args    []string
+		environ []string
+		want    []string
+	}{
+		{[]string{"--store=memory"}, nil, []string{"unexpected arguments"}},
+		{nil, []string{schema.EnvSink + "=kafka"}, []string{schema.EnvSink}},
+		// Every unknown name at once, with the other problems, and never a value.
+		{nil, []string{"WSFLEET_LEASE_TT=10s", "WSFLEET_MAX_SESION=5", schema.EnvLogLevel + "=loud", "WSFLEET_ALLOWED_HOSTS=secret.example"}, []string{
+			"unknown variable WSFLEET_LEASE_TT (did you mean WSFLEET_LEASE_TTL?)",
+			"unknown variable WSFLEET_MAX_SESION (did you mean WSFLEET_MAX_SESSIONS?)",
+			"unknown variable WSFLEET_ALLOWED_HOSTS", schema.EnvLogLevel,
+		}},
+	} {
+		err := run(context.Background(), tc.args, tc.environ, memBackends(), io.Discard, &stderr)
+		if err == nil {
+			t.Fatalf("%q %q accepted", tc.args, tc.environ)
 		}
-		return "", false
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q %q: error lacks %q: %v", tc.args, tc.environ, w, err)
+			}
+		}
+		if strings.Contains(err.Error(), "secret.example") {
+			t.Errorf("a value in the error: %v", err)
+		}
 	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	environ := []string{schema.EnvAdminAddr + "=127.0.0.1:0", schema.EnvSink + "=discard",
+		schema.EnvRepoRoot + "=/repo"} // a tool variable (the Makefile exports it) is no error
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stderr bytes.Buffer
-	if err := run(ctx, []string{"--store=memory", "--memory-sessions=1", "--memory-urls=ws://127.0.0.1:1/feed/{id}"}, lookup, io.Discard, &stderr); err != nil {
+	if err := run(ctx, nil, environ, memBackends("ws://127.0.0.1:1/feed/x"), io.Discard, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "worker stopped") {

@@ -16,12 +16,12 @@ import (
 	"github.com/coder/websocket"
 )
 
-// TestMain lets a test run this package's main() in a child process (the
-// test binary re-executed with STREAMER_TEST_MAIN=1).
+// TestMain lets a test run this package's process (start, as main runs it)
+// in a child: the test binary re-executed with STREAMER_TEST_MAIN=1, on a
+// memstore holding one session on $STREAMER_TEST_URL.
 func TestMain(m *testing.M) {
 	if os.Getenv("STREAMER_TEST_MAIN") == "1" {
-		main()
-		os.Exit(0)
+		os.Exit(start(nil, memBackends(os.Getenv("STREAMER_TEST_URL"))))
 	}
 	os.Exit(m.Run())
 }
@@ -43,7 +43,7 @@ func silentSource(t *testing.T) string {
 		c.CloseNow()
 	}))
 	t.Cleanup(func() { close(stop); srv.CloseClientConnections(); srv.Close(); wg.Wait() })
-	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/{id}"
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/feed"
 }
 
 func freeAddr(t *testing.T) string {
@@ -56,13 +56,13 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// child starts main() in a child process with one memory-store session on
+// child starts the process in a child with one memory-store session on
 // url; it returns once the session is connected.
 func child(t *testing.T, url string, env ...string) (*exec.Cmd, <-chan error) {
 	t.Helper()
 	admin := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "--store=memory", "--memory-sessions=1", "--memory-urls="+url)
-	cmd.Env = append(os.Environ(), append([]string{"STREAMER_TEST_MAIN=1", "WSFLEET_ADMIN_ADDR=" + admin, "WSFLEET_SINK=discard",
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), append([]string{"STREAMER_TEST_MAIN=1", "STREAMER_TEST_URL=" + url, "WSFLEET_ADMIN_ADDR=" + admin, "WSFLEET_SINK=discard",
 		"WSFLEET_LOG_LEVEL=warn", "WSFLEET_PING_EVERY=0", "WSFLEET_ALLOW_PRIVATE_IPS=loopback"}, env...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

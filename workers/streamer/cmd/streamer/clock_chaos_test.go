@@ -1,13 +1,18 @@
+//go:build chaos
+
 package main
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 )
 
-func TestTestClock(t *testing.T) {
+func TestChaosClock(t *testing.T) {
+	log := streamer.NewLogger(io.Discard, "info")
 	env := func(v string, set bool) func(string) (string, bool) {
 		return func(k string) (string, bool) {
 			if k == EnvTestClockOffset && set {
@@ -21,9 +26,9 @@ func TestTestClock(t *testing.T) {
 		set  bool
 		want time.Duration
 	}{{"", false, 0}, {"", true, 0}, {"0s", true, 0}, {" 400ms ", true, 400 * time.Millisecond}, {"-250ms", true, -250 * time.Millisecond}} {
-		clk, d, err := testClock(env(tc.v, tc.set))
-		if err != nil || d != tc.want {
-			t.Fatalf("%q: offset %v, err %v; want %v", tc.v, d, err, tc.want)
+		clk, err := chaosClock(env(tc.v, tc.set), &log)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.v, err)
 		}
 		if tc.want == 0 {
 			if clk != nil {
@@ -39,7 +44,19 @@ func TestTestClock(t *testing.T) {
 			t.Fatalf("%q: clock reads %v from the system clock", tc.v, got)
 		}
 	}
-	if _, _, err := testClock(env("soon", true)); err == nil {
+	if _, err := chaosClock(env("soon", true), &log); err == nil {
 		t.Fatal("a bad offset was accepted")
+	}
+}
+
+// The chaos build knows the offset variable (the default build refuses it,
+// clock_default_test.go).
+func TestChaosBuildAcceptsTheClockOffset(t *testing.T) {
+	cfg, err := streamer.ConfigFromEnv([]string{EnvTestClockOffset + "=400ms"}, chaosEnv()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,112 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// EnvPrefix starts every wsfleet environment variable. A deployable refuses
+// to start with a variable under this prefix that it does not read
+// (UnknownEnv), so that a typo is never silently ignored.
+const EnvPrefix = "WSFLEET_"
+
+// Variables of the repository's tools, not of the deployables. A
+// deployable accepts and ignores them: the Makefile exports EnvRepoRoot to
+// every command it runs, and a shell that drives the CLI or the tests may
+// export the other two.
+const (
+	EnvRepoRoot = "WSFLEET_ROOT"    // the repository root (tests, the infra app)
+	EnvAPI      = "WSFLEET_API"     // the CLI's default ingest API URL
+	EnvEngines  = "WSFLEET_ENGINES" // "external": tests use the engines the AWS SDK reaches
+)
+
+// ToolEnv are the tool variables every deployable ignores.
+func ToolEnv() []string { return []string{EnvRepoRoot, EnvAPI, EnvEngines} }
+
+// WorkerEnv are the variables the worker (workers/streamer) reads.
+func WorkerEnv() []string {
+	return []string{
+		EnvTableName, EnvQueueURL, EnvOutputQueueURL, EnvMetricsNS, EnvEnvironment, EnvAllowPrivateIPs,
+		EnvWorkerID, EnvLeaseTTL, EnvRenewEvery, EnvMaxSkew, EnvSafetyMargin, EnvReconcileEvery,
+		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvAdminAddr, EnvSink, EnvLogLevel,
+		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
+		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
+		EnvMaxConcurrentRenews,
+	}
+}
+
+// IngestEnv are the variables the ingest function (and its local front,
+// ingest-local) reads.
+func IngestEnv() []string {
+	return []string{
+		EnvTableName, EnvQueueURL, EnvMetricsNS, EnvEnvironment,
+		EnvAllowedHosts, EnvAllowPrivateIPs, EnvSigningSecretARN, EnvSigningSecret,
+	}
+}
+
+// UnknownEnv returns one error per variable of environ (KEY=VALUE pairs,
+// os.Environ()) that starts with EnvPrefix and is neither in known nor in
+// ToolEnv, sorted by name. Each error names the closest known variable (by
+// edit distance) when it is close enough to be the one meant, e.g. "unknown
+// variable WSFLEET_LEASE_TT (did you mean WSFLEET_LEASE_TTL?)". Values are
+// never part of the error.
+func UnknownEnv(environ, known []string) []error {
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) || slices.Contains(known, name) || slices.Contains(ToolEnv(), name) {
+			continue
+		}
+		if !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	var errs []error
+	for _, name := range unknown {
+		if near := closest(name, known); near != "" {
+			errs = append(errs, fmt.Errorf("unknown variable %s (did you mean %s?)", name, near))
+		} else {
+			errs = append(errs, fmt.Errorf("unknown variable %s", name))
+		}
+	}
+	return errs
+}
+
+// closest is the name of known nearest to name by edit distance (the first
+// in sorted order on a tie), or "" when none is within a third of the
+// name's length after the prefix (at least 2 edits): a name that far off is
+// not a typo of a known one.
+func closest(name string, known []string) string {
+	limit := max(2, len(strings.TrimPrefix(name, EnvPrefix))/3)
+	best, bestD := "", limit+1
+	for _, k := range slices.Sorted(slices.Values(known)) {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (insertions,
+// deletions and substitutions of single bytes; the names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
