@@ -45,6 +45,18 @@ func IngestEnv() []string {
 	}
 }
 
+// LookupIn is os.LookupEnv over environ (KEY=VALUE pairs; the last value
+// of a repeated key wins, as exec passes it on).
+func LookupIn(environ []string) func(string) (string, bool) {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
 // UnknownEnv returns one error per variable of environ (KEY=VALUE pairs,
 // os.Environ()) that starts with EnvPrefix and is neither in known nor in
 // ToolEnv, sorted by name. Each error names the closest known variable (by

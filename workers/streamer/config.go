@@ -162,7 +162,7 @@ func DefaultWorkerID() string {
 func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	c := DefaultConfig()
 	c.unknownEnv = schema.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
-	lookup := LookupIn(environ)
+	lookup := schema.LookupIn(environ)
 	p := envParser{lookup: lookup}
 	p.str(schema.EnvWorkerID, &c.WorkerID)
 	p.dur(schema.EnvLeaseTTL, &c.LeaseTTL)
@@ -209,18 +209,6 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 		return c, errors.Join(p.errs...)
 	}
 	return c, nil
-}
-
-// LookupIn is os.LookupEnv over environ (KEY=VALUE pairs; the last value
-// of a repeated key wins).
-func LookupIn(environ []string) func(string) (string, bool) {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 type envParser struct {

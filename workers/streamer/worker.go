@@ -108,9 +108,9 @@ type Worker struct {
 	freed    chan struct{}
 	idle     chan struct{} // signalled when a session or a claim ends
 
-	sessWG       sync.WaitGroup
-	hardCtx      context.Context
-	hardCancel   context.CancelFunc
+	sessWG     sync.WaitGroup
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
 	// abandoned: the shutdown deadline passed; every session still open is
 	// left to expire instead of released.
 	abandoned    atomic.Bool

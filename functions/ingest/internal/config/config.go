@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,10 @@ type Config struct {
 	StoreTimeout time.Duration
 	// NotifyTimeout bounds the SQS send after a successful write.
 	NotifyTimeout time.Duration
+
+	// unknownEnv are the WSFLEET_ variables FromEnv found and ingest does
+	// not read; Validate reports them.
+	unknownEnv []error
 }
 
 // Defaults of the settings that have one.
@@ -84,10 +89,14 @@ func Default() Config {
 	}
 }
 
-// FromEnv returns Default() overridden by the environment as lookup reports
-// it (os.LookupEnv in main). It does not validate: call Validate.
-func FromEnv(lookup func(string) (string, bool)) Config {
+// FromEnv returns Default() overridden by environ (KEY=VALUE pairs,
+// os.Environ() in main). It does not validate: call Validate, which also
+// reports every WSFLEET_ variable of environ that ingest does not read
+// (schema.IngestEnv), with the known name it is closest to.
+func FromEnv(environ []string) Config {
 	c := Default()
+	c.unknownEnv = schema.UnknownEnv(environ, schema.IngestEnv())
+	lookup := schema.LookupIn(environ)
 	str := func(name string, dst *string) {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
 			*dst = strings.TrimSpace(v)
@@ -112,8 +121,8 @@ func FromEnv(lookup func(string) (string, bool)) Config {
 	return c
 }
 
-// FromOS is FromEnv(os.LookupEnv).
-func FromOS() Config { return FromEnv(os.LookupEnv) }
+// FromOS is FromEnv(os.Environ()).
+func FromOS() Config { return FromEnv(os.Environ()) }
 
 // SplitHosts splits a comma-separated host list, trimming blanks and
 // lower-casing.
@@ -127,9 +136,9 @@ func SplitHosts(v string) []string {
 	return out
 }
 
-// Validate reports every problem of c at once.
+// Validate reports every problem of c at once, unknown variables first.
 func (c Config) Validate() error {
-	var errs []error
+	errs := slices.Clone(c.unknownEnv)
 	if c.TableName == "" {
 		errs = append(errs, fmt.Errorf("%s: empty", schema.EnvTableName))
 	}

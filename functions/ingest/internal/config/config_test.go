@@ -7,8 +7,13 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-func env(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+// env is m as KEY=VALUE pairs (os.Environ's form).
+func env(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
 }
 
 func TestDefaults(t *testing.T) {
@@ -70,5 +75,54 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "short") && strings.Contains(err.Error(), `"short"`) {
 		t.Error("the secret is quoted in the error")
+	}
+}
+
+// A WSFLEET_ variable ingest does not read is a Validate error naming the
+// closest known one; all of them are reported at once, with the other
+// problems, and never with their values.
+func TestUnknownVariablesAreValidateErrors(t *testing.T) {
+	valid := map[string]string{schema.EnvQueueURL: "https://sqs.us-east-1.amazonaws.com/1/q"}
+	for _, tc := range []struct {
+		name  string
+		extra map[string]string
+		want  []string // substrings of the error; none: valid
+	}{
+		{"known, tool and other variables", map[string]string{schema.EnvAllowedHosts: "a.example.com", schema.EnvRepoRoot: "/r", schema.EnvAPI: "http://x", "PATH": "/bin"}, nil},
+		{"a typo", map[string]string{"WSFLEET_ALLOWED_HOST": "a.example.com"}, []string{"unknown variable WSFLEET_ALLOWED_HOST (did you mean WSFLEET_ALLOWED_HOSTS?)"}},
+		{"every unknown one, and the other problems", map[string]string{"WSFLEET_SIGNING_SECERT": "0123456789abcdef-x", "WSFLEET_TABEL": "t", schema.EnvAllowPrivateIPs: "some"}, []string{
+			"unknown variable WSFLEET_SIGNING_SECERT (did you mean WSFLEET_SIGNING_SECRET?)",
+			"unknown variable WSFLEET_TABEL (did you mean WSFLEET_TABLE?)",
+			schema.EnvAllowPrivateIPs,
+		}},
+		{"a worker-only variable", map[string]string{schema.EnvLeaseTTL: "10s"}, []string{"unknown variable " + schema.EnvLeaseTTL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := map[string]string{}
+			for k, v := range valid {
+				m[k] = v
+			}
+			for k, v := range tc.extra {
+				m[k] = v
+			}
+			err := FromEnv(env(m)).Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("valid")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "0123456789abcdef") {
+				t.Errorf("a value in the error: %v", err)
+			}
+		})
 	}
 }

@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	log := streamer.NewLogger(stderr, cfg.LogLevel)
-	clk, err := chaosClock(streamer.LookupIn(environ), &log)
+	clk, err := chaosClock(schema.LookupIn(environ), &log)
 	if err != nil {
 		return err
 	}
