@@ -11,9 +11,12 @@ BENCH_ARGS ?=
 
 .PHONY: bench-bin bench bench-full
 
-## bench-bin: the driver and every binary it runs, into bin/.
+## bench-bin: the driver and every binary it runs, into bin/: the shipped
+## bin/streamer (lease, cost and dynalite phases) and the capacity runs'
+## bin/memstreamer (the worker on the in-memory store; bench only).
 bench-bin: devstack-bins
 	$(GO) build -o $(BIN)/bench ./scripts/bench/cmd/bench
+	$(GO) build -o $(BIN)/memstreamer ./scripts/bench/cmd/memstreamer
 
 ## bench: quick benchmarks → docs/BENCHMARKS.md, docs/benchmarks.json (logs, profiles: out/bench/).
 bench: deps bench-bin

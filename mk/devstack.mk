@@ -1,6 +1,6 @@
 # scripts: the local stack (`make dev`), the failover demo (`make demo`: the
-# chaos harness's demo plan, see mk/chaos.mk), the wsfleet CLI and the demo
-# feed. Included by the top Makefile (`-include mk/*.mk`). See
+# chaos harness's demo plan, see mk/chaos.mk) and the demo feed; the wsfleet
+# CLI is mk/cli.mk's. Included by the top Makefile (`-include mk/*.mk`). See
 # docs/local-stack.md.
 RUNTIME_MODULES += scripts
 TEST_TARGETS += test-scripts
@@ -12,12 +12,12 @@ DEMO_ARGS ?=
 .PHONY: devstack-bins dev demo test-scripts
 
 ## devstack-bins: every binary the local stack runs, into bin/ (go's cache makes a rebuild cheap).
-devstack-bins:
+## bin/streamer is the shipped build (no chaos hooks; the chaos harness builds its own).
+devstack-bins: build-cli
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/streamer ./workers/streamer/cmd/streamer
 	$(GO) build -o $(BIN)/ingest-local ./functions/ingest/cmd/ingest-local
 	$(GO) build -o $(BIN)/feed ./scripts/feed/cmd/feed
-	$(GO) build -o $(BIN)/wsfleet ./scripts/wsfleet/cmd/wsfleet
 	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
 	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 

@@ -10,7 +10,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/coder/websocket v1.8.15
 	github.com/rs/zerolog v1.35.1
+	github.com/wsfleet/wsfleet/cmd/wsfleet v0.0.0
 	github.com/wsfleet/wsfleet/shared v0.0.0
+	github.com/wsfleet/wsfleet/workers/streamer v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 )
@@ -33,6 +35,11 @@ require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	golang.org/x/sys v0.29.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
+replace github.com/wsfleet/wsfleet/cmd/wsfleet => ../cmd/wsfleet
+
 replace github.com/wsfleet/wsfleet/shared => ../shared
+
+replace github.com/wsfleet/wsfleet/workers/streamer => ../workers/streamer

@@ -64,10 +64,11 @@ var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, Ph
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
-	Streamer string // bin/streamer
-	Ingest   string // bin/ingest-local
-	Feed     string // bin/feed (the lease phases' feed, through devstack)
-	Self     string // this driver (its `feed` subcommand serves the capacity runs)
+	Streamer    string // bin/streamer (the shipped worker: the lease phases, cost and dynalite)
+	MemStreamer string // bin/memstreamer (the capacity runs' worker on the in-memory store)
+	Ingest      string // bin/ingest-local
+	Feed        string // bin/feed (the lease phases' feed, through devstack)
+	Self        string // this driver (its `feed` subcommand serves the capacity runs)
 }
 
 // CapRun is one capacity run of the memory store.
@@ -229,6 +230,7 @@ func (c *Config) fill() error {
 		}
 	}
 	def(&c.Bin.Streamer, "streamer")
+	def(&c.Bin.MemStreamer, "memstreamer")
 	def(&c.Bin.Ingest, "ingest-local")
 	def(&c.Bin.Feed, "feed")
 	if c.Bin.Self == "" {
@@ -298,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
-	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed, cfg.Bin.Self} {
+	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.MemStreamer, cfg.Bin.Ingest, cfg.Bin.Feed, cfg.Bin.Self} {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("bench: %s missing (make bench builds it): %w", b, err)
 		}

@@ -74,7 +74,7 @@ func (r *runner) capacity(ctx context.Context) error {
 		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker": "bin/streamer --store=memory (the no-I/O lease store: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
+		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
 		"feed":   fmt.Sprintf("bin/bench feed (scripts/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
@@ -112,7 +112,7 @@ func (r *runner) idleRSS(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
-	if err := r.startCapWorker(ctx, e, "idle-worker", []string{"--store=memory", "--memory-sessions=0"}, nil, nil); err != nil {
+	if err := r.startCapWorker(ctx, e, "idle-worker", []string{r.cfg.Bin.MemStreamer, "-sessions", "0"}, nil, nil); err != nil {
 		return 0, err
 	}
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
@@ -176,9 +176,9 @@ func (e *capEnv) feedURLs() []string {
 	return out
 }
 
-// startCapWorker starts a capacity worker (stdout to /dev/null) and waits
-// for /healthz.
-func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, args []string, settings map[string]string, extraEnv []string) error {
+// startCapWorker starts a capacity worker (argv: the binary and its flags;
+// stdout to /dev/null) and waits for /healthz.
+func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv []string, settings map[string]string, extraEnv []string) error {
 	port, err := enginetest.FreePort()
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, args 
 		set[k] = v
 	}
 	env := append(workerEnv(id, e.admin, set), extraEnv...)
-	w, err := startChild(id, append([]string{r.cfg.Bin.Streamer}, args...), env, r.cfg.Root, filepath.Join(e.dir, id+".log"))
+	w, err := startChild(id, argv, env, r.cfg.Root, filepath.Join(e.dir, id+".log"))
 	if err != nil {
 		return err
 	}
@@ -304,14 +304,14 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 	if err := r.startFeed(ctx, e, c.Rate); err != nil {
 		return res, err
 	}
-	args := []string{"--store=memory", "--memory-sessions=" + itoa(c.Sessions), "--memory-urls=" + strings.Join(e.feedURLs(), ","), "--memory-resume-param=from", "--memory-prefix=cap-"}
+	argv := []string{r.cfg.Bin.MemStreamer, "-sessions", itoa(c.Sessions), "-urls", strings.Join(e.feedURLs(), ","), "-resume-param", "from", "-prefix", "cap-"}
 	var extra []string
 	for k, v := range c.Env {
 		extra = append(extra, k+"="+v)
 	}
 	start := time.Now()
 	settings := map[string]string{schema.EnvMaxSessions: itoa(c.Sessions), EnvMaxRenews: CapMaxRenews}
-	if err := r.startCapWorker(ctx, e, name+"-worker", args, settings, extra); err != nil {
+	if err := r.startCapWorker(ctx, e, name+"-worker", argv, settings, extra); err != nil {
 		return res, err
 	}
 	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Msg("capacity run: ramping up")

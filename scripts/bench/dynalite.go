@@ -151,7 +151,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	}
 	maxN := sz.DynSteps[len(sz.DynSteps)-1]
 	engine := []string{"AWS_ENDPOINT_URL_DYNAMODB=" + dyn.Endpoint(), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local", "AWS_EC2_METADATA_DISABLED=true"}
-	if err := r.startCapWorker(ctx, e, "dynalite-worker", nil, map[string]string{
+	if err := r.startCapWorker(ctx, e, "dynalite-worker", []string{r.cfg.Bin.Streamer}, map[string]string{
 		schema.EnvTableName: table, schema.EnvMaxSessions: itoa(maxN + 100), schema.EnvClaimsPerSecond: "500", EnvMaxRenews: DynMaxRenews,
 	}, engine); err != nil {
 		return err

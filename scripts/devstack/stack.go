@@ -37,8 +37,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/scripts/feed"
-	"github.com/wsfleet/wsfleet/scripts/wsfleet"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -216,7 +216,7 @@ type Stack struct {
 	// FeedClient drives the feed's controls and reads its records.
 	FeedClient *feed.Client
 	// API is a client of the ingest front.
-	API *wsfleet.Client
+	API *apiclient.Client
 	// QueueURL is the work queue's URL.
 	QueueURL string
 
@@ -352,7 +352,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := waitHTTP(ctx, s.Ingest, s.APIURL()+"/sessions?limit=1", c.StartTimeout); err != nil {
 		return err
 	}
-	s.API, err = wsfleet.NewClient(s.APIURL(), nil)
+	s.API, err = apiclient.NewClient(s.APIURL(), nil)
 	if err != nil {
 		return err
 	}
@@ -484,8 +484,8 @@ func (s *Stack) WorkerByID(id string) *Worker {
 
 // StartSession starts session id on the stack's feed through the API, with
 // resume by the feed's "from" parameter.
-func (s *Stack) StartSession(ctx context.Context, id string) (wsfleet.Change, error) {
-	return s.API.Start(ctx, wsfleet.StartRequest{
+func (s *Stack) StartSession(ctx context.Context, id string) (apiclient.Change, error) {
+	return s.API.Start(ctx, apiclient.StartRequest{
 		ConnectionID: id, WSURL: feed.URL(s.FeedURL(), id), SeqField: "seq", ResumeQueryParam: feed.DefaultResumeParam,
 	})
 }
@@ -550,18 +550,20 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 
 // BuildBinaries builds the programs a stack runs into dir, from the
 // workspace at root (the tests and drivers that bring their own stack).
+// The streamer is its chaos build (-tags chaos): the harnesses' faults use
+// its test-only lease clock offset, which the shipped binary refuses.
 func BuildBinaries(root, dir string) (Binaries, error) {
 	bins := Binaries{
 		Streamer: filepath.Join(dir, "streamer"),
 		Ingest:   filepath.Join(dir, "ingest-local"),
 		Feed:     filepath.Join(dir, "feed"),
 	}
-	for out, pkg := range map[string]string{
-		bins.Streamer: "./workers/streamer/cmd/streamer",
-		bins.Ingest:   "./functions/ingest/cmd/ingest-local",
-		bins.Feed:     "./scripts/feed/cmd/feed",
+	for out, pkg := range map[string][]string{
+		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
+		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
+		bins.Feed:     {"./scripts/feed/cmd/feed"},
 	} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)

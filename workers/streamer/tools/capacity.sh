@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A quick capacity check of one worker (docs/worker.md#capacity): the binary in
-# --store=memory mode with the discard sink, N sessions on scripts/feed in its
+# A quick capacity check of one worker (docs/worker.md#capacity): the worker on
+# the in-memory store (bin/memstreamer, bench only) with the discard sink, N sessions on scripts/feed in its
 # own process on loopback at 1 message/s each. Prints RSS, CPU and the message
 # rate in steady state, and how long the graceful shutdown took.
 #
-#   make build-streamer devstack-bins
+#   make bench-bin
 #   workers/streamer/tools/capacity.sh 2000 8000        # GOGC=50 (the binary's default)
 #   GOGC=100 workers/streamer/tools/capacity.sh 2000 8000
 #
@@ -25,8 +25,8 @@ sleep 0.5
 for n in "$@"; do
   WSFLEET_SINK=discard WSFLEET_ALLOW_PRIVATE_IPS=loopback WSFLEET_ADMIN_ADDR=$admin WSFLEET_CLAIMS_PER_SECOND=5000 WSFLEET_MAX_SESSIONS=30000 \
   WSFLEET_RECONCILE_EVERY=1s WSFLEET_LOG_LEVEL=warn WSFLEET_METRICS_EVERY=1h \
-    "$root/bin/streamer" --store=memory --memory-sessions="$n" \
-      --memory-urls="ws://127.0.0.1:$feed_port/feed/{id}" --memory-resume-param=from >/dev/null 2>&1 &
+    "$root/bin/memstreamer" -sessions "$n" \
+      -urls "ws://127.0.0.1:$feed_port/feed/{id}" -resume-param from >/dev/null 2>&1 &
   pid=$!
   for _ in $(seq 1 120); do
     [ "$(status 2>/dev/null | sum '1 if s["connected"] else 0' 2>/dev/null || echo 0)" = "$n" ] && break

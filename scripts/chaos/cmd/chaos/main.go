@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
+	streamerBin := fs.String("streamer", "", "the worker binary: its chaos build (go build -tags chaos; make chaos passes bin/streamer-chaos), default <repo>/bin/streamer")
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,6 +71,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *dur >= 0 {
 		cfg.Duration = *dur
+	}
+	if *streamerBin != "" {
+		cfg.Stack.Bin.Streamer = *streamerBin
 	}
 	if *workers > 0 {
 		cfg.Stack.Workers = *workers

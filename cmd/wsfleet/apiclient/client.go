@@ -1,9 +1,10 @@
-// Package wsfleet is the client of the ingest API (start, stop, status and
-// list sessions) and the `wsfleet` command line built on it. By default it
-// talks to the local stack's ingest front (http://127.0.0.1:8787); given a
-// deployed API's URL it signs every request with SigV4 (service
-// "execute-api") using the standard AWS credential chain.
-package wsfleet
+// Package apiclient is the client of the ingest API (start, stop, status and
+// list sessions) that the wsfleet command line (cmd/wsfleet) and the local
+// stack's harnesses use. By default it talks to the local stack's ingest
+// front (http://127.0.0.1:8787); given a deployed API's URL it signs every
+// request with SigV4 (service "execute-api") using the standard AWS
+// credential chain.
+package apiclient
 
 import (
 	"bytes"
@@ -25,6 +26,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
 )
 
@@ -32,7 +34,7 @@ import (
 const DefaultAPI = "http://127.0.0.1:8787"
 
 // EnvAPI names the environment variable that overrides DefaultAPI.
-const EnvAPI = "WSFLEET_API"
+const EnvAPI = schema.EnvAPI
 
 // The API's bodies, from the shared contract.
 type (

@@ -1,5 +1,5 @@
-// Command wsfleet starts, stops and shows wsfleet sessions through the ingest
-// API (see package wsfleet and `wsfleet help`).
+// Command wsfleet is wsfleet's command line: it starts, stops and shows
+// sessions through the ingest API (package apiclient; `wsfleet help`).
 package main
 
 import (
@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/wsfleet/wsfleet/scripts/wsfleet"
 )
 
 func main() {
@@ -23,5 +21,5 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	return wsfleet.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	return cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }

@@ -1,4 +1,4 @@
-package wsfleet_test
+package main
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wsfleet/wsfleet/scripts/wsfleet"
+	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,13 +42,13 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such session"}}`))
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions" && r.URL.Query().Get("state") == "STOPPED":
-		_ = json.NewEncoder(w).Encode(wsfleet.Page{Sessions: []wsfleet.Session{{ConnectionID: "c", DesiredState: "STOPPED"}}})
+		_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "c", DesiredState: "STOPPED"}}})
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
 		if r.URL.Query().Get("next") == "" {
-			_ = json.NewEncoder(w).Encode(wsfleet.Page{Sessions: []wsfleet.Session{{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "worker-1", LeaseEpoch: 3, LastSeq: &seq, LeaseExpiresAtMs: time.Now().Add(3 * time.Second).UnixMilli()}}, Next: "p2"})
+			_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "worker-1", LeaseEpoch: 3, LastSeq: &seq, LeaseExpiresAtMs: time.Now().Add(3 * time.Second).UnixMilli()}}, Next: "p2"})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(wsfleet.Page{Sessions: []wsfleet.Session{{ConnectionID: "a", DesiredState: "STOPPED"}}})
+		_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "a", DesiredState: "STOPPED"}}})
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no route"}}`))
@@ -64,7 +64,7 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 	run := func(args ...string) error {
 		out.Reset()
 		errOut.Reset()
-		return wsfleet.Main(ctx, append([]string{"--api", srv.URL}, args...), &out, &errOut)
+		return cli(ctx, append([]string{"--api", srv.URL}, args...), &out, &errOut)
 	}
 	if err := run("start", "ws://127.0.0.1:1/feed/a", "--id", "a", "--resume-param", "from", "--header", "X-K=v"); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestSigV4(t *testing.T) {
 	ctx := context.Background()
 	// A loopback URL is signed when asked to; the region comes from --region.
 	var out, errOut bytes.Buffer
-	if err := wsfleet.Main(ctx, []string{"--api", srv.URL, "--sigv4", "on", "--region", "eu-west-1", "start", "wss://example.com/x"}, &out, &errOut); err != nil {
+	if err := cli(ctx, []string{"--api", srv.URL, "--sigv4", "on", "--region", "eu-west-1", "start", "wss://example.com/x"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	auth := f.reqs[0].Header.Get("Authorization")
@@ -132,29 +132,18 @@ func TestSigV4(t *testing.T) {
 		t.Fatalf("headers %v", f.reqs[0].Header)
 	}
 	// Without a region anywhere, an execute-api host names it.
-	s, err := wsfleet.NewSigV4(ctx, "https://abc.execute-api.ap-south-1.amazonaws.com/prod", "")
+	s, err := apiclient.NewSigV4(ctx, "https://abc.execute-api.ap-south-1.amazonaws.com/prod", "")
 	if err != nil || s == nil {
 		t.Fatalf("region from host: %v", err)
 	}
 	srv.CloseClientConnections()
 }
 
-func TestHelpers(t *testing.T) {
-	for api, want := range map[string]bool{
-		"http://127.0.0.1:8787": true, "http://localhost:1": true, "http://[::1]:2": true,
-		"https://abc.execute-api.us-east-1.amazonaws.com": false, "http://10.0.0.1": false,
-	} {
-		if wsfleet.IsLocal(api) != want {
-			t.Errorf("IsLocal(%s) != %v", api, want)
-		}
-	}
+func TestExpiresIn(t *testing.T) {
 	now := time.UnixMilli(10_000)
 	for exp, want := range map[int64]string{0: "released", 14_200: "4.2s", 8_700: "expired 1.3s ago"} {
-		if got := wsfleet.ExpiresIn(exp, now); got != want {
-			t.Errorf("ExpiresIn(%d) = %q, want %q", exp, got, want)
+		if got := expiresIn(exp, now); got != want {
+			t.Errorf("expiresIn(%d) = %q, want %q", exp, got, want)
 		}
-	}
-	if _, err := wsfleet.NewClient("ftp://x", nil); err == nil {
-		t.Error("ftp API accepted")
 	}
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func TestSeed(t *testing.T) {
+	st := memstore.New()
+	ids, err := Seed{Sessions: 3, Prefix: "b-", URLs: []string{"ws://127.0.0.1:1/f/{id}", "ws://127.0.0.2:1/f/{n}"}, ResumeParam: "from"}.Put(st)
+	if err != nil || len(ids) != 3 || ids[2] != "b-000002" {
+		t.Fatalf("%v %v", ids, err)
+	}
+	want := []string{"ws://127.0.0.1:1/f/b-000000", "ws://127.0.0.2:1/f/1", "ws://127.0.0.1:1/f/b-000002"}
+	for i, id := range ids {
+		it, err := st.Get(context.Background(), id)
+		if err != nil || it.WSURL != want[i] || it.DesiredState != schema.StateStarted || it.ResumeParam != "from" || it.LastSeq != lease.NoSeq {
+			t.Fatalf("%s: %+v %v", id, it, err)
+		}
+	}
+	if _, err := (Seed{Sessions: 1}).Put(st); err == nil {
+		t.Fatal("sessions without URLs accepted")
+	}
+	if _, err := (Seed{Sessions: -1}).Put(st); err == nil {
+		t.Fatal("a negative count accepted")
+	}
+}
+
+func TestRunRefusesBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		environ []string
+		want    string
+	}{
+		{[]string{"-sessions", "2"}, nil, "need at least one URL pattern"},
+		{nil, []string{schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=https://q"}, "stdout or discard"},
+		{nil, []string{"WSFLEET_MAX_SESION=3"}, "unknown variable WSFLEET_MAX_SESION (did you mean WSFLEET_MAX_SESSIONS?)"},
+		{[]string{"extra"}, nil, "unexpected arguments"},
+	} {
+		err := run(context.Background(), tc.args, append(tc.environ, schema.EnvAdminAddr+"=127.0.0.1:0"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %q: %v, want %q", tc.args, tc.environ, err, tc.want)
+		}
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr bytes.Buffer
+	err := run(ctx, []string{"-sessions", "2", "-urls", "ws://127.0.0.1:1/feed/{id}"},
+		[]string{schema.EnvAdminAddr + "=127.0.0.1:0", schema.EnvSink + "=discard"}, io.Discard, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{`"sessions":2`, "worker stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Fatalf("logs lack %q:\n%s", want, stderr.String())
+		}
+	}
+}
