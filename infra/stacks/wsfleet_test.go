@@ -369,6 +369,16 @@ func containerEnv(t *testing.T, s *synthesized) map[string]any {
 	return out
 }
 
+// envNames is env's variables as NAME= pairs (os.Environ's form, values
+// left out) for schema.UnknownEnv.
+func envNames(env map[string]any) []string {
+	out := make([]string, 0, len(env))
+	for k := range env {
+		out = append(out, k+"=")
+	}
+	return out
+}
+
 func TestStreamerService(t *testing.T) {
 	for _, e := range allEnvs {
 		t.Run(e, func(t *testing.T) {
@@ -409,6 +419,10 @@ func TestStreamerService(t *testing.T) {
 				if ce[k] == nil {
 					t.Errorf("container env %s missing", k)
 				}
+			}
+			// The worker refuses to start on a WSFLEET_ variable it does not read.
+			if errs := schema.UnknownEnv(envNames(ce), schema.WorkerEnv()); len(errs) > 0 {
+				t.Errorf("container env: %v", errs)
 			}
 
 			_, td := s.only(t, "AWS::ECS::TaskDefinition")
@@ -482,6 +496,10 @@ func TestIngestFunctionAndAPI(t *testing.T) {
 		if vars[k] == nil {
 			t.Errorf("ingest env %s missing", k)
 		}
+	}
+	// Ingest refuses to start on a WSFLEET_ variable it does not read.
+	if errs := schema.UnknownEnv(envNames(vars), schema.IngestEnv()); len(errs) > 0 {
+		t.Errorf("ingest env: %v", errs)
 	}
 	if lc := asJSON(p["LoggingConfig"]); !strings.Contains(lc, "IngestLogs") {
 		t.Errorf("LoggingConfig = %s, want the explicit log group", lc)
