@@ -27,8 +27,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// envClockOffset is the streamer's test-only lease clock offset
-// (workers/streamer/cmd/streamer: WSFLEET_TEST_CLOCK_OFFSET).
+// envClockOffset is the streamer's test-only lease clock offset, read only
+// by its chaos build (workers/streamer/cmd/streamer/clock_chaos.go, -tags
+// chaos: devstack.BuildBinaries and `make chaos` build it); the shipped
+// binary refuses it as an unknown variable.
 const envClockOffset = "WSFLEET_TEST_CLOCK_OFFSET"
 
 // envReconnectMax caps the streamer's reconnect backoff.
