@@ -52,6 +52,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	cfg := config.FromOS()
+	if err := cfg.UnknownEnv(); err != nil {
+		return err // before creating anything
+	}
 	log := app.NewLogger(os.Stdout, cfg.Environment)
 	awsCfg, err := awsconfig.Load(ctx, 3)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
@@ -86,5 +89,22 @@ func TestRunServesUntilCancelled(t *testing.T) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"-port", "x"}); err == nil {
 		t.Fatal("accepted -port x")
+	}
+}
+
+// A misspelt variable stops the command before it creates its table.
+func TestRunRefusesUnknownVariablesFirst(t *testing.T) {
+	enginetest.Require(t)
+	table := testenv.Name(t)
+	t.Setenv(schema.EnvTableName, table)
+	t.Setenv("WSFLEET_ALLOWED_HOST", "a.example.com")
+	err := run(context.Background(), []string{"-port", "0", "-create-table"})
+	if err == nil || !strings.Contains(err.Error(), "unknown variable WSFLEET_ALLOWED_HOST (did you mean WSFLEET_ALLOWED_HOSTS?)") {
+		t.Fatalf("run: %v", err)
+	}
+	_, err = dynamodb.NewFromConfig(testenv.Config(t)).DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: &table})
+	var missing *types.ResourceNotFoundException
+	if !errors.As(err, &missing) {
+		t.Fatalf("table %s after the refused start: %v, want not found", table, err)
 	}
 }

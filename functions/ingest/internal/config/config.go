@@ -136,6 +136,17 @@ func SplitHosts(v string) []string {
 	return out
 }
 
+// UnknownEnv is the part of Validate about the environment's names: every
+// WSFLEET_ variable FromEnv found that ingest does not read, or nil. A
+// command with side effects before Validate (ingest-local creating its
+// table) checks it first.
+func (c Config) UnknownEnv() error {
+	if len(c.unknownEnv) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ingest config: %w", errors.Join(c.unknownEnv...))
+}
+
 // Validate reports every problem of c at once, unknown variables first.
 func (c Config) Validate() error {
 	errs := slices.Clone(c.unknownEnv)

@@ -105,4 +105,7 @@ func TestUnknownVariablesAreValidateErrors(t *testing.T) {
 	if strings.Contains(msg, "0123456789abcdef") {
 		t.Errorf("a value in the error: %v", err)
 	}
+	if FromEnv(ok).UnknownEnv() != nil || FromEnv(append(ok, "WSFLEET_TABEL=t")).UnknownEnv() == nil {
+		t.Error("UnknownEnv disagrees with Validate")
+	}
 }
