@@ -7,17 +7,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/lease"
 )
-
-// readyProbeID is the key /readyz reads to check that the table answers
-// (it does not exist; "not found" is a healthy answer).
-const readyProbeID = "__wsfleet_readyz__"
 
 // AdminHandler serves the admin endpoints:
 //
 //	GET /healthz  200 while the worker runs or drains (the process is alive), 503 after it stopped
-//	GET /readyz   200 when running and the engines answer (the table; the work queue's last receive), else 503
+//	GET /readyz   200 when running and the engines answer (the table: the worker's own last call; the work queue: its last receive), else 503; no request per probe
 //	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
 //	GET /stats    JSON: cumulative counts (messages, renewals, store requests by kind; see Stats)
 //	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
@@ -42,7 +37,7 @@ func (w *Worker) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		checks, ok := w.ready(ctx)
+		checks, ok := w.ready(ctx, w.deps.Clock.Now())
 		code := http.StatusOK
 		if !ok {
 			code = http.StatusServiceUnavailable
@@ -56,7 +51,7 @@ func (w *Worker) AdminHandler() http.Handler {
 }
 
 // ready runs the readiness checks; each maps to "ok" or its error.
-func (w *Worker) ready(ctx context.Context) (map[string]string, bool) {
+func (w *Worker) ready(ctx context.Context, now time.Time) (map[string]string, bool) {
 	checks := map[string]string{}
 	ok := true
 	put := func(name string, err error) {
@@ -75,11 +70,8 @@ func (w *Worker) ready(ctx context.Context) (map[string]string, bool) {
 	} else {
 		put("worker", nil)
 	}
-	_, err := w.deps.Store.Get(ctx, readyProbeID)
-	if errors.Is(err, lease.ErrNotFound) {
-		err = nil
-	}
-	put("table", err)
+	// Stale after three reconcile passes without any table call.
+	put("table", w.table.check(now, 3*w.cfg.ReconcileEvery+w.cfg.StoreTimeout))
 	if w.consumer != nil {
 		put("work_queue", w.consumer.Healthy())
 	}

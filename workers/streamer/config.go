@@ -187,7 +187,7 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	}
 	p.int(EnvSinkAttempts, &c.SinkAttempts)
 	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
-	p.str(schema.EnvAdminAddr, &c.AdminAddr)
+	p.strOrEmpty(schema.EnvAdminAddr, &c.AdminAddr) // set and empty: no admin server
 	p.bool(EnvAdminPprof, &c.AdminPprof)
 	p.dur(EnvMetricsEvery, &c.MetricsEvery)
 	p.str(schema.EnvMetricsNS, &c.MetricsNamespace)
@@ -225,6 +225,14 @@ func (p *envParser) get(name string) (string, bool) {
 func (p *envParser) str(name string, dst *string) {
 	if v, ok := p.get(name); ok {
 		*dst = v
+	}
+}
+
+// strOrEmpty is str for a variable whose empty value means something (off):
+// set to "" it gives "", unset it keeps the default.
+func (p *envParser) strOrEmpty(name string, dst *string) {
+	if v, ok := p.lookup(name); ok {
+		*dst = strings.TrimSpace(v)
 	}
 }
 

@@ -116,6 +116,19 @@ func TestConfigEmptyValuesKeepDefaults(t *testing.T) {
 	}
 }
 
+// TestEmptyAdminAddrDisablesTheAdminServer: WSFLEET_ADMIN_ADDR set to ""
+// turns the admin server off (unset keeps the default), as documented.
+func TestEmptyAdminAddrDisablesTheAdminServer(t *testing.T) {
+	c, err := ConfigFromEnv(environ(map[string]string{schema.EnvAdminAddr: ""}))
+	if err != nil || c.AdminAddr != "" {
+		t.Fatalf("empty: %v %q", err, c.AdminAddr)
+	}
+	c, err = ConfigFromEnv(environ(map[string]string{}))
+	if err != nil || c.AdminAddr != DefaultConfig().AdminAddr || c.AdminAddr == "" {
+		t.Fatalf("unset: %v %q", err, c.AdminAddr)
+	}
+}
+
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
 		"lease timings":            func(c *Config) { c.LeaseTTL, c.RenewEvery = 2*time.Second, 2*time.Second },

@@ -119,6 +119,8 @@ type Worker struct {
 	renewCount   atomic.Int64
 	ran          atomic.Bool
 	stats        runStats // cumulative counts for /stats
+	table        tableHealth
+	store        lease.Store // deps.Store, recording every outcome in table
 }
 
 // New validates cfg and builds a worker.
@@ -153,7 +155,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		w.log = NewLogger(os.Stderr, cfg.LogLevel)
 	}
 	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
-	k, err := lease.NewKeeper(deps.Store, deps.Clock, cfg.LeaseConfig(), observer{w})
+	w.store = healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}
+	k, err := lease.NewKeeper(w.store, deps.Clock, cfg.LeaseConfig(), observer{w})
 	if err != nil {
 		return nil, fmt.Errorf("streamer: %w", err)
 	}
@@ -499,7 +502,7 @@ func (w *Worker) StopHint(ctx context.Context, id string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
 	defer cancel()
-	it, err := w.deps.Store.Get(ctx, id)
+	it, err := w.store.Get(ctx, id)
 	if err != nil {
 		s.Logger().Warn().Err(err).Msg("stop notification: read session (the lease renewal will see it)")
 		return

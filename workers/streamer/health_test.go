@@ -1,0 +1,79 @@
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+)
+
+func TestTableHealth(t *testing.T) {
+	var h tableHealth
+	t0 := time.Unix(1_800_000_000, 0)
+	const stale = 10 * time.Second
+	if err := h.check(t0, stale); err == nil {
+		t.Fatal("healthy before any call answered")
+	}
+	h.record(t0, nil)
+	if err := h.check(t0.Add(time.Second), stale); err != nil {
+		t.Fatalf("after an answer: %v", err)
+	}
+	h.record(t0, fmt.Errorf("acquire: %w", lease.ErrHeld))
+	if err := h.check(t0, stale); err != nil {
+		t.Fatalf("a failed condition is an answer: %v", err)
+	}
+	h.record(t0, context.DeadlineExceeded)
+	if err := h.check(t0, stale); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after a timeout: %v", err)
+	}
+	h.record(t0, nil)
+	if err := h.check(t0.Add(stale+time.Second), stale); err == nil || !strings.Contains(err.Error(), "no table call") {
+		t.Fatalf("stale answer: %v", err)
+	}
+}
+
+// callCountingStore counts the calls that reach the store.
+type callCountingStore struct {
+	lease.Store
+	calls atomic.Int64
+}
+
+func (s *callCountingStore) Get(ctx context.Context, id string) (lease.Item, error) {
+	s.calls.Add(1)
+	return s.Store.Get(ctx, id)
+}
+
+func (s *callCountingStore) Orphans(ctx context.Context, before int64, limit int) ([]lease.Candidate, error) {
+	s.calls.Add(1)
+	return s.Store.Orphans(ctx, before, limit)
+}
+
+// TestReadyzReadsNoTable: the readiness check reads the outcome of the
+// worker's own last store call and makes none of its own.
+func TestReadyzReadsNoTable(t *testing.T) {
+	st := &callCountingStore{Store: memstore.New()}
+	w, err := New(testConfig("ready-worker"), Deps{Store: st, Handler: &recSink{by: map[string][]delivery{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, err := w.store.Orphans(context.Background(), 0, 1); err != nil { // as the reconciler does
+		t.Fatal(err)
+	}
+	before := st.calls.Load()
+	for range 50 {
+		checks, _ := w.ready(context.Background(), now)
+		if checks["table"] != "ok" {
+			t.Fatalf("table check %q", checks["table"])
+		}
+	}
+	if n := st.calls.Load() - before; n != 0 {
+		t.Fatalf("50 readiness checks made %d store calls", n)
+	}
+}
