@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"time"
-
 )
 
 // AdminHandler serves the admin endpoints:
