@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -118,7 +119,7 @@ func (r *runner) idleRSS(ctx context.Context) (float64, error) {
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
 		return 0, err
 	}
-	rss, err := ProcRSS(e.work.pid())
+	rss, err := ProcRSS(e.work.Pid())
 	return float64(rss), err
 }
 
@@ -126,19 +127,19 @@ func (r *runner) idleRSS(ctx context.Context) (float64, error) {
 type capEnv struct {
 	dir   string
 	port  int
-	feed  *child
-	work  *child
+	feed  *proc.Proc // stdout discarded
+	work  *proc.Proc // stdout (its sink) discarded
 	admin string
 }
 
 func (e *capEnv) stop(log func(error)) {
 	if e.work != nil {
-		if err := e.work.stop(60 * time.Second); err != nil {
+		if err := e.work.Stop(60 * time.Second); err != nil {
 			log(err)
 		}
 	}
 	if e.feed != nil {
-		if err := e.feed.stop(10 * time.Second); err != nil {
+		if err := e.feed.Stop(10 * time.Second); err != nil {
 			log(err)
 		}
 	}
@@ -154,15 +155,15 @@ func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 			return err
 		}
 		argv := []string{r.cfg.Bin.Self, "feed", "-addrs", strings.Join(feedAddrs, ","), "-port", itoa(port), "-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
-		f, err := startChild("feed", argv, cleanEnv(), r.cfg.Root, filepath.Join(e.dir, "feed.log"))
-		if err != nil {
+		f := &proc.Proc{Name: "feed", Argv: argv, Env: cleanEnv(), Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, "feed.log"), DiscardStdout: true}
+		if err := f.Start(); err != nil {
 			return err
 		}
-		if last = waitHTTP(ctx, "http://127.0.0.1:"+itoa(port)+"/healthz", 10*time.Second, f.running, "feed"); last == nil {
+		if last = f.WaitReady(ctx, 10*time.Second, proc.HTTPOK("http://127.0.0.1:"+itoa(port)+"/healthz")); last == nil {
 			e.feed, e.port = f, port
 			return nil
 		}
-		_ = f.stop(time.Second)
+		_ = f.Stop(time.Second)
 	}
 	return last
 }
@@ -195,12 +196,13 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv 
 		set[k] = v
 	}
 	env := append(workerEnv(id, e.admin, set), extraEnv...)
-	w, err := startChild(id, argv, env, r.cfg.Root, filepath.Join(e.dir, id+".log"))
-	if err != nil {
+	// Stdout to /dev/null: a sink at tens of thousands of messages per
+	// second then costs only its write syscalls, not a pipe reader or a file.
+	e.work = &proc.Proc{Name: id, Argv: argv, Env: env, Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, id+".log"), DiscardStdout: true}
+	if err := e.work.Start(); err != nil {
 		return err
 	}
-	e.work = w
-	return waitHTTP(ctx, "http://"+e.admin+"/healthz", 30*time.Second, w.running, id)
+	return e.work.WaitReady(ctx, 30*time.Second, proc.HTTPOK("http://"+e.admin+"/healthz"))
 }
 
 // waitHeld waits until the worker owns want sessions and counts at least
@@ -211,8 +213,8 @@ func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout ti
 	var prevAt time.Time
 	good := 0
 	for {
-		if !e.work.running() {
-			return prev, fmt.Errorf("worker exited (see %s)", e.work.log)
+		if !e.work.Running() {
+			return prev, fmt.Errorf("worker exited (see %s)", e.work.LogPath)
 		}
 		st, err := getStats(ctx, e.admin)
 		if err != nil {
@@ -257,7 +259,7 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 		return w, err
 	}
 	t0 := time.Now()
-	wc, fc, oc, mc := startCPU(e.work.pid()), startCPU(e.feed.pid()), startCPU(other), startMachine()
+	wc, fc, oc, mc := startCPU(e.work.Pid()), startCPU(e.feed.Pid()), startCPU(other), startMachine()
 	var sum float64
 	n := 0
 	tick := time.NewTicker(time.Second)
@@ -268,7 +270,7 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 			return w, ctx.Err()
 		case <-tick.C:
 		}
-		if rss, err := ProcRSS(e.work.pid()); err == nil {
+		if rss, err := ProcRSS(e.work.Pid()); err == nil {
 			sum += float64(rss)
 			n++
 			w.rssMax = math.Max(w.rssMax, float64(rss))
@@ -327,7 +329,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 		return res, err
 	}
 	fillCapResult(res, w, c.Rate)
-	res.OpenFiles = ProcOpenFiles(e.work.pid())
+	res.OpenFiles = ProcOpenFiles(e.work.Pid())
 	res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
 	res.LoadEnd = ReadLoad()
 	r.log.Info().Str("run", name).Int("held", res.Held).Float64("msg_s", res.MsgRate).Float64("cpu_per_1k", res.CPUPer1k).

@@ -130,10 +130,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	}
 	defer dyn.Stop()
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("dynalite run: stop") })
-	dynPid := FindPid("--host", "127.0.0.1", "--port", itoa(dyn.Port))
-	if dynPid == 0 {
-		return fmt.Errorf("dynalite on port %d: pid not found", dyn.Port)
-	}
+	dynPid := dyn.Pid() // node itself (argv[0]), not a wrapper
 	ddb := dynamodb.NewFromConfig(aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),

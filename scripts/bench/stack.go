@@ -19,6 +19,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -42,7 +43,7 @@ type leaseStack struct {
 type bworker struct {
 	ID    string
 	Admin string
-	Proc  *devstack.Proc
+	Proc  *proc.Proc
 }
 
 func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate float64) (*leaseStack, error) {
@@ -96,7 +97,7 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 		set[k] = v
 	}
 	env := append(workerEnv(id, admin, set), ls.st.EngineEnv()...)
-	w := &bworker{ID: id, Admin: admin, Proc: &devstack.Proc{
+	w := &bworker{ID: id, Admin: admin, Proc: &proc.Proc{
 		Name: id, Argv: []string{ls.r.cfg.Bin.Streamer}, Env: env, Dir: ls.r.cfg.Root,
 		LogPath:    filepath.Join(ls.st.LogDir(), id+".log"),
 		StdoutPath: filepath.Join(ls.st.LogDir(), id+".sink.jsonl"),
@@ -108,8 +109,8 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 	ls.mu.Lock()
 	ls.workers = append(ls.workers, w)
 	ls.mu.Unlock()
-	if err := waitHTTP(ctx, "http://"+admin+"/readyz", 30*time.Second, w.Proc.Running, id); err != nil {
-		return nil, fmt.Errorf("%w (log %s)", err, w.Proc.LogPath)
+	if err := w.Proc.WaitReady(ctx, 30*time.Second, proc.HTTPOK("http://"+admin+"/readyz")); err != nil {
+		return nil, err
 	}
 	return w, nil
 }

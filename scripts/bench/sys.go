@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -173,35 +172,6 @@ func ProcOpenFiles(pid int) int {
 		return -1
 	}
 	return len(es)
-}
-
-// FindPid returns the pid of a process whose command line contains every
-// one of args (as whole arguments, in order), or 0.
-func FindPid(args ...string) int {
-	ds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range ds {
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		if containsSeq(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), args) {
-			pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			if err == nil && pid != os.Getpid() {
-				return pid
-			}
-		}
-	}
-	return 0
-}
-
-func containsSeq(argv, want []string) bool {
-	j := 0
-	for _, a := range argv {
-		if j < len(want) && a == want[j] {
-			j++
-		}
-	}
-	return j == len(want)
 }
 
 // cpuMeter measures a process's CPU use over a window.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -74,6 +75,19 @@ func fetchToFile(ctx context.Context, url, path string) error {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
+}
+
+// cleanEnv is this process's environment without AWS_ and WSFLEET_
+// variables (a developer's profile or settings must not reach the stack).
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AWS_") || strings.HasPrefix(kv, "WSFLEET_") || strings.HasPrefix(kv, "GOGC=") || strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // workerEnv is the environment of a benchmark worker: no AWS or WSFLEET

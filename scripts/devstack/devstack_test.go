@@ -2,8 +2,10 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,78 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/proc"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestProcLinesSignalsAndRestart(t *testing.T) {
-	dir := t.TempDir()
-	var mu sync.Mutex
-	var lines []string
-	p := &Proc{
-		Name: "sh",
-		// Two complete lines, one cut short, then wait for a signal.
-		Argv:       []string{"/bin/sh", "-c", `printf 'one\ntwo\npart'; trap 'exit 0' TERM; while :; do sleep 0.05; done`},
-		Env:        os.Environ(),
-		LogPath:    filepath.Join(dir, "sh.log"),
-		StdoutPath: filepath.Join(dir, "sh.out"),
-		OnLine: func(b []byte) {
-			mu.Lock()
-			lines = append(lines, string(b))
-			mu.Unlock()
-		},
-	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(); err == nil {
-		t.Fatal("started twice")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(lines)
-		mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lines %v", lines)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := p.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Stop(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if p.Running() || p.ExitErr() != nil || p.Truncated() != 1 {
-		t.Fatalf("running %v exit %v truncated %d", p.Running(), p.ExitErr(), p.Truncated())
-	}
-	b, _ := os.ReadFile(p.StdoutPath)
-	if string(b) != "one\ntwo\n" {
-		t.Fatalf("stdout file %q", b)
-	}
-	// Restart, then crash it.
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if p.Starts() != 2 || p.ExitErr() == nil || !strings.Contains(p.ExitErr().Error(), "killed") {
-		t.Fatalf("starts %d exit %v", p.Starts(), p.ExitErr())
-	}
-	if err := p.Signal(syscall.SIGTERM); err == nil {
-		t.Fatal("signalled a dead process")
-	}
-}
 
 func TestSinks(t *testing.T) {
 	var seen int
@@ -136,10 +70,7 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	s.cfg.Worker.Env = map[string]string{"WSFLEET_X": "stack"}
 	w := &Worker{Index: 1, stack: s}
 	w.SetEnv("WSFLEET_X=slot", "WSFLEET_Y=1")
-	w.mu.Lock()
-	extra := w.env
-	w.mu.Unlock()
-	env := append(s.workerEnv("worker-1", "127.0.0.1:1"), extra...)
+	env := w.nextIncarnation()
 	last := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -148,8 +79,78 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	if last["WSFLEET_X"] != "slot" || last["WSFLEET_Y"] != "1" || last["WSFLEET_WORKER_ID"] != "worker-1" {
 		t.Fatalf("env %v", env)
 	}
+	if env := w.nextIncarnation(); !slices.Contains(env, "WSFLEET_WORKER_ID=worker-1.r2") || w.ID() != "worker-1.r2" {
+		t.Fatalf("second incarnation: id %s, env %v", w.ID(), env)
+	}
 	w.SetEnv()
 	if w.env != nil && len(w.env) != 0 {
 		t.Fatalf("SetEnv() kept %v", w.env)
+	}
+}
+
+// Under a restart policy (`make dev`) a worker killed by a signal or ending
+// on SIGTERM is reported with its signal or exit code and comes back as a
+// new incarnation; Shutdown stops it for good.
+func TestWorkerRestartedAfterExit(t *testing.T) {
+	root, err := enginetest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "dynalite")); err != nil {
+		t.Fatalf("the local engines are not installed (run `make deps`): %v", err)
+	}
+	tmp := t.TempDir()
+	bins, err := BuildBinaries(root, filepath.Join(tmp, "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var exits []proc.Exit
+	cfg := DefaultConfig()
+	cfg.Root, cfg.Dir, cfg.Bin, cfg.InMemory, cfg.Ports, cfg.Workers = root, filepath.Join(tmp, "stack"), bins, true, Ports{}, 1
+	cfg.RestartWorkers = &proc.Restart{Delay: 100 * time.Millisecond}
+	cfg.OnExit = func(e proc.Exit) {
+		mu.Lock()
+		defer mu.Unlock()
+		exits = append(exits, e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	w := st.Workers()[0]
+	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		if err := w.Proc.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("worker-1.r%d", i+2)
+		deadline := time.Now().Add(time.Minute)
+		for w.ID() != want || !w.Proc.Running() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %v: worker %s running %v, want %s", sig, w.ID(), w.Proc.Running(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := w.Ready(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(exits) != 2 {
+		t.Fatalf("exits %v", exits)
+	}
+	if e := exits[0]; e.Signal != syscall.SIGKILL || e.RestartIn != 100*time.Millisecond || e.Name != "worker-1" {
+		t.Errorf("kill -9: %+v", e)
+	}
+	if e := exits[1]; e.Signal != 0 || e.Code != 0 || e.RestartIn == 0 {
+		t.Errorf("SIGTERM (a graceful exit 0): %+v", e)
 	}
 }

@@ -5,8 +5,9 @@
 // local front (bin/ingest-local) and N streamer workers (bin/streamer).
 //
 // It is the library under `make dev`, `make demo`, the chaos harness and the
-// benchmarks: every process can be killed (-9), terminated (SIGTERM), paused
-// (SIGSTOP), resumed and started again; the engines can be stopped and
+// benchmarks: every process (a shared/proc.Proc) can be killed (-9),
+// terminated (SIGTERM), paused (SIGSTOP), resumed and started again, and a
+// worker restarted on its own after it exits (Config.RestartWorkers); the engines can be stopped and
 // started on the same ports; the feed is driven through its HTTP controls
 // (feed.Client) and keeps the source's own records; the workers' stdout sinks
 // are parsed line by line into SinkRecords (and appended to a file per
@@ -42,6 +43,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -101,6 +103,13 @@ type Config struct {
 	// OnSink, when set, sees every sink record as it arrives (from the
 	// worker's stdout reader: keep it fast).
 	OnSink func(SinkRecord)
+
+	// RestartWorkers, when set, restarts a worker that exits without being
+	// asked to (`make dev`, the way ECS does); nil: a harness that kills
+	// workers on purpose restarts them itself.
+	RestartWorkers *proc.Restart
+	// OnExit, when set, sees every exit of a worker, the feed or ingest.
+	OnExit func(proc.Exit)
 
 	// StartTimeout bounds each process's readiness wait.
 	StartTimeout time.Duration
@@ -210,8 +219,8 @@ type Stack struct {
 
 	Dynamo *enginetest.Process
 	SQS    *enginetest.Process
-	Feed   *Proc
-	Ingest *Proc
+	Feed   *proc.Proc
+	Ingest *proc.Proc
 
 	// FeedClient drives the feed's controls and reads its records.
 	FeedClient *feed.Client
@@ -329,27 +338,27 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 
 	s.FeedClient = feed.NewClient(s.FeedURL())
-	s.Feed = &Proc{
+	s.Feed = &proc.Proc{
 		Name: "feed", Argv: s.feedArgv(),
-		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "feed.log"),
+		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "feed.log"), OnExit: c.OnExit,
 	}
 	if err := s.Feed.Start(); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, s.Feed, s.FeedURL()+"/healthz", c.StartTimeout); err != nil {
+	if err := s.Feed.WaitReady(ctx, c.StartTimeout, proc.HTTPOK(s.FeedURL()+"/healthz")); err != nil {
 		return err
 	}
 
-	s.Ingest = &Proc{
+	s.Ingest = &proc.Proc{
 		Name: "ingest", Argv: []string{c.Bin.Ingest, "-port", strconv.Itoa(c.Ports.API)},
 		Env: append(s.awsEnv(), schema.EnvTableName+"="+c.Table, schema.EnvQueueURL+"="+s.QueueURL,
 			schema.EnvAllowPrivateIPs+"=loopback", schema.EnvEnvironment+"=local"),
-		Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "ingest.log"),
+		Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "ingest.log"), OnExit: c.OnExit,
 	}
 	if err := s.Ingest.Start(); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, s.Ingest, s.APIURL()+"/sessions?limit=1", c.StartTimeout); err != nil {
+	if err := s.Ingest.WaitReady(ctx, c.StartTimeout, proc.HTTPOK(s.APIURL()+"/sessions?limit=1")); err != nil {
 		return err
 	}
 	s.API, err = apiclient.NewClient(s.APIURL(), nil)
@@ -421,34 +430,6 @@ func (s *Stack) createResources(ctx context.Context) error {
 	s.QueueURL = qs.WorkURL
 	s.log.Info().Str("table", s.cfg.Table).Str("queue", qs.WorkURL).Msg("table and queues ready")
 	return nil
-}
-
-// waitHTTP polls url until it answers 2xx, p exits or timeout passes.
-func waitHTTP(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("wait for %s: %w", p.Name, err)
-		}
-		resp, err := hc.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return nil
-			}
-		}
-		if p != nil && !p.Running() {
-			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.Name, p.ExitErr(), p.LogPath)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %v (last: %v); see %s", p.Name, timeout, err, p.LogPath)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // Workers returns the stack's workers (running or not), in creation order.
@@ -525,7 +506,7 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.log.Info().Msg("workers stopped")
-	for _, p := range []*Proc{s.Ingest, s.Feed} {
+	for _, p := range []*proc.Proc{s.Ingest, s.Feed} {
 		if p != nil {
 			if err := p.Stop(5 * time.Second); err != nil {
 				errs = append(errs, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -24,7 +25,7 @@ import (
 type Worker struct {
 	Index     int
 	AdminAddr string // 127.0.0.1:port
-	Proc      *Proc
+	Proc      *proc.Proc
 
 	stack *Stack
 
@@ -80,13 +81,16 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 	}
 	name := fmt.Sprintf("worker-%d", idx)
 	w := &Worker{Index: idx, AdminAddr: "127.0.0.1:" + strconv.Itoa(port), stack: s}
-	w.Proc = &Proc{
+	w.Proc = &proc.Proc{
 		Name:       name,
 		Argv:       []string{s.cfg.Bin.Streamer},
 		Dir:        s.cfg.Root,
 		LogPath:    filepath.Join(s.LogDir(), name+".log"),
 		StdoutPath: filepath.Join(s.LogDir(), name+".sink.jsonl"),
 		OnLine:     s.sinks.line,
+		NextEnv:    w.nextIncarnation,
+		Restart:    s.cfg.RestartWorkers,
+		OnExit:     s.cfg.OnExit,
 	}
 	s.mu.Lock()
 	s.workers = append(s.workers, w)
@@ -97,26 +101,30 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 	return w, nil
 }
 
-// Start starts a new incarnation of the worker (it must not be running) and
-// waits until its admin /healthz answers.
-func (w *Worker) Start(ctx context.Context) error {
-	s := w.stack
+// nextIncarnation names the next incarnation (every start, by hand or by
+// the restart policy) and gives its environment.
+func (w *Worker) nextIncarnation() []string {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	id := fmt.Sprintf("worker-%d", w.Index)
 	if n := len(w.ids); n > 0 {
 		id = fmt.Sprintf("worker-%d.r%d", w.Index, n+1)
 	}
 	w.ids = append(w.ids, id)
-	extra := w.env
-	w.mu.Unlock()
-	w.Proc.Env = append(s.workerEnv(id, w.AdminAddr), extra...)
+	return append(w.stack.workerEnv(id, w.AdminAddr), w.env...)
+}
+
+// Start starts a new incarnation of the worker (it must not be running) and
+// waits until its admin /healthz answers.
+func (w *Worker) Start(ctx context.Context) error {
+	s := w.stack
 	if err := w.Proc.Start(); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, w.Proc, "http://"+w.AdminAddr+"/healthz", s.cfg.StartTimeout); err != nil {
+	if err := w.Proc.WaitReady(ctx, s.cfg.StartTimeout, proc.HTTPOK("http://"+w.AdminAddr+"/healthz")); err != nil {
 		return err
 	}
-	s.log.Info().Str("worker", id).Int("pid", w.Proc.Pid()).Str("admin", w.AdminAddr).Msg("worker up")
+	s.log.Info().Str("worker", w.ID()).Int("pid", w.Proc.Pid()).Str("admin", w.AdminAddr).Msg("worker up")
 	return nil
 }
 
@@ -172,7 +180,7 @@ func (w *Worker) Wait(ctx context.Context) error { return w.Proc.Wait(ctx) }
 
 // Ready polls the worker's /readyz until it answers 2xx.
 func (w *Worker) Ready(ctx context.Context, timeout time.Duration) error {
-	return waitHTTP(ctx, w.Proc, "http://"+w.AdminAddr+"/readyz", timeout)
+	return w.Proc.WaitReady(ctx, timeout, proc.HTTPOK("http://"+w.AdminAddr+"/readyz"))
 }
 
 // Status returns the worker's /status document (what the worker says of

@@ -15,9 +15,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/proc"
 )
 
 // RepoRoot finds the repository root: WSFLEET_ROOT, or the nearest parent of
@@ -52,100 +52,62 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Process is one engine process on a fixed loopback port. Stop and Start may
-// be called repeatedly (tests kill an engine and bring it back on the same
-// port).
+// Process is one engine process on a fixed loopback port (supervised by
+// shared/proc). Stop and Start may be called repeatedly (tests kill an
+// engine and bring it back on the same port).
 type Process struct {
 	Name string
 	Port int
-	argv []string
-	dir  string
-	log  *os.File
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *proc.Proc
 }
 
 // Endpoint is the engine's http URL.
 func (p *Process) Endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(p.Port) }
 
-// Start launches the process and waits until its port accepts connections.
+// Pid is the engine's process id (0 before the first Start).
+func (p *Process) Pid() int { return p.proc.Pid() }
+
+// LogPath is the engine's log (stdout and stderr).
+func (p *Process) LogPath() string { return p.proc.LogPath }
+
+// Running reports whether the engine process is running.
+func (p *Process) Running() bool { return p.proc.Running() }
+
+// Start launches the process (unless it runs) and waits until its port
+// accepts connections.
 func (p *Process) Start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd != nil {
+	if p.proc.Running() {
 		return nil
 	}
-	cmd := exec.Command(p.argv[0], p.argv[1:]...)
-	cmd.Dir = p.dir
-	cmd.Stdout = p.log
-	cmd.Stderr = p.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.Name, err)
+	if err := p.proc.Start(); err != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p.Port), 200*time.Millisecond)
+	addr := "127.0.0.1:" + strconv.Itoa(p.Port)
+	err := p.proc.WaitReady(context.Background(), 20*time.Second, func(context.Context) error {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			break
 		}
-		select {
-		case <-done:
-			return fmt.Errorf("start %s: exited before listening (log: %s)", p.Name, p.log.Name())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			return fmt.Errorf("start %s: port %d not open after 20s (log: %s)", p.Name, p.Port, p.log.Name())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		_ = p.proc.Stop(time.Second)
+		return fmt.Errorf("start %s on port %d: %w", p.Name, p.Port, err)
 	}
-	p.cmd, p.done = cmd, done
 	return nil
 }
 
 // Stop ends the process: SIGTERM, then SIGKILL after two seconds.
-func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
+func (p *Process) Stop() { _ = p.proc.Stop(2 * time.Second) }
 
-// Kill ends the process with SIGKILL at once (a crash).
-func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
-
-func (p *Process) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-	p.cmd, p.done = nil, nil
-}
+// Kill ends the process with SIGKILL at once (a crash) and waits for it.
+func (p *Process) Kill() { _ = p.proc.Kill(context.Background()) }
 
 // Pause stops the process with SIGSTOP (the port stays bound but nothing answers).
-func (p *Process) Pause() error { return p.kill(syscall.SIGSTOP) }
+func (p *Process) Pause() error { return p.proc.Pause() }
 
 // Resume continues a paused process.
-func (p *Process) Resume() error { return p.kill(syscall.SIGCONT) }
-
-func (p *Process) kill(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return fmt.Errorf("%s: not running", p.Name)
-	}
-	return syscall.Kill(-p.cmd.Process.Pid, sig)
-}
+func (p *Process) Resume() error { return p.proc.Resume() }
 
 // Options say where the engines keep their logs and data.
 type Options struct {
@@ -187,11 +149,9 @@ func newProcess(name string, o Options, argv []string) (*Process, error) {
 	if err := os.MkdirAll(o.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s log dir: %w", name, err)
 	}
-	f, err := os.OpenFile(filepath.Join(o.LogDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("%s log: %w", name, err)
-	}
-	return &Process{Name: name, Port: o.Port, argv: argv, dir: o.Root, log: f}, nil
+	return &Process{Name: name, Port: o.Port, proc: &proc.Proc{
+		Name: name, Argv: argv, Dir: o.Root, LogPath: filepath.Join(o.LogDir, name+".log"),
+	}}, nil
 }
 
 // NewDynalite prepares (does not start) a dynalite on 127.0.0.1.

@@ -1,7 +1,9 @@
 // Command devstack runs the local stack (`make dev`): dynalite on disk under
 // .dev/data, fauxqs, the table and queues, the demo feed, the ingest local
 // front and 3 streamer workers, each a separate process on 127.0.0.1. It
-// prints the endpoints and a curl that starts a session, then runs until
+// prints the endpoints and a curl that starts a session, says when a process
+// exits and restarts a worker that did (--restart=false: not; the stack then
+// ends with a non-zero status naming it), then runs until
 // Ctrl-C, when it stops everything gracefully (workers first: they release
 // their leases and write final checkpoints). A second Ctrl-C exits at once
 // (the children die with it). Every port has a flag and an environment
@@ -10,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +20,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +30,7 @@ import (
 	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/proc"
 )
 
 func main() {
@@ -49,6 +55,7 @@ func run(ctx context.Context, restoreSignals func(), args []string, out io.Write
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	dir := fs.String("dir", os.Getenv("WSFLEET_DEV_DIR"), "state folder: data/ and logs/ (default <repo>/.dev)")
 	fresh := fs.Bool("fresh", false, "delete the data folder first (forget every session)")
+	restart := fs.Bool("restart", true, "restart a worker that exits (after 1 s, backing off to 30 s if it keeps exiting), as ECS does")
 	fs.IntVar(&cfg.Workers, "workers", envInt("WSFLEET_DEV_WORKERS", cfg.Workers), "streamer workers")
 	fs.IntVar(&cfg.Ports.Dynamo, "dynamo-port", envInt("WSFLEET_DEV_DYNAMO_PORT", cfg.Ports.Dynamo), "dynalite port")
 	fs.IntVar(&cfg.Ports.SQS, "sqs-port", envInt("WSFLEET_DEV_SQS_PORT", cfg.Ports.SQS), "fauxqs port")
@@ -97,6 +104,11 @@ func run(ctx context.Context, restoreSignals func(), args []string, out io.Write
 	// Sink records are in the files; do not keep them in memory for hours.
 	cfg.KeepSinkRecords = false
 
+	exits := &exitLog{out: out}
+	cfg.OnExit = exits.report
+	if *restart {
+		cfg.RestartWorkers = &proc.Restart{Delay: time.Second, MaxDelay: 30 * time.Second}
+	}
 	st, err := devstack.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -108,10 +120,43 @@ func run(ctx context.Context, restoreSignals func(), args []string, out io.Write
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Worker.ShutdownDeadline+30*time.Second)
 	defer cancel()
 	if err := st.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		return errors.Join(fmt.Errorf("shutdown: %w", err), exits.err())
 	}
 	fmt.Fprintln(out, "stopped. Sessions are kept in", st.DataDir(), "(make dev resumes them; --fresh forgets them).")
-	return nil
+	return exits.err()
+}
+
+// exitLog says on the terminal when a process of the stack exits without
+// being asked to, and remembers the ones that were not restarted: the
+// stack's exit status reports them.
+type exitLog struct {
+	out  io.Writer
+	mu   sync.Mutex
+	dead []string
+}
+
+func (l *exitLog) report(e proc.Exit) {
+	if e.Stopped {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.RestartIn > 0 {
+		fmt.Fprintf(l.out, "%s %s\n", time.Now().Format("15:04:05"), e)
+		return
+	}
+	fmt.Fprintf(l.out, "%s %s; not restarted\n", time.Now().Format("15:04:05"), e)
+	l.dead = append(l.dead, e.String())
+}
+
+// err names every process that ended on its own and was not restarted.
+func (l *exitLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.dead) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not restarted: %s", strings.Join(l.dead, "; "))
 }
 
 func rel(root, p string) string {
@@ -143,5 +188,8 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "  bin/wsfleet%s status          # id, state, owner, lease expires in, epoch, last_seq\n", api)
 	fmt.Fprintf(out, "  tail -f %s/worker-*.sink.jsonl\n", rel(root, st.LogDir()))
 	fmt.Fprintf(out, "  bin/wsfleet%s stop hello\n\n", api)
+	if c.RestartWorkers != nil {
+		fmt.Fprintf(out, "A worker that exits is reported here and restarted after %v (--restart=false: not).\n", c.RestartWorkers.Delay)
+	}
 	fmt.Fprintf(out, "Ctrl-C stops everything gracefully.\n")
 }
