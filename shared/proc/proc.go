@@ -442,17 +442,21 @@ func (p *Proc) Stop(grace time.Duration) error {
 func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var last error
 	for {
 		err := probe(ctx)
 		if err == nil {
 			return nil
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err // not the deadline cutting the last probe short
 		}
 		if !p.Running() {
 			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.Name, p.ExitErr(), p.LogPath)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready after %v (last: %v); see %s", p.Name, timeout, err, p.LogPath)
+			return fmt.Errorf("%s not ready after %v (last: %v); see %s", p.Name, timeout, last, p.LogPath)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -230,12 +230,12 @@ func TestRestartBacksOff(t *testing.T) {
 	rec := &recorder{}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "child.sh")
-	// Runs 1-5 exit at once; run 6 lasts 300 ms (> StableAfter) then exits.
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\n[ \"$RUN\" -ge 6 ] && sleep 0.3\nexit 1\n"), 0o755); err != nil {
+	// Runs 1-5 exit at once; run 6 lasts 700 ms (> StableAfter) then exits.
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n[ \"$RUN\" -ge 6 ] && sleep 0.7\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	p := &Proc{Name: "loop", Argv: []string{bin}, LogPath: filepath.Join(dir, "loop.log"), NextEnv: rec.nextEnv}
-	p.Restart = &Restart{Delay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond, StableAfter: 150 * time.Millisecond}
+	p.Restart = &Restart{Delay: 20 * time.Millisecond, MaxDelay: 80 * time.Millisecond, StableAfter: 500 * time.Millisecond}
 	p.OnExit = func(e Exit) {
 		rec.onExit(e)
 		if rec.nExits() == 6 {
@@ -287,7 +287,7 @@ func TestWaitReady(t *testing.T) {
 	if err := p.WaitReady(ctx, 5*time.Second, HTTPOK(srv.URL+"/ok")); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitReady(ctx, 200*time.Millisecond, HTTPOK(srv.URL+"/down")); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
+	if err := p.WaitReady(ctx, time.Second, HTTPOK(srv.URL+"/down")); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
 		t.Fatalf("not ready: %v", err)
 	}
 	q := shProc(t, "gone", `exit 4`)
