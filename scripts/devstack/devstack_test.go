@@ -92,13 +92,7 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 // on SIGTERM is reported with its signal or exit code and comes back as a
 // new incarnation; Shutdown stops it for good.
 func TestWorkerRestartedAfterExit(t *testing.T) {
-	root, err := enginetest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "dynalite")); err != nil {
-		t.Fatalf("the local engines are not installed (run `make deps`): %v", err)
-	}
+	root := enginetest.InstalledRoot(t)
 	tmp := t.TempDir()
 	bins, err := BuildBinaries(root, filepath.Join(tmp, "bin"))
 	if err != nil {

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -94,4 +95,19 @@ func Require(t testing.TB) {
 		t.Fatalf("integration engines required under CI=true: %v", err)
 	}
 	t.Skipf("integration engines unavailable (run `make deps`): %v", err)
+}
+
+// InstalledRoot is the repository root for a test that starts engines of its
+// own (a whole local stack): it fails the test when the root cannot be found
+// or the engines are not installed (never skips).
+func InstalledRoot(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "dynalite")); err != nil {
+		t.Fatalf("the local engines are not installed (run `make deps`): %v", err)
+	}
+	return root
 }
