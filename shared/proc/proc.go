@@ -63,9 +63,6 @@ type Exit struct {
 	RestartIn time.Duration
 }
 
-// Failed reports whether the end was not asked for, nor a clean exit 0.
-func (e Exit) Failed() bool { return !e.Stopped && e.Err != nil }
-
 // String says what happened, for a terminal: "worker-1 (pid 42) was killed
 // by signal 9 (killed) after 3s; restarting in 1s".
 func (e Exit) String() string {

@@ -177,7 +177,7 @@ func TestRestartReportsCodeAndSignal(t *testing.T) {
 	}{{3, 0, "exited with code 3"}, {-1, syscall.SIGKILL, "killed by signal 9 (killed)"}, {-1, syscall.SIGTERM, "killed by signal 15 (terminated)"}}
 	for i, w := range want {
 		e := exits[i]
-		if e.Code != w.code || e.Signal != w.sig || !e.Failed() || e.Stopped || e.RestartIn != delay || e.Pid == 0 {
+		if e.Code != w.code || e.Signal != w.sig || e.Err == nil || e.Stopped || e.RestartIn != delay || e.Pid == 0 {
 			t.Errorf("exit %d: %+v, want code %d signal %v restart in %v", i, e, w.code, w.sig, delay)
 		}
 		if s := e.String(); !strings.Contains(s, w.text) || !strings.Contains(s, "restarting in 50ms") || !strings.HasPrefix(s, "w (pid ") {
@@ -187,7 +187,7 @@ func TestRestartReportsCodeAndSignal(t *testing.T) {
 			t.Errorf("run %d started %v after exit %d was reported, want ≥ %v", i+2, gap, i+1, delay)
 		}
 	}
-	if last := exits[3]; !last.Stopped || last.Failed() || last.RestartIn != 0 {
+	if last := exits[3]; !last.Stopped || last.RestartIn != 0 {
 		t.Errorf("the stop: %+v", last)
 	}
 	if p.Running() || len(starts) != 4 {
@@ -215,7 +215,7 @@ func TestNoRestartWithoutPolicy(t *testing.T) {
 	waitFor(t, "the supervised twin's third run", func() bool { return pOn.Starts() >= 3 })
 	waitFor(t, "the exit reported", func() bool { return off.nExits() == 1 })
 	exits, _, _ := off.snapshot()
-	if e := exits[0]; e.Code != 2 || e.RestartIn != 0 || !e.Failed() || strings.Contains(e.String(), "restarting") {
+	if e := exits[0]; e.Code != 2 || e.RestartIn != 0 || e.Err == nil || e.Stopped || strings.Contains(e.String(), "restarting") {
 		t.Errorf("exit %+v (%s)", e, e)
 	}
 	if pOff.Starts() != 1 {
