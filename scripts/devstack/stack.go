@@ -108,7 +108,8 @@ type Config struct {
 	// asked to (`make dev`, the way ECS does); nil: a harness that kills
 	// workers on purpose restarts them itself.
 	RestartWorkers *proc.Restart
-	// OnExit, when set, sees every exit of a worker, the feed or ingest.
+	// OnExit, when set, sees every exit of a worker, the feed, ingest or an
+	// engine.
 	OnExit func(proc.Exit)
 
 	// StartTimeout bounds each process's readiness wait.
@@ -318,14 +319,14 @@ func (s *Stack) start(ctx context.Context) error {
 		return fmt.Errorf("log dir: %w", err)
 	}
 	var err error
-	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: c.Ports.Dynamo})
+	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: c.Ports.Dynamo, OnExit: c.OnExit})
 	if err != nil {
 		return err
 	}
 	if err := s.Dynamo.Start(); err != nil {
 		return err
 	}
-	s.SQS, err = enginetest.NewFauxqs(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), Port: c.Ports.SQS})
+	s.SQS, err = enginetest.NewFauxqs(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), Port: c.Ports.SQS, OnExit: c.OnExit})
 	if err != nil {
 		return err
 	}

@@ -115,6 +115,8 @@ type Options struct {
 	LogDir  string // default a temp dir
 	DataDir string // dynalite on disk under it when set; in memory otherwise
 	Port    int    // 0 picks a free port
+	// OnExit, when set, sees every exit of the engine process (see proc.Proc).
+	OnExit func(proc.Exit)
 }
 
 func (o *Options) fill() error {
@@ -150,7 +152,7 @@ func newProcess(name string, o Options, argv []string) (*Process, error) {
 		return nil, fmt.Errorf("%s log dir: %w", name, err)
 	}
 	return &Process{Name: name, Port: o.Port, proc: &proc.Proc{
-		Name: name, Argv: argv, Dir: o.Root, LogPath: filepath.Join(o.LogDir, name+".log"),
+		Name: name, Argv: argv, Dir: o.Root, LogPath: filepath.Join(o.LogDir, name+".log"), OnExit: o.OnExit,
 	}}, nil
 }
 
