@@ -99,6 +99,7 @@ type Proc struct {
 	OnLine        func(line []byte)
 	// NextEnv, when set, is called before every start (the first, a manual
 	// one and a restart) and gives that run's environment instead of Env.
+	// It runs under the Proc's lock: it must not call the Proc's methods.
 	NextEnv func() []string
 	// Restart, when set, starts the process again after an exit Stop did
 	// not ask for. nil: never.
@@ -113,9 +114,9 @@ type Proc struct {
 	exitErr   error
 	starts    int
 	truncated int
-	stopping  bool        // Stop was called and no Start since
-	pending   *time.Timer // a scheduled restart
-	delay     time.Duration
+	stopping  bool          // Stop was called and no Start since
+	pending   *time.Timer   // a scheduled restart
+	delay     time.Duration // the last restart delay (the backoff doubles it)
 }
 
 // Start launches the process. It is an error to start a running one.
