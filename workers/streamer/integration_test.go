@@ -115,17 +115,22 @@ func (s *syncBuffer) String() string {
 }
 
 type env struct {
-	t      *testing.T
-	db     *dynamodb.Client
-	sqsc   *sqs.Client
-	table  string
-	queue  *sqsnotify.Queue
-	feed   *feedtest.Server
-	sink   *recSink
-	logs   *syncBuffer
-	mu     sync.Mutex
-	ws     []*testWorker
-	nextID int
+	t       *testing.T
+	db      *dynamodb.Client
+	sqsc    *sqs.Client
+	table   string
+	queue   *sqsnotify.Queue
+	workURL string
+	// workerQueue and workerDB are what e.worker's workers use: e.queue and
+	// e.db unless a test routes them through a faultnet proxy.
+	workerQueue WorkQueue
+	workerDB    *dynamodb.Client
+	feed        *feedtest.Server
+	sink        *recSink
+	logs        *syncBuffer
+	mu          sync.Mutex
+	ws          []*testWorker
+	nextID      int
 }
 
 type testWorker struct {
@@ -166,7 +171,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.queue = sqsnotify.New(e.sqsc, qs.WorkURL, 1)
+	e.queue, e.workURL = sqsnotify.New(e.sqsc, qs.WorkURL, 1), qs.WorkURL
 	e.feed = feedtest.New(feedtest.Options{Rate: feedRate})
 	if err := e.feed.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -218,8 +223,15 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 		mod(&cfg)
 	}
 	log := NewLogger(e.logs, cfg.LogLevel)
-	st := &severableStore{Store: dynamostore.New(e.db, e.table)}
-	w, err := New(cfg, Deps{Store: st, Queue: e.queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
+	db, queue := e.db, WorkQueue(e.queue)
+	if e.workerDB != nil {
+		db = e.workerDB
+	}
+	if e.workerQueue != nil {
+		queue = e.workerQueue
+	}
+	st := &severableStore{Store: dynamostore.New(db, e.table)}
+	w, err := New(cfg, Deps{Store: st, Queue: queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -257,17 +257,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
 
 	<-ctx.Done()
+	// Everything from here on ends by hardStop: the deadline is a bound on
+	// the whole shutdown, whatever the engines or a sink do.
+	hardStop := time.Now().Add(w.cfg.ShutdownDeadline)
 	err := w.drain(reconCancel, consumerCancel, &recon, &consumer)
 	reconCancel()
 	consumerCancel()
-	w.sessWG.Wait()
+	if !waitUntil(&w.sessWG, hardStop) {
+		w.hardCancel()
+		if !waitUntil(&w.sessWG, time.Now().Add(shutdownCleanup)) {
+			err = errors.Join(err, errors.New("sessions still running after the shutdown deadline (a sink call that ignores its context?)"))
+		}
+	}
 	bgCancel()
 	bg.Wait()
 	w.setState(stateStopped)
 	w.flushMetrics()
 	if admin != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = admin.Shutdown(sctx)
+		sctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
+		if admin.Shutdown(sctx) != nil {
+			_ = admin.Close() // a request still in flight at the deadline is cut
+		}
 		cancel()
 	}
 	switch {
@@ -279,6 +289,31 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Info().Msg("worker stopped")
 	}
 	return nil
+}
+
+// shutdownCleanup is how long the steps after the deadline (abandoned
+// sessions unwinding, the admin server closing) may take at most.
+const shutdownCleanup = 250 * time.Millisecond
+
+// waitUntil waits for wg until deadline; false when the deadline came first.
+func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // drain is the graceful shutdown: stop claiming, close and release every
