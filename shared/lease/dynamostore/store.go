@@ -6,16 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // API is the part of the DynamoDB client the store calls.
@@ -70,35 +70,6 @@ func (s *Store) Stats() map[string]int64 {
 
 func (s *Store) count(op string) { s.stats[op].Add(1) }
 
-var names = map[string]string{
-	"#pk": schema.AttrPk,
-	"#ds": schema.AttrDesiredState,
-	"#sh": schema.AttrIndexShard,
-	"#o":  schema.AttrLeaseOwner,
-	"#e":  schema.AttrLeaseExpiresAtMs,
-	"#ep": schema.AttrLeaseEpoch,
-	"#ls": schema.AttrLastSeq,
-}
-
-// pick returns the expression attribute names an expression uses (DynamoDB
-// rejects unused ones).
-func pick(keys ...string) map[string]string {
-	m := make(map[string]string, len(keys))
-	for _, k := range keys {
-		m[k] = names[k]
-	}
-	return m
-}
-
-func num(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func (s *Store) key(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{schema.AttrPk: str(id)}
-}
-
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
@@ -106,18 +77,18 @@ func isConditionFailed(err error) bool {
 
 // Acquire implements lease.Store.
 func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (lease.Item, error) {
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      s.key(id),
-		UpdateExpression:         aws.String("SET #o = :o, #e = :exp ADD #ep :one"),
-		ConditionExpression:      aws.String("attribute_exists(#pk) AND #ds = :started AND (attribute_not_exists(#e) OR #e < :stale)"),
-		ExpressionAttributeNames: pick("#pk", "#ds", "#o", "#e", "#ep"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":o": str(owner), ":exp": num(expiresAtMs), ":one": num(1),
-			":started": str(schema.StateStarted), ":stale": num(staleBeforeMs),
-		},
-		ReturnValues: types.ReturnValueAllNew,
-	})
+	in, err := sessionitem.Update(s.table, id,
+		expression.Set(sessionitem.LeaseOwner, expression.Value(owner)).
+			Set(sessionitem.LeaseExpiresAtMs, expression.Value(expiresAtMs)).
+			Add(sessionitem.LeaseEpoch, expression.Value(1)),
+		expression.AttributeExists(sessionitem.Pk).
+			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
+			And(expression.AttributeNotExists(sessionitem.LeaseExpiresAtMs).Or(sessionitem.LeaseExpiresAtMs.LessThan(expression.Value(staleBeforeMs)))))
+	if err != nil {
+		return lease.Item{}, err
+	}
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.api.UpdateItem(ctx, in)
 	if err == nil {
 		s.count(OpAcquire)
 		return decode(out.Attributes)
@@ -138,22 +109,21 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, ex
 
 // Renew implements lease.Store.
 func (s *Store) Renew(ctx context.Context, t lease.Token, nowMs, expiresAtMs, lastSeq int64) (lease.Item, error) {
-	update := "SET #e = :exp"
+	update := expression.Set(sessionitem.LeaseExpiresAtMs, expression.Value(expiresAtMs))
 	if lastSeq != lease.NoSeq {
-		update += ", #ls = :seq"
+		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.table,
-		Key:                      s.key(t.ConnectionID),
-		UpdateExpression:         aws.String(update),
-		ConditionExpression:      aws.String("#o = :o AND #ep = :ep AND #e >= :now AND #ds = :started AND (attribute_not_exists(#ls) OR #ls <= :seq)"),
-		ExpressionAttributeNames: pick("#ds", "#o", "#e", "#ep", "#ls"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":o": str(t.Owner), ":ep": num(t.Epoch), ":now": num(nowMs), ":exp": num(expiresAtMs),
-			":started": str(schema.StateStarted), ":seq": num(lastSeq),
-		},
-		ReturnValues: types.ReturnValueAllNew,
-	})
+	in, err := sessionitem.Update(s.table, t.ConnectionID, update,
+		sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).
+			And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch))).
+			And(sessionitem.LeaseExpiresAtMs.GreaterThanEqual(expression.Value(nowMs))).
+			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
+			And(seqForward(lastSeq)))
+	if err != nil {
+		return lease.Item{}, err
+	}
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.api.UpdateItem(ctx, in)
 	if err == nil {
 		s.count(OpRenew)
 		return decode(out.Attributes)
@@ -177,36 +147,33 @@ func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) er
 	if lastSeq == lease.NoSeq {
 		return nil
 	}
-	return s.fenced(ctx, OpCheckpoint, t, lastSeq, "SET #ls = :seq", nil)
+	return s.fenced(ctx, OpCheckpoint, t, lastSeq, expression.Set(sessionitem.LastSeq, expression.Value(lastSeq)))
 }
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	update := "SET #e = :zero"
+	update := expression.Set(sessionitem.LeaseExpiresAtMs, expression.Value(0))
 	if lastSeq != lease.NoSeq {
-		update += ", #ls = :seq"
+		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
 	}
-	return s.fenced(ctx, OpRelease, t, lastSeq, update, map[string]types.AttributeValue{":zero": num(0)})
+	return s.fenced(ctx, OpRelease, t, lastSeq, update)
+}
+
+// seqForward is the condition that lastSeq does not move last_seq back.
+func seqForward(lastSeq int64) expression.ConditionBuilder {
+	return expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(expression.Value(lastSeq)))
 }
 
 // fenced runs an update conditional on owner, epoch and a forward last_seq.
-func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update string, extra map[string]types.AttributeValue) error {
-	values := map[string]types.AttributeValue{":o": str(t.Owner), ":ep": num(t.Epoch), ":seq": num(lastSeq)}
-	for k, v := range extra {
-		values[k] = v
+func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update expression.UpdateBuilder) error {
+	in, err := sessionitem.Update(s.table, t.ConnectionID, update,
+		sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).
+			And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch))).
+			And(seqForward(lastSeq)))
+	if err != nil {
+		return err
 	}
-	nameKeys := []string{"#o", "#ep", "#ls"}
-	if extra != nil {
-		nameKeys = append(nameKeys, "#e")
-	}
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.table,
-		Key:                       s.key(t.ConnectionID),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("#o = :o AND #ep = :ep AND (attribute_not_exists(#ls) OR #ls <= :seq)"),
-		ExpressionAttributeNames:  pick(nameKeys...),
-		ExpressionAttributeValues: values,
-	})
+	_, err = s.api.UpdateItem(ctx, in)
 	s.count(op)
 	if err == nil {
 		return nil
@@ -232,7 +199,7 @@ func (s *Store) read(ctx context.Context, id string) (*lease.Item, error) {
 }
 
 func (s *Store) getItem(ctx context.Context, id string) (*lease.Item, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: s.key(id), ConsistentRead: aws.Bool(true)})
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(id), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -287,31 +254,22 @@ func (s *Store) orphansIn(ctx context.Context, shard string, expiresBeforeMs int
 		if limit > 0 && int32(limit-len(out)) < page {
 			page = int32(limit - len(out))
 		}
-		res, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName:                &s.table,
-			IndexName:                aws.String(schema.IndexByShardExpiry),
-			KeyConditionExpression:   aws.String("#sh = :shard AND #e < :before"),
-			ExpressionAttributeNames: pick("#sh", "#e"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":shard": str(shard), ":before": num(expiresBeforeMs),
-			},
-			Limit:             aws.Int32(page),
-			ExclusiveStartKey: start,
-		})
+		in, err := sessionitem.ShardQuery(s.table, shard, &expiresBeforeMs, page, start)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.api.Query(ctx, in)
 		s.count(OpOrphanQuery)
 		if err != nil {
 			return nil, fmt.Errorf("query %s %s: %w", schema.IndexByShardExpiry, shard, err)
 		}
 		s.stats[OpOrphanItemRead].Add(int64(len(res.Items)))
 		for _, raw := range res.Items {
-			var c struct {
-				Pk  string `dynamodbav:"Pk"`
-				Exp int64  `dynamodbav:"lease_expires_at_ms"`
-			}
-			if err := attributevalue.UnmarshalMap(raw, &c); err != nil {
+			c, err := sessionitem.Decode(raw)
+			if err != nil {
 				return nil, fmt.Errorf("decode orphan: %w", err)
 			}
-			out = append(out, lease.Candidate{ConnectionID: c.Pk, ExpiresAtMs: c.Exp})
+			out = append(out, lease.Candidate{ConnectionID: c.ConnectionID, ExpiresAtMs: c.LeaseExpiresAtMs})
 		}
 		if len(res.LastEvaluatedKey) == 0 || (limit > 0 && len(out) >= limit) {
 			return out, nil
@@ -320,31 +278,18 @@ func (s *Store) orphansIn(ctx context.Context, shard string, expiresBeforeMs int
 	}
 }
 
-type record struct {
-	Pk           string            `dynamodbav:"Pk"`
-	DesiredState string            `dynamodbav:"desired_state"`
-	IndexShard   string            `dynamodbav:"index_shard,omitempty"`
-	WSURL        string            `dynamodbav:"ws_url"`
-	Headers      map[string]string `dynamodbav:"headers"`
-	SeqField     string            `dynamodbav:"seq_field"`
-	ResumeParam  string            `dynamodbav:"resume_query_param"`
-	Generation   int64             `dynamodbav:"generation"`
-	Owner        string            `dynamodbav:"lease_owner"`
-	ExpiresAtMs  int64             `dynamodbav:"lease_expires_at_ms"`
-	Epoch        int64             `dynamodbav:"lease_epoch"`
-	LastSeq      *int64            `dynamodbav:"last_seq"`
-	UpdatedAtMs  int64             `dynamodbav:"updated_at_ms"`
-}
-
 func decode(m map[string]types.AttributeValue) (lease.Item, error) {
-	var r record
-	if err := attributevalue.UnmarshalMap(m, &r); err != nil {
-		return lease.Item{}, fmt.Errorf("decode item: %w", err)
+	r, err := sessionitem.Decode(m)
+	if err != nil {
+		return lease.Item{}, err
 	}
 	it := lease.Item{
-		ConnectionID: r.Pk, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
-		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Generation: r.Generation,
-		Owner: r.Owner, ExpiresAtMs: r.ExpiresAtMs, Epoch: r.Epoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
+		SeqField: r.SeqField, ResumeParam: r.ResumeParam,
+		Owner: r.LeaseOwner, ExpiresAtMs: r.LeaseExpiresAtMs, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+	}
+	if r.Generation != nil {
+		it.Generation = *r.Generation
 	}
 	if r.LastSeq != nil {
 		it.LastSeq = *r.LastSeq
@@ -355,10 +300,11 @@ func decode(m map[string]types.AttributeValue) (lease.Item, error) {
 // Encode turns an item into attributes (tests and the local stack seed with
 // it; ingest has its own writes).
 func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
-	r := record{
-		Pk: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
-		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Generation: it.Generation,
-		Owner: it.Owner, ExpiresAtMs: it.ExpiresAtMs, Epoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
+	gen := it.Generation
+	r := sessionitem.Item{
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
+		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Generation: &gen,
+		LeaseOwner: it.Owner, LeaseExpiresAtMs: it.ExpiresAtMs, LeaseEpoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
 	}
 	if it.LastSeq != lease.NoSeq {
 		ls := it.LastSeq
@@ -367,19 +313,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)
 	}
-	m, err := attributevalue.MarshalMap(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode item %s: %w", it.ConnectionID, err)
-	}
-	for k, v := range m {
-		if _, isNull := v.(*types.AttributeValueMemberNULL); isNull {
-			delete(m, k)
-		}
-	}
-	if it.Owner == "" {
-		delete(m, schema.AttrLeaseOwner)
-	}
-	return m, nil
+	return sessionitem.Encode(r)
 }
 
 var _ lease.Store = (*Store)(nil)

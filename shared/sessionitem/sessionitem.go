@@ -1,0 +1,129 @@
+// Package sessionitem owns the encoding of a session item (one item per
+// connection in the sessions table): the Item struct, whose dynamodbav tags
+// are the attribute names of schema.Attr*, its key, and the expression names
+// that ingest (functions/ingest/internal/sessions) and the lease store
+// (shared/lease/dynamostore) build their conditional writes from. Both stores
+// read items only through Decode. A new attribute is one field here.
+package sessionitem
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Item is a session item. Omitted (omitempty) attributes are absent from an
+// encoded item; pointers tell an absent attribute from a zero one.
+type Item struct {
+	ConnectionID     string            `dynamodbav:"Pk"`
+	DesiredState     string            `dynamodbav:"desired_state"`
+	IndexShard       string            `dynamodbav:"index_shard,omitempty"`
+	WSURL            string            `dynamodbav:"ws_url"`
+	Headers          map[string]string `dynamodbav:"headers,omitempty"`
+	SeqField         string            `dynamodbav:"seq_field"`
+	ResumeParam      string            `dynamodbav:"resume_query_param"`
+	Generation       *int64            `dynamodbav:"generation,omitempty"`
+	LeaseOwner       string            `dynamodbav:"lease_owner,omitempty"`
+	LeaseExpiresAtMs int64             `dynamodbav:"lease_expires_at_ms"`
+	LeaseEpoch       int64             `dynamodbav:"lease_epoch"`
+	LastSeq          *int64            `dynamodbav:"last_seq,omitempty"`
+	CreatedAtMs      int64             `dynamodbav:"created_at_ms,omitempty"`
+	UpdatedAtMs      int64             `dynamodbav:"updated_at_ms"`
+}
+
+// Names of the attributes, for the expression builder.
+var (
+	Pk               = expression.Name(schema.AttrPk)
+	DesiredState     = expression.Name(schema.AttrDesiredState)
+	IndexShard       = expression.Name(schema.AttrIndexShard)
+	WSURL            = expression.Name(schema.AttrWSURL)
+	Headers          = expression.Name(schema.AttrHeaders)
+	SeqField         = expression.Name(schema.AttrSeqField)
+	ResumeParam      = expression.Name(schema.AttrResumeParam)
+	Generation       = expression.Name(schema.AttrGeneration)
+	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
+	LeaseExpiresAtMs = expression.Name(schema.AttrLeaseExpiresAtMs)
+	LeaseEpoch       = expression.Name(schema.AttrLeaseEpoch)
+	LastSeq          = expression.Name(schema.AttrLastSeq)
+	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
+	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
+)
+
+// Decode reads an item, or the keys-only projection of the by_shard_expiry
+// index (Pk, index_shard, lease_expires_at_ms).
+func Decode(m map[string]types.AttributeValue) (Item, error) {
+	var it Item
+	if err := attributevalue.UnmarshalMap(m, &it); err != nil {
+		return Item{}, fmt.Errorf("decode session item: %w", err)
+	}
+	return it, nil
+}
+
+// Encode is the item's attributes.
+func Encode(it Item) (map[string]types.AttributeValue, error) {
+	m, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return nil, fmt.Errorf("encode session item %s: %w", it.ConnectionID, err)
+	}
+	return m, nil
+}
+
+// Key is the table key of connection id.
+func Key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}}
+}
+
+// IndexKey is the by_shard_expiry key of an item: a query's ExclusiveStartKey.
+func IndexKey(id, shard string, expiresAtMs int64) map[string]types.AttributeValue {
+	k := Key(id)
+	k[schema.AttrIndexShard] = &types.AttributeValueMemberS{Value: shard}
+	k[schema.AttrLeaseExpiresAtMs] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expiresAtMs, 10)}
+	return k
+}
+
+// Update is the conditional UpdateItem of connection id in table: update
+// under cond, with the names and values the builder allotted.
+func Update(table, id string, update expression.UpdateBuilder, cond expression.ConditionBuilder) (*dynamodb.UpdateItemInput, error) {
+	e, err := expression.NewBuilder().WithUpdate(update).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build update of %s: %w", id, err)
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &table,
+		Key:                       Key(id),
+		UpdateExpression:          e.Update(),
+		ConditionExpression:       e.Condition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+	}, nil
+}
+
+// ShardQuery is a query of one by_shard_expiry shard, optionally bounded to
+// lease_expires_at_ms < expiresBeforeMs (expiresBeforeMs nil: the whole
+// shard), of up to limit keys starting after start (nil: the shard's start).
+func ShardQuery(table, shard string, expiresBeforeMs *int64, limit int32, start map[string]types.AttributeValue) (*dynamodb.QueryInput, error) {
+	kc := expression.Key(schema.AttrIndexShard).Equal(expression.Value(shard))
+	if expiresBeforeMs != nil {
+		kc = kc.And(expression.Key(schema.AttrLeaseExpiresAtMs).LessThan(expression.Value(*expiresBeforeMs)))
+	}
+	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build query of %s: %w", shard, err)
+	}
+	index := schema.IndexByShardExpiry
+	return &dynamodb.QueryInput{
+		TableName:                 &table,
+		IndexName:                 &index,
+		KeyConditionExpression:    e.KeyCondition(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+		Limit:                     &limit,
+		ExclusiveStartKey:         start,
+	}, nil
+}

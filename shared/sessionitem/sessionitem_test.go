@@ -1,0 +1,106 @@
+package sessionitem
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Every field of Item is one schema attribute, and every schema attribute is a field.
+func TestItemTagsAreSchemaAttributes(t *testing.T) {
+	seq, gen := int64(7), int64(3)
+	full := Item{
+		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
+		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from",
+		Generation: &gen, LeaseOwner: "w1", LeaseExpiresAtMs: 5, LeaseEpoch: 2, LastSeq: &seq, CreatedAtMs: 1, UpdatedAtMs: 4,
+	}
+	m, err := Encode(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
+		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLeaseExpiresAtMs,
+		schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs}
+	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("encoded attributes %v, want %v", got, want)
+	}
+	if n := reflect.TypeFor[Item]().NumField(); n != len(want) {
+		t.Fatalf("Item has %d fields, schema %d attributes", n, len(want))
+	}
+	if _, ok := m[schema.AttrLastSeq].(*types.AttributeValueMemberN); !ok {
+		t.Fatalf("last_seq encoded as %T", m[schema.AttrLastSeq])
+	}
+	back, err := Decode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, full) {
+		t.Fatalf("round trip: %+v, want %+v", back, full)
+	}
+}
+
+// Absent optional attributes stay absent, and decode as absent.
+func TestOptionalAttributesAbsent(t *testing.T) {
+	m, err := Encode(Item{ConnectionID: "c-2", DesiredState: schema.StateStopped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLastSeq, schema.AttrCreatedAtMs} {
+		if v, ok := m[a]; ok {
+			t.Errorf("%s written as %v for a zero value", a, v)
+		}
+	}
+	it, err := Decode(map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: "c-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.ConnectionID != "c-2" || it.Generation != nil || it.LastSeq != nil || it.Headers != nil {
+		t.Fatalf("decoded %+v", it)
+	}
+}
+
+// A wrongly typed attribute is an error, not a silent zero.
+func TestDecodeRejectsWrongType(t *testing.T) {
+	_, err := Decode(map[string]types.AttributeValue{
+		schema.AttrPk:         &types.AttributeValueMemberS{Value: "c-3"},
+		schema.AttrGeneration: &types.AttributeValueMemberS{Value: "one"},
+	})
+	if err == nil {
+		t.Fatal("decoded a string generation")
+	}
+}
+
+func TestUpdateAndShardQuery(t *testing.T) {
+	in, err := Update("tbl", "c-4", expression.Set(LeaseOwner, expression.Value("w1")).Add(LeaseEpoch, expression.Value(1)),
+		expression.AttributeExists(Pk).And(DesiredState.Equal(expression.Value(schema.StateStarted))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *in.TableName != "tbl" || !reflect.DeepEqual(in.Key, Key("c-4")) || *in.UpdateExpression == "" || *in.ConditionExpression == "" {
+		t.Fatalf("update input %+v", in)
+	}
+	if got := slices.Sorted(maps.Values(in.ExpressionAttributeNames)); !slices.Equal(got, []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrLeaseEpoch, schema.AttrLeaseOwner}) {
+		t.Fatalf("names %v", got)
+	}
+	before := int64(9)
+	q, err := ShardQuery("tbl", "STARTED#01", &before, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *q.IndexName != schema.IndexByShardExpiry || *q.Limit != 10 || len(q.ExpressionAttributeValues) != 2 {
+		t.Fatalf("query input %+v", q)
+	}
+	q, err = ShardQuery("tbl", "STARTED#01", nil, 10, IndexKey("c-4", "STARTED#01", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(q.ExpressionAttributeValues) != 1 || len(q.ExclusiveStartKey) != 3 {
+		t.Fatalf("query input %+v", q)
+	}
+}
