@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // cursor is a list position: an index shard and, within it, the
@@ -29,14 +30,12 @@ type cursor struct {
 func encodeCursor(state string, shard int, last map[string]types.AttributeValue) (string, error) {
 	c := cursor{State: state, Shard: shard}
 	if last != nil {
-		var ok1, ok2 bool
-		c.ID, ok1 = str(last, schema.AttrPk)
-		exp, ok2 := num(last, schema.AttrLeaseExpiresAtMs)
-		sh, ok3 := str(last, schema.AttrIndexShard)
-		if !ok1 || !ok2 || !ok3 || sh != schema.IndexShardKey(state, shard) {
+		k, err := sessionitem.Decode(last)
+		_, hasExp := last[schema.AttrLeaseExpiresAtMs]
+		if err != nil || k.ConnectionID == "" || !hasExp || k.IndexShard != schema.IndexShardKey(state, shard) {
 			return "", fmt.Errorf("encode cursor: unexpected last evaluated key")
 		}
-		c.Expires = strconv.FormatInt(exp, 10)
+		c.ID, c.Expires = k.ConnectionID, strconv.FormatInt(k.LeaseExpiresAtMs, 10)
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -80,9 +79,5 @@ func decodeCursor(s, state string) (int, map[string]types.AttributeValue, error)
 	if err != nil || exp < 0 {
 		return 0, nil, fmt.Errorf("%w: bad position", ErrInvalidCursor)
 	}
-	return c.Shard, map[string]types.AttributeValue{
-		schema.AttrPk:               &types.AttributeValueMemberS{Value: c.ID},
-		schema.AttrIndexShard:       &types.AttributeValueMemberS{Value: schema.IndexShardKey(state, c.Shard)},
-		schema.AttrLeaseExpiresAtMs: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
-	}, nil
+	return c.Shard, sessionitem.IndexKey(c.ID, schema.IndexShardKey(state, c.Shard), exp), nil
 }

@@ -14,16 +14,16 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // API is the part of the DynamoDB client the store calls.
@@ -135,29 +135,6 @@ func New(api API, table string, opts ...Option) *Store {
 	return s
 }
 
-// Expression attribute names and values shared by the writes.
-var names = map[string]string{
-	"#pk":   schema.AttrPk,
-	"#ds":   schema.AttrDesiredState,
-	"#sh":   schema.AttrIndexShard,
-	"#url":  schema.AttrWSURL,
-	"#h":    schema.AttrHeaders,
-	"#sf":   schema.AttrSeqField,
-	"#rq":   schema.AttrResumeParam,
-	"#gen":  schema.AttrGeneration,
-	"#ca":   schema.AttrCreatedAtMs,
-	"#ua":   schema.AttrUpdatedAtMs,
-	"#lexp": schema.AttrLeaseExpiresAtMs,
-}
-
-func pick(keys ...string) map[string]string {
-	out := make(map[string]string, len(keys))
-	for _, k := range keys {
-		out[k] = names[k]
-	}
-	return out
-}
-
 // record is an item's desired part, as Start compares it.
 type record struct {
 	state      string
@@ -229,89 +206,52 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 	return Result{}, fmt.Errorf("start %s: %w after %d attempts", d.ConnectionID, ErrConflict, s.maxAttempts)
 }
 
-// desiredSet builds the SET/REMOVE clauses and values for d.
-func desiredSet(d Desired, now int64, values map[string]types.AttributeValue) (set []string, remove []string) {
-	values[":started"] = &types.AttributeValueMemberS{Value: schema.StateStarted}
-	values[":shstarted"] = &types.AttributeValueMemberS{Value: schema.IndexShardFor(schema.StateStarted, d.ConnectionID)}
-	values[":url"] = &types.AttributeValueMemberS{Value: d.WSURL}
-	values[":sf"] = &types.AttributeValueMemberS{Value: d.SeqField}
-	values[":now"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now, 10)}
-	values[":zero"] = &types.AttributeValueMemberN{Value: "0"}
-	set = []string{"#ds = :started", "#sh = :shstarted", "#url = :url", "#sf = :sf", "#ua = :now",
-		"#lexp = if_not_exists(#lexp, :zero)"}
+// desiredSet is the update that makes d the desired configuration, STARTED;
+// lease_expires_at_ms is written only on an item that has none.
+func desiredSet(d Desired, now int64) expression.UpdateBuilder {
+	u := expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStarted)).
+		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, d.ConnectionID))).
+		Set(sessionitem.WSURL, expression.Value(d.WSURL)).
+		Set(sessionitem.SeqField, expression.Value(d.SeqField)).
+		Set(sessionitem.UpdatedAtMs, expression.Value(now)).
+		Set(sessionitem.LeaseExpiresAtMs, expression.IfNotExists(sessionitem.LeaseExpiresAtMs, expression.Value(0)))
 	if len(d.Headers) > 0 {
-		m := make(map[string]types.AttributeValue, len(d.Headers))
-		for k, v := range d.Headers {
-			m[k] = &types.AttributeValueMemberS{Value: v}
-		}
-		values[":h"] = &types.AttributeValueMemberM{Value: m}
-		set = append(set, "#h = :h")
+		u = u.Set(sessionitem.Headers, expression.Value(d.Headers))
 	} else {
-		remove = append(remove, "#h")
+		u = u.Remove(sessionitem.Headers)
 	}
 	if d.ResumeQueryParam != "" {
-		values[":rq"] = &types.AttributeValueMemberS{Value: d.ResumeQueryParam}
-		set = append(set, "#rq = :rq")
+		u = u.Set(sessionitem.ResumeParam, expression.Value(d.ResumeQueryParam))
 	} else {
-		remove = append(remove, "#rq")
+		u = u.Remove(sessionitem.ResumeParam)
 	}
-	return set, remove
-}
-
-func updateExpr(set, remove []string) string {
-	e := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		e += " REMOVE " + strings.Join(remove, ", ")
-	}
-	return e
+	return u
 }
 
 func (s *Store) create(ctx context.Context, d Desired, now int64) error {
-	values := map[string]types.AttributeValue{
-		":one": &types.AttributeValueMemberN{Value: "1"},
+	in, err := sessionitem.Update(s.table, d.ConnectionID,
+		desiredSet(d, now).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now)),
+		expression.AttributeNotExists(sessionitem.Pk))
+	if err != nil {
+		return err
 	}
-	set, _ := desiredSet(d, now, values)
-	set = append(set, "#gen = :one", "#ca = :now")
-	used := []string{"#pk", "#ds", "#sh", "#url", "#sf", "#ua", "#lexp", "#gen", "#ca"}
-	if _, ok := values[":h"]; ok {
-		used = append(used, "#h")
-	}
-	if _, ok := values[":rq"]; ok {
-		used = append(used, "#rq")
-	}
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       key(d.ConnectionID),
-		UpdateExpression:          aws.String(updateExpr(set, nil)),
-		ConditionExpression:       aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:  pick(used...),
-		ExpressionAttributeValues: values,
-	})
+	_, err = s.api.UpdateItem(ctx, in)
 	return err
 }
 
 func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) error {
-	values := map[string]types.AttributeValue{
-		":newgen": &types.AttributeValueMemberN{Value: strconv.FormatInt(cur.generation+1, 10)},
-		":curds":  &types.AttributeValueMemberS{Value: cur.state},
-	}
-	set, remove := desiredSet(d, now, values)
-	set = append(set, "#gen = :newgen")
-	cond := "attribute_exists(#pk) AND #ds = :curds AND "
+	cond := expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(cur.state)))
 	if cur.hasGen {
-		values[":gen"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(cur.generation, 10)}
-		cond += "#gen = :gen"
+		cond = cond.And(sessionitem.Generation.Equal(expression.Value(cur.generation)))
 	} else {
-		cond += "attribute_not_exists(#gen)"
+		cond = cond.And(expression.AttributeNotExists(sessionitem.Generation))
 	}
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       key(d.ConnectionID),
-		UpdateExpression:          aws.String(updateExpr(set, remove)),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  pick("#pk", "#ds", "#sh", "#url", "#h", "#sf", "#rq", "#gen", "#ua", "#lexp"),
-		ExpressionAttributeValues: values,
-	})
+	in, err := sessionitem.Update(s.table, d.ConnectionID,
+		desiredSet(d, now).Set(sessionitem.Generation, expression.Value(cur.generation+1)), cond)
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, in)
 	return err
 }
 
@@ -325,23 +265,22 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 				return Result{}, fmt.Errorf("%w: stop %s: %v", ErrUnavailable, id, err)
 			}
 		}
-		out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                aws.String(s.table),
-			Key:                      key(id),
-			UpdateExpression:         aws.String("SET #ds = :stopped, #sh = :shstopped, #ua = :now"),
-			ConditionExpression:      aws.String("attribute_exists(#pk) AND #ds = :started"),
-			ExpressionAttributeNames: pick("#pk", "#ds", "#sh", "#ua"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":stopped":   &types.AttributeValueMemberS{Value: schema.StateStopped},
-				":shstopped": &types.AttributeValueMemberS{Value: schema.IndexShardFor(schema.StateStopped, id)},
-				":started":   &types.AttributeValueMemberS{Value: schema.StateStarted},
-				":now":       &types.AttributeValueMemberN{Value: strconv.FormatInt(s.clock.Now().UnixMilli(), 10)},
-			},
-			ReturnValues: types.ReturnValueAllNew,
-		})
+		in, err := sessionitem.Update(s.table, id,
+			expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStopped)).
+				Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStopped, id))).
+				Set(sessionitem.UpdatedAtMs, expression.Value(s.clock.Now().UnixMilli())),
+			expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))))
+		if err != nil {
+			return Result{}, fmt.Errorf("stop %s: %w", id, err)
+		}
+		in.ReturnValues = types.ReturnValueAllNew
+		out, err := s.api.UpdateItem(ctx, in)
 		if err == nil {
-			gen, _ := num(out.Attributes, schema.AttrGeneration)
-			return Result{Generation: gen, Outcome: Stopped}, nil
+			it, err := sessionitem.Decode(out.Attributes)
+			if err != nil {
+				return Result{}, fmt.Errorf("stop %s: %w", id, err)
+			}
+			return Result{Generation: generation(it), Outcome: Stopped}, nil
 		}
 		if !isConditionFailed(err) {
 			return Result{}, unavailable("stop", id, err)
@@ -375,10 +314,10 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	return toSession(item), nil
 }
 
-func (s *Store) getItem(ctx context.Context, id string, consistent bool) (map[string]types.AttributeValue, error) {
+func (s *Store) getItem(ctx context.Context, id string, consistent bool) (*sessionitem.Item, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            key(id),
+		Key:            sessionitem.Key(id),
 		ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
@@ -387,7 +326,11 @@ func (s *Store) getItem(ctx context.Context, id string, consistent bool) (map[st
 	if len(out.Item) == 0 {
 		return nil, nil
 	}
-	return out.Item, nil
+	it, err := sessionitem.Decode(out.Item)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", id, err)
+	}
+	return &it, nil
 }
 
 // MaxListLimit is the largest page List returns.
@@ -418,24 +361,20 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 	var page Page
 	ids := make([]string, 0, limit)
 	for shard < schema.IndexShards && len(ids) < limit {
-		out, err := s.api.Query(ctx, &dynamodb.QueryInput{
-			TableName:                aws.String(s.table),
-			IndexName:                aws.String(schema.IndexByShardExpiry),
-			KeyConditionExpression:   aws.String("#sh = :s"),
-			ExpressionAttributeNames: pick("#sh"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": &types.AttributeValueMemberS{Value: schema.IndexShardKey(state, shard)},
-			},
-			Limit:             aws.Int32(int32(limit - len(ids))),
-			ExclusiveStartKey: start,
-		})
+		in, err := sessionitem.ShardQuery(s.table, schema.IndexShardKey(state, shard), nil, int32(limit-len(ids)), start)
+		if err != nil {
+			return Page{}, fmt.Errorf("list %s: %w", state, err)
+		}
+		out, err := s.api.Query(ctx, in)
 		if err != nil {
 			return Page{}, unavailable("list", state, err)
 		}
-		for _, it := range out.Items {
-			if id, ok := str(it, schema.AttrPk); ok {
-				ids = append(ids, id)
+		for _, raw := range out.Items {
+			it, err := sessionitem.Decode(raw)
+			if err != nil {
+				return Page{}, fmt.Errorf("list %s: %w", state, err)
 			}
+			ids = append(ids, it.ConnectionID)
 		}
 		if len(out.LastEvaluatedKey) > 0 {
 			start = out.LastEvaluatedKey
@@ -459,7 +398,7 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 		if !ok {
 			continue
 		}
-		sess := toSession(it)
+		sess := toSession(&it)
 		if sess.DesiredState != state {
 			continue
 		}
@@ -469,14 +408,14 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 }
 
 // batchGet reads ids (≤ 100) consistently, retrying unprocessed keys.
-func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]map[string]types.AttributeValue, error) {
-	got := make(map[string]map[string]types.AttributeValue, len(ids))
+func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]sessionitem.Item, error) {
+	got := make(map[string]sessionitem.Item, len(ids))
 	if len(ids) == 0 {
 		return got, nil
 	}
 	keys := make([]map[string]types.AttributeValue, 0, len(ids))
 	for _, id := range ids {
-		keys = append(keys, key(id))
+		keys = append(keys, sessionitem.Key(id))
 	}
 	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 	for attempt := 0; len(req) > 0; attempt++ {
@@ -492,78 +431,48 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]map[stri
 		if err != nil {
 			return nil, unavailable("batch read", s.table, err)
 		}
-		for _, it := range out.Responses[s.table] {
-			if id, ok := str(it, schema.AttrPk); ok {
-				got[id] = it
+		for _, raw := range out.Responses[s.table] {
+			it, err := sessionitem.Decode(raw)
+			if err != nil {
+				return nil, fmt.Errorf("batch read: %w", err)
 			}
+			got[it.ConnectionID] = it
 		}
 		req = out.UnprocessedKeys
 	}
 	return got, nil
 }
 
-func key(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}}
-}
-
-func toRecord(it map[string]types.AttributeValue) record {
-	r := record{}
-	r.state, _ = str(it, schema.AttrDesiredState)
-	r.wsURL, _ = str(it, schema.AttrWSURL)
-	r.seqField, _ = str(it, schema.AttrSeqField)
-	r.resume, _ = str(it, schema.AttrResumeParam)
-	r.generation, r.hasGen = num(it, schema.AttrGeneration)
-	if m, ok := it[schema.AttrHeaders].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
-		r.headers = make(map[string]string, len(m.Value))
-		for k, v := range m.Value {
-			if sv, ok := v.(*types.AttributeValueMemberS); ok {
-				r.headers[k] = sv.Value
-			}
-		}
+func toRecord(it *sessionitem.Item) record {
+	r := record{
+		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
+		generation: generation(*it), hasGen: it.Generation != nil,
+	}
+	if len(it.Headers) > 0 {
+		r.headers = it.Headers
 	}
 	return r
 }
 
-func toSession(it map[string]types.AttributeValue) Session {
-	s := Session{}
-	s.ConnectionID, _ = str(it, schema.AttrPk)
-	s.DesiredState, _ = str(it, schema.AttrDesiredState)
-	s.WSURL, _ = str(it, schema.AttrWSURL)
-	s.SeqField, _ = str(it, schema.AttrSeqField)
-	s.ResumeQueryParam, _ = str(it, schema.AttrResumeParam)
-	s.Generation, _ = num(it, schema.AttrGeneration)
-	s.LeaseOwner, _ = str(it, schema.AttrLeaseOwner)
-	s.LeaseExpiresAtMs, _ = num(it, schema.AttrLeaseExpiresAtMs)
-	s.LeaseEpoch, _ = num(it, schema.AttrLeaseEpoch)
-	if v, ok := num(it, schema.AttrLastSeq); ok {
-		s.LastSeq = &v
+func toSession(it *sessionitem.Item) Session {
+	s := Session{
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
+		ResumeQueryParam: it.ResumeParam, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
+		LeaseExpiresAtMs: it.LeaseExpiresAtMs, LeaseEpoch: it.LeaseEpoch, LastSeq: it.LastSeq,
+		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 	}
-	s.CreatedAtMs, _ = num(it, schema.AttrCreatedAtMs)
-	s.UpdatedAtMs, _ = num(it, schema.AttrUpdatedAtMs)
-	if m, ok := it[schema.AttrHeaders].(*types.AttributeValueMemberM); ok {
-		s.HeaderNames = slices.Sorted(maps.Keys(m.Value))
+	if it.Headers != nil {
+		s.HeaderNames = slices.Sorted(maps.Keys(it.Headers))
 	}
 	return s
 }
 
-func str(it map[string]types.AttributeValue, name string) (string, bool) {
-	v, ok := it[name].(*types.AttributeValueMemberS)
-	if !ok {
-		return "", false
+// generation is the item's generation, 0 when it has none.
+func generation(it sessionitem.Item) int64 {
+	if it.Generation == nil {
+		return 0
 	}
-	return v.Value, true
-}
-
-func num(it map[string]types.AttributeValue, name string) (int64, bool) {
-	v, ok := it[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return n, true
+	return *it.Generation
 }
 
 func isConditionFailed(err error) bool {
