@@ -34,9 +34,11 @@ node_modules/.package-lock.json: package.json package-lock.json
 engines: deps
 	scripts/engines/run.sh
 
-lint:
+## lint: gofmt, go vet, staticcheck and govulncheck (mk/lint.mk) on every runtime module.
+lint: tools-lint
 	@out=$$(gofmt -l $(addprefix ./,$(RUNTIME_MODULES))); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) vet ./...); done
+	$(call lint-go-tools,$(RUNTIME_MODULES))
 
 build: $(BUILD_TARGETS)
 	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) build ./...); done

@@ -45,10 +45,11 @@ synth: deps-node infra-app
 	  $(INFRA_OFFLINE) $(CDK) synth --quiet -c env=$$e -o $(INFRA_OUT)/$$e || exit 1; \
 	done
 
-## lint-infra: gofmt + go vet on the infra module.
-lint-infra:
+## lint-infra: gofmt, go vet, staticcheck and govulncheck (mk/lint.mk) on the infra module.
+lint-infra: tools-lint
 	@out=$$(gofmt -l infra); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	cd infra && $(GO) vet ./...
+	$(call lint-go-tools,infra)
 
 ## test-infra: infra unit tests (template assertions), then synth and cfn-lint both templates.
 test-infra: lint-infra infra-assets

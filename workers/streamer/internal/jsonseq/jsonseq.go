@@ -184,7 +184,6 @@ func parseInt(data []byte, i int) (int64, error) {
 		if i >= len(data) || data[i] != '"' {
 			return 0, ErrNotInteger
 		}
-		i++
 	} else if i < len(data) {
 		switch data[i] {
 		case ',', '}', ' ', '\t', '\n', '\r':
