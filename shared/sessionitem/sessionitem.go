@@ -7,9 +7,11 @@
 package sessionitem
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -72,6 +74,37 @@ func Encode(it Item) (map[string]types.AttributeValue, error) {
 		return nil, fmt.Errorf("encode session item %s: %w", it.ConnectionID, err)
 	}
 	return m, nil
+}
+
+// Getter is the DynamoDB call Get makes.
+type Getter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// API is the part of the DynamoDB client that the stores of session items
+// (ingest's and the lease store) both call: Get, the writes Update builds and
+// the queries ShardQuery builds.
+type API interface {
+	Getter
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Get reads the item of connection id in table with a consistent read; nil
+// when there is none.
+func Get(ctx context.Context, api Getter, table, id string) (*Item, error) {
+	out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: Key(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	it, err := Decode(out.Item)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	}
+	return &it, nil
 }
 
 // Key is the table key of connection id.

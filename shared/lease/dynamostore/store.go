@@ -8,9 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
@@ -19,11 +17,7 @@ import (
 )
 
 // API is the part of the DynamoDB client the store calls.
-type API interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
+type API = sessionitem.API
 
 // Op names the store's request kinds in Stats.
 const (
@@ -199,17 +193,11 @@ func (s *Store) read(ctx context.Context, id string) (*lease.Item, error) {
 }
 
 func (s *Store) getItem(ctx context.Context, id string) (*lease.Item, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(id), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", id, err)
-	}
-	if len(out.Item) == 0 {
-		return nil, nil
-	}
-	it, err := decode(out.Item)
-	if err != nil {
+	r, err := sessionitem.Get(ctx, s.api, s.table, id)
+	if err != nil || r == nil {
 		return nil, err
 	}
+	it := toLease(r)
 	return &it, nil
 }
 
@@ -283,6 +271,10 @@ func decode(m map[string]types.AttributeValue) (lease.Item, error) {
 	if err != nil {
 		return lease.Item{}, err
 	}
+	return toLease(&r), nil
+}
+
+func toLease(r *sessionitem.Item) lease.Item {
 	it := lease.Item{
 		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
 		SeqField: r.SeqField, ResumeParam: r.ResumeParam,
@@ -294,7 +286,7 @@ func decode(m map[string]types.AttributeValue) (lease.Item, error) {
 	if r.LastSeq != nil {
 		it.LastSeq = *r.LastSeq
 	}
-	return it, nil
+	return it
 }
 
 // Encode turns an item into attributes (tests and the local stack seed with

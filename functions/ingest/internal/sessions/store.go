@@ -28,9 +28,7 @@ import (
 
 // API is the part of the DynamoDB client the store calls.
 type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	sessionitem.API
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
@@ -171,7 +169,7 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 				return Result{}, fmt.Errorf("%w: start %s: %v", ErrUnavailable, d.ConnectionID, err)
 			}
 		}
-		item, err := s.getItem(ctx, d.ConnectionID, true)
+		item, err := s.getItem(ctx, d.ConnectionID)
 		if err != nil {
 			return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
 		}
@@ -287,7 +285,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		}
 		// Missing, or already STOPPED, or raced with a restart: a consistent
 		// read tells which (dynalite does not return the old item).
-		item, err := s.getItem(ctx, id, true)
+		item, err := s.getItem(ctx, id)
 		if err != nil {
 			return Result{}, fmt.Errorf("stop %s: %w", id, err)
 		}
@@ -304,7 +302,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 
 // Get reads one session with a consistent read.
 func (s *Store) Get(ctx context.Context, id string) (Session, error) {
-	item, err := s.getItem(ctx, id, true)
+	item, err := s.getItem(ctx, id)
 	if err != nil {
 		return Session{}, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -314,23 +312,13 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	return toSession(item), nil
 }
 
-func (s *Store) getItem(ctx context.Context, id string, consistent bool) (*sessionitem.Item, error) {
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(s.table),
-		Key:            sessionitem.Key(id),
-		ConsistentRead: aws.Bool(consistent),
-	})
+// getItem reads id's item consistently; nil when there is none.
+func (s *Store) getItem(ctx context.Context, id string) (*sessionitem.Item, error) {
+	it, err := sessionitem.Get(ctx, s.api, s.table, id)
 	if err != nil {
 		return nil, unavailable("read", id, err)
 	}
-	if len(out.Item) == 0 {
-		return nil, nil
-	}
-	it, err := sessionitem.Decode(out.Item)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", id, err)
-	}
-	return &it, nil
+	return it, nil
 }
 
 // MaxListLimit is the largest page List returns.
