@@ -55,6 +55,10 @@ var (
 	LastSeq          = expression.Name(schema.AttrLastSeq)
 	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
 	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
+
+	// ExpiresAt is the table's TTL attribute, on the items that are not
+	// sessions (ingest's request nonces).
+	ExpiresAt = expression.Name(schema.AttrExpiresAt)
 )
 
 // Decode reads an item, or the keys-only projection of the by_shard_expiry

@@ -3,14 +3,13 @@ package sessions
 import (
 	"context"
 	"errors"
-	"strconv"
+	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // ErrReplay marks a signed request whose nonce was already used.
@@ -24,14 +23,13 @@ var ErrReplay = errors.New("nonce already used")
 // the end of the request's signature window, so a late delete cannot let a
 // replay in: by then the timestamp the nonce was signed with is refused.
 func (s *Store) RememberNonce(ctx context.Context, nonce string, until time.Time) error {
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       key(schema.NonceKey(nonce)),
-		UpdateExpression:          aws.String("SET #exp = :exp"),
-		ConditionExpression:       aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:  map[string]string{"#pk": schema.AttrPk, "#exp": schema.AttrExpiresAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":exp": &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Unix(), 10)}},
-	})
+	in, err := sessionitem.Update(s.table, schema.NonceKey(nonce),
+		expression.Set(sessionitem.ExpiresAt, expression.Value(until.Unix())),
+		expression.AttributeNotExists(sessionitem.Pk))
+	if err != nil {
+		return fmt.Errorf("remember nonce: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, in)
 	switch {
 	case err == nil:
 		return nil
