@@ -39,11 +39,12 @@ $(VULNDB)/index/db.json: $(LINT_TOOLS_STAMP)
 	  $(BIN)/indexdb -vulns "$$osv" -out $(VULNDB).tmp
 	mv $(VULNDB).tmp $(VULNDB)
 
-# lint-go-tools DIRS: staticcheck and govulncheck in each module dir; every
-# module is checked before the target fails.
+# lint-go-tools DIRS: staticcheck over the module dirs DIRS in one run (the
+# workspace resolves them), then govulncheck in each (it wants one module);
+# every module is checked before the target fails.
 define lint-go-tools
-	@rc=0; for m in $(1); do \
-	  echo "staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...) || rc=1; \
+	@rc=0; echo "staticcheck $(1)"; $(STATICCHECK) $(addprefix ./,$(addsuffix /...,$(1))) || rc=1; \
+	for m in $(1); do \
 	  echo "govulncheck $$m"; (cd $$m && $(GOVULNCHECK) -db file://$(VULNDB) ./...) >$(BIN)/govulncheck.out 2>&1 || { rc=1; cat $(BIN)/govulncheck.out; }; \
 	done; exit $$rc
 endef
