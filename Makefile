@@ -5,6 +5,12 @@ SHELL := /bin/bash
 ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 GO ?= go
+# The Go release every target builds and tests with: the newest patch release
+# without a known standard-library vulnerability (govulncheck, mk/lint.mk).
+# The go command downloads it from the module proxy once; it overrides a
+# GOTOOLCHAIN=local setting. `make GO_TOOLCHAIN=local` uses the go on PATH.
+GO_TOOLCHAIN ?= go1.26.11
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 export GOFLAGS := -buildvcs=false
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true

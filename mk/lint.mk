@@ -12,11 +12,8 @@
 # module's cmd/indexdb into bin/vulndb, built only when missing or when
 # tools/go.mod changes.
 #
-# Findings in the Go standard library are fixed by the toolchain: GO_TOOLCHAIN
-# is the patch release every make target builds and tests with (the go command
-# downloads it from the proxy once; it overrides a GOTOOLCHAIN=local setting).
-GO_TOOLCHAIN ?= go1.26.11
-export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+# Findings in the Go standard library are fixed by the toolchain: see
+# GO_TOOLCHAIN in the top Makefile.
 
 STATICCHECK := $(BIN)/staticcheck
 GOVULNCHECK := $(BIN)/govulncheck
