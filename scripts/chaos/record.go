@@ -199,12 +199,6 @@ func (r *recorder) deliveries() []Delivery {
 	return append([]Delivery(nil), r.all...)
 }
 
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.all)
-}
-
 // lastOf is the latest delivery of every session in ids.
 func (r *recorder) lastOf(ids []string) map[string]Delivery {
 	r.mu.Lock()

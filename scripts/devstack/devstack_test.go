@@ -83,7 +83,7 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 		t.Fatalf("second incarnation: id %s, env %v", w.ID(), env)
 	}
 	w.SetEnv()
-	if w.env != nil && len(w.env) != 0 {
+	if len(w.env) != 0 {
 		t.Fatalf("SetEnv() kept %v", w.env)
 	}
 }
