@@ -25,6 +25,7 @@ type Item struct {
 	Headers      map[string]string
 	SeqField     string
 	ResumeParam  string
+	Subprotocols []string // offered on the handshake, in order of preference
 	Generation   int64
 
 	Owner       string

@@ -10,6 +10,7 @@ type StartRequest struct {
 	Headers          map[string]string `json:"headers,omitempty"`
 	SeqField         string            `json:"seq_field,omitempty"`
 	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
+	Subprotocols     []string          `json:"subprotocols,omitempty"`
 }
 
 // Change is the 202 body of a start or a stop.
@@ -30,6 +31,7 @@ type Session struct {
 	HeaderNames      []string `json:"header_names,omitempty"`
 	SeqField         string   `json:"seq_field"`
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
+	Subprotocols     []string `json:"subprotocols,omitempty"`
 	Generation       int64    `json:"generation"`
 	LeaseOwner       string   `json:"lease_owner"`
 	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`

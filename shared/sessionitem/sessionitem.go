@@ -30,6 +30,7 @@ type Item struct {
 	Headers          map[string]string `dynamodbav:"headers,omitempty"`
 	SeqField         string            `dynamodbav:"seq_field"`
 	ResumeParam      string            `dynamodbav:"resume_query_param"`
+	Subprotocols     []string          `dynamodbav:"subprotocols,omitempty"`
 	Generation       *int64            `dynamodbav:"generation,omitempty"`
 	LeaseOwner       string            `dynamodbav:"lease_owner,omitempty"`
 	LeaseExpiresAtMs int64             `dynamodbav:"lease_expires_at_ms"`
@@ -48,6 +49,7 @@ var (
 	Headers          = expression.Name(schema.AttrHeaders)
 	SeqField         = expression.Name(schema.AttrSeqField)
 	ResumeParam      = expression.Name(schema.AttrResumeParam)
+	Subprotocols     = expression.Name(schema.AttrSubprotocols)
 	Generation       = expression.Name(schema.AttrGeneration)
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
 	LeaseExpiresAtMs = expression.Name(schema.AttrLeaseExpiresAtMs)

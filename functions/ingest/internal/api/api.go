@@ -552,6 +552,7 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		HeaderNames:      s.HeaderNames,
 		SeqField:         s.SeqField,
 		ResumeQueryParam: s.ResumeQueryParam,
+		Subprotocols:     s.Subprotocols,
 		Generation:       s.Generation,
 		LeaseOwner:       s.LeaseOwner,
 		LeaseExpiresAtMs: s.LeaseExpiresAtMs,

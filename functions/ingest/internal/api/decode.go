@@ -24,12 +24,14 @@ type startBody struct {
 	Headers          map[string]string `json:"headers"`
 	SeqField         *string           `json:"seq_field"`
 	ResumeQueryParam *string           `json:"resume_query_param"`
+	Subprotocols     []string          `json:"subprotocols"`
 }
 
 // startFields are the keys of a start body, matched case-sensitively
 // (encoding/json alone would also take "WS_URL").
 var startFields = map[string]bool{
 	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
+	"subprotocols": true,
 }
 
 var (
@@ -79,7 +81,39 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 		}
 		d.ResumeQueryParam = *b.ResumeQueryParam
 	}
+	if e := CheckSubprotocols(b.Subprotocols); e != nil {
+		return sessions.Desired{}, e
+	}
+	if len(b.Subprotocols) > 0 {
+		d.Subprotocols = b.Subprotocols
+	}
 	return d, nil
+}
+
+// MaxSubprotocols bounds the subprotocols a start may offer.
+const MaxSubprotocols = 8
+
+// subprotocolPattern is an RFC 6455 subprotocol: an HTTP token (RFC 7230
+// tchar), at most 64 bytes here.
+var subprotocolPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+
+// CheckSubprotocols validates the subprotocols of a start: at most
+// MaxSubprotocols tokens, each once.
+func CheckSubprotocols(ps []string) *apiError {
+	if len(ps) > MaxSubprotocols {
+		return badRequest(CodeInvalidSubprotocols, fmt.Sprintf("subprotocols: at most %d", MaxSubprotocols))
+	}
+	seen := map[string]bool{}
+	for i, p := range ps {
+		if !subprotocolPattern.MatchString(p) {
+			return badRequest(CodeInvalidSubprotocols, fmt.Sprintf("subprotocols[%d] must match %s", i, subprotocolPattern))
+		}
+		if seen[p] {
+			return badRequest(CodeInvalidSubprotocols, fmt.Sprintf("subprotocols[%d] %q is given twice", i, p))
+		}
+		seen[p] = true
+	}
+	return nil
 }
 
 // DecodeStop checks a stop body: empty, or an empty JSON object.

@@ -70,6 +70,9 @@ func CheckHeaders(h map[string]string) *apiError {
 			}
 		}
 		canon := textproto.CanonicalMIMEHeaderKey(name)
+		if canon == "Sec-Websocket-Protocol" {
+			return badRequest(CodeInvalidHeader, "header "+quoteName(name)+" may not be given: list the subprotocols in the subprotocols field, which the handshake offers and checks")
+		}
 		if forbiddenHeaders[canon] {
 			return badRequest(CodeInvalidHeader, "header "+quoteName(name)+" is set by the WebSocket handshake and may not be given")
 		}

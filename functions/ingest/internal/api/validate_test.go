@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,6 +106,27 @@ func TestDecodeStartConnectionID(t *testing.T) {
 			t.Fatalf("id %q became %q", id, d.ConnectionID)
 		}
 	}
+}
+
+func TestDecodeStartSubprotocols(t *testing.T) {
+	d := mustDecode(t, `{"ws_url":"wss://a.example.com","subprotocols":["v2.json","v1.json"]}`, publicPolicy)
+	if !slices.Equal(d.Subprotocols, []string{"v2.json", "v1.json"}) {
+		t.Fatalf("subprotocols %v", d.Subprotocols)
+	}
+	if d := mustDecode(t, `{"ws_url":"wss://a.example.com","subprotocols":[]}`, publicPolicy); d.Subprotocols != nil {
+		t.Fatalf("empty list kept: %v", d.Subprotocols)
+	}
+	nine := `["a","b","c","d","e","f","g","h","i"]`
+	for body, msg := range map[string]string{
+		`{"ws_url":"wss://a.example.com","subprotocols":["v1 json"]}`:                         "subprotocols[0] must match",
+		`{"ws_url":"wss://a.example.com","subprotocols":["a",""]}`:                            "subprotocols[1] must match",
+		`{"ws_url":"wss://a.example.com","subprotocols":["a","a"]}`:                           "given twice",
+		`{"ws_url":"wss://a.example.com","subprotocols":` + nine + `}`:                        "at most 8",
+		`{"ws_url":"wss://a.example.com","subprotocols":["` + strings.Repeat("x", 65) + `"]}`: "must match",
+	} {
+		wantReject(t, body, publicPolicy, CodeInvalidSubprotocols, msg)
+	}
+	wantReject(t, `{"ws_url":"wss://a.example.com","subprotocols":"v1"}`, publicPolicy, CodeInvalidType, "subprotocols")
 }
 
 func startWith(url string) string {
@@ -240,6 +262,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 		{"upgrade", map[string]string{"UPGRADE": "h2c"}, "handshake"},
 		{"sec-websocket-key", map[string]string{"Sec-WebSocket-Key": "x"}, "handshake"},
 		{"sec-websocket-version", map[string]string{"sec-websocket-version": "8"}, "handshake"},
+		{"sec-websocket-protocol", map[string]string{"sec-websocket-protocol": "v1.stream"}, "subprotocols field"},
 		{"content-length", map[string]string{"Content-Length": "1"}, "handshake"},
 		{"transfer-encoding", map[string]string{"Transfer-Encoding": "chunked"}, "handshake"},
 		{"case duplicate", map[string]string{"X-Token": "a", "x-token": "b"}, "twice"},
@@ -263,7 +286,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 			}
 		})
 	}
-	ok := map[string]string{"Authorization": "Bearer x", "Sec-WebSocket-Protocol": "v1.stream", "X-A": "a\tb", "Cookie": "k=v", "X-Empty": ""}
+	ok := map[string]string{"Authorization": "Bearer x", "X-A": "a\tb", "Cookie": "k=v", "X-Empty": ""}
 	if d := mustDecode(t, hdr(ok), publicPolicy); len(d.Headers) != len(ok) {
 		t.Fatalf("headers: %v", d.Headers)
 	}

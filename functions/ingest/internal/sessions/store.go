@@ -56,6 +56,7 @@ type Desired struct {
 	Headers          map[string]string // may carry credentials: never logged or returned
 	SeqField         string            // DefaultSeqField when empty
 	ResumeQueryParam string            // optional
+	Subprotocols     []string          // optional, offered in this order
 }
 
 // Outcome says what a start or a stop changed.
@@ -85,6 +86,7 @@ type Session struct {
 	HeaderNames      []string
 	SeqField         string
 	ResumeQueryParam string
+	Subprotocols     []string
 	Generation       int64
 	LeaseOwner       string
 	LeaseExpiresAtMs int64
@@ -140,13 +142,14 @@ type record struct {
 	headers    map[string]string
 	seqField   string
 	resume     string
+	subprotos  []string
 	generation int64
 	hasGen     bool
 }
 
 func (r record) sameAs(d Desired) bool {
 	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam &&
-		maps.Equal(r.headers, d.Headers)
+		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols)
 }
 
 // Start makes d the desired configuration of d.ConnectionID and sets it
@@ -162,6 +165,9 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 	}
 	if len(d.Headers) == 0 {
 		d.Headers = nil
+	}
+	if len(d.Subprotocols) == 0 {
+		d.Subprotocols = nil
 	}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -222,6 +228,11 @@ func desiredSet(d Desired, now int64) expression.UpdateBuilder {
 		u = u.Set(sessionitem.ResumeParam, expression.Value(d.ResumeQueryParam))
 	} else {
 		u = u.Remove(sessionitem.ResumeParam)
+	}
+	if len(d.Subprotocols) > 0 {
+		u = u.Set(sessionitem.Subprotocols, expression.Value(d.Subprotocols))
+	} else {
+		u = u.Remove(sessionitem.Subprotocols)
 	}
 	return u
 }
@@ -434,7 +445,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]sessioni
 func toRecord(it *sessionitem.Item) record {
 	r := record{
 		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
-		generation: generation(*it), hasGen: it.Generation != nil,
+		subprotos: it.Subprotocols, generation: generation(*it), hasGen: it.Generation != nil,
 	}
 	if len(it.Headers) > 0 {
 		r.headers = it.Headers
@@ -445,7 +456,7 @@ func toRecord(it *sessionitem.Item) record {
 func toSession(it *sessionitem.Item) Session {
 	s := Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
-		ResumeQueryParam: it.ResumeParam, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
+		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAtMs: it.LeaseExpiresAtMs, LeaseEpoch: it.LeaseEpoch, LastSeq: it.LastSeq,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -517,5 +518,35 @@ func TestUnavailable(t *testing.T) {
 				t.Fatalf("%s op %d: an SDK error type escapes: %T", name, i, apiErr)
 			}
 		}
+	}
+}
+
+// TestStartSubprotocols: subprotocols are stored in order, are part of the
+// configuration (a change bumps the generation, the same list does not),
+// show in Get, and an omitted list clears them.
+func TestStartSubprotocols(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	d := sessions.Desired{ConnectionID: "sp", WSURL: "wss://a.example.com/f", Subprotocols: []string{"v2.json", "v1.json"}}
+	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 1 {
+		t.Fatalf("create: %+v %v", res, err)
+	}
+	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
+		t.Fatalf("same list: %+v %v", res, err)
+	}
+	got, err := e.store.Get(ctx, "sp")
+	if err != nil || !slices.Equal(got.Subprotocols, d.Subprotocols) {
+		t.Fatalf("get: %v %v", got.Subprotocols, err)
+	}
+	d.Subprotocols = []string{"v1.json", "v2.json"} // the order is the preference
+	if res, err := e.store.Start(ctx, d); err != nil || res != (sessions.Result{Generation: 2, Outcome: sessions.Updated}) {
+		t.Fatalf("reordered: %+v %v", res, err)
+	}
+	d.Subprotocols = nil
+	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 3 {
+		t.Fatalf("cleared: %+v %v", res, err)
+	}
+	if _, ok := e.raw(t, "sp")[schema.AttrSubprotocols]; ok {
+		t.Fatal("cleared subprotocols still stored")
 	}
 }

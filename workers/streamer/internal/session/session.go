@@ -655,6 +655,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
+			Subprotocols:    it.Subprotocols,
 			CompressionMode: websocket.CompressionDisabled,
 		})
 		ch <- result{conn, resp, err}

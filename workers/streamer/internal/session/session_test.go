@@ -545,3 +545,34 @@ func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 		t.Fatalf("dial error %v", err)
 	}
 }
+
+// TestSubprotocolsAreOffered: a source that speaks one subprotocol and
+// echoes it, as RFC 6455 requires, gets it offered through the WebSocket
+// option (a Sec-WebSocket-Protocol header would make coder/websocket refuse
+// the echo) and streams.
+func TestSubprotocolsAreOffered(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"v1.json"}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		if c.Subprotocol() != "v1.json" {
+			c.Close(4001, "subprotocol v1.json required")
+			return
+		}
+		for seq := 1; seq <= 3; seq++ {
+			if c.Write(r.Context(), websocket.MessageText, []byte(fmt.Sprintf(`{"seq":%d}`, seq))) != nil {
+				return
+			}
+		}
+		_, _, _ = c.Read(r.Context()) // until the client closes
+	}))
+	defer srv.Close()
+	h := newHarness(t, testConfig())
+	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed", func(it *lease.Item) { it.Subprotocols = []string{"v2.json", "v1.json"} })
+	s, done := h.start("s1")
+	eventually(t, 5*time.Second, "3 messages over v1.json", func() bool { return h.rec.count() >= 3 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+}
