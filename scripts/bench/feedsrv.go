@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 // FeedOptions configure the capacity runs' feed: the demo feed (package
@@ -50,9 +50,7 @@ func ServeFeed(ctx context.Context, o FeedOptions) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	cfg := feed.DefaultConfig()
-	cfg.Rate = o.Rate
-	srv, err := feed.New(cfg)
+	srv, err := feed.New(feed.Config{Rate: o.Rate})
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
-	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/proc"

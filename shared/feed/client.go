@@ -33,11 +33,6 @@ func NewClient(base string) *Client {
 // URL is the WebSocket URL of session on this feed.
 func (c *Client) URL(session string) string { return URL(c.Base, session) }
 
-// Healthy reports whether the feed answers /healthz.
-func (c *Client) Healthy(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
-}
-
 // Stats fetches the feed's Stats.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
