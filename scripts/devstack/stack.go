@@ -543,7 +543,7 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 	for out, pkg := range map[string][]string{
 		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
 		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
-		bins.Feed:     {"./scripts/feed/cmd/feed"},
+		bins.Feed:     {"./shared/feed/cmd/feed"},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root

@@ -1,62 +1,46 @@
-// Package feed owns the seq-numbered WebSocket source that wsfleet's tests
-// and harness connect workers to: the streamer's unit and integration tests,
-// the local stack, the demo, chaos runs and benchmarks (cmd/feed runs it in
-// its own process). It is test infrastructure, like shared/enginetest: no
-// shipped binary (functions/ingest, workers/streamer) imports it. It behaves
-// like the sources wsfleet connects to (meeting media streams, exchange
-// feeds) and keeps its own evidence of what it did, so that a test or a
+// Package feed owns the seq-numbered WebSocket source that the streamer's
+// tests, the local stack, the demo, chaos and bench connect workers to
+// (cmd/feed runs it in its own process). It is test infrastructure, like
+// shared/enginetest: no shipped binary (functions/ingest, workers/streamer)
+// imports it. It behaves like the sources wsfleet targets (meeting media
+// streams, exchange feeds) and keeps its own evidence, so that a test or a
 // harness can judge the workers from the source's side.
 //
-// A client connects to ws://HOST/feed/<session>[?from=N]. Each session is one
-// live stream, like a meeting or a market: seq N (from 1) is produced at
-// t0 + N/Config.Rate, t0 being the session's first connection, whether or not
-// anybody is connected. Messages are JSON text {"seq":N,"session":S,"ts":MS
-// [,"pad":"..."]}. With from=K (the resume parameter, K >= 1) a connection
-// first receives every produced message with seq >= K at once, then the live
-// ones; without it (or with from=0) only the messages produced after it
-// opened. History is unlimited (messages are computed, not stored); a session
+// A client connects to ws://HOST/feed/<session>[?from=K]. Each session is one
+// live stream: seq N (from 1) is produced at t0 + N/Config.Rate, t0 being
+// its first connection, whether or not anybody is connected. Messages are
+// JSON text {"seq":N,"session":S,"ts":MS[,"pad":"..."]}. With from=K >= 1 a
+// connection first gets every produced message with seq >= K at once, then
+// the live ones; without it only those produced after it opened. A session
 // first seen resuming at K counts as having produced K-1 already (a feed
-// restarted under a running stream). Other query parameters are ignored (so a
-// "new ws_url" can be the same stream under another query string). With
-// Config.RequireHeaders a handshake missing one of them is refused (HTTP 401).
+// restarted under a running stream). Other query parameters are ignored.
+// With Config.RequireHeaders a handshake missing one is refused (HTTP 401).
 //
-// One connection per session: a connection attempted while another of its
-// session is open is a violation (SessionStats.Violations). In ModeKickOlder
-// (as meeting media streams do) the new connection closes the older one
-// (close code 4000); in ModeRefuseNewer it is refused with HTTP 409; ModeAllow
-// keeps both (to measure overlaps). In every mode the feed counts the
-// connections it held open at once per session (a kick counts as 2: two
-// clients wanted the session at the same time) and records every overlap.
+// One connection per session: an attempt while another connection of the
+// session is open is a violation (SessionStats.Violations). ModeKickOlder
+// (what meeting media servers do) closes the older one with code 4000,
+// ModeRefuseNewer refuses the newer with HTTP 409, ModeAllow keeps both. The
+// feed also counts the connections open at once (a kick counts as 2) and
+// records every overlap. A connection is open until the server sends a close
+// frame (its echo of the client's, or its own) or else the TCP connection
+// ends: a client that dials again as soon as its close handshake completed
+// does not overlap its previous connection. With Config.PingEvery, a client
+// that does not answer a ping within PingTimeout is closed without a close
+// handshake (ReasonPingLost).
 //
-// A connection is open from its request until the server sends a close frame
-// (its echo of the client's close, or its own close) or, without one, until
-// the TCP connection ends: a client that dials again as soon as its close
-// handshake completed does not overlap its previous connection.
-//
-// Like real sources, the feed can check that its peers are alive
-// (Config.PingEvery, off by default): a connection that does not answer a
-// WebSocket ping within PingTimeout (a frozen or vanished client) is closed
-// without a close handshake (ReasonPingLost).
-//
-// Every connection (and every refused attempt) leaves a ConnRecord: session,
-// open, close and end times, why it closed, the client's close code, and the
-// seqs it sent. Seqs on one connection are contiguous, so the range
-// [FirstSeq, LastSeq] is exactly the set of seqs written to that connection.
-//
-// Controls (methods, and the same over HTTP under /control/, see Handler):
-// switch the mode, drop connections (with a close frame or by aborting the
-// TCP connection), refuse new connections (all or one session), read the
-// records and the per-session stats. Client speaks the HTTP controls for a
-// feed running in another process.
+// Every connection and refused attempt leaves a ConnRecord: times, why it
+// closed, the client's close code and the (contiguous) seqs it was sent.
+// Controls (methods, and over HTTP under /control/, see Handler) switch the
+// mode, drop connections, refuse new ones and read records and stats; Client
+// speaks them to a feed in another process.
 package feed
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -103,6 +87,9 @@ const (
 	ReasonPingLost = "ping-timeout" // no pong within Config.PingTimeout (Config.PingEvery > 0)
 )
 
+// PathPrefix is where sessions live: PathPrefix + <session>.
+const PathPrefix = "/feed/"
+
 // StatusKicked is the close code sent to a connection replaced by a newer one.
 const StatusKicked websocket.StatusCode = 4000
 
@@ -110,7 +97,6 @@ const StatusKicked websocket.StatusCode = 4000
 const (
 	DefaultRate         = 5.0
 	DefaultMode         = ModeKickOlder
-	DefaultPathPrefix   = "/feed/"
 	DefaultResumeParam  = "from"
 	DefaultWriteTimeout = 5 * time.Second
 	DefaultCloseTimeout = 2 * time.Second
@@ -123,8 +109,6 @@ type Config struct {
 	Rate float64
 	// Mode is the one-connection-per-session policy.
 	Mode Mode
-	// PathPrefix is where sessions live: PathPrefix + <session>.
-	PathPrefix string
 	// ResumeParam is the query parameter carrying the first seq to send.
 	ResumeParam string
 	// PayloadBytes pads every message with a "pad" string of that length.
@@ -147,27 +131,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	or := func(v *string, d string) {
-		if *v == "" {
-			*v = d
-		}
-	}
-	ord := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	m := string(c.Mode)
-	or(&m, string(DefaultMode))
-	c.Mode = Mode(m)
-	or(&c.PathPrefix, DefaultPathPrefix)
-	or(&c.ResumeParam, DefaultResumeParam)
-	ord(&c.WriteTimeout, DefaultWriteTimeout)
-	ord(&c.CloseTimeout, DefaultCloseTimeout)
-	ord(&c.PingTimeout, DefaultPingTimeout)
+	c.Rate, c.Mode = cmp.Or(c.Rate, DefaultRate), cmp.Or(c.Mode, DefaultMode)
+	c.ResumeParam, c.PingTimeout = cmp.Or(c.ResumeParam, DefaultResumeParam), cmp.Or(c.PingTimeout, DefaultPingTimeout)
+	c.WriteTimeout, c.CloseTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout), cmp.Or(c.CloseTimeout, DefaultCloseTimeout)
 	return c
 }
 
@@ -180,9 +146,6 @@ func (c Config) Validate() error {
 	}
 	if _, err := ParseMode(string(c.Mode)); err != nil {
 		errs = append(errs, err)
-	}
-	if !strings.HasPrefix(c.PathPrefix, "/") || !strings.HasSuffix(c.PathPrefix, "/") || strings.HasPrefix(c.PathPrefix, "/control/") {
-		errs = append(errs, fmt.Errorf("feed path prefix %q: want /.../ and not /control/", c.PathPrefix))
 	}
 	if c.PayloadBytes < 0 || c.PayloadBytes > 1<<20 {
 		errs = append(errs, fmt.Errorf("feed payload bytes %d: want 0..1MiB", c.PayloadBytes))
@@ -293,7 +256,7 @@ type Server struct {
 	refuseAll bool
 	refuse    map[string]bool
 	closing   bool
-	ln        net.Listener
+	lns       []net.Listener
 	hs        *http.Server
 
 	wg sync.WaitGroup // connection handlers and Start's server
@@ -308,41 +271,50 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, mode: cfg.Mode, sessions: map[string]*session{}, refuse: map[string]bool{}}, nil
 }
 
-// URL is the WebSocket URL of session on a feed with the default path
-// prefix whose HTTP base is base (e.g. "http://127.0.0.1:8790").
+// URL is the WebSocket URL of session on a feed whose HTTP base is base
+// (e.g. "http://127.0.0.1:8790").
 func URL(base, session string) string {
 	b := strings.TrimSuffix(base, "/")
 	b = strings.Replace(strings.Replace(b, "https://", "wss://", 1), "http://", "ws://", 1)
-	return b + DefaultPathPrefix + session
+	return b + PathPrefix + session
 }
 
-// Start listens on addr ("127.0.0.1:0" for a free port) and serves Handler
-// until Close.
-func (s *Server) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("feed listen %s: %w", addr, err)
+// Start listens on every addr ("127.0.0.1:0" for a free port) and serves
+// Handler there until Close. Call it once.
+func (s *Server) Start(addrs ...string) error {
+	var lns []net.Listener
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("feed listen %s: %w", a, err)
+		}
+		lns = append(lns, ln)
 	}
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	s.mu.Lock()
-	s.ln, s.hs = ln, hs
+	s.lns, s.hs = lns, hs
 	s.mu.Unlock()
-	s.wg.Go(func() { _ = hs.Serve(ln) }) // returns at Close
+	for _, ln := range lns {
+		s.wg.Go(func() { _ = hs.Serve(ln) }) // returns at Close
+	}
 	return nil
 }
 
-// Addr is the address Start listens on ("" before Start).
+// Addr is the first address Start listens on ("" before Start).
 func (s *Server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return ""
 	}
-	return s.ln.Addr().String()
+	return s.lns[0].Addr().String()
 }
 
 // URL is the WebSocket URL of session on this server (after Start).
-func (s *Server) URL(session string) string { return "ws://" + s.Addr() + s.cfg.PathPrefix + session }
+func (s *Server) URL(session string) string { return "ws://" + s.Addr() + PathPrefix + session }
 
 // Close refuses new connections, closes the open ones (close frame 1001,
 // ReasonShutdown), stops Start's server and waits for every handler. It is
@@ -367,7 +339,7 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// Handler serves the feed at PathPrefix and the controls:
+// Handler serves the feed at PathPrefix + <session> and the controls:
 //
 //	GET  /healthz
 //	GET  /control/stats                      Stats
@@ -409,7 +381,7 @@ func (s *Server) Handler() http.Handler {
 		s.SetRefuse(q.Get("session"), on)
 		writeJSON(w, map[string]bool{"refusing": on})
 	})
-	mux.HandleFunc("GET "+s.cfg.PathPrefix+"{session}", s.serveFeed)
+	mux.HandleFunc("GET "+PathPrefix+"{session}", s.serveFeed)
 	return mux
 }
 
@@ -896,12 +868,8 @@ func (w closeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	wc := &watchConn{Conn: c, closing: w.closing}
-	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
-	r := bufio.NewReader(io.MultiReader(bytes.NewReader(bytes.Clone(buffered)), wc))
-	if len(buffered) > 0 {
-		_, _ = r.Peek(len(buffered)) // keep them buffered: Accept re-reads Buffered() bytes first
-	}
-	return wc, bufio.NewReadWriter(r, bufio.NewWriter(wc)), nil
+	// Accept reads brw.Reader's buffered bytes, then wc; it writes to the writer.
+	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(wc)), nil
 }
 
 type watchConn struct {

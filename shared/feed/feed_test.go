@@ -360,9 +360,9 @@ func TestConfigValidate(t *testing.T) {
 	if err := (feed.Config{}).Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	bad := feed.Config{Rate: -1, Mode: "x", PathPrefix: "feed", PingTimeout: -time.Second}
+	bad := feed.Config{Rate: -1, Mode: "x", PayloadBytes: -1, PingTimeout: -time.Second}
 	err := bad.Validate()
-	for _, want := range []string{"rate", "mode", "path prefix", "ping"} {
+	for _, want := range []string{"rate", "mode", "payload", "ping"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not report the %s", err, want)
 		}

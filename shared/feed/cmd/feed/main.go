@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -36,8 +37,8 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	var cfg feed.Config
 	fs := flag.NewFlagSet("feed", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1", "address to bind")
-	port := fs.Int("port", 8790, "port to bind (0 picks a free one)")
+	addrs := fs.String("addr", "127.0.0.1", "comma-separated addresses to bind (several loopback ones keep many connections off one address pair's port limit)")
+	port := fs.Int("port", 8790, "port to bind on each (0 picks a free one)")
 	fs.Float64Var(&cfg.Rate, "rate", feed.DefaultRate, "messages per second per session")
 	mode := fs.String("mode", string(feed.DefaultMode), "one connection per session: kick-older, refuse-newer or allow")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 0, "pad every message with this many bytes")
@@ -79,10 +80,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := srv.Start(net.JoinHostPort(*addr, strconv.Itoa(*port))); err != nil {
+	var hostPorts []string
+	for _, a := range strings.Split(*addrs, ",") {
+		hostPorts = append(hostPorts, net.JoinHostPort(a, strconv.Itoa(*port)))
+	}
+	if err := srv.Start(hostPorts...); err != nil {
 		return err
 	}
-	log.Info().Str("addr", srv.Addr()).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).Msg("feed listening")
+	log.Info().Strs("addrs", hostPorts).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).Msg("feed listening")
 	<-ctx.Done()
 	srv.Close()
 	log.Info().Msg("feed stopped")
