@@ -271,6 +271,28 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, mode: cfg.Mode, sessions: map[string]*session{}, refuse: map[string]bool{}}, nil
 }
 
+// TB is the part of testing.TB that StartForTest uses.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// StartForTest starts a feed with cfg on a free 127.0.0.1 port, closed when
+// the test t ends.
+func StartForTest(t TB, cfg Config) *Server {
+	t.Helper()
+	s, err := New(cfg)
+	if err == nil {
+		err = s.Start("127.0.0.1:0")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // URL is the WebSocket URL of session on a feed whose HTTP base is base
 // (e.g. "http://127.0.0.1:8790").
 func URL(base, session string) string {

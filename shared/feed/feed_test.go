@@ -31,14 +31,7 @@ func start(t *testing.T, cfg feed.Config) (*feed.Server, *feed.Client) {
 	if cfg.Rate == 0 {
 		cfg.Rate = 200
 	}
-	srv, err := feed.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv := feed.StartForTest(t, cfg)
 	return srv, feed.NewClient("http://" + srv.Addr())
 }
 

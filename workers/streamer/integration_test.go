@@ -146,21 +146,6 @@ var uniq struct {
 	n int
 }
 
-// startFeed starts a test feed that t closes. It allows a second connection
-// of a session (counting the violation) so that an overlap stays visible.
-func startFeed(t *testing.T) *feed.Server {
-	t.Helper()
-	f, err := feed.New(feed.Config{Rate: feedRate, Mode: feed.ModeAllow})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	return f
-}
-
 func unique(prefix string) string {
 	uniq.Lock()
 	defer uniq.Unlock()
@@ -187,7 +172,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.queue, e.workURL = sqsnotify.New(e.sqsc, qs.WorkURL, 1), qs.WorkURL
-	e.feed = startFeed(t)
+	e.feed = feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow}) // an overlap stays visible
 	t.Cleanup(func() {
 		e.mu.Lock()
 		ws := append([]*testWorker(nil), e.ws...)

@@ -39,7 +39,7 @@ type memWorker struct {
 // seeded on a test feed.
 func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker {
 	t.Helper()
-	f := startFeed(t)
+	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow})
 	st := memstore.New()
 	for i := range n {
 		id := fmt.Sprintf("mem-%06d", i)

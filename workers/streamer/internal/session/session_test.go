@@ -211,17 +211,8 @@ func contiguous(t *testing.T, seqs []int64) {
 }
 
 func newFeed(t *testing.T, cfg feed.Config) *feed.Server {
-	t.Helper()
 	cfg.Mode = feed.ModeAllow // violations are counted, overlaps kept visible
-	f, err := feed.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	return f
+	return feed.StartForTest(t, cfg)
 }
 
 func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
