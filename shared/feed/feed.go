@@ -234,7 +234,7 @@ type session struct {
 	t0      time.Time
 	stats   SessionStats
 	open    map[int64]*conn
-	pending int // accepted connections whose end the server has not seen
+	pending int // accepted connections whose handler has not finished
 	overlap *Overlap
 }
 
@@ -495,9 +495,9 @@ func (s *Server) Session(name string) SessionStats {
 	return SessionStats{}
 }
 
-// Ended reports whether the server saw the end of every connection session
-// had (EndedAt and ClientCode are final). Session(..).Open can be 0 a moment
-// before, once the close frames went out.
+// Ended reports whether every connection session had has ended and its
+// record is final (EndedAt, ClientCode, LastSeq). Session(..).Open can be 0 a
+// moment before, once the close frames went out.
 func (s *Server) Ended(session string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -639,6 +639,7 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.wg.Done()
 	defer stop(nil)
+	defer s.finish(c)
 	for _, o := range older {
 		o.stop(errKicked)
 	}
@@ -722,10 +723,6 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 	<-readDone
 	c.stop(nil)
 	<-pinged
-	s.mu.Lock()
-	rec := c.rec
-	s.mu.Unlock()
-	s.notify(rec)
 }
 
 func isDone(ch <-chan struct{}) bool {
@@ -824,8 +821,16 @@ func (s *Server) ended(c *conn, code websocket.StatusCode) {
 	defer s.mu.Unlock()
 	if c.rec.EndedAt.IsZero() {
 		c.rec.EndedAt, c.rec.ClientCode = time.Now(), int(code)
-		s.sessions[c.rec.Session].pending--
 	}
+}
+
+// finish makes c's record final, once its handler is done with it.
+func (s *Server) finish(c *conn) {
+	s.mu.Lock()
+	s.sessions[c.rec.Session].pending--
+	rec := c.rec
+	s.mu.Unlock()
+	s.notify(rec)
 }
 
 func (s *Server) notify(rec ConnRecord) {
