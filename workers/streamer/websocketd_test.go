@@ -147,7 +147,7 @@ func (o *wsObserver) accept() {
 func (o *wsObserver) serve(c net.Conn, rec *feed.ConnRecord) {
 	defer func() {
 		o.mu.Lock()
-		ended(rec)
+		noteEnd(rec)
 		delete(o.open, c)
 		o.mu.Unlock()
 		c.Close()
@@ -162,15 +162,15 @@ func (o *wsObserver) serve(c net.Conn, rec *feed.ConnRecord) {
 	go func() { o.fromServer(c, s, rec); done <- struct{}{} }()
 	<-done
 	o.mu.Lock()
-	ended(rec)
+	noteEnd(rec)
 	o.mu.Unlock()
 	c.Close()
 	s.Close()
 	<-done
 }
 
-// ended notes the end of rec's TCP connection (o.mu held).
-func ended(rec *feed.ConnRecord) {
+// noteEnd notes the end of rec's TCP connection (o.mu held).
+func noteEnd(rec *feed.ConnRecord) {
 	if rec.EndedAt.IsZero() {
 		rec.EndedAt = time.Now()
 	}
