@@ -187,9 +187,6 @@ type ConnRecord struct {
 // Open reports whether the connection was open when the record was taken.
 func (r ConnRecord) Open() bool { return r.ClosedAt.IsZero() }
 
-// Refused reports whether the attempt was refused before the upgrade.
-func (r ConnRecord) Refused() bool { return r.RefusedBy != "" }
-
 // Overlap is a time during which a session had more than one connection.
 type Overlap struct {
 	Session string    `json:"session"`
@@ -661,9 +658,9 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 // pump writes the session's messages to one connection until it ends, then
 // closes it as its cause says and waits for its reader.
 func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
-	readDone := make(chan struct{})
+	read, readEnded := context.WithCancel(context.Background()) // done when the reader returned
 	go func() {
-		defer close(readDone)
+		defer readEnded()
 		for {
 			// Not c.ctx: cancelling a read aborts the connection without a
 			// close frame. The reader ends with the connection.
@@ -676,7 +673,7 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		s.keepalive(c, ws, readDone)
+		s.keepalive(c, ws, read)
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -687,11 +684,11 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
-			case <-readDone:
+			case <-read.Done():
 			case <-c.ctx.Done():
 			}
 		}
-		if isDone(readDone) || c.ctx.Err() != nil {
+		if read.Err() != nil || c.ctx.Err() != nil {
 			break
 		}
 		buf = appendMessage(buf[:0], c.rec.Session, next, time.Now().UnixMilli(), pad)
@@ -699,7 +696,7 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		err := ws.Write(wctx, websocket.MessageText, buf)
 		cancel()
 		if err != nil {
-			if !isDone(readDone) {
+			if read.Err() == nil {
 				c.stop(errWriteFail)
 			}
 			break
@@ -720,23 +717,14 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 	default: // errWriteFail
 		s.closeWS(ws, websocket.StatusPolicyViolation, "write timed out")
 	}
-	<-readDone
+	<-read.Done()
 	c.stop(nil)
 	<-pinged
 }
 
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // keepalive pings ws every PingEvery (when > 0) until the connection ends,
 // and stops it (ReasonPingLost) when a pong does not come within PingTimeout.
-func (s *Server) keepalive(c *conn, ws *websocket.Conn, readDone <-chan struct{}) {
+func (s *Server) keepalive(c *conn, ws *websocket.Conn, read context.Context) {
 	if s.cfg.PingEvery <= 0 {
 		return
 	}
@@ -746,7 +734,7 @@ func (s *Server) keepalive(c *conn, ws *websocket.Conn, readDone <-chan struct{}
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-readDone:
+		case <-read.Done():
 			return
 		case <-t.C:
 		}
@@ -755,7 +743,7 @@ func (s *Server) keepalive(c *conn, ws *websocket.Conn, readDone <-chan struct{}
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil {
-			if timedOut && !isDone(readDone) {
+			if timedOut && read.Err() == nil {
 				c.stop(errPingLost)
 			}
 			return
@@ -869,7 +857,7 @@ func NoOverlap(recs []ConnRecord) error {
 	}
 	for i, a := range recs {
 		for _, b := range recs[i+1:] {
-			if !a.Refused() && !b.Refused() && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
+			if a.RefusedBy == "" && b.RefusedBy == "" && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
 				return fmt.Errorf("connections %d [%s, %s] and %d [%s, %s] of %s overlap", a.ID, a.OpenedAt.Format(time.StampMicro),
 					end(a).Format(time.StampMicro), b.ID, b.OpenedAt.Format(time.StampMicro), end(b).Format(time.StampMicro), a.Session)
 			}
