@@ -67,8 +67,7 @@ type Binaries struct {
 	Streamer    string // bin/streamer (the shipped worker: the lease phases, cost and dynalite)
 	MemStreamer string // bin/memstreamer (the capacity runs' worker on the in-memory store)
 	Ingest      string // bin/ingest-local
-	Feed        string // bin/feed (the lease phases' feed, through devstack)
-	Self        string // this driver (its `feed` subcommand serves the capacity runs)
+	Feed        string // bin/feed (through devstack for the lease phases; on its own for the capacity runs)
 }
 
 // CapRun is one capacity run of the memory store.
@@ -233,13 +232,6 @@ func (c *Config) fill() error {
 	def(&c.Bin.MemStreamer, "memstreamer")
 	def(&c.Bin.Ingest, "ingest-local")
 	def(&c.Bin.Feed, "feed")
-	if c.Bin.Self == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("bench: own path: %w", err)
-		}
-		c.Bin.Self = self
-	}
 	if c.Invocation == "" {
 		c.Invocation = "bin/bench -mode " + string(c.Mode)
 	}
@@ -300,7 +292,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
-	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.MemStreamer, cfg.Bin.Ingest, cfg.Bin.Feed, cfg.Bin.Self} {
+	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.MemStreamer, cfg.Bin.Ingest, cfg.Bin.Feed} {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("bench: %s missing (make bench builds it): %w", b, err)
 		}

@@ -76,7 +76,7 @@ func (r *runner) capacity(ctx context.Context) error {
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
 		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
-		"feed":   fmt.Sprintf("bin/bench feed (scripts/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
+		"feed":   fmt.Sprintf("bin/feed (shared/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
 	})
@@ -145,8 +145,10 @@ func (e *capEnv) stop(log func(error)) {
 	}
 }
 
-// startFeed starts `bench feed` on feedAddrs at rate (a few ports are
-// tried: a free port on 127.0.0.1 may be taken on another address).
+// startFeed starts bin/feed on feedAddrs at rate (a few ports are tried: a
+// free port on 127.0.0.1 may be taken on another address). It runs in its
+// own process: the worker's and the feed's sockets each count against their
+// own process's open-file limit.
 func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 	var last error
 	for range 3 {
@@ -154,7 +156,7 @@ func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 		if err != nil {
 			return err
 		}
-		argv := []string{r.cfg.Bin.Self, "feed", "-addrs", strings.Join(feedAddrs, ","), "-port", itoa(port), "-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
+		argv := []string{r.cfg.Bin.Feed, "-addr", strings.Join(feedAddrs, ","), "-port", itoa(port), "-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
 		f := &proc.Proc{Name: "feed", Argv: argv, Env: cleanEnv(), Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, "feed.log"), DiscardStdout: true}
 		if err := f.Start(); err != nil {
 			return err

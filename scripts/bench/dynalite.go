@@ -107,7 +107,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	}
 	res.Phase = r.begin(PhaseDynalite, map[string]string{
 		"worker": "bin/streamer with the DynamoDB store on dynalite (in memory, same machine), no work queue (claims by reconciliation every 1 s, 500 claims/s), lease timings at their defaults (renew every 3.33 s), " + EnvMaxRenews + "=" + DynMaxRenews + " (more renewals in flight than the default 64, so that as dynalite slows down the engine saturates before 64 ÷ its latency does), sink stdout → /dev/null",
-		"feed":   "as the memory runs: bench feed on 4 loopback addresses, 1 msg/s per session",
+		"feed":   "as the memory runs: bin/feed on 4 loopback addresses, 1 msg/s per session",
 		"steps":  strings.Join(steps, ", ") + " sessions (seeded with BatchWriteItem as ingest writes them: STARTED, lease_expires_at_ms 0); stop at the first step that is not healthy",
 		"window": fmt.Sprintf("settle %s, then measure %s: renewals from the worker's /stats, CPU of the worker, dynalite (node) and the feed from /proc", sz.DynSettle, sz.DynWindow),
 		"health": "a step is healthy when it holds every session, loses no lease, has no renew error, renews at ≥ 95 % of held/3.33 s and its renew p99 is ≤ 1 s",

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
-	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 func TestClaimLatencies(t *testing.T) {

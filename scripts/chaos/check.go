@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 // Delivery is one sink line as the harness received it from a worker's

@@ -39,8 +39,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
-	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/proc"
@@ -543,7 +543,7 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 	for out, pkg := range map[string][]string{
 		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
 		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
-		bins.Feed:     {"./scripts/feed/cmd/feed"},
+		bins.Feed:     {"./shared/feed/cmd/feed"},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )

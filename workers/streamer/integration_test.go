@@ -24,13 +24,13 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -125,7 +125,7 @@ type env struct {
 	// e.db unless a test routes them through a faultnet proxy.
 	workerQueue WorkQueue
 	workerDB    *dynamodb.Client
-	feed        *feedtest.Server
+	feed        *feed.Server
 	sink        *recSink
 	logs        *syncBuffer
 	mu          sync.Mutex
@@ -172,10 +172,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.queue, e.workURL = sqsnotify.New(e.sqsc, qs.WorkURL, 1), qs.WorkURL
-	e.feed = feedtest.New(feedtest.Options{Rate: feedRate})
-	if err := e.feed.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	e.feed = feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow}) // an overlap stays visible
 	t.Cleanup(func() {
 		e.mu.Lock()
 		ws := append([]*testWorker(nil), e.ws...)
@@ -183,7 +180,6 @@ func newEnv(t *testing.T) *env {
 		for _, w := range ws {
 			w.stop()
 		}
-		e.feed.Close()
 		if t.Failed() {
 			t.Logf("worker logs:\n%s", e.logs.String())
 		}
@@ -338,22 +334,22 @@ func (e *env) item(id string) lease.Item {
 
 // ended waits until the feed saw connection i of id end (its close status
 // is then final) and returns its record.
-func (e *env) ended(id string, i int) feedtest.Conn {
+func (e *env) ended(id string, i int) feed.ConnRecord {
 	e.t.Helper()
 	eventually(e.t, 2*time.Second, "the feed sees the connection end", func() bool {
-		c := e.feed.Conns(id)
-		return len(c) > i && !c[i].Closed.IsZero()
+		c := e.feed.Records(id)
+		return len(c) > i && !c[i].EndedAt.IsZero()
 	})
-	return e.feed.Conns(id)[i]
+	return e.feed.Records(id)[i]
 }
 
 // checkOneConnection: the feed never saw two open connections of id.
 func (e *env) checkOneConnection(id string) {
 	e.t.Helper()
-	if v := e.feed.Violations(id); v != 0 {
+	if v := e.feed.Session(id).Violations; v != 0 {
 		e.t.Errorf("%s: %d connections opened while another was open", id, v)
 	}
-	if err := feedtest.Overlaps(e.feed.Conns(id)); err != nil {
+	if err := feed.NoOverlap(e.feed.Records(id)); err != nil {
 		e.t.Error(err)
 	}
 }
@@ -415,7 +411,7 @@ func TestClaimViaSQS(t *testing.T) {
 			t.Fatalf("delivery by %s epoch %d, owner %s epoch 1", d.worker, d.epoch, w.ID())
 		}
 	}
-	if h := e.feed.Conns(id)[0].Header.Get("Authorization"); h != "Bearer test" {
+	if h := e.feed.Records(id)[0].Header.Get("Authorization"); h != "Bearer test" {
 		t.Fatalf("stored header not sent: %q", h)
 	}
 }
@@ -518,7 +514,7 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	e.update(id, "SET #ds = :s, #sh = :sh", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
 		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
 	// The keeper sees STOPPED at the next renew.
-	eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Open(id) == 0 })
+	eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Session(id).Open == 0 })
 	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {
 		t.Fatalf("closed %s after the stop", took)
 	}
@@ -526,7 +522,7 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 		t.Fatalf("closed with %d, want 1000", code)
 	}
 	time.Sleep(testTTL + 2*300*time.Millisecond) // the lease would have expired and been reconciled
-	if n := len(e.feed.Conns(id)); n != 1 {
+	if n := len(e.feed.Records(id)); n != 1 {
 		t.Fatalf("%d connections after the stop: reclaimed", n)
 	}
 	if e.owner(id) != nil {
@@ -547,7 +543,7 @@ func TestNewURLReconnects(t *testing.T) {
 	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrWSURL, "#g": schema.AttrGeneration},
 		map[string]types.AttributeValue{":u": str(e.feed.URL(id) + "?token=rotated"), ":one": num(1)})
 	eventually(t, testRenew*11/10+testRPC+slack, "a connection to the new URL", func() bool {
-		c := e.feed.Conns(id)
+		c := e.feed.Records(id)
 		return len(c) >= 2 && bytes.Contains([]byte(c[len(c)-1].RequestURI), []byte("token=rotated"))
 	})
 	t.Logf("reconnected to the new ws_url %s after the change", time.Since(changed).Round(time.Millisecond))
@@ -572,8 +568,8 @@ func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
 		map[string]types.AttributeValue{":o": str("thief"), ":e": num(time.Now().Add(time.Minute).UnixMilli()), ":one": num(1)})
 	// The next renew fails its condition: RenewEvery·1.1 + one store call.
 	bound := testRenew*11/10 + testRPC + slack
-	eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Open(id) == 0 })
-	closed := e.feed.Conns(id)[0].End()
+	eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Session(id).Open == 0 })
+	closed := e.feed.Records(id)[0].ClosedAt
 	t.Logf("stolen lease: socket closed %s after the steal", closed.Sub(stolen).Round(time.Millisecond))
 	for _, d := range e.sink.get(id) {
 		if d.at.After(closed) {
@@ -581,8 +577,8 @@ func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
 		}
 	}
 	time.Sleep(testTTL) // nobody else takes a lease the thief holds
-	if len(e.feed.Conns(id)) != 1 || owner.owns(id) {
-		t.Fatalf("connections %d, still owned: %v", len(e.feed.Conns(id)), owner.owns(id))
+	if len(e.feed.Records(id)) != 1 || owner.owns(id) {
+		t.Fatalf("connections %d, still owned: %v", len(e.feed.Records(id)), owner.owns(id))
 	}
 }
 
@@ -593,12 +589,12 @@ func TestSourceDropReconnectsAndResumes(t *testing.T) {
 	e.notify(schema.NotifyStart, id)
 	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 10 })
 	e.feed.Drop(id, websocket.StatusServiceRestart)
-	eventually(t, 5*time.Second, "a reconnect", func() bool { return len(e.feed.Conns(id)) >= 2 })
+	eventually(t, 5*time.Second, "a reconnect", func() bool { return len(e.feed.Records(id)) >= 2 })
 	n := e.sink.count(id)
 	e.feed.Drop(id, 0) // and once abruptly
-	eventually(t, 5*time.Second, "messages after two drops", func() bool { return e.sink.count(id) >= n+20 && len(e.feed.Conns(id)) >= 3 })
+	eventually(t, 5*time.Second, "messages after two drops", func() bool { return e.sink.count(id) >= n+20 && len(e.feed.Records(id)) >= 3 })
 	contiguous(t, e.sink.get(id))
-	for _, c := range e.feed.Conns(id)[1:] {
+	for _, c := range e.feed.Records(id)[1:] {
 		if c.From < 2 {
 			t.Fatalf("reconnect without resume: from=%d", c.From)
 		}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
 )
 
 // websocketd runs Debian's websocketd on a fixed loopback port; Kill and
@@ -96,7 +96,7 @@ func (d *websocketd) kill() {
 func (d *websocketd) addr() string { return "127.0.0.1:" + strconv.Itoa(d.port) }
 
 // wsObserver is a TCP proxy in front of a source that records every
-// connection the way feedtest does (open; the server's close frame; the end
+// connection the way shared/feed does (open; the server's close frame; the end
 // of the TCP connection), so the one-connection check applies to sources we
 // did not write. Each TCP connection is one WebSocket (the worker never
 // reuses one).
@@ -105,7 +105,7 @@ type wsObserver struct {
 	target string
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	conns  []*feedtest.Conn
+	conns  []*feed.ConnRecord
 	open   map[net.Conn]bool
 	closed bool
 }
@@ -136,7 +136,7 @@ func (o *wsObserver) accept() {
 			c.Close()
 			return
 		}
-		rec := &feedtest.Conn{ID: len(o.conns) + 1, Opened: time.Now(), ClientCode: -1, FirstSeq: -1, LastSeq: -1}
+		rec := &feed.ConnRecord{ID: int64(len(o.conns) + 1), OpenedAt: time.Now(), ClientCode: -1}
 		o.conns = append(o.conns, rec)
 		o.open[c] = true
 		o.mu.Unlock()
@@ -144,12 +144,10 @@ func (o *wsObserver) accept() {
 	}
 }
 
-func (o *wsObserver) serve(c net.Conn, rec *feedtest.Conn) {
+func (o *wsObserver) serve(c net.Conn, rec *feed.ConnRecord) {
 	defer func() {
 		o.mu.Lock()
-		if rec.Closed.IsZero() {
-			rec.Closed = time.Now()
-		}
+		noteEnd(rec)
 		delete(o.open, c)
 		o.mu.Unlock()
 		c.Close()
@@ -164,18 +162,26 @@ func (o *wsObserver) serve(c net.Conn, rec *feedtest.Conn) {
 	go func() { o.fromServer(c, s, rec); done <- struct{}{} }()
 	<-done
 	o.mu.Lock()
-	if rec.Closed.IsZero() {
-		rec.Closed = time.Now()
-	}
+	noteEnd(rec)
 	o.mu.Unlock()
 	c.Close()
 	s.Close()
 	<-done
 }
 
+// noteEnd notes the end of rec's TCP connection (o.mu held).
+func noteEnd(rec *feed.ConnRecord) {
+	if rec.EndedAt.IsZero() {
+		rec.EndedAt = time.Now()
+	}
+	if rec.ClosedAt.IsZero() {
+		rec.ClosedAt = rec.EndedAt
+	}
+}
+
 // fromServer copies server → client, parsing the (unmasked) frames after
 // the HTTP response to note the server's close frame.
-func (o *wsObserver) fromServer(c, s net.Conn, rec *feedtest.Conn) {
+func (o *wsObserver) fromServer(c, s net.Conn, rec *feed.ConnRecord) {
 	buf := make([]byte, 32<<10)
 	var hdr []byte
 	inHTTP, skip := true, int64(0)
@@ -219,8 +225,8 @@ func (o *wsObserver) fromServer(c, s net.Conn, rec *feedtest.Conn) {
 				}
 				if hdr[0]&0x0f == 0x8 {
 					o.mu.Lock()
-					if rec.Closing.IsZero() {
-						rec.Closing = time.Now()
+					if rec.ClosedAt.IsZero() {
+						rec.ClosedAt = time.Now()
 					}
 					o.mu.Unlock()
 				}
@@ -252,10 +258,10 @@ func indexCRLF2(b []byte) int {
 	return -1
 }
 
-func (o *wsObserver) records() []feedtest.Conn {
+func (o *wsObserver) records() []feed.ConnRecord {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]feedtest.Conn, len(o.conns))
+	out := make([]feed.ConnRecord, len(o.conns))
 	for i, r := range o.conns {
 		out[i] = *r
 	}
@@ -300,7 +306,7 @@ func TestWebsocketdEndToEnd(t *testing.T) {
 
 	contiguous(t, e.sink.get(id))
 	recs := obs.records()
-	if err := feedtest.Overlaps(recs); err != nil {
+	if err := feed.NoOverlap(recs); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) < 3 {

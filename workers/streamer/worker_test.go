@@ -16,18 +16,18 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
 type memWorker struct {
 	*Worker
 	store   *memstore.Store
-	feed    *feedtest.Server
+	feed    *feed.Server
 	sink    *recSink
 	metrics *syncBuffer
 	logs    *syncBuffer
@@ -39,10 +39,7 @@ type memWorker struct {
 // seeded on a test feed.
 func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker {
 	t.Helper()
-	f := feedtest.New(feedtest.Options{Rate: feedRate})
-	if err := f.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow})
 	st := memstore.New()
 	for i := range n {
 		id := fmt.Sprintf("mem-%06d", i)
@@ -70,7 +67,6 @@ func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker
 	t.Cleanup(func() {
 		cancel()
 		<-m.done
-		f.Close()
 		if t.Failed() {
 			t.Logf("logs:\n%s", m.logs.String())
 		}
@@ -174,14 +170,14 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 	eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
 	m.StopHint(context.Background(), id) // still STARTED: ignored
 	time.Sleep(100 * time.Millisecond)
-	if m.feed.Open(id) != 1 {
+	if m.feed.Session(id).Open != 1 {
 		t.Fatal("a stop notification for a STARTED session closed it")
 	}
 	m.store.Update(id, func(it *lease.Item) { it.DesiredState = schema.StateStopped })
 	m.StopHint(context.Background(), id)
-	eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Open(id) == 0 })
+	eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Session(id).Open == 0 })
 	eventually(t, 2*time.Second, "feed sees the close", func() bool { return m.feed.Ended(id) })
-	if code := m.feed.Conns(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
+	if code := m.feed.Records(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
 		t.Fatalf("closed with %d, want 1000", code)
 	}
 	eventually(t, 2*time.Second, "released", func() bool {

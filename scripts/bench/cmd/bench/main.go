@@ -2,7 +2,6 @@
 // docs/benchmarks.json (package bench has the details):
 //
 //	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR]
-//	bench feed -addrs 127.0.0.1,127.0.0.2 -port N -rate R   # the capacity runs' feed (run by bench itself)
 //
 // `make bench` runs the quick mode (about five minutes), `make bench-full`
 // the full one.
@@ -10,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,9 +34,6 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "feed" {
-		return runFeed(ctx, args[1:], stderr)
-	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	mode := fs.String("mode", string(bench.Quick), "quick (≤ 5 min, smaller counts) or full")
@@ -75,22 +70,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", g.Figure, g.Measured, g.Goal, met)
 		}
-	}
-	return err
-}
-
-func runFeed(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench feed", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addrs := fs.String("addrs", "127.0.0.1", "comma-separated loopback addresses")
-	port := fs.Int("port", 0, "port (the same on every address)")
-	rate := fs.Float64("rate", 1, "messages per second per session")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	err := bench.ServeFeed(ctx, bench.FeedOptions{Addrs: strings.Split(*addrs, ","), Port: *port, Rate: *rate})
-	if errors.Is(err, context.Canceled) {
-		return nil
 	}
 	return err
 }

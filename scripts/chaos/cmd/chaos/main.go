@@ -26,8 +26,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
-	"github.com/wsfleet/wsfleet/scripts/feed"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 func main() {

@@ -17,12 +17,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/feedtest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -210,18 +210,13 @@ func contiguous(t *testing.T, seqs []int64) {
 	}
 }
 
-func newFeed(t *testing.T, opts feedtest.Options) *feedtest.Server {
-	t.Helper()
-	f := feedtest.New(opts)
-	if err := f.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
-	return f
+func newFeed(t *testing.T, cfg feed.Config) *feed.Server {
+	cfg.Mode = feed.ModeAllow // violations are counted, overlaps kept visible
+	return feed.StartForTest(t, cfg)
 }
 
 func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 200})
+	f := newFeed(t, feed.Config{Rate: 200})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
@@ -236,7 +231,7 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	contiguous(t, h.rec.seqs())
-	conns := f.Conns("s1")
+	conns := f.Records("s1")
 	if len(conns) < 2 {
 		t.Fatalf("%d connections, want a reconnect", len(conns))
 	}
@@ -246,11 +241,11 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 	if conns[1].From < before+1 || conns[1].From > s.LastSeq() {
 		t.Fatalf("reconnect resumed from %d; last delivered before the drop %d, at the end %d", conns[1].From, before, s.LastSeq())
 	}
-	if err := feedtest.Overlaps(conns); err != nil {
+	if err := feed.NoOverlap(conns); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
-	conns = f.Conns("s1")
+	conns = f.Records("s1")
 	if last := conns[len(conns)-1]; last.ClientCode != int(websocket.StatusGoingAway) {
 		t.Fatalf("shutdown closed with %d, want 1001", last.ClientCode)
 	}
@@ -323,7 +318,7 @@ func TestCloseCodes(t *testing.T) {
 		{lease.ErrUntrusted, -1},
 	} {
 		t.Run(c.reason.Error(), func(t *testing.T) {
-			f := newFeed(t, feedtest.Options{Rate: 50})
+			f := newFeed(t, feed.Config{Rate: 50})
 			h := newHarness(t, testConfig())
 			h.put("s1", f.URL("s1"), nil)
 			s, done := h.start("s1")
@@ -333,15 +328,15 @@ func TestCloseCodes(t *testing.T) {
 				t.Fatalf("Run = %v, want %v", err, c.reason)
 			}
 			eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
-			if got := f.Conns("s1")[0].ClientCode; got != c.code {
-				t.Fatalf("close status %d, want %d (connections: %+v)", got, c.code, f.Conns("s1"))
+			if got := f.Records("s1")[0].ClientCode; got != c.code {
+				t.Fatalf("close status %d, want %d (connections: %+v)", got, c.code, f.Records("s1"))
 			}
 		})
 	}
 }
 
 func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 200})
+	f := newFeed(t, feed.Config{Rate: 200})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	_, done := h.start("s1")
@@ -355,21 +350,21 @@ func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
 	}
 	// The next renew (≤ RenewEvery·1.1 + its call) ends the tenure; the socket closes then.
 	bound := time.Duration(float64(leaseConfig("w1").RenewEvery)*1.1) + 500*time.Millisecond
-	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Open("s1") == 0 })
-	conns := f.Conns("s1")
-	if conns[0].Closed.IsZero() || conns[0].Closed.Sub(stolen) > bound {
-		t.Fatalf("closed %v after the steal, bound %s", conns[0].Closed.Sub(stolen), bound)
+	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Session("s1").Open == 0 })
+	conns := f.Records("s1")
+	if conns[0].EndedAt.IsZero() || conns[0].EndedAt.Sub(stolen) > bound {
+		t.Fatalf("closed %v after the steal, bound %s", conns[0].EndedAt.Sub(stolen), bound)
 	}
 	h.rec.mu.Lock()
 	last := h.rec.at[len(h.rec.at)-1]
 	h.rec.mu.Unlock()
-	if last.After(conns[0].Closed) {
-		t.Fatalf("delivered at %v, after the socket closed at %v", last, conns[0].Closed)
+	if last.After(conns[0].EndedAt) {
+		t.Fatalf("delivered at %v, after the socket closed at %v", last, conns[0].EndedAt)
 	}
 }
 
 func TestUntrustedLeaseNeverDeliversPastItsDeadline(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 500})
+	f := newFeed(t, feed.Config{Rate: 500})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
@@ -390,14 +385,14 @@ func TestUntrustedLeaseNeverDeliversPastItsDeadline(t *testing.T) {
 }
 
 func TestNewGenerationReconnectsToNewURL(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 200})
+	f := newFeed(t, feed.Config{Rate: 200})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1")+"?v=1", nil)
 	s, done := h.start("s1")
 	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
 	h.store.Update("s1", func(it *lease.Item) { it.WSURL, it.Generation = f.URL("s1")+"?v=2", 2 })
 	eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
-		c := f.Conns("s1")
+		c := f.Records("s1")
 		return len(c) == 2 && strings.Contains(c[1].RequestURI, "v=2") && c[1].Sent > 0
 	})
 	before := s.LastSeq()
@@ -405,18 +400,18 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
-	conns := f.Conns("s1")
+	conns := f.Records("s1")
 	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
 		t.Fatalf("old connection closed with %d, want 1000", conns[0].ClientCode)
 	}
-	if err := feedtest.Overlaps(conns); err != nil {
+	if err := feed.NoOverlap(conns); err != nil {
 		t.Fatal(err)
 	}
 	contiguous(t, h.rec.seqs())
 }
 
 func TestStoredHeadersAreSent(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 50, RequireHeaders: map[string]string{"Authorization": "Bearer t0ken"}})
+	f := newFeed(t, feed.Config{Rate: 50, RequireHeaders: map[string]string{"Authorization": "Bearer t0ken"}})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), func(it *lease.Item) { it.Headers = map[string]string{"Authorization": "Bearer t0ken"} })
 	s, done := h.start("s1")
@@ -427,7 +422,7 @@ func TestStoredHeadersAreSent(t *testing.T) {
 	h.put("s2", f.URL("s2"), nil) // no header: refused, retried with backoff
 	s2, done2 := h.start("s2")
 	time.Sleep(300 * time.Millisecond)
-	if h.rec.count() != 1 || len(f.Conns("s2")) != 0 {
+	if h.rec.count() != 1 || f.Session("s2").Connections != 0 {
 		t.Fatalf("a handshake without the header got through")
 	}
 	s2.Interrupt(ErrShutdown)
@@ -435,7 +430,7 @@ func TestStoredHeadersAreSent(t *testing.T) {
 }
 
 func TestSinkErrorsReconnectAndResume(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 200})
+	f := newFeed(t, feed.Config{Rate: 200})
 	h := newHarness(t, testConfig())
 	var failures atomic.Int64
 	h.rec.fail = func(m sink.Message) error {
@@ -450,10 +445,10 @@ func TestSinkErrorsReconnectAndResume(t *testing.T) {
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 	contiguous(t, h.rec.seqs())
-	if h.env.Counters.SinkErrors.Load() < 3 || len(f.Conns("s1")) < 2 {
-		t.Fatalf("sink errors %d, connections %d: want a reconnect after 3 failed attempts", h.env.Counters.SinkErrors.Load(), len(f.Conns("s1")))
+	if h.env.Counters.SinkErrors.Load() < 3 || len(f.Records("s1")) < 2 {
+		t.Fatalf("sink errors %d, connections %d: want a reconnect after 3 failed attempts", h.env.Counters.SinkErrors.Load(), len(f.Records("s1")))
 	}
-	if err := feedtest.Overlaps(f.Conns("s1")); err != nil {
+	if err := feed.NoOverlap(f.Records("s1")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -486,14 +481,14 @@ func TestUnansweredPingReconnects(t *testing.T) {
 }
 
 func TestPingsAnsweredKeepTheConnection(t *testing.T) {
-	f := newFeed(t, feedtest.Options{Rate: 5})
+	f := newFeed(t, feed.Config{Rate: 5})
 	cfg := testConfig()
 	cfg.PingEvery, cfg.PingTimeout = 50*time.Millisecond, 40*time.Millisecond
 	h := newHarness(t, cfg)
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
 	time.Sleep(700 * time.Millisecond)
-	if n := len(f.Conns("s1")); n != 1 {
+	if n := len(f.Records("s1")); n != 1 {
 		t.Fatalf("%d connections: answered pings must not reconnect", n)
 	}
 	s.Interrupt(ErrShutdown)

@@ -1,6 +1,7 @@
-// Command feed runs the seq-numbered demo WebSocket feed (package feed) on
-// 127.0.0.1: sessions at ws://127.0.0.1:PORT/feed/<session>?from=N, controls
-// under /control/ (see feed.Server.Handler). With -records FILE it appends the
+// Command feed runs the seq-numbered test WebSocket feed (package feed) for
+// the local stack, the demo, chaos and bench: sessions at
+// ws://127.0.0.1:PORT/feed/<session>?from=N, controls under /control/ (see
+// feed.Server.Handler). With -records FILE it appends the
 // final record of every connection to FILE as JSON lines. Logs are zerolog
 // JSON on stderr.
 package main
@@ -8,20 +9,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/wsfleet/wsfleet/scripts/feed"
+	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 func main() {
@@ -35,16 +35,16 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
-	cfg := feed.DefaultConfig()
+	var cfg feed.Config
 	fs := flag.NewFlagSet("feed", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1", "address to bind")
-	port := fs.Int("port", 8790, "port to bind (0 picks a free one)")
-	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "messages per second per connection")
-	mode := fs.String("mode", string(cfg.Mode), "one connection per session: kick-older or refuse-newer")
+	addrs := fs.String("addr", "127.0.0.1", "comma-separated addresses to bind (several loopback ones keep many connections off one address pair's port limit)")
+	port := fs.Int("port", 8790, "port to bind on each (0 picks a free one)")
+	fs.Float64Var(&cfg.Rate, "rate", feed.DefaultRate, "messages per second per session")
+	mode := fs.String("mode", string(feed.DefaultMode), "one connection per session: kick-older, refuse-newer or allow")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", 0, "pad every message with this many bytes")
 	records := fs.String("records", "", "append every connection's final record to this JSON-lines file")
 	fs.DurationVar(&cfg.PingEvery, "ping-every", 0, "ping every connection this often and close one that does not answer (0: never)")
-	fs.DurationVar(&cfg.PingTimeout, "ping-timeout", 2*time.Second, "with -ping-every: how long a pong may take")
+	fs.DurationVar(&cfg.PingTimeout, "ping-timeout", feed.DefaultPingTimeout, "with -ping-every: how long a pong may take")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,14 +80,16 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(*addr, strconv.Itoa(*port)))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	var hostPorts []string
+	for _, a := range strings.Split(*addrs, ",") {
+		hostPorts = append(hostPorts, net.JoinHostPort(a, strconv.Itoa(*port)))
 	}
-	log.Info().Str("addr", ln.Addr().String()).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).Msg("feed listening")
-	if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.Start(hostPorts...); err != nil {
 		return err
 	}
+	log.Info().Strs("addrs", hostPorts).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).Msg("feed listening")
+	<-ctx.Done()
+	srv.Close()
 	log.Info().Msg("feed stopped")
 	return nil
 }

@@ -33,11 +33,6 @@ func NewClient(base string) *Client {
 // URL is the WebSocket URL of session on this feed.
 func (c *Client) URL(session string) string { return URL(c.Base, session) }
 
-// Healthy reports whether the feed answers /healthz.
-func (c *Client) Healthy(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
-}
-
 // Stats fetches the feed's Stats.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
@@ -48,11 +43,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 // Records fetches the connection records (of session only when not "").
 func (c *Client) Records(ctx context.Context, session string) ([]ConnRecord, error) {
 	var out []ConnRecord
-	q := url.Values{}
-	if session != "" {
-		q.Set("session", session)
-	}
-	err := c.do(ctx, http.MethodGet, "/control/records", q, &out)
+	err := c.do(ctx, http.MethodGet, "/control/records", url.Values{"session": {session}}, &out)
 	return out, err
 }
 
@@ -64,35 +55,27 @@ func (c *Client) SetMode(ctx context.Context, m Mode) error {
 // Drop drops the open connections of session ("" = all); abort closes the
 // TCP connections without a close frame. It returns how many were dropped.
 func (c *Client) Drop(ctx context.Context, session string, abort bool) (int, error) {
-	q := url.Values{}
-	if session != "" {
-		q.Set("session", session)
-	}
-	if abort {
-		q.Set("abort", "1")
-	}
 	var out struct {
 		Dropped int `json:"dropped"`
 	}
-	err := c.do(ctx, http.MethodPost, "/control/drop", q, &out)
+	err := c.do(ctx, http.MethodPost, "/control/drop", url.Values{"session": {session}, "abort": {strconv.FormatBool(abort)}}, &out)
 	return out.Dropped, err
 }
 
 // SetRefuse refuses (or admits again) new connections for session ("" = all).
 func (c *Client) SetRefuse(ctx context.Context, session string, on bool) error {
-	q := url.Values{"on": {strconv.FormatBool(on)}}
-	if session != "" {
-		q.Set("session", session)
-	}
-	return c.do(ctx, http.MethodPost, "/control/refuse", q, nil)
+	return c.do(ctx, http.MethodPost, "/control/refuse", url.Values{"session": {session}, "on": {strconv.FormatBool(on)}}, nil)
 }
 
+// do sends a control request (without its empty query parameters) and
+// decodes the answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {
-	u := c.Base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+	for k, v := range q {
+		if v[0] == "" {
+			delete(q, k)
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path+"?"+q.Encode(), nil)
 	if err != nil {
 		return fmt.Errorf("feed %s %s: %w", method, path, err)
 	}
@@ -110,8 +93,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, out 
 		return fmt.Errorf("feed %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
 	}
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return nil
+		out = new(any)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("feed %s %s: decode: %w", method, path, err)
