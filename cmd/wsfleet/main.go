@@ -4,20 +4,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "wsfleet: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("wsfleet", func(ctx context.Context) error { return run(ctx) })
 }
 
 func run(ctx context.Context) error {

@@ -6,10 +6,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/rs/zerolog"
@@ -17,16 +14,11 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ingest: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("ingest", func(ctx context.Context) error { return run(ctx) })
 }
 
 // sdkMaxAttempts bounds the SDK's own retries of one DynamoDB or SQS call.

@@ -12,23 +12,11 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
-// workerStats is a worker's GET /stats document (streamer.Stats).
-type workerStats struct {
-	WorkerID       string           `json:"worker_id"`
-	State          string           `json:"state"`
-	Owned          int              `json:"owned"`
-	Claiming       int              `json:"claiming"`
-	Goroutines     int              `json:"goroutines"`
-	Messages       map[string]int64 `json:"messages"`
-	RenewsOK       int64            `json:"renews_ok"`
-	RenewErrors    int64            `json:"renew_errors"`
-	LeaseLost      int64            `json:"lease_lost"`
-	RenewBucketsMs []int64          `json:"renew_buckets_ms"`
-	RenewLatency   []int64          `json:"renew_latency_hist"`
-	StoreRequests  map[string]int64 `json:"store_requests"`
-}
+// workerStats is a worker's GET /stats document.
+type workerStats = streamer.Stats
 
 var adminClient = &http.Client{Timeout: 30 * time.Second}
 

@@ -11,9 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -24,18 +22,13 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ingest-local: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("ingest-local", func(ctx context.Context) error { return run(ctx, os.Args[1:]) })
 }
 
 // DefaultPort is the local front's default port.

@@ -13,24 +13,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/bench"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("bench", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stderr) })
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {

@@ -13,25 +13,18 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/feed"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "feed: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("feed", func(ctx context.Context) error { return run(ctx, os.Args[1:]) })
 }
 
 func run(ctx context.Context, args []string) error {

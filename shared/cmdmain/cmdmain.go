@@ -1,0 +1,37 @@
+// Package cmdmain owns how a wsfleet command starts and ends: a context
+// that SIGTERM or SIGINT cancels, the command's run function, and the exit
+// status (0, or 1 with "name: error" on stderr). A command's main is one
+// call to Run, and Run is the one place such a command exits.
+package cmdmain
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Run runs run with a context cancelled by SIGTERM or SIGINT and exits 1
+// when it fails. After the first signal the default action is restored, so
+// a second one ends the process at once.
+func Run(name string, run func(ctx context.Context) error) {
+	if code := exitCode(name, run, os.Stderr); code != 0 {
+		os.Exit(code)
+	}
+}
+
+func exitCode(name string, run func(ctx context.Context) error, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if err := run(ctx); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}

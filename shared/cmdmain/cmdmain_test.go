@@ -1,0 +1,40 @@
+package cmdmain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestExitCode(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := exitCode("cmd", func(context.Context) error { return nil }, &stderr); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("success: code %d, stderr %q", code, stderr.String())
+	}
+	if code := exitCode("cmd", func(context.Context) error { return errors.New("boom") }, &stderr); code != 1 || stderr.String() != "cmd: boom\n" {
+		t.Fatalf("failure: code %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestSIGTERMCancelsTheContext: the run function sees its context end when
+// the process gets SIGTERM, and returns normally.
+func TestSIGTERMCancelsTheContext(t *testing.T) {
+	var stderr bytes.Buffer
+	code := exitCode("cmd", func(ctx context.Context) error {
+		if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("SIGTERM did not cancel the context")
+		}
+	}, &stderr)
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, stderr.String())
+	}
+}
