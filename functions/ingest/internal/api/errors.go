@@ -24,6 +24,7 @@ const (
 	CodeStaleTimestamp   = "stale_timestamp"
 	CodeBadSignature     = "bad_signature"
 	CodeBadNonce         = "bad_nonce"
+	CodeOutcomeUnknown   = "outcome_unknown"
 	CodeReplayed         = "replayed_request"
 
 	CodeNotFound         = "not_found"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
@@ -26,6 +28,7 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/faultnet"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -407,5 +410,64 @@ func TestDynamoFailureIs503(t *testing.T) {
 	}
 	if out.Count != 0 {
 		t.Fatalf("%d items written", out.Count)
+	}
+}
+
+// TestFrozenTableMidWriteIsOutcomeUnknown: with the table frozen after it
+// received a stop (the write applies, the answer never comes), the API does
+// not claim nothing was written: 503 outcome_unknown, retryable. The retry
+// after the thaw finds the stop applied, answers 202 and sends the stop
+// notification that the first attempt never sent.
+func TestFrozenTableMidWriteIsOutcomeUnknown(t *testing.T) {
+	noLeaks(t)
+	e := testenv.New(t)
+	u, err := url.Parse(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	if err != nil || u.Host == "" {
+		t.Fatalf("AWS_ENDPOINT_URL_DYNAMODB=%q", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
+	}
+	proxy, err := faultnet.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	cfg := testConfig(e)
+	cfg.StoreTimeout = time.Second
+	logs := &syncBuffer{}
+	h, err := api.New(cfg, api.Deps{Store: sessions.New(db, e.Table), Notifier: e.Queue, Log: zerolog.New(logs), Metrics: logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, front(t, h.Handle))
+	if status, body, _ := c.do("POST", "/sessions", `{"connection_id":"frozen-1","ws_url":"wss://stream.example.com/"}`); status != 202 {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	if n := receive(t, e.Queue, 1); len(n) != 1 {
+		t.Fatalf("start notifications %+v", n)
+	}
+
+	proxy.FreezeAnswers()
+	status, body, hdr := c.do("POST", "/sessions/frozen-1/stop", "")
+	ee, _ := body["error"].(map[string]any)
+	if status != 503 || ee["code"] != api.CodeOutcomeUnknown || ee["retryable"] != true || hdr.Get("Retry-After") == "" ||
+		strings.Contains(fmt.Sprint(ee["message"]), "nothing was written") {
+		t.Fatalf("frozen stop: %d %v", status, body)
+	}
+	proxy.Thaw()
+	// The stop was applied although its answer was lost.
+	got, err := sessions.New(e.Dynamo, e.Table).Get(context.Background(), "frozen-1")
+	if err != nil || got.DesiredState != schema.StateStopped {
+		t.Fatalf("after the thaw: %+v %v", got, err)
+	}
+	if n := receive(t, e.Queue, 1); len(n) != 0 {
+		t.Fatalf("the unanswered stop was notified: %+v", n)
+	}
+	status, body, _ = c.do("POST", "/sessions/frozen-1/stop", "")
+	if status != 202 || body["outcome"] != string(sessions.Unchanged) || body["notified"] != true {
+		t.Fatalf("retried stop: %d %v", status, body)
+	}
+	n := receive(t, e.Queue, 1)
+	if len(n) != 1 || n[0].Type != schema.NotifyStop || n[0].ConnectionID != "frozen-1" {
+		t.Fatalf("retried stop notifications %+v", n)
 	}
 }

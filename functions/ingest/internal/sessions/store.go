@@ -11,7 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"maps"
+	"net"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -38,9 +40,16 @@ var (
 	ErrNotFound = errors.New("session not found")
 	// ErrConflict: concurrent writers kept changing the item; retry later.
 	ErrConflict = errors.New("session changed concurrently")
-	// ErrUnavailable: the table could not be read or written (throttling,
-	// network, missing table, …). Nothing was half-written: retry.
+	// ErrUnavailable: the table refused the request or could not be read
+	// (throttling, a missing table, a read that timed out, …). Nothing was
+	// written: retry.
 	ErrUnavailable = errors.New("session table unavailable")
+	// ErrOutcomeUnknown: a write's answer never came (a timeout, a broken
+	// connection, a 5xx, which DynamoDB documents as "may or may not have
+	// succeeded"). The write may have been applied. Retrying the same
+	// start or stop is safe: both are idempotent, and a repeated one sends
+	// its notification again.
+	ErrOutcomeUnknown = errors.New("session table write outcome unknown")
 	// ErrInvalidCursor: a list cursor that this store did not produce.
 	ErrInvalidCursor = errors.New("invalid list cursor")
 )
@@ -186,7 +195,7 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 				continue // someone created it first: re-read
 			}
 			if err != nil {
-				return Result{}, unavailable("start (create)", d.ConnectionID, err)
+				return Result{}, writeFailed("start (create)", d.ConnectionID, err)
 			}
 			return Result{Generation: 1, Outcome: Created}, nil
 		}
@@ -203,7 +212,7 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 			continue // a concurrent start or stop got there first: re-read
 		}
 		if err != nil {
-			return Result{}, unavailable("start (update)", d.ConnectionID, err)
+			return Result{}, writeFailed("start (update)", d.ConnectionID, err)
 		}
 		return Result{Generation: cur.generation + 1, Outcome: outcome}, nil
 	}
@@ -292,7 +301,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 			return Result{Generation: generation(it), Outcome: Stopped}, nil
 		}
 		if !isConditionFailed(err) {
-			return Result{}, unavailable("stop", id, err)
+			return Result{}, writeFailed("stop", id, err)
 		}
 		// Missing, or already STOPPED, or raced with a restart: a consistent
 		// read tells which (dynalite does not return the old item).
@@ -481,6 +490,21 @@ func isConditionFailed(err error) bool {
 
 // unavailable wraps an SDK error as ErrUnavailable, keeping its text but not
 // its type (no SDK type leaves this package).
+// writeFailed wraps the error of a write: ErrUnavailable when the request
+// surely was not applied (the table answered with a refusal, a 4xx:
+// throttled, invalid, no such table; or no connection could be opened);
+// ErrOutcomeUnknown otherwise (sent, and the answer lost or a 5xx).
+func writeFailed(op, id string, err error) error {
+	var re *smithyhttp.ResponseError
+	var ne *net.OpError
+	switch {
+	case errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500,
+		errors.As(err, &ne) && ne.Op == "dial":
+		return unavailable(op, id, err)
+	}
+	return fmt.Errorf("%w: %s %s: %v", ErrOutcomeUnknown, op, id, err)
+}
+
 func unavailable(op, id string, err error) error {
 	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, id, err)
 }
