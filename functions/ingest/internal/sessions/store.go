@@ -13,8 +13,8 @@ import (
 	"fmt"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"maps"
-	"net"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"time"
 
