@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
