@@ -132,7 +132,7 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 	w.Ingest = newIngest(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, dataRemoval)
 	grantTableKey(stack, w.TableKey, w.Ingest.Role())
 	w.Api = newAPI(stack, cfg, opts, w.Ingest)
-	cluster, svc := newStreamer(stack, cfg, props.RepoRoot, w.Table, w.WorkQueue, w.OutputQueue, dataRemoval)
+	cluster, svc := newStreamer(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, w.OutputQueue, dataRemoval)
 	w.Service = svc
 	grantTableKey(stack, w.TableKey, svc.TaskDefinition().TaskRole())
 	newObservability(stack, cfg, opts, w, cluster)
@@ -355,7 +355,7 @@ const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identi
 	`"status":"$context.status","len":"$context.responseLength","latency":"$context.responseLatency",` +
 	`"integrationError":"$context.integrationErrorMessage","authError":"$context.authorizer.error"}`
 
-func newStreamer(stack awscdk.Stack, cfg EnvConfig, root string, table awsdynamodb.Table, work, output awssqs.Queue, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
+func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work, output awssqs.Queue, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
 	// Public subnets only and no NAT gateway: the workers need outbound
 	// internet (WebSocket sources, AWS APIs) and accept no inbound traffic.
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
@@ -425,6 +425,11 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, root string, table awsdynamo
 	}
 	if output != nil {
 		env[schema.EnvOutputQueueURL] = output.QueueUrl()
+	}
+	if opts.AllowedHosts != "" {
+		// The worker checks every handshake redirect a session may follow
+		// against the same allowlist ingest checks ws_url against.
+		env[schema.EnvAllowedHosts] = jsii.String(opts.AllowedHosts)
 	}
 	taskDef.AddContainer(jsii.String(StreamerContainerName), &awsecs.ContainerDefinitionOptions{
 		Image: awsecs.ContainerImage_FromAsset(jsii.String(root), &awsecs.AssetImageProps{

@@ -26,7 +26,11 @@ type Item struct {
 	SeqField     string
 	ResumeParam  string
 	Subprotocols []string // offered on the handshake, in order of preference
-	Generation   int64
+	// FollowRedirects is how many handshake redirects the worker may follow
+	// (0: none; each hop is checked against the allowlist and the address
+	// policy, and credentials never go to another origin).
+	FollowRedirects int
+	Generation      int64
 
 	Owner       string
 	ExpiresAtMs int64 // wall-clock ms; 0 = released or never leased

@@ -205,3 +205,39 @@ func (p Policy) Control(network, address string, _ syscall.RawConn) error {
 	}
 	return p.Check(a)
 }
+
+// SplitHosts reads a comma-separated list of host patterns
+// (schema.EnvAllowedHosts): lower-cased, trimmed, without a trailing dot.
+func SplitHosts(v string) []string {
+	var out []string
+	for _, h := range strings.Split(v, ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			out = append(out, strings.TrimSuffix(h, "."))
+		}
+	}
+	return out
+}
+
+// HostAllowed reports whether host matches one of patterns: "host" exactly,
+// or "*.domain" for any subdomain of domain (not domain itself); IPv6
+// literals with or without brackets. No patterns allows every host (the
+// address policy still applies).
+func HostAllowed(patterns []string, host string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	for _, pat := range patterns {
+		pat = strings.Trim(strings.ToLower(pat), "[]")
+		if suffix, ok := strings.CutPrefix(pat, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if host == pat {
+			return true
+		}
+	}
+	return false
+}

@@ -133,3 +133,19 @@ func TestControlRefusesAtConnectTime(t *testing.T) {
 	}
 	c.Close()
 }
+
+func TestHostAllowed(t *testing.T) {
+	pats := SplitHosts(" Stream.Example.com., *.feeds.example.net ,[2606:4700::1111],8.8.4.4")
+	for host, want := range map[string]bool{
+		"stream.example.com": true, "STREAM.example.com.": true, "a.feeds.example.net": true, "a.b.feeds.example.net": true,
+		"feeds.example.net": false, "afeeds.example.net": false, "stream.example.com.evil.net": false,
+		"[2606:4700::1111]": true, "2606:4700::1111": true, "8.8.4.4": true, "8.8.4.5": false,
+	} {
+		if got := HostAllowed(pats, host); got != want {
+			t.Errorf("HostAllowed(%q) = %v, want %v", host, got, want)
+		}
+	}
+	if !HostAllowed(nil, "anything.example") {
+		t.Error("no patterns must allow every host")
+	}
+}

@@ -17,6 +17,7 @@ const (
 	AttrSeqField         = "seq_field"           // S: JSON field holding a message's sequence number
 	AttrResumeParam      = "resume_query_param"  // S: query parameter set to last_seq+1 on reconnect
 	AttrSubprotocols     = "subprotocols"        // L of S: WebSocket subprotocols offered on the handshake, in order of preference
+	AttrFollowRedirects  = "follow_redirects"    // N: how many handshake redirects the worker may follow (absent: none)
 	AttrGeneration       = "generation"          // N: bumped when ws_url, headers, seq_field or resume_query_param change, and on restart
 	AttrLeaseOwner       = "lease_owner"         // S: worker id of the (last) owner
 	AttrLeaseExpiresAtMs = "lease_expires_at_ms" // N: wall-clock ms; 0 = released / never leased

@@ -11,6 +11,7 @@ type StartRequest struct {
 	SeqField         string            `json:"seq_field,omitempty"`
 	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
 	Subprotocols     []string          `json:"subprotocols,omitempty"`
+	FollowRedirects  int               `json:"follow_redirects,omitempty"`
 }
 
 // Change is the 202 body of a start or a stop.
@@ -32,6 +33,7 @@ type Session struct {
 	SeqField         string   `json:"seq_field"`
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
 	Subprotocols     []string `json:"subprotocols,omitempty"`
+	FollowRedirects  int      `json:"follow_redirects,omitempty"`
 	Generation       int64    `json:"generation"`
 	LeaseOwner       string   `json:"lease_owner"`
 	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`

@@ -31,6 +31,7 @@ type Item struct {
 	SeqField         string            `dynamodbav:"seq_field"`
 	ResumeParam      string            `dynamodbav:"resume_query_param"`
 	Subprotocols     []string          `dynamodbav:"subprotocols,omitempty"`
+	FollowRedirects  int               `dynamodbav:"follow_redirects,omitempty"`
 	Generation       *int64            `dynamodbav:"generation,omitempty"`
 	LeaseOwner       string            `dynamodbav:"lease_owner,omitempty"`
 	LeaseExpiresAtMs int64             `dynamodbav:"lease_expires_at_ms"`
@@ -50,6 +51,7 @@ var (
 	SeqField         = expression.Name(schema.AttrSeqField)
 	ResumeParam      = expression.Name(schema.AttrResumeParam)
 	Subprotocols     = expression.Name(schema.AttrSubprotocols)
+	FollowRedirects  = expression.Name(schema.AttrFollowRedirects)
 	Generation       = expression.Name(schema.AttrGeneration)
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
 	LeaseExpiresAtMs = expression.Name(schema.AttrLeaseExpiresAtMs)

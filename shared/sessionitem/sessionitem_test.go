@@ -18,14 +18,14 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
 		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from",
-		Subprotocols: []string{"v2.json", "v1.json"}, Generation: &gen, LeaseOwner: "w1", LeaseExpiresAtMs: 5, LeaseEpoch: 2, LastSeq: &seq, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, LeaseOwner: "w1", LeaseExpiresAtMs: 5, LeaseEpoch: 2, LastSeq: &seq, CreatedAtMs: 1, UpdatedAtMs: 4,
 	}
 	m, err := Encode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
-		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLeaseExpiresAtMs,
+		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLeaseExpiresAtMs,
 		schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)

@@ -86,6 +86,9 @@ type Config struct {
 	// default; "loopback" for local development, "all" for private networks.
 	// Cloud-metadata addresses are refused under every policy.
 	AllowPrivateIPs netguard.Policy
+	// AllowedHosts are the host patterns (schema.EnvAllowedHosts, as ingest
+	// reads them) a handshake redirect may lead to; none: any host.
+	AllowedHosts []string
 
 	// Operations.
 	ShutdownDeadline time.Duration
@@ -194,6 +197,9 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvEnvironment, &c.Environment)
 	p.str(schema.EnvLogLevel, &c.LogLevel)
 	p.str(schema.EnvSink, &c.Sink)
+	if v, ok := lookup(schema.EnvAllowedHosts); ok {
+		c.AllowedHosts = netguard.SplitHosts(v)
+	}
 	if v, ok := lookup(schema.EnvAllowPrivateIPs); ok && v != "" {
 		pol, err := netguard.ParsePolicy(v)
 		if err != nil {

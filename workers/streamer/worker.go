@@ -165,7 +165,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.env = &session.Env{
 		Config:   cfg.sessionConfig(),
 		Handler:  deps.Handler,
-		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs),
+		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts),
 		Log:      w.log,
 		Counters: &w.counters,
 		Opened:   w.opened,

@@ -278,7 +278,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 	it := lease.Item{
 		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
 		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Subprotocols: r.Subprotocols,
-		Owner: r.LeaseOwner, ExpiresAtMs: r.LeaseExpiresAtMs, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		FollowRedirects: r.FollowRedirects, Owner: r.LeaseOwner, ExpiresAtMs: r.LeaseExpiresAtMs, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
@@ -295,7 +295,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
-		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, Generation: &gen,
+		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: &gen,
 		LeaseOwner: it.Owner, LeaseExpiresAtMs: it.ExpiresAtMs, LeaseEpoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
 	}
 	if it.LastSeq != lease.NoSeq {

@@ -557,6 +557,7 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		SeqField:         s.SeqField,
 		ResumeQueryParam: s.ResumeQueryParam,
 		Subprotocols:     s.Subprotocols,
+		FollowRedirects:  s.FollowRedirects,
 		Generation:       s.Generation,
 		LeaseOwner:       s.LeaseOwner,
 		LeaseExpiresAtMs: s.LeaseExpiresAtMs,

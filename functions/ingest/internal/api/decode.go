@@ -25,13 +25,14 @@ type startBody struct {
 	SeqField         *string           `json:"seq_field"`
 	ResumeQueryParam *string           `json:"resume_query_param"`
 	Subprotocols     []string          `json:"subprotocols"`
+	FollowRedirects  *int              `json:"follow_redirects"`
 }
 
 // startFields are the keys of a start body, matched case-sensitively
 // (encoding/json alone would also take "WS_URL").
 var startFields = map[string]bool{
 	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
-	"subprotocols": true,
+	"subprotocols": true, "follow_redirects": true,
 }
 
 var (
@@ -87,8 +88,17 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 	if len(b.Subprotocols) > 0 {
 		d.Subprotocols = b.Subprotocols
 	}
+	if b.FollowRedirects != nil {
+		if n := *b.FollowRedirects; n < 0 || n > MaxFollowRedirects {
+			return sessions.Desired{}, badRequest(CodeInvalidFollowRedirects, fmt.Sprintf("follow_redirects must be 0..%d", MaxFollowRedirects))
+		}
+		d.FollowRedirects = *b.FollowRedirects
+	}
 	return d, nil
 }
+
+// MaxFollowRedirects bounds how many handshake redirects a session may follow.
+const MaxFollowRedirects = 5
 
 // MaxSubprotocols bounds the subprotocols a start may offer.
 const MaxSubprotocols = 8

@@ -18,7 +18,7 @@ import (
 var knownCodes = map[string]bool{
 	CodeInvalidContentType: true, CodeBodyTooLarge: true, CodeInvalidJSON: true, CodeUnknownField: true,
 	CodeInvalidType: true, CodeInvalidConnID: true, CodeInvalidWSURL: true, CodeHostNotAllowed: true,
-	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true,
+	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true, CodeInvalidFollowRedirects: true,
 	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true, CodeBadNonce: true, CodeReplayed: true,
 	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
 }

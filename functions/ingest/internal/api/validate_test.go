@@ -129,6 +129,20 @@ func TestDecodeStartSubprotocols(t *testing.T) {
 	wantReject(t, `{"ws_url":"wss://a.example.com","subprotocols":"v1"}`, publicPolicy, CodeInvalidType, "subprotocols")
 }
 
+func TestDecodeStartFollowRedirects(t *testing.T) {
+	if d := mustDecode(t, `{"ws_url":"wss://a.example.com"}`, publicPolicy); d.FollowRedirects != 0 {
+		t.Fatalf("default follow_redirects %d, want 0 (refused)", d.FollowRedirects)
+	}
+	if d := mustDecode(t, `{"ws_url":"wss://a.example.com","follow_redirects":5}`, publicPolicy); d.FollowRedirects != 5 {
+		t.Fatalf("follow_redirects %d", d.FollowRedirects)
+	}
+	for _, v := range []string{"-1", "6", "100"} {
+		wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":`+v+`}`, publicPolicy, CodeInvalidFollowRedirects, "0..5")
+	}
+	wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":"2"}`, publicPolicy, CodeInvalidType, "follow_redirects")
+	wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":1.5}`, publicPolicy, CodeInvalidType, "follow_redirects")
+}
+
 func startWith(url string) string {
 	b, _ := json.Marshal(map[string]string{"ws_url": url})
 	return string(b)

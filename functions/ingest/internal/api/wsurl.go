@@ -81,7 +81,7 @@ func (p URLPolicy) CheckWSURL(raw string) *apiError {
 			}
 		}
 	}
-	if !p.hostAllowed(host) {
+	if !netguard.HostAllowed(p.AllowedHosts, host) {
 		return &apiError{status: 400, code: CodeHostNotAllowed, message: "ws_url host is not in the allowed hosts"}
 	}
 	return nil
@@ -119,26 +119,6 @@ func checkHostname(h string) string {
 		return "ws_url host looks like a non-canonical IP address"
 	}
 	return ""
-}
-
-func (p URLPolicy) hostAllowed(host string) bool {
-	if len(p.AllowedHosts) == 0 {
-		return true
-	}
-	host = strings.Trim(host, "[]")
-	for _, pat := range p.AllowedHosts {
-		pat = strings.Trim(strings.ToLower(pat), "[]")
-		if suffix, ok := strings.CutPrefix(pat, "*."); ok {
-			if strings.HasSuffix(host, "."+suffix) {
-				return true
-			}
-			continue
-		}
-		if host == pat {
-			return true
-		}
-	}
-	return false
 }
 
 // Redacted stands for a removed secret.

@@ -116,25 +116,13 @@ func FromEnv(environ []string) Config {
 		c.AllowPrivateIPs = PrivateIPs(strings.ToLower(p))
 	}
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
-		c.AllowedHosts = SplitHosts(v)
+		c.AllowedHosts = netguard.SplitHosts(v)
 	}
 	return c
 }
 
 // FromOS is FromEnv(os.Environ()).
 func FromOS() Config { return FromEnv(os.Environ()) }
-
-// SplitHosts splits a comma-separated host list, trimming blanks and
-// lower-casing.
-func SplitHosts(v string) []string {
-	var out []string
-	for _, h := range strings.Split(v, ",") {
-		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-			out = append(out, strings.TrimSuffix(h, "."))
-		}
-	}
-	return out
-}
 
 // UnknownEnv is the part of Validate about the environment's names: every
 // WSFLEET_ variable FromEnv found that ingest does not read, or nil. A

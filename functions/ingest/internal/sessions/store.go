@@ -66,6 +66,7 @@ type Desired struct {
 	SeqField         string            // DefaultSeqField when empty
 	ResumeQueryParam string            // optional
 	Subprotocols     []string          // optional, offered in this order
+	FollowRedirects  int               // 0 (default): handshake redirects are refused
 }
 
 // Outcome says what a start or a stop changed.
@@ -96,6 +97,7 @@ type Session struct {
 	SeqField         string
 	ResumeQueryParam string
 	Subprotocols     []string
+	FollowRedirects  int
 	Generation       int64
 	LeaseOwner       string
 	LeaseExpiresAtMs int64
@@ -152,13 +154,14 @@ type record struct {
 	seqField   string
 	resume     string
 	subprotos  []string
+	redirects  int
 	generation int64
 	hasGen     bool
 }
 
 func (r record) sameAs(d Desired) bool {
 	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam &&
-		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols)
+		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols) && r.redirects == d.FollowRedirects
 }
 
 // Start makes d the desired configuration of d.ConnectionID and sets it
@@ -242,6 +245,11 @@ func desiredSet(d Desired, now int64) expression.UpdateBuilder {
 		u = u.Set(sessionitem.Subprotocols, expression.Value(d.Subprotocols))
 	} else {
 		u = u.Remove(sessionitem.Subprotocols)
+	}
+	if d.FollowRedirects > 0 {
+		u = u.Set(sessionitem.FollowRedirects, expression.Value(d.FollowRedirects))
+	} else {
+		u = u.Remove(sessionitem.FollowRedirects)
 	}
 	return u
 }
@@ -454,7 +462,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]sessioni
 func toRecord(it *sessionitem.Item) record {
 	r := record{
 		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
-		subprotos: it.Subprotocols, generation: generation(*it), hasGen: it.Generation != nil,
+		subprotos: it.Subprotocols, redirects: it.FollowRedirects, generation: generation(*it), hasGen: it.Generation != nil,
 	}
 	if len(it.Headers) > 0 {
 		r.headers = it.Headers
@@ -465,7 +473,7 @@ func toRecord(it *sessionitem.Item) record {
 func toSession(it *sessionitem.Item) Session {
 	s := Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
-		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
+		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAtMs: it.LeaseExpiresAtMs, LeaseEpoch: it.LeaseEpoch, LastSeq: it.LastSeq,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 	}

@@ -628,7 +628,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 		hdr.Set(k, v)
 	}
 	slot := &rawSlot{}
-	dctx, cancel := context.WithTimeout(context.WithValue(ctx, rawSlotKey{}, slot), s.env.Config.DialTimeout)
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(ctx, rawSlotKey{}, slot), it.FollowRedirects), s.env.Config.DialTimeout)
 	defer cancel()
 	s.mu.Lock()
 	if s.end != nil {
@@ -673,6 +673,13 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 // dialCause strips the URL (which may carry credentials in its query) from
 // a dial error.
 func dialCause(err error, resp *http.Response) error {
+	if errors.Is(err, ErrRedirectRefused) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err
+		}
+		return err
+	}
 	if resp != nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return fmt.Errorf("%w (HTTP %d)", ErrRedirected, resp.StatusCode)
 	}

@@ -109,7 +109,7 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 		t.Fatal(err)
 	}
 	h.keeper = k
-	client := NewClient(cfg.DialTimeout, netguard.Loopback)
+	client := NewClient(cfg.DialTimeout, netguard.Loopback, nil)
 	h.env = &Env{Config: cfg, Handler: h.rec, Client: client, Log: zerolog.Nop(), Counters: &Counters{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,11 +32,11 @@ func TestClientEnforcesTheAddressPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	_, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.None)})
+	_, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.None, nil)})
 	if !errors.Is(err, netguard.ErrRefused) {
 		t.Fatalf("policy none dialed a loopback source: %v", err)
 	}
-	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback)})
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil)})
 	if err != nil {
 		t.Fatalf("policy loopback: %v", err)
 	}
@@ -70,7 +71,7 @@ func TestClientRefusesRedirects(t *testing.T) {
 			defer cancel()
 			hdr := http.Header{"Authorization": {"Bearer secret"}, "X-Api-Key": {"k"}}
 			_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed?token=t",
-				&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback), HTTPHeader: hdr})
+				&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil), HTTPHeader: hdr})
 			if err == nil {
 				t.Fatal("a redirected handshake connected")
 			}
@@ -88,4 +89,122 @@ func TestClientRefusesRedirects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wsTarget is a WebSocket server that records the handshake headers it got.
+func wsTarget(t *testing.T) (*httptest.Server, func() http.Header) {
+	t.Helper()
+	var mu sync.Mutex
+	var got http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = r.Header.Clone()
+		mu.Unlock()
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() http.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// TestClientFollowsAllowedRedirects: a session that opts in
+// (follow_redirects) follows at most that many redirects, each to an
+// allowed host; credentials go only to the origin they were given for, and
+// no hop carries a Referer.
+func TestClientFollowsAllowedRedirects(t *testing.T) {
+	hdr := http.Header{"Authorization": {"Bearer secret"}, "X-Api-Key": {"k"}}
+	redirector := func(to func() string, hops *atomic.Int32) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hops.Add(1)
+			http.Redirect(w, r, to(), http.StatusFound)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	dial := func(url string, limit int, allowed []string) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, resp, err := websocket.Dial(withRedirectLimit(ctx, limit), "ws"+strings.TrimPrefix(url, "http")+"/feed?token=t",
+			&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, allowed), HTTPHeader: hdr})
+		if err == nil {
+			c.CloseNow()
+		}
+		return resp, dialCause(err, resp)
+	}
+
+	t.Run("another origin gets no credentials and no Referer", func(t *testing.T) {
+		target, got := wsTarget(t)
+		var hops atomic.Int32
+		src := redirector(func() string { return target.URL + "/moved" }, &hops)
+		if _, err := dial(src.URL, 1, nil); err != nil {
+			t.Fatalf("follow 1 redirect: %v", err)
+		}
+		h := got()
+		if h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" || h.Get("Referer") != "" {
+			t.Fatalf("the other origin got %v", h)
+		}
+		if h.Get("Sec-Websocket-Key") == "" {
+			t.Fatal("the handshake headers were dropped too")
+		}
+	})
+	t.Run("the same origin keeps them, still no Referer", func(t *testing.T) {
+		var got func() http.Header
+		var target *httptest.Server
+		var hops atomic.Int32
+		mux := http.NewServeMux()
+		mux.HandleFunc("/feed", func(w http.ResponseWriter, r *http.Request) {
+			hops.Add(1)
+			http.Redirect(w, r, target.URL+"/moved", http.StatusFound)
+		})
+		inner, g := wsTarget(t)
+		got = g
+		mux.Handle("/moved", inner.Config.Handler)
+		target = httptest.NewServer(mux)
+		defer target.Close()
+		if _, err := dial(target.URL, 1, nil); err != nil {
+			t.Fatalf("same-origin redirect: %v", err)
+		}
+		h := got()
+		if h.Get("Authorization") != "Bearer secret" || h.Get("X-Api-Key") != "k" || h.Get("Referer") != "" {
+			t.Fatalf("same origin got %v", h)
+		}
+	})
+	t.Run("a loop stops at the limit", func(t *testing.T) {
+		var hops atomic.Int32
+		var src *httptest.Server
+		src = redirector(func() string { return src.URL + "/again" }, &hops)
+		_, err := dial(src.URL, 3, nil)
+		if !errors.Is(err, ErrRedirectRefused) {
+			t.Fatalf("loop: %v", err)
+		}
+		if n := hops.Load(); n != 4 {
+			t.Fatalf("%d requests for a limit of 3 redirects, want 4", n)
+		}
+	})
+	t.Run("a host outside the allowlist is not asked", func(t *testing.T) {
+		target, got := wsTarget(t)
+		var hops atomic.Int32
+		// The target by name: "localhost" is not on the list, 127.0.0.1 is.
+		src := redirector(func() string { return strings.Replace(target.URL, "127.0.0.1", "localhost", 1) }, &hops)
+		_, err := dial(src.URL, 2, []string{"127.0.0.1"})
+		if !errors.Is(err, ErrRedirectRefused) || got() != nil {
+			t.Fatalf("redirect off the allowlist: %v, target got %v", err, got())
+		}
+	})
+	t.Run("the address policy holds on every hop", func(t *testing.T) {
+		var hops atomic.Int32
+		// A hop to a cloud agent: the dialer's Control refuses it before
+		// connect(2), so nothing is sent there.
+		src := redirector(func() string { return "http://169.254.169.254/latest/meta-data/" }, &hops)
+		if _, err := dial(src.URL, 2, nil); !errors.Is(err, netguard.ErrRefused) {
+			t.Fatalf("redirect to a cloud agent: %v", err)
+		}
+	})
 }
