@@ -16,6 +16,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/proc"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -121,13 +122,9 @@ func TestWorkerRestartedAfterExit(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprintf("worker-1.r%d", i+2)
-		deadline := time.Now().Add(time.Minute)
-		for w.ID() != want || !w.Proc.Running() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %v: worker %s running %v, want %s", sig, w.ID(), w.Proc.Running(), want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testwait.Eventually(t, time.Minute, fmt.Sprintf("after %v: worker %s running again", sig, want), func() bool {
+			return w.ID() == want && w.Proc.Running()
+		})
 		if err := w.Ready(ctx, time.Minute); err != nil {
 			t.Fatal(err)
 		}

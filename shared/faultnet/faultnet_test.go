@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 // echoServer answers every line with the same line and counts the lines it
@@ -87,13 +89,7 @@ func TestFreezeHoldsAndThawDelivers(t *testing.T) {
 	if s, err := roundTrip(c, r, 300*time.Millisecond); err == nil {
 		t.Fatalf("answer while answers are frozen: %q", s)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for got.Load() != 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := got.Load(); n != 3 {
-		t.Fatalf("server got %d lines, want 3 (requests pass while answers are held)", n)
-	}
+	testwait.Eventually(t, 5*time.Second, "the server gets the request while answers are held", func() bool { return got.Load() == 3 })
 	p.Thaw()
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if s, err := r.ReadString('\n'); err != nil || s != "ping\n" {

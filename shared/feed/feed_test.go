@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,13 +90,7 @@ func readToEnd(t *testing.T, ws *websocket.Conn) error {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Eventually(t, within, what, cond)
 }
 
 // waitEnded waits until the feed saw every connection of session end (the

@@ -31,6 +31,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -237,7 +238,7 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 	e.mu.Lock()
 	e.ws = append(e.ws, tw)
 	e.mu.Unlock()
-	eventually(e.t, 5*time.Second, "worker "+id+" running its first reconcile pass", func() bool {
+	testwait.Eventually(e.t, 5*time.Second, "worker "+id+" running its first reconcile pass", func() bool {
 		return w.AdminAddr() != "" && w.recon.Passes() >= 1
 	})
 	return tw
@@ -336,7 +337,7 @@ func (e *env) item(id string) lease.Item {
 // is then final) and returns its record.
 func (e *env) ended(id string, i int) feed.ConnRecord {
 	e.t.Helper()
-	eventually(e.t, 2*time.Second, "the feed sees the connection end", func() bool {
+	testwait.Eventually(e.t, 2*time.Second, "the feed sees the connection end", func() bool {
 		c := e.feed.Records(id)
 		return len(c) > i && !c[i].EndedAt.IsZero()
 	})
@@ -358,17 +359,6 @@ func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // contiguous fails unless seqs increase by exactly one each time.
 func contiguous(t *testing.T, ds []delivery) {
@@ -399,7 +389,7 @@ func TestClaimViaSQS(t *testing.T) {
 	}
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages after the start notification", func() bool { return e.sink.count(id) >= 10 })
+	testwait.Eventually(t, 5*time.Second, "messages after the start notification", func() bool { return e.sink.count(id) >= 10 })
 	w := e.owner(id)
 	if w == nil {
 		t.Fatal("no owner")
@@ -423,7 +413,7 @@ func TestClaimViaReconciliationWhenTheNotificationIsLost(t *testing.T) {
 	}
 	id := e.session(nil) // no notification
 	// A pass every ReconcileEvery ±20 %.
-	eventually(t, 1200*time.Millisecond+slack, "a claim by reconciliation", func() bool { return e.sink.count(id) >= 1 })
+	testwait.Eventually(t, 1200*time.Millisecond+slack, "a claim by reconciliation", func() bool { return e.sink.count(id) >= 1 })
 	if e.owner(id) == nil {
 		t.Fatal("no owner")
 	}
@@ -435,17 +425,14 @@ func TestCrashFailoverResumesFromTheCheckpoint(t *testing.T) {
 	a := e.worker(nil)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 1 })
+	testwait.Eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 1 })
 	b := e.worker(nil) // b starts after a owns the session
-	time.Sleep(3 * testRenew)
-	if e.owner(id) != a {
-		t.Fatal("a does not own the session")
-	}
+	testwait.Holds(t, 3*testRenew, "a keeps the session while b runs", func() bool { return e.owner(id) == a })
 	crashed := time.Now()
 	a.kill()
 	ckpt := e.item(id).LastSeq // the dead worker's last checkpoint
 	lastA := byWorker(e.sink.get(id), a.ID())
-	eventually(t, testTTL+testSkew+slack, "b's messages after the crash", func() bool {
+	testwait.Eventually(t, testTTL+testSkew+slack, "b's messages after the crash", func() bool {
 		return len(byWorker(e.sink.get(id), b.ID())) >= 20
 	})
 	ds := e.sink.get(id)
@@ -481,11 +468,11 @@ func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 20 })
+	testwait.Eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 20 })
 	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute }) // only the hand-off notification can move it in time
 	sigterm := time.Now()
 	a.stop()
-	eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
+	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
 	ds := e.sink.get(id)
 	contiguous(t, ds) // no gap, no duplicate across the hand-off
 	fromB := byWorker(ds, b.ID())
@@ -509,25 +496,24 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	}
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	stopped := time.Now()
 	e.update(id, "SET #ds = :s, #sh = :sh", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
 		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
 	// The keeper sees STOPPED at the next renew.
-	eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Session(id).Open == 0 })
+	testwait.Eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Session(id).Open == 0 })
 	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {
 		t.Fatalf("closed %s after the stop", took)
 	}
 	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusNormalClosure) {
 		t.Fatalf("closed with %d, want 1000", code)
 	}
-	time.Sleep(testTTL + 2*300*time.Millisecond) // the lease would have expired and been reconciled
-	if n := len(e.feed.Records(id)); n != 1 {
-		t.Fatalf("%d connections after the stop: reclaimed", n)
-	}
-	if e.owner(id) != nil {
-		t.Fatal("still owned")
-	}
+	// Released, then, through the time the lease would have expired and
+	// been reconciled: nobody connects again, nobody owns it.
+	testwait.Eventually(t, 5*time.Second, "released after the stop", func() bool { return e.owner(id) == nil })
+	testwait.Holds(t, testTTL+2*300*time.Millisecond, "one connection and no owner after the stop", func() bool {
+		return len(e.feed.Records(id)) == 1 && e.owner(id) == nil
+	})
 	if it := e.item(id); it.ExpiresAtMs != 0 || it.LastSeq < 5 {
 		t.Fatalf("not released with its checkpoint: expires %d last_seq %d", it.ExpiresAtMs, it.LastSeq)
 	}
@@ -538,17 +524,17 @@ func TestNewURLReconnects(t *testing.T) {
 	e.worker(nil)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	changed := time.Now()
 	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrWSURL, "#g": schema.AttrGeneration},
 		map[string]types.AttributeValue{":u": str(e.feed.URL(id) + "?token=rotated"), ":one": num(1)})
-	eventually(t, testRenew*11/10+testRPC+slack, "a connection to the new URL", func() bool {
+	testwait.Eventually(t, testRenew*11/10+testRPC+slack, "a connection to the new URL", func() bool {
 		c := e.feed.Records(id)
 		return len(c) >= 2 && bytes.Contains([]byte(c[len(c)-1].RequestURI), []byte("token=rotated"))
 	})
 	t.Logf("reconnected to the new ws_url %s after the change", time.Since(changed).Round(time.Millisecond))
 	n := e.sink.count(id)
-	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return e.sink.count(id) >= n+10 })
+	testwait.Eventually(t, 5*time.Second, "messages from the new URL", func() bool { return e.sink.count(id) >= n+10 })
 	contiguous(t, e.sink.get(id))
 	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusNormalClosure) {
 		t.Fatalf("old connection closed with %d, want 1000", code)
@@ -561,14 +547,14 @@ func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
 	e.worker(nil)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	owner := e.owner(id)
 	stolen := time.Now()
 	e.update(id, "SET #o = :o, #e = :e ADD #ep :one", map[string]string{"#o": schema.AttrLeaseOwner, "#e": schema.AttrLeaseExpiresAtMs, "#ep": schema.AttrLeaseEpoch},
 		map[string]types.AttributeValue{":o": str("thief"), ":e": num(time.Now().Add(time.Minute).UnixMilli()), ":one": num(1)})
 	// The next renew fails its condition: RenewEvery·1.1 + one store call.
 	bound := testRenew*11/10 + testRPC + slack
-	eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Session(id).Open == 0 })
+	testwait.Eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Session(id).Open == 0 })
 	closed := e.feed.Records(id)[0].ClosedAt
 	t.Logf("stolen lease: socket closed %s after the steal", closed.Sub(stolen).Round(time.Millisecond))
 	for _, d := range e.sink.get(id) {
@@ -576,10 +562,9 @@ func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
 			t.Fatalf("delivered seq %d at %v, after the socket closed at %v", d.seq, d.at, closed)
 		}
 	}
-	time.Sleep(testTTL) // nobody else takes a lease the thief holds
-	if len(e.feed.Records(id)) != 1 || owner.owns(id) {
-		t.Fatalf("connections %d, still owned: %v", len(e.feed.Records(id)), owner.owns(id))
-	}
+	testwait.Holds(t, testTTL, "nobody else takes a lease the thief holds", func() bool {
+		return len(e.feed.Records(id)) == 1 && !owner.owns(id)
+	})
 }
 
 func TestSourceDropReconnectsAndResumes(t *testing.T) {
@@ -587,12 +572,12 @@ func TestSourceDropReconnectsAndResumes(t *testing.T) {
 	e.worker(nil)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 10 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 10 })
 	e.feed.Drop(id, websocket.StatusServiceRestart)
-	eventually(t, 5*time.Second, "a reconnect", func() bool { return len(e.feed.Records(id)) >= 2 })
+	testwait.Eventually(t, 5*time.Second, "a reconnect", func() bool { return len(e.feed.Records(id)) >= 2 })
 	n := e.sink.count(id)
 	e.feed.Drop(id, 0) // and once abruptly
-	eventually(t, 5*time.Second, "messages after two drops", func() bool { return e.sink.count(id) >= n+20 && len(e.feed.Records(id)) >= 3 })
+	testwait.Eventually(t, 5*time.Second, "messages after two drops", func() bool { return e.sink.count(id) >= n+20 && len(e.feed.Records(id)) >= 3 })
 	contiguous(t, e.sink.get(id))
 	for _, c := range e.feed.Records(id)[1:] {
 		if c.From < 2 {

@@ -16,6 +16,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/faultnet"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -72,7 +73,7 @@ func TestShutdownDeadlineIsAHardBound(t *testing.T) {
 			for _, id := range ids {
 				e.notify("start", id)
 			}
-			eventually(t, 10*time.Second, "5 sessions streaming", func() bool {
+			testwait.Eventually(t, 10*time.Second, "5 sessions streaming", func() bool {
 				for _, id := range ids {
 					if !w.owns(id) || e.sink.count(id) < 2 {
 						return false
@@ -114,7 +115,7 @@ func TestShutdownBoundWithAStuckSink(t *testing.T) {
 		return nil
 	})
 	m := startMem(t, 1, func(c *Config) { c.ShutdownDeadline = deadline }, stuck)
-	eventually(t, 10*time.Second, "the sink wedged", func() bool { return got.Load() > 2 })
+	testwait.Eventually(t, 10*time.Second, "the sink wedged", func() bool { return got.Load() > 2 })
 	t0 := time.Now()
 	m.cancel()
 	var err error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -82,13 +83,7 @@ func runStatsWorker(t *testing.T, w *Worker) string {
 			t.Errorf("run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for w.AdminAddr() == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("admin server not up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, 5*time.Second, "admin server up", func() bool { return w.AdminAddr() != "" })
 	return "http://" + w.AdminAddr()
 }
 

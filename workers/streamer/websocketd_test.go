@@ -19,6 +19,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 // websocketd runs Debian's websocketd on a fixed loopback port; Kill and
@@ -286,7 +287,7 @@ func TestWebsocketdEndToEnd(t *testing.T) {
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	id := e.session(func(it *lease.Item) { it.WSURL, it.Headers = obs.url()+"?key=secret", nil })
 	e.notify(schema.NotifyStart, id)
-	eventually(t, 5*time.Second, "messages from websocketd", func() bool { return e.sink.count(id) >= 20 })
+	testwait.Eventually(t, 5*time.Second, "messages from websocketd", func() bool { return e.sink.count(id) >= 20 })
 	if first := e.sink.get(id)[0].seq; first != 1 {
 		t.Fatalf("first seq %d, want 1 (no checkpoint: the script starts at 1)", first)
 	}
@@ -296,13 +297,13 @@ func TestWebsocketdEndToEnd(t *testing.T) {
 	n := e.sink.count(id)
 	time.Sleep(100 * time.Millisecond)
 	wsd.start()
-	eventually(t, 5*time.Second, "messages after websocketd restarted", func() bool { return e.sink.count(id) >= n+20 })
+	testwait.Eventually(t, 5*time.Second, "messages after websocketd restarted", func() bool { return e.sink.count(id) >= n+20 })
 
 	// A graceful hand-off to another worker, resumed by websocketd from the
 	// released checkpoint.
 	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	a.stop()
-	eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
+	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
 
 	contiguous(t, e.sink.get(id))
 	recs := obs.records()

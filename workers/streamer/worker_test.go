@@ -20,6 +20,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -71,7 +72,7 @@ func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker
 			t.Logf("logs:\n%s", m.logs.String())
 		}
 	})
-	eventually(t, 5*time.Second, "admin server", func() bool { return w.AdminAddr() != "" })
+	testwait.Eventually(t, 5*time.Second, "admin server", func() bool { return w.AdminAddr() != "" })
 	return m
 }
 
@@ -90,11 +91,10 @@ func getJSON(t *testing.T, url string, v any) int {
 
 func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 	m := startMem(t, 5, func(c *Config) { c.MaxSessions = 3 }, nil)
-	eventually(t, 5*time.Second, "3 sessions owned", func() bool { return m.owned() == 3 })
-	time.Sleep(500 * time.Millisecond) // a few more reconcile passes
-	if n := m.owned(); n != 3 || m.Free() != 0 {
-		t.Fatalf("owned %d free %d with MaxSessions 3", n, m.Free())
-	}
+	testwait.Eventually(t, 5*time.Second, "3 sessions owned", func() bool { return m.owned() == 3 })
+	testwait.Holds(t, 500*time.Millisecond, "3 owned and none free through more reconcile passes (MaxSessions 3)", func() bool {
+		return m.owned() == 3 && m.Free() == 0
+	})
 	out, err := m.Claim(context.Background(), "mem-000004", 0)
 	if out != claim.AtCapacity && out != claim.OwnedHere {
 		t.Fatalf("claim at capacity: %v %v", out, err)
@@ -104,7 +104,7 @@ func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 func TestAdminEndpoints(t *testing.T) {
 	m := startMem(t, 2, nil, nil)
 	base := "http://" + m.AdminAddr()
-	eventually(t, 5*time.Second, "2 sessions streaming", func() bool {
+	testwait.Eventually(t, 5*time.Second, "2 sessions streaming", func() bool {
 		return m.sink.count("mem-000000") > 3 && m.sink.count("mem-000001") > 3
 	})
 	var health map[string]string
@@ -133,7 +133,7 @@ func TestAdminEndpoints(t *testing.T) {
 
 func TestMetricsAreEMFWithTheSchemaNames(t *testing.T) {
 	m := startMem(t, 2, func(c *Config) { c.MaxSessions = 4; c.MetricsEvery = 100 * time.Millisecond }, nil)
-	eventually(t, 5*time.Second, "a flush with 2 sessions owned", func() bool {
+	testwait.Eventually(t, 5*time.Second, "a flush with 2 sessions owned", func() bool {
 		return strings.Contains(m.metrics.String(), `"CapacityUtilization":50`)
 	})
 	var line map[string]any
@@ -157,7 +157,7 @@ func TestMetricsAreEMFWithTheSchemaNames(t *testing.T) {
 		t.Fatalf("owned %v free %v", line[schema.MetricOwnedSessions], line[schema.MetricFreeCapacity])
 	}
 	for _, name := range []string{schema.MetricAcquired, schema.MetricOrphansSeen, schema.MetricRenewLatencyMs} {
-		eventually(t, 5*time.Second, name+" in an EMF line", func() bool { return strings.Contains(m.metrics.String(), `"`+name+`"`) })
+		testwait.Eventually(t, 5*time.Second, name+" in an EMF line", func() bool { return strings.Contains(m.metrics.String(), `"`+name+`"`) })
 	}
 }
 
@@ -167,20 +167,19 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 		c.LeaseTTL, c.RenewEvery, c.SafetyMargin = 30*time.Second, 10*time.Second, 2*time.Second
 	}, nil)
 	id := "mem-000000"
-	eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
 	m.StopHint(context.Background(), id) // still STARTED: ignored
-	time.Sleep(100 * time.Millisecond)
-	if m.feed.Session(id).Open != 1 {
-		t.Fatal("a stop notification for a STARTED session closed it")
-	}
+	testwait.Holds(t, 300*time.Millisecond, "a stop notification for a STARTED session leaves it open", func() bool {
+		return m.feed.Session(id).Open == 1
+	})
 	m.store.Update(id, func(it *lease.Item) { it.DesiredState = schema.StateStopped })
 	m.StopHint(context.Background(), id)
-	eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Session(id).Open == 0 })
-	eventually(t, 2*time.Second, "feed sees the close", func() bool { return m.feed.Ended(id) })
+	testwait.Eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Session(id).Open == 0 })
+	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return m.feed.Ended(id) })
 	if code := m.feed.Records(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
 		t.Fatalf("closed with %d, want 1000", code)
 	}
-	eventually(t, 2*time.Second, "released", func() bool {
+	testwait.Eventually(t, 2*time.Second, "released", func() bool {
 		it, _ := m.store.Get(context.Background(), id)
 		return it.ExpiresAtMs == 0 && it.LastSeq > 0
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 // TestKeeperFencesItselfWhenDynamoDBDies kills a private dynalite while a
@@ -65,7 +66,8 @@ func TestKeeperFencesItselfWhenDynamoDBDies(t *testing.T) {
 	g.Go(func() error { return k.Run(runCtx) })
 	defer func() { stop(); _ = g.Wait() }()
 
-	time.Sleep(2 * time.Second) // a few renewals go through
+	acquiredExpiry := held.Item().ExpiresAtMs
+	testwait.Eventually(t, 5*time.Second, "a renewal while the engine is up", func() bool { return held.Item().ExpiresAtMs > acquiredExpiry })
 	if !held.Valid() {
 		t.Fatalf("lease invalid while the engine is up: %v", held.Err())
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -114,17 +115,6 @@ func msg(id, typ, conn string) notify.Message {
 	return notify.Message{MessageID: id, Notification: notify.Notification{Type: typ, ConnectionID: conn, SentAtMs: 1}}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func runConsumer(t *testing.T, c *Consumer) (cancel func()) {
 	ctx, cancelCtx := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -146,7 +136,7 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 	cl := newClaimer(100)
 	cl.outcomes = map[string]Outcome{"held": HeldElsewhere, "stopped": NotStarted, "full": AtCapacity, "flaky": Failed, "mine": OwnedHere}
 	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop()})
-	eventually(t, "acks", func() bool { d, r := q.acks(); return d+r == 7 })
+	testwait.Eventually(t, 5*time.Second, "acks", func() bool { d, r := q.acks(); return d+r == 7 })
 	stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -175,7 +165,7 @@ func TestConsumerAsksOnlyForFreeCapacityAndHandsBackWhenFull(t *testing.T) {
 	cl := newClaimer(0)
 	cl.outcomes["a"] = AtCapacity
 	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop(), FullWait: 20 * time.Millisecond})
-	eventually(t, "requeue", func() bool { _, r := q.acks(); return r == 1 })
+	testwait.Eventually(t, 5*time.Second, "requeue", func() bool { _, r := q.acks(); return r == 1 })
 	stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -186,7 +176,7 @@ func TestConsumerAsksOnlyForFreeCapacityAndHandsBackWhenFull(t *testing.T) {
 	q2 := &fakeQueue{}
 	cl2 := newClaimer(3)
 	stop2 := runConsumer(t, &Consumer{Queue: q2, Claimer: cl2, Log: zerolog.Nop()})
-	eventually(t, "receive", func() bool { q2.mu.Lock(); defer q2.mu.Unlock(); return len(q2.maxAsked) > 0 })
+	testwait.Eventually(t, 5*time.Second, "receive", func() bool { q2.mu.Lock(); defer q2.mu.Unlock(); return len(q2.maxAsked) > 0 })
 	stop2()
 	if q2.maxAsked[0] != 3 {
 		t.Fatalf("asked for %d with 3 free", q2.maxAsked[0])
@@ -197,7 +187,7 @@ func TestConsumerReportsReceiveErrors(t *testing.T) {
 	q := &fakeQueue{fail: errors.New("queue down")}
 	c := &Consumer{Queue: q, Claimer: newClaimer(1), Log: zerolog.Nop()}
 	stop := runConsumer(t, c)
-	eventually(t, "unhealthy", func() bool { return c.Healthy() != nil })
+	testwait.Eventually(t, 5*time.Second, "unhealthy", func() bool { return c.Healthy() != nil })
 	stop()
 }
 
@@ -237,7 +227,7 @@ func TestReconcilerClaimsOrphansNowAndExpiringLeasesWhenTakeable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
-	eventually(t, "both claims", func() bool { cl.mu.Lock(); defer cl.mu.Unlock(); return len(cl.claims) == 2 })
+	testwait.Eventually(t, 5*time.Second, "both claims", func() bool { cl.mu.Lock(); defer cl.mu.Unlock(); return len(cl.claims) == 2 })
 	cancel()
 	<-done
 	cl.mu.Lock()
@@ -260,7 +250,7 @@ func TestReconcilerStopsAtCapacity(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
-	eventually(t, "a pass", func() bool { return r.Passes() == 1 })
+	testwait.Eventually(t, 5*time.Second, "a pass", func() bool { return r.Passes() == 1 })
 	cancel()
 	<-done
 	if len(cl.claims) != 0 || l.calls.Load() != 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -178,17 +179,6 @@ func (h *harness) start(id string) (*Session, <-chan error) {
 	return s, done
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func wait(t *testing.T, done <-chan error, within time.Duration) error {
 	t.Helper()
 	select {
@@ -220,12 +210,12 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "20 messages", func() bool { return h.rec.count() >= 20 })
+	testwait.Eventually(t, 5*time.Second, "20 messages", func() bool { return h.rec.count() >= 20 })
 	if n := f.Drop("s1", 0); n != 1 {
 		t.Fatalf("dropped %d connections", n)
 	}
 	before := s.LastSeq()
-	eventually(t, 5*time.Second, "messages after the drop", func() bool { return s.LastSeq() > before+20 })
+	testwait.Eventually(t, 5*time.Second, "messages after the drop", func() bool { return s.LastSeq() > before+20 })
 	s.Interrupt(ErrShutdown)
 	if err := wait(t, done, 5*time.Second); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("Run = %v", err)
@@ -244,7 +234,7 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 	if err := feed.NoOverlap(conns); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
+	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
 	conns = f.Records("s1")
 	if last := conns[len(conns)-1]; last.ClientCode != int(websocket.StatusGoingAway) {
 		t.Fatalf("shutdown closed with %d, want 1001", last.ClientCode)
@@ -286,7 +276,7 @@ func TestDedupeDropsSeqAtOrBelowLastAndSkipsUnsequenced(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", url, func(it *lease.Item) { it.LastSeq = 5 }) // checkpoint 5: resume at 6
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "4 messages", func() bool { return h.rec.count() >= 4 })
+	testwait.Eventually(t, 5*time.Second, "4 messages", func() bool { return h.rec.count() >= 4 })
 	s.Interrupt(ErrStopRequested)
 	_ = wait(t, done, 5*time.Second)
 	if got := fmt.Sprint(h.rec.seqs()); got != "[6 7 8 10]" {
@@ -322,12 +312,12 @@ func TestCloseCodes(t *testing.T) {
 			h := newHarness(t, testConfig())
 			h.put("s1", f.URL("s1"), nil)
 			s, done := h.start("s1")
-			eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
+			testwait.Eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
 			s.Interrupt(c.reason)
 			if err := wait(t, done, 5*time.Second); !errors.Is(err, c.reason) {
 				t.Fatalf("Run = %v, want %v", err, c.reason)
 			}
-			eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
+			testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
 			if got := f.Records("s1")[0].ClientCode; got != c.code {
 				t.Fatalf("close status %d, want %d (connections: %+v)", got, c.code, f.Records("s1"))
 			}
@@ -340,7 +330,7 @@ func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	_, done := h.start("s1")
-	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
 	stolen := time.Now()
 	h.store.Update("s1", func(it *lease.Item) {
 		it.Owner, it.Epoch, it.ExpiresAtMs = "thief", it.Epoch+1, time.Now().Add(time.Minute).UnixMilli()
@@ -350,7 +340,7 @@ func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
 	}
 	// The next renew (≤ RenewEvery·1.1 + its call) ends the tenure; the socket closes then.
 	bound := time.Duration(float64(leaseConfig("w1").RenewEvery)*1.1) + 500*time.Millisecond
-	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Session("s1").Open == 0 })
+	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Session("s1").Open == 0 })
 	conns := f.Records("s1")
 	if conns[0].EndedAt.IsZero() || conns[0].EndedAt.Sub(stolen) > bound {
 		t.Fatalf("closed %v after the steal, bound %s", conns[0].EndedAt.Sub(stolen), bound)
@@ -368,7 +358,7 @@ func TestUntrustedLeaseNeverDeliversPastItsDeadline(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
 	// The table stops answering: renewals fail transiently, so the tenure
 	// runs to its trust deadline.
 	h.down.Store(true)
@@ -389,17 +379,17 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1")+"?v=1", nil)
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
 	h.store.Update("s1", func(it *lease.Item) { it.WSURL, it.Generation = f.URL("s1")+"?v=2", 2 })
-	eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
+	testwait.Eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
 		c := f.Records("s1")
 		return len(c) == 2 && strings.Contains(c[1].RequestURI, "v=2") && c[1].Sent > 0
 	})
 	before := s.LastSeq()
-	eventually(t, 5*time.Second, "messages from the new URL", func() bool { return s.LastSeq() > before+5 })
+	testwait.Eventually(t, 5*time.Second, "messages from the new URL", func() bool { return s.LastSeq() > before+5 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
-	eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
+	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
 	conns := f.Records("s1")
 	if conns[0].ClientCode != int(websocket.StatusNormalClosure) {
 		t.Fatalf("old connection closed with %d, want 1000", conns[0].ClientCode)
@@ -415,16 +405,16 @@ func TestStoredHeadersAreSent(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), func(it *lease.Item) { it.Headers = map[string]string{"Authorization": "Bearer t0ken"} })
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
+	testwait.Eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 
+	delivered := h.rec.count()    // s1's, now final
 	h.put("s2", f.URL("s2"), nil) // no header: refused, retried with backoff
 	s2, done2 := h.start("s2")
-	time.Sleep(300 * time.Millisecond)
-	if h.rec.count() != 1 || f.Session("s2").Connections != 0 {
-		t.Fatalf("a handshake without the header got through")
-	}
+	testwait.Holds(t, 300*time.Millisecond, "no handshake without the header gets through", func() bool {
+		return h.rec.count() == delivered && f.Session("s2").Connections == 0
+	})
 	s2.Interrupt(ErrShutdown)
 	_ = wait(t, done2, 5*time.Second)
 }
@@ -441,7 +431,7 @@ func TestSinkErrorsReconnectAndResume(t *testing.T) {
 	}
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "40 messages", func() bool { return h.rec.count() >= 40 })
+	testwait.Eventually(t, 5*time.Second, "40 messages", func() bool { return h.rec.count() >= 40 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 	contiguous(t, h.rec.seqs())
@@ -475,7 +465,7 @@ func TestUnansweredPingReconnects(t *testing.T) {
 	h := newHarness(t, cfg)
 	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "a reconnect after an unanswered ping", func() bool { return conns.Load() >= 2 })
+	testwait.Eventually(t, 5*time.Second, "a reconnect after an unanswered ping", func() bool { return conns.Load() >= 2 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 }
@@ -487,10 +477,10 @@ func TestPingsAnsweredKeepTheConnection(t *testing.T) {
 	h := newHarness(t, cfg)
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
-	time.Sleep(700 * time.Millisecond)
-	if n := len(f.Records("s1")); n != 1 {
-		t.Fatalf("%d connections: answered pings must not reconnect", n)
-	}
+	testwait.Eventually(t, 5*time.Second, "connected", func() bool { return len(f.Records("s1")) == 1 })
+	testwait.Holds(t, 700*time.Millisecond, "one connection: answered pings must not reconnect", func() bool {
+		return len(f.Records("s1")) == 1
+	})
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 }
@@ -567,7 +557,7 @@ func TestSubprotocolsAreOffered(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed", func(it *lease.Item) { it.Subprotocols = []string{"v2.json", "v1.json"} })
 	s, done := h.start("s1")
-	eventually(t, 5*time.Second, "3 messages over v1.json", func() bool { return h.rec.count() >= 3 })
+	testwait.Eventually(t, 5*time.Second, "3 messages over v1.json", func() bool { return h.rec.count() >= 3 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 }
