@@ -90,10 +90,10 @@ func TestRunRejectsBadArgumentsAndConfig(t *testing.T) {
 		{[]string{"--store=memory"}, nil, []string{"unexpected arguments"}},
 		{nil, []string{schema.EnvSink + "=kafka"}, []string{schema.EnvSink}},
 		// Every unknown name at once, with the other problems, and never a value.
-		{nil, []string{"WSFLEET_LEASE_TT=10s", "WSFLEET_MAX_SESION=5", schema.EnvLogLevel + "=loud", "WSFLEET_ALLOWED_HOSTS=secret.example"}, []string{
+		{nil, []string{"WSFLEET_LEASE_TT=10s", "WSFLEET_MAX_SESION=5", schema.EnvLogLevel + "=loud", "WSFLEET_SIGNING_SECRET=secret.example"}, []string{
 			"unknown variable WSFLEET_LEASE_TT (did you mean WSFLEET_LEASE_TTL?)",
 			"unknown variable WSFLEET_MAX_SESION (did you mean WSFLEET_MAX_SESSIONS?)",
-			"unknown variable WSFLEET_ALLOWED_HOSTS", schema.EnvLogLevel,
+			"unknown variable WSFLEET_SIGNING_SECRET", schema.EnvLogLevel,
 		}},
 	} {
 		err := run(context.Background(), tc.args, tc.environ, memBackends(), io.Discard, &stderr)
