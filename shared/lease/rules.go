@@ -42,6 +42,8 @@ func CanAcquire(it *Item, staleBeforeMs int64) error {
 		return ErrNotFound
 	case it.DesiredState != schema.StateStarted:
 		return ErrStopped
+	case it.Failed():
+		return ErrFailed
 	case it.ExpiresAtMs >= staleBeforeMs:
 		return ErrHeld
 	}
@@ -63,7 +65,7 @@ func ClassifyAcquire(it *Item, owner string, staleBeforeMs, expiresAtMs int64) e
 	return ErrHeld
 }
 
-// CanFencedWrite decides a checkpoint or release by t: the lease must still
+// CanFencedWrite decides a checkpoint, release or fail by t: the lease must still
 // be t's (owner and epoch) and last_seq may only move forward.
 func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
 	switch {
@@ -75,6 +77,25 @@ func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
 		return ErrSeqRegress
 	}
 	return nil
+}
+
+// CanNoteError decides a NoteError by t: the lease must still be t's.
+func CanNoteError(it *Item, t Token) error {
+	switch {
+	case it == nil:
+		return ErrNotFound
+	case it.Owner != t.Owner || it.Epoch != t.Epoch:
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// ClassifyNoteError explains a failed NoteError.
+func ClassifyNoteError(it *Item, t Token) error {
+	if err := CanNoteError(it, t); err != nil {
+		return err
+	}
+	return errConditionRaced
 }
 
 // CanRenew decides a renew by t at nowMs: a fenced write, on a lease that
@@ -111,7 +132,7 @@ func ClassifyRenew(it *Item, t Token, nowMs, expiresAtMs, lastSeq int64) error {
 	return errConditionRaced
 }
 
-// ClassifyFenced explains a failed checkpoint or release.
+// ClassifyFenced explains a failed checkpoint, release or fail.
 func ClassifyFenced(it *Item, t Token, lastSeq int64) error {
 	if err := CanFencedWrite(it, t, lastSeq); err != nil {
 		return err

@@ -25,6 +25,9 @@ const (
 	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number
 	AttrCreatedAtMs      = "created_at_ms"       // N
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
+	AttrFailedGeneration = "failed_generation"   // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
+	AttrLastError        = "last_error"          // S: the last connection error a worker saw (short; never a header value or URL query)
+	AttrLastErrorAtMs    = "last_error_at_ms"    // N: when last_error was seen
 )
 
 // Nonce items: one per signed ingest request, so a captured request cannot
@@ -132,6 +135,7 @@ const (
 	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
 	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
 	EnvMaxConcurrentRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
+	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES" // int, default 20; 0 = never give up on a transient error
 )
 
 // Ingest environment variable names.
@@ -166,6 +170,7 @@ const (
 	MetricDuplicatesDropped   = "DuplicatesDropped"
 	MetricSinkErrors          = "SinkErrors"
 	MetricOrphansSeen         = "OrphansSeen"
+	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 
 	MetricStarts         = "Starts"
 	MetricStops          = "Stops"

@@ -27,13 +27,15 @@ const (
 	OpRenewFailed    = "renew_failed"
 	OpCheckpoint     = "checkpoint"
 	OpRelease        = "release"
+	OpFail           = "fail"
+	OpNoteError      = "note_error"
 	OpClassifyRead   = "classify_read"
 	OpGet            = "get"
 	OpOrphanQuery    = "orphan_query_page"
 	OpOrphanItemRead = "orphan_items_read"
 )
 
-var allOps = []string{OpAcquire, OpAcquireFailed, OpRenew, OpRenewFailed, OpCheckpoint, OpRelease, OpClassifyRead, OpGet, OpOrphanQuery, OpOrphanItemRead}
+var allOps = []string{OpAcquire, OpAcquireFailed, OpRenew, OpRenewFailed, OpCheckpoint, OpRelease, OpFail, OpNoteError, OpClassifyRead, OpGet, OpOrphanQuery, OpOrphanItemRead}
 
 // Store is a lease.Store on one DynamoDB table.
 type Store struct {
@@ -77,6 +79,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, ex
 			Add(sessionitem.LeaseEpoch, expression.Value(1)),
 		expression.AttributeExists(sessionitem.Pk).
 			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
+			And(expression.AttributeNotExists(sessionitem.FailedGeneration).Or(sessionitem.FailedGeneration.NotEqual(sessionitem.Generation))).
 			And(expression.AttributeNotExists(sessionitem.LeaseExpiresAtMs).Or(sessionitem.LeaseExpiresAtMs.LessThan(expression.Value(staleBeforeMs)))))
 	if err != nil {
 		return lease.Item{}, err
@@ -153,6 +156,47 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 	return s.fenced(ctx, OpRelease, t, lastSeq, update)
 }
 
+// Fail implements lease.Store: one write that moves the index key to
+// lease.FailedExpiresAtMs (once per failure, not a hot path).
+func (s *Store) Fail(ctx context.Context, t lease.Token, lastSeq int64, reason string, atMs int64) error {
+	update := expression.Set(sessionitem.FailedGeneration, expression.IfNotExists(sessionitem.Generation, expression.Value(0))).
+		Set(sessionitem.LastError, expression.Value(reason)).
+		Set(sessionitem.LastErrorAtMs, expression.Value(atMs)).
+		Set(sessionitem.LeaseExpiresAtMs, expression.Value(lease.FailedExpiresAtMs))
+	if lastSeq != lease.NoSeq {
+		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
+	}
+	return s.fenced(ctx, OpFail, t, lastSeq, update)
+}
+
+// NoteError implements lease.Store.
+func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	in, err := sessionitem.Update(s.table, t.ConnectionID,
+		expression.Set(sessionitem.LastError, expression.Value(reason)).Set(sessionitem.LastErrorAtMs, expression.Value(atMs)),
+		owned(t))
+	if err != nil {
+		return err
+	}
+	_, err = s.api.UpdateItem(ctx, in)
+	s.count(OpNoteError)
+	if err == nil {
+		return nil
+	}
+	if !isConditionFailed(err) {
+		return fmt.Errorf("%s %s: %w", OpNoteError, t, err)
+	}
+	it, gerr := s.read(ctx, t.ConnectionID)
+	if gerr != nil {
+		return gerr
+	}
+	return lease.ClassifyNoteError(it, t)
+}
+
+// owned is the condition that t still owns the lease (owner and epoch).
+func owned(t lease.Token) expression.ConditionBuilder {
+	return sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch)))
+}
+
 // seqForward is the condition that lastSeq does not move last_seq back.
 func seqForward(lastSeq int64) expression.ConditionBuilder {
 	return expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(expression.Value(lastSeq)))
@@ -160,10 +204,7 @@ func seqForward(lastSeq int64) expression.ConditionBuilder {
 
 // fenced runs an update conditional on owner, epoch and a forward last_seq.
 func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update expression.UpdateBuilder) error {
-	in, err := sessionitem.Update(s.table, t.ConnectionID, update,
-		sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).
-			And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch))).
-			And(seqForward(lastSeq)))
+	in, err := sessionitem.Update(s.table, t.ConnectionID, update, owned(t).And(seqForward(lastSeq)))
 	if err != nil {
 		return err
 	}
@@ -286,6 +327,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 	if r.LastSeq != nil {
 		it.LastSeq = *r.LastSeq
 	}
+	it.FailedGeneration, it.LastError, it.LastErrorAtMs = r.FailedGeneration, r.LastError, r.LastErrorAtMs
 	return it
 }
 
@@ -297,6 +339,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
 		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: &gen,
 		LeaseOwner: it.Owner, LeaseExpiresAtMs: it.ExpiresAtMs, LeaseEpoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
+		FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
 	if it.LastSeq != lease.NoSeq {
 		ls := it.LastSeq
