@@ -59,7 +59,7 @@ func (it Item) Failed() bool {
 // (9999-12-31T23:59:59.999Z), so that Orphans (expiry before now plus a
 // look-ahead) never lists a FAILED session, while a list of the whole
 // by_shard_expiry index still does. A new start sets the expiry back to 0.
-const FailedExpiresAtMs int64 = 253402300799999
+const FailedExpiresAtMs = schema.FailedLeaseExpiresAtMs
 
 // Token identifies one tenure of a lease: every side-effect write is
 // conditional on its owner and epoch.

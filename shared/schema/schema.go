@@ -30,6 +30,11 @@ const (
 	AttrLastErrorAtMs    = "last_error_at_ms"    // N: when last_error was seen
 )
 
+// FailedLeaseExpiresAtMs is the lease_expires_at_ms of a session a worker
+// failed (9999-12-31T23:59:59.999Z): far enough ahead that reconciliation
+// never lists it as an orphan, while it stays in the by_shard_expiry index.
+const FailedLeaseExpiresAtMs int64 = 253402300799999
+
 // Nonce items: one per signed ingest request, so a captured request cannot
 // be replayed within its signature window. Their key cannot collide with a
 // connection_id ('#' is not in its grammar), they carry no index attribute,
