@@ -550,6 +550,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				AlarmDLQNotEmpty: "ApproximateNumberOfMessagesVisible",
 				AlarmOrphans:     schema.MetricOrphansSeen,
 				AlarmLeaseLost:   schema.MetricLeaseLost,
+				AlarmFailed:      schema.MetricSessionsFailed,
 				AlarmIngest5xx:   "5xx",
 			}
 			for suffix, metric := range wantMetric {
@@ -568,6 +569,12 @@ func TestAlarmsAndDashboard(t *testing.T) {
 			orphans := alarms[AlarmName(e, AlarmOrphans)]
 			if orphans["EvaluationPeriods"] != float64(s.Cfg.OrphanAlarmMinutes) || orphans["Period"] != float64(60) || orphans["Threshold"] != float64(0) {
 				t.Errorf("orphans alarm = %s, want > 0 for %d one-minute periods", asJSON(orphans), s.Cfg.OrphanAlarmMinutes)
+			}
+
+			failed := alarms[AlarmName(e, AlarmFailed)]
+			if failed["Period"] != float64(300) || failed["Threshold"] != s.Cfg.FailedPer5Min || failed["Statistic"] != "Sum" ||
+				failed["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || failed["EvaluationPeriods"] != float64(1) || s.Cfg.FailedPer5Min != 1 {
+				t.Errorf("sessions-failed alarm = %s, want Sum ≥ 1 in one 5-minute period", asJSON(failed))
 			}
 
 			_, dash := s.only(t, "AWS::CloudWatch::Dashboard")
