@@ -92,7 +92,9 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 
 	// w2 may dial loopback; the source answers 401.
 	w2 := e.worker(nil)
-	denied := e.session(func(it *lease.Item) { it.WSURL = strings.Replace(src.URL, "http://", "ws://", 1) + "/feed?token=secret" })
+	denied := e.session(func(it *lease.Item) {
+		it.WSURL = strings.Replace(src.URL, "http://", "ws://", 1) + "/feed?token=secret"
+	})
 	d := e.failedWithin(denied, "HTTP 401", slack)
 	eventually(t, slack, "w2 no longer owns the failed session", func() bool { return w2.Status().Owned == 0 })
 	if strings.Contains(d.LastError, "secret") {
@@ -111,8 +113,8 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 			t.Fatalf("%s re-acquired by %s", id, w.ID())
 		}
 	}
-	if n := e.sink.count(refused); n != 0 || len(e.feed.Conns(refused)) != 0 || unauthorized.Load() != 1 {
-		t.Fatalf("after FAILED: %d deliveries, %d feed connections, %d handshakes with the 401 source", n, len(e.feed.Conns(refused)), unauthorized.Load())
+	if n := e.sink.count(refused); n != 0 || len(e.feed.Records(refused)) != 0 || unauthorized.Load() != 1 {
+		t.Fatalf("after FAILED: %d deliveries, %d feed connections, %d handshakes with the 401 source", n, len(e.feed.Records(refused)), unauthorized.Load())
 	}
 
 	// A new start clears FAILED: a worker that may dial loopback takes it.

@@ -27,6 +27,8 @@ func TestPermanentDialErrors(t *testing.T) {
 	}{
 		{"address refused by policy", wrapped(&net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("%w: 10.0.0.1:443 is a private address (policy none)", netguard.ErrRefused)}), true},
 		{"redirect not followed", wrapped(fmt.Errorf("%w (HTTP 302)", ErrRedirected)), true},
+		{"redirect beyond follow_redirects", wrapped(fmt.Errorf("%w: more than 2 redirects", ErrRedirectRefused)), true},
+		{"redirect outside the allowlist", wrapped(fmt.Errorf("%w: a redirect to a host outside WSFLEET_ALLOWED_HOSTS", ErrRedirectRefused)), true},
 		{"401", wrapped(&HandshakeStatusError{Code: http.StatusUnauthorized}), true},
 		{"403", wrapped(&HandshakeStatusError{Code: http.StatusForbidden}), true},
 		{"404", wrapped(&HandshakeStatusError{Code: http.StatusNotFound}), true},

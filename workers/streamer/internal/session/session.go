@@ -515,10 +515,12 @@ func (e *HandshakeStatusError) Error() string {
 
 // Permanent reports whether a dial error can never go away by retrying the
 // same configuration: an address refused by policy, a redirect that is not
-// followed, or a handshake answered 401, 403, 404 or 410. Everything else
-// (timeouts, TLS, 5xx, a refused connection, …) is transient.
+// followed (the session does not opt in, or the hop is beyond its
+// follow_redirects or outside the allowlist), or a handshake answered 401,
+// 403, 404 or 410. Everything else (timeouts, TLS, 5xx, a refused
+// connection, …) is transient.
 func Permanent(err error) bool {
-	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) {
+	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) {
 		return true
 	}
 	var hs *HandshakeStatusError
