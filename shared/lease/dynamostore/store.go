@@ -171,25 +171,8 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, lastSeq int64, reason s
 
 // NoteError implements lease.Store.
 func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	in, err := sessionitem.Update(s.table, t.ConnectionID,
-		expression.Set(sessionitem.LastError, expression.Value(reason)).Set(sessionitem.LastErrorAtMs, expression.Value(atMs)),
-		owned(t))
-	if err != nil {
-		return err
-	}
-	_, err = s.api.UpdateItem(ctx, in)
-	s.count(OpNoteError)
-	if err == nil {
-		return nil
-	}
-	if !isConditionFailed(err) {
-		return fmt.Errorf("%s %s: %w", OpNoteError, t, err)
-	}
-	it, gerr := s.read(ctx, t.ConnectionID)
-	if gerr != nil {
-		return gerr
-	}
-	return lease.ClassifyNoteError(it, t)
+	update := expression.Set(sessionitem.LastError, expression.Value(reason)).Set(sessionitem.LastErrorAtMs, expression.Value(atMs))
+	return s.conditional(ctx, OpNoteError, t, update, owned(t), func(it *lease.Item) error { return lease.ClassifyNoteError(it, t) })
 }
 
 // owned is the condition that t still owns the lease (owner and epoch).
@@ -204,7 +187,15 @@ func seqForward(lastSeq int64) expression.ConditionBuilder {
 
 // fenced runs an update conditional on owner, epoch and a forward last_seq.
 func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update expression.UpdateBuilder) error {
-	in, err := sessionitem.Update(s.table, t.ConnectionID, update, owned(t).And(seqForward(lastSeq)))
+	return s.conditional(ctx, op, t, update, owned(t).And(seqForward(lastSeq)), func(it *lease.Item) error {
+		return lease.ClassifyFenced(it, t, lastSeq)
+	})
+}
+
+// conditional runs t's update under cond; a failed condition is explained
+// by classify from a consistent read (nil: the item shows it applied).
+func (s *Store) conditional(ctx context.Context, op string, t lease.Token, update expression.UpdateBuilder, cond expression.ConditionBuilder, classify func(*lease.Item) error) error {
+	in, err := sessionitem.Update(s.table, t.ConnectionID, update, cond)
 	if err != nil {
 		return err
 	}
@@ -220,10 +211,7 @@ func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq in
 	if gerr != nil {
 		return gerr
 	}
-	if cerr := lease.ClassifyFenced(it, t, lastSeq); cerr != nil {
-		return cerr
-	}
-	return nil
+	return classify(it)
 }
 
 // read is the consistent GetItem that classifies a failed condition; nil

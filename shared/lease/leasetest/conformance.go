@@ -69,6 +69,19 @@ func mustGet(t testing.TB, s lease.Store, id string) lease.Item {
 	return it
 }
 
+// acquired puts a fresh STARTED session (its id made from prefix) and
+// acquires it for w1 with the given stale-before and expiry.
+func acquired(t testing.TB, h Harness, prefix string, staleBeforeMs, expiresAtMs int64) (lease.Item, lease.Token) {
+	t.Helper()
+	id := NewID(prefix)
+	h.Put(t, Started(id))
+	it, err := h.Store.Acquire(ctx(t), id, "w1", staleBeforeMs, expiresAtMs)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", id, err)
+	}
+	return it, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}
+}
+
 func wantErr(t testing.TB, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
@@ -346,13 +359,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 
 	t.Run("FailedIsNeverAcquired", func(t *testing.T) {
 		h := newHarness(t)
-		id := NewID("failed")
-		h.Put(t, Started(id))
-		a, err := h.Store.Acquire(ctx(t), id, "w1", now-skew, now+ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok := lease.Token{ConnectionID: id, Owner: "w1", Epoch: a.Epoch}
+		_, tok := acquired(t, h, "failed", now-skew, now+ttl)
+		id := tok.ConnectionID
 		if err := h.Store.NoteError(ctx(t), tok, "dial: i/o timeout", now+1); err != nil {
 			t.Fatalf("note error: %v", err)
 		}
@@ -370,7 +378,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		// Nobody acquires it, however late; the reconcilers' query (expiry
 		// before now plus a look-ahead) does not list it.
 		far := now + 365*24*3600*1000
-		_, err = h.Store.Acquire(ctx(t), id, "w2", far, far+ttl)
+		_, err := h.Store.Acquire(ctx(t), id, "w2", far, far+ttl)
 		wantErr(t, "acquire of a FAILED session", err, lease.ErrFailed)
 		orphans, err := h.Store.Orphans(ctx(t), far+ttl, 0)
 		if err != nil {
@@ -389,13 +397,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 
 	t.Run("FailAndNoteErrorAreFenced", func(t *testing.T) {
 		h := newHarness(t)
-		id := NewID("failfence")
-		h.Put(t, Started(id))
-		a, err := h.Store.Acquire(ctx(t), id, "w1", now-skew, now+ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old := lease.Token{ConnectionID: id, Owner: "w1", Epoch: a.Epoch}
+		_, old := acquired(t, h, "failfence", now-skew, now+ttl)
+		id := old.ConnectionID
 		t2 := now + ttl + skew + 1
 		b, err := h.Store.Acquire(ctx(t), id, "w2", t2-skew, t2+ttl)
 		if err != nil {
@@ -415,35 +418,27 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 
 	t.Run("StopWinsOverFailed", func(t *testing.T) {
 		h := newHarness(t)
-		id := NewID("failstop")
-		h.Put(t, Started(id))
-		a, err := h.Store.Acquire(ctx(t), id, "w1", now-skew, now+ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, tok := acquired(t, h, "failstop", now-skew, now+ttl)
+		id := tok.ConnectionID
 		// A STOP lands while the holder is giving up: the Fail still
 		// records the error, and the session is STOPPED, not FAILED.
 		h.SetDesired(t, id, schema.StateStopped)
-		if err := h.Store.Fail(ctx(t), lease.Token{ConnectionID: id, Owner: "w1", Epoch: a.Epoch}, lease.NoSeq, "handshake refused: HTTP 403", now+1); err != nil {
+		if err := h.Store.Fail(ctx(t), tok, lease.NoSeq, "handshake refused: HTTP 403", now+1); err != nil {
 			t.Fatalf("fail after a stop: %v", err)
 		}
 		got := mustGet(t, h.Store, id)
 		if got.DesiredState != schema.StateStopped || got.Failed() || got.LastError != "handshake refused: HTTP 403" {
 			t.Fatalf("after stop then fail: %+v", got)
 		}
-		_, err = h.Store.Acquire(ctx(t), id, "w2", now+2*ttl, now+3*ttl)
+		_, err := h.Store.Acquire(ctx(t), id, "w2", now+2*ttl, now+3*ttl)
 		wantErr(t, "acquire of a stopped (once failed) session", err, lease.ErrStopped)
 	})
 
 	t.Run("StartClearsFailed", func(t *testing.T) {
 		h := newHarness(t)
-		id := NewID("failstart")
-		h.Put(t, Started(id))
-		a, err := h.Store.Acquire(ctx(t), id, "w1", now-skew, now+ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Store.Fail(ctx(t), lease.Token{ConnectionID: id, Owner: "w1", Epoch: a.Epoch}, 3, "address refused by policy", now+1); err != nil {
+		a, tok := acquired(t, h, "failstart", now-skew, now+ttl)
+		id := tok.ConnectionID
+		if err := h.Store.Fail(ctx(t), tok, 3, "address refused by policy", now+1); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.Restart(t, id); err != nil {
