@@ -15,6 +15,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 )
 
 // restartFailed is ingest's start of a FAILED session with the same
@@ -43,7 +44,7 @@ func (e *env) restartFailed(id string) {
 func (e *env) failedWithin(id, want string, within time.Duration) lease.Item {
 	e.t.Helper()
 	var it lease.Item
-	eventually(e.t, within, id+" FAILED with "+want, func() bool {
+	testwait.Eventually(e.t, within, id+" FAILED with "+want, func() bool {
 		it = e.item(id)
 		return it.Failed() && strings.Contains(it.LastError, want)
 	})
@@ -57,7 +58,7 @@ func passes(t *testing.T, n int64, ws ...*testWorker) {
 	for i, w := range ws {
 		want[i] = w.recon.Passes() + n
 	}
-	eventually(t, time.Duration(n)*time.Second+2*slack, "more reconcile passes", func() bool {
+	testwait.Eventually(t, time.Duration(n)*time.Second+2*slack, "more reconcile passes", func() bool {
 		for i, w := range ws {
 			if w.recon.Passes() < want[i] {
 				return false
@@ -83,11 +84,11 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 	w1 := e.worker(func(c *Config) { c.AllowPrivateIPs = netguard.None })
 	refused := e.session(nil)
 	p := e.failedWithin(refused, "address refused by policy", slack)
-	eventually(t, slack, "w1 no longer owns the failed session", func() bool { return w1.Status().Owned == 0 })
+	testwait.Eventually(t, slack, "w1 no longer owns the failed session", func() bool { return w1.Status().Owned == 0 })
 	if p.ExpiresAtMs != lease.FailedExpiresAtMs || p.Owner != w1.ID() {
 		t.Fatalf("failed item: %+v", p)
 	}
-	eventually(t, slack, "SessionsFailed counted", func() bool { return w1.Stats().SessionsFailed == 1 })
+	testwait.Eventually(t, slack, "SessionsFailed counted", func() bool { return w1.Stats().SessionsFailed == 1 })
 	w1.stop()
 
 	// w2 may dial loopback; the source answers 401.
@@ -96,7 +97,7 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 		it.WSURL = strings.Replace(src.URL, "http://", "ws://", 1) + "/feed?token=secret"
 	})
 	d := e.failedWithin(denied, "HTTP 401", slack)
-	eventually(t, slack, "w2 no longer owns the failed session", func() bool { return w2.Status().Owned == 0 })
+	testwait.Eventually(t, slack, "w2 no longer owns the failed session", func() bool { return w2.Status().Owned == 0 })
 	if strings.Contains(d.LastError, "secret") {
 		t.Fatalf("last_error carries the URL query: %q", d.LastError)
 	}
@@ -119,7 +120,7 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 
 	// A new start clears FAILED: a worker that may dial loopback takes it.
 	e.restartFailed(refused)
-	eventually(t, 2*slack, "messages after the restart", func() bool { return e.sink.count(refused) >= 5 })
+	testwait.Eventually(t, 2*slack, "messages after the restart", func() bool { return e.sink.count(refused) >= 5 })
 	if it := e.item(refused); it.Failed() || it.Epoch != 2 || it.Generation != p.Generation+1 {
 		t.Fatalf("after restart: failed %v epoch %d generation %d", it.Failed(), it.Epoch, it.Generation)
 	}
