@@ -133,8 +133,9 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 					[]awscloudwatch.IMetric{sm(schema.MetricCapacityUtilization, "Average", "utilization % (avg)"), sm(schema.MetricCapacityUtilization, "Maximum", "utilization % (max task)")},
 					nil,
 					&awscloudwatch.HorizontalAnnotation{Value: jsii.Number(cfg.TargetUtilization), Label: jsii.String("target")}),
-				graph("Orphans seen / lease lost",
-					[]awscloudwatch.IMetric{sm(schema.MetricOrphansSeen, "Sum", "orphans seen"), sm(schema.MetricLeaseLost, "Sum", "lease lost")},
+				graph("Orphans seen / lease lost / failed",
+					[]awscloudwatch.IMetric{sm(schema.MetricOrphansSeen, "Sum", "orphans seen"), sm(schema.MetricLeaseLost, "Sum", "lease lost"),
+						sm(schema.MetricSessionsFailed, "Sum", "sessions failed")},
 					[]awscloudwatch.IMetric{sm(schema.MetricAcquired, "Sum", "acquired"), sm(schema.MetricReleased, "Sum", "released")}),
 			},
 			{

@@ -582,7 +582,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				t.Errorf("dashboard name %v", props(dash)["DashboardName"])
 			}
 			body := asJSON(props(dash)["DashboardBody"])
-			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricClaimLatencyMs,
+			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricSessionsFailed, schema.MetricClaimLatencyMs,
 				schema.MetricCapacityUtilization, "ApproximateNumberOfMessagesVisible", "4xx", "5xx", `p99`, `p50`} {
 				if !strings.Contains(body, m) {
 					t.Errorf("dashboard does not show %s", m)

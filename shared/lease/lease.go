@@ -19,7 +19,8 @@ import (
 const NoSeq int64 = -1
 
 // Item is a session item as stored. Only ingest writes the desired fields;
-// only lease holders write the lease fields.
+// only lease holders write the lease fields and the failure fields
+// (FailedGeneration, LastError), which a start (ingest) clears.
 type Item struct {
 	ConnectionID string
 	DesiredState string
