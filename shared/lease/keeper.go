@@ -228,16 +228,19 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	return nil
 }
 
-// Fail ends h and records that its source can never be connected (Store.Fail:
-// reason seen at at, the final checkpoint, the session FAILED until a new start). Like
-// Release, the caller has stopped using the session first; unlike Release,
-// no worker takes the lease afterwards.
-func (k *Keeper) Fail(ctx context.Context, h *Held, reason string, at time.Time) error {
+// Fail ends h and records that its source, as configured at generation gen,
+// can never be connected (Store.Fail: reason seen at at, the final
+// checkpoint, the session FAILED until a new start). Like Release, the
+// caller has stopped using the session first; unlike Release, no worker
+// takes the lease afterwards. ErrNewGeneration: the session has a newer
+// configuration, never tried; nothing was written and h may still be
+// released.
+func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at time.Time) error {
 	h.end(ErrFailed)
 	k.forget(h)
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	if err := k.store.Fail(ctx, h.token, h.LastSeq(), reason, at.UnixMilli()); err != nil {
+	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
 		return fmt.Errorf("fail %s: %w", h.token, err)
 	}
 	return nil

@@ -100,12 +100,11 @@ func (s *fakeStore) Release(_ context.Context, t Token, seq int64) error {
 	return err
 }
 
-func (s *fakeStore) Fail(_ context.Context, t Token, seq int64, reason string, atMs int64) error {
+func (s *fakeStore) Fail(_ context.Context, t Token, gen, seq int64, reason string, atMs int64) error {
 	_, err := s.do("fail", t.ConnectionID, func(it *Item) error {
-		if err := CanFencedWrite(it, t, seq); err != nil {
+		if err := CanFail(it, t, gen, seq); err != nil {
 			return err
 		}
-		gen := it.Generation
 		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.ExpiresAtMs, it.LastSeq = &gen, reason, atMs, FailedExpiresAtMs, seq
 		return nil
 	})
@@ -491,7 +490,7 @@ func TestKeeperFailStopsHoldingAndRecords(t *testing.T) {
 	if !h.Valid() {
 		t.Fatal("NoteError ended the tenure")
 	}
-	if err := r.k.Fail(context.Background(), h, "handshake refused: HTTP 401", at); err != nil {
+	if err := r.k.Fail(context.Background(), h, 1, "handshake refused: HTTP 401", at); err != nil {
 		t.Fatalf("fail: %v", err)
 	}
 	if !errors.Is(h.Err(), ErrFailed) || r.k.Holds("a") || r.k.Count() != 0 {

@@ -93,6 +93,9 @@ var (
 	// ErrFailed: the session is FAILED (its source can never be connected)
 	// until a new start; nobody may acquire it.
 	ErrFailed = errors.New("session failed: waiting for a new start")
+	// ErrNewGeneration: Fail named a generation the session no longer has
+	// (a start changed its configuration since the failing dial).
+	ErrNewGeneration = errors.New("session has a newer generation")
 )
 
 // Definitive reports whether err says the lease is over (as opposed to a
@@ -121,12 +124,13 @@ type Store interface {
 	// Release sets the expiry to 0 (and the final checkpoint) while t owns
 	// the lease, so another worker may take it at once.
 	Release(ctx context.Context, t Token, lastSeq int64) error
-	// Fail records that t's holder gave up on the source, while t owns the
-	// lease: failed_generation = the item's generation, last_error = reason
-	// (short, never a header value or URL query) at atMs, the final
-	// checkpoint lastSeq, and the expiry FailedExpiresAtMs. The session is
-	// then FAILED: nobody acquires it until a new start.
-	Fail(ctx context.Context, t Token, lastSeq int64, reason string, atMs int64) error
+	// Fail records that t's holder gave up on the source as configured at
+	// generation gen, while t owns the lease and the item's generation is
+	// still gen (else ErrNewGeneration): failed_generation = gen,
+	// last_error = reason (short, never a header value or URL query) at
+	// atMs, the final checkpoint lastSeq, and the expiry FailedExpiresAtMs.
+	// The session is then FAILED: nobody acquires it until a new start.
+	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
 	// NoteError records last_error = reason at atMs while t owns the lease.
 	NoteError(ctx context.Context, t Token, reason string, atMs int64) error
 	// Get reads an item consistently.

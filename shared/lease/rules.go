@@ -65,7 +65,7 @@ func ClassifyAcquire(it *Item, owner string, staleBeforeMs, expiresAtMs int64) e
 	return ErrHeld
 }
 
-// CanFencedWrite decides a checkpoint, release or fail by t: the lease must still
+// CanFencedWrite decides a checkpoint or release by t: the lease must still
 // be t's (owner and epoch) and last_seq may only move forward.
 func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
 	switch {
@@ -77,6 +77,26 @@ func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
 		return ErrSeqRegress
 	}
 	return nil
+}
+
+// CanFail decides a Fail by t of the configuration at generation gen: a
+// fenced write, while the item is still at gen.
+func CanFail(it *Item, t Token, gen, lastSeq int64) error {
+	if err := CanFencedWrite(it, t, lastSeq); err != nil {
+		return err
+	}
+	if it.Generation != gen {
+		return ErrNewGeneration
+	}
+	return nil
+}
+
+// ClassifyFail explains a failed Fail.
+func ClassifyFail(it *Item, t Token, gen, lastSeq int64) error {
+	if err := CanFail(it, t, gen, lastSeq); err != nil {
+		return err
+	}
+	return errConditionRaced
 }
 
 // CanNoteError decides a NoteError by t: the lease must still be t's.
@@ -132,7 +152,7 @@ func ClassifyRenew(it *Item, t Token, nowMs, expiresAtMs, lastSeq int64) error {
 	return errConditionRaced
 }
 
-// ClassifyFenced explains a failed checkpoint, release or fail.
+// ClassifyFenced explains a failed checkpoint or release.
 func ClassifyFenced(it *Item, t Token, lastSeq int64) error {
 	if err := CanFencedWrite(it, t, lastSeq); err != nil {
 		return err

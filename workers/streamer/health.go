@@ -91,8 +91,8 @@ func (s healthStore) Release(ctx context.Context, t lease.Token, lastSeq int64) 
 	return s.done(s.Store.Release(ctx, t, lastSeq))
 }
 
-func (s healthStore) Fail(ctx context.Context, t lease.Token, lastSeq int64, reason string, atMs int64) error {
-	return s.done(s.Store.Fail(ctx, t, lastSeq, reason, atMs))
+func (s healthStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	return s.done(s.Store.Fail(ctx, t, gen, lastSeq, reason, atMs))
 }
 
 func (s healthStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {

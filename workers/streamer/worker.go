@@ -537,13 +537,26 @@ func (w *Worker) finish(s *session.Session, reason error) {
 
 // fail records that s's source cannot be connected (Keeper.Fail), so the
 // session leaves this worker and stops counting toward anyone's capacity.
+// When the session got a new generation since the failing dial, that
+// configuration was never tried: the lease is released instead, for the
+// next claim to dial it.
 func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
-	text, at := s.LastError()
-	if text == "" {
-		text, at = reason.Error(), time.Now()
+	f := s.LastError()
+	if f.Text == "" {
+		f = session.DialFailure{Text: reason.Error(), At: time.Now(), Generation: s.Held().Item().Generation}
 	}
 	log := s.Logger()
-	if err := w.keeper.Fail(ctx, s.Held(), text, at); err != nil {
+	err := w.keeper.Fail(ctx, s.Held(), f.Generation, f.Text, f.At)
+	switch {
+	case errors.Is(err, lease.ErrNewGeneration):
+		if rerr := w.keeper.Release(ctx, s.Held()); rerr != nil {
+			log.Warn().Err(rerr).Msg("release after a failure of an older generation")
+			return
+		}
+		w.reg.Add(schema.MetricReleased, 1)
+		log.Info().Str("cause", reason.Error()).Msg("source failed at an older generation: lease released for the new one")
+		return
+	case err != nil:
 		log.Warn().Err(err).Str("cause", reason.Error()).Msg("record the failed session (the lease expires instead)")
 		return
 	}

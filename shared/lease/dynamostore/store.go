@@ -158,15 +158,16 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 
 // Fail implements lease.Store: one write that moves the index key to
 // lease.FailedExpiresAtMs (once per failure, not a hot path).
-func (s *Store) Fail(ctx context.Context, t lease.Token, lastSeq int64, reason string, atMs int64) error {
-	update := expression.Set(sessionitem.FailedGeneration, expression.IfNotExists(sessionitem.Generation, expression.Value(0))).
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	update := expression.Set(sessionitem.FailedGeneration, expression.Value(gen)).
 		Set(sessionitem.LastError, expression.Value(reason)).
 		Set(sessionitem.LastErrorAtMs, expression.Value(atMs)).
 		Set(sessionitem.LeaseExpiresAtMs, expression.Value(lease.FailedExpiresAtMs))
 	if lastSeq != lease.NoSeq {
 		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
 	}
-	return s.fenced(ctx, OpFail, t, lastSeq, update)
+	cond := owned(t).And(seqForward(lastSeq)).And(sessionitem.Generation.Equal(expression.Value(gen)))
+	return s.conditional(ctx, OpFail, t, update, cond, func(it *lease.Item) error { return lease.ClassifyFail(it, t, gen, lastSeq) })
 }
 
 // NoteError implements lease.Store.

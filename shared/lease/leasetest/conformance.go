@@ -367,7 +367,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if got := mustGet(t, h.Store, id); got.LastError != "dial: i/o timeout" || got.LastErrorAtMs != now+1 || got.Failed() {
 			t.Fatalf("after NoteError: %+v", got)
 		}
-		if err := h.Store.Fail(ctx(t), tok, 4, "handshake refused: HTTP 401", now+2); err != nil {
+		if err := h.Store.Fail(ctx(t), tok, 1, 4, "handshake refused: HTTP 401", now+2); err != nil {
 			t.Fatalf("fail: %v", err)
 		}
 		got := mustGet(t, h.Store, id)
@@ -390,7 +390,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			}
 		}
 		// A retried Fail (its first reply lost) still succeeds for the holder.
-		if err := h.Store.Fail(ctx(t), tok, 4, "handshake refused: HTTP 401", now+2); err != nil {
+		if err := h.Store.Fail(ctx(t), tok, 1, 4, "handshake refused: HTTP 401", now+2); err != nil {
 			t.Fatalf("retried fail: %v", err)
 		}
 	})
@@ -404,16 +404,34 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr(t, "fail by a stale epoch", h.Store.Fail(ctx(t), old, 1, "x", t2), lease.ErrLeaseLost)
+		wantErr(t, "fail by a stale epoch", h.Store.Fail(ctx(t), old, 1, 1, "x", t2), lease.ErrLeaseLost)
 		wantErr(t, "note error by a stale epoch", h.Store.NoteError(ctx(t), old, "x", t2), lease.ErrLeaseLost)
 		other := lease.Token{ConnectionID: id, Owner: "w3", Epoch: b.Epoch}
-		wantErr(t, "fail by another owner", h.Store.Fail(ctx(t), other, 1, "x", t2), lease.ErrLeaseLost)
+		wantErr(t, "fail by another owner", h.Store.Fail(ctx(t), other, 1, 1, "x", t2), lease.ErrLeaseLost)
 		wantErr(t, "note error by another owner", h.Store.NoteError(ctx(t), other, "x", t2), lease.ErrLeaseLost)
 		got := mustGet(t, h.Store, id)
 		if got.Failed() || got.LastError != "" || got.ExpiresAtMs != t2+ttl || got.Owner != "w2" {
 			t.Fatalf("a fenced Fail or NoteError changed the item: %+v", got)
 		}
-		wantErr(t, "fail of a missing session", h.Store.Fail(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}, 1, "x", t2), lease.ErrNotFound)
+		wantErr(t, "fail of a missing session", h.Store.Fail(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}, 1, 1, "x", t2), lease.ErrNotFound)
+	})
+
+	t.Run("FailOfAnOlderGenerationWritesNothing", func(t *testing.T) {
+		h := newHarness(t)
+		a, tok := acquired(t, h, "failgen", now-skew, now+ttl)
+		// A start changed the configuration while the holder dialed the old one.
+		it := mustGet(t, h.Store, tok.ConnectionID)
+		it.Generation = a.Generation + 1
+		h.Put(t, it)
+		wantErr(t, "fail of an older generation", h.Store.Fail(ctx(t), tok, a.Generation, lease.NoSeq, "handshake refused: HTTP 401", now+1), lease.ErrNewGeneration)
+		got := mustGet(t, h.Store, tok.ConnectionID)
+		if got.Failed() || got.FailedGeneration != nil || got.LastError != "" || got.ExpiresAtMs != now+ttl {
+			t.Fatalf("a Fail of an older generation wrote: %+v", got)
+		}
+		// The holder releases instead: the new configuration gets its dial.
+		if err := h.Store.Release(ctx(t), tok, lease.NoSeq); err != nil {
+			t.Fatalf("release after the refused fail: %v", err)
+		}
 	})
 
 	t.Run("StopWinsOverFailed", func(t *testing.T) {
@@ -423,7 +441,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		// A STOP lands while the holder is giving up: the Fail still
 		// records the error, and the session is STOPPED, not FAILED.
 		h.SetDesired(t, id, schema.StateStopped)
-		if err := h.Store.Fail(ctx(t), tok, lease.NoSeq, "handshake refused: HTTP 403", now+1); err != nil {
+		if err := h.Store.Fail(ctx(t), tok, 1, lease.NoSeq, "handshake refused: HTTP 403", now+1); err != nil {
 			t.Fatalf("fail after a stop: %v", err)
 		}
 		got := mustGet(t, h.Store, id)
@@ -438,7 +456,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		h := newHarness(t)
 		a, tok := acquired(t, h, "failstart", now-skew, now+ttl)
 		id := tok.ConnectionID
-		if err := h.Store.Fail(ctx(t), tok, 3, "address refused by policy", now+1); err != nil {
+		if err := h.Store.Fail(ctx(t), tok, 1, 3, "address refused by policy", now+1); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.Restart(t, id); err != nil {

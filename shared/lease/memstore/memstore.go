@@ -125,12 +125,11 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 }
 
 // Fail implements lease.Store.
-func (s *Store) Fail(ctx context.Context, t lease.Token, lastSeq int64, reason string, atMs int64) error {
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	_, err := s.write(ctx, "fail", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanFencedWrite(it, t, lastSeq); err != nil {
+		if err := lease.CanFail(it, t, gen, lastSeq); err != nil {
 			return err
 		}
-		gen := it.Generation
 		it.FailedGeneration, it.LastError, it.LastErrorAtMs = &gen, reason, atMs
 		it.ExpiresAtMs, it.LastSeq = lease.FailedExpiresAtMs, lastSeq
 		return nil

@@ -294,7 +294,7 @@ func TestStartClearsFailed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := leases.Fail(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}, lease.NoSeq, "handshake refused: HTTP 401", now+1); err != nil {
+		if err := leases.Fail(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}, it.Generation, lease.NoSeq, "handshake refused: HTTP 401", now+1); err != nil {
 			t.Fatal(err)
 		}
 		return it

@@ -171,12 +171,11 @@ type Session struct {
 	gaps       atomic.Int64
 	connected  atomic.Bool
 
-	// lastErr and lastErrAt are the last dial error (under mu); noted and
-	// notedAt the last one recorded in the table (Run's goroutine only).
-	lastErr   string
-	lastErrAt time.Time
-	noted     string
-	notedAt   time.Time
+	// lastErr is the last dial error (under mu); noted and notedAt the last
+	// one recorded in the table (Run's goroutine only).
+	lastErr DialFailure
+	noted   string
+	notedAt time.Time
 }
 
 // New returns a session for h. claimedAtMs is the sent_at_ms of the
@@ -231,18 +230,26 @@ func (s *Session) Status() Status {
 		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
 		Reconnects: s.reconnects.Load(), Connected: s.connected.Load(), URL: Redact(it.WSURL),
 	}
-	if text, at := s.LastError(); text != "" {
-		st.LastError, st.LastErrorAt = text, &at
+	if f := s.LastError(); f.Text != "" {
+		st.LastError, st.LastErrorAt = f.Text, &f.At
 	}
 	return st
 }
 
-// LastError is the last dial error of this tenure and when it happened
-// ("" when every dial succeeded).
-func (s *Session) LastError() (string, time.Time) {
+// DialFailure is a failed dial: the error's text (ErrorText), when, and the
+// generation of the configuration dialed.
+type DialFailure struct {
+	Text       string
+	At         time.Time
+	Generation int64
+}
+
+// LastError is the last dial failure of this tenure (Text "" when every
+// dial succeeded).
+func (s *Session) LastError() DialFailure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr, s.lastErrAt
+	return s.lastErr
 }
 
 // LastSeq is the last delivered sequence number (lease.NoSeq: none).
@@ -409,7 +416,8 @@ func (s *Session) ping(conn *websocket.Conn) {
 // ErrSourceFailed, records the failure).
 func (s *Session) Run(ctx context.Context) error {
 	attempt := 0
-	failures := 0 // dials failed in a row
+	failures := 0 // dials of generation failGen failed in a row
+	var failGen int64
 	first := true
 	for {
 		if err := s.check(ctx); err != nil {
@@ -421,8 +429,11 @@ func (s *Session) Run(ctx context.Context) error {
 			if term := s.check(ctx); term != nil {
 				return term
 			}
+			if it.Generation != failGen {
+				failures, failGen = 0, it.Generation // a new configuration gets all its tries
+			}
 			failures++
-			if term := s.dialFailed(ctx, err, failures); term != nil {
+			if term := s.dialFailed(ctx, err, it.Generation, failures); term != nil {
 				return term
 			}
 			d := s.env.Config.Backoff.Next(attempt)
@@ -475,10 +486,10 @@ func (s *Session) Run(ctx context.Context) error {
 // terminal ErrSourceFailed after a permanent error or too many failures in a
 // row; otherwise nil, after recording the error in the table when it is new
 // and the last record is old enough.
-func (s *Session) dialFailed(ctx context.Context, err error, failures int) error {
+func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures int) error {
 	text, now := ErrorText(err), time.Now()
 	s.mu.Lock()
-	s.lastErr, s.lastErrAt = text, now
+	s.lastErr = DialFailure{Text: text, At: now, Generation: gen}
 	s.mu.Unlock()
 	limit := s.env.Config.MaxDialFailures
 	switch {
