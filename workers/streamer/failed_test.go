@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,5 +124,35 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 	testwait.Eventually(t, 2*slack, "messages after the restart", func() bool { return e.sink.count(refused) >= 5 })
 	if it := e.item(refused); it.Failed() || it.Epoch != 2 || it.Generation != p.Generation+1 {
 		t.Fatalf("after restart: failed %v epoch %d generation %d", it.Failed(), it.Epoch, it.Generation)
+	}
+}
+
+// A start that changes the configuration while the worker dials the old one
+// is never marked FAILED by the old configuration's error: the Fail names
+// the generation it dialed, finds a newer one, and the worker releases the
+// lease so that the new configuration is dialed.
+func TestFailureOfAnOlderGenerationReleases(t *testing.T) {
+	m := startMem(t, 0, nil, nil)
+	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+	t.Cleanup(src.Close)
+	id := "regen"
+	m.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: strings.Replace(src.URL, "http://", "ws://", 1) + "/feed",
+		ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq})
+	var once sync.Once
+	m.store.SetFail(func(op string) (error, bool) {
+		if op == "fail" {
+			once.Do(func() {
+				m.store.Update(id, func(it *lease.Item) { it.Generation, it.WSURL = 2, m.feed.URL(id) })
+			})
+		}
+		return nil, false
+	})
+	testwait.Eventually(t, 2*slack, "messages from the new configuration", func() bool { return m.sink.count(id) >= 5 })
+	it, err := m.store.Get(context.Background(), id)
+	if err != nil || it.Failed() || it.FailedGeneration != nil || it.Generation != 2 || it.Epoch != 2 {
+		t.Fatalf("item %+v (%v): want generation 2, never FAILED, taken again (epoch 2)", it, err)
+	}
+	if n := m.Stats().SessionsFailed; n != 0 || !strings.Contains(m.logs.String(), "lease released for the new one") {
+		t.Fatalf("SessionsFailed %d; logs:\n%s", n, m.logs.String())
 	}
 }
