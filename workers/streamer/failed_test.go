@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,9 +72,9 @@ func passes(t *testing.T, n int64, ws ...*testWorker) {
 // no worker across reconcile passes, and a new start brings them back.
 func TestSessionsThatCannotConnectFail(t *testing.T) {
 	e := newEnv(t)
-	var unauthorized atomic.Int64
+	unauthorized := make(chan struct{}, 100) // one element per handshake
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		unauthorized.Add(1)
+		unauthorized <- struct{}{}
 		w.WriteHeader(http.StatusUnauthorized)
 	}))
 	t.Cleanup(src.Close)
@@ -115,8 +113,8 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 			t.Fatalf("%s re-acquired by %s", id, w.ID())
 		}
 	}
-	if n := e.sink.count(refused); n != 0 || len(e.feed.Records(refused)) != 0 || unauthorized.Load() != 1 {
-		t.Fatalf("after FAILED: %d deliveries, %d feed connections, %d handshakes with the 401 source", n, len(e.feed.Records(refused)), unauthorized.Load())
+	if n := e.sink.count(refused); n != 0 || len(e.feed.Records(refused)) != 0 || len(unauthorized) != 1 {
+		t.Fatalf("after FAILED: %d deliveries, %d feed connections, %d handshakes with the 401 source", n, len(e.feed.Records(refused)), len(unauthorized))
 	}
 
 	// A new start clears FAILED: a worker that may dial loopback takes it.
@@ -138,12 +136,14 @@ func TestFailureOfAnOlderGenerationReleases(t *testing.T) {
 	id := "regen"
 	m.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: strings.Replace(src.URL, "http://", "ws://", 1) + "/feed",
 		ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq})
-	var once sync.Once
+	restarted := make(chan struct{}, 1) // the start lands once, right before the first Fail
 	m.store.SetFail(func(op string) (error, bool) {
 		if op == "fail" {
-			once.Do(func() {
+			select {
+			case restarted <- struct{}{}:
 				m.store.Update(id, func(it *lease.Item) { it.Generation, it.WSURL = 2, m.feed.URL(id) })
-			})
+			default:
+			}
 		}
 		return nil, false
 	})
