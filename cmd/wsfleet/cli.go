@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // usage is the command line's help text.
@@ -24,7 +25,9 @@ commands:
                       start a session (POST /sessions)
   stop <id>           stop a session (POST /sessions/{id}/stop)
   status [--state STARTED|STOPPED] [id ...]
-                      a table: id, state, owner, lease expires in, epoch, last_seq
+                      a table: id, state (FAILED: the source cannot be
+                      connected), owner, lease expires in, epoch, last_seq,
+                      last error
                       (both states unless --state)
   watch [--every 1s] [--state S]
                       status, refreshed until Ctrl-C
@@ -245,7 +248,7 @@ func cmdWatch(ctx context.Context, c *apiclient.Client, args []string, out io.Wr
 func writeTable(w io.Writer, ss []apiclient.Session, now time.Time) error {
 	sort.Slice(ss, func(i, j int) bool { return ss[i].ConnectionID < ss[j].ConnectionID })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tLEASE EXPIRES IN\tEPOCH\tLAST_SEQ")
+	fmt.Fprintln(tw, "ID\tSTATE\tOWNER\tLEASE EXPIRES IN\tEPOCH\tLAST_SEQ\tLAST ERROR")
 	for _, s := range ss {
 		owner := s.LeaseOwner
 		if owner == "" {
@@ -255,7 +258,18 @@ func writeTable(w io.Writer, ss []apiclient.Session, now time.Time) error {
 		if s.LastSeq != nil {
 			last = strconv.FormatInt(*s.LastSeq, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ConnectionID, s.DesiredState, owner, expiresIn(s.LeaseExpiresAtMs, now), s.LeaseEpoch, last)
+		state := s.DesiredState
+		if s.Failed {
+			state = "FAILED"
+		}
+		lastErr := "-"
+		if s.LastError != "" {
+			lastErr = s.LastError
+			if s.LastErrorAt != "" {
+				lastErr += " (" + s.LastErrorAt + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ConnectionID, state, owner, expiresIn(s.LeaseExpiresAtMs, now), s.LeaseEpoch, last, lastErr)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -264,11 +278,15 @@ func writeTable(w io.Writer, ss []apiclient.Session, now time.Time) error {
 	return err
 }
 
-// expiresIn renders a lease expiry: "4.2s", "expired 1.3s ago", or "released"
-// when the lease is not held (0).
+// expiresIn renders a lease expiry: "4.2s", "expired 1.3s ago", "released"
+// when the lease is not held (0), or "never (failed)" for the expiry a worker
+// writes when it fails a session.
 func expiresIn(expMs int64, now time.Time) string {
-	if expMs == 0 {
+	switch expMs {
+	case 0:
 		return "released"
+	case schema.FailedLeaseExpiresAtMs:
+		return "never (failed)"
 	}
 	d := time.UnixMilli(expMs).Sub(now).Round(100 * time.Millisecond)
 	if d >= 0 {

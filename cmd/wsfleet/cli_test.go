@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -139,9 +140,30 @@ func TestSigV4(t *testing.T) {
 	srv.CloseClientConnections()
 }
 
+// A FAILED session reads FAILED, with its last error and when; a session
+// without one shows "-".
+func TestStatusTableShowsFailedAndLastError(t *testing.T) {
+	var out bytes.Buffer
+	err := writeTable(&out, []apiclient.Session{
+		{ConnectionID: "d", DesiredState: "STARTED", LeaseOwner: "worker-2", LeaseExpiresAtMs: schema.FailedLeaseExpiresAtMs,
+			Failed: true, LastError: "handshake refused: HTTP 401", LastErrorAt: "2026-11-30T12:00:00Z"},
+		{ConnectionID: "e", DesiredState: "STARTED"},
+	}, time.UnixMilli(10_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if !strings.Contains(lines[0], "LAST ERROR") ||
+		!strings.Contains(lines[1], "FAILED") || !strings.Contains(lines[1], "never (failed)") ||
+		!strings.Contains(lines[1], "handshake refused: HTTP 401 (2026-11-30T12:00:00Z)") ||
+		!strings.Contains(lines[2], "STARTED") || !strings.HasSuffix(strings.TrimSpace(lines[2]), "-") {
+		t.Fatalf("status table:\n%s", out.String())
+	}
+}
+
 func TestExpiresIn(t *testing.T) {
 	now := time.UnixMilli(10_000)
-	for exp, want := range map[int64]string{0: "released", 14_200: "4.2s", 8_700: "expired 1.3s ago"} {
+	for exp, want := range map[int64]string{0: "released", 14_200: "4.2s", 8_700: "expired 1.3s ago", schema.FailedLeaseExpiresAtMs: "never (failed)"} {
 		if got := expiresIn(exp, now); got != want {
 			t.Errorf("expiresIn(%d) = %q, want %q", exp, got, want)
 		}

@@ -100,6 +100,7 @@ type EnvConfig struct {
 	Retain             bool // RETAIN data and logs, deletion protection on the table
 	OrphanAlarmMinutes int  // OrphansSeen > 0 for this many consecutive minutes
 	LeaseLostPer5Min   float64
+	FailedPer5Min      float64 // SessionsFailed alarm threshold
 	Ingest5xxPer5Min   float64
 }
 
@@ -135,6 +136,7 @@ var environments = map[string]EnvConfig{
 		Retain:                    false,
 		OrphanAlarmMinutes:        5,
 		LeaseLostPer5Min:          20,
+		FailedPer5Min:             1,
 		Ingest5xxPer5Min:          5,
 	},
 	EnvProd: {
@@ -167,6 +169,7 @@ var environments = map[string]EnvConfig{
 		Retain:                    true,
 		OrphanAlarmMinutes:        3,
 		LeaseLostPer5Min:          10,
+		FailedPer5Min:             1,
 		Ingest5xxPer5Min:          1,
 	},
 }
@@ -254,6 +257,7 @@ func (c EnvConfig) Validate() error {
 	check(okRetention, "LogRetentionDays %d is not a CloudWatch Logs retention value", c.LogRetentionDays)
 	check(c.OrphanAlarmMinutes >= 1, "OrphanAlarmMinutes %d < 1", c.OrphanAlarmMinutes)
 	check(c.LeaseLostPer5Min > 0, "LeaseLostPer5Min must be positive")
+	check(c.FailedPer5Min > 0, "FailedPer5Min must be positive")
 	check(c.Ingest5xxPer5Min > 0, "Ingest5xxPer5Min must be positive")
 	return errors.Join(errs...)
 }

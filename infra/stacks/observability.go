@@ -22,6 +22,7 @@ const (
 	AlarmOrphans     = "orphans-seen"
 	AlarmLeaseLost   = "lease-lost-rate"
 	AlarmIngest5xx   = "ingest-5xx"
+	AlarmFailed      = "sessions-failed"
 )
 
 // DashboardName is the CloudWatch dashboard of env.
@@ -74,6 +75,8 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 			fmt.Sprintf("STARTED sessions without a live lease for %d consecutive minutes: the fleet is out of capacity or not claiming.", cfg.OrphanAlarmMinutes)),
 		alarm(AlarmLeaseLost, streamerMetric(cfg, schema.MetricLeaseLost, "Sum", five), gte, cfg.LeaseLostPer5Min, 1,
 			fmt.Sprintf("At least %v leases lost in 5 minutes: renewals are failing or slow (throttling, clock skew, overloaded tasks).", cfg.LeaseLostPer5Min)),
+		alarm(AlarmFailed, streamerMetric(cfg, schema.MetricSessionsFailed, "Sum", five), gte, cfg.FailedPer5Min, 1,
+			fmt.Sprintf("At least %v sessions failed in 5 minutes: their sources can never be connected (address refused by policy, handshake 401/403/404/410, a redirect, or too many failed dials). GET /sessions/{id} shows each one's last_error; a new start retries it.", cfg.FailedPer5Min)),
 		alarm(AlarmIngest5xx, w.Api.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(five), Statistic: jsii.String("Sum")}), gte, cfg.Ingest5xxPer5Min, 1,
 			fmt.Sprintf("The ingest API answered at least %v 5xx in 5 minutes.", cfg.Ingest5xxPer5Min)),
 	}
@@ -130,8 +133,9 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 					[]awscloudwatch.IMetric{sm(schema.MetricCapacityUtilization, "Average", "utilization % (avg)"), sm(schema.MetricCapacityUtilization, "Maximum", "utilization % (max task)")},
 					nil,
 					&awscloudwatch.HorizontalAnnotation{Value: jsii.Number(cfg.TargetUtilization), Label: jsii.String("target")}),
-				graph("Orphans seen / lease lost",
-					[]awscloudwatch.IMetric{sm(schema.MetricOrphansSeen, "Sum", "orphans seen"), sm(schema.MetricLeaseLost, "Sum", "lease lost")},
+				graph("Orphans seen / lease lost / failed",
+					[]awscloudwatch.IMetric{sm(schema.MetricOrphansSeen, "Sum", "orphans seen"), sm(schema.MetricLeaseLost, "Sum", "lease lost"),
+						sm(schema.MetricSessionsFailed, "Sum", "sessions failed")},
 					[]awscloudwatch.IMetric{sm(schema.MetricAcquired, "Sum", "acquired"), sm(schema.MetricReleased, "Sum", "released")}),
 			},
 			{

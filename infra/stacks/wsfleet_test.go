@@ -550,6 +550,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				AlarmDLQNotEmpty: "ApproximateNumberOfMessagesVisible",
 				AlarmOrphans:     schema.MetricOrphansSeen,
 				AlarmLeaseLost:   schema.MetricLeaseLost,
+				AlarmFailed:      schema.MetricSessionsFailed,
 				AlarmIngest5xx:   "5xx",
 			}
 			for suffix, metric := range wantMetric {
@@ -570,12 +571,18 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				t.Errorf("orphans alarm = %s, want > 0 for %d one-minute periods", asJSON(orphans), s.Cfg.OrphanAlarmMinutes)
 			}
 
+			failed := alarms[AlarmName(e, AlarmFailed)]
+			if failed["Period"] != float64(300) || failed["Threshold"] != s.Cfg.FailedPer5Min || failed["Statistic"] != "Sum" ||
+				failed["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || failed["EvaluationPeriods"] != float64(1) || s.Cfg.FailedPer5Min != 1 {
+				t.Errorf("sessions-failed alarm = %s, want Sum ≥ 1 in one 5-minute period", asJSON(failed))
+			}
+
 			_, dash := s.only(t, "AWS::CloudWatch::Dashboard")
 			if props(dash)["DashboardName"] != DashboardName(e) {
 				t.Errorf("dashboard name %v", props(dash)["DashboardName"])
 			}
 			body := asJSON(props(dash)["DashboardBody"])
-			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricClaimLatencyMs,
+			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricSessionsFailed, schema.MetricClaimLatencyMs,
 				schema.MetricCapacityUtilization, "ApproximateNumberOfMessagesVisible", "4xx", "5xx", `p99`, `p50`} {
 				if !strings.Contains(body, m) {
 					t.Errorf("dashboard does not show %s", m)

@@ -228,6 +228,35 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	return nil
 }
 
+// Fail ends h and records that its source, as configured at generation gen,
+// can never be connected (Store.Fail: reason seen at at, the final
+// checkpoint, the session FAILED until a new start). Like Release, the
+// caller has stopped using the session first; unlike Release, no worker
+// takes the lease afterwards. ErrNewGeneration: the session has a newer
+// configuration, never tried; nothing was written and h may still be
+// released.
+func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at time.Time) error {
+	h.end(ErrFailed)
+	k.forget(h)
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
+		return fmt.Errorf("fail %s: %w", h.token, err)
+	}
+	return nil
+}
+
+// NoteError records reason as h's session's last connection error, seen at
+// at, while h holds the lease. It does not end h.
+func (k *Keeper) NoteError(ctx context.Context, h *Held, reason string, at time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.NoteError(ctx, h.token, reason, at.UnixMilli()); err != nil {
+		return fmt.Errorf("note error %s: %w", h.token, err)
+	}
+	return nil
+}
+
 // Abandon stops holding h without writing anything (the lease expires by
 // itself). Tests use it to play a crash.
 func (k *Keeper) Abandon(h *Held) {

@@ -100,6 +100,28 @@ func (s *fakeStore) Release(_ context.Context, t Token, seq int64) error {
 	return err
 }
 
+func (s *fakeStore) Fail(_ context.Context, t Token, gen, seq int64, reason string, atMs int64) error {
+	_, err := s.do("fail", t.ConnectionID, func(it *Item) error {
+		if err := CanFail(it, t, gen, seq); err != nil {
+			return err
+		}
+		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.ExpiresAtMs, it.LastSeq = &gen, reason, atMs, FailedExpiresAtMs, seq
+		return nil
+	})
+	return err
+}
+
+func (s *fakeStore) NoteError(_ context.Context, t Token, reason string, atMs int64) error {
+	_, err := s.do("note_error", t.ConnectionID, func(it *Item) error {
+		if err := CanNoteError(it, t); err != nil {
+			return err
+		}
+		it.LastError, it.LastErrorAtMs = reason, atMs
+		return nil
+	})
+	return err
+}
+
 func (s *fakeStore) Get(_ context.Context, id string) (Item, error) {
 	if it := s.items[id]; it != nil {
 		return *it, nil
@@ -451,5 +473,40 @@ func TestRenewalsBeyondTheConcurrencyBoundWaitForASlotNotForATick(t *testing.T) 
 		if got := st.items[it.ConnectionID].ExpiresAtMs; got != ExpiresAtMs(clk.Now(), cfg.TTL) {
 			t.Fatalf("%s not renewed (expiry %d)", it.ConnectionID, got)
 		}
+	}
+}
+
+// Fail ends the tenure, stops renewing it and leaves the session FAILED with
+// the reason and the final checkpoint; no observer call (the worker reports
+// the failure itself), and the Keeper cannot acquire it again.
+func TestKeeperFailStopsHoldingAndRecords(t *testing.T) {
+	r := newRig(t, started("a"))
+	h := r.acquire("a")
+	h.Observe(9)
+	at := r.clk.Now()
+	if err := r.k.NoteError(context.Background(), h, "handshake refused: HTTP 503", at); err != nil {
+		t.Fatalf("note error: %v", err)
+	}
+	if !h.Valid() {
+		t.Fatal("NoteError ended the tenure")
+	}
+	if err := r.k.Fail(context.Background(), h, 1, "handshake refused: HTTP 401", at); err != nil {
+		t.Fatalf("fail: %v", err)
+	}
+	if !errors.Is(h.Err(), ErrFailed) || r.k.Holds("a") || r.k.Count() != 0 {
+		t.Fatalf("after Fail: err %v, holds %v, count %d", h.Err(), r.k.Holds("a"), r.k.Count())
+	}
+	it := *r.store.items["a"]
+	if !it.Failed() || it.LastError != "handshake refused: HTTP 401" || it.LastErrorAtMs != at.UnixMilli() ||
+		it.LastSeq != 9 || it.ExpiresAtMs != FailedExpiresAtMs {
+		t.Fatalf("stored item after Fail: %+v", it)
+	}
+	renews := r.store.calls["renew"]
+	r.runFor(30*time.Second, nil)
+	if r.store.calls["renew"] != renews || len(r.obs.ended) != 0 {
+		t.Fatalf("after Fail: %d more renews, observer heard %v", r.store.calls["renew"]-renews, r.obs.ended)
+	}
+	if _, err := r.k.Acquire(context.Background(), "a"); !errors.Is(err, ErrFailed) {
+		t.Fatalf("acquire of a FAILED session: %v, want ErrFailed", err)
 	}
 }

@@ -11,13 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // NoSeq is the LastSeq of a session that has no checkpoint yet.
 const NoSeq int64 = -1
 
 // Item is a session item as stored. Only ingest writes the desired fields;
-// only lease holders write the lease fields.
+// only lease holders write the lease fields and the failure fields
+// (FailedGeneration, LastError), which a start (ingest) clears.
 type Item struct {
 	ConnectionID string
 	DesiredState string
@@ -37,7 +40,27 @@ type Item struct {
 	Epoch       int64 // fencing token: +1 on every acquire
 	LastSeq     int64 // NoSeq when absent
 	UpdatedAtMs int64
+
+	// FailedGeneration is the generation at which a holder gave up on the
+	// source (Fail); nil when none did. The session is FAILED while it
+	// equals Generation and the session is STARTED.
+	FailedGeneration *int64
+	LastError        string // the last connection error a holder recorded
+	LastErrorAtMs    int64
 }
+
+// Failed reports whether the session is FAILED: STARTED, and a holder gave up
+// on its source at the current generation. Only a new start (a new
+// generation) or a stop ends it.
+func (it Item) Failed() bool {
+	return it.DesiredState == schema.StateStarted && it.FailedGeneration != nil && *it.FailedGeneration == it.Generation
+}
+
+// FailedExpiresAtMs is the lease expiry Fail writes: far in the future
+// (9999-12-31T23:59:59.999Z), so that Orphans (expiry before now plus a
+// look-ahead) never lists a FAILED session, while a list of the whole
+// by_shard_expiry index still does. A new start sets the expiry back to 0.
+const FailedExpiresAtMs = schema.FailedLeaseExpiresAtMs
 
 // Token identifies one tenure of a lease: every side-effect write is
 // conditional on its owner and epoch.
@@ -67,6 +90,12 @@ var (
 	ErrSeqRegress = errors.New("checkpoint behind the stored last_seq")
 	ErrUntrusted  = errors.New("lease untrusted: not renewed before its safety deadline")
 	ErrReleased   = errors.New("lease released")
+	// ErrFailed: the session is FAILED (its source can never be connected)
+	// until a new start; nobody may acquire it.
+	ErrFailed = errors.New("session failed: waiting for a new start")
+	// ErrNewGeneration: Fail named a generation the session no longer has
+	// (a start changed its configuration since the failing dial).
+	ErrNewGeneration = errors.New("session has a newer generation")
 )
 
 // Definitive reports whether err says the lease is over (as opposed to a
@@ -74,7 +103,7 @@ var (
 // be retried).
 func Definitive(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrStopped) || errors.Is(err, ErrLeaseLost) ||
-		errors.Is(err, ErrExpired) || errors.Is(err, ErrSeqRegress) || errors.Is(err, ErrHeld)
+		errors.Is(err, ErrExpired) || errors.Is(err, ErrSeqRegress) || errors.Is(err, ErrHeld) || errors.Is(err, ErrFailed)
 }
 
 // Store is what the lease protocol needs from a table. Every method is one
@@ -82,8 +111,8 @@ func Definitive(err error) bool {
 // Classify* into the errors above. Implementations: dynamostore, memstore.
 type Store interface {
 	// Acquire sets owner, expiresAtMs and epoch+1 when the session is STARTED
-	// and its lease is absent or expires before staleBeforeMs (released
-	// leases have 0). It never writes desired_state.
+	// and not FAILED, and its lease is absent or expires before
+	// staleBeforeMs (released leases have 0). It never writes desired_state.
 	Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (Item, error)
 	// Renew moves the expiry of t's lease to expiresAtMs and the checkpoint
 	// to lastSeq, when t still owns it, it has not expired at nowMs, the
@@ -95,6 +124,15 @@ type Store interface {
 	// Release sets the expiry to 0 (and the final checkpoint) while t owns
 	// the lease, so another worker may take it at once.
 	Release(ctx context.Context, t Token, lastSeq int64) error
+	// Fail records that t's holder gave up on the source as configured at
+	// generation gen, while t owns the lease and the item's generation is
+	// still gen (else ErrNewGeneration): failed_generation = gen,
+	// last_error = reason (short, never a header value or URL query) at
+	// atMs, the final checkpoint lastSeq, and the expiry FailedExpiresAtMs.
+	// The session is then FAILED: nobody acquires it until a new start.
+	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
+	// NoteError records last_error = reason at atMs while t owns the lease.
+	NoteError(ctx context.Context, t Token, reason string, atMs int64) error
 	// Get reads an item consistently.
 	Get(ctx context.Context, id string) (Item, error)
 	// Orphans lists STARTED sessions whose lease expires before

@@ -42,6 +42,8 @@ func CanAcquire(it *Item, staleBeforeMs int64) error {
 		return ErrNotFound
 	case it.DesiredState != schema.StateStarted:
 		return ErrStopped
+	case it.Failed():
+		return ErrFailed
 	case it.ExpiresAtMs >= staleBeforeMs:
 		return ErrHeld
 	}
@@ -75,6 +77,45 @@ func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
 		return ErrSeqRegress
 	}
 	return nil
+}
+
+// CanFail decides a Fail by t of the configuration at generation gen: a
+// fenced write, while the item is still at gen.
+func CanFail(it *Item, t Token, gen, lastSeq int64) error {
+	if err := CanFencedWrite(it, t, lastSeq); err != nil {
+		return err
+	}
+	if it.Generation != gen {
+		return ErrNewGeneration
+	}
+	return nil
+}
+
+// ClassifyFail explains a failed Fail.
+func ClassifyFail(it *Item, t Token, gen, lastSeq int64) error {
+	if err := CanFail(it, t, gen, lastSeq); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// CanNoteError decides a NoteError by t: the lease must still be t's.
+func CanNoteError(it *Item, t Token) error {
+	switch {
+	case it == nil:
+		return ErrNotFound
+	case it.Owner != t.Owner || it.Epoch != t.Epoch:
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// ClassifyNoteError explains a failed NoteError.
+func ClassifyNoteError(it *Item, t Token) error {
+	if err := CanNoteError(it, t); err != nil {
+		return err
+	}
+	return errConditionRaced
 }
 
 // CanRenew decides a renew by t at nowMs: a fenced write, on a lease that

@@ -32,7 +32,7 @@ func WorkerEnv() []string {
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
-		EnvMaxConcurrentRenews, EnvAllowedHosts,
+		EnvMaxConcurrentRenews, EnvAllowedHosts, EnvMaxDialFailures,
 	}
 }
 

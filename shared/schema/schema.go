@@ -25,7 +25,15 @@ const (
 	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number
 	AttrCreatedAtMs      = "created_at_ms"       // N
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
+	AttrFailedGeneration = "failed_generation"   // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
+	AttrLastError        = "last_error"          // S: the last connection error a worker saw (short; never a header value or URL query)
+	AttrLastErrorAtMs    = "last_error_at_ms"    // N: when last_error was seen
 )
+
+// FailedLeaseExpiresAtMs is the lease_expires_at_ms of a session a worker
+// failed (9999-12-31T23:59:59.999Z): far enough ahead that reconciliation
+// never lists it as an orphan, while it stays in the by_shard_expiry index.
+const FailedLeaseExpiresAtMs int64 = 253402300799999
 
 // Nonce items: one per signed ingest request, so a captured request cannot
 // be replayed within its signature window. Their key cannot collide with a
@@ -132,6 +140,7 @@ const (
 	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
 	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
 	EnvMaxConcurrentRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
+	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES" // int, default 20; 0 = never give up on a transient error
 )
 
 // Ingest environment variable names.
@@ -166,6 +175,7 @@ const (
 	MetricDuplicatesDropped   = "DuplicatesDropped"
 	MetricSinkErrors          = "SinkErrors"
 	MetricOrphansSeen         = "OrphansSeen"
+	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 
 	MetricStarts         = "Starts"
 	MetricStops          = "Stops"

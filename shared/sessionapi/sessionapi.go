@@ -41,6 +41,14 @@ type Session struct {
 	LastSeq          *int64   `json:"last_seq"`
 	CreatedAtMs      int64    `json:"created_at_ms"`
 	UpdatedAtMs      int64    `json:"updated_at_ms"`
+	// Failed: the session is FAILED (its source can never be connected:
+	// address refused by policy, handshake 401/403/404/410, a redirect, or
+	// too many failed dials in a row); no worker holds it until a new start.
+	Failed bool `json:"failed"`
+	// LastError is the last connection error a worker recorded (no URL, no
+	// header value) and LastErrorAt when (RFC 3339); absent when none.
+	LastError   string `json:"last_error,omitempty"`
+	LastErrorAt string `json:"last_error_at,omitempty"`
 }
 
 // Page is one page of GET /sessions.

@@ -39,6 +39,24 @@ type Item struct {
 	LastSeq          *int64            `dynamodbav:"last_seq,omitempty"`
 	CreatedAtMs      int64             `dynamodbav:"created_at_ms,omitempty"`
 	UpdatedAtMs      int64             `dynamodbav:"updated_at_ms"`
+	FailedGeneration *int64            `dynamodbav:"failed_generation,omitempty"`
+	LastError        string            `dynamodbav:"last_error,omitempty"`
+	LastErrorAtMs    int64             `dynamodbav:"last_error_at_ms,omitempty"`
+}
+
+// Failed reports whether the item is FAILED: STARTED, and a worker gave up on
+// its source at its current generation.
+func (it Item) Failed() bool {
+	return it.DesiredState == schema.StateStarted && it.FailedGeneration != nil &&
+		*it.FailedGeneration == generationOf(it)
+}
+
+// generationOf is the item's generation, 0 when it has none.
+func generationOf(it Item) int64 {
+	if it.Generation == nil {
+		return 0
+	}
+	return *it.Generation
 }
 
 // Names of the attributes, for the expression builder.
@@ -59,11 +77,29 @@ var (
 	LastSeq          = expression.Name(schema.AttrLastSeq)
 	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
 	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
+	FailedGeneration = expression.Name(schema.AttrFailedGeneration)
+	LastError        = expression.Name(schema.AttrLastError)
+	LastErrorAtMs    = expression.Name(schema.AttrLastErrorAtMs)
 
 	// ExpiresAt is the table's TTL attribute, on the items that are not
 	// sessions (ingest's request nonces).
 	ExpiresAt = expression.Name(schema.AttrExpiresAt)
 )
+
+// ClearFailed adds to a start's update what a start of an item carrying
+// failed_generation needs: failed_generation removed and the lease expiry
+// (lease.FailedExpiresAtMs while FAILED) set back to 0, so reconciliation
+// finds the session again. Write it only under FailedAt's condition: the
+// item is then still as its holder left it, and no live lease is clobbered.
+func ClearFailed(u expression.UpdateBuilder) expression.UpdateBuilder {
+	return u.Remove(FailedGeneration).Set(LeaseExpiresAtMs, expression.Value(0))
+}
+
+// FailedAt is the condition that the item still carries failed_generation
+// = gen (what a start read).
+func FailedAt(gen int64) expression.ConditionBuilder {
+	return FailedGeneration.Equal(expression.Value(gen))
+}
 
 // Decode reads an item, or the keys-only projection of the by_shard_expiry
 // index (Pk, index_shard, lease_expires_at_ms).

@@ -14,11 +14,12 @@ import (
 
 // Every field of Item is one schema attribute, and every schema attribute is a field.
 func TestItemTagsAreSchemaAttributes(t *testing.T) {
-	seq, gen := int64(7), int64(3)
+	seq, gen, failed := int64(7), int64(3), int64(3)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
 		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from",
 		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, LeaseOwner: "w1", LeaseExpiresAtMs: 5, LeaseEpoch: 2, LastSeq: &seq, CreatedAtMs: 1, UpdatedAtMs: 4,
+		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
 	m, err := Encode(full)
 	if err != nil {
@@ -26,7 +27,8 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
 		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLeaseExpiresAtMs,
-		schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs}
+		schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
+		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)
 	}
@@ -51,7 +53,8 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLastSeq, schema.AttrCreatedAtMs} {
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLastSeq, schema.AttrCreatedAtMs,
+		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)
 		}
@@ -102,5 +105,26 @@ func TestUpdateAndShardQuery(t *testing.T) {
 	}
 	if len(q.ExpressionAttributeValues) != 1 || len(q.ExclusiveStartKey) != 3 {
 		t.Fatalf("query input %+v", q)
+	}
+}
+
+// FAILED is STARTED with failed_generation equal to the generation: a later
+// generation (a new start) or a STOP ends it.
+func TestFailed(t *testing.T) {
+	g := func(n int64) *int64 { return &n }
+	for _, c := range []struct {
+		name string
+		it   Item
+		want bool
+	}{
+		{"never failed", Item{DesiredState: schema.StateStarted, Generation: g(2)}, false},
+		{"failed at this generation", Item{DesiredState: schema.StateStarted, Generation: g(2), FailedGeneration: g(2)}, true},
+		{"failed at an older generation", Item{DesiredState: schema.StateStarted, Generation: g(3), FailedGeneration: g(2)}, false},
+		{"stopped after failing", Item{DesiredState: schema.StateStopped, Generation: g(2), FailedGeneration: g(2)}, false},
+		{"no generation attribute", Item{DesiredState: schema.StateStarted, FailedGeneration: g(0)}, true},
+	} {
+		if got := c.it.Failed(); got != c.want {
+			t.Errorf("%s: Failed() = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

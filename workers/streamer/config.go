@@ -34,6 +34,7 @@ const (
 	EnvStoreRPCTimeout = schema.EnvStoreRPCTimeout
 	EnvAdminPprof      = schema.EnvAdminPprof
 	EnvMaxRenews       = schema.EnvMaxConcurrentRenews
+	EnvMaxDialFailures = schema.EnvMaxDialFailures
 )
 
 // DefaultGCPercent is the GC target of the worker binaries when GOGC is
@@ -81,6 +82,11 @@ type Config struct {
 	ReconnectMax time.Duration
 	ReadLimit    int64
 	SinkAttempts int
+	// MaxDialFailures: a session whose dials fail this many times in a row
+	// (transient errors) becomes FAILED; 0 = retry forever. A permanent
+	// error (address refused by policy, redirect, 401/403/404/410) fails it
+	// at once.
+	MaxDialFailures int
 	// AllowPrivateIPs is the address policy every dial is checked against,
 	// after DNS resolution (shared/netguard): public addresses only by
 	// default; "loopback" for local development, "all" for private networks.
@@ -132,6 +138,7 @@ func DefaultConfig() Config {
 		ReconnectMax:     30 * time.Second,
 		ReadLimit:        1 << 20,
 		SinkAttempts:     3,
+		MaxDialFailures:  20,
 		AllowPrivateIPs:  netguard.None,
 		ShutdownDeadline: 30 * time.Second,
 		AdminAddr:        "127.0.0.1:8081",
@@ -189,6 +196,7 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 		c.ReadLimit = int64(limit)
 	}
 	p.int(EnvSinkAttempts, &c.SinkAttempts)
+	p.int(EnvMaxDialFailures, &c.MaxDialFailures)
 	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
 	p.strOrEmpty(schema.EnvAdminAddr, &c.AdminAddr) // set and empty: no admin server
 	p.bool(EnvAdminPprof, &c.AdminPprof)
@@ -325,6 +333,8 @@ func (c Config) sessionConfig() *session.Config {
 		StableAfter:  10 * time.Second,
 		ReadLimit:    c.ReadLimit,
 		SinkAttempts: c.SinkAttempts,
+
+		MaxDialFailures: c.MaxDialFailures,
 	}
 }
 

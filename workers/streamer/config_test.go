@@ -41,7 +41,7 @@ func TestConfigFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
 		EnvReconnectMax: "1m", EnvReadLimit: "65536", EnvMetricsEvery: "30s", EnvQueueWait: "15s", EnvSinkAttempts: "5",
-		EnvStoreRPCTimeout: "1500ms", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		EnvStoreRPCTimeout: "1500ms", EnvMaxDialFailures: "7", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestConfigFromEnv(t *testing.T) {
 		SafetyMargin: time.Second, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
 		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None,
 	}
@@ -147,6 +147,7 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvTableName:        func(c *Config) { c.TableName = "" },
 		EnvMetricsEvery:            func(c *Config) { c.MetricsEvery = 0 },
 		"worker id":                func(c *Config) { c.WorkerID = "" },
+		EnvMaxDialFailures:         func(c *Config) { c.MaxDialFailures = -1 },
 	}
 	for name, mod := range cases {
 		c := DefaultConfig()

@@ -91,6 +91,14 @@ func (s healthStore) Release(ctx context.Context, t lease.Token, lastSeq int64) 
 	return s.done(s.Store.Release(ctx, t, lastSeq))
 }
 
+func (s healthStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	return s.done(s.Store.Fail(ctx, t, gen, lastSeq, reason, atMs))
+}
+
+func (s healthStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	return s.done(s.Store.NoteError(ctx, t, reason, atMs))
+}
+
 func (s healthStore) Get(ctx context.Context, id string) (lease.Item, error) {
 	it, err := s.Store.Get(ctx, id)
 	return it, s.done(err)

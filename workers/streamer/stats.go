@@ -32,6 +32,7 @@ type runStats struct {
 	renewsOK    atomic.Int64
 	renewErrors atomic.Int64
 	leaseLost   atomic.Int64
+	failed      atomic.Int64
 	renewHist   [len(renewBucketsMs) + 1]atomic.Int64
 }
 
@@ -76,6 +77,9 @@ type Stats struct {
 	RenewsOK    int64 `json:"renews_ok"`
 	RenewErrors int64 `json:"renew_errors"`
 	LeaseLost   int64 `json:"lease_lost"`
+	// SessionsFailed counts the sessions this worker failed (source cannot
+	// be connected; the SessionsFailed metric).
+	SessionsFailed int64 `json:"sessions_failed"`
 	// RenewLatency is a histogram of successful renew latencies: count per
 	// bucket, bucket i holding latencies ≤ RenewBucketsMs[i] (the last one:
 	// slower than every bound).
@@ -106,6 +110,7 @@ func (w *Worker) Stats() Stats {
 	st.RenewsOK = w.stats.renewsOK.Load()
 	st.RenewErrors = w.stats.renewErrors.Load()
 	st.LeaseLost = w.stats.leaseLost.Load()
+	st.SessionsFailed = w.stats.failed.Load()
 	st.RenewBucketsMs = renewBucketsMs[:]
 	st.RenewLatency = make([]int64, len(w.stats.renewHist))
 	for i := range w.stats.renewHist {

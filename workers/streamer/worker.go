@@ -169,6 +169,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Log:      w.log,
 		Counters: &w.counters,
 		Opened:   w.opened,
+		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
+			return w.keeper.NoteError(ctx, h, reason, at)
+		},
 	}
 	if deps.Queue != nil {
 		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop}
@@ -434,7 +437,7 @@ func (w *Worker) Claim(ctx context.Context, id string, sentAtMs int64) (claim.Ou
 	case err == nil:
 	case errors.Is(err, lease.ErrHeld):
 		return claim.HeldElsewhere, nil
-	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound):
+	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrFailed):
 		return claim.NotStarted, nil
 	default:
 		return claim.Failed, err
@@ -486,7 +489,9 @@ func (w *Worker) runSession(s *session.Session) {
 
 // finish ends a tenure after its session closed: release (with the final
 // checkpoint) unless the lease is no longer ours or the worker abandoned it, and
-// announce the hand-off after a graceful shutdown.
+// announce the hand-off after a graceful shutdown. A session whose source
+// cannot be connected is not released but failed: the table records why,
+// and no worker takes it until a new start.
 func (w *Worker) finish(s *session.Session, reason error) {
 	h := s.Held()
 	log := s.Logger()
@@ -508,6 +513,10 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		return
 	}
 	t1 := time.Now()
+	if errors.Is(reason, session.ErrSourceFailed) {
+		w.fail(ctx, s, reason)
+		return
+	}
 	if err := w.keeper.Release(ctx, h); err != nil {
 		log.Warn().Err(err).Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("release")
 		return
@@ -524,6 +533,36 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		ev = ev.Bool("handed_off", true).Dur("publish_ms", time.Since(t2))
 	}
 	ev.Msg("lease released")
+}
+
+// fail records that s's source cannot be connected (Keeper.Fail), so the
+// session leaves this worker and stops counting toward anyone's capacity.
+// When the session got a new generation since the failing dial, that
+// configuration was never tried: the lease is released instead, for the
+// next claim to dial it.
+func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
+	f := s.LastError()
+	if f.Text == "" {
+		f = session.DialFailure{Text: reason.Error(), At: time.Now(), Generation: s.Held().Item().Generation}
+	}
+	log := s.Logger()
+	err := w.keeper.Fail(ctx, s.Held(), f.Generation, f.Text, f.At)
+	switch {
+	case errors.Is(err, lease.ErrNewGeneration):
+		if rerr := w.keeper.Release(ctx, s.Held()); rerr != nil {
+			log.Warn().Err(rerr).Msg("release after a failure of an older generation")
+			return
+		}
+		w.reg.Add(schema.MetricReleased, 1)
+		log.Info().Str("cause", reason.Error()).Msg("source failed at an older generation: lease released for the new one")
+		return
+	case err != nil:
+		log.Warn().Err(err).Str("cause", reason.Error()).Msg("record the failed session (the lease expires instead)")
+		return
+	}
+	w.reg.Add(schema.MetricSessionsFailed, 1)
+	w.stats.failed.Add(1)
+	log.Warn().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("session failed: source cannot be connected, waiting for a new start")
 }
 
 // StopHint implements claim.Claimer: a stop notification for a session this

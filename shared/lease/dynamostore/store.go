@@ -27,13 +27,15 @@ const (
 	OpRenewFailed    = "renew_failed"
 	OpCheckpoint     = "checkpoint"
 	OpRelease        = "release"
+	OpFail           = "fail"
+	OpNoteError      = "note_error"
 	OpClassifyRead   = "classify_read"
 	OpGet            = "get"
 	OpOrphanQuery    = "orphan_query_page"
 	OpOrphanItemRead = "orphan_items_read"
 )
 
-var allOps = []string{OpAcquire, OpAcquireFailed, OpRenew, OpRenewFailed, OpCheckpoint, OpRelease, OpClassifyRead, OpGet, OpOrphanQuery, OpOrphanItemRead}
+var allOps = []string{OpAcquire, OpAcquireFailed, OpRenew, OpRenewFailed, OpCheckpoint, OpRelease, OpFail, OpNoteError, OpClassifyRead, OpGet, OpOrphanQuery, OpOrphanItemRead}
 
 // Store is a lease.Store on one DynamoDB table.
 type Store struct {
@@ -77,6 +79,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, ex
 			Add(sessionitem.LeaseEpoch, expression.Value(1)),
 		expression.AttributeExists(sessionitem.Pk).
 			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
+			And(expression.AttributeNotExists(sessionitem.FailedGeneration).Or(sessionitem.FailedGeneration.NotEqual(sessionitem.Generation))).
 			And(expression.AttributeNotExists(sessionitem.LeaseExpiresAtMs).Or(sessionitem.LeaseExpiresAtMs.LessThan(expression.Value(staleBeforeMs)))))
 	if err != nil {
 		return lease.Item{}, err
@@ -153,6 +156,31 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 	return s.fenced(ctx, OpRelease, t, lastSeq, update)
 }
 
+// Fail implements lease.Store: one write that moves the index key to
+// lease.FailedExpiresAtMs (once per failure, not a hot path).
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	update := expression.Set(sessionitem.FailedGeneration, expression.Value(gen)).
+		Set(sessionitem.LastError, expression.Value(reason)).
+		Set(sessionitem.LastErrorAtMs, expression.Value(atMs)).
+		Set(sessionitem.LeaseExpiresAtMs, expression.Value(lease.FailedExpiresAtMs))
+	if lastSeq != lease.NoSeq {
+		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
+	}
+	cond := owned(t).And(seqForward(lastSeq)).And(sessionitem.Generation.Equal(expression.Value(gen)))
+	return s.conditional(ctx, OpFail, t, update, cond, func(it *lease.Item) error { return lease.ClassifyFail(it, t, gen, lastSeq) })
+}
+
+// NoteError implements lease.Store.
+func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	update := expression.Set(sessionitem.LastError, expression.Value(reason)).Set(sessionitem.LastErrorAtMs, expression.Value(atMs))
+	return s.conditional(ctx, OpNoteError, t, update, owned(t), func(it *lease.Item) error { return lease.ClassifyNoteError(it, t) })
+}
+
+// owned is the condition that t still owns the lease (owner and epoch).
+func owned(t lease.Token) expression.ConditionBuilder {
+	return sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch)))
+}
+
 // seqForward is the condition that lastSeq does not move last_seq back.
 func seqForward(lastSeq int64) expression.ConditionBuilder {
 	return expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(expression.Value(lastSeq)))
@@ -160,10 +188,15 @@ func seqForward(lastSeq int64) expression.ConditionBuilder {
 
 // fenced runs an update conditional on owner, epoch and a forward last_seq.
 func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update expression.UpdateBuilder) error {
-	in, err := sessionitem.Update(s.table, t.ConnectionID, update,
-		sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).
-			And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch))).
-			And(seqForward(lastSeq)))
+	return s.conditional(ctx, op, t, update, owned(t).And(seqForward(lastSeq)), func(it *lease.Item) error {
+		return lease.ClassifyFenced(it, t, lastSeq)
+	})
+}
+
+// conditional runs t's update under cond; a failed condition is explained
+// by classify from a consistent read (nil: the item shows it applied).
+func (s *Store) conditional(ctx context.Context, op string, t lease.Token, update expression.UpdateBuilder, cond expression.ConditionBuilder, classify func(*lease.Item) error) error {
+	in, err := sessionitem.Update(s.table, t.ConnectionID, update, cond)
 	if err != nil {
 		return err
 	}
@@ -179,10 +212,7 @@ func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq in
 	if gerr != nil {
 		return gerr
 	}
-	if cerr := lease.ClassifyFenced(it, t, lastSeq); cerr != nil {
-		return cerr
-	}
-	return nil
+	return classify(it)
 }
 
 // read is the consistent GetItem that classifies a failed condition; nil
@@ -286,6 +316,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 	if r.LastSeq != nil {
 		it.LastSeq = *r.LastSeq
 	}
+	it.FailedGeneration, it.LastError, it.LastErrorAtMs = r.FailedGeneration, r.LastError, r.LastErrorAtMs
 	return it
 }
 
@@ -297,6 +328,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
 		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: &gen,
 		LeaseOwner: it.Owner, LeaseExpiresAtMs: it.ExpiresAtMs, LeaseEpoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
+		FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
 	if it.LastSeq != lease.NoSeq {
 		ls := it.LastSeq

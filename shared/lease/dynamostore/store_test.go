@@ -2,11 +2,13 @@ package dynamostore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 func TestMain(m *testing.M) {
@@ -68,7 +71,30 @@ func harness(t testing.TB, client *dynamodb.Client, table string) leasetest.Harn
 				t.Errorf("set desired %s: %v", id, err)
 			}
 		},
+		Restart: func(t testing.TB, id string) error { return restart(client, table, id) },
 	}
+}
+
+// restart is ingest's start of a FAILED session, written the way ingest
+// writes it (sessionitem.ClearFailed under sessionitem.FailedAt).
+func restart(client *dynamodb.Client, table, id string) error {
+	it, err := sessionitem.Get(context.Background(), client, table, id)
+	if err != nil {
+		return err
+	}
+	if it == nil || it.Generation == nil || it.FailedGeneration == nil {
+		return fmt.Errorf("restart %s: not a FAILED item: %+v", id, it)
+	}
+	in, err := sessionitem.Update(table, id,
+		sessionitem.ClearFailed(expression.Set(sessionitem.Generation, expression.Value(*it.Generation+1))),
+		sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted)).
+			And(sessionitem.Generation.Equal(expression.Value(*it.Generation))).
+			And(sessionitem.FailedAt(*it.Generation)))
+	if err != nil {
+		return err
+	}
+	_, err = client.UpdateItem(context.Background(), in)
+	return err
 }
 
 func TestConformance(t *testing.T) {

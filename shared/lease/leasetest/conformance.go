@@ -24,6 +24,11 @@ type Harness struct {
 	Put func(t testing.TB, it lease.Item)
 	// SetDesired changes desired_state, as ingest's stop/start does.
 	SetDesired func(t testing.TB, id, state string)
+	// Restart is ingest's start of a FAILED session: generation + 1,
+	// failed_generation removed and the lease expiry set back to 0, under
+	// the condition that the item is still FAILED (the store's own error
+	// otherwise).
+	Restart func(t testing.TB, id string) error
 }
 
 // Options size the suite.
@@ -62,6 +67,19 @@ func mustGet(t testing.TB, s lease.Store, id string) lease.Item {
 		t.Fatalf("get %s: %v", id, err)
 	}
 	return it
+}
+
+// acquired puts a fresh STARTED session (its id made from prefix) and
+// acquires it for w1 with the given stale-before and expiry.
+func acquired(t testing.TB, h Harness, prefix string, staleBeforeMs, expiresAtMs int64) (lease.Item, lease.Token) {
+	t.Helper()
+	id := NewID(prefix)
+	h.Put(t, Started(id))
+	it, err := h.Store.Acquire(ctx(t), id, "w1", staleBeforeMs, expiresAtMs)
+	if err != nil {
+		t.Fatalf("acquire %s: %v", id, err)
+	}
+	return it, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}
 }
 
 func wantErr(t testing.TB, what string, err, want error) {
@@ -336,6 +354,132 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			if c.ExpiresAtMs != got[i].ExpiresAtMs {
 				t.Fatalf("limit 7: candidate %d expires at %d, the full list's at %d", i, c.ExpiresAtMs, got[i].ExpiresAtMs)
 			}
+		}
+	})
+
+	t.Run("FailedIsNeverAcquired", func(t *testing.T) {
+		h := newHarness(t)
+		_, tok := acquired(t, h, "failed", now-skew, now+ttl)
+		id := tok.ConnectionID
+		if err := h.Store.NoteError(ctx(t), tok, "dial: i/o timeout", now+1); err != nil {
+			t.Fatalf("note error: %v", err)
+		}
+		if got := mustGet(t, h.Store, id); got.LastError != "dial: i/o timeout" || got.LastErrorAtMs != now+1 || got.Failed() {
+			t.Fatalf("after NoteError: %+v", got)
+		}
+		if err := h.Store.Fail(ctx(t), tok, 1, 4, "handshake refused: HTTP 401", now+2); err != nil {
+			t.Fatalf("fail: %v", err)
+		}
+		got := mustGet(t, h.Store, id)
+		if !got.Failed() || *got.FailedGeneration != got.Generation || got.LastError != "handshake refused: HTTP 401" ||
+			got.LastErrorAtMs != now+2 || got.LastSeq != 4 || got.ExpiresAtMs != lease.FailedExpiresAtMs || got.DesiredState != schema.StateStarted {
+			t.Fatalf("after Fail: %+v", got)
+		}
+		// Nobody acquires it, however late; the reconcilers' query (expiry
+		// before now plus a look-ahead) does not list it.
+		far := now + 365*24*3600*1000
+		_, err := h.Store.Acquire(ctx(t), id, "w2", far, far+ttl)
+		wantErr(t, "acquire of a FAILED session", err, lease.ErrFailed)
+		orphans, err := h.Store.Orphans(ctx(t), far+ttl, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range orphans {
+			if c.ConnectionID == id {
+				t.Fatalf("a FAILED session is listed as an orphan: %+v", c)
+			}
+		}
+		// A retried Fail (its first reply lost) still succeeds for the holder.
+		if err := h.Store.Fail(ctx(t), tok, 1, 4, "handshake refused: HTTP 401", now+2); err != nil {
+			t.Fatalf("retried fail: %v", err)
+		}
+	})
+
+	t.Run("FailAndNoteErrorAreFenced", func(t *testing.T) {
+		h := newHarness(t)
+		_, old := acquired(t, h, "failfence", now-skew, now+ttl)
+		id := old.ConnectionID
+		t2 := now + ttl + skew + 1
+		b, err := h.Store.Acquire(ctx(t), id, "w2", t2-skew, t2+ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "fail by a stale epoch", h.Store.Fail(ctx(t), old, 1, 1, "x", t2), lease.ErrLeaseLost)
+		wantErr(t, "note error by a stale epoch", h.Store.NoteError(ctx(t), old, "x", t2), lease.ErrLeaseLost)
+		other := lease.Token{ConnectionID: id, Owner: "w3", Epoch: b.Epoch}
+		wantErr(t, "fail by another owner", h.Store.Fail(ctx(t), other, 1, 1, "x", t2), lease.ErrLeaseLost)
+		wantErr(t, "note error by another owner", h.Store.NoteError(ctx(t), other, "x", t2), lease.ErrLeaseLost)
+		got := mustGet(t, h.Store, id)
+		if got.Failed() || got.LastError != "" || got.ExpiresAtMs != t2+ttl || got.Owner != "w2" {
+			t.Fatalf("a fenced Fail or NoteError changed the item: %+v", got)
+		}
+		wantErr(t, "fail of a missing session", h.Store.Fail(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}, 1, 1, "x", t2), lease.ErrNotFound)
+	})
+
+	t.Run("FailOfAnOlderGenerationWritesNothing", func(t *testing.T) {
+		h := newHarness(t)
+		a, tok := acquired(t, h, "failgen", now-skew, now+ttl)
+		// A start changed the configuration while the holder dialed the old one.
+		it := mustGet(t, h.Store, tok.ConnectionID)
+		it.Generation = a.Generation + 1
+		h.Put(t, it)
+		wantErr(t, "fail of an older generation", h.Store.Fail(ctx(t), tok, a.Generation, lease.NoSeq, "handshake refused: HTTP 401", now+1), lease.ErrNewGeneration)
+		got := mustGet(t, h.Store, tok.ConnectionID)
+		if got.Failed() || got.FailedGeneration != nil || got.LastError != "" || got.ExpiresAtMs != now+ttl {
+			t.Fatalf("a Fail of an older generation wrote: %+v", got)
+		}
+		// The holder releases instead: the new configuration gets its dial.
+		if err := h.Store.Release(ctx(t), tok, lease.NoSeq); err != nil {
+			t.Fatalf("release after the refused fail: %v", err)
+		}
+	})
+
+	t.Run("StopWinsOverFailed", func(t *testing.T) {
+		h := newHarness(t)
+		_, tok := acquired(t, h, "failstop", now-skew, now+ttl)
+		id := tok.ConnectionID
+		// A STOP lands while the holder is giving up: the Fail still
+		// records the error, and the session is STOPPED, not FAILED.
+		h.SetDesired(t, id, schema.StateStopped)
+		if err := h.Store.Fail(ctx(t), tok, 1, lease.NoSeq, "handshake refused: HTTP 403", now+1); err != nil {
+			t.Fatalf("fail after a stop: %v", err)
+		}
+		got := mustGet(t, h.Store, id)
+		if got.DesiredState != schema.StateStopped || got.Failed() || got.LastError != "handshake refused: HTTP 403" {
+			t.Fatalf("after stop then fail: %+v", got)
+		}
+		_, err := h.Store.Acquire(ctx(t), id, "w2", now+2*ttl, now+3*ttl)
+		wantErr(t, "acquire of a stopped (once failed) session", err, lease.ErrStopped)
+	})
+
+	t.Run("StartClearsFailed", func(t *testing.T) {
+		h := newHarness(t)
+		a, tok := acquired(t, h, "failstart", now-skew, now+ttl)
+		id := tok.ConnectionID
+		if err := h.Store.Fail(ctx(t), tok, 1, 3, "address refused by policy", now+1); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Restart(t, id); err != nil {
+			t.Fatalf("restart of a FAILED session: %v", err)
+		}
+		got := mustGet(t, h.Store, id)
+		if got.Failed() || got.FailedGeneration != nil || got.Generation != a.Generation+1 || got.ExpiresAtMs != 0 || got.LastSeq != 3 {
+			t.Fatalf("after restart: %+v", got)
+		}
+		// A second restart finds it no longer FAILED: its condition fails,
+		// so it can never clobber the lease the next owner takes.
+		b, err := h.Store.Acquire(ctx(t), id, "w2", now+2-skew, now+2+ttl)
+		if err != nil {
+			t.Fatalf("acquire after restart: %v", err)
+		}
+		if b.Epoch != a.Epoch+1 || b.LastSeq != 3 {
+			t.Fatalf("next owner: epoch %d last_seq %d", b.Epoch, b.LastSeq)
+		}
+		if err := h.Restart(t, id); err == nil {
+			t.Fatal("restart of a session that is no longer FAILED succeeded")
+		}
+		if got := mustGet(t, h.Store, id); got.Owner != "w2" || got.ExpiresAtMs != now+2+ttl {
+			t.Fatalf("a stale restart clobbered the live lease: %+v", got)
 		}
 	})
 

@@ -124,6 +124,31 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 	return err
 }
 
+// Fail implements lease.Store.
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	_, err := s.write(ctx, "fail", t.ConnectionID, func(it *lease.Item) error {
+		if err := lease.CanFail(it, t, gen, lastSeq); err != nil {
+			return err
+		}
+		it.FailedGeneration, it.LastError, it.LastErrorAtMs = &gen, reason, atMs
+		it.ExpiresAtMs, it.LastSeq = lease.FailedExpiresAtMs, lastSeq
+		return nil
+	})
+	return err
+}
+
+// NoteError implements lease.Store.
+func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	_, err := s.write(ctx, "note_error", t.ConnectionID, func(it *lease.Item) error {
+		if err := lease.CanNoteError(it, t); err != nil {
+			return err
+		}
+		it.LastError, it.LastErrorAtMs = reason, atMs
+		return nil
+	})
+	return err
+}
+
 func (s *Store) write(ctx context.Context, op, id string, apply func(*lease.Item) error) (lease.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return lease.Item{}, err

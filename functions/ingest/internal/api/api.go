@@ -565,5 +565,16 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		LastSeq:          s.LastSeq,
 		CreatedAtMs:      s.CreatedAtMs,
 		UpdatedAtMs:      s.UpdatedAtMs,
+		Failed:           s.Failed,
+		LastError:        s.LastError,
+		LastErrorAt:      rfc3339Ms(s.LastErrorAtMs),
 	}
+}
+
+// rfc3339Ms is ms (Unix milliseconds) in RFC 3339 UTC; "" for 0.
+func rfc3339Ms(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }

@@ -368,6 +368,30 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	}
 }
 
+// A FAILED session shows failed, its last error and when (RFC 3339), in
+// GET and in the list; a session with no error shows failed false and no
+// error fields.
+func TestHandlerShowsFailedAndLastError(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f", SeqField: "seq", Generation: 2,
+		Failed: true, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 1_800_000_000_123}
+	status, body, _ := f.do(t, event("GET", "/sessions/c1", ""))
+	if status != 200 || body["failed"] != true || body["last_error"] != "handshake refused: HTTP 401" || body["last_error_at"] != "2027-01-15T08:00:00.123Z" {
+		t.Fatalf("GET of a FAILED session: %d %v", status, body)
+	}
+	f.store.page = sessions.Page{Sessions: []sessions.Session{f.store.session}}
+	status, body, _ = f.do(t, event("GET", "/sessions", ""))
+	listed := body["sessions"].([]any)[0].(map[string]any)
+	if status != 200 || listed["failed"] != true || listed["last_error"] != "handshake refused: HTTP 401" {
+		t.Fatalf("list of a FAILED session: %d %v", status, body)
+	}
+	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f", SeqField: "seq", Generation: 1}
+	_, body, _ = f.do(t, event("GET", "/sessions/c1", ""))
+	if _, has := body["last_error"]; body["failed"] != false || has || body["last_error_at"] != nil {
+		t.Fatalf("GET of a healthy session: %v", body)
+	}
+}
+
 func TestHandlerStoreErrors(t *testing.T) {
 	cases := []struct {
 		err       error

@@ -105,6 +105,9 @@ type Session struct {
 	LastSeq          *int64 // nil until a worker checkpoints
 	CreatedAtMs      int64
 	UpdatedAtMs      int64
+	Failed           bool   // FAILED: a worker gave up on the source at this generation
+	LastError        string // the last connection error a worker recorded
+	LastErrorAtMs    int64
 }
 
 // Page is one page of a list.
@@ -157,6 +160,10 @@ type record struct {
 	redirects  int
 	generation int64
 	hasGen     bool
+	// failedGen is failed_generation (nil: none). A start of an item that
+	// carries one always writes: it clears it and sets the lease expiry
+	// back to 0 (sessionitem.ClearFailed).
+	failedGen *int64
 }
 
 func (r record) sameAs(d Desired) bool {
@@ -203,11 +210,11 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 			return Result{Generation: 1, Outcome: Created}, nil
 		}
 		cur := toRecord(item)
-		if cur.state == schema.StateStarted && cur.sameAs(d) {
+		if cur.state == schema.StateStarted && cur.sameAs(d) && cur.failedGen == nil {
 			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
 		}
 		outcome := Updated
-		if cur.state != schema.StateStarted {
+		if cur.state != schema.StateStarted || item.Failed() {
 			outcome = Restarted
 		}
 		err = s.replace(ctx, d, cur, now)
@@ -223,14 +230,20 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 }
 
 // desiredSet is the update that makes d the desired configuration, STARTED;
-// lease_expires_at_ms is written only on an item that has none.
-func desiredSet(d Desired, now int64) expression.UpdateBuilder {
+// lease_expires_at_ms is written only on an item that has none, or set back
+// to 0 with failed_generation removed when clearFailed (the item carried
+// failed_generation: a worker gave up on it).
+func desiredSet(d Desired, now int64, clearFailed bool) expression.UpdateBuilder {
 	u := expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStarted)).
 		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, d.ConnectionID))).
 		Set(sessionitem.WSURL, expression.Value(d.WSURL)).
 		Set(sessionitem.SeqField, expression.Value(d.SeqField)).
-		Set(sessionitem.UpdatedAtMs, expression.Value(now)).
-		Set(sessionitem.LeaseExpiresAtMs, expression.IfNotExists(sessionitem.LeaseExpiresAtMs, expression.Value(0)))
+		Set(sessionitem.UpdatedAtMs, expression.Value(now))
+	if clearFailed {
+		u = sessionitem.ClearFailed(u)
+	} else {
+		u = u.Set(sessionitem.LeaseExpiresAtMs, expression.IfNotExists(sessionitem.LeaseExpiresAtMs, expression.Value(0)))
+	}
 	if len(d.Headers) > 0 {
 		u = u.Set(sessionitem.Headers, expression.Value(d.Headers))
 	} else {
@@ -256,7 +269,7 @@ func desiredSet(d Desired, now int64) expression.UpdateBuilder {
 
 func (s *Store) create(ctx context.Context, d Desired, now int64) error {
 	in, err := sessionitem.Update(s.table, d.ConnectionID,
-		desiredSet(d, now).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now)),
+		desiredSet(d, now, false).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now)),
 		expression.AttributeNotExists(sessionitem.Pk))
 	if err != nil {
 		return err
@@ -272,8 +285,17 @@ func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) e
 	} else {
 		cond = cond.And(expression.AttributeNotExists(sessionitem.Generation))
 	}
+	// A FAILED item (or one that was when it stopped) is cleared only
+	// while failed_generation is still what was read: nobody holds its
+	// lease then (no worker acquires a FAILED session), so setting the
+	// expiry back to 0 clobbers no live lease.
+	if cur.failedGen != nil {
+		cond = cond.And(sessionitem.FailedAt(*cur.failedGen))
+	} else {
+		cond = cond.And(expression.AttributeNotExists(sessionitem.FailedGeneration))
+	}
 	in, err := sessionitem.Update(s.table, d.ConnectionID,
-		desiredSet(d, now).Set(sessionitem.Generation, expression.Value(cur.generation+1)), cond)
+		desiredSet(d, now, cur.failedGen != nil).Set(sessionitem.Generation, expression.Value(cur.generation+1)), cond)
 	if err != nil {
 		return err
 	}
@@ -463,6 +485,7 @@ func toRecord(it *sessionitem.Item) record {
 	r := record{
 		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
 		subprotos: it.Subprotocols, redirects: it.FollowRedirects, generation: generation(*it), hasGen: it.Generation != nil,
+		failedGen: it.FailedGeneration,
 	}
 	if len(it.Headers) > 0 {
 		r.headers = it.Headers
@@ -476,6 +499,7 @@ func toSession(it *sessionitem.Item) Session {
 		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
 		LeaseExpiresAtMs: it.LeaseExpiresAtMs, LeaseEpoch: it.LeaseEpoch, LastSeq: it.LastSeq,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
+		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
 	if it.Headers != nil {
 		s.HeaderNames = slices.Sorted(maps.Keys(it.Headers))

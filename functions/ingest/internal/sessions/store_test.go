@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -275,6 +276,79 @@ func TestLeaseFieldsUntouched(t *testing.T) {
 	got, err := e.store.Get(ctx, "c1")
 	if err != nil || got.LeaseOwner != "worker-1" || got.LeaseEpoch != 7 || got.LastSeq == nil || *got.LastSeq != 42 || got.LeaseExpiresAtMs != 1800000099999 {
 		t.Fatalf("Get: %+v %v", got, err)
+	}
+}
+
+// A session a worker failed shows failed and its last error; a start with the
+// same configuration is a restart that clears FAILED (generation + 1, lease
+// expiry back to 0) so that a worker acquires it again; a stop of a FAILED
+// session wins, and a later start clears it too.
+func TestStartClearsFailed(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	leases := dynamostore.New(e.db, e.table)
+	fail := func(id string) lease.Item {
+		t.Helper()
+		now := e.clk.Now().UnixMilli()
+		it, err := leases.Acquire(ctx, id, "w1", now, now+10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leases.Fail(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}, it.Generation, lease.NoSeq, "handshake refused: HTTP 401", now+1); err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}
+	if _, err := e.store.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	fail("c1")
+	got, err := e.store.Get(ctx, "c1")
+	if err != nil || !got.Failed || got.LastError != "handshake refused: HTTP 401" || got.LastErrorAtMs != e.clk.Now().UnixMilli()+1 {
+		t.Fatalf("Get of a FAILED session: %+v %v", got, err)
+	}
+	page, err := e.store.List(ctx, schema.StateStarted, 10, "")
+	if err != nil || len(page.Sessions) != 1 || !page.Sessions[0].Failed {
+		t.Fatalf("list of a FAILED session: %+v %v", page, err)
+	}
+	res, err := e.store.Start(ctx, d)
+	if err != nil || res.Outcome != sessions.Restarted || res.Generation != 2 {
+		t.Fatalf("start of a FAILED session: %+v %v", res, err)
+	}
+	raw := e.raw(t, "c1")
+	if exp, _ := n(raw, schema.AttrLeaseExpiresAtMs); exp != 0 || raw[schema.AttrFailedGeneration] != nil {
+		t.Fatalf("after the restart: expiry %d, failed_generation %v", exp, raw[schema.AttrFailedGeneration])
+	}
+	if got, _ := e.store.Get(ctx, "c1"); got.Failed || got.LastError == "" {
+		t.Fatalf("after the restart: %+v (the last error stays, with its time)", got)
+	}
+	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
+		t.Fatalf("second start: %+v %v", res, err)
+	}
+	if _, err := leases.Acquire(ctx, "c1", "w2", e.clk.Now().UnixMilli(), e.clk.Now().UnixMilli()+10_000); err != nil {
+		t.Fatalf("acquire after the restart: %v", err)
+	}
+
+	// Stop wins; the start after it clears failed_generation as well.
+	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c2", WSURL: "wss://a.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	fail("c2")
+	if _, err := e.store.Stop(ctx, "c2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.store.Get(ctx, "c2"); got.Failed || got.DesiredState != schema.StateStopped {
+		t.Fatalf("a stopped session shows %+v", got)
+	}
+	if res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c2", WSURL: "wss://a.example.com/"}); err != nil || res.Outcome != sessions.Restarted {
+		t.Fatalf("restart after stop: %+v %v", res, err)
+	}
+	if raw := e.raw(t, "c2"); raw[schema.AttrFailedGeneration] != nil {
+		t.Fatalf("failed_generation survived a restart: %v", raw)
+	}
+	if exp, _ := n(e.raw(t, "c2"), schema.AttrLeaseExpiresAtMs); exp != 0 {
+		t.Fatalf("lease expiry %d after a restart of a once-FAILED session", exp)
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
@@ -50,6 +51,10 @@ var (
 	// ErrCrashed: the worker is going away without releasing (tests play a
 	// crash with it; also the end of a shutdown that ran out of time).
 	ErrCrashed = errors.New("worker abandoned the session")
+	// ErrSourceFailed: the source can never be connected (a permanent dial
+	// error, or Config.MaxDialFailures failures in a row). The worker
+	// records it (the session becomes FAILED) instead of releasing.
+	ErrSourceFailed = errors.New("source cannot be connected")
 )
 
 // Reasons to reconnect (not terminal).
@@ -81,6 +86,10 @@ type Config struct {
 	// SinkAttempts is how many times one message is offered to the sink
 	// before the session reconnects.
 	SinkAttempts int
+	// MaxDialFailures: after this many failed dials in a row (transient
+	// errors; a permanent one ends the session at once) the session ends
+	// with ErrSourceFailed. 0: retry transient errors forever.
+	MaxDialFailures int
 }
 
 // Validate checks c.
@@ -96,6 +105,8 @@ func (c *Config) Validate() error {
 		return errors.New("session config: ReadLimit must be at least 1024 bytes")
 	case c.SinkAttempts < 1:
 		return errors.New("session config: SinkAttempts must be at least 1")
+	case c.MaxDialFailures < 0:
+		return errors.New("session config: MaxDialFailures must not be negative")
 	}
 	return c.Backoff.Validate()
 }
@@ -121,7 +132,15 @@ type Env struct {
 	// Opened is called after every successful dial (first = the first of this
 	// tenure). It must not block.
 	Opened func(s *Session, first bool)
+	// NoteError records a transient dial error in the table (the Keeper's
+	// NoteError); optional. The session calls it at most once per
+	// NoteErrorEvery, and only with a text that differs from the last one
+	// recorded, so a flapping source does not write per attempt.
+	NoteError func(ctx context.Context, h *lease.Held, reason string, at time.Time) error
 }
+
+// NoteErrorEvery is the least time between two NoteError calls of one session.
+const NoteErrorEvery = time.Minute
 
 // Session is one held session.
 type Session struct {
@@ -151,6 +170,12 @@ type Session struct {
 	reconnects atomic.Int64
 	gaps       atomic.Int64
 	connected  atomic.Bool
+
+	// lastErr is the last dial error (under mu); noted and notedAt the last
+	// one recorded in the table (Run's goroutine only).
+	lastErr DialFailure
+	noted   string
+	notedAt time.Time
 }
 
 // New returns a session for h. claimedAtMs is the sent_at_ms of the
@@ -192,16 +217,39 @@ type Status struct {
 	Reconnects   int64     `json:"reconnects"`
 	Connected    bool      `json:"connected"`
 	URL          string    `json:"ws_url"` // redacted
+	// LastError is the last dial error (no URL, no header value).
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // Status returns a snapshot.
 func (s *Session) Status() Status {
 	it := s.held.Item()
-	return Status{
+	st := Status{
 		ConnectionID: s.ID(), Epoch: s.held.Epoch(), Generation: it.Generation, Since: s.since,
 		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
 		Reconnects: s.reconnects.Load(), Connected: s.connected.Load(), URL: Redact(it.WSURL),
 	}
+	if f := s.LastError(); f.Text != "" {
+		st.LastError, st.LastErrorAt = f.Text, &f.At
+	}
+	return st
+}
+
+// DialFailure is a failed dial: the error's text (ErrorText), when, and the
+// generation of the configuration dialed.
+type DialFailure struct {
+	Text       string
+	At         time.Time
+	Generation int64
+}
+
+// LastError is the last dial failure of this tenure (Text "" when every
+// dial succeeded).
+func (s *Session) LastError() DialFailure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
 }
 
 // LastSeq is the last delivered sequence number (lease.NoSeq: none).
@@ -361,11 +409,15 @@ func (s *Session) ping(conn *websocket.Conn) {
 }
 
 // Run holds the session until a terminal reason, which it returns:
-// ErrShutdown, ErrStopRequested, ErrCrashed or the lease's own error. ctx
+// ErrShutdown, ErrStopRequested, ErrCrashed, ErrSourceFailed (a permanent
+// dial error, or MaxDialFailures in a row) or the lease's own error. ctx
 // bounds sink calls and waits; cancelling it is a crash (the caller also
-// interrupts). The caller releases the lease afterwards.
+// interrupts). The caller releases the lease afterwards (or, after
+// ErrSourceFailed, records the failure).
 func (s *Session) Run(ctx context.Context) error {
 	attempt := 0
+	failures := 0 // dials of generation failGen failed in a row
+	var failGen int64
 	first := true
 	for {
 		if err := s.check(ctx); err != nil {
@@ -375,6 +427,13 @@ func (s *Session) Run(ctx context.Context) error {
 		conn, raw, err := s.dial(ctx, it)
 		if err != nil {
 			if term := s.check(ctx); term != nil {
+				return term
+			}
+			if it.Generation != failGen {
+				failures, failGen = 0, it.Generation // a new configuration gets all its tries
+			}
+			failures++
+			if term := s.dialFailed(ctx, err, it.Generation, failures); term != nil {
 				return term
 			}
 			d := s.env.Config.Backoff.Next(attempt)
@@ -387,6 +446,7 @@ func (s *Session) Run(ctx context.Context) error {
 			s.sleep(ctx, d)
 			continue
 		}
+		failures = 0
 		if !s.attach(conn, raw, it) {
 			return s.check(ctx)
 		}
@@ -421,6 +481,94 @@ func (s *Session) Run(ctx context.Context) error {
 		s.sleep(ctx, d)
 	}
 }
+
+// dialFailed keeps err as the session's last error and decides: a
+// terminal ErrSourceFailed after a permanent error or too many failures in a
+// row; otherwise nil, after recording the error in the table when it is new
+// and the last record is old enough.
+func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures int) error {
+	text, now := ErrorText(err), time.Now()
+	s.mu.Lock()
+	s.lastErr = DialFailure{Text: text, At: now, Generation: gen}
+	s.mu.Unlock()
+	limit := s.env.Config.MaxDialFailures
+	switch {
+	case Permanent(err):
+		s.Interrupt(fmt.Errorf("%w: %s", ErrSourceFailed, text))
+		return s.terminal()
+	case limit > 0 && failures >= limit:
+		s.Interrupt(fmt.Errorf("%w: %d dials failed in a row, the last: %s", ErrSourceFailed, failures, text))
+		return s.terminal()
+	}
+	if s.env.NoteError != nil && ShouldNote(text, s.noted, s.notedAt, now) {
+		s.noted, s.notedAt = text, now
+		if nerr := s.env.NoteError(ctx, s.held, text, now); nerr != nil {
+			s.log.Debug().Err(nerr).Msg("record last error")
+		}
+	}
+	return nil
+}
+
+// ShouldNote reports whether a transient error text seen at now is recorded
+// in the table, given the last recorded one (noted at notedAt; zero: none):
+// only a different text, and at most once per NoteErrorEvery.
+func ShouldNote(text, noted string, notedAt, now time.Time) bool {
+	return text != noted && (notedAt.IsZero() || now.Sub(notedAt) >= NoteErrorEvery)
+}
+
+// HandshakeStatusError is a handshake the source answered with an HTTP
+// status other than 101 (redirects are ErrRedirected).
+type HandshakeStatusError struct{ Code int }
+
+func (e *HandshakeStatusError) Error() string {
+	return "handshake refused: HTTP " + strconv.Itoa(e.Code)
+}
+
+// Permanent reports whether a dial error can never go away by retrying the
+// same configuration: an address refused by policy, a redirect that is not
+// followed (the session does not opt in, or the hop is beyond its
+// follow_redirects or outside the allowlist), or a handshake answered 401,
+// 403, 404 or 410. Everything else (timeouts, TLS, 5xx, a refused
+// connection, …) is transient.
+func Permanent(err error) bool {
+	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) {
+		return true
+	}
+	var hs *HandshakeStatusError
+	if errors.As(err, &hs) {
+		switch hs.Code {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+			return true
+		}
+	}
+	return false
+}
+
+// MaxErrorText bounds the error text a session keeps and records.
+const MaxErrorText = 256
+
+// ErrorText is the text of a dial error as the session records it: without
+// the URL the dial error names, at most MaxErrorText bytes.
+func ErrorText(err error) string {
+	var de *dialError
+	if errors.As(err, &de) {
+		err = de.cause
+	}
+	text := err.Error()
+	if len(text) > MaxErrorText {
+		text = strings.ToValidUTF8(text[:MaxErrorText], "")
+	}
+	return text
+}
+
+// dialError is a failed dial: the (redacted) target and why.
+type dialError struct {
+	target string
+	cause  error
+}
+
+func (e *dialError) Error() string { return "dial " + e.target + ": " + e.cause.Error() }
+func (e *dialError) Unwrap() error { return e.cause }
 
 func describe(readErr, kick error) string {
 	if kick != nil {
@@ -664,7 +812,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net
 	conn, resp, err := r.conn, r.resp, r.err
 	if err != nil {
 		slot.close()
-		return nil, nil, fmt.Errorf("dial %s: %w", Redact(target), dialCause(err, resp))
+		return nil, nil, &dialError{target: Redact(target), cause: dialCause(err, resp)}
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
 	return conn, slot.get(), nil
@@ -684,7 +832,7 @@ func dialCause(err error, resp *http.Response) error {
 		return fmt.Errorf("%w (HTTP %d)", ErrRedirected, resp.StatusCode)
 	}
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-		return fmt.Errorf("handshake refused: HTTP %d", resp.StatusCode)
+		return &HandshakeStatusError{Code: resp.StatusCode}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
