@@ -175,7 +175,7 @@ func Update(table, id string, update expression.UpdateBuilder, cond expression.C
 		TableName:                 &table,
 		Key:                       Key(id),
 		UpdateExpression:          e.Update(),
-		ConditionExpression:       e.Condition(),
+		ConditionExpression:       flattened(e.Condition()),
 		ExpressionAttributeNames:  e.Names(),
 		ExpressionAttributeValues: e.Values(),
 	}, nil
@@ -197,7 +197,7 @@ func ShardQuery(table, shard string, expiresBeforeMs *int64, limit int32, start 
 	return &dynamodb.QueryInput{
 		TableName:                 &table,
 		IndexName:                 &index,
-		KeyConditionExpression:    e.KeyCondition(),
+		KeyConditionExpression:    flattened(e.KeyCondition()),
 		ExpressionAttributeNames:  e.Names(),
 		ExpressionAttributeValues: e.Values(),
 		Limit:                     &limit,
