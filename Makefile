@@ -49,7 +49,13 @@ lint: tools-lint
 build: $(BUILD_TARGETS)
 	@for m in $(RUNTIME_MODULES); do (cd $$m && $(GO) build ./...); done
 
-test: deps lint $(TEST_TARGETS)
+# TEST_JOBS test targets run at once (their output kept whole per target):
+# most of the time a suite waits on lease timings and engines, so two
+# overlap well on two cores. make test TEST_JOBS=1 runs them one by one.
+TEST_JOBS ?= 2
+
+test: deps lint
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(TEST_TARGETS)
 
 test-shared:
 	cd shared && $(GO) test -count=1 -race ./...
