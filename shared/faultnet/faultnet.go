@@ -8,7 +8,9 @@
 package faultnet
 
 import (
+	"fmt"
 	"net"
+	"net/url"
 	"sync"
 )
 
@@ -36,6 +38,16 @@ func Start(target string) (*Proxy, error) {
 	p := &Proxy{ln: ln, target: target, thawed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
+}
+
+// StartEndpoint starts a proxy in front of an engine's endpoint URL (the
+// value of AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL_SQS).
+func StartEndpoint(endpoint string) (*Proxy, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("faultnet: %q is not an endpoint URL", endpoint)
+	}
+	return Start(u.Host)
 }
 
 // Addr is the proxy's host:port; URL is it as an http:// endpoint.

@@ -2,7 +2,6 @@ package streamer
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -24,11 +23,7 @@ import (
 // in the environment variable env.
 func proxyTo(t *testing.T, env string) *faultnet.Proxy {
 	t.Helper()
-	u, err := url.Parse(os.Getenv(env))
-	if err != nil || u.Host == "" {
-		t.Fatalf("%s=%q: not an endpoint", env, os.Getenv(env))
-	}
-	p, err := faultnet.Start(u.Host)
+	p, err := faultnet.StartEndpoint(os.Getenv(env))
 	if err != nil {
 		t.Fatal(err)
 	}

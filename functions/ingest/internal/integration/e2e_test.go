@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -421,11 +420,7 @@ func TestDynamoFailureIs503(t *testing.T) {
 func TestFrozenTableMidWriteIsOutcomeUnknown(t *testing.T) {
 	noLeaks(t)
 	e := testenv.New(t)
-	u, err := url.Parse(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
-	if err != nil || u.Host == "" {
-		t.Fatalf("AWS_ENDPOINT_URL_DYNAMODB=%q", os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
-	}
-	proxy, err := faultnet.Start(u.Host)
+	proxy, err := faultnet.StartEndpoint(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"))
 	if err != nil {
 		t.Fatal(err)
 	}
