@@ -28,11 +28,11 @@ func ToolEnv() []string { return []string{EnvRepoRoot, EnvAPI, EnvEngines} }
 func WorkerEnv() []string {
 	return []string{
 		EnvTableName, EnvQueueURL, EnvOutputQueueURL, EnvMetricsNS, EnvEnvironment, EnvAllowPrivateIPs,
-		EnvWorkerID, EnvLeaseTTL, EnvRenewEvery, EnvMaxSkew, EnvSafetyMargin, EnvReconcileEvery,
+		EnvWorkerID, EnvLeaseTTL, EnvHeartbeatEvery, EnvCheckpointEvery, EnvSafetyMargin, EnvReconcileEvery,
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
-		EnvMaxConcurrentRenews, EnvAllowedHosts, EnvMaxDialFailures,
+		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures,
 	}
 }
 

@@ -11,7 +11,7 @@ const DefaultTableName = "wsfleet-sessions"
 const (
 	AttrPk               = "Pk"                  // S: the connection_id
 	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
-	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state
+	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
 	AttrWSURL            = "ws_url"              // S: where the worker dials
 	AttrHeaders          = "headers"             // M of S: dial headers (may carry credentials)
 	AttrSeqField         = "seq_field"           // S: JSON field holding a message's sequence number
@@ -19,10 +19,11 @@ const (
 	AttrSubprotocols     = "subprotocols"        // L of S: WebSocket subprotocols offered on the handshake, in order of preference
 	AttrFollowRedirects  = "follow_redirects"    // N: how many handshake redirects the worker may follow (absent: none)
 	AttrGeneration       = "generation"          // N: bumped when ws_url, headers, seq_field or resume_query_param change, and on restart
-	AttrLeaseOwner       = "lease_owner"         // S: worker id of the (last) owner
-	AttrLeaseExpiresAtMs = "lease_expires_at_ms" // N: wall-clock ms; 0 = released / never leased
-	AttrLeaseEpoch       = "lease_epoch"         // N: fencing token, only grows
-	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number
+	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed). The by_owner index key
+	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
+	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
+	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval (start field checkpoint_every); absent = the worker's default
+	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number (on the checkpoint item)
 	AttrCreatedAtMs      = "created_at_ms"       // N
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
 	AttrFailedGeneration = "failed_generation"   // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
@@ -30,10 +31,65 @@ const (
 	AttrLastErrorAtMs    = "last_error_at_ms"    // N: when last_error was seen
 )
 
-// FailedLeaseExpiresAtMs is the lease_expires_at_ms of a session a worker
-// failed (9999-12-31T23:59:59.999Z): far enough ahead that reconciliation
-// never lists it as an orphan, while it stays in the by_shard_expiry index.
-const FailedLeaseExpiresAtMs int64 = 253402300799999
+// Checkpoint items: one per session, Pk CheckpointKey(connection_id), holding
+// only last_seq and the tenure that wrote it, so that a checkpoint costs one
+// write unit whatever the size of the session's configuration (an update is
+// billed on the larger of the item before and after it). An acquire fences
+// it (ckpt_epoch = the new lease_epoch) before the new owner delivers.
+const (
+	CheckpointKeyPrefix = "ckpt#"
+	AttrCkptOwner       = "ckpt_owner" // S: worker id of the tenure that last wrote it
+	AttrCkptEpoch       = "ckpt_epoch" // N: lease_epoch of that tenure; only grows
+)
+
+// CheckpointKey is the Pk of connection id's checkpoint item.
+func CheckpointKey(id string) string { return CheckpointKeyPrefix + id }
+
+// Worker records: one per worker process, Pk WorkerKey(worker_id). A worker
+// heartbeats its own record (one conditional write per heartbeat, nothing
+// indexed changes); another worker may declare it DEAD by a conditional
+// write; a graceful exit marks it LEFT. DEAD and LEFT records carry
+// expires_at (the table's TTL attribute) one day after they ended.
+const (
+	WorkerKeyPrefix = "worker#"
+
+	AttrWorkerState     = "w_state"          // S: ALIVE | DEAD | LEFT
+	AttrWorkerEpoch     = "w_epoch"          // N: liveness epoch; declaring the worker dead increments it
+	AttrHeartbeatSeq    = "hb_seq"           // N: heartbeat counter; every heartbeat attempt carries a new, larger value
+	AttrHeartbeatAtMs   = "hb_at_ms"         // N: wall-clock send time of the last heartbeat (informational)
+	AttrWorkerTTLMs     = "ttl_ms"           // N: the worker's liveness TTL; observers wait at least this long
+	AttrWorkerLoad      = "load"             // N: sessions held
+	AttrWorkerCapacity  = "capacity"         // N: WSFLEET_MAX_SESSIONS
+	AttrWorkerAdminAddr = "admin_addr"       // S: the worker's admin server
+	AttrMailbox         = "mailbox"          // SS: connection ids the owner must re-read (stop, new generation)
+	AttrWorkerList      = "w_list"           // S: WorkerListAlive | WorkerListGone | WorkerListDone (the by_worker_list index)
+	AttrStartedAtMs     = "started_at_ms"    // N: registration time
+	AttrEndedAtMs       = "ended_at_ms"      // N: when it was declared DEAD or LEFT
+	AttrDeclaredBy      = "declared_dead_by" // S: the worker that declared it DEAD
+)
+
+// WorkerKey is the Pk of worker id's record.
+func WorkerKey(id string) string { return WorkerKeyPrefix + id }
+
+// Worker states.
+const (
+	WorkerAlive = "ALIVE"
+	WorkerDead  = "DEAD"
+	WorkerLeft  = "LEFT"
+)
+
+// Values of w_list (the by_worker_list partition key): alive workers; dead
+// or left workers that may still own sessions (reconcilers take them over,
+// then move the record to done); and ended workers that own none.
+const (
+	WorkerListAlive = "ALIVE"
+	WorkerListGone  = "GONE"
+	WorkerListDone  = "DONE"
+)
+
+// EndedRecordTTLSeconds is how long a DEAD or LEFT record stays (expires_at =
+// end + one day).
+const EndedRecordTTLSeconds = 24 * 60 * 60
 
 // Nonce items: one per signed ingest request, so a captured request cannot
 // be replayed within its signature window. Their key cannot collide with a
@@ -48,19 +104,44 @@ const (
 // NonceKey is the Pk of the item that remembers a request nonce.
 func NonceKey(nonce string) string { return NonceKeyPrefix + nonce }
 
-// IndexByShardExpiry is the GSI that reconciliation (and ingest's list)
-// queries: partition key index_shard, sort key lease_expires_at_ms (KEYS_ONLY
-// plus the table key). Every renewal moves the sort key, which writes the
-// index; spreading the sessions of one desired state over IndexShards key
-// values spreads those writes over as many index partitions (one key value
-// takes about 1,000 write units/s). Items without lease_expires_at_ms or
-// index_shard are not in it, so ingest writes both on every item.
-const IndexByShardExpiry = "by_shard_expiry"
+// The table's global secondary indexes. None of their keys (or projected
+// attributes) changes on a heartbeat or a checkpoint: they are written only
+// when a desired state or an owner changes.
+const (
+	// IndexByState (index_shard, Pk; KEYS_ONLY) lists sessions by desired
+	// state for ingest's list. Written on start and stop.
+	IndexByState = "by_state"
+	// IndexByOwner (lease_owner; projects lease_epoch, desired_state,
+	// generation) lists the sessions a worker owns: a reconciler's way to the
+	// sessions of a dead worker, and an owner's audit of its own. Written
+	// when ownership moves (and on start/stop of an owned session).
+	IndexByOwner = "by_owner"
+	// IndexByUnowned (unowned_shard, Pk; KEYS_ONLY) is sparse: only STARTED
+	// sessions without owner (new, released, restarted). Written when one is
+	// created, released or acquired.
+	IndexByUnowned = "by_unowned"
+	// IndexByWorkerList (w_list, Pk; KEYS_ONLY) lists worker records by
+	// ALIVE / GONE / DONE. Written when a worker joins, dies or leaves.
+	IndexByWorkerList = "by_worker_list"
+)
 
-// IndexShards is how many index_shard values each desired state has. It is
-// part of the stored data: changing it means rewriting index_shard on every
-// item.
+// IndexShards is how many index_shard (and unowned_shard) values the
+// sessions are spread over, so that no index key value takes more than
+// 1/IndexShards of the writes (one key value takes about 1,000 write
+// units/s). It is part of the stored data: changing it means rewriting both
+// attributes on every item.
 const IndexShards = 16
+
+// UnownedShardOf is the unowned_shard value of connection id: "U#07".
+func UnownedShardOf(id string) string {
+	k := IndexShardOf(id)
+	return "U#" + string(rune('0'+k/10)) + string(rune('0'+k%10))
+}
+
+// UnownedShardKey is the unowned_shard value of shard k.
+func UnownedShardKey(k int) string {
+	return "U#" + string(rune('0'+k/10)) + string(rune('0'+k%10))
+}
 
 // IndexShardOf is the shard (0..IndexShards-1) of connection id: FNV-1a.
 func IndexShardOf(id string) int {
@@ -114,9 +195,9 @@ const DefaultMetricsNamespace = "wsfleet"
 // config; infra sets them per environment.
 const (
 	EnvWorkerID         = "WSFLEET_WORKER_ID"         // default: hostname + random suffix
-	EnvLeaseTTL         = "WSFLEET_LEASE_TTL"         // duration, default 10s
-	EnvRenewEvery       = "WSFLEET_RENEW_EVERY"       // duration, default TTL/3
-	EnvMaxSkew          = "WSFLEET_MAX_SKEW"          // duration, default 500ms
+	EnvLeaseTTL         = "WSFLEET_LEASE_TTL"         // duration, default 10s: the liveness TTL
+	EnvHeartbeatEvery   = "WSFLEET_HEARTBEAT_EVERY"   // duration, default 1s
+	EnvCheckpointEvery  = "WSFLEET_CHECKPOINT_EVERY"  // duration, default 60s (a start may override it per session)
 	EnvSafetyMargin     = "WSFLEET_SAFETY_MARGIN"     // duration, default 2s
 	EnvReconcileEvery   = "WSFLEET_RECONCILE_EVERY"   // duration, default 5s
 	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"      // int, default 1000
@@ -139,7 +220,7 @@ const (
 	EnvSinkAttempts        = "WSFLEET_SINK_ATTEMPTS"
 	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
 	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
-	EnvMaxConcurrentRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
+	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES" // int, default 20; 0 = never give up on a transient error
 )
 
@@ -168,7 +249,9 @@ const (
 	MetricAcquired            = "Acquired"
 	MetricLeaseLost           = "LeaseLost"
 	MetricReleased            = "Released"
-	MetricRenewLatencyMs      = "RenewLatencyMs"
+	MetricHeartbeatLatencyMs  = "HeartbeatLatencyMs"
+	MetricAliveWorkers        = "AliveWorkers" // alive workers, as the worker last listed them
+	MetricWorkersDeclaredDead = "WorkersDeclaredDead"
 	MetricClaimLatencyMs      = "ClaimLatencyMs"
 	MetricReconnects          = "Reconnects"
 	MetricMessagesIn          = "MessagesIn"

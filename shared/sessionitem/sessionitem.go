@@ -1,15 +1,16 @@
-// Package sessionitem owns the encoding of a session item (one item per
-// connection in the sessions table): the Item struct, whose dynamodbav tags
-// are the attribute names of schema.Attr*, its key, and the expression names
-// that ingest (functions/ingest/internal/sessions) and the lease store
-// (shared/lease/dynamostore) build their conditional writes from. Both stores
-// read items only through Decode. A new attribute is one field here.
+// Package sessionitem owns the encoding of the sessions table's items and
+// the table itself: the session item (one per connection), its checkpoint
+// item, the worker records, whose dynamodbav tags are the attribute names of
+// schema.Attr*; their keys; the expression names that ingest
+// (functions/ingest/internal/sessions) and the lease store
+// (shared/lease/dynamostore) build their conditional writes from; the index
+// queries; and the table definition (CreateTableInput). Both stores read
+// items only through Decode*. A new attribute is one field here.
 package sessionitem
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -33,10 +34,10 @@ type Item struct {
 	Subprotocols     []string          `dynamodbav:"subprotocols,omitempty"`
 	FollowRedirects  int               `dynamodbav:"follow_redirects,omitempty"`
 	Generation       *int64            `dynamodbav:"generation,omitempty"`
+	CheckpointEveryMs int64            `dynamodbav:"checkpoint_every_ms,omitempty"`
 	LeaseOwner       string            `dynamodbav:"lease_owner,omitempty"`
-	LeaseExpiresAtMs int64             `dynamodbav:"lease_expires_at_ms"`
 	LeaseEpoch       int64             `dynamodbav:"lease_epoch"`
-	LastSeq          *int64            `dynamodbav:"last_seq,omitempty"`
+	UnownedShard     string            `dynamodbav:"unowned_shard,omitempty"`
 	CreatedAtMs      int64             `dynamodbav:"created_at_ms,omitempty"`
 	UpdatedAtMs      int64             `dynamodbav:"updated_at_ms"`
 	FailedGeneration *int64            `dynamodbav:"failed_generation,omitempty"`
@@ -71,10 +72,13 @@ var (
 	Subprotocols     = expression.Name(schema.AttrSubprotocols)
 	FollowRedirects  = expression.Name(schema.AttrFollowRedirects)
 	Generation       = expression.Name(schema.AttrGeneration)
+	CheckpointEvery  = expression.Name(schema.AttrCheckpointEvery)
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
-	LeaseExpiresAtMs = expression.Name(schema.AttrLeaseExpiresAtMs)
 	LeaseEpoch       = expression.Name(schema.AttrLeaseEpoch)
+	UnownedShard     = expression.Name(schema.AttrUnownedShard)
 	LastSeq          = expression.Name(schema.AttrLastSeq)
+	CkptOwner        = expression.Name(schema.AttrCkptOwner)
+	CkptEpoch        = expression.Name(schema.AttrCkptEpoch)
 	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
 	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
 	FailedGeneration = expression.Name(schema.AttrFailedGeneration)
@@ -87,13 +91,25 @@ var (
 )
 
 // ClearFailed adds to a start's update what a start of an item carrying
-// failed_generation needs: failed_generation removed and the lease expiry
-// (lease.FailedExpiresAtMs while FAILED) set back to 0, so reconciliation
-// finds the session again. Write it only under FailedAt's condition: the
-// item is then still as its holder left it, and no live lease is clobbered.
+// failed_generation needs: failed_generation removed. A FAILED item has no
+// owner (Fail removes it), so the start also puts it back in the by_unowned
+// index (see Unowned). Write it only under FailedAt's condition: the item is
+// then still as its holder left it.
 func ClearFailed(u expression.UpdateBuilder) expression.UpdateBuilder {
-	return u.Remove(FailedGeneration).Set(LeaseExpiresAtMs, expression.Value(0))
+	return u.Remove(FailedGeneration)
 }
+
+// Unowned adds to an update of a STARTED session without owner its
+// by_unowned entry; write it under NoOwner.
+func Unowned(u expression.UpdateBuilder, id string) expression.UpdateBuilder {
+	return u.Set(UnownedShard, expression.Value(schema.UnownedShardOf(id)))
+}
+
+// NoOwner is the condition that the session has no owner.
+func NoOwner() expression.ConditionBuilder { return expression.AttributeNotExists(LeaseOwner) }
+
+// HasOwner is the condition that the session has an owner.
+func HasOwner() expression.ConditionBuilder { return expression.AttributeExists(LeaseOwner) }
 
 // FailedAt is the condition that the item still carries failed_generation
 // = gen (what a start read).
@@ -101,8 +117,8 @@ func FailedAt(gen int64) expression.ConditionBuilder {
 	return FailedGeneration.Equal(expression.Value(gen))
 }
 
-// Decode reads an item, or the keys-only projection of the by_shard_expiry
-// index (Pk, index_shard, lease_expires_at_ms).
+// Decode reads a session item, or an index entry of one (the keys and
+// projected attributes).
 func Decode(m map[string]types.AttributeValue) (Item, error) {
 	var it Item
 	if err := attributevalue.UnmarshalMap(m, &it); err != nil {
@@ -156,11 +172,10 @@ func Key(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}}
 }
 
-// IndexKey is the by_shard_expiry key of an item: a query's ExclusiveStartKey.
-func IndexKey(id, shard string, expiresAtMs int64) map[string]types.AttributeValue {
+// StateIndexKey is the by_state key of an item: a query's ExclusiveStartKey.
+func StateIndexKey(id, shard string) map[string]types.AttributeValue {
 	k := Key(id)
 	k[schema.AttrIndexShard] = &types.AttributeValueMemberS{Value: shard}
-	k[schema.AttrLeaseExpiresAtMs] = &types.AttributeValueMemberN{Value: strconv.FormatInt(expiresAtMs, 10)}
 	return k
 }
 
@@ -181,26 +196,29 @@ func Update(table, id string, update expression.UpdateBuilder, cond expression.C
 	}, nil
 }
 
-// ShardQuery is a query of one by_shard_expiry shard, optionally bounded to
-// lease_expires_at_ms < expiresBeforeMs (expiresBeforeMs nil: the whole
-// shard), of up to limit keys starting after start (nil: the shard's start).
-func ShardQuery(table, shard string, expiresBeforeMs *int64, limit int32, start map[string]types.AttributeValue) (*dynamodb.QueryInput, error) {
-	kc := expression.Key(schema.AttrIndexShard).Equal(expression.Value(shard))
-	if expiresBeforeMs != nil {
-		kc = kc.And(expression.Key(schema.AttrLeaseExpiresAtMs).LessThan(expression.Value(*expiresBeforeMs)))
-	}
-	e, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+// IndexQuery is a query of index for the entries whose partition key attr
+// equals value, up to limit (0: DynamoDB's page size) starting after start
+// (nil: the first). Queries of indexes are eventually consistent.
+func IndexQuery(table, index, attr, value string, limit int32, start map[string]types.AttributeValue) (*dynamodb.QueryInput, error) {
+	e, err := expression.NewBuilder().WithKeyCondition(expression.Key(attr).Equal(expression.Value(value))).Build()
 	if err != nil {
-		return nil, fmt.Errorf("build query of %s: %w", shard, err)
+		return nil, fmt.Errorf("build query of %s %s: %w", index, value, err)
 	}
-	index := schema.IndexByShardExpiry
-	return &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:                 &table,
 		IndexName:                 &index,
 		KeyConditionExpression:    flattened(e.KeyCondition()),
 		ExpressionAttributeNames:  e.Names(),
 		ExpressionAttributeValues: e.Values(),
-		Limit:                     &limit,
 		ExclusiveStartKey:         start,
-	}, nil
+	}
+	if limit > 0 {
+		in.Limit = &limit
+	}
+	return in, nil
+}
+
+// StateQuery is a query of one by_state shard (index_shard = shard).
+func StateQuery(table, shard string, limit int32, start map[string]types.AttributeValue) (*dynamodb.QueryInput, error) {
+	return IndexQuery(table, schema.IndexByState, schema.AttrIndexShard, shard, limit, start)
 }

@@ -14,11 +14,11 @@ import (
 
 // Every field of Item is one schema attribute, and every schema attribute is a field.
 func TestItemTagsAreSchemaAttributes(t *testing.T) {
-	seq, gen, failed := int64(7), int64(3), int64(3)
+	gen, failed := int64(3), int64(3)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
 		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from",
-		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, LeaseOwner: "w1", LeaseExpiresAtMs: 5, LeaseEpoch: 2, LastSeq: &seq, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
 	m, err := Encode(full)
@@ -26,8 +26,8 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
-		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLeaseExpiresAtMs,
-		schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
+		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
+		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)
@@ -35,8 +35,8 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	if n := reflect.TypeFor[Item]().NumField(); n != len(want) {
 		t.Fatalf("Item has %d fields, schema %d attributes", n, len(want))
 	}
-	if _, ok := m[schema.AttrLastSeq].(*types.AttributeValueMemberN); !ok {
-		t.Fatalf("last_seq encoded as %T", m[schema.AttrLastSeq])
+	if _, ok := m[schema.AttrLeaseEpoch].(*types.AttributeValueMemberN); !ok {
+		t.Fatalf("lease_epoch encoded as %T", m[schema.AttrLeaseEpoch])
 	}
 	back, err := Decode(m)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrLastSeq, schema.AttrCreatedAtMs,
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)
@@ -63,7 +63,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.ConnectionID != "c-2" || it.Generation != nil || it.LastSeq != nil || it.Headers != nil {
+	if it.ConnectionID != "c-2" || it.Generation != nil || it.LeaseOwner != "" || it.Headers != nil {
 		t.Fatalf("decoded %+v", it)
 	}
 }
@@ -79,7 +79,7 @@ func TestDecodeRejectsWrongType(t *testing.T) {
 	}
 }
 
-func TestUpdateAndShardQuery(t *testing.T) {
+func TestUpdateAndIndexQuery(t *testing.T) {
 	in, err := Update("tbl", "c-4", expression.Set(LeaseOwner, expression.Value("w1")).Add(LeaseEpoch, expression.Value(1)),
 		expression.AttributeExists(Pk).And(DesiredState.Equal(expression.Value(schema.StateStarted))))
 	if err != nil {
@@ -91,19 +91,18 @@ func TestUpdateAndShardQuery(t *testing.T) {
 	if got := slices.Sorted(maps.Values(in.ExpressionAttributeNames)); !slices.Equal(got, []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrLeaseEpoch, schema.AttrLeaseOwner}) {
 		t.Fatalf("names %v", got)
 	}
-	before := int64(9)
-	q, err := ShardQuery("tbl", "STARTED#01", &before, 10, nil)
+	q, err := StateQuery("tbl", "STARTED#01", 10, StateIndexKey("c-4", "STARTED#01"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *q.IndexName != schema.IndexByShardExpiry || *q.Limit != 10 || len(q.ExpressionAttributeValues) != 2 {
+	if *q.IndexName != schema.IndexByState || *q.Limit != 10 || len(q.ExpressionAttributeValues) != 1 || len(q.ExclusiveStartKey) != 2 {
 		t.Fatalf("query input %+v", q)
 	}
-	q, err = ShardQuery("tbl", "STARTED#01", nil, 10, IndexKey("c-4", "STARTED#01", 3))
+	q, err = IndexQuery("tbl", schema.IndexByOwner, schema.AttrLeaseOwner, "w1", 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q.ExpressionAttributeValues) != 1 || len(q.ExclusiveStartKey) != 3 {
+	if *q.IndexName != schema.IndexByOwner || q.Limit != nil {
 		t.Fatalf("query input %+v", q)
 	}
 }

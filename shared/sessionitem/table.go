@@ -1,4 +1,4 @@
-package dynamostore
+package sessionitem
 
 import (
 	"context"
@@ -19,26 +19,47 @@ type TableAdmin interface {
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 }
 
+func attrDef(name string, t types.ScalarAttributeType) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: t}
+}
+
+func gsi(name, hash, sort string, proj *types.Projection) types.GlobalSecondaryIndex {
+	ks := []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}}
+	if sort != "" {
+		ks = append(ks, types.KeySchemaElement{AttributeName: aws.String(sort), KeyType: types.KeyTypeRange})
+	}
+	return types.GlobalSecondaryIndex{IndexName: aws.String(name), KeySchema: ks, Projection: proj}
+}
+
+var keysOnly = &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+
+// OwnerIndexProjection is what by_owner carries besides the keys: what a
+// takeover's conditional acquire and an owner's audit need.
+var OwnerIndexProjection = []string{schema.AttrLeaseEpoch, schema.AttrDesiredState, schema.AttrGeneration}
+
 // CreateTableInput is the sessions table as the schema defines it (the infra
-// app's table is tested against the same names).
+// app's table is tested against the same names): sessions, their checkpoint
+// items and the worker records, with the four indexes of schema.IndexBy*.
 func CreateTableInput(name string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(schema.AttrPk), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(schema.AttrIndexShard), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(schema.AttrLeaseExpiresAtMs), AttributeType: types.ScalarAttributeTypeN},
+			attrDef(schema.AttrPk, types.ScalarAttributeTypeS),
+			attrDef(schema.AttrIndexShard, types.ScalarAttributeTypeS),
+			attrDef(schema.AttrLeaseOwner, types.ScalarAttributeTypeS),
+			attrDef(schema.AttrUnownedShard, types.ScalarAttributeTypeS),
+			attrDef(schema.AttrWorkerList, types.ScalarAttributeTypeS),
 		},
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(schema.AttrPk), KeyType: types.KeyTypeHash}},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(schema.IndexByShardExpiry),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(schema.AttrIndexShard), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(schema.AttrLeaseExpiresAtMs), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
-		}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
+			gsi(schema.IndexByState, schema.AttrIndexShard, schema.AttrPk, keysOnly),
+			gsi(schema.IndexByOwner, schema.AttrLeaseOwner, "", &types.Projection{
+				ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: OwnerIndexProjection,
+			}),
+			gsi(schema.IndexByUnowned, schema.AttrUnownedShard, schema.AttrPk, keysOnly),
+			gsi(schema.IndexByWorkerList, schema.AttrWorkerList, schema.AttrPk, keysOnly),
+		},
 	}
 }
 
