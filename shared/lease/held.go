@@ -5,93 +5,103 @@ import (
 	"time"
 )
 
-// tenure is the holder's pure state for one lease: when it may still act as
-// owner, when to renew next. Every method takes the current time; none reads
-// a clock or does I/O.
-type tenure struct {
-	ttl, margin time.Duration
-
+// liveness is the worker's pure liveness state: until when it may act as
+// owner of its sessions. Every method takes the current time; none reads a
+// clock or does I/O.
+type liveness struct {
+	ttl, margin  time.Duration
+	registered   bool
+	lastSentOK   time.Time // send time of the last successful heartbeat (or the registration)
 	trustedUntil time.Time // monotonic
-	lastSentOK   time.Time // send time of the last successful write
-	nextRenewAt  time.Time
-	inFlight     bool
-	ended        error
+	ended        error     // ErrWorkerDead, ErrWorkerNotFound or errLeft: terminal
 }
 
-func newTenure(sentAt time.Time, ttl, margin time.Duration, firstRenew time.Time) tenure {
-	return tenure{ttl: ttl, margin: margin, trustedUntil: TrustedUntil(sentAt, ttl, margin), lastSentOK: sentAt, nextRenewAt: firstRenew}
-}
-
-// check ends the tenure once now reaches the trust deadline and returns why
-// it ended (nil while it holds).
-func (t *tenure) check(now time.Time) error {
-	if t.ended == nil && !now.Before(t.trustedUntil) {
-		t.ended = ErrUntrusted
-	}
-	return t.ended
-}
-
-// valid reports whether the holder may act as owner at now.
-func (t *tenure) valid(now time.Time) bool { return t.ended == nil && now.Before(t.trustedUntil) }
-
-func (t *tenure) renewDue(now time.Time) bool {
-	return t.ended == nil && !t.inFlight && !now.Before(t.nextRenewAt)
-}
-
-func (t *tenure) renewSent() { t.inFlight = true }
-
-// renewSucceeded extends trust from the send time of the renew (never from
-// its reply time: the write may have been applied at any point after sending).
-func (t *tenure) renewSucceeded(sentAt, next time.Time) {
-	t.inFlight = false
-	t.nextRenewAt = next
-	if t.ended == nil && sentAt.After(t.lastSentOK) {
-		t.lastSentOK = sentAt
-		t.trustedUntil = TrustedUntil(sentAt, t.ttl, t.margin)
-	}
-}
-
-// renewFailed ends the tenure on a definitive error, or schedules a retry.
-func (t *tenure) renewFailed(err error, retryAt time.Time) {
-	t.inFlight = false
-	if Definitive(err) {
-		t.end(err)
+// succeeded extends trust from the send time of a successful write of the
+// record (never from its reply time: it may have been applied at any point
+// after sending).
+func (l *liveness) succeeded(sentAt time.Time) {
+	if l.ended != nil {
 		return
 	}
-	t.nextRenewAt = retryAt
-}
-
-func (t *tenure) end(err error) {
-	if t.ended == nil {
-		t.ended = err
+	if !l.registered || sentAt.After(l.lastSentOK) {
+		l.registered = true
+		l.lastSentOK = sentAt
+		l.trustedUntil = TrustedUntil(sentAt, l.ttl, l.margin)
 	}
 }
 
-// Held is one lease this worker holds. Sessions check Valid before every
+func (l *liveness) end(err error) {
+	if l.ended == nil {
+		l.ended = err
+	}
+}
+
+// valid reports whether the worker may act as owner at now.
+func (l *liveness) valid(now time.Time) bool {
+	return l.registered && l.ended == nil && now.Before(l.trustedUntil)
+}
+
+// watch is an observer's pure view of one watched worker: the heartbeat
+// counter it last read and when it first received that value.
+type watch struct {
+	epoch, seq int64
+	ttl        time.Duration
+	firstSeen  time.Time
+}
+
+// observe records a read of rec received at receivedAt; a moved counter or
+// epoch restarts the wait.
+func (w *watch) observe(rec WorkerRecord, receivedAt time.Time) {
+	if w.firstSeen.IsZero() || rec.Epoch != w.epoch || rec.HeartbeatSeq != w.seq {
+		*w = watch{epoch: rec.Epoch, seq: rec.HeartbeatSeq, firstSeen: receivedAt}
+	}
+	w.ttl = rec.TTL
+}
+
+// deathAllowed reports whether the watched worker may be declared dead at
+// now by an observer whose own TTL is ownTTL.
+func (w *watch) deathAllowed(now time.Time, ownTTL time.Duration) bool {
+	return !w.firstSeen.IsZero() && !now.Before(DeathAllowedAt(w.firstSeen, ownTTL, w.ttl))
+}
+
+// Held is one session this worker owns. Sessions check Valid before every
 // side effect and stop when Done is closed.
 type Held struct {
 	token      Token
 	acquiredAt time.Time
+	trusted    func(now time.Time) bool
 	now        func() time.Time
+	every      time.Duration // checkpoint interval
 
-	mu      sync.Mutex
-	t       tenure
-	item    Item
-	lastSeq int64
-	done    chan struct{}
-	changed chan struct{}
+	mu        sync.Mutex
+	ended     error
+	item      Item
+	lastSeq   int64 // highest delivered
+	stored    int64 // highest checkpointed
+	nextCkpt  time.Time
+	ckptBusy  bool
+	done      chan struct{}
+	changed   chan struct{}
+	generated int64 // generation of the item last announced on changed
 }
 
-func newHeld(it Item, sentAt time.Time, cfg Config, firstRenew time.Time, now func() time.Time) *Held {
+func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, now func() time.Time) *Held {
+	if it.CheckpointEvery > 0 {
+		every = it.CheckpointEvery
+	}
 	return &Held{
 		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
 		acquiredAt: sentAt,
+		trusted:    trusted,
 		now:        now,
-		t:          newTenure(sentAt, cfg.TTL, cfg.SafetyMargin, firstRenew),
+		every:      every,
 		item:       it,
 		lastSeq:    it.LastSeq,
+		stored:     it.LastSeq,
+		nextCkpt:   sentAt.Add(every),
 		done:       make(chan struct{}),
 		changed:    make(chan struct{}, 1),
+		generated:  it.Generation,
 	}
 }
 
@@ -107,28 +117,26 @@ func (h *Held) Epoch() int64 { return h.token.Epoch }
 // AcquiredAt is when the acquire was sent.
 func (h *Held) AcquiredAt() time.Time { return h.acquiredAt }
 
-// Item is the latest copy of the session item (refreshed by every renew).
+// CheckpointEvery is this session's checkpoint interval.
+func (h *Held) CheckpointEvery() time.Duration { return h.every }
+
+// Item is the latest copy of the session item (refreshed when the owner
+// re-reads it after a mailbox entry or an audit).
 func (h *Held) Item() Item {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.item
 }
 
-// Valid reports whether this worker may still act as owner now: the lease
-// has not ended and the trust deadline (measured on the monotonic clock from
-// the last successful renew's send time) has not passed.
+// Valid reports whether this worker may still act as owner now: the tenure
+// has not ended and the worker's trust deadline (measured on its monotonic
+// clock from its last successful heartbeat's send time) has not passed.
 func (h *Held) Valid() bool {
 	now := h.now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.t.valid(now)
-}
-
-// TrustedUntil is the current monotonic trust deadline.
-func (h *Held) TrustedUntil() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.t.trustedUntil
+	ended := h.ended
+	h.mu.Unlock()
+	return ended == nil && h.trusted(now)
 }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).
@@ -138,15 +146,15 @@ func (h *Held) Done() <-chan struct{} { return h.done }
 func (h *Held) Err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.t.ended
+	return h.ended
 }
 
-// Changed receives a signal when a renew brings a new generation of the
+// Changed receives a signal when a re-read brings a new generation of the
 // session (new ws_url or headers).
 func (h *Held) Changed() <-chan struct{} { return h.changed }
 
-// Observe records that seq was delivered; the next renew or release
-// checkpoints the highest observed seq.
+// Observe records that seq was delivered; the next checkpoint writes the
+// highest observed seq.
 func (h *Held) Observe(seq int64) {
 	h.mu.Lock()
 	if seq > h.lastSeq {
@@ -162,6 +170,13 @@ func (h *Held) LastSeq() int64 {
 	return h.lastSeq
 }
 
+// Checkpointed is the highest sequence number stored by a checkpoint.
+func (h *Held) Checkpointed() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stored
+}
+
 // end finishes the tenure with err (first reason wins) and closes Done.
 // It reports whether this call ended it.
 func (h *Held) end(err error) bool {
@@ -171,22 +186,50 @@ func (h *Held) end(err error) bool {
 }
 
 func (h *Held) endLocked(err error) bool {
-	select {
-	case <-h.done:
+	if h.ended != nil {
 		return false
-	default:
 	}
-	h.t.end(err)
+	h.ended = err
 	close(h.done)
 	return true
 }
 
-func (h *Held) setItem(it Item) {
-	if it.Generation != h.item.Generation {
+// SetItem installs a fresh read of the session item (the owner re-read it
+// after a mailbox entry or an audit), signalling Changed on a new generation.
+func (h *Held) SetItem(it Item) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if it.Generation != h.generated {
+		h.generated = it.Generation
 		select {
 		case h.changed <- struct{}{}:
 		default:
 		}
 	}
+	// The read's checkpoint may lag this tenure's own; keep ours.
+	it.LastSeq = h.stored
 	h.item = it
+}
+
+// checkpointDue reports whether a periodic checkpoint should be sent now,
+// and marks it in flight.
+func (h *Held) checkpointDue(now time.Time) (int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended != nil || h.ckptBusy || now.Before(h.nextCkpt) || h.lastSeq <= h.stored {
+		return 0, false
+	}
+	h.ckptBusy = true
+	return h.lastSeq, true
+}
+
+// checkpointDone records a checkpoint attempt of seq.
+func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ckptBusy = false
+	if err == nil && seq > h.stored {
+		h.stored = seq
+	}
+	h.nextCkpt = next
 }

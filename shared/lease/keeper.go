@@ -4,61 +4,100 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// Observer hears what the Keeper does (metrics, logs). Methods must not block.
+// Observer hears what the Keeper does (metrics, logs, the worker's reaction).
+// Methods must not block.
 type Observer interface {
-	// Renewed is called after every renew attempt.
-	Renewed(h *Held, latency time.Duration, err error)
-	// Ended is called once when a tenure ends for any reason but Release.
+	// Heartbeat is called after every heartbeat attempt.
+	Heartbeat(latency time.Duration, err error)
+	// Ended is called once when a tenure ends for any reason but Release,
+	// Fail or Abandon (the session must close at once).
 	Ended(h *Held, err error)
+	// Mailbox hands over connection ids found in the worker's mailbox, each
+	// once; the worker re-reads each and calls Keeper.Ack when done.
+	Mailbox(ids []string)
+	// WorkerDied is called when this Keeper declared worker id dead: its
+	// sessions may be taken over now.
+	WorkerDied(id string)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Renewed(*Held, time.Duration, error) {}
-func (nopObserver) Ended(*Held, error)                  {}
+func (nopObserver) Heartbeat(time.Duration, error) {}
+func (nopObserver) Ended(*Held, error)             {}
+func (nopObserver) Mailbox([]string)               {}
+func (nopObserver) WorkerDied(string)              {}
 
-// Keeper holds a worker's leases: it acquires them, renews each about every
-// RenewEvery (carrying the latest checkpoint), and ends a tenure as soon as
-// the store says it is over or its trust deadline passes, whichever is first,
-// even when the store is unreachable.
+// Report is what the worker tells its heartbeats: sessions held, capacity
+// and the admin address.
+type Report func() (load, capacity int, adminAddr string)
+
+// errLeft ends the liveness of a worker that left.
+var errLeft = errors.New("worker left")
+
+// Keeper keeps one worker alive and holds its sessions: it registers the
+// worker record and heartbeats it (one write per HeartbeatEvery, carrying
+// the mailbox acks and returning the mailbox), fences every session at once
+// when the trust deadline of its last successful heartbeat passes (even
+// with the store unreachable), checkpoints each session when its last_seq
+// advanced, and watches the workers rendezvous hashing gives it, declaring
+// dead those whose heartbeat counter did not move for a TTL.
 type Keeper struct {
-	store Store
-	clk   clock.Clock
-	cfg   Config
-	obs   Observer
+	store  Store
+	clk    clock.Clock
+	cfg    Config
+	obs    Observer
+	report Report
 
 	sem chan struct{}
 	wg  sync.WaitGroup
 
+	lmu      sync.Mutex // guards the fields below; a leaf lock
+	live     liveness
+	epoch    int64
+	nextSeq  int64
+	record   WorkerRecord
+	acks     []string
+	pending  map[string]bool // mailbox entries handed over, not yet acked
+	hbBusy   bool
+	targets  []string
+	watching map[string]*watch
+	alive    int // alive workers at the last listing
+
 	mu   sync.Mutex // guards held; taken before any Held's mu, never after
 	held map[string]*Held
 
-	rndMu sync.Mutex // guards rnd only; a leaf lock
-	rnd   *rand.Rand
+	gmu       sync.Mutex // guards gone and aliveSeen; a leaf lock
+	gone      map[string]bool
+	aliveSeen map[string]time.Time
 }
 
-// NewKeeper returns a Keeper; obs may be nil.
-func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer) (*Keeper, error) {
+// NewKeeper returns a Keeper; obs and report may be nil.
+func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Report) (*Keeper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Keeper{
-		store: store, clk: clk, cfg: cfg, obs: obs,
-		sem:  make(chan struct{}, cfg.MaxConcurrentRenews),
-		held: map[string]*Held{},
-		rnd:  rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
-	}, nil
+	k := &Keeper{
+		store: store, clk: clk, cfg: cfg, obs: obs, report: report,
+		sem:       make(chan struct{}, cfg.MaxConcurrentWrites),
+		held:      map[string]*Held{},
+		pending:   map[string]bool{},
+		watching:  map[string]*watch{},
+		gone:      map[string]bool{},
+		aliveSeen: map[string]time.Time{},
+	}
+	k.live = liveness{ttl: cfg.TTL, margin: cfg.SafetyMargin}
+	return k, nil
 }
 
 // Config returns the Keeper's timings.
@@ -67,130 +106,227 @@ func (k *Keeper) Config() Config { return k.cfg }
 // Store returns the store the Keeper writes to.
 func (k *Keeper) Store() Store { return k.store }
 
-func (k *Keeper) jittered(d time.Duration) time.Duration {
-	k.rndMu.Lock()
-	f := 1 + k.cfg.RenewJitter*(2*k.rnd.Float64()-1)
-	k.rndMu.Unlock()
-	return time.Duration(float64(d) * f)
+func (k *Keeper) reported() (int, int, string) {
+	if k.report == nil {
+		return k.Count(), 0, ""
+	}
+	return k.report()
 }
 
-// Acquire takes the lease of id and starts holding it.
-func (k *Keeper) Acquire(ctx context.Context, id string) (*Held, error) {
-	k.mu.Lock()
-	if h, ok := k.held[id]; ok && h.Err() == nil {
-		k.mu.Unlock()
-		return nil, fmt.Errorf("acquire %s: %w (by this worker)", id, ErrHeld)
-	}
-	k.mu.Unlock()
+// Register creates the worker record (ALIVE, epoch 1). The worker is trusted
+// from the send time of the registration.
+func (k *Keeper) Register(ctx context.Context) error {
+	load, capacity, admin := k.reported()
 	sentAt := k.clk.Now()
+	rec := WorkerRecord{
+		ID: k.cfg.Owner, State: schema.WorkerAlive, Epoch: 1, HeartbeatSeq: 0, HeartbeatAtMs: sentAt.UnixMilli(), TTL: k.cfg.TTL,
+		Load: load, Capacity: capacity, AdminAddr: admin, List: schema.WorkerListAlive, StartedAtMs: sentAt.UnixMilli(),
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	it, err := k.store.Acquire(ctx, id, k.cfg.Owner, StaleBeforeMs(sentAt, k.cfg.MaxSkew), ExpiresAtMs(sentAt, k.cfg.TTL))
-	if err != nil {
-		return nil, fmt.Errorf("acquire %s: %w", id, err)
+	if err := k.store.Register(ctx, rec); err != nil {
+		return fmt.Errorf("register worker %s: %w", k.cfg.Owner, err)
 	}
-	h := newHeld(it, sentAt, k.cfg, sentAt.Add(k.jittered(k.cfg.RenewEvery)), k.clk.Now)
-	k.mu.Lock()
-	if old, ok := k.held[id]; ok {
-		old.end(ErrLeaseLost)
-	}
-	k.held[id] = h
-	k.mu.Unlock()
-	return h, nil
+	k.lmu.Lock()
+	k.epoch, k.nextSeq, k.record = 1, 1, rec
+	k.live.succeeded(sentAt)
+	k.lmu.Unlock()
+	return nil
 }
 
-// Run renews held leases and enforces trust deadlines until ctx is done,
-// then waits for renewals in flight.
+// Trusted reports whether the worker may act as owner now.
+func (k *Keeper) Trusted() bool { return k.trusted(k.clk.Now()) }
+
+func (k *Keeper) trusted(now time.Time) bool {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.valid(now)
+}
+
+// TrustedUntil is the worker's current monotonic trust deadline.
+func (k *Keeper) TrustedUntil() time.Time {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.trustedUntil
+}
+
+// Ended says why the worker's liveness ended (declared dead, left); nil
+// while it lives.
+func (k *Keeper) Ended() error {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.ended
+}
+
+// Record is the worker record as the last heartbeat returned it.
+func (k *Keeper) Record() WorkerRecord {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	r := k.record
+	r.Mailbox = append([]string(nil), r.Mailbox...)
+	return r
+}
+
+// AliveWorkers is how many workers were ALIVE at the last listing.
+func (k *Keeper) AliveWorkers() int {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.alive
+}
+
+// Ack records that mailbox entry id was handled; the next heartbeat removes
+// it from the record.
+func (k *Keeper) Ack(id string) {
+	k.lmu.Lock()
+	if k.pending[id] {
+		k.acks = append(k.acks, id)
+	}
+	k.lmu.Unlock()
+}
+
+// Run heartbeats, enforces the trust deadline, checkpoints and watches until
+// ctx is done (nil) or the worker was declared dead (ErrWorkerDead: every
+// session has been ended; the worker must exit), then waits for writes in
+// flight. Register must have succeeded first.
 func (k *Keeper) Run(ctx context.Context) error {
 	defer k.wg.Wait()
+	nextHB := k.clk.Now().Add(k.cfg.HeartbeatEvery)
+	nextWatch := k.clk.Now().Add(k.cfg.WatchEvery())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-k.clk.After(k.cfg.Tick):
 		}
-		k.tick(ctx)
+		now := k.clk.Now()
+		if !now.Before(nextHB) {
+			nextHB = now.Add(k.cfg.HeartbeatEvery)
+			k.startHeartbeat(ctx)
+		}
+		if !now.Before(nextWatch) {
+			nextWatch = now.Add(k.cfg.WatchEvery())
+			k.wg.Go(func() { k.watchPass(ctx) })
+		}
+		if err := k.tick(ctx); err != nil {
+			return err
+		}
 	}
 }
 
-// tick ends tenures past their deadline and starts due renewals.
-func (k *Keeper) tick(ctx context.Context) {
-	now := k.clk.Now()
-	k.mu.Lock()
-	var ended []*Held
-	var due []*Held
-	for id, h := range k.held {
-		h.mu.Lock()
-		err := h.t.check(now)
-		if err != nil {
-			if h.endLocked(err) {
-				ended = append(ended, h)
-			}
-			delete(k.held, id)
-		} else if h.t.renewDue(now) {
-			due = append(due, h)
+// startHeartbeat sends one heartbeat unless one is in flight.
+func (k *Keeper) startHeartbeat(ctx context.Context) {
+	k.lmu.Lock()
+	if k.hbBusy || k.live.ended != nil || !k.live.registered {
+		k.lmu.Unlock()
+		return
+	}
+	k.hbBusy = true
+	k.lmu.Unlock()
+	k.wg.Go(func() { k.heartbeat(ctx) })
+}
+
+// heartbeat sends one heartbeat with a new counter value and the acks
+// collected so far, and applies the outcome.
+func (k *Keeper) heartbeat(ctx context.Context) {
+	load, capacity, admin := k.reported()
+	k.lmu.Lock()
+	seq, epoch := k.nextSeq, k.epoch
+	k.nextSeq++ // a retry never reuses a counter value (see Store.Heartbeat)
+	acks := append([]string(nil), k.acks...)
+	k.lmu.Unlock()
+	sentAt := k.clk.Now()
+	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
+		Seq: seq, AtMs: sentAt.UnixMilli(), Load: load, Capacity: capacity, AdminAddr: admin, Ack: acks,
+	})
+	cancel()
+	k.obs.Heartbeat(k.clk.Now().Sub(sentAt), err)
+	var fresh []string
+	k.lmu.Lock()
+	k.hbBusy = false
+	switch {
+	case err == nil:
+		k.live.succeeded(sentAt)
+		k.record = rec
+		// Acks sent are applied; drop them.
+		k.acks = k.acks[len(acks):]
+		for _, id := range acks {
+			delete(k.pending, id)
 		}
-		h.mu.Unlock()
+		for _, id := range rec.Mailbox {
+			if !k.pending[id] {
+				k.pending[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+	case errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound):
+		k.live.end(fmt.Errorf("heartbeat: %w", err))
 	}
-	k.mu.Unlock()
-	for _, h := range ended {
-		k.obs.Ended(h, h.Err())
+	k.lmu.Unlock()
+	if len(fresh) > 0 {
+		k.obs.Mailbox(fresh)
 	}
-	// Every due lease is dispatched now; at most MaxConcurrentRenews
-	// renewals are in flight, the rest wait for a slot in arrival order (a
-	// slot frees as soon as a renewal returns, not at the next tick, so the
-	// renewal rate is bounded by the store's latency, not by Tick).
-	for _, h := range due {
-		h.mu.Lock()
-		h.t.renewSent()
-		h.mu.Unlock()
-		k.wg.Add(1)
-		go func() {
-			defer k.wg.Done()
+}
+
+// tick ends every tenure once the worker is no longer trusted and starts
+// due checkpoints; it returns the liveness error once the worker was
+// declared dead and its tenures ended.
+func (k *Keeper) tick(ctx context.Context) error {
+	now := k.clk.Now()
+	k.lmu.Lock()
+	valid, ended := k.live.valid(now), k.live.ended
+	k.lmu.Unlock()
+	if !valid {
+		reason := ErrUntrusted
+		if ended != nil {
+			reason = ended
+		}
+		k.endAll(reason)
+		if ended != nil && !errors.Is(ended, errLeft) {
+			return ended
+		}
+		return nil
+	}
+	for _, h := range k.Held() {
+		seq, due := h.checkpointDue(now)
+		if !due {
+			continue
+		}
+		k.wg.Go(func() {
 			select {
 			case k.sem <- struct{}{}:
 			case <-ctx.Done():
-				h.mu.Lock()
-				h.t.inFlight = false
-				h.mu.Unlock()
+				h.checkpointDone(seq, ctx.Err(), k.clk.Now())
 				return
 			}
 			defer func() { <-k.sem }()
-			if h.Err() != nil {
-				return // ended while it waited (deadline, release): nothing to renew
+			err := k.checkpoint(ctx, h, seq)
+			next := k.clk.Now().Add(h.every)
+			if err != nil && IsTransient(err) {
+				next = k.clk.Now().Add(k.cfg.RetryEvery)
 			}
-			k.renew(ctx, h)
-		}()
+			h.checkpointDone(seq, err, next)
+			if err != nil && Definitive(err) && h.end(err) {
+				k.forget(h)
+				k.obs.Ended(h, err)
+			}
+		})
 	}
+	return nil
 }
 
-func (k *Keeper) renew(ctx context.Context, h *Held) {
-	seq := h.LastSeq()
-	sentAt := k.clk.Now()
-	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-	it, err := k.store.Renew(rctx, h.token, sentAt.UnixMilli(), ExpiresAtMs(sentAt, k.cfg.TTL), seq)
-	cancel()
-	latency := k.clk.Now().Sub(sentAt)
-	k.obs.Renewed(h, latency, err)
-	next := sentAt.Add(k.jittered(k.cfg.RenewEvery))
-	h.mu.Lock()
-	var endedNow bool
-	if err == nil {
-		h.t.renewSucceeded(sentAt, next)
-		h.setItem(it)
-	} else {
-		retry := k.cfg.RetryEvery
-		if ctx.Err() != nil {
-			retry = k.cfg.RenewEvery
+// endAll ends every tenure with err (the worker is fenced).
+func (k *Keeper) endAll(err error) {
+	k.mu.Lock()
+	var ended []*Held
+	for id, h := range k.held {
+		if h.end(err) {
+			ended = append(ended, h)
 		}
-		h.t.renewFailed(err, k.clk.Now().Add(retry))
-		if h.t.ended != nil {
-			endedNow = h.endLocked(fmt.Errorf("renew %s: %w", h.token, err))
-		}
+		delete(k.held, id)
 	}
-	h.mu.Unlock()
-	if endedNow {
-		k.forget(h)
+	k.mu.Unlock()
+	for _, h := range ended {
 		k.obs.Ended(h, err)
 	}
 }
@@ -203,23 +339,137 @@ func (k *Keeper) forget(h *Held) {
 	k.mu.Unlock()
 }
 
-// Checkpoint writes h's highest observed seq now (renewals also carry it).
-func (k *Keeper) Checkpoint(ctx context.Context, h *Held) error {
+// fenced returns ErrUntrusted (or the liveness error) when the worker may
+// not write as owner now: a fenced worker writes nothing.
+func (k *Keeper) fenced() error {
+	now := k.clk.Now()
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	if k.live.ended != nil {
+		return k.live.ended
+	}
+	if !k.live.valid(now) {
+		return ErrUntrusted
+	}
+	return nil
+}
+
+// Acquire takes session id, from prev when the caller knows its owner is
+// not alive (nil: no owner expected). A session held by another worker is
+// taken over when that worker is seen not alive (its record DEAD, LEFT or
+// gone): the store's conditional write names the exact tenure taken.
+func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, error) {
+	if err := k.fenced(); err != nil {
+		return nil, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	k.mu.Lock()
+	if h, ok := k.held[id]; ok && h.Err() == nil {
+		k.mu.Unlock()
+		return nil, fmt.Errorf("acquire %s: %w (by this worker)", id, ErrHeld)
+	}
+	k.mu.Unlock()
+	sentAt := k.clk.Now()
+	it, err := k.acquire(ctx, id, prev)
+	var held *HeldError
+	if errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && k.notAlive(ctx, held.Current.Owner) {
+		cur := held.Current
+		sentAt = k.clk.Now()
+		it, err = k.acquire(ctx, id, &cur)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.trusted, k.clk.Now)
+	k.mu.Lock()
+	if old, ok := k.held[id]; ok {
+		old.end(ErrLeaseLost)
+	}
+	k.held[id] = h
+	k.mu.Unlock()
+	return h, nil
+}
+
+func (k *Keeper) acquire(ctx context.Context, id string, prev *Token) (Item, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	if err := k.store.Checkpoint(ctx, h.token, h.LastSeq()); err != nil {
+	return k.store.Acquire(ctx, id, k.cfg.Owner, prev)
+}
+
+// notAlive reports whether worker id is known not alive, reading its record
+// when this Keeper has not seen it alive within the last heartbeat period.
+func (k *Keeper) notAlive(ctx context.Context, id string) bool {
+	now := k.clk.Now()
+	k.gmu.Lock()
+	if k.gone[id] {
+		k.gmu.Unlock()
+		return true
+	}
+	if at, ok := k.aliveSeen[id]; ok && now.Sub(at) < k.cfg.HeartbeatEvery {
+		k.gmu.Unlock()
+		return false
+	}
+	k.gmu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	rec, err := k.store.GetWorker(ctx, id)
+	switch {
+	case errors.Is(err, ErrWorkerNotFound):
+		k.markGone(id)
+		return true
+	case err != nil:
+		return false
+	case !rec.Alive():
+		k.markGone(id)
+		return true
+	}
+	k.gmu.Lock()
+	k.aliveSeen[id] = k.clk.Now()
+	k.gmu.Unlock()
+	return false
+}
+
+func (k *Keeper) markGone(id string) {
+	k.gmu.Lock()
+	k.gone[id] = true
+	delete(k.aliveSeen, id)
+	k.gmu.Unlock()
+}
+
+// checkpoint writes seq for h (fenced on the worker's trust).
+func (k *Keeper) checkpoint(ctx context.Context, h *Held, seq int64) error {
+	if err := k.fenced(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	return k.store.Checkpoint(ctx, h.token, seq)
+}
+
+// Checkpoint writes h's highest observed seq now if it advanced (a stop, a
+// new generation).
+func (k *Keeper) Checkpoint(ctx context.Context, h *Held) error {
+	seq := h.LastSeq()
+	if seq <= h.Checkpointed() {
+		return nil
+	}
+	err := k.checkpoint(ctx, h, seq)
+	h.checkpointDone(seq, err, k.clk.Now().Add(h.every))
+	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", h.token, err)
 	}
 	return nil
 }
 
-// Release ends h and writes the release (expiry 0, final checkpoint) so
-// another worker may take the lease at once. The caller has stopped using
-// the session first. Releasing a tenure that ended (stopped, untrusted) is
-// allowed and still useful; one whose lease was lost returns ErrLeaseLost.
+// Release ends h and writes the final checkpoint and the release, so that
+// another worker may take the session at once. The caller has stopped
+// using the session first. A fenced worker writes nothing (ErrUntrusted):
+// its sessions are taken over once it is declared dead.
 func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	h.end(ErrReleased)
 	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("release %s: %w", h.token, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
 	if err := k.store.Release(ctx, h.token, h.LastSeq()); err != nil {
@@ -228,16 +478,30 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	return nil
 }
 
+// ReleaseToken releases a tenure of this worker that it does not hold in
+// memory (found by an audit: an acquire whose reply was lost).
+func (k *Keeper) ReleaseToken(ctx context.Context, t Token) error {
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Release(ctx, t, NoSeq); err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	return nil
+}
+
 // Fail ends h and records that its source, as configured at generation gen,
-// can never be connected (Store.Fail: reason seen at at, the final
-// checkpoint, the session FAILED until a new start). Like Release, the
-// caller has stopped using the session first; unlike Release, no worker
-// takes the lease afterwards. ErrNewGeneration: the session has a newer
-// configuration, never tried; nothing was written and h may still be
+// can never be connected (Store.Fail). ErrNewGeneration: the session has a
+// newer configuration, never tried; nothing was written and h may still be
 // released.
 func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at time.Time) error {
 	h.end(ErrFailed)
 	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("fail %s: %w", h.token, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
 	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
@@ -247,8 +511,11 @@ func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at
 }
 
 // NoteError records reason as h's session's last connection error, seen at
-// at, while h holds the lease. It does not end h.
+// at, while h holds it. It does not end h.
 func (k *Keeper) NoteError(ctx context.Context, h *Held, reason string, at time.Time) error {
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("note error %s: %w", h.token, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
 	if err := k.store.NoteError(ctx, h.token, reason, at.UnixMilli()); err != nil {
@@ -257,38 +524,191 @@ func (k *Keeper) NoteError(ctx context.Context, h *Held, reason string, at time.
 	return nil
 }
 
-// Abandon stops holding h without writing anything (the lease expires by
-// itself). Tests use it to play a crash.
+// Abandon stops holding h without writing anything (the session is taken
+// over once this worker is declared dead, or audited back).
 func (k *Keeper) Abandon(h *Held) {
 	h.end(ErrReleased)
 	k.forget(h)
 }
 
-// Orphans lists STARTED sessions whose lease expired by more than MaxSkew
-// (or was released, or never taken).
+// Leave marks the worker LEFT after it released its sessions (graceful
+// exit): nobody waits a TTL. owning says whether some session could not be
+// released (then reconcilers take them over from the GONE list).
+func (k *Keeper) Leave(ctx context.Context, owning bool) error {
+	k.lmu.Lock()
+	epoch, registered := k.epoch, k.live.registered
+	k.lmu.Unlock()
+	if !registered {
+		return nil
+	}
+	list := schema.WorkerListDone
+	if owning || k.Count() > 0 {
+		list = schema.WorkerListGone
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
+	k.lmu.Lock()
+	k.live.end(errLeft)
+	k.lmu.Unlock()
+	k.endAll(errLeft)
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", k.cfg.Owner, err)
+	}
+	return nil
+}
+
+// Orphans lists sessions this worker may try to acquire, up to limit:
+// STARTED sessions without owner, then the sessions of workers that died or
+// left (a GONE record). A GONE worker that owns none is moved to DONE. It
+// also refreshes the list of alive workers and the ones this worker
+// watches.
 func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
-	c, err := k.store.Orphans(ctx, StaleBeforeMs(k.clk.Now(), k.cfg.MaxSkew), limit)
-	if err != nil {
-		return nil, fmt.Errorf("orphans: %w", err)
+	if err := k.refreshWorkers(ctx); err != nil {
+		return nil, err
 	}
-	return c, nil
+	var out []Candidate
+	ids, err := k.store.Unowned(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unowned: %w", err)
+	}
+	for _, id := range ids {
+		out = append(out, Candidate{ConnectionID: id})
+	}
+	gone, err := k.store.ListWorkers(ctx, schema.WorkerListGone, 0)
+	if err != nil {
+		return out, fmt.Errorf("gone workers: %w", err)
+	}
+	for _, w := range gone {
+		if len(out) >= limit {
+			break
+		}
+		owned, err := k.store.OwnedBy(ctx, w, limit-len(out))
+		if err != nil {
+			return out, fmt.Errorf("sessions of %s: %w", w, err)
+		}
+		if len(owned) == 0 {
+			if err := k.store.MarkDone(ctx, w); err != nil && !errors.Is(err, ErrWorkerAlive) {
+				return out, fmt.Errorf("mark %s done: %w", w, err)
+			}
+			continue
+		}
+		k.markGone(w)
+		for _, o := range owned {
+			if o.DesiredState == schema.StateStarted {
+				t := o.Token
+				out = append(out, Candidate{ConnectionID: o.ConnectionID, Prev: &t})
+			}
+		}
+	}
+	return out, nil
 }
 
-// Expiring lists STARTED sessions whose lease expires within the next
-// `within` (orphans included), so a reconciler can try each at exactly
-// TakeableAt instead of waiting for its next pass. Live leases are renewed
-// every RenewEvery, so with within < TTL - RenewEvery they do not appear.
-func (k *Keeper) Expiring(ctx context.Context, within time.Duration, limit int) ([]Candidate, error) {
-	c, err := k.store.Orphans(ctx, k.clk.Now().Add(within).UnixMilli(), limit)
+// TakeoverOf lists the STARTED sessions of worker id (dead or left), each
+// with the tenure to take over.
+func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error) {
+	owned, err := k.store.OwnedBy(ctx, id, 0)
 	if err != nil {
-		return nil, fmt.Errorf("expiring: %w", err)
+		return nil, fmt.Errorf("sessions of %s: %w", id, err)
 	}
-	return c, nil
+	var out []Candidate
+	for _, o := range owned {
+		if o.DesiredState == schema.StateStarted {
+			t := o.Token
+			out = append(out, Candidate{ConnectionID: o.ConnectionID, Prev: &t})
+		}
+	}
+	return out, nil
 }
 
-// TakeableIn is how long until c may be acquired (≤ 0: now).
-func (k *Keeper) TakeableIn(c Candidate) time.Duration {
-	return TakeableAt(c.ExpiresAtMs, k.cfg.MaxSkew).Sub(k.clk.Now())
+// Audit lists the sessions the table says this worker owns (by_owner): the
+// owner's check for stops and new generations whose mailbox entry was lost,
+// and for tenures it does not hold (an acquire whose reply was lost).
+func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
+	owned, err := k.store.OwnedBy(ctx, k.cfg.Owner, 0)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return owned, nil
+}
+
+// refreshWorkers lists the alive workers and recomputes the watch targets.
+func (k *Keeper) refreshWorkers(ctx context.Context) error {
+	alive, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	if err != nil {
+		return fmt.Errorf("alive workers: %w", err)
+	}
+	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)
+	k.lmu.Lock()
+	k.alive = len(alive)
+	k.targets = targets
+	keep := map[string]*watch{}
+	for _, t := range targets {
+		if w, ok := k.watching[t]; ok {
+			keep[t] = w
+		} else {
+			keep[t] = &watch{}
+		}
+	}
+	k.watching = keep
+	k.lmu.Unlock()
+	return nil
+}
+
+// Targets are the workers this Keeper watches.
+func (k *Keeper) Targets() []string {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return append([]string(nil), k.targets...)
+}
+
+// watchPass reads every watched record and declares dead those whose
+// counter has not moved for the TTL (DeathAllowedAt).
+func (k *Keeper) watchPass(ctx context.Context) {
+	for _, t := range k.Targets() {
+		rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+		rec, err := k.store.GetWorker(rctx, t)
+		cancel()
+		receivedAt := k.clk.Now()
+		if errors.Is(err, ErrWorkerNotFound) || (err == nil && !rec.Alive()) {
+			k.markGone(t)
+			k.unwatch(t)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		k.lmu.Lock()
+		w, ok := k.watching[t]
+		if ok {
+			w.observe(rec, receivedAt)
+		}
+		due := ok && w.deathAllowed(receivedAt, k.cfg.TTL)
+		var epoch, seq int64
+		if ok {
+			epoch, seq = w.epoch, w.seq
+		}
+		k.lmu.Unlock()
+		if !due {
+			continue
+		}
+		rctx, cancel = context.WithTimeout(ctx, k.cfg.RPCTimeout)
+		err = k.store.DeclareDead(rctx, t, epoch, seq, k.cfg.Owner, k.clk.Now().UnixMilli())
+		cancel()
+		if err == nil || errors.Is(err, ErrWorkerDead) {
+			k.markGone(t)
+			k.unwatch(t)
+			if err == nil {
+				k.obs.WorkerDied(t)
+			}
+		}
+	}
+}
+
+func (k *Keeper) unwatch(id string) {
+	k.lmu.Lock()
+	delete(k.watching, id)
+	k.lmu.Unlock()
 }
 
 // Holds reports whether this worker currently holds id.
@@ -297,6 +717,13 @@ func (k *Keeper) Holds(id string) bool {
 	defer k.mu.Unlock()
 	h, ok := k.held[id]
 	return ok && h.Err() == nil
+}
+
+// Get returns the tenure of id this worker holds, or nil.
+func (k *Keeper) Get(id string) *Held {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held[id]
 }
 
 // Held lists the tenures being held, by connection id.
@@ -311,14 +738,9 @@ func (k *Keeper) Held() []*Held {
 	return out
 }
 
-// Count is the number of leases held.
+// Count is the number of sessions held.
 func (k *Keeper) Count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.held)
-}
-
-// IsTransient reports whether err from a store call may succeed if retried.
-func IsTransient(err error) bool {
-	return err != nil && !Definitive(err) && !errors.Is(err, ErrUntrusted)
 }

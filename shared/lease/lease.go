@@ -1,9 +1,12 @@
-// Package lease owns wsfleet's ownership protocol: the session item as the
-// lease sees it, the Store a lease table must provide, the pure rules that
-// decide and classify every transition (acquire, renew, checkpoint, release,
-// expire), and the Keeper that holds a worker's leases, renews them and
-// fences itself before a lease can expire. It does no I/O of its own and reads
-// time only from an injected clock.Clock.
+// Package lease owns wsfleet's ownership protocol (epoch-based, after
+// CockroachDB's epoch-based range leases): the session item and the worker
+// record as the protocol sees them, the Store a table must provide, the pure
+// rules that decide and classify every transition (register, heartbeat,
+// declare dead, leave; acquire, checkpoint, release, fail), and the Keeper
+// that keeps one worker alive (one heartbeat per worker, not a renewal per
+// session), fences all of its sessions at once when it cannot heartbeat,
+// checkpoints them, and watches other workers to declare the dead ones. It
+// does no I/O of its own and reads time only from an injected clock.Clock.
 package lease
 
 import (
@@ -18,9 +21,9 @@ import (
 // NoSeq is the LastSeq of a session that has no checkpoint yet.
 const NoSeq int64 = -1
 
-// Item is a session item as stored. Only ingest writes the desired fields;
-// only lease holders write the lease fields and the failure fields
-// (FailedGeneration, LastError), which a start (ingest) clears.
+// Item is a session item as stored, with its checkpoint. Only ingest writes
+// the desired fields; only owners write the lease fields, the checkpoint and
+// the failure fields (FailedGeneration, LastError), which a start clears.
 type Item struct {
 	ConnectionID string
 	DesiredState string
@@ -33,12 +36,14 @@ type Item struct {
 	// (0: none; each hop is checked against the allowlist and the address
 	// policy, and credentials never go to another origin).
 	FollowRedirects int
+	// CheckpointEvery is the session's own checkpoint interval (0: the
+	// worker's default).
+	CheckpointEvery time.Duration
 	Generation      int64
 
-	Owner       string
-	ExpiresAtMs int64 // wall-clock ms; 0 = released or never leased
-	Epoch       int64 // fencing token: +1 on every acquire
-	LastSeq     int64 // NoSeq when absent
+	Owner       string // "" = no owner (new, released, failed)
+	Epoch       int64  // per-session fencing token: +1 on every acquire
+	LastSeq     int64  // from the checkpoint item; NoSeq when absent
 	UpdatedAtMs int64
 
 	// FailedGeneration is the generation at which a holder gave up on the
@@ -56,13 +61,7 @@ func (it Item) Failed() bool {
 	return it.DesiredState == schema.StateStarted && it.FailedGeneration != nil && *it.FailedGeneration == it.Generation
 }
 
-// FailedExpiresAtMs is the lease expiry Fail writes: far in the future
-// (9999-12-31T23:59:59.999Z), so that Orphans (expiry before now plus a
-// look-ahead) never lists a FAILED session, while a list of the whole
-// by_shard_expiry index still does. A new start sets the expiry back to 0.
-const FailedExpiresAtMs = schema.FailedLeaseExpiresAtMs
-
-// Token identifies one tenure of a lease: every side-effect write is
+// Token identifies one tenure of a session: every side-effect write is
 // conditional on its owner and epoch.
 type Token struct {
 	ConnectionID string
@@ -72,10 +71,50 @@ type Token struct {
 
 func (t Token) String() string { return fmt.Sprintf("%s@%d(%s)", t.ConnectionID, t.Epoch, t.Owner) }
 
-// Candidate is a session the reconciler may try to acquire.
+// Owned is a by_owner index entry: a session some worker owns, with what a
+// takeover's conditional acquire and an owner's audit need.
+type Owned struct {
+	Token
+	DesiredState string
+	Generation   int64
+}
+
+// Candidate is a session the reconciler may try to acquire: without owner
+// (Prev nil), or owned by a worker seen not alive (Prev its tenure).
 type Candidate struct {
 	ConnectionID string
-	ExpiresAtMs  int64
+	Prev         *Token
+}
+
+// WorkerRecord is a worker's liveness record.
+type WorkerRecord struct {
+	ID            string
+	State         string // schema.WorkerAlive | WorkerDead | WorkerLeft
+	Epoch         int64  // liveness epoch; death increments it
+	HeartbeatSeq  int64  // counter: every heartbeat attempt writes a new, larger value
+	HeartbeatAtMs int64  // wall clock of the last heartbeat's send (informational)
+	TTL           time.Duration
+	Load          int
+	Capacity      int
+	AdminAddr     string
+	Mailbox       []string // connection ids to re-read (stop, new generation)
+	List          string   // schema.WorkerList*
+	StartedAtMs   int64
+	EndedAtMs     int64
+	DeclaredBy    string
+}
+
+// Alive reports whether the record says ALIVE.
+func (r WorkerRecord) Alive() bool { return r.State == schema.WorkerAlive }
+
+// Heartbeat is what one heartbeat writes.
+type Heartbeat struct {
+	Seq       int64 // larger than any earlier attempt's
+	AtMs      int64 // wall clock at send
+	Load      int
+	Capacity  int
+	AdminAddr string
+	Ack       []string // mailbox entries handled since the last successful heartbeat
 }
 
 // Errors. Stores return them (wrapped) after classifying a failed condition;
@@ -83,12 +122,10 @@ type Candidate struct {
 var (
 	ErrNotFound   = errors.New("session not found")
 	ErrStopped    = errors.New("session not started")
-	ErrHeld       = errors.New("lease held by another owner")
+	ErrHeld       = errors.New("session owned by another worker")
 	ErrLeaseLost  = errors.New("lease lost to a newer epoch or another owner")
-	ErrNotOwner   = ErrLeaseLost
-	ErrExpired    = errors.New("lease expired")
 	ErrSeqRegress = errors.New("checkpoint behind the stored last_seq")
-	ErrUntrusted  = errors.New("lease untrusted: not renewed before its safety deadline")
+	ErrUntrusted  = errors.New("lease untrusted: no heartbeat before the safety deadline")
 	ErrReleased   = errors.New("lease released")
 	// ErrFailed: the session is FAILED (its source can never be connected)
 	// until a new start; nobody may acquire it.
@@ -96,108 +133,180 @@ var (
 	// ErrNewGeneration: Fail named a generation the session no longer has
 	// (a start changed its configuration since the failing dial).
 	ErrNewGeneration = errors.New("session has a newer generation")
+
+	// ErrWorkerDead: the worker record is not ALIVE at the epoch the
+	// writer holds (declared DEAD, or LEFT): it may never write again.
+	ErrWorkerDead = errors.New("worker not alive: declared dead or left")
+	// ErrWorkerNotFound: no such worker record (never registered, or its
+	// DEAD/LEFT record expired).
+	ErrWorkerNotFound = errors.New("worker record not found")
+	// ErrWorkerExists: Register found a record with the id.
+	ErrWorkerExists = errors.New("worker record exists")
+	// ErrWorkerAlive: DeclareDead found the worker's heartbeat counter (or
+	// epoch) moved: it is alive.
+	ErrWorkerAlive = errors.New("worker heartbeat moved: alive")
 )
 
-// Definitive reports whether err says the lease is over (as opposed to a
-// transient failure such as a timeout or throttling, after which a renew may
-// be retried).
+// HeldError is ErrHeld with the current tenure, so that an acquirer that
+// finds the owner not alive may take the session from it.
+type HeldError struct{ Current Token }
+
+func (e *HeldError) Error() string { return fmt.Sprintf("%s: %s", ErrHeld, e.Current) }
+
+// Unwrap makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// Definitive reports whether err says a tenure is over (as opposed to a
+// transient failure such as a timeout or throttling).
 func Definitive(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrStopped) || errors.Is(err, ErrLeaseLost) ||
-		errors.Is(err, ErrExpired) || errors.Is(err, ErrSeqRegress) || errors.Is(err, ErrHeld) || errors.Is(err, ErrFailed)
+		errors.Is(err, ErrSeqRegress) || errors.Is(err, ErrHeld) || errors.Is(err, ErrFailed) ||
+		errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound)
 }
 
-// Store is what the lease protocol needs from a table. Every method is one
-// conditional write (or read); a failed condition is classified with
-// Classify* into the errors above. Implementations: dynamostore, memstore.
-type Store interface {
-	// Acquire sets owner, expiresAtMs and epoch+1 when the session is STARTED
-	// and not FAILED, and its lease is absent or expires before
-	// staleBeforeMs (released leases have 0). It never writes desired_state.
-	Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (Item, error)
-	// Renew moves the expiry of t's lease to expiresAtMs and the checkpoint
-	// to lastSeq, when t still owns it, it has not expired at nowMs, the
-	// session is STARTED and lastSeq does not go backwards. Retrying a renew
-	// whose outcome was unknown succeeds while the lease is still t's.
-	Renew(ctx context.Context, t Token, nowMs, expiresAtMs, lastSeq int64) (Item, error)
-	// Checkpoint moves last_seq forward while t owns the lease.
+// IsTransient reports whether err from a store call may succeed if retried.
+func IsTransient(err error) bool {
+	return err != nil && !Definitive(err) && !errors.Is(err, ErrUntrusted)
+}
+
+// LivenessStore is what the Keeper needs for worker records. Every write is
+// one conditional write on one record.
+type LivenessStore interface {
+	// Register creates rec (ALIVE, its epoch, w_list ALIVE) if no record has
+	// its id (else ErrWorkerExists).
+	Register(ctx context.Context, rec WorkerRecord) error
+	// Heartbeat writes hb on worker id's record while it is ALIVE at epoch
+	// (else ErrWorkerDead, or ErrWorkerNotFound) and its counter is below
+	// hb.Seq, removes hb.Ack from the mailbox, and returns the record as
+	// written. A retry after an ambiguous attempt carries a new Seq, so it
+	// succeeds whether or not the first attempt was applied.
+	Heartbeat(ctx context.Context, id string, epoch int64, hb Heartbeat) (WorkerRecord, error)
+	// DeclareDead sets worker id DEAD (epoch + 1, w_list GONE, ended and
+	// expiring) while it is ALIVE at epoch with heartbeat counter seenSeq:
+	// ErrWorkerAlive when the counter or epoch moved, ErrWorkerDead when it
+	// is already not alive (dead or left), ErrWorkerNotFound.
+	DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error
+	// Leave sets worker id LEFT (w_list list: GONE when it may still own
+	// sessions, DONE when not) while it is ALIVE at epoch.
+	Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error
+	// GetWorker reads a record consistently.
+	GetWorker(ctx context.Context, id string) (WorkerRecord, error)
+	// ListWorkers lists the ids in one w_list partition (ALIVE, GONE, DONE).
+	ListWorkers(ctx context.Context, list string, limit int) ([]string, error)
+	// MarkDone moves a GONE record (not ALIVE) to DONE: it owns no session.
+	MarkDone(ctx context.Context, id string) error
+}
+
+// SessionStore is what the Keeper needs for sessions.
+type SessionStore interface {
+	// Acquire makes owner the owner of session id (epoch + 1) when it is
+	// STARTED and not FAILED and has no owner, is already owner's, or is
+	// still prev's tenure (prev: a worker the caller saw not alive; nil:
+	// none), then fences its checkpoint item at the new epoch and returns
+	// the item with the checkpointed LastSeq. A session owned by someone
+	// else fails with a *HeldError naming the current tenure.
+	Acquire(ctx context.Context, id, owner string, prev *Token) (Item, error)
+	// Checkpoint moves last_seq forward while t holds the checkpoint item.
 	Checkpoint(ctx context.Context, t Token, lastSeq int64) error
-	// Release sets the expiry to 0 (and the final checkpoint) while t owns
-	// the lease, so another worker may take it at once.
+	// Release writes the final checkpoint and removes t's ownership (the
+	// session, if still STARTED, is unowned again: anyone may acquire it).
 	Release(ctx context.Context, t Token, lastSeq int64) error
 	// Fail records that t's holder gave up on the source as configured at
-	// generation gen, while t owns the lease and the item's generation is
-	// still gen (else ErrNewGeneration): failed_generation = gen,
-	// last_error = reason (short, never a header value or URL query) at
-	// atMs, the final checkpoint lastSeq, and the expiry FailedExpiresAtMs.
-	// The session is then FAILED: nobody acquires it until a new start.
+	// generation gen, while t owns it and the item's generation is still
+	// gen (else ErrNewGeneration): the final checkpoint lastSeq, then
+	// failed_generation = gen, last_error = reason at atMs, no owner. The
+	// session is then FAILED: nobody acquires it until a new start.
 	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
-	// NoteError records last_error = reason at atMs while t owns the lease.
+	// NoteError records last_error = reason at atMs while t owns the session.
 	NoteError(ctx context.Context, t Token, reason string, atMs int64) error
-	// Get reads an item consistently.
+	// Get reads a session and its checkpoint consistently.
 	Get(ctx context.Context, id string) (Item, error)
-	// Orphans lists STARTED sessions whose lease expires before
-	// expiresBeforeMs, oldest first, up to limit, following pages.
-	Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]Candidate, error)
+	// Unowned lists STARTED sessions without owner, up to limit.
+	Unowned(ctx context.Context, limit int) ([]string, error)
+	// OwnedBy lists the sessions worker owner owns, up to limit (0: all).
+	OwnedBy(ctx context.Context, owner string, limit int) ([]Owned, error)
 }
 
-// Config holds the lease timings of one worker.
+// Store is a lease table. Implementations: dynamostore, memstore.
+type Store interface {
+	LivenessStore
+	SessionStore
+}
+
+// Config holds the ownership timings of one worker.
 type Config struct {
 	Owner string
-	// TTL is how long a successful write keeps the lease.
+	// TTL is the liveness TTL: how long a successful heartbeat keeps the
+	// worker alive in others' eyes. Observers wait at least the larger of
+	// their own TTL and the one in the worker's record.
 	TTL time.Duration
-	// RenewEvery is the renewal period (with ±RenewJitter fraction).
-	RenewEvery  time.Duration
-	RenewJitter float64
-	// MaxSkew bounds the wall-clock difference between any two workers; a
-	// lease is taken over only once it expired by more than MaxSkew.
-	MaxSkew time.Duration
-	// SafetyMargin: the holder stops trusting a lease at (monotonic send
-	// time of its last successful renew) + TTL - SafetyMargin.
+	// HeartbeatEvery is the heartbeat period.
+	HeartbeatEvery time.Duration
+	// SafetyMargin: the worker stops trusting its sessions at (monotonic
+	// send time of its last successful heartbeat) + TTL - SafetyMargin.
 	SafetyMargin time.Duration
+	// CheckpointEvery is the default checkpoint interval of a session
+	// (written only when last_seq advanced).
+	CheckpointEvery time.Duration
 	// RPCTimeout bounds each store call the Keeper makes.
 	RPCTimeout time.Duration
-	// RetryEvery is the wait before retrying a renew that failed transiently.
+	// RetryEvery is the wait before retrying a checkpoint that failed
+	// transiently.
 	RetryEvery time.Duration
-	// MaxConcurrentRenews bounds renewals in flight.
-	MaxConcurrentRenews int
-	// Tick is how often the Keeper checks deadlines and due renewals.
+	// MaxConcurrentWrites bounds checkpoints in flight.
+	MaxConcurrentWrites int
+	// Tick is how often the Keeper checks deadlines and due checkpoints.
 	Tick time.Duration
+	// Watchers is how many workers watch each worker (rendezvous hashing).
+	Watchers int
 }
 
-// DefaultConfig returns the default timings: TTL 10 s, renew every TTL/3,
-// skew 500 ms, safety margin 2 s.
+// DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
+// safety margin 2 s, checkpoints every 60 s.
 func DefaultConfig(owner string) Config {
 	return Config{
 		Owner:               owner,
 		TTL:                 10 * time.Second,
-		RenewEvery:          10 * time.Second / 3,
-		RenewJitter:         0.1,
-		MaxSkew:             500 * time.Millisecond,
+		HeartbeatEvery:      time.Second,
 		SafetyMargin:        2 * time.Second,
+		CheckpointEvery:     time.Minute,
 		RPCTimeout:          2 * time.Second,
 		RetryEvery:          500 * time.Millisecond,
-		MaxConcurrentRenews: 64,
+		MaxConcurrentWrites: 64,
 		Tick:                50 * time.Millisecond,
+		Watchers:            2,
 	}
 }
 
+// WatchEvery is how often a watcher reads the records it watches: half a
+// heartbeat, so it first sees a heartbeat at most that long after it was
+// applied (crash failover ≤ TTL + WatchEvery + the takeover).
+func (c Config) WatchEvery() time.Duration { return c.HeartbeatEvery / 2 }
+
 // Validate checks that the timings can keep the protocol safe.
 func (c Config) Validate() error {
-	switch {
-	case c.Owner == "":
-		return errors.New("lease config: owner is empty")
-	case c.TTL <= 0 || c.RenewEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0:
-		return errors.New("lease config: TTL, RenewEvery, RPCTimeout, RetryEvery and Tick must be positive")
-	case c.MaxSkew < 0 || c.SafetyMargin < 0:
-		return errors.New("lease config: MaxSkew and SafetyMargin must not be negative")
-	case c.RenewJitter < 0 || c.RenewJitter >= 0.5:
-		return fmt.Errorf("lease config: RenewJitter %.2f not in [0, 0.5)", c.RenewJitter)
-	case c.SafetyMargin <= c.Tick:
-		return fmt.Errorf("lease config: SafetyMargin %s must exceed Tick %s", c.SafetyMargin, c.Tick)
-	case c.TTL-c.SafetyMargin <= time.Duration(float64(c.RenewEvery)*(1+c.RenewJitter)):
-		return fmt.Errorf("lease config: TTL %s - SafetyMargin %s leaves no room for a renewal every %s", c.TTL, c.SafetyMargin, c.RenewEvery)
-	case c.MaxConcurrentRenews < 1:
-		return errors.New("lease config: MaxConcurrentRenews must be at least 1")
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Owner == "" {
+		bad("owner is empty")
+	}
+	if c.TTL <= 0 || c.HeartbeatEvery <= 0 || c.CheckpointEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0 {
+		bad("TTL, HeartbeatEvery, CheckpointEvery, RPCTimeout, RetryEvery and Tick must be positive")
+	}
+	if c.SafetyMargin <= c.Tick {
+		bad("SafetyMargin %s must exceed Tick %s", c.SafetyMargin, c.Tick)
+	}
+	if c.TTL-c.SafetyMargin < c.HeartbeatEvery+c.RPCTimeout {
+		bad("TTL %s - SafetyMargin %s leaves no room for a heartbeat every %s that may take %s", c.TTL, c.SafetyMargin, c.HeartbeatEvery, c.RPCTimeout)
+	}
+	if c.MaxConcurrentWrites < 1 {
+		bad("MaxConcurrentWrites must be at least 1")
+	}
+	if c.Watchers < 1 {
+		bad("Watchers must be at least 1")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("lease config: %w", errors.Join(errs...))
 	}
 	return nil
 }

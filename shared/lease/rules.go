@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -11,32 +12,107 @@ import (
 // write conditions and use the Classify* rules on a consistent read after a
 // condition failed; memstore evaluates the Can* rules directly.
 
-// ExpiresAtMs is the stored expiry of a write sent at sentAt.
-func ExpiresAtMs(sentAt time.Time, ttl time.Duration) int64 {
-	return sentAt.UnixMilli() + ttl.Milliseconds()
-}
+// errConditionRaced is returned when a condition failed but the item read
+// afterwards satisfies it: the item changed in between. It is transient.
+var errConditionRaced = errors.New("condition failed but the item now satisfies it")
 
-// StaleBeforeMs is the expiry before which another worker may take a lease,
-// as seen at now: expired by more than maxSkew.
-func StaleBeforeMs(now time.Time, maxSkew time.Duration) int64 {
-	return now.UnixMilli() - maxSkew.Milliseconds()
-}
+// errSuperseded: a heartbeat's counter was not above the stored one (a later
+// attempt was applied first). Transient: the next heartbeat carries a new one.
+var errSuperseded = errors.New("heartbeat superseded by a later one")
 
-// TrustedUntil is the monotonic instant after which the holder must no
-// longer act as owner of a lease whose last successful write was sent at
-// sentAt.
+// --- Liveness ---
+
+// TrustedUntil is the monotonic instant after which a worker must no longer
+// act as owner of any session, when its last successful heartbeat was sent
+// at sentAt (its monotonic clock).
 func TrustedUntil(sentAt time.Time, ttl, margin time.Duration) time.Time {
 	return sentAt.Add(ttl - margin)
 }
 
-// TakeableAt is the wall-clock instant at which a lease expiring at
-// expiresAtMs becomes acquirable by another worker.
-func TakeableAt(expiresAtMs int64, maxSkew time.Duration) time.Time {
-	return time.UnixMilli(expiresAtMs + maxSkew.Milliseconds() + 1)
+// DeathAllowedAt is the earliest instant (the observer's monotonic clock) at
+// which an observer may declare a worker dead, when it first received a read
+// of the worker's current heartbeat counter at firstSeen: the counter has
+// then not moved for wait = max(observer's TTL, the record's TTL).
+func DeathAllowedAt(firstSeen time.Time, ownTTL, recordTTL time.Duration) time.Time {
+	return firstSeen.Add(max(ownTTL, recordTTL))
 }
 
-// CanAcquire decides an acquire by owner of the item it (nil: no item).
-func CanAcquire(it *Item, staleBeforeMs int64) error {
+// CanHeartbeat decides a heartbeat of epoch with counter seq on rec.
+func CanHeartbeat(rec *WorkerRecord, epoch, seq int64) error {
+	switch {
+	case rec == nil:
+		return ErrWorkerNotFound
+	case !rec.Alive() || rec.Epoch != epoch:
+		return ErrWorkerDead
+	case rec.HeartbeatSeq >= seq:
+		return errSuperseded
+	}
+	return nil
+}
+
+// ClassifyHeartbeat explains a failed heartbeat condition from the record
+// read after it.
+func ClassifyHeartbeat(rec *WorkerRecord, epoch, seq int64) error {
+	if err := CanHeartbeat(rec, epoch, seq); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// CanDeclareDead decides a declaration of death of rec's worker by an
+// observer that saw it ALIVE at epoch with counter seenSeq (and waited
+// DeathAllowedAt).
+func CanDeclareDead(rec *WorkerRecord, epoch, seenSeq int64) error {
+	switch {
+	case rec == nil:
+		return ErrWorkerNotFound
+	case !rec.Alive():
+		return ErrWorkerDead
+	case rec.Epoch != epoch || rec.HeartbeatSeq != seenSeq:
+		return ErrWorkerAlive
+	}
+	return nil
+}
+
+// ClassifyDeclareDead explains a failed declaration.
+func ClassifyDeclareDead(rec *WorkerRecord, epoch, seenSeq int64) error {
+	if err := CanDeclareDead(rec, epoch, seenSeq); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// CanLeave decides a worker's own LEFT at epoch.
+func CanLeave(rec *WorkerRecord, epoch int64) error {
+	switch {
+	case rec == nil:
+		return ErrWorkerNotFound
+	case !rec.Alive() || rec.Epoch != epoch:
+		return ErrWorkerDead
+	}
+	return nil
+}
+
+// ClassifyLeave explains a failed LEFT; nil when the record shows it applied.
+func ClassifyLeave(rec *WorkerRecord, epoch int64) error {
+	if rec != nil && rec.State == schema.WorkerLeft && rec.Epoch == epoch {
+		return nil
+	}
+	if err := CanLeave(rec, epoch); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// EndedExpiresAt is the expires_at (epoch seconds, the table's TTL
+// attribute) of a record that ended at atMs.
+func EndedExpiresAt(atMs int64) int64 { return atMs/1000 + schema.EndedRecordTTLSeconds }
+
+// --- Sessions ---
+
+// CanAcquire decides an acquire by owner, taking over prev (nil: only an
+// unowned session or owner's own), of the item it (nil: no item).
+func CanAcquire(it *Item, owner string, prev *Token) error {
 	switch {
 	case it == nil:
 		return ErrNotFound
@@ -44,45 +120,60 @@ func CanAcquire(it *Item, staleBeforeMs int64) error {
 		return ErrStopped
 	case it.Failed():
 		return ErrFailed
-	case it.ExpiresAtMs >= staleBeforeMs:
-		return ErrHeld
+	case it.Owner == "" || it.Owner == owner:
+		return nil
+	case prev != nil && it.Owner == prev.Owner && it.Epoch == prev.Epoch:
+		return nil
 	}
-	return nil
+	return &HeldError{Current: Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch}}
 }
 
 // ClassifyAcquire explains why an acquire's condition failed, given the item
-// read after it. It returns nil when the item shows that this very acquire
-// was applied (a retry after an ambiguous first attempt).
-func ClassifyAcquire(it *Item, owner string, staleBeforeMs, expiresAtMs int64) error {
-	if it != nil && it.Owner == owner && it.ExpiresAtMs == expiresAtMs && it.DesiredState == schema.StateStarted {
-		return nil
-	}
-	if err := CanAcquire(it, staleBeforeMs); err != nil {
+// read after it.
+func ClassifyAcquire(it *Item, owner string, prev *Token) error {
+	if err := CanAcquire(it, owner, prev); err != nil {
 		return err
 	}
-	// The condition failed, yet the item now allows the acquire: it changed
-	// in between (a release raced us). Report it as held; the caller may retry.
-	return ErrHeld
+	return errConditionRaced
 }
 
-// CanFencedWrite decides a checkpoint or release by t: the lease must still
-// be t's (owner and epoch) and last_seq may only move forward.
-func CanFencedWrite(it *Item, t Token, lastSeq int64) error {
+// CanFenceCheckpoint decides the acquire's second write, on the checkpoint
+// item of session t.ConnectionID (ckptOwner and ckptEpoch as stored, epoch 0
+// when there is none): no later tenure may have fenced it.
+func CanFenceCheckpoint(ckptOwner string, ckptEpoch int64, t Token) error {
+	if ckptEpoch < t.Epoch || (ckptEpoch == t.Epoch && ckptOwner == t.Owner) {
+		return nil
+	}
+	return ErrLeaseLost
+}
+
+// CanCheckpoint decides a checkpoint by t of lastSeq on a checkpoint item
+// fenced by (ckptOwner, ckptEpoch) holding stored (NoSeq: none).
+func CanCheckpoint(ckptOwner string, ckptEpoch, stored int64, t Token, lastSeq int64) error {
 	switch {
-	case it == nil:
-		return ErrNotFound
-	case it.Owner != t.Owner || it.Epoch != t.Epoch:
+	case ckptOwner != t.Owner || ckptEpoch != t.Epoch:
 		return ErrLeaseLost
-	case it.LastSeq > lastSeq:
+	case stored > lastSeq:
 		return ErrSeqRegress
 	}
 	return nil
 }
 
-// CanFail decides a Fail by t of the configuration at generation gen: a
-// fenced write, while the item is still at gen.
-func CanFail(it *Item, t Token, gen, lastSeq int64) error {
-	if err := CanFencedWrite(it, t, lastSeq); err != nil {
+// CanOwnerWrite decides a write by t on the session item (release, fail,
+// note error): the session must still be t's tenure.
+func CanOwnerWrite(it *Item, t Token) error {
+	switch {
+	case it == nil:
+		return ErrNotFound
+	case it.Owner != t.Owner || it.Epoch != t.Epoch:
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// CanFail decides a Fail by t of the configuration at generation gen.
+func CanFail(it *Item, t Token, gen int64) error {
+	if err := CanOwnerWrite(it, t); err != nil {
 		return err
 	}
 	if it.Generation != gen {
@@ -91,71 +182,75 @@ func CanFail(it *Item, t Token, gen, lastSeq int64) error {
 	return nil
 }
 
-// ClassifyFail explains a failed Fail.
-func ClassifyFail(it *Item, t Token, gen, lastSeq int64) error {
-	if err := CanFail(it, t, gen, lastSeq); err != nil {
+// ClassifyOwnerWrite explains a failed owner write; check is the write's
+// rule. Release after the owner already released (a retry after an
+// ambiguous attempt) finds no owner: ErrLeaseLost, which callers of Release
+// treat as done.
+func ClassifyOwnerWrite(it *Item, check func(*Item) error) error {
+	if err := check(it); err != nil {
 		return err
 	}
 	return errConditionRaced
 }
 
-// CanNoteError decides a NoteError by t: the lease must still be t's.
-func CanNoteError(it *Item, t Token) error {
-	switch {
-	case it == nil:
-		return ErrNotFound
-	case it.Owner != t.Owner || it.Epoch != t.Epoch:
-		return ErrLeaseLost
+// --- Watching ---
+
+// Watchers ranks the workers that watch target among alive (rendezvous
+// hashing: every worker computes the same answer from the same list) and
+// returns the first n, never target itself.
+func Watchers(target string, alive []string, n int) []string {
+	type ranked struct {
+		id    string
+		score uint64
 	}
-	return nil
+	var rs []ranked
+	for _, w := range alive {
+		if w != target {
+			rs = append(rs, ranked{w, rendezvous(target, w)})
+		}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		case a.id < b.id:
+			return -1
+		case a.id > b.id:
+			return 1
+		}
+		return 0
+	})
+	out := make([]string, 0, n)
+	for i := 0; i < len(rs) && i < n; i++ {
+		out = append(out, rs[i].id)
+	}
+	return out
 }
 
-// ClassifyNoteError explains a failed NoteError.
-func ClassifyNoteError(it *Item, t Token) error {
-	if err := CanNoteError(it, t); err != nil {
-		return err
+// Targets are the workers among alive that self watches.
+func Targets(self string, alive []string, n int) []string {
+	var out []string
+	for _, t := range alive {
+		if t != self && slices.Contains(Watchers(t, alive, n), self) {
+			out = append(out, t)
+		}
 	}
-	return errConditionRaced
+	return out
 }
 
-// CanRenew decides a renew by t at nowMs: a fenced write, on a lease that
-// has not expired, of a STARTED session.
-func CanRenew(it *Item, t Token, nowMs, lastSeq int64) error {
-	if err := CanFencedWrite(it, t, lastSeq); err != nil {
-		return err
+// rendezvous is FNV-1a 64 of target, a separator and watcher, mixed.
+func rendezvous(target, watcher string) uint64 {
+	h := uint64(14695981039346656037)
+	for _, s := range []string{target, "\x00", watcher} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= 1099511628211
+		}
 	}
-	switch {
-	case it.DesiredState != schema.StateStarted:
-		return ErrStopped
-	case it.ExpiresAtMs < nowMs:
-		return ErrExpired
-	}
-	return nil
-}
-
-// errConditionRaced is returned when a condition failed but the item read
-// afterwards satisfies it: the item changed in between. It is transient.
-var errConditionRaced = errors.New("condition failed but the item now satisfies it")
-
-// ClassifyRenew explains a failed renew condition from the item read after
-// it; nil means the item shows this renew applied.
-func ClassifyRenew(it *Item, t Token, nowMs, expiresAtMs, lastSeq int64) error {
-	if err := CanFencedWrite(it, t, lastSeq); err != nil {
-		return err
-	}
-	if it.ExpiresAtMs == expiresAtMs && it.LastSeq == lastSeq && it.DesiredState == schema.StateStarted {
-		return nil
-	}
-	if err := CanRenew(it, t, nowMs, lastSeq); err != nil {
-		return err
-	}
-	return errConditionRaced
-}
-
-// ClassifyFenced explains a failed checkpoint or release.
-func ClassifyFenced(it *Item, t Token, lastSeq int64) error {
-	if err := CanFencedWrite(it, t, lastSeq); err != nil {
-		return err
-	}
-	return errConditionRaced
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
 }

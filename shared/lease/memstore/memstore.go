@@ -7,6 +7,7 @@ package memstore
 import (
 	"context"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -15,10 +16,18 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+type checkpoint struct {
+	owner string
+	epoch int64
+	seq   int64
+}
+
 // Store is an in-memory lease table.
 type Store struct {
-	mu    sync.Mutex
-	items map[string]*lease.Item
+	mu      sync.Mutex
+	items   map[string]*lease.Item
+	ckpts   map[string]*checkpoint
+	workers map[string]*lease.WorkerRecord
 
 	fail atomic.Pointer[FailFunc]
 
@@ -40,7 +49,9 @@ func (s *Store) SetFail(f FailFunc) {
 }
 
 // New returns an empty store.
-func New() *Store { return &Store{items: map[string]*lease.Item{}} }
+func New() *Store {
+	return &Store{items: map[string]*lease.Item{}, ckpts: map[string]*checkpoint{}, workers: map[string]*lease.WorkerRecord{}}
+}
 
 func (s *Store) injected(op string) (error, bool) {
 	s.Calls.Add(1)
@@ -51,24 +62,55 @@ func (s *Store) injected(op string) (error, bool) {
 	return (*f)(op)
 }
 
-func (s *Store) get(id string) *lease.Item { return s.items[id] }
+// do runs apply under the lock with the injected faults of op: a fault
+// before is returned without applying; a fault after is returned after.
+func (s *Store) do(ctx context.Context, op string, apply func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ferr, after := s.injected(op)
+	if ferr != nil && !after {
+		return ferr
+	}
+	s.mu.Lock()
+	err := apply()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return ferr
+}
 
 func clone(it *lease.Item) lease.Item {
 	c := *it
 	c.Headers = maps.Clone(it.Headers)
+	c.Subprotocols = slices.Clone(it.Subprotocols)
 	return c
 }
 
-// Put writes a whole item (seeding, as ingest would).
+func (s *Store) withSeq(it *lease.Item) lease.Item {
+	c := clone(it)
+	c.LastSeq = lease.NoSeq
+	if ck := s.ckpts[it.ConnectionID]; ck != nil {
+		c.LastSeq = ck.seq
+	}
+	return c
+}
+
+// Put writes a whole item (seeding, as ingest would); its LastSeq, when set,
+// becomes the checkpoint.
 func (s *Store) Put(it lease.Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := clone(&it)
 	s.items[it.ConnectionID] = &c
+	if it.LastSeq != lease.NoSeq {
+		s.ckpts[it.ConnectionID] = &checkpoint{owner: it.Owner, epoch: it.Epoch, seq: it.LastSeq}
+	}
 }
 
 // Update changes an item under the store's lock (tests: stop a session,
-// steal a lease).
+// restart it).
 func (s *Store) Update(id string, f func(*lease.Item)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,144 +119,273 @@ func (s *Store) Update(id string, f func(*lease.Item)) {
 	}
 }
 
-// Acquire implements lease.Store.
-func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (lease.Item, error) {
-	return s.write(ctx, "acquire", id, func(it *lease.Item) error {
-		if err := lease.CanAcquire(it, staleBeforeMs); err != nil {
-			// Same classification as a table store after a failed condition.
-			return lease.ClassifyAcquire(it, owner, staleBeforeMs, expiresAtMs)
+// UpdateWorker changes a worker record under the store's lock (tests: ingest's
+// mailbox write).
+func (s *Store) UpdateWorker(id string, f func(*lease.WorkerRecord)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.workers[id]; r != nil {
+		f(r)
+	}
+}
+
+// --- Liveness ---
+
+func cloneRec(r *lease.WorkerRecord) lease.WorkerRecord {
+	c := *r
+	c.Mailbox = slices.Clone(r.Mailbox)
+	return c
+}
+
+// Register implements lease.Store.
+func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
+	return s.do(ctx, "register", func() error {
+		if s.workers[rec.ID] != nil {
+			return lease.ErrWorkerExists
 		}
-		it.Owner, it.ExpiresAtMs, it.Epoch = owner, expiresAtMs, it.Epoch+1
+		c := cloneRec(&rec)
+		s.workers[rec.ID] = &c
 		return nil
 	})
 }
 
-// Renew implements lease.Store.
-func (s *Store) Renew(ctx context.Context, t lease.Token, nowMs, expiresAtMs, lastSeq int64) (lease.Item, error) {
-	return s.write(ctx, "renew", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanRenew(it, t, nowMs, lastSeq); err != nil {
-			return lease.ClassifyRenew(it, t, nowMs, expiresAtMs, lastSeq)
+// Heartbeat implements lease.Store.
+func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	var out lease.WorkerRecord
+	err := s.do(ctx, "heartbeat", func() error {
+		r := s.workers[id]
+		if err := lease.CanHeartbeat(r, epoch, hb.Seq); err != nil {
+			return lease.ClassifyHeartbeat(r, epoch, hb.Seq)
 		}
-		it.ExpiresAtMs, it.LastSeq = expiresAtMs, lastSeq
+		r.HeartbeatSeq, r.HeartbeatAtMs, r.Load, r.Capacity = hb.Seq, hb.AtMs, hb.Load, hb.Capacity
+		if hb.AdminAddr != "" {
+			r.AdminAddr = hb.AdminAddr
+		}
+		r.Mailbox = slices.DeleteFunc(r.Mailbox, func(m string) bool { return slices.Contains(hb.Ack, m) })
+		out = cloneRec(r)
 		return nil
 	})
+	if err != nil {
+		return lease.WorkerRecord{}, err
+	}
+	return out, nil
+}
+
+// DeclareDead implements lease.Store.
+func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
+	return s.do(ctx, "declare_dead", func() error {
+		r := s.workers[id]
+		if err := lease.CanDeclareDead(r, epoch, seenSeq); err != nil {
+			return err
+		}
+		r.State, r.Epoch, r.List, r.EndedAtMs, r.DeclaredBy = schema.WorkerDead, r.Epoch+1, schema.WorkerListGone, atMs, by
+		return nil
+	})
+}
+
+// Leave implements lease.Store.
+func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
+	return s.do(ctx, "leave", func() error {
+		r := s.workers[id]
+		if err := lease.CanLeave(r, epoch); err != nil {
+			return lease.ClassifyLeave(r, epoch)
+		}
+		r.State, r.List, r.EndedAtMs = schema.WorkerLeft, list, atMs
+		return nil
+	})
+}
+
+// GetWorker implements lease.Store.
+func (s *Store) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	var out lease.WorkerRecord
+	err := s.do(ctx, "get_worker", func() error {
+		r := s.workers[id]
+		if r == nil {
+			return lease.ErrWorkerNotFound
+		}
+		out = cloneRec(r)
+		return nil
+	})
+	return out, err
+}
+
+// ListWorkers implements lease.Store.
+func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	var out []string
+	err := s.do(ctx, "list_workers", func() error {
+		for id, r := range s.workers {
+			if r.List == list {
+				out = append(out, id)
+			}
+		}
+		return nil
+	})
+	sort.Strings(out)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// MarkDone implements lease.Store.
+func (s *Store) MarkDone(ctx context.Context, id string) error {
+	return s.do(ctx, "mark_done", func() error {
+		r := s.workers[id]
+		switch {
+		case r == nil:
+			return lease.ErrWorkerNotFound
+		case r.Alive():
+			return lease.ErrWorkerAlive
+		}
+		r.List = schema.WorkerListDone
+		return nil
+	})
+}
+
+// --- Sessions ---
+
+// Acquire implements lease.Store.
+func (s *Store) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
+	var out lease.Item
+	err := s.do(ctx, "acquire", func() error {
+		it := s.items[id]
+		if err := lease.CanAcquire(it, owner, prev); err != nil {
+			return err
+		}
+		it.Owner, it.Epoch = owner, it.Epoch+1
+		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
+		ck := s.ckpts[id]
+		if ck == nil {
+			ck = &checkpoint{seq: lease.NoSeq}
+			s.ckpts[id] = ck
+		}
+		if err := lease.CanFenceCheckpoint(ck.owner, ck.epoch, t); err != nil {
+			return err
+		}
+		ck.owner, ck.epoch = owner, it.Epoch
+		out = s.withSeq(it)
+		return nil
+	})
+	if err != nil {
+		return lease.Item{}, err
+	}
+	return out, nil
 }
 
 // Checkpoint implements lease.Store.
 func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
-	_, err := s.write(ctx, "checkpoint", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanFencedWrite(it, t, lastSeq); err != nil {
-			return err
-		}
-		it.LastSeq = lastSeq
+	if lastSeq == lease.NoSeq {
 		return nil
-	})
-	return err
+	}
+	return s.do(ctx, "checkpoint", func() error { return s.checkpointLocked(t, lastSeq) })
+}
+
+func (s *Store) checkpointLocked(t lease.Token, lastSeq int64) error {
+	ck := s.ckpts[t.ConnectionID]
+	if ck == nil {
+		return lease.ErrLeaseLost
+	}
+	if err := lease.CanCheckpoint(ck.owner, ck.epoch, ck.seq, t, lastSeq); err != nil {
+		return err
+	}
+	ck.seq = lastSeq
+	return nil
 }
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	_, err := s.write(ctx, "release", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanFencedWrite(it, t, lastSeq); err != nil {
+	return s.do(ctx, "release", func() error {
+		it := s.items[t.ConnectionID]
+		if err := lease.CanOwnerWrite(it, t); err != nil {
 			return err
 		}
-		it.ExpiresAtMs, it.LastSeq = 0, lastSeq
+		if lastSeq != lease.NoSeq {
+			if err := s.checkpointLocked(t, lastSeq); err != nil {
+				return err
+			}
+		}
+		it.Owner = ""
 		return nil
 	})
-	return err
 }
 
 // Fail implements lease.Store.
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
-	_, err := s.write(ctx, "fail", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanFail(it, t, gen, lastSeq); err != nil {
+	return s.do(ctx, "fail", func() error {
+		it := s.items[t.ConnectionID]
+		if err := lease.CanFail(it, t, gen); err != nil {
 			return err
 		}
-		it.FailedGeneration, it.LastError, it.LastErrorAtMs = &gen, reason, atMs
-		it.ExpiresAtMs, it.LastSeq = lease.FailedExpiresAtMs, lastSeq
+		if lastSeq != lease.NoSeq {
+			if err := s.checkpointLocked(t, lastSeq); err != nil {
+				return err
+			}
+		}
+		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.Owner = &gen, reason, atMs, ""
 		return nil
 	})
-	return err
 }
 
 // NoteError implements lease.Store.
 func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	_, err := s.write(ctx, "note_error", t.ConnectionID, func(it *lease.Item) error {
-		if err := lease.CanNoteError(it, t); err != nil {
+	return s.do(ctx, "note_error", func() error {
+		it := s.items[t.ConnectionID]
+		if err := lease.CanOwnerWrite(it, t); err != nil {
 			return err
 		}
 		it.LastError, it.LastErrorAtMs = reason, atMs
 		return nil
 	})
-	return err
-}
-
-func (s *Store) write(ctx context.Context, op, id string, apply func(*lease.Item) error) (lease.Item, error) {
-	if err := ctx.Err(); err != nil {
-		return lease.Item{}, err
-	}
-	ferr, after := s.injected(op)
-	if ferr != nil && !after {
-		return lease.Item{}, ferr
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it := s.get(id)
-	var err error
-	if it == nil {
-		err = lease.ErrNotFound
-	} else {
-		next := clone(it)
-		if err = apply(&next); err == nil {
-			*it = next
-		}
-	}
-	if err != nil {
-		return lease.Item{}, err
-	}
-	if ferr != nil {
-		return lease.Item{}, ferr
-	}
-	return clone(it), nil
 }
 
 // Get implements lease.Store.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
-	if err, _ := s.injected("get"); err != nil {
-		return lease.Item{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it := s.get(id)
-	if it == nil {
-		return lease.Item{}, lease.ErrNotFound
-	}
-	return clone(it), nil
+	var out lease.Item
+	err := s.do(ctx, "get", func() error {
+		it := s.items[id]
+		if it == nil {
+			return lease.ErrNotFound
+		}
+		out = s.withSeq(it)
+		return nil
+	})
+	return out, err
 }
 
-// Orphans implements lease.Store.
-func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
-	if err, _ := s.injected("orphans"); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	var out []lease.Candidate
-	for _, it := range s.items {
-		if it.DesiredState == schema.StateStarted && it.ExpiresAtMs < expiresBeforeMs {
-			out = append(out, lease.Candidate{ConnectionID: it.ConnectionID, ExpiresAtMs: it.ExpiresAtMs})
+// Unowned implements lease.Store.
+func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
+	var out []string
+	err := s.do(ctx, "unowned", func() error {
+		for id, it := range s.items {
+			if it.DesiredState == schema.StateStarted && it.Owner == "" && !it.Failed() {
+				out = append(out, id)
+			}
 		}
-	}
-	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ExpiresAtMs != out[j].ExpiresAtMs {
-			return out[i].ExpiresAtMs < out[j].ExpiresAtMs
-		}
-		return out[i].ConnectionID < out[j].ConnectionID
+		return nil
 	})
+	sort.Strings(out)
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out, err
+}
+
+// OwnedBy implements lease.Store.
+func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	var out []lease.Owned
+	err := s.do(ctx, "owned_by", func() error {
+		for id, it := range s.items {
+			if it.Owner == owner {
+				out = append(out, lease.Owned{Token: lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}, DesiredState: it.DesiredState, Generation: it.Generation})
+			}
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ConnectionID < out[j].ConnectionID })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
 }
 
 var _ lease.Store = (*Store)(nil)
