@@ -1,0 +1,21 @@
+package lease
+
+import "context"
+
+// Test hooks: the Keeper's loop steps, run synchronously by the tests
+// (compiled into test binaries only).
+
+func (k *Keeper) HeartbeatNow(ctx context.Context) {
+	k.lmu.Lock()
+	k.hbBusy = true
+	k.lmu.Unlock()
+	k.heartbeat(ctx)
+}
+
+func (k *Keeper) TickNow(ctx context.Context) error {
+	err := k.tick(ctx)
+	k.wg.Wait()
+	return err
+}
+
+func (k *Keeper) WatchNow(ctx context.Context) { k.watchPass(ctx) }

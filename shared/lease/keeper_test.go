@@ -1,0 +1,532 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func started(id string) lease.Item {
+	return lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: "wss://x.invalid/" + id, Generation: 1, LastSeq: lease.NoSeq}
+}
+
+// recorder is an Observer that remembers what it heard.
+type recorder struct {
+	mu     sync.Mutex
+	ended  map[string]error
+	mail   []string
+	died   []string
+	hbErrs int
+}
+
+func (r *recorder) Heartbeat(_ time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.hbErrs++
+	}
+}
+
+func (r *recorder) Ended(h *lease.Held, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended == nil {
+		r.ended = map[string]error{}
+	}
+	r.ended[h.ID()] = err
+}
+
+func (r *recorder) Mailbox(ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mail = append(r.mail, ids...)
+}
+
+func (r *recorder) WorkerDied(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.died = append(r.died, id)
+}
+
+// rig is a fleet of Keepers on one memstore and one fake clock (each
+// Keeper's monotonic clock; the tests step every loop by hand).
+type rig struct {
+	t     *testing.T
+	store *memstore.Store
+	clk   *clock.Fake
+	ctx   context.Context
+}
+
+func newRig(t *testing.T, items ...lease.Item) *rig {
+	s := memstore.New()
+	for _, it := range items {
+		s.Put(it)
+	}
+	return &rig{t: t, store: s, clk: clock.NewFake(t0), ctx: context.Background()}
+}
+
+func (r *rig) keeper(id string) (*lease.Keeper, *recorder) {
+	r.t.Helper()
+	obs := &recorder{}
+	k, err := lease.NewKeeper(r.store, r.clk, lease.DefaultConfig(id), obs, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	return k, obs
+}
+
+func (r *rig) acquire(k *lease.Keeper, id string) *lease.Held {
+	r.t.Helper()
+	h, err := k.Acquire(r.ctx, id, nil)
+	if err != nil {
+		r.t.Fatalf("acquire %s: %v", id, err)
+	}
+	return h
+}
+
+// step advances the clock by d and runs one heartbeat and one tick of each
+// live keeper, and one watch pass of each watcher.
+func (r *rig) step(d time.Duration, live []*lease.Keeper, watchers []*lease.Keeper) {
+	r.clk.Advance(d)
+	for _, k := range live {
+		k.HeartbeatNow(r.ctx)
+		_ = k.TickNow(r.ctx)
+	}
+	for _, w := range watchers {
+		w.WatchNow(r.ctx)
+	}
+}
+
+func (r *rig) refresh(ks ...*lease.Keeper) {
+	r.t.Helper()
+	for _, k := range ks {
+		if _, err := k.Orphans(r.ctx, 100); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+var errUnreachable = errors.New("engine unreachable")
+
+// With the engine unreachable, every session is fenced at the worker's
+// deadline (last successful heartbeat's send time + TTL - margin), not a
+// tick later, and the fenced worker writes nothing afterwards.
+func TestEngineUnreachableFencesEverySessionAtTheDeadline(t *testing.T) {
+	r := newRig(t, started("a"), started("b"), started("c"))
+	k, obs := r.keeper("w1")
+	cfg := k.Config()
+	var hs []*lease.Held
+	for _, id := range []string{"a", "b", "c"} {
+		hs = append(hs, r.acquire(k, id))
+	}
+	for _, h := range hs {
+		h.Observe(5)
+	}
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil) // one good heartbeat
+	deadline := r.clk.Now().Add(cfg.TTL - cfg.SafetyMargin)
+	if got := k.TrustedUntil(); !got.Equal(deadline) {
+		t.Fatalf("trusted until %s, want %s", got, deadline)
+	}
+	calls := r.store.Calls.Load()
+	r.store.SetFail(func(string) (error, bool) { return errUnreachable, false })
+	for r.clk.Now().Add(cfg.HeartbeatEvery).Before(deadline) {
+		r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+		for _, h := range hs {
+			if !h.Valid() {
+				t.Fatalf("%s fenced at %s, before the deadline %s", h.ID(), r.clk.Now(), deadline)
+			}
+		}
+	}
+	r.clk.Advance(deadline.Sub(r.clk.Now()) - time.Millisecond)
+	for _, h := range hs {
+		if !h.Valid() {
+			t.Fatalf("%s fenced 1 ms before the deadline", h.ID())
+		}
+	}
+	r.clk.Advance(time.Millisecond)
+	for _, h := range hs {
+		if h.Valid() { // Valid reads the clock: no tick needed
+			t.Fatalf("%s still valid at the deadline", h.ID())
+		}
+	}
+	_ = k.TickNow(r.ctx)
+	for _, h := range hs {
+		select {
+		case <-h.Done():
+		default:
+			t.Fatalf("%s not ended by the tick after the deadline", h.ID())
+		}
+		if !errors.Is(obs.ended[h.ID()], lease.ErrUntrusted) {
+			t.Fatalf("%s ended with %v, want ErrUntrusted", h.ID(), obs.ended[h.ID()])
+		}
+	}
+	r.store.SetFail(nil)
+	before := r.store.Calls.Load()
+	if err := k.Release(r.ctx, hs[0]); !errors.Is(err, lease.ErrUntrusted) {
+		t.Fatalf("release by a fenced worker: %v", err)
+	}
+	if err := k.Checkpoint(r.ctx, hs[1]); !errors.Is(err, lease.ErrUntrusted) {
+		t.Fatalf("checkpoint by a fenced worker: %v", err)
+	}
+	if _, err := k.Acquire(r.ctx, "c", nil); !errors.Is(err, lease.ErrUntrusted) {
+		t.Fatalf("acquire by a fenced worker: %v", err)
+	}
+	if n := r.store.Calls.Load() - before; n != 0 {
+		t.Fatalf("a fenced worker made %d store calls", n)
+	}
+	_ = calls
+}
+
+// A worker frozen (SIGSTOP) long enough to be declared dead delivers nothing
+// when it wakes: its sessions are invalid before it runs a single step, its
+// next heartbeat learns it is DEAD, and its writes fail; the watcher took its
+// session over with a new epoch.
+func TestWorkerWokenAfterDeathDeliversNothing(t *testing.T) {
+	r := newRig(t, started("a"))
+	a, _ := r.keeper("wa")
+	b, bobs := r.keeper("wb")
+	ha := r.acquire(a, "a")
+	ha.Observe(7)
+	if err := a.Checkpoint(r.ctx, ha); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh(a, b)
+	if got := b.Targets(); len(got) != 1 || got[0] != "wa" {
+		t.Fatalf("wb watches %v, want [wa]", got)
+	}
+	cfg := a.Config()
+	// wa freezes now: only wb runs.
+	for i := 0; bobs.diedCount() == 0; i++ {
+		if i > 100 {
+			t.Fatal("wa never declared dead")
+		}
+		r.step(cfg.WatchEvery(), []*lease.Keeper{b}, []*lease.Keeper{b})
+	}
+	cands, err := b.TakeoverOf(r.ctx, "wa")
+	if err != nil || len(cands) != 1 || cands[0].Prev == nil || cands[0].Prev.Epoch != ha.Epoch() {
+		t.Fatalf("takeover candidates %+v, %v", cands, err)
+	}
+	hb, err := b.Acquire(r.ctx, "a", cands[0].Prev)
+	if err != nil {
+		t.Fatalf("takeover: %v", err)
+	}
+	if hb.Epoch() != ha.Epoch()+1 || hb.Item().LastSeq != 7 {
+		t.Fatalf("new tenure epoch %d last_seq %d, want %d and 7", hb.Epoch(), hb.Item().LastSeq, ha.Epoch()+1)
+	}
+	// wa wakes.
+	if ha.Valid() {
+		t.Fatal("wa's session is valid after waking from a freeze longer than its TTL")
+	}
+	a.HeartbeatNow(r.ctx)
+	if err := a.TickNow(r.ctx); !errors.Is(err, lease.ErrWorkerDead) {
+		t.Fatalf("tick after the heartbeat of a dead worker: %v, want ErrWorkerDead", err)
+	}
+	if err := a.Release(r.ctx, ha); !errors.Is(err, lease.ErrWorkerDead) {
+		t.Fatalf("release by a dead worker: %v", err)
+	}
+	// At the store too: the dead worker's tenure is fenced out.
+	if err := r.store.Checkpoint(r.ctx, ha.Token(), 9); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("store checkpoint by the dead tenure: %v", err)
+	}
+	if err := r.store.Release(r.ctx, ha.Token(), 9); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("store release by the dead tenure: %v", err)
+	}
+	if !hb.Valid() {
+		t.Fatal("the new owner's tenure is not valid")
+	}
+}
+
+func (r *recorder) diedCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.died)
+}
+
+// Death needs the counter unchanged for a whole TTL on the watcher's clock:
+// a heartbeating worker is never declared dead, and one that stops is
+// declared at the first watch pass at or after (first receipt of its last
+// counter) + TTL, not before.
+func TestDeathOnlyAfterTheCounterStoodStillForTheTTL(t *testing.T) {
+	r := newRig(t)
+	a, _ := r.keeper("wa")
+	b, bobs := r.keeper("wb")
+	r.refresh(a, b)
+	cfg := a.Config()
+	for range 40 { // 20 s of normal life
+		r.step(cfg.WatchEvery(), []*lease.Keeper{a, b}, []*lease.Keeper{b})
+	}
+	if n := bobs.diedCount(); n != 0 {
+		t.Fatalf("a heartbeating worker was declared dead %d times", n)
+	}
+	// wa's last heartbeat was in the last step; wb received it in the same
+	// step's watch pass (at this instant).
+	firstSeen := r.clk.Now()
+	for r.clk.Now().Before(firstSeen.Add(cfg.TTL)) {
+		r.step(cfg.WatchEvery()/5, []*lease.Keeper{b}, []*lease.Keeper{b})
+		if bobs.diedCount() != 0 && r.clk.Now().Before(firstSeen.Add(cfg.TTL)) {
+			t.Fatalf("declared dead %s after the counter stopped, before the TTL %s", r.clk.Now().Sub(firstSeen), cfg.TTL)
+		}
+	}
+	if bobs.diedCount() != 1 {
+		t.Fatalf("not declared dead at first receipt + TTL (died %v)", bobs.died)
+	}
+	rec, err := r.store.GetWorker(r.ctx, "wa")
+	if err != nil || rec.State != schema.WorkerDead || rec.DeclaredBy != "wb" || rec.List != schema.WorkerListGone {
+		t.Fatalf("record after death: %+v, %v", rec, err)
+	}
+}
+
+// A watcher with a shorter TTL than the watched worker's waits the worker's.
+func TestWatcherWaitsTheLongerTTL(t *testing.T) {
+	if got := lease.DeathAllowedAt(t0, 5*time.Second, 20*time.Second); !got.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("DeathAllowedAt = %s", got)
+	}
+	if got := lease.DeathAllowedAt(t0, 20*time.Second, 5*time.Second); !got.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("DeathAllowedAt = %s", got)
+	}
+}
+
+// A heartbeat whose reply is lost after it was applied is followed by one
+// with a new counter, which succeeds: liveness continues (the failure mode of
+// dynamolock #280 was a retry refused by its own first attempt).
+func TestAmbiguousHeartbeatThenRetryKeepsLiveness(t *testing.T) {
+	r := newRig(t)
+	k, obs := r.keeper("w1")
+	cfg := k.Config()
+	r.store.SetFail(func(op string) (error, bool) {
+		if op == "heartbeat" {
+			return context.DeadlineExceeded, true
+		}
+		return nil, false
+	})
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	r.store.SetFail(nil)
+	rec1, _ := r.store.GetWorker(r.ctx, "w1")
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	rec2, _ := r.store.GetWorker(r.ctx, "w1")
+	if obs.hbErrs != 1 || rec1.HeartbeatSeq != 1 || rec2.HeartbeatSeq != 2 || rec2.State != schema.WorkerAlive {
+		t.Fatalf("errors %d, counters %d then %d, state %s", obs.hbErrs, rec1.HeartbeatSeq, rec2.HeartbeatSeq, rec2.State)
+	}
+	if want := r.clk.Now().Add(cfg.TTL - cfg.SafetyMargin); !k.TrustedUntil().Equal(want) {
+		t.Fatalf("trust not extended by the retry: %s, want %s", k.TrustedUntil(), want)
+	}
+}
+
+// Mailbox entries are handed over once, and removed from the record by the
+// heartbeat after the worker acked them.
+func TestMailboxHandedOverOnceAndAckedByTheNextHeartbeat(t *testing.T) {
+	r := newRig(t)
+	k, obs := r.keeper("w1")
+	cfg := k.Config()
+	r.store.UpdateWorker("w1", func(rec *lease.WorkerRecord) { rec.Mailbox = append(rec.Mailbox, "s1", "s2") })
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	if fmt.Sprint(obs.mail) != "[s1 s2]" {
+		t.Fatalf("mailbox handed over %v, want [s1 s2] once", obs.mail)
+	}
+	k.Ack("s1")
+	r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	rec, _ := r.store.GetWorker(r.ctx, "w1")
+	if fmt.Sprint(rec.Mailbox) != "[s2]" {
+		t.Fatalf("mailbox after ack of s1: %v", rec.Mailbox)
+	}
+}
+
+// Checkpoints are written only when last_seq advanced, once per interval: an
+// idle session costs nothing.
+func TestCheckpointOnlyWhenAdvanced(t *testing.T) {
+	r := newRig(t, started("a"))
+	k, _ := r.keeper("w1")
+	h := r.acquire(k, "a")
+	var writes int
+	r.store.SetFail(func(op string) (error, bool) {
+		if op == "checkpoint" {
+			writes++
+		}
+		return nil, false
+	})
+	cfg := k.Config()
+	for range 600 { // 10 idle minutes
+		r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	}
+	if writes != 0 {
+		t.Fatalf("%d checkpoints of an idle session", writes)
+	}
+	for i := range 600 { // 10 minutes at 1 msg/s
+		h.Observe(int64(i))
+		r.step(cfg.HeartbeatEvery, []*lease.Keeper{k}, nil)
+	}
+	if writes < 9 || writes > 11 {
+		t.Fatalf("%d checkpoints in 10 busy minutes, want about 10", writes)
+	}
+	it, _ := r.store.Get(r.ctx, "a")
+	if it.LastSeq < 540 {
+		t.Fatalf("stored last_seq %d", it.LastSeq)
+	}
+}
+
+// A session of a live worker cannot be taken; once its worker is seen not
+// alive (here: it left without releasing), an acquire takes it over with a
+// new epoch.
+func TestTakeoverOnlyFromAWorkerSeenNotAlive(t *testing.T) {
+	r := newRig(t, started("a"))
+	a, _ := r.keeper("wa")
+	b, _ := r.keeper("wb")
+	ha := r.acquire(a, "a")
+	_, err := b.Acquire(r.ctx, "a", nil)
+	var held *lease.HeldError
+	if !errors.As(err, &held) || held.Current.Owner != "wa" {
+		t.Fatalf("acquire of a live worker's session: %v", err)
+	}
+	// wa leaves without releasing; wb's view of wa (read at the failed
+	// acquire) is kept for one heartbeat period.
+	if err := a.Leave(r.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if ha.Valid() {
+		t.Fatal("a worker that left still trusts its session")
+	}
+	if _, err := b.Acquire(r.ctx, "a", nil); !errors.As(err, &held) {
+		t.Fatalf("acquire within the cached view of wa: %v", err)
+	}
+	r.clk.Advance(a.Config().HeartbeatEvery)
+	hb, err := b.Acquire(r.ctx, "a", nil)
+	if err != nil {
+		t.Fatalf("takeover from a worker that left: %v", err)
+	}
+	if hb.Epoch() != ha.Epoch()+1 {
+		t.Fatalf("epoch %d after %d", hb.Epoch(), ha.Epoch())
+	}
+}
+
+// A released session is unowned again and listed for anyone; a session whose
+// owner left while owning it is listed with the tenure to take over.
+func TestOrphansListsUnownedAndGoneWorkersSessions(t *testing.T) {
+	r := newRig(t, started("a"), started("b"), started("c"))
+	a, _ := r.keeper("wa")
+	b, _ := r.keeper("wb")
+	r.acquire(a, "a")
+	hb := r.acquire(a, "b")
+	if err := a.Release(r.ctx, hb); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Leave(r.ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	cands, err := b.Orphans(r.ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*lease.Token{}
+	for _, c := range cands {
+		got[c.ConnectionID] = c.Prev
+	}
+	if len(got) != 3 || got["b"] != nil || got["c"] != nil || got["a"] == nil || got["a"].Owner != "wa" {
+		t.Fatalf("orphans %+v", cands)
+	}
+	for _, c := range cands {
+		if _, err := b.Acquire(r.ctx, c.ConnectionID, c.Prev); err != nil {
+			t.Fatalf("acquire %s: %v", c.ConnectionID, err)
+		}
+	}
+	// wa owns nothing now: the next pass moves it to DONE.
+	if _, err := b.Orphans(r.ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := r.store.GetWorker(r.ctx, "wa")
+	if rec.List != schema.WorkerListDone || rec.State != schema.WorkerLeft {
+		t.Fatalf("wa after its sessions moved: %+v", rec)
+	}
+}
+
+// Rendezvous watching: every worker is watched by Watchers others (all of
+// them when the fleet is smaller), every worker computes the same answer,
+// and a worker joining moves few assignments.
+func TestWatchersByRendezvous(t *testing.T) {
+	var alive []string
+	for i := range 50 {
+		alive = append(alive, fmt.Sprintf("w%02d", i))
+	}
+	load := map[string]int{}
+	for _, target := range alive {
+		ws := lease.Watchers(target, alive, 2)
+		if len(ws) != 2 || ws[0] == target || ws[1] == target || ws[0] == ws[1] {
+			t.Fatalf("watchers of %s: %v", target, ws)
+		}
+		for _, w := range ws {
+			load[w]++
+		}
+	}
+	total := 0
+	for _, w := range alive {
+		total += len(lease.Targets(w, alive, 2))
+		if load[w] > 10 {
+			t.Fatalf("%s watches %d workers", w, load[w])
+		}
+	}
+	if total != 100 {
+		t.Fatalf("targets sum to %d, want 100", total)
+	}
+	if ws := lease.Watchers("a", []string{"a", "b"}, 2); fmt.Sprint(ws) != "[b]" {
+		t.Fatalf("2-worker fleet: %v", ws)
+	}
+	moved := 0
+	grown := append(append([]string(nil), alive...), "w99")
+	for _, target := range alive {
+		if fmt.Sprint(lease.Watchers(target, alive, 2)) != fmt.Sprint(lease.Watchers(target, grown, 2)) {
+			moved++
+		}
+	}
+	if moved > 10 {
+		t.Fatalf("a join changed the watchers of %d of 50 workers", moved)
+	}
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	if err := lease.DefaultConfig("w").Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	c := lease.DefaultConfig("")
+	c.SafetyMargin = c.Tick
+	c.MaxConcurrentWrites = 0
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, want := range []string{"owner is empty", "SafetyMargin", "MaxConcurrentWrites"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	c = lease.DefaultConfig("w")
+	c.TTL = 3 * time.Second // 3 s - 2 s margin < 1 s heartbeat + 2 s RPC timeout
+	if c.Validate() == nil {
+		t.Fatal("TTL with no room for a heartbeat accepted")
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
