@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -33,7 +32,7 @@ const (
 	EnvSinkAttempts    = schema.EnvSinkAttempts
 	EnvStoreRPCTimeout = schema.EnvStoreRPCTimeout
 	EnvAdminPprof      = schema.EnvAdminPprof
-	EnvMaxRenews       = schema.EnvMaxConcurrentRenews
+	EnvMaxWrites       = schema.EnvMaxConcurrentWrites
 	EnvMaxDialFailures = schema.EnvMaxDialFailures
 )
 
@@ -55,17 +54,16 @@ const (
 type Config struct {
 	WorkerID string // lease owner; default hostname-<random>
 
-	// Lease timings (see shared/lease).
-	LeaseTTL     time.Duration
-	RenewEvery   time.Duration // 0 = LeaseTTL/3
-	MaxSkew      time.Duration
-	SafetyMargin time.Duration
-	StoreTimeout time.Duration // bound of each DynamoDB call
-	// MaxConcurrentRenews bounds renewals in flight (0: sized from
-	// MaxSessions). Due renewals beyond it wait for a free slot, so with a
-	// store latency L one worker keeps up to ≈ MaxConcurrentRenews / L ×
-	// RenewEvery leases.
-	MaxConcurrentRenews int
+	// Ownership timings (see shared/lease): the liveness TTL of the worker
+	// record, its heartbeat period, the safety margin of self-fencing, and
+	// the default checkpoint interval of a session.
+	LeaseTTL        time.Duration
+	HeartbeatEvery  time.Duration
+	SafetyMargin    time.Duration
+	CheckpointEvery time.Duration
+	StoreTimeout    time.Duration // bound of each DynamoDB call
+	// MaxConcurrentWrites bounds checkpoint writes in flight.
+	MaxConcurrentWrites int
 
 	// Claiming.
 	ReconcileEvery  time.Duration
@@ -121,10 +119,11 @@ func DefaultConfig() Config {
 	lc := lease.DefaultConfig("x")
 	return Config{
 		WorkerID:         DefaultWorkerID(),
-		LeaseTTL:         lc.TTL,
-		RenewEvery:       0,
-		MaxSkew:          lc.MaxSkew,
-		SafetyMargin:     lc.SafetyMargin,
+		LeaseTTL:            lc.TTL,
+		HeartbeatEvery:      lc.HeartbeatEvery,
+		SafetyMargin:        lc.SafetyMargin,
+		CheckpointEvery:     lc.CheckpointEvery,
+		MaxConcurrentWrites: lc.MaxConcurrentWrites,
 		StoreTimeout:     lc.RPCTimeout,
 		ReconcileEvery:   5 * time.Second,
 		MaxSessions:      1000,
@@ -176,11 +175,11 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p := envParser{lookup: lookup}
 	p.str(schema.EnvWorkerID, &c.WorkerID)
 	p.dur(schema.EnvLeaseTTL, &c.LeaseTTL)
-	p.dur(schema.EnvRenewEvery, &c.RenewEvery)
-	p.dur(schema.EnvMaxSkew, &c.MaxSkew)
+	p.dur(schema.EnvHeartbeatEvery, &c.HeartbeatEvery)
 	p.dur(schema.EnvSafetyMargin, &c.SafetyMargin)
+	p.dur(schema.EnvCheckpointEvery, &c.CheckpointEvery)
 	p.dur(EnvStoreRPCTimeout, &c.StoreTimeout)
-	p.int(EnvMaxRenews, &c.MaxConcurrentRenews)
+	p.int(EnvMaxWrites, &c.MaxConcurrentWrites)
 	p.dur(schema.EnvReconcileEvery, &c.ReconcileEvery)
 	p.int(schema.EnvMaxSessions, &c.MaxSessions)
 	p.float(schema.EnvClaimsPerSecond, &c.ClaimsPerSecond)
@@ -300,25 +299,11 @@ func (p *envParser) float(name string, dst *float64) {
 func (c Config) LeaseConfig() lease.Config {
 	lc := lease.DefaultConfig(c.WorkerID)
 	lc.TTL = c.LeaseTTL
-	lc.RenewEvery = c.RenewEvery
-	if lc.RenewEvery == 0 {
-		lc.RenewEvery = c.LeaseTTL / 3
-	}
-	lc.MaxSkew = c.MaxSkew
+	lc.HeartbeatEvery = c.HeartbeatEvery
 	lc.SafetyMargin = c.SafetyMargin
+	lc.CheckpointEvery = c.CheckpointEvery
 	lc.RPCTimeout = c.StoreTimeout
-	if c.MaxConcurrentRenews != 0 {
-		lc.MaxConcurrentRenews = c.MaxConcurrentRenews
-	} else if lc.RenewEvery > 0 {
-		// Unset: enough for MaxSessions leases with 2× headroom at a store
-		// latency of one Tick (50 ms, far above DynamoDB's), never below the
-		// lease default.
-		need := int(math.Ceil(2 * float64(c.MaxSessions) * float64(lc.Tick) / float64(lc.RenewEvery)))
-		lc.MaxConcurrentRenews = max(lc.MaxConcurrentRenews, need)
-	}
-	if lc.RetryEvery > lc.RenewEvery/2 {
-		lc.RetryEvery = max(lc.RenewEvery/2, lc.Tick)
-	}
+	lc.MaxConcurrentWrites = c.MaxConcurrentWrites
 	return lc
 }
 
@@ -394,12 +379,4 @@ func (c Config) Validate() error {
 		return fmt.Errorf("worker config: %w", errors.Join(errs...))
 	}
 	return nil
-}
-
-// reconcileWithin is the reconciler's look-ahead: up to the next pass, but
-// short of TTL - RenewEvery·(1+jitter) so that live leases are not listed.
-func (c Config) reconcileWithin() time.Duration {
-	lc := c.LeaseConfig()
-	limit := lc.TTL - time.Duration(float64(lc.RenewEvery)*(1+lc.RenewJitter)) - 4*lc.Tick
-	return max(min(c.ReconcileEvery*5/4, limit), 0)
 }

@@ -37,7 +37,7 @@ func isAnswer(err error) bool {
 	if err == nil {
 		return true
 	}
-	for _, e := range []error{lease.ErrNotFound, lease.ErrStopped, lease.ErrHeld, lease.ErrLeaseLost, lease.ErrExpired, lease.ErrSeqRegress} {
+	for _, e := range []error{lease.ErrNotFound, lease.ErrStopped, lease.ErrHeld, lease.ErrLeaseLost, lease.ErrSeqRegress, lease.ErrWorkerDead, lease.ErrWorkerExists} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -61,7 +61,9 @@ func (h *tableHealth) check(now time.Time, stale time.Duration) error {
 	return nil
 }
 
-// healthStore records the outcome of every call on the lease store.
+// healthStore records the outcome of the worker's registration and of every
+// heartbeat (one table call per HeartbeatEvery: /readyz reflects the table
+// as the worker last reached it, within a second).
 type healthStore struct {
 	lease.Store
 	health *tableHealth
@@ -73,38 +75,11 @@ func (s healthStore) done(err error) error {
 	return err
 }
 
-func (s healthStore) Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (lease.Item, error) {
-	it, err := s.Store.Acquire(ctx, id, owner, staleBeforeMs, expiresAtMs)
-	return it, s.done(err)
+func (s healthStore) Register(ctx context.Context, rec lease.WorkerRecord) error {
+	return s.done(s.Store.Register(ctx, rec))
 }
 
-func (s healthStore) Renew(ctx context.Context, t lease.Token, nowMs, expiresAtMs, lastSeq int64) (lease.Item, error) {
-	it, err := s.Store.Renew(ctx, t, nowMs, expiresAtMs, lastSeq)
-	return it, s.done(err)
-}
-
-func (s healthStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
-	return s.done(s.Store.Checkpoint(ctx, t, lastSeq))
-}
-
-func (s healthStore) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	return s.done(s.Store.Release(ctx, t, lastSeq))
-}
-
-func (s healthStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
-	return s.done(s.Store.Fail(ctx, t, gen, lastSeq, reason, atMs))
-}
-
-func (s healthStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	return s.done(s.Store.NoteError(ctx, t, reason, atMs))
-}
-
-func (s healthStore) Get(ctx context.Context, id string) (lease.Item, error) {
-	it, err := s.Store.Get(ctx, id)
-	return it, s.done(err)
-}
-
-func (s healthStore) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
-	c, err := s.Store.Orphans(ctx, expiresBeforeMs, limit)
-	return c, s.done(err)
+func (s healthStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	rec, err := s.Store.Heartbeat(ctx, id, epoch, hb)
+	return rec, s.done(err)
 }

@@ -18,9 +18,9 @@ type StoreStatser interface {
 	Stats() map[string]int64
 }
 
-// renewBucketsMs are the upper bounds of the renew latency histogram in
+// heartbeatBucketsMs are the upper bounds of the heartbeat latency histogram in
 // /stats (the last bucket is everything slower).
-var renewBucketsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
+var heartbeatBucketsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
 
 // runStats are cumulative counts since the worker started, read by /stats.
 // The per-message counters (session.Counters) are swapped to zero by every
@@ -29,11 +29,11 @@ type runStats struct {
 	mu     sync.Mutex
 	totals map[string]int64
 
-	renewsOK    atomic.Int64
-	renewErrors atomic.Int64
+	heartbeatsOK    atomic.Int64
+	heartbeatErrors atomic.Int64
 	leaseLost   atomic.Int64
 	failed      atomic.Int64
-	renewHist   [len(renewBucketsMs) + 1]atomic.Int64
+	heartbeatHist   [len(heartbeatBucketsMs) + 1]atomic.Int64
 }
 
 // flushedLocked adds a flushed counter's value to its total (under mu, so that a
@@ -45,18 +45,18 @@ func (r *runStats) flushedLocked(name string, v int64) {
 	r.totals[name] += v
 }
 
-func (r *runStats) renewed(latency time.Duration, err error) {
+func (r *runStats) heartbeat(latency time.Duration, err error) {
 	if err != nil {
-		r.renewErrors.Add(1)
+		r.heartbeatErrors.Add(1)
 		return
 	}
-	r.renewsOK.Add(1)
+	r.heartbeatsOK.Add(1)
 	ms := latency.Milliseconds()
 	i := 0
-	for i < len(renewBucketsMs) && ms > renewBucketsMs[i] {
+	for i < len(heartbeatBucketsMs) && ms > heartbeatBucketsMs[i] {
 		i++
 	}
-	r.renewHist[i].Add(1)
+	r.heartbeatHist[i].Add(1)
 }
 
 // Stats is the /stats document: cumulative counts since the worker started,
@@ -72,22 +72,21 @@ type Stats struct {
 	// Messages are the cumulative per-message counters: messages_in,
 	// duplicates_dropped, sink_errors, reconnects.
 	Messages map[string]int64 `json:"messages"`
-	// RenewsOK / RenewErrors count the Keeper's renew attempts; LeaseLost the
-	// tenures that ended other than by a release or a stop.
-	RenewsOK    int64 `json:"renews_ok"`
-	RenewErrors int64 `json:"renew_errors"`
+	// HeartbeatsOK / HeartbeatErrors count the worker's heartbeats; LeaseLost
+	// the tenures that ended other than by a release or a stop.
+	HeartbeatsOK    int64 `json:"heartbeats_ok"`
+	HeartbeatErrors int64 `json:"heartbeat_errors"`
 	LeaseLost   int64 `json:"lease_lost"`
 	// SessionsFailed counts the sessions this worker failed (source cannot
 	// be connected; the SessionsFailed metric).
 	SessionsFailed int64 `json:"sessions_failed"`
-	// RenewLatency is a histogram of successful renew latencies: count per
-	// bucket, bucket i holding latencies ≤ RenewBucketsMs[i] (the last one:
-	// slower than every bound).
-	RenewBucketsMs []int64 `json:"renew_buckets_ms"`
-	RenewLatency   []int64 `json:"renew_latency_hist"`
+	// HeartbeatLatency is a histogram of successful heartbeat latencies:
+	// count per bucket, bucket i holding latencies ≤ HeartbeatBucketsMs[i]
+	// (the last one: slower than every bound).
+	HeartbeatBucketsMs []int64 `json:"heartbeat_buckets_ms"`
+	HeartbeatLatency   []int64 `json:"heartbeat_latency_hist"`
 	// StoreRequests are the store's own request counts by kind
-	// (dynamostore: acquire, renew, checkpoint, release, classify_read,
-	// orphan_query_page, …); absent when the store does not count.
+	// (dynamostore: heartbeat, acquire, checkpoint, release, …); absent when the store does not count.
 	StoreRequests map[string]int64 `json:"store_requests,omitempty"`
 }
 
@@ -107,14 +106,14 @@ func (w *Worker) Stats() Stats {
 		st.Messages[metricKey(name)] = w.stats.totals[name] + c.Load()
 	}
 	w.stats.mu.Unlock()
-	st.RenewsOK = w.stats.renewsOK.Load()
-	st.RenewErrors = w.stats.renewErrors.Load()
+	st.HeartbeatsOK = w.stats.heartbeatsOK.Load()
+	st.HeartbeatErrors = w.stats.heartbeatErrors.Load()
 	st.LeaseLost = w.stats.leaseLost.Load()
 	st.SessionsFailed = w.stats.failed.Load()
-	st.RenewBucketsMs = renewBucketsMs[:]
-	st.RenewLatency = make([]int64, len(w.stats.renewHist))
-	for i := range w.stats.renewHist {
-		st.RenewLatency[i] = w.stats.renewHist[i].Load()
+	st.HeartbeatBucketsMs = heartbeatBucketsMs[:]
+	st.HeartbeatLatency = make([]int64, len(w.stats.heartbeatHist))
+	for i := range w.stats.heartbeatHist {
+		st.HeartbeatLatency[i] = w.stats.heartbeatHist[i].Load()
 	}
 	if s, ok := w.deps.Store.(StoreStatser); ok {
 		st.StoreRequests = s.Stats()

@@ -1,8 +1,10 @@
-// Package streamer is the wsfleet worker as a library: it claims WebSocket
-// sessions from the lease table (via start notifications and reconciliation),
-// holds each under a lease with exactly one owner, streams its messages to a
-// sink.Handler in sequence order, checkpoints the last delivered sequence
-// number, and hands every session off on shutdown.
+// Package streamer is the wsfleet worker as a library: it registers a
+// worker record and heartbeats it, claims WebSocket sessions from the table
+// (via start notifications and reconciliation), owns each with exactly one
+// owner (fenced by the worker's liveness and the session's epoch), streams
+// its messages to a sink.Handler in sequence order, checkpoints the last
+// delivered sequence number, watches other workers and takes over the
+// sessions of dead ones, and hands every session off on shutdown.
 //
 // The cmd/streamer binary wires it to DynamoDB, SQS and the stdout or SQS
 // sink; run your own handler with:
@@ -156,7 +158,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
 	w.store = healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}
-	k, err := lease.NewKeeper(w.store, deps.Clock, cfg.LeaseConfig(), observer{w})
+	k, err := lease.NewKeeper(w.store, deps.Clock, cfg.LeaseConfig(), observer{w}, w.report)
 	if err != nil {
 		return nil, fmt.Errorf("streamer: %w", err)
 	}
@@ -183,12 +185,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		}
 	}
 	w.recon = &claim.Reconciler{
-		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery, Within: cfg.reconcileWithin(),
+		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery,
 		OnOrphans: func(n int) {
 			if n > 0 {
 				w.reg.Add(schema.MetricOrphansSeen, float64(n))
 			}
 		},
+		OnPass: w.audit,
 	}
 	return w, nil
 }
@@ -238,11 +241,24 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { _ = admin.Serve(ln) }() // ends with admin.Shutdown below
 	}
 
-	// The keeper and the control loop outlive ctx: they keep renewing and
-	// supervising while sessions close and release.
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	// A worker declared dead shuts down at once (its sessions are already
+	// fenced and taken over elsewhere); Run then returns why.
+	ctx, die := context.WithCancelCause(ctx)
+	defer die(nil)
+	// The keeper and the control loop outlive ctx: they keep heartbeating
+	// and supervising while sessions close and release.
 	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
-	bg.Go(func() { _ = w.keeper.Run(bgCtx) })
+	bg.Go(func() {
+		if err := w.keeper.Run(bgCtx); err != nil {
+			w.log.Error().Err(err).Msg("worker declared dead: shutting down without releasing")
+			w.abandoned.Store(true)
+			die(err)
+		}
+	})
 	bg.Go(func() { w.controlLoop(bgCtx) })
 	bg.Go(func() { w.metricsLoop(bgCtx) })
 
@@ -272,6 +288,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			err = errors.Join(err, errors.New("sessions still running after the shutdown deadline (a sink call that ignores its context?)"))
 		}
 	}
+	if !w.abandoned.Load() {
+		lctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
+		if lerr := w.keeper.Leave(lctx, w.keeper.Count() > 0); lerr != nil {
+			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")
+		}
+		cancel()
+	}
 	bgCancel()
 	bg.Wait()
 	w.setState(stateStopped)
@@ -282,6 +305,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			_ = admin.Close() // a request still in flight at the deadline is cut
 		}
 		cancel()
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = errors.Join(err, cause)
 	}
 	switch {
 	case err != nil:
@@ -405,7 +431,7 @@ func (w *Worker) Free() int {
 
 // Claim implements claim.Claimer: admission (state, capacity, the claims
 // per second limit), then the lease acquire, then the session.
-func (w *Worker) Claim(ctx context.Context, id string, sentAtMs int64) (claim.Outcome, error) {
+func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
 	w.mu.Lock()
 	switch {
 	case w.state != stateRunning:
@@ -432,13 +458,15 @@ func (w *Worker) Claim(ctx context.Context, id string, sentAtMs int64) (claim.Ou
 	if err := w.limiter.Wait(ctx); err != nil {
 		return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
 	}
-	h, err := w.keeper.Acquire(ctx, id)
+	h, err := w.keeper.Acquire(ctx, id, prev)
 	switch {
 	case err == nil:
-	case errors.Is(err, lease.ErrHeld):
+	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLeaseLost):
 		return claim.HeldElsewhere, nil
 	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrFailed):
 		return claim.NotStarted, nil
+	case errors.Is(err, lease.ErrUntrusted), errors.Is(err, lease.ErrWorkerDead):
+		return claim.Draining, nil
 	default:
 		return claim.Failed, err
 	}
@@ -500,8 +528,15 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		w.keeper.Abandon(h)
 		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (lease left to expire)")
 		return
-	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased):
+	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased),
+		errors.Is(reason, lease.ErrWorkerDead):
 		log.Warn().Err(reason).Int64("last_seq", s.LastSeq()).Msg("lease lost: session closed")
+		return
+	case !w.keeper.Trusted():
+		// Fenced: no write as owner. The session is taken over once this
+		// worker is declared dead, or audited back if its heartbeat recovers.
+		w.keeper.Abandon(h)
+		log.Warn().Err(reason).Int64("last_seq", s.LastSeq()).Msg("session closed while fenced: left for the takeover")
 		return
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
@@ -645,6 +680,7 @@ func (w *Worker) flushMetrics() {
 	w.reg.Set(schema.MetricOwnedSessions, float64(owned))
 	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
 	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
+	w.reg.Set(schema.MetricAliveWorkers, float64(w.keeper.AliveWorkers()))
 	if _, err := w.reg.Flush(w.deps.Metrics, time.Now()); err != nil {
 		w.log.Warn().Err(err).Msg("metrics flush")
 	}
@@ -656,19 +692,14 @@ func (w *Worker) owned() int {
 	return len(w.sessions)
 }
 
-// observer hears the keeper: renew latencies, and tenures that end, whose
-// session must close at once.
+// observer hears the keeper: heartbeat latencies, tenures that end (whose
+// session must close at once), the mailbox, and the workers it declared dead.
 type observer struct{ w *Worker }
 
-func (o observer) Renewed(_ *lease.Held, latency time.Duration, err error) {
-	o.w.stats.renewed(latency, err)
-	if err != nil {
-		return
-	}
-	// Keep about 100 samples per flush interval at any session count.
-	stride := int64(1 + o.w.owned()*int(o.w.cfg.MetricsEvery/o.w.cfg.LeaseConfig().RenewEvery)/100)
-	if o.w.renewCount.Add(1)%stride == 0 {
-		o.w.reg.ObserveDuration(schema.MetricRenewLatencyMs, latency)
+func (o observer) Heartbeat(latency time.Duration, err error) {
+	o.w.stats.heartbeat(latency, err)
+	if err == nil {
+		o.w.reg.ObserveDuration(schema.MetricHeartbeatLatencyMs, latency)
 	}
 }
 
@@ -688,6 +719,139 @@ func (o observer) Ended(h *lease.Held, err error) {
 	}
 }
 
+func (o observer) Mailbox(ids []string) {
+	for _, id := range ids {
+		go o.w.reread(o.w.hardCtx, id)
+	}
+}
+
+func (o observer) WorkerDied(id string) {
+	o.w.reg.Add(schema.MetricWorkersDeclaredDead, 1)
+	o.w.log.Warn().Str("dead_worker_id", id).Msg("worker declared dead: taking its sessions over")
+	go o.w.takeover(o.w.hardCtx, id)
+}
+
+// register creates the worker record, retrying while the table is
+// unreachable, until ctx ends.
+func (w *Worker) register(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := w.keeper.Register(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, lease.ErrWorkerExists) || ctx.Err() != nil {
+			return err
+		}
+		if attempt == 0 {
+			w.log.Warn().Err(err).Msg("register the worker record (retrying)")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// report is what each heartbeat carries: load, capacity, admin address.
+func (w *Worker) report() (int, int, string) {
+	return w.owned(), w.cfg.MaxSessions, w.AdminAddr()
+}
+
+// reread acts on a mailbox entry (ingest wrote it on a stop or a new
+// generation of a session this worker owns): re-read the session and stop
+// it or move it to its new configuration, then ack the entry.
+func (w *Worker) reread(ctx context.Context, id string) {
+	defer w.keeper.Ack(id)
+	w.mu.Lock()
+	s := w.sessions[id]
+	w.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer cancel()
+	it, err := w.store.Get(ctx, id)
+	if err != nil {
+		s.Logger().Warn().Err(err).Msg("mailbox: read session (the next audit re-reads it)")
+		return
+	}
+	w.apply(ctx, s, it.DesiredState, it)
+}
+
+// apply moves session s to what the table says: a STOP closes it (status
+// 1000), a new generation reconnects it with the new configuration; both
+// checkpoint first.
+func (w *Worker) apply(ctx context.Context, s *session.Session, state string, it lease.Item) {
+	h := s.Held()
+	switch {
+	case state == schema.StateStopped:
+		s.Interrupt(session.ErrStopRequested)
+	case it.Generation != h.Item().Generation:
+		if err := w.keeper.Checkpoint(ctx, h); err != nil {
+			s.Logger().Warn().Err(err).Msg("checkpoint before the new generation")
+		}
+		h.SetItem(it)
+	}
+}
+
+// audit compares what the table says this worker owns (by_owner) with what
+// it holds: a stop or a new generation whose mailbox entry was lost is
+// applied; a tenure it does not hold (an acquire whose reply was lost, a
+// session left while fenced) is claimed back or released.
+func (w *Worker) audit(ctx context.Context) {
+	owned, err := w.keeper.Audit(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn().Err(err).Msg("audit")
+		}
+		return
+	}
+	for _, o := range owned {
+		w.mu.Lock()
+		s, claiming := w.sessions[o.ConnectionID], w.claiming[o.ConnectionID]
+		w.mu.Unlock()
+		switch {
+		case claiming:
+		case s != nil && s.Held().Epoch() == o.Epoch:
+			if o.DesiredState == schema.StateStopped || o.Generation != s.Held().Item().Generation {
+				w.reread(ctx, o.ConnectionID)
+			}
+		case s != nil:
+			// Held at another epoch of ours: the newer tenure wins.
+		case o.DesiredState == schema.StateStarted && w.Free() > 0:
+			if out, err := w.Claim(ctx, o.ConnectionID, nil, 0); err != nil {
+				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
+			}
+		default:
+			if err := w.keeper.ReleaseToken(ctx, o.Token); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
+				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Int64("lease_epoch", o.Epoch).Msg("audit: release")
+			}
+		}
+	}
+}
+
+// takeover claims the sessions of a worker this one declared dead, and
+// announces them on the work queue so that every worker with room helps.
+func (w *Worker) takeover(ctx context.Context, dead string) {
+	cands, err := w.keeper.TakeoverOf(ctx, dead)
+	if err != nil {
+		w.log.Warn().Err(err).Str("dead_worker_id", dead).Msg("takeover: list sessions (reconciliation will)")
+		w.recon.Kick()
+		return
+	}
+	if w.handoffs != nil {
+		now := time.Now().UnixMilli()
+		for _, c := range cands {
+			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
+			if err := w.handoffs.Publish(ctx, n); err != nil {
+				w.log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
+			}
+		}
+	}
+	w.recon.ClaimAll(ctx, cands)
+}
+
 // Status is the /status document.
 type Status struct {
 	WorkerID    string           `json:"worker_id"`
@@ -695,7 +859,27 @@ type Status struct {
 	Since       time.Time        `json:"since"`
 	MaxSessions int              `json:"max_sessions"`
 	Owned       int              `json:"owned"`
-	Sessions    []session.Status `json:"sessions"`
+	// Record is the worker record as the last heartbeat returned it;
+	// TrustedFor is how long the worker may still act as owner without
+	// another successful heartbeat (0: fenced).
+	Record       WorkerRecord     `json:"record"`
+	TrustedForMs int64            `json:"trusted_for_ms"`
+	AliveWorkers int              `json:"alive_workers"`
+	Watching     []string         `json:"watching"`
+	Sessions     []session.Status `json:"sessions"`
+}
+
+// WorkerRecord is the /status view of a lease.WorkerRecord.
+type WorkerRecord struct {
+	State         string   `json:"state"`
+	Epoch         int64    `json:"epoch"`
+	HeartbeatSeq  int64    `json:"heartbeat_seq"`
+	HeartbeatAtMs int64    `json:"heartbeat_at_ms"`
+	TTLMs         int64    `json:"ttl_ms"`
+	Load          int      `json:"load"`
+	Capacity      int      `json:"capacity"`
+	Mailbox       []string `json:"mailbox,omitempty"`
+	StartedAtMs   int64    `json:"started_at_ms"`
 }
 
 // Status returns the worker's state and its sessions.
@@ -707,6 +891,15 @@ func (w *Worker) Status() Status {
 		ss = append(ss, s)
 	}
 	w.mu.Unlock()
+	rec := w.keeper.Record()
+	st.Record = WorkerRecord{State: rec.State, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAtMs: rec.HeartbeatAtMs,
+		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, Mailbox: rec.Mailbox, StartedAtMs: rec.StartedAtMs}
+	st.TrustedForMs = max(w.keeper.TrustedUntil().Sub(w.deps.Clock.Now()).Milliseconds(), 0)
+	if !w.keeper.Trusted() {
+		st.TrustedForMs = 0
+	}
+	st.AliveWorkers = w.keeper.AliveWorkers()
+	st.Watching = w.keeper.Targets()
 	st.Sessions = make([]session.Status, 0, len(ss))
 	for _, s := range ss {
 		st.Sessions = append(st.Sessions, s.Status())

@@ -1,13 +1,12 @@
 // Package claim owns how a worker finds sessions to own: the SQS consumer
 // (the fast path: a start notification is tried at once) and the reconciler
-// (the safety net: sessions whose notification was lost, leases released by a
-// worker that could not notify, and leases of crashed workers, each tried at
-// exactly the instant it becomes takeable). Both call a Claimer, which owns
-// admission (capacity and the claims-per-second limit).
+// (the safety net: sessions without owner whose notification was lost, and
+// the sessions of workers that died or left; a pass runs every interval and
+// at once when this worker declares another dead). Both call a Claimer,
+// which owns admission (capacity and the claims-per-second limit).
 package claim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -47,9 +46,11 @@ func (o Outcome) String() string { return outcomeNames[o] }
 
 // Claimer claims sessions (the worker implements it).
 type Claimer interface {
-	// Claim tries to acquire id and start its session. sentAtMs is the
-	// notification's sent_at_ms (0 when reconciling).
-	Claim(ctx context.Context, id string, sentAtMs int64) (Outcome, error)
+	// Claim tries to acquire id and start its session, taking it over from
+	// prev when the reconciler found it owned by a worker that is not alive
+	// (nil otherwise). sentAtMs is the notification's sent_at_ms (0 when
+	// reconciling).
+	Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (Outcome, error)
 	// Free is the number of sessions the worker may still claim.
 	Free() int
 	// StopHint handles a stop notification (the table is checked first).
@@ -194,7 +195,7 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 		c.Claimer.StopHint(ctx, n.ConnectionID)
 		return true
 	case schema.NotifyStart:
-		out, err := c.Claimer.Claim(ctx, n.ConnectionID, n.SentAtMs)
+		out, err := c.Claimer.Claim(ctx, n.ConnectionID, nil, n.SentAtMs)
 		switch out {
 		case Acquired, OwnedHere, HeldElsewhere, NotStarted:
 			log.Debug().Stringer("outcome", out).Msg("start notification handled")
@@ -227,37 +228,48 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // Lister is what the reconciler reads (the lease Keeper implements it).
 type Lister interface {
-	Expiring(ctx context.Context, within time.Duration, limit int) ([]lease.Candidate, error)
-	TakeableIn(c lease.Candidate) time.Duration
+	Orphans(ctx context.Context, limit int) ([]lease.Candidate, error)
 	Holds(id string) bool
 }
 
-// Reconciler claims orphans every Every (±Jitter), and schedules an attempt
-// for each lease found expiring within Within at exactly the instant it
-// becomes takeable, so that a crashed worker's sessions move after
-// TTL + max skew rather than TTL + a reconcile interval.
+// Reconciler claims orphans (sessions without owner, and the sessions of
+// workers that died or left) every Every (±Jitter), and at once after Kick.
 type Reconciler struct {
 	Lister  Lister
 	Claimer Claimer
 	Log     zerolog.Logger
 	Every   time.Duration
 	Jitter  float64 // fraction, default 0.2
-	// Within is the look-ahead; keep it below TTL - RenewEvery so live
-	// leases (renewed every RenewEvery) are not listed.
-	Within time.Duration
 	// Concurrency bounds claims in flight (default 8); the Claimer's rate
 	// limit applies on top.
 	Concurrency int
-	// OnOrphans is told how many takeable sessions a pass found.
+	// OnOrphans is told how many candidates a pass found.
 	OnOrphans func(n int)
+	// OnPass runs at the start of every pass (the worker's audit of the
+	// sessions the table says it owns).
+	OnPass func(ctx context.Context)
 
-	sched  schedule
-	queued map[string]bool
+	kick   chan struct{}
+	once   sync.Once
 	passes atomic.Int64
 }
 
 // Passes is the number of passes run (tests).
 func (r *Reconciler) Passes() int64 { return r.passes.Load() }
+
+func (r *Reconciler) kicks() chan struct{} {
+	r.once.Do(func() { r.kick = make(chan struct{}, 1) })
+	return r.kick
+}
+
+// Kick runs a pass as soon as the one in progress (if any) ends: a worker
+// was declared dead and its sessions are free to take.
+func (r *Reconciler) Kick() {
+	select {
+	case r.kicks() <- struct{}{}:
+	default:
+	}
+}
 
 // Run reconciles until ctx is done; the first pass runs at once.
 func (r *Reconciler) Run(ctx context.Context) error {
@@ -267,8 +279,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
 	}
-	r.queued = map[string]bool{}
-	nextPass := time.Now()
+	kick := r.kicks()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -276,104 +287,63 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-kick:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
-		now := time.Now()
-		if !now.Before(nextPass) {
-			r.pass(ctx)
-			nextPass = time.Now().Add(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*rand.Float64()-1))))
-		}
-		var due []string
-		for r.sched.Len() > 0 && !r.sched[0].at.After(time.Now()) {
-			e := heap.Pop(&r.sched).(entry)
-			delete(r.queued, e.id)
-			due = append(due, e.id)
-		}
-		if len(due) > 0 {
-			r.claimAll(ctx, due)
-		}
-		wake := nextPass
-		if r.sched.Len() > 0 && r.sched[0].at.Before(wake) {
-			wake = r.sched[0].at
-		}
-		t.Reset(max(time.Until(wake), 0))
+		r.pass(ctx)
+		t.Reset(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*rand.Float64()-1))))
 	}
 }
 
 func (r *Reconciler) pass(ctx context.Context) {
 	r.passes.Add(1)
+	if r.OnPass != nil {
+		r.OnPass(ctx)
+	}
 	free := r.Claimer.Free()
 	if free <= 0 {
 		return
 	}
 	limit := min(max(2*free, 10), 1000)
-	cands, err := r.Lister.Expiring(ctx, r.Within, limit)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.Log.Warn().Err(err).Msg("reconcile: list expiring leases")
-		}
-		return
-	}
-	var now []string
-	for _, c := range cands {
-		if r.Lister.Holds(c.ConnectionID) {
-			continue
-		}
-		d := r.Lister.TakeableIn(c)
-		if d <= 0 {
-			now = append(now, c.ConnectionID)
-			continue
-		}
-		if !r.queued[c.ConnectionID] {
-			r.queued[c.ConnectionID] = true
-			// A few ms of jitter so that workers looking at the same dead
-			// lease do not all write at the same millisecond.
-			heap.Push(&r.sched, entry{at: time.Now().Add(d + time.Duration(rand.Int64N(int64(20*time.Millisecond)))), id: c.ConnectionID})
-		}
+	cands, err := r.Lister.Orphans(ctx, limit)
+	if err != nil && ctx.Err() == nil {
+		r.Log.Warn().Err(err).Msg("reconcile: list orphans")
 	}
 	if r.OnOrphans != nil {
-		r.OnOrphans(len(now))
+		r.OnOrphans(len(cands))
 	}
-	rand.Shuffle(len(now), func(i, j int) { now[i], now[j] = now[j], now[i] })
-	r.claimAll(ctx, now)
+	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	r.ClaimAll(ctx, cands)
 }
 
-func (r *Reconciler) claimAll(ctx context.Context, ids []string) {
+// ClaimAll claims cands (up to the free capacity), Concurrency at a time.
+func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
+	if r.Concurrency <= 0 {
+		r.Concurrency = 8
+	}
 	var g errgroup.Group
 	g.SetLimit(r.Concurrency)
-	for _, id := range ids {
+	for _, c := range cands {
 		if ctx.Err() != nil || r.Claimer.Free() <= 0 {
 			break
 		}
-		if r.Lister.Holds(id) {
+		if r.Lister.Holds(c.ConnectionID) {
 			continue
 		}
 		g.Go(func() error {
-			out, err := r.Claimer.Claim(ctx, id, 0)
+			out, err := r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
 			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				r.Log.Warn().Err(err).Str("connection_id", id).Msg("reconcile: claim")
+				r.Log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("reconcile: claim")
 			} else {
-				r.Log.Debug().Str("connection_id", id).Stringer("outcome", out).Msg("reconcile: claim")
+				r.Log.Debug().Str("connection_id", c.ConnectionID).Stringer("outcome", out).Msg("reconcile: claim")
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-}
-
-type entry struct {
-	at time.Time
-	id string
-}
-
-type schedule []entry
-
-func (s schedule) Len() int           { return len(s) }
-func (s schedule) Less(i, j int) bool { return s[i].at.Before(s[j].at) }
-func (s schedule) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
-func (s *schedule) Push(x any)        { *s = append(*s, x.(entry)) }
-func (s *schedule) Pop() any {
-	old := *s
-	e := old[len(old)-1]
-	*s = old[:len(old)-1]
-	return e
 }
