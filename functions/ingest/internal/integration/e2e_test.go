@@ -210,9 +210,14 @@ func TestHTTPEndToEnd(t *testing.T) {
 	// status
 	status, body, _ = c.do("GET", "/sessions/e2e-1", "")
 	if status != 200 || body["desired_state"] != "STARTED" || body["ws_url"] != "wss://stream.example.com/v2?token=REDACTED" ||
-		body["generation"] != 2.0 || body["lease_owner"] != "" || body["lease_expires_at_ms"] != nil || body["lease_epoch"] != 0.0 ||
+		body["generation"] != 2.0 || body["lease_owner"] != "" || body["lease_epoch"] != 0.0 ||
 		body["last_seq"] != nil || body["seq_field"] != "seq" || body["updated_at_ms"].(float64) < float64(t0.UnixMilli()) {
 		t.Fatalf("status: %d %v", status, body)
+	}
+	for k := range body {
+		if strings.Contains(k, "expires") {
+			t.Fatalf("status shows a lease expiry (%s): there is none any more", k)
+		}
 	}
 	if names, _ := body["header_names"].([]any); len(names) != 1 || names[0] != "Authorization" {
 		t.Fatalf("header_names %v", body["header_names"])
