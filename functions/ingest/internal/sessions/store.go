@@ -236,7 +236,7 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 		}
 		cur := toRecord(item)
 		if cur.state == schema.StateStarted && cur.sameAs(d) && cur.failedGen == nil {
-			return Result{Generation: cur.generation, Outcome: Unchanged, Owner: cur.owner}, nil
+			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
 		}
 		outcome := Updated
 		if cur.state != schema.StateStarted || item.Failed() {
