@@ -39,6 +39,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/sessions":
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"connection_id":"a","desired_state":"STARTED","generation":1,"outcome":"created","notified":true}`))
+	case r.Method == http.MethodPost && r.URL.Path == "/sessions/b/stop":
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"connection_id":"b","desired_state":"STOPPED","generation":1,"outcome":"stopped","notified":true,"owner":"worker-1","owner_notified":true}`))
+	case r.Method == http.MethodGet && r.URL.Path == "/workers":
+		now := time.Now().UnixMilli()
+		_ = json.NewEncoder(w).Encode(apiclient.Workers{Limit: 1000, Workers: []apiclient.Worker{
+			{ID: "worker-1", State: "ALIVE", List: "ALIVE", Epoch: 1, Load: 812, Capacity: 1000, AdminAddr: "10.0.3.17:8081", HeartbeatAtMs: now - 400, StartedAtMs: now - 3_600_000},
+			{ID: "worker-2", State: "DEAD", List: "GONE", Epoch: 2, Load: 640, Capacity: 1000, HeartbeatAtMs: now - 20_000, StartedAtMs: now - 7_200_000, EndedAtMs: now - 9_000, DeclaredDeadBy: "worker-1"},
+			{ID: "worker-3", State: "LEFT", List: "DONE", Epoch: 1, Capacity: 1000, HeartbeatAtMs: now - 120_000, StartedAtMs: now - 9_000_000, EndedAtMs: now - 119_000},
+		}})
 	case r.Method == http.MethodPost && r.URL.Path == "/sessions/missing/stop":
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such session"}}`))
@@ -46,7 +56,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "c", DesiredState: "STOPPED"}}})
 	case r.Method == http.MethodGet && r.URL.Path == "/sessions":
 		if r.URL.Query().Get("next") == "" {
-			_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "worker-1", LeaseEpoch: 3, LastSeq: &seq, LeaseExpiresAtMs: time.Now().Add(3 * time.Second).UnixMilli()}}, Next: "p2"})
+			_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "worker-1", LeaseEpoch: 3, LastSeq: &seq}}, Next: "p2"})
 			return
 		}
 		_ = json.NewEncoder(w).Encode(apiclient.Page{Sessions: []apiclient.Session{{ConnectionID: "a", DesiredState: "STOPPED"}}})
@@ -67,7 +77,7 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 		errOut.Reset()
 		return cli(ctx, append([]string{"--api", srv.URL}, args...), &out, &errOut)
 	}
-	if err := run("start", "ws://127.0.0.1:1/feed/a", "--id", "a", "--resume-param", "from", "--header", "X-K=v"); err != nil {
+	if err := run("start", "ws://127.0.0.1:1/feed/a", "--id", "a", "--resume-param", "from", "--header", "X-K=v", "--checkpoint-every", "30s"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "a STARTED") {
@@ -77,11 +87,14 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 	if err := json.Unmarshal([]byte(f.body[0]), &body); err != nil {
 		t.Fatal(err)
 	}
-	if body["connection_id"] != "a" || body["ws_url"] != "ws://127.0.0.1:1/feed/a" || body["resume_query_param"] != "from" || body["headers"].(map[string]any)["X-K"] != "v" {
+	if body["connection_id"] != "a" || body["ws_url"] != "ws://127.0.0.1:1/feed/a" || body["resume_query_param"] != "from" || body["headers"].(map[string]any)["X-K"] != "v" || body["checkpoint_every"] != "30s" {
 		t.Fatalf("start body %v", body)
 	}
 	if f.reqs[0].Header.Get("Authorization") != "" {
 		t.Fatal("a loopback API got a signed request")
+	}
+	if err := run("stop", "b"); err != nil || !strings.Contains(out.String(), "b STOPPED (generation 1, stopped; owner worker-1 told)") {
+		t.Fatalf("stop: %v %q", err, out.String())
 	}
 	err := run("stop", "missing")
 	if err == nil || !strings.Contains(err.Error(), "not_found") || !strings.Contains(err.Error(), "no such session") {
@@ -91,10 +104,28 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := out.String()
-	for _, want := range []string{"ID", "LEASE EXPIRES IN", "worker-1", "41", "released", "STOPPED", "3 session(s)"} {
+	for _, want := range []string{"ID", "OWNER", "EPOCH", "LAST_SEQ", "worker-1", "41", "STOPPED", "3 session(s)"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("status table lacks %q:\n%s", want, table)
 		}
+	}
+	if strings.Contains(table, "EXPIRES") || strings.Contains(table, "released") {
+		t.Errorf("status table shows a lease expiry:\n%s", table)
+	}
+	if err := run("workers"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) < 5 || !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "LOAD/CAP") ||
+		!strings.HasPrefix(lines[1], "worker-1") || !strings.Contains(lines[1], "ALIVE") || !strings.Contains(lines[1], "812/1000") ||
+		!strings.Contains(lines[1], "00ms ago") || !strings.Contains(lines[1], "10.0.3.17:8081") ||
+		!strings.HasPrefix(lines[2], "worker-2") || !strings.Contains(lines[2], "DEAD") || !strings.Contains(lines[2], "9s ago") || !strings.HasSuffix(strings.TrimSpace(lines[2]), "worker-1") ||
+		!strings.HasPrefix(lines[3], "worker-3") || !strings.Contains(lines[3], "LEFT") || !strings.Contains(lines[3], "2m0s ago") ||
+		lines[4] != "3 worker(s): 1 alive (load 812/1000), 1 dead, 1 left" {
+		t.Fatalf("workers table:\n%s", out.String())
+	}
+	if err := run("workers", "extra"); err == nil {
+		t.Fatal("workers with an argument accepted")
 	}
 	if strings.Index(table, "\na ") > strings.Index(table, "\nb ") {
 		t.Errorf("table not sorted by id:\n%s", table)
@@ -145,27 +176,38 @@ func TestSigV4(t *testing.T) {
 func TestStatusTableShowsFailedAndLastError(t *testing.T) {
 	var out bytes.Buffer
 	err := writeTable(&out, []apiclient.Session{
-		{ConnectionID: "d", DesiredState: "STARTED", LeaseOwner: "worker-2", LeaseExpiresAtMs: schema.FailedLeaseExpiresAtMs,
+		{ConnectionID: "d", DesiredState: "STARTED", LeaseEpoch: 2,
 			Failed: true, LastError: "handshake refused: HTTP 401", LastErrorAt: "2026-11-30T12:00:00Z"},
 		{ConnectionID: "e", DesiredState: "STARTED"},
-	}, time.UnixMilli(10_000))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")
 	if !strings.Contains(lines[0], "LAST ERROR") ||
-		!strings.Contains(lines[1], "FAILED") || !strings.Contains(lines[1], "never (failed)") ||
+		!strings.Contains(lines[1], "FAILED") ||
 		!strings.Contains(lines[1], "handshake refused: HTTP 401 (2026-11-30T12:00:00Z)") ||
 		!strings.Contains(lines[2], "STARTED") || !strings.HasSuffix(strings.TrimSpace(lines[2]), "-") {
 		t.Fatalf("status table:\n%s", out.String())
 	}
 }
 
-func TestExpiresIn(t *testing.T) {
-	now := time.UnixMilli(10_000)
-	for exp, want := range map[int64]string{0: "released", 14_200: "4.2s", 8_700: "expired 1.3s ago", schema.FailedLeaseExpiresAtMs: "never (failed)"} {
-		if got := expiresIn(exp, now); got != want {
-			t.Errorf("expiresIn(%d) = %q, want %q", exp, got, want)
+func TestWorkersTable(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	var out bytes.Buffer
+	err := writeWorkers(&out, apiclient.Workers{Limit: 2, Truncated: true, Workers: []apiclient.Worker{
+		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, HeartbeatAtMs: now.UnixMilli() + 50},
+		{ID: "b", State: schema.WorkerAlive, Load: 2, Capacity: 10},
+	}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "0s ago") || !strings.Contains(got, "2 worker(s): 2 alive (load 3/20), 0 dead, 0 left\n(only the first 2 records: there are more)") {
+		t.Fatalf("workers table:\n%s", got)
+	}
+	for ms, want := range map[int64]string{0: "-", 1_800_000_000_000 - 1_234: "1.2s ago", 1_800_000_000_000 - 184_400: "3m4s ago"} {
+		if got := ago(ms, now); got != want {
+			t.Errorf("ago(%d) = %q, want %q", ms, got, want)
 		}
 	}
 }

@@ -241,7 +241,7 @@ func TestBootstrapUnderRIE(t *testing.T) {
 
 	resp, body = r.invoke(t, "status.json")
 	if resp.StatusCode != 200 || body["desired_state"] != "STARTED" || body["ws_url"] != "wss://stream.example.com/v1/feed?token=REDACTED" ||
-		body["generation"] != 1.0 || body["resume_query_param"] != "from_seq" || body["lease_expires_at_ms"] != 0.0 {
+		body["generation"] != 1.0 || body["resume_query_param"] != "from_seq" || body["lease_owner"] != "" || body["last_seq"] != nil {
 		t.Fatalf("status: %d %v", resp.StatusCode, body)
 	}
 	if strings.Contains(resp.Body, "fixture-secret") || strings.Contains(resp.Body, "fixture-header-secret") {

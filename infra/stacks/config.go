@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Environment names accepted by `-c env=<name>`.
@@ -30,15 +28,21 @@ const (
 	// stopTimeoutHeadroom is the least time between the worker's shutdown
 	// deadline and SIGKILL.
 	stopTimeoutHeadroom = 5 * time.Second
-	// renewJitter is the worker's renewal jitter (shared/lease DefaultConfig).
-	renewJitter = 0.1
-	// gsiRenewBudget is how many lease renewals per second the table can
-	// take: every renewal moves lease_expires_at_ms, the sort key of the
-	// by_shard_expiry index, which costs 2 index write units on the item's
-	// index_shard key value (1,000 WCU/s per partition: 500 renewals/s).
-	// The STARTED sessions hash over schema.IndexShards values; 20 % is
-	// kept for the hash's unevenness. Sources: docs/references.md, "DynamoDB".
-	gsiRenewBudget = 500.0 * schema.IndexShards * 0.8
+	// TableWriteLimit is DynamoDB's default table-level throughput limit
+	// of an on-demand table: 40,000 write request units per second (AWS
+	// docs, "Service, account, and table quotas in Amazon DynamoDB"; it can
+	// be raised on request).
+	TableWriteLimit = 40_000.0
+	// ControlWriteShare is the share of TableWriteLimit kept for the writes
+	// that are not the steady state: ingest's starts and stops (each with
+	// at most one mailbox write) and request nonces, acquisitions and
+	// releases when sessions move, death declarations. The steady state
+	// (checkpoints and heartbeats) may use the rest.
+	ControlWriteShare = 0.05
+	// Checkpoint interval bounds (the worker's and a start's
+	// checkpoint_every).
+	minCheckpointEvery = time.Second
+	maxCheckpointEvery = 10 * time.Minute
 )
 
 // fargateMemoryMiB lists the memory sizes Fargate accepts for each CPU size
@@ -71,13 +75,14 @@ type EnvConfig struct {
 	ScaleInCooldown    time.Duration
 	ScaleOutCooldown   time.Duration
 
-	// Lease timings handed to the worker.
-	LeaseTTL         time.Duration
-	RenewEvery       time.Duration
-	MaxSkew          time.Duration
-	SafetyMargin     time.Duration // the holder stops trusting a lease this long before TTL
-	ShutdownDeadline time.Duration // the worker's graceful-shutdown deadline
-	StopTimeout      time.Duration // ECS SIGTERM → SIGKILL; must exceed ShutdownDeadline
+	// Liveness and checkpoint timings handed to the worker.
+	LeaseTTL            time.Duration // the worker record's liveness TTL
+	HeartbeatEvery      time.Duration // one conditional write of the worker record
+	CheckpointEvery     time.Duration // default per-session checkpoint interval (a start may override it)
+	MaxConcurrentWrites int           // checkpoints in flight per worker
+	SafetyMargin        time.Duration // a worker stops delivering this long before its liveness TTL runs out
+	ShutdownDeadline    time.Duration // the worker's graceful-shutdown deadline
+	StopTimeout         time.Duration // ECS SIGTERM → SIGKILL; must exceed ShutdownDeadline
 
 	Sink     string // stdout | sqs; sqs creates the output queue
 	LogLevel string
@@ -99,6 +104,7 @@ type EnvConfig struct {
 	LogRetentionDays   int
 	Retain             bool // RETAIN data and logs, deletion protection on the table
 	OrphanAlarmMinutes int  // OrphansSeen > 0 for this many consecutive minutes
+	AliveAlarmMinutes  int  // AliveWorkers < MinTasks for this many consecutive minutes
 	LeaseLostPer5Min   float64
 	FailedPer5Min      float64 // SessionsFailed alarm threshold
 	Ingest5xxPer5Min   float64
@@ -117,8 +123,9 @@ var environments = map[string]EnvConfig{
 		ScaleInCooldown:           5 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
 		LeaseTTL:                  10 * time.Second,
-		RenewEvery:                3 * time.Second,
-		MaxSkew:                   500 * time.Millisecond,
+		HeartbeatEvery:            time.Second,
+		CheckpointEvery:           60 * time.Second,
+		MaxConcurrentWrites:       64,
 		SafetyMargin:              2 * time.Second,
 		ShutdownDeadline:          30 * time.Second,
 		StopTimeout:               40 * time.Second,
@@ -135,6 +142,7 @@ var environments = map[string]EnvConfig{
 		LogRetentionDays:          7,
 		Retain:                    false,
 		OrphanAlarmMinutes:        5,
+		AliveAlarmMinutes:         5,
 		LeaseLostPer5Min:          20,
 		FailedPer5Min:             1,
 		Ingest5xxPer5Min:          5,
@@ -150,8 +158,9 @@ var environments = map[string]EnvConfig{
 		ScaleInCooldown:           10 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
 		LeaseTTL:                  15 * time.Second,
-		RenewEvery:                5 * time.Second,
-		MaxSkew:                   500 * time.Millisecond,
+		HeartbeatEvery:            time.Second,
+		CheckpointEvery:           60 * time.Second,
+		MaxConcurrentWrites:       64,
 		SafetyMargin:              2 * time.Second,
 		ShutdownDeadline:          30 * time.Second,
 		StopTimeout:               40 * time.Second,
@@ -168,6 +177,7 @@ var environments = map[string]EnvConfig{
 		LogRetentionDays:          90,
 		Retain:                    true,
 		OrphanAlarmMinutes:        3,
+		AliveAlarmMinutes:         3,
 		LeaseLostPer5Min:          10,
 		FailedPer5Min:             1,
 		Ingest5xxPer5Min:          1,
@@ -196,10 +206,35 @@ func ConfigFor(name string) (EnvConfig, error) {
 	return cfg, nil
 }
 
-// RenewRateAtCapacity is the lease renewals per second of a fleet at
-// MaxTasks with every task holding MaxSessionsPerTask sessions.
-func (c EnvConfig) RenewRateAtCapacity() float64 {
-	return float64(c.MaxTasks*c.MaxSessionsPerTask) / c.RenewEvery.Seconds()
+// SteadyWritesAtCapacity is the table's steady write rate (write units/s)
+// of a fleet at MaxTasks with every task holding MaxSessionsPerTask
+// sessions: one checkpoint per session every CheckpointEvery (a checkpoint
+// item stays below 1 KB: one unit, and only one that advanced is written,
+// so this is the ceiling) plus one heartbeat per worker every
+// HeartbeatEvery. Neither writes an index: the hot path has no index write.
+func (c EnvConfig) SteadyWritesAtCapacity() float64 {
+	return float64(c.MaxTasks*c.MaxSessionsPerTask)/c.CheckpointEvery.Seconds() +
+		float64(c.MaxTasks)/c.HeartbeatEvery.Seconds()
+}
+
+// SessionCeiling is the most sessions one table carries at these settings:
+// the sessions whose checkpoints, with MaxTasks workers' heartbeats, fit in
+// TableWriteLimit less ControlWriteShare. At CheckpointEvery 60 s and 8
+// workers heartbeating every second: (38,000 - 8) x 60 = 2,279,520. No key
+// is hot on the way: every session checkpoints its own item, every worker
+// heartbeats its own record (1 write/s against 1,000 per partition), and
+// the indexes change only when a desired state or an owner does. Sessions
+// that a start gives a shorter checkpoint_every count for more (at 1 s,
+// one such session costs what 60 default ones do).
+func (c EnvConfig) SessionCeiling() int {
+	if c.CheckpointEvery <= 0 || c.HeartbeatEvery <= 0 {
+		return 0
+	}
+	budget := TableWriteLimit*(1-ControlWriteShare) - float64(c.MaxTasks)/c.HeartbeatEvery.Seconds()
+	if budget <= 0 {
+		return 0
+	}
+	return int(budget * c.CheckpointEvery.Seconds())
 }
 
 // Validate checks the configuration for values AWS would reject and for
@@ -222,21 +257,25 @@ func (c EnvConfig) Validate() error {
 	check(c.ScaleInCooldown >= 0 && c.ScaleOutCooldown >= 0, "negative cooldown")
 
 	check(c.LeaseTTL > 0, "LeaseTTL must be positive")
-	check(c.RenewEvery > 0 && c.SafetyMargin > 0, "RenewEvery and SafetyMargin must be positive")
-	// The worker's own rule (shared/lease Config.Validate): a renewal, with
-	// jitter, must fit before the holder stops trusting its lease.
-	check(c.LeaseTTL-c.SafetyMargin > time.Duration(float64(c.RenewEvery)*(1+renewJitter)),
-		"LeaseTTL %v - SafetyMargin %v leaves no room for a renewal every %v (±%.0f%%)", c.LeaseTTL, c.SafetyMargin, c.RenewEvery, renewJitter*100)
-	check(c.MaxSkew >= 0 && c.MaxSkew < c.LeaseTTL, "MaxSkew %v must be in [0, LeaseTTL %v)", c.MaxSkew, c.LeaseTTL)
-	if c.RenewEvery > 0 {
-		rate := c.RenewRateAtCapacity()
-		check(rate <= gsiRenewBudget,
-			"a full fleet (%d tasks x %d sessions) renews %.0f leases/s every %v, above the index budget of %.0f/s (500/s on each of the index's shards, 20 %% headroom): lower MaxTasks or MaxSessionsPerTask, or renew less often",
-			c.MaxTasks, c.MaxSessionsPerTask, rate, c.RenewEvery, gsiRenewBudget)
+	check(c.HeartbeatEvery > 0 && c.SafetyMargin > 0, "HeartbeatEvery and SafetyMargin must be positive")
+	// A worker delivers until its last successful heartbeat + LeaseTTL -
+	// SafetyMargin: at least two heartbeats must fit in that window, so
+	// that one lost heartbeat does not fence every session.
+	check(c.LeaseTTL-c.SafetyMargin >= 2*c.HeartbeatEvery,
+		"LeaseTTL %v - SafetyMargin %v leaves no room for two heartbeats every %v", c.LeaseTTL, c.SafetyMargin, c.HeartbeatEvery)
+	check(c.CheckpointEvery >= minCheckpointEvery && c.CheckpointEvery <= maxCheckpointEvery,
+		"CheckpointEvery %v not in [%v, %v]", c.CheckpointEvery, minCheckpointEvery, maxCheckpointEvery)
+	check(c.MaxConcurrentWrites >= 1, "MaxConcurrentWrites %d < 1", c.MaxConcurrentWrites)
+	if c.CheckpointEvery > 0 && c.HeartbeatEvery > 0 {
+		ceiling := c.SessionCeiling()
+		check(c.MaxTasks*c.MaxSessionsPerTask <= ceiling,
+			"a full fleet (%d tasks x %d sessions) is above the table's ceiling of %d sessions at a checkpoint every %v (%.0f steady writes/s against %.0f: %.0f write units/s less %.0f %% for starts, stops and takeovers): lower MaxTasks or MaxSessionsPerTask, or checkpoint less often",
+			c.MaxTasks, c.MaxSessionsPerTask, ceiling, c.CheckpointEvery, c.SteadyWritesAtCapacity(),
+			TableWriteLimit*(1-ControlWriteShare), TableWriteLimit, ControlWriteShare*100)
 	}
 	check(c.ShutdownDeadline > 0, "ShutdownDeadline must be positive")
 	check(c.StopTimeout >= c.ShutdownDeadline+stopTimeoutHeadroom,
-		"StopTimeout %v must be at least ShutdownDeadline %v + %v so the worker can release its leases before SIGKILL",
+		"StopTimeout %v must be at least ShutdownDeadline %v + %v so the worker can release its sessions before SIGKILL",
 		c.StopTimeout, c.ShutdownDeadline, stopTimeoutHeadroom)
 	check(c.StopTimeout <= fargateMaxStopTimeout, "StopTimeout %v exceeds the Fargate maximum %v", c.StopTimeout, fargateMaxStopTimeout)
 	check(c.StopTimeout%time.Second == 0, "StopTimeout %v must be whole seconds", c.StopTimeout)
@@ -256,6 +295,7 @@ func (c EnvConfig) Validate() error {
 	_, okRetention := retentionByDays[c.LogRetentionDays]
 	check(okRetention, "LogRetentionDays %d is not a CloudWatch Logs retention value", c.LogRetentionDays)
 	check(c.OrphanAlarmMinutes >= 1, "OrphanAlarmMinutes %d < 1", c.OrphanAlarmMinutes)
+	check(c.AliveAlarmMinutes >= 1, "AliveAlarmMinutes %d < 1", c.AliveAlarmMinutes)
 	check(c.LeaseLostPer5Min > 0, "LeaseLostPer5Min must be positive")
 	check(c.FailedPer5Min > 0, "FailedPer5Min must be positive")
 	check(c.Ingest5xxPer5Min > 0, "Ingest5xxPer5Min must be positive")

@@ -54,8 +54,11 @@ func TestValidateRejects(t *testing.T) {
 	}{
 		"stop timeout below deadline": {func(c *EnvConfig) { c.StopTimeout = c.ShutdownDeadline }, "StopTimeout"},
 		"stop timeout above fargate":  {func(c *EnvConfig) { c.StopTimeout, c.ShutdownDeadline = 121*time.Second, 60*time.Second }, "Fargate maximum"},
-		"renew too slow":              {func(c *EnvConfig) { c.RenewEvery = c.LeaseTTL - c.SafetyMargin }, "no room for a renewal"},
-		"skew too large":              {func(c *EnvConfig) { c.MaxSkew = c.LeaseTTL }, "MaxSkew"},
+		"heartbeat too slow":          {func(c *EnvConfig) { c.HeartbeatEvery = c.LeaseTTL - c.SafetyMargin }, "no room for two heartbeats"},
+		"checkpoint too often":        {func(c *EnvConfig) { c.CheckpointEvery = 500 * time.Millisecond }, "CheckpointEvery"},
+		"checkpoint too rare":         {func(c *EnvConfig) { c.CheckpointEvery = 11 * time.Minute }, "CheckpointEvery"},
+		"no write slots":              {func(c *EnvConfig) { c.MaxConcurrentWrites = 0 }, "MaxConcurrentWrites"},
+		"alive alarm":                 {func(c *EnvConfig) { c.AliveAlarmMinutes = 0 }, "AliveAlarmMinutes"},
 		"min above max":               {func(c *EnvConfig) { c.MinTasks, c.MaxTasks = 3, 2 }, "MaxTasks"},
 		"no tasks":                    {func(c *EnvConfig) { c.MinTasks = 0 }, "MinTasks"},
 		"bad memory":                  {func(c *EnvConfig) { c.TaskMemoryMiB = 300 }, "TaskMemoryMiB"},
@@ -63,7 +66,8 @@ func TestValidateRejects(t *testing.T) {
 		"bad retention":               {func(c *EnvConfig) { c.LogRetentionDays = 10 }, "LogRetentionDays"},
 		"bad sink":                    {func(c *EnvConfig) { c.Sink = "kafka" }, "Sink"},
 		"target 100":                  {func(c *EnvConfig) { c.TargetUtilization = 100 }, "TargetUtilization"},
-		"renew budget":                {func(c *EnvConfig) { c.MaxTasks = 100 }, "above the index budget of 6400/s"},
+		"table ceiling":               {func(c *EnvConfig) { c.MaxTasks, c.MaxSessionsPerTask = 200, 12_000 }, "above the table's ceiling of 2268000 sessions"},
+		"table ceiling, checkpoints":  {func(c *EnvConfig) { c.MaxTasks, c.MaxSessionsPerTask, c.CheckpointEvery = 50, 1000, time.Second }, "above the table's ceiling of 37950 sessions"},
 		"lambda timeout":              {func(c *EnvConfig) { c.IngestTimeout = 30 * time.Second }, "IngestTimeout"},
 	} {
 		c := base
@@ -71,6 +75,44 @@ func TestValidateRejects(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Validate() = %v, want an error about %s", name, err, tc.want)
 		}
+	}
+}
+
+// TestSessionCeiling: the table's ceiling follows from the steady write
+// pattern (a checkpoint per session per CheckpointEvery, a heartbeat per
+// worker per HeartbeatEvery) against DynamoDB's default 40,000 write units/s
+// per on-demand table, less 5 % for control writes; the 26k index ceiling
+// of per-session renewals is gone.
+func TestSessionCeiling(t *testing.T) {
+	prod, err := ConfigFor(EnvProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (40,000 x 0.95 - 8 heartbeats/s) x 60 s.
+	if got := prod.SessionCeiling(); got != 2_279_520 {
+		t.Errorf("prod ceiling %d, want 2,279,520", got)
+	}
+	if w := prod.SteadyWritesAtCapacity(); w != 8*300/60.0+8 {
+		t.Errorf("prod steady writes %v", w)
+	}
+	// A million sessions fit: 100 tasks x 10,000 sessions.
+	big := prod
+	big.MaxTasks, big.MaxSessionsPerTask = 100, 10_000
+	if err := big.Validate(); err != nil {
+		t.Errorf("1,000,000 sessions refused: %v", err)
+	}
+	if c := big.SessionCeiling(); c < 1_000_000 || c != int((38_000.0-100)*60) {
+		t.Errorf("ceiling at 100 workers %d", c)
+	}
+	// Just above the ceiling is refused, just at it accepted.
+	edge := prod
+	edge.MaxTasks, edge.MaxSessionsPerTask = 10, 227_940 // ceiling (38,000 - 10) x 60 = 2,279,400
+	if err := edge.Validate(); err != nil {
+		t.Errorf("at the ceiling: %v", err)
+	}
+	edge.MaxSessionsPerTask++
+	if err := edge.Validate(); err == nil || !strings.Contains(err.Error(), "ceiling") {
+		t.Errorf("above the ceiling: %v", err)
 	}
 }
 

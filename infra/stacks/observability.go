@@ -23,6 +23,7 @@ const (
 	AlarmLeaseLost   = "lease-lost-rate"
 	AlarmIngest5xx   = "ingest-5xx"
 	AlarmFailed      = "sessions-failed"
+	AlarmAliveLow    = "alive-workers-low"
 )
 
 // DashboardName is the CloudWatch dashboard of env.
@@ -47,7 +48,7 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 
 	minute := time.Minute
 	five := 5 * time.Minute
-	alarm := func(suffix string, metric awscloudwatch.IMetric, op awscloudwatch.ComparisonOperator, threshold float64, periods int, desc string) awscloudwatch.Alarm {
+	alarmMissing := func(suffix string, metric awscloudwatch.IMetric, op awscloudwatch.ComparisonOperator, threshold float64, periods int, missing awscloudwatch.TreatMissingData, desc string) awscloudwatch.Alarm {
 		a := awscloudwatch.NewAlarm(stack, jsii.String("Alarm-"+suffix), &awscloudwatch.AlarmProps{
 			AlarmName:          jsii.String(AlarmName(cfg.Name, suffix)),
 			AlarmDescription:   jsii.String(desc),
@@ -56,12 +57,16 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 			Threshold:          jsii.Number(threshold),
 			EvaluationPeriods:  jsii.Number(float64(periods)),
 			DatapointsToAlarm:  jsii.Number(float64(periods)),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+			TreatMissingData:   missing,
 		})
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
 		return a
 	}
+	alarm := func(suffix string, metric awscloudwatch.IMetric, op awscloudwatch.ComparisonOperator, threshold float64, periods int, desc string) awscloudwatch.Alarm {
+		return alarmMissing(suffix, metric, op, threshold, periods, awscloudwatch.TreatMissingData_NOT_BREACHING, desc)
+	}
+	lt := awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD
 	gt := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
 	gte := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
@@ -72,9 +77,15 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 		alarm(AlarmDLQNotEmpty, dlqDepth, gt, 0, 1,
 			"Work-queue notifications were dead-lettered: ingest notified, no worker could handle them. The table is still the truth; inspect and redrive."),
 		alarm(AlarmOrphans, streamerMetric(cfg, schema.MetricOrphansSeen, "Sum", minute), gt, 0, cfg.OrphanAlarmMinutes,
-			fmt.Sprintf("STARTED sessions without a live lease for %d consecutive minutes: the fleet is out of capacity or not claiming.", cfg.OrphanAlarmMinutes)),
+			fmt.Sprintf("STARTED sessions without an owner for %d consecutive minutes: the fleet is out of capacity or not claiming.", cfg.OrphanAlarmMinutes)),
 		alarm(AlarmLeaseLost, streamerMetric(cfg, schema.MetricLeaseLost, "Sum", five), gte, cfg.LeaseLostPer5Min, 1,
-			fmt.Sprintf("At least %v leases lost in 5 minutes: renewals are failing or slow (throttling, clock skew, overloaded tasks).", cfg.LeaseLostPer5Min)),
+			fmt.Sprintf("At least %v sessions lost by their owner in 5 minutes: heartbeats are failing or slow (throttling, overloaded tasks), so workers fence themselves or are declared dead.", cfg.LeaseLostPer5Min)),
+		// Every worker reports how many it last saw ALIVE; the maximum
+		// over the workers is the fleet's best view. No data at all means
+		// no worker is reporting: breaching.
+		alarmMissing(AlarmAliveLow, streamerMetric(cfg, schema.MetricAliveWorkers, "Maximum", minute), lt, float64(cfg.MinTasks), cfg.AliveAlarmMinutes,
+			awscloudwatch.TreatMissingData_BREACHING,
+			fmt.Sprintf("Fewer than %d workers (the service's minimum task count) ALIVE in the table for %d consecutive minutes: tasks are crashing, cannot heartbeat (DynamoDB throttling or unreachable), or were declared dead. `wsfleet workers` lists them.", cfg.MinTasks, cfg.AliveAlarmMinutes)),
 		alarm(AlarmFailed, streamerMetric(cfg, schema.MetricSessionsFailed, "Sum", five), gte, cfg.FailedPer5Min, 1,
 			fmt.Sprintf("At least %v sessions failed in 5 minutes: their sources can never be connected (address refused by policy, handshake 401/403/404/410, a redirect, or too many failed dials). GET /sessions/{id} shows each one's last_error; a new start retries it.", cfg.FailedPer5Min)),
 		alarm(AlarmIngest5xx, w.Api.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(five), Statistic: jsii.String("Sum")}), gte, cfg.Ingest5xxPer5Min, 1,
@@ -141,7 +152,7 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 			{
 				graph("Claim latency (ms)",
 					[]awscloudwatch.IMetric{sm(schema.MetricClaimLatencyMs, "p50", "claim p50"), sm(schema.MetricClaimLatencyMs, "p99", "claim p99")},
-					[]awscloudwatch.IMetric{sm(schema.MetricRenewLatencyMs, "p99", "renew p99")}),
+					[]awscloudwatch.IMetric{sm(schema.MetricHeartbeatLatencyMs, "p99", "heartbeat p99")}),
 				graph("Work queue",
 					[]awscloudwatch.IMetric{dlqDepth.With(&awscloudwatch.MetricOptions{Label: jsii.String("DLQ visible")}), w.WorkQueue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: duration(minute), Statistic: jsii.String("Maximum"), Label: jsii.String("work queue visible")})},
 					[]awscloudwatch.IMetric{w.WorkQueue.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: duration(minute), Statistic: jsii.String("Maximum"), Label: jsii.String("oldest message age (s)")})}),
@@ -165,6 +176,16 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 					[]awscloudwatch.IMetric{serviceMetric(cfg, schema.ServiceIngest, schema.MetricNotifyFailures, "Sum", minute)}),
 				graph("Streamer CPU / memory (%)",
 					[]awscloudwatch.IMetric{w.Service.MetricCpuUtilization(nil), w.Service.MetricMemoryUtilization(nil)}, nil),
+			},
+			{
+				graph("Workers alive (worker records) vs running tasks",
+					[]awscloudwatch.IMetric{sm(schema.MetricAliveWorkers, "Maximum", "alive workers (max view)"), sm(schema.MetricAliveWorkers, "Minimum", "alive workers (min view)"), runningTasks},
+					[]awscloudwatch.IMetric{sm(schema.MetricWorkersDeclaredDead, "Sum", "declared dead")},
+					&awscloudwatch.HorizontalAnnotation{Value: jsii.Number(float64(cfg.MinTasks)), Label: jsii.String("min tasks")}),
+				graph("Heartbeat latency (ms)",
+					[]awscloudwatch.IMetric{sm(schema.MetricHeartbeatLatencyMs, "p50", "heartbeat p50"), sm(schema.MetricHeartbeatLatencyMs, "p99", "heartbeat p99"), sm(schema.MetricHeartbeatLatencyMs, "Maximum", "heartbeat max")},
+					nil,
+					&awscloudwatch.HorizontalAnnotation{Value: jsii.Number(float64((cfg.LeaseTTL - cfg.SafetyMargin).Milliseconds())), Label: jsii.String("self-fencing deadline")}),
 			},
 		},
 	})

@@ -1,7 +1,7 @@
 // Package stacks defines wsfleet's AWS deployment as one CDK stack per
 // environment: the sessions table, the work queue and its DLQ, the ingest
 // Lambda behind an HTTP API, the streamer Fargate service with autoscaling,
-// and the dashboard and alarms. Names of tables, attributes, the index,
+// and the dashboard and alarms. Names of tables, attributes, the indexes,
 // environment variables and metrics come from shared/schema only.
 package stacks
 
@@ -41,15 +41,18 @@ var IngestRoutes = []struct {
 	{awsapigatewayv2.HttpMethod_GET, "/sessions"},
 	{awsapigatewayv2.HttpMethod_GET, "/sessions/{id}"},
 	{awsapigatewayv2.HttpMethod_POST, "/sessions/{id}/stop"},
+	{awsapigatewayv2.HttpMethod_GET, "/workers"},
 }
 
 // Actions granted on data resources: exactly the calls each component makes
-// (streamer: shared/lease/dynamostore, shared/notify/sqsnotify consumer and
-// publisher, workers/streamer/sink/sqssink; ingest:
-// functions/ingest/internal/sessions and the notify publisher). The tests
-// hold their own copy, so widening a grant is a visible change.
+// (streamer: shared/lease/dynamostore, whose worker registers its record
+// with a conditional PutItem and reads worker records in batches,
+// shared/notify/sqsnotify consumer and publisher,
+// workers/streamer/sink/sqssink; ingest: functions/ingest/internal/sessions,
+// which also adds to a worker record's mailbox, and the notify publisher).
+// The tests hold their own copy, so widening a grant is a visible change.
 var (
-	StreamerTableActions       = []string{"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	StreamerTableActions       = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"}
 	StreamerWorkQueueActions   = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"}
 	StreamerOutputQueueActions = []string{"sqs:SendMessage"}
 	IngestTableActions         = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
@@ -108,7 +111,7 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 
 	sp := props.StackProps
 	if sp.Description == nil {
-		sp.Description = jsii.String(fmt.Sprintf("wsfleet (%s): WebSocket session fleet with DynamoDB leases", cfg.Name))
+		sp.Description = jsii.String(fmt.Sprintf("wsfleet (%s): WebSocket session fleet with epoch-based ownership in DynamoDB", cfg.Name))
 	}
 	if cfg.Retain && sp.TerminationProtection == nil {
 		sp.TerminationProtection = jsii.Bool(true)
@@ -164,17 +167,49 @@ func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) (
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		DeletionProtection: jsii.Bool(cfg.Retain),
-		// Nonce items of signed requests expire (schema.NonceKey).
+		// Nonce items of signed requests and DEAD or LEFT worker records
+		// (one day after they ended) expire (schema.NonceKey, schema.WorkerKey).
 		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
 		RemovalPolicy:       removal,
 	})
-	table.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
-		IndexName:      jsii.String(schema.IndexByShardExpiry),
-		PartitionKey:   &awsdynamodb.Attribute{Name: jsii.String(schema.AttrIndexShard), Type: attrType(schema.TypeString)},
-		SortKey:        &awsdynamodb.Attribute{Name: jsii.String(schema.AttrLeaseExpiresAtMs), Type: attrType(schema.TypeNumber)},
-		ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
-	})
+	str := func(name string) *awsdynamodb.Attribute {
+		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: attrType(schema.TypeString)}
+	}
+	for _, g := range Indexes {
+		props := &awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(g.Name),
+			PartitionKey:   str(g.Hash),
+			ProjectionType: awsdynamodb.ProjectionType_KEYS_ONLY,
+		}
+		if g.Sort != "" {
+			props.SortKey = str(g.Sort)
+		}
+		if len(g.Include) > 0 {
+			props.ProjectionType = awsdynamodb.ProjectionType_INCLUDE
+			props.NonKeyAttributes = jsii.Strings(g.Include...)
+		}
+		table.AddGlobalSecondaryIndex(props)
+	}
 	return table, key
+}
+
+// Index is one of the table's global secondary indexes: string keys, KEYS_ONLY
+// unless Include names projected attributes.
+type Index struct {
+	Name, Hash, Sort string
+	Include          []string
+}
+
+// Indexes are the table's GSIs, as shared/sessionitem's CreateTableInput
+// defines them (the local stack and the tests create the table from it;
+// the infra tests hold their own copy from schema names). Nothing they
+// index changes on a heartbeat or a checkpoint.
+var Indexes = []Index{
+	{Name: schema.IndexByState, Hash: schema.AttrIndexShard, Sort: schema.AttrPk},
+	{Name: schema.IndexByOwner, Hash: schema.AttrLeaseOwner,
+		Include: []string{schema.AttrLeaseEpoch, schema.AttrDesiredState, schema.AttrGeneration}},
+	{Name: schema.IndexByUnowned, Hash: schema.AttrUnownedShard, Sort: schema.AttrPk},
+	{Name: schema.IndexByWorkerList, Hash: schema.AttrWorkerList, Sort: schema.AttrPk},
 }
 
 // TableKeyActions are what a principal of the table needs on its
@@ -204,9 +239,14 @@ func attrType(t string) awsdynamodb.AttributeType {
 	return awsdynamodb.AttributeType_STRING
 }
 
-// indexArn is the ARN of the table's by_shard_expiry index.
-func indexArn(table awsdynamodb.Table) *string {
-	return jsii.String(*table.TableArn() + "/index/" + schema.IndexByShardExpiry)
+// tableResources are the ARNs of the table and of each of its indexes, by
+// name (never "/index/*").
+func tableResources(table awsdynamodb.Table) *[]*string {
+	out := []*string{table.TableArn()}
+	for _, g := range Indexes {
+		out = append(out, jsii.String(*table.TableArn()+"/index/"+g.Name))
+	}
+	return &out
 }
 
 func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output awssqs.Queue) {
@@ -284,7 +324,7 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("SessionsTable"),
 		Actions:   jsii.Strings(IngestTableActions...),
-		Resources: &[]*string{table.TableArn(), indexArn(table)},
+		Resources: tableResources(table),
 	}))
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),
@@ -375,12 +415,12 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 
 	taskRole := awsiam.NewRole(stack, jsii.String("StreamerTaskRole"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
-		Description: jsii.String("wsfleet streamer tasks: leases in the sessions table, work queue, output queue"),
+		Description: jsii.String("wsfleet streamer tasks: worker records, ownership and checkpoints in the sessions table, work queue, output queue"),
 	})
 	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("SessionsTable"),
 		Actions:   jsii.Strings(StreamerTableActions...),
-		Resources: &[]*string{table.TableArn(), indexArn(table)},
+		Resources: tableResources(table),
 	}))
 	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),
@@ -409,19 +449,20 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		RemovalPolicy: removal,
 	})
 	env := map[string]*string{
-		schema.EnvTableName:        table.TableName(),
-		schema.EnvQueueURL:         work.QueueUrl(),
-		schema.EnvLeaseTTL:         jsii.String(cfg.LeaseTTL.String()),
-		schema.EnvRenewEvery:       jsii.String(cfg.RenewEvery.String()),
-		schema.EnvMaxSkew:          jsii.String(cfg.MaxSkew.String()),
-		schema.EnvSafetyMargin:     jsii.String(cfg.SafetyMargin.String()),
-		schema.EnvMaxSessions:      jsii.String(strconv.Itoa(cfg.MaxSessionsPerTask)),
-		schema.EnvShutdownDeadline: jsii.String(cfg.ShutdownDeadline.String()),
-		schema.EnvAdminAddr:        jsii.String(fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort)),
-		schema.EnvSink:             jsii.String(cfg.Sink),
-		schema.EnvLogLevel:         jsii.String(cfg.LogLevel),
-		schema.EnvEnvironment:      jsii.String(cfg.Name),
-		schema.EnvMetricsNS:        jsii.String(schema.DefaultMetricsNamespace),
+		schema.EnvTableName:           table.TableName(),
+		schema.EnvQueueURL:            work.QueueUrl(),
+		schema.EnvLeaseTTL:            jsii.String(cfg.LeaseTTL.String()),
+		schema.EnvHeartbeatEvery:      jsii.String(cfg.HeartbeatEvery.String()),
+		schema.EnvCheckpointEvery:     jsii.String(cfg.CheckpointEvery.String()),
+		schema.EnvMaxConcurrentWrites: jsii.String(strconv.Itoa(cfg.MaxConcurrentWrites)),
+		schema.EnvSafetyMargin:        jsii.String(cfg.SafetyMargin.String()),
+		schema.EnvMaxSessions:         jsii.String(strconv.Itoa(cfg.MaxSessionsPerTask)),
+		schema.EnvShutdownDeadline:    jsii.String(cfg.ShutdownDeadline.String()),
+		schema.EnvAdminAddr:           jsii.String(fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort)),
+		schema.EnvSink:                jsii.String(cfg.Sink),
+		schema.EnvLogLevel:            jsii.String(cfg.LogLevel),
+		schema.EnvEnvironment:         jsii.String(cfg.Name),
+		schema.EnvMetricsNS:           jsii.String(schema.DefaultMetricsNamespace),
 	}
 	if output != nil {
 		env[schema.EnvOutputQueueURL] = output.QueueUrl()
@@ -440,7 +481,8 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		}),
 		Essential:   jsii.Bool(true),
 		Environment: &env,
-		// The worker releases its leases within ShutdownDeadline of SIGTERM;
+		// The worker releases its sessions and marks its record LEFT within
+		// ShutdownDeadline of SIGTERM;
 		// ECS waits StopTimeout before SIGKILL.
 		StopTimeout: duration(cfg.StopTimeout),
 		// distroless image: no shell or curl; the binary probes its own
@@ -457,7 +499,7 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 			StreamPrefix: jsii.String(StreamerContainerName),
 			LogGroup:     logs,
 			// Never block the worker on log delivery: a stalled write could
-			// stall lease renewals. EMF metrics may be dropped under pressure.
+			// stall its heartbeats. EMF metrics may be dropped under pressure.
 			Mode:          awsecs.AwsLogDriverMode_NON_BLOCKING,
 			MaxBufferSize: awscdk.Size_Mebibytes(jsii.Number(25)),
 		}),

@@ -25,14 +25,14 @@ func TestTableMatchesSchema(t *testing.T) {
 			p := props(table)
 			want := map[string]any{
 				"KeySchema": []any{map[string]any{"AttributeName": schema.AttrPk, "KeyType": "HASH"}},
-				"GlobalSecondaryIndexes": []any{map[string]any{
-					"IndexName": schema.IndexByShardExpiry,
-					"KeySchema": []any{
-						map[string]any{"AttributeName": schema.AttrIndexShard, "KeyType": "HASH"},
-						map[string]any{"AttributeName": schema.AttrLeaseExpiresAtMs, "KeyType": "RANGE"},
-					},
-					"Projection": map[string]any{"ProjectionType": "KEYS_ONLY"},
-				}},
+				// shared/sessionitem.CreateTableInput, written out in schema
+				// names (infra imports schema only).
+				"GlobalSecondaryIndexes": []any{
+					gsi(schema.IndexByState, schema.AttrIndexShard, schema.AttrPk, nil),
+					gsi(schema.IndexByOwner, schema.AttrLeaseOwner, "", []string{schema.AttrLeaseEpoch, schema.AttrDesiredState, schema.AttrGeneration}),
+					gsi(schema.IndexByUnowned, schema.AttrUnownedShard, schema.AttrPk, nil),
+					gsi(schema.IndexByWorkerList, schema.AttrWorkerList, schema.AttrPk, nil),
+				},
 				"BillingMode":                      "PAY_PER_REQUEST",
 				"PointInTimeRecoverySpecification": map[string]any{"PointInTimeRecoveryEnabled": true},
 				"TimeToLiveSpecification":          map[string]any{"AttributeName": schema.AttrExpiresAt, "Enabled": true},
@@ -48,15 +48,31 @@ func TestTableMatchesSchema(t *testing.T) {
 				defs[m["AttributeName"].(string)] = m["AttributeType"].(string)
 			}
 			wantDefs := map[string]string{
-				schema.AttrPk:               schema.TypeString,
-				schema.AttrIndexShard:       schema.TypeString,
-				schema.AttrLeaseExpiresAtMs: schema.TypeNumber,
+				schema.AttrPk:           schema.TypeString,
+				schema.AttrIndexShard:   schema.TypeString,
+				schema.AttrLeaseOwner:   schema.TypeString,
+				schema.AttrUnownedShard: schema.TypeString,
+				schema.AttrWorkerList:   schema.TypeString,
 			}
 			if asJSON(defs) != asJSON(wantDefs) {
 				t.Errorf("AttributeDefinitions = %v, want %v", defs, wantDefs)
 			}
 		})
 	}
+}
+
+// gsi is a GSI as the template writes it: string keys, KEYS_ONLY unless
+// include names projected attributes.
+func gsi(name, hash, sort string, include []string) map[string]any {
+	ks := []any{map[string]any{"AttributeName": hash, "KeyType": "HASH"}}
+	if sort != "" {
+		ks = append(ks, map[string]any{"AttributeName": sort, "KeyType": "RANGE"})
+	}
+	proj := map[string]any{"ProjectionType": "KEYS_ONLY"}
+	if len(include) > 0 {
+		proj = map[string]any{"ProjectionType": "INCLUDE", "NonKeyAttributes": include}
+	}
+	return map[string]any{"IndexName": name, "KeySchema": ks, "Projection": proj}
 }
 
 // TestTableEncryption: prod encrypts the table (and so its PITR backups)
@@ -282,7 +298,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			// The calls each component makes (see the grant lists in
 			// wsfleet.go); nothing on the DLQ.
 			want := map[string][]string{
-				"task/table":   {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
+				"task/table":   {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				"task/work":    {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"},
 				"ingest/table": {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				"ingest/work":  {"sqs:SendMessage"},
@@ -343,8 +359,13 @@ func TestTableGrantsCoverIndex(t *testing.T) {
 			continue
 		}
 		res := asJSON(st.Resources)
-		if !strings.Contains(res, "/index/"+schema.IndexByShardExpiry) || strings.Contains(res, "/index/*") {
-			t.Errorf("%s: table grant %s does not name the %s index exactly", st.Source, res, schema.IndexByShardExpiry)
+		if strings.Contains(res, "/index/*") {
+			t.Errorf("%s: table grant %s names the indexes by wildcard", st.Source, res)
+		}
+		for _, ix := range []string{schema.IndexByState, schema.IndexByOwner, schema.IndexByUnowned, schema.IndexByWorkerList} {
+			if !strings.Contains(res, `/index/`+ix+`"`) {
+				t.Errorf("%s: table grant %s does not name the %s index", st.Source, res, ix)
+			}
 		}
 	}
 }
@@ -399,16 +420,17 @@ func TestStreamerService(t *testing.T) {
 			}
 			ce := containerEnv(t, s)
 			wantEnv := map[string]string{
-				schema.EnvShutdownDeadline: s.Cfg.ShutdownDeadline.String(),
-				schema.EnvLeaseTTL:         s.Cfg.LeaseTTL.String(),
-				schema.EnvRenewEvery:       s.Cfg.RenewEvery.String(),
-				schema.EnvMaxSkew:          s.Cfg.MaxSkew.String(),
-				schema.EnvSafetyMargin:     s.Cfg.SafetyMargin.String(),
-				schema.EnvMaxSessions:      fmt.Sprint(s.Cfg.MaxSessionsPerTask),
-				schema.EnvAdminAddr:        fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort),
-				schema.EnvSink:             s.Cfg.Sink,
-				schema.EnvEnvironment:      e,
-				schema.EnvMetricsNS:        schema.DefaultMetricsNamespace,
+				schema.EnvShutdownDeadline:    s.Cfg.ShutdownDeadline.String(),
+				schema.EnvLeaseTTL:            s.Cfg.LeaseTTL.String(),
+				schema.EnvHeartbeatEvery:      "1s",
+				schema.EnvCheckpointEvery:     "1m0s",
+				schema.EnvMaxConcurrentWrites: "64",
+				schema.EnvSafetyMargin:        s.Cfg.SafetyMargin.String(),
+				schema.EnvMaxSessions:         fmt.Sprint(s.Cfg.MaxSessionsPerTask),
+				schema.EnvAdminAddr:           fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort),
+				schema.EnvSink:                s.Cfg.Sink,
+				schema.EnvEnvironment:         e,
+				schema.EnvMetricsNS:           schema.DefaultMetricsNamespace,
 			}
 			for k, v := range wantEnv {
 				if ce[k] != v {
@@ -552,6 +574,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				AlarmLeaseLost:   schema.MetricLeaseLost,
 				AlarmFailed:      schema.MetricSessionsFailed,
 				AlarmIngest5xx:   "5xx",
+				AlarmAliveLow:    schema.MetricAliveWorkers,
 			}
 			for suffix, metric := range wantMetric {
 				a, ok := alarms[AlarmName(e, suffix)]
@@ -577,16 +600,25 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				t.Errorf("sessions-failed alarm = %s, want Sum ≥ 1 in one 5-minute period", asJSON(failed))
 			}
 
+			alive := alarms[AlarmName(e, AlarmAliveLow)]
+			if alive["Threshold"] != float64(s.Cfg.MinTasks) || alive["ComparisonOperator"] != "LessThanThreshold" || alive["Statistic"] != "Maximum" ||
+				alive["Period"] != float64(60) || alive["EvaluationPeriods"] != float64(s.Cfg.AliveAlarmMinutes) || alive["TreatMissingData"] != "breaching" {
+				t.Errorf("alive-workers alarm = %s, want Maximum < %d for %d one-minute periods, missing data breaching", asJSON(alive), s.Cfg.MinTasks, s.Cfg.AliveAlarmMinutes)
+			}
+
 			_, dash := s.only(t, "AWS::CloudWatch::Dashboard")
 			if props(dash)["DashboardName"] != DashboardName(e) {
 				t.Errorf("dashboard name %v", props(dash)["DashboardName"])
 			}
 			body := asJSON(props(dash)["DashboardBody"])
 			for _, m := range []string{schema.MetricOwnedSessions, schema.MetricOrphansSeen, schema.MetricLeaseLost, schema.MetricSessionsFailed, schema.MetricClaimLatencyMs,
-				schema.MetricCapacityUtilization, "ApproximateNumberOfMessagesVisible", "4xx", "5xx", `p99`, `p50`} {
+				schema.MetricCapacityUtilization, schema.MetricAliveWorkers, schema.MetricHeartbeatLatencyMs, schema.MetricWorkersDeclaredDead, "ApproximateNumberOfMessagesVisible", "4xx", "5xx", `p99`, `p50`} {
 				if !strings.Contains(body, m) {
 					t.Errorf("dashboard does not show %s", m)
 				}
+			}
+			if strings.Contains(body, "RenewLatencyMs") {
+				t.Error("dashboard shows the renewal latency, which no worker emits any more")
 			}
 		})
 	}

@@ -1,6 +1,7 @@
-// Package sessionapi owns the JSON contract of the sessions API: the bodies
-// ingest answers with and clients (the wsfleet CLI, users' code) decode. The
-// server's strict request decoding lives in ingest; the shapes live here.
+// Package sessionapi owns the JSON contract of the sessions API and of GET
+// /workers: the bodies ingest answers with and clients (the wsfleet CLI,
+// users' code) decode. The server's strict request decoding lives in
+// ingest; the shapes live here.
 package sessionapi
 
 // StartRequest is the body of POST /sessions.
@@ -12,6 +13,9 @@ type StartRequest struct {
 	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
 	Subprotocols     []string          `json:"subprotocols,omitempty"`
 	FollowRedirects  int               `json:"follow_redirects,omitempty"`
+	// CheckpointEvery is the session's checkpoint interval, a Go duration
+	// (1s..10m); empty: the worker's default.
+	CheckpointEvery string `json:"checkpoint_every,omitempty"`
 }
 
 // Change is the 202 body of a start or a stop.
@@ -21,6 +25,11 @@ type Change struct {
 	Generation   int64  `json:"generation"`
 	Outcome      string `json:"outcome"`
 	Notified     bool   `json:"notified"`
+	// Owner is the worker that owned the session when it was written
+	// (absent: none) and OwnerNotified whether the connection id went into
+	// its mailbox (false when that worker is no longer alive).
+	Owner         string `json:"owner,omitempty"`
+	OwnerNotified bool   `json:"owner_notified,omitempty"`
 }
 
 // Session is a session as the API shows it: ws_url with query values
@@ -34,11 +43,11 @@ type Session struct {
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
 	Subprotocols     []string `json:"subprotocols,omitempty"`
 	FollowRedirects  int      `json:"follow_redirects,omitempty"`
+	CheckpointEvery  string   `json:"checkpoint_every,omitempty"` // absent: the worker's default
 	Generation       int64    `json:"generation"`
-	LeaseOwner       string   `json:"lease_owner"`
-	LeaseExpiresAtMs int64    `json:"lease_expires_at_ms"`
+	LeaseOwner       string   `json:"lease_owner"` // "": no owner
 	LeaseEpoch       int64    `json:"lease_epoch"`
-	LastSeq          *int64   `json:"last_seq"`
+	LastSeq          *int64   `json:"last_seq"` // the checkpoint item's; null until a worker checkpoints
 	CreatedAtMs      int64    `json:"created_at_ms"`
 	UpdatedAtMs      int64    `json:"updated_at_ms"`
 	// Failed: the session is FAILED (its source can never be connected:
@@ -55,4 +64,29 @@ type Session struct {
 type Page struct {
 	Sessions []Session `json:"sessions"`
 	Next     string    `json:"next,omitempty"`
+}
+
+// Worker is a worker record as GET /workers shows it.
+type Worker struct {
+	ID    string `json:"id"`
+	State string `json:"state"` // ALIVE | DEAD | LEFT
+	// List is ALIVE, GONE (dead or left, may still own sessions: being
+	// taken over) or DONE (owns none).
+	List           string `json:"list"`
+	Epoch          int64  `json:"epoch"`
+	Load           int    `json:"load"`
+	Capacity       int    `json:"capacity"`
+	AdminAddr      string `json:"admin_addr,omitempty"`
+	HeartbeatAtMs  int64  `json:"hb_at_ms"`
+	StartedAtMs    int64  `json:"started_at_ms"`
+	EndedAtMs      int64  `json:"ended_at_ms,omitempty"`
+	DeclaredDeadBy string `json:"declared_dead_by,omitempty"`
+}
+
+// Workers is the body of GET /workers: alive workers first, then dead or
+// left ones, at most Limit of them (Truncated: there are more).
+type Workers struct {
+	Workers   []Worker `json:"workers"`
+	Limit     int      `json:"limit"`
+	Truncated bool     `json:"truncated"`
 }

@@ -1,5 +1,5 @@
 // Package apiclient is the client of the ingest API (start, stop, status and
-// list sessions) that the wsfleet command line (cmd/wsfleet) and the local
+// list sessions, list workers) that the wsfleet command line (cmd/wsfleet) and the local
 // stack's harnesses use. By default it talks to the local stack's ingest
 // front (http://127.0.0.1:8787); given a deployed API's URL it signs every
 // request with SigV4 (service "execute-api") using the standard AWS
@@ -42,6 +42,8 @@ type (
 	Change       = sessionapi.Change
 	Session      = sessionapi.Session
 	Page         = sessionapi.Page
+	Worker       = sessionapi.Worker
+	Workers      = sessionapi.Workers
 )
 
 // APIError is a non-2xx answer.
@@ -176,6 +178,13 @@ func (c *Client) Stop(ctx context.Context, id string) (Change, error) {
 func (c *Client) Get(ctx context.Context, id string) (Session, error) {
 	var out Session
 	err := c.do(ctx, http.MethodGet, "/sessions/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
+// Workers returns the worker records (GET /workers).
+func (c *Client) Workers(ctx context.Context) (Workers, error) {
+	var out Workers
+	err := c.do(ctx, http.MethodGet, "/workers", nil, nil, &out)
 	return out, err
 }
 

@@ -23,8 +23,8 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 func main() {
@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if *createTable {
-		if err := dynamostore.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), cfg.TableName); err != nil {
+		if err := sessionitem.CreateTable(ctx, dynamodb.NewFromConfig(awsCfg), cfg.TableName); err != nil {
 			return err
 		}
 	}

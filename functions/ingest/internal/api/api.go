@@ -38,6 +38,7 @@ type Store interface {
 	Stop(ctx context.Context, id string) (sessions.Result, error)
 	Get(ctx context.Context, id string) (sessions.Session, error)
 	List(ctx context.Context, state string, limit int, cursor string) (sessions.Page, error)
+	Workers(ctx context.Context, limit int) (sessions.WorkerList, error)
 }
 
 // NonceStore remembers the nonces of signed requests (sessions.Store in
@@ -114,10 +115,11 @@ const (
 
 // Route templates, as logged and as an API Gateway route key names them.
 const (
-	routeStart  = "POST /sessions"
-	routeStop   = "POST /sessions/{id}/stop"
-	routeStatus = "GET /sessions/{id}"
-	routeList   = "GET /sessions"
+	routeStart   = "POST /sessions"
+	routeStop    = "POST /sessions/{id}/stop"
+	routeStatus  = "GET /sessions/{id}"
+	routeList    = "GET /sessions"
+	routeWorkers = "GET /workers"
 )
 
 // reply is what serving one request produced, for the response, the log
@@ -185,6 +187,8 @@ func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		return h.stop(ctx, req, body, r, log)
 	case routeStatus:
 		return h.status(ctx, r)
+	case routeWorkers:
+		return h.workers(ctx, req, r)
 	default:
 		return h.list(ctx, req, r)
 	}
@@ -231,11 +235,12 @@ func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 		return h.storeFailed(r, err)
 	}
 	r.generation, r.outcome = res.Generation, res.Outcome
+	h.mailboxFailed(log, d.ConnectionID, res)
 	r.notified = h.publish(ctx, log, schema.NotifyStart, d.ConnectionID, res.Generation)
 	h.meter.add(schema.MetricStarts)
 	r.status = http.StatusAccepted
 	r.body = sessionapi.Change{ConnectionID: d.ConnectionID, DesiredState: schema.StateStarted, Generation: res.Generation,
-		Outcome: string(res.Outcome), Notified: *r.notified}
+		Outcome: string(res.Outcome), Notified: *r.notified, Owner: res.Owner, OwnerNotified: res.OwnerNotified}
 	return r
 }
 
@@ -257,11 +262,49 @@ func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, 
 		return h.storeFailed(r, err)
 	}
 	r.generation, r.outcome = res.Generation, res.Outcome
+	h.mailboxFailed(log, r.connID, res)
 	r.notified = h.publish(ctx, log, schema.NotifyStop, r.connID, res.Generation)
 	h.meter.add(schema.MetricStops)
 	r.status = http.StatusAccepted
 	r.body = sessionapi.Change{ConnectionID: r.connID, DesiredState: schema.StateStopped, Generation: res.Generation,
-		Outcome: string(res.Outcome), Notified: *r.notified}
+		Outcome: string(res.Outcome), Notified: *r.notified, Owner: res.Owner, OwnerNotified: res.OwnerNotified}
+	return r
+}
+
+// mailboxFailed logs and counts a mailbox write that failed for another
+// reason than the owner not being alive. The session write stands: the
+// owner's audit of its sessions finds the change within a reconcile
+// interval, so the request still succeeds.
+func (h *Handler) mailboxFailed(log *zerolog.Logger, id string, res sessions.Result) {
+	if res.MailboxErr == nil {
+		return
+	}
+	h.meter.add(schema.MetricNotifyFailures)
+	log.Warn().Err(res.MailboxErr).Str("connection_id", id).Str("owner", res.Owner).
+		Msg("owner's mailbox not written; its audit will pick the change up")
+}
+
+// workers serves GET /workers: the worker records, alive first, at most
+// sessions.MaxWorkers of them.
+func (h *Handler) workers(ctx context.Context, req events.APIGatewayV2HTTPRequest, r reply) reply {
+	if req.RawQueryString != "" || len(req.QueryStringParameters) > 0 {
+		r.err = badRequest(CodeInvalidQuery, "GET /workers takes no query parameters")
+		return r
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
+	l, err := h.store.Workers(sctx, sessions.MaxWorkers)
+	cancel()
+	if err != nil {
+		return h.storeFailed(r, err)
+	}
+	out := sessionapi.Workers{Workers: make([]sessionapi.Worker, 0, len(l.Workers)), Limit: sessions.MaxWorkers, Truncated: l.Truncated}
+	for _, w := range l.Workers {
+		out.Workers = append(out.Workers, sessionapi.Worker{ID: w.ID, State: w.State, List: w.List, Epoch: w.Epoch, Load: w.Load,
+			Capacity: w.Capacity, AdminAddr: w.AdminAddr, HeartbeatAtMs: w.HeartbeatAtMs, StartedAtMs: w.StartedAtMs,
+			EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredDeadBy})
+	}
+	r.status = http.StatusOK
+	r.body = out
 	return r
 }
 
@@ -412,6 +455,12 @@ func routePath(req events.APIGatewayV2HTTPRequest) string {
 // connection id.
 func matchRoute(method, path string) (route, id string, err *apiError) {
 	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(seg) == 1 && seg[0] == "workers" {
+		if method != http.MethodGet {
+			return routeWorkers, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use GET"}
+		}
+		return routeWorkers, "", nil
+	}
 	if len(seg) == 0 || seg[0] != "sessions" || len(seg) > 3 {
 		return "", "", &apiError{status: http.StatusNotFound, code: CodeRouteNotFound, message: "no such route"}
 	}
@@ -559,8 +608,8 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		Subprotocols:     s.Subprotocols,
 		FollowRedirects:  s.FollowRedirects,
 		Generation:       s.Generation,
+		CheckpointEvery:  durationMs(s.CheckpointEveryMs),
 		LeaseOwner:       s.LeaseOwner,
-		LeaseExpiresAtMs: s.LeaseExpiresAtMs,
 		LeaseEpoch:       s.LeaseEpoch,
 		LastSeq:          s.LastSeq,
 		CreatedAtMs:      s.CreatedAtMs,
@@ -569,6 +618,14 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		LastError:        s.LastError,
 		LastErrorAt:      rfc3339Ms(s.LastErrorAtMs),
 	}
+}
+
+// durationMs is ms milliseconds as a Go duration ("30s"); "" for 0.
+func durationMs(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // rfc3339Ms is ms (Unix milliseconds) in RFC 3339 UTC; "" for 0.

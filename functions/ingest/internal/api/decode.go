@@ -10,6 +10,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
@@ -26,13 +27,14 @@ type startBody struct {
 	ResumeQueryParam *string           `json:"resume_query_param"`
 	Subprotocols     []string          `json:"subprotocols"`
 	FollowRedirects  *int              `json:"follow_redirects"`
+	CheckpointEvery  *string           `json:"checkpoint_every"`
 }
 
 // startFields are the keys of a start body, matched case-sensitively
 // (encoding/json alone would also take "WS_URL").
 var startFields = map[string]bool{
 	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
-	"subprotocols": true, "follow_redirects": true,
+	"subprotocols": true, "follow_redirects": true, "checkpoint_every": true,
 }
 
 var (
@@ -94,7 +96,35 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 		}
 		d.FollowRedirects = *b.FollowRedirects
 	}
+	if b.CheckpointEvery != nil {
+		ms, e := CheckCheckpointEvery(*b.CheckpointEvery)
+		if e != nil {
+			return sessions.Desired{}, e
+		}
+		d.CheckpointEveryMs = ms
+	}
 	return d, nil
+}
+
+// The range of a start's checkpoint_every: a checkpoint bounds how much a
+// crash replays, and each one is a write unit.
+const (
+	MinCheckpointEvery = time.Second
+	MaxCheckpointEvery = 10 * time.Minute
+)
+
+// CheckCheckpointEvery parses a start's checkpoint_every (a Go duration,
+// MinCheckpointEvery..MaxCheckpointEvery) into milliseconds.
+func CheckCheckpointEvery(v string) (int64, *apiError) {
+	bad := badRequest(CodeInvalidCheckpointEvery, `checkpoint_every must be a duration from 1s to 10m, such as "30s" or "2m"`)
+	if len(v) > 32 {
+		return 0, bad
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinCheckpointEvery || d > MaxCheckpointEvery {
+		return 0, bad
+	}
+	return d.Milliseconds(), nil
 }
 
 // MaxFollowRedirects bounds how many handshake redirects a session may follow.

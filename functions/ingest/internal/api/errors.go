@@ -18,6 +18,7 @@ const (
 	CodeInvalidResumeParam     = "invalid_resume_query_param"
 	CodeInvalidSubprotocols    = "invalid_subprotocols"
 	CodeInvalidFollowRedirects = "invalid_follow_redirects"
+	CodeInvalidCheckpointEvery = "invalid_checkpoint_every"
 	CodeInvalidQuery           = "invalid_query"
 	CodeInvalidBody            = "invalid_body"
 

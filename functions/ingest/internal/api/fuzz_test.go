@@ -18,7 +18,7 @@ import (
 var knownCodes = map[string]bool{
 	CodeInvalidContentType: true, CodeBodyTooLarge: true, CodeInvalidJSON: true, CodeUnknownField: true,
 	CodeInvalidType: true, CodeInvalidConnID: true, CodeInvalidWSURL: true, CodeHostNotAllowed: true,
-	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true, CodeInvalidFollowRedirects: true,
+	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true, CodeInvalidFollowRedirects: true, CodeInvalidCheckpointEvery: true,
 	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true, CodeBadNonce: true, CodeReplayed: true,
 	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
 }
@@ -31,6 +31,7 @@ func FuzzDecodeStart(f *testing.F) {
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/f?t=1","headers":{"Authorization":"Bearer x"}}`), uint8(0))
 	f.Add([]byte(`{"connection_id":"c1","ws_url":"ws://127.0.0.1:9000/","seq_field":"s","resume_query_param":"from"}`), uint8(1))
 	f.Add([]byte(`{"ws_url":"wss://[::ffff:10.0.0.1]/"}`), uint8(2))
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","checkpoint_every":"90s"}`), uint8(3))
 	policies := []URLPolicy{
 		{PrivateIPs: config.PrivateIPsNone},
 		{PrivateIPs: config.PrivateIPsLoopback},
@@ -64,6 +65,9 @@ func FuzzDecodeStart(f *testing.F) {
 		}
 		if !notify.ValidConnectionID(d.ConnectionID) {
 			t.Fatalf("accepted connection_id %q", d.ConnectionID)
+		}
+		if ms := d.CheckpointEveryMs; ms != 0 && (ms < MinCheckpointEvery.Milliseconds() || ms > MaxCheckpointEvery.Milliseconds()) {
+			t.Fatalf("accepted checkpoint_every of %d ms", ms)
 		}
 		if e := p.CheckWSURL(d.WSURL); e != nil {
 			t.Fatalf("accepted ws_url %q fails re-check: %v", d.WSURL, e)

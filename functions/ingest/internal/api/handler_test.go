@@ -34,6 +34,8 @@ type fakeStore struct {
 	session  sessions.Session
 	page     sessions.Page
 	listArg  [3]string
+	result   sessions.Result // Start's and Stop's owner fields
+	workers  sessions.WorkerList
 	nonces   map[string]time.Time
 	nonceErr error
 }
@@ -64,7 +66,7 @@ func (f *fakeStore) Start(_ context.Context, d sessions.Desired) (sessions.Resul
 		return sessions.Result{}, f.err
 	}
 	f.started = append(f.started, d)
-	return sessions.Result{Generation: 3, Outcome: sessions.Updated}, nil
+	return sessions.Result{Generation: 3, Outcome: sessions.Updated, Owner: f.result.Owner, OwnerNotified: f.result.OwnerNotified, MailboxErr: f.result.MailboxErr}, nil
 }
 
 func (f *fakeStore) Stop(_ context.Context, id string) (sessions.Result, error) {
@@ -74,7 +76,17 @@ func (f *fakeStore) Stop(_ context.Context, id string) (sessions.Result, error) 
 		return sessions.Result{}, f.err
 	}
 	f.stopped = append(f.stopped, id)
-	return sessions.Result{Generation: 3, Outcome: sessions.Stopped}, nil
+	return sessions.Result{Generation: 3, Outcome: sessions.Stopped, Owner: f.result.Owner, OwnerNotified: f.result.OwnerNotified, MailboxErr: f.result.MailboxErr}, nil
+}
+
+func (f *fakeStore) Workers(_ context.Context, limit int) (sessions.WorkerList, error) {
+	if f.err != nil {
+		return sessions.WorkerList{}, f.err
+	}
+	if limit != sessions.MaxWorkers {
+		return sessions.WorkerList{}, fmt.Errorf("limit %d", limit)
+	}
+	return f.workers, nil
 }
 
 func (f *fakeStore) Get(_ context.Context, id string) (sessions.Session, error) {
@@ -327,14 +339,15 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	f := newFixture(t, nil)
 	status, body, _ := f.do(t, event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com/f?token=t0ps3cret","headers":{"Authorization":"Bearer h3ader-secret"}}`))
 	if status != 202 || body["connection_id"] != "c1" || body["desired_state"] != "STARTED" || body["generation"] != 3.0 ||
-		body["outcome"] != "updated" || body["notified"] != true {
+		body["outcome"] != "updated" || body["notified"] != true || body["owner"] != nil || body["owner_notified"] != nil {
 		t.Fatalf("start: %d %v", status, body)
 	}
 	if n := f.notif.sent[0]; n.Type != schema.NotifyStart || n.ConnectionID != "c1" || n.Generation != 3 || n.SentAtMs != f.clock.Now().UnixMilli() {
 		t.Fatalf("notification %+v", n)
 	}
+	f.store.result = sessions.Result{Owner: "w1", OwnerNotified: true}
 	status, body, _ = f.do(t, event("POST", "/sessions/c1/stop", ""))
-	if status != 202 || body["desired_state"] != "STOPPED" || body["connection_id"] != "c1" {
+	if status != 202 || body["desired_state"] != "STOPPED" || body["connection_id"] != "c1" || body["owner"] != "w1" || body["owner_notified"] != true {
 		t.Fatalf("stop: %d %v", status, body)
 	}
 	if n := f.notif.sent[1]; n.Type != schema.NotifyStop || n.ConnectionID != "c1" || n.Generation != 3 {
@@ -342,15 +355,18 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	}
 	last := int64(41)
 	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f?token=t0ps3cret", HeaderNames: []string{"Authorization"},
-		SeqField: "seq", Generation: 3, LeaseOwner: "w1", LeaseExpiresAtMs: 99, LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5}
+		SeqField: "seq", Generation: 3, LeaseOwner: "w1", LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5, CheckpointEveryMs: 90_000}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["ws_url"] != "wss://a.example.com/f?token=REDACTED" || body["lease_owner"] != "w1" ||
-		body["lease_expires_at_ms"] != 99.0 || body["lease_epoch"] != 7.0 || body["last_seq"] != 41.0 || body["generation"] != 3.0 ||
+		body["lease_epoch"] != 7.0 || body["last_seq"] != 41.0 || body["generation"] != 3.0 || body["checkpoint_every"] != "1m30s" ||
 		body["updated_at_ms"] != 5.0 || body["desired_state"] != "STARTED" {
 		t.Fatalf("status: %d %v", status, body)
 	}
 	if strings.Contains(resp.Body, "t0ps3cret") || strings.Contains(resp.Body, "h3ader-secret") {
 		t.Fatalf("status leaks a secret: %s", resp.Body)
+	}
+	if strings.Contains(resp.Body, "expires") {
+		t.Fatalf("status shows a lease expiry: %s", resp.Body)
 	}
 	f.store.page = sessions.Page{Sessions: []sessions.Session{f.store.session}, Next: "cur"}
 	req := event("GET", "/sessions", "")
@@ -365,6 +381,63 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	emf := f.metrics.String()
 	if sumMetric(t, emf, schema.MetricStarts, "") != 1 || sumMetric(t, emf, schema.MetricStops, "") != 1 {
 		t.Fatalf("metrics:\n%s", emf)
+	}
+}
+
+// A mailbox write that failed (other than the owner being gone) is
+// logged and counted; the start still succeeds.
+func TestHandlerMailboxFailureStill202(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.result = sessions.Result{Owner: "w9", MailboxErr: errors.New("throttled")}
+	status, body, _ := f.do(t, event("POST", "/sessions", `{"connection_id":"c1","ws_url":"wss://a.example.com/","checkpoint_every":"5s"}`))
+	if status != 202 || body["owner"] != "w9" || body["owner_notified"] != nil {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	if f.store.started[0].CheckpointEveryMs != 5_000 {
+		t.Fatalf("desired %+v", f.store.started[0])
+	}
+	if !strings.Contains(f.logs.String(), "mailbox not written") || sumMetric(t, f.metrics.String(), schema.MetricNotifyFailures, "") != 1 {
+		t.Fatalf("logs:\n%s\nmetrics:\n%s", f.logs, f.metrics)
+	}
+}
+
+func TestHandlerWorkers(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.workers = sessions.WorkerList{Truncated: true, Workers: []sessions.Worker{
+		{ID: "w1", State: "ALIVE", List: "ALIVE", Epoch: 1, Load: 12, Capacity: 1000, AdminAddr: "10.0.0.1:8081", HeartbeatAtMs: 7, StartedAtMs: 3},
+		{ID: "w0", State: "DEAD", List: "GONE", Epoch: 2, Load: 5, Capacity: 1000, HeartbeatAtMs: 4, StartedAtMs: 1, EndedAtMs: 6, DeclaredDeadBy: "w1"},
+	}}
+	status, body, _ := f.do(t, event("GET", "/workers", ""))
+	ws, _ := body["workers"].([]any)
+	if status != 200 || len(ws) != 2 || body["truncated"] != true || body["limit"] != float64(sessions.MaxWorkers) {
+		t.Fatalf("workers: %d %v", status, body)
+	}
+	w1, w0 := ws[0].(map[string]any), ws[1].(map[string]any)
+	if w1["id"] != "w1" || w1["state"] != "ALIVE" || w1["load"] != 12.0 || w1["capacity"] != 1000.0 || w1["admin_addr"] != "10.0.0.1:8081" ||
+		w1["hb_at_ms"] != 7.0 || w1["started_at_ms"] != 3.0 || w1["ended_at_ms"] != nil || w1["mailbox"] != nil {
+		t.Fatalf("w1 %v", w1)
+	}
+	if w0["state"] != "DEAD" || w0["list"] != "GONE" || w0["epoch"] != 2.0 || w0["declared_dead_by"] != "w1" || w0["ended_at_ms"] != 6.0 {
+		t.Fatalf("w0 %v", w0)
+	}
+	status, body, _ = f.do(t, event("POST", "/workers", ""))
+	if code, _ := errorOf(t, body); status != 405 || code != CodeMethodNotAllowed {
+		t.Fatalf("POST /workers: %d %s", status, code)
+	}
+	req := event("GET", "/workers", "")
+	req.RawQueryString = "state=ALIVE"
+	status, body, _ = f.do(t, req)
+	if code, _ := errorOf(t, body); status != 400 || code != CodeInvalidQuery {
+		t.Fatalf("query: %d %s", status, code)
+	}
+	f.store.err = sessions.ErrUnavailable
+	status, body, _ = f.do(t, event("GET", "/workers", ""))
+	if code, _ := errorOf(t, body); status != 503 || code != CodeUnavailable {
+		t.Fatalf("unavailable: %d %s", status, code)
+	}
+	status, _, _ = f.do(t, event("GET", "/workers/w1", ""))
+	if status != 404 {
+		t.Fatalf("GET /workers/w1: %d", status)
 	}
 }
 

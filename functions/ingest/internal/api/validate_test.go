@@ -143,6 +143,21 @@ func TestDecodeStartFollowRedirects(t *testing.T) {
 	wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":1.5}`, publicPolicy, CodeInvalidType, "follow_redirects")
 }
 
+func TestDecodeStartCheckpointEvery(t *testing.T) {
+	if d := mustDecode(t, `{"ws_url":"wss://a.example.com"}`, publicPolicy); d.CheckpointEveryMs != 0 {
+		t.Fatalf("default checkpoint_every %d ms, want 0 (the worker's default)", d.CheckpointEveryMs)
+	}
+	for v, ms := range map[string]int64{"1s": 1_000, "30s": 30_000, "1.5s": 1_500, "2m": 120_000, "10m": 600_000, "9m59s": 599_000} {
+		if d := mustDecode(t, `{"ws_url":"wss://a.example.com","checkpoint_every":"`+v+`"}`, publicPolicy); d.CheckpointEveryMs != ms {
+			t.Fatalf("checkpoint_every %s: %d ms, want %d", v, d.CheckpointEveryMs, ms)
+		}
+	}
+	for _, v := range []string{"", "0s", "999ms", "10m1s", "1h", "-5s", "30", "soon", strings.Repeat("1", 40) + "s"} {
+		wantReject(t, `{"ws_url":"wss://a.example.com","checkpoint_every":"`+v+`"}`, publicPolicy, CodeInvalidCheckpointEvery, "checkpoint_every must be a duration from 1s to 10m")
+	}
+	wantReject(t, `{"ws_url":"wss://a.example.com","checkpoint_every":30}`, publicPolicy, CodeInvalidType, "checkpoint_every")
+}
+
 func startWith(url string) string {
 	b, _ := json.Marshal(map[string]string{"ws_url": url})
 	return string(b)

@@ -28,10 +28,10 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/faultnet"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 func TestMain(m *testing.M) {
@@ -210,9 +210,14 @@ func TestHTTPEndToEnd(t *testing.T) {
 	// status
 	status, body, _ = c.do("GET", "/sessions/e2e-1", "")
 	if status != 200 || body["desired_state"] != "STARTED" || body["ws_url"] != "wss://stream.example.com/v2?token=REDACTED" ||
-		body["generation"] != 2.0 || body["lease_owner"] != "" || body["lease_expires_at_ms"] != 0.0 || body["lease_epoch"] != 0.0 ||
+		body["generation"] != 2.0 || body["lease_owner"] != "" || body["lease_epoch"] != 0.0 ||
 		body["last_seq"] != nil || body["seq_field"] != "seq" || body["updated_at_ms"].(float64) < float64(t0.UnixMilli()) {
 		t.Fatalf("status: %d %v", status, body)
+	}
+	for k := range body {
+		if strings.Contains(k, "expires") {
+			t.Fatalf("status shows a lease expiry (%s): there is none any more", k)
+		}
 	}
 	if names, _ := body["header_names"].([]any); len(names) != 1 || names[0] != "Authorization" {
 		t.Fatalf("header_names %v", body["header_names"])
@@ -319,7 +324,8 @@ func TestHTTPEndToEnd(t *testing.T) {
 
 // TestSQSFailureStill202AndReconciled: when the notification cannot be sent
 // after the write, the start still answers 202, logs and counts the failure,
-// and the session is found by the lease store's orphan reconciliation.
+// and the session is in by_unowned, where the workers' reconciliation
+// looks.
 func TestSQSFailureStill202AndReconciled(t *testing.T) {
 	noLeaks(t)
 	e := testenv.New(t)
@@ -346,18 +352,22 @@ func TestSQSFailureStill202AndReconciled(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			orphans, err := dynamostore.New(e.Dynamo, e.Table).Orphans(ctx, time.Now().UnixMilli(), 100)
+			in, err := sessionitem.IndexQuery(e.Table, schema.IndexByUnowned, schema.AttrUnownedShard, schema.UnownedShardOf(id), 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qo, err := e.Dynamo.Query(ctx, in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			found := false
-			for _, o := range orphans {
-				if o.ConnectionID == id && o.ExpiresAtMs == 0 {
+			for _, raw := range qo.Items {
+				if it, err := sessionitem.Decode(raw); err == nil && it.ConnectionID == id {
 					found = true
 				}
 			}
 			if !found {
-				t.Fatalf("%s not among orphans %+v (started %v)", id, orphans, before)
+				t.Fatalf("%s not in by_unowned %+v (started %v)", id, qo.Items, before)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -14,15 +13,14 @@ import (
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
-// cursor is a list position: an index shard and, within it, the
-// by_shard_expiry key of the last item read (none: the shard's start). It
+// cursor is a list position: an index shard and, within it, the connection
+// id of the last item read (its by_state key; none: the shard's start). It
 // travels to clients as unpadded base64url JSON. It is not secret (it names
 // one connection_id of the listed state); it is checked on the way back.
 type cursor struct {
-	State   string `json:"st"`
-	Shard   int    `json:"sh"`
-	ID      string `json:"id,omitempty"`
-	Expires string `json:"exp,omitempty"`
+	State string `json:"st"`
+	Shard int    `json:"sh"`
+	ID    string `json:"id,omitempty"`
 }
 
 // encodeCursor is the position at shard of state, after last (nil: the
@@ -31,11 +29,10 @@ func encodeCursor(state string, shard int, last map[string]types.AttributeValue)
 	c := cursor{State: state, Shard: shard}
 	if last != nil {
 		k, err := sessionitem.Decode(last)
-		_, hasExp := last[schema.AttrLeaseExpiresAtMs]
-		if err != nil || k.ConnectionID == "" || !hasExp || k.IndexShard != schema.IndexShardKey(state, shard) {
+		if err != nil || k.ConnectionID == "" || k.IndexShard != schema.IndexShardKey(state, shard) {
 			return "", fmt.Errorf("encode cursor: unexpected last evaluated key")
 		}
-		c.ID, c.Expires = k.ConnectionID, strconv.FormatInt(k.LeaseExpiresAtMs, 10)
+		c.ID = k.ConnectionID
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -69,15 +66,11 @@ func decodeCursor(s, state string) (int, map[string]types.AttributeValue, error)
 	if c.Shard < 0 || c.Shard >= schema.IndexShards {
 		return 0, nil, fmt.Errorf("%w: bad shard", ErrInvalidCursor)
 	}
-	if c.ID == "" && c.Expires == "" {
+	if c.ID == "" {
 		return c.Shard, nil, nil
 	}
 	if !notify.ValidConnectionID(c.ID) || schema.IndexShardOf(c.ID) != c.Shard {
 		return 0, nil, fmt.Errorf("%w: bad connection id", ErrInvalidCursor)
 	}
-	exp, err := strconv.ParseInt(c.Expires, 10, 64)
-	if err != nil || exp < 0 {
-		return 0, nil, fmt.Errorf("%w: bad position", ErrInvalidCursor)
-	}
-	return c.Shard, sessionitem.IndexKey(c.ID, schema.IndexShardKey(state, c.Shard), exp), nil
+	return c.Shard, sessionitem.StateIndexKey(c.ID, schema.IndexShardKey(state, c.Shard)), nil
 }

@@ -1,10 +1,14 @@
 // Package sessions owns ingest's writes and reads of the sessions table: the
 // desired state of each connection (desired_state with its index_shard,
-// ws_url, headers, seq_field, resume_query_param, generation,
-// created/updated times). It never writes a lease field, except
-// lease_expires_at_ms = 0 on an item that has none, so that reconciliation
-// (the by_shard_expiry index) lists every new start. Every write is one conditional UpdateItem; SDK types and errors stay
-// inside this package.
+// ws_url, headers, seq_field, resume_query_param, checkpoint_every_ms,
+// generation, created/updated times) and the by_unowned entry
+// (unowned_shard) of a STARTED session without owner, so that reconciliation
+// finds every new start. It never writes lease_owner or lease_epoch: a start
+// or a stop of an owned session instead puts the connection id in the
+// owner's mailbox (its worker record), which the owner reads at its next
+// heartbeat. It reads the checkpoint items (last_seq) and the worker records
+// (GET /workers). Every session write is one conditional UpdateItem; SDK
+// types and errors stay inside this package.
 package sessions
 
 import (
@@ -15,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -67,6 +72,9 @@ type Desired struct {
 	ResumeQueryParam string            // optional
 	Subprotocols     []string          // optional, offered in this order
 	FollowRedirects  int               // 0 (default): handshake redirects are refused
+	// CheckpointEveryMs is the session's checkpoint interval in
+	// milliseconds; 0: the worker's default (WSFLEET_CHECKPOINT_EVERY).
+	CheckpointEveryMs int64
 }
 
 // Outcome says what a start or a stop changed.
@@ -85,29 +93,39 @@ const (
 type Result struct {
 	Generation int64
 	Outcome    Outcome
+	// Owner is the worker that owned the session when it was written
+	// ("": none); OwnerNotified tells whether the connection id was put in
+	// its mailbox (false when the owner is no longer alive: whoever takes
+	// the session over reads the new desired state anyway).
+	Owner         string
+	OwnerNotified bool
+	// MailboxErr is why the mailbox write failed, other than the owner not
+	// being alive (the session write stands: the owner's audit of its
+	// sessions finds the change within a reconcile interval).
+	MailboxErr error
 }
 
 // Session is one item as ingest shows it. Header values are deliberately
 // absent: only their names leave this package.
 type Session struct {
-	ConnectionID     string
-	DesiredState     string
-	WSURL            string // as stored: may carry secrets in its query; redact before showing
-	HeaderNames      []string
-	SeqField         string
-	ResumeQueryParam string
-	Subprotocols     []string
-	FollowRedirects  int
-	Generation       int64
-	LeaseOwner       string
-	LeaseExpiresAtMs int64
-	LeaseEpoch       int64
-	LastSeq          *int64 // nil until a worker checkpoints
-	CreatedAtMs      int64
-	UpdatedAtMs      int64
-	Failed           bool   // FAILED: a worker gave up on the source at this generation
-	LastError        string // the last connection error a worker recorded
-	LastErrorAtMs    int64
+	ConnectionID      string
+	DesiredState      string
+	WSURL             string // as stored: may carry secrets in its query; redact before showing
+	HeaderNames       []string
+	SeqField          string
+	ResumeQueryParam  string
+	Subprotocols      []string
+	FollowRedirects   int
+	Generation        int64
+	CheckpointEveryMs int64 // 0: the worker's default
+	LeaseOwner        string
+	LeaseEpoch        int64
+	LastSeq           *int64 // from the checkpoint item; nil until a worker checkpoints
+	CreatedAtMs       int64
+	UpdatedAtMs       int64
+	Failed            bool   // FAILED: a worker gave up on the source at this generation
+	LastError         string // the last connection error a worker recorded
+	LastErrorAtMs     int64
 }
 
 // Page is one page of a list.
@@ -158,26 +176,33 @@ type record struct {
 	resume     string
 	subprotos  []string
 	redirects  int
+	ckptEvery  int64
 	generation int64
 	hasGen     bool
+	owner      string
 	// failedGen is failed_generation (nil: none). A start of an item that
-	// carries one always writes: it clears it and sets the lease expiry
-	// back to 0 (sessionitem.ClearFailed).
+	// carries one always writes: it clears it (sessionitem.ClearFailed) and
+	// puts the session back in by_unowned.
 	failedGen *int64
 }
 
 func (r record) sameAs(d Desired) bool {
 	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam &&
-		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols) && r.redirects == d.FollowRedirects
+		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols) && r.redirects == d.FollowRedirects &&
+		r.ckptEvery == d.CheckpointEveryMs
 }
 
 // Start makes d the desired configuration of d.ConnectionID and sets it
-// STARTED. A new item gets generation 1 and lease_expires_at_ms 0. On an
-// existing item it bumps the generation when the item was STOPPED or when
-// ws_url, headers, seq_field or resume_query_param differ, and writes nothing
-// when the item already says exactly d. Each write is conditional on the
-// generation and state it read, so concurrent starts and stops never lose an
-// update: every write gets its own generation.
+// STARTED. A new item gets generation 1 and its by_unowned entry. On an
+// existing item it bumps the generation when the item was STOPPED or FAILED
+// or when its configuration differs, and writes nothing when the item
+// already says exactly d. Each write is conditional on the generation and
+// state it read, and on whether the item has an owner: without one the
+// start (re)sets unowned_shard, so that a reconciler claims the session;
+// with one it leaves unowned_shard absent and then puts the id in the
+// owner's mailbox, so that the owner re-reads the new generation at its
+// next heartbeat. Concurrent starts and stops never lose an update: every
+// write gets its own generation.
 func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 	if d.SeqField == "" {
 		d.SeqField = DefaultSeqField
@@ -217,33 +242,50 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 		if cur.state != schema.StateStarted || item.Failed() {
 			outcome = Restarted
 		}
-		err = s.replace(ctx, d, cur, now)
+		owner, err := s.replace(ctx, d, cur, now)
 		if isConditionFailed(err) {
-			continue // a concurrent start or stop got there first: re-read
+			continue // a concurrent start, stop or acquire got there first: re-read
 		}
 		if err != nil {
 			return Result{}, writeFailed("start (update)", d.ConnectionID, err)
 		}
-		return Result{Generation: cur.generation + 1, Outcome: outcome}, nil
+		res := Result{Generation: cur.generation + 1, Outcome: outcome}
+		// Every replace is a new generation (or a restart): the owner must
+		// re-read the session.
+		s.tellOwner(ctx, &res, owner, d.ConnectionID)
+		return res, nil
 	}
 	return Result{}, fmt.Errorf("start %s: %w after %d attempts", d.ConnectionID, ErrConflict, s.maxAttempts)
 }
 
-// desiredSet is the update that makes d the desired configuration, STARTED;
-// lease_expires_at_ms is written only on an item that has none, or set back
-// to 0 with failed_generation removed when clearFailed (the item carried
-// failed_generation: a worker gave up on it).
-func desiredSet(d Desired, now int64, clearFailed bool) expression.UpdateBuilder {
+// tellOwner puts id in owner's mailbox (none when owner is ""), recording
+// the outcome in res. A worker that is no longer ALIVE (or whose record is
+// gone) fails the condition: that is no error, its sessions are taken over.
+func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id string) {
+	res.Owner = owner
+	if owner == "" {
+		return
+	}
+	in, err := sessionitem.MailboxAdd(s.table, owner, id)
+	if err == nil {
+		_, err = s.api.UpdateItem(ctx, in)
+	}
+	switch {
+	case err == nil:
+		res.OwnerNotified = true
+	case isConditionFailed(err):
+	default:
+		res.MailboxErr = fmt.Errorf("mailbox of %s for %s: %w", owner, id, err)
+	}
+}
+
+// desiredSet is the update that makes d the desired configuration, STARTED.
+func desiredSet(d Desired, now int64) expression.UpdateBuilder {
 	u := expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStarted)).
 		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, d.ConnectionID))).
 		Set(sessionitem.WSURL, expression.Value(d.WSURL)).
 		Set(sessionitem.SeqField, expression.Value(d.SeqField)).
 		Set(sessionitem.UpdatedAtMs, expression.Value(now))
-	if clearFailed {
-		u = sessionitem.ClearFailed(u)
-	} else {
-		u = u.Set(sessionitem.LeaseExpiresAtMs, expression.IfNotExists(sessionitem.LeaseExpiresAtMs, expression.Value(0)))
-	}
 	if len(d.Headers) > 0 {
 		u = u.Set(sessionitem.Headers, expression.Value(d.Headers))
 	} else {
@@ -264,12 +306,17 @@ func desiredSet(d Desired, now int64, clearFailed bool) expression.UpdateBuilder
 	} else {
 		u = u.Remove(sessionitem.FollowRedirects)
 	}
+	if d.CheckpointEveryMs > 0 {
+		u = u.Set(sessionitem.CheckpointEvery, expression.Value(d.CheckpointEveryMs))
+	} else {
+		u = u.Remove(sessionitem.CheckpointEvery)
+	}
 	return u
 }
 
 func (s *Store) create(ctx context.Context, d Desired, now int64) error {
-	in, err := sessionitem.Update(s.table, d.ConnectionID,
-		desiredSet(d, now, false).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now)),
+	u := desiredSet(d, now).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now))
+	in, err := sessionitem.Update(s.table, d.ConnectionID, sessionitem.Unowned(u, d.ConnectionID),
 		expression.AttributeNotExists(sessionitem.Pk))
 	if err != nil {
 		return err
@@ -278,34 +325,62 @@ func (s *Store) create(ctx context.Context, d Desired, now int64) error {
 	return err
 }
 
-func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) error {
+// replace writes d over the item read as cur and returns the owner the
+// written item names ("": none). It is one of two conditional variants: the
+// item has no owner (then unowned_shard is set) or it has one (then
+// unowned_shard stays absent, and the owner is read back from the written
+// item, so that the one told is the one that owns it now). An acquire or a
+// release between the read and the write fails the condition: re-read.
+func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) (string, error) {
 	cond := expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(cur.state)))
 	if cur.hasGen {
 		cond = cond.And(sessionitem.Generation.Equal(expression.Value(cur.generation)))
 	} else {
 		cond = cond.And(expression.AttributeNotExists(sessionitem.Generation))
 	}
-	// A FAILED item (or one that was when it stopped) is cleared only
-	// while failed_generation is still what was read: nobody holds its
-	// lease then (no worker acquires a FAILED session), so setting the
-	// expiry back to 0 clobbers no live lease.
+	u := desiredSet(d, now).Set(sessionitem.Generation, expression.Value(cur.generation+1))
+	// A FAILED item (or one that was when it stopped) is cleared only while
+	// failed_generation is still what was read.
 	if cur.failedGen != nil {
 		cond = cond.And(sessionitem.FailedAt(*cur.failedGen))
+		u = sessionitem.ClearFailed(u)
 	} else {
 		cond = cond.And(expression.AttributeNotExists(sessionitem.FailedGeneration))
 	}
-	in, err := sessionitem.Update(s.table, d.ConnectionID,
-		desiredSet(d, now, cur.failedGen != nil).Set(sessionitem.Generation, expression.Value(cur.generation+1)), cond)
-	if err != nil {
-		return err
+	if cur.owner == "" {
+		cond = cond.And(sessionitem.NoOwner())
+		u = sessionitem.Unowned(u, d.ConnectionID)
+	} else {
+		cond = cond.And(sessionitem.HasOwner())
 	}
-	_, err = s.api.UpdateItem(ctx, in)
-	return err
+	in, err := sessionitem.Update(s.table, d.ConnectionID, u, cond)
+	if err != nil {
+		return "", err
+	}
+	if cur.owner == "" {
+		_, err = s.api.UpdateItem(ctx, in)
+		return "", err
+	}
+	in.ReturnValues = types.ReturnValueAllNew
+	out, err := s.api.UpdateItem(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	it, err := sessionitem.Decode(out.Attributes)
+	if err != nil {
+		return cur.owner, nil // written; the owner read is the best guess
+	}
+	return it.LeaseOwner, nil
 }
 
-// Stop sets a session STOPPED. It writes only when the item is STARTED, so a
-// repeated stop changes nothing (Outcome Unchanged); an unknown id is
-// ErrNotFound and creates nothing.
+// Stop sets a session STOPPED and takes it out of by_unowned. It writes
+// only when the item is STARTED, so a repeated stop changes nothing (Outcome
+// Unchanged); an unknown id is ErrNotFound and creates nothing. The write
+// returns the item: when it names an owner, the id goes into the owner's
+// mailbox (one more write), so that the owner closes the connection at its
+// next heartbeat whichever worker the queue's stop notification reaches. A
+// repeated stop of a session still owned tells the owner again (a set add:
+// idempotent), in case the first stop's mailbox write was lost.
 func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -316,7 +391,8 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		in, err := sessionitem.Update(s.table, id,
 			expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStopped)).
 				Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStopped, id))).
-				Set(sessionitem.UpdatedAtMs, expression.Value(s.clock.Now().UnixMilli())),
+				Set(sessionitem.UpdatedAtMs, expression.Value(s.clock.Now().UnixMilli())).
+				Remove(sessionitem.UnownedShard),
 			expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))))
 		if err != nil {
 			return Result{}, fmt.Errorf("stop %s: %w", id, err)
@@ -328,7 +404,9 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 			if err != nil {
 				return Result{}, fmt.Errorf("stop %s: %w", id, err)
 			}
-			return Result{Generation: generation(it), Outcome: Stopped}, nil
+			res := Result{Generation: generation(it), Outcome: Stopped}
+			s.tellOwner(ctx, &res, it.LeaseOwner, id)
+			return res, nil
 		}
 		if !isConditionFailed(err) {
 			return Result{}, writeFailed("stop", id, err)
@@ -344,22 +422,25 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		}
 		cur := toRecord(item)
 		if cur.state == schema.StateStopped {
-			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
+			res := Result{Generation: cur.generation, Outcome: Unchanged}
+			s.tellOwner(ctx, &res, cur.owner, id)
+			return res, nil
 		}
 	}
 	return Result{}, fmt.Errorf("stop %s: %w after %d attempts", id, ErrConflict, s.maxAttempts)
 }
 
-// Get reads one session with a consistent read.
+// Get reads one session and its checkpoint item with consistent reads.
 func (s *Store) Get(ctx context.Context, id string) (Session, error) {
-	item, err := s.getItem(ctx, id)
+	got, err := s.batchGet(ctx, []string{id})
 	if err != nil {
 		return Session{}, fmt.Errorf("get %s: %w", id, err)
 	}
-	if item == nil {
+	sess, ok := got[id]
+	if !ok {
 		return Session{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
 	}
-	return toSession(item), nil
+	return sess, nil
 }
 
 // getItem reads id's item consistently; nil when there is none.
@@ -375,12 +456,12 @@ func (s *Store) getItem(ctx context.Context, id string) (*sessionitem.Item, erro
 const MaxListLimit = 100
 
 // List returns up to limit sessions whose desired state is state, starting
-// after cursor (empty for the first page). It reads the by_shard_expiry index
-// shard by shard (within a shard, least recently renewed lease first), so
-// the order is stable across pages but not global. The index is eventually
-// consistent: items are re-read consistently and those no longer in state
-// are left out, so a page may hold fewer than limit sessions while Next is
-// set.
+// after cursor (empty for the first page). It reads the by_state index
+// shard by shard (within a shard, by connection id), so the order is stable
+// across pages but not global. The index is eventually consistent: items
+// are re-read consistently (with their checkpoint items) and those no longer
+// in state are left out, so a page may hold fewer than limit sessions while
+// Next is set.
 func (s *Store) List(ctx context.Context, state string, limit int, cursor string) (Page, error) {
 	if state != schema.StateStarted && state != schema.StateStopped {
 		return Page{}, fmt.Errorf("list: state %q is neither %s nor %s", state, schema.StateStarted, schema.StateStopped)
@@ -399,7 +480,7 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 	var page Page
 	ids := make([]string, 0, limit)
 	for shard < schema.IndexShards && len(ids) < limit {
-		in, err := sessionitem.ShardQuery(s.table, schema.IndexShardKey(state, shard), nil, int32(limit-len(ids)), start)
+		in, err := sessionitem.StateQuery(s.table, schema.IndexShardKey(state, shard), int32(limit-len(ids)), start)
 		if err != nil {
 			return Page{}, fmt.Errorf("list %s: %w", state, err)
 		}
@@ -427,17 +508,13 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 		}
 		page.Next = next
 	}
-	items, err := s.batchGet(ctx, ids)
+	got, err := s.batchGet(ctx, ids)
 	if err != nil {
 		return Page{}, fmt.Errorf("list %s: %w", state, err)
 	}
 	for _, id := range ids {
-		it, ok := items[id]
-		if !ok {
-			continue
-		}
-		sess := toSession(&it)
-		if sess.DesiredState != state {
+		sess, ok := got[id]
+		if !ok || sess.DesiredState != state {
 			continue
 		}
 		page.Sessions = append(page.Sessions, sess)
@@ -445,47 +522,84 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 	return page, nil
 }
 
-// batchGet reads ids (≤ 100) consistently, retrying unprocessed keys.
-func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]sessionitem.Item, error) {
-	got := make(map[string]sessionitem.Item, len(ids))
-	if len(ids) == 0 {
-		return got, nil
-	}
-	keys := make([]map[string]types.AttributeValue, 0, len(ids))
+// batchKeys is how many keys one BatchGetItem request may carry.
+const batchKeys = 100
+
+// batchGet reads the session items of ids and their checkpoint items
+// consistently, retrying unprocessed keys; a session without checkpoint
+// item has no last_seq.
+func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session, error) {
+	keys := make([]map[string]types.AttributeValue, 0, 2*len(ids))
 	for _, id := range ids {
-		keys = append(keys, sessionitem.Key(id))
+		keys = append(keys, sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id)))
 	}
-	req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-	for attempt := 0; len(req) > 0; attempt++ {
-		if attempt >= s.maxAttempts {
-			return nil, fmt.Errorf("%w: batch read: unprocessed keys after %d attempts", ErrUnavailable, attempt)
+	raws, err := s.batchRead(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[string]Session, len(ids))
+	seqs := map[string]*int64{}
+	for _, raw := range raws {
+		pk, _ := raw[schema.AttrPk].(*types.AttributeValueMemberS)
+		if pk == nil {
+			continue
 		}
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return nil, fmt.Errorf("%w: batch read: %v", ErrUnavailable, err)
-			}
-		}
-		out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, unavailable("batch read", s.table, err)
-		}
-		for _, raw := range out.Responses[s.table] {
-			it, err := sessionitem.Decode(raw)
+		if id, ok := strings.CutPrefix(pk.Value, schema.CheckpointKeyPrefix); ok {
+			c, err := sessionitem.DecodeCheckpoint(raw)
 			if err != nil {
 				return nil, fmt.Errorf("batch read: %w", err)
 			}
-			got[it.ConnectionID] = it
+			seqs[id] = c.LastSeq
+			continue
 		}
-		req = out.UnprocessedKeys
+		it, err := sessionitem.Decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("batch read: %w", err)
+		}
+		got[it.ConnectionID] = toSession(&it)
+	}
+	for id, seq := range seqs {
+		if sess, ok := got[id]; ok {
+			sess.LastSeq = seq
+			got[id] = sess
+		}
 	}
 	return got, nil
+}
+
+// batchRead reads keys consistently, batchKeys at a time, retrying
+// unprocessed keys up to maxAttempts times per batch.
+func (s *Store) batchRead(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for len(keys) > 0 {
+		n := min(batchKeys, len(keys))
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys[:n], ConsistentRead: aws.Bool(true)}}
+		keys = keys[n:]
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt >= s.maxAttempts {
+				return nil, fmt.Errorf("%w: batch read: unprocessed keys after %d attempts", ErrUnavailable, attempt)
+			}
+			if attempt > 0 {
+				if err := backoff(ctx, attempt); err != nil {
+					return nil, fmt.Errorf("%w: batch read: %v", ErrUnavailable, err)
+				}
+			}
+			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, unavailable("batch read", s.table, err)
+			}
+			items = append(items, out.Responses[s.table]...)
+			req = out.UnprocessedKeys
+		}
+	}
+	return items, nil
 }
 
 func toRecord(it *sessionitem.Item) record {
 	r := record{
 		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
-		subprotos: it.Subprotocols, redirects: it.FollowRedirects, generation: generation(*it), hasGen: it.Generation != nil,
-		failedGen: it.FailedGeneration,
+		subprotos: it.Subprotocols, redirects: it.FollowRedirects, ckptEvery: it.CheckpointEveryMs,
+		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, failedGen: it.FailedGeneration,
 	}
 	if len(it.Headers) > 0 {
 		r.headers = it.Headers
@@ -496,8 +610,8 @@ func toRecord(it *sessionitem.Item) record {
 func toSession(it *sessionitem.Item) Session {
 	s := Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
-		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: generation(*it), LeaseOwner: it.LeaseOwner,
-		LeaseExpiresAtMs: it.LeaseExpiresAtMs, LeaseEpoch: it.LeaseEpoch, LastSeq: it.LastSeq,
+		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
+		CheckpointEveryMs: it.CheckpointEveryMs, Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}

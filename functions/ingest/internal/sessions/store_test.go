@@ -9,11 +9,13 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
@@ -22,9 +24,8 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 func TestMain(m *testing.M) {
@@ -52,7 +53,7 @@ func newEnv(t *testing.T, opts ...sessions.Option) *env {
 	e := &env{db: dynamodb.NewFromConfig(cfg), table: testenv.Name(t), clk: clock.NewFake(time.UnixMilli(1_800_000_000_000))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := dynamostore.CreateTable(ctx, e.db, e.table); err != nil {
+	if err := sessionitem.CreateTable(ctx, e.db, e.table); err != nil {
 		t.Fatal(err)
 	}
 	e.store = sessions.New(e.db, e.table, append([]sessions.Option{sessions.WithClock(e.clk)}, opts...)...)
@@ -109,8 +110,8 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	if got, want := s(it, schema.AttrIndexShard), schema.IndexShardFor(schema.StateStarted, "c1"); got != want {
 		t.Fatalf("index_shard %q, want %q", got, want)
 	}
-	if exp, ok := n(it, schema.AttrLeaseExpiresAtMs); !ok || exp != 0 {
-		t.Fatalf("new item lease_expires_at_ms = %d (present %v), want 0", exp, ok)
+	if got, want := s(it, schema.AttrUnownedShard), schema.UnownedShardOf("c1"); got != want {
+		t.Fatalf("new item unowned_shard %q, want %q", got, want)
 	}
 	if g, _ := n(it, schema.AttrGeneration); g != 1 {
 		t.Fatalf("generation %d", g)
@@ -155,6 +156,8 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 		{"resume param", func(d *sessions.Desired) { d.ResumeQueryParam = "from" }},
 		{"headers removed", func(d *sessions.Desired) { d.Headers = nil }},
 		{"resume removed", func(d *sessions.Desired) { d.ResumeQueryParam = "" }},
+		{"checkpoint every", func(d *sessions.Desired) { d.CheckpointEveryMs = 30_000 }},
+		{"checkpoint every default", func(d *sessions.Desired) { d.CheckpointEveryMs = 0 }},
 	}
 	gen := int64(1)
 	for _, st := range steps {
@@ -229,36 +232,83 @@ func TestStopAndRestart(t *testing.T) {
 	}
 }
 
-// TestLeaseFieldsUntouched: whatever a worker wrote to the lease fields,
-// starts and stops leave them as they are.
+// own makes worker the owner of id as an acquire does: lease_owner set,
+// lease_epoch + 1, unowned_shard removed.
+func (e *env) own(t *testing.T, id, worker string) {
+	t.Helper()
+	_, err := e.db.UpdateItem(ctxT(t), &dynamodb.UpdateItemInput{
+		TableName:                 &e.table,
+		Key:                       sessionitem.Key(id),
+		UpdateExpression:          aws.String("SET #o = :o ADD #ep :one REMOVE #u"),
+		ExpressionAttributeNames:  map[string]string{"#o": schema.AttrLeaseOwner, "#ep": schema.AttrLeaseEpoch, "#u": schema.AttrUnownedShard},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: worker}, ":one": &types.AttributeValueMemberN{Value: "1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkpoint writes id's checkpoint item as a worker's checkpoint does.
+func (e *env) checkpoint(t *testing.T, id, worker string, epoch, seq int64) {
+	t.Helper()
+	item, err := attributevalue.MarshalMap(sessionitem.Checkpoint{Key: schema.CheckpointKey(id), LastSeq: &seq, CkptOwner: worker, CkptEpoch: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worker writes a worker record in state.
+func (e *env) worker(t *testing.T, id, state string) {
+	t.Helper()
+	list := schema.WorkerListAlive
+	if state != schema.WorkerAlive {
+		list = schema.WorkerListGone
+	}
+	item, err := sessionitem.EncodeWorker(sessionitem.Worker{Key: schema.WorkerKey(id), State: state, Epoch: 1, HeartbeatSeq: 5,
+		HeartbeatAt: 1_800_000_000_000, TTLMs: 10_000, Load: 3, Capacity: 1000, AdminAddr: "10.0.0.1:8081", List: list,
+		StartedAtMs: 1_799_999_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mailbox is worker's mailbox as stored.
+func (e *env) mailbox(t *testing.T, worker string) []string {
+	t.Helper()
+	v, _ := e.raw(t, schema.WorkerKey(worker))[schema.AttrMailbox].(*types.AttributeValueMemberSS)
+	if v == nil {
+		return nil
+	}
+	return slices.Sorted(slices.Values(v.Value))
+}
+
+// TestLeaseFieldsUntouched: whatever a worker wrote to the ownership
+// fields and the checkpoint item, starts and stops leave them as they are,
+// and an owned session never gets an unowned_shard.
 func TestLeaseFieldsUntouched(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}); err != nil {
 		t.Fatal(err)
 	}
-	// A worker holds the lease.
-	_, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &e.table,
-		Key:              map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: "c1"}},
-		UpdateExpression: aws.String("SET #o = :o, #e = :e, #ep = :ep, #ls = :ls"),
-		ExpressionAttributeNames: map[string]string{"#o": schema.AttrLeaseOwner, "#e": schema.AttrLeaseExpiresAtMs,
-			"#ep": schema.AttrLeaseEpoch, "#ls": schema.AttrLastSeq},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":o": &types.AttributeValueMemberS{Value: "worker-1"}, ":e": &types.AttributeValueMemberN{Value: "1800000099999"},
-			":ep": &types.AttributeValueMemberN{Value: "7"}, ":ls": &types.AttributeValueMemberN{Value: "42"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.own(t, "c1", "worker-1")
+	e.checkpoint(t, "c1", "worker-1", 1, 42)
 	check := func(step string) {
+		t.Helper()
 		it := e.raw(t, "c1")
-		exp, _ := n(it, schema.AttrLeaseExpiresAtMs)
 		ep, _ := n(it, schema.AttrLeaseEpoch)
-		ls, _ := n(it, schema.AttrLastSeq)
-		if s(it, schema.AttrLeaseOwner) != "worker-1" || exp != 1800000099999 || ep != 7 || ls != 42 {
-			t.Fatalf("%s changed lease fields: %v", step, it)
+		if s(it, schema.AttrLeaseOwner) != "worker-1" || ep != 1 || it[schema.AttrUnownedShard] != nil || it[schema.AttrLastSeq] != nil {
+			t.Fatalf("%s changed ownership fields: %v", step, it)
+		}
+		ck := e.raw(t, schema.CheckpointKey("c1"))
+		if ls, _ := n(ck, schema.AttrLastSeq); ls != 42 || s(ck, schema.AttrCkptOwner) != "worker-1" {
+			t.Fatalf("%s changed the checkpoint item: %v", step, ck)
 		}
 	}
 	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://b.example.com/"}); err != nil {
@@ -274,30 +324,212 @@ func TestLeaseFieldsUntouched(t *testing.T) {
 	}
 	check("restart")
 	got, err := e.store.Get(ctx, "c1")
-	if err != nil || got.LeaseOwner != "worker-1" || got.LeaseEpoch != 7 || got.LastSeq == nil || *got.LastSeq != 42 || got.LeaseExpiresAtMs != 1800000099999 {
+	if err != nil || got.LeaseOwner != "worker-1" || got.LeaseEpoch != 1 || got.LastSeq == nil || *got.LastSeq != 42 {
 		t.Fatalf("Get: %+v %v", got, err)
 	}
 }
 
+// countingAPI counts the writes to worker records.
+type countingAPI struct {
+	sessions.API
+	mu      sync.Mutex
+	mailbox map[string]int // worker key -> UpdateItem calls
+}
+
+func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if pk, _ := in.Key[schema.AttrPk].(*types.AttributeValueMemberS); pk != nil && strings.HasPrefix(pk.Value, schema.WorkerKeyPrefix) {
+		c.mu.Lock()
+		c.mailbox[pk.Value]++
+		c.mu.Unlock()
+	}
+	return c.API.UpdateItem(ctx, in, opts...)
+}
+
+func (c *countingAPI) writes(worker string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mailbox[schema.WorkerKey(worker)]
+}
+
+func newCountingEnv(t *testing.T) (*env, *countingAPI) {
+	e := newEnv(t)
+	c := &countingAPI{API: e.db, mailbox: map[string]int{}}
+	e.store = sessions.New(c, e.table, sessions.WithClock(e.clk))
+	return e, c
+}
+
+// TestStartUnownedOnlyWithoutOwner: a start sets unowned_shard on a new
+// session and on an existing one without owner (a restart, a change), never
+// on an owned one; an owned one is not mailed when nothing changed.
+func TestStartUnownedOnlyWithoutOwner(t *testing.T) {
+	e, c := newCountingEnv(t)
+	ctx := ctxT(t)
+	d := sessions.Desired{ConnectionID: "u1", WSURL: "wss://a.example.com/"}
+	if _, err := e.store.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	unowned := func() string { return s(e.raw(t, "u1"), schema.AttrUnownedShard) }
+	if unowned() != schema.UnownedShardOf("u1") {
+		t.Fatalf("new: unowned_shard %q", unowned())
+	}
+	if _, err := e.store.Stop(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if unowned() != "" {
+		t.Fatalf("stopped: unowned_shard %q", unowned())
+	}
+	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Restarted || res.Owner != "" {
+		t.Fatalf("restart: %+v %v", res, err)
+	}
+	if unowned() != schema.UnownedShardOf("u1") {
+		t.Fatalf("restarted without owner: unowned_shard %q", unowned())
+	}
+	e.own(t, "u1", "w1")
+	e.worker(t, "w1", schema.WorkerAlive)
+	d.WSURL = "wss://b.example.com/"
+	res, err := e.store.Start(ctx, d)
+	if err != nil || res.Outcome != sessions.Updated || res.Owner != "w1" || !res.OwnerNotified {
+		t.Fatalf("change of an owned session: %+v %v", res, err)
+	}
+	if unowned() != "" {
+		t.Fatalf("owned: unowned_shard %q", unowned())
+	}
+	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged || res.OwnerNotified {
+		t.Fatalf("same start: %+v %v", res, err)
+	}
+	if got := c.writes("w1"); got != 1 {
+		t.Fatalf("%d mailbox writes, want 1 (the change only)", got)
+	}
+}
+
+// TestChangeOfOwnedSessionMailsOwner: a configuration change and a restart
+// of an owned session put its id in the owner's mailbox.
+func TestChangeOfOwnedSessionMailsOwner(t *testing.T) {
+	e, c := newCountingEnv(t)
+	ctx := ctxT(t)
+	e.worker(t, "w1", schema.WorkerAlive)
+	d := sessions.Desired{ConnectionID: "m1", WSURL: "wss://a.example.com/"}
+	if _, err := e.store.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "m2", WSURL: "wss://a.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	e.own(t, "m1", "w1")
+	e.own(t, "m2", "w1")
+	d.CheckpointEveryMs = 5_000
+	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 2 || res.Owner != "w1" || !res.OwnerNotified {
+		t.Fatalf("config change: %+v %v", res, err)
+	}
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1"}) {
+		t.Fatalf("mailbox after the change: %v", got)
+	}
+	// Stopped, then started again while the owner still holds it (it
+	// has not released yet): the owner is told both times.
+	if _, err := e.store.Stop(ctx, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "m2", WSURL: "wss://a.example.com/"}); err != nil || res.Outcome != sessions.Restarted || !res.OwnerNotified {
+		t.Fatalf("restart: %+v %v", res, err)
+	}
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1", "m2"}) {
+		t.Fatalf("mailbox after the restart: %v", got)
+	}
+	if got := c.writes("w1"); got != 3 {
+		t.Fatalf("%d mailbox writes, want 3", got)
+	}
+	if it := e.raw(t, "m2"); it[schema.AttrUnownedShard] != nil || s(it, schema.AttrLeaseOwner) != "w1" {
+		t.Fatalf("restarted owned session: %v", it)
+	}
+}
+
+// TestStopTellsOwner: a stop returns the owner and writes exactly one
+// mailbox ADD; the record's mailbox holds the id.
+func TestStopTellsOwner(t *testing.T) {
+	e, c := newCountingEnv(t)
+	ctx := ctxT(t)
+	e.worker(t, "w1", schema.WorkerAlive)
+	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "s1", WSURL: "wss://a.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	e.own(t, "s1", "w1")
+	res, err := e.store.Stop(ctx, "s1")
+	if err != nil || res.Outcome != sessions.Stopped || res.Owner != "w1" || !res.OwnerNotified || res.MailboxErr != nil {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+	if got := c.writes("w1"); got != 1 {
+		t.Fatalf("%d mailbox writes, want exactly 1", got)
+	}
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"s1"}) {
+		t.Fatalf("mailbox %v", got)
+	}
+	it := e.raw(t, "s1")
+	if s(it, schema.AttrDesiredState) != schema.StateStopped || it[schema.AttrUnownedShard] != nil || s(it, schema.AttrLeaseOwner) != "w1" {
+		t.Fatalf("stopped item %v", it)
+	}
+	// A stop of an unowned session writes no mailbox.
+	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "s2", WSURL: "wss://a.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.store.Stop(ctx, "s2"); err != nil || res.Owner != "" || res.OwnerNotified {
+		t.Fatalf("stop unowned: %+v %v", res, err)
+	}
+	if it := e.raw(t, "s2"); it[schema.AttrUnownedShard] != nil {
+		t.Fatalf("a stopped session keeps unowned_shard: %v", it)
+	}
+	if got := c.writes("w1"); got != 1 {
+		t.Fatalf("%d mailbox writes after an unowned stop, want 1", got)
+	}
+}
+
+// TestStopOwnerNotAlive: a stop of a session whose owner is DEAD, or whose
+// record is gone, succeeds; nothing is mailed and no record is created.
+func TestStopOwnerNotAlive(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	e.worker(t, "dead", schema.WorkerDead)
+	for id, owner := range map[string]string{"d1": "dead", "d2": "gone"} {
+		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, WSURL: "wss://a.example.com/"}); err != nil {
+			t.Fatal(err)
+		}
+		e.own(t, id, owner)
+		res, err := e.store.Stop(ctx, id)
+		if err != nil || res.Outcome != sessions.Stopped || res.Owner != owner || res.OwnerNotified || res.MailboxErr != nil {
+			t.Fatalf("stop of %s (owner %s): %+v %v", id, owner, res, err)
+		}
+	}
+	if got := e.mailbox(t, "dead"); got != nil {
+		t.Fatalf("a DEAD record got mail: %v", got)
+	}
+	if it := e.raw(t, schema.WorkerKey("gone")); len(it) != 0 {
+		t.Fatalf("a stop created a worker record: %v", it)
+	}
+}
+
 // A session a worker failed shows failed and its last error; a start with the
-// same configuration is a restart that clears FAILED (generation + 1, lease
-// expiry back to 0) so that a worker acquires it again; a stop of a FAILED
-// session wins, and a later start clears it too.
+// same configuration is a restart that clears FAILED (generation + 1,
+// failed_generation removed, unowned_shard back) so that a worker acquires
+// it again; a stop of a FAILED session wins, and a later start clears it too.
 func TestStartClearsFailed(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	leases := dynamostore.New(e.db, e.table)
-	fail := func(id string) lease.Item {
+	// fail does what a worker's acquire then Fail do.
+	fail := func(id string) {
 		t.Helper()
-		now := e.clk.Now().UnixMilli()
-		it, err := leases.Acquire(ctx, id, "w1", now, now+10_000)
+		e.own(t, id, "w1")
+		_, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                &e.table,
+			Key:                      sessionitem.Key(id),
+			UpdateExpression:         aws.String("SET #f = #g, #le = :le, #la = :la REMOVE #o"),
+			ExpressionAttributeNames: map[string]string{"#f": schema.AttrFailedGeneration, "#g": schema.AttrGeneration, "#le": schema.AttrLastError, "#la": schema.AttrLastErrorAtMs, "#o": schema.AttrLeaseOwner},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":le": &types.AttributeValueMemberS{Value: "handshake refused: HTTP 401"},
+				":la": &types.AttributeValueMemberN{Value: strconv.FormatInt(e.clk.Now().UnixMilli()+1, 10)},
+			},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := leases.Fail(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}, it.Generation, lease.NoSeq, "handshake refused: HTTP 401", now+1); err != nil {
-			t.Fatal(err)
-		}
-		return it
 	}
 	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}
 	if _, err := e.store.Start(ctx, d); err != nil {
@@ -313,21 +545,18 @@ func TestStartClearsFailed(t *testing.T) {
 		t.Fatalf("list of a FAILED session: %+v %v", page, err)
 	}
 	res, err := e.store.Start(ctx, d)
-	if err != nil || res.Outcome != sessions.Restarted || res.Generation != 2 {
+	if err != nil || res.Outcome != sessions.Restarted || res.Generation != 2 || res.Owner != "" {
 		t.Fatalf("start of a FAILED session: %+v %v", res, err)
 	}
 	raw := e.raw(t, "c1")
-	if exp, _ := n(raw, schema.AttrLeaseExpiresAtMs); exp != 0 || raw[schema.AttrFailedGeneration] != nil {
-		t.Fatalf("after the restart: expiry %d, failed_generation %v", exp, raw[schema.AttrFailedGeneration])
+	if s(raw, schema.AttrUnownedShard) != schema.UnownedShardOf("c1") || raw[schema.AttrFailedGeneration] != nil {
+		t.Fatalf("after the restart: %v", raw)
 	}
 	if got, _ := e.store.Get(ctx, "c1"); got.Failed || got.LastError == "" {
 		t.Fatalf("after the restart: %+v (the last error stays, with its time)", got)
 	}
 	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
 		t.Fatalf("second start: %+v %v", res, err)
-	}
-	if _, err := leases.Acquire(ctx, "c1", "w2", e.clk.Now().UnixMilli(), e.clk.Now().UnixMilli()+10_000); err != nil {
-		t.Fatalf("acquire after the restart: %v", err)
 	}
 
 	// Stop wins; the start after it clears failed_generation as well.
@@ -344,11 +573,83 @@ func TestStartClearsFailed(t *testing.T) {
 	if res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c2", WSURL: "wss://a.example.com/"}); err != nil || res.Outcome != sessions.Restarted {
 		t.Fatalf("restart after stop: %+v %v", res, err)
 	}
-	if raw := e.raw(t, "c2"); raw[schema.AttrFailedGeneration] != nil {
-		t.Fatalf("failed_generation survived a restart: %v", raw)
+	if raw := e.raw(t, "c2"); raw[schema.AttrFailedGeneration] != nil || s(raw, schema.AttrUnownedShard) != schema.UnownedShardOf("c2") {
+		t.Fatalf("restart of a once-FAILED session: %v", raw)
 	}
-	if exp, _ := n(e.raw(t, "c2"), schema.AttrLeaseExpiresAtMs); exp != 0 {
-		t.Fatalf("lease expiry %d after a restart of a once-FAILED session", exp)
+}
+
+// TestGetLastSeqFromCheckpoint: last_seq is the checkpoint item's, in Get
+// and in List; a session without one has none.
+func TestGetLastSeqFromCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	for _, id := range []string{"k1", "k2"} {
+		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, WSURL: "wss://a.example.com/", CheckpointEveryMs: 2_000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.own(t, "k1", "w1")
+	e.checkpoint(t, "k1", "w1", 1, 977)
+	got, err := e.store.Get(ctx, "k1")
+	if err != nil || got.LastSeq == nil || *got.LastSeq != 977 || got.CheckpointEveryMs != 2_000 {
+		t.Fatalf("Get k1: %+v %v", got, err)
+	}
+	if got, err := e.store.Get(ctx, "k2"); err != nil || got.LastSeq != nil {
+		t.Fatalf("Get k2: %+v %v", got, err)
+	}
+	if _, err := e.store.Get(ctx, schema.CheckpointKey("k1")[len(schema.CheckpointKeyPrefix):]+"x"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("Get of an unknown id: %v", err)
+	}
+	page, err := e.store.List(ctx, schema.StateStarted, 10, "")
+	if err != nil || len(page.Sessions) != 2 {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+	for _, sess := range page.Sessions {
+		if (sess.ConnectionID == "k1") != (sess.LastSeq != nil && *sess.LastSeq == 977) {
+			t.Fatalf("listed %s with last_seq %v", sess.ConnectionID, sess.LastSeq)
+		}
+	}
+}
+
+// TestWorkers: the records of alive, dead and left workers, alive first,
+// capped at the limit.
+func TestWorkers(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	if l, err := e.store.Workers(ctx, 0); err != nil || len(l.Workers) != 0 || l.Truncated {
+		t.Fatalf("no workers: %+v %v", l, err)
+	}
+	e.worker(t, "w2", schema.WorkerAlive)
+	e.worker(t, "w1", schema.WorkerAlive)
+	e.worker(t, "w0", schema.WorkerDead)
+	left, err := sessionitem.EncodeWorker(sessionitem.Worker{Key: schema.WorkerKey("w3"), State: schema.WorkerLeft, Epoch: 1,
+		List: schema.WorkerListDone, StartedAtMs: 1, EndedAtMs: 2, ExpiresAt: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: left}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.store.Workers(ctx, 0)
+	if err != nil || l.Truncated {
+		t.Fatal(l, err)
+	}
+	var ids []string
+	for _, w := range l.Workers {
+		ids = append(ids, w.ID+":"+w.State)
+	}
+	if want := []string{"w1:ALIVE", "w2:ALIVE", "w0:DEAD", "w3:LEFT"}; !slices.Equal(ids, want) {
+		t.Fatalf("workers %v, want %v", ids, want)
+	}
+	if w := l.Workers[0]; w.Load != 3 || w.Capacity != 1000 || w.AdminAddr != "10.0.0.1:8081" || w.HeartbeatAtMs != 1_800_000_000_000 || w.Epoch != 1 {
+		t.Fatalf("w1: %+v", w)
+	}
+	if w := l.Workers[3]; w.EndedAtMs != 2 || w.List != schema.WorkerListDone {
+		t.Fatalf("w3: %+v", w)
+	}
+	l, err = e.store.Workers(ctx, 3)
+	if err != nil || !l.Truncated || len(l.Workers) != 3 {
+		t.Fatalf("limit 3: %+v %v", l, err)
 	}
 }
 
@@ -439,9 +740,9 @@ func TestListPaginates(t *testing.T) {
 		t.Fatalf("first page: %+v %v", page, err)
 	}
 	cur := func(js string) string { return base64.RawURLEncoding.EncodeToString([]byte(js)) }
-	wrongShard := fmt.Sprintf(`{"st":"STARTED","sh":%d,"id":"c01","exp":"0"}`, (schema.IndexShardOf("c01")+1)%schema.IndexShards)
+	wrongShard := fmt.Sprintf(`{"st":"STARTED","sh":%d,"id":"c01"}`, (schema.IndexShardOf("c01")+1)%schema.IndexShards)
 	for _, bad := range []string{"!!", "e30", "eyJpZCI6ImEgYiIsInN0IjoiU1RBUlRFRCIsImV4cCI6IjAifQ",
-		cur(fmt.Sprintf(`{"st":"STARTED","sh":%d}`, schema.IndexShards)), cur(`{"st":"STARTED","sh":-1}`), cur(wrongShard), cur(`{"st":"STARTED","sh":0,"id":"c01"}`)} {
+		cur(fmt.Sprintf(`{"st":"STARTED","sh":%d}`, schema.IndexShards)), cur(`{"st":"STARTED","sh":-1}`), cur(wrongShard), cur(`{"st":"STARTED","sh":0,"id":"c01","exp":"0"}`)} {
 		if _, err := e.store.List(ctx, "STARTED", 2, bad); !errors.Is(err, sessions.ErrInvalidCursor) {
 			t.Fatalf("cursor %q: %v", bad, err)
 		}
@@ -546,26 +847,37 @@ func TestConcurrentIdenticalStarts(t *testing.T) {
 	}
 }
 
-// TestNewStartIsAnOrphan: the lease store's reconciliation query lists a new
-// start before any worker touched it.
-func TestNewStartIsAnOrphan(t *testing.T) {
+// TestNewStartIsUnowned: a new start is in the by_unowned index (where
+// reconcilers look) before any worker touched it, and a stop takes it out.
+func TestNewStartIsUnowned(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "orphan", WSURL: "wss://a.example.com/"}); err != nil {
 		t.Fatal(err)
 	}
-	orphans, err := dynamostore.New(e.db, e.table).Orphans(ctx, time.Now().UnixMilli(), 10)
-	if err != nil {
-		t.Fatal(err)
+	unowned := func() []string {
+		in, err := sessionitem.IndexQuery(e.table, schema.IndexByUnowned, schema.AttrUnownedShard, schema.UnownedShardOf("orphan"), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.db.Query(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, it := range out.Items {
+			ids = append(ids, s(it, schema.AttrPk))
+		}
+		return ids
 	}
-	if len(orphans) != 1 || orphans[0].ConnectionID != "orphan" || orphans[0].ExpiresAtMs != 0 {
-		t.Fatalf("orphans %+v", orphans)
+	if got := unowned(); !slices.Equal(got, []string{"orphan"}) {
+		t.Fatalf("by_unowned %v", got)
 	}
 	if _, err := e.store.Stop(ctx, "orphan"); err != nil {
 		t.Fatal(err)
 	}
-	if orphans, _ := dynamostore.New(e.db, e.table).Orphans(ctx, time.Now().UnixMilli(), 10); len(orphans) != 0 {
-		t.Fatalf("a stopped session is an orphan: %+v", orphans)
+	if got := unowned(); len(got) != 0 {
+		t.Fatalf("a stopped session is unowned: %v", got)
 	}
 }
 

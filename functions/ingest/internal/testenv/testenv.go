@@ -18,8 +18,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 var (
@@ -67,7 +67,7 @@ func New(t testing.TB) *Env {
 	e := &Env{AWS: cfg, Dynamo: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), Table: Name(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := dynamostore.CreateTable(ctx, e.Dynamo, e.Table); err != nil {
+	if err := sessionitem.CreateTable(ctx, e.Dynamo, e.Table); err != nil {
 		t.Fatal(err)
 	}
 	q, err := sqsnotify.CreateQueues(ctx, e.SQS, Name(t), 30, 5)
