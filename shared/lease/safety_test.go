@@ -32,7 +32,9 @@ func TestSafetyArgument(t *testing.T) {
 	if bound <= 0 {
 		t.Fatalf("the default margin %s does not cover %g drift over the TTL %s", cfg.SafetyMargin, maxDrift, cfg.TTL)
 	}
-	mono := func(real time.Duration, rho float64) time.Time { return t0.Add(time.Duration(float64(real) * (1 + rho))) }
+	mono := func(real time.Duration, rho float64) time.Time {
+		return t0.Add(time.Duration(float64(real) * (1 + rho)))
+	}
 	toReal := func(m time.Time, rho float64) time.Duration { return time.Duration(float64(m.Sub(t0)) / (1 + rho)) }
 	minGap := time.Duration(1 << 62)
 	delays := []time.Duration{0, 5 * time.Millisecond, cfg.RPCTimeout}

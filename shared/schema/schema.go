@@ -219,9 +219,9 @@ const (
 	EnvQueueWait           = "WSFLEET_QUEUE_WAIT"
 	EnvSinkAttempts        = "WSFLEET_SINK_ATTEMPTS"
 	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
-	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF" // true: /debug/pprof/ on the admin server (loopback clients only)
+	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF"           // true: /debug/pprof/ on the admin server (loopback clients only)
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
-	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES" // int, default 20; 0 = never give up on a transient error
+	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
 )
 
 // Ingest environment variable names.

@@ -34,7 +34,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 
 func TestConfigFromEnv(t *testing.T) {
 	c, err := ConfigFromEnv(environ(map[string]string{
-		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvRenewEvery: "1500ms", schema.EnvMaxSkew: "250ms",
+		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvHeartbeatEvery: "500ms", schema.EnvCheckpointEvery: "30s",
 		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
 		schema.EnvShutdownDeadline: "20s", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
 		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
@@ -50,8 +50,8 @@ func TestConfigFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		WorkerID: "w-7", LeaseTTL: 6 * time.Second, RenewEvery: 1500 * time.Millisecond, MaxSkew: 250 * time.Millisecond,
-		SafetyMargin: time.Second, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
+		WorkerID: "w-7", LeaseTTL: 6 * time.Second, HeartbeatEvery: 500 * time.Millisecond, CheckpointEvery: 30 * time.Second,
+		MaxConcurrentWrites: 64, SafetyMargin: time.Second, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
@@ -131,7 +131,9 @@ func TestEmptyAdminAddrDisablesTheAdminServer(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
-		"lease timings":            func(c *Config) { c.LeaseTTL, c.RenewEvery = 2*time.Second, 2*time.Second },
+		"lease timings":            func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
+		"checkpoint interval":      func(c *Config) { c.CheckpointEvery = 0 },
+		"concurrent writes":        func(c *Config) { c.MaxConcurrentWrites = 0 },
 		"margin":                   func(c *Config) { c.SafetyMargin = 0 },
 		schema.EnvReconcileEvery:   func(c *Config) { c.ReconcileEvery = 0 },
 		schema.EnvMaxSessions:      func(c *Config) { c.MaxSessions = 0 },
@@ -155,36 +157,6 @@ func TestValidateRejects(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-}
-
-func TestReconcileLookAheadStaysBelowLiveLeases(t *testing.T) {
-	c := DefaultConfig()
-	lc := c.LeaseConfig()
-	within := c.reconcileWithin()
-	if live := lc.TTL - time.Duration(float64(lc.RenewEvery)*(1+lc.RenewJitter)); within <= 0 || within >= live {
-		t.Fatalf("look-ahead %s, shortest remaining life of a live lease %s", within, live)
-	}
-	c.ReconcileEvery = time.Second
-	if got := c.reconcileWithin(); got != 1250*time.Millisecond {
-		t.Fatalf("look-ahead %s, want one jittered interval (1.25 s)", got)
-	}
-}
-
-func TestConcurrentRenewsScaleWithMaxSessions(t *testing.T) {
-	c := DefaultConfig()
-	if got := c.LeaseConfig().MaxConcurrentRenews; got != 64 {
-		t.Fatalf("default %d, want the lease default 64", got)
-	}
-	c.MaxSessions = 19000 // 19,000 leases renewed every 3.33 s, at most N per 50 ms tick
-	lc := c.LeaseConfig()
-	perSecond := float64(lc.MaxConcurrentRenews) / lc.Tick.Seconds()
-	if need := float64(c.MaxSessions) / lc.RenewEvery.Seconds(); perSecond < 2*need {
-		t.Fatalf("%d renewals per tick: %.0f/s for %.0f/s needed", lc.MaxConcurrentRenews, perSecond, need)
-	}
-	c.MaxConcurrentRenews = 10
-	if got := c.LeaseConfig().MaxConcurrentRenews; got != 10 {
-		t.Fatalf("explicit setting ignored: %d", got)
 	}
 }
 

@@ -31,8 +31,8 @@ type runStats struct {
 
 	heartbeatsOK    atomic.Int64
 	heartbeatErrors atomic.Int64
-	leaseLost   atomic.Int64
-	failed      atomic.Int64
+	leaseLost       atomic.Int64
+	failed          atomic.Int64
 	heartbeatHist   [len(heartbeatBucketsMs) + 1]atomic.Int64
 }
 
@@ -76,7 +76,7 @@ type Stats struct {
 	// the tenures that ended other than by a release or a stop.
 	HeartbeatsOK    int64 `json:"heartbeats_ok"`
 	HeartbeatErrors int64 `json:"heartbeat_errors"`
-	LeaseLost   int64 `json:"lease_lost"`
+	LeaseLost       int64 `json:"lease_lost"`
 	// SessionsFailed counts the sessions this worker failed (source cannot
 	// be connected; the SessionsFailed metric).
 	SessionsFailed int64 `json:"sessions_failed"`

@@ -130,21 +130,21 @@ func TestConfigAdminPprof(t *testing.T) {
 	}
 }
 
-func TestConfigMaxConcurrentRenews(t *testing.T) {
-	env := map[string]string{EnvMaxRenews: "512"}
+func TestConfigMaxConcurrentWrites(t *testing.T) {
+	env := map[string]string{EnvMaxWrites: "512"}
 	c, err := ConfigFromEnv(environ(env))
-	if err != nil || c.LeaseConfig().MaxConcurrentRenews != 512 {
-		t.Fatalf("%s=512: %v, lease config %d", EnvMaxRenews, err, c.LeaseConfig().MaxConcurrentRenews)
+	if err != nil || c.LeaseConfig().MaxConcurrentWrites != 512 {
+		t.Fatalf("%s=512: %v, lease config %d", EnvMaxWrites, err, c.LeaseConfig().MaxConcurrentWrites)
 	}
-	if got, want := DefaultConfig().LeaseConfig().MaxConcurrentRenews, lease.DefaultConfig("x").MaxConcurrentRenews; got != want {
+	if got, want := DefaultConfig().LeaseConfig().MaxConcurrentWrites, lease.DefaultConfig("x").MaxConcurrentWrites; got != want {
 		t.Fatalf("default: %d, want the lease default %d", got, want)
 	}
-	env[EnvMaxRenews] = "-1"
+	env[EnvMaxWrites] = "-1"
 	c, err = ConfigFromEnv(environ(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Validate() == nil {
-		t.Fatalf("%s=-1: want a validation error", EnvMaxRenews)
+		t.Fatalf("%s=-1: want a validation error", EnvMaxWrites)
 	}
 }

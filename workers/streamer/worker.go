@@ -854,11 +854,11 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 
 // Status is the /status document.
 type Status struct {
-	WorkerID    string           `json:"worker_id"`
-	State       string           `json:"state"`
-	Since       time.Time        `json:"since"`
-	MaxSessions int              `json:"max_sessions"`
-	Owned       int              `json:"owned"`
+	WorkerID    string    `json:"worker_id"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since"`
+	MaxSessions int       `json:"max_sessions"`
+	Owned       int       `json:"owned"`
 	// Record is the worker record as the last heartbeat returned it;
 	// TrustedFor is how long the worker may still act as owner without
 	// another successful heartbeat (0: fenced).
