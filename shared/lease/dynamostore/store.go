@@ -1,14 +1,20 @@
 package dynamostore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
@@ -17,327 +23,840 @@ import (
 )
 
 // API is the part of the DynamoDB client the store calls.
-type API = sessionitem.API
+type API interface {
+	sessionitem.API
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+}
 
-// Op names the store's request kinds in Stats.
+// Request kinds, the keys of Stats and Units. A kind counts its writes, the
+// consistent reads that classify its failed conditions, and its reads.
 const (
-	OpAcquire        = "acquire"
-	OpAcquireFailed  = "acquire_failed"
-	OpRenew          = "renew"
-	OpRenewFailed    = "renew_failed"
-	OpCheckpoint     = "checkpoint"
-	OpRelease        = "release"
-	OpFail           = "fail"
-	OpNoteError      = "note_error"
-	OpClassifyRead   = "classify_read"
-	OpGet            = "get"
-	OpOrphanQuery    = "orphan_query_page"
-	OpOrphanItemRead = "orphan_items_read"
+	// Liveness (worker records).
+	OpRegister    = "register"
+	OpHeartbeat   = "heartbeat"
+	OpDeclareDead = "declare_dead"
+	OpLeave       = "leave"
+	OpMarkDone    = "mark_done"
+	// Ownership (session items and the acquire's fence of the checkpoint).
+	OpAcquire   = "acquire"
+	OpFence     = "acquire_fence"
+	OpRelease   = "release"
+	OpFail      = "fail"
+	OpNoteError = "note_error"
+	// Checkpoints (also the final checkpoint of a release or fail).
+	OpCheckpoint = "checkpoint"
+	// Reads.
+	OpGet         = "get"
+	OpGetWorker   = "get_worker"
+	OpListWorkers = "list_workers"
+	OpUnowned     = "unowned"
+	OpOwnedBy     = "owned_by"
 )
 
-var allOps = []string{OpAcquire, OpAcquireFailed, OpRenew, OpRenewFailed, OpCheckpoint, OpRelease, OpFail, OpNoteError, OpClassifyRead, OpGet, OpOrphanQuery, OpOrphanItemRead}
+// Categories of the request kinds, for the cost benchmark's split.
+const (
+	CatLiveness   = "liveness"
+	CatOwnership  = "ownership"
+	CatCheckpoint = "checkpoints"
+	CatReads      = "reads"
+)
+
+var allOps = map[string]string{
+	OpRegister: CatLiveness, OpHeartbeat: CatLiveness, OpDeclareDead: CatLiveness, OpLeave: CatLiveness, OpMarkDone: CatLiveness,
+	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership,
+	OpCheckpoint: CatCheckpoint,
+	OpGet:        CatReads, OpGetWorker: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
+}
+
+// Category is the category of request kind op ("" for an unknown one).
+func Category(op string) string { return allOps[op] }
 
 // Store is a lease.Store on one DynamoDB table.
 type Store struct {
-	api   API
-	table string
-	stats map[string]*atomic.Int64
+	api    API
+	table  string
+	meters map[string]*meter
+	shard  atomic.Uint32 // rotates the first by_unowned shard an Unowned reads
 }
 
 // New returns a store on table.
 func New(api API, table string) *Store {
-	s := &Store{api: api, table: table, stats: map[string]*atomic.Int64{}}
-	for _, op := range allOps {
-		s.stats[op] = new(atomic.Int64)
+	s := &Store{api: api, table: table, meters: map[string]*meter{}}
+	for op := range allOps {
+		s.meters[op] = &meter{}
 	}
 	return s
 }
 
-// Stats returns how many requests of each kind the store made (for the cost
-// benchmark: every kind is one request; failed writes still consume a write
-// unit).
+// CreateTable creates the sessions table (sessionitem.CreateTable).
+func CreateTable(ctx context.Context, api sessionitem.TableAdmin, name string) error {
+	return sessionitem.CreateTable(ctx, api, name)
+}
+
+// Stats returns how many requests of each kind the store made (writes and
+// reads, failed ones included), and under "<kind>_failed" how many of its
+// writes failed their condition.
 func (s *Store) Stats() map[string]int64 {
-	out := make(map[string]int64, len(s.stats))
-	for k, v := range s.stats {
-		out[k] = v.Load()
+	out := make(map[string]int64, 2*len(s.meters))
+	for op, m := range s.meters {
+		u := m.usage()
+		out[op] = u.Requests()
+		out[op+"_failed"] = u.ConditionFailed
 	}
 	return out
 }
 
-func (s *Store) count(op string) { s.stats[op].Add(1) }
+// Units returns what the requests of each kind cost, in the units DynamoDB
+// bills (see ItemSize, WriteUnits, IndexWrites).
+func (s *Store) Units() map[string]Usage {
+	out := make(map[string]Usage, len(s.meters))
+	for op, m := range s.meters {
+		out[op] = m.usage()
+	}
+	return out
+}
 
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return errors.As(err, &ccf)
 }
 
-// Acquire implements lease.Store.
-func (s *Store) Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (lease.Item, error) {
-	in, err := sessionitem.Update(s.table, id,
-		expression.Set(sessionitem.LeaseOwner, expression.Value(owner)).
-			Set(sessionitem.LeaseExpiresAtMs, expression.Value(expiresAtMs)).
-			Add(sessionitem.LeaseEpoch, expression.Value(1)),
-		expression.AttributeExists(sessionitem.Pk).
-			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
-			And(expression.AttributeNotExists(sessionitem.FailedGeneration).Or(sessionitem.FailedGeneration.NotEqual(sessionitem.Generation))).
-			And(expression.AttributeNotExists(sessionitem.LeaseExpiresAtMs).Or(sessionitem.LeaseExpiresAtMs.LessThan(expression.Value(staleBeforeMs)))))
-	if err != nil {
-		return lease.Item{}, err
+func v(x any) expression.ValueBuilder { return expression.Value(x) }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func numOf(item map[string]types.AttributeValue, name string) int64 {
+	if n, ok := item[name].(*types.AttributeValueMemberN); ok {
+		x, _ := strconv.ParseInt(n.Value, 10, 64)
+		return x
 	}
-	in.ReturnValues = types.ReturnValueAllNew
+	return 0
+}
+
+// with is item (nil: none) with set applied and remove removed: the item an
+// update leaves, computed from the item before it.
+func with(item map[string]types.AttributeValue, set map[string]types.AttributeValue, remove ...string) map[string]types.AttributeValue {
+	out := maps.Clone(item)
+	if out == nil {
+		out = map[string]types.AttributeValue{}
+	}
+	maps.Copy(out, set)
+	for _, k := range remove {
+		delete(out, k)
+	}
+	return out
+}
+
+// update is one conditional UpdateItem of the item with key key. On success
+// it returns the attributes rv asked for. When the condition failed it reads
+// the item consistently (nil: absent) for the caller to classify, meters the
+// failed write at that item's size, and reports failed. Other errors are
+// wrapped (transient).
+func (s *Store) update(ctx context.Context, op, key string, u expression.UpdateBuilder, c expression.ConditionBuilder, rv types.ReturnValue) (attrs map[string]types.AttributeValue, failed bool, err error) {
+	in, err := sessionitem.Update(s.table, key, u, c)
+	if err != nil {
+		return nil, false, err
+	}
+	in.ReturnValues = rv
+	m := s.meters[op]
+	m.writes.Add(1)
 	out, err := s.api.UpdateItem(ctx, in)
 	if err == nil {
-		s.count(OpAcquire)
-		return decode(out.Attributes)
+		return out.Attributes, false, nil
 	}
 	if !isConditionFailed(err) {
-		return lease.Item{}, fmt.Errorf("update %s: %w", id, err)
+		return nil, false, fmt.Errorf("update %s: %w", key, err)
 	}
-	s.count(OpAcquireFailed)
-	it, gerr := s.read(ctx, id)
-	if gerr != nil {
-		return lease.Item{}, gerr
-	}
-	if cerr := lease.ClassifyAcquire(it, owner, staleBeforeMs, expiresAtMs); cerr != nil {
-		return lease.Item{}, cerr
-	}
-	return *it, nil
+	m.failed.Add(1)
+	cur, err := s.read(ctx, op, key)
+	m.wu.Add(WriteUnits(ItemSize(cur)))
+	return cur, true, err
 }
 
-// Renew implements lease.Store.
-func (s *Store) Renew(ctx context.Context, t lease.Token, nowMs, expiresAtMs, lastSeq int64) (lease.Item, error) {
-	update := expression.Set(sessionitem.LeaseExpiresAtMs, expression.Value(expiresAtMs))
-	if lastSeq != lease.NoSeq {
-		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
-	}
-	in, err := sessionitem.Update(s.table, t.ConnectionID, update,
-		sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).
-			And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch))).
-			And(sessionitem.LeaseExpiresAtMs.GreaterThanEqual(expression.Value(nowMs))).
-			And(sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted))).
-			And(seqForward(lastSeq)))
+// read is a consistent GetItem of key, metered under op; nil when absent.
+func (s *Store) read(ctx context.Context, op, key string) (map[string]types.AttributeValue, error) {
+	m := s.meters[op]
+	m.reads.Add(1)
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return lease.Item{}, err
+		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
-	in.ReturnValues = types.ReturnValueAllNew
-	out, err := s.api.UpdateItem(ctx, in)
-	if err == nil {
-		s.count(OpRenew)
-		return decode(out.Attributes)
+	m.readHalves.Add(2 * ConsistentReadUnits(ItemSize(out.Item)))
+	if len(out.Item) == 0 {
+		return nil, nil
 	}
-	if !isConditionFailed(err) {
-		return lease.Item{}, fmt.Errorf("update %s: %w", t, err)
-	}
-	s.count(OpRenewFailed)
-	it, gerr := s.read(ctx, t.ConnectionID)
-	if gerr != nil {
-		return lease.Item{}, gerr
-	}
-	if cerr := lease.ClassifyRenew(it, t, nowMs, expiresAtMs, lastSeq); cerr != nil {
-		return lease.Item{}, cerr
-	}
-	return *it, nil
+	return out.Item, nil
 }
 
-// Checkpoint implements lease.Store.
-func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
-	if lastSeq == lease.NoSeq {
-		return nil
+// --- Liveness ---
+
+func toRecord(w sessionitem.Worker) lease.WorkerRecord {
+	mb := slices.Clone(w.Mailbox)
+	slices.Sort(mb)
+	return lease.WorkerRecord{
+		ID: strings.TrimPrefix(w.Key, schema.WorkerKeyPrefix), State: w.State, Epoch: w.Epoch, HeartbeatSeq: w.HeartbeatSeq,
+		HeartbeatAtMs: w.HeartbeatAt, TTL: time.Duration(w.TTLMs) * time.Millisecond, Load: w.Load, Capacity: w.Capacity,
+		AdminAddr: w.AdminAddr, Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
 	}
-	return s.fenced(ctx, OpCheckpoint, t, lastSeq, expression.Set(sessionitem.LastSeq, expression.Value(lastSeq)))
 }
 
-// Release implements lease.Store.
-func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	update := expression.Set(sessionitem.LeaseExpiresAtMs, expression.Value(0))
-	if lastSeq != lease.NoSeq {
-		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
+// worker decodes a worker record read from the table (nil: absent).
+func worker(m map[string]types.AttributeValue) (*lease.WorkerRecord, error) {
+	if m == nil {
+		return nil, nil
 	}
-	return s.fenced(ctx, OpRelease, t, lastSeq, update)
-}
-
-// Fail implements lease.Store: one write that moves the index key to
-// lease.FailedExpiresAtMs (once per failure, not a hot path).
-func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
-	update := expression.Set(sessionitem.FailedGeneration, expression.Value(gen)).
-		Set(sessionitem.LastError, expression.Value(reason)).
-		Set(sessionitem.LastErrorAtMs, expression.Value(atMs)).
-		Set(sessionitem.LeaseExpiresAtMs, expression.Value(lease.FailedExpiresAtMs))
-	if lastSeq != lease.NoSeq {
-		update = update.Set(sessionitem.LastSeq, expression.Value(lastSeq))
+	w, err := sessionitem.DecodeWorker(m)
+	if err != nil {
+		return nil, err
 	}
-	cond := owned(t).And(seqForward(lastSeq)).And(sessionitem.Generation.Equal(expression.Value(gen)))
-	return s.conditional(ctx, OpFail, t, update, cond, func(it *lease.Item) error { return lease.ClassifyFail(it, t, gen, lastSeq) })
+	r := toRecord(w)
+	return &r, nil
 }
 
-// NoteError implements lease.Store.
-func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	update := expression.Set(sessionitem.LastError, expression.Value(reason)).Set(sessionitem.LastErrorAtMs, expression.Value(atMs))
-	return s.conditional(ctx, OpNoteError, t, update, owned(t), func(it *lease.Item) error { return lease.ClassifyNoteError(it, t) })
-}
-
-// owned is the condition that t still owns the lease (owner and epoch).
-func owned(t lease.Token) expression.ConditionBuilder {
-	return sessionitem.LeaseOwner.Equal(expression.Value(t.Owner)).And(sessionitem.LeaseEpoch.Equal(expression.Value(t.Epoch)))
-}
-
-// seqForward is the condition that lastSeq does not move last_seq back.
-func seqForward(lastSeq int64) expression.ConditionBuilder {
-	return expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(expression.Value(lastSeq)))
-}
-
-// fenced runs an update conditional on owner, epoch and a forward last_seq.
-func (s *Store) fenced(ctx context.Context, op string, t lease.Token, lastSeq int64, update expression.UpdateBuilder) error {
-	return s.conditional(ctx, op, t, update, owned(t).And(seqForward(lastSeq)), func(it *lease.Item) error {
-		return lease.ClassifyFenced(it, t, lastSeq)
+// Register implements lease.Store: PutItem if no record has the id.
+func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
+	state, list := cmpOr(rec.State, schema.WorkerAlive), cmpOr(rec.List, schema.WorkerListAlive)
+	item, err := sessionitem.EncodeWorker(sessionitem.Worker{
+		Key: schema.WorkerKey(rec.ID), State: state, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAt: rec.HeartbeatAtMs,
+		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, AdminAddr: rec.AdminAddr, Mailbox: rec.Mailbox,
+		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy,
 	})
-}
-
-// conditional runs t's update under cond; a failed condition is explained
-// by classify from a consistent read (nil: the item shows it applied).
-func (s *Store) conditional(ctx context.Context, op string, t lease.Token, update expression.UpdateBuilder, cond expression.ConditionBuilder, classify func(*lease.Item) error) error {
-	in, err := sessionitem.Update(s.table, t.ConnectionID, update, cond)
 	if err != nil {
 		return err
 	}
-	_, err = s.api.UpdateItem(ctx, in)
-	s.count(op)
-	if err == nil {
-		return nil
-	}
-	if !isConditionFailed(err) {
-		return fmt.Errorf("%s %s: %w", op, t, err)
-	}
-	it, gerr := s.read(ctx, t.ConnectionID)
-	if gerr != nil {
-		return gerr
-	}
-	return classify(it)
-}
-
-// read is the consistent GetItem that classifies a failed condition; nil
-// when the item does not exist.
-func (s *Store) read(ctx context.Context, id string) (*lease.Item, error) {
-	s.count(OpClassifyRead)
-	return s.getItem(ctx, id)
-}
-
-func (s *Store) getItem(ctx context.Context, id string) (*lease.Item, error) {
-	r, err := sessionitem.Get(ctx, s.api, s.table, id)
-	if err != nil || r == nil {
-		return nil, err
-	}
-	it := toLease(r)
-	return &it, nil
-}
-
-// Get implements lease.Store.
-func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
-	s.count(OpGet)
-	it, err := s.getItem(ctx, id)
+	e, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(sessionitem.Pk)).Build()
 	if err != nil {
-		return lease.Item{}, err
+		return err
 	}
-	if it == nil {
-		return lease.Item{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+	m := s.meters[OpRegister]
+	m.writes.Add(1)
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.table, Item: item, ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(),
+	})
+	switch {
+	case err == nil:
+		m.wrote(nil, item)
+		return nil
+	case isConditionFailed(err):
+		m.failed.Add(1)
+		m.wu.Add(1) // the record found is below 1 KB unless its mailbox filled; not read back
+		return fmt.Errorf("register %s: %w", rec.ID, lease.ErrWorkerExists)
 	}
-	return *it, nil
+	return fmt.Errorf("register %s: %w", rec.ID, err)
 }
 
-// Orphans implements lease.Store with a paginated query on each of the
-// index's STARTED shards; the candidates come back in expiry order, the
-// longest expired first.
-func (s *Store) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
-	var out []lease.Candidate
-	for k := range schema.IndexShards {
-		got, err := s.orphansIn(ctx, schema.IndexShardKey(schema.StateStarted, k), expiresBeforeMs, limit)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, got...)
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
 	}
-	slices.SortStableFunc(out, func(a, b lease.Candidate) int { return cmp.Compare(a.ExpiresAtMs, b.ExpiresAtMs) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	return b
+}
+
+// Heartbeat implements lease.Store. It returns the record as written
+// (ALL_NEW), so the item before is not known: its size is bounded by the
+// size after plus the acknowledged mailbox entries (the counters only grow,
+// so their numbers are no longer before than after).
+func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	u := expression.Set(sessionitem.HeartbeatSeq, v(hb.Seq)).
+		Set(sessionitem.HeartbeatAt, v(hb.AtMs)).
+		Set(sessionitem.WorkerLoad, v(hb.Load)).
+		Set(sessionitem.WorkerCapacity, v(hb.Capacity))
+	if hb.AdminAddr != "" {
+		u = u.Set(sessionitem.WorkerAdminAddr, v(hb.AdminAddr))
+	}
+	acked := 0
+	if len(hb.Ack) > 0 {
+		u = u.Delete(sessionitem.Mailbox, v(sessionitem.StringSet(hb.Ack...)))
+		for _, a := range hb.Ack {
+			acked += len(a)
+		}
+	}
+	c := sessionitem.WorkerState.Equal(v(schema.WorkerAlive)).
+		And(sessionitem.WorkerEpoch.Equal(v(epoch)), sessionitem.HeartbeatSeq.LessThan(v(hb.Seq)))
+	attrs, failed, err := s.update(ctx, OpHeartbeat, schema.WorkerKey(id), u, c, types.ReturnValueAllNew)
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	if failed {
+		r, err := worker(attrs)
+		if err != nil {
+			return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, err)
+		}
+		return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, lease.ClassifyHeartbeat(r, epoch, hb.Seq))
+	}
+	m := s.meters[OpHeartbeat]
+	m.wu.Add(WriteUnits(ItemSize(attrs) + acked)) // nothing indexed changes
+	r, err := worker(attrs)
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	return *r, nil
+}
+
+// DeclareDead implements lease.Store.
+func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
+	expires := lease.EndedExpiresAt(atMs)
+	u := expression.Set(sessionitem.WorkerState, v(schema.WorkerDead)).
+		Add(sessionitem.WorkerEpoch, v(1)).
+		Set(sessionitem.WorkerList, v(schema.WorkerListGone)).
+		Set(sessionitem.EndedAtMs, v(atMs)).
+		Set(sessionitem.DeclaredBy, v(by)).
+		Set(sessionitem.ExpiresAt, v(expires))
+	c := sessionitem.WorkerState.Equal(v(schema.WorkerAlive)).
+		And(sessionitem.WorkerEpoch.Equal(v(epoch)), sessionitem.HeartbeatSeq.Equal(v(seenSeq)))
+	old, failed, err := s.update(ctx, OpDeclareDead, schema.WorkerKey(id), u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return fmt.Errorf("declare %s dead: %w", id, err)
+	}
+	if failed {
+		r, err := worker(old)
+		if err != nil {
+			return fmt.Errorf("declare %s dead: %w", id, err)
+		}
+		return fmt.Errorf("declare %s dead: %w", id, lease.ClassifyDeclareDead(r, epoch, seenSeq))
+	}
+	s.meters[OpDeclareDead].wrote(old, with(old, map[string]types.AttributeValue{
+		schema.AttrWorkerState: str(schema.WorkerDead), schema.AttrWorkerEpoch: num(numOf(old, schema.AttrWorkerEpoch) + 1),
+		schema.AttrWorkerList: str(schema.WorkerListGone), schema.AttrEndedAtMs: num(atMs), schema.AttrDeclaredBy: str(by),
+		schema.AttrExpiresAt: num(expires),
+	}))
+	return nil
+}
+
+// Leave implements lease.Store.
+func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
+	expires := lease.EndedExpiresAt(atMs)
+	u := expression.Set(sessionitem.WorkerState, v(schema.WorkerLeft)).
+		Set(sessionitem.WorkerList, v(list)).
+		Set(sessionitem.EndedAtMs, v(atMs)).
+		Set(sessionitem.ExpiresAt, v(expires))
+	c := sessionitem.WorkerState.Equal(v(schema.WorkerAlive)).And(sessionitem.WorkerEpoch.Equal(v(epoch)))
+	old, failed, err := s.update(ctx, OpLeave, schema.WorkerKey(id), u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", id, err)
+	}
+	if failed {
+		r, err := worker(old)
+		if err != nil {
+			return fmt.Errorf("leave %s: %w", id, err)
+		}
+		if err := lease.ClassifyLeave(r, epoch); err != nil {
+			return fmt.Errorf("leave %s: %w", id, err)
+		}
+		return nil // an earlier attempt was applied
+	}
+	s.meters[OpLeave].wrote(old, with(old, map[string]types.AttributeValue{
+		schema.AttrWorkerState: str(schema.WorkerLeft), schema.AttrWorkerList: str(list),
+		schema.AttrEndedAtMs: num(atMs), schema.AttrExpiresAt: num(expires),
+	}))
+	return nil
+}
+
+// GetWorker implements lease.Store.
+func (s *Store) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	m, err := s.read(ctx, OpGetWorker, schema.WorkerKey(id))
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("get worker %s: %w", id, err)
+	}
+	r, err := worker(m)
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("get worker %s: %w", id, err)
+	}
+	if r == nil {
+		return lease.WorkerRecord{}, fmt.Errorf("get worker %s: %w", id, lease.ErrWorkerNotFound)
+	}
+	return *r, nil
+}
+
+// ListWorkers implements lease.Store: a query of by_worker_list (limit 0: all).
+func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	var out []string
+	err := s.query(ctx, OpListWorkers, schema.IndexByWorkerList, schema.AttrWorkerList, list, limit, func(m map[string]types.AttributeValue) error {
+		if k, ok := m[schema.AttrPk].(*types.AttributeValueMemberS); ok {
+			out = append(out, strings.TrimPrefix(k.Value, schema.WorkerKeyPrefix))
+		}
+		return nil
+	}, func() int { return len(out) })
+	if err != nil {
+		return nil, fmt.Errorf("list workers %s: %w", list, err)
 	}
 	return out, nil
 }
 
-// orphansIn queries one index shard for up to limit (0: all) candidates.
-func (s *Store) orphansIn(ctx context.Context, shard string, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
-	var out []lease.Candidate
+// MarkDone implements lease.Store.
+func (s *Store) MarkDone(ctx context.Context, id string) error {
+	u := expression.Set(sessionitem.WorkerList, v(schema.WorkerListDone))
+	c := expression.AttributeExists(sessionitem.Pk).And(sessionitem.WorkerState.NotEqual(v(schema.WorkerAlive)))
+	old, failed, err := s.update(ctx, OpMarkDone, schema.WorkerKey(id), u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return fmt.Errorf("mark %s done: %w", id, err)
+	}
+	if failed {
+		r, err := worker(old)
+		switch {
+		case err != nil:
+		case r == nil:
+			err = lease.ErrWorkerNotFound
+		case r.Alive():
+			err = lease.ErrWorkerAlive
+		default:
+			err = errors.New("condition failed but the record is no longer alive (raced)")
+		}
+		return fmt.Errorf("mark %s done: %w", id, err)
+	}
+	s.meters[OpMarkDone].wrote(old, with(old, map[string]types.AttributeValue{schema.AttrWorkerList: str(schema.WorkerListDone)}))
+	return nil
+}
+
+// query reads the entries of index whose attr equals value, page by page,
+// until limit entries (0: all) were taken (have counts them).
+func (s *Store) query(ctx context.Context, op, index, attr, value string, limit int, take func(map[string]types.AttributeValue) error, have func() int) error {
+	m := s.meters[op]
 	var start map[string]types.AttributeValue
 	for {
-		page := int32(100)
-		if limit > 0 && int32(limit-len(out)) < page {
-			page = int32(limit - len(out))
+		var page int32
+		if limit > 0 {
+			page = int32(min(limit-have(), 1000))
 		}
-		in, err := sessionitem.ShardQuery(s.table, shard, &expiresBeforeMs, page, start)
+		in, err := sessionitem.IndexQuery(s.table, index, attr, value, page, start)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		res, err := s.api.Query(ctx, in)
-		s.count(OpOrphanQuery)
+		m.reads.Add(1)
+		out, err := s.api.Query(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("query %s %s: %w", schema.IndexByShardExpiry, shard, err)
+			return fmt.Errorf("query %s %s: %w", index, value, err)
 		}
-		s.stats[OpOrphanItemRead].Add(int64(len(res.Items)))
-		for _, raw := range res.Items {
-			c, err := sessionitem.Decode(raw)
-			if err != nil {
-				return nil, fmt.Errorf("decode orphan: %w", err)
+		bytes := 0
+		for _, it := range out.Items {
+			bytes += ItemSize(it)
+			if err := take(it); err != nil {
+				return err
 			}
-			out = append(out, lease.Candidate{ConnectionID: c.ConnectionID, ExpiresAtMs: c.LeaseExpiresAtMs})
 		}
-		if len(res.LastEvaluatedKey) == 0 || (limit > 0 && len(out) >= limit) {
-			return out, nil
+		m.readHalves.Add(queryHalfUnits(bytes))
+		if len(out.LastEvaluatedKey) == 0 || (limit > 0 && have() >= limit) {
+			return nil
 		}
-		start = res.LastEvaluatedKey
+		start = out.LastEvaluatedKey
 	}
 }
 
-func decode(m map[string]types.AttributeValue) (lease.Item, error) {
-	r, err := sessionitem.Decode(m)
-	if err != nil {
-		return lease.Item{}, err
-	}
-	return toLease(&r), nil
-}
+// --- Sessions ---
 
 func toLease(r *sessionitem.Item) lease.Item {
 	it := lease.Item{
 		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
-		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Subprotocols: r.Subprotocols,
-		FollowRedirects: r.FollowRedirects, Owner: r.LeaseOwner, ExpiresAtMs: r.LeaseExpiresAtMs, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
+		CheckpointEvery: time.Duration(r.CheckpointEveryMs) * time.Millisecond,
+		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
 	}
-	if r.LastSeq != nil {
-		it.LastSeq = *r.LastSeq
-	}
-	it.FailedGeneration, it.LastError, it.LastErrorAtMs = r.FailedGeneration, r.LastError, r.LastErrorAtMs
 	return it
 }
 
-// Encode turns an item into attributes (tests and the local stack seed with
-// it; ingest has its own writes).
+// session decodes a session item read from the table (nil: absent).
+func session(m map[string]types.AttributeValue) (*lease.Item, error) {
+	if m == nil {
+		return nil, nil
+	}
+	r, err := sessionitem.Decode(m)
+	if err != nil {
+		return nil, err
+	}
+	it := toLease(&r)
+	return &it, nil
+}
+
+// checkpointOf decodes a checkpoint item (nil: absent): owner, epoch and
+// last_seq (NoSeq when none).
+func checkpointOf(m map[string]types.AttributeValue) (owner string, epoch, seq int64, err error) {
+	if m == nil {
+		return "", 0, lease.NoSeq, nil
+	}
+	c, err := sessionitem.DecodeCheckpoint(m)
+	if err != nil {
+		return "", 0, lease.NoSeq, err
+	}
+	seq = lease.NoSeq
+	if c.LastSeq != nil {
+		seq = *c.LastSeq
+	}
+	return c.CkptOwner, c.CkptEpoch, seq, nil
+}
+
+// owned is the condition that t is still the session's tenure.
+func owned(t lease.Token) expression.ConditionBuilder {
+	return sessionitem.LeaseOwner.Equal(v(t.Owner)).And(sessionitem.LeaseEpoch.Equal(v(t.Epoch)))
+}
+
+// notFailed is the condition that the session is not FAILED at its generation.
+func notFailed() expression.ConditionBuilder {
+	return expression.AttributeNotExists(sessionitem.FailedGeneration).Or(sessionitem.FailedGeneration.NotEqual(sessionitem.Generation))
+}
+
+// Acquire implements lease.Store: the session write (ALL_OLD: the item
+// after is the item before with the new tenure), then the fence of the
+// checkpoint item at the new epoch, which returns the last_seq to resume from.
+func (s *Store) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
+	owners := expression.AttributeNotExists(sessionitem.LeaseOwner).Or(sessionitem.LeaseOwner.Equal(v(owner)))
+	if prev != nil {
+		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(prev.Epoch))))
+	}
+	c := expression.AttributeExists(sessionitem.Pk).
+		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners)
+	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).Remove(sessionitem.UnownedShard)
+	old, failed, err := s.update(ctx, OpAcquire, id, u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	if failed {
+		it, err := session(old)
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+		}
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, lease.ClassifyAcquire(it, owner, prev))
+	}
+	epoch := numOf(old, schema.AttrLeaseEpoch) + 1
+	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}, schema.AttrUnownedShard)
+	s.meters[OpAcquire].wrote(old, after)
+	it, err := session(after)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	t := lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
+	seq, err := s.fence(ctx, t)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
+	}
+	it.LastSeq = seq
+	return *it, nil
+}
+
+// fence makes t the writer of the checkpoint item unless a later tenure
+// already is (ErrLeaseLost), and returns its last_seq.
+func (s *Store) fence(ctx context.Context, t lease.Token) (int64, error) {
+	key := schema.CheckpointKey(t.ConnectionID)
+	u := expression.Set(sessionitem.CkptOwner, v(t.Owner)).Set(sessionitem.CkptEpoch, v(t.Epoch))
+	c := expression.AttributeNotExists(sessionitem.Pk).
+		Or(sessionitem.CkptEpoch.LessThan(v(t.Epoch)), sessionitem.CkptEpoch.Equal(v(t.Epoch)).And(sessionitem.CkptOwner.Equal(v(t.Owner))))
+	old, failed, err := s.update(ctx, OpFence, key, u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return 0, err
+	}
+	owner, epoch, seq, derr := checkpointOf(old)
+	if derr != nil {
+		return 0, derr
+	}
+	if failed {
+		return 0, lease.ClassifyOwnerWrite(nil, func(*lease.Item) error { return lease.CanFenceCheckpoint(owner, epoch, t) })
+	}
+	s.meters[OpFence].wrote(old, with(old, map[string]types.AttributeValue{
+		schema.AttrPk: str(key), schema.AttrCkptOwner: str(t.Owner), schema.AttrCkptEpoch: num(t.Epoch),
+	}))
+	return seq, nil
+}
+
+// Checkpoint implements lease.Store: one write of the checkpoint item.
+func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
+	if lastSeq == lease.NoSeq {
+		return nil
+	}
+	if err := s.checkpoint(ctx, t, lastSeq); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", t, err)
+	}
+	return nil
+}
+
+func (s *Store) checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
+	key := schema.CheckpointKey(t.ConnectionID)
+	c := sessionitem.CkptOwner.Equal(v(t.Owner)).And(sessionitem.CkptEpoch.Equal(v(t.Epoch)),
+		expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(v(lastSeq))))
+	old, failed, err := s.update(ctx, OpCheckpoint, key, expression.Set(sessionitem.LastSeq, v(lastSeq)), c, types.ReturnValueAllOld)
+	if err != nil {
+		return err
+	}
+	if failed {
+		if old == nil {
+			return lease.ErrLeaseLost
+		}
+		owner, epoch, stored, err := checkpointOf(old)
+		if err != nil {
+			return err
+		}
+		return lease.ClassifyOwnerWrite(nil, func(*lease.Item) error { return lease.CanCheckpoint(owner, epoch, stored, t, lastSeq) })
+	}
+	s.meters[OpCheckpoint].wrote(old, with(old, map[string]types.AttributeValue{schema.AttrLastSeq: num(lastSeq)}))
+	return nil
+}
+
+// ownerWrite is a write of t's session under owned(t) and extra: the item
+// after is the item before with set and remove applied. classify explains a
+// failed condition from the item read after it.
+func (s *Store) ownerWrite(ctx context.Context, op string, t lease.Token, u expression.UpdateBuilder, extra *expression.ConditionBuilder,
+	set map[string]types.AttributeValue, remove []string, classify func(*lease.Item) error) error {
+	c := owned(t)
+	if extra != nil {
+		c = c.And(*extra)
+	}
+	old, failed, err := s.update(ctx, op, t.ConnectionID, u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return err
+	}
+	if failed {
+		it, err := session(old)
+		if err != nil {
+			return err
+		}
+		return lease.ClassifyOwnerWrite(it, classify)
+	}
+	s.meters[op].wrote(old, with(old, set, remove...))
+	return nil
+}
+
+// errRetry marks a release variant whose condition failed while the item,
+// read after it, calls for the other variant.
+var errRetry = errors.New("release: the session changed state; retry the other variant")
+
+// Release implements lease.Store: the final checkpoint, then the session
+// without owner. While the session is STARTED and not FAILED it goes back to
+// the by_unowned index; otherwise (stopped, failed) only the owner goes. The
+// two variants are conditional on the state they assume; a start or stop
+// landing in between sends the release to the other one (bounded).
+func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
+	if lastSeq != lease.NoSeq {
+		if err := s.checkpoint(ctx, t, lastSeq); err != nil {
+			return fmt.Errorf("release %s: %w", t, err)
+		}
+	}
+	shard := schema.UnownedShardOf(t.ConnectionID)
+	startedOK := sessionitem.DesiredState.Equal(v(schema.StateStarted)).And(notFailed())
+	notStarted := sessionitem.DesiredState.NotEqual(v(schema.StateStarted)).Or(sessionitem.FailedGeneration.Equal(sessionitem.Generation))
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		err = s.ownerWrite(ctx, OpRelease, t,
+			expression.Remove(sessionitem.LeaseOwner).Set(sessionitem.UnownedShard, v(shard)), &startedOK,
+			map[string]types.AttributeValue{schema.AttrUnownedShard: str(shard)}, []string{schema.AttrLeaseOwner},
+			func(it *lease.Item) error {
+				if err := lease.CanOwnerWrite(it, t); err != nil {
+					return err
+				}
+				if it.DesiredState != schema.StateStarted || it.Failed() {
+					return errRetry
+				}
+				return nil
+			})
+		if !errors.Is(err, errRetry) {
+			break
+		}
+		err = s.ownerWrite(ctx, OpRelease, t, expression.Remove(sessionitem.LeaseOwner), &notStarted,
+			nil, []string{schema.AttrLeaseOwner},
+			func(it *lease.Item) error {
+				if err := lease.CanOwnerWrite(it, t); err != nil {
+					return err
+				}
+				if it.DesiredState == schema.StateStarted && !it.Failed() {
+					return errRetry
+				}
+				return nil
+			})
+		if !errors.Is(err, errRetry) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	return nil
+}
+
+// Fail implements lease.Store: the final checkpoint, then the session
+// without owner and FAILED at gen (not in by_unowned).
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	if lastSeq != lease.NoSeq {
+		if err := s.checkpoint(ctx, t, lastSeq); err != nil {
+			return fmt.Errorf("fail %s: %w", t, err)
+		}
+	}
+	u := expression.Remove(sessionitem.LeaseOwner).
+		Set(sessionitem.FailedGeneration, v(gen)).
+		Set(sessionitem.LastError, v(reason)).
+		Set(sessionitem.LastErrorAtMs, v(atMs))
+	c := sessionitem.Generation.Equal(v(gen))
+	err := s.ownerWrite(ctx, OpFail, t, u, &c,
+		map[string]types.AttributeValue{schema.AttrFailedGeneration: num(gen), schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)},
+		[]string{schema.AttrLeaseOwner},
+		func(it *lease.Item) error { return lease.CanFail(it, t, gen) })
+	if err != nil {
+		return fmt.Errorf("fail %s: %w", t, err)
+	}
+	return nil
+}
+
+// NoteError implements lease.Store.
+func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	u := expression.Set(sessionitem.LastError, v(reason)).Set(sessionitem.LastErrorAtMs, v(atMs))
+	err := s.ownerWrite(ctx, OpNoteError, t, u, nil,
+		map[string]types.AttributeValue{schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)}, nil,
+		func(it *lease.Item) error { return lease.CanOwnerWrite(it, t) })
+	if err != nil {
+		return fmt.Errorf("note error %s: %w", t, err)
+	}
+	return nil
+}
+
+// Get implements lease.Store: one consistent BatchGetItem of the session
+// and its checkpoint item.
+func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
+	m := s.meters[OpGet]
+	keys := []map[string]types.AttributeValue{sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id))}
+	found := map[string]map[string]types.AttributeValue{}
+	for attempt := 0; len(keys) > 0; attempt++ {
+		if attempt == 5 {
+			return lease.Item{}, fmt.Errorf("get %s: unprocessed keys after %d attempts", id, attempt)
+		}
+		m.reads.Add(1)
+		out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+		}})
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+		}
+		for _, it := range out.Responses[s.table] {
+			if k, ok := it[schema.AttrPk].(*types.AttributeValueMemberS); ok {
+				found[k.Value] = it
+			}
+		}
+		processed := len(keys)
+		keys = out.UnprocessedKeys[s.table].Keys
+		processed -= len(keys)
+		// Each key read is billed on its own item's size (at least 1).
+		m.readHalves.Add(2 * int64(processed))
+		for _, it := range out.Responses[s.table] {
+			m.readHalves.Add(2 * (ConsistentReadUnits(ItemSize(it)) - 1))
+		}
+	}
+	it, err := session(found[id])
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	if it == nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
+	}
+	_, _, seq, err := checkpointOf(found[schema.CheckpointKey(id)])
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	it.LastSeq = seq
+	return *it, nil
+}
+
+// Unowned implements lease.Store: queries of the by_unowned shards (limit
+// 0: all), starting at a rotating shard so that a small limit does not
+// always favour the same ones.
+func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
+	var out []string
+	first := int(s.shard.Add(1)) % schema.IndexShards
+	for i := range schema.IndexShards {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		key := schema.UnownedShardKey((first + i) % schema.IndexShards)
+		err := s.query(ctx, OpUnowned, schema.IndexByUnowned, schema.AttrUnownedShard, key, limit, func(m map[string]types.AttributeValue) error {
+			if k, ok := m[schema.AttrPk].(*types.AttributeValueMemberS); ok {
+				out = append(out, k.Value)
+			}
+			return nil
+		}, func() int { return len(out) })
+		if err != nil {
+			return nil, fmt.Errorf("unowned: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// OwnedBy implements lease.Store: a query of by_owner (limit 0: all).
+func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	var out []lease.Owned
+	err := s.query(ctx, OpOwnedBy, schema.IndexByOwner, schema.AttrLeaseOwner, owner, limit, func(m map[string]types.AttributeValue) error {
+		r, err := sessionitem.Decode(m)
+		if err != nil {
+			return err
+		}
+		o := lease.Owned{Token: lease.Token{ConnectionID: r.ConnectionID, Owner: r.LeaseOwner, Epoch: r.LeaseEpoch}, DesiredState: r.DesiredState}
+		if r.Generation != nil {
+			o.Generation = *r.Generation
+		}
+		out = append(out, o)
+		return nil
+	}, func() int { return len(out) })
+	if err != nil {
+		return nil, fmt.Errorf("owned by %s: %w", owner, err)
+	}
+	return out, nil
+}
+
+// Encode is the session item of it as ingest writes it (tests and the
+// benchmark seed with it): in the by_state index, and in by_unowned while
+// STARTED, not FAILED and without owner. Its LastSeq belongs to the
+// checkpoint item (EncodeCheckpoint).
 func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
-		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects, Generation: &gen,
-		LeaseOwner: it.Owner, LeaseExpiresAtMs: it.ExpiresAtMs, LeaseEpoch: it.Epoch, UpdatedAtMs: it.UpdatedAtMs,
-		FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
-	}
-	if it.LastSeq != lease.NoSeq {
-		ls := it.LastSeq
-		r.LastSeq = &ls
+		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
+		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
+		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)
 	}
+	if it.DesiredState == schema.StateStarted && it.Owner == "" && !it.Failed() {
+		r.UnownedShard = schema.UnownedShardOf(it.ConnectionID)
+	}
 	return sessionitem.Encode(r)
+}
+
+// EncodeCheckpoint is the checkpoint item of it (nil when it has no
+// LastSeq), fenced by its tenure.
+func EncodeCheckpoint(it lease.Item) (map[string]types.AttributeValue, error) {
+	if it.LastSeq == lease.NoSeq {
+		return nil, nil
+	}
+	seq := it.LastSeq
+	m, err := attributevalue.MarshalMap(sessionitem.Checkpoint{Key: schema.CheckpointKey(it.ConnectionID), LastSeq: &seq, CkptOwner: it.Owner, CkptEpoch: it.Epoch})
+	if err != nil {
+		return nil, fmt.Errorf("encode checkpoint of %s: %w", it.ConnectionID, err)
+	}
+	return m, nil
+}
+
+// Seed writes it (the session item and, when it has a LastSeq, its
+// checkpoint item) whole, as ingest and earlier tenures would have.
+func Seed(ctx context.Context, api API, table string, it lease.Item) error {
+	m, err := Encode(it)
+	if err != nil {
+		return err
+	}
+	if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: m}); err != nil {
+		return fmt.Errorf("seed %s: %w", it.ConnectionID, err)
+	}
+	ck, err := EncodeCheckpoint(it)
+	if err != nil || ck == nil {
+		return err
+	}
+	if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: ck}); err != nil {
+		return fmt.Errorf("seed checkpoint of %s: %w", it.ConnectionID, err)
+	}
+	return nil
 }
 
 var _ lease.Store = (*Store)(nil)

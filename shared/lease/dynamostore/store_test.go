@@ -2,12 +2,13 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -44,39 +45,82 @@ func newTable(t testing.TB) (*dynamodb.Client, string) {
 	return client, table
 }
 
-func harness(t testing.TB, client *dynamodb.Client, table string) leasetest.Harness {
+func harness(client *dynamodb.Client, table string) leasetest.Harness {
 	return leasetest.Harness{
 		Store: dynamostore.New(client, table),
 		Put: func(t testing.TB, it lease.Item) {
 			t.Helper()
-			m, err := dynamostore.Encode(it)
-			if err != nil {
+			if err := dynamostore.Seed(context.Background(), client, table, it); err != nil {
 				t.Fatal(err)
-			}
-			if _, err := client.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &table, Item: m}); err != nil {
-				t.Fatalf("put %s: %v", it.ConnectionID, err)
 			}
 		},
 		SetDesired: func(t testing.TB, id, state string) {
-			if _, err := client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-				TableName:                &table,
-				Key:                      map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
-				UpdateExpression:         aws.String("SET #ds = :s, #sh = :sh"),
-				ExpressionAttributeNames: map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":s":  &types.AttributeValueMemberS{Value: state},
-					":sh": &types.AttributeValueMemberS{Value: schema.IndexShardFor(state, id)},
-				},
-			}); err != nil {
-				t.Errorf("set desired %s: %v", id, err)
+			if err := setDesired(client, table, id, state); err != nil {
+				t.Errorf("set desired %s %s: %v", id, state, err)
 			}
 		},
 		Restart: func(t testing.TB, id string) error { return restart(client, table, id) },
 	}
 }
 
+func isCCF(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// setDesired writes a stop or start as ingest does: a stop removes
+// unowned_shard and tells the owner (if any) through its mailbox; a start of
+// a session without owner (and not FAILED) sets unowned_shard, of an owned
+// one leaves it absent (the two variants conditional on the owner).
+func setDesired(client *dynamodb.Client, table, id, state string) error {
+	ctx := context.Background()
+	u := expression.Set(sessionitem.DesiredState, expression.Value(state)).
+		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(state, id)))
+	if state == schema.StateStopped {
+		in, err := sessionitem.Update(table, id, u.Remove(sessionitem.UnownedShard), expression.AttributeExists(sessionitem.Pk))
+		if err != nil {
+			return err
+		}
+		in.ReturnValues = types.ReturnValueAllNew
+		out, err := client.UpdateItem(ctx, in)
+		if err != nil {
+			return err
+		}
+		it, err := sessionitem.Decode(out.Attributes)
+		if err != nil || it.LeaseOwner == "" {
+			return err
+		}
+		mb, err := sessionitem.MailboxAdd(table, it.LeaseOwner, id)
+		if err != nil {
+			return err
+		}
+		if _, err := client.UpdateItem(ctx, mb); err != nil && !isCCF(err) {
+			return err
+		}
+		return nil
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		in, err := sessionitem.Update(table, id, sessionitem.Unowned(u, id), sessionitem.NoOwner())
+		if err != nil {
+			return err
+		}
+		if _, err = client.UpdateItem(ctx, in); !isCCF(err) {
+			return err
+		}
+		in, err = sessionitem.Update(table, id, u, sessionitem.HasOwner())
+		if err != nil {
+			return err
+		}
+		if _, err = client.UpdateItem(ctx, in); !isCCF(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("start %s: both variants kept failing", id)
+}
+
 // restart is ingest's start of a FAILED session, written the way ingest
-// writes it (sessionitem.ClearFailed under sessionitem.FailedAt).
+// writes it (sessionitem.ClearFailed under sessionitem.FailedAt; a FAILED
+// session has no owner, so it goes back to by_unowned).
 func restart(client *dynamodb.Client, table, id string) error {
 	it, err := sessionitem.Get(context.Background(), client, table, id)
 	if err != nil {
@@ -86,10 +130,11 @@ func restart(client *dynamodb.Client, table, id string) error {
 		return fmt.Errorf("restart %s: not a FAILED item: %+v", id, it)
 	}
 	in, err := sessionitem.Update(table, id,
-		sessionitem.ClearFailed(expression.Set(sessionitem.Generation, expression.Value(*it.Generation+1))),
+		sessionitem.Unowned(sessionitem.ClearFailed(expression.Set(sessionitem.Generation, expression.Value(*it.Generation+1))), id),
 		sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted)).
 			And(sessionitem.Generation.Equal(expression.Value(*it.Generation))).
-			And(sessionitem.FailedAt(*it.Generation)))
+			And(sessionitem.FailedAt(*it.Generation)).
+			And(sessionitem.NoOwner()))
 	if err != nil {
 		return err
 	}
@@ -99,24 +144,88 @@ func restart(client *dynamodb.Client, table, id string) error {
 
 func TestConformance(t *testing.T) {
 	client, table := newTable(t)
-	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return harness(t, client, table) }, leasetest.Options{RaceRounds: 200, Racers: 64})
+	start := time.Now()
+	h := harness(client, table)
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return h }, leasetest.Options{RaceRounds: 200, Racers: 64})
+	s := h.Store.(*dynamostore.Store)
+	var reqs int64
+	for _, u := range s.Units() {
+		reqs += u.Requests()
+	}
+	t.Logf("conformance on dynalite: %d requests in %s", reqs, time.Since(start).Round(time.Millisecond))
 }
 
-func TestStatsCountRequests(t *testing.T) {
+// TestUnits checks the billing meter on the hot paths: a checkpoint and a
+// heartbeat cost 1 write unit and no index write, whatever the size of the
+// session's configuration; ownership moves write the indexes they change.
+func TestUnits(t *testing.T) {
 	client, table := newTable(t)
-	h := harness(t, client, table)
+	h := harness(client, table)
 	s := h.Store.(*dynamostore.Store)
-	id := leasetest.NewID("stats")
-	h.Put(t, leasetest.Started(id))
-	now := time.Now()
-	if _, err := s.Acquire(context.Background(), id, "w1", now.UnixMilli(), now.UnixMilli()+10_000); err != nil {
+	ctx := context.Background()
+	id := leasetest.NewID("units")
+	it := leasetest.Started(id)
+	it.Headers = map[string]string{"Authorization": "Bearer " + strings.Repeat("x", 1024)} // a 1 KB token
+	h.Put(t, it)
+	w := leasetest.NewID("w")
+	if err := s.Register(ctx, leasetest.Worker(w)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(context.Background(), id, "w2", now.UnixMilli(), now.UnixMilli()+10_000); err == nil {
-		t.Fatal("second acquire of a live lease succeeded")
+	got, err := s.Acquire(ctx, id, w, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st := s.Stats()
-	if st[dynamostore.OpAcquire] != 1 || st[dynamostore.OpAcquireFailed] != 1 || st[dynamostore.OpClassifyRead] != 1 {
-		t.Fatalf("stats = %v", st)
+	tok := lease.Token{ConnectionID: id, Owner: w, Epoch: got.Epoch}
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := s.Checkpoint(ctx, tok, seq*1000); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Heartbeat(ctx, w, 1, lease.Heartbeat{Seq: seq, AtMs: time.Now().UnixMilli(), Load: 1, Capacity: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Acquire(ctx, id, "other", &lease.Token{ConnectionID: id, Owner: "x", Epoch: 99}); err == nil {
+		t.Fatal("acquire with a wrong prev succeeded")
+	}
+	if err := s.Release(ctx, tok, 4000); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeclareDead(ctx, w, 1, 3, "obs", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Unowned(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	u := s.Units()
+	want := map[string]dynamostore.Usage{
+		// The 1 KB header makes the session item 2 KB-class: 2 units; the
+		// indexes: by_owner put, by_unowned delete.
+		dynamostore.OpAcquire: {Writes: 2, Reads: 1, ConditionFailed: 1, WriteUnits: 2 + 2, IndexWriteUnits: 2, ReadUnits: 1},
+		dynamostore.OpFence:   {Writes: 1, WriteUnits: 1},
+		// Three checkpoints and the release's final one: 1 unit each.
+		dynamostore.OpCheckpoint: {Writes: 4, WriteUnits: 4},
+		dynamostore.OpHeartbeat:  {Writes: 3, WriteUnits: 3},
+		dynamostore.OpRegister:   {Writes: 1, WriteUnits: 1, IndexWriteUnits: 1},
+		// by_owner delete, by_unowned put.
+		dynamostore.OpRelease:     {Writes: 1, WriteUnits: 2, IndexWriteUnits: 2},
+		dynamostore.OpDeclareDead: {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
+		dynamostore.OpUnowned:     {Reads: schema.IndexShards, ReadUnits: 0.5 * schema.IndexShards},
+		dynamostore.OpGet:         {Reads: 1, ReadUnits: 2},
+	}
+	for op, w := range want {
+		if u[op] != w {
+			t.Errorf("%s: %+v, want %+v", op, u[op], w)
+		}
+	}
+	if st := s.Stats(); st[dynamostore.OpAcquire] != 3 || st[dynamostore.OpAcquire+"_failed"] != 1 {
+		t.Errorf("stats: %v", st)
+	}
+	for op := range u {
+		if dynamostore.Category(op) == "" {
+			t.Errorf("op %s has no category", op)
+		}
 	}
 }

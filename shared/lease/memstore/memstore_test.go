@@ -2,11 +2,13 @@ package memstore_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 func TestConformance(t *testing.T) {
@@ -16,17 +18,26 @@ func TestConformance(t *testing.T) {
 			Store: s,
 			Put:   func(_ testing.TB, it lease.Item) { s.Put(it) },
 			SetDesired: func(_ testing.TB, id, state string) {
-				s.Update(id, func(it *lease.Item) { it.DesiredState = state })
+				// Ingest's stop: the item, then the owner's mailbox.
+				var owner string
+				s.Update(id, func(it *lease.Item) { it.DesiredState, owner = state, it.Owner })
+				if state == schema.StateStopped && owner != "" {
+					s.UpdateWorker(owner, func(r *lease.WorkerRecord) {
+						if r.Alive() && !slices.Contains(r.Mailbox, id) {
+							r.Mailbox = append(r.Mailbox, id)
+						}
+					})
+				}
 			},
 			Restart: func(_ testing.TB, id string) error {
 				err := errors.New("condition failed: not FAILED")
 				s.Update(id, func(it *lease.Item) {
 					if it.Failed() {
-						it.Generation, it.FailedGeneration, it.ExpiresAtMs, err = it.Generation+1, nil, 0, nil
+						it.Generation, it.FailedGeneration, err = it.Generation+1, nil, nil
 					}
 				})
 				return err
 			},
 		}
-	}, leasetest.Options{})
+	}, leasetest.Options{RaceRounds: 200, Racers: 64})
 }
