@@ -24,7 +24,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if lc := c.LeaseConfig(); lc.RenewEvery != c.LeaseTTL/3 || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID {
+	if lc := c.LeaseConfig(); lc.HeartbeatEvery != time.Second || lc.CheckpointEvery != time.Minute || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID {
 		t.Fatalf("lease config %+v", lc)
 	}
 	if c.WorkerID == DefaultConfig().WorkerID {

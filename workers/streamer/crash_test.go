@@ -28,18 +28,60 @@ func (s *severableStore) check() error {
 	return nil
 }
 
-func (s *severableStore) Acquire(ctx context.Context, id, owner string, staleBeforeMs, expiresAtMs int64) (lease.Item, error) {
+func (s *severableStore) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	if err := s.check(); err != nil {
-		return lease.Item{}, err
+		return err
 	}
-	return s.Store.Acquire(ctx, id, owner, staleBeforeMs, expiresAtMs)
+	return s.Store.Register(ctx, rec)
 }
 
-func (s *severableStore) Renew(ctx context.Context, t lease.Token, nowMs, expiresAtMs, lastSeq int64) (lease.Item, error) {
+func (s *severableStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	if err := s.check(); err != nil {
+		return lease.WorkerRecord{}, err
+	}
+	return s.Store.Heartbeat(ctx, id, epoch, hb)
+}
+
+func (s *severableStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+}
+
+func (s *severableStore) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.Leave(ctx, id, epoch, list, atMs)
+}
+
+func (s *severableStore) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	if err := s.check(); err != nil {
+		return lease.WorkerRecord{}, err
+	}
+	return s.Store.GetWorker(ctx, id)
+}
+
+func (s *severableStore) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Store.ListWorkers(ctx, list, limit)
+}
+
+func (s *severableStore) MarkDone(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.MarkDone(ctx, id)
+}
+
+func (s *severableStore) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
 	if err := s.check(); err != nil {
 		return lease.Item{}, err
 	}
-	return s.Store.Renew(ctx, t, nowMs, expiresAtMs, lastSeq)
+	return s.Store.Acquire(ctx, id, owner, prev)
 }
 
 func (s *severableStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
@@ -56,6 +98,20 @@ func (s *severableStore) Release(ctx context.Context, t lease.Token, lastSeq int
 	return s.Store.Release(ctx, t, lastSeq)
 }
 
+func (s *severableStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.Fail(ctx, t, gen, lastSeq, reason, atMs)
+}
+
+func (s *severableStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.NoteError(ctx, t, reason, atMs)
+}
+
 func (s *severableStore) Get(ctx context.Context, id string) (lease.Item, error) {
 	if err := s.check(); err != nil {
 		return lease.Item{}, err
@@ -63,16 +119,23 @@ func (s *severableStore) Get(ctx context.Context, id string) (lease.Item, error)
 	return s.Store.Get(ctx, id)
 }
 
-func (s *severableStore) Orphans(ctx context.Context, expiresBeforeMs int64, limit int) ([]lease.Candidate, error) {
+func (s *severableStore) Unowned(ctx context.Context, limit int) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.Store.Orphans(ctx, expiresBeforeMs, limit)
+	return s.Store.Unowned(ctx, limit)
+}
+
+func (s *severableStore) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Store.OwnedBy(ctx, owner, limit)
 }
 
 // crash plays a kill -9 of w (whose store is st) in-process: the table is
-// cut off at once, every socket closed without a handshake and every lease
-// left to expire; then w's Run is stopped (cancel) and its end awaited
+// cut off at once, every socket closed without a handshake and every session
+// left for the takeover; then w's Run is stopped (cancel) and its end awaited
 // (done). Nothing of it is in the shipped worker.
 func crash(w *Worker, st *severableStore, cancel context.CancelFunc, done <-chan error) {
 	st.sever()

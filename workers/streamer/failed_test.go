@@ -27,7 +27,7 @@ func (e *env) restartFailed(id string) {
 		e.t.Fatalf("restart of %s: not FAILED: %+v", id, it)
 	}
 	in, err := sessionitem.Update(e.table, id,
-		sessionitem.ClearFailed(expression.Set(sessionitem.Generation, expression.Value(it.Generation+1))),
+		sessionitem.Unowned(sessionitem.ClearFailed(expression.Set(sessionitem.Generation, expression.Value(it.Generation+1))), id),
 		sessionitem.DesiredState.Equal(expression.Value(schema.StateStarted)).
 			And(sessionitem.Generation.Equal(expression.Value(it.Generation))).
 			And(sessionitem.FailedAt(*it.FailedGeneration)))
@@ -84,7 +84,7 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 	refused := e.session(nil)
 	p := e.failedWithin(refused, "address refused by policy", slack)
 	testwait.Eventually(t, slack, "w1 no longer owns the failed session", func() bool { return w1.Status().Owned == 0 })
-	if p.ExpiresAtMs != lease.FailedExpiresAtMs || p.Owner != w1.ID() {
+	if p.Owner != "" || !p.Failed() {
 		t.Fatalf("failed item: %+v", p)
 	}
 	testwait.Eventually(t, slack, "SessionsFailed counted", func() bool { return w1.Stats().SessionsFailed == 1 })

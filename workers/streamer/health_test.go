@@ -49,9 +49,14 @@ func (s *callCountingStore) Get(ctx context.Context, id string) (lease.Item, err
 	return s.Store.Get(ctx, id)
 }
 
-func (s *callCountingStore) Orphans(ctx context.Context, before int64, limit int) ([]lease.Candidate, error) {
+func (s *callCountingStore) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
 	s.calls.Add(1)
-	return s.Store.Orphans(ctx, before, limit)
+	return s.Store.GetWorker(ctx, id)
+}
+
+func (s *callCountingStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	s.calls.Add(1)
+	return s.Store.Heartbeat(ctx, id, epoch, hb)
 }
 
 // TestReadyzReadsNoTable: the readiness check reads the outcome of the
@@ -63,7 +68,7 @@ func TestReadyzReadsNoTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := w.store.Orphans(context.Background(), 0, 1); err != nil { // as the reconciler does
+	if err := w.keeper.Register(context.Background()); err != nil { // as Run does
 		t.Fatal(err)
 	}
 	before := st.calls.Load()

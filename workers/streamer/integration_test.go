@@ -9,6 +9,7 @@ package streamer
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -31,6 +32,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -51,14 +53,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Test timings: TTL 2 s, renew every 500 ms (±10 %), skew 100 ms, margin 600 ms.
+// Test timings: TTL 2 s, heartbeat every 200 ms, watchers read every 100 ms, margin 600 ms.
 const (
-	testTTL      = 2 * time.Second
-	testRenew    = 500 * time.Millisecond
-	testSkew     = 100 * time.Millisecond
-	testRPC      = time.Second
-	feedRate     = 50.0 // messages/s per session
-	handoffBound = time.Second
+	testTTL       = 2 * time.Second
+	testHeartbeat = 200 * time.Millisecond
+	testRPC       = time.Second
+	feedRate      = 50.0 // messages/s per session
+	handoffBound  = time.Second
 )
 
 // slack absorbs this shared, loaded 2-core machine (and -race).
@@ -165,7 +166,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: dynamodb.NewFromConfig(ac), sqsc: sqs.NewFromConfig(ac), table: unique("streamer"), sink: &recSink{by: map[string][]delivery{}}, logs: &syncBuffer{}}
-	if err := dynamostore.CreateTable(ctx, e.db, e.table); err != nil {
+	if err := sessionitem.CreateTable(ctx, e.db, e.table); err != nil {
 		t.Fatal(err)
 	}
 	qs, err := sqsnotify.CreateQueues(ctx, e.sqsc, unique("work"), 30, 5)
@@ -192,7 +193,8 @@ func testConfig(id string) Config {
 	c := DefaultConfig()
 	c.WorkerID = id
 	c.AllowPrivateIPs = netguard.Loopback // the test sources listen on 127.0.0.1
-	c.LeaseTTL, c.RenewEvery, c.MaxSkew, c.SafetyMargin, c.StoreTimeout = testTTL, testRenew, testSkew, 600*time.Millisecond, testRPC
+	c.LeaseTTL, c.HeartbeatEvery, c.SafetyMargin, c.StoreTimeout = testTTL, testHeartbeat, 600*time.Millisecond, testRPC
+	c.CheckpointEvery = time.Second
 	c.ReconcileEvery = time.Second
 	c.ClaimsPerSecond = 100
 	c.QueueWait = time.Second
@@ -295,11 +297,7 @@ func (e *env) session(mod func(*lease.Item)) string {
 	if mod != nil {
 		mod(&it)
 	}
-	m, err := dynamostore.Encode(it)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: m}); err != nil {
+	if err := dynamostore.Seed(context.Background(), e.db, e.table, it); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { e.checkOneConnection(id) })
@@ -314,6 +312,43 @@ func (e *env) notify(typ, id string) {
 }
 
 func (e *env) update(id, expr string, names map[string]string, values map[string]types.AttributeValue) {
+	e.t.Helper()
+	e.updateKey(id, expr, names, values)
+}
+
+// reconcileBound is how long a reconcile pass may take to come (every
+// ReconcileEvery ±20 %) plus slack.
+func (e *env) reconcileBound() time.Duration {
+	return testConfig("x").ReconcileEvery*6/5 + slack
+}
+
+// stop is ingest's stop: STOPPED, out of by_unowned, and the owner's mailbox.
+func (e *env) stop(id string) {
+	e.t.Helper()
+	e.update(id, "SET #ds = :s, #sh = :sh REMOVE #u", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard, "#u": schema.AttrUnownedShard},
+		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
+	e.mail(id)
+}
+
+// mail puts id in its owner's mailbox, as ingest does after a stop or a new
+// generation of an owned session.
+func (e *env) mail(id string) {
+	e.t.Helper()
+	owner := e.item(id).Owner
+	if owner == "" {
+		return
+	}
+	in, err := sessionitem.MailboxAdd(e.table, owner, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.db.UpdateItem(context.Background(), in); err != nil {
+		e.t.Fatalf("mailbox of %s: %v", owner, err)
+	}
+}
+
+// updateKey runs an update on the item with key pk.
+func (e *env) updateKey(id, expr string, names map[string]string, values map[string]types.AttributeValue) {
 	e.t.Helper()
 	_, err := e.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName: &e.table, Key: map[string]types.AttributeValue{schema.AttrPk: &types.AttributeValueMemberS{Value: id}},
@@ -427,12 +462,14 @@ func TestCrashFailoverResumesFromTheCheckpoint(t *testing.T) {
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 1 })
 	b := e.worker(nil) // b starts after a owns the session
-	testwait.Holds(t, 3*testRenew, "a keeps the session while b runs", func() bool { return e.owner(id) == a })
+	testwait.Holds(t, 3*testHeartbeat, "a keeps the session while b runs", func() bool { return e.owner(id) == a })
+	// a's checkpoint (every second while messages flow) is on the table.
+	testwait.Eventually(t, 2*time.Second+slack, "a's first checkpoint", func() bool { return e.item(id).LastSeq != lease.NoSeq })
 	crashed := time.Now()
 	a.kill()
 	ckpt := e.item(id).LastSeq // the dead worker's last checkpoint
 	lastA := byWorker(e.sink.get(id), a.ID())
-	testwait.Eventually(t, testTTL+testSkew+slack, "b's messages after the crash", func() bool {
+	testwait.Eventually(t, testTTL+testHeartbeat/2+slack, "b's messages after the crash", func() bool {
 		return len(byWorker(e.sink.get(id), b.ID())) >= 20
 	})
 	ds := e.sink.get(id)
@@ -445,18 +482,18 @@ func TestCrashFailoverResumesFromTheCheckpoint(t *testing.T) {
 	contiguous(t, fromB)
 	contiguous(t, byWorker(ds, a.ID()))
 	// The only repeats are the seqs after the checkpoint, and their number is
-	// bounded by what a delivers between two renewals (the checkpoint rides on
-	// each renew): rate × (RenewEvery·1.1 + Tick + one store call).
+	// bounded by what a delivers between two checkpoints: rate ×
+	// (CheckpointEvery + Tick + one store call).
 	repeats := aLast - ckpt
-	bound := int64(feedRate*(testRenew.Seconds()*1.1+0.05+testRPC.Seconds())) + 2
+	bound := int64(feedRate*(testConfig("x").CheckpointEvery.Seconds()+0.05+testRPC.Seconds())) + 2
 	if repeats < 0 || repeats > bound {
 		t.Fatalf("%d repeats (a delivered up to %d, checkpoint %d), bound %d", repeats, aLast, ckpt, bound)
 	}
-	// b took over only after the lease expired, within TTL + skew + slack.
+	// b took over once it declared a dead: within TTL + its read interval + slack.
 	if fromB[0].epoch <= lastA[0].epoch {
 		t.Fatalf("b's epoch %d not above a's %d", fromB[0].epoch, lastA[0].epoch)
 	}
-	if took := fromB[0].at.Sub(crashed); took > testTTL+testSkew+slack {
+	if took := fromB[0].at.Sub(crashed); took > testTTL+testHeartbeat/2+slack {
 		t.Fatalf("b resumed %s after the crash", took)
 	}
 	t.Logf("crash failover: checkpoint %d, a's last %d, %d repeats (bound %d), b's first message %s after the crash",
@@ -498,11 +535,10 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	stopped := time.Now()
-	e.update(id, "SET #ds = :s, #sh = :sh", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard},
-		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
-	// The keeper sees STOPPED at the next renew.
-	testwait.Eventually(t, testRenew*11/10+testRPC+slack, "the socket closed", func() bool { return e.feed.Session(id).Open == 0 })
-	if took := time.Since(stopped); took > testRenew*11/10+testRPC+slack {
+	e.stop(id)
+	// The owner reads its mailbox at its next heartbeat.
+	testwait.Eventually(t, testHeartbeat+testRPC+slack, "the socket closed", func() bool { return e.feed.Session(id).Open == 0 })
+	if took := time.Since(stopped); took > testHeartbeat+testRPC+slack {
 		t.Fatalf("closed %s after the stop", took)
 	}
 	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusNormalClosure) {
@@ -514,8 +550,8 @@ func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {
 	testwait.Holds(t, testTTL+2*300*time.Millisecond, "one connection and no owner after the stop", func() bool {
 		return len(e.feed.Records(id)) == 1 && e.owner(id) == nil
 	})
-	if it := e.item(id); it.ExpiresAtMs != 0 || it.LastSeq < 5 {
-		t.Fatalf("not released with its checkpoint: expires %d last_seq %d", it.ExpiresAtMs, it.LastSeq)
+	if it := e.item(id); it.Owner != "" || it.LastSeq < 5 {
+		t.Fatalf("not released with its checkpoint: owner %q last_seq %d", it.Owner, it.LastSeq)
 	}
 }
 
@@ -528,7 +564,8 @@ func TestNewURLReconnects(t *testing.T) {
 	changed := time.Now()
 	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrWSURL, "#g": schema.AttrGeneration},
 		map[string]types.AttributeValue{":u": str(e.feed.URL(id) + "?token=rotated"), ":one": num(1)})
-	testwait.Eventually(t, testRenew*11/10+testRPC+slack, "a connection to the new URL", func() bool {
+	e.mail(id) // as ingest does after a new generation of an owned session
+	testwait.Eventually(t, testHeartbeat+testRPC+slack, "a connection to the new URL", func() bool {
 		c := e.feed.Records(id)
 		return len(c) >= 2 && bytes.Contains([]byte(c[len(c)-1].RequestURI), []byte("token=rotated"))
 	})
@@ -541,30 +578,45 @@ func TestNewURLReconnects(t *testing.T) {
 	}
 }
 
-func TestStolenLeaseClosesWithinTheBound(t *testing.T) {
+// A worker whose record was declared DEAD (here written directly, without
+// the watcher's TTL wait, which the lease tests cover) stops at its next
+// heartbeat: every socket closes, nothing is delivered after, Run returns
+// why, and another worker takes the session over with a newer epoch.
+func TestWorkerDeclaredDeadStopsAtItsNextHeartbeat(t *testing.T) {
 	e := newEnv(t)
-	e.worker(nil)
-	e.worker(nil)
+	a := e.worker(nil)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
-	owner := e.owner(id)
-	stolen := time.Now()
-	e.update(id, "SET #o = :o, #e = :e ADD #ep :one", map[string]string{"#o": schema.AttrLeaseOwner, "#e": schema.AttrLeaseExpiresAtMs, "#ep": schema.AttrLeaseEpoch},
-		map[string]types.AttributeValue{":o": str("thief"), ":e": num(time.Now().Add(time.Minute).UnixMilli()), ":one": num(1)})
-	// The next renew fails its condition: RenewEvery·1.1 + one store call.
-	bound := testRenew*11/10 + testRPC + slack
-	testwait.Eventually(t, bound, "the owner's socket closed", func() bool { return e.feed.Session(id).Open == 0 })
+	declared := time.Now()
+	e.updateKey(schema.WorkerKey(a.ID()), "SET #s = :dead, #l = :gone ADD #ep :one",
+		map[string]string{"#s": schema.AttrWorkerState, "#l": schema.AttrWorkerList, "#ep": schema.AttrWorkerEpoch},
+		map[string]types.AttributeValue{":dead": str(schema.WorkerDead), ":gone": str(schema.WorkerListGone), ":one": num(1)})
+	bound := testHeartbeat + testRPC + slack
+	testwait.Eventually(t, bound, "a's socket closed", func() bool { return len(e.feed.Records(id)) >= 1 && !e.feed.Records(id)[0].ClosedAt.IsZero() })
 	closed := e.feed.Records(id)[0].ClosedAt
-	t.Logf("stolen lease: socket closed %s after the steal", closed.Sub(stolen).Round(time.Millisecond))
-	for _, d := range e.sink.get(id) {
+	t.Logf("declared dead: a's socket closed %s after", closed.Sub(declared).Round(time.Millisecond))
+	for _, d := range byWorker(e.sink.get(id), a.ID()) {
 		if d.at.After(closed) {
-			t.Fatalf("delivered seq %d at %v, after the socket closed at %v", d.seq, d.at, closed)
+			t.Fatalf("a delivered seq %d at %v, after its socket closed at %v", d.seq, d.at, closed)
 		}
 	}
-	testwait.Holds(t, testTTL, "nobody else takes a lease the thief holds", func() bool {
-		return len(e.feed.Records(id)) == 1 && !owner.owns(id)
-	})
+	select {
+	case err := <-a.done:
+		a.stopped = true
+		if !errors.Is(err, lease.ErrWorkerDead) {
+			t.Fatalf("a's Run returned %v, want ErrWorkerDead", err)
+		}
+	case <-time.After(bound):
+		t.Fatal("a's Run did not return after it was declared dead")
+	}
+	// A worker that starts now (a has stopped) finds a's session among the
+	// GONE worker's sessions and takes it over.
+	b := e.worker(nil)
+	testwait.Eventually(t, e.reconcileBound(), "b takes the session over", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 5 })
+	if it := e.item(id); it.Owner != b.ID() || it.Epoch != 2 {
+		t.Fatalf("after the takeover: owner %s epoch %d", it.Owner, it.Epoch)
+	}
 }
 
 func TestSourceDropReconnectsAndResumes(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 // countingStore is a memstore that reports request counts like dynamostore.
 type countingStore struct{ *memstore.Store }
 
-func (c countingStore) Stats() map[string]int64 { return map[string]int64{"renew": 7} }
+func (c countingStore) Stats() map[string]int64 { return map[string]int64{"heartbeat": 7} }
 
 func newStatsWorker(t *testing.T, pprofOn bool) *Worker {
 	t.Helper()
@@ -43,20 +43,20 @@ func TestStatsTotalsSurviveMetricsFlush(t *testing.T) {
 	w.counters.DuplicatesDropped.Add(1)
 	w.flushMetrics()
 	w.counters.MessagesIn.Add(2)
-	w.stats.renewed(3*time.Millisecond, nil)
-	w.stats.renewed(time.Hour, nil)
-	w.stats.renewed(0, errors.New("timeout"))
+	w.stats.heartbeat(3*time.Millisecond, nil)
+	w.stats.heartbeat(time.Hour, nil)
+	w.stats.heartbeat(0, errors.New("timeout"))
 	st := w.Stats()
 	if st.Messages["messages_in"] != 7 || st.Messages["duplicates_dropped"] != 1 {
 		t.Fatalf("messages %v: want messages_in 7 (5 flushed + 2 pending), duplicates_dropped 1", st.Messages)
 	}
-	if st.RenewsOK != 2 || st.RenewErrors != 1 {
-		t.Fatalf("renews ok %d errors %d: want 2 and 1", st.RenewsOK, st.RenewErrors)
+	if st.HeartbeatsOK != 2 || st.HeartbeatErrors != 1 {
+		t.Fatalf("heartbeats ok %d errors %d: want 2 and 1", st.HeartbeatsOK, st.HeartbeatErrors)
 	}
-	if len(st.RenewLatency) != len(st.RenewBucketsMs)+1 || st.RenewLatency[2] != 1 || st.RenewLatency[len(st.RenewLatency)-1] != 1 {
-		t.Fatalf("renew histogram %v over %v: want 3 ms in the ≤5 ms bucket and 1 h in the last", st.RenewLatency, st.RenewBucketsMs)
+	if len(st.HeartbeatLatency) != len(st.HeartbeatBucketsMs)+1 || st.HeartbeatLatency[2] != 1 || st.HeartbeatLatency[len(st.HeartbeatLatency)-1] != 1 {
+		t.Fatalf("heartbeat histogram %v over %v: want 3 ms in the ≤5 ms bucket and 1 h in the last", st.HeartbeatLatency, st.HeartbeatBucketsMs)
 	}
-	if st.StoreRequests["renew"] != 7 {
+	if st.StoreRequests["heartbeat"] != 7 {
 		t.Fatalf("store requests %v: want the store's own counts", st.StoreRequests)
 	}
 }

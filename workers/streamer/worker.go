@@ -282,13 +282,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := w.drain(reconCancel, consumerCancel, &recon, &consumer)
 	reconCancel()
 	consumerCancel()
-	if !waitUntil(&w.sessWG, hardStop) {
+	sessionsDone := waitUntil(&w.sessWG, hardStop)
+	if !sessionsDone {
 		w.hardCancel()
-		if !waitUntil(&w.sessWG, time.Now().Add(shutdownCleanup)) {
+		if sessionsDone = waitUntil(&w.sessWG, time.Now().Add(shutdownCleanup)); !sessionsDone {
 			err = errors.Join(err, errors.New("sessions still running after the shutdown deadline (a sink call that ignores its context?)"))
 		}
 	}
-	if !w.abandoned.Load() {
+	// LEFT lets anyone take what is still ours at once: only when no
+	// session can act any more (all ended, none abandoned mid-call).
+	if sessionsDone && !w.abandoned.Load() {
 		lctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
 		if lerr := w.keeper.Leave(lctx, w.keeper.Count() > 0); lerr != nil {
 			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")

@@ -95,7 +95,7 @@ func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 	testwait.Holds(t, 500*time.Millisecond, "3 owned and none free through more reconcile passes (MaxSessions 3)", func() bool {
 		return m.owned() == 3 && m.Free() == 0
 	})
-	out, err := m.Claim(context.Background(), "mem-000004", 0)
+	out, err := m.Claim(context.Background(), "mem-000004", nil, 0)
 	if out != claim.AtCapacity && out != claim.OwnedHere {
 		t.Fatalf("claim at capacity: %v %v", out, err)
 	}
@@ -156,15 +156,16 @@ func TestMetricsAreEMFWithTheSchemaNames(t *testing.T) {
 	if line[schema.MetricOwnedSessions] != 2.0 || line[schema.MetricFreeCapacity] != 2.0 {
 		t.Fatalf("owned %v free %v", line[schema.MetricOwnedSessions], line[schema.MetricFreeCapacity])
 	}
-	for _, name := range []string{schema.MetricAcquired, schema.MetricOrphansSeen, schema.MetricRenewLatencyMs} {
+	for _, name := range []string{schema.MetricAcquired, schema.MetricOrphansSeen, schema.MetricHeartbeatLatencyMs, schema.MetricAliveWorkers} {
 		testwait.Eventually(t, 5*time.Second, name+" in an EMF line", func() bool { return strings.Contains(m.metrics.String(), `"`+name+`"`) })
 	}
 }
 
 func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
-	// Renewals far apart: only the notification can close it quickly.
+	// Heartbeats and audits far apart (and no mailbox entry): only the
+	// notification can close it quickly.
 	m := startMem(t, 1, func(c *Config) {
-		c.LeaseTTL, c.RenewEvery, c.SafetyMargin = 30*time.Second, 10*time.Second, 2*time.Second
+		c.LeaseTTL, c.HeartbeatEvery, c.SafetyMargin, c.ReconcileEvery = 30*time.Second, 10*time.Second, 2*time.Second, time.Minute
 	}, nil)
 	id := "mem-000000"
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
@@ -181,7 +182,7 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 	}
 	testwait.Eventually(t, 2*time.Second, "released", func() bool {
 		it, _ := m.store.Get(context.Background(), id)
-		return it.ExpiresAtMs == 0 && it.LastSeq > 0
+		return it.Owner == "" && it.LastSeq > 0
 	})
 }
 
@@ -223,7 +224,7 @@ func TestShutdownDeadlineAbandonsWhatCannotBeReleased(t *testing.T) {
 		t.Fatalf("shutdown took %s with a 2 s deadline", took)
 	}
 	it, _ := m.store.Get(context.Background(), "mem-000000")
-	if it.ExpiresAtMs == 0 {
+	if it.Owner == "" {
 		t.Fatal("released although the sink never accepted the message in flight")
 	}
 }
