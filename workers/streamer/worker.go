@@ -229,6 +229,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.hardCancel()
 	w.started = time.Now()
+	if err := w.register(ctx); err != nil {
+		if ctx.Err() != nil { // cancelled before it registered: nothing to hand off
+			w.setState(stateStopped)
+			w.log.Info().Msg("worker stopped")
+			return nil
+		}
+		return err
+	}
 	var admin *http.Server
 	if w.cfg.AdminAddr != "" {
 		ln, err := net.Listen("tcp", w.cfg.AdminAddr)
@@ -241,9 +249,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { _ = admin.Serve(ln) }() // ends with admin.Shutdown below
 	}
 
-	if err := w.register(ctx); err != nil {
-		return err
-	}
 	// A worker declared dead shuts down at once (its sessions are already
 	// fenced and taken over elsewhere); Run then returns why.
 	ctx, die := context.WithCancelCause(ctx)
