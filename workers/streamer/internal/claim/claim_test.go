@@ -3,6 +3,8 @@ package claim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,34 +75,58 @@ func (q *fakeQueue) acks() (int, int) {
 	return len(q.deleted), len(q.requeued)
 }
 
+// claimArgs is what one Claim call was given.
+type claimArgs struct {
+	prev     *lease.Token
+	sentAtMs int64
+}
+
 type fakeClaimer struct {
 	mu       sync.Mutex
 	outcomes map[string]Outcome
 	claims   []string
-	claimAt  map[string]time.Time
+	args     map[string]claimArgs
 	stops    []string
 	free     atomic.Int64
+	// admits: like the worker's admission, a claim takes a slot at once
+	// (Free goes down) and is AtCapacity when none is free.
+	admits bool
+	// acquired counts the claims that took a slot.
+	acquired int
 }
 
 func newClaimer(free int) *fakeClaimer {
-	c := &fakeClaimer{outcomes: map[string]Outcome{}, claimAt: map[string]time.Time{}}
+	c := &fakeClaimer{outcomes: map[string]Outcome{}, args: map[string]claimArgs{}}
 	c.free.Store(int64(free))
 	return c
 }
 
-func (c *fakeClaimer) Claim(_ context.Context, id string, _ int64) (Outcome, error) {
+func (c *fakeClaimer) Claim(_ context.Context, id string, prev *lease.Token, sentAtMs int64) (Outcome, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, id)
-	c.claimAt[id] = time.Now()
+	c.args[id] = claimArgs{prev: prev, sentAtMs: sentAtMs}
 	out, ok := c.outcomes[id]
 	if !ok {
 		out = Acquired
+	}
+	if out == Acquired && c.admits {
+		if c.free.Load() <= 0 {
+			return AtCapacity, nil
+		}
+		c.free.Add(-1)
+		c.acquired++
 	}
 	if out == Failed {
 		return out, errors.New("transient")
 	}
 	return out, nil
+}
+
+func (c *fakeClaimer) claimed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.claims)
 }
 
 func (c *fakeClaimer) Free() int { return int(c.free.Load()) }
@@ -158,6 +184,15 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 	if len(cl.stops) != 1 || cl.stops[0] != "s" {
 		t.Fatalf("stops %v", cl.stops)
 	}
+	// A start notification claims without a previous tenure, with the
+	// notification's sent_at_ms.
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for id, a := range cl.args {
+		if a.prev != nil || a.sentAtMs != 1 {
+			t.Fatalf("claim of %s given prev %v, sent_at_ms %d; want nil, 1", id, a.prev, a.sentAtMs)
+		}
+	}
 }
 
 func TestConsumerAsksOnlyForFreeCapacityAndHandsBackWhenFull(t *testing.T) {
@@ -191,69 +226,209 @@ func TestConsumerReportsReceiveErrors(t *testing.T) {
 	stop()
 }
 
+// fakeLister answers Orphans with the next of its answers (then nothing).
 type fakeLister struct {
-	cands []lease.Candidate
-	held  map[string]bool
-	calls atomic.Int64
+	mu      sync.Mutex
+	answers [][]lease.Candidate
+	err     error
+	limits  []int
+	held    map[string]bool
+	events  *[]string // "orphans" appended on every call, when set
+	calls   atomic.Int64
 }
 
-func (l *fakeLister) Expiring(context.Context, time.Duration, int) ([]lease.Candidate, error) {
-	if l.calls.Add(1) == 1 {
-		return l.cands, nil
+func (l *fakeLister) Orphans(_ context.Context, limit int) ([]lease.Candidate, error) {
+	l.calls.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.limits = append(l.limits, limit)
+	if l.events != nil {
+		*l.events = append(*l.events, "orphans")
 	}
-	return nil, nil
+	if len(l.answers) == 0 {
+		return nil, l.err
+	}
+	a := l.answers[0]
+	l.answers = l.answers[1:]
+	return a, l.err
 }
 
-func (l *fakeLister) TakeableIn(c lease.Candidate) time.Duration {
-	return time.Until(time.UnixMilli(c.ExpiresAtMs))
+func (l *fakeLister) add(cands ...lease.Candidate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.answers = append(l.answers, cands)
 }
 
 func (l *fakeLister) Holds(id string) bool { return l.held[id] }
 
-func TestReconcilerClaimsOrphansNowAndExpiringLeasesWhenTakeable(t *testing.T) {
-	start := time.Now()
-	takeable := start.Add(300 * time.Millisecond)
+func runReconciler(r *Reconciler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+// Every candidate of a pass is claimed at once, an unowned one with no
+// previous tenure and a dead worker's session with the exact tenure to
+// take over; a session this worker holds is skipped.
+func TestReconcilerClaimsEveryOrphanWithItsPreviousTenure(t *testing.T) {
+	dead := lease.Token{ConnectionID: "dead-owned", Owner: "w-dead", Epoch: 7}
 	l := &fakeLister{
-		cands: []lease.Candidate{
-			{ConnectionID: "orphan", ExpiresAtMs: 0},
-			{ConnectionID: "dying", ExpiresAtMs: takeable.UnixMilli()},
-			{ConnectionID: "ours", ExpiresAtMs: 0},
-		},
+		answers: [][]lease.Candidate{{
+			{ConnectionID: "unowned"},
+			{ConnectionID: "dead-owned", Prev: &dead},
+			{ConnectionID: "ours"},
+		}},
 		held: map[string]bool{"ours": true},
 	}
 	cl := newClaimer(10)
 	var orphans atomic.Int64
-	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour, Within: time.Second, OnOrphans: func(n int) { orphans.Add(int64(n)) }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	testwait.Eventually(t, 5*time.Second, "both claims", func() bool { cl.mu.Lock(); defer cl.mu.Unlock(); return len(cl.claims) == 2 })
-	cancel()
-	<-done
+	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour, OnOrphans: func(n int) { orphans.Add(int64(n)) }}
+	stop := runReconciler(r)
+	testwait.Eventually(t, 5*time.Second, "both claims", func() bool { return len(cl.claimed()) == 2 })
+	stop()
+	got := cl.claimed()
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[dead-owned unowned]" {
+		t.Fatalf("claims %v, want dead-owned and unowned (not ours)", got)
+	}
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	if cl.claims[0] != "orphan" || cl.claims[1] != "dying" {
-		t.Fatalf("claims %v", cl.claims)
+	if a := cl.args["unowned"]; a.prev != nil || a.sentAtMs != 0 {
+		t.Fatalf("unowned claimed with prev %v, sent_at_ms %d; want nil, 0", a.prev, a.sentAtMs)
 	}
-	if at := cl.claimAt["dying"]; at.Before(takeable.Truncate(time.Millisecond)) {
-		t.Fatalf("dying lease tried %v before it was takeable", takeable.Sub(at))
+	if a := cl.args["dead-owned"]; a.prev == nil || *a.prev != dead || a.sentAtMs != 0 {
+		t.Fatalf("dead worker's session claimed with prev %v, sent_at_ms %d; want %v, 0", a.prev, a.sentAtMs, dead)
 	}
-	if orphans.Load() != 1 {
-		t.Fatalf("orphans seen %d", orphans.Load())
+	if orphans.Load() != 3 {
+		t.Fatalf("OnOrphans told %d, want the 3 candidates found", orphans.Load())
+	}
+	if l.calls.Load() != 1 {
+		t.Fatalf("%d listings in one pass of an hourly reconciler", l.calls.Load())
 	}
 }
 
-func TestReconcilerStopsAtCapacity(t *testing.T) {
-	l := &fakeLister{cands: []lease.Candidate{{ConnectionID: "a"}, {ConnectionID: "b"}}}
-	cl := newClaimer(0)
+// A listing that failed part way still claims what it found (the Keeper
+// returns the unowned sessions when listing a gone worker's fails).
+func TestReconcilerClaimsWhatAFailedListingFound(t *testing.T) {
+	l := &fakeLister{answers: [][]lease.Candidate{{{ConnectionID: "a"}}}, err: errors.New("by_owner: throttled")}
+	cl := newClaimer(10)
 	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	testwait.Eventually(t, 5*time.Second, "a pass", func() bool { return r.Passes() == 1 })
-	cancel()
-	<-done
-	if len(cl.claims) != 0 || l.calls.Load() != 0 {
-		t.Fatalf("a full worker listed (%d) or claimed (%v)", l.calls.Load(), cl.claims)
+	stop := runReconciler(r)
+	testwait.Eventually(t, 5*time.Second, "the claim", func() bool { return len(cl.claimed()) == 1 })
+	stop()
+}
+
+func TestReconcilerStopsAtCapacity(t *testing.T) {
+	t.Run("full", func(t *testing.T) {
+		l := &fakeLister{answers: [][]lease.Candidate{{{ConnectionID: "a"}, {ConnectionID: "b"}}}}
+		cl := newClaimer(0)
+		var onPass atomic.Int64
+		r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour, OnPass: func(context.Context) { onPass.Add(1) }}
+		stop := runReconciler(r)
+		testwait.Eventually(t, 5*time.Second, "a pass", func() bool { return r.Passes() == 1 })
+		stop()
+		if len(cl.claims) != 0 || l.calls.Load() != 0 {
+			t.Fatalf("a full worker listed (%d) or claimed (%v)", l.calls.Load(), cl.claims)
+		}
+		if onPass.Load() != 1 {
+			t.Fatalf("OnPass ran %d times in the pass of a full worker, want 1 (the audit runs anyway)", onPass.Load())
+		}
+	})
+	t.Run("fills up", func(t *testing.T) {
+		var cands []lease.Candidate
+		for i := range 6 {
+			cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s%d", i)})
+		}
+		l := &fakeLister{answers: [][]lease.Candidate{cands}}
+		cl := newClaimer(2)
+		cl.admits = true
+		r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour, Concurrency: 1}
+		stop := runReconciler(r)
+		testwait.Eventually(t, 5*time.Second, "the pass", func() bool { return r.Passes() == 1 && l.calls.Load() == 1 })
+		testwait.Eventually(t, 5*time.Second, "two sessions acquired", func() bool {
+			cl.mu.Lock()
+			defer cl.mu.Unlock()
+			return cl.acquired == 2
+		})
+		stop() // waits for the pass: its claims are all made
+		// The reconciler stops offering candidates once Free is 0; the
+		// capacity check precedes the wait for a claim slot, so one claim
+		// in flight (Concurrency) may still be offered, and the Claimer's
+		// admission refuses it.
+		if n := len(cl.claimed()); n > 2+r.Concurrency {
+			t.Fatalf("%d claims with 2 free slots and Concurrency %d: the reconciler did not stop at capacity (%v)", n, r.Concurrency, cl.claimed())
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.limits) != 1 || l.limits[0] < 2 {
+			t.Fatalf("listing limits %v: want one listing asking for at least the 2 free slots", l.limits)
+		}
+	})
+}
+
+// OnPass (the worker's audit) runs at the start of every pass, before the
+// listing, whether the pass came from the timer or a Kick.
+func TestReconcilerRunsOnPassBeforeEveryListing(t *testing.T) {
+	var events []string // under l.mu
+	l := &fakeLister{events: &events}
+	r := &Reconciler{Lister: l, Claimer: newClaimer(5), Log: zerolog.Nop(), Every: 30 * time.Millisecond, Jitter: 0.01,
+		OnPass: func(context.Context) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			events = append(events, "pass")
+		}}
+	stop := runReconciler(r)
+	testwait.Eventually(t, 5*time.Second, "3 timed passes", func() bool { return r.Passes() >= 3 })
+	stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if int64(len(events)) != 2*r.Passes() {
+		t.Fatalf("events %v for %d passes", events, r.Passes())
+	}
+	for i := 0; i < len(events); i += 2 {
+		if events[i] != "pass" || events[i+1] != "orphans" {
+			t.Fatalf("events %v: want OnPass then the listing, every pass", events)
+		}
+	}
+}
+
+// Kick runs a pass at once rather than after Every, including a Kick that
+// arrives while a pass is in progress (it runs right after that one).
+func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
+	l := &fakeLister{}
+	cl := newClaimer(10)
+	inPass := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour,
+		OnPass: func(context.Context) {
+			once.Do(func() { close(inPass); <-release }) // hold the first pass open
+		}}
+	stop := runReconciler(r)
+	defer stop()
+	<-inPass
+	// A worker is declared dead during the first pass: its session is
+	// listed by the next one, which the Kick must start without waiting
+	// for the hour.
+	dead := lease.Token{ConnectionID: "x", Owner: "w-dead", Epoch: 2}
+	l.add()                                                // the first pass finds nothing
+	l.add(lease.Candidate{ConnectionID: "x", Prev: &dead}) // the kicked one finds x
+	r.Kick()
+	r.Kick() // kicks coalesce: at most one pass is pending
+	close(release)
+	testwait.Eventually(t, 2*time.Second, "the kicked pass claims x", func() bool { return len(cl.claimed()) == 1 })
+	if got := r.Passes(); got != 2 {
+		t.Fatalf("%d passes, want 2 (the first and one kicked)", got)
+	}
+	// Idle again: another Kick runs another pass at once.
+	l.add(lease.Candidate{ConnectionID: "y"})
+	r.Kick()
+	testwait.Eventually(t, 2*time.Second, "the second kicked pass claims y", func() bool { return len(cl.claimed()) == 2 })
+	testwait.Holds(t, 100*time.Millisecond, "no pass without a kick", func() bool { return r.Passes() == 3 })
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if a := cl.args["x"]; a.prev == nil || *a.prev != dead {
+		t.Fatalf("x claimed with prev %v, want %v", a.prev, dead)
 	}
 }

@@ -23,11 +23,20 @@ func benchSession(b *testing.B, h sink.Handler) *Session {
 	b.Helper()
 	st := memstore.New()
 	st.Put(lease.Item{ConnectionID: "bench-000001", DesiredState: schema.StateStarted, WSURL: "ws://127.0.0.1:1/feed/bench-000001", Generation: 1, LastSeq: lease.NoSeq})
-	k, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-bench"), nil)
+	k, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-bench"), nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	held, err := k.Acquire(context.Background(), "bench-000001")
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := k.Register(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// The Keeper heartbeats as in a worker, so the tenure stays valid
+	// however long the benchmark runs (-benchtime beyond TTL - SafetyMargin).
+	done := make(chan struct{})
+	go func() { _ = k.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	held, err := k.Acquire(ctx, "bench-000001", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type recorder struct {
 }
 
 func (r *recorder) Handle(_ context.Context, m sink.Message) error {
+	at := time.Now() // when the delivery began (right after the session's validity check)
 	if r.fail != nil {
 		if err := r.fail(m); err != nil {
 			return err
@@ -47,7 +49,7 @@ func (r *recorder) Handle(_ context.Context, m sink.Message) error {
 	defer r.mu.Unlock()
 	m.Data = append([]byte(nil), m.Data...)
 	r.msgs = append(r.msgs, m)
-	r.at = append(r.at, time.Now())
+	r.at = append(r.at, at)
 	return nil
 }
 
@@ -90,9 +92,13 @@ func testConfig() *Config {
 	}
 }
 
+// leaseConfig is a short liveness: trust lasts TTL - SafetyMargin = 1.4 s
+// after a heartbeat's send, with a heartbeat every 200 ms that may take
+// 500 ms (Validate: 1.4 s ≥ 0.7 s).
 func leaseConfig(owner string) lease.Config {
 	lc := lease.DefaultConfig(owner)
-	lc.TTL, lc.RenewEvery, lc.SafetyMargin, lc.Tick, lc.RetryEvery = 2*time.Second, 300*time.Millisecond, 600*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond
+	lc.TTL, lc.HeartbeatEvery, lc.SafetyMargin, lc.RPCTimeout = 2*time.Second, 200*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
+	lc.Tick, lc.RetryEvery = 20*time.Millisecond, 100*time.Millisecond
 	return lc
 }
 
@@ -105,8 +111,11 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 		}
 		return nil, false
 	})
-	k, err := lease.NewKeeper(h.store, clock.Real{}, leaseConfig(cfg.WorkerID), obs{h})
+	k, err := lease.NewKeeper(h.store, clock.Real{}, leaseConfig(cfg.WorkerID), obs{h}, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h.keeper = k
@@ -143,16 +152,64 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 	return h
 }
 
+// obs plays the worker's part for the Keeper: an ended tenure closes its
+// session at once; a mailbox entry (ingest's note of a stop or a new
+// generation) is re-read, installed on the tenure, and acked.
 type obs struct{ h *harness }
 
-func (obs) Renewed(*lease.Held, time.Duration, error) {}
+func (obs) Heartbeat(time.Duration, error) {}
+func (obs) WorkerDied(string)              {}
+
 func (o obs) Ended(held *lease.Held, err error) {
 	o.h.mu.Lock()
 	s := o.h.sessions[held.ID()]
 	o.h.mu.Unlock()
-	if s != nil {
+	if s != nil && s.Held() == held {
 		s.Interrupt(err)
 	}
+}
+
+func (o obs) Mailbox(ids []string) {
+	// Called from a heartbeat, inside the Keeper's Run (itself in h.wg).
+	o.h.wg.Go(func() {
+		for _, id := range ids {
+			o.h.reread(id)
+		}
+	})
+}
+
+func (h *harness) reread(id string) {
+	defer h.keeper.Ack(id)
+	held := h.keeper.Get(id)
+	if held == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	it, err := h.store.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	if it.DesiredState != schema.StateStarted {
+		h.mu.Lock()
+		s := h.sessions[id]
+		h.mu.Unlock()
+		if s != nil {
+			s.Interrupt(ErrStopRequested)
+		}
+		return
+	}
+	held.SetItem(it)
+}
+
+// notify puts id in the worker's mailbox, as ingest does after a stop or a
+// new start of a session the worker owns.
+func (h *harness) notify(id string) {
+	h.store.UpdateWorker(h.env.Config.WorkerID, func(r *lease.WorkerRecord) {
+		if !slices.Contains(r.Mailbox, id) {
+			r.Mailbox = append(r.Mailbox, id)
+		}
+	})
 }
 
 func (h *harness) put(id, url string, mod func(*lease.Item)) {
@@ -166,7 +223,7 @@ func (h *harness) put(id, url string, mod func(*lease.Item)) {
 // start acquires id and runs its session; the returned channel gets Run's result.
 func (h *harness) start(id string) (*Session, <-chan error) {
 	h.t.Helper()
-	held, err := h.keeper.Acquire(context.Background(), id)
+	held, err := h.keeper.Acquire(context.Background(), id, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -306,6 +363,7 @@ func TestCloseCodes(t *testing.T) {
 		{lease.ErrStopped, int(websocket.StatusNormalClosure)},
 		{lease.ErrLeaseLost, -1},
 		{lease.ErrUntrusted, -1},
+		{lease.ErrWorkerDead, -1},
 	} {
 		t.Run(c.reason.Error(), func(t *testing.T) {
 			f := newFeed(t, feed.Config{Rate: 50})
@@ -325,52 +383,101 @@ func TestCloseCodes(t *testing.T) {
 	}
 }
 
-func TestLeaseStolenClosesAtOnceAndStopsDelivering(t *testing.T) {
+// lastDelivery is when the sink last accepted a message.
+func (r *recorder) lastDelivery() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at[len(r.at)-1]
+}
+
+// The worker is declared dead (its record DEAD at a new liveness epoch, as
+// a reaper's DeclareDead writes it): its next heartbeat fails, which ends
+// its liveness at once, and the session stops delivering and closes its
+// socket at once (no close handshake: the session is someone else's now),
+// within a heartbeat period and a tick or two.
+func TestWorkerDeclaredDeadClosesAtOnceAndStopsDelivering(t *testing.T) {
 	f := newFeed(t, feed.Config{Rate: 200})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
-	_, done := h.start("s1")
+	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
-	stolen := time.Now()
-	h.store.Update("s1", func(it *lease.Item) {
-		it.Owner, it.Epoch, it.ExpiresAtMs = "thief", it.Epoch+1, time.Now().Add(time.Minute).UnixMilli()
+	declared := time.Now()
+	h.store.UpdateWorker("w1", func(r *lease.WorkerRecord) {
+		r.State, r.Epoch, r.List, r.DeclaredBy = schema.WorkerDead, r.Epoch+1, schema.WorkerListGone, "w-reaper"
 	})
-	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrLeaseLost) {
-		t.Fatalf("Run = %v", err)
+	lc := leaseConfig("w1")
+	// The next heartbeat is sent within HeartbeatEvery (+ a tick: the loop
+	// checks at ticks) and fails at once; the tick after it ends the tenure.
+	bound := lc.HeartbeatEvery + 2*lc.Tick + 500*time.Millisecond
+	// Whichever sees it first ends the session: the delivery's validity
+	// check (ErrUntrusted: the failed heartbeat ended the worker's trust)
+	// or the Keeper's tick ending the tenure (ErrWorkerDead).
+	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrWorkerDead) && !errors.Is(err, lease.ErrUntrusted) {
+		t.Fatalf("Run = %v, want ErrWorkerDead or ErrUntrusted", err)
 	}
-	// The next renew (≤ RenewEvery·1.1 + its call) ends the tenure; the socket closes then.
-	bound := time.Duration(float64(leaseConfig("w1").RenewEvery)*1.1) + 500*time.Millisecond
+	if !errors.Is(h.keeper.Ended(), lease.ErrWorkerDead) || s.Held().Valid() {
+		t.Fatalf("keeper ended %v, tenure valid %v: want the worker dead and the tenure invalid", h.keeper.Ended(), s.Held().Valid())
+	}
+	testwait.Eventually(t, lc.Tick+500*time.Millisecond, "the tenure ended with ErrWorkerDead", func() bool {
+		return errors.Is(s.Held().Err(), lease.ErrWorkerDead)
+	})
 	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Session("s1").Open == 0 })
 	conns := f.Records("s1")
-	if conns[0].EndedAt.IsZero() || conns[0].EndedAt.Sub(stolen) > bound {
-		t.Fatalf("closed %v after the steal, bound %s", conns[0].EndedAt.Sub(stolen), bound)
+	if conns[0].EndedAt.IsZero() || conns[0].EndedAt.Sub(declared) > bound {
+		t.Fatalf("closed %v after the declaration, bound %s", conns[0].EndedAt.Sub(declared), bound)
 	}
-	h.rec.mu.Lock()
-	last := h.rec.at[len(h.rec.at)-1]
-	h.rec.mu.Unlock()
-	if last.After(conns[0].EndedAt) {
+	if got := conns[0].ClientCode; got != -1 {
+		t.Fatalf("closed with status %d, want no close handshake (-1)", got)
+	}
+	if last := h.rec.lastDelivery(); last.After(conns[0].EndedAt) {
 		t.Fatalf("delivered at %v, after the socket closed at %v", last, conns[0].EndedAt)
+	}
+	// A dead worker writes nothing as owner again.
+	if _, err := h.keeper.Acquire(context.Background(), "s1", nil); !errors.Is(err, lease.ErrWorkerDead) {
+		t.Fatalf("acquire by a dead worker: %v", err)
 	}
 }
 
-func TestUntrustedLeaseNeverDeliversPastItsDeadline(t *testing.T) {
+// The table stops answering: every heartbeat fails transiently, so the
+// worker's trust runs out at (send time of its last good heartbeat) +
+// TTL - SafetyMargin. No message is delivered at or after that deadline,
+// and the session ends within a tick of it and closes its socket at once.
+func TestUntrustedWorkerNeverDeliversPastItsDeadline(t *testing.T) {
 	f := newFeed(t, feed.Config{Rate: 500})
 	h := newHarness(t, testConfig())
 	h.put("s1", f.URL("s1"), nil)
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
-	// The table stops answering: renewals fail transiently, so the tenure
-	// runs to its trust deadline.
 	h.down.Store(true)
+	down := time.Now() // every heartbeat that succeeded was sent before now
+	lc := leaseConfig("w1")
+	// The last good heartbeat was sent before the table went down.
+	bound := lc.TTL - lc.SafetyMargin + lc.Tick + 500*time.Millisecond
 	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrUntrusted) {
-		t.Fatalf("Run = %v", err)
+		t.Fatalf("Run = %v, want ErrUntrusted", err)
 	}
-	deadline := s.Held().TrustedUntil()
-	h.rec.mu.Lock()
-	last := h.rec.at[len(h.rec.at)-1]
-	h.rec.mu.Unlock()
-	if !last.Before(deadline) {
+	ended := time.Now()
+	deadline := h.keeper.TrustedUntil()
+	if deadline.After(down.Add(lc.TTL - lc.SafetyMargin)) {
+		t.Fatalf("trusted until %v, more than TTL - SafetyMargin after the table went down at %v", deadline, down)
+	}
+	if ended.Sub(down) > bound {
+		t.Fatalf("session ended %v after the table went down, bound %s", ended.Sub(down), bound)
+	}
+	if s.Held().Valid() {
+		t.Fatal("tenure still valid after the session ended untrusted")
+	}
+	// The Keeper's next tick ends the tenure too (if the delivery's check
+	// did not see the deadline first, it already has).
+	testwait.Eventually(t, lc.Tick+500*time.Millisecond, "the tenure ended with ErrUntrusted", func() bool {
+		return errors.Is(s.Held().Err(), lease.ErrUntrusted)
+	})
+	if last := h.rec.lastDelivery(); !last.Before(deadline) {
 		t.Fatalf("delivered at %v, trust deadline %v", last, deadline)
+	}
+	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Session("s1").Open == 0 })
+	if got := f.Records("s1")[0].ClientCode; got != -1 {
+		t.Fatalf("closed with status %d, want no close handshake (-1)", got)
 	}
 }
 
@@ -380,13 +487,19 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 	h.put("s1", f.URL("s1")+"?v=1", nil)
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
+	// A new start (ingest): the new generation, and the owner's mailbox.
 	h.store.Update("s1", func(it *lease.Item) { it.WSURL, it.Generation = f.URL("s1")+"?v=2", 2 })
+	h.notify("s1")
 	testwait.Eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
 		c := f.Records("s1")
 		return len(c) == 2 && strings.Contains(c[1].RequestURI, "v=2") && c[1].Sent > 0
 	})
 	before := s.LastSeq()
 	testwait.Eventually(t, 5*time.Second, "messages from the new URL", func() bool { return s.LastSeq() > before+5 })
+	testwait.Eventually(t, 2*time.Second, "the mailbox entry acked by a heartbeat", func() bool {
+		it, err := h.store.GetWorker(context.Background(), "w1")
+		return err == nil && len(it.Mailbox) == 0
+	})
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return f.Ended("s1") })
@@ -520,7 +633,7 @@ func TestRedact(t *testing.T) {
 func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", "ws://127.0.0.1:1/feed/s1?token=supersecret", nil)
-	held, err := h.keeper.Acquire(context.Background(), "s1")
+	held, err := h.keeper.Acquire(context.Background(), "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
