@@ -40,7 +40,7 @@ import (
 )
 
 // Terminal reasons a session ends with (besides the lease's own errors:
-// lease.ErrLeaseLost, ErrUntrusted, ErrStopped, ErrExpired, …).
+// lease.ErrLeaseLost, ErrUntrusted, ErrWorkerDead, ErrStopped, …).
 var (
 	// ErrShutdown: the worker is shutting down gracefully (close 1001,
 	// release, hand off).
@@ -369,7 +369,7 @@ func (s *Session) Tick(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	// A renew that brings a new generation signals Changed (buffered): a
+	// A mailbox re-read that brings a new generation signals Changed (buffered): a
 	// lock-free length check, then the comparison. A signal that arrives
 	// while no connection is attached stays pending until one is.
 	if len(s.held.Changed()) > 0 {
