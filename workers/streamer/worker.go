@@ -118,7 +118,6 @@ type Worker struct {
 	abandoned    atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
-	renewCount   atomic.Int64
 	ran          atomic.Bool
 	stats        runStats // cumulative counts for /stats
 	table        tableHealth
