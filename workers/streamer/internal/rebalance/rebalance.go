@@ -1,0 +1,165 @@
+// Package rebalance owns the fleet's fair-share arithmetic: from the alive
+// workers' load and capacity (their liveness records) it computes each
+// worker's fair share, weighted by capacity, and the directed moves that
+// bring every worker within tolerance of its share. It is a pure function
+// of one snapshot: every worker computes the same plan from the same
+// records, so shedders never pick the same receiver's slots twice, and no
+// session is moved towards a worker that is itself above its share. It
+// does no I/O and reads no clock.
+package rebalance
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Worker is one alive worker as its record shows it.
+type Worker struct {
+	ID       string
+	Load     int // sessions held
+	Capacity int // WSFLEET_MAX_SESSIONS
+	// Draining workers (shutting down) take nothing and count for no share:
+	// their sessions are handed off by their own shutdown.
+	Draining bool
+}
+
+// Settings bound a round.
+type Settings struct {
+	// Tolerance is the fraction of its share a worker may exceed it by
+	// (default 0.10), with at least MinSlack sessions (default 2).
+	Tolerance float64
+	MinSlack  int
+	// MaxMovesFraction bounds a worker's moves per round to this fraction
+	// of its load (default 0.10), at least 1.
+	MaxMovesFraction float64
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Tolerance <= 0 {
+		s.Tolerance = 0.10
+	}
+	if s.MinSlack <= 0 {
+		s.MinSlack = 2
+	}
+	if s.MaxMovesFraction <= 0 {
+		s.MaxMovesFraction = 0.10
+	}
+	return s
+}
+
+// Move is one directed hand-off: Count sessions from From to To.
+type Move struct {
+	From, To string
+	Count    int
+}
+
+// Plan is the outcome of one snapshot.
+type Plan struct {
+	// Share is each counted worker's fair share (sessions).
+	Share map[string]float64
+	// Imbalance is max(load ÷ share) over the counted workers (1 = even;
+	// 0 when nothing is held).
+	Imbalance float64
+	// Moves are the directed hand-offs of this round, by sender then receiver.
+	Moves []Move
+}
+
+// Shares computes the fair shares: the sessions held by all alive workers
+// (draining ones included: theirs must land somewhere) spread over the
+// workers that are not draining, in proportion to capacity (never above a
+// worker's capacity).
+func Shares(ws []Worker) map[string]float64 {
+	total := 0
+	var counted []Worker
+	for _, w := range ws {
+		total += w.Load
+		if !w.Draining && w.Capacity > 0 {
+			counted = append(counted, w)
+		}
+	}
+	capSum := 0
+	for _, w := range counted {
+		capSum += w.Capacity
+	}
+	// total ≤ capSum whenever the fleet is not overloaded, so no share
+	// exceeds its worker's capacity; when it is, the shares are capped.
+	share := make(map[string]float64, len(counted))
+	for _, w := range counted {
+		share[w.ID] = math.Min(float64(total)*float64(w.Capacity)/float64(capSum), float64(w.Capacity))
+	}
+	return share
+}
+
+// Compute plans one round for the whole fleet (each worker acts only on the
+// moves whose From is itself).
+func Compute(ws []Worker, s Settings) Plan {
+	s = s.withDefaults()
+	share := Shares(ws)
+	p := Plan{Share: share}
+	type gap struct {
+		id string
+		n  int
+	}
+	var senders, receivers []gap
+	for _, w := range ws {
+		sh, counted := share[w.ID]
+		if counted && sh > 0 {
+			p.Imbalance = math.Max(p.Imbalance, float64(w.Load)/sh)
+		}
+		if w.Draining {
+			continue // its shutdown hands everything off
+		}
+		slack := math.Max(s.Tolerance*sh, float64(s.MinSlack))
+		switch {
+		case float64(w.Load) > sh+slack:
+			// Shed down to the share (not just to the tolerance), so that a
+			// worker is not left at the edge to shed again next round; at
+			// most MaxMovesFraction of its load per round.
+			n := int(math.Ceil(float64(w.Load) - sh))
+			n = min(n, max(1, int(s.MaxMovesFraction*float64(w.Load))))
+			senders = append(senders, gap{w.ID, n})
+		case float64(w.Load) < sh:
+			// Receive up to the share, and never above capacity.
+			n := int(math.Floor(sh - float64(w.Load)))
+			n = min(n, w.Capacity-w.Load)
+			if n > 0 {
+				receivers = append(receivers, gap{w.ID, n})
+			}
+		}
+	}
+	// Largest gaps first, ids to break ties: every worker computes the same
+	// order from the same snapshot.
+	order := func(a, b gap) int {
+		if c := cmp.Compare(b.n, a.n); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	}
+	slices.SortFunc(senders, order)
+	slices.SortFunc(receivers, order)
+	r := 0
+	for _, snd := range senders {
+		for snd.n > 0 && r < len(receivers) {
+			k := min(snd.n, receivers[r].n)
+			p.Moves = append(p.Moves, Move{From: snd.id, To: receivers[r].id, Count: k})
+			snd.n -= k
+			receivers[r].n -= k
+			if receivers[r].n == 0 {
+				r++
+			}
+		}
+	}
+	return p
+}
+
+// MovesFrom are the moves of plan p that worker id makes.
+func (p Plan) MovesFrom(id string) []Move {
+	var out []Move
+	for _, m := range p.Moves {
+		if m.From == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+package rebalance
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+func loads(ws []Worker, p Plan) map[string]int {
+	out := map[string]int{}
+	for _, w := range ws {
+		out[w.ID] = w.Load
+	}
+	for _, m := range p.Moves {
+		out[m.From] -= m.Count
+		out[m.To] += m.Count
+	}
+	return out
+}
+
+func TestShares(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ws   []Worker
+		want map[string]float64
+	}{
+		{"even", []Worker{{"a", 600, 1000, false}, {"b", 600, 1000, false}, {"c", 0, 1000, false}, {"d", 0, 1000, false}},
+			map[string]float64{"a": 300, "b": 300, "c": 300, "d": 300}},
+		{"uneven capacities", []Worker{{"a", 900, 1000, false}, {"b", 0, 500, false}},
+			map[string]float64{"a": 600, "b": 300}},
+		{"one worker", []Worker{{"a", 10, 1000, false}}, map[string]float64{"a": 10}},
+		{"draining counts for load, not share", []Worker{{"a", 100, 1000, true}, {"b", 100, 1000, false}, {"c", 0, 1000, false}},
+			map[string]float64{"b": 100, "c": 100}},
+		{"an overloaded fleet: shares capped at capacity", []Worker{{"a", 1000, 1000, false}, {"b", 1000, 1000, true}, {"c", 0, 500, false}},
+			map[string]float64{"a": 1000, "c": 500}},
+	} {
+		got := Shares(c.ws)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: shares %v, want %v", c.name, got, c.want)
+			continue
+		}
+		for id, w := range c.want {
+			if math.Abs(got[id]-w) > 1e-9 {
+				t.Errorf("%s: share of %s %.2f, want %.2f", c.name, id, got[id], w)
+			}
+		}
+	}
+}
+
+func TestCompute(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ws    []Worker
+		moves string // the plan's moves
+	}{
+		{"balanced: nothing moves", []Worker{{"a", 500, 1000, false}, {"b", 510, 1000, false}}, "[]"},
+		{"within tolerance: nothing moves", []Worker{{"a", 540, 1000, false}, {"b", 460, 1000, false}}, "[]"},
+		{"two small counts within the 2-session slack", []Worker{{"a", 3, 1000, false}, {"b", 1, 1000, false}}, "[]"},
+		{"one worker", []Worker{{"a", 900, 1000, false}}, "[]"},
+		{"a new worker gets from both, 10 % of each per round",
+			[]Worker{{"a", 600, 1000, false}, {"b", 600, 1000, false}, {"c", 0, 1000, false}},
+			"[{a c 60} {b c 60}]"},
+		{"uneven capacities", []Worker{{"a", 900, 1000, false}, {"b", 0, 500, false}}, "[{a b 90}]"},
+		{"a draining worker neither sends nor receives", []Worker{{"a", 300, 1000, true}, {"b", 600, 1000, false}, {"c", 0, 1000, false}},
+			"[{b c 60}]"},
+	} {
+		p := Compute(c.ws, Settings{})
+		if got := fmt.Sprint(p.Moves); got != c.moves {
+			t.Errorf("%s: moves %s, want %s", c.name, got, c.moves)
+		}
+	}
+}
+
+// Repeated rounds converge: from 2 full workers and 2 new ones, every worker
+// is within tolerance of its share after a bounded number of rounds, the
+// number of sessions moved is close to the minimum (what the new workers
+// need), and no worker ever both sends and receives.
+func TestRoundsConvergeWithFewMoves(t *testing.T) {
+	ws := []Worker{{"a", 600, 1000, false}, {"b", 600, 1000, false}, {"c", 0, 1000, false}, {"d", 0, 1000, false}}
+	moved, rounds := 0, 0
+	for ; rounds < 50; rounds++ {
+		p := Compute(ws, Settings{})
+		if len(p.Moves) == 0 {
+			break
+		}
+		senders, receivers := map[string]bool{}, map[string]bool{}
+		for _, m := range p.Moves {
+			senders[m.From], receivers[m.To] = true, true
+			moved += m.Count
+		}
+		for id := range senders {
+			if receivers[id] {
+				t.Fatalf("round %d: %s both sends and receives", rounds, id)
+			}
+		}
+		l := loads(ws, p)
+		for i := range ws {
+			ws[i].Load = l[ws[i].ID]
+		}
+	}
+	share := Shares(ws)
+	for _, w := range ws {
+		if math.Abs(float64(w.Load)-share[w.ID]) > math.Max(0.1*share[w.ID], 2) {
+			t.Fatalf("after %d rounds %s holds %d, share %.0f", rounds, w.ID, w.Load, share[w.ID])
+		}
+	}
+	const minimum = 600 // c and d each need 300
+	if ratio := float64(moved) / minimum; ratio > 1.2 {
+		t.Fatalf("moved %d sessions for a minimum of %d (ratio %.2f)", moved, minimum, ratio)
+	}
+	if p := Compute(ws, Settings{}); p.Imbalance > 1.1 {
+		t.Fatalf("imbalance %.2f after convergence", p.Imbalance)
+	}
+	t.Logf("converged in %d rounds, %d sessions moved (minimum %d)", rounds, moved, minimum)
+}
