@@ -13,7 +13,7 @@ import (
 //	GET /healthz  200 while the worker runs or drains (the process is alive), 503 after it stopped
 //	GET /readyz   200 when running and the engines answer (the table: the worker's own last call; the work queue: its last receive), else 503; no request per probe
 //	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
-//	GET /stats    JSON: cumulative counts (messages, renewals, store requests by kind; see Stats)
+//	GET /stats    JSON: cumulative counts (messages, heartbeats, store requests by kind; see Stats)
 //	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
 func (w *Worker) AdminHandler() http.Handler {
 	mux := http.NewServeMux()

@@ -114,7 +114,7 @@ type Worker struct {
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	// abandoned: the shutdown deadline passed; every session still open is
-	// left to expire instead of released.
+	// left for the takeover instead of released.
 	abandoned    atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
@@ -320,7 +320,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case err != nil:
 		return err // the caller logs it (once)
 	case w.abandoned.Load():
-		w.log.Warn().Msg("worker stopped: leases left to expire")
+		w.log.Warn().Msg("worker stopped: sessions left for the takeover")
 	default:
 		w.log.Info().Msg("worker stopped")
 	}
@@ -533,7 +533,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	switch {
 	case w.abandoned.Load() || errors.Is(reason, session.ErrCrashed):
 		w.keeper.Abandon(h)
-		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (lease left to expire)")
+		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (left for the takeover)")
 		return
 	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased),
 		errors.Is(reason, lease.ErrWorkerDead):
@@ -551,7 +551,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	t0 := time.Now()
 	if err := sink.Flush(ctx, w.deps.Handler); err != nil {
 		w.keeper.Abandon(h)
-		log.Error().Err(err).Msg("sink flush: lease left to expire instead of released")
+		log.Error().Err(err).Msg("sink flush: session left for the takeover instead of released")
 		return
 	}
 	t1 := time.Now()
@@ -620,7 +620,7 @@ func (w *Worker) StopHint(ctx context.Context, id string) {
 	defer cancel()
 	it, err := w.store.Get(ctx, id)
 	if err != nil {
-		s.Logger().Warn().Err(err).Msg("stop notification: read session (the lease renewal will see it)")
+		s.Logger().Warn().Err(err).Msg("stop notification: read session (the mailbox or the audit will bring it)")
 		return
 	}
 	if it.DesiredState == schema.StateStopped {

@@ -12,12 +12,13 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 )
 
-// EnvTestClockOffset shifts the worker's lease clock (every wall-clock
-// reading the lease protocol makes: acquire, renew and reconcile
-// conditions) by a signed duration, e.g. "400ms" or "-250ms". Only the
-// chaos build (-tags chaos) reads it: the chaos harness (scripts/chaos)
-// uses it to play a worker whose clock is off by up to the configured max
-// skew. The shipped binary refuses it as an unknown variable.
+// EnvTestClockOffset shifts the worker's clock (every wall-clock reading
+// the worker makes: heartbeat and record times) by a signed duration, e.g.
+// "400ms" or "-250ms". The ownership rules use only durations measured on
+// it (the trust deadline, a watched counter's age), so an offset of any
+// size must leave them safe: the chaos harness (scripts/chaos) plays such a
+// worker to show it. Only the chaos build (-tags chaos) reads it; the
+// shipped binary refuses it as an unknown variable.
 const EnvTestClockOffset = "WSFLEET_TEST_CLOCK_OFFSET"
 
 // chaosEnv are the variables only this build reads.
