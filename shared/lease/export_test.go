@@ -13,7 +13,7 @@ func (k *Keeper) HeartbeatNow(ctx context.Context) {
 }
 
 func (k *Keeper) TickNow(ctx context.Context) error {
-	err := k.tick(ctx)
+	err := k.tick(ctx, true)
 	k.wg.Wait()
 	return err
 }

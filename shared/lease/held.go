@@ -211,6 +211,14 @@ func (h *Held) SetItem(it Item) {
 	h.item = it
 }
 
+// checkpointMaybeDue is checkpointDue without marking anything (the scan
+// under the Keeper's lock).
+func (h *Held) checkpointMaybeDue(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended == nil && !h.ckptBusy && !now.Before(h.nextCkpt) && h.lastSeq > h.stored
+}
+
 // checkpointDue reports whether a periodic checkpoint should be sent now,
 // and marks it in flight.
 func (h *Held) checkpointDue(now time.Time) (int64, bool) {

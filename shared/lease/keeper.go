@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -59,6 +60,10 @@ type Keeper struct {
 	sem chan struct{}
 	wg  sync.WaitGroup
 
+	// trust is what Valid reads on every delivery, published after every
+	// change of live (no lock on the hot path).
+	trust atomic.Pointer[trustState]
+
 	lmu      sync.Mutex // guards the fields below; a leaf lock
 	live     liveness
 	epoch    int64
@@ -79,6 +84,17 @@ type Keeper struct {
 	aliveSeen map[string]time.Time
 }
 
+// trustState is a published copy of the liveness verdict.
+type trustState struct {
+	valid bool // registered and not ended
+	until time.Time
+}
+
+// publishLocked publishes live's verdict; the caller holds lmu.
+func (k *Keeper) publishLocked() {
+	k.trust.Store(&trustState{valid: k.live.registered && k.live.ended == nil, until: k.live.trustedUntil})
+}
+
 // NewKeeper returns a Keeper; obs and report may be nil.
 func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Report) (*Keeper, error) {
 	if err := cfg.Validate(); err != nil {
@@ -97,6 +113,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		aliveSeen: map[string]time.Time{},
 	}
 	k.live = liveness{ttl: cfg.TTL, margin: cfg.SafetyMargin}
+	k.publishLocked()
 	return k, nil
 }
 
@@ -130,6 +147,7 @@ func (k *Keeper) Register(ctx context.Context) error {
 	k.lmu.Lock()
 	k.epoch, k.nextSeq, k.record = 1, 1, rec
 	k.live.succeeded(sentAt)
+	k.publishLocked()
 	k.lmu.Unlock()
 	return nil
 }
@@ -138,9 +156,8 @@ func (k *Keeper) Register(ctx context.Context) error {
 func (k *Keeper) Trusted() bool { return k.trusted(k.clk.Now()) }
 
 func (k *Keeper) trusted(now time.Time) bool {
-	k.lmu.Lock()
-	defer k.lmu.Unlock()
-	return k.live.valid(now)
+	t := k.trust.Load()
+	return t.valid && now.Before(t.until)
 }
 
 // TrustedUntil is the worker's current monotonic trust deadline.
@@ -192,6 +209,8 @@ func (k *Keeper) Run(ctx context.Context) error {
 	defer k.wg.Wait()
 	nextHB := k.clk.Now().Add(k.cfg.HeartbeatEvery)
 	nextWatch := k.clk.Now().Add(k.cfg.WatchEvery())
+	nextRefresh := k.clk.Now()
+	nextScan := k.clk.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,7 +226,15 @@ func (k *Keeper) Run(ctx context.Context) error {
 			nextWatch = now.Add(k.cfg.WatchEvery())
 			k.wg.Go(func() { k.watchPass(ctx) })
 		}
-		if err := k.tick(ctx); err != nil {
+		if !now.Before(nextRefresh) {
+			nextRefresh = now.Add(k.cfg.RefreshEvery)
+			k.wg.Go(func() { _ = k.refreshWorkers(ctx) }) // a failed listing keeps the last one
+		}
+		scan := !now.Before(nextScan)
+		if scan {
+			nextScan = now.Add(checkpointScanEvery)
+		}
+		if err := k.tick(ctx, scan); err != nil {
 			return err
 		}
 	}
@@ -247,6 +274,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	switch {
 	case err == nil:
 		k.live.succeeded(sentAt)
+		k.publishLocked()
 		k.record = rec
 		// Acks sent are applied; drop them.
 		k.acks = k.acks[len(acks):]
@@ -261,6 +289,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 		}
 	case errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound):
 		k.live.end(fmt.Errorf("heartbeat: %w", err))
+		k.publishLocked()
 	}
 	k.lmu.Unlock()
 	if len(fresh) > 0 {
@@ -268,10 +297,15 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	}
 }
 
-// tick ends every tenure once the worker is no longer trusted and starts
-// due checkpoints; it returns the liveness error once the worker was
-// declared dead and its tenures ended.
-func (k *Keeper) tick(ctx context.Context) error {
+// checkpointScanEvery is how often the Keeper looks for due checkpoints
+// (the shortest checkpoint interval is 1 s); the trust deadline is checked
+// every Tick.
+const checkpointScanEvery = 250 * time.Millisecond
+
+// tick ends every tenure once the worker is no longer trusted and, when
+// scan, starts due checkpoints; it returns the liveness error once the
+// worker was declared dead and its tenures ended.
+func (k *Keeper) tick(ctx context.Context, scan bool) error {
 	now := k.clk.Now()
 	k.lmu.Lock()
 	valid, ended := k.live.valid(now), k.live.ended
@@ -287,7 +321,18 @@ func (k *Keeper) tick(ctx context.Context) error {
 		}
 		return nil
 	}
-	for _, h := range k.Held() {
+	if !scan {
+		return nil
+	}
+	k.mu.Lock()
+	var due []*Held
+	for _, h := range k.held {
+		if h.checkpointMaybeDue(now) {
+			due = append(due, h)
+		}
+	}
+	k.mu.Unlock()
+	for _, h := range due {
 		seq, due := h.checkpointDue(now)
 		if !due {
 			continue
@@ -550,6 +595,7 @@ func (k *Keeper) Leave(ctx context.Context, owning bool) error {
 	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
 	k.lmu.Lock()
 	k.live.end(errLeft)
+	k.publishLocked()
 	k.lmu.Unlock()
 	k.endAll(errLeft)
 	if err != nil {
@@ -560,13 +606,8 @@ func (k *Keeper) Leave(ctx context.Context, owning bool) error {
 
 // Orphans lists sessions this worker may try to acquire, up to limit:
 // STARTED sessions without owner, then the sessions of workers that died or
-// left (a GONE record). A GONE worker that owns none is moved to DONE. It
-// also refreshes the list of alive workers and the ones this worker
-// watches.
+// left (a GONE record). A GONE worker that owns none is moved to DONE.
 func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
-	if err := k.refreshWorkers(ctx); err != nil {
-		return nil, err
-	}
 	var out []Candidate
 	ids, err := k.store.Unowned(ctx, limit)
 	if err != nil {
@@ -632,7 +673,10 @@ func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
 	return owned, nil
 }
 
-// refreshWorkers lists the alive workers and recomputes the watch targets.
+// RefreshWorkers lists the alive workers and recomputes the watch targets
+// (Run does it every RefreshEvery).
+func (k *Keeper) RefreshWorkers(ctx context.Context) error { return k.refreshWorkers(ctx) }
+
 func (k *Keeper) refreshWorkers(ctx context.Context) error {
 	alive, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
 	if err != nil {

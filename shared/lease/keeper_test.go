@@ -117,7 +117,7 @@ func (r *rig) step(d time.Duration, live []*lease.Keeper, watchers []*lease.Keep
 func (r *rig) refresh(ks ...*lease.Keeper) {
 	r.t.Helper()
 	for _, k := range ks {
-		if _, err := k.Orphans(r.ctx, 100); err != nil {
+		if err := k.RefreshWorkers(r.ctx); err != nil {
 			r.t.Fatal(err)
 		}
 	}

@@ -259,6 +259,9 @@ type Config struct {
 	Tick time.Duration
 	// Watchers is how many workers watch each worker (rendezvous hashing).
 	Watchers int
+	// RefreshEvery is how often the Keeper lists the alive workers (the
+	// watch targets and the AliveWorkers count).
+	RefreshEvery time.Duration
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -275,6 +278,7 @@ func DefaultConfig(owner string) Config {
 		MaxConcurrentWrites: 64,
 		Tick:                50 * time.Millisecond,
 		Watchers:            2,
+		RefreshEvery:        5 * time.Second,
 	}
 }
 
@@ -290,8 +294,8 @@ func (c Config) Validate() error {
 	if c.Owner == "" {
 		bad("owner is empty")
 	}
-	if c.TTL <= 0 || c.HeartbeatEvery <= 0 || c.CheckpointEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0 {
-		bad("TTL, HeartbeatEvery, CheckpointEvery, RPCTimeout, RetryEvery and Tick must be positive")
+	if c.TTL <= 0 || c.HeartbeatEvery <= 0 || c.CheckpointEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0 || c.RefreshEvery <= 0 {
+		bad("TTL, HeartbeatEvery, CheckpointEvery, RPCTimeout, RetryEvery, Tick and RefreshEvery must be positive")
 	}
 	if c.SafetyMargin <= c.Tick {
 		bad("SafetyMargin %s must exceed Tick %s", c.SafetyMargin, c.Tick)
