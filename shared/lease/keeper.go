@@ -720,6 +720,14 @@ func (k *Keeper) watchPass(ctx context.Context) {
 			continue
 		}
 		if err != nil {
+			// The wait counts only reads that answered: after an outage
+			// that also stopped t's heartbeats, the first answer starts a
+			// new wait instead of finding t's counter "still" unmoved.
+			k.lmu.Lock()
+			if w, ok := k.watching[t]; ok {
+				*w = watch{}
+			}
+			k.lmu.Unlock()
 			continue
 		}
 		k.lmu.Lock()

@@ -530,3 +530,40 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// A table outage longer than the TTL stops every heartbeat and every
+// watcher's reads alike; when it ends, a watcher's wait starts again from
+// its first answered read, so the workers that heartbeat again are not
+// declared dead (they had fenced themselves; nobody is lost for nothing).
+func TestOutageLongerThanTheTTLDeclaresNobodyDead(t *testing.T) {
+	r := newRig(t)
+	a, _ := r.keeper("wa")
+	b, bobs := r.keeper("wb")
+	r.refresh(a, b)
+	cfg := a.Config()
+	for range 4 {
+		r.step(cfg.WatchEvery(), []*lease.Keeper{a, b}, []*lease.Keeper{a, b})
+	}
+	r.store.SetFail(func(string) (error, bool) { return errUnreachable, false })
+	for range int(2 * cfg.TTL / cfg.WatchEvery()) {
+		r.step(cfg.WatchEvery(), []*lease.Keeper{a, b}, []*lease.Keeper{a, b})
+	}
+	if a.Trusted() || b.Trusted() {
+		t.Fatal("a worker trusts its sessions after an outage longer than its TTL")
+	}
+	r.store.SetFail(nil)
+	// The watchers may read before the first heartbeats after the outage.
+	for range 8 {
+		r.clk.Advance(cfg.WatchEvery())
+		a.WatchNow(r.ctx)
+		b.WatchNow(r.ctx)
+		a.HeartbeatNow(r.ctx)
+		b.HeartbeatNow(r.ctx)
+	}
+	if n := bobs.diedCount(); n != 0 {
+		t.Fatalf("%d workers declared dead after the outage", n)
+	}
+	if !a.Trusted() || !b.Trusted() {
+		t.Fatal("the workers do not trust themselves again after the outage")
+	}
+}
