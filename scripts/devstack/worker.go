@@ -145,9 +145,9 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		}
 	}
 	dur(schema.EnvLeaseTTL, ws.LeaseTTL)
-	dur(schema.EnvRenewEvery, ws.RenewEvery)
+	dur(schema.EnvHeartbeatEvery, ws.HeartbeatEvery)
+	dur(schema.EnvCheckpointEvery, ws.CheckpointEvery)
 	dur(schema.EnvReconcileEvery, ws.ReconcileEvery)
-	dur(schema.EnvMaxSkew, ws.MaxSkew)
 	dur(schema.EnvSafetyMargin, ws.SafetyMargin)
 	dur(schema.EnvShutdownDeadline, ws.ShutdownDeadline)
 	dur("WSFLEET_QUEUE_WAIT", ws.QueueWait)
