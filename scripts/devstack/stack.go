@@ -85,6 +85,10 @@ type Config struct {
 	Dir      string // state folder: data/ and logs/ (default Root/.dev)
 	Bin      Binaries
 	InMemory bool // dynalite without --path (tests); otherwise on disk under Dir/data
+	// DynamoProxies puts a faultnet proxy between each worker slot and
+	// DynamoDB (Worker.DynamoProxy): freezing it cuts that worker off from
+	// the table while it still reaches its sources (the chaos partition).
+	DynamoProxies bool
 	Ports    Ports
 	Workers  int
 	Table    string
@@ -507,6 +511,11 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.log.Info().Msg("workers stopped")
+	for _, w := range s.Workers() {
+		if w.DynamoProxy != nil {
+			w.DynamoProxy.Close()
+		}
+	}
 	for _, p := range []*proc.Proc{s.Ingest, s.Feed} {
 		if p != nil {
 			if err := p.Stop(5 * time.Second); err != nil {
