@@ -79,7 +79,7 @@ const (
 	KindChurn       = "churn"
 	KindClockOffset = "clock-offset"
 	KindPartition   = "dynamodb-partition" // one worker reaches its sources but not DynamoDB
-	KindPolicy      = "feed-policy" // not a fault: the source's policy switch
+	KindPolicy      = "feed-policy"        // not a fault: the source's policy switch
 )
 
 // AllKinds are the fault kinds, in the order the report lists them.

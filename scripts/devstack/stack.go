@@ -89,10 +89,10 @@ type Config struct {
 	// DynamoDB (Worker.DynamoProxy): freezing it cuts that worker off from
 	// the table while it still reaches its sources (the chaos partition).
 	DynamoProxies bool
-	Ports    Ports
-	Workers  int
-	Table    string
-	Queue    string // work queue name (its DLQ is Queue+"-dlq")
+	Ports         Ports
+	Workers       int
+	Table         string
+	Queue         string // work queue name (its DLQ is Queue+"-dlq")
 
 	Worker WorkerSettings
 
