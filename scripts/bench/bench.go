@@ -37,6 +37,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Mode is the run's size.
@@ -78,8 +80,10 @@ type CapRun struct {
 	Env map[string]string `json:"env,omitempty"`
 }
 
-// EnvMaxRenews is the worker's renewals-in-flight bound (default 64).
-const EnvMaxRenews = "WSFLEET_MAX_CONCURRENT_RENEWS"
+// EnvMaxRenews is the worker's writes-in-flight bound (checkpoints; default
+// 64). The name is kept for the bench's settings; the variable is
+// WSFLEET_MAX_CONCURRENT_WRITES since issue 13.
+const EnvMaxRenews = schema.EnvMaxConcurrentWrites
 
 // Renewal concurrency of the runs. The capacity runs use 64, the lease
 // package's floor and less than the worker's default at these sizes

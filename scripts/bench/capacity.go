@@ -355,7 +355,7 @@ func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
 	}
 	res.Goroutines = w.s1.Goroutines
 	res.Reconnects = w.s1.Messages["reconnects"] - w.s0.Messages["reconnects"]
-	res.RenewsPerSec = float64(w.s1.RenewsOK-w.s0.RenewsOK) / w.seconds
-	res.NeededPerSec = float64(res.Held) / DefaultRenewEvery.Seconds()
+	res.RenewsPerSec = float64(w.s1.HeartbeatsOK-w.s0.HeartbeatsOK) / w.seconds // one heartbeat per worker since issue 13
+	res.NeededPerSec = 1 / DefaultHeartbeatEvery.Seconds()
 	res.LeaseLost = w.s1.LeaseLost - w.s0.LeaseLost
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/shared/feed"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Handover kinds (HandoverResult.Kind).
@@ -101,7 +103,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	if res.Kind == kindTerm {
 		res.FeedRate = r.sz.HandoffFeedRate
 	}
-	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultMaxSkew).Milliseconds())
+	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultHeartbeatEvery/2).Milliseconds()) // TTL + one watch interval since issue 13
 	res.TTLPlusRecMs = float64((DefaultTTL + DefaultReconcile).Milliseconds())
 	res.ClaimRateLimit = DefaultClaimRate
 	signal := "SIGKILL (kill -9)"
@@ -187,7 +189,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 	cfg := chaos.DefaultConfig()
 	w := &cfg.Stack.Worker
 	cfg.Stack.FeedRate = res.FeedRate
-	w.LeaseTTL, w.RenewEvery, w.ReconcileEvery, w.MaxSkew = DefaultTTL, DefaultRenewEvery, DefaultReconcile, DefaultMaxSkew
+	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
 	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
 	res.Lost, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
 	res.MaxConcurrent = min(1, j.Totals.Connections)
@@ -215,8 +217,10 @@ type roundData struct {
 	at     time.Time // the signal
 	ids    []string
 	moved  map[string]sinkObs // first delivery by another worker after the signal
-	// expiry is each lease's lease_expires_at_ms read after a kill (wall ms).
-	expiry map[string]int64
+	// deadAtMs is when a watcher declared the killed victim dead (its
+	// record's ended_at_ms, wall ms; 0: not read): its sessions became
+	// takeable then.
+	deadAtMs int64
 	// claimMs are the survivors' own ClaimLatencyMs samples (EMF, in their
 	// logs): start notification sent → the new connection open.
 	claimMs []float64
@@ -224,15 +228,14 @@ type roundData struct {
 	releaseMs, publishMs []float64
 }
 
-// takeover splits a crash round's gaps at the instant each lease became
-// takeable (expiry + max skew).
+// takeover splits a crash round's gaps at the instant the sessions became
+// takeable (the victim declared dead).
 func (rd roundData) takeover() (toTakeable, toFirst []time.Duration) {
-	for id, o := range rd.moved {
-		e, ok := rd.expiry[id]
-		if !ok || e <= 0 {
-			continue
-		}
-		takeable := time.UnixMilli(e).Add(DefaultMaxSkew)
+	if rd.deadAtMs <= 0 {
+		return nil, nil
+	}
+	for _, o := range rd.moved {
+		takeable := time.UnixMilli(rd.deadAtMs)
 		toTakeable = append(toTakeable, takeable.Sub(rd.at.Round(0)))
 		toFirst = append(toFirst, o.At.Round(0).Sub(takeable))
 	}
@@ -342,30 +345,20 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		return rd, nil, err
 	}
 	rd.at = t
-	if kind == kindKill {
-		// The victim's last renewals are final now (a request in flight at
-		// the kill lands within milliseconds): read every lease's expiry.
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return rd, nil, err
-		}
-		rd.expiry = map[string]int64{}
-		for _, id := range ids {
-			it, err := ls.store.Get(ctx, id)
-			if err != nil {
-				return rd, nil, fmt.Errorf("read lease %s: %w", id, err)
-			}
-			if it.Owner == victim.ID {
-				rd.expiry[id] = it.ExpiresAtMs
-			}
-		}
-	}
 	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
 	timeout := 30 * time.Second
 	if kind == kindKill {
-		timeout = DefaultTTL + DefaultMaxSkew + 20*time.Second
+		timeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
 	}
 	if rd.moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
 		return rd, nil, err
+	}
+	if kind == kindKill {
+		// A watcher declared the victim dead before taking its sessions
+		// over: its record says when (ended_at_ms).
+		if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
+			rd.deadAtMs = rec.EndedAtMs
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	err = victim.Proc.Wait(wctx)

@@ -288,8 +288,8 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		p("Evidence violations: %s\n\n", strings.Join(h.Violations, "; "))
 	}
 	if h.Kind == "kill-9" {
-		p("What bounds it: a crashed owner's lease expires TTL after its last successful renew was sent, and another worker may take it max skew (%s) later; each reconciler lists leases expiring within its look-ahead and schedules an acquire for exactly that instant. ", ms(float64(DefaultMaxSkew.Milliseconds())))
-		p("So the gap is (kill → takeable), between TTL + skew − one renew interval (3.33 s ± 10 %%) and TTL + skew = %s depending on when the last renew went out before the kill, plus the takeover path (claim admission, acquire, dial, backlog replay). ", ms(h.TTLPlusSkewMs))
+		p("What bounds it: a crashed worker's heartbeat counter stops; each of its watchers declares it dead once the counter stood still for the TTL on the watcher's own clock (reads every %s), then takes its sessions over (acquire conditional on the dead owner's epoch) and announces the rest on the queue. ", ms(float64((DefaultHeartbeatEvery / 2).Milliseconds())))
+		p("So the gap is (kill → declared dead), between TTL − one heartbeat interval and TTL + one watch interval = %s depending on when the last heartbeat went out before the kill, plus the takeover path (claim admission, acquire, dial, backlog replay). ", ms(h.TTLPlusSkewMs))
 		if h.TakeableToFirst.N > 0 {
 			p("Measured: kill → takeable p99 %s (max %s), takeable → first message p50 %s, p99 %s, max %s. ", ms(h.KillToTakeable.P99), ms(h.KillToTakeable.Max), ms(h.TakeableToFirst.P50), ms(h.TakeableToFirst.P99), ms(h.TakeableToFirst.Max))
 			p("The worst case (a renew just before the kill) is TTL + skew + the takeover path ≈ %s, against the goal TTL + 1 s = %s; ", ms(h.TTLPlusSkewMs+h.TakeableToFirst.P99), ms(h.GoalP99Ms))

@@ -2,10 +2,12 @@
 // chaos`). It runs the local stack (package devstack) with N worker processes
 // and M sessions on the demo feed, injects faults on a schedule drawn from a
 // seed (plan.go): kill -9 of a worker, a SIGSTOP'd zombie woken after more
-// than the lease TTL, a SIGTERM rolling restart of every worker, DynamoDB
-// down for 2 × TTL, SQS down, the source dropping and refusing connections,
-// start / stop / re-start churn through the API and a worker whose clock is
-// off by up to the max skew. Then it judges the run (check.go) only from
+// than the liveness TTL, a SIGTERM rolling restart of every worker, DynamoDB
+// down for 2 × TTL, one worker cut off from DynamoDB (not from its sources)
+// for more than the TTL, SQS down, the source dropping and refusing
+// connections, start / stop / re-start churn through the API and a worker
+// whose wall clock is off by seconds (the protocol reads no wall clock to
+// decide anything). Then it judges the run (check.go) only from
 // evidence the workers do not produce about themselves: the feed's
 // connection records, the sink lines as the harness received them from each
 // worker's stdout (stamped with their arrival time), the harness's own log
@@ -47,6 +49,9 @@ type Config struct {
 	// ReconnectMax caps the workers' reconnect backoff (the source-refuse
 	// fault's recovery bound derives from it).
 	ReconnectMax time.Duration
+	// ClockOffsetMax bounds the clock-offset fault's offset (drawn in
+	// 0.6..1 × it, either sign).
+	ClockOffsetMax time.Duration
 	// Kinds restricts the schedule to these fault kinds (empty: all of
 	// them); for focusing on one behaviour, never for the reference run.
 	Kinds []string
@@ -73,16 +78,20 @@ const (
 	KindRefuse      = "source-refuse"
 	KindChurn       = "churn"
 	KindClockOffset = "clock-offset"
-	KindPolicy      = "feed-policy" // not a fault: the source's policy switch
+	KindPartition   = "dynamodb-partition" // one worker reaches its sources but not DynamoDB
+	KindPolicy      = "feed-policy"        // not a fault: the source's policy switch
 )
 
 // AllKinds are the fault kinds, in the order the report lists them.
-var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset}
+var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset}
 
-// DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions; lease
-// TTL 4 s, renew (and checkpoint) every 1 s, reconcile every 2 s, max skew
-// 250 ms, safety margin 1 s; the feed at 5 messages/s per session, pinging
-// its clients every 500 ms (a client silent for 750 ms is dropped).
+// DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions;
+// liveness TTL 4 s, heartbeat every 1 s (watchers read every 500 ms),
+// checkpoints every 2 s (when advanced), reconcile every 2 s, safety margin
+// 1 s, a clock offset of up to 2 s; the feed at 5 messages/s per session,
+// pinging its clients every 500 ms (a client silent for 750 ms is dropped).
+// Every worker slot reaches DynamoDB through its own proxy (the partition
+// fault freezes one).
 func DefaultConfig() Config {
 	sc := devstack.DefaultConfig()
 	sc.Ports = devstack.Ports{}
@@ -90,9 +99,10 @@ func DefaultConfig() Config {
 	sc.Workers = 4
 	sc.Queue = "wsfleet-chaos"
 	sc.Worker.LeaseTTL = 4 * time.Second
-	sc.Worker.RenewEvery = time.Second
+	sc.Worker.HeartbeatEvery = time.Second
+	sc.Worker.CheckpointEvery = 2 * time.Second
 	sc.Worker.ReconcileEvery = 2 * time.Second
-	sc.Worker.MaxSkew = 250 * time.Millisecond
+	sc.DynamoProxies = true
 	sc.Worker.SafetyMargin = time.Second
 	sc.Worker.ShutdownDeadline = 10 * time.Second
 	sc.Worker.QueueWait = time.Second
@@ -104,7 +114,7 @@ func DefaultConfig() Config {
 		Stack: sc, Plan: PlanSeeded, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
 		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
-		SwitchPolicy: true, ReconnectMax: 2 * time.Second,
+		SwitchPolicy: true, ReconnectMax: 2 * time.Second, ClockOffsetMax: 2 * time.Second,
 		Out: os.Stdout,
 	}
 }
@@ -148,14 +158,20 @@ func (c Config) Validate() error {
 	if c.GapMin <= 0 || c.GapMax < c.GapMin {
 		errs = append(errs, fmt.Errorf("gap %v..%v: want 0 < min <= max", c.GapMin, c.GapMax))
 	}
-	if w.LeaseTTL <= 0 || w.RenewEvery <= 0 || w.ReconcileEvery <= 0 || w.MaxSkew <= 0 || w.SafetyMargin <= 0 || w.ShutdownDeadline <= 0 {
-		errs = append(errs, errors.New("the harness states every lease timing: set TTL, renew, reconcile, max skew, safety margin and shutdown deadline"))
+	if w.LeaseTTL <= 0 || w.HeartbeatEvery <= 0 || w.CheckpointEvery <= 0 || w.ReconcileEvery <= 0 || w.SafetyMargin <= 0 || w.ShutdownDeadline <= 0 {
+		errs = append(errs, errors.New("the harness states every lease timing: set TTL, heartbeat, checkpoint, reconcile, safety margin and shutdown deadline"))
+	}
+	if c.ClockOffsetMax < 0 {
+		errs = append(errs, fmt.Errorf("clock offset max %v: want >= 0", c.ClockOffsetMax))
+	}
+	if !c.Stack.DynamoProxies && (len(c.Kinds) == 0 || slices.Contains(c.Kinds, KindPartition)) {
+		errs = append(errs, errors.New("the partition fault needs a DynamoDB proxy per worker (Stack.DynamoProxies)"))
 	}
 	if c.FeedPingEvery < 0 || (c.FeedPingEvery > 0 && c.FeedPingTimeout <= 0) {
 		errs = append(errs, errors.New("feed ping: every >= 0, and a timeout > 0 when pinging"))
 	}
 	if c.FeedPingEvery > 0 && c.FeedPingEvery+c.FeedPingTimeout >= w.LeaseTTL {
-		errs = append(errs, fmt.Errorf("feed ping every %v + timeout %v: want below the lease TTL %v (a zombie's socket must be gone before its lease can move)",
+		errs = append(errs, fmt.Errorf("feed ping every %v + timeout %v: want below the liveness TTL %v (a zombie's socket must be gone before its sessions can move)",
 			c.FeedPingEvery, c.FeedPingTimeout, w.LeaseTTL))
 	}
 	if c.ReconnectMax < 100*time.Millisecond {
@@ -193,10 +209,12 @@ type Settings struct {
 	SwitchPolicy    bool    `json:"switch_policy"`
 	FeedPingMs      int64   `json:"feed_ping_every_ms"`
 	FeedPingTimeout int64   `json:"feed_ping_timeout_ms"`
-	LeaseTTLMs      int64   `json:"lease_ttl_ms"`
-	RenewMs         int64   `json:"renew_every_ms"`
+	LeaseTTLMs      int64   `json:"lease_ttl_ms"` // the liveness TTL
+	HeartbeatMs     int64   `json:"heartbeat_every_ms"`
+	WatchMs         int64   `json:"watch_every_ms"` // watchers read the records they watch every heartbeat / 2
+	CheckpointMs    int64   `json:"checkpoint_every_ms"`
 	ReconcileMs     int64   `json:"reconcile_every_ms"`
-	MaxSkewMs       int64   `json:"max_skew_ms"`
+	ClockOffsetMax  int64   `json:"clock_offset_max_ms"`
 	SafetyMarginMs  int64   `json:"safety_margin_ms"`
 	ShutdownMs      int64   `json:"shutdown_deadline_ms"`
 	ReconnectMaxMs  int64   `json:"reconnect_max_ms"`
@@ -206,10 +224,18 @@ type Settings struct {
 // Bounds are the recovery and closing deadlines the checks apply, with the
 // margins they state.
 type Bounds struct {
-	// Crash: kill -9 or SIGSTOP → a newer tenure delivers:
-	// TTL + reconcile interval + CrashMargin.
+	// Crash: kill -9, SIGSTOP or a partition from DynamoDB → a newer tenure
+	// delivers: TTL (the heartbeat counter stood still that long on a
+	// watcher's clock) + one watch interval (the watcher's reads) +
+	// CrashMargin.
 	CrashMs       int64 `json:"crash_ms"`
-	CrashMarginMs int64 `json:"crash_margin_ms"` // 2 × max skew (the clock offset) + 1 s (claim, dial, first message)
+	CrashMarginMs int64 `json:"crash_margin_ms"` // 1 s: the declaring watcher's takeover (claim, dial, first message)
+	// Fence: no delivery under a tenure of a worker that cannot heartbeat
+	// later than FenceMs after it lost DynamoDB (its trust deadline, last
+	// successful heartbeat + TTL − safety margin, is earlier) + FenceSlack
+	// (the sink line's way to the harness).
+	FenceMs      int64 `json:"fence_ms"`
+	FenceSlackMs int64 `json:"fence_slack_ms"`
 	// Handoff: SIGTERM → another worker delivers: 1 s.
 	HandoffMs int64 `json:"handoff_ms"`
 	// Claim: start acknowledged → first delivery, also without SQS:
@@ -221,13 +247,15 @@ type Bounds struct {
 	// reconnect max + 1 s.
 	ReconnectMs int64 `json:"reconnect_ms"`
 	// Stop: stop acknowledged → the source's connection closed, no
-	// delivery after: renew interval × 1.1 (its jitter) + 500 ms (the
-	// renewal call and the close handshake).
+	// delivery after: one heartbeat interval (the owner reads its mailbox
+	// on its next heartbeat, whichever worker the SQS stop reaches) +
+	// 500 ms (the heartbeat call and the close handshake).
 	StopMs int64 `json:"stop_ms"`
 	// Replay: raw repeats one session may see across a crash or zombie
-	// (what was accepted since the last checkpoint): rate × (renew × 1.1 +
-	// 1 s) + 1; across a DynamoDB outage (nothing can be checkpointed while
-	// it lasts): rate × (TTL + 1 s) + 1.
+	// (what was accepted since the last checkpoint): rate × (checkpoint ×
+	// 1.1 + 1 s) + 1; across a DynamoDB outage or partition (nothing can be
+	// checkpointed until the worker fences itself): rate × (checkpoint ×
+	// 1.1 + TTL − margin + 1 s) + 1.
 	ReplayCrash  int64 `json:"replay_crash"`
 	ReplayOutage int64 `json:"replay_outage"`
 }
@@ -237,25 +265,29 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 // Settings derives the Settings of c: the bounds the checks apply.
 func (c Config) Settings() Settings {
 	w := c.Stack.Worker
-	crashMargin := 2*w.MaxSkew + time.Second
+	crashMargin := time.Second
+	watch := w.HeartbeatEvery / 2 // lease.Config.WatchEvery
+	ckpt := time.Duration(float64(w.CheckpointEvery) * 1.1)
 	claim := time.Duration(float64(w.ReconcileEvery)*1.2) + time.Second
 	rate := c.Stack.FeedRate
 	return Settings{
 		Seed: c.Seed, DurationMs: ms(c.Duration), Workers: c.Stack.Workers, Sessions: c.Sessions,
 		FeedRate: rate, FeedMode: string(c.Stack.FeedMode), SwitchPolicy: c.SwitchPolicy,
 		FeedPingMs: ms(c.FeedPingEvery), FeedPingTimeout: ms(c.FeedPingTimeout),
-		LeaseTTLMs: ms(w.LeaseTTL), RenewMs: ms(w.RenewEvery), ReconcileMs: ms(w.ReconcileEvery),
-		MaxSkewMs: ms(w.MaxSkew), SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
+		LeaseTTLMs: ms(w.LeaseTTL), HeartbeatMs: ms(w.HeartbeatEvery), WatchMs: ms(watch), CheckpointMs: ms(w.CheckpointEvery),
+		ReconcileMs: ms(w.ReconcileEvery), ClockOffsetMax: ms(c.ClockOffsetMax),
+		SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
 		ReconnectMaxMs: ms(c.ReconnectMax),
 		Bounds: Bounds{
-			CrashMs: ms(w.LeaseTTL + w.ReconcileEvery + crashMargin), CrashMarginMs: ms(crashMargin),
+			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
+			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: 500,
 			HandoffMs:    1000,
 			ClaimMs:      ms(claim),
 			OutageMs:     ms(claim),
 			ReconnectMs:  ms(c.ReconnectMax + time.Second),
-			StopMs:       ms(time.Duration(float64(w.RenewEvery)*1.1) + 500*time.Millisecond),
-			ReplayCrash:  int64(rate*(w.RenewEvery.Seconds()*1.1+1)) + 1,
-			ReplayOutage: int64(rate*(w.LeaseTTL.Seconds()+1)) + 1,
+			StopMs:       ms(w.HeartbeatEvery + 500*time.Millisecond),
+			ReplayCrash:  int64(rate*(ckpt.Seconds()+1)) + 1,
+			ReplayOutage: int64(rate*(ckpt.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1,
 		},
 	}
 }

@@ -34,16 +34,16 @@ var checkRules = []struct{ name, rule string }{
 	{CheckOneConn, "at every instant at most one open connection per session (the feed's records); no attempt refused because another was open"},
 	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
-	{CheckRepeats, "raw repeats only across a crash, a zombie or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a stop/re-start or an unexplained owner change"},
-	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a tenure after its lease expired (zombie woken, DynamoDB down)"},
-	{CheckCrash, "after kill -9 or SIGSTOP every session of the worker is delivered again by a newer tenure within TTL + reconcile interval + margin"},
+	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a stop/re-start or an unexplained owner change"},
+	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a worker that cannot heartbeat after its trust deadline (last heartbeat + TTL − safety margin: zombie, partition, DynamoDB down)"},
+	{CheckCrash, "after kill -9, SIGSTOP or a partition from DynamoDB every session of the worker is delivered again by a newer tenure within TTL + watch interval + margin; a zombie or partitioned worker learns it is DEAD at its next heartbeat and exits non-zero"},
 	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s"},
 	{CheckOutage, "after DynamoDB is back every session is delivered again by a new tenure within the claim bound"},
 	{CheckSource, "after the source drops a connection, or stops refusing, the session delivers again within the reconnect bound"},
 	{CheckClaim, "every start and re-start (SQS up or down) is delivered within the claim bound"},
-	{CheckStop, "a STOPPED session's connection closes within one renew interval (+ margin), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
-	{CheckEndOwners, "after the last fault: no lease held by a dead worker; every STARTED session held by a live worker"},
-	{CheckRelease, "after SIGTERM of every worker: every lease released (expiry 0), every worker exited 0, every final checkpoint equal to the highest seq delivered"},
+	{CheckStop, "a STOPPED session's connection closes within one heartbeat interval (+ margin; whichever worker the SQS stop reaches), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
+	{CheckEndOwners, "after the last fault: no session owned by a DEAD or LEFT worker (or one whose process ended); every STARTED session owned by an ALIVE worker that is running; every ended process's record DEAD or LEFT, every running one's ALIVE"},
+	{CheckRelease, "after SIGTERM of every worker: no session has an owner (lease_owner absent), every worker record LEFT (DEAD for those killed or declared dead), every worker exited 0, every final checkpoint (ckpt# item) equal to the highest seq delivered"},
 	{CheckSink, "every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received"},
 }
 
@@ -212,15 +212,16 @@ func (j *judge) hostCPUAround(t float64) float64 {
 }
 
 // OffsetResult shows that the skewed clock took part: the tenures its
-// workers acquired from expired leases (its clock decided when they were
-// takeable) and the tenures others took from it after its leases expired
-// (its clock had written their expiry).
+// workers took over from a worker that had stopped heartbeating (a crash,
+// a zombie, a partition or an outage) and the tenures others took over
+// from it. Nothing in the protocol reads a wall clock to decide: deaths are
+// judged by a heartbeat counter on the observer's monotonic clock.
 type OffsetResult struct {
-	OffsetMs     int64    `json:"offset_ms"`
-	Workers      []string `json:"workers"`
-	Tenures      int      `json:"tenures"`
-	FromExpired  int      `json:"acquired_from_expired"`
-	TakenExpired int      `json:"taken_after_expiry"`
+	OffsetMs  int64    `json:"offset_ms"`
+	Workers   []string `json:"workers"`
+	Tenures   int      `json:"tenures"`
+	TookOver  int      `json:"took_over"`
+	TakenOver int      `json:"taken_over"`
 }
 
 // Totals are the evidence's sizes.
@@ -259,8 +260,9 @@ type Result struct {
 	Transitions  []Transitions `json:"transitions"`
 	Overlaps     []Overlap     `json:"overlaps"`
 	Incarnations []Incarnation `json:"incarnations"`
-	// SelfFenceMs is, per DynamoDB outage, how long after it began the last
-	// delivery of a tenure that could no longer renew arrived.
+	// SelfFenceMs is, per DynamoDB outage or partition, how long after it
+	// began the last delivery of a tenure that could no longer heartbeat
+	// arrived.
 	SelfFenceMs []float64  `json:"self_fence_ms,omitempty"`
 	SinkFiles   []SinkFile `json:"sink_files"`
 	// HostCPU is the host's CPU pressure during the run (Linux PSI "some":
@@ -667,7 +669,7 @@ func (j *judge) lossAndGaps(v *sessionView) {
 // faultCause is what ended a tenure: the injected event nearest its last
 // delivery, among those that can end it.
 type cause struct {
-	kind  string // crash | zombie | handoff | stop | outage | unexplained
+	kind  string // crash | zombie | partition | handoff | stop | outage | unexplained
 	fault int
 	atNs  int64
 }
@@ -693,14 +695,14 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 	for _, f := range j.ev.Faults {
 		at := f.Start.UnixNano()
 		switch f.Kind {
-		case KindKill, KindZombie, KindRolling, KindClockOffset:
+		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset:
 			if f.Worker != prev.worker {
 				continue
 			}
-			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindRolling: "handoff", KindClockOffset: "handoff"}[f.Kind]
-			if f.Kind == KindZombie && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
-				// It delivered while paused or right after waking (the
-				// fencing check judges that): the pause still ended it.
+			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff"}[f.Kind]
+			if (f.Kind == KindZombie || f.Kind == KindPartition) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
+				// It delivered while paused or cut off, or right after (the
+				// fencing check judges that): the fault still ended it.
 				consider(k, f.N, prev.lastAt, 0)
 				continue
 			}
@@ -727,7 +729,7 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 func (j *judge) checkTransitions() {
 	by := map[string]*Transitions{}
 	gaps := map[string][]float64{}
-	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "outage": j.set.Bounds.ReplayOutage}
+	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "partition": j.set.Bounds.ReplayOutage, "outage": j.set.Bounds.ReplayOutage}
 	off := &j.res.ClockOffset
 	skewed := func(w string) bool { inc := j.inc[w]; return inc != nil && inc.OffsetMs != 0 }
 	for _, inc := range j.ev.Incarnations {
@@ -741,12 +743,12 @@ func (j *judge) checkTransitions() {
 		for i := 1; i < len(v.tenures); i++ {
 			prev, next := v.tenures[i-1], v.tenures[i]
 			c := j.causeOf(v, prev, next)
-			expired := c.kind == "crash" || c.kind == "zombie" || c.kind == "outage"
-			if expired && skewed(next.worker) {
-				off.FromExpired++
+			takeover := c.kind == "crash" || c.kind == "zombie" || c.kind == "partition" || c.kind == "outage"
+			if takeover && skewed(next.worker) {
+				off.TookOver++
 			}
-			if expired && skewed(prev.worker) {
-				off.TakenExpired++
+			if takeover && skewed(prev.worker) {
+				off.TakenOver++
 			}
 			tr := by[c.kind]
 			if tr == nil {
@@ -777,7 +779,7 @@ func (j *judge) checkTransitions() {
 		// out-of-order deliveries (checkDeliveries); a first tenure has no
 		// predecessor to blame.
 	}
-	for _, k := range []string{"crash", "zombie", "outage", "handoff", "stop", "unexplained"} {
+	for _, k := range []string{"crash", "zombie", "partition", "outage", "handoff", "stop", "unexplained"} {
 		if tr := by[k]; tr != nil {
 			s := StatsOf(gaps[k])
 			tr.GapP50, tr.GapMax = s.P50, s.Max
@@ -788,7 +790,7 @@ func (j *judge) checkTransitions() {
 
 func causeText(k string) string {
 	return map[string]string{
-		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
+		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "partition": "partition from DynamoDB", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
 		"stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
 	}[k]
 }
@@ -836,6 +838,9 @@ func (j *judge) checkFaults() {
 		switch f.Kind {
 		case KindKill, KindZombie:
 			fr.BoundMs, fr.RefNote = b.CrashMs, "the signal (kill -9 / SIGSTOP)"
+			j.workerFault(&fr, CheckCrash)
+		case KindPartition:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker cut off from DynamoDB"
 			j.workerFault(&fr, CheckCrash)
 		case KindRolling, KindClockOffset:
 			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM"
@@ -898,41 +903,66 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 	}
 	fr.Dark = StatsOf(dark)
-	if fr.Kind != KindZombie {
+	if fr.Kind != KindZombie && fr.Kind != KindPartition {
 		return
 	}
-	// A zombie wakes after more than the TTL: whatever it held then, its
-	// trust deadline has passed; it must not deliver under those tenures.
-	woke := fr.End.UnixNano()
+	// A zombie or a partitioned worker cannot heartbeat from the fault on:
+	// its trust deadline is at most FenceMs after it, and past that it must
+	// deliver nothing under any tenure (it cannot acquire a new one either).
+	fence := ref + (j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs)*int64(time.Millisecond)
+	var latest int64
 	for _, id := range j.ids {
 		v := j.sess[id]
-		for _, t := range v.tenures {
-			if t.worker != fr.Worker || t.firstAt > ref {
+		n := 0
+		var first int64
+		epochs := map[int64]bool{}
+		for _, d := range v.dels {
+			if d.Worker != fr.Worker || d.AtNs <= ref {
 				continue
 			}
-			n := 0
-			var first int64
-			for _, d := range v.dels {
-				if d.Worker == t.worker && d.Epoch == t.epoch && d.AtNs > woke {
-					if n == 0 {
-						first = d.AtNs
-					}
-					n++
+			latest = max(latest, d.AtNs-ref)
+			if d.AtNs > fence {
+				if n == 0 {
+					first = d.AtNs
 				}
-			}
-			if n > 0 {
-				j.violate(CheckFencing, id, first, "the zombie %s delivered %d message(s) under epoch %d after it woke (paused %.1f s, longer than the TTL)", fr.Worker, n, t.epoch, fr.End.Sub(fr.Start).Seconds())
+				n++
+				epochs[d.Epoch] = true
 			}
 		}
+		if n > 0 {
+			j.violate(CheckFencing, id, first, "%s %s delivered %d message(s) (epochs %v) after its trust deadline: more than %d ms after it could last heartbeat (TTL − margin + %d ms slack)",
+				fr.Kind, fr.Worker, n, sortedEpochs(epochs), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
+		}
+	}
+	if fr.Kind == KindPartition {
+		j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
+	}
+	// Once it can reach DynamoDB again (SIGCONT, the proxy thawed), its
+	// next heartbeat finds it DEAD: it must exit, non-zero.
+	switch inc := j.inc[fr.Worker]; {
+	case inc == nil:
+	case inc.End == "alive":
+		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s kept running after its watchers declared it dead (%s)", fr.Kind, fr.Worker, inc.Exit)
+	case inc.End == "dead" && inc.Exit == "0":
+		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s exited 0 after it was declared dead (want non-zero: the supervisor must see a failure)", fr.Kind, fr.Worker)
 	}
 }
 
-// outageFault measures DynamoDB down: every tenure must stop delivering
-// before its lease could have expired (it cannot renew), and every session
+func sortedEpochs(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// outageFault measures DynamoDB down: every tenure must stop delivering by
+// its worker's trust deadline (no heartbeat can succeed), and every session
 // is delivered again by a new tenure once the engine is back.
 func (j *judge) outageFault(fr *FaultResult) {
 	start, back := fr.Start.UnixNano(), fr.End.UnixNano()
-	ttl := j.set.LeaseTTLMs * int64(time.Millisecond)
+	fence := (j.set.Bounds.FenceMs + j.set.Bounds.FenceSlackMs) * int64(time.Millisecond)
 	deadline := back + fr.BoundMs*int64(time.Millisecond)
 	var latest int64
 	var dark []float64
@@ -954,7 +984,7 @@ func (j *judge) outageFault(fr *FaultResult) {
 			if d.Epoch <= last.Epoch {
 				oldLast = max(oldLast, d.AtNs)
 				latest = max(latest, d.AtNs-start)
-				if d.AtNs > start+ttl {
+				if d.AtNs > start+fence {
 					late++
 				}
 				continue
@@ -964,7 +994,7 @@ func (j *judge) outageFault(fr *FaultResult) {
 			}
 		}
 		if late > 0 {
-			j.violate(CheckFencing, id, start+ttl, "%d deliveries under epoch ≤ %d more than the lease TTL after DynamoDB went down (no renewal was possible)", late, last.Epoch)
+			j.violate(CheckFencing, id, start+fence, "%d deliveries under epoch ≤ %d after the trust deadline (more than TTL − margin + %d ms slack after DynamoDB went down: no heartbeat was possible)", late, last.Epoch, j.set.Bounds.FenceSlackMs)
 		}
 		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
 			fr.Excluded++
@@ -1149,44 +1179,58 @@ func (j *judge) checkStops() {
 	j.res.Stops = StatsOf(closed)
 }
 
-// checkTable reads the two snapshots of the sessions table.
+// checkTable reads the two snapshots of the sessions table: sessions with
+// their checkpoints, and worker records.
 func (j *judge) checkTable() {
-	live := func(owner string, at time.Time) (known, alive bool) {
-		inc := j.inc[owner]
+	running := func(id string, at time.Time) (known, up bool) {
+		inc := j.inc[id]
 		if inc == nil {
 			return false, false
 		}
 		return true, inc.Ended.IsZero() || inc.Ended.After(at)
 	}
 	s := j.ev.Settled
-	atMs := s.At.UnixMilli()
 	for _, r := range s.Rows {
 		v := j.view(r.Session)
-		held := r.ExpiresAtMs > atMs
-		known, alive := live(r.Owner, s.At)
-		if held && !alive {
-			what := "dead"
-			if !known {
-				what = "unknown"
-			}
-			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "lease held by the %s worker %q (epoch %d, expires in %d ms)", what, r.Owner, r.Epoch, r.ExpiresAtMs-atMs)
-		}
 		want := v.startedAt(s.At)
 		if (r.State == schema.StateStarted) != want {
 			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "the table says %s, the harness's last acknowledged request says otherwise", r.State)
 		}
-		if r.State == schema.StateStarted && !(held && alive) {
-			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "STARTED but not held by a live worker after the last fault (owner %q, expiry %+d ms)", r.Owner, r.ExpiresAtMs-atMs)
+		if r.Owner != "" {
+			rec, ok := s.worker(r.Owner)
+			known, up := running(r.Owner, s.At)
+			switch {
+			case !ok || !known:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by %q (epoch %d): no such worker record or process", r.Owner, r.Epoch)
+				continue
+			case rec.State != schema.WorkerAlive:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by the %s worker %q (epoch %d) after the last fault: nobody took it over", rec.State, r.Owner, r.Epoch)
+				continue
+			case !up:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by %q (epoch %d), whose process ended, yet its record says ALIVE", r.Owner, r.Epoch)
+				continue
+			}
+		}
+		if r.State == schema.StateStarted && !r.Failed && r.Owner == "" {
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "STARTED but owned by no worker after the last fault")
+		}
+	}
+	for _, w := range s.Workers {
+		known, up := running(w.ID, s.At)
+		switch {
+		case !known:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "a worker record %q (%s) no process of the run had", w.ID, w.State)
+		case up && w.State != schema.WorkerAlive:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "%s is running but its record says %s (declared by %q)", w.ID, w.State, w.DeclaredBy)
+		case !up && w.State == schema.WorkerAlive:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "%s ended (%s) but its record still says ALIVE after the last fault: nobody declared it dead", w.ID, j.inc[w.ID].End)
 		}
 	}
 	f := j.ev.Final
-	atMs = f.At.UnixMilli()
 	for _, r := range f.Rows {
 		v := j.view(r.Session)
-		if r.ExpiresAtMs > atMs {
-			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "lease still held by %q after every worker stopped (expires in %d ms)", r.Owner, r.ExpiresAtMs-atMs)
-		} else if r.State == schema.StateStarted && r.ExpiresAtMs != 0 {
-			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "lease of %q not released by the graceful shutdown (left to expire at %+d ms)", r.Owner, r.ExpiresAtMs-atMs)
+		if r.Owner != "" {
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "still owned by %q (epoch %d) after every worker stopped gracefully (want lease_owner absent)", r.Owner, r.Epoch)
 		}
 		if len(v.seen) == 0 {
 			continue
@@ -1203,6 +1247,18 @@ func (j *judge) checkTable() {
 		}
 	}
 	for _, inc := range j.ev.Incarnations {
+		rec, ok := f.worker(inc.ID)
+		want := schema.WorkerLeft
+		if inc.End == "kill-9" || inc.End == "dead" || inc.End == "alive" || inc.End == "exited" {
+			want = schema.WorkerDead
+		}
+		if !ok || rec.State != want {
+			got := "no record"
+			if ok {
+				got = rec.State
+			}
+			j.violate(CheckRelease, "", f.At.UnixNano(), "%s (%s) ended with its record %s, want %s", inc.ID, inc.End, got, want)
+		}
 		switch inc.End {
 		case "sigterm", "shutdown":
 			if inc.Exit != "0" {
@@ -1320,11 +1376,11 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("%d raw repeats in all; ", t.Repeats) + strings.Join(parts, "; ")
 	case CheckFencing:
 		s := StatsOf(j.res.SelfFenceMs)
-		return fmt.Sprintf("last delivery of a tenure that could not renew: max %.0f ms after DynamoDB went down (trust deadline TTL − margin = %d ms, lease expiry TTL = %d ms)",
-			s.Max, j.set.LeaseTTLMs-j.set.SafetyMarginMs, j.set.LeaseTTLMs)
+		return fmt.Sprintf("last delivery of a worker that could not heartbeat: max %.0f ms after it lost DynamoDB (outages and partitions; trust deadline ≤ TTL − margin = %d ms, + %d ms slack; TTL = %d ms)",
+			s.Max, b.FenceMs, b.FenceSlackMs, j.set.LeaseTTLMs)
 	case CheckCrash:
-		return fmt.Sprintf("kill-9 %s; zombie %s; bound %d ms (TTL %d + reconcile %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
-			b.CrashMs, j.set.LeaseTTLMs, j.set.ReconcileMs, b.CrashMarginMs)
+		return fmt.Sprintf("kill-9 %s; zombie %s; partition %s; bound %d ms (TTL %d + watch %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
+			fmtStats(j.kind(KindPartition).Recovery), b.CrashMs, j.set.LeaseTTLMs, j.set.WatchMs, b.CrashMarginMs)
 	case CheckHandoff:
 		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
 	case CheckOutage:
@@ -1336,9 +1392,9 @@ func (j *judge) figures(check string) string {
 	case CheckStop:
 		return fmt.Sprintf("%d stop(s) held to the bound; connection closed %s after the ack; bound %d ms", j.res.StopsChecked, fmtStats(j.res.Stops), b.StopMs)
 	case CheckEndOwners:
-		return fmt.Sprintf("%d items read %.1f s after the run started", len(j.ev.Settled.Rows), j.sec(j.ev.Settled.At.UnixNano()))
+		return fmt.Sprintf("%d sessions and %d worker records read %.1f s after the run started", len(j.ev.Settled.Rows), len(j.ev.Settled.Workers), j.sec(j.ev.Settled.At.UnixNano()))
 	case CheckRelease:
-		return fmt.Sprintf("%d items read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), t.Incarnations)
+		return fmt.Sprintf("%d sessions and %d worker records read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), len(j.ev.Final.Workers), t.Incarnations)
 	case CheckSink:
 		return fmt.Sprintf("%d records received, %d unparsable stdout lines, %d lines cut short by a kill (not delivered)", t.Deliveries, j.ev.BadLines, t.Truncated)
 	}

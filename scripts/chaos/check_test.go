@@ -71,18 +71,35 @@ func newScenario() *scenario {
 	}
 	ev.Faults = []Fault{{N: 1, Kind: KindKill, Start: at(11.0), End: at(11.0), Worker: "worker-1", NewWorker: "worker-1.r2"}}
 	ev.Settled = Snapshot{At: at(29.5), Rows: []Row{
-		{Session: "a", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: at(32).UnixMilli(), Epoch: 2, LastSeq: p64(110)},
-		{Session: "b", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: at(32).UnixMilli(), Epoch: 1, LastSeq: p64(135)},
+		{Session: "a", State: schema.StateStarted, Owner: "worker-2", Epoch: 2, LastSeq: p64(110)},
+		{Session: "b", State: schema.StateStarted, Owner: "worker-2", Epoch: 1, LastSeq: p64(135)},
+	}, Workers: []WorkerRow{
+		{ID: "worker-1", State: schema.WorkerDead, Epoch: 2, List: schema.WorkerListDone, DeclaredBy: "worker-2"},
+		{ID: "worker-1.r2", State: schema.WorkerAlive, Epoch: 1, List: schema.WorkerListAlive},
+		{ID: "worker-2", State: schema.WorkerAlive, Epoch: 1, List: schema.WorkerListAlive},
 	}}
 	ev.Final = Snapshot{At: at(30.5), Rows: []Row{
-		{Session: "a", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: 0, Epoch: 2, LastSeq: p64(115)},
-		{Session: "b", State: schema.StateStarted, Owner: "worker-2", ExpiresAtMs: 0, Epoch: 1, LastSeq: p64(140)},
+		{Session: "a", State: schema.StateStarted, Epoch: 2, LastSeq: p64(115)},
+		{Session: "b", State: schema.StateStarted, Epoch: 1, LastSeq: p64(140)},
+	}, Workers: []WorkerRow{
+		{ID: "worker-1", State: schema.WorkerDead, Epoch: 2, List: schema.WorkerListDone, DeclaredBy: "worker-2"},
+		{ID: "worker-1.r2", State: schema.WorkerLeft, Epoch: 1, List: schema.WorkerListDone},
+		{ID: "worker-2", State: schema.WorkerLeft, Epoch: 1, List: schema.WorkerListDone},
 	}}
 	ev.SinkFiles = []SinkFile{{Slot: 1, Lines: 50}, {Slot: 2, Lines: len(ev.Deliveries) - 50}}
 	return &scenario{ev: ev, set: set}
 }
 
 func (s *scenario) judge() Result { return Analyze(s.ev, s.set, Plan{Seed: 1}) }
+
+// zombie turns the kill of worker-1 into a zombie (SIGSTOP at 11 s, SIGCONT
+// at 15.2 s) or a partition from DynamoDB (frozen proxy, thawed at 15.2 s):
+// worker-2 took a over at 15.5 s; worker-1 learnt it was DEAD at its next
+// heartbeat and exited 1 at 15.4 s.
+func (s *scenario) zombie(kind string) {
+	s.ev.Faults[0] = Fault{N: 1, Kind: kind, Start: at(11.0), End: at(15.2), Worker: "worker-1", NewWorker: "worker-1.r2"}
+	s.ev.Incarnations[0].Ended, s.ev.Incarnations[0].End, s.ev.Incarnations[0].Exit = at(15.4), "dead", "exit status 1"
+}
 
 // fixSinks makes the sink files hold what the deliveries say.
 func (s *scenario) fixSinks() {
@@ -101,6 +118,29 @@ func violationsOf(res Result, check string) []Violation {
 		}
 	}
 	return out
+}
+
+// A zombie or a partition that ends the way the protocol says (the worker
+// fenced, taken over within the bound, then exited non-zero once it learnt
+// it was DEAD) is clean.
+func TestZombieAndPartitionClean(t *testing.T) {
+	for _, kind := range []string{KindZombie, KindPartition} {
+		s := newScenario()
+		s.zombie(kind)
+		res := s.judge()
+		if !res.OK() {
+			t.Fatalf("%s: violations %+v", kind, res.Violations)
+		}
+		k := res.Kinds[0]
+		for _, kr := range res.Kinds {
+			if kr.Kind == kind {
+				k = kr
+			}
+		}
+		if k.Faults != 1 || k.Affected != 1 || k.Recovery.Max != 4500 {
+			t.Fatalf("%s: %+v", kind, k)
+		}
+	}
 }
 
 func TestCleanRunPasses(t *testing.T) {
@@ -153,13 +193,31 @@ func TestPlantedViolations(t *testing.T) {
 			s.ev.Deliveries = append(s.ev.Deliveries, d)
 		}},
 		{"a zombie delivers after it woke", CheckFencing, func(s *scenario) {
-			s.ev.Faults[0] = Fault{N: 1, Kind: KindZombie, Start: at(11.0), End: at(15.2), Worker: "worker-1"}
-			s.ev.Incarnations[0].Ended, s.ev.Incarnations[0].End = time.Time{}, ""
+			s.zombie(KindZombie)
 			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-1", 1, 51, 51, 15.3)...)
 		}},
-		{"a tenure delivers past its TTL with DynamoDB down", CheckFencing, func(s *scenario) {
+		{"a partitioned worker delivers past its trust deadline", CheckFencing, func(s *scenario) {
+			s.zombie(KindPartition)
+			// 11 s + TTL 4 s − margin 1 s + slack 0.5 s = 14.5 s.
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-1", 1, 51, 51, 14.6)...)
+		}},
+		{"a worker delivers past its trust deadline with DynamoDB down", CheckFencing, func(s *scenario) {
 			s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindDynamoDown, Start: at(20), End: at(28)})
-			// b's tenure 1 still delivers at 24.5 s, after 20 s + TTL 4 s.
+			// b's tenure 1 still delivers at 23.6 s, after 20 s + TTL 4 s − margin 1 s + slack 0.5 s.
+		}},
+		{"a zombie that kept running once declared dead", CheckCrash, func(s *scenario) {
+			s.zombie(KindZombie)
+			s.ev.Incarnations[0].End, s.ev.Incarnations[0].Exit = "alive", "still running after it was declared dead: killed"
+		}},
+		{"a partitioned worker that exited 0 once declared dead", CheckCrash, func(s *scenario) {
+			s.zombie(KindPartition)
+			s.ev.Incarnations[0].Exit = "0"
+		}},
+		{"recovery after a partition too slow", CheckCrash, func(s *scenario) {
+			s.zombie(KindPartition)
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, 46, 100, 17)...)
+			s.ev.Conns[1].OpenedAt = at(16.9)
 		}},
 		{"out of order within a tenure", CheckOrder, func(s *scenario) {
 			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 30, 30, 28.9)...)
@@ -203,11 +261,26 @@ func TestPlantedViolations(t *testing.T) {
 		{"a start never delivered", CheckClaim, func(s *scenario) {
 			s.ev.Actions = append(s.ev.Actions, Action{Op: "start", Session: "c", At: at(5), Acked: at(5.1)})
 		}},
-		{"a lease held by a dead worker", CheckEndOwners, func(s *scenario) {
+		{"a session owned by a dead worker", CheckEndOwners, func(s *scenario) {
 			s.ev.Settled.Rows[0].Owner = "worker-1"
 		}},
-		{"a lease not released by the graceful shutdown", CheckRelease, func(s *scenario) {
-			s.ev.Final.Rows[0].ExpiresAtMs = at(30.2).UnixMilli()
+		{"a session owned by a left worker", CheckEndOwners, func(s *scenario) {
+			s.ev.Settled.Workers[2].State = schema.WorkerLeft
+		}},
+		{"a STARTED session owned by nobody", CheckEndOwners, func(s *scenario) {
+			s.ev.Settled.Rows[1].Owner = ""
+		}},
+		{"a killed worker still ALIVE in the table", CheckEndOwners, func(s *scenario) {
+			s.ev.Settled.Workers[0].State = schema.WorkerAlive
+		}},
+		{"a session still owned after the graceful shutdown", CheckRelease, func(s *scenario) {
+			s.ev.Final.Rows[0].Owner = "worker-2"
+		}},
+		{"a worker record not LEFT after the graceful shutdown", CheckRelease, func(s *scenario) {
+			s.ev.Final.Workers[2].State = schema.WorkerAlive
+		}},
+		{"a killed worker's record not DEAD at the end", CheckRelease, func(s *scenario) {
+			s.ev.Final.Workers = s.ev.Final.Workers[1:]
 		}},
 		{"a final checkpoint behind the sink", CheckRelease, func(s *scenario) {
 			s.ev.Final.Rows[0].LastSeq = p64(110)
@@ -371,14 +444,14 @@ func TestPlan(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, s := range a.Steps {
 		kinds[s.Kind] = true
-		if s.Kind == KindZombie && s.Hold <= c.Stack.Worker.LeaseTTL {
-			t.Fatalf("zombie paused %v, not more than the TTL", s.Hold)
+		if (s.Kind == KindZombie || s.Kind == KindPartition) && s.Hold <= time.Duration(c.Settings().Bounds.CrashMs)*time.Millisecond {
+			t.Fatalf("%s held %v, not past the crash bound (its watchers must have declared it dead)", s.Kind, s.Hold)
 		}
 		if s.Kind == KindDynamoDown && s.Hold != 2*c.Stack.Worker.LeaseTTL {
 			t.Fatalf("DynamoDB down %v", s.Hold)
 		}
-		if s.Kind == KindClockOffset && (s.Offset == 0 || s.Offset.Abs() > c.Stack.Worker.MaxSkew) {
-			t.Fatalf("offset %v outside the max skew", s.Offset)
+		if s.Kind == KindClockOffset && (s.Offset == 0 || s.Offset.Abs() > c.ClockOffsetMax) {
+			t.Fatalf("offset %v outside the max %v", s.Offset, c.ClockOffsetMax)
 		}
 	}
 	for _, k := range AllKinds {
@@ -452,8 +525,9 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir, c.Plan = 2, true, 5*time.Second, "", "nope"
+	c.Stack.DynamoProxies = false
 	err := c.Validate()
-	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan"} {
+	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan", "proxy"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

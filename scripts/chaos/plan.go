@@ -20,7 +20,8 @@ type Step struct {
 	// victim of a kill-9 or a zombie is drawn at run time with Pick among
 	// the busiest half of the workers.
 	Slot int `json:"slot,omitempty"`
-	// Hold is how long the fault lasts (zombie pause, engine outage, refusal).
+	// Hold is how long the fault lasts (zombie pause, engine outage,
+	// partition, refusal).
 	Hold time.Duration `json:"hold_ns,omitempty"`
 	// Count is how many sessions a source fault or the churn touches.
 	Count int `json:"count,omitempty"`
@@ -50,9 +51,9 @@ func estimate(s Step, c Config) time.Duration {
 	w := c.Stack.Worker
 	switch s.Kind {
 	case KindKill:
-		return s.Gap + w.LeaseTTL + w.MaxSkew + time.Second
-	case KindZombie:
-		return s.Gap + s.Hold + time.Second
+		return s.Gap + w.LeaseTTL + w.HeartbeatEvery/2 + time.Second
+	case KindZombie, KindPartition:
+		return s.Gap + s.Hold + w.HeartbeatEvery + 2*time.Second // woken / thawed, it exits; its slot starts again
 	case KindRolling:
 		return s.Gap + time.Duration(c.Stack.Workers)*3*time.Second
 	case KindDynamoDown:
@@ -62,7 +63,7 @@ func estimate(s Step, c Config) time.Duration {
 	case KindRefuse:
 		return s.Gap + s.Hold + c.ReconnectMax + time.Second
 	case KindChurn:
-		return s.Gap + 2*w.RenewEvery + 3*time.Second
+		return s.Gap + 2*w.HeartbeatEvery + 3*time.Second
 	default:
 		return s.Gap + 2*time.Second
 	}
@@ -115,7 +116,7 @@ func NewPlan(c Config) Plan {
 	}
 	workers := c.Stack.Workers
 	for round := 1; ; round++ {
-		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn}
+		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		demo := round == 1 && c.Duration == 0 && len(c.Kinds) == 0
 		if demo {
@@ -131,8 +132,10 @@ func NewPlan(c Config) Plan {
 			s := Step{Round: round, Kind: k, Gap: between(c.GapMin, c.GapMax), Pick: rng.Uint64()}
 			sess := max(1, c.Sessions/8)
 			switch k {
-			case KindZombie:
-				s.Hold = w.LeaseTTL + between(500*time.Millisecond, 2500*time.Millisecond) // woken after more than the TTL
+			case KindZombie, KindPartition:
+				// Woken (thawed) after its watchers had to declare it dead
+				// and take its sessions over: past the crash bound.
+				s.Hold = w.LeaseTTL + w.HeartbeatEvery/2 + between(1500*time.Millisecond, 3*time.Second)
 			case KindDynamoDown:
 				s.Hold = 2 * w.LeaseTTL
 			case KindSQSDown:
@@ -148,7 +151,7 @@ func NewPlan(c Config) Plan {
 				s.Count = 1 + rng.IntN(sess)
 			case KindClockOffset:
 				s.Slot = 1 + rng.IntN(workers)
-				mag := time.Duration(float64(w.MaxSkew) * (0.6 + 0.4*rng.Float64()))
+				mag := time.Duration(float64(c.ClockOffsetMax) * (0.6 + 0.4*rng.Float64()))
 				mag = mag.Round(time.Millisecond)
 				if rng.IntN(2) == 0 {
 					mag = -mag

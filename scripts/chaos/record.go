@@ -71,27 +71,49 @@ type Incarnation struct {
 	Pid      int       `json:"pid"`
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended"`          // zero while running
-	End      string    `json:"end,omitempty"`  // kill-9 | sigterm | shutdown
+	End      string    `json:"end,omitempty"`  // kill-9 | sigterm | shutdown | dead (exited on its own once declared dead: zombie, partition) | exited
 	Exit     string    `json:"exit,omitempty"` // exit status ("0" or the error)
 	OffsetMs int64     `json:"offset_ms,omitempty"`
 	// Paused are its SIGSTOP..SIGCONT intervals.
 	Paused [][2]time.Time `json:"paused,omitempty"`
 }
 
-// Row is one item of the sessions table, read at the end.
+// Row is one session of the sessions table, read at the end, with its
+// checkpoint item's last_seq.
 type Row struct {
-	Session     string `json:"session"`
-	State       string `json:"desired_state"`
-	Owner       string `json:"lease_owner"`
-	ExpiresAtMs int64  `json:"lease_expires_at_ms"`
-	Epoch       int64  `json:"lease_epoch"`
-	LastSeq     *int64 `json:"last_seq"`
+	Session string `json:"session"`
+	State   string `json:"desired_state"`
+	Owner   string `json:"lease_owner,omitempty"` // "": no owner (attribute absent)
+	Epoch   int64  `json:"lease_epoch"`
+	Failed  bool   `json:"failed,omitempty"` // failed_generation = generation
+	LastSeq *int64 `json:"last_seq"`         // from ckpt#<id>; nil: none
+}
+
+// WorkerRow is one worker record of the table.
+type WorkerRow struct {
+	ID         string `json:"id"`
+	State      string `json:"w_state"` // ALIVE | DEAD | LEFT
+	Epoch      int64  `json:"w_epoch"`
+	Seq        int64  `json:"hb_seq"`
+	List       string `json:"w_list"`
+	DeclaredBy string `json:"declared_dead_by,omitempty"`
 }
 
 // Snapshot is the table at one instant.
 type Snapshot struct {
-	At   time.Time `json:"at"`
-	Rows []Row     `json:"rows"`
+	At      time.Time   `json:"at"`
+	Rows    []Row       `json:"rows"`
+	Workers []WorkerRow `json:"workers"`
+}
+
+// worker is the record of worker id (ok false: none).
+func (s Snapshot) worker(id string) (WorkerRow, bool) {
+	for _, w := range s.Workers {
+		if w.ID == id {
+			return w, true
+		}
+	}
+	return WorkerRow{}, false
 }
 
 // SinkFile is the cross-check of one worker slot's sink file: every line

@@ -104,19 +104,20 @@ func WriteReport(w io.Writer, res Result) {
 	p("| workers (separate processes) | %d |\n| sessions | %d at the start, %d in all with churn |\n", s.Workers, s.Sessions, res.Totals.Sessions)
 	p("| feed | %.0f messages/s per session; one connection per session: %s%s; keepalive ping every %s, closed without a pong within %s |\n",
 		s.FeedRate, s.FeedMode, map[bool]string{true: ", then refuse-newer from half way", false: ""}[s.SwitchPolicy], msText(s.FeedPingMs), msText(s.FeedPingTimeout))
-	p("| lease TTL / renew (= checkpoint) / reconcile | %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.RenewMs), msText(s.ReconcileMs))
-	p("| max skew / safety margin / shutdown deadline | %s / %s / %s |\n", msText(s.MaxSkewMs), msText(s.SafetyMarginMs), msText(s.ShutdownMs))
+	p("| liveness TTL / heartbeat / watch / checkpoint (when advanced) / reconcile | %s / %s / %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.WatchMs), msText(s.CheckpointMs), msText(s.ReconcileMs))
+	p("| safety margin / shutdown deadline / clock offset up to | %s / %s / %s |\n", msText(s.SafetyMarginMs), msText(s.ShutdownMs), msText(s.ClockOffsetMax))
 	p("| worker reconnect backoff max | %s |\n\n", msText(s.ReconnectMaxMs))
 
 	p("## Bounds the checks apply\n\n| bound | value | derivation |\n|---|---|---|\n")
-	p("| owned again after a crash or zombie | %s | TTL + reconcile interval + margin %s (2 × max skew for the clock offset + 1 s for claim, dial and first message) |\n", msText(b.CrashMs), msText(b.CrashMarginMs))
+	p("| owned again after a crash, zombie or partition | %s | TTL (the heartbeat counter stood still that long on a watcher's clock) + watch interval + margin %s (the watcher's takeover: claim, dial, first message) |\n", msText(b.CrashMs), msText(b.CrashMarginMs))
+	p("| nothing delivered by a worker that cannot heartbeat | %s + %s | its trust deadline: last successful heartbeat + TTL − safety margin, + slack for the sink line's way to the harness |\n", msText(b.FenceMs), msText(b.FenceSlackMs))
 	p("| owned again after a graceful handoff | %s | SIGTERM → another worker delivers |\n", msText(b.HandoffMs))
 	p("| start delivered (SQS up or down) | %s | reconcile interval × 1.2 (its jitter) + 1 s |\n", msText(b.ClaimMs))
 	p("| delivering again after DynamoDB is back | %s | as a start |\n", msText(b.OutageMs))
 	p("| delivering again after a drop / refusal | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
-	p("| STOPPED session closed, nothing delivered after | %s | renew interval × 1.1 (its jitter) + 500 ms (renewal call, close handshake) |\n", msText(b.StopMs))
-	p("| raw repeats across one crash / zombie | %d | rate × (renew × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
-	p("| raw repeats across one DynamoDB outage | %d | rate × (TTL + 1 s) + 1: nothing can be checkpointed while it lasts |\n\n", b.ReplayOutage)
+	p("| STOPPED session closed, nothing delivered after | %s | heartbeat interval (the owner reads its mailbox at its next heartbeat, whichever worker the SQS stop reaches) + 500 ms (heartbeat call, close handshake) |\n", msText(b.StopMs))
+	p("| raw repeats across one crash / zombie | %d | rate × (checkpoint × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
+	p("| raw repeats across one DynamoDB outage / partition | %d | rate × (checkpoint × 1.1 + TTL − margin + 1 s) + 1: nothing can be checkpointed until the worker fences itself |\n\n", b.ReplayOutage)
 
 	p("## Recovery time per fault kind\n\n| fault kind | faults | sessions affected | p50 | p99 | max | bound | over bound | never | raw repeats | measured |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range res.Kinds {
@@ -190,8 +191,8 @@ func WriteReport(w io.Writer, res Result) {
 	p("%d sessions; the feed accepted %d connections and refused %d attempts; it wrote %d distinct seqs; the sinks emitted %d lines, %d distinct after dedupe by (connection_id, seq); %d tenures; %d worker processes; %d API calls. Lines cut short by a kill (not delivered, so redelivered by the next owner): %d.\n\n",
 		t.Sessions, t.Connections, t.Refused, t.SentSeqs, t.Deliveries, t.Distinct, t.Tenures, t.Incarnations, t.Actions, t.Truncated)
 	if o := res.ClockOffset; len(o.Workers) > 0 {
-		p("Clock offset: %s ran with the lease clock %+d ms off the others' (max skew %s). They held %d tenures, %d of them acquired from a lease that had expired (a crash, a zombie or an outage: the skewed clock decided when it was takeable); other workers took %d of theirs over after they expired (the skewed clock had written the expiry).\n\n",
-			strings.Join(o.Workers, ", "), o.OffsetMs, msText(s.MaxSkewMs), o.Tenures, o.FromExpired, o.TakenExpired)
+		p("Clock offset: %s ran with the wall clock %+d ms off the others'. They held %d tenures, %d of them taken over from a worker that had stopped heartbeating (a crash, a zombie, a partition or an outage); other workers took %d of theirs over. Deaths are judged by the heartbeat counter on the observer's monotonic clock, so the offset must change nothing.\n\n",
+			strings.Join(o.Workers, ", "), o.OffsetMs, o.Tenures, o.TookOver, o.TakenOver)
 	}
 	if h := res.HostCPU; h.Measured {
 		p("Host CPU pressure during the run (Linux PSI, the share of time at least one task waited for a CPU; other work shares this machine): mean %.0f %%, worst second %.0f %%, %d second(s) above 50 %%. Each violation below states the worst second around it.\n\n", 100*h.Mean, 100*h.Max, h.Over50)
@@ -201,7 +202,7 @@ func WriteReport(w io.Writer, res Result) {
 		for _, v := range res.SelfFenceMs {
 			parts = append(parts, fmt.Sprintf("%.0f ms", v))
 		}
-		p("Self-fencing under each DynamoDB outage (the last delivery of a tenure that could no longer renew, after the outage began; trust deadline TTL − margin = %s): %s.\n\n", msText(s.LeaseTTLMs-s.SafetyMarginMs), strings.Join(parts, ", "))
+		p("Self-fencing under each DynamoDB outage and partition, in fault order (the last delivery of a worker that could no longer heartbeat, after DynamoDB became unreachable; trust deadline ≤ TTL − margin = %s): %s.\n\n", msText(s.Bounds.FenceMs), strings.Join(parts, ", "))
 	}
 
 	p("## Violations\n\n")

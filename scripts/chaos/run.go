@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,8 +96,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	sc.Worker.Env = env
 	w := sc.Worker
-	r.say("%s: %d steps, %d workers, %d sessions; lease TTL %v, renew %v, reconcile %v, max skew %v, margin %v; feed %.0f msg/s, %s, pings every %v",
-		r.plan.title(), len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.RenewEvery, w.ReconcileEvery, w.MaxSkew, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery)
+	r.say("%s: %d steps, %d workers, %d sessions; liveness TTL %v, heartbeat %v, checkpoint %v, reconcile %v, margin %v; feed %.0f msg/s, %s, pings every %v",
+		r.plan.title(), len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery)
 	fmt.Fprint(cfg.Out, r.plan.String())
 
 	st, err := devstack.Start(ctx, sc)
@@ -443,11 +444,42 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		}
 		r.mu.Unlock()
 		f := r.fault(Fault{Kind: s.Kind, Start: at, End: woke, Worker: id})
+		n := f.N
 		ok, err := r.waitMoved(ctx, mine, at, id, max(crash+3*time.Second-time.Since(at), time.Second))
 		if err != nil {
 			return err
 		}
-		r.say("#%d SIGCONT %s after %v: its sessions delivered by others: %s", f.N, id, woke.Sub(at).Round(time.Millisecond), okText(ok))
+		r.say("#%d SIGCONT %s after %v: its sessions delivered by others: %s", n, id, woke.Sub(at).Round(time.Millisecond), okText(ok))
+		nid, err := r.afterDeath(ctx, w, id)
+		r.faults[n-1].NewWorker = nid
+		return err
+	case KindPartition:
+		w := r.victim(s)
+		id := w.ID()
+		if w.DynamoProxy == nil {
+			return fmt.Errorf("%s has no DynamoDB proxy (Stack.DynamoProxies)", id)
+		}
+		mine := r.ownedBy(id)
+		at := time.Now()
+		w.DynamoProxy.Freeze()
+		r.say("%s cut off from DynamoDB (its proxy frozen; its sources still reachable), delivering %d session(s); thawed in %v", id, len(mine), s.Hold.Round(time.Millisecond))
+		ok, err := r.waitMoved(ctx, mine, at, id, s.Hold)
+		if err != nil {
+			w.DynamoProxy.Thaw()
+			return err
+		}
+		if err := r.sleep(ctx, max(s.Hold-time.Since(at), 0)); err != nil {
+			w.DynamoProxy.Thaw()
+			return err
+		}
+		w.DynamoProxy.Thaw()
+		thawed := time.Now()
+		f := r.fault(Fault{Kind: s.Kind, Start: at, End: thawed, Worker: id, Note: "the worker's DynamoDB proxy frozen, then thawed (held bytes forwarded late)"})
+		n := f.N
+		r.say("#%d %s reaches DynamoDB again after %v; its sessions delivered by others meanwhile: %s", n, id, thawed.Sub(at).Round(time.Millisecond), okText(ok))
+		nid, err := r.afterDeath(ctx, w, id)
+		r.faults[n-1].NewWorker = nid
+		return err
 	case KindRolling:
 		ws := r.st.Workers()
 		for i, w := range ws {
@@ -469,7 +501,7 @@ func (r *runner) step(ctx context.Context, s Step) error {
 			return err
 		}
 		f.OffsetMs = ms(s.Offset)
-		r.say("    %s's lease clock is now %+v off the others' (max skew %v)", f.NewWorker, s.Offset, r.cfg.Stack.Worker.MaxSkew)
+		r.say("    %s's clock is now %+v off the others' (nothing in the protocol reads it to decide)", f.NewWorker, s.Offset)
 	case KindDynamoDown:
 		// Frozen, not killed: dynalite maintains its index with separate
 		// writes, and a kill between them can leave an item out of the index
@@ -663,6 +695,30 @@ func (r *runner) graceful(ctx context.Context, w *devstack.Worker, kind string, 
 	return f, err
 }
 
+// afterDeath waits for worker id (slot w), woken or reconnected after its
+// watchers declared it dead, to learn it at its next heartbeat and exit on
+// its own (non-zero; the judge checks), then starts the slot again (a new
+// worker id, as the supervisor would). A worker still running after the
+// wait is killed and recorded as such (a violation).
+func (r *runner) afterDeath(ctx context.Context, w *devstack.Worker, id string) (string, error) {
+	hb := r.cfg.Stack.Worker.HeartbeatEvery
+	wctx, cancel := context.WithTimeout(ctx, 2*hb+r.cfg.Stack.Worker.ShutdownDeadline+5*time.Second)
+	err := w.Wait(wctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		_ = w.Kill(ctx)
+		r.died(id, "alive", errors.New("still running after it was declared dead: killed"))
+		r.say("    %s did NOT exit after it was declared dead: killed", id)
+	} else {
+		r.died(id, "dead", w.Proc.ExitErr())
+		r.say("    %s exited on its own (%v)", id, w.Proc.ExitErr())
+	}
+	return r.restart(ctx, w)
+}
+
 // restart starts a new incarnation of slot w and waits until it is ready.
 func (r *runner) restart(ctx context.Context, w *devstack.Worker) (string, error) {
 	if err := w.Start(ctx); err != nil {
@@ -723,7 +779,7 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 	if err != nil {
 		return Evidence{}, err
 	}
-	if err := r.sleep(ctx, max(time.Until(lastEnd.Add(w.LeaseTTL+w.MaxSkew+time.Second)), 0)); err != nil {
+	if err := r.sleep(ctx, max(time.Until(lastEnd.Add(w.LeaseTTL+w.HeartbeatEvery+time.Second)), 0)); err != nil {
 		return Evidence{}, err
 	}
 	r.say("schedule done; every STARTED session delivering from a live worker: %s", okText(ok))
@@ -791,9 +847,11 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 	return ev, nil
 }
 
-// scan reads the whole sessions table (consistent reads).
+// scan reads the whole sessions table (consistent reads): sessions with
+// their checkpoint items, and worker records.
 func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{At: time.Now()}
+	ckpts := map[string]int64{}
 	var start map[string]types.AttributeValue
 	for {
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -803,36 +861,63 @@ func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 			return snap, fmt.Errorf("scan the sessions table: %w", err)
 		}
 		for _, it := range out.Items {
-			snap.Rows = append(snap.Rows, rowOf(it))
+			pk := attrS(it, schema.AttrPk)
+			switch {
+			case strings.HasPrefix(pk, schema.CheckpointKeyPrefix):
+				if v, ok := attrN(it, schema.AttrLastSeq); ok {
+					ckpts[strings.TrimPrefix(pk, schema.CheckpointKeyPrefix)] = v
+				}
+			case strings.HasPrefix(pk, schema.WorkerKeyPrefix):
+				snap.Workers = append(snap.Workers, workerRowOf(it))
+			case strings.HasPrefix(pk, schema.NonceKeyPrefix):
+			default:
+				snap.Rows = append(snap.Rows, rowOf(it))
+			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			break
 		}
 		start = out.LastEvaluatedKey
 	}
+	for i := range snap.Rows {
+		if v, ok := ckpts[snap.Rows[i].Session]; ok {
+			snap.Rows[i].LastSeq = &v
+		}
+	}
 	sort.Slice(snap.Rows, func(i, j int) bool { return snap.Rows[i].Session < snap.Rows[j].Session })
+	sort.Slice(snap.Workers, func(i, j int) bool { return snap.Workers[i].ID < snap.Workers[j].ID })
 	return snap, nil
 }
 
+func attrS(it map[string]types.AttributeValue, k string) string {
+	if v, ok := it[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func attrN(it map[string]types.AttributeValue, k string) (int64, bool) {
+	if v, ok := it[k].(*types.AttributeValueMemberN); ok {
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
 func rowOf(it map[string]types.AttributeValue) Row {
-	str := func(k string) string {
-		if v, ok := it[k].(*types.AttributeValueMemberS); ok {
-			return v.Value
-		}
-		return ""
-	}
-	num := func(k string) (int64, bool) {
-		if v, ok := it[k].(*types.AttributeValueMemberN); ok {
-			n, err := strconv.ParseInt(v.Value, 10, 64)
-			return n, err == nil
-		}
-		return 0, false
-	}
-	row := Row{Session: str(schema.AttrPk), State: str(schema.AttrDesiredState), Owner: str(schema.AttrLeaseOwner)}
-	row.ExpiresAtMs, _ = num(schema.AttrLeaseExpiresAtMs)
-	row.Epoch, _ = num(schema.AttrLeaseEpoch)
-	if v, ok := num(schema.AttrLastSeq); ok {
-		row.LastSeq = &v
+	row := Row{Session: attrS(it, schema.AttrPk), State: attrS(it, schema.AttrDesiredState), Owner: attrS(it, schema.AttrLeaseOwner)}
+	row.Epoch, _ = attrN(it, schema.AttrLeaseEpoch)
+	gen, _ := attrN(it, schema.AttrGeneration)
+	if fg, ok := attrN(it, schema.AttrFailedGeneration); ok && fg == gen && row.State == schema.StateStarted {
+		row.Failed = true
 	}
 	return row
+}
+
+func workerRowOf(it map[string]types.AttributeValue) WorkerRow {
+	w := WorkerRow{ID: strings.TrimPrefix(attrS(it, schema.AttrPk), schema.WorkerKeyPrefix), State: attrS(it, schema.AttrWorkerState),
+		List: attrS(it, schema.AttrWorkerList), DeclaredBy: attrS(it, schema.AttrDeclaredBy)}
+	w.Epoch, _ = attrN(it, schema.AttrWorkerEpoch)
+	w.Seq, _ = attrN(it, schema.AttrHeartbeatSeq)
+	return w
 }

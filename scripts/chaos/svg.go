@@ -118,8 +118,8 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 	s := res.Settings
 	p(`<text x="%d" y="22" font-size="16" font-weight="bold">wsfleet chaos timeline — seed %d</text>`+"\n", left, s.Seed)
 	p(`<text x="%d" y="22" font-size="16" font-weight="bold" fill="%s" text-anchor="end">%s</text>`+"\n", width-right, vcol, esc(verdict))
-	p(`<text x="%d" y="40" fill="#444">%d workers, %d sessions (%d with churn); lease TTL %s, renew %s, reconcile %s, max skew %s; feed %.0f msg/s. Rows: sessions; colour: the worker delivering; gaps: nothing delivered.</text>`+"\n",
-		left, s.Workers, s.Sessions, len(ids), msText(s.LeaseTTLMs), msText(s.RenewMs), msText(s.ReconcileMs), msText(s.MaxSkewMs), s.FeedRate)
+	p(`<text x="%d" y="40" fill="#444">%d workers, %d sessions (%d with churn); liveness TTL %s, heartbeat %s, checkpoint %s, reconcile %s; feed %.0f msg/s. Rows: sessions; colour: the worker delivering; gaps: nothing delivered.</text>`+"\n",
+		left, s.Workers, s.Sessions, len(ids), msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.CheckpointMs), msText(s.ReconcileMs), s.FeedRate)
 
 	// Faults lane: one sub-row per family so labels do not collide.
 	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3}
@@ -286,7 +286,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		label := fmt.Sprintf("worker-%d (%d process(es))", slot, len(slots[slot]))
 		for _, inc := range slots[slot] {
 			if inc.OffsetMs != 0 {
-				label = fmt.Sprintf("worker-%d (%d process(es); lease clock %+d ms from %s on)", slot, len(slots[slot]), inc.OffsetMs, inc.ID)
+				label = fmt.Sprintf("worker-%d (%d process(es); clock %+d ms from %s on)", slot, len(slots[slot]), inc.OffsetMs, inc.ID)
 				break
 			}
 		}

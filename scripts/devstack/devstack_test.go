@@ -46,12 +46,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.Workers, c.FeedRate, c.Table = -1, 0, ""
-	c.Worker.RenewEvery = c.Worker.LeaseTTL
+	c.Worker.HeartbeatEvery = c.Worker.LeaseTTL
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"workers", "feed rate", "table", "renew"} {
+	for _, want := range []string{"workers", "feed rate", "table", "heartbeat"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

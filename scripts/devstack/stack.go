@@ -41,10 +41,10 @@ import (
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/feed"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // Ports are the loopback ports of the stack; 0 picks a free one.
@@ -59,10 +59,10 @@ type Ports struct {
 // WorkerSettings are the streamer settings the stack passes to every worker
 // (zero values are left to the worker's defaults).
 type WorkerSettings struct {
-	LeaseTTL         time.Duration
-	RenewEvery       time.Duration // the checkpoint interval too: checkpoints ride on renewals
+	LeaseTTL         time.Duration // the liveness TTL
+	HeartbeatEvery   time.Duration // one heartbeat per worker (a stop reaches its owner at the next one)
+	CheckpointEvery  time.Duration // checkpoints, written only when a session advanced
 	ReconcileEvery   time.Duration
-	MaxSkew          time.Duration
 	SafetyMargin     time.Duration
 	ShutdownDeadline time.Duration
 	QueueWait        time.Duration
@@ -85,10 +85,14 @@ type Config struct {
 	Dir      string // state folder: data/ and logs/ (default Root/.dev)
 	Bin      Binaries
 	InMemory bool // dynalite without --path (tests); otherwise on disk under Dir/data
-	Ports    Ports
-	Workers  int
-	Table    string
-	Queue    string // work queue name (its DLQ is Queue+"-dlq")
+	// DynamoProxies puts a faultnet proxy between each worker slot and
+	// DynamoDB (Worker.DynamoProxy): freezing it cuts that worker off from
+	// the table while it still reaches its sources (the chaos partition).
+	DynamoProxies bool
+	Ports         Ports
+	Workers       int
+	Table         string
+	Queue         string // work queue name (its DLQ is Queue+"-dlq")
 
 	Worker WorkerSettings
 
@@ -138,9 +142,9 @@ func DefaultConfig() Config {
 		Queue:   DefaultQueue,
 		Worker: WorkerSettings{
 			LeaseTTL:         5 * time.Second,
-			RenewEvery:       1500 * time.Millisecond,
+			HeartbeatEvery:   time.Second,
+			CheckpointEvery:  5 * time.Second,
 			ReconcileEvery:   2 * time.Second,
-			MaxSkew:          250 * time.Millisecond,
 			SafetyMargin:     time.Second,
 			ShutdownDeadline: 10 * time.Second,
 			QueueWait:        2 * time.Second,
@@ -204,11 +208,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("start timeout: want > 0"))
 	}
 	w := c.Worker
-	if w.LeaseTTL < 0 || w.RenewEvery < 0 || w.ReconcileEvery < 0 || w.ShutdownDeadline < 0 || w.MaxSessions < 0 {
+	if w.LeaseTTL < 0 || w.HeartbeatEvery < 0 || w.CheckpointEvery < 0 || w.ReconcileEvery < 0 || w.ShutdownDeadline < 0 || w.MaxSessions < 0 {
 		errs = append(errs, errors.New("worker settings: negative value"))
 	}
-	if w.LeaseTTL > 0 && w.RenewEvery >= w.LeaseTTL {
-		errs = append(errs, fmt.Errorf("worker renew every %v: want < lease TTL %v", w.RenewEvery, w.LeaseTTL))
+	if w.LeaseTTL > 0 && w.HeartbeatEvery >= w.LeaseTTL {
+		errs = append(errs, fmt.Errorf("worker heartbeat every %v: want < lease TTL %v", w.HeartbeatEvery, w.LeaseTTL))
 	}
 	return errors.Join(errs...)
 }
@@ -421,7 +425,7 @@ func (s *Stack) createResources(ctx context.Context) error {
 	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQS.Endpoint()) })
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := dynamostore.CreateTable(cctx, ddb, s.cfg.Table); err != nil {
+	if err := sessionitem.CreateTable(cctx, ddb, s.cfg.Table); err != nil {
 		return err
 	}
 	qs, err := sqsnotify.CreateQueues(cctx, q, s.cfg.Queue, 30, 5)
@@ -507,6 +511,11 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.log.Info().Msg("workers stopped")
+	for _, w := range s.Workers() {
+		if w.DynamoProxy != nil {
+			w.DynamoProxy.Close()
+		}
+	}
 	for _, p := range []*proc.Proc{s.Ingest, s.Feed} {
 		if p != nil {
 			if err := p.Stop(5 * time.Second); err != nil {

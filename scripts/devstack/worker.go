@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/faultnet"
 	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -26,6 +27,9 @@ type Worker struct {
 	Index     int
 	AdminAddr string // 127.0.0.1:port
 	Proc      *proc.Proc
+	// DynamoProxy is the slot's own way to DynamoDB (Config.DynamoProxies;
+	// nil otherwise): every incarnation of the slot goes through it.
+	DynamoProxy *faultnet.Proxy
 
 	stack *Stack
 
@@ -81,6 +85,13 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 	}
 	name := fmt.Sprintf("worker-%d", idx)
 	w := &Worker{Index: idx, AdminAddr: "127.0.0.1:" + strconv.Itoa(port), stack: s}
+	if s.cfg.DynamoProxies {
+		p, err := faultnet.StartEndpoint(s.Dynamo.Endpoint())
+		if err != nil {
+			return nil, fmt.Errorf("%s dynamodb proxy: %w", name, err)
+		}
+		w.DynamoProxy = p
+	}
 	w.Proc = &proc.Proc{
 		Name:       name,
 		Argv:       []string{s.cfg.Bin.Streamer},
@@ -111,7 +122,11 @@ func (w *Worker) nextIncarnation() []string {
 		id = fmt.Sprintf("worker-%d.r%d", w.Index, n+1)
 	}
 	w.ids = append(w.ids, id)
-	return append(w.stack.workerEnv(id, w.AdminAddr), w.env...)
+	env := w.stack.workerEnv(id, w.AdminAddr)
+	if w.DynamoProxy != nil {
+		env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+w.DynamoProxy.URL()) // the last value of a key wins
+	}
+	return append(env, w.env...)
 }
 
 // Start starts a new incarnation of the worker (it must not be running) and
@@ -145,9 +160,9 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		}
 	}
 	dur(schema.EnvLeaseTTL, ws.LeaseTTL)
-	dur(schema.EnvRenewEvery, ws.RenewEvery)
+	dur(schema.EnvHeartbeatEvery, ws.HeartbeatEvery)
+	dur(schema.EnvCheckpointEvery, ws.CheckpointEvery)
 	dur(schema.EnvReconcileEvery, ws.ReconcileEvery)
-	dur(schema.EnvMaxSkew, ws.MaxSkew)
 	dur(schema.EnvSafetyMargin, ws.SafetyMargin)
 	dur(schema.EnvShutdownDeadline, ws.ShutdownDeadline)
 	dur("WSFLEET_QUEUE_WAIT", ws.QueueWait)

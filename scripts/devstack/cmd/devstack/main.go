@@ -65,7 +65,8 @@ func run(ctx context.Context, restoreSignals func(), args []string, out io.Write
 	fs.Float64Var(&cfg.FeedRate, "feed-rate", cfg.FeedRate, "feed messages per second per session")
 	mode := fs.String("feed-mode", string(cfg.FeedMode), "feed policy: kick-older, refuse-newer or allow")
 	fs.DurationVar(&cfg.Worker.LeaseTTL, "lease-ttl", cfg.Worker.LeaseTTL, "workers' lease TTL")
-	fs.DurationVar(&cfg.Worker.RenewEvery, "renew-every", cfg.Worker.RenewEvery, "workers' renew (and checkpoint) interval")
+	fs.DurationVar(&cfg.Worker.HeartbeatEvery, "heartbeat-every", cfg.Worker.HeartbeatEvery, "workers' heartbeat interval (one write per worker)")
+	fs.DurationVar(&cfg.Worker.CheckpointEvery, "checkpoint-every", cfg.Worker.CheckpointEvery, "workers' default checkpoint interval (written only when a session advanced)")
 	fs.DurationVar(&cfg.Worker.ReconcileEvery, "reconcile-every", cfg.Worker.ReconcileEvery, "workers' reconcile interval")
 	fs.StringVar(&cfg.Worker.LogLevel, "log-level", cfg.Worker.LogLevel, "workers' log level")
 	if err := fs.Parse(args); err != nil {
@@ -176,7 +177,7 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	for _, w := range st.Workers() {
 		fmt.Fprintf(out, "  %-12s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
 	}
-	fmt.Fprintf(out, "  lease TTL %v, renew/checkpoint every %v, reconcile every %v; logs in %s\n\n", c.Worker.LeaseTTL, c.Worker.RenewEvery, c.Worker.ReconcileEvery, rel(root, st.LogDir()))
+	fmt.Fprintf(out, "  liveness TTL %v, heartbeat every %v, checkpoint every %v, reconcile every %v; logs in %s\n\n", c.Worker.LeaseTTL, c.Worker.HeartbeatEvery, c.Worker.CheckpointEvery, c.Worker.ReconcileEvery, rel(root, st.LogDir()))
 	fmt.Fprintf(out, "Start a session (copy-paste):\n")
 	fmt.Fprintf(out, "  curl -sS -X POST %s/sessions -H 'content-type: application/json' \\\n", st.APIURL())
 	fmt.Fprintf(out, "    -d '{\"connection_id\":\"hello\",\"ws_url\":\"%s\",\"resume_query_param\":\"from\"}'\n\n", feed.URL(st.FeedURL(), "hello"))
