@@ -18,6 +18,14 @@ type StoreStatser interface {
 	Stats() map[string]int64
 }
 
+// StoreMeter is implemented by stores that count what their requests are
+// billed (dynamostore.Store.BilledUnits: write, index write and read units
+// by request kind): /stats reports it as store_units for the cost
+// benchmark.
+type StoreMeter interface {
+	BilledUnits() any
+}
+
 // heartbeatBucketsMs are the upper bounds of the heartbeat latency histogram in
 // /stats (the last bucket is everything slower).
 var heartbeatBucketsMs = [...]int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
@@ -88,6 +96,10 @@ type Stats struct {
 	// StoreRequests are the store's own request counts by kind
 	// (dynamostore: heartbeat, acquire, checkpoint, release, …); absent when the store does not count.
 	StoreRequests map[string]int64 `json:"store_requests,omitempty"`
+	// StoreUnits are the store's billed units by request kind (dynamostore:
+	// {"heartbeat": {"writes":…, "write_units":…, "index_write_units":…,
+	// "read_units":…}, …}); absent when the store does not meter.
+	StoreUnits any `json:"store_units,omitempty"`
 }
 
 // Stats returns the cumulative counts.
@@ -117,6 +129,9 @@ func (w *Worker) Stats() Stats {
 	}
 	if s, ok := w.deps.Store.(StoreStatser); ok {
 		st.StoreRequests = s.Stats()
+	}
+	if s, ok := w.deps.Store.(StoreMeter); ok {
+		st.StoreUnits = s.BilledUnits()
 	}
 	return st
 }

@@ -23,6 +23,8 @@ type countingStore struct{ *memstore.Store }
 
 func (c countingStore) Stats() map[string]int64 { return map[string]int64{"heartbeat": 7} }
 
+func (c countingStore) BilledUnits() any { return map[string]int64{"heartbeat_write_units": 7} }
+
 func newStatsWorker(t *testing.T, pprofOn bool) *Worker {
 	t.Helper()
 	cfg := DefaultConfig()
@@ -58,6 +60,9 @@ func TestStatsTotalsSurviveMetricsFlush(t *testing.T) {
 	}
 	if st.StoreRequests["heartbeat"] != 7 {
 		t.Fatalf("store requests %v: want the store's own counts", st.StoreRequests)
+	}
+	if u, ok := st.StoreUnits.(map[string]int64); !ok || u["heartbeat_write_units"] != 7 {
+		t.Fatalf("store units %v: want the store's own meter", st.StoreUnits)
 	}
 }
 

@@ -109,6 +109,9 @@ func (s *Store) Stats() map[string]int64 {
 
 // Units returns what the requests of each kind cost, in the units DynamoDB
 // bills (see ItemSize, WriteUnits, IndexWrites).
+// BilledUnits is Units as /stats reports it (the worker's StoreMeter).
+func (s *Store) BilledUnits() any { return s.Units() }
+
 func (s *Store) Units() map[string]Usage {
 	out := make(map[string]Usage, len(s.meters))
 	for op, m := range s.meters {

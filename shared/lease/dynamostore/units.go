@@ -187,12 +187,12 @@ func sameAttrs(a, b map[string]types.AttributeValue, names []string) bool {
 
 // Usage is what the store's requests of one kind cost.
 type Usage struct {
-	Writes          int64   // write requests
-	Reads           int64   // read requests (GetItem, BatchGetItem, Query pages), with the reads that classify a failed condition
-	ConditionFailed int64   // writes whose condition failed
-	WriteUnits      int64   // base table write units
-	IndexWriteUnits int64   // global secondary index write units
-	ReadUnits       float64 // read units
+	Writes          int64   `json:"writes"`            // write requests
+	Reads           int64   `json:"reads"`             // read requests (GetItem, BatchGetItem, Query pages), with the reads that classify a failed condition
+	ConditionFailed int64   `json:"condition_failed"`  // writes whose condition failed
+	WriteUnits      int64   `json:"write_units"`       // base table write units
+	IndexWriteUnits int64   `json:"index_write_units"` // global secondary index write units
+	ReadUnits       float64 `json:"read_units"`        // read units
 }
 
 // Requests is all requests of the kind.
