@@ -311,7 +311,7 @@ func cmdWorkers(ctx context.Context, c *apiclient.Client, args []string, out io.
 // times relative to now, and a summary line.
 func writeWorkers(w io.Writer, ws apiclient.Workers, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEPOCH\tLOAD/CAP\tHEARTBEAT\tADMIN\tUP SINCE\tENDED\tDECLARED DEAD BY")
+	fmt.Fprintln(tw, "ID\tSTATE\tEPOCH\tLOAD/CAP\tSHARE\tMOVES/MIN\tHEARTBEAT\tADMIN\tUP SINCE\tENDED\tDECLARED DEAD BY")
 	count := map[string]int{}
 	load, capacity := 0, 0
 	for _, x := range ws.Workers {
@@ -320,14 +320,21 @@ func writeWorkers(w io.Writer, ws apiclient.Workers, now time.Time) error {
 			load += x.Load
 			capacity += x.Capacity
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.State, x.Epoch, x.Load, x.Capacity,
+		state, share := x.State, "-"
+		if x.Draining {
+			state += " (draining)"
+		}
+		if x.State == schema.WorkerAlive && !x.Draining {
+			share = fmt.Sprintf("%.0f", x.FairShare)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", x.ID, state, x.Epoch, x.Load, x.Capacity, share, x.MovesPerMin,
 			ago(x.HeartbeatAtMs, now), dash(x.AdminAddr), ago(x.StartedAtMs, now), ago(x.EndedAtMs, now), dash(x.DeclaredDeadBy))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
-	_, err := fmt.Fprintf(w, "%d worker(s): %d alive (load %d/%d), %d dead, %d left\n", len(ws.Workers),
-		count[schema.WorkerAlive], load, capacity, count[schema.WorkerDead], count[schema.WorkerLeft])
+	_, err := fmt.Fprintf(w, "%d worker(s): %d alive (load %d/%d, imbalance %.2f = max load ÷ fair share), %d dead, %d left\n", len(ws.Workers),
+		count[schema.WorkerAlive], load, capacity, ws.Imbalance, count[schema.WorkerDead], count[schema.WorkerLeft])
 	if err == nil && ws.Truncated {
 		_, err = fmt.Fprintf(w, "(only the first %d records: there are more)\n", ws.Limit)
 	}

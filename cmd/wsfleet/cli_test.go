@@ -121,7 +121,7 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 		!strings.Contains(lines[1], "00ms ago") || !strings.Contains(lines[1], "10.0.3.17:8081") ||
 		!strings.HasPrefix(lines[2], "worker-2") || !strings.Contains(lines[2], "DEAD") || !strings.Contains(lines[2], "9s ago") || !strings.HasSuffix(strings.TrimSpace(lines[2]), "worker-1") ||
 		!strings.HasPrefix(lines[3], "worker-3") || !strings.Contains(lines[3], "LEFT") || !strings.Contains(lines[3], "2m0s ago") ||
-		lines[4] != "3 worker(s): 1 alive (load 812/1000), 1 dead, 1 left" {
+		lines[4] != "3 worker(s): 1 alive (load 812/1000, imbalance 0.00 = max load ÷ fair share), 1 dead, 1 left" {
 		t.Fatalf("workers table:\n%s", out.String())
 	}
 	if err := run("workers", "extra"); err == nil {
@@ -195,14 +195,20 @@ func TestStatusTableShowsFailedAndLastError(t *testing.T) {
 func TestWorkersTable(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	var out bytes.Buffer
-	err := writeWorkers(&out, apiclient.Workers{Limit: 2, Truncated: true, Workers: []apiclient.Worker{
-		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, HeartbeatAtMs: now.UnixMilli() + 50},
-		{ID: "b", State: schema.WorkerAlive, Load: 2, Capacity: 10},
+	err := writeWorkers(&out, apiclient.Workers{Limit: 2, Truncated: true, Imbalance: 1.33, Workers: []apiclient.Worker{
+		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, FairShare: 1.5, HeartbeatAtMs: now.UnixMilli() + 50},
+		{ID: "b", State: schema.WorkerAlive, Load: 2, Capacity: 10, FairShare: 1.5, MovesPerMin: 4},
+		{ID: "c", State: schema.WorkerAlive, Load: 0, Capacity: 10, Draining: true},
 	}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); !strings.Contains(got, "0s ago") || !strings.Contains(got, "2 worker(s): 2 alive (load 3/20), 0 dead, 0 left\n(only the first 2 records: there are more)") {
+	got := out.String()
+	lines := strings.Split(got, "\n")
+	if !strings.Contains(got, "0s ago") || !strings.Contains(got, "3 worker(s): 3 alive (load 3/30, imbalance 1.33 = max load ÷ fair share), 0 dead, 0 left\n(only the first 2 records: there are more)") ||
+		!strings.Contains(lines[0], "SHARE") || !strings.Contains(lines[0], "MOVES/MIN") ||
+		!strings.Contains(lines[1], " 2 ") || !strings.Contains(lines[2], " 4 ") ||
+		!strings.Contains(lines[3], "ALIVE (draining)") {
 		t.Fatalf("workers table:\n%s", got)
 	}
 	for ms, want := range map[int64]string{0: "-", 1_800_000_000_000 - 1_234: "1.2s ago", 1_800_000_000_000 - 184_400: "3m4s ago"} {

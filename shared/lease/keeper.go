@@ -36,9 +36,17 @@ func (nopObserver) Ended(*Held, error)             {}
 func (nopObserver) Mailbox([]string)               {}
 func (nopObserver) WorkerDied(string)              {}
 
-// Report is what the worker tells its heartbeats: sessions held, capacity
-// and the admin address.
-type Report func() (load, capacity int, adminAddr string)
+// Load is what the worker tells its heartbeats.
+type Load struct {
+	Sessions    int // sessions held
+	Capacity    int
+	AdminAddr   string
+	Draining    bool
+	MovesPerMin int
+}
+
+// Report returns the worker's current Load.
+type Report func() Load
 
 // errLeft ends the liveness of a worker that left.
 var errLeft = errors.New("worker left")
@@ -123,9 +131,9 @@ func (k *Keeper) Config() Config { return k.cfg }
 // Store returns the store the Keeper writes to.
 func (k *Keeper) Store() Store { return k.store }
 
-func (k *Keeper) reported() (int, int, string) {
+func (k *Keeper) reported() Load {
 	if k.report == nil {
-		return k.Count(), 0, ""
+		return Load{Sessions: k.Count()}
 	}
 	return k.report()
 }
@@ -133,11 +141,11 @@ func (k *Keeper) reported() (int, int, string) {
 // Register creates the worker record (ALIVE, epoch 1). The worker is trusted
 // from the send time of the registration.
 func (k *Keeper) Register(ctx context.Context) error {
-	load, capacity, admin := k.reported()
+	l := k.reported()
 	sentAt := k.clk.Now()
 	rec := WorkerRecord{
 		ID: k.cfg.Owner, State: schema.WorkerAlive, Epoch: 1, HeartbeatSeq: 0, HeartbeatAtMs: sentAt.UnixMilli(), TTL: k.cfg.TTL,
-		Load: load, Capacity: capacity, AdminAddr: admin, List: schema.WorkerListAlive, StartedAtMs: sentAt.UnixMilli(),
+		Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr, List: schema.WorkerListAlive, StartedAtMs: sentAt.UnixMilli(),
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
@@ -255,7 +263,7 @@ func (k *Keeper) startHeartbeat(ctx context.Context) {
 // heartbeat sends one heartbeat with a new counter value and the acks
 // collected so far, and applies the outcome.
 func (k *Keeper) heartbeat(ctx context.Context) {
-	load, capacity, admin := k.reported()
+	l := k.reported()
 	k.lmu.Lock()
 	seq, epoch := k.nextSeq, k.epoch
 	k.nextSeq++ // a retry never reuses a counter value (see Store.Heartbeat)
@@ -264,7 +272,8 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	sentAt := k.clk.Now()
 	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
-		Seq: seq, AtMs: sentAt.UnixMilli(), Load: load, Capacity: capacity, AdminAddr: admin, Ack: acks,
+		Seq: seq, AtMs: sentAt.UnixMilli(), Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr,
+		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,
 	})
 	cancel()
 	k.obs.Heartbeat(k.clk.Now().Sub(sentAt), err)
@@ -402,7 +411,10 @@ func (k *Keeper) fenced() error {
 // Acquire takes session id, from prev when the caller knows its owner is
 // not alive (nil: no owner expected). A session held by another worker is
 // taken over when that worker is seen not alive (its record DEAD, LEFT or
-// gone): the store's conditional write names the exact tenure taken.
+// gone): the store's conditional write names the exact tenure taken. A
+// session a rebalancing move reserved for another worker is taken only when
+// that worker is seen not alive or the reservation is older than
+// HandoffBound.
 func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, error) {
 	if err := k.fenced(); err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
@@ -414,12 +426,23 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	}
 	k.mu.Unlock()
 	sentAt := k.clk.Now()
-	it, err := k.acquire(ctx, id, prev)
-	var held *HeldError
-	if errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && k.notAlive(ctx, held.Current.Owner) {
-		cur := held.Current
+	from := From{Prev: prev}
+	it, err := k.acquire(ctx, id, from)
+	for range 2 { // a takeover, then a reservation (or the other way round)
+		var held *HeldError
+		var reserved *ReservedError
+		switch {
+		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.notAlive(ctx, held.Current.Owner):
+			cur := held.Current
+			from.Prev = &cur
+		case errors.As(err, &reserved) && from.Bypass == "" &&
+			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notAlive(ctx, reserved.To)):
+			from.Bypass = reserved.To
+		default:
+			continue
+		}
 		sentAt = k.clk.Now()
-		it, err = k.acquire(ctx, id, &cur)
+		it, err = k.acquire(ctx, id, from)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
@@ -434,10 +457,10 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	return h, nil
 }
 
-func (k *Keeper) acquire(ctx context.Context, id string, prev *Token) (Item, error) {
+func (k *Keeper) acquire(ctx context.Context, id string, from From) (Item, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	return k.store.Acquire(ctx, id, k.cfg.Owner, prev)
+	return k.store.Acquire(ctx, id, k.cfg.Owner, from)
 }
 
 // notAlive reports whether worker id is known not alive, reading its record
@@ -521,6 +544,38 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 		return fmt.Errorf("release %s: %w", h.token, err)
 	}
 	return nil
+}
+
+// Handoff ends h and releases it reserved for worker to (a rebalancing
+// move): the final checkpoint, then the release; to may take it at once,
+// anyone else after HandoffBound. Like Release, the caller has stopped
+// using the session first.
+func (k *Keeper) Handoff(ctx context.Context, h *Held, to string) error {
+	h.end(ErrReleased)
+	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("hand off %s: %w", h.token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Handoff(ctx, h.token, h.LastSeq(), to, k.clk.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("hand off %s to %s: %w", h.token, to, err)
+	}
+	return nil
+}
+
+// Fleet reads the records of the alive workers (eventually consistent):
+// the load and capacity rebalancing works from.
+func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
+	ids, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	if err != nil {
+		return nil, fmt.Errorf("alive workers: %w", err)
+	}
+	recs, err := k.store.GetWorkers(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("worker records: %w", err)
+	}
+	return recs, nil
 }
 
 // ReleaseToken releases a tenure of this worker that it does not hold in

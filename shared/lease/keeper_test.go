@@ -567,3 +567,46 @@ func TestOutageLongerThanTheTTLDeclaresNobodyDead(t *testing.T) {
 		t.Fatal("the workers do not trust themselves again after the outage")
 	}
 }
+
+// A directed hand-off keeps the session for its receiver: another worker
+// takes it only once the reservation is older than HandoffBound (its own
+// wall clock), or at once when the receiver is seen not alive.
+func TestHandoffReservationBound(t *testing.T) {
+	r := newRig(t, started("a"), started("b"))
+	w1, _ := r.keeper("w1")
+	w2, _ := r.keeper("w2")
+	w3, _ := r.keeper("w3")
+	cfg := w1.Config()
+	for _, id := range []string{"a", "b"} {
+		h := r.acquire(w1, id)
+		if err := w1.Handoff(r.ctx, h, "w2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := w3.Acquire(r.ctx, "a", nil)
+	var re *lease.ReservedError
+	if !errors.As(err, &re) || re.To != "w2" {
+		t.Fatalf("acquire of a reserved session within the bound: %v", err)
+	}
+	r.clk.Advance(cfg.HandoffBound)
+	for _, k := range []*lease.Keeper{w1, w2, w3} { // keep everyone alive
+		k.HeartbeatNow(r.ctx)
+	}
+	if h, err := w3.Acquire(r.ctx, "a", nil); err != nil || h.Epoch() != 2 {
+		t.Fatalf("acquire after the bound: %v", err)
+	}
+	// b: its receiver leaves; w3 need not wait for the bound (its view of
+	// w2 is refreshed after a heartbeat period).
+	if _, err := r.store.Get(r.ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	r.store.Update("b", func(it *lease.Item) { it.HandoffAtMs = r.clk.Now().UnixMilli() })
+	if err := w2.Leave(r.ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(cfg.HeartbeatEvery)
+	w3.HeartbeatNow(r.ctx)
+	if _, err := w3.Acquire(r.ctx, "b", nil); err != nil {
+		t.Fatalf("acquire of a session reserved for a worker that left: %v", err)
+	}
+}

@@ -42,6 +42,12 @@ type Item struct {
 	Generation      int64
 
 	Owner       string // "" = no owner (new, released, failed)
+	// HandoffTo is the worker a rebalancing owner released the session to
+	// (HandoffAtMs: when, on its wall clock); "" when none. Until someone
+	// takes it, only that worker may, or a worker that saw it not alive or
+	// the hand-off older than Config.HandoffBound.
+	HandoffTo   string
+	HandoffAtMs int64
 	Epoch       int64  // per-session fencing token: +1 on every acquire
 	LastSeq     int64  // from the checkpoint item; NoSeq when absent
 	UpdatedAtMs int64
@@ -79,6 +85,15 @@ type Owned struct {
 	Generation   int64
 }
 
+// From says what an acquire may take over besides an unowned session (or
+// one already the acquirer's): Prev, the tenure of a worker the acquirer saw
+// not alive; Bypass, a worker a directed hand-off named that the acquirer
+// saw not alive or not taking it within the bound.
+type From struct {
+	Prev   *Token
+	Bypass string
+}
+
 // Candidate is a session the reconciler may try to acquire: without owner
 // (Prev nil), or owned by a worker seen not alive (Prev its tenure).
 type Candidate struct {
@@ -97,6 +112,8 @@ type WorkerRecord struct {
 	Load          int
 	Capacity      int
 	AdminAddr     string
+	Draining      bool // shutting down: takes nothing, counts for no share
+	MovesPerMin   int  // sessions it handed off to rebalance, over the last minute
 	Mailbox       []string // connection ids to re-read (stop, new generation)
 	List          string   // schema.WorkerList*
 	StartedAtMs   int64
@@ -111,10 +128,12 @@ func (r WorkerRecord) Alive() bool { return r.State == schema.WorkerAlive }
 type Heartbeat struct {
 	Seq       int64 // larger than any earlier attempt's
 	AtMs      int64 // wall clock at send
-	Load      int
-	Capacity  int
-	AdminAddr string
-	Ack       []string // mailbox entries handled since the last successful heartbeat
+	Load        int
+	Capacity    int
+	AdminAddr   string
+	Draining    bool
+	MovesPerMin int
+	Ack         []string // mailbox entries handled since the last successful heartbeat
 }
 
 // Errors. Stores return them (wrapped) after classifying a failed condition;
@@ -146,6 +165,18 @@ var (
 	// epoch) moved: it is alive.
 	ErrWorkerAlive = errors.New("worker heartbeat moved: alive")
 )
+
+// ReservedError: a directed hand-off reserved the session for worker To
+// (at AtMs on the releasing worker's wall clock).
+type ReservedError struct {
+	To   string
+	AtMs int64
+}
+
+func (e *ReservedError) Error() string { return fmt.Sprintf("%s: reserved for %s", ErrHeld, e.To) }
+
+// Unwrap makes errors.Is(err, ErrHeld) true: someone else is to take it.
+func (e *ReservedError) Unwrap() error { return ErrHeld }
 
 // HeldError is ErrHeld with the current tenure, so that an acquirer that
 // finds the owner not alive may take the session from it.
@@ -193,6 +224,9 @@ type LivenessStore interface {
 	GetWorker(ctx context.Context, id string) (WorkerRecord, error)
 	// ListWorkers lists the ids in one w_list partition (ALIVE, GONE, DONE).
 	ListWorkers(ctx context.Context, list string, limit int) ([]string, error)
+	// GetWorkers reads the records of ids (eventually consistent; missing
+	// ones are left out): the fleet's load for rebalancing.
+	GetWorkers(ctx context.Context, ids []string) ([]WorkerRecord, error)
 	// MarkDone moves a GONE record (not ALIVE) to DONE: it owns no session.
 	MarkDone(ctx context.Context, id string) error
 }
@@ -201,16 +235,21 @@ type LivenessStore interface {
 type SessionStore interface {
 	// Acquire makes owner the owner of session id (epoch + 1) when it is
 	// STARTED and not FAILED and has no owner, is already owner's, or is
-	// still prev's tenure (prev: a worker the caller saw not alive; nil:
-	// none), then fences its checkpoint item at the new epoch and returns
-	// the item with the checkpointed LastSeq. A session owned by someone
-	// else fails with a *HeldError naming the current tenure.
-	Acquire(ctx context.Context, id, owner string, prev *Token) (Item, error)
+	// still from.Prev's tenure (a worker the caller saw not alive), and is
+	// not reserved by a directed hand-off for another worker than owner or
+	// from.Bypass; then it clears the reservation, fences the checkpoint
+	// item at the new epoch and returns the item with the checkpointed
+	// LastSeq. A session owned by someone else fails with a *HeldError
+	// naming the current tenure, a reserved one with a *ReservedError.
+	Acquire(ctx context.Context, id, owner string, from From) (Item, error)
 	// Checkpoint moves last_seq forward while t holds the checkpoint item.
 	Checkpoint(ctx context.Context, t Token, lastSeq int64) error
 	// Release writes the final checkpoint and removes t's ownership (the
 	// session, if still STARTED, is unowned again: anyone may acquire it).
 	Release(ctx context.Context, t Token, lastSeq int64) error
+	// Handoff is a Release that reserves the session for worker to (a
+	// rebalancing move), noting atMs: see Acquire.
+	Handoff(ctx context.Context, t Token, lastSeq int64, to string, atMs int64) error
 	// Fail records that t's holder gave up on the source as configured at
 	// generation gen, while t owns it and the item's generation is still
 	// gen (else ErrNewGeneration): the final checkpoint lastSeq, then
@@ -262,6 +301,10 @@ type Config struct {
 	// RefreshEvery is how often the Keeper lists the alive workers (the
 	// watch targets and the AliveWorkers count).
 	RefreshEvery time.Duration
+	// HandoffBound is how long a directed hand-off keeps a session for its
+	// receiver: after it (on this worker's wall clock; a liveness matter
+	// only, never safety), anyone may take it.
+	HandoffBound time.Duration
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -279,6 +322,7 @@ func DefaultConfig(owner string) Config {
 		Tick:                50 * time.Millisecond,
 		Watchers:            2,
 		RefreshEvery:        5 * time.Second,
+		HandoffBound:        5 * time.Second,
 	}
 }
 
@@ -294,8 +338,8 @@ func (c Config) Validate() error {
 	if c.Owner == "" {
 		bad("owner is empty")
 	}
-	if c.TTL <= 0 || c.HeartbeatEvery <= 0 || c.CheckpointEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0 || c.RefreshEvery <= 0 {
-		bad("TTL, HeartbeatEvery, CheckpointEvery, RPCTimeout, RetryEvery, Tick and RefreshEvery must be positive")
+	if c.TTL <= 0 || c.HeartbeatEvery <= 0 || c.CheckpointEvery <= 0 || c.RPCTimeout <= 0 || c.Tick <= 0 || c.RetryEvery <= 0 || c.RefreshEvery <= 0 || c.HandoffBound <= 0 {
+		bad("TTL, HeartbeatEvery, CheckpointEvery, RPCTimeout, RetryEvery, Tick, RefreshEvery and HandoffBound must be positive")
 	}
 	if c.SafetyMargin <= c.Tick {
 		bad("SafetyMargin %s must exceed Tick %s", c.SafetyMargin, c.Tick)

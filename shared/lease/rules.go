@@ -110,9 +110,9 @@ func EndedExpiresAt(atMs int64) int64 { return atMs/1000 + schema.EndedRecordTTL
 
 // --- Sessions ---
 
-// CanAcquire decides an acquire by owner, taking over prev (nil: only an
-// unowned session or owner's own), of the item it (nil: no item).
-func CanAcquire(it *Item, owner string, prev *Token) error {
+// CanAcquire decides an acquire by owner, taking over what from allows, of
+// the item it (nil: no item).
+func CanAcquire(it *Item, owner string, from From) error {
 	switch {
 	case it == nil:
 		return ErrNotFound
@@ -121,17 +121,20 @@ func CanAcquire(it *Item, owner string, prev *Token) error {
 	case it.Failed():
 		return ErrFailed
 	case it.Owner == "" || it.Owner == owner:
-		return nil
-	case prev != nil && it.Owner == prev.Owner && it.Epoch == prev.Epoch:
-		return nil
+	case from.Prev != nil && it.Owner == from.Prev.Owner && it.Epoch == from.Prev.Epoch:
+	default:
+		return &HeldError{Current: Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch}}
 	}
-	return &HeldError{Current: Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch}}
+	if it.HandoffTo != "" && it.HandoffTo != owner && it.HandoffTo != from.Bypass {
+		return &ReservedError{To: it.HandoffTo, AtMs: it.HandoffAtMs}
+	}
+	return nil
 }
 
 // ClassifyAcquire explains why an acquire's condition failed, given the item
 // read after it.
-func ClassifyAcquire(it *Item, owner string, prev *Token) error {
-	if err := CanAcquire(it, owner, prev); err != nil {
+func ClassifyAcquire(it *Item, owner string, from From) error {
+	if err := CanAcquire(it, owner, from); err != nil {
 		return err
 	}
 	return errConditionRaced

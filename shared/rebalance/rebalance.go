@@ -33,6 +33,8 @@ type Settings struct {
 	// MaxMovesFraction bounds a worker's moves per round to this fraction
 	// of its load (default 0.10), at least 1.
 	MaxMovesFraction float64
+	// MaxMoves, when positive, bounds a worker's moves per round instead.
+	MaxMoves int
 }
 
 func (s Settings) withDefaults() Settings {
@@ -92,7 +94,8 @@ func Shares(ws []Worker) map[string]float64 {
 }
 
 // Compute plans one round for the whole fleet (each worker acts only on the
-// moves whose From is itself).
+// moves whose From is itself). Nothing moves while every worker is within
+// its tolerance of its share.
 func Compute(ws []Worker, s Settings) Plan {
 	s = s.withDefaults()
 	share := Shares(ws)
@@ -101,28 +104,39 @@ func Compute(ws []Worker, s Settings) Plan {
 		id string
 		n  int
 	}
+	// A round moves anything only when some worker is outside its tolerance
+	// (above or below); then every worker above its share gives and every
+	// one below receives, so that all end near their share, not at the edge
+	// of the tolerance where the next change would trip it again.
+	out := false
+	for _, w := range ws {
+		if sh, counted := share[w.ID]; counted && !w.Draining {
+			if math.Abs(float64(w.Load)-sh) > math.Max(s.Tolerance*sh, float64(s.MinSlack)) {
+				out = true
+			}
+		}
+	}
 	var senders, receivers []gap
 	for _, w := range ws {
 		sh, counted := share[w.ID]
 		if counted && sh > 0 {
 			p.Imbalance = math.Max(p.Imbalance, float64(w.Load)/sh)
 		}
-		if w.Draining {
-			continue // its shutdown hands everything off
+		if w.Draining || !out {
+			continue // a draining worker's shutdown hands everything off
 		}
-		slack := math.Max(s.Tolerance*sh, float64(s.MinSlack))
 		switch {
-		case float64(w.Load) > sh+slack:
-			// Shed down to the share (not just to the tolerance), so that a
-			// worker is not left at the edge to shed again next round; at
-			// most MaxMovesFraction of its load per round.
-			n := int(math.Ceil(float64(w.Load) - sh))
-			n = min(n, max(1, int(s.MaxMovesFraction*float64(w.Load))))
+		case float64(w.Load) >= sh+1:
+			n := int(math.Floor(float64(w.Load) - sh))
+			if s.MaxMoves > 0 {
+				n = min(n, s.MaxMoves)
+			} else {
+				n = min(n, max(1, int(s.MaxMovesFraction*float64(w.Load))))
+			}
 			senders = append(senders, gap{w.ID, n})
-		case float64(w.Load) < sh:
+		case float64(w.Load) <= sh-1:
 			// Receive up to the share, and never above capacity.
-			n := int(math.Floor(sh - float64(w.Load)))
-			n = min(n, w.Capacity-w.Load)
+			n := min(int(math.Floor(sh-float64(w.Load))), w.Capacity-w.Load)
 			if n > 0 {
 				receivers = append(receivers, gap{w.ID, n})
 			}

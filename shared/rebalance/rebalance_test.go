@@ -61,6 +61,9 @@ func TestCompute(t *testing.T) {
 			[]Worker{{"a", 600, 1000, false}, {"b", 600, 1000, false}, {"c", 0, 1000, false}},
 			"[{a c 60} {b c 60}]"},
 		{"uneven capacities", []Worker{{"a", 900, 1000, false}, {"b", 0, 500, false}}, "[{a b 90}]"},
+		{"one worker below its tolerance pulls from those above their share",
+			[]Worker{{"a", 321, 1000, false}, {"b", 321, 1000, false}, {"c", 265, 1000, false}, {"d", 293, 1000, false}},
+			"[{a c 21} {b c 14} {b d 7}]"},
 		{"a draining worker neither sends nor receives", []Worker{{"a", 300, 1000, true}, {"b", 600, 1000, false}, {"c", 0, 1000, false}},
 			"[{b c 60}]"},
 	} {

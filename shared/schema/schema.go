@@ -23,6 +23,8 @@ const (
 	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
 	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
 	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval (start field checkpoint_every); absent = the worker's default
+	AttrHandoffTo        = "handoff_to"          // S: the worker a rebalancing move released the session to; removed by the next acquire
+	AttrHandoffAtMs      = "handoff_at_ms"       // N: when (the releasing worker's wall clock)
 	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number (on the checkpoint item)
 	AttrCreatedAtMs      = "created_at_ms"       // N
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
@@ -61,6 +63,8 @@ const (
 	AttrWorkerLoad      = "load"             // N: sessions held
 	AttrWorkerCapacity  = "capacity"         // N: WSFLEET_MAX_SESSIONS
 	AttrWorkerAdminAddr = "admin_addr"       // S: the worker's admin server
+	AttrWorkerDraining  = "draining"         // BOOL: shutting down (takes nothing, counts for no fair share)
+	AttrWorkerMoves     = "moves_per_min"    // N: sessions it handed off to rebalance over the last minute
 	AttrMailbox         = "mailbox"          // SS: connection ids the owner must re-read (stop, new generation)
 	AttrWorkerList      = "w_list"           // S: WorkerListAlive | WorkerListGone | WorkerListDone (the by_worker_list index)
 	AttrStartedAtMs     = "started_at_ms"    // N: registration time
@@ -194,18 +198,22 @@ const DefaultMetricsNamespace = "wsfleet"
 // Worker (streamer) environment variable names. Defaults live in the worker's
 // config; infra sets them per environment.
 const (
-	EnvWorkerID         = "WSFLEET_WORKER_ID"         // default: hostname + random suffix
-	EnvLeaseTTL         = "WSFLEET_LEASE_TTL"         // duration, default 10s: the liveness TTL
-	EnvHeartbeatEvery   = "WSFLEET_HEARTBEAT_EVERY"   // duration, default 1s
-	EnvCheckpointEvery  = "WSFLEET_CHECKPOINT_EVERY"  // duration, default 60s (a start may override it per session)
-	EnvSafetyMargin     = "WSFLEET_SAFETY_MARGIN"     // duration, default 2s
-	EnvReconcileEvery   = "WSFLEET_RECONCILE_EVERY"   // duration, default 5s
-	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"      // int, default 1000
-	EnvClaimsPerSecond  = "WSFLEET_CLAIMS_PER_SECOND" // float, default 50
-	EnvShutdownDeadline = "WSFLEET_SHUTDOWN_DEADLINE" // duration, default 30s
-	EnvAdminAddr        = "WSFLEET_ADMIN_ADDR"        // default 127.0.0.1:8081 (0.0.0.0:8081 in the container)
-	EnvSink             = "WSFLEET_SINK"              // stdout | sqs
-	EnvLogLevel         = "WSFLEET_LOG_LEVEL"         // debug | info | warn | error
+	EnvWorkerID         = "WSFLEET_WORKER_ID"           // default: hostname + random suffix
+	EnvLeaseTTL         = "WSFLEET_LEASE_TTL"           // duration, default 10s: the liveness TTL
+	EnvHeartbeatEvery   = "WSFLEET_HEARTBEAT_EVERY"     // duration, default 1s
+	EnvCheckpointEvery  = "WSFLEET_CHECKPOINT_EVERY"    // duration, default 60s (a start may override it per session)
+	EnvSafetyMargin     = "WSFLEET_SAFETY_MARGIN"       // duration, default 2s
+	EnvReconcileEvery   = "WSFLEET_RECONCILE_EVERY"     // duration, default 5s
+	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"        // int, default 1000
+	EnvClaimsPerSecond  = "WSFLEET_CLAIMS_PER_SECOND"   // float, default 50
+	EnvShutdownDeadline = "WSFLEET_SHUTDOWN_DEADLINE"   // duration, default 30s
+	EnvRebalanceEvery   = "WSFLEET_REBALANCE_EVERY"     // duration, default 10s; 0 disables rebalancing
+	EnvMinHold          = "WSFLEET_MIN_HOLD"            // duration, default 60s: only sessions held this long move
+	EnvAdvertiseAddr    = "WSFLEET_ADVERTISE_ADDR"      // host:port other workers reach the admin server at; default: the listener's, 0.0.0.0 replaced by the host's private address
+	EnvRebalanceMoves   = "WSFLEET_REBALANCE_MAX_MOVES" // int, default 0 = 10 % of the worker's sessions per round
+	EnvAdminAddr        = "WSFLEET_ADMIN_ADDR"          // default 127.0.0.1:8081 (0.0.0.0:8081 in the container)
+	EnvSink             = "WSFLEET_SINK"                // stdout | sqs
+	EnvLogLevel         = "WSFLEET_LOG_LEVEL"           // debug | info | warn | error
 
 	// Finer worker settings (defaults in the worker's config; infra leaves them).
 	EnvDialTimeout         = "WSFLEET_DIAL_TIMEOUT"
@@ -252,6 +260,8 @@ const (
 	MetricHeartbeatLatencyMs  = "HeartbeatLatencyMs"
 	MetricAliveWorkers        = "AliveWorkers" // alive workers, as the worker last listed them
 	MetricWorkersDeclaredDead = "WorkersDeclaredDead"
+	MetricRebalanceMoves      = "RebalanceMoves" // sessions this worker handed off to rebalance the fleet
+	MetricImbalance           = "Imbalance"      // max load ÷ fair share over the alive workers, at the last round
 	MetricClaimLatencyMs      = "ClaimLatencyMs"
 	MetricReconnects          = "Reconnects"
 	MetricMessagesIn          = "MessagesIn"

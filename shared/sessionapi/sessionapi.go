@@ -72,21 +72,28 @@ type Worker struct {
 	State string `json:"state"` // ALIVE | DEAD | LEFT
 	// List is ALIVE, GONE (dead or left, may still own sessions: being
 	// taken over) or DONE (owns none).
-	List           string `json:"list"`
-	Epoch          int64  `json:"epoch"`
-	Load           int    `json:"load"`
-	Capacity       int    `json:"capacity"`
-	AdminAddr      string `json:"admin_addr,omitempty"`
-	HeartbeatAtMs  int64  `json:"hb_at_ms"`
-	StartedAtMs    int64  `json:"started_at_ms"`
-	EndedAtMs      int64  `json:"ended_at_ms,omitempty"`
-	DeclaredDeadBy string `json:"declared_dead_by,omitempty"`
+	List      string `json:"list"`
+	Epoch     int64  `json:"epoch"`
+	Load      int    `json:"load"`
+	Capacity  int    `json:"capacity"`
+	AdminAddr string `json:"admin_addr,omitempty"`
+	Draining  bool   `json:"draining,omitempty"`
+	// FairShare is the sessions this worker should hold (shared/rebalance,
+	// from the alive workers' load and capacity); alive workers only.
+	FairShare      float64 `json:"fair_share,omitempty"`
+	MovesPerMin    int     `json:"moves_per_min,omitempty"`
+	HeartbeatAtMs  int64   `json:"hb_at_ms"`
+	StartedAtMs    int64   `json:"started_at_ms"`
+	EndedAtMs      int64   `json:"ended_at_ms,omitempty"`
+	DeclaredDeadBy string  `json:"declared_dead_by,omitempty"`
 }
 
 // Workers is the body of GET /workers: alive workers first, then dead or
 // left ones, at most Limit of them (Truncated: there are more).
 type Workers struct {
-	Workers   []Worker `json:"workers"`
-	Limit     int      `json:"limit"`
-	Truncated bool     `json:"truncated"`
+	Workers []Worker `json:"workers"`
+	// Imbalance is max(load ÷ fair share) over the alive workers (1 = even).
+	Imbalance float64 `json:"imbalance"`
+	Limit     int     `json:"limit"`
+	Truncated bool    `json:"truncated"`
 }

@@ -43,6 +43,8 @@ type Worker struct {
 	Load         int      `dynamodbav:"load"`
 	Capacity     int      `dynamodbav:"capacity"`
 	AdminAddr    string   `dynamodbav:"admin_addr,omitempty"`
+	Draining     bool     `dynamodbav:"draining,omitempty"`
+	MovesPerMin  int      `dynamodbav:"moves_per_min,omitempty"`
 	Mailbox      []string `dynamodbav:"mailbox,stringset,omitempty"`
 	List         string   `dynamodbav:"w_list,omitempty"`
 	StartedAtMs  int64    `dynamodbav:"started_at_ms"`
@@ -79,6 +81,8 @@ var (
 	WorkerLoad      = expression.Name(schema.AttrWorkerLoad)
 	WorkerCapacity  = expression.Name(schema.AttrWorkerCapacity)
 	WorkerAdminAddr = expression.Name(schema.AttrWorkerAdminAddr)
+	WorkerDraining  = expression.Name(schema.AttrWorkerDraining)
+	WorkerMoves     = expression.Name(schema.AttrWorkerMoves)
 	Mailbox         = expression.Name(schema.AttrMailbox)
 	WorkerList      = expression.Name(schema.AttrWorkerList)
 	EndedAtMs       = expression.Name(schema.AttrEndedAtMs)

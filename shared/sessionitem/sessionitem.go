@@ -38,6 +38,8 @@ type Item struct {
 	LeaseOwner        string            `dynamodbav:"lease_owner,omitempty"`
 	LeaseEpoch        int64             `dynamodbav:"lease_epoch"`
 	UnownedShard      string            `dynamodbav:"unowned_shard,omitempty"`
+	HandoffTo         string            `dynamodbav:"handoff_to,omitempty"`
+	HandoffAtMs       int64             `dynamodbav:"handoff_at_ms,omitempty"`
 	CreatedAtMs       int64             `dynamodbav:"created_at_ms,omitempty"`
 	UpdatedAtMs       int64             `dynamodbav:"updated_at_ms"`
 	FailedGeneration  *int64            `dynamodbav:"failed_generation,omitempty"`
@@ -76,6 +78,8 @@ var (
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
 	LeaseEpoch       = expression.Name(schema.AttrLeaseEpoch)
 	UnownedShard     = expression.Name(schema.AttrUnownedShard)
+	HandoffTo        = expression.Name(schema.AttrHandoffTo)
+	HandoffAtMs      = expression.Name(schema.AttrHandoffAtMs)
 	LastSeq          = expression.Name(schema.AttrLastSeq)
 	CkptOwner        = expression.Name(schema.AttrCkptOwner)
 	CkptEpoch        = expression.Name(schema.AttrCkptEpoch)

@@ -14,6 +14,7 @@ import (
 //	GET /readyz   200 when running and the engines answer (the table: the worker's own last call; the work queue: its last receive), else 503; no request per probe
 //	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
 //	GET /stats    JSON: cumulative counts (messages, heartbeats, store requests by kind; see Stats)
+//	POST /handoff?connection_id=… a rebalancing worker's move: claim the session now (202; 503 when draining or full)
 //	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
 func (w *Worker) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -46,6 +47,7 @@ func (w *Worker) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /status", func(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusOK, w.Status())
 	})
+	mux.HandleFunc("POST "+handoffPath, w.serveHandoff)
 	return mux
 }
 

@@ -65,6 +65,14 @@ type Config struct {
 	// MaxConcurrentWrites bounds checkpoint writes in flight.
 	MaxConcurrentWrites int
 
+	// Rebalancing: every RebalanceEvery (0: never) the worker reads the
+	// alive workers' load and hands sessions held at least MinHold to
+	// under-loaded workers, at most RebalanceMaxMoves per round (0: 10 % of
+	// its sessions).
+	RebalanceEvery    time.Duration
+	MinHold           time.Duration
+	RebalanceMaxMoves int
+
 	// Claiming.
 	ReconcileEvery  time.Duration
 	MaxSessions     int
@@ -97,7 +105,11 @@ type Config struct {
 	// Operations.
 	ShutdownDeadline time.Duration
 	AdminAddr        string // "" disables the admin server
-	AdminPprof       bool   // serve /debug/pprof/ on the admin server to loopback clients
+	// AdvertiseAddr is the admin address other workers call (a
+	// rebalancing move's receiver); "" = the listener's, with an
+	// unspecified host replaced by this host's private address.
+	AdvertiseAddr    string
+	AdminPprof       bool // serve /debug/pprof/ on the admin server to loopback clients
 	MetricsEvery     time.Duration
 	MetricsNamespace string
 	Environment      string
@@ -126,6 +138,8 @@ func DefaultConfig() Config {
 		MaxConcurrentWrites: lc.MaxConcurrentWrites,
 		StoreTimeout:        lc.RPCTimeout,
 		ReconcileEvery:      5 * time.Second,
+		RebalanceEvery:      10 * time.Second,
+		MinHold:             time.Minute,
 		MaxSessions:         1000,
 		ClaimsPerSecond:     50,
 		QueueWait:           10 * time.Second,
@@ -181,6 +195,10 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p.dur(EnvStoreRPCTimeout, &c.StoreTimeout)
 	p.int(EnvMaxWrites, &c.MaxConcurrentWrites)
 	p.dur(schema.EnvReconcileEvery, &c.ReconcileEvery)
+	p.dur(schema.EnvRebalanceEvery, &c.RebalanceEvery)
+	p.str(schema.EnvAdvertiseAddr, &c.AdvertiseAddr)
+	p.dur(schema.EnvMinHold, &c.MinHold)
+	p.int(schema.EnvRebalanceMoves, &c.RebalanceMaxMoves)
 	p.int(schema.EnvMaxSessions, &c.MaxSessions)
 	p.float(schema.EnvClaimsPerSecond, &c.ClaimsPerSecond)
 	p.dur(EnvQueueWait, &c.QueueWait)
@@ -333,6 +351,15 @@ func (c Config) Validate() error {
 	}
 	if c.ReconcileEvery <= 0 {
 		bad("%s must be positive", schema.EnvReconcileEvery)
+	}
+	if c.RebalanceEvery < 0 {
+		bad("%s must not be negative (0 disables rebalancing)", schema.EnvRebalanceEvery)
+	}
+	if c.MinHold < 0 {
+		bad("%s must not be negative", schema.EnvMinHold)
+	}
+	if c.RebalanceMaxMoves < 0 {
+		bad("%s must not be negative (0: 10 %% of the worker's sessions)", schema.EnvRebalanceMoves)
 	}
 	if c.MaxSessions < 1 {
 		bad("%s must be at least 1", schema.EnvMaxSessions)

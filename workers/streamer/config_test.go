@@ -51,7 +51,7 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	want := Config{
 		WorkerID: "w-7", LeaseTTL: 6 * time.Second, HeartbeatEvery: 500 * time.Millisecond, CheckpointEvery: 30 * time.Second,
-		MaxConcurrentWrites: 64, SafetyMargin: time.Second, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
+		MaxConcurrentWrites: 64, SafetyMargin: time.Second, RebalanceEvery: 10 * time.Second, MinHold: time.Minute, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,

@@ -77,11 +77,25 @@ func (s *severableStore) MarkDone(ctx context.Context, id string) error {
 	return s.Store.MarkDone(ctx, id)
 }
 
-func (s *severableStore) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
+func (s *severableStore) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	if err := s.check(); err != nil {
 		return lease.Item{}, err
 	}
-	return s.Store.Acquire(ctx, id, owner, prev)
+	return s.Store.Acquire(ctx, id, owner, from)
+}
+
+func (s *severableStore) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.Handoff(ctx, t, lastSeq, to, atMs)
+}
+
+func (s *severableStore) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Store.GetWorkers(ctx, ids)
 }
 
 func (s *severableStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {

@@ -133,6 +133,7 @@ type env struct {
 	mu          sync.Mutex
 	ws          []*testWorker
 	nextID      int
+	lastLoads   map[string]int // the loads balanced saw last (rebalance tests)
 }
 
 type testWorker struct {

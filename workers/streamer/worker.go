@@ -118,10 +118,14 @@ type Worker struct {
 	abandoned    atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
-	ran          atomic.Bool
-	stats        runStats // cumulative counts for /stats
-	table        tableHealth
-	store        lease.Store // deps.Store, recording every outcome in table
+	// advertiseAddr is the admin address other workers reach this one at
+	// (a rebalancing move's receiver), in its record.
+	advertiseAddr atomic.Pointer[string]
+	ran           atomic.Bool
+	stats         runStats // cumulative counts for /stats
+	rebal         rebalancer
+	table         tableHealth
+	store         lease.Store // deps.Store, recording every outcome in table
 }
 
 // New validates cfg and builds a worker.
@@ -163,6 +167,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.keeper = k
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
+	w.rebal.client = &http.Client{Timeout: time.Second}
 	w.env = &session.Env{
 		Config:   cfg.sessionConfig(),
 		Handler:  deps.Handler,
@@ -228,14 +233,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.hardCancel()
 	w.started = time.Now()
-	if err := w.register(ctx); err != nil {
-		if ctx.Err() != nil { // cancelled before it registered: nothing to hand off
-			w.setState(stateStopped)
-			w.log.Info().Msg("worker stopped")
-			return nil
-		}
-		return err
-	}
+	// The admin address is known before the record is written: other
+	// workers read it there to hand sessions to this one.
 	var admin *http.Server
 	if w.cfg.AdminAddr != "" {
 		ln, err := net.Listen("tcp", w.cfg.AdminAddr)
@@ -244,8 +243,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		addr := ln.Addr().String()
 		w.adminAddr.Store(&addr)
+		adv := advertised(addr, w.cfg.AdvertiseAddr)
+		w.advertiseAddr.Store(&adv)
 		admin = &http.Server{Handler: w.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = admin.Serve(ln) }() // ends with admin.Shutdown below
+	}
+	if err := w.register(ctx); err != nil {
+		if admin != nil {
+			_ = admin.Close()
+		}
+		if ctx.Err() != nil { // cancelled before it registered: nothing to hand off
+			w.setState(stateStopped)
+			w.log.Info().Msg("worker stopped")
+			return nil
+		}
+		return err
 	}
 
 	// A worker declared dead shuts down at once (its sessions are already
@@ -275,6 +287,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		consumer.Go(func() { _ = w.consumer.Run(consumerCtx) })
 	}
 	recon.Go(func() { _ = w.recon.Run(reconCtx) })
+	recon.Go(func() { w.rebalanceLoop(reconCtx) })
 	w.setState(stateRunning)
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
@@ -514,6 +527,7 @@ func (w *Worker) runSession(s *session.Session) {
 	defer w.sessWG.Done()
 	reason := s.Run(w.hardCtx)
 	w.finish(s, reason)
+	s.MarkFinished()
 	w.mu.Lock()
 	if w.sessions[s.ID()] == s {
 		delete(w.sessions, s.ID())
@@ -557,6 +571,16 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	t1 := time.Now()
 	if errors.Is(reason, session.ErrSourceFailed) {
 		w.fail(ctx, s, reason)
+		return
+	}
+	var move session.MoveTo
+	if errors.As(reason, &move) {
+		if err := w.handOff(ctx, s, move.To); err != nil {
+			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", s.LastSeq()).Msg("rebalancing hand-off")
+			return
+		}
+		log.Info().Str("to", move.To).Int64("last_seq", s.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", time.Since(t1)).
+			Msg("session handed off to rebalance")
 		return
 	}
 	if err := w.keeper.Release(ctx, h); err != nil {
@@ -760,9 +784,18 @@ func (w *Worker) register(ctx context.Context) error {
 	}
 }
 
-// report is what each heartbeat carries: load, capacity, admin address.
-func (w *Worker) report() (int, int, string) {
-	return w.owned(), w.cfg.MaxSessions, w.AdminAddr()
+// report is what each heartbeat carries: load, capacity, admin address,
+// whether the worker drains, its rebalancing moves over the last minute.
+func (w *Worker) report() lease.Load {
+	w.mu.Lock()
+	draining := w.state != stateRunning
+	w.mu.Unlock()
+	adv := ""
+	if p := w.advertiseAddr.Load(); p != nil {
+		adv = *p
+	}
+	return lease.Load{Sessions: w.owned(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
+		MovesPerMin: w.rebal.movesPerMin(time.Now())}
 }
 
 // reread acts on a mailbox entry (ingest wrote it on a stop or a new
@@ -872,6 +905,7 @@ type Status struct {
 	Record       WorkerRecord     `json:"record"`
 	TrustedForMs int64            `json:"trusted_for_ms"`
 	AliveWorkers int              `json:"alive_workers"`
+	Rebalance    RebalanceStatus  `json:"rebalance"`
 	Watching     []string         `json:"watching"`
 	Sessions     []session.Status `json:"sessions"`
 }
@@ -906,6 +940,7 @@ func (w *Worker) Status() Status {
 		st.TrustedForMs = 0
 	}
 	st.AliveWorkers = w.keeper.AliveWorkers()
+	st.Rebalance = w.rebalanceStatus()
 	st.Watching = w.keeper.Targets()
 	st.Sessions = make([]session.Status, 0, len(ss))
 	for _, s := range ss {
@@ -913,4 +948,31 @@ func (w *Worker) Status() Status {
 	}
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ConnectionID < st.Sessions[j].ConnectionID })
 	return st
+}
+
+// advertised is the admin address to put in the worker record: the
+// configured one, else the listener's, with an unspecified host (0.0.0.0,
+// ::) replaced by this host's first private non-loopback address (a
+// Fargate task's ENI address), so that other workers can reach it.
+func advertised(listen, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		return listen
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return listen
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && n.IP.IsPrivate() {
+			return net.JoinHostPort(n.IP.String(), port)
+		}
+	}
+	return listen
 }

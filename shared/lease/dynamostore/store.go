@@ -42,6 +42,7 @@ const (
 	OpAcquire   = "acquire"
 	OpFence     = "acquire_fence"
 	OpRelease   = "release"
+	OpHandoff   = "handoff"
 	OpFail      = "fail"
 	OpNoteError = "note_error"
 	// Checkpoints (also the final checkpoint of a release or fail).
@@ -49,6 +50,7 @@ const (
 	// Reads.
 	OpGet         = "get"
 	OpGetWorker   = "get_worker"
+	OpGetWorkers  = "get_workers"
 	OpListWorkers = "list_workers"
 	OpUnowned     = "unowned"
 	OpOwnedBy     = "owned_by"
@@ -64,9 +66,9 @@ const (
 
 var allOps = map[string]string{
 	OpRegister: CatLiveness, OpHeartbeat: CatLiveness, OpDeclareDead: CatLiveness, OpLeave: CatLiveness, OpMarkDone: CatLiveness,
-	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership,
+	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership,
 	OpCheckpoint: CatCheckpoint,
-	OpGet:        CatReads, OpGetWorker: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
+	OpGet:        CatReads, OpGetWorker: CatReads, OpGetWorkers: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
 }
 
 // Category is the category of request kind op ("" for an unknown one).
@@ -204,7 +206,8 @@ func toRecord(w sessionitem.Worker) lease.WorkerRecord {
 	return lease.WorkerRecord{
 		ID: strings.TrimPrefix(w.Key, schema.WorkerKeyPrefix), State: w.State, Epoch: w.Epoch, HeartbeatSeq: w.HeartbeatSeq,
 		HeartbeatAtMs: w.HeartbeatAt, TTL: time.Duration(w.TTLMs) * time.Millisecond, Load: w.Load, Capacity: w.Capacity,
-		AdminAddr: w.AdminAddr, Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
+		AdminAddr: w.AdminAddr, Draining: w.Draining, MovesPerMin: w.MovesPerMin,
+		Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
 	}
 }
 
@@ -268,7 +271,9 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 	u := expression.Set(sessionitem.HeartbeatSeq, v(hb.Seq)).
 		Set(sessionitem.HeartbeatAt, v(hb.AtMs)).
 		Set(sessionitem.WorkerLoad, v(hb.Load)).
-		Set(sessionitem.WorkerCapacity, v(hb.Capacity))
+		Set(sessionitem.WorkerCapacity, v(hb.Capacity)).
+		Set(sessionitem.WorkerDraining, v(hb.Draining)).
+		Set(sessionitem.WorkerMoves, v(hb.MovesPerMin))
 	if hb.AdminAddr != "" {
 		u = u.Set(sessionitem.WorkerAdminAddr, v(hb.AdminAddr))
 	}
@@ -391,6 +396,44 @@ func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]stri
 	return out, nil
 }
 
+// GetWorkers implements lease.Store: eventually consistent BatchGetItem
+// (100 keys per request), retrying unprocessed keys.
+func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
+	var out []lease.WorkerRecord
+	for start := 0; start < len(ids); start += 100 {
+		keys := make([]map[string]types.AttributeValue, 0, min(100, len(ids)-start))
+		for _, id := range ids[start:min(start+100, len(ids))] {
+			keys = append(keys, sessionitem.Key(schema.WorkerKey(id)))
+		}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys}}
+		for attempt := 0; len(req) > 0; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, fmt.Errorf("get workers: %w", ctx.Err())
+				case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+				}
+			}
+			res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			m := s.meters[OpGetWorkers]
+			m.reads.Add(1)
+			if err != nil {
+				return nil, fmt.Errorf("get workers: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				m.readHalves.Add(ConsistentReadUnits(ItemSize(item))) // eventually consistent: half a unit per 4 KB
+				r, err := worker(item)
+				if err != nil {
+					return nil, fmt.Errorf("get workers: %w", err)
+				}
+				out = append(out, *r)
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
 // MarkDone implements lease.Store.
 func (s *Store) MarkDone(ctx context.Context, id string) error {
 	u := expression.Set(sessionitem.WorkerList, v(schema.WorkerListDone))
@@ -457,7 +500,8 @@ func toLease(r *sessionitem.Item) lease.Item {
 		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
 		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
 		CheckpointEvery: time.Duration(r.CheckpointEveryMs) * time.Millisecond,
-		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, HandoffTo: r.HandoffTo, HandoffAtMs: r.HandoffAtMs,
+		LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
 		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
 	}
 	if r.Generation != nil {
@@ -509,14 +553,19 @@ func notFailed() expression.ConditionBuilder {
 // Acquire implements lease.Store: the session write (ALL_OLD: the item
 // after is the item before with the new tenure), then the fence of the
 // checkpoint item at the new epoch, which returns the last_seq to resume from.
-func (s *Store) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
+func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	owners := expression.AttributeNotExists(sessionitem.LeaseOwner).Or(sessionitem.LeaseOwner.Equal(v(owner)))
-	if prev != nil {
-		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(prev.Epoch))))
+	if from.Prev != nil {
+		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(from.Prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(from.Prev.Epoch))))
+	}
+	reserved := expression.AttributeNotExists(sessionitem.HandoffTo).Or(sessionitem.HandoffTo.Equal(v(owner)))
+	if from.Bypass != "" {
+		reserved = reserved.Or(sessionitem.HandoffTo.Equal(v(from.Bypass)))
 	}
 	c := expression.AttributeExists(sessionitem.Pk).
-		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners)
-	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).Remove(sessionitem.UnownedShard)
+		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners, reserved)
+	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).
+		Remove(sessionitem.UnownedShard).Remove(sessionitem.HandoffTo).Remove(sessionitem.HandoffAtMs)
 	old, failed, err := s.update(ctx, OpAcquire, id, u, c, types.ReturnValueAllOld)
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
@@ -526,10 +575,11 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, prev *lease.Token
 		if err != nil {
 			return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
 		}
-		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, lease.ClassifyAcquire(it, owner, prev))
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, lease.ClassifyAcquire(it, owner, from))
 	}
 	epoch := numOf(old, schema.AttrLeaseEpoch) + 1
-	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}, schema.AttrUnownedShard)
+	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)},
+		schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs)
 	s.meters[OpAcquire].wrote(old, after)
 	it, err := session(after)
 	if err != nil {
@@ -635,19 +685,33 @@ var errRetry = errors.New("release: the session changed state; retry the other v
 // two variants are conditional on the state they assume; a start or stop
 // landing in between sends the release to the other one (bounded).
 func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
+	return s.release(ctx, OpRelease, t, lastSeq, "", 0)
+}
+
+// Handoff implements lease.Store: a Release whose STARTED variant also
+// reserves the session for worker to.
+func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	return s.release(ctx, OpHandoff, t, lastSeq, to, atMs)
+}
+
+func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	if lastSeq != lease.NoSeq {
 		if err := s.checkpoint(ctx, t, lastSeq); err != nil {
 			return fmt.Errorf("release %s: %w", t, err)
 		}
 	}
 	shard := schema.UnownedShardOf(t.ConnectionID)
+	startedU := expression.Remove(sessionitem.LeaseOwner).Set(sessionitem.UnownedShard, v(shard))
+	startedSet := map[string]types.AttributeValue{schema.AttrUnownedShard: str(shard)}
+	if to != "" {
+		startedU = startedU.Set(sessionitem.HandoffTo, v(to)).Set(sessionitem.HandoffAtMs, v(atMs))
+		startedSet[schema.AttrHandoffTo], startedSet[schema.AttrHandoffAtMs] = str(to), num(atMs)
+	}
 	startedOK := sessionitem.DesiredState.Equal(v(schema.StateStarted)).And(notFailed())
 	notStarted := sessionitem.DesiredState.NotEqual(v(schema.StateStarted)).Or(sessionitem.FailedGeneration.Equal(sessionitem.Generation))
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
-		err = s.ownerWrite(ctx, OpRelease, t,
-			expression.Remove(sessionitem.LeaseOwner).Set(sessionitem.UnownedShard, v(shard)), &startedOK,
-			map[string]types.AttributeValue{schema.AttrUnownedShard: str(shard)}, []string{schema.AttrLeaseOwner},
+		err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
 				if err := lease.CanOwnerWrite(it, t); err != nil {
 					return err
@@ -660,7 +724,7 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 		if !errors.Is(err, errRetry) {
 			break
 		}
-		err = s.ownerWrite(ctx, OpRelease, t, expression.Remove(sessionitem.LeaseOwner), &notStarted,
+		err = s.ownerWrite(ctx, op, t, expression.Remove(sessionitem.LeaseOwner), &notStarted,
 			nil, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
 				if err := lease.CanOwnerWrite(it, t); err != nil {

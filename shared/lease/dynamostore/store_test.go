@@ -171,7 +171,7 @@ func TestUnits(t *testing.T) {
 	if err := s.Register(ctx, leasetest.Worker(w)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Acquire(ctx, id, w, nil)
+	got, err := s.Acquire(ctx, id, w, lease.From{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Acquire(ctx, id, "other", &lease.Token{ConnectionID: id, Owner: "x", Epoch: 99}); err == nil {
+	if _, err := s.Acquire(ctx, id, "other", lease.From{Prev: &lease.Token{ConnectionID: id, Owner: "x", Epoch: 99}}); err == nil {
 		t.Fatal("acquire with a wrong prev succeeded")
 	}
 	if err := s.Release(ctx, tok, 4000); err != nil {

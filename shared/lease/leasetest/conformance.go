@@ -108,7 +108,7 @@ func acquired(t testing.TB, h Harness, prefix, owner string) (lease.Item, lease.
 	t.Helper()
 	id := NewID(prefix)
 	h.Put(t, Started(id))
-	it, err := h.Store.Acquire(ctx(t), id, owner, nil)
+	it, err := h.Store.Acquire(ctx(t), id, owner, lease.From{})
 	if err != nil {
 		t.Fatalf("acquire %s: %v", id, err)
 	}
@@ -192,7 +192,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if !unowned(t, h.Store)[id] {
 			t.Fatal("a new STARTED session is not listed as unowned")
 		}
-		it, err := h.Store.Acquire(ctx(t), id, "w1", nil)
+		it, err := h.Store.Acquire(ctx(t), id, "w1", lease.From{})
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
@@ -213,7 +213,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		}
 		// Acquiring one's own session again (an acquire retried after an
 		// ambiguous attempt) is a new tenure.
-		again, err := h.Store.Acquire(ctx(t), id, "w1", nil)
+		again, err := h.Store.Acquire(ctx(t), id, "w1", lease.From{})
 		if err != nil {
 			t.Fatalf("re-acquire by the owner: %v", err)
 		}
@@ -227,7 +227,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 
 	t.Run("AcquireRefusals", func(t *testing.T) {
 		h := newHarness(t)
-		_, err := h.Store.Acquire(ctx(t), NewID("missing"), "w1", nil)
+		_, err := h.Store.Acquire(ctx(t), NewID("missing"), "w1", lease.From{})
 		wantErr(t, "acquire of a missing session", err, lease.ErrNotFound)
 		_, err = h.Store.Get(ctx(t), NewID("missing"))
 		wantErr(t, "get of a missing session", err, lease.ErrNotFound)
@@ -236,7 +236,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		it := Started(stopped)
 		it.DesiredState = schema.StateStopped
 		h.Put(t, it)
-		_, err = h.Store.Acquire(ctx(t), stopped, "w1", nil)
+		_, err = h.Store.Acquire(ctx(t), stopped, "w1", lease.From{})
 		wantErr(t, "acquire of a stopped session", err, lease.ErrStopped)
 		if got := mustGet(t, h.Store, stopped); got.DesiredState != schema.StateStopped || got.Epoch != 0 || got.Owner != "" {
 			t.Fatalf("a refused acquire changed the item: %+v", got)
@@ -247,15 +247,15 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		gen := it.Generation
 		it.FailedGeneration, it.LastError = &gen, "handshake refused: HTTP 401"
 		h.Put(t, it)
-		_, err = h.Store.Acquire(ctx(t), failed, "w1", nil)
+		_, err = h.Store.Acquire(ctx(t), failed, "w1", lease.From{})
 		wantErr(t, "acquire of a FAILED session", err, lease.ErrFailed)
 
 		_, tok := acquired(t, h, "held", "w1")
-		_, err = h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", nil)
+		_, err = h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", lease.From{})
 		wantHeld(t, "acquire of an owned session", err, tok)
 		// A prev that is not the current tenure does not take it over.
 		for _, prev := range []lease.Token{{ConnectionID: tok.ConnectionID, Owner: "w1", Epoch: tok.Epoch - 1}, {ConnectionID: tok.ConnectionID, Owner: "w3", Epoch: tok.Epoch}} {
-			_, err = h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", &prev)
+			_, err = h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", lease.From{Prev: &prev})
 			wantHeld(t, fmt.Sprintf("acquire with a stale prev %v", prev), err, tok)
 		}
 		if got := mustGet(t, h.Store, tok.ConnectionID); got.Owner != "w1" || got.Epoch != tok.Epoch {
@@ -377,7 +377,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		}
 		// A reconciler takes the session over from the dead tenure and
 		// resumes from its last checkpoint.
-		it, err := h.Store.Acquire(ctx(t), id, "w2", &old)
+		it, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &old})
 		if err != nil {
 			t.Fatalf("takeover: %v", err)
 		}
@@ -401,7 +401,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			t.Fatal("the session is still listed under the dead owner")
 		}
 		// A second takeover from the same dead tenure loses to the first.
-		_, err = h.Store.Acquire(ctx(t), id, "w3", &old)
+		_, err = h.Store.Acquire(ctx(t), id, "w3", lease.From{Prev: &old})
 		wantHeld(t, "second takeover", err, cur)
 		if err := h.Store.Checkpoint(ctx(t), cur, 9); err != nil {
 			t.Fatalf("the new owner's checkpoint: %v", err)
@@ -438,7 +438,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 				go func(r int) {
 					defer wg.Done()
 					<-gate
-					it, err := h.Store.Acquire(context.Background(), id, fmt.Sprintf("a%d", r), &prev)
+					it, err := h.Store.Acquire(context.Background(), id, fmt.Sprintf("a%d", r), lease.From{Prev: &prev})
 					mu.Lock()
 					defer mu.Unlock()
 					if err == nil {
@@ -502,7 +502,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 				go func(w string) {
 					defer wg.Done()
 					<-gate
-					_, err := h.Store.Acquire(context.Background(), id, w, nil)
+					_, err := h.Store.Acquire(context.Background(), id, w, lease.From{})
 					mu.Lock()
 					defer mu.Unlock()
 					if err == nil {
@@ -564,7 +564,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			default:
 				t.Fatalf("round %d: %d winners", round, len(wins))
 			}
-			_, err := h.Store.Acquire(ctx(t), id, "late", nil)
+			_, err := h.Store.Acquire(ctx(t), id, "late", lease.From{})
 			wantErr(t, "acquire after stop", err, lease.ErrStopped)
 			if unowned(t, h.Store)[id] {
 				t.Fatalf("round %d: a stopped session is listed as unowned", round)
@@ -757,7 +757,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		}
 		wantErr(t, "release retried after it applied", h.Store.Release(ctx(t), tok, lease.NoSeq), lease.ErrLeaseLost)
 		// The next owner resumes from the checkpoint at once.
-		b, err := h.Store.Acquire(ctx(t), id, "w2", nil)
+		b, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{})
 		if err != nil {
 			t.Fatalf("acquire after release: %v", err)
 		}
@@ -774,7 +774,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		it := Started(seeded)
 		it.Owner, it.Epoch, it.LastSeq = "gone-worker", 4, 77
 		h.Put(t, it)
-		c, err := h.Store.Acquire(ctx(t), seeded, "w2", &lease.Token{ConnectionID: seeded, Owner: "gone-worker", Epoch: 4})
+		c, err := h.Store.Acquire(ctx(t), seeded, "w2", lease.From{Prev: &lease.Token{ConnectionID: seeded, Owner: "gone-worker", Epoch: 4}})
 		if err != nil || c.LastSeq != 77 || c.Epoch != 5 {
 			t.Fatalf("takeover of a seeded tenure: %+v %v", c, err)
 		}
@@ -805,11 +805,88 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if !unowned(t, h.Store)[tok.ConnectionID] {
 			t.Fatal("a started unowned session is not listed unowned")
 		}
-		it, err := h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", nil)
+		it, err := h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", lease.From{})
 		if err != nil || it.LastSeq != 7 || it.Epoch != tok.Epoch+1 {
 			t.Fatalf("acquire after restart: %+v %v", it, err)
 		}
 		wantErr(t, "release of a missing session", h.Store.Release(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}, lease.NoSeq), lease.ErrNotFound)
+	})
+
+	t.Run("DirectedHandoff", func(t *testing.T) {
+		h := newHarness(t)
+		_, tok := acquired(t, h, "handoff", "w1")
+		if err := h.Store.Handoff(ctx(t), tok, 11, "w2", now); err != nil {
+			t.Fatalf("hand off: %v", err)
+		}
+		got := mustGet(t, h.Store, tok.ConnectionID)
+		if got.Owner != "" || got.HandoffTo != "w2" || got.HandoffAtMs != now || got.LastSeq != 11 {
+			t.Fatalf("after the hand-off: %+v", got)
+		}
+		if !unowned(t, h.Store)[tok.ConnectionID] {
+			t.Fatal("a handed-off session is not listed unowned (nobody could take it after the bound)")
+		}
+		// Reserved for w2: a third worker is refused, naming the receiver.
+		_, err := h.Store.Acquire(ctx(t), tok.ConnectionID, "w3", lease.From{})
+		var re *lease.ReservedError
+		if !errors.As(err, &re) || re.To != "w2" || re.AtMs != now || !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("acquire by a third worker: %v, want a *ReservedError for w2", err)
+		}
+		_, err = h.Store.Acquire(ctx(t), tok.ConnectionID, "w3", lease.From{Bypass: "w9"})
+		if !errors.As(err, &re) {
+			t.Fatalf("acquire bypassing another worker: %v, want a *ReservedError", err)
+		}
+		// The receiver takes it, and the reservation is gone with its acquire.
+		it, err := h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", lease.From{})
+		if err != nil || it.Epoch != tok.Epoch+1 || it.LastSeq != 11 || it.HandoffTo != "" {
+			t.Fatalf("acquire by the receiver: %+v %v", it, err)
+		}
+		t2 := lease.Token{ConnectionID: tok.ConnectionID, Owner: "w2", Epoch: it.Epoch}
+		if err := h.Store.Release(ctx(t), t2, 12); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, h.Store, tok.ConnectionID); got.HandoffTo != "" {
+			t.Fatalf("a plain release left a reservation: %+v", got)
+		}
+		// A receiver that never came: anyone bypassing it may take it.
+		if err := h.Store.Handoff(ctx(t), lease.Token{ConnectionID: tok.ConnectionID, Owner: "w2", Epoch: it.Epoch}, 12, "w4", now); !errors.Is(err, lease.ErrLeaseLost) {
+			t.Fatalf("hand-off of a released tenure: %v, want ErrLeaseLost", err)
+		}
+		_, t3 := acquired(t, h, "handoff", "w1")
+		if err := h.Store.Handoff(ctx(t), t3, lease.NoSeq, "w4", now); err != nil {
+			t.Fatal(err)
+		}
+		if it, err := h.Store.Acquire(ctx(t), t3.ConnectionID, "w3", lease.From{Bypass: "w4"}); err != nil || it.Owner != "w3" {
+			t.Fatalf("acquire bypassing the receiver: %+v %v", it, err)
+		}
+		// A stopped session is released without a reservation.
+		_, t4 := acquired(t, h, "handoff", "w1")
+		h.SetDesired(t, t4.ConnectionID, schema.StateStopped)
+		if err := h.Store.Handoff(ctx(t), t4, lease.NoSeq, "w2", now); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, h.Store, t4.ConnectionID); got.Owner != "" || got.HandoffTo != "" || unowned(t, h.Store)[t4.ConnectionID] {
+			t.Fatalf("hand-off of a stopped session: %+v", got)
+		}
+	})
+
+	t.Run("GetWorkersReadsTheFleet", func(t *testing.T) {
+		h := newHarness(t)
+		a, b := register(t, h, "fleet"), register(t, h, "fleet")
+		if _, err := h.Store.Heartbeat(ctx(t), a, 1, lease.Heartbeat{Seq: 1, AtMs: now, Load: 5, Capacity: 10, Draining: true, MovesPerMin: 3}); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := h.Store.GetWorkers(ctx(t), []string{a, b, NewID("nobody")})
+		if err != nil || len(recs) != 2 {
+			t.Fatalf("get workers: %+v %v", recs, err)
+		}
+		for _, r := range recs {
+			if r.ID == a && (r.Load != 5 || r.Capacity != 10 || !r.Draining || r.MovesPerMin != 3) {
+				t.Fatalf("record of %s: %+v", a, r)
+			}
+			if r.ID == b && (r.Draining || r.Load != 0) {
+				t.Fatalf("record of %s: %+v", b, r)
+			}
+		}
 	})
 
 	t.Run("FailedIsNeverAcquired", func(t *testing.T) {
@@ -830,9 +907,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			got.LastErrorAtMs != now+2 || got.LastSeq != 4 || got.Owner != "" || got.DesiredState != schema.StateStarted {
 			t.Fatalf("after Fail: %+v", got)
 		}
-		_, err := h.Store.Acquire(ctx(t), id, "w2", nil)
+		_, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{})
 		wantErr(t, "acquire of a FAILED session", err, lease.ErrFailed)
-		_, err = h.Store.Acquire(ctx(t), id, "w2", &tok)
+		_, err = h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &tok})
 		wantErr(t, "takeover of a FAILED session", err, lease.ErrFailed)
 		if unowned(t, h.Store)[id] {
 			t.Fatal("a FAILED session is listed unowned")
@@ -848,7 +925,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		h := newHarness(t)
 		_, old := acquired(t, h, "failfence", "w1")
 		id := old.ConnectionID
-		b, err := h.Store.Acquire(ctx(t), id, "w2", &old)
+		b, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &old})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -901,7 +978,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if got.DesiredState != schema.StateStopped || got.Failed() || got.LastError != "handshake refused: HTTP 403" || got.Owner != "" {
 			t.Fatalf("after stop then fail: %+v", got)
 		}
-		_, err := h.Store.Acquire(ctx(t), id, "w2", nil)
+		_, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{})
 		wantErr(t, "acquire of a stopped (once failed) session", err, lease.ErrStopped)
 	})
 
@@ -922,7 +999,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if !unowned(t, h.Store)[id] {
 			t.Fatal("a restarted session is not listed unowned")
 		}
-		b, err := h.Store.Acquire(ctx(t), id, "w2", nil)
+		b, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{})
 		if err != nil {
 			t.Fatalf("acquire after restart: %v", err)
 		}

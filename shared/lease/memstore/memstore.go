@@ -158,6 +158,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 			return lease.ClassifyHeartbeat(r, epoch, hb.Seq)
 		}
 		r.HeartbeatSeq, r.HeartbeatAtMs, r.Load, r.Capacity = hb.Seq, hb.AtMs, hb.Load, hb.Capacity
+		r.Draining, r.MovesPerMin = hb.Draining, hb.MovesPerMin
 		if hb.AdminAddr != "" {
 			r.AdminAddr = hb.AdminAddr
 		}
@@ -227,6 +228,20 @@ func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]stri
 	return out, err
 }
 
+// GetWorkers implements lease.Store.
+func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
+	var out []lease.WorkerRecord
+	err := s.do(ctx, "get_workers", func() error {
+		for _, id := range ids {
+			if r := s.workers[id]; r != nil {
+				out = append(out, cloneRec(r))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // MarkDone implements lease.Store.
 func (s *Store) MarkDone(ctx context.Context, id string) error {
 	return s.do(ctx, "mark_done", func() error {
@@ -245,14 +260,14 @@ func (s *Store) MarkDone(ctx context.Context, id string) error {
 // --- Sessions ---
 
 // Acquire implements lease.Store.
-func (s *Store) Acquire(ctx context.Context, id, owner string, prev *lease.Token) (lease.Item, error) {
+func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	var out lease.Item
 	err := s.do(ctx, "acquire", func() error {
 		it := s.items[id]
-		if err := lease.CanAcquire(it, owner, prev); err != nil {
+		if err := lease.CanAcquire(it, owner, from); err != nil {
 			return err
 		}
-		it.Owner, it.Epoch = owner, it.Epoch+1
+		it.Owner, it.Epoch, it.HandoffTo, it.HandoffAtMs = owner, it.Epoch+1, "", 0
 		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
 		ck := s.ckpts[id]
 		if ck == nil {
@@ -305,6 +320,26 @@ func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error
 			}
 		}
 		it.Owner = ""
+		return nil
+	})
+}
+
+// Handoff implements lease.Store.
+func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	return s.do(ctx, "handoff", func() error {
+		it := s.items[t.ConnectionID]
+		if err := lease.CanOwnerWrite(it, t); err != nil {
+			return err
+		}
+		if lastSeq != lease.NoSeq {
+			if err := s.checkpointLocked(t, lastSeq); err != nil {
+				return err
+			}
+		}
+		it.Owner = ""
+		if it.DesiredState == schema.StateStarted {
+			it.HandoffTo, it.HandoffAtMs = to, atMs
+		}
 		return nil
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
 )
@@ -298,10 +299,18 @@ func (h *Handler) workers(ctx context.Context, req events.APIGatewayV2HTTPReques
 		return h.storeFailed(r, err)
 	}
 	out := sessionapi.Workers{Workers: make([]sessionapi.Worker, 0, len(l.Workers)), Limit: sessions.MaxWorkers, Truncated: l.Truncated}
+	var alive []rebalance.Worker
+	for _, w := range l.Workers {
+		if w.State == schema.WorkerAlive {
+			alive = append(alive, rebalance.Worker{ID: w.ID, Load: w.Load, Capacity: w.Capacity, Draining: w.Draining})
+		}
+	}
+	plan := rebalance.Compute(alive, rebalance.Settings{})
+	out.Imbalance = plan.Imbalance
 	for _, w := range l.Workers {
 		out.Workers = append(out.Workers, sessionapi.Worker{ID: w.ID, State: w.State, List: w.List, Epoch: w.Epoch, Load: w.Load,
-			Capacity: w.Capacity, AdminAddr: w.AdminAddr, HeartbeatAtMs: w.HeartbeatAtMs, StartedAtMs: w.StartedAtMs,
-			EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredDeadBy})
+			Capacity: w.Capacity, AdminAddr: w.AdminAddr, Draining: w.Draining, FairShare: plan.Share[w.ID], MovesPerMin: w.MovesPerMin,
+			HeartbeatAtMs: w.HeartbeatAtMs, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredDeadBy})
 	}
 	r.status = http.StatusOK
 	r.body = out

@@ -23,6 +23,8 @@ type Worker struct {
 	Load           int
 	Capacity       int
 	AdminAddr      string
+	Draining       bool
+	MovesPerMin    int
 	HeartbeatAtMs  int64
 	StartedAtMs    int64
 	EndedAtMs      int64
@@ -102,6 +104,7 @@ func (s *Store) Workers(ctx context.Context, limit int) (WorkerList, error) {
 		}
 		res.Workers = append(res.Workers, Worker{
 			ID: id, State: w.State, List: w.List, Epoch: w.Epoch, Load: w.Load, Capacity: w.Capacity, AdminAddr: w.AdminAddr,
+			Draining: w.Draining, MovesPerMin: w.MovesPerMin,
 			HeartbeatAtMs: w.HeartbeatAt, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredBy,
 		})
 	}

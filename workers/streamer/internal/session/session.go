@@ -55,7 +55,19 @@ var (
 	// error, or Config.MaxDialFailures failures in a row). The worker
 	// records it (the session becomes FAILED) instead of releasing.
 	ErrSourceFailed = errors.New("source cannot be connected")
+	// ErrMoved: the worker hands the session to another one to rebalance
+	// the fleet (close 1001, release reserved for the receiver); a MoveTo
+	// names the receiver.
+	ErrMoved = errors.New("session moved to another worker")
 )
+
+// MoveTo is the reason of a rebalancing move: ErrMoved, to worker To.
+type MoveTo struct{ To string }
+
+func (m MoveTo) Error() string { return "session moved to " + m.To }
+
+// Unwrap makes errors.Is(reason, ErrMoved) true.
+func (m MoveTo) Unwrap() error { return ErrMoved }
 
 // Reasons to reconnect (not terminal).
 var (
@@ -149,6 +161,10 @@ type Session struct {
 	log     zerolog.Logger
 	claimed int64 // sent_at_ms of the notification that led to the claim; 0 if none
 	since   time.Time
+	// finished is closed by its owner (the worker) once the session's end
+	// is written (released, handed off, failed).
+	finished     chan struct{}
+	finishedOnce sync.Once
 
 	mu      sync.Mutex
 	conn    *websocket.Conn
@@ -184,7 +200,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 	it := h.Item()
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), finished: make(chan struct{}),
 		log: env.Log.With().Str("connection_id", h.ID()).
 			Int64("lease_epoch", h.Epoch()).Logger(),
 	}
@@ -194,6 +210,13 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 
 // Held is the session's lease.
 func (s *Session) Held() *lease.Held { return s.held }
+
+// Finished is closed once MarkFinished was called.
+func (s *Session) Finished() <-chan struct{} { return s.finished }
+
+// MarkFinished records that the session's end is written (the worker calls
+// it after its release, hand-off or failure; idempotent).
+func (s *Session) MarkFinished() { s.finishedOnce.Do(func() { close(s.finished) }) }
 
 // ID is the connection id.
 func (s *Session) ID() string { return s.held.ID() }
@@ -259,7 +282,7 @@ func (s *Session) LastSeq() int64 { return s.lastSeq.Load() }
 // handshake (and which status), or at once.
 func closeCodeFor(reason error) (websocket.StatusCode, bool) {
 	switch {
-	case errors.Is(reason, ErrShutdown):
+	case errors.Is(reason, ErrShutdown), errors.Is(reason, ErrMoved):
 		return websocket.StatusGoingAway, true
 	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration):
 		return websocket.StatusNormalClosure, true
