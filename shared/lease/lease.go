@@ -41,15 +41,15 @@ type Item struct {
 	CheckpointEvery time.Duration
 	Generation      int64
 
-	Owner       string // "" = no owner (new, released, failed)
+	Owner string // "" = no owner (new, released, failed)
 	// HandoffTo is the worker a rebalancing owner released the session to
 	// (HandoffAtMs: when, on its wall clock); "" when none. Until someone
 	// takes it, only that worker may, or a worker that saw it not alive or
 	// the hand-off older than Config.HandoffBound.
 	HandoffTo   string
 	HandoffAtMs int64
-	Epoch       int64  // per-session fencing token: +1 on every acquire
-	LastSeq     int64  // from the checkpoint item; NoSeq when absent
+	Epoch       int64 // per-session fencing token: +1 on every acquire
+	LastSeq     int64 // from the checkpoint item; NoSeq when absent
 	UpdatedAtMs int64
 
 	// FailedGeneration is the generation at which a holder gave up on the
@@ -112,8 +112,8 @@ type WorkerRecord struct {
 	Load          int
 	Capacity      int
 	AdminAddr     string
-	Draining      bool // shutting down: takes nothing, counts for no share
-	MovesPerMin   int  // sessions it handed off to rebalance, over the last minute
+	Draining      bool     // shutting down: takes nothing, counts for no share
+	MovesPerMin   int      // sessions it handed off to rebalance, over the last minute
 	Mailbox       []string // connection ids to re-read (stop, new generation)
 	List          string   // schema.WorkerList*
 	StartedAtMs   int64
@@ -126,8 +126,8 @@ func (r WorkerRecord) Alive() bool { return r.State == schema.WorkerAlive }
 
 // Heartbeat is what one heartbeat writes.
 type Heartbeat struct {
-	Seq       int64 // larger than any earlier attempt's
-	AtMs      int64 // wall clock at send
+	Seq         int64 // larger than any earlier attempt's
+	AtMs        int64 // wall clock at send
 	Load        int
 	Capacity    int
 	AdminAddr   string
