@@ -507,9 +507,13 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("StreamerSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              vpc,
-		Description:      jsii.String("wsfleet streamer tasks: outbound only"),
+		Description:      jsii.String("wsfleet streamer tasks: outbound, and the admin port between the tasks"),
 		AllowAllOutbound: jsii.Bool(true),
 	})
+	// A rebalancing worker tells the receiver of a move to claim it at once
+	// (POST /handoff on the receiver's admin port, at its task address):
+	// open between the tasks of this group only.
+	sg.AddIngressRule(sg, awsec2.Port_Tcp(jsii.Number(StreamerAdminPort)), jsii.String("rebalancing hand-offs between workers"), jsii.Bool(false))
 	svc := awsecs.NewFargateService(stack, jsii.String("StreamerService"), &awsecs.FargateServiceProps{
 		Cluster:        cluster,
 		TaskDefinition: taskDef,

@@ -464,6 +464,17 @@ func TestStreamerService(t *testing.T) {
 			if _, ok := props(svc)["DesiredCount"]; ok {
 				t.Error("service sets DesiredCount: every deploy would reset autoscaling")
 			}
+			// The admin port is open between the tasks (rebalancing
+			// hand-offs), from the tasks' own group only, and to nothing else.
+			var ingress []string
+			for _, r := range s.resources("AWS::EC2::SecurityGroupIngress") {
+				ingress = append(ingress, asJSON(props(r)))
+			}
+			if len(ingress) != 1 || !strings.Contains(ingress[0], fmt.Sprintf(`"FromPort":%d`, StreamerAdminPort)) ||
+				!strings.Contains(ingress[0], fmt.Sprintf(`"ToPort":%d`, StreamerAdminPort)) || !strings.Contains(ingress[0], `"SourceSecurityGroupId"`) ||
+				strings.Contains(ingress[0], "CidrIp") {
+				t.Errorf("security group ingress %v, want only the admin port from the tasks' own group", ingress)
+			}
 			if n := len(s.resources("AWS::EC2::NatGateway")); n != 0 {
 				t.Errorf("%d NAT gateways, want 0", n)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
@@ -242,8 +243,22 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	}
 	sent := time.Now().UnixMilli()
 	go func() {
-		if out, err := w.Claim(w.hardCtx, id, nil, sent); err != nil {
-			w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")
+		// A transient failure (a timeout, a condition that raced) is
+		// retried a few times: until the reservation lapses nobody else
+		// takes the session.
+		for attempt := 0; ; attempt++ {
+			out, err := w.Claim(w.hardCtx, id, nil, sent)
+			if out != claim.Failed || attempt == 2 || w.hardCtx.Err() != nil {
+				if err != nil {
+					w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")
+				}
+				return
+			}
+			select {
+			case <-w.hardCtx.Done():
+				return
+			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			}
 		}
 	}()
 	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
