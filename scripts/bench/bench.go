@@ -203,13 +203,9 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	var reads []string
-	for _, n := range s.ReadsWorkers {
-		reads = append(reads, itoa(n))
-	}
 	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
 		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
-		strings.Join(reads, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
+		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
 }
 
 // Config configures a run.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,7 @@ func (r *runner) reads(ctx context.Context) error {
 	sz := r.sz
 	res := &ReadsResult{}
 	res.Phase = r.begin(PhaseReads, map[string]string{
-		"workers":   fmt.Sprintf("%v simulated workers per run, each a lease.Keeper (shared/lease) on its own dynamostore.Store, all in the driver's process, on one dynalite table (in memory, fresh per run); no session", sz.ReadsWorkers),
+		"workers":   fmt.Sprintf("%s simulated workers per run, each a lease.Keeper (shared/lease) on its own dynamostore.Store, all in the driver's process, on one dynalite table (in memory, fresh per run); no session", joinInts(sz.ReadsWorkers, " and ")),
 		"lease":     "lease.DefaultConfig: heartbeat every 1 s, TTL 10 s, 2 watchers per worker reading every 500 ms, the alive workers listed every 5 s (Keeper.Run)",
 		"reconcile": "each worker also runs what its reconciler reads every pass (every 5 s ± 20 %, workers/streamer/internal/claim): Audit (by_owner of itself) and Orphans(1,000) (the 16 by_unowned shards and the GONE workers)",
 		"window":    fmt.Sprintf("the Keepers register spread over 1 s, run %s (one listing and watch targets in place), then the window: %s; units from the stores' meters (Units), summed", lease.DefaultConfig("x").RefreshEvery+2*time.Second, sz.ReadsWindow),
@@ -177,4 +178,12 @@ func (r *runner) readsRun(ctx context.Context, n int) (*ReadsRun, error) {
 	r.log.Info().Int("workers", n).Float64("rru_per_worker_hour", run.RRUPerWH).Float64("wru_per_worker_hour", run.WRUPerWH).
 		Float64("heartbeats_per_worker_hour", run.HeartbeatsPerWH).Int64("declared_dead", run.DeclaredDead).Msg("reads run")
 	return run, nil
+}
+
+func joinInts(ns []int, sep string) string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, itoa(n))
+	}
+	return strings.Join(out, sep)
 }

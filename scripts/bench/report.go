@@ -637,7 +637,7 @@ func renderReads(p printer, r *Report) {
 	for _, run := range rd.Runs {
 		p(" **%.0f / %.0f** |", run.WRUPerWH, run.RRUPerWH)
 	}
-	p("\n| heartbeats (3,600 = every one on time) |")
+	p("\n| heartbeats (one a second would be 3,600; the Keeper sends the next a second after the 50 ms tick that sent the last: about 3,550) |")
 	for _, run := range rd.Runs {
 		p(" %.0f |", run.HeartbeatsPerWH)
 	}
