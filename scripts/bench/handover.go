@@ -61,7 +61,10 @@ type HandoverResult struct {
 	// (package chaos): Duplicated are the raw repeats across the ownership
 	// changes the signals caused, DuplicatedMax the most in one (one
 	// session, one round), ReplayBound what one crash may repeat.
-	Lost           int64    `json:"lost"`
+	Lost int64 `json:"lost"`
+	// Gaps are seqs inside the delivered range the source never sent: the
+	// new owner resumed past them (the chaos no-loss check).
+	Gaps           int64    `json:"gaps"`
 	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
 	DuplicatedMax  int64    `json:"duplicated_max_per_session"`
 	ReplayBound    int64    `json:"replay_bound"`
@@ -192,7 +195,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 	cfg.Stack.FeedRate = res.FeedRate
 	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
 	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
-	res.Lost, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
+	res.Lost, res.Gaps, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Gaps, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
 	res.MaxConcurrent = min(1, j.Totals.Connections)
 	for _, o := range j.Overlaps {
 		res.MaxConcurrent = max(res.MaxConcurrent, o.Max)

@@ -49,6 +49,7 @@ func TestGoals(t *testing.T) {
 	want := map[string]bool{
 		"Claim latency via SQS, p99":                                                                       false,
 		"Crash failover (kill -9 → first message by the new owner), p99":                                   true,
+		"Crash failover: messages lost / skipped (the no-loss check)":                                      true,
 		"Graceful handoff gap (SIGTERM → first message by the new owner), p99, 100 sessions per SIGTERM":   true,
 		"Graceful handoff: messages lost / duplicated, 100 sessions per SIGTERM":                           true,
 		"RSS per session, 2,000 sessions × 1 msg/s":                                                        false,
