@@ -14,8 +14,15 @@
 //     per session, with the no-I/O memory store and with dynalite (stepped
 //     until dynalite is the bottleneck), with heap and CPU profiles of the
 //     worker;
-//  5. DynamoDB cost: requests per session-hour by kind as the store counts
-//     them, the on-demand cost they project and the index partition bound;
+//  5. stop latency: POST stop → the connection closed at the source, when
+//     the stop notification reaches the owner, a non-owner, or no worker
+//     (the owner's mailbox alone);
+//  6. DynamoDB cost: write and read units per session-hour by kind and
+//     category (liveness, ownership, checkpoints, reads) as the workers'
+//     stores meter them, for sessions at 1 msg/s and idle ones, the
+//     on-demand cost they project, the table ceiling and the hot keys;
+//  7. reads: the liveness protocol's read and write units per worker-hour
+//     at 10 and 100 workers (Keepers on dynalite, no session);
 //
 // and runs the Go microbenchmarks of the hot paths. Figures are reported,
 // never asserted. The quick mode (the default of `make bench`) fits in
@@ -56,13 +63,15 @@ const (
 	PhaseClaim    = "claim"
 	PhaseFailover = "failover"
 	PhaseHandoff  = "handoff"
+	PhaseStop     = "stop"
 	PhaseCost     = "cost"
+	PhaseReads    = "reads"
 	PhaseCapacity = "capacity"
 	PhaseDynalite = "dynalite"
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseCost, PhaseCapacity, PhaseDynalite}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -85,13 +94,10 @@ type CapRun struct {
 // WSFLEET_MAX_CONCURRENT_WRITES since issue 13.
 const EnvMaxRenews = schema.EnvMaxConcurrentWrites
 
-// Renewal concurrency of the runs. The capacity runs use 64, the lease
-// package's floor and less than the worker's default at these sizes
-// (max(64, 2 × sessions × 50 ms / renew period)): it bounds renewals in
-// flight, a due renewal waits for a free slot, so with the no-I/O store
-// even the floor should bound nothing, and the runs show whether it does. The dynalite steps
-// allow more in flight so that, as the engine slows down, the engine (not
-// 64 ÷ its latency) is what saturates first.
+// Writes in flight of the runs (checkpoints; the worker's default is 64).
+// The capacity runs use 64: with the no-I/O store it should bound nothing.
+// The dynalite steps allow more in flight so that, as the engine slows
+// down, the engine (not 64 ÷ its latency) is what saturates first.
 const (
 	CapMaxRenews = "64"
 	DynMaxRenews = "256"
@@ -117,8 +123,21 @@ type Sizes struct {
 	// produce one (at most 1/rate when the old owner delivered everything).
 	HandoffFeedRate float64
 
-	CostSessions int
-	CostWindow   time.Duration
+	// StopSamples are the stops timed per path (reaching the owner, a
+	// non-owner, no worker).
+	StopSamples int
+
+	// The cost runs: sessions at 1 msg/s and idle ones, each on
+	// CostWorkers workers, measured over CostWindow.
+	CostSessions     int
+	CostIdleSessions int
+	CostWorkers      int
+	CostWindow       time.Duration
+
+	// The reads runs: ReadsWorkers Keepers each (one run per count) over
+	// ReadsWindow.
+	ReadsWorkers []int
+	ReadsWindow  time.Duration
 
 	CapRuns    []CapRun
 	CapSettle  time.Duration
@@ -140,7 +159,9 @@ func SizesFor(m Mode) Sizes {
 			HandoffRounds: 3, HandoffSessions: 100,
 			HandoffSmallRounds: 20, HandoffSmallSessions: 10,
 			LeaseFeedRate: 5, HandoffFeedRate: 50,
-			CostSessions: 1000, CostWindow: 90 * time.Second,
+			StopSamples:  200,
+			CostSessions: 10000, CostIdleSessions: 2000, CostWorkers: 2, CostWindow: 5 * time.Minute,
+			ReadsWorkers: []int{10, 100}, ReadsWindow: 2 * time.Minute,
 			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}}, // Go's default, against the binary's 50
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
@@ -154,7 +175,9 @@ func SizesFor(m Mode) Sizes {
 		FailoverRounds: 2, FailoverSessions: 100,
 		HandoffRounds: 2, HandoffSessions: 100,
 		LeaseFeedRate: 5, HandoffFeedRate: 50,
-		CostSessions: 300, CostWindow: 20 * time.Second,
+		StopSamples:  30,
+		CostSessions: 1000, CostIdleSessions: 200, CostWorkers: 2, CostWindow: time.Minute,
+		ReadsWorkers: []int{10, 100}, ReadsWindow: 30 * time.Second,
 		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
 		DynSteps:  []int{2000},
@@ -180,9 +203,9 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; cost %s sessions over %s; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
-		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, thousands(s.CostSessions), s.CostWindow,
-		strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
+		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
+		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
 }
 
 // Config configures a run.
@@ -261,7 +284,7 @@ func (c Config) Validate() error {
 	}
 	s := c.Sizes
 	if s.ClaimSamples < 1 || s.FailoverRounds < 1 || s.FailoverSessions < 1 || s.HandoffRounds < 1 || s.HandoffSessions < 1 ||
-		s.CostSessions < 1 || len(s.CapRuns) == 0 || len(s.DynSteps) == 0 {
+		s.CostSessions < 1 || s.CostIdleSessions < 1 || s.CostWorkers < 1 || s.StopSamples < 1 || len(s.ReadsWorkers) == 0 || len(s.CapRuns) == 0 || len(s.DynSteps) == 0 {
 		errs = append(errs, errors.New("sizes: every count must be positive"))
 	}
 	for _, r := range s.CapRuns {
@@ -272,7 +295,7 @@ func (c Config) Validate() error {
 	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {
 		errs = append(errs, errors.New("dynalite steps: want increasing counts up to 19,500"))
 	}
-	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 {
+	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 || s.ReadsWindow <= 0 {
 		errs = append(errs, errors.New("measurement windows: want > 0"))
 	}
 	return errors.Join(errs...)
@@ -317,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.rep.LoadStart = ReadLoad()
 	phases := map[string]func(context.Context) error{
 		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
-		PhaseCost: r.cost, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
+		PhaseStop: r.stop, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
 	}
 	var failed []string
 	ran := 0

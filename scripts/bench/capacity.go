@@ -47,8 +47,9 @@ type CapRunResult struct {
 	Goroutines    int     `json:"goroutines"`
 	OpenFiles     int     `json:"open_files"`
 	Reconnects    int64   `json:"reconnects_in_window"`
-	// Renewals in the window (all on the memory store: no I/O) against
-	// what held/3.33 s needs, and leases lost.
+	// Heartbeats in the window (on the memory store: no I/O) against the
+	// one a second needed, and tenures lost (RenewsPerSec keeps its JSON
+	// name from before issue 13).
 	RenewsPerSec float64  `json:"renews_per_s"`
 	NeededPerSec float64  `json:"needed_renews_per_s"`
 	LeaseLost    int64    `json:"lease_lost"`
@@ -75,7 +76,7 @@ func (r *runner) capacity(ctx context.Context) error {
 		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: acquire, renew every 3.33 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
+		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
 		"feed":   fmt.Sprintf("bin/feed (shared/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),

@@ -1,12 +1,11 @@
 package bench
 
 import (
-	"math"
-	"slices"
+	"encoding/json"
+	"fmt"
 	"sort"
-	"time"
 
-	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 )
 
 // DynamoDB prices and limits the cost figures use (on-demand, us-east-1; each
@@ -15,77 +14,171 @@ const (
 	PriceWriteMillion = 0.625 // $ per million write request units
 	PriceReadMillion  = 0.125 // $ per million read request units
 	PartitionWCU      = 1000  // write units per second one partition (one key value) takes
-	HoursPerMonth     = 730
-	// IndexEntryBytes is the size assumed for one KEYS_ONLY index entry
-	// (Pk, index_shard, lease_expires_at_ms and DynamoDB's overhead).
-	IndexEntryBytes = 100
+	PartitionRCU      = 3000  // read units per second one partition takes
+	// TableWRULimit is an on-demand table's default write quota (write
+	// request units per second, adjustable on request).
+	TableWRULimit = 40000
+	HoursPerMonth = 730
 )
 
-// Units are the request units one request of a kind costs: writes to the
-// base table, writes to the by_shard_expiry index, reads. Items are below
-// 1 KB (one write unit) and the index is KEYS_ONLY.
-type Units struct {
-	Base  float64 `json:"base_wru"`
-	Index float64 `json:"index_wru"`
-	Read  float64 `json:"rru"`
+// The figures issue 13 replaced (docs/BENCHMARKS.md before it: one
+// conditional renewal per session every 3.33 s, 1 base and 2 index write
+// units each).
+const (
+	PreviousWRUPerSH   = 3217
+	PreviousMonthly    = 1468.63 // $ per 1,000 sessions per month ("$1,469")
+	PreviousTableLimit = 26656   // sessions per table (16 index shards × 1,666)
+)
+
+// DefaultSessionsPerWorker is the worker's default MaxSessions: the cost
+// goals are stated at it.
+const DefaultSessionsPerWorker = 1000
+
+// Usage is what a store's requests of one kind cost (dynamostore's meter).
+type Usage = dynamostore.Usage
+
+// Category order of the cost split.
+var costCategories = []string{dynamostore.CatLiveness, dynamostore.CatOwnership, dynamostore.CatCheckpoint, dynamostore.CatReads}
+
+// perWorkerKinds are the request kinds whose rate is set by the number of
+// workers, not of sessions: a worker's own record (register, heartbeat,
+// leave), the records it watches and lists, the unowned shards its
+// reconciler reads every pass. Every other kind (acquire, fence, release,
+// checkpoint, the by_owner audit whose pages grow with the sessions held,
+// the reads of single sessions) scales with the sessions.
+var perWorkerKinds = map[string]bool{
+	dynamostore.OpRegister: true, dynamostore.OpHeartbeat: true, dynamostore.OpDeclareDead: true,
+	dynamostore.OpLeave: true, dynamostore.OpMarkDone: true,
+	dynamostore.OpGetWorker: true, dynamostore.OpListWorkers: true, dynamostore.OpUnowned: true,
 }
 
-// RequestUnits per dynamostore request kind (its Stats names). A write that
-// moves lease_expires_at_ms (the index sort key) deletes and puts the index
-// entry: 2 index units. A failed conditional write still costs a base unit.
-// Consistent GetItem ≤ 4 KB: 1 read unit. A query page is eventually
-// consistent: 0.5 read unit per 4 KB, at least one per page (computed from
-// pages and items in ReadUnits, not here).
-var RequestUnits = map[string]Units{
-	"acquire":           {Base: 1, Index: 2},
-	"acquire_failed":    {Base: 1},
-	"renew":             {Base: 1, Index: 2},
-	"renew_failed":      {Base: 1},
-	"checkpoint":        {Base: 1}, // last_seq is not in the KEYS_ONLY index
-	"release":           {Base: 1, Index: 2},
-	"classify_read":     {Read: 1},
-	"get":               {Read: 1},
-	"orphan_query_page": {},
-	"orphan_items_read": {},
-}
+// PerWorker says whether kind's rate is set by the workers (true) or by the
+// sessions.
+func PerWorker(kind string) bool { return perWorkerKinds[kind] }
 
-// QueryReadUnits are the read units of pages query pages returning items
-// index entries in all.
-func QueryReadUnits(pages, items int64) float64 {
-	byBytes := math.Ceil(float64(items) * IndexEntryBytes / 4096)
-	return 0.5 * math.Max(float64(pages), byBytes)
-}
-
-// KindCost is one request kind's measured rate and cost.
+// KindCost is one request kind's usage over a window and its rates.
 type KindCost struct {
-	Kind           string  `json:"kind"`
-	Count          int64   `json:"count"`
-	PerSessionHour float64 `json:"per_session_hour"`
-	WRUPerSH       float64 `json:"wru_per_session_hour"` // base + index
-	IndexWRUPerSH  float64 `json:"index_wru_per_session_hour"`
-	RRUPerSH       float64 `json:"rru_per_session_hour"`
+	Kind      string `json:"kind"`
+	Category  string `json:"category"`
+	PerWorker bool   `json:"per_worker"`
+	Usage     Usage  `json:"usage"` // in the window
+	// Per session-hour as measured (at this run's sessions per worker).
+	WRUPerSH      float64 `json:"wru_per_session_hour"` // base + index
+	IndexWRUPerSH float64 `json:"index_wru_per_session_hour"`
+	RRUPerSH      float64 `json:"rru_per_session_hour"`
+	// Per worker-hour.
+	WRUPerWH float64 `json:"wru_per_worker_hour"`
+	RRUPerWH float64 `json:"rru_per_worker_hour"`
+	// At DefaultSessionsPerWorker: a per-worker kind's worker-hour figure
+	// divided by 1,000, a per-session kind's measured figure.
+	NormWRUPerSH float64 `json:"wru_per_session_hour_at_1000_per_worker"`
+	NormRRUPerSH float64 `json:"rru_per_session_hour_at_1000_per_worker"`
 }
 
-// CostRows turns request counts over sessionHours into per-session-hour
-// rates and request units, sorted by kind.
-func CostRows(counts map[string]int64, sessionHours float64) []KindCost {
-	var out []KindCost
-	if sessionHours <= 0 {
-		return out
-	}
-	for kind, n := range counts {
-		u := RequestUnits[kind]
-		r := KindCost{Kind: kind, Count: n, PerSessionHour: float64(n) / sessionHours}
-		r.WRUPerSH = r.PerSessionHour * (u.Base + u.Index)
-		r.IndexWRUPerSH = r.PerSessionHour * u.Index
-		r.RRUPerSH = r.PerSessionHour * u.Read
-		if kind == "orphan_query_page" {
-			r.RRUPerSH = QueryReadUnits(n, counts["orphan_items_read"]) / sessionHours
+// CatCost is one category's (or the total's) rates.
+type CatCost struct {
+	Category      string  `json:"category"`
+	WRUPerSH      float64 `json:"wru_per_session_hour"`
+	IndexWRUPerSH float64 `json:"index_wru_per_session_hour"`
+	RRUPerSH      float64 `json:"rru_per_session_hour"`
+	WRUPerWH      float64 `json:"wru_per_worker_hour"`
+	RRUPerWH      float64 `json:"rru_per_worker_hour"`
+	NormWRUPerSH  float64 `json:"wru_per_session_hour_at_1000_per_worker"`
+	NormRRUPerSH  float64 `json:"rru_per_session_hour_at_1000_per_worker"`
+}
+
+func (c *CatCost) add(k KindCost) {
+	c.WRUPerSH += k.WRUPerSH
+	c.IndexWRUPerSH += k.IndexWRUPerSH
+	c.RRUPerSH += k.RRUPerSH
+	c.WRUPerWH += k.WRUPerWH
+	c.RRUPerWH += k.RRUPerWH
+	c.NormWRUPerSH += k.NormWRUPerSH
+	c.NormRRUPerSH += k.NormRRUPerSH
+}
+
+// CostSplit is a window's usage by kind, by category and in all.
+type CostSplit struct {
+	Kinds      []KindCost `json:"kinds"`
+	Categories []CatCost  `json:"categories"` // liveness, ownership, checkpoints, reads
+	Total      CatCost    `json:"total"`
+}
+
+// Category returns the named category's rates (zero when absent).
+func (s CostSplit) Category(name string) CatCost {
+	for _, c := range s.Categories {
+		if c.Category == name {
+			return c
 		}
-		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return CatCost{Category: name}
+}
+
+// Split turns the usage of a window (summed over the workers' stores) into
+// rates per session-hour and per worker-hour, and at the defaults' 1,000
+// sessions per worker. Kinds with no request are left out.
+func Split(units map[string]Usage, sessionHours, workerHours float64) CostSplit {
+	var out CostSplit
+	cats := map[string]*CatCost{}
+	for _, c := range costCategories {
+		cats[c] = &CatCost{Category: c}
+	}
+	for kind, u := range units {
+		if u.Requests() == 0 && u.TotalWriteUnits() == 0 && u.ReadUnits == 0 {
+			continue
+		}
+		k := KindCost{Kind: kind, Category: dynamostore.Category(kind), PerWorker: PerWorker(kind), Usage: u}
+		wru, rru := float64(u.TotalWriteUnits()), u.ReadUnits
+		if sessionHours > 0 {
+			k.WRUPerSH, k.IndexWRUPerSH, k.RRUPerSH = wru/sessionHours, float64(u.IndexWriteUnits)/sessionHours, rru/sessionHours
+		}
+		if workerHours > 0 {
+			k.WRUPerWH, k.RRUPerWH = wru/workerHours, rru/workerHours
+		}
+		if k.PerWorker {
+			k.NormWRUPerSH, k.NormRRUPerSH = k.WRUPerWH/DefaultSessionsPerWorker, k.RRUPerWH/DefaultSessionsPerWorker
+		} else {
+			k.NormWRUPerSH, k.NormRRUPerSH = k.WRUPerSH, k.RRUPerSH
+		}
+		out.Kinds = append(out.Kinds, k)
+		c := cats[k.Category]
+		if c == nil {
+			c = &CatCost{Category: k.Category}
+			cats[k.Category] = c
+		}
+		c.add(k)
+		out.Total.add(k)
+	}
+	sort.Slice(out.Kinds, func(i, j int) bool {
+		a, b := out.Kinds[i], out.Kinds[j]
+		if a.Category != b.Category {
+			return catRank(a.Category) < catRank(b.Category)
+		}
+		return a.Kind < b.Kind
+	})
+	for _, c := range costCategories {
+		out.Categories = append(out.Categories, *cats[c])
+	}
+	out.Total.Category = "total"
 	return out
+}
+
+func catRank(c string) int {
+	for i, x := range costCategories {
+		if x == c {
+			return i
+		}
+	}
+	return len(costCategories)
+}
+
+// IndexWriteUnits is every index write unit in units.
+func IndexWriteUnits(units map[string]Usage) int64 {
+	var n int64
+	for _, u := range units {
+		n += u.IndexWriteUnits
+	}
+	return n
 }
 
 // MonthlyPer1000 is the on-demand cost of 1,000 sessions for a month at the
@@ -94,34 +187,75 @@ func MonthlyPer1000(wruPerSH, rruPerSH float64) float64 {
 	return 1000 * HoursPerMonth * (wruPerSH*PriceWriteMillion + rruPerSH*PriceReadMillion) / 1e6
 }
 
-// GSIMaxSessions is the largest session count one index key value (one
-// index_shard, e.g. STARTED#07) holds before it takes PartitionWCU write
-// units per second: every session renews once per renewEvery (the jitter is
-// symmetric) and each renewal writes 2 index units, so
-//
-//	N_max = PartitionWCU × renewEvery / 2.
-func GSIMaxSessions(renewEvery time.Duration) int {
-	return int(PartitionWCU * renewEvery.Seconds() / 2)
-}
-
-// GSIMaxSessionsMeasured is the same bound from a measured rate of index
-// write units per session-hour.
-func GSIMaxSessionsMeasured(indexWRUPerSH float64) int {
-	if indexWRUPerSH <= 0 {
+// TableCeiling is how many sessions one on-demand table holds at its
+// default write quota when each costs wruPerSH write units per hour:
+// TableWRULimit ÷ (write units per session-second).
+func TableCeiling(wruPerSH float64) int {
+	if wruPerSH <= 0 {
 		return 0
 	}
-	return int(PartitionWCU * 3600 / indexWRUPerSH)
+	return int(TableWRULimit * 3600 / wruPerSH)
 }
 
-// ShardSpread is how unevenly ids fall on the index's shards: the fullest
-// shard's count over the mean (1 = perfectly even).
-func ShardSpread(ids []string) float64 {
-	if len(ids) == 0 {
-		return 0
+// diffUnits is b − a per kind.
+func diffUnits(b, a map[string]Usage) map[string]Usage {
+	out := map[string]Usage{}
+	for k, x := range b {
+		y := a[k]
+		out[k] = Usage{
+			Writes: x.Writes - y.Writes, Reads: x.Reads - y.Reads, ConditionFailed: x.ConditionFailed - y.ConditionFailed,
+			WriteUnits: x.WriteUnits - y.WriteUnits, IndexWriteUnits: x.IndexWriteUnits - y.IndexWriteUnits, ReadUnits: x.ReadUnits - y.ReadUnits,
+		}
 	}
-	counts := make([]int, schema.IndexShards)
-	for _, id := range ids {
-		counts[schema.IndexShardOf(id)]++
+	return out
+}
+
+// addUnits adds b into a.
+func addUnits(a, b map[string]Usage) {
+	for k, x := range b {
+		y := a[k]
+		a[k] = Usage{
+			Writes: x.Writes + y.Writes, Reads: x.Reads + y.Reads, ConditionFailed: x.ConditionFailed + y.ConditionFailed,
+			WriteUnits: x.WriteUnits + y.WriteUnits, IndexWriteUnits: x.IndexWriteUnits + y.IndexWriteUnits, ReadUnits: x.ReadUnits + y.ReadUnits,
+		}
 	}
-	return float64(slices.Max(counts)) / (float64(len(ids)) / schema.IndexShards)
+}
+
+// storeUnits decodes a /stats document's store_units.
+func storeUnits(st workerStats) (map[string]Usage, error) {
+	out := map[string]Usage{}
+	if st.StoreUnits == nil {
+		return nil, fmt.Errorf("worker %s: /stats has no store_units (not a metered store?)", st.WorkerID)
+	}
+	b, err := json.Marshal(st.StoreUnits)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("worker %s: store_units: %w", st.WorkerID, err)
+	}
+	return out, nil
+}
+
+// TenureCost is what one request kind costs per session tenure.
+type TenureCost struct {
+	Kind     string  `json:"kind"`
+	Requests float64 `json:"requests"`
+	WRU      float64 `json:"wru"` // base + index
+	IndexWRU float64 `json:"index_wru"`
+	RRU      float64 `json:"rru"`
+}
+
+// PerTenure divides the usage of kinds by n tenures.
+func PerTenure(units map[string]Usage, n int, kinds ...string) []TenureCost {
+	var out []TenureCost
+	if n <= 0 {
+		return out
+	}
+	f := float64(n)
+	for _, k := range kinds {
+		u := units[k]
+		out = append(out, TenureCost{Kind: k, Requests: float64(u.Requests()) / f, WRU: float64(u.TotalWriteUnits()) / f, IndexWRU: float64(u.IndexWriteUnits) / f, RRU: u.ReadUnits / f})
+	}
+	return out
 }

@@ -1,76 +1,104 @@
 package bench
 
 import (
-	"fmt"
 	"math"
 	"testing"
-	"time"
 
-	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 )
 
-func TestGSIMaxSessions(t *testing.T) {
-	// Default timings: renew every TTL/3 = 3.333 s, 2 index units each:
-	// 1,000 WCU/s × 3.333 s / 2 = 1,666 sessions.
-	if got := GSIMaxSessions(10 * time.Second / 3); got != 1666 {
-		t.Fatalf("at 3.33 s: %d, want 1666", got)
-	}
-	if got := GSIMaxSessions(5 * time.Second); got != 2500 {
-		t.Fatalf("at 5 s: %d, want 2500", got)
-	}
-	// 1,080 renewals per session-hour × 2 index units = 2,160 index WRU/h.
-	if got := GSIMaxSessionsMeasured(2160); got != 1666 {
-		t.Fatalf("measured: %d, want 1666", got)
-	}
-	if GSIMaxSessionsMeasured(0) != 0 {
-		t.Fatal("no writes: want 0")
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// One hour of 2 workers × 5,000 sessions at the defaults: 3,600
+// heartbeats per worker (1 unit each), 60 checkpoints per session (1 unit
+// each), a watcher's 4 reads/s, the by_owner audit's pages.
+func sampleUnits() map[string]Usage {
+	return map[string]Usage{
+		dynamostore.OpHeartbeat:  {Writes: 7200, WriteUnits: 7200},
+		dynamostore.OpCheckpoint: {Writes: 600_000, WriteUnits: 600_000},
+		dynamostore.OpGetWorker:  {Reads: 28_800, ReadUnits: 28_800},
+		dynamostore.OpOwnedBy:    {Reads: 1440, ReadUnits: 90_000},
+		dynamostore.OpAcquire:    {}, // no request: left out
 	}
 }
 
-func TestCostRowsAndMonthly(t *testing.T) {
-	rows := CostRows(map[string]int64{"renew": 1080, "checkpoint": 0, "orphan_query_page": 720, "orphan_items_read": 0}, 1)
-	byKind := map[string]KindCost{}
-	for _, r := range rows {
-		byKind[r.Kind] = r
+func TestSplit(t *testing.T) {
+	s := Split(sampleUnits(), 10_000, 2)
+	if len(s.Kinds) != 4 {
+		t.Fatalf("kinds: %+v", s.Kinds)
 	}
-	if r := byKind["renew"]; r.PerSessionHour != 1080 || r.WRUPerSH != 3240 || r.IndexWRUPerSH != 2160 {
-		t.Fatalf("renew: %+v", r)
+	if s.Kinds[0].Kind != dynamostore.OpHeartbeat || s.Kinds[len(s.Kinds)-1].Category != dynamostore.CatReads {
+		t.Fatalf("order (liveness first, reads last): %+v", s.Kinds)
 	}
-	if r := byKind["orphan_query_page"]; r.RRUPerSH != 360 {
-		t.Fatalf("queries: %+v (want 0.5 RRU per page)", r)
+	live := s.Category(dynamostore.CatLiveness)
+	// Measured at 5,000 sessions per worker: 7,200 / 10,000 = 0.72; at
+	// the defaults' 1,000 per worker: 3,600 per worker-hour / 1,000 = 3.6.
+	if !near(live.WRUPerSH, 0.72) || !near(live.NormWRUPerSH, 3.6) || !near(live.WRUPerWH, 3600) {
+		t.Fatalf("liveness: %+v", live)
 	}
-	// 3,240 WRU per session-hour: 1,000 × 730 × 3,240 × $0.625 / 1e6 = $1,478.25.
-	if got := MonthlyPer1000(3240, 0); math.Abs(got-1478.25) > 0.01 {
+	ck := s.Category(dynamostore.CatCheckpoint)
+	if !near(ck.WRUPerSH, 60) || !near(ck.NormWRUPerSH, 60) {
+		t.Fatalf("checkpoints scale with sessions: %+v", ck)
+	}
+	rd := s.Category(dynamostore.CatReads)
+	// get_worker: per worker, 14,400 per worker-hour → 14.4; owned_by: per
+	// session, 9.
+	if !near(rd.NormRRUPerSH, 14.4+9) || !near(rd.RRUPerSH, 2.88+9) {
+		t.Fatalf("reads: %+v", rd)
+	}
+	if !near(s.Total.NormWRUPerSH, 63.6) || s.Category(dynamostore.CatOwnership).WRUPerSH != 0 {
+		t.Fatalf("total: %+v", s.Total)
+	}
+	if PerWorker(dynamostore.OpOwnedBy) || !PerWorker(dynamostore.OpUnowned) {
+		t.Fatal("owned_by pages grow with the sessions; unowned is one pass per worker")
+	}
+}
+
+func TestCeilingAndMonthly(t *testing.T) {
+	// 63.6 WRU per session-hour: 40,000 × 3,600 / 63.6 = 2,264,150 sessions.
+	if got := TableCeiling(63.6); got != 2264150 {
+		t.Fatalf("ceiling: %d", got)
+	}
+	if TableCeiling(0) != 0 {
+		t.Fatal("no writes: 0")
+	}
+	// 3,217 WRU per session-hour (before issue 13): 1,000 × 730 × 3,217 ×
+	// $0.625 / 1e6 = $1,467.76.
+	if got := MonthlyPer1000(3217, 0); math.Abs(got-1467.7563) > 0.01 {
 		t.Fatalf("monthly: %v", got)
 	}
-	if QueryReadUnits(1, 100) != 1.5 {
-		t.Fatalf("a page of 100 entries (~10 KB): %v RRU, want 1.5", QueryReadUnits(1, 100))
-	}
-	if len(CostRows(map[string]int64{"renew": 1}, 0)) != 0 {
-		t.Fatal("no session-hours: want no rows")
+	if got := MonthlyPer1000(0, 1); math.Abs(got-0.09125) > 1e-9 {
+		t.Fatalf("reads: %v", got)
 	}
 }
 
-func TestShardSpread(t *testing.T) {
-	if ShardSpread(nil) != 0 {
-		t.Fatal("no ids")
+func TestUnitsArithmetic(t *testing.T) {
+	a := map[string]Usage{"heartbeat": {Writes: 10, WriteUnits: 10, ReadUnits: 0.5}}
+	b := map[string]Usage{"heartbeat": {Writes: 25, WriteUnits: 25, IndexWriteUnits: 2, ReadUnits: 2}, "checkpoint": {Writes: 3, WriteUnits: 3}}
+	d := diffUnits(b, a)
+	if d["heartbeat"].Writes != 15 || d["heartbeat"].ReadUnits != 1.5 || d["checkpoint"].Writes != 3 {
+		t.Fatalf("diff: %+v", d)
 	}
-	// Ids that all hash to one shard: the fullest holds IndexShards × the mean.
-	var same []string
-	for i := 0; len(same) < 32; i++ {
-		id := fmt.Sprintf("x-%d", i)
-		if schema.IndexShardOf(id) == 3 {
-			same = append(same, id)
-		}
+	if IndexWriteUnits(d) != 2 {
+		t.Fatalf("index: %d", IndexWriteUnits(d))
 	}
-	if got := ShardSpread(same); got != schema.IndexShards {
-		t.Fatalf("all on one shard: %.2f, want %d", got, schema.IndexShards)
+	addUnits(a, b)
+	if a["heartbeat"].Writes != 35 || a["checkpoint"].WriteUnits != 3 {
+		t.Fatalf("add: %+v", a)
 	}
-	var many []string
-	for i := 0; i < 16000; i++ {
-		many = append(many, fmt.Sprintf("cost-%05d", i))
+	pt := PerTenure(map[string]Usage{"acquire": {Writes: 200, WriteUnits: 400, IndexWriteUnits: 300}}, 100, "acquire", "release")
+	if len(pt) != 2 || pt[0].WRU != 7 || pt[0].IndexWRU != 3 || pt[0].Requests != 2 || pt[1].WRU != 0 {
+		t.Fatalf("per tenure: %+v", pt)
 	}
-	if got := ShardSpread(many); got < 1 || got > 1.15 {
-		t.Fatalf("16,000 ids: spread %.2f", got)
+}
+
+func TestStoreUnits(t *testing.T) {
+	st := workerStats{WorkerID: "w1", StoreUnits: map[string]any{"heartbeat": map[string]any{"writes": 3, "write_units": 3, "read_units": 0.5}}}
+	u, err := storeUnits(st)
+	if err != nil || u["heartbeat"].WriteUnits != 3 || u["heartbeat"].ReadUnits != 0.5 {
+		t.Fatalf("%+v %v", u, err)
+	}
+	if _, err := storeUnits(workerStats{WorkerID: "w2"}); err == nil {
+		t.Fatal("no store_units: want an error")
 	}
 }

@@ -3,159 +3,300 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
+	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// CostResult is figure 5: the store's own request counts during a steady
-// run at the default timings, per session-hour, and what they cost.
+// ckptWait is how long a cost run waits, once every session is held, for
+// the steady window: one checkpoint interval and its jitter.
+const ckptWait = DefaultCheckpointEvery * 11 / 10
+
+// IdleFeedRate is the idle run's feed rate: the feed wants a rate > 0, and
+// at 0.0001 msg/s a session's first message would come 2.8 hours after it
+// connects, so no session sends anything during the run.
+const IdleFeedRate = 0.0001
+
+// AuthHeaderBytes is the size of the Authorization header every cost
+// session carries (a realistic bearer token), so that a session item is
+// above 1 KB, as in production.
+const AuthHeaderBytes = 1024
+
+// CostRun is one steady run of the cost phase: its sessions, its window
+// and what the workers' stores metered.
+type CostRun struct {
+	Name     string  `json:"name"` // "active" (1 msg/s) or "idle"
+	Sessions int     `json:"sessions"`
+	Workers  int     `json:"workers"`
+	FeedRate float64 `json:"feed_rate"`
+	// Held is the mean of the sessions held at the window's start and end.
+	Held              float64 `json:"held"`
+	SessionsPerWorker float64 `json:"sessions_per_worker"`
+	RampSec           float64 `json:"ramp_s"` // first start → every session held
+	WindowSec         float64 `json:"window_s"`
+	SessionHours      float64 `json:"session_hours"`
+	WorkerHours       float64 `json:"worker_hours"`
+	// Steady is the window's usage (the sum of the workers' store meters).
+	Steady CostSplit `json:"steady"`
+	// HeartbeatWRUPerWH is the heartbeat write units per worker-hour;
+	// HeartbeatsPerWH the heartbeat writes.
+	HeartbeatWRUPerWH float64 `json:"heartbeat_wru_per_worker_hour"`
+	HeartbeatsPerWH   float64 `json:"heartbeats_per_worker_hour"`
+	// CheckpointsPerSH are the checkpoint writes per session-hour.
+	CheckpointsPerSH float64 `json:"checkpoints_per_session_hour"`
+	// IndexWritesInWindow is every index write unit of the window, all
+	// kinds (0: no index key value took a write in steady state).
+	IndexWritesInWindow int64 `json:"index_writes_in_window"`
+	// Tenure: the ramp's acquire and fence (from the workers' start to the
+	// window), the stop's release and final checkpoint (every session
+	// stopped through the API after the window), per session.
+	Tenure    []TenureCost `json:"tenure"`
+	TenureWRU float64      `json:"tenure_wru"`
+	TenureRRU float64      `json:"tenure_rru"`
+	// Monthly on-demand cost per 1,000 sessions: measured, and at the
+	// defaults' 1,000 sessions per worker.
+	MonthlyMeasured float64 `json:"monthly_usd_per_1000_sessions_measured"`
+	MonthlyDefaults float64 `json:"monthly_usd_per_1000_sessions_at_1000_per_worker"`
+}
+
+// CostResult is figure 5: the workers' own store meters (GET /stats
+// store_units) during steady runs at the default timings.
 type CostResult struct {
 	Phase
-	Sessions      int                `json:"sessions"`
-	Workers       int                `json:"workers"`
-	WindowSec     float64            `json:"window_s"`
-	SessionHours  float64            `json:"session_hours"`
-	WorkerHours   float64            `json:"worker_hours"`
-	Steady        []KindCost         `json:"steady"`     // per kind, during the steady window
-	PerTenure     map[string]float64 `json:"per_tenure"` // requests per session tenure (claim + release), by kind
-	WRUPerSH      float64            `json:"wru_per_session_hour"`
-	IndexWRUPerSH float64            `json:"index_wru_per_session_hour"`
-	RRUPerSH      float64            `json:"rru_per_session_hour"`
-	// Monthly on-demand cost per 1,000 sessions: steady state, and with one
-	// tenure (acquire + release, …) per session-hour on top.
-	MonthlyPer1000         float64 `json:"monthly_usd_per_1000_sessions"`
-	MonthlyPer1000HourlyTn float64 `json:"monthly_usd_per_1000_sessions_hourly_tenures"`
-	TenureWRU              float64 `json:"tenure_wru"`
-	QueryPagesPerWorkerH   float64 `json:"orphan_query_pages_per_worker_hour"`
-	// The index partition bound: by formula at the default renew interval,
-	// and from the measured index write units.
-	GSIMaxSessions int `json:"gsi_max_sessions"` // per index key value (shard)
-	// GSITableMaxSessions is GSIMaxSessions × schema.IndexShards (an even
-	// hash); ShardSpread is how uneven this run's ids fell (ShardSpread).
-	GSITableMaxSessions    int     `json:"gsi_table_max_sessions"`
-	ShardSpread            float64 `json:"shard_spread"`
-	GSIMaxSessionsMeasured int     `json:"gsi_max_sessions_measured"`
-	RenewEverySec          float64 `json:"renew_every_s"`
+	Active *CostRun `json:"active,omitempty"`
+	Idle   *CostRun `json:"idle,omitempty"`
+	// TableCeiling is TableWRULimit ÷ the active run's write units per
+	// session-second at the defaults' 1,000 sessions per worker;
+	// TableCeilingMeasured the same at this run's sessions per worker.
+	TableCeiling         int `json:"table_ceiling_sessions"`
+	TableCeilingMeasured int `json:"table_ceiling_sessions_measured"`
+	// The busiest keys: one worker record (its heartbeats), one checkpoint
+	// item, in write units per second; the worker record's reads (its
+	// watchers).
+	WorkerKeyWRUPerSec     float64 `json:"worker_key_wru_per_s"`
+	CheckpointKeyWRUPerSec float64 `json:"checkpoint_key_wru_per_s"`
+	WorkerKeyRRUPerSec     float64 `json:"worker_key_rru_per_s"`
 }
 
 func (r *runner) cost(ctx context.Context) error {
 	sz := r.sz
-	res := &CostResult{Sessions: sz.CostSessions, Workers: 2, RenewEverySec: DefaultRenewEvery.Seconds(), PerTenure: map[string]float64{}}
+	res := &CostResult{}
 	res.Phase = r.begin(PhaseCost, map[string]string{
-		"lease":   defaultTimings,
-		"run":     fmt.Sprintf("%d sessions on 2 workers (both consume the work queue), dynalite in memory; counts from each worker's dynamostore Stats (GET /stats) over a steady window of %s that starts two renew intervals after the last claim", sz.CostSessions, sz.CostWindow),
-		"tenure":  "acquire and failed-acquire counts over the ramp, release counts over the stop of every session, divided by the session count",
-		"pricing": fmt.Sprintf("on-demand us-east-1: $%.3f per million WRU, $%.3f per million RRU; items < 1 KB; index KEYS_ONLY (~%d B per entry); %d h per month", PriceWriteMillion, PriceReadMillion, IndexEntryBytes, HoursPerMonth),
+		"lease": defaultTimings,
+		"active": fmt.Sprintf("%s sessions on %d workers (both consume the work queue; claims up to 200/s each to shorten the ramp), dynalite in memory, feed %g msg/s per session, each session started through the API with a %d-byte Authorization header; sinks to /dev/null",
+			thousands(sz.CostSessions), sz.CostWorkers, 1.0, AuthHeaderBytes),
+		"idle": fmt.Sprintf("at the same time, on a stack of its own: %s sessions on %d workers whose feed sends nothing (%g msg/s: the feed wants a rate > 0; the first message would come after 2.8 h)",
+			thousands(sz.CostIdleSessions), sz.CostWorkers, IdleFeedRate),
+		"window": fmt.Sprintf("steady window of %s that starts once every session is held and one checkpoint interval × 1.1 (%s) has passed, so that every session has checkpointed and the ramp is over; counts from each worker's dynamostore meters (GET /stats store_units) at the window's ends, summed",
+			sz.CostWindow, ckptWait),
+		"billing": "the store meters each request as DynamoDB bills it (dynamostore/units.go): a write ceil(max(item before, after) / 1 KB) units, a failed condition the existing item's size, 1 unit per index entry put or deleted (2 for a key move); consistent reads ceil(size / 4 KB), query pages 0.5 × ceil(bytes / 4 KB)",
+		"tenure":  "acquire and fence over the ramp, release and the final checkpoint over the stop of every session through the API after the window, per session (ingest's own writes, the start's PutItem and the stop's write and mailbox add, are not the workers' and are not counted)",
+		"pricing": fmt.Sprintf("on-demand us-east-1: $%.3f per million WRU, $%.3f per million RRU; %d h per month; table quota %s WRU/s", PriceWriteMillion, PriceReadMillion, HoursPerMonth, thousands(TableWRULimit)),
 	})
 	r.rep.Cost = res
 	defer res.end()
-	ls, err := r.startLeaseStack(ctx, "cost", 1)
+	active := &CostRun{Name: "active", Sessions: sz.CostSessions, Workers: sz.CostWorkers, FeedRate: 1}
+	idle := &CostRun{Name: "idle", Sessions: sz.CostIdleSessions, Workers: sz.CostWorkers, FeedRate: IdleFeedRate}
+	res.Active, res.Idle = active, idle
+	var g errgroup.Group
+	g.Go(func() error { return r.costRun(ctx, "cost", active) })
+	g.Go(func() error { return r.costRun(ctx, "cost-idle", idle) })
+	err := g.Wait()
+	if active.WorkerHours > 0 {
+		norm := active.Steady.Total.NormWRUPerSH
+		res.TableCeiling = TableCeiling(norm)
+		res.TableCeilingMeasured = TableCeiling(active.Steady.Total.WRUPerSH)
+		res.WorkerKeyWRUPerSec = active.HeartbeatWRUPerWH / 3600
+		for _, k := range active.Steady.Kinds {
+			if k.Kind == dynamostore.OpGetWorker {
+				// Each worker reads the records of the Watchers workers it
+				// watches and is watched by about as many: per record
+				// about what one worker reads.
+				res.WorkerKeyRRUPerSec = k.RRUPerWH / 3600
+			}
+		}
+		if active.SessionHours > 0 {
+			for _, k := range active.Steady.Kinds {
+				if k.Kind == dynamostore.OpCheckpoint {
+					res.CheckpointKeyWRUPerSec = k.WRUPerSH / 3600
+				}
+			}
+		}
+		r.log.Info().Float64("wru_per_session_hour_at_defaults", norm).Float64("usd_month_per_1000", active.MonthlyDefaults).Int("table_ceiling", res.TableCeiling).Msg("cost")
+	}
+	return err
+}
+
+// costRun runs one steady run on a stack of its own.
+func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
+	ls, err := r.startLeaseStack(ctx, name, run.FeedRate)
 	if err != nil {
 		return err
 	}
+	ls.discardSinks = true
 	defer ls.shutdown()
+	perWorker := (run.Sessions*11/10)/run.Workers + 10
 	var ws []*bworker
-	for range res.Workers {
-		w, err := ls.addWorker(ctx, true, nil)
+	for range run.Workers {
+		w, err := ls.addWorker(ctx, true, map[string]string{schema.EnvMaxSessions: itoa(perWorker), schema.EnvClaimsPerSecond: "200"})
 		if err != nil {
 			return err
 		}
 		ws = append(ws, w)
 	}
-	ids := make([]string, sz.CostSessions)
+	ids := make([]string, run.Sessions)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("cost-%05d", i)
-	}
-	if err := ls.startSessions(ctx, ids); err != nil {
-		return err
-	}
-	got, err := ls.col.waitAll(ctx, ids, nil, 2*time.Minute)
-	if err != nil {
-		return err
-	}
-	if len(got) != len(ids) {
-		return fmt.Errorf("%d of %d sessions delivering after 2 min", len(got), len(ids))
-	}
-	if err := sleepCtx(ctx, 2*DefaultRenewEvery); err != nil {
-		return err
-	}
-	s0, owned0, err := sumStats(ctx, ws)
-	if err != nil {
-		return err
+		ids[i] = fmt.Sprintf("%s-%05d", name, i)
 	}
 	t0 := time.Now()
-	if err := sleepCtx(ctx, sz.CostWindow); err != nil {
+	if err := ls.startWithToken(ctx, ids); err != nil {
 		return err
 	}
-	s1, owned1, err := sumStats(ctx, ws)
+	if err := ls.waitOwned(ctx, ws, run.Sessions, 5*time.Minute); err != nil {
+		return err
+	}
+	run.RampSec = time.Since(t0).Seconds()
+	r.log.Info().Str("run", name).Int("sessions", run.Sessions).Float64("ramp_s", run.RampSec).Msg("cost: every session held; waiting one checkpoint interval")
+	if err := sleepCtx(ctx, ckptWait); err != nil {
+		return err
+	}
+	s0, owned0, err := sumUnits(ctx, ws)
 	if err != nil {
 		return err
 	}
-	el := time.Since(t0)
-	res.WindowSec = el.Seconds()
-	res.SessionHours = float64(owned0+owned1) / 2 * el.Hours()
-	res.WorkerHours = float64(len(ws)) * el.Hours()
-	delta := diffCounts(s1, s0)
-	res.Steady = CostRows(delta, res.SessionHours)
-	for _, k := range res.Steady {
-		res.WRUPerSH += k.WRUPerSH
-		res.IndexWRUPerSH += k.IndexWRUPerSH
-		res.RRUPerSH += k.RRUPerSH
+	w0 := time.Now()
+	if err := sleepCtx(ctx, r.sz.CostWindow); err != nil {
+		return err
 	}
-	res.QueryPagesPerWorkerH = float64(delta["orphan_query_page"]) / res.WorkerHours
-	res.MonthlyPer1000 = MonthlyPer1000(res.WRUPerSH, res.RRUPerSH)
-	res.GSIMaxSessions = GSIMaxSessions(DefaultRenewEvery)
-	res.GSIMaxSessionsMeasured = GSIMaxSessionsMeasured(res.IndexWRUPerSH)
-	res.GSITableMaxSessions = res.GSIMaxSessions * schema.IndexShards
-	res.ShardSpread = ShardSpread(ids)
+	s1, owned1, err := sumUnits(ctx, ws)
+	if err != nil {
+		return err
+	}
+	el := time.Since(w0)
+	run.WindowSec = el.Seconds()
+	run.Held = float64(owned0+owned1) / 2
+	run.SessionsPerWorker = run.Held / float64(len(ws))
+	run.SessionHours = run.Held * el.Hours()
+	run.WorkerHours = float64(len(ws)) * el.Hours()
+	delta := diffUnits(s1, s0)
+	run.Steady = Split(delta, run.SessionHours, run.WorkerHours)
+	hb := delta[dynamostore.OpHeartbeat]
+	run.HeartbeatWRUPerWH = float64(hb.TotalWriteUnits()) / run.WorkerHours
+	run.HeartbeatsPerWH = float64(hb.Writes) / run.WorkerHours
+	if run.SessionHours > 0 {
+		run.CheckpointsPerSH = float64(delta[dynamostore.OpCheckpoint].Writes) / run.SessionHours
+	}
+	run.IndexWritesInWindow = IndexWriteUnits(delta)
+	run.MonthlyMeasured = MonthlyPer1000(run.Steady.Total.WRUPerSH, run.Steady.Total.RRUPerSH)
+	run.MonthlyDefaults = MonthlyPer1000(run.Steady.Total.NormWRUPerSH, run.Steady.Total.NormRRUPerSH)
 
-	// Per tenure: the ramp's claims (s0), then every session's release.
+	// The end of every tenure: a stop through the API (the owner releases
+	// with a final checkpoint).
 	if _, err := ls.stopSessions(ctx, ids); err != nil {
 		return err
 	}
-	if err := ls.waitOwnedZero(ctx, ws, 30*time.Second); err != nil {
+	if err := ls.waitOwnedZero(ctx, ws, 2*time.Minute); err != nil {
 		return err
 	}
-	s2, _, err := sumStats(ctx, ws)
+	s2, _, err := sumUnits(ctx, ws)
 	if err != nil {
 		return err
 	}
-	n := float64(len(ids))
-	for _, k := range []string{"acquire", "acquire_failed", "classify_read"} {
-		res.PerTenure[k] = float64(s0[k]) / n
+	end := diffUnits(s2, s1)
+	tenure := map[string]Usage{
+		dynamostore.OpAcquire: s0[dynamostore.OpAcquire], dynamostore.OpFence: s0[dynamostore.OpFence],
+		dynamostore.OpRelease: end[dynamostore.OpRelease], "final_checkpoint": end[dynamostore.OpCheckpoint],
 	}
-	res.PerTenure["release"] = float64(s2["release"]-s1["release"]) / n
-	for k, v := range res.PerTenure {
-		u := RequestUnits[k]
-		res.TenureWRU += v * (u.Base + u.Index)
+	run.Tenure = PerTenure(tenure, run.Sessions, dynamostore.OpAcquire, dynamostore.OpFence, dynamostore.OpRelease, "final_checkpoint")
+	for _, t := range run.Tenure {
+		run.TenureWRU += t.WRU
+		run.TenureRRU += t.RRU
 	}
-	res.MonthlyPer1000HourlyTn = MonthlyPer1000(res.WRUPerSH+res.TenureWRU, res.RRUPerSH+res.PerTenure["classify_read"])
-	r.log.Info().Float64("wru_per_session_hour", res.WRUPerSH).Float64("usd_month_per_1000", res.MonthlyPer1000).Msg("cost")
+	r.log.Info().Str("run", name).Float64("wru_per_session_hour", run.Steady.Total.WRUPerSH).Float64("at_1000_per_worker", run.Steady.Total.NormWRUPerSH).Msg("cost run done")
 	return nil
 }
 
-// sumStats adds up the workers' store request counts and owned sessions.
-func sumStats(ctx context.Context, ws []*bworker) (map[string]int64, int, error) {
-	out := map[string]int64{}
-	owned := 0
-	for _, w := range ws {
-		st, err := getStats(ctx, w.Admin)
-		if err != nil {
-			return nil, 0, err
-		}
-		owned += st.Owned
-		for k, v := range st.StoreRequests {
-			out[k] += v
-		}
-	}
-	return out, owned, nil
+// authToken is a bearer token of AuthHeaderBytes bytes in all.
+func authToken() string {
+	return "Bearer " + strings.Repeat("x", AuthHeaderBytes-len("Bearer "))
 }
 
-func diffCounts(b, a map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for k, v := range b {
-		out[k] = v - a[k]
+// startWithToken starts ids through the API with the Authorization header,
+// 16 at a time.
+func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	tok := authToken()
+	for _, id := range ids {
+		g.Go(func() error {
+			_, err := ls.st.API.Start(gctx, apiclient.StartRequest{
+				ConnectionID: id, WSURL: feed.URL(ls.st.FeedURL(), id), SeqField: "seq", ResumeQueryParam: feed.DefaultResumeParam,
+				Headers: map[string]string{"Authorization": tok},
+			})
+			if err != nil {
+				return fmt.Errorf("start %s: %w", id, err)
+			}
+			return nil
+		})
 	}
-	return out
+	return g.Wait()
+}
+
+// waitOwned polls the workers until they hold want sessions in all.
+func (ls *leaseStack) waitOwned(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		total := 0
+		for _, w := range ws {
+			st, err := getStats(ctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			total += st.Owned
+		}
+		if total >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers hold %d of %d sessions after %s", total, want, timeout)
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// sumUnits adds up the workers' store meters and owned sessions, reading
+// the workers at once (the snapshot spans one round trip).
+func sumUnits(ctx context.Context, ws []*bworker) (map[string]Usage, int, error) {
+	var mu sync.Mutex
+	out := map[string]Usage{}
+	owned := 0
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range ws {
+		g.Go(func() error {
+			st, err := getStats(gctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			u, err := storeUnits(st)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			owned += st.Owned
+			addUnits(out, u)
+			return nil
+		})
+	}
+	err := g.Wait()
+	return out, owned, err
 }

@@ -41,11 +41,12 @@ type HandoverResult struct {
 	OldClosed   Dist `json:"old_closed"`
 	NewOpened   Dist `json:"new_opened"`
 	OpenToFirst Dist `json:"open_to_first"`
-	// After a crash, from the lease items read right after the kill:
-	// kill → the lease became takeable (its expiry + max skew), and that
-	// instant → first message by the new owner (the takeover path).
-	KillToTakeable  Dist `json:"kill_to_takeable"`
-	TakeableToFirst Dist `json:"takeable_to_first"`
+	// After a crash, from the victim's worker record (ended_at_ms, written
+	// by the watcher that declared it dead): kill → declared dead (its
+	// sessions takeable from then on), and that instant → first message by
+	// the new owner (the takeover path).
+	KillToDead  Dist `json:"kill_to_declared_dead"`
+	DeadToFirst Dist `json:"declared_dead_to_first"`
 	// NotifyToOpen: the survivors' ClaimLatencyMs metric (start
 	// notification sent → the new connection open), for the sessions they
 	// claimed from a notification.
@@ -60,7 +61,10 @@ type HandoverResult struct {
 	// (package chaos): Duplicated are the raw repeats across the ownership
 	// changes the signals caused, DuplicatedMax the most in one (one
 	// session, one round), ReplayBound what one crash may repeat.
-	Lost           int64    `json:"lost"`
+	Lost int64 `json:"lost"`
+	// Gaps are seqs inside the delivered range the source never sent: the
+	// new owner resumed past them (the chaos no-loss check).
+	Gaps           int64    `json:"gaps"`
 	Duplicated     int64    `json:"duplicated"` // repeats caused by the ownership change
 	DuplicatedMax  int64    `json:"duplicated_max_per_session"`
 	ReplayBound    int64    `json:"replay_bound"`
@@ -68,7 +72,7 @@ type HandoverResult struct {
 	MaxConcurrent  int      `json:"max_concurrent_connections"`
 	Violations     []string `json:"violations,omitempty"`
 	FeedRate       float64  `json:"feed_rate"`
-	TTLPlusSkewMs  float64  `json:"ttl_plus_skew_ms"`
+	TTLPlusWatchMs float64  `json:"ttl_plus_watch_ms"` // TTL + one watch interval (500 ms)
 	TTLPlusRecMs   float64  `json:"ttl_plus_reconcile_ms"`
 	GoalP99Ms      float64  `json:"goal_p99_ms"`
 	ClaimRateLimit int      `json:"claims_per_second_per_worker"`
@@ -103,7 +107,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	if res.Kind == kindTerm {
 		res.FeedRate = r.sz.HandoffFeedRate
 	}
-	res.TTLPlusSkewMs = float64((DefaultTTL + DefaultHeartbeatEvery/2).Milliseconds()) // TTL + one watch interval since issue 13
+	res.TTLPlusWatchMs = float64((DefaultTTL + DefaultHeartbeatEvery/2).Milliseconds())
 	res.TTLPlusRecMs = float64((DefaultTTL + DefaultReconcile).Milliseconds())
 	res.ClaimRateLimit = DefaultClaimRate
 	signal := "SIGKILL (kill -9)"
@@ -114,7 +118,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	}
 	res.Phase = r.begin(name, map[string]string{
 		"lease":   defaultTimings,
-		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS%s; 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, spreadNote(res.Kind), settleBefore(res.Kind), signal),
+		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS; 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, settleBefore(res.Kind), signal),
 		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
 		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", res.FeedRate),
 		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
@@ -152,7 +156,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		a, b := rd.takeover()
 		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
 	}
-	res.KillToTakeable, res.TakeableToFirst = Summarize(toTakeable), Summarize(toFirst)
+	res.KillToDead, res.DeadToFirst = Summarize(toTakeable), Summarize(toFirst)
 	var claimMs, releaseMs, publishMs []float64
 	for _, rd := range rounds {
 		claimMs = append(claimMs, rd.claimMs...)
@@ -191,7 +195,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 	cfg.Stack.FeedRate = res.FeedRate
 	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
 	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
-	res.Lost, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
+	res.Lost, res.Gaps, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Gaps, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
 	res.MaxConcurrent = min(1, j.Totals.Connections)
 	for _, o := range j.Overlaps {
 		res.MaxConcurrent = max(res.MaxConcurrent, o.Max)
@@ -229,14 +233,15 @@ type roundData struct {
 }
 
 // takeover splits a crash round's gaps at the instant the sessions became
-// takeable (the victim declared dead).
+// takeable (the victim declared dead): kill → declared dead once per round,
+// declared dead → first message per session moved.
 func (rd roundData) takeover() (toTakeable, toFirst []time.Duration) {
 	if rd.deadAtMs <= 0 {
 		return nil, nil
 	}
+	takeable := time.UnixMilli(rd.deadAtMs)
+	toTakeable = []time.Duration{takeable.Sub(rd.at.Round(0))} // one death per round
 	for _, o := range rd.moved {
-		takeable := time.UnixMilli(rd.deadAtMs)
-		toTakeable = append(toTakeable, takeable.Sub(rd.at.Round(0)))
 		toFirst = append(toFirst, o.At.Round(0).Sub(takeable))
 	}
 	return toTakeable, toFirst
@@ -301,21 +306,10 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
 	}
 	rd.victim, rd.ids = victim.ID, ids
-	// Spread the starts over one renew interval (with its jitter): the
-	// leases' renewals then fall at every phase of the cycle when the
-	// victim dies, as in a fleet, rather than in one burst.
-	// (A graceful handoff does not depend on the renewals' phase.)
-	spread := DefaultRenewEvery * 11 / 10
-	if kind == kindTerm {
-		spread = 0
-	}
-	for _, id := range ids {
-		if err := ls.startSessions(ctx, []string{id}); err != nil {
-			return rd, nil, err
-		}
-		if err := sleepCtx(ctx, spread/time.Duration(n)); err != nil {
-			return rd, nil, err
-		}
+	// One heartbeat keeps every session of the victim (nothing is renewed
+	// per session), so the kill falls at one phase of it per round.
+	if err := ls.startSessions(ctx, ids); err != nil {
+		return rd, nil, err
 	}
 	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
 	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
@@ -467,19 +461,12 @@ func logLines(path string) ([]string, error) {
 }
 
 // settleBefore is how long the round runs with the survivors up before the
-// signal: a full renew cycle and more before a kill (every lease renewed
-// since the claims), 2 s before a SIGTERM (the survivors' long polls are
-// waiting).
+// signal: 5 s before a kill (the survivors have listed the alive workers,
+// every RefreshEvery = 5 s, so they watch the victim), 2 s before a SIGTERM
+// (the survivors' long polls are waiting).
 func settleBefore(kind string) time.Duration {
 	if kind == kindKill {
 		return 5 * time.Second
 	}
 	return 2 * time.Second
-}
-
-func spreadNote(kind string) string {
-	if kind == kindKill {
-		return ", started evenly over one renew interval (so their renewals are spread as in a fleet)"
-	}
-	return ""
 }

@@ -62,6 +62,7 @@ func TestJudgeHandover(t *testing.T) {
 	conn := func(id int64, openMs, closeMs, first, last int64) feed.ConnRecord {
 		return feed.ConnRecord{ID: id, Session: "s1", OpenedAt: at(openMs), ClosedAt: at(closeMs), FirstSeq: first, LastSeq: last, Sent: last - first + 1, Reason: feed.ReasonClient}
 	}
+	// The replay bound: rate × (checkpoint 60 s × 1.1 + 1 s) + 1 = 5 × 67 + 1.
 	// w1 (epoch 1) delivers 1..10 and is signalled at 2100 ms; w2 (epoch 2)
 	// resumes from the checkpoint 8 at fromMs: 8..10 are repeated.
 	ev := func(fromMs int64) chaos.Evidence {
@@ -74,7 +75,7 @@ func TestJudgeHandover(t *testing.T) {
 	rounds := []roundData{{victim: "w1", at: at(2100)}}
 	crash := &HandoverResult{Kind: kindKill, FeedRate: 5}
 	judgeHandover(crash, ev(4100), rounds, nil)
-	if crash.Lost != 0 || crash.Duplicated != 3 || crash.DuplicatedMax != 3 || crash.ReplayBound != 24 || crash.MaxConcurrent != 1 || crash.Stale != 0 || len(crash.Violations) != 0 {
+	if crash.Lost != 0 || crash.Duplicated != 3 || crash.DuplicatedMax != 3 || crash.ReplayBound != 336 || crash.MaxConcurrent != 1 || crash.Stale != 0 || len(crash.Violations) != 0 {
 		t.Fatalf("kill -9: %+v", crash)
 	}
 
@@ -100,5 +101,28 @@ func TestJudgeHandover(t *testing.T) {
 		if !strings.Contains(all, "["+check+"]") {
 			t.Errorf("no %s violation in:\n%s", check, all)
 		}
+	}
+}
+
+// A crash round's gap splits at the victim's declared death (its record's
+// ended_at_ms): kill → dead once per round, dead → first message per
+// session moved.
+func TestTakeoverSplit(t *testing.T) {
+	kill := time.UnixMilli(1_700_000_000_000)
+	rd := roundData{at: kill, moved: map[string]sinkObs{
+		"a": {At: kill.Add(10_200 * time.Millisecond)},
+		"b": {At: kill.Add(10_500 * time.Millisecond)},
+	}}
+	if a, b := rd.takeover(); a != nil || b != nil {
+		t.Fatalf("no death recorded: want nothing, got %v %v", a, b)
+	}
+	rd.deadAtMs = kill.Add(9_900 * time.Millisecond).UnixMilli()
+	toDead, toFirst := rd.takeover()
+	if len(toDead) != 1 || toDead[0] != 9_900*time.Millisecond {
+		t.Fatalf("kill → dead: %v", toDead)
+	}
+	got := Summarize(toFirst)
+	if got.N != 2 || got.Min != 300 || got.Max != 600 {
+		t.Fatalf("dead → first: %+v", got)
 	}
 }

@@ -30,14 +30,14 @@ type MicroResult struct {
 	Benchmarks []MicroBench `json:"benchmarks"`
 }
 
-// microSuites are the packages whose benchmarks run, per module: the lease
-// rules and the Keeper's renew scheduling (shared/lease), and the worker's
-// per-message path (parse + dedupe + lease check + sink) and its parts.
+// microSuites are the packages whose benchmarks run, per module: the
+// worker's per-message path (parse + dedupe + trust check + sink) and its
+// parts. (shared/lease has no benchmark since issue 13: nothing is renewed
+// per session.)
 var microSuites = []struct {
 	module string
 	pkgs   []string
 }{
-	{"shared", []string{"./lease"}},
 	{"workers/streamer", []string{"./internal/session", "./internal/jsonseq", "./sink"}},
 }
 

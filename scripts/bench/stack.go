@@ -37,6 +37,9 @@ type leaseStack struct {
 	mu      sync.Mutex
 	workers []*bworker
 	seq     int
+	// discardSinks: workers added from now on write their sinks to
+	// /dev/null (the cost runs: no collector parsing every message).
+	discardSinks bool
 }
 
 // bworker is one worker process of a lease stack.
@@ -99,10 +102,13 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 	env := append(workerEnv(id, admin, set), ls.st.EngineEnv()...)
 	w := &bworker{ID: id, Admin: admin, Proc: &proc.Proc{
 		Name: id, Argv: []string{ls.r.cfg.Bin.Streamer}, Env: env, Dir: ls.r.cfg.Root,
-		LogPath:    filepath.Join(ls.st.LogDir(), id+".log"),
-		StdoutPath: filepath.Join(ls.st.LogDir(), id+".sink.jsonl"),
-		OnLine:     ls.col.line,
+		LogPath: filepath.Join(ls.st.LogDir(), id+".log"),
 	}}
+	if ls.discardSinks {
+		w.Proc.DiscardStdout = true
+	} else {
+		w.Proc.StdoutPath, w.Proc.OnLine = filepath.Join(ls.st.LogDir(), id+".sink.jsonl"), ls.col.line
+	}
 	if err := w.Proc.Start(); err != nil {
 		return nil, err
 	}
@@ -131,13 +137,13 @@ func (ls *leaseStack) startSessions(ctx context.Context, ids []string) error {
 	return g.Wait()
 }
 
-// stopSessions stops ids through the API and returns when each stop was
-// acknowledged, with the acknowledgement times.
+// stopSessions stops ids through the API (16 at a time) and returns when
+// each stop was acknowledged, with the acknowledgement times.
 func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[string]time.Time, error) {
 	var mu sync.Mutex
 	at := map[string]time.Time{}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	g.SetLimit(16)
 	for _, id := range ids {
 		g.Go(func() error {
 			if _, err := ls.st.API.Stop(gctx, id); err != nil {

@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
+)
+
+// ReadsRun is one run of the reads phase: Workers Keepers on one table.
+type ReadsRun struct {
+	Workers     int     `json:"workers"`
+	WindowSec   float64 `json:"window_s"`
+	WorkerHours float64 `json:"worker_hours"`
+	// Kinds: the window's usage by request kind, per worker-hour (the
+	// session-hour fields of KindCost are not used).
+	Kinds    []KindCost `json:"kinds"`
+	WRUPerWH float64    `json:"wru_per_worker_hour"`
+	RRUPerWH float64    `json:"rru_per_worker_hour"`
+	// Heartbeats per worker-hour (3,600 at one a second: the Keepers kept up).
+	HeartbeatsPerWH float64 `json:"heartbeats_per_worker_hour"`
+	HeartbeatErrors int64   `json:"heartbeat_errors"`
+	DeclaredDead    int64   `json:"declared_dead"`
+	Passes          int64   `json:"reconcile_passes"`
+}
+
+// ReadsResult is figure 7: what finding dead workers costs as the fleet
+// grows.
+type ReadsResult struct {
+	Phase
+	Runs []ReadsRun `json:"runs"`
+}
+
+// readsObserver counts what the Keepers of a run report.
+type readsObserver struct {
+	hbErrors, died atomic.Int64
+}
+
+func (o *readsObserver) Heartbeat(_ time.Duration, err error) {
+	if err != nil {
+		o.hbErrors.Add(1)
+	}
+}
+func (o *readsObserver) Ended(*lease.Held, error) {}
+func (o *readsObserver) Mailbox([]string)         {}
+func (o *readsObserver) WorkerDied(string)        { o.died.Add(1) }
+
+func (r *runner) reads(ctx context.Context) error {
+	sz := r.sz
+	res := &ReadsResult{}
+	res.Phase = r.begin(PhaseReads, map[string]string{
+		"workers":   fmt.Sprintf("%s simulated workers per run, each a lease.Keeper (shared/lease) on its own dynamostore.Store, all in the driver's process, on one dynalite table (in memory, fresh per run); no session", joinInts(sz.ReadsWorkers, " and ")),
+		"lease":     "lease.DefaultConfig: heartbeat every 1 s, TTL 10 s, 2 watchers per worker reading every 500 ms, the alive workers listed every 5 s (Keeper.Run)",
+		"reconcile": "each worker also runs what its reconciler reads every pass (every 5 s ± 20 %, workers/streamer/internal/claim): Audit (by_owner of itself) and Orphans(1,000) (the 16 by_unowned shards and the GONE workers)",
+		"window":    fmt.Sprintf("the Keepers register spread over 1 s, run %s (one listing and watch targets in place), then the window: %s; units from the stores' meters (Units), summed", lease.DefaultConfig("x").RefreshEvery+2*time.Second, sz.ReadsWindow),
+	})
+	r.rep.Reads = res
+	defer res.end()
+	for _, n := range sz.ReadsWorkers {
+		run, err := r.readsRun(ctx, n)
+		if run != nil {
+			res.Runs = append(res.Runs, *run)
+		}
+		if err != nil {
+			return fmt.Errorf("%d workers: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) readsRun(ctx context.Context, n int) (*ReadsRun, error) {
+	dir := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("reads-%d", n))
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: dir})
+	if err != nil {
+		return nil, err
+	}
+	if err := dyn.Start(); err != nil {
+		return nil, err
+	}
+	defer dyn.Stop()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4*n+16, 4*n+16
+	ddb := dynamodb.NewFromConfig(aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		HTTPClient:  &http.Client{Timeout: 10 * time.Second, Transport: tr},
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dyn.Endpoint()) })
+	table := schema.DefaultTableName
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = sessionitem.CreateTable(cctx, ddb, table)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+
+	obs := &readsObserver{}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	stores := make([]*dynamostore.Store, n)
+	var passes atomic.Int64
+	for i := range n {
+		cfg := lease.DefaultConfig(fmt.Sprintf("reads-%03d", i))
+		st := dynamostore.New(ddb, table)
+		k, err := lease.NewKeeper(st, clock.Real{}, cfg, obs, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := sleepCtx(ctx, time.Second/time.Duration(n)); err != nil {
+			return nil, err
+		}
+		if err := k.Register(ctx); err != nil {
+			return nil, err
+		}
+		stores[i] = st
+		wg.Go(func() { _ = k.Run(rctx) })
+		wg.Go(func() {
+			const every, jitter = 5 * time.Second, 0.2
+			for {
+				d := time.Duration(float64(every) * (1 + jitter*(2*rand.Float64()-1)))
+				if sleepCtx(rctx, d) != nil {
+					return
+				}
+				passes.Add(1)
+				_, _ = k.Audit(rctx)
+				_, _ = k.Orphans(rctx, 1000)
+			}
+		})
+	}
+	if err := sleepCtx(ctx, lease.DefaultConfig("x").RefreshEvery+2*time.Second); err != nil {
+		return nil, err
+	}
+	sum := func() map[string]Usage {
+		out := map[string]Usage{}
+		for _, s := range stores {
+			addUnits(out, s.Units())
+		}
+		return out
+	}
+	u0, p0, e0, d0 := sum(), passes.Load(), obs.hbErrors.Load(), obs.died.Load()
+	t0 := time.Now()
+	if err := sleepCtx(ctx, r.sz.ReadsWindow); err != nil {
+		return nil, err
+	}
+	u1, p1, e1, d1 := sum(), passes.Load(), obs.hbErrors.Load(), obs.died.Load()
+	el := time.Since(t0)
+	run := &ReadsRun{Workers: n, WindowSec: el.Seconds(), WorkerHours: float64(n) * el.Hours(), Passes: p1 - p0, HeartbeatErrors: e1 - e0, DeclaredDead: d1 - d0}
+	delta := diffUnits(u1, u0)
+	split := Split(delta, 0, run.WorkerHours)
+	run.Kinds = split.Kinds
+	run.WRUPerWH, run.RRUPerWH = split.Total.WRUPerWH, split.Total.RRUPerWH
+	run.HeartbeatsPerWH = float64(delta[dynamostore.OpHeartbeat].Writes) / run.WorkerHours
+	r.log.Info().Int("workers", n).Float64("rru_per_worker_hour", run.RRUPerWH).Float64("wru_per_worker_hour", run.WRUPerWH).
+		Float64("heartbeats_per_worker_hour", run.HeartbeatsPerWH).Int64("declared_dead", run.DeclaredDead).Msg("reads run")
+	return run, nil
+}
+
+func joinInts(ns []int, sep string) string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, itoa(n))
+	}
+	return strings.Join(out, sep)
+}
