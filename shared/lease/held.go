@@ -98,11 +98,23 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 		item:       it,
 		lastSeq:    it.LastSeq,
 		stored:     it.LastSeq,
-		nextCkpt:   sentAt.Add(every),
+		nextCkpt:   firstCheckpoint(it.LastSeq, sentAt, every),
 		done:       make(chan struct{}),
 		changed:    make(chan struct{}, 1),
 		generated:  it.Generation,
 	}
+}
+
+// firstCheckpoint is when a tenure's first periodic checkpoint is due: at
+// once (as soon as a message was delivered) for a session that has no
+// checkpoint yet, since a new owner of such a session cannot ask the source
+// to resume and would skip what was sent in between; one interval after
+// the acquire otherwise (a crash then replays at most an interval).
+func firstCheckpoint(stored int64, sentAt time.Time, every time.Duration) time.Time {
+	if stored == NoSeq {
+		return sentAt
+	}
+	return sentAt.Add(every)
 }
 
 // Token is the owner and epoch every write of this tenure is fenced on.

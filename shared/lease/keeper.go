@@ -83,6 +83,9 @@ type Keeper struct {
 	targets  []string
 	watching map[string]*watch
 	alive    int // alive workers at the last listing
+	// deathCheck is the earliest instant a watched worker may be declared
+	// dead (zero: none due): Run reads it then, not only every WatchEvery.
+	deathCheck time.Time
 
 	mu   sync.Mutex // guards held; taken before any Held's mu, never after
 	held map[string]*Held
@@ -230,7 +233,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 			nextHB = now.Add(k.cfg.HeartbeatEvery)
 			k.startHeartbeat(ctx)
 		}
-		if !now.Before(nextWatch) {
+		if !now.Before(nextWatch) || k.deathDue(now) {
 			nextWatch = now.Add(k.cfg.WatchEvery())
 			k.wg.Go(func() { k.watchPass(ctx) })
 		}
@@ -795,6 +798,7 @@ func (k *Keeper) watchPass(ctx context.Context) {
 		if ok {
 			epoch, seq = w.epoch, w.seq
 		}
+		k.scheduleDeathCheckLocked()
 		k.lmu.Unlock()
 		if !due {
 			continue
@@ -810,6 +814,33 @@ func (k *Keeper) watchPass(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// deathDue reports (once) whether a watched worker's death became allowed
+// by now, so that it is declared within a Tick of that instant.
+func (k *Keeper) deathDue(now time.Time) bool {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	if k.deathCheck.IsZero() || now.Before(k.deathCheck) {
+		return false
+	}
+	k.deathCheck = time.Time{}
+	return true
+}
+
+// scheduleDeathCheckLocked sets deathCheck to the earliest death-allowed
+// instant among the watches; the caller holds lmu.
+func (k *Keeper) scheduleDeathCheckLocked() {
+	var next time.Time
+	for _, w := range k.watching {
+		if w.firstSeen.IsZero() {
+			continue
+		}
+		if at := DeathAllowedAt(w.firstSeen, k.cfg.TTL, w.ttl); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	k.deathCheck = next
 }
 
 func (k *Keeper) unwatch(id string) {

@@ -182,6 +182,7 @@ func TestEngineUnreachableFencesEverySessionAtTheDeadline(t *testing.T) {
 	if err := k.Release(r.ctx, hs[0]); !errors.Is(err, lease.ErrUntrusted) {
 		t.Fatalf("release by a fenced worker: %v", err)
 	}
+	hs[1].Observe(6) // something new to checkpoint
 	if err := k.Checkpoint(r.ctx, hs[1]); !errors.Is(err, lease.ErrUntrusted) {
 		t.Fatalf("checkpoint by a fenced worker: %v", err)
 	}
@@ -608,5 +609,25 @@ func TestHandoffReservationBound(t *testing.T) {
 	w3.HeartbeatNow(r.ctx)
 	if _, err := w3.Acquire(r.ctx, "b", nil); err != nil {
 		t.Fatalf("acquire of a session reserved for a worker that left: %v", err)
+	}
+}
+
+// A session that has no checkpoint yet is checkpointed as soon as a message
+// was delivered (a new owner could not ask its source to resume); one that
+// has a checkpoint waits an interval.
+func TestFirstCheckpointOfASessionWithoutOne(t *testing.T) {
+	withCkpt := started("b")
+	withCkpt.LastSeq = 3
+	r := newRig(t, started("a"), withCkpt)
+	k, _ := r.keeper("w1")
+	ha, hb := r.acquire(k, "a"), r.acquire(k, "b")
+	ha.Observe(1)
+	hb.Observe(4)
+	r.step(k.Config().Tick, []*lease.Keeper{k}, nil)
+	if got, _ := r.store.Get(r.ctx, "a"); got.LastSeq != 1 {
+		t.Fatalf("a's checkpoint after its first message: %d, want 1", got.LastSeq)
+	}
+	if got, _ := r.store.Get(r.ctx, "b"); got.LastSeq != 3 {
+		t.Fatalf("b checkpointed before its interval: %d, want 3", got.LastSeq)
 	}
 }
