@@ -644,12 +644,17 @@ func (k *Keeper) Leave(ctx context.Context, owning bool) error {
 	if !registered {
 		return nil
 	}
-	list := schema.WorkerListDone
-	if owning || k.Count() > 0 {
-		list = schema.WorkerListGone
-	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
+	// DONE only when the table agrees that nothing is ours any more (a
+	// release whose write failed leaves a session owned): a GONE record's
+	// sessions are taken over by the reconcilers, a DONE one's never.
+	list := schema.WorkerListGone
+	if !owning && k.Count() == 0 {
+		if owned, err := k.store.OwnedBy(ctx, k.cfg.Owner, 1); err == nil && len(owned) == 0 {
+			list = schema.WorkerListDone
+		}
+	}
 	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
 	k.lmu.Lock()
 	k.live.end(errLeft)
