@@ -635,9 +635,9 @@ func (k *Keeper) Abandon(h *Held) {
 }
 
 // Leave marks the worker LEFT after it released its sessions (graceful
-// exit): nobody waits a TTL. owning says whether some session could not be
-// released (then reconcilers take them over from the GONE list).
-func (k *Keeper) Leave(ctx context.Context, owning bool) error {
+// exit): nobody waits a TTL; reconcilers take over anything it still owns
+// (the GONE list), then mark it DONE.
+func (k *Keeper) Leave(ctx context.Context) error {
 	k.lmu.Lock()
 	epoch, registered := k.epoch, k.live.registered
 	k.lmu.Unlock()
@@ -646,15 +646,11 @@ func (k *Keeper) Leave(ctx context.Context, owning bool) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	// DONE only when the table agrees that nothing is ours any more (a
-	// release whose write failed leaves a session owned): a GONE record's
-	// sessions are taken over by the reconcilers, a DONE one's never.
+	// Always GONE: a reconciler moves the record to DONE once by_owner
+	// shows it owns nothing. The worker's own view is not enough (a release
+	// whose write failed, an acquire whose reply was lost, an index that
+	// lags), and a DONE record's sessions are never looked for again.
 	list := schema.WorkerListGone
-	if !owning && k.Count() == 0 {
-		if owned, err := k.store.OwnedBy(ctx, k.cfg.Owner, 1); err == nil && len(owned) == 0 {
-			list = schema.WorkerListDone
-		}
-	}
 	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
 	k.lmu.Lock()
 	k.live.end(errLeft)

@@ -398,7 +398,7 @@ func TestTakeoverOnlyFromAWorkerSeenNotAlive(t *testing.T) {
 	}
 	// wa leaves without releasing; wb's view of wa (read at the failed
 	// acquire) is kept for one heartbeat period.
-	if err := a.Leave(r.ctx, true); err != nil {
+	if err := a.Leave(r.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ha.Valid() {
@@ -428,7 +428,7 @@ func TestOrphansListsUnownedAndGoneWorkersSessions(t *testing.T) {
 	if err := a.Release(r.ctx, hb); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Leave(r.ctx, true); err != nil {
+	if err := a.Leave(r.ctx); err != nil {
 		t.Fatal(err)
 	}
 	cands, err := b.Orphans(r.ctx, 10)
@@ -602,7 +602,7 @@ func TestHandoffReservationBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.store.Update("b", func(it *lease.Item) { it.HandoffAtMs = r.clk.Now().UnixMilli() })
-	if err := w2.Leave(r.ctx, false); err != nil {
+	if err := w2.Leave(r.ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.clk.Advance(cfg.HeartbeatEvery)

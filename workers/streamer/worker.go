@@ -310,7 +310,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// session can act any more (all ended, none abandoned mid-call).
 	if sessionsDone && !w.abandoned.Load() {
 		lctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
-		if lerr := w.keeper.Leave(lctx, w.keeper.Count() > 0); lerr != nil {
+		if lerr := w.keeper.Leave(lctx); lerr != nil {
 			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")
 		}
 		cancel()
