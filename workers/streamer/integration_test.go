@@ -160,6 +160,19 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	enginetest.Require(t)
 	t.Parallel()
+	return setupEnv(t)
+}
+
+// newEnvAlone is newEnv for a test that runs before the parallel ones, not
+// alongside them (a heavy one).
+func newEnvAlone(t *testing.T) *env {
+	t.Helper()
+	enginetest.Require(t)
+	return setupEnv(t)
+}
+
+func setupEnv(t *testing.T) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ac, err := awsconfig.Load(ctx, 0)
