@@ -634,22 +634,29 @@ func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
 // StopHint implements claim.Claimer: a stop notification for a session this
 // worker holds closes it at once (status 1000) when the table confirms it.
 func (w *Worker) StopHint(ctx context.Context, id string) {
+	s, it, ok := w.readHeld(ctx, id, "stop notification: read session (the mailbox or the audit will bring it)")
+	if ok && it.DesiredState == schema.StateStopped {
+		s.Interrupt(session.ErrStopRequested)
+	}
+}
+
+// readHeld reads the item of a session this worker holds (consistently);
+// ok is false when it holds none or the read failed (logged with failMsg).
+func (w *Worker) readHeld(ctx context.Context, id, failMsg string) (*session.Session, lease.Item, bool) {
 	w.mu.Lock()
 	s := w.sessions[id]
 	w.mu.Unlock()
 	if s == nil {
-		return
+		return nil, lease.Item{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
 	defer cancel()
 	it, err := w.store.Get(ctx, id)
 	if err != nil {
-		s.Logger().Warn().Err(err).Msg("stop notification: read session (the mailbox or the audit will bring it)")
-		return
+		s.Logger().Warn().Err(err).Msg(failMsg)
+		return nil, lease.Item{}, false
 	}
-	if it.DesiredState == schema.StateStopped {
-		s.Interrupt(session.ErrStopRequested)
-	}
+	return s, it, true
 }
 
 // opened is the sessions' open hook: the claim latency of notified claims.
@@ -803,29 +810,18 @@ func (w *Worker) report() lease.Load {
 // it or move it to its new configuration, then ack the entry.
 func (w *Worker) reread(ctx context.Context, id string) {
 	defer w.keeper.Ack(id)
-	w.mu.Lock()
-	s := w.sessions[id]
-	w.mu.Unlock()
-	if s == nil {
-		return
+	if s, it, ok := w.readHeld(ctx, id, "mailbox: read session (the next audit re-reads it)"); ok {
+		w.apply(ctx, s, it)
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
-	defer cancel()
-	it, err := w.store.Get(ctx, id)
-	if err != nil {
-		s.Logger().Warn().Err(err).Msg("mailbox: read session (the next audit re-reads it)")
-		return
-	}
-	w.apply(ctx, s, it.DesiredState, it)
 }
 
 // apply moves session s to what the table says: a STOP closes it (status
 // 1000), a new generation reconnects it with the new configuration; both
 // checkpoint first.
-func (w *Worker) apply(ctx context.Context, s *session.Session, state string, it lease.Item) {
+func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 	h := s.Held()
 	switch {
-	case state == schema.StateStopped:
+	case it.DesiredState == schema.StateStopped:
 		s.Interrupt(session.ErrStopRequested)
 	case it.Generation != h.Item().Generation:
 		if err := w.keeper.Checkpoint(ctx, h); err != nil {

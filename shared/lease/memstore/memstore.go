@@ -309,24 +309,18 @@ func (s *Store) checkpointLocked(t lease.Token, lastSeq int64) error {
 
 // Release implements lease.Store.
 func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	return s.do(ctx, "release", func() error {
-		it := s.items[t.ConnectionID]
-		if err := lease.CanOwnerWrite(it, t); err != nil {
-			return err
-		}
-		if lastSeq != lease.NoSeq {
-			if err := s.checkpointLocked(t, lastSeq); err != nil {
-				return err
-			}
-		}
-		it.Owner = ""
-		return nil
-	})
+	return s.release(ctx, "release", t, lastSeq, "", 0)
 }
 
 // Handoff implements lease.Store.
 func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
-	return s.do(ctx, "handoff", func() error {
+	return s.release(ctx, "handoff", t, lastSeq, to, atMs)
+}
+
+// release ends t's ownership with its final checkpoint, reserving a
+// STARTED session for worker to ("" for none).
+func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	return s.do(ctx, op, func() error {
 		it := s.items[t.ConnectionID]
 		if err := lease.CanOwnerWrite(it, t); err != nil {
 			return err
@@ -337,7 +331,7 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 			}
 		}
 		it.Owner = ""
-		if it.DesiredState == schema.StateStarted {
+		if to != "" && it.DesiredState == schema.StateStarted {
 			it.HandoffTo, it.HandoffAtMs = to, atMs
 		}
 		return nil
