@@ -42,16 +42,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// FreePort returns a currently free TCP port on 127.0.0.1.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Process is one engine process on a fixed loopback port (supervised by
 // shared/proc). Stop and Start may be called repeatedly (tests kill an
 // engine and bring it back on the same port).

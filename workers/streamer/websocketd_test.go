@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -39,7 +40,7 @@ func startWebsocketd(t *testing.T) *websocketd {
 		}
 		t.Skipf("websocketd not installed (make tools-websocketd): %v", err)
 	}
-	port, err := freePort()
+	port, err := enginetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,15 +48,6 @@ func startWebsocketd(t *testing.T) *websocketd {
 	d.start()
 	t.Cleanup(d.kill)
 	return d
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func (d *websocketd) start() {

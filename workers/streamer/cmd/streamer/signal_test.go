@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/enginetest"
 )
 
 // TestMain lets a test run this package's process (start, as main runs it)
@@ -48,12 +50,11 @@ func silentSource(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := enginetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
 // child starts the process in a child with one memory-store session on
