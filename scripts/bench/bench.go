@@ -59,19 +59,20 @@ const (
 
 // Phase names, in the order they run.
 const (
-	PhaseMicro    = "micro"
-	PhaseClaim    = "claim"
-	PhaseFailover = "failover"
-	PhaseHandoff  = "handoff"
-	PhaseStop     = "stop"
-	PhaseCost     = "cost"
-	PhaseReads    = "reads"
-	PhaseCapacity = "capacity"
-	PhaseDynalite = "dynalite"
+	PhaseMicro     = "micro"
+	PhaseClaim     = "claim"
+	PhaseFailover  = "failover"
+	PhaseHandoff   = "handoff"
+	PhaseStop      = "stop"
+	PhaseRebalance = "rebalance"
+	PhaseCost      = "cost"
+	PhaseReads     = "reads"
+	PhaseCapacity  = "capacity"
+	PhaseDynalite  = "dynalite"
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -127,6 +128,19 @@ type Sizes struct {
 	// non-owner, no worker).
 	StopSamples int
 
+	// The rebalance run: RebalanceSessions on 2 workers, then 2 join;
+	// loads observed RebalanceObserve after the fleet is balanced, or
+	// until RebalanceTimeout after the join.
+	RebalanceSessions int
+	RebalanceFeedRate float64
+	RebalanceObserve  time.Duration
+	RebalanceTimeout  time.Duration
+	// RebalanceMinHold and RebalanceEvery override the workers' defaults
+	// (60 s, 10 s) when set (the test's shorter run; the benchmark keeps
+	// the defaults).
+	RebalanceMinHold time.Duration
+	RebalanceEvery   time.Duration
+
 	// The cost runs: sessions at 1 msg/s and idle ones, each on
 	// CostWorkers workers, measured over CostWindow.
 	CostSessions     int
@@ -159,7 +173,8 @@ func SizesFor(m Mode) Sizes {
 			HandoffRounds: 3, HandoffSessions: 100,
 			HandoffSmallRounds: 20, HandoffSmallSessions: 10,
 			LeaseFeedRate: 5, HandoffFeedRate: 50,
-			StopSamples:  200,
+			StopSamples:       200,
+			RebalanceSessions: 2000, RebalanceFeedRate: 2, RebalanceObserve: 30 * time.Second, RebalanceTimeout: 5 * time.Minute,
 			CostSessions: 10000, CostIdleSessions: 2000, CostWorkers: 2, CostWindow: 5 * time.Minute,
 			ReadsWorkers: []int{10, 100}, ReadsWindow: 2 * time.Minute,
 			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
@@ -175,7 +190,8 @@ func SizesFor(m Mode) Sizes {
 		FailoverRounds: 2, FailoverSessions: 100,
 		HandoffRounds: 2, HandoffSessions: 100,
 		LeaseFeedRate: 5, HandoffFeedRate: 50,
-		StopSamples:  30,
+		StopSamples:       30,
+		RebalanceSessions: 400, RebalanceFeedRate: 2, RebalanceObserve: 15 * time.Second, RebalanceTimeout: 4 * time.Minute,
 		CostSessions: 1000, CostIdleSessions: 200, CostWorkers: 2, CostWindow: time.Minute,
 		ReadsWorkers: []int{10, 100}, ReadsWindow: 30 * time.Second,
 		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
@@ -203,8 +219,8 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
-		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
+		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
 		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
 }
 
@@ -224,7 +240,11 @@ type Config struct {
 	Sizes     Sizes
 	// Invocation is the command line reported with every figure.
 	Invocation string
-	Log        zerolog.Logger
+	// Merge: start from the report in OutJSON and replace only the phases
+	// run now (the report says which phases were re-run, when, and at
+	// which commit).
+	Merge bool
+	Log   zerolog.Logger
 }
 
 // DefaultConfig returns the configuration of mode with every phase.
@@ -284,7 +304,7 @@ func (c Config) Validate() error {
 	}
 	s := c.Sizes
 	if s.ClaimSamples < 1 || s.FailoverRounds < 1 || s.FailoverSessions < 1 || s.HandoffRounds < 1 || s.HandoffSessions < 1 ||
-		s.CostSessions < 1 || s.CostIdleSessions < 1 || s.CostWorkers < 1 || s.StopSamples < 1 || len(s.ReadsWorkers) == 0 || len(s.CapRuns) == 0 || len(s.DynSteps) == 0 {
+		s.CostSessions < 1 || s.CostIdleSessions < 1 || s.CostWorkers < 1 || s.StopSamples < 1 || s.RebalanceSessions < 2 || s.RebalanceFeedRate <= 0 || s.RebalanceTimeout <= 0 || len(s.ReadsWorkers) == 0 || len(s.CapRuns) == 0 || len(s.DynSteps) == 0 {
 		errs = append(errs, errors.New("sizes: every count must be positive"))
 	}
 	for _, r := range s.CapRuns {
@@ -331,6 +351,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Mode: cfg.Mode, Invocation: cfg.Invocation, Started: time.Now().UTC(), Errors: map[string]string{},
 		Sizes: cfg.Sizes.Describe(),
 	}}
+	if cfg.Merge {
+		prev, err := readReport(cfg.OutJSON)
+		if err != nil {
+			return nil, fmt.Errorf("bench -merge: %w", err)
+		}
+		if prev.Mode != cfg.Mode {
+			return nil, fmt.Errorf("bench -merge: %s holds a %s run, not %s", cfg.OutJSON, prev.Mode, cfg.Mode)
+		}
+		return runMerged(ctx, r, prev)
+	}
 	r.rep.Machine = ReadMachine(ctx, cfg.Root)
 	r.rep.LoadBefore = ReadLoad()
 	if cfg.QuietLoad > 0 {
@@ -338,10 +368,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.rep.Quiet = &QuietWait{Threshold: cfg.QuietLoad, Waited: waited.Round(time.Second).String(), Quiet: quiet}
 	}
 	r.rep.LoadStart = ReadLoad()
-	phases := map[string]func(context.Context) error{
-		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
-		PhaseStop: r.stop, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
-	}
+	phases := r.phases()
 	var failed []string
 	ran := 0
 	for _, name := range AllPhases {
@@ -378,6 +405,60 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.rep, fmt.Errorf("bench: phase(s) %s failed (see the report)", strings.Join(failed, ", "))
 	}
 	return r.rep, nil
+}
+
+// phases are the phase functions by name.
+func (r *runner) phases() map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
+		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
+	}
+}
+
+// runMerged runs cfg's phases into prev, a report read back, and rewrites
+// it: the other phases' figures stay as they were measured.
+func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
+	fresh := r.rep
+	r.rep = prev
+	if r.rep.Errors == nil {
+		r.rep.Errors = map[string]string{}
+	}
+	m := ReadMachine(ctx, r.cfg.Root)
+	rerun := Rerun{Phases: r.cfg.Phases, Invocation: fresh.Invocation, Started: fresh.Started, Commit: m.Commit}
+	var failed []string
+	for _, name := range AllPhases {
+		if !slices.Contains(r.cfg.Phases, name) || ctx.Err() != nil {
+			continue
+		}
+		delete(r.rep.Errors, name)
+		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting (merged into the previous report)")
+		if err := r.phases()[name](ctx); err != nil {
+			r.rep.Errors[name] = err.Error()
+			failed = append(failed, name)
+			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
+		}
+	}
+	rerun.Finished = time.Now().UTC()
+	r.rep.Reruns = append(r.rep.Reruns, rerun)
+	if err := r.write(); err != nil {
+		return r.rep, err
+	}
+	if len(failed) > 0 {
+		return r.rep, fmt.Errorf("bench: phase(s) %s failed (see the report)", strings.Join(failed, ", "))
+	}
+	return r.rep, ctx.Err()
+}
+
+func readReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
 }
 
 // phaseCommand is the command that reruns one phase.

@@ -79,16 +79,19 @@ const (
 	KindChurn       = "churn"
 	KindClockOffset = "clock-offset"
 	KindPartition   = "dynamodb-partition" // one worker reaches its sources but not DynamoDB
+	KindScaleOut    = "scale-out"          // one more worker joins: the fleet rebalances toward it
+	KindScaleIn     = "scale-in"           // one worker leaves for good (SIGTERM, not restarted)
 	KindPolicy      = "feed-policy"        // not a fault: the source's policy switch
 )
 
 // AllKinds are the fault kinds, in the order the report lists them.
-var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset}
+var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn}
 
 // DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions;
 // liveness TTL 4 s, heartbeat every 1 s (watchers read every 500 ms),
 // checkpoints every 2 s (when advanced), reconcile every 2 s, safety margin
-// 1 s, a clock offset of up to 2 s; the feed at 5 messages/s per session,
+// 1 s, a rebalancing round every 2 s moving sessions held 10 s or more, a
+// clock offset of up to 2 s; the feed at 5 messages/s per session,
 // pinging its clients every 500 ms (a client silent for 750 ms is dropped).
 // Every worker slot reaches DynamoDB through its own proxy (the partition
 // fault freezes one).
@@ -106,6 +109,8 @@ func DefaultConfig() Config {
 	sc.Worker.SafetyMargin = time.Second
 	sc.Worker.ShutdownDeadline = 10 * time.Second
 	sc.Worker.QueueWait = time.Second
+	sc.Worker.RebalanceEvery = 2 * time.Second
+	sc.Worker.MinHold = 10 * time.Second
 	sc.Worker.LogLevel = "info"
 	sc.FeedRate = 5
 	sc.FeedMode = feed.ModeKickOlder
@@ -158,8 +163,9 @@ func (c Config) Validate() error {
 	if c.GapMin <= 0 || c.GapMax < c.GapMin {
 		errs = append(errs, fmt.Errorf("gap %v..%v: want 0 < min <= max", c.GapMin, c.GapMax))
 	}
-	if w.LeaseTTL <= 0 || w.HeartbeatEvery <= 0 || w.CheckpointEvery <= 0 || w.ReconcileEvery <= 0 || w.SafetyMargin <= 0 || w.ShutdownDeadline <= 0 {
-		errs = append(errs, errors.New("the harness states every lease timing: set TTL, heartbeat, checkpoint, reconcile, safety margin and shutdown deadline"))
+	if w.LeaseTTL <= 0 || w.HeartbeatEvery <= 0 || w.CheckpointEvery <= 0 || w.ReconcileEvery <= 0 || w.SafetyMargin <= 0 || w.ShutdownDeadline <= 0 ||
+		w.RebalanceEvery <= 0 || w.MinHold <= 0 {
+		errs = append(errs, errors.New("the harness states every lease timing: set TTL, heartbeat, checkpoint, reconcile, safety margin, shutdown deadline, rebalancing round and minimum hold"))
 	}
 	if c.ClockOffsetMax < 0 {
 		errs = append(errs, fmt.Errorf("clock offset max %v: want >= 0", c.ClockOffsetMax))
@@ -218,6 +224,8 @@ type Settings struct {
 	SafetyMarginMs  int64   `json:"safety_margin_ms"`
 	ShutdownMs      int64   `json:"shutdown_deadline_ms"`
 	ReconnectMaxMs  int64   `json:"reconnect_max_ms"`
+	RebalanceMs     int64   `json:"rebalance_every_ms"`
+	MinHoldMs       int64   `json:"min_hold_ms"`
 	Bounds          Bounds  `json:"bounds"`
 }
 
@@ -236,8 +244,15 @@ type Bounds struct {
 	// (the sink line's way to the harness).
 	FenceMs      int64 `json:"fence_ms"`
 	FenceSlackMs int64 `json:"fence_slack_ms"`
-	// Handoff: SIGTERM → another worker delivers: 1 s.
+	// Handoff: SIGTERM → another worker delivers: 1 s. A rebalancing
+	// move (a graceful hand-off) is held to it too: its previous owner's
+	// last delivery → the receiver's first.
 	HandoffMs int64 `json:"handoff_ms"`
+	// Balance: a worker joins → every running worker within ±10 % (or 2
+	// sessions) of its fair share: the minimum hold (the sessions the
+	// fleet claims meanwhile must age first) + 6 rounds (10 % of a
+	// worker's sessions move per round) + 2 s (the joiner's start).
+	BalanceMs int64 `json:"balance_ms"`
 	// Claim: start acknowledged → first delivery, also without SQS:
 	// reconcile interval × 1.2 (its jitter) + 1 s.
 	ClaimMs int64 `json:"claim_ms"`
@@ -277,11 +292,12 @@ func (c Config) Settings() Settings {
 		LeaseTTLMs: ms(w.LeaseTTL), HeartbeatMs: ms(w.HeartbeatEvery), WatchMs: ms(watch), CheckpointMs: ms(w.CheckpointEvery),
 		ReconcileMs: ms(w.ReconcileEvery), ClockOffsetMax: ms(c.ClockOffsetMax),
 		SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
-		ReconnectMaxMs: ms(c.ReconnectMax),
+		ReconnectMaxMs: ms(c.ReconnectMax), RebalanceMs: ms(w.RebalanceEvery), MinHoldMs: ms(w.MinHold),
 		Bounds: Bounds{
 			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
 			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: 500,
 			HandoffMs:    1000,
+			BalanceMs:    ms(w.MinHold + 6*w.RebalanceEvery + 2*time.Second),
 			ClaimMs:      ms(claim),
 			OutageMs:     ms(claim),
 			ReconnectMs:  ms(c.ReconnectMax + time.Second),

@@ -27,6 +27,7 @@ const (
 	CheckEndOwners = "end-ownership"
 	CheckRelease   = "release"
 	CheckSink      = "sink-integrity"
+	CheckRebalance = "rebalance"
 )
 
 // checkRules are the checks in report order, with what each one holds.
@@ -34,10 +35,11 @@ var checkRules = []struct{ name, rule string }{
 	{CheckOneConn, "at every instant at most one open connection per session (the feed's records); no attempt refused because another was open"},
 	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
-	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a stop/re-start or an unexplained owner change"},
+	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change"},
 	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a worker that cannot heartbeat after its trust deadline (last heartbeat + TTL − safety margin: zombie, partition, DynamoDB down)"},
 	{CheckCrash, "after kill -9, SIGSTOP or a partition from DynamoDB every session of the worker is delivered again by a newer tenure within TTL + watch interval + margin; a zombie or partitioned worker learns it is DEAD at its next heartbeat and exits non-zero"},
 	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s"},
+	{CheckRebalance, "after a worker joins (scale-out) every running worker is within ±10 % (or 2 sessions) of its fair share within the balance bound (minimum hold + 6 rounds + 2 s); every rebalancing move (a graceful hand-off) is delivered by its receiver within 1 s of its previous owner's last delivery, with no repeat; after a scale-in (SIGTERM, not restarted) every session of the worker is delivered again by another worker within 1 s"},
 	{CheckOutage, "after DynamoDB is back every session is delivered again by a new tenure within the claim bound"},
 	{CheckSource, "after the source drops a connection, or stops refusing, the session delivers again within the reconnect bound"},
 	{CheckClaim, "every start and re-start (SQS up or down) is delivered within the claim bound"},
@@ -316,6 +318,8 @@ type judge struct {
 	inc  map[string]*Incarnation
 	// faultRepeats are the raw repeats per fault number.
 	faultRepeats map[int]int64
+	// moves are the rebalancing hand-offs by session.
+	moves map[string][]Move
 }
 
 func (j *judge) sec(ns int64) float64 { return float64(ns-j.t0) / 1e9 }
@@ -330,6 +334,10 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 	j.res = Result{Settings: set, Plan: plan, Started: ev.Start, DurationMs: ev.End.Sub(ev.Start).Milliseconds(), Incarnations: ev.Incarnations, SinkFiles: ev.SinkFiles}
 	for i := range ev.Incarnations {
 		j.inc[ev.Incarnations[i].ID] = &ev.Incarnations[i]
+	}
+	j.moves = map[string][]Move{}
+	for _, m := range ev.Moves {
+		j.moves[m.Session] = append(j.moves[m.Session], m)
 	}
 	j.index()
 	j.pressure()
@@ -715,6 +723,11 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 			}
 		}
 	}
+	for _, m := range j.moves[v.id] {
+		if m.From == prev.worker {
+			consider("rebalance", 0, m.AtNs, abs(m.AtNs-prev.lastAt))
+		}
+	}
 	for _, a := range v.actions {
 		if a.Op == "stop" && !a.Acked.IsZero() {
 			at := a.Acked.UnixNano()
@@ -763,6 +776,10 @@ func (j *judge) checkTransitions() {
 			tr.Repeats += next.repeats
 			tr.MaxOne = max(tr.MaxOne, next.repeats)
 			gaps[c.kind] = append(gaps[c.kind], float64(next.firstAt-prev.lastAt)/1e6)
+			if gap := next.firstAt - prev.lastAt; c.kind == "rebalance" && gap > j.set.Bounds.HandoffMs*int64(time.Millisecond) {
+				j.violate(CheckRebalance, id, next.firstAt, "rebalancing move from %s to %s: the receiver's first delivery %.0f ms after the sender's last (bound %d ms)",
+					prev.key(), next.key(), float64(gap)/1e6, j.set.Bounds.HandoffMs)
+			}
 			if c.fault > 0 {
 				j.addFaultRepeats(c.fault, next.repeats)
 			}
@@ -779,7 +796,7 @@ func (j *judge) checkTransitions() {
 		// out-of-order deliveries (checkDeliveries); a first tenure has no
 		// predecessor to blame.
 	}
-	for _, k := range []string{"crash", "zombie", "partition", "outage", "handoff", "stop", "unexplained"} {
+	for _, k := range []string{"crash", "zombie", "partition", "outage", "handoff", "rebalance", "stop", "unexplained"} {
 		if tr := by[k]; tr != nil {
 			s := StatsOf(gaps[k])
 			tr.GapP50, tr.GapMax = s.P50, s.Max
@@ -791,7 +808,7 @@ func (j *judge) checkTransitions() {
 func causeText(k string) string {
 	return map[string]string{
 		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "partition": "partition from DynamoDB", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
-		"stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
+		"rebalance": "rebalancing move (a directed graceful hand-off)", "stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
 	}[k]
 }
 
@@ -845,6 +862,12 @@ func (j *judge) checkFaults() {
 		case KindRolling, KindClockOffset:
 			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM"
 			j.workerFault(&fr, CheckHandoff)
+		case KindScaleIn:
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM (the worker is not restarted)"
+			j.workerFault(&fr, CheckRebalance)
+		case KindScaleOut:
+			fr.BoundMs, fr.RefNote = b.BalanceMs, "the new worker's start"
+			j.scaleOutFault(&fr, f)
 		case KindDynamoDown:
 			fr.BoundMs, fr.RefNote = b.OutageMs, "DynamoDB answering again"
 			j.outageFault(&fr)
@@ -945,6 +968,37 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s kept running after its watchers declared it dead (%s)", fr.Kind, fr.Worker, inc.Exit)
 	case inc.End == "dead" && inc.Exit == "0":
 		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s exited 0 after it was declared dead (want non-zero: the supervisor must see a failure)", fr.Kind, fr.Worker)
+	}
+}
+
+// scaleOutFault measures a worker joining: the sessions moved to it (its
+// first delivery of each, after an earlier tenure elsewhere) are the
+// affected ones, each recovered at that delivery (from the join); the
+// fleet must be balanced within the bound (the runner's observation, the
+// fault's End).
+func (j *judge) scaleOutFault(fr *FaultResult, f Fault) {
+	ref := fr.Start.UnixNano()
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		for i, t := range v.tenures {
+			if t.worker != fr.Worker || i == 0 || t.firstAt < ref {
+				continue
+			}
+			fr.Affected++
+			fr.Recovered++
+			fr.samples = append(fr.samples, float64(t.firstAt-ref)/1e6)
+			dark = append(dark, float64(t.firstAt-v.tenures[i-1].lastAt)/1e6)
+			break
+		}
+	}
+	fr.Dark = StatsOf(dark)
+	if !f.End.After(f.Start) {
+		fr.OverBound++
+		j.violate(CheckRebalance, "", ref, "scale-out: %s joined; the fleet was not within ±10 %% of its fair shares %d ms later", fr.Worker, fr.BoundMs)
+	} else if took := f.End.Sub(f.Start).Milliseconds(); took > fr.BoundMs {
+		fr.OverBound++
+		j.violate(CheckRebalance, "", ref, "scale-out: %s joined; the fleet was balanced only after %d ms (bound %d ms)", fr.Worker, took, fr.BoundMs)
 	}
 }
 
@@ -1383,6 +1437,15 @@ func (j *judge) figures(check string) string {
 			fmtStats(j.kind(KindPartition).Recovery), b.CrashMs, j.set.LeaseTTLMs, j.set.WatchMs, b.CrashMarginMs)
 	case CheckHandoff:
 		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
+	case CheckRebalance:
+		var moves Transitions
+		for _, tr := range j.res.Transitions {
+			if tr.Cause == "rebalance" {
+				moves = tr
+			}
+		}
+		return fmt.Sprintf("scale-out: moved to the new worker %s after its start, balanced within %d ms; %d rebalancing move(s), gap p50 %.0f ms, max %.0f ms (bound %d ms), %d repeat(s); scale-in %s, bound %d ms",
+			fmtStats(j.kind(KindScaleOut).Recovery), b.BalanceMs, moves.Count, moves.GapP50, moves.GapMax, b.HandoffMs, moves.Repeats, fmtStats(j.kind(KindScaleIn).Recovery), b.HandoffMs)
 	case CheckOutage:
 		return fmt.Sprintf("%s from DynamoDB answering again; bound %d ms", fmtStats(j.kind(KindDynamoDown).Recovery), b.OutageMs)
 	case CheckSource:

@@ -600,3 +600,75 @@ func checkNames() []string {
 	}
 	return out
 }
+
+// rebalanced turns worker-1's tenure of a into a rebalancing move to
+// worker-2 (logged at 10.85 s, just after worker-1's last delivery at
+// 10.8 s), worker-2 delivering from resume (seq) at startSec.
+func (s *scenario) rebalanced(resume int64, startSec float64) {
+	s.ev.Moves = []Move{{Session: "a", From: "worker-1", To: "worker-2", AtNs: at(10.85).UnixNano()}}
+	s.ev.Deliveries = removeTenure(s.ev.Deliveries, "a", "worker-2")
+	s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, resume, 115, startSec)...)
+	s.ev.Conns[0].ClosedAt = at(10.9)
+	s.ev.Conns[1].OpenedAt, s.ev.Conns[1].FirstSeq, s.ev.Conns[1].Sent = at(startSec-0.05), resume, 116-resume+1
+	s.fixSinks()
+}
+
+func transitionOf(res Result, cause string) *Transitions {
+	for i := range res.Transitions {
+		if res.Transitions[i].Cause == cause {
+			return &res.Transitions[i]
+		}
+	}
+	return nil
+}
+
+func TestRebalancingMovesAreJudgedAsGracefulHandoffs(t *testing.T) {
+	s := newScenario()
+	s.rebalanced(51, 11.0)
+	res := s.judge()
+	if len(res.Violations) > 0 {
+		t.Fatalf("a quick move with nothing repeated: violations %+v", res.Violations)
+	}
+	if tr := transitionOf(res, "rebalance"); tr == nil || tr.Count != 1 || tr.Repeats != 0 {
+		t.Fatalf("transitions %+v: want one rebalancing move", res.Transitions)
+	}
+
+	s = newScenario()
+	s.rebalanced(46, 12.5) // 1.7 s dark, and seqs 46..50 again
+	res = s.judge()
+	if len(violationsOf(res, CheckRebalance)) == 0 {
+		t.Errorf("a move whose receiver delivered 1.7 s after the sender: no %s violation in %+v", CheckRebalance, res.Violations)
+	}
+	if len(violationsOf(res, CheckRepeats)) == 0 {
+		t.Errorf("a move that repeated 5 seqs: no %s violation in %+v", CheckRepeats, res.Violations)
+	}
+}
+
+func TestScaleOutIsBalancedWithinItsBound(t *testing.T) {
+	plant := func(end time.Time) Result {
+		s := newScenario()
+		s.rebalanced(51, 11.0)
+		s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindScaleOut, Start: at(10.5), End: end, Worker: "worker-2"})
+		return s.judge()
+	}
+	res := plant(at(12))
+	if len(res.Violations) > 0 {
+		t.Fatalf("balanced 1.5 s after the join: violations %+v", res.Violations)
+	}
+	var fr *FaultResult
+	for i := range res.Faults {
+		if res.Faults[i].Kind == KindScaleOut {
+			fr = &res.Faults[i]
+		}
+	}
+	if fr == nil || fr.Affected != 1 || fr.Recovered != 1 {
+		t.Fatalf("scale-out fault %+v: want the one session moved to the new worker", fr)
+	}
+	if res := plant(at(10.5)); len(violationsOf(res, CheckRebalance)) != 1 {
+		t.Errorf("never balanced: violations %+v, want one %s", res.Violations, CheckRebalance)
+	}
+	bound := time.Duration(DefaultConfig().Settings().Bounds.BalanceMs) * time.Millisecond
+	if res := plant(at(10.5).Add(bound + time.Second)); len(violationsOf(res, CheckRebalance)) != 1 {
+		t.Errorf("balanced after the bound: violations %+v, want one %s", res.Violations, CheckRebalance)
+	}
+}

@@ -64,6 +64,10 @@ func estimate(s Step, c Config) time.Duration {
 		return s.Gap + s.Hold + c.ReconnectMax + time.Second
 	case KindChurn:
 		return s.Gap + 2*w.HeartbeatEvery + 3*time.Second
+	case KindScaleOut:
+		return s.Gap + w.MinHold/2 + 3*w.RebalanceEvery + 2*time.Second
+	case KindScaleIn:
+		return s.Gap + 3*time.Second
 	default:
 		return s.Gap + 2*time.Second
 	}
@@ -116,7 +120,7 @@ func NewPlan(c Config) Plan {
 	}
 	workers := c.Stack.Workers
 	for round := 1; ; round++ {
-		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn}
+		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindScaleOut, KindScaleIn}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		demo := round == 1 && c.Duration == 0 && len(c.Kinds) == 0
 		if demo {

@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -140,10 +142,62 @@ type Evidence struct {
 	Final        Snapshot // after every worker stopped gracefully
 	SinkFiles    []SinkFile
 	BadLines     int64 // stdout lines that were not sink records
+	// Moves are the rebalancing hand-offs the workers logged ("session
+	// handed off to rebalance"): they explain an ownership change.
+	Moves []Move
 	// CPUPressure samples the host's CPU pressure (Linux PSI) during the
 	// run: context for timing violations, never a reason to drop one.
 	CPUPressure []PressureSample
 }
+
+// Move is one rebalancing hand-off as its sender logged it.
+type Move struct {
+	Session string `json:"session"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	AtNs    int64  `json:"t"` // the log line's time (release written)
+}
+
+// readMoves reads the rebalancing hand-offs from a worker's log (JSON
+// lines; other lines are skipped).
+func readMoves(path string) ([]Move, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("worker log: %w", err)
+	}
+	defer f.Close()
+	var out []Move
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		b := sc.Bytes()
+		if !bytes.Contains(b, []byte(moveLogMessage)) {
+			continue
+		}
+		var l struct {
+			Message string    `json:"message"`
+			Session string    `json:"connection_id"`
+			From    string    `json:"worker_id"`
+			To      string    `json:"to"`
+			Time    time.Time `json:"time"`
+		}
+		if json.Unmarshal(b, &l) != nil || l.Message != moveLogMessage || l.Session == "" {
+			continue
+		}
+		out = append(out, Move{Session: l.Session, From: l.From, To: l.To, AtNs: l.Time.UnixNano()})
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("worker log %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// moveLogMessage is the message of the worker's log line for a
+// rebalancing hand-off (workers/streamer).
+const moveLogMessage = "session handed off to rebalance"
 
 // PressureSample is one reading of /proc/pressure/cpu: the total time (µs)
 // some task waited for a CPU, since boot.

@@ -65,6 +65,8 @@ var kindLabel = map[string]string{
 	KindRefuse:      "source refuses connections",
 	KindChurn:       "start / stop / re-start churn",
 	KindClockOffset: "clock offset on one worker (SIGTERM restart)",
+	KindScaleOut:    "scale-out: one more worker joins",
+	KindScaleIn:     "scale-in: one worker leaves (SIGTERM, not restarted)",
 	KindPolicy:      "feed policy switched",
 }
 
@@ -79,6 +81,8 @@ var measuredFrom = map[string]string{
 	KindRefuse:      "refusal lifted → first delivery on the next connection",
 	KindChurn:       "start / re-start acknowledged → first delivery",
 	KindClockOffset: "SIGTERM → first delivery by another worker",
+	KindScaleOut:    "join → the new worker's first delivery of each session moved to it",
+	KindScaleIn:     "SIGTERM → first delivery by another worker",
 }
 
 // WriteReport writes the Markdown report of res.

@@ -25,6 +25,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -56,6 +57,7 @@ type runner struct {
 	started map[string]bool // the harness's last acknowledged request per session
 	newN    int
 	offsets map[int]time.Duration // worker slot → its lease clock offset (clock-offset)
+	removed []*devstack.Worker    // workers a scale-in took out of the stack (their logs are read at the end)
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -655,15 +657,99 @@ func (r *runner) step(ctx context.Context, s Step) error {
 			return err
 		}
 		r.say("#%d churn: stopped %v, started %v, re-started %v; delivering: %s", f.N, stops, fresh, restarts, okText(ok))
+	case KindScaleOut:
+		return r.scaleOut(ctx, s)
+	case KindScaleIn:
+		ws := r.st.Workers()
+		if len(ws) < 3 {
+			r.say("scale-in skipped: %d worker(s) running (a fault needs survivors)", len(ws))
+			return nil
+		}
+		// One of the busiest workers leaves (as a victim is drawn): a
+		// scale-in of a worker holding nothing would test nothing.
+		w := r.victim(s)
+		f, err := r.terminate(ctx, w, s.Kind, handoff)
+		if err != nil {
+			return err
+		}
+		f.Note = fmt.Sprintf("%d → %d workers", len(ws), len(ws)-1)
+		if err := r.st.RemoveWorker(w); err != nil {
+			return err
+		}
+		r.removed = append(r.removed, w)
 	default:
 		return fmt.Errorf("unknown fault kind %q", s.Kind)
 	}
 	return nil
 }
 
+// scaleOut starts one more worker and waits until every running worker is
+// within its tolerance of its fair share (by the sessions each delivered
+// last), recording when (Fault.End; the start when never).
+func (r *runner) scaleOut(ctx context.Context, s Step) error {
+	before := len(r.st.Running())
+	at := time.Now()
+	w, err := r.st.AddWorker(ctx)
+	if err != nil {
+		return fmt.Errorf("scale-out: %w", err)
+	}
+	id := r.born(w)
+	if err := w.Ready(ctx, 20*time.Second); err != nil {
+		return fmt.Errorf("scale-out %s: %w", id, err)
+	}
+	f := r.fault(Fault{Kind: s.Kind, Start: at, Worker: id, Note: fmt.Sprintf("%d → %d workers", before, before+1)})
+	n := f.N
+	bound := time.Duration(r.set.Bounds.BalanceMs) * time.Millisecond
+	ok, err := r.waitUntil(ctx, bound+5*time.Second, r.balanced)
+	if err != nil {
+		return err
+	}
+	f = &r.faults[n-1]
+	if ok {
+		f.End = time.Now()
+	}
+	r.say("#%d scale-out: %s joined; every worker within ±10 %% of its share: %s after %v (%d session(s) now on %s)",
+		n, id, okText(ok), time.Since(at).Round(time.Millisecond), len(r.ownedBy(id)), id)
+	return nil
+}
+
+// balanced reports whether every running worker delivers, within its
+// tolerance, its fair share of the started sessions (equal capacities),
+// and every started session is delivering.
+func (r *runner) balanced() bool {
+	ids := r.startedIDs()
+	owners := r.rec.owners(ids, liveWindow)
+	if len(owners) < len(ids) {
+		return false
+	}
+	load := map[string]int{}
+	for _, w := range owners {
+		load[w]++
+	}
+	var ws []rebalance.Worker
+	for _, w := range r.st.Running() {
+		ws = append(ws, rebalance.Worker{ID: w.ID(), Load: load[w.ID()], Capacity: equalCapacity})
+		delete(load, w.ID())
+	}
+	return len(load) == 0 && rebalance.Balanced(ws, rebalance.Settings{})
+}
+
 // graceful SIGTERMs w (an ECS deploy's stop), waits for it to exit and for
 // its sessions to be delivered by others, then starts the slot again.
 func (r *runner) graceful(ctx context.Context, w *devstack.Worker, kind string, handoff time.Duration) (*Fault, error) {
+	f, err := r.terminate(ctx, w, kind, handoff)
+	if err != nil {
+		return nil, err
+	}
+	nid, err := r.restart(ctx, w)
+	f = &r.faults[f.N-1]
+	f.NewWorker = nid
+	return f, err
+}
+
+// terminate SIGTERMs w, waits for it to exit and for its sessions to be
+// delivered by others; the slot stays down.
+func (r *runner) terminate(ctx context.Context, w *devstack.Worker, kind string, handoff time.Duration) (*Fault, error) {
 	id := w.ID()
 	mine := r.ownedBy(id)
 	at := time.Now()
@@ -689,10 +775,7 @@ func (r *runner) graceful(ctx context.Context, w *devstack.Worker, kind string, 
 		return nil, err
 	}
 	r.say("#%d SIGTERM %s (%s): exited after %v; its %d session(s) delivered by others: %s after %v", f.N, id, kind, exited.Round(time.Millisecond), len(mine), okText(ok), time.Since(at).Round(time.Millisecond))
-	nid, err := r.restart(ctx, w)
-	f = &r.faults[f.N-1]
-	f.NewWorker = nid
-	return f, err
+	return f, nil
 }
 
 // afterDeath waits for worker id (slot w), woken or reconnected after its
@@ -832,7 +915,12 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 		ev.Incarnations = append(ev.Incarnations, *inc)
 	}
 	r.mu.Unlock()
-	for _, wk := range r.st.Workers() {
+	for _, wk := range append(r.st.Workers(), r.removed...) {
+		moves, err := readMoves(wk.LogPath())
+		if err != nil {
+			return Evidence{}, err
+		}
+		ev.Moves = append(ev.Moves, moves...)
 		ids := map[string]bool{}
 		for _, id := range wk.IDs() {
 			ids[id] = true
@@ -921,3 +1009,8 @@ func workerRowOf(it map[string]types.AttributeValue) WorkerRow {
 	w.Seq, _ = attrN(it, schema.AttrHeartbeatSeq)
 	return w
 }
+
+// equalCapacity is the capacity the harness judges balance with: every
+// worker runs with the same settings, and a capacity far above any load
+// never caps a share (rebalance.Shares).
+const equalCapacity = 1 << 30

@@ -29,6 +29,8 @@ var faultStyle = map[string]struct {
 	KindRefuse:      {"#e377c2", "refuse"},
 	KindChurn:       {"#17becf", "churn"},
 	KindClockOffset: {"#7f7f7f", "clock offset"},
+	KindScaleOut:    {"#2ca02c", "scale-out"},
+	KindScaleIn:     {"#98df8a", "scale-in"},
 	KindPolicy:      {"#000000", "refuse-newer"},
 }
 
@@ -122,7 +124,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		left, s.Workers, s.Sessions, len(ids), msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.CheckpointMs), msText(s.ReconcileMs), s.FeedRate)
 
 	// Faults lane: one sub-row per family so labels do not collide.
-	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3}
+	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1}
 	subH := float64(laneH) / 4
 	// A label goes right of its mark when it ends before the next mark of
 	// its lane: "#n kind", else "#n", else nothing (the report lists all).

@@ -67,7 +67,11 @@ type WorkerSettings struct {
 	ShutdownDeadline time.Duration
 	QueueWait        time.Duration
 	MaxSessions      int
-	LogLevel         string
+	// RebalanceEvery and MinHold: the rebalancing round and the minimum
+	// hold before a session may move (0: the worker's defaults).
+	RebalanceEvery time.Duration
+	MinHold        time.Duration
+	LogLevel       string
 	// Env is added to every worker's environment last (overrides).
 	Env map[string]string
 }
@@ -238,6 +242,7 @@ type Stack struct {
 
 	mu      sync.Mutex
 	workers []*Worker
+	added   int // workers ever added: the next one's index is added+1 (never reused)
 }
 
 // Start brings the stack up in order (engines, table and queues, feed,

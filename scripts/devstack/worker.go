@@ -71,7 +71,8 @@ func (w *Worker) SinkPath() string { return w.Proc.StdoutPath }
 // AddWorker starts one more worker and waits until its admin server answers.
 func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 	s.mu.Lock()
-	idx := len(s.workers) + 1
+	s.added++
+	idx := s.added
 	s.mu.Unlock()
 	port := s.cfg.Ports.AdminBase + idx
 	if s.cfg.Ports.AdminBase < 0 {
@@ -110,6 +111,27 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 		return w, err
 	}
 	return w, nil
+}
+
+// RemoveWorker takes a worker that has exited out of the stack (a
+// scale-in): it is not restarted, and Workers no longer lists it. Its logs
+// stay where they are.
+func (s *Stack) RemoveWorker(w *Worker) error {
+	if w.Proc.Running() {
+		return fmt.Errorf("remove %s: still running", w.ID())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.workers {
+		if x == w {
+			s.workers = append(s.workers[:i], s.workers[i+1:]...)
+			if w.DynamoProxy != nil {
+				w.DynamoProxy.Close()
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("remove %s: not a worker of this stack", w.ID())
 }
 
 // nextIncarnation names the next incarnation (every start, by hand or by
@@ -166,6 +188,8 @@ func (s *Stack) workerEnv(id, admin string) []string {
 	dur(schema.EnvSafetyMargin, ws.SafetyMargin)
 	dur(schema.EnvShutdownDeadline, ws.ShutdownDeadline)
 	dur("WSFLEET_QUEUE_WAIT", ws.QueueWait)
+	dur(schema.EnvRebalanceEvery, ws.RebalanceEvery)
+	dur(schema.EnvMinHold, ws.MinHold)
 	if ws.MaxSessions > 0 {
 		env = append(env, schema.EnvMaxSessions+"="+strconv.Itoa(ws.MaxSessions))
 	}

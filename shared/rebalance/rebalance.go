@@ -108,14 +108,7 @@ func Compute(ws []Worker, s Settings) Plan {
 	// (above or below); then every worker above its share gives and every
 	// one below receives, so that all end near their share, not at the edge
 	// of the tolerance where the next change would trip it again.
-	out := false
-	for _, w := range ws {
-		if sh, counted := share[w.ID]; counted && !w.Draining {
-			if math.Abs(float64(w.Load)-sh) > math.Max(s.Tolerance*sh, float64(s.MinSlack)) {
-				out = true
-			}
-		}
-	}
+	out := !balanced(ws, share, s)
 	var senders, receivers []gap
 	for _, w := range ws {
 		sh, counted := share[w.ID]
@@ -176,4 +169,47 @@ func (p Plan) MovesFrom(id string) []Move {
 		}
 	}
 	return out
+}
+
+// Balanced reports whether every counted worker (not draining) is within its
+// tolerance of its fair share: the state in which Compute moves nothing.
+func Balanced(ws []Worker, s Settings) bool {
+	return balanced(ws, Shares(ws), s.withDefaults())
+}
+
+func balanced(ws []Worker, share map[string]float64, s Settings) bool {
+	for _, w := range ws {
+		if sh, counted := share[w.ID]; counted && !w.Draining {
+			if math.Abs(float64(w.Load)-sh) > slack(sh, s) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func slack(share float64, s Settings) float64 {
+	return math.Max(s.Tolerance*share, float64(s.MinSlack))
+}
+
+// MinMoves is the least number of sessions that must change owner to take
+// the fleet from ws to balance: toTolerance to bring every counted worker
+// within its tolerance of its share (the least any rebalancer could do),
+// toShare to bring every one to its share, rounded (what Compute aims at).
+// Sessions of draining workers are not counted (their shutdown moves them).
+func MinMoves(ws []Worker, s Settings) (toTolerance, toShare int) {
+	s = s.withDefaults()
+	share := Shares(ws)
+	var outTol, inTol, outShare float64
+	for _, w := range ws {
+		sh, counted := share[w.ID]
+		if !counted || w.Draining {
+			continue
+		}
+		l := float64(w.Load)
+		outTol += math.Max(0, math.Ceil(l-(sh+slack(sh, s))))
+		inTol += math.Max(0, math.Ceil((sh-slack(sh, s))-l))
+		outShare += math.Max(0, math.Floor(l-sh))
+	}
+	return int(math.Max(outTol, inTol)), int(outShare)
 }

@@ -116,3 +116,33 @@ func TestRoundsConvergeWithFewMoves(t *testing.T) {
 	}
 	t.Logf("converged in %d rounds, %d sessions moved (minimum %d)", rounds, moved, minimum)
 }
+
+func TestBalancedAndMinMoves(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		ws             []Worker
+		balanced       bool
+		toTol, toShare int
+	}{
+		{"2 × 1000 then 2 join", []Worker{{"a", 1000, 5000, false}, {"b", 1000, 5000, false}, {"c", 0, 5000, false}, {"d", 0, 5000, false}},
+			false, 900, 1000}, // each old one down to 550, each new one up to 450
+		{"within 10 %", []Worker{{"a", 540, 5000, false}, {"b", 460, 5000, false}}, true, 0, 40},
+		{"just outside", []Worker{{"a", 556, 5000, false}, {"b", 444, 5000, false}}, false, 6, 56},
+		{"small fleet: 2 sessions of slack", []Worker{{"a", 6, 100, false}, {"b", 4, 100, false}}, true, 0, 1},
+		{"uneven capacities", []Worker{{"a", 900, 1000, false}, {"b", 0, 500, false}}, false, 270, 300}, // shares 600 / 300
+		{"one worker", []Worker{{"a", 10, 1000, false}}, true, 0, 0},
+		{"a drained worker counts for no share", []Worker{{"a", 0, 1000, true}, {"b", 100, 1000, false}, {"c", 100, 1000, false}}, true, 0, 0},
+	} {
+		if got := Balanced(c.ws, Settings{}); got != c.balanced {
+			t.Errorf("%s: Balanced = %v, want %v", c.name, got, c.balanced)
+		}
+		tol, share := MinMoves(c.ws, Settings{})
+		if tol != c.toTol || share != c.toShare {
+			t.Errorf("%s: MinMoves = %d, %d; want %d, %d", c.name, tol, share, c.toTol, c.toShare)
+		}
+		// Balanced is exactly the state in which Compute moves nothing.
+		if moves := len(Compute(c.ws, Settings{}).Moves); (moves == 0) != c.balanced {
+			t.Errorf("%s: Compute makes %d move(s) while Balanced = %v", c.name, moves, c.balanced)
+		}
+	}
+}

@@ -55,13 +55,7 @@ func (e *env) balanced(n int) bool {
 	if total != n {
 		return false
 	}
-	share := rebalance.Shares(ws)
-	for id, l := range ls {
-		if math.Abs(float64(l)-share[id]) > math.Max(0.1*share[id], 2) {
-			return false
-		}
-	}
-	return true
+	return rebalance.Balanced(ws, rebalance.Settings{})
 }
 
 // moveGaps are, for every change of owner of the sessions, the dark time at

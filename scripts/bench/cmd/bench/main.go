@@ -1,7 +1,7 @@
 // Command bench runs wsfleet's benchmarks and writes docs/BENCHMARKS.md and
 // docs/benchmarks.json (package bench has the details):
 //
-//	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR]
+//	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR] [-merge]
 //
 // `make bench` runs the quick mode (about five minutes), `make bench-full`
 // the full one.
@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	out := fs.String("out", "", "report path (default docs/BENCHMARKS.md; - for none)")
 	js := fs.String("json", "", "figures path (default docs/benchmarks.json; - for none)")
 	work := fs.String("work", "", "logs and profiles (default out/bench)")
+	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +48,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Phases = strings.Split(*only, ",")
 	}
 	cfg.QuietLoad, cfg.QuietWait = *quiet, *quietFor
-	cfg.OutMD, cfg.OutJSON, cfg.WorkDir = *out, *js, *work
+	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge = *out, *js, *work, *merge
 	cfg.Invocation = "bin/bench " + strings.Join(args, " ")
 	if len(args) == 0 {
 		cfg.Invocation = "bin/bench"
