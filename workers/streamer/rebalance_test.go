@@ -87,7 +87,9 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // TestRebalanceNewWorkersTakeTheirShare: 2 full workers, then 2 more join
 // (150 sessions each here, so that the suite stays within CI's two cores
-// under -race; issue 14's 2 × 600 runs in the benchmark's rebalance phase). Within 2 minutes every worker is within ±10 % of its share;
+// under -race; issue 14's 2 × 600 runs on worker processes in
+// scripts/bench (TestRebalanceTwoJoinSixHundredPerWorker) and at 2 × 1,000 in
+// the benchmark's rebalance phase). Within 2 minutes every worker is within ±10 % of its share;
 // every move is a graceful hand-off (no gap, no duplicate at the sink; at
 // most one connection open at the source) straight to its receiver; no
 // session moves twice within the minimum hold. Then a SIGTERM of one worker
