@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -776,7 +777,7 @@ func (j *judge) checkTransitions() {
 			tr.Repeats += next.repeats
 			tr.MaxOne = max(tr.MaxOne, next.repeats)
 			gaps[c.kind] = append(gaps[c.kind], float64(next.firstAt-prev.lastAt)/1e6)
-			if gap := next.firstAt - prev.lastAt; c.kind == "rebalance" && gap > j.set.Bounds.HandoffMs*int64(time.Millisecond) {
+			if gap := next.firstAt - prev.lastAt; c.kind == "rebalance" && gap > j.set.Bounds.HandoffMs*int64(time.Millisecond) && !j.disturbed(id, prev.lastAt, next.firstAt) {
 				j.violate(CheckRebalance, id, next.firstAt, "rebalancing move from %s to %s: the receiver's first delivery %.0f ms after the sender's last (bound %d ms)",
 					prev.key(), next.key(), float64(gap)/1e6, j.set.Bounds.HandoffMs)
 			}
@@ -971,6 +972,29 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 	}
 }
 
+// disturbed reports whether a fault other than a graceful one overlapped
+// [from, to] on session id's path: a source fault on the session, or a
+// crash, zombie, partition or DynamoDB outage anywhere (the move's receiver
+// may be the worker hit: then the session waits for its reservation to
+// lapse, and the crash checks judge it).
+func (j *judge) disturbed(id string, from, to int64) bool {
+	margin := int64(2 * time.Second)
+	for _, f := range j.ev.Faults {
+		if f.Start.UnixNano() > to || f.End.UnixNano()+margin < from {
+			continue
+		}
+		switch f.Kind {
+		case KindKill, KindZombie, KindPartition, KindDynamoDown:
+			return true
+		case KindSourceDrop, KindRefuse:
+			if slices.Contains(f.Sessions, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // scaleOutFault measures a worker joining: the sessions moved to it (its
 // first delivery of each, after an earlier tenure elsewhere) are the
 // affected ones, each recovered at that delivery (from the join); the
@@ -978,11 +1002,15 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 // fault's End).
 func (j *judge) scaleOutFault(fr *FaultResult, f Fault) {
 	ref := fr.Start.UnixNano()
+	until := ref + fr.BoundMs*int64(time.Millisecond) // the moves of this join, not later takeovers
+	if f.End.After(f.Start) {
+		until = f.End.UnixNano()
+	}
 	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
 		for i, t := range v.tenures {
-			if t.worker != fr.Worker || i == 0 || t.firstAt < ref {
+			if t.worker != fr.Worker || i == 0 || t.firstAt < ref || t.firstAt > until {
 				continue
 			}
 			fr.Affected++

@@ -633,7 +633,16 @@ func TestRebalancingMovesAreJudgedAsGracefulHandoffs(t *testing.T) {
 		t.Fatalf("transitions %+v: want one rebalancing move", res.Transitions)
 	}
 
+	// The scenario's kill of worker-1 at 11 s overlaps the move: its
+	// slowness is the crash's (judged by the crash checks), not the move's.
 	s = newScenario()
+	s.rebalanced(51, 12.5)
+	if res := s.judge(); len(violationsOf(res, CheckRebalance)) > 0 {
+		t.Errorf("a move slowed by a crash: %+v", violationsOf(res, CheckRebalance))
+	}
+
+	s = newScenario()
+	s.ev.Faults = nil      // no fault: the move alone
 	s.rebalanced(46, 12.5) // 1.7 s dark, and seqs 46..50 again
 	res = s.judge()
 	if len(violationsOf(res, CheckRebalance)) == 0 {

@@ -109,28 +109,28 @@ func Compute(ws []Worker, s Settings) Plan {
 	// one below receives, so that all end near their share, not at the edge
 	// of the tolerance where the next change would trip it again.
 	out := !balanced(ws, share, s)
+	target := Targets(ws, share)
 	var senders, receivers []gap
 	for _, w := range ws {
 		sh, counted := share[w.ID]
 		if counted && sh > 0 {
 			p.Imbalance = math.Max(p.Imbalance, float64(w.Load)/sh)
 		}
-		if w.Draining || !out {
+		if w.Draining || !counted || !out {
 			continue // a draining worker's shutdown hands everything off
 		}
-		switch {
-		case float64(w.Load) >= sh+1:
-			n := int(math.Floor(float64(w.Load) - sh))
+		switch t := target[w.ID]; {
+		case w.Load > t:
+			n := w.Load - t
 			if s.MaxMoves > 0 {
 				n = min(n, s.MaxMoves)
 			} else {
 				n = min(n, max(1, int(s.MaxMovesFraction*float64(w.Load))))
 			}
 			senders = append(senders, gap{w.ID, n})
-		case float64(w.Load) <= sh-1:
-			// Receive up to the share, and never above capacity.
-			n := min(int(math.Floor(sh-float64(w.Load))), w.Capacity-w.Load)
-			if n > 0 {
+		case w.Load < t:
+			// Receive up to the target, and never above capacity.
+			if n := min(t-w.Load, w.Capacity-w.Load); n > 0 {
 				receivers = append(receivers, gap{w.ID, n})
 			}
 		}
@@ -171,6 +171,49 @@ func (p Plan) MovesFrom(id string) []Move {
 	return out
 }
 
+// Targets rounds the fair shares to whole sessions that add up to the
+// sessions the counted workers' shares hold (the largest remainders get
+// the extra session; ties by id, so every worker computes the same
+// targets). A round moves every sender down to its target and every
+// receiver up to it: with fractional shares (97 sessions over 5 workers)
+// a worker below its tolerance always has somewhere to pull from, which
+// "everyone at least one session above the share sends" does not give
+// (20, 20, 20, 20, 17 would never move).
+func Targets(ws []Worker, share map[string]float64) map[string]int {
+	type rem struct {
+		id   string
+		frac float64
+	}
+	target := make(map[string]int, len(share))
+	var rems []rem
+	sum, floors := 0.0, 0
+	for _, w := range ws {
+		sh, counted := share[w.ID]
+		if !counted {
+			continue
+		}
+		if _, dup := target[w.ID]; dup {
+			continue
+		}
+		f := int(math.Floor(sh))
+		target[w.ID] = f
+		floors += f
+		sum += sh
+		rems = append(rems, rem{w.ID, sh - float64(f)})
+	}
+	slices.SortFunc(rems, func(a, b rem) int {
+		if c := cmp.Compare(b.frac, a.frac); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	extra := int(math.Round(sum)) - floors
+	for i := 0; i < extra && i < len(rems); i++ {
+		target[rems[i].id]++
+	}
+	return target
+}
+
 // Balanced reports whether every counted worker (not draining) is within its
 // tolerance of its fair share: the state in which Compute moves nothing.
 func Balanced(ws []Worker, s Settings) bool {
@@ -195,12 +238,14 @@ func slack(share float64, s Settings) float64 {
 // MinMoves is the least number of sessions that must change owner to take
 // the fleet from ws to balance: toTolerance to bring every counted worker
 // within its tolerance of its share (the least any rebalancer could do),
-// toShare to bring every one to its share, rounded (what Compute aims at).
+// toShare to bring every one to its target, its share rounded (what
+// Compute aims at).
 // Sessions of draining workers are not counted (their shutdown moves them).
 func MinMoves(ws []Worker, s Settings) (toTolerance, toShare int) {
 	s = s.withDefaults()
 	share := Shares(ws)
-	var outTol, inTol, outShare float64
+	target := Targets(ws, share)
+	var outTol, inTol float64
 	for _, w := range ws {
 		sh, counted := share[w.ID]
 		if !counted || w.Draining {
@@ -209,7 +254,7 @@ func MinMoves(ws []Worker, s Settings) (toTolerance, toShare int) {
 		l := float64(w.Load)
 		outTol += math.Max(0, math.Ceil(l-(sh+slack(sh, s))))
 		inTol += math.Max(0, math.Ceil((sh-slack(sh, s))-l))
-		outShare += math.Max(0, math.Floor(l-sh))
+		toShare += max(0, w.Load-target[w.ID])
 	}
-	return int(math.Max(outTol, inTol)), int(outShare)
+	return int(math.Max(outTol, inTol)), toShare
 }

@@ -3,6 +3,7 @@ package rebalance
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -145,4 +146,83 @@ func TestBalancedAndMinMoves(t *testing.T) {
 			t.Errorf("%s: Compute makes %d move(s) while Balanced = %v", c.name, moves, c.balanced)
 		}
 	}
+}
+
+func TestTargets(t *testing.T) {
+	ws := []Worker{{"a", 20, 100, false}, {"b", 20, 100, false}, {"c", 20, 100, false}, {"d", 20, 100, false}, {"e", 17, 100, false}}
+	got := fmt.Sprint(Targets(ws, Shares(ws)))
+	if want := "map[a:20 b:20 c:19 d:19 e:19]"; got != want { // 97 / 5 = 19.4: two get the extra one, by id
+		t.Fatalf("targets %s, want %s", got, want)
+	}
+	// The worker below its tolerance (17 < 19.4 − 2) pulls from those
+	// above their targets, though none is a whole session above its share.
+	if got := fmt.Sprint(Compute(ws, Settings{}).Moves); got != "[{c e 1} {d e 1}]" {
+		t.Fatalf("moves %s", got)
+	}
+}
+
+// From any fleet, repeated rounds reach balance (the state in which
+// nothing moves) within a bounded number of rounds, no worker both sends
+// and receives in a round, and no receiver is filled above its capacity.
+func TestRoundsAlwaysReachBalance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1130, 14))
+	for trial := 0; trial < 2000; trial++ {
+		var ws []Worker
+		for i := range 2 + rng.IntN(7) {
+			c := 40 + rng.IntN(3)*30
+			ws = append(ws, Worker{ID: fmt.Sprintf("w%d", i), Load: rng.IntN(c + 1), Capacity: c, Draining: rng.IntN(10) == 0})
+		}
+		start := fmt.Sprint(ws)
+		for round := 0; ; round++ {
+			p := Compute(ws, Settings{})
+			if len(p.Moves) == 0 {
+				if !Balanced(ws, Settings{}) && !overloaded(ws) {
+					t.Fatalf("%s: stuck after %d rounds at %v: not balanced, nothing moves", start, round, ws)
+				}
+				break
+			}
+			if round == 60 {
+				t.Fatalf("%s: still moving after 60 rounds: %v", start, ws)
+			}
+			senders := map[string]bool{}
+			for _, m := range p.Moves {
+				senders[m.From] = true
+			}
+			for _, m := range p.Moves {
+				if senders[m.To] {
+					t.Fatalf("%s: %s both sends and receives", start, m.To)
+				}
+			}
+			l := loads(ws, p)
+			for i := range ws {
+				ws[i].Load = l[ws[i].ID]
+				if ws[i].Load > ws[i].Capacity && !ws[i].Draining {
+					t.Fatalf("%s: %s filled to %d over its capacity %d", start, ws[i].ID, ws[i].Load, ws[i].Capacity)
+				}
+			}
+		}
+	}
+}
+
+// overloaded: the fleet holds more than the counted workers can (shares
+// capped at capacity), or only draining workers hold sessions; balance is
+// then not reachable by moves between counted workers.
+func overloaded(ws []Worker) bool {
+	total, capSum, counted := 0, 0, 0
+	for _, w := range ws {
+		total += w.Load
+		if !w.Draining {
+			capSum += w.Capacity
+			counted++
+		}
+	}
+	if counted == 0 || total > capSum {
+		return true
+	}
+	for _, w := range ws {
+		if w.Draining && w.Load > 0 {
+			return true // theirs land by their own shutdown, not by a round
+		}
+	}
+	return false
 }
