@@ -1,6 +1,8 @@
-// Package jsonseq finds a message's sequence number: the integer value of one
-// top-level field of a JSON object, without decoding the rest of the message
-// and without allocating. It is the per-message hot path of the worker.
+// Package jsonseq finds a message's sequence number (the integer value of one
+// field of a JSON object, top-level or along a dotted path into nested
+// objects) and the raw value at a path (for keep-alive and acknowledgement
+// matching), without decoding the rest of the message and without
+// allocating. It is the per-message hot path of the worker.
 package jsonseq
 
 import (
@@ -22,7 +24,60 @@ var (
 // occurs more than once the first occurrence wins. Find scans only as far as
 // the field; it does not validate the rest of the object.
 func Find(data []byte, field string) (int64, error) {
-	i := skipWS(data, 0)
+	i, err := findKey(data, 0, field)
+	if err != nil {
+		return 0, err
+	}
+	return parseInt(data, i)
+}
+
+// FindPath is Find along a path of keys into nested objects ("data", "u"
+// for data.u): every key but the last must hold an object.
+func FindPath(data []byte, path []string) (int64, error) {
+	i, err := lookup(data, path)
+	if err != nil {
+		return 0, err
+	}
+	return parseInt(data, i)
+}
+
+// Lookup returns the raw JSON value at path (nested objects), without
+// decoding it: a string keeps its quotes and escapes.
+func Lookup(data []byte, path []string) ([]byte, error) {
+	i, err := lookup(data, path)
+	if err != nil {
+		return nil, err
+	}
+	end, ok := skipValue(data, i)
+	if !ok {
+		return nil, ErrMalformed
+	}
+	return data[i:end], nil
+}
+
+func lookup(data []byte, path []string) (int, error) {
+	if len(path) == 0 {
+		return 0, ErrNoField
+	}
+	i := 0
+	for n, key := range path {
+		j, err := findKey(data, i, key)
+		if err != nil {
+			if n > 0 && err == ErrNotObject {
+				return 0, ErrNoField // an intermediate value that is not an object
+			}
+			return 0, err
+		}
+		i = j
+	}
+	return i, nil
+}
+
+// findKey returns the index of the value of key in the object that starts
+// at data[i] (after whitespace). The first occurrence wins; the scan stops
+// there.
+func findKey(data []byte, i int, field string) (int, error) {
+	i = skipWS(data, i)
 	if i >= len(data) || data[i] != '{' {
 		return 0, ErrNotObject
 	}
@@ -49,7 +104,7 @@ func Find(data []byte, field string) (int64, error) {
 		}
 		i = skipWS(data, i+1)
 		if keyEquals(key, escaped, field) {
-			return parseInt(data, i)
+			return i, nil
 		}
 		if i, ok = skipValue(data, i); !ok {
 			return 0, ErrMalformed

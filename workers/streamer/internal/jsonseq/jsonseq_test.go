@@ -131,3 +131,66 @@ func BenchmarkFind(b *testing.B) {
 		}
 	}
 }
+
+func TestFindPath(t *testing.T) {
+	cases := []struct {
+		in   string
+		path []string
+		want int64
+		err  error
+	}{
+		{`{"stream":"btcusdt@depth","data":{"e":"depthUpdate","U":157,"u":160}}`, []string{"data", "u"}, 160, nil},
+		{`{"data":{"u":"161"}}`, []string{"data", "u"}, 161, nil},
+		{`{"event":"media","sequenceNumber":"7"}`, []string{"sequenceNumber"}, 7, nil},
+		{`{"a":{"b":{"c":3}},"c":9}`, []string{"a", "b", "c"}, 3, nil},
+		{`{"data":[{"u":1}]}`, []string{"data", "u"}, 0, ErrNoField},
+		{`{"data":5}`, []string{"data", "u"}, 0, ErrNoField},
+		{`{"data":{}}`, []string{"data", "u"}, 0, ErrNoField},
+		{`{"other":{"u":1}}`, []string{"data", "u"}, 0, ErrNoField},
+		{`{"data":{"u":1.5}}`, []string{"data", "u"}, 0, ErrNotInteger},
+		{`audio bytes`, []string{"data", "u"}, 0, ErrNotObject},
+		{`{"data":{"u":`, []string{"data", "u"}, 0, ErrMalformed},
+	}
+	for _, c := range cases {
+		got, err := FindPath([]byte(c.in), c.path)
+		if !errors.Is(err, c.err) || (err == nil && got != c.want) {
+			t.Errorf("FindPath(%s, %q) = %d, %v; want %d, %v", c.in, c.path, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestLookup(t *testing.T) {
+	cases := []struct {
+		in, want string
+		path     []string
+		err      error
+	}{
+		{`{"msg_type":"KEEP_ALIVE_REQ","timestamp":1}`, `"KEEP_ALIVE_REQ"`, []string{"msg_type"}, nil},
+		{`{"event":"subscribe","arg":{"channel":"tickers"}}`, `"tickers"`, []string{"arg", "channel"}, nil},
+		{`{"ok":true}`, `true`, []string{"ok"}, nil},
+		{`{"code":0,"x":1}`, `0`, []string{"code"}, nil},
+		{`{"a":{"b":[1,{"c":2}]}}`, `[1,{"c":2}]`, []string{"a", "b"}, nil},
+		{`{"a":"q\"uote"}`, `"q\"uote"`, []string{"a"}, nil},
+		{`{"a":1}`, ``, []string{"b"}, ErrNoField},
+		{`pong`, ``, []string{"a"}, ErrNotObject},
+	}
+	for _, c := range cases {
+		got, err := Lookup([]byte(c.in), c.path)
+		if !errors.Is(err, c.err) || string(got) != c.want {
+			t.Errorf("Lookup(%s, %q) = %s, %v; want %s, %v", c.in, c.path, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestFindPathDoesNotAllocate(t *testing.T) {
+	msg := []byte(`{"stream":"btcusdt@depth","data":{"e":"depthUpdate","E":1700000000000,"U":157,"u":160,"b":[["0.0024","10"]]}}`)
+	path := []string{"data", "u"}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := FindPath(msg, path); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("FindPath allocates %.1f times per call", allocs)
+	}
+}

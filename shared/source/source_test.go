@@ -1,0 +1,138 @@
+package source
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func ptr(s string) *string { return &s }
+
+func TestValidate(t *testing.T) {
+	big := strings.Repeat("x", MaxOpenMessageBytes)
+	cases := []struct {
+		name  string
+		c     Config
+		field string // "" = valid
+		why   string
+	}{
+		{"zero", Config{}, "", ""},
+		{"subscribe with ack", Config{OpenMessages: []OpenMessage{{Text: ptr(`{"type":"subscribe","from":"{{resume_from}}","id":"{{connection_id}}","g":{{generation}},"l":"{{last_seq}}"}`),
+			WaitFor: &Match{Path: "type", Equals: json.RawMessage(`"subscriptions"`), Timeout: "2s"}}}}, "", ""},
+		{"binary", Config{OpenMessages: []OpenMessage{{BinaryB64: ptr(base64.StdEncoding.EncodeToString([]byte{0, 1, 2}))}}}, "", ""},
+		{"okx ping", Config{AppPing: &AppPing{Message: "ping", Every: "20s", Pong: "pong"}}, "", ""},
+		{"zoom keepalive", Config{KeepaliveReply: &KeepaliveReply{Match: Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)},
+			Reply: `{"msg_type":"KEEP_ALIVE_RESP"}`}}, "", ""},
+		{"none", Config{SeqMode: SeqNone, IdleTimeout: "30s"}, "", ""},
+		{"deliver", Config{OnMissingSeq: MissingDeliver, ResumeValue: ResumeLast}, "", ""},
+		{"unknown placeholder", Config{OpenMessages: []OpenMessage{{Text: ptr(`{"t":"{{token}}"}`)}}}, "open_messages", "unknown placeholder"},
+		{"too many", Config{OpenMessages: make([]OpenMessage, MaxOpenMessages+1)}, "open_messages", "at most 16"},
+		{"neither", Config{OpenMessages: []OpenMessage{{}}}, "open_messages", "exactly one of text and binary_b64"},
+		{"both", Config{OpenMessages: []OpenMessage{{Text: ptr("a"), BinaryB64: ptr("YQ==")}}}, "open_messages", "exactly one"},
+		{"empty text", Config{OpenMessages: []OpenMessage{{Text: ptr("")}}}, "open_messages", "1..65536 bytes"},
+		{"oversize", Config{OpenMessages: []OpenMessage{{Text: ptr(big + "x")}}}, "open_messages", "1..65536 bytes"},
+		{"total", Config{OpenMessages: []OpenMessage{{Text: &big}, {Text: &big}, {Text: ptr("x")}}}, "open_messages", "in all"},
+		{"bad base64", Config{OpenMessages: []OpenMessage{{BinaryB64: ptr("not base64!")}}}, "open_messages", "base64"},
+		{"wait_for empty segment", Config{OpenMessages: []OpenMessage{{Text: ptr("a"), WaitFor: &Match{Path: "a..b", Equals: json.RawMessage(`1`)}}}}, "open_messages", "empty segment"},
+		{"wait_for object", Config{OpenMessages: []OpenMessage{{Text: ptr("a"), WaitFor: &Match{Path: "a", Equals: json.RawMessage(`{}`)}}}}, "open_messages", "string, number"},
+		{"wait_for no equals", Config{OpenMessages: []OpenMessage{{Text: ptr("a"), WaitFor: &Match{Path: "a"}}}}, "open_messages", "equals is required"},
+		{"wait_for timeout", Config{OpenMessages: []OpenMessage{{Text: ptr("a"), WaitFor: &Match{Path: "a", Equals: json.RawMessage(`1`), Timeout: "5m"}}}}, "open_messages", "timeout"},
+		{"ping too often", Config{AppPing: &AppPing{Message: "ping", Every: "500ms"}}, "app_ping", "every"},
+		{"ping no message", Config{AppPing: &AppPing{Every: "5s"}}, "app_ping", "message"},
+		{"keepalive no reply", Config{KeepaliveReply: &KeepaliveReply{Match: Match{Path: "t", Equals: json.RawMessage(`"x"`)}}}, "keepalive_reply", "reply"},
+		{"keepalive timeout", Config{KeepaliveReply: &KeepaliveReply{Match: Match{Path: "t", Equals: json.RawMessage(`"x"`), Timeout: "1s"}, Reply: "r"}}, "keepalive_reply", "wait_for only"},
+		{"idle", Config{IdleTimeout: "0s"}, "idle_timeout", "duration"},
+		{"seq mode", Config{SeqMode: "auto"}, "seq_mode", "field"},
+		{"missing under none", Config{SeqMode: SeqNone, OnMissingSeq: MissingDeliver}, "on_missing_seq", "field"},
+		{"missing value", Config{OnMissingSeq: "keep"}, "on_missing_seq", "deliver"},
+		{"resume value", Config{ResumeValue: "first"}, "resume", "next"},
+		{"seq placeholder under none", Config{SeqMode: SeqNone, OpenMessages: []OpenMessage{{Text: ptr("{{resume_from}}")}}}, "open_messages", "seq_mode"},
+	}
+	for _, c := range cases {
+		fe := c.c.Validate()
+		switch {
+		case c.field == "" && fe != nil:
+			t.Errorf("%s: %v, want valid", c.name, fe)
+		case c.field != "" && fe == nil:
+			t.Errorf("%s: valid, want a %s error", c.name, c.field)
+		case c.field != "" && (fe.Field != c.field || !strings.Contains(fe.Reason, c.why)):
+			t.Errorf("%s: %s: %s, want field %s and %q", c.name, fe.Field, fe.Reason, c.field, c.why)
+		}
+	}
+}
+
+func TestRender(t *testing.T) {
+	tmpl := `{"from":"{{resume_from}}","last":"{{last_seq}}","id":"{{connection_id}}","gen":{{generation}}}`
+	cases := []struct {
+		v    Vars
+		want string
+	}{
+		{Vars{LastSeq: 41, ConnectionID: "c1", Generation: 3}, `{"from":"42","last":"41","id":"c1","gen":3}`},
+		{Vars{LastSeq: 41, ResumeLast: true, ConnectionID: "c1", Generation: 3}, `{"from":"41","last":"41","id":"c1","gen":3}`},
+		{Vars{LastSeq: -1, ConnectionID: "c1", Generation: 1}, `{"from":"","last":"","id":"c1","gen":1}`},
+	}
+	for _, c := range cases {
+		if got := Render(tmpl, c.v); got != c.want {
+			t.Errorf("Render(%+v) = %s, want %s", c.v, got, c.want)
+		}
+	}
+	if got := Render("{{ resume_from }}", Vars{LastSeq: 1}); got != "{{ resume_from }}" {
+		t.Errorf("Render replaced a non-placeholder: %s", got)
+	}
+}
+
+func TestMatcher(t *testing.T) {
+	str := Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)}.Compile()
+	num := Match{Path: "code", Equals: json.RawMessage(` 0 `)}.Compile()
+	cases := []struct {
+		m    Matcher
+		raw  string
+		want bool
+	}{
+		{str, `"KEEP_ALIVE_REQ"`, true},
+		{str, `"KEEP_ALIVE_\u0052EQ"`, true},
+		{str, `"KEEP_ALIVE_RESP"`, false},
+		{str, `1`, false},
+		{num, `0`, true},
+		{num, `"0"`, false},
+		{num, `00`, false},
+	}
+	for _, c := range cases {
+		if got := c.m.Equal([]byte(c.raw)); got != c.want {
+			t.Errorf("%+v.Equal(%s) = %v, want %v", c.m, c.raw, got, c.want)
+		}
+	}
+	if len(str.Path) != 1 || str.Path[0] != "msg_type" {
+		t.Errorf("path %q", str.Path)
+	}
+}
+
+func TestEncodeNormalizesDefaultsAndDecodeChecks(t *testing.T) {
+	if got := (Config{SeqMode: SeqField, OnMissingSeq: MissingDrop, ResumeValue: ResumeNext}).Encode(); got != "" {
+		t.Fatalf("defaults spelled out encode to %q, want empty", got)
+	}
+	c := Config{SeqMode: SeqNone, AppPing: &AppPing{Message: "ping", Every: "20s"}}
+	enc := c.Encode()
+	if enc == "" || enc != c.Encode() {
+		t.Fatalf("encoding %q not stable", enc)
+	}
+	back, err := Decode(enc)
+	if err != nil || back.Encode() != enc {
+		t.Fatalf("Decode(%s) = %+v, %v", enc, back, err)
+	}
+	if _, err := Decode(`{"seq_mode":"sometimes"}`); err == nil {
+		t.Fatal("Decode accepted an invalid stored config")
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	for _, p := range []string{"", ".a", "a.", "a..b", strings.Repeat("a.", MaxPathSegments) + "a", `a"b`, strings.Repeat("x", MaxPathBytes+1)} {
+		if _, err := ParsePath(p); err == nil {
+			t.Errorf("ParsePath(%q) accepted", p)
+		}
+	}
+	if got, err := ParsePath("data.u"); err != nil || len(got) != 2 || got[1] != "u" {
+		t.Errorf("ParsePath(data.u) = %q, %v", got, err)
+	}
+}
