@@ -31,6 +31,10 @@ type Item struct {
 	Headers      map[string]string
 	SeqField     string
 	ResumeParam  string
+	// Source is the stored source protocol (shared/source's Encode; "" =
+	// the defaults): open messages (may carry credentials: never logged),
+	// pings, keep-alive reply, idle timeout, seq mode, resume value.
+	Source       string
 	Subprotocols []string // offered on the handshake, in order of preference
 	// FollowRedirects is how many handshake redirects the worker may follow
 	// (0: none; each hop is checked against the allowlist and the address

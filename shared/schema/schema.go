@@ -14,11 +14,12 @@ const (
 	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
 	AttrWSURL            = "ws_url"              // S: where the worker dials
 	AttrHeaders          = "headers"             // M of S: dial headers (may carry credentials)
-	AttrSeqField         = "seq_field"           // S: JSON field holding a message's sequence number
-	AttrResumeParam      = "resume_query_param"  // S: query parameter set to last_seq+1 on reconnect
+	AttrSeqField         = "seq_field"           // S: dotted path (start field seq_path or seq_field) to a message's sequence number
+	AttrResumeParam      = "resume_query_param"  // S: query parameter set to last_seq+1 (or last_seq: source_config's resume_value) on reconnect
+	AttrSourceConfig     = "source_config"       // S: the source protocol as JSON (shared/source: open messages, pings, keep-alive reply, idle timeout, seq mode); absent = the defaults
 	AttrSubprotocols     = "subprotocols"        // L of S: WebSocket subprotocols offered on the handshake, in order of preference
 	AttrFollowRedirects  = "follow_redirects"    // N: how many handshake redirects the worker may follow (absent: none)
-	AttrGeneration       = "generation"          // N: bumped when ws_url, headers, seq_field or resume_query_param change, and on restart
+	AttrGeneration       = "generation"          // N: bumped when the configuration (ws_url, headers, seq_field, resume_query_param, source_config, …) changes, and on restart
 	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed). The by_owner index key
 	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
 	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)

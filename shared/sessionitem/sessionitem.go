@@ -31,6 +31,7 @@ type Item struct {
 	Headers           map[string]string `dynamodbav:"headers,omitempty"`
 	SeqField          string            `dynamodbav:"seq_field"`
 	ResumeParam       string            `dynamodbav:"resume_query_param"`
+	SourceConfig      string            `dynamodbav:"source_config,omitempty"`
 	Subprotocols      []string          `dynamodbav:"subprotocols,omitempty"`
 	FollowRedirects   int               `dynamodbav:"follow_redirects,omitempty"`
 	Generation        *int64            `dynamodbav:"generation,omitempty"`
@@ -71,6 +72,7 @@ var (
 	Headers          = expression.Name(schema.AttrHeaders)
 	SeqField         = expression.Name(schema.AttrSeqField)
 	ResumeParam      = expression.Name(schema.AttrResumeParam)
+	SourceConfig     = expression.Name(schema.AttrSourceConfig)
 	Subprotocols     = expression.Name(schema.AttrSubprotocols)
 	FollowRedirects  = expression.Name(schema.AttrFollowRedirects)
 	Generation       = expression.Name(schema.AttrGeneration)

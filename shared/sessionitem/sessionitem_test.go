@@ -17,7 +17,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	gen, failed := int64(3), int64(3)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
-		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from",
+		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from", SourceConfig: `{"seq_mode":"none"}`,
 		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
@@ -26,7 +26,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
-		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
+		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSourceConfig, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
 		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
@@ -53,7 +53,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs, schema.AttrSourceConfig,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)

@@ -498,7 +498,7 @@ func (s *Store) query(ctx context.Context, op, index, attr, value string, limit 
 func toLease(r *sessionitem.Item) lease.Item {
 	it := lease.Item{
 		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
-		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
+		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Source: r.SourceConfig, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
 		CheckpointEvery: time.Duration(r.CheckpointEveryMs) * time.Millisecond,
 		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, HandoffTo: r.HandoffTo, HandoffAtMs: r.HandoffAtMs,
 		LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
@@ -879,7 +879,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
-		SeqField: it.SeqField, ResumeParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
+		SeqField: it.SeqField, ResumeParam: it.ResumeParam, SourceConfig: it.Source, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
