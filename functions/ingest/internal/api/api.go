@@ -7,6 +7,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -31,6 +32,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // Store is what the handler needs from the sessions table.
@@ -607,7 +609,7 @@ func listParams(req events.APIGatewayV2HTTPRequest) (state string, limit int, ne
 }
 
 func toJSON(s sessions.Session) sessionapi.Session {
-	return sessionapi.Session{
+	out := sessionapi.Session{
 		ConnectionID:     s.ConnectionID,
 		DesiredState:     s.DesiredState,
 		WSURL:            RedactURL(s.WSURL),
@@ -627,6 +629,39 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		LastError:        s.LastError,
 		LastErrorAt:      rfc3339Ms(s.LastErrorAtMs),
 	}
+	showSource(&out, s)
+	return out
+}
+
+// showSource adds the source protocol to a session as the API shows it:
+// open messages by kind and size only (they may carry credentials, like
+// header values).
+func showSource(out *sessionapi.Session, s sessions.Session) {
+	c, err := source.Decode(s.Source)
+	if err != nil { // ingest validated what it stored: only a hand-edited item
+		c = source.Config{}
+	}
+	out.SeqMode = cmp.Or(c.SeqMode, source.SeqField)
+	if out.SeqMode == source.SeqField {
+		out.SeqPath = s.SeqField
+		out.OnMissingSeq = cmp.Or(c.OnMissingSeq, source.MissingDrop)
+	} else {
+		out.SeqField = ""
+	}
+	if s.ResumeQueryParam != "" || c.ResumeValue != "" {
+		out.Resume = &sessionapi.Resume{QueryParam: s.ResumeQueryParam, Value: cmp.Or(c.ResumeValue, source.ResumeNext)}
+	}
+	for _, m := range c.OpenMessages {
+		info := sessionapi.OpenMessageInfo{Kind: "text", WaitFor: m.WaitFor}
+		if m.Text != nil {
+			info.Bytes = len(*m.Text)
+		} else {
+			b, _ := m.Bytes(source.Vars{})
+			info.Kind, info.Bytes = "binary", len(b)
+		}
+		out.OpenMessages = append(out.OpenMessages, info)
+	}
+	out.AppPing, out.KeepaliveReply, out.IdleTimeout = c.AppPing, c.KeepaliveReply, c.IdleTimeout
 }
 
 // durationMs is ms milliseconds as a Go duration ("30s"); "" for 0.

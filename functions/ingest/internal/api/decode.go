@@ -15,6 +15,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/sessionapi"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // startBody is the JSON body of POST /sessions. Pointers tell absent (or
@@ -28,6 +30,16 @@ type startBody struct {
 	Subprotocols     []string          `json:"subprotocols"`
 	FollowRedirects  *int              `json:"follow_redirects"`
 	CheckpointEvery  *string           `json:"checkpoint_every"`
+
+	// The source protocol (shared/source).
+	SeqPath        *string                `json:"seq_path"`
+	SeqMode        *string                `json:"seq_mode"`
+	OnMissingSeq   *string                `json:"on_missing_seq"`
+	Resume         *sessionapi.Resume     `json:"resume"`
+	OpenMessages   []source.OpenMessage   `json:"open_messages"`
+	AppPing        *source.AppPing        `json:"app_ping"`
+	KeepaliveReply *source.KeepaliveReply `json:"keepalive_reply"`
+	IdleTimeout    *string                `json:"idle_timeout"`
 }
 
 // startFields are the keys of a start body, matched case-sensitively
@@ -35,6 +47,8 @@ type startBody struct {
 var startFields = map[string]bool{
 	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
 	"subprotocols": true, "follow_redirects": true, "checkpoint_every": true,
+	"seq_path": true, "seq_mode": true, "on_missing_seq": true, "resume": true, "open_messages": true,
+	"app_ping": true, "keepalive_reply": true, "idle_timeout": true,
 }
 
 var (
@@ -71,18 +85,8 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 	if len(b.Headers) > 0 {
 		d.Headers = b.Headers
 	}
-	d.SeqField = sessions.DefaultSeqField
-	if b.SeqField != nil {
-		if !seqFieldPattern.MatchString(*b.SeqField) {
-			return sessions.Desired{}, badRequest(CodeInvalidSeqField, "seq_field must match "+seqFieldPattern.String())
-		}
-		d.SeqField = *b.SeqField
-	}
-	if b.ResumeQueryParam != nil {
-		if !resumeParamPattern.MatchString(*b.ResumeQueryParam) {
-			return sessions.Desired{}, badRequest(CodeInvalidResumeParam, "resume_query_param must match "+resumeParamPattern.String())
-		}
-		d.ResumeQueryParam = *b.ResumeQueryParam
+	if e := decodeSource(&b, &d); e != nil {
+		return sessions.Desired{}, e
 	}
 	if e := CheckSubprotocols(b.Subprotocols); e != nil {
 		return sessions.Desired{}, e
@@ -112,6 +116,79 @@ const (
 	MinCheckpointEvery = time.Second
 	MaxCheckpointEvery = 10 * time.Minute
 )
+
+// decodeSource checks the sequence, resume and source protocol fields of b
+// and puts them in d: SeqField (the dotted seq path), ResumeQueryParam and
+// Source (the stored shared/source configuration).
+func decodeSource(b *startBody, d *sessions.Desired) *apiError {
+	var c source.Config
+	if b.SeqMode != nil {
+		c.SeqMode = *b.SeqMode
+	}
+	none := c.SeqMode == source.SeqNone
+	d.SeqField = sessions.DefaultSeqField
+	if b.SeqField != nil {
+		if _, err := source.ParsePath(*b.SeqField); err != nil || !seqFieldPattern.MatchString(*b.SeqField) {
+			return badRequest(CodeInvalidSeqField, "seq_field must match "+seqFieldPattern.String()+" with no empty segment between dots")
+		}
+		d.SeqField = *b.SeqField
+	}
+	if b.SeqPath != nil {
+		if _, err := source.ParsePath(*b.SeqPath); err != nil {
+			return badRequest(CodeInvalidSeqPath, "seq_path "+err.Error())
+		}
+		if b.SeqField != nil && *b.SeqField != *b.SeqPath {
+			return badRequest(CodeInvalidSeqPath, "seq_path and its alias seq_field are both given and differ")
+		}
+		d.SeqField = *b.SeqPath
+	}
+	if none && (b.SeqField != nil || b.SeqPath != nil) {
+		return badRequest(CodeInvalidSeqPath, `seq_path (or seq_field) applies to seq_mode "field" only: under "none" the worker numbers the messages`)
+	}
+	if b.ResumeQueryParam != nil {
+		if !resumeParamPattern.MatchString(*b.ResumeQueryParam) {
+			return badRequest(CodeInvalidResumeParam, "resume_query_param must match "+resumeParamPattern.String())
+		}
+		d.ResumeQueryParam = *b.ResumeQueryParam
+	}
+	if r := b.Resume; r != nil {
+		if r.QueryParam != "" {
+			if !resumeParamPattern.MatchString(r.QueryParam) {
+				return badRequest(CodeInvalidResume, "resume.query_param must match "+resumeParamPattern.String())
+			}
+			if b.ResumeQueryParam != nil && *b.ResumeQueryParam != r.QueryParam {
+				return badRequest(CodeInvalidResume, "resume.query_param and its alias resume_query_param are both given and differ")
+			}
+			d.ResumeQueryParam = r.QueryParam
+		}
+		c.ResumeValue = r.Value
+	}
+	if none && (b.Resume != nil || b.ResumeQueryParam != nil) {
+		return badRequest(CodeInvalidResume, `resume applies to seq_mode "field" only: under "none" the source has no seq to resume from`)
+	}
+	if b.OnMissingSeq != nil {
+		c.OnMissingSeq = *b.OnMissingSeq
+	}
+	if b.IdleTimeout != nil {
+		c.IdleTimeout = *b.IdleTimeout
+		if c.IdleTimeout == "" {
+			return badRequest(CodeInvalidIdleTimeout, "idle_timeout must be a duration; omit it for none")
+		}
+	}
+	c.OpenMessages, c.AppPing, c.KeepaliveReply = b.OpenMessages, b.AppPing, b.KeepaliveReply
+	if fe := c.Validate(); fe != nil {
+		return badRequest(sourceCodes[fe.Field], fe.Error())
+	}
+	d.Source = c.Encode()
+	return nil
+}
+
+// sourceCodes are the error codes of the fields shared/source checks.
+var sourceCodes = map[string]string{
+	"open_messages": CodeInvalidOpenMessages, "app_ping": CodeInvalidAppPing, "keepalive_reply": CodeInvalidKeepalive,
+	"idle_timeout": CodeInvalidIdleTimeout, "seq_mode": CodeInvalidSeqMode, "on_missing_seq": CodeInvalidOnMissingSeq,
+	"resume": CodeInvalidResume,
+}
 
 // CheckCheckpointEvery parses a start's checkpoint_every (a Go duration,
 // MinCheckpointEvery..MaxCheckpointEvery) into milliseconds.

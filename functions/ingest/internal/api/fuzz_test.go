@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 var knownCodes = map[string]bool{
@@ -21,6 +22,8 @@ var knownCodes = map[string]bool{
 	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true, CodeInvalidFollowRedirects: true, CodeInvalidCheckpointEvery: true,
 	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true, CodeBadNonce: true, CodeReplayed: true,
 	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
+	CodeInvalidSeqPath: true, CodeInvalidSeqMode: true, CodeInvalidOnMissingSeq: true, CodeInvalidResume: true,
+	CodeInvalidOpenMessages: true, CodeInvalidAppPing: true, CodeInvalidKeepalive: true, CodeInvalidIdleTimeout: true,
 }
 
 // FuzzDecodeStart: decoding never panics; whatever it accepts satisfies every
@@ -32,6 +35,11 @@ func FuzzDecodeStart(f *testing.F) {
 	f.Add([]byte(`{"connection_id":"c1","ws_url":"ws://127.0.0.1:9000/","seq_field":"s","resume_query_param":"from"}`), uint8(1))
 	f.Add([]byte(`{"ws_url":"wss://[::ffff:10.0.0.1]/"}`), uint8(2))
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","checkpoint_every":"90s"}`), uint8(3))
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","seq_path":"data.u","on_missing_seq":"deliver","resume":{"query_param":"from","value":"last"},`+
+		`"open_messages":[{"text":"{\"op\":\"subscribe\",\"from\":\"{{resume_from}}\"}","wait_for":{"path":"event","equals":"subscribed","timeout":"2s"}},{"binary_b64":"AAE="}],`+
+		`"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"1m",`+
+		`"keepalive_reply":{"match":{"path":"msg_type","equals":"KEEP_ALIVE_REQ"},"reply":"{\"msg_type\":\"KEEP_ALIVE_RESP\"}"}}`), uint8(0))
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","seq_mode":"none","open_messages":[{"text":"{{token}}"}]}`), uint8(0))
 	policies := []URLPolicy{
 		{PrivateIPs: config.PrivateIPsNone},
 		{PrivateIPs: config.PrivateIPsLoopback},
@@ -84,8 +92,11 @@ func FuzzDecodeStart(f *testing.F) {
 				t.Fatalf("accepted header %q", k)
 			}
 		}
-		if !seqFieldPattern.MatchString(d.SeqField) || (d.ResumeQueryParam != "" && !resumeParamPattern.MatchString(d.ResumeQueryParam)) {
+		if _, err := source.ParsePath(d.SeqField); err != nil || (d.ResumeQueryParam != "" && !resumeParamPattern.MatchString(d.ResumeQueryParam)) {
 			t.Fatalf("accepted %q %q", d.SeqField, d.ResumeQueryParam)
+		}
+		if c, err := source.Decode(d.Source); err != nil || c.Encode() != d.Source {
+			t.Fatalf("accepted source config %q does not decode back: %v", d.Source, err)
 		}
 		if r := RedactURL(d.WSURL); u.RawQuery != "" && !strings.Contains(r, Redacted) {
 			t.Fatalf("redaction kept the query of %q: %q", d.WSURL, r)

@@ -238,7 +238,7 @@ func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
 			delete(r.Headers, "content-type")
 			return r
 		}(), CodeInvalidContentType},
-		{"too large", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"X-A":"`+strings.Repeat("a", 16<<10)+`"}}`), CodeBodyTooLarge},
+		{"too large", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"X-A":"`+strings.Repeat("a", config.DefaultMaxBodyBytes)+`"}}`), CodeBodyTooLarge},
 		{"bad json", event("POST", "/sessions", `{`), CodeInvalidJSON},
 		{"unknown field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","x":1}`), CodeUnknownField},
 		{"connection id", event("POST", "/sessions", `{"connection_id":"a b","ws_url":"wss://a.example.com"}`), CodeInvalidConnID},
@@ -638,5 +638,39 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	cfg.QueueURL = "http://q"
 	if _, err := New(cfg, Deps{}); err == nil {
 		t.Fatal("New accepted missing deps")
+	}
+}
+
+// GET shows the source protocol, but open messages only by kind and size,
+// like header names without their values.
+func TestHandlerStatusShowsSourceWithoutOpenMessageContent(t *testing.T) {
+	f := newFixture(t, nil)
+	d, e := DecodeStart([]byte(`{"connection_id":"c1","ws_url":"wss://a.example.com/f","seq_path":"data.u","resume":{"query_param":"from","value":"last"},
+		"open_messages":[{"text":"{\"op\":\"login\",\"sign\":\"0pen-secret\"}","wait_for":{"path":"event","equals":"login"}},{"binary_b64":"b3Blbi1zZWNyZXQ="}],
+		"app_ping":{"message":"ping","every":"20s"}}`), publicPolicy)
+	if e != nil {
+		t.Fatal(e)
+	}
+	f.store.session = sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", WSURL: d.WSURL, SeqField: d.SeqField,
+		ResumeQueryParam: d.ResumeQueryParam, Source: d.Source, Generation: 1}
+	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
+	if status != 200 || body["seq_path"] != "data.u" || body["seq_mode"] != "field" || body["on_missing_seq"] != "drop" {
+		t.Fatalf("status: %d %v", status, body)
+	}
+	if r, _ := body["resume"].(map[string]any); r["query_param"] != "from" || r["value"] != "last" {
+		t.Fatalf("resume %v", body["resume"])
+	}
+	oms, _ := body["open_messages"].([]any)
+	if len(oms) != 2 {
+		t.Fatalf("open_messages %v", body["open_messages"])
+	}
+	if m := oms[0].(map[string]any); m["kind"] != "text" || m["bytes"] != float64(len(`{"op":"login","sign":"0pen-secret"}`)) || m["wait_for"] == nil {
+		t.Fatalf("open_messages[0] %v", m)
+	}
+	if m := oms[1].(map[string]any); m["kind"] != "binary" || m["bytes"] != float64(len("open-secret")) {
+		t.Fatalf("open_messages[1] %v", m)
+	}
+	if strings.Contains(resp.Body, "0pen-secret") || strings.Contains(resp.Body, "b3Blbi1zZWNyZXQ") {
+		t.Fatalf("status shows an open message: %s", resp.Body)
 	}
 }

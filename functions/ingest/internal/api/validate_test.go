@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 var publicPolicy = URLPolicy{PrivateIPs: config.PrivateIPsNone}
@@ -479,4 +480,63 @@ func TestListParams(t *testing.T) {
 	if s, _, _, e := listParams(events.APIGatewayV2HTTPRequest{QueryStringParameters: map[string]string{"state": "STOPPED"}}); e != nil || s != "STOPPED" {
 		t.Fatalf("map: %s %v", s, e)
 	}
+}
+
+func TestDecodeStartSourceProtocol(t *testing.T) {
+	const u = `"ws_url":"wss://stream.example.com/ws"`
+	d := mustDecode(t, `{`+u+`,"seq_path":"data.u","resume":{"query_param":"cursor","value":"last"},"on_missing_seq":"deliver",
+		"open_messages":[{"text":"{\"op\":\"auth\",\"sig\":\"s3cret\"}","wait_for":{"path":"event","equals":"login","timeout":"3s"}},
+		{"text":"{\"op\":\"subscribe\",\"from\":\"{{resume_from}}\",\"id\":\"{{connection_id}}\"}"},{"binary_b64":"AAEC"}],
+		"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"45s",
+		"keepalive_reply":{"match":{"path":"msg_type","equals":"KEEP_ALIVE_REQ"},"reply":"{\"msg_type\":\"KEEP_ALIVE_RESP\"}"}}`, publicPolicy)
+	if d.SeqField != "data.u" || d.ResumeQueryParam != "cursor" {
+		t.Fatalf("seq path / resume: %+v", d)
+	}
+	c, err := source.Decode(d.Source)
+	if err != nil || len(c.OpenMessages) != 3 || c.ResumeValue != source.ResumeLast || c.OnMissingSeq != source.MissingDeliver ||
+		c.AppPing.Every != "20s" || c.KeepaliveReply.Reply == "" || c.IdleTimeout != "45s" {
+		t.Fatalf("stored source %q: %+v %v", d.Source, c, err)
+	}
+	// Defaults spelled out store nothing; seq_field is seq_path's alias.
+	d = mustDecode(t, `{`+u+`,"seq_mode":"field","on_missing_seq":"drop","resume":{"query_param":"from","value":"next"},"seq_field":"n","seq_path":"n"}`, publicPolicy)
+	if d.Source != "" || d.SeqField != "n" || d.ResumeQueryParam != "from" {
+		t.Fatalf("defaults: %+v", d)
+	}
+	d = mustDecode(t, `{`+u+`,"seq_mode":"none","idle_timeout":"10s"}`, publicPolicy)
+	if c, _ := source.Decode(d.Source); c.SeqMode != source.SeqNone {
+		t.Fatalf("none: %q", d.Source)
+	}
+
+	for _, c := range []struct{ body, code, msg string }{
+		{`"open_messages":[{"text":"{{token}}"}]`, CodeInvalidOpenMessages, "unknown placeholder"},
+		{`"open_messages":[` + strings.Repeat(`{"text":"x"},`, 16) + `{"text":"x"}]`, CodeInvalidOpenMessages, "at most 16"},
+		{`"open_messages":[{"binary_b64":"%%%"}]`, CodeInvalidOpenMessages, "base64"},
+		{`"open_messages":[{"text":"a","binary_b64":"YQ=="}]`, CodeInvalidOpenMessages, "exactly one"},
+		{`"open_messages":[{"text":"a","extra":1}]`, CodeUnknownField, "extra"},
+		{`"open_messages":[{"text":5}]`, CodeInvalidType, "open_messages"},
+		{`"open_messages":[{"text":"a","wait_for":{"path":"a..b","equals":1}}]`, CodeInvalidOpenMessages, "empty segment"},
+		{`"seq_path":"data..u"`, CodeInvalidSeqPath, "empty segment"},
+		{`"seq_path":""`, CodeInvalidSeqPath, "required"},
+		{`"seq_path":"a","seq_field":"b"`, CodeInvalidSeqPath, "differ"},
+		{`"seq_field":"a..b"`, CodeInvalidSeqField, "empty segment"},
+		{`"seq_mode":"none","seq_path":"a"`, CodeInvalidSeqPath, "field"},
+		{`"seq_mode":"none","resume_query_param":"from"`, CodeInvalidResume, "field"},
+		{`"seq_mode":"none","on_missing_seq":"deliver"`, CodeInvalidOnMissingSeq, "field"},
+		{`"seq_mode":"none","open_messages":[{"text":"{{last_seq}}"}]`, CodeInvalidOpenMessages, "seq_mode"},
+		{`"seq_mode":"sometimes"`, CodeInvalidSeqMode, "field"},
+		{`"on_missing_seq":"keep"`, CodeInvalidOnMissingSeq, "deliver"},
+		{`"resume":{"query_param":"from","value":"first"}`, CodeInvalidResume, "next"},
+		{`"resume":{"query_param":"a b"}`, CodeInvalidResume, "query_param"},
+		{`"resume":{"query_param":"a"},"resume_query_param":"b"`, CodeInvalidResume, "differ"},
+		{`"app_ping":{"message":"ping","every":"500ms"}`, CodeInvalidAppPing, "every"},
+		{`"app_ping":{"message":"","every":"5s"}`, CodeInvalidAppPing, "message"},
+		{`"keepalive_reply":{"match":{"path":"t","equals":{}},"reply":"r"}`, CodeInvalidKeepalive, "equals"},
+		{`"keepalive_reply":{"match":{"path":"t","equals":"x"}}`, CodeInvalidKeepalive, "reply"},
+		{`"idle_timeout":"never"`, CodeInvalidIdleTimeout, "duration"},
+		{`"idle_timeout":""`, CodeInvalidIdleTimeout, "duration"},
+	} {
+		wantReject(t, `{`+u+`,`+c.body+`}`, publicPolicy, c.code, c.msg)
+	}
+	big := strings.Repeat("x", source.MaxOpenMessageBytes+1)
+	wantReject(t, `{`+u+`,"open_messages":[{"text":"`+big+`"}]}`, publicPolicy, CodeInvalidOpenMessages, "bytes")
 }

@@ -67,8 +67,10 @@ type Config struct {
 
 // Defaults of the settings that have one.
 const (
-	DefaultEnvironment     = "dev"
-	DefaultMaxBodyBytes    = 16 << 10
+	DefaultEnvironment = "dev"
+	// DefaultMaxBodyBytes fits a start with the largest open messages
+	// (shared/source.MaxOpenTotalBytes, base64-encoded when binary).
+	DefaultMaxBodyBytes    = 256 << 10
 	DefaultSignatureWindow = 5 * time.Minute
 	DefaultStoreTimeout    = 4 * time.Second
 	DefaultNotifyTimeout   = 2 * time.Second

@@ -19,7 +19,7 @@ func env(m map[string]string) []string {
 func TestDefaults(t *testing.T) {
 	c := Default()
 	if c.TableName != schema.DefaultTableName || c.MetricsNamespace != schema.DefaultMetricsNamespace || c.Environment != DefaultEnvironment ||
-		c.AllowPrivateIPs != PrivateIPsNone || c.MaxBodyBytes != 16<<10 || c.SignatureWindow.Minutes() != 5 || c.SigningSecret != "" || len(c.AllowedHosts) != 0 {
+		c.AllowPrivateIPs != PrivateIPsNone || c.MaxBodyBytes != 256<<10 || c.SignatureWindow.Minutes() != 5 || c.SigningSecret != "" || len(c.AllowedHosts) != 0 {
 		t.Fatalf("defaults %+v", c)
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvQueueURL) {

@@ -1,6 +1,6 @@
 // Package sessions owns ingest's writes and reads of the sessions table: the
 // desired state of each connection (desired_state with its index_shard,
-// ws_url, headers, seq_field, resume_query_param, checkpoint_every_ms,
+// ws_url, headers, seq_field, resume_query_param, source_config, checkpoint_every_ms,
 // generation, created/updated times) and the by_unowned entry
 // (unowned_shard) of a STARTED session without owner, so that reconciliation
 // finds every new start. It never writes lease_owner or lease_epoch: a start
@@ -70,8 +70,12 @@ type Desired struct {
 	Headers          map[string]string // may carry credentials: never logged or returned
 	SeqField         string            // DefaultSeqField when empty
 	ResumeQueryParam string            // optional
-	Subprotocols     []string          // optional, offered in this order
-	FollowRedirects  int               // 0 (default): handshake redirects are refused
+	// Source is the source protocol as stored (shared/source's Encode; ""
+	// = the defaults). Its open messages may carry credentials: never
+	// logged, never returned.
+	Source          string
+	Subprotocols    []string // optional, offered in this order
+	FollowRedirects int      // 0 (default): handshake redirects are refused
 	// CheckpointEveryMs is the session's checkpoint interval in
 	// milliseconds; 0: the worker's default (WSFLEET_CHECKPOINT_EVERY).
 	CheckpointEveryMs int64
@@ -114,6 +118,7 @@ type Session struct {
 	HeaderNames       []string
 	SeqField          string
 	ResumeQueryParam  string
+	Source            string // as stored: its open messages may carry credentials; redact before showing
 	Subprotocols      []string
 	FollowRedirects   int
 	Generation        int64
@@ -174,6 +179,7 @@ type record struct {
 	headers    map[string]string
 	seqField   string
 	resume     string
+	source     string
 	subprotos  []string
 	redirects  int
 	ckptEvery  int64
@@ -187,7 +193,7 @@ type record struct {
 }
 
 func (r record) sameAs(d Desired) bool {
-	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam &&
+	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam && r.source == d.Source &&
 		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols) && r.redirects == d.FollowRedirects &&
 		r.ckptEvery == d.CheckpointEveryMs
 }
@@ -295,6 +301,11 @@ func desiredSet(d Desired, now int64) expression.UpdateBuilder {
 		u = u.Set(sessionitem.ResumeParam, expression.Value(d.ResumeQueryParam))
 	} else {
 		u = u.Remove(sessionitem.ResumeParam)
+	}
+	if d.Source != "" {
+		u = u.Set(sessionitem.SourceConfig, expression.Value(d.Source))
+	} else {
+		u = u.Remove(sessionitem.SourceConfig)
 	}
 	if len(d.Subprotocols) > 0 {
 		u = u.Set(sessionitem.Subprotocols, expression.Value(d.Subprotocols))
@@ -597,7 +608,7 @@ func (s *Store) batchRead(ctx context.Context, keys []map[string]types.Attribute
 
 func toRecord(it *sessionitem.Item) record {
 	r := record{
-		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam,
+		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam, source: it.SourceConfig,
 		subprotos: it.Subprotocols, redirects: it.FollowRedirects, ckptEvery: it.CheckpointEveryMs,
 		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, failedGen: it.FailedGeneration,
 	}
@@ -610,7 +621,7 @@ func toRecord(it *sessionitem.Item) record {
 func toSession(it *sessionitem.Item) Session {
 	s := Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
-		ResumeQueryParam: it.ResumeParam, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
+		ResumeQueryParam: it.ResumeParam, Source: it.SourceConfig, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
 		CheckpointEveryMs: it.CheckpointEveryMs, Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,

@@ -158,6 +158,9 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 		{"resume removed", func(d *sessions.Desired) { d.ResumeQueryParam = "" }},
 		{"checkpoint every", func(d *sessions.Desired) { d.CheckpointEveryMs = 30_000 }},
 		{"checkpoint every default", func(d *sessions.Desired) { d.CheckpointEveryMs = 0 }},
+		{"source config", func(d *sessions.Desired) { d.Source = `{"open_messages":[{"text":"subscribe"}]}` }},
+		{"source config changed", func(d *sessions.Desired) { d.Source = `{"open_messages":[{"text":"subscribe2"}]}` }},
+		{"source config removed", func(d *sessions.Desired) { d.Source = "" }},
 	}
 	gen := int64(1)
 	for _, st := range steps {
@@ -188,6 +191,9 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	}
 	if _, ok := it[schema.AttrResumeParam]; ok {
 		t.Fatal("resume_query_param not removed")
+	}
+	if _, ok := it[schema.AttrSourceConfig]; ok {
+		t.Fatal("source_config not removed")
 	}
 }
 
