@@ -268,6 +268,7 @@ const (
 	MetricMessagesIn          = "MessagesIn"
 	MetricDuplicatesDropped   = "DuplicatesDropped"
 	MetricSinkErrors          = "SinkErrors"
+	MetricSeqMissingDropped   = "SeqMissingDropped" // messages dropped for having no seq (seq_mode field, on_missing_seq drop)
 	MetricOrphansSeen         = "OrphansSeen"
 	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 

@@ -144,6 +144,7 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
 		schema.MetricSinkErrors:        &w.counters.SinkErrors,
 		schema.MetricReconnects:        &w.counters.Reconnects,
+		schema.MetricSeqMissingDropped: &w.counters.SeqMissingDropped,
 	}
 }
 
@@ -157,6 +158,8 @@ func metricKey(name string) string {
 		return "sink_errors"
 	case schema.MetricReconnects:
 		return "reconnects"
+	case schema.MetricSeqMissingDropped:
+		return "seq_missing_dropped"
 	}
 	return name
 }

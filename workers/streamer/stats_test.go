@@ -43,14 +43,16 @@ func TestStatsTotalsSurviveMetricsFlush(t *testing.T) {
 	w := newStatsWorker(t, false)
 	w.counters.MessagesIn.Add(5)
 	w.counters.DuplicatesDropped.Add(1)
+	w.counters.SeqMissingDropped.Add(3)
 	w.flushMetrics()
 	w.counters.MessagesIn.Add(2)
+	w.counters.SeqMissingDropped.Add(1)
 	w.stats.heartbeat(3*time.Millisecond, nil)
 	w.stats.heartbeat(time.Hour, nil)
 	w.stats.heartbeat(0, errors.New("timeout"))
 	st := w.Stats()
-	if st.Messages["messages_in"] != 7 || st.Messages["duplicates_dropped"] != 1 {
-		t.Fatalf("messages %v: want messages_in 7 (5 flushed + 2 pending), duplicates_dropped 1", st.Messages)
+	if st.Messages["messages_in"] != 7 || st.Messages["duplicates_dropped"] != 1 || st.Messages["seq_missing_dropped"] != 4 {
+		t.Fatalf("messages %v: want messages_in 7 (5 flushed + 2 pending), duplicates_dropped 1, seq_missing_dropped 4", st.Messages)
 	}
 	if st.HeartbeatsOK != 2 || st.HeartbeatErrors != 1 {
 		t.Fatalf("heartbeats ok %d errors %d: want 2 and 1", st.HeartbeatsOK, st.HeartbeatErrors)

@@ -148,7 +148,7 @@ func TestMetricsAreEMFWithTheSchemaNames(t *testing.T) {
 	if line[schema.DimService] != schema.ServiceStreamer || line[schema.DimEnvironment] != "local" {
 		t.Fatalf("dimensions: %v", line)
 	}
-	for _, name := range []string{schema.MetricOwnedSessions, schema.MetricFreeCapacity, schema.MetricMessagesIn, schema.MetricDuplicatesDropped, schema.MetricReconnects, schema.MetricSinkErrors} {
+	for _, name := range []string{schema.MetricOwnedSessions, schema.MetricFreeCapacity, schema.MetricMessagesIn, schema.MetricDuplicatesDropped, schema.MetricReconnects, schema.MetricSinkErrors, schema.MetricSeqMissingDropped} {
 		if _, ok := line[name]; !ok {
 			t.Errorf("EMF line without %s: %v", name, line)
 		}

@@ -34,3 +34,13 @@ func ExampleNewWriter() {
 	})
 	// Output: {"connection_id":"meeting-42","seq":7,"lease_epoch":3,"worker_id":"worker-a","received_at_ms":1700000000000,"data":{"seq":7,"text":"hello"}}
 }
+
+// A binary frame (audio, CBOR, …) is carried base64-encoded.
+func ExampleAppendJSON_binary() {
+	line := sink.AppendJSON(nil, sink.Message{
+		ConnectionID: "meeting-42", Seq: 8, LeaseEpoch: 3, WorkerID: "worker-a", ReceivedAtMs: 1700000000000,
+		Data: []byte{0x00, 0xff, 0x10}, Binary: true,
+	})
+	fmt.Println(string(line))
+	// Output: {"connection_id":"meeting-42","seq":8,"lease_epoch":3,"worker_id":"worker-a","received_at_ms":1700000000000,"frame":"binary","data_b64":"AP8Q"}
+}

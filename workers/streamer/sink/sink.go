@@ -24,6 +24,7 @@ package sink
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"os"
@@ -40,6 +41,8 @@ type Message struct {
 	WorkerID     string // the worker that received it
 	ReceivedAtMs int64  // wall-clock ms when the worker read it
 	Data         []byte // the raw message; valid only during Handle
+	// Binary: the message came in a binary frame (else a text frame).
+	Binary bool
 }
 
 // Handler receives messages. Implementations must be safe for concurrent use
@@ -74,7 +77,8 @@ func Flush(ctx context.Context, h Handler) error {
 //	{"connection_id":…,"seq":…,"lease_epoch":…,"worker_id":…,"received_at_ms":…,"data":…}
 //
 // data is the message itself when it is valid JSON, otherwise the message as
-// a JSON string (invalid UTF-8 replaced by U+FFFD).
+// a JSON string (invalid UTF-8 replaced by U+FFFD). A binary frame has
+// "frame":"binary" and "data_b64" (standard base64) instead of data.
 func AppendJSON(dst []byte, m Message) []byte {
 	dst = append(dst, `{"connection_id":`...)
 	dst = appendString(dst, m.ConnectionID)
@@ -86,6 +90,11 @@ func AppendJSON(dst []byte, m Message) []byte {
 	dst = appendString(dst, m.WorkerID)
 	dst = append(dst, `,"received_at_ms":`...)
 	dst = strconv.AppendInt(dst, m.ReceivedAtMs, 10)
+	if m.Binary {
+		dst = append(dst, `,"frame":"binary","data_b64":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, m.Data)
+		return append(dst, '"', '}')
+	}
 	dst = append(dst, `,"data":`...)
 	if len(m.Data) > 0 && json.Valid(m.Data) {
 		dst = appendCompactable(dst, m.Data)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -44,7 +45,7 @@ func benchSession(b *testing.B, h sink.Handler) *Session {
 		Backoff: backoff.Policy{Base: time.Millisecond, Max: time.Second}, ReadLimit: 1 << 20, SinkAttempts: 1}
 	env := &Env{Config: cfg, Handler: h, Log: zerolog.Nop(), Counters: &Counters{}}
 	s := New(env, held, 0)
-	s.seqField = DefaultSeqField
+	s.proto = defaultProto
 	return s
 }
 
@@ -77,7 +78,7 @@ func BenchmarkHandle(b *testing.B) {
 			for b.Loop() {
 				seq++
 				buf = feedMessage(buf[:0], seq)
-				if err := s.handle(ctx, nil, buf); err != nil {
+				if err := s.handle(ctx, nil, websocket.MessageText, buf); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -89,12 +90,12 @@ func BenchmarkHandle(b *testing.B) {
 	b.Run("duplicate", func(b *testing.B) {
 		s := benchSession(b, sink.Discard)
 		buf := feedMessage(nil, 1)
-		if err := s.handle(ctx, nil, buf); err != nil {
+		if err := s.handle(ctx, nil, websocket.MessageText, buf); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := s.handle(ctx, nil, buf); err != nil {
+			if err := s.handle(ctx, nil, websocket.MessageText, buf); err != nil {
 				b.Fatal(err)
 			}
 		}

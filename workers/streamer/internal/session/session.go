@@ -34,6 +34,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
@@ -130,7 +131,9 @@ type Counters struct {
 	DuplicatesDropped atomic.Int64
 	SinkErrors        atomic.Int64
 	Reconnects        atomic.Int64
-	Unsequenced       atomic.Int64
+	// SeqMissingDropped counts the messages dropped for having no seq
+	// (seq_mode field, on_missing_seq drop).
+	SeqMissingDropped atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -177,8 +180,13 @@ type Session struct {
 	wake    chan struct{}
 	// dialCancel aborts a dial in progress when the session ends.
 	dialCancel context.CancelFunc
-	// seqField is the item's seq_field as of the current connection.
-	seqField string
+	// proto is the source protocol of the current connection (written by
+	// attach under mu; the read goroutine, which attached it, reads it
+	// without the lock).
+	proto *proto
+	// appPinging: an app ping is being sent; nextAppPing: when the next is due.
+	appPinging  bool
+	nextAppPing time.Time
 
 	lastSeq    atomic.Int64 // last delivered
 	messages   atomic.Int64
@@ -186,6 +194,12 @@ type Session struct {
 	reconnects atomic.Int64
 	gaps       atomic.Int64
 	connected  atomic.Bool
+	// lastRead is when the last message arrived (Unix ns; for idle_timeout).
+	lastRead atomic.Int64
+	// missingDropped counts messages dropped for having no seq; controls
+	// the control messages answered (keep-alive requests, pongs).
+	missingDropped atomic.Int64
+	controls       atomic.Int64
 
 	// lastErr is the last dial error (under mu); noted and notedAt the last
 	// one recorded in the table (Run's goroutine only).
@@ -238,8 +252,13 @@ type Status struct {
 	Duplicates   int64     `json:"duplicates_dropped"`
 	Gaps         int64     `json:"gaps"`
 	Reconnects   int64     `json:"reconnects"`
-	Connected    bool      `json:"connected"`
-	URL          string    `json:"ws_url"` // redacted
+	// SeqMissingDropped: messages dropped for having no seq; Controls:
+	// control messages answered and not delivered (keep-alive requests,
+	// pongs).
+	SeqMissingDropped int64  `json:"seq_missing_dropped"`
+	Controls          int64  `json:"control_messages"`
+	Connected         bool   `json:"connected"`
+	URL               string `json:"ws_url"` // redacted
 	// LastError is the last dial error (no URL, no header value).
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
@@ -251,7 +270,8 @@ func (s *Session) Status() Status {
 	st := Status{
 		ConnectionID: s.ID(), Epoch: s.held.Epoch(), Generation: it.Generation, Since: s.since,
 		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
-		Reconnects: s.reconnects.Load(), Connected: s.connected.Load(), URL: Redact(it.WSURL),
+		Reconnects: s.reconnects.Load(), SeqMissingDropped: s.missingDropped.Load(), Controls: s.controls.Load(),
+		Connected: s.connected.Load(), URL: Redact(it.WSURL),
 	}
 	if f := s.LastError(); f.Text != "" {
 		st.LastError, st.LastErrorAt = f.Text, &f.At
@@ -407,15 +427,32 @@ func (s *Session) Tick(now time.Time) {
 			return
 		}
 	}
-	cfg := s.env.Config
-	if cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin) {
-		s.pinging = true
-		s.nextPin = now.Add(cfg.PingEvery)
+	p := s.proto
+	if p.idle > 0 && now.UnixNano()-s.lastRead.Load() > int64(p.idle) {
+		s.kick = errIdle
+		s.closeLocked(errIdle)
 		s.mu.Unlock()
-		go s.ping(conn)
 		return
 	}
+	cfg := s.env.Config
+	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin)
+	if ping {
+		s.pinging = true
+		s.nextPin = now.Add(cfg.PingEvery)
+	}
+	appPing := p.pingEvery > 0 && !s.appPinging && !now.Before(s.nextAppPing)
+	if appPing {
+		s.appPinging = true
+		s.nextAppPing = now.Add(p.pingEvery)
+	}
 	s.mu.Unlock()
+	if ping {
+		go s.ping(conn)
+	}
+	if appPing {
+		msg := source.Render(p.pingMsg, s.vars(s.held.Item(), p))
+		go s.appPing(conn, msg)
+	}
 }
 
 func (s *Session) ping(conn *websocket.Conn) {
@@ -447,7 +484,12 @@ func (s *Session) Run(ctx context.Context) error {
 			return err
 		}
 		it := s.held.Item()
-		conn, raw, err := s.dial(ctx, it)
+		p, perr := compile(it)
+		if perr != nil {
+			s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
+			return s.terminal()
+		}
+		conn, raw, err := s.dial(ctx, it, p)
 		if err != nil {
 			if term := s.check(ctx); term != nil {
 				return term
@@ -470,7 +512,7 @@ func (s *Session) Run(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		if !s.attach(conn, raw, it) {
+		if !s.attach(conn, raw, it, p) {
 			return s.check(ctx)
 		}
 		if s.env.Opened != nil {
@@ -483,7 +525,10 @@ func (s *Session) Run(ctx context.Context) error {
 		}
 		first = false
 		opened := time.Now()
-		readErr := s.read(ctx, conn)
+		readErr := s.open(conn, it, p)
+		if readErr == nil {
+			readErr = s.read(ctx, conn)
+		}
 		kick := s.detach(conn, raw)
 		if term := s.check(ctx); term != nil {
 			return term
@@ -644,15 +689,14 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) {
 
 // attach makes conn the session's connection unless the session already
 // ended, in which case it closes conn (per the reason) and waits for it.
-func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item) bool {
+func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *proto) bool {
+	s.touch()
 	s.mu.Lock()
-	s.conn, s.raw, s.connGen, s.kick = conn, raw, it.Generation, nil
-	s.seqField = it.SeqField
-	if s.seqField == "" {
-		s.seqField = DefaultSeqField
-	}
+	s.conn, s.raw, s.connGen, s.kick, s.proto = conn, raw, it.Generation, nil, p
 	cfg := s.env.Config
-	s.nextPin = time.Now().Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	now := time.Now()
+	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	s.nextAppPing = now.Add(p.pingEvery)
 	if s.end != nil {
 		s.closeLocked(s.end)
 		s.mu.Unlock()
@@ -692,14 +736,14 @@ func (s *Session) read(ctx context.Context, conn *websocket.Conn) error {
 	// context with a deadline would arm a timer on every read.
 	rctx := context.Background()
 	for {
-		_, r, err := conn.Reader(rctx)
+		typ, r, err := conn.Reader(rctx)
 		if err != nil {
 			return err
 		}
 		bp := bufPool.Get().(*[]byte)
 		buf, err := readAll(r, (*bp)[:0])
 		if err == nil {
-			err = s.handle(ctx, conn, buf)
+			err = s.handle(ctx, conn, typ, buf)
 		}
 		if cap(buf) <= maxPooledBuf {
 			*bp = buf[:0]
@@ -730,17 +774,41 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 // errInvalid stops the read loop when the lease is no longer valid.
 var errInvalid = errors.New("lease no longer valid")
 
-// handle parses, dedupes and delivers one message.
-func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte) error {
-	seqField := s.seqField // written by attach, in this same goroutine
-	seq, err := jsonseq.Find(data, seqField)
+// handle answers control messages, then finds (or assigns) the message's
+// seq, dedupes and delivers it.
+func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
+	p := s.proto // written by attach, in this same goroutine
+	if p.idle > 0 {
+		s.touch()
+	}
+	if p.pong != nil || p.keep != nil {
+		consumed, err := s.control(conn, s.held.Item(), p, typ, data)
+		if err != nil {
+			s.reconnect(err, conn)
+			return err
+		}
+		if consumed {
+			return nil
+		}
+	}
+	last := s.lastSeq.Load()
+	if p.none {
+		// The worker's own numbering: above every seq of earlier tenures
+		// (whose epochs are lower), even those delivered after the last
+		// checkpoint before a crash.
+		return s.deliver(ctx, conn, typ, data, max(last+1, (s.held.Epoch()-1)<<32+1), true)
+	}
+	seq, err := jsonseq.FindPath(data, p.seqPath)
 	if err != nil {
-		if s.env.Counters.Unsequenced.Add(1)%1000 == 1 {
-			s.log.Warn().Err(err).Str("seq_field", seqField).Msg("message without a sequence number dropped")
+		if p.deliverMissing {
+			return s.deliver(ctx, conn, typ, data, last, false)
+		}
+		s.missingDropped.Add(1)
+		if s.env.Counters.SeqMissingDropped.Add(1)%1000 == 1 {
+			s.log.Warn().Err(err).Strs("seq_path", p.seqPath).Msg("message without a sequence number dropped")
 		}
 		return nil
 	}
-	last := s.lastSeq.Load()
 	if seq <= last {
 		s.dups.Add(1)
 		s.env.Counters.DuplicatesDropped.Add(1)
@@ -750,9 +818,16 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte)
 		s.gaps.Add(1)
 		s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
 	}
+	return s.deliver(ctx, conn, typ, data, seq, true)
+}
+
+// deliver hands one message to the sink while the lease is valid, retrying
+// a refusal; advance: seq is the session's new last delivered seq (false
+// for a message without one, delivered with the last seq).
+func (s *Session) deliver(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
 	msg := sink.Message{
 		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
-		ReceivedAtMs: time.Now().UnixMilli(), Data: data,
+		ReceivedAtMs: time.Now().UnixMilli(), Data: data, Binary: typ == websocket.MessageBinary,
 	}
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every delivery.
@@ -781,16 +856,22 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte)
 		}
 		t.Stop()
 	}
-	s.held.Observe(seq)
-	s.lastSeq.Store(seq)
+	if advance {
+		s.held.Observe(seq)
+		s.lastSeq.Store(seq)
+	}
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)
 	return nil
 }
 
 // dial connects to the item's URL (with the resume parameter) and headers.
-func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net.Conn, error) {
-	target, err := ResumeURL(it.WSURL, it.ResumeParam, s.lastSeq.Load())
+func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, error) {
+	param := it.ResumeParam
+	if p.none {
+		param = "" // the worker's numbering means nothing to the source
+	}
+	target, err := ResumeURL(it.WSURL, param, s.lastSeq.Load(), p.resumeLast)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -864,9 +945,10 @@ func dialCause(err error, resp *http.Response) error {
 	return err
 }
 
-// ResumeURL adds (or replaces) param=last+1 in raw's query when param is set
-// and a sequence number was delivered; other parameters keep their order.
-func ResumeURL(raw, param string, last int64) (string, error) {
+// ResumeURL adds (or replaces) param=last+1 (param=last when inclusive) in
+// raw's query when param is set and a sequence number was delivered; other
+// parameters keep their order.
+func ResumeURL(raw, param string, last int64, inclusive bool) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("parse ws_url %s: %w", Redact(raw), errors.Unwrap(err))
@@ -884,7 +966,11 @@ func ResumeURL(raw, param string, last int64) (string, error) {
 			kept = append(kept, kv)
 		}
 	}
-	kept = append(kept, url.QueryEscape(param)+"="+strconv.FormatInt(last+1, 10))
+	from := last + 1
+	if inclusive {
+		from = last
+	}
+	kept = append(kept, url.QueryEscape(param)+"="+strconv.FormatInt(from, 10))
 	u.RawQuery = strings.Join(kept, "&")
 	return u.String(), nil
 }

@@ -342,8 +342,8 @@ func TestDedupeDropsSeqAtOrBelowLastAndSkipsUnsequenced(t *testing.T) {
 	if d := h.env.Counters.DuplicatesDropped.Load(); d != 3 {
 		t.Fatalf("duplicates dropped = %d, want 3", d)
 	}
-	if u := h.env.Counters.Unsequenced.Load(); u != 2 {
-		t.Fatalf("unsequenced = %d, want 2", u)
+	if u := h.env.Counters.SeqMissingDropped.Load(); u != 2 || s.Status().SeqMissingDropped != 2 {
+		t.Fatalf("seq missing dropped = %d (status %d), want 2", u, s.Status().SeqMissingDropped)
 	}
 	if s.gaps.Load() != 1 {
 		t.Fatalf("gaps = %d, want 1 (8 → 10)", s.gaps.Load())
@@ -602,18 +602,21 @@ func TestResumeURL(t *testing.T) {
 	cases := []struct {
 		raw, param string
 		last       int64
+		inclusive  bool
 		want       string
 	}{
-		{"wss://h/p?token=a&from=3&x=1", "from", 41, "wss://h/p?token=a&x=1&from=42"},
-		{"wss://h/p", "from", 0, "wss://h/p?from=1"},
-		{"wss://h/p?a=1", "", 5, "wss://h/p?a=1"},
-		{"wss://h/p?a=1", "from", lease.NoSeq, "wss://h/p?a=1"},
-		{"wss://h/p?a=1", "resume at", 9, "wss://h/p?a=1&resume+at=10"},
+		{"wss://h/p?cursor=1", "cursor", 41, true, "wss://h/p?cursor=41"},
+		{"wss://h/p?token=a&from=3&x=1", "from", 41, false, "wss://h/p?token=a&x=1&from=42"},
+		{"wss://h/p", "from", 0, false, "wss://h/p?from=1"},
+		{"wss://h/p?a=1", "", 5, false, "wss://h/p?a=1"},
+		{"wss://h/p?a=1", "from", lease.NoSeq, false, "wss://h/p?a=1"},
+		{"wss://h/p?a=1", "from", lease.NoSeq, true, "wss://h/p?a=1"},
+		{"wss://h/p?a=1", "resume at", 9, false, "wss://h/p?a=1&resume+at=10"},
 	}
 	for _, c := range cases {
-		got, err := ResumeURL(c.raw, c.param, c.last)
+		got, err := ResumeURL(c.raw, c.param, c.last, c.inclusive)
 		if err != nil || got != c.want {
-			t.Errorf("ResumeURL(%q, %q, %d) = %q, %v; want %q", c.raw, c.param, c.last, got, err, c.want)
+			t.Errorf("ResumeURL(%q, %q, %d, %v) = %q, %v; want %q", c.raw, c.param, c.last, c.inclusive, got, err, c.want)
 		}
 	}
 }
@@ -638,7 +641,7 @@ func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(h.env, held, 0)
-	_, _, err = s.dial(context.Background(), held.Item())
+	_, _, err = s.dial(context.Background(), held.Item(), defaultProto)
 	if err == nil || strings.Contains(err.Error(), "supersecret") {
 		t.Fatalf("dial error %v", err)
 	}

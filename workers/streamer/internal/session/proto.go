@@ -1,0 +1,198 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
+)
+
+// Reasons to reconnect that come from the source protocol.
+var (
+	errIdle = errors.New("idle timeout: no message from the source")
+	// errOpen: an open message could not be sent, or its wait_for was not
+	// met. The texts never quote a message (they may carry credentials).
+	errOpen = errors.New("open messages")
+)
+
+// proto is one connection's source protocol, compiled from the item's
+// seq_field and source_config when the connection is dialed.
+type proto struct {
+	seqPath        []string
+	none           bool // seq_mode none: the worker numbers the messages
+	deliverMissing bool // on_missing_seq deliver
+	resumeLast     bool // resume.value last
+	open           []source.OpenMessage
+	waits          []*source.Matcher // per open message; nil: no wait_for
+	waitTimeouts   []time.Duration
+	pingMsg        string // app_ping.message (templated)
+	pingEvery      time.Duration
+	pong           []byte // app_ping.pong; nil: none
+	keep           *source.Matcher
+	keepReply      string
+	keepDeliver    bool
+	idle           time.Duration
+}
+
+// defaultProto is the protocol of an item with neither seq_field nor
+// source_config: seq at "seq", nothing sent.
+var defaultProto = &proto{seqPath: []string{DefaultSeqField}}
+
+// compile reads the item's source protocol. An error means the stored
+// configuration is not one ingest accepts (a hand-edited item).
+func compile(it lease.Item) (*proto, error) {
+	if it.Source == "" && (it.SeqField == "" || it.SeqField == DefaultSeqField) {
+		return defaultProto, nil
+	}
+	c, err := source.Decode(it.Source)
+	if err != nil {
+		return nil, err
+	}
+	p := &proto{
+		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,
+		resumeLast: c.ResumeValue == source.ResumeLast, open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
+	}
+	field := it.SeqField
+	if field == "" {
+		field = DefaultSeqField
+	}
+	if p.seqPath, err = source.ParsePath(field); err != nil {
+		// An item written before seq paths: its seq_field is one key.
+		p.seqPath = []string{field}
+	}
+	for _, m := range c.OpenMessages {
+		var w *source.Matcher
+		var d time.Duration
+		if m.WaitFor != nil {
+			cm := m.WaitFor.Compile()
+			w, d = &cm, m.WaitFor.WaitTimeout()
+		}
+		p.waits, p.waitTimeouts = append(p.waits, w), append(p.waitTimeouts, d)
+	}
+	if a := c.AppPing; a != nil {
+		p.pingMsg, p.pingEvery = a.Message, source.Duration(a.Every)
+		if a.Pong != "" {
+			p.pong = []byte(a.Pong)
+		}
+	}
+	if k := c.KeepaliveReply; k != nil {
+		m := k.Match.Compile()
+		p.keep, p.keepReply, p.keepDeliver = &m, k.Reply, k.Deliver
+	}
+	return p, nil
+}
+
+// vars are the placeholder values for a connection of it.
+func (s *Session) vars(it lease.Item, p *proto) source.Vars {
+	return source.Vars{LastSeq: s.lastSeq.Load(), ResumeLast: p.resumeLast, ConnectionID: s.ID(), Generation: it.Generation}
+}
+
+// write sends one frame, bounded by DialTimeout (a source that does not
+// read is as good as one that does not answer the handshake).
+func (s *Session) write(conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Config.DialTimeout)
+	defer cancel()
+	return conn.Write(ctx, typ, data)
+}
+
+// open sends the open messages of a new connection in order, each one's
+// wait_for met before the next is sent, before anything is delivered.
+// Control messages (keep-alive requests, pongs) that arrive meanwhile are
+// answered as usual.
+func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto) error {
+	for i, m := range p.open {
+		data, binary := m.Bytes(s.vars(it, p))
+		typ := websocket.MessageText
+		if binary {
+			typ = websocket.MessageBinary
+		}
+		if err := s.write(conn, typ, data); err != nil {
+			return fmt.Errorf("%w: open_messages[%d] not sent: %w", errOpen, i, err)
+		}
+		if p.waits[i] != nil {
+			if err := s.waitFor(conn, it, p, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitFor reads until the next message that is not a control message, and
+// checks it against open message i's wait_for within its timeout. The
+// connection is closed when the timeout passes (a read bounded by a
+// context ends the connection).
+func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.waitTimeouts[i])
+	defer cancel()
+	for {
+		typ, r, err := conn.Reader(ctx)
+		var data []byte
+		if err == nil {
+			data, err = readAll(r, nil)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: open_messages[%d]: no reply within %v", errOpen, i, p.waitTimeouts[i])
+			}
+			return err
+		}
+		s.touch()
+		consumed, err := s.control(conn, it, p, typ, data)
+		if err != nil {
+			return err
+		}
+		if consumed {
+			continue
+		}
+		if raw, lerr := jsonseq.Lookup(data, p.waits[i].Path); lerr == nil && p.waits[i].Equal(raw) {
+			return nil
+		}
+		return fmt.Errorf("%w: open_messages[%d]: the reply does not match wait_for %s", errOpen, i, strings.Join(p.waits[i].Path, "."))
+	}
+}
+
+// control answers a control message: a pong to the app ping, or a
+// keep-alive request (answered with the reply). consumed: the message is
+// not delivered.
+func (s *Session) control(conn *websocket.Conn, it lease.Item, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
+	if p.pong != nil && typ == websocket.MessageText && bytes.Equal(data, p.pong) {
+		s.controls.Add(1)
+		return true, nil
+	}
+	if p.keep == nil {
+		return false, nil
+	}
+	raw, lerr := jsonseq.Lookup(data, p.keep.Path)
+	if lerr != nil || !p.keep.Equal(raw) {
+		return false, nil
+	}
+	s.controls.Add(1)
+	if err := s.write(conn, websocket.MessageText, []byte(source.Render(p.keepReply, s.vars(it, p)))); err != nil {
+		return true, fmt.Errorf("keep-alive reply not sent: %w", err)
+	}
+	return !p.keepDeliver, nil
+}
+
+// touch notes that a message arrived (for the idle timeout).
+func (s *Session) touch() { s.lastRead.Store(time.Now().UnixNano()) }
+
+// appPing sends the app ping on conn; a failed send reconnects.
+func (s *Session) appPing(conn *websocket.Conn, msg string) {
+	err := s.write(conn, websocket.MessageText, []byte(msg))
+	s.mu.Lock()
+	s.appPinging = false
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Debug().Err(err).Msg("app ping not sent: reconnecting")
+		s.reconnect(errPing, conn)
+	}
+}
