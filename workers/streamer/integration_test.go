@@ -71,6 +71,8 @@ type delivery struct {
 	seq    int64
 	epoch  int64
 	at     time.Time
+	binary bool
+	data   string
 }
 
 // recSink records deliveries of every worker of a test, in delivery order.
@@ -82,7 +84,8 @@ type recSink struct {
 func (r *recSink) Handle(_ context.Context, m sink.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.by[m.ConnectionID] = append(r.by[m.ConnectionID], delivery{worker: m.WorkerID, seq: m.Seq, epoch: m.LeaseEpoch, at: time.Now()})
+	r.by[m.ConnectionID] = append(r.by[m.ConnectionID], delivery{worker: m.WorkerID, seq: m.Seq, epoch: m.LeaseEpoch, at: time.Now(),
+		binary: m.Binary, data: string(m.Data)})
 	return nil
 }
 

@@ -26,13 +26,18 @@ import (
 // websocketd runs Debian's websocketd on a fixed loopback port; Kill and
 // Start play a source that crashes and comes back.
 type websocketd struct {
-	t    *testing.T
-	port int
-	log  *syncBuffer
-	cmd  *exec.Cmd
+	t      *testing.T
+	port   int
+	log    *syncBuffer
+	cmd    *exec.Cmd
+	script string   // under testdata
+	flags  []string // more websocketd flags
 }
 
-func startWebsocketd(t *testing.T) *websocketd {
+func startWebsocketd(t *testing.T) *websocketd { return startWebsocketdScript(t, "seqsource.sh") }
+
+// startWebsocketdScript serves testdata/script with websocketd and flags.
+func startWebsocketdScript(t *testing.T, script string, flags ...string) *websocketd {
 	t.Helper()
 	if _, err := exec.LookPath("websocketd"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -44,7 +49,7 @@ func startWebsocketd(t *testing.T) *websocketd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &websocketd{t: t, port: port, log: &syncBuffer{}}
+	d := &websocketd{t: t, port: port, log: &syncBuffer{}, script: script, flags: flags}
 	d.start()
 	t.Cleanup(d.kill)
 	return d
@@ -52,11 +57,12 @@ func startWebsocketd(t *testing.T) *websocketd {
 
 func (d *websocketd) start() {
 	d.t.Helper()
-	script, err := filepath.Abs("testdata/seqsource.sh")
+	script, err := filepath.Abs(filepath.Join("testdata", d.script))
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	d.cmd = exec.Command("websocketd", "--address=127.0.0.1", "--port="+strconv.Itoa(d.port), "--loglevel=access", script)
+	args := append([]string{"--address=127.0.0.1", "--port=" + strconv.Itoa(d.port), "--loglevel=access"}, d.flags...)
+	d.cmd = exec.Command("websocketd", append(args, script)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {

@@ -1,0 +1,186 @@
+package streamer
+
+// Real-world source shapes (docs/sources.md) end to end, against Debian's
+// websocketd serving testdata/realsource.sh: a source we did not write that
+// enforces its protocol (it closes a client that does not subscribe in
+// time, does not ping, or does not answer its keep-alives).
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/testwait"
+)
+
+func sourceConfig(t *testing.T, c source.Config) string {
+	t.Helper()
+	if fe := c.Validate(); fe != nil {
+		t.Fatal(fe)
+	}
+	return c.Encode()
+}
+
+func textMsg(s string) *string { return &s }
+
+// The script's modes enforce what they claim: a client that does nothing
+// is closed.
+func TestRealsourceEnforcesItsProtocol(t *testing.T) {
+	wsd := startWebsocketdScript(t, "realsource.sh")
+	for _, mode := range []string{"subscribe", "okx", "keepalive"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, _, err := websocket.Dial(ctx, "ws://"+wsd.addr()+"/?mode="+mode, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseNow()
+			start := time.Now()
+			for {
+				if _, _, err := c.Read(ctx); err != nil {
+					if ctx.Err() != nil {
+						t.Fatalf("a silent client was not closed within 10 s")
+					}
+					break
+				}
+			}
+			if d := time.Since(start); d < 900*time.Millisecond {
+				t.Fatalf("closed after %v: before the protocol's deadline", d)
+			}
+		})
+	}
+}
+
+// A Coinbase-style subscribe-first source: the resume point travels in the
+// open message (no query parameter). The source crashes and comes back, and
+// the session moves to another worker: every connect subscribes again from
+// last_seq + 1, and the deliveries stay contiguous.
+func TestWebsocketdSubscribeFirstResumeInOpenMessage(t *testing.T) {
+	e := newEnv(t)
+	wsd := startWebsocketdScript(t, "realsource.sh")
+	obs := newObserver(t, wsd.addr())
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	cfg := sourceConfig(t, source.Config{OpenMessages: []source.OpenMessage{{
+		Text:    textMsg(`{"op":"subscribe","product_ids":["BTC-USD"],"from":"{{resume_from}}"}`),
+		WaitFor: &source.Match{Path: "event", Equals: json.RawMessage(`"subscribed"`), Timeout: "2s"},
+	}}})
+	id := e.session(func(it *lease.Item) {
+		it.WSURL, it.Headers, it.ResumeParam, it.Source = obs.url()+"?mode=subscribe", nil, "", cfg
+	})
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "messages after subscribing", func() bool { return e.sink.count(id) >= 20 })
+	if first := e.sink.get(id)[0].seq; first != 1 {
+		t.Fatalf("first seq %d, want 1 (resume_from is empty before any delivery)", first)
+	}
+
+	wsd.kill()
+	n := e.sink.count(id)
+	wsd.start()
+	testwait.Eventually(t, 5*time.Second, "messages after the source restarted", func() bool { return e.sink.count(id) >= n+20 })
+
+	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	a.stop()
+	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
+
+	ds := e.sink.get(id)
+	contiguous(t, ds)
+	for _, d := range ds {
+		if strings.Contains(d.data, "subscribed") {
+			t.Fatal("the subscribe ack was delivered")
+		}
+	}
+	recs := obs.records()
+	if err := feed.NoOverlap(recs); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) < 3 {
+		t.Fatalf("%d connections, want at least 3 (start, after the restart, after the hand-off)", len(recs))
+	}
+}
+
+// The other shapes, each held by one worker for longer than the source's
+// deadline on one connection: OKX-style text pings, Zoom-style keep-alive
+// replies with no seq, Binance-style nested seqs, Twilio-style string seqs,
+// seq-less binary audio.
+func TestWebsocketdRealShapes(t *testing.T) {
+	e := newEnv(t)
+	e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	keep := &source.KeepaliveReply{Match: source.Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)},
+		Reply: `{"msg_type":"KEEP_ALIVE_RESP","timestamp":0}`}
+	for _, tc := range []struct {
+		name, mode string
+		flags      []string
+		seqField   string
+		cfg        source.Config
+		hold       time.Duration // deliveries must span this long on one connection
+		check      func(t *testing.T, ds []delivery)
+	}{
+		{name: "okx ping", mode: "okx", seqField: "seq", hold: 3 * time.Second,
+			cfg: source.Config{AppPing: &source.AppPing{Message: "ping", Every: "1s", Pong: "pong"}},
+			check: func(t *testing.T, ds []delivery) {
+				for _, d := range ds {
+					if d.data == "pong" {
+						t.Fatal("a pong was delivered")
+					}
+				}
+			}},
+		{name: "zoom keepalive", mode: "keepalive", hold: 3 * time.Second,
+			cfg: source.Config{SeqMode: source.SeqNone, KeepaliveReply: keep},
+			check: func(t *testing.T, ds []delivery) {
+				for _, d := range ds {
+					if strings.Contains(d.data, "KEEP_ALIVE") {
+						t.Fatal("a keep-alive request was delivered")
+					}
+				}
+			}},
+		{name: "binance nested seq", mode: "nested", seqField: "data.u"},
+		{name: "twilio string seq", mode: "string", seqField: "sequenceNumber"},
+		{name: "binary audio", mode: "binary", flags: []string{"--binary=true"}, cfg: source.Config{SeqMode: source.SeqNone},
+			check: func(t *testing.T, ds []delivery) {
+				for _, d := range ds {
+					if !d.binary || len(d.data) == 0 || len(d.data)%4 != 0 || d.data[:4] != "\x00\x01\xfe\xff" {
+						t.Fatalf("delivery %d: binary %v data %x", d.seq, d.binary, d.data)
+					}
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wsd := startWebsocketdScript(t, "realsource.sh", tc.flags...)
+			obs := newObserver(t, wsd.addr())
+			cfg := sourceConfig(t, tc.cfg)
+			id := e.session(func(it *lease.Item) {
+				it.WSURL, it.Headers, it.Source = obs.url()+"?mode="+tc.mode, nil, cfg
+				it.SeqField = tc.seqField
+				if tc.cfg.SeqMode == source.SeqNone {
+					it.ResumeParam = ""
+				}
+			})
+			e.notify(schema.NotifyStart, id)
+			testwait.Eventually(t, 5*time.Second+tc.hold, "deliveries spanning "+tc.hold.String(), func() bool {
+				ds := e.sink.get(id)
+				return len(ds) >= 20 && ds[len(ds)-1].at.Sub(ds[0].at) >= tc.hold
+			})
+			ds := e.sink.get(id)
+			contiguous(t, ds)
+			if ds[0].seq != 1 {
+				t.Fatalf("first seq %d, want 1", ds[0].seq)
+			}
+			if tc.check != nil {
+				tc.check(t, ds)
+			}
+			if recs := obs.records(); len(recs) != 1 {
+				t.Fatalf("%d connections: the source dropped the session\n%s", len(recs), wsd.log.String())
+			}
+			e.stop(id)
+		})
+	}
+}
