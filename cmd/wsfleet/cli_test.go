@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +94,28 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 	}
 	if f.reqs[0].Header.Get("Authorization") != "" {
 		t.Fatal("a loopback API got a signed request")
+	}
+	// The source protocol from a file (it may hold credentials), over the flags.
+	src := filepath.Join(t.TempDir(), "source.json")
+	if err := os.WriteFile(src, []byte(`{"seq_path":"data.u","open_messages":[{"text":"{\"op\":\"subscribe\"}"}],"app_ping":{"message":"ping","every":"20s"},"resume":{"query_param":"from","value":"last"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("start", "ws://127.0.0.1:1/feed/c", "--id", "c", "--seq-path", "x", "--source", src); err != nil {
+		t.Fatal(err)
+	}
+	body = nil
+	if err := json.Unmarshal([]byte(f.body[1]), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["seq_path"] != "data.u" || body["open_messages"].([]any)[0].(map[string]any)["text"] != `{"op":"subscribe"}` ||
+		body["app_ping"].(map[string]any)["every"] != "20s" || body["resume"].(map[string]any)["value"] != "last" {
+		t.Fatalf("start body with --source %v", body)
+	}
+	if err := os.WriteFile(src, []byte(`{"open_message":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("start", "ws://127.0.0.1:1/feed/c", "--source", src); err == nil || !strings.Contains(err.Error(), "open_message") {
+		t.Fatalf("a misspelt --source field: %v", err)
 	}
 	if err := run("stop", "b"); err != nil || !strings.Contains(out.String(), "b STOPPED (generation 1, stopped; owner worker-1 told)") {
 		t.Fatalf("stop: %v %q", err, out.String())
