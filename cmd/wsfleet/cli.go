@@ -17,7 +17,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // usage is the command line's help text.
@@ -146,7 +145,7 @@ func cmdStart(ctx context.Context, c *apiclient.Client, args []string, out io.Wr
 	fs.StringVar(&r.CheckpointEvery, "checkpoint-every", "", "checkpoint interval, 1s..10m (API default: the worker's)")
 	fs.StringVar(&r.SeqPath, "seq-path", "", "dotted path to the sequence number, such as data.u (API default: seq)")
 	fs.StringVar(&r.SeqMode, "seq-mode", "", "field (the default) or none: the worker numbers the messages")
-	sourceFile := fs.String("source", "", "JSON file with source protocol fields (open_messages, app_ping, keepalive_reply, idle_timeout, resume, on_missing_seq, …; docs/sources.md)")
+	sourceFile := fs.String("source", "", "JSON file of start fields, set over the flags: usually the source protocol (open_messages, app_ping, keepalive_reply, idle_timeout, resume, on_missing_seq, …; docs/sources.md)")
 	hdr := headerFlags{}
 	fs.Var(hdr, "header", "dial header NAME=VALUE (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -173,42 +172,20 @@ func cmdStart(ctx context.Context, c *apiclient.Client, args []string, out io.Wr
 	return nil
 }
 
-// readSource reads the source protocol fields of a start from a JSON file
-// (they may carry credentials: a file keeps them out of the shell history).
-// Its fields are set on r over the flags; anything else in it is an error.
+// readSource reads start fields from a JSON file, usually the source
+// protocol ones (open messages may carry credentials: a file keeps them out
+// of the shell history). The fields it holds are set on r over the flags; a
+// field the API does not know is an error.
 func readSource(path string, r *apiclient.StartRequest) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--source: %w", err)
 	}
-	var src struct {
-		SeqPath        *string                `json:"seq_path"`
-		SeqMode        *string                `json:"seq_mode"`
-		OnMissingSeq   *string                `json:"on_missing_seq"`
-		Resume         *apiclient.Resume      `json:"resume"`
-		OpenMessages   []source.OpenMessage   `json:"open_messages"`
-		AppPing        *source.AppPing        `json:"app_ping"`
-		KeepaliveReply *source.KeepaliveReply `json:"keepalive_reply"`
-		IdleTimeout    *string                `json:"idle_timeout"`
-	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&src); err != nil {
+	if err := dec.Decode(r); err != nil {
 		return fmt.Errorf("--source %s: %w", path, err)
 	}
-	set := func(dst *string, v *string) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&r.SeqPath, src.SeqPath)
-	set(&r.SeqMode, src.SeqMode)
-	set(&r.OnMissingSeq, src.OnMissingSeq)
-	set(&r.IdleTimeout, src.IdleTimeout)
-	if src.Resume != nil {
-		r.Resume = src.Resume
-	}
-	r.OpenMessages, r.AppPing, r.KeepaliveReply = src.OpenMessages, src.AppPing, src.KeepaliveReply
 	return nil
 }
 

@@ -167,6 +167,14 @@ func (c Config) Encode() string {
 	return string(b)
 }
 
+// Checked validates c and returns its stored form (Encode).
+func (c Config) Checked() (string, *FieldError) {
+	if fe := c.Validate(); fe != nil {
+		return "", fe
+	}
+	return c.Encode(), nil
+}
+
 // Decode reads a stored configuration ("" = the default) and checks it.
 func Decode(stored string) (Config, error) {
 	var c Config

@@ -14,20 +14,11 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/testwait"
 )
-
-func sourceConfig(t *testing.T, c source.Config) string {
-	t.Helper()
-	if fe := c.Validate(); fe != nil {
-		t.Fatal(fe)
-	}
-	return c.Encode()
-}
 
 func textMsg(s string) *string { return &s }
 
@@ -69,10 +60,13 @@ func TestWebsocketdSubscribeFirstResumeInOpenMessage(t *testing.T) {
 	wsd := startWebsocketdScript(t, "realsource.sh")
 	obs := newObserver(t, wsd.addr())
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	cfg := sourceConfig(t, source.Config{OpenMessages: []source.OpenMessage{{
+	cfg, fe := source.Config{OpenMessages: []source.OpenMessage{{
 		Text:    textMsg(`{"op":"subscribe","product_ids":["BTC-USD"],"from":"{{resume_from}}"}`),
 		WaitFor: &source.Match{Path: "event", Equals: json.RawMessage(`"subscribed"`), Timeout: "2s"},
-	}}})
+	}}}.Checked()
+	if fe != nil {
+		t.Fatal(fe)
+	}
 	id := e.session(func(it *lease.Item) {
 		it.WSURL, it.Headers, it.ResumeParam, it.Source = obs.url()+"?mode=subscribe", nil, "", cfg
 	})
@@ -82,28 +76,11 @@ func TestWebsocketdSubscribeFirstResumeInOpenMessage(t *testing.T) {
 		t.Fatalf("first seq %d, want 1 (resume_from is empty before any delivery)", first)
 	}
 
-	wsd.kill()
-	n := e.sink.count(id)
-	wsd.start()
-	testwait.Eventually(t, 5*time.Second, "messages after the source restarted", func() bool { return e.sink.count(id) >= n+20 })
-
-	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	a.stop()
-	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
-
-	ds := e.sink.get(id)
-	contiguous(t, ds)
-	for _, d := range ds {
+	survivesRestartAndHandOff(t, e, wsd, obs, a, id)
+	for _, d := range e.sink.get(id) {
 		if strings.Contains(d.data, "subscribed") {
 			t.Fatal("the subscribe ack was delivered")
 		}
-	}
-	recs := obs.records()
-	if err := feed.NoOverlap(recs); err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) < 3 {
-		t.Fatalf("%d connections, want at least 3 (start, after the restart, after the hand-off)", len(recs))
 	}
 }
 
@@ -156,7 +133,10 @@ func TestWebsocketdRealShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wsd := startWebsocketdScript(t, "realsource.sh", tc.flags...)
 			obs := newObserver(t, wsd.addr())
-			cfg := sourceConfig(t, tc.cfg)
+			cfg, fe := tc.cfg.Checked()
+			if fe != nil {
+				t.Fatal(fe)
+			}
 			id := e.session(func(it *lease.Item) {
 				it.WSURL, it.Headers, it.Source = obs.url()+"?mode="+tc.mode, nil, cfg
 				it.SeqField = tc.seqField

@@ -1,8 +1,9 @@
 package streamer
 
 // End-to-end against a source we did not write: Debian's websocketd serving
-// testdata/seqsource.sh (one process per connection, seq-numbered JSON lines,
-// resume by ?from=N). `make tools-websocketd` installs it.
+// testdata/realsource.sh (one process per connection, seq-numbered JSON lines,
+// resume by ?from=N; its other modes play real sources' protocols:
+// sources_test.go). `make tools-websocketd` installs it.
 
 import (
 	"io"
@@ -34,7 +35,7 @@ type websocketd struct {
 	flags  []string // more websocketd flags
 }
 
-func startWebsocketd(t *testing.T) *websocketd { return startWebsocketdScript(t, "seqsource.sh") }
+func startWebsocketd(t *testing.T) *websocketd { return startWebsocketdScript(t, "realsource.sh") }
 
 // startWebsocketdScript serves testdata/script with websocketd and flags.
 func startWebsocketdScript(t *testing.T, script string, flags ...string) *websocketd {
@@ -290,15 +291,22 @@ func TestWebsocketdEndToEnd(t *testing.T) {
 		t.Fatalf("first seq %d, want 1 (no checkpoint: the script starts at 1)", first)
 	}
 
-	// The source crashes and comes back: reconnect with ?from=last+1.
+	survivesRestartAndHandOff(t, e, wsd, obs, a, id)
+}
+
+// survivesRestartAndHandOff plays the source crashing and coming back (the
+// session reconnects and resumes), then a graceful hand-off of the session
+// from worker a to a new one (which resumes from the released checkpoint).
+// The deliveries stay contiguous and the source never sees two
+// connections at once.
+func survivesRestartAndHandOff(t *testing.T, e *env, wsd *websocketd, obs *wsObserver, a *testWorker, id string) {
+	t.Helper()
 	wsd.kill()
 	n := e.sink.count(id)
 	time.Sleep(100 * time.Millisecond)
 	wsd.start()
 	testwait.Eventually(t, 5*time.Second, "messages after websocketd restarted", func() bool { return e.sink.count(id) >= n+20 })
 
-	// A graceful hand-off to another worker, resumed by websocketd from the
-	// released checkpoint.
 	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	a.stop()
 	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })

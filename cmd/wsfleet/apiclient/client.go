@@ -39,7 +39,6 @@ const EnvAPI = schema.EnvAPI
 // The API's bodies, from the shared contract.
 type (
 	StartRequest = sessionapi.StartRequest
-	Resume       = sessionapi.Resume
 	Change       = sessionapi.Change
 	Session      = sessionapi.Session
 	Page         = sessionapi.Page

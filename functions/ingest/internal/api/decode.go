@@ -176,10 +176,11 @@ func decodeSource(b *startBody, d *sessions.Desired) *apiError {
 		}
 	}
 	c.OpenMessages, c.AppPing, c.KeepaliveReply = b.OpenMessages, b.AppPing, b.KeepaliveReply
-	if fe := c.Validate(); fe != nil {
+	enc, fe := c.Checked()
+	if fe != nil {
 		return badRequest(sourceCodes[fe.Field], fe.Error())
 	}
-	d.Source = c.Encode()
+	d.Source = enc
 	return nil
 }
 

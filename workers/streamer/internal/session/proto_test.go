@@ -106,10 +106,11 @@ func newScripted(t *testing.T, script func(l *link)) (*scripted, string) {
 
 func sourceJSON(t *testing.T, c source.Config) string {
 	t.Helper()
-	if fe := c.Validate(); fe != nil {
+	enc, fe := c.Checked()
+	if fe != nil {
 		t.Fatal(fe)
 	}
-	return c.Encode()
+	return enc
 }
 
 func text(s string) *string { return &s }

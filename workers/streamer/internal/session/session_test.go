@@ -304,28 +304,15 @@ func TestDropResumesWithoutGapOrDuplicate(t *testing.T) {
 // replayServer sends a fixed list of messages then holds the connection.
 func replayServer(t *testing.T, msgs []string) string {
 	t.Helper()
-	var wg sync.WaitGroup
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wg.Add(1)
-		defer wg.Done()
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
+	_, url := newScripted(t, func(l *link) {
 		for _, m := range msgs {
-			if err := c.Write(r.Context(), websocket.MessageText, []byte(m)); err != nil {
+			if l.send(websocket.MessageText, m) != nil {
 				return
 			}
 		}
-		for {
-			if _, _, err := c.Read(r.Context()); err != nil {
-				return
-			}
-		}
-	}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); wg.Wait() })
-	return "ws" + strings.TrimPrefix(srv.URL, "http")
+		l.drain()
+	})
+	return url
 }
 
 func TestDedupeDropsSeqAtOrBelowLastAndSkipsUnsequenced(t *testing.T) {
