@@ -86,6 +86,7 @@ func workerEnv(id, admin string, settings map[string]string) []string {
 		schema.EnvAdminAddr+"="+admin,
 		schema.EnvEnvironment+"=bench",
 		schema.EnvAllowPrivateIPs+"=loopback", // the bench feed listens on 127.0.0.x
+		schema.EnvDialsPerHost+"=0",           // a few hosts for thousands of sessions: no per-host dial admission
 		"WSFLEET_ADMIN_PPROF=true",
 	)
 	for k, v := range settings {

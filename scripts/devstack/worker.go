@@ -175,6 +175,7 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		schema.EnvSink+"=stdout",
 		schema.EnvEnvironment+"=local",
 		schema.EnvAllowPrivateIPs+"=loopback", // the local sources listen on 127.0.0.1
+		schema.EnvDialsPerHost+"=0",           // and are one host: no per-host dial admission
 	)
 	dur := func(k string, d time.Duration) {
 		if d > 0 {

@@ -33,7 +33,7 @@ func WorkerEnv() []string {
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
-		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures,
+		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvDialsPerHost,
 	}
 }
 

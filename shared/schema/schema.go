@@ -231,6 +231,7 @@ const (
 	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF"           // true: /debug/pprof/ on the admin server (loopback clients only)
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
+	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
 )
 
 // Ingest environment variable names.

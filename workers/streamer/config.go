@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -93,6 +94,9 @@ type Config struct {
 	// error (address refused by policy, redirect, 401/403/404/410) fails it
 	// at once.
 	MaxDialFailures int
+	// DialsPerHost admits this many dials per second to one source host
+	// (a token bucket per host, with jitter); 0: no limit.
+	DialsPerHost float64
 	// AllowPrivateIPs is the address policy every dial is checked against,
 	// after DNS resolution (shared/netguard): public addresses only by
 	// default; "loopback" for local development, "all" for private networks.
@@ -152,6 +156,7 @@ func DefaultConfig() Config {
 		ReadLimit:           1 << 20,
 		SinkAttempts:        3,
 		MaxDialFailures:     20,
+		DialsPerHost:        5,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
 		AdminAddr:           "127.0.0.1:8081",
@@ -214,6 +219,7 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	}
 	p.int(EnvSinkAttempts, &c.SinkAttempts)
 	p.int(EnvMaxDialFailures, &c.MaxDialFailures)
+	p.float(schema.EnvDialsPerHost, &c.DialsPerHost)
 	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
 	p.strOrEmpty(schema.EnvAdminAddr, &c.AdminAddr) // set and empty: no admin server
 	p.bool(EnvAdminPprof, &c.AdminPprof)
@@ -366,6 +372,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimsPerSecond <= 0 {
 		bad("%s must be positive", schema.EnvClaimsPerSecond)
+	}
+	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
+		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)
 	}
 	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
 		bad("%s must be within 0s..20s", EnvQueueWait)

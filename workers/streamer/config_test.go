@@ -27,6 +27,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if lc := c.LeaseConfig(); lc.HeartbeatEvery != time.Second || lc.CheckpointEvery != time.Minute || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID {
 		t.Fatalf("lease config %+v", lc)
 	}
+	if c.DialsPerHost != 5 {
+		t.Fatalf("default dials per host %v, want 5 (issue 15: a failover must not get the fleet banned)", c.DialsPerHost)
+	}
 	if c.WorkerID == DefaultConfig().WorkerID {
 		t.Fatal("two default worker ids are equal: a restart would reuse its predecessor's owner id")
 	}
@@ -41,7 +44,7 @@ func TestConfigFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
 		EnvReconnectMax: "1m", EnvReadLimit: "65536", EnvMetricsEvery: "30s", EnvQueueWait: "15s", EnvSinkAttempts: "5",
-		EnvStoreRPCTimeout: "1500ms", EnvMaxDialFailures: "7", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		EnvStoreRPCTimeout: "1500ms", EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +57,7 @@ func TestConfigFromEnv(t *testing.T) {
 		MaxConcurrentWrites: 64, SafetyMargin: time.Second, RebalanceEvery: 10 * time.Second, MinHold: time.Minute, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
 		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None,
 	}
@@ -138,6 +141,7 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvReconcileEvery:   func(c *Config) { c.ReconcileEvery = 0 },
 		schema.EnvMaxSessions:      func(c *Config) { c.MaxSessions = 0 },
 		schema.EnvClaimsPerSecond:  func(c *Config) { c.ClaimsPerSecond = 0 },
+		schema.EnvDialsPerHost:     func(c *Config) { c.DialsPerHost = -1 },
 		schema.EnvShutdownDeadline: func(c *Config) { c.ShutdownDeadline = time.Second },
 		EnvQueueWait:               func(c *Config) { c.QueueWait = 30 * time.Second },
 		EnvPingTimeout:             func(c *Config) { c.PingTimeout = c.PingEvery },

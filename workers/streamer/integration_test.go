@@ -214,6 +214,7 @@ func testConfig(id string) Config {
 	c.CheckpointEvery = time.Second
 	c.ReconcileEvery = time.Second
 	c.ClaimsPerSecond = 100
+	c.DialsPerHost = 0 // every test source is 127.0.0.1
 	c.QueueWait = time.Second
 	c.DialTimeout = 2 * time.Second
 	c.PingEvery, c.PingTimeout = time.Second, 800*time.Millisecond

@@ -174,6 +174,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts),
 		Log:      w.log,
 		Counters: &w.counters,
+		Dials:    session.NewDialGate(cfg.DialsPerHost),
 		Opened:   w.opened,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
 			return w.keeper.NoteError(ctx, h, reason, at)

@@ -144,6 +144,8 @@ type Env struct {
 	Client   *http.Client
 	Log      zerolog.Logger
 	Counters *Counters
+	// Dials admits each dial per source host (nil: no limit).
+	Dials *DialGate
 	// Opened is called after every successful dial (first = the first of this
 	// tenure). It must not block.
 	Opened func(s *Session, first bool)
@@ -879,21 +881,29 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 	for k, v := range it.Headers {
 		hdr.Set(k, v)
 	}
-	slot := &rawSlot{}
-	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(ctx, rawSlotKey{}, slot), it.FollowRedirects), s.env.Config.DialTimeout)
-	defer cancel()
+	// pctx ends the admission wait and the dial when the session ends.
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
 	s.mu.Lock()
 	if s.end != nil {
 		s.mu.Unlock()
 		return nil, nil, s.end
 	}
-	s.dialCancel = cancel
+	s.dialCancel = pcancel
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.dialCancel = nil
 		s.mu.Unlock()
 	}()
+	if u, err := url.Parse(target); err == nil {
+		if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
+			return nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
+		}
+	}
+	slot := &rawSlot{}
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), it.FollowRedirects), s.env.Config.DialTimeout)
+	defer cancel()
 	// The handshake runs in a short-lived goroutine (bounded by dctx): its
 	// deep net/http call chain then never grows the stack of the session's
 	// long-lived goroutine, which only reads (about 4 KiB per session saved).
