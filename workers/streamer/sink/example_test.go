@@ -44,3 +44,14 @@ func ExampleAppendJSON_binary() {
 	fmt.Println(string(line))
 	// Output: {"connection_id":"meeting-42","seq":8,"lease_epoch":3,"worker_id":"worker-a","received_at_ms":1700000000000,"frame":"binary","data_b64":"AP8Q"}
 }
+
+// A message without its own seq (on_missing_seq deliver) carries the seq
+// before it and its place after it.
+func ExampleAppendJSON_withoutSeq() {
+	line := sink.AppendJSON(nil, sink.Message{
+		ConnectionID: "book-1", Seq: 41, Sub: 2, LeaseEpoch: 3, WorkerID: "worker-a", ReceivedAtMs: 1700000000000,
+		Data: []byte(`{"type":"heartbeat"}`),
+	})
+	fmt.Println(string(line))
+	// Output: {"connection_id":"book-1","seq":41,"lease_epoch":3,"worker_id":"worker-a","sub":2,"received_at_ms":1700000000000,"data":{"type":"heartbeat"}}
+}

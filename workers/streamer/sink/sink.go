@@ -36,13 +36,17 @@ import (
 // Message is one message received on a session's WebSocket.
 type Message struct {
 	ConnectionID string // the session (connection_id)
-	Seq          int64  // the message's sequence number (the session's seq_field)
+	Seq          int64  // the message's seq: read at the session's seq_path, or numbered by the worker (seq_mode none)
 	LeaseEpoch   int64  // fencing token of the owning tenure
 	WorkerID     string // the worker that received it
 	ReceivedAtMs int64  // wall-clock ms when the worker read it
 	Data         []byte // the raw message; valid only during Handle
 	// Binary: the message came in a binary frame (else a text frame).
 	Binary bool
+	// Sub is 0 for a message with its own seq. A message without one
+	// (on_missing_seq deliver) carries the seq of the last sequenced message
+	// before it and Sub 1, 2, … after it: (Seq, Sub) is its position.
+	Sub int64
 }
 
 // Handler receives messages. Implementations must be safe for concurrent use
@@ -76,6 +80,8 @@ func Flush(ctx context.Context, h Handler) error {
 //
 //	{"connection_id":…,"seq":…,"lease_epoch":…,"worker_id":…,"received_at_ms":…,"data":…}
 //
+// with "sub":… after worker_id for a message without its own seq (Sub).
+//
 // data is the message itself when it is valid JSON, otherwise the message as
 // a JSON string (invalid UTF-8 replaced by U+FFFD). A binary frame has
 // "frame":"binary" and "data_b64" (standard base64) instead of data.
@@ -88,6 +94,10 @@ func AppendJSON(dst []byte, m Message) []byte {
 	dst = strconv.AppendInt(dst, m.LeaseEpoch, 10)
 	dst = append(dst, `,"worker_id":`...)
 	dst = appendString(dst, m.WorkerID)
+	if m.Sub > 0 {
+		dst = append(dst, `,"sub":`...)
+		dst = strconv.AppendInt(dst, m.Sub, 10)
+	}
 	dst = append(dst, `,"received_at_ms":`...)
 	dst = strconv.AppendInt(dst, m.ReceivedAtMs, 10)
 	if m.Binary {

@@ -343,10 +343,11 @@ func TestSeqPathAndOnMissingSeq(t *testing.T) {
 	for _, tc := range []struct {
 		missing string
 		want    string
+		subs    string
 		dropped int64
 	}{
-		{source.MissingDrop, "[1 2 3]", 2},
-		{source.MissingDeliver, "[1 1 2 2 3]", 0},
+		{source.MissingDrop, "[1 2 3]", "[0 0 0]", 2},
+		{source.MissingDeliver, "[1 1 2 2 3]", "[0 1 0 1 0]", 0},
 	} {
 		t.Run(tc.missing, func(t *testing.T) {
 			url := replayServer(t, msgs)
@@ -362,6 +363,13 @@ func TestSeqPathAndOnMissingSeq(t *testing.T) {
 			_ = wait(t, done, 5*time.Second)
 			if got := fmt.Sprint(h.rec.seqs()); got != tc.want {
 				t.Fatalf("delivered seqs %s, want %s", got, tc.want)
+			}
+			var subs []int64
+			for _, m := range h.rec.msgs {
+				subs = append(subs, m.Sub)
+			}
+			if got := fmt.Sprint(subs); got != tc.subs {
+				t.Fatalf("subs %s, want %s", got, tc.subs)
 			}
 			if d := s.Status().SeqMissingDropped; d != tc.dropped || h.env.Counters.SeqMissingDropped.Load() != tc.dropped {
 				t.Fatalf("dropped %d (counter %d), want %d", d, h.env.Counters.SeqMissingDropped.Load(), tc.dropped)

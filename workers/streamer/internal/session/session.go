@@ -186,6 +186,9 @@ type Session struct {
 	// attach under mu; the read goroutine, which attached it, reads it
 	// without the lock).
 	proto *proto
+	// sub numbers the messages without a seq delivered since the last
+	// sequenced one (on_missing_seq deliver; Run's goroutine only).
+	sub int64
 	// appPinging: an app ping is being sent; nextAppPing: when the next is due.
 	appPinging  bool
 	nextAppPing time.Time
@@ -798,12 +801,12 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 		// The worker's own numbering: above every seq of earlier tenures
 		// (whose epochs are lower), even those delivered after the last
 		// checkpoint before a crash.
-		return s.deliver(ctx, conn, typ, data, max(last+1, (s.held.Epoch()-1)<<32+1), true)
+		return s.offer(ctx, conn, typ, data, max(last+1, (s.held.Epoch()-1)<<32+1), true)
 	}
 	seq, err := jsonseq.FindPath(data, p.seqPath)
 	if err != nil {
 		if p.deliverMissing {
-			return s.deliver(ctx, conn, typ, data, last, false)
+			return s.offer(ctx, conn, typ, data, last, false)
 		}
 		s.missingDropped.Add(1)
 		if s.env.Counters.SeqMissingDropped.Add(1)%1000 == 1 {
@@ -820,16 +823,20 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 		s.gaps.Add(1)
 		s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
 	}
-	return s.deliver(ctx, conn, typ, data, seq, true)
+	return s.offer(ctx, conn, typ, data, seq, true)
 }
 
-// deliver hands one message to the sink while the lease is valid, retrying
-// a refusal; advance: seq is the session's new last delivered seq (false
-// for a message without one, delivered with the last seq).
-func (s *Session) deliver(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
+// offer hands one message to the sink while the lease is valid, retrying a
+// refusal; advance: seq is the session's new last delivered seq (false for
+// a message without one, delivered with the last seq and the next sub).
+func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
 	msg := sink.Message{
 		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
 		ReceivedAtMs: time.Now().UnixMilli(), Data: data, Binary: typ == websocket.MessageBinary,
+	}
+	if !advance {
+		s.sub++
+		msg.Sub = s.sub
 	}
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every delivery.
@@ -861,6 +868,7 @@ func (s *Session) deliver(ctx context.Context, conn *websocket.Conn, typ websock
 	if advance {
 		s.held.Observe(seq)
 		s.lastSeq.Store(seq)
+		s.sub = 0
 	}
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)

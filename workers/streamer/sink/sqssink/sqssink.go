@@ -45,7 +45,7 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 	body := string(sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m))
 	in := &sqs.SendMessageInput{QueueUrl: &s.url, MessageBody: &body}
 	if s.fifo {
-		group, dedup := m.ConnectionID, DedupID(m.ConnectionID, m.Seq)
+		group, dedup := m.ConnectionID, DedupIDOf(m)
 		in.MessageGroupId, in.MessageDeduplicationId = &group, &dedup
 	}
 	if _, err := s.api.SendMessage(ctx, in); err != nil {
@@ -60,12 +60,27 @@ const maxDedupID = 128
 // DedupID is "connection_id:seq", or, when that exceeds SQS's 128-character
 // limit (connection ids may be 128 characters long), the hex SHA-256 of it.
 func DedupID(connectionID string, seq int64) string {
-	id := connectionID + ":" + strconv.FormatInt(seq, 10)
+	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10))
+}
+
+// fitDedupID is id, or its hex SHA-256 when it exceeds SQS's limit.
+func fitDedupID(id string) string {
 	if len(id) <= maxDedupID {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:])
+}
+
+// DedupIDOf is m's deduplication id: DedupID, and for a message without
+// its own seq (m.Sub > 0) "connection_id:seq.sub", so that the messages
+// after one seq are not taken for its duplicates (the part after the last
+// colon is digits, a dot and a minus only: no two sessions share an id).
+func DedupIDOf(m sink.Message) string {
+	if m.Sub == 0 {
+		return DedupID(m.ConnectionID, m.Seq)
+	}
+	return fitDedupID(m.ConnectionID + ":" + strconv.FormatInt(m.Seq, 10) + "." + strconv.FormatInt(m.Sub, 10))
 }
 
 var _ sink.Handler = (*Sink)(nil)

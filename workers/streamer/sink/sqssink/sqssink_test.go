@@ -72,3 +72,27 @@ func TestSendErrorIsWrapped(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Messages without their own seq (on_missing_seq deliver) get ids of their
+// own, distinct from the sequenced message before them and from any other
+// session's.
+func TestDedupIDOfMessagesWithoutSeq(t *testing.T) {
+	ids := map[string]string{}
+	for name, m := range map[string]sink.Message{
+		"seq 5":           {ConnectionID: "a", Seq: 5},
+		"after 5, first":  {ConnectionID: "a", Seq: 5, Sub: 1},
+		"after 5, second": {ConnectionID: "a", Seq: 5, Sub: 2},
+		"none yet":        {ConnectionID: "a", Seq: -1, Sub: 1},
+		"session a:5":     {ConnectionID: "a:5", Seq: 1},
+		"session a:5 sub": {ConnectionID: "a:5", Seq: 1, Sub: 1},
+	} {
+		id := DedupIDOf(m)
+		if other, dup := ids[id]; dup {
+			t.Fatalf("%s and %s share the dedup id %q", name, other, id)
+		}
+		ids[id] = name
+	}
+	if got := DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5}); got != DedupID("a", 5) {
+		t.Fatalf("a sequenced message's id %q changed", got)
+	}
+}
