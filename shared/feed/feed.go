@@ -28,6 +28,13 @@
 // that does not answer a ping within PingTimeout is closed without a close
 // handshake (ReasonPingLost).
 //
+// Real sources' behaviours (docs/sources.md), off by default: Config.Shape
+// puts the seq elsewhere (nested at data.u, a string, none, or binary
+// frames); Config.SubscribeWithin closes a connection that does not
+// subscribe in time (ReasonNoSubscribe) and starts the stream at the
+// subscribe's "from"; Config.KeepaliveEvery sends KEEP_ALIVE_REQ messages
+// and closes a connection that does not answer them (ReasonKeepaliveLost).
+//
 // Every connection and refused attempt leaves a ConnRecord: times, why it
 // closed, the client's close code and the (contiguous) seqs it was sent.
 // Controls (methods, and over HTTP under /control/, see Handler) switch the
@@ -85,6 +92,9 @@ const (
 	ReasonBadReq   = "bad-request"  // not a valid feed request
 	ReasonUpgrade  = "upgrade-fail" // the WebSocket handshake failed
 	ReasonPingLost = "ping-timeout" // no pong within Config.PingTimeout (Config.PingEvery > 0)
+
+	ReasonNoSubscribe   = "no-subscribe"   // no subscribe within Config.SubscribeWithin
+	ReasonKeepaliveLost = "keepalive-lost" // a KEEP_ALIVE_REQ not answered (Config.KeepaliveEvery)
 )
 
 // PathPrefix is where sessions live: PathPrefix + <session>.
@@ -126,8 +136,22 @@ type Config struct {
 	// OnClose, when set, is called once with the final record of every
 	// connection (and of every refused attempt). It must not block for long.
 	OnClose func(ConnRecord)
-	// Later source behaviours (subscription, keepalive messages, other
-	// message shapes) are options of this struct too.
+
+	// Real sources' behaviours (docs/sources.md; off when zero).
+	//
+	// Shape is the messages' shape (ShapeFlat by default).
+	Shape Shape
+	// SubscribeWithin, when > 0, is how long a connection has to send a
+	// text message holding "op":"subscribe" (Coinbase-style); one that does
+	// not is closed (ReasonNoSubscribe). The feed acks {"event":"subscribed"}
+	// and sends from the message's "from":"K" as from=K would (from empty:
+	// the live messages only).
+	SubscribeWithin time.Duration
+	// KeepaliveEvery, when > 0, sends {"msg_type":"KEEP_ALIVE_REQ"} that
+	// often (Zoom RTMS-style); a connection that has not answered a request
+	// with a text message holding KEEP_ALIVE_RESP within 2 × KeepaliveEvery
+	// is closed (ReasonKeepaliveLost).
+	KeepaliveEvery time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -150,8 +174,11 @@ func (c Config) Validate() error {
 	if c.PayloadBytes < 0 || c.PayloadBytes > 1<<20 {
 		errs = append(errs, fmt.Errorf("feed payload bytes %d: want 0..1MiB", c.PayloadBytes))
 	}
-	if c.WriteTimeout < 0 || c.CloseTimeout < 0 || c.PingEvery < 0 || c.PingTimeout < 0 {
-		errs = append(errs, errors.New("feed write, close and ping durations: want >= 0"))
+	if c.WriteTimeout < 0 || c.CloseTimeout < 0 || c.PingEvery < 0 || c.PingTimeout < 0 || c.SubscribeWithin < 0 || c.KeepaliveEvery < 0 {
+		errs = append(errs, errors.New("feed write, close, ping, subscribe and keep-alive durations: want >= 0"))
+	}
+	if _, err := ParseShape(string(c.Shape)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -437,6 +464,9 @@ var (
 	errAborted   = errors.New(ReasonAborted)
 	errPingLost  = errors.New(ReasonPingLost)
 	errWriteFail = errors.New(ReasonWriteErr)
+
+	errNoSubscribe   = errors.New(ReasonNoSubscribe)
+	errKeepaliveLost = errors.New(ReasonKeepaliveLost)
 )
 
 type dropped struct{ code websocket.StatusCode }
@@ -659,14 +689,19 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 // closes it as its cause says and waits for its reader.
 func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 	read, readEnded := context.WithCancel(context.Background()) // done when the reader returned
+	in := newInbox()
 	go func() {
 		defer readEnded()
 		for {
 			// Not c.ctx: cancelling a read aborts the connection without a
 			// close frame. The reader ends with the connection.
-			if _, _, err := ws.Read(context.Background()); err != nil {
+			typ, data, err := ws.Read(context.Background())
+			if err != nil {
 				s.ended(c, websocket.CloseStatus(err))
 				return
+			}
+			if typ == websocket.MessageText {
+				in.got(data)
 			}
 		}
 	}()
@@ -675,6 +710,14 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		defer close(pinged)
 		s.keepalive(c, ws, read)
 	}()
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		s.keepaliveRequests(c, ws, read, in)
+	}()
+	if s.cfg.SubscribeWithin > 0 {
+		next = s.awaitSubscribe(c, ws, read, in, next)
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	buf := make([]byte, 0, 96+len(c.rec.Session)+s.cfg.PayloadBytes)
@@ -691,9 +734,10 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		if read.Err() != nil || c.ctx.Err() != nil {
 			break
 		}
-		buf = appendMessage(buf[:0], c.rec.Session, next, time.Now().UnixMilli(), pad)
+		var typ websocket.MessageType
+		buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad)
 		wctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
-		err := ws.Write(wctx, websocket.MessageText, buf)
+		err := ws.Write(wctx, typ, buf)
 		cancel()
 		if err != nil {
 			if read.Err() == nil {
@@ -714,12 +758,17 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		s.closeWS(ws, d.code, "dropped by feed control")
 	case errors.Is(cause, errShutdown):
 		s.closeWS(ws, websocket.StatusGoingAway, "feed shutting down")
+	case errors.Is(cause, errNoSubscribe):
+		s.closeWS(ws, websocket.StatusPolicyViolation, "no subscribe in time")
+	case errors.Is(cause, errKeepaliveLost):
+		s.closeWS(ws, websocket.StatusPolicyViolation, "keep-alive not answered")
 	default: // errWriteFail
 		s.closeWS(ws, websocket.StatusPolicyViolation, "write timed out")
 	}
 	<-read.Done()
 	c.stop(nil)
 	<-pinged
+	<-kept
 }
 
 // keepalive pings ws every PingEvery (when > 0) until the connection ends,

@@ -38,6 +38,9 @@ func run(ctx context.Context, args []string) error {
 	records := fs.String("records", "", "append every connection's final record to this JSON-lines file")
 	fs.DurationVar(&cfg.PingEvery, "ping-every", 0, "ping every connection this often and close one that does not answer (0: never)")
 	fs.DurationVar(&cfg.PingTimeout, "ping-timeout", feed.DefaultPingTimeout, "with -ping-every: how long a pong may take")
+	shape := fs.String("shape", "flat", "message shape: flat, nested (seq at data.u), string (sequenceNumber as a string), noseq or binary")
+	fs.DurationVar(&cfg.SubscribeWithin, "subscribe-within", 0, "close a connection that sends no {\"op\":\"subscribe\"} this soon (0: no subscribe needed)")
+	fs.DurationVar(&cfg.KeepaliveEvery, "keepalive-every", 0, "send KEEP_ALIVE_REQ this often and close a connection that does not answer (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +49,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Mode = m
+	if cfg.Shape, err = feed.ParseShape(*shape); err != nil {
+		return err
+	}
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	log := zerolog.New(os.Stderr).With().Timestamp().Str("component", "feed").Logger()
 
