@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/source"
@@ -162,5 +163,51 @@ func TestWebsocketdRealShapes(t *testing.T) {
 			}
 			e.stop(id)
 		})
+	}
+}
+
+// The shared feed playing a source that wants a subscribe within 1 s (the
+// resume point inside it), keep-alive answers, and puts the seq at data.u:
+// the session subscribes again after a drop, from last_seq + 1, and
+// answers every keep-alive request.
+func TestFeedSubscribeKeepaliveNestedSeq(t *testing.T) {
+	e := newEnv(t)
+	e.feed = feed.StartForTest(t, feed.Config{Rate: 50, Shape: feed.ShapeNested, SubscribeWithin: time.Second, KeepaliveEvery: 200 * time.Millisecond})
+	e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	cfg, fe := source.Config{
+		OpenMessages: []source.OpenMessage{{Text: textMsg(`{"op":"subscribe","from":"{{resume_from}}"}`),
+			WaitFor: &source.Match{Path: "event", Equals: json.RawMessage(`"subscribed"`)}}},
+		KeepaliveReply: &source.KeepaliveReply{Match: source.Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)},
+			Reply: `{"msg_type":"KEEP_ALIVE_RESP"}`},
+	}.Checked()
+	if fe != nil {
+		t.Fatal(fe)
+	}
+	id := e.session(func(it *lease.Item) { it.SeqField, it.ResumeParam, it.Source = "data.u", "", cfg })
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "messages after subscribing", func() bool { return e.sink.count(id) >= 50 })
+	e.feed.Drop(id, websocket.StatusServiceRestart)
+	n := e.sink.count(id)
+	testwait.Eventually(t, 5*time.Second, "messages after a drop and a new subscribe", func() bool {
+		return len(e.feed.Records(id)) >= 2 && e.sink.count(id) >= n+50
+	})
+	ds := e.sink.get(id)
+	contiguous(t, ds)
+	if ds[0].seq != 1 {
+		t.Fatalf("first seq %d, want 1", ds[0].seq)
+	}
+	recs := e.feed.Records(id)
+	if recs[1].From < 2 {
+		t.Fatalf("the second connection subscribed from %d: want last_seq + 1 in the subscribe", recs[1].From)
+	}
+	for _, r := range recs {
+		if r.Reason == feed.ReasonNoSubscribe || r.Reason == feed.ReasonKeepaliveLost {
+			t.Fatalf("the feed closed connection %d: %s", r.ID, r.Reason)
+		}
+	}
+	for _, d := range ds {
+		if strings.Contains(d.data, "KEEP_ALIVE") || strings.Contains(d.data, "subscribed") {
+			t.Fatalf("a control message was delivered: %s", d.data)
+		}
 	}
 }
