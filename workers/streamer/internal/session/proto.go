@@ -54,7 +54,13 @@ func compile(it lease.Item) (*proto, error) {
 	}
 	c, err := source.Decode(it.Source)
 	if err != nil {
-		return nil, err
+		// The reason may quote an open message: name the field only (the
+		// text is recorded as the session's last error and logged).
+		var fe *source.FieldError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("stored source_config is invalid (%s)", fe.Field)
+		}
+		return nil, errors.New("stored source_config is not valid JSON")
 	}
 	p := &proto{
 		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -375,5 +376,17 @@ func TestSeqPathAndOnMissingSeq(t *testing.T) {
 				t.Fatalf("dropped %d (counter %d), want %d", d, h.env.Counters.SeqMissingDropped.Load(), tc.dropped)
 			}
 		})
+	}
+}
+
+// A stored source_config that ingest would refuse (a hand-edited item)
+// fails the session, and the error names the field without quoting it.
+func TestInvalidStoredSourceFailsWithoutQuotingIt(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.put("s1", "ws://127.0.0.1:1/x", func(it *lease.Item) { it.Source = `{"open_messages":[{"text":"{{s3cret-token}}"}]}` })
+	_, done := h.start("s1")
+	err := wait(t, done, 5*time.Second)
+	if !errors.Is(err, ErrSourceFailed) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "open_messages") {
+		t.Fatalf("run ended with %v: want ErrSourceFailed naming open_messages, quoting nothing", err)
 	}
 }
