@@ -476,3 +476,62 @@ func TestFrozenTableMidWriteIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("retried stop notifications %+v", n)
 	}
 }
+
+// The source protocol over HTTP on the real table: stored (source_config),
+// a change bumps the generation and a repeat does not, GET shows open
+// messages by kind and size only, the request log never holds them, and a
+// bad field is a 400 that names it and writes nothing.
+func TestHTTPSourceProtocol(t *testing.T) {
+	noLeaks(t)
+	e := testenv.New(t)
+	logs := &syncBuffer{}
+	h, err := app.Build(testConfig(e), e.AWS, zerolog.New(logs), logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, front(t, h.Handle))
+	start := `{"connection_id":"src-1","ws_url":"wss://stream.example.com/ws","seq_path":"data.u",
+		"open_messages":[{"text":"{\"op\":\"login\",\"sign\":\"0pen-secret\",\"from\":\"{{resume_from}}\"}","wait_for":{"path":"event","equals":"login"}}],
+		"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"45s"}`
+	for i, want := range []struct {
+		outcome string
+		gen     float64
+	}{{"created", 1}, {"unchanged", 1}} {
+		status, body, _ := c.do("POST", "/sessions", start)
+		if status != 202 || body["outcome"] != want.outcome || body["generation"] != want.gen {
+			t.Fatalf("start %d: %d %v", i, status, body)
+		}
+	}
+	receive(t, e.Queue, 2)
+	status, body, _ := c.do("POST", "/sessions", strings.Replace(start, `"every":"20s"`, `"every":"25s"`, 1))
+	if status != 202 || body["outcome"] != "updated" || body["generation"] != 2.0 {
+		t.Fatalf("app_ping change: %d %v", status, body)
+	}
+	receive(t, e.Queue, 1)
+
+	status, body, _ = c.do("GET", "/sessions/src-1", "")
+	oms, _ := body["open_messages"].([]any)
+	if status != 200 || body["seq_path"] != "data.u" || body["idle_timeout"] != "45s" || len(oms) != 1 ||
+		oms[0].(map[string]any)["kind"] != "text" || body["app_ping"].(map[string]any)["every"] != "25s" {
+		t.Fatalf("status: %d %v", status, body)
+	}
+	out, err := e.Dynamo.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.Table, Key: sessionitem.Key("src-1"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Item[schema.AttrSourceConfig]; !ok {
+		t.Fatalf("no %s attribute in %v", schema.AttrSourceConfig, out.Item)
+	}
+	raw, _ := json.Marshal(body)
+	if strings.Contains(string(raw), "0pen-secret") || strings.Contains(logs.String(), "0pen-secret") {
+		t.Fatal("an open message reached the GET body or the request log")
+	}
+
+	status, body, _ = c.do("POST", "/sessions", `{"connection_id":"src-2","ws_url":"wss://stream.example.com/ws","open_messages":[{"text":"{{token}}"}]}`)
+	if e, _ := body["error"].(map[string]any); status != 400 || e["code"] != api.CodeInvalidOpenMessages || !strings.Contains(e["message"].(string), "placeholder") {
+		t.Fatalf("unknown placeholder: %d %v", status, body)
+	}
+	if status, _, _ := c.do("GET", "/sessions/src-2", ""); status != 404 {
+		t.Fatalf("a refused start was stored: %d", status)
+	}
+}
