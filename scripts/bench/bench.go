@@ -439,6 +439,10 @@ func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
 		}
 	}
 	rerun.Finished = time.Now().UTC()
+	// An earlier re-run of only these phases no longer stands for any figure.
+	r.rep.Reruns = slices.DeleteFunc(r.rep.Reruns, func(x Rerun) bool {
+		return !slices.ContainsFunc(x.Phases, func(p string) bool { return !slices.Contains(r.cfg.Phases, p) })
+	})
 	r.rep.Reruns = append(r.rep.Reruns, rerun)
 	if err := r.write(); err != nil {
 		return r.rep, err
