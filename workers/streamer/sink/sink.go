@@ -25,6 +25,7 @@ package sink
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -59,6 +60,46 @@ func (f HandlerFunc) Handle(ctx context.Context, m Message) error { return f(ctx
 // released last_seq never runs ahead of what reached the destination.
 type Flusher interface {
 	Flush(ctx context.Context) error
+}
+
+// Tenure is the side of a session a Pipeline talks back to: whether the
+// session may still deliver, and which messages were acknowledged.
+type Tenure interface {
+	// Valid reports whether the owner may still deliver (the lease's
+	// monotonic deadline); a pipeline checks it right before each send.
+	Valid() bool
+	// Acked is called, in sequence order per session, once every message
+	// of the session up to seq was acknowledged by the destination: the
+	// session may checkpoint past seq.
+	Acked(seq int64)
+}
+
+// ErrTenureEnded: a Pipeline refuses a message because it dropped earlier
+// messages of the same tenure (its lease was no longer valid at send time);
+// the session must end.
+var ErrTenureEnded = errors.New("sink: the tenure's earlier messages were dropped")
+
+// Pipeline is implemented by handlers that deliver in the background, in
+// batches across sessions (sink/batch). The session then calls Submit
+// instead of Handle and checkpoints only what Tenure.Acked reported.
+type Pipeline interface {
+	// Submit queues m (copying m.Data) and returns; it blocks while the
+	// session's buffer is full (stalled reports that it did) until there
+	// is room, stop is closed or ctx ends. A non-nil error means m was not
+	// queued.
+	Submit(ctx context.Context, m Message, t Tenure, stop <-chan struct{}) (stalled bool, err error)
+	// FlushSession returns once every message queued for connectionID was
+	// acknowledged, or with ctx's error.
+	FlushSession(ctx context.Context, connectionID string) error
+}
+
+// FlushSession flushes one session's messages when h is a Pipeline, and
+// the whole handler when it is a Flusher.
+func FlushSession(ctx context.Context, h Handler, connectionID string) error {
+	if p, ok := h.(Pipeline); ok {
+		return p.FlushSession(ctx, connectionID)
+	}
+	return Flush(ctx, h)
 }
 
 // Flush flushes h when it implements Flusher.
