@@ -78,7 +78,7 @@ type Stats struct {
 	Claiming   int     `json:"claiming"`
 	Goroutines int     `json:"goroutines"`
 	// Messages are the cumulative per-message counters: messages_in,
-	// duplicates_dropped, sink_errors, reconnects.
+	// duplicates_dropped, sink_errors, sink_stalls, reconnects.
 	Messages map[string]int64 `json:"messages"`
 	// HeartbeatsOK / HeartbeatErrors count the worker's heartbeats; LeaseLost
 	// the tenures that ended other than by a release or a stop.
@@ -143,6 +143,7 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricMessagesIn:        &w.counters.MessagesIn,
 		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
 		schema.MetricSinkErrors:        &w.counters.SinkErrors,
+		schema.MetricSinkStalls:        &w.counters.SinkStalls,
 		schema.MetricReconnects:        &w.counters.Reconnects,
 	}
 }
@@ -155,6 +156,8 @@ func metricKey(name string) string {
 		return "duplicates_dropped"
 	case schema.MetricSinkErrors:
 		return "sink_errors"
+	case schema.MetricSinkStalls:
+		return "sink_stalls"
 	case schema.MetricReconnects:
 		return "reconnects"
 	}
