@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
 // StoreStatser is implemented by stores that count their requests by kind
@@ -100,6 +101,9 @@ type Stats struct {
 	// {"heartbeat": {"writes":…, "write_units":…, "index_write_units":…,
 	// "read_units":…}, …}); absent when the store does not meter.
 	StoreUnits any `json:"store_units,omitempty"`
+	// Sink are the batched sink's counts (requests, records, entry errors,
+	// …; sink/batch.Stats); absent for an unbatched sink.
+	Sink *batch.Stats `json:"sink,omitempty"`
 }
 
 // Stats returns the cumulative counts.
@@ -132,6 +136,10 @@ func (w *Worker) Stats() Stats {
 	}
 	if s, ok := w.deps.Store.(StoreMeter); ok {
 		st.StoreUnits = s.BilledUnits()
+	}
+	if b, ok := w.deps.Handler.(interface{ Stats() batch.Stats }); ok {
+		bs := b.Stats()
+		st.Sink = &bs
 	}
 	return st
 }

@@ -87,7 +87,9 @@ func (s *Sink) Size(r batch.Record) int { return len(r.Body) + len(r.ConnectionI
 // EntryError is a record PutRecords refused.
 type EntryError struct{ Code, Message string }
 
-func (e *EntryError) Error() string { return "kinesis refused the record: " + e.Code + ": " + e.Message }
+func (e *EntryError) Error() string {
+	return "kinesis refused the record: " + e.Code + ": " + e.Message
+}
 
 // Unwrap makes a throughput refusal ErrThroughputExceeded.
 func (e *EntryError) Unwrap() error {
