@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
@@ -164,3 +170,92 @@ func TestOversizeMessageIsRefused(t *testing.T) {
 		t.Fatalf("limits %+v", l)
 	}
 }
+
+func TestMain(m *testing.M) {
+	os.Exit(enginetest.Main(m, enginetest.Needs{SQS: true}))
+}
+
+// Through the batcher on fauxqs: a FIFO queue gets every message once, in
+// order per session (group), in SendMessageBatch requests of up to 10.
+func TestBatchesOnFauxqs(t *testing.T) {
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ac, err := awsconfig.Load(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(ac)
+	name := fmt.Sprintf("out-%d.fifo", time.Now().UnixNano())
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := batch.New(New(client, aws.ToString(q.QueueUrl)), batch.DefaultConfig(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(bctx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	const sessions, perSession = 3, 95
+	for s := range sessions {
+		for seq := int64(1); seq <= perSession; seq++ {
+			m := sink.Message{ConnectionID: fmt.Sprintf("session-%d", s), Seq: seq, LeaseEpoch: 5, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
+			if _, err := b.Submit(ctx, m, acks{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.Records != sessions*perSession || st.Requests < sessions*perSession/MaxBatchEntries || st.Requests > sessions*(perSession/MaxBatchEntries+1)*2 {
+		t.Fatalf("stats %+v", st)
+	}
+	got := map[string][]int64{}
+	for n := 0; n < sessions*perSession; {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			t.Fatalf("queue drained after %d of %d messages", n, sessions*perSession)
+		}
+		for _, msg := range out.Messages {
+			var env struct {
+				ConnectionID string `json:"connection_id"`
+				Seq          int64  `json:"seq"`
+				LeaseEpoch   int64  `json:"lease_epoch"`
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &env); err != nil || env.LeaseEpoch != 5 {
+				t.Fatalf("body %s: %v", aws.ToString(msg.Body), err)
+			}
+			got[env.ConnectionID] = append(got[env.ConnectionID], env.Seq)
+			if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: msg.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	for s := range sessions {
+		seqs := got[fmt.Sprintf("session-%d", s)]
+		for i, seq := range seqs {
+			if seq != int64(i+1) {
+				t.Fatalf("session %d: %d at position %d (FIFO order lost)", s, seq, i)
+			}
+		}
+		if len(seqs) != perSession {
+			t.Fatalf("session %d: %d messages", s, len(seqs))
+		}
+	}
+}
+
+// acks is a tenure that is always valid and ignores acknowledgments.
+type acks struct{}
+
+func (acks) Valid() bool { return true }
+func (acks) Acked(int64) {}
