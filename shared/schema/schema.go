@@ -237,7 +237,7 @@ const (
 	EnvSinkMaxDelay      = "WSFLEET_SINK_MAX_DELAY"       // duration, default 10ms: the longest a message waits for its batch to fill
 	EnvSinkMaxBatch      = "WSFLEET_SINK_MAX_BATCH"       // int, default 0 = the sink's limit (sqs 10, kinesis 500)
 	EnvSinkMaxBatchBytes = "WSFLEET_SINK_MAX_BATCH_BYTES" // int, default 0 = the sink's limit (sqs 1 MiB, kinesis 5 MiB)
-	EnvSinkInFlight      = "WSFLEET_SINK_IN_FLIGHT"       // int, default 16: sink requests in flight per worker
+	EnvSinkInFlight      = "WSFLEET_SINK_IN_FLIGHT"       // int, default 32: sink requests in flight per worker
 	EnvSinkBufferBytes   = "WSFLEET_SINK_BUFFER_BYTES"    // int, default 4 MiB: a session's unacknowledged bytes before its reads stall
 )
 

@@ -90,7 +90,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxDelay:           10 * time.Millisecond,
-		MaxInFlight:        16,
+		MaxInFlight:        32,
 		SessionBufferBytes: 4 << 20,
 		SendTimeout:        10 * time.Second,
 		Retry:              backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second},
@@ -157,6 +157,7 @@ type stream struct {
 	// inflight counts the requests holding entries of this stream.
 	inflight int
 	dead     sink.Tenure // a tenure whose entries were dropped
+	inActive bool        // st is in Batcher.active
 	space    chan struct{}
 	empty    chan struct{}
 	flushing int
@@ -175,6 +176,7 @@ type Batcher struct {
 	mu       sync.Mutex
 	streams  map[string]*stream
 	active   []*stream // streams with queued entries (order = fairness)
+	scratch  []*stream
 	inflight int
 	flushing int
 	// queued and queuedBytes count the entries waiting in the queues.
@@ -254,15 +256,15 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 	e := &entry{rec: rec, size: size, t: t, enq: time.Now()}
 	st.entries = append(st.entries, e)
 	st.bytes += size
-	if len(st.queue) == 0 {
-		b.active = append(b.active, st)
-	}
+	first := len(st.queue) == 0
+	b.activateLocked(st)
 	st.queue = append(st.queue, e)
 	b.queued++
 	b.queuedBytes += size
-	// The dispatcher's timer covers the MaxDelay of entries already
-	// queued; it needs a wake-up only to arm it or when a request fills.
-	wake := b.queued == 1 || b.queued >= b.cfg.MaxCount || b.queuedBytes >= b.cfg.MaxBytes || st.flushing > 0
+	// The dispatcher's timer covers the MaxDelay of the entries it saw; it
+	// needs a wake-up for a session that had nothing queued (to arm it, or
+	// to send at once when a request is due) and when a request fills.
+	wake := first || b.queued == b.cfg.MaxCount || (b.queuedBytes >= b.cfg.MaxBytes && b.queuedBytes-size < b.cfg.MaxBytes) || st.flushing > 0
 	b.mu.Unlock()
 	if wake {
 		b.wake()
@@ -414,112 +416,123 @@ func (b *Batcher) sendable(st *stream, now time.Time) bool {
 
 // nextLocked takes the next request's entries when a request is due: full
 // by count or bytes, its oldest entry waited MaxDelay, or a flush waits.
+// It visits only the streams it takes from (and those it skips), so that a
+// request costs the same with 10 or 10,000 sessions queued.
 func (b *Batcher) nextLocked(now time.Time) []*entry {
-	b.dropInvalidLocked()
-	count, bytes := 0, 0
-	var oldest time.Time
-	for _, st := range b.active {
-		if !b.sendable(st, now) {
-			continue
-		}
-		for _, e := range st.queue {
-			if e.notBefore.After(now) {
-				break
-			}
-			count++
-			bytes += e.size
-			if oldest.IsZero() || e.enq.Before(oldest) {
-				oldest = e.enq
-			}
-		}
-		if count >= b.cfg.MaxCount || bytes >= b.cfg.MaxBytes {
-			break
-		}
-	}
-	if count == 0 {
+	if b.queued == 0 {
 		return nil
 	}
-	if count < b.cfg.MaxCount && bytes < b.cfg.MaxBytes && now.Sub(oldest) < b.cfg.MaxDelay && b.flushing == 0 {
-		return nil
+	if b.queued < b.cfg.MaxCount && b.queuedBytes < b.cfg.MaxBytes && b.flushing == 0 {
+		oldest := b.oldestDueLocked(now)
+		if oldest.IsZero() || now.Sub(oldest) < b.cfg.MaxDelay {
+			return nil
+		}
 	}
 	var batch []*entry
-	bytes = 0
-	for i := 0; i < len(b.active) && len(batch) < b.cfg.MaxCount; i++ {
+	var partial *stream
+	skipped := b.scratch[:0]
+	bytes, i := 0, 0
+	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes {
 		st := b.active[i]
+		if len(st.queue) == 0 {
+			st.inActive = false
+			i++
+			continue
+		}
 		if !b.sendable(st, now) {
+			skipped = append(skipped, st)
+			i++
+			continue
+		}
+		if !st.queue[0].t.Valid() {
+			b.dropTenureLocked(st) // then look at st again
 			continue
 		}
 		took := 0
 		for took < len(st.queue) && len(batch) < b.cfg.MaxCount {
 			e := st.queue[took]
-			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes {
+			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes || e.t != st.queue[0].t {
 				break
 			}
 			batch = append(batch, e)
 			bytes += e.size
 			took++
 		}
+		i++
 		if took > 0 {
 			st.queue = st.queue[took:]
 			st.inflight++
 			b.queued -= took
 			b.queuedBytes -= sizes(batch[len(batch)-took:])
 		}
-		if bytes >= b.cfg.MaxBytes {
-			break
+		if len(st.queue) == 0 {
+			st.inActive = false
+			continue
 		}
+		partial = st // what is left of it waits behind the other sessions
+		break
 	}
-	b.compactActiveLocked()
+	// The streams visited go to the back: the next request starts with
+	// another session.
+	b.active = append(b.active[i:], skipped...)
+	if partial != nil {
+		b.active = append(b.active, partial)
+	}
+	clear(skipped)
+	b.scratch = skipped[:0]
 	return batch
 }
 
-// compactActiveLocked removes streams with nothing queued from active and
-// rotates the rest so that the next request starts with another session.
-func (b *Batcher) compactActiveLocked() {
-	kept := b.active[:0]
+// oldestDueLocked is the enqueue time of the oldest entry that may be sent
+// now (zero: none).
+func (b *Batcher) oldestDueLocked(now time.Time) time.Time {
+	var oldest time.Time
 	for _, st := range b.active {
-		if len(st.queue) > 0 {
-			kept = append(kept, st)
+		if b.sendable(st, now) && (oldest.IsZero() || st.queue[0].enq.Before(oldest)) {
+			oldest = st.queue[0].enq
 		}
 	}
-	clear(b.active[len(kept):])
-	b.active = kept
-	if len(b.active) > 1 {
-		first := b.active[0]
-		copy(b.active, b.active[1:])
-		b.active[len(b.active)-1] = first
+	return oldest
+}
+
+// activateLocked puts st among the streams with entries to send.
+func (b *Batcher) activateLocked(st *stream) {
+	if !st.inActive {
+		st.inActive = true
+		b.active = append(b.active, st)
 	}
 }
 
-// dropInvalidLocked drops the queued entries of tenures that may no longer
-// deliver; their session is ending (Submit refuses the tenure from then on,
-// so no later message of it is acknowledged past a dropped one).
-func (b *Batcher) dropInvalidLocked() {
-	for _, st := range b.active {
-		if len(st.queue) == 0 || st.queue[0].t.Valid() {
+// dropTenureLocked drops st's queued entries of the tenure at its head,
+// which may no longer deliver: its session is ending. Submit refuses that
+// tenure from then on, so no later message of it is acknowledged past a
+// dropped one.
+func (b *Batcher) dropTenureLocked(st *stream) {
+	dead := st.queue[0].t
+	st.dead = dead
+	kept := st.queue[:0]
+	for _, e := range st.queue {
+		if e.t == dead {
+			e.dropped = true
+			b.dropped.Add(1)
+			b.queued--
+			b.queuedBytes -= e.size
 			continue
 		}
-		dead := st.queue[0].t
-		st.dead = dead
-		kept := st.queue[:0]
-		for _, e := range st.queue {
-			if e.t == dead {
-				e.dropped = true
-				b.dropped.Add(1)
-				b.queued--
-				b.queuedBytes -= e.size
-				continue
-			}
-			kept = append(kept, e)
-		}
-		st.queue = kept
-		b.settleLocked(st)
+		kept = append(kept, e)
 	}
-	b.compactActiveLocked()
+	clear(st.queue[len(kept):])
+	st.queue = kept
+	b.settleLocked(st)
 }
 
-// nextWakeLocked is how long until a request may be due (0: nothing queued).
+// nextWakeLocked is how long until a request may be due (0: nothing to
+// wait for but a wake-up: nothing queued, or every request slot busy, whose
+// completion wakes the dispatcher).
 func (b *Batcher) nextWakeLocked(now time.Time) time.Duration {
+	if b.inflight >= b.cfg.MaxInFlight {
+		return 0
+	}
 	var next time.Time
 	for _, st := range b.active {
 		if len(st.queue) == 0 || (b.snd.Ordered() && st.inflight > 0) {
@@ -590,7 +603,6 @@ func (b *Batcher) send(ctx context.Context, batch []*entry) {
 	for st := range touched {
 		b.settleLocked(st)
 	}
-	b.compactActiveLocked()
 	b.inflight--
 	b.mu.Unlock()
 	if firstErr != nil && b.entryErrors.Load()%100 == 1 {
@@ -601,9 +613,7 @@ func (b *Batcher) send(ctx context.Context, batch []*entry) {
 
 // requeueLocked puts a failed entry back in st's queue, in seq order.
 func (b *Batcher) requeueLocked(st *stream, e *entry) {
-	if len(st.queue) == 0 {
-		b.active = append(b.active, st)
-	}
+	b.activateLocked(st)
 	i, _ := slices.BinarySearchFunc(st.queue, e.rec.Seq, func(x *entry, seq int64) int {
 		switch {
 		case x.rec.Seq < seq:
