@@ -328,7 +328,7 @@ func (r *runner) throughput(ctx context.Context) error {
 			bd.MaxDelay, bd.MaxInFlight, bd.SessionBufferBytes>>20),
 		"sinks":    fmt.Sprintf("fauxqs (standard queue) and kinesalite (4 shards) on this machine, each behind a proxy in the driver that adds %s to every request (an AWS round trip) and counts them; sqs unbatched is WSFLEET_SINK_BATCHING=false (one SendMessage per message, the path before batching)", SinkLatency),
 		"feed":     fmt.Sprintf("bin/feed: one session at %d msg/s (the feed's maximum: it writes as fast as the worker reads), messages of ~60 bytes; one session at %d msg/s into sqs batched and kinesis (the lag below saturation); then %d sessions × %g msg/s into sqs batched", MaxFeedRate, PacedRate, sz.TPManySessions, sz.TPManyRate),
-		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500, 200-byte bodies) for %s", CeilingClients, CeilingWindow),
+		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients at once, then 1 client (one request after the other), sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500, 200-byte bodies) for %s", CeilingClients, CeilingWindow),
 		"window":   fmt.Sprintf("settle %s once messages flow, then measure %s: messages acknowledged by the sink (the batcher's records; messages_in for the unbatched sinks) and the proxy's requests; lag = the sink's answer − the feed's ts of the oldest message of each request (not measured for discard and stdout)", sz.TPSettle, sz.TPWindow),
 	})
 	r.rep.Throughput = res
