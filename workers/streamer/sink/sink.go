@@ -14,6 +14,11 @@
 //   - A non-nil error is counted (SinkErrors), retried a few times while the
 //     lease is valid, then the worker reconnects to the source and resumes at
 //     the last accepted sequence number + 1.
+//   - A Handler that also implements Pipeline (sink/batch) is given the
+//     messages with Submit instead: it queues them and acknowledges them
+//     later, in order per session, through the session's Tenure; the worker
+//     checkpoints only what was acknowledged and flushes the session
+//     (FlushSession) before releasing it.
 //   - Message.Data aliases the worker's read buffer: it is valid only until
 //     Handle returns. Copy it to keep it.
 //   - Every message carries LeaseEpoch, the fencing token of the worker's
