@@ -1,4 +1,4 @@
-package batch
+package batch_test
 
 import (
 	"context"
@@ -11,44 +11,44 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 )
 
 // fakeSender records what it is sent. fail decides an entry's error (nil:
 // accepted); gate, when set, holds every request until it is closed.
 type fakeSender struct {
-	limits  Limits
+	limits  batch.Limits
 	ordered bool
 	gate    chan struct{}
 
 	mu       sync.Mutex
-	requests [][]Record
+	requests [][]batch.Record
 	accepted map[string][]int64 // per session, in the order accepted
 	sent     map[string]int     // times each "id:seq" was sent
-	fail     func(r Record, attempt int) error
+	fail     func(r batch.Record, attempt int) error
 	inFlight map[string]int // per session, requests in flight now
 	overlap  bool           // an ordered session had two requests in flight
 }
 
 func newFake(ordered bool) *fakeSender {
 	return &fakeSender{
-		limits: Limits{MaxCount: 10, MaxBytes: 1000, MaxRecordBytes: 100}, ordered: ordered,
+		limits: batch.Limits{MaxCount: 10, MaxBytes: 1000, MaxRecordBytes: 100}, ordered: ordered,
 		accepted: map[string][]int64{}, sent: map[string]int{}, inFlight: map[string]int{},
 	}
 }
 
-func (f *fakeSender) Encode(m sink.Message) (Record, error) {
-	return Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Body: append([]byte(nil), m.Data...)}, nil
+func (f *fakeSender) Encode(m sink.Message) (batch.Record, error) {
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Body: append([]byte(nil), m.Data...)}, nil
 }
-func (f *fakeSender) Limits() Limits    { return f.limits }
-func (f *fakeSender) Ordered() bool     { return f.ordered }
-func (f *fakeSender) Size(r Record) int { return len(r.Body) }
+func (f *fakeSender) Limits() batch.Limits    { return f.limits }
+func (f *fakeSender) Ordered() bool           { return f.ordered }
+func (f *fakeSender) Size(r batch.Record) int { return len(r.Body) }
 
-func (f *fakeSender) Send(ctx context.Context, recs []Record) ([]error, error) {
+func (f *fakeSender) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	f.mu.Lock()
 	f.requests = append(f.requests, recs)
 	seen := map[string]bool{}
@@ -131,27 +131,13 @@ func (t *tenure) last() int64 {
 	return t.acks[len(t.acks)-1]
 }
 
-func testConfig() Config {
-	c := DefaultConfig()
+func testConfig() batch.Config {
+	c := batch.DefaultConfig()
 	c.MaxDelay = 5 * time.Millisecond
 	c.MaxInFlight = 4
 	c.SessionBufferBytes = 500
 	c.Retry = backoff.Policy{Base: time.Millisecond, Max: 5 * time.Millisecond}
 	return c
-}
-
-// start runs a batcher on snd until the test ends.
-func start(t *testing.T, snd Sender, cfg Config) *Batcher {
-	t.Helper()
-	b, err := New(snd, cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return b
 }
 
 func msg(id string, seq int64) sink.Message {
@@ -162,7 +148,7 @@ func TestGroupCommitKeepsPerSessionOrderAndAcksEverything(t *testing.T) {
 	for _, ordered := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
 			f := newFake(ordered)
-			b := start(t, f, testConfig())
+			b := batchtest.Start(t, f, testConfig())
 			const sessions, perSession = 20, 200
 			tenures := make([]*tenure, sessions)
 			var wg sync.WaitGroup
@@ -224,13 +210,13 @@ func TestGroupCommitKeepsPerSessionOrderAndAcksEverything(t *testing.T) {
 func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 	f := newFake(true)
 	throttled := errors.New("ProvisionedThroughputExceededException")
-	f.fail = func(r Record, attempt int) error {
+	f.fail = func(r batch.Record, attempt int) error {
 		if r.Seq%3 == 0 && attempt <= 2 {
 			return throttled
 		}
 		return nil
 	}
-	b := start(t, f, testConfig())
+	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 30; seq++ {
 		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
@@ -271,13 +257,13 @@ func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 func TestAckStopsBeforeAnUnacceptedMessage(t *testing.T) {
 	f := newFake(false)
 	var release atomic.Bool
-	f.fail = func(r Record, _ int) error {
+	f.fail = func(r batch.Record, _ int) error {
 		if r.Seq == 5 && !release.Load() {
 			return errors.New("InternalFailure")
 		}
 		return nil
 	}
-	b := start(t, f, testConfig())
+	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 20; seq++ {
 		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
@@ -302,7 +288,7 @@ func TestFullBufferStallsUntilAcknowledged(t *testing.T) {
 	f.gate = make(chan struct{})
 	cfg := testConfig()
 	cfg.SessionBufferBytes = 100 // ten 10-byte messages
-	b := start(t, f, cfg)
+	b := batchtest.Start(t, f, cfg)
 	tn := newTenure()
 	body := func(seq int64) sink.Message {
 		return sink.Message{ConnectionID: "c", Seq: seq, Data: []byte("0123456789")}
@@ -345,7 +331,7 @@ func TestStalledSubmitEndsWithTheSession(t *testing.T) {
 	defer close(f.gate)
 	cfg := testConfig()
 	cfg.SessionBufferBytes = 100
-	b := start(t, f, cfg)
+	b := batchtest.Start(t, f, cfg)
 	tn := newTenure()
 	m := sink.Message{ConnectionID: "c", Data: make([]byte, 100)}
 	m.Seq = 1
@@ -359,8 +345,8 @@ func TestStalledSubmitEndsWithTheSession(t *testing.T) {
 	close(stop)
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrStopped) {
-			t.Fatalf("err = %v, want ErrStopped", err)
+		if !errors.Is(err, batch.ErrStopped) {
+			t.Fatalf("err = %v, want batch.ErrStopped", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a stalled Submit ignored stop")
@@ -372,7 +358,7 @@ func TestFlushSessionIsBounded(t *testing.T) {
 	f.gate = make(chan struct{})
 	cfg := testConfig()
 	cfg.MaxDelay = time.Hour // only a flush sends a partial batch
-	b := start(t, f, cfg)
+	b := batchtest.Start(t, f, cfg)
 	tn := newTenure()
 	for seq := int64(1); seq <= 3; seq++ {
 		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
@@ -405,7 +391,7 @@ func TestFlushSessionIsBounded(t *testing.T) {
 
 func TestMaxDelaySendsAPartialBatch(t *testing.T) {
 	f := newFake(true)
-	b := start(t, f, testConfig())
+	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	if _, err := b.Submit(context.Background(), msg("c", 1), tn, nil); err != nil {
 		t.Fatal(err)
@@ -416,7 +402,7 @@ func TestMaxDelaySendsAPartialBatch(t *testing.T) {
 func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 	f := newFake(true)
 	f.gate = make(chan struct{})
-	b := start(t, f, testConfig())
+	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 10; seq++ { // one full request, held by the gate
 		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
@@ -451,7 +437,7 @@ func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 
 func TestHandleWaitsForTheAck(t *testing.T) {
 	f := newFake(true)
-	b := start(t, f, testConfig())
+	b := batchtest.Start(t, f, testConfig())
 	if err := b.Handle(context.Background(), msg("c", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +449,7 @@ func TestHandleWaitsForTheAck(t *testing.T) {
 }
 
 func TestRecordOverTheLimitIsRefused(t *testing.T) {
-	b := start(t, newFake(true), testConfig())
+	b := batchtest.Start(t, newFake(true), testConfig())
 	_, err := b.Submit(context.Background(), sink.Message{ConnectionID: "c", Seq: 1, Data: make([]byte, 101)}, newTenure(), nil)
 	if err == nil || !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("err = %v", err)
@@ -471,11 +457,11 @@ func TestRecordOverTheLimitIsRefused(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
-	l := Limits{MaxCount: 10, MaxBytes: 1000, MaxRecordBytes: 100}
-	if err := DefaultConfig().Validate(l); err != nil {
+	l := batch.Limits{MaxCount: 10, MaxBytes: 1000, MaxRecordBytes: 100}
+	if err := batch.DefaultConfig().Validate(l); err != nil {
 		t.Fatal(err)
 	}
-	bad := Config{MaxCount: 11, MaxBytes: 50, MaxDelay: -1, SessionBufferBytes: 10}
+	bad := batch.Config{MaxCount: 11, MaxBytes: 50, MaxDelay: -1, SessionBufferBytes: 10}
 	err := bad.Validate(l)
 	if err == nil {
 		t.Fatal("no error")

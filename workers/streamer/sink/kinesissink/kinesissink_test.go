@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 )
 
 func TestMain(m *testing.M) {
@@ -49,23 +49,10 @@ func (f *fakeKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput,
 	return out, nil
 }
 
-func records(t *testing.T, s *Sink, id string, seqs ...int64) []batch.Record {
-	t.Helper()
-	var recs []batch.Record
-	for _, seq := range seqs {
-		r, err := s.Encode(sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: 6, Data: []byte(`{"k":"v"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	return recs
-}
-
 func TestPartitionKeyIsTheConnectionAndRecordsCarryTheEpoch(t *testing.T) {
 	api := &fakeKinesis{}
 	s := New(api, "out")
-	if failed, err := s.Send(context.Background(), records(t, s, "c-9", 1, 2)); err != nil || failed != nil {
+	if failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c-9", 6, 1, 2)); err != nil || failed != nil {
 		t.Fatalf("failed %v, err %v", failed, err)
 	}
 	in := api.in[0]
@@ -82,7 +69,7 @@ func TestPartitionKeyIsTheConnectionAndRecordsCarryTheEpoch(t *testing.T) {
 		}
 	}
 	arn := New(api, "arn:aws:kinesis:us-east-1:1:stream/out")
-	if _, err := arn.Send(context.Background(), records(t, arn, "c", 1)); err != nil || api.in[1].StreamARN == nil {
+	if _, err := arn.Send(context.Background(), batchtest.Encode(t, arn, "c", 6, 1)); err != nil || api.in[1].StreamARN == nil {
 		t.Fatalf("an ARN is sent as StreamARN: %v", err)
 	}
 }
@@ -90,7 +77,7 @@ func TestPartitionKeyIsTheConnectionAndRecordsCarryTheEpoch(t *testing.T) {
 func TestFailedRecordsAreReportedOneByOne(t *testing.T) {
 	api := &fakeKinesis{failCodes: map[int]string{1: "ProvisionedThroughputExceededException", 2: "InternalFailure"}}
 	s := New(api, "out")
-	failed, err := s.Send(context.Background(), records(t, s, "c", 1, 2, 3, 4))
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 6, 1, 2, 3, 4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +88,7 @@ func TestFailedRecordsAreReportedOneByOne(t *testing.T) {
 
 func TestThrottledRequestIsTyped(t *testing.T) {
 	s := New(&fakeKinesis{err: &types.ProvisionedThroughputExceededException{Message: aws.String("slow")}}, "out")
-	if _, err := s.Send(context.Background(), records(t, s, "c", 1)); !errors.Is(err, ErrThroughputExceeded) {
+	if _, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 6, 1)); !errors.Is(err, ErrThroughputExceeded) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -114,18 +101,6 @@ func TestRecordLimit(t *testing.T) {
 	if l := s.Limits(); l.MaxCount != 500 || !s.Ordered() {
 		t.Fatalf("limits %+v ordered %v", l, s.Ordered())
 	}
-}
-
-// tenure records the last acknowledged seq of one session.
-type tenure struct{ last chan int64 }
-
-func (t *tenure) Valid() bool { return true }
-func (t *tenure) Acked(seq int64) {
-	select {
-	case <-t.last:
-	default:
-	}
-	t.last <- seq
 }
 
 // Through the batcher on kinesalite: every record lands once, in order per
@@ -147,23 +122,14 @@ func TestBatchesOnKinesalite(t *testing.T) {
 		out, err := client.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: &stream})
 		return err == nil && out.StreamDescription.StreamStatus == types.StreamStatusActive
 	})
-	cfg := batch.DefaultConfig()
-	b, err := batch.New(New(client, stream), cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.Run(bctx); close(done) }()
-	defer func() { stop(); <-done }()
+	b := batchtest.Start(t, New(client, stream), batch.DefaultConfig())
 
 	const sessions, perSession = 3, 1200
 	for s := range sessions {
 		id := fmt.Sprintf("session-%d", s)
-		tn := &tenure{last: make(chan int64, 1)}
 		for seq := int64(1); seq <= perSession; seq++ {
 			m := sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: 2, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
-			if _, err := b.Submit(ctx, m, tn, nil); err != nil {
+			if _, err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

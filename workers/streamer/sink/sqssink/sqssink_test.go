@@ -13,12 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 )
 
 type fakeSQS struct {
@@ -92,26 +92,13 @@ func TestSendErrorIsWrapped(t *testing.T) {
 	}
 }
 
-func encodeAll(t *testing.T, s *Sink, id string, seqs ...int64) []batch.Record {
-	t.Helper()
-	var recs []batch.Record
-	for _, seq := range seqs {
-		r, err := s.Encode(sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: 4, Data: []byte(`{"x":1}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	return recs
-}
-
 func TestBatchKeepsFIFOGroupDedupAndEpoch(t *testing.T) {
 	api := &fakeSQS{}
 	s := New(api, "https://sqs.us-east-1.amazonaws.com/1/out.fifo")
 	if !s.Ordered() {
 		t.Fatal("a FIFO queue must be sent in order per group")
 	}
-	failed, err := s.Send(context.Background(), encodeAll(t, s, "c-1", 7, 8, 9))
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c-1", 4, 7, 8, 9))
 	if err != nil || failed != nil {
 		t.Fatalf("failed %v, err %v", failed, err)
 	}
@@ -140,7 +127,7 @@ func TestBatchReportsOnlyTheFailedEntries(t *testing.T) {
 	if s.Ordered() {
 		t.Fatal("a standard queue has no order to keep")
 	}
-	failed, err := s.Send(context.Background(), encodeAll(t, s, "c", 1, 2, 3))
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 4, 1, 2, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +143,7 @@ func TestBatchReportsOnlyTheFailedEntries(t *testing.T) {
 func TestBatchRequestErrorIsWrapped(t *testing.T) {
 	boom := errors.New("boom")
 	s := New(&fakeSQS{err: boom}, "q")
-	if _, err := s.Send(context.Background(), encodeAll(t, s, "c", 1)); !errors.Is(err, boom) {
+	if _, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 4, 1)); !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -191,20 +178,13 @@ func TestBatchesOnFauxqs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := batch.New(New(client, aws.ToString(q.QueueUrl)), batch.DefaultConfig(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	bctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { b.Run(bctx); close(done) }()
-	defer func() { stop(); <-done }()
+	b := batchtest.Start(t, New(client, aws.ToString(q.QueueUrl)), batch.DefaultConfig())
 
 	const sessions, perSession = 3, 95
 	for s := range sessions {
 		for seq := int64(1); seq <= perSession; seq++ {
 			m := sink.Message{ConnectionID: fmt.Sprintf("session-%d", s), Seq: seq, LeaseEpoch: 5, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
-			if _, err := b.Submit(ctx, m, acks{}, nil); err != nil {
+			if _, err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -253,9 +233,3 @@ func TestBatchesOnFauxqs(t *testing.T) {
 		}
 	}
 }
-
-// acks is a tenure that is always valid and ignores acknowledgments.
-type acks struct{}
-
-func (acks) Valid() bool { return true }
-func (acks) Acked(int64) {}
