@@ -319,7 +319,7 @@ func (w *waiter) Acked(seq int64) {
 func (b *Batcher) FlushSession(ctx context.Context, id string) error {
 	b.mu.Lock()
 	st := b.streams[id]
-	if st == nil {
+	if st == nil || len(st.entries) == 0 { // nothing left (a stream kept only to refuse a dropped tenure)
 		b.mu.Unlock()
 		return nil
 	}

@@ -427,6 +427,11 @@ func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 	if tn.last() != 10 || f.requestCount() != 1 {
 		t.Fatalf("last ack %d, %d requests: dropped entries were sent", tn.last(), f.requestCount())
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.FlushSession(ctx, "c"); err != nil {
+		t.Fatalf("flush of a session with nothing left: %v", err)
+	}
 	// A new tenure of the same session is accepted.
 	next := newTenure()
 	if _, err := b.Submit(context.Background(), msg("c", 11), next, nil); err != nil {
