@@ -69,7 +69,7 @@ type ThroughputRun struct {
 	// Lag: feed send (the message's ts) → the sink's answer to the request
 	// carrying it, from the oldest message of each request in the window.
 	Lag Dist `json:"lag_ms"`
-	// Stalls: messages that waited for room in the session's buffer;
+	// Stalls: the times a session waited for room in its buffer;
 	// Reconnects: connections the session lost in the window (a source
 	// drops a reader slower than its write timeout, 5 s for the feed).
 	Stalls     int64   `json:"stalls"`

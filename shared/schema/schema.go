@@ -276,7 +276,7 @@ const (
 	MetricMessagesIn          = "MessagesIn"
 	MetricDuplicatesDropped   = "DuplicatesDropped"
 	MetricSinkErrors          = "SinkErrors"
-	MetricSinkStalls          = "SinkStalls" // messages that waited for room in their session's sink buffer (the socket was not read meanwhile)
+	MetricSinkStalls          = "SinkStalls" // times a session waited for room in its sink buffer (its socket was not read meanwhile)
 	MetricOrphansSeen         = "OrphansSeen"
 	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 

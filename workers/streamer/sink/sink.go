@@ -77,6 +77,9 @@ type Tenure interface {
 	// of the session up to seq was acknowledged by the destination: the
 	// session may checkpoint past seq.
 	Acked(seq int64)
+	// Stalled is called when a Submit starts waiting for room in the
+	// session's buffer (the session does not read its socket meanwhile).
+	Stalled()
 }
 
 // ErrTenureEnded: a Pipeline refuses a message because it dropped earlier
@@ -89,10 +92,10 @@ var ErrTenureEnded = errors.New("sink: the tenure's earlier messages were droppe
 // instead of Handle and checkpoints only what Tenure.Acked reported.
 type Pipeline interface {
 	// Submit queues m (copying m.Data) and returns; it blocks while the
-	// session's buffer is full (stalled reports that it did) until there
-	// is room, stop is closed or ctx ends. A non-nil error means m was not
-	// queued.
-	Submit(ctx context.Context, m Message, t Tenure, stop <-chan struct{}) (stalled bool, err error)
+	// session's buffer is full (calling t.Stalled when it starts waiting)
+	// until there is room, stop is closed or ctx ends. A non-nil error
+	// means m was not queued.
+	Submit(ctx context.Context, m Message, t Tenure, stop <-chan struct{}) error
 	// FlushSession returns once every message queued for connectionID was
 	// acknowledged, or with ctx's error.
 	FlushSession(ctx context.Context, connectionID string) error

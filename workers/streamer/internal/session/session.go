@@ -131,8 +131,8 @@ type Counters struct {
 	SinkErrors        atomic.Int64
 	Reconnects        atomic.Int64
 	Unsequenced       atomic.Int64
-	// SinkStalls counts the messages a pipelined sink made wait because
-	// their session's buffer was full (the socket was not read meanwhile).
+	// SinkStalls counts the times a pipelined sink made a session wait
+	// for room in its buffer (the socket was not read meanwhile).
 	SinkStalls atomic.Int64
 }
 
@@ -808,11 +808,7 @@ func (s *Session) deliver(ctx context.Context, msg sink.Message) error {
 	if !ok {
 		return s.env.Handler.Handle(ctx, msg)
 	}
-	stalled, err := p.Submit(ctx, msg, s, s.ended)
-	if stalled {
-		s.env.Counters.SinkStalls.Add(1)
-	}
-	return err
+	return p.Submit(ctx, msg, s, s.ended)
 }
 
 // Valid reports whether the session may still deliver (sink.Tenure).
@@ -821,6 +817,9 @@ func (s *Session) Valid() bool { return s.held.Valid() }
 // Acked records that the sink acknowledged every message up to seq
 // (sink.Tenure): the next checkpoint may pass it.
 func (s *Session) Acked(seq int64) { s.held.Observe(seq) }
+
+// Stalled counts a wait for room in the sink's buffer (sink.Tenure).
+func (s *Session) Stalled() { s.env.Counters.SinkStalls.Add(1) }
 
 // dial connects to the item's URL (with the resume parameter) and headers.
 func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net.Conn, error) {

@@ -217,14 +217,14 @@ func (b *Batcher) wake() {
 }
 
 // Submit queues m for t's session (sink.Pipeline).
-func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, stop <-chan struct{}) (bool, error) {
+func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, stop <-chan struct{}) error {
 	rec, err := b.snd.Encode(m)
 	if err != nil {
-		return false, err
+		return err
 	}
 	size := b.snd.Size(rec)
 	if size > b.limits.MaxRecordBytes {
-		return false, fmt.Errorf("batch: %s seq %d: record of %d bytes exceeds the sink's %d", m.ConnectionID, m.Seq, size, b.limits.MaxRecordBytes)
+		return fmt.Errorf("batch: %s seq %d: record of %d bytes exceeds the sink's %d", m.ConnectionID, m.Seq, size, b.limits.MaxRecordBytes)
 	}
 	stalled := false
 	b.mu.Lock()
@@ -232,12 +232,15 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 		st := b.streamLocked(m.ConnectionID)
 		if st.dead != nil && st.dead == t {
 			b.mu.Unlock()
-			return stalled, ErrTenureEndedError(m.ConnectionID)
+			return ErrTenureEndedError(m.ConnectionID)
 		}
 		if st.bytes == 0 || st.bytes+size <= b.cfg.SessionBufferBytes {
 			break
 		}
-		stalled = true
+		if !stalled {
+			stalled = true
+			t.Stalled()
+		}
 		if st.space == nil {
 			st.space = make(chan struct{})
 		}
@@ -246,9 +249,9 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 		select {
 		case <-space:
 		case <-stop:
-			return stalled, ErrStopped
+			return ErrStopped
 		case <-ctx.Done():
-			return stalled, ctx.Err()
+			return ctx.Err()
 		}
 		b.mu.Lock()
 	}
@@ -269,7 +272,7 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 	if wake {
 		b.wake()
 	}
-	return stalled, nil
+	return nil
 }
 
 // ErrTenureEndedError wraps sink.ErrTenureEnded with the session.
@@ -289,7 +292,7 @@ func (b *Batcher) streamLocked(id string) *stream {
 // Handle queues m and waits until it is acknowledged (sink.Handler).
 func (b *Batcher) Handle(ctx context.Context, m sink.Message) error {
 	w := &waiter{done: make(chan struct{}), seq: m.Seq}
-	if _, err := b.Submit(ctx, m, w, ctx.Done()); err != nil {
+	if err := b.Submit(ctx, m, w, ctx.Done()); err != nil {
 		return err
 	}
 	select {
@@ -308,6 +311,7 @@ type waiter struct {
 }
 
 func (w *waiter) Valid() bool { return true }
+func (w *waiter) Stalled()    {}
 func (w *waiter) Acked(seq int64) {
 	if seq >= w.seq {
 		w.once.Do(func() { close(w.done) })

@@ -106,6 +106,7 @@ func (f *fakeSender) requestCount() int {
 // tenure records what the batcher acknowledged for one session.
 type tenure struct {
 	valid  atomic.Bool
+	stalls atomic.Int64
 	mu     sync.Mutex
 	acks   []int64
 	failed string
@@ -114,6 +115,7 @@ type tenure struct {
 func newTenure() *tenure { t := &tenure{}; t.valid.Store(true); return t }
 
 func (t *tenure) Valid() bool { return t.valid.Load() }
+func (t *tenure) Stalled()    { t.stalls.Add(1) }
 func (t *tenure) Acked(seq int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -156,7 +158,7 @@ func TestGroupCommitKeepsPerSessionOrderAndAcksEverything(t *testing.T) {
 				tenures[s] = newTenure()
 				wg.Go(func() {
 					for seq := int64(1); seq <= perSession; seq++ {
-						if _, err := b.Submit(context.Background(), msg(fmt.Sprintf("s%d", s), seq), tenures[s], nil); err != nil {
+						if err := b.Submit(context.Background(), msg(fmt.Sprintf("s%d", s), seq), tenures[s], nil); err != nil {
 							t.Error(err)
 							return
 						}
@@ -219,7 +221,7 @@ func TestPartialFailureRetriesOnlyFailedEntries(t *testing.T) {
 	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 30; seq++ {
-		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +268,7 @@ func TestAckStopsBeforeAnUnacceptedMessage(t *testing.T) {
 	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 20; seq++ {
-		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,30 +296,24 @@ func TestFullBufferStallsUntilAcknowledged(t *testing.T) {
 		return sink.Message{ConnectionID: "c", Seq: seq, Data: []byte("0123456789")}
 	}
 	for seq := int64(1); seq <= 10; seq++ {
-		if stalled, err := b.Submit(context.Background(), body(seq), tn, nil); err != nil || stalled {
-			t.Fatalf("seq %d: stalled %v, %v", seq, stalled, err)
+		if err := b.Submit(context.Background(), body(seq), tn, nil); err != nil || tn.stalls.Load() != 0 {
+			t.Fatalf("seq %d: %d stalls, %v", seq, tn.stalls.Load(), err)
 		}
 	}
-	type result struct {
-		stalled bool
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		stalled, err := b.Submit(context.Background(), body(11), tn, nil)
-		done <- result{stalled, err}
-	}()
+	done := make(chan error, 1)
+	go func() { done <- b.Submit(context.Background(), body(11), tn, nil) }()
+	testwait.Eventually(t, 5*time.Second, "the stall reported as it starts", func() bool { return tn.stalls.Load() == 1 })
 	testwait.Eventually(t, 5*time.Second, "a request in flight", func() bool { return f.requestCount() == 1 })
 	select {
-	case r := <-done:
-		t.Fatalf("Submit returned with a full buffer: %+v", r)
+	case err := <-done:
+		t.Fatalf("Submit returned with a full buffer: %v", err)
 	case <-time.After(50 * time.Millisecond): // a return now would be the bug
 	}
 	close(f.gate)
 	select {
-	case r := <-done:
-		if r.err != nil || !r.stalled {
-			t.Fatalf("after the ack: %+v, want stalled and queued", r)
+	case err := <-done:
+		if err != nil || tn.stalls.Load() != 1 {
+			t.Fatalf("after the ack: %v, %d stalls, want queued after one stall", err, tn.stalls.Load())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Submit still blocked after the buffer drained")
@@ -335,13 +331,13 @@ func TestStalledSubmitEndsWithTheSession(t *testing.T) {
 	tn := newTenure()
 	m := sink.Message{ConnectionID: "c", Data: make([]byte, 100)}
 	m.Seq = 1
-	if _, err := b.Submit(context.Background(), m, tn, nil); err != nil {
+	if err := b.Submit(context.Background(), m, tn, nil); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
 	done := make(chan error, 1)
 	m.Seq = 2
-	go func() { _, err := b.Submit(context.Background(), m, tn, stop); done <- err }()
+	go func() { done <- b.Submit(context.Background(), m, tn, stop) }()
 	close(stop)
 	select {
 	case err := <-done:
@@ -361,7 +357,7 @@ func TestFlushSessionIsBounded(t *testing.T) {
 	b := batchtest.Start(t, f, cfg)
 	tn := newTenure()
 	for seq := int64(1); seq <= 3; seq++ {
-		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -393,7 +389,7 @@ func TestMaxDelaySendsAPartialBatch(t *testing.T) {
 	f := newFake(true)
 	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
-	if _, err := b.Submit(context.Background(), msg("c", 1), tn, nil); err != nil {
+	if err := b.Submit(context.Background(), msg("c", 1), tn, nil); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Eventually(t, 5*time.Second, "a lone message sent after MaxDelay", func() bool { return tn.last() == 1 })
@@ -405,13 +401,13 @@ func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 	b := batchtest.Start(t, f, testConfig())
 	tn := newTenure()
 	for seq := int64(1); seq <= 10; seq++ { // one full request, held by the gate
-		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool { return f.requestCount() == 1 })
 	for seq := int64(11); seq <= 15; seq++ {
-		if _, err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -421,7 +417,7 @@ func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 		return tn.last() == 10 && b.Stats().DroppedInvalid == 5
 	})
 	tn.valid.Store(true) // trust came back: the tenure stays refused
-	if _, err := b.Submit(context.Background(), msg("c", 16), tn, nil); !errors.Is(err, sink.ErrTenureEnded) {
+	if err := b.Submit(context.Background(), msg("c", 16), tn, nil); !errors.Is(err, sink.ErrTenureEnded) {
 		t.Fatalf("submit after a drop: %v", err)
 	}
 	if tn.last() != 10 || f.requestCount() != 1 {
@@ -434,7 +430,7 @@ func TestInvalidTenureIsDroppedAndRefused(t *testing.T) {
 	}
 	// A new tenure of the same session is accepted.
 	next := newTenure()
-	if _, err := b.Submit(context.Background(), msg("c", 11), next, nil); err != nil {
+	if err := b.Submit(context.Background(), msg("c", 11), next, nil); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Eventually(t, 5*time.Second, "new tenure acked", func() bool { return next.last() == 11 })
@@ -455,7 +451,7 @@ func TestHandleWaitsForTheAck(t *testing.T) {
 
 func TestRecordOverTheLimitIsRefused(t *testing.T) {
 	b := batchtest.Start(t, newFake(true), testConfig())
-	_, err := b.Submit(context.Background(), sink.Message{ConnectionID: "c", Seq: 1, Data: make([]byte, 101)}, newTenure(), nil)
+	err := b.Submit(context.Background(), sink.Message{ConnectionID: "c", Seq: 1, Data: make([]byte, 101)}, newTenure(), nil)
 	if err == nil || !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("err = %v", err)
 	}

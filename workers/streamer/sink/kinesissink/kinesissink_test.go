@@ -129,7 +129,7 @@ func TestBatchesOnKinesalite(t *testing.T) {
 		id := fmt.Sprintf("session-%d", s)
 		for seq := int64(1); seq <= perSession; seq++ {
 			m := sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: 2, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
-			if _, err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
+			if err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -184,7 +184,7 @@ func TestBatchesOnFauxqs(t *testing.T) {
 	for s := range sessions {
 		for seq := int64(1); seq <= perSession; seq++ {
 			m := sink.Message{ConnectionID: fmt.Sprintf("session-%d", s), Seq: seq, LeaseEpoch: 5, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
-			if _, err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
+			if err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -50,3 +50,6 @@ func (Ignore) Valid() bool { return true }
 
 // Acked does nothing.
 func (Ignore) Acked(int64) {}
+
+// Stalled does nothing.
+func (Ignore) Stalled() {}
