@@ -131,6 +131,9 @@ type Counters struct {
 	SinkErrors        atomic.Int64
 	Reconnects        atomic.Int64
 	Unsequenced       atomic.Int64
+	// SinkStalls counts the times a pipelined sink made a session wait
+	// for room in its buffer (the socket was not read meanwhile).
+	SinkStalls atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -165,6 +168,9 @@ type Session struct {
 	// is written (released, handed off, failed).
 	finished     chan struct{}
 	finishedOnce sync.Once
+	// ended is closed once a terminal reason is set (a Submit stalled on a
+	// full sink buffer gives up).
+	ended chan struct{}
 
 	mu      sync.Mutex
 	conn    *websocket.Conn
@@ -200,7 +206,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 	it := h.Item()
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
-		wake: make(chan struct{}, 1), finished: make(chan struct{}),
+		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
 		log: env.Log.With().Str("connection_id", h.ID()).
 			Int64("lease_epoch", h.Epoch()).Logger(),
 	}
@@ -306,6 +312,7 @@ func (s *Session) Interrupt(reason error) {
 		return
 	}
 	s.end = reason
+	close(s.ended)
 	s.signalLocked()
 	if s.dialCancel != nil {
 		s.dialCancel()
@@ -764,7 +771,11 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte)
 			s.Interrupt(err)
 			return errInvalid
 		}
-		err := s.env.Handler.Handle(ctx, msg)
+		err := s.deliver(ctx, msg)
+		if errors.Is(err, sink.ErrTenureEnded) {
+			s.Interrupt(lease.ErrUntrusted)
+			return errInvalid
+		}
 		if err == nil {
 			break
 		}
@@ -781,12 +792,34 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, data []byte)
 		}
 		t.Stop()
 	}
-	s.held.Observe(seq)
+	if _, pipelined := s.env.Handler.(sink.Pipeline); !pipelined {
+		s.held.Observe(seq) // a pipeline acknowledges later (Acked)
+	}
 	s.lastSeq.Store(seq)
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)
 	return nil
 }
+
+// deliver hands msg to the sink: a Pipeline queues it (the session
+// checkpoints it once Acked), any other Handler accepts it synchronously.
+func (s *Session) deliver(ctx context.Context, msg sink.Message) error {
+	p, ok := s.env.Handler.(sink.Pipeline)
+	if !ok {
+		return s.env.Handler.Handle(ctx, msg)
+	}
+	return p.Submit(ctx, msg, s, s.ended)
+}
+
+// Valid reports whether the session may still deliver (sink.Tenure).
+func (s *Session) Valid() bool { return s.held.Valid() }
+
+// Acked records that the sink acknowledged every message up to seq
+// (sink.Tenure): the next checkpoint may pass it.
+func (s *Session) Acked(seq int64) { s.held.Observe(seq) }
+
+// Stalled counts a wait for room in the sink's buffer (sink.Tenure).
+func (s *Session) Stalled() { s.env.Counters.SinkStalls.Add(1) }
 
 // dial connects to the item's URL (with the resume parameter) and headers.
 func (s *Session) dial(ctx context.Context, it lease.Item) (*websocket.Conn, net.Conn, error) {
