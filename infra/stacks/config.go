@@ -17,9 +17,13 @@ const (
 
 // Sink names understood by the streamer (schema.EnvSink).
 const (
-	SinkStdout = "stdout"
-	SinkSQS    = "sqs"
+	SinkStdout  = "stdout"
+	SinkSQS     = "sqs"
+	SinkKinesis = "kinesis"
 )
+
+// Sinks are the sink names an environment may use.
+var Sinks = []string{SinkStdout, SinkSQS, SinkKinesis}
 
 // Limits the config is checked against.
 const (
@@ -84,7 +88,7 @@ type EnvConfig struct {
 	ShutdownDeadline    time.Duration // the worker's graceful-shutdown deadline
 	StopTimeout         time.Duration // ECS SIGTERM → SIGKILL; must exceed ShutdownDeadline
 
-	Sink     string // stdout | sqs; sqs creates the output queue
+	Sink     string // stdout | sqs | kinesis; sqs creates the output queue, kinesis the output stream
 	LogLevel string
 
 	// Ingest.
@@ -280,7 +284,7 @@ func (c EnvConfig) Validate() error {
 	check(c.StopTimeout <= fargateMaxStopTimeout, "StopTimeout %v exceeds the Fargate maximum %v", c.StopTimeout, fargateMaxStopTimeout)
 	check(c.StopTimeout%time.Second == 0, "StopTimeout %v must be whole seconds", c.StopTimeout)
 
-	check(c.Sink == SinkStdout || c.Sink == SinkSQS, "Sink %q is not %q or %q", c.Sink, SinkStdout, SinkSQS)
+	check(slices.Contains(Sinks, c.Sink), "Sink %q is not one of %q", c.Sink, Sinks)
 	check(slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel), "LogLevel %q is not debug|info|warn|error", c.LogLevel)
 
 	check(c.IngestReservedConcurrency >= 1 && c.IngestReservedConcurrency <= maxReservedConcurrency,

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 const (
 	CtxEnv              = "env"              // dev | prod (required; cdk.json defaults it to dev)
 	CtxAuth             = "auth"             // iam (default) | none
-	CtxSink             = "sink"             // overrides the environment's sink: stdout | sqs
+	CtxSink             = "sink"             // overrides the environment's sink: stdout | sqs | kinesis
 	CtxOutputFIFO       = "outputFifo"       // true: the output queue is FIFO
 	CtxAllowedHosts     = "allowedHosts"     // ingest's WSFLEET_ALLOWED_HOSTS
 	CtxAlarmEmail       = "alarmEmail"       // subscribes an address to the alarm topic
@@ -78,8 +79,8 @@ func (o Options) Validate() error {
 	if o.Auth != AuthIAM && o.Auth != AuthNone {
 		return fmt.Errorf("context %s=%q: want %q or %q", CtxAuth, o.Auth, AuthIAM, AuthNone)
 	}
-	if o.Sink != "" && o.Sink != SinkStdout && o.Sink != SinkSQS {
-		return fmt.Errorf("context %s=%q: want %q or %q", CtxSink, o.Sink, SinkStdout, SinkSQS)
+	if o.Sink != "" && !slices.Contains(Sinks, o.Sink) {
+		return fmt.Errorf("context %s=%q: want one of %q", CtxSink, o.Sink, Sinks)
 	}
 	if o.SigningSecretARN != "" && !strings.HasPrefix(o.SigningSecretARN, "arn:") {
 		return fmt.Errorf("context %s=%q: not an ARN", CtxSigningSecretARN, o.SigningSecretARN)

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskinesis"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -48,15 +49,19 @@ var IngestRoutes = []struct {
 // (streamer: shared/lease/dynamostore, whose worker registers its record
 // with a conditional PutItem and reads worker records in batches,
 // shared/notify/sqsnotify consumer and publisher,
-// workers/streamer/sink/sqssink; ingest: functions/ingest/internal/sessions,
+// workers/streamer/sink/sqssink (SendMessageBatch is authorized by
+// sqs:SendMessage), workers/streamer/sink/kinesissink; ingest: functions/ingest/internal/sessions,
 // which also adds to a worker record's mailbox, and the notify publisher).
 // The tests hold their own copy, so widening a grant is a visible change.
 var (
 	StreamerTableActions       = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"}
 	StreamerWorkQueueActions   = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"}
 	StreamerOutputQueueActions = []string{"sqs:SendMessage"}
-	IngestTableActions         = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
-	IngestWorkQueueActions     = []string{"sqs:SendMessage"}
+	// The output stream uses the AWS-managed key (alias/aws/kinesis), which
+	// needs no KMS grant to the producer.
+	StreamerOutputStreamActions = []string{"kinesis:PutRecord", "kinesis:PutRecords"}
+	IngestTableActions          = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+	IngestWorkQueueActions      = []string{"sqs:SendMessage"}
 )
 
 // Streamer container settings.
@@ -87,9 +92,12 @@ type Wsfleet struct {
 	WorkQueue   awssqs.Queue
 	DLQ         awssqs.Queue
 	OutputQueue awssqs.Queue // nil unless the sink is sqs
-	Ingest      awslambda.Function
-	Api         awsapigatewayv2.HttpApi
-	Service     awsecs.FargateService
+	// OutputStream is the kinesis sink's stream: on-demand, encrypted with
+	// the AWS-managed key; nil unless the sink is kinesis.
+	OutputStream awskinesis.Stream
+	Ingest       awslambda.Function
+	Api          awsapigatewayv2.HttpApi
+	Service      awsecs.FargateService
 }
 
 // NewWsfleetStack adds env's stack to scope. It returns an error (and adds
@@ -135,7 +143,8 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 	w.Ingest = newIngest(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, dataRemoval)
 	grantTableKey(stack, w.TableKey, w.Ingest.Role())
 	w.Api = newAPI(stack, cfg, opts, w.Ingest)
-	cluster, svc := newStreamer(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, w.OutputQueue, dataRemoval)
+	w.OutputStream = newOutputStream(stack, cfg)
+	cluster, svc := newStreamer(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, sinkOutput{queue: w.OutputQueue, stream: w.OutputStream}, dataRemoval)
 	w.Service = svc
 	grantTableKey(stack, w.TableKey, svc.TaskDefinition().TaskRole())
 	newObservability(stack, cfg, opts, w, cluster)
@@ -395,7 +404,27 @@ const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identi
 	`"status":"$context.status","len":"$context.responseLength","latency":"$context.responseLatency",` +
 	`"integrationError":"$context.integrationErrorMessage","authError":"$context.authorizer.error"}`
 
-func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work, output awssqs.Queue, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
+// sinkOutput is where the streamer's sink writes (at most one is set).
+type sinkOutput struct {
+	queue  awssqs.Queue
+	stream awskinesis.Stream
+}
+
+// newOutputStream creates the kinesis sink's stream: on-demand (no shards
+// to size), encrypted with the AWS-managed key, 24 h retention.
+func newOutputStream(stack awscdk.Stack, cfg EnvConfig) awskinesis.Stream {
+	if cfg.Sink != SinkKinesis {
+		return nil
+	}
+	return awskinesis.NewStream(stack, jsii.String("OutputStream"), &awskinesis.StreamProps{
+		StreamMode:      awskinesis.StreamMode_ON_DEMAND,
+		Encryption:      awskinesis.StreamEncryption_MANAGED,
+		RetentionPeriod: awscdk.Duration_Hours(jsii.Number(24)),
+		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+	})
+}
+
+func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work awssqs.Queue, out sinkOutput, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
 	// Public subnets only and no NAT gateway: the workers need outbound
 	// internet (WebSocket sources, AWS APIs) and accept no inbound traffic.
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
@@ -427,11 +456,18 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		Actions:   jsii.Strings(StreamerWorkQueueActions...),
 		Resources: &[]*string{work.QueueArn()},
 	}))
-	if output != nil {
+	if out.queue != nil {
 		taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:       jsii.String("OutputQueue"),
 			Actions:   jsii.Strings(StreamerOutputQueueActions...),
-			Resources: &[]*string{output.QueueArn()},
+			Resources: &[]*string{out.queue.QueueArn()},
+		}))
+	}
+	if out.stream != nil {
+		taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("OutputStream"),
+			Actions:   jsii.Strings(StreamerOutputStreamActions...),
+			Resources: &[]*string{out.stream.StreamArn()},
 		}))
 	}
 
@@ -464,8 +500,11 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		schema.EnvEnvironment:         jsii.String(cfg.Name),
 		schema.EnvMetricsNS:           jsii.String(schema.DefaultMetricsNamespace),
 	}
-	if output != nil {
-		env[schema.EnvOutputQueueURL] = output.QueueUrl()
+	if out.queue != nil {
+		env[schema.EnvOutputQueueURL] = out.queue.QueueUrl()
+	}
+	if out.stream != nil {
+		env[schema.EnvOutputStream] = out.stream.StreamArn()
 	}
 	if opts.AllowedHosts != "" {
 		// The worker checks every handshake redirect a session may follow
@@ -571,6 +610,9 @@ func addOutputs(stack awscdk.Stack, w *Wsfleet, cluster awsecs.Cluster) {
 	out("DeadLetterQueueUrl", w.DLQ.QueueUrl(), "work queue dead-letter queue")
 	if w.OutputQueue != nil {
 		out("OutputQueueUrl", w.OutputQueue.QueueUrl(), "streamer output queue ("+schema.EnvOutputQueueURL+")")
+	}
+	if w.OutputStream != nil {
+		out("OutputStreamArn", w.OutputStream.StreamArn(), "streamer output stream ("+schema.EnvOutputStream+")")
 	}
 	out("IngestFunctionName", w.Ingest.FunctionName(), "ingest Lambda function")
 	out("ClusterName", cluster.ClusterName(), "ECS cluster")

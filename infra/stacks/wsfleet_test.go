@@ -193,6 +193,35 @@ func TestOutputQueue(t *testing.T) {
 	}
 }
 
+// -c sink=kinesis creates one on-demand stream encrypted with the
+// AWS-managed key and hands its ARN to the workers; no output queue.
+func TestOutputStream(t *testing.T) {
+	if synth(t, env(EnvDev)).W.OutputStream != nil {
+		t.Error("dev (stdout sink) has an output stream")
+	}
+	s := synth(t, map[string]any{CtxEnv: EnvDev, CtxSink: SinkKinesis})
+	if s.W.OutputStream == nil || s.W.OutputQueue != nil {
+		t.Fatalf("sink=kinesis: stream %v, output queue %v", s.W.OutputStream != nil, s.W.OutputQueue != nil)
+	}
+	_, stream := s.only(t, "AWS::Kinesis::Stream")
+	p := props(stream)
+	mode, _ := p["StreamModeDetails"].(map[string]any)
+	enc, _ := p["StreamEncryption"].(map[string]any)
+	if mode["StreamMode"] != "ON_DEMAND" || enc["EncryptionType"] != "KMS" || enc["KeyId"] != "alias/aws/kinesis" {
+		t.Errorf("stream = %s, want on-demand, encrypted with alias/aws/kinesis", asJSON(p))
+	}
+	if _, ok := p["ShardCount"]; ok {
+		t.Errorf("an on-demand stream with a shard count: %s", asJSON(p))
+	}
+	ce := containerEnv(t, s)
+	if ce[schema.EnvSink] != SinkKinesis || ce[schema.EnvOutputStream] == nil || ce[schema.EnvOutputQueueURL] != nil {
+		t.Errorf("container env sink=%v stream=%v queue=%v", ce[schema.EnvSink], ce[schema.EnvOutputStream], ce[schema.EnvOutputQueueURL])
+	}
+	if !strings.Contains(asJSON(ce[schema.EnvOutputStream]), s.logicalID(s.W.OutputStream)) {
+		t.Errorf("%s = %s, not the output stream", schema.EnvOutputStream, asJSON(ce[schema.EnvOutputStream]))
+	}
+}
+
 // statement is one IAM policy statement and where it came from.
 type statement struct {
 	Source    string // resource logical id (and policy name)
@@ -276,6 +305,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 		"dev":           env(EnvDev),
 		"prod":          env(EnvProd),
 		"dev-fifo-sqs":  {CtxEnv: EnvDev, CtxSink: SinkSQS, CtxOutputFIFO: "true"},
+		"dev-kinesis":   {CtxEnv: EnvDev, CtxSink: SinkKinesis},
 		"dev-auth-none": {CtxEnv: EnvDev, CtxAuth: AuthNone},
 	}
 	for name, ctx := range cases {
@@ -288,6 +318,9 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			}
 			if s.W.OutputQueue != nil {
 				data[s.logicalID(s.W.OutputQueue)] = "output"
+			}
+			if s.W.OutputStream != nil {
+				data[s.logicalID(s.W.OutputStream)] = "stream"
 			}
 			if s.W.TableKey != nil {
 				data[s.logicalID(s.W.TableKey)] = "key"
@@ -305,6 +338,9 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			}
 			if s.W.OutputQueue != nil {
 				want["task/output"] = []string{"sqs:SendMessage"}
+			}
+			if s.W.OutputStream != nil {
+				want["task/stream"] = []string{"kinesis:PutRecord", "kinesis:PutRecords"}
 			}
 			if s.W.TableKey != nil {
 				want["task/key"] = TableKeyActions

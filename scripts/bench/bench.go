@@ -23,6 +23,10 @@
 //     on-demand cost they project, the table ceiling and the hot keys;
 //  7. reads: the liveness protocol's read and write units per worker-hour
 //     at 10 and 100 workers (Keepers on dynalite, no session);
+//  8. throughput: one session as fast as the feed pushes into each sink
+//     (discard, stdout, sqs unbatched and batched, kinesis) with 15 ms
+//     added to every sink request, and 1,000 sessions × 10 msg/s into sqs
+//     batched: msg/s, requests per message, lag;
 //
 // and runs the Go microbenchmarks of the hot paths. Figures are reported,
 // never asserted. The quick mode (the default of `make bench`) fits in
@@ -69,10 +73,14 @@ const (
 	PhaseReads     = "reads"
 	PhaseCapacity  = "capacity"
 	PhaseDynalite  = "dynalite"
+	// PhaseThroughput: one session as fast as the feed pushes into each
+	// sink, with 15 ms added to every sink request, and many sessions into
+	// sqs batched (issue 16).
+	PhaseThroughput = "throughput"
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite, PhaseThroughput}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -161,6 +169,12 @@ type Sizes struct {
 	DynSteps  []int
 	DynSettle time.Duration
 	DynWindow time.Duration
+
+	// The throughput runs: settle and window of each, and the many-session
+	// run's sessions and rate.
+	TPSettle, TPWindow time.Duration
+	TPManySessions     int
+	TPManyRate         float64
 }
 
 // SizesFor returns the sizes of mode.
@@ -182,6 +196,7 @@ func SizesFor(m Mode) Sizes {
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
 			DynSteps:  []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
+			TPSettle: 5 * time.Second, TPWindow: 30 * time.Second, TPManySessions: 1000, TPManyRate: 10,
 		}
 	}
 	return Sizes{
@@ -198,6 +213,7 @@ func SizesFor(m Mode) Sizes {
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
 		DynSteps:  []int{2000},
 		DynSettle: 5 * time.Second, DynWindow: 15 * time.Second,
+		TPSettle: 3 * time.Second, TPWindow: 10 * time.Second, TPManySessions: 1000, TPManyRate: 10,
 	}
 }
 
@@ -219,9 +235,9 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; microbenchmarks -benchtime %s",
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
 		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
-		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.BenchTime)
+		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.TPWindow, thousands(s.TPManySessions), s.TPManyRate, s.BenchTime)
 }
 
 // Config configures a run.
@@ -315,7 +331,10 @@ func (c Config) Validate() error {
 	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {
 		errs = append(errs, errors.New("dynalite steps: want increasing counts up to 19,500"))
 	}
-	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 || s.ReadsWindow <= 0 {
+	if s.TPManySessions < 1 || s.TPManySessions > 19500 || s.TPManyRate <= 0 {
+		errs = append(errs, fmt.Errorf("throughput: %d sessions at %v/s: want 1..19,500 sessions and a positive rate", s.TPManySessions, s.TPManyRate))
+	}
+	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 || s.ReadsWindow <= 0 || s.TPWindow <= 0 {
 		errs = append(errs, errors.New("measurement windows: want > 0"))
 	}
 	return errors.Join(errs...)
@@ -412,6 +431,7 @@ func (r *runner) phases() map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
 		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
+		PhaseThroughput: r.throughput,
 	}
 }
 
@@ -439,6 +459,10 @@ func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
 		}
 	}
 	rerun.Finished = time.Now().UTC()
+	// An earlier re-run of only these phases no longer stands for any figure.
+	r.rep.Reruns = slices.DeleteFunc(r.rep.Reruns, func(x Rerun) bool {
+		return !slices.ContainsFunc(x.Phases, func(p string) bool { return !slices.Contains(r.cfg.Phases, p) })
+	})
 	r.rep.Reruns = append(r.rep.Reruns, rerun)
 	if err := r.write(); err != nil {
 		return r.rep, err

@@ -34,6 +34,7 @@ type Report struct {
 	Reads        *ReadsResult      `json:"reads,omitempty"`
 	Capacity     *CapacityResult   `json:"capacity,omitempty"`
 	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
+	Throughput   *ThroughputResult `json:"throughput,omitempty"`
 	Errors       map[string]string `json:"errors,omitempty"`
 	// Reruns are later runs of some phases merged into this report (bench
 	// -merge); those phases' figures are from them.
@@ -208,6 +209,9 @@ func Goals(r *Report) []Goal {
 		}
 		gs = append(gs, g)
 	}
+	if t := r.Throughput; t != nil {
+		gs = append(gs, throughputGoals(t)...)
+	}
 	if c := r.Capacity; c != nil {
 		for _, run := range c.Runs {
 			if run.Held == 0 {
@@ -302,6 +306,7 @@ func Render(r *Report) string {
 	renderDynalite(p, r)
 	renderCost(p, r)
 	renderReads(p, r)
+	renderThroughput(p, r)
 	renderMicro(p, r)
 	return b.String()
 }

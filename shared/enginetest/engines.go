@@ -1,7 +1,8 @@
 // Package enginetest owns the local AWS engines that tests and the local stack
-// run against: dynalite (DynamoDB) and fauxqs (SQS), both from the repository's
-// pinned node_modules, started on free loopback ports with readiness checks
-// and stopped cleanly. When AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS
+// run against: dynalite (DynamoDB), fauxqs (SQS) and kinesalite (Kinesis Data
+// Streams), all from the repository's pinned node_modules, started on free
+// loopback ports with readiness checks and stopped cleanly. When
+// AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL_KINESIS
 // are set (or WSFLEET_ENGINES=external) it uses those instead, so the same
 // tests can run against other engines or real AWS.
 package enginetest
@@ -172,17 +173,29 @@ func NewDynalite(o Options) (*Process, error) {
 
 // NewFauxqs prepares (does not start) a fauxqs on 127.0.0.1.
 func NewFauxqs(o Options) (*Process, error) {
+	return newNodeEngine("fauxqs", "fauxqs.mjs", o)
+}
+
+// NewKinesalite prepares (does not start) a kinesalite (Kinesis Data
+// Streams) on 127.0.0.1; new streams are ACTIVE at once.
+func NewKinesalite(o Options) (*Process, error) {
+	return newNodeEngine("kinesalite", "kinesalite.mjs", o)
+}
+
+// newNodeEngine prepares the npm package name, started by
+// scripts/engines/script with the port as its argument.
+func newNodeEngine(name, script string, o Options) (*Process, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(o.Root, "node_modules", "fauxqs")); err != nil {
-		return nil, fmt.Errorf("fauxqs: not installed under %s/node_modules (run `make deps`): %w", o.Root, err)
+	if _, err := os.Stat(filepath.Join(o.Root, "node_modules", name)); err != nil {
+		return nil, fmt.Errorf("%s: not installed under %s/node_modules (run `make deps`): %w", name, o.Root, err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		return nil, fmt.Errorf("fauxqs: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return newProcess("fauxqs", o, []string{node, filepath.Join(o.Root, "scripts", "engines", "fauxqs.mjs"), strconv.Itoa(o.Port)})
+	return newProcess(name, o, []string{node, filepath.Join(o.Root, "scripts", "engines", script), strconv.Itoa(o.Port)})
 }
 
 // StartDynalite prepares and starts a dynalite.
@@ -195,8 +208,12 @@ func StartDynalite(o Options) (*Process, error) {
 }
 
 // StartFauxqs prepares and starts a fauxqs.
-func StartFauxqs(o Options) (*Process, error) {
-	p, err := NewFauxqs(o)
+func StartFauxqs(o Options) (*Process, error) { return started(NewFauxqs(o)) }
+
+// StartKinesalite prepares and starts a kinesalite.
+func StartKinesalite(o Options) (*Process, error) { return started(NewKinesalite(o)) }
+
+func started(p *Process, err error) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -9,14 +9,16 @@ import (
 
 // Needs says which engines a test binary uses.
 type Needs struct {
-	Dynamo bool
-	SQS    bool
+	Dynamo  bool
+	SQS     bool
+	Kinesis bool
 }
 
 // Env is what Main started (or found).
 type Env struct {
-	Dynamo *Process // nil when external
-	SQS    *Process // nil when external
+	Dynamo  *Process // nil when external
+	SQS     *Process // nil when external
+	Kinesis *Process // nil when external
 }
 
 var (
@@ -61,6 +63,14 @@ func Setup(needs Needs) (*Env, error) {
 		env.SQS = p
 		os.Setenv("AWS_ENDPOINT_URL_SQS", p.Endpoint())
 	}
+	if needs.Kinesis && !external && os.Getenv("AWS_ENDPOINT_URL_KINESIS") == "" {
+		p, err := StartKinesalite(Options{})
+		if err != nil {
+			return env, err
+		}
+		env.Kinesis = p
+		os.Setenv("AWS_ENDPOINT_URL_KINESIS", p.Endpoint())
+	}
 	return env, nil
 }
 
@@ -74,6 +84,9 @@ func (e *Env) Stop() {
 	}
 	if e.SQS != nil {
 		e.SQS.Stop()
+	}
+	if e.Kinesis != nil {
+		e.Kinesis.Stop()
 	}
 }
 

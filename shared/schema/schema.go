@@ -189,6 +189,7 @@ const (
 	EnvTableName      = "WSFLEET_TABLE"
 	EnvQueueURL       = "WSFLEET_QUEUE_URL"
 	EnvOutputQueueURL = "WSFLEET_OUTPUT_QUEUE_URL"
+	EnvOutputStream   = "WSFLEET_OUTPUT_STREAM" // the kinesis sink's stream (name or ARN)
 	EnvMetricsNS      = "WSFLEET_METRICS_NAMESPACE"
 	EnvEnvironment    = "WSFLEET_ENV"
 )
@@ -213,7 +214,7 @@ const (
 	EnvAdvertiseAddr    = "WSFLEET_ADVERTISE_ADDR"      // host:port other workers reach the admin server at; default: the listener's, 0.0.0.0 replaced by the host's private address
 	EnvRebalanceMoves   = "WSFLEET_REBALANCE_MAX_MOVES" // int, default 0 = 10 % of the worker's sessions per round
 	EnvAdminAddr        = "WSFLEET_ADMIN_ADDR"          // default 127.0.0.1:8081 (0.0.0.0:8081 in the container)
-	EnvSink             = "WSFLEET_SINK"                // stdout | sqs
+	EnvSink             = "WSFLEET_SINK"                // stdout | sqs | kinesis | discard
 	EnvLogLevel         = "WSFLEET_LOG_LEVEL"           // debug | info | warn | error
 
 	// Finer worker settings (defaults in the worker's config; infra leaves them).
@@ -232,6 +233,14 @@ const (
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
+
+	// Sink batching (sqs and kinesis; defaults in the worker's config).
+	EnvSinkBatching      = "WSFLEET_SINK_BATCHING"        // bool, default true; false: the sqs sink sends one SendMessage per message
+	EnvSinkMaxDelay      = "WSFLEET_SINK_MAX_DELAY"       // duration, default 10ms: the longest a message waits for its batch to fill
+	EnvSinkMaxBatch      = "WSFLEET_SINK_MAX_BATCH"       // int, default 0 = the sink's limit (sqs 10, kinesis 500)
+	EnvSinkMaxBatchBytes = "WSFLEET_SINK_MAX_BATCH_BYTES" // int, default 0 = the sink's limit (sqs 1 MiB, kinesis 5 MiB)
+	EnvSinkInFlight      = "WSFLEET_SINK_IN_FLIGHT"       // int, default 32: sink requests in flight per worker
+	EnvSinkBufferBytes   = "WSFLEET_SINK_BUFFER_BYTES"    // int, default 4 MiB: a session's unacknowledged bytes before its reads stall
 )
 
 // Ingest environment variable names.
@@ -270,6 +279,7 @@ const (
 	MetricDuplicatesDropped   = "DuplicatesDropped"
 	MetricSinkErrors          = "SinkErrors"
 	MetricSeqMissingDropped   = "SeqMissingDropped" // messages dropped for having no seq (seq_mode field, on_missing_seq drop)
+	MetricSinkStalls          = "SinkStalls"        // times a session waited for room in its sink buffer (its socket was not read meanwhile)
 	MetricOrphansSeen         = "OrphansSeen"
 	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 

@@ -17,6 +17,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
 // Finer worker settings, named in shared/schema.
@@ -47,6 +50,7 @@ const DefaultGCPercent = 50
 const (
 	SinkStdout  = "stdout"
 	SinkSQS     = "sqs"
+	SinkKinesis = "kinesis"
 	SinkDiscard = "discard"
 )
 
@@ -124,6 +128,13 @@ type Config struct {
 	TableName      string
 	QueueURL       string // "" = reconciliation only
 	OutputQueueURL string
+	OutputStream   string // the kinesis sink's stream (name or ARN)
+	// SinkBatching sends the sqs sink's messages in SendMessageBatch
+	// requests through sink/batch (kinesis is always batched); false: one
+	// SendMessage per message, the session waiting for each.
+	SinkBatching bool
+	// Batch bounds the batches of the sqs and kinesis sinks.
+	Batch batch.Config
 
 	// unknownEnv are the WSFLEET_ variables ConfigFromEnv found and the
 	// worker does not read; Validate reports them.
@@ -166,6 +177,8 @@ func DefaultConfig() Config {
 		LogLevel:            "info",
 		Sink:                SinkStdout,
 		TableName:           schema.DefaultTableName,
+		SinkBatching:        true,
+		Batch:               batch.DefaultConfig(),
 	}
 }
 
@@ -242,6 +255,13 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvTableName, &c.TableName)
 	p.str(schema.EnvQueueURL, &c.QueueURL)
 	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)
+	p.str(schema.EnvOutputStream, &c.OutputStream)
+	p.bool(schema.EnvSinkBatching, &c.SinkBatching)
+	p.dur(schema.EnvSinkMaxDelay, &c.Batch.MaxDelay)
+	p.int(schema.EnvSinkMaxBatch, &c.Batch.MaxCount)
+	p.int(schema.EnvSinkMaxBatchBytes, &c.Batch.MaxBytes)
+	p.int(schema.EnvSinkInFlight, &c.Batch.MaxInFlight)
+	p.int(schema.EnvSinkBufferBytes, &c.Batch.SessionBufferBytes)
 	if len(p.errs) > 0 {
 		return c, errors.Join(p.errs...)
 	}
@@ -347,6 +367,18 @@ func (c Config) sessionConfig() *session.Config {
 	}
 }
 
+// batchLimits are the request limits of the configured sink when it is
+// batched.
+func (c Config) batchLimits() (batch.Limits, bool) {
+	switch {
+	case c.Sink == SinkKinesis:
+		return kinesissink.New(nil, "").Limits(), true
+	case c.Sink == SinkSQS && c.SinkBatching:
+		return sqssink.New(nil, "").Limits(), true
+	}
+	return batch.Limits{}, false
+}
+
 // Validate checks every setting and the environment's variable names; the
 // error lists all problems.
 func (c Config) Validate() error {
@@ -405,8 +437,18 @@ func (c Config) Validate() error {
 		if c.OutputQueueURL == "" {
 			bad("%s=sqs needs %s", schema.EnvSink, schema.EnvOutputQueueURL)
 		}
+	case SinkKinesis:
+		if c.OutputStream == "" {
+			bad("%s=kinesis needs %s", schema.EnvSink, schema.EnvOutputStream)
+		}
 	default:
-		bad("%s=%q: want stdout, sqs or discard", schema.EnvSink, c.Sink)
+		bad("%s=%q: want stdout, sqs, kinesis or discard", schema.EnvSink, c.Sink)
+	}
+	if l, ok := c.batchLimits(); ok {
+		if err := c.Batch.Validate(l); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Sink, schema.EnvSinkMaxBatch,
+				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
+		}
 	}
 	if c.TableName == "" {
 		bad("%s is empty", schema.EnvTableName)

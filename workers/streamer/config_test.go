@@ -8,7 +8,42 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
+
+// The kinesis sink needs its stream, and batch bounds are checked against
+// the chosen sink's limits (sqs: 10 entries; kinesis: 500); an unbatched
+// sqs sink ignores them.
+func TestSinkSettingsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want []string // "" = valid
+	}{
+		{map[string]string{schema.EnvSink: "kinesis"}, []string{"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM"}},
+		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkMaxBatch: "500"}, nil},
+		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkMaxBatch: "11", schema.EnvSinkBufferBytes: "10"},
+			[]string{"batch max count 11", "session buffer 10 bytes"}},
+		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkBatching: "false", schema.EnvSinkMaxBatch: "11"}, nil},
+		{map[string]string{schema.EnvSink: "firehose"}, []string{"want stdout, sqs, kinesis or discard"}},
+	} {
+		c, err := ConfigFromEnv(environ(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%v: %v", tc.env, err)
+			}
+			continue
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v lacks %q", tc.env, err, w)
+			}
+		}
+	}
+}
 
 // environ is m as KEY=VALUE pairs (os.Environ's form).
 func environ(m map[string]string) []string {
@@ -45,6 +80,8 @@ func TestConfigFromEnv(t *testing.T) {
 		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
 		EnvReconnectMax: "1m", EnvReadLimit: "65536", EnvMetricsEvery: "30s", EnvQueueWait: "15s", EnvSinkAttempts: "5",
 		EnvStoreRPCTimeout: "1500ms", EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
+		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +96,9 @@ func TestConfigFromEnv(t *testing.T) {
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
-		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None,
+		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None, SinkBatching: true, Batch: batch.DefaultConfig(),
 	}
+	want.Batch.MaxDelay, want.Batch.MaxCount, want.Batch.MaxBytes, want.Batch.MaxInFlight, want.Batch.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}

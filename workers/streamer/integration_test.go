@@ -137,6 +137,9 @@ type env struct {
 	ws          []*testWorker
 	nextID      int
 	lastLoads   map[string]int // the loads balanced saw last (rebalance tests)
+	// handlerFor, when set, gives each new worker its own sink (default:
+	// e.sink, shared).
+	handlerFor func(workerID string) sink.Handler
 }
 
 type testWorker struct {
@@ -248,7 +251,11 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 		queue = e.workerQueue
 	}
 	st := &severableStore{Store: dynamostore.New(db, e.table)}
-	w, err := New(cfg, Deps{Store: st, Queue: queue, Handler: e.sink, Logger: &log, Metrics: e.logs})
+	h := sink.Handler(e.sink)
+	if e.handlerFor != nil {
+		h = e.handlerFor(id)
+	}
+	w, err := New(cfg, Deps{Store: st, Queue: queue, Handler: h, Logger: &log, Metrics: e.logs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
 // StoreStatser is implemented by stores that count their requests by kind
@@ -78,7 +79,7 @@ type Stats struct {
 	Claiming   int     `json:"claiming"`
 	Goroutines int     `json:"goroutines"`
 	// Messages are the cumulative per-message counters: messages_in,
-	// duplicates_dropped, sink_errors, reconnects.
+	// duplicates_dropped, sink_errors, sink_stalls, reconnects.
 	Messages map[string]int64 `json:"messages"`
 	// HeartbeatsOK / HeartbeatErrors count the worker's heartbeats; LeaseLost
 	// the tenures that ended other than by a release or a stop.
@@ -100,6 +101,9 @@ type Stats struct {
 	// {"heartbeat": {"writes":…, "write_units":…, "index_write_units":…,
 	// "read_units":…}, …}); absent when the store does not meter.
 	StoreUnits any `json:"store_units,omitempty"`
+	// Sink are the batched sink's counts (requests, records, entry errors,
+	// …; sink/batch.Stats); absent for an unbatched sink.
+	Sink *batch.Stats `json:"sink,omitempty"`
 }
 
 // Stats returns the cumulative counts.
@@ -133,6 +137,10 @@ func (w *Worker) Stats() Stats {
 	if s, ok := w.deps.Store.(StoreMeter); ok {
 		st.StoreUnits = s.BilledUnits()
 	}
+	if b, ok := w.deps.Handler.(interface{ Stats() batch.Stats }); ok {
+		bs := b.Stats()
+		st.Sink = &bs
+	}
 	return st
 }
 
@@ -143,6 +151,7 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricMessagesIn:        &w.counters.MessagesIn,
 		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
 		schema.MetricSinkErrors:        &w.counters.SinkErrors,
+		schema.MetricSinkStalls:        &w.counters.SinkStalls,
 		schema.MetricReconnects:        &w.counters.Reconnects,
 		schema.MetricSeqMissingDropped: &w.counters.SeqMissingDropped,
 	}
@@ -156,6 +165,8 @@ func metricKey(name string) string {
 		return "duplicates_dropped"
 	case schema.MetricSinkErrors:
 		return "sink_errors"
+	case schema.MetricSinkStalls:
+		return "sink_stalls"
 	case schema.MetricReconnects:
 		return "reconnects"
 	case schema.MetricSeqMissingDropped:

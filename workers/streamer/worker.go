@@ -564,7 +564,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
 	defer cancel()
 	t0 := time.Now()
-	if err := sink.Flush(ctx, w.deps.Handler); err != nil {
+	if err := sink.FlushSession(ctx, w.deps.Handler, h.ID()); err != nil {
 		w.keeper.Abandon(h)
 		log.Error().Err(err).Msg("sink flush: session left for the takeover instead of released")
 		return

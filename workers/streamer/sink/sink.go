@@ -14,6 +14,11 @@
 //   - A non-nil error is counted (SinkErrors), retried a few times while the
 //     lease is valid, then the worker reconnects to the source and resumes at
 //     the last accepted sequence number + 1.
+//   - A Handler that also implements Pipeline (sink/batch) is given the
+//     messages with Submit instead: it queues them and acknowledges them
+//     later, in order per session, through the session's Tenure; the worker
+//     checkpoints only what was acknowledged and flushes the session
+//     (FlushSession) before releasing it.
 //   - Message.Data aliases the worker's read buffer: it is valid only until
 //     Handle returns. Copy it to keep it.
 //   - Every message carries LeaseEpoch, the fencing token of the worker's
@@ -26,6 +31,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -66,6 +72,49 @@ func (f HandlerFunc) Handle(ctx context.Context, m Message) error { return f(ctx
 // released last_seq never runs ahead of what reached the destination.
 type Flusher interface {
 	Flush(ctx context.Context) error
+}
+
+// Tenure is the side of a session a Pipeline talks back to: whether the
+// session may still deliver, and which messages were acknowledged.
+type Tenure interface {
+	// Valid reports whether the owner may still deliver (the lease's
+	// monotonic deadline); a pipeline checks it right before each send.
+	Valid() bool
+	// Acked is called, in sequence order per session, once every message
+	// of the session up to seq was acknowledged by the destination: the
+	// session may checkpoint past seq.
+	Acked(seq int64)
+	// Stalled is called when a Submit starts waiting for room in the
+	// session's buffer (the session does not read its socket meanwhile).
+	Stalled()
+}
+
+// ErrTenureEnded: a Pipeline refuses a message because it dropped earlier
+// messages of the same tenure (its lease was no longer valid at send time);
+// the session must end.
+var ErrTenureEnded = errors.New("sink: the tenure's earlier messages were dropped")
+
+// Pipeline is implemented by handlers that deliver in the background, in
+// batches across sessions (sink/batch). The session then calls Submit
+// instead of Handle and checkpoints only what Tenure.Acked reported.
+type Pipeline interface {
+	// Submit queues m (copying m.Data) and returns; it blocks while the
+	// session's buffer is full (calling t.Stalled when it starts waiting)
+	// until there is room, stop is closed or ctx ends. A non-nil error
+	// means m was not queued.
+	Submit(ctx context.Context, m Message, t Tenure, stop <-chan struct{}) error
+	// FlushSession returns once every message queued for connectionID was
+	// acknowledged, or with ctx's error.
+	FlushSession(ctx context.Context, connectionID string) error
+}
+
+// FlushSession flushes one session's messages when h is a Pipeline, and
+// the whole handler when it is a Flusher.
+func FlushSession(ctx context.Context, h Handler, connectionID string) error {
+	if p, ok := h.(Pipeline); ok {
+		return p.FlushSession(ctx, connectionID)
+	}
+	return Flush(ctx, h)
 }
 
 // Flush flushes h when it implements Flusher.

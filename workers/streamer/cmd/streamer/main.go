@@ -6,6 +6,7 @@
 // variable; any other WSFLEET_ variable is a startup error):
 //
 //	streamer                                   # DynamoDB (WSFLEET_TABLE) + SQS (WSFLEET_QUEUE_URL)
+//	                                           # sink: WSFLEET_SINK=stdout|sqs|kinesis|discard
 //	streamer healthcheck                       # exit 0 when /healthz answers 200 (ECS health check)
 //
 // The first SIGTERM or SIGINT starts a graceful shutdown bounded by
@@ -31,6 +32,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/rs/zerolog"
@@ -41,6 +43,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
@@ -125,23 +129,59 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk}
-	switch cfg.Sink {
-	case streamer.SinkStdout:
-		deps.Handler = sink.NewWriter(stdout)
-	case streamer.SinkDiscard:
-		deps.Handler = sink.Discard
-	case streamer.SinkSQS:
-		ac, err := loadAWS()
-		if err != nil {
-			return err
-		}
-		deps.Handler = sqssink.New(sqs.NewFromConfig(ac), cfg.OutputQueueURL)
+	var batcher *batch.Batcher
+	deps.Handler, batcher, err = openSink(cfg, loadAWS, stdout, log)
+	if err != nil {
+		return err
 	}
 	w, err := streamer.New(cfg, deps)
 	if err != nil {
 		return err
 	}
+	if batcher != nil {
+		// The batcher outlives the signal: it sends what the sessions
+		// flush while the worker shuts down, and stops once Run returned.
+		bctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { batcher.Run(bctx); close(done) }()
+		defer func() { cancel(); <-done }()
+	}
 	return w.Run(ctx)
+}
+
+// openSink builds cfg's sink: the handler the sessions deliver to and, for
+// a batched sink, the batcher behind it (whose Run the caller owns).
+func openSink(cfg streamer.Config, loadAWS func() (aws.Config, error), stdout io.Writer, log zerolog.Logger) (sink.Handler, *batch.Batcher, error) {
+	var snd batch.Sender
+	switch cfg.Sink {
+	case streamer.SinkStdout:
+		return sink.NewWriter(stdout), nil, nil
+	case streamer.SinkDiscard:
+		return sink.Discard, nil, nil
+	case streamer.SinkSQS:
+		ac, err := loadAWS()
+		if err != nil {
+			return nil, nil, err
+		}
+		s := sqssink.New(sqs.NewFromConfig(ac), cfg.OutputQueueURL)
+		if !cfg.SinkBatching {
+			return s, nil, nil
+		}
+		snd = s
+	case streamer.SinkKinesis:
+		ac, err := loadAWS()
+		if err != nil {
+			return nil, nil, err
+		}
+		snd = kinesissink.New(kinesis.NewFromConfig(ac), cfg.OutputStream)
+	default:
+		return nil, nil, fmt.Errorf("sink %q unknown", cfg.Sink)
+	}
+	b, err := batch.New(snd, cfg.Batch, log.With().Str("sink", cfg.Sink).Logger())
+	if err != nil {
+		return nil, nil, fmt.Errorf("sink %s: %w", cfg.Sink, err)
+	}
+	return b, b, nil
 }
 
 // healthcheck GETs /healthz on the admin port and returns the exit code:

@@ -134,6 +134,9 @@ type Counters struct {
 	// SeqMissingDropped counts the messages dropped for having no seq
 	// (seq_mode field, on_missing_seq drop).
 	SeqMissingDropped atomic.Int64
+	// SinkStalls counts the times a pipelined sink made a session wait
+	// for room in its buffer (the socket was not read meanwhile).
+	SinkStalls atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -170,6 +173,9 @@ type Session struct {
 	// is written (released, handed off, failed).
 	finished     chan struct{}
 	finishedOnce sync.Once
+	// ended is closed once a terminal reason is set (a Submit stalled on a
+	// full sink buffer gives up).
+	ended chan struct{}
 
 	mu      sync.Mutex
 	conn    *websocket.Conn
@@ -219,7 +225,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 	it := h.Item()
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
-		wake: make(chan struct{}, 1), finished: make(chan struct{}),
+		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
 		log: env.Log.With().Str("connection_id", h.ID()).
 			Int64("lease_epoch", h.Epoch()).Logger(),
 	}
@@ -331,6 +337,7 @@ func (s *Session) Interrupt(reason error) {
 		return
 	}
 	s.end = reason
+	close(s.ended)
 	s.signalLocked()
 	if s.dialCancel != nil {
 		s.dialCancel()
@@ -848,7 +855,11 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 			s.Interrupt(err)
 			return errInvalid
 		}
-		err := s.env.Handler.Handle(ctx, msg)
+		err := s.deliver(ctx, msg)
+		if errors.Is(err, sink.ErrTenureEnded) {
+			s.Interrupt(lease.ErrUntrusted)
+			return errInvalid
+		}
 		if err == nil {
 			break
 		}
@@ -866,7 +877,9 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		t.Stop()
 	}
 	if advance {
-		s.held.Observe(seq)
+		if _, pipelined := s.env.Handler.(sink.Pipeline); !pipelined {
+			s.held.Observe(seq) // a pipeline acknowledges later (Acked)
+		}
 		s.lastSeq.Store(seq)
 		s.sub = 0
 	}
@@ -874,6 +887,26 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	s.env.Counters.MessagesIn.Add(1)
 	return nil
 }
+
+// deliver hands msg to the sink: a Pipeline queues it (the session
+// checkpoints it once Acked), any other Handler accepts it synchronously.
+func (s *Session) deliver(ctx context.Context, msg sink.Message) error {
+	p, ok := s.env.Handler.(sink.Pipeline)
+	if !ok {
+		return s.env.Handler.Handle(ctx, msg)
+	}
+	return p.Submit(ctx, msg, s, s.ended)
+}
+
+// Valid reports whether the session may still deliver (sink.Tenure).
+func (s *Session) Valid() bool { return s.held.Valid() }
+
+// Acked records that the sink acknowledged every message up to seq
+// (sink.Tenure): the next checkpoint may pass it.
+func (s *Session) Acked(seq int64) { s.held.Observe(seq) }
+
+// Stalled counts a wait for room in the sink's buffer (sink.Tenure).
+func (s *Session) Stalled() { s.env.Counters.SinkStalls.Add(1) }
 
 // dial connects to the item's URL (with the resume parameter) and headers.
 func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, error) {

@@ -1,5 +1,8 @@
 // Package sqssink is the worker's SQS sink: every message becomes one SQS
-// message whose body is the sink's JSON envelope (sink.AppendJSON). On a FIFO
+// message whose body is the sink's JSON envelope (sink.AppendJSON). The
+// worker sends them in SendMessageBatch requests through sink/batch (Sink
+// is a batch.Sender); Handle is the unbatched path (one SendMessage per
+// message, WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO
 // queue (URL ending in ".fifo") the group id is the connection_id (per-session
 // order) and the deduplication id is connection_id:seq, so a message replayed
 // after a crash failover (at-least-once across a crash) is dropped by SQS
@@ -14,15 +17,30 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
 // API is the part of the SQS client the sink calls.
 type API interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
+
+// SQS's SendMessageBatch limits, as the SDK documents them
+// (aws-sdk-go-v2/service/sqs v1.53.0, SendMessageBatch): "up to 10
+// messages", and "the maximum allowed individual message size and the
+// maximum total payload size (the sum of the individual lengths of all of
+// the batched messages) are both 1 MiB 1,048,576 bytes".
+const (
+	MaxBatchEntries = 10
+	MaxBatchBytes   = 1 << 20
+	MaxMessageBytes = 1 << 20
+)
 
 // Sink sends each message to one queue, synchronously: Handle returns once
 // SQS has accepted the message.
@@ -76,11 +94,76 @@ func fitDedupID(id string) string {
 // its own seq (m.Sub > 0) "connection_id:seq.sub", so that the messages
 // after one seq are not taken for its duplicates (the part after the last
 // colon is digits, a dot and a minus only: no two sessions share an id).
-func DedupIDOf(m sink.Message) string {
-	if m.Sub == 0 {
-		return DedupID(m.ConnectionID, m.Seq)
+func DedupIDOf(m sink.Message) string { return dedupIDAt(m.ConnectionID, m.Seq, m.Sub) }
+
+func dedupIDAt(connectionID string, seq, sub int64) string {
+	if sub == 0 {
+		return DedupID(connectionID, seq)
 	}
-	return fitDedupID(m.ConnectionID + ":" + strconv.FormatInt(m.Seq, 10) + "." + strconv.FormatInt(m.Sub, 10))
+	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10))
 }
 
-var _ sink.Handler = (*Sink)(nil)
+// Encode builds m's message body (batch.Sender).
+func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
+	body := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
+	if len(body) > MaxMessageBytes {
+		return batch.Record{}, fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes)
+	}
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Body: body}, nil
+}
+
+// Limits are SendMessageBatch's (batch.Sender).
+func (s *Sink) Limits() batch.Limits {
+	return batch.Limits{MaxCount: MaxBatchEntries, MaxBytes: MaxBatchBytes, MaxRecordBytes: MaxMessageBytes}
+}
+
+// Ordered: on a FIFO queue a session (message group) has one request in
+// flight at a time, so its batches are enqueued in order (batch.Sender).
+func (s *Sink) Ordered() bool { return s.fifo }
+
+// Size is the body's length, what SQS counts against the batch limit.
+func (s *Sink) Size(r batch.Record) int { return len(r.Body) }
+
+// EntryError is an entry SendMessageBatch refused.
+type EntryError struct {
+	Code, Message string
+	SenderFault   bool
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("sqs refused the entry: %s: %s (sender fault %v)", e.Code, e.Message, e.SenderFault)
+}
+
+// Send sends recs in one SendMessageBatch (batch.Sender); failed maps the
+// response's Failed entries back to recs.
+func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
+	entries := make([]types.SendMessageBatchRequestEntry, len(recs))
+	for i, r := range recs {
+		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(r.Body))}
+		if s.fifo {
+			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(dedupIDAt(r.ConnectionID, r.Seq, r.Sub))
+		}
+		entries[i] = e
+	}
+	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries})
+	if err != nil {
+		return nil, fmt.Errorf("sqs sink: send batch of %d: %w", len(recs), err)
+	}
+	if len(out.Failed) == 0 {
+		return nil, nil
+	}
+	failed := make([]error, len(recs))
+	for _, f := range out.Failed {
+		i, err := strconv.Atoi(aws.ToString(f.Id))
+		if err != nil || i < 0 || i >= len(recs) {
+			return nil, fmt.Errorf("sqs sink: batch result names unknown entry %q", aws.ToString(f.Id))
+		}
+		failed[i] = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	}
+	return failed, nil
+}
+
+var (
+	_ sink.Handler = (*Sink)(nil)
+	_ batch.Sender = (*Sink)(nil)
+)

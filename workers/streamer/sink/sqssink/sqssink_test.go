@@ -4,18 +4,37 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 )
 
 type fakeSQS struct {
-	in  []*sqs.SendMessageInput
-	err error
+	in      []*sqs.SendMessageInput
+	batches []*sqs.SendMessageBatchInput
+	failIDs []string // entry ids SendMessageBatch reports failed
+	err     error
+}
+
+func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	f.batches = append(f.batches, in)
+	out := &sqs.SendMessageBatchOutput{}
+	for _, id := range f.failIDs {
+		out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: aws.String(id), Code: aws.String("InternalError"), Message: aws.String("try again")})
+	}
+	return out, f.err
 }
 
 func (f *fakeSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
@@ -94,5 +113,147 @@ func TestDedupIDOfMessagesWithoutSeq(t *testing.T) {
 	}
 	if got := DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5}); got != DedupID("a", 5) {
 		t.Fatalf("a sequenced message's id %q changed", got)
+	}
+}
+
+func TestBatchKeepsFIFOGroupDedupAndEpoch(t *testing.T) {
+	api := &fakeSQS{}
+	s := New(api, "https://sqs.us-east-1.amazonaws.com/1/out.fifo")
+	if !s.Ordered() {
+		t.Fatal("a FIFO queue must be sent in order per group")
+	}
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c-1", 4, 7, 8, 9))
+	if err != nil || failed != nil {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	entries := api.batches[0].Entries
+	if len(entries) != 3 {
+		t.Fatalf("%d entries", len(entries))
+	}
+	for i, e := range entries {
+		seq := int64(7 + i)
+		if aws.ToString(e.MessageGroupId) != "c-1" || aws.ToString(e.MessageDeduplicationId) != DedupID("c-1", seq) {
+			t.Fatalf("entry %d: group %q dedup %q", i, aws.ToString(e.MessageGroupId), aws.ToString(e.MessageDeduplicationId))
+		}
+		var env struct {
+			Seq        int64 `json:"seq"`
+			LeaseEpoch int64 `json:"lease_epoch"`
+		}
+		if err := json.Unmarshal([]byte(aws.ToString(e.MessageBody)), &env); err != nil || env.Seq != seq || env.LeaseEpoch != 4 {
+			t.Fatalf("entry %d body %s: %v", i, aws.ToString(e.MessageBody), err)
+		}
+	}
+}
+
+func TestBatchReportsOnlyTheFailedEntries(t *testing.T) {
+	api := &fakeSQS{failIDs: []string{"1"}}
+	s := New(api, "http://127.0.0.1:1/000000000000/out")
+	if s.Ordered() {
+		t.Fatal("a standard queue has no order to keep")
+	}
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 4, 1, 2, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ee *EntryError
+	if len(failed) != 3 || failed[0] != nil || failed[2] != nil || !errors.As(failed[1], &ee) || ee.Code != "InternalError" {
+		t.Fatalf("failed = %v", failed)
+	}
+	if api.batches[0].Entries[0].MessageGroupId != nil {
+		t.Fatal("FIFO fields on a standard queue")
+	}
+}
+
+func TestBatchRequestErrorIsWrapped(t *testing.T) {
+	boom := errors.New("boom")
+	s := New(&fakeSQS{err: boom}, "q")
+	if _, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 4, 1)); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOversizeMessageIsRefused(t *testing.T) {
+	s := New(&fakeSQS{}, "q")
+	if _, err := s.Encode(sink.Message{ConnectionID: "c", Seq: 1, Data: make([]byte, MaxMessageBytes)}); err == nil {
+		t.Fatal("a body over SQS's limit was accepted")
+	}
+	if l := s.Limits(); l.MaxCount != 10 || l.MaxBytes != 1<<20 {
+		t.Fatalf("limits %+v", l)
+	}
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(enginetest.Main(m, enginetest.Needs{SQS: true}))
+}
+
+// Through the batcher on fauxqs: a FIFO queue gets every message once, in
+// order per session (group), in SendMessageBatch requests of up to 10.
+func TestBatchesOnFauxqs(t *testing.T) {
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ac, err := awsconfig.Load(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sqs.NewFromConfig(ac)
+	name := fmt.Sprintf("out-%d.fifo", time.Now().UnixNano())
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := batchtest.Start(t, New(client, aws.ToString(q.QueueUrl)), batch.DefaultConfig())
+
+	const sessions, perSession = 3, 95
+	for s := range sessions {
+		for seq := int64(1); seq <= perSession; seq++ {
+			m := sink.Message{ConnectionID: fmt.Sprintf("session-%d", s), Seq: seq, LeaseEpoch: 5, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
+			if err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.Records != sessions*perSession || st.Requests < sessions*perSession/MaxBatchEntries || st.Requests > sessions*(perSession/MaxBatchEntries+1)*2 {
+		t.Fatalf("stats %+v", st)
+	}
+	got := map[string][]int64{}
+	for n := 0; n < sessions*perSession; {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			t.Fatalf("queue drained after %d of %d messages", n, sessions*perSession)
+		}
+		for _, msg := range out.Messages {
+			var env struct {
+				ConnectionID string `json:"connection_id"`
+				Seq          int64  `json:"seq"`
+				LeaseEpoch   int64  `json:"lease_epoch"`
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &env); err != nil || env.LeaseEpoch != 5 {
+				t.Fatalf("body %s: %v", aws.ToString(msg.Body), err)
+			}
+			got[env.ConnectionID] = append(got[env.ConnectionID], env.Seq)
+			if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: msg.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	for s := range sessions {
+		seqs := got[fmt.Sprintf("session-%d", s)]
+		for i, seq := range seqs {
+			if seq != int64(i+1) {
+				t.Fatalf("session %d: %d at position %d (FIFO order lost)", s, seq, i)
+			}
+		}
+		if len(seqs) != perSession {
+			t.Fatalf("session %d: %d messages", s, len(seqs))
+		}
 	}
 }

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFirstTSInSinkRequests(t *testing.T) {
+	env := `{"connection_id":"dyn-000000","seq":7,"lease_epoch":1,"worker_id":"w","received_at_ms":1700000000999,"data":{"seq":7,"session":"dyn-000000","ts":1700000000123}}`
+	// SQS (JSON 1.0): the envelope is a JSON string in MessageBody.
+	sqsBody := `{"QueueUrl":"q","Entries":[{"Id":"0","MessageBody":"` + strings.ReplaceAll(env, `"`, `\"`) + `"},{"Id":"1","MessageBody":"{\"data\":{\"ts\":1}}"}]}`
+	// Kinesis (JSON 1.1): base64 data; a JSON encoder may escape '/'.
+	data := base64.StdEncoding.EncodeToString([]byte(env + "\xff\xfe?>"))
+	kinBody := `{"Records":[{"Data":"` + strings.ReplaceAll(data, "/", `\/`) + `","PartitionKey":"dyn-000000"}],"StreamName":"s"}`
+	for name, body := range map[string]string{"sqs": sqsBody, "kinesis": kinBody} {
+		if ts, ok := firstTS([]byte(body)); !ok || ts != 1700000000123 {
+			t.Errorf("%s: ts %d, %v", name, ts, ok)
+		}
+	}
+	if _, ok := firstTS([]byte(`{"Entries":[]}`)); ok {
+		t.Error("a ts in a body without one")
+	}
+}
+
+func TestThroughputGoals(t *testing.T) {
+	tp := &ThroughputResult{LatencyMs: 15, SerialCeilings: map[string]float64{TPKinesis: 10000}, Runs: []ThroughputRun{
+		{Name: TPSQSBatched, Sessions: 1, FeedRate: MaxFeedRate, MsgPerSec: 4000, Requests: 400, ReqPerMsg: 0.1},
+		{Name: TPSQSBatched, Sessions: 1, FeedRate: PacedRate, MsgPerSec: 1000, Requests: 500, ReqPerMsg: 0.5}, // not the saturation run
+		{Name: TPKinesis, Sessions: 1, FeedRate: MaxFeedRate, MsgPerSec: 7500, Requests: 15, ReqPerMsg: 0.002},
+	}}
+	// 500 records take 50 ms alone + 15 ms: 7,692 msg/s for one ordered session.
+	if c := tp.orderedCeiling(TPKinesis, 500); c < 7690 || c > 7700 {
+		t.Fatalf("ordered ceiling %v", c)
+	}
+	gs := throughputGoals(tp)
+	if len(gs) != 4 {
+		t.Fatalf("%d goals", len(gs))
+	}
+	for _, g := range gs {
+		if !g.Met {
+			t.Errorf("%s: %s against %s not met", g.Figure, g.Measured, g.Goal)
+		}
+	}
+	tp.Runs[2].MsgPerSec = 5000 // below 90 % of the ceiling
+	if gs := throughputGoals(tp); gs[2].Met {
+		t.Errorf("kinesis at 5,000 msg/s met %s", gs[2].Goal)
+	}
+	out := Render(&Report{Mode: Quick, Started: time.Now(), Finished: time.Now(), Throughput: tp})
+	for _, want := range []string{"## 8. Sinks at real rates", "| sqs batched | 1 × as fast as read | 4,000 |", "| kinesis | 1 × as fast as read | 5,000 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,681 @@
+// Package batch owns the worker's group commit: it sits between the sessions
+// and a sink that takes batches (sqssink, kinesissink), gathers the messages
+// of every session into requests bounded by count, bytes and delay, keeps a
+// bounded number of requests in flight, retries only the entries a request
+// failed, and tells each session which of its messages were acknowledged so
+// that the session checkpoints only past those (sink.Pipeline).
+//
+// Per-session order: a session's messages are sent in sequence order; a
+// failed entry is sent again before any later entry of its session. With
+// Sender.Ordered, a session has at most one request in flight, so requests
+// of a session reach the destination in order (SQS FIFO, Kinesis). The one
+// exception is a partial failure: the entries of the same request that
+// succeeded after a failed one are already written when the failed one is
+// retried (PutRecords documents this). Every record carries its seq and
+// lease_epoch, so a consumer that needs strict order can restore it.
+//
+// Backpressure: each session buffers at most Config.SessionBufferBytes of
+// encoded records not yet acknowledged. Submit blocks while the buffer is
+// full, so the session stops reading its socket and TCP pushes back on the
+// source; the session counts the stall.
+//
+// Goroutines: Run is the dispatcher (its caller owns it and stops it by
+// cancelling its context); each request runs in a goroutine Run waits for.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+)
+
+// Record is one message encoded for a sink.
+type Record struct {
+	ConnectionID string
+	Seq          int64
+	Sub          int64  // sink.Message.Sub: a message without its own seq, after Seq
+	Body         []byte // what the sink sends (its own copy)
+}
+
+// Limits are a sink's request limits.
+type Limits struct {
+	MaxCount       int // entries per request
+	MaxBytes       int // sum of the records' sizes per request
+	MaxRecordBytes int // one record
+}
+
+// Sender is a sink that takes batches.
+type Sender interface {
+	// Encode turns m into a record (copying m.Data). An error means the
+	// message can never be sent (too large).
+	Encode(m sink.Message) (Record, error)
+	// Send sends recs in one request. err fails the whole request;
+	// otherwise failed holds one error per record (nil: accepted), or is
+	// nil when every record was accepted.
+	Send(ctx context.Context, recs []Record) (failed []error, err error)
+	// Limits are the destination's request limits.
+	Limits() Limits
+	// Ordered: a session may have only one request in flight, so that
+	// its requests reach the destination in order.
+	Ordered() bool
+	// Size is what a record counts against Limits.MaxBytes.
+	Size(r Record) int
+}
+
+// Config bounds batches. Zero MaxCount / MaxBytes take the sink's limits.
+type Config struct {
+	MaxCount int           // entries per request (≤ the sink's limit)
+	MaxBytes int           // bytes per request (≤ the sink's limit)
+	MaxDelay time.Duration // the longest a message waits for a batch to fill
+	// MaxInFlight bounds the requests in flight for the whole worker.
+	MaxInFlight int
+	// SessionBufferBytes bounds a session's records not yet acknowledged;
+	// a full buffer stalls the session's reads.
+	SessionBufferBytes int
+	// SendTimeout bounds one request.
+	SendTimeout time.Duration
+	// Retry is the backoff of a failed entry (per entry, by its attempts).
+	Retry backoff.Policy
+}
+
+// DefaultConfig are the defaults.
+func DefaultConfig() Config {
+	return Config{
+		MaxDelay:           10 * time.Millisecond,
+		MaxInFlight:        32,
+		SessionBufferBytes: 4 << 20,
+		SendTimeout:        10 * time.Second,
+		Retry:              backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second},
+	}
+}
+
+// Validate checks c against the sink's limits; it reports every problem.
+func (c Config) Validate(l Limits) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.MaxCount < 0 || c.MaxCount > l.MaxCount {
+		bad("batch max count %d: want 0 (the sink's %d) up to %d", c.MaxCount, l.MaxCount, l.MaxCount)
+	}
+	if c.MaxBytes < 0 || c.MaxBytes > l.MaxBytes || (c.MaxBytes > 0 && c.MaxBytes < l.MaxRecordBytes) {
+		bad("batch max bytes %d: want 0 (the sink's %d) or %d..%d (a request must hold the largest record)", c.MaxBytes, l.MaxBytes, l.MaxRecordBytes, l.MaxBytes)
+	}
+	if c.MaxDelay < 0 {
+		bad("batch max delay %s must not be negative", c.MaxDelay)
+	}
+	if c.MaxInFlight < 1 {
+		bad("batch requests in flight %d: want at least 1", c.MaxInFlight)
+	}
+	if c.SessionBufferBytes < l.MaxRecordBytes {
+		bad("session buffer %d bytes: want at least the sink's largest record, %d", c.SessionBufferBytes, l.MaxRecordBytes)
+	}
+	if c.SendTimeout <= 0 {
+		bad("batch send timeout %s must be positive", c.SendTimeout)
+	}
+	if err := c.Retry.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("batch retry: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrStopped: Submit gave up because the session is ending.
+var ErrStopped = errors.New("batch: session ending while its buffer was full")
+
+// Stats are cumulative counts since the batcher started.
+type Stats struct {
+	Requests       int64 `json:"requests"`        // requests sent
+	RequestErrors  int64 `json:"request_errors"`  // requests that failed whole
+	Records        int64 `json:"records"`         // records acknowledged
+	EntryErrors    int64 `json:"entry_errors"`    // entries a request failed (then retried)
+	DroppedInvalid int64 `json:"dropped_invalid"` // entries dropped: their lease was no longer valid
+}
+
+type entry struct {
+	rec       Record
+	size      int
+	t         sink.Tenure
+	enq       time.Time
+	notBefore time.Time
+	attempts  int
+	acked     bool
+	dropped   bool
+}
+
+// stream is one session's entries.
+type stream struct {
+	id      string
+	entries []*entry // not yet acknowledged (or dropped), in seq order
+	queue   []*entry // to send, in seq order
+	bytes   int      // sizes of entries
+	// inflight counts the requests holding entries of this stream.
+	inflight int
+	dead     sink.Tenure // a tenure whose entries were dropped
+	inActive bool        // st is in Batcher.active
+	space    chan struct{}
+	empty    chan struct{}
+	flushing int
+}
+
+// Batcher is the group commit. It implements sink.Handler (Handle waits for
+// the message's acknowledgment) and sink.Pipeline.
+type Batcher struct {
+	snd    Sender
+	cfg    Config
+	limits Limits
+	log    zerolog.Logger
+
+	kick chan struct{}
+
+	mu       sync.Mutex
+	streams  map[string]*stream
+	active   []*stream // streams with queued entries (order = fairness)
+	scratch  []*stream
+	inflight int
+	flushing int
+	// queued and queuedBytes count the entries waiting in the queues.
+	queued, queuedBytes int
+
+	requests, requestErrors, records, entryErrors, dropped atomic.Int64
+}
+
+// New returns a batcher on snd; zero MaxCount and MaxBytes take the sink's
+// limits.
+func New(snd Sender, cfg Config, log zerolog.Logger) (*Batcher, error) {
+	l := snd.Limits()
+	if err := cfg.Validate(l); err != nil {
+		return nil, err
+	}
+	if cfg.MaxCount == 0 {
+		cfg.MaxCount = l.MaxCount
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = l.MaxBytes
+	}
+	return &Batcher{snd: snd, cfg: cfg, limits: l, log: log, kick: make(chan struct{}, 1), streams: map[string]*stream{}}, nil
+}
+
+// Stats returns the cumulative counts.
+func (b *Batcher) Stats() Stats {
+	return Stats{
+		Requests: b.requests.Load(), RequestErrors: b.requestErrors.Load(), Records: b.records.Load(),
+		EntryErrors: b.entryErrors.Load(), DroppedInvalid: b.dropped.Load(),
+	}
+}
+
+func (b *Batcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Submit queues m for t's session (sink.Pipeline).
+func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, stop <-chan struct{}) error {
+	rec, err := b.snd.Encode(m)
+	if err != nil {
+		return err
+	}
+	size := b.snd.Size(rec)
+	if size > b.limits.MaxRecordBytes {
+		return fmt.Errorf("batch: %s seq %d: record of %d bytes exceeds the sink's %d", m.ConnectionID, m.Seq, size, b.limits.MaxRecordBytes)
+	}
+	stalled := false
+	b.mu.Lock()
+	for {
+		st := b.streamLocked(m.ConnectionID)
+		if st.dead != nil && st.dead == t {
+			b.mu.Unlock()
+			return ErrTenureEndedError(m.ConnectionID)
+		}
+		if st.bytes == 0 || st.bytes+size <= b.cfg.SessionBufferBytes {
+			break
+		}
+		if !stalled {
+			stalled = true
+			t.Stalled()
+		}
+		if st.space == nil {
+			st.space = make(chan struct{})
+		}
+		space := st.space
+		b.mu.Unlock()
+		select {
+		case <-space:
+		case <-stop:
+			return ErrStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b.mu.Lock()
+	}
+	st := b.streamLocked(m.ConnectionID)
+	e := &entry{rec: rec, size: size, t: t, enq: time.Now()}
+	st.entries = append(st.entries, e)
+	st.bytes += size
+	first := len(st.queue) == 0
+	b.activateLocked(st)
+	st.queue = append(st.queue, e)
+	b.queued++
+	b.queuedBytes += size
+	// The dispatcher's timer covers the MaxDelay of the entries it saw; it
+	// needs a wake-up for a session that had nothing queued (to arm it, or
+	// to send at once when a request is due) and when a request fills.
+	wake := first || b.queued == b.cfg.MaxCount || (b.queuedBytes >= b.cfg.MaxBytes && b.queuedBytes-size < b.cfg.MaxBytes) || st.flushing > 0
+	b.mu.Unlock()
+	if wake {
+		b.wake()
+	}
+	return nil
+}
+
+// ErrTenureEndedError wraps sink.ErrTenureEnded with the session.
+func ErrTenureEndedError(id string) error {
+	return fmt.Errorf("batch: %s: %w", id, sink.ErrTenureEnded)
+}
+
+func (b *Batcher) streamLocked(id string) *stream {
+	st := b.streams[id]
+	if st == nil {
+		st = &stream{id: id}
+		b.streams[id] = st
+	}
+	return st
+}
+
+// Handle queues m and waits until it is acknowledged (sink.Handler).
+func (b *Batcher) Handle(ctx context.Context, m sink.Message) error {
+	w := &waiter{done: make(chan struct{}), seq: m.Seq}
+	if err := b.Submit(ctx, m, w, ctx.Done()); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("batch: %s seq %d not acknowledged: %w", m.ConnectionID, m.Seq, ctx.Err())
+	}
+}
+
+// waiter is the tenure of one Handle call.
+type waiter struct {
+	seq  int64
+	once sync.Once
+	done chan struct{}
+}
+
+func (w *waiter) Valid() bool { return true }
+func (w *waiter) Stalled()    {}
+func (w *waiter) Acked(seq int64) {
+	if seq >= w.seq {
+		w.once.Do(func() { close(w.done) })
+	}
+}
+
+// FlushSession waits until every message queued for id is acknowledged,
+// sending what is queued without waiting for MaxDelay (sink.Pipeline).
+func (b *Batcher) FlushSession(ctx context.Context, id string) error {
+	b.mu.Lock()
+	st := b.streams[id]
+	if st == nil || len(st.entries) == 0 { // nothing left (a stream kept only to refuse a dropped tenure)
+		b.mu.Unlock()
+		return nil
+	}
+	if st.empty == nil {
+		st.empty = make(chan struct{})
+	}
+	empty := st.empty
+	st.flushing++
+	b.flushing++
+	b.mu.Unlock()
+	b.wake()
+	defer func() {
+		b.mu.Lock()
+		st.flushing--
+		b.flushing--
+		b.mu.Unlock()
+	}()
+	select {
+	case <-empty:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("batch: flush %s: %w", id, ctx.Err())
+	}
+}
+
+// Flush waits until every message queued before the call is acknowledged
+// (sink.Flusher).
+func (b *Batcher) Flush(ctx context.Context) error {
+	b.mu.Lock()
+	ids := make([]string, 0, len(b.streams))
+	for id := range b.streams {
+		ids = append(ids, id)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		if err := b.FlushSession(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run dispatches batches until ctx ends, then waits for the requests in
+// flight (cancelled with ctx) and returns. Messages still queued then are
+// not acknowledged: their sessions' checkpoints stay before them.
+func (b *Batcher) Run(ctx context.Context) {
+	sendCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		b.mu.Lock()
+		var batches [][]*entry
+		for b.inflight < b.cfg.MaxInFlight {
+			batch := b.nextLocked(now)
+			if batch == nil {
+				break
+			}
+			b.inflight++
+			batches = append(batches, batch)
+		}
+		wait := b.nextWakeLocked(now)
+		b.mu.Unlock()
+		for _, batch := range batches {
+			wg.Go(func() { b.send(sendCtx, batch) })
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if wait > 0 {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// sendable reports whether st may add entries to a request now.
+func (b *Batcher) sendable(st *stream, now time.Time) bool {
+	return len(st.queue) > 0 && !st.queue[0].notBefore.After(now) && (!b.snd.Ordered() || st.inflight == 0)
+}
+
+// nextLocked takes the next request's entries when a request is due: full
+// by count or bytes, its oldest entry waited MaxDelay, or a flush waits.
+// It visits only the streams it takes from (and those it skips), so that a
+// request costs the same with 10 or 10,000 sessions queued.
+func (b *Batcher) nextLocked(now time.Time) []*entry {
+	if b.queued == 0 {
+		return nil
+	}
+	if b.queued < b.cfg.MaxCount && b.queuedBytes < b.cfg.MaxBytes && b.flushing == 0 {
+		oldest := b.oldestDueLocked(now)
+		if oldest.IsZero() || now.Sub(oldest) < b.cfg.MaxDelay {
+			return nil
+		}
+	}
+	var batch []*entry
+	var partial *stream
+	skipped := b.scratch[:0]
+	bytes, i := 0, 0
+	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes {
+		st := b.active[i]
+		if len(st.queue) == 0 {
+			st.inActive = false
+			i++
+			continue
+		}
+		if !b.sendable(st, now) {
+			skipped = append(skipped, st)
+			i++
+			continue
+		}
+		if !st.queue[0].t.Valid() {
+			b.dropTenureLocked(st) // then look at st again
+			continue
+		}
+		took := 0
+		for took < len(st.queue) && len(batch) < b.cfg.MaxCount {
+			e := st.queue[took]
+			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes || e.t != st.queue[0].t {
+				break
+			}
+			batch = append(batch, e)
+			bytes += e.size
+			took++
+		}
+		i++
+		if took > 0 {
+			st.queue = st.queue[took:]
+			st.inflight++
+			b.queued -= took
+			b.queuedBytes -= sizes(batch[len(batch)-took:])
+		}
+		if len(st.queue) == 0 {
+			st.inActive = false
+			continue
+		}
+		partial = st // what is left of it waits behind the other sessions
+		break
+	}
+	// The streams visited go to the back: the next request starts with
+	// another session.
+	b.active = append(b.active[i:], skipped...)
+	if partial != nil {
+		b.active = append(b.active, partial)
+	}
+	clear(skipped)
+	b.scratch = skipped[:0]
+	return batch
+}
+
+// oldestDueLocked is the enqueue time of the oldest entry that may be sent
+// now (zero: none).
+func (b *Batcher) oldestDueLocked(now time.Time) time.Time {
+	var oldest time.Time
+	for _, st := range b.active {
+		if b.sendable(st, now) && (oldest.IsZero() || st.queue[0].enq.Before(oldest)) {
+			oldest = st.queue[0].enq
+		}
+	}
+	return oldest
+}
+
+// activateLocked puts st among the streams with entries to send.
+func (b *Batcher) activateLocked(st *stream) {
+	if !st.inActive {
+		st.inActive = true
+		b.active = append(b.active, st)
+	}
+}
+
+// dropTenureLocked drops st's queued entries of the tenure at its head,
+// which may no longer deliver: its session is ending. Submit refuses that
+// tenure from then on, so no later message of it is acknowledged past a
+// dropped one.
+func (b *Batcher) dropTenureLocked(st *stream) {
+	dead := st.queue[0].t
+	st.dead = dead
+	kept := st.queue[:0]
+	for _, e := range st.queue {
+		if e.t == dead {
+			e.dropped = true
+			b.dropped.Add(1)
+			b.queued--
+			b.queuedBytes -= e.size
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(st.queue[len(kept):])
+	st.queue = kept
+	b.settleLocked(st)
+}
+
+// nextWakeLocked is how long until a request may be due (0: nothing to
+// wait for but a wake-up: nothing queued, or every request slot busy, whose
+// completion wakes the dispatcher).
+func (b *Batcher) nextWakeLocked(now time.Time) time.Duration {
+	if b.inflight >= b.cfg.MaxInFlight {
+		return 0
+	}
+	var next time.Time
+	for _, st := range b.active {
+		if len(st.queue) == 0 || (b.snd.Ordered() && st.inflight > 0) {
+			continue
+		}
+		e := st.queue[0]
+		at := e.enq.Add(b.cfg.MaxDelay)
+		if e.notBefore.After(at) {
+			at = e.notBefore
+		}
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if next.IsZero() {
+		return 0
+	}
+	return max(next.Sub(now), time.Millisecond)
+}
+
+// send runs one request and applies its outcome.
+func (b *Batcher) send(ctx context.Context, batch []*entry) {
+	recs := make([]Record, len(batch))
+	for i, e := range batch {
+		recs[i] = e.rec
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	failed, err := b.snd.Send(ctx, recs)
+	cancel()
+	b.requests.Add(1)
+	if err != nil {
+		b.requestErrors.Add(1)
+		if b.requestErrors.Load()%100 == 1 {
+			b.log.Warn().Err(err).Int("entries", len(batch)).Msg("sink request failed: retrying its entries")
+		}
+	}
+	now := time.Now()
+	b.mu.Lock()
+	touched := map[*stream]struct{}{}
+	var firstErr error
+	for i, e := range batch {
+		st := b.streams[e.rec.ConnectionID]
+		if _, ok := touched[st]; !ok {
+			touched[st] = struct{}{}
+			st.inflight--
+		}
+		var eerr error
+		if err != nil {
+			eerr = err
+		} else if failed != nil {
+			eerr = failed[i]
+		}
+		if eerr == nil {
+			e.acked = true
+			b.records.Add(1)
+			continue
+		}
+		if err == nil {
+			b.entryErrors.Add(1)
+			if firstErr == nil {
+				firstErr = eerr
+			}
+		}
+		e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts))
+		e.attempts++
+		b.requeueLocked(st, e)
+	}
+	for st := range touched {
+		b.settleLocked(st)
+	}
+	b.inflight--
+	b.mu.Unlock()
+	if firstErr != nil && b.entryErrors.Load()%100 == 1 {
+		b.log.Warn().Err(firstErr).Msg("sink refused entries of a request: retrying them")
+	}
+	b.wake()
+}
+
+// requeueLocked puts a failed entry back in st's queue, in seq order.
+func (b *Batcher) requeueLocked(st *stream, e *entry) {
+	b.activateLocked(st)
+	i, _ := slices.BinarySearchFunc(st.queue, e.rec.Seq, func(x *entry, seq int64) int {
+		switch {
+		case x.rec.Seq < seq:
+			return -1
+		case x.rec.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	st.queue = slices.Insert(st.queue, i, e)
+	b.queued++
+	b.queuedBytes += e.size
+}
+
+func sizes(es []*entry) int {
+	n := 0
+	for _, e := range es {
+		n += e.size
+	}
+	return n
+}
+
+// settleLocked acknowledges st's leading acknowledged entries to their
+// tenures, frees their bytes, and forgets st once it holds nothing.
+func (b *Batcher) settleLocked(st *stream) {
+	n, freed := 0, 0
+	for n < len(st.entries) && (st.entries[n].acked || st.entries[n].dropped) {
+		e := st.entries[n]
+		if e.acked {
+			e.t.Acked(e.rec.Seq)
+		}
+		freed += e.size
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(st.entries[:n])
+	st.entries = st.entries[n:]
+	st.bytes -= freed
+	if st.space != nil {
+		close(st.space)
+		st.space = nil
+	}
+	if len(st.entries) == 0 {
+		if st.empty != nil {
+			close(st.empty)
+			st.empty = nil
+		}
+		if st.dead == nil && st.inflight == 0 && len(st.queue) == 0 {
+			delete(b.streams, st.id)
+		}
+	}
+}
+
+var (
+	_ sink.Pipeline = (*Batcher)(nil)
+	_ sink.Flusher  = (*Batcher)(nil)
+	_ sink.Handler  = (*Batcher)(nil)
+)

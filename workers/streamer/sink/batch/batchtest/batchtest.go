@@ -1,0 +1,55 @@
+// Package batchtest holds what the tests of batch senders share: a batcher
+// run for the length of a test, records encoded by a sender, and a tenure
+// that ignores acknowledgments. Tests only; no shipped binary imports it.
+package batchtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+)
+
+// Start runs a batcher on snd until the test ends.
+func Start(t testing.TB, snd batch.Sender, cfg batch.Config) *batch.Batcher {
+	t.Helper()
+	b, err := batch.New(snd, cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+// Encode is snd's records of messages seqs of session id at epoch, each
+// with a small JSON payload.
+func Encode(t testing.TB, snd batch.Sender, id string, epoch int64, seqs ...int64) []batch.Record {
+	t.Helper()
+	var recs []batch.Record
+	for _, seq := range seqs {
+		r, err := snd.Encode(sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: epoch, Data: []byte(`{"k":"v"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// Ignore is a tenure that is always valid and ignores acknowledgments.
+type Ignore struct{}
+
+// Valid is always true.
+func (Ignore) Valid() bool { return true }
+
+// Acked does nothing.
+func (Ignore) Acked(int64) {}
+
+// Stalled does nothing.
+func (Ignore) Stalled() {}

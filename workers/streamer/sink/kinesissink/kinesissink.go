@@ -1,0 +1,137 @@
+// Package kinesissink is the worker's Kinesis Data Streams sink: every
+// message becomes one record whose data is the sink's JSON envelope
+// (sink.AppendJSON, which carries seq and lease_epoch) and whose partition
+// key is the connection_id, so a session's records go to one shard in
+// order. It is a batch.Sender: the worker sends PutRecords requests of up
+// to 500 records through sink/batch, one request per session in flight,
+// and retries, with backoff, only the records a request failed
+// (ProvisionedThroughputExceededException, InternalFailure).
+package kinesissink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+)
+
+// API is the part of the Kinesis client the sink calls.
+type API interface {
+	PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error)
+}
+
+// PutRecords limits. The SDK (aws-sdk-go-v2/service/kinesis v1.56.13,
+// PutRecords) documents "up to 500 records" per request, and records "as
+// large as 10 MiB, up to a limit of 10 MiB for the entire request,
+// including partition keys"; a stream's maximum record size is 1 MiB
+// unless it is raised, and kinesalite 3.3.3 refuses data over 1 MiB. The
+// sink keeps to 1 MiB per record (data + partition key) and 5 MiB per
+// request.
+const (
+	MaxRecords      = 500
+	MaxRecordBytes  = 1 << 20
+	MaxRequestBytes = 5 << 20
+)
+
+// ErrThroughputExceeded: the stream (or a shard) refused the request for
+// throughput; its records are retried with backoff.
+var ErrThroughputExceeded = errors.New("kinesis: provisioned throughput exceeded")
+
+// Sink puts records on one stream.
+type Sink struct {
+	api    API
+	name   string // stream name, or
+	arn    string // stream ARN
+	target string
+}
+
+// New returns a sink on stream, a stream name or ARN.
+func New(api API, stream string) *Sink {
+	s := &Sink{api: api, target: stream}
+	if strings.HasPrefix(stream, "arn:") {
+		s.arn = stream
+	} else {
+		s.name = stream
+	}
+	return s
+}
+
+// Encode builds m's record (batch.Sender).
+func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
+	data := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
+	r := batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Body: data}
+	if n := s.Size(r); n > MaxRecordBytes {
+		return batch.Record{}, fmt.Errorf("kinesis sink: %s seq %d: record of %d bytes exceeds %d", m.ConnectionID, m.Seq, n, MaxRecordBytes)
+	}
+	return r, nil
+}
+
+// Limits are PutRecords' (batch.Sender).
+func (s *Sink) Limits() batch.Limits {
+	return batch.Limits{MaxCount: MaxRecords, MaxBytes: MaxRequestBytes, MaxRecordBytes: MaxRecordBytes}
+}
+
+// Ordered: one request per session in flight (batch.Sender).
+func (s *Sink) Ordered() bool { return true }
+
+// Size is the data plus the partition key, what Kinesis counts.
+func (s *Sink) Size(r batch.Record) int { return len(r.Body) + len(r.ConnectionID) }
+
+// EntryError is a record PutRecords refused.
+type EntryError struct{ Code, Message string }
+
+func (e *EntryError) Error() string {
+	return "kinesis refused the record: " + e.Code + ": " + e.Message
+}
+
+// Unwrap makes a throughput refusal ErrThroughputExceeded.
+func (e *EntryError) Unwrap() error {
+	if e.Code == "ProvisionedThroughputExceededException" {
+		return ErrThroughputExceeded
+	}
+	return nil
+}
+
+// Send puts recs in one PutRecords request (batch.Sender).
+func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
+	entries := make([]types.PutRecordsRequestEntry, len(recs))
+	for i, r := range recs {
+		entries[i] = types.PutRecordsRequestEntry{Data: r.Body, PartitionKey: aws.String(r.ConnectionID)}
+	}
+	in := &kinesis.PutRecordsInput{Records: entries}
+	if s.arn != "" {
+		in.StreamARN = aws.String(s.arn)
+	} else {
+		in.StreamName = aws.String(s.name)
+	}
+	out, err := s.api.PutRecords(ctx, in)
+	if err != nil {
+		var pte *types.ProvisionedThroughputExceededException
+		if errors.As(err, &pte) {
+			err = fmt.Errorf("%w: %w", ErrThroughputExceeded, err)
+		}
+		return nil, fmt.Errorf("kinesis sink: put %d records on %s: %w", len(recs), s.target, err)
+	}
+	if aws.ToInt32(out.FailedRecordCount) == 0 {
+		return nil, nil
+	}
+	if len(out.Records) != len(recs) {
+		return nil, fmt.Errorf("kinesis sink: %d results for %d records", len(out.Records), len(recs))
+	}
+	failed := make([]error, len(recs))
+	for i, r := range out.Records {
+		if r.ErrorCode != nil {
+			failed[i] = &EntryError{Code: aws.ToString(r.ErrorCode), Message: aws.ToString(r.ErrorMessage)}
+		}
+	}
+	return failed, nil
+}
+
+var _ batch.Sender = (*Sink)(nil)

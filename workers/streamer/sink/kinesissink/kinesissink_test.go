@@ -1,0 +1,192 @@
+package kinesissink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(enginetest.Main(m, enginetest.Needs{Kinesis: true}))
+}
+
+type fakeKinesis struct {
+	in        []*kinesis.PutRecordsInput
+	failCodes map[int]string
+	err       error
+}
+
+func (f *fakeKinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	f.in = append(f.in, in)
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := &kinesis.PutRecordsOutput{Records: make([]types.PutRecordsResultEntry, len(in.Records))}
+	for i := range in.Records {
+		if code, ok := f.failCodes[i]; ok {
+			out.Records[i] = types.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("slow down")}
+			out.FailedRecordCount = aws.Int32(aws.ToInt32(out.FailedRecordCount) + 1)
+		} else {
+			out.Records[i] = types.PutRecordsResultEntry{ShardId: aws.String("shardId-0"), SequenceNumber: aws.String(fmt.Sprint(i))}
+		}
+	}
+	return out, nil
+}
+
+func TestPartitionKeyIsTheConnectionAndRecordsCarryTheEpoch(t *testing.T) {
+	api := &fakeKinesis{}
+	s := New(api, "out")
+	if failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c-9", 6, 1, 2)); err != nil || failed != nil {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	in := api.in[0]
+	if aws.ToString(in.StreamName) != "out" || in.StreamARN != nil {
+		t.Fatalf("stream name %q arn %q", aws.ToString(in.StreamName), aws.ToString(in.StreamARN))
+	}
+	for i, r := range in.Records {
+		var env struct {
+			Seq        int64 `json:"seq"`
+			LeaseEpoch int64 `json:"lease_epoch"`
+		}
+		if aws.ToString(r.PartitionKey) != "c-9" || json.Unmarshal(r.Data, &env) != nil || env.Seq != int64(i+1) || env.LeaseEpoch != 6 {
+			t.Fatalf("record %d: key %q data %s", i, aws.ToString(r.PartitionKey), r.Data)
+		}
+	}
+	arn := New(api, "arn:aws:kinesis:us-east-1:1:stream/out")
+	if _, err := arn.Send(context.Background(), batchtest.Encode(t, arn, "c", 6, 1)); err != nil || api.in[1].StreamARN == nil {
+		t.Fatalf("an ARN is sent as StreamARN: %v", err)
+	}
+}
+
+func TestFailedRecordsAreReportedOneByOne(t *testing.T) {
+	api := &fakeKinesis{failCodes: map[int]string{1: "ProvisionedThroughputExceededException", 2: "InternalFailure"}}
+	s := New(api, "out")
+	failed, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 6, 1, 2, 3, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed[0] != nil || failed[3] != nil || !errors.Is(failed[1], ErrThroughputExceeded) || failed[2] == nil || errors.Is(failed[2], ErrThroughputExceeded) {
+		t.Fatalf("failed = %v", failed)
+	}
+}
+
+func TestThrottledRequestIsTyped(t *testing.T) {
+	s := New(&fakeKinesis{err: &types.ProvisionedThroughputExceededException{Message: aws.String("slow")}}, "out")
+	if _, err := s.Send(context.Background(), batchtest.Encode(t, s, "c", 6, 1)); !errors.Is(err, ErrThroughputExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRecordLimit(t *testing.T) {
+	s := New(&fakeKinesis{}, "out")
+	if _, err := s.Encode(sink.Message{ConnectionID: "c", Data: make([]byte, MaxRecordBytes)}); err == nil {
+		t.Fatal("a record over 1 MiB was accepted")
+	}
+	if l := s.Limits(); l.MaxCount != 500 || !s.Ordered() {
+		t.Fatalf("limits %+v ordered %v", l, s.Ordered())
+	}
+}
+
+// Through the batcher on kinesalite: every record lands once, in order per
+// session (partition key), in requests of up to 500 records.
+func TestBatchesOnKinesalite(t *testing.T) {
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ac, err := awsconfig.Load(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kinesis.NewFromConfig(ac)
+	stream := fmt.Sprintf("out-%d", time.Now().UnixNano())
+	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: aws.Int32(2)}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "stream active", func() bool {
+		out, err := client.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: &stream})
+		return err == nil && out.StreamDescription.StreamStatus == types.StreamStatusActive
+	})
+	b := batchtest.Start(t, New(client, stream), batch.DefaultConfig())
+
+	const sessions, perSession = 3, 1200
+	for s := range sessions {
+		id := fmt.Sprintf("session-%d", s)
+		for seq := int64(1); seq <= perSession; seq++ {
+			m := sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: 2, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
+			if err := b.Submit(ctx, m, batchtest.Ignore{}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.Records != sessions*perSession {
+		t.Fatalf("stats %+v", st)
+	}
+	if min := int64(sessions * perSession / MaxRecords); st.Requests < min || st.Requests > 60 {
+		t.Fatalf("%d requests for %d records", st.Requests, st.Records)
+	}
+
+	got := map[string][]int64{}
+	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range shards.Shards {
+		it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter := it.ShardIterator
+		for iter != nil {
+			out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range out.Records {
+				var env struct {
+					ConnectionID string `json:"connection_id"`
+					Seq          int64  `json:"seq"`
+					LeaseEpoch   int64  `json:"lease_epoch"`
+				}
+				if err := json.Unmarshal(r.Data, &env); err != nil || env.LeaseEpoch != 2 || env.ConnectionID != aws.ToString(r.PartitionKey) {
+					t.Fatalf("record %s (key %q): %v", r.Data, aws.ToString(r.PartitionKey), err)
+				}
+				got[env.ConnectionID] = append(got[env.ConnectionID], env.Seq)
+			}
+			if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
+				break
+			}
+			iter = out.NextShardIterator
+		}
+	}
+	for s := range sessions {
+		seqs := got[fmt.Sprintf("session-%d", s)]
+		if len(seqs) != perSession {
+			t.Fatalf("session %d: %d records, want %d", s, len(seqs), perSession)
+		}
+		for i, seq := range seqs {
+			if seq != int64(i+1) {
+				t.Fatalf("session %d out of order at %d: %s", s, i, strings.Trim(fmt.Sprint(seqs[max(0, i-3):i+1]), "[]"))
+			}
+		}
+	}
+}
