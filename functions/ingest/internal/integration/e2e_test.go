@@ -165,7 +165,10 @@ func checkNote(t *testing.T, n notify.Notification, typ, id string, gen int64, a
 	}
 }
 
-func TestHTTPEndToEnd(t *testing.T) {
+// serveAPI checks t leaks nothing and serves the API on fresh engines over
+// HTTP: the engines, a client of the front, and the API's log.
+func serveAPI(t *testing.T) (*testenv.Env, *httpClient, *syncBuffer) {
+	t.Helper()
 	noLeaks(t)
 	e := testenv.New(t)
 	logs := &syncBuffer{}
@@ -173,7 +176,11 @@ func TestHTTPEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, front(t, h.Handle))
+	return e, newClient(t, front(t, h.Handle)), logs
+}
+
+func TestHTTPEndToEnd(t *testing.T) {
+	e, c, logs := serveAPI(t)
 	t0 := time.Now()
 
 	// start: new
@@ -482,14 +489,7 @@ func TestFrozenTableMidWriteIsOutcomeUnknown(t *testing.T) {
 // messages by kind and size only, the request log never holds them, and a
 // bad field is a 400 that names it and writes nothing.
 func TestHTTPSourceProtocol(t *testing.T) {
-	noLeaks(t)
-	e := testenv.New(t)
-	logs := &syncBuffer{}
-	h, err := app.Build(testConfig(e), e.AWS, zerolog.New(logs), logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newClient(t, front(t, h.Handle))
+	e, c, logs := serveAPI(t)
 	start := `{"connection_id":"src-1","ws_url":"wss://stream.example.com/ws","seq_path":"data.u",
 		"open_messages":[{"text":"{\"op\":\"login\",\"sign\":\"0pen-secret\",\"from\":\"{{resume_from}}\"}","wait_for":{"path":"event","equals":"login"}}],
 		"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"45s"}`
