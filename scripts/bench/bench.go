@@ -387,26 +387,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.rep.Quiet = &QuietWait{Threshold: cfg.QuietLoad, Waited: waited.Round(time.Second).String(), Quiet: quiet}
 	}
 	r.rep.LoadStart = ReadLoad()
-	phases := r.phases()
-	var failed []string
-	ran := 0
-	for _, name := range AllPhases {
-		if !slices.Contains(cfg.Phases, name) {
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting")
-		start := time.Now()
-		ran++
-		if err := phases[name](ctx); err != nil {
-			r.rep.Errors[name] = err.Error()
-			failed = append(failed, name)
-			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
-		}
-		r.log.Info().Str("phase", name).Dur("took", time.Since(start).Round(time.Second)).Msg("phase done")
-	}
+	ran, failed := r.runPhases(ctx)
 	r.rep.Finished = time.Now().UTC()
 	r.rep.LoadEnd = ReadLoad()
 	if ran == 0 {
@@ -424,6 +405,31 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.rep, fmt.Errorf("bench: phase(s) %s failed (see the report)", strings.Join(failed, ", "))
 	}
 	return r.rep, nil
+}
+
+// runPhases runs the selected phases in order (until ctx ends), recording
+// each failure in the report; it returns how many ran and which failed.
+func (r *runner) runPhases(ctx context.Context) (ran int, failed []string) {
+	phases := r.phases()
+	for _, name := range AllPhases {
+		if !slices.Contains(r.cfg.Phases, name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		delete(r.rep.Errors, name) // a merged report's earlier failure of it
+		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting")
+		start := time.Now()
+		ran++
+		if err := phases[name](ctx); err != nil {
+			r.rep.Errors[name] = err.Error()
+			failed = append(failed, name)
+			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
+		}
+		r.log.Info().Str("phase", name).Dur("took", time.Since(start).Round(time.Second)).Msg("phase done")
+	}
+	return ran, failed
 }
 
 // phases are the phase functions by name.
@@ -445,19 +451,7 @@ func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
 	}
 	m := ReadMachine(ctx, r.cfg.Root)
 	rerun := Rerun{Phases: r.cfg.Phases, Invocation: fresh.Invocation, Started: fresh.Started, Commit: m.Commit}
-	var failed []string
-	for _, name := range AllPhases {
-		if !slices.Contains(r.cfg.Phases, name) || ctx.Err() != nil {
-			continue
-		}
-		delete(r.rep.Errors, name)
-		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting (merged into the previous report)")
-		if err := r.phases()[name](ctx); err != nil {
-			r.rep.Errors[name] = err.Error()
-			failed = append(failed, name)
-			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
-		}
-	}
+	_, failed := r.runPhases(ctx)
 	rerun.Finished = time.Now().UTC()
 	// An earlier re-run of only these phases no longer stands for any figure.
 	r.rep.Reruns = slices.DeleteFunc(r.rep.Reruns, func(x Rerun) bool {

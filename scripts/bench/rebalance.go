@@ -155,13 +155,13 @@ func (r *runner) rebalance(ctx context.Context) error {
 		}
 		ws = append(ws, w)
 	}
-	var atJoin []rebalance.Worker
+	atJoin := map[string]int{}
 	for _, w := range ws {
-		atJoin = append(atJoin, rebalance.Worker{ID: w.ID, Load: res.LoadsAtJoin[w.ID], Capacity: equalCapacity})
+		atJoin[w.ID] = res.LoadsAtJoin[w.ID] // the joiners at 0
 	}
-	res.MinMoves, res.MinMovesToShare = rebalance.MinMoves(atJoin, rebalance.Settings{})
+	res.MinMoves, res.MinMovesToShare = rebalance.MinMoves(rebalance.Even(atJoin), rebalance.Settings{})
 
-	var balancedAt time.Time
+	var balancedAt, lastTick time.Time
 	deadline := join.Add(r.sz.RebalanceTimeout)
 	for {
 		ls2, err := loads()
@@ -169,16 +169,15 @@ func (r *runner) rebalance(ctx context.Context) error {
 			return err
 		}
 		now := time.Now()
-		if k := len(res.Timeline); k == 0 || now.Sub(join) >= time.Duration(res.Timeline[k-1].AtMs*float64(time.Millisecond))+2*time.Second {
-			res.Timeline = append(res.Timeline, RebalanceTick{AtMs: ms1(now.Sub(join)), Loads: ls2}) // every 2 s
+		if now.Sub(lastTick) >= 2*time.Second {
+			lastTick = now
+			res.Timeline = append(res.Timeline, RebalanceTick{AtMs: ms1(now.Sub(join)), Loads: ls2})
 		}
-		var cur []rebalance.Worker
 		total := 0
-		for id, l := range ls2 {
-			cur = append(cur, rebalance.Worker{ID: id, Load: l, Capacity: equalCapacity})
+		for _, l := range ls2 {
 			total += l
 		}
-		if balancedAt.IsZero() && total == n && rebalance.Balanced(cur, rebalance.Settings{}) {
+		if balancedAt.IsZero() && total == n && rebalance.Balanced(rebalance.Even(ls2), rebalance.Settings{}) {
 			balancedAt = now
 			res.ToBalancedMs = ms1(now.Sub(join))
 			res.LoadsAtBalanced = ls2
@@ -315,8 +314,3 @@ func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
 func ms1(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Millisecond)
 }
-
-// equalCapacity is the capacity the phase's balance is judged with: the
-// workers run at the same WSFLEET_MAX_SESSIONS, and a capacity far above
-// any load never caps a share (rebalance.Shares).
-const equalCapacity = 1 << 30

@@ -726,12 +726,12 @@ func (r *runner) balanced() bool {
 	for _, w := range owners {
 		load[w]++
 	}
-	var ws []rebalance.Worker
+	running := map[string]int{}
 	for _, w := range r.st.Running() {
-		ws = append(ws, rebalance.Worker{ID: w.ID(), Load: load[w.ID()], Capacity: equalCapacity})
+		running[w.ID()] = load[w.ID()]
 		delete(load, w.ID())
 	}
-	return len(load) == 0 && rebalance.Balanced(ws, rebalance.Settings{})
+	return len(load) == 0 && rebalance.Balanced(rebalance.Even(running), rebalance.Settings{})
 }
 
 // graceful SIGTERMs w (an ECS deploy's stop), waits for it to exit and for
@@ -1009,8 +1009,3 @@ func workerRowOf(it map[string]types.AttributeValue) WorkerRow {
 	w.Seq, _ = attrN(it, schema.AttrHeartbeatSeq)
 	return w
 }
-
-// equalCapacity is the capacity the harness judges balance with: every
-// worker runs with the same settings, and a capacity far above any load
-// never caps a share (rebalance.Shares).
-const equalCapacity = 1 << 30

@@ -258,3 +258,15 @@ func MinMoves(ws []Worker, s Settings) (toTolerance, toShare int) {
 	}
 	return int(math.Max(outTol, inTol)), toShare
 }
+
+// Even is a fleet of workers of equal capacity, large enough never to cap a
+// share, holding loads (by worker id): how a harness that runs every worker
+// with the same settings judges balance from the loads it observes.
+func Even(loads map[string]int) []Worker {
+	ws := make([]Worker, 0, len(loads))
+	for id, l := range loads {
+		ws = append(ws, Worker{ID: id, Load: l, Capacity: math.MaxInt32})
+	}
+	slices.SortFunc(ws, func(a, b Worker) int { return cmp.Compare(a.ID, b.ID) })
+	return ws
+}

@@ -226,3 +226,16 @@ func overloaded(ws []Worker) bool {
 	}
 	return false
 }
+
+func TestEven(t *testing.T) {
+	ws := Even(map[string]int{"d": 0, "a": 1000, "c": 0, "b": 1000})
+	if got := fmt.Sprint(Shares(ws)); got != "map[a:500 b:500 c:500 d:500]" {
+		t.Fatalf("shares %s: the capacity must not cap a share", got)
+	}
+	if ws[0].ID != "a" || ws[3].ID != "d" {
+		t.Fatalf("workers %v: want them by id", ws)
+	}
+	if tol, share := MinMoves(ws, Settings{}); tol != 900 || share != 1000 {
+		t.Fatalf("MinMoves = %d, %d; want 900, 1000", tol, share)
+	}
+}

@@ -46,16 +46,11 @@ func (e *env) balanced(n int) bool {
 	e.mu.Lock()
 	e.lastLoads = ls
 	e.mu.Unlock()
-	var ws []rebalance.Worker
 	total := 0
-	for id, l := range ls {
-		ws = append(ws, rebalance.Worker{ID: id, Load: l, Capacity: 1_000_000}) // equal capacities in these tests
+	for _, l := range ls {
 		total += l
 	}
-	if total != n {
-		return false
-	}
-	return rebalance.Balanced(ws, rebalance.Settings{})
+	return total == n && rebalance.Balanced(rebalance.Even(ls), rebalance.Settings{}) // equal capacities in these tests
 }
 
 // movedContiguous checks a session's deliveries across the moves: no gap
