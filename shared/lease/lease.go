@@ -53,7 +53,13 @@ type Item struct {
 	HandoffTo   string
 	HandoffAtMs int64
 	Epoch       int64 // per-session fencing token: +1 on every acquire
-	LastSeq     int64 // from the checkpoint item; NoSeq when absent
+	// LastSeq is where delivery resumes: ResumeSeq of the checkpoint item's
+	// last_seq and ReleaseSeq; NoSeq when neither is set.
+	LastSeq int64
+	// ReleaseSeq is the final checkpoint the last release (or fail) wrote
+	// on the session item itself, so that ending a tenure is one write;
+	// NoSeq when none did.
+	ReleaseSeq  int64
 	UpdatedAtMs int64
 
 	// FailedGeneration is the generation at which a holder gave up on the
@@ -248,16 +254,20 @@ type SessionStore interface {
 	Acquire(ctx context.Context, id, owner string, from From) (Item, error)
 	// Checkpoint moves last_seq forward while t holds the checkpoint item.
 	Checkpoint(ctx context.Context, t Token, lastSeq int64) error
-	// Release writes the final checkpoint and removes t's ownership (the
-	// session, if still STARTED, is unowned again: anyone may acquire it).
+	// Release removes t's ownership and records its final checkpoint
+	// lastSeq as the session's release_seq, in one write of the session
+	// item (refused with ErrSeqRegress below a release_seq already
+	// stored); the session, if still STARTED, is unowned again: anyone may
+	// acquire it.
 	Release(ctx context.Context, t Token, lastSeq int64) error
 	// Handoff is a Release that reserves the session for worker to (a
 	// rebalancing move), noting atMs: see Acquire.
 	Handoff(ctx context.Context, t Token, lastSeq int64, to string, atMs int64) error
 	// Fail records that t's holder gave up on the source as configured at
 	// generation gen, while t owns it and the item's generation is still
-	// gen (else ErrNewGeneration): the final checkpoint lastSeq, then
-	// failed_generation = gen, last_error = reason at atMs, no owner. The
+	// gen (else ErrNewGeneration): in one write, release_seq = lastSeq (as
+	// Release), failed_generation = gen, last_error = reason at atMs, no
+	// owner. The
 	// session is then FAILED: nobody acquires it until a new start.
 	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
 	// NoteError records last_error = reason at atMs while t owns the session.

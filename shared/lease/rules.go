@@ -162,6 +162,25 @@ func CanCheckpoint(ckptOwner string, ckptEpoch, stored int64, t Token, lastSeq i
 	return nil
 }
 
+// ResumeSeq is where a new tenure resumes: after the larger of the
+// checkpoint item's last_seq and the session item's release_seq (NoSeq, the
+// smallest, when a side has none). Every tenure starts from it, so a release
+// never records less than any checkpoint before it, and a checkpoint
+// written after a release (by a tenure that took over) never less than it.
+func ResumeSeq(checkpointed, released int64) int64 { return max(checkpointed, released) }
+
+// CanRelease decides a release (or fail) by t that records lastSeq as the
+// session's release_seq: t's tenure, and never below a release_seq stored.
+func CanRelease(it *Item, t Token, lastSeq int64) error {
+	if err := CanOwnerWrite(it, t); err != nil {
+		return err
+	}
+	if lastSeq != NoSeq && it.ReleaseSeq > lastSeq {
+		return ErrSeqRegress
+	}
+	return nil
+}
+
 // CanOwnerWrite decides a write by t on the session item (release, fail,
 // note error): the session must still be t's tenure.
 func CanOwnerWrite(it *Item, t Token) error {
@@ -174,9 +193,10 @@ func CanOwnerWrite(it *Item, t Token) error {
 	return nil
 }
 
-// CanFail decides a Fail by t of the configuration at generation gen.
-func CanFail(it *Item, t Token, gen int64) error {
-	if err := CanOwnerWrite(it, t); err != nil {
+// CanFail decides a Fail by t of the configuration at generation gen,
+// recording lastSeq as release_seq.
+func CanFail(it *Item, t Token, gen, lastSeq int64) error {
+	if err := CanRelease(it, t, lastSeq); err != nil {
 		return err
 	}
 	if it.Generation != gen {

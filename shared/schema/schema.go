@@ -27,6 +27,7 @@ const (
 	AttrHandoffTo        = "handoff_to"          // S: the worker a rebalancing move released the session to; removed by the next acquire
 	AttrHandoffAtMs      = "handoff_at_ms"       // N: when (the releasing worker's wall clock)
 	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number (on the checkpoint item)
+	AttrReleaseSeq       = "release_seq"         // N: the final checkpoint a release or fail wrote with the session item (one write); a session resumes after the larger of it and the checkpoint item's last_seq
 	AttrCreatedAtMs      = "created_at_ms"       // N
 	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
 	AttrFailedGeneration = "failed_generation"   // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)

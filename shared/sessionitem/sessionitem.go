@@ -41,6 +41,7 @@ type Item struct {
 	UnownedShard      string            `dynamodbav:"unowned_shard,omitempty"`
 	HandoffTo         string            `dynamodbav:"handoff_to,omitempty"`
 	HandoffAtMs       int64             `dynamodbav:"handoff_at_ms,omitempty"`
+	ReleaseSeq        *int64            `dynamodbav:"release_seq,omitempty"`
 	CreatedAtMs       int64             `dynamodbav:"created_at_ms,omitempty"`
 	UpdatedAtMs       int64             `dynamodbav:"updated_at_ms"`
 	FailedGeneration  *int64            `dynamodbav:"failed_generation,omitempty"`
@@ -83,6 +84,7 @@ var (
 	HandoffTo        = expression.Name(schema.AttrHandoffTo)
 	HandoffAtMs      = expression.Name(schema.AttrHandoffAtMs)
 	LastSeq          = expression.Name(schema.AttrLastSeq)
+	ReleaseSeq       = expression.Name(schema.AttrReleaseSeq)
 	CkptOwner        = expression.Name(schema.AttrCkptOwner)
 	CkptEpoch        = expression.Name(schema.AttrCkptEpoch)
 	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)

@@ -501,12 +501,16 @@ func toLease(r *sessionitem.Item) lease.Item {
 		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Source: r.SourceConfig, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
 		CheckpointEvery: time.Duration(r.CheckpointEveryMs) * time.Millisecond,
 		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, HandoffTo: r.HandoffTo, HandoffAtMs: r.HandoffAtMs,
-		LastSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
+		LastSeq: lease.NoSeq, ReleaseSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
 		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
 	}
+	if r.ReleaseSeq != nil {
+		it.ReleaseSeq = *r.ReleaseSeq
+	}
+	it.LastSeq = it.ReleaseSeq // until the checkpoint item is read
 	return it
 }
 
@@ -552,7 +556,8 @@ func notFailed() expression.ConditionBuilder {
 
 // Acquire implements lease.Store: the session write (ALL_OLD: the item
 // after is the item before with the new tenure), then the fence of the
-// checkpoint item at the new epoch, which returns the last_seq to resume from.
+// checkpoint item at the new epoch, which returns its last_seq: the tenure
+// resumes after the larger of it and the session's release_seq.
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	owners := expression.AttributeNotExists(sessionitem.LeaseOwner).Or(sessionitem.LeaseOwner.Equal(v(owner)))
 	if from.Prev != nil {
@@ -590,7 +595,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
 	}
-	it.LastSeq = seq
+	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
 }
 
@@ -694,26 +699,33 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 	return s.release(ctx, OpHandoff, t, lastSeq, to, atMs)
 }
 
+// The final checkpoint rides on the session write as release_seq (never
+// below one stored), so ending a tenure is one write; the checkpoint item
+// keeps the tenure's fence until the next acquire moves it.
 func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
-	if lastSeq != lease.NoSeq {
-		if err := s.checkpoint(ctx, t, lastSeq); err != nil {
-			return fmt.Errorf("release %s: %w", t, err)
-		}
-	}
 	shard := schema.UnownedShardOf(t.ConnectionID)
 	startedU := expression.Remove(sessionitem.LeaseOwner).Set(sessionitem.UnownedShard, v(shard))
+	stoppedU := expression.Remove(sessionitem.LeaseOwner)
 	startedSet := map[string]types.AttributeValue{schema.AttrUnownedShard: str(shard)}
+	var stoppedSet map[string]types.AttributeValue
 	if to != "" {
 		startedU = startedU.Set(sessionitem.HandoffTo, v(to)).Set(sessionitem.HandoffAtMs, v(atMs))
 		startedSet[schema.AttrHandoffTo], startedSet[schema.AttrHandoffAtMs] = str(to), num(atMs)
 	}
 	startedOK := sessionitem.DesiredState.Equal(v(schema.StateStarted)).And(notFailed())
 	notStarted := sessionitem.DesiredState.NotEqual(v(schema.StateStarted)).Or(sessionitem.FailedGeneration.Equal(sessionitem.Generation))
+	if lastSeq != lease.NoSeq {
+		startedU, stoppedU = startedU.Set(sessionitem.ReleaseSeq, v(lastSeq)), stoppedU.Set(sessionitem.ReleaseSeq, v(lastSeq))
+		startedSet[schema.AttrReleaseSeq] = num(lastSeq)
+		stoppedSet = map[string]types.AttributeValue{schema.AttrReleaseSeq: num(lastSeq)}
+		forward := releaseForward(lastSeq)
+		startedOK, notStarted = startedOK.And(forward), notStarted.And(forward)
+	}
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
 		err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
-				if err := lease.CanOwnerWrite(it, t); err != nil {
+				if err := lease.CanRelease(it, t, lastSeq); err != nil {
 					return err
 				}
 				if it.DesiredState != schema.StateStarted || it.Failed() {
@@ -724,10 +736,10 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 		if !errors.Is(err, errRetry) {
 			break
 		}
-		err = s.ownerWrite(ctx, op, t, expression.Remove(sessionitem.LeaseOwner), &notStarted,
-			nil, []string{schema.AttrLeaseOwner},
+		err = s.ownerWrite(ctx, op, t, stoppedU, &notStarted,
+			stoppedSet, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
-				if err := lease.CanOwnerWrite(it, t); err != nil {
+				if err := lease.CanRelease(it, t, lastSeq); err != nil {
 					return err
 				}
 				if it.DesiredState == schema.StateStarted && !it.Failed() {
@@ -745,27 +757,33 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 	return nil
 }
 
-// Fail implements lease.Store: the final checkpoint, then the session
-// without owner and FAILED at gen (not in by_unowned).
+// Fail implements lease.Store: one write, the session without owner,
+// FAILED at gen (not in by_unowned), with the final checkpoint as
+// release_seq.
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
-	if lastSeq != lease.NoSeq {
-		if err := s.checkpoint(ctx, t, lastSeq); err != nil {
-			return fmt.Errorf("fail %s: %w", t, err)
-		}
-	}
 	u := expression.Remove(sessionitem.LeaseOwner).
 		Set(sessionitem.FailedGeneration, v(gen)).
 		Set(sessionitem.LastError, v(reason)).
 		Set(sessionitem.LastErrorAtMs, v(atMs))
 	c := sessionitem.Generation.Equal(v(gen))
-	err := s.ownerWrite(ctx, OpFail, t, u, &c,
-		map[string]types.AttributeValue{schema.AttrFailedGeneration: num(gen), schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)},
+	set := map[string]types.AttributeValue{schema.AttrFailedGeneration: num(gen), schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)}
+	if lastSeq != lease.NoSeq {
+		u = u.Set(sessionitem.ReleaseSeq, v(lastSeq))
+		c = c.And(releaseForward(lastSeq))
+		set[schema.AttrReleaseSeq] = num(lastSeq)
+	}
+	err := s.ownerWrite(ctx, OpFail, t, u, &c, set,
 		[]string{schema.AttrLeaseOwner},
-		func(it *lease.Item) error { return lease.CanFail(it, t, gen) })
+		func(it *lease.Item) error { return lease.CanFail(it, t, gen, lastSeq) })
 	if err != nil {
 		return fmt.Errorf("fail %s: %w", t, err)
 	}
 	return nil
+}
+
+// releaseForward is the condition that release_seq does not go below lastSeq.
+func releaseForward(lastSeq int64) expression.ConditionBuilder {
+	return expression.AttributeNotExists(sessionitem.ReleaseSeq).Or(sessionitem.ReleaseSeq.LessThanEqual(v(lastSeq)))
 }
 
 // NoteError implements lease.Store.
@@ -822,7 +840,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
 	}
-	it.LastSeq = seq
+	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
 }
 

@@ -205,11 +205,13 @@ func TestUnits(t *testing.T) {
 		// indexes: by_owner put, by_unowned delete.
 		dynamostore.OpAcquire: {Writes: 2, Reads: 1, ConditionFailed: 1, WriteUnits: 2 + 2, IndexWriteUnits: 2, ReadUnits: 1},
 		dynamostore.OpFence:   {Writes: 1, WriteUnits: 1},
-		// Three checkpoints and the release's final one: 1 unit each.
-		dynamostore.OpCheckpoint: {Writes: 4, WriteUnits: 4},
+		// Three checkpoints, 1 unit each (the release's final one rides on
+		// its session write).
+		dynamostore.OpCheckpoint: {Writes: 3, WriteUnits: 3},
 		dynamostore.OpHeartbeat:  {Writes: 3, WriteUnits: 3},
 		dynamostore.OpRegister:   {Writes: 1, WriteUnits: 1, IndexWriteUnits: 1},
-		// by_owner delete, by_unowned put.
+		// One write: the session item (2 units) with release_seq; by_owner
+		// delete, by_unowned put.
 		dynamostore.OpRelease:     {Writes: 1, WriteUnits: 2, IndexWriteUnits: 2},
 		dynamostore.OpDeclareDead: {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
 		dynamostore.OpUnowned:     {Reads: schema.IndexShards, ReadUnits: 0.5 * schema.IndexShards},

@@ -742,7 +742,6 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			t.Fatalf("repeating a checkpoint: %v", err)
 		}
 		wantErr(t, "checkpoint backwards", h.Store.Checkpoint(ctx(t), tok, 5), lease.ErrSeqRegress)
-		wantErr(t, "release with an older seq", h.Store.Release(ctx(t), tok, 2), lease.ErrSeqRegress)
 		if got := mustGet(t, h.Store, id); got.LastSeq != 10 || got.Owner != "w1" {
 			t.Fatalf("after refused writes: %+v", got)
 		}
@@ -769,6 +768,31 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		wantErr(t, "checkpoint of a session never acquired", h.Store.Checkpoint(ctx(t), lease.Token{ConnectionID: NewID("never"), Owner: "w1", Epoch: 1}, 1), lease.ErrLeaseLost)
 		if got := mustGet(t, h.Store, id); got.LastSeq != 12 {
 			t.Fatalf("last_seq %d, want 12", got.LastSeq)
+		}
+		// The release's final checkpoint (release_seq, on the session item)
+		// never goes backwards either.
+		tb := lease.Token{ConnectionID: id, Owner: "w2", Epoch: b.Epoch}
+		wantErr(t, "release below the stored release_seq", h.Store.Release(ctx(t), tb, 11), lease.ErrSeqRegress)
+		wantErr(t, "fail below the stored release_seq", h.Store.Fail(ctx(t), tb, 1, 11, "x", now), lease.ErrSeqRegress)
+		if got := mustGet(t, h.Store, id); got.LastSeq != 12 || got.Owner != "w2" || got.Failed() {
+			t.Fatalf("after refused releases: %+v", got)
+		}
+		// A checkpoint past the release_seq, then a takeover from a dead
+		// owner: it resumes after the larger of the two.
+		if err := h.Store.Checkpoint(ctx(t), tb, 40); err != nil {
+			t.Fatalf("checkpoint by the tenure after a release: %v", err)
+		}
+		c3, err := h.Store.Acquire(ctx(t), id, "w3", lease.From{Prev: &tb})
+		if err != nil || c3.LastSeq != 40 || c3.Epoch != b.Epoch+1 {
+			t.Fatalf("takeover after a checkpoint past release_seq: %+v %v", c3, err)
+		}
+		wantErr(t, "dead tenure's checkpoint after the takeover", h.Store.Checkpoint(ctx(t), tb, 50), lease.ErrLeaseLost)
+		t3 := lease.Token{ConnectionID: id, Owner: "w3", Epoch: c3.Epoch}
+		if err := h.Store.Release(ctx(t), t3, 41); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := h.Store.Acquire(ctx(t), id, "w4", lease.From{}); err != nil || d.LastSeq != 41 {
+			t.Fatalf("acquire after the second release: %+v %v", d, err)
 		}
 		// A seeded checkpoint of an earlier tenure is what a takeover resumes from.
 		seeded := NewID("seeded")

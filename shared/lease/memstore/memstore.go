@@ -90,19 +90,20 @@ func clone(it *lease.Item) lease.Item {
 
 func (s *Store) withSeq(it *lease.Item) lease.Item {
 	c := clone(it)
-	c.LastSeq = lease.NoSeq
+	c.LastSeq = c.ReleaseSeq
 	if ck := s.ckpts[it.ConnectionID]; ck != nil {
-		c.LastSeq = ck.seq
+		c.LastSeq = lease.ResumeSeq(ck.seq, c.ReleaseSeq)
 	}
 	return c
 }
 
 // Put writes a whole item (seeding, as ingest would); its LastSeq, when set,
-// becomes the checkpoint.
+// becomes the checkpoint (its ReleaseSeq is ignored: only releases write one).
 func (s *Store) Put(it lease.Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := clone(&it)
+	c.ReleaseSeq = lease.NoSeq
 	s.items[it.ConnectionID] = &c
 	if it.LastSeq != lease.NoSeq {
 		s.ckpts[it.ConnectionID] = &checkpoint{owner: it.Owner, epoch: it.Epoch, seq: it.LastSeq}
@@ -317,18 +318,16 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 	return s.release(ctx, "handoff", t, lastSeq, to, atMs)
 }
 
-// release ends t's ownership with its final checkpoint, reserving a
-// STARTED session for worker to ("" for none).
+// release ends t's ownership with its final checkpoint as release_seq,
+// reserving a STARTED session for worker to ("" for none).
 func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	return s.do(ctx, op, func() error {
 		it := s.items[t.ConnectionID]
-		if err := lease.CanOwnerWrite(it, t); err != nil {
+		if err := lease.CanRelease(it, t, lastSeq); err != nil {
 			return err
 		}
 		if lastSeq != lease.NoSeq {
-			if err := s.checkpointLocked(t, lastSeq); err != nil {
-				return err
-			}
+			it.ReleaseSeq = lastSeq
 		}
 		it.Owner = ""
 		if to != "" && it.DesiredState == schema.StateStarted {
@@ -342,13 +341,11 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	return s.do(ctx, "fail", func() error {
 		it := s.items[t.ConnectionID]
-		if err := lease.CanFail(it, t, gen); err != nil {
+		if err := lease.CanFail(it, t, gen, lastSeq); err != nil {
 			return err
 		}
 		if lastSeq != lease.NoSeq {
-			if err := s.checkpointLocked(t, lastSeq); err != nil {
-				return err
-			}
+			it.ReleaseSeq = lastSeq
 		}
 		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.Owner = &gen, reason, atMs, ""
 		return nil

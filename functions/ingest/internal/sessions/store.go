@@ -125,7 +125,7 @@ type Session struct {
 	CheckpointEveryMs int64 // 0: the worker's default
 	LeaseOwner        string
 	LeaseEpoch        int64
-	LastSeq           *int64 // from the checkpoint item; nil until a worker checkpoints
+	LastSeq           *int64 // the larger of the checkpoint item's and release_seq; nil until a worker checkpoints or releases
 	CreatedAtMs       int64
 	UpdatedAtMs       int64
 	Failed            bool   // FAILED: a worker gave up on the source at this generation
@@ -533,12 +533,21 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 	return page, nil
 }
 
+// resumeSeq is the larger of two optional sequence numbers (lease.ResumeSeq).
+func resumeSeq(a, b *int64) *int64 {
+	if a == nil || (b != nil && *b > *a) {
+		return b
+	}
+	return a
+}
+
 // batchKeys is how many keys one BatchGetItem request may carry.
 const batchKeys = 100
 
 // batchGet reads the session items of ids and their checkpoint items
-// consistently, retrying unprocessed keys; a session without checkpoint
-// item has no last_seq.
+// consistently, retrying unprocessed keys. A session's last_seq is the
+// larger of its checkpoint item's and the release_seq its last release
+// wrote on the session item (nil when neither is set).
 func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session, error) {
 	keys := make([]map[string]types.AttributeValue, 0, 2*len(ids))
 	for _, id := range ids {
@@ -571,7 +580,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session,
 	}
 	for id, seq := range seqs {
 		if sess, ok := got[id]; ok {
-			sess.LastSeq = seq
+			sess.LastSeq = resumeSeq(seq, sess.LastSeq)
 			got[id] = sess
 		}
 	}
@@ -625,6 +634,7 @@ func toSession(it *sessionitem.Item) Session {
 		CheckpointEveryMs: it.CheckpointEveryMs, Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
+		LastSeq: it.ReleaseSeq, // batchGet raises it to the checkpoint item's
 	}
 	if it.Headers != nil {
 		s.HeaderNames = slices.Sorted(maps.Keys(it.Headers))

@@ -942,3 +942,38 @@ func TestStartSubprotocols(t *testing.T) {
 		t.Fatal("cleared subprotocols still stored")
 	}
 }
+
+// TestLastSeqIsWhereTheNextOwnerResumes: GET's last_seq is the larger of
+// the checkpoint item's last_seq and the release_seq a release wrote on the
+// session item (a release records its final checkpoint there, in one write).
+func TestLastSeqIsWhereTheNextOwnerResumes(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}); err != nil {
+		t.Fatal(err)
+	}
+	released := func(seq int64) {
+		t.Helper()
+		_, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &e.table, Key: sessionitem.Key("c1"), UpdateExpression: aws.String("SET #r = :r"),
+			ExpressionAttributeNames:  map[string]string{"#r": schema.AttrReleaseSeq},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(step string, seq int64) {
+		t.Helper()
+		got, err := e.store.Get(ctx, "c1")
+		if err != nil || got.LastSeq == nil || *got.LastSeq != seq {
+			t.Fatalf("%s: last_seq %v (%v), want %d", step, got.LastSeq, err, seq)
+		}
+	}
+	released(7)
+	want("release only", 7)
+	e.checkpoint(t, "c1", "worker-1", 1, 42)
+	want("checkpoint past the release", 42)
+	released(50)
+	want("release past the checkpoint", 50)
+}
