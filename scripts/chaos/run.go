@@ -968,7 +968,9 @@ func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 		start = out.LastEvaluatedKey
 	}
 	for i := range snap.Rows {
-		if v, ok := ckpts[snap.Rows[i].Session]; ok {
+		// Where the next owner resumes: the larger of the checkpoint item's
+		// last_seq and the release_seq on the session item (lease.ResumeSeq).
+		if v, ok := ckpts[snap.Rows[i].Session]; ok && (snap.Rows[i].LastSeq == nil || v > *snap.Rows[i].LastSeq) {
 			snap.Rows[i].LastSeq = &v
 		}
 	}
@@ -995,6 +997,9 @@ func attrN(it map[string]types.AttributeValue, k string) (int64, bool) {
 func rowOf(it map[string]types.AttributeValue) Row {
 	row := Row{Session: attrS(it, schema.AttrPk), State: attrS(it, schema.AttrDesiredState), Owner: attrS(it, schema.AttrLeaseOwner)}
 	row.Epoch, _ = attrN(it, schema.AttrLeaseEpoch)
+	if v, ok := attrN(it, schema.AttrReleaseSeq); ok {
+		row.LastSeq = &v
+	}
 	gen, _ := attrN(it, schema.AttrGeneration)
 	if fg, ok := attrN(it, schema.AttrFailedGeneration); ok && fg == gen && row.State == schema.StateStarted {
 		row.Failed = true
