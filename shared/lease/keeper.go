@@ -439,7 +439,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 			cur := held.Current
 			from.Prev = &cur
 		case errors.As(err, &reserved) && from.Bypass == "" &&
-			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notAlive(ctx, reserved.To)):
+			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notTaking(ctx, reserved.To)):
 			from.Bypass = reserved.To
 		default:
 			continue
@@ -497,6 +497,34 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	k.aliveSeen[id] = k.clk.Now()
 	k.gmu.Unlock()
 	return false
+}
+
+// notTaking reports whether worker id will not take a session reserved
+// for it: not alive, or draining (shutting down: it claims nothing more,
+// so waiting out the hand-off bound would only keep the session dark).
+// Reservations are a liveness matter only, so a stale read costs at most
+// the bound.
+func (k *Keeper) notTaking(ctx context.Context, id string) bool {
+	k.gmu.Lock()
+	gone := k.gone[id]
+	k.gmu.Unlock()
+	if gone {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	rec, err := k.store.GetWorker(ctx, id)
+	switch {
+	case errors.Is(err, ErrWorkerNotFound):
+		k.markGone(id)
+		return true
+	case err != nil:
+		return false
+	case !rec.Alive():
+		k.markGone(id)
+		return true
+	}
+	return rec.Draining
 }
 
 func (k *Keeper) markGone(id string) {

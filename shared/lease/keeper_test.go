@@ -571,14 +571,14 @@ func TestOutageLongerThanTheTTLDeclaresNobodyDead(t *testing.T) {
 
 // A directed hand-off keeps the session for its receiver: another worker
 // takes it only once the reservation is older than HandoffBound (its own
-// wall clock), or at once when the receiver is seen not alive.
+// wall clock), or at once when the receiver is seen draining or not alive.
 func TestHandoffReservationBound(t *testing.T) {
-	r := newRig(t, started("a"), started("b"))
+	r := newRig(t, started("a"), started("b"), started("c"))
 	w1, _ := r.keeper("w1")
 	w2, _ := r.keeper("w2")
 	w3, _ := r.keeper("w3")
 	cfg := w1.Config()
-	for _, id := range []string{"a", "b"} {
+	for _, id := range []string{"a", "b", "c"} {
 		h := r.acquire(w1, id)
 		if err := w1.Handoff(r.ctx, h, "w2"); err != nil {
 			t.Fatal(err)
@@ -595,6 +595,16 @@ func TestHandoffReservationBound(t *testing.T) {
 	}
 	if h, err := w3.Acquire(r.ctx, "a", nil); err != nil || h.Epoch() != 2 {
 		t.Fatalf("acquire after the bound: %v", err)
+	}
+	// c: its receiver is shutting down (draining: it claims nothing more);
+	// w3 need not wait for the bound.
+	r.store.Update("c", func(it *lease.Item) { it.HandoffAtMs = r.clk.Now().UnixMilli() })
+	if _, err := w3.Acquire(r.ctx, "c", nil); !errors.As(err, &re) {
+		t.Fatalf("acquire of a session reserved for a running receiver: %v", err)
+	}
+	r.store.UpdateWorker("w2", func(rec *lease.WorkerRecord) { rec.Draining = true })
+	if h, err := w3.Acquire(r.ctx, "c", nil); err != nil || h.Epoch() != 2 {
+		t.Fatalf("acquire of a session reserved for a draining receiver: %v", err)
 	}
 	// b: its receiver leaves; w3 need not wait for the bound (its view of
 	// w2 is refreshed after a heartbeat period).

@@ -270,3 +270,74 @@ func Even(loads map[string]int) []Worker {
 	slices.SortFunc(ws, func(a, b Worker) int { return cmp.Compare(a.ID, b.ID) })
 	return ws
 }
+
+// Drain plans a graceful shutdown's directed hand-offs: the Load of worker
+// from (which is leaving: it counts as draining whatever ws says) spread
+// over the workers that are not draining, in proportion to each one's room
+// up to its target (its fair share in whole sessions, Targets) and never
+// above its capacity; a share whose fraction rounds away goes to the
+// largest remainders (ties by id). Sessions no worker has room for are left
+// out: the caller releases them for anyone. Moves are ordered by receiver.
+func Drain(ws []Worker, from string) []Move {
+	ws = slices.Clone(ws)
+	load := 0
+	for i := range ws {
+		if ws[i].ID == from {
+			ws[i].Draining = true
+			load = ws[i].Load
+		}
+	}
+	target := Targets(ws, Shares(ws))
+	type room struct {
+		id   string
+		n    int
+		frac float64
+	}
+	var rooms []room
+	total := 0
+	for _, w := range ws {
+		t, counted := target[w.ID]
+		if w.Draining || !counted {
+			continue
+		}
+		if n := min(t, w.Capacity) - w.Load; n > 0 {
+			rooms = append(rooms, room{id: w.ID, n: n})
+			total += n
+		}
+	}
+	give := min(load, total)
+	if give == 0 {
+		return nil
+	}
+	// Whole sessions first (the floor of each one's part), then the rest to
+	// the largest remainders.
+	got := make(map[string]int, len(rooms))
+	assigned := 0
+	for i := range rooms {
+		exact := float64(give) * float64(rooms[i].n) / float64(total)
+		got[rooms[i].id] = int(math.Floor(exact))
+		rooms[i].frac = exact - math.Floor(exact)
+		assigned += got[rooms[i].id]
+	}
+	byRemainder := slices.Clone(rooms)
+	slices.SortFunc(byRemainder, func(a, b room) int {
+		if c := cmp.Compare(b.frac, a.frac); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	for i := 0; assigned < give && i < len(byRemainder); i++ {
+		if got[byRemainder[i].id] < byRemainder[i].n {
+			got[byRemainder[i].id]++
+			assigned++
+		}
+	}
+	var moves []Move
+	for _, r := range rooms {
+		if got[r.id] > 0 {
+			moves = append(moves, Move{From: from, To: r.id, Count: got[r.id]})
+		}
+	}
+	slices.SortFunc(moves, func(a, b Move) int { return cmp.Compare(a.To, b.To) })
+	return moves
+}

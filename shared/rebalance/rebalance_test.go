@@ -239,3 +239,80 @@ func TestEven(t *testing.T) {
 		t.Fatalf("MinMoves = %d, %d; want 900, 1000", tol, share)
 	}
 }
+
+func TestDrain(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ws   []Worker
+		want []Move
+	}{
+		{"two even survivors take half each", []Worker{{"v", 100, 1000, false}, {"a", 50, 1000, false}, {"b", 50, 1000, false}},
+			[]Move{{"v", "a", 50}, {"v", "b", 50}}},
+		{"the emptier survivor takes more", []Worker{{"v", 90, 1000, false}, {"a", 0, 1000, false}, {"b", 60, 1000, false}},
+			[]Move{{"v", "a", 75}, {"v", "b", 15}}},
+		{"draining and full workers take nothing", []Worker{{"v", 10, 100, false}, {"d", 0, 100, true}, {"f", 100, 100, false}, {"a", 0, 100, false}},
+			[]Move{{"v", "a", 10}}},
+		{"uneven capacities", []Worker{{"v", 30, 100, false}, {"a", 0, 200, false}, {"b", 0, 100, false}},
+			[]Move{{"v", "a", 20}, {"v", "b", 10}}},
+		{"more than the fleet has room for", []Worker{{"v", 100, 100, false}, {"a", 90, 100, false}, {"b", 95, 100, false}},
+			[]Move{{"v", "a", 10}, {"v", "b", 5}}},
+		{"alone", []Worker{{"v", 10, 100, false}}, nil},
+		{"nothing to hand off", []Worker{{"v", 0, 100, false}, {"a", 3, 100, false}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Drain(c.ws, "v")
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("Drain = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestDrainNeverOverfills: over random fleets, a drain hands off at most
+// the leaver's load, never pushes a receiver above its capacity or sends to
+// a draining worker, and hands off everything when the fleet has room.
+func TestDrainNeverOverfills(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 13))
+	for i := 0; i < 2000; i++ {
+		n := 1 + r.IntN(8)
+		ws := []Worker{{ID: "v", Load: r.IntN(300), Capacity: 300}}
+		room := 0
+		for k := 0; k < n; k++ {
+			w := Worker{ID: fmt.Sprintf("w%d", k), Capacity: 50 + r.IntN(300), Draining: r.IntN(5) == 0}
+			w.Load = r.IntN(w.Capacity + 1)
+			ws = append(ws, w)
+			if !w.Draining {
+				room += w.Capacity - w.Load
+			}
+		}
+		moves := Drain(ws, "v")
+		sent := 0
+		after := map[string]int{}
+		for _, w := range ws {
+			after[w.ID] = w.Load
+		}
+		for _, m := range moves {
+			if m.From != "v" || m.To == "v" || m.Count <= 0 {
+				t.Fatalf("fleet %v: bad move %v", ws, m)
+			}
+			sent += m.Count
+			after[m.To] += m.Count
+		}
+		for _, w := range ws[1:] {
+			if w.Draining && after[w.ID] != w.Load {
+				t.Fatalf("fleet %v: a draining worker receives: %v", ws, moves)
+			}
+			if after[w.ID] > w.Capacity {
+				t.Fatalf("fleet %v: %s above capacity: %v", ws, w.ID, moves)
+			}
+		}
+		if sent > ws[0].Load {
+			t.Fatalf("fleet %v: hands off %d of %d", ws, sent, ws[0].Load)
+		}
+		// With room for everything fleet-wide, the targets (fair shares in
+		// whole sessions) take it all.
+		if room >= ws[0].Load+n && sent != ws[0].Load {
+			t.Fatalf("fleet %v (room %d): hands off %d of %d: %v", ws, room, sent, ws[0].Load, moves)
+		}
+	}
+}

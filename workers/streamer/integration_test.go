@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,9 @@ type env struct {
 	// handlerFor, when set, gives each new worker its own sink (default:
 	// e.sink, shared).
 	handlerFor func(workerID string) sink.Handler
+	// queueless: new workers get no work queue (they neither consume start
+	// notifications nor publish any).
+	queueless bool
 }
 
 type testWorker struct {
@@ -249,6 +253,9 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 	}
 	if e.workerQueue != nil {
 		queue = e.workerQueue
+	}
+	if e.queueless {
+		queue = nil
 	}
 	st := &severableStore{Store: dynamostore.New(db, e.table)}
 	h := sink.Handler(e.sink)
@@ -531,7 +538,10 @@ func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 20 })
-	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute }) // only the hand-off notification can move it in time
+	// b cannot be told to claim (it advertises an admin address nobody
+	// listens on), and reconciles only every minute: only the start
+	// notification a sends when it cannot tell b can move it in time.
+	b := e.worker(func(c *Config) { c.ReconcileEvery, c.AdvertiseAddr = time.Minute, "127.0.0.1:1" })
 	sigterm := time.Now()
 	a.stop()
 	testwait.Eventually(t, handoffBound+slack, "b's messages", func() bool { return len(byWorker(e.sink.get(id), b.ID())) >= 20 })
@@ -548,7 +558,62 @@ func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
 	if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusGoingAway) {
 		t.Fatalf("a closed with %d, want 1001", code)
 	}
+	if !strings.Contains(e.logs.String(), "hand-off: tell the receiver (a start notification instead)") {
+		t.Fatal("a did not fall back to a start notification when it could not tell b")
+	}
 	t.Logf("graceful hand-off: b's first message %s after SIGTERM", gap.Round(time.Millisecond))
+}
+
+// TestShutdownHandsSessionsToReceivers: a SIGTERMed worker spreads its
+// sessions over the others by their room (rebalance.Drain) and tells each
+// receiver to claim its part at once (POST /handoff): the receivers here
+// consume no work queue and reconcile only every minute, so only that can
+// move the sessions; none is lost or repeated.
+func TestShutdownHandsSessionsToReceivers(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	var ids []string
+	for range 6 {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
+		for _, id := range ids {
+			if e.sink.count(id) < 10 {
+				return false
+			}
+		}
+		return true
+	})
+	e.queueless = true
+	quiet := func(c *Config) { c.ReconcileEvery = time.Minute }
+	b, c := e.worker(quiet), e.worker(quiet)
+	// a reads the receivers' records (admin address, load) at its shutdown:
+	// they are there once both have heartbeaten.
+	a.stop()
+	testwait.Eventually(t, 10*time.Second, "every session delivering from b or c", func() bool {
+		for _, id := range ids {
+			if len(byWorker(e.sink.get(id), b.ID()))+len(byWorker(e.sink.get(id), c.ID())) < 10 {
+				return false
+			}
+		}
+		return true
+	})
+	owned := map[string]int{}
+	for _, id := range ids {
+		contiguous(t, e.sink.get(id)) // no gap, no repeat across the hand-off
+		owned[e.item(id).Owner]++
+		if code := e.ended(id, 0).ClientCode; code != int(websocket.StatusGoingAway) {
+			t.Fatalf("a closed %s with %d, want 1001", id, code)
+		}
+	}
+	if owned[b.ID()] != 3 || owned[c.ID()] != 3 {
+		t.Fatalf("owners after the shutdown: %v, want 3 each for %s and %s", owned, b.ID(), c.ID())
+	}
+	if n := strings.Count(e.logs.String(), `"to":"`+b.ID()+`"`) + strings.Count(e.logs.String(), `"to":"`+c.ID()+`"`); n < len(ids) {
+		t.Fatalf("a logged %d directed hand-offs, want %d", n, len(ids))
+	}
 }
 
 func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -182,28 +183,74 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 	return out
 }
 
-// handOff finishes a move: the session (closed, flushed) is released
-// reserved for its receiver, which is told to claim it at once; if it
-// cannot be told, a start notification lets it (or anyone after the bound)
-// find it, and reconciliation still would.
-func (w *Worker) handOff(ctx context.Context, s *session.Session, to string) error {
+// handoffTimes are when a directed hand-off's release was written and when
+// the receiver (or, failing that, the work queue) was told.
+type handoffTimes struct{ released, at time.Time }
+
+// handOff finishes a directed hand-off (a rebalancing move, or the
+// shutdown's): the session (closed, flushed) is released reserved for its
+// receiver, which is told to claim it at once; if it cannot be told, a
+// start notification lets it (or anyone, once the receiver is seen
+// draining or not alive, or after the bound) find it, and reconciliation
+// still would.
+func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.MoveTo) (handoffTimes, error) {
 	h := s.Held()
-	if err := w.keeper.Handoff(ctx, h, to); err != nil {
-		return err
+	if err := w.keeper.Handoff(ctx, h, move.To); err != nil {
+		return handoffTimes{}, err
 	}
-	w.rebal.moved(time.Now())
-	w.reg.Add(schema.MetricRebalanceMoves, 1)
+	out := handoffTimes{released: time.Now()}
+	if !move.Shutdown {
+		w.rebal.moved(out.released)
+		w.reg.Add(schema.MetricRebalanceMoves, 1)
+	}
 	w.reg.Add(schema.MetricReleased, 1)
-	if err := w.tellReceiver(ctx, to, h.ID()); err != nil {
-		s.Logger().Warn().Err(err).Str("to", to).Msg("hand-off: tell the receiver (a start notification instead)")
+	if err := w.tellReceiver(ctx, move.To, h.ID()); err != nil {
+		s.Logger().Warn().Err(err).Str("to", move.To).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
 			if perr := w.handoffs.Publish(ctx, n); perr != nil {
-				return errors.Join(err, perr)
+				return handoffTimes{}, errors.Join(err, perr)
 			}
 		}
 	}
-	return nil
+	out.at = time.Now()
+	return out, nil
+}
+
+// shutdownMoves plans the graceful shutdown's directed hand-offs of n
+// sessions (rebalance.Drain): spread over the alive workers that are not
+// draining and can be told to claim (an admin address), in proportion to
+// their room below their fair share, so that each receiver claims its part
+// at once instead of the fleet racing for start notifications. Nil when the
+// fleet cannot be read in time or nobody has room: those sessions are
+// released for anyone, with a start notification.
+func (w *Worker) shutdownMoves(n int) []rebalance.Move {
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout)
+	defer cancel()
+	recs, err := w.keeper.Fleet(ctx)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("shutdown: read the fleet (sessions released for anyone instead of handed to a receiver)")
+		return nil
+	}
+	me := w.cfg.WorkerID
+	ws := []rebalance.Worker{{ID: me, Load: n, Capacity: w.cfg.MaxSessions, Draining: true}}
+	addrs := map[string]string{}
+	for _, r := range recs {
+		if r.ID != me && r.Alive() && r.AdminAddr != "" {
+			addrs[r.ID] = r.AdminAddr
+			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
+		}
+	}
+	w.rebal.mu.Lock()
+	if w.rebal.addrs == nil {
+		w.rebal.addrs = map[string]string{}
+	}
+	maps.Copy(w.rebal.addrs, addrs)
+	w.rebal.mu.Unlock()
+	return rebalance.Drain(ws, me)
 }
 
 // tellReceiver asks worker to's admin server to claim id now.

@@ -375,10 +375,19 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	reconCancel()
 	close(w.consumerStop)
 	ss := w.snapshot()
-	w.log.Info().Int("sessions", len(ss)).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
-	for _, s := range ss {
+	moves := w.shutdownMoves(len(ss))
+	directed := 0
+	for _, m := range moves {
+		for k := 0; k < m.Count && directed < len(ss); k++ {
+			ss[directed].Interrupt(session.MoveTo{To: m.To, Shutdown: true})
+			directed++
+		}
+	}
+	for _, s := range ss[directed:] {
 		s.Interrupt(session.ErrShutdown)
 	}
+	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("receivers", len(moves)).
+		Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
 	recon.Wait()
 	var err error
 	// Sessions started by claims already in flight see stateDraining and
@@ -576,12 +585,18 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	}
 	var move session.MoveTo
 	if errors.As(reason, &move) {
-		if err := w.handOff(ctx, s, move.To); err != nil {
-			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", s.LastSeq()).Msg("rebalancing hand-off")
+		told, err := w.handOff(ctx, s, move)
+		if err != nil {
+			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", s.LastSeq()).Bool("shutdown", move.Shutdown).Msg("directed hand-off")
 			return
 		}
-		log.Info().Str("to", move.To).Int64("last_seq", s.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", time.Since(t1)).
-			Msg("session handed off to rebalance")
+		ev := log.Info().Str("to", move.To).Int64("last_seq", s.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", told.released.Sub(t1)).
+			Dur("publish_ms", told.at.Sub(told.released))
+		if move.Shutdown {
+			ev.Bool("handed_off", true).Msg("lease released")
+		} else {
+			ev.Msg("session handed off to rebalance")
+		}
 		return
 	}
 	if err := w.keeper.Release(ctx, h); err != nil {

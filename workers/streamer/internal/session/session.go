@@ -62,13 +62,23 @@ var (
 	ErrMoved = errors.New("session moved to another worker")
 )
 
-// MoveTo is the reason of a rebalancing move: ErrMoved, to worker To.
-type MoveTo struct{ To string }
+// MoveTo is the reason of a directed hand-off to worker To: a rebalancing
+// move, or (Shutdown) the graceful shutdown's hand-off of the session.
+type MoveTo struct {
+	To       string
+	Shutdown bool
+}
 
 func (m MoveTo) Error() string { return "session moved to " + m.To }
 
-// Unwrap makes errors.Is(reason, ErrMoved) true.
-func (m MoveTo) Unwrap() error { return ErrMoved }
+// Unwrap makes errors.Is(reason, ErrMoved) true, and errors.Is(reason,
+// ErrShutdown) too for a shutdown's hand-off.
+func (m MoveTo) Unwrap() []error {
+	if m.Shutdown {
+		return []error{ErrMoved, ErrShutdown}
+	}
+	return []error{ErrMoved}
+}
 
 // Reasons to reconnect (not terminal).
 var (
