@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -204,9 +205,12 @@ func (k *Keeper) AliveWorkers() int {
 
 // Ack records that mailbox entry id was handled; the next heartbeat removes
 // it from the record.
+// Acking an entry twice (the mailbox and an audit both re-read it) sends
+// it once: a heartbeat naming it twice would be refused (a set with
+// duplicates is invalid), and so would every one after it.
 func (k *Keeper) Ack(id string) {
 	k.lmu.Lock()
-	if k.pending[id] {
+	if k.pending[id] && !slices.Contains(k.acks, id) {
 		k.acks = append(k.acks, id)
 	}
 	k.lmu.Unlock()

@@ -350,6 +350,49 @@ func TestMailboxHandedOverOnceAndAckedByTheNextHeartbeat(t *testing.T) {
 	}
 }
 
+// ackRecorder records the acks each heartbeat carries.
+type ackRecorder struct {
+	lease.Store
+	mu   sync.Mutex
+	acks [][]string
+}
+
+func (a *ackRecorder) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	a.mu.Lock()
+	a.acks = append(a.acks, hb.Ack)
+	a.mu.Unlock()
+	return a.Store.Heartbeat(ctx, id, epoch, hb)
+}
+
+// An entry acked twice before the next heartbeat (the mailbox's re-read and
+// an audit's raced) goes out once: a set naming it twice is an invalid
+// request on DynamoDB, and every later heartbeat would carry it again.
+func TestMailboxEntryAckedTwiceIsSentOnce(t *testing.T) {
+	r := newRig(t)
+	store := &ackRecorder{Store: r.store}
+	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig("w1"), &recorder{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.store.UpdateWorker("w1", func(rec *lease.WorkerRecord) { rec.Mailbox = append(rec.Mailbox, "s1") })
+	k.HeartbeatNow(r.ctx)
+	k.Ack("s1")
+	k.Ack("s1")
+	k.HeartbeatNow(r.ctx)
+	store.mu.Lock()
+	last := store.acks[len(store.acks)-1]
+	store.mu.Unlock()
+	if fmt.Sprint(last) != "[s1]" {
+		t.Fatalf("heartbeat acks %v, want [s1]", last)
+	}
+	if rec, _ := r.store.GetWorker(r.ctx, "w1"); len(rec.Mailbox) != 0 {
+		t.Fatalf("mailbox after the ack: %v", rec.Mailbox)
+	}
+}
+
 // Checkpoints are written only when last_seq advanced, once per interval: an
 // idle session costs nothing.
 func TestCheckpointOnlyWhenAdvanced(t *testing.T) {

@@ -116,6 +116,9 @@ type Worker struct {
 	// abandoned: the shutdown deadline passed; every session still open is
 	// left for the takeover instead of released.
 	abandoned    atomic.Bool
+	// hbFailing: the last heartbeat failed (logged once per run of
+	// failures, not once per second).
+	hbFailing atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
 	// advertiseAddr is the admin address other workers reach this one at
@@ -754,6 +757,13 @@ func (o observer) Heartbeat(latency time.Duration, err error) {
 	o.w.stats.heartbeat(latency, err)
 	if err == nil {
 		o.w.reg.ObserveDuration(schema.MetricHeartbeatLatencyMs, latency)
+		if o.w.hbFailing.CompareAndSwap(true, false) {
+			o.w.log.Info().Msg("heartbeat succeeded again")
+		}
+		return
+	}
+	if o.w.hbFailing.CompareAndSwap(false, true) {
+		o.w.log.Warn().Err(err).Msg("heartbeat failing (sessions are fenced at the trust deadline unless one succeeds)")
 	}
 }
 

@@ -279,8 +279,11 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 	}
 	acked := 0
 	if len(hb.Ack) > 0 {
-		u = u.Delete(sessionitem.Mailbox, v(sessionitem.StringSet(hb.Ack...)))
-		for _, a := range hb.Ack {
+		// A string set may not hold duplicates: the request would be
+		// refused, and with it the worker's liveness.
+		acks := slices.Compact(slices.Sorted(slices.Values(hb.Ack)))
+		u = u.Delete(sessionitem.Mailbox, v(sessionitem.StringSet(acks...)))
+		for _, a := range acks {
 			acked += len(a)
 		}
 	}
