@@ -115,10 +115,10 @@ type Worker struct {
 	hardCancel context.CancelFunc
 	// abandoned: the shutdown deadline passed; every session still open is
 	// left for the takeover instead of released.
-	abandoned    atomic.Bool
+	abandoned atomic.Bool
 	// hbFailing: the last heartbeat failed (logged once per run of
 	// failures, not once per second).
-	hbFailing atomic.Bool
+	hbFailing    atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
 	// advertiseAddr is the admin address other workers reach this one at
