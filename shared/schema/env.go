@@ -30,7 +30,7 @@ func WorkerEnv() []string {
 		EnvTableName, EnvQueueURL, EnvOutputQueueURL, EnvMetricsNS, EnvEnvironment, EnvAllowPrivateIPs,
 		EnvWorkerID, EnvLeaseTTL, EnvHeartbeatEvery, EnvCheckpointEvery, EnvSafetyMargin, EnvReconcileEvery,
 		EnvRebalanceEvery, EnvMinHold, EnvRebalanceMoves, EnvAdvertiseAddr,
-		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvAdminAddr, EnvSink, EnvLogLevel,
+		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvShutdownInFlight, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvDialsPerHost,

@@ -112,6 +112,9 @@ type Config struct {
 
 	// Operations.
 	ShutdownDeadline time.Duration
+	// ShutdownInFlight is how many sessions the graceful shutdown hands
+	// off at once; the others keep streaming until their turn.
+	ShutdownInFlight int
 	AdminAddr        string // "" disables the admin server
 	// AdvertiseAddr is the admin address other workers call (a
 	// rebalancing move's receiver); "" = the listener's, with an
@@ -170,6 +173,7 @@ func DefaultConfig() Config {
 		DialsPerHost:        5,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
+		ShutdownInFlight:    16,
 		AdminAddr:           "127.0.0.1:8081",
 		MetricsEvery:        time.Minute,
 		MetricsNamespace:    schema.DefaultMetricsNamespace,
@@ -234,6 +238,7 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(EnvMaxDialFailures, &c.MaxDialFailures)
 	p.float(schema.EnvDialsPerHost, &c.DialsPerHost)
 	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
+	p.int(schema.EnvShutdownInFlight, &c.ShutdownInFlight)
 	p.strOrEmpty(schema.EnvAdminAddr, &c.AdminAddr) // set and empty: no admin server
 	p.bool(EnvAdminPprof, &c.AdminPprof)
 	p.dur(EnvMetricsEvery, &c.MetricsEvery)
@@ -410,6 +415,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
 		bad("%s must be within 0s..20s", EnvQueueWait)
+	}
+	if c.ShutdownInFlight < 1 {
+		bad("%s must be at least 1", schema.EnvShutdownInFlight)
 	}
 	if c.ShutdownDeadline <= 0 {
 		bad("%s must be positive", schema.EnvShutdownDeadline)

@@ -74,7 +74,7 @@ func TestConfigFromEnv(t *testing.T) {
 	c, err := ConfigFromEnv(environ(map[string]string{
 		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvHeartbeatEvery: "500ms", schema.EnvCheckpointEvery: "30s",
 		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
-		schema.EnvShutdownDeadline: "20s", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
+		schema.EnvShutdownDeadline: "20s", schema.EnvShutdownInFlight: "4", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
 		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		EnvDialTimeout: "3s", EnvPingEvery: "20s", EnvPingTimeout: "5s", EnvCloseGrace: "2s", EnvReconnectMin: "50ms",
@@ -94,7 +94,7 @@ func TestConfigFromEnv(t *testing.T) {
 		MaxConcurrentWrites: 64, SafetyMargin: time.Second, RebalanceEvery: 10 * time.Second, MinHold: time.Minute, StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, QueueWait: 15 * time.Second, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, ShutdownDeadline: 20 * time.Second, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", MetricsEvery: 30 * time.Second,
 		MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG", Sink: "sqs", TableName: "t", QueueURL: "https://q/work",
 		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None, SinkBatching: true, Batch: batch.DefaultConfig(),
 	}
@@ -181,6 +181,7 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvClaimsPerSecond:  func(c *Config) { c.ClaimsPerSecond = 0 },
 		schema.EnvDialsPerHost:     func(c *Config) { c.DialsPerHost = -1 },
 		schema.EnvShutdownDeadline: func(c *Config) { c.ShutdownDeadline = time.Second },
+		schema.EnvShutdownInFlight: func(c *Config) { c.ShutdownInFlight = 0 },
 		EnvQueueWait:               func(c *Config) { c.QueueWait = 30 * time.Second },
 		EnvPingTimeout:             func(c *Config) { c.PingTimeout = c.PingEvery },
 		"ReadLimit":                func(c *Config) { c.ReadLimit = 10 },

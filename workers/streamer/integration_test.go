@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -569,9 +570,20 @@ func TestGracefulHandoffHasNoGapAndNoDuplicate(t *testing.T) {
 // receiver to claim its part at once (POST /handoff): the receivers here
 // consume no work queue and reconcile only every minute, so only that can
 // move the sessions; none is lost or repeated.
+//
+// The hand-offs are paced (WSFLEET_SHUTDOWN_IN_FLIGHT, 2 here): the k-th
+// session to close at the source closes only after k−2 others were
+// flushed (and released), so the rest kept streaming meanwhile.
 func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 	e := newEnv(t)
-	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	flushes := &flushClock{}
+	e.handlerFor = func(id string) sink.Handler {
+		if id == "w1" {
+			return &flushClock{Handler: e.sink, times: flushes}
+		}
+		return e.sink
+	}
+	a := e.worker(func(c *Config) { c.ReconcileEvery, c.ShutdownInFlight = time.Minute, 2 })
 	var ids []string
 	for range 6 {
 		id := e.session(nil)
@@ -614,6 +626,43 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 	if n := strings.Count(e.logs.String(), `"to":"`+b.ID()+`"`) + strings.Count(e.logs.String(), `"to":"`+c.ID()+`"`); n < len(ids) {
 		t.Fatalf("a logged %d directed hand-offs, want %d", n, len(ids))
 	}
+	var closed []time.Time
+	for _, id := range ids {
+		closed = append(closed, e.ended(id, 0).ClosedAt)
+	}
+	slices.SortFunc(closed, time.Time.Compare)
+	flushed := flushes.sorted()
+	if len(flushed) < len(ids) {
+		t.Fatalf("a flushed %d times, want %d", len(flushed), len(ids))
+	}
+	for k := 2; k < len(closed); k++ {
+		if closed[k].Before(flushed[k-2]) {
+			t.Fatalf("session %d closed at the source %s before %d hand-offs were flushed (%s): more than 2 at once",
+				k+1, closed[k].Format("15:04:05.000000"), k-1, flushed[k-2].Format("15:04:05.000000"))
+		}
+	}
+}
+
+// flushClock is a sink that records when it is flushed (the worker flushes
+// before each release).
+type flushClock struct {
+	sink.Handler
+	mu    sync.Mutex
+	at    []time.Time
+	times *flushClock // where the times go (shared by a worker's handlers)
+}
+
+func (f *flushClock) Flush(ctx context.Context) error {
+	f.times.mu.Lock()
+	f.times.at = append(f.times.at, time.Now())
+	f.times.mu.Unlock()
+	return sink.Flush(ctx, f.Handler)
+}
+
+func (f *flushClock) sorted() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.SortedFunc(slices.Values(f.at), time.Time.Compare)
 }
 
 func TestStopClosesTheSocketAndNobodyReclaims(t *testing.T) {

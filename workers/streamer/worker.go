@@ -379,18 +379,22 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	close(w.consumerStop)
 	ss := w.snapshot()
 	moves := w.shutdownMoves(len(ss))
+	reasons := make([]error, len(ss))
 	directed := 0
 	for _, m := range moves {
 		for k := 0; k < m.Count && directed < len(ss); k++ {
-			ss[directed].Interrupt(session.MoveTo{To: m.To, Shutdown: true})
+			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
 			directed++
 		}
 	}
-	for _, s := range ss[directed:] {
-		s.Interrupt(session.ErrShutdown)
+	for i := directed; i < len(ss); i++ {
+		reasons[i] = session.ErrShutdown
 	}
 	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("receivers", len(moves)).
-		Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+	var paced sync.WaitGroup
+	paced.Go(func() { w.paceHandoffs(ss, reasons, time.Now().Add(w.cfg.ShutdownDeadline/2)) })
+	defer paced.Wait() // it ends once every session was interrupted
 	recon.Wait()
 	var err error
 	// Sessions started by claims already in flight see stateDraining and
@@ -416,6 +420,38 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 		<-done
 	}
 	return err
+}
+
+// paceHandoffs ends the sessions ss, each with its reason, at most
+// ShutdownInFlight at a time: the others keep streaming until their turn, so
+// each session is dark only for its own hand-off (close, flush, release,
+// the receiver's claim) instead of for the queue of all of them at the
+// table. At rushAt (half the shutdown deadline) whatever is left is ended at
+// once, so that the drain still fits the deadline.
+func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
+	rush := time.NewTimer(time.Until(rushAt))
+	defer rush.Stop()
+	slots := make(chan struct{}, max(1, w.cfg.ShutdownInFlight))
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	for i, s := range ss {
+		select {
+		case slots <- struct{}{}:
+		case <-rush.C:
+			for j := i; j < len(ss); j++ {
+				ss[j].Interrupt(reasons[j])
+			}
+			return
+		}
+		s.Interrupt(reasons[i])
+		inFlight.Go(func() {
+			defer func() { <-slots }()
+			select {
+			case <-s.Finished():
+			case <-w.hardCtx.Done():
+			}
+		})
+	}
 }
 
 // waitIdle waits until the worker has no session and no claim in flight,
