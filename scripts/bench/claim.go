@@ -153,4 +153,8 @@ const (
 	DefaultRenewEvery = DefaultHeartbeatEvery
 	DefaultReconcile  = 5 * time.Second
 	DefaultClaimRate  = 50
+	// DefaultShutdownDeadline and DefaultShutdownInFlight: the graceful
+	// shutdown's bound and how many sessions it hands off at once.
+	DefaultShutdownDeadline = 30 * time.Second
+	DefaultShutdownInFlight = 16
 )

@@ -41,6 +41,12 @@ type HandoverResult struct {
 	OldClosed   Dist `json:"old_closed"`
 	NewOpened   Dist `json:"new_opened"`
 	OpenToFirst Dist `json:"open_to_first"`
+	// Dark: per session, the old connection's close at the source → the
+	// first message by another worker at the sink: the session's own
+	// outage. A graceful shutdown hands its sessions off a few at a time
+	// (WSFLEET_SHUTDOWN_IN_FLIGHT), the others streaming until their turn,
+	// so Gap (from the signal) also holds the wait for the turn, Dark not.
+	Dark Dist `json:"dark"`
 	// After a crash, from the victim's worker record (ended_at_ms, written
 	// by the watcher that declared it dead): kill → declared dead (its
 	// sessions takeable from then on), and that instant → first message by
@@ -113,7 +119,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	signal := "SIGKILL (kill -9)"
 	res.GoalP99Ms = float64((DefaultTTL + time.Second).Milliseconds())
 	if res.Kind == kindTerm {
-		signal = "SIGTERM (graceful: close 1001, flush, release with the final checkpoint, start notification)"
+		signal = "SIGTERM (graceful: directed hand-offs to the survivors, 16 at a time: close 1001, flush, release with the final checkpoint reserved for the receiver, POST /handoff)"
 		res.GoalP99Ms = 250
 	}
 	res.Phase = r.begin(name, map[string]string{
@@ -170,7 +176,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	if err != nil {
 		return err
 	}
-	res.OldClosed, res.NewOpened, res.OpenToFirst = gapParts(rounds, conns)
+	res.OldClosed, res.NewOpened, res.OpenToFirst, res.Dark = gapParts(rounds, conns)
 	judgeHandover(res, chaos.Evidence{Start: res.Phase.Started, End: time.Now(), Deliveries: ls.col.deliveries(), Conns: conns}, rounds, stopped)
 	return nil
 }
@@ -257,8 +263,8 @@ func (rd roundData) gaps() []time.Duration {
 
 // gapParts splits every moved session's gap with the feed's records: the
 // connection open at the signal and when it closed, the first connection
-// opened after it.
-func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst Dist) {
+// opened after it; dark is that close → the new owner's first message.
+func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst, dark Dist) {
 	bySession := map[string][]feed.ConnRecord{}
 	for _, c := range conns {
 		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
@@ -266,7 +272,7 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 		}
 		bySession[c.Session] = append(bySession[c.Session], c)
 	}
-	var closed, opened, first []time.Duration
+	var closed, opened, first, darks []time.Duration
 	for _, rd := range rounds {
 		for id, o := range rd.moved {
 			var old, next *feed.ConnRecord
@@ -281,6 +287,7 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 			}
 			if old != nil && !old.ClosedAt.IsZero() {
 				closed = append(closed, old.ClosedAt.Sub(rd.at))
+				darks = append(darks, o.At.Round(0).Sub(old.ClosedAt))
 			}
 			if next != nil {
 				opened = append(opened, next.OpenedAt.Sub(rd.at))
@@ -288,7 +295,7 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 			}
 		}
 	}
-	return Summarize(closed), Summarize(opened), Summarize(first)
+	return Summarize(closed), Summarize(opened), Summarize(first), Summarize(darks)
 }
 
 func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {

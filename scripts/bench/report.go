@@ -107,11 +107,19 @@ func Goals(r *Report) []Goal {
 			continue
 		}
 		what := fmt.Sprintf("%d sessions per SIGTERM", h.SessionsPerRound)
-		g := Goal{Figure: "Graceful handoff gap (SIGTERM → first message by the new owner), p99, " + what, Measured: ms(h.Gap.P99), Goal: "≤ 250 ms", Known: true, Met: h.Gap.P99 <= 250}
+		g := Goal{Figure: "Graceful handoff: a session's dark time (old connection closed at the source → first message by the new owner), p99, " + what,
+			Measured: ms(h.Dark.P99), Goal: "≤ 250 ms", Known: true, Met: h.Dark.N > 0 && h.Dark.P99 <= 250}
 		if !g.Met {
-			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(h.Gap.P99-250), h.Gap.P99/250)
+			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(h.Dark.P99-250), h.Dark.P99/250)
 		}
 		gs = append(gs, g)
+		deadline := float64(DefaultShutdownDeadline.Milliseconds())
+		gd := Goal{Figure: "Graceful handoff: SIGTERM → the last session's first message by its new owner (the drain), " + what,
+			Measured: ms(h.Gap.Max), Goal: "≤ the shutdown deadline, " + ms(deadline), Known: true, Met: h.Gap.Max <= deadline}
+		if !gd.Met {
+			gd.Miss = fmt.Sprintf("+%s", ms(h.Gap.Max-deadline))
+		}
+		gs = append(gs, gd)
 		g2 := Goal{Figure: "Graceful handoff: messages lost / duplicated, " + what, Measured: fmt.Sprintf("%d / %d", h.Lost, h.Duplicated), Goal: "0 / 0", Known: true, Met: h.Lost == 0 && h.Duplicated == 0}
 		if !g2.Met {
 			g2.Miss = fmt.Sprintf("%d lost, %d duplicated", h.Lost, h.Duplicated)
@@ -377,6 +385,9 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	p("## %s\n\n", title)
 	renderPhase(p, h.Phase)
 	p(distHeader)
+	if h.Dark.N > 0 && h.Kind == kindTerm {
+		distRow(p, "old connection closed at the source → first message by another worker (the session's dark time)", h.Dark)
+	}
 	distRow(p, "signal → first message by another worker", h.Gap)
 	for i, d := range h.PerRound {
 		distRow(p, fmt.Sprintf("— round %d", i+1), d)
@@ -385,13 +396,13 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	distRow(p, "signal → new owner's connection opened", h.NewOpened)
 	distRow(p, "new connection opened → first message at the sink", h.OpenToFirst)
 	if h.VictimRelease.N > 0 {
-		distRow(p, "the victim's release per session (final checkpoint + release write, conditional on owner and epoch)", h.VictimRelease)
+		distRow(p, "the victim's release per session (one write: the session item with the final checkpoint as release_seq, reserved for the receiver; conditional on owner and epoch)", h.VictimRelease)
 	}
 	if h.VictimPublish.N > 0 {
-		distRow(p, "the victim's hand-off notification per session (batched: SendMessageBatch)", h.VictimPublish)
+		distRow(p, "the victim telling the receiver per session (POST /handoff; a start notification when it cannot)", h.VictimPublish)
 	}
 	if h.NotifyToOpen.N > 0 {
-		distRow(p, "start notification sent → new connection open (the survivors' ClaimLatencyMs)", h.NotifyToOpen)
+		distRow(p, "receiver told → new connection open (the survivors' ClaimLatencyMs: admission, acquire and fence, dial)", h.NotifyToOpen)
 	}
 	if h.KillToDead.N > 0 {
 		distRow(p, "kill → victim declared dead (its record's ended_at_ms: sessions takeable)", h.KillToDead)
@@ -424,20 +435,12 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		}
 		p("Messages are repeated after a crash by design: the new owner resumes after the last checkpoint, written every 60 s when last_seq advanced (bound: rate × (checkpoint interval × 1.1 + 1 s) + 1 = %d at %g msg/s; a round's sessions are younger than one checkpoint interval, so each replays from its start).\n\n", h.ReplayBound, h.FeedRate)
 	} else {
-		p("The gap is: the owner's close handshake with the source (status 1001, bounded by 1 s), the sink flush, the release (the final checkpoint, then the session item, both conditional on owner and epoch), the start notification, a survivor's long poll returning, its claim admission (%d claims/s per worker, burst %d), the acquire, the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or, when the old owner had delivered everything produced, the source's next message, up to 1/rate = %s later (the \"opened → first message\" row). Each round hands %d sessions at once to %d survivors. ",
-			h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)), h.SessionsPerRound, h.Survivors)
-		if h.Gap.P99 > 250 {
-			p("The goal (p99 ≤ 250 ms) is missed by %s. The parts above show where: the new owner's connection opens %s (p50) / %s (p99) after the signal, and its first message reaches the sink %s (p99) after that open. ",
-				ms(h.Gap.P99-250), ms(h.NewOpened.P50), ms(h.NewOpened.P99), ms(h.OpenToFirst.P99))
-			if h.NotifyToOpen.N > 0 {
-				p("The survivors' own claim latency (notification sent → connection open: long poll, admission, acquire, dial) is p50 %s, p99 %s over %d notified claims, so the victim's side (close, flush, release, publish) takes the rest. ", ms(h.NotifyToOpen.P50), ms(h.NotifyToOpen.P99), h.NotifyToOpen.N)
-			}
-			if h.VictimRelease.N > 0 {
-				p("On that side the release writes dominate: all %d are sent at once and each takes p50 %s, p99 %s, queued behind one another (and the survivors' acquires) in dynalite's single Node.js thread, while the batched hand-off notifications take p50 %s. ", h.SessionsPerRound, ms(h.VictimRelease.P50), ms(h.VictimRelease.P99), ms(h.VictimPublish.P50))
-			}
-			p("The chain runs %d hand-offs at once through two single-threaded engines (dynalite, fauxqs) on a shared 2-core machine; each survivor takes at most 10 notifications per receive and acknowledges a batch before the next. The fastest hand-off of a round (min %s) is what one costs through an idle chain; the spread up to the p99 is queueing, about %s per session handed off at once. ",
-				h.SessionsPerRound, ms(h.Gap.Min), ms((h.Gap.P99-h.Gap.Min)/float64(max(h.SessionsPerRound, 1))))
-			p("A worker holding N sessions therefore hands them all over in roughly min + N × that, on top of the survivors' claim admission (%d/s each after a burst of %d).", h.ClaimRateLimit, h.ClaimRateLimit)
+		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, the release (one write: the session item, with the final checkpoint as release_seq, reserved for the receiver), POST /handoff to the receiver, its claim admission (%d claims/s per worker, burst %d), the acquire and the fence of the checkpoint item (two writes), the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
+			DefaultShutdownInFlight, h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)))
+		p("The dark time (the first row) is that chain for one session; \"signal → first message\" adds the wait for its turn, so its maximum is the whole drain of %d sessions to %d survivors (bound: the shutdown deadline, %s; at half of it whatever is left goes at once). ",
+			h.SessionsPerRound, h.Survivors, ms(float64(DefaultShutdownDeadline.Milliseconds())))
+		if h.Dark.N > 0 && h.Dark.P99 > 250 {
+			p("The goal (dark time p99 ≤ 250 ms) is missed by %s: the hand-offs in flight queue their writes (3 each) in dynalite's single Node.js thread, which shares the 2 cores with the workers, the feed and fauxqs; the release row and the receivers' claim latency above show how much each side waited. ", ms(h.Dark.P99-250))
 		}
 		p("\n\n")
 	}
