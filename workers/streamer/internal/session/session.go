@@ -497,79 +497,115 @@ func (s *Session) ping(conn *websocket.Conn) {
 // interrupts). The caller releases the lease afterwards (or, after
 // ErrSourceFailed, records the failure).
 func (s *Session) Run(ctx context.Context) error {
-	attempt := 0
-	failures := 0 // dials of generation failGen failed in a row
-	var failGen int64
-	first := true
+	// Run's goroutine lives as long as the session and spends its life in
+	// read: the frames under read stay small (the item, the dial and the
+	// logging live in connect's and reconnectWait's frames, gone by then),
+	// so that the per-message path fits the goroutine's 4 KiB stack.
+	st := runState{first: true}
 	for {
-		if err := s.check(ctx); err != nil {
-			return err
+		conn, raw, openErr, stop, ret := s.connect(ctx, &st)
+		if stop {
+			return ret
 		}
-		it := s.held.Item()
-		p, perr := compile(it)
-		if perr != nil {
-			s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
-			return s.terminal()
+		if conn == nil {
+			continue // the dial failed: backed off, dial again
 		}
-		conn, raw, err := s.dial(ctx, it, p)
-		if err != nil {
-			if term := s.check(ctx); term != nil {
-				return term
-			}
-			if it.Generation != failGen {
-				failures, failGen = 0, it.Generation // a new configuration gets all its tries
-			}
-			failures++
-			if term := s.dialFailed(ctx, err, it.Generation, failures); term != nil {
-				return term
-			}
-			d := s.env.Config.Backoff.Next(attempt)
-			ev := s.log.Warn()
-			if attempt > 0 {
-				ev = s.log.Debug()
-			}
-			ev.Err(err).Int("attempt", attempt+1).Dur("retry_in", d).Msg("dial")
-			attempt++
-			s.sleep(ctx, d)
-			continue
-		}
-		failures = 0
-		if !s.attach(conn, raw, it, p) {
-			return s.check(ctx)
-		}
-		if s.env.Opened != nil {
-			s.env.Opened(s, first)
-		}
-		if first {
-			s.log.Info().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
-		} else {
-			s.log.Debug().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
-		}
-		first = false
-		opened := time.Now()
-		readErr := s.open(conn, it, p)
+		readErr := openErr
 		if readErr == nil {
 			readErr = s.read(ctx, conn)
 		}
 		kick := s.detach(conn, raw)
-		if term := s.check(ctx); term != nil {
+		if term := s.reconnectWait(ctx, &st, readErr, kick); term != nil {
 			return term
 		}
-		s.reconnects.Add(1)
-		s.env.Counters.Reconnects.Add(1)
-		if time.Since(opened) >= s.env.Config.StableAfter {
-			attempt = 0
-		}
-		if errors.Is(kick, errGeneration) {
-			s.log.Info().Msg("new generation: reconnecting")
-			attempt = 0
-			continue
-		}
-		d := s.env.Config.Backoff.Next(attempt)
-		attempt++
-		s.log.Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
-		s.sleep(ctx, d)
 	}
+}
+
+// runState is Run's bookkeeping across connections.
+type runState struct {
+	attempt  int
+	failures int // dials of failGen failed in a row
+	failGen  int64
+	first    bool      // no connection opened yet in this tenure
+	opened   time.Time // when the current connection was attached
+}
+
+// connect dials the item's source, attaches the connection and sends the
+// open messages (openErr: they failed; the connection is attached all the
+// same, for Run to detach). stop: Run returns ret. A nil conn without stop:
+// the dial failed and the session has backed off; dial again.
+func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Conn, raw net.Conn, openErr error, stop bool, ret error) {
+	if err := s.check(ctx); err != nil {
+		return nil, nil, nil, true, err
+	}
+	it := s.held.Item()
+	p, perr := compile(it)
+	if perr != nil {
+		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
+		return nil, nil, nil, true, s.terminal()
+	}
+	conn, raw, err := s.dial(ctx, it, p)
+	if err != nil {
+		if term := s.check(ctx); term != nil {
+			return nil, nil, nil, true, term
+		}
+		if it.Generation != st.failGen {
+			st.failures, st.failGen = 0, it.Generation // a new configuration gets all its tries
+		}
+		st.failures++
+		if term := s.dialFailed(ctx, err, it.Generation, st.failures); term != nil {
+			return nil, nil, nil, true, term
+		}
+		d := s.env.Config.Backoff.Next(st.attempt)
+		ev := s.log.Warn()
+		if st.attempt > 0 {
+			ev = s.log.Debug()
+		}
+		ev.Err(err).Int("attempt", st.attempt+1).Dur("retry_in", d).Msg("dial")
+		st.attempt++
+		s.sleep(ctx, d)
+		return nil, nil, nil, false, nil
+	}
+	st.failures = 0
+	if !s.attach(conn, raw, it, p) {
+		return nil, nil, nil, true, s.check(ctx)
+	}
+	if s.env.Opened != nil {
+		s.env.Opened(s, st.first)
+	}
+	if st.first {
+		s.log.Info().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
+	} else {
+		s.log.Debug().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
+	}
+	st.first = false
+	st.opened = time.Now()
+	return conn, raw, s.open(conn, it, p), false, nil
+}
+
+// reconnectWait follows a connection that ended (readErr, and kick: the
+// reconnect reason set, if any): the terminal reason if the session must
+// end, otherwise nil once the backoff before the next dial has passed (none
+// for a new generation).
+func (s *Session) reconnectWait(ctx context.Context, st *runState, readErr, kick error) error {
+	if term := s.check(ctx); term != nil {
+		return term
+	}
+	s.reconnects.Add(1)
+	s.env.Counters.Reconnects.Add(1)
+	if time.Since(st.opened) >= s.env.Config.StableAfter {
+		st.attempt = 0
+	}
+	if errors.Is(kick, errGeneration) {
+		s.log.Info().Msg("new generation: reconnecting")
+		st.attempt = 0
+		return nil
+	}
+	d := s.env.Config.Backoff.Next(st.attempt)
+	st.attempt++
+	s.log.Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
+	s.sleep(ctx, d)
+	return nil
 }
 
 // dialFailed keeps err as the session's last error and decides: a
@@ -797,20 +833,17 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 var errInvalid = errors.New("lease no longer valid")
 
 // handle answers control messages, then finds (or assigns) the message's
-// seq, dedupes and delivers it.
+// seq, dedupes and delivers it. It runs under read for every message: the
+// rare paths (control messages, logging, sink refusals) are calls of their
+// own, so that this frame and offer's stay small (see Run).
 func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
 	p := s.proto // written by attach, in this same goroutine
 	if p.idle > 0 {
 		s.touch()
 	}
 	if p.pong != nil || p.keep != nil {
-		consumed, err := s.control(conn, s.held.Item(), p, typ, data)
-		if err != nil {
-			s.reconnect(err, conn)
+		if consumed, err := s.handleControl(conn, p, typ, data); err != nil || consumed {
 			return err
-		}
-		if consumed {
-			return nil
 		}
 	}
 	last := s.lastSeq.Load()
@@ -825,10 +858,7 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 		if p.deliverMissing {
 			return s.offer(ctx, conn, typ, data, last, false)
 		}
-		s.missingDropped.Add(1)
-		if s.env.Counters.SeqMissingDropped.Add(1)%1000 == 1 {
-			s.log.Warn().Err(err).Strs("seq_path", p.seqPath).Msg("message without a sequence number dropped")
-		}
+		s.dropMissing(p, err)
 		return nil
 	}
 	if seq <= last {
@@ -837,15 +867,41 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 		return nil
 	}
 	if last != lease.NoSeq && seq > last+1 {
-		s.gaps.Add(1)
-		s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
+		s.noteGap(last, seq)
 	}
 	return s.offer(ctx, conn, typ, data, seq, true)
 }
 
+// handleControl answers a control message (control) and reconnects when
+// the answer could not be sent.
+func (s *Session) handleControl(conn *websocket.Conn, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
+	consumed, err = s.control(conn, s.held.Item(), p, typ, data)
+	if err != nil {
+		s.reconnect(err, conn)
+	}
+	return consumed, err
+}
+
+// dropMissing counts (and now and then logs) a message dropped for having
+// no seq.
+func (s *Session) dropMissing(p *proto, err error) {
+	s.missingDropped.Add(1)
+	if s.env.Counters.SeqMissingDropped.Add(1)%1000 == 1 {
+		s.log.Warn().Err(err).Strs("seq_path", p.seqPath).Msg("message without a sequence number dropped")
+	}
+}
+
+// noteGap counts a seq the source skipped to.
+func (s *Session) noteGap(last, seq int64) {
+	s.gaps.Add(1)
+	s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
+}
+
 // offer hands one message to the sink while the lease is valid, retrying a
 // refusal; advance: seq is the session's new last delivered seq (false for
-// a message without one, delivered with the last seq and the next sub).
+// a message without one, delivered with the last seq and the next sub). A
+// Pipeline sink queues it (the session checkpoints it once Acked), any
+// other Handler accepts it synchronously.
 func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
 	msg := sink.Message{
 		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
@@ -855,39 +911,27 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		s.sub++
 		msg.Sub = s.sub
 	}
+	pl, pipelined := s.env.Handler.(sink.Pipeline)
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every delivery.
 		if !s.held.Valid() {
-			err := s.held.Err()
-			if err == nil {
-				err = lease.ErrUntrusted
-			}
-			s.Interrupt(err)
-			return errInvalid
+			return s.invalid()
 		}
-		err := s.deliver(ctx, msg)
-		if errors.Is(err, sink.ErrTenureEnded) {
-			s.Interrupt(lease.ErrUntrusted)
-			return errInvalid
+		var err error
+		if pipelined {
+			err = pl.Submit(ctx, msg, s, s.ended)
+		} else {
+			err = s.env.Handler.Handle(ctx, msg)
 		}
 		if err == nil {
 			break
 		}
-		s.env.Counters.SinkErrors.Add(1)
-		if attempt >= s.env.Config.SinkAttempts || ctx.Err() != nil || s.terminal() != nil {
-			s.log.Error().Err(err).Int64("seq", seq).Int("attempts", attempt).Msg("sink refused the message: reconnecting to resume after the last accepted one")
-			s.reconnect(errSink, conn)
-			return errSink
+		if err := s.refused(ctx, conn, err, seq, attempt); err != nil {
+			return err
 		}
-		t := time.NewTimer(time.Duration(attempt) * 50 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
 	}
 	if advance {
-		if _, pipelined := s.env.Handler.(sink.Pipeline); !pipelined {
+		if !pipelined {
 			s.held.Observe(seq) // a pipeline acknowledges later (Acked)
 		}
 		s.lastSeq.Store(seq)
@@ -898,14 +942,39 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	return nil
 }
 
-// deliver hands msg to the sink: a Pipeline queues it (the session
-// checkpoints it once Acked), any other Handler accepts it synchronously.
-func (s *Session) deliver(ctx context.Context, msg sink.Message) error {
-	p, ok := s.env.Handler.(sink.Pipeline)
-	if !ok {
-		return s.env.Handler.Handle(ctx, msg)
+// invalid ends the session whose lease is no longer valid (errInvalid
+// stops the read loop).
+func (s *Session) invalid() error {
+	err := s.held.Err()
+	if err == nil {
+		err = lease.ErrUntrusted
 	}
-	return p.Submit(ctx, msg, s, s.ended)
+	s.Interrupt(err)
+	return errInvalid
+}
+
+// refused follows a sink's refusal of attempt: nil after a pause before
+// the next attempt; errInvalid when the pipeline ended the tenure; errSink
+// (the connection is closed, to resume after the last accepted seq) when
+// the attempts are spent or the session is ending.
+func (s *Session) refused(ctx context.Context, conn *websocket.Conn, err error, seq int64, attempt int) error {
+	if errors.Is(err, sink.ErrTenureEnded) {
+		s.Interrupt(lease.ErrUntrusted)
+		return errInvalid
+	}
+	s.env.Counters.SinkErrors.Add(1)
+	if attempt >= s.env.Config.SinkAttempts || ctx.Err() != nil || s.terminal() != nil {
+		s.log.Error().Err(err).Int64("seq", seq).Int("attempts", attempt).Msg("sink refused the message: reconnecting to resume after the last accepted one")
+		s.reconnect(errSink, conn)
+		return errSink
+	}
+	t := time.NewTimer(time.Duration(attempt) * 50 * time.Millisecond)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	return nil
 }
 
 // Valid reports whether the session may still deliver (sink.Tenure).
