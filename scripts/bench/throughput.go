@@ -69,6 +69,14 @@ type ThroughputRun struct {
 	// Lag: feed send (the message's ts) → the sink's answer to the request
 	// carrying it, from the oldest message of each request in the window.
 	Lag Dist `json:"lag_ms"`
+	// One session's request round, from the proxy (one request in flight:
+	// the worker's sessions > 1 overlap them, so only for one session):
+	// EngineMs is the engine's answer time (after the added latency),
+	// ClientGapMs the time from the proxy's answer to a request to the next
+	// request's arrival (the worker: decoding the answer, the next batch,
+	// the SDK's encoding and signing, the hops through the proxy).
+	EngineMs    Dist `json:"engine_ms,omitzero"`
+	ClientGapMs Dist `json:"client_gap_ms,omitzero"`
 	// Stalls: the times a session waited for room in its buffer;
 	// Reconnects: connections the session lost in the window (a source
 	// drops a reader slower than its write timeout, 5 s for the feed).
@@ -147,6 +155,9 @@ type delayProxy struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	lagMs    []float64
+	engineMs []float64
+	gapMs    []float64
+	lastDone time.Time // when the last answer came back from the engine
 	record   bool
 }
 
@@ -164,6 +175,7 @@ func newDelayProxy(target string, delay time.Duration) (*delayProxy, *httputil.R
 
 // RoundTrip delays req, forwards it and samples its lag.
 func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
+	arrived := time.Now()
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		return nil, err
@@ -176,10 +188,21 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.Stop()
 		return nil, req.Context().Err()
 	}
+	sent := time.Now()
 	resp, err := d.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
+	done := time.Now()
+	d.mu.Lock()
+	if d.record {
+		d.engineMs = append(d.engineMs, msSince(sent, done))
+		if !d.lastDone.IsZero() && arrived.After(d.lastDone) {
+			d.gapMs = append(d.gapMs, msSince(d.lastDone, arrived))
+		}
+	}
+	d.lastDone = done
+	d.mu.Unlock()
 	d.requests.Add(1)
 	if ts, ok := firstTS(body); ok {
 		lag := float64(time.Now().UnixMilli() - ts)
@@ -192,13 +215,18 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// window starts (or ends) the lag sampling; ending returns the samples.
-func (d *delayProxy) window(on bool) []float64 {
+func msSince(t0, t1 time.Time) float64 { return float64(t1.Sub(t0)) / float64(time.Millisecond) }
+
+// proxySamples are a window's samples (ms).
+type proxySamples struct{ lag, engine, gap []float64 }
+
+// window starts (or ends) the sampling; ending returns the samples.
+func (d *delayProxy) window(on bool) proxySamples {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.record = on
-	out := d.lagMs
-	d.lagMs = nil
+	out := proxySamples{d.lagMs, d.engineMs, d.gapMs}
+	d.lagMs, d.engineMs, d.gapMs = nil, nil, nil
 	return out
 }
 
@@ -347,7 +375,7 @@ func (r *runner) throughput(ctx context.Context) error {
 			bd.MaxDelay, bd.MaxInFlight, bd.SessionBufferBytes>>20),
 		"sinks":    fmt.Sprintf("fauxqs (standard queue) and kinesalite (4 shards) on this machine, each behind a proxy in the driver that adds %s to every request (an AWS round trip) and counts them; sqs unbatched is WSFLEET_SINK_BATCHING=false (one SendMessage per message, the path before batching)", SinkLatency),
 		"feed":     fmt.Sprintf("bin/feed: one session at %d msg/s (the feed's maximum: it writes as fast as the worker reads), messages of ~60 bytes; one session at %d msg/s into sqs batched and kinesis (the lag below saturation); then %d sessions × %g msg/s into sqs batched", MaxFeedRate, PacedRate, sz.TPManySessions, sz.TPManyRate),
-		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients at once, then 1 client (one request after the other), sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500) of the records the runs send (the sink's envelope around a feed message, %d bytes; partition key the session's connection_id) for %s; then, for Kinesis, 1 client through the delaying proxy (one ordered session's path without the worker)", CeilingClients, len(ceilingBody()), CeilingWindow),
+		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients at once, then 1 client (one request after the other), sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500) of the records the runs send (the sink's envelope around a feed message, %d bytes; partition key the session's connection_id) for %s; then, for Kinesis, 1 client through the delaying proxy (one ordered session's path without the worker). The Kinesis 1-client ceilings are measured right after the Kinesis saturation run (same load, same stream), the others at the end", CeilingClients, len(ceilingBody()), CeilingWindow),
 		"window":   fmt.Sprintf("settle %s once messages flow, then measure %s: messages acknowledged by the sink (the batcher's records; messages_in for the unbatched sinks) and the proxy's requests; lag = the sink's answer − the feed's ts of the oldest message of each request (not measured for discard and stdout)", sz.TPSettle, sz.TPWindow),
 	})
 	r.rep.Throughput = res
@@ -364,30 +392,14 @@ func (r *runner) throughput(ctx context.Context) error {
 	}{{TPDiscard, 1, MaxFeedRate}, {TPStdout, 1, MaxFeedRate}, {TPSQSUnbatched, 1, MaxFeedRate}, {TPSQSBatched, 1, MaxFeedRate}, {TPKinesis, 1, MaxFeedRate},
 		{TPSQSBatched, 1, PacedRate}, {TPKinesis, 1, PacedRate}, {TPSQSBatched, sz.TPManySessions, sz.TPManyRate}}
 	var failed []string
-	for i, rn := range runs {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		run, err := r.throughputRun(ctx, e, fmt.Sprintf("tp%d", i), rn.name, rn.sessions, rn.rate)
-		if err != nil {
-			run.Error = err.Error()
-			failed = append(failed, rn.name)
-			r.log.Warn().Err(err).Str("run", rn.name).Msg("throughput run")
-		}
-		res.Runs = append(res.Runs, run)
-		r.log.Info().Str("run", rn.name).Int("sessions", rn.sessions).Float64("msg_s", run.MsgPerSec).Float64("req_per_msg", run.ReqPerMsg).
-			Float64("lag_p99_ms", run.Lag.P99).Msg("throughput run")
-	}
 	res.Ceilings, res.SerialCeilings, res.SerialEngineCPU, res.OrderedCeilings = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
-	for _, name := range []string{TPSQSBatched, TPKinesis} {
-		for _, c := range []struct {
-			clients int
-			proxied bool
-			into    map[string]float64
-		}{{CeilingClients, false, res.Ceilings}, {1, false, res.SerialCeilings}, {1, true, res.OrderedCeilings}} {
-			if c.proxied && name != TPKinesis {
-				continue // only Kinesis runs an ordered session
-			}
+	type ceil struct {
+		clients int
+		proxied bool
+		into    map[string]float64
+	}
+	measure := func(name string, cs ...ceil) {
+		for _, c := range cs {
 			rate, cpu, err := e.ceiling(ctx, name, c.clients, c.proxied)
 			if err != nil {
 				failed = append(failed, name+" ceiling")
@@ -401,6 +413,30 @@ func (r *runner) throughput(ctx context.Context) error {
 			r.log.Info().Str("engine", name).Int("clients", c.clients).Bool("proxied", c.proxied).Float64("msg_s", rate).Float64("engine_cpu_pct", cpu).Msg("engine ceiling")
 		}
 	}
+	// One ordered session's ceilings (the engine's serial rate, and one
+	// client through the proxy) are measured right after the Kinesis
+	// saturation run, on the same machine load and stream: the run is
+	// judged against them.
+	ordered := []ceil{{1, false, res.SerialCeilings}, {1, true, res.OrderedCeilings}}
+	for i, rn := range runs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		run, err := r.throughputRun(ctx, e, fmt.Sprintf("tp%d", i), rn.name, rn.sessions, rn.rate)
+		if err != nil {
+			run.Error = err.Error()
+			failed = append(failed, rn.name)
+			r.log.Warn().Err(err).Str("run", rn.name).Msg("throughput run")
+		}
+		res.Runs = append(res.Runs, run)
+		r.log.Info().Str("run", rn.name).Int("sessions", rn.sessions).Float64("msg_s", run.MsgPerSec).Float64("req_per_msg", run.ReqPerMsg).
+			Float64("lag_p99_ms", run.Lag.P99).Msg("throughput run")
+		if rn.name == TPKinesis && rn.sessions == 1 && rn.rate == MaxFeedRate {
+			measure(TPKinesis, ordered...)
+		}
+	}
+	measure(TPSQSBatched, ceil{CeilingClients, false, res.Ceilings}, ceil{1, false, res.SerialCeilings})
+	measure(TPKinesis, ceil{CeilingClients, false, res.Ceilings})
 	if len(failed) > 0 {
 		return fmt.Errorf("throughput runs failed: %v", failed)
 	}
@@ -564,7 +600,11 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 	run.WorkerCPU, run.EngineCPU = w.workCPU, w.otherCPU
 	if proxy != nil {
 		run.Requests = proxy.requests.Load() - req0
-		run.Lag = SummarizeMs(proxy.window(false))
+		ps := proxy.window(false)
+		run.Lag = SummarizeMs(ps.lag)
+		if sessions == 1 {
+			run.EngineMs, run.ClientGapMs = SummarizeMs(ps.engine), SummarizeMs(ps.gap)
+		}
 		if run.Messages > 0 {
 			run.ReqPerMsg = float64(run.Requests) / float64(run.Messages)
 		}
@@ -615,6 +655,14 @@ func throughputGoals(t *ThroughputResult) []Goal {
 	return gs
 }
 
+// feedRate names a run's feed rate.
+func feedRate(r float64) string {
+	if r < MaxFeedRate {
+		return fmt.Sprintf("%g msg/s", r)
+	}
+	return "as fast as read"
+}
+
 func renderThroughput(p printer, r *Report) {
 	t := r.Throughput
 	if t == nil {
@@ -624,10 +672,7 @@ func renderThroughput(p printer, r *Report) {
 	renderPhase(p, t.Phase)
 	p("| sink | sessions × feed rate | msg/s | requests | requests/message | lag p50 | lag p99 | stalls | reconnects | worker CPU | engine CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range t.Runs {
-		rate := "as fast as read"
-		if run.FeedRate < MaxFeedRate {
-			rate = fmt.Sprintf("%g msg/s", run.FeedRate)
-		}
+		rate := feedRate(run.FeedRate)
 		if run.Error != "" {
 			p("| %s | %s × %s | failed: %s | | | | | | | | |\n", run.Name, thousands(run.Sessions), rate, oneLine(run.Error))
 			continue
@@ -644,6 +689,15 @@ func renderThroughput(p printer, r *Report) {
 		}
 		p("| %s | %s × %s | %s | %s | %s | %s | %s | %d | %d | %.0f %% | %s |\n", run.Name, thousands(run.Sessions), rate, thousands(int(run.MsgPerSec)),
 			reqs, perMsg, p50, p99, run.Stalls, run.Reconnects, run.WorkerCPU, eng)
+	}
+	for _, run := range t.Runs {
+		if run.Name != TPKinesis || run.EngineMs.N == 0 {
+			continue
+		}
+		// One request in flight: the round is the added latency, the
+		// engine's answer and the worker's gap.
+		p("\n%s, 1 × %s: %d requests, each round = %.0f ms added + the engine's answer (mean %.1f ms, p50 %.1f, p99 %.1f) + the worker's gap from an answer to its next request (mean %.2f ms, p50 %.2f, p99 %.2f; the proxy's hops and the SDK's encoding included).\n",
+			run.Name, feedRate(run.FeedRate), run.EngineMs.N, t.LatencyMs, run.EngineMs.Mean, run.EngineMs.P50, run.EngineMs.P99, run.ClientGapMs.Mean, run.ClientGapMs.P50, run.ClientGapMs.P99)
 	}
 	if len(t.Ceilings) > 0 {
 		p("\n| engine alone (no added latency) | %d clients | 1 client, one request after the other | engine CPU (1 client) | one ordered session with +%.0f ms: 1 client's time + %.0f ms | one ordered session, measured: 1 client through the proxy |\n|---|---|---|---|---|---|\n", CeilingClients, t.LatencyMs, t.LatencyMs)
