@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
@@ -69,6 +69,14 @@ type ThroughputRun struct {
 	// Lag: feed send (the message's ts) → the sink's answer to the request
 	// carrying it, from the oldest message of each request in the window.
 	Lag Dist `json:"lag_ms"`
+	// One session's request round, from the proxy (one request in flight:
+	// the worker's sessions > 1 overlap them, so only for one session):
+	// EngineMs is the engine's answer time (after the added latency),
+	// ClientGapMs the time from the proxy's answer to a request to the next
+	// request's arrival (the worker: decoding the answer, the next batch,
+	// the SDK's encoding and signing, the hops through the proxy).
+	EngineMs    Dist `json:"engine_ms,omitzero"`
+	ClientGapMs Dist `json:"client_gap_ms,omitzero"`
 	// Stalls: the times a session waited for room in its buffer;
 	// Reconnects: connections the session lost in the window (a source
 	// drops a reader slower than its write timeout, 5 s for the feed).
@@ -94,6 +102,25 @@ type ThroughputResult struct {
 	// other: what one ordered session (one request in flight) can reach
 	// before the added latency.
 	SerialCeilings map[string]float64 `json:"engine_serial_ceiling_msg_per_s,omitempty"`
+	// SerialEngineCPU is the engine's CPU (% of one core) during the
+	// one-client measurement: near 100 % the engine is CPU-bound on each
+	// request.
+	SerialEngineCPU map[string]float64 `json:"engine_serial_cpu_pct,omitempty"`
+	// OrderedCeilings: one client, one request after the other, through
+	// the delaying proxy the worker's requests take (Kinesis only): the
+	// path of one ordered session without the worker, measured.
+	OrderedCeilings map[string]float64 `json:"ordered_session_ceiling_msg_per_s,omitempty"`
+}
+
+// orderedBound is the ceiling the goal of one ordered session is judged
+// against: the one measured through the proxy when there is one (the same
+// path as the worker's requests: the proxy's hop and the SDK client's own
+// time included), else orderedCeiling.
+func (t *ThroughputResult) orderedBound(name string, perRequest int) float64 {
+	if m := t.OrderedCeilings[name]; m > 0 {
+		return m
+	}
+	return t.orderedCeiling(name, perRequest)
 }
 
 // orderedCeiling is what one ordered session can reach with the added
@@ -128,6 +155,9 @@ type delayProxy struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	lagMs    []float64
+	engineMs []float64
+	gapMs    []float64
+	lastDone time.Time // when the last answer came back from the engine
 	record   bool
 }
 
@@ -145,6 +175,7 @@ func newDelayProxy(target string, delay time.Duration) (*delayProxy, *httputil.R
 
 // RoundTrip delays req, forwards it and samples its lag.
 func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
+	arrived := time.Now()
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		return nil, err
@@ -157,10 +188,21 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.Stop()
 		return nil, req.Context().Err()
 	}
+	sent := time.Now()
 	resp, err := d.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
+	done := time.Now()
+	d.mu.Lock()
+	if d.record {
+		d.engineMs = append(d.engineMs, msSince(sent, done))
+		if !d.lastDone.IsZero() && arrived.After(d.lastDone) {
+			d.gapMs = append(d.gapMs, msSince(d.lastDone, arrived))
+		}
+	}
+	d.lastDone = done
+	d.mu.Unlock()
 	d.requests.Add(1)
 	if ts, ok := firstTS(body); ok {
 		lag := float64(time.Now().UnixMilli() - ts)
@@ -173,13 +215,18 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// window starts (or ends) the lag sampling; ending returns the samples.
-func (d *delayProxy) window(on bool) []float64 {
+func msSince(t0, t1 time.Time) float64 { return float64(t1.Sub(t0)) / float64(time.Millisecond) }
+
+// proxySamples are a window's samples (ms).
+type proxySamples struct{ lag, engine, gap []float64 }
+
+// window starts (or ends) the sampling; ending returns the samples.
+func (d *delayProxy) window(on bool) proxySamples {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.record = on
-	out := d.lagMs
-	d.lagMs = nil
+	out := proxySamples{d.lagMs, d.engineMs, d.gapMs}
+	d.lagMs, d.engineMs, d.gapMs = nil, nil, nil
 	return out
 }
 
@@ -328,7 +375,7 @@ func (r *runner) throughput(ctx context.Context) error {
 			bd.MaxDelay, bd.MaxInFlight, bd.SessionBufferBytes>>20),
 		"sinks":    fmt.Sprintf("fauxqs (standard queue) and kinesalite (4 shards) on this machine, each behind a proxy in the driver that adds %s to every request (an AWS round trip) and counts them; sqs unbatched is WSFLEET_SINK_BATCHING=false (one SendMessage per message, the path before batching)", SinkLatency),
 		"feed":     fmt.Sprintf("bin/feed: one session at %d msg/s (the feed's maximum: it writes as fast as the worker reads), messages of ~60 bytes; one session at %d msg/s into sqs batched and kinesis (the lag below saturation); then %d sessions × %g msg/s into sqs batched", MaxFeedRate, PacedRate, sz.TPManySessions, sz.TPManyRate),
-		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients at once, then 1 client (one request after the other), sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500, 200-byte bodies) for %s", CeilingClients, CeilingWindow),
+		"ceilings": fmt.Sprintf("each engine alone, without the proxy: %d clients at once, then 1 client (one request after the other), sending full requests (SQS SendMessageBatch of 10, Kinesis PutRecords of 500) of the records the runs send (the sink's envelope around a feed message, %d bytes; partition key the session's connection_id) for %s; then, for Kinesis, 1 client through the delaying proxy (one ordered session's path without the worker). The Kinesis 1-client ceilings are measured right after the Kinesis saturation run (same load, same stream), the others at the end", CeilingClients, len(ceilingBody()), CeilingWindow),
 		"window":   fmt.Sprintf("settle %s once messages flow, then measure %s: messages acknowledged by the sink (the batcher's records; messages_in for the unbatched sinks) and the proxy's requests; lag = the sink's answer − the feed's ts of the oldest message of each request (not measured for discard and stdout)", sz.TPSettle, sz.TPWindow),
 	})
 	r.rep.Throughput = res
@@ -345,6 +392,32 @@ func (r *runner) throughput(ctx context.Context) error {
 	}{{TPDiscard, 1, MaxFeedRate}, {TPStdout, 1, MaxFeedRate}, {TPSQSUnbatched, 1, MaxFeedRate}, {TPSQSBatched, 1, MaxFeedRate}, {TPKinesis, 1, MaxFeedRate},
 		{TPSQSBatched, 1, PacedRate}, {TPKinesis, 1, PacedRate}, {TPSQSBatched, sz.TPManySessions, sz.TPManyRate}}
 	var failed []string
+	res.Ceilings, res.SerialCeilings, res.SerialEngineCPU, res.OrderedCeilings = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
+	type ceil struct {
+		clients int
+		proxied bool
+		into    map[string]float64
+	}
+	measure := func(name string, cs ...ceil) {
+		for _, c := range cs {
+			rate, cpu, err := e.ceiling(ctx, name, c.clients, c.proxied)
+			if err != nil {
+				failed = append(failed, name+" ceiling")
+				r.log.Warn().Err(err).Str("engine", name).Msg("engine ceiling")
+				continue
+			}
+			c.into[name] = rate
+			if c.clients == 1 && !c.proxied {
+				res.SerialEngineCPU[name] = cpu
+			}
+			r.log.Info().Str("engine", name).Int("clients", c.clients).Bool("proxied", c.proxied).Float64("msg_s", rate).Float64("engine_cpu_pct", cpu).Msg("engine ceiling")
+		}
+	}
+	// One ordered session's ceilings (the engine's serial rate, and one
+	// client through the proxy) are measured right after the Kinesis
+	// saturation run, on the same machine load and stream: the run is
+	// judged against them.
+	ordered := []ceil{{1, false, res.SerialCeilings}, {1, true, res.OrderedCeilings}}
 	for i, rn := range runs {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -358,23 +431,12 @@ func (r *runner) throughput(ctx context.Context) error {
 		res.Runs = append(res.Runs, run)
 		r.log.Info().Str("run", rn.name).Int("sessions", rn.sessions).Float64("msg_s", run.MsgPerSec).Float64("req_per_msg", run.ReqPerMsg).
 			Float64("lag_p99_ms", run.Lag.P99).Msg("throughput run")
-	}
-	res.Ceilings, res.SerialCeilings = map[string]float64{}, map[string]float64{}
-	for _, name := range []string{TPSQSBatched, TPKinesis} {
-		for _, c := range []struct {
-			clients int
-			into    map[string]float64
-		}{{CeilingClients, res.Ceilings}, {1, res.SerialCeilings}} {
-			rate, err := e.ceiling(ctx, name, c.clients)
-			if err != nil {
-				failed = append(failed, name+" ceiling")
-				r.log.Warn().Err(err).Str("engine", name).Msg("engine ceiling")
-				continue
-			}
-			c.into[name] = rate
-			r.log.Info().Str("engine", name).Int("clients", c.clients).Float64("msg_s", rate).Msg("engine ceiling")
+		if rn.name == TPKinesis && rn.sessions == 1 && rn.rate == MaxFeedRate {
+			measure(TPKinesis, ordered...)
 		}
 	}
+	measure(TPSQSBatched, ceil{CeilingClients, false, res.Ceilings}, ceil{1, false, res.SerialCeilings})
+	measure(TPKinesis, ceil{CeilingClients, false, res.Ceilings})
 	if len(failed) > 0 {
 		return fmt.Errorf("throughput runs failed: %v", failed)
 	}
@@ -392,16 +454,37 @@ const (
 // saturation (at saturation the lag is the depth of the buffers).
 const PacedRate = 1000
 
-// ceiling measures an engine's own rate: full requests (SQS: 10 messages,
-// Kinesis: 500 records, of the size the runs send) from clients clients at
-// once, straight to the engine.
-func (e *tpEnv) ceiling(ctx context.Context, name string, clients int) (float64, error) {
+// ceilingBody is ceilingRecord's body.
+func ceilingBody() []byte { b, _ := ceilingRecord(); return b }
+
+// ceilingRecord is a record as the worker sends it in the runs: the sink's
+// envelope (sink.AppendJSON) around a feed message ({"seq":N,"session":S,
+// "ts":MS}) of the first session, whose connection_id is the partition key.
+func ceilingRecord() (body []byte, key string) {
+	key = fmt.Sprintf("dyn-%06d", 0)
+	now := time.Now().UnixMilli()
+	data := fmt.Appendf(nil, `{"seq":%d,"session":%q,"ts":%d}`, 1234567, key, now)
+	return sink.AppendJSON(nil, sink.Message{ConnectionID: key, Seq: 1234567, LeaseEpoch: 1, WorkerID: "tp4-worker", ReceivedAtMs: now, Data: data}), key
+}
+
+// ceiling measures an engine's own rate and its CPU (% of one core): full
+// requests (SQS: 10 messages, Kinesis: 500 records, the records the runs
+// send) from clients clients at once, straight to the engine, or, proxied,
+// through the delaying proxy the worker's requests take.
+func (e *tpEnv) ceiling(ctx context.Context, name string, clients int, proxied bool) (float64, float64, error) {
 	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""), HTTPClient: &http.Client{Timeout: 30 * time.Second}}
-	body := strings.Repeat("x", 200)
+	rec, key := ceilingRecord()
+	body := string(rec)
 	var send func(ctx context.Context) (int, error)
+	var engine *enginetest.Process
 	switch name {
 	case TPSQSBatched:
-		c := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.fauxqs.Endpoint()) })
+		engine = e.fauxqs
+		endpoint := e.fauxqs.Endpoint()
+		if proxied {
+			endpoint = e.sqsURL
+		}
+		c := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 		entries := make([]sqstypes.SendMessageBatchRequestEntry, 10)
 		for i := range entries {
 			entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(itoa(i)), MessageBody: aws.String(body)}
@@ -411,22 +494,28 @@ func (e *tpEnv) ceiling(ctx context.Context, name string, clients int) (float64,
 			return len(entries), err
 		}
 	case TPKinesis:
-		c := kinesis.NewFromConfig(ac, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(e.kin.Endpoint()) })
+		engine = e.kin
+		endpoint := e.kin.Endpoint()
+		if proxied {
+			endpoint = e.kinURL
+		}
+		c := kinesis.NewFromConfig(ac, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
 		recs := make([]kintypes.PutRecordsRequestEntry, 500)
 		for i := range recs {
-			recs[i] = kintypes.PutRecordsRequestEntry{Data: []byte(body), PartitionKey: aws.String("dyn-000000")}
+			recs[i] = kintypes.PutRecordsRequestEntry{Data: rec, PartitionKey: aws.String(key)}
 		}
 		send = func(ctx context.Context) (int, error) {
 			_, err := c.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(e.streamName), Records: recs})
 			return len(recs), err
 		}
 	default:
-		return 0, fmt.Errorf("no engine for %s", name)
+		return 0, 0, fmt.Errorf("no engine for %s", name)
 	}
 	wctx, cancel := context.WithTimeout(ctx, CeilingWindow)
 	defer cancel()
 	var sent atomic.Int64
 	g, gctx := errgroup.WithContext(wctx)
+	cpu := startCPU(engine.Pid())
 	t0 := time.Now()
 	for range clients {
 		g.Go(func() error {
@@ -444,9 +533,9 @@ func (e *tpEnv) ceiling(ctx context.Context, name string, clients int) (float64,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(sent.Load()) / time.Since(t0).Seconds(), nil
+	return float64(sent.Load()) / time.Since(t0).Seconds(), cpu.percent(), nil
 }
 
 func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string, sessions int, rate float64) (ThroughputRun, error) {
@@ -511,7 +600,11 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 	run.WorkerCPU, run.EngineCPU = w.workCPU, w.otherCPU
 	if proxy != nil {
 		run.Requests = proxy.requests.Load() - req0
-		run.Lag = SummarizeMs(proxy.window(false))
+		ps := proxy.window(false)
+		run.Lag = SummarizeMs(ps.lag)
+		if sessions == 1 {
+			run.EngineMs, run.ClientGapMs = SummarizeMs(ps.engine), SummarizeMs(ps.gap)
+		}
 		if run.Messages > 0 {
 			run.ReqPerMsg = float64(run.Requests) / float64(run.Messages)
 		}
@@ -533,11 +626,17 @@ func throughputGoals(t *ThroughputResult) []Goal {
 			continue
 		}
 		goal, bound := "≥ "+thousands(int(c.rate)), c.rate
-		if ceil := t.orderedCeiling(c.name, c.perRequest); ceil > 0 && c.name == TPKinesis {
+		if ceil := t.orderedBound(c.name, c.perRequest); ceil > 0 && c.name == TPKinesis {
 			// One ordered session has one request in flight: its ceiling
-			// is the engine's serial rate with the latency added.
-			goal += fmt.Sprintf(" or 90 %% of the engine's ceiling for one ordered session (%s msg/s: %d records per request, %s per request alone + %.0f ms)",
-				thousands(int(ceil)), c.perRequest, ms(1000*float64(c.perRequest)/t.SerialCeilings[c.name]), t.LatencyMs)
+			// is one client's serial rate through the proxy (measured),
+			// or the engine's serial rate with the latency added.
+			if m := t.OrderedCeilings[c.name]; m > 0 {
+				goal += fmt.Sprintf(" or 90 %% of the ceiling for one ordered session (%s msg/s: one client, %d records per request, one after the other, through the same proxy; the engine's serial time + %.0f ms gives %s msg/s)",
+					thousands(int(m)), c.perRequest, t.LatencyMs, thousands(int(t.orderedCeiling(c.name, c.perRequest))))
+			} else {
+				goal += fmt.Sprintf(" or 90 %% of the engine's ceiling for one ordered session (%s msg/s: %d records per request, %s per request alone + %.0f ms)",
+					thousands(int(ceil)), c.perRequest, ms(1000*float64(c.perRequest)/t.SerialCeilings[c.name]), t.LatencyMs)
+			}
 			bound = min(bound, 0.9*ceil)
 		}
 		g := Goal{Figure: fmt.Sprintf("One session into %s, +%.0f ms per request: sustained msg/s", c.name, t.LatencyMs), Measured: thousands(int(run.MsgPerSec)),
@@ -556,6 +655,14 @@ func throughputGoals(t *ThroughputResult) []Goal {
 	return gs
 }
 
+// feedRate names a run's feed rate.
+func feedRate(r float64) string {
+	if r < MaxFeedRate {
+		return fmt.Sprintf("%g msg/s", r)
+	}
+	return "as fast as read"
+}
+
 func renderThroughput(p printer, r *Report) {
 	t := r.Throughput
 	if t == nil {
@@ -565,10 +672,7 @@ func renderThroughput(p printer, r *Report) {
 	renderPhase(p, t.Phase)
 	p("| sink | sessions × feed rate | msg/s | requests | requests/message | lag p50 | lag p99 | stalls | reconnects | worker CPU | engine CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range t.Runs {
-		rate := "as fast as read"
-		if run.FeedRate < MaxFeedRate {
-			rate = fmt.Sprintf("%g msg/s", run.FeedRate)
-		}
+		rate := feedRate(run.FeedRate)
 		if run.Error != "" {
 			p("| %s | %s × %s | failed: %s | | | | | | | | |\n", run.Name, thousands(run.Sessions), rate, oneLine(run.Error))
 			continue
@@ -586,14 +690,30 @@ func renderThroughput(p printer, r *Report) {
 		p("| %s | %s × %s | %s | %s | %s | %s | %s | %d | %d | %.0f %% | %s |\n", run.Name, thousands(run.Sessions), rate, thousands(int(run.MsgPerSec)),
 			reqs, perMsg, p50, p99, run.Stalls, run.Reconnects, run.WorkerCPU, eng)
 	}
+	for _, run := range t.Runs {
+		if run.Name != TPKinesis || run.EngineMs.N == 0 {
+			continue
+		}
+		// One request in flight: the round is the added latency, the
+		// engine's answer and the worker's gap.
+		p("\n%s, 1 × %s: %d requests, each round = %.0f ms added + the engine's answer (mean %.1f ms, p50 %.1f, p99 %.1f) + the worker's gap from an answer to its next request (mean %.2f ms, p50 %.2f, p99 %.2f; the proxy's hops and the SDK's encoding included).\n",
+			run.Name, feedRate(run.FeedRate), run.EngineMs.N, t.LatencyMs, run.EngineMs.Mean, run.EngineMs.P50, run.EngineMs.P99, run.ClientGapMs.Mean, run.ClientGapMs.P50, run.ClientGapMs.P99)
+	}
 	if len(t.Ceilings) > 0 {
-		p("\n| engine alone (no added latency) | %d clients | 1 client, one request after the other | one ordered session with +%.0f ms |\n|---|---|---|---|\n", CeilingClients, t.LatencyMs)
+		p("\n| engine alone (no added latency) | %d clients | 1 client, one request after the other | engine CPU (1 client) | one ordered session with +%.0f ms: 1 client's time + %.0f ms | one ordered session, measured: 1 client through the proxy |\n|---|---|---|---|---|---|\n", CeilingClients, t.LatencyMs, t.LatencyMs)
 		for _, c := range []struct {
 			name, engine string
 			perRequest   int
 		}{{TPSQSBatched, "fauxqs, SendMessageBatch of 10", 10}, {TPKinesis, "kinesalite, PutRecords of 500", 500}} {
-			p("| %s | %s msg/s | %s msg/s | %s msg/s |\n", c.engine, thousands(int(t.Ceilings[c.name])), thousands(int(t.SerialCeilings[c.name])), thousands(int(t.orderedCeiling(c.name, c.perRequest))))
+			cpu, measured := "—", "—"
+			if v, ok := t.SerialEngineCPU[c.name]; ok {
+				cpu = fmt.Sprintf("%.0f %%", v)
+			}
+			if v := t.OrderedCeilings[c.name]; v > 0 {
+				measured = thousands(int(v)) + " msg/s"
+			}
+			p("| %s | %s msg/s | %s msg/s | %s | %s msg/s | %s |\n", c.engine, thousands(int(t.Ceilings[c.name])), thousands(int(t.SerialCeilings[c.name])), cpu, thousands(int(t.orderedCeiling(c.name, c.perRequest))), measured)
 		}
 	}
-	p("\nWith %.0f ms per request, one SendMessage per message caps a session near 1 ÷ %.0f ms; a batched sink sends up to 10 (SQS) or 500 (Kinesis) records per request, with up to %d requests in flight per worker (one per session on an ordered sink: Kinesis, FIFO queues). When the sink falls behind, the session's buffer (%d MiB) fills, its reads stall (counted) and TCP pushes back on the source. The engines run on this machine: their own ceiling (engine CPU, %% of one core) bounds the batched runs as much as the worker does. discard and stdout reach the feed's own maximum (%s msg/s). At saturation the lag is the depth of the buffers (the session's and the sockets') over the rate: the paced runs (%s msg/s) give the lag of a session the sink keeps up with. A Kinesis session (and a FIFO one) has one request in flight: its ceiling is 500 records per (request time alone + the added latency), the last column of the ceilings.\n\n", t.LatencyMs, t.LatencyMs, t.InFlight, t.BufferMiB, thousands(MaxFeedRate), thousands(PacedRate))
+	p("\nWith %.0f ms per request, one SendMessage per message caps a session near 1 ÷ %.0f ms; a batched sink sends up to 10 (SQS) or 500 (Kinesis) records per request, with up to %d requests in flight per worker (one per session on an ordered sink: Kinesis, FIFO queues). When the sink falls behind, the session's buffer (%d MiB) fills, its reads stall (counted) and TCP pushes back on the source. The engines run on this machine: their own ceiling (engine CPU, %% of one core) bounds the batched runs as much as the worker does. discard and stdout reach the feed's own maximum (%s msg/s). At saturation the lag is the depth of the buffers (the session's and the sockets') over the rate: the paced runs (%s msg/s) give the lag of a session the sink keeps up with. A Kinesis session (and a FIFO one) has one request in flight: its ceiling is 500 records per (request time alone + the added latency); measured through the proxy (the last column), that time also holds the proxy's hop and the SDK client's own encoding and decoding of the request, which the worker's requests pay too. The Kinesis goal is judged against the measured one.\n\n", t.LatencyMs, t.LatencyMs, t.InFlight, t.BufferMiB, thousands(MaxFeedRate), thousands(PacedRate))
 }
