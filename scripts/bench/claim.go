@@ -156,5 +156,5 @@ const (
 	// DefaultShutdownDeadline and DefaultShutdownInFlight: the graceful
 	// shutdown's bound and how many sessions it hands off at once.
 	DefaultShutdownDeadline = 30 * time.Second
-	DefaultShutdownInFlight = 16
+	DefaultShutdownInFlight = 4
 )

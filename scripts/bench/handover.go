@@ -119,7 +119,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	signal := "SIGKILL (kill -9)"
 	res.GoalP99Ms = float64((DefaultTTL + time.Second).Milliseconds())
 	if res.Kind == kindTerm {
-		signal = "SIGTERM (graceful: directed hand-offs to the survivors, 16 at a time: close 1001, flush, release with the final checkpoint reserved for the receiver, POST /handoff)"
+		signal = "SIGTERM (graceful: directed hand-offs to the survivors, at least 4 at a time: close 1001, flush, release with the final checkpoint reserved for the receiver, POST /handoff)"
 		res.GoalP99Ms = 250
 	}
 	res.Phase = r.begin(name, map[string]string{

@@ -210,7 +210,7 @@ const (
 	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"        // int, default 1000
 	EnvClaimsPerSecond  = "WSFLEET_CLAIMS_PER_SECOND"   // float, default 50
 	EnvShutdownDeadline = "WSFLEET_SHUTDOWN_DEADLINE"   // duration, default 30s
-	EnvShutdownInFlight = "WSFLEET_SHUTDOWN_IN_FLIGHT"  // int, default 16: sessions a graceful shutdown hands off at once
+	EnvShutdownInFlight = "WSFLEET_SHUTDOWN_IN_FLIGHT"  // int, default 4: sessions a graceful shutdown hands off at once, at least
 	EnvRebalanceEvery   = "WSFLEET_REBALANCE_EVERY"     // duration, default 10s; 0 disables rebalancing
 	EnvMinHold          = "WSFLEET_MIN_HOLD"            // duration, default 60s: only sessions held this long move
 	EnvAdvertiseAddr    = "WSFLEET_ADVERTISE_ADDR"      // host:port other workers reach the admin server at; default: the listener's, 0.0.0.0 replaced by the host's private address

@@ -113,7 +113,9 @@ type Config struct {
 	// Operations.
 	ShutdownDeadline time.Duration
 	// ShutdownInFlight is how many sessions the graceful shutdown hands
-	// off at once; the others keep streaming until their turn.
+	// off at once at least (more when the hand-offs seen so far say the
+	// rest would not be done by a third of the deadline); the others keep
+	// streaming until their turn.
 	ShutdownInFlight int
 	AdminAddr        string // "" disables the admin server
 	// AdvertiseAddr is the admin address other workers call (a
@@ -173,7 +175,7 @@ func DefaultConfig() Config {
 		DialsPerHost:        5,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
-		ShutdownInFlight:    16,
+		ShutdownInFlight:    4,
 		AdminAddr:           "127.0.0.1:8081",
 		MetricsEvery:        time.Minute,
 		MetricsNamespace:    schema.DefaultMetricsNamespace,

@@ -127,3 +127,25 @@ func TestShutdownBoundWithAStuckSink(t *testing.T) {
 		t.Fatalf("Run = %v, want the stuck session reported", err)
 	}
 }
+
+// shutdownWidth keeps the floor while the hand-offs fit the time left, and
+// widens just enough when they would not.
+func TestShutdownWidth(t *testing.T) {
+	for _, c := range []struct {
+		remaining   int
+		avg, left   time.Duration
+		floor, want int
+	}{
+		{100, 0, 10 * time.Second, 4, 4},                        // nothing measured yet: the floor
+		{100, 50 * time.Millisecond, 10 * time.Second, 4, 4},    // 100 × 50 ms = 5 s in 10 s: 1 would do
+		{1000, 80 * time.Millisecond, 10 * time.Second, 4, 8},   // 80 s of hand-offs in 10 s: 8 at once
+		{1000, 80 * time.Millisecond, 1 * time.Second, 4, 80},   // 80 s in 1 s
+		{3, 80 * time.Millisecond, 10 * time.Millisecond, 4, 3}, // never more than what is left
+		{50, 80 * time.Millisecond, 0, 4, 50},                   // out of time: everything
+		{10, 0, time.Second, 0, 1},                              // at least one
+	} {
+		if got := shutdownWidth(c.remaining, c.avg, c.left, c.floor); got != c.want {
+			t.Errorf("shutdownWidth(%d, %s, %s, %d) = %d, want %d", c.remaining, c.avg, c.left, c.floor, got, c.want)
+		}
+	}
+}

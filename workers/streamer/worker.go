@@ -422,36 +422,68 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	return err
 }
 
-// paceHandoffs ends the sessions ss, each with its reason, at most
-// ShutdownInFlight at a time: the others keep streaming until their turn, so
-// each session is dark only for its own hand-off (close, flush, release,
-// the receiver's claim) instead of for the queue of all of them at the
-// table. At rushAt (half the shutdown deadline) whatever is left is ended at
-// once, so that the drain still fits the deadline.
+// paceHandoffs ends the sessions ss, each with its reason, a few at a time:
+// the others keep streaming until their turn, so each session is dark only
+// for its own hand-off (close, flush, release, the receiver's claim)
+// instead of for the queue of all of them at the table. How many at once
+// is shutdownWidth: at least ShutdownInFlight, more when the hand-offs seen
+// so far say the rest would not be done by a third of the deadline. At
+// rushAt (half the deadline) whatever is left is ended at once.
 func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
 	rush := time.NewTimer(time.Until(rushAt))
 	defer rush.Stop()
-	slots := make(chan struct{}, max(1, w.cfg.ShutdownInFlight))
+	target := time.Now().Add(w.cfg.ShutdownDeadline / 3)
+	done := make(chan time.Duration, len(ss)) // each hand-off's duration; never blocks
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
-	for i, s := range ss {
+	running := 0
+	var avg time.Duration // moving average of the hand-offs' durations
+	for i := 0; i < len(ss); {
+		if running < shutdownWidth(len(ss)-i, avg, time.Until(target), w.cfg.ShutdownInFlight) {
+			s, reason := ss[i], reasons[i]
+			i++
+			running++
+			start := time.Now()
+			s.Interrupt(reason)
+			inFlight.Go(func() {
+				select {
+				case <-s.Finished():
+				case <-w.hardCtx.Done():
+				}
+				done <- time.Since(start)
+			})
+			continue
+		}
 		select {
-		case slots <- struct{}{}:
+		case d := <-done:
+			running--
+			if avg == 0 {
+				avg = d
+			} else {
+				avg = (3*avg + d) / 4
+			}
 		case <-rush.C:
 			for j := i; j < len(ss); j++ {
 				ss[j].Interrupt(reasons[j])
 			}
 			return
 		}
-		s.Interrupt(reasons[i])
-		inFlight.Go(func() {
-			defer func() { <-slots }()
-			select {
-			case <-s.Finished():
-			case <-w.hardCtx.Done():
-			}
-		})
 	}
+}
+
+// shutdownWidth is how many hand-offs a shutdown keeps in flight with
+// remaining sessions still to start, each taking about avg (0: none seen
+// yet), and left until it should be done: enough to finish in time, never
+// fewer than floor, everything once the time is up.
+func shutdownWidth(remaining int, avg, left time.Duration, floor int) int {
+	switch {
+	case left <= 0:
+		return remaining
+	case avg <= 0:
+		return max(1, floor)
+	}
+	need := int(math.Ceil(float64(remaining) * float64(avg) / float64(left)))
+	return min(max(need, floor, 1), max(remaining, 1))
 }
 
 // waitIdle waits until the worker has no session and no claim in flight,
