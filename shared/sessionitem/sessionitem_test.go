@@ -14,11 +14,11 @@ import (
 
 // Every field of Item is one schema attribute, and every schema attribute is a field.
 func TestItemTagsAreSchemaAttributes(t *testing.T) {
-	gen, failed := int64(3), int64(3)
+	gen, failed, released := int64(3), int64(3), int64(41)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
 		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from", SourceConfig: `{"seq_mode":"none"}`,
-		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
 	m, err := Encode(full)
@@ -27,7 +27,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
 		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSourceConfig, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
-		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
+		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)
