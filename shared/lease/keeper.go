@@ -484,23 +484,32 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 		return false
 	}
 	k.gmu.Unlock()
+	if _, gone, ok := k.readWorker(ctx, id); gone || !ok {
+		return gone
+	}
+	k.gmu.Lock()
+	k.aliveSeen[id] = k.clk.Now()
+	k.gmu.Unlock()
+	return false
+}
+
+// readWorker reads worker id's record: gone when it is missing or not
+// ALIVE (remembered: it never comes back), ok false when the read failed.
+func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, gone, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
 	rec, err := k.store.GetWorker(ctx, id)
 	switch {
 	case errors.Is(err, ErrWorkerNotFound):
 		k.markGone(id)
-		return true
+		return rec, true, true
 	case err != nil:
-		return false
+		return rec, false, false
 	case !rec.Alive():
 		k.markGone(id)
-		return true
+		return rec, true, true
 	}
-	k.gmu.Lock()
-	k.aliveSeen[id] = k.clk.Now()
-	k.gmu.Unlock()
-	return false
+	return rec, false, true
 }
 
 // notTaking reports whether worker id will not take a session reserved
@@ -515,20 +524,8 @@ func (k *Keeper) notTaking(ctx context.Context, id string) bool {
 	if gone {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-	defer cancel()
-	rec, err := k.store.GetWorker(ctx, id)
-	switch {
-	case errors.Is(err, ErrWorkerNotFound):
-		k.markGone(id)
-		return true
-	case err != nil:
-		return false
-	case !rec.Alive():
-		k.markGone(id)
-		return true
-	}
-	return rec.Draining
+	rec, gone, ok := k.readWorker(ctx, id)
+	return gone || (ok && rec.Draining)
 }
 
 func (k *Keeper) markGone(id string) {
