@@ -235,6 +235,10 @@ func TestKeepaliveAppPingAndIdleTimeout(t *testing.T) {
 	testwait.Eventually(t, 5*time.Second, "two app pings on the first connection", func() bool {
 		return strings.Count(strings.Join(src.got(0), "\n"), "ping") >= 2
 	})
+	// The source got the second ping; its pong may still be on its way.
+	testwait.Eventually(t, 5*time.Second, "the keep-alive and two pongs read as control messages", func() bool {
+		return s.Status().Controls >= 3
+	})
 	// The pongs are traffic: the idle timeout does not fire while they flow.
 	if src.conns() != 1 {
 		t.Fatalf("%d connections while pongs flow", src.conns())
