@@ -683,6 +683,11 @@ type cause struct {
 	atNs  int64
 }
 
+// finalWriteSlack bounds the time from a tenure's last delivery to its
+// final write (release or stop) when it ends gracefully: the read loop's stop
+// and the sink's flush.
+const finalWriteSlack = time.Second
+
 func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 	best := cause{kind: "unexplained", atNs: prev.lastAt}
 	bestDist := int64(1 << 62)
@@ -717,7 +722,15 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 			}
 			consider(k, f.N, at, abs(at-prev.lastAt))
 		case KindDynamoDown:
-			if prev.lastAt >= at && prev.lastAt <= f.End.Add(time.Second).UnixNano() {
+			// A tenure the outage ended delivered until the worker fenced
+			// itself (within the outage), or it had just stopped reading to
+			// write its final seq (a hand-off, a rebalancing move, a stop)
+			// when DynamoDB stopped answering, and the write failed: its
+			// last delivery is then up to finalWriteSlack before the outage,
+			// and its successor could only acquire after it.
+			ended := prev.lastAt >= at && prev.lastAt <= f.End.Add(time.Second).UnixNano()
+			cutOff := prev.lastAt >= at-int64(finalWriteSlack) && prev.lastAt < at && next.firstAt >= f.End.UnixNano()
+			if ended || cutOff {
 				if bestDist > 0 {
 					best, bestDist = cause{kind: "outage", fault: f.N, atNs: at}, 0
 				}
