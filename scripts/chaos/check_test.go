@@ -696,7 +696,7 @@ func TestHandoffCutOffByAnOutageIsTheOutages(t *testing.T) {
 		s := newScenario()
 		s.ev.Faults = []Fault{{N: 1, Kind: KindDynamoDown, Start: at(startSec), End: at(15.0), Note: "dynalite frozen"}}
 		s.ev.Deliveries = removeTenure(s.ev.Deliveries, "b", "worker-2")
-		s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 1, 61, 1)...)    // 1 .. 13 s
+		s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 1, 61, 1)...)      // 1 .. 13 s
 		s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 2, 62, 130, 15.2)...) // 15.2 .. 28.8 s
 		s.ev.Conns[2] = conn(3, "b", 0.9, 30.0, 1, 131, feed.ReasonClient)
 		s.ev.Settled.Rows[1].Epoch, s.ev.Settled.Rows[1].LastSeq = 2, p64(125)
