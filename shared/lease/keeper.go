@@ -470,6 +470,12 @@ func (k *Keeper) acquire(ctx context.Context, id string, from From) (Item, error
 	return k.store.Acquire(ctx, id, k.cfg.Owner, from)
 }
 
+// NotAlive reports whether worker id is not alive, as this Keeper has seen
+// it (its record read when not seen alive within the last heartbeat
+// period; a worker seen DEAD or LEFT, or missing, stays so): the check a
+// takeover of id's tenures needs when another worker reports id dead.
+func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAlive(ctx, id) }
+
 // notAlive reports whether worker id is known not alive, reading its record
 // when this Keeper has not seen it alive within the last heartbeat period.
 func (k *Keeper) notAlive(ctx context.Context, id string) bool {

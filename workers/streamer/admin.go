@@ -14,7 +14,7 @@ import (
 //	GET /readyz   200 when running and the engines answer (the table: the worker's own last call; the work queue: its last receive), else 503; no request per probe
 //	GET /status   JSON: the worker and every owned session (epoch, since, last_seq, messages, reconnects, …)
 //	GET /stats    JSON: cumulative counts (messages, heartbeats, store requests by kind; see Stats)
-//	POST /handoff?connection_id=… a rebalancing worker's move: claim the session now (202; 503 when draining or full)
+//	POST /handoff?connection_id=…[&prev_owner=…&prev_epoch=…] a move or a takeover's part: claim the session now (202; 400 naming the field; 503 when draining or full)
 //	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
 func (w *Worker) AdminHandler() http.Handler {
 	mux := http.NewServeMux()

@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -641,6 +643,92 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 				k+1, closed[k].Format("15:04:05.000000"), k-1, flushed[k-2].Format("15:04:05.000000"))
 		}
 	}
+}
+
+// A worker that declares another dead spreads its sessions over the fleet
+// instead of claiming them all: the receivers have no work queue and
+// reconcile only once a minute, so only the direct path (POST /handoff with
+// the dead tenure) can give them their part.
+func TestTakeoverHandsSessionsToReceivers(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	var ids []string
+	for range 6 {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
+		for _, id := range ids {
+			if e.sink.count(id) < 5 {
+				return false
+			}
+		}
+		return true
+	})
+	e.queueless = true
+	quiet := func(c *Config) { c.ReconcileEvery = time.Minute }
+	b, c := e.worker(quiet), e.worker(quiet)
+	a.kill()
+	testwait.Eventually(t, testTTL+testHeartbeat+10*time.Second, "every session delivering from b or c", func() bool {
+		for _, id := range ids {
+			if len(byWorker(e.sink.get(id), b.ID()))+len(byWorker(e.sink.get(id), c.ID())) < 5 {
+				return false
+			}
+		}
+		return true
+	})
+	owned := map[string]int{}
+	for _, id := range ids {
+		owned[e.item(id).Owner]++
+	}
+	if owned[b.ID()] != 3 || owned[c.ID()] != 3 {
+		t.Fatalf("owners after the takeover: %v, want 3 each for %s and %s", owned, b.ID(), c.ID())
+	}
+	if !strings.Contains(e.logs.String(), `"message":"taking over: handing sessions to receivers"`) {
+		t.Fatal("no takeover logged")
+	}
+}
+
+// POST /handoff names the field it refuses, and a takeover it is asked for
+// is done only when the receiver itself reads the previous owner as not
+// alive: a peer's word (or anyone's who reaches the admin port) cannot move
+// a live worker's session.
+func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "a's messages", func() bool { return e.sink.count(id) >= 3 })
+	e.queueless = true
+	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	post := func(q string) (int, string) {
+		res, err := http.Post("http://"+b.AdminAddr()+"/handoff?"+q, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	for _, c := range []struct{ q, field string }{
+		{"connection_id=", "connection_id"},
+		{"connection_id=" + id + "&prev_epoch=2", "prev_owner"},
+		{"connection_id=" + id + "&prev_owner=" + a.ID() + "&prev_epoch=x", "prev_epoch"},
+		{"connection_id=" + id + "&prev_owner=" + a.ID() + "&prev_epoch=0", "prev_epoch"},
+	} {
+		if code, body := post(c.q); code != http.StatusBadRequest || !strings.Contains(body, c.field) {
+			t.Errorf("POST /handoff?%s: %d %s, want 400 naming %s", c.q, code, body, c.field)
+		}
+	}
+	it := e.item(id)
+	if code, body := post(fmt.Sprintf("connection_id=%s&prev_owner=%s&prev_epoch=%d", id, it.Owner, it.Epoch)); code != http.StatusAccepted {
+		t.Fatalf("a takeover request: %d %s, want 202 (the claim is checked in the background)", code, body)
+	}
+	testwait.Holds(t, 3*testHeartbeat, "a keeps its session: it is alive", func() bool {
+		cur := e.item(id)
+		return cur.Owner == a.ID() && cur.Epoch == it.Epoch
+	})
 }
 
 // flushClock is a sink that records when it is flushed (the worker flushes

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -204,7 +206,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		w.reg.Add(schema.MetricRebalanceMoves, 1)
 	}
 	w.reg.Add(schema.MetricReleased, 1)
-	if err := w.tellReceiver(ctx, move.To, h.ID()); err != nil {
+	if err := w.tellReceiver(ctx, move.To, h.ID(), nil); err != nil {
 		s.Logger().Warn().Err(err).Str("to", move.To).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
@@ -217,29 +219,35 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	return out, nil
 }
 
-// shutdownMoves plans the graceful shutdown's directed hand-offs of n
-// sessions (rebalance.Drain): spread over the alive workers that are not
-// draining and can be told to claim (an admin address), in proportion to
-// their room below their fair share, so that each receiver claims its part
-// at once instead of the fleet racing for start notifications. Nil when the
-// fleet cannot be read in time or nobody has room: those sessions are
-// released for anyone, with a start notification.
-func (w *Worker) shutdownMoves(n int) []rebalance.Move {
+// directMoves plans directed moves of n sessions off worker from (this
+// worker at its shutdown, or a worker it declared dead) with
+// rebalance.Drain: spread over the alive workers that are not draining and
+// can be told to claim (an admin address; this worker too when it is not
+// from: it claims its part itself), in proportion to their room below their
+// fair share, so that each receiver claims its part at once instead of the
+// fleet racing for start notifications. The sessions the moves leave out
+// (nobody has room) and all of them when the fleet cannot be read get a
+// start notification instead.
+func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout)
 	defer cancel()
 	recs, err := w.keeper.Fleet(ctx)
 	if err != nil {
-		w.log.Warn().Err(err).Msg("shutdown: read the fleet (sessions released for anyone instead of handed to a receiver)")
-		return nil
+		return nil, fmt.Errorf("read the fleet: %w", err)
 	}
 	me := w.cfg.WorkerID
-	ws := []rebalance.Worker{{ID: me, Load: n, Capacity: w.cfg.MaxSessions, Draining: true}}
+	ws := []rebalance.Worker{{ID: from, Load: n, Capacity: max(n, w.cfg.MaxSessions), Draining: true}}
 	addrs := map[string]string{}
 	for _, r := range recs {
-		if r.ID != me && r.Alive() && r.AdminAddr != "" {
+		switch {
+		case r.ID == from || !r.Alive():
+		case r.ID == me:
+			// Its own count, not its last heartbeat's.
+			ws = append(ws, rebalance.Worker{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: r.Draining})
+		case r.AdminAddr != "":
 			addrs[r.ID] = r.AdminAddr
 			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
 		}
@@ -250,18 +258,25 @@ func (w *Worker) shutdownMoves(n int) []rebalance.Move {
 	}
 	maps.Copy(w.rebal.addrs, addrs)
 	w.rebal.mu.Unlock()
-	return rebalance.Drain(ws, me)
+	return rebalance.Drain(ws, from), nil
 }
 
-// tellReceiver asks worker to's admin server to claim id now.
-func (w *Worker) tellReceiver(ctx context.Context, to, id string) error {
+// tellReceiver asks worker to's admin server to claim id now. prev, when
+// set, is the tenure of a worker this one declared dead (a takeover): the
+// receiver checks that worker's record itself before taking it over.
+func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token) error {
 	addr := w.rebal.addr(to)
 	if addr == "" {
 		return fmt.Errorf("no admin address for %s", to)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath+"?connection_id="+url.QueryEscape(id), nil)
+	q := url.Values{"connection_id": {id}}
+	if prev != nil {
+		q.Set("prev_owner", prev.Owner)
+		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath+"?"+q.Encode(), nil)
 	if err != nil {
 		return err
 	}
@@ -279,10 +294,24 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string) error {
 // serveHandoff is the receiver's side: claim the session now, in the
 // background (the caller does not wait for the dial).
 func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("connection_id")
+	q := r.URL.Query()
+	id := q.Get("connection_id")
 	if !notify.ValidConnectionID(id) {
 		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
 		return
+	}
+	var prev *lease.Token
+	if owner := q.Get("prev_owner"); owner != "" || q.Has("prev_epoch") {
+		epoch, err := strconv.ParseInt(q.Get("prev_epoch"), 10, 64)
+		switch {
+		case owner == "":
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_owner: required with prev_epoch"})
+			return
+		case err != nil || epoch < 1:
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_epoch: not a positive integer"})
+			return
+		}
+		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
 	}
 	if w.Free() <= 0 {
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
@@ -290,11 +319,18 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	}
 	sent := time.Now().UnixMilli()
 	go func() {
+		// A takeover's previous tenure is taken over only once this
+		// worker has read its owner's record as not alive itself (once per
+		// dead worker: the keeper remembers it); otherwise the claim is an
+		// ordinary one, which checks the owner it finds.
+		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
+			prev = nil
+		}
 		// A transient failure (a timeout, a condition that raced) is
 		// retried a few times: until the reservation lapses nobody else
 		// takes the session.
 		for attempt := 0; ; attempt++ {
-			out, err := w.Claim(w.hardCtx, id, nil, sent)
+			out, err := w.Claim(w.hardCtx, id, prev, sent)
 			if out != claim.Failed || attempt == 2 || w.hardCtx.Err() != nil {
 				if err != nil {
 					w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")

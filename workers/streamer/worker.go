@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -378,7 +380,10 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	reconCancel()
 	close(w.consumerStop)
 	ss := w.snapshot()
-	moves := w.shutdownMoves(len(ss))
+	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss))
+	if ferr != nil {
+		w.log.Warn().Err(ferr).Msg("shutdown: sessions released for anyone instead of handed to a receiver")
+	}
 	reasons := make([]error, len(ss))
 	directed := 0
 	for _, m := range moves {
@@ -961,25 +966,73 @@ func (w *Worker) audit(ctx context.Context) {
 	}
 }
 
-// takeover claims the sessions of a worker this one declared dead, and
-// announces them on the work queue so that every worker with room helps.
+// takeover moves the sessions of a worker this one declared dead the way a
+// graceful shutdown does (directMoves): each alive worker with room below
+// its fair share is told its part at once (POST /handoff with the dead
+// tenure, which it checks) and this worker claims its own, so the fleet does
+// not race for the same sessions (each lost race is a failed conditional
+// write and a read, queued at the table with the winners' writes) and no
+// worker claims more than its share. The sessions nobody could be told of
+// are announced on the work queue, and this worker claims them too, from
+// the other end of the list than the queue hands them out.
 func (w *Worker) takeover(ctx context.Context, dead string) {
+	log := w.log.With().Str("dead_worker_id", dead).Logger()
 	cands, err := w.keeper.TakeoverOf(ctx, dead)
 	if err != nil {
-		w.log.Warn().Err(err).Str("dead_worker_id", dead).Msg("takeover: list sessions (reconciliation will)")
+		log.Warn().Err(err).Msg("takeover: list sessions (reconciliation will)")
 		w.recon.Kick()
+		return
+	}
+	moves, err := w.directMoves(dead, len(cands))
+	if err != nil {
+		log.Warn().Err(err).Msg("takeover: sessions announced on the work queue instead of handed to receivers")
+	}
+	var (
+		mine     []lease.Candidate
+		mu       sync.Mutex
+		announce []lease.Candidate
+		told     errgroup.Group
+	)
+	told.SetLimit(16)
+	next := 0
+	for _, m := range moves {
+		part := cands[next : next+m.Count]
+		next += m.Count
+		if m.To == w.cfg.WorkerID {
+			mine = append(mine, part...)
+			continue
+		}
+		for _, c := range part {
+			told.Go(func() error {
+				if err := w.tellReceiver(ctx, m.To, c.ConnectionID, c.Prev); err != nil {
+					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", m.To).Msg("takeover: tell the receiver (a start notification instead)")
+					mu.Lock()
+					announce = append(announce, c)
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	log.Info().Int("sessions", len(cands)).Int("own", len(mine)).Int("moves", len(moves)).Int("unplaced", len(cands)-next).
+		Msg("taking over: handing sessions to receivers")
+	w.recon.ClaimAll(ctx, mine)
+	_ = told.Wait()
+	announce = append(announce, cands[next:]...)
+	if len(announce) == 0 {
 		return
 	}
 	if w.handoffs != nil {
 		now := time.Now().UnixMilli()
-		for _, c := range cands {
+		for _, c := range announce {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
 			if err := w.handoffs.Publish(ctx, n); err != nil {
-				w.log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
+				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
 			}
 		}
 	}
-	w.recon.ClaimAll(ctx, cands)
+	slices.Reverse(announce)
+	w.recon.ClaimAll(ctx, announce)
 }
 
 // Status is the /status document.
