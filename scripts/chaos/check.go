@@ -709,11 +709,11 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 	for _, f := range j.ev.Faults {
 		at := f.Start.UnixNano()
 		switch f.Kind {
-		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset:
+		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn:
 			if f.Worker != prev.worker {
 				continue
 			}
-			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff"}[f.Kind]
+			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff", KindScaleIn: "handoff"}[f.Kind]
 			if (f.Kind == KindZombie || f.Kind == KindPartition) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
 				// It delivered while paused or cut off, or right after (the
 				// fencing check judges that): the fault still ended it.

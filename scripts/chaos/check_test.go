@@ -717,3 +717,22 @@ func TestHandoffCutOffByAnOutageIsTheOutages(t *testing.T) {
 		t.Fatalf("repeats after a tenure that ended 2 s before the outage: want one %s violation on a, got %+v", CheckRepeats, res.Violations)
 	}
 }
+
+// A scale-in is a graceful SIGTERM: its hand-offs are judged as such (no
+// repeat allowed), not as changes no fault explains.
+func TestScaleInHandoffsAreGracefulHandoffs(t *testing.T) {
+	s := newScenario()
+	s.rebalanced(51, 11.0)
+	s.ev.Moves = nil
+	s.ev.Faults = []Fault{{N: 1, Kind: KindScaleIn, Start: at(10.7), End: at(10.9), Worker: "worker-1"}}
+	s.ev.Incarnations[0].End = "shutdown"
+	res := s.judge()
+	if tr := transitionOf(res, "handoff"); tr == nil || tr.Count != 1 || transitionOf(res, "unexplained") != nil {
+		t.Fatalf("transitions %+v: want the scale-in's change as one graceful handoff", res.Transitions)
+	}
+	s.rebalanced(46, 11.0) // seqs 46..50 again
+	s.ev.Moves = nil
+	if v := violationsOf(s.judge(), CheckRepeats); len(v) != 1 {
+		t.Fatalf("a scale-in hand-off that repeated 5 seqs: want one %s violation, got %+v", CheckRepeats, v)
+	}
+}
