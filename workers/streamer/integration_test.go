@@ -731,6 +731,39 @@ func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
 	})
 }
 
+// A directed hand-off is paced by its sender, so its receiver does not make
+// it wait for the claims-per-second bucket: a receiver admitting one claim
+// every 20 s still takes 6 hand-offs at once.
+func TestDirectedHandoffsSkipTheClaimRate(t *testing.T) {
+	e := newEnv(t)
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	var ids []string
+	for range 6 {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
+		for _, id := range ids {
+			if e.sink.count(id) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	e.queueless = true
+	b := e.worker(func(c *Config) { c.ReconcileEvery, c.ClaimsPerSecond = time.Minute, 0.05 })
+	a.stop()
+	testwait.Eventually(t, 10*time.Second, "every session delivering from b (the bucket would admit 1 in the first 20 s)", func() bool {
+		for _, id := range ids {
+			if len(byWorker(e.sink.get(id), b.ID())) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // flushClock is a sink that records when it is flushed (the worker flushes
 // before each release).
 type flushClock struct {

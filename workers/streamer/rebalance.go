@@ -330,7 +330,10 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		// retried a few times: until the reservation lapses nobody else
 		// takes the session.
 		for attempt := 0; ; attempt++ {
-			out, err := w.Claim(w.hardCtx, id, prev, sent)
+			// A move (no previous tenure named) is paced by its sender; a
+			// takeover's part arrives all at once and is admitted like any
+			// burst of claims.
+			out, err := w.claim(w.hardCtx, id, prev, sent, prev != nil)
 			if out != claim.Failed || attempt == 2 || w.hardCtx.Err() != nil {
 				if err != nil {
 					w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")

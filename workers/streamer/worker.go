@@ -538,6 +538,13 @@ func (w *Worker) Free() int {
 // Claim implements claim.Claimer: admission (state, capacity, the claims
 // per second limit), then the lease acquire, then the session.
 func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
+	return w.claim(ctx, id, prev, sentAtMs, true)
+}
+
+// claim is Claim; paced false skips the claims-per-second limit, for a
+// directed hand-off whose sender already paces its moves (a few in flight):
+// the limit is there for the bursts nobody paces (a mass start, a takeover).
+func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64, paced bool) (claim.Outcome, error) {
 	w.mu.Lock()
 	switch {
 	case w.state != stateRunning:
@@ -561,8 +568,10 @@ func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAt
 			w.signalFreed()
 		}
 	}()
-	if err := w.limiter.Wait(ctx); err != nil {
-		return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
+	if paced {
+		if err := w.limiter.Wait(ctx); err != nil {
+			return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
+		}
 	}
 	h, err := w.keeper.Acquire(ctx, id, prev)
 	switch {
