@@ -996,25 +996,34 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	if err != nil {
 		log.Warn().Err(err).Msg("takeover: sessions announced on the work queue instead of handed to receivers")
 	}
-	var (
-		mine     []lease.Candidate
-		mu       sync.Mutex
-		announce []lease.Candidate
-		told     errgroup.Group
-	)
-	told.SetLimit(16)
+	var mine []lease.Candidate
+	parts := map[string][]lease.Candidate{}
 	next := 0
 	for _, m := range moves {
 		part := cands[next : next+m.Count]
 		next += m.Count
 		if m.To == w.cfg.WorkerID {
 			mine = append(mine, part...)
-			continue
+		} else {
+			parts[m.To] = append(parts[m.To], part...)
 		}
+	}
+	log.Info().Int("sessions", len(cands)).Int("own", len(mine)).Int("receivers", len(parts)).Int("unplaced", len(cands)-next).
+		Msg("taking over: handing sessions to receivers")
+	// Its own part is claimed while the others are told theirs.
+	var own sync.WaitGroup
+	own.Go(func() { w.recon.ClaimAll(ctx, mine) })
+	var (
+		mu       sync.Mutex
+		announce = slices.Clone(cands[next:])
+		told     errgroup.Group
+	)
+	told.SetLimit(16)
+	for to, part := range parts {
 		for _, c := range part {
 			told.Go(func() error {
-				if err := w.tellReceiver(ctx, m.To, c.ConnectionID, c.Prev); err != nil {
-					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", m.To).Msg("takeover: tell the receiver (a start notification instead)")
+				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev); err != nil {
+					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", to).Msg("takeover: tell the receiver (a start notification instead)")
 					mu.Lock()
 					announce = append(announce, c)
 					mu.Unlock()
@@ -1023,11 +1032,8 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 			})
 		}
 	}
-	log.Info().Int("sessions", len(cands)).Int("own", len(mine)).Int("moves", len(moves)).Int("unplaced", len(cands)-next).
-		Msg("taking over: handing sessions to receivers")
-	w.recon.ClaimAll(ctx, mine)
 	_ = told.Wait()
-	announce = append(announce, cands[next:]...)
+	own.Wait()
 	if len(announce) == 0 {
 		return
 	}
