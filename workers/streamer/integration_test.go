@@ -339,6 +339,27 @@ func (e *env) session(mod func(*lease.Item)) string {
 	return id
 }
 
+// streaming starts n sessions (a start notification each) and waits until
+// every one has at least msgs messages at the sink.
+func (e *env) streaming(n, msgs int) []string {
+	e.t.Helper()
+	var ids []string
+	for range n {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(e.t, 10*time.Second, fmt.Sprintf("%d messages on each of %d sessions", msgs, n), func() bool {
+		for _, id := range ids {
+			if e.sink.count(id) < msgs {
+				return false
+			}
+		}
+		return true
+	})
+	return ids
+}
+
 func (e *env) notify(typ, id string) {
 	e.t.Helper()
 	if err := e.queue.Publish(context.Background(), notify.Notification{Type: typ, ConnectionID: id, Generation: 1, SentAtMs: time.Now().UnixMilli()}); err != nil {
@@ -586,20 +607,7 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 		return e.sink
 	}
 	a := e.worker(func(c *Config) { c.ReconcileEvery, c.ShutdownInFlight = time.Minute, 2 })
-	var ids []string
-	for range 6 {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
-		for _, id := range ids {
-			if e.sink.count(id) < 10 {
-				return false
-			}
-		}
-		return true
-	})
+	ids := e.streaming(6, 10)
 	e.queueless = true
 	quiet := func(c *Config) { c.ReconcileEvery = time.Minute }
 	b, c := e.worker(quiet), e.worker(quiet)
@@ -652,20 +660,7 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 func TestTakeoverHandsSessionsToReceivers(t *testing.T) {
 	e := newEnv(t)
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	var ids []string
-	for range 6 {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
-		for _, id := range ids {
-			if e.sink.count(id) < 5 {
-				return false
-			}
-		}
-		return true
-	})
+	ids := e.streaming(6, 5)
 	e.queueless = true
 	quiet := func(c *Config) { c.ReconcileEvery = time.Minute }
 	b, c := e.worker(quiet), e.worker(quiet)
@@ -737,20 +732,7 @@ func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
 func TestDirectedHandoffsSkipTheClaimRate(t *testing.T) {
 	e := newEnv(t)
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	var ids []string
-	for range 6 {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(t, 10*time.Second, "a's messages on every session", func() bool {
-		for _, id := range ids {
-			if e.sink.count(id) < 3 {
-				return false
-			}
-		}
-		return true
-	})
+	ids := e.streaming(6, 3)
 	e.queueless = true
 	b := e.worker(func(c *Config) { c.ReconcileEvery, c.ClaimsPerSecond = time.Minute, 0.05 })
 	a.stop()
