@@ -109,16 +109,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 		return err
 	}
 	me := w.cfg.WorkerID
-	ws := []rebalance.Worker{{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions}}
-	addrs := map[string]string{}
-	for _, r := range recs {
-		addrs[r.ID] = r.AdminAddr
-		// A worker that cannot be told to claim (no admin address) neither
-		// receives nor counts for a share.
-		if r.ID != me && r.Alive() && r.AdminAddr != "" {
-			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
-		}
-	}
+	ws, addrs := w.fleetView(recs)
 	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
 	now := time.Now()
 	w.rebal.mu.Lock()
@@ -238,19 +229,11 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet: %w", err)
 	}
-	me := w.cfg.WorkerID
-	ws := []rebalance.Worker{{ID: from, Load: n, Capacity: max(n, w.cfg.MaxSessions), Draining: true}}
-	addrs := map[string]string{}
-	for _, r := range recs {
-		switch {
-		case r.ID == from || !r.Alive():
-		case r.ID == me:
-			// Its own count, not its last heartbeat's.
-			ws = append(ws, rebalance.Worker{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: r.Draining})
-		case r.AdminAddr != "":
-			addrs[r.ID] = r.AdminAddr
-			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
-		}
+	ws, addrs := w.fleetView(recs)
+	if from == w.cfg.WorkerID {
+		ws[0].Load = n // Drain counts from as draining
+	} else {
+		ws = append(ws, rebalance.Worker{ID: from, Load: n, Capacity: max(n, w.cfg.MaxSessions), Draining: true})
 	}
 	w.rebal.mu.Lock()
 	if w.rebal.addrs == nil {
@@ -259,6 +242,26 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	maps.Copy(w.rebal.addrs, addrs)
 	w.rebal.mu.Unlock()
 	return rebalance.Drain(ws, from), nil
+}
+
+// fleetView is the fleet as shared/rebalance sees it: this worker (its own
+// count, not its last heartbeat's) and every other alive worker that can be
+// told to claim (a worker without an admin address neither receives nor
+// counts for a share), with their admin addresses.
+func (w *Worker) fleetView(recs []lease.WorkerRecord) ([]rebalance.Worker, map[string]string) {
+	me := w.cfg.WorkerID
+	w.mu.Lock()
+	draining := w.state != stateRunning
+	w.mu.Unlock()
+	ws := []rebalance.Worker{{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: draining}}
+	addrs := map[string]string{}
+	for _, r := range recs {
+		if r.ID != me && r.Alive() && r.AdminAddr != "" {
+			addrs[r.ID] = r.AdminAddr
+			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
+		}
+	}
+	return ws, addrs
 }
 
 // tellReceiver asks worker to's admin server to claim id now. prev, when
