@@ -70,6 +70,7 @@ type Held struct {
 	token      Token
 	acquiredAt time.Time
 	trusted    func(now time.Time) bool
+	until      func() time.Time // the worker's trust deadline (zero: none)
 	now        func() time.Time
 	every      time.Duration // checkpoint interval
 
@@ -85,7 +86,7 @@ type Held struct {
 	generated int64 // generation of the item last announced on changed
 }
 
-func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, now func() time.Time) *Held {
+func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, until, now func() time.Time) *Held {
 	if it.CheckpointEvery > 0 {
 		every = it.CheckpointEvery
 	}
@@ -93,6 +94,7 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
 		acquiredAt: sentAt,
 		trusted:    trusted,
+		until:      until,
 		now:        now,
 		every:      every,
 		item:       it,
@@ -149,6 +151,20 @@ func (h *Held) Valid() bool {
 	ended := h.ended
 	h.mu.Unlock()
 	return ended == nil && h.trusted(now)
+}
+
+// Remaining is how long this worker may still act as owner from now: until
+// its trust deadline (on its monotonic clock), 0 once the tenure ended or
+// the deadline passed. Remaining() > 0 exactly when Valid().
+func (h *Held) Remaining() time.Duration {
+	now := h.now()
+	h.mu.Lock()
+	ended := h.ended
+	h.mu.Unlock()
+	if ended != nil || !h.trusted(now) {
+		return 0
+	}
+	return max(h.until().Sub(now), 0)
 }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).

@@ -172,6 +172,15 @@ func (k *Keeper) trusted(now time.Time) bool {
 	return t.valid && now.Before(t.until)
 }
 
+// trustDeadline is the published trust deadline (zero: not trusted at all).
+func (k *Keeper) trustDeadline() time.Time {
+	t := k.trust.Load()
+	if !t.valid {
+		return time.Time{}
+	}
+	return t.until
+}
+
 // TrustedUntil is the worker's current monotonic trust deadline.
 func (k *Keeper) TrustedUntil() time.Time {
 	k.lmu.Lock()
@@ -454,7 +463,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	if err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
 	}
-	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.trusted, k.clk.Now)
+	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.trusted, k.trustDeadline, k.clk.Now)
 	k.mu.Lock()
 	if old, ok := k.held[id]; ok {
 		old.end(ErrLeaseLost)

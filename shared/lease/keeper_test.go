@@ -159,11 +159,14 @@ func TestEngineUnreachableFencesEverySessionAtTheDeadline(t *testing.T) {
 		if !h.Valid() {
 			t.Fatalf("%s fenced 1 ms before the deadline", h.ID())
 		}
+		if got := h.Remaining(); got != time.Millisecond { // what a sink request may still take
+			t.Fatalf("%s: remaining %s 1 ms before the deadline", h.ID(), got)
+		}
 	}
 	r.clk.Advance(time.Millisecond)
 	for _, h := range hs {
-		if h.Valid() { // Valid reads the clock: no tick needed
-			t.Fatalf("%s still valid at the deadline", h.ID())
+		if h.Valid() || h.Remaining() != 0 { // Valid reads the clock: no tick needed
+			t.Fatalf("%s still valid at the deadline (remaining %s)", h.ID(), h.Remaining())
 		}
 	}
 	_ = k.TickNow(r.ctx)

@@ -35,6 +35,7 @@ func WorkerEnv() []string {
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvDialsPerHost,
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
+		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts,
 	}
 }
 

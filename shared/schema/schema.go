@@ -243,7 +243,22 @@ const (
 	EnvSinkMaxBatchBytes = "WSFLEET_SINK_MAX_BATCH_BYTES" // int, default 0 = the sink's limit (sqs 1 MiB, kinesis 5 MiB)
 	EnvSinkInFlight      = "WSFLEET_SINK_IN_FLIGHT"       // int, default 32: sink requests in flight per worker
 	EnvSinkBufferBytes   = "WSFLEET_SINK_BUFFER_BYTES"    // int, default 4 MiB: a session's unacknowledged bytes before its reads stall
+	// EnvSinkBufferBudget: int bytes, default 0 = a quarter of the worker's
+	// memory limit: every session's unacknowledged sink bytes together.
+	EnvSinkBufferBudget = "WSFLEET_SINK_BUFFER_BUDGET"
+	// EnvSinkRequestTimeout: duration, default 0 = half the safety margin:
+	// the bound of one sink request (and of one unbatched sink call).
+	EnvSinkRequestTimeout = "WSFLEET_SINK_REQUEST_TIMEOUT"
+	// EnvSinkPermanentAttempts: int, default 3: sends of a message the sink
+	// refuses permanently before its session's on_sink_refusal applies.
+	EnvSinkPermanentAttempts = "WSFLEET_SINK_PERMANENT_ATTEMPTS"
+	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
+	// the task's memory; the worker derives its sink budget from it).
+	EnvGoMemLimit = "GOMEMLIMIT"
 )
+
+// DefaultReadLimit is the worker's default largest message (WSFLEET_READ_LIMIT).
+const DefaultReadLimit = 1 << 20
 
 // Ingest environment variable names.
 const (
@@ -282,6 +297,8 @@ const (
 	MetricSinkErrors          = "SinkErrors"
 	MetricSeqMissingDropped   = "SeqMissingDropped" // messages dropped for having no seq (seq_mode field, on_missing_seq drop)
 	MetricSinkStalls          = "SinkStalls"        // times a session waited for room in its sink buffer (its socket was not read meanwhile)
+	MetricSinkRefused         = "SinkRefused"       // messages the sink refused for good (then skipped or failing their session)
+	MetricSinkSkipped         = "SinkSkipped"       // of those, messages skipped (on_sink_refusal skip)
 	MetricOrphansSeen         = "OrphansSeen"
 	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 

@@ -22,9 +22,11 @@ type StartRequest struct {
 	// The source protocol (docs/api.md, "Source protocol"). SeqPath is a
 	// dotted path to the seq (seq_field is its alias); SeqMode "field" (the
 	// default) or "none"; OnMissingSeq "drop" (the default) or "deliver".
-	SeqPath        string                 `json:"seq_path,omitempty"`
-	SeqMode        string                 `json:"seq_mode,omitempty"`
-	OnMissingSeq   string                 `json:"on_missing_seq,omitempty"`
+	SeqPath      string `json:"seq_path,omitempty"`
+	SeqMode      string `json:"seq_mode,omitempty"`
+	OnMissingSeq string `json:"on_missing_seq,omitempty"`
+	// OnSinkRefusal: "fail" (the default) or "skip" (docs/api.md).
+	OnSinkRefusal  string                 `json:"on_sink_refusal,omitempty"`
 	Resume         *Resume                `json:"resume,omitempty"`
 	OpenMessages   []source.OpenMessage   `json:"open_messages,omitempty"`
 	AppPing        *source.AppPing        `json:"app_ping,omitempty"`
@@ -75,6 +77,7 @@ type Session struct {
 	SeqPath         string                 `json:"seq_path,omitempty"`
 	SeqMode         string                 `json:"seq_mode"`
 	OnMissingSeq    string                 `json:"on_missing_seq,omitempty"`
+	OnSinkRefusal   string                 `json:"on_sink_refusal"`
 	Resume          *Resume                `json:"resume,omitempty"`
 	OpenMessages    []OpenMessageInfo      `json:"open_messages,omitempty"`
 	AppPing         *source.AppPing        `json:"app_ping,omitempty"`

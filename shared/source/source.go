@@ -56,6 +56,15 @@ const (
 	MissingDeliver = "deliver"
 )
 
+// On sink refusal values (on_sink_refusal): what the worker does with a
+// message the destination refuses for good (a permanent refusal, after the
+// worker's WSFLEET_SINK_PERMANENT_ATTEMPTS, or a message too large for the
+// sink).
+const (
+	RefusalFail = "fail" // the default: the session goes FAILED, nothing acknowledged past it
+	RefusalSkip = "skip" // the message is skipped: counted and logged with its seq, never silent
+)
+
 // Resume values (resume.value).
 const (
 	ResumeNext = "next" // last_seq + 1, the default
@@ -74,6 +83,8 @@ type Config struct {
 	IdleTimeout  string `json:"idle_timeout,omitempty"`
 	SeqMode      string `json:"seq_mode,omitempty"`
 	OnMissingSeq string `json:"on_missing_seq,omitempty"`
+	// OnSinkRefusal is RefusalFail ("" = fail) or RefusalSkip.
+	OnSinkRefusal string `json:"on_sink_refusal,omitempty"`
 	// ResumeValue is resume.value ("" = next). The query parameter lives in
 	// the item's resume_query_param.
 	ResumeValue string `json:"resume_value,omitempty"`
@@ -132,7 +143,7 @@ func bad(field, format string, args ...any) *FieldError {
 func (c Config) IsZero() bool {
 	return len(c.OpenMessages) == 0 && c.AppPing == nil && c.KeepaliveReply == nil && c.IdleTimeout == "" &&
 		(c.SeqMode == "" || c.SeqMode == SeqField) && (c.OnMissingSeq == "" || c.OnMissingSeq == MissingDrop) &&
-		(c.ResumeValue == "" || c.ResumeValue == ResumeNext)
+		(c.ResumeValue == "" || c.ResumeValue == ResumeNext) && (c.OnSinkRefusal == "" || c.OnSinkRefusal == RefusalFail)
 }
 
 // Normalize drops the spelled-out defaults, so that a start naming a
@@ -146,6 +157,9 @@ func (c *Config) Normalize() {
 	}
 	if c.ResumeValue == ResumeNext {
 		c.ResumeValue = ""
+	}
+	if c.OnSinkRefusal == RefusalFail {
+		c.OnSinkRefusal = ""
 	}
 	if len(c.OpenMessages) == 0 {
 		c.OpenMessages = nil
@@ -207,6 +221,11 @@ func (c Config) Validate() *FieldError {
 		}
 	default:
 		return bad("on_missing_seq", `must be "deliver" or "drop"`)
+	}
+	switch c.OnSinkRefusal {
+	case "", RefusalFail, RefusalSkip:
+	default:
+		return bad("on_sink_refusal", `must be "fail" or "skip"`)
 	}
 	switch c.ResumeValue {
 	case "", ResumeNext, ResumeLast:

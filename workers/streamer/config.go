@@ -138,8 +138,17 @@ type Config struct {
 	// requests through sink/batch (kinesis is always batched); false: one
 	// SendMessage per message, the session waiting for each.
 	SinkBatching bool
-	// Batch bounds the batches of the sqs and kinesis sinks.
+	// Batch bounds the batches of the sqs and kinesis sinks. Its
+	// RequestTimeout (WSFLEET_SINK_REQUEST_TIMEOUT; 0: half the safety
+	// margin) also bounds an unbatched sink's calls, and its BufferBudget
+	// (WSFLEET_SINK_BUFFER_BUDGET; 0: a quarter of MemoryLimit, or
+	// DefaultBufferBudget when the limit is unknown) every session's
+	// unacknowledged sink bytes together (Resolved fills both).
 	Batch batch.Config
+	// MemoryLimit is the worker's memory limit in bytes (the Go runtime's
+	// GOMEMLIMIT, or the container's cgroup limit: DetectMemoryLimit, read
+	// once by the binary); 0: unknown.
+	MemoryLimit int64
 
 	// unknownEnv are the WSFLEET_ variables ConfigFromEnv found and the
 	// worker does not read; Validate reports them.
@@ -169,7 +178,7 @@ func DefaultConfig() Config {
 		CloseGrace:          time.Second,
 		ReconnectMin:        100 * time.Millisecond,
 		ReconnectMax:        30 * time.Second,
-		ReadLimit:           1 << 20,
+		ReadLimit:           schema.DefaultReadLimit,
 		SinkAttempts:        3,
 		MaxDialFailures:     20,
 		DialsPerHost:        5,
@@ -184,8 +193,35 @@ func DefaultConfig() Config {
 		Sink:                SinkStdout,
 		TableName:           schema.DefaultTableName,
 		SinkBatching:        true,
-		Batch:               batch.DefaultConfig(),
+		Batch:               defaultBatch(),
 	}
+}
+
+// DefaultBufferBudget is the sink buffer budget when the memory limit is
+// unknown.
+const DefaultBufferBudget = 256 << 20
+
+// defaultBatch is batch.DefaultConfig with the two settings Resolved
+// derives left at 0.
+func defaultBatch() batch.Config {
+	b := batch.DefaultConfig()
+	b.RequestTimeout, b.BufferBudget = 0, 0
+	return b
+}
+
+// Resolved fills the derived defaults: the sink request timeout (half the
+// safety margin) and the sink buffer budget (a quarter of the memory limit).
+func (c Config) Resolved() Config {
+	if c.Batch.RequestTimeout == 0 {
+		c.Batch.RequestTimeout = c.SafetyMargin / 2
+	}
+	if c.Batch.BufferBudget == 0 {
+		c.Batch.BufferBudget = DefaultBufferBudget
+		if c.MemoryLimit > 0 {
+			c.Batch.BufferBudget = c.MemoryLimit / 4
+		}
+	}
+	return c
 }
 
 // DefaultWorkerID is the hostname (the task's) plus a random suffix, so a
@@ -269,6 +305,12 @@ func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvSinkMaxBatchBytes, &c.Batch.MaxBytes)
 	p.int(schema.EnvSinkInFlight, &c.Batch.MaxInFlight)
 	p.int(schema.EnvSinkBufferBytes, &c.Batch.SessionBufferBytes)
+	p.dur(schema.EnvSinkRequestTimeout, &c.Batch.RequestTimeout)
+	p.int(schema.EnvSinkPermanentAttempts, &c.Batch.PermanentAttempts)
+	var budget int
+	if p.int(schema.EnvSinkBufferBudget, &budget) {
+		c.Batch.BufferBudget = int64(budget)
+	}
 	if len(p.errs) > 0 {
 		return c, errors.Join(p.errs...)
 	}
@@ -369,6 +411,7 @@ func (c Config) sessionConfig() *session.Config {
 		StableAfter:  10 * time.Second,
 		ReadLimit:    c.ReadLimit,
 		SinkAttempts: c.SinkAttempts,
+		SinkTimeout:  c.Resolved().Batch.RequestTimeout,
 
 		MaxDialFailures: c.MaxDialFailures,
 	}
@@ -386,9 +429,10 @@ func (c Config) batchLimits() (batch.Limits, bool) {
 	return batch.Limits{}, false
 }
 
-// Validate checks every setting and the environment's variable names; the
-// error lists all problems.
+// Validate checks every setting (with the derived defaults, Resolved) and
+// the environment's variable names; the error lists all problems.
 func (c Config) Validate() error {
+	c = c.Resolved()
 	errs := slices.Clone(c.unknownEnv)
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := c.LeaseConfig().Validate(); err != nil {
@@ -454,6 +498,7 @@ func (c Config) Validate() error {
 	default:
 		bad("%s=%q: want stdout, sqs, kinesis or discard", schema.EnvSink, c.Sink)
 	}
+	errs = append(errs, c.validateSinkBounds()...)
 	if l, ok := c.batchLimits(); ok {
 		if err := c.Batch.Validate(l); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Sink, schema.EnvSinkMaxBatch,
@@ -467,4 +512,38 @@ func (c Config) Validate() error {
 		return fmt.Errorf("worker config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// validateSinkBounds checks the settings that keep sink writes safe and the
+// worker within its memory (c is Resolved):
+//   - the sink request timeout fits in half the safety margin. A request is
+//     sent only when its timeout ends by the trust deadline, and the margin
+//     beyond that deadline absorbs the clock drift of both workers
+//     (shared/lease/safety_test.go); half of it for one request leaves the
+//     other half as room to spare.
+//   - a worker whose memory limit is known has room for every session to
+//     hold one message of ReadLimit being read, plus the sink buffer budget.
+//     The sink's buffers are bounded by the budget whatever MaxSessions ×
+//     SessionBufferBytes is (a full budget stalls reads): the budget, not
+//     that product, is what counts.
+func (c Config) validateSinkBounds() []error {
+	var errs []error
+	rt := c.Batch.RequestTimeout
+	if rt <= 0 {
+		errs = append(errs, fmt.Errorf("%s %s must be positive", schema.EnvSinkRequestTimeout, rt))
+	} else if rt > c.SafetyMargin/2 {
+		errs = append(errs, fmt.Errorf("%s %s must be at most half of %s (%s): a request sent just before the trust deadline must end well inside the margin",
+			schema.EnvSinkRequestTimeout, rt, schema.EnvSafetyMargin, c.SafetyMargin))
+	}
+	if c.Batch.BufferBudget < 0 {
+		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, c.Batch.BufferBudget))
+	}
+	if c.MemoryLimit > 0 && c.MaxSessions > 0 && c.ReadLimit > 0 {
+		need := int64(c.MaxSessions)*c.ReadLimit + c.Batch.BufferBudget
+		if need > c.MemoryLimit {
+			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
+				schema.EnvMaxSessions, c.MaxSessions, EnvReadLimit, c.ReadLimit, schema.EnvSinkBufferBudget, c.Batch.BufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
+		}
+	}
+	return errs
 }

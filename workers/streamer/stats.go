@@ -152,6 +152,8 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricDuplicatesDropped: &w.counters.DuplicatesDropped,
 		schema.MetricSinkErrors:        &w.counters.SinkErrors,
 		schema.MetricSinkStalls:        &w.counters.SinkStalls,
+		schema.MetricSinkRefused:       &w.counters.SinkRefused,
+		schema.MetricSinkSkipped:       &w.counters.SinkSkipped,
 		schema.MetricReconnects:        &w.counters.Reconnects,
 		schema.MetricSeqMissingDropped: &w.counters.SeqMissingDropped,
 	}
@@ -167,6 +169,10 @@ func metricKey(name string) string {
 		return "sink_errors"
 	case schema.MetricSinkStalls:
 		return "sink_stalls"
+	case schema.MetricSinkRefused:
+		return "sink_refused"
+	case schema.MetricSinkSkipped:
+		return "sink_skipped"
 	case schema.MetricReconnects:
 		return "reconnects"
 	case schema.MetricSeqMissingDropped:

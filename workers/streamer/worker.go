@@ -138,6 +138,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.Resolved()
 	if deps.Store == nil || deps.Handler == nil {
 		return nil, errors.New("streamer: Deps.Store and Deps.Handler are required")
 	}
@@ -313,8 +314,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	// LEFT lets anyone take what is still ours at once: only when no
-	// session can act any more (all ended, none abandoned mid-call).
-	if sessionsDone && !w.abandoned.Load() {
+	// session can act any more (all ended, none abandoned mid-call) and no
+	// sink request of theirs is still in flight (a session abandoned after
+	// its flush timed out may have one, bounded by its trust deadline).
+	if sessionsDone && !w.abandoned.Load() && w.sinkQuiet(hardStop) {
 		lctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
 		if lerr := w.keeper.Leave(lctx); lerr != nil {
 			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")
@@ -664,7 +667,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		return
 	}
 	t1 := time.Now()
-	if errors.Is(reason, session.ErrSourceFailed) {
+	if errors.Is(reason, session.ErrSourceFailed) || errors.Is(reason, session.ErrSinkRefused) {
 		w.fail(ctx, s, reason)
 		return
 	}
@@ -702,14 +705,15 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	ev.Msg("lease released")
 }
 
-// fail records that s's source cannot be connected (Keeper.Fail), so the
-// session leaves this worker and stops counting toward anyone's capacity.
-// When the session got a new generation since the failing dial, that
-// configuration was never tried: the lease is released instead, for the
-// next claim to dial it.
+// fail records that s's source cannot be connected, or that its sink
+// refused one of its messages for good (Keeper.Fail, with the acknowledged
+// prefix as last_seq), so the session leaves this worker and stops counting
+// toward anyone's capacity. When the session got a new generation since the
+// failing dial, that configuration was never tried: the lease is released
+// instead, for the next claim to dial it.
 func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
 	f := s.LastError()
-	if f.Text == "" {
+	if f.Text == "" || errors.Is(reason, session.ErrSinkRefused) {
 		f = session.DialFailure{Text: reason.Error(), At: time.Now(), Generation: s.Held().Item().Generation}
 	}
 	log := s.Logger()
@@ -729,7 +733,11 @@ func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
 	}
 	w.reg.Add(schema.MetricSessionsFailed, 1)
 	w.stats.failed.Add(1)
-	log.Warn().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("session failed: source cannot be connected, waiting for a new start")
+	msg := "session failed: source cannot be connected, waiting for a new start"
+	if errors.Is(reason, session.ErrSinkRefused) {
+		msg = "session failed: the sink refused a message for good, waiting for a new start"
+	}
+	log.Warn().Int64("last_seq", s.Held().LastSeq()).Str("cause", reason.Error()).Msg(msg)
 }
 
 // StopHint implements claim.Claimer: a stop notification for a session this
@@ -1133,4 +1141,27 @@ func advertised(listen, configured string) string {
 		}
 	}
 	return listen
+}
+
+// quiescer is a sink that can wait for its requests in flight (sink/batch).
+type quiescer interface {
+	Quiesce(ctx context.Context) error
+}
+
+// sinkQuiet waits, at most until hardStop or one sink request timeout
+// (whichever is later), until the sink has no request in flight that a
+// session of this worker could still have sent; false: leave the sessions
+// to expire instead of marking the worker LEFT.
+func (w *Worker) sinkQuiet(hardStop time.Time) bool {
+	q, ok := w.deps.Handler.(quiescer)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(w.cfg.Batch.RequestTimeout+shutdownCleanup)))
+	defer cancel()
+	if err := q.Quiesce(ctx); err != nil {
+		w.log.Warn().Err(err).Msg("sink requests still in flight: not marking the worker LEFT (its sessions expire after the TTL instead)")
+		return false
+	}
+	return true
 }

@@ -11,9 +11,15 @@
 //     accepted before a crash is not redelivered unless it is after the last
 //     checkpoint, so a Handler that buffers must implement Flusher and must
 //     not return nil for data it could still lose, or accept that loss.
+//   - ctx carries a deadline that ends by the tenure's trust deadline (and
+//     within the worker's sink request timeout): a Handler must give up by
+//     then, since after it another worker may own the session.
 //   - A non-nil error is counted (SinkErrors), retried a few times while the
 //     lease is valid, then the worker reconnects to the source and resumes at
-//     the last accepted sequence number + 1.
+//     the last accepted sequence number + 1. An error marked Permanent is
+//     not retried: the session's on_sink_refusal policy decides (fail: the
+//     session goes FAILED with the error as last_error; skip: the message is
+//     counted, logged with its seq and passed).
 //   - A Handler that also implements Pipeline (sink/batch) is given the
 //     messages with Submit instead: it queues them and acknowledges them
 //     later, in order per session, through the session's Tenure; the worker
@@ -36,6 +42,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -74,25 +81,66 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
-// Tenure is the side of a session a Pipeline talks back to: whether the
-// session may still deliver, and which messages were acknowledged.
+// Tenure is the side of a session a Pipeline talks back to: how long the
+// session may still deliver, which messages were acknowledged, and what to
+// do with a message the destination refuses for good.
 type Tenure interface {
-	// Valid reports whether the owner may still deliver (the lease's
-	// monotonic deadline); a pipeline checks it right before each send.
-	Valid() bool
+	// Remaining is how long the owner may still deliver: until the
+	// worker's trust deadline (measured on its monotonic clock from its last
+	// successful heartbeat), 0 or less once the tenure ended or the
+	// deadline passed. A pipeline sends a request only when its timeout
+	// ends within Remaining of every tenure in it.
+	Remaining() time.Duration
 	// Acked is called, in sequence order per session, once every message
-	// of the session up to seq was acknowledged by the destination: the
-	// session may checkpoint past seq.
+	// of the session up to seq was acknowledged by the destination (or
+	// skipped, see Refused): the session may checkpoint past seq. It is
+	// never called past a message that was dropped or refused without skip.
 	Acked(seq int64)
 	// Stalled is called when a Submit starts waiting for room in the
-	// session's buffer (the session does not read its socket meanwhile).
+	// session's buffer or the worker's memory budget (the session does not
+	// read its socket meanwhile).
 	Stalled()
+	// Refused is called once the pipeline gave up on the message at
+	// (seq, sub) after its permanent refusals (err): skip true lets the
+	// later messages be acknowledged past it (the session counted and
+	// logged it); false ends the tenure's acknowledgments before it (the
+	// session ends as failed).
+	Refused(seq, sub int64, err error) (skip bool)
 }
 
-// ErrTenureEnded: a Pipeline refuses a message because it dropped earlier
-// messages of the same tenure (its lease was no longer valid at send time);
-// the session must end.
+// ErrTenureEnded: a Pipeline refuses a message because it dropped or gave up
+// on earlier messages of the same tenure (its lease was no longer valid at
+// send time, or the destination refused one for good); the session must end.
 var ErrTenureEnded = errors.New("sink: the tenure's earlier messages were dropped")
+
+// PermanentError marks a refusal that sending the same message again cannot
+// fix (the destination's sender faults: access, size, validation, a KMS
+// key), as opposed to a transient one (throttling, 5xx, timeouts, which are
+// retried). A Handler returns Permanent(err) for such a refusal; the
+// session then follows its on_sink_refusal policy instead of retrying.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as a permanent refusal (nil stays nil).
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is a permanent refusal: a PermanentError
+// in its chain, or an error that says so with a Permanent() bool method.
+func IsPermanent(err error) bool {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return true
+	}
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
 
 // Pipeline is implemented by handlers that deliver in the background, in
 // batches across sessions (sink/batch). The session then calls Submit

@@ -648,6 +648,7 @@ func showSource(out *sessionapi.Session, s sessions.Session) {
 	} else {
 		out.SeqField = ""
 	}
+	out.OnSinkRefusal = cmp.Or(c.OnSinkRefusal, source.RefusalFail)
 	if s.ResumeQueryParam != "" || c.ResumeValue != "" {
 		out.Resume = &sessionapi.Resume{QueryParam: s.ResumeQueryParam, Value: cmp.Or(c.ResumeValue, source.ResumeNext)}
 	}

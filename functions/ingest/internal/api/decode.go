@@ -35,6 +35,7 @@ type startBody struct {
 	SeqPath        *string                `json:"seq_path"`
 	SeqMode        *string                `json:"seq_mode"`
 	OnMissingSeq   *string                `json:"on_missing_seq"`
+	OnSinkRefusal  *string                `json:"on_sink_refusal"`
 	Resume         *sessionapi.Resume     `json:"resume"`
 	OpenMessages   []source.OpenMessage   `json:"open_messages"`
 	AppPing        *source.AppPing        `json:"app_ping"`
@@ -47,7 +48,7 @@ type startBody struct {
 var startFields = map[string]bool{
 	"connection_id": true, "ws_url": true, "headers": true, "seq_field": true, "resume_query_param": true,
 	"subprotocols": true, "follow_redirects": true, "checkpoint_every": true,
-	"seq_path": true, "seq_mode": true, "on_missing_seq": true, "resume": true, "open_messages": true,
+	"seq_path": true, "seq_mode": true, "on_missing_seq": true, "on_sink_refusal": true, "resume": true, "open_messages": true,
 	"app_ping": true, "keepalive_reply": true, "idle_timeout": true,
 }
 
@@ -169,6 +170,12 @@ func decodeSource(b *startBody, d *sessions.Desired) *apiError {
 	if b.OnMissingSeq != nil {
 		c.OnMissingSeq = *b.OnMissingSeq
 	}
+	if b.OnSinkRefusal != nil {
+		c.OnSinkRefusal = *b.OnSinkRefusal
+		if c.OnSinkRefusal == "" {
+			return badRequest(CodeInvalidOnSinkRefusal, `on_sink_refusal must be "fail" or "skip"; omit it for "fail"`)
+		}
+	}
 	if b.IdleTimeout != nil {
 		c.IdleTimeout = *b.IdleTimeout
 		if c.IdleTimeout == "" {
@@ -188,7 +195,7 @@ func decodeSource(b *startBody, d *sessions.Desired) *apiError {
 var sourceCodes = map[string]string{
 	"open_messages": CodeInvalidOpenMessages, "app_ping": CodeInvalidAppPing, "keepalive_reply": CodeInvalidKeepalive,
 	"idle_timeout": CodeInvalidIdleTimeout, "seq_mode": CodeInvalidSeqMode, "on_missing_seq": CodeInvalidOnMissingSeq,
-	"resume": CodeInvalidResume,
+	"resume": CodeInvalidResume, "on_sink_refusal": CodeInvalidOnSinkRefusal,
 }
 
 // CheckCheckpointEvery parses a start's checkpoint_every (a Go duration,

@@ -22,6 +22,7 @@ const (
 	CodeInvalidSeqPath         = "invalid_seq_path"
 	CodeInvalidSeqMode         = "invalid_seq_mode"
 	CodeInvalidOnMissingSeq    = "invalid_on_missing_seq"
+	CodeInvalidOnSinkRefusal   = "invalid_on_sink_refusal"
 	CodeInvalidResume          = "invalid_resume"
 	CodeInvalidOpenMessages    = "invalid_open_messages"
 	CodeInvalidAppPing         = "invalid_app_ping"

@@ -654,7 +654,8 @@ func TestHandlerStatusShowsSourceWithoutOpenMessageContent(t *testing.T) {
 	f.store.session = sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", WSURL: d.WSURL, SeqField: d.SeqField,
 		ResumeQueryParam: d.ResumeQueryParam, Source: d.Source, Generation: 1}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
-	if status != 200 || body["seq_path"] != "data.u" || body["seq_mode"] != "field" || body["on_missing_seq"] != "drop" {
+	if status != 200 || body["seq_path"] != "data.u" || body["seq_mode"] != "field" || body["on_missing_seq"] != "drop" ||
+		body["on_sink_refusal"] != "fail" {
 		t.Fatalf("status: %d %v", status, body)
 	}
 	if r, _ := body["resume"].(map[string]any); r["query_param"] != "from" || r["value"] != "last" {

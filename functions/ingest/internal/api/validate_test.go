@@ -484,7 +484,7 @@ func TestListParams(t *testing.T) {
 
 func TestDecodeStartSourceProtocol(t *testing.T) {
 	const u = `"ws_url":"wss://stream.example.com/ws"`
-	d := mustDecode(t, `{`+u+`,"seq_path":"data.u","resume":{"query_param":"cursor","value":"last"},"on_missing_seq":"deliver",
+	d := mustDecode(t, `{`+u+`,"seq_path":"data.u","resume":{"query_param":"cursor","value":"last"},"on_missing_seq":"deliver","on_sink_refusal":"skip",
 		"open_messages":[{"text":"{\"op\":\"auth\",\"sig\":\"s3cret\"}","wait_for":{"path":"event","equals":"login","timeout":"3s"}},
 		{"text":"{\"op\":\"subscribe\",\"from\":\"{{resume_from}}\",\"id\":\"{{connection_id}}\"}"},{"binary_b64":"AAEC"}],
 		"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"45s",
@@ -494,11 +494,11 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 	}
 	c, err := source.Decode(d.Source)
 	if err != nil || len(c.OpenMessages) != 3 || c.ResumeValue != source.ResumeLast || c.OnMissingSeq != source.MissingDeliver ||
-		c.AppPing.Every != "20s" || c.KeepaliveReply.Reply == "" || c.IdleTimeout != "45s" {
+		c.AppPing.Every != "20s" || c.KeepaliveReply.Reply == "" || c.IdleTimeout != "45s" || c.OnSinkRefusal != source.RefusalSkip {
 		t.Fatalf("stored source %q: %+v %v", d.Source, c, err)
 	}
 	// Defaults spelled out store nothing; seq_field is seq_path's alias.
-	d = mustDecode(t, `{`+u+`,"seq_mode":"field","on_missing_seq":"drop","resume":{"query_param":"from","value":"next"},"seq_field":"n","seq_path":"n"}`, publicPolicy)
+	d = mustDecode(t, `{`+u+`,"seq_mode":"field","on_missing_seq":"drop","on_sink_refusal":"fail","resume":{"query_param":"from","value":"next"},"seq_field":"n","seq_path":"n"}`, publicPolicy)
 	if d.Source != "" || d.SeqField != "n" || d.ResumeQueryParam != "from" {
 		t.Fatalf("defaults: %+v", d)
 	}
@@ -534,6 +534,9 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 		{`"keepalive_reply":{"match":{"path":"t","equals":"x"}}`, CodeInvalidKeepalive, "reply"},
 		{`"idle_timeout":"never"`, CodeInvalidIdleTimeout, "duration"},
 		{`"idle_timeout":""`, CodeInvalidIdleTimeout, "duration"},
+		{`"on_sink_refusal":"ignore"`, CodeInvalidOnSinkRefusal, "skip"},
+		{`"on_sink_refusal":""`, CodeInvalidOnSinkRefusal, "skip"},
+		{`"on_sink_refusal":true`, CodeInvalidType, "on_sink_refusal"},
 	} {
 		wantReject(t, `{`+u+`,`+c.body+`}`, publicPolicy, c.code, c.msg)
 	}

@@ -103,9 +103,11 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	if err != nil {
 		return err
 	}
+	cfg.MemoryLimit = streamer.DetectMemoryLimit()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	cfg = cfg.Resolved()
 	log := streamer.NewLogger(stderr, cfg.LogLevel)
 	clk, err := chaosClock(schema.LookupIn(environ), &log)
 	if err != nil {

@@ -29,6 +29,7 @@ type proto struct {
 	seqPath        []string
 	none           bool // seq_mode none: the worker numbers the messages
 	deliverMissing bool // on_missing_seq deliver
+	skipRefused    bool // on_sink_refusal skip
 	resumeLast     bool // resume.value last
 	open           []source.OpenMessage
 	waits          []*source.Matcher // per open message; nil: no wait_for
@@ -64,7 +65,8 @@ func compile(it lease.Item) (*proto, error) {
 	}
 	p := &proto{
 		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,
-		resumeLast: c.ResumeValue == source.ResumeLast, open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
+		skipRefused: c.OnSinkRefusal == source.RefusalSkip,
+		resumeLast:  c.ResumeValue == source.ResumeLast, open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
 	}
 	field := it.SeqField
 	if field == "" {

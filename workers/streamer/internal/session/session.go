@@ -56,6 +56,12 @@ var (
 	// error, or Config.MaxDialFailures failures in a row). The worker
 	// records it (the session becomes FAILED) instead of releasing.
 	ErrSourceFailed = errors.New("source cannot be connected")
+	// ErrSinkRefused: the sink refused a message for good (a permanent
+	// refusal, or a message too large for it) and the session's
+	// on_sink_refusal is fail. The worker records it (the session becomes
+	// FAILED, the reason its last_error) instead of releasing; nothing
+	// acknowledged past the message is checkpointed.
+	ErrSinkRefused = errors.New("sink refused a message for good")
 	// ErrMoved: the worker hands the session to another one to rebalance
 	// the fleet (close 1001, release reserved for the receiver); a MoveTo
 	// names the receiver.
@@ -107,8 +113,12 @@ type Config struct {
 	// ReadLimit is the largest message accepted (bytes).
 	ReadLimit int64
 	// SinkAttempts is how many times one message is offered to the sink
-	// before the session reconnects.
+	// before the session reconnects (or, for a permanent refusal, follows
+	// its on_sink_refusal).
 	SinkAttempts int
+	// SinkTimeout bounds one Handle call of an unbatched sink; the call's
+	// context also ends at the tenure's trust deadline, whichever is first.
+	SinkTimeout time.Duration
 	// MaxDialFailures: after this many failed dials in a row (transient
 	// errors; a permanent one ends the session at once) the session ends
 	// with ErrSourceFailed. 0: retry transient errors forever.
@@ -128,6 +138,8 @@ func (c *Config) Validate() error {
 		return errors.New("session config: ReadLimit must be at least 1024 bytes")
 	case c.SinkAttempts < 1:
 		return errors.New("session config: SinkAttempts must be at least 1")
+	case c.SinkTimeout <= 0:
+		return errors.New("session config: SinkTimeout must be positive")
 	case c.MaxDialFailures < 0:
 		return errors.New("session config: MaxDialFailures must not be negative")
 	}
@@ -147,6 +159,10 @@ type Counters struct {
 	// SinkStalls counts the times a pipelined sink made a session wait
 	// for room in its buffer (the socket was not read meanwhile).
 	SinkStalls atomic.Int64
+	// SinkRefused counts the messages the sink refused for good;
+	// SinkSkipped those of them passed (on_sink_refusal skip).
+	SinkRefused atomic.Int64
+	SinkSkipped atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -208,6 +224,9 @@ type Session struct {
 	// appPinging: an app ping is being sent; nextAppPing: when the next is due.
 	appPinging  bool
 	nextAppPing time.Time
+	// skipRefused is the current connection's on_sink_refusal skip (read
+	// by the sink's Refused, from another goroutine).
+	skipRefused atomic.Bool
 
 	lastSeq    atomic.Int64 // last delivered
 	messages   atomic.Int64
@@ -755,6 +774,7 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	now := time.Now()
 	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
 	s.nextAppPing = now.Add(p.pingEvery)
+	s.skipRefused.Store(p.skipRefused)
 	if s.end != nil {
 		s.closeLocked(s.end)
 		s.mu.Unlock()
@@ -914,16 +934,26 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	pl, pipelined := s.env.Handler.(sink.Pipeline)
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every delivery.
-		if !s.held.Valid() {
+		rem := s.held.Remaining()
+		if rem <= 0 {
 			return s.invalid()
 		}
 		var err error
 		if pipelined {
 			err = pl.Submit(ctx, msg, s, s.ended)
 		} else {
-			err = s.env.Handler.Handle(ctx, msg)
+			err = s.handleWithin(ctx, msg, rem)
 		}
 		if err == nil {
+			break
+		}
+		if sink.IsPermanent(err) && (pipelined || attempt >= s.env.Config.SinkAttempts) {
+			// Sending it again cannot help: the session's policy decides.
+			if !s.Refused(seq, msg.Sub, err) {
+				return ErrSinkRefused
+			}
+			// Skipped: a pipeline acknowledges the later messages past it;
+			// a synchronous sink took everything before it.
 			break
 		}
 		if err := s.refused(ctx, conn, err, seq, attempt); err != nil {
@@ -940,6 +970,15 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)
 	return nil
+}
+
+// handleWithin calls the unbatched sink with a context that ends by the
+// tenure's trust deadline (rem from now) and within SinkTimeout, so that no
+// call of this tenure is in flight once another worker may own the session.
+func (s *Session) handleWithin(ctx context.Context, msg sink.Message, rem time.Duration) error {
+	hctx, cancel := context.WithTimeout(ctx, min(rem, s.env.Config.SinkTimeout))
+	defer cancel()
+	return s.env.Handler.Handle(hctx, msg)
 }
 
 // invalid ends the session whose lease is no longer valid (errInvalid
@@ -977,8 +1016,28 @@ func (s *Session) refused(ctx context.Context, conn *websocket.Conn, err error, 
 	return nil
 }
 
-// Valid reports whether the session may still deliver (sink.Tenure).
-func (s *Session) Valid() bool { return s.held.Valid() }
+// Remaining is how long the session may still deliver (sink.Tenure).
+func (s *Session) Remaining() time.Duration { return s.held.Remaining() }
+
+// Refused follows the sink's permanent refusal of the message at (seq, sub)
+// (sink.Tenure, and the unbatched path): under on_sink_refusal skip it
+// counts and logs the message and returns true; otherwise it ends the
+// session with ErrSinkRefused (the worker records it as FAILED) and returns
+// false.
+func (s *Session) Refused(seq, sub int64, err error) bool {
+	s.env.Counters.SinkRefused.Add(1)
+	if s.skipRefused.Load() {
+		s.env.Counters.SinkSkipped.Add(1)
+		ev := s.log.Warn().Err(err).Int64("seq", seq)
+		if sub > 0 {
+			ev = ev.Int64("sub", sub)
+		}
+		ev.Msg("sink refused the message permanently: skipped")
+		return true
+	}
+	s.Interrupt(fmt.Errorf("%w: seq %d: %s", ErrSinkRefused, seq, ErrorText(err)))
+	return false
+}
 
 // Acked records that the sink acknowledged every message up to seq
 // (sink.Tenure): the next checkpoint may pass it.

@@ -14,10 +14,30 @@
 // retried (PutRecords documents this). Every record carries its seq and
 // lease_epoch, so a consumer that needs strict order can restore it.
 //
+// Acknowledged prefix: a tenure is told (Tenure.Acked) only the end of the
+// contiguous run of its messages the destination took. An entry dropped (its
+// tenure could no longer deliver when its turn came) or given up on (refused
+// for good, without skip) ends that run: no later message of the tenure is
+// ever acknowledged past it, so no checkpoint, release or hand-off passes a
+// message the destination does not hold.
+//
+// Trust window: a request is sent only when its timeout (Config.
+// RequestTimeout) ends within the Remaining trust of every tenure in it,
+// and it runs under that deadline, so no request of a tenure is still in
+// flight after the tenure's trust deadline. Entries whose tenure has less
+// trust left wait (a heartbeat may extend it) and are dropped once it has
+// none.
+//
+// Refusals: an entry refused transiently (throttling, 5xx, a timeout) is
+// retried with backoff for as long as its tenure may deliver; one refused
+// permanently (sink.IsPermanent) Config.PermanentAttempts times is given up
+// on, and its tenure decides (Tenure.Refused): skip it, or end.
+//
 // Backpressure: each session buffers at most Config.SessionBufferBytes of
-// encoded records not yet acknowledged. Submit blocks while the buffer is
-// full, so the session stops reading its socket and TCP pushes back on the
-// source; the session counts the stall.
+// encoded records not yet acknowledged, and the worker at most
+// Config.BufferBudget bytes for all sessions together. Submit blocks while
+// either is full, so the session stops reading its socket and TCP pushes
+// back on the source; the session counts the stall.
 //
 // Goroutines: Run is the dispatcher (its caller owns it and stops it by
 // cancelling its context); each request runs in a goroutine Run waits for.
@@ -43,6 +63,7 @@ type Record struct {
 	ConnectionID string
 	Seq          int64
 	Sub          int64  // sink.Message.Sub: a message without its own seq, after Seq
+	Epoch        int64  // sink.Message.LeaseEpoch
 	Body         []byte // what the sink sends (its own copy)
 }
 
@@ -56,11 +77,13 @@ type Limits struct {
 // Sender is a sink that takes batches.
 type Sender interface {
 	// Encode turns m into a record (copying m.Data). An error means the
-	// message can never be sent (too large).
+	// message can never be sent (too large): the batcher reports it as
+	// permanent (sink.IsPermanent).
 	Encode(m sink.Message) (Record, error)
-	// Send sends recs in one request. err fails the whole request;
-	// otherwise failed holds one error per record (nil: accepted), or is
-	// nil when every record was accepted.
+	// Send sends recs in one request, giving up when ctx ends. err fails
+	// the whole request; otherwise failed holds one error per record (nil:
+	// accepted), or is nil when every record was accepted. Errors that
+	// sending again cannot fix are marked permanent (sink.Permanent).
 	Send(ctx context.Context, recs []Record) (failed []error, err error)
 	// Limits are the destination's request limits.
 	Limits() Limits
@@ -81,8 +104,18 @@ type Config struct {
 	// SessionBufferBytes bounds a session's records not yet acknowledged;
 	// a full buffer stalls the session's reads.
 	SessionBufferBytes int
-	// SendTimeout bounds one request.
-	SendTimeout time.Duration
+	// BufferBudget bounds the records not yet acknowledged of all sessions
+	// together (the worker's memory budget for the sink); 0: no bound
+	// beyond the sessions' own. A full budget stalls reads like a full
+	// session buffer.
+	BufferBudget int64
+	// RequestTimeout bounds one request. A request is sent only when it
+	// ends within the trust left to every tenure in it; the worker keeps it
+	// inside its safety margin (streamer.Config.Validate).
+	RequestTimeout time.Duration
+	// PermanentAttempts is how many times an entry refused permanently is
+	// sent before the batcher gives up on it (Tenure.Refused).
+	PermanentAttempts int
 	// Retry is the backoff of a failed entry (per entry, by its attempts).
 	Retry backoff.Policy
 }
@@ -93,7 +126,8 @@ func DefaultConfig() Config {
 		MaxDelay:           10 * time.Millisecond,
 		MaxInFlight:        32,
 		SessionBufferBytes: 4 << 20,
-		SendTimeout:        10 * time.Second,
+		RequestTimeout:     time.Second,
+		PermanentAttempts:  3,
 		Retry:              backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second},
 	}
 }
@@ -117,8 +151,14 @@ func (c Config) Validate(l Limits) error {
 	if c.SessionBufferBytes < l.MaxRecordBytes {
 		bad("session buffer %d bytes: want at least the sink's largest record, %d", c.SessionBufferBytes, l.MaxRecordBytes)
 	}
-	if c.SendTimeout <= 0 {
-		bad("batch send timeout %s must be positive", c.SendTimeout)
+	if c.BufferBudget < 0 || (c.BufferBudget > 0 && c.BufferBudget < int64(l.MaxRecordBytes)) {
+		bad("buffer budget %d bytes: want 0 (none) or at least the sink's largest record, %d", c.BufferBudget, l.MaxRecordBytes)
+	}
+	if c.RequestTimeout <= 0 {
+		bad("batch request timeout %s must be positive", c.RequestTimeout)
+	}
+	if c.PermanentAttempts < 1 {
+		bad("batch permanent attempts %d: want at least 1", c.PermanentAttempts)
 	}
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("batch retry: %w", err))
@@ -136,17 +176,32 @@ type Stats struct {
 	Records        int64 `json:"records"`         // records acknowledged
 	EntryErrors    int64 `json:"entry_errors"`    // entries a request failed (then retried)
 	DroppedInvalid int64 `json:"dropped_invalid"` // entries dropped: their lease was no longer valid
+	// Refused are entries given up on after their permanent refusals
+	// (then skipped or ending their tenure, as it decided); Skipped those
+	// of them the tenure skipped.
+	Refused int64 `json:"refused"`
+	Skipped int64 `json:"skipped"`
+	// HeldForTrust counts the times a session's entries waited because
+	// their tenure's trust would end before a request's timeout.
+	HeldForTrust int64 `json:"held_for_trust"`
+	// BudgetStalls counts the Submits that waited for the worker's buffer
+	// budget; BufferedBytes is what is buffered now.
+	BudgetStalls  int64 `json:"budget_stalls"`
+	BufferedBytes int64 `json:"buffered_bytes"`
 }
 
 type entry struct {
 	rec       Record
 	size      int
+	ord       uint64 // submission order in its stream
 	t         sink.Tenure
 	enq       time.Time
 	notBefore time.Time
 	attempts  int
+	permanent int // permanent refusals so far
 	acked     bool
-	dropped   bool
+	dropped   bool // never delivered: its tenure's acknowledgments end here
+	skipped   bool // given up on, and its tenure chose to pass it
 }
 
 // stream is one session's entries.
@@ -157,8 +212,12 @@ type stream struct {
 	bytes   int      // sizes of entries
 	// inflight counts the requests holding entries of this stream.
 	inflight int
-	dead     sink.Tenure // a tenure whose entries were dropped
-	inActive bool        // st is in Batcher.active
+	dead     sink.Tenure // a tenure whose entries were dropped: Submit refuses it
+	// cut is a tenure whose acknowledged prefix ended at a dropped entry:
+	// its later entries are freed, never acknowledged.
+	cut      sink.Tenure
+	nextOrd  uint64
+	inActive bool // st is in Batcher.active
 	space    chan struct{}
 	empty    chan struct{}
 	flushing int
@@ -182,8 +241,14 @@ type Batcher struct {
 	flushing int
 	// queued and queuedBytes count the entries waiting in the queues.
 	queued, queuedBytes int
+	// buffered is the size of every entry not yet settled (BufferBudget);
+	// budget is closed (and replaced) when it shrinks while Submits wait.
+	buffered int64
+	budget   chan struct{}
 
 	requests, requestErrors, records, entryErrors, dropped atomic.Int64
+	refused, skipped, heldForTrust, budgetStalls           atomic.Int64
+	bufferedBytes                                          atomic.Int64
 }
 
 // New returns a batcher on snd; zero MaxCount and MaxBytes take the sink's
@@ -207,6 +272,8 @@ func (b *Batcher) Stats() Stats {
 	return Stats{
 		Requests: b.requests.Load(), RequestErrors: b.requestErrors.Load(), Records: b.records.Load(),
 		EntryErrors: b.entryErrors.Load(), DroppedInvalid: b.dropped.Load(),
+		Refused: b.refused.Load(), Skipped: b.skipped.Load(), HeldForTrust: b.heldForTrust.Load(),
+		BudgetStalls: b.budgetStalls.Load(), BufferedBytes: b.bufferedBytes.Load(),
 	}
 }
 
@@ -221,13 +288,13 @@ func (b *Batcher) wake() {
 func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, stop <-chan struct{}) error {
 	rec, err := b.snd.Encode(m)
 	if err != nil {
-		return err
+		return sink.Permanent(err)
 	}
 	size := b.snd.Size(rec)
 	if size > b.limits.MaxRecordBytes {
-		return fmt.Errorf("batch: %s seq %d: record of %d bytes exceeds the sink's %d", m.ConnectionID, m.Seq, size, b.limits.MaxRecordBytes)
+		return sink.Permanent(fmt.Errorf("batch: %s seq %d: record of %d bytes exceeds the sink's %d", m.ConnectionID, m.Seq, size, b.limits.MaxRecordBytes))
 	}
-	stalled := false
+	stalled, budgetStalled := false, false
 	b.mu.Lock()
 	for {
 		st := b.streamLocked(m.ConnectionID)
@@ -235,17 +302,30 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 			b.mu.Unlock()
 			return ErrTenureEndedError(m.ConnectionID)
 		}
-		if st.bytes == 0 || st.bytes+size <= b.cfg.SessionBufferBytes {
+		var space chan struct{}
+		switch {
+		case st.bytes > 0 && st.bytes+size > b.cfg.SessionBufferBytes:
+			if st.space == nil {
+				st.space = make(chan struct{})
+			}
+			space = st.space
+		case b.cfg.BufferBudget > 0 && b.buffered > 0 && b.buffered+int64(size) > b.cfg.BufferBudget:
+			if !budgetStalled {
+				budgetStalled = true
+				b.budgetStalls.Add(1)
+			}
+			if b.budget == nil {
+				b.budget = make(chan struct{})
+			}
+			space = b.budget
+		}
+		if space == nil {
 			break
 		}
 		if !stalled {
 			stalled = true
 			t.Stalled()
 		}
-		if st.space == nil {
-			st.space = make(chan struct{})
-		}
-		space := st.space
 		b.mu.Unlock()
 		select {
 		case <-space:
@@ -257,9 +337,12 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 		b.mu.Lock()
 	}
 	st := b.streamLocked(m.ConnectionID)
-	e := &entry{rec: rec, size: size, t: t, enq: time.Now()}
+	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: time.Now()}
+	st.nextOrd++
 	st.entries = append(st.entries, e)
 	st.bytes += size
+	b.buffered += int64(size)
+	b.bufferedBytes.Store(b.buffered)
 	first := len(st.queue) == 0
 	b.activateLocked(st)
 	st.queue = append(st.queue, e)
@@ -293,26 +376,43 @@ func (b *Batcher) streamLocked(id string) *stream {
 // Handle queues m and waits until it is acknowledged (sink.Handler).
 func (b *Batcher) Handle(ctx context.Context, m sink.Message) error {
 	w := &waiter{done: make(chan struct{}), seq: m.Seq}
+	w.deadline, _ = ctx.Deadline()
 	if err := b.Submit(ctx, m, w, ctx.Done()); err != nil {
 		return err
 	}
 	select {
 	case <-w.done:
+		if err := w.refused.Load(); err != nil {
+			return sink.Permanent(*err)
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("batch: %s seq %d not acknowledged: %w", m.ConnectionID, m.Seq, ctx.Err())
 	}
 }
 
-// waiter is the tenure of one Handle call.
+// waiter is the tenure of one Handle call: it may deliver until the call's
+// deadline, and ends the call on a permanent refusal.
 type waiter struct {
-	seq  int64
-	once sync.Once
-	done chan struct{}
+	seq      int64
+	deadline time.Time // zero: none
+	once     sync.Once
+	done     chan struct{}
+	refused  atomic.Pointer[error]
 }
 
-func (w *waiter) Valid() bool { return true }
-func (w *waiter) Stalled()    {}
+func (w *waiter) Remaining() time.Duration {
+	if w.deadline.IsZero() {
+		return time.Duration(1<<63 - 1)
+	}
+	return time.Until(w.deadline)
+}
+func (w *waiter) Stalled() {}
+func (w *waiter) Refused(_, _ int64, err error) bool {
+	w.refused.Store(&err)
+	w.once.Do(func() { close(w.done) })
+	return false
+}
 func (w *waiter) Acked(seq int64) {
 	if seq >= w.seq {
 		w.once.Do(func() { close(w.done) })
@@ -367,6 +467,44 @@ func (b *Batcher) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Quiesce returns once no request is in flight and nothing queued may still
+// be sent (every queued entry's tenure has no trust left), or with ctx's
+// error. A worker that leaves sessions behind calls it before it tells the
+// table it left, so that no request of theirs is in flight once others may
+// take them.
+func (b *Batcher) Quiesce(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		b.wake() // drops what may no longer be sent
+		b.mu.Lock()
+		idle := b.inflight == 0
+		for _, st := range b.streams {
+			for _, e := range st.queue {
+				if e.t.Remaining() > 0 {
+					idle = false
+					break
+				}
+			}
+		}
+		b.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("batch: requests still in flight: %w", ctx.Err())
+		}
+	}
+}
+
+// request is one request's entries and the deadline it runs under.
+type request struct {
+	entries  []*entry
+	deadline time.Time
+}
+
 // Run dispatches batches until ctx ends, then waits for the requests in
 // flight (cancelled with ctx) and returns. Messages still queued then are
 // not acknowledged: their sessions' checkpoints stay before them.
@@ -382,19 +520,21 @@ func (b *Batcher) Run(ctx context.Context) {
 	for {
 		now := time.Now()
 		b.mu.Lock()
-		var batches [][]*entry
+		var reqs []request
 		for b.inflight < b.cfg.MaxInFlight {
 			batch := b.nextLocked(now)
 			if batch == nil {
 				break
 			}
 			b.inflight++
-			batches = append(batches, batch)
+			// Every tenure in it had at least RequestTimeout of trust
+			// left at now (nextLocked).
+			reqs = append(reqs, request{entries: batch, deadline: now.Add(b.cfg.RequestTimeout)})
 		}
 		wait := b.nextWakeLocked(now)
 		b.mu.Unlock()
-		for _, batch := range batches {
-			wg.Go(func() { b.send(sendCtx, batch) })
+		for _, r := range reqs {
+			wg.Go(func() { b.send(sendCtx, r) })
 		}
 		if !timer.Stop() {
 			select {
@@ -417,6 +557,27 @@ func (b *Batcher) Run(ctx context.Context) {
 // sendable reports whether st may add entries to a request now.
 func (b *Batcher) sendable(st *stream, now time.Time) bool {
 	return len(st.queue) > 0 && !st.queue[0].notBefore.After(now) && (!b.snd.Ordered() || st.inflight == 0)
+}
+
+// trustPoll is how often entries held for trust look again (a heartbeat may
+// have extended it).
+const trustPoll = 20 * time.Millisecond
+
+// admitLocked decides whether st's head tenure may send now: false after it
+// dropped the tenure (no trust left; look at st again) or held st back (too
+// little trust left for a request's timeout).
+func (b *Batcher) admitLocked(st *stream, now time.Time) (ok, dropped bool) {
+	rem := st.queue[0].t.Remaining()
+	switch {
+	case rem <= 0:
+		b.dropTenureLocked(st)
+		return false, true
+	case rem < b.cfg.RequestTimeout:
+		b.heldForTrust.Add(1)
+		st.queue[0].notBefore = now.Add(min(rem, trustPoll))
+		return false, false
+	}
+	return true, false
 }
 
 // nextLocked takes the next request's entries when a request is due: full
@@ -449,9 +610,12 @@ func (b *Batcher) nextLocked(now time.Time) []*entry {
 			i++
 			continue
 		}
-		if !st.queue[0].t.Valid() {
-			b.dropTenureLocked(st) // then look at st again
-			continue
+		if ok, dropped := b.admitLocked(st, now); !ok {
+			if !dropped {
+				skipped = append(skipped, st)
+				i++
+			}
+			continue // a drop: look at st again
 		}
 		took := 0
 		for took < len(st.queue) && len(batch) < b.cfg.MaxCount {
@@ -509,15 +673,20 @@ func (b *Batcher) activateLocked(st *stream) {
 }
 
 // dropTenureLocked drops st's queued entries of the tenure at its head,
-// which may no longer deliver: its session is ending. Submit refuses that
-// tenure from then on, so no later message of it is acknowledged past a
-// dropped one.
+// which may no longer deliver: its session is ending.
 func (b *Batcher) dropTenureLocked(st *stream) {
-	dead := st.queue[0].t
-	st.dead = dead
+	b.endTenureLocked(st, st.queue[0].t)
+}
+
+// endTenureLocked drops st's queued entries of tenure t, which may deliver
+// nothing more. Submit refuses t from then on, and its acknowledgments end
+// before its first dropped entry (settleLocked), so no later message of it
+// is acknowledged past one the destination does not have.
+func (b *Batcher) endTenureLocked(st *stream, t sink.Tenure) {
+	st.dead = t
 	kept := st.queue[:0]
 	for _, e := range st.queue {
-		if e.t == dead {
+		if e.t == t {
 			e.dropped = true
 			b.dropped.Add(1)
 			b.queued--
@@ -558,13 +727,14 @@ func (b *Batcher) nextWakeLocked(now time.Time) time.Duration {
 	return max(next.Sub(now), time.Millisecond)
 }
 
-// send runs one request and applies its outcome.
-func (b *Batcher) send(ctx context.Context, batch []*entry) {
+// send runs one request under its deadline and applies its outcome.
+func (b *Batcher) send(ctx context.Context, r request) {
+	batch := r.entries
 	recs := make([]Record, len(batch))
 	for i, e := range batch {
 		recs[i] = e.rec
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.SendTimeout)
+	ctx, cancel := context.WithDeadline(ctx, r.deadline)
 	failed, err := b.snd.Send(ctx, recs)
 	cancel()
 	b.requests.Add(1)
@@ -601,6 +771,13 @@ func (b *Batcher) send(ctx context.Context, batch []*entry) {
 				firstErr = eerr
 			}
 		}
+		if sink.IsPermanent(eerr) {
+			e.permanent++
+			if e.permanent >= b.cfg.PermanentAttempts {
+				b.giveUpLocked(st, e, eerr)
+				continue
+			}
+		}
 		e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts))
 		e.attempts++
 		b.requeueLocked(st, e)
@@ -616,14 +793,30 @@ func (b *Batcher) send(ctx context.Context, batch []*entry) {
 	b.wake()
 }
 
-// requeueLocked puts a failed entry back in st's queue, in seq order.
+// giveUpLocked ends e after its permanent refusals: its tenure skips it
+// (the later entries may be acknowledged past it) or ends with it.
+func (b *Batcher) giveUpLocked(st *stream, e *entry, err error) {
+	b.refused.Add(1)
+	if st.cut != e.t && st.dead != e.t && e.t.Refused(e.rec.Seq, e.rec.Sub, err) {
+		e.skipped = true
+		b.skipped.Add(1)
+		return
+	}
+	e.dropped = true
+	if st.dead != e.t {
+		b.endTenureLocked(st, e.t)
+	}
+}
+
+// requeueLocked puts a failed entry back in st's queue, in submission order
+// (which keeps the (seq, sub) order of the messages that share a seq).
 func (b *Batcher) requeueLocked(st *stream, e *entry) {
 	b.activateLocked(st)
-	i, _ := slices.BinarySearchFunc(st.queue, e.rec.Seq, func(x *entry, seq int64) int {
+	i, _ := slices.BinarySearchFunc(st.queue, e.ord, func(x *entry, ord uint64) int {
 		switch {
-		case x.rec.Seq < seq:
+		case x.ord < ord:
 			return -1
-		case x.rec.Seq > seq:
+		case x.ord > ord:
 			return 1
 		}
 		return 0
@@ -642,12 +835,20 @@ func sizes(es []*entry) int {
 }
 
 // settleLocked acknowledges st's leading acknowledged entries to their
-// tenures, frees their bytes, and forgets st once it holds nothing.
+// tenures, frees their bytes, and forgets st once it holds nothing. A
+// dropped entry ends its tenure's acknowledged prefix: the tenure's later
+// entries are freed when they settle, never acknowledged.
 func (b *Batcher) settleLocked(st *stream) {
 	n, freed := 0, 0
-	for n < len(st.entries) && (st.entries[n].acked || st.entries[n].dropped) {
+	for n < len(st.entries) {
 		e := st.entries[n]
-		if e.acked {
+		if !e.acked && !e.dropped && !e.skipped {
+			break
+		}
+		switch {
+		case e.dropped:
+			st.cut = e.t
+		case e.acked && e.t != st.cut:
 			e.t.Acked(e.rec.Seq)
 		}
 		freed += e.size
@@ -659,9 +860,15 @@ func (b *Batcher) settleLocked(st *stream) {
 	clear(st.entries[:n])
 	st.entries = st.entries[n:]
 	st.bytes -= freed
+	b.buffered -= int64(freed)
+	b.bufferedBytes.Store(b.buffered)
 	if st.space != nil {
 		close(st.space)
 		st.space = nil
+	}
+	if b.budget != nil {
+		close(b.budget)
+		b.budget = nil
 	}
 	if len(st.entries) == 0 {
 		if st.empty != nil {

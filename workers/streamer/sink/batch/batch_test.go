@@ -28,6 +28,7 @@ type fakeSender struct {
 	mu       sync.Mutex
 	requests [][]batch.Record
 	accepted map[string][]int64 // per session, in the order accepted
+	written  []batch.Record     // every accepted record, in the order accepted
 	sent     map[string]int     // times each "id:seq" was sent
 	fail     func(r batch.Record, attempt int) error
 	inFlight map[string]int // per session, requests in flight now
@@ -42,7 +43,7 @@ func newFake(ordered bool) *fakeSender {
 }
 
 func (f *fakeSender) Encode(m sink.Message) (batch.Record, error) {
-	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Body: append([]byte(nil), m.Data...)}, nil
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Epoch: m.LeaseEpoch, Body: append([]byte(nil), m.Data...)}, nil
 }
 func (f *fakeSender) Limits() batch.Limits    { return f.limits }
 func (f *fakeSender) Ordered() bool           { return f.ordered }
@@ -93,6 +94,7 @@ func (f *fakeSender) Send(ctx context.Context, recs []batch.Record) ([]error, er
 			continue
 		}
 		f.accepted[r.ConnectionID] = append(f.accepted[r.ConnectionID], r.Seq)
+		f.written = append(f.written, r)
 	}
 	return failed, nil
 }
@@ -103,19 +105,43 @@ func (f *fakeSender) requestCount() int {
 	return len(f.requests)
 }
 
-// tenure records what the batcher acknowledged for one session.
+// tenure records what the batcher acknowledged for one session. It may
+// deliver while valid, until its deadline (zero: none); skip is its
+// on_sink_refusal.
 type tenure struct {
-	valid  atomic.Bool
-	stalls atomic.Int64
-	mu     sync.Mutex
-	acks   []int64
-	failed string
+	valid    atomic.Bool
+	deadline atomic.Pointer[time.Time]
+	skip     bool
+	stalls   atomic.Int64
+	mu       sync.Mutex
+	acks     []int64
+	refused  []int64
+	failed   string
 }
 
 func newTenure() *tenure { t := &tenure{}; t.valid.Store(true); return t }
 
-func (t *tenure) Valid() bool { return t.valid.Load() }
-func (t *tenure) Stalled()    { t.stalls.Add(1) }
+func (t *tenure) Remaining() time.Duration {
+	if !t.valid.Load() {
+		return 0
+	}
+	if d := t.deadline.Load(); d != nil {
+		return time.Until(*d)
+	}
+	return time.Hour
+}
+func (t *tenure) Stalled() { t.stalls.Add(1) }
+func (t *tenure) Refused(seq, _ int64, _ error) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refused = append(t.refused, seq)
+	return t.skip
+}
+func (t *tenure) refusedSeqs() []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.refused)
+}
 func (t *tenure) Acked(seq int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -467,7 +493,9 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"max count", "max bytes", "max delay", "in flight", "session buffer", "send timeout", "retry"} {
+	bad.BufferBudget, bad.PermanentAttempts = 50, 0
+	err = bad.Validate(l)
+	for _, want := range []string{"max count", "max bytes", "max delay", "in flight", "session buffer", "buffer budget", "request timeout", "permanent attempts", "retry"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q missing from %v", want, err)
 		}

@@ -5,7 +5,10 @@
 // order. It is a batch.Sender: the worker sends PutRecords requests of up
 // to 500 records through sink/batch, one request per session in flight,
 // and retries, with backoff, only the records a request failed
-// (ProvisionedThroughputExceededException, InternalFailure).
+// (ProvisionedThroughputExceededException, InternalFailure: PutRecords has
+// no per-record permanent code). A request Kinesis refuses for the caller's
+// fault (access, a KMS key, a missing stream, validation) is permanent
+// (sink.IsPermanent).
 package kinesissink
 
 import (
@@ -20,6 +23,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
 )
 
 // API is the part of the Kinesis client the sink calls.
@@ -66,9 +70,9 @@ func New(api API, stream string) *Sink {
 // Encode builds m's record (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 	data := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
-	r := batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Body: data}
+	r := batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Epoch: m.LeaseEpoch, Body: data}
 	if n := s.Size(r); n > MaxRecordBytes {
-		return batch.Record{}, fmt.Errorf("kinesis sink: %s seq %d: record of %d bytes exceeds %d", m.ConnectionID, m.Seq, n, MaxRecordBytes)
+		return batch.Record{}, sink.Permanent(fmt.Errorf("kinesis sink: %s seq %d: record of %d bytes exceeds %d", m.ConnectionID, m.Seq, n, MaxRecordBytes))
 	}
 	return r, nil
 }
@@ -117,7 +121,7 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 		if errors.As(err, &pte) {
 			err = fmt.Errorf("%w: %w", ErrThroughputExceeded, err)
 		}
-		return nil, fmt.Errorf("kinesis sink: put %d records on %s: %w", len(recs), s.target, err)
+		return nil, fmt.Errorf("kinesis sink: put %d records on %s: %w", len(recs), s.target, awserr.Classify(err))
 	}
 	if aws.ToInt32(out.FailedRecordCount) == 0 {
 		return nil, nil

@@ -6,7 +6,15 @@
 // queue (URL ending in ".fifo") the group id is the connection_id (per-session
 // order) and the deduplication id is connection_id:seq, so a message replayed
 // after a crash failover (at-least-once across a crash) is dropped by SQS
-// within its 5-minute deduplication window.
+// within its 5-minute deduplication window. A message without its own seq
+// (on_missing_seq deliver) is numbered by its tenure (seq.sub), so its id
+// also names the tenure's epoch: the same "seq N, sub 1" of another tenure
+// is another message, never taken for a duplicate.
+//
+// Refusals: an entry SQS fails with SenderFault (other than throttling) and
+// a request SQS refuses for the caller's fault are permanent
+// (sink.IsPermanent); throttling, SQS's own faults and timeouts are
+// transient.
 package sqssink
 
 import (
@@ -23,6 +31,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
 )
 
 // API is the part of the SQS client the sink calls.
@@ -67,7 +76,7 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 		in.MessageGroupId, in.MessageDeduplicationId = &group, &dedup
 	}
 	if _, err := s.api.SendMessage(ctx, in); err != nil {
-		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, err)
+		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, awserr.Classify(err))
 	}
 	return nil
 }
@@ -91,25 +100,26 @@ func fitDedupID(id string) string {
 }
 
 // DedupIDOf is m's deduplication id: DedupID, and for a message without
-// its own seq (m.Sub > 0) "connection_id:seq.sub", so that the messages
-// after one seq are not taken for its duplicates (the part after the last
-// colon is digits, a dot and a minus only: no two sessions share an id).
-func DedupIDOf(m sink.Message) string { return dedupIDAt(m.ConnectionID, m.Seq, m.Sub) }
+// its own seq (m.Sub > 0) "connection_id:seq.sub.epoch", so that the
+// messages after one seq are not taken for its duplicates, nor for those of
+// another tenure, whose sub numbers start again (the part after the last
+// colon is digits, dots and a minus only: no two sessions share an id).
+func DedupIDOf(m sink.Message) string { return dedupIDAt(m.ConnectionID, m.Seq, m.Sub, m.LeaseEpoch) }
 
-func dedupIDAt(connectionID string, seq, sub int64) string {
+func dedupIDAt(connectionID string, seq, sub, epoch int64) string {
 	if sub == 0 {
 		return DedupID(connectionID, seq)
 	}
-	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10))
+	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10) + "." + strconv.FormatInt(epoch, 10))
 }
 
 // Encode builds m's message body (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 	body := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
 	if len(body) > MaxMessageBytes {
-		return batch.Record{}, fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes)
+		return batch.Record{}, sink.Permanent(fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes))
 	}
-	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Body: body}, nil
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Epoch: m.LeaseEpoch, Body: body}, nil
 }
 
 // Limits are SendMessageBatch's (batch.Sender).
@@ -134,6 +144,10 @@ func (e *EntryError) Error() string {
 	return fmt.Sprintf("sqs refused the entry: %s: %s (sender fault %v)", e.Code, e.Message, e.SenderFault)
 }
 
+// Permanent: the sender's fault (an invalid or oversize message, access, a
+// KMS key), unless SQS names throttling (sink.IsPermanent).
+func (e *EntryError) Permanent() bool { return e.SenderFault && !awserr.Throttling(e.Code) }
+
 // Send sends recs in one SendMessageBatch (batch.Sender); failed maps the
 // response's Failed entries back to recs.
 func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
@@ -141,13 +155,13 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	for i, r := range recs {
 		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(r.Body))}
 		if s.fifo {
-			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(dedupIDAt(r.ConnectionID, r.Seq, r.Sub))
+			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(dedupIDAt(r.ConnectionID, r.Seq, r.Sub, r.Epoch))
 		}
 		entries[i] = e
 	}
 	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries})
 	if err != nil {
-		return nil, fmt.Errorf("sqs sink: send batch of %d: %w", len(recs), err)
+		return nil, fmt.Errorf("sqs sink: send batch of %d: %w", len(recs), awserr.Classify(err))
 	}
 	if len(out.Failed) == 0 {
 		return nil, nil

@@ -6,6 +6,7 @@ package batchtest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -42,11 +43,15 @@ func Encode(t testing.TB, snd batch.Sender, id string, epoch int64, seqs ...int6
 	return recs
 }
 
-// Ignore is a tenure that is always valid and ignores acknowledgments.
+// Ignore is a tenure that is always valid, ignores acknowledgments and
+// skips refused messages.
 type Ignore struct{}
 
-// Valid is always true.
-func (Ignore) Valid() bool { return true }
+// Remaining is an hour.
+func (Ignore) Remaining() time.Duration { return time.Hour }
+
+// Refused skips.
+func (Ignore) Refused(int64, int64, error) bool { return true }
 
 // Acked does nothing.
 func (Ignore) Acked(int64) {}
