@@ -55,6 +55,12 @@ type Config struct {
 	// Kinds restricts the schedule to these fault kinds (empty: all of
 	// them); for focusing on one behaviour, never for the reference run.
 	Kinds []string
+	// SinkRefusalSkip starts every session with on_sink_refusal "skip" (a
+	// permanently refused message is skipped, counted and logged by the
+	// worker; the judge excuses exactly the logged seqs). Without it (or
+	// when the API does not know the field) no permanent refusal is
+	// injected: with "fail" a refused session would end FAILED.
+	SinkRefusalSkip bool
 	// OutDir receives result.json, report.md and timeline.svg.
 	OutDir string
 	// Out receives progress lines.
@@ -82,10 +88,24 @@ const (
 	KindScaleOut    = "scale-out"          // one more worker joins: the fleet rebalances toward it
 	KindScaleIn     = "scale-in"           // one worker leaves for good (SIGTERM, not restarted)
 	KindPolicy      = "feed-policy"        // not a fault: the source's policy switch
+
+	// Sink faults (the sink fault proxy, scripts/sinkfault; an AWS sink only).
+	KindSinkLatency      = "sink-latency"         // latency spikes on the sink's requests (held requests, held answers)
+	KindSinkRefuse       = "sink-refuse"          // a share of the sink's entries refused, transient and permanent
+	KindSinkFreeze       = "sink-freeze"          // every sink request held for 2 × TTL (connections open)
+	KindSinkFreezeDynamo = "sink-freeze+dynamodb" // one worker's sink and DynamoDB path frozen past the crash bound: declared dead
+	KindSinkRefuseDynamo = "sink-refuse+dynamodb" // refusals while every worker's DynamoDB path is frozen past TTL − margin: trust lapses, then heartbeats succeed again
 )
 
+// SinkKinds are the fault kinds that need an AWS sink (its fault proxy).
+var SinkKinds = []string{KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo}
+
+// isSinkKind reports whether k is one of SinkKinds.
+func isSinkKind(k string) bool { return slices.Contains(SinkKinds, k) }
+
 // AllKinds are the fault kinds, in the order the report lists them.
-var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn}
+var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn,
+	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo}
 
 // DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions;
 // liveness TTL 4 s, heartbeat every 1 s (watchers read every 500 ms),
@@ -115,12 +135,13 @@ func DefaultConfig() Config {
 	sc.FeedRate = 5
 	sc.FeedMode = feed.ModeKickOlder
 	sc.KeepSinkRecords = false // the harness keeps its own, stamped on arrival
+	sc.Sink = devstack.SinkSQS // the batched sqs sink on a second fauxqs, through the sink fault proxy
 	return Config{
 		Stack: sc, Plan: PlanSeeded, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
 		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
 		SwitchPolicy: true, ReconnectMax: 2 * time.Second, ClockOffsetMax: 2 * time.Second,
-		Out: os.Stdout,
+		SinkRefusalSkip: true, Out: os.Stdout,
 	}
 }
 
@@ -187,6 +208,12 @@ func (c Config) Validate() error {
 		if !slices.Contains(AllKinds, k) {
 			errs = append(errs, fmt.Errorf("fault kind %q: want one of %v", k, AllKinds))
 		}
+		if isSinkKind(k) && !c.awsSink() {
+			errs = append(errs, fmt.Errorf("fault kind %q needs an AWS sink (sqs or kinesis), not %q", k, c.Stack.Sink))
+		}
+		if (k == KindSinkFreezeDynamo || k == KindSinkRefuseDynamo) && !c.Stack.DynamoProxies {
+			errs = append(errs, fmt.Errorf("fault kind %q needs a DynamoDB proxy per worker (Stack.DynamoProxies)", k))
+		}
 	}
 	if c.Stack.InMemory {
 		errs = append(errs, errors.New("the DynamoDB engine is restarted during the run: it must keep its data on disk (InMemory false)"))
@@ -201,6 +228,12 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// awsSink reports whether the workers sink to a destination engine (sqs,
+// kinesis) rather than their stdout.
+func (c Config) awsSink() bool {
+	return c.Stack.Sink == devstack.SinkSQS || c.Stack.Sink == devstack.SinkKinesis
 }
 
 // Settings are what a run states: its scale and timings, and the bounds the
@@ -226,7 +259,21 @@ type Settings struct {
 	ReconnectMaxMs  int64   `json:"reconnect_max_ms"`
 	RebalanceMs     int64   `json:"rebalance_every_ms"`
 	MinHoldMs       int64   `json:"min_hold_ms"`
-	Bounds          Bounds  `json:"bounds"`
+	// Sink is the workers' sink (stdout, sqs, kinesis); with an AWS sink
+	// the judge reads the destination, not the workers' stdout.
+	Sink string `json:"sink"`
+	// SinkRequestTimeoutMs is the sink's request timeout: the worker's
+	// default, half the safety margin (WSFLEET_SINK_REQUEST_TIMEOUT).
+	SinkRequestTimeoutMs int64 `json:"sink_request_timeout_ms,omitempty"`
+	// SinkRefusalSkip: sessions were started with on_sink_refusal "skip".
+	SinkRefusalSkip bool   `json:"sink_refusal_skip,omitempty"`
+	Bounds          Bounds `json:"bounds"`
+}
+
+// destSink reports whether the deliveries were read from a destination
+// (an AWS sink).
+func (s Settings) destSink() bool {
+	return s.Sink == devstack.SinkSQS || s.Sink == devstack.SinkKinesis
 }
 
 // Bounds are the recovery and closing deadlines the checks apply, with the
@@ -273,6 +320,20 @@ type Bounds struct {
 	// 1.1 + TTL − margin + 1 s) + 1.
 	ReplayCrash  int64 `json:"replay_crash"`
 	ReplayOutage int64 `json:"replay_outage"`
+	// TrustDeadline: while the harness has a worker's DynamoDB path frozen
+	// from F (dynalite frozen, its proxy frozen, SIGSTOP), its last
+	// successful heartbeat was sent before F, so its trust deadline is
+	// ≤ F + TTL − margin; a sink request ends by then + the request
+	// timeout. Nothing of its tenures may reach the destination after
+	// F + TrustDeadlineMs (TTL − margin + request timeout +
+	// TrustTolMs: the proxy's stamp is taken when the destination's answer
+	// reaches it, the engine's own stamp has 1 ms resolution).
+	TrustDeadlineMs int64 `json:"trust_deadline_ms,omitempty"`
+	TrustTolMs      int64 `json:"trust_tolerance_ms,omitempty"`
+	// SinkRecover: a sink fault lifted → every session it hit delivers a
+	// new seq: the batch's longest retry backoff (5 s, a failed entry's
+	// backoff grows while the fault lasts) + the request timeout + 1 s.
+	SinkRecoverMs int64 `json:"sink_recover_ms,omitempty"`
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -285,7 +346,7 @@ func (c Config) Settings() Settings {
 	ckpt := time.Duration(float64(w.CheckpointEvery) * 1.1)
 	claim := time.Duration(float64(w.ReconcileEvery)*1.2) + time.Second
 	rate := c.Stack.FeedRate
-	return Settings{
+	set := Settings{
 		Seed: c.Seed, DurationMs: ms(c.Duration), Workers: c.Stack.Workers, Sessions: c.Sessions,
 		FeedRate: rate, FeedMode: string(c.Stack.FeedMode), SwitchPolicy: c.SwitchPolicy,
 		FeedPingMs: ms(c.FeedPingEvery), FeedPingTimeout: ms(c.FeedPingTimeout),
@@ -293,6 +354,7 @@ func (c Config) Settings() Settings {
 		ReconcileMs: ms(w.ReconcileEvery), ClockOffsetMax: ms(c.ClockOffsetMax),
 		SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
 		ReconnectMaxMs: ms(c.ReconnectMax), RebalanceMs: ms(w.RebalanceEvery), MinHoldMs: ms(w.MinHold),
+		Sink: sinkName(c.Stack.Sink), SinkRefusalSkip: c.awsSink() && c.SinkRefusalSkip,
 		Bounds: Bounds{
 			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
 			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: 500,
@@ -306,4 +368,25 @@ func (c Config) Settings() Settings {
 			ReplayOutage: int64(rate*(ckpt.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1,
 		},
 	}
+	if c.awsSink() {
+		set.SinkRequestTimeoutMs = ms(w.SafetyMargin / 2)
+		set.Bounds.TrustTolMs = 100
+		set.Bounds.TrustDeadlineMs = ms(w.LeaseTTL-w.SafetyMargin) + set.SinkRequestTimeoutMs + set.Bounds.TrustTolMs
+		set.Bounds.SinkRecoverMs = ms(sinkRetryMax) + set.SinkRequestTimeoutMs + 1000
+		// A record reaches the destination up to the request timeout after
+		// the trust deadline (no request is sent that would end past it).
+		set.Bounds.FenceSlackMs = set.SinkRequestTimeoutMs + set.Bounds.TrustTolMs
+	}
+	return set
+}
+
+// sinkRetryMax is the batch sink's longest retry backoff
+// (workers/streamer/sink/batch DefaultConfig: Retry.Max).
+const sinkRetryMax = 5 * time.Second
+
+func sinkName(s string) string {
+	if s == "" {
+		return devstack.SinkStdout
+	}
+	return s
 }

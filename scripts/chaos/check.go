@@ -29,6 +29,10 @@ const (
 	CheckRelease   = "release"
 	CheckSink      = "sink-integrity"
 	CheckRebalance = "rebalance"
+	// With an AWS sink (the judge reads the destination):
+	CheckTrust        = "trust-deadline"    // nothing of a tenure reaches the destination after its trust deadline + the request timeout
+	CheckPrefix       = "checkpoint-prefix" // no checkpoint or release_seq past a seq missing at the destination
+	CheckSinkRecovery = "recovery-sink"     // a sink fault lifted: every session it hit delivers new seqs within the bound
 )
 
 // checkRules are the checks in report order, with what each one holds.
@@ -47,7 +51,10 @@ var checkRules = []struct{ name, rule string }{
 	{CheckStop, "a STOPPED session's connection closes within one heartbeat interval (+ margin; whichever worker the SQS stop reaches), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
 	{CheckEndOwners, "after the last fault: no session owned by a DEAD or LEFT worker (or one whose process ended); every STARTED session owned by an ALIVE worker that is running; every ended process's record DEAD or LEFT, every running one's ALIVE"},
 	{CheckRelease, "after SIGTERM of every worker: no session has an owner (lease_owner absent), every worker record LEFT (DEAD for those killed or declared dead), every worker exited 0, every final checkpoint (ckpt# item) equal to the highest seq delivered"},
-	{CheckSink, "every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received"},
+	{CheckSink, "stdout sink: every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received. AWS sink: every destination message is a sink envelope naming a worker incarnation of the run; the workers' stdout holds no sink line"},
+	{CheckTrust, "AWS sink: while the harness has a worker's DynamoDB path frozen from F (DynamoDB down, a partition, a zombie's SIGSTOP, the sink+DynamoDB faults), nothing of its tenures reaches the destination after F + TTL − margin + the sink request timeout + a tolerance (until the thaw; for good after a partition or a SIGSTOP: it was declared dead)"},
+	{CheckPrefix, "every session's checkpoint and release_seq (the table, read after the last fault and after the shutdown) and every last_seq a worker logged releasing or handing it off is at most the highest seq S such that every seq from the session's first up to S is at the destination (seqs the worker logged as skipped after a permanent sink refusal excused)"},
+	{CheckSinkRecovery, "after a sink fault (latency, refusals, freeze; refusals with every DynamoDB path frozen) is lifted, every session it hit delivers a new seq within the bound"},
 }
 
 // Stats are latency figures in milliseconds.
@@ -229,19 +236,26 @@ type OffsetResult struct {
 
 // Totals are the evidence's sizes.
 type Totals struct {
-	Sessions     int   `json:"sessions"`
-	Deliveries   int   `json:"deliveries"` // raw sink records
-	Distinct     int64 `json:"distinct"`   // after dedupe
-	SentSeqs     int64 `json:"sent_seqs"`  // distinct seqs the feed wrote
-	Connections  int   `json:"connections"`
-	Refused      int   `json:"refused"` // attempts the source refused (control or policy)
-	Tenures      int   `json:"tenures"`
-	Lost         int64 `json:"lost"`
-	Gaps         int64 `json:"gaps"`
-	Tail         int64 `json:"tail"`  // sent after the last delivery (in flight at a stop or the end; resumed from the checkpoint)
-	Stale        int64 `json:"stale"` // deliveries under an epoch older than one the session had delivered
-	Repeats      int64 `json:"repeats"`
-	Truncated    int   `json:"truncated_lines"`
+	Sessions    int   `json:"sessions"`
+	Deliveries  int   `json:"deliveries"` // raw sink records
+	Distinct    int64 `json:"distinct"`   // after dedupe
+	SentSeqs    int64 `json:"sent_seqs"`  // distinct seqs the feed wrote
+	Connections int   `json:"connections"`
+	Refused     int   `json:"refused"` // attempts the source refused (control or policy)
+	Tenures     int   `json:"tenures"`
+	Lost        int64 `json:"lost"`
+	Gaps        int64 `json:"gaps"`
+	Tail        int64 `json:"tail"`  // sent after the last delivery (in flight at a stop or the end; resumed from the checkpoint)
+	Stale       int64 `json:"stale"` // deliveries under an epoch older than one the session had delivered
+	Repeats     int64 `json:"repeats"`
+	Truncated   int   `json:"truncated_lines"`
+	// Skipped are seqs the workers logged as skipped after a permanent
+	// sink refusal (excused from no-loss); Reordered deliveries at the
+	// destination not above their tenure's previous one (an AWS sink:
+	// a standard queue keeps no order, a retried entry lands after later
+	// ones, a retry after a timeout whose request was stored repeats it).
+	Skipped      int64 `json:"skipped,omitempty"`
+	Reordered    int64 `json:"reordered_in_tenure,omitempty"`
 	Incarnations int   `json:"incarnations"`
 	Actions      int   `json:"api_actions"`
 }
@@ -273,7 +287,15 @@ type Result struct {
 	HostCPU Pressure `json:"host_cpu_pressure"`
 	// ClockOffset is what the workers with a lease clock offset did.
 	ClockOffset OffsetResult `json:"clock_offset"`
-	Missing     []string     `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
+	// TrustLateMs is, per DynamoDB-path freeze, how long after it began the
+	// last record of a frozen worker's tenures reached the destination
+	// before the thaw (AWS sink).
+	TrustLateMs []float64 `json:"trust_late_ms,omitempty"`
+	// PrefixChecked counts the checkpoints, release_seqs and released
+	// last_seqs held to the destination's complete prefix.
+	PrefixChecked int           `json:"prefix_checked,omitempty"`
+	Sink          *SinkEvidence `json:"sink,omitempty"`
+	Missing       []string      `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
 }
 
 // OK reports whether the run had no violation.
@@ -307,7 +329,14 @@ type sessionView struct {
 	maxD     int64
 	minD     int64
 	inverted int // first deliveries below an earlier first delivery
+	// skipped are the seqs a worker logged as skipped (a permanent sink
+	// refusal, on_sink_refusal skip); maxSkip the highest.
+	skipped map[int64]bool
+	maxSkip int64
 }
+
+// maxHandled is the highest seq delivered or skipped.
+func (v *sessionView) maxHandled() int64 { return max(v.maxD, v.maxSkip) }
 
 type judge struct {
 	ev   Evidence
@@ -340,7 +369,19 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 	for _, m := range ev.Moves {
 		j.moves[m.Session] = append(j.moves[m.Session], m)
 	}
+	j.res.Sink = ev.Sink
 	j.index()
+	for _, sk := range ev.Skips {
+		v := j.view(sk.Session)
+		if v.skipped == nil {
+			v.skipped = map[int64]bool{}
+		}
+		if sk.Sub == 0 && !v.skipped[sk.Seq] {
+			v.skipped[sk.Seq] = true
+			v.maxSkip = max(v.maxSkip, sk.Seq)
+			j.res.Totals.Skipped++
+		}
+	}
 	j.pressure()
 	j.checkConnections()
 	j.checkDeliveries()
@@ -350,6 +391,8 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 	j.checkStops()
 	j.checkTable()
 	j.checkSinks()
+	j.checkTrust()
+	j.checkPrefix()
 	j.summarize()
 	return j.res
 }
@@ -591,11 +634,13 @@ func (j *judge) checkDeliveries() {
 			if t.stale > 0 {
 				j.violate(CheckFencing, id, t.staleFirst, "%d deliveries by %s under epoch %d after a newer epoch of the session had delivered", t.stale, t.worker, t.epoch)
 			}
-			if t.badOrder > 0 {
+			if t.badOrder > 0 && j.set.destSink() {
+				j.res.Totals.Reordered += int64(t.badOrder)
+			} else if t.badOrder > 0 {
 				j.violate(CheckOrder, id, t.firstAt, "%d deliveries by %s@%d not above the tenure's previous one (out of order or repeated within one tenure)", t.badOrder, t.worker, t.epoch)
 			}
 		}
-		if v.inverted > 0 {
+		if v.inverted > 0 && !j.set.destSink() {
 			j.violate(CheckOrder, id, j.t0, "%d first deliveries arrived after a higher seq had been delivered", v.inverted)
 		}
 		j.lossAndGaps(v)
@@ -632,6 +677,9 @@ func (j *judge) lossAndGaps(v *sessionView) {
 			if _, ok := v.seen[q]; ok {
 				continue
 			}
+			if v.skipped[q] {
+				continue // the worker skipped it after a permanent refusal, and logged it
+			}
 			if q < v.maxD {
 				nLost++
 				if len(lost) < 8 {
@@ -645,7 +693,7 @@ func (j *judge) lossAndGaps(v *sessionView) {
 	if len(v.seen) > 0 {
 		var gaps []int64
 		for q := v.minD; q <= v.maxD; q++ {
-			if _, ok := v.seen[q]; !ok && !isSent(q) {
+			if _, ok := v.seen[q]; !ok && !isSent(q) && !v.skipped[q] {
 				nGap++
 				if len(gaps) < 8 {
 					gaps = append(gaps, q)
@@ -709,19 +757,20 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 	for _, f := range j.ev.Faults {
 		at := f.Start.UnixNano()
 		switch f.Kind {
-		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn:
+		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn, KindSinkFreezeDynamo:
 			if f.Worker != prev.worker {
 				continue
 			}
-			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff", KindScaleIn: "handoff"}[f.Kind]
-			if (f.Kind == KindZombie || f.Kind == KindPartition) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
+			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff", KindScaleIn: "handoff",
+				KindSinkFreezeDynamo: "partition"}[f.Kind]
+			if (f.Kind == KindZombie || f.Kind == KindPartition || f.Kind == KindSinkFreezeDynamo) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
 				// It delivered while paused or cut off, or right after (the
 				// fencing check judges that): the fault still ended it.
 				consider(k, f.N, prev.lastAt, 0)
 				continue
 			}
 			consider(k, f.N, at, abs(at-prev.lastAt))
-		case KindDynamoDown:
+		case KindDynamoDown, KindSinkRefuseDynamo:
 			// A tenure the outage ended delivered until the worker fenced
 			// itself (within the outage), or it had just stopped reading to
 			// write its final seq (a hand-off, a rebalancing move, a stop)
@@ -893,6 +942,16 @@ func (j *judge) checkFaults() {
 			j.sourceFault(&fr, f.End)
 		case KindSQSDown, KindChurn:
 			fr.BoundMs, fr.RefNote = b.ClaimMs, "each start acknowledged"
+		case KindSinkFreezeDynamo:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker's sink and DynamoDB path frozen"
+			j.workerFault(&fr, CheckCrash)
+		case KindSinkLatency, KindSinkRefuse, KindSinkFreeze:
+			fr.BoundMs, fr.RefNote = b.SinkRecoverMs, "the sink fault lifted"
+			j.sinkFault(&fr)
+		case KindSinkRefuseDynamo:
+			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRecoverMs, "the DynamoDB paths thawed"
+			j.sinkFault(&fr)
+			j.deadExits(&fr)
 		}
 		j.res.Faults = append(j.res.Faults, fr)
 	}
@@ -940,7 +999,7 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 	}
 	fr.Dark = StatsOf(dark)
-	if fr.Kind != KindZombie && fr.Kind != KindPartition {
+	if fr.Kind != KindZombie && fr.Kind != KindPartition && fr.Kind != KindSinkFreezeDynamo {
 		return
 	}
 	// A zombie or a partitioned worker cannot heartbeat from the fault on:
@@ -971,7 +1030,7 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 				fr.Kind, fr.Worker, n, sortedEpochs(epochs), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
 		}
 	}
-	if fr.Kind == KindPartition {
+	if fr.Kind == KindPartition || fr.Kind == KindSinkFreezeDynamo {
 		j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
 	}
 	// Once it can reach DynamoDB again (SIGCONT, the proxy thawed), its
@@ -997,7 +1056,9 @@ func (j *judge) disturbed(id string, from, to int64) bool {
 			continue
 		}
 		switch f.Kind {
-		case KindKill, KindZombie, KindPartition, KindDynamoDown:
+		case KindKill, KindZombie, KindPartition, KindDynamoDown,
+			KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
+			// A sink fault holds the sender's final flush.
 			return true
 		case KindSourceDrop, KindRefuse:
 			if slices.Contains(f.Sessions, id) {
@@ -1335,10 +1396,10 @@ func (j *judge) checkTable() {
 			if r.State == schema.StateStarted {
 				j.violate(CheckRelease, r.Session, f.At.UnixNano(), "no checkpoint, %d delivered", v.maxD)
 			}
-		case *r.LastSeq > v.maxD:
-			j.violate(CheckNoLoss, r.Session, f.At.UnixNano(), "checkpoint %d ahead of the highest seq delivered %d: seqs in between would never be delivered", *r.LastSeq, v.maxD)
-		case r.State == schema.StateStarted && *r.LastSeq < v.maxD:
-			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "final checkpoint %d behind the highest seq delivered %d after a graceful shutdown", *r.LastSeq, v.maxD)
+		case *r.LastSeq > v.maxHandled():
+			j.violate(CheckNoLoss, r.Session, f.At.UnixNano(), "checkpoint %d ahead of the highest seq delivered %d: seqs in between would never be delivered", *r.LastSeq, v.maxHandled())
+		case r.State == schema.StateStarted && *r.LastSeq < v.maxHandled():
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "final checkpoint %d behind the highest seq delivered %d after a graceful shutdown", *r.LastSeq, v.maxHandled())
 		}
 	}
 	for _, inc := range j.ev.Incarnations {
@@ -1366,6 +1427,10 @@ func (j *judge) checkTable() {
 }
 
 func (j *judge) checkSinks() {
+	if j.set.destSink() {
+		j.checkDestination()
+		return
+	}
 	if j.ev.BadLines > 0 {
 		j.violate(CheckSink, "", j.t0, "%d stdout line(s) that are not sink records", j.ev.BadLines)
 	}
@@ -1474,8 +1539,8 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("last delivery of a worker that could not heartbeat: max %.0f ms after it lost DynamoDB (outages and partitions; trust deadline ≤ TTL − margin = %d ms, + %d ms slack; TTL = %d ms)",
 			s.Max, b.FenceMs, b.FenceSlackMs, j.set.LeaseTTLMs)
 	case CheckCrash:
-		return fmt.Sprintf("kill-9 %s; zombie %s; partition %s; bound %d ms (TTL %d + watch %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
-			fmtStats(j.kind(KindPartition).Recovery), b.CrashMs, j.set.LeaseTTLMs, j.set.WatchMs, b.CrashMarginMs)
+		return fmt.Sprintf("kill-9 %s; zombie %s; partition %s; sink+DynamoDB freeze %s; bound %d ms (TTL %d + watch %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
+			fmtStats(j.kind(KindPartition).Recovery), fmtStats(j.kind(KindSinkFreezeDynamo).Recovery), b.CrashMs, j.set.LeaseTTLMs, j.set.WatchMs, b.CrashMarginMs)
 	case CheckHandoff:
 		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
 	case CheckRebalance:
@@ -1500,7 +1565,24 @@ func (j *judge) figures(check string) string {
 	case CheckRelease:
 		return fmt.Sprintf("%d sessions and %d worker records read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), len(j.ev.Final.Workers), t.Incarnations)
 	case CheckSink:
+		if sk := j.ev.Sink; sk != nil {
+			return fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: the destination keeps no order)",
+				sk.Sink, sk.Messages, sk.Broken, sk.Unknown, sk.Stamped, sk.Unstamped, t.Reordered)
+		}
 		return fmt.Sprintf("%d records received, %d unparsable stdout lines, %d lines cut short by a kill (not delivered)", t.Deliveries, j.ev.BadLines, t.Truncated)
+	case CheckTrust:
+		if b.TrustDeadlineMs == 0 {
+			return "stdout sink: not applied (the fencing check holds the stdout lines)"
+		}
+		s := StatsOf(j.res.TrustLateMs)
+		return fmt.Sprintf("%d DynamoDB-path freeze(s); last record of a frozen worker's tenures at the destination after the freeze (0: none): max %.0f ms (bound %d ms = TTL − margin %d + request timeout %d + tolerance %d)",
+			len(j.res.TrustLateMs), s.Max, b.TrustDeadlineMs, b.FenceMs, j.set.SinkRequestTimeoutMs, b.TrustTolMs)
+	case CheckPrefix:
+		return fmt.Sprintf("%d checkpoint(s), release_seq(s) and released last_seq(s) held to the destination's complete prefix; %d seq(s) skipped by the workers after a permanent refusal (excused)", j.res.PrefixChecked, t.Skipped)
+	case CheckSinkRecovery:
+		return fmt.Sprintf("latency %s; refusals %s; freeze %s (bound %d ms: retry backoff max 5 s + request timeout + 1 s); refusals + DynamoDB frozen %s (bound %d ms, + the crash bound)",
+			fmtStats(j.kind(KindSinkLatency).Recovery), fmtStats(j.kind(KindSinkRefuse).Recovery), fmtStats(j.kind(KindSinkFreeze).Recovery), b.SinkRecoverMs,
+			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRecoverMs)
 	}
 	return ""
 }

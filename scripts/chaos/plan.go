@@ -40,6 +40,8 @@ type Plan struct {
 	Name  string `json:"name,omitempty"` // PlanDemo, or the seeded schedule
 	Seed  int64  `json:"seed"`
 	Steps []Step `json:"steps"`
+	// NoSink: the workers sink to stdout, the sink faults are not planned.
+	NoSink bool `json:"no_sink,omitempty"`
 	// PolicyAfter: with no Duration (one round), the feed switches to
 	// refuse-newer after step PolicyAfter (0: never); with a Duration it
 	// switches at the first step boundary after half of it.
@@ -68,6 +70,12 @@ func estimate(s Step, c Config) time.Duration {
 		return s.Gap + w.MinHold/2 + 3*w.RebalanceEvery + 2*time.Second
 	case KindScaleIn:
 		return s.Gap + 3*time.Second
+	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze:
+		return s.Gap + s.Hold + 3*time.Second
+	case KindSinkFreezeDynamo:
+		return s.Gap + s.Hold + w.HeartbeatEvery + 2*time.Second
+	case KindSinkRefuseDynamo:
+		return s.Gap + s.Hold + w.LeaseTTL + 3*time.Second
 	default:
 		return s.Gap + 2*time.Second
 	}
@@ -102,7 +110,7 @@ func demoSteps(c Config) []Step {
 func NewPlan(c Config) Plan {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x9e3779b97f4a7c15))
 	w := c.Stack.Worker
-	p := Plan{Name: c.Plan, Seed: c.Seed}
+	p := Plan{Name: c.Plan, Seed: c.Seed, NoSink: !c.awsSink()}
 	var planned time.Duration
 	add := func(s Step) {
 		s.N = len(p.Steps) + 1
@@ -121,6 +129,9 @@ func NewPlan(c Config) Plan {
 	workers := c.Stack.Workers
 	for round := 1; ; round++ {
 		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindScaleOut, KindScaleIn}
+		if c.awsSink() {
+			kinds = append(kinds, SinkKinds...)
+		}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		demo := round == 1 && c.Duration == 0 && len(c.Kinds) == 0
 		if demo {
@@ -153,6 +164,21 @@ func NewPlan(c Config) Plan {
 				s.Hold = between(time.Second, 3*time.Second)
 			case KindChurn:
 				s.Count = 1 + rng.IntN(sess)
+			case KindSinkLatency, KindSinkRefuse:
+				s.Hold = between(4*time.Second, 8*time.Second)
+			case KindSinkFreeze:
+				s.Hold = 2 * w.LeaseTTL
+			case KindSinkFreezeDynamo:
+				// Past the crash bound, as a partition: declared dead.
+				s.Hold = w.LeaseTTL + w.HeartbeatEvery/2 + between(1500*time.Millisecond, 3*time.Second)
+			case KindSinkRefuseDynamo:
+				// Longer than TTL − margin (every trust deadline passes:
+				// the last heartbeat was sent before the freeze), shorter
+				// than the TTL (a watcher needs the counter unchanged for
+				// a TTL on its own clock): trust lapses, then heartbeats
+				// succeed again; a worker may still be declared dead
+				// (the counter is read late), both are judged.
+				s.Hold = w.LeaseTTL - w.SafetyMargin + between(200*time.Millisecond, 500*time.Millisecond)
 			case KindClockOffset:
 				s.Slot = 1 + rng.IntN(workers)
 				mag := time.Duration(float64(c.ClockOffsetMax) * (0.6 + 0.4*rng.Float64()))
@@ -183,6 +209,9 @@ func NewPlan(c Config) Plan {
 func (p Plan) kinds() []string {
 	if p.Name == PlanDemo {
 		return demoKinds
+	}
+	if p.NoSink {
+		return slices.DeleteFunc(slices.Clone(AllKinds), isSinkKind)
 	}
 	return AllKinds
 }

@@ -28,6 +28,12 @@ type Delivery struct {
 	Worker       string `json:"w"`
 	ReceivedAtMs int64  `json:"r"` // the worker's own stamp (reported, never judged)
 	AtNs         int64  `json:"t"`
+	// Sub is the envelope's sub (a message without its own seq; 0).
+	Sub int64 `json:"u,omitempty"`
+	// Proxy: AtNs is the sink fault proxy's stamp (the destination's
+	// successful answer reaching it); otherwise the engine's own, or (the
+	// stdout sink) the line's arrival at the harness.
+	Proxy bool `json:"p,omitempty"`
 }
 
 // Fault is one injected fault (or the policy switch) as the harness did it.
@@ -148,6 +154,14 @@ type Evidence struct {
 	// CPUPressure samples the host's CPU pressure (Linux PSI) during the
 	// run: context for timing violations, never a reason to drop one.
 	CPUPressure []PressureSample
+	// Skips are the messages the workers logged as skipped after a
+	// permanent sink refusal; Releases their "lease released" / "session
+	// handed off to rebalance" lines (the last_seq each released at).
+	Skips    []Skip
+	Releases []Release
+	// Sink is what the destination and the sink fault proxy say (an AWS
+	// sink only).
+	Sink *SinkEvidence `json:",omitempty"`
 }
 
 // Move is one rebalancing hand-off as its sender logged it.
@@ -249,10 +263,11 @@ func sampleCPUPressure(every time.Duration, stop <-chan struct{}, out chan<- []P
 // recorder stamps and keeps every sink record the stack's pumps hand over,
 // and keeps the latest per session for the orchestration's waits.
 type recorder struct {
-	mu    sync.Mutex
-	all   []Delivery
-	last  map[string]Delivery
-	maxSq map[string]int64
+	mu     sync.Mutex
+	broken int64 // destination messages that were not sink envelopes
+	all    []Delivery
+	last   map[string]Delivery
+	maxSq  map[string]int64
 }
 
 func newRecorder() *recorder {

@@ -57,6 +57,7 @@ type runner struct {
 	started map[string]bool // the harness's last acknowledged request per session
 	newN    int
 	offsets map[int]time.Duration // worker slot → its lease clock offset (clock-offset)
+	skip    bool                  // sessions start with on_sink_refusal "skip" (the API knows the field)
 	removed []*devstack.Worker    // workers a scale-in took out of the stack (their logs are read at the end)
 }
 
@@ -78,6 +79,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	r := &runner{cfg: cfg, set: cfg.Settings(), plan: NewPlan(cfg), rec: newRecorder(), t0: time.Now(),
 		incByID: map[string]*Incarnation{}, started: map[string]bool{}, offsets: map[int]time.Duration{}}
+	r.skip = r.set.SinkRefusalSkip
 	for _, sub := range []string{"data", "logs"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Stack.Dir, sub)); err != nil {
 			return Result{}, fmt.Errorf("clean %s: %w", sub, err)
@@ -88,6 +90,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	sc := cfg.Stack
 	sc.OnSink = r.rec.onSink
+	sc.OnDest = r.rec.onDest
+	sc.SinkSeed = uint64(cfg.Seed)
 	sc.KeepSinkRecords = false
 	if cfg.FeedPingEvery > 0 {
 		sc.FeedArgs = append(append([]string(nil), sc.FeedArgs...), "-ping-every", cfg.FeedPingEvery.String(), "-ping-timeout", cfg.FeedPingTimeout.String())
@@ -98,8 +102,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	sc.Worker.Env = env
 	w := sc.Worker
-	r.say("%s: %d steps, %d workers, %d sessions; liveness TTL %v, heartbeat %v, checkpoint %v, reconcile %v, margin %v; feed %.0f msg/s, %s, pings every %v",
-		r.plan.title(), len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery)
+	r.say("%s: %d steps, %d workers, %d sessions; liveness TTL %v, heartbeat %v, checkpoint %v, reconcile %v, margin %v; feed %.0f msg/s, %s, pings every %v; sink %s",
+		r.plan.title(), len(r.plan.Steps), sc.Workers, cfg.Sessions, w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery, w.SafetyMargin, sc.FeedRate, sc.FeedMode, cfg.FeedPingEvery, r.set.Sink)
 	fmt.Fprint(cfg.Out, r.plan.String())
 
 	st, err := devstack.Start(ctx, sc)
@@ -280,7 +284,7 @@ func okText(ok bool) string {
 
 func (r *runner) apiStart(ctx context.Context, id, op string, fault int) {
 	a := Action{Op: op, Session: id, Fault: fault, At: time.Now()}
-	if _, err := r.st.StartSession(ctx, id); err != nil {
+	if err := r.startSession(ctx, id); err != nil {
 		a.Err = err.Error()
 		r.say("%s %s: %v", op, id, err)
 	} else {
@@ -288,6 +292,25 @@ func (r *runner) apiStart(ctx context.Context, id, op string, fault int) {
 		r.started[id] = true
 	}
 	r.actions = append(r.actions, a)
+}
+
+// startSession starts id through the API, with on_sink_refusal "skip"
+// while the API takes it: the first start that the API refuses for that
+// field turns it off for the run (said, and stated in the settings).
+func (r *runner) startSession(ctx context.Context, id string) error {
+	if !r.skip {
+		_, err := r.st.StartSession(ctx, id)
+		return err
+	}
+	err := r.st.StartSessionWith(ctx, id, map[string]any{"on_sink_refusal": "skip"})
+	var se *devstack.StartError
+	if errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "on_sink_refusal") {
+		r.skip = false
+		r.set.SinkRefusalSkip = false
+		r.say("the API does not take on_sink_refusal (%s): sessions start without it, and no permanent refusal is injected", se.Body)
+		_, err = r.st.StartSession(ctx, id)
+	}
+	return err
 }
 
 func (r *runner) apiStop(ctx context.Context, id string, fault int) {
@@ -659,6 +682,8 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		r.say("#%d churn: stopped %v, started %v, re-started %v; delivering: %s", f.N, stops, fresh, restarts, okText(ok))
 	case KindScaleOut:
 		return r.scaleOut(ctx, s)
+	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
+		return r.sinkStep(ctx, s)
 	case KindScaleIn:
 		ws := r.st.Workers()
 		if len(ws) < 3 {
@@ -888,6 +913,24 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 	}
 	_ = g.Wait()
 	r.say("every worker stopped (SIGTERM) after %v", time.Since(at).Round(time.Millisecond))
+	var sinkEv *SinkEvidence
+	dels := r.rec.deliveries()
+	if p := r.st.SinkProxy(); p != nil {
+		sinkEv = &SinkEvidence{Sink: r.set.Sink}
+		if err := r.st.DrainDestination(ctx); err != nil {
+			sinkEv.ReaderErr = err.Error()
+			r.say("destination reader: %v", err)
+		}
+		dels = r.rec.deliveries()
+		sinkEv.Messages, _ = r.st.DestCounts()
+		r.rec.mu.Lock()
+		sinkEv.Broken = r.rec.broken
+		r.rec.mu.Unlock()
+		dels, sinkEv.Stamped, sinkEv.Unstamped = restamp(dels, p.Stamps())
+		sinkEv.Proxy = p.Stats()
+		sinkEv.PermanentlyRefused = len(p.PermanentlyRefused())
+		r.say("destination drained: %d message(s), %d stamped by the proxy, %d by the engine; %d not envelopes", sinkEv.Messages, sinkEv.Stamped, sinkEv.Unstamped, sinkEv.Broken)
+	}
 	final, err := r.scan(ctx)
 	if err != nil {
 		return Evidence{}, err
@@ -907,8 +950,9 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 		r.say("stack shutdown: %v", err)
 	}
 	ev := Evidence{
-		Start: r.t0, End: end, Deliveries: r.rec.deliveries(), Conns: conns, FeedStats: stats,
+		Start: r.t0, End: end, Deliveries: dels, Conns: conns, FeedStats: stats,
 		Faults: r.faults, Actions: r.actions, Settled: settled, Final: final, BadLines: r.st.Sinks().BadLines(),
+		Sink: sinkEv,
 	}
 	r.mu.Lock()
 	for _, inc := range r.incs {
@@ -921,6 +965,12 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 			return Evidence{}, err
 		}
 		ev.Moves = append(ev.Moves, moves...)
+		skips, rels, err := readWorkerLog(wk.LogPath())
+		if err != nil {
+			return Evidence{}, err
+		}
+		ev.Skips = append(ev.Skips, skips...)
+		ev.Releases = append(ev.Releases, rels...)
 		ids := map[string]bool{}
 		for _, id := range wk.IDs() {
 			ids[id] = true

@@ -32,6 +32,12 @@ var faultStyle = map[string]struct {
 	KindScaleOut:    {"#2ca02c", "scale-out"},
 	KindScaleIn:     {"#98df8a", "scale-in"},
 	KindPolicy:      {"#000000", "refuse-newer"},
+
+	KindSinkLatency:      {"#17a2b8", "sink latency"},
+	KindSinkRefuse:       {"#ff9896", "sink refuse"},
+	KindSinkFreeze:       {"#6b6ecf", "sink freeze"},
+	KindSinkFreezeDynamo: {"#843c39", "sink+DDB freeze"},
+	KindSinkRefuseDynamo: {"#ad494a", "sink refuse+DDB"},
 }
 
 func slotOf(worker string) int {
@@ -124,7 +130,8 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		left, s.Workers, s.Sessions, len(ids), msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.CheckpointMs), msText(s.ReconcileMs), s.FeedRate)
 
 	// Faults lane: one sub-row per family so labels do not collide.
-	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1}
+	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1,
+		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2}
 	subH := float64(laneH) / 4
 	// A label goes right of its mark when it ends before the next mark of
 	// its lane: "#n kind", else "#n", else nothing (the report lists all).
@@ -165,7 +172,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		// for a worker's instant.
 		bottom := rowY(len(ids))
 		switch f.Kind {
-		case KindDynamoDown, KindSQSDown, KindZombie:
+		case KindDynamoDown, KindSQSDown, KindZombie, KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
 			p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="0.10"/>`+"\n", x1, rowsTop, math.Max(x2-x1, 1), bottom-rowsTop, st.color)
 		case KindKill, KindRolling, KindClockOffset, KindPolicy:
 			dash := ""

@@ -106,6 +106,19 @@ type Config struct {
 	// "-ping-every", "1s": the feed closes connections of frozen clients).
 	FeedArgs []string
 
+	// Sink is the workers' sink: SinkStdout ("" too: JSON lines on each
+	// worker's stdout, read by the stack), SinkSQS (the batched sqs sink on
+	// a second fauxqs, the destination, that the sqs-down fault does not
+	// touch) or SinkKinesis (the batched kinesis sink on kinesalite). An AWS
+	// sink goes through a sinkfault proxy (SinkProxy) and the stack reads
+	// the destination continuously (OnDest).
+	Sink string
+	// SinkSeed seeds the sink proxy's draws.
+	SinkSeed uint64
+	// OnDest, when set, sees every record read from the destination (from
+	// the readers' goroutines: keep it fast).
+	OnDest func(DestRecord)
+
 	// KeepSinkRecords keeps every sink record in memory (Sinks.Records).
 	KeepSinkRecords bool
 	// OnSink, when set, sees every sink record as it arrives (from the
@@ -205,6 +218,11 @@ func (c Config) Validate() error {
 	if c.FeedRate <= 0 {
 		errs = append(errs, fmt.Errorf("feed rate %v: want > 0", c.FeedRate))
 	}
+	switch c.Sink {
+	case "", SinkStdout, SinkSQS, SinkKinesis:
+	default:
+		errs = append(errs, fmt.Errorf("sink %q: want stdout, sqs or kinesis", c.Sink))
+	}
 	if _, err := feed.ParseMode(string(c.FeedMode)); err != nil {
 		errs = append(errs, err)
 	}
@@ -239,6 +257,7 @@ type Stack struct {
 	QueueURL string
 
 	sinks *Sinks
+	dest  *destination // an AWS sink's destination (nil: stdout)
 
 	mu      sync.Mutex
 	workers []*Worker
@@ -345,6 +364,11 @@ func (s *Stack) start(ctx context.Context) error {
 	s.log.Info().Str("dynamo", s.Dynamo.Endpoint()).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Msg("engines up")
 	if err := s.createResources(ctx); err != nil {
 		return err
+	}
+	if c.Sink != "" && c.Sink != SinkStdout {
+		if err := s.startDestination(ctx); err != nil {
+			return err
+		}
 	}
 
 	s.FeedClient = feed.NewClient(s.FeedURL())
@@ -534,6 +558,7 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	if s.API != nil {
 		s.API.CloseIdleConnections()
 	}
+	s.stopDestination()
 	if s.SQS != nil {
 		s.SQS.Stop()
 	}

@@ -172,11 +172,11 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		schema.EnvTableName+"="+s.cfg.Table,
 		schema.EnvQueueURL+"="+s.QueueURL,
 		schema.EnvAdminAddr+"="+admin,
-		schema.EnvSink+"=stdout",
 		schema.EnvEnvironment+"=local",
 		schema.EnvAllowPrivateIPs+"=loopback", // the local sources listen on 127.0.0.1
 		schema.EnvDialsPerHost+"=0",           // and are one host: no per-host dial admission
 	)
+	env = append(env, s.sinkEnv()...)
 	dur := func(k string, d time.Duration) {
 		if d > 0 {
 			env = append(env, k+"="+d.String())
