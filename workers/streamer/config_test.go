@@ -99,6 +99,7 @@ func TestConfigFromEnv(t *testing.T) {
 		OutputQueueURL: "https://q/out.fifo", AllowPrivateIPs: netguard.None, SinkBatching: true, Batch: batch.DefaultConfig(),
 	}
 	want.Batch.MaxDelay, want.Batch.MaxCount, want.Batch.MaxBytes, want.Batch.MaxInFlight, want.Batch.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
+	want.Batch.RequestTimeout, want.Batch.BufferBudget = 0, 0 // derived (Resolved)
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
@@ -213,5 +214,39 @@ func TestAddressPolicyFromEnv(t *testing.T) {
 	}
 	if _, err := ConfigFromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
 		t.Fatalf("a bad policy was accepted: %v", err)
+	}
+}
+
+// Issue 22: the sink request timeout defaults to half the safety margin and
+// may not exceed it; the sink buffer budget defaults to a quarter of the
+// memory limit; MaxSessions × ReadLimit + the budget must fit the limit.
+func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
+	c, err := ConfigFromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvMaxSessions + "=300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 1 << 30
+	r := c.Resolved()
+	if r.Batch.RequestTimeout != time.Second || r.Batch.BufferBudget != 256<<20 || r.sessionConfig().SinkTimeout != time.Second {
+		t.Fatalf("derived request timeout %s, budget %d", r.Batch.RequestTimeout, r.Batch.BufferBudget)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 0
+	if got := c.Resolved().Batch.BufferBudget; got != DefaultBufferBudget {
+		t.Fatalf("budget with no known limit %d", got)
+	}
+	bad, err := ConfigFromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvSinkRequestTimeout + "=1500ms",
+		schema.EnvMaxSessions + "=1000", schema.EnvSinkPermanentAttempts + "=0", schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=https://q/out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.MemoryLimit = 512 << 20
+	err = bad.Validate()
+	for _, want := range []string{schema.EnvSinkRequestTimeout, "exceeds the memory limit", "permanent attempts"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q missing from %v", want, err)
+		}
 	}
 }

@@ -187,11 +187,13 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 }
 
 // blockingSink accepts the first messages, then blocks until its context
-// ends: a sink that hangs during shutdown.
+// ends: a sink that hangs during shutdown, ignoring its context's deadline
+// (which ends at the tenure's trust deadline), until release is closed.
 type blockingSink struct {
 	mu      sync.Mutex
 	n       int
 	blocked chan struct{}
+	release chan struct{}
 }
 
 func (b *blockingSink) Handle(ctx context.Context, m sink.Message) error {
@@ -205,13 +207,14 @@ func (b *blockingSink) Handle(ctx context.Context, m sink.Message) error {
 	if n == 5 {
 		close(b.blocked)
 	}
-	<-ctx.Done()
+	<-b.release
 	return ctx.Err()
 }
 
 func TestShutdownDeadlineAbandonsWhatCannotBeReleased(t *testing.T) {
-	b := &blockingSink{blocked: make(chan struct{})}
+	b := &blockingSink{blocked: make(chan struct{}), release: make(chan struct{})}
 	m := startMem(t, 1, func(c *Config) { c.ShutdownDeadline = 2 * time.Second }, b)
+	t.Cleanup(func() { close(b.release) }) // before startMem's cleanup
 	<-b.blocked
 	start := time.Now()
 	m.cancel()

@@ -933,7 +933,9 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	}
 	pl, pipelined := s.env.Handler.(sink.Pipeline)
 	for attempt := 1; ; attempt++ {
-		// The lease's monotonic deadline, checked right before every delivery.
+		// The lease's monotonic deadline, checked right before every
+		// delivery (start first: start + rem is then never after it).
+		start := time.Now()
 		rem := s.held.Remaining()
 		if rem <= 0 {
 			return s.invalid()
@@ -942,7 +944,7 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		if pipelined {
 			err = pl.Submit(ctx, msg, s, s.ended)
 		} else {
-			err = s.handleWithin(ctx, msg, rem)
+			err = s.handleWithin(ctx, msg, start.Add(min(rem, s.env.Config.SinkTimeout)))
 		}
 		if err == nil {
 			break
@@ -972,11 +974,12 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	return nil
 }
 
-// handleWithin calls the unbatched sink with a context that ends by the
-// tenure's trust deadline (rem from now) and within SinkTimeout, so that no
-// call of this tenure is in flight once another worker may own the session.
-func (s *Session) handleWithin(ctx context.Context, msg sink.Message, rem time.Duration) error {
-	hctx, cancel := context.WithTimeout(ctx, min(rem, s.env.Config.SinkTimeout))
+// handleWithin calls the unbatched sink with a context that ends at
+// deadline: by the tenure's trust deadline and within SinkTimeout, so that
+// no call of this tenure is in flight once another worker may own the
+// session.
+func (s *Session) handleWithin(ctx context.Context, msg sink.Message, deadline time.Time) error {
+	hctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	return s.env.Handler.Handle(hctx, msg)
 }

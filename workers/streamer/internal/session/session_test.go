@@ -88,7 +88,7 @@ func testConfig() *Config {
 	return &Config{
 		WorkerID: "w1", DialTimeout: 2 * time.Second, PingEvery: 0, PingTimeout: time.Second,
 		CloseGrace: 500 * time.Millisecond, Backoff: backoff.Policy{Base: 20 * time.Millisecond, Max: 200 * time.Millisecond},
-		StableAfter: time.Second, ReadLimit: 1 << 20, SinkAttempts: 3,
+		StableAfter: time.Second, ReadLimit: 1 << 20, SinkAttempts: 3, SinkTimeout: 300 * time.Millisecond,
 	}
 }
 

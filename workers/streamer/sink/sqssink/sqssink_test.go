@@ -114,6 +114,53 @@ func TestDedupIDOfMessagesWithoutSeq(t *testing.T) {
 	if got := DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5}); got != DedupID("a", 5) {
 		t.Fatalf("a sequenced message's id %q changed", got)
 	}
+	// A sequenced message replayed by the next tenure is the same message
+	// (SQS drops the replay); "seq 5, sub 1" of the next tenure is another
+	// message (its tenure numbered it anew), never dropped as a duplicate.
+	if DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 1}) != DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 2}) {
+		t.Fatal("a replayed sequenced message got a new dedup id")
+	}
+	if DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, Sub: 1, LeaseEpoch: 1}) == DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, Sub: 1, LeaseEpoch: 2}) {
+		t.Fatal("unsequenced messages of two tenures share a dedup id")
+	}
+}
+
+// The batched path names the epoch of an unsequenced message too.
+func TestBatchDedupIDOfUnsequencedNamesTheEpoch(t *testing.T) {
+	api := &fakeSQS{}
+	s := New(api, "https://sqs.us-east-1.amazonaws.com/1/out.fifo")
+	var recs []batch.Record
+	for epoch := int64(1); epoch <= 2; epoch++ {
+		r, err := s.Encode(sink.Message{ConnectionID: "c", Seq: 5, Sub: 1, LeaseEpoch: epoch, Data: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	if _, err := s.Send(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	e := api.batches[0].Entries
+	if a, b := aws.ToString(e[0].MessageDeduplicationId), aws.ToString(e[1].MessageDeduplicationId); a == b {
+		t.Fatalf("two tenures' seq 5 sub 1 share the dedup id %q", a)
+	}
+}
+
+// SenderFault entries are permanent unless SQS names throttling.
+func TestEntryErrorPermanence(t *testing.T) {
+	for _, c := range []struct {
+		e    EntryError
+		want bool
+	}{
+		{EntryError{Code: "InvalidParameterValue", SenderFault: true}, true},
+		{EntryError{Code: "KMS.AccessDeniedException", SenderFault: true}, true},
+		{EntryError{Code: "RequestThrottled", SenderFault: true}, false},
+		{EntryError{Code: "InternalError"}, false},
+	} {
+		if got := sink.IsPermanent(&c.e); got != c.want {
+			t.Errorf("%+v: permanent %v, want %v", c.e, got, c.want)
+		}
+	}
 }
 
 func TestBatchKeepsFIFOGroupDedupAndEpoch(t *testing.T) {

@@ -1,0 +1,210 @@
+package streamer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+)
+
+// brownoutDest is an unordered batched destination (a standard SQS queue)
+// that, during a brownout, refuses every odd seq (transiently: throttling)
+// and takes the others, and records the deadline of every request sent
+// meanwhile. A request whose context ended writes nothing.
+type brownoutDest struct {
+	brownout atomic.Bool
+	mu       sync.Mutex
+	written  map[string]map[int64]bool
+	during   []time.Time // deadlines of the requests sent during the brownout
+	noDL     int
+}
+
+func (d *brownoutDest) Encode(m sink.Message) (batch.Record, error) {
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Epoch: m.LeaseEpoch, Body: sink.AppendJSON(nil, m)}, nil
+}
+func (d *brownoutDest) Limits() batch.Limits {
+	return batch.Limits{MaxCount: 10, MaxBytes: 1 << 20, MaxRecordBytes: 1 << 20}
+}
+func (d *brownoutDest) Ordered() bool           { return false }
+func (d *brownoutDest) Size(r batch.Record) int { return len(r.Body) }
+
+func (d *brownoutDest) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
+	brown := d.brownout.Load()
+	dl, ok := ctx.Deadline()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !ok {
+		d.noDL++
+	}
+	if brown {
+		d.during = append(d.during, dl)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	var failed []error
+	for i, r := range recs {
+		if brown && r.Seq%2 == 1 {
+			if failed == nil {
+				failed = make([]error, len(recs))
+			}
+			failed[i] = fmt.Errorf("ThrottlingException: seq %d", r.Seq)
+			continue
+		}
+		if d.written[r.ConnectionID] == nil {
+			d.written[r.ConnectionID] = map[int64]bool{}
+		}
+		d.written[r.ConnectionID][r.Seq] = true
+	}
+	return failed, nil
+}
+
+// prefix is the end of the contiguous run of seqs from 1 at the destination.
+func (d *brownoutDest) prefix(id string) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := int64(0)
+	for d.written[id][n+1] {
+		n++
+	}
+	return n
+}
+
+func (d *brownoutDest) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.written[id])
+}
+
+// Issue 22, findings 1 and 2 on the real engines: during a sink brownout
+// (odd seqs refused, even ones written) the worker's DynamoDB path freezes,
+// its trust lapses (the refused entries are dropped) and comes back. No
+// sink request sent meanwhile may run past the trust deadline, no
+// checkpoint or release may pass a seq missing at the destination, and the
+// session, once stopped, has everything up to its release_seq at the
+// destination: nothing acknowledged is lost.
+func TestTrustLapseNeverCheckpointsPastAMissingSeq(t *testing.T) {
+	e := newEnv(t)
+	ac, err := awsconfig.Load(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	dest := &brownoutDest{written: map[string]map[int64]bool{}}
+	cfg := testConfig("x")
+	var batcher *batch.Batcher
+	e.handlerFor = func(string) sink.Handler {
+		bc := batch.DefaultConfig()
+		bc.RequestTimeout = cfg.SafetyMargin / 2
+		bc.Retry.Base, bc.Retry.Max = 100*time.Millisecond, 100*time.Millisecond
+		b, err := batch.New(dest, bc, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		batcher = b
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { b.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return b
+	}
+	a := e.worker(nil)
+	t.Cleanup(a.stop) // before the batcher stops (cleanups run last first)
+	id := e.session(nil)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second+slack, "streaming and checkpointed", func() bool {
+		return dest.count(id) >= 20 && e.item(id).LastSeq != lease.NoSeq
+	})
+
+	// Every checkpoint the table holds, sampled, is compared with the
+	// destination's contiguous prefix at the end (the destination only grows).
+	var mu sync.Mutex
+	var ckpts []int64
+	sample, stopSampling := context.WithCancel(context.Background())
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-sample.Done():
+				return
+			case <-tk.C:
+				if it, err := dynamostoreGet(e, id); err == nil {
+					mu.Lock()
+					ckpts = append(ckpts, it.LastSeq, it.ReleaseSeq)
+					mu.Unlock()
+				}
+			}
+		}
+	})
+
+	dest.brownout.Store(true)
+	frozen := time.Now()
+	proxy.Freeze()
+	// a's last successful heartbeat was sent before the freeze.
+	fence := frozen.Add(cfg.LeaseTTL - cfg.SafetyMargin)
+	testwait.Eventually(t, cfg.LeaseTTL+slack, "the refused entries dropped once trust lapsed", func() bool {
+		return batcher.Stats().DroppedInvalid > 0
+	})
+	proxy.Thaw()
+	dest.brownout.Store(false)
+	// Trust comes back (a's heartbeats reach the table again); its audit
+	// takes the session back and streams on from the last checkpoint.
+	testwait.Eventually(t, 10*time.Second+slack, "a streams again", func() bool {
+		return a.owns(id) && dest.prefix(id) >= 40
+	})
+	e.stop(id)
+	testwait.Eventually(t, 5*time.Second+slack, "the session released", func() bool {
+		return e.item(id).Owner == "" && !a.owns(id)
+	})
+	stopSampling()
+	sampler.Wait()
+
+	final := e.item(id)
+	prefix := dest.prefix(id)
+	if final.LastSeq > prefix || final.ReleaseSeq > prefix {
+		t.Fatalf("released with last_seq %d / release_seq %d past seq %d, missing at the destination", final.LastSeq, final.ReleaseSeq, prefix+1)
+	}
+	mu.Lock()
+	for _, c := range ckpts {
+		if c > prefix {
+			t.Errorf("a checkpoint of %d was stored while seq %d is missing at the destination", c, prefix+1)
+			break
+		}
+	}
+	mu.Unlock()
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	if dest.noDL > 0 {
+		t.Fatalf("%d sink requests without a deadline", dest.noDL)
+	}
+	late := slices.IndexFunc(dest.during, func(dl time.Time) bool { return dl.After(fence) })
+	if late >= 0 {
+		t.Fatalf("a sink request sent during the outage had its deadline %v, %s after the trust deadline", dest.during[late], dest.during[late].Sub(fence))
+	}
+	t.Logf("release_seq %d, destination prefix %d, %d requests during the brownout, %d entries dropped",
+		final.ReleaseSeq, prefix, len(dest.during), batcher.Stats().DroppedInvalid)
+}
+
+func dynamostoreGet(e *env, id string) (lease.Item, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return dynamostore.New(e.db, e.table).Get(ctx, id)
+}
