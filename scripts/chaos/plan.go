@@ -166,6 +166,9 @@ func NewPlan(c Config) Plan {
 				s.Count = 1 + rng.IntN(sess)
 			case KindSinkLatency, KindSinkRefuse:
 				s.Hold = between(4*time.Second, 8*time.Second)
+				if c.Duration == 0 {
+					s.Hold = between(2500*time.Millisecond, 4*time.Second) // the short run: one round, kept short
+				}
 			case KindSinkFreeze:
 				s.Hold = 2 * w.LeaseTTL
 			case KindSinkFreezeDynamo:

@@ -68,6 +68,13 @@ var kindLabel = map[string]string{
 	KindScaleOut:    "scale-out: one more worker joins",
 	KindScaleIn:     "scale-in: one worker leaves (SIGTERM, not restarted)",
 	KindPolicy:      "feed policy switched",
+
+	KindPartition:        "one worker cut off from DynamoDB (partition)",
+	KindSinkLatency:      "sink latency spikes",
+	KindSinkRefuse:       "sink refuses entries (transient and permanent)",
+	KindSinkFreeze:       "sink frozen 2 × TTL",
+	KindSinkFreezeDynamo: "one worker's sink and DynamoDB path frozen (declared dead)",
+	KindSinkRefuseDynamo: "sink refusals, every DynamoDB path frozen past TTL − margin",
 }
 
 // measuredFrom says what each kind's recovery is measured from, and to.
@@ -83,6 +90,13 @@ var measuredFrom = map[string]string{
 	KindClockOffset: "SIGTERM → first delivery by another worker",
 	KindScaleOut:    "join → the new worker's first delivery of each session moved to it",
 	KindScaleIn:     "SIGTERM → first delivery by another worker",
+
+	KindPartition:        "cut off → first delivery by a newer tenure",
+	KindSinkLatency:      "fault lifted → first new seq at the destination",
+	KindSinkRefuse:       "fault lifted → first new seq at the destination",
+	KindSinkFreeze:       "thaw → first new seq at the destination",
+	KindSinkFreezeDynamo: "frozen → first delivery by a newer tenure",
+	KindSinkRefuseDynamo: "DynamoDB paths thawed → first new seq at the destination",
 }
 
 // WriteReport writes the Markdown report of res.
@@ -101,7 +115,11 @@ func WriteReport(w io.Writer, res Result) {
 	}
 	p(".\n\nStarted %s. Replay the schedule: `%s` (the same faults, durations, gaps and draws; not the same interleaving of the processes).\n\n",
 		res.Started.UTC().Format(time.RFC3339), res.Plan.replay(s))
-	p("Every figure below comes from the feed's connection records, the sink lines as the harness received them from each worker's stdout (stamped on arrival), the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read this report and the picture: `docs/chaos.md` ([link](../chaos.md) from the committed sample in docs/chaos/).\n\n")
+	source := "the sink lines as the harness received them from each worker's stdout (stamped on arrival)"
+	if s.destSink() {
+		source = fmt.Sprintf("the records the destination (%s) held, read by the harness and stamped with the time the sink fault proxy received the destination's successful answer", s.Sink)
+	}
+	p("Every figure below comes from the feed's connection records, %s, the harness's own log of what it did, and the sessions table read at the end — never from what a worker says about itself. How to read this report and the picture: `docs/chaos.md` ([link](../chaos.md) from the committed sample in docs/chaos/).\n\n", source)
 	p("![timeline: one row per session, coloured by the worker delivering it; faults marked](%s)\n\n", TimelineFile)
 
 	p("## Settings\n\n| setting | value |\n|---|---|\n")
@@ -110,7 +128,15 @@ func WriteReport(w io.Writer, res Result) {
 		s.FeedRate, s.FeedMode, map[bool]string{true: ", then refuse-newer from half way", false: ""}[s.SwitchPolicy], msText(s.FeedPingMs), msText(s.FeedPingTimeout))
 	p("| liveness TTL / heartbeat / watch / checkpoint (when advanced) / reconcile | %s / %s / %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.WatchMs), msText(s.CheckpointMs), msText(s.ReconcileMs))
 	p("| safety margin / shutdown deadline / clock offset up to | %s / %s / %s |\n", msText(s.SafetyMarginMs), msText(s.ShutdownMs), msText(s.ClockOffsetMax))
-	p("| worker reconnect backoff max | %s |\n\n", msText(s.ReconnectMaxMs))
+	p("| worker reconnect backoff max | %s |\n", msText(s.ReconnectMaxMs))
+	sinkText := "stdout (JSON lines, one pipe per worker)"
+	switch s.Sink {
+	case "sqs":
+		sinkText = fmt.Sprintf("sqs, batched (SendMessageBatch), a standard queue on a second fauxqs behind the sink fault proxy; request timeout %s (half the safety margin); on_sink_refusal %s", msText(s.SinkRequestTimeoutMs), map[bool]string{true: "skip", false: "fail (no permanent refusal injected)"}[s.SinkRefusalSkip])
+	case "kinesis":
+		sinkText = fmt.Sprintf("kinesis, batched (PutRecords), kinesalite behind the sink fault proxy; request timeout %s (half the safety margin); on_sink_refusal %s", msText(s.SinkRequestTimeoutMs), map[bool]string{true: "skip", false: "fail (no permanent refusal injected)"}[s.SinkRefusalSkip])
+	}
+	p("| sink | %s |\n\n", sinkText)
 
 	p("## Bounds the checks apply\n\n| bound | value | derivation |\n|---|---|---|\n")
 	p("| owned again after a crash, zombie or partition | %s | TTL (the heartbeat counter stood still that long on a watcher's clock) + watch interval + margin %s (the watcher's takeover: claim, dial, first message) |\n", msText(b.CrashMs), msText(b.CrashMarginMs))
@@ -121,7 +147,12 @@ func WriteReport(w io.Writer, res Result) {
 	p("| delivering again after a drop / refusal | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
 	p("| STOPPED session closed, nothing delivered after | %s | heartbeat interval (the owner reads its mailbox at its next heartbeat, whichever worker the SQS stop reaches) + 500 ms (heartbeat call, close handshake) |\n", msText(b.StopMs))
 	p("| raw repeats across one crash / zombie | %d | rate × (checkpoint × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
-	p("| raw repeats across one DynamoDB outage / partition | %d | rate × (checkpoint × 1.1 + TTL − margin + 1 s) + 1: nothing can be checkpointed until the worker fences itself |\n\n", b.ReplayOutage)
+	p("| raw repeats across one DynamoDB outage / partition | %d | rate × (checkpoint × 1.1 + TTL − margin + 1 s) + 1: nothing can be checkpointed until the worker fences itself |\n", b.ReplayOutage)
+	if b.TrustDeadlineMs > 0 {
+		p("| nothing of a frozen worker's tenures at the destination | %s after the freeze | TTL − margin (its last successful heartbeat was sent before the freeze) + the sink request timeout %s + %s tolerance (the proxy's stamp) |\n", msText(b.TrustDeadlineMs), msText(s.SinkRequestTimeoutMs), msText(b.TrustTolMs))
+		p("| new seqs at the destination after a sink fault | %s | the batch's longest retry backoff 5 s + request timeout + 1 s (+ the crash bound when every DynamoDB path was frozen too) |\n", msText(b.SinkRecoverMs))
+	}
+	p("\n")
 
 	p("## Recovery time per fault kind\n\n| fault kind | faults | sessions affected | p50 | p99 | max | bound | over bound | never | raw repeats | measured |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range res.Kinds {
@@ -200,6 +231,11 @@ func WriteReport(w io.Writer, res Result) {
 	}
 	if h := res.HostCPU; h.Measured {
 		p("Host CPU pressure during the run (Linux PSI, the share of time at least one task waited for a CPU; other work shares this machine): mean %.0f %%, worst second %.0f %%, %d second(s) above 50 %%. Each violation below states the worst second around it.\n\n", 100*h.Mean, 100*h.Max, h.Over50)
+	}
+	if sk := res.Sink; sk != nil {
+		px := sk.Proxy
+		p("Destination (%s): %d messages read (%d not sink envelopes); %d deliveries stamped by the sink fault proxy, %d by the engine's own arrival stamp. The proxy saw %d sink requests: %d held by a latency spike, %d answers held, %d held by a freeze (%d of those given up by their client, never forwarded), %d entries refused transiently, %d permanently (%d distinct records; %d whole requests); %d requests were not the sink's (the work queue). The workers logged %d seq(s) as skipped after a permanent refusal.\n\n",
+			sk.Sink, sk.Messages, sk.Broken, sk.Stamped, sk.Unstamped, px.Requests, px.Delayed, px.AnswerHeld, px.Frozen, px.Abandoned, px.Transient, px.Permanent, sk.PermanentlyRefused, px.PermanentReqs, px.Other, t.Skipped)
 	}
 	if len(res.SelfFenceMs) > 0 {
 		var parts []string

@@ -54,7 +54,7 @@ func TestShortChaos(t *testing.T) {
 	var out, logs bytes.Buffer
 	cfg.Out = &out
 	cfg.Stack.Log = zerolog.New(&logs)
-	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	start := time.Now()
 	res, err := chaos.Run(ctx, cfg)

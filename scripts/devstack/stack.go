@@ -14,8 +14,16 @@
 // worker), so a harness can judge the workers from evidence they do not
 // produce about themselves.
 //
+// With Config.Sink sqs or kinesis the workers use the batched AWS sink
+// instead: a second fauxqs (the output queue, untouched by a kill of the
+// work queue's engine) or kinesalite (the output stream) is the
+// destination, a scripts/sinkfault proxy sits between the workers and it
+// (faults on the sink's calls only), and the stack reads the destination
+// continuously (Config.OnDest; destination.go).
+//
 // Layout under Config.Dir (default <repo>/.dev): data/ (dynalite's LevelDB),
-// logs/ (one .log per process, worker-N.sink.jsonl per worker, feed-records.jsonl).
+// logs/ (one .log per process, worker-N.sink.jsonl per worker, feed-records.jsonl,
+// destination/ the destination engine's log).
 package devstack
 
 import (
