@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Environment names accepted by `-c env=<name>`.
@@ -122,7 +124,7 @@ var environments = map[string]EnvConfig{
 		MaxTasks:                  3,
 		TaskCPU:                   256,
 		TaskMemoryMiB:             512,
-		MaxSessionsPerTask:        400,
+		MaxSessionsPerTask:        300, // memory: 300 × 1 MiB read limit + a quarter of GOMEMLIMIT (460 MiB) ≤ 460 MiB
 		TargetUtilization:         70,
 		ScaleInCooldown:           5 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
@@ -257,6 +259,15 @@ func (c EnvConfig) Validate() error {
 	check(ok, "TaskCPU %d is not a Fargate CPU size", c.TaskCPU)
 	check(!ok || slices.Contains(mems, c.TaskMemoryMiB), "TaskMemoryMiB %d is not valid with TaskCPU %d", c.TaskMemoryMiB, c.TaskCPU)
 	check(c.MaxSessionsPerTask >= 1, "MaxSessionsPerTask %d < 1", c.MaxSessionsPerTask)
+	// The worker's own memory check (workers/streamer, validateSinkBounds)
+	// with its defaults: every session holding one message of the default
+	// read limit, plus the sink buffer budget (a quarter of GOMEMLIMIT),
+	// within GOMEMLIMIT; a task that fails it would not start.
+	if lim := c.GoMemLimitMiB(); lim > 0 {
+		need := float64(c.MaxSessionsPerTask)*float64(schema.DefaultReadLimit)/(1<<20) + float64(lim)/4
+		check(need <= float64(lim), "MaxSessionsPerTask %d × the %d KiB read limit + a quarter of GOMEMLIMIT %d MiB = %.0f MiB exceeds GOMEMLIMIT: lower MaxSessionsPerTask or raise TaskMemoryMiB",
+			c.MaxSessionsPerTask, schema.DefaultReadLimit>>10, lim, need)
+	}
 	check(c.TargetUtilization > 0 && c.TargetUtilization < 100, "TargetUtilization %v not in (0, 100)", c.TargetUtilization)
 	check(c.ScaleInCooldown >= 0 && c.ScaleOutCooldown >= 0, "negative cooldown")
 
@@ -305,3 +316,10 @@ func (c EnvConfig) Validate() error {
 	check(c.Ingest5xxPer5Min > 0, "Ingest5xxPer5Min must be positive")
 	return errors.Join(errs...)
 }
+
+// GoMemLimitMiB is the Go runtime's soft memory limit the streamer task runs
+// with (GOMEMLIMIT): 90 % of the task's memory, leaving the rest for what
+// the Go runtime does not count (the binary, thread stacks outside the heap,
+// the kernel's socket buffers). The worker derives its sink buffer budget
+// from it.
+func (c EnvConfig) GoMemLimitMiB() int { return c.TaskMemoryMiB * 9 / 10 }

@@ -98,15 +98,22 @@ func TestSessionCeiling(t *testing.T) {
 	// A million sessions fit: 100 tasks x 10,000 sessions.
 	big := prod
 	big.MaxTasks, big.MaxSessionsPerTask = 100, 10_000
+	big.TaskCPU, big.TaskMemoryMiB = 2048, 16384 // room for 10,000 sessions' read buffers
 	if err := big.Validate(); err != nil {
 		t.Errorf("1,000,000 sessions refused: %v", err)
 	}
 	if c := big.SessionCeiling(); c < 1_000_000 || c != int((38_000.0-100)*60) {
 		t.Errorf("ceiling at 100 workers %d", c)
 	}
+	// A task too small for its sessions' read buffers is refused.
+	tight := prod
+	tight.MaxSessionsPerTask = 800
+	if err := tight.Validate(); err == nil || !strings.Contains(err.Error(), "exceeds GOMEMLIMIT") {
+		t.Errorf("800 sessions in 1 GiB: %v", err)
+	}
 	// Just above the ceiling is refused, just at it accepted.
-	edge := prod
-	edge.MaxTasks, edge.MaxSessionsPerTask = 10, 227_940 // ceiling (38,000 - 10) x 60 = 2,279,400
+	edge := big
+	edge.MaxTasks, edge.MaxSessionsPerTask = 240, 9_440 // ceiling (38,000 - 240) x 60 = 2,265,600
 	if err := edge.Validate(); err != nil {
 		t.Errorf("at the ceiling: %v", err)
 	}

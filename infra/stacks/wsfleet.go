@@ -499,6 +499,7 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		schema.EnvLogLevel:            jsii.String(cfg.LogLevel),
 		schema.EnvEnvironment:         jsii.String(cfg.Name),
 		schema.EnvMetricsNS:           jsii.String(schema.DefaultMetricsNamespace),
+		schema.EnvGoMemLimit:          jsii.String(fmt.Sprintf("%dMiB", cfg.GoMemLimitMiB())),
 	}
 	if out.queue != nil {
 		env[schema.EnvOutputQueueURL] = out.queue.QueueUrl()

@@ -467,6 +467,7 @@ func TestStreamerService(t *testing.T) {
 				schema.EnvSink:                s.Cfg.Sink,
 				schema.EnvEnvironment:         e,
 				schema.EnvMetricsNS:           schema.DefaultMetricsNamespace,
+				schema.EnvGoMemLimit:          fmt.Sprintf("%dMiB", s.Cfg.TaskMemoryMiB*9/10),
 			}
 			for k, v := range wantEnv {
 				if ce[k] != v {
