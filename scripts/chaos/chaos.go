@@ -209,7 +209,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("fault kind %q: want one of %v", k, AllKinds))
 		}
 		if isSinkKind(k) && !c.awsSink() {
-			errs = append(errs, fmt.Errorf("fault kind %q needs an AWS sink (sqs or kinesis), not %q", k, c.Stack.Sink))
+			errs = append(errs, fmt.Errorf("fault kind %q needs an AWS sink (sqs, sqs-fifo or kinesis), not %q", k, c.Stack.Sink))
 		}
 		if (k == KindSinkFreezeDynamo || k == KindSinkRefuseDynamo) && !c.Stack.DynamoProxies {
 			errs = append(errs, fmt.Errorf("fault kind %q needs a DynamoDB proxy per worker (Stack.DynamoProxies)", k))
@@ -232,8 +232,10 @@ func (c Config) Validate() error {
 
 // awsSink reports whether the workers sink to a destination engine (sqs,
 // kinesis) rather than their stdout.
-func (c Config) awsSink() bool {
-	return c.Stack.Sink == devstack.SinkSQS || c.Stack.Sink == devstack.SinkKinesis
+func (c Config) awsSink() bool { return isAWSSink(c.Stack.Sink) }
+
+func isAWSSink(s string) bool {
+	return s == devstack.SinkSQS || s == devstack.SinkSQSFIFO || s == devstack.SinkKinesis
 }
 
 // Settings are what a run states: its scale and timings, and the bounds the
@@ -272,9 +274,7 @@ type Settings struct {
 
 // destSink reports whether the deliveries were read from a destination
 // (an AWS sink).
-func (s Settings) destSink() bool {
-	return s.Sink == devstack.SinkSQS || s.Sink == devstack.SinkKinesis
-}
+func (s Settings) destSink() bool { return isAWSSink(s.Sink) }
 
 // Bounds are the recovery and closing deadlines the checks apply, with the
 // margins they state.

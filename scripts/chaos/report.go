@@ -133,6 +133,8 @@ func WriteReport(w io.Writer, res Result) {
 	switch s.Sink {
 	case "sqs":
 		sinkText = fmt.Sprintf("sqs, batched (SendMessageBatch), a standard queue on a second fauxqs behind the sink fault proxy; request timeout %s (half the safety margin); on_sink_refusal %s", msText(s.SinkRequestTimeoutMs), map[bool]string{true: "skip", false: "fail (no permanent refusal injected)"}[s.SinkRefusalSkip])
+	case "sqs-fifo":
+		sinkText = fmt.Sprintf("sqs, batched (SendMessageBatch), a FIFO queue (group = connection_id) on a second fauxqs behind the sink fault proxy; request timeout %s (half the safety margin); on_sink_refusal %s", msText(s.SinkRequestTimeoutMs), map[bool]string{true: "skip", false: "fail (no permanent refusal injected)"}[s.SinkRefusalSkip])
 	case "kinesis":
 		sinkText = fmt.Sprintf("kinesis, batched (PutRecords), kinesalite behind the sink fault proxy; request timeout %s (half the safety margin); on_sink_refusal %s", msText(s.SinkRequestTimeoutMs), map[bool]string{true: "skip", false: "fail (no permanent refusal injected)"}[s.SinkRefusalSkip])
 	}

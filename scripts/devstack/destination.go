@@ -24,15 +24,17 @@ import (
 
 // Sinks of the stack's workers (Config.Sink).
 const (
-	SinkStdout  = "stdout"  // JSON lines on each worker's stdout, read by the stack
-	SinkSQS     = "sqs"     // the batched sqs sink on a second fauxqs (the destination), through a sinkfault proxy
-	SinkKinesis = "kinesis" // the batched kinesis sink on kinesalite, through a sinkfault proxy
+	SinkStdout  = "stdout"   // JSON lines on each worker's stdout, read by the stack
+	SinkSQS     = "sqs"      // the batched sqs sink on a second fauxqs (the destination), through a sinkfault proxy
+	SinkSQSFIFO = "sqs-fifo" // the same on a FIFO output queue (per-session order, deduplication ids)
+	SinkKinesis = "kinesis"  // the batched kinesis sink on kinesalite, through a sinkfault proxy
 )
 
 // Destination names of a stack with an AWS sink.
 const (
-	OutputQueue  = "wsfleet-output"
-	OutputStream = "wsfleet-output"
+	OutputQueue     = "wsfleet-output"
+	OutputFIFOQueue = "wsfleet-output.fifo"
+	OutputStream    = "wsfleet-output"
 	// OutputShards is the output stream's shard count (sessions spread
 	// over them by partition key = connection_id).
 	OutputShards = 2
@@ -88,7 +90,7 @@ func (s *Stack) startDestination(ctx context.Context) error {
 	logDir := filepath.Join(s.LogDir(), "destination")
 	var err error
 	switch c.Sink {
-	case SinkSQS:
+	case SinkSQS, SinkSQSFIFO:
 		d.engine, err = enginetest.NewFauxqs(enginetest.Options{Root: c.Root, LogDir: logDir, OnExit: c.OnExit})
 	case SinkKinesis:
 		d.engine, err = enginetest.NewKinesalite(enginetest.Options{Root: c.Root, LogDir: logDir, OnExit: c.OnExit})
@@ -105,14 +107,18 @@ func (s *Stack) startDestination(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	switch c.Sink {
-	case SinkSQS:
+	case SinkSQS, SinkSQSFIFO:
 		d.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(d.engine.Endpoint()) })
-		out, err := d.sqs.CreateQueue(cctx, &sqs.CreateQueueInput{QueueName: aws.String(OutputQueue)})
+		in := &sqs.CreateQueueInput{QueueName: aws.String(OutputQueue)}
+		if c.Sink == SinkSQSFIFO {
+			in = &sqs.CreateQueueInput{QueueName: aws.String(OutputFIFOQueue), Attributes: map[string]string{"FifoQueue": "true"}}
+		}
+		out, err := d.sqs.CreateQueue(cctx, in)
 		if err != nil {
 			return fmt.Errorf("create the output queue: %w", err)
 		}
 		d.url = aws.ToString(out.QueueUrl)
-		d.proxy, err = sinkfault.Start(sinkfault.Config{Mode: sinkfault.ModeSQS, Dest: d.engine.Endpoint(), Work: s.SQS.Endpoint(), OutputQueue: OutputQueue, Seed: c.SinkSeed})
+		d.proxy, err = sinkfault.Start(sinkfault.Config{Mode: sinkfault.ModeSQS, Dest: d.engine.Endpoint(), Work: s.SQS.Endpoint(), OutputQueue: aws.ToString(in.QueueName), Seed: c.SinkSeed})
 	case SinkKinesis:
 		d.kin = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(d.engine.Endpoint()) })
 		if _, err := d.kin.CreateStream(cctx, &kinesis.CreateStreamInput{StreamName: aws.String(OutputStream), ShardCount: aws.Int32(OutputShards)}); err != nil {
@@ -136,7 +142,7 @@ func (s *Stack) startDestination(ctx context.Context) error {
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = rcancel
 	switch c.Sink {
-	case SinkSQS:
+	case SinkSQS, SinkSQSFIFO:
 		for range destReceivers {
 			d.wg.Add(1)
 			go d.receiveSQS(rctx)
@@ -354,7 +360,7 @@ func (s *Stack) DestCounts() (n, bad int64) {
 // sinkEnv is the workers' sink environment.
 func (s *Stack) sinkEnv() []string {
 	switch s.cfg.Sink {
-	case SinkSQS:
+	case SinkSQS, SinkSQSFIFO:
 		return []string{schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=" + s.dest.url, "AWS_ENDPOINT_URL_SQS=" + s.dest.proxy.URL()}
 	case SinkKinesis:
 		return []string{schema.EnvSink + "=kinesis", schema.EnvOutputStream + "=" + OutputStream, "AWS_ENDPOINT_URL_KINESIS=" + s.dest.proxy.URL()}

@@ -227,9 +227,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("feed rate %v: want > 0", c.FeedRate))
 	}
 	switch c.Sink {
-	case "", SinkStdout, SinkSQS, SinkKinesis:
+	case "", SinkStdout, SinkSQS, SinkSQSFIFO, SinkKinesis:
 	default:
-		errs = append(errs, fmt.Errorf("sink %q: want stdout, sqs or kinesis", c.Sink))
+		errs = append(errs, fmt.Errorf("sink %q: want stdout, sqs, sqs-fifo or kinesis", c.Sink))
 	}
 	if _, err := feed.ParseMode(string(c.FeedMode)); err != nil {
 		errs = append(errs, err)

@@ -532,14 +532,17 @@ type sqsEntry struct {
 
 func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req map[string]json.RawMessage
-	var entries []sqsEntry
-	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req["Entries"], &entries) != nil {
+	var raws []json.RawMessage // the entries as sent (FIFO group and deduplication ids kept)
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal(req["Entries"], &raws) != nil {
 		p.forwardRaw(w, r, p.cfg.Dest, body)
 		return
 	}
+	entries := make([]sqsEntry, len(raws))
 	keys := make([]Key, len(entries))
 	byID := map[string]Key{}
-	for i, e := range entries {
+	for i := range raws {
+		_ = json.Unmarshal(raws[i], &entries[i])
+		e := entries[i]
 		env, _ := ParseEnvelope([]byte(e.Body))
 		keys[i] = env.Key()
 		byID[e.ID] = keys[i]
@@ -559,11 +562,11 @@ func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 		SenderFault bool   `json:"SenderFault"`
 	}
 	var refusedList []failed
-	var keep []sqsEntry
+	var keep []json.RawMessage
 	for i, e := range entries {
 		rf, ok := pl.refused[i]
 		if !ok {
-			keep = append(keep, e)
+			keep = append(keep, raws[i])
 			continue
 		}
 		f := failed{ID: e.ID, Code: CodeThrottled, Message: "refused by the chaos sink proxy (transient)"}

@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string) error {
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
-	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
+	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), sqs-fifo (the same on a FIFO queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
 	noSkip := fs.Bool("no-skip", false, "start sessions without on_sink_refusal \"skip\" (no permanent sink refusal is injected then)")
 	streamerBin := fs.String("streamer", "", "the worker binary: its chaos build (go build -tags chaos; make chaos passes bin/streamer-chaos), default <repo>/bin/streamer")
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
@@ -68,10 +68,10 @@ func run(ctx context.Context, args []string) error {
 		cfg.Duration = *dur
 	}
 	switch *sinkFlag {
-	case "sqs", "kinesis", "stdout":
+	case "sqs", "sqs-fifo", "kinesis", "stdout":
 		cfg.Stack.Sink = *sinkFlag
 	default:
-		return fmt.Errorf("-sink %q: want sqs, kinesis or stdout", *sinkFlag)
+		return fmt.Errorf("-sink %q: want sqs, sqs-fifo, kinesis or stdout", *sinkFlag)
 	}
 	if *noSkip {
 		cfg.SinkRefusalSkip = false
