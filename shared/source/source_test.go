@@ -26,6 +26,7 @@ func TestValidate(t *testing.T) {
 			Reply: `{"msg_type":"KEEP_ALIVE_RESP"}`}}, "", ""},
 		{"none", Config{SeqMode: SeqNone, IdleTimeout: "30s"}, "", ""},
 		{"deliver", Config{OnMissingSeq: MissingDeliver, ResumeValue: ResumeLast}, "", ""},
+		{"skip refused", Config{OnSinkRefusal: RefusalSkip}, "", ""},
 		{"unknown placeholder", Config{OpenMessages: []OpenMessage{{Text: ptr(`{"t":"{{token}}"}`)}}}, "open_messages", "unknown placeholder"},
 		{"too many", Config{OpenMessages: make([]OpenMessage, MaxOpenMessages+1)}, "open_messages", "at most 16"},
 		{"neither", Config{OpenMessages: []OpenMessage{{}}}, "open_messages", "exactly one of text and binary_b64"},
@@ -46,6 +47,7 @@ func TestValidate(t *testing.T) {
 		{"seq mode", Config{SeqMode: "auto"}, "seq_mode", "field"},
 		{"missing under none", Config{SeqMode: SeqNone, OnMissingSeq: MissingDeliver}, "on_missing_seq", "field"},
 		{"missing value", Config{OnMissingSeq: "keep"}, "on_missing_seq", "deliver"},
+		{"sink refusal value", Config{OnSinkRefusal: "ignore"}, "on_sink_refusal", "skip"},
 		{"resume value", Config{ResumeValue: "first"}, "resume", "next"},
 		{"seq placeholder under none", Config{SeqMode: SeqNone, OpenMessages: []OpenMessage{{Text: ptr("{{resume_from}}")}}}, "open_messages", "seq_mode"},
 	}
@@ -109,7 +111,7 @@ func TestMatcher(t *testing.T) {
 }
 
 func TestEncodeNormalizesDefaultsAndDecodeChecks(t *testing.T) {
-	if got := (Config{SeqMode: SeqField, OnMissingSeq: MissingDrop, ResumeValue: ResumeNext}).Encode(); got != "" {
+	if got := (Config{SeqMode: SeqField, OnMissingSeq: MissingDrop, ResumeValue: ResumeNext, OnSinkRefusal: RefusalFail}).Encode(); got != "" {
 		t.Fatalf("defaults spelled out encode to %q, want empty", got)
 	}
 	c := Config{SeqMode: SeqNone, AppPing: &AppPing{Message: "ping", Every: "20s"}}
