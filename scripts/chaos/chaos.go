@@ -357,7 +357,7 @@ func (c Config) Settings() Settings {
 		Sink: sinkName(c.Stack.Sink), SinkRefusalSkip: c.awsSink() && c.SinkRefusalSkip,
 		Bounds: Bounds{
 			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
-			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: 500,
+			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: ms(stdoutFenceSlack),
 			HandoffMs:    1000,
 			BalanceMs:    ms(w.MinHold + 6*w.RebalanceEvery + 2*time.Second),
 			ClaimMs:      ms(claim),
@@ -379,6 +379,19 @@ func (c Config) Settings() Settings {
 	}
 	return set
 }
+
+// asStdout is s for evidence read from the workers' stdout: no sink
+// bounds, the stdout fence slack.
+func (s Settings) asStdout() Settings {
+	s.Sink, s.SinkRequestTimeoutMs, s.SinkRefusalSkip = devstack.SinkStdout, 0, false
+	s.Bounds.TrustDeadlineMs, s.Bounds.TrustTolMs, s.Bounds.SinkRecoverMs = 0, 0, 0
+	s.Bounds.FenceSlackMs = stdoutFenceSlack.Milliseconds()
+	return s
+}
+
+// stdoutFenceSlack is the fence slack for stdout lines (their way to the
+// harness).
+const stdoutFenceSlack = 500 * time.Millisecond
 
 // sinkRetryMax is the batch sink's longest retry backoff
 // (workers/streamer/sink/batch DefaultConfig: Retry.Max).

@@ -360,6 +360,11 @@ func (j *judge) violate(check, session string, atNs int64, format string, args .
 
 // Analyze judges a run's evidence against its settings.
 func Analyze(ev Evidence, set Settings, plan Plan) Result {
+	if set.destSink() && ev.Sink == nil {
+		// Evidence without a destination (the benchmarks' stdout lines,
+		// judged with chaos's default settings) is judged as stdout lines.
+		set = set.asStdout()
+	}
 	j := &judge{ev: ev, set: set, t0: ev.Start.UnixNano(), sess: map[string]*sessionView{}, inc: map[string]*Incarnation{}}
 	j.res = Result{Settings: set, Plan: plan, Started: ev.Start, DurationMs: ev.End.Sub(ev.Start).Milliseconds(), Incarnations: ev.Incarnations, SinkFiles: ev.SinkFiles}
 	for i := range ev.Incarnations {

@@ -10,11 +10,7 @@ import (
 // the destination is a sink envelope naming an incarnation of the run,
 // and no worker wrote sink lines to its stdout.
 func (j *judge) checkDestination() {
-	sk := j.ev.Sink
-	if sk == nil {
-		j.violate(CheckSink, "", j.t0, "an AWS sink (%s) but no destination evidence: the harness did not read the destination", j.set.Sink)
-		return
-	}
+	sk := j.ev.Sink // not nil: Analyze judges evidence without it as stdout lines
 	if sk.Broken > 0 {
 		j.violate(CheckSink, "", j.t0, "%d message(s) at the destination that are not sink envelopes", sk.Broken)
 	}

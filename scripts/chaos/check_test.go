@@ -863,3 +863,19 @@ func TestTrustDeadlineBoundIsInclusive(t *testing.T) {
 		t.Fatalf("trust late %v", res.TrustLateMs)
 	}
 }
+
+// Evidence without a destination (the benchmarks judge their stdout lines
+// with chaos's default settings, whose sink is sqs) is judged as stdout
+// lines: order judged, no sink bounds.
+func TestEvidenceWithoutDestinationIsJudgedAsStdout(t *testing.T) {
+	s := newScenario()
+	s.set = DefaultConfig().Settings()
+	res := s.judge()
+	if !res.OK() || res.Settings.Sink != devstack.SinkStdout || res.Settings.Bounds.TrustDeadlineMs != 0 || res.Settings.Bounds.FenceSlackMs != 500 {
+		t.Fatalf("settings %+v, violations %+v", res.Settings, res.Violations)
+	}
+	s.ev.Deliveries[10].AtNs, s.ev.Deliveries[11].AtNs = s.ev.Deliveries[11].AtNs, s.ev.Deliveries[10].AtNs
+	if res := s.judge(); len(violationsOf(res, CheckOrder)) == 0 {
+		t.Fatalf("no order violation on stdout lines out of order: %+v", res.Violations)
+	}
+}
