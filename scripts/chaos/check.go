@@ -1571,7 +1571,7 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("%d sessions and %d worker records read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), len(j.ev.Final.Workers), t.Incarnations)
 	case CheckSink:
 		if sk := j.ev.Sink; sk != nil {
-			return fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: the destination keeps no order)",
+			return fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: a standard queue keeps no order, retries and partial failures reorder)",
 				sk.Sink, sk.Messages, sk.Broken, sk.Unknown, sk.Stamped, sk.Unstamped, t.Reordered)
 		}
 		return fmt.Sprintf("%d records received, %d unparsable stdout lines, %d lines cut short by a kill (not delivered)", t.Deliveries, j.ev.BadLines, t.Truncated)
