@@ -21,18 +21,10 @@ INFRA_OFFLINE := env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSIO
 	-u AWS_PROFILE -u AWS_DEFAULT_PROFILE -u AWS_REGION -u AWS_DEFAULT_REGION \
 	AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
 
-# The ingest Lambda bundle: the real one (mk/ingest.mk's build-ingest) once
-# functions/ingest has a main package, otherwise a placeholder built the same way.
-INFRA_INGEST_TARGET := $(if $(wildcard functions/ingest/main.go),build-ingest,infra-placeholder)
+.PHONY: infra-assets infra-app synth test-infra lint-infra
 
-.PHONY: infra-assets infra-placeholder infra-app synth test-infra lint-infra
-
-## infra-assets: bin/ingest/bootstrap (real or placeholder) for the Lambda asset.
-infra-assets: $(INFRA_INGEST_TARGET)
-
-infra-placeholder:
-	@mkdir -p $(BIN)/ingest
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(BIN)/ingest/bootstrap ./infra/placeholder
+## infra-assets: bin/ingest/bootstrap (mk/ingest.mk's build-ingest) for the Lambda asset.
+infra-assets: build-ingest
 
 ## infra-app: the CDK app binary cdk.json runs (bin/infra) and its assets.
 infra-app: infra-assets
