@@ -38,7 +38,7 @@ const (
 // checkRules are the checks in report order, with what each one holds.
 var checkRules = []struct{ name, rule string }{
 	{CheckOneConn, "at every instant at most one open connection per session (the feed's records); no attempt refused because another was open"},
-	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink"},
+	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink; a seq the worker logged as skipped (permanent sink refusal, on_sink_refusal skip) is excused only if the sink fault proxy refused that message permanently"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
 	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change"},
 	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a worker that cannot heartbeat after its trust deadline (last heartbeat + TTL − safety margin: zombie, partition, DynamoDB down)"},

@@ -24,6 +24,25 @@ func (j *judge) checkDestination() {
 		}
 	}
 	sk.Unknown = 0
+	// A skip is the worker's word: it must name a message the proxy
+	// refused permanently (at every attempt), never one it accepted or
+	// refused only transiently.
+	refused := map[RecordRef]bool{}
+	for _, r := range sk.Refused {
+		refused[r] = true
+	}
+	bad := map[string][]int64{}
+	for _, k := range j.ev.Skips {
+		if sk.Refused == nil && sk.PermanentlyRefused > 0 {
+			break // evidence saved before the proxy's refusals were kept
+		}
+		if !refused[RecordRef{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] {
+			bad[k.Session] = append(bad[k.Session], k.Seq)
+		}
+	}
+	for _, id := range sortedKeys(bad) {
+		j.violate(CheckNoLoss, id, j.t0, "the worker logged %d message(s) as skipped after a permanent refusal that the sink never refused permanently, e.g. seq %v: a message lost, not skipped", len(bad[id]), bad[id][:min(len(bad[id]), 8)])
+	}
 	for w, n := range unknown {
 		sk.Unknown += n
 		j.violate(CheckSink, "", j.t0, "%d record(s) at the destination name worker %q, no incarnation of the run", n, w)

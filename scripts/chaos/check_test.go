@@ -774,6 +774,7 @@ func TestDestinationRunPasses(t *testing.T) {
 	s = destScenario()
 	s.ev.Deliveries = removeSeq(s.ev.Deliveries, "b", 70)
 	s.ev.Skips = []Skip{{Session: "b", Seq: 70, Epoch: 1, Worker: "worker-2", AtNs: at(15).UnixNano()}}
+	s.ev.Sink.Refused = []RecordRef{{Session: "b", Seq: 70}}
 	if res := s.judge(); !res.OK() || res.Totals.Skipped != 1 {
 		t.Fatalf("skipped %d, violations %+v", res.Totals.Skipped, res.Violations)
 	}
@@ -830,6 +831,11 @@ func TestPlantedSinkViolations(t *testing.T) {
 				}
 			}
 			s.ev.Deliveries = keep
+		}},
+		{"a skip logged for a message the sink never refused permanently", CheckNoLoss, func(s *scenario) {
+			s.ev.Deliveries = removeSeq(s.ev.Deliveries, "b", 70)
+			s.ev.Skips = []Skip{{Session: "b", Seq: 70, Epoch: 1, Worker: "worker-2", AtNs: at(15).UnixNano()}}
+			s.ev.Sink.Refused = []RecordRef{{Session: "b", Seq: 71}}
 		}},
 		{"a destination record naming no worker of the run", CheckSink, func(s *scenario) {
 			s.ev.Deliveries = append(s.ev.Deliveries, Delivery{Session: "b", Seq: 141, Epoch: 1, Worker: "worker-9", AtNs: at(29).UnixNano()})

@@ -928,7 +928,10 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 		r.rec.mu.Unlock()
 		dels, sinkEv.Stamped, sinkEv.Unstamped = restamp(dels, p.Stamps())
 		sinkEv.Proxy = p.Stats()
-		sinkEv.PermanentlyRefused = len(p.PermanentlyRefused())
+		for _, k := range p.PermanentlyRefused() {
+			sinkEv.Refused = append(sinkEv.Refused, RecordRef{Session: k.Session, Seq: k.Seq, Sub: k.Sub})
+		}
+		sinkEv.PermanentlyRefused = len(sinkEv.Refused)
 		r.say("destination drained: %d message(s), %d stamped by the proxy, %d by the engine; %d not envelopes", sinkEv.Messages, sinkEv.Stamped, sinkEv.Unstamped, sinkEv.Broken)
 	}
 	final, err := r.scan(ctx)

@@ -53,12 +53,20 @@ type SinkEvidence struct {
 	Unstamped int             `json:"unstamped"`
 	Proxy     sinkfault.Stats `json:"proxy"`
 	// PermanentlyRefused is how many records the proxy refused
-	// permanently (each at every attempt).
-	PermanentlyRefused int `json:"permanently_refused"`
+	// permanently (each at every attempt); Refused names them.
+	PermanentlyRefused int         `json:"permanently_refused"`
+	Refused            []RecordRef `json:"refused,omitempty"`
 	// Unknown are records naming a worker no process of the run was.
 	Unknown int `json:"unknown_workers"`
 	// ReaderErr is the destination reader's error, if any.
 	ReaderErr string `json:"reader_error,omitempty"`
+}
+
+// RecordRef names a message of a session (its seq and sub).
+type RecordRef struct {
+	Session string `json:"s"`
+	Seq     int64  `json:"q"`
+	Sub     int64  `json:"u,omitempty"`
 }
 
 // Log messages of the worker the harness reads (workers/streamer).
