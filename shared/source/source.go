@@ -44,6 +44,9 @@ const (
 	maxDurationBytes = 32
 )
 
+// DefaultSeqPath is the seq_path (seq_field) of a session that names none.
+const DefaultSeqPath = "seq"
+
 // Sequence modes (seq_mode).
 const (
 	SeqField = "field" // the default: the seq is read at seq_path

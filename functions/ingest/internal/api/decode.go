@@ -127,7 +127,7 @@ func decodeSource(b *startBody, d *sessions.Desired) *apiError {
 		c.SeqMode = *b.SeqMode
 	}
 	none := c.SeqMode == source.SeqNone
-	d.SeqField = sessions.DefaultSeqField
+	d.SeqField = source.DefaultSeqPath
 	if b.SeqField != nil {
 		if _, err := source.ParsePath(*b.SeqField); err != nil || !seqFieldPattern.MatchString(*b.SeqField) {
 			return badRequest(CodeInvalidSeqField, "seq_field must match "+seqFieldPattern.String()+" with no empty segment between dots")

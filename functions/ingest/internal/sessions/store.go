@@ -31,6 +31,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // API is the part of the DynamoDB client the store calls.
@@ -59,16 +60,13 @@ var (
 	ErrInvalidCursor = errors.New("invalid list cursor")
 )
 
-// DefaultSeqField is the seq_field of a start that names none.
-const DefaultSeqField = "seq"
-
 // Desired is what a start asks for. A start always states the whole desired
 // configuration: an omitted ResumeQueryParam or Headers clears it.
 type Desired struct {
 	ConnectionID     string
 	WSURL            string
 	Headers          map[string]string // may carry credentials: never logged or returned
-	SeqField         string            // DefaultSeqField when empty
+	SeqField         string            // source.DefaultSeqPath when empty
 	ResumeQueryParam string            // optional
 	// Source is the source protocol as stored (shared/source's Encode; ""
 	// = the defaults). Its open messages may carry credentials: never
@@ -211,7 +209,7 @@ func (r record) sameAs(d Desired) bool {
 // write gets its own generation.
 func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 	if d.SeqField == "" {
-		d.SeqField = DefaultSeqField
+		d.SeqField = source.DefaultSeqPath
 	}
 	if len(d.Headers) == 0 {
 		d.Headers = nil

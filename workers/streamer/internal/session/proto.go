@@ -45,12 +45,12 @@ type proto struct {
 
 // defaultProto is the protocol of an item with neither seq_field nor
 // source_config: seq at "seq", nothing sent.
-var defaultProto = &proto{seqPath: []string{DefaultSeqField}}
+var defaultProto = &proto{seqPath: []string{source.DefaultSeqPath}}
 
 // compile reads the item's source protocol. An error means the stored
 // configuration is not one ingest accepts (a hand-edited item).
 func compile(it lease.Item) (*proto, error) {
-	if it.Source == "" && (it.SeqField == "" || it.SeqField == DefaultSeqField) {
+	if it.Source == "" && (it.SeqField == "" || it.SeqField == source.DefaultSeqPath) {
 		return defaultProto, nil
 	}
 	c, err := source.Decode(it.Source)
@@ -70,7 +70,7 @@ func compile(it lease.Item) (*proto, error) {
 	}
 	field := it.SeqField
 	if field == "" {
-		field = DefaultSeqField
+		field = source.DefaultSeqPath
 	}
 	if p.seqPath, err = source.ParsePath(field); err != nil {
 		// An item written before seq paths: its seq_field is one key.

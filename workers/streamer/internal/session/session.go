@@ -93,9 +93,6 @@ var (
 	errSink       = errors.New("sink refused a message")
 )
 
-// DefaultSeqField is the sequence field when the item names none.
-const DefaultSeqField = "seq"
-
 // Config are the settings every session of a worker shares.
 type Config struct {
 	WorkerID    string
