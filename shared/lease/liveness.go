@@ -1,0 +1,199 @@
+// The worker's own liveness: its record's registration, the heartbeat that
+// extends its trust, the trust deadline every tenure checks, and leaving.
+
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// Register creates the worker record (ALIVE, epoch 1). The worker is trusted
+// from the send time of the registration.
+func (k *Keeper) Register(ctx context.Context) error {
+	l := k.reported()
+	sentAt := k.clk.Now()
+	rec := WorkerRecord{
+		ID: k.cfg.Owner, State: schema.WorkerAlive, Epoch: 1, HeartbeatSeq: 0, HeartbeatAtMs: sentAt.UnixMilli(), TTL: k.cfg.TTL,
+		Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr, List: schema.WorkerListAlive, StartedAtMs: sentAt.UnixMilli(),
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Register(ctx, rec); err != nil {
+		return fmt.Errorf("register worker %s: %w", k.cfg.Owner, err)
+	}
+	k.lmu.Lock()
+	k.epoch, k.nextSeq, k.record = 1, 1, rec
+	k.live.succeeded(sentAt)
+	k.publishLocked()
+	k.lmu.Unlock()
+	return nil
+}
+
+// Trusted reports whether the worker may act as owner now.
+func (k *Keeper) Trusted() bool { return k.trusted(k.clk.Now()) }
+
+func (k *Keeper) trusted(now time.Time) bool {
+	t := k.trust.Load()
+	return t.valid && now.Before(t.until)
+}
+
+// trustDeadline is the published trust deadline (zero: not trusted at all).
+func (k *Keeper) trustDeadline() time.Time {
+	t := k.trust.Load()
+	if !t.valid {
+		return time.Time{}
+	}
+	return t.until
+}
+
+// TrustedUntil is the worker's current monotonic trust deadline.
+func (k *Keeper) TrustedUntil() time.Time {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.trustedUntil
+}
+
+// Ended says why the worker's liveness ended (declared dead, left); nil
+// while it lives.
+func (k *Keeper) Ended() error {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.ended
+}
+
+// Record is the worker record as the last heartbeat returned it.
+func (k *Keeper) Record() WorkerRecord {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	r := k.record
+	r.Mailbox = append([]string(nil), r.Mailbox...)
+	return r
+}
+
+// AliveWorkers is how many workers were ALIVE at the last listing.
+func (k *Keeper) AliveWorkers() int {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.alive
+}
+
+// Ack records that mailbox entry id was handled; the next heartbeat removes
+// it from the record.
+// Acking an entry twice (the mailbox and an audit both re-read it) sends
+// it once: a heartbeat naming it twice would be refused (a set with
+// duplicates is invalid), and so would every one after it.
+func (k *Keeper) Ack(id string) {
+	k.lmu.Lock()
+	if k.pending[id] && !slices.Contains(k.acks, id) {
+		k.acks = append(k.acks, id)
+	}
+	k.lmu.Unlock()
+}
+
+// startHeartbeat sends one heartbeat unless one is in flight.
+func (k *Keeper) startHeartbeat(ctx context.Context) {
+	k.lmu.Lock()
+	if k.hbBusy || k.live.ended != nil || !k.live.registered {
+		k.lmu.Unlock()
+		return
+	}
+	k.hbBusy = true
+	k.lmu.Unlock()
+	k.wg.Go(func() { k.heartbeat(ctx) })
+}
+
+// heartbeat sends one heartbeat with a new counter value and the acks
+// collected so far, and applies the outcome.
+func (k *Keeper) heartbeat(ctx context.Context) {
+	l := k.reported()
+	k.lmu.Lock()
+	seq, epoch := k.nextSeq, k.epoch
+	k.nextSeq++ // a retry never reuses a counter value (see Store.Heartbeat)
+	acks := append([]string(nil), k.acks...)
+	k.lmu.Unlock()
+	sentAt := k.clk.Now()
+	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
+		Seq: seq, AtMs: sentAt.UnixMilli(), Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr,
+		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,
+	})
+	cancel()
+	k.obs.Heartbeat(k.clk.Now().Sub(sentAt), err)
+	var fresh []string
+	k.lmu.Lock()
+	k.hbBusy = false
+	switch {
+	case err == nil:
+		k.live.succeeded(sentAt)
+		k.publishLocked()
+		k.record = rec
+		// Acks sent are applied; drop them.
+		k.acks = k.acks[len(acks):]
+		for _, id := range acks {
+			delete(k.pending, id)
+		}
+		for _, id := range rec.Mailbox {
+			if !k.pending[id] {
+				k.pending[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+	case errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound):
+		k.live.end(fmt.Errorf("heartbeat: %w", err))
+		k.publishLocked()
+	}
+	k.lmu.Unlock()
+	if len(fresh) > 0 {
+		k.obs.Mailbox(fresh)
+	}
+}
+
+// fenced returns ErrUntrusted (or the liveness error) when the worker may
+// not write as owner now: a fenced worker writes nothing.
+func (k *Keeper) fenced() error {
+	now := k.clk.Now()
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	if k.live.ended != nil {
+		return k.live.ended
+	}
+	if !k.live.valid(now) {
+		return ErrUntrusted
+	}
+	return nil
+}
+
+// Leave marks the worker LEFT after it released its sessions (graceful
+// exit): nobody waits a TTL; reconcilers take over anything it still owns
+// (the GONE list), then mark it DONE.
+func (k *Keeper) Leave(ctx context.Context) error {
+	k.lmu.Lock()
+	epoch, registered := k.epoch, k.live.registered
+	k.lmu.Unlock()
+	if !registered {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	// Always GONE: a reconciler moves the record to DONE once by_owner
+	// shows it owns nothing. The worker's own view is not enough (a release
+	// whose write failed, an acquire whose reply was lost, an index that
+	// lags), and a DONE record's sessions are never looked for again.
+	list := schema.WorkerListGone
+	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
+	k.lmu.Lock()
+	k.live.end(errLeft)
+	k.publishLocked()
+	k.lmu.Unlock()
+	k.endAll(errLeft)
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", k.cfg.Owner, err)
+	}
+	return nil
+}

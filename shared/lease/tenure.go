@@ -1,0 +1,215 @@
+// Tenure writes: acquiring a session, its checkpoints, and the end of a
+// tenure (release, hand-off, failure, abandon), and the tenures held.
+
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Acquire takes session id, from prev when the caller knows its owner is
+// not alive (nil: no owner expected). A session held by another worker is
+// taken over when that worker is seen not alive (its record DEAD, LEFT or
+// gone): the store's conditional write names the exact tenure taken. A
+// session a rebalancing move reserved for another worker is taken only when
+// that worker is seen not alive or the reservation is older than
+// HandoffBound.
+func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, error) {
+	if err := k.fenced(); err != nil {
+		return nil, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	k.mu.Lock()
+	if h, ok := k.held[id]; ok && h.Err() == nil {
+		k.mu.Unlock()
+		return nil, fmt.Errorf("acquire %s: %w (by this worker)", id, ErrHeld)
+	}
+	k.mu.Unlock()
+	sentAt := k.clk.Now()
+	from := From{Prev: prev}
+	it, err := k.acquire(ctx, id, from)
+	for range 2 { // a takeover, then a reservation (or the other way round)
+		var held *HeldError
+		var reserved *ReservedError
+		switch {
+		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.notAlive(ctx, held.Current.Owner):
+			cur := held.Current
+			from.Prev = &cur
+		case errors.As(err, &reserved) && from.Bypass == "" &&
+			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notTaking(ctx, reserved.To)):
+			from.Bypass = reserved.To
+		default:
+			continue
+		}
+		sentAt = k.clk.Now()
+		it, err = k.acquire(ctx, id, from)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.trusted, k.trustDeadline, k.clk.Now)
+	k.mu.Lock()
+	if old, ok := k.held[id]; ok {
+		old.end(ErrLeaseLost)
+	}
+	k.held[id] = h
+	k.mu.Unlock()
+	return h, nil
+}
+
+func (k *Keeper) acquire(ctx context.Context, id string, from From) (Item, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	return k.store.Acquire(ctx, id, k.cfg.Owner, from)
+}
+
+// checkpoint writes seq for h (fenced on the worker's trust).
+func (k *Keeper) checkpoint(ctx context.Context, h *Held, seq int64) error {
+	if err := k.fenced(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	return k.store.Checkpoint(ctx, h.token, seq)
+}
+
+// Checkpoint writes h's highest observed seq now if it advanced (a stop, a
+// new generation).
+func (k *Keeper) Checkpoint(ctx context.Context, h *Held) error {
+	seq := h.LastSeq()
+	if seq <= h.Checkpointed() {
+		return nil
+	}
+	err := k.checkpoint(ctx, h, seq)
+	h.checkpointDone(seq, err, k.clk.Now().Add(h.every))
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", h.token, err)
+	}
+	return nil
+}
+
+// Release ends h and writes the final checkpoint and the release, so that
+// another worker may take the session at once. The caller has stopped
+// using the session first. A fenced worker writes nothing (ErrUntrusted):
+// its sessions are taken over once it is declared dead.
+func (k *Keeper) Release(ctx context.Context, h *Held) error {
+	h.end(ErrReleased)
+	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("release %s: %w", h.token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Release(ctx, h.token, h.LastSeq()); err != nil {
+		return fmt.Errorf("release %s: %w", h.token, err)
+	}
+	return nil
+}
+
+// Handoff ends h and releases it reserved for worker to (a rebalancing
+// move): the final checkpoint, then the release; to may take it at once,
+// anyone else after HandoffBound. Like Release, the caller has stopped
+// using the session first.
+func (k *Keeper) Handoff(ctx context.Context, h *Held, to string) error {
+	h.end(ErrReleased)
+	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("hand off %s: %w", h.token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Handoff(ctx, h.token, h.LastSeq(), to, k.clk.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("hand off %s to %s: %w", h.token, to, err)
+	}
+	return nil
+}
+
+// ReleaseToken releases a tenure of this worker that it does not hold in
+// memory (found by an audit: an acquire whose reply was lost).
+func (k *Keeper) ReleaseToken(ctx context.Context, t Token) error {
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Release(ctx, t, NoSeq); err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	return nil
+}
+
+// Fail ends h and records that its source, as configured at generation gen,
+// can never be connected (Store.Fail). ErrNewGeneration: the session has a
+// newer configuration, never tried; nothing was written and h may still be
+// released.
+func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at time.Time) error {
+	h.end(ErrFailed)
+	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("fail %s: %w", h.token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
+		return fmt.Errorf("fail %s: %w", h.token, err)
+	}
+	return nil
+}
+
+// NoteError records reason as h's session's last connection error, seen at
+// at, while h holds it. It does not end h.
+func (k *Keeper) NoteError(ctx context.Context, h *Held, reason string, at time.Time) error {
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("note error %s: %w", h.token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.NoteError(ctx, h.token, reason, at.UnixMilli()); err != nil {
+		return fmt.Errorf("note error %s: %w", h.token, err)
+	}
+	return nil
+}
+
+// Abandon stops holding h without writing anything (the session is taken
+// over once this worker is declared dead, or audited back).
+func (k *Keeper) Abandon(h *Held) {
+	h.end(ErrReleased)
+	k.forget(h)
+}
+
+// Holds reports whether this worker currently holds id.
+func (k *Keeper) Holds(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, ok := k.held[id]
+	return ok && h.Err() == nil
+}
+
+// Get returns the tenure of id this worker holds, or nil.
+func (k *Keeper) Get(id string) *Held {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held[id]
+}
+
+// Held lists the tenures being held, by connection id.
+func (k *Keeper) Held() []*Held {
+	k.mu.Lock()
+	out := make([]*Held, 0, len(k.held))
+	for _, h := range k.held {
+		out = append(out, h)
+	}
+	k.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
+
+// Count is the number of sessions held.
+func (k *Keeper) Count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.held)
+}

@@ -1,0 +1,216 @@
+// The view of other workers: who is alive, reading the records this worker
+// watches, and declaring a silent one dead.
+
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// NotAlive reports whether worker id is not alive, as this Keeper has seen
+// it (its record read when not seen alive within the last heartbeat
+// period; a worker seen DEAD or LEFT, or missing, stays so): the check a
+// takeover of id's tenures needs when another worker reports id dead.
+func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAlive(ctx, id) }
+
+// notAlive reports whether worker id is known not alive, reading its record
+// when this Keeper has not seen it alive within the last heartbeat period.
+func (k *Keeper) notAlive(ctx context.Context, id string) bool {
+	now := k.clk.Now()
+	k.gmu.Lock()
+	if k.gone[id] {
+		k.gmu.Unlock()
+		return true
+	}
+	if at, ok := k.aliveSeen[id]; ok && now.Sub(at) < k.cfg.HeartbeatEvery {
+		k.gmu.Unlock()
+		return false
+	}
+	k.gmu.Unlock()
+	if _, gone, ok := k.readWorker(ctx, id); gone || !ok {
+		return gone
+	}
+	k.gmu.Lock()
+	k.aliveSeen[id] = k.clk.Now()
+	k.gmu.Unlock()
+	return false
+}
+
+// readWorker reads worker id's record: gone when it is missing or not
+// ALIVE (remembered: it never comes back), ok false when the read failed.
+func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, gone, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	rec, err := k.store.GetWorker(ctx, id)
+	switch {
+	case errors.Is(err, ErrWorkerNotFound):
+		k.markGone(id)
+		return rec, true, true
+	case err != nil:
+		return rec, false, false
+	case !rec.Alive():
+		k.markGone(id)
+		return rec, true, true
+	}
+	return rec, false, true
+}
+
+// notTaking reports whether worker id will not take a session reserved
+// for it: not alive, or draining (shutting down: it claims nothing more,
+// so waiting out the hand-off bound would only keep the session dark).
+// Reservations are a liveness matter only, so a stale read costs at most
+// the bound.
+func (k *Keeper) notTaking(ctx context.Context, id string) bool {
+	k.gmu.Lock()
+	gone := k.gone[id]
+	k.gmu.Unlock()
+	if gone {
+		return true
+	}
+	rec, gone, ok := k.readWorker(ctx, id)
+	return gone || (ok && rec.Draining)
+}
+
+func (k *Keeper) markGone(id string) {
+	k.gmu.Lock()
+	k.gone[id] = true
+	delete(k.aliveSeen, id)
+	k.gmu.Unlock()
+}
+
+// Fleet reads the records of the alive workers (eventually consistent):
+// the load and capacity rebalancing works from.
+func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
+	ids, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	if err != nil {
+		return nil, fmt.Errorf("alive workers: %w", err)
+	}
+	recs, err := k.store.GetWorkers(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("worker records: %w", err)
+	}
+	return recs, nil
+}
+
+// RefreshWorkers lists the alive workers and recomputes the watch targets
+// (Run does it every RefreshEvery).
+func (k *Keeper) RefreshWorkers(ctx context.Context) error { return k.refreshWorkers(ctx) }
+
+func (k *Keeper) refreshWorkers(ctx context.Context) error {
+	alive, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	if err != nil {
+		return fmt.Errorf("alive workers: %w", err)
+	}
+	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)
+	k.lmu.Lock()
+	k.alive = len(alive)
+	k.targets = targets
+	keep := map[string]*watch{}
+	for _, t := range targets {
+		if w, ok := k.watching[t]; ok {
+			keep[t] = w
+		} else {
+			keep[t] = &watch{}
+		}
+	}
+	k.watching = keep
+	k.lmu.Unlock()
+	return nil
+}
+
+// Targets are the workers this Keeper watches.
+func (k *Keeper) Targets() []string {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return append([]string(nil), k.targets...)
+}
+
+// watchPass reads every watched record and declares dead those whose
+// counter has not moved for the TTL (DeathAllowedAt).
+func (k *Keeper) watchPass(ctx context.Context) {
+	for _, t := range k.Targets() {
+		rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+		rec, err := k.store.GetWorker(rctx, t)
+		cancel()
+		receivedAt := k.clk.Now()
+		if errors.Is(err, ErrWorkerNotFound) || (err == nil && !rec.Alive()) {
+			k.markGone(t)
+			k.unwatch(t)
+			continue
+		}
+		if err != nil {
+			// The wait counts only reads that answered: after an outage
+			// that also stopped t's heartbeats, the first answer starts a
+			// new wait instead of finding t's counter "still" unmoved.
+			k.lmu.Lock()
+			if w, ok := k.watching[t]; ok {
+				*w = watch{}
+			}
+			k.lmu.Unlock()
+			continue
+		}
+		k.lmu.Lock()
+		w, ok := k.watching[t]
+		if ok {
+			w.observe(rec, receivedAt)
+		}
+		due := ok && w.deathAllowed(receivedAt, k.cfg.TTL)
+		var epoch, seq int64
+		if ok {
+			epoch, seq = w.epoch, w.seq
+		}
+		k.scheduleDeathCheckLocked()
+		k.lmu.Unlock()
+		if !due {
+			continue
+		}
+		rctx, cancel = context.WithTimeout(ctx, k.cfg.RPCTimeout)
+		err = k.store.DeclareDead(rctx, t, epoch, seq, k.cfg.Owner, k.clk.Now().UnixMilli())
+		cancel()
+		if err == nil || errors.Is(err, ErrWorkerDead) {
+			k.markGone(t)
+			k.unwatch(t)
+			if err == nil {
+				k.obs.WorkerDied(t)
+			}
+		}
+	}
+}
+
+// deathDue reports (once) whether a watched worker's death became allowed
+// by now, so that it is declared within a Tick of that instant.
+func (k *Keeper) deathDue(now time.Time) bool {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	if k.deathCheck.IsZero() || now.Before(k.deathCheck) {
+		return false
+	}
+	k.deathCheck = time.Time{}
+	return true
+}
+
+// scheduleDeathCheckLocked sets deathCheck to the earliest death-allowed
+// instant among the watches; the caller holds lmu.
+func (k *Keeper) scheduleDeathCheckLocked() {
+	var next time.Time
+	for _, w := range k.watching {
+		if w.firstSeen.IsZero() {
+			continue
+		}
+		if at := DeathAllowedAt(w.firstSeen, k.cfg.TTL, w.ttl); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	k.deathCheck = next
+}
+
+func (k *Keeper) unwatch(id string) {
+	k.lmu.Lock()
+	delete(k.watching, id)
+	k.lmu.Unlock()
+}
