@@ -1,0 +1,166 @@
+// The close state machine: ending a session (Interrupt), dropping a
+// connection to reconnect, and attaching and detaching connections.
+
+package session
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+)
+
+// Interrupt ends the session with a terminal reason. A lease that is no
+// longer ours (lost, untrusted, expired) or a crash closes the socket at
+// once; shutdown (1001) and stop (1000) close it with a handshake bounded by
+// CloseGrace. It never blocks; the first reason wins, but a later reason
+// that must close at once still cuts a handshake short.
+func (s *Session) Interrupt(reason error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, graceful := closeCodeFor(reason)
+	if s.end != nil {
+		if !graceful && s.raw != nil {
+			_ = s.raw.Close()
+		}
+		return
+	}
+	s.end = reason
+	close(s.ended)
+	s.signalLocked()
+	if s.dialCancel != nil {
+		s.dialCancel()
+	}
+	if s.conn != nil {
+		s.closeLocked(reason)
+	}
+}
+
+// reconnect asks the session to drop its connection and dial again.
+func (s *Session) reconnect(reason error, conn *websocket.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil || s.conn != conn || s.conn == nil {
+		return
+	}
+	s.kick = reason
+	s.closeLocked(reason)
+}
+
+func (s *Session) signalLocked() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeLocked starts closing the current connection for reason.
+func (s *Session) closeLocked(reason error) {
+	conn, raw := s.conn, s.raw
+	code, graceful := closeCodeFor(reason)
+	if !graceful {
+		hardClose(conn, raw)
+		return
+	}
+	grace := s.env.Config.CloseGrace
+	force := time.AfterFunc(grace, func() { hardClose(conn, raw) })
+	go func() {
+		_ = conn.Close(code, closeText(code))
+		force.Stop()
+	}()
+}
+
+// hardClose closes the TCP connection under conn at once; the blocked read
+// returns and the Conn tears itself down.
+func hardClose(conn *websocket.Conn, raw net.Conn) {
+	if raw != nil {
+		_ = raw.Close()
+		return
+	}
+	go conn.CloseNow()
+}
+
+func (s *Session) terminal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.end
+}
+
+// check returns the terminal reason, if any.
+func (s *Session) check(ctx context.Context) error {
+	if err := s.terminal(); err != nil {
+		return err
+	}
+	select {
+	case <-s.held.Done():
+		err := s.held.Err()
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+		return s.terminal()
+	default:
+	}
+	if ctx.Err() != nil {
+		s.Interrupt(ErrCrashed)
+		return s.terminal()
+	}
+	return nil
+}
+
+// sleep waits d, or less when the session must act (terminal reason, new
+// generation).
+func (s *Session) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.wake:
+	case <-s.held.Done():
+	case <-s.held.Changed():
+	case <-ctx.Done():
+	}
+}
+
+// attach makes conn the session's connection unless the session already
+// ended, in which case it closes conn (per the reason) and waits for it.
+func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *proto) bool {
+	s.touch()
+	s.mu.Lock()
+	s.conn, s.raw, s.connGen, s.kick, s.proto = conn, raw, it.Generation, nil, p
+	cfg := s.env.Config
+	now := time.Now()
+	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	s.nextAppPing = now.Add(p.pingEvery)
+	s.skipRefused.Store(p.skipRefused)
+	if s.end != nil {
+		s.closeLocked(s.end)
+		s.mu.Unlock()
+		s.detach(conn, raw)
+		return false
+	}
+	s.mu.Unlock()
+	s.connected.Store(true)
+	return true
+}
+
+// detach waits until conn is fully closed and forgets it; it returns the
+// reconnect reason that was set, if any.
+func (s *Session) detach(conn *websocket.Conn, raw net.Conn) error {
+	// CloseNow waits for a close handshake in progress (bounded by
+	// CloseGrace, after which the socket is closed under it).
+	_ = conn.CloseNow()
+	if raw != nil {
+		_ = raw.Close()
+	}
+	s.connected.Store(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kick := s.kick
+	s.conn, s.raw, s.kick = nil, nil, nil
+	return kick
+}

@@ -1,0 +1,209 @@
+// The dial: the handshake with the stored headers and the resume
+// parameter, how a dial error is classified and recorded, and URL helpers.
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/netguard"
+)
+
+// HandshakeStatusError is a handshake the source answered with an HTTP
+// status other than 101 (redirects are ErrRedirected).
+type HandshakeStatusError struct{ Code int }
+
+func (e *HandshakeStatusError) Error() string {
+	return "handshake refused: HTTP " + strconv.Itoa(e.Code)
+}
+
+// Permanent reports whether a dial error can never go away by retrying the
+// same configuration: an address refused by policy, a redirect that is not
+// followed (the session does not opt in, or the hop is beyond its
+// follow_redirects or outside the allowlist), or a handshake answered 401,
+// 403, 404 or 410. Everything else (timeouts, TLS, 5xx, a refused
+// connection, …) is transient.
+func Permanent(err error) bool {
+	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) {
+		return true
+	}
+	var hs *HandshakeStatusError
+	if errors.As(err, &hs) {
+		switch hs.Code {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusGone:
+			return true
+		}
+	}
+	return false
+}
+
+// MaxErrorText bounds the error text a session keeps and records.
+const MaxErrorText = 256
+
+// ErrorText is the text of a dial error as the session records it: without
+// the URL the dial error names, at most MaxErrorText bytes.
+func ErrorText(err error) string {
+	var de *dialError
+	if errors.As(err, &de) {
+		err = de.cause
+	}
+	text := err.Error()
+	if len(text) > MaxErrorText {
+		text = strings.ToValidUTF8(text[:MaxErrorText], "")
+	}
+	return text
+}
+
+// dialError is a failed dial: the (redacted) target and why.
+type dialError struct {
+	target string
+	cause  error
+}
+
+func (e *dialError) Error() string { return "dial " + e.target + ": " + e.cause.Error() }
+func (e *dialError) Unwrap() error { return e.cause }
+
+// dial connects to the item's URL (with the resume parameter) and headers.
+func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, error) {
+	param := it.ResumeParam
+	if p.none {
+		param = "" // the worker's numbering means nothing to the source
+	}
+	target, err := ResumeURL(it.WSURL, param, s.lastSeq.Load(), p.resumeLast)
+	if err != nil {
+		return nil, nil, err
+	}
+	hdr := make(http.Header, len(it.Headers))
+	for k, v := range it.Headers {
+		hdr.Set(k, v)
+	}
+	// pctx ends the admission wait and the dial when the session ends.
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	s.mu.Lock()
+	if s.end != nil {
+		s.mu.Unlock()
+		return nil, nil, s.end
+	}
+	s.dialCancel = pcancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.dialCancel = nil
+		s.mu.Unlock()
+	}()
+	if u, err := url.Parse(target); err == nil {
+		if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
+			return nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
+		}
+	}
+	slot := &rawSlot{}
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), it.FollowRedirects), s.env.Config.DialTimeout)
+	defer cancel()
+	// The handshake runs in a short-lived goroutine (bounded by dctx): its
+	// deep net/http call chain then never grows the stack of the session's
+	// long-lived goroutine, which only reads (about 4 KiB per session saved).
+	type result struct {
+		conn *websocket.Conn
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
+			HTTPClient:      s.env.Client,
+			HTTPHeader:      hdr,
+			Subprotocols:    it.Subprotocols,
+			CompressionMode: websocket.CompressionDisabled,
+		})
+		ch <- result{conn, resp, err}
+	}()
+	r := <-ch
+	conn, resp, err := r.conn, r.resp, r.err
+	if err != nil {
+		slot.close()
+		return nil, nil, &dialError{target: Redact(target), cause: dialCause(err, resp)}
+	}
+	conn.SetReadLimit(s.env.Config.ReadLimit)
+	return conn, slot.get(), nil
+}
+
+// dialCause strips the URL (which may carry credentials in its query) from
+// a dial error.
+func dialCause(err error, resp *http.Response) error {
+	if errors.Is(err, ErrRedirectRefused) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err
+		}
+		return err
+	}
+	if resp != nil && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return fmt.Errorf("%w (HTTP %d)", ErrRedirected, resp.StatusCode)
+	}
+	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		return &HandshakeStatusError{Code: resp.StatusCode}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// ResumeURL adds (or replaces) param=last+1 (param=last when inclusive) in
+// raw's query when param is set and a sequence number was delivered; other
+// parameters keep their order.
+func ResumeURL(raw, param string, last int64, inclusive bool) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parse ws_url %s: %w", Redact(raw), errors.Unwrap(err))
+	}
+	if param == "" || last == lease.NoSeq {
+		return raw, nil
+	}
+	var kept []string
+	if u.RawQuery != "" {
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if uk, err := url.QueryUnescape(k); err == nil && uk == param {
+				continue
+			}
+			kept = append(kept, kv)
+		}
+	}
+	from := last + 1
+	if inclusive {
+		from = last
+	}
+	kept = append(kept, url.QueryEscape(param)+"="+strconv.FormatInt(from, 10))
+	u.RawQuery = strings.Join(kept, "&")
+	return u.String(), nil
+}
+
+// Redact returns raw without credentials: no userinfo, and the query (which
+// often carries tokens) replaced by "?REDACTED".
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	u.User = nil
+	q := u.RawQuery != "" || u.ForceQuery
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	out := u.String()
+	if q {
+		out += "?REDACTED"
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+// Why a session ends or reconnects, and how each reason closes the socket.
+
+package session
+
+import (
+	"errors"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+)
+
+// Terminal reasons a session ends with (besides the lease's own errors:
+// lease.ErrLeaseLost, ErrUntrusted, ErrWorkerDead, ErrStopped, …).
+var (
+	// ErrShutdown: the worker is shutting down gracefully (close 1001,
+	// release, hand off).
+	ErrShutdown = errors.New("worker shutting down")
+	// ErrStopRequested: a stop notification was confirmed in the table
+	// (close 1000, release).
+	ErrStopRequested = errors.New("session stopped")
+	// ErrCrashed: the worker is going away without releasing (tests play a
+	// crash with it; also the end of a shutdown that ran out of time).
+	ErrCrashed = errors.New("worker abandoned the session")
+	// ErrSourceFailed: the source can never be connected (a permanent dial
+	// error, or Config.MaxDialFailures failures in a row). The worker
+	// records it (the session becomes FAILED) instead of releasing.
+	ErrSourceFailed = errors.New("source cannot be connected")
+	// ErrSinkRefused: the sink refused a message for good (a permanent
+	// refusal, or a message too large for it) and the session's
+	// on_sink_refusal is fail. The worker records it (the session becomes
+	// FAILED, the reason its last_error) instead of releasing; nothing
+	// acknowledged past the message is checkpointed.
+	ErrSinkRefused = errors.New("sink refused a message for good")
+	// ErrMoved: the worker hands the session to another one to rebalance
+	// the fleet (close 1001, release reserved for the receiver); a MoveTo
+	// names the receiver.
+	ErrMoved = errors.New("session moved to another worker")
+)
+
+// MoveTo is the reason of a directed hand-off to worker To: a rebalancing
+// move, or (Shutdown) the graceful shutdown's hand-off of the session.
+type MoveTo struct {
+	To       string
+	Shutdown bool
+}
+
+func (m MoveTo) Error() string { return "session moved to " + m.To }
+
+// Unwrap makes errors.Is(reason, ErrMoved) true, and errors.Is(reason,
+// ErrShutdown) too for a shutdown's hand-off.
+func (m MoveTo) Unwrap() []error {
+	if m.Shutdown {
+		return []error{ErrMoved, ErrShutdown}
+	}
+	return []error{ErrMoved}
+}
+
+// Reasons to reconnect (not terminal).
+var (
+	errGeneration = errors.New("session generation changed")
+	errPing       = errors.New("ping timed out")
+	errSink       = errors.New("sink refused a message")
+)
+
+// graceful reports whether reason ends the connection with a close
+// handshake (and which status), or at once.
+func closeCodeFor(reason error) (websocket.StatusCode, bool) {
+	switch {
+	case errors.Is(reason, ErrShutdown), errors.Is(reason, ErrMoved):
+		return websocket.StatusGoingAway, true
+	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration):
+		return websocket.StatusNormalClosure, true
+	}
+	return 0, false
+}
+
+func closeText(code websocket.StatusCode) string {
+	if code == websocket.StatusGoingAway {
+		return "worker shutting down"
+	}
+	return "session closed"
+}

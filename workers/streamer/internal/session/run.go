@@ -1,0 +1,180 @@
+// The run loop: connect, read, reconnect with backoff, and give up on a
+// source that never connects.
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Run holds the session until a terminal reason, which it returns:
+// ErrShutdown, ErrStopRequested, ErrCrashed, ErrSourceFailed (a permanent
+// dial error, or MaxDialFailures in a row) or the lease's own error. ctx
+// bounds sink calls and waits; cancelling it is a crash (the caller also
+// interrupts). The caller releases the lease afterwards (or, after
+// ErrSourceFailed, records the failure).
+func (s *Session) Run(ctx context.Context) error {
+	// Run's goroutine lives as long as the session and spends its life in
+	// read: the frames under read stay small (the item, the dial and the
+	// logging live in connect's and reconnectWait's frames, gone by then),
+	// so that the per-message path fits the goroutine's 4 KiB stack.
+	st := runState{first: true}
+	for {
+		conn, raw, openErr, stop, ret := s.connect(ctx, &st)
+		if stop {
+			return ret
+		}
+		if conn == nil {
+			continue // the dial failed: backed off, dial again
+		}
+		readErr := openErr
+		if readErr == nil {
+			readErr = s.read(ctx, conn)
+		}
+		kick := s.detach(conn, raw)
+		if term := s.reconnectWait(ctx, &st, readErr, kick); term != nil {
+			return term
+		}
+	}
+}
+
+// runState is Run's bookkeeping across connections.
+type runState struct {
+	attempt  int
+	failures int // dials of failGen failed in a row
+	failGen  int64
+	first    bool      // no connection opened yet in this tenure
+	opened   time.Time // when the current connection was attached
+}
+
+// connect dials the item's source, attaches the connection and sends the
+// open messages (openErr: they failed; the connection is attached all the
+// same, for Run to detach). stop: Run returns ret. A nil conn without stop:
+// the dial failed and the session has backed off; dial again.
+func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Conn, raw net.Conn, openErr error, stop bool, ret error) {
+	if err := s.check(ctx); err != nil {
+		return nil, nil, nil, true, err
+	}
+	it := s.held.Item()
+	p, perr := compile(it)
+	if perr != nil {
+		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
+		return nil, nil, nil, true, s.terminal()
+	}
+	conn, raw, err := s.dial(ctx, it, p)
+	if err != nil {
+		if term := s.check(ctx); term != nil {
+			return nil, nil, nil, true, term
+		}
+		if it.Generation != st.failGen {
+			st.failures, st.failGen = 0, it.Generation // a new configuration gets all its tries
+		}
+		st.failures++
+		if term := s.dialFailed(ctx, err, it.Generation, st.failures); term != nil {
+			return nil, nil, nil, true, term
+		}
+		d := s.env.Config.Backoff.Next(st.attempt)
+		ev := s.log.Warn()
+		if st.attempt > 0 {
+			ev = s.log.Debug()
+		}
+		ev.Err(err).Int("attempt", st.attempt+1).Dur("retry_in", d).Msg("dial")
+		st.attempt++
+		s.sleep(ctx, d)
+		return nil, nil, nil, false, nil
+	}
+	st.failures = 0
+	if !s.attach(conn, raw, it, p) {
+		return nil, nil, nil, true, s.check(ctx)
+	}
+	if s.env.Opened != nil {
+		s.env.Opened(s, st.first)
+	}
+	if st.first {
+		s.log.Info().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
+	} else {
+		s.log.Debug().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
+	}
+	st.first = false
+	st.opened = time.Now()
+	return conn, raw, s.open(conn, it, p), false, nil
+}
+
+// reconnectWait follows a connection that ended (readErr, and kick: the
+// reconnect reason set, if any): the terminal reason if the session must
+// end, otherwise nil once the backoff before the next dial has passed (none
+// for a new generation).
+func (s *Session) reconnectWait(ctx context.Context, st *runState, readErr, kick error) error {
+	if term := s.check(ctx); term != nil {
+		return term
+	}
+	s.reconnects.Add(1)
+	s.env.Counters.Reconnects.Add(1)
+	if time.Since(st.opened) >= s.env.Config.StableAfter {
+		st.attempt = 0
+	}
+	if errors.Is(kick, errGeneration) {
+		s.log.Info().Msg("new generation: reconnecting")
+		st.attempt = 0
+		return nil
+	}
+	d := s.env.Config.Backoff.Next(st.attempt)
+	st.attempt++
+	s.log.Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
+	s.sleep(ctx, d)
+	return nil
+}
+
+// dialFailed keeps err as the session's last error and decides: a
+// terminal ErrSourceFailed after a permanent error or too many failures in a
+// row; otherwise nil, after recording the error in the table when it is new
+// and the last record is old enough.
+func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures int) error {
+	text, now := ErrorText(err), time.Now()
+	s.mu.Lock()
+	s.lastErr = DialFailure{Text: text, At: now, Generation: gen}
+	s.mu.Unlock()
+	limit := s.env.Config.MaxDialFailures
+	switch {
+	case Permanent(err):
+		s.Interrupt(fmt.Errorf("%w: %s", ErrSourceFailed, text))
+		return s.terminal()
+	case limit > 0 && failures >= limit:
+		s.Interrupt(fmt.Errorf("%w: %d dials failed in a row, the last: %s", ErrSourceFailed, failures, text))
+		return s.terminal()
+	}
+	if s.env.NoteError != nil && ShouldNote(text, s.noted, s.notedAt, now) {
+		s.noted, s.notedAt = text, now
+		if nerr := s.env.NoteError(ctx, s.held, text, now); nerr != nil {
+			s.log.Debug().Err(nerr).Msg("record last error")
+		}
+	}
+	return nil
+}
+
+// ShouldNote reports whether a transient error text seen at now is recorded
+// in the table, given the last recorded one (noted at notedAt; zero: none):
+// only a different text, and at most once per NoteErrorEvery.
+func ShouldNote(text, noted string, notedAt, now time.Time) bool {
+	return text != noted && (notedAt.IsZero() || now.Sub(notedAt) >= NoteErrorEvery)
+}
+
+func describe(readErr, kick error) string {
+	if kick != nil {
+		return kick.Error()
+	}
+	if code := websocket.CloseStatus(readErr); code != -1 {
+		return "source closed with status " + strconv.Itoa(int(code))
+	}
+	if readErr == nil {
+		return "unknown"
+	}
+	return readErr.Error()
+}

@@ -1,0 +1,90 @@
+// The session's periodic duties, run from the worker's control loop: a new
+// generation, the lease's end, idle timeouts and pings.
+
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/source"
+)
+
+// Tick runs the session's periodic duties from the worker's control loop:
+// it reconnects when the lease brought a new generation, ends the session
+// when its lease ended, and starts a ping when one is due. It never blocks.
+func (s *Session) Tick(now time.Time) {
+	select {
+	case <-s.held.Done():
+		err := s.held.Err()
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+		return
+	default:
+	}
+	s.mu.Lock()
+	conn := s.conn
+	if conn == nil || s.end != nil || s.kick != nil {
+		s.mu.Unlock()
+		return
+	}
+	// A mailbox re-read that brings a new generation signals Changed (buffered): a
+	// lock-free length check, then the comparison. A signal that arrives
+	// while no connection is attached stays pending until one is.
+	if len(s.held.Changed()) > 0 {
+		select {
+		case <-s.held.Changed():
+		default:
+		}
+		if s.held.Item().Generation != s.connGen {
+			s.kick = errGeneration
+			s.closeLocked(errGeneration)
+			s.mu.Unlock()
+			return
+		}
+	}
+	p := s.proto
+	if p.idle > 0 && now.UnixNano()-s.lastRead.Load() > int64(p.idle) {
+		s.kick = errIdle
+		s.closeLocked(errIdle)
+		s.mu.Unlock()
+		return
+	}
+	cfg := s.env.Config
+	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin)
+	if ping {
+		s.pinging = true
+		s.nextPin = now.Add(cfg.PingEvery)
+	}
+	appPing := p.pingEvery > 0 && !s.appPinging && !now.Before(s.nextAppPing)
+	if appPing {
+		s.appPinging = true
+		s.nextAppPing = now.Add(p.pingEvery)
+	}
+	s.mu.Unlock()
+	if ping {
+		go s.ping(conn)
+	}
+	if appPing {
+		msg := source.Render(p.pingMsg, s.vars(s.held.Item(), p))
+		go s.appPing(conn, msg)
+	}
+}
+
+func (s *Session) ping(conn *websocket.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.env.Config.PingTimeout)
+	err := conn.Ping(ctx)
+	cancel()
+	s.mu.Lock()
+	s.pinging = false
+	s.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		s.log.Warn().Dur("timeout", s.env.Config.PingTimeout).Msg("no pong: reconnecting")
+		s.reconnect(errPing, conn)
+	}
+}
