@@ -71,11 +71,11 @@ func estimate(s Step, c Config) time.Duration {
 	case KindScaleIn:
 		return s.Gap + 3*time.Second
 	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze:
-		return s.Gap + s.Hold + 3*time.Second
+		return s.Gap + s.Hold + 3*time.Second + w.CheckpointEvery
 	case KindSinkFreezeDynamo:
 		return s.Gap + s.Hold + w.HeartbeatEvery + 2*time.Second
 	case KindSinkRefuseDynamo:
-		return s.Gap + s.Hold + w.LeaseTTL + 3*time.Second
+		return s.Gap + s.Hold + w.LeaseTTL + 3*time.Second + w.CheckpointEvery
 	default:
 		return s.Gap + 2*time.Second
 	}
@@ -167,7 +167,7 @@ func NewPlan(c Config) Plan {
 			case KindSinkLatency, KindSinkRefuse:
 				s.Hold = between(4*time.Second, 8*time.Second)
 				if c.Duration == 0 {
-					s.Hold = between(2500*time.Millisecond, 4*time.Second) // the short run: one round, kept short
+					s.Hold = between(2*time.Second, 3*time.Second) // the short run: one round, kept short
 				}
 			case KindSinkFreeze:
 				s.Hold = 2 * w.LeaseTTL

@@ -165,6 +165,15 @@ func restamp(dels []Delivery, stamps map[sinkfault.Key][]int64) (out []Delivery,
 	return out, stamped, unstamped
 }
 
+// checkpointsCatchUp waits a checkpoint interval (× 1.1, its jitter) +
+// 500 ms after a sink fault's sessions deliver again: a checkpoint follows
+// the acknowledgments, which a sink fault held back, and the next fault's
+// replay bound (a crash, a partition) assumes a checkpoint at most an
+// interval old. Faults run one at a time, each on a settled fleet.
+func (r *runner) checkpointsCatchUp(ctx context.Context) error {
+	return r.sleep(ctx, time.Duration(float64(r.cfg.Stack.Worker.CheckpointEvery)*1.1)+500*time.Millisecond)
+}
+
 // sinkStep runs one sink fault.
 func (r *runner) sinkStep(ctx context.Context, s Step) error {
 	p := r.st.SinkProxy()
@@ -216,7 +225,7 @@ func (r *runner) sinkStep(ctx context.Context, s Step) error {
 			return err
 		}
 		r.say("#%d %s lifted after %v (%s); every session delivering new seqs: %s after %v", n, s.Kind, end.Sub(at).Round(time.Millisecond), statsNote(), okText(ok), time.Since(end).Round(time.Millisecond))
-		return nil
+		return r.checkpointsCatchUp(ctx)
 	case KindSinkFreezeDynamo:
 		w := r.victim(s)
 		id := w.ID()
@@ -300,7 +309,7 @@ func (r *runner) sinkStep(ctx context.Context, s Step) error {
 			return err
 		}
 		r.say("#%d DynamoDB paths thawed after %v; workers declared dead: %v; every session delivering new seqs: %s", n, thawed.Sub(at).Round(time.Millisecond), dead, okText(ok))
-		return nil
+		return r.checkpointsCatchUp(ctx)
 	}
 	return fmt.Errorf("unknown sink fault %q", s.Kind)
 }
