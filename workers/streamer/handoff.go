@@ -1,0 +1,424 @@
+// Hand-offs: the graceful shutdown's drain and its pacing, the takeover of a
+// dead worker's sessions, and (with rebalance.go's rounds) the directed
+// hand-off of one session to a receiver and the /handoff endpoint.
+
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/rebalance"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"golang.org/x/sync/errgroup"
+)
+
+// drain is the graceful shutdown: stop claiming, close and release every
+// session (each one announcing its hand-off), all within the deadline.
+func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
+	deadline := time.NewTimer(w.cfg.ShutdownDeadline)
+	defer deadline.Stop()
+	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
+	reconCancel()
+	close(w.consumerStop)
+	ss := w.snapshot()
+	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss))
+	if ferr != nil {
+		w.log.Warn().Err(ferr).Msg("shutdown: sessions released for anyone instead of handed to a receiver")
+	}
+	reasons := make([]error, len(ss))
+	directed := 0
+	for _, m := range moves {
+		for k := 0; k < m.Count && directed < len(ss); k++ {
+			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
+			directed++
+		}
+	}
+	for i := directed; i < len(ss); i++ {
+		reasons[i] = session.ErrShutdown
+	}
+	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("receivers", len(moves)).
+		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+	var paced sync.WaitGroup
+	paced.Go(func() { w.paceHandoffs(ss, reasons, time.Now().Add(w.cfg.ShutdownDeadline/2)) })
+	defer paced.Wait() // it ends once every session was interrupted
+	recon.Wait()
+	var err error
+	// Sessions started by claims already in flight see stateDraining and
+	// are handed off too; wait until no session and no claim is left.
+	if !w.waitIdle(deadline.C) {
+		left := w.snapshot()
+		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
+		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
+		w.abandoned.Store(true)
+		for _, s := range left {
+			s.Interrupt(session.ErrCrashed)
+		}
+		w.hardCancel()
+		consumerCancel()
+	}
+	// The consumer ends after its poll in flight (bounded by QueueWait).
+	done := make(chan struct{})
+	go func() { consumer.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-deadline.C:
+		consumerCancel()
+		<-done
+	}
+	return err
+}
+
+// paceHandoffs ends the sessions ss, each with its reason, a few at a time:
+// the others keep streaming until their turn, so each session is dark only
+// for its own hand-off (close, flush, release, the receiver's claim)
+// instead of for the queue of all of them at the table. How many at once
+// is shutdownWidth: at least ShutdownInFlight, more when the hand-offs seen
+// so far say the rest would not be done by a third of the deadline. At
+// rushAt (half the deadline) whatever is left is ended at once.
+func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
+	rush := time.NewTimer(time.Until(rushAt))
+	defer rush.Stop()
+	target := time.Now().Add(w.cfg.ShutdownDeadline / 3)
+	done := make(chan time.Duration, len(ss)) // each hand-off's duration; never blocks
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	running := 0
+	var avg time.Duration // moving average of the hand-offs' durations
+	for i := 0; i < len(ss); {
+		if running < shutdownWidth(len(ss)-i, avg, time.Until(target), w.cfg.ShutdownInFlight) {
+			s, reason := ss[i], reasons[i]
+			i++
+			running++
+			start := time.Now()
+			s.Interrupt(reason)
+			inFlight.Go(func() {
+				select {
+				case <-s.Finished():
+				case <-w.hardCtx.Done():
+				}
+				done <- time.Since(start)
+			})
+			continue
+		}
+		select {
+		case d := <-done:
+			running--
+			if avg == 0 {
+				avg = d
+			} else {
+				avg = (3*avg + d) / 4
+			}
+		case <-rush.C:
+			for j := i; j < len(ss); j++ {
+				ss[j].Interrupt(reasons[j])
+			}
+			return
+		}
+	}
+}
+
+// shutdownWidth is how many hand-offs a shutdown keeps in flight with
+// remaining sessions still to start, each taking about avg (0: none seen
+// yet), and left until it should be done: enough to finish in time, never
+// fewer than floor, everything once the time is up.
+func shutdownWidth(remaining int, avg, left time.Duration, floor int) int {
+	switch {
+	case left <= 0:
+		return remaining
+	case avg <= 0:
+		return max(1, floor)
+	}
+	need := int(math.Ceil(float64(remaining) * float64(avg) / float64(left)))
+	return min(max(need, floor, 1), max(remaining, 1))
+}
+
+// waitIdle waits until the worker has no session and no claim in flight,
+// or until deadline fires (false).
+func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
+	for {
+		w.mu.Lock()
+		idle := len(w.sessions) == 0 && len(w.claiming) == 0
+		w.mu.Unlock()
+		if idle {
+			return true
+		}
+		select {
+		case <-w.idle:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// takeover moves the sessions of a worker this one declared dead the way a
+// graceful shutdown does (directMoves): each alive worker with room below
+// its fair share is told its part at once (POST /handoff with the dead
+// tenure, which it checks) and this worker claims its own, so the fleet does
+// not race for the same sessions (each lost race is a failed conditional
+// write and a read, queued at the table with the winners' writes) and no
+// worker claims more than its share. The sessions nobody could be told of
+// are announced on the work queue, and this worker claims them too, from
+// the other end of the list than the queue hands them out.
+func (w *Worker) takeover(ctx context.Context, dead string) {
+	log := w.log.With().Str("dead_worker_id", dead).Logger()
+	cands, err := w.keeper.TakeoverOf(ctx, dead)
+	if err != nil {
+		log.Warn().Err(err).Msg("takeover: list sessions (reconciliation will)")
+		w.recon.Kick()
+		return
+	}
+	moves, err := w.directMoves(dead, len(cands))
+	if err != nil {
+		log.Warn().Err(err).Msg("takeover: sessions announced on the work queue instead of handed to receivers")
+	}
+	var mine []lease.Candidate
+	parts := map[string][]lease.Candidate{}
+	next := 0
+	for _, m := range moves {
+		part := cands[next : next+m.Count]
+		next += m.Count
+		if m.To == w.cfg.WorkerID {
+			mine = append(mine, part...)
+		} else {
+			parts[m.To] = append(parts[m.To], part...)
+		}
+	}
+	log.Info().Int("sessions", len(cands)).Int("own", len(mine)).Int("receivers", len(parts)).Int("unplaced", len(cands)-next).
+		Msg("taking over: handing sessions to receivers")
+	// Its own part is claimed while the others are told theirs.
+	var own sync.WaitGroup
+	own.Go(func() { w.recon.ClaimAll(ctx, mine) })
+	var (
+		mu       sync.Mutex
+		announce = slices.Clone(cands[next:])
+		told     errgroup.Group
+	)
+	told.SetLimit(16)
+	for to, part := range parts {
+		for _, c := range part {
+			told.Go(func() error {
+				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev); err != nil {
+					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", to).Msg("takeover: tell the receiver (a start notification instead)")
+					mu.Lock()
+					announce = append(announce, c)
+					mu.Unlock()
+				}
+				return nil
+			})
+		}
+	}
+	_ = told.Wait()
+	own.Wait()
+	if len(announce) == 0 {
+		return
+	}
+	if w.handoffs != nil {
+		now := time.Now().UnixMilli()
+		for _, c := range announce {
+			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
+			if err := w.handoffs.Publish(ctx, n); err != nil {
+				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
+			}
+		}
+	}
+	slices.Reverse(announce)
+	w.recon.ClaimAll(ctx, announce)
+}
+
+// handoffPath is the admin endpoint a rebalancing worker calls on the
+// receiver of a move, so that it claims the session at once (POST, query
+// connection_id). Any worker may be told to claim anything: the claim is
+// the ordinary conditional acquire, which only the receiver (or anyone
+// after the hand-off bound) can win.
+const handoffPath = "/handoff"
+
+// handoffTimes are when a directed hand-off's release was written and when
+// the receiver (or, failing that, the work queue) was told.
+type handoffTimes struct{ released, at time.Time }
+
+// handOff finishes a directed hand-off (a rebalancing move, or the
+// shutdown's): the session (closed, flushed) is released reserved for its
+// receiver, which is told to claim it at once; if it cannot be told, a
+// start notification lets it (or anyone, once the receiver is seen
+// draining or not alive, or after the bound) find it, and reconciliation
+// still would.
+func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.MoveTo) (handoffTimes, error) {
+	h := s.Held()
+	if err := w.keeper.Handoff(ctx, h, move.To); err != nil {
+		return handoffTimes{}, err
+	}
+	out := handoffTimes{released: time.Now()}
+	if !move.Shutdown {
+		w.rebal.moved(out.released)
+		w.reg.Add(schema.MetricRebalanceMoves, 1)
+	}
+	w.reg.Add(schema.MetricReleased, 1)
+	if err := w.tellReceiver(ctx, move.To, h.ID(), nil); err != nil {
+		s.Logger().Warn().Err(err).Str("to", move.To).Msg("hand-off: tell the receiver (a start notification instead)")
+		if w.handoffs != nil {
+			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
+			if perr := w.handoffs.Publish(ctx, n); perr != nil {
+				return handoffTimes{}, errors.Join(err, perr)
+			}
+		}
+	}
+	out.at = time.Now()
+	return out, nil
+}
+
+// directMoves plans directed moves of n sessions off worker from (this
+// worker at its shutdown, or a worker it declared dead) with
+// rebalance.Drain: spread over the alive workers that are not draining and
+// can be told to claim (an admin address; this worker too when it is not
+// from: it claims its part itself), in proportion to their room below their
+// fair share, so that each receiver claims its part at once instead of the
+// fleet racing for start notifications. The sessions the moves leave out
+// (nobody has room) and all of them when the fleet cannot be read get a
+// start notification instead.
+func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout)
+	defer cancel()
+	recs, err := w.keeper.Fleet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the fleet: %w", err)
+	}
+	ws, addrs := w.fleetView(recs)
+	if from == w.cfg.WorkerID {
+		ws[0].Load = n // Drain counts from as draining
+	} else {
+		ws = append(ws, rebalance.Worker{ID: from, Load: n, Capacity: max(n, w.cfg.MaxSessions), Draining: true})
+	}
+	w.rebal.mu.Lock()
+	if w.rebal.addrs == nil {
+		w.rebal.addrs = map[string]string{}
+	}
+	maps.Copy(w.rebal.addrs, addrs)
+	w.rebal.mu.Unlock()
+	return rebalance.Drain(ws, from), nil
+}
+
+// fleetView is the fleet as shared/rebalance sees it: this worker (its own
+// count, not its last heartbeat's) and every other alive worker that can be
+// told to claim (a worker without an admin address neither receives nor
+// counts for a share), with their admin addresses.
+func (w *Worker) fleetView(recs []lease.WorkerRecord) ([]rebalance.Worker, map[string]string) {
+	me := w.cfg.WorkerID
+	w.mu.Lock()
+	draining := w.state != stateRunning
+	w.mu.Unlock()
+	ws := []rebalance.Worker{{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: draining}}
+	addrs := map[string]string{}
+	for _, r := range recs {
+		if r.ID != me && r.Alive() && r.AdminAddr != "" {
+			addrs[r.ID] = r.AdminAddr
+			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
+		}
+	}
+	return ws, addrs
+}
+
+// tellReceiver asks worker to's admin server to claim id now. prev, when
+// set, is the tenure of a worker this one declared dead (a takeover): the
+// receiver checks that worker's record itself before taking it over.
+func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token) error {
+	addr := w.rebal.addr(to)
+	if addr == "" {
+		return fmt.Errorf("no admin address for %s", to)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	q := url.Values{"connection_id": {id}}
+	if prev != nil {
+		q.Set("prev_owner", prev.Owner)
+		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	res, err := w.rebal.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("%s answered %s", to, res.Status)
+	}
+	return nil
+}
+
+// serveHandoff is the receiver's side: claim the session now, in the
+// background (the caller does not wait for the dial).
+func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	id := q.Get("connection_id")
+	if !notify.ValidConnectionID(id) {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
+		return
+	}
+	var prev *lease.Token
+	if owner := q.Get("prev_owner"); owner != "" || q.Has("prev_epoch") {
+		epoch, err := strconv.ParseInt(q.Get("prev_epoch"), 10, 64)
+		switch {
+		case owner == "":
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_owner: required with prev_epoch"})
+			return
+		case err != nil || epoch < 1:
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_epoch: not a positive integer"})
+			return
+		}
+		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
+	}
+	if w.Free() <= 0 {
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
+		return
+	}
+	sent := time.Now().UnixMilli()
+	go func() {
+		// A takeover's previous tenure is taken over only once this
+		// worker has read its owner's record as not alive itself (once per
+		// dead worker: the keeper remembers it); otherwise the claim is an
+		// ordinary one, which checks the owner it finds.
+		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
+			prev = nil
+		}
+		// A transient failure (a timeout, a condition that raced) is
+		// retried a few times: until the reservation lapses nobody else
+		// takes the session.
+		for attempt := 0; ; attempt++ {
+			// A move (no previous tenure named) is paced by its sender; a
+			// takeover's part arrives all at once and is admitted like any
+			// burst of claims.
+			out, err := w.claim(w.hardCtx, id, prev, sent, prev != nil)
+			if out != claim.Failed || attempt == 2 || w.hardCtx.Err() != nil {
+				if err != nil {
+					w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")
+				}
+				return
+			}
+			select {
+			case <-w.hardCtx.Done():
+				return
+			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			}
+		}
+	}()
+	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
+}

@@ -1,0 +1,96 @@
+// The worker's side of its liveness: registration, the load its heartbeats
+// report, and what the Keeper tells it (observer).
+
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// observer hears the keeper: heartbeat latencies, tenures that end (whose
+// session must close at once), the mailbox, and the workers it declared dead.
+type observer struct{ w *Worker }
+
+func (o observer) Heartbeat(latency time.Duration, err error) {
+	o.w.stats.heartbeat(latency, err)
+	if err == nil {
+		o.w.reg.ObserveDuration(schema.MetricHeartbeatLatencyMs, latency)
+		if o.w.hbFailing.CompareAndSwap(true, false) {
+			o.w.log.Info().Msg("heartbeat succeeded again")
+		}
+		return
+	}
+	if o.w.hbFailing.CompareAndSwap(false, true) {
+		o.w.log.Warn().Err(err).Msg("heartbeat failing (sessions are fenced at the trust deadline unless one succeeds)")
+	}
+}
+
+func (o observer) Ended(h *lease.Held, err error) {
+	if !errors.Is(err, lease.ErrStopped) {
+		o.w.reg.Add(schema.MetricLeaseLost, 1)
+		o.w.stats.leaseLost.Add(1)
+	}
+	o.w.mu.Lock()
+	s := o.w.sessions[h.ID()]
+	o.w.mu.Unlock()
+	if s != nil && s.Held() == h {
+		if err == nil {
+			err = lease.ErrReleased
+		}
+		s.Interrupt(err)
+	}
+}
+
+func (o observer) Mailbox(ids []string) {
+	for _, id := range ids {
+		go o.w.reread(o.w.hardCtx, id)
+	}
+}
+
+func (o observer) WorkerDied(id string) {
+	o.w.reg.Add(schema.MetricWorkersDeclaredDead, 1)
+	o.w.log.Warn().Str("dead_worker_id", id).Msg("worker declared dead: taking its sessions over")
+	go o.w.takeover(o.w.hardCtx, id)
+}
+
+// register creates the worker record, retrying while the table is
+// unreachable, until ctx ends.
+func (w *Worker) register(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := w.keeper.Register(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, lease.ErrWorkerExists) || ctx.Err() != nil {
+			return err
+		}
+		if attempt == 0 {
+			w.log.Warn().Err(err).Msg("register the worker record (retrying)")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// report is what each heartbeat carries: load, capacity, admin address,
+// whether the worker drains, its rebalancing moves over the last minute.
+func (w *Worker) report() lease.Load {
+	w.mu.Lock()
+	draining := w.state != stateRunning
+	w.mu.Unlock()
+	adv := ""
+	if p := w.advertiseAddr.Load(); p != nil {
+		adv = *p
+	}
+	return lease.Load{Sessions: w.owned(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
+		MovesPerMin: w.rebal.movesPerMin(time.Now())}
+}

@@ -1,0 +1,79 @@
+// The control and metrics loops.
+
+package streamer
+
+import (
+	"context"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/metrics"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// opened is the sessions' open hook: the claim latency of notified claims.
+func (w *Worker) opened(s *session.Session, first bool) {
+	if first && s.ClaimedAtMs() > 0 {
+		w.reg.Observe(schema.MetricClaimLatencyMs, float64(time.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
+	}
+}
+
+func (w *Worker) controlLoop(ctx context.Context) {
+	t := time.NewTicker(controlTick)
+	defer t.Stop()
+	var ss []*session.Session
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			ss = ss[:0]
+			w.mu.Lock()
+			for _, s := range w.sessions {
+				ss = append(ss, s)
+			}
+			w.mu.Unlock()
+			for _, s := range ss {
+				s.Tick(now)
+			}
+			clear(ss)
+		}
+	}
+}
+
+func (w *Worker) metricsLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.MetricsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.flushMetrics()
+		}
+	}
+}
+
+func (w *Worker) flushMetrics() {
+	w.stats.mu.Lock()
+	for name, c := range w.flushedCounters() {
+		v := c.Swap(0)
+		w.stats.flushedLocked(name, v)
+		w.reg.Add(name, float64(v))
+	}
+	w.stats.mu.Unlock()
+	owned := w.owned()
+	w.reg.Set(schema.MetricOwnedSessions, float64(owned))
+	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
+	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
+	w.reg.Set(schema.MetricAliveWorkers, float64(w.keeper.AliveWorkers()))
+	if _, err := w.reg.Flush(w.deps.Metrics, time.Now()); err != nil {
+		w.log.Warn().Err(err).Msg("metrics flush")
+	}
+}
+
+func (w *Worker) owned() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.sessions)
+}

@@ -1,0 +1,104 @@
+// Stops, new generations and the audit: re-reading a held session when
+// the mailbox or a stop notification names it, and the audit of what the
+// table says this worker owns.
+
+package streamer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// StopHint implements claim.Claimer: a stop notification for a session this
+// worker holds closes it at once (status 1000) when the table confirms it.
+func (w *Worker) StopHint(ctx context.Context, id string) {
+	s, it, ok := w.readHeld(ctx, id, "stop notification: read session (the mailbox or the audit will bring it)")
+	if ok && it.DesiredState == schema.StateStopped {
+		s.Interrupt(session.ErrStopRequested)
+	}
+}
+
+// readHeld reads the item of a session this worker holds (consistently);
+// ok is false when it holds none or the read failed (logged with failMsg).
+func (w *Worker) readHeld(ctx context.Context, id, failMsg string) (*session.Session, lease.Item, bool) {
+	w.mu.Lock()
+	s := w.sessions[id]
+	w.mu.Unlock()
+	if s == nil {
+		return nil, lease.Item{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer cancel()
+	it, err := w.store.Get(ctx, id)
+	if err != nil {
+		s.Logger().Warn().Err(err).Msg(failMsg)
+		return nil, lease.Item{}, false
+	}
+	return s, it, true
+}
+
+// reread acts on a mailbox entry (ingest wrote it on a stop or a new
+// generation of a session this worker owns): re-read the session and stop
+// it or move it to its new configuration, then ack the entry.
+func (w *Worker) reread(ctx context.Context, id string) {
+	defer w.keeper.Ack(id)
+	if s, it, ok := w.readHeld(ctx, id, "mailbox: read session (the next audit re-reads it)"); ok {
+		w.apply(ctx, s, it)
+	}
+}
+
+// apply moves session s to what the table says: a STOP closes it (status
+// 1000), a new generation reconnects it with the new configuration; both
+// checkpoint first.
+func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
+	h := s.Held()
+	switch {
+	case it.DesiredState == schema.StateStopped:
+		s.Interrupt(session.ErrStopRequested)
+	case it.Generation != h.Item().Generation:
+		if err := w.keeper.Checkpoint(ctx, h); err != nil {
+			s.Logger().Warn().Err(err).Msg("checkpoint before the new generation")
+		}
+		h.SetItem(it)
+	}
+}
+
+// audit compares what the table says this worker owns (by_owner) with what
+// it holds: a stop or a new generation whose mailbox entry was lost is
+// applied; a tenure it does not hold (an acquire whose reply was lost, a
+// session left while fenced) is claimed back or released.
+func (w *Worker) audit(ctx context.Context) {
+	owned, err := w.keeper.Audit(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn().Err(err).Msg("audit")
+		}
+		return
+	}
+	for _, o := range owned {
+		w.mu.Lock()
+		s, claiming := w.sessions[o.ConnectionID], w.claiming[o.ConnectionID]
+		w.mu.Unlock()
+		switch {
+		case claiming:
+		case s != nil && s.Held().Epoch() == o.Epoch:
+			if o.DesiredState == schema.StateStopped || o.Generation != s.Held().Item().Generation {
+				w.reread(ctx, o.ConnectionID)
+			}
+		case s != nil:
+			// Held at another epoch of ours: the newer tenure wins.
+		case o.DesiredState == schema.StateStarted && w.Free() > 0:
+			if out, err := w.Claim(ctx, o.ConnectionID, nil, 0); err != nil {
+				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
+			}
+		default:
+			if err := w.keeper.ReleaseToken(ctx, o.Token); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
+				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Int64("lease_epoch", o.Epoch).Msg("audit: release")
+			}
+		}
+	}
+}
