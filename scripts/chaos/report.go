@@ -236,7 +236,7 @@ func WriteReport(w io.Writer, res Result) {
 	}
 	if sk := res.Sink; sk != nil {
 		px := sk.Proxy
-		p("Destination (%s): %d messages read (%d not sink envelopes); %d deliveries stamped by the sink fault proxy, %d by the engine's own arrival stamp. The proxy saw %d sink requests: %d held by a latency spike, %d answers held, %d held by a freeze (%d of those given up by their client, never forwarded), %d entries refused transiently, %d permanently (%d distinct records; %d whole requests); %d requests were not the sink's (the work queue). The workers logged %d seq(s) as skipped after a permanent refusal.\n\n",
+		p("Destination (%s): %d messages read (%d not sink envelopes); %d deliveries stamped by the sink fault proxy, %d by the engine's own arrival stamp. The proxy saw %d sink requests: %d held by a latency spike, %d answers held, %d held by a freeze; %d held requests given up by their client (never forwarded), %d entries refused transiently, %d permanently (%d distinct records; %d whole requests); %d requests were not the sink's (the work queue). The workers logged %d seq(s) as skipped after a permanent refusal.\n\n",
 			sk.Sink, sk.Messages, sk.Broken, sk.Stamped, sk.Unstamped, px.Requests, px.Delayed, px.AnswerHeld, px.Frozen, px.Abandoned, px.Transient, px.Permanent, sk.PermanentlyRefused, px.PermanentReqs, px.Other, t.Skipped)
 	}
 	if len(res.SelfFenceMs) > 0 {
