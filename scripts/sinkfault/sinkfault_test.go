@@ -239,18 +239,23 @@ func TestKinesisThroughTheProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := direct.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[int64]bool{}
-	for _, r := range recs.Records {
-		e, err := ParseEnvelope(r.Data)
+	iter := it.ShardIterator
+	testwait.Eventually(t, 10*time.Second, "the accepted records read from the stream", func() bool {
+		recs, err := direct.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[e.Seq] = true
-	}
+		iter = recs.NextShardIterator
+		for _, r := range recs.Records {
+			e, err := ParseEnvelope(r.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[e.Seq] = true
+		}
+		return len(got) >= len(want)
+	})
 	if len(got) != len(want) {
 		t.Fatalf("the stream holds seqs %v, want %v", got, want)
 	}
