@@ -234,6 +234,9 @@ func TestKinesisThroughTheProxy(t *testing.T) {
 	if err == nil {
 		t.Fatal("a permanent refusal answered 200")
 	}
+	if n := len(p.PermanentlyRefused()); n != 20 {
+		t.Fatalf("%d records refused permanently, want the request's 20", n)
+	}
 	p.SetRefuse(Refuse{})
 	it, err := direct.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("out"), ShardId: aws.String("shardId-000000000000"), ShardIteratorType: ktypes.ShardIteratorTypeTrimHorizon})
 	if err != nil {
