@@ -85,26 +85,14 @@ func (d *destination) refusals() int {
 func TestCrashMidBatchLosesNothingAcknowledged(t *testing.T) {
 	e := newEnv(t)
 	dest := &destination{rec: e.sink, latency: 30 * time.Millisecond, refused: map[string]bool{}}
-	var mu sync.Mutex
-	stops := map[string]func(){}
 	e.handlerFor = func(workerID string) sink.Handler {
 		cfg := batch.DefaultConfig()
+		cfg.RequestTimeout = testConfig("x").SafetyMargin / 2
 		b, err := batch.New(dest, cfg, zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { b.Run(ctx); close(done) }()
-		stop := sync.OnceFunc(func() { cancel(); <-done })
-		mu.Lock()
-		stops[workerID] = stop
-		mu.Unlock()
-		t.Cleanup(func() { // the worker's shutdown flushes through its batcher: stop the worker first
-			e.stopWorker(workerID)
-			stop()
-		})
-		return b
+		return b // the worker runs it, and stops it when its Run returns
 	}
 	a := e.worker(nil)
 	id := e.session(nil)
@@ -117,11 +105,7 @@ func TestCrashMidBatchLosesNothingAcknowledged(t *testing.T) {
 		ss := a.snapshot()
 		return len(ss) == 1 && ss[0].LastSeq() > maxSeq(byWorker(e.sink.get(id), a.ID()))
 	})
-	a.kill()
-	mu.Lock()
-	stopA := stops[a.ID()]
-	mu.Unlock()
-	stopA() // the process is gone: its requests in flight die with it
+	a.kill() // the process is gone: its batcher stopped with it, its requests in flight cancelled
 	ckpt := e.item(id).LastSeq
 	atDest := seqSet(byWorker(e.sink.get(id), a.ID()))
 	for seq := int64(1); seq <= ckpt; seq++ {

@@ -391,7 +391,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sent := time.Now().UnixMilli()
-	go func() {
+	started := w.routines.Go(func() {
 		// A takeover's previous tenure is taken over only once this
 		// worker has read its owner's record as not alive itself (once per
 		// dead worker: the keeper remembers it); otherwise the claim is an
@@ -419,6 +419,10 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
 			}
 		}
-	}()
+	})
+	if !started {
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (stopping)"})
+		return
+	}
 	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
 }

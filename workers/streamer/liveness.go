@@ -49,14 +49,14 @@ func (o observer) Ended(h *lease.Held, err error) {
 
 func (o observer) Mailbox(ids []string) {
 	for _, id := range ids {
-		go o.w.reread(o.w.hardCtx, id)
+		o.w.routines.Go(func() { o.w.reread(o.w.hardCtx, id) })
 	}
 }
 
 func (o observer) WorkerDied(id string) {
 	o.w.reg.Add(schema.MetricWorkersDeclaredDead, 1)
 	o.w.log.Warn().Str("dead_worker_id", id).Msg("worker declared dead: taking its sessions over")
-	go o.w.takeover(o.w.hardCtx, id)
+	o.w.routines.Go(func() { o.w.takeover(o.w.hardCtx, id) })
 }
 
 // register creates the worker record, retrying while the table is

@@ -51,11 +51,7 @@ func TestShutdownLeavesOnlyWithNoSinkRequestInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bctx, stopBatcher := context.WithCancel(context.Background())
-	bdone := make(chan struct{})
-	go func() { b.Run(bctx); close(bdone) }()
-	t.Cleanup(func() { stopBatcher(); <-bdone })
-	m := startMem(t, 1, nil, b)
+	m := startMem(t, 1, nil, b) // the worker runs the batcher
 	testwait.Eventually(t, 5*time.Second, "sink requests in flight", func() bool { return dest.requests.Load() >= 3 })
 	var leaveSeen, inflightAtLeave atomic.Int64
 	leaveSeen.Store(-1)

@@ -118,14 +118,9 @@ func TestTrustLapseNeverCheckpointsPastAMissingSeq(t *testing.T) {
 			t.Fatal(err)
 		}
 		batcher = b
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { b.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return b
+		return b // the worker runs it
 	}
 	a := e.worker(nil)
-	t.Cleanup(a.stop) // before the batcher stops (cleanups run last first)
 	id := e.session(nil)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second+slack, "streaming and checkpointed", func() bool {

@@ -110,6 +110,7 @@ type Worker struct {
 	idle     chan struct{} // signalled when a session or a claim ends
 
 	sessWG     sync.WaitGroup
+	routines   routines // every other goroutine of the Worker
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	// abandoned: the shutdown deadline passed; every session still open is
@@ -235,8 +236,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return errors.New("streamer: Run called twice")
 	}
+	// Deferred calls run last first: the sink stops (below), then every
+	// call still in flight is cancelled, then Run waits for all of the
+	// Worker's goroutines.
+	defer w.routines.Close()
 	defer w.hardCancel()
 	w.started = time.Now()
+	// A sink that runs in the background (the batcher) is the Worker's: it
+	// runs from before the first claim until the sessions have flushed,
+	// released and their requests ended, then stops with Run.
+	if r, ok := w.deps.Handler.(runner); ok {
+		sinkCtx, stopSink := context.WithCancel(context.Background())
+		defer stopSink()
+		w.routines.Go(func() { r.Run(sinkCtx) })
+	}
 	// The admin address is known before the record is written: other
 	// workers read it there to hand sessions to this one.
 	var admin *http.Server
@@ -250,7 +263,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		adv := advertised(addr, w.cfg.AdvertiseAddr)
 		w.advertiseAddr.Store(&adv)
 		admin = &http.Server{Handler: w.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = admin.Serve(ln) }() // ends with admin.Shutdown below
+		w.routines.Go(func() { _ = admin.Serve(ln) }) // ends with admin.Shutdown below
 	}
 	if err := w.register(ctx); err != nil {
 		if admin != nil {

@@ -131,8 +131,7 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk}
-	var batcher *batch.Batcher
-	deps.Handler, batcher, err = openSink(cfg, loadAWS, stdout, log)
+	deps.Handler, _, err = openSink(cfg, loadAWS, stdout, log)
 	if err != nil {
 		return err
 	}
@@ -140,19 +139,13 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	if err != nil {
 		return err
 	}
-	if batcher != nil {
-		// The batcher outlives the signal: it sends what the sessions
-		// flush while the worker shuts down, and stops once Run returned.
-		bctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { batcher.Run(bctx); close(done) }()
-		defer func() { cancel(); <-done }()
-	}
+	// A batched sink is the Worker's: Run starts it and stops it once the
+	// sessions have flushed and released.
 	return w.Run(ctx)
 }
 
 // openSink builds cfg's sink: the handler the sessions deliver to and, for
-// a batched sink, the batcher behind it (whose Run the caller owns).
+// a batched sink, the batcher behind it (which the Worker runs).
 func openSink(cfg streamer.Config, loadAWS func() (aws.Config, error), stdout io.Writer, log zerolog.Logger) (sink.Handler, *batch.Batcher, error) {
 	var snd batch.Sender
 	switch cfg.Sink {

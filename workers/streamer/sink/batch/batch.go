@@ -31,7 +31,11 @@
 // Refusals: an entry refused transiently (throttling, 5xx, a timeout) is
 // retried with backoff for as long as its tenure may deliver; one refused
 // permanently (sink.IsPermanent) Config.PermanentAttempts times is given up
-// on, and its tenure decides (Tenure.Refused): skip it, or end.
+// on, and its tenure decides (Tenure.Refused): skip it, or end. A request
+// refused permanently as a whole names no entry: its entries are sent again
+// each in a request of its own, so that only an entry refused alone counts
+// (an innocent entry that shared a request with a refused one is not given
+// up on).
 //
 // Backpressure: each session buffers at most Config.SessionBufferBytes of
 // encoded records not yet acknowledged, and the worker at most
@@ -198,7 +202,8 @@ type entry struct {
 	enq       time.Time
 	notBefore time.Time
 	attempts  int
-	permanent int // permanent refusals so far
+	permanent int  // permanent refusals so far
+	alone     bool // sent in a request of its own (a whole request was refused permanently)
 	acked     bool
 	dropped   bool // never delivered: its tenure's acknowledgments end here
 	skipped   bool // given up on, and its tenure chose to pass it
@@ -598,7 +603,7 @@ func (b *Batcher) nextLocked(now time.Time) []*entry {
 	var partial *stream
 	skipped := b.scratch[:0]
 	bytes, i := 0, 0
-	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes {
+	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes && !(len(batch) == 1 && batch[0].alone) {
 		st := b.active[i]
 		if len(st.queue) == 0 {
 			st.inActive = false
@@ -620,12 +625,15 @@ func (b *Batcher) nextLocked(now time.Time) []*entry {
 		took := 0
 		for took < len(st.queue) && len(batch) < b.cfg.MaxCount {
 			e := st.queue[took]
-			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes || e.t != st.queue[0].t {
+			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes || e.t != st.queue[0].t || (e.alone && len(batch) > 0) {
 				break
 			}
 			batch = append(batch, e)
 			bytes += e.size
 			took++
+			if e.alone {
+				break
+			}
 		}
 		i++
 		if took > 0 {
@@ -771,7 +779,10 @@ func (b *Batcher) send(ctx context.Context, r request) {
 				firstErr = eerr
 			}
 		}
-		if sink.IsPermanent(eerr) {
+		switch {
+		case err != nil && len(batch) > 1 && sink.IsPermanent(err):
+			e.alone = true // which entry the destination refused is unknown
+		case sink.IsPermanent(eerr):
 			e.permanent++
 			if e.permanent >= b.cfg.PermanentAttempts {
 				b.giveUpLocked(st, e, eerr)

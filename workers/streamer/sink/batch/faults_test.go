@@ -326,3 +326,56 @@ func TestHandleKeepsItsDeadlineAndRefusals(t *testing.T) {
 		t.Fatalf("Handle of a refused message: %v", err)
 	}
 }
+
+// requestRefuser refuses a whole request permanently when it holds the
+// poisoned seq (a Kinesis ValidationException names no record).
+type requestRefuser struct {
+	*fakeSender
+	poisoned int64
+}
+
+func (r *requestRefuser) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
+	for _, rec := range recs {
+		if rec.ConnectionID == "c" && rec.Seq == r.poisoned {
+			return nil, sink.Permanent(errors.New("ValidationException"))
+		}
+	}
+	return r.fakeSender.Send(ctx, recs)
+}
+
+// A request refused permanently as a whole does not count against the
+// entries that merely shared it: they are sent again alone, and only the
+// entry refused alone is given up on.
+func TestWholeRequestRefusalBlamesOnlyTheEntryRefusedAlone(t *testing.T) {
+	r := &requestRefuser{fakeSender: newFake(true), poisoned: 3}
+	cfg := testConfig()
+	cfg.PermanentAttempts = 2
+	b := batchtest.Start(t, r, cfg)
+	tn := newTenure()
+	tn.skip = true
+	other := newTenure()
+	for seq := int64(1); seq <= 5; seq++ {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Submit(context.Background(), msg("d", seq), other, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range []string{"c", "d"} {
+		if err := b.FlushSession(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tn.refusedSeqs(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("c refused %v, want only the poisoned [3]", got)
+	}
+	if got := other.refusedSeqs(); len(got) != 0 {
+		t.Fatalf("d refused %v: innocent entries blamed", got)
+	}
+	if tn.last() != 5 || other.last() != 5 {
+		t.Fatalf("acked c %d, d %d, want 5 and 5", tn.last(), other.last())
+	}
+}
