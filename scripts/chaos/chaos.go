@@ -334,6 +334,11 @@ type Bounds struct {
 	// new seq: the batch's longest retry backoff (5 s, a failed entry's
 	// backoff grows while the fault lasts) + the request timeout + 1 s.
 	SinkRecoverMs int64 `json:"sink_recover_ms,omitempty"`
+	// SinkRefuseRecover: after refusals, a record refused permanently is
+	// still refused at its remaining attempts (the permanent attempts, 3,
+	// less one), each after a backoff of up to 5 s, and the session's later
+	// entries wait behind it: (3 − 1) × 5 s + the request timeout + 1 s.
+	SinkRefuseRecoverMs int64 `json:"sink_refuse_recover_ms,omitempty"`
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -373,6 +378,7 @@ func (c Config) Settings() Settings {
 		set.Bounds.TrustTolMs = 100
 		set.Bounds.TrustDeadlineMs = ms(w.LeaseTTL-w.SafetyMargin) + set.SinkRequestTimeoutMs + set.Bounds.TrustTolMs
 		set.Bounds.SinkRecoverMs = ms(sinkRetryMax) + set.SinkRequestTimeoutMs + 1000
+		set.Bounds.SinkRefuseRecoverMs = (sinkPermanentAttempts-1)*ms(sinkRetryMax) + set.SinkRequestTimeoutMs + 1000
 		// A record reaches the destination up to the request timeout after
 		// the trust deadline (no request is sent that would end past it).
 		set.Bounds.FenceSlackMs = set.SinkRequestTimeoutMs + set.Bounds.TrustTolMs
@@ -384,7 +390,7 @@ func (c Config) Settings() Settings {
 // bounds, the stdout fence slack.
 func (s Settings) asStdout() Settings {
 	s.Sink, s.SinkRequestTimeoutMs, s.SinkRefusalSkip = devstack.SinkStdout, 0, false
-	s.Bounds.TrustDeadlineMs, s.Bounds.TrustTolMs, s.Bounds.SinkRecoverMs = 0, 0, 0
+	s.Bounds.TrustDeadlineMs, s.Bounds.TrustTolMs, s.Bounds.SinkRecoverMs, s.Bounds.SinkRefuseRecoverMs = 0, 0, 0, 0
 	s.Bounds.FenceSlackMs = stdoutFenceSlack.Milliseconds()
 	return s
 }
@@ -396,6 +402,11 @@ const stdoutFenceSlack = 500 * time.Millisecond
 // sinkRetryMax is the batch sink's longest retry backoff
 // (workers/streamer/sink/batch DefaultConfig: Retry.Max).
 const sinkRetryMax = 5 * time.Second
+
+// sinkPermanentAttempts is how many times the batch sink sends an entry
+// refused permanently before it gives it up (sink/batch DefaultConfig:
+// PermanentAttempts).
+const sinkPermanentAttempts = 3
 
 func sinkName(s string) string {
 	if s == "" {

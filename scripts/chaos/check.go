@@ -950,11 +950,14 @@ func (j *judge) checkFaults() {
 		case KindSinkFreezeDynamo:
 			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker's sink and DynamoDB path frozen"
 			j.workerFault(&fr, CheckCrash)
-		case KindSinkLatency, KindSinkRefuse, KindSinkFreeze:
+		case KindSinkLatency, KindSinkFreeze:
 			fr.BoundMs, fr.RefNote = b.SinkRecoverMs, "the sink fault lifted"
 			j.sinkFault(&fr)
+		case KindSinkRefuse:
+			fr.BoundMs, fr.RefNote = b.SinkRefuseRecoverMs, "the sink fault lifted"
+			j.sinkFault(&fr)
 		case KindSinkRefuseDynamo:
-			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRecoverMs, "the DynamoDB paths thawed"
+			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRefuseRecoverMs, "the DynamoDB paths thawed"
 			j.sinkFault(&fr)
 			j.deadExits(&fr)
 		}
@@ -1585,9 +1588,9 @@ func (j *judge) figures(check string) string {
 	case CheckPrefix:
 		return fmt.Sprintf("%d checkpoint(s), release_seq(s) and released last_seq(s) held to the destination's complete prefix; %d seq(s) skipped by the workers after a permanent refusal (excused)", j.res.PrefixChecked, t.Skipped)
 	case CheckSinkRecovery:
-		return fmt.Sprintf("latency %s; refusals %s; freeze %s (bound %d ms: retry backoff max 5 s + request timeout + 1 s); refusals + DynamoDB frozen %s (bound %d ms, + the crash bound)",
-			fmtStats(j.kind(KindSinkLatency).Recovery), fmtStats(j.kind(KindSinkRefuse).Recovery), fmtStats(j.kind(KindSinkFreeze).Recovery), b.SinkRecoverMs,
-			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRecoverMs)
+		return fmt.Sprintf("latency %s, freeze %s (bound %d ms: retry backoff max 5 s + request timeout + 1 s); refusals %s (bound %d ms: a permanently refused entry's 2 remaining attempts × 5 s + request timeout + 1 s); refusals + DynamoDB frozen %s (bound %d ms, + the crash bound)",
+			fmtStats(j.kind(KindSinkLatency).Recovery), fmtStats(j.kind(KindSinkFreeze).Recovery), b.SinkRecoverMs, fmtStats(j.kind(KindSinkRefuse).Recovery), b.SinkRefuseRecoverMs,
+			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRefuseRecoverMs)
 	}
 	return ""
 }

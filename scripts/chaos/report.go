@@ -153,6 +153,7 @@ func WriteReport(w io.Writer, res Result) {
 	if b.TrustDeadlineMs > 0 {
 		p("| nothing of a frozen worker's tenures at the destination | %s after the freeze | TTL − margin (its last successful heartbeat was sent before the freeze) + the sink request timeout %s + %s tolerance (the proxy's stamp) |\n", msText(b.TrustDeadlineMs), msText(s.SinkRequestTimeoutMs), msText(b.TrustTolMs))
 		p("| new seqs at the destination after a sink fault | %s | the batch's longest retry backoff 5 s + request timeout + 1 s (+ the crash bound when every DynamoDB path was frozen too) |\n", msText(b.SinkRecoverMs))
+		p("| new seqs at the destination after refusals | %s | a permanently refused entry's remaining attempts (3 − 1) × the 5 s backoff + request timeout + 1 s: the session's later entries wait behind it (+ the crash bound when every DynamoDB path was frozen too) |\n", msText(b.SinkRefuseRecoverMs))
 	}
 	p("\n")
 

@@ -154,8 +154,7 @@ type Proxy struct {
 	frozen    bool
 	frozenFor map[string]bool // worker ids frozen (empty with frozen: every worker)
 	thaw      chan struct{}   // closed at Thaw
-	permanent map[Key]bool    // records refused permanently at every attempt (by session, seq, sub)
-	everPerm  map[Key]bool    // records some attempt of which was refused permanently (a Kinesis request's 400 refuses every record in it)
+	permanent map[Key]bool    // records refused permanently, at every attempt (by session, seq, sub)
 	stamps    map[Key][]int64
 	stats     Stats
 }
@@ -183,7 +182,7 @@ func Start(cfg Config) (*Proxy, error) {
 		hc:        &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}},
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 		frozenFor: map[string]bool{}, thaw: make(chan struct{}),
-		permanent: map[Key]bool{}, everPerm: map[Key]bool{}, stamps: map[Key][]int64{},
+		permanent: map[Key]bool{}, stamps: map[Key][]int64{},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
@@ -271,14 +270,16 @@ func (p *Proxy) Stamps() map[Key][]int64 {
 	return out
 }
 
-// PermanentlyRefused lists the records an attempt of which was refused
-// permanently (with SQS, the entry itself; with Kinesis, also every record
-// that shared a request with one: the request's 400 refuses them all).
+// PermanentlyRefused lists the records refused permanently (at every
+// attempt). A Kinesis record refused only because it shared a request with
+// one is not among them: the request's 400 does not say which record it
+// refused, so the worker must send the entries again alone before it gives
+// one up.
 func (p *Proxy) PermanentlyRefused() []Key {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]Key, 0, len(p.everPerm))
-	for k := range p.everPerm {
+	out := make([]Key, 0, len(p.permanent))
+	for k := range p.permanent {
 		out = append(out, k)
 	}
 	return out
@@ -373,7 +374,6 @@ func (p *Proxy) draw(keys []Key, perRecordPermanent bool) plan {
 		perm := perRecordPermanent && rf.Permanent > 0 && p.rng.Float64() < rf.Permanent
 		if perm {
 			p.permanent[pk] = true
-			p.everPerm[pk] = true
 		}
 		pl.refused[i] = refusal{permanent: perm}
 	}
@@ -707,13 +707,7 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 		return
 	}
 	if permanent {
-		p.mu.Lock()
-		for _, k := range keys {
-			p.everPerm[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] = true
-		}
-		p.stats.PermanentReqs++
-		p.stats.Permanent += int64(len(keys))
-		p.mu.Unlock()
+		p.count(func(s *Stats) { s.PermanentReqs++; s.Permanent += int64(len(keys)) })
 		jsonError(w, http.StatusBadRequest, kinesisContentType, CodeKinesisDenied, "refused by the chaos sink proxy (permanent)", true)
 		return
 	}
