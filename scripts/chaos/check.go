@@ -918,6 +918,9 @@ func (j *judge) faultResult(n int) *FaultResult {
 
 func (j *judge) checkFaults() {
 	b := j.set.Bounds
+	if b.SinkRefuseRecoverMs == 0 {
+		b.SinkRefuseRecoverMs = b.SinkRecoverMs // evidence saved before the refusal bound was its own
+	}
 	for _, f := range j.ev.Faults {
 		fr := FaultResult{Fault: f, T: j.sec(f.Start.UnixNano()), TEnd: j.sec(f.End.UnixNano())}
 		switch f.Kind {
