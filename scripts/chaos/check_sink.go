@@ -202,7 +202,18 @@ func (j *judge) checkPrefix() {
 // the end.
 func (j *judge) sinkFault(fr *FaultResult) {
 	start, end := fr.Start.UnixNano(), fr.End.UnixNano()
-	deadline := end + fr.BoundMs*int64(time.Millisecond)
+	// After refusals, each of a session's records refused permanently that
+	// no delivery had passed by the end is still sent at its remaining
+	// attempts, one after another (its later entries wait behind it): the
+	// bound grows by (attempts − 1) × the longest backoff for each one
+	// beyond the first (the proxy's own record of what it refused).
+	pending := map[string][]int64{}
+	if (fr.Kind == KindSinkRefuse || fr.Kind == KindSinkRefuseDynamo) && j.ev.Sink != nil {
+		for _, r := range j.ev.Sink.Refused {
+			pending[r.Session] = append(pending[r.Session], r.Seq)
+		}
+	}
+	perRecord := int64(sinkPermanentAttempts-1) * sinkRetryMax.Milliseconds()
 	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
@@ -226,6 +237,14 @@ func (j *judge) sinkFault(fr *FaultResult) {
 				break
 			}
 		}
+		extra := int64(0)
+		for _, q := range pending[id] {
+			if q > maxBefore {
+				extra++
+			}
+		}
+		boundMs := fr.BoundMs + max(extra-1, 0)*perRecord
+		deadline := end + boundMs*int64(time.Millisecond)
 		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
 			fr.Excluded++
 			continue
@@ -240,8 +259,8 @@ func (j *judge) sinkFault(fr *FaultResult) {
 		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
 		if rec.AtNs > deadline {
 			fr.OverBound++
-			j.violate(CheckSinkRecovery, id, end, "%s: a new seq (%d, by %s@%d) at the destination only %.0f ms after %s (bound %d ms)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
-				float64(rec.AtNs-end)/1e6, fr.RefNote, fr.BoundMs)
+			j.violate(CheckSinkRecovery, id, end, "%s: a new seq (%d, by %s@%d) at the destination only %.0f ms after %s (bound %d ms; %d record(s) refused permanently still pending)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
+				float64(rec.AtNs-end)/1e6, fr.RefNote, boundMs, extra)
 		}
 	}
 	fr.Dark = StatsOf(dark)

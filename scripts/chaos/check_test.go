@@ -885,3 +885,31 @@ func TestEvidenceWithoutDestinationIsJudgedAsStdout(t *testing.T) {
 		t.Fatalf("no order violation on stdout lines out of order: %+v", res.Violations)
 	}
 }
+
+// After refusals, each record refused permanently that was still pending
+// at the end extends its session's recovery bound by its remaining
+// attempts (2 × 5 s): one pending record, 11.5 s; two, 21.5 s.
+func TestRefusalRecoveryGrowsWithPendingPermanentRefusals(t *testing.T) {
+	build := func(refused ...int64) Result {
+		s := destScenario()
+		s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindSinkRefuse, Start: at(14), End: at(15)})
+		var keep []Delivery
+		for _, d := range s.ev.Deliveries {
+			if d.Session != "b" || d.AtNs <= at(15).UnixNano() || d.AtNs > at(27.5).UnixNano() {
+				keep = append(keep, d)
+			}
+		}
+		s.ev.Deliveries = keep
+		for _, q := range refused {
+			s.ev.Sink.Refused = append(s.ev.Sink.Refused, RecordRef{Session: "b", Seq: q})
+			s.ev.Skips = append(s.ev.Skips, Skip{Session: "b", Seq: q, Epoch: 1, Worker: "worker-2"})
+		}
+		return s.judge()
+	}
+	if v := violationsOf(build(), CheckSinkRecovery); len(v) != 1 {
+		t.Fatalf("12.6 s after refusals with none pending: %+v", v)
+	}
+	if v := violationsOf(build(80, 81), CheckSinkRecovery); len(v) != 0 {
+		t.Fatalf("12.6 s after refusals with two pending: %+v", v)
+	}
+}
