@@ -26,17 +26,17 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	switch {
 	case w.abandoned.Load() || errors.Is(reason, session.ErrCrashed):
 		w.keeper.Abandon(h)
-		log.Warn().Int64("last_seq", s.LastSeq()).Msg("session abandoned (left for the takeover)")
+		log.Warn().Int64("last_seq", h.LastSeq()).Msg("session abandoned (left for the takeover)")
 		return
 	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased),
 		errors.Is(reason, lease.ErrWorkerDead):
-		log.Warn().Err(reason).Int64("last_seq", s.LastSeq()).Msg("lease lost: session closed")
+		log.Warn().Err(reason).Int64("last_seq", h.LastSeq()).Msg("lease lost: session closed")
 		return
 	case !w.keeper.Trusted():
 		// Fenced: no write as owner. The session is taken over once this
 		// worker is declared dead, or audited back if its heartbeat recovers.
 		w.keeper.Abandon(h)
-		log.Warn().Err(reason).Int64("last_seq", s.LastSeq()).Msg("session closed while fenced: left for the takeover")
+		log.Warn().Err(reason).Int64("last_seq", h.LastSeq()).Msg("session closed while fenced: left for the takeover")
 		return
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
@@ -56,10 +56,10 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	if errors.As(reason, &move) {
 		told, err := w.handOff(ctx, s, move)
 		if err != nil {
-			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", s.LastSeq()).Bool("shutdown", move.Shutdown).Msg("directed hand-off")
+			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", h.LastSeq()).Bool("shutdown", move.Shutdown).Msg("directed hand-off")
 			return
 		}
-		ev := log.Info().Str("to", move.To).Int64("last_seq", s.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", told.released.Sub(t1)).
+		ev := log.Info().Str("to", move.To).Int64("last_seq", h.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", told.released.Sub(t1)).
 			Dur("publish_ms", told.at.Sub(told.released))
 		if move.Shutdown {
 			ev.Bool("handed_off", true).Msg("lease released")
@@ -69,12 +69,12 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		return
 	}
 	if err := w.keeper.Release(ctx, h); err != nil {
-		log.Warn().Err(err).Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).Msg("release")
+		log.Warn().Err(err).Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).Msg("release")
 		return
 	}
 	t2 := time.Now()
 	w.reg.Add(schema.MetricReleased, 1)
-	ev := log.Info().Int64("last_seq", s.LastSeq()).Str("cause", reason.Error()).
+	ev := log.Info().Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).
 		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
 	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
 		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: t2.UnixMilli()}

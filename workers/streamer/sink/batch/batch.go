@@ -859,7 +859,9 @@ func (b *Batcher) settleLocked(st *stream) {
 		switch {
 		case e.dropped:
 			st.cut = e.t
-		case e.acked && e.t != st.cut:
+		case (e.acked || e.skipped) && e.t != st.cut:
+			// A skipped entry passes like an acknowledged one: the
+			// session chose to go on without it.
 			e.t.Acked(e.rec.Seq)
 		}
 		freed += e.size

@@ -379,3 +379,29 @@ func TestWholeRequestRefusalBlamesOnlyTheEntryRefusedAlone(t *testing.T) {
 		t.Fatalf("acked c %d, d %d, want 5 and 5", tn.last(), other.last())
 	}
 }
+
+// Skipped messages move the checkpoint like acknowledged ones: a session
+// whose every message is refused for good under skip still checkpoints past
+// them (else its next owner would resume before them, or from nothing).
+func TestSkippedMessagesAdvanceTheCheckpoint(t *testing.T) {
+	f := newFake(true)
+	f.fail = func(batch.Record, int) error { return errInvalidContents }
+	cfg := testConfig()
+	cfg.PermanentAttempts = 1
+	b := batchtest.Start(t, f, cfg)
+	tn := newTenure()
+	tn.skip = true
+	for seq := int64(1); seq <= 4; seq++ {
+		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.FlushSession(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if got := tn.last(); got != 4 || len(tn.refusedSeqs()) != 4 {
+		t.Fatalf("acked %d with %v skipped, want 4 past all four", got, tn.refusedSeqs())
+	}
+}
