@@ -118,7 +118,9 @@ func (s *Stack) startDestination(ctx context.Context) error {
 			return fmt.Errorf("create the output queue: %w", err)
 		}
 		d.url = aws.ToString(out.QueueUrl)
-		d.proxy, err = sinkfault.Start(sinkfault.Config{Mode: sinkfault.ModeSQS, Dest: d.engine.Endpoint(), Work: s.SQS.Endpoint(), OutputQueue: aws.ToString(in.QueueName), Seed: c.SinkSeed})
+		if d.proxy, err = sinkfault.Start(sinkfault.Config{Mode: sinkfault.ModeSQS, Dest: d.engine.Endpoint(), Work: s.SQS.Endpoint(), OutputQueue: aws.ToString(in.QueueName), Seed: c.SinkSeed}); err != nil {
+			return fmt.Errorf("start the sink fault proxy: %w", err)
+		}
 	case SinkKinesis:
 		d.kin = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(d.engine.Endpoint()) })
 		if _, err := d.kin.CreateStream(cctx, &kinesis.CreateStreamInput{StreamName: aws.String(OutputStream), ShardCount: aws.Int32(OutputShards)}); err != nil {

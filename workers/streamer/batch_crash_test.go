@@ -159,18 +159,3 @@ func maxSeq(ds []delivery) int64 {
 	}
 	return m
 }
-
-// stopWorker stops the worker named id gracefully (no-op when stopped).
-func (e *env) stopWorker(id string) {
-	e.mu.Lock()
-	var w *testWorker
-	for _, x := range e.ws {
-		if x.ID() == id {
-			w = x
-		}
-	}
-	e.mu.Unlock()
-	if w != nil {
-		w.stop()
-	}
-}
