@@ -51,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -253,7 +254,6 @@ type Batcher struct {
 
 	requests, requestErrors, records, entryErrors, dropped atomic.Int64
 	refused, skipped, heldForTrust, budgetStalls           atomic.Int64
-	bufferedBytes                                          atomic.Int64
 }
 
 // New returns a batcher on snd; zero MaxCount and MaxBytes take the sink's
@@ -274,11 +274,14 @@ func New(snd Sender, cfg Config, log zerolog.Logger) (*Batcher, error) {
 
 // Stats returns the cumulative counts.
 func (b *Batcher) Stats() Stats {
+	b.mu.Lock()
+	buffered := b.buffered
+	b.mu.Unlock()
 	return Stats{
 		Requests: b.requests.Load(), RequestErrors: b.requestErrors.Load(), Records: b.records.Load(),
 		EntryErrors: b.entryErrors.Load(), DroppedInvalid: b.dropped.Load(),
 		Refused: b.refused.Load(), Skipped: b.skipped.Load(), HeldForTrust: b.heldForTrust.Load(),
-		BudgetStalls: b.budgetStalls.Load(), BufferedBytes: b.bufferedBytes.Load(),
+		BudgetStalls: b.budgetStalls.Load(), BufferedBytes: buffered,
 	}
 }
 
@@ -347,7 +350,6 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 	st.entries = append(st.entries, e)
 	st.bytes += size
 	b.buffered += int64(size)
-	b.bufferedBytes.Store(b.buffered)
 	first := len(st.queue) == 0
 	b.activateLocked(st)
 	st.queue = append(st.queue, e)
@@ -408,7 +410,7 @@ type waiter struct {
 
 func (w *waiter) Remaining() time.Duration {
 	if w.deadline.IsZero() {
-		return time.Duration(1<<63 - 1)
+		return math.MaxInt64
 	}
 	return time.Until(w.deadline)
 }
@@ -575,7 +577,7 @@ func (b *Batcher) admitLocked(st *stream, now time.Time) (ok, dropped bool) {
 	rem := st.queue[0].t.Remaining()
 	switch {
 	case rem <= 0:
-		b.dropTenureLocked(st)
+		b.endTenureLocked(st, st.queue[0].t)
 		return false, true
 	case rem < b.cfg.RequestTimeout:
 		b.heldForTrust.Add(1)
@@ -678,12 +680,6 @@ func (b *Batcher) activateLocked(st *stream) {
 		st.inActive = true
 		b.active = append(b.active, st)
 	}
-}
-
-// dropTenureLocked drops st's queued entries of the tenure at its head,
-// which may no longer deliver: its session is ending.
-func (b *Batcher) dropTenureLocked(st *stream) {
-	b.endTenureLocked(st, st.queue[0].t)
 }
 
 // endTenureLocked drops st's queued entries of tenure t, which may deliver
@@ -874,7 +870,6 @@ func (b *Batcher) settleLocked(st *stream) {
 	st.entries = st.entries[n:]
 	st.bytes -= freed
 	b.buffered -= int64(freed)
-	b.bufferedBytes.Store(b.buffered)
 	if st.space != nil {
 		close(st.space)
 		st.space = nil
