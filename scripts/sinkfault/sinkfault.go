@@ -438,6 +438,22 @@ func waitAnswer(ctx context.Context, d time.Duration) {
 
 // upstream sends body to base with r's method, path and headers; it
 // returns the answer read whole.
+// forwardKept sends the batch request req to the destination with only the
+// kept entries in its list field (the refused ones are answered by the
+// proxy); ok false: the destination could not be reached and w has a 503.
+func (p *Proxy) forwardKept(w http.ResponseWriter, r *http.Request, req map[string]json.RawMessage, field string, keep []json.RawMessage) (int, http.Header, []byte, bool) {
+	kb, _ := json.Marshal(keep)
+	req[field] = kb
+	fb, _ := json.Marshal(req)
+	p.count(func(s *Stats) { s.Forwarded++ })
+	st, h, b, err := p.upstream(r.Context(), r, p.cfg.Dest, fb)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return 0, nil, nil, false
+	}
+	return st, h, b, true
+}
+
 func (p *Proxy) upstream(ctx context.Context, r *http.Request, base string, body []byte) (int, http.Header, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -592,13 +608,8 @@ func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	status, h := http.StatusOK, http.Header{"Content-Type": {sqsContentType}}
 	if len(keep) > 0 {
-		kb, _ := json.Marshal(keep)
-		req["Entries"] = kb
-		fb, _ := json.Marshal(req)
-		p.count(func(s *Stats) { s.Forwarded++ })
-		st, hh, b, err := p.upstream(r.Context(), r, p.cfg.Dest, fb)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		st, hh, b, ok := p.forwardKept(w, r, req, "Entries", keep)
+		if !ok {
 			return
 		}
 		if st != http.StatusOK || json.Unmarshal(b, &ans) != nil {
@@ -733,13 +744,8 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	status, h := http.StatusOK, http.Header{"Content-Type": {kinesisContentType}}
 	if len(keep) > 0 {
-		kb, _ := json.Marshal(keep)
-		req["Records"] = kb
-		fb, _ := json.Marshal(req)
-		p.count(func(s *Stats) { s.Forwarded++ })
-		st, hh, b, err := p.upstream(r.Context(), r, p.cfg.Dest, fb)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		st, hh, b, ok := p.forwardKept(w, r, req, "Records", keep)
+		if !ok {
 			return
 		}
 		if st != http.StatusOK || json.Unmarshal(b, &ans) != nil || len(ans.Records) != len(keep) {
