@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/scripts/sinkfault"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -479,32 +480,10 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		r.faults[n-1].NewWorker = nid
 		return err
 	case KindPartition:
-		w := r.victim(s)
-		id := w.ID()
-		if w.DynamoProxy == nil {
-			return fmt.Errorf("%s has no DynamoDB proxy (Stack.DynamoProxies)", id)
-		}
-		mine := r.ownedBy(id)
-		at := time.Now()
-		w.DynamoProxy.Freeze()
-		r.say("%s cut off from DynamoDB (its proxy frozen; its sources still reachable), delivering %d session(s); thawed in %v", id, len(mine), s.Hold.Round(time.Millisecond))
-		ok, err := r.waitMoved(ctx, mine, at, id, s.Hold)
-		if err != nil {
-			w.DynamoProxy.Thaw()
-			return err
-		}
-		if err := r.sleep(ctx, max(s.Hold-time.Since(at), 0)); err != nil {
-			w.DynamoProxy.Thaw()
-			return err
-		}
-		w.DynamoProxy.Thaw()
-		thawed := time.Now()
-		f := r.fault(Fault{Kind: s.Kind, Start: at, End: thawed, Worker: id, Note: "the worker's DynamoDB proxy frozen, then thawed (held bytes forwarded late)"})
-		n := f.N
-		r.say("#%d %s reaches DynamoDB again after %v; its sessions delivered by others meanwhile: %s", n, id, thawed.Sub(at).Round(time.Millisecond), okText(ok))
-		nid, err := r.afterDeath(ctx, w, id)
-		r.faults[n-1].NewWorker = nid
-		return err
+		return r.cutOff(ctx, s, nil, cutOffText{
+			frozen: "%s cut off from DynamoDB (its proxy frozen; its sources still reachable), delivering %d session(s); thawed in %v",
+			thawed: "reaches DynamoDB again",
+		}, func() string { return "the worker's DynamoDB proxy frozen, then thawed (held bytes forwarded late)" })
 	case KindRolling:
 		ws := r.st.Workers()
 		for i, w := range ws {
@@ -1066,4 +1045,47 @@ func workerRowOf(it map[string]types.AttributeValue) WorkerRow {
 	w.Epoch, _ = attrN(it, schema.AttrWorkerEpoch)
 	w.Seq, _ = attrN(it, schema.AttrHeartbeatSeq)
 	return w
+}
+
+// cutOffText is what a cut-off fault says when it freezes and thaws.
+type cutOffText struct {
+	frozen string // format: worker id, its sessions, the hold
+	thawed string // "#n <worker> <thawed> after …"
+}
+
+// cutOff freezes the victim's DynamoDB proxy (and, with sink, its sink
+// requests) for s.Hold while its sessions move to other workers, thaws,
+// records the fault (note, read after the thaw) and follows the worker's
+// death: the partition and sink+DynamoDB faults.
+func (r *runner) cutOff(ctx context.Context, s Step, sink *sinkfault.Proxy, txt cutOffText, note func() string) error {
+	w := r.victim(s)
+	id := w.ID()
+	if w.DynamoProxy == nil {
+		return fmt.Errorf("%s has no DynamoDB proxy (Stack.DynamoProxies)", id)
+	}
+	mine := r.ownedBy(id)
+	at := time.Now()
+	if sink != nil {
+		sink.Freeze(id)
+	}
+	w.DynamoProxy.Freeze()
+	r.say(txt.frozen, id, len(mine), s.Hold.Round(time.Millisecond))
+	ok, err := r.waitMoved(ctx, mine, at, id, s.Hold)
+	if err == nil {
+		err = r.sleep(ctx, max(s.Hold-time.Since(at), 0))
+	}
+	w.DynamoProxy.Thaw()
+	if sink != nil {
+		sink.Thaw()
+	}
+	if err != nil {
+		return err
+	}
+	thawed := time.Now()
+	f := r.fault(Fault{Kind: s.Kind, Start: at, End: thawed, Worker: id, Note: note()})
+	n := f.N
+	r.say("#%d %s %s after %v; its sessions delivered by others meanwhile: %s", n, id, txt.thawed, thawed.Sub(at).Round(time.Millisecond), okText(ok))
+	nid, err := r.afterDeath(ctx, w, id)
+	r.faults[n-1].NewWorker = nid
+	return err
 }

@@ -227,32 +227,12 @@ func (r *runner) sinkStep(ctx context.Context, s Step) error {
 		r.say("#%d %s lifted after %v (%s); every session delivering new seqs: %s after %v", n, s.Kind, end.Sub(at).Round(time.Millisecond), statsNote(), okText(ok), time.Since(end).Round(time.Millisecond))
 		return r.checkpointsCatchUp(ctx)
 	case KindSinkFreezeDynamo:
-		w := r.victim(s)
-		id := w.ID()
-		if w.DynamoProxy == nil {
-			return fmt.Errorf("%s has no DynamoDB proxy (Stack.DynamoProxies)", id)
-		}
-		mine := r.ownedBy(id)
-		at := time.Now()
-		p.Freeze(id)
-		w.DynamoProxy.Freeze()
-		r.say("%s: its sink requests and its DynamoDB path frozen, delivering %d session(s); thawed in %v", id, len(mine), s.Hold.Round(time.Millisecond))
-		ok, err := r.waitMoved(ctx, mine, at, id, s.Hold)
-		if err == nil {
-			err = r.sleep(ctx, max(s.Hold-time.Since(at), 0))
-		}
-		w.DynamoProxy.Thaw()
-		p.Thaw()
-		if err != nil {
-			return err
-		}
-		thawed := time.Now()
-		f := r.fault(Fault{Kind: s.Kind, Start: at, End: thawed, Worker: id, Note: "the worker's sink requests and DynamoDB proxy frozen, then thawed; " + statsNote()})
-		n := f.N
-		r.say("#%d %s thawed after %v; its sessions delivered by others meanwhile: %s", n, id, thawed.Sub(at).Round(time.Millisecond), okText(ok))
-		nid, err := r.afterDeath(ctx, w, id)
-		r.faults[n-1].NewWorker = nid
-		return err
+		return r.cutOff(ctx, s, p, cutOffText{
+			frozen: "%s: its sink requests and its DynamoDB path frozen, delivering %d session(s); thawed in %v",
+			thawed: "thawed",
+		}, func() string {
+			return "the worker's sink requests and DynamoDB proxy frozen, then thawed; " + statsNote()
+		})
 	case KindSinkRefuseDynamo:
 		ids := r.startedIDs()
 		at := time.Now()
