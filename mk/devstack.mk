@@ -17,7 +17,7 @@ devstack-bins: build-cli
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/streamer ./workers/streamer/cmd/streamer
 	$(GO) build -o $(BIN)/ingest-local ./functions/ingest/cmd/ingest-local
-	$(GO) build -o $(BIN)/feed ./shared/feed/cmd/feed
+	$(GO) build -o $(BIN)/feed ./testkit/feed/cmd/feed
 	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
 	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 

@@ -10,13 +10,16 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/rs/zerolog v1.35.1
 	github.com/wsfleet/wsfleet/shared v0.0.0
+	github.com/wsfleet/wsfleet/testkit v0.0.0
 	go.uber.org/goleak v1.3.0
 )
+
+require github.com/awslabs/aws-lambda-go-api-proxy v0.16.2 // indirect
 
 require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0 // indirect
-	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.21 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue v1.21.21
 	github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression v1.10.9
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
@@ -37,3 +40,5 @@ require (
 )
 
 replace github.com/wsfleet/wsfleet/shared => ../../shared
+
+replace github.com/wsfleet/wsfleet/testkit => ../../testkit

@@ -22,14 +22,15 @@ const (
 )
 
 // StreamerContextExclude keeps the repo-root Docker build context to what
-// the streamer image builds from (shared/ and workers/streamer/, built with
-// GOWORK=off; the same allowlist as workers/streamer/Dockerfile.dockerignore),
-// so edits elsewhere do not change the image asset's hash. Docker ignore
-// syntax; later patterns win.
+// the streamer image builds from (shared/, workers/streamer/ and
+// testkit/go.mod, built with GOWORK=off; the same allowlist as
+// workers/streamer/Dockerfile.dockerignore), so edits elsewhere do not
+// change the image asset's hash. Docker ignore syntax; later patterns win.
 var StreamerContextExclude = []string{
 	"*",
 	"!shared",
 	"!workers/streamer",
+	"!testkit/go.mod",
 	"**/*.test",
 	"**/*.prof",
 	"**/node_modules",

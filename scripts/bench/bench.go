@@ -47,7 +47,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 )

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // feedAddrs are the loopback addresses the capacity feed listens on (the
@@ -77,7 +77,7 @@ func (r *runner) capacity(ctx context.Context) error {
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
 		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
-		"feed":   fmt.Sprintf("bin/feed (shared/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
+		"feed":   fmt.Sprintf("bin/feed (testkit/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
 		"runs":   strings.Join(runs, "; "),
 		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
 	})

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 )

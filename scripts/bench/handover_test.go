@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 func TestClaimLatencies(t *testing.T) {

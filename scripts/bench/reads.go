@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // ReadsRun is one run of the reads phase: Workers Keepers on one table.

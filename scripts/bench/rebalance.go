@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // RebalanceResult is the rebalance phase: sessions held by two workers,

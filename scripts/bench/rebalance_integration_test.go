@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // TestRebalanceTwoJoinSixHundredPerWorker is issue 14's integration run on

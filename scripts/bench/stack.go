@@ -17,10 +17,10 @@ import (
 	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
-	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // leaseStack is a local stack (devstack: dynalite, fauxqs, the ingest

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // Stop paths (StopResult): whom the stop notification on the work queue

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // A stop is timed to the close of the connection open when it was sent;

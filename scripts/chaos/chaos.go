@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // Config is one chaos run.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // Check names (every Violation names one).

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // Delivery is one sink line as the harness received it from a worker's

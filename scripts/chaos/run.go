@@ -24,10 +24,10 @@ import (
 	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/scripts/sinkfault"
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // envClockOffset is the streamer's test-only lease clock offset, read only

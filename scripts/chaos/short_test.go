@@ -15,7 +15,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // shortSeed is the seed of `make test`'s run (WSFLEET_CHAOS_SEED overrides).

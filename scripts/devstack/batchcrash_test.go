@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // TestKillDuringBatchesLosesNothingCheckpointed: worker processes stream

@@ -18,8 +18,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/scripts/sinkfault"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // Sinks of the stack's workers (Config.Sink).

@@ -14,9 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/proc"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/proc"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,11 +1,11 @@
 // Package devstack runs the whole of wsfleet on one machine, every part a
 // separate process bound to 127.0.0.1: dynalite (DynamoDB, on disk or in
-// memory) and fauxqs (SQS) through shared/enginetest, the sessions table and
+// memory) and fauxqs (SQS) through testkit/enginetest, the sessions table and
 // work queues (created when absent), the demo feed (bin/feed), the ingest
 // local front (bin/ingest-local) and N streamer workers (bin/streamer).
 //
 // It is the library under `make dev`, `make demo`, the chaos harness and the
-// benchmarks: every process (a shared/proc.Proc) can be killed (-9),
+// benchmarks: every process (a testkit/proc.Proc) can be killed (-9),
 // terminated (SIGTERM), paused (SIGSTOP), resumed and started again, and a
 // worker restarted on its own after it exits (Config.RestartWorkers); the engines can be stopped and
 // started on the same ports; the feed is driven through its HTTP controls
@@ -47,12 +47,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
-	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // Ports are the loopback ports of the stack; 0 picks a free one.
@@ -590,7 +590,7 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 	for out, pkg := range map[string][]string{
 		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
 		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
-		bins.Feed:     {"./shared/feed/cmd/feed"},
+		bins.Feed:     {"./testkit/feed/cmd/feed"},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root

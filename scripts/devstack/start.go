@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // StartSessionWith starts session id on the stack's feed like StartSession,

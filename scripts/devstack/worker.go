@@ -11,11 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/faultnet"
-	"github.com/wsfleet/wsfleet/shared/feed"
-	"github.com/wsfleet/wsfleet/shared/proc"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/faultnet"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // Worker is one streamer process slot ("worker-N"). Every (re)start is a new

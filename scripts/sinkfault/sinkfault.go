@@ -8,7 +8,7 @@
 // entries (transient or permanent: refused entries are removed from the
 // request before it is forwarded, so they are not stored, and the answer
 // names them as failed), and freeze the sink (every sink request held until
-// thawed, connections open, as shared/faultnet does at the TCP level).
+// thawed, connections open, as testkit/faultnet does at the TCP level).
 //
 // Every other request is forwarded untouched: with the sqs sink the worker
 // has one SQS endpoint for its work queue and its output queue, so the proxy

@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // restartFailed is ingest's start of a FAILED session with the same

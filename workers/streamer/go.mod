@@ -12,6 +12,7 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/rs/zerolog v1.35.1
 	github.com/wsfleet/wsfleet/shared v0.0.0
+	github.com/wsfleet/wsfleet/testkit v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/time v0.16.0
@@ -40,3 +41,5 @@ require (
 )
 
 replace github.com/wsfleet/wsfleet/shared => ../../shared
+
+replace github.com/wsfleet/wsfleet/testkit => ../../testkit

@@ -12,7 +12,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // TestPartitionFromTheTable: a worker that still reaches its sources but no

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // websocketd runs Debian's websocketd on a fixed loopback port; Kill and
@@ -96,7 +96,7 @@ func (d *websocketd) kill() {
 func (d *websocketd) addr() string { return "127.0.0.1:" + strconv.Itoa(d.port) }
 
 // wsObserver is a TCP proxy in front of a source that records every
-// connection the way shared/feed does (open; the server's close frame; the end
+// connection the way testkit/feed does (open; the server's close frame; the end
 // of the TCP connection), so the one-connection check applies to sources we
 // did not write. Each TCP connection is one WebSocket (the worker never
 // reuses one).

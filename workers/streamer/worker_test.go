@@ -16,11 +16,11 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )

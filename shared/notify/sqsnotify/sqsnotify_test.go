@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(enginetest.Main(m, enginetest.Needs{SQS: true})) }

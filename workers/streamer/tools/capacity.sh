@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A quick capacity check of one worker (docs/worker.md#capacity): the worker on
-# the in-memory store (bin/memstreamer, bench only) with the discard sink, N sessions on bin/feed (shared/feed) in its
+# the in-memory store (bin/memstreamer, bench only) with the discard sink, N sessions on bin/feed (testkit/feed) in its
 # own process on loopback at 1 message/s each. Prints RSS, CPU and the message
 # rate in steady state, and how long the graceful shutdown took.
 #

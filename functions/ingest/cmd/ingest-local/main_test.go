@@ -17,8 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 func TestMain(m *testing.M) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // Every start body in docs/sources.md is one the API accepts: the curl

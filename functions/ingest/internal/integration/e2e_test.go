@@ -26,12 +26,12 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/faultnet"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/faultnet"
 )
 
 func TestMain(m *testing.M) {

@@ -23,9 +23,9 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 func TestMain(m *testing.M) {

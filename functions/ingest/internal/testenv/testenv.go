@@ -1,5 +1,5 @@
 // Package testenv owns the ingest tests' access to the local engines: SDK
-// clients on the endpoints shared/enginetest exported, a fresh table and
+// clients on the endpoints testkit/enginetest exported, a fresh table and
 // queue per test, and clients that cannot reach anything (to test failures).
 // Only tests import it.
 package testenv
@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 var (

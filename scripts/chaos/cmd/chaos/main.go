@@ -25,8 +25,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 func main() {

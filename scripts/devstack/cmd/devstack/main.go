@@ -28,9 +28,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
-	"github.com/wsfleet/wsfleet/shared/proc"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 func main() {

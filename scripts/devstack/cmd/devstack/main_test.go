@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/proc"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // Every exit the stack did not ask for is said on the terminal; the ones not

@@ -49,7 +49,7 @@ func benchSession(b *testing.B, h sink.Handler) *Session {
 	return s
 }
 
-// feedMessage is the demo feed's message for seq (as shared/feed writes it).
+// feedMessage is the demo feed's message for seq (as testkit/feed writes it).
 func feedMessage(dst []byte, seq int64) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendInt(dst, seq, 10)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestDialGateAdmitsPerHost(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // scripted is a WebSocket source whose every connection runs script (n

@@ -18,12 +18,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"

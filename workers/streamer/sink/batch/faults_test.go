@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"

@@ -1,7 +1,7 @@
 // Package feed owns the seq-numbered WebSocket source that the streamer's
 // tests, the local stack, the demo, chaos and bench connect workers to
-// (cmd/feed runs it in its own process). It is test infrastructure, like
-// shared/enginetest: no shipped binary (functions/ingest, workers/streamer)
+// (cmd/feed runs it in its own process). It is test infrastructure, in the
+// testkit module: no shipped binary (functions/ingest, workers/streamer)
 // imports it. It behaves like the sources wsfleet targets (meeting media
 // streams, exchange feeds) and keeps its own evidence, so that a test or a
 // harness can judge the workers from the source's side.

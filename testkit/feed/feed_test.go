@@ -12,8 +12,8 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

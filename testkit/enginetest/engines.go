@@ -18,7 +18,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/proc"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
 // RepoRoot finds the repository root: WSFLEET_ROOT, or the nearest parent of
@@ -44,7 +44,7 @@ func RepoRoot() (string, error) {
 }
 
 // Process is one engine process on a fixed loopback port (supervised by
-// shared/proc). Stop and Start may be called repeatedly (tests kill an
+// testkit/proc). Stop and Start may be called repeatedly (tests kill an
 // engine and bring it back on the same port).
 type Process struct {
 	Name string

@@ -1,14 +1,14 @@
 // Package proc owns the child processes of the repository's harnesses: the
 // local stack (scripts/devstack, `make dev`), the benchmarks, the chaos
-// harness and the test engines (shared/enginetest). A Proc starts a program
+// harness and the test engines (testkit/enginetest). A Proc starts a program
 // in its own process group (a Ctrl-C at the terminal reaches only the
 // harness, which stops its children in order) that is killed when the
 // harness dies (Pdeathsig); it can be signalled, stopped with a grace period
 // then killed, waited for, started again, and restarted on its own after it
 // exits (Restart) with every exit reported (OnExit).
 //
-// No shipped binary imports this package: it is harness code that lives in
-// the shared module only so that shared/enginetest can use it too.
+// No shipped binary imports this package: it is harness code, in the
+// testkit module with the rest of the harness (shared/archtest checks).
 package proc
 
 import (

@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -20,7 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
-	"github.com/wsfleet/wsfleet/shared/feed"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 func main() {

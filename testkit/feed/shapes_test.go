@@ -11,8 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/wsfleet/wsfleet/shared/feed"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func readRaw(t *testing.T, ws *websocket.Conn) (websocket.MessageType, []byte) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // echoServer answers every line with the same line and counts the lines it
