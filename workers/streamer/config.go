@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,45 +15,14 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
 )
 
-// Finer worker settings, named in shared/schema.
-const (
-	EnvDialTimeout     = schema.EnvDialTimeout
-	EnvPingEvery       = schema.EnvPingEvery
-	EnvPingTimeout     = schema.EnvPingTimeout
-	EnvCloseGrace      = schema.EnvCloseGrace
-	EnvReconnectMin    = schema.EnvReconnectMin
-	EnvReconnectMax    = schema.EnvReconnectMax
-	EnvReadLimit       = schema.EnvReadLimit
-	EnvMetricsEvery    = schema.EnvMetricsEvery
-	EnvQueueWait       = schema.EnvQueueWait
-	EnvSinkAttempts    = schema.EnvSinkAttempts
-	EnvStoreRPCTimeout = schema.EnvStoreRPCTimeout
-	EnvAdminPprof      = schema.EnvAdminPprof
-	EnvMaxWrites       = schema.EnvMaxConcurrentWrites
-	EnvMaxDialFailures = schema.EnvMaxDialFailures
-)
-
-// DefaultGCPercent is the GC target of the worker binaries when GOGC is
-// not set: less GC headroom per session than Go's default 100 at a similar
-// CPU cost (measured in docs/worker.md#capacity). GOGC and GOMEMLIMIT still
-// apply.
-const DefaultGCPercent = 50
-
-// Sink names (WSFLEET_SINK).
-const (
-	SinkStdout  = "stdout"
-	SinkSQS     = "sqs"
-	SinkKinesis = "kinesis"
-	SinkDiscard = "discard"
-)
-
-// Config is every worker setting. DefaultConfig fills the defaults,
-// ConfigFromEnv reads the environment over them, Validate checks them.
+// Config is every setting of the Worker, and only those: how the worker is
+// wired (the table, the work queue, which sink) is its caller's
+// (cmd/streamer reads all of it from the environment: package envconfig).
+// DefaultConfig fills the defaults, Resolved the derived ones, Validate
+// checks them. The messages name each setting's environment variable
+// (docs/worker.md, Configuration).
 type Config struct {
 	WorkerID string // lease owner; default hostname-<random>
 
@@ -82,7 +49,6 @@ type Config struct {
 	ReconcileEvery  time.Duration
 	MaxSessions     int
 	ClaimsPerSecond float64
-	QueueWait       time.Duration // SQS long-poll wait (a graceful shutdown waits for the poll in flight)
 
 	// Sessions.
 	DialTimeout  time.Duration
@@ -109,6 +75,12 @@ type Config struct {
 	// AllowedHosts are the host patterns (schema.EnvAllowedHosts, as ingest
 	// reads them) a handshake redirect may lead to; none: any host.
 	AllowedHosts []string
+	// SinkRequestTimeout bounds every sink call of a session (and a
+	// batched sink's requests: give its batcher the same, Resolved's, as
+	// batch.Config.RequestTimeout); 0: half the safety margin (Resolved).
+	// At most half the margin: a request sent just before the trust
+	// deadline must end well inside it.
+	SinkRequestTimeout time.Duration
 
 	// Operations.
 	ShutdownDeadline time.Duration
@@ -126,33 +98,7 @@ type Config struct {
 	MetricsEvery     time.Duration
 	MetricsNamespace string
 	Environment      string
-	LogLevel         string
-
-	// Binary wiring (cmd/streamer); the library ignores them.
-	Sink           string
-	TableName      string
-	QueueURL       string // "" = reconciliation only
-	OutputQueueURL string
-	OutputStream   string // the kinesis sink's stream (name or ARN)
-	// SinkBatching sends the sqs sink's messages in SendMessageBatch
-	// requests through sink/batch (kinesis is always batched); false: one
-	// SendMessage per message, the session waiting for each.
-	SinkBatching bool
-	// Batch bounds the batches of the sqs and kinesis sinks. Its
-	// RequestTimeout (WSFLEET_SINK_REQUEST_TIMEOUT; 0: half the safety
-	// margin) also bounds an unbatched sink's calls, and its BufferBudget
-	// (WSFLEET_SINK_BUFFER_BUDGET; 0: a quarter of MemoryLimit, or
-	// DefaultBufferBudget when the limit is unknown) every session's
-	// unacknowledged sink bytes together (Resolved fills both).
-	Batch batch.Config
-	// MemoryLimit is the worker's memory limit in bytes (the Go runtime's
-	// GOMEMLIMIT, or the container's cgroup limit: DetectMemoryLimit, read
-	// once by the binary); 0: unknown.
-	MemoryLimit int64
-
-	// unknownEnv are the WSFLEET_ variables ConfigFromEnv found and the
-	// worker does not read; Validate reports them.
-	unknownEnv []error
+	LogLevel         string // of the default logger (Deps.Logger nil)
 }
 
 // DefaultConfig returns the defaults.
@@ -171,7 +117,6 @@ func DefaultConfig() Config {
 		MinHold:             time.Minute,
 		MaxSessions:         1000,
 		ClaimsPerSecond:     50,
-		QueueWait:           10 * time.Second,
 		DialTimeout:         10 * time.Second,
 		PingEvery:           15 * time.Second,
 		PingTimeout:         10 * time.Second,
@@ -190,36 +135,14 @@ func DefaultConfig() Config {
 		MetricsNamespace:    schema.DefaultMetricsNamespace,
 		Environment:         "local",
 		LogLevel:            "info",
-		Sink:                SinkStdout,
-		TableName:           schema.DefaultTableName,
-		SinkBatching:        true,
-		Batch:               defaultBatch(),
 	}
-}
-
-// DefaultBufferBudget is the sink buffer budget when the memory limit is
-// unknown.
-const DefaultBufferBudget = 256 << 20
-
-// defaultBatch is batch.DefaultConfig with the two settings Resolved
-// derives left at 0.
-func defaultBatch() batch.Config {
-	b := batch.DefaultConfig()
-	b.RequestTimeout, b.BufferBudget = 0, 0
-	return b
 }
 
 // Resolved fills the derived defaults: the sink request timeout (half the
-// safety margin) and the sink buffer budget (a quarter of the memory limit).
+// safety margin).
 func (c Config) Resolved() Config {
-	if c.Batch.RequestTimeout == 0 {
-		c.Batch.RequestTimeout = c.SafetyMargin / 2
-	}
-	if c.Batch.BufferBudget == 0 {
-		c.Batch.BufferBudget = DefaultBufferBudget
-		if c.MemoryLimit > 0 {
-			c.Batch.BufferBudget = c.MemoryLimit / 4
-		}
+	if c.SinkRequestTimeout == 0 {
+		c.SinkRequestTimeout = c.SafetyMargin / 2
 	}
 	return c
 }
@@ -234,158 +157,6 @@ func DefaultWorkerID() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return host + "-" + hex.EncodeToString(b[:])
-}
-
-// ConfigFromEnv returns DefaultConfig overridden by environ (KEY=VALUE
-// pairs, os.Environ() in the binary; the last value of a repeated key
-// wins, as exec does). Empty values keep the default. The error lists every
-// value that does not parse. A WSFLEET_ variable the worker does not read
-// (schema.WorkerEnv, plus accept: variables of the binary's own) is a
-// problem Validate reports, with the known name it is closest to.
-func ConfigFromEnv(environ []string, accept ...string) (Config, error) {
-	c := DefaultConfig()
-	c.unknownEnv = schema.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
-	lookup := schema.LookupIn(environ)
-	p := envParser{lookup: lookup}
-	p.str(schema.EnvWorkerID, &c.WorkerID)
-	p.dur(schema.EnvLeaseTTL, &c.LeaseTTL)
-	p.dur(schema.EnvHeartbeatEvery, &c.HeartbeatEvery)
-	p.dur(schema.EnvSafetyMargin, &c.SafetyMargin)
-	p.dur(schema.EnvCheckpointEvery, &c.CheckpointEvery)
-	p.dur(EnvStoreRPCTimeout, &c.StoreTimeout)
-	p.int(EnvMaxWrites, &c.MaxConcurrentWrites)
-	p.dur(schema.EnvReconcileEvery, &c.ReconcileEvery)
-	p.dur(schema.EnvRebalanceEvery, &c.RebalanceEvery)
-	p.str(schema.EnvAdvertiseAddr, &c.AdvertiseAddr)
-	p.dur(schema.EnvMinHold, &c.MinHold)
-	p.int(schema.EnvRebalanceMoves, &c.RebalanceMaxMoves)
-	p.int(schema.EnvMaxSessions, &c.MaxSessions)
-	p.float(schema.EnvClaimsPerSecond, &c.ClaimsPerSecond)
-	p.dur(EnvQueueWait, &c.QueueWait)
-	p.dur(EnvDialTimeout, &c.DialTimeout)
-	p.dur(EnvPingEvery, &c.PingEvery)
-	p.dur(EnvPingTimeout, &c.PingTimeout)
-	p.dur(EnvCloseGrace, &c.CloseGrace)
-	p.dur(EnvReconnectMin, &c.ReconnectMin)
-	p.dur(EnvReconnectMax, &c.ReconnectMax)
-	var limit int
-	if p.int(EnvReadLimit, &limit) {
-		c.ReadLimit = int64(limit)
-	}
-	p.int(EnvSinkAttempts, &c.SinkAttempts)
-	p.int(EnvMaxDialFailures, &c.MaxDialFailures)
-	p.float(schema.EnvDialsPerHost, &c.DialsPerHost)
-	p.dur(schema.EnvShutdownDeadline, &c.ShutdownDeadline)
-	p.int(schema.EnvShutdownInFlight, &c.ShutdownInFlight)
-	p.strOrEmpty(schema.EnvAdminAddr, &c.AdminAddr) // set and empty: no admin server
-	p.bool(EnvAdminPprof, &c.AdminPprof)
-	p.dur(EnvMetricsEvery, &c.MetricsEvery)
-	p.str(schema.EnvMetricsNS, &c.MetricsNamespace)
-	p.str(schema.EnvEnvironment, &c.Environment)
-	p.str(schema.EnvLogLevel, &c.LogLevel)
-	p.str(schema.EnvSink, &c.Sink)
-	if v, ok := lookup(schema.EnvAllowedHosts); ok {
-		c.AllowedHosts = netguard.SplitHosts(v)
-	}
-	if v, ok := lookup(schema.EnvAllowPrivateIPs); ok && v != "" {
-		pol, err := netguard.ParsePolicy(v)
-		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s: %w", schema.EnvAllowPrivateIPs, err))
-		} else {
-			c.AllowPrivateIPs = pol
-		}
-	}
-	p.str(schema.EnvTableName, &c.TableName)
-	p.str(schema.EnvQueueURL, &c.QueueURL)
-	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)
-	p.str(schema.EnvOutputStream, &c.OutputStream)
-	p.bool(schema.EnvSinkBatching, &c.SinkBatching)
-	p.dur(schema.EnvSinkMaxDelay, &c.Batch.MaxDelay)
-	p.int(schema.EnvSinkMaxBatch, &c.Batch.MaxCount)
-	p.int(schema.EnvSinkMaxBatchBytes, &c.Batch.MaxBytes)
-	p.int(schema.EnvSinkInFlight, &c.Batch.MaxInFlight)
-	p.int(schema.EnvSinkBufferBytes, &c.Batch.SessionBufferBytes)
-	p.dur(schema.EnvSinkRequestTimeout, &c.Batch.RequestTimeout)
-	p.int(schema.EnvSinkPermanentAttempts, &c.Batch.PermanentAttempts)
-	var budget int
-	if p.int(schema.EnvSinkBufferBudget, &budget) {
-		c.Batch.BufferBudget = int64(budget)
-	}
-	if len(p.errs) > 0 {
-		return c, errors.Join(p.errs...)
-	}
-	return c, nil
-}
-
-type envParser struct {
-	lookup func(string) (string, bool)
-	errs   []error
-}
-
-func (p *envParser) get(name string) (string, bool) {
-	v, ok := p.lookup(name)
-	v = strings.TrimSpace(v)
-	return v, ok && v != ""
-}
-
-func (p *envParser) str(name string, dst *string) {
-	if v, ok := p.get(name); ok {
-		*dst = v
-	}
-}
-
-// strOrEmpty is str for a variable whose empty value means something (off):
-// set to "" it gives "", unset it keeps the default.
-func (p *envParser) strOrEmpty(name string, dst *string) {
-	if v, ok := p.lookup(name); ok {
-		*dst = strings.TrimSpace(v)
-	}
-}
-
-func (p *envParser) dur(name string, dst *time.Duration) {
-	if v, ok := p.get(name); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a duration (e.g. 10s, 500ms)", name, v))
-			return
-		}
-		*dst = d
-	}
-}
-
-func (p *envParser) int(name string, dst *int) bool {
-	if v, ok := p.get(name); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s=%q: not an integer", name, v))
-			return false
-		}
-		*dst = n
-		return true
-	}
-	return false
-}
-
-func (p *envParser) bool(name string, dst *bool) {
-	if v, ok := p.get(name); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a boolean (true or false)", name, v))
-			return
-		}
-		*dst = b
-	}
-}
-
-func (p *envParser) float(name string, dst *float64) {
-	if v, ok := p.get(name); ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a number", name, v))
-			return
-		}
-		*dst = f
-	}
 }
 
 // LeaseConfig is the shared/lease configuration these settings make.
@@ -411,29 +182,26 @@ func (c Config) sessionConfig() *session.Config {
 		StableAfter:  10 * time.Second,
 		ReadLimit:    c.ReadLimit,
 		SinkAttempts: c.SinkAttempts,
-		SinkTimeout:  c.Resolved().Batch.RequestTimeout,
+		SinkTimeout:  c.Resolved().SinkRequestTimeout,
 
 		MaxDialFailures: c.MaxDialFailures,
 	}
 }
 
-// batchLimits are the request limits of the configured sink when it is
-// batched.
-func (c Config) batchLimits() (batch.Limits, bool) {
-	switch {
-	case c.Sink == SinkKinesis:
-		return kinesissink.New(nil, "").Limits(), true
-	case c.Sink == SinkSQS && c.SinkBatching:
-		return sqssink.New(nil, "").Limits(), true
+// Validate checks every setting (with the derived defaults, Resolved); the
+// error lists all problems.
+func (c Config) Validate() error {
+	if errs := c.Problems(); len(errs) > 0 {
+		return fmt.Errorf("worker config: %w", errors.Join(errs...))
 	}
-	return batch.Limits{}, false
+	return nil
 }
 
-// Validate checks every setting (with the derived defaults, Resolved) and
-// the environment's variable names; the error lists all problems.
-func (c Config) Validate() error {
+// Problems are every problem Validate reports, one error each (nil: none),
+// for a caller that checks settings of its own with them (envconfig).
+func (c Config) Problems() []error {
 	c = c.Resolved()
-	errs := slices.Clone(c.unknownEnv)
+	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if err := c.LeaseConfig().Validate(); err != nil {
 		errs = append(errs, err)
@@ -459,9 +227,6 @@ func (c Config) Validate() error {
 	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
 		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)
 	}
-	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
-		bad("%s must be within 0s..20s", EnvQueueWait)
-	}
 	if c.ShutdownInFlight < 1 {
 		bad("%s must be at least 1", schema.EnvShutdownInFlight)
 	}
@@ -469,13 +234,13 @@ func (c Config) Validate() error {
 		bad("%s must be positive", schema.EnvShutdownDeadline)
 	} else if c.ShutdownDeadline <= c.CloseGrace+c.StoreTimeout {
 		bad("%s (%s) must exceed %s + %s (%s + %s): one close handshake and one release must fit", schema.EnvShutdownDeadline,
-			c.ShutdownDeadline, EnvCloseGrace, EnvStoreRPCTimeout, c.CloseGrace, c.StoreTimeout)
+			c.ShutdownDeadline, schema.EnvCloseGrace, schema.EnvStoreRPCTimeout, c.CloseGrace, c.StoreTimeout)
 	}
 	if c.MetricsEvery <= 0 {
-		bad("%s must be positive", EnvMetricsEvery)
+		bad("%s must be positive", schema.EnvMetricsEvery)
 	}
 	if c.PingEvery > 0 && c.PingTimeout >= c.PingEvery {
-		bad("%s (%s) must be shorter than %s (%s)", EnvPingTimeout, c.PingTimeout, EnvPingEvery, c.PingEvery)
+		bad("%s (%s) must be shorter than %s (%s)", schema.EnvPingTimeout, c.PingTimeout, schema.EnvPingEvery, c.PingEvery)
 	}
 	if err := c.sessionConfig().Validate(); err != nil {
 		errs = append(errs, err)
@@ -485,65 +250,16 @@ func (c Config) Validate() error {
 	default:
 		bad("%s=%q: want debug, info, warn or error", schema.EnvLogLevel, c.LogLevel)
 	}
-	switch c.Sink {
-	case SinkStdout, SinkDiscard:
-	case SinkSQS:
-		if c.OutputQueueURL == "" {
-			bad("%s=sqs needs %s", schema.EnvSink, schema.EnvOutputQueueURL)
-		}
-	case SinkKinesis:
-		if c.OutputStream == "" {
-			bad("%s=kinesis needs %s", schema.EnvSink, schema.EnvOutputStream)
-		}
-	default:
-		bad("%s=%q: want stdout, sqs, kinesis or discard", schema.EnvSink, c.Sink)
-	}
-	errs = append(errs, c.validateSinkBounds()...)
-	if l, ok := c.batchLimits(); ok {
-		if err := c.Batch.Validate(l); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Sink, schema.EnvSinkMaxBatch,
-				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
-		}
-	}
-	if c.TableName == "" {
-		bad("%s is empty", schema.EnvTableName)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("worker config: %w", errors.Join(errs...))
-	}
-	return nil
-}
-
-// validateSinkBounds checks the settings that keep sink writes safe and the
-// worker within its memory (c is Resolved):
-//   - the sink request timeout fits in half the safety margin. A request is
-//     sent only when its timeout ends by the trust deadline, and the margin
-//     beyond that deadline absorbs the clock drift of both workers
-//     (shared/lease/safety_test.go); half of it for one request leaves the
-//     other half as room to spare.
-//   - a worker whose memory limit is known has room for every session to
-//     hold one message of ReadLimit being read, plus the sink buffer budget.
-//     The sink's buffers are bounded by the budget whatever MaxSessions ×
-//     SessionBufferBytes is (a full budget stalls reads): the budget, not
-//     that product, is what counts.
-func (c Config) validateSinkBounds() []error {
-	var errs []error
-	rt := c.Batch.RequestTimeout
-	if rt <= 0 {
-		errs = append(errs, fmt.Errorf("%s %s must be positive", schema.EnvSinkRequestTimeout, rt))
+	// The sink request timeout fits in half the safety margin. A request
+	// is sent only when its timeout ends by the trust deadline, and the
+	// margin beyond that deadline absorbs the clock drift of both workers
+	// (shared/lease/safety_test.go); half of it for one request leaves the
+	// other half as room to spare.
+	if rt := c.SinkRequestTimeout; rt <= 0 {
+		bad("%s %s must be positive", schema.EnvSinkRequestTimeout, rt)
 	} else if rt > c.SafetyMargin/2 {
-		errs = append(errs, fmt.Errorf("%s %s must be at most half of %s (%s): a request sent just before the trust deadline must end well inside the margin",
-			schema.EnvSinkRequestTimeout, rt, schema.EnvSafetyMargin, c.SafetyMargin))
-	}
-	if c.Batch.BufferBudget < 0 {
-		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, c.Batch.BufferBudget))
-	}
-	if c.MemoryLimit > 0 && c.MaxSessions > 0 && c.ReadLimit > 0 {
-		need := int64(c.MaxSessions)*c.ReadLimit + c.Batch.BufferBudget
-		if need > c.MemoryLimit {
-			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
-				schema.EnvMaxSessions, c.MaxSessions, EnvReadLimit, c.ReadLimit, schema.EnvSinkBufferBudget, c.Batch.BufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
-		}
+		bad("%s %s must be at most half of %s (%s): a request sent just before the trust deadline must end well inside the margin",
+			schema.EnvSinkRequestTimeout, rt, schema.EnvSafetyMargin, c.SafetyMargin)
 	}
 	return errs
 }

@@ -1,7 +1,7 @@
 package streamer
 
 // Integration tests: several workers in one process against dynalite and
-// fauxqs (started by testkit/enginetest), each test with its own table, work
+// fauxqs (started by shared/enginetest), each test with its own table, work
 // queue and test feed, with small lease timings. Bounds asserted are derived
 // from the configured timings with generous slack; no latency figure is
 // asserted beyond the issue's own ("resumes within 1 s" after SIGTERM).
@@ -28,6 +28,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/enginetest"
+	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
@@ -35,9 +37,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
-	"github.com/wsfleet/wsfleet/testkit/feed"
-	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -225,7 +225,6 @@ func testConfig(id string) Config {
 	c.ReconcileEvery = time.Second
 	c.ClaimsPerSecond = 100
 	c.DialsPerHost = 0 // every test source is 127.0.0.1
-	c.QueueWait = time.Second
 	c.DialTimeout = 2 * time.Second
 	c.PingEvery, c.PingTimeout = time.Second, 800*time.Millisecond
 	c.CloseGrace = 500 * time.Millisecond
@@ -234,7 +233,6 @@ func testConfig(id string) Config {
 	c.AdminAddr = "127.0.0.1:0"
 	c.MetricsEvery = 500 * time.Millisecond
 	c.LogLevel = "debug"
-	c.TableName = "unused-by-the-library"
 	return c
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/faultnet"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
-	"github.com/wsfleet/wsfleet/testkit/faultnet"
-	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -52,7 +52,7 @@ func TestShutdownDeadlineIsAHardBound(t *testing.T) {
 			if frozen == "work queue" {
 				proxy = proxyTo(t, "AWS_ENDPOINT_URL_SQS")
 				c := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
-				e.workerQueue = sqsnotify.New(c, e.workURL, 1)
+				e.workerQueue = sqsnotify.New(c, e.workURL, 10) // the production long poll: one is in flight when the queue freezes
 			} else {
 				proxy = proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
 				e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
@@ -61,10 +61,7 @@ func TestShutdownDeadlineIsAHardBound(t *testing.T) {
 			for range 5 {
 				ids = append(ids, e.session(nil))
 			}
-			w := e.worker(func(c *Config) {
-				c.ShutdownDeadline = deadline
-				c.QueueWait = 10 * time.Second // the production long poll: one is in flight when the queue freezes
-			})
+			w := e.worker(func(c *Config) { c.ShutdownDeadline = deadline })
 			for _, id := range ids {
 				e.notify("start", id)
 			}

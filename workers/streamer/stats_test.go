@@ -12,9 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
-	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -103,7 +103,7 @@ func TestAdminStatsAndPprofGuard(t *testing.T) {
 			t.Fatalf("/stats: %d %s", code, body)
 		}
 		if code, _ := get(t, base+"/debug/pprof/"); code != http.StatusNotFound {
-			t.Fatalf("/debug/pprof/ without %s: HTTP %d, want 404", EnvAdminPprof, code)
+			t.Fatalf("/debug/pprof/ without %s: HTTP %d, want 404", schema.EnvAdminPprof, code)
 		}
 	})
 	t.Run("enabled", func(t *testing.T) {
@@ -120,38 +120,4 @@ func TestAdminStatsAndPprofGuard(t *testing.T) {
 			t.Fatalf("/debug/pprof/heap from 10.1.2.3: HTTP %d, want 403", rec.Code)
 		}
 	})
-}
-
-func TestConfigAdminPprof(t *testing.T) {
-	env := map[string]string{EnvAdminPprof: "true"}
-	c, err := ConfigFromEnv(environ(env))
-	if err != nil || !c.AdminPprof {
-		t.Fatalf("%s=true: %v, AdminPprof %v", EnvAdminPprof, err, c.AdminPprof)
-	}
-	env[EnvAdminPprof] = "maybe"
-	if _, err := ConfigFromEnv(environ(env)); err == nil {
-		t.Fatalf("%s=maybe: want an error", EnvAdminPprof)
-	}
-	if DefaultConfig().AdminPprof {
-		t.Fatal("pprof must be off by default")
-	}
-}
-
-func TestConfigMaxConcurrentWrites(t *testing.T) {
-	env := map[string]string{EnvMaxWrites: "512"}
-	c, err := ConfigFromEnv(environ(env))
-	if err != nil || c.LeaseConfig().MaxConcurrentWrites != 512 {
-		t.Fatalf("%s=512: %v, lease config %d", EnvMaxWrites, err, c.LeaseConfig().MaxConcurrentWrites)
-	}
-	if got, want := DefaultConfig().LeaseConfig().MaxConcurrentWrites, lease.DefaultConfig("x").MaxConcurrentWrites; got != want {
-		t.Fatalf("default: %d, want the lease default %d", got, want)
-	}
-	env[EnvMaxWrites] = "-1"
-	c, err = ConfigFromEnv(environ(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Validate() == nil {
-		t.Fatalf("%s=-1: want a validation error", EnvMaxWrites)
-	}
 }

@@ -6,8 +6,9 @@
 // delivered sequence number, watches other workers and takes over the
 // sessions of dead ones, and hands every session off on shutdown.
 //
-// The cmd/streamer binary wires it to DynamoDB, SQS and the stdout or SQS
-// sink; run your own handler with:
+// The cmd/streamer binary wires it to DynamoDB, SQS and the sink the
+// environment names (package envconfig reads the settings); run your own
+// handler with:
 //
 //	w, err := streamer.New(cfg, streamer.Deps{Store: store, Queue: queue, Handler: myHandler})
 //	...
@@ -418,7 +419,7 @@ func (w *Worker) sinkQuiet(hardStop time.Time) bool {
 	if !ok {
 		return true
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(w.cfg.Batch.RequestTimeout+shutdownCleanup)))
+	ctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(w.cfg.SinkRequestTimeout+shutdownCleanup)))
 	defer cancel()
 	if err := q.Quiesce(ctx); err != nil {
 		w.log.Warn().Err(err).Msg("sink requests still in flight: not marking the worker LEFT (its sessions expire after the TTL instead)")

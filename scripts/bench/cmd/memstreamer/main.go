@@ -28,12 +28,13 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
 func main() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(streamer.DefaultGCPercent) // as the shipped worker: the figures are its
+		debug.SetGCPercent(envconfig.DefaultGCPercent) // as the shipped worker: the figures are its
 	}
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -64,7 +65,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if urls != "" {
 		seed.URLs = strings.Split(urls, ",")
 	}
-	cfg, err := streamer.ConfigFromEnv(environ)
+	cfg, err := envconfig.FromEnv(environ)
 	if err != nil {
 		return err
 	}
@@ -73,9 +74,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	var handler sink.Handler
 	switch cfg.Sink {
-	case streamer.SinkStdout:
+	case envconfig.SinkStdout:
 		handler = sink.NewWriter(stdout)
-	case streamer.SinkDiscard:
+	case envconfig.SinkDiscard:
 		handler = sink.Discard
 	default:
 		return fmt.Errorf("sink %q: the memory worker writes to stdout or discard", cfg.Sink)
@@ -84,9 +85,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if _, err := seed.Put(store); err != nil {
 		return err
 	}
-	log := streamer.NewLogger(stderr, cfg.LogLevel)
+	log := streamer.NewLogger(stderr, cfg.Worker.LogLevel)
 	log.Info().Int("sessions", seed.Sessions).Msg("memory store seeded")
-	w, err := streamer.New(cfg, streamer.Deps{Store: store, Handler: handler, Logger: &log, Metrics: stderr})
+	w, err := streamer.New(cfg.Worker, streamer.Deps{Store: store, Handler: handler, Logger: &log, Metrics: stderr})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 )
 
 func TestChaosClock(t *testing.T) {
@@ -52,7 +53,7 @@ func TestChaosClock(t *testing.T) {
 // The chaos build knows the offset variable (the default build refuses it,
 // clock_default_test.go).
 func TestChaosBuildAcceptsTheClockOffset(t *testing.T) {
-	cfg, err := streamer.ConfigFromEnv([]string{EnvTestClockOffset + "=400ms"}, chaosEnv()...)
+	cfg, err := envconfig.FromEnv([]string{EnvTestClockOffset + "=400ms"}, chaosEnv()...)
 	if err != nil {
 		t.Fatal(err)
 	}

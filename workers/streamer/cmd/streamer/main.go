@@ -42,6 +42,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
@@ -61,7 +62,7 @@ func start(args []string, open backends) int {
 		return healthcheck(os.LookupEnv, os.Stderr)
 	}
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(streamer.DefaultGCPercent)
+		debug.SetGCPercent(envconfig.DefaultGCPercent)
 	}
 	// Log times to the millisecond: a hand-off or a claim is a few ms.
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -79,11 +80,11 @@ func start(args []string, open backends) int {
 
 // backends opens the lease store and the work queue (nil: none) for cfg;
 // loadAWS returns the AWS configuration, loaded once.
-type backends func(cfg streamer.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error)
+type backends func(cfg envconfig.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error)
 
 // awsBackends is the deployment's: DynamoDB and, when WSFLEET_QUEUE_URL is
 // set, SQS.
-func awsBackends(cfg streamer.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
+func awsBackends(cfg envconfig.Config, loadAWS func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
 	ac, err := loadAWS()
 	if err != nil {
 		return nil, nil, err
@@ -99,16 +100,16 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (subcommand: healthcheck; settings come from the environment)", args)
 	}
-	cfg, err := streamer.ConfigFromEnv(environ, chaosEnv()...)
+	cfg, err := envconfig.FromEnv(environ, chaosEnv()...)
 	if err != nil {
 		return err
 	}
-	cfg.MemoryLimit = streamer.DetectMemoryLimit()
+	cfg.MemoryLimit = envconfig.DetectMemoryLimit()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg = cfg.Resolved()
-	log := streamer.NewLogger(stderr, cfg.LogLevel)
+	log := streamer.NewLogger(stderr, cfg.Worker.LogLevel)
 	clk, err := chaosClock(schema.LookupIn(environ), &log)
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	if err != nil {
 		return err
 	}
-	w, err := streamer.New(cfg, deps)
+	w, err := streamer.New(cfg.Worker, deps)
 	if err != nil {
 		return err
 	}
@@ -146,14 +147,14 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 
 // openSink builds cfg's sink: the handler the sessions deliver to and, for
 // a batched sink, the batcher behind it (which the Worker runs).
-func openSink(cfg streamer.Config, loadAWS func() (aws.Config, error), stdout io.Writer, log zerolog.Logger) (sink.Handler, *batch.Batcher, error) {
+func openSink(cfg envconfig.Config, loadAWS func() (aws.Config, error), stdout io.Writer, log zerolog.Logger) (sink.Handler, *batch.Batcher, error) {
 	var snd batch.Sender
 	switch cfg.Sink {
-	case streamer.SinkStdout:
+	case envconfig.SinkStdout:
 		return sink.NewWriter(stdout), nil, nil
-	case streamer.SinkDiscard:
+	case envconfig.SinkDiscard:
 		return sink.Discard, nil, nil
-	case streamer.SinkSQS:
+	case envconfig.SinkSQS:
 		ac, err := loadAWS()
 		if err != nil {
 			return nil, nil, err
@@ -163,7 +164,7 @@ func openSink(cfg streamer.Config, loadAWS func() (aws.Config, error), stdout io
 			return s, nil, nil
 		}
 		snd = s
-	case streamer.SinkKinesis:
+	case envconfig.SinkKinesis:
 		ac, err := loadAWS()
 		if err != nil {
 			return nil, nil, err

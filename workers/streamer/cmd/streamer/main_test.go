@@ -16,7 +16,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 )
 
 func TestHealthURL(t *testing.T) {
@@ -70,11 +72,19 @@ func TestHealthcheckExitCode(t *testing.T) {
 // memBackends is a memstore holding one STARTED session per url (ids
 // mem-0, mem-1, …) and no work queue: main's wiring without DynamoDB.
 func memBackends(urls ...string) backends {
-	return func(streamer.Config, func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
+	return func(envconfig.Config, func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
 		st := memstore.New()
 		for i, u := range urls {
-			st.Put(lease.Item{ConnectionID: fmt.Sprintf("mem-%d", i), DesiredState: schema.StateStarted, WSURL: u,
-				SeqField: "seq", Generation: 1, LastSeq: lease.NoSeq})
+			sp := spec.Spec{WSURL: u}
+			if fe := sp.Check(nil); fe != nil {
+				return nil, nil, fe
+			}
+			stored, err := sp.Encode()
+			if err != nil {
+				return nil, nil, err
+			}
+			st.Put(lease.Item{ConnectionID: fmt.Sprintf("mem-%d", i), DesiredState: schema.StateStarted, Spec: stored,
+				Generation: 1, LastSeq: lease.NoSeq})
 		}
 		return st, nil, nil
 	}

@@ -1,0 +1,336 @@
+// Package envconfig is the streamer binary's configuration from the
+// environment (docs/worker.md, Configuration): the worker's settings
+// (streamer.Config, the library's) and the binary's own wiring (the lease
+// table, the work queue, the sink, the memory limit), every WSFLEET_
+// variable, the defaults, and one Validate that reports every problem at
+// once, an unknown WSFLEET_ variable with the known name it is closest to
+// among them.
+//
+// cmd/streamer reads its settings with it, and so does the benchmark's
+// memory worker (scripts/bench/cmd/memstreamer), which takes the shipped
+// worker's settings the same way: it is not internal for that reason.
+package envconfig
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
+)
+
+// DefaultGCPercent is the GC target of the worker binaries when GOGC is
+// not set: less GC headroom per session than Go's default 100 at a similar
+// CPU cost (measured in docs/worker.md#capacity). GOGC and GOMEMLIMIT still
+// apply.
+const DefaultGCPercent = 50
+
+// DefaultBufferBudget is the sink buffer budget when the memory limit is
+// unknown.
+const DefaultBufferBudget = 256 << 20
+
+// Sink names (WSFLEET_SINK).
+const (
+	SinkStdout  = "stdout"
+	SinkSQS     = "sqs"
+	SinkKinesis = "kinesis"
+	SinkDiscard = "discard"
+)
+
+// Config is the binary's configuration. Default fills the defaults,
+// FromEnv reads the environment over them, Validate checks them.
+type Config struct {
+	// Worker are the library's settings (streamer.New).
+	Worker streamer.Config
+
+	TableName string        // the lease table (sessions, checkpoints, worker records)
+	QueueURL  string        // the work queue; "" = reconciliation only
+	QueueWait time.Duration // its SQS long-poll wait (a graceful shutdown waits for the poll in flight)
+
+	Sink           string
+	OutputQueueURL string
+	OutputStream   string // the kinesis sink's stream (name or ARN)
+	// SinkBatching sends the sqs sink's messages in SendMessageBatch
+	// requests through sink/batch (kinesis is always batched); false: one
+	// SendMessage per message, the session waiting for each.
+	SinkBatching bool
+	// Batch bounds the batches of the sqs and kinesis sinks. Its
+	// RequestTimeout is the worker's (Worker.SinkRequestTimeout,
+	// WSFLEET_SINK_REQUEST_TIMEOUT: Resolved sets it), and its BufferBudget
+	// (WSFLEET_SINK_BUFFER_BUDGET; 0: a quarter of MemoryLimit, or
+	// DefaultBufferBudget when the limit is unknown) bounds every session's
+	// unacknowledged sink bytes together (Resolved fills it).
+	Batch batch.Config
+	// MemoryLimit is the worker's memory limit in bytes (the Go runtime's
+	// GOMEMLIMIT, or the container's cgroup limit: DetectMemoryLimit, read
+	// once by the binary); 0: unknown.
+	MemoryLimit int64
+
+	// unknownEnv are the WSFLEET_ variables FromEnv found and the worker
+	// does not read; Validate reports them.
+	unknownEnv []error
+}
+
+// Default returns the defaults.
+func Default() Config {
+	b := batch.DefaultConfig()
+	b.RequestTimeout, b.BufferBudget = 0, 0 // derived (Resolved)
+	return Config{
+		Worker:       streamer.DefaultConfig(),
+		TableName:    schema.DefaultTableName,
+		QueueWait:    10 * time.Second,
+		Sink:         SinkStdout,
+		SinkBatching: true,
+		Batch:        b,
+	}
+}
+
+// Resolved fills the derived defaults: the worker's (the sink request
+// timeout, half the safety margin), the batches' request timeout (the
+// worker's) and the sink buffer budget (a quarter of the memory limit).
+func (c Config) Resolved() Config {
+	c.Worker = c.Worker.Resolved()
+	c.Batch.RequestTimeout = c.Worker.SinkRequestTimeout
+	if c.Batch.BufferBudget == 0 {
+		c.Batch.BufferBudget = DefaultBufferBudget
+		if c.MemoryLimit > 0 {
+			c.Batch.BufferBudget = c.MemoryLimit / 4
+		}
+	}
+	return c
+}
+
+// FromEnv returns Default overridden by environ (KEY=VALUE pairs,
+// os.Environ() in the binary; the last value of a repeated key wins, as
+// exec does). Empty values keep the default. The error lists every value
+// that does not parse. A WSFLEET_ variable the worker does not read
+// (schema.WorkerEnv, plus accept: variables of the binary's own) is a
+// problem Validate reports, with the known name it is closest to.
+func FromEnv(environ []string, accept ...string) (Config, error) {
+	c := Default()
+	c.unknownEnv = schema.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
+	lookup := schema.LookupIn(environ)
+	p := parser{lookup: lookup}
+	w := &c.Worker
+	p.str(schema.EnvWorkerID, &w.WorkerID)
+	p.dur(schema.EnvLeaseTTL, &w.LeaseTTL)
+	p.dur(schema.EnvHeartbeatEvery, &w.HeartbeatEvery)
+	p.dur(schema.EnvSafetyMargin, &w.SafetyMargin)
+	p.dur(schema.EnvCheckpointEvery, &w.CheckpointEvery)
+	p.dur(schema.EnvStoreRPCTimeout, &w.StoreTimeout)
+	p.int(schema.EnvMaxConcurrentWrites, &w.MaxConcurrentWrites)
+	p.dur(schema.EnvReconcileEvery, &w.ReconcileEvery)
+	p.dur(schema.EnvRebalanceEvery, &w.RebalanceEvery)
+	p.str(schema.EnvAdvertiseAddr, &w.AdvertiseAddr)
+	p.dur(schema.EnvMinHold, &w.MinHold)
+	p.int(schema.EnvRebalanceMoves, &w.RebalanceMaxMoves)
+	p.int(schema.EnvMaxSessions, &w.MaxSessions)
+	p.float(schema.EnvClaimsPerSecond, &w.ClaimsPerSecond)
+	p.dur(schema.EnvQueueWait, &c.QueueWait)
+	p.dur(schema.EnvDialTimeout, &w.DialTimeout)
+	p.dur(schema.EnvPingEvery, &w.PingEvery)
+	p.dur(schema.EnvPingTimeout, &w.PingTimeout)
+	p.dur(schema.EnvCloseGrace, &w.CloseGrace)
+	p.dur(schema.EnvReconnectMin, &w.ReconnectMin)
+	p.dur(schema.EnvReconnectMax, &w.ReconnectMax)
+	var limit int
+	if p.int(schema.EnvReadLimit, &limit) {
+		w.ReadLimit = int64(limit)
+	}
+	p.int(schema.EnvSinkAttempts, &w.SinkAttempts)
+	p.int(schema.EnvMaxDialFailures, &w.MaxDialFailures)
+	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
+	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)
+	p.int(schema.EnvShutdownInFlight, &w.ShutdownInFlight)
+	p.strOrEmpty(schema.EnvAdminAddr, &w.AdminAddr) // set and empty: no admin server
+	p.bool(schema.EnvAdminPprof, &w.AdminPprof)
+	p.dur(schema.EnvMetricsEvery, &w.MetricsEvery)
+	p.str(schema.EnvMetricsNS, &w.MetricsNamespace)
+	p.str(schema.EnvEnvironment, &w.Environment)
+	p.str(schema.EnvLogLevel, &w.LogLevel)
+	p.str(schema.EnvSink, &c.Sink)
+	if v, ok := lookup(schema.EnvAllowedHosts); ok {
+		w.AllowedHosts = netguard.SplitHosts(v)
+	}
+	if v, ok := lookup(schema.EnvAllowPrivateIPs); ok && v != "" {
+		pol, err := netguard.ParsePolicy(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", schema.EnvAllowPrivateIPs, err))
+		} else {
+			w.AllowPrivateIPs = pol
+		}
+	}
+	p.str(schema.EnvTableName, &c.TableName)
+	p.str(schema.EnvQueueURL, &c.QueueURL)
+	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)
+	p.str(schema.EnvOutputStream, &c.OutputStream)
+	p.bool(schema.EnvSinkBatching, &c.SinkBatching)
+	p.dur(schema.EnvSinkMaxDelay, &c.Batch.MaxDelay)
+	p.int(schema.EnvSinkMaxBatch, &c.Batch.MaxCount)
+	p.int(schema.EnvSinkMaxBatchBytes, &c.Batch.MaxBytes)
+	p.int(schema.EnvSinkInFlight, &c.Batch.MaxInFlight)
+	p.int(schema.EnvSinkBufferBytes, &c.Batch.SessionBufferBytes)
+	p.dur(schema.EnvSinkRequestTimeout, &w.SinkRequestTimeout)
+	p.int(schema.EnvSinkPermanentAttempts, &c.Batch.PermanentAttempts)
+	var budget int
+	if p.int(schema.EnvSinkBufferBudget, &budget) {
+		c.Batch.BufferBudget = int64(budget)
+	}
+	if len(p.errs) > 0 {
+		return c, errors.Join(p.errs...)
+	}
+	return c, nil
+}
+
+type parser struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (p *parser) get(name string) (string, bool) {
+	v, ok := p.lookup(name)
+	v = strings.TrimSpace(v)
+	return v, ok && v != ""
+}
+
+func (p *parser) str(name string, dst *string) {
+	if v, ok := p.get(name); ok {
+		*dst = v
+	}
+}
+
+// strOrEmpty is str for a variable whose empty value means something (off):
+// set to "" it gives "", unset it keeps the default.
+func (p *parser) strOrEmpty(name string, dst *string) {
+	if v, ok := p.lookup(name); ok {
+		*dst = strings.TrimSpace(v)
+	}
+}
+
+func (p *parser) dur(name string, dst *time.Duration) {
+	if v, ok := p.get(name); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a duration (e.g. 10s, 500ms)", name, v))
+			return
+		}
+		*dst = d
+	}
+}
+
+func (p *parser) int(name string, dst *int) bool {
+	if v, ok := p.get(name); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not an integer", name, v))
+			return false
+		}
+		*dst = n
+		return true
+	}
+	return false
+}
+
+func (p *parser) bool(name string, dst *bool) {
+	if v, ok := p.get(name); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a boolean (true or false)", name, v))
+			return
+		}
+		*dst = b
+	}
+}
+
+func (p *parser) float(name string, dst *float64) {
+	if v, ok := p.get(name); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s=%q: not a number", name, v))
+			return
+		}
+		*dst = f
+	}
+}
+
+// batchLimits are the request limits of the configured sink when it is
+// batched.
+func (c Config) batchLimits() (batch.Limits, bool) {
+	switch {
+	case c.Sink == SinkKinesis:
+		return kinesissink.New(nil, "").Limits(), true
+	case c.Sink == SinkSQS && c.SinkBatching:
+		return sqssink.New(nil, "").Limits(), true
+	}
+	return batch.Limits{}, false
+}
+
+// Validate checks every setting (with the derived defaults, Resolved): the
+// worker's (streamer.Config.Problems), the binary's, and the environment's
+// variable names; the error lists all problems.
+func (c Config) Validate() error {
+	c = c.Resolved()
+	errs := slices.Clone(c.unknownEnv)
+	errs = append(errs, c.Worker.Problems()...)
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
+		bad("%s must be within 0s..20s", schema.EnvQueueWait)
+	}
+	switch c.Sink {
+	case SinkStdout, SinkDiscard:
+	case SinkSQS:
+		if c.OutputQueueURL == "" {
+			bad("%s=sqs needs %s", schema.EnvSink, schema.EnvOutputQueueURL)
+		}
+	case SinkKinesis:
+		if c.OutputStream == "" {
+			bad("%s=kinesis needs %s", schema.EnvSink, schema.EnvOutputStream)
+		}
+	default:
+		bad("%s=%q: want stdout, sqs, kinesis or discard", schema.EnvSink, c.Sink)
+	}
+	errs = append(errs, c.memoryProblems()...)
+	if l, ok := c.batchLimits(); ok {
+		if err := c.Batch.Validate(l); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Sink, schema.EnvSinkMaxBatch,
+				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
+		}
+	}
+	if c.TableName == "" {
+		bad("%s is empty", schema.EnvTableName)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("worker config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// memoryProblems checks that the worker stays within its memory (c is
+// Resolved): a worker whose memory limit is known has room for every
+// session to hold one message of ReadLimit being read, plus the sink
+// buffer budget. The sink's buffers are bounded by the budget whatever
+// MaxSessions × SessionBufferBytes is (a full budget stalls reads): the
+// budget, not that product, is what counts.
+func (c Config) memoryProblems() []error {
+	var errs []error
+	if c.Batch.BufferBudget < 0 {
+		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, c.Batch.BufferBudget))
+	}
+	w := c.Worker
+	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.ReadLimit > 0 {
+		need := int64(w.MaxSessions)*w.ReadLimit + c.Batch.BufferBudget
+		if need > c.MemoryLimit {
+			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
+				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, c.Batch.BufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
+		}
+	}
+	return errs
+}

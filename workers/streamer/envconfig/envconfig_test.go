@@ -1,0 +1,273 @@
+package envconfig
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+)
+
+// environ is m as KEY=VALUE pairs (os.Environ's form).
+func environ(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.TableName != schema.DefaultTableName || c.Sink != SinkStdout || !c.SinkBatching || c.QueueWait != 10*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+// The kinesis sink needs its stream, and batch bounds are checked against
+// the chosen sink's limits (sqs: 10 entries; kinesis: 500); an unbatched
+// sqs sink ignores them.
+func TestSinkSettingsAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want []string // "" = valid
+	}{
+		{map[string]string{schema.EnvSink: "kinesis"}, []string{"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM"}},
+		{map[string]string{schema.EnvSink: "sqs"}, []string{"WSFLEET_SINK=sqs needs WSFLEET_OUTPUT_QUEUE_URL"}},
+		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkMaxBatch: "500"}, nil},
+		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkMaxBatch: "11", schema.EnvSinkBufferBytes: "10"},
+			[]string{"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): ",
+				"batch max count 11", "session buffer 10 bytes"}},
+		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkBatching: "false", schema.EnvSinkMaxBatch: "11"}, nil},
+		{map[string]string{schema.EnvSink: "firehose"}, []string{`WSFLEET_SINK="firehose": want stdout, sqs, kinesis or discard`}},
+		{map[string]string{schema.EnvSink: "discard"}, nil},
+	} {
+		c, err := FromEnv(environ(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%v: %v", tc.env, err)
+			}
+			continue
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %v lacks %q", tc.env, err, w)
+			}
+		}
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	c, err := FromEnv(environ(map[string]string{
+		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvHeartbeatEvery: "500ms", schema.EnvCheckpointEvery: "30s",
+		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
+		schema.EnvShutdownDeadline: "20s", schema.EnvShutdownInFlight: "4", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
+		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
+		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
+		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
+		schema.EnvReconnectMax: "1m", schema.EnvReadLimit: "65536", schema.EnvMetricsEvery: "30s", schema.EnvQueueWait: "15s", schema.EnvSinkAttempts: "5",
+		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
+		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
+		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
+		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2",
+		schema.EnvSinkBufferBudget: "33554432",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Worker = streamer.Config{
+		WorkerID: "w-7", LeaseTTL: 6 * time.Second, HeartbeatEvery: 500 * time.Millisecond, CheckpointEvery: 30 * time.Second,
+		MaxConcurrentWrites: 512, SafetyMargin: time.Second, RebalanceEvery: 20 * time.Second, MinHold: 2 * time.Minute, RebalanceMaxMoves: 3,
+		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
+		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
+		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, AllowPrivateIPs: netguard.None,
+		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
+		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true,
+		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
+	}
+	want.TableName, want.QueueURL, want.QueueWait = "t", "https://q/work", 15*time.Second
+	want.Sink, want.OutputQueueURL = "sqs", "https://q/out.fifo"
+	want.Batch.MaxDelay, want.Batch.MaxCount, want.Batch.MaxBytes, want.Batch.MaxInFlight, want.Batch.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
+	want.Batch.PermanentAttempts, want.Batch.BufferBudget = 2, 32<<20
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+	if lc := c.Worker.LeaseConfig(); lc.MaxConcurrentWrites != 512 {
+		t.Fatalf("lease config %+v", lc)
+	}
+	if r := c.Resolved(); r.Batch.RequestTimeout != 400*time.Millisecond {
+		t.Fatalf("the batches' request timeout %s, want the worker's", r.Batch.RequestTimeout)
+	}
+}
+
+// A WSFLEET_ variable the worker does not read is a Validate error naming
+// the closest known one; every such variable is reported at once, with the
+// other problems, never with its value; tool variables and a binary's own
+// (accept) are no error.
+func TestUnknownVariablesAreValidateErrors(t *testing.T) {
+	env := map[string]string{"WSFLEET_LEASE_TT": "6s", "WSFLEET_SINKK": "secret-value", schema.EnvSigningSecret: "x",
+		schema.EnvMaxSessions: "0", schema.EnvRepoRoot: "/r", schema.EnvAPI: "http://x"}
+	c, err := FromEnv(environ(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	for _, want := range []string{
+		"unknown variable WSFLEET_LEASE_TT (did you mean WSFLEET_LEASE_TTL?)",
+		"unknown variable WSFLEET_SINKK (did you mean WSFLEET_SINK?)",
+		"unknown variable " + schema.EnvSigningSecret + "\n", // ingest's, far from every worker name
+		schema.EnvMaxSessions + " must be at least 1",
+	} {
+		if err == nil || !strings.Contains(err.Error()+"\n", want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "secret-value") || strings.Contains(err.Error(), schema.EnvRepoRoot)) {
+		t.Errorf("a value or a tool variable in the error: %v", err)
+	}
+	if err != nil && strings.Count(err.Error(), "worker config") != 1 {
+		t.Errorf("the problems are not one list: %v", err)
+	}
+	offset := []string{"WSFLEET_TEST_CLOCK_OFFSET=1s"}
+	if c, _ := FromEnv(offset); c.Validate() == nil {
+		t.Error("a chaos-build variable accepted without accept")
+	}
+	if c, _ := FromEnv(offset, "WSFLEET_TEST_CLOCK_OFFSET"); c.Validate() != nil {
+		t.Errorf("an accepted variable refused: %v", c.Validate())
+	}
+}
+
+func TestFromEnvReportsEveryBadValue(t *testing.T) {
+	_, err := FromEnv(environ(map[string]string{schema.EnvLeaseTTL: "ten", schema.EnvMaxSessions: "many", schema.EnvClaimsPerSecond: "fast",
+		schema.EnvAdminPprof: "maybe"}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, name := range []string{schema.EnvLeaseTTL, schema.EnvMaxSessions, schema.EnvClaimsPerSecond, schema.EnvAdminPprof} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("error does not name %s: %v", name, err)
+		}
+	}
+}
+
+func TestEmptyValuesKeepDefaults(t *testing.T) {
+	c, err := FromEnv(environ(map[string]string{schema.EnvLeaseTTL: "  ", schema.EnvSink: ""}))
+	if err != nil || c.Worker.LeaseTTL != 10*time.Second || c.Sink != SinkStdout {
+		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+// TestEmptyAdminAddrDisablesTheAdminServer: WSFLEET_ADMIN_ADDR set to ""
+// turns the admin server off (unset keeps the default), as documented.
+func TestEmptyAdminAddrDisablesTheAdminServer(t *testing.T) {
+	c, err := FromEnv(environ(map[string]string{schema.EnvAdminAddr: ""}))
+	if err != nil || c.Worker.AdminAddr != "" {
+		t.Fatalf("empty: %v %q", err, c.Worker.AdminAddr)
+	}
+	c, err = FromEnv(environ(map[string]string{}))
+	if err != nil || c.Worker.AdminAddr != streamer.DefaultConfig().AdminAddr || c.Worker.AdminAddr == "" {
+		t.Fatalf("unset: %v %q", err, c.Worker.AdminAddr)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	cases := map[string]func(*Config){
+		schema.EnvQueueWait:      func(c *Config) { c.QueueWait = 30 * time.Second },
+		schema.EnvSink:           func(c *Config) { c.Sink = "kafka" },
+		schema.EnvOutputQueueURL: func(c *Config) { c.Sink = SinkSQS },
+		schema.EnvTableName:      func(c *Config) { c.TableName = "" },
+		"a worker setting":       func(c *Config) { c.Worker.MaxSessions = 0 },
+	}
+	for name, mod := range cases {
+		c := Default()
+		mod(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestAddressPolicyFromEnv(t *testing.T) {
+	c, err := FromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "Loopback"}))
+	if err != nil || c.Worker.AllowPrivateIPs != netguard.Loopback {
+		t.Fatalf("loopback: %v %v", c.Worker.AllowPrivateIPs, err)
+	}
+	if _, err := FromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
+		t.Fatalf("a bad policy was accepted: %v", err)
+	}
+}
+
+// Issue 22: the sink request timeout defaults to half the safety margin and
+// may not exceed it; the sink buffer budget defaults to a quarter of the
+// memory limit; MaxSessions × ReadLimit + the budget must fit the limit.
+func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
+	c, err := FromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvMaxSessions + "=300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 1 << 30
+	r := c.Resolved()
+	if r.Batch.RequestTimeout != time.Second || r.Worker.SinkRequestTimeout != time.Second || r.Batch.BufferBudget != 256<<20 {
+		t.Fatalf("derived request timeout %s (the worker's %s), budget %d", r.Batch.RequestTimeout, r.Worker.SinkRequestTimeout, r.Batch.BufferBudget)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 0
+	if got := c.Resolved().Batch.BufferBudget; got != DefaultBufferBudget {
+		t.Fatalf("budget with no known limit %d", got)
+	}
+	bad, err := FromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvSinkRequestTimeout + "=1500ms",
+		schema.EnvMaxSessions + "=1000", schema.EnvSinkPermanentAttempts + "=0", schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=https://q/out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.MemoryLimit = 512 << 20
+	err = bad.Validate()
+	for _, want := range []string{schema.EnvSinkRequestTimeout, "exceeds the memory limit", "permanent attempts"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q missing from %v", want, err)
+		}
+	}
+	neg := Default()
+	neg.Batch.BufferBudget = -1
+	if err := neg.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSinkBufferBudget+" -1 must not be negative") {
+		t.Errorf("a negative budget: %v", err)
+	}
+}
+
+// The defaults are the library's and lease's where they overlap.
+func TestDefaultsAreTheLibrarys(t *testing.T) {
+	c := Default()
+	lib := streamer.DefaultConfig()
+	c.Worker.WorkerID, lib.WorkerID = "", "" // random per call
+	if !reflect.DeepEqual(c.Worker, lib) {
+		t.Fatalf("worker defaults %+v, the library's %+v", c.Worker, lib)
+	}
+	if got, want := c.Worker.LeaseConfig().MaxConcurrentWrites, lease.DefaultConfig("x").MaxConcurrentWrites; got != want {
+		t.Fatalf("checkpoints in flight %d, want the lease default %d", got, want)
+	}
+	b := batch.DefaultConfig()
+	b.RequestTimeout, b.BufferBudget = 0, 0
+	if !reflect.DeepEqual(c.Batch, b) {
+		t.Fatalf("batch defaults %+v", c.Batch)
+	}
+}
