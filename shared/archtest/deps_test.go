@@ -19,11 +19,9 @@ func deps(t *testing.T, pkgs ...string) []string {
 	}
 	ds := strings.Fields(string(out))
 	for _, p := range pkgs {
-		if p, all := strings.CutSuffix(p, "/..."); all || !slices.Contains(ds, p) {
-			if all && slices.Contains(ds, p) {
-				continue
-			}
-			t.Fatalf("go list -deps %s did not list the package itself:\n%s", p, out)
+		root, all := strings.CutSuffix(p, "/...")
+		if !slices.ContainsFunc(ds, func(d string) bool { return d == root || all && strings.HasPrefix(d, root+"/") }) {
+			t.Fatalf("go list -deps %s did not list the package itself (nor, for /..., one under it):\n%s", p, out)
 		}
 	}
 	return ds
@@ -56,13 +54,25 @@ func TestDeployablesImportNoOtherDeployable(t *testing.T) {
 	banned(t, "ingest", []string{mod + "functions/ingest/..."}, mod+"workers/", mod+"cmd/", mod+"scripts/", mod+"infra")
 }
 
-// No shipped binary imports the test harness: the feed, the local engines,
-// the process supervisor, the fault proxy, the test waits, scripts/.
+// harness is the test harness: the testkit module (the feed, the local
+// engines, the process supervisor, the fault proxy, the test waits, and
+// whatever is added under it) and scripts/.
+var harness = []string{mod + "testkit", mod + "scripts/"}
+
+// No shipped binary imports the test harness: not the worker, the ingest
+// Lambda, the CLI or the CDK app, nor any package reachable from their mains.
 func TestNoShippedBinaryImportsTheHarness(t *testing.T) {
-	shipped := []string{mod + "workers/streamer/cmd/streamer", mod + "functions/ingest"}
-	harness := []string{mod + "shared/feed", mod + "shared/enginetest", mod + "shared/proc", mod + "shared/faultnet", mod + "shared/testwait", mod + "scripts/"}
-	banned(t, "a shipped binary", shipped, harness...)
+	shipped := []string{mod + "workers/streamer/cmd/streamer", mod + "functions/ingest", mod + "cmd/wsfleet", mod + "infra"}
+	for _, bin := range shipped {
+		banned(t, bin, []string{bin}, harness...)
+	}
 	if ds := deps(t, shipped...); !slices.Contains(ds, mod+"shared/lease") {
 		t.Fatal("go list -deps found none of the binaries' dependencies")
 	}
+}
+
+// shared is what the deployables are built from: its packages import no
+// harness; only its tests do (they are not in go list -deps).
+func TestSharedImportsNoHarness(t *testing.T) {
+	banned(t, "shared", []string{mod + "shared/..."}, harness...)
 }
