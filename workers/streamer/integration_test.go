@@ -1,7 +1,7 @@
 package streamer
 
 // Integration tests: several workers in one process against dynalite and
-// fauxqs (started by shared/enginetest), each test with its own table, work
+// fauxqs (started by testkit/enginetest), each test with its own table, work
 // queue and test feed, with small lease timings. Bounds asserted are derived
 // from the configured timings with generous slack; no latency figure is
 // asserted beyond the issue's own ("resumes within 1 s" after SIGTERM).
@@ -28,8 +28,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/shared/enginetest"
-	"github.com/wsfleet/wsfleet/shared/feed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
@@ -37,7 +35,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
-	"github.com/wsfleet/wsfleet/shared/testwait"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
