@@ -1,21 +1,6 @@
-// Package chaos is wsfleet's fault-injection and consistency harness (`make
-// chaos`). It runs the local stack (package devstack) with N worker processes
-// and M sessions on the demo feed, injects faults on a schedule drawn from a
-// seed (plan.go): kill -9 of a worker, a SIGSTOP'd zombie woken after more
-// than the liveness TTL, a SIGTERM rolling restart of every worker, DynamoDB
-// down for 2 × TTL, one worker cut off from DynamoDB (not from its sources)
-// for more than the TTL, SQS down, the source dropping and refusing
-// connections, start / stop / re-start churn through the API and a worker
-// whose wall clock is off by seconds (the protocol reads no wall clock to
-// decide anything). Then it judges the run (check.go) only from
-// evidence the workers do not produce about themselves: the feed's
-// connection records, the sink lines as the harness received them from each
-// worker's stdout (stamped with their arrival time), the harness's own log
-// of what it did and when, and the sessions table read at the end. It writes
-// a JSON result, a Markdown report and an SVG timeline (report.go, svg.go).
-//
-// Replaying a seed replays the schedule (the same faults, victims by worker
-// slot, durations and gaps), not the exact interleaving of the processes.
+// A run's configuration (Config), the fault kinds, and the Settings and
+// Bounds the checks hold it to.
+
 package chaos
 
 import (

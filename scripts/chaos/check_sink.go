@@ -1,3 +1,7 @@
+// Sink checks: sink-integrity (stdout lines or the destination), and with
+// an AWS sink the trust deadline at the destination, the checkpoint prefix
+// and the recovery after a sink fault.
+
 package chaos
 
 import (
@@ -276,5 +280,28 @@ func (j *judge) deadExits(fr *FaultResult) {
 		if inc.Exit == "0" {
 			j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s exited 0 after it was declared dead (want non-zero)", fr.Kind, inc.ID)
 		}
+	}
+}
+
+func (j *judge) checkSinks() {
+	if j.set.destSink() {
+		j.checkDestination()
+		return
+	}
+	if j.ev.BadLines > 0 {
+		j.violate(CheckSink, "", j.t0, "%d stdout line(s) that are not sink records", j.ev.BadLines)
+	}
+	lines := 0
+	for _, sf := range j.ev.SinkFiles {
+		lines += sf.Lines
+		if sf.Bad > 0 {
+			j.violate(CheckSink, "", j.t0, "%s: %d unparsable line(s)", sf.Path, sf.Bad)
+		}
+		if sf.Foreign > 0 {
+			j.violate(CheckSink, "", j.t0, "%s: %d record(s) naming a worker that is not one of slot %d's incarnations", sf.Path, sf.Foreign, sf.Slot)
+		}
+	}
+	if len(j.ev.SinkFiles) > 0 && lines != len(j.ev.Deliveries) {
+		j.violate(CheckSink, "", j.t0, "the sink files hold %d lines, the harness received %d records", lines, len(j.ev.Deliveries))
 	}
 }

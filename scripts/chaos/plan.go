@@ -1,3 +1,5 @@
+// The fault schedule: drawn from the seed (NewPlan), or the demo plan.
+
 package chaos
 
 import (

@@ -1,3 +1,7 @@
+// The evidence a run is judged on: its records, the recorder of the sink
+// lines from the workers' stdout, the rebalancing moves and CPU pressure
+// samples read from their sources, save and load.
+
 package chaos
 
 import (

@@ -1,3 +1,6 @@
+// The outputs of a judged run: result.json, the Markdown report, and the
+// summary printed at the end.
+
 package chaos
 
 import (

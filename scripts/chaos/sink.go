@@ -1,3 +1,6 @@
+// What an AWS sink adds: the destination's records and the workers' logged
+// skips and releases as evidence, and the sink faults injected (sinkStep).
+
 package chaos
 
 import (

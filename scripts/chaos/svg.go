@@ -1,3 +1,6 @@
+// The SVG timeline: one row per session, coloured by worker slot, with the
+// faults and the violations.
+
 package chaos
 
 import (

@@ -1,0 +1,299 @@
+// Recovery checks: each injected fault's effect, measured from the evidence
+// (recovery-crash, -handoff, -outage, -source, rebalance's scale-out and
+// scale-in), with the trust deadline of a worker that could not heartbeat.
+
+package chaos
+
+import "time"
+
+func (j *judge) faultResult(n int) *FaultResult {
+	for i := range j.res.Faults {
+		if j.res.Faults[i].N == n {
+			return &j.res.Faults[i]
+		}
+	}
+	return nil
+}
+
+func (j *judge) checkFaults() {
+	b := j.set.Bounds
+	if b.SinkRefuseRecoverMs == 0 {
+		b.SinkRefuseRecoverMs = b.SinkRecoverMs // evidence saved before the refusal bound was its own
+	}
+	for _, f := range j.ev.Faults {
+		fr := FaultResult{Fault: f, T: j.sec(f.Start.UnixNano()), TEnd: j.sec(f.End.UnixNano())}
+		switch f.Kind {
+		case KindKill, KindZombie:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the signal (kill -9 / SIGSTOP)"
+			j.workerFault(&fr, CheckCrash)
+		case KindPartition:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker cut off from DynamoDB"
+			j.workerFault(&fr, CheckCrash)
+		case KindRolling, KindClockOffset:
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM"
+			j.workerFault(&fr, CheckHandoff)
+		case KindScaleIn:
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM (the worker is not restarted)"
+			j.workerFault(&fr, CheckRebalance)
+		case KindScaleOut:
+			fr.BoundMs, fr.RefNote = b.BalanceMs, "the new worker's start"
+			j.scaleOutFault(&fr, f)
+		case KindDynamoDown:
+			fr.BoundMs, fr.RefNote = b.OutageMs, "DynamoDB answering again"
+			j.outageFault(&fr)
+		case KindSourceDrop:
+			fr.BoundMs, fr.RefNote = b.ReconnectMs, "the drop"
+			j.sourceFault(&fr, f.Start)
+		case KindRefuse:
+			fr.BoundMs, fr.RefNote = b.ReconnectMs, "the refusal lifted"
+			j.sourceFault(&fr, f.End)
+		case KindSQSDown, KindChurn:
+			fr.BoundMs, fr.RefNote = b.ClaimMs, "each start acknowledged"
+		case KindSinkFreezeDynamo:
+			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker's sink and DynamoDB path frozen"
+			j.workerFault(&fr, CheckCrash)
+		case KindSinkLatency, KindSinkFreeze:
+			fr.BoundMs, fr.RefNote = b.SinkRecoverMs, "the sink fault lifted"
+			j.sinkFault(&fr)
+		case KindSinkRefuse:
+			fr.BoundMs, fr.RefNote = b.SinkRefuseRecoverMs, "the sink fault lifted"
+			j.sinkFault(&fr)
+		case KindSinkRefuseDynamo:
+			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRefuseRecoverMs, "the DynamoDB paths thawed"
+			j.sinkFault(&fr)
+			j.deadExits(&fr)
+		}
+		j.res.Faults = append(j.res.Faults, fr)
+	}
+	for i := range j.res.Faults {
+		j.res.Faults[i].Repeats = j.faultRepeats[j.res.Faults[i].N]
+	}
+}
+
+// workerFault measures a fault on one worker: the sessions it was
+// delivering must be delivered again by a newer tenure of another worker.
+func (j *judge) workerFault(fr *FaultResult, check string) {
+	ref := fr.Start.UnixNano()
+	deadline := ref + fr.BoundMs*int64(time.Millisecond)
+	label := fr.Kind + " of " + fr.Worker
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		last := v.lastBefore(ref)
+		if last == nil || last.Worker != fr.Worker || last.AtNs < ref-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		var rec *Delivery
+		for i := range v.dels {
+			if d := &v.dels[i]; d.AtNs > ref && d.Worker != fr.Worker && d.Epoch > last.Epoch {
+				rec = d
+				break
+			}
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(check, id, ref, "%s: never delivered again by a newer tenure", label)
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
+		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
+		}
+	}
+	fr.Dark = StatsOf(dark)
+	if fr.Kind != KindZombie && fr.Kind != KindPartition && fr.Kind != KindSinkFreezeDynamo {
+		return
+	}
+	// A zombie or a partitioned worker cannot heartbeat from the fault on:
+	// its trust deadline is at most FenceMs after it, and past that it must
+	// deliver nothing under any tenure (it cannot acquire a new one either).
+	fence := ref + (j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs)*int64(time.Millisecond)
+	var latest int64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		n := 0
+		var first int64
+		epochs := map[int64]bool{}
+		for _, d := range v.dels {
+			if d.Worker != fr.Worker || d.AtNs <= ref {
+				continue
+			}
+			latest = max(latest, d.AtNs-ref)
+			if d.AtNs > fence {
+				if n == 0 {
+					first = d.AtNs
+				}
+				n++
+				epochs[d.Epoch] = true
+			}
+		}
+		if n > 0 {
+			j.violate(CheckFencing, id, first, "%s %s delivered %d message(s) (epochs %v) after its trust deadline: more than %d ms after it could last heartbeat (TTL − margin + %d ms slack)",
+				fr.Kind, fr.Worker, n, sortedEpochs(epochs), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
+		}
+	}
+	if fr.Kind == KindPartition || fr.Kind == KindSinkFreezeDynamo {
+		j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
+	}
+	// Once it can reach DynamoDB again (SIGCONT, the proxy thawed), its
+	// next heartbeat finds it DEAD: it must exit, non-zero.
+	switch inc := j.inc[fr.Worker]; {
+	case inc == nil:
+	case inc.End == "alive":
+		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s kept running after its watchers declared it dead (%s)", fr.Kind, fr.Worker, inc.Exit)
+	case inc.End == "dead" && inc.Exit == "0":
+		j.violate(CheckCrash, "", inc.Ended.UnixNano(), "%s: %s exited 0 after it was declared dead (want non-zero: the supervisor must see a failure)", fr.Kind, fr.Worker)
+	}
+}
+
+// scaleOutFault measures a worker joining: the sessions moved to it (its
+// first delivery of each, after an earlier tenure elsewhere) are the
+// affected ones, each recovered at that delivery (from the join); the
+// fleet must be balanced within the bound (the runner's observation, the
+// fault's End).
+func (j *judge) scaleOutFault(fr *FaultResult, f Fault) {
+	ref := fr.Start.UnixNano()
+	until := ref + fr.BoundMs*int64(time.Millisecond) // the moves of this join, not later takeovers
+	if f.End.After(f.Start) {
+		until = f.End.UnixNano()
+	}
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		for i, t := range v.tenures {
+			if t.worker != fr.Worker || i == 0 || t.firstAt < ref || t.firstAt > until {
+				continue
+			}
+			fr.Affected++
+			fr.Recovered++
+			fr.samples = append(fr.samples, float64(t.firstAt-ref)/1e6)
+			dark = append(dark, float64(t.firstAt-v.tenures[i-1].lastAt)/1e6)
+			break
+		}
+	}
+	fr.Dark = StatsOf(dark)
+	if !f.End.After(f.Start) {
+		fr.OverBound++
+		j.violate(CheckRebalance, "", ref, "scale-out: %s joined; the fleet was not within ±10 %% of its fair shares %d ms later", fr.Worker, fr.BoundMs)
+	} else if took := f.End.Sub(f.Start).Milliseconds(); took > fr.BoundMs {
+		fr.OverBound++
+		j.violate(CheckRebalance, "", ref, "scale-out: %s joined; the fleet was balanced only after %d ms (bound %d ms)", fr.Worker, took, fr.BoundMs)
+	}
+}
+
+// outageFault measures DynamoDB down: every tenure must stop delivering by
+// its worker's trust deadline (no heartbeat can succeed), and every session
+// is delivered again by a new tenure once the engine is back.
+func (j *judge) outageFault(fr *FaultResult) {
+	start, back := fr.Start.UnixNano(), fr.End.UnixNano()
+	fence := (j.set.Bounds.FenceMs + j.set.Bounds.FenceSlackMs) * int64(time.Millisecond)
+	deadline := back + fr.BoundMs*int64(time.Millisecond)
+	var latest int64
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		last := v.lastBefore(start)
+		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		oldLast := last.AtNs
+		var rec *Delivery
+		late := 0
+		for i := range v.dels {
+			d := &v.dels[i]
+			if d.AtNs <= start {
+				continue
+			}
+			if d.Epoch <= last.Epoch {
+				oldLast = max(oldLast, d.AtNs)
+				latest = max(latest, d.AtNs-start)
+				if d.AtNs > start+fence {
+					late++
+				}
+				continue
+			}
+			if rec == nil {
+				rec = d
+			}
+		}
+		if late > 0 {
+			j.violate(CheckFencing, id, start+fence, "%d deliveries under epoch ≤ %d after the trust deadline (more than TTL − margin + %d ms slack after DynamoDB went down: no heartbeat was possible)", late, last.Epoch, j.set.Bounds.FenceSlackMs)
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(CheckOutage, id, back, "never delivered again by a new tenure after DynamoDB came back")
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-back)/1e6))
+		dark = append(dark, float64(rec.AtNs-oldLast)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(CheckOutage, id, back, "delivered again by %s@%d %.0f ms after DynamoDB came back (bound %d ms)", rec.Worker, rec.Epoch, float64(rec.AtNs-back)/1e6, fr.BoundMs)
+		}
+	}
+	fr.Dark = StatsOf(dark)
+	j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
+}
+
+// sourceFault measures a drop or a refusal: the session's next connection
+// at the source, then its first delivery, measured from ref.
+func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
+	start, ref := fr.Start.UnixNano(), refT.UnixNano()
+	deadline := ref + fr.BoundMs*int64(time.Millisecond)
+	var dark []float64
+	for _, id := range fr.Sessions {
+		v := j.sess[id]
+		if v == nil {
+			continue
+		}
+		last := v.lastBefore(start)
+		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		var rec *Delivery
+		for _, c := range v.conns {
+			if c.OpenedAt.UnixNano() <= start {
+				continue
+			}
+			for i := range v.dels {
+				if d := &v.dels[i]; d.AtNs >= c.OpenedAt.UnixNano() {
+					rec = d
+					break
+				}
+			}
+			break
+		}
+		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+			fr.Excluded++
+			continue
+		}
+		if rec == nil {
+			fr.Unrecovered = append(fr.Unrecovered, id)
+			j.violate(CheckSource, id, ref, "%s: never reconnected and delivered again", fr.Kind)
+			continue
+		}
+		fr.Recovered++
+		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
+		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(CheckSource, id, ref, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
+		}
+	}
+	fr.Dark = StatsOf(dark)
+}

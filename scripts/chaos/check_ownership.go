@@ -1,0 +1,370 @@
+// Ownership checks: one connection per session at the source, the
+// ownership changes (what ended each tenure, the repeats it allows) and the
+// sessions table at the end (end-ownership, release).
+
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+)
+
+func (j *judge) checkConnections() {
+	for _, id := range j.ids {
+		v := j.sess[id]
+		type ev struct {
+			t     int64
+			delta int
+			c     int
+		}
+		var evs []ev
+		for i, c := range v.conns {
+			evs = append(evs, ev{c.OpenedAt.UnixNano(), +1, i}, ev{endOf(c, j.ev.End).UnixNano(), -1, i})
+		}
+		sort.Slice(evs, func(a, b int) bool {
+			if evs[a].t == evs[b].t {
+				return evs[a].delta < evs[b].delta
+			}
+			return evs[a].t < evs[b].t
+		})
+		open := map[int]bool{}
+		var cur *Overlap
+		var curStart int64
+		involved := map[int]bool{}
+		for _, e := range evs {
+			if e.delta > 0 {
+				open[e.c] = true
+			} else {
+				delete(open, e.c)
+			}
+			if len(open) > 1 {
+				if cur == nil {
+					cur, curStart = &Overlap{Session: id, T: j.sec(e.t)}, e.t
+					clear(involved)
+				}
+				cur.Max = max(cur.Max, len(open))
+				for c := range open {
+					involved[c] = true
+				}
+			} else if cur != nil {
+				cur.DurMs = float64(e.t-curStart) / 1e6
+				for _, c := range sortedInts(involved) {
+					cr := v.conns[c]
+					cur.Conns = append(cur.Conns, fmt.Sprintf("#%d by %s (%s)", cr.ID, v.connOwner(cr), orOpen(cr.Reason)))
+				}
+				j.res.Overlaps = append(j.res.Overlaps, *cur)
+				j.violate(CheckOneConn, id, curStart, "%d connections open at once for %.1f ms: %s", cur.Max, cur.DurMs, strings.Join(cur.Conns, ", "))
+				cur = nil
+			}
+		}
+		for _, r := range v.refused {
+			if r.RefusedBy == string(feed.ModeRefuseNewer) {
+				j.violate(CheckOneConn, id, r.OpenedAt.UnixNano(), "a connection attempt was refused by the source's one-connection policy: another connection of the session was open (two would-be owners)")
+			}
+		}
+	}
+}
+
+func orOpen(reason string) string {
+	if reason == "" {
+		return "still open"
+	}
+	return reason
+}
+
+func sortedInts(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// faultCause is what ended a tenure: the injected event nearest its last
+// delivery, among those that can end it.
+type cause struct {
+	kind  string // crash | zombie | partition | handoff | stop | outage | unexplained
+	fault int
+	atNs  int64
+}
+
+// finalWriteSlack bounds the time from a tenure's last delivery to its
+// final write (release or stop) when it ends gracefully: the read loop's stop
+// and the sink's flush.
+const finalWriteSlack = time.Second
+
+func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
+	best := cause{kind: "unexplained", atNs: prev.lastAt}
+	bestDist := int64(1 << 62)
+	lo, hi := prev.lastAt-int64(2*time.Second), next.firstAt
+	consider := func(kind string, fault int, at int64, dist int64) {
+		if at < lo || at > hi {
+			return
+		}
+		if dist < bestDist {
+			best, bestDist = cause{kind: kind, fault: fault, atNs: at}, dist
+		}
+	}
+	abs := func(x int64) int64 {
+		if x < 0 {
+			return -x
+		}
+		return x
+	}
+	for _, f := range j.ev.Faults {
+		at := f.Start.UnixNano()
+		switch f.Kind {
+		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn, KindSinkFreezeDynamo:
+			if f.Worker != prev.worker {
+				continue
+			}
+			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff", KindScaleIn: "handoff",
+				KindSinkFreezeDynamo: "partition"}[f.Kind]
+			if (f.Kind == KindZombie || f.Kind == KindPartition || f.Kind == KindSinkFreezeDynamo) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
+				// It delivered while paused or cut off, or right after (the
+				// fencing check judges that): the fault still ended it.
+				consider(k, f.N, prev.lastAt, 0)
+				continue
+			}
+			consider(k, f.N, at, abs(at-prev.lastAt))
+		case KindDynamoDown, KindSinkRefuseDynamo:
+			// A tenure the outage ended delivered until the worker fenced
+			// itself (within the outage), or it had just stopped reading to
+			// write its final seq (a hand-off, a rebalancing move, a stop)
+			// when DynamoDB stopped answering, and the write failed: its
+			// last delivery is then up to finalWriteSlack before the outage,
+			// and its successor could only acquire after it.
+			ended := prev.lastAt >= at && prev.lastAt <= f.End.Add(time.Second).UnixNano()
+			cutOff := prev.lastAt >= at-int64(finalWriteSlack) && prev.lastAt < at && next.firstAt >= f.End.UnixNano()
+			if ended || cutOff {
+				if bestDist > 0 {
+					best, bestDist = cause{kind: "outage", fault: f.N, atNs: at}, 0
+				}
+			}
+		}
+	}
+	for _, m := range j.moves[v.id] {
+		if m.From == prev.worker {
+			consider("rebalance", 0, m.AtNs, abs(m.AtNs-prev.lastAt))
+		}
+	}
+	for _, a := range v.actions {
+		if a.Op == "stop" && !a.Acked.IsZero() {
+			at := a.Acked.UnixNano()
+			consider("stop", a.Fault, at, abs(at-prev.lastAt))
+		}
+	}
+	return best
+}
+
+// checkTransitions attributes every ownership change to the event that
+// ended the previous tenure and bounds its raw repeats.
+func (j *judge) checkTransitions() {
+	by := map[string]*Transitions{}
+	gaps := map[string][]float64{}
+	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "partition": j.set.Bounds.ReplayOutage, "outage": j.set.Bounds.ReplayOutage}
+	off := &j.res.ClockOffset
+	skewed := func(w string) bool { inc := j.inc[w]; return inc != nil && inc.OffsetMs != 0 }
+	for _, inc := range j.ev.Incarnations {
+		if inc.OffsetMs != 0 {
+			off.OffsetMs = inc.OffsetMs
+			off.Workers = append(off.Workers, inc.ID)
+		}
+	}
+	for _, id := range j.ids {
+		v := j.sess[id]
+		for i := 1; i < len(v.tenures); i++ {
+			prev, next := v.tenures[i-1], v.tenures[i]
+			c := j.causeOf(v, prev, next)
+			takeover := c.kind == "crash" || c.kind == "zombie" || c.kind == "partition" || c.kind == "outage"
+			if takeover && skewed(next.worker) {
+				off.TookOver++
+			}
+			if takeover && skewed(prev.worker) {
+				off.TakenOver++
+			}
+			tr := by[c.kind]
+			if tr == nil {
+				b, ok := bounds[c.kind]
+				if !ok {
+					b = -1
+				}
+				tr = &Transitions{Cause: c.kind, Bound: b}
+				by[c.kind] = tr
+			}
+			tr.Count++
+			tr.Repeats += next.repeats
+			tr.MaxOne = max(tr.MaxOne, next.repeats)
+			gaps[c.kind] = append(gaps[c.kind], float64(next.firstAt-prev.lastAt)/1e6)
+			if gap := next.firstAt - prev.lastAt; c.kind == "rebalance" && gap > j.set.Bounds.HandoffMs*int64(time.Millisecond) && !j.disturbed(id, prev.lastAt, next.firstAt) {
+				j.violate(CheckRebalance, id, next.firstAt, "rebalancing move from %s to %s: the receiver's first delivery %.0f ms after the sender's last (bound %d ms)",
+					prev.key(), next.key(), float64(gap)/1e6, j.set.Bounds.HandoffMs)
+			}
+			if c.fault > 0 {
+				j.addFaultRepeats(c.fault, next.repeats)
+			}
+			if next.repeats == 0 {
+				continue
+			}
+			if tr.Bound < 0 {
+				j.violate(CheckRepeats, id, next.firstAt, "%d raw repeat(s) when %s took over from %s after %s (none allowed)", next.repeats, next.key(), prev.key(), withArticle(causeText(c.kind)))
+			} else if next.repeats > tr.Bound {
+				j.violate(CheckRepeats, id, next.firstAt, "%d raw repeats when %s took over from %s after %s (bound %d)", next.repeats, next.key(), prev.key(), withArticle(causeText(c.kind)), tr.Bound)
+			}
+		}
+		// Repeats of a seq by its own first tenure are counted as
+		// out-of-order deliveries (checkDeliveries); a first tenure has no
+		// predecessor to blame.
+	}
+	for _, k := range []string{"crash", "zombie", "partition", "outage", "handoff", "rebalance", "stop", "unexplained"} {
+		if tr := by[k]; tr != nil {
+			s := StatsOf(gaps[k])
+			tr.GapP50, tr.GapMax = s.P50, s.Max
+			j.res.Transitions = append(j.res.Transitions, *tr)
+		}
+	}
+}
+
+func causeText(k string) string {
+	return map[string]string{
+		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "partition": "partition from DynamoDB", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
+		"rebalance": "rebalancing move (a directed graceful hand-off)", "stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
+	}[k]
+}
+
+func withArticle(s string) string {
+	if strings.HasPrefix(s, "o") {
+		return "an " + s
+	}
+	return "a " + s
+}
+
+func (j *judge) addFaultRepeats(n int, r int64) {
+	if j.faultRepeats == nil {
+		j.faultRepeats = map[int]int64{}
+	}
+	j.faultRepeats[n] += r
+}
+
+// disturbed reports whether a fault other than a graceful one overlapped
+// [from, to] on session id's path: a source fault on the session, or a
+// crash, zombie, partition or DynamoDB outage anywhere (the move's receiver
+// may be the worker hit: then the session waits for its reservation to
+// lapse, and the crash checks judge it).
+func (j *judge) disturbed(id string, from, to int64) bool {
+	margin := int64(2 * time.Second)
+	for _, f := range j.ev.Faults {
+		if f.Start.UnixNano() > to || f.End.UnixNano()+margin < from {
+			continue
+		}
+		switch f.Kind {
+		case KindKill, KindZombie, KindPartition, KindDynamoDown,
+			KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
+			// A sink fault holds the sender's final flush.
+			return true
+		case KindSourceDrop, KindRefuse:
+			if slices.Contains(f.Sessions, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkTable reads the two snapshots of the sessions table: sessions with
+// their checkpoints, and worker records.
+func (j *judge) checkTable() {
+	running := func(id string, at time.Time) (known, up bool) {
+		inc := j.inc[id]
+		if inc == nil {
+			return false, false
+		}
+		return true, inc.Ended.IsZero() || inc.Ended.After(at)
+	}
+	s := j.ev.Settled
+	for _, r := range s.Rows {
+		v := j.view(r.Session)
+		want := v.startedAt(s.At)
+		if (r.State == schema.StateStarted) != want {
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "the table says %s, the harness's last acknowledged request says otherwise", r.State)
+		}
+		if r.Owner != "" {
+			rec, ok := s.worker(r.Owner)
+			known, up := running(r.Owner, s.At)
+			switch {
+			case !ok || !known:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by %q (epoch %d): no such worker record or process", r.Owner, r.Epoch)
+				continue
+			case rec.State != schema.WorkerAlive:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by the %s worker %q (epoch %d) after the last fault: nobody took it over", rec.State, r.Owner, r.Epoch)
+				continue
+			case !up:
+				j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "owned by %q (epoch %d), whose process ended, yet its record says ALIVE", r.Owner, r.Epoch)
+				continue
+			}
+		}
+		if r.State == schema.StateStarted && !r.Failed && r.Owner == "" {
+			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "STARTED but owned by no worker after the last fault")
+		}
+	}
+	for _, w := range s.Workers {
+		known, up := running(w.ID, s.At)
+		switch {
+		case !known:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "a worker record %q (%s) no process of the run had", w.ID, w.State)
+		case up && w.State != schema.WorkerAlive:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "%s is running but its record says %s (declared by %q)", w.ID, w.State, w.DeclaredBy)
+		case !up && w.State == schema.WorkerAlive:
+			j.violate(CheckEndOwners, "", s.At.UnixNano(), "%s ended (%s) but its record still says ALIVE after the last fault: nobody declared it dead", w.ID, j.inc[w.ID].End)
+		}
+	}
+	f := j.ev.Final
+	for _, r := range f.Rows {
+		v := j.view(r.Session)
+		if r.Owner != "" {
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "still owned by %q (epoch %d) after every worker stopped gracefully (want lease_owner absent)", r.Owner, r.Epoch)
+		}
+		if len(v.seen) == 0 {
+			continue
+		}
+		switch {
+		case r.LastSeq == nil:
+			if r.State == schema.StateStarted {
+				j.violate(CheckRelease, r.Session, f.At.UnixNano(), "no checkpoint, %d delivered", v.maxD)
+			}
+		case *r.LastSeq > v.maxHandled():
+			j.violate(CheckNoLoss, r.Session, f.At.UnixNano(), "checkpoint %d ahead of the highest seq delivered %d: seqs in between would never be delivered", *r.LastSeq, v.maxHandled())
+		case r.State == schema.StateStarted && *r.LastSeq < v.maxHandled():
+			j.violate(CheckRelease, r.Session, f.At.UnixNano(), "final checkpoint %d behind the highest seq delivered %d after a graceful shutdown", *r.LastSeq, v.maxHandled())
+		}
+	}
+	for _, inc := range j.ev.Incarnations {
+		rec, ok := f.worker(inc.ID)
+		want := schema.WorkerLeft
+		if inc.End == "kill-9" || inc.End == "dead" || inc.End == "alive" || inc.End == "exited" {
+			want = schema.WorkerDead
+		}
+		if !ok || rec.State != want {
+			got := "no record"
+			if ok {
+				got = rec.State
+			}
+			j.violate(CheckRelease, "", f.At.UnixNano(), "%s (%s) ended with its record %s, want %s", inc.ID, inc.End, got, want)
+		}
+		switch inc.End {
+		case "sigterm", "shutdown":
+			if inc.Exit != "0" {
+				j.violate(CheckRelease, "", inc.Ended.UnixNano(), "%s exited %q after SIGTERM (want 0 within the shutdown deadline)", inc.ID, inc.Exit)
+			}
+		case "exited":
+			j.violate(CheckRelease, "", inc.Ended.UnixNano(), "%s exited without being asked to (%s)", inc.ID, inc.Exit)
+		}
+	}
+}

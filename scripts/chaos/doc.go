@@ -1,0 +1,44 @@
+// Package chaos is wsfleet's fault-injection and consistency harness (`make
+// chaos`). It runs the local stack (package devstack) with N worker processes
+// and M sessions on the demo feed, injects faults on a schedule drawn from a
+// seed (plan.go): kill -9 of a worker, a SIGSTOP'd zombie woken after more
+// than the liveness TTL, a SIGTERM rolling restart of every worker, DynamoDB
+// down for 2 × TTL, one worker cut off from DynamoDB (not from its sources)
+// for more than the TTL, SQS down, the source dropping and refusing
+// connections, start / stop / re-start churn through the API and a worker
+// whose wall clock is off by seconds (the protocol reads no wall clock to
+// decide anything). Then it judges the run (check*.go) only from
+// evidence the workers do not produce about themselves: the feed's
+// connection records, the sink lines as the harness received them from each
+// worker's stdout (stamped with their arrival time), the harness's own log
+// of what it did and when, and the sessions table read at the end. It writes
+// a JSON result, a Markdown report and an SVG timeline (report.go, svg.go).
+//
+// Replaying a seed replays the schedule (the same faults, victims by worker
+// slot, durations and gaps), not the exact interleaving of the processes.
+//
+// Files, by concern:
+//
+//   - chaos.go: Config, the fault kinds, the Settings and Bounds a run is
+//     judged by.
+//   - plan.go: the seeded schedule (Plan, Step) and the demo plan.
+//   - run.go: Run: the stack up, the schedule step by step, the evidence
+//     collected at the end. run_faults.go injects each fault kind (the sink
+//     faults: sink.go), run_workers.go controls the worker processes,
+//     run_sessions.go drives the sessions through the API and waits on what
+//     the harness sees, run_table.go reads the sessions table.
+//   - record.go: the evidence (Evidence and its records, the recorder of
+//     the sink lines, save and load); sink.go what an AWS sink adds (the
+//     destination's records, the workers' skips and releases) and its
+//     faults.
+//   - check.go: Analyze, the check names and rules, the judge's index of
+//     the evidence per session. The checks by family: check_delivery.go
+//     (no-loss, order, stale epochs), check_ownership.go (one connection,
+//     ownership changes and their repeats, the table at the end),
+//     check_faults.go (recovery after each fault, the trust deadline of a
+//     worker cut off), check_actions.go (claims and stops),
+//     check_sink.go (sink integrity, the trust deadline at the
+//     destination, the checkpoint prefix, sink recovery);
+//     check_summary.go sums them up into the Result (result.go).
+//   - report.go, svg.go: the Markdown report and the SVG timeline.
+package chaos
