@@ -1,3 +1,6 @@
+// Phase capacity: one worker on the no-I/O memory store: sessions held,
+// CPU per 1,000 msg/s, RSS per session.
+
 package bench
 
 import (
@@ -359,4 +362,67 @@ func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
 	res.RenewsPerSec = float64(w.s1.HeartbeatsOK-w.s0.HeartbeatsOK) / w.seconds // one heartbeat per worker since issue 13
 	res.NeededPerSec = 1 / DefaultHeartbeatEvery.Seconds()
 	res.LeaseLost = w.s1.LeaseLost - w.s0.LeaseLost
+}
+
+func renderCapacity(p printer, r *Report) {
+	c := r.Capacity
+	if c == nil {
+		return
+	}
+	p("## 5. One worker's capacity (no-I/O store)\n\n")
+	renderPhase(p, c.Phase)
+	p("| run | held | msg/s (expected) | worker CPU (%% of a core) | CPU per 1,000 msg/s | RSS mean / max | RSS per session (above the idle worker's) | heartbeats/s (needed) | tenures lost | goroutines | open files | feed CPU | machine CPU (of %d %%) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", 100*r.Machine.Cores)
+	var renewed, needed float64
+	var lost int64
+	for _, run := range c.Runs {
+		label := fmt.Sprintf("%s × %g msg/s, %s=%s%s", thousands(run.Sessions), run.Rate, EnvMaxRenews, run.MaxRenews, envLabel(withoutKey(run.Env, EnvMaxRenews)))
+		renewed, needed, lost = renewed+run.RenewsPerSec, needed+run.NeededPerSec, lost+run.LeaseLost
+		p("| %s | %s | %s (%s) | %.1f %% | %.2f %% | %.0f / %.0f MiB | %.1f KiB (%.1f KiB) | %.2f (%.0f) | %d | %s | %s | %.0f %% | %.0f %% | %s → %s |\n",
+			label, thousands(run.Held), thousands(int(run.MsgRate)), thousands(int(run.Expected)),
+			run.CPUPct, run.CPUPer1k, run.RSSMeanMB, run.RSSMaxMB, run.RSSPerSessKB, run.RSSMarginalKB, run.RenewsPerSec, run.NeededPerSec, run.LeaseLost,
+			thousands(run.Goroutines), thousands(run.OpenFiles), run.FeedCPUPct, run.MachineCPU, run.LoadStart, run.LoadEnd)
+	}
+	p("\n**Writes in flight are not the bound.** Since issue 13 a held session writes only its checkpoint (every 60 s when last_seq advanced) and the worker one heartbeat a second; `%s` (the runs set 64) caps the checkpoints in flight, so a worker sustains 64 ÷ (the store's write latency) checkpoints/s. With the no-I/O store that bounds nothing: over the runs above the workers heartbeat %.1f times/s against %.0f needed (one per worker per second) and lost %d tenures. Against DynamoDB at, say, 5 ms per UpdateItem, 64 in flight write 12,800 checkpoints/s, enough for about %s sessions at one checkpoint a minute — far above the default MaxSessions (1,000); section 5b measures the store itself.\n", EnvMaxRenews, renewed, needed, lost, thousands(WriteBound(64, 5*time.Millisecond, DefaultCheckpointEvery)))
+	if c.IdleRSSMB > 0 {
+		p("\nAn idle worker (memory store, no session) has an RSS of %.1f MiB; the goal is judged on the total RSS divided by the sessions held (the stricter figure).\n", c.IdleRSSMB)
+	}
+	p("\nFor scale (docs/references.md, a client-only probe on the same machine kind): a bare coder/websocket client reading 1 msg/s on 19,800 connections, nothing else, ≈ 33 KiB and ≈ 2.3 %% of a core per 1,000 msg/s; gorilla/websocket ≈ 24 KiB and ≈ 1.5 %%.\n\n")
+	for _, run := range c.Runs {
+		renderProfiles(p, run)
+	}
+}
+
+// WriteBound is the most sessions a Keeper keeps checkpointed with
+// maxInFlight writes in flight, each taking latency, every session
+// checkpointing once per every (Little's law): maxInFlight / latency ×
+// every.
+func WriteBound(maxInFlight int, latency, every time.Duration) int {
+	return int(float64(maxInFlight) / latency.Seconds() * every.Seconds())
+}
+
+// capacityGoals are the capacity runs' goals (Goals): RSS per session and
+// CPU per 1,000 msg/s.
+func capacityGoals(r *Report) []Goal {
+	var gs []Goal
+	if c := r.Capacity; c != nil {
+		for _, run := range c.Runs {
+			if run.Held == 0 {
+				continue
+			}
+			label := fmt.Sprintf("%s sessions × %g msg/s%s", thousands(run.Held), run.Rate, envLabel(run.Env))
+			if run.Rate <= 1 {
+				g := Goal{Figure: "RSS per session, " + label, Measured: fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), Goal: "≤ 32 KiB", Known: true, Met: run.RSSPerSessKB <= 32}
+				if !g.Met {
+					g.Miss = fmt.Sprintf("+%.1f KiB (+%.0f %%)", run.RSSPerSessKB-32, 100*(run.RSSPerSessKB/32-1))
+				}
+				gs = append(gs, g)
+			}
+			g := Goal{Figure: "CPU per 1,000 msg/s, " + label, Measured: fmt.Sprintf("%.2f %% of a core", run.CPUPer1k), Goal: "≤ 2.5 %", Known: true, Met: run.CPUPer1k <= 2.5}
+			if !g.Met {
+				g.Miss = fmt.Sprintf("+%.2f points (×%.1f)", run.CPUPer1k-2.5, run.CPUPer1k/2.5)
+			}
+			gs = append(gs, g)
+		}
+	}
+	return gs
 }

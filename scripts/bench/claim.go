@@ -1,3 +1,6 @@
+// Phase claim: POST /sessions → first message at the sink, via the SQS
+// notification and via reconciliation alone.
+
 package bench
 
 import (
@@ -139,22 +142,45 @@ func (r *runner) claim(ctx context.Context) error {
 	return nil
 }
 
-// defaultTimings are the worker defaults every lease phase runs with.
-const defaultTimings = "defaults: liveness TTL 10 s, heartbeat every 1 s (watchers read every 500 ms), checkpoints every 60 s when advanced, safety margin 2 s, reconcile every 5 s ± 20 %, 50 claims/s per worker, long poll 20 s"
+func renderClaim(p printer, r *Report) {
+	c := r.Claim
+	if c == nil {
+		return
+	}
+	p("## 1. Claim latency: POST /sessions → first message at the sink\n\n")
+	renderPhase(p, c.Phase)
+	p(distHeader)
+	distRow(p, "via SQS (start notification)", c.SQS)
+	distRow(p, "— of which the POST round trip", c.SQSPost)
+	distRow(p, "via reconciliation alone (no consumer)", c.Reconcile)
+	p("\n")
+	if c.SQSTimeouts+c.ReconcileTimeouts > 0 {
+		p("Samples that saw no message within the timeout (10 s SQS, 30 s reconcile): %d via SQS, %d via reconciliation.\n\n", c.SQSTimeouts, c.ReconcileTimeouts)
+	}
+	feedMs := 1000 / c.FeedRate
+	if c.SQS.N > 0 {
+		p("On the SQS path the p50 of %s is: the POST (ingest writes the item, then sends the notification: p50 %s), the worker's long poll returning, the conditional acquire on dynalite, the WebSocket dial, and the feed's first message, produced %s after the connection opens. ",
+			ms(c.SQS.P50), ms(c.SQSPost.P50), ms(feedMs))
+		if c.SQS.P99 > 100 {
+			p("The goal (p99 ≤ 100 ms) is missed by %s; the tail above p90 (%s) is where the engines on this shared 2-core machine (dynalite and fauxqs are single-threaded Node processes) stall a request. ", ms(c.SQS.P99-100), ms(c.SQS.P90))
+		}
+		p("\n\n")
+	}
+	if c.Reconcile.N > 0 {
+		p("Without notifications a new session waits for the next reconcile pass of either worker: each passes every 5 s ± 20 %%, so the wait is at most 6 s plus the claim path, about 5 s / (workers + 1) = %s on average with %d workers (measured mean %s). The reconcile pass is a safety net; it bounds how long a start whose notification was lost stays dark.\n\n",
+			ms(5000.0/float64(c.Workers+1)), c.Workers, ms(c.Reconcile.Mean))
+	}
+}
 
-// Default lease timings (lease.DefaultConfig, streamer.DefaultConfig).
-const (
-	DefaultHeartbeatEvery  = time.Second
-	DefaultCheckpointEvery = time.Minute
-	DefaultTTL             = 10 * time.Second
-	// DefaultRenewEvery is what a steady phase waits for the per-session
-	// writes to reach their rate: since issue 13 one heartbeat (1 s), so
-	// 2 × it is short; the cost phase waits a checkpoint interval instead.
-	DefaultRenewEvery = DefaultHeartbeatEvery
-	DefaultReconcile  = 5 * time.Second
-	DefaultClaimRate  = 50
-	// DefaultShutdownDeadline and DefaultShutdownInFlight: the graceful
-	// shutdown's bound and how many sessions it hands off at once.
-	DefaultShutdownDeadline = 30 * time.Second
-	DefaultShutdownInFlight = 4
-)
+// claimGoals is the claim phase's goal (Goals): the SQS path's p99.
+func claimGoals(r *Report) []Goal {
+	var gs []Goal
+	if c := r.Claim; c != nil && c.SQS.N > 0 {
+		g := Goal{Figure: "Claim latency via SQS, p99", Measured: ms(c.SQS.P99), Goal: "≤ 100 ms", Known: true, Met: c.SQS.P99 <= 100}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(c.SQS.P99-100), c.SQS.P99/100)
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}

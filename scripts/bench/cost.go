@@ -1,3 +1,6 @@
+// The DynamoDB price model: units by kind and category, per session-hour,
+// per tenure, the monthly cost and the table ceiling.
+
 package bench
 
 import (

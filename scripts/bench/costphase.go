@@ -1,3 +1,7 @@
+// Phase cost: DynamoDB write and read units per session-hour as the
+// workers' stores meter them, for active and idle sessions, and what they
+// cost (the price model: cost.go).
+
 package bench
 
 import (
@@ -299,4 +303,124 @@ func sumUnits(ctx context.Context, ws []*bworker) (map[string]Usage, int, error)
 	}
 	err := g.Wait()
 	return out, owned, err
+}
+
+func renderCost(p printer, r *Report) {
+	c := r.Cost
+	if c == nil {
+		return
+	}
+	p("## 6. DynamoDB cost: write and read units per session-hour\n\n")
+	renderPhase(p, c.Phase)
+	for _, run := range []*CostRun{c.Active, c.Idle} {
+		if run == nil || run.WorkerHours == 0 {
+			continue
+		}
+		renderCostRun(p, run)
+	}
+	a, idle := c.Active, c.Idle
+	if a == nil || a.WorkerHours == 0 {
+		return
+	}
+	tot := a.Steady.Total
+	live, own, ckpt, rd := a.Steady.Category(dynamostore.CatLiveness), a.Steady.Category(dynamostore.CatOwnership), a.Steady.Category(dynamostore.CatCheckpoint), a.Steady.Category(dynamostore.CatReads)
+	p("**What each figure is, at 1 msg/s per session.**\n\n")
+	p("- **Liveness** is the worker's heartbeat: one conditional write of its own record per second, whatever it holds (the record is well below 1 KB: 1 write unit each, nothing indexed changes). Measured: %.0f heartbeats and %.0f write units per worker-hour. Per session it scales as (heartbeat write units per worker-hour) ÷ (sessions per worker): %.2f write units per session-hour measured at this run's %.0f sessions per worker; **at the defaults' 1,000 sessions per worker %.0f ÷ 1,000 = %.2f** (the figure the goals use).\n",
+		a.HeartbeatsPerWH, a.HeartbeatWRUPerWH, live.WRUPerSH, a.SessionsPerWorker, a.HeartbeatWRUPerWH, live.NormWRUPerSH)
+	p("- **Ownership** (acquire, its fence of the checkpoint item, release, fail) is written only when a session changes hands: %.2f write units per session-hour in the steady window (%d index write units in it, all kinds). Its cost is per tenure, below.\n", own.WRUPerSH, a.IndexWritesInWindow)
+	p("- **Checkpoints**: each session writes its small checkpoint item (`ckpt#<id>`, about 60 bytes: 1 write unit whatever the 1 KB Authorization header makes the session item) every 60 s when its last_seq advanced: %.1f checkpoints and %.1f write units per session-hour.\n", a.CheckpointsPerSH, ckpt.WRUPerSH)
+	p("- **Reads**: the watchers' reads of the records they watch (`get_worker`, consistent, 1 unit each), the reconcile passes (`unowned`: the 16 by_unowned shards; `list_workers`: the alive and GONE workers; `owned_by`: the by_owner audit of the worker's own sessions, whose pages grow with them) and single-session reads (`get`: a stop or a new generation); the mailbox comes back with the heartbeat at no cost. %.2f read units per session-hour measured, %.2f at 1,000 sessions per worker (the per-worker reads divided by 1,000).\n\n", rd.RRUPerSH, rd.NormRRUPerSH)
+	p("**Total at the defaults (1,000 sessions per worker, 1 msg/s): %.1f write units per session-hour**, of which liveness + ownership %.2f, checkpoints %.1f; and %.2f read units. Measured at this run's %.0f sessions per worker: %.1f write units, %.2f read units. Before issue 13 it was %s write units per session-hour (a renewal every 3.33 s, 1 base + 2 index units each).\n\n",
+		tot.NormWRUPerSH, live.NormWRUPerSH+own.NormWRUPerSH, ckpt.NormWRUPerSH, tot.NormRRUPerSH, a.SessionsPerWorker, tot.WRUPerSH, tot.RRUPerSH, thousands(PreviousWRUPerSH))
+	if idle != nil && idle.WorkerHours > 0 {
+		it := idle.Steady.Total
+		p("**Idle sessions** (the feed sends nothing): %.2f write units per session-hour at the defaults' 1,000 sessions per worker (%.2f measured at %.0f sessions per worker), of which checkpoints %.2f: a session whose last_seq does not advance writes nothing; only its worker's heartbeat is shared among its sessions.\n\n",
+			it.NormWRUPerSH, it.WRUPerSH, idle.SessionsPerWorker, idle.Steady.Category(dynamostore.CatCheckpoint).NormWRUPerSH)
+	}
+	p("**Projected on-demand cost per 1,000 sessions per month** (%d h, $%.3f per million WRU, $%.3f per million RRU): **$%s at the defaults** (1,000 sessions per worker, 1 msg/s), **against $%s before issue 13**; $%s measured at this run's %.0f sessions per worker.",
+		HoursPerMonth, PriceWriteMillion, PriceReadMillion, money(a.MonthlyDefaults), money(PreviousMonthly), money(a.MonthlyMeasured), a.SessionsPerWorker)
+	if idle != nil && idle.WorkerHours > 0 {
+		p(" Idle sessions: $%s at the defaults.", money(idle.MonthlyDefaults))
+	}
+	p("\n\n")
+	if len(a.Tenure) > 0 {
+		p("**Per tenure** (one claim to one release), from the ramp (acquire, fence) and the stop of all %s sessions after the window (release, final checkpoint):\n\n| request | requests | write units (of which index) | read units |\n|---|---|---|---|\n", thousands(a.Sessions))
+		for _, t := range a.Tenure {
+			p("| %s | %.2f | %.2f (%.2f) | %.2f |\n", t.Kind, t.Requests, t.WRU, t.IndexWRU, t.RRU)
+		}
+		p("| **per tenure** | | **%.2f** | **%.2f** |\n\n", a.TenureWRU, a.TenureRRU)
+		p("The acquire and the release are billed on the session item, which the 1 KB header puts above 1 KB, and each moves the item's by_owner and by_unowned index entries. A session that starts and ends once an hour adds %.1f write units per session-hour.\n\n", a.TenureWRU)
+	}
+	p("**Table ceiling.** An on-demand table's default write quota is %s write units per second (docs/references.md). At the defaults' %.1f write units per session-hour (%.5f per session-second) one table holds %s ÷ %.5f = **%s sessions** (%s at this run's %.0f sessions per worker; before issue 13: %s, the index shards' limit). The ceiling is set by the checkpoints: it grows with WSFLEET_CHECKPOINT_EVERY.\n\n",
+		thousands(TableWRULimit), tot.NormWRUPerSH, tot.NormWRUPerSH/3600, thousands(TableWRULimit), tot.NormWRUPerSH/3600, thousands(c.TableCeiling), thousands(c.TableCeilingMeasured), a.SessionsPerWorker, thousands(PreviousTableLimit))
+	idx := a.IndexWritesInWindow
+	if idle != nil {
+		idx += idle.IndexWritesInWindow
+	}
+	p("**Hot keys.** No key takes more than one worker's heartbeats or one session's checkpoints: the busiest base-table key is a worker record, %.2f write units/s (its heartbeats) and about %.1f read units/s (its watchers), against %s write and %s read units/s per partition; a checkpoint item takes %.4f write units/s. The store meters index writes by kind: **%d index write units in the steady windows** (both runs, every kind), so no index key value took a write in steady state — nothing indexed changes on a heartbeat or a checkpoint. Index entries move only with ownership (per tenure above), on the by_owner value of the acquiring worker (at most its claim rate: 50/s by default) and the 16 by_unowned shards.\n\n",
+		c.WorkerKeyWRUPerSec, c.WorkerKeyRRUPerSec, thousands(PartitionWCU), thousands(PartitionRCU), c.CheckpointKeyWRUPerSec, idx)
+}
+
+func renderCostRun(p printer, run *CostRun) {
+	what := "1 msg/s per session"
+	if run.Name == "idle" {
+		what = "idle: the feed sends nothing"
+	}
+	p("### %s sessions, %s\n\n", thousands(run.Sessions), what)
+	p("%d workers holding %.0f sessions (%.0f per worker; every session held %.0f s after the first start); steady window %.0f s: %.2f session-hours, %.3f worker-hours.\n\n",
+		run.Workers, run.Held, run.SessionsPerWorker, run.RampSec, run.WindowSec, run.SessionHours, run.WorkerHours)
+	p("| category | write units per session-hour (of which index) | at 1,000 sessions per worker | read units per session-hour | at 1,000 sessions per worker |\n|---|---|---|---|---|\n")
+	for _, c := range run.Steady.Categories {
+		p("| %s | %.2f (%.2f) | %.2f | %.2f | %.2f |\n", c.Category, c.WRUPerSH, c.IndexWRUPerSH, c.NormWRUPerSH, c.RRUPerSH, c.NormRRUPerSH)
+	}
+	t := run.Steady.Total
+	p("| **total** | **%.2f (%.2f)** | **%.2f** | **%.2f** | **%.2f** |\n\n", t.WRUPerSH, t.IndexWRUPerSH, t.NormWRUPerSH, t.RRUPerSH, t.NormRRUPerSH)
+	p("| request kind | category | scales with | writes (condition failed) | reads | write units (index) | read units | per worker-hour: write / read units |\n|---|---|---|---|---|---|---|---|\n")
+	for _, k := range run.Steady.Kinds {
+		scale := "sessions"
+		if k.PerWorker {
+			scale = "workers"
+		}
+		p("| %s | %s | %s | %d (%d) | %d | %d (%d) | %.1f | %.0f / %.0f |\n", k.Kind, k.Category, scale, k.Usage.Writes, k.Usage.ConditionFailed, k.Usage.Reads,
+			k.Usage.TotalWriteUnits(), k.Usage.IndexWriteUnits, k.Usage.ReadUnits, k.WRUPerWH, k.RRUPerWH)
+	}
+	p("\n")
+}
+
+// costGoals are the cost phase's goals (Goals): write units per
+// session-hour, the table ceiling, no hot index key.
+func costGoals(r *Report) []Goal {
+	var gs []Goal
+	if c := r.Cost; c != nil && c.Active != nil && c.Active.WorkerHours > 0 {
+		a := c.Active
+		tot := a.Steady.Total.NormWRUPerSH
+		lo := a.Steady.Category(dynamostore.CatLiveness).NormWRUPerSH + a.Steady.Category(dynamostore.CatOwnership).NormWRUPerSH
+		add := func(fig string, v, limit float64, unit string) {
+			g := Goal{Figure: fig, Measured: fmt.Sprintf("%.2f%s", v, unit), Goal: fmt.Sprintf("≤ %g%s", limit, unit), Known: true, Met: v <= limit}
+			if !g.Met {
+				g.Miss = fmt.Sprintf("+%.2f", v-limit)
+			}
+			gs = append(gs, g)
+		}
+		add("Write units per session-hour at the defaults (1,000 sessions per worker, 1 msg/s)", tot, 64, "")
+		add("— of which liveness + ownership", lo, 4, "")
+		if i := c.Idle; i != nil && i.WorkerHours > 0 {
+			add("Write units per idle session-hour at the defaults", i.Steady.Total.NormWRUPerSH, 4, "")
+		}
+		g := Goal{Figure: "Table ceiling (40,000 WRU/s ÷ write units per session-second at the defaults)", Measured: thousands(c.TableCeiling) + " sessions", Goal: "≥ 1,000,000", Known: true, Met: c.TableCeiling >= 1_000_000}
+		if !g.Met {
+			g.Miss = thousands(1_000_000-c.TableCeiling) + " sessions short"
+		}
+		gs = append(gs, g)
+		idx := a.IndexWritesInWindow
+		if c.Idle != nil {
+			idx += c.Idle.IndexWritesInWindow
+		}
+		g = Goal{Figure: "Index write units in the steady windows (no hot index key)", Measured: fmt.Sprint(idx), Goal: "0", Known: true, Met: idx == 0}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("%d index write units", idx)
+		}
+		gs = append(gs, g)
+	}
+	return gs
 }

@@ -1,3 +1,5 @@
+// Phase micro: the Go microbenchmarks of the hot paths.
+
 package bench
 
 import (
@@ -113,4 +115,22 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+func renderMicro(p printer, r *Report) {
+	m := r.Micro
+	if m == nil {
+		return
+	}
+	p("## Microbenchmarks (go test -bench -benchmem)\n\n")
+	renderPhase(p, m.Phase)
+	p("| package | benchmark | ns/op | B/op | allocs/op | MB/s |\n|---|---|---|---|---|---|\n")
+	for _, b := range m.Benchmarks {
+		mbs := ""
+		if b.MBPerSec > 0 {
+			mbs = fmt.Sprintf("%.0f", b.MBPerSec)
+		}
+		p("| %s | %s | %s | %d | %d | %s |\n", b.Package, b.Name, ns(b.NsPerOp), b.BytesPerOp, b.AllocsPerOp, mbs)
+	}
+	p("\n`BenchmarkHandle` is the per-message path after the WebSocket read (sequence parse, dedupe, the tenure's validity check — one atomic load of the worker's published trust deadline —, sink call, checkpoint bookkeeping), with the Keeper registered and heartbeating; `BenchmarkFind` the sequence field's parse; `BenchmarkWriter` the sink's.\n\n")
 }

@@ -1,3 +1,6 @@
+// The capacity runs' worker profiles (heap, CPU, MemStats) and their
+// section of the report.
+
 package bench
 
 import (
@@ -201,4 +204,54 @@ func cpuParts(lines []string) []CPUPart {
 		}
 	}
 	return out
+}
+
+func renderProfiles(p printer, run CapRunResult) {
+	pr := run.Profiles
+	held := max(run.Held, 1)
+	p("### Where it goes: %s sessions × %g msg/s%s\n\n", thousands(run.Held), run.Rate, envLabel(run.Env))
+	if ms := pr.MemStats; len(ms) > 0 {
+		kib := func(k string) float64 { return float64(ms[k]) / 1024 / float64(held) }
+		idle := float64(ms["HeapIdle"]-ms["HeapReleased"]) / 1024 / float64(held)
+		live := pr.LiveHeapBytes / 1024 / float64(held)
+		meta := kib("MSpan") + kib("MCache") + kib("GCSys") + kib("OtherSys") + kib("BuckHashSys")
+		accounted := kib("HeapInuse") + kib("Stack") + idle + meta
+		p("RSS per session %.1f KiB. From the Go runtime's MemStats at the end of the window, per session: heap in use %.1f KiB — objects live at the last GC %.1f KiB (the heap profile's total) and %.1f KiB allocated since (GC headroom: with GOGC=%s the heap grows by that percentage of the live heap before a collection); goroutine stacks %.1f KiB (%s goroutines for %s sessions); idle heap not yet returned to the OS %.1f KiB; span, GC and other runtime metadata %.1f KiB — %.1f KiB accounted in all (the RSS also holds the binary's pages). GC cycles so far: %d.\n\n",
+			run.RSSPerSessKB, kib("HeapInuse"), live, kib("HeapInuse")-live, gogc(run.Env), kib("Stack"), thousands(run.Goroutines), thousands(run.Held), idle, meta, accounted, ms["NumGC"])
+	}
+	if len(pr.CPUParts) > 0 {
+		p("Where the worker's CPU goes (cumulative share of the CPU profile's samples; the lines overlap where one loop calls another):\n\n| loop | share |\n|---|---|\n")
+		for _, c := range pr.CPUParts {
+			p("| %s | %.1f %% |\n", c.What, c.Pct)
+		}
+		p("\n")
+	}
+	if pr.Err != "" {
+		p("Profile errors: %s\n\n", oneLine(pr.Err))
+	}
+	block := func(title string, lines []string) {
+		if len(lines) == 0 {
+			return
+		}
+		p("%s:\n\n```\n%s\n```\n\n", title, strings.Join(lines, "\n"))
+	}
+	block(fmt.Sprintf("Heap in use, top entries (`go tool pprof -top -sample_index=inuse_space %s`)", relProfile(pr.HeapFile)), pr.HeapTop)
+	block(fmt.Sprintf("CPU, flat (`go tool pprof -top %s`)", relProfile(pr.CPUFile)), pr.CPUTop)
+	block(fmt.Sprintf("CPU, cumulative (`go tool pprof -top -cum %s`)", relProfile(pr.CPUFile)), pr.CPUCum)
+}
+
+func relProfile(path string) string {
+	if i := strings.Index(path, "/out/bench/"); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// gogc is the GC target a run's worker had: the streamer binary sets 50
+// when GOGC is not in its environment.
+func gogc(env map[string]string) string {
+	if v, ok := env["GOGC"]; ok {
+		return v
+	}
+	return "50 (the binary's default)"
 }

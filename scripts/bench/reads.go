@@ -1,3 +1,6 @@
+// Phase reads: the liveness protocol's units per worker-hour as the fleet
+// grows (Keepers on dynalite, no session).
+
 package bench
 
 import (
@@ -7,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,4 +190,94 @@ func joinInts(ns []int, sep string) string {
 		out = append(out, itoa(n))
 	}
 	return strings.Join(out, sep)
+}
+
+func renderReads(p printer, r *Report) {
+	rd := r.Reads
+	if rd == nil {
+		return
+	}
+	p("## 7. Finding dead workers: units per worker-hour as the fleet grows\n\n")
+	renderPhase(p, rd.Phase)
+	if len(rd.Runs) == 0 {
+		return
+	}
+	kinds := map[string]bool{}
+	for _, run := range rd.Runs {
+		for _, k := range run.Kinds {
+			kinds[k.Kind] = true
+		}
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		ci, cj := catRank(dynamostore.Category(ks[i])), catRank(dynamostore.Category(ks[j]))
+		if ci != cj {
+			return ci < cj
+		}
+		return ks[i] < ks[j]
+	})
+	p("| per worker-hour |")
+	for _, run := range rd.Runs {
+		p(" %d workers |", run.Workers)
+	}
+	p("\n|---|")
+	for range rd.Runs {
+		p("---|")
+	}
+	p("\n")
+	for _, k := range ks {
+		p("| %s: write / read units |", k)
+		for _, run := range rd.Runs {
+			var kc KindCost
+			for _, x := range run.Kinds {
+				if x.Kind == k {
+					kc = x
+				}
+			}
+			p(" %.0f / %.0f |", kc.WRUPerWH, kc.RRUPerWH)
+		}
+		p("\n")
+	}
+	p("| **total: write / read units** |")
+	for _, run := range rd.Runs {
+		p(" **%.0f / %.0f** |", run.WRUPerWH, run.RRUPerWH)
+	}
+	p("\n| heartbeats (one a second would be 3,600; the Keeper sends the next a second after the 50 ms tick that sent the last: about 3,550) |")
+	for _, run := range rd.Runs {
+		p(" %.0f |", run.HeartbeatsPerWH)
+	}
+	p("\n| heartbeat errors / workers declared dead in the window |")
+	for _, run := range rd.Runs {
+		p(" %d / %d |", run.HeartbeatErrors, run.DeclaredDead)
+	}
+	p("\n| window, worker-hours |")
+	for _, run := range rd.Runs {
+		p(" %.0f s, %.3f |", run.WindowSec, run.WorkerHours)
+	}
+	p("\n\n")
+	first, last := rd.Runs[0], rd.Runs[len(rd.Runs)-1]
+	if first.RRUPerWH > 0 && last.Workers > first.Workers {
+		p("From %d to %d workers the read units per worker-hour go ×%.2f (reads that grew with the square of the fleet, every worker reading every record, would go ×%d). ",
+			first.Workers, last.Workers, last.RRUPerWH/first.RRUPerWH, last.Workers/first.Workers)
+	}
+	p("Each worker reads only the records of the 2 workers rendezvous hashing gives it (every 500 ms: 4 reads/s), and is read by about 2; the listings of alive and GONE workers are index queries whose pages grow by a few dozen bytes per worker (0.5 read unit per 4 KB), and the reconcile queries (16 by_unowned shards, its own by_owner) do not depend on the fleet. Writes per worker are its heartbeats. These are the per-worker figures section 6 divides by the sessions per worker.\n\n")
+}
+
+// readsGoals is the reads phase's goal (Goals): read units per worker-hour
+// flat as the fleet grows.
+func readsGoals(r *Report) []Goal {
+	var gs []Goal
+	if rd := r.Reads; rd != nil && len(rd.Runs) >= 2 && rd.Runs[0].RRUPerWH > 0 {
+		a, b := rd.Runs[0], rd.Runs[len(rd.Runs)-1]
+		ratio := b.RRUPerWH / a.RRUPerWH
+		g := Goal{Figure: fmt.Sprintf("Read units per worker-hour, %d workers ÷ %d workers (N² reads would be ×%d)", b.Workers, a.Workers, b.Workers/max(a.Workers, 1)), Measured: fmt.Sprintf("%.0f ÷ %.0f = ×%.2f", b.RRUPerWH, a.RRUPerWH, ratio), Goal: "about ×1 (< ×2)", Known: true, Met: ratio < 2}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("×%.2f", ratio)
+		}
+		gs = append(gs, g)
+	}
+	return gs
 }

@@ -1,9 +1,13 @@
+// Phase rebalance: workers join a loaded fleet; time to balance, moves
+// against the minimum, gap per move, judged by the chaos harness's checks.
+
 package bench
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
@@ -313,4 +317,92 @@ func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
 
 func ms1(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Millisecond)
+}
+
+func renderRebalance(p printer, r *Report) {
+	rb := r.Rebalance
+	if rb == nil {
+		return
+	}
+	p("## 4b. Rebalancing: %s sessions on %d workers, then %d more join\n\n", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter-rb.WorkersBefore)
+	renderPhase(p, rb.Phase)
+	p("| figure | value |\n|---|---|\n")
+	bal := "never (within the run's deadline)"
+	if rb.ToBalancedMs >= 0 {
+		bal = ms(rb.ToBalancedMs)
+	}
+	p("| join → every worker within ±10 %% (or 2 sessions) of its share | %s |\n", bal)
+	p("| loads at the join → when balanced → at the end | %s → %s → %s |\n", loadList(rb.LoadsAtJoin), loadList(rb.LoadsAtBalanced), loadList(rb.LoadsAtEnd))
+	p("| moves made | %d (the minimum to reach ±10 %%: %d, to reach the exact shares: %d; ratio to the ±10 %% minimum %.2f) |\n", rb.Moves, rb.MinMoves, rb.MinMovesToShare, rb.Ratio)
+	p("| moves after the fleet was balanced (observed %s) | %d |\n", ms(rb.ObservedAfterMs), rb.MovesAfterBalanced)
+	p("| sessions moved twice within the minimum hold (%s) | %d |\n", ms(rb.MinHoldMs), rb.MovedTwiceWithinHold)
+	p("| messages lost / skipped / duplicated | %d / %d / %d |\n\n", rb.Lost, rb.Gaps, rb.Duplicated)
+	p(distHeader)
+	distRow(p, "gap per move: old connection closed → new one opened (at the source)", rb.Gap)
+	distRow(p, "new connection opened → its first message at the sink", rb.OpenToFirst)
+	p("\n")
+	for _, v := range rb.Violations {
+		p("- violation: %s\n", v)
+	}
+	if len(rb.Violations) > 0 {
+		p("\n")
+	}
+	p("Each worker, every %s, reads the alive workers' records (load, capacity, draining) and computes the same plan (shared/rebalance): nothing moves while every worker is within ±10 %% (or 2 sessions) of its capacity-weighted share; otherwise every worker above its share sends and every one below receives, at most 10 %% of the sender's sessions per round, only sessions held at least %s. A move is a graceful hand-off reserved for the receiver: close 1001, flush, release with the final checkpoint and the receiver's name on the session (handoff_to), then a POST /handoff to the receiver's admin address so that it claims at once; only the receiver may acquire until the hand-off bound lapses, then anyone may. So the time to balance is about the rounds the 10 %% bound needs (1,000 → 550 sessions is 6 rounds) plus the joiners' claim admission; moves are directed, so none is wasted on a session that comes back.\n\n",
+		ms(rb.RebalanceEveryMs), ms(rb.MinHoldMs))
+}
+
+func loadList(m map[string]int) string {
+	if len(m) == 0 {
+		return "–"
+	}
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprint(m[k]))
+	}
+	return strings.Join(parts, " / ")
+}
+
+// rebalanceGoals are the rebalancing phase's goals (Goals): time to
+// balance, moves against the minimum, gap per move, nothing lost.
+func rebalanceGoals(r *Report) []Goal {
+	var gs []Goal
+	if rb := r.Rebalance; rb != nil && rb.Sessions > 0 && len(rb.LoadsAtJoin) > 0 {
+		what := fmt.Sprintf("%s sessions, %d → %d workers", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter)
+		g := Goal{Figure: "Rebalancing: join → every worker within ±10 % of its share, " + what, Known: true,
+			Goal: "≤ " + ms(rb.GoalToBalancedMs), Met: rb.ToBalancedMs >= 0 && rb.ToBalancedMs <= rb.GoalToBalancedMs}
+		g.Measured = "never"
+		if rb.ToBalancedMs >= 0 {
+			g.Measured = ms(rb.ToBalancedMs)
+		}
+		if !g.Met {
+			g.Miss = "not balanced in time"
+			if rb.ToBalancedMs >= 0 {
+				g.Miss = "+" + ms(rb.ToBalancedMs-rb.GoalToBalancedMs)
+			}
+		}
+		gs = append(gs, g)
+		g = Goal{Figure: "Rebalancing: moves made ÷ the minimum to reach ±10 %", Measured: fmt.Sprintf("%d ÷ %d = %.2f", rb.Moves, rb.MinMoves, rb.Ratio),
+			Goal: "≤ 1.2", Known: true, Met: rb.MinMoves > 0 && rb.Ratio <= 1.2}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("%.2f", rb.Ratio)
+		}
+		gs = append(gs, g)
+		g = Goal{Figure: "Rebalancing: gap per move (the source's dark time), p99", Measured: ms(rb.Gap.P99), Goal: "≤ 500 ms", Known: true, Met: rb.Gap.N > 0 && rb.Gap.P99 <= 500}
+		if !g.Met {
+			g.Miss = "+" + ms(rb.Gap.P99-500)
+		}
+		gs = append(gs, g)
+		g = Goal{Figure: "Rebalancing: messages lost / duplicated; sessions moved twice within the minimum hold", Measured: fmt.Sprintf("%d / %d; %d", rb.Lost, rb.Duplicated, rb.MovedTwiceWithinHold),
+			Goal: "0 / 0; 0", Known: true, Met: rb.Lost == 0 && rb.Gaps == 0 && rb.Duplicated == 0 && rb.MovedTwiceWithinHold == 0 && len(rb.Violations) == 0}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("%d lost, %d skipped, %d duplicated, %d moved twice, %d violation(s)", rb.Lost, rb.Gaps, rb.Duplicated, rb.MovedTwiceWithinHold, len(rb.Violations))
+		}
+		gs = append(gs, g)
+	}
+	return gs
 }

@@ -1,3 +1,7 @@
+// The lease phases' local stack (devstack without its workers): workers
+// started per phase, sessions started and stopped through the API, and the
+// collector of their stdout sink lines.
+
 package bench
 
 import (

@@ -1,3 +1,5 @@
+// Distributions: percentiles (nearest rank) and their summaries.
+
 package bench
 
 import (

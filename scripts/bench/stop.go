@@ -1,3 +1,6 @@
+// Phase stop: POST stop → the connection closed at the source, when the
+// notification reaches the owner, a non-owner or no worker.
+
 package bench
 
 import (
@@ -191,4 +194,48 @@ func stopLatencies(samples []stopSample, conns []feed.ConnRecord) map[string][]t
 		}
 	}
 	return out
+}
+
+func renderStop(p printer, r *Report) {
+	s := r.Stop
+	if s == nil {
+		return
+	}
+	p("## 4. Stop: POST stop → the connection closed at the source\n\n")
+	renderPhase(p, s.Phase)
+	p(distHeader)
+	distRow(p, "the stop notification reaches the owner", s.Owner)
+	distRow(p, "it reaches a non-owner (the owner reads its mailbox)", s.NonOwner)
+	distRow(p, "no worker consumes it (the owner's mailbox alone)", s.Mailbox)
+	p("\n")
+	if s.Unclosed+s.NoOwner > 0 {
+		p("Stops whose connection was still open 10 s later: %d; stops of sessions nobody owned (not timed): %d.\n\n", s.Unclosed, s.NoOwner)
+	}
+	p("Ingest's stop write returns the item, which names the owner; ingest then puts the id in the owner's mailbox (one more write) and sends the stop notification. The owner closes at once when the notification reaches it (a consistent read confirms the stop). Otherwise it finds the id in the record its next heartbeat returns, at most one heartbeat interval (%s) later, re-reads the session and closes: the bound is one heartbeat + the heartbeat's and the re-read's round trips + the close handshake, whichever worker the notification reaches, or none. Goal: p99 ≤ %s on every path.\n\n",
+		ms(float64(DefaultHeartbeatEvery.Milliseconds())), ms(s.GoalP99Ms))
+}
+
+// stopGoals are the stop phase's goals (Goals): stop → closed, p99, by
+// where the notification lands.
+func stopGoals(r *Report) []Goal {
+	var gs []Goal
+	if s := r.Stop; s != nil {
+		for _, x := range []struct {
+			what string
+			d    Dist
+		}{{"reaching the owner", s.Owner}, {"reaching a non-owner", s.NonOwner}, {"reaching no worker (mailbox only)", s.Mailbox}} {
+			if x.d.N == 0 {
+				continue
+			}
+			g := Goal{Figure: "POST stop → connection closed at the source, p99, notification " + x.what, Measured: ms(x.d.P99), Goal: "≤ " + ms(s.GoalP99Ms), Known: true, Met: x.d.P99 <= s.GoalP99Ms && s.Unclosed == 0}
+			if !g.Met {
+				g.Miss = fmt.Sprintf("+%s", ms(x.d.P99-s.GoalP99Ms))
+				if s.Unclosed > 0 {
+					g.Miss = fmt.Sprintf("%s; %d stop(s) never closed", g.Miss, s.Unclosed)
+				}
+			}
+			gs = append(gs, g)
+		}
+	}
+	return gs
 }

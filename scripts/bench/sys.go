@@ -1,3 +1,6 @@
+// The machine and its processes: cores, memory, load, CPU and RSS of a
+// process, the wait for a quiet machine.
+
 package bench
 
 import (

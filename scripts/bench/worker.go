@@ -1,3 +1,5 @@
+// A worker's admin endpoints (/stats, profiles) and its environment.
+
 package bench
 
 import (

@@ -1,0 +1,276 @@
+// The failover and handoff rounds: one round run and timed, and what its
+// logs and the feed's records say (claim latencies, hand-off steps, the gap
+// split at the source).
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wsfleet/wsfleet/testkit/feed"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// roundData is what one round observed.
+type roundData struct {
+	victim string
+	at     time.Time // the signal
+	ids    []string
+	moved  map[string]sinkObs // first delivery by another worker after the signal
+	// deadAtMs is when a watcher declared the killed victim dead (its
+	// record's ended_at_ms, wall ms; 0: not read): its sessions became
+	// takeable then.
+	deadAtMs int64
+	// claimMs are the survivors' own ClaimLatencyMs samples (EMF, in their
+	// logs): start notification sent → the new connection open.
+	claimMs []float64
+	// releaseMs, publishMs: the victim's hand-off steps (SIGTERM only).
+	releaseMs, publishMs []float64
+}
+
+// takeover splits a crash round's gaps at the instant the sessions became
+// takeable (the victim declared dead): kill → declared dead once per round,
+// declared dead → first message per session moved.
+func (rd roundData) takeover() (toTakeable, toFirst []time.Duration) {
+	if rd.deadAtMs <= 0 {
+		return nil, nil
+	}
+	takeable := time.UnixMilli(rd.deadAtMs)
+	toTakeable = []time.Duration{takeable.Sub(rd.at.Round(0))} // one death per round
+	for _, o := range rd.moved {
+		toFirst = append(toFirst, o.At.Round(0).Sub(takeable))
+	}
+	return toTakeable, toFirst
+}
+
+func (rd roundData) gaps() []time.Duration {
+	out := make([]time.Duration, 0, len(rd.moved))
+	for _, o := range rd.moved {
+		out = append(out, o.At.Sub(rd.at))
+	}
+	return out
+}
+
+// gapParts splits every moved session's gap with the feed's records: the
+// connection open at the signal and when it closed, the first connection
+// opened after it; dark is that close → the new owner's first message.
+func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst, dark Dist) {
+	bySession := map[string][]feed.ConnRecord{}
+	for _, c := range conns {
+		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		bySession[c.Session] = append(bySession[c.Session], c)
+	}
+	var closed, opened, first, darks []time.Duration
+	for _, rd := range rounds {
+		for id, o := range rd.moved {
+			var old, next *feed.ConnRecord
+			for i := range bySession[id] {
+				c := &bySession[id][i]
+				if c.OpenedAt.Before(rd.at) && (c.ClosedAt.IsZero() || !c.ClosedAt.Before(rd.at)) {
+					old = c
+				}
+				if c.OpenedAt.After(rd.at) && (next == nil || c.OpenedAt.Before(next.OpenedAt)) {
+					next = c
+				}
+			}
+			if old != nil && !old.ClosedAt.IsZero() {
+				closed = append(closed, old.ClosedAt.Sub(rd.at))
+				darks = append(darks, o.At.Round(0).Sub(old.ClosedAt))
+			}
+			if next != nil {
+				opened = append(opened, next.OpenedAt.Sub(rd.at))
+				first = append(first, o.At.Round(0).Sub(next.OpenedAt))
+			}
+		}
+	}
+	return Summarize(closed), Summarize(opened), Summarize(first), Summarize(darks)
+}
+
+func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {
+	var rd roundData
+	victim, err := ls.addWorker(ctx, true, nil)
+	if err != nil {
+		return rd, nil, err
+	}
+	prefix := "fo"
+	if kind == kindTerm {
+		prefix = "ho"
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
+	}
+	rd.victim, rd.ids = victim.ID, ids
+	// One heartbeat keeps every session of the victim (nothing is renewed
+	// per session), so the kill falls at one phase of it per round.
+	if err := ls.startSessions(ctx, ids); err != nil {
+		return rd, nil, err
+	}
+	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
+	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	if err != nil {
+		return rd, nil, err
+	}
+	if len(got) != n {
+		return rd, nil, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
+	}
+	var survivors []*bworker
+	for range 2 {
+		w, err := ls.addWorker(ctx, true, nil)
+		if err != nil {
+			return rd, nil, err
+		}
+		survivors = append(survivors, w)
+	}
+	if err := sleepCtx(ctx, settleBefore(kind)); err != nil {
+		return rd, nil, err
+	}
+	sig := syscall.SIGKILL
+	if kind == kindTerm {
+		sig = syscall.SIGTERM
+	}
+	t := time.Now()
+	if err := victim.Proc.Signal(sig); err != nil {
+		return rd, nil, err
+	}
+	rd.at = t
+	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
+	timeout := 30 * time.Second
+	if kind == kindKill {
+		timeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
+	}
+	if rd.moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
+		return rd, nil, err
+	}
+	if kind == kindKill {
+		// A watcher declared the victim dead before taking its sessions
+		// over: its record says when (ended_at_ms).
+		if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
+			rd.deadAtMs = rec.EndedAtMs
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	err = victim.Proc.Wait(wctx)
+	cancel()
+	if err != nil {
+		return rd, nil, err
+	}
+	// A little more streaming after the move, so that a loss or a repeat at
+	// the boundary shows in the records.
+	if err := sleepCtx(ctx, time.Second); err != nil {
+		return rd, nil, err
+	}
+	stops, err := ls.stopSessions(ctx, ids)
+	if err != nil {
+		return rd, nil, err
+	}
+	if err := ls.waitOwnedZero(ctx, survivors, 20*time.Second); err != nil {
+		r.log.Warn().Err(err).Msg("sessions still owned after the stops")
+	}
+	if err := stopWorkers(survivors); err != nil {
+		return rd, nil, err
+	}
+	if kind == kindTerm {
+		if rd.releaseMs, rd.publishMs, err = handoffSteps(victim.Proc.LogPath); err != nil {
+			return rd, nil, err
+		}
+	}
+	for _, w := range survivors {
+		ms, err := claimLatencies(w.Proc.LogPath)
+		if err != nil {
+			return rd, nil, err
+		}
+		rd.claimMs = append(rd.claimMs, ms...)
+	}
+	return rd, stops, nil
+}
+
+// claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a
+// worker's log.
+func claimLatencies(path string) ([]float64, error) {
+	lines, err := logLines(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []float64
+	for _, l := range lines {
+		if !strings.Contains(l, `"ClaimLatencyMs"`) {
+			continue
+		}
+		var m struct {
+			ClaimLatencyMs json.RawMessage `json:"ClaimLatencyMs"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || len(m.ClaimLatencyMs) == 0 {
+			continue
+		}
+		var many []float64
+		if json.Unmarshal(m.ClaimLatencyMs, &many) == nil {
+			out = append(out, many...)
+			continue
+		}
+		var one float64
+		if json.Unmarshal(m.ClaimLatencyMs, &one) == nil {
+			out = append(out, one)
+		}
+	}
+	return out, nil
+}
+
+// handoffSteps reads the release_ms and publish_ms of the hand-offs
+// ("lease released" with handed_off) in a worker's log.
+func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
+	lines, err := logLines(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"handed_off"`) {
+			continue
+		}
+		var m struct {
+			Message   string   `json:"message"`
+			HandedOff bool     `json:"handed_off"`
+			ReleaseMs *float64 `json:"release_ms"`
+			PublishMs *float64 `json:"publish_ms"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.Message != "lease released" || !m.HandedOff {
+			continue
+		}
+		if m.ReleaseMs != nil {
+			releaseMs = append(releaseMs, *m.ReleaseMs)
+		}
+		if m.PublishMs != nil {
+			publishMs = append(publishMs, *m.PublishMs)
+		}
+	}
+	return releaseMs, publishMs, nil
+}
+
+// logLines is a worker log's lines.
+func logLines(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("worker log: %w", err)
+	}
+	return strings.Split(string(b), "\n"), nil
+}
+
+// settleBefore is how long the round runs with the survivors up before the
+// signal: 5 s before a kill (the survivors have listed the alive workers,
+// every RefreshEvery = 5 s, so they watch the victim), 2 s before a SIGTERM
+// (the survivors' long polls are waiting).
+func settleBefore(kind string) time.Duration {
+	if kind == kindKill {
+		return 5 * time.Second
+	}
+	return 2 * time.Second
+}
