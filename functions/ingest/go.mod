@@ -8,13 +8,12 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/secretsmanager v1.51.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/awslabs/aws-lambda-go-api-proxy v0.16.2
 	github.com/rs/zerolog v1.35.1
 	github.com/wsfleet/wsfleet/shared v0.0.0
 	github.com/wsfleet/wsfleet/testkit v0.0.0
 	go.uber.org/goleak v1.3.0
 )
-
-require github.com/awslabs/aws-lambda-go-api-proxy v0.16.2 // indirect
 
 require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect

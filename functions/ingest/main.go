@@ -1,7 +1,8 @@
 // Command ingest is the wsfleet ingest Lambda (provided.al2023, built with
 // -tags lambda.norpc as bootstrap): the start / stop / status API behind an
 // API Gateway HTTP API. main only reads the configuration once, builds the
-// handler and hands it to the Lambda runtime.
+// handler and hands it to the Lambda runtime, through httpadapter
+// (api.Handler.Lambda): each event is served as an HTTP request.
 package main
 
 import (
@@ -41,6 +42,6 @@ func run(ctx context.Context) error {
 	}
 	log.Info().Str("table", cfg.TableName).Bool("signed", cfg.SigningSecret != "").
 		Str("allow_private_ips", string(cfg.AllowPrivateIPs)).Strs("allowed_hosts", cfg.AllowedHosts).Msg("ingest ready")
-	lambda.StartWithOptions(h.Handle, lambda.WithContext(ctx))
+	lambda.StartWithOptions(h.Lambda(), lambda.WithContext(ctx))
 	return nil
 }

@@ -1,15 +1,17 @@
 // Command ingest-local serves the ingest API over plain HTTP for the local
-// stack: each request becomes an API Gateway v2 event handed to the same
-// handler the Lambda runs. It binds 127.0.0.1 by default. Configuration comes
+// stack: net/http serves the same http.Handler the Lambda runs (there behind
+// httpadapter). It binds 127.0.0.1 by default. Configuration comes
 // from the same environment variables as the Lambda (see docs/api.md); the
 // AWS endpoints from AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -20,7 +22,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
-	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -31,7 +32,7 @@ func main() {
 	cmdmain.Run("ingest-local", func(ctx context.Context) error { return run(ctx, os.Args[1:]) })
 }
 
-// DefaultPort is the local front's default port.
+// DefaultPort is ingest-local's default port.
 const DefaultPort = 8787
 
 func run(ctx context.Context, args []string) error {
@@ -78,5 +79,35 @@ func run(ctx context.Context, args []string) error {
 	}
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("table", cfg.TableName).Str("queue_url", cfg.QueueURL).
 		Msg("ingest local front ready")
-	return localfront.Serve(ctx, ln, localfront.New(h.Handle), 5*time.Second)
+	return serve(ctx, ln, h, 5*time.Second)
+}
+
+// serve serves h on ln until ctx is done, then shuts down gracefully (within
+// shutdownGrace) and returns nil. It returns the server's error otherwise.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, shutdownGrace time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
 }

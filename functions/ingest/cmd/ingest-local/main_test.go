@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -83,6 +84,19 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after cancel")
+	}
+}
+
+// serve returns the server's error when it cannot serve, instead of
+// waiting for a cancel that would never come.
+func TestServeReturnsListenerErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if err := serve(context.Background(), ln, http.NotFoundHandler(), time.Second); err == nil {
+		t.Fatal("serve on a closed listener returned nil")
 	}
 }
 

@@ -1,18 +1,16 @@
-// Package api owns the ingest HTTP API as API Gateway (HTTP API, payload
-// format 2.0) delivers it: routing, request signing, decoding and validation,
-// the calls to the sessions store and the work queue, the responses, the
-// request log line and the EMF metrics of each invocation. It defines the
-// small interfaces it needs from storage and the queue; it never sees an SDK
-// type.
+// Package api owns the ingest HTTP API: an http.Handler (routing on
+// net/http ServeMux patterns, request signing, decoding and validation, the
+// calls to the sessions store and the work queue, the responses, the request
+// log line and the EMF metrics of each request), and the Lambda handler that
+// serves it API Gateway's HTTP API (payload format 2.0) events through
+// httpadapter. It defines the small interfaces it needs from storage and the
+// queue; it never sees an SDK type.
 package api
 
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -21,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
@@ -66,8 +62,9 @@ type Deps struct {
 	Metrics  io.Writer      // where the EMF line of each invocation goes (nil: none)
 }
 
-// Handler serves the API. Build it once per process; it is safe for
-// concurrent use (the local front calls it from many goroutines).
+// Handler serves the API (an http.Handler; Lambda runs it through Lambda).
+// Build it once per process; it is safe for concurrent use (ingest-local
+// serves it from many goroutines).
 type Handler struct {
 	cfg      config.Config
 	policy   URLPolicy
@@ -78,6 +75,7 @@ type Handler struct {
 	clock    clock.Clock
 	log      zerolog.Logger
 	meter    *meter
+	mux      *http.ServeMux // routes
 }
 
 // New returns a Handler. cfg must be valid (config.Validate).
@@ -107,6 +105,7 @@ func New(cfg config.Config, d Deps) (*Handler, error) {
 		h.verifier = NewVerifier([]byte(cfg.SigningSecret), cfg.SignatureWindow)
 		h.nonces = d.Nonces
 	}
+	h.mux = h.routes()
 	return h, nil
 }
 
@@ -116,7 +115,8 @@ const (
 	retryAfterSecs   = "1"
 )
 
-// Route templates, as logged and as an API Gateway route key names them.
+// Routes: their ServeMux patterns, as logged and as an API Gateway route key
+// names them.
 const (
 	routeStart   = "POST /sessions"
 	routeStop    = "POST /sessions/{id}/stop"
@@ -141,86 +141,7 @@ type reply struct {
 	cause      error  // internal error behind a 5xx
 }
 
-// Handle serves one API Gateway v2 request. It never returns an error: every
-// failure is an HTTP response (a Go error would become API Gateway's 500).
-func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
-	start := h.clock.Now()
-	log := h.log.With().Str("request_id", req.RequestContext.RequestID).Logger()
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		log = log.With().Str("aws_request_id", lc.AwsRequestID).Logger()
-	}
-	var r reply
-	defer func() {
-		if p := recover(); p != nil {
-			r = reply{err: &apiError{status: http.StatusInternalServerError, code: CodeInternal, message: "internal error"},
-				cause: fmt.Errorf("panic: %v", p), route: r.route, connID: r.connID}
-			resp = h.respond(r)
-		}
-		h.finish(&log, req, r, resp.StatusCode, start)
-	}()
-	r = h.serve(ctx, req, &log)
-	resp = h.respond(r)
-	return resp, nil
-}
-
-func (h *Handler) serve(ctx context.Context, req events.APIGatewayV2HTTPRequest, log *zerolog.Logger) reply {
-	method := strings.ToUpper(req.RequestContext.HTTP.Method)
-	path := routePath(req)
-	route, id, rerr := matchRoute(method, path)
-	r := reply{route: route, connID: id}
-	if rerr != nil {
-		r.err = rerr
-		return r
-	}
-	body, berr := requestBody(req, h.cfg.MaxBodyBytes)
-	if berr != nil {
-		r.err = berr
-		return r
-	}
-	if h.verifier != nil {
-		if e, cause := h.checkSignature(ctx, req, method, path, body); e != nil {
-			r.err, r.cause = e, cause
-			return r
-		}
-	}
-	switch route {
-	case routeStart:
-		return h.start(ctx, req, body, r, log)
-	case routeStop:
-		return h.stop(ctx, req, body, r, log)
-	case routeStatus:
-		return h.status(ctx, r)
-	case routeWorkers:
-		return h.workers(ctx, req, r)
-	default:
-		return h.list(ctx, req, r)
-	}
-}
-
-// checkSignature verifies a signed request and then remembers its nonce,
-// so that the same request is accepted once: a replay within the window is
-// refused before it reaches the session table or the queue.
-// The error returned with a 503 is its cause, for the log line.
-func (h *Handler) checkSignature(ctx context.Context, req events.APIGatewayV2HTTPRequest, method, path string, body []byte) (*apiError, error) {
-	sr := SignedRequest{Timestamp: header(req, HeaderTimestamp), Nonce: header(req, HeaderNonce),
-		Method: method, Path: path, Query: req.RawQueryString, Body: body}
-	until, e := h.verifier.Verify(h.clock.Now(), header(req, HeaderSignature), sr)
-	if e != nil {
-		return e, nil
-	}
-	nctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
-	defer cancel()
-	switch err := h.nonces.RememberNonce(nctx, sr.Nonce, until.Add(time.Minute)); {
-	case errors.Is(err, sessions.ErrReplay):
-		return unauthorized(CodeReplayed, "this "+HeaderNonce+" was already used: sign every request, retries included, with a new nonce"), nil
-	case err != nil:
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
-			message: "the session table is unavailable; nothing was done, retry with a new nonce", retryable: true}, err
-	}
-	return nil, nil
-}
-
-func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply, log *zerolog.Logger) reply {
+func (h *Handler) start(ctx context.Context, req *http.Request, body []byte, r reply, log *zerolog.Logger) reply {
 	if e := requireJSON(req); e != nil {
 		r.err = e
 		return r
@@ -247,7 +168,7 @@ func (h *Handler) start(ctx context.Context, req events.APIGatewayV2HTTPRequest,
 	return r
 }
 
-func (h *Handler) stop(ctx context.Context, req events.APIGatewayV2HTTPRequest, body []byte, r reply, log *zerolog.Logger) reply {
+func (h *Handler) stop(ctx context.Context, req *http.Request, body []byte, r reply, log *zerolog.Logger) reply {
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if e := requireJSON(req); e != nil {
 			r.err = e
@@ -289,8 +210,8 @@ func (h *Handler) mailboxFailed(log *zerolog.Logger, id string, res sessions.Res
 
 // workers serves GET /workers: the worker records, alive first, at most
 // sessions.MaxWorkers of them.
-func (h *Handler) workers(ctx context.Context, req events.APIGatewayV2HTTPRequest, r reply) reply {
-	if req.RawQueryString != "" || len(req.QueryStringParameters) > 0 {
+func (h *Handler) workers(ctx context.Context, req *http.Request, r reply) reply {
+	if req.URL.RawQuery != "" {
 		r.err = badRequest(CodeInvalidQuery, "GET /workers takes no query parameters")
 		return r
 	}
@@ -332,7 +253,7 @@ func (h *Handler) status(ctx context.Context, r reply) reply {
 	return r
 }
 
-func (h *Handler) list(ctx context.Context, req events.APIGatewayV2HTTPRequest, r reply) reply {
+func (h *Handler) list(ctx context.Context, req *http.Request, r reply) reply {
 	state, limit, next, e := listParams(req)
 	if e != nil {
 		r.err = e
@@ -389,164 +310,9 @@ func (h *Handler) storeFailed(r reply, err error) reply {
 	return r
 }
 
-func (h *Handler) respond(r reply) events.APIGatewayV2HTTPResponse {
-	status, body := r.status, r.body
-	headers := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store"}
-	if r.err != nil {
-		status = r.err.status
-		body = errorBody{Error: errorDetail{Code: r.err.code, Message: r.err.message, Retryable: r.err.retryable}}
-		if r.err.retryable {
-			headers["Retry-After"] = retryAfterSecs
-		}
-	}
-	b, err := json.Marshal(body)
-	if err != nil { // only our own types are marshalled: unreachable
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
-	}
-	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: headers, Body: string(b)}
-}
-
-// finish writes the request's log line and flushes its metrics.
-func (h *Handler) finish(log *zerolog.Logger, req events.APIGatewayV2HTTPRequest, r reply, status int, start time.Time) {
-	code := ""
-	if r.err != nil {
-		code = r.err.code
-		h.meter.reject(code)
-	}
-	ev := log.Info()
-	if status >= 500 {
-		ev = log.Error().Err(r.cause)
-	} else if r.cause != nil {
-		ev = log.Warn().Err(r.cause)
-	}
-	ev = ev.Str("method", req.RequestContext.HTTP.Method).Str("route", r.route).Int("status", status).
-		Str("source_ip", req.RequestContext.HTTP.SourceIP)
-	if code != "" {
-		ev = ev.Str("code", code)
-	}
-	if r.connID != "" {
-		ev = ev.Str("connection_id", r.connID)
-	}
-	if r.generation != 0 {
-		ev = ev.Int64("generation", r.generation)
-	}
-	if r.outcome != "" {
-		ev = ev.Str("outcome", string(r.outcome))
-	}
-	if r.notified != nil {
-		ev = ev.Bool("notified", *r.notified)
-	}
-	if r.wsURL != "" {
-		ev = ev.Str("ws_url", r.wsURL).Int("header_count", r.headers)
-	}
-	ev.Float64("duration_ms", float64(h.clock.Now().Sub(start).Microseconds())/1000).Msg("request")
-	if err := h.meter.flush(h.clock.Now()); err != nil {
-		log.Warn().Err(err).Msg("metrics not written")
-	}
-}
-
-// routePath is the request path without the stage prefix.
-func routePath(req events.APIGatewayV2HTTPRequest) string {
-	p := req.RawPath
-	if p == "" {
-		p = req.RequestContext.HTTP.Path
-	}
-	if st := req.RequestContext.Stage; st != "" && st != "$default" {
-		if rest, ok := strings.CutPrefix(p, "/"+st); ok && (rest == "" || rest[0] == '/') {
-			p = rest
-		}
-	}
-	if len(p) > 1 {
-		p = strings.TrimSuffix(p, "/")
-	}
-	return p
-}
-
-// matchRoute maps method and path to a route template and the path's
-// connection id.
-func matchRoute(method, path string) (route, id string, err *apiError) {
-	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	if len(seg) == 1 && seg[0] == "workers" {
-		if method != http.MethodGet {
-			return routeWorkers, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use GET"}
-		}
-		return routeWorkers, "", nil
-	}
-	if len(seg) == 0 || seg[0] != "sessions" || len(seg) > 3 {
-		return "", "", &apiError{status: http.StatusNotFound, code: CodeRouteNotFound, message: "no such route"}
-	}
-	want := ""
-	switch len(seg) {
-	case 1:
-		switch method {
-		case http.MethodPost:
-			return routeStart, "", nil
-		case http.MethodGet:
-			return routeList, "", nil
-		}
-		want = "GET, POST"
-	case 2:
-		route = routeStatus
-		want = http.MethodGet
-	case 3:
-		if seg[2] != "stop" {
-			return "", "", &apiError{status: http.StatusNotFound, code: CodeRouteNotFound, message: "no such route"}
-		}
-		route = routeStop
-		want = http.MethodPost
-	}
-	if want != method {
-		return route, "", &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use " + want}
-	}
-	id, uerr := url.PathUnescape(seg[1])
-	if uerr != nil {
-		return route, "", badRequest(CodeInvalidConnID, "connection_id in the path is not valid percent-encoding")
-	}
-	if e := CheckConnectionID(id); e != nil {
-		return route, "", e
-	}
-	return route, id, nil
-}
-
-// requestBody returns the raw body (base64-decoded when API Gateway encoded
-// it), refusing bodies over max bytes.
-func requestBody(req events.APIGatewayV2HTTPRequest, max int) ([]byte, *apiError) {
-	tooLarge := badRequest(CodeBodyTooLarge, "body is larger than "+strconv.Itoa(max)+" bytes")
-	if !req.IsBase64Encoded {
-		if len(req.Body) > max {
-			return nil, tooLarge
-		}
-		return []byte(req.Body), nil
-	}
-	if base64.StdEncoding.DecodedLen(len(req.Body)) > max+3 {
-		return nil, tooLarge
-	}
-	b, err := base64.StdEncoding.DecodeString(req.Body)
-	if err != nil {
-		return nil, badRequest(CodeInvalidJSON, "body is not valid base64")
-	}
-	if len(b) > max {
-		return nil, tooLarge
-	}
-	return b, nil
-}
-
-// header returns a request header, case-insensitively.
-func header(req events.APIGatewayV2HTTPRequest, name string) string {
-	if v, ok := req.Headers[strings.ToLower(name)]; ok {
-		return v
-	}
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
 // requireJSON accepts Content-Type application/json, with at most a UTF-8
 // charset parameter.
-func requireJSON(req events.APIGatewayV2HTTPRequest) *apiError {
+func requireJSON(req *http.Request) *apiError {
 	bad := badRequest(CodeInvalidContentType, "Content-Type must be application/json")
 	ct := header(req, "Content-Type")
 	if ct == "" {
@@ -566,17 +332,10 @@ func requireJSON(req events.APIGatewayV2HTTPRequest) *apiError {
 
 // listParams reads state (default STARTED), limit (default 25, 1..100) and
 // next; any other or repeated parameter is refused.
-func listParams(req events.APIGatewayV2HTTPRequest) (state string, limit int, next string, e *apiError) {
-	q := url.Values{}
-	if req.RawQueryString != "" {
-		var err error
-		if q, err = url.ParseQuery(req.RawQueryString); err != nil {
-			return "", 0, "", badRequest(CodeInvalidQuery, "query string is not valid")
-		}
-	} else {
-		for k, v := range req.QueryStringParameters {
-			q[k] = strings.Split(v, ",")
-		}
+func listParams(req *http.Request) (state string, limit int, next string, e *apiError) {
+	q, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		return "", 0, "", badRequest(CodeInvalidQuery, "query string is not valid")
 	}
 	state, limit = schema.StateStarted, DefaultListLimit
 	for k, vs := range q {

@@ -104,9 +104,10 @@ func FuzzDecodeStart(f *testing.F) {
 	})
 }
 
-// FuzzRequest drives the whole handler (fake store and queue) with arbitrary
-// methods, paths, query strings, content types and bodies: it never panics
-// or errors, always answers JSON, and only ever 2xx or a 4xx with a known code.
+// FuzzRequest drives the whole handler (fake store and queue) as Lambda runs
+// it, API Gateway events through httpadapter, with arbitrary methods, paths,
+// query strings, content types and bodies: it never panics or errors, always
+// answers JSON, and only ever 2xx or a 4xx with a known code.
 func FuzzRequest(f *testing.F) {
 	f.Add("POST", "/sessions", "", "application/json", `{"ws_url":"wss://a.example.com"}`, false)
 	f.Add("POST", "/sessions/abc/stop", "", "", ``, false)
@@ -116,6 +117,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add("PUT", "/sessions/%2F", "", "text/plain", `x`, true)
 	fx := newFixture(f, nil)
 	fx.h.log, fx.h.meter.out = zerolog.Nop(), io.Discard // millions of runs: keep nothing
+	lambda := fx.h.Lambda()
 	f.Fuzz(func(t *testing.T, method, path, query, contentType, body string, b64 bool) {
 		req := event(method, path, body)
 		req.RawQueryString = query
@@ -124,9 +126,9 @@ func FuzzRequest(f *testing.F) {
 		if b64 {
 			req.RequestContext.Stage = "prod"
 		}
-		resp, err := fx.h.Handle(context.Background(), req)
+		resp, err := lambda(context.Background(), req)
 		if err != nil {
-			t.Fatalf("Handle error: %v", err)
+			t.Fatalf("Lambda handler error: %v", err)
 		}
 		var out map[string]any
 		if err := json.Unmarshal([]byte(resp.Body), &out); err != nil {

@@ -182,11 +182,15 @@ func event(method, path, body string) events.APIGatewayV2HTTPRequest {
 	}
 }
 
+// do serves an API Gateway event as Lambda does: through httpadapter.
 func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) (int, map[string]any, events.APIGatewayV2HTTPResponse) {
 	t.Helper()
-	resp, err := f.h.Handle(context.Background(), req)
+	resp, err := f.h.Lambda()(context.Background(), req)
 	if err != nil {
-		t.Fatalf("Handle returned an error: %v", err)
+		t.Fatalf("the Lambda handler returned an error: %v", err)
+	}
+	if resp.IsBase64Encoded || len(resp.Cookies) != 0 || len(resp.MultiValueHeaders) != 0 {
+		t.Fatalf("response event %+v", resp)
 	}
 	if resp.Headers["Content-Type"] != "application/json" {
 		t.Fatalf("content type %q", resp.Headers["Content-Type"])

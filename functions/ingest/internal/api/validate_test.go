@@ -1,14 +1,11 @@
 package api
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
@@ -376,109 +373,6 @@ func TestRedactURL(t *testing.T) {
 				t.Errorf("RedactURL(%q) leaks %q", in, secret)
 			}
 		}
-	}
-}
-
-func TestMatchRoute(t *testing.T) {
-	cases := []struct {
-		method, path, route, id string
-		status                  int
-		code                    string
-	}{
-		{"POST", "/sessions", routeStart, "", 0, ""},
-		{"GET", "/sessions", routeList, "", 0, ""},
-		{"GET", "/sessions/abc", routeStatus, "abc", 0, ""},
-		{"GET", "/sessions/a%3Ab", routeStatus, "a:b", 0, ""},
-		{"POST", "/sessions/abc/stop", routeStop, "abc", 0, ""},
-		{"DELETE", "/sessions", "", "", 405, CodeMethodNotAllowed},
-		{"POST", "/sessions/abc", routeStatus, "", 405, CodeMethodNotAllowed},
-		{"GET", "/sessions/abc/stop", routeStop, "", 405, CodeMethodNotAllowed},
-		{"POST", "/sessions/abc/start", "", "", 404, CodeRouteNotFound},
-		{"GET", "/", "", "", 404, CodeRouteNotFound},
-		{"GET", "/other", "", "", 404, CodeRouteNotFound},
-		{"GET", "/sessions/a/b/c", "", "", 404, CodeRouteNotFound},
-		{"GET", "/sessions/a%2Fb", routeStatus, "", 400, CodeInvalidConnID},
-		{"GET", "/sessions/%zz", routeStatus, "", 400, CodeInvalidConnID},
-		{"POST", "/sessions//stop", routeStop, "", 400, CodeInvalidConnID},
-	}
-	for _, c := range cases {
-		route, id, e := matchRoute(c.method, c.path)
-		if c.status == 0 {
-			if e != nil || route != c.route || id != c.id {
-				t.Errorf("%s %s: got %q %q %v", c.method, c.path, route, id, e)
-			}
-			continue
-		}
-		if e == nil || e.status != c.status || e.code != c.code {
-			t.Errorf("%s %s: got %v, want %d %s", c.method, c.path, e, c.status, c.code)
-		}
-	}
-	// Stage prefixes are stripped.
-	req := events.APIGatewayV2HTTPRequest{RawPath: "/prod/sessions/x/stop", RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "prod"}}
-	if p := routePath(req); p != "/sessions/x/stop" {
-		t.Fatalf("routePath = %q", p)
-	}
-	req = events.APIGatewayV2HTTPRequest{RawPath: "/production/sessions", RequestContext: events.APIGatewayV2HTTPRequestContext{Stage: "prod"}}
-	if p := routePath(req); p != "/production/sessions" {
-		t.Fatalf("routePath = %q", p)
-	}
-}
-
-func TestRequestBodyAndContentType(t *testing.T) {
-	max := 16 << 10
-	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: strings.Repeat("a", max)}, max); e != nil {
-		t.Fatalf("at limit: %v", e)
-	}
-	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: strings.Repeat("a", max+1)}, max); e == nil || e.code != CodeBodyTooLarge || e.status != 400 {
-		t.Fatalf("over limit: %v", e)
-	}
-	enc := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", max+1)))
-	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: enc, IsBase64Encoded: true}, max); e == nil || e.code != CodeBodyTooLarge {
-		t.Fatalf("base64 over limit: %v", e)
-	}
-	enc = base64.StdEncoding.EncodeToString([]byte(`{"a":1}`))
-	if b, e := requestBody(events.APIGatewayV2HTTPRequest{Body: enc, IsBase64Encoded: true}, max); e != nil || string(b) != `{"a":1}` {
-		t.Fatalf("base64: %q %v", b, e)
-	}
-	if _, e := requestBody(events.APIGatewayV2HTTPRequest{Body: "!!", IsBase64Encoded: true}, max); e == nil || e.code != CodeInvalidJSON {
-		t.Fatalf("bad base64: %v", e)
-	}
-	ct := func(v string) *apiError {
-		return requireJSON(events.APIGatewayV2HTTPRequest{Headers: map[string]string{"content-type": v}})
-	}
-	for _, ok := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON; charset=UTF-8"} {
-		if e := ct(ok); e != nil {
-			t.Fatalf("%q: %v", ok, e)
-		}
-	}
-	for _, bad := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "application/json; x=y", "application/jsonp", "multipart/form-data; boundary=x"} {
-		if e := ct(bad); e == nil || e.code != CodeInvalidContentType || e.status != 400 {
-			t.Fatalf("%q: %v", bad, e)
-		}
-	}
-	if e := requireJSON(events.APIGatewayV2HTTPRequest{Headers: map[string]string{"Content-Type": "application/json"}}); e != nil {
-		t.Fatalf("mixed-case header name: %v", e)
-	}
-}
-
-func TestListParams(t *testing.T) {
-	q := func(raw string) (string, int, string, *apiError) {
-		return listParams(events.APIGatewayV2HTTPRequest{RawQueryString: raw})
-	}
-	if s, l, n, e := q(""); e != nil || s != "STARTED" || l != DefaultListLimit || n != "" {
-		t.Fatalf("defaults: %s %d %q %v", s, l, n, e)
-	}
-	if s, l, n, e := q("state=stopped&limit=100&next=abc"); e != nil || s != "STOPPED" || l != 100 || n != "abc" {
-		t.Fatalf("explicit: %s %d %q %v", s, l, n, e)
-	}
-	for _, bad := range []string{"state=RUNNING", "limit=0", "limit=101", "limit=x", "limit=-1", "next=", "next=" + strings.Repeat("a", 513), "state=STARTED&state=STOPPED", "limt=5", "%zz"} {
-		if _, _, _, e := q(bad); e == nil || e.code != CodeInvalidQuery || e.status != 400 {
-			t.Fatalf("%q: %v", bad, e)
-		}
-	}
-	// Without a raw query string, the parsed map is used.
-	if s, _, _, e := listParams(events.APIGatewayV2HTTPRequest{QueryStringParameters: map[string]string{"state": "STOPPED"}}); e != nil || s != "STOPPED" {
-		t.Fatalf("map: %s %v", s, e)
 	}
 }
 

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
@@ -23,7 +23,6 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/api"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/app"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
-	"github.com/wsfleet/wsfleet/functions/ingest/internal/localfront"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/testenv"
 	"github.com/wsfleet/wsfleet/shared/notify"
@@ -73,23 +72,12 @@ func testConfig(e *testenv.Env) config.Config {
 	return cfg
 }
 
-// front serves h on a loopback port through the local front.
-func front(t *testing.T, h localfront.HandlerFunc) string {
+// front serves h over HTTP on a loopback port, as ingest-local does.
+func front(t *testing.T, h http.Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- localfront.Serve(ctx, ln, localfront.New(h), 2*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("front: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 type httpClient struct {
@@ -176,7 +164,7 @@ func serveAPI(t *testing.T) (*testenv.Env, *httpClient, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, newClient(t, front(t, h.Handle)), logs
+	return e, newClient(t, front(t, h)), logs
 }
 
 func TestHTTPEndToEnd(t *testing.T) {
@@ -346,7 +334,7 @@ func TestSQSFailureStill202AndReconciled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newClient(t, front(t, h.Handle))
+			c := newClient(t, front(t, h))
 			id := "lost-" + strings.ReplaceAll(name, " ", "-")
 			before := time.Now()
 			status, body, _ := c.do("POST", "/sessions", `{"connection_id":"`+id+`","ws_url":"wss://stream.example.com/"}`)
@@ -398,7 +386,7 @@ func TestDynamoFailureIs503(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newClient(t, front(t, h.Handle))
+			c := newClient(t, front(t, h))
 			for _, r := range [][3]string{
 				{"POST", "/sessions", `{"connection_id":"d1","ws_url":"wss://stream.example.com/"}`},
 				{"POST", "/sessions/d1/stop", ""},
@@ -450,7 +438,7 @@ func TestFrozenTableMidWriteIsOutcomeUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, front(t, h.Handle))
+	c := newClient(t, front(t, h))
 	if status, body, _ := c.do("POST", "/sessions", `{"connection_id":"frozen-1","ws_url":"wss://stream.example.com/"}`); status != 202 {
 		t.Fatalf("start: %d %v", status, body)
 	}
