@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func started(id string) lease.Item {
-	return lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: "wss://x.invalid/" + id, Generation: 1, LastSeq: lease.NoSeq}
+	return lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Spec: `{"ws_url":"wss://x.invalid/` + id + `"}`, Generation: 1, LastSeq: lease.NoSeq}
 }
 
 // recorder is an Observer that remembers what it heard.

@@ -27,21 +27,12 @@ const NoSeq int64 = -1
 type Item struct {
 	ConnectionID string
 	DesiredState string
-	WSURL        string
-	Headers      map[string]string
-	SeqField     string
-	ResumeParam  string
-	// Source is the stored source protocol (shared/source's Encode; "" =
-	// the defaults): open messages (may carry credentials: never logged),
-	// pings, keep-alive reply, idle timeout, seq mode, resume value.
-	Source       string
-	Subprotocols []string // offered on the handshake, in order of preference
-	// FollowRedirects is how many handshake redirects the worker may follow
-	// (0: none; each hop is checked against the allowlist and the address
-	// policy, and credentials never go to another origin).
-	FollowRedirects int
+	// Spec is the session's desired configuration in its stored form
+	// (shared/spec: where to dial, with what headers and source protocol).
+	// The ownership protocol carries it and never reads it.
+	Spec string
 	// CheckpointEvery is the session's own checkpoint interval (0: the
-	// worker's default).
+	// worker's default), the spec's checkpoint_every as the protocol reads it.
 	CheckpointEvery time.Duration
 	Generation      int64
 

@@ -12,18 +12,12 @@ const (
 	AttrPk               = "Pk"                  // S: the connection_id
 	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
 	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
-	AttrWSURL            = "ws_url"              // S: where the worker dials
-	AttrHeaders          = "headers"             // M of S: dial headers (may carry credentials)
-	AttrSeqField         = "seq_field"           // S: dotted path (start field seq_path or seq_field) to a message's sequence number
-	AttrResumeParam      = "resume_query_param"  // S: query parameter set to last_seq+1 (or last_seq: source_config's resume_value) on reconnect
-	AttrSourceConfig     = "source_config"       // S: the source protocol as JSON (shared/source: open messages, pings, keep-alive reply, idle timeout, seq mode); absent = the defaults
-	AttrSubprotocols     = "subprotocols"        // L of S: WebSocket subprotocols offered on the handshake, in order of preference
-	AttrFollowRedirects  = "follow_redirects"    // N: how many handshake redirects the worker may follow (absent: none)
-	AttrGeneration       = "generation"          // N: bumped when the configuration (ws_url, headers, seq_field, resume_query_param, source_config, …) changes, and on restart
+	AttrSpec             = "spec"                // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol); only ingest writes it, the ownership core carries it unread
+	AttrGeneration       = "generation"          // N: bumped when the spec (its stored form) changes, and on restart
 	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed). The by_owner index key
 	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
 	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
-	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval (start field checkpoint_every); absent = the worker's default
+	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default
 	AttrHandoffTo        = "handoff_to"          // S: the worker a rebalancing move released the session to; removed by the next acquire
 	AttrHandoffAtMs      = "handoff_at_ms"       // N: when (the releasing worker's wall clock)
 	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number (on the checkpoint item)

@@ -4,50 +4,13 @@
 // ingest; the shapes live here.
 package sessionapi
 
-import "github.com/wsfleet/wsfleet/shared/source"
+import "github.com/wsfleet/wsfleet/shared/spec"
 
-// StartRequest is the body of POST /sessions.
+// StartRequest is the body of POST /sessions: the connection id (absent:
+// ingest generates one) and the session's spec (shared/spec).
 type StartRequest struct {
-	ConnectionID     string            `json:"connection_id,omitempty"`
-	WSURL            string            `json:"ws_url"`
-	Headers          map[string]string `json:"headers,omitempty"`
-	SeqField         string            `json:"seq_field,omitempty"`
-	ResumeQueryParam string            `json:"resume_query_param,omitempty"`
-	Subprotocols     []string          `json:"subprotocols,omitempty"`
-	FollowRedirects  int               `json:"follow_redirects,omitempty"`
-	// CheckpointEvery is the session's checkpoint interval, a Go duration
-	// (1s..10m); empty: the worker's default.
-	CheckpointEvery string `json:"checkpoint_every,omitempty"`
-
-	// The source protocol (docs/api.md, "Source protocol"). SeqPath is a
-	// dotted path to the seq (seq_field is its alias); SeqMode "field" (the
-	// default) or "none"; OnMissingSeq "drop" (the default) or "deliver".
-	SeqPath      string `json:"seq_path,omitempty"`
-	SeqMode      string `json:"seq_mode,omitempty"`
-	OnMissingSeq string `json:"on_missing_seq,omitempty"`
-	// OnSinkRefusal: "fail" (the default) or "skip" (docs/api.md).
-	OnSinkRefusal  string                 `json:"on_sink_refusal,omitempty"`
-	Resume         *Resume                `json:"resume,omitempty"`
-	OpenMessages   []source.OpenMessage   `json:"open_messages,omitempty"`
-	AppPing        *source.AppPing        `json:"app_ping,omitempty"`
-	KeepaliveReply *source.KeepaliveReply `json:"keepalive_reply,omitempty"`
-	IdleTimeout    string                 `json:"idle_timeout,omitempty"` // a Go duration
-}
-
-// Resume is how a reconnect asks the source to resume: QueryParam set to
-// last_seq + 1 (Value "next", the default) or last_seq (Value "last").
-// Without QueryParam, Value still sets {{resume_from}} in open messages.
-type Resume struct {
-	QueryParam string `json:"query_param,omitempty"`
-	Value      string `json:"value,omitempty"`
-}
-
-// OpenMessageInfo is an open message as the API shows it: its kind and
-// size, never its content (it may carry credentials), and its wait_for.
-type OpenMessageInfo struct {
-	Kind    string        `json:"kind"` // text | binary
-	Bytes   int           `json:"bytes"`
-	WaitFor *source.Match `json:"wait_for,omitempty"`
+	ConnectionID string `json:"connection_id,omitempty"`
+	spec.Spec
 }
 
 // Change is the 202 body of a start or a stop.
@@ -64,34 +27,19 @@ type Change struct {
 	OwnerNotified bool   `json:"owner_notified,omitempty"`
 }
 
-// Session is a session as the API shows it: ws_url with query values
-// redacted, header names only (values never leave the table).
+// Session is a session as the API shows it: its spec's redacted view
+// (ws_url with query values redacted, header names only: values never
+// leave the table) and its state.
 type Session struct {
-	ConnectionID     string   `json:"connection_id"`
-	DesiredState     string   `json:"desired_state"`
-	WSURL            string   `json:"ws_url"`
-	HeaderNames      []string `json:"header_names,omitempty"`
-	SeqField         string   `json:"seq_field"`
-	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
-	// The source protocol; open messages by kind and size only.
-	SeqPath         string                 `json:"seq_path,omitempty"`
-	SeqMode         string                 `json:"seq_mode"`
-	OnMissingSeq    string                 `json:"on_missing_seq,omitempty"`
-	OnSinkRefusal   string                 `json:"on_sink_refusal"`
-	Resume          *Resume                `json:"resume,omitempty"`
-	OpenMessages    []OpenMessageInfo      `json:"open_messages,omitempty"`
-	AppPing         *source.AppPing        `json:"app_ping,omitempty"`
-	KeepaliveReply  *source.KeepaliveReply `json:"keepalive_reply,omitempty"`
-	IdleTimeout     string                 `json:"idle_timeout,omitempty"`
-	Subprotocols    []string               `json:"subprotocols,omitempty"`
-	FollowRedirects int                    `json:"follow_redirects,omitempty"`
-	CheckpointEvery string                 `json:"checkpoint_every,omitempty"` // absent: the worker's default
-	Generation      int64                  `json:"generation"`
-	LeaseOwner      string                 `json:"lease_owner"` // "": no owner
-	LeaseEpoch      int64                  `json:"lease_epoch"`
-	LastSeq         *int64                 `json:"last_seq"` // where the next owner resumes: the larger of the checkpoint item's last_seq and the last release's release_seq; null until a worker checkpoints or releases
-	CreatedAtMs     int64                  `json:"created_at_ms"`
-	UpdatedAtMs     int64                  `json:"updated_at_ms"`
+	ConnectionID string `json:"connection_id"`
+	DesiredState string `json:"desired_state"`
+	spec.View
+	Generation  int64  `json:"generation"`
+	LeaseOwner  string `json:"lease_owner"` // "": no owner
+	LeaseEpoch  int64  `json:"lease_epoch"`
+	LastSeq     *int64 `json:"last_seq"` // where the next owner resumes: the larger of the checkpoint item's last_seq and the last release's release_seq; null until a worker checkpoints or releases
+	CreatedAtMs int64  `json:"created_at_ms"`
+	UpdatedAtMs int64  `json:"updated_at_ms"`
 	// Failed: the session is FAILED (its source can never be connected:
 	// address refused by policy, handshake 401/403/404/410, a redirect, or
 	// too many failed dials in a row); no worker holds it until a new start.

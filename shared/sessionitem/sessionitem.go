@@ -24,29 +24,23 @@ import (
 // Item is a session item. Omitted (omitempty) attributes are absent from an
 // encoded item; pointers tell an absent attribute from a zero one.
 type Item struct {
-	ConnectionID      string            `dynamodbav:"Pk"`
-	DesiredState      string            `dynamodbav:"desired_state"`
-	IndexShard        string            `dynamodbav:"index_shard,omitempty"`
-	WSURL             string            `dynamodbav:"ws_url"`
-	Headers           map[string]string `dynamodbav:"headers,omitempty"`
-	SeqField          string            `dynamodbav:"seq_field"`
-	ResumeParam       string            `dynamodbav:"resume_query_param"`
-	SourceConfig      string            `dynamodbav:"source_config,omitempty"`
-	Subprotocols      []string          `dynamodbav:"subprotocols,omitempty"`
-	FollowRedirects   int               `dynamodbav:"follow_redirects,omitempty"`
-	Generation        *int64            `dynamodbav:"generation,omitempty"`
-	CheckpointEveryMs int64             `dynamodbav:"checkpoint_every_ms,omitempty"`
-	LeaseOwner        string            `dynamodbav:"lease_owner,omitempty"`
-	LeaseEpoch        int64             `dynamodbav:"lease_epoch"`
-	UnownedShard      string            `dynamodbav:"unowned_shard,omitempty"`
-	HandoffTo         string            `dynamodbav:"handoff_to,omitempty"`
-	HandoffAtMs       int64             `dynamodbav:"handoff_at_ms,omitempty"`
-	ReleaseSeq        *int64            `dynamodbav:"release_seq,omitempty"`
-	CreatedAtMs       int64             `dynamodbav:"created_at_ms,omitempty"`
-	UpdatedAtMs       int64             `dynamodbav:"updated_at_ms"`
-	FailedGeneration  *int64            `dynamodbav:"failed_generation,omitempty"`
-	LastError         string            `dynamodbav:"last_error,omitempty"`
-	LastErrorAtMs     int64             `dynamodbav:"last_error_at_ms,omitempty"`
+	ConnectionID      string `dynamodbav:"Pk"`
+	DesiredState      string `dynamodbav:"desired_state"`
+	IndexShard        string `dynamodbav:"index_shard,omitempty"`
+	Spec              string `dynamodbav:"spec,omitempty"` // shared/spec's stored form
+	Generation        *int64 `dynamodbav:"generation,omitempty"`
+	CheckpointEveryMs int64  `dynamodbav:"checkpoint_every_ms,omitempty"`
+	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
+	LeaseEpoch        int64  `dynamodbav:"lease_epoch"`
+	UnownedShard      string `dynamodbav:"unowned_shard,omitempty"`
+	HandoffTo         string `dynamodbav:"handoff_to,omitempty"`
+	HandoffAtMs       int64  `dynamodbav:"handoff_at_ms,omitempty"`
+	ReleaseSeq        *int64 `dynamodbav:"release_seq,omitempty"`
+	CreatedAtMs       int64  `dynamodbav:"created_at_ms,omitempty"`
+	UpdatedAtMs       int64  `dynamodbav:"updated_at_ms"`
+	FailedGeneration  *int64 `dynamodbav:"failed_generation,omitempty"`
+	LastError         string `dynamodbav:"last_error,omitempty"`
+	LastErrorAtMs     int64  `dynamodbav:"last_error_at_ms,omitempty"`
 }
 
 // Failed reports whether the item is FAILED: STARTED, and a worker gave up on
@@ -69,13 +63,7 @@ var (
 	Pk               = expression.Name(schema.AttrPk)
 	DesiredState     = expression.Name(schema.AttrDesiredState)
 	IndexShard       = expression.Name(schema.AttrIndexShard)
-	WSURL            = expression.Name(schema.AttrWSURL)
-	Headers          = expression.Name(schema.AttrHeaders)
-	SeqField         = expression.Name(schema.AttrSeqField)
-	ResumeParam      = expression.Name(schema.AttrResumeParam)
-	SourceConfig     = expression.Name(schema.AttrSourceConfig)
-	Subprotocols     = expression.Name(schema.AttrSubprotocols)
-	FollowRedirects  = expression.Name(schema.AttrFollowRedirects)
+	Spec             = expression.Name(schema.AttrSpec)
 	Generation       = expression.Name(schema.AttrGeneration)
 	CheckpointEvery  = expression.Name(schema.AttrCheckpointEvery)
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)

@@ -17,16 +17,15 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	gen, failed, released := int64(3), int64(3), int64(41)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
-		WSURL: "wss://x", Headers: map[string]string{"A": "b"}, SeqField: "seq", ResumeParam: "from", SourceConfig: `{"seq_mode":"none"}`,
-		Subprotocols: []string{"v2.json", "v1.json"}, FollowRedirects: 2, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
 	m, err := Encode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrWSURL, schema.AttrHeaders,
-		schema.AttrSeqField, schema.AttrResumeParam, schema.AttrSourceConfig, schema.AttrSubprotocols, schema.AttrFollowRedirects, schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
+	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrSpec,
+		schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
 		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
@@ -53,7 +52,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrHeaders, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs, schema.AttrSourceConfig,
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)
@@ -63,7 +62,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.ConnectionID != "c-2" || it.Generation != nil || it.LeaseOwner != "" || it.Headers != nil {
+	if it.ConnectionID != "c-2" || it.Generation != nil || it.LeaseOwner != "" || it.Spec != "" {
 		t.Fatalf("decoded %+v", it)
 	}
 }

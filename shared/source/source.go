@@ -3,11 +3,11 @@
 // every connect, each optionally waiting for an acknowledgement; an
 // application-level ping; a reply to the source's keep-alive requests; an
 // idle timeout), how it finds a message's sequence number (a dotted path,
-// or none at all) and how it resumes. Its JSON is both the body fields of
-// POST /sessions and the stored form (the session item's source_config
-// attribute), so ingest (which validates it) and the worker (which runs it)
-// share one definition. It also owns the fixed placeholders open messages
-// may carry and the dotted paths that name a JSON value.
+// or none at all) and what a message the sink refuses does. Config is
+// embedded in the session spec (shared/spec), whose JSON is both the start
+// body and the stored form, so ingest (which validates it) and the worker
+// (which runs it) share one definition. It also owns the fixed placeholders
+// open messages may carry and the dotted paths that name a JSON value.
 package source
 
 import (
@@ -68,15 +68,9 @@ const (
 	RefusalSkip = "skip" // the message is skipped: counted and logged with its seq, never silent
 )
 
-// Resume values (resume.value).
-const (
-	ResumeNext = "next" // last_seq + 1, the default
-	ResumeLast = "last" // last_seq: the source sends it again (inclusive)
-)
-
-// Config is a session's source protocol. The zero value is today's
+// Config is a session's source protocol. The zero value is the default
 // behaviour: nothing sent, seqs read at seq_path, messages without one
-// dropped, resume (when a query parameter is set) at last_seq + 1.
+// dropped, a message the sink refuses for good failing the session.
 type Config struct {
 	OpenMessages   []OpenMessage   `json:"open_messages,omitempty"`
 	AppPing        *AppPing        `json:"app_ping,omitempty"`
@@ -88,9 +82,6 @@ type Config struct {
 	OnMissingSeq string `json:"on_missing_seq,omitempty"`
 	// OnSinkRefusal is RefusalFail ("" = fail) or RefusalSkip.
 	OnSinkRefusal string `json:"on_sink_refusal,omitempty"`
-	// ResumeValue is resume.value ("" = next). The query parameter lives in
-	// the item's resume_query_param.
-	ResumeValue string `json:"resume_value,omitempty"`
 }
 
 // OpenMessage is one message sent after every connect: Text (templated) or
@@ -142,13 +133,6 @@ func bad(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// IsZero reports whether c is today's default behaviour (nothing stored).
-func (c Config) IsZero() bool {
-	return len(c.OpenMessages) == 0 && c.AppPing == nil && c.KeepaliveReply == nil && c.IdleTimeout == "" &&
-		(c.SeqMode == "" || c.SeqMode == SeqField) && (c.OnMissingSeq == "" || c.OnMissingSeq == MissingDrop) &&
-		(c.ResumeValue == "" || c.ResumeValue == ResumeNext) && (c.OnSinkRefusal == "" || c.OnSinkRefusal == RefusalFail)
-}
-
 // Normalize drops the spelled-out defaults, so that a start naming a
 // default and one omitting it store (and compare) the same.
 func (c *Config) Normalize() {
@@ -158,53 +142,12 @@ func (c *Config) Normalize() {
 	if c.OnMissingSeq == MissingDrop {
 		c.OnMissingSeq = ""
 	}
-	if c.ResumeValue == ResumeNext {
-		c.ResumeValue = ""
-	}
 	if c.OnSinkRefusal == RefusalFail {
 		c.OnSinkRefusal = ""
 	}
 	if len(c.OpenMessages) == 0 {
 		c.OpenMessages = nil
 	}
-}
-
-// Encode is c's stored form: "" for the default, else its JSON (the same
-// configuration always encodes to the same text, so a start compares it by
-// equality).
-func (c Config) Encode() string {
-	c.Normalize()
-	if c.IsZero() {
-		return ""
-	}
-	b, err := json.Marshal(c)
-	if err != nil { // only strings, bools and valid raw JSON (checked): unreachable
-		return ""
-	}
-	return string(b)
-}
-
-// Checked validates c and returns its stored form (Encode).
-func (c Config) Checked() (string, *FieldError) {
-	if fe := c.Validate(); fe != nil {
-		return "", fe
-	}
-	return c.Encode(), nil
-}
-
-// Decode reads a stored configuration ("" = the default) and checks it.
-func Decode(stored string) (Config, error) {
-	var c Config
-	if stored == "" {
-		return c, nil
-	}
-	if err := json.Unmarshal([]byte(stored), &c); err != nil {
-		return Config{}, fmt.Errorf("decode source config: %w", err)
-	}
-	if fe := c.Validate(); fe != nil {
-		return Config{}, fmt.Errorf("stored source config: %w", fe)
-	}
-	return c, nil
 }
 
 // Validate checks c against the limits and reports the first problem. The
@@ -229,11 +172,6 @@ func (c Config) Validate() *FieldError {
 	case "", RefusalFail, RefusalSkip:
 	default:
 		return bad("on_sink_refusal", `must be "fail" or "skip"`)
-	}
-	switch c.ResumeValue {
-	case "", ResumeNext, ResumeLast:
-	default:
-		return bad("resume", `value must be "next" or "last"`)
 	}
 	if e := c.validateOpen(none); e != nil {
 		return e

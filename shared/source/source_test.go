@@ -25,7 +25,7 @@ func TestValidate(t *testing.T) {
 		{"zoom keepalive", Config{KeepaliveReply: &KeepaliveReply{Match: Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)},
 			Reply: `{"msg_type":"KEEP_ALIVE_RESP"}`}}, "", ""},
 		{"none", Config{SeqMode: SeqNone, IdleTimeout: "30s"}, "", ""},
-		{"deliver", Config{OnMissingSeq: MissingDeliver, ResumeValue: ResumeLast}, "", ""},
+		{"deliver", Config{OnMissingSeq: MissingDeliver}, "", ""},
 		{"skip refused", Config{OnSinkRefusal: RefusalSkip}, "", ""},
 		{"unknown placeholder", Config{OpenMessages: []OpenMessage{{Text: ptr(`{"t":"{{token}}"}`)}}}, "open_messages", "unknown placeholder"},
 		{"too many", Config{OpenMessages: make([]OpenMessage, MaxOpenMessages+1)}, "open_messages", "at most 16"},
@@ -48,7 +48,6 @@ func TestValidate(t *testing.T) {
 		{"missing under none", Config{SeqMode: SeqNone, OnMissingSeq: MissingDeliver}, "on_missing_seq", "field"},
 		{"missing value", Config{OnMissingSeq: "keep"}, "on_missing_seq", "deliver"},
 		{"sink refusal value", Config{OnSinkRefusal: "ignore"}, "on_sink_refusal", "skip"},
-		{"resume value", Config{ResumeValue: "first"}, "resume", "next"},
 		{"seq placeholder under none", Config{SeqMode: SeqNone, OpenMessages: []OpenMessage{{Text: ptr("{{resume_from}}")}}}, "open_messages", "seq_mode"},
 	}
 	for _, c := range cases {
@@ -110,21 +109,11 @@ func TestMatcher(t *testing.T) {
 	}
 }
 
-func TestEncodeNormalizesDefaultsAndDecodeChecks(t *testing.T) {
-	if got := (Config{SeqMode: SeqField, OnMissingSeq: MissingDrop, ResumeValue: ResumeNext, OnSinkRefusal: RefusalFail}).Encode(); got != "" {
-		t.Fatalf("defaults spelled out encode to %q, want empty", got)
-	}
-	c := Config{SeqMode: SeqNone, AppPing: &AppPing{Message: "ping", Every: "20s"}}
-	enc := c.Encode()
-	if enc == "" || enc != c.Encode() {
-		t.Fatalf("encoding %q not stable", enc)
-	}
-	back, err := Decode(enc)
-	if err != nil || back.Encode() != enc {
-		t.Fatalf("Decode(%s) = %+v, %v", enc, back, err)
-	}
-	if _, err := Decode(`{"seq_mode":"sometimes"}`); err == nil {
-		t.Fatal("Decode accepted an invalid stored config")
+func TestNormalizeDropsSpelledOutDefaults(t *testing.T) {
+	c := Config{SeqMode: SeqField, OnMissingSeq: MissingDrop, OnSinkRefusal: RefusalFail, OpenMessages: []OpenMessage{}}
+	c.Normalize()
+	if c.SeqMode != "" || c.OnMissingSeq != "" || c.OnSinkRefusal != "" || c.OpenMessages != nil {
+		t.Fatalf("Normalize kept a spelled-out default: %+v", c)
 	}
 }
 

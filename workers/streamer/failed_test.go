@@ -14,6 +14,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -93,7 +95,7 @@ func TestSessionsThatCannotConnectFail(t *testing.T) {
 	// w2 may dial loopback; the source answers 401.
 	w2 := e.worker(nil)
 	denied := e.session(func(it *lease.Item) {
-		it.WSURL = strings.Replace(src.URL, "http://", "ws://", 1) + "/feed?token=secret"
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL = strings.Replace(src.URL, "http://", "ws://", 1) + "/feed?token=secret" })
 	})
 	d := e.failedWithin(denied, "HTTP 401", slack)
 	testwait.Eventually(t, slack, "w2 no longer owns the failed session", func() bool { return w2.Status().Owned == 0 })
@@ -134,14 +136,17 @@ func TestFailureOfAnOlderGenerationReleases(t *testing.T) {
 	src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusForbidden) }))
 	t.Cleanup(src.Close)
 	id := "regen"
-	m.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: strings.Replace(src.URL, "http://", "ws://", 1) + "/feed",
-		ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq})
+	m.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+		Spec: spectest.Stored(t, spec.Spec{WSURL: strings.Replace(src.URL, "http://", "ws://", 1) + "/feed", Resume: &spec.Resume{QueryParam: "from"}})})
 	restarted := make(chan struct{}, 1) // the start lands once, right before the first Fail
 	m.store.SetFail(func(op string) (error, bool) {
 		if op == "fail" {
 			select {
 			case restarted <- struct{}{}:
-				m.store.Update(id, func(it *lease.Item) { it.Generation, it.WSURL = 2, m.feed.URL(id) })
+				m.store.Update(id, func(it *lease.Item) {
+					it.Generation = 2
+					spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL = m.feed.URL(id) })
+				})
 			default:
 			}
 		}

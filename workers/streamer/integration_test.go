@@ -35,6 +35,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -321,12 +323,18 @@ func (e *env) owner(id string) *testWorker {
 	return found
 }
 
+// sessionSpec is the spec of the sessions env.session seeds: url, a
+// credential header, and resume through the feed's "from" parameter.
+func sessionSpec(url string) spec.Spec {
+	return spec.Spec{WSURL: url, Headers: map[string]string{"Authorization": "Bearer test"}, Resume: &spec.Resume{QueryParam: "from"}}
+}
+
 // session seeds a STARTED session on the feed, as ingest would.
 func (e *env) session(mod func(*lease.Item)) string {
 	e.t.Helper()
 	id := unique("s")
-	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: e.feed.URL(id) + "?token=secret",
-		Headers: map[string]string{"Authorization": "Bearer test"}, SeqField: "seq", ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq}
+	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+		Spec: spectest.Stored(e.t, sessionSpec(e.feed.URL(id)+"?token=secret"))}
 	if mod != nil {
 		mod(&it)
 	}
@@ -802,8 +810,8 @@ func TestNewURLReconnects(t *testing.T) {
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return e.sink.count(id) >= 5 })
 	changed := time.Now()
-	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrWSURL, "#g": schema.AttrGeneration},
-		map[string]types.AttributeValue{":u": str(e.feed.URL(id) + "?token=rotated"), ":one": num(1)})
+	e.update(id, "SET #u = :u, #g = #g + :one", map[string]string{"#u": schema.AttrSpec, "#g": schema.AttrGeneration},
+		map[string]types.AttributeValue{":u": str(spectest.Stored(t, sessionSpec(e.feed.URL(id)+"?token=rotated"))), ":one": num(1)})
 	e.mail(id) // as ingest does after a new generation of an owned session
 	testwait.Eventually(t, testHeartbeat+testRPC+slack, "a connection to the new URL", func() bool {
 		c := e.feed.Records(id)

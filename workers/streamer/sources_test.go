@@ -17,6 +17,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
@@ -61,15 +63,14 @@ func TestWebsocketdSubscribeFirstResumeInOpenMessage(t *testing.T) {
 	wsd := startWebsocketdScript(t, "realsource.sh")
 	obs := newObserver(t, wsd.addr())
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	cfg, fe := source.Config{OpenMessages: []source.OpenMessage{{
+	cfg := source.Config{OpenMessages: []source.OpenMessage{{
 		Text:    textMsg(`{"op":"subscribe","product_ids":["BTC-USD"],"from":"{{resume_from}}"}`),
 		WaitFor: &source.Match{Path: "event", Equals: json.RawMessage(`"subscribed"`), Timeout: "2s"},
-	}}}.Checked()
-	if fe != nil {
-		t.Fatal(fe)
-	}
+	}}}
 	id := e.session(func(it *lease.Item) {
-		it.WSURL, it.Headers, it.ResumeParam, it.Source = obs.url()+"?mode=subscribe", nil, "", cfg
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) {
+			s.WSURL, s.Headers, s.Resume, s.Config = obs.url()+"?mode=subscribe", nil, nil, cfg
+		})
 	})
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages after subscribing", func() bool { return e.sink.count(id) >= 20 })
@@ -134,16 +135,13 @@ func TestWebsocketdRealShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			wsd := startWebsocketdScript(t, "realsource.sh", tc.flags...)
 			obs := newObserver(t, wsd.addr())
-			cfg, fe := tc.cfg.Checked()
-			if fe != nil {
-				t.Fatal(fe)
-			}
 			id := e.session(func(it *lease.Item) {
-				it.WSURL, it.Headers, it.Source = obs.url()+"?mode="+tc.mode, nil, cfg
-				it.SeqField = tc.seqField
-				if tc.cfg.SeqMode == source.SeqNone {
-					it.ResumeParam = ""
-				}
+				spectest.Edit(t, &it.Spec, func(s *spec.Spec) {
+					s.WSURL, s.Headers, s.Config, s.SeqPath = obs.url()+"?mode="+tc.mode, nil, tc.cfg, tc.seqField
+					if tc.cfg.SeqMode == source.SeqNone {
+						s.Resume = nil
+					}
+				})
 			})
 			e.notify(schema.NotifyStart, id)
 			testwait.Eventually(t, 5*time.Second+tc.hold, "deliveries spanning "+tc.hold.String(), func() bool {
@@ -174,16 +172,15 @@ func TestFeedSubscribeKeepaliveNestedSeq(t *testing.T) {
 	e := newEnv(t)
 	e.feed = feed.StartForTest(t, feed.Config{Rate: 50, Shape: feed.ShapeNested, SubscribeWithin: time.Second, KeepaliveEvery: 200 * time.Millisecond})
 	e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	cfg, fe := source.Config{
+	cfg := source.Config{
 		OpenMessages: []source.OpenMessage{{Text: textMsg(`{"op":"subscribe","from":"{{resume_from}}"}`),
 			WaitFor: &source.Match{Path: "event", Equals: json.RawMessage(`"subscribed"`)}}},
 		KeepaliveReply: &source.KeepaliveReply{Match: source.Match{Path: "msg_type", Equals: json.RawMessage(`"KEEP_ALIVE_REQ"`)},
 			Reply: `{"msg_type":"KEEP_ALIVE_RESP"}`},
-	}.Checked()
-	if fe != nil {
-		t.Fatal(fe)
 	}
-	id := e.session(func(it *lease.Item) { it.SeqField, it.ResumeParam, it.Source = "data.u", "", cfg })
+	id := e.session(func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.SeqPath, s.Resume, s.Config = "data.u", nil, cfg })
+	})
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages after subscribing", func() bool { return e.sink.count(id) >= 50 })
 	e.feed.Drop(id, websocket.StatusServiceRestart)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -284,7 +286,9 @@ func TestWebsocketdEndToEnd(t *testing.T) {
 	wsd := startWebsocketd(t)
 	obs := newObserver(t, wsd.addr())
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	id := e.session(func(it *lease.Item) { it.WSURL, it.Headers = obs.url()+"?key=secret", nil })
+	id := e.session(func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL, s.Headers = obs.url()+"?key=secret", nil })
+	})
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "messages from websocketd", func() bool { return e.sink.count(id) >= 20 })
 	if first := e.sink.get(id)[0].seq; first != 1 {

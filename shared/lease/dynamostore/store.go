@@ -500,8 +500,7 @@ func (s *Store) query(ctx context.Context, op, index, attr, value string, limit 
 
 func toLease(r *sessionitem.Item) lease.Item {
 	it := lease.Item{
-		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, WSURL: r.WSURL, Headers: r.Headers,
-		SeqField: r.SeqField, ResumeParam: r.ResumeParam, Source: r.SourceConfig, Subprotocols: r.Subprotocols, FollowRedirects: r.FollowRedirects,
+		ConnectionID: r.ConnectionID, DesiredState: r.DesiredState, Spec: r.Spec,
 		CheckpointEvery: time.Duration(r.CheckpointEveryMs) * time.Millisecond,
 		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, HandoffTo: r.HandoffTo, HandoffAtMs: r.HandoffAtMs,
 		LastSeq: lease.NoSeq, ReleaseSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
@@ -899,8 +898,7 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
-		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, Headers: it.Headers,
-		SeqField: it.SeqField, ResumeParam: it.ResumeParam, SourceConfig: it.Source, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: it.Spec,
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}

@@ -165,7 +165,7 @@ func TestUnits(t *testing.T) {
 	ctx := context.Background()
 	id := leasetest.NewID("units")
 	it := leasetest.Started(id)
-	it.Headers = map[string]string{"Authorization": "Bearer " + strings.Repeat("x", 1024)} // a 1 KB token
+	it.Spec = `{"ws_url":"wss://x.invalid/","headers":{"Authorization":"Bearer ` + strings.Repeat("x", 1024) + `"}}` // a 1 KB token
 	h.Put(t, it)
 	w := leasetest.NewID("w")
 	if err := s.Register(ctx, leasetest.Worker(w)); err != nil {

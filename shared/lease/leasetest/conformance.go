@@ -53,9 +53,9 @@ func NewID(prefix string) string {
 // Started returns a fresh STARTED item that was never owned.
 func Started(id string) lease.Item {
 	return lease.Item{
-		ConnectionID: id, DesiredState: schema.StateStarted, WSURL: "wss://feed.example/" + id + "?token=secret",
-		Headers: map[string]string{"Authorization": "Bearer x"}, SeqField: "seq", Generation: 1,
-		Source:          `{"idle_timeout":"1h"}`, // the stores carry it as it is
+		ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1,
+		// The stores carry the spec as it is, never reading it.
+		Spec:            `{"ws_url":"wss://feed.example/` + id + `?token=secret","headers":{"Authorization":"Bearer x"},"idle_timeout":"1h"}`,
 		CheckpointEvery: 5 * time.Second, LastSeq: lease.NoSeq,
 	}
 }
@@ -201,7 +201,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		if it.Owner != "w1" || it.Epoch != 1 || it.LastSeq != lease.NoSeq {
 			t.Fatalf("acquired item = owner %q epoch %d last_seq %d; want w1, 1, none", it.Owner, it.Epoch, it.LastSeq)
 		}
-		if it.WSURL != want.WSURL || it.Headers["Authorization"] != "Bearer x" || it.SeqField != "seq" || it.Source != want.Source || it.Generation != 1 ||
+		if it.Spec != want.Spec || it.Generation != 1 ||
 			it.CheckpointEvery != want.CheckpointEvery || it.DesiredState != schema.StateStarted {
 			t.Fatalf("acquire must return the session: %+v", it)
 		}

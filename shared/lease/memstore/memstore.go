@@ -6,7 +6,6 @@ package memstore
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -83,8 +82,6 @@ func (s *Store) do(ctx context.Context, op string, apply func() error) error {
 
 func clone(it *lease.Item) lease.Item {
 	c := *it
-	c.Headers = maps.Clone(it.Headers)
-	c.Subprotocols = slices.Clone(it.Subprotocols)
 	return c
 }
 

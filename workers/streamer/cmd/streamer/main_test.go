@@ -16,6 +16,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 )
@@ -74,8 +75,12 @@ func memBackends(urls ...string) backends {
 	return func(envconfig.Config, func() (aws.Config, error)) (lease.Store, streamer.WorkQueue, error) {
 		st := memstore.New()
 		for i, u := range urls {
-			st.Put(lease.Item{ConnectionID: fmt.Sprintf("mem-%d", i), DesiredState: schema.StateStarted, WSURL: u,
-				SeqField: "seq", Generation: 1, LastSeq: lease.NoSeq})
+			stored, err := spec.Spec{WSURL: u}.Stored()
+			if err != nil {
+				return nil, nil, err
+			}
+			st.Put(lease.Item{ConnectionID: fmt.Sprintf("mem-%d", i), DesiredState: schema.StateStarted, Spec: stored,
+				Generation: 1, LastSeq: lease.NoSeq})
 		}
 		return st, nil, nil
 	}

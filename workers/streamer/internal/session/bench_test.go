@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -23,7 +24,7 @@ import (
 func benchSession(b *testing.B, h sink.Handler) *Session {
 	b.Helper()
 	st := memstore.New()
-	st.Put(lease.Item{ConnectionID: "bench-000001", DesiredState: schema.StateStarted, WSURL: "ws://127.0.0.1:1/feed/bench-000001", Generation: 1, LastSeq: lease.NoSeq})
+	st.Put(lease.Item{ConnectionID: "bench-000001", DesiredState: schema.StateStarted, Spec: spectest.URL(b, "ws://127.0.0.1:1/feed/bench-000001"), Generation: 1, LastSeq: lease.NoSeq})
 	k, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-bench"), nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -45,7 +46,11 @@ func benchSession(b *testing.B, h sink.Handler) *Session {
 		Backoff: backoff.Policy{Base: time.Millisecond, Max: time.Second}, ReadLimit: 1 << 20, SinkAttempts: 1}
 	env := &Env{Config: cfg, Handler: h, Log: zerolog.Nop(), Counters: &Counters{}}
 	s := New(env, held, 0)
-	s.proto = defaultProto
+	p, err := compile(held.Item())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.proto = p
 	return s
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // HandshakeStatusError is a handshake the source answered with an HTTP
@@ -73,20 +74,13 @@ type dialError struct {
 func (e *dialError) Error() string { return "dial " + e.target + ": " + e.cause.Error() }
 func (e *dialError) Unwrap() error { return e.cause }
 
-// dial connects to the item's URL (with the resume parameter) and headers.
-func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, error) {
-	param := it.ResumeParam
-	if p.none {
-		param = "" // the worker's numbering means nothing to the source
-	}
-	target, err := ResumeURL(it.WSURL, param, s.lastSeq.Load(), p.resumeLast)
+// dial connects to the spec's URL (with the resume parameter) and headers.
+func (s *Session) dial(ctx context.Context, p *proto) (*websocket.Conn, net.Conn, error) {
+	target, err := ResumeURL(p.url, p.resumeParam, s.lastSeq.Load(), p.resumeLast)
 	if err != nil {
 		return nil, nil, err
 	}
-	hdr := make(http.Header, len(it.Headers))
-	for k, v := range it.Headers {
-		hdr.Set(k, v)
-	}
+	hdr := p.header.Clone() // the handshake may add to it
 	// pctx ends the admission wait and the dial when the session ends.
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
@@ -108,7 +102,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 		}
 	}
 	slot := &rawSlot{}
-	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), it.FollowRedirects), s.env.Config.DialTimeout)
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
 	defer cancel()
 	// The handshake runs in a short-lived goroutine (bounded by dctx): its
 	// deep net/http call chain then never grows the stack of the session's
@@ -123,7 +117,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
-			Subprotocols:    it.Subprotocols,
+			Subprotocols:    p.subprotocols,
 			CompressionMode: websocket.CompressionDisabled,
 		})
 		ch <- result{conn, resp, err}
@@ -132,7 +126,7 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 	conn, resp, err := r.conn, r.resp, r.err
 	if err != nil {
 		slot.close()
-		return nil, nil, &dialError{target: Redact(target), cause: dialCause(err, resp)}
+		return nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
 	return conn, slot.get(), nil
@@ -167,7 +161,7 @@ func dialCause(err error, resp *http.Response) error {
 func ResumeURL(raw, param string, last int64, inclusive bool) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("parse ws_url %s: %w", Redact(raw), errors.Unwrap(err))
+		return "", fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(raw), errors.Unwrap(err))
 	}
 	if param == "" || last == lease.NoSeq {
 		return raw, nil
@@ -189,21 +183,4 @@ func ResumeURL(raw, param string, last int64, inclusive bool) (string, error) {
 	kept = append(kept, url.QueryEscape(param)+"="+strconv.FormatInt(from, 10))
 	u.RawQuery = strings.Join(kept, "&")
 	return u.String(), nil
-}
-
-// Redact returns raw without credentials: no userinfo, and the query (which
-// often carries tokens) replaced by "?REDACTED".
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable url)"
-	}
-	u.User = nil
-	q := u.RawQuery != "" || u.ForceQuery
-	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
-	out := u.String()
-	if q {
-		out += "?REDACTED"
-	}
-	return out
 }

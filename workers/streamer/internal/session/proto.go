@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
 )
 
@@ -23,9 +25,15 @@ var (
 	errOpen = errors.New("open messages")
 )
 
-// proto is one connection's source protocol, compiled from the item's
-// seq_field and source_config when the connection is dialed.
+// proto is one connection's target and source protocol, compiled from the
+// item's spec when the connection is dialed.
 type proto struct {
+	url          string      // ws_url (may carry credentials in its query: log only Redact(url))
+	header       http.Header // may carry credentials: never logged
+	resumeParam  string      // "": none (always "" under seq_mode none)
+	subprotocols []string
+	redirects    int // handshake redirects the dial may follow
+
 	seqPath        []string
 	none           bool // seq_mode none: the worker numbers the messages
 	deliverMissing bool // on_missing_seq deliver
@@ -43,38 +51,32 @@ type proto struct {
 	idle           time.Duration
 }
 
-// defaultProto is the protocol of an item with neither seq_field nor
-// source_config: seq at "seq", nothing sent.
-var defaultProto = &proto{seqPath: []string{source.DefaultSeqPath}}
-
-// compile reads the item's source protocol. An error means the stored
-// configuration is not one ingest accepts (a hand-edited item).
+// compile reads the item's spec. An error means the stored spec is not one
+// ingest accepts (a hand-edited item); its text names the field, never a
+// value.
 func compile(it lease.Item) (*proto, error) {
-	if it.Source == "" && (it.SeqField == "" || it.SeqField == source.DefaultSeqPath) {
-		return defaultProto, nil
-	}
-	c, err := source.Decode(it.Source)
+	sp, err := spec.Decode(it.Spec)
 	if err != nil {
-		// The reason may quote an open message: name the field only (the
-		// text is recorded as the session's last error and logged).
-		var fe *source.FieldError
-		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("stored source_config is invalid (%s)", fe.Field)
-		}
-		return nil, errors.New("stored source_config is not valid JSON")
+		return nil, err
 	}
+	c := sp.Config
 	p := &proto{
+		url: sp.WSURL, resumeParam: sp.ResumeParam(), subprotocols: sp.Subprotocols, redirects: sp.FollowRedirects,
 		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,
 		skipRefused: c.OnSinkRefusal == source.RefusalSkip,
-		resumeLast:  c.ResumeValue == source.ResumeLast, open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
+		resumeLast:  sp.ResumesLast(), open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
 	}
-	field := it.SeqField
-	if field == "" {
-		field = source.DefaultSeqPath
+	if p.none {
+		p.resumeParam = "" // the worker's numbering means nothing to the source
 	}
-	if p.seqPath, err = source.ParsePath(field); err != nil {
-		// An item written before seq paths: its seq_field is one key.
-		p.seqPath = []string{field}
+	if len(sp.Headers) > 0 {
+		p.header = make(http.Header, len(sp.Headers))
+		for k, v := range sp.Headers {
+			p.header.Set(k, v)
+		}
+	}
+	if p.seqPath, err = source.ParsePath(sp.Seq()); err != nil { // checked by Decode: unreachable
+		return nil, fmt.Errorf("stored session spec is invalid (seq_path)")
 	}
 	for _, m := range c.OpenMessages {
 		var w *source.Matcher

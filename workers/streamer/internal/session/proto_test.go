@@ -16,6 +16,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -105,13 +107,13 @@ func newScripted(t *testing.T, script func(l *link)) (*scripted, string) {
 	return s, "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
-func sourceJSON(t *testing.T, c source.Config) string {
+// sourceJSON is c, checked.
+func sourceJSON(t *testing.T, c source.Config) source.Config {
 	t.Helper()
-	enc, fe := c.Checked()
-	if fe != nil {
+	if fe := c.Validate(); fe != nil {
 		t.Fatal(fe)
 	}
-	return enc
+	return c
 }
 
 func text(s string) *string { return &s }
@@ -154,7 +156,7 @@ func TestOpenMessagesOnEveryConnectWithResumeFrom(t *testing.T) {
 		{Text: text(`{"op":"subscribe","from":"{{resume_from}}","id":"{{connection_id}}"}`),
 			WaitFor: &source.Match{Path: "type", Equals: json.RawMessage(`"subscriptions"`), Timeout: "2s"}},
 	}})
-	h.put("s1", url, func(it *lease.Item) { it.Source, it.ResumeParam = cfg, "" })
+	h.put("s1", url, func(it *lease.Item) { spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config, s.Resume = cfg, nil }) })
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "10 messages over two connections", func() bool { return h.rec.count() >= 10 })
 	s.Interrupt(ErrStopRequested)
@@ -186,7 +188,7 @@ func TestWaitForTimeoutReconnectsWithoutDelivering(t *testing.T) {
 		{Text: text("subscribe"), WaitFor: &source.Match{Path: "ok", Equals: json.RawMessage(`true`), Timeout: "200ms"}},
 		{Text: text("second")},
 	}})
-	h.put("s1", url, func(it *lease.Item) { it.Source = cfg })
+	h.put("s1", url, func(it *lease.Item) { spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config = cfg }) })
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "a reconnect after the wait_for timeout", func() bool { return src.conns() >= 2 })
 	s.Interrupt(ErrStopRequested)
@@ -230,7 +232,7 @@ func TestKeepaliveAppPingAndIdleTimeout(t *testing.T) {
 		AppPing:     &source.AppPing{Message: "ping", Every: "1s", Pong: "pong"},
 		IdleTimeout: "2500ms",
 	})
-	h.put("s1", url, func(it *lease.Item) { it.Source, it.ResumeParam = cfg, "" })
+	h.put("s1", url, func(it *lease.Item) { spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config, s.Resume = cfg, nil }) })
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "two app pings on the first connection", func() bool {
 		return strings.Count(strings.Join(src.got(0), "\n"), "ping") >= 2
@@ -264,7 +266,7 @@ func TestIdleTimeoutReconnects(t *testing.T) {
 	})
 	h := newHarness(t, testConfig())
 	cfg := sourceJSON(t, source.Config{IdleTimeout: "1s"})
-	h.put("s1", url, func(it *lease.Item) { it.Source = cfg })
+	h.put("s1", url, func(it *lease.Item) { spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config = cfg }) })
 	start := time.Now()
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "a reconnect after 1 s of silence", func() bool { return src.conns() >= 2 })
@@ -292,7 +294,7 @@ func TestSeqModeNoneBinary(t *testing.T) {
 	})
 	h := newHarness(t, testConfig())
 	cfg := sourceJSON(t, source.Config{SeqMode: source.SeqNone})
-	h.put("s1", url+"/audio?k=v", func(it *lease.Item) { it.Source = cfg }) // resume_query_param "from" is ignored
+	h.put("s1", url+"/audio?k=v", func(it *lease.Item) { spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config, s.Resume = cfg, nil }) })
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "6 frames over two connections", func() bool { return h.rec.count() >= 6 })
 	s.Interrupt(ErrStopRequested)
@@ -329,7 +331,10 @@ func TestSeqModeNoneNextTenureNumbersAbove(t *testing.T) {
 	h := newHarness(t, testConfig())
 	cfg := sourceJSON(t, source.Config{SeqMode: source.SeqNone})
 	// A checkpoint of 7 from an earlier tenure (epoch 1); this one is epoch 2.
-	h.put("s1", url, func(it *lease.Item) { it.Source, it.LastSeq, it.Epoch = cfg, 7, 1 })
+	h.put("s1", url, func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config, s.Resume = cfg, nil })
+		it.LastSeq, it.Epoch = 7, 1
+	})
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "3 frames", func() bool { return h.rec.count() >= 3 })
 	s.Interrupt(ErrStopRequested)
@@ -358,7 +363,9 @@ func TestSeqPathAndOnMissingSeq(t *testing.T) {
 			url := replayServer(t, msgs)
 			h := newHarness(t, testConfig())
 			cfg := sourceJSON(t, source.Config{OnMissingSeq: tc.missing})
-			h.put("s1", url, func(it *lease.Item) { it.SeqField, it.Source = "data.u", cfg })
+			h.put("s1", url, func(it *lease.Item) {
+				spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.SeqPath, s.Config = "data.u", cfg })
+			})
 			s, done := h.start("s1")
 			testwait.Eventually(t, 5*time.Second, "the seq 3 message", func() bool {
 				seqs := h.rec.seqs()
@@ -387,7 +394,9 @@ func TestSeqPathAndOnMissingSeq(t *testing.T) {
 // fails the session, and the error names the field without quoting it.
 func TestInvalidStoredSourceFailsWithoutQuotingIt(t *testing.T) {
 	h := newHarness(t, testConfig())
-	h.put("s1", "ws://127.0.0.1:1/x", func(it *lease.Item) { it.Source = `{"open_messages":[{"text":"{{s3cret-token}}"}]}` })
+	h.put("s1", "ws://127.0.0.1:1/x", func(it *lease.Item) {
+		it.Spec = `{"ws_url":"ws://127.0.0.1:1/x","open_messages":[{"text":"{{s3cret-token}}"}]}`
+	})
 	_, done := h.start("s1")
 	err := wait(t, done, 5*time.Second)
 	if !errors.Is(err, ErrSourceFailed) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "open_messages") {

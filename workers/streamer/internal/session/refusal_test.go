@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
@@ -115,7 +118,9 @@ func TestPermanentSinkRefusal(t *testing.T) {
 		f := newFeed(t, feed.Config{Rate: 200})
 		h := newHarness(t, testConfig())
 		h.rec.fail = refuse
-		h.put("s1", f.URL("s1"), func(it *lease.Item) { it.Source = `{"on_sink_refusal":"skip"}` })
+		h.put("s1", f.URL("s1"), func(it *lease.Item) {
+			spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.OnSinkRefusal = source.RefusalSkip })
+		})
 		s, _ := h.start("s1")
 		testwait.Eventually(t, 5*time.Second, "delivery past the skipped seq", func() bool { return s.Held().LastSeq() >= 10 })
 		if h.env.Counters.SinkSkipped.Load() != 1 || h.env.Counters.Reconnects.Load() != 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // Run holds the session until a terminal reason, which it returns:
@@ -68,7 +69,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
 		return nil, nil, nil, true, s.terminal()
 	}
-	conn, raw, err := s.dial(ctx, it, p)
+	conn, raw, err := s.dial(ctx, p)
 	if err != nil {
 		if term := s.check(ctx); term != nil {
 			return nil, nil, nil, true, term
@@ -98,9 +99,9 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		s.env.Opened(s, st.first)
 	}
 	if st.first {
-		s.log.Info().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
+		s.log.Info().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
 	} else {
-		s.log.Debug().Str("ws_url", Redact(it.WSURL)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
+		s.log.Debug().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
 	}
 	st.first = false
 	st.opened = time.Now()

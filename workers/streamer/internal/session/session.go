@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -239,6 +240,21 @@ type Status struct {
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
+// redactedURL is the URL of the current connection (before the first: the
+// item's), redacted.
+func (s *Session) redactedURL(it lease.Item) string {
+	s.mu.Lock()
+	p := s.proto
+	s.mu.Unlock()
+	if p != nil {
+		return spec.RedactURL(p.url)
+	}
+	if sp, err := spec.Decode(it.Spec); err == nil {
+		return spec.RedactURL(sp.WSURL)
+	}
+	return ""
+}
+
 // Status returns a snapshot.
 func (s *Session) Status() Status {
 	it := s.held.Item()
@@ -246,7 +262,7 @@ func (s *Session) Status() Status {
 		ConnectionID: s.ID(), Epoch: s.held.Epoch(), Generation: it.Generation, Since: s.since,
 		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
 		Reconnects: s.reconnects.Load(), SeqMissingDropped: s.missingDropped.Load(), Controls: s.controls.Load(),
-		Connected: s.connected.Load(), URL: Redact(it.WSURL),
+		Connected: s.connected.Load(), URL: s.redactedURL(it),
 	}
 	if f := s.LastError(); f.Text != "" {
 		st.LastError, st.LastErrorAt = f.Text, &f.At

@@ -22,6 +22,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
@@ -213,7 +215,8 @@ func (h *harness) notify(id string) {
 }
 
 func (h *harness) put(id, url string, mod func(*lease.Item)) {
-	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, WSURL: url, SeqField: "seq", ResumeParam: "from", Generation: 1, LastSeq: lease.NoSeq}
+	it := lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+		Spec: spectest.Stored(h.t, spec.Spec{WSURL: url, Resume: &spec.Resume{QueryParam: "from"}})}
 	if mod != nil {
 		mod(&it)
 	}
@@ -475,7 +478,10 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return h.rec.count() >= 5 })
 	// A new start (ingest): the new generation, and the owner's mailbox.
-	h.store.Update("s1", func(it *lease.Item) { it.WSURL, it.Generation = f.URL("s1")+"?v=2", 2 })
+	h.store.Update("s1", func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL = f.URL("s1") + "?v=2" })
+		it.Generation = 2
+	})
 	h.notify("s1")
 	testwait.Eventually(t, 5*time.Second, "a connection to the new URL", func() bool {
 		c := f.Records("s1")
@@ -503,7 +509,9 @@ func TestNewGenerationReconnectsToNewURL(t *testing.T) {
 func TestStoredHeadersAreSent(t *testing.T) {
 	f := newFeed(t, feed.Config{Rate: 50, RequireHeaders: map[string]string{"Authorization": "Bearer t0ken"}})
 	h := newHarness(t, testConfig())
-	h.put("s1", f.URL("s1"), func(it *lease.Item) { it.Headers = map[string]string{"Authorization": "Bearer t0ken"} })
+	h.put("s1", f.URL("s1"), func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Headers = map[string]string{"Authorization": "Bearer t0ken"} })
+	})
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "a message", func() bool { return h.rec.count() >= 1 })
 	s.Interrupt(ErrShutdown)
@@ -608,18 +616,6 @@ func TestResumeURL(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	for raw, want := range map[string]string{
-		"wss://user:pw@h.example/s/1?token=secret#frag": "wss://h.example/s/1?REDACTED",
-		"ws://127.0.0.1:9/feed/x":                       "ws://127.0.0.1:9/feed/x",
-		"::bad":                                         "(unparseable url)",
-	} {
-		if got := Redact(raw); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", raw, got, want)
-		}
-	}
-}
-
 func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.put("s1", "ws://127.0.0.1:1/feed/s1?token=supersecret", nil)
@@ -628,7 +624,11 @@ func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(h.env, held, 0)
-	_, _, err = s.dial(context.Background(), held.Item(), defaultProto)
+	p, err := compile(held.Item())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.dial(context.Background(), p)
 	if err == nil || strings.Contains(err.Error(), "supersecret") {
 		t.Fatalf("dial error %v", err)
 	}
@@ -658,7 +658,9 @@ func TestSubprotocolsAreOffered(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := newHarness(t, testConfig())
-	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed", func(it *lease.Item) { it.Subprotocols = []string{"v2.json", "v1.json"} })
+	h.put("s1", "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed", func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Subprotocols = []string{"v2.json", "v1.json"} })
+	})
 	s, done := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "3 messages over v1.json", func() bool { return h.rec.count() >= 3 })
 	s.Interrupt(ErrShutdown)

@@ -1,0 +1,214 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/source"
+)
+
+// FieldError is a configuration a start must refuse: Field is the top-level
+// body field at fault, Message the whole reason (it names the field and
+// never quotes a header value, an open message or a URL).
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Message }
+
+// Code is the API error code of the refusal: "invalid_" and the field
+// (headers: "invalid_header").
+func (e *FieldError) Code() string {
+	if e.Field == "headers" {
+		return "invalid_header"
+	}
+	return "invalid_" + e.Field
+}
+
+func bad(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Keys are the top-level keys a body gave a value other than null (see
+// GivenKeys): what tells an omitted field from an empty one. A spec built
+// in code checks with nil Keys: its non-empty fields count as given.
+type Keys map[string]bool
+
+// has reports whether key was given: named by the body, or set.
+func (k Keys) has(key string, set bool) bool { return set || k[key] }
+
+// Limits of the fields checked here (the source protocol's are shared/source's).
+const (
+	MaxFollowRedirects = 5
+	MaxSubprotocols    = 8
+	MinCheckpointEvery = time.Second
+	MaxCheckpointEvery = 10 * time.Minute
+)
+
+var (
+	seqFieldPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	resumeParamPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]{1,64}$`)
+	// subprotocolPattern is an RFC 6455 subprotocol: an HTTP token (RFC 7230
+	// tchar), at most 64 bytes here.
+	subprotocolPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+)
+
+// Check validates s as decoded from a body that gave the keys given, and
+// makes it canonical (see Spec). It reports the first problem. Where the
+// worker may dial (the scheme, the host allowlist, the address policy) is
+// the deployment's to check, not the spec's.
+func (s *Spec) Check(given Keys) *FieldError {
+	if s.WSURL == "" {
+		return bad("ws_url", "ws_url is required")
+	}
+	if e := checkHeaders(s.Headers); e != nil {
+		return e
+	}
+	if len(s.Headers) == 0 {
+		s.Headers = nil
+	}
+	if e := s.checkSeq(given); e != nil {
+		return e
+	}
+	if e := s.checkSource(given); e != nil {
+		return e
+	}
+	if e := checkSubprotocols(s.Subprotocols); e != nil {
+		return e
+	}
+	if len(s.Subprotocols) == 0 {
+		s.Subprotocols = nil
+	}
+	if n := s.FollowRedirects; n < 0 || n > MaxFollowRedirects {
+		return bad("follow_redirects", "follow_redirects must be 0..%d", MaxFollowRedirects)
+	}
+	if given.has("checkpoint_every", s.CheckpointEvery != "") {
+		d, e := checkCheckpointEvery(s.CheckpointEvery)
+		if e != nil {
+			return e
+		}
+		s.CheckpointEvery = d.String()
+	}
+	return nil
+}
+
+// checkSeq checks the seq path and resume fields and folds their aliases.
+func (s *Spec) checkSeq(given Keys) *FieldError {
+	none := s.SeqMode == source.SeqNone
+	path := ""
+	seqField, seqPath := given.has("seq_field", s.SeqField != ""), given.has("seq_path", s.SeqPath != "")
+	resumeParam := given.has("resume_query_param", s.ResumeQueryParam != "")
+	if seqField {
+		if _, err := source.ParsePath(s.SeqField); err != nil || !seqFieldPattern.MatchString(s.SeqField) {
+			return bad("seq_field", "seq_field must match %s with no empty segment between dots", seqFieldPattern)
+		}
+		path = s.SeqField
+	}
+	if seqPath {
+		if _, err := source.ParsePath(s.SeqPath); err != nil {
+			return bad("seq_path", "seq_path %v", err)
+		}
+		if seqField && s.SeqField != s.SeqPath {
+			return bad("seq_path", "seq_path and its alias seq_field are both given and differ")
+		}
+		path = s.SeqPath
+	}
+	if none && (seqField || seqPath) {
+		return bad("seq_path", `seq_path (or seq_field) applies to seq_mode "field" only: under "none" the worker numbers the messages`)
+	}
+	s.SeqField, s.SeqPath = "", path
+	if s.SeqPath == source.DefaultSeqPath {
+		s.SeqPath = ""
+	}
+	var r Resume
+	if resumeParam {
+		if !resumeParamPattern.MatchString(s.ResumeQueryParam) {
+			return bad("resume_query_param", "resume_query_param must match %s", resumeParamPattern)
+		}
+		r.QueryParam = s.ResumeQueryParam
+	}
+	if s.Resume != nil {
+		if q := s.Resume.QueryParam; q != "" {
+			if !resumeParamPattern.MatchString(q) {
+				return bad("resume", "resume.query_param must match %s", resumeParamPattern)
+			}
+			if resumeParam && s.ResumeQueryParam != q {
+				return bad("resume", "resume.query_param and its alias resume_query_param are both given and differ")
+			}
+			r.QueryParam = q
+		}
+		r.Value = s.Resume.Value
+	}
+	if none && (s.Resume != nil || resumeParam) {
+		return bad("resume", `resume applies to seq_mode "field" only: under "none" the source has no seq to resume from`)
+	}
+	switch r.Value {
+	case "", ResumeLast:
+	case ResumeNext:
+		r.Value = ""
+	default:
+		return bad("resume", `resume: value must be "next" or "last"`)
+	}
+	s.ResumeQueryParam, s.Resume = "", nil
+	if r != (Resume{}) {
+		s.Resume = &r
+	}
+	return nil
+}
+
+// checkSource checks the source protocol (shared/source) and drops its
+// spelled-out defaults.
+func (s *Spec) checkSource(given Keys) *FieldError {
+	if given["on_sink_refusal"] && s.OnSinkRefusal == "" {
+		return bad("on_sink_refusal", `on_sink_refusal must be "fail" or "skip"; omit it for "fail"`)
+	}
+	if given["idle_timeout"] && s.IdleTimeout == "" {
+		return bad("idle_timeout", "idle_timeout must be a duration; omit it for none")
+	}
+	if fe := s.Config.Validate(); fe != nil {
+		return &FieldError{Field: fe.Field, Message: fe.Error()}
+	}
+	s.Config.Normalize()
+	return nil
+}
+
+// checkCheckpointEvery parses checkpoint_every (a Go duration,
+// MinCheckpointEvery..MaxCheckpointEvery).
+func checkCheckpointEvery(v string) (time.Duration, *FieldError) {
+	refused := bad("checkpoint_every", `checkpoint_every must be a duration from 1s to 10m, such as "30s" or "2m"`)
+	if len(v) > 32 {
+		return 0, refused
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinCheckpointEvery || d > MaxCheckpointEvery {
+		return 0, refused
+	}
+	return d, nil
+}
+
+// CheckpointInterval is the session's checkpoint interval (0: the worker's
+// default).
+func (s Spec) CheckpointInterval() time.Duration {
+	d, _ := time.ParseDuration(s.CheckpointEvery)
+	return d
+}
+
+// checkSubprotocols allows at most MaxSubprotocols tokens, each once.
+func checkSubprotocols(ps []string) *FieldError {
+	if len(ps) > MaxSubprotocols {
+		return bad("subprotocols", "subprotocols: at most %d", MaxSubprotocols)
+	}
+	seen := map[string]bool{}
+	for i, p := range ps {
+		if !subprotocolPattern.MatchString(p) {
+			return bad("subprotocols", "subprotocols[%d] must match %s", i, subprotocolPattern)
+		}
+		if seen[p] {
+			return bad("subprotocols", "subprotocols[%d] %q is given twice", i, p)
+		}
+		seen[p] = true
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// Encode is s's stored form (the session item's spec attribute): its JSON,
+// canonical once s is checked, so that the same configuration always
+// encodes to the same text and a start compares two by equality. HTML is
+// not escaped: encoding/json's default would store each <, > and & in six
+// bytes, and DynamoDB bills and caps an item on its stored size.
+func (s Spec) Encode() (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return "", fmt.Errorf("encode session spec: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// Decode reads a stored spec and checks it. On a check failure it returns
+// the spec as decoded with the error (a view can still show it); the
+// error's text names the field and never quotes a value.
+func Decode(stored string) (Spec, error) {
+	var s Spec
+	if stored == "" {
+		return Spec{}, fmt.Errorf("stored session spec is empty")
+	}
+	if err := json.Unmarshal([]byte(stored), &s); err != nil {
+		return Spec{}, fmt.Errorf("stored session spec is not valid JSON")
+	}
+	given, err := GivenKeys([]byte(stored))
+	if err != nil {
+		return Spec{}, err
+	}
+	checked := s
+	if fe := checked.Check(given); fe != nil {
+		return s, fmt.Errorf("stored session spec is invalid (%s)", fe.Field)
+	}
+	return checked, nil
+}
+
+// GivenKeys are the top-level keys of the JSON object raw whose value is
+// not null.
+func GivenKeys(raw []byte) (Keys, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("session spec is not a JSON object")
+	}
+	given := make(Keys, len(m))
+	for k, v := range m {
+		if !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			given[k] = true
+		}
+	}
+	return given, nil
+}
+
+// FieldNames are the JSON keys of a struct type's fields (t is a struct or
+// a pointer to one), embedded structs' keys included: the keys a strict
+// decoder accepts for it.
+func FieldNames(t reflect.Type) []string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" {
+			out = append(out, FieldNames(f.Type)...)
+			continue
+		}
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// Stored is s, built in code, checked (its set fields count as given) and
+// encoded: what ingest would store for it.
+func (s Spec) Stored() (string, error) {
+	if fe := s.Check(nil); fe != nil {
+		return "", fe
+	}
+	return s.Encode()
+}

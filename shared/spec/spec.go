@@ -1,0 +1,78 @@
+// Package spec owns a session's desired configuration: the one Spec type
+// that ingest decodes from POST /sessions, validates (Check, with errors that
+// name the field), stores (Encode: the session item's spec attribute) and
+// shows redacted (View, for GET), that a start compares to decide whether
+// the generation moves (two specs are the same configuration exactly when
+// their encodings are equal), and that the worker dials from (Decode). The
+// ownership core carries the stored form without reading it. A new start
+// field is one field here, its check, and the worker code that uses it.
+package spec
+
+import (
+	"github.com/wsfleet/wsfleet/shared/source"
+)
+
+// Spec is a session's desired configuration, in the JSON form of the start
+// body (docs/api.md). After Check it is canonical: the aliases folded
+// (SeqField into SeqPath, ResumeQueryParam into Resume), spelled-out
+// defaults dropped, empty lists and maps nil, durations in Go's own form.
+type Spec struct {
+	WSURL string `json:"ws_url"`
+	// Headers are sent on the handshake; values may carry credentials:
+	// never logged, shown or put in a metric.
+	Headers map[string]string `json:"headers,omitempty"`
+	// SeqField is the input alias of SeqPath ("" once checked).
+	SeqField string `json:"seq_field,omitempty"`
+	// ResumeQueryParam is the input alias of Resume.QueryParam ("" once
+	// checked).
+	ResumeQueryParam string `json:"resume_query_param,omitempty"`
+	// Subprotocols are offered on the handshake, in order of preference.
+	Subprotocols []string `json:"subprotocols,omitempty"`
+	// FollowRedirects is how many handshake redirects the worker may follow
+	// (0: none; each hop is checked against the allowlist and the address
+	// policy, and credentials never go to another origin).
+	FollowRedirects int `json:"follow_redirects,omitempty"`
+	// CheckpointEvery is the session's checkpoint interval, a Go duration
+	// (MinCheckpointEvery..MaxCheckpointEvery); "": the worker's default.
+	CheckpointEvery string `json:"checkpoint_every,omitempty"`
+	// SeqPath is the dotted path to a message's seq; "": DefaultSeqPath.
+	SeqPath string  `json:"seq_path,omitempty"`
+	Resume  *Resume `json:"resume,omitempty"`
+	// The source protocol: seq mode, open messages, pings, keep-alive
+	// reply, idle timeout, what a missing seq or a sink refusal does.
+	source.Config
+}
+
+// Resume is how a reconnect asks the source to resume: QueryParam set to
+// last_seq + 1 (Value "next", the default) or last_seq (Value "last").
+// Without QueryParam, Value still sets {{resume_from}} in open messages.
+type Resume struct {
+	QueryParam string `json:"query_param,omitempty"`
+	Value      string `json:"value,omitempty"`
+}
+
+// Resume values (resume.value).
+const (
+	ResumeNext = "next" // last_seq + 1, the default
+	ResumeLast = "last" // last_seq: the source sends it again (inclusive)
+)
+
+// Seq is the checked path of the seq ("" names DefaultSeqPath).
+func (s Spec) Seq() string {
+	if s.SeqPath == "" {
+		return source.DefaultSeqPath
+	}
+	return s.SeqPath
+}
+
+// ResumeParam is the query parameter a reconnect sets ("": none).
+func (s Spec) ResumeParam() string {
+	if s.Resume == nil {
+		return ""
+	}
+	return s.Resume.QueryParam
+}
+
+// ResumesLast reports whether a reconnect resumes at last_seq itself
+// (resume.value "last") rather than last_seq + 1.
+func (s Spec) ResumesLast() bool { return s.Resume != nil && s.Resume.Value == ResumeLast }

@@ -1,0 +1,117 @@
+package spec
+
+import (
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/source"
+)
+
+// View is a spec as GET shows it: ws_url with its query values redacted,
+// header names only, open messages by kind and size (headers and open
+// messages may carry credentials), and every default spelled out.
+type View struct {
+	WSURL            string   `json:"ws_url"`
+	HeaderNames      []string `json:"header_names,omitempty"`
+	SeqField         string   `json:"seq_field"`
+	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
+	// The source protocol; open messages by kind and size only.
+	SeqPath         string                 `json:"seq_path,omitempty"`
+	SeqMode         string                 `json:"seq_mode"`
+	OnMissingSeq    string                 `json:"on_missing_seq,omitempty"`
+	OnSinkRefusal   string                 `json:"on_sink_refusal"`
+	Resume          *Resume                `json:"resume,omitempty"`
+	OpenMessages    []OpenMessageInfo      `json:"open_messages,omitempty"`
+	AppPing         *source.AppPing        `json:"app_ping,omitempty"`
+	KeepaliveReply  *source.KeepaliveReply `json:"keepalive_reply,omitempty"`
+	IdleTimeout     string                 `json:"idle_timeout,omitempty"`
+	Subprotocols    []string               `json:"subprotocols,omitempty"`
+	FollowRedirects int                    `json:"follow_redirects,omitempty"`
+	CheckpointEvery string                 `json:"checkpoint_every,omitempty"` // absent: the worker's default
+}
+
+// OpenMessageInfo is an open message as the API shows it: its kind and
+// size, never its content (it may carry credentials), and its wait_for.
+type OpenMessageInfo struct {
+	Kind    string        `json:"kind"` // text | binary
+	Bytes   int           `json:"bytes"`
+	WaitFor *source.Match `json:"wait_for,omitempty"`
+}
+
+// View is s (checked) as GET shows it.
+func (s Spec) View() View {
+	v := View{
+		WSURL:           RedactURL(s.WSURL),
+		SeqMode:         s.SeqMode,
+		OnSinkRefusal:   s.OnSinkRefusal,
+		AppPing:         s.AppPing,
+		KeepaliveReply:  s.KeepaliveReply,
+		IdleTimeout:     s.IdleTimeout,
+		Subprotocols:    s.Subprotocols,
+		FollowRedirects: s.FollowRedirects,
+		CheckpointEvery: s.CheckpointEvery,
+	}
+	if len(s.Headers) > 0 {
+		v.HeaderNames = slices.Sorted(maps.Keys(s.Headers))
+	}
+	if v.SeqMode == "" {
+		v.SeqMode = source.SeqField
+	}
+	if v.SeqMode == source.SeqField {
+		v.SeqField, v.SeqPath = s.Seq(), s.Seq()
+		v.OnMissingSeq = s.OnMissingSeq
+		if v.OnMissingSeq == "" {
+			v.OnMissingSeq = source.MissingDrop
+		}
+	}
+	if v.OnSinkRefusal == "" {
+		v.OnSinkRefusal = source.RefusalFail
+	}
+	if r := s.Resume; r != nil {
+		v.ResumeQueryParam = r.QueryParam
+		v.Resume = &Resume{QueryParam: r.QueryParam, Value: r.Value}
+		if v.Resume.Value == "" {
+			v.Resume.Value = ResumeNext
+		}
+	}
+	for _, m := range s.OpenMessages {
+		info := OpenMessageInfo{Kind: "text", WaitFor: m.WaitFor}
+		if m.Text != nil {
+			info.Bytes = len(*m.Text)
+		} else {
+			b, _ := m.Bytes(source.Vars{})
+			info.Kind, info.Bytes = "binary", len(b)
+		}
+		v.OpenMessages = append(v.OpenMessages, info)
+	}
+	return v
+}
+
+// Redacted stands for a removed secret.
+const Redacted = "REDACTED"
+
+// RedactURL returns raw with every query value (and every bare query
+// element) replaced by REDACTED and any user info and fragment removed.
+// Unparseable input is redacted whole.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Redacted
+	}
+	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
+	if u.RawQuery != "" || u.ForceQuery {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, kv := range parts {
+			if k, _, ok := strings.Cut(kv, "="); ok {
+				parts[i] = k + "=" + Redacted
+			} else if kv != "" {
+				parts[i] = Redacted // a bare element may itself be a token
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.String()
+}
