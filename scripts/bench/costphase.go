@@ -16,6 +16,7 @@ import (
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
@@ -241,8 +242,8 @@ func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		g.Go(func() error {
 			_, err := ls.st.API.Start(gctx, apiclient.StartRequest{
-				ConnectionID: id, WSURL: feed.URL(ls.st.FeedURL(), id), SeqField: "seq", ResumeQueryParam: feed.DefaultResumeParam,
-				Headers: map[string]string{"Authorization": tok},
+				ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(ls.st.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam},
+					Headers: map[string]string{"Authorization": tok}},
 			})
 			if err != nil {
 				return fmt.Errorf("start %s: %w", id, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
@@ -228,9 +229,13 @@ func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from,
 			for n := lo; n < hi; n++ {
 				id := fmt.Sprintf("dyn-%06d", n)
 				gen := int64(1)
+				stored, err := spec.Spec{WSURL: strings.ReplaceAll(urls[n%len(urls)], "{id}", id), Resume: &spec.Resume{QueryParam: "from"}}.Stored()
+				if err != nil {
+					return err
+				}
 				item, err := sessionitem.Encode(sessionitem.Item{
 					ConnectionID: id, DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, id),
-					WSURL: strings.ReplaceAll(urls[n%len(urls)], "{id}", id), SeqField: "seq", ResumeParam: "from", Generation: &gen,
+					Spec: stored, Generation: &gen,
 					UnownedShard: schema.UnownedShardOf(id), // new and unowned: the reconcilers find it through by_unowned
 					CreatedAtMs:  time.Now().UnixMilli(), UpdatedAtMs: time.Now().UnixMilli(),
 				})

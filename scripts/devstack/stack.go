@@ -50,6 +50,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
@@ -509,7 +510,7 @@ func (s *Stack) WorkerByID(id string) *Worker {
 // resume by the feed's "from" parameter.
 func (s *Stack) StartSession(ctx context.Context, id string) (apiclient.Change, error) {
 	return s.API.Start(ctx, apiclient.StartRequest{
-		ConnectionID: id, WSURL: feed.URL(s.FeedURL(), id), SeqField: "seq", ResumeQueryParam: feed.DefaultResumeParam,
+		ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(s.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}},
 	})
 }
 

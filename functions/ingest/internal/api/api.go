@@ -8,7 +8,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -28,7 +27,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
-	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // Store is what the handler needs from the sessions table.
@@ -151,7 +150,7 @@ func (h *Handler) start(ctx context.Context, req *http.Request, body []byte, r r
 		r.err = e
 		return r
 	}
-	r.connID, r.wsURL, r.headers = d.ConnectionID, RedactURL(d.WSURL), len(d.Headers)
+	r.connID, r.wsURL, r.headers = d.ConnectionID, spec.RedactURL(d.Spec.WSURL), len(d.Spec.Headers)
 	sctx, cancel := context.WithTimeout(ctx, h.cfg.StoreTimeout)
 	res, err := h.store.Start(sctx, d)
 	cancel()
@@ -340,7 +339,7 @@ func listParams(req *http.Request) (state string, limit int, next string, e *api
 	state, limit = schema.StateStarted, DefaultListLimit
 	for k, vs := range q {
 		if len(vs) != 1 {
-			return "", 0, "", badRequest(CodeInvalidQuery, "query parameter "+quoteName(k)+" is repeated")
+			return "", 0, "", badRequest(CodeInvalidQuery, "query parameter "+spec.QuoteName(k)+" is repeated")
 		}
 		v := vs[0]
 		switch k {
@@ -361,75 +360,27 @@ func listParams(req *http.Request) (state string, limit int, next string, e *api
 			}
 			next = v
 		default:
-			return "", 0, "", badRequest(CodeInvalidQuery, "unknown query parameter "+quoteName(k)+" (use state, limit, next)")
+			return "", 0, "", badRequest(CodeInvalidQuery, "unknown query parameter "+spec.QuoteName(k)+" (use state, limit, next)")
 		}
 	}
 	return state, limit, next, nil
 }
 
 func toJSON(s sessions.Session) sessionapi.Session {
-	out := sessionapi.Session{
-		ConnectionID:     s.ConnectionID,
-		DesiredState:     s.DesiredState,
-		WSURL:            RedactURL(s.WSURL),
-		HeaderNames:      s.HeaderNames,
-		SeqField:         s.SeqField,
-		ResumeQueryParam: s.ResumeQueryParam,
-		Subprotocols:     s.Subprotocols,
-		FollowRedirects:  s.FollowRedirects,
-		Generation:       s.Generation,
-		CheckpointEvery:  durationMs(s.CheckpointEveryMs),
-		LeaseOwner:       s.LeaseOwner,
-		LeaseEpoch:       s.LeaseEpoch,
-		LastSeq:          s.LastSeq,
-		CreatedAtMs:      s.CreatedAtMs,
-		UpdatedAtMs:      s.UpdatedAtMs,
-		Failed:           s.Failed,
-		LastError:        s.LastError,
-		LastErrorAt:      rfc3339Ms(s.LastErrorAtMs),
+	return sessionapi.Session{
+		ConnectionID: s.ConnectionID,
+		DesiredState: s.DesiredState,
+		View:         s.Spec.View(),
+		Generation:   s.Generation,
+		LeaseOwner:   s.LeaseOwner,
+		LeaseEpoch:   s.LeaseEpoch,
+		LastSeq:      s.LastSeq,
+		CreatedAtMs:  s.CreatedAtMs,
+		UpdatedAtMs:  s.UpdatedAtMs,
+		Failed:       s.Failed,
+		LastError:    s.LastError,
+		LastErrorAt:  rfc3339Ms(s.LastErrorAtMs),
 	}
-	showSource(&out, s)
-	return out
-}
-
-// showSource adds the source protocol to a session as the API shows it:
-// open messages by kind and size only (they may carry credentials, like
-// header values).
-func showSource(out *sessionapi.Session, s sessions.Session) {
-	c, err := source.Decode(s.Source)
-	if err != nil { // ingest validated what it stored: only a hand-edited item
-		c = source.Config{}
-	}
-	out.SeqMode = cmp.Or(c.SeqMode, source.SeqField)
-	if out.SeqMode == source.SeqField {
-		out.SeqPath = s.SeqField
-		out.OnMissingSeq = cmp.Or(c.OnMissingSeq, source.MissingDrop)
-	} else {
-		out.SeqField = ""
-	}
-	out.OnSinkRefusal = cmp.Or(c.OnSinkRefusal, source.RefusalFail)
-	if s.ResumeQueryParam != "" || c.ResumeValue != "" {
-		out.Resume = &sessionapi.Resume{QueryParam: s.ResumeQueryParam, Value: cmp.Or(c.ResumeValue, source.ResumeNext)}
-	}
-	for _, m := range c.OpenMessages {
-		info := sessionapi.OpenMessageInfo{Kind: "text", WaitFor: m.WaitFor}
-		if m.Text != nil {
-			info.Bytes = len(*m.Text)
-		} else {
-			b, _ := m.Bytes(source.Vars{})
-			info.Kind, info.Bytes = "binary", len(b)
-		}
-		out.OpenMessages = append(out.OpenMessages, info)
-	}
-	out.AppPing, out.KeepaliveReply, out.IdleTimeout = c.AppPing, c.KeepaliveReply, c.IdleTimeout
-}
-
-// durationMs is ms milliseconds as a Go duration ("30s"); "" for 0.
-func durationMs(ms int64) string {
-	if ms == 0 {
-		return ""
-	}
-	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // rfc3339Ms is ms (Unix milliseconds) in RFC 3339 UTC; "" for 0.

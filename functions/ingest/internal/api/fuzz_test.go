@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 var knownCodes = map[string]bool{
@@ -61,7 +62,7 @@ func FuzzDecodeStart(f *testing.F) {
 				// happens to be part of a quoted name is not a leak.
 				msg := e.message
 				for k := range raw.Headers {
-					msg = strings.ReplaceAll(msg, quoteName(k), "")
+					msg = strings.ReplaceAll(msg, spec.QuoteName(k), "")
 				}
 				for _, v := range raw.Headers {
 					if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(msg, s) {
@@ -74,32 +75,39 @@ func FuzzDecodeStart(f *testing.F) {
 		if !notify.ValidConnectionID(d.ConnectionID) {
 			t.Fatalf("accepted connection_id %q", d.ConnectionID)
 		}
-		if ms := d.CheckpointEveryMs; ms != 0 && (ms < MinCheckpointEvery.Milliseconds() || ms > MaxCheckpointEvery.Milliseconds()) {
-			t.Fatalf("accepted checkpoint_every of %d ms", ms)
+		sp := d.Spec
+		if iv := sp.CheckpointInterval(); sp.CheckpointEvery != "" && (iv < spec.MinCheckpointEvery || iv > spec.MaxCheckpointEvery) {
+			t.Fatalf("accepted checkpoint_every %q", sp.CheckpointEvery)
 		}
-		if e := p.CheckWSURL(d.WSURL); e != nil {
-			t.Fatalf("accepted ws_url %q fails re-check: %v", d.WSURL, e)
+		if e := p.CheckWSURL(sp.WSURL); e != nil {
+			t.Fatalf("accepted ws_url %q fails re-check: %v", sp.WSURL, e)
 		}
-		u, err := url.Parse(d.WSURL)
-		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.User != nil || u.Host == "" || len(d.WSURL) > MaxWSURLLen {
-			t.Fatalf("accepted ws_url %q", d.WSURL)
+		u, err := url.Parse(sp.WSURL)
+		if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.User != nil || u.Host == "" || len(sp.WSURL) > MaxWSURLLen {
+			t.Fatalf("accepted ws_url %q", sp.WSURL)
 		}
-		if e := CheckHeaders(d.Headers); e != nil {
-			t.Fatalf("accepted headers fail re-check: %v", e)
-		}
-		for k, v := range d.Headers {
+		for k, v := range sp.Headers {
 			if strings.ContainsAny(k+v, "\r\n\x00") {
 				t.Fatalf("accepted header %q", k)
 			}
 		}
-		if _, err := source.ParsePath(d.SeqField); err != nil || (d.ResumeQueryParam != "" && !resumeParamPattern.MatchString(d.ResumeQueryParam)) {
-			t.Fatalf("accepted %q %q", d.SeqField, d.ResumeQueryParam)
+		if _, err := source.ParsePath(sp.Seq()); err != nil {
+			t.Fatalf("accepted seq path %q", sp.Seq())
 		}
-		if c, err := source.Decode(d.Source); err != nil || c.Encode() != d.Source {
-			t.Fatalf("accepted source config %q does not decode back: %v", d.Source, err)
+		// What is stored decodes back to the same spec, and checks again.
+		enc, err := sp.Encode()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if r := RedactURL(d.WSURL); u.RawQuery != "" && !strings.Contains(r, Redacted) {
-			t.Fatalf("redaction kept the query of %q: %q", d.WSURL, r)
+		back, err := spec.Decode(enc)
+		if err != nil {
+			t.Fatalf("accepted spec %q does not decode back: %v", enc, err)
+		}
+		if again, _ := back.Encode(); again != enc {
+			t.Fatalf("accepted spec %q re-encodes as %q", enc, again)
+		}
+		if r := spec.RedactURL(sp.WSURL); u.RawQuery != "" && !strings.Contains(r, spec.Redacted) {
+			t.Fatalf("redaction kept the query of %q: %q", sp.WSURL, r)
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // fakeStore answers from fields set by the test.
@@ -358,8 +359,9 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 		t.Fatalf("notification %+v", n)
 	}
 	last := int64(41)
-	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f?token=t0ps3cret", HeaderNames: []string{"Authorization"},
-		SeqField: "seq", Generation: 3, LeaseOwner: "w1", LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5, CheckpointEveryMs: 90_000}
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f?token=t0ps3cret",
+		Headers: map[string]string{"Authorization": "h3ader-secret"}, CheckpointEvery: "1m30s"},
+		Generation: 3, LeaseOwner: "w1", LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["ws_url"] != "wss://a.example.com/f?token=REDACTED" || body["lease_owner"] != "w1" ||
 		body["lease_epoch"] != 7.0 || body["last_seq"] != 41.0 || body["generation"] != 3.0 || body["checkpoint_every"] != "1m30s" ||
@@ -397,7 +399,7 @@ func TestHandlerMailboxFailureStill202(t *testing.T) {
 	if status != 202 || body["owner"] != "w9" || body["owner_notified"] != nil {
 		t.Fatalf("start: %d %v", status, body)
 	}
-	if f.store.started[0].CheckpointEveryMs != 5_000 {
+	if f.store.started[0].Spec.CheckpointInterval() != 5*time.Second {
 		t.Fatalf("desired %+v", f.store.started[0])
 	}
 	if !strings.Contains(f.logs.String(), "mailbox not written") || sumMetric(t, f.metrics.String(), schema.MetricNotifyFailures, "") != 1 {
@@ -450,7 +452,7 @@ func TestHandlerWorkers(t *testing.T) {
 // error fields.
 func TestHandlerShowsFailedAndLastError(t *testing.T) {
 	f := newFixture(t, nil)
-	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f", SeqField: "seq", Generation: 2,
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f"}, Generation: 2,
 		Failed: true, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 1_800_000_000_123}
 	status, body, _ := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["failed"] != true || body["last_error"] != "handshake refused: HTTP 401" || body["last_error_at"] != "2027-01-15T08:00:00.123Z" {
@@ -462,7 +464,7 @@ func TestHandlerShowsFailedAndLastError(t *testing.T) {
 	if status != 200 || listed["failed"] != true || listed["last_error"] != "handshake refused: HTTP 401" {
 		t.Fatalf("list of a FAILED session: %d %v", status, body)
 	}
-	f.store.session = sessions.Session{DesiredState: "STARTED", WSURL: "wss://a.example.com/f", SeqField: "seq", Generation: 1}
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f"}, Generation: 1}
 	_, body, _ = f.do(t, event("GET", "/sessions/c1", ""))
 	if _, has := body["last_error"]; body["failed"] != false || has || body["last_error_at"] != nil {
 		t.Fatalf("GET of a healthy session: %v", body)
@@ -655,8 +657,7 @@ func TestHandlerStatusShowsSourceWithoutOpenMessageContent(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	f.store.session = sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", WSURL: d.WSURL, SeqField: d.SeqField,
-		ResumeQueryParam: d.ResumeQueryParam, Source: d.Source, Generation: 1}
+	f.store.session = sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", Spec: d.Spec, Generation: 1}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["seq_path"] != "data.u" || body["seq_mode"] != "field" || body["on_missing_seq"] != "drop" ||
 		body["on_sink_refusal"] != "fail" {

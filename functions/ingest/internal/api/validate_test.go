@@ -3,24 +3,37 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
-	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 var publicPolicy = URLPolicy{PrivateIPs: config.PrivateIPsNone}
 
-func mustDecode(t *testing.T, body string, p URLPolicy) sessions.Desired {
+// decoded is an accepted start: the connection id and the checked spec,
+// with the seq path, the resume parameter and the checkpoint interval as
+// the worker reads them.
+type decoded struct {
+	ConnectionID string
+	spec.Spec
+	SeqField          string // the seq path
+	ResumeQueryParam  string
+	CheckpointEveryMs int64
+}
+
+func mustDecode(t *testing.T, body string, p URLPolicy) decoded {
 	t.Helper()
 	d, e := DecodeStart([]byte(body), p)
 	if e != nil {
 		t.Fatalf("DecodeStart(%s): unexpected %v", body, e)
 	}
-	return d
+	return decoded{ConnectionID: d.ConnectionID, Spec: d.Spec, SeqField: d.Spec.Seq(), ResumeQueryParam: d.Spec.ResumeParam(),
+		CheckpointEveryMs: d.Spec.CheckpointInterval().Milliseconds()}
 }
 
 func wantReject(t *testing.T, body string, p URLPolicy, code, msgPart string) {
@@ -270,7 +283,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 		return string(b)
 	}
 	many := map[string]string{}
-	for i := 0; i <= MaxHeaders; i++ {
+	for i := 0; i <= spec.MaxHeaders; i++ {
 		many["X-H"+strings.Repeat("a", i)] = "v"
 	}
 	cases := []struct {
@@ -298,7 +311,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 		{"NUL in value", map[string]string{"X-A": "a\x00"}, "control"},
 		{"DEL in value", map[string]string{"X-A": "a\x7f"}, "control"},
 		{"non-ascii value", map[string]string{"X-A": "é"}, "non-ASCII"},
-		{"long value", map[string]string{"X-A": strings.Repeat("v", MaxHeaderValueLen+1)}, "longer than 4096"},
+		{"long value", map[string]string{"X-A": strings.Repeat("v", spec.MaxHeaderValueLen+1)}, "longer than 4096"},
 		{"leading space", map[string]string{"X-A": " v"}, "whitespace"},
 	}
 	for _, c := range cases {
@@ -318,7 +331,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 		t.Fatalf("headers: %v", d.Headers)
 	}
 	at := map[string]string{}
-	for i := 0; i < MaxHeaders; i++ {
+	for i := 0; i < spec.MaxHeaders; i++ {
 		at["X-H"+strings.Repeat("a", i)] = strings.Repeat("v", 100)
 	}
 	mustDecode(t, hdr(at), publicPolicy)
@@ -354,28 +367,6 @@ func TestDecodeStop(t *testing.T) {
 	}
 }
 
-func TestRedactURL(t *testing.T) {
-	cases := map[string]string{
-		"wss://h.example.com/feed?token=abc&x=1":    "wss://h.example.com/feed?token=REDACTED&x=REDACTED",
-		"wss://h.example.com/feed":                  "wss://h.example.com/feed",
-		"wss://h.example.com/feed?secrettoken":      "wss://h.example.com/feed?REDACTED",
-		"wss://h.example.com/feed?a=1;b=2&c=":       "wss://h.example.com/feed?a=REDACTED&c=REDACTED",
-		"wss://u:p@h.example.com/f?k=v#frag":        "wss://h.example.com/f?k=REDACTED",
-		"ws://127.0.0.1:9000/?sig=AbC%2F%3D&empty=": "ws://127.0.0.1:9000/?sig=REDACTED&empty=REDACTED",
-		"%zz://bad": "REDACTED",
-	}
-	for in, want := range cases {
-		if got := RedactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-		for _, secret := range []string{"abc", "AbC", "secrettoken", ":p@", "frag"} {
-			if strings.Contains(in, secret) && strings.Contains(RedactURL(in), secret) {
-				t.Errorf("RedactURL(%q) leaks %q", in, secret)
-			}
-		}
-	}
-}
-
 func TestDecodeStartSourceProtocol(t *testing.T) {
 	const u = `"ws_url":"wss://stream.example.com/ws"`
 	d := mustDecode(t, `{`+u+`,"seq_path":"data.u","resume":{"query_param":"cursor","value":"last"},"on_missing_seq":"deliver","on_sink_refusal":"skip",
@@ -386,19 +377,19 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 	if d.SeqField != "data.u" || d.ResumeQueryParam != "cursor" {
 		t.Fatalf("seq path / resume: %+v", d)
 	}
-	c, err := source.Decode(d.Source)
-	if err != nil || len(c.OpenMessages) != 3 || c.ResumeValue != source.ResumeLast || c.OnMissingSeq != source.MissingDeliver ||
+	c := d.Config
+	if len(c.OpenMessages) != 3 || !d.ResumesLast() || c.OnMissingSeq != source.MissingDeliver ||
 		c.AppPing.Every != "20s" || c.KeepaliveReply.Reply == "" || c.IdleTimeout != "45s" || c.OnSinkRefusal != source.RefusalSkip {
-		t.Fatalf("stored source %q: %+v %v", d.Source, c, err)
+		t.Fatalf("source protocol: %+v", c)
 	}
-	// Defaults spelled out store nothing; seq_field is seq_path's alias.
+	// Defaults spelled out are dropped; seq_field is seq_path's alias.
 	d = mustDecode(t, `{`+u+`,"seq_mode":"field","on_missing_seq":"drop","on_sink_refusal":"fail","resume":{"query_param":"from","value":"next"},"seq_field":"n","seq_path":"n"}`, publicPolicy)
-	if d.Source != "" || d.SeqField != "n" || d.ResumeQueryParam != "from" {
+	if !reflect.DeepEqual(d.Config, source.Config{}) || d.SeqField != "n" || d.ResumeQueryParam != "from" || d.Resume.Value != "" {
 		t.Fatalf("defaults: %+v", d)
 	}
 	d = mustDecode(t, `{`+u+`,"seq_mode":"none","idle_timeout":"10s"}`, publicPolicy)
-	if c, _ := source.Decode(d.Source); c.SeqMode != source.SeqNone {
-		t.Fatalf("none: %q", d.Source)
+	if d.SeqMode != source.SeqNone {
+		t.Fatalf("none: %+v", d.Config)
 	}
 
 	for _, c := range []struct{ body, code, msg string }{

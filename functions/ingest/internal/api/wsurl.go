@@ -120,29 +120,3 @@ func checkHostname(h string) string {
 	}
 	return ""
 }
-
-// Redacted stands for a removed secret.
-const Redacted = "REDACTED"
-
-// RedactURL returns raw with every query value (and every bare query
-// element) replaced by REDACTED and any user info and fragment removed. Unparseable input is redacted whole.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return Redacted
-	}
-	u.User = nil
-	u.Fragment, u.RawFragment = "", ""
-	if u.RawQuery != "" || u.ForceQuery {
-		parts := strings.Split(u.RawQuery, "&")
-		for i, kv := range parts {
-			if k, _, ok := strings.Cut(kv, "="); ok {
-				parts[i] = k + "=" + Redacted
-			} else if kv != "" {
-				parts[i] = Redacted // a bare element may itself be a token
-			}
-		}
-		u.RawQuery = strings.Join(parts, "&")
-	}
-	return u.String()
-}

@@ -1,6 +1,6 @@
 // Package sessions owns ingest's writes and reads of the sessions table: the
 // desired state of each connection (desired_state with its index_shard,
-// ws_url, headers, seq_field, resume_query_param, source_config, checkpoint_every_ms,
+// the spec (shared/spec's stored form) with checkpoint_every_ms, the
 // generation, created/updated times) and the by_unowned entry
 // (unowned_shard) of a STARTED session without owner, so that reconciliation
 // finds every new start. It never writes lease_owner or lease_epoch: a start
@@ -15,10 +15,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +29,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
-	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // API is the part of the DynamoDB client the store calls.
@@ -60,23 +58,13 @@ var (
 	ErrInvalidCursor = errors.New("invalid list cursor")
 )
 
-// Desired is what a start asks for. A start always states the whole desired
-// configuration: an omitted ResumeQueryParam or Headers clears it.
+// Desired is what a start asks for: the whole desired configuration (an
+// omitted field clears it), checked (spec.Check).
 type Desired struct {
-	ConnectionID     string
-	WSURL            string
-	Headers          map[string]string // may carry credentials: never logged or returned
-	SeqField         string            // source.DefaultSeqPath when empty
-	ResumeQueryParam string            // optional
-	// Source is the source protocol as stored (shared/source's Encode; ""
-	// = the defaults). Its open messages may carry credentials: never
-	// logged, never returned.
-	Source          string
-	Subprotocols    []string // optional, offered in this order
-	FollowRedirects int      // 0 (default): handshake redirects are refused
-	// CheckpointEveryMs is the session's checkpoint interval in
-	// milliseconds; 0: the worker's default (WSFLEET_CHECKPOINT_EVERY).
-	CheckpointEveryMs int64
+	ConnectionID string
+	// Spec may carry credentials (header values, open messages): never
+	// logged or returned.
+	Spec spec.Spec
 }
 
 // Outcome says what a start or a stop changed.
@@ -107,28 +95,22 @@ type Result struct {
 	MailboxErr error
 }
 
-// Session is one item as ingest shows it. Header values are deliberately
-// absent: only their names leave this package.
+// Session is one item as ingest reads it.
 type Session struct {
-	ConnectionID      string
-	DesiredState      string
-	WSURL             string // as stored: may carry secrets in its query; redact before showing
-	HeaderNames       []string
-	SeqField          string
-	ResumeQueryParam  string
-	Source            string // as stored: its open messages may carry credentials; redact before showing
-	Subprotocols      []string
-	FollowRedirects   int
-	Generation        int64
-	CheckpointEveryMs int64 // 0: the worker's default
-	LeaseOwner        string
-	LeaseEpoch        int64
-	LastSeq           *int64 // the larger of the checkpoint item's and release_seq; nil until a worker checkpoints or releases
-	CreatedAtMs       int64
-	UpdatedAtMs       int64
-	Failed            bool   // FAILED: a worker gave up on the source at this generation
-	LastError         string // the last connection error a worker recorded
-	LastErrorAtMs     int64
+	ConnectionID string
+	DesiredState string
+	// Spec is as stored: it may carry credentials (header values, open
+	// messages, the URL's query); show only its View.
+	Spec          spec.Spec
+	Generation    int64
+	LeaseOwner    string
+	LeaseEpoch    int64
+	LastSeq       *int64 // the larger of the checkpoint item's and release_seq; nil until a worker checkpoints or releases
+	CreatedAtMs   int64
+	UpdatedAtMs   int64
+	Failed        bool   // FAILED: a worker gave up on the source at this generation
+	LastError     string // the last connection error a worker recorded
+	LastErrorAtMs int64
 }
 
 // Page is one page of a list.
@@ -173,14 +155,7 @@ func New(api API, table string, opts ...Option) *Store {
 // record is an item's desired part, as Start compares it.
 type record struct {
 	state      string
-	wsURL      string
-	headers    map[string]string
-	seqField   string
-	resume     string
-	source     string
-	subprotos  []string
-	redirects  int
-	ckptEvery  int64
+	spec       string // as stored: equal text is the same configuration
 	generation int64
 	hasGen     bool
 	owner      string
@@ -188,12 +163,6 @@ type record struct {
 	// carries one always writes: it clears it (sessionitem.ClearFailed) and
 	// puts the session back in by_unowned.
 	failedGen *int64
-}
-
-func (r record) sameAs(d Desired) bool {
-	return r.wsURL == d.WSURL && r.seqField == d.SeqField && r.resume == d.ResumeQueryParam && r.source == d.Source &&
-		maps.Equal(r.headers, d.Headers) && slices.Equal(r.subprotos, d.Subprotocols) && r.redirects == d.FollowRedirects &&
-		r.ckptEvery == d.CheckpointEveryMs
 }
 
 // Start makes d the desired configuration of d.ConnectionID and sets it
@@ -208,15 +177,11 @@ func (r record) sameAs(d Desired) bool {
 // next heartbeat. Concurrent starts and stops never lose an update: every
 // write gets its own generation.
 func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
-	if d.SeqField == "" {
-		d.SeqField = source.DefaultSeqPath
+	stored, err := d.Spec.Encode()
+	if err != nil {
+		return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
 	}
-	if len(d.Headers) == 0 {
-		d.Headers = nil
-	}
-	if len(d.Subprotocols) == 0 {
-		d.Subprotocols = nil
-	}
+	w := write{id: d.ConnectionID, spec: stored, ckptMs: d.Spec.CheckpointInterval().Milliseconds()}
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
@@ -229,7 +194,7 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 		}
 		now := s.clock.Now().UnixMilli()
 		if item == nil {
-			err := s.create(ctx, d, now)
+			err := s.create(ctx, w, now)
 			if isConditionFailed(err) {
 				continue // someone created it first: re-read
 			}
@@ -239,14 +204,14 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 			return Result{Generation: 1, Outcome: Created}, nil
 		}
 		cur := toRecord(item)
-		if cur.state == schema.StateStarted && cur.sameAs(d) && cur.failedGen == nil {
+		if cur.state == schema.StateStarted && cur.spec == w.spec && cur.failedGen == nil {
 			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
 		}
 		outcome := Updated
 		if cur.state != schema.StateStarted || item.Failed() {
 			outcome = Restarted
 		}
-		owner, err := s.replace(ctx, d, cur, now)
+		owner, err := s.replace(ctx, w, cur, now)
 		if isConditionFailed(err) {
 			continue // a concurrent start, stop or acquire got there first: re-read
 		}
@@ -283,49 +248,30 @@ func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id string) {
 	}
 }
 
-// desiredSet is the update that makes d the desired configuration, STARTED.
-func desiredSet(d Desired, now int64) expression.UpdateBuilder {
+// write is a start's desired configuration as stored.
+type write struct {
+	id     string
+	spec   string // spec.Encode
+	ckptMs int64  // the spec's checkpoint interval, for the ownership core; 0: the worker's default
+}
+
+// desiredSet is the update that makes w the desired configuration, STARTED.
+func desiredSet(w write, now int64) expression.UpdateBuilder {
 	u := expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStarted)).
-		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, d.ConnectionID))).
-		Set(sessionitem.WSURL, expression.Value(d.WSURL)).
-		Set(sessionitem.SeqField, expression.Value(d.SeqField)).
+		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, w.id))).
+		Set(sessionitem.Spec, expression.Value(w.spec)).
 		Set(sessionitem.UpdatedAtMs, expression.Value(now))
-	if len(d.Headers) > 0 {
-		u = u.Set(sessionitem.Headers, expression.Value(d.Headers))
-	} else {
-		u = u.Remove(sessionitem.Headers)
-	}
-	if d.ResumeQueryParam != "" {
-		u = u.Set(sessionitem.ResumeParam, expression.Value(d.ResumeQueryParam))
-	} else {
-		u = u.Remove(sessionitem.ResumeParam)
-	}
-	if d.Source != "" {
-		u = u.Set(sessionitem.SourceConfig, expression.Value(d.Source))
-	} else {
-		u = u.Remove(sessionitem.SourceConfig)
-	}
-	if len(d.Subprotocols) > 0 {
-		u = u.Set(sessionitem.Subprotocols, expression.Value(d.Subprotocols))
-	} else {
-		u = u.Remove(sessionitem.Subprotocols)
-	}
-	if d.FollowRedirects > 0 {
-		u = u.Set(sessionitem.FollowRedirects, expression.Value(d.FollowRedirects))
-	} else {
-		u = u.Remove(sessionitem.FollowRedirects)
-	}
-	if d.CheckpointEveryMs > 0 {
-		u = u.Set(sessionitem.CheckpointEvery, expression.Value(d.CheckpointEveryMs))
+	if w.ckptMs > 0 {
+		u = u.Set(sessionitem.CheckpointEvery, expression.Value(w.ckptMs))
 	} else {
 		u = u.Remove(sessionitem.CheckpointEvery)
 	}
 	return u
 }
 
-func (s *Store) create(ctx context.Context, d Desired, now int64) error {
-	u := desiredSet(d, now).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now))
-	in, err := sessionitem.Update(s.table, d.ConnectionID, sessionitem.Unowned(u, d.ConnectionID),
+func (s *Store) create(ctx context.Context, w write, now int64) error {
+	u := desiredSet(w, now).Set(sessionitem.Generation, expression.Value(1)).Set(sessionitem.CreatedAtMs, expression.Value(now))
+	in, err := sessionitem.Update(s.table, w.id, sessionitem.Unowned(u, w.id),
 		expression.AttributeNotExists(sessionitem.Pk))
 	if err != nil {
 		return err
@@ -340,14 +286,14 @@ func (s *Store) create(ctx context.Context, d Desired, now int64) error {
 // unowned_shard stays absent, and the owner is read back from the written
 // item, so that the one told is the one that owns it now). An acquire or a
 // release between the read and the write fails the condition: re-read.
-func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) (string, error) {
+func (s *Store) replace(ctx context.Context, w write, cur record, now int64) (string, error) {
 	cond := expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(cur.state)))
 	if cur.hasGen {
 		cond = cond.And(sessionitem.Generation.Equal(expression.Value(cur.generation)))
 	} else {
 		cond = cond.And(expression.AttributeNotExists(sessionitem.Generation))
 	}
-	u := desiredSet(d, now).Set(sessionitem.Generation, expression.Value(cur.generation+1))
+	u := desiredSet(w, now).Set(sessionitem.Generation, expression.Value(cur.generation+1))
 	// A FAILED item (or one that was when it stopped) is cleared only while
 	// failed_generation is still what was read.
 	if cur.failedGen != nil {
@@ -358,11 +304,11 @@ func (s *Store) replace(ctx context.Context, d Desired, cur record, now int64) (
 	}
 	if cur.owner == "" {
 		cond = cond.And(sessionitem.NoOwner())
-		u = sessionitem.Unowned(u, d.ConnectionID)
+		u = sessionitem.Unowned(u, w.id)
 	} else {
 		cond = cond.And(sessionitem.HasOwner())
 	}
-	in, err := sessionitem.Update(s.table, d.ConnectionID, u, cond)
+	in, err := sessionitem.Update(s.table, w.id, u, cond)
 	if err != nil {
 		return "", err
 	}
@@ -614,30 +560,23 @@ func (s *Store) batchRead(ctx context.Context, keys []map[string]types.Attribute
 }
 
 func toRecord(it *sessionitem.Item) record {
-	r := record{
-		state: it.DesiredState, wsURL: it.WSURL, seqField: it.SeqField, resume: it.ResumeParam, source: it.SourceConfig,
-		subprotos: it.Subprotocols, redirects: it.FollowRedirects, ckptEvery: it.CheckpointEveryMs,
+	return record{
+		state: it.DesiredState, spec: it.Spec,
 		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, failedGen: it.FailedGeneration,
 	}
-	if len(it.Headers) > 0 {
-		r.headers = it.Headers
-	}
-	return r
 }
 
 func toSession(it *sessionitem.Item) Session {
-	s := Session{
-		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, WSURL: it.WSURL, SeqField: it.SeqField,
-		ResumeQueryParam: it.ResumeParam, Source: it.SourceConfig, Subprotocols: it.Subprotocols, FollowRedirects: it.FollowRedirects,
-		CheckpointEveryMs: it.CheckpointEveryMs, Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
+	// A stored spec that no longer checks (a hand-edited item) is shown as
+	// decoded.
+	sp, _ := spec.Decode(it.Spec)
+	return Session{
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: sp,
+		Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastSeq: it.ReleaseSeq, // batchGet raises it to the checkpoint item's
 	}
-	if it.Headers != nil {
-		s.HeaderNames = slices.Sorted(maps.Keys(it.Headers))
-	}
-	return s
 }
 
 // generation is the item's generation, 0 when it has none.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +26,8 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
@@ -97,14 +100,15 @@ func s(it map[string]types.AttributeValue, name string) string {
 func TestStartNewIdempotentAndChanges(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/f?token=1", Headers: map[string]string{"Authorization": "Bearer x"}}
+	d := desired("c1", "wss://a.example.com/f?token=1")
+	d.Spec.Headers = map[string]string{"Authorization": "Bearer x"}
 	res, err := e.store.Start(ctx, d)
 	if err != nil || res != (sessions.Result{Generation: 1, Outcome: sessions.Created}) {
 		t.Fatalf("create: %+v %v", res, err)
 	}
 	it := e.raw(t, "c1")
 	now := e.clk.Now().UnixMilli()
-	if s(it, schema.AttrDesiredState) != schema.StateStarted || s(it, schema.AttrWSURL) != d.WSURL || s(it, schema.AttrSeqField) != "seq" {
+	if s(it, schema.AttrDesiredState) != schema.StateStarted || s(it, schema.AttrSpec) != `{"ws_url":"wss://a.example.com/f?token=1","headers":{"Authorization":"Bearer x"}}` {
 		t.Fatalf("item %v", it)
 	}
 	if got, want := s(it, schema.AttrIndexShard), schema.IndexShardFor(schema.StateStarted, "c1"); got != want {
@@ -119,13 +123,10 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	if c, _ := n(it, schema.AttrCreatedAtMs); c != now {
 		t.Fatalf("created_at_ms %d", c)
 	}
-	for _, a := range []string{schema.AttrLeaseOwner, schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrResumeParam} {
+	for _, a := range []string{schema.AttrLeaseOwner, schema.AttrLeaseEpoch, schema.AttrLastSeq, schema.AttrCheckpointEvery} {
 		if _, ok := it[a]; ok {
 			t.Fatalf("new item has %s", a)
 		}
-	}
-	if h, ok := it[schema.AttrHeaders].(*types.AttributeValueMemberM); !ok || h.Value["Authorization"].(*types.AttributeValueMemberS).Value != "Bearer x" {
-		t.Fatalf("headers %v", it[schema.AttrHeaders])
 	}
 
 	// The same start again writes nothing.
@@ -137,10 +138,14 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	if u, _ := n(e.raw(t, "c1"), schema.AttrUpdatedAtMs); u != now {
 		t.Fatalf("idempotent start wrote updated_at_ms %d", u)
 	}
-	// The same start with the default seq_field spelled out is the same start.
-	d2 := d
-	d2.SeqField = "seq"
-	d2.Headers = map[string]string{"Authorization": "Bearer x"}
+	// The same start with the defaults spelled out is the same start
+	// (spec.Check makes it canonical).
+	d2 := desired("c1", d.Spec.WSURL)
+	d2.Spec.SeqPath, d2.Spec.SeqMode, d2.Spec.OnSinkRefusal = "seq", "field", "fail"
+	d2.Spec.Headers = map[string]string{"Authorization": "Bearer x"}
+	if fe := d2.Spec.Check(spec.Keys{"seq_path": true}); fe != nil {
+		t.Fatal(fe)
+	}
 	if res, _ := e.store.Start(ctx, d2); res.Outcome != sessions.Unchanged {
 		t.Fatalf("explicit default: %+v", res)
 	}
@@ -149,18 +154,18 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 		name   string
 		change func(*sessions.Desired)
 	}{
-		{"url", func(d *sessions.Desired) { d.WSURL = "wss://b.example.com/f" }},
-		{"header value", func(d *sessions.Desired) { d.Headers = map[string]string{"Authorization": "Bearer y"} }},
-		{"header added", func(d *sessions.Desired) { d.Headers = map[string]string{"Authorization": "Bearer y", "X-A": "1"} }},
-		{"seq field", func(d *sessions.Desired) { d.SeqField = "n" }},
-		{"resume param", func(d *sessions.Desired) { d.ResumeQueryParam = "from" }},
-		{"headers removed", func(d *sessions.Desired) { d.Headers = nil }},
-		{"resume removed", func(d *sessions.Desired) { d.ResumeQueryParam = "" }},
-		{"checkpoint every", func(d *sessions.Desired) { d.CheckpointEveryMs = 30_000 }},
-		{"checkpoint every default", func(d *sessions.Desired) { d.CheckpointEveryMs = 0 }},
-		{"source config", func(d *sessions.Desired) { d.Source = `{"open_messages":[{"text":"subscribe"}]}` }},
-		{"source config changed", func(d *sessions.Desired) { d.Source = `{"open_messages":[{"text":"subscribe2"}]}` }},
-		{"source config removed", func(d *sessions.Desired) { d.Source = "" }},
+		{"url", func(d *sessions.Desired) { d.Spec.WSURL = "wss://b.example.com/f" }},
+		{"header value", func(d *sessions.Desired) { d.Spec.Headers = map[string]string{"Authorization": "Bearer y"} }},
+		{"header added", func(d *sessions.Desired) { d.Spec.Headers = map[string]string{"Authorization": "Bearer y", "X-A": "1"} }},
+		{"seq path", func(d *sessions.Desired) { d.Spec.SeqPath = "n" }},
+		{"resume param", func(d *sessions.Desired) { d.Spec.Resume = &spec.Resume{QueryParam: "from"} }},
+		{"headers removed", func(d *sessions.Desired) { d.Spec.Headers = nil }},
+		{"resume removed", func(d *sessions.Desired) { d.Spec.Resume = nil }},
+		{"checkpoint every", func(d *sessions.Desired) { d.Spec.CheckpointEvery = "30s" }},
+		{"checkpoint every default", func(d *sessions.Desired) { d.Spec.CheckpointEvery = "" }},
+		{"open messages", func(d *sessions.Desired) { d.Spec.OpenMessages = []source.OpenMessage{{Text: ptr("subscribe")}} }},
+		{"open messages changed", func(d *sessions.Desired) { d.Spec.OpenMessages = []source.OpenMessage{{Text: ptr("subscribe2")}} }},
+		{"open messages removed", func(d *sessions.Desired) { d.Spec.OpenMessages = nil }},
 	}
 	gen := int64(1)
 	for _, st := range steps {
@@ -181,21 +186,25 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 		if c, _ := n(it, schema.AttrCreatedAtMs); c != now {
 			t.Fatalf("%s: created_at_ms changed", st.name)
 		}
+		if want, _ := d.Spec.Encode(); s(it, schema.AttrSpec) != want {
+			t.Fatalf("%s: stored spec %s, want %s", st.name, s(it, schema.AttrSpec), want)
+		}
+		_, hasCkpt := it[schema.AttrCheckpointEvery]
+		if hasCkpt != (d.Spec.CheckpointEvery != "") {
+			t.Fatalf("%s: checkpoint_every_ms %v for checkpoint_every %q", st.name, it[schema.AttrCheckpointEvery], d.Spec.CheckpointEvery)
+		}
 		if res, _ := e.store.Start(ctx, d); res.Outcome != sessions.Unchanged || res.Generation != gen {
 			t.Fatalf("%s repeated: %+v", st.name, res)
 		}
 	}
-	it = e.raw(t, "c1")
-	if _, ok := it[schema.AttrHeaders]; ok {
-		t.Fatal("headers not removed")
-	}
-	if _, ok := it[schema.AttrResumeParam]; ok {
-		t.Fatal("resume_query_param not removed")
-	}
-	if _, ok := it[schema.AttrSourceConfig]; ok {
-		t.Fatal("source_config not removed")
-	}
 }
+
+// desired is a start of id at url with the defaults (checked).
+func desired(id, url string) sessions.Desired {
+	return sessions.Desired{ConnectionID: id, Spec: spec.Spec{WSURL: url}}
+}
+
+func ptr(s string) *string { return &s }
 
 func TestStopAndRestart(t *testing.T) {
 	e := newEnv(t)
@@ -206,7 +215,7 @@ func TestStopAndRestart(t *testing.T) {
 	if it := e.raw(t, "nope"); len(it) != 0 {
 		t.Fatalf("stop created an item: %v", it)
 	}
-	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}
+	d := desired("c1", "wss://a.example.com/")
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +309,7 @@ func (e *env) mailbox(t *testing.T, worker string) []string {
 func TestLeaseFieldsUntouched(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("c1", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	e.own(t, "c1", "worker-1")
@@ -317,7 +326,7 @@ func TestLeaseFieldsUntouched(t *testing.T) {
 			t.Fatalf("%s changed the checkpoint item: %v", step, ck)
 		}
 	}
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://b.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("c1", "wss://b.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	check("url change")
@@ -325,7 +334,7 @@ func TestLeaseFieldsUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("stop")
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://b.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("c1", "wss://b.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	check("restart")
@@ -370,7 +379,7 @@ func newCountingEnv(t *testing.T) (*env, *countingAPI) {
 func TestStartUnownedOnlyWithoutOwner(t *testing.T) {
 	e, c := newCountingEnv(t)
 	ctx := ctxT(t)
-	d := sessions.Desired{ConnectionID: "u1", WSURL: "wss://a.example.com/"}
+	d := desired("u1", "wss://a.example.com/")
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +401,7 @@ func TestStartUnownedOnlyWithoutOwner(t *testing.T) {
 	}
 	e.own(t, "u1", "w1")
 	e.worker(t, "w1", schema.WorkerAlive)
-	d.WSURL = "wss://b.example.com/"
+	d.Spec.WSURL = "wss://b.example.com/"
 	res, err := e.store.Start(ctx, d)
 	if err != nil || res.Outcome != sessions.Updated || res.Owner != "w1" || !res.OwnerNotified {
 		t.Fatalf("change of an owned session: %+v %v", res, err)
@@ -414,16 +423,16 @@ func TestChangeOfOwnedSessionMailsOwner(t *testing.T) {
 	e, c := newCountingEnv(t)
 	ctx := ctxT(t)
 	e.worker(t, "w1", schema.WorkerAlive)
-	d := sessions.Desired{ConnectionID: "m1", WSURL: "wss://a.example.com/"}
+	d := desired("m1", "wss://a.example.com/")
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "m2", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("m2", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	e.own(t, "m1", "w1")
 	e.own(t, "m2", "w1")
-	d.CheckpointEveryMs = 5_000
+	d.Spec.CheckpointEvery = "5s"
 	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 2 || res.Owner != "w1" || !res.OwnerNotified {
 		t.Fatalf("config change: %+v %v", res, err)
 	}
@@ -435,7 +444,7 @@ func TestChangeOfOwnedSessionMailsOwner(t *testing.T) {
 	if _, err := e.store.Stop(ctx, "m2"); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "m2", WSURL: "wss://a.example.com/"}); err != nil || res.Outcome != sessions.Restarted || !res.OwnerNotified {
+	if res, err := e.store.Start(ctx, desired("m2", "wss://a.example.com/")); err != nil || res.Outcome != sessions.Restarted || !res.OwnerNotified {
 		t.Fatalf("restart: %+v %v", res, err)
 	}
 	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1", "m2"}) {
@@ -455,7 +464,7 @@ func TestStopTellsOwner(t *testing.T) {
 	e, c := newCountingEnv(t)
 	ctx := ctxT(t)
 	e.worker(t, "w1", schema.WorkerAlive)
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "s1", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("s1", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	e.own(t, "s1", "w1")
@@ -474,7 +483,7 @@ func TestStopTellsOwner(t *testing.T) {
 		t.Fatalf("stopped item %v", it)
 	}
 	// A stop of an unowned session writes no mailbox.
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "s2", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("s2", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e.store.Stop(ctx, "s2"); err != nil || res.Owner != "" || res.OwnerNotified {
@@ -495,7 +504,7 @@ func TestStopOwnerNotAlive(t *testing.T) {
 	ctx := ctxT(t)
 	e.worker(t, "dead", schema.WorkerDead)
 	for id, owner := range map[string]string{"d1": "dead", "d2": "gone"} {
-		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, WSURL: "wss://a.example.com/"}); err != nil {
+		if _, err := e.store.Start(ctx, desired(id, "wss://a.example.com/")); err != nil {
 			t.Fatal(err)
 		}
 		e.own(t, id, owner)
@@ -537,7 +546,7 @@ func TestStartClearsFailed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}
+	d := desired("c1", "wss://a.example.com/")
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -566,7 +575,7 @@ func TestStartClearsFailed(t *testing.T) {
 	}
 
 	// Stop wins; the start after it clears failed_generation as well.
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c2", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("c2", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	fail("c2")
@@ -576,7 +585,7 @@ func TestStartClearsFailed(t *testing.T) {
 	if got, _ := e.store.Get(ctx, "c2"); got.Failed || got.DesiredState != schema.StateStopped {
 		t.Fatalf("a stopped session shows %+v", got)
 	}
-	if res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c2", WSURL: "wss://a.example.com/"}); err != nil || res.Outcome != sessions.Restarted {
+	if res, err := e.store.Start(ctx, desired("c2", "wss://a.example.com/")); err != nil || res.Outcome != sessions.Restarted {
 		t.Fatalf("restart after stop: %+v %v", res, err)
 	}
 	if raw := e.raw(t, "c2"); raw[schema.AttrFailedGeneration] != nil || s(raw, schema.AttrUnownedShard) != schema.UnownedShardOf("c2") {
@@ -590,14 +599,14 @@ func TestGetLastSeqFromCheckpoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	for _, id := range []string{"k1", "k2"} {
-		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, WSURL: "wss://a.example.com/", CheckpointEveryMs: 2_000}); err != nil {
+		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, Spec: spec.Spec{WSURL: "wss://a.example.com/", CheckpointEvery: "2s"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.own(t, "k1", "w1")
 	e.checkpoint(t, "k1", "w1", 1, 977)
 	got, err := e.store.Get(ctx, "k1")
-	if err != nil || got.LastSeq == nil || *got.LastSeq != 977 || got.CheckpointEveryMs != 2_000 {
+	if err != nil || got.LastSeq == nil || *got.LastSeq != 977 || got.Spec.CheckpointInterval() != 2*time.Second {
 		t.Fatalf("Get k1: %+v %v", got, err)
 	}
 	if got, err := e.store.Get(ctx, "k2"); err != nil || got.LastSeq != nil {
@@ -665,8 +674,8 @@ func TestGet(t *testing.T) {
 	if _, err := e.store.Get(ctx, "nope"); !errors.Is(err, sessions.ErrNotFound) {
 		t.Fatalf("get unknown: %v", err)
 	}
-	d := sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/?k=v", SeqField: "n", ResumeQueryParam: "from",
-		Headers: map[string]string{"X-B": "2", "Authorization": "secret"}}
+	d := sessions.Desired{ConnectionID: "c1", Spec: spec.Spec{WSURL: "wss://a.example.com/?k=v", SeqPath: "n", Resume: &spec.Resume{QueryParam: "from"},
+		Headers: map[string]string{"X-B": "2", "Authorization": "secret"}}}
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -674,9 +683,9 @@ func TestGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", WSURL: d.WSURL, HeaderNames: []string{"Authorization", "X-B"},
-		SeqField: "n", ResumeQueryParam: "from", Generation: 1, CreatedAtMs: e.clk.Now().UnixMilli(), UpdatedAtMs: e.clk.Now().UnixMilli()}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	want := sessions.Session{ConnectionID: "c1", DesiredState: "STARTED", Spec: d.Spec,
+		Generation: 1, CreatedAtMs: e.clk.Now().UnixMilli(), UpdatedAtMs: e.clk.Now().UnixMilli()}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Get:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -687,7 +696,7 @@ func TestListPaginates(t *testing.T) {
 	var started, stopped []string
 	for i := 0; i < 10; i++ {
 		id := fmt.Sprintf("c%02d", i)
-		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, WSURL: "wss://a.example.com/?t=" + id}); err != nil {
+		if _, err := e.store.Start(ctx, desired(id, "wss://a.example.com/?t="+id)); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
@@ -774,7 +783,7 @@ func TestConcurrentStartsNeverLoseAnUpdate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "race", WSURL: fmt.Sprintf("wss://a.example.com/%d", i)})
+			res, err := e.store.Start(ctx, desired("race", fmt.Sprintf("wss://a.example.com/%d", i)))
 			gens[i], errs[i] = res.Generation, err
 			if err == nil && res.Outcome == sessions.Unchanged {
 				errs[i] = fmt.Errorf("start %d unchanged", i)
@@ -810,8 +819,8 @@ func TestConcurrentStartsNeverLoseAnUpdate(t *testing.T) {
 		t.Fatalf("final: %+v %v", got, err)
 	}
 	for i, g := range gens {
-		if g == K && got.WSURL != fmt.Sprintf("wss://a.example.com/%d", i) {
-			t.Fatalf("stored URL %s is not the last writer's (%d)", got.WSURL, i)
+		if g == K && got.Spec.WSURL != fmt.Sprintf("wss://a.example.com/%d", i) {
+			t.Fatalf("stored URL %s is not the last writer's (%d)", got.Spec.WSURL, i)
 		}
 	}
 }
@@ -830,7 +839,7 @@ func TestConcurrentIdenticalStarts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[i], errs[i] = e.store.Start(ctx, sessions.Desired{ConnectionID: "same", WSURL: "wss://a.example.com/", Headers: map[string]string{"A": "1"}})
+			outcomes[i], errs[i] = e.store.Start(ctx, sessions.Desired{ConnectionID: "same", Spec: spec.Spec{WSURL: "wss://a.example.com/", Headers: map[string]string{"A": "1"}}})
 		}()
 	}
 	wg.Wait()
@@ -858,7 +867,7 @@ func TestConcurrentIdenticalStarts(t *testing.T) {
 func TestNewStartIsUnowned(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "orphan", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("orphan", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	unowned := func() []string {
@@ -897,7 +906,7 @@ func TestUnavailable(t *testing.T) {
 		"dead endpoint": sessions.New(testenv.DeadDynamo(cfg), "t"),
 		"missing table": sessions.New(dynamodb.NewFromConfig(cfg), "no-such-table-"+testenv.Name(t)),
 	} {
-		_, err1 := st.Start(ctx, sessions.Desired{ConnectionID: "c", WSURL: "wss://a.example.com/"})
+		_, err1 := st.Start(ctx, desired("c", "wss://a.example.com/"))
 		_, err2 := st.Stop(ctx, "c")
 		_, err3 := st.Get(ctx, "c")
 		_, err4 := st.List(ctx, "STARTED", 5, "")
@@ -913,43 +922,13 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// TestStartSubprotocols: subprotocols are stored in order, are part of the
-// configuration (a change bumps the generation, the same list does not),
-// show in Get, and an omitted list clears them.
-func TestStartSubprotocols(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	d := sessions.Desired{ConnectionID: "sp", WSURL: "wss://a.example.com/f", Subprotocols: []string{"v2.json", "v1.json"}}
-	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 1 {
-		t.Fatalf("create: %+v %v", res, err)
-	}
-	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
-		t.Fatalf("same list: %+v %v", res, err)
-	}
-	got, err := e.store.Get(ctx, "sp")
-	if err != nil || !slices.Equal(got.Subprotocols, d.Subprotocols) {
-		t.Fatalf("get: %v %v", got.Subprotocols, err)
-	}
-	d.Subprotocols = []string{"v1.json", "v2.json"} // the order is the preference
-	if res, err := e.store.Start(ctx, d); err != nil || res != (sessions.Result{Generation: 2, Outcome: sessions.Updated}) {
-		t.Fatalf("reordered: %+v %v", res, err)
-	}
-	d.Subprotocols = nil
-	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 3 {
-		t.Fatalf("cleared: %+v %v", res, err)
-	}
-	if _, ok := e.raw(t, "sp")[schema.AttrSubprotocols]; ok {
-		t.Fatal("cleared subprotocols still stored")
-	}
-}
-
 // TestLastSeqIsWhereTheNextOwnerResumes: GET's last_seq is the larger of
 // the checkpoint item's last_seq and the release_seq a release wrote on the
 // session item (a release records its final checkpoint there, in one write).
 func TestLastSeqIsWhereTheNextOwnerResumes(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: "c1", WSURL: "wss://a.example.com/"}); err != nil {
+	if _, err := e.store.Start(ctx, desired("c1", "wss://a.example.com/")); err != nil {
 		t.Fatal(err)
 	}
 	released := func(seq int64) {

@@ -10,6 +10,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 func TestSeed(t *testing.T) {
@@ -21,8 +22,12 @@ func TestSeed(t *testing.T) {
 	want := []string{"ws://127.0.0.1:1/f/b-000000", "ws://127.0.0.2:1/f/1", "ws://127.0.0.1:1/f/b-000002"}
 	for i, id := range ids {
 		it, err := st.Get(context.Background(), id)
-		if err != nil || it.WSURL != want[i] || it.DesiredState != schema.StateStarted || it.ResumeParam != "from" || it.LastSeq != lease.NoSeq {
-			t.Fatalf("%s: %+v %v", id, it, err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := spec.Decode(it.Spec)
+		if err != nil || sp.WSURL != want[i] || it.DesiredState != schema.StateStarted || sp.ResumeParam() != "from" || it.LastSeq != lease.NoSeq {
+			t.Fatalf("%s: %+v %+v %v", id, it, sp, err)
 		}
 	}
 	if _, err := (Seed{Sessions: 1}).Put(st); err == nil {

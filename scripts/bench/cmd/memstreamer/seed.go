@@ -8,6 +8,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // Seed describes the sessions to create in the in-memory store.
@@ -41,9 +42,16 @@ func (s Seed) Put(store *memstore.Store) ([]string, error) {
 	for n := range s.Sessions {
 		id := fmt.Sprintf("%s%06d", prefix, n)
 		u := strings.NewReplacer("{id}", id, "{n}", strconv.Itoa(n)).Replace(s.URLs[n%len(s.URLs)])
+		sp := spec.Spec{WSURL: u, SeqPath: s.SeqField}
+		if s.ResumeParam != "" {
+			sp.Resume = &spec.Resume{QueryParam: s.ResumeParam}
+		}
+		stored, err := sp.Stored()
+		if err != nil {
+			return nil, fmt.Errorf("memory seed %s: %w", id, err)
+		}
 		store.Put(lease.Item{
-			ConnectionID: id, DesiredState: schema.StateStarted, WSURL: u, SeqField: s.SeqField,
-			ResumeParam: s.ResumeParam, Generation: 1, LastSeq: lease.NoSeq,
+			ConnectionID: id, DesiredState: schema.StateStarted, Spec: stored, Generation: 1, LastSeq: lease.NoSeq,
 		})
 		ids = append(ids, id)
 	}
