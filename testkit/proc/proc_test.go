@@ -116,7 +116,9 @@ func TestLinesSignalsAndStartAgain(t *testing.T) {
 // process that ignores SIGTERM is killed after the grace period.
 func TestStdoutDestinationsAndStopKills(t *testing.T) {
 	for _, discard := range []bool{false, true} {
-		p := shProc(t, "out", `echo to-stdout; echo to-stderr >&2; trap '' TERM; while :; do sleep 0.05; done`)
+		// The trap comes first: the test stops the process once it sees
+		// to-stderr, and a SIGTERM before the trap would end it.
+		p := shProc(t, "out", `trap '' TERM; echo to-stdout; echo to-stderr >&2; while :; do sleep 0.05; done`)
 		p.DiscardStdout = discard
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
