@@ -7,8 +7,8 @@
 // sessions of dead ones, and hands every session off on shutdown.
 //
 // The cmd/streamer binary wires it to DynamoDB, SQS and the sink the
-// environment names (package envconfig reads the settings); run your own
-// handler with:
+// environment names (package envconfig reads the settings, sink/registry
+// builds the sink); run your own handler with:
 //
 //	w, err := streamer.New(cfg, streamer.Deps{Store: store, Queue: queue, Handler: myHandler})
 //	...

@@ -22,9 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
 // DefaultGCPercent is the GC target of the worker binaries when GOGC is
@@ -37,14 +35,6 @@ const DefaultGCPercent = 50
 // unknown.
 const DefaultBufferBudget = 256 << 20
 
-// Sink names (WSFLEET_SINK).
-const (
-	SinkStdout  = "stdout"
-	SinkSQS     = "sqs"
-	SinkKinesis = "kinesis"
-	SinkDiscard = "discard"
-)
-
 // Config is the binary's configuration. Default fills the defaults,
 // FromEnv reads the environment over them, Validate checks them.
 type Config struct {
@@ -55,20 +45,14 @@ type Config struct {
 	QueueURL  string        // the work queue; "" = reconciliation only
 	QueueWait time.Duration // its SQS long-poll wait (a graceful shutdown waits for the poll in flight)
 
-	Sink           string
-	OutputQueueURL string
-	OutputStream   string // the kinesis sink's stream (name or ARN)
-	// SinkBatching sends the sqs sink's messages in SendMessageBatch
-	// requests through sink/batch (kinesis is always batched); false: one
-	// SendMessage per message, the session waiting for each.
-	SinkBatching bool
-	// Batch bounds the batches of the sqs and kinesis sinks. Its
-	// RequestTimeout is the worker's (Worker.SinkRequestTimeout,
-	// WSFLEET_SINK_REQUEST_TIMEOUT: Resolved sets it), and its BufferBudget
-	// (WSFLEET_SINK_BUFFER_BUDGET; 0: a quarter of MemoryLimit, or
-	// DefaultBufferBudget when the limit is unknown) bounds every session's
-	// unacknowledged sink bytes together (Resolved fills it).
-	Batch batch.Config
+	// Sink is the sink's settings (sink/registry: the kind, its
+	// destination, its batches). Its Batch.RequestTimeout is the worker's
+	// (Worker.SinkRequestTimeout, WSFLEET_SINK_REQUEST_TIMEOUT: Resolved
+	// sets it), and its Batch.BufferBudget (WSFLEET_SINK_BUFFER_BUDGET; 0: a
+	// quarter of MemoryLimit, or DefaultBufferBudget when the limit is
+	// unknown) bounds every session's unacknowledged sink bytes together
+	// (Resolved fills it).
+	Sink registry.Config
 	// MemoryLimit is the worker's memory limit in bytes (the Go runtime's
 	// GOMEMLIMIT, or the container's cgroup limit: DetectMemoryLimit, read
 	// once by the binary); 0: unknown.
@@ -81,15 +65,11 @@ type Config struct {
 
 // Default returns the defaults.
 func Default() Config {
-	b := batch.DefaultConfig()
-	b.RequestTimeout, b.BufferBudget = 0, 0 // derived (Resolved)
 	return Config{
-		Worker:       streamer.DefaultConfig(),
-		TableName:    schema.DefaultTableName,
-		QueueWait:    10 * time.Second,
-		Sink:         SinkStdout,
-		SinkBatching: true,
-		Batch:        b,
+		Worker:    streamer.DefaultConfig(),
+		TableName: schema.DefaultTableName,
+		QueueWait: 10 * time.Second,
+		Sink:      registry.DefaultConfig(),
 	}
 }
 
@@ -98,11 +78,11 @@ func Default() Config {
 // worker's) and the sink buffer budget (a quarter of the memory limit).
 func (c Config) Resolved() Config {
 	c.Worker = c.Worker.Resolved()
-	c.Batch.RequestTimeout = c.Worker.SinkRequestTimeout
-	if c.Batch.BufferBudget == 0 {
-		c.Batch.BufferBudget = DefaultBufferBudget
+	c.Sink.Batch.RequestTimeout = c.Worker.SinkRequestTimeout
+	if c.Sink.Batch.BufferBudget == 0 {
+		c.Sink.Batch.BufferBudget = DefaultBufferBudget
 		if c.MemoryLimit > 0 {
-			c.Batch.BufferBudget = c.MemoryLimit / 4
+			c.Sink.Batch.BufferBudget = c.MemoryLimit / 4
 		}
 	}
 	return c
@@ -156,7 +136,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvMetricsNS, &w.MetricsNamespace)
 	p.str(schema.EnvEnvironment, &w.Environment)
 	p.str(schema.EnvLogLevel, &w.LogLevel)
-	p.str(schema.EnvSink, &c.Sink)
+	p.str(schema.EnvSink, &c.Sink.Kind)
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
 		w.AllowedHosts = netguard.SplitHosts(v)
 	}
@@ -170,19 +150,20 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	}
 	p.str(schema.EnvTableName, &c.TableName)
 	p.str(schema.EnvQueueURL, &c.QueueURL)
-	p.str(schema.EnvOutputQueueURL, &c.OutputQueueURL)
-	p.str(schema.EnvOutputStream, &c.OutputStream)
-	p.bool(schema.EnvSinkBatching, &c.SinkBatching)
-	p.dur(schema.EnvSinkMaxDelay, &c.Batch.MaxDelay)
-	p.int(schema.EnvSinkMaxBatch, &c.Batch.MaxCount)
-	p.int(schema.EnvSinkMaxBatchBytes, &c.Batch.MaxBytes)
-	p.int(schema.EnvSinkInFlight, &c.Batch.MaxInFlight)
-	p.int(schema.EnvSinkBufferBytes, &c.Batch.SessionBufferBytes)
+	sk := &c.Sink
+	p.str(schema.EnvOutputQueueURL, &sk.OutputQueueURL)
+	p.str(schema.EnvOutputStream, &sk.OutputStream)
+	p.bool(schema.EnvSinkBatching, &sk.Batching)
+	p.dur(schema.EnvSinkMaxDelay, &sk.Batch.MaxDelay)
+	p.int(schema.EnvSinkMaxBatch, &sk.Batch.MaxCount)
+	p.int(schema.EnvSinkMaxBatchBytes, &sk.Batch.MaxBytes)
+	p.int(schema.EnvSinkInFlight, &sk.Batch.MaxInFlight)
+	p.int(schema.EnvSinkBufferBytes, &sk.Batch.SessionBufferBytes)
 	p.dur(schema.EnvSinkRequestTimeout, &w.SinkRequestTimeout)
-	p.int(schema.EnvSinkPermanentAttempts, &c.Batch.PermanentAttempts)
+	p.int(schema.EnvSinkPermanentAttempts, &sk.Batch.PermanentAttempts)
 	var budget int
 	if p.int(schema.EnvSinkBufferBudget, &budget) {
-		c.Batch.BufferBudget = int64(budget)
+		sk.Batch.BufferBudget = int64(budget)
 	}
 	if len(p.errs) > 0 {
 		return c, errors.Join(p.errs...)
@@ -261,21 +242,10 @@ func (p *parser) float(name string, dst *float64) {
 	}
 }
 
-// batchLimits are the request limits of the configured sink when it is
-// batched.
-func (c Config) batchLimits() (batch.Limits, bool) {
-	switch {
-	case c.Sink == SinkKinesis:
-		return kinesissink.New(nil, "").Limits(), true
-	case c.Sink == SinkSQS && c.SinkBatching:
-		return sqssink.New(nil, "").Limits(), true
-	}
-	return batch.Limits{}, false
-}
-
 // Validate checks every setting (with the derived defaults, Resolved): the
-// worker's (streamer.Config.Problems), the binary's, and the environment's
-// variable names; the error lists all problems.
+// worker's (streamer.Config.Problems), the sink's (registry's
+// Config.Problems), the binary's own, and the environment's variable
+// names; the error lists all problems.
 func (c Config) Validate() error {
 	c = c.Resolved()
 	errs := slices.Clone(c.unknownEnv)
@@ -284,26 +254,8 @@ func (c Config) Validate() error {
 	if c.QueueWait < 0 || c.QueueWait > 20*time.Second {
 		bad("%s must be within 0s..20s", schema.EnvQueueWait)
 	}
-	switch c.Sink {
-	case SinkStdout, SinkDiscard:
-	case SinkSQS:
-		if c.OutputQueueURL == "" {
-			bad("%s=sqs needs %s", schema.EnvSink, schema.EnvOutputQueueURL)
-		}
-	case SinkKinesis:
-		if c.OutputStream == "" {
-			bad("%s=kinesis needs %s", schema.EnvSink, schema.EnvOutputStream)
-		}
-	default:
-		bad("%s=%q: want stdout, sqs, kinesis or discard", schema.EnvSink, c.Sink)
-	}
+	errs = append(errs, c.Sink.Problems()...)
 	errs = append(errs, c.memoryProblems()...)
-	if l, ok := c.batchLimits(); ok {
-		if err := c.Batch.Validate(l); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Sink, schema.EnvSinkMaxBatch,
-				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
-		}
-	}
 	if c.TableName == "" {
 		bad("%s is empty", schema.EnvTableName)
 	}
@@ -321,15 +273,16 @@ func (c Config) Validate() error {
 // budget, not that product, is what counts.
 func (c Config) memoryProblems() []error {
 	var errs []error
-	if c.Batch.BufferBudget < 0 {
-		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, c.Batch.BufferBudget))
+	budget := c.Sink.Batch.BufferBudget
+	if budget < 0 {
+		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, budget))
 	}
 	w := c.Worker
 	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.ReadLimit > 0 {
-		need := int64(w.MaxSessions)*w.ReadLimit + c.Batch.BufferBudget
+		need := int64(w.MaxSessions)*w.ReadLimit + budget
 		if need > c.MemoryLimit {
 			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
-				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, c.Batch.BufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
+				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, budget, need, c.MemoryLimit, schema.EnvGoMemLimit))
 		}
 	}
 	return errs

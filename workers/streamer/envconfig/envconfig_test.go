@@ -11,6 +11,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
 // environ is m as KEY=VALUE pairs (os.Environ's form).
@@ -27,7 +28,7 @@ func TestDefaultIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.TableName != schema.DefaultTableName || c.Sink != SinkStdout || !c.SinkBatching || c.QueueWait != 10*time.Second {
+	if c.TableName != schema.DefaultTableName || c.Sink.Kind != registry.Stdout || !c.Sink.Batching || c.QueueWait != 10*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 }
@@ -104,17 +105,18 @@ func TestFromEnv(t *testing.T) {
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
 	}
 	want.TableName, want.QueueURL, want.QueueWait = "t", "https://q/work", 15*time.Second
-	want.Sink, want.OutputQueueURL = "sqs", "https://q/out.fifo"
-	want.Batch.MaxDelay, want.Batch.MaxCount, want.Batch.MaxBytes, want.Batch.MaxInFlight, want.Batch.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
-	want.Batch.PermanentAttempts, want.Batch.BufferBudget = 2, 32<<20
+	want.Sink.Kind, want.Sink.OutputQueueURL = "sqs", "https://q/out.fifo"
+	b := &want.Sink.Batch
+	b.MaxDelay, b.MaxCount, b.MaxBytes, b.MaxInFlight, b.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
+	b.PermanentAttempts, b.BufferBudget = 2, 32<<20
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
 	if lc := c.Worker.LeaseConfig(); lc.MaxConcurrentWrites != 512 {
 		t.Fatalf("lease config %+v", lc)
 	}
-	if r := c.Resolved(); r.Batch.RequestTimeout != 400*time.Millisecond {
-		t.Fatalf("the batches' request timeout %s, want the worker's", r.Batch.RequestTimeout)
+	if r := c.Resolved(); r.Sink.Batch.RequestTimeout != 400*time.Millisecond {
+		t.Fatalf("the batches' request timeout %s, want the worker's", r.Sink.Batch.RequestTimeout)
 	}
 }
 
@@ -170,7 +172,7 @@ func TestFromEnvReportsEveryBadValue(t *testing.T) {
 
 func TestEmptyValuesKeepDefaults(t *testing.T) {
 	c, err := FromEnv(environ(map[string]string{schema.EnvLeaseTTL: "  ", schema.EnvSink: ""}))
-	if err != nil || c.Worker.LeaseTTL != 10*time.Second || c.Sink != SinkStdout {
+	if err != nil || c.Worker.LeaseTTL != 10*time.Second || c.Sink.Kind != registry.Stdout {
 		t.Fatalf("%v %+v", err, c)
 	}
 }
@@ -191,8 +193,8 @@ func TestEmptyAdminAddrDisablesTheAdminServer(t *testing.T) {
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
 		schema.EnvQueueWait:      func(c *Config) { c.QueueWait = 30 * time.Second },
-		schema.EnvSink:           func(c *Config) { c.Sink = "kafka" },
-		schema.EnvOutputQueueURL: func(c *Config) { c.Sink = SinkSQS },
+		schema.EnvSink:           func(c *Config) { c.Sink.Kind = "kafka" },
+		schema.EnvOutputQueueURL: func(c *Config) { c.Sink.Kind = registry.SQS },
 		schema.EnvTableName:      func(c *Config) { c.TableName = "" },
 		"a worker setting":       func(c *Config) { c.Worker.MaxSessions = 0 },
 	}
@@ -225,14 +227,14 @@ func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 	}
 	c.MemoryLimit = 1 << 30
 	r := c.Resolved()
-	if r.Batch.RequestTimeout != time.Second || r.Worker.SinkRequestTimeout != time.Second || r.Batch.BufferBudget != 256<<20 {
-		t.Fatalf("derived request timeout %s (the worker's %s), budget %d", r.Batch.RequestTimeout, r.Worker.SinkRequestTimeout, r.Batch.BufferBudget)
+	if r.Sink.Batch.RequestTimeout != time.Second || r.Worker.SinkRequestTimeout != time.Second || r.Sink.Batch.BufferBudget != 256<<20 {
+		t.Fatalf("derived request timeout %s (the worker's %s), budget %d", r.Sink.Batch.RequestTimeout, r.Worker.SinkRequestTimeout, r.Sink.Batch.BufferBudget)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	c.MemoryLimit = 0
-	if got := c.Resolved().Batch.BufferBudget; got != DefaultBufferBudget {
+	if got := c.Resolved().Sink.Batch.BufferBudget; got != DefaultBufferBudget {
 		t.Fatalf("budget with no known limit %d", got)
 	}
 	bad, err := FromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvSinkRequestTimeout + "=1500ms",
@@ -248,7 +250,7 @@ func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 		}
 	}
 	neg := Default()
-	neg.Batch.BufferBudget = -1
+	neg.Sink.Batch.BufferBudget = -1
 	if err := neg.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSinkBufferBudget+" -1 must not be negative") {
 		t.Errorf("a negative budget: %v", err)
 	}
@@ -267,7 +269,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 	}
 	b := batch.DefaultConfig()
 	b.RequestTimeout, b.BufferBudget = 0, 0
-	if !reflect.DeepEqual(c.Batch, b) {
-		t.Fatalf("batch defaults %+v", c.Batch)
+	if !reflect.DeepEqual(c.Sink.Batch, b) {
+		t.Fatalf("batch defaults %+v", c.Sink.Batch)
 	}
 }

@@ -29,7 +29,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
 func main() {
@@ -72,14 +72,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var handler sink.Handler
-	switch cfg.Sink {
-	case envconfig.SinkStdout:
-		handler = sink.NewWriter(stdout)
-	case envconfig.SinkDiscard:
-		handler = sink.Discard
-	default:
-		return fmt.Errorf("sink %q: the memory worker writes to stdout or discard", cfg.Sink)
+	if k := cfg.Sink.Kind; k != registry.Stdout && k != registry.Discard {
+		return fmt.Errorf("sink %q: the memory worker writes to stdout or discard", k)
+	}
+	handler, err := registry.Open(cfg.Sink, registry.Env{Stdout: stdout})
+	if err != nil {
+		return err
 	}
 	store := memstore.New()
 	if _, err := seed.Put(store); err != nil {

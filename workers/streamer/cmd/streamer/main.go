@@ -32,7 +32,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/rs/zerolog"
@@ -43,10 +42,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/kinesissink"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/sqssink"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
 func main() {
@@ -132,7 +128,7 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk}
-	deps.Handler, _, err = openSink(cfg, loadAWS, stdout, log)
+	deps.Handler, err = registry.Open(cfg.Sink, registry.Env{Stdout: stdout, AWS: loadAWS, Log: log})
 	if err != nil {
 		return err
 	}
@@ -143,41 +139,6 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	// A batched sink is the Worker's: Run starts it and stops it once the
 	// sessions have flushed and released.
 	return w.Run(ctx)
-}
-
-// openSink builds cfg's sink: the handler the sessions deliver to and, for
-// a batched sink, the batcher behind it (which the Worker runs).
-func openSink(cfg envconfig.Config, loadAWS func() (aws.Config, error), stdout io.Writer, log zerolog.Logger) (sink.Handler, *batch.Batcher, error) {
-	var snd batch.Sender
-	switch cfg.Sink {
-	case envconfig.SinkStdout:
-		return sink.NewWriter(stdout), nil, nil
-	case envconfig.SinkDiscard:
-		return sink.Discard, nil, nil
-	case envconfig.SinkSQS:
-		ac, err := loadAWS()
-		if err != nil {
-			return nil, nil, err
-		}
-		s := sqssink.New(sqs.NewFromConfig(ac), cfg.OutputQueueURL)
-		if !cfg.SinkBatching {
-			return s, nil, nil
-		}
-		snd = s
-	case envconfig.SinkKinesis:
-		ac, err := loadAWS()
-		if err != nil {
-			return nil, nil, err
-		}
-		snd = kinesissink.New(kinesis.NewFromConfig(ac), cfg.OutputStream)
-	default:
-		return nil, nil, fmt.Errorf("sink %q unknown", cfg.Sink)
-	}
-	b, err := batch.New(snd, cfg.Batch, log.With().Str("sink", cfg.Sink).Logger())
-	if err != nil {
-		return nil, nil, fmt.Errorf("sink %s: %w", cfg.Sink, err)
-	}
-	return b, b, nil
 }
 
 // healthcheck GETs /healthz on the admin port and returns the exit code:
