@@ -16,6 +16,8 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
+	"github.com/wsfleet/wsfleet/shared/logging"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 func main() {
@@ -28,7 +30,7 @@ const sdkMaxAttempts = 3
 func run(ctx context.Context) error {
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	cfg := config.FromOS()
-	log := app.NewLogger(os.Stdout, cfg.Environment)
+	log := logging.New(os.Stdout, schema.ServiceIngest, "").With().Str("env", cfg.Environment).Logger()
 	awsCfg, err := awsconfig.Load(ctx, sdkMaxAttempts)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
@@ -249,7 +250,7 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 	if mod != nil {
 		mod(&cfg)
 	}
-	log := NewLogger(e.logs, cfg.LogLevel)
+	log := logging.New(e.logs, schema.ServiceStreamer, cfg.LogLevel)
 	db, queue := e.db, WorkQueue(e.queue)
 	if e.workerDB != nil {
 		db = e.workerDB

@@ -24,7 +24,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/metrics"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -63,7 +63,8 @@ type Deps struct {
 	Queue WorkQueue
 	// Handler receives the messages. Required.
 	Handler sink.Handler
-	// Logger defaults to JSON lines on stderr at Config.LogLevel.
+	// Logger defaults to JSON lines on stderr at Config.LogLevel
+	// (shared/logging, service streamer).
 	Logger *zerolog.Logger
 	// Metrics receives the EMF lines; default stderr.
 	Metrics io.Writer
@@ -162,7 +163,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Logger != nil {
 		w.log = *deps.Logger
 	} else {
-		w.log = NewLogger(os.Stderr, cfg.LogLevel)
+		w.log = logging.New(os.Stderr, schema.ServiceStreamer, cfg.LogLevel)
 	}
 	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
 	w.store = healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}
@@ -204,15 +205,6 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		OnPass: w.audit,
 	}
 	return w, nil
-}
-
-// NewLogger returns the worker's JSON logger on out at level.
-func NewLogger(out io.Writer, level string) zerolog.Logger {
-	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
-	if err != nil || lvl == zerolog.NoLevel {
-		lvl = zerolog.InfoLevel
-	}
-	return zerolog.New(out).Level(lvl).With().Timestamp().Str("service", schema.ServiceStreamer).Logger()
 }
 
 // ID is the worker id (the lease owner).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
@@ -59,7 +60,7 @@ func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker
 	if h == nil {
 		h = m.sink
 	}
-	log := NewLogger(m.logs, "debug")
+	log := logging.New(m.logs, schema.ServiceStreamer, "debug")
 	w, err := New(cfg, Deps{Store: st, Handler: h, Logger: &log, Metrics: m.metrics})
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,9 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
+	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
@@ -49,7 +51,7 @@ func run(ctx context.Context, args []string) error {
 	if err := cfg.UnknownEnv(); err != nil {
 		return err // before creating anything
 	}
-	log := app.NewLogger(os.Stdout, cfg.Environment)
+	log := logging.New(os.Stdout, schema.ServiceIngest, "").With().Str("env", cfg.Environment).Logger()
 	awsCfg, err := awsconfig.Load(ctx, 3)
 	if err != nil {
 		return err

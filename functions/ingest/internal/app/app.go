@@ -21,13 +21,7 @@ import (
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
-	"github.com/wsfleet/wsfleet/shared/schema"
 )
-
-// NewLogger returns the JSON logger of the ingest function.
-func NewLogger(w io.Writer, env string) zerolog.Logger {
-	return zerolog.New(w).With().Timestamp().Str("service", schema.ServiceIngest).Str("env", env).Logger()
-}
 
 // Build returns the handler for cfg on the AWS clients of awsCfg. Logs and
 // EMF lines go to out (stdout in Lambda).

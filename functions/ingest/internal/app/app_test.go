@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 )
@@ -55,7 +56,7 @@ func TestResolveSecret(t *testing.T) {
 }
 
 func TestBuildValidates(t *testing.T) {
-	if _, err := Build(config.Default(), aws.Config{}, NewLogger(&bytes.Buffer{}, "x"), nil); err == nil || !strings.Contains(err.Error(), "WSFLEET_QUEUE_URL") {
+	if _, err := Build(config.Default(), aws.Config{}, zerolog.New(&bytes.Buffer{}), nil); err == nil || !strings.Contains(err.Error(), "WSFLEET_QUEUE_URL") {
 		t.Fatalf("Build accepted an invalid config: %v", err)
 	}
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/logging"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
@@ -83,7 +85,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if _, err := seed.Put(store); err != nil {
 		return err
 	}
-	log := streamer.NewLogger(stderr, cfg.Worker.LogLevel)
+	log := logging.New(stderr, schema.ServiceStreamer, cfg.Worker.LogLevel)
 	log.Info().Int("sessions", seed.Sessions).Msg("memory store seeded")
 	w, err := streamer.New(cfg.Worker, streamer.Deps{Store: store, Handler: handler, Logger: &log, Metrics: stderr})
 	if err != nil {

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
-	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/shared/logging"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
 )
 
 func TestChaosClock(t *testing.T) {
-	log := streamer.NewLogger(io.Discard, "info")
+	log := logging.New(io.Discard, schema.ServiceStreamer, "info")
 	env := func(v string, set bool) func(string) (string, bool) {
 		return func(k string) (string, bool) {
 			if k == EnvTestClockOffset && set {

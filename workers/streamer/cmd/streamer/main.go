@@ -38,6 +38,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
@@ -105,7 +106,7 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	cfg = cfg.Resolved()
-	log := streamer.NewLogger(stderr, cfg.Worker.LogLevel)
+	log := logging.New(stderr, schema.ServiceStreamer, cfg.Worker.LogLevel)
 	clk, err := chaosClock(schema.LookupIn(environ), &log)
 	if err != nil {
 		return err
