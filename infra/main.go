@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -12,13 +13,15 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/wsfleet/wsfleet/infra/stacks"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 )
 
+// main is cmdmain's, as every wsfleet command's: an error is printed as
+// "infra: …" and exits 1. A synth is not interruptible midway (the jsii
+// calls are synchronous); Ctrl-C reaches the cdk CLI and its jsii child
+// too, which ends it.
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "infra:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("infra", func(context.Context) error { return run() })
 }
 
 func run() error {

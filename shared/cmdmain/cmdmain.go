@@ -6,6 +6,7 @@ package cmdmain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,8 +31,24 @@ func exitCode(name string, run func(ctx context.Context) error, stderr io.Writer
 		stop()
 	}()
 	if err := run(ctx); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if !errors.As(err, new(reported)) {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		}
 		return 1
 	}
 	return 0
 }
+
+// Reported is err marked as reported already by the command itself (the
+// worker's last JSON log line says why it exits): Run exits 1 without
+// printing it again. Reported(nil) is nil.
+func Reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reported{err}
+}
+
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,15 @@ func TestExitCode(t *testing.T) {
 	}
 	if code := exitCode("cmd", func(context.Context) error { return errors.New("boom") }, &stderr); code != 1 || stderr.String() != "cmd: boom\n" {
 		t.Fatalf("failure: code %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	boom := errors.New("boom")
+	err := fmt.Errorf("wrapped: %w", Reported(boom))
+	if code := exitCode("cmd", func(context.Context) error { return err }, &stderr); code != 1 || stderr.Len() != 0 {
+		t.Fatalf("reported: code %d, stderr %q", code, stderr.String())
+	}
+	if !errors.Is(err, boom) || err.Error() != "wrapped: boom" || Reported(nil) != nil {
+		t.Fatalf("Reported changes the error: %v", err)
 	}
 }
 

@@ -19,13 +19,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
-	"syscall"
 
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -35,17 +34,13 @@ import (
 )
 
 func main() {
-	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(envconfig.DefaultGCPercent) // as the shipped worker: the figures are its
-	}
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "memstreamer: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("memstreamer", func(ctx context.Context) error {
+		if _, ok := os.LookupEnv("GOGC"); !ok {
+			debug.SetGCPercent(envconfig.DefaultGCPercent) // as the shipped worker: the figures are its
+		}
+		zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+		return run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	})
 }
 
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {

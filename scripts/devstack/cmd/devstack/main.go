@@ -17,30 +17,26 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
+// main is cmdmain's: the first Ctrl-C (or SIGTERM) cancels run's context
+// and the default action is back, so a second one kills us (and, by
+// Pdeathsig, the children) at once.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, stop, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "devstack: %v\n", err)
-		os.Exit(1)
-	}
+	cmdmain.Run("devstack", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) })
 }
 
 func envInt(k string, def int) int {
@@ -50,7 +46,7 @@ func envInt(k string, def int) int {
 	return def
 }
 
-func run(ctx context.Context, restoreSignals func(), args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg := devstack.DefaultConfig()
 	fs := flag.NewFlagSet("devstack", flag.ContinueOnError)
 	dir := fs.String("dir", os.Getenv("WSFLEET_DEV_DIR"), "state folder: data/ and logs/ (default <repo>/.dev)")
@@ -115,8 +111,7 @@ func run(ctx context.Context, restoreSignals func(), args []string, out io.Write
 		return err
 	}
 	printBanner(out, st, root)
-	<-ctx.Done()
-	restoreSignals() // a second Ctrl-C now kills us (and, by Pdeathsig, the children)
+	<-ctx.Done() // a second Ctrl-C now kills us (cmdmain), and by Pdeathsig the children
 	fmt.Fprintln(out, "\nshutting down: workers first (SIGTERM: release + final checkpoint), then ingest, feed, engines ...")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Worker.ShutdownDeadline+30*time.Second)
 	defer cancel()

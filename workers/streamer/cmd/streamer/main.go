@@ -24,10 +24,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,6 +34,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/awsconfig"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/logging"
@@ -46,33 +45,34 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
+// main is cmdmain's: the first SIGTERM or SIGINT cancels start's context
+// (the graceful shutdown), a second one ends the process at once, and an
+// error exits 1.
 func main() {
-	if code := start(os.Args[1:], awsBackends); code != 0 {
-		os.Exit(code)
-	}
+	cmdmain.Run("streamer", func(ctx context.Context) error {
+		return start(ctx, os.Args[1:], os.Environ(), awsBackends, os.Stdout, os.Stderr)
+	})
 }
 
 // start is the process: the health check subcommand, or the worker on
-// open's lease store until a signal; it returns the exit code.
-func start(args []string, open backends) int {
+// open's lease store until ctx ends. The worker's stderr is JSON lines: an
+// error it ends with is its last one (and not printed again).
+func start(ctx context.Context, args, environ []string, open backends, stdout, stderr io.Writer) error {
+	lookup := schema.LookupIn(environ)
 	if len(args) > 0 && args[0] == "healthcheck" {
-		return healthcheck(os.LookupEnv, os.Stderr)
+		return healthcheck(lookup)
 	}
-	if _, ok := os.LookupEnv("GOGC"); !ok {
+	if _, ok := lookup("GOGC"); !ok {
 		debug.SetGCPercent(envconfig.DefaultGCPercent)
 	}
 	// Log times to the millisecond: a hand-off or a claim is a few ms.
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	go func() {
-		<-ctx.Done()
-		stop() // the default action again: a second signal ends the process at once
-	}()
-	if err := run(ctx, args, os.Environ(), open, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "{\"level\":\"error\",\"service\":\"streamer\",\"error\":%q,\"message\":\"exit\"}\n", err.Error())
-		return 1
+	if err := run(ctx, args, environ, open, stdout, stderr); err != nil {
+		log := logging.New(stderr, schema.ServiceStreamer, "")
+		log.Error().Err(err).Msg("exit")
+		return cmdmain.Reported(err)
 	}
-	return 0
+	return nil
 }
 
 // backends opens the lease store and the work queue (nil: none) for cfg;
@@ -142,32 +142,29 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	return w.Run(ctx)
 }
 
-// healthcheck GETs /healthz on the admin port and returns the exit code:
-// 0 on HTTP 200, 1 otherwise. The image has no curl; ECS runs
+// healthcheck GETs /healthz on the admin port: nil (exit 0) on HTTP 200,
+// an error (exit 1) otherwise. The image has no curl; ECS runs
 // ["/streamer","healthcheck"].
-func healthcheck(lookup func(string) (string, bool), stderr io.Writer) int {
+func healthcheck(lookup func(string) (string, bool)) error {
 	addr := streamer.DefaultConfig().AdminAddr
 	if v, ok := lookup(schema.EnvAdminAddr); ok && strings.TrimSpace(v) != "" {
 		addr = strings.TrimSpace(v)
 	}
 	u, err := healthURL(addr)
 	if err != nil {
-		fmt.Fprintln(stderr, "healthcheck:", err)
-		return 1
+		return fmt.Errorf("healthcheck: %w", err)
 	}
 	client := &http.Client{Timeout: 3 * time.Second}
 	resp, err := client.Get(u)
 	if err != nil {
-		fmt.Fprintln(stderr, "healthcheck:", err)
-		return 1
+		return fmt.Errorf("healthcheck: %w", err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintln(stderr, "healthcheck: HTTP", resp.StatusCode)
-		return 1
+		return fmt.Errorf("healthcheck: HTTP %d", resp.StatusCode)
 	}
-	return 0
+	return nil
 }
 
 // healthURL is the /healthz URL for the admin listen address: a wildcard

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -56,16 +57,37 @@ func TestHealthcheckExitCode(t *testing.T) {
 		}
 		return "", false
 	}
-	if got := healthcheck(lookup, io.Discard); got != 0 {
-		t.Fatalf("healthy: exit %d", got)
+	if err := healthcheck(lookup); err != nil {
+		t.Fatalf("healthy: %v", err)
 	}
 	code = http.StatusServiceUnavailable
-	if got := healthcheck(lookup, io.Discard); got != 1 {
-		t.Fatalf("unhealthy: exit %d", got)
+	if err := healthcheck(lookup); err == nil || err.Error() != "healthcheck: HTTP 503" {
+		t.Fatalf("unhealthy: %v", err)
 	}
 	srv.Close()
-	if got := healthcheck(lookup, io.Discard); got != 1 {
-		t.Fatalf("down: exit %d", got)
+	if err := healthcheck(lookup); err == nil {
+		t.Fatal("down: no error")
+	}
+	// The subcommand, as main runs it: an error is cmdmain's to print
+	// (exit 1), not reported as the worker's JSON exit line.
+	var stderr bytes.Buffer
+	if err := start(context.Background(), []string{"healthcheck"}, []string{schema.EnvAdminAddr + "=0.0.0.0:" + port}, nil, io.Discard, &stderr); err == nil || !strings.HasPrefix(err.Error(), "healthcheck: ") || stderr.Len() != 0 {
+		t.Fatalf("healthcheck subcommand, server down: %v, stderr %q", err, stderr.String())
+	}
+}
+
+// The worker's stderr is JSON lines: the error it ends with is the last
+// one (level error, message exit), and start returns it unchanged.
+func TestStartLogsTheExitErrorAsJSON(t *testing.T) {
+	var stderr bytes.Buffer
+	err := start(context.Background(), nil, []string{schema.EnvMaxSessions + "=0"}, memBackends(), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), schema.EnvMaxSessions+" must be at least 1") {
+		t.Fatalf("start: %v", err)
+	}
+	var line struct{ Level, Service, Error, Message string }
+	if jerr := json.Unmarshal(bytes.TrimSpace(stderr.Bytes()), &line); jerr != nil || line.Level != "error" || line.Service != schema.ServiceStreamer ||
+		line.Message != "exit" || line.Error != err.Error() {
+		t.Fatalf("stderr %q (%v), want one JSON exit line with %q", stderr.String(), jerr, err)
 	}
 }
 

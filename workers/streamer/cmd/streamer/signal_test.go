@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
@@ -23,7 +25,10 @@ import (
 // memstore holding one session on $STREAMER_TEST_URL.
 func TestMain(m *testing.M) {
 	if os.Getenv("STREAMER_TEST_MAIN") == "1" {
-		os.Exit(start(nil, memBackends(os.Getenv("STREAMER_TEST_URL"))))
+		cmdmain.Run("streamer", func(ctx context.Context) error {
+			return start(ctx, nil, os.Environ(), memBackends(os.Getenv("STREAMER_TEST_URL")), os.Stdout, os.Stderr)
+		})
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
