@@ -28,6 +28,7 @@ var (
 // proto is one connection's target and source protocol, compiled from the
 // item's spec when the connection is dialed.
 type proto struct {
+	generation   int64       // the item generation it was compiled from
 	url          string      // ws_url (may carry credentials in its query: log only Redact(url))
 	header       http.Header // may carry credentials: never logged
 	resumeParam  string      // "": none (always "" under seq_mode none)
@@ -61,7 +62,8 @@ func compile(it lease.Item) (*proto, error) {
 	}
 	c := sp.Config
 	p := &proto{
-		url: sp.WSURL, resumeParam: sp.ResumeParam(), subprotocols: sp.Subprotocols, redirects: sp.FollowRedirects,
+		generation: it.Generation,
+		url:        sp.WSURL, resumeParam: sp.ResumeParam(), subprotocols: sp.Subprotocols, redirects: sp.FollowRedirects,
 		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,
 		skipRefused: c.OnSinkRefusal == source.RefusalSkip,
 		resumeLast:  sp.ResumesLast(), open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),
@@ -98,6 +100,32 @@ func compile(it lease.Item) (*proto, error) {
 		p.keep, p.keepReply, p.keepDeliver = &m, k.Reply, k.Deliver
 	}
 	return p, nil
+}
+
+// protoFor is the compiled spec of it: the current connection's when it
+// was compiled from the same generation (a spec changes only with a new
+// generation), else compiled anew. Decoding JSON runs deep: it runs in a
+// short-lived goroutine, like the handshake, so that the session's
+// long-lived goroutine keeps a small stack (measured: the decode alone
+// grows a goroutine's stack from 2 to about 4 KiB).
+func (s *Session) protoFor(it lease.Item) (*proto, error) {
+	s.mu.Lock()
+	p := s.proto
+	s.mu.Unlock()
+	if p != nil && p.generation == it.Generation {
+		return p, nil
+	}
+	type result struct {
+		p   *proto
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		p, err := compile(it)
+		ch <- result{p, err}
+	}()
+	r := <-ch
+	return r.p, r.err
 }
 
 // vars are the placeholder values for a connection of it.

@@ -64,7 +64,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		return nil, nil, nil, true, err
 	}
 	it := s.held.Item()
-	p, perr := compile(it)
+	p, perr := s.protoFor(it)
 	if perr != nil {
 		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
 		return nil, nil, nil, true, s.terminal()
