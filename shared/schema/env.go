@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 // EnvPrefix starts every wsfleet environment variable. A deployable refuses
@@ -89,39 +91,9 @@ func UnknownEnv(environ, known []string) []error {
 	return errs
 }
 
-// closest is the name of known nearest to name by edit distance (the first
-// in sorted order on a tie), or "" when none is within a third of the
-// name's length after the prefix (at least 2 edits): a name that far off is
-// not a typo of a known one.
+// closest is the name of known nearest to name (shared/suggest), or ""
+// when none is within a third of the name's length after the prefix (at
+// least 2 edits): a name that far off is not a typo of a known one.
 func closest(name string, known []string) string {
-	limit := max(2, len(strings.TrimPrefix(name, EnvPrefix))/3)
-	best, bestD := "", limit+1
-	for _, k := range slices.Sorted(slices.Values(known)) {
-		if d := editDistance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b (insertions,
-// deletions and substitutions of single bytes; the names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Nearest(name, known, max(2, len(strings.TrimPrefix(name, EnvPrefix))/3))
 }

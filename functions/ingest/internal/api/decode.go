@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
 	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 // startFields are the keys of a start body, from its type (matched
@@ -103,7 +107,6 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
 		switch {
 		case errors.As(err, &typeErr):
 			field := typeErr.Field
@@ -125,10 +128,8 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
 			return badRequest(CodeUnknownField, "unknown field "+truncate(name, 64))
-		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-			return badRequest(CodeInvalidJSON, "body is not valid JSON")
 		default:
-			return badRequest(CodeInvalidJSON, "body is not valid JSON")
+			return badRequest(CodeInvalidJSON, invalidJSON(err, dec.InputOffset()))
 		}
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -181,7 +182,7 @@ func checkKeys(body []byte, fields map[string]bool) *apiError {
 			return nil
 		}
 		if err != nil {
-			return badRequest(CodeInvalidJSON, "body is not valid JSON")
+			return badRequest(CodeInvalidJSON, invalidJSON(err, dec.InputOffset()))
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -192,7 +193,7 @@ func checkKeys(body []byte, fields map[string]bool) *apiError {
 				return badRequest(CodeInvalidJSON, "duplicate key "+spec.QuoteName(k))
 			}
 			if len(stack) == 1 && !fields[k] {
-				return badRequest(CodeUnknownField, "unknown field "+spec.QuoteName(k))
+				return badRequest(CodeUnknownField, unknownField(k, fields))
 			}
 			top.keys[k] = true
 			top.expect = false
@@ -217,4 +218,27 @@ func checkKeys(body []byte, fields map[string]bool) *apiError {
 			stack[len(stack)-1].expect = true
 		}
 	}
+}
+
+// unknownField is the refusal of a top-level key not in fields, naming the
+// nearest known one when the key looks like a misspelling of it.
+func unknownField(k string, fields map[string]bool) string {
+	msg := "unknown field " + spec.QuoteName(k)
+	if near := suggest.Nearest(k, slices.Collect(maps.Keys(fields)), 0); near != "" {
+		msg += " (did you mean " + strconv.Quote(near) + "?)"
+	}
+	return msg
+}
+
+// invalidJSON says where a body stops being JSON: the byte offset of the
+// syntax error, or where the body ended early.
+func invalidJSON(err error, at int64) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("body is not valid JSON (at byte %d: %s)", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Sprintf("body is not valid JSON (it ends early, after byte %d)", at)
+	}
+	return fmt.Sprintf("body is not valid JSON (at byte %d)", at)
 }

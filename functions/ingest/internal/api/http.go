@@ -48,13 +48,13 @@ func (h *Handler) routes() *http.ServeMux {
 	for _, route := range []string{routeStart, routeList, routeStatus, routeStop, routeWorkers} {
 		mux.Handle(route, h.route(route))
 	}
-	for _, p := range []struct{ path, route, allow string }{
-		{"/sessions", "", "GET, POST"},
-		{"/sessions/{id}", routeStatus, http.MethodGet},
-		{"/sessions/{id}/stop", routeStop, http.MethodPost},
-		{"/workers", routeWorkers, http.MethodGet},
+	for _, p := range []struct{ path, route, allow, hint string }{
+		{"/sessions", "", "GET, POST", " (GET /sessions lists the sessions, POST /sessions starts one)"},
+		{"/sessions/{id}", routeStatus, http.MethodGet, " (GET /sessions/{id} reads a session; to stop it: POST /sessions/{id}/stop)"},
+		{"/sessions/{id}/stop", routeStop, http.MethodPost, " (POST /sessions/{id}/stop stops the session)"},
+		{"/workers", routeWorkers, http.MethodGet, " (GET /workers lists the workers)"},
 	} {
-		refusal := refuse(p.route, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use " + p.allow})
+		refusal := refuse(p.route, &apiError{status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed, message: "use " + p.allow + p.hint})
 		mux.Handle(p.path, refusal)
 		if strings.Contains(p.allow, http.MethodGet) {
 			mux.Handle(http.MethodHead+" "+p.path, refusal)

@@ -565,3 +565,22 @@ func TestServeHTTPUnreadableBody(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
+
+// TestMethodNotAllowedNamesTheRoute: a 405 says which method the path
+// takes and what it does, and points a DELETE of a session at its stop.
+func TestMethodNotAllowedNamesTheRoute(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range []struct{ method, path, msg string }{
+		{"DELETE", "/sessions/hello", "to stop it: POST /sessions/{id}/stop"},
+		{"PUT", "/sessions/hello", "use GET"},
+		{"GET", "/sessions/hello/stop", "use POST"},
+		{"DELETE", "/sessions", "POST /sessions starts one"},
+		{"POST", "/workers", "use GET"},
+	} {
+		status, body, _ := f.do(t, event(c.method, c.path, ""))
+		code, msg := errorOf(t, body)
+		if status != 405 || code != CodeMethodNotAllowed || !strings.Contains(msg, c.msg) {
+			t.Errorf("%s %s: %d %s %q, want 405 %s containing %q", c.method, c.path, status, code, msg, CodeMethodNotAllowed, c.msg)
+		}
+	}
+}

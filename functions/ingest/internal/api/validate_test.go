@@ -428,3 +428,24 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 	big := strings.Repeat("x", source.MaxOpenMessageBytes+1)
 	wantReject(t, `{`+u+`,"open_messages":[{"text":"`+big+`"}]}`, publicPolicy, CodeInvalidOpenMessages, "bytes")
 }
+
+// TestRefusalsSayWhatWasMeant: an unknown field names the nearest known
+// one, invalid JSON says where it stops being JSON.
+func TestRefusalsSayWhatWasMeant(t *testing.T) {
+	for _, c := range []struct{ body, code, msg string }{
+		{`{"wsurl":"wss://a.example.com/"}`, CodeUnknownField, `unknown field "wsurl" (did you mean "ws_url"?)`},
+		{`{"connectionId":"c1","ws_url":"wss://a.example.com/"}`, CodeUnknownField, `(did you mean "connection_id"?)`},
+		{`{"ws_url":"wss://a.example.com/","header":{}}`, CodeUnknownField, `(did you mean "headers"?)`},
+		{`{"ws_url":"wss://a.example.com/","open_message":[]}`, CodeUnknownField, `(did you mean "open_messages"?)`},
+		{`{"ws_url":"wss://a.example.com/","completely_else":1}`, CodeUnknownField, `unknown field "completely_else"`},
+		{`{"ws_url":"wss://a.example.com/",}`, CodeInvalidJSON, "at byte 33"}, // the "}" at offset 33
+		{`{"ws_url":"wss://a.example.com/"`, CodeInvalidJSON, "ends early"},
+		{`{"ws_url" "x"}`, CodeInvalidJSON, "at byte 10"}, // the second string, where ":" belongs
+	} {
+		wantReject(t, c.body, publicPolicy, c.code, c.msg)
+	}
+	_, e := DecodeStart([]byte(`{"ws_url":"wss://a.example.com/","completely_else":1}`), publicPolicy)
+	if strings.Contains(e.message, "did you mean") {
+		t.Errorf("a field far from every known one got a suggestion: %s", e.message)
+	}
+}
