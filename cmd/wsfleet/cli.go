@@ -16,95 +16,242 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
+	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// usage is the command line's help text.
-const usage = `usage: wsfleet [--api URL] [--sigv4 auto|on|off] [--region R] COMMAND
+// A command is one wsfleet subcommand. Its help is generated from the
+// FlagSet its flags function fills, so the help cannot drift from the flags.
+type command struct {
+	name     string
+	args     string   // the positional arguments, for the synopsis: "<ws_url>"
+	short    string   // one line, for the command list
+	long     string   // what it does, for its help
+	examples []string // command lines, each "wsfleet <name> ..."
+	// minArgs and maxArgs bound the positional arguments (maxArgs -1: any).
+	minArgs, maxArgs int
+	// flags defines the command's flags on fs and returns what runs the
+	// command once they are parsed.
+	flags func(fs *flag.FlagSet) action
+}
 
-commands:
-  start <ws_url> [--id ID] [--seq-field F] [--resume-param P] [--header K=V ...]
-        [--checkpoint-every D]
-                      start a session (POST /sessions)
-  stop <id>           stop a session (POST /sessions/{id}/stop)
-  status [--state STARTED|STOPPED] [id ...]
-                      a table: id, state (FAILED: the source cannot be
-                      connected), owner, epoch, last_seq (last checkpoint),
-                      last error
-                      (both states unless --state)
-  watch [--every 1s] [--state S]
-                      status, refreshed until Ctrl-C
-  workers             a table of the workers (GET /workers): alive, dead
-                      and left, with load / capacity, last heartbeat, admin
-                      address; alive first
+// An action runs a parsed command with its positional arguments. It checks
+// its flag values first and asks for the client only then, so a usage
+// error needs no credentials.
+type action func(ctx context.Context, e *env, pos []string) error
 
---api defaults to $WSFLEET_API or http://127.0.0.1:8787 (the local stack).
---sigv4 auto signs requests (SigV4, service execute-api, standard AWS
-credential chain) unless the API is on a loopback address.
-`
+type env struct {
+	stdout io.Writer
+	client func() (*apiclient.Client, error)
+}
 
-// cli runs the command line with args (without the program name).
+// commands is the command table, in the order the usage lists it.
+var commands []*command
+
+func init() {
+	commands = []*command{
+		{
+			name: "start", args: "<ws_url>", minArgs: 1, maxArgs: 1,
+			short: "start a session (POST /sessions)",
+			long: "Start a session on the WebSocket source ws_url (POST /sessions). It prints the session's id, " +
+				"desired state, generation and outcome, and names the owner it told through its mailbox. " +
+				"Starting a FAILED session again with the same arguments retries it.",
+			examples: []string{
+				"wsfleet start ws://127.0.0.1:8790/feed/second --id second --resume-param from",
+				"wsfleet start wss://ws.okx.com:8443/ws/v5/public --id okx-tickers --seq-mode none --source okx.json",
+			},
+			flags: startFlags,
+		},
+		{
+			name: "stop", args: "<id>", minArgs: 1, maxArgs: 1,
+			short: "stop a session (POST /sessions/{id}/stop)",
+			long:  "Stop the session id (POST /sessions/{id}/stop); its owner closes the socket and releases it.",
+			examples: []string{
+				"wsfleet stop second",
+			},
+			flags: func(*flag.FlagSet) action { return runStop },
+		},
+		{
+			name: "status", args: "[id ...]", minArgs: 0, maxArgs: -1,
+			short: "a table of sessions: state, owner, epoch, last_seq, last error",
+			long: "Show sessions as a table (GET /sessions, or GET /sessions/{id} for each id given): " +
+				"ID, STATE (FAILED: the source cannot be connected), OWNER (- when no worker owns it), " +
+				"EPOCH (the fencing token of the current or last tenure), LAST_SEQ (the last checkpoint) " +
+				"and LAST ERROR. Both desired states unless --state.",
+			examples: []string{
+				"wsfleet status --state STARTED",
+				"wsfleet status second hello",
+			},
+			flags: func(fs *flag.FlagSet) action { return statusFlags("status", fs) },
+		},
+		{
+			name: "watch", args: "[id ...]", minArgs: 0, maxArgs: -1,
+			short: "status, refreshed until Ctrl-C",
+			long:  "Show the status table, refreshed every --every until Ctrl-C.",
+			examples: []string{
+				"wsfleet watch --state STARTED --every 2s",
+			},
+			flags: func(fs *flag.FlagSet) action { return statusFlags("watch", fs) },
+		},
+		{
+			name: "workers", args: "", minArgs: 0, maxArgs: 0,
+			short: "a table of the workers: alive, dead and left (GET /workers)",
+			long: "Show the worker records (GET /workers), alive first: ID, STATE, EPOCH, LOAD/CAP, SHARE, " +
+				"MOVES/MIN, HEARTBEAT, ADMIN, UP SINCE, ENDED and DECLARED DEAD BY, and a summary line.",
+			examples: []string{
+				"wsfleet workers",
+			},
+			flags: func(*flag.FlagSet) action { return runWorkers },
+		},
+		{
+			name: "help", args: "[command]", minArgs: 0, maxArgs: 1,
+			short: "show the usage, or a command's flags and examples",
+			long:  "Show the usage, or with a command its synopsis, every flag with its default, and examples.",
+			examples: []string{
+				"wsfleet help start",
+			},
+			flags: func(*flag.FlagSet) action { return runHelp },
+		},
+	}
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// globalFlags defines the flags that come before the command.
+func globalFlags(fs *flag.FlagSet) (api, sig, region *string) {
+	api = fs.String("api", apiclient.DefaultAPI, "ingest API base `URL`; $"+apiclient.EnvAPI+" overrides the default")
+	sig = fs.String("sigv4", "auto", "`auto|on|off`: sign requests with SigV4 (service execute-api, the standard AWS "+
+		"credential chain); auto signs unless the API is on a loopback address")
+	region = fs.String("region", "", "AWS `region` for SigV4 (default: the AWS configuration, or the execute-api host name)")
+	return api, sig, region
+}
+
+// cli runs the command line with args (without the program name). Help goes
+// to stdout and returns nil. A usage error (an unknown command or flag, a
+// wrong number of arguments) is printed to stderr with a hint and returned
+// as reported, so main exits 1 without printing it again.
 func cli(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdout, stderr)
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	if ue.cmd == "" {
+		fmt.Fprintf(stderr, "wsfleet: %v\nRun 'wsfleet help' for usage.\n", ue.err)
+	} else {
+		fmt.Fprintf(stderr, "wsfleet %s: %v\nRun 'wsfleet %s -h' for usage.\n", ue.cmd, ue.err, ue.cmd)
+	}
+	return cmdmain.Reported(err)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("wsfleet", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	api := fs.String("api", envOr(apiclient.EnvAPI, apiclient.DefaultAPI), "ingest API base URL")
-	sig := fs.String("sigv4", "auto", "sign requests: auto, on or off")
-	region := fs.String("region", "", "AWS region for SigV4 (default: configured, or from the execute-api host)")
+	api, sig, region := globalFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("flags: %w", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return writeUsage(stdout)
+		}
+		return flagError("", fs, args, err)
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("no command")
+		if err := writeUsage(stderr); err != nil {
+			return err
+		}
+		return cmdmain.Reported(errors.New("no command"))
 	}
+	apiSet := false
+	fs.Visit(func(f *flag.Flag) { apiSet = apiSet || f.Name == "api" })
+	if v := os.Getenv(apiclient.EnvAPI); v != "" && !apiSet {
+		*api = v
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	cmd := lookup(name)
+	if cmd == nil {
+		msg := fmt.Sprintf("unknown command %q", name)
+		if s := suggest(name, commandNames()); len(s) > 0 {
+			msg += " (did you mean " + joinOr(quoteAll(s)) + "?)"
+		}
+		return &usageError{err: errors.New(msg)}
+	}
+	run, pos, err := parse(cmd, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return writeHelp(stdout, cmd)
+	}
+	if err != nil {
+		return err
+	}
+	e := &env{stdout: stdout, client: func() (*apiclient.Client, error) { return newClient(ctx, *api, *sig, *region) }}
+	return run(ctx, e, pos)
+}
+
+// parse parses a command's arguments: its flags (before or after the
+// positional arguments) and the number of positional ones. It returns
+// flag.ErrHelp for -h, -help or --help.
+func parse(cmd *command, args []string) (action, []string, error) {
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	run := cmd.flags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, flagError(cmd.name, fs, args, err)
+	}
+	switch {
+	case len(pos) < cmd.minArgs || cmd.maxArgs >= 0 && len(pos) > cmd.maxArgs:
+		want := cmd.args
+		if want == "" {
+			want = "no arguments"
+		}
+		return nil, nil, usagef(cmd.name, "got %d argument(s) %q, want %s", len(pos), pos, want)
+	}
+	return run, pos, nil
+}
+
+func newClient(ctx context.Context, api, sig, region string) (*apiclient.Client, error) {
 	sign := false
-	switch *sig {
+	switch sig {
 	case "auto":
-		sign = !apiclient.IsLocal(*api)
+		sign = !apiclient.IsLocal(api)
 	case "on":
 		sign = true
 	case "off":
 	default:
-		return fmt.Errorf("--sigv4 %q: want auto, on or off", *sig)
+		return nil, &usageError{err: fmt.Errorf("--sigv4 %q: want auto, on or off", sig)}
 	}
 	var signer apiclient.Signer
 	if sign {
-		s, err := apiclient.NewSigV4(ctx, *api, *region)
+		s, err := apiclient.NewSigV4(ctx, api, region)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		signer = s
 	}
-	c, err := apiclient.NewClient(*api, signer)
-	if err != nil {
-		return err
-	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	switch cmd {
-	case "start":
-		return cmdStart(ctx, c, rest, stdout)
-	case "stop":
-		return cmdStop(ctx, c, rest, stdout)
-	case "status":
-		return cmdStatus(ctx, c, rest, stdout)
-	case "watch":
-		return cmdWatch(ctx, c, rest, stdout)
-	case "workers":
-		return cmdWorkers(ctx, c, rest, stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return apiclient.NewClient(api, signer)
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+func runHelp(_ context.Context, e *env, pos []string) error {
+	if len(pos) == 0 {
+		return writeUsage(e.stdout)
 	}
-	return def
+	cmd := lookup(pos[0])
+	if cmd == nil {
+		msg := fmt.Sprintf("unknown command %q", pos[0])
+		if s := suggest(pos[0], commandNames()); len(s) > 0 {
+			msg += " (did you mean " + joinOr(quoteAll(s)) + "?)"
+		}
+		return &usageError{err: errors.New(msg)}
+	}
+	return writeHelp(e.stdout, cmd)
 }
 
 // parseInterspersed parses flags that may come before or after positional
@@ -135,41 +282,38 @@ func (h headerFlags) Set(v string) error {
 	return nil
 }
 
-func cmdStart(ctx context.Context, c *apiclient.Client, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("start", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func startFlags(fs *flag.FlagSet) action {
 	var r apiclient.StartRequest
-	fs.StringVar(&r.ConnectionID, "id", "", "connection id (default: generated by the API)")
-	fs.StringVar(&r.SeqField, "seq-field", "", "JSON field holding the sequence number (API default: seq)")
-	fs.StringVar(&r.ResumeQueryParam, "resume-param", "", "query parameter the worker sets to last_seq+1 on reconnect")
-	fs.StringVar(&r.CheckpointEvery, "checkpoint-every", "", "checkpoint interval, 1s..10m (API default: the worker's)")
-	fs.StringVar(&r.SeqPath, "seq-path", "", "dotted path to the sequence number, such as data.u (API default: seq)")
-	fs.StringVar(&r.SeqMode, "seq-mode", "", "field (the default) or none: the worker numbers the messages")
-	sourceFile := fs.String("source", "", "JSON file of start fields, set over the flags: usually the source protocol (open_messages, app_ping, keepalive_reply, idle_timeout, resume, on_missing_seq, …; docs/sources.md)")
+	fs.StringVar(&r.ConnectionID, "id", "", "connection `ID` (default: generated by the API)")
+	fs.StringVar(&r.SeqField, "seq-field", "", "JSON `field` holding the sequence number (API default: seq)")
+	fs.StringVar(&r.ResumeQueryParam, "resume-param", "", "query `parameter` the worker sets to last_seq+1 on reconnect")
+	fs.StringVar(&r.CheckpointEvery, "checkpoint-every", "", "checkpoint `interval`, 1s..10m (API default: the worker's)")
+	fs.StringVar(&r.SeqPath, "seq-path", "", "dotted `path` to the sequence number, such as data.u (API default: seq)")
+	fs.StringVar(&r.SeqMode, "seq-mode", "", "`field|none`: field (the default) reads the sequence number; none: the worker numbers the messages")
+	sourceFile := fs.String("source", "", "JSON `file` of start fields, set over the flags: usually the source protocol (open_messages, app_ping, keepalive_reply, idle_timeout, resume, on_missing_seq, …; docs/sources.md)")
 	hdr := headerFlags{}
-	fs.Var(hdr, "header", "dial header NAME=VALUE (repeatable)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	if *sourceFile != "" {
-		if err := readSource(*sourceFile, &r); err != nil {
+	fs.Var(hdr, "header", "dial header `NAME=VALUE` (repeatable)")
+	return func(ctx context.Context, e *env, pos []string) error {
+		if *sourceFile != "" {
+			if err := readSource(*sourceFile, &r); err != nil {
+				return fmt.Errorf("start: %w", err)
+			}
+		}
+		r.WSURL = pos[0]
+		if len(hdr) > 0 {
+			r.Headers = hdr
+		}
+		c, err := e.client()
+		if err != nil {
+			return err
+		}
+		ch, err := c.Start(ctx, r)
+		if err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
+		fmt.Fprintf(e.stdout, "%s %s (generation %d, %s%s)\n", ch.ConnectionID, ch.DesiredState, ch.Generation, ch.Outcome, ownerNote(ch))
+		return nil
 	}
-	if len(pos) != 1 {
-		return errors.New("start: want exactly one ws_url")
-	}
-	r.WSURL = pos[0]
-	if len(hdr) > 0 {
-		r.Headers = hdr
-	}
-	ch, err := c.Start(ctx, r)
-	if err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	fmt.Fprintf(out, "%s %s (generation %d, %s%s)\n", ch.ConnectionID, ch.DesiredState, ch.Generation, ch.Outcome, ownerNote(ch))
-	return nil
 }
 
 // readSource reads start fields from a JSON file, usually the source
@@ -189,15 +333,16 @@ func readSource(path string, r *apiclient.StartRequest) error {
 	return nil
 }
 
-func cmdStop(ctx context.Context, c *apiclient.Client, args []string, out io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("stop: want exactly one id")
+func runStop(ctx context.Context, e *env, pos []string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
 	}
-	ch, err := c.Stop(ctx, args[0])
+	ch, err := c.Stop(ctx, pos[0])
 	if err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
-	fmt.Fprintf(out, "%s %s (generation %d, %s%s)\n", ch.ConnectionID, ch.DesiredState, ch.Generation, ch.Outcome, ownerNote(ch))
+	fmt.Fprintf(e.stdout, "%s %s (generation %d, %s%s)\n", ch.ConnectionID, ch.DesiredState, ch.Generation, ch.Outcome, ownerNote(ch))
 	return nil
 }
 
@@ -213,25 +358,35 @@ func ownerNote(ch apiclient.Change) string {
 	return "; owner " + ch.Owner + " not told (not alive)"
 }
 
-func statusFlags(name string, args []string) (state string, every time.Duration, ids []string, err error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&state, "state", "", "only sessions in this desired state (STARTED or STOPPED)")
+// statusFlags defines the flags of status and watch (name).
+func statusFlags(name string, fs *flag.FlagSet) action {
+	var state string
+	var every time.Duration
+	fs.StringVar(&state, "state", "", "only sessions in this desired `state`: STARTED or STOPPED (default: both)")
 	if name == "watch" {
-		fs.DurationVar(&every, "every", time.Second, "refresh interval")
+		fs.DurationVar(&every, "every", time.Second, "refresh `interval`, at least 100ms")
 	}
-	ids, err = parseInterspersed(fs, args)
-	if err != nil {
-		return "", 0, nil, fmt.Errorf("%s: %w", name, err)
+	return func(ctx context.Context, e *env, ids []string) error {
+		state = strings.ToUpper(state)
+		if state != "" && state != "STARTED" && state != "STOPPED" {
+			return usagef(name, "--state %q: want STARTED or STOPPED", state)
+		}
+		if name == "watch" && every < 100*time.Millisecond {
+			return usagef(name, "--every %v: want >= 100ms", every)
+		}
+		c, err := e.client()
+		if err != nil {
+			return err
+		}
+		if name == "watch" {
+			return watch(ctx, c, state, every, ids, e.stdout)
+		}
+		ss, err := fetch(ctx, c, state, ids)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		return writeTable(e.stdout, ss)
 	}
-	state = strings.ToUpper(state)
-	if state != "" && state != "STARTED" && state != "STOPPED" {
-		return "", 0, nil, fmt.Errorf("%s: --state %q: want STARTED or STOPPED", name, state)
-	}
-	if name == "watch" && every < 100*time.Millisecond {
-		return "", 0, nil, fmt.Errorf("watch: --every %v: want >= 100ms", every)
-	}
-	return state, every, ids, nil
 }
 
 func fetch(ctx context.Context, c *apiclient.Client, state string, ids []string) ([]apiclient.Session, error) {
@@ -249,23 +404,7 @@ func fetch(ctx context.Context, c *apiclient.Client, state string, ids []string)
 	return out, nil
 }
 
-func cmdStatus(ctx context.Context, c *apiclient.Client, args []string, out io.Writer) error {
-	state, _, ids, err := statusFlags("status", args)
-	if err != nil {
-		return err
-	}
-	ss, err := fetch(ctx, c, state, ids)
-	if err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	return writeTable(out, ss)
-}
-
-func cmdWatch(ctx context.Context, c *apiclient.Client, args []string, out io.Writer) error {
-	state, every, ids, err := statusFlags("watch", args)
-	if err != nil {
-		return err
-	}
+func watch(ctx context.Context, c *apiclient.Client, state string, every time.Duration, ids []string, out io.Writer) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -323,15 +462,16 @@ func writeTable(w io.Writer, ss []apiclient.Session) error {
 	return err
 }
 
-func cmdWorkers(ctx context.Context, c *apiclient.Client, args []string, out io.Writer) error {
-	if len(args) != 0 {
-		return errors.New("workers: takes no arguments")
+func runWorkers(ctx context.Context, e *env, _ []string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
 	}
 	ws, err := c.Workers(ctx)
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
-	return writeWorkers(out, ws, time.Now())
+	return writeWorkers(e.stdout, ws, time.Now())
 }
 
 // writeWorkers writes the workers table in the API's order (alive first),
