@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	suggestpkg "github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 // helpWidth is the column the help text wraps at.
@@ -192,7 +194,7 @@ func suggest(typed string, candidates []string) []string {
 	t := strings.ToLower(typed)
 	best, dist := []string(nil), maxDistance+1
 	for _, c := range candidates {
-		d := distance(t, strings.ToLower(c))
+		d := suggestpkg.Distance(t, strings.ToLower(c))
 		if d > maxDistance || 2*d > len(t) {
 			continue
 		}
@@ -215,32 +217,6 @@ func suggest(typed string, candidates []string) []string {
 	}
 	sort.Strings(best)
 	return best
-}
-
-// distance is the optimal string alignment distance between a and b (the
-// Levenshtein distance with adjacent transpositions), on bytes.
-func distance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }
 
 // joinOr joins "a", "a or b", "a, b or c".

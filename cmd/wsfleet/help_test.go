@@ -178,14 +178,6 @@ func TestSuggest(t *testing.T) {
 			t.Errorf("suggest(%q) = %q, want %q", c.typed, got, c.want)
 		}
 	}
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "", 3}, {"abc", "abc", 0}, {"abc", "acb", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3}} {
-		if got := distance(c.a, c.b); got != c.want {
-			t.Errorf("distance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
 }
 
 // TestUsageErrors: a command line wsfleet cannot run says why on stderr,

@@ -33,7 +33,7 @@ func TestDistance(t *testing.T) {
 	for _, c := range []struct {
 		a, b string
 		d    int
-	}{{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"LEASE_TT", "LEASE_TTL", 1}, {"ab", "ba", 2}, {"ws_url", "wsurl", 1}} {
+	}{{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"kitten", "sitting", 3}, {"LEASE_TT", "LEASE_TTL", 1}, {"ab", "ba", 1}, {"abc", "acb", 1}, {"ca", "abc", 3}, {"ws_url", "wsurl", 1}} {
 		if got := Distance(c.a, c.b); got != c.d {
 			t.Errorf("Distance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
 		}
