@@ -487,14 +487,18 @@ func writeWorkers(w io.Writer, ws apiclient.Workers, now time.Time) error {
 			load += x.Load
 			capacity += x.Capacity
 		}
-		state, share := x.State, "-"
-		if x.Draining {
-			state += " (draining)"
+		// Only an alive worker's load, share and draining flag mean anything:
+		// a dead or left record keeps the last ones it wrote.
+		state, loadCap, share := x.State, "-", "-"
+		if x.State == schema.WorkerAlive {
+			loadCap = fmt.Sprintf("%d/%d", x.Load, x.Capacity)
+			if x.Draining {
+				state += " (draining)"
+			} else {
+				share = fmt.Sprintf("%.1f", x.FairShare)
+			}
 		}
-		if x.State == schema.WorkerAlive && !x.Draining {
-			share = fmt.Sprintf("%.0f", x.FairShare)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", x.ID, state, x.Epoch, x.Load, x.Capacity, share, x.MovesPerMin,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", x.ID, state, x.Epoch, loadCap, share, x.MovesPerMin,
 			ago(x.HeartbeatAtMs, now), dash(x.AdminAddr), ago(x.StartedAtMs, now), ago(x.EndedAtMs, now), dash(x.DeclaredDeadBy))
 	}
 	if err := tw.Flush(); err != nil {

@@ -223,17 +223,27 @@ func TestWorkersTable(t *testing.T) {
 		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, FairShare: 1.5, HeartbeatAtMs: now.UnixMilli() + 50},
 		{ID: "b", State: schema.WorkerAlive, Load: 2, Capacity: 10, FairShare: 1.5, MovesPerMin: 4},
 		{ID: "c", State: schema.WorkerAlive, Load: 0, Capacity: 10, Draining: true},
+		{ID: "d", State: schema.WorkerDead, Load: 4, Capacity: 10, FairShare: 0.33, Draining: true},
+		{ID: "e", State: schema.WorkerLeft, Load: 3, Capacity: 10, Draining: true},
 	}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
 	lines := strings.Split(got, "\n")
-	if !strings.Contains(got, "0s ago") || !strings.Contains(got, "3 worker(s): 3 alive (load 3/30, imbalance 1.33 = max load ÷ fair share), 0 dead, 0 left\n(only the first 2 records: there are more)") ||
+	if !strings.Contains(got, "0s ago") || !strings.Contains(got, "5 worker(s): 3 alive (load 3/30, imbalance 1.33 = max load ÷ fair share), 1 dead, 1 left\n(only the first 2 records: there are more)") ||
 		!strings.Contains(lines[0], "SHARE") || !strings.Contains(lines[0], "MOVES/MIN") ||
-		!strings.Contains(lines[1], " 2 ") || !strings.Contains(lines[2], " 4 ") ||
+		!strings.Contains(lines[1], " 1.5 ") || !strings.Contains(lines[2], " 4 ") ||
 		!strings.Contains(lines[3], "ALIVE (draining)") {
 		t.Fatalf("workers table:\n%s", got)
+	}
+	// A dead or left worker shows no load, share or draining flag: they are
+	// its last ones, stale.
+	for _, l := range lines[4:6] {
+		f := strings.Fields(l)
+		if len(f) < 5 || (f[1] != schema.WorkerDead && f[1] != schema.WorkerLeft) || f[3] != "-" || f[4] != "-" || strings.Contains(l, "draining") {
+			t.Errorf("a gone worker's row: %q", l)
+		}
 	}
 	for ms, want := range map[int64]string{0: "-", 1_800_000_000_000 - 1_234: "1.2s ago", 1_800_000_000_000 - 184_400: "3m4s ago"} {
 		if got := ago(ms, now); got != want {
