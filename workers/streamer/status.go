@@ -5,6 +5,7 @@ package streamer
 
 import (
 	"net"
+	"os"
 	"sort"
 	"time"
 
@@ -13,7 +14,11 @@ import (
 
 // Status is the /status document.
 type Status struct {
-	WorkerID    string    `json:"worker_id"`
+	WorkerID string `json:"worker_id"`
+	// PID and Host find the process: the worker's process id and the
+	// machine's host name (on Fargate, the task's).
+	PID         int       `json:"pid"`
+	Host        string    `json:"host"`
 	State       string    `json:"state"`
 	Since       time.Time `json:"since"`
 	MaxSessions int       `json:"max_sessions"`
@@ -28,6 +33,10 @@ type Status struct {
 	Watching     []string         `json:"watching"`
 	Sessions     []session.Status `json:"sessions"`
 }
+
+// hostname is the machine's host name, read once ("" when the system has
+// none to give).
+var hostname, _ = os.Hostname()
 
 // WorkerRecord is the /status view of a lease.WorkerRecord.
 type WorkerRecord struct {
@@ -45,7 +54,8 @@ type WorkerRecord struct {
 // Status returns the worker's state and its sessions.
 func (w *Worker) Status() Status {
 	w.mu.Lock()
-	st := Status{WorkerID: w.cfg.WorkerID, State: w.state.String(), Since: w.started, MaxSessions: w.cfg.MaxSessions, Owned: len(w.sessions)}
+	st := Status{WorkerID: w.cfg.WorkerID, PID: os.Getpid(), Host: hostname, State: w.state.String(), Since: w.started,
+		MaxSessions: w.cfg.MaxSessions, Owned: len(w.sessions)}
 	ss := make([]*session.Session, 0, len(w.sessions))
 	for _, s := range w.sessions {
 		ss = append(ss, s)

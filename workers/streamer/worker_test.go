@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,9 @@ func TestAdminEndpoints(t *testing.T) {
 	var st Status
 	if code := getJSON(t, base+"/status", &st); code != 200 || st.Owned != 2 || len(st.Sessions) != 2 {
 		t.Fatalf("/status %d %+v", code, st)
+	}
+	if host, _ := os.Hostname(); st.PID != os.Getpid() || st.Host != host {
+		t.Fatalf("/status names pid %d host %q, want %d %q", st.PID, st.Host, os.Getpid(), host)
 	}
 	s := st.Sessions[0]
 	if s.ConnectionID != "mem-000000" || s.Epoch != 1 || s.LastSeq < 1 || s.Messages < 1 || !s.Connected || s.Since.IsZero() {
