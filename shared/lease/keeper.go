@@ -79,7 +79,8 @@ type Keeper struct {
 	hbBusy   bool
 	targets  []string
 	watching map[string]*watch
-	alive    int // alive workers at the last listing
+	alive    int      // alive workers at the last listing
+	aliveIDs []string // and their ids (the DONE sweep's rendezvous)
 	// deathCheck is the earliest instant a watched worker may be declared
 	// dead (zero: none due): Run reads it then, not only every WatchEvery.
 	deathCheck time.Time
@@ -87,9 +88,16 @@ type Keeper struct {
 	mu   sync.Mutex // guards held; taken before any Held's mu, never after
 	held map[string]*Held
 
-	gmu       sync.Mutex // guards gone and aliveSeen; a leaf lock
-	gone      map[string]bool
+	gmu sync.Mutex // guards the fields below; a leaf lock
+	// gone: the workers seen not alive, each with when this Keeper first
+	// received a read showing it (monotonic; MayMarkDone counts from it).
+	gone      map[string]time.Time
 	aliveSeen map[string]time.Time
+	// nextSweep is when Orphans next sweeps the DONE records; late, the
+	// DONE workers a sweep found owning sessions (queried every pass until
+	// they own none).
+	nextSweep time.Time
+	late      map[string]bool
 }
 
 // trustState is a published copy of the liveness verdict.
@@ -117,8 +125,9 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		held:      map[string]*Held{},
 		pending:   map[string]bool{},
 		watching:  map[string]*watch{},
-		gone:      map[string]bool{},
+		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
+		late:      map[string]bool{},
 	}
 	k.live = liveness{ttl: cfg.TTL, margin: cfg.SafetyMargin}
 	k.publishLocked()

@@ -493,13 +493,21 @@ func TestOrphansListsUnownedAndGoneWorkersSessions(t *testing.T) {
 			t.Fatalf("acquire %s: %v", c.ConnectionID, err)
 		}
 	}
-	// wa owns nothing now: the next pass moves it to DONE.
+	// wa owns nothing now, but an empty by_owner answer proves it only
+	// IndexLagBound after wb first saw wa gone: the record stays GONE.
+	if _, err := b.Orphans(r.ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := r.store.GetWorker(r.ctx, "wa"); rec.List != schema.WorkerListGone {
+		t.Fatalf("wa within the index lag bound of leaving: %+v", rec)
+	}
+	r.clk.Advance(b.Config().IndexLagBound)
 	if _, err := b.Orphans(r.ctx, 10); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := r.store.GetWorker(r.ctx, "wa")
 	if rec.List != schema.WorkerListDone || rec.State != schema.WorkerLeft {
-		t.Fatalf("wa after its sessions moved: %+v", rec)
+		t.Fatalf("wa after its sessions moved and the bound passed: %+v", rec)
 	}
 }
 

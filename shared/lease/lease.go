@@ -228,7 +228,10 @@ type LivenessStore interface {
 	// GetWorkers reads the records of ids (eventually consistent; missing
 	// ones are left out): the fleet's load for rebalancing.
 	GetWorkers(ctx context.Context, ids []string) ([]WorkerRecord, error)
-	// MarkDone moves a GONE record (not ALIVE) to DONE: it owns no session.
+	// MarkDone moves a GONE record (not ALIVE) to DONE: it owns no session
+	// (the caller decides, MayMarkDone). A record already DONE stays so
+	// (nil); an ALIVE one fails with ErrWorkerAlive, a missing one with
+	// ErrWorkerNotFound.
 	MarkDone(ctx context.Context, id string) error
 }
 
@@ -268,6 +271,8 @@ type SessionStore interface {
 	// Unowned lists STARTED sessions without owner, up to limit.
 	Unowned(ctx context.Context, limit int) ([]string, error)
 	// OwnedBy lists the sessions worker owner owns, up to limit (0: all).
+	// It reads an index: on DynamoDB eventually consistent, so a recent
+	// acquire or release may be missing from it (see Config.IndexLagBound).
 	OwnedBy(ctx context.Context, owner string, limit int) ([]Owned, error)
 }
 
@@ -310,6 +315,20 @@ type Config struct {
 	// receiver: after it (on this worker's wall clock; a liveness matter
 	// only, never safety), anyone may take it.
 	HandoffBound time.Duration
+	// IndexLagBound is what the Keeper assumes of the table's indexes: a
+	// write is in them within this long of being sent (applied, then
+	// propagated; DynamoDB's global secondary indexes are eventually
+	// consistent with no upper bound). A GONE worker moves to DONE only when
+	// a by_owner query sent this long after this Keeper first saw it gone
+	// still finds nothing (MayMarkDone). Default 30 s: AWS says an index
+	// catches up "within a fraction of a second under normal conditions"
+	// and longer "in some unlikely failure scenarios" without a bound; the
+	// longest lag reported in the wild we know of is 15 s (guardian/grid
+	// #3641, #3642), so 30 s is twice that, and far above an acquire's
+	// RPCTimeout (a write in flight when the worker stopped). A larger bound
+	// costs only reads (each reconciling worker queries a GONE worker's
+	// by_owner every pass until it is DONE) and never delays a takeover.
+	IndexLagBound time.Duration
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -328,8 +347,15 @@ func DefaultConfig(owner string) Config {
 		Watchers:            2,
 		RefreshEvery:        5 * time.Second,
 		HandoffBound:        5 * time.Second,
+		IndexLagBound:       30 * time.Second,
 	}
 }
+
+// DoneSweepEvery is how often a Keeper looks again for the sessions of the
+// DONE workers rendezvous hashing gives it (ten index-lag bounds, 5 min at
+// the default): the fallback for an index lagging beyond IndexLagBound,
+// until the DONE record expires (schema.EndedRecordTTLSeconds).
+func (c Config) DoneSweepEvery() time.Duration { return 10 * c.IndexLagBound }
 
 // WatchEvery is how often a watcher reads the records it watches: half a
 // heartbeat, so it first sees a heartbeat at most that long after it was
@@ -351,6 +377,9 @@ func (c Config) Validate() error {
 	}
 	if c.TTL-c.SafetyMargin < c.HeartbeatEvery+c.RPCTimeout {
 		bad("TTL %s - SafetyMargin %s leaves no room for a heartbeat every %s that may take %s", c.TTL, c.SafetyMargin, c.HeartbeatEvery, c.RPCTimeout)
+	}
+	if c.IndexLagBound <= c.RPCTimeout {
+		bad("IndexLagBound %s must exceed RPCTimeout %s (an acquire in flight is applied within it)", c.IndexLagBound, c.RPCTimeout)
 	}
 	if c.MaxConcurrentWrites < 1 {
 		bad("MaxConcurrentWrites must be at least 1")

@@ -181,16 +181,20 @@ func (k *Keeper) Leave(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	// Always GONE: a reconciler moves the record to DONE once by_owner
-	// shows it owns nothing. The worker's own view is not enough (a release
+	// Always GONE: a reconciler moves the record to DONE once by_owner has
+	// shown it owns nothing for IndexLagBound (MayMarkDone). The worker's own view is not enough (a release
 	// whose write failed, an acquire whose reply was lost, an index that
 	// lags), and a DONE record's sessions are never looked for again.
 	list := schema.WorkerListGone
-	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
+	// The worker stops acting (no acquire, no delivery) before the record
+	// says LEFT: others take its sessions as soon as they see it, and
+	// Orphans counts on no acquire passing its trust check after that
+	// (MayMarkDone).
 	k.lmu.Lock()
 	k.live.end(errLeft)
 	k.publishLocked()
 	k.lmu.Unlock()
+	err := k.store.Leave(ctx, k.cfg.Owner, epoch, list, k.clk.Now().UnixMilli())
 	k.endAll(errLeft)
 	if err != nil {
 		return fmt.Errorf("leave %s: %w", k.cfg.Owner, err)

@@ -216,6 +216,28 @@ func ClassifyOwnerWrite(it *Item, check func(*Item) error) error {
 	return errConditionRaced
 }
 
+// --- Gone workers ---
+
+// MayMarkDone decides whether a GONE worker (DEAD or LEFT) may move to DONE,
+// after which only the slow sweep of DONE records (Config.DoneSweepEvery)
+// looks for its sessions: its by_owner query, sent at queriedAt, found owned
+// sessions, and this keeper first received a read showing the worker not
+// ALIVE at goneSeenAt; both instants are this keeper's monotonic clock.
+//
+// Every acquire the worker made passed its trust check before goneSeenAt:
+// a worker sends an acquire (a retry included) only after checking that it
+// still trusts its last heartbeat, that trust ends before any observer may
+// declare it dead (the safety argument), and a leaving worker ends its trust
+// before its LEFT write. The bound is an assumption about the store: a write
+// is in its indexes within bound of that check (sent, applied, then
+// propagated to the eventually consistent index). So a query sent bound
+// after goneSeenAt answers with every session the worker can still own, and
+// an empty answer then means none. An empty answer earlier proves nothing:
+// the worker may have acquired just before it died.
+func MayMarkDone(goneSeenAt, queriedAt time.Time, owned int, bound time.Duration) bool {
+	return owned == 0 && !queriedAt.Before(goneSeenAt.Add(bound))
+}
+
 // --- Watching ---
 
 // Watchers ranks the workers that watch target among alive (rendezvous

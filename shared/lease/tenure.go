@@ -44,6 +44,11 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		default:
 			continue
 		}
+		// No acquire is sent after the trust deadline (not even a retry):
+		// Orphans counts on it (MayMarkDone).
+		if ferr := k.fenced(); ferr != nil {
+			return nil, fmt.Errorf("acquire %s: %w", id, ferr)
+		}
 		sentAt = k.clk.Now()
 		it, err = k.acquire(ctx, id, from)
 	}

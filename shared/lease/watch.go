@@ -23,7 +23,7 @@ func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAli
 func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	now := k.clk.Now()
 	k.gmu.Lock()
-	if k.gone[id] {
+	if _, gone := k.gone[id]; gone {
 		k.gmu.Unlock()
 		return true
 	}
@@ -67,7 +67,7 @@ func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, g
 // the bound.
 func (k *Keeper) notTaking(ctx context.Context, id string) bool {
 	k.gmu.Lock()
-	gone := k.gone[id]
+	_, gone := k.gone[id]
 	k.gmu.Unlock()
 	if gone {
 		return true
@@ -76,11 +76,18 @@ func (k *Keeper) notTaking(ctx context.Context, id string) bool {
 	return gone || (ok && rec.Draining)
 }
 
-func (k *Keeper) markGone(id string) {
+// markGone notes that a read showing worker id not alive (or missing) was
+// received now, and returns when the first such read was.
+func (k *Keeper) markGone(id string) time.Time {
+	now := k.clk.Now()
 	k.gmu.Lock()
-	k.gone[id] = true
+	defer k.gmu.Unlock()
 	delete(k.aliveSeen, id)
-	k.gmu.Unlock()
+	if at, ok := k.gone[id]; ok {
+		return at
+	}
+	k.gone[id] = now
+	return now
 }
 
 // Fleet reads the records of the alive workers (eventually consistent):
@@ -108,7 +115,7 @@ func (k *Keeper) refreshWorkers(ctx context.Context) error {
 	}
 	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)
 	k.lmu.Lock()
-	k.alive = len(alive)
+	k.alive, k.aliveIDs = len(alive), alive
 	k.targets = targets
 	keep := map[string]*watch{}
 	for _, t := range targets {

@@ -1,10 +1,13 @@
 package memstore_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
@@ -40,4 +43,91 @@ func TestConformance(t *testing.T) {
 			},
 		}
 	}, leasetest.Options{RaceRounds: 200, Racers: 64})
+}
+
+// With SetIndexLag each index answers from the table as it was its lag ago
+// on the store's clock; the consistent reads (Get, GetWorker) never lag.
+func TestIndexLag(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	s := memstore.New()
+	s.Put(leasetest.Started("old"))
+	s.Put(leasetest.Started("a"))
+	if err := s.Register(ctx, leasetest.Worker("w")); err != nil {
+		t.Fatal(err)
+	}
+	s.SetIndexLag(clk, memstore.IndexLag{Owner: 10 * time.Second, Unowned: 5 * time.Second, WorkerList: 2 * time.Second})
+	owned := func(owner string) []string {
+		got, err := s.OwnedBy(ctx, owner, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, o := range got {
+			ids = append(ids, o.ConnectionID)
+		}
+		return ids
+	}
+	unowned := func() []string {
+		ids, err := s.Unowned(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	listed := func(list string) []string {
+		ids, err := s.ListWorkers(ctx, list, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	// Writes before SetIndexLag are indexed.
+	if got := unowned(); !slices.Equal(got, []string{"a", "old"}) {
+		t.Fatalf("unowned before any lagged write: %v", got)
+	}
+	if got := listed(schema.WorkerListAlive); !slices.Equal(got, []string{"w"}) {
+		t.Fatalf("alive before any lagged write: %v", got)
+	}
+	if _, err := s.Acquire(ctx, "a", "w", lease.From{}); err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := s.Get(ctx, "a"); it.Owner != "w" {
+		t.Fatalf("a consistent read lags: %+v", it)
+	}
+	if err := s.DeclareDead(ctx, "w", 1, 0, "obs", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := owned("w"); len(got) != 0 {
+		t.Fatalf("by_owner shows an acquire at once: %v", got)
+	}
+	if got := listed(schema.WorkerListGone); len(got) != 0 {
+		t.Fatalf("by_worker_list shows a death at once: %v", got)
+	}
+	clk.Advance(2 * time.Second)
+	if got := listed(schema.WorkerListGone); !slices.Equal(got, []string{"w"}) {
+		t.Fatalf("GONE after the list's lag: %v", got)
+	}
+	if got := unowned(); !slices.Equal(got, []string{"a", "old"}) {
+		t.Fatalf("by_unowned 2 s after the acquire: %v", got)
+	}
+	clk.Advance(3 * time.Second)
+	if got := unowned(); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("by_unowned after its lag: %v", got)
+	}
+	if got := owned("w"); len(got) != 0 {
+		t.Fatalf("by_owner 5 s after the acquire: %v", got)
+	}
+	clk.Advance(5 * time.Second)
+	if got := owned("w"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("by_owner after its lag: %v", got)
+	}
+	// A lag episode ends: the indexes are current again.
+	if _, err := s.Acquire(ctx, "old", "w2", lease.From{}); err != nil {
+		t.Fatal(err)
+	}
+	s.SetIndexLag(nil, memstore.IndexLag{})
+	if got := owned("w2"); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("by_owner without lag: %v", got)
+	}
 }
