@@ -1,7 +1,8 @@
 // Package awsconfig owns how wsfleet builds its AWS SDK configuration: the
 // standard credential chain and the SDK's own endpoint variables
 // (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS) so that the same binaries
-// talk to AWS or to local engines.
+// talk to AWS or to local engines; and the retry policies of its clients
+// (BulkRetryer, LivenessRetryer).
 package awsconfig
 
 import (
@@ -12,26 +13,23 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 )
 
 // Load returns the SDK config from the environment. When no region is set it
-// uses us-east-1 (the local engines accept any). Retries use the standard
-// retryer with at most maxAttempts attempts (0 keeps the SDK default).
+// uses us-east-1 (the local engines accept any). Retries use BulkRetryer with
+// at most maxAttempts attempts (0 keeps the SDK default); every client built
+// from the config gets a retryer, and so a retry budget, of its own.
 func Load(ctx context.Context, maxAttempts int) (aws.Config, error) {
 	opts := []func(*config.LoadOptions) error{}
 	if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
 		opts = append(opts, config.WithRegion("us-east-1"))
 	}
 	if maxAttempts > 0 {
-		opts = append(opts, config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = maxAttempts
-				o.MaxBackoff = 2 * time.Second
-			})
-		}))
+		opts = append(opts, config.WithRetryer(func() aws.Retryer { return BulkRetryer(maxAttempts) }))
 	}
 	opts = append(opts, config.WithHTTPClient(HTTPClient()))
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
@@ -58,4 +56,58 @@ func HTTPClient() *awshttp.BuildableClient {
 		tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
 		tr.MaxIdleConns = 2 * MaxIdleConnsPerHost
 	})
+}
+
+// BulkMaxBackoff caps one wait of BulkRetryer.
+const BulkMaxBackoff = 2 * time.Second
+
+// BulkRetryer is the SDK's standard retryer, at most maxAttempts attempts
+// and waits capped at BulkMaxBackoff, with its client-side retry budget: a
+// bucket of retry.DefaultRetryRateTokens (500) tokens, a retry after a
+// throttle costing 5 and after another error 14, refilled by successes. Under
+// throttling or timeouts the budget runs dry and the client stops retrying
+// ("failed to get rate limit token, retry quota exceeded", aws-sdk-go-v2
+// #1665, #3189) instead of adding load. That is right for bulk work (claims,
+// checkpoints, releases, the sinks) and wrong for a worker's liveness, which
+// gets LivenessRetryer on a client of its own. Each call returns a new
+// retryer, so a budget is never shared between clients.
+func BulkRetryer(maxAttempts int, opts ...func(*retry.StandardOptions)) aws.Retryer {
+	return retry.NewStandard(append([]func(*retry.StandardOptions){func(o *retry.StandardOptions) {
+		o.MaxAttempts = maxAttempts
+		o.MaxBackoff = BulkMaxBackoff
+	}}, opts...)...)
+}
+
+// LivenessMaxAttempts is how many attempts a liveness call makes (the first
+// and 3 retries).
+const LivenessMaxAttempts = 4
+
+// LivenessRetryer is the retryer of the liveness client: the worker's
+// heartbeats, its registration and leave, the death declarations it makes
+// as a watcher, and the reads of worker records its trust checks and
+// watches make (shared/lease/dynamostore WithLiveness). It retries the
+// standard retryer's errors (throttling, 5xx, connection errors) with no
+// client-side retry budget (ratelimit.None), so bulk clients draining their
+// own budgets cannot starve it, up to LivenessMaxAttempts attempts, with
+// jittered waits each at most LivenessMaxBackoff(callTimeout), so that all
+// of them sum to at most half of callTimeout: the retries happen before the
+// call's own deadline cancels it (the Keeper bounds each store call by
+// lease.Config.RPCTimeout, which Config.Validate keeps, with a heartbeat
+// period, inside the trust window TTL − SafetyMargin). A liveness call is
+// one small write or read per worker per heartbeat period (per half period
+// for a watcher's reads), so retrying it without a budget adds at most
+// LivenessMaxAttempts − 1 requests per period per worker to a throttled
+// table.
+func LivenessRetryer(callTimeout time.Duration, opts ...func(*retry.StandardOptions)) aws.Retryer {
+	return retry.NewStandard(append([]func(*retry.StandardOptions){func(o *retry.StandardOptions) {
+		o.MaxAttempts = LivenessMaxAttempts
+		o.MaxBackoff = LivenessMaxBackoff(callTimeout)
+		o.RateLimiter = ratelimit.None
+	}}, opts...)...)
+}
+
+// LivenessMaxBackoff caps one wait of LivenessRetryer(callTimeout): half of
+// callTimeout shared by the LivenessMaxAttempts − 1 retries.
+func LivenessMaxBackoff(callTimeout time.Duration) time.Duration {
+	return callTimeout / 2 / (LivenessMaxAttempts - 1)
 }

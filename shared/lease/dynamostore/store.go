@@ -74,21 +74,59 @@ var allOps = map[string]string{
 // Category is the category of request kind op ("" for an unknown one).
 func Category(op string) string { return allOps[op] }
 
+// livenessOps are the request kinds of the liveness path: the worker's own
+// record (register, heartbeat, leave), the death declarations it makes as a
+// watcher, and the reads its trust checks and watches make (a worker record,
+// the worker lists). WithLiveness gives them a client of their own.
+var livenessOps = map[string]bool{
+	OpRegister: true, OpHeartbeat: true, OpDeclareDead: true, OpLeave: true,
+	OpGetWorker: true, OpListWorkers: true,
+}
+
+// Liveness reports whether request kind op is on the liveness path (sent
+// through the WithLiveness client).
+func Liveness(op string) bool { return livenessOps[op] }
+
 // Store is a lease.Store on one DynamoDB table.
 type Store struct {
-	api    API
+	api    API // everything but the liveness path, unless live is nil
+	live   API // the liveness path (nil: api)
 	table  string
 	meters map[string]*meter
 	shard  atomic.Uint32 // rotates the first by_unowned shard an Unowned reads
 }
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLiveness sends the liveness path's requests (Liveness: register,
+// heartbeat, declare dead, leave, GetWorker, ListWorkers), the consistent
+// reads that classify their failed conditions included, through live, a
+// client of their own, and everything else (claims, checkpoints, releases,
+// the session reads and lists, MarkDone, GetWorkers) through the store's
+// api. Give live a retryer without a shared retry budget
+// (awsconfig.LivenessRetryer): throttled claims draining the bulk client's
+// budget then cannot take the heartbeats' retries.
+func WithLiveness(live API) Option { return func(s *Store) { s.live = live } }
+
 // New returns a store on table.
-func New(api API, table string) *Store {
+func New(api API, table string, opts ...Option) *Store {
 	s := &Store{api: api, table: table, meters: map[string]*meter{}}
 	for op := range allOps {
 		s.meters[op] = &meter{}
 	}
+	for _, o := range opts {
+		o(s)
+	}
 	return s
+}
+
+// client is the client request kind op is sent through.
+func (s *Store) client(op string) API {
+	if s.live != nil && livenessOps[op] {
+		return s.live
+	}
+	return s.api
 }
 
 // CreateTable creates the sessions table (sessionitem.CreateTable).
@@ -170,7 +208,7 @@ func (s *Store) update(ctx context.Context, op, key string, u expression.UpdateB
 	in.ReturnValues = rv
 	m := s.meters[op]
 	m.writes.Add(1)
-	out, err := s.api.UpdateItem(ctx, in)
+	out, err := s.client(op).UpdateItem(ctx, in)
 	if err == nil {
 		return out.Attributes, false, nil
 	}
@@ -187,7 +225,7 @@ func (s *Store) update(ctx context.Context, op, key string, u expression.UpdateB
 func (s *Store) read(ctx context.Context, op, key string) (map[string]types.AttributeValue, error) {
 	m := s.meters[op]
 	m.reads.Add(1)
-	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(key), ConsistentRead: aws.Bool(true)})
+	out, err := s.client(op).GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
@@ -241,7 +279,7 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	}
 	m := s.meters[OpRegister]
 	m.writes.Add(1)
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.client(OpRegister).PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item, ConditionExpression: e.Condition(), ExpressionAttributeNames: e.Names(),
 	})
 	switch {
@@ -477,7 +515,7 @@ func (s *Store) query(ctx context.Context, op, index, attr, value string, limit 
 			return err
 		}
 		m.reads.Add(1)
-		out, err := s.api.Query(ctx, in)
+		out, err := s.client(op).Query(ctx, in)
 		if err != nil {
 			return fmt.Errorf("query %s %s: %w", index, value, err)
 		}

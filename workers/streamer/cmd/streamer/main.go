@@ -86,11 +86,25 @@ func awsBackends(cfg envconfig.Config, loadAWS func() (aws.Config, error)) (leas
 	if err != nil {
 		return nil, nil, err
 	}
-	store := dynamostore.New(dynamodb.NewFromConfig(ac), cfg.TableName)
+	bulk, live := dynamoClients(ac, cfg.Worker.StoreTimeout)
+	store := dynamostore.New(bulk, cfg.TableName, dynamostore.WithLiveness(live))
 	if cfg.QueueURL == "" {
 		return store, nil, nil
 	}
 	return store, sqsnotify.New(sqs.NewFromConfig(ac), cfg.QueueURL, int32(cfg.QueueWait/time.Second)), nil
+}
+
+// dynamoClients are the worker's two DynamoDB clients: bulk (claims,
+// checkpoints, releases, session reads) with the config's retryer and its
+// own retry budget, and live (heartbeats, registration, leave, death
+// declarations, the reads of worker records its trust checks and watches
+// make) with awsconfig.LivenessRetryer: no retry budget, its waits inside
+// one store call (storeTimeout, the lease RPCTimeout). docs/worker.md,
+// "DynamoDB clients".
+func dynamoClients(ac aws.Config, storeTimeout time.Duration) (bulk, live *dynamodb.Client) {
+	bulk = dynamodb.NewFromConfig(ac)
+	live = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.Retryer = awsconfig.LivenessRetryer(storeTimeout) })
+	return bulk, live
 }
 
 func run(ctx context.Context, args []string, environ []string, open backends, stdout, stderr io.Writer) error {

@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/smithy-go"
 
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -150,5 +152,32 @@ func TestRunStopsOnCancel(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "worker stopped") {
 		t.Fatalf("logs:\n%s", stderr.String())
+	}
+}
+
+// The worker's two DynamoDB clients: the bulk one keeps the config's
+// retryer (its own retry budget), the liveness one has no budget, so
+// claims draining the first cannot take the heartbeats' retries
+// (shared/awsconfig's fake-endpoint test shows it end to end).
+func TestDynamoClientsGiveTheLivenessPathARetryerWithoutBudget(t *testing.T) {
+	ac := aws.Config{Region: "us-east-1", Retryer: func() aws.Retryer { return awsconfig.BulkRetryer(3) }}
+	cfg := streamer.DefaultConfig()
+	bulk, live := dynamoClients(ac, cfg.StoreTimeout)
+	br, lr := bulk.Options().Retryer, live.Options().Retryer
+	if br.MaxAttempts() != 3 || lr.MaxAttempts() != awsconfig.LivenessMaxAttempts {
+		t.Fatalf("max attempts: bulk %d, liveness %d", br.MaxAttempts(), lr.MaxAttempts())
+	}
+	throttled := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	bulkRefused, liveRefused := 0, 0
+	for range 1000 {
+		if _, err := br.GetRetryToken(context.Background(), throttled); err != nil {
+			bulkRefused++
+		}
+		if _, err := lr.GetRetryToken(context.Background(), throttled); err != nil {
+			liveRefused++
+		}
+	}
+	if bulkRefused == 0 || liveRefused != 0 {
+		t.Fatalf("of 1,000 throttled retries the bulk client refused %d (want a budget), the liveness client %d (want none)", bulkRefused, liveRefused)
 	}
 }
