@@ -185,17 +185,40 @@ func (mr *mirror) apply(img *image) {
 		if err == nil && rep.status == 200 {
 			return
 		}
-		if err == nil { // an answer other than success (the table is gone): give up
+		if err == nil && rep.errType() != "ResourceNotFoundException" { // refused: give up
 			mr.m.logf("mirror: %s %s: %d %s", op, img.table, rep.status, rep.body)
 			return
 		}
+		// Not answering, or the table is not there (yet: dynalite makes a
+		// new table ACTIVE a moment after CreateTable answers): again.
 		select {
 		case <-mr.stop:
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	mr.m.logf("mirror: %s %s: the mirror does not answer; image dropped", op, img.table)
+	mr.m.logf("mirror: %s %s: the mirror does not take it; image dropped", op, img.table)
+}
+
+// waitActive waits (a few seconds at most) until the mirror's table is
+// ACTIVE, so that the first images of a new table find it.
+func (mr *mirror) waitActive(ctx context.Context, table string) {
+	body, _ := json.Marshal(map[string]string{"TableName": table})
+	for range 100 {
+		rep, err := mr.m.call(ctx, mr.endpoint, "DescribeTable", body)
+		if err != nil {
+			return
+		}
+		var out struct{ Table struct{ TableStatus string } }
+		if rep.status == 200 && json.Unmarshal(rep.body, &out) == nil && out.Table.TableStatus == "ACTIVE" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // LagEpisode holds the lagging state lag behind for dur: every write in
@@ -278,6 +301,7 @@ func (mr *mirror) copyTable(ctx context.Context, name string) error {
 	if rep, err := mr.m.call(ctx, mr.endpoint, "CreateTable", t.create); err != nil || rep.status != 200 {
 		return errors.Join(err, replyError("mirror CreateTable "+name, rep))
 	}
+	mr.waitActive(ctx, name)
 	var from json.RawMessage
 	for {
 		req := map[string]any{"TableName": name, "ConsistentRead": true}

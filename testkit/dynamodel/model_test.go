@@ -118,6 +118,10 @@ func createTable(t *testing.T, c *dynamodb.Client, spec tableSpec) string {
 	if _, err := c.CreateTable(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
+	testwait.Eventually(t, 10*time.Second, "the table is ACTIVE", func() bool {
+		out, err := c.DescribeTable(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		return err == nil && out.Table.TableStatus == types.TableStatusActive
+	})
 	t.Cleanup(func() {
 		if _, err := c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
 			t.Errorf("delete table %s: %v", name, err)

@@ -721,6 +721,8 @@ func (m *Model) ddl(ctx context.Context, op string, body []byte) *reply {
 		}
 		if mrep, err := m.call(ctx, m.mirror.endpoint, op, body); err != nil || mrep.status != 200 {
 			m.logf("mirror %s %s: %v", op, in.TableName, errors.Join(err, replyError(op, mrep)))
+		} else if op != "DeleteTable" {
+			m.mirror.waitActive(ctx, in.TableName)
 		}
 	}
 	return rep
