@@ -165,6 +165,10 @@ var (
 	// ErrWorkerAlive: DeclareDead found the worker's heartbeat counter (or
 	// epoch) moved: it is alive.
 	ErrWorkerAlive = errors.New("worker heartbeat moved: alive")
+	// ErrThrottled: the store refused the request for its throughput (a
+	// partition, an index or the table over its capacity, or the client's
+	// own retry budget spent). Nothing was written; slow down.
+	ErrThrottled = errors.New("store throttled the request")
 )
 
 // ReservedError: a directed hand-off reserved the session for worker To

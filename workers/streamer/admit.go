@@ -33,6 +33,8 @@ func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAt
 // claim is Claim; paced false skips the claims-per-second limit, for a
 // directed hand-off whose sender already paces its moves (a few in flight):
 // the limit is there for the bursts nobody paces (a mass start, a takeover).
+// While the store throttles claims (claimPacer) every claim waits for the
+// pace, and a throttled claim slows it further.
 func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64, paced bool) (claim.Outcome, error) {
 	w.mu.Lock()
 	switch {
@@ -57,8 +59,8 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 			w.signalFreed()
 		}
 	}()
-	if paced {
-		if err := w.limiter.Wait(ctx); err != nil {
+	if paced || w.pacer.Throttling() {
+		if err := w.pacer.Wait(ctx); err != nil {
 			return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
 		}
 	}
@@ -71,9 +73,13 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 		return claim.NotStarted, nil
 	case errors.Is(err, lease.ErrUntrusted), errors.Is(err, lease.ErrWorkerDead):
 		return claim.Draining, nil
+	case errors.Is(err, lease.ErrThrottled):
+		w.pacer.Throttled()
+		return claim.Failed, err
 	default:
 		return claim.Failed, err
 	}
+	w.pacer.Succeeded()
 	w.reg.Add(schema.MetricAcquired, 1)
 	started = true
 	w.start(h, sentAtMs)

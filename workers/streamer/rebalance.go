@@ -86,7 +86,10 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	w.mu.Lock()
 	running := w.state == stateRunning
 	w.mu.Unlock()
-	if !running {
+	// A round on a table that throttles this worker's claims would add
+	// writes (a release and a claim per move) to the throttling: it waits
+	// until claims succeed again.
+	if !running || w.pacer.Throttling() {
 		return nil
 	}
 	recs, err := w.keeper.Fleet(ctx)

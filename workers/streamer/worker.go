@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -29,7 +28,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/time/rate"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
@@ -99,7 +97,7 @@ type Worker struct {
 	reg      *metrics.Registry
 	counters session.Counters
 	env      *session.Env
-	limiter  *rate.Limiter
+	pacer    *claimPacer
 	consumer *claim.Consumer
 	recon    *claim.Reconciler
 	started  time.Time
@@ -155,7 +153,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
-		limiter:      rate.NewLimiter(rate.Limit(cfg.ClaimsPerSecond), max(1, int(math.Ceil(cfg.ClaimsPerSecond)))),
+		pacer:        newClaimPacer(cfg.ClaimsPerSecond),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
 		}),

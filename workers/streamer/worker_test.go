@@ -45,8 +45,13 @@ type memWorker struct {
 // seeded on a test feed.
 func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker {
 	t.Helper()
+	return startMemOn(t, memstore.New(), n, mod, h)
+}
+
+// startMemOn is startMem on st (faults installed before the worker runs).
+func startMemOn(t *testing.T, st *memstore.Store, n int, mod func(*Config), h sink.Handler) *memWorker {
+	t.Helper()
 	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow})
-	st := memstore.New()
 	for i := range n {
 		id := fmt.Sprintf("mem-%06d", i)
 		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,

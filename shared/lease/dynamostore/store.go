@@ -213,7 +213,7 @@ func (s *Store) update(ctx context.Context, op, key string, u expression.UpdateB
 		return out.Attributes, false, nil
 	}
 	if !isConditionFailed(err) {
-		return nil, false, fmt.Errorf("update %s: %w", key, err)
+		return nil, false, fmt.Errorf("update %s: %w", key, edge(err))
 	}
 	m.failed.Add(1)
 	cur, err := s.read(ctx, op, key)
@@ -227,7 +227,7 @@ func (s *Store) read(ctx context.Context, op, key string) (map[string]types.Attr
 	m.reads.Add(1)
 	out, err := s.client(op).GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
+		return nil, fmt.Errorf("read %s: %w", key, edge(err))
 	}
 	m.readHalves.Add(2 * ConsistentReadUnits(ItemSize(out.Item)))
 	if len(out.Item) == 0 {

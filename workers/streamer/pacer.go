@@ -1,0 +1,73 @@
+package streamer
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"golang.org/x/time/rate"
+)
+
+// claimPacer paces this worker's claims: at most ClaimsPerSecond, and less
+// while the store throttles them. Each claim the store refused for its
+// throughput (lease.ErrThrottled) halves the rate, down to a floor of one
+// claim every ten seconds (minClaimRate); each claim that
+// succeeds adds back a tenth of the configured rate (additive increase,
+// multiplicative decrease, as TCP's congestion control and the AWS SDK's
+// adaptive retry mode do). A mass takeover or a rebalancing round on a
+// throttled table then slows down instead of adding retries to the
+// throttling, and the heartbeats, on their own client, keep their share.
+type claimPacer struct {
+	mu   sync.Mutex
+	lim  *rate.Limiter
+	base rate.Limit
+}
+
+// minClaimRate is the slowest the pacer goes: one claim every 10 s.
+const minClaimRate = rate.Limit(0.1)
+
+func newClaimPacer(perSecond float64) *claimPacer {
+	base := rate.Limit(perSecond)
+	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base}
+}
+
+// Wait blocks until a claim may be sent (or ctx ends).
+func (p *claimPacer) Wait(ctx context.Context) error { return p.lim.Wait(ctx) }
+
+// Throttling reports whether the store throttled claims lately (the rate
+// is below the configured one): then even the claims that skip the pace
+// (directed hand-offs, takeovers) wait for it.
+func (p *claimPacer) Throttling() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lim.Limit() < p.base
+}
+
+// Throttled records a claim the store throttled: the rate halves.
+func (p *claimPacer) Throttled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lim.SetLimit(max(minClaimRate, p.lim.Limit()/2))
+	p.lim.SetBurst(1)
+}
+
+// Succeeded records a claim the store took: the rate grows back by a tenth
+// of the configured one, up to it.
+func (p *claimPacer) Succeeded() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.lim.Limit(); l < p.base {
+		l = min(p.base, l+p.base/10)
+		p.lim.SetLimit(l)
+		if l == p.base {
+			p.lim.SetBurst(max(1, int(math.Ceil(float64(p.base)))))
+		}
+	}
+}
+
+// Rate is the claims per second the pacer allows now.
+func (p *claimPacer) Rate() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(p.lim.Limit())
+}

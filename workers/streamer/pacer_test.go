@@ -1,0 +1,74 @@
+package streamer
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+func TestClaimPacerHalvesUnderThrottlingAndRecovers(t *testing.T) {
+	p := newClaimPacer(40)
+	if p.Throttling() || p.Rate() != 40 {
+		t.Fatalf("fresh pacer: throttling %v at %v/s", p.Throttling(), p.Rate())
+	}
+	p.Throttled()
+	if !p.Throttling() || p.Rate() != 20 {
+		t.Fatalf("after one throttled claim: %v/s", p.Rate())
+	}
+	for range 20 {
+		p.Throttled()
+	}
+	if p.Rate() != float64(minClaimRate) {
+		t.Fatalf("floor: %v/s, want %v", p.Rate(), minClaimRate)
+	}
+	for i := 0; p.Throttling(); i++ {
+		if i > 10 {
+			t.Fatalf("still throttling after %d successes: %v/s", i, p.Rate())
+		}
+		p.Succeeded()
+	}
+	if p.Rate() != 40 {
+		t.Fatalf("recovered to %v/s, want 40", p.Rate())
+	}
+}
+
+// TestThrottledClaimsSlowDownAndTheWorkerStaysAlive: while the store
+// throttles acquires, the worker's claim rate drops (claims stop adding to
+// the throttling), its heartbeats go on (it stays trusted and alive), and
+// once the throttling ends every session is claimed and the rate is back.
+func TestThrottledClaimsSlowDownAndTheWorkerStaysAlive(t *testing.T) {
+	st := memstore.New()
+	var throttling atomic.Bool
+	var throttled, heartbeats atomic.Int64
+	throttling.Store(true)
+	st.SetFail(func(op string) (error, bool) {
+		switch {
+		case op == "acquire" && throttling.Load():
+			throttled.Add(1)
+			return fmt.Errorf("%w: injected", lease.ErrThrottled), false
+		case op == "heartbeat":
+			heartbeats.Add(1)
+		}
+		return nil, false
+	})
+	m := startMemOn(t, st, 20, func(c *Config) { c.ClaimsPerSecond = 50 }, nil)
+	testwait.Eventually(t, 5*time.Second, "throttled claims", func() bool { return throttled.Load() >= 3 })
+	if r := m.pacer.Rate(); r >= 50 {
+		t.Fatalf("claim rate %v/s after %d throttled claims, want below 50", r, throttled.Load())
+	}
+	hb := heartbeats.Load()
+	testwait.Eventually(t, 5*time.Second, "heartbeats while claims are throttled", func() bool { return heartbeats.Load() >= hb+2 })
+	if st := m.Status(); st.TrustedForMs == 0 || st.Record.State != "ALIVE" || st.Owned != 0 {
+		t.Fatalf("worker while throttled: trusted for %d ms, state %s, owns %d", st.TrustedForMs, st.Record.State, st.Owned)
+	}
+	throttling.Store(false)
+	// From the floor (a claim every 10 s) the rate grows back by a tenth per
+	// claim that succeeds.
+	testwait.Eventually(t, 90*time.Second, "every session claimed after the throttling", func() bool { return m.Status().Owned == 20 })
+	testwait.Eventually(t, 5*time.Second, "the claim rate back", func() bool { return !m.pacer.Throttling() })
+}
