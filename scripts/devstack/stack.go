@@ -21,7 +21,14 @@
 // (faults on the sink's calls only), and the stack reads the destination
 // continuously (Config.OnDest; destination.go).
 //
-// Layout under Config.Dir (default <repo>/.dev): data/ (dynalite's LevelDB),
+// Every run on a data directory on disk has a run id of its own (run1,
+// run2, ...: Stack.RunID, counted in data/devstack-run) that its workers'
+// ids carry (worker-1-run2, restarted worker-1-run2.r2): a run never takes
+// an id an earlier run's worker record holds, so a second run on the same
+// data resumes the sessions the first left STARTED.
+//
+// Layout under Config.Dir (default <repo>/.dev): data/ (dynalite's LevelDB
+// and devstack-run),
 // logs/ (one .log per process, worker-N.sink.jsonl per worker, feed-records.jsonl,
 // destination/ the destination engine's log).
 package devstack
@@ -138,9 +145,17 @@ type Config struct {
 	// asked to (`make dev`, the way ECS does); nil: a harness that kills
 	// workers on purpose restarts them itself.
 	RestartWorkers *proc.Restart
-	// OnExit, when set, sees every exit of a worker, the feed, ingest or an
-	// engine.
+	// OnExit, when set, sees every exit of the feed, ingest or an engine,
+	// and of a worker (Name its incarnation's id) unless OnWorker is set.
 	OnExit func(proc.Exit)
+	// OnWorker, when set, sees every worker incarnation come up (its
+	// /healthz answered) and end, instead of OnExit.
+	OnWorker func(WorkerEvent)
+
+	// RunID goes into every worker id (WorkerID). "": on disk, the data
+	// directory's next run (run1, run2, ...; data/devstack-run keeps the
+	// count); in memory, none (worker-1, worker-1.r2).
+	RunID string
 
 	// StartTimeout bounds each process's readiness wait.
 	StartTimeout time.Duration
@@ -235,6 +250,9 @@ func (c Config) Validate() error {
 	if _, err := feed.ParseMode(string(c.FeedMode)); err != nil {
 		errs = append(errs, err)
 	}
+	if strings.ContainsAny(c.RunID, ". /\t\n") {
+		errs = append(errs, fmt.Errorf("run id %q: no dots, slashes or spaces", c.RunID))
+	}
 	if c.StartTimeout <= 0 {
 		errs = append(errs, errors.New("start timeout: want > 0"))
 	}
@@ -271,6 +289,10 @@ type Stack struct {
 	mu      sync.Mutex
 	workers []*Worker
 	added   int // workers ever added: the next one's index is added+1 (never reused)
+
+	closing  chan struct{}  // closed by Shutdown: the readiness watches end
+	watchers sync.WaitGroup // the workers' readiness watches
+	closed   sync.Once
 }
 
 // Start brings the stack up in order (engines, table and queues, feed,
@@ -288,7 +310,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, fmt.Errorf("devstack: %s missing (run `make dev`, or build it: see mk/devstack.mk): %w", b, err)
 		}
 	}
-	s := &Stack{cfg: cfg, log: cfg.Log, sinks: newSinks(cfg.KeepSinkRecords, cfg.OnSink)}
+	s := &Stack{cfg: cfg, log: cfg.Log, sinks: newSinks(cfg.KeepSinkRecords, cfg.OnSink), closing: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -300,6 +322,42 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 
 // Config is the stack's resolved configuration (ports filled in).
 func (s *Stack) Config() Config { return s.cfg }
+
+// RunID is the run id in this stack's worker ids ("" in memory, unless
+// Config.RunID).
+func (s *Stack) RunID() string { return s.cfg.RunID }
+
+// runFile counts the runs on a data directory (one decimal number).
+const runFile = "devstack-run"
+
+// nextRun takes the data directory's next run number (1 when it has none)
+// and records it, before any worker starts. A count it cannot read is an
+// error, never a restart from 1 (that would reuse worker ids).
+func nextRun(dataDir string) (int, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return 0, fmt.Errorf("data dir: %w", err)
+	}
+	path := filepath.Join(dataDir, runFile)
+	n := 0
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if n, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil || n < 0 {
+			return 0, fmt.Errorf("run count %s: %q is not a count (delete the data folder, or --fresh)", path, b)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return 0, fmt.Errorf("run count: %w", err)
+	}
+	n++
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		return 0, fmt.Errorf("run count: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, fmt.Errorf("run count: %w", err)
+	}
+	return n, nil
+}
 
 // LogDir is where every process's log goes.
 func (s *Stack) LogDir() string { return filepath.Join(s.cfg.Dir, "logs") }
@@ -355,6 +413,13 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := os.MkdirAll(s.LogDir(), 0o755); err != nil {
 		return fmt.Errorf("log dir: %w", err)
 	}
+	if c.RunID == "" && !c.InMemory {
+		n, err := nextRun(s.DataDir())
+		if err != nil {
+			return err
+		}
+		c.RunID = "run" + strconv.Itoa(n)
+	}
 	var err error
 	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: c.Ports.Dynamo, OnExit: c.OnExit})
 	if err != nil {
@@ -370,7 +435,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.SQS.Start(); err != nil {
 		return err
 	}
-	s.log.Info().Str("dynamo", s.Dynamo.Endpoint()).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Msg("engines up")
+	s.log.Info().Str("dynamo", s.Dynamo.Endpoint()).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Str("run", c.RunID).Msg("engines up")
 	if err := s.createResources(ctx); err != nil {
 		return err
 	}
@@ -548,6 +613,12 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.closed.Do(func() {
+		if s.closing != nil {
+			close(s.closing)
+		}
+	})
+	s.watchers.Wait()
 	s.log.Info().Msg("workers stopped")
 	for _, w := range s.Workers() {
 		if w.DynamoProxy != nil {

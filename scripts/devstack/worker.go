@@ -19,10 +19,12 @@ import (
 )
 
 // Worker is one streamer process slot ("worker-N"). Every (re)start is a new
-// incarnation with a new worker id (worker-N, then worker-N.r2, ...): a
-// restarted process never reuses its predecessor's lease owner id. Its
-// stderr (zerolog JSON) goes to logs/worker-N.log, its stdout sink to
-// logs/worker-N.sink.jsonl and to the stack's Sinks.
+// incarnation with a new worker id (worker-N-<run>, then worker-N-<run>.r2,
+// ...; worker-N and worker-N.r2 when the stack has no run id, in memory): a
+// restarted process never reuses its predecessor's lease owner id, and a
+// later run on the same data directory never reuses an earlier run's
+// (Stack.RunID). Its stderr (zerolog JSON) goes to logs/worker-N.log, its
+// stdout sink to logs/worker-N.sink.jsonl and to the stack's Sinks.
 type Worker struct {
 	Index     int
 	AdminAddr string // 127.0.0.1:port
@@ -33,9 +35,62 @@ type Worker struct {
 
 	stack *Stack
 
-	mu  sync.Mutex
-	ids []string
-	env []string // SetEnv
+	mu      sync.Mutex
+	ids     []string
+	env     []string     // SetEnv
+	cur     *incarnation // the current (or last) incarnation
+	awaited bool         // Start waits for the next incarnation to be ready
+}
+
+// incarnation is one run of a worker slot.
+type incarnation struct {
+	id      string
+	awaited bool          // Start waits for it: an exit before it is ready fails the start and is not restarted
+	ready   chan struct{} // closed when its /healthz answered
+	ended   chan struct{} // closed when it ended (or could not start)
+	isReady bool          // under Worker.mu
+	isEnded bool          // under Worker.mu
+	exit    proc.Exit     // its end, when isEnded
+}
+
+// WorkerEvent is a worker incarnation coming up or ending (Config.OnWorker).
+type WorkerEvent struct {
+	ID    string // the incarnation's worker id (worker-3-run2.r2)
+	Slot  int
+	Pid   int
+	Admin string
+	Log   string // the slot's log
+	// Exit is how the incarnation ended, with Name its worker id (nil: it
+	// came up, its /healthz answered).
+	Exit *proc.Exit
+	// BeforeReady: it ended before its /healthz ever answered. When a Start
+	// (the stack's, AddWorker or Worker.Start) was waiting for it, the start
+	// fails and the slot is not restarted (Exit.RestartIn is 0).
+	BeforeReady bool
+}
+
+// String is the event for a terminal: "worker-3-run2.r2 up (pid 42, admin
+// 127.0.0.1:8803)", "worker-3-run2.r2 (pid 42) was killed by signal 9
+// (killed) after 3s; restarting in 1s", "worker-1-run2 (pid 42) exited
+// with code 1 after 12ms before it was ready; see .dev/logs/worker-1.log".
+func (e WorkerEvent) String() string {
+	if e.Exit == nil {
+		return fmt.Sprintf("%s up (pid %d, admin %s)", e.ID, e.Pid, e.Admin)
+	}
+	if !e.BeforeReady {
+		return e.Exit.String()
+	}
+	x := *e.Exit
+	restart := x.RestartIn
+	x.RestartIn = 0
+	what := x.String() + " before it was ready; see " + e.Log
+	if x.Pid == 0 { // could not start: the error says why
+		what = x.String()
+	}
+	if restart > 0 {
+		what += fmt.Sprintf("; restarting in %v", restart)
+	}
+	return what
 }
 
 // SetEnv sets extra environment variables (KEY=VALUE) for this slot's next
@@ -102,7 +157,7 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 		OnLine:     s.sinks.line,
 		NextEnv:    w.nextIncarnation,
 		Restart:    s.cfg.RestartWorkers,
-		OnExit:     s.cfg.OnExit,
+		OnExit:     w.onExit,
 	}
 	s.mu.Lock()
 	s.workers = append(s.workers, w)
@@ -134,16 +189,36 @@ func (s *Stack) RemoveWorker(w *Worker) error {
 	return fmt.Errorf("remove %s: not a worker of this stack", w.ID())
 }
 
+// WorkerID is the worker id of incarnation n (1: the first start) of slot
+// slot in run run: worker-<slot>[-<run>][.r<n>] (worker-2-run3.r2; no run
+// suffix when run is "", the restart suffix from the second incarnation on).
+func WorkerID(slot int, run string, n int) string {
+	id := fmt.Sprintf("worker-%d", slot)
+	if run != "" {
+		id += "-" + run
+	}
+	if n > 1 {
+		id += fmt.Sprintf(".r%d", n)
+	}
+	return id
+}
+
 // nextIncarnation names the next incarnation (every start, by hand or by
-// the restart policy) and gives its environment.
+// the restart policy) and gives its environment. It runs under the Proc's
+// lock, just before the process starts: it also starts the incarnation's
+// readiness watch (watch).
 func (w *Worker) nextIncarnation() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	id := fmt.Sprintf("worker-%d", w.Index)
-	if n := len(w.ids); n > 0 {
-		id = fmt.Sprintf("worker-%d.r%d", w.Index, n+1)
-	}
+	id := WorkerID(w.Index, w.stack.cfg.RunID, len(w.ids)+1)
 	w.ids = append(w.ids, id)
+	inc := &incarnation{id: id, awaited: w.awaited, ready: make(chan struct{}), ended: make(chan struct{})}
+	w.awaited = false
+	w.cur = inc
+	if w.Proc != nil {
+		w.stack.watchers.Add(1)
+		go w.watch(inc)
+	}
 	env := w.stack.workerEnv(id, w.AdminAddr)
 	if w.DynamoProxy != nil {
 		env = append(env, "AWS_ENDPOINT_URL_DYNAMODB="+w.DynamoProxy.URL()) // the last value of a key wins
@@ -152,17 +227,122 @@ func (w *Worker) nextIncarnation() []string {
 }
 
 // Start starts a new incarnation of the worker (it must not be running) and
-// waits until its admin /healthz answers.
+// waits until its admin /healthz answers. An incarnation that exits before
+// that is not restarted (whatever Config.RestartWorkers says): Start
+// returns "exited before it was ready".
 func (w *Worker) Start(ctx context.Context) error {
 	s := w.stack
-	if err := w.Proc.Start(); err != nil {
+	w.mu.Lock()
+	w.awaited = true
+	w.mu.Unlock()
+	err := w.Proc.Start()
+	w.mu.Lock()
+	w.awaited = false
+	inc := w.cur
+	w.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if err := w.Proc.WaitReady(ctx, s.cfg.StartTimeout, proc.HTTPOK("http://"+w.AdminAddr+"/healthz")); err != nil {
-		return err
+	t := time.NewTimer(s.cfg.StartTimeout)
+	defer t.Stop()
+	select {
+	case <-inc.ready:
+		if s.cfg.OnWorker == nil { // OnWorker got the event
+			s.log.Info().Str("worker", inc.id).Int("pid", w.Proc.Pid()).Str("admin", w.AdminAddr).Msg("worker up")
+		}
+		return nil
+	case <-inc.ended:
+		w.mu.Lock()
+		e := inc.exit
+		w.mu.Unlock()
+		return fmt.Errorf("%s exited before it was ready (%v); see %s", inc.id, e.Err, w.LogPath())
+	case <-t.C:
+		return fmt.Errorf("%s not ready after %v; see %s", inc.id, s.cfg.StartTimeout, w.LogPath())
+	case <-ctx.Done():
+		return fmt.Errorf("start %s: %w", inc.id, ctx.Err())
 	}
-	s.log.Info().Str("worker", w.ID()).Int("pid", w.Proc.Pid()).Str("admin", w.AdminAddr).Msg("worker up")
-	return nil
+}
+
+// watch polls incarnation inc's /healthz until it answers (then reports it
+// up), the incarnation ends or the stack shuts down.
+func (w *Worker) watch(inc *incarnation) {
+	s := w.stack
+	defer s.watchers.Done()
+	probe := proc.HTTPOK("http://" + w.AdminAddr + "/healthz")
+	for {
+		// Running takes the Proc's lock: it waits for the start under way.
+		if !w.Proc.Running() || w.current() != inc {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := probe(ctx)
+		cancel()
+		if err == nil {
+			pid := w.Proc.Pid()
+			w.mu.Lock()
+			if w.cur != inc || inc.isEnded {
+				w.mu.Unlock()
+				return
+			}
+			inc.isReady = true
+			close(inc.ready)
+			w.mu.Unlock()
+			s.workerEvent(WorkerEvent{ID: inc.id, Slot: w.Index, Pid: pid, Admin: w.AdminAddr, Log: w.LogPath()})
+			return
+		}
+		select {
+		case <-s.closing:
+			return
+		case <-inc.ended:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (w *Worker) current() *incarnation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur
+}
+
+// onExit is the Proc's OnExit: it names the exit by the incarnation and
+// stops a slot whose awaited incarnation ended before it was ready (so the
+// restart policy does not start it again while the start fails).
+func (w *Worker) onExit(e proc.Exit) {
+	w.mu.Lock()
+	inc := w.cur
+	if inc == nil || inc.isEnded {
+		w.mu.Unlock()
+		return
+	}
+	e.Name = inc.id
+	before := !inc.isReady
+	if before && inc.awaited && !e.Stopped {
+		e.RestartIn = 0
+	}
+	inc.isEnded, inc.exit = true, e
+	w.mu.Unlock()
+	if before && inc.awaited && !e.Stopped {
+		// Not running now: Stop only cancels the restart the policy is
+		// about to schedule (report checks for a Stop after OnExit).
+		_ = w.Proc.Stop(0)
+	}
+	close(inc.ended)
+	w.stack.workerEvent(WorkerEvent{ID: inc.id, Slot: w.Index, Pid: e.Pid, Admin: w.AdminAddr, Log: w.LogPath(), Exit: &e, BeforeReady: before})
+}
+
+// workerEvent hands ev to Config.OnWorker, or its exit to Config.OnExit
+// when OnWorker is not set. It runs on the Proc's and the watches'
+// goroutines: it does not log (Config.Log need not be safe for concurrent
+// use); OnWorker's owner logs what it wants.
+func (s *Stack) workerEvent(ev WorkerEvent) {
+	switch {
+	case s.cfg.OnWorker != nil:
+		s.cfg.OnWorker(ev)
+	case ev.Exit != nil && s.cfg.OnExit != nil:
+		s.cfg.OnExit(*ev.Exit)
+	}
 }
 
 func (s *Stack) workerEnv(id, admin string) []string {

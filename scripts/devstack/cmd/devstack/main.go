@@ -1,9 +1,11 @@
 // Command devstack runs the local stack (`make dev`): dynalite on disk under
 // .dev/data, fauxqs, the table and queues, the demo feed, the ingest local
 // front and 3 streamer workers, each a separate process on 127.0.0.1. It
-// prints the endpoints and a curl that starts a session, says when a process
-// exits and restarts a worker that did (--restart=false: not; the stack then
-// ends with a non-zero status naming it), then runs until
+// prints the endpoints and a curl that starts a session, says when a worker
+// incarnation is up (worker-3-run2.r2 up (pid N, ...)) and when a process
+// exits, on the terminal and in .dev/logs/devstack.log, and restarts a
+// worker that did (--restart=false: not; the stack then ends with a
+// non-zero status naming it), then runs until
 // Ctrl-C, when it stops everything gracefully (workers first: they release
 // their leases and write final checkpoints). A second Ctrl-C exits at once
 // (the children die with it). Every port has a flag and an environment
@@ -101,8 +103,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// Sink records are in the files; do not keep them in memory for hours.
 	cfg.KeepSinkRecords = false
 
-	exits := &exitLog{out: out}
+	exits := &exitLog{out: out, file: zerolog.New(lf).With().Timestamp().Str("component", "devstack").Logger(), root: root}
 	cfg.OnExit = exits.report
+	cfg.OnWorker = exits.worker
 	if *restart {
 		cfg.RestartWorkers = &proc.Restart{Delay: time.Second, MaxDelay: 30 * time.Second}
 	}
@@ -118,31 +121,59 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := st.Shutdown(sctx); err != nil {
 		return errors.Join(fmt.Errorf("shutdown: %w", err), exits.err())
 	}
-	fmt.Fprintln(out, "stopped. Sessions are kept in", st.DataDir(), "(make dev resumes them; --fresh forgets them).")
+	fmt.Fprintln(out, "stopped. Sessions are kept in", rel(root, st.DataDir()), "(make dev resumes them; --fresh forgets them).")
 	return exits.err()
 }
 
-// exitLog says on the terminal when a process of the stack exits without
-// being asked to, and remembers the ones that were not restarted: the
-// stack's exit status reports them.
+// exitLog says on the terminal when a worker incarnation is up and when a
+// process of the stack exits without being asked to, and remembers the ones
+// that were not restarted: the stack's exit status reports them. Every
+// line it says also goes to devstack.log (file), with its fields.
 type exitLog struct {
 	out  io.Writer
+	file zerolog.Logger // devstack.log only
+	root string         // log paths are said relative to it
 	mu   sync.Mutex
 	dead []string
 }
 
+// report is an exit of the feed, ingest or an engine.
 func (l *exitLog) report(e proc.Exit) {
 	if e.Stopped {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e.RestartIn > 0 {
-		fmt.Fprintf(l.out, "%s %s\n", time.Now().Format("15:04:05"), e)
+	line := l.say(e.String(), e.RestartIn > 0)
+	l.file.Warn().Str("event", "exit").Str("process", e.Name).Int("pid", e.Pid).Str("report", line).Msg("process exited")
+}
+
+// worker is a worker incarnation up or ended.
+func (l *exitLog) worker(ev devstack.WorkerEvent) {
+	if ev.Exit != nil && ev.Exit.Stopped {
 		return
 	}
-	fmt.Fprintf(l.out, "%s %s; not restarted\n", time.Now().Format("15:04:05"), e)
-	l.dead = append(l.dead, e.String())
+	ev.Log = rel(l.root, ev.Log)
+	if ev.Exit == nil {
+		l.mu.Lock()
+		fmt.Fprintf(l.out, "%s %s\n", time.Now().Format("15:04:05"), ev)
+		l.mu.Unlock()
+		l.file.Info().Str("event", "worker").Str("worker", ev.ID).Int("slot", ev.Slot).Int("pid", ev.Pid).Str("admin", ev.Admin).Str("report", ev.String()).Msg("worker up")
+		return
+	}
+	line := l.say(ev.String(), ev.Exit.RestartIn > 0)
+	l.file.Warn().Str("event", "worker").Str("worker", ev.ID).Int("slot", ev.Slot).Int("pid", ev.Pid).Bool("before_ready", ev.BeforeReady).Dur("restart_in", ev.Exit.RestartIn).Str("report", line).Msg("worker exited")
+}
+
+// say prints an exit report (marked "; not restarted" unless restarting)
+// and returns the line.
+func (l *exitLog) say(what string, restarting bool) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !restarting {
+		what += "; not restarted"
+		l.dead = append(l.dead, strings.TrimSuffix(what, "; not restarted"))
+	}
+	fmt.Fprintf(l.out, "%s %s\n", time.Now().Format("15:04:05"), what)
+	return what
 }
 
 // err names every process that ended on its own and was not restarted.
@@ -170,7 +201,10 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "  DynamoDB     %s   (dynalite, table %s, data %s)\n", st.Dynamo.Endpoint(), c.Table, rel(root, st.DataDir()))
 	fmt.Fprintf(out, "  SQS          %s   (fauxqs, queue %s)\n", st.SQS.Endpoint(), c.Queue)
 	for _, w := range st.Workers() {
-		fmt.Fprintf(out, "  %-12s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
+		fmt.Fprintf(out, "  %-16s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
+	}
+	if st.RunID() != "" {
+		fmt.Fprintf(out, "  run %s: this run's worker ids end in -%s (a restart adds .r2, .r3, ...); the records of earlier runs stay LEFT\n", st.RunID(), st.RunID())
 	}
 	fmt.Fprintf(out, "  liveness TTL %v, heartbeat every %v, checkpoint every %v, reconcile every %v; logs in %s\n\n", c.Worker.LeaseTTL, c.Worker.HeartbeatEvery, c.Worker.CheckpointEvery, c.Worker.ReconcileEvery, rel(root, st.LogDir()))
 	fmt.Fprintf(out, "Start a session (copy-paste):\n")
@@ -181,11 +215,11 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 		api = " --api " + st.APIURL()
 	}
 	fmt.Fprintf(out, "Then:\n")
-	fmt.Fprintf(out, "  bin/wsfleet%s status          # id, state, owner, lease expires in, epoch, last_seq\n", api)
+	fmt.Fprintf(out, "  bin/wsfleet%s status          # ID STATE OWNER EPOCH LAST_SEQ LAST ERROR\n", api)
 	fmt.Fprintf(out, "  tail -f %s/worker-*.sink.jsonl\n", rel(root, st.LogDir()))
 	fmt.Fprintf(out, "  bin/wsfleet%s stop hello\n\n", api)
 	if c.RestartWorkers != nil {
-		fmt.Fprintf(out, "A worker that exits is reported here and restarted after %v (--restart=false: not).\n", c.RestartWorkers.Delay)
+		fmt.Fprintf(out, "A worker that exits is reported here (and in %s/devstack.log) and restarted after %v (--restart=false: not).\n", rel(root, st.LogDir()), c.RestartWorkers.Delay)
 	}
 	fmt.Fprintf(out, "Ctrl-C stops everything gracefully.\n")
 }
