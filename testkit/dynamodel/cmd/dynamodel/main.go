@@ -2,7 +2,8 @@
 // local stack, chaos and the bench: DynamoDB's JSON protocol on
 // 127.0.0.1:PORT in front of a dynalite it starts (or -primary), under the
 // -profile aws or dynalite, with the control endpoints under /dynamodel/
-// (see dynamodel's control.go). It prints one line, "dynamodel listening
+// (see dynamodel's control.go); -without takes behaviours out of the
+// profile (e.g. -without lag,faults). It prints one line, "dynamodel listening
 // at http://127.0.0.1:PORT", when it serves, and runs until SIGTERM or
 // SIGINT.
 package main
@@ -14,6 +15,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
@@ -33,12 +35,31 @@ func run(ctx context.Context, args []string) error {
 	dataDir := fs.String("data-dir", "", "with no -primary: keep the started dynalite's data here (in memory when empty)")
 	logDir := fs.String("log-dir", "", "the started dynalites' logs (a temporary directory when empty)")
 	seed := fs.Uint64("seed", 1, "the model's random seed")
+	without := fs.String("without", "", "comma-separated behaviours to take out of the profile: latency, lag, throttle, faults, meter")
+	meter := fs.Bool("meter", false, "meter billing even when the profile does not (the dynalite profile)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	prof, err := dynamodel.ProfileByName(*profile)
 	if err != nil {
 		return err
+	}
+	prof.Meter = prof.Meter || *meter
+	for _, b := range strings.FieldsFunc(*without, func(r rune) bool { return r == ',' }) {
+		switch strings.TrimSpace(b) {
+		case "latency":
+			prof.Latency = nil
+		case "lag":
+			prof.Lag = dynamodel.Dist{}
+		case "throttle":
+			prof.Throughput = dynamodel.Throughput{}
+		case "faults":
+			prof.Faults = dynamodel.Faults{}
+		case "meter":
+			prof.Meter = false
+		default:
+			return fmt.Errorf("-without: unknown behaviour %q (latency, lag, throttle, faults, meter)", b)
+		}
 	}
 	p := *port
 	if p == 0 {
