@@ -13,6 +13,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 var allEnvs = []string{EnvDev, EnvProd}
@@ -427,7 +428,7 @@ func containerEnv(t *testing.T, s *synthesized) map[string]any {
 }
 
 // envNames is env's variables as NAME= pairs (os.Environ's form, values
-// left out) for schema.UnknownEnv.
+// left out) for suggest.UnknownEnv.
 func envNames(env map[string]any) []string {
 	out := make([]string, 0, len(env))
 	for k := range env {
@@ -480,7 +481,7 @@ func TestStreamerService(t *testing.T) {
 				}
 			}
 			// The worker refuses to start on a WSFLEET_ variable it does not read.
-			if errs := schema.UnknownEnv(envNames(ce), schema.WorkerEnv()); len(errs) > 0 {
+			if errs := suggest.UnknownEnv(envNames(ce), schema.WorkerEnv()); len(errs) > 0 {
 				t.Errorf("container env: %v", errs)
 			}
 
@@ -568,7 +569,7 @@ func TestIngestFunctionAndAPI(t *testing.T) {
 		}
 	}
 	// Ingest refuses to start on a WSFLEET_ variable it does not read.
-	if errs := schema.UnknownEnv(envNames(vars), schema.IngestEnv()); len(errs) > 0 {
+	if errs := suggest.UnknownEnv(envNames(vars), schema.IngestEnv()); len(errs) > 0 {
 		t.Errorf("ingest env: %v", errs)
 	}
 	if lc := asJSON(p["LoggingConfig"]); !strings.Contains(lc, "IngestLogs") {

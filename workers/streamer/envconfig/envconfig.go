@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/suggest"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
@@ -96,7 +97,7 @@ func (c Config) Resolved() Config {
 // problem Validate reports, with the known name it is closest to.
 func FromEnv(environ []string, accept ...string) (Config, error) {
 	c := Default()
-	c.unknownEnv = schema.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
+	c.unknownEnv = suggest.UnknownEnv(environ, append(schema.WorkerEnv(), accept...))
 	lookup := schema.LookupIn(environ)
 	p := parser{lookup: lookup}
 	w := &c.Worker

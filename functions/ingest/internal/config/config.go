@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 // PrivateIPs says which IP-literal ranges a ws_url may point at (the
@@ -97,7 +98,7 @@ func Default() Config {
 // (schema.IngestEnv), with the known name it is closest to.
 func FromEnv(environ []string) Config {
 	c := Default()
-	c.unknownEnv = schema.UnknownEnv(environ, schema.IngestEnv())
+	c.unknownEnv = suggest.UnknownEnv(environ, schema.IngestEnv())
 	lookup := schema.LookupIn(environ)
 	str := func(name string, dst *string) {
 		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
