@@ -111,8 +111,12 @@ func internalError() *reply {
 	return &reply{status: 500, body: []byte(`{"__type":"` + errNS + `InternalServerError","message":"Internal server error"}`)}
 }
 
-// faulted turns the reply to an applied write into the fault's.
+// faulted turns the reply to an applied write into the fault's; a write
+// that failed is answered as it was.
 func faulted(f Fault, rep *reply) *reply {
+	if rep.status != 200 {
+		return rep
+	}
 	switch f {
 	case FaultAfter:
 		return internalError()

@@ -222,11 +222,7 @@ func (m *Model) writeItem(ctx context.Context, op string, body []byte) *reply {
 		return internalError()
 	}
 	if !m.imaging {
-		rep := m.forward(ctx, m.primary, op, body)
-		if rep.status == 200 && fault != "" {
-			return faulted(fault, rep)
-		}
-		return rep
+		return faulted(fault, m.forward(ctx, m.primary, op, body))
 	}
 	t, err := m.table(ctx, in.TableName)
 	if err != nil {
@@ -356,11 +352,7 @@ func (m *Model) batchWrite(ctx context.Context, body []byte) *reply {
 		return internalError()
 	}
 	if !m.imaging {
-		rep := m.forward(ctx, m.primary, op, body)
-		if rep.status == 200 && fault != "" {
-			return faulted(fault, rep)
-		}
-		return rep
+		return faulted(fault, m.forward(ctx, m.primary, op, body))
 	}
 	var reqs []*batchRequest
 	var ids []string

@@ -150,8 +150,10 @@ func jsonKind(goType string) string {
 		return "JSON array of strings"
 	case strings.HasPrefix(goType, "[]"):
 		return "JSON array"
-	case goType == "int", goType == "bool":
-		return map[string]string{"int": "number", "bool": "boolean"}[goType]
+	case goType == "int":
+		return "number"
+	case goType == "bool":
+		return "boolean"
 	}
 	return goType
 }
