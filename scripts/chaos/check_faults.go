@@ -91,16 +91,9 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 				break
 			}
 		}
-		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
-			fr.Excluded++
+		if !j.recovered(fr, v, id, rec, deadline, check, ref, "%s: never delivered again by a newer tenure", label) {
 			continue
 		}
-		if rec == nil {
-			fr.Unrecovered = append(fr.Unrecovered, id)
-			j.violate(check, id, ref, "%s: never delivered again by a newer tenure", label)
-			continue
-		}
-		fr.Recovered++
 		fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
 		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
 		if rec.AtNs > deadline {
@@ -228,16 +221,9 @@ func (j *judge) outageFault(fr *FaultResult) {
 		if late > 0 {
 			j.violate(CheckFencing, id, start+fence, "%d deliveries under epoch ≤ %d after the trust deadline (more than TTL − margin + %d ms slack after DynamoDB went down: no heartbeat was possible)", late, last.Epoch, j.set.Bounds.FenceSlackMs)
 		}
-		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
-			fr.Excluded++
+		if !j.recovered(fr, v, id, rec, deadline, CheckOutage, back, "never delivered again by a new tenure after DynamoDB came back") {
 			continue
 		}
-		if rec == nil {
-			fr.Unrecovered = append(fr.Unrecovered, id)
-			j.violate(CheckOutage, id, back, "never delivered again by a new tenure after DynamoDB came back")
-			continue
-		}
-		fr.Recovered++
 		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-back)/1e6))
 		dark = append(dark, float64(rec.AtNs-oldLast)/1e6)
 		if rec.AtNs > deadline {
@@ -278,16 +264,9 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 			}
 			break
 		}
-		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
-			fr.Excluded++
+		if !j.recovered(fr, v, id, rec, deadline, CheckSource, ref, "%s: never reconnected and delivered again", fr.Kind) {
 			continue
 		}
-		if rec == nil {
-			fr.Unrecovered = append(fr.Unrecovered, id)
-			j.violate(CheckSource, id, ref, "%s: never reconnected and delivered again", fr.Kind)
-			continue
-		}
-		fr.Recovered++
 		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
 		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
 		if rec.AtNs > deadline {
@@ -296,4 +275,24 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 		}
 	}
 	fr.Dark = StatsOf(dark)
+}
+
+// recovered sorts how session v came back after fault fr: rec is its first
+// delivery that counts (nil: none), due by deadline. A session stopped in
+// the meantime is excused; one with no such delivery is unrecovered, a
+// violation of check at atNs saying why (format, args); otherwise it is
+// counted as recovered and recovered returns true (its delay is the
+// caller's to sample and judge).
+func (j *judge) recovered(fr *FaultResult, v *sessionView, id string, rec *Delivery, deadline int64, check string, atNs int64, format string, args ...any) bool {
+	if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
+		fr.Excluded++
+		return false
+	}
+	if rec == nil {
+		fr.Unrecovered = append(fr.Unrecovered, id)
+		j.violate(check, id, atNs, format, args...)
+		return false
+	}
+	fr.Recovered++
+	return true
 }

@@ -249,16 +249,9 @@ func (j *judge) sinkFault(fr *FaultResult) {
 		}
 		boundMs := fr.BoundMs + max(extra-1, 0)*perRecord
 		deadline := end + boundMs*int64(time.Millisecond)
-		if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
-			fr.Excluded++
+		if !j.recovered(fr, v, id, rec, deadline, CheckSinkRecovery, end, "%s: no new seq at the destination after the fault was lifted", fr.Kind) {
 			continue
 		}
-		if rec == nil {
-			fr.Unrecovered = append(fr.Unrecovered, id)
-			j.violate(CheckSinkRecovery, id, end, "%s: no new seq at the destination after the fault was lifted", fr.Kind)
-			continue
-		}
-		fr.Recovered++
 		fr.samples = append(fr.samples, float64(rec.AtNs-end)/1e6)
 		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
 		if rec.AtNs > deadline {
