@@ -194,6 +194,7 @@ func TestRedactURL(t *testing.T) {
 		"wss://h.example.com/feed?a=1;b=2&c=":       "wss://h.example.com/feed?a=REDACTED&c=REDACTED",
 		"wss://u:p@h.example.com/f?k=v#frag":        "wss://h.example.com/f?k=REDACTED",
 		"ws://127.0.0.1:9000/?sig=AbC%2F%3D&empty=": "ws://127.0.0.1:9000/?sig=REDACTED&empty=REDACTED",
+		"ws://a.example.com/?&":                     "ws://a.example.com/?&", // nothing to hide (found by FuzzDecodeStart)
 		"%zz://bad": "REDACTED",
 	}
 	for in, want := range cases {
