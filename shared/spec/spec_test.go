@@ -195,7 +195,7 @@ func TestRedactURL(t *testing.T) {
 		"wss://u:p@h.example.com/f?k=v#frag":        "wss://h.example.com/f?k=REDACTED",
 		"ws://127.0.0.1:9000/?sig=AbC%2F%3D&empty=": "ws://127.0.0.1:9000/?sig=REDACTED&empty=REDACTED",
 		"ws://a.example.com/?&":                     "ws://a.example.com/?&", // nothing to hide (found by FuzzDecodeStart)
-		"%zz://bad": "REDACTED",
+		"%zz://bad":                                 "REDACTED",
 	}
 	for in, want := range cases {
 		if got := RedactURL(in); got != want {
