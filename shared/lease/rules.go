@@ -59,6 +59,24 @@ func ClassifyHeartbeat(rec *WorkerRecord, epoch, seq int64) error {
 	return errConditionRaced
 }
 
+// HeartbeatApplied reports whether rec shows heartbeat hb at epoch as
+// written: a retry of a heartbeat whose first attempt was applied and its
+// reply lost (a 500 after the write, a dropped connection) finds its own
+// counter and time, and that beat counts. A stale attempt with the same
+// counter but another time does not.
+func HeartbeatApplied(rec *WorkerRecord, epoch int64, hb Heartbeat) bool {
+	return rec != nil && rec.Alive() && rec.Epoch == epoch && rec.HeartbeatSeq == hb.Seq && rec.HeartbeatAtMs == hb.AtMs
+}
+
+// DeclaredDeadAs reports whether rec shows the declaration that observer by
+// made at atMs of the worker it saw ALIVE at epoch with counter seenSeq: a
+// retry of a declaration that was applied, its reply lost, finds it done.
+// A declaration by another observer, or at another time, is not this one.
+func DeclaredDeadAs(rec *WorkerRecord, epoch, seenSeq int64, by string, atMs int64) bool {
+	return rec != nil && rec.State == schema.WorkerDead && rec.Epoch == epoch+1 && rec.HeartbeatSeq == seenSeq &&
+		rec.DeclaredBy == by && rec.EndedAtMs == atMs
+}
+
 // CanDeclareDead decides a declaration of death of rec's worker by an
 // observer that saw it ALIVE at epoch with counter seenSeq (and waited
 // DeathAllowedAt).
@@ -140,6 +158,15 @@ func ClassifyAcquire(it *Item, owner string, from From) error {
 	return errConditionRaced
 }
 
+// AcquiredUnawares reports whether a failed acquire by owner finds the
+// session it (read after the failure) owned by owner all the same: an
+// earlier attempt of the same acquire was applied, its reply lost, and a
+// stop (or a failure) landed before the retry, whose condition then failed.
+// The caller is told the acquire failed, so the store ends that tenure.
+func AcquiredUnawares(it *Item, owner string) bool {
+	return it != nil && it.Owner == owner && CanAcquire(it, owner, From{}) != nil
+}
+
 // CanFenceCheckpoint decides the acquire's second write, on the checkpoint
 // item of session t.ConnectionID (ckptOwner and ckptEpoch as stored, epoch 0
 // when there is none): no later tenure may have fenced it.
@@ -181,6 +208,17 @@ func CanRelease(it *Item, t Token, lastSeq int64) error {
 	return nil
 }
 
+// Released reports whether session it shows t's tenure already ended with
+// a final checkpoint of at least lastSeq, and, for a hand-off to worker to
+// ("" for a release) of a STARTED session, reserved for to: no owner, at
+// t's epoch (only t's own release, hand-off or fail removes the owner
+// without a new epoch). A release retried after an attempt that was
+// applied, its reply lost, finds this, and is done.
+func Released(it *Item, t Token, lastSeq int64, to string) bool {
+	return it != nil && it.Owner == "" && it.Epoch == t.Epoch && (lastSeq == NoSeq || it.ReleaseSeq >= lastSeq) &&
+		(to == "" || it.HandoffTo == to || it.DesiredState != schema.StateStarted || it.Failed())
+}
+
 // CanOwnerWrite decides a write by t on the session item (release, fail,
 // note error): the session must still be t's tenure.
 func CanOwnerWrite(it *Item, t Token) error {
@@ -206,9 +244,7 @@ func CanFail(it *Item, t Token, gen, lastSeq int64) error {
 }
 
 // ClassifyOwnerWrite explains a failed owner write; check is the write's
-// rule. Release after the owner already released (a retry after an
-// ambiguous attempt) finds no owner: ErrLeaseLost, which callers of Release
-// treat as done.
+// rule.
 func ClassifyOwnerWrite(it *Item, check func(*Item) error) error {
 	if err := check(it); err != nil {
 		return err

@@ -66,6 +66,7 @@ const (
 	AttrStartedAtMs     = "started_at_ms"    // N: registration time
 	AttrEndedAtMs       = "ended_at_ms"      // N: when it was declared DEAD or LEFT
 	AttrDeclaredBy      = "declared_dead_by" // S: the worker that declared it DEAD
+	AttrRegToken        = "reg_token"        // S: drawn by each Register call: a retried registration knows its own record
 )
 
 // WorkerKey is the Pk of worker id's record.

@@ -51,6 +51,7 @@ type Worker struct {
 	EndedAtMs    int64    `dynamodbav:"ended_at_ms,omitempty"`
 	DeclaredBy   string   `dynamodbav:"declared_dead_by,omitempty"`
 	ExpiresAt    int64    `dynamodbav:"expires_at,omitempty"`
+	RegToken     string   `dynamodbav:"reg_token,omitempty"`
 }
 
 // DecodeWorker reads a worker record (or a by_worker_list entry).

@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
@@ -262,13 +263,18 @@ func worker(m map[string]types.AttributeValue) (*lease.WorkerRecord, error) {
 	return &r, nil
 }
 
-// Register implements lease.Store: PutItem if no record has the id.
+// Register implements lease.Store: PutItem if no record has the id. The
+// record carries a token drawn for this call (reg_token): when the SDK
+// retries an attempt that was applied and its reply lost, the retry's
+// condition fails on the call's own record, which the token tells from
+// another registration of the id.
 func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	state, list := cmpOr(rec.State, schema.WorkerAlive), cmpOr(rec.List, schema.WorkerListAlive)
+	token := rand.Text()
 	item, err := sessionitem.EncodeWorker(sessionitem.Worker{
 		Key: schema.WorkerKey(rec.ID), State: state, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAt: rec.HeartbeatAtMs,
 		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, AdminAddr: rec.AdminAddr, Mailbox: rec.Mailbox,
-		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy,
+		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy, RegToken: token,
 	})
 	if err != nil {
 		return err
@@ -288,10 +294,18 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 		return nil
 	case isConditionFailed(err):
 		m.failed.Add(1)
-		m.wu.Add(1) // the record found is below 1 KB unless its mailbox filled; not read back
+		found, err := s.read(ctx, OpRegister, schema.WorkerKey(rec.ID))
+		m.wu.Add(WriteUnits(ItemSize(found)))
+		if err != nil {
+			return fmt.Errorf("register %s: %w", rec.ID, err)
+		}
+		if t, ok := found[schema.AttrRegToken].(*types.AttributeValueMemberS); ok && t.Value == token {
+			m.wrote(nil, item) // the SDK's retry of an attempt that was applied
+			return nil
+		}
 		return fmt.Errorf("register %s: %w", rec.ID, lease.ErrWorkerExists)
 	}
-	return fmt.Errorf("register %s: %w", rec.ID, err)
+	return fmt.Errorf("register %s: %w", rec.ID, edge(err))
 }
 
 func cmpOr(a, b string) string {
@@ -336,6 +350,9 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 		if err != nil {
 			return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, err)
 		}
+		if lease.HeartbeatApplied(r, epoch, hb) {
+			return *r, nil // the SDK's retry of an attempt that was applied
+		}
 		return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, lease.ClassifyHeartbeat(r, epoch, hb.Seq))
 	}
 	m := s.meters[OpHeartbeat]
@@ -366,6 +383,9 @@ func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64
 		r, err := worker(old)
 		if err != nil {
 			return fmt.Errorf("declare %s dead: %w", id, err)
+		}
+		if lease.DeclaredDeadAs(r, epoch, seenSeq, by, atMs) {
+			return nil // the SDK's retry of an attempt that was applied
 		}
 		return fmt.Errorf("declare %s dead: %w", id, lease.ClassifyDeclareDead(r, epoch, seenSeq))
 	}
@@ -620,7 +640,19 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		if err != nil {
 			return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
 		}
-		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, lease.ClassifyAcquire(it, owner, from))
+		cause := lease.ClassifyAcquire(it, owner, from)
+		if lease.AcquiredUnawares(it, owner) {
+			// An earlier attempt of this call was applied (the SDK retried
+			// it after a 500 or a lost reply) and a stop or a failure then
+			// landed: the session is owner's, though the caller will be
+			// told it is not. Its tenure ends here, or nobody would
+			// release it: a start would tell an owner that never knew.
+			t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
+			if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
+				return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure an earlier attempt took: %w)", id, cause, rerr)
+			}
+		}
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, cause)
 	}
 	epoch := numOf(old, schema.AttrLeaseEpoch) + 1
 	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)},
@@ -724,6 +756,11 @@ func (s *Store) ownerWrite(ctx context.Context, op string, t lease.Token, u expr
 // read after it, calls for the other variant.
 var errRetry = errors.New("release: the session changed state; retry the other variant")
 
+// errReleased marks a release whose condition failed on a session that
+// shows the tenure already released (lease.Released): the SDK retried an
+// attempt that was applied. The release is done.
+var errReleased = errors.New("release: already applied")
+
 // Release implements lease.Store: the final checkpoint, then the session
 // without owner. While the session is STARTED and not FAILED it goes back to
 // the by_unowned index; otherwise (stopped, failed) only the owner goes. The
@@ -765,6 +802,9 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 	for attempt := 0; attempt < 4; attempt++ {
 		err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
+				if lease.Released(it, t, lastSeq, to) {
+					return errReleased
+				}
 				if err := lease.CanRelease(it, t, lastSeq); err != nil {
 					return err
 				}
@@ -779,6 +819,9 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 		err = s.ownerWrite(ctx, op, t, stoppedU, &notStarted,
 			stoppedSet, []string{schema.AttrLeaseOwner},
 			func(it *lease.Item) error {
+				if lease.Released(it, t, lastSeq, to) {
+					return errReleased
+				}
 				if err := lease.CanRelease(it, t, lastSeq); err != nil {
 					return err
 				}
@@ -791,7 +834,7 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 			break
 		}
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, errReleased) {
 		return fmt.Errorf("release %s: %w", t, err)
 	}
 	return nil

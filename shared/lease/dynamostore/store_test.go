@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -19,6 +20,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/dynamodel"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
@@ -229,5 +231,134 @@ func TestUnits(t *testing.T) {
 		if dynamostore.Category(op) == "" {
 			t.Errorf("op %s has no category", op)
 		}
+	}
+}
+
+// TestConformanceOnModel runs the conformance suite through the DynamoDB
+// model (testkit/dynamodel) with the aws profile: AWS latency, index lag
+// and stale eventually consistent reads, throttling, and ambiguous write
+// outcomes, raised from the profile's 0.1 % each to 1 % each so that the
+// suite's writes meet some hundreds of them; every tenth round of the race
+// runs on a hot key (5 % of a partition's write rate, so some of the 64
+// racers are throttled). The store's client is the one production builds
+// (the SDK's standard retryer and its retry budget, BulkRetryer).
+func TestConformanceOnModel(t *testing.T) {
+	enginetest.Require(t)
+	p := dynamodel.AWS()
+	p.Faults = dynamodel.Faults{Before: 0.01, After: 0.01, Drop: 0.01}
+	m := dynamodel.StartT(t, dynamodel.Config{Profile: p, Primary: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), Seed: 7})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := awsconfig.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint()) })
+	table := leasetest.NewID("model")
+	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
+		t.Fatal(err)
+	}
+	hot := func(round int, id string) {
+		if round%10 == 9 {
+			m.HotKey(table, id, 0.05, 3*time.Second)
+		}
+	}
+	start := time.Now()
+	h := harness(client, table)
+	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return h }, leasetest.Options{RaceRounds: 200, Racers: 64, Ambiguous: true, BeforeRace: hot})
+	u := m.Meter().Tables[table].Total()
+	t.Logf("conformance on the model (aws profile, 1 %% ambiguous of each kind): %s, %d requests, %d answered ambiguously, %d throttled",
+		time.Since(start).Round(time.Millisecond), u.Requests, u.Faults, u.Throttled)
+	// The suite met what it ran for.
+	if u.Faults == 0 || u.Throttled == 0 {
+		t.Errorf("the model answered %d writes ambiguously and throttled %d requests: the suite did not meet both", u.Faults, u.Throttled)
+	}
+}
+
+// retriedAfter is the SDK's retry of a write whose reply was lost, with
+// another request landing in between: the first UpdateItem on key is sent
+// and applied, then between runs, then the same request is sent again and
+// its answer returned.
+type retriedAfter struct {
+	*dynamodb.Client
+	key     string
+	between func()
+	done    bool
+}
+
+func (r *retriedAfter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if k, ok := in.Key[schema.AttrPk].(*types.AttributeValueMemberS); !r.done && ok && k.Value == r.key {
+		r.done = true
+		if _, err := r.Client.UpdateItem(ctx, in, opts...); err != nil {
+			return nil, err
+		}
+		r.between()
+	}
+	return r.Client.UpdateItem(ctx, in, opts...)
+}
+
+func (r *retriedAfter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if k, ok := in.Item[schema.AttrPk].(*types.AttributeValueMemberS); !r.done && ok && k.Value == r.key {
+		r.done = true
+		if _, err := r.Client.PutItem(ctx, in, opts...); err != nil {
+			return nil, err
+		}
+		r.between()
+	}
+	return r.Client.PutItem(ctx, in, opts...)
+}
+
+// A registration, a heartbeat and a declaration of death applied and
+// retried (the reply lost) find their own write: each succeeds, where the
+// retry's failed condition alone would say "exists", "superseded" or
+// "already dead" (a worker that cannot start, a beat that does not count).
+func TestLivenessWritesRetriedAfterTheyApplied(t *testing.T) {
+	client, table := newTable(t)
+	w := leasetest.NewID("retried")
+	key := schema.WorkerKey(w)
+	retried := func() *dynamostore.Store {
+		return dynamostore.New(&retriedAfter{Client: client, key: key, between: func() {}}, table)
+	}
+	if err := retried().Register(context.Background(), leasetest.Worker(w)); err != nil {
+		t.Fatalf("register retried: %v", err)
+	}
+	if err := retried().Register(context.Background(), leasetest.Worker(w)); !errors.Is(err, lease.ErrWorkerExists) {
+		t.Fatalf("a second registration: %v, want ErrWorkerExists", err)
+	}
+	if r, err := retried().Heartbeat(context.Background(), w, 1, lease.Heartbeat{Seq: 1, AtMs: 1000}); err != nil || r.HeartbeatSeq != 1 {
+		t.Fatalf("heartbeat retried: %+v %v", r, err)
+	}
+	if err := retried().DeclareDead(context.Background(), w, 1, 1, "obs", 2000); err != nil {
+		t.Fatalf("declaration retried: %v", err)
+	}
+}
+
+// An acquire applied, its reply lost, a stop landing before the SDK's
+// retry: the retry's condition fails, and the caller is told ErrStopped.
+// The session must not stay owned by a worker that does not know it holds
+// it (a start would then tell that owner, and nobody else would take it).
+// Found by TestConformanceOnModel (StopAgainstAcquire).
+func TestAcquireRetriedAfterAStopEndsTheTenureItTook(t *testing.T) {
+	client, table := newTable(t)
+	id := leasetest.NewID("unawares")
+	if err := dynamostore.Seed(context.Background(), client, table, leasetest.Started(id)); err != nil {
+		t.Fatal(err)
+	}
+	api := &retriedAfter{Client: client, key: id, between: func() {
+		if err := setDesired(client, table, id, schema.StateStopped); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}}
+	s := dynamostore.New(api, table)
+	_, err := s.Acquire(context.Background(), id, "w1", lease.From{})
+	if !errors.Is(err, lease.ErrStopped) {
+		t.Fatalf("acquire: %v, want ErrStopped", err)
+	}
+	got, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Owner != "" || got.DesiredState != schema.StateStopped {
+		t.Fatalf("after the refused retry: owner %q desired %s, want no owner", got.Owner, got.DesiredState)
 	}
 }

@@ -167,6 +167,10 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 	var out lease.WorkerRecord
 	err := s.do(ctx, "heartbeat", func() error {
 		r := s.workers[id]
+		if lease.HeartbeatApplied(r, epoch, hb) {
+			out = cloneRec(r)
+			return nil
+		}
 		if err := lease.CanHeartbeat(r, epoch, hb.Seq); err != nil {
 			return lease.ClassifyHeartbeat(r, epoch, hb.Seq)
 		}
@@ -189,6 +193,9 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
 	return s.do(ctx, "declare_dead", func() error {
 		r := s.workers[id]
+		if lease.DeclaredDeadAs(r, epoch, seenSeq, by, atMs) {
+			return nil
+		}
 		if err := lease.CanDeclareDead(r, epoch, seenSeq); err != nil {
 			return err
 		}
@@ -336,6 +343,9 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	return s.do(ctx, op, func() error {
 		it := s.items[t.ConnectionID]
+		if lease.Released(it, t, lastSeq, to) {
+			return nil
+		}
 		if err := lease.CanRelease(it, t, lastSeq); err != nil {
 			return err
 		}
