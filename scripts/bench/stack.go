@@ -75,7 +75,7 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.Dynamo.Endpoint()) })
+	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.DynamoEndpoint()) })
 	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table)}, nil
 }
 

@@ -58,6 +58,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/testkit/dynamodel"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
@@ -105,6 +106,14 @@ type Config struct {
 	Dir      string // state folder: data/ and logs/ (default Root/.dev)
 	Bin      Binaries
 	InMemory bool // dynalite without --path (tests); otherwise on disk under Dir/data
+	// DynamoModel, when set, puts the DynamoDB model (testkit/dynamodel)
+	// with this profile ("aws": DynamoDB's latency, index lag, stale reads,
+	// throttling and ambiguous errors; "dynalite": nothing added) between
+	// every client and dynalite: the model listens on Ports.Dynamo, dynalite
+	// on a free port behind it. "": the clients talk to dynalite.
+	DynamoModel string
+	// DynamoModelSeed seeds the model's draws (0: 1).
+	DynamoModelSeed uint64
 	// DynamoProxies puts a faultnet proxy between each worker slot and
 	// DynamoDB (Worker.DynamoProxy): freezing it cuts that worker off from
 	// the table while it still reaches its sources (the chaos partition).
@@ -239,6 +248,11 @@ func (c Config) Validate() error {
 	if c.Table == "" || c.Queue == "" {
 		errs = append(errs, errors.New("table and queue names: empty"))
 	}
+	if c.DynamoModel != "" {
+		if _, err := dynamodel.ProfileByName(c.DynamoModel); err != nil {
+			errs = append(errs, fmt.Errorf("dynamo model: %w", err))
+		}
+	}
 	if c.FeedRate <= 0 {
 		errs = append(errs, fmt.Errorf("feed rate %v: want > 0", c.FeedRate))
 	}
@@ -271,8 +285,12 @@ type Stack struct {
 	cfg Config
 	log zerolog.Logger
 
-	Dynamo *enginetest.Process
-	SQS    *enginetest.Process
+	Dynamo *enginetest.Process // dynalite (behind Model when there is one)
+	// Model is the DynamoDB model in front of Dynamo (nil without
+	// Config.DynamoModel); its controls add lag episodes, throttling and
+	// error storms.
+	Model *dynamodel.Model
+	SQS   *enginetest.Process
 	Feed   *proc.Proc
 	Ingest *proc.Proc
 
@@ -285,6 +303,8 @@ type Stack struct {
 
 	sinks *Sinks
 	dest  *destination // an AWS sink's destination (nil: stdout)
+
+	modelLog *os.File // the model's own log (nil without a model)
 
 	mu      sync.Mutex
 	workers []*Worker
@@ -421,12 +441,21 @@ func (s *Stack) start(ctx context.Context) error {
 		c.RunID = "run" + strconv.Itoa(n)
 	}
 	var err error
-	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: c.Ports.Dynamo, OnExit: c.OnExit})
+	dynPort := c.Ports.Dynamo
+	if c.DynamoModel != "" {
+		dynPort = 0 // the model takes Ports.Dynamo
+	}
+	s.Dynamo, err = enginetest.NewDynalite(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), DataDir: s.DataDir(), Port: dynPort, OnExit: c.OnExit})
 	if err != nil {
 		return err
 	}
 	if err := s.Dynamo.Start(); err != nil {
 		return err
+	}
+	if c.DynamoModel != "" {
+		if err := s.startModel(ctx); err != nil {
+			return err
+		}
 	}
 	s.SQS, err = enginetest.NewFauxqs(enginetest.Options{Root: c.Root, LogDir: s.LogDir(), Port: c.Ports.SQS, OnExit: c.OnExit})
 	if err != nil {
@@ -435,7 +464,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.SQS.Start(); err != nil {
 		return err
 	}
-	s.log.Info().Str("dynamo", s.Dynamo.Endpoint()).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Str("run", c.RunID).Msg("engines up")
+	s.log.Info().Str("dynamo", s.DynamoEndpoint()).Str("dynamo_model", c.DynamoModel).Str("sqs", s.SQS.Endpoint()).Str("data", s.DataDir()).Str("run", c.RunID).Msg("engines up")
 	if err := s.createResources(ctx); err != nil {
 		return err
 	}
@@ -483,6 +512,40 @@ func (s *Stack) start(ctx context.Context) error {
 	return nil
 }
 
+// DynamoEndpoint is where the stack's clients reach DynamoDB: the model
+// when there is one, else dynalite.
+func (s *Stack) DynamoEndpoint() string {
+	if s.Model != nil {
+		return s.Model.Endpoint()
+	}
+	return s.Dynamo.Endpoint()
+}
+
+// startModel starts the DynamoDB model on Ports.Dynamo in front of the
+// running dynalite; its own problems (the mirror falling behind) go to
+// logs/dynamodel.log, and the mirror dynalite it starts logs under
+// logs/mirror.
+func (s *Stack) startModel(ctx context.Context) error {
+	c := &s.cfg
+	prof, err := dynamodel.ProfileByName(c.DynamoModel)
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(s.LogDir(), "dynamodel.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("dynamodel log: %w", err)
+	}
+	s.modelLog = logf
+	s.Model, err = dynamodel.Start(ctx, dynamodel.Config{
+		Profile: prof, Primary: s.Dynamo.Endpoint(), Addr: "127.0.0.1:" + strconv.Itoa(c.Ports.Dynamo), Seed: c.DynamoModelSeed,
+		Engines: enginetest.Options{Root: c.Root, LogDir: s.LogDir(), OnExit: c.OnExit}, Log: logf,
+	})
+	if err != nil {
+		return fmt.Errorf("dynamodel: %w", err)
+	}
+	return nil
+}
+
 // feedArgv is the feed's command line.
 func (s *Stack) feedArgv() []string {
 	c := &s.cfg
@@ -495,7 +558,7 @@ func (s *Stack) feedArgv() []string {
 // the stack's engines.
 func (s *Stack) EngineEnv() []string {
 	return []string{
-		"AWS_ENDPOINT_URL_DYNAMODB=" + s.Dynamo.Endpoint(),
+		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoEndpoint(),
 		"AWS_ENDPOINT_URL_SQS=" + s.SQS.Endpoint(),
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",
@@ -524,7 +587,7 @@ func (s *Stack) createResources(ctx context.Context) error {
 		// No idle connections (and their goroutines) left behind.
 		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.Dynamo.Endpoint()) })
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.DynamoEndpoint()) })
 	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQS.Endpoint()) })
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -642,8 +705,16 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	if s.SQS != nil {
 		s.SQS.Stop()
 	}
+	if s.Model != nil {
+		if err := s.Model.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.Dynamo != nil {
 		s.Dynamo.Stop()
+	}
+	if s.modelLog != nil {
+		_ = s.modelLog.Close()
 	}
 	s.log.Info().Msg("stack stopped")
 	return errors.Join(errs...)

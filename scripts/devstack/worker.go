@@ -142,7 +142,7 @@ func (s *Stack) AddWorker(ctx context.Context) (*Worker, error) {
 	name := fmt.Sprintf("worker-%d", idx)
 	w := &Worker{Index: idx, AdminAddr: "127.0.0.1:" + strconv.Itoa(port), stack: s}
 	if s.cfg.DynamoProxies {
-		p, err := faultnet.StartEndpoint(s.Dynamo.Endpoint())
+		p, err := faultnet.StartEndpoint(s.DynamoEndpoint())
 		if err != nil {
 			return nil, fmt.Errorf("%s dynamodb proxy: %w", name, err)
 		}

@@ -55,7 +55,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fresh := fs.Bool("fresh", false, "delete the data folder first (forget every session)")
 	restart := fs.Bool("restart", true, "restart a worker that exits (after 1 s, backing off to 30 s if it keeps exiting), as ECS does")
 	fs.IntVar(&cfg.Workers, "workers", envInt("WSFLEET_DEV_WORKERS", cfg.Workers), "streamer workers")
-	fs.IntVar(&cfg.Ports.Dynamo, "dynamo-port", envInt("WSFLEET_DEV_DYNAMO_PORT", cfg.Ports.Dynamo), "dynalite port")
+	fs.IntVar(&cfg.Ports.Dynamo, "dynamo-port", envInt("WSFLEET_DEV_DYNAMO_PORT", cfg.Ports.Dynamo), "DynamoDB port (dynalite's, or the model's with -dynamo-model)")
+	fs.StringVar(&cfg.DynamoModel, "dynamo-model", os.Getenv("WSFLEET_DEV_DYNAMO_MODEL"), "put the DynamoDB model in front of dynalite with this profile: aws (AWS latency, index lag, stale reads, throttling, ambiguous errors; docs/references.md) or dynalite (adds nothing); empty: dynalite alone")
 	fs.IntVar(&cfg.Ports.SQS, "sqs-port", envInt("WSFLEET_DEV_SQS_PORT", cfg.Ports.SQS), "fauxqs port")
 	fs.IntVar(&cfg.Ports.API, "api-port", envInt("WSFLEET_DEV_API_PORT", cfg.Ports.API), "ingest API port")
 	fs.IntVar(&cfg.Ports.Feed, "feed-port", envInt("WSFLEET_DEV_FEED_PORT", cfg.Ports.Feed), "demo feed port")
@@ -199,7 +200,11 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "\nwsfleet local stack is up (every server on 127.0.0.1)\n")
 	fmt.Fprintf(out, "  ingest API   %s\n", st.APIURL())
 	fmt.Fprintf(out, "  demo feed    %s   (%.0f msg/s per session, %s; controls %s/control/stats)\n", feed.URL(st.FeedURL(), "<session>"), c.FeedRate, c.FeedMode, st.FeedURL())
-	fmt.Fprintf(out, "  DynamoDB     %s   (dynalite, table %s, data %s)\n", st.Dynamo.Endpoint(), c.Table, rel(root, st.DataDir()))
+	engine := "dynalite"
+	if c.DynamoModel != "" {
+		engine = fmt.Sprintf("the DynamoDB model, profile %s, in front of dynalite at %s; controls %s/dynamodel/", c.DynamoModel, st.Dynamo.Endpoint(), st.DynamoEndpoint())
+	}
+	fmt.Fprintf(out, "  DynamoDB     %s   (%s, table %s, data %s)\n", st.DynamoEndpoint(), engine, c.Table, rel(root, st.DataDir()))
 	fmt.Fprintf(out, "  SQS          %s   (fauxqs, queue %s)\n", st.SQS.Endpoint(), c.Queue)
 	for _, w := range st.Workers() {
 		fmt.Fprintf(out, "  %-16s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
