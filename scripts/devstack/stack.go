@@ -289,8 +289,8 @@ type Stack struct {
 	// Model is the DynamoDB model in front of Dynamo (nil without
 	// Config.DynamoModel); its controls add lag episodes, throttling and
 	// error storms.
-	Model *dynamodel.Model
-	SQS   *enginetest.Process
+	Model  *dynamodel.Model
+	SQS    *enginetest.Process
 	Feed   *proc.Proc
 	Ingest *proc.Proc
 
