@@ -80,7 +80,19 @@ const (
 	KindSinkFreeze       = "sink-freeze"          // every sink request held for 2 × TTL (connections open)
 	KindSinkFreezeDynamo = "sink-freeze+dynamodb" // one worker's sink and DynamoDB path frozen past the crash bound: declared dead
 	KindSinkRefuseDynamo = "sink-refuse+dynamodb" // refusals while every worker's DynamoDB path is frozen past TTL − margin: trust lapses, then heartbeats succeed again
+
+	// DynamoDB model faults (testkit/dynamodel's controls; a stack on the
+	// model only).
+	KindIndexLag  = "dynamodb-index-lag" // the indexes (and eventually consistent reads) held a lag behind, and a kill -9 during it
+	KindThrottle  = "dynamodb-throttle"  // the table held at a small fraction of its throughput, one session's key hot
+	KindAmbiguous = "dynamodb-ambiguous" // a storm of writes answered 500 before or after applying, or their replies dropped
 )
+
+// ModelKinds are the fault kinds that need the DynamoDB model.
+var ModelKinds = []string{KindIndexLag, KindThrottle, KindAmbiguous}
+
+// isModelKind reports whether k is one of ModelKinds.
+func isModelKind(k string) bool { return slices.Contains(ModelKinds, k) }
 
 // SinkKinds are the fault kinds that need an AWS sink (its fault proxy).
 var SinkKinds = []string{KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo}
@@ -90,7 +102,26 @@ func isSinkKind(k string) bool { return slices.Contains(SinkKinds, k) }
 
 // AllKinds are the fault kinds, in the order the report lists them.
 var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn,
-	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo}
+	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo,
+	KindIndexLag, KindThrottle, KindAmbiguous}
+
+// Model fault settings: the lag of an index-lag episode (a kill -9 of a
+// worker at its start: its sessions must be found though the indexes lag),
+// the share of the table's warm throughput a throttling storm leaves and
+// of a partition's the hot key keeps, and the shares of writes an
+// ambiguous storm answers 500 before applying, 500 after applying, and
+// drops after applying.
+const (
+	modelLag = 3 * time.Second
+	// 0.2 % of 4,000 write units/s is 8/s: below what the chaos fleet
+	// writes (a heartbeat per worker per second, a checkpoint per session
+	// every 2 s), so every kind of write is throttled at times.
+	throttleFraction = 0.002
+	// 0.01 % of a partition's 1,000 write units/s: one write every 10 s,
+	// on one session's checkpoint item (written every 2 s).
+	hotKeyFraction                          = 0.0001
+	stormBefore, stormAfter, stormDropShare = 0.2, 0.2, 0.1
+)
 
 // DefaultConfig is `make chaos`: 10 minutes, 4 workers, 48 sessions;
 // liveness TTL 4 s, heartbeat every 1 s (watchers read every 500 ms),
@@ -121,6 +152,7 @@ func DefaultConfig() Config {
 	sc.FeedMode = feed.ModeKickOlder
 	sc.KeepSinkRecords = false // the harness keeps its own, stamped on arrival
 	sc.Sink = devstack.SinkSQS // the batched sqs sink on a second fauxqs, through the sink fault proxy
+	sc.DynamoModel = "aws"     // DynamoDB as it behaves (testkit/dynamodel): latency, index lag, throttling, ambiguous errors
 	return Config{
 		Stack: sc, Plan: PlanSeeded, Seed: 1, Duration: 10 * time.Minute, Sessions: 48,
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
@@ -196,6 +228,9 @@ func (c Config) Validate() error {
 		if isSinkKind(k) && !c.awsSink() {
 			errs = append(errs, fmt.Errorf("fault kind %q needs an AWS sink (sqs, sqs-fifo or kinesis), not %q", k, c.Stack.Sink))
 		}
+		if isModelKind(k) && c.Stack.DynamoModel == "" {
+			errs = append(errs, fmt.Errorf("fault kind %q needs the DynamoDB model (Stack.DynamoModel)", k))
+		}
 		if (k == KindSinkFreezeDynamo || k == KindSinkRefuseDynamo) && !c.Stack.DynamoProxies {
 			errs = append(errs, fmt.Errorf("fault kind %q needs a DynamoDB proxy per worker (Stack.DynamoProxies)", k))
 		}
@@ -253,8 +288,11 @@ type Settings struct {
 	// default, half the safety margin (WSFLEET_SINK_REQUEST_TIMEOUT).
 	SinkRequestTimeoutMs int64 `json:"sink_request_timeout_ms,omitempty"`
 	// SinkRefusalSkip: sessions were started with on_sink_refusal "skip".
-	SinkRefusalSkip bool   `json:"sink_refusal_skip,omitempty"`
-	Bounds          Bounds `json:"bounds"`
+	SinkRefusalSkip bool `json:"sink_refusal_skip,omitempty"`
+	// DynamoModel is the DynamoDB model's profile the stack ran on ("":
+	// dynalite alone).
+	DynamoModel string `json:"dynamo_model,omitempty"`
+	Bounds      Bounds `json:"bounds"`
 }
 
 // destSink reports whether the deliveries were read from a destination
@@ -324,6 +362,14 @@ type Bounds struct {
 	// less one), each after a backoff of up to 5 s, and the session's later
 	// entries wait behind it: (3 − 1) × 5 s + the request timeout + 1 s.
 	SinkRefuseRecoverMs int64 `json:"sink_refuse_recover_ms,omitempty"`
+	// IndexLagCrash: a kill -9 while the indexes lag → a newer tenure
+	// delivers: Crash + the lag (a session the worker acquired within the
+	// lag is missing from its by_owner query until the lag has passed).
+	IndexLagCrashMs int64 `json:"index_lag_crash_ms,omitempty"`
+	// Storm: a throttling or ambiguous-error storm lifted → every session
+	// delivers a new seq: Crash (a worker whose heartbeats were refused
+	// for a TTL is declared dead, and its sessions taken over) + Outage.
+	StormMs int64 `json:"storm_ms,omitempty"`
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -357,6 +403,11 @@ func (c Config) Settings() Settings {
 			ReplayCrash:  int64(rate*(ckpt.Seconds()+1)) + 1,
 			ReplayOutage: int64(rate*(ckpt.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1,
 		},
+	}
+	if c.Stack.DynamoModel != "" {
+		set.DynamoModel = c.Stack.DynamoModel
+		set.Bounds.IndexLagCrashMs = set.Bounds.CrashMs + ms(modelLag)
+		set.Bounds.StormMs = set.Bounds.CrashMs + set.Bounds.OutageMs
 	}
 	if c.awsSink() {
 		set.SinkRequestTimeoutMs = ms(w.SafetyMargin / 2)

@@ -62,6 +62,13 @@ func (j *judge) checkFaults() {
 			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRefuseRecoverMs, "the DynamoDB paths thawed"
 			j.sinkFault(&fr)
 			j.deadExits(&fr)
+		case KindIndexLag:
+			fr.BoundMs, fr.RefNote = b.IndexLagCrashMs, "the kill -9 while the indexes lag"
+			j.workerFault(&fr, CheckCrash)
+		case KindThrottle, KindAmbiguous:
+			fr.BoundMs, fr.RefNote = b.StormMs, "the storm lifted"
+			j.stormFault(&fr)
+			j.deadExits(&fr)
 		}
 		j.res.Faults = append(j.res.Faults, fr)
 	}
@@ -272,6 +279,49 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 		if rec.AtNs > deadline {
 			fr.OverBound++
 			j.violate(CheckSource, id, ref, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
+		}
+	}
+	fr.Dark = StatsOf(dark)
+}
+
+// stormFault measures a DynamoDB storm (throttling, ambiguous errors): every
+// session delivering before it delivers a new seq within the bound after it
+// was lifted, by whichever tenure (a worker whose heartbeats were refused
+// may have been declared dead and its sessions taken over).
+func (j *judge) stormFault(fr *FaultResult) {
+	start, end := fr.Start.UnixNano(), fr.End.UnixNano()
+	deadline := end + fr.BoundMs*int64(time.Millisecond)
+	var dark []float64
+	for _, id := range j.ids {
+		v := j.sess[id]
+		last := v.lastBefore(start)
+		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+			continue
+		}
+		fr.Affected++
+		var maxBefore int64 = -1 << 62
+		var lastBefore int64
+		for _, d := range v.dels {
+			if d.AtNs <= end {
+				maxBefore, lastBefore = max(maxBefore, d.Seq), max(lastBefore, d.AtNs)
+			}
+		}
+		var rec *Delivery
+		for i := range v.dels {
+			if d := &v.dels[i]; d.AtNs > end && d.Seq > maxBefore {
+				rec = d
+				break
+			}
+		}
+		if !j.recovered(fr, v, id, rec, deadline, CheckOutage, end, "%s: no new seq delivered after the storm was lifted", fr.Kind) {
+			continue
+		}
+		fr.samples = append(fr.samples, float64(rec.AtNs-end)/1e6)
+		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
+		if rec.AtNs > deadline {
+			fr.OverBound++
+			j.violate(CheckOutage, id, end, "%s: a new seq (%d, by %s@%d) only %.0f ms after %s (bound %d ms)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
+				float64(rec.AtNs-end)/1e6, fr.RefNote, fr.BoundMs)
 		}
 	}
 	fr.Dark = StatsOf(dark)

@@ -121,12 +121,12 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 	for _, f := range j.ev.Faults {
 		at := f.Start.UnixNano()
 		switch f.Kind {
-		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn, KindSinkFreezeDynamo:
+		case KindKill, KindZombie, KindPartition, KindRolling, KindClockOffset, KindScaleIn, KindSinkFreezeDynamo, KindIndexLag:
 			if f.Worker != prev.worker {
 				continue
 			}
 			k := map[string]string{KindKill: "crash", KindZombie: "zombie", KindPartition: "partition", KindRolling: "handoff", KindClockOffset: "handoff", KindScaleIn: "handoff",
-				KindSinkFreezeDynamo: "partition"}[f.Kind]
+				KindSinkFreezeDynamo: "partition", KindIndexLag: "crash"}[f.Kind]
 			if (f.Kind == KindZombie || f.Kind == KindPartition || f.Kind == KindSinkFreezeDynamo) && prev.lastAt >= at && prev.lastAt <= f.End.Add(2*time.Second).UnixNano() {
 				// It delivered while paused or cut off, or right after (the
 				// fencing check judges that): the fault still ended it.
@@ -134,8 +134,9 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 				continue
 			}
 			consider(k, f.N, at, abs(at-prev.lastAt))
-		case KindDynamoDown, KindSinkRefuseDynamo:
-			// A tenure the outage ended delivered until the worker fenced
+		case KindDynamoDown, KindSinkRefuseDynamo, KindThrottle, KindAmbiguous:
+			// A tenure the outage ended (or a storm: refused heartbeats
+			// end trust, a worker may be declared dead) delivered until the worker fenced
 			// itself (within the outage), or it had just stopped reading to
 			// write its final seq (a hand-off, a rebalancing move, a stop)
 			// when DynamoDB stopped answering, and the write failed: its
@@ -265,7 +266,7 @@ func (j *judge) disturbed(id string, from, to int64) bool {
 			continue
 		}
 		switch f.Kind {
-		case KindKill, KindZombie, KindPartition, KindDynamoDown,
+		case KindKill, KindZombie, KindPartition, KindDynamoDown, KindIndexLag, KindThrottle, KindAmbiguous,
 			KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
 			// A sink fault holds the sender's final flush.
 			return true

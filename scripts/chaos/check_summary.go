@@ -162,8 +162,12 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("last delivery of a worker that could not heartbeat: max %.0f ms after it lost DynamoDB (outages and partitions; trust deadline ≤ TTL − margin = %d ms, + %d ms slack; TTL = %d ms)",
 			s.Max, b.FenceMs, b.FenceSlackMs, j.set.LeaseTTLMs)
 	case CheckCrash:
-		return fmt.Sprintf("kill-9 %s; zombie %s; partition %s; sink+DynamoDB freeze %s; bound %d ms (TTL %d + watch %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
+		txt := fmt.Sprintf("kill-9 %s; zombie %s; partition %s; sink+DynamoDB freeze %s; bound %d ms (TTL %d + watch %d + margin %d)", fmtStats(j.kind(KindKill).Recovery), fmtStats(j.kind(KindZombie).Recovery),
 			fmtStats(j.kind(KindPartition).Recovery), fmtStats(j.kind(KindSinkFreezeDynamo).Recovery), b.CrashMs, j.set.LeaseTTLMs, j.set.WatchMs, b.CrashMarginMs)
+		if j.set.DynamoModel != "" {
+			txt += fmt.Sprintf("; kill-9 while the indexes lag %d ms %s, bound %d ms", ms(modelLag), fmtStats(j.kind(KindIndexLag).Recovery), b.IndexLagCrashMs)
+		}
+		return txt
 	case CheckHandoff:
 		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
 	case CheckRebalance:
@@ -176,7 +180,12 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("scale-out: moved to the new worker %s after its start, balanced within %d ms; %d rebalancing move(s), gap p50 %.0f ms, max %.0f ms (bound %d ms), %d repeat(s); scale-in %s, bound %d ms",
 			fmtStats(j.kind(KindScaleOut).Recovery), b.BalanceMs, moves.Count, moves.GapP50, moves.GapMax, b.HandoffMs, moves.Repeats, fmtStats(j.kind(KindScaleIn).Recovery), b.HandoffMs)
 	case CheckOutage:
-		return fmt.Sprintf("%s from DynamoDB answering again; bound %d ms", fmtStats(j.kind(KindDynamoDown).Recovery), b.OutageMs)
+		txt := fmt.Sprintf("%s from DynamoDB answering again; bound %d ms", fmtStats(j.kind(KindDynamoDown).Recovery), b.OutageMs)
+		if j.set.DynamoModel != "" {
+			txt += fmt.Sprintf("; throttling storm %s, ambiguous-error storm %s from the storm lifted, bound %d ms (crash + outage)",
+				fmtStats(j.kind(KindThrottle).Recovery), fmtStats(j.kind(KindAmbiguous).Recovery), b.StormMs)
+		}
+		return txt
 	case CheckSource:
 		return fmt.Sprintf("drop %s; refuse %s (from the refusal lifted); bound %d ms", fmtStats(j.kind(KindSourceDrop).Recovery), fmtStats(j.kind(KindRefuse).Recovery), b.ReconnectMs)
 	case CheckClaim:

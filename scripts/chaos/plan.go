@@ -44,6 +44,9 @@ type Plan struct {
 	Steps []Step `json:"steps"`
 	// NoSink: the workers sink to stdout, the sink faults are not planned.
 	NoSink bool `json:"no_sink,omitempty"`
+	// Model: the stack runs on the DynamoDB model, whose faults are
+	// planned (false: dynalite alone, and evidence from before the model).
+	Model bool `json:"model,omitempty"`
 	// PolicyAfter: with no Duration (one round), the feed switches to
 	// refuse-newer after step PolicyAfter (0: never); with a Duration it
 	// switches at the first step boundary after half of it.
@@ -78,6 +81,10 @@ func estimate(s Step, c Config) time.Duration {
 		return s.Gap + s.Hold + w.HeartbeatEvery + 2*time.Second
 	case KindSinkRefuseDynamo:
 		return s.Gap + s.Hold + w.LeaseTTL + 3*time.Second + w.CheckpointEvery
+	case KindIndexLag:
+		return s.Gap + max(s.Hold, w.LeaseTTL+modelLag) + 2*time.Second
+	case KindThrottle, KindAmbiguous:
+		return s.Gap + s.Hold + w.ReconcileEvery + 2*time.Second
 	default:
 		return s.Gap + 2*time.Second
 	}
@@ -112,7 +119,7 @@ func demoSteps(c Config) []Step {
 func NewPlan(c Config) Plan {
 	rng := rand.New(rand.NewPCG(uint64(c.Seed), 0x9e3779b97f4a7c15))
 	w := c.Stack.Worker
-	p := Plan{Name: c.Plan, Seed: c.Seed, NoSink: !c.awsSink()}
+	p := Plan{Name: c.Plan, Seed: c.Seed, NoSink: !c.awsSink(), Model: c.Stack.DynamoModel != ""}
 	var planned time.Duration
 	add := func(s Step) {
 		s.N = len(p.Steps) + 1
@@ -133,6 +140,9 @@ func NewPlan(c Config) Plan {
 		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindScaleOut, KindScaleIn}
 		if c.awsSink() {
 			kinds = append(kinds, SinkKinds...)
+		}
+		if c.Stack.DynamoModel != "" {
+			kinds = append(kinds, ModelKinds...)
 		}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		demo := round == 1 && c.Duration == 0 && len(c.Kinds) == 0
@@ -184,6 +194,12 @@ func NewPlan(c Config) Plan {
 				// succeed again; a worker may still be declared dead
 				// (the counter is read late), both are judged.
 				s.Hold = w.LeaseTTL - w.SafetyMargin + between(200*time.Millisecond, 500*time.Millisecond)
+			case KindIndexLag:
+				// Long enough for the watchers to declare the killed worker
+				// dead and look for its sessions while the index still lags.
+				s.Hold = w.LeaseTTL + modelLag + between(time.Second, 3*time.Second)
+			case KindThrottle, KindAmbiguous:
+				s.Hold = between(w.LeaseTTL, 2*w.LeaseTTL)
 			case KindClockOffset:
 				s.Slot = 1 + rng.IntN(workers)
 				mag := time.Duration(float64(c.ClockOffsetMax) * (0.6 + 0.4*rng.Float64()))
@@ -215,10 +231,9 @@ func (p Plan) kinds() []string {
 	if p.Name == PlanDemo {
 		return demoKinds
 	}
-	if p.NoSink {
-		return slices.DeleteFunc(slices.Clone(AllKinds), isSinkKind)
-	}
-	return AllKinds
+	return slices.DeleteFunc(slices.Clone(AllKinds), func(k string) bool {
+		return (p.NoSink && isSinkKind(k)) || (!p.Model && isModelKind(k))
+	})
 }
 
 // title names the plan in the outputs; replay is the command that runs it

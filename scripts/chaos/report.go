@@ -78,6 +78,9 @@ var kindLabel = map[string]string{
 	KindSinkFreeze:       "sink frozen 2 × TTL",
 	KindSinkFreezeDynamo: "one worker's sink and DynamoDB path frozen (declared dead)",
 	KindSinkRefuseDynamo: "sink refusals, every DynamoDB path frozen past TTL − margin",
+	KindIndexLag:         "DynamoDB model: indexes lagging, a kill -9 during it",
+	KindThrottle:         "DynamoDB model: table throttled, one hot key",
+	KindAmbiguous:        "DynamoDB model: writes answered 500 or replies lost",
 }
 
 // measuredFrom says what each kind's recovery is measured from, and to.
@@ -100,6 +103,9 @@ var measuredFrom = map[string]string{
 	KindSinkFreeze:       "thaw → first new seq at the destination",
 	KindSinkFreezeDynamo: "frozen → first delivery by a newer tenure",
 	KindSinkRefuseDynamo: "DynamoDB paths thawed → first new seq at the destination",
+	KindIndexLag:         "kill → first delivery by a newer tenure",
+	KindThrottle:         "storm lifted → first new seq",
+	KindAmbiguous:        "storm lifted → first new seq",
 }
 
 // WriteReport writes the Markdown report of res.

@@ -298,6 +298,8 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		return r.scaleOut(ctx, s)
 	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
 		return r.sinkStep(ctx, s)
+	case KindIndexLag, KindThrottle, KindAmbiguous:
+		return r.modelStep(ctx, s)
 	case KindScaleIn:
 		ws := r.st.Workers()
 		if len(ws) < 3 {

@@ -41,6 +41,9 @@ var faultStyle = map[string]struct {
 	KindSinkFreeze:       {"#6b6ecf", "sink freeze"},
 	KindSinkFreezeDynamo: {"#843c39", "sink+DDB freeze"},
 	KindSinkRefuseDynamo: {"#ad494a", "sink refuse+DDB"},
+	KindIndexLag:         {"#637939", "index lag"},
+	KindThrottle:         {"#e7969c", "throttle"},
+	KindAmbiguous:        {"#7b4173", "ambiguous"},
 }
 
 func slotOf(worker string) int {
@@ -134,7 +137,8 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 
 	// Faults lane: one sub-row per family so labels do not collide.
 	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1,
-		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2}
+		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2,
+		KindIndexLag: 0, KindThrottle: 2, KindAmbiguous: 2}
 	subH := float64(laneH) / 4
 	// A label goes right of its mark when it ends before the next mark of
 	// its lane: "#n kind", else "#n", else nothing (the report lists all).
@@ -175,7 +179,8 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		// for a worker's instant.
 		bottom := rowY(len(ids))
 		switch f.Kind {
-		case KindDynamoDown, KindSQSDown, KindZombie, KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
+		case KindDynamoDown, KindSQSDown, KindZombie, KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo,
+			KindIndexLag, KindThrottle, KindAmbiguous:
 			p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="0.10"/>`+"\n", x1, rowsTop, math.Max(x2-x1, 1), bottom-rowsTop, st.color)
 		case KindKill, KindRolling, KindClockOffset, KindPolicy:
 			dash := ""

@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string) error {
 	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), sqs-fifo (the same on a FIFO queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
 	noSkip := fs.Bool("no-skip", false, "start sessions without on_sink_refusal \"skip\" (no permanent sink refusal is injected then)")
 	streamerBin := fs.String("streamer", "", "the worker binary: its chaos build (go build -tags chaos; make chaos passes bin/streamer-chaos), default <repo>/bin/streamer")
+	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile in front of dynalite: aws (AWS latency, index lag, stale reads, throttling, ambiguous errors, and the model's fault kinds) or dynalite (adds nothing); \"\": dynalite alone")
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +77,7 @@ func run(ctx context.Context, args []string) error {
 	if *noSkip {
 		cfg.SinkRefusalSkip = false
 	}
+	cfg.Stack.DynamoModel = *model
 	if *streamerBin != "" {
 		cfg.Stack.Bin.Streamer = *streamerBin
 	}
