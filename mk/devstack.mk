@@ -18,6 +18,7 @@ devstack-bins: build-cli
 	$(GO) build -o $(BIN)/streamer ./workers/streamer/cmd/streamer
 	$(GO) build -o $(BIN)/ingest-local ./functions/ingest/cmd/ingest-local
 	$(GO) build -o $(BIN)/feed ./testkit/feed/cmd/feed
+	$(GO) build -o $(BIN)/dynamodel ./testkit/dynamodel/cmd/dynamodel
 	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
 	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 

@@ -28,7 +28,7 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 		// acquired sessions within the lag (the takeovers of earlier faults,
 		// rebalancing): its by_owner query misses them until the lag passes.
 		at := time.Now()
-		if err := m.LagEpisode(modelLag, s.Hold); err != nil {
+		if err := m.LagEpisode(ctx, modelLag, s.Hold); err != nil {
 			return err
 		}
 		w := r.victim(s)
@@ -58,14 +58,18 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 		var note string
 		if s.Kind == KindThrottle {
 			hot := pick(s, r.startedIDs(), 1)
-			m.HoldTable(table, throttleFraction, s.Hold)
+			if err := m.HoldTable(ctx, table, throttleFraction, s.Hold); err != nil {
+				return err
+			}
 			for _, id := range hot {
-				m.HotKey(table, schema.CheckpointKey(id), hotKeyFraction, s.Hold)
+				if err := m.HotKey(ctx, table, schema.CheckpointKey(id), hotKeyFraction, s.Hold); err != nil {
+					return err
+				}
 			}
 			note = fmt.Sprintf("the table held at %.1f %% of its warm throughput, %v's checkpoint key at %.2f %% of a partition's", 100*throttleFraction, hot, 100*hotKeyFraction)
 		} else {
-			if err := errors.Join(m.Storm(dynamodel.FaultBefore, stormBefore, s.Hold), m.Storm(dynamodel.FaultAfter, stormAfter, s.Hold),
-				m.Storm(dynamodel.FaultDrop, stormDropShare, s.Hold)); err != nil {
+			if err := errors.Join(m.Storm(ctx, dynamodel.FaultBefore, stormBefore, s.Hold), m.Storm(ctx, dynamodel.FaultAfter, stormAfter, s.Hold),
+				m.Storm(ctx, dynamodel.FaultDrop, stormDropShare, s.Hold)); err != nil {
 				return err
 			}
 			note = fmt.Sprintf("writes answered 500 before applying (%.0f %%), 500 after (%.0f %%), reply dropped after (%.0f %%)", 100*stormBefore, 100*stormAfter, 100*stormDropShare)
@@ -80,7 +84,11 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 		if err != nil {
 			return err
 		}
-		u := m.Meter().Tables[table].Total()
+		mt, err := m.Meter(ctx)
+		if err != nil {
+			return err
+		}
+		u := mt.Tables[table].Total()
 		r.say("#%d %s lifted after %v; every session delivering: %s after %v (so far: %d requests throttled, %d answered ambiguously)",
 			f.N, s.Kind, back.Sub(at).Round(time.Millisecond), okText(ok), time.Since(back).Round(time.Millisecond), u.Throttled, u.Faults)
 	}

@@ -34,7 +34,7 @@ func TestStackOnTheModel(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if st.Model == nil || st.DynamoEndpoint() == st.Dynamo.Endpoint() {
+	if st.Model == nil || st.ModelProc == nil || st.DynamoEndpoint() == st.Dynamo.Endpoint() {
 		t.Fatalf("the stack's DynamoDB endpoint %s is not a model's", st.DynamoEndpoint())
 	}
 	sessions := []string{"m1", "m2", "m3", "m4", "m5", "m6"}
@@ -74,7 +74,11 @@ func TestStackOnTheModel(t *testing.T) {
 		past[id] = r.Seq
 	}
 	testwait.Eventually(t, time.Minute, "every session delivering again from the survivor after a kill -9", func() bool { return delivering(past, victim.ID()) })
-	u := st.Model.Meter().Tables[cfg.Table].Total()
+	mt, err := st.Model.Meter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := mt.Tables[cfg.Table].Total()
 	if u.Requests == 0 || u.WriteUnits == 0 {
 		t.Fatalf("the model metered %+v on %s: the clients did not go through it", u, cfg.Table)
 	}

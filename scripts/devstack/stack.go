@@ -98,6 +98,7 @@ type Binaries struct {
 	Streamer string
 	Ingest   string // ingest-local
 	Feed     string
+	Model    string // dynamodel (the DynamoDB model, with Config.DynamoModel)
 }
 
 // Config configures a Stack.
@@ -106,11 +107,12 @@ type Config struct {
 	Dir      string // state folder: data/ and logs/ (default Root/.dev)
 	Bin      Binaries
 	InMemory bool // dynalite without --path (tests); otherwise on disk under Dir/data
-	// DynamoModel, when set, puts the DynamoDB model (testkit/dynamodel)
-	// with this profile ("aws": DynamoDB's latency, index lag, stale reads,
-	// throttling and ambiguous errors; "dynalite": nothing added) between
-	// every client and dynalite: the model listens on Ports.Dynamo, dynalite
-	// on a free port behind it. "": the clients talk to dynalite.
+	// DynamoModel, when set, puts the DynamoDB model (testkit/dynamodel,
+	// the Bin.Model process) with this profile ("aws": DynamoDB's latency,
+	// index lag, stale reads, throttling and ambiguous errors; "dynalite":
+	// nothing added) between every client and dynalite: the model listens
+	// on Ports.Dynamo, dynalite on a free port behind it. "": the clients
+	// talk to dynalite.
 	DynamoModel string
 	// DynamoModelSeed seeds the model's draws (0: 1).
 	DynamoModelSeed uint64
@@ -231,6 +233,9 @@ func (c *Config) fill() error {
 	if c.Bin.Feed == "" {
 		c.Bin.Feed = filepath.Join(bin, "feed")
 	}
+	if c.Bin.Model == "" {
+		c.Bin.Model = filepath.Join(bin, "dynamodel")
+	}
 	return nil
 }
 
@@ -286,10 +291,11 @@ type Stack struct {
 	log zerolog.Logger
 
 	Dynamo *enginetest.Process // dynalite (behind Model when there is one)
-	// Model is the DynamoDB model in front of Dynamo (nil without
-	// Config.DynamoModel); its controls add lag episodes, throttling and
-	// error storms.
-	Model  *dynamodel.Model
+	// Model drives the DynamoDB model in front of Dynamo (nil without
+	// Config.DynamoModel): lag episodes, throttling and error storms, its
+	// meter. ModelProc is its process.
+	Model     *dynamodel.Control
+	ModelProc *proc.Proc
 	SQS    *enginetest.Process
 	Feed   *proc.Proc
 	Ingest *proc.Proc
@@ -303,8 +309,6 @@ type Stack struct {
 
 	sinks *Sinks
 	dest  *destination // an AWS sink's destination (nil: stdout)
-
-	modelLog *os.File // the model's own log (nil without a model)
 
 	mu      sync.Mutex
 	workers []*Worker
@@ -325,7 +329,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("devstack config: %w", err)
 	}
-	for _, b := range []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed} {
+	bins := []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed}
+	if cfg.DynamoModel != "" {
+		bins = append(bins, cfg.Bin.Model)
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("devstack: %s missing (run `make dev`, or build it: see mk/devstack.mk): %w", b, err)
 		}
@@ -521,29 +529,22 @@ func (s *Stack) DynamoEndpoint() string {
 	return s.Dynamo.Endpoint()
 }
 
-// startModel starts the DynamoDB model on Ports.Dynamo in front of the
-// running dynalite; its own problems (the mirror falling behind) go to
-// logs/dynamodel.log, and the mirror dynalite it starts logs under
-// logs/mirror.
+// startModel starts the DynamoDB model (Bin.Model) on Ports.Dynamo in front
+// of the running dynalite; it logs to logs/dynamodel.log, the mirror
+// dynalite it starts under logs/mirror.
 func (s *Stack) startModel(ctx context.Context) error {
 	c := &s.cfg
-	prof, err := dynamodel.ProfileByName(c.DynamoModel)
-	if err != nil {
+	s.ModelProc = &proc.Proc{
+		Name: "dynamodel",
+		Argv: []string{c.Bin.Model, "-port", strconv.Itoa(c.Ports.Dynamo), "-primary", s.Dynamo.Endpoint(), "-profile", c.DynamoModel,
+			"-seed", strconv.FormatUint(max(c.DynamoModelSeed, 1), 10), "-log-dir", s.LogDir()},
+		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "dynamodel.log"), OnExit: c.OnExit,
+	}
+	if err := s.ModelProc.Start(); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(s.LogDir(), "dynamodel.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("dynamodel log: %w", err)
-	}
-	s.modelLog = logf
-	s.Model, err = dynamodel.Start(ctx, dynamodel.Config{
-		Profile: prof, Primary: s.Dynamo.Endpoint(), Addr: "127.0.0.1:" + strconv.Itoa(c.Ports.Dynamo), Seed: c.DynamoModelSeed,
-		Engines: enginetest.Options{Root: c.Root, LogDir: s.LogDir(), OnExit: c.OnExit}, Log: logf,
-	})
-	if err != nil {
-		return fmt.Errorf("dynamodel: %w", err)
-	}
-	return nil
+	s.Model = dynamodel.NewControl("http://127.0.0.1:" + strconv.Itoa(c.Ports.Dynamo))
+	return s.ModelProc.WaitReady(ctx, c.StartTimeout, proc.HTTPOK(s.Model.Endpoint()+"/dynamodel/status"))
 }
 
 // feedArgv is the feed's command line.
@@ -705,16 +706,13 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 	if s.SQS != nil {
 		s.SQS.Stop()
 	}
-	if s.Model != nil {
-		if err := s.Model.Close(); err != nil {
+	if s.ModelProc != nil {
+		if err := s.ModelProc.Stop(5 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if s.Dynamo != nil {
 		s.Dynamo.Stop()
-	}
-	if s.modelLog != nil {
-		_ = s.modelLog.Close()
 	}
 	s.log.Info().Msg("stack stopped")
 	return errors.Join(errs...)
@@ -729,11 +727,13 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 		Streamer: filepath.Join(dir, "streamer"),
 		Ingest:   filepath.Join(dir, "ingest-local"),
 		Feed:     filepath.Join(dir, "feed"),
+		Model:    filepath.Join(dir, "dynamodel"),
 	}
 	for out, pkg := range map[string][]string{
 		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
 		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
 		bins.Feed:     {"./testkit/feed/cmd/feed"},
+		bins.Model:    {"./testkit/dynamodel/cmd/dynamodel"},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root

@@ -41,6 +41,15 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	return false
 }
 
+// KnownGone reports whether this Keeper has received a read showing worker
+// id not alive (or missing): such a worker never comes back. No I/O.
+func (k *Keeper) KnownGone(id string) bool {
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	_, gone := k.gone[id]
+	return gone
+}
+
 // readWorker reads worker id's record: gone when it is missing or not
 // ALIVE (remembered: it never comes back), ok false when the read failed.
 func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, gone, ok bool) {

@@ -671,3 +671,44 @@ func TestControlEndpoints(t *testing.T) {
 		t.Errorf("the meter over HTTP: %+v", u)
 	}
 }
+
+// Control drives a model through its endpoints as the model's own methods
+// do: a storm, its end, a refused control, the meter.
+func TestControl(t *testing.T) {
+	m, c := start(t, profile())
+	table := createTable(t, c, tableSpec{})
+	ctl := dynamodel.NewControl(m.Endpoint())
+	ctx := context.Background()
+	if err := ctl.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Storm(ctx, dynamodel.FaultBefore, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var ise *types.InternalServerError
+	if err := put(c, table, "pk", "k"); !errors.As(err, &ise) {
+		t.Fatalf("a write in a storm of 500s: %v", err)
+	}
+	if err := ctl.Storm(ctx, dynamodel.FaultBefore, 0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(c, table, "pk", "k"); err != nil {
+		t.Fatalf("a write after the storm: %v", err)
+	}
+	if err := ctl.LagEpisode(ctx, time.Second, time.Minute); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("a lag episode on a model without lag: %v, want a 400", err)
+	}
+	if err := ctl.HoldTable(ctx, table, 0.5, time.Second); err != nil {
+		t.Error(err)
+	}
+	if err := ctl.HotKey(ctx, table, "k", 0.5, time.Second); err != nil {
+		t.Error(err)
+	}
+	meter, err := ctl.Meter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := meter.Op(table, "PutItem"); u.Faults != 1 || u.Requests != 2 {
+		t.Errorf("the meter through Control: %+v", u)
+	}
+}

@@ -299,7 +299,7 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet: %w", err)
 	}
-	ws, addrs := w.fleetView(recs)
+	ws, addrs := w.fleetView(recs, from)
 	if from == w.cfg.WorkerID {
 		ws[0].Load = n // Drain counts from as draining
 	} else {
@@ -315,21 +315,33 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 }
 
 // fleetView is the fleet as shared/rebalance sees it: this worker (its own
-// count, not its last heartbeat's) and every other alive worker that can be
-// told to claim (a worker without an admin address neither receives nor
-// counts for a share), with their admin addresses.
-func (w *Worker) fleetView(recs []lease.WorkerRecord) ([]rebalance.Worker, map[string]string) {
-	me := w.cfg.WorkerID
+// count, not its last heartbeat's) and every other worker that can be told
+// to claim, with their admin addresses (receivers).
+func (w *Worker) fleetView(recs []lease.WorkerRecord, exclude string) ([]rebalance.Worker, map[string]string) {
 	w.mu.Lock()
 	draining := w.state != stateRunning
 	w.mu.Unlock()
-	ws := []rebalance.Worker{{ID: me, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: draining}}
+	me := rebalance.Worker{ID: w.cfg.WorkerID, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: draining}
+	return receivers(me, recs, exclude, w.keeper.KnownGone)
+}
+
+// receivers is me and every other worker of recs that can be told to claim:
+// ALIVE in its record, with an admin address (a worker without one neither
+// receives nor counts for a share), neither exclude (the worker whose
+// sessions are being moved) nor one this worker knows is gone. The fleet is
+// read from an index and eventually consistent reads, which lag on
+// DynamoDB: a worker just declared dead (by this worker, for a takeover)
+// still reads ALIVE there, and a session handed to it would stay dark
+// until its reservation lapsed. Found on the DynamoDB model (chaos).
+func receivers(me rebalance.Worker, recs []lease.WorkerRecord, exclude string, gone func(string) bool) ([]rebalance.Worker, map[string]string) {
+	ws := []rebalance.Worker{me}
 	addrs := map[string]string{}
 	for _, r := range recs {
-		if r.ID != me && r.Alive() && r.AdminAddr != "" {
-			addrs[r.ID] = r.AdminAddr
-			ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
+		if r.ID == me.ID || r.ID == exclude || !r.Alive() || r.AdminAddr == "" || gone(r.ID) {
+			continue
 		}
+		addrs[r.ID] = r.AdminAddr
+		ws = append(ws, rebalance.Worker{ID: r.ID, Load: r.Load, Capacity: r.Capacity, Draining: r.Draining})
 	}
 	return ws, addrs
 }

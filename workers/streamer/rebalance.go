@@ -97,7 +97,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 		return err
 	}
 	me := w.cfg.WorkerID
-	ws, addrs := w.fleetView(recs)
+	ws, addrs := w.fleetView(recs, "")
 	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
 	now := time.Now()
 	w.rebal.mu.Lock()
