@@ -296,9 +296,9 @@ type Stack struct {
 	// meter. ModelProc is its process.
 	Model     *dynamodel.Control
 	ModelProc *proc.Proc
-	SQS    *enginetest.Process
-	Feed   *proc.Proc
-	Ingest *proc.Proc
+	SQS       *enginetest.Process
+	Feed      *proc.Proc
+	Ingest    *proc.Proc
 
 	// FeedClient drives the feed's controls and reads its records.
 	FeedClient *feed.Client
