@@ -102,3 +102,31 @@ func TestMayMarkDone(t *testing.T) {
 		}
 	}
 }
+
+// A worker that has just registered is missing from the ALIVE list while
+// by_worker_list lags: it must still watch the others (AliveView adds it),
+// so a worker that stops heartbeating is declared dead a TTL after, not a
+// refresh later. Found by chaos on the DynamoDB model (a zombie's only
+// survivor was 3 s old).
+func TestANewWorkerWatchesThoughTheListLags(t *testing.T) {
+	r := newRig(t)
+	old, _ := r.keeper("old")
+	r.refresh(old)
+	r.store.SetIndexLag(r.clk, memstore.IndexLag{WorkerList: 2 * time.Second})
+	fresh, obs := r.keeper("fresh")
+	r.refresh(fresh)
+	if got := fresh.Targets(); len(got) != 1 || got[0] != "old" {
+		t.Fatalf("the new worker watches %v, want [old]: it is not yet listed ALIVE itself", got)
+	}
+	cfg := fresh.Config()
+	// old stops heartbeating; only fresh runs.
+	for elapsed := time.Duration(0); elapsed <= cfg.TTL+cfg.WatchEvery(); elapsed += cfg.WatchEvery() {
+		r.step(cfg.WatchEvery(), []*lease.Keeper{fresh}, []*lease.Keeper{fresh})
+	}
+	if obs.diedCount() != 1 {
+		t.Fatalf("old declared dead %d times within TTL + a watch interval of its last heartbeat, want once", obs.diedCount())
+	}
+	if got := lease.AliveView("me", []string{"a", "gone"}, func(id string) bool { return id == "gone" }); len(got) != 2 || got[0] != "a" || got[1] != "me" {
+		t.Fatalf("AliveView: %v, want [a me]", got)
+	}
+}

@@ -310,6 +310,28 @@ func Watchers(target string, alive []string, n int) []string {
 	return out
 }
 
+// AliveView is the alive workers as self counts them for watching: the ALIVE
+// list as listed (by_worker_list, an index that lags on DynamoDB), with self
+// added (a worker that has just registered is missing from the list until
+// the index shows it, and without itself in the list it would watch
+// nobody until the next refresh) and without the workers self knows are
+// gone (one just declared dead is still listed; as a watcher of others it
+// would take a slot that a live worker should have). Found on the DynamoDB
+// model: a worker three seconds old watched nobody when the only other
+// worker froze, and the takeover came a refresh late.
+func AliveView(self string, listed []string, gone func(string) bool) []string {
+	out := make([]string, 0, len(listed)+1)
+	for _, id := range listed {
+		if id == self || !gone(id) {
+			out = append(out, id)
+		}
+	}
+	if !slices.Contains(out, self) {
+		out = append(out, self)
+	}
+	return out
+}
+
 // Targets are the workers among alive that self watches.
 func Targets(self string, alive []string, n int) []string {
 	var out []string

@@ -118,10 +118,11 @@ func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
 func (k *Keeper) RefreshWorkers(ctx context.Context) error { return k.refreshWorkers(ctx) }
 
 func (k *Keeper) refreshWorkers(ctx context.Context) error {
-	alive, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	listed, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
 	if err != nil {
 		return fmt.Errorf("alive workers: %w", err)
 	}
+	alive := AliveView(k.cfg.Owner, listed, k.KnownGone)
 	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)
 	k.lmu.Lock()
 	k.alive, k.aliveIDs = len(alive), alive
