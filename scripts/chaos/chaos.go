@@ -321,7 +321,10 @@ type Bounds struct {
 	// Balance: a worker joins → every running worker within ±10 % (or 2
 	// sessions) of its fair share: the minimum hold (the sessions the
 	// fleet claims meanwhile must age first) + 6 rounds (10 % of a
-	// worker's sessions move per round) + 2 s (the joiner's start).
+	// worker's sessions move per round) + 2 s (the joiner's start); on the
+	// DynamoDB model one round more: a round plans from the fleet as the
+	// by_worker_list index and eventually consistent reads show it, which
+	// lag (p99 0.8 s, under a round) and may miss the joiner once.
 	BalanceMs int64 `json:"balance_ms"`
 	// Claim: start acknowledged → first delivery, also without SQS:
 	// reconcile interval × 1.2 (its jitter) + 1 s.
@@ -408,6 +411,7 @@ func (c Config) Settings() Settings {
 		set.DynamoModel = c.Stack.DynamoModel
 		set.Bounds.IndexLagCrashMs = set.Bounds.CrashMs + ms(modelLag)
 		set.Bounds.StormMs = set.Bounds.CrashMs + set.Bounds.OutageMs
+		set.Bounds.BalanceMs += ms(w.RebalanceEvery)
 	}
 	if c.awsSink() {
 		set.SinkRequestTimeoutMs = ms(w.SafetyMargin / 2)
