@@ -97,7 +97,7 @@ func init() {
 			name: "workers", args: "", minArgs: 0, maxArgs: 0,
 			short: "a table of the workers: alive, dead and left (GET /workers)",
 			long: "Show the worker records (GET /workers), alive first: ID, STATE, EPOCH, LOAD/CAP, SHARE, " +
-				"MOVES/MIN, HEARTBEAT, ADMIN, UP SINCE, ENDED and DECLARED DEAD BY, and a summary line.",
+				"MOVES/MIN, HEARTBEAT, ADMIN, HOST and PID (where its process runs), UP SINCE, ENDED and DECLARED DEAD BY, and a summary line.",
 			examples: []string{
 				"wsfleet workers",
 			},
@@ -478,7 +478,7 @@ func runWorkers(ctx context.Context, e *env, _ []string) error {
 // times relative to now, and a summary line.
 func writeWorkers(w io.Writer, ws apiclient.Workers, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEPOCH\tLOAD/CAP\tSHARE\tMOVES/MIN\tHEARTBEAT\tADMIN\tUP SINCE\tENDED\tDECLARED DEAD BY")
+	fmt.Fprintln(tw, "ID\tSTATE\tEPOCH\tLOAD/CAP\tSHARE\tMOVES/MIN\tHEARTBEAT\tADMIN\tHOST\tPID\tUP SINCE\tENDED\tDECLARED DEAD BY")
 	count := map[string]int{}
 	load, capacity := 0, 0
 	for _, x := range ws.Workers {
@@ -498,8 +498,12 @@ func writeWorkers(w io.Writer, ws apiclient.Workers, now time.Time) error {
 				share = fmt.Sprintf("%.1f", x.FairShare)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", x.ID, state, x.Epoch, loadCap, share, x.MovesPerMin,
-			ago(x.HeartbeatAtMs, now), dash(x.AdminAddr), ago(x.StartedAtMs, now), ago(x.EndedAtMs, now), dash(x.DeclaredDeadBy))
+		pid := "-"
+		if x.PID > 0 {
+			pid = strconv.Itoa(x.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, state, x.Epoch, loadCap, share, x.MovesPerMin,
+			ago(x.HeartbeatAtMs, now), dash(x.AdminAddr), dash(x.Host), pid, ago(x.StartedAtMs, now), ago(x.EndedAtMs, now), dash(x.DeclaredDeadBy))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

@@ -220,7 +220,7 @@ func TestWorkersTable(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	var out bytes.Buffer
 	err := writeWorkers(&out, apiclient.Workers{Limit: 2, Truncated: true, Imbalance: 1.33, Workers: []apiclient.Worker{
-		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, FairShare: 1.5, HeartbeatAtMs: now.UnixMilli() + 50},
+		{ID: "a", State: schema.WorkerAlive, Load: 1, Capacity: 10, FairShare: 1.5, HeartbeatAtMs: now.UnixMilli() + 50, Host: "ip-10-0-1-7", PID: 31337},
 		{ID: "b", State: schema.WorkerAlive, Load: 2, Capacity: 10, FairShare: 1.5, MovesPerMin: 4},
 		{ID: "c", State: schema.WorkerAlive, Load: 0, Capacity: 10, Draining: true},
 		{ID: "d", State: schema.WorkerDead, Load: 4, Capacity: 10, FairShare: 0.33, Draining: true},
@@ -234,7 +234,8 @@ func TestWorkersTable(t *testing.T) {
 	if !strings.Contains(got, "0s ago") || !strings.Contains(got, "5 worker(s): 3 alive (load 3/30, imbalance 1.33 = max load ÷ fair share), 1 dead, 1 left\n(only the first 2 records: there are more)") ||
 		!strings.Contains(lines[0], "SHARE") || !strings.Contains(lines[0], "MOVES/MIN") ||
 		!strings.Contains(lines[1], " 1.5 ") || !strings.Contains(lines[2], " 4 ") ||
-		!strings.Contains(lines[3], "ALIVE (draining)") {
+		!strings.Contains(lines[3], "ALIVE (draining)") ||
+		!strings.Contains(lines[0], "HOST") || !strings.Contains(lines[0], "PID") || !strings.Contains(lines[1], " ip-10-0-1-7 ") || !strings.Contains(lines[1], " 31337 ") {
 		t.Fatalf("workers table:\n%s", got)
 	}
 	// A dead or left worker shows no load, share or draining flag: they are

@@ -120,6 +120,8 @@ type WorkerRecord struct {
 	StartedAtMs   int64
 	EndedAtMs     int64
 	DeclaredBy    string
+	Host          string // where the worker runs (informational)
+	Pid           int
 }
 
 // Alive reports whether the record says ALIVE.
@@ -289,6 +291,11 @@ type Store interface {
 // Config holds the ownership timings of one worker.
 type Config struct {
 	Owner string
+	// Host and Pid say where the worker runs (its registration writes them
+	// into its record, for people finding the process: wsfleet workers);
+	// nothing in the protocol reads them.
+	Host string
+	Pid  int
 	// TTL is the liveness TTL: how long a successful heartbeat keeps the
 	// worker alive in others' eyes. Observers wait at least the larger of
 	// their own TTL and the one in the worker's record.

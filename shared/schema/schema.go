@@ -67,6 +67,8 @@ const (
 	AttrEndedAtMs       = "ended_at_ms"      // N: when it was declared DEAD or LEFT
 	AttrDeclaredBy      = "declared_dead_by" // S: the worker that declared it DEAD
 	AttrRegToken        = "reg_token"        // S: drawn by each Register call: a retried registration knows its own record
+	AttrWorkerHost      = "host"             // S: the worker's host name (informational)
+	AttrWorkerPid       = "pid"              // N: the worker's process id (informational)
 )
 
 // WorkerKey is the Pk of worker id's record.

@@ -76,6 +76,10 @@ type Worker struct {
 	StartedAtMs    int64   `json:"started_at_ms"`
 	EndedAtMs      int64   `json:"ended_at_ms,omitempty"`
 	DeclaredDeadBy string  `json:"declared_dead_by,omitempty"`
+	// Host and PID find the worker's process: its host name and process
+	// id when it registered.
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
 }
 
 // Workers is the body of GET /workers: alive workers first, then dead or

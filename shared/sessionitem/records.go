@@ -52,6 +52,8 @@ type Worker struct {
 	DeclaredBy   string   `dynamodbav:"declared_dead_by,omitempty"`
 	ExpiresAt    int64    `dynamodbav:"expires_at,omitempty"`
 	RegToken     string   `dynamodbav:"reg_token,omitempty"`
+	Host         string   `dynamodbav:"host,omitempty"`
+	Pid          int      `dynamodbav:"pid,omitempty"`
 }
 
 // DecodeWorker reads a worker record (or a by_worker_list entry).

@@ -162,6 +162,7 @@ func DefaultWorkerID() string {
 // LeaseConfig is the shared/lease configuration these settings make.
 func (c Config) LeaseConfig() lease.Config {
 	lc := lease.DefaultConfig(c.WorkerID)
+	lc.Host, lc.Pid = hostname, os.Getpid()
 	lc.TTL = c.LeaseTTL
 	lc.HeartbeatEvery = c.HeartbeatEvery
 	lc.SafetyMargin = c.SafetyMargin

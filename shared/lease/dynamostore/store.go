@@ -247,6 +247,7 @@ func toRecord(w sessionitem.Worker) lease.WorkerRecord {
 		HeartbeatAtMs: w.HeartbeatAt, TTL: time.Duration(w.TTLMs) * time.Millisecond, Load: w.Load, Capacity: w.Capacity,
 		AdminAddr: w.AdminAddr, Draining: w.Draining, MovesPerMin: w.MovesPerMin,
 		Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
+		Host: w.Host, Pid: w.Pid,
 	}
 }
 
@@ -275,6 +276,7 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 		Key: schema.WorkerKey(rec.ID), State: state, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAt: rec.HeartbeatAtMs,
 		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, AdminAddr: rec.AdminAddr, Mailbox: rec.Mailbox,
 		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy, RegToken: token,
+		Host: rec.Host, Pid: rec.Pid,
 	})
 	if err != nil {
 		return err

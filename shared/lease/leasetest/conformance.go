@@ -81,6 +81,7 @@ func Worker(id string) lease.WorkerRecord {
 	return lease.WorkerRecord{
 		ID: id, State: schema.WorkerAlive, Epoch: 1, HeartbeatSeq: 0, HeartbeatAtMs: now, TTL: 10 * time.Second,
 		Load: 0, Capacity: 1000, AdminAddr: "10.0.0.1:8081", List: schema.WorkerListAlive, StartedAtMs: now,
+		Host: "ip-10-0-0-1.ec2.internal", Pid: 4242,
 	}
 }
 
@@ -298,7 +299,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		wantErr(t, "register of an existing id", h.Store.Register(ctx(t), Worker(w)), lease.ErrWorkerExists)
 		r := mustWorker(t, h.Store, w)
 		if r.ID != w || !r.Alive() || r.Epoch != 1 || r.HeartbeatSeq != 0 || r.TTL != 10*time.Second || r.List != schema.WorkerListAlive ||
-			r.Capacity != 1000 || r.AdminAddr != "10.0.0.1:8081" || r.StartedAtMs != now {
+			r.Capacity != 1000 || r.AdminAddr != "10.0.0.1:8081" || r.StartedAtMs != now || r.Host != "ip-10-0-0-1.ec2.internal" || r.Pid != 4242 {
 			t.Fatalf("registered record: %+v", r)
 		}
 		got, err := h.Store.Heartbeat(ctx(t), w, 1, lease.Heartbeat{Seq: 1, AtMs: now + 1000, Load: 7, Capacity: 900})

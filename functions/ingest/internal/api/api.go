@@ -232,7 +232,8 @@ func (h *Handler) workers(ctx context.Context, req *http.Request, r reply) reply
 	for _, w := range l.Workers {
 		out.Workers = append(out.Workers, sessionapi.Worker{ID: w.ID, State: w.State, List: w.List, Epoch: w.Epoch, Load: w.Load,
 			Capacity: w.Capacity, AdminAddr: w.AdminAddr, Draining: w.Draining, FairShare: plan.Share[w.ID], MovesPerMin: w.MovesPerMin,
-			HeartbeatAtMs: w.HeartbeatAtMs, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredDeadBy})
+			HeartbeatAtMs: w.HeartbeatAtMs, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredDeadBy,
+			Host: w.Host, PID: w.Pid})
 	}
 	r.status = http.StatusOK
 	r.body = out

@@ -410,7 +410,7 @@ func TestHandlerMailboxFailureStill202(t *testing.T) {
 func TestHandlerWorkers(t *testing.T) {
 	f := newFixture(t, nil)
 	f.store.workers = sessions.WorkerList{Truncated: true, Workers: []sessions.Worker{
-		{ID: "w1", State: "ALIVE", List: "ALIVE", Epoch: 1, Load: 12, Capacity: 1000, AdminAddr: "10.0.0.1:8081", HeartbeatAtMs: 7, StartedAtMs: 3},
+		{ID: "w1", State: "ALIVE", List: "ALIVE", Epoch: 1, Load: 12, Capacity: 1000, AdminAddr: "10.0.0.1:8081", HeartbeatAtMs: 7, StartedAtMs: 3, Host: "ip-10-0-0-1", Pid: 4242},
 		{ID: "w0", State: "DEAD", List: "GONE", Epoch: 2, Load: 5, Capacity: 1000, HeartbeatAtMs: 4, StartedAtMs: 1, EndedAtMs: 6, DeclaredDeadBy: "w1"},
 	}}
 	status, body, _ := f.do(t, event("GET", "/workers", ""))
@@ -420,7 +420,8 @@ func TestHandlerWorkers(t *testing.T) {
 	}
 	w1, w0 := ws[0].(map[string]any), ws[1].(map[string]any)
 	if w1["id"] != "w1" || w1["state"] != "ALIVE" || w1["load"] != 12.0 || w1["capacity"] != 1000.0 || w1["admin_addr"] != "10.0.0.1:8081" ||
-		w1["hb_at_ms"] != 7.0 || w1["started_at_ms"] != 3.0 || w1["ended_at_ms"] != nil || w1["mailbox"] != nil {
+		w1["hb_at_ms"] != 7.0 || w1["started_at_ms"] != 3.0 || w1["ended_at_ms"] != nil || w1["mailbox"] != nil ||
+		w1["host"] != "ip-10-0-0-1" || w1["pid"] != 4242.0 {
 		t.Fatalf("w1 %v", w1)
 	}
 	if w0["state"] != "DEAD" || w0["list"] != "GONE" || w0["epoch"] != 2.0 || w0["declared_dead_by"] != "w1" || w0["ended_at_ms"] != 6.0 {

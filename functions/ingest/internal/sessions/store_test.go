@@ -284,7 +284,7 @@ func (e *env) worker(t *testing.T, id, state string) {
 	}
 	item, err := sessionitem.EncodeWorker(sessionitem.Worker{Key: schema.WorkerKey(id), State: state, Epoch: 1, HeartbeatSeq: 5,
 		HeartbeatAt: 1_800_000_000_000, TTLMs: 10_000, Load: 3, Capacity: 1000, AdminAddr: "10.0.0.1:8081", List: list,
-		StartedAtMs: 1_799_999_000_000})
+		StartedAtMs: 1_799_999_000_000, Host: "ip-10-0-0-1", Pid: 77})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,7 +656,8 @@ func TestWorkers(t *testing.T) {
 	if want := []string{"w1:ALIVE", "w2:ALIVE", "w0:DEAD", "w3:LEFT"}; !slices.Equal(ids, want) {
 		t.Fatalf("workers %v, want %v", ids, want)
 	}
-	if w := l.Workers[0]; w.Load != 3 || w.Capacity != 1000 || w.AdminAddr != "10.0.0.1:8081" || w.HeartbeatAtMs != 1_800_000_000_000 || w.Epoch != 1 {
+	if w := l.Workers[0]; w.Load != 3 || w.Capacity != 1000 || w.AdminAddr != "10.0.0.1:8081" || w.HeartbeatAtMs != 1_800_000_000_000 || w.Epoch != 1 ||
+		w.Host != "ip-10-0-0-1" || w.Pid != 77 {
 		t.Fatalf("w1: %+v", w)
 	}
 	if w := l.Workers[3]; w.EndedAtMs != 2 || w.List != schema.WorkerListDone {

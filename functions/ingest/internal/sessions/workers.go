@@ -29,6 +29,8 @@ type Worker struct {
 	StartedAtMs    int64
 	EndedAtMs      int64
 	DeclaredDeadBy string
+	Host           string // where the worker runs (its registration's)
+	Pid            int
 }
 
 // WorkerList is the answer of Workers.
@@ -106,6 +108,7 @@ func (s *Store) Workers(ctx context.Context, limit int) (WorkerList, error) {
 			ID: id, State: w.State, List: w.List, Epoch: w.Epoch, Load: w.Load, Capacity: w.Capacity, AdminAddr: w.AdminAddr,
 			Draining: w.Draining, MovesPerMin: w.MovesPerMin,
 			HeartbeatAtMs: w.HeartbeatAt, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredDeadBy: w.DeclaredBy,
+			Host: w.Host, Pid: w.Pid,
 		})
 	}
 	slices.SortFunc(res.Workers, func(a, b Worker) int {
