@@ -1,6 +1,7 @@
 package streamer
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if lc := c.LeaseConfig(); lc.HeartbeatEvery != time.Second || lc.CheckpointEvery != time.Minute || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID {
-		t.Fatalf("lease config %+v", lc)
+	if lc := c.LeaseConfig(); lc.HeartbeatEvery != time.Second || lc.CheckpointEvery != time.Minute || lc.TTL != 10*time.Second || lc.Owner != c.WorkerID ||
+		lc.Pid != os.Getpid() || lc.Host != hostname {
+		t.Fatalf("lease config %+v (the worker's record names its process: pid %d, host %q)", lc, os.Getpid(), hostname)
 	}
 	if c.DialsPerHost != 5 {
 		t.Fatalf("default dials per host %v, want 5 (issue 15: a failover must not get the fleet banned)", c.DialsPerHost)
