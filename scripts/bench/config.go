@@ -54,7 +54,13 @@ type Binaries struct {
 	MemStreamer string // bin/memstreamer (the capacity runs' worker on the in-memory store)
 	Ingest      string // bin/ingest-local
 	Feed        string // bin/feed (through devstack for the lease phases; on its own for the capacity runs)
+	Model       string // bin/dynamodel (the DynamoDB model, for the ModelPhases' second run)
 }
+
+// ModelPhases are the phases that run a second time on the DynamoDB model
+// (Config.Model), in the same run, right after their run on dynalite: the
+// report puts the two side by side.
+var ModelPhases = []string{PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost}
 
 // CapRun is one capacity run of the memory store.
 type CapRun struct {
@@ -226,12 +232,15 @@ type Config struct {
 	// run now (the report says which phases were re-run, when, and at
 	// which commit).
 	Merge bool
+	// Model is the DynamoDB model's profile (testkit/dynamodel) the
+	// ModelPhases run on a second time ("": dynalite only).
+	Model string
 	Log   zerolog.Logger
 }
 
 // DefaultConfig returns the configuration of mode with every phase.
 func DefaultConfig(m Mode) Config {
-	return Config{Mode: m, Phases: AllPhases, Sizes: SizesFor(m), QuietWait: 20 * time.Minute, Log: zerolog.Nop()}
+	return Config{Mode: m, Phases: AllPhases, Sizes: SizesFor(m), QuietWait: 20 * time.Minute, Model: "aws", Log: zerolog.Nop()}
 }
 
 func (c *Config) fill() error {
@@ -260,6 +269,7 @@ func (c *Config) fill() error {
 	def(&c.Bin.Streamer, "streamer")
 	def(&c.Bin.MemStreamer, "memstreamer")
 	def(&c.Bin.Ingest, "ingest-local")
+	def(&c.Bin.Model, "dynamodel")
 	def(&c.Bin.Feed, "feed")
 	if c.Invocation == "" {
 		c.Invocation = "bin/bench -mode " + string(c.Mode)

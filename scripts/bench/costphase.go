@@ -69,6 +69,9 @@ type CostRun struct {
 	// defaults' 1,000 sessions per worker.
 	MonthlyMeasured float64 `json:"monthly_usd_per_1000_sessions_measured"`
 	MonthlyDefaults float64 `json:"monthly_usd_per_1000_sessions_at_1000_per_worker"`
+	// Meter is the window as the DynamoDB model billed it (nil on
+	// dynalite).
+	Meter *MeterRates `json:"model_meter,omitempty"`
 }
 
 // CostResult is figure 5: the workers' own store meters (GET /stats
@@ -176,11 +179,19 @@ func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
 	if err != nil {
 		return err
 	}
+	u0, err := ls.tableUsage(ctx, ls.table())
+	if err != nil {
+		return err
+	}
 	w0 := time.Now()
 	if err := sleepCtx(ctx, r.sz.CostWindow); err != nil {
 		return err
 	}
 	s1, owned1, err := sumUnits(ctx, ws)
+	if err != nil {
+		return err
+	}
+	u1, err := ls.tableUsage(ctx, ls.table())
 	if err != nil {
 		return err
 	}
@@ -201,6 +212,9 @@ func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
 	run.IndexWritesInWindow = IndexWriteUnits(delta)
 	run.MonthlyMeasured = MonthlyPer1000(run.Steady.Total.WRUPerSH, run.Steady.Total.RRUPerSH)
 	run.MonthlyDefaults = MonthlyPer1000(run.Steady.Total.NormWRUPerSH, run.Steady.Total.NormRRUPerSH)
+	if ls.st.Model != nil {
+		run.Meter = meterRates(u0, u1, run.SessionHours)
+	}
 
 	// The end of every tenure: a stop through the API (the owner releases
 	// with a final checkpoint).

@@ -37,7 +37,10 @@ type Report struct {
 	Capacity     *CapacityResult   `json:"capacity,omitempty"`
 	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
 	Throughput   *ThroughputResult `json:"throughput,omitempty"`
-	Errors       map[string]string `json:"errors,omitempty"`
+	// OnModel are the ModelPhases run again, in the same run, on the
+	// DynamoDB model (Config.Model).
+	OnModel *ModelResults     `json:"on_model,omitempty"`
+	Errors  map[string]string `json:"errors,omitempty"`
 	// Reruns are later runs of some phases merged into this report (bench
 	// -merge); those phases' figures are from them.
 	Reruns []Rerun `json:"reruns,omitempty"`
@@ -170,6 +173,7 @@ func Render(r *Report) string {
 	renderReads(p, r)
 	renderThroughput(p, r)
 	renderMicro(p, r)
+	renderOnModel(p, r)
 	return b.String()
 }
 

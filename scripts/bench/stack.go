@@ -60,7 +60,8 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 	}
 	dc := devstack.DefaultConfig()
 	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
-	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed}
+	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed, Model: r.cfg.Bin.Model}
+	dc.DynamoModel = r.model
 	dc.Ports = devstack.Ports{} // free ports: never the ones of a `make dev` running alongside
 	dc.Workers = 0
 	dc.Worker = devstack.WorkerSettings{}

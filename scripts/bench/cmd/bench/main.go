@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	out := fs.String("out", "", "report path (default docs/BENCHMARKS.md; - for none)")
 	js := fs.String("json", "", "figures path (default docs/benchmarks.json; - for none)")
 	work := fs.String("work", "", "logs and profiles (default out/bench)")
+	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile the claim, failover, handoff, stop, rebalance and cost phases also run on, beside dynalite (\"\": dynalite only)")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -48,7 +49,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Phases = strings.Split(*only, ",")
 	}
 	cfg.QuietLoad, cfg.QuietWait = *quiet, *quietFor
-	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge = *out, *js, *work, *merge
+	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge, cfg.Model = *out, *js, *work, *merge, *model
 	cfg.Invocation = "bin/bench " + strings.Join(args, " ")
 	if len(args) == 0 {
 		cfg.Invocation = "bin/bench"
