@@ -280,6 +280,36 @@ func (v *sessionView) lastBefore(ns int64) *Delivery {
 // delivery is at most this old (the feed sends every 1/rate).
 const liveWindow = 1500 * time.Millisecond
 
+// liveAt is the session's last delivery before at when the session was
+// delivering then (within liveWindow) and started (a fault's affected
+// sessions); nil otherwise.
+func (v *sessionView) liveAt(at time.Time) *Delivery {
+	ns := at.UnixNano()
+	last := v.lastBefore(ns)
+	if last == nil || last.AtNs < ns-int64(liveWindow) || !v.startedAt(at) {
+		return nil
+	}
+	return last
+}
+
+// firstNewSeqAfter is the session's first delivery after end of a seq above
+// every seq delivered by end (nil: none), with that highest seq and the
+// time of the last delivery by end.
+func (v *sessionView) firstNewSeqAfter(end int64) (rec *Delivery, maxBefore, lastBefore int64) {
+	maxBefore = -1 << 62
+	for _, d := range v.dels {
+		if d.AtNs <= end {
+			maxBefore, lastBefore = max(maxBefore, d.Seq), max(lastBefore, d.AtNs)
+		}
+	}
+	for i := range v.dels {
+		if d := &v.dels[i]; d.AtNs > end && d.Seq > maxBefore {
+			return d, maxBefore, lastBefore
+		}
+	}
+	return nil, maxBefore, lastBefore
+}
+
 func sortedEpochs(m map[int64]bool) []int64 {
 	out := make([]int64, 0, len(m))
 	for k := range m {

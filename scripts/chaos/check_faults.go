@@ -200,8 +200,8 @@ func (j *judge) outageFault(fr *FaultResult) {
 	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
-		last := v.lastBefore(start)
-		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+		last := v.liveAt(fr.Start)
+		if last == nil {
 			continue
 		}
 		fr.Affected++
@@ -253,8 +253,8 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 		if v == nil {
 			continue
 		}
-		last := v.lastBefore(start)
-		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+		last := v.liveAt(fr.Start)
+		if last == nil {
 			continue
 		}
 		fr.Affected++
@@ -289,30 +289,17 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 // was lifted, by whichever tenure (a worker whose heartbeats were refused
 // may have been declared dead and its sessions taken over).
 func (j *judge) stormFault(fr *FaultResult) {
-	start, end := fr.Start.UnixNano(), fr.End.UnixNano()
+	end := fr.End.UnixNano()
 	deadline := end + fr.BoundMs*int64(time.Millisecond)
 	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
-		last := v.lastBefore(start)
-		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+		last := v.liveAt(fr.Start)
+		if last == nil {
 			continue
 		}
 		fr.Affected++
-		var maxBefore int64 = -1 << 62
-		var lastBefore int64
-		for _, d := range v.dels {
-			if d.AtNs <= end {
-				maxBefore, lastBefore = max(maxBefore, d.Seq), max(lastBefore, d.AtNs)
-			}
-		}
-		var rec *Delivery
-		for i := range v.dels {
-			if d := &v.dels[i]; d.AtNs > end && d.Seq > maxBefore {
-				rec = d
-				break
-			}
-		}
+		rec, _, lastBefore := v.firstNewSeqAfter(end)
 		if !j.recovered(fr, v, id, rec, deadline, CheckOutage, end, "%s: no new seq delivered after the storm was lifted", fr.Kind) {
 			continue
 		}

@@ -205,7 +205,7 @@ func (j *judge) checkPrefix() {
 // delivers a seq it had not delivered by the end, within the bound after
 // the end.
 func (j *judge) sinkFault(fr *FaultResult) {
-	start, end := fr.Start.UnixNano(), fr.End.UnixNano()
+	end := fr.End.UnixNano()
 	// After refusals, each of a session's records refused permanently that
 	// no delivery had passed by the end is still sent at its remaining
 	// attempts, one after another (its later entries wait behind it): the
@@ -221,26 +221,11 @@ func (j *judge) sinkFault(fr *FaultResult) {
 	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
-		last := v.lastBefore(start)
-		if last == nil || last.AtNs < start-int64(liveWindow) || !v.startedAt(fr.Start) {
+		if v.liveAt(fr.Start) == nil {
 			continue
 		}
 		fr.Affected++
-		var maxBefore int64 = -1 << 62
-		var lastBefore int64
-		for _, d := range v.dels {
-			if d.AtNs <= end {
-				maxBefore = max(maxBefore, d.Seq)
-				lastBefore = max(lastBefore, d.AtNs)
-			}
-		}
-		var rec *Delivery
-		for i := range v.dels {
-			if d := &v.dels[i]; d.AtNs > end && d.Seq > maxBefore {
-				rec = d
-				break
-			}
-		}
+		rec, maxBefore, lastBefore := v.firstNewSeqAfter(end)
 		extra := int64(0)
 		for _, q := range pending[id] {
 			if q > maxBefore {

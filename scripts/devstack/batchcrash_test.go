@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
@@ -34,9 +33,7 @@ func TestKillDuringBatchesLosesNothingCheckpointed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("worker processes on the local engines")
 	}
-	root := enginetest.InstalledRoot(t)
-	cfg := DefaultConfig()
-	cfg.Root, cfg.Dir, cfg.InMemory, cfg.Ports, cfg.Workers = root, t.TempDir(), true, Ports{}, 0
+	cfg := testConfig(t, 0)
 	cfg.Worker = WorkerSettings{LeaseTTL: 4 * time.Second, HeartbeatEvery: time.Second, CheckpointEvery: time.Second,
 		ReconcileEvery: 2 * time.Second, SafetyMargin: time.Second, ShutdownDeadline: 10 * time.Second, QueueWait: time.Second,
 		RebalanceEvery: time.Hour, LogLevel: "info"}
@@ -44,15 +41,7 @@ func TestKillDuringBatchesLosesNothingCheckpointed(t *testing.T) {
 	cfg.FeedMode = feed.ModeKickOlder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	st, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := st.Shutdown(context.WithoutCancel(ctx)); err != nil {
-			t.Logf("shutdown: %v", err)
-		}
-	}()
+	st := startStack(ctx, t, cfg)
 	q := sqs.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		HTTPClient: &http.Client{Timeout: 10 * time.Second}}, func(o *sqs.Options) { o.BaseEndpoint = aws.String(st.SQS.Endpoint()) })
 	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("wsfleet-output")})

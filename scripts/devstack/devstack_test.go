@@ -93,12 +93,9 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 // on SIGTERM is reported with its signal or exit code and comes back as a
 // new incarnation; Shutdown stops it for good.
 func TestWorkerRestartedAfterExit(t *testing.T) {
-	root := enginetest.InstalledRoot(t)
 	var mu sync.Mutex
 	var exits []proc.Exit
-	cfg := DefaultConfig()
-	// The binaries of bin/ (`make devstack-bins`; Start fails naming a missing one).
-	cfg.Root, cfg.Dir, cfg.InMemory, cfg.Ports, cfg.Workers = root, t.TempDir(), true, Ports{}, 1
+	cfg := testConfig(t, 1)
 	cfg.RestartWorkers = &proc.Restart{Delay: 100 * time.Millisecond}
 	cfg.OnExit = func(e proc.Exit) {
 		mu.Lock()
@@ -107,15 +104,7 @@ func TestWorkerRestartedAfterExit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := st.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	st := startStack(ctx, t, cfg)
 	w := st.Workers()[0]
 	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		if err := w.Proc.Signal(sig); err != nil {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -15,25 +14,12 @@ import (
 // sessions taken over by the other, despite AWS latency, index lag and the
 // profile's ambiguous errors.
 func TestStackOnTheModel(t *testing.T) {
-	root := enginetest.InstalledRoot(t)
-	cfg := DefaultConfig()
-	cfg.Root, cfg.Dir, cfg.InMemory, cfg.Ports, cfg.Workers = root, t.TempDir(), true, Ports{}, 2
+	cfg := testConfig(t, 2)
 	cfg.DynamoModel = "aws"
-	cfg.FeedRate = 20
-	cfg.Worker.LeaseTTL, cfg.Worker.HeartbeatEvery, cfg.Worker.SafetyMargin = 3*time.Second, 500*time.Millisecond, 500*time.Millisecond
-	cfg.Worker.CheckpointEvery, cfg.Worker.ReconcileEvery, cfg.Worker.QueueWait = 500*time.Millisecond, 500*time.Millisecond, time.Second
-	cfg.Worker.ShutdownDeadline = 5 * time.Second
+	fastTimings(&cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	st, err := Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := st.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	st := startStack(ctx, t, cfg)
 	if st.Model == nil || st.ModelProc == nil || st.DynamoEndpoint() == st.Dynamo.Endpoint() {
 		t.Fatalf("the stack's DynamoDB endpoint %s is not a model's", st.DynamoEndpoint())
 	}

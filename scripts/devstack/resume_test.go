@@ -64,10 +64,7 @@ func TestSecondRunResumes(t *testing.T) {
 	cfg := DefaultConfig()
 	// The binaries of bin/ (`make devstack-bins`; Start fails naming a missing one).
 	cfg.Root, cfg.Dir, cfg.Ports, cfg.Workers = root, t.TempDir(), Ports{}, 2
-	cfg.FeedRate = 20
-	cfg.Worker.LeaseTTL, cfg.Worker.HeartbeatEvery, cfg.Worker.SafetyMargin = 3*time.Second, 500*time.Millisecond, 500*time.Millisecond
-	cfg.Worker.CheckpointEvery, cfg.Worker.ReconcileEvery, cfg.Worker.QueueWait = 500*time.Millisecond, 500*time.Millisecond, time.Second
-	cfg.Worker.ShutdownDeadline = 5 * time.Second
+	fastTimings(&cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sessions := []string{"a", "b", "c"}
