@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
@@ -113,10 +114,11 @@ var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindP
 // drops after applying.
 const (
 	modelLag = 3 * time.Second
-	// 0.2 % of 4,000 write units/s is 8/s: below what the chaos fleet
-	// writes (a heartbeat per worker per second, a checkpoint per session
-	// every 2 s), so every kind of write is throttled at times.
-	throttleFraction = 0.002
+	// 0.5 % of 4,000 write units/s is 20/s: below what the chaos fleet
+	// writes (a heartbeat per worker per second, 4–7 workers, and a
+	// checkpoint per session every 2 s, 48–80 sessions), above what its
+	// heartbeats need once the checkpoints yield (lease.CheckpointHold).
+	throttleFraction = 0.005
 	// 0.01 % of a partition's 1,000 write units/s: one write every 10 s,
 	// on one session's checkpoint item (written every 2 s).
 	hotKeyFraction                          = 0.0001
@@ -373,6 +375,10 @@ type Bounds struct {
 	// delivers a new seq: Crash (a worker whose heartbeats were refused
 	// for a TTL is declared dead, and its sessions taken over) + Outage.
 	StormMs int64 `json:"storm_ms,omitempty"`
+	// ReplayStorm: raw repeats one session may see across a tenure a storm
+	// ended: as ReplayOutage, plus the longest the checkpoints yield to a
+	// throttling store (lease.CheckpointHoldMax intervals).
+	ReplayStorm int64 `json:"replay_storm,omitempty"`
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -412,6 +418,8 @@ func (c Config) Settings() Settings {
 		set.Bounds.IndexLagCrashMs = set.Bounds.CrashMs + ms(modelLag)
 		set.Bounds.StormMs = set.Bounds.CrashMs + set.Bounds.OutageMs
 		set.Bounds.BalanceMs += ms(w.RebalanceEvery)
+		hold := time.Duration(lease.CheckpointHoldMax) * w.CheckpointEvery
+		set.Bounds.ReplayStorm = int64(rate*(ckpt.Seconds()+hold.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1
 	}
 	if c.awsSink() {
 		set.SinkRequestTimeoutMs = ms(w.SafetyMargin / 2)

@@ -136,7 +136,8 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 			consider(k, f.N, at, abs(at-prev.lastAt))
 		case KindDynamoDown, KindSinkRefuseDynamo, KindThrottle, KindAmbiguous:
 			// A tenure the outage ended (or a storm: refused heartbeats
-			// end trust, a worker may be declared dead) delivered until the worker fenced
+			// end trust, a worker may be declared dead; judged as
+			// "storm") delivered until the worker fenced
 			// itself (within the outage), or it had just stopped reading to
 			// write its final seq (a hand-off, a rebalancing move, a stop)
 			// when DynamoDB stopped answering, and the write failed: its
@@ -146,7 +147,11 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 			cutOff := prev.lastAt >= at-int64(finalWriteSlack) && prev.lastAt < at && next.firstAt >= f.End.UnixNano()
 			if ended || cutOff {
 				if bestDist > 0 {
-					best, bestDist = cause{kind: "outage", fault: f.N, atNs: at}, 0
+					kind := "outage"
+					if f.Kind == KindThrottle || f.Kind == KindAmbiguous {
+						kind = "storm"
+					}
+					best, bestDist = cause{kind: kind, fault: f.N, atNs: at}, 0
 				}
 			}
 		}
@@ -170,7 +175,7 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 func (j *judge) checkTransitions() {
 	by := map[string]*Transitions{}
 	gaps := map[string][]float64{}
-	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "partition": j.set.Bounds.ReplayOutage, "outage": j.set.Bounds.ReplayOutage}
+	bounds := map[string]int64{"crash": j.set.Bounds.ReplayCrash, "zombie": j.set.Bounds.ReplayCrash, "partition": j.set.Bounds.ReplayOutage, "outage": j.set.Bounds.ReplayOutage, "storm": j.set.Bounds.ReplayStorm}
 	off := &j.res.ClockOffset
 	skewed := func(w string) bool { inc := j.inc[w]; return inc != nil && inc.OffsetMs != 0 }
 	for _, inc := range j.ev.Incarnations {
@@ -184,7 +189,7 @@ func (j *judge) checkTransitions() {
 		for i := 1; i < len(v.tenures); i++ {
 			prev, next := v.tenures[i-1], v.tenures[i]
 			c := j.causeOf(v, prev, next)
-			takeover := c.kind == "crash" || c.kind == "zombie" || c.kind == "partition" || c.kind == "outage"
+			takeover := c.kind == "crash" || c.kind == "zombie" || c.kind == "partition" || c.kind == "outage" || c.kind == "storm"
 			if takeover && skewed(next.worker) {
 				off.TookOver++
 			}
@@ -224,7 +229,7 @@ func (j *judge) checkTransitions() {
 		// out-of-order deliveries (checkDeliveries); a first tenure has no
 		// predecessor to blame.
 	}
-	for _, k := range []string{"crash", "zombie", "partition", "outage", "handoff", "rebalance", "stop", "unexplained"} {
+	for _, k := range []string{"crash", "zombie", "partition", "outage", "storm", "handoff", "rebalance", "stop", "unexplained"} {
 		if tr := by[k]; tr != nil {
 			s := StatsOf(gaps[k])
 			tr.GapP50, tr.GapMax = s.P50, s.Max
@@ -235,7 +240,7 @@ func (j *judge) checkTransitions() {
 
 func causeText(k string) string {
 	return map[string]string{
-		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "partition": "partition from DynamoDB", "outage": "DynamoDB outage", "handoff": "graceful handoff (SIGTERM)",
+		"crash": "crash (kill -9)", "zombie": "zombie (SIGSTOP)", "partition": "partition from DynamoDB", "outage": "DynamoDB outage", "storm": "DynamoDB model storm (throttling, ambiguous errors)", "handoff": "graceful handoff (SIGTERM)",
 		"rebalance": "rebalancing move (a directed graceful hand-off)", "stop": "stop / re-start through the API", "unexplained": "ownership change no injected fault explains",
 	}[k]
 }

@@ -8,9 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/testkit/dynamodel"
 )
 
@@ -80,9 +85,31 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 		}
 		back := time.Now()
 		f := r.fault(Fault{Kind: s.Kind, Start: at, End: back, Note: note})
+		n := f.N
 		ok, err := r.waitMoved(ctx, r.startedIDs(), back, "", storm+3*time.Second)
 		if err != nil {
 			return err
+		}
+		// A worker whose heartbeats the storm refused for a TTL was
+		// declared dead: it learns it at its next heartbeat and exits
+		// (non-zero: judged); its slot starts again.
+		var dead []string
+		for _, w := range r.st.Running() {
+			id := w.ID()
+			state, err := r.workerState(ctx, id)
+			if err != nil {
+				return err
+			}
+			if state != schema.WorkerDead {
+				continue
+			}
+			dead = append(dead, id)
+			if _, err := r.afterDeath(ctx, w, id); err != nil {
+				return err
+			}
+		}
+		if len(dead) > 0 {
+			r.faults[n-1].Note += "; declared dead and exited: " + strings.Join(dead, ", ")
 		}
 		mt, err := m.Meter(ctx)
 		if err != nil {
@@ -93,4 +120,17 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 			f.N, s.Kind, back.Sub(at).Round(time.Millisecond), okText(ok), time.Since(back).Round(time.Millisecond), u.Throttled, u.Faults)
 	}
 	return nil
+}
+
+// workerState is worker id's record state (a consistent read; "" when it
+// has none).
+func (r *runner) workerState(ctx context.Context, id string) (string, error) {
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := r.ddb.GetItem(c, &dynamodb.GetItemInput{TableName: aws.String(r.cfg.Stack.Table),
+		Key: sessionitem.Key(schema.WorkerKey(id)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("read worker %s: %w", id, err)
+	}
+	return attrS(out.Item, schema.AttrWorkerState), nil
 }

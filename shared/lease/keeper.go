@@ -88,6 +88,12 @@ type Keeper struct {
 	mu   sync.Mutex // guards held; taken before any Held's mu, never after
 	held map[string]*Held
 
+	tmu sync.Mutex // guards the fields below; a leaf lock
+	// ckptHold is the current yield of checkpoints to a throttling store
+	// (0: none), ckptHoldUntil when the next ones may start (CheckpointHold).
+	ckptHold      time.Duration
+	ckptHoldUntil time.Time
+
 	gmu sync.Mutex // guards the fields below; a leaf lock
 	// gone: the workers seen not alive, each with when this Keeper first
 	// received a read showing it (monotonic; MayMarkDone counts from it).
@@ -210,7 +216,7 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 		}
 		return nil
 	}
-	if !scan {
+	if !scan || k.checkpointsHeld(now) {
 		return nil
 	}
 	k.mu.Lock()
@@ -236,8 +242,13 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 			defer func() { <-k.sem }()
 			err := k.checkpoint(ctx, h, seq)
 			next := k.clk.Now().Add(h.every)
-			if err != nil && IsTransient(err) {
+			switch {
+			case errors.Is(err, ErrThrottled):
+				next = k.checkpointThrottled(k.clk.Now())
+			case err != nil && IsTransient(err):
 				next = k.clk.Now().Add(k.cfg.RetryEvery)
+			case err == nil:
+				k.checkpointSucceeded()
 			}
 			h.checkpointDone(seq, err, next)
 			if err != nil && Definitive(err) && h.end(err) {
@@ -247,6 +258,37 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 		})
 	}
 	return nil
+}
+
+// checkpointsHeld reports whether the periodic checkpoints yield to a
+// throttling store now (no new one starts before ckptHoldUntil).
+func (k *Keeper) checkpointsHeld(now time.Time) bool {
+	k.tmu.Lock()
+	defer k.tmu.Unlock()
+	return now.Before(k.ckptHoldUntil)
+}
+
+// checkpointThrottled notes a checkpoint the store throttled at now: the
+// periodic checkpoints of every session yield for CheckpointHold (longer at
+// each throttle in a row), so that the table's capacity goes to the
+// heartbeats, on which every session's trust depends, instead of to retries
+// of checkpoints, which only bound the replay after a crash. It returns
+// when the session's next one is due.
+func (k *Keeper) checkpointThrottled(now time.Time) time.Time {
+	k.tmu.Lock()
+	defer k.tmu.Unlock()
+	k.ckptHold = CheckpointHold(k.ckptHold, k.cfg.CheckpointEvery)
+	if until := now.Add(k.ckptHold); until.After(k.ckptHoldUntil) {
+		k.ckptHoldUntil = until
+	}
+	return k.ckptHoldUntil
+}
+
+// checkpointSucceeded ends the yield: the store takes checkpoints again.
+func (k *Keeper) checkpointSucceeded() {
+	k.tmu.Lock()
+	k.ckptHold = 0
+	k.tmu.Unlock()
 }
 
 // endAll ends every tenure with err (the worker is fenced).

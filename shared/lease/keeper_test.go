@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -693,5 +694,70 @@ func TestFirstCheckpointOfASessionWithoutOne(t *testing.T) {
 	}
 	if got, _ := r.store.Get(r.ctx, "b"); got.LastSeq != 3 {
 		t.Fatalf("b checkpointed before its interval: %d, want 3", got.LastSeq)
+	}
+}
+
+// A store that throttles checkpoints gets fewer of them, not more: after a
+// throttled one every session's periodic checkpoints wait CheckpointHold
+// (one interval, then twice that, up to CheckpointHoldMax intervals) instead
+// of retrying at RetryEvery, so that heartbeats keep the table's capacity;
+// heartbeats go on meanwhile, and the first success ends the yield.
+func TestThrottledCheckpointsYieldToHeartbeats(t *testing.T) {
+	r := newRig(t, started("a"), started("b"))
+	k, _ := r.keeper("w1")
+	cfg := k.Config()
+	ha, hb := r.acquire(k, "a"), r.acquire(k, "b")
+	throttled := true
+	var ckpts, beats atomic.Int64
+	r.store.SetFail(func(op string) (error, bool) {
+		switch op {
+		case "checkpoint":
+			ckpts.Add(1)
+			if throttled {
+				return fmt.Errorf("checkpoint: %w", lease.ErrThrottled), false
+			}
+		case "heartbeat":
+			beats.Add(1)
+		}
+		return nil, false
+	})
+	seq := int64(0)
+	run := func(d time.Duration) {
+		for end := r.clk.Now().Add(d); r.clk.Now().Before(end); {
+			seq++
+			ha.Observe(seq)
+			hb.Observe(seq)
+			r.step(cfg.Tick, []*lease.Keeper{k}, nil)
+		}
+	}
+	// Ten checkpoint intervals of throttling: at RetryEvery that would be
+	// 2 × 10 × every / RetryEvery attempts; yielding, at most one or two per
+	// session per hold (every, 2 every, 4 every, 4 every).
+	run(10 * cfg.CheckpointEvery)
+	if n := ckpts.Load(); n > 2*5 {
+		t.Fatalf("%d checkpoint attempts in 10 intervals of throttling: they did not yield", n)
+	}
+	if beats.Load() < int64(10*cfg.CheckpointEvery/cfg.HeartbeatEvery)-1 {
+		t.Fatalf("%d heartbeats in 10 checkpoint intervals", beats.Load())
+	}
+	if !ha.Valid() || !hb.Valid() {
+		t.Fatal("a throttled checkpoint ended a tenure")
+	}
+	// The throttling ends: within the longest hold both sessions are
+	// checkpointed again, and then every interval.
+	throttled = false
+	run(lease.CheckpointHoldMax*cfg.CheckpointEvery + cfg.CheckpointEvery)
+	if ha.Checkpointed() < 1 || hb.Checkpointed() < 1 {
+		t.Fatalf("checkpointed %d and %d after the throttling ended", ha.Checkpointed(), hb.Checkpointed())
+	}
+	before := ckpts.Load()
+	run(3 * cfg.CheckpointEvery)
+	if n := ckpts.Load() - before; n < 4 {
+		t.Fatalf("%d checkpoints in 3 intervals after the yield ended, want one per session per interval", n)
+	}
+	for prev, want := range map[time.Duration]time.Duration{0: time.Minute, time.Minute: 2 * time.Minute, 2 * time.Minute: 4 * time.Minute, 4 * time.Minute: 4 * time.Minute} {
+		if got := lease.CheckpointHold(prev, time.Minute); got != want {
+			t.Errorf("CheckpointHold(%v, 1m) = %v, want %v", prev, got, want)
+		}
 	}
 }

@@ -310,6 +310,18 @@ func Watchers(target string, alive []string, n int) []string {
 	return out
 }
 
+// CheckpointHoldMax is the longest a worker's periodic checkpoints yield to
+// a throttling store, in checkpoint intervals (CheckpointHold): at most this
+// many intervals' more replay after a crash in a throttling storm.
+const CheckpointHoldMax = 4
+
+// CheckpointHold is how long periodic checkpoints yield after another
+// throttled one, prev the yield before (0: none): one checkpoint interval,
+// then twice the last, up to CheckpointHoldMax intervals.
+func CheckpointHold(prev, every time.Duration) time.Duration {
+	return min(max(2*prev, every), CheckpointHoldMax*every)
+}
+
 // AliveView is the alive workers as self counts them for watching: the ALIVE
 // list as listed (by_worker_list, an index that lags on DynamoDB), with self
 // added (a worker that has just registered is missing from the list until
