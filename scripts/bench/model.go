@@ -24,8 +24,8 @@ type ModelResults struct {
 	Cost         *CostResult      `json:"cost,omitempty"`
 }
 
-// report is m as a Report of its own (for Goals).
-func (m *ModelResults) report(mode Mode) *Report {
+// Report is m as a Report of its own (for Goals).
+func (m *ModelResults) Report(mode Mode) *Report {
 	return &Report{Mode: mode, Claim: m.Claim, Failover: m.Failover, Handoff: m.Handoff, HandoffSmall: m.HandoffSmall,
 		Stop: m.Stop, Rebalance: m.Rebalance, Cost: m.Cost}
 }
@@ -86,7 +86,7 @@ func renderOnModel(p printer, r *Report) {
 	p("## On the DynamoDB model (profile `%s`) beside dynalite\n\n", m.Profile)
 	p("The claim, failover, handoff, stop, rebalance and cost phases ran twice in this run: on dynalite (the sections above) and again on the DynamoDB model (`testkit/dynamodel`, `bin/dynamodel` in front of dynalite: AWS latency with rare multi-second spikes, index lag, stale eventually consistent reads, throttling at DynamoDB's limits, 0.1 %% each of writes answered 500 before applying, 500 after, and dropped after; each default and its source in [references.md](references.md#dynamodb-as-the-model-testkitdynamodel-behaves)). Same sizes, same machine, minutes apart.\n\n")
 	onModel := map[string]Goal{}
-	for _, g := range Goals(m.report(r.Mode)) {
+	for _, g := range Goals(m.Report(r.Mode)) {
 		onModel[g.Figure] = g
 	}
 	p("| figure | dynalite | model (%s) | goal | met on the model | missed by |\n|---|---|---|---|---|---|\n", m.Profile)

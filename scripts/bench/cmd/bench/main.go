@@ -65,6 +65,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", g.Figure, g.Measured, g.Goal, met)
 		}
+		if m := rep.OnModel; m != nil {
+			for _, g := range bench.Goals(m.Report(rep.Mode)) {
+				met := "met"
+				if !g.Met {
+					met = "MISSED " + g.Miss
+				}
+				fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", "[model "+m.Profile+"] "+g.Figure, g.Measured, g.Goal, met)
+			}
+		}
 	}
 	return err
 }
