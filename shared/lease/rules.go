@@ -219,6 +219,16 @@ func Released(it *Item, t Token, lastSeq int64, to string) bool {
 		(to == "" || it.HandoffTo == to || it.DesiredState != schema.StateStarted || it.Failed())
 }
 
+// FailedAs reports whether session it shows t's Fail of generation gen
+// with reason at atMs already written: no owner at t's epoch, that error
+// and time, FAILED at gen unless a stop landed (StopWinsOverFailed), and a
+// release_seq of at least lastSeq. A Fail retried after an attempt that was
+// applied, its reply lost, finds this, and is done.
+func FailedAs(it *Item, t Token, gen, lastSeq int64, reason string, atMs int64) bool {
+	return Released(it, t, lastSeq, "") && it.LastError == reason && it.LastErrorAtMs == atMs &&
+		((it.FailedGeneration != nil && *it.FailedGeneration == gen) || it.DesiredState != schema.StateStarted)
+}
+
 // CanOwnerWrite decides a write by t on the session item (release, fail,
 // note error): the session must still be t's tenure.
 func CanOwnerWrite(it *Item, t Token) error {

@@ -859,8 +859,13 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 	}
 	err := s.ownerWrite(ctx, OpFail, t, u, &c, set,
 		[]string{schema.AttrLeaseOwner},
-		func(it *lease.Item) error { return lease.CanFail(it, t, gen, lastSeq) })
-	if err != nil {
+		func(it *lease.Item) error {
+			if lease.FailedAs(it, t, gen, lastSeq, reason, atMs) {
+				return errReleased // the SDK's retry of an attempt that was applied
+			}
+			return lease.CanFail(it, t, gen, lastSeq)
+		})
+	if err != nil && !errors.Is(err, errReleased) {
 		return fmt.Errorf("fail %s: %w", t, err)
 	}
 	return nil

@@ -364,6 +364,9 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	return s.do(ctx, "fail", func() error {
 		it := s.items[t.ConnectionID]
+		if lease.FailedAs(it, t, gen, lastSeq, reason, atMs) {
+			return nil
+		}
 		if err := lease.CanFail(it, t, gen, lastSeq); err != nil {
 			return err
 		}
