@@ -51,7 +51,20 @@ type APIError struct {
 	Status int
 	Code   string
 	Msg    string
+	// Retryable: the API says the same request is safe to send again
+	// (the table did not answer in time, a concurrent change); the client
+	// already did, up to MaxAttempts times.
+	Retryable bool
 }
+
+// MaxAttempts is how many times the client sends a request the API answers
+// retryable (its error body's "retryable": true), waiting RetryBackoff,
+// then twice that, between attempts: a start or stop is idempotent, and the
+// API says when its outcome was unknown.
+const (
+	MaxAttempts  = 4
+	RetryBackoff = 200 * time.Millisecond
+)
 
 func (e *APIError) Error() string {
 	if e.Code != "" {
@@ -235,6 +248,25 @@ func (c *Client) List(ctx context.Context, state string) ([]Session, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	wait := RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := c.doOnce(ctx, method, path, q, body, out)
+		var e *APIError
+		if err == nil || !errors.As(err, &e) || !e.Retryable || attempt == MaxAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// doOnce sends one attempt of a request (signed anew: a signature's nonce
+// is used once).
+func (c *Client) doOnce(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
 	u := *c.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawPath = ""
@@ -279,6 +311,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 				if m, ok := v["message"].(string); ok {
 					e.Msg = m
 				}
+				e.Retryable, _ = v["retryable"].(bool)
 			case string:
 				e.Code = eb.Code
 				e.Msg = v
