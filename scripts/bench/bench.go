@@ -194,6 +194,24 @@ func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
 	return r.rep, ctx.Err()
 }
 
+// Rerender writes the Markdown report at md ("": docs/BENCHMARKS.md) from
+// the figures at js ("": docs/benchmarks.json) with this build's renderer,
+// running nothing.
+func Rerender(js, md string) error {
+	c := Config{OutJSON: js, OutMD: md}
+	if err := c.fill(); err != nil {
+		return err
+	}
+	rep, err := readReport(c.OutJSON)
+	if err != nil {
+		return fmt.Errorf("bench -rerender: %w", err)
+	}
+	if err := os.WriteFile(c.OutMD, []byte(Render(rep)), 0o644); err != nil {
+		return fmt.Errorf("bench -rerender: %w", err)
+	}
+	return nil
+}
+
 func readReport(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -84,7 +84,17 @@ func renderOnModel(p printer, r *Report) {
 		return
 	}
 	p("## On the DynamoDB model (profile `%s`) beside dynalite\n\n", m.Profile)
-	p("The claim, failover, handoff, stop, rebalance and cost phases ran twice in this run: on dynalite (the sections above) and again on the DynamoDB model (`testkit/dynamodel`, `bin/dynamodel` in front of dynalite: AWS latency with rare multi-second spikes, index lag, stale eventually consistent reads, throttling at DynamoDB's limits, 0.1 %% each of writes answered 500 before applying, 500 after, and dropped after; each default and its source in [references.md](references.md#dynamodb-as-the-model-testkitdynamodel-behaves)). Same sizes, same machine, minutes apart.\n\n")
+	var ran []string
+	for _, ph := range []struct {
+		name string
+		done bool
+	}{{PhaseClaim, m.Claim != nil}, {PhaseFailover, m.Failover != nil}, {PhaseHandoff, m.Handoff != nil}, {PhaseStop, m.Stop != nil},
+		{PhaseRebalance, m.Rebalance != nil}, {PhaseCost, m.Cost != nil}} {
+		if _, failed := r.Errors[ph.name+"@"+m.Profile]; ph.done && !failed {
+			ran = append(ran, ph.name)
+		}
+	}
+	p("These phases ran twice in this run (or its re-run): %s, on dynalite (the sections above) and again on the DynamoDB model (`testkit/dynamodel`, `bin/dynamodel` in front of dynalite: AWS latency with rare multi-second spikes, index lag, stale eventually consistent reads, throttling at DynamoDB's limits, 0.1 %% each of writes answered 500 before applying, 500 after, and dropped after; each default and its source in [references.md](references.md#dynamodb-as-the-model-testkitdynamodel-behaves)). Same sizes, same machine, minutes apart.\n\n", strings.Join(ran, ", "))
 	onModel := map[string]Goal{}
 	for _, g := range Goals(m.Report(r.Mode)) {
 		onModel[g.Figure] = g

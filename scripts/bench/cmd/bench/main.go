@@ -37,12 +37,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	js := fs.String("json", "", "figures path (default docs/benchmarks.json; - for none)")
 	work := fs.String("work", "", "logs and profiles (default out/bench)")
 	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile the claim, failover, handoff, stop, rebalance and cost phases also run on, beside dynalite (\"\": dynalite only)")
+	rerender := fs.Bool("rerender", false, "write the report (-out) again from the figures (-json) with this build's renderer; runs nothing")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *rerender {
+		return bench.Rerender(*js, *out)
 	}
 	cfg := bench.DefaultConfig(bench.Mode(*mode))
 	if *only != "" {
