@@ -248,9 +248,11 @@ func (m *Model) HoldTable(table string, fraction float64, dur time.Duration) {
 }
 
 // HotKey makes one partition key value of table (a string or number, as
-// text) take only fraction of the partition's rate for dur: a hot key. It
-// acts on a model whose profile throttles partitions (PartitionWCU /
-// PartitionRCU), as AWS() does.
+// text) take only fraction of the partition's rate for dur: a hot key. The
+// same value as a global secondary index's partition key (a by_owner entry
+// of one worker) takes only fraction of the index key's write rate
+// (IndexWCU): a hot index key. It acts on a model whose profile throttles
+// partitions (PartitionWCU / PartitionRCU / IndexWCU), as AWS() does.
 func (m *Model) HotKey(table, value string, fraction float64, dur time.Duration) {
 	m.thr.hotKey(table, value, fraction, dur)
 }

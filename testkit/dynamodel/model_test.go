@@ -400,8 +400,8 @@ func TestHotKeyThrottled(t *testing.T) {
 
 // The chaos knobs: a hot key held at a fraction of the partition rate
 // (here on a provisioned table: ProvisionedThroughputExceededException with
-// ThrottlingReasons), and an on-demand table held at a fraction of its warm
-// throughput.
+// ThrottlingReasons), an on-demand table held at a fraction of its warm
+// throughput, and a hot index key value.
 func TestThrottlingKnobs(t *testing.T) {
 	p := profile()
 	p.Throughput = dynamodel.AWS().Throughput
@@ -435,6 +435,22 @@ func TestThrottlingKnobs(t *testing.T) {
 	}
 	if throttled < 5 {
 		t.Errorf("a table held at 2 units a second admitted %d of 10 writes made at once", 10-throttled)
+	}
+
+	// A hot index key: the by_owner entries of w1 at 1 write unit a second;
+	// the base keys are cold, another owner's entries are not throttled.
+	indexed := createTable(t, c, tableSpec{projection: types.ProjectionTypeKeysOnly})
+	m.HotKey(indexed, "w1", 0.001, time.Minute)
+	if err := put(c, indexed, "pk", "a", "owner", "w1"); err != nil {
+		t.Fatalf("the hot index key's first entry: %v", err)
+	}
+	err = put(c, indexed, "pk", "b", "owner", "w1")
+	reasons, isThrottle = throttleReasons(err)
+	if !isThrottle || len(reasons) != 1 || aws.ToString(reasons[0].Reason) != "IndexWriteKeyRangeThroughputExceeded" {
+		t.Fatalf("the hot index key's second entry: %v, reasons %+v", err, reasons)
+	}
+	if err := put(c, indexed, "pk", "c", "owner", "w2"); err != nil {
+		t.Fatalf("another index key value: %v", err)
 	}
 }
 

@@ -83,7 +83,7 @@ type throttler struct {
 	keys    map[string]*bucket // "w"/"r" + table or index + key value
 	tables  map[string]*tableLoad
 	holdAll hot
-	hot     map[string]hot // table + "\x00" + partition key value (without its type)
+	hot     map[string]hot // table + "\x00" + partition key value of the table or an index (without its type)
 	sweep   time.Time
 }
 
@@ -280,7 +280,8 @@ func (t *throttler) checks(d demand, now time.Time) []keyCheck {
 			if !w.index.global || w.units <= 0 {
 				continue
 			}
-			out = append(out, keyCheck{"w" + d.table.name + "/" + w.index.name + "\x00" + w.value, t.cfg.IndexWCU, w.units,
+			rate := t.cfg.IndexWCU * t.hotFraction(d.table.name, w.value, now)
+			out = append(out, keyCheck{"w" + d.table.name + "/" + w.index.name + "\x00" + w.value, rate, w.units,
 				reason{"IndexWriteKeyRangeThroughputExceeded", w.index.arn}})
 		}
 	}

@@ -137,13 +137,16 @@ type env struct {
 	// e.db unless a test routes them through a faultnet proxy.
 	workerQueue WorkQueue
 	workerDB    *dynamodb.Client
-	feed        *feed.Server
-	sink        *recSink
-	logs        *syncBuffer
-	mu          sync.Mutex
-	ws          []*testWorker
-	nextID      int
-	lastLoads   map[string]int // the loads balanced saw last (rebalance tests)
+	// workerLiveDB, when set, is the workers' liveness client
+	// (dynamostore.WithLiveness), as production gives them one of their own.
+	workerLiveDB *dynamodb.Client
+	feed         *feed.Server
+	sink         *recSink
+	logs         *syncBuffer
+	mu           sync.Mutex
+	ws           []*testWorker
+	nextID       int
+	lastLoads    map[string]int // the loads balanced saw last (rebalance tests)
 	// handlerFor, when set, gives each new worker its own sink (default:
 	// e.sink, shared).
 	handlerFor func(workerID string) sink.Handler
@@ -261,7 +264,11 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 	if e.queueless {
 		queue = nil
 	}
-	st := &severableStore{Store: dynamostore.New(db, e.table)}
+	var opts []dynamostore.Option
+	if e.workerLiveDB != nil {
+		opts = append(opts, dynamostore.WithLiveness(e.workerLiveDB))
+	}
+	st := &severableStore{Store: dynamostore.New(db, e.table, opts...)}
 	h := sink.Handler(e.sink)
 	if e.handlerFor != nil {
 		h = e.handlerFor(id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -17,10 +18,17 @@ import (
 // adaptive retry mode do). A mass takeover or a rebalancing round on a
 // throttled table then slows down instead of adding retries to the
 // throttling, and the heartbeats, on their own client, keep their share.
+//
+// A claim waiting for its turn is not given a slot in advance: a slot
+// reserved at the floor rate would keep its wait (ten seconds for the
+// first, a hundred for the tenth) after the throttling ended and the rate
+// grew back. A waiter takes a token once one is there and waits again,
+// woken early by any change of the rate.
 type claimPacer struct {
-	mu   sync.Mutex
-	lim  *rate.Limiter
-	base rate.Limit
+	mu      sync.Mutex
+	lim     *rate.Limiter
+	base    rate.Limit
+	changed chan struct{} // closed (and replaced) when the rate changes
 }
 
 // minClaimRate is the slowest the pacer goes: one claim every 10 s.
@@ -28,11 +36,43 @@ const minClaimRate = rate.Limit(0.1)
 
 func newClaimPacer(perSecond float64) *claimPacer {
 	base := rate.Limit(perSecond)
-	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base}
+	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base, changed: make(chan struct{})}
 }
 
 // Wait blocks until a claim may be sent (or ctx ends).
-func (p *claimPacer) Wait(ctx context.Context) error { return p.lim.Wait(ctx) }
+func (p *claimPacer) Wait(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		r := p.lim.Reserve()
+		d := r.Delay()
+		if d == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		// Give the future slot back (no reservation came after it: every
+		// one is made under p.mu) and wait for a token or a new rate.
+		r.Cancel()
+		changed := p.changed
+		p.mu.Unlock()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-changed:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// setLimit changes the rate and wakes the waiters; p.mu is held.
+func (p *claimPacer) setLimit(l rate.Limit, burst int) {
+	p.lim.SetLimit(l)
+	p.lim.SetBurst(burst)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
 
 // Throttling reports whether the store throttled claims lately (the rate
 // is below the configured one): then even the claims that skip the pace
@@ -47,8 +87,7 @@ func (p *claimPacer) Throttling() bool {
 func (p *claimPacer) Throttled() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.lim.SetLimit(max(minClaimRate, p.lim.Limit()/2))
-	p.lim.SetBurst(1)
+	p.setLimit(max(minClaimRate, p.lim.Limit()/2), 1)
 }
 
 // Succeeded records a claim the store took: the rate grows back by a tenth
@@ -58,10 +97,11 @@ func (p *claimPacer) Succeeded() {
 	defer p.mu.Unlock()
 	if l := p.lim.Limit(); l < p.base {
 		l = min(p.base, l+p.base/10)
-		p.lim.SetLimit(l)
+		burst := 1
 		if l == p.base {
-			p.lim.SetBurst(max(1, int(math.Ceil(float64(p.base)))))
+			burst = max(1, int(math.Ceil(float64(p.base))))
 		}
+		p.setLimit(l, burst)
 	}
 }
 

@@ -1,7 +1,10 @@
 package streamer
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +37,55 @@ func TestClaimPacerHalvesUnderThrottlingAndRecovers(t *testing.T) {
 	}
 	if p.Rate() != 40 {
 		t.Fatalf("recovered to %v/s, want 40", p.Rate())
+	}
+}
+
+// Claims that queued at the floor rate go as soon as the rate grows back:
+// none keeps the wait the floor gave it (ten seconds per claim ahead of it),
+// which left a takeover trickling on for minutes after the throttling ended
+// (found by TestMassTakeoverOnAHotIndexKeyBacksOff on the DynamoDB model).
+func TestQueuedClaimsGoWhenTheRateRecovers(t *testing.T) {
+	p := newClaimPacer(40)
+	for range 20 {
+		p.Throttled()
+	}
+	ctx := context.Background()
+	if err := p.Wait(ctx); err != nil { // the floor's one token
+		t.Fatal(err)
+	}
+	const waiters = 5
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Wait(ctx); err == nil {
+				done.Add(1)
+			}
+		}()
+	}
+	testwait.Holds(t, 300*time.Millisecond, "the waiters wait at the floor", func() bool { return done.Load() == 0 })
+	for p.Throttling() {
+		p.Succeeded()
+	}
+	// At 40 claims a second the five need an eighth of a second, not the
+	// floor's 10 s each.
+	testwait.Eventually(t, 5*time.Second, "every queued claim admitted at the recovered rate", func() bool { return done.Load() == waiters })
+	wg.Wait()
+
+	// A waiter whose context ends returns its error.
+	for range 20 {
+		p.Throttled()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err := p.Wait(cctx) // a token the floor may still hold is taken at once
+	if err == nil {
+		err = p.Wait(cctx)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait past its deadline: %v", err)
 	}
 }
 
