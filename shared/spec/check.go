@@ -91,7 +91,7 @@ func (s *Spec) Check(given Keys) *FieldError {
 		}
 		s.CheckpointEvery = d.String()
 	}
-	return nil
+	return s.checkStored()
 }
 
 // checkSeq checks the seq path and resume fields and folds their aliases.

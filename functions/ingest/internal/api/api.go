@@ -296,6 +296,10 @@ func (h *Handler) storeFailed(r reply, err error) reply {
 		r.err = &apiError{status: http.StatusNotFound, code: CodeNotFound, message: "no session with this connection_id"}
 	case errors.Is(err, sessions.ErrInvalidCursor):
 		r.err = badRequest(CodeInvalidQuery, "next is not a cursor returned by this list")
+	case errors.Is(err, sessions.ErrRejected):
+		r.err = &apiError{status: http.StatusInternalServerError, code: CodeRejected,
+			message: "the session table refused this request as it is (a DynamoDB client error); nothing was written, and sending it again will not succeed"}
+		r.cause = err
 	case errors.Is(err, sessions.ErrOutcomeUnknown):
 		r.err = &apiError{status: http.StatusServiceUnavailable, code: CodeOutcomeUnknown,
 			message: "the session table did not answer in time: the change may or may not have been made; retrying the same request is safe", retryable: true}

@@ -43,6 +43,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"
 	CodeUnavailable      = "unavailable"
+	CodeRejected         = "rejected"
 	CodeInternal         = "internal"
 )
 

@@ -484,6 +484,7 @@ func TestHandlerStoreErrors(t *testing.T) {
 		{errors.New("anything else"), 503, CodeUnavailable, true},
 		{context.DeadlineExceeded, 503, CodeUnavailable, true},
 		{fmt.Errorf("start x: %w", sessions.ErrConflict), 409, CodeConflict, true},
+		{fmt.Errorf("start x: %w: ValidationException: item size", sessions.ErrRejected), 500, CodeRejected, false},
 		{fmt.Errorf("list: %w", sessions.ErrInvalidCursor), 400, CodeInvalidQuery, false},
 	}
 	for _, c := range cases {
@@ -679,5 +680,23 @@ func TestHandlerStatusShowsSourceWithoutOpenMessageContent(t *testing.T) {
 	}
 	if strings.Contains(resp.Body, "0pen-secret") || strings.Contains(resp.Body, "b3Blbi1zZWNyZXQ") {
 		t.Fatalf("status shows an open message: %s", resp.Body)
+	}
+}
+
+// A start whose body is within the body limit (about 131 KB here) but
+// whose stored form would not be (each U+2028 takes 3 bytes in the body and
+// 6 as stored) is refused with a 400 naming open_messages, and nothing
+// reaches the store: limits apply to what is stored.
+func TestHandlerRefusesAStartLargerAsStored(t *testing.T) {
+	f := newFixture(t, nil)
+	msg := strings.Repeat("\u2028", 21_800) // 65,400 bytes: within one message's limit
+	body := `{"connection_id":"big","ws_url":"wss://a.example.com","open_messages":[{"text":"` + msg + `"},{"text":"` + msg + `"}]}`
+	status, resp, _ := f.do(t, event("POST", "/sessions", body))
+	code, message := errorOf(t, resp)
+	if status != 400 || code != CodeInvalidOpenMessages || !strings.Contains(message, "as stored") {
+		t.Fatalf("a %d-byte start: %d %s %q", len(body), status, code, message)
+	}
+	if len(f.store.started) != 0 || len(f.notif.sent) != 0 {
+		t.Fatalf("the refused start reached the store (%d) or the queue (%d)", len(f.store.started), len(f.notif.sent))
 	}
 }

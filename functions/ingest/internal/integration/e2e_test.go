@@ -373,14 +373,22 @@ func TestSQSFailureStill202AndReconciled(t *testing.T) {
 }
 
 // TestDynamoFailureIs503: a table that cannot be reached answers 503 with a
-// retryable body, and no notification is sent (nothing half-done).
+// retryable body; a table that does not exist (the deployment's fault: a
+// ResourceNotFoundException, which no retry fixes) answers 500, not
+// retryable. No notification is sent (nothing half-done).
 func TestDynamoFailureIs503(t *testing.T) {
 	noLeaks(t)
 	e := testenv.New(t)
-	for name, store := range map[string]*sessions.Store{
-		"dynamo down":   sessions.New(testenv.DeadDynamo(e.AWS), e.Table),
-		"missing table": sessions.New(e.Dynamo, e.Table+"-missing"),
+	for name, tc := range map[string]struct {
+		store     *sessions.Store
+		status    int
+		code      string
+		retryable bool
+	}{
+		"dynamo down":   {sessions.New(testenv.DeadDynamo(e.AWS), e.Table), 503, api.CodeUnavailable, true},
+		"missing table": {sessions.New(e.Dynamo, e.Table+"-missing"), 500, api.CodeRejected, false},
 	} {
+		store := tc.store
 		t.Run(name, func(t *testing.T) {
 			logs := &syncBuffer{}
 			h, err := api.New(testConfig(e), api.Deps{Store: store, Notifier: e.Queue, Log: zerolog.New(logs), Metrics: logs})
@@ -396,11 +404,12 @@ func TestDynamoFailureIs503(t *testing.T) {
 			} {
 				status, body, hdr := c.do(r[0], r[1], r[2])
 				e, _ := body["error"].(map[string]any)
-				if status != 503 || e["code"] != api.CodeUnavailable || e["retryable"] != true || hdr.Get("Retry-After") == "" || e["message"] == "" {
+				retryable, _ := e["retryable"].(bool)
+				if status != tc.status || e["code"] != tc.code || retryable != tc.retryable || (hdr.Get("Retry-After") != "") != tc.retryable || e["message"] == "" {
 					t.Fatalf("%s %s: %d %v %v", r[0], r[1], status, body, hdr)
 				}
 			}
-			if out := logs.String(); !strings.Contains(out, `"level":"error"`) || !strings.Contains(out, `"Code":"unavailable"`) {
+			if out := logs.String(); !strings.Contains(out, `"level":"error"`) || !strings.Contains(out, `"Code":"`+tc.code+`"`) {
 				t.Fatalf("failure not logged/counted:\n%s", out)
 			}
 		})

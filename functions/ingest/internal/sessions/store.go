@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -44,10 +42,15 @@ var (
 	ErrNotFound = errors.New("session not found")
 	// ErrConflict: concurrent writers kept changing the item; retry later.
 	ErrConflict = errors.New("session changed concurrently")
-	// ErrUnavailable: the table refused the request or could not be read
-	// (throttling, a missing table, a read that timed out, …). Nothing was
+	// ErrUnavailable: the table could not take the request now (throttling,
+	// no connection, a read that timed out, a 5xx on a read). Nothing was
 	// written: retry.
 	ErrUnavailable = errors.New("session table unavailable")
+	// ErrRejected: DynamoDB refused the request for what it is (a 4xx the
+	// request caused: a ValidationException, an item over 400 KB among
+	// them; a missing table or index; access denied). Nothing was written,
+	// and sending the same request again cannot succeed.
+	ErrRejected = errors.New("session table rejected the request")
 	// ErrOutcomeUnknown: a write's answer never came (a timeout, a broken
 	// connection, a 5xx, which DynamoDB documents as "may or may not have
 	// succeeded"). The write may have been applied. Retrying the same
@@ -402,7 +405,7 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 func (s *Store) getItem(ctx context.Context, id string) (*sessionitem.Item, error) {
 	it, err := sessionitem.Get(ctx, s.api, s.table, id)
 	if err != nil {
-		return nil, unavailable("read", id, err)
+		return nil, readFailed("read", id, err)
 	}
 	return it, nil
 }
@@ -441,7 +444,7 @@ func (s *Store) List(ctx context.Context, state string, limit int, cursor string
 		}
 		out, err := s.api.Query(ctx, in)
 		if err != nil {
-			return Page{}, unavailable("list", state, err)
+			return Page{}, readFailed("list", state, err)
 		}
 		for _, raw := range out.Items {
 			it, err := sessionitem.Decode(raw)
@@ -550,7 +553,7 @@ func (s *Store) batchRead(ctx context.Context, keys []map[string]types.Attribute
 			}
 			out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
-				return nil, unavailable("batch read", s.table, err)
+				return nil, readFailed("batch read", s.table, err)
 			}
 			items = append(items, out.Responses[s.table]...)
 			req = out.UnprocessedKeys
@@ -590,27 +593,6 @@ func generation(it sessionitem.Item) int64 {
 func isConditionFailed(err error) bool {
 	var ccf *types.ConditionalCheckFailedException
 	return err != nil && errors.As(err, &ccf)
-}
-
-// unavailable wraps an SDK error as ErrUnavailable, keeping its text but not
-// its type (no SDK type leaves this package).
-// writeFailed wraps the error of a write: ErrUnavailable when the request
-// surely was not applied (the table answered with a refusal, a 4xx:
-// throttled, invalid, no such table; or no connection could be opened);
-// ErrOutcomeUnknown otherwise (sent, and the answer lost or a 5xx).
-func writeFailed(op, id string, err error) error {
-	var re *smithyhttp.ResponseError
-	var ne *net.OpError
-	switch {
-	case errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500,
-		errors.As(err, &ne) && ne.Op == "dial":
-		return unavailable(op, id, err)
-	}
-	return fmt.Errorf("%w: %s %s: %v", ErrOutcomeUnknown, op, id, err)
-}
-
-func unavailable(op, id string, err error) error {
-	return fmt.Errorf("%w: %s %s: %v", ErrUnavailable, op, id, err)
 }
 
 // backoff sleeps a jittered 2..10 ms × attempt before a retry after a lost race.

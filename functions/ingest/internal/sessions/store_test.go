@@ -903,23 +903,48 @@ func TestUnavailable(t *testing.T) {
 	enginetest.Require(t)
 	cfg := testenv.Config(t)
 	ctx := ctxT(t)
-	for name, st := range map[string]*sessions.Store{
-		"dead endpoint": sessions.New(testenv.DeadDynamo(cfg), "t"),
-		"missing table": sessions.New(dynamodb.NewFromConfig(cfg), "no-such-table-"+testenv.Name(t)),
+	for name, tc := range map[string]struct {
+		st   *sessions.Store
+		want error
+	}{
+		"dead endpoint": {sessions.New(testenv.DeadDynamo(cfg), "t"), sessions.ErrUnavailable},
+		// A missing table is the deployment's fault: no retry fixes it.
+		"missing table": {sessions.New(dynamodb.NewFromConfig(cfg), "no-such-table-"+testenv.Name(t)), sessions.ErrRejected},
 	} {
-		_, err1 := st.Start(ctx, desired("c", "wss://a.example.com/"))
-		_, err2 := st.Stop(ctx, "c")
-		_, err3 := st.Get(ctx, "c")
-		_, err4 := st.List(ctx, "STARTED", 5, "")
+		_, err1 := tc.st.Start(ctx, desired("c", "wss://a.example.com/"))
+		_, err2 := tc.st.Stop(ctx, "c")
+		_, err3 := tc.st.Get(ctx, "c")
+		_, err4 := tc.st.List(ctx, "STARTED", 5, "")
 		for i, err := range []error{err1, err2, err3, err4} {
-			if !errors.Is(err, sessions.ErrUnavailable) {
-				t.Fatalf("%s op %d: %v", name, i, err)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%s op %d: %v, want %v", name, i, err, tc.want)
 			}
 			var apiErr interface{ ErrorCode() string }
 			if errors.As(err, &apiErr) {
 				t.Fatalf("%s op %d: an SDK error type escapes: %T", name, i, apiErr)
 			}
 		}
+	}
+}
+
+// An item DynamoDB refuses for what it is (over its 400 KB item limit: a
+// ValidationException, a 4xx) is ErrRejected, not ErrUnavailable: the same
+// request can never succeed, so it must not be answered "retry". Nothing
+// is stored. (spec.Check refuses such a configuration before; this spec
+// skips it, as a bug in the check would.)
+func TestItemOverTheLimitIsRejectedNotRetryable(t *testing.T) {
+	e := newEnv(t)
+	d := desired("big", "wss://a.example.com/")
+	d.Spec.Headers = map[string]string{}
+	for i := range 110 {
+		d.Spec.Headers[fmt.Sprintf("X-H%d", i)] = strings.Repeat("v", 4000)
+	}
+	_, err := e.store.Start(ctxT(t), d)
+	if !errors.Is(err, sessions.ErrRejected) || errors.Is(err, sessions.ErrUnavailable) || errors.Is(err, sessions.ErrOutcomeUnknown) {
+		t.Fatalf("a 440 KB item: %v, want ErrRejected only", err)
+	}
+	if it := e.raw(t, "big"); it != nil {
+		t.Fatalf("the refused item was stored: %d attributes", len(it))
 	}
 }
 
