@@ -154,7 +154,8 @@ func TestDecodeChecksTheStoredForm(t *testing.T) {
 }
 
 func TestViewRedacts(t *testing.T) {
-	s, fe := parse(t, `{"ws_url":"wss://u:p@x/feed?token=secret&flag#frag","headers":{"X-B":"b","Authorization":"a"},"open_messages":[{"text":"{\"key\":\"secret\"}"},{"binary_b64":"AAEC"}],"resume":{"value":"last"}}`)
+	s, fe := parse(t, `{"ws_url":"wss://u:p@x/feed?token=secret&flag#frag","headers":{"X-B":"b","Authorization":"a"},"open_messages":[{"text":"{\"key\":\"secret\"}"},{"binary_b64":"AAEC"}],"resume":{"value":"last"},`+
+		`"app_ping":{"message":"{\"ping\":\"secret\"}","every":"20s","pong":"secret-pong"},"keepalive_reply":{"match":{"path":"t","equals":"\"ka\""},"reply":"{\"ka\":\"secret\"}"}}`)
 	if fe != nil {
 		t.Fatal(fe)
 	}
@@ -168,6 +169,12 @@ func TestViewRedacts(t *testing.T) {
 	}
 	if len(v.OpenMessages) != 2 || v.OpenMessages[0].Kind != "text" || v.OpenMessages[1].Kind != "binary" || v.OpenMessages[1].Bytes != 3 {
 		t.Fatalf("open messages %+v", v.OpenMessages)
+	}
+	if p := v.AppPing; p == nil || p.Kind != "text" || p.Bytes != len(`{"ping":"secret"}`) || p.Every != "20s" || p.PongBytes != len("secret-pong") {
+		t.Fatalf("app_ping %+v", v.AppPing)
+	}
+	if k := v.KeepaliveReply; k == nil || k.ReplyKind != "text" || k.ReplyBytes != len(`{"ka":"secret"}`) || k.Match.Path != "t" {
+		t.Fatalf("keepalive_reply %+v", v.KeepaliveReply)
 	}
 	if v.SeqField != "seq" || v.SeqMode != "field" || v.OnMissingSeq != "drop" || v.OnSinkRefusal != "fail" || v.Resume == nil || v.Resume.Value != "last" {
 		t.Fatalf("defaults not spelled out: %+v", v)

@@ -10,26 +10,27 @@ import (
 )
 
 // View is a spec as GET shows it: ws_url with its query values redacted,
-// header names only, open messages by kind and size (headers and open
-// messages may carry credentials), and every default spelled out.
+// header names only, open messages, the application ping and the
+// keep-alive reply by kind and size (each may carry credentials), and every
+// default spelled out.
 type View struct {
 	WSURL            string   `json:"ws_url"`
 	HeaderNames      []string `json:"header_names,omitempty"`
 	SeqField         string   `json:"seq_field"`
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
 	// The source protocol; open messages by kind and size only.
-	SeqPath         string                 `json:"seq_path,omitempty"`
-	SeqMode         string                 `json:"seq_mode"`
-	OnMissingSeq    string                 `json:"on_missing_seq,omitempty"`
-	OnSinkRefusal   string                 `json:"on_sink_refusal"`
-	Resume          *Resume                `json:"resume,omitempty"`
-	OpenMessages    []OpenMessageInfo      `json:"open_messages,omitempty"`
-	AppPing         *source.AppPing        `json:"app_ping,omitempty"`
-	KeepaliveReply  *source.KeepaliveReply `json:"keepalive_reply,omitempty"`
-	IdleTimeout     string                 `json:"idle_timeout,omitempty"`
-	Subprotocols    []string               `json:"subprotocols,omitempty"`
-	FollowRedirects int                    `json:"follow_redirects,omitempty"`
-	CheckpointEvery string                 `json:"checkpoint_every,omitempty"` // absent: the worker's default
+	SeqPath         string            `json:"seq_path,omitempty"`
+	SeqMode         string            `json:"seq_mode"`
+	OnMissingSeq    string            `json:"on_missing_seq,omitempty"`
+	OnSinkRefusal   string            `json:"on_sink_refusal"`
+	Resume          *Resume           `json:"resume,omitempty"`
+	OpenMessages    []OpenMessageInfo `json:"open_messages,omitempty"`
+	AppPing         *AppPingInfo      `json:"app_ping,omitempty"`
+	KeepaliveReply  *KeepaliveInfo    `json:"keepalive_reply,omitempty"`
+	IdleTimeout     string            `json:"idle_timeout,omitempty"`
+	Subprotocols    []string          `json:"subprotocols,omitempty"`
+	FollowRedirects int               `json:"follow_redirects,omitempty"`
+	CheckpointEvery string            `json:"checkpoint_every,omitempty"` // absent: the worker's default
 }
 
 // OpenMessageInfo is an open message as the API shows it: its kind and
@@ -40,18 +41,41 @@ type OpenMessageInfo struct {
 	WaitFor *source.Match `json:"wait_for,omitempty"`
 }
 
+// AppPingInfo is app_ping as the API shows it: the message's kind and
+// size, never its text (an application ping may carry a token, as open
+// messages may), the interval, and the size of the pong it expects.
+type AppPingInfo struct {
+	Kind      string `json:"kind"` // text
+	Bytes     int    `json:"bytes"`
+	Every     string `json:"every"`
+	PongBytes int    `json:"pong_bytes,omitempty"`
+}
+
+// KeepaliveInfo is keepalive_reply as the API shows it: its match, and the
+// reply's kind and size, never its text.
+type KeepaliveInfo struct {
+	Match      source.Match `json:"match"`
+	ReplyKind  string       `json:"reply_kind"` // text
+	ReplyBytes int          `json:"reply_bytes"`
+	Deliver    bool         `json:"deliver,omitempty"`
+}
+
 // View is s (checked) as GET shows it.
 func (s Spec) View() View {
 	v := View{
 		WSURL:           RedactURL(s.WSURL),
 		SeqMode:         s.SeqMode,
 		OnSinkRefusal:   s.OnSinkRefusal,
-		AppPing:         s.AppPing,
-		KeepaliveReply:  s.KeepaliveReply,
 		IdleTimeout:     s.IdleTimeout,
 		Subprotocols:    s.Subprotocols,
 		FollowRedirects: s.FollowRedirects,
 		CheckpointEvery: s.CheckpointEvery,
+	}
+	if p := s.AppPing; p != nil {
+		v.AppPing = &AppPingInfo{Kind: "text", Bytes: len(p.Message), Every: p.Every, PongBytes: len(p.Pong)}
+	}
+	if k := s.KeepaliveReply; k != nil {
+		v.KeepaliveReply = &KeepaliveInfo{Match: k.Match, ReplyKind: "text", ReplyBytes: len(k.Reply), Deliver: k.Deliver}
 	}
 	if len(s.Headers) > 0 {
 		v.HeaderNames = slices.Sorted(maps.Keys(s.Headers))
