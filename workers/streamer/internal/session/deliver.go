@@ -97,6 +97,7 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 		return nil
 	}
 	if seq <= last {
+		s.reached = true // the stream flows: a resume replayed what we have
 		s.dups.Add(1)
 		s.env.Counters.DuplicatesDropped.Add(1)
 		return nil
@@ -146,6 +147,9 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		s.sub++
 		msg.Sub = s.sub
 	}
+	// The connect succeeded, whatever the sink makes of the message (its
+	// refusals are not the source's failure).
+	s.reached = true
 	pl, pipelined := s.env.Handler.(sink.Pipeline)
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every

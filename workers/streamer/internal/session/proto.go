@@ -181,7 +181,9 @@ func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) 
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w: open_messages[%d]: no reply within %v", errOpen, i, p.waitTimeouts[i])
 			}
-			return err
+			// describe: the status only, never the source's close reason
+			// (which may echo what it refused). The text becomes last_error.
+			return fmt.Errorf("%w: open_messages[%d]: connection ended awaiting the reply: %s", errOpen, i, describe(err, nil))
 		}
 		s.touch()
 		consumed, err := s.control(conn, it, p, typ, data)

@@ -23,7 +23,7 @@ var (
 	// crash with it; also the end of a shutdown that ran out of time).
 	ErrCrashed = errors.New("worker abandoned the session")
 	// ErrSourceFailed: the source can never be connected (a permanent dial
-	// error, or Config.MaxDialFailures failures in a row). The worker
+	// error, or Config.MaxDialFailures failed connects in a row). The worker
 	// records it (the session becomes FAILED) instead of releasing.
 	ErrSourceFailed = errors.New("source cannot be connected")
 	// ErrSinkRefused: the sink refused a message for good (a permanent

@@ -17,10 +17,10 @@ import (
 
 // Run holds the session until a terminal reason, which it returns:
 // ErrShutdown, ErrStopRequested, ErrCrashed, ErrSourceFailed (a permanent
-// dial error, or MaxDialFailures in a row) or the lease's own error. ctx
-// bounds sink calls and waits; cancelling it is a crash (the caller also
-// interrupts). The caller releases the lease afterwards (or, after
-// ErrSourceFailed, records the failure).
+// dial error, or MaxDialFailures failed connects in a row) or the lease's
+// own error. ctx bounds sink calls and waits; cancelling it is a crash (the
+// caller also interrupts). The caller releases the lease afterwards (or,
+// after ErrSourceFailed, records the failure).
 func (s *Session) Run(ctx context.Context) error {
 	// Run's goroutine lives as long as the session and spends its life in
 	// read: the frames under read stay small (the item, the dial and the
@@ -40,7 +40,7 @@ func (s *Session) Run(ctx context.Context) error {
 			readErr = s.read(ctx, conn)
 		}
 		kick := s.detach(conn, raw)
-		if term := s.reconnectWait(ctx, &st, readErr, kick); term != nil {
+		if term := s.reconnectWait(ctx, &st, openErr, readErr, kick); term != nil {
 			return term
 		}
 	}
@@ -48,11 +48,18 @@ func (s *Session) Run(ctx context.Context) error {
 
 // runState is Run's bookkeeping across connections.
 type runState struct {
-	attempt  int
-	failures int // dials of failGen failed in a row
+	attempt int
+	// failures counts the failed connects of failGen in a row. A connect
+	// fails unless its connection reaches the source's first message (see
+	// Session.reached): a source that accepts the handshake and then
+	// refuses the open messages, never meets a wait_for or closes at once
+	// is as broken as one that refuses the handshake, and would otherwise
+	// be re-sent its credentials every backoff, forever.
+	failures int
 	failGen  int64
 	first    bool      // no connection opened yet in this tenure
 	opened   time.Time // when the current connection was attached
+	gen      int64     // the generation the current connection was dialed for
 }
 
 // connect dials the item's source, attaches the connection and sends the
@@ -74,24 +81,12 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		if term := s.check(ctx); term != nil {
 			return nil, nil, nil, true, term
 		}
-		if it.Generation != st.failGen {
-			st.failures, st.failGen = 0, it.Generation // a new configuration gets all its tries
-		}
-		st.failures++
-		if term := s.dialFailed(ctx, err, it.Generation, st.failures); term != nil {
+		if term := s.connectFailed(ctx, st, err, it.Generation, "dial"); term != nil {
 			return nil, nil, nil, true, term
 		}
-		d := s.env.Config.Backoff.Next(st.attempt)
-		ev := s.log.Warn()
-		if st.attempt > 0 {
-			ev = s.log.Debug()
-		}
-		ev.Err(err).Int("attempt", st.attempt+1).Dur("retry_in", d).Msg("dial")
-		st.attempt++
-		s.sleep(ctx, d)
 		return nil, nil, nil, false, nil
 	}
-	st.failures = 0
+	s.reached = false
 	if !s.attach(conn, raw, it, p) {
 		return nil, nil, nil, true, s.check(ctx)
 	}
@@ -104,27 +99,42 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		s.log.Debug().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
 	}
 	st.first = false
-	st.opened = time.Now()
+	st.opened, st.gen = time.Now(), it.Generation
 	return conn, raw, s.open(conn, it, p), false, nil
 }
 
-// reconnectWait follows a connection that ended (readErr, and kick: the
-// reconnect reason set, if any): the terminal reason if the session must
-// end, otherwise nil once the backoff before the next dial has passed (none
-// for a new generation).
-func (s *Session) reconnectWait(ctx context.Context, st *runState, readErr, kick error) error {
+// reconnectWait follows a connection that ended (openErr: its open
+// messages failed; readErr: why it ended; kick: the reconnect reason set,
+// if any): the terminal reason if the session must end, otherwise nil once
+// the backoff before the next dial has passed (none for a new generation).
+func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, readErr, kick error) error {
 	if term := s.check(ctx); term != nil {
 		return term
 	}
 	s.reconnects.Add(1)
 	s.env.Counters.Reconnects.Add(1)
-	if time.Since(st.opened) >= s.env.Config.StableAfter {
-		st.attempt = 0
-	}
 	if errors.Is(kick, errGeneration) {
+		// The configuration that failed (if it did) is gone: the new one
+		// gets all its tries (connectFailed compares generations).
 		s.log.Info().Msg("new generation: reconnecting")
 		st.attempt = 0
 		return nil
+	}
+	if !s.reached {
+		// A failed connect, however long the connection stayed open: it
+		// counts like a failed dial, and backs off like one (a wait_for
+		// timeout longer than StableAfter must not reset the backoff).
+		// The cause: the open messages' failure, unless the session itself
+		// dropped the connection (kick: idle, ping), which says more.
+		cause := openErr
+		if cause == nil || kick != nil {
+			cause = fmt.Errorf("connection ended before the first message: %s", describe(readErr, kick))
+		}
+		return s.connectFailed(ctx, st, cause, st.gen, "connect")
+	}
+	st.failures = 0
+	if time.Since(st.opened) >= s.env.Config.StableAfter {
+		st.attempt = 0
 	}
 	d := s.env.Config.Backoff.Next(st.attempt)
 	st.attempt++
@@ -133,10 +143,33 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, readErr, kick
 	return nil
 }
 
-// dialFailed keeps err as the session's last error and decides: a
-// terminal ErrSourceFailed after a permanent error or too many failures in a
-// row; otherwise nil, after recording the error in the table when it is new
-// and the last record is old enough.
+// connectFailed counts a failed connect of generation gen (what: "dial"
+// when the handshake failed, "connect" when the connection ended before
+// its first message) and records err: the terminal reason when the session
+// must end (dialFailed), otherwise nil once the backoff has passed.
+func (s *Session) connectFailed(ctx context.Context, st *runState, err error, gen int64, what string) error {
+	if gen != st.failGen {
+		st.failures, st.failGen = 0, gen // a new configuration gets all its tries
+	}
+	st.failures++
+	if term := s.dialFailed(ctx, err, gen, st.failures); term != nil {
+		return term
+	}
+	d := s.env.Config.Backoff.Next(st.attempt)
+	ev := s.log.Warn()
+	if st.attempt > 0 {
+		ev = s.log.Debug()
+	}
+	ev.Err(err).Int("attempt", st.attempt+1).Int("failures", st.failures).Dur("retry_in", d).Msg(what)
+	st.attempt++
+	s.sleep(ctx, d)
+	return nil
+}
+
+// dialFailed keeps err (a failed connect) as the session's last error and
+// decides: a terminal ErrSourceFailed after a permanent error or too many
+// failed connects in a row; otherwise nil, after recording the error in the
+// table when it is new and the last record is old enough.
 func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures int) error {
 	text, now := ErrorText(err), time.Now()
 	s.mu.Lock()
@@ -148,7 +181,7 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 		s.Interrupt(fmt.Errorf("%w: %s", ErrSourceFailed, text))
 		return s.terminal()
 	case limit > 0 && failures >= limit:
-		s.Interrupt(fmt.Errorf("%w: %d dials failed in a row, the last: %s", ErrSourceFailed, failures, text))
+		s.Interrupt(fmt.Errorf("%w: %d connects failed in a row, the last: %s", ErrSourceFailed, failures, text))
 		return s.terminal()
 	}
 	if s.env.NoteError != nil && ShouldNote(text, s.noted, s.notedAt, now) {

@@ -55,9 +55,12 @@ type Config struct {
 	// SinkTimeout bounds one Handle call of an unbatched sink; the call's
 	// context also ends at the tenure's trust deadline, whichever is first.
 	SinkTimeout time.Duration
-	// MaxDialFailures: after this many failed dials in a row (transient
+	// MaxDialFailures: after this many failed connects in a row (transient
 	// errors; a permanent one ends the session at once) the session ends
-	// with ErrSourceFailed. 0: retry transient errors forever.
+	// with ErrSourceFailed. 0: retry transient errors forever. A connect
+	// fails unless its connection gets the source's first message: a
+	// failed handshake, refused open messages, an unmet wait_for or a
+	// close before any message all count; only a message resets the count.
 	MaxDialFailures int
 }
 
@@ -177,8 +180,13 @@ type Session struct {
 	missingDropped atomic.Int64
 	controls       atomic.Int64
 
-	// lastErr is the last dial error (under mu); noted and notedAt the last
-	// one recorded in the table (Run's goroutine only).
+	// reached: the current connection got its first message of the
+	// stream (delivered, or a duplicate dropped): its connect succeeded
+	// (Run's goroutine only).
+	reached bool
+
+	// lastErr is the last failed connect's error (under mu); noted and
+	// notedAt the last one recorded in the table (Run's goroutine only).
 	lastErr DialFailure
 	noted   string
 	notedAt time.Time
@@ -235,7 +243,8 @@ type Status struct {
 	Controls          int64  `json:"control_messages"`
 	Connected         bool   `json:"connected"`
 	URL               string `json:"ws_url"` // redacted
-	// LastError is the last dial error (no URL, no header value).
+	// LastError is the last failed connect's error (no URL, no header
+	// value, no open message).
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
@@ -270,7 +279,8 @@ func (s *Session) Status() Status {
 	return st
 }
 
-// DialFailure is a failed dial: the error's text (ErrorText), when, and the
+// DialFailure is a failed connect (a dial, or a connection that ended
+// before its first message): the error's text (ErrorText), when, and the
 // generation of the configuration dialed.
 type DialFailure struct {
 	Text       string
@@ -278,8 +288,8 @@ type DialFailure struct {
 	Generation int64
 }
 
-// LastError is the last dial failure of this tenure (Text "" when every
-// dial succeeded).
+// LastError is the last failed connect of this tenure (Text "" when every
+// connect succeeded).
 func (s *Session) LastError() DialFailure {
 	s.mu.Lock()
 	defer s.mu.Unlock()
