@@ -59,8 +59,11 @@ type Config struct {
 	ReconnectMax time.Duration
 	ReadLimit    int64
 	SinkAttempts int
-	// MaxDialFailures: a session whose dials fail this many times in a row
-	// (transient errors) becomes FAILED; 0 = retry forever. A permanent
+	// MaxDialFailures: a session whose connects fail this many times in a
+	// row (transient errors) becomes FAILED; 0 = retry forever. A connect
+	// fails unless its connection gets the source's first message (a
+	// refused handshake, refused open messages, an unmet wait_for, a close
+	// before any message: session.Config.MaxDialFailures). A permanent
 	// error (address refused by policy, redirect, 401/403/404/410) fails it
 	// at once.
 	MaxDialFailures int
