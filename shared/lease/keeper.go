@@ -18,9 +18,12 @@ type Observer interface {
 	// Ended is called once when a tenure ends for any reason but Release,
 	// Fail or Abandon (the session must close at once).
 	Ended(h *Held, err error)
-	// Mailbox hands over connection ids found in the worker's mailbox, each
-	// once; the worker re-reads each and calls Keeper.Ack when done.
-	Mailbox(ids []string)
+	// Mailbox hands over the entries found in the worker's mailbox
+	// (schema.MailboxEntry: a connection id with the generation and state
+	// of the write that added it), each once; the worker re-reads each
+	// session and calls Keeper.Ack with the entry when done. The Keeper
+	// treats entries as opaque strings: an ack removes exactly that entry.
+	Mailbox(entries []string)
 	// WorkerDied is called when this Keeper declared worker id dead: its
 	// sessions may be taken over now.
 	WorkerDied(id string)

@@ -84,8 +84,9 @@ func (k *Keeper) AliveWorkers() int {
 	return k.alive
 }
 
-// Ack records that mailbox entry id was handled; the next heartbeat removes
-// it from the record.
+// Ack records that mailbox entry id (the whole entry, as Observer.Mailbox
+// handed it over) was handled; the next heartbeat removes exactly it from
+// the record.
 // Acking an entry twice (the mailbox and an audit both re-read it) sends
 // it once: a heartbeat naming it twice would be refused (a set with
 // duplicates is invalid), and so would every one after it.

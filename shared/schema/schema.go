@@ -4,6 +4,11 @@
 // that the infra app can import it without pulling in runtime code.
 package schema
 
+import (
+	"strconv"
+	"strings"
+)
+
 // DefaultTableName is the table name used by the local stack and tests.
 const DefaultTableName = "wsfleet-sessions"
 
@@ -61,7 +66,7 @@ const (
 	AttrWorkerAdminAddr = "admin_addr"       // S: the worker's admin server
 	AttrWorkerDraining  = "draining"         // BOOL: shutting down (takes nothing, counts for no fair share)
 	AttrWorkerMoves     = "moves_per_min"    // N: sessions it handed off to rebalance over the last minute
-	AttrMailbox         = "mailbox"          // SS: connection ids the owner must re-read (stop, new generation)
+	AttrMailbox         = "mailbox"          // SS: MailboxEntry elements: sessions the owner must re-read (stop, new generation)
 	AttrWorkerList      = "w_list"           // S: WorkerListAlive | WorkerListGone | WorkerListDone (the by_worker_list index)
 	AttrStartedAtMs     = "started_at_ms"    // N: registration time
 	AttrEndedAtMs       = "ended_at_ms"      // N: when it was declared DEAD or LEFT
@@ -73,6 +78,25 @@ const (
 
 // WorkerKey is the Pk of worker id's record.
 func WorkerKey(id string) string { return WorkerKeyPrefix + id }
+
+// MailboxEntry is the element ingest adds to the owner's mailbox after a
+// desired-state write of session id: the id with the generation and the
+// desired state the write left ("m-42@3:STOPPED"). Every write that changes
+// the desired state changes that pair (a start of a new configuration or
+// after a stop bumps the generation; a stop changes the state), so a stop
+// written after the owner re-read the session is a new element, which the
+// ack of the element it re-read for (a heartbeat deletes exactly the acked
+// elements from the set) cannot remove. '@' is not in a connection id.
+func MailboxEntry(id string, generation int64, state string) string {
+	return id + "@" + strconv.FormatInt(generation, 10) + ":" + state
+}
+
+// MailboxID is the connection id of a mailbox entry (an entry without '@',
+// as an older ingest wrote them, is the id itself).
+func MailboxID(entry string) string {
+	id, _, _ := strings.Cut(entry, "@")
+	return id
+}
 
 // Worker states.
 const (

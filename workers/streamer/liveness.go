@@ -47,9 +47,9 @@ func (o observer) Ended(h *lease.Held, err error) {
 	}
 }
 
-func (o observer) Mailbox(ids []string) {
-	for _, id := range ids {
-		o.w.routines.Go(func() { o.w.reread(o.w.hardCtx, id) })
+func (o observer) Mailbox(entries []string) {
+	for _, e := range entries {
+		o.w.routines.Go(func() { o.w.reread(o.w.hardCtx, e) })
 	}
 }
 

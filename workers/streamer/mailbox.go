@@ -42,11 +42,13 @@ func (w *Worker) readHeld(ctx context.Context, id, failMsg string) (*session.Ses
 }
 
 // reread acts on a mailbox entry (ingest wrote it on a stop or a new
-// generation of a session this worker owns): re-read the session and stop
-// it or move it to its new configuration, then ack the entry.
-func (w *Worker) reread(ctx context.Context, id string) {
-	defer w.keeper.Ack(id)
-	if s, it, ok := w.readHeld(ctx, id, "mailbox: read session (the next audit re-reads it)"); ok {
+// generation of a session this worker owns: schema.MailboxEntry): re-read
+// the session and stop it or move it to its new configuration, then ack
+// exactly that entry. A stop written after the read is another entry,
+// which stays in the mailbox for the next heartbeat to bring.
+func (w *Worker) reread(ctx context.Context, entry string) {
+	defer w.keeper.Ack(entry)
+	if s, it, ok := w.readHeld(ctx, schema.MailboxID(entry), "mailbox: read session (the next audit re-reads it)"); ok {
 		w.apply(ctx, s, it)
 	}
 }

@@ -51,6 +51,13 @@ func startMem(t *testing.T, n int, mod func(*Config), h sink.Handler) *memWorker
 // startMemOn is startMem on st (faults installed before the worker runs).
 func startMemOn(t *testing.T, st *memstore.Store, n int, mod func(*Config), h sink.Handler) *memWorker {
 	t.Helper()
+	return startMemThrough(t, st, nil, n, mod, h)
+}
+
+// startMemThrough is startMemOn with the worker's store calls going through
+// wrap(st) (nil: st itself).
+func startMemThrough(t *testing.T, st *memstore.Store, wrap func(lease.Store) lease.Store, n int, mod func(*Config), h sink.Handler) *memWorker {
+	t.Helper()
 	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow})
 	for i := range n {
 		id := fmt.Sprintf("mem-%06d", i)
@@ -67,7 +74,11 @@ func startMemOn(t *testing.T, st *memstore.Store, n int, mod func(*Config), h si
 		h = m.sink
 	}
 	log := logging.New(m.logs, schema.ServiceStreamer, "debug")
-	w, err := New(cfg, Deps{Store: st, Handler: h, Logger: &log, Metrics: m.metrics})
+	var ws lease.Store = st
+	if wrap != nil {
+		ws = wrap(st)
+	}
+	w, err := New(cfg, Deps{Store: ws, Handler: h, Logger: &log, Metrics: m.metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,21 +224,22 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 		res := Result{Generation: cur.generation + 1, Outcome: outcome}
 		// Every replace is a new generation (or a restart): the owner must
 		// re-read the session.
-		s.tellOwner(ctx, &res, owner, d.ConnectionID)
+		s.tellOwner(ctx, &res, owner, d.ConnectionID, schema.StateStarted)
 		return res, nil
 	}
 	return Result{}, fmt.Errorf("start %s: %w after %d attempts", d.ConnectionID, ErrConflict, s.maxAttempts)
 }
 
-// tellOwner puts id in owner's mailbox (none when owner is ""), recording
-// the outcome in res. A worker that is no longer ALIVE (or whose record is
+// tellOwner puts id's entry for the write res describes (its generation,
+// and state, the desired state it left: schema.MailboxEntry) in owner's
+// mailbox (none when owner is ""), recording the outcome in res. A worker that is no longer ALIVE (or whose record is
 // gone) fails the condition: that is no error, its sessions are taken over.
-func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id string) {
+func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id, state string) {
 	res.Owner = owner
 	if owner == "" {
 		return
 	}
-	in, err := sessionitem.MailboxAdd(s.table, owner, id)
+	in, err := sessionitem.MailboxAdd(s.table, owner, schema.MailboxEntry(id, res.Generation, state))
 	if err == nil {
 		_, err = s.api.UpdateItem(ctx, in)
 	}
@@ -363,7 +364,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 				return Result{}, fmt.Errorf("stop %s: %w", id, err)
 			}
 			res := Result{Generation: generation(it), Outcome: Stopped}
-			s.tellOwner(ctx, &res, it.LeaseOwner, id)
+			s.tellOwner(ctx, &res, it.LeaseOwner, id, schema.StateStopped)
 			return res, nil
 		}
 		if !isConditionFailed(err) {
@@ -381,7 +382,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		cur := toRecord(item)
 		if cur.state == schema.StateStopped {
 			res := Result{Generation: cur.generation, Outcome: Unchanged}
-			s.tellOwner(ctx, &res, cur.owner, id)
+			s.tellOwner(ctx, &res, cur.owner, id, schema.StateStopped)
 			return res, nil
 		}
 	}

@@ -436,18 +436,19 @@ func TestChangeOfOwnedSessionMailsOwner(t *testing.T) {
 	if res, err := e.store.Start(ctx, d); err != nil || res.Generation != 2 || res.Owner != "w1" || !res.OwnerNotified {
 		t.Fatalf("config change: %+v %v", res, err)
 	}
-	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1"}) {
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1@2:STARTED"}) {
 		t.Fatalf("mailbox after the change: %v", got)
 	}
 	// Stopped, then started again while the owner still holds it (it
-	// has not released yet): the owner is told both times.
+	// has not released yet): the owner is told both times, two entries
+	// (the ack of one cannot remove the other).
 	if _, err := e.store.Stop(ctx, "m2"); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e.store.Start(ctx, desired("m2", "wss://a.example.com/")); err != nil || res.Outcome != sessions.Restarted || !res.OwnerNotified {
 		t.Fatalf("restart: %+v %v", res, err)
 	}
-	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1", "m2"}) {
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"m1@2:STARTED", "m2@1:STOPPED", "m2@2:STARTED"}) {
 		t.Fatalf("mailbox after the restart: %v", got)
 	}
 	if got := c.writes("w1"); got != 3 {
@@ -459,7 +460,7 @@ func TestChangeOfOwnedSessionMailsOwner(t *testing.T) {
 }
 
 // TestStopTellsOwner: a stop returns the owner and writes exactly one
-// mailbox ADD; the record's mailbox holds the id.
+// mailbox ADD; the record's mailbox holds the stop's entry.
 func TestStopTellsOwner(t *testing.T) {
 	e, c := newCountingEnv(t)
 	ctx := ctxT(t)
@@ -475,7 +476,7 @@ func TestStopTellsOwner(t *testing.T) {
 	if got := c.writes("w1"); got != 1 {
 		t.Fatalf("%d mailbox writes, want exactly 1", got)
 	}
-	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{"s1"}) {
+	if got := e.mailbox(t, "w1"); !slices.Equal(got, []string{schema.MailboxEntry("s1", 1, schema.StateStopped)}) {
 		t.Fatalf("mailbox %v", got)
 	}
 	it := e.raw(t, "s1")

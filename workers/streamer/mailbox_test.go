@@ -1,0 +1,86 @@
+package streamer
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// afterGet runs hook once, after the first Get of id returned: a write that
+// lands between the worker's re-read of a session and what it does next.
+type afterGet struct {
+	lease.Store
+	id    string
+	armed atomic.Bool
+	once  sync.Once
+	hook  func()
+}
+
+func (a *afterGet) Get(ctx context.Context, id string) (lease.Item, error) {
+	it, err := a.Store.Get(ctx, id)
+	if id == a.id && err == nil && a.armed.Load() {
+		a.once.Do(a.hook)
+	}
+	return it, err
+}
+
+// mailIngest is ingest's desired-state write for a session the worker owns:
+// the item, then the owner's mailbox entry for it (a set add).
+func mailIngest(st *memstore.Store, id string, gen int64, state string) {
+	var owner string
+	st.Update(id, func(it *lease.Item) { it.Generation, it.DesiredState, owner = gen, state, it.Owner })
+	st.UpdateWorker(owner, func(r *lease.WorkerRecord) {
+		if e := schema.MailboxEntry(id, gen, state); r.Alive() && !slices.Contains(r.Mailbox, e) {
+			r.Mailbox = append(r.Mailbox, e)
+		}
+	})
+}
+
+// A stop written between the owner's re-read of a mailbox entry (a new
+// generation) and its ack is not swallowed by the ack: it is another entry,
+// and the heartbeat that carries the ack brings it, so the session stops
+// within a heartbeat or two, long before the audit (a minute away here).
+// With one entry per session (the bare id) the stop's set add changed
+// nothing and the ack removed it: the stop waited for the audit.
+func TestAStopBetweenTheReReadAndTheAckStopsTheSession(t *testing.T) {
+	st := memstore.New()
+	const id = "mem-000000"
+	var wrapped *afterGet
+	var stopAt atomic.Int64
+	wrap := func(s lease.Store) lease.Store {
+		wrapped = &afterGet{Store: s, id: id, hook: func() {
+			mailIngest(st, id, 2, schema.StateStopped)
+			stopAt.Store(time.Now().UnixNano())
+		}}
+		return wrapped
+	}
+	const heartbeat = 200 * time.Millisecond
+	m := startMemThrough(t, st, wrap, 1, func(c *Config) {
+		c.HeartbeatEvery, c.ReconcileEvery = heartbeat, time.Minute
+	}, nil)
+	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
+	wrapped.armed.Store(true)
+	// A new generation, mailed: the worker re-reads (generation 2,
+	// STARTED), and the stop lands right after that read.
+	mailIngest(st, id, 2, schema.StateStarted)
+	testwait.Eventually(t, 5*time.Second, "the stop written after the re-read", func() bool {
+		it, _ := st.Get(context.Background(), id)
+		return it.DesiredState == schema.StateStopped
+	})
+	testwait.Eventually(t, 10*heartbeat+2*time.Second, "the session closed by the stop's own mailbox entry", func() bool {
+		return m.feed.Session(id).Open == 0 && m.Status().Owned == 0
+	})
+	t.Logf("closed %v after the stop", time.Since(time.Unix(0, stopAt.Load())).Round(time.Millisecond))
+	testwait.Eventually(t, 5*heartbeat+time.Second, "every entry acked", func() bool {
+		rec, _ := st.GetWorker(context.Background(), m.ID())
+		return len(rec.Mailbox) == 0
+	})
+}
