@@ -19,3 +19,10 @@ func (k *Keeper) TickNow(ctx context.Context) error {
 }
 
 func (k *Keeper) WatchNow(ctx context.Context) { k.watchPass(ctx) }
+
+// GoneRemembered is how many workers k remembers gone.
+func (k *Keeper) GoneRemembered() int {
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	return len(k.gone)
+}

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -137,6 +138,9 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
 		late:      map[string]bool{},
+	}
+	if k.cfg.BootID == "" {
+		k.cfg.BootID = rand.Text()
 	}
 	k.live = liveness{ttl: cfg.TTL, margin: cfg.SafetyMargin}
 	k.publishLocked()

@@ -761,3 +761,91 @@ func TestThrottledCheckpointsYieldToHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// getCounter counts GetWorker calls per id.
+type getCounter struct {
+	lease.Store
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func (g *getCounter) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	g.mu.Lock()
+	g.gets[id]++
+	g.mu.Unlock()
+	return g.Store.GetWorker(ctx, id)
+}
+
+func (g *getCounter) count(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gets[id]
+}
+
+// What a Keeper remembers of gone workers is bounded and expires: a name
+// without a record (an unknown prev_owner in a hand-off request) is never
+// remembered; a worker read DEAD is remembered for GoneMemory, and at most
+// MaxGoneRemembered are; a worker id registered again after its ended
+// record expired is alive again in the eyes of a Keeper that saw the old
+// one dead.
+func TestGoneMemoryIsBoundedAndExpires(t *testing.T) {
+	r := newRig(t)
+	store := &getCounter{Store: r.store, gets: map[string]int{}}
+	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig("w1"), &recorder{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A name with no record: not alive, read each time, remembered never.
+	for range 3 {
+		if !k.NotAlive(r.ctx, "nobody") {
+			t.Fatal("a worker without a record is alive")
+		}
+	}
+	if n := store.count("nobody"); n != 3 || k.KnownGone("nobody") || k.GoneRemembered() != 0 {
+		t.Fatalf("unknown name: %d reads, known gone %v, %d remembered", n, k.KnownGone("nobody"), k.GoneRemembered())
+	}
+
+	// A DEAD worker: remembered, not read again, until GoneMemory passes.
+	old, _ := r.keeper("w2")
+	cfg := old.Config()
+	r.store.UpdateWorker("w2", func(rec *lease.WorkerRecord) { rec.State, rec.Epoch = schema.WorkerDead, rec.Epoch+1 })
+	if !k.NotAlive(r.ctx, "w2") || !k.NotAlive(r.ctx, "w2") || store.count("w2") != 1 || !k.KnownGone("w2") {
+		t.Fatalf("dead worker: %d reads, known gone %v", store.count("w2"), k.KnownGone("w2"))
+	}
+	// Its record expires (a day after it ended) and another process
+	// registers the id: the Keeper, whose memory ended long before, sees it
+	// alive.
+	r.clk.Advance(lease.GoneMemory)
+	if k.KnownGone("w2") {
+		t.Fatalf("w2 still remembered gone after %v", lease.GoneMemory)
+	}
+	r.store.ExpireWorker("w2")
+	reborn, err := lease.NewKeeper(r.store, r.clk, cfg, &recorder{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reborn.Register(r.ctx); err != nil {
+		t.Fatalf("the id registered again after its record expired: %v", err)
+	}
+	if k.NotAlive(r.ctx, "w2") {
+		t.Fatal("a worker id registered again is taken for the old, dead one")
+	}
+
+	// The bound.
+	for i := range lease.MaxGoneRemembered + 50 {
+		id := fmt.Sprintf("dead-%05d", i)
+		if err := r.store.Register(r.ctx, lease.WorkerRecord{ID: id, State: schema.WorkerDead, Epoch: 2, List: schema.WorkerListGone}); err != nil {
+			t.Fatal(err)
+		}
+		k.NotAlive(r.ctx, id)
+	}
+	if n := k.GoneRemembered(); n > lease.MaxGoneRemembered {
+		t.Fatalf("%d workers remembered gone, at most %d", n, lease.MaxGoneRemembered)
+	}
+	if !k.KnownGone(fmt.Sprintf("dead-%05d", lease.MaxGoneRemembered+49)) {
+		t.Fatal("the latest gone worker is not remembered")
+	}
+}

@@ -122,6 +122,10 @@ type WorkerRecord struct {
 	DeclaredBy    string
 	Host          string // where the worker runs (informational)
 	Pid           int
+	// BootID is drawn once per worker process (Keeper): a Register that
+	// finds a record with its own boot id is its own earlier attempt, one
+	// with another boot id a second process with the same worker id.
+	BootID string
 }
 
 // Alive reports whether the record says ALIVE.
@@ -296,6 +300,9 @@ type Config struct {
 	// nothing in the protocol reads them.
 	Host string
 	Pid  int
+	// BootID identifies this process's registration ("": NewKeeper draws
+	// one). Two processes never share one.
+	BootID string
 	// TTL is the liveness TTL: how long a successful heartbeat keeps the
 	// worker alive in others' eyes. Observers wait at least the larger of
 	// their own TTL and the one in the worker's record.

@@ -23,7 +23,7 @@ func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAli
 func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	now := k.clk.Now()
 	k.gmu.Lock()
-	if _, gone := k.gone[id]; gone {
+	if k.goneLocked(id, now) {
 		k.gmu.Unlock()
 		return true
 	}
@@ -41,24 +41,49 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	return false
 }
 
-// KnownGone reports whether this Keeper has received a read showing worker
-// id not alive (or missing): such a worker never comes back. No I/O.
+// KnownGone reports whether this Keeper has received, within GoneMemory, a
+// read showing worker id DEAD or LEFT: such a worker never comes back. No
+// I/O.
 func (k *Keeper) KnownGone(id string) bool {
 	k.gmu.Lock()
 	defer k.gmu.Unlock()
-	_, gone := k.gone[id]
-	return gone
+	return k.goneLocked(id, k.clk.Now())
+}
+
+// GoneMemory is how long a Keeper remembers a worker it read DEAD or LEFT
+// without reading its record again, and MaxGoneRemembered how many it
+// remembers. The memory is well below the day an ended record lives
+// (schema.EndedRecordTTLSeconds): while a worker is remembered its record
+// exists, so Register refuses its id to any other process, and a worker id
+// registered again after the record expired is never taken for the old,
+// gone one. A missing record is not remembered at all (a worker id that
+// never registered, a record long expired, a name in a hand-off request):
+// each such check reads again, and a flood of unknown names grows nothing.
+const (
+	GoneMemory        = time.Hour
+	MaxGoneRemembered = 4096
+)
+
+// goneLocked reports whether id is remembered gone at now, forgetting it
+// when its memory ended. k.gmu is held.
+func (k *Keeper) goneLocked(id string, now time.Time) bool {
+	at, ok := k.gone[id]
+	if ok && now.Sub(at) >= GoneMemory {
+		delete(k.gone, id)
+		return false
+	}
+	return ok
 }
 
 // readWorker reads worker id's record: gone when it is missing or not
-// ALIVE (remembered: it never comes back), ok false when the read failed.
+// ALIVE (a DEAD or LEFT one remembered: it never comes back), ok false
+// when the read failed.
 func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, gone, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
 	rec, err := k.store.GetWorker(ctx, id)
 	switch {
 	case errors.Is(err, ErrWorkerNotFound):
-		k.markGone(id)
 		return rec, true, true
 	case err != nil:
 		return rec, false, false
@@ -76,7 +101,7 @@ func (k *Keeper) readWorker(ctx context.Context, id string) (rec WorkerRecord, g
 // the bound.
 func (k *Keeper) notTaking(ctx context.Context, id string) bool {
 	k.gmu.Lock()
-	_, gone := k.gone[id]
+	gone := k.goneLocked(id, k.clk.Now())
 	k.gmu.Unlock()
 	if gone {
 		return true
@@ -85,15 +110,30 @@ func (k *Keeper) notTaking(ctx context.Context, id string) bool {
 	return gone || (ok && rec.Draining)
 }
 
-// markGone notes that a read showing worker id not alive (or missing) was
-// received now, and returns when the first such read was.
+// markGone notes that a read showing worker id DEAD or LEFT was received
+// now, and returns when the first such read this Keeper remembers was. At
+// MaxGoneRemembered it forgets the entries past GoneMemory, then the
+// oldest.
 func (k *Keeper) markGone(id string) time.Time {
 	now := k.clk.Now()
 	k.gmu.Lock()
 	defer k.gmu.Unlock()
 	delete(k.aliveSeen, id)
-	if at, ok := k.gone[id]; ok {
-		return at
+	if k.goneLocked(id, now) {
+		return k.gone[id]
+	}
+	if len(k.gone) >= MaxGoneRemembered {
+		oldest, oldestAt := "", now
+		for w, at := range k.gone {
+			if now.Sub(at) >= GoneMemory {
+				delete(k.gone, w)
+			} else if at.Before(oldestAt) || oldest == "" {
+				oldest, oldestAt = w, at
+			}
+		}
+		if len(k.gone) >= MaxGoneRemembered {
+			delete(k.gone, oldest)
+		}
 	}
 	k.gone[id] = now
 	return now

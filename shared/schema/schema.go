@@ -71,7 +71,7 @@ const (
 	AttrStartedAtMs     = "started_at_ms"    // N: registration time
 	AttrEndedAtMs       = "ended_at_ms"      // N: when it was declared DEAD or LEFT
 	AttrDeclaredBy      = "declared_dead_by" // S: the worker that declared it DEAD
-	AttrRegToken        = "reg_token"        // S: drawn by each Register call: a retried registration knows its own record
+	AttrBootID          = "boot_id"          // S: drawn once per worker process: a registration retried after it applied knows its own record; another process's is a reused id
 	AttrWorkerHost      = "host"             // S: the worker's host name (informational)
 	AttrWorkerPid       = "pid"              // N: the worker's process id (informational)
 )

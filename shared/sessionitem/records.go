@@ -51,7 +51,7 @@ type Worker struct {
 	EndedAtMs    int64    `dynamodbav:"ended_at_ms,omitempty"`
 	DeclaredBy   string   `dynamodbav:"declared_dead_by,omitempty"`
 	ExpiresAt    int64    `dynamodbav:"expires_at,omitempty"`
-	RegToken     string   `dynamodbav:"reg_token,omitempty"`
+	BootID       string   `dynamodbav:"boot_id,omitempty"`
 	Host         string   `dynamodbav:"host,omitempty"`
 	Pid          int      `dynamodbav:"pid,omitempty"`
 }

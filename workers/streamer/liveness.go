@@ -67,7 +67,14 @@ func (w *Worker) register(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, lease.ErrWorkerExists) || ctx.Err() != nil {
+		if errors.Is(err, lease.ErrWorkerExists) {
+			// Not our own earlier attempt (that one carries this process's
+			// boot id and counts as registered): another process has or
+			// had this id, and its record stays for a day after it ended.
+			return fmt.Errorf("worker id %s is already registered by another process (a different boot id): %s must be unique to each process and never reused: %w",
+				w.cfg.WorkerID, schema.EnvWorkerID, err)
+		}
+		if ctx.Err() != nil {
 			return err
 		}
 		if attempt == 0 {

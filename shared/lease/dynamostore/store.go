@@ -247,7 +247,7 @@ func toRecord(w sessionitem.Worker) lease.WorkerRecord {
 		HeartbeatAtMs: w.HeartbeatAt, TTL: time.Duration(w.TTLMs) * time.Millisecond, Load: w.Load, Capacity: w.Capacity,
 		AdminAddr: w.AdminAddr, Draining: w.Draining, MovesPerMin: w.MovesPerMin,
 		Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
-		Host: w.Host, Pid: w.Pid,
+		Host: w.Host, Pid: w.Pid, BootID: w.BootID,
 	}
 }
 
@@ -265,17 +265,17 @@ func worker(m map[string]types.AttributeValue) (*lease.WorkerRecord, error) {
 }
 
 // Register implements lease.Store: PutItem if no record has the id. The
-// record carries a token drawn for this call (reg_token): when the SDK
-// retries an attempt that was applied and its reply lost, the retry's
-// condition fails on the call's own record, which the token tells from
-// another registration of the id.
+// record carries the process's boot id (rec.BootID; a drawn one when
+// empty): when a retry of an attempt that was applied and answered with a
+// timeout or nothing (the SDK's, or the worker's own) finds the record, the
+// boot id tells its own registration from another process's.
 func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	state, list := cmpOr(rec.State, schema.WorkerAlive), cmpOr(rec.List, schema.WorkerListAlive)
-	token := rand.Text()
+	token := cmpOr(rec.BootID, rand.Text())
 	item, err := sessionitem.EncodeWorker(sessionitem.Worker{
 		Key: schema.WorkerKey(rec.ID), State: state, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAt: rec.HeartbeatAtMs,
 		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, AdminAddr: rec.AdminAddr, Mailbox: rec.Mailbox,
-		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy, RegToken: token,
+		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy, BootID: token,
 		Host: rec.Host, Pid: rec.Pid,
 	})
 	if err != nil {
@@ -301,8 +301,8 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 		if err != nil {
 			return fmt.Errorf("register %s: %w", rec.ID, err)
 		}
-		if t, ok := found[schema.AttrRegToken].(*types.AttributeValueMemberS); ok && t.Value == token {
-			m.wrote(nil, item) // the SDK's retry of an attempt that was applied
+		if t, ok := found[schema.AttrBootID].(*types.AttributeValueMemberS); ok && t.Value == token {
+			m.wrote(nil, item) // a retry of an attempt that was applied
 			return nil
 		}
 		return fmt.Errorf("register %s: %w", rec.ID, lease.ErrWorkerExists)

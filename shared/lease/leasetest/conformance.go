@@ -298,6 +298,23 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		w := register(t, h, "reg")
 		wantErr(t, "register of an existing id", h.Store.Register(ctx(t), Worker(w)), lease.ErrWorkerExists)
 		r := mustWorker(t, h.Store, w)
+		// A boot id: the same process registering again (its first attempt
+		// applied, its answer lost) is registered; another process with
+		// the same worker id is refused.
+		booted := Worker(NewID("boot"))
+		booted.BootID = "boot-1"
+		if err := h.Store.Register(ctx(t), booted); err != nil {
+			t.Fatalf("register with a boot id: %v", err)
+		}
+		if err := h.Store.Register(ctx(t), booted); err != nil {
+			t.Fatalf("the same process's register again (its first attempt applied): %v", err)
+		}
+		other := booted
+		other.BootID = "boot-2"
+		wantErr(t, "register of the id by another process", h.Store.Register(ctx(t), other), lease.ErrWorkerExists)
+		if got := mustWorker(t, h.Store, booted.ID); got.BootID != "boot-1" {
+			t.Fatalf("boot id %q after another process's register, want boot-1", got.BootID)
+		}
 		if r.ID != w || !r.Alive() || r.Epoch != 1 || r.HeartbeatSeq != 0 || r.TTL != 10*time.Second || r.List != schema.WorkerListAlive ||
 			r.Capacity != 1000 || r.AdminAddr != "10.0.0.1:8081" || r.StartedAtMs != now || r.Host != "ip-10-0-0-1.ec2.internal" || r.Pid != 4242 {
 			t.Fatalf("registered record: %+v", r)

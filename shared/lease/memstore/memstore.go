@@ -142,6 +142,15 @@ func (s *Store) UpdateWorker(id string, f func(*lease.WorkerRecord)) {
 	s.recordLocked()
 }
 
+// ExpireWorker deletes worker id's record, as the table's TTL deletes an
+// ended record a day after it ended.
+func (s *Store) ExpireWorker(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.workers, id)
+	s.recordLocked()
+}
+
 // --- Liveness ---
 
 func cloneRec(r *lease.WorkerRecord) lease.WorkerRecord {
@@ -153,7 +162,10 @@ func cloneRec(r *lease.WorkerRecord) lease.WorkerRecord {
 // Register implements lease.Store.
 func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	return s.do(ctx, "register", func() error {
-		if s.workers[rec.ID] != nil {
+		if r := s.workers[rec.ID]; r != nil {
+			if rec.BootID != "" && r.BootID == rec.BootID {
+				return nil // a retry of an attempt that was applied
+			}
 			return lease.ErrWorkerExists
 		}
 		c := cloneRec(&rec)
