@@ -35,6 +35,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -306,6 +307,10 @@ type Stack struct {
 	API *apiclient.Client
 	// QueueURL is the work queue's URL.
 	QueueURL string
+	// AdminToken is the workers' admin token (WSFLEET_ADMIN_TOKEN), drawn
+	// for this stack: every admin endpoint but /healthz and /readyz
+	// requires it (AdminTokenPath holds it for people and tools).
+	AdminToken string
 
 	sinks *Sinks
 	dest  *destination // an AWS sink's destination (nil: stdout)
@@ -387,6 +392,10 @@ func nextRun(dataDir string) (int, error) {
 	return n, nil
 }
 
+// AdminTokenPath is the file holding the workers' admin token (mode 0600):
+// curl -H "Authorization: Bearer $(cat <it>)" http://<worker>/status.
+func (s *Stack) AdminTokenPath() string { return filepath.Join(s.cfg.Dir, "admin-token") }
+
 // LogDir is where every process's log goes.
 func (s *Stack) LogDir() string { return filepath.Join(s.cfg.Dir, "logs") }
 
@@ -440,6 +449,10 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	if err := os.MkdirAll(s.LogDir(), 0o755); err != nil {
 		return fmt.Errorf("log dir: %w", err)
+	}
+	s.AdminToken = rand.Text()
+	if err := os.WriteFile(s.AdminTokenPath(), []byte(s.AdminToken+"\n"), 0o600); err != nil {
+		return fmt.Errorf("admin token: %w", err)
 	}
 	if c.RunID == "" && !c.InMemory {
 		n, err := nextRun(s.DataDir())

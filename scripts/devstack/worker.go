@@ -352,6 +352,7 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		schema.EnvTableName+"="+s.cfg.Table,
 		schema.EnvQueueURL+"="+s.QueueURL,
 		schema.EnvAdminAddr+"="+admin,
+		schema.EnvAdminToken+"="+s.AdminToken,
 		schema.EnvEnvironment+"=local",
 		schema.EnvAllowPrivateIPs+"=loopback", // the local sources listen on 127.0.0.1
 		schema.EnvDialsPerHost+"=0",           // and are one host: no per-host dial admission
@@ -410,6 +411,7 @@ func (w *Worker) Status(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s status: %w", w.ID(), err)
 	}
+	req.Header.Set("Authorization", "Bearer "+w.stack.AdminToken)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Do(req)
 	if err != nil {

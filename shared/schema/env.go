@@ -30,7 +30,7 @@ func WorkerEnv() []string {
 		EnvRebalanceEvery, EnvMinHold, EnvRebalanceMoves, EnvAdvertiseAddr,
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvShutdownInFlight, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
-		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof,
+		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof, EnvAdminToken,
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvDialsPerHost,
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
 		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts,

@@ -253,6 +253,7 @@ const (
 	EnvSinkAttempts        = "WSFLEET_SINK_ATTEMPTS"
 	EnvStoreRPCTimeout     = "WSFLEET_STORE_TIMEOUT"
 	EnvAdminPprof          = "WSFLEET_ADMIN_PPROF"           // true: /debug/pprof/ on the admin server (loopback clients only)
+	EnvAdminToken          = "WSFLEET_ADMIN_TOKEN"           // the admin server's bearer token (every endpoint but /healthz and /readyz; the fleet's workers share it); required unless the admin server listens on loopback only
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit

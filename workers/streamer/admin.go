@@ -2,6 +2,7 @@ package streamer
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -16,7 +17,33 @@ import (
 //	GET /stats    JSON: cumulative counts (messages, heartbeats, store requests by kind; see Stats)
 //	POST /handoff?connection_id=…[&prev_owner=…&prev_epoch=…] a move or a takeover's part: claim the session now (202; 400 naming the field; 503 when draining or full)
 //	/debug/pprof/ net/http/pprof, loopback clients only, when Config.AdminPprof is set
+//
+// Every endpoint but /healthz and /readyz (the container's and the load
+// balancer's probes) requires Config.AdminToken when one is set
+// (Authorization: Bearer …; 401 otherwise).
 func (w *Worker) AdminHandler() http.Handler {
+	return requireToken(w.cfg.AdminToken, w.adminMux())
+}
+
+// requireToken lets through the probes, and every other request only with
+// the bearer token (compared in constant time); token "" lets all through.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			rw.Header().Set("WWW-Authenticate", `Bearer realm="wsfleet-admin"`)
+			writeJSON(rw, http.StatusUnauthorized, map[string]string{"error": "Authorization: Bearer <WSFLEET_ADMIN_TOKEN> required"})
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
+func (w *Worker) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusOK, w.Stats())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -98,6 +99,11 @@ type Config struct {
 	// unspecified host replaced by this host's private address.
 	AdvertiseAddr    string
 	AdminPprof       bool // serve /debug/pprof/ on the admin server to loopback clients
+	// AdminToken is the bearer token every admin endpoint but /healthz and
+	// /readyz requires (Authorization: Bearer …), the one the fleet's
+	// workers send each other's POST /handoff. Required unless AdminAddr
+	// is a loopback address (or ""): never logged or shown.
+	AdminToken string
 	MetricsEvery     time.Duration
 	MetricsNamespace string
 	Environment      string
@@ -243,6 +249,12 @@ func (c Config) Problems() []error {
 	if c.MetricsEvery <= 0 {
 		bad("%s must be positive", schema.EnvMetricsEvery)
 	}
+	switch {
+	case c.AdminToken != "" && len(c.AdminToken) < MinAdminTokenLen:
+		bad("%s must be at least %d characters", schema.EnvAdminToken, MinAdminTokenLen)
+	case c.AdminToken == "" && c.AdminAddr != "" && !loopbackAddr(c.AdminAddr):
+		bad("%s is required when %s (%s) is not a loopback address: the admin server takes hand-offs", schema.EnvAdminToken, schema.EnvAdminAddr, c.AdminAddr)
+	}
 	if c.PingEvery > 0 && c.PingTimeout >= c.PingEvery {
 		bad("%s (%s) must be shorter than %s (%s)", schema.EnvPingTimeout, c.PingTimeout, schema.EnvPingEvery, c.PingEvery)
 	}
@@ -266,4 +278,21 @@ func (c Config) Problems() []error {
 			schema.EnvSinkRequestTimeout, rt, schema.EnvSafetyMargin, c.SafetyMargin)
 	}
 	return errs
+}
+
+// MinAdminTokenLen is the shortest admin token accepted.
+const MinAdminTokenLen = 16
+
+// loopbackAddr reports whether host:port addr listens on loopback only
+// (127.0.0.0/8, ::1, localhost).
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

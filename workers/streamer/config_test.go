@@ -40,30 +40,49 @@ func TestDefaultConfigIsValid(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
-		"lease timings":              func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
-		"checkpoint interval":        func(c *Config) { c.CheckpointEvery = 0 },
-		"concurrent writes":          func(c *Config) { c.MaxConcurrentWrites = 0 },
-		"margin":                     func(c *Config) { c.SafetyMargin = 0 },
-		schema.EnvReconcileEvery:     func(c *Config) { c.ReconcileEvery = 0 },
-		schema.EnvMaxSessions:        func(c *Config) { c.MaxSessions = 0 },
-		schema.EnvClaimsPerSecond:    func(c *Config) { c.ClaimsPerSecond = 0 },
-		schema.EnvDialsPerHost:       func(c *Config) { c.DialsPerHost = -1 },
-		schema.EnvShutdownDeadline:   func(c *Config) { c.ShutdownDeadline = time.Second },
-		schema.EnvShutdownInFlight:   func(c *Config) { c.ShutdownInFlight = 0 },
-		schema.EnvPingTimeout:        func(c *Config) { c.PingTimeout = c.PingEvery },
-		"ReadLimit":                  func(c *Config) { c.ReadLimit = 10 },
-		"backoff":                    func(c *Config) { c.ReconnectMin, c.ReconnectMax = time.Second, time.Millisecond },
-		schema.EnvLogLevel:           func(c *Config) { c.LogLevel = "loud" },
-		schema.EnvMetricsEvery:       func(c *Config) { c.MetricsEvery = 0 },
-		"worker id":                  func(c *Config) { c.WorkerID = "" },
-		schema.EnvMaxDialFailures:    func(c *Config) { c.MaxDialFailures = -1 },
-		schema.EnvSinkRequestTimeout: func(c *Config) { c.SinkRequestTimeout = c.SafetyMargin },
+		"lease timings":               func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
+		"checkpoint interval":         func(c *Config) { c.CheckpointEvery = 0 },
+		"concurrent writes":           func(c *Config) { c.MaxConcurrentWrites = 0 },
+		"margin":                      func(c *Config) { c.SafetyMargin = 0 },
+		schema.EnvReconcileEvery:      func(c *Config) { c.ReconcileEvery = 0 },
+		schema.EnvMaxSessions:         func(c *Config) { c.MaxSessions = 0 },
+		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
+		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },
+		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },
+		schema.EnvShutdownInFlight:    func(c *Config) { c.ShutdownInFlight = 0 },
+		schema.EnvPingTimeout:         func(c *Config) { c.PingTimeout = c.PingEvery },
+		"ReadLimit":                   func(c *Config) { c.ReadLimit = 10 },
+		"backoff":                     func(c *Config) { c.ReconnectMin, c.ReconnectMax = time.Second, time.Millisecond },
+		schema.EnvLogLevel:            func(c *Config) { c.LogLevel = "loud" },
+		schema.EnvMetricsEvery:        func(c *Config) { c.MetricsEvery = 0 },
+		"worker id":                   func(c *Config) { c.WorkerID = "" },
+		schema.EnvMaxDialFailures:     func(c *Config) { c.MaxDialFailures = -1 },
+		schema.EnvSinkRequestTimeout:  func(c *Config) { c.SinkRequestTimeout = c.SafetyMargin },
+		"admin token beyond loopback": func(c *Config) { c.AdminAddr = "0.0.0.0:8081" },
+		"short admin token":           func(c *Config) { c.AdminToken = "short" },
 	}
 	for name, mod := range cases {
 		c := DefaultConfig()
 		mod(&c)
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+	// The admin token: required beyond loopback, named when missing.
+	c := DefaultConfig()
+	c.AdminAddr = "0.0.0.0:8081"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvAdminToken) {
+		t.Errorf("admin server on 0.0.0.0 without a token: %v", err)
+	}
+	c.AdminToken = strings.Repeat("t", MinAdminTokenLen)
+	if err := c.Validate(); err != nil {
+		t.Errorf("admin server on 0.0.0.0 with a token: %v", err)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:8081", "localhost:8081", ""} {
+		c := DefaultConfig()
+		c.AdminAddr = addr
+		if err := c.Validate(); err != nil {
+			t.Errorf("admin server on %q without a token: %v", addr, err)
 		}
 	}
 }

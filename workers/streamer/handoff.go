@@ -365,6 +365,9 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.To
 	if err != nil {
 		return err
 	}
+	if w.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
+	}
 	res, err := w.rebal.client.Do(req)
 	if err != nil {
 		return err
@@ -402,8 +405,15 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
 		return
 	}
+	done, ok := w.handoffIn.admit()
+	if !ok {
+		rw.Header().Set("Retry-After", "1")
+		writeJSON(rw, http.StatusTooManyRequests, map[string]string{"error": "too many hand-offs: over the rate or in flight"})
+		return
+	}
 	sent := time.Now().UnixMilli()
 	started := w.routines.Go(func() {
+		defer done()
 		// A takeover's previous tenure is taken over only once this
 		// worker has read its owner's record as not alive itself (once per
 		// dead worker: the keeper remembers it); otherwise the claim is an
@@ -433,6 +443,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		}
 	})
 	if !started {
+		done()
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (stopping)"})
 		return
 	}

@@ -69,6 +69,25 @@ const (
 	handoffBound  = time.Second
 )
 
+// testAdminToken is every test worker's admin token.
+const testAdminToken = "test-admin-token-0123456789"
+
+// adminDo sends a request to a test worker's admin server with the admin
+// token.
+func adminDo(t testing.TB, method, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // slack absorbs this shared, loaded 2-core machine (and -race).
 const slack = 4 * time.Second
 
@@ -237,6 +256,7 @@ func testConfig(id string) Config {
 	c.ReconnectMin, c.ReconnectMax = 20*time.Millisecond, 500*time.Millisecond
 	c.ShutdownDeadline = 5 * time.Second
 	c.AdminAddr = "127.0.0.1:0"
+	c.AdminToken = testAdminToken // required by every endpoint but the probes, sent by the workers' hand-offs
 	c.MetricsEvery = 500 * time.Millisecond
 	c.LogLevel = "debug"
 	return c
@@ -712,10 +732,7 @@ func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
 	e.queueless = true
 	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	post := func(q string) (int, string) {
-		res, err := http.Post("http://"+b.AdminAddr()+"/handoff?"+q, "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := adminDo(t, http.MethodPost, "http://"+b.AdminAddr()+"/handoff?"+q)
 		defer res.Body.Close()
 		body, _ := io.ReadAll(res.Body)
 		return res.StatusCode, string(body)

@@ -65,10 +65,7 @@ func TestRunLeavesNoGoroutineBehind(t *testing.T) {
 		return dest.count("mem-000000") >= 5 && dest.count("mem-000001") >= 5 && dest.count("mem-000002") >= 5
 	})
 	observer{m.Worker}.Mailbox([]string{"mem-000001"}) // a mailbox re-read
-	resp, err := http.Post(fmt.Sprintf("http://%s/handoff?connection_id=unknown-session", m.AdminAddr()), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := adminDo(t, http.MethodPost, fmt.Sprintf("http://%s/handoff?connection_id=unknown-session", m.AdminAddr()))
 	resp.Body.Close() // its claim runs in the background
 	m.cancel()
 	err = <-m.done

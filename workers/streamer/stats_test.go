@@ -70,10 +70,7 @@ func TestStatsTotalsSurviveMetricsFlush(t *testing.T) {
 
 func get(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := adminDo(t, http.MethodGet, url)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
@@ -114,6 +111,7 @@ func TestAdminStatsAndPprofGuard(t *testing.T) {
 		}
 		req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
 		req.RemoteAddr = "10.1.2.3:4567"
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
 		rec := httptest.NewRecorder()
 		w.AdminHandler().ServeHTTP(rec, req)
 		if rec.Code != http.StatusForbidden {

@@ -93,14 +93,15 @@ type Worker struct {
 	keeper *lease.Keeper
 	// handoffs publishes the start notifications of a drain (the queue,
 	// behind a Coalescer when it sends batches).
-	handoffs notify.Publisher
-	reg      *metrics.Registry
-	counters session.Counters
-	env      *session.Env
-	pacer    *claimPacer
-	consumer *claim.Consumer
-	recon    *claim.Reconciler
-	started  time.Time
+	handoffs  notify.Publisher
+	reg       *metrics.Registry
+	counters  session.Counters
+	env       *session.Env
+	pacer     *claimPacer
+	handoffIn handoffGate // bounds POST /handoff
+	consumer  *claim.Consumer
+	recon     *claim.Reconciler
+	started   time.Time
 
 	mu       sync.Mutex
 	sessions map[string]*session.Session
@@ -154,6 +155,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
 		pacer:        newClaimPacer(cfg.ClaimsPerSecond),
+		handoffIn:    newHandoffGate(cfg.ClaimsPerSecond),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
 		}),

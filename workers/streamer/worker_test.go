@@ -99,10 +99,7 @@ func startMemThrough(t *testing.T, st *memstore.Store, wrap func(lease.Store) le
 
 func getJSON(t *testing.T, url string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := adminDo(t, http.MethodGet, url)
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)

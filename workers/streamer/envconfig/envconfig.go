@@ -133,6 +133,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvShutdownInFlight, &w.ShutdownInFlight)
 	p.strOrEmpty(schema.EnvAdminAddr, &w.AdminAddr) // set and empty: no admin server
 	p.bool(schema.EnvAdminPprof, &w.AdminPprof)
+	p.str(schema.EnvAdminToken, &w.AdminToken)
 	p.dur(schema.EnvMetricsEvery, &w.MetricsEvery)
 	p.str(schema.EnvMetricsNS, &w.MetricsNamespace)
 	p.str(schema.EnvEnvironment, &w.Environment)

@@ -209,6 +209,8 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	for _, w := range st.Workers() {
 		fmt.Fprintf(out, "  %-16s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
 	}
+	fmt.Fprintf(out, "  admin token  %s   (every worker endpoint but /healthz and /readyz: curl -H \"Authorization: Bearer $(cat %s)\" …)\n",
+		rel(root, st.AdminTokenPath()), rel(root, st.AdminTokenPath()))
 	if st.RunID() != "" {
 		fmt.Fprintf(out, "  run %s: this run's worker ids end in -%s (a restart adds .r2, .r3, ...); the records of earlier runs stay LEFT\n", st.RunID(), st.RunID())
 	}

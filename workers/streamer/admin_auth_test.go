@@ -1,0 +1,78 @@
+package streamer
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Every admin endpoint but the probes requires the admin token: without it
+// (or with another) the answer is 401 and nothing happens; the probes
+// answer without it.
+func TestAdminEndpointsRequireTheToken(t *testing.T) {
+	m := startMem(t, 1, nil, nil)
+	base := "http://" + m.AdminAddr()
+	send := func(method, path, auth string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code := send(http.MethodGet, p, ""); code == http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: 401, want the probe's answer", p)
+		}
+	}
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/status"}, {http.MethodGet, "/stats"}, {http.MethodPost, "/handoff?connection_id=x"},
+	} {
+		for _, auth := range []string{"", "Bearer wrong-token-0123456789", testAdminToken, "Basic " + testAdminToken} {
+			if code := send(r.method, r.path, auth); code != http.StatusUnauthorized {
+				t.Errorf("%s %s with Authorization %q: HTTP %d, want 401", r.method, r.path, auth, code)
+			}
+		}
+		if code := send(r.method, r.path, "Bearer "+testAdminToken); code == http.StatusUnauthorized {
+			t.Errorf("%s %s with the token: 401", r.method, r.path)
+		}
+	}
+}
+
+// A flood of hand-off requests (names nobody started) is bounded: past the
+// burst the endpoint answers 429 with Retry-After, and what it admitted
+// stays within the burst plus the rate over the flood's time.
+func TestHandoffFloodIsBounded(t *testing.T) {
+	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond = 1 }, nil)
+	base := "http://" + m.AdminAddr()
+	start := time.Now()
+	var admitted, refused int
+	for i := range HandoffMaxInFlight + 200 {
+		resp := adminDo(t, http.MethodPost, fmt.Sprintf("%s/handoff?connection_id=flood-%d", base, i))
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			admitted++
+		case http.StatusTooManyRequests:
+			refused++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		default:
+			t.Fatalf("hand-off %d: HTTP %d", i, resp.StatusCode)
+		}
+	}
+	bound := HandoffMaxInFlight + int(HandoffMinRate*time.Since(start).Seconds()) + 1
+	if refused == 0 || admitted > bound {
+		t.Fatalf("%d admitted, %d refused in %v: want some refused and at most %d admitted", admitted, refused, time.Since(start), bound)
+	}
+}
