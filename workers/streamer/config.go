@@ -97,13 +97,13 @@ type Config struct {
 	// AdvertiseAddr is the admin address other workers call (a
 	// rebalancing move's receiver); "" = the listener's, with an
 	// unspecified host replaced by this host's private address.
-	AdvertiseAddr    string
-	AdminPprof       bool // serve /debug/pprof/ on the admin server to loopback clients
+	AdvertiseAddr string
+	AdminPprof    bool // serve /debug/pprof/ on the admin server to loopback clients
 	// AdminToken is the bearer token every admin endpoint but /healthz and
 	// /readyz requires (Authorization: Bearer …), the one the fleet's
 	// workers send each other's POST /handoff. Required unless AdminAddr
 	// is a loopback address (or ""): never logged or shown.
-	AdminToken string
+	AdminToken       string
 	MetricsEvery     time.Duration
 	MetricsNamespace string
 	Environment      string
