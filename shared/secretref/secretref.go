@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -76,11 +77,15 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("secret reference %d (at byte %d): %s", e.N, e.Offset, e.Reason)
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
+	msg := fmt.Sprintf("secret reference %d (at byte %d): ", e.N, e.Offset)
+	switch {
+	case e.Err == nil:
+		return msg + e.Reason
+	case e.Reason == "":
+		return msg + e.Err.Error()
+	default:
+		return msg + e.Reason + ": " + e.Err.Error()
 	}
-	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -243,7 +248,13 @@ func Expand(s string, lookup func(Ref) (string, error)) (string, error) {
 		if g == nil {
 			v, err := lookup(sp.ref)
 			if err != nil {
-				return "", &Error{N: sp.n, Offset: sp.start, Reason: fmt.Sprintf("secret %q", sp.ref.Name), Err: err}
+				// The worker's resolver names the secret itself; a
+				// Provider's error may not.
+				reason := ""
+				if q := strconv.Quote(sp.ref.Name); !strings.Contains(err.Error(), q) {
+					reason = "secret " + q
+				}
+				return "", &Error{N: sp.n, Offset: sp.start, Reason: reason, Err: err}
 			}
 			g = &got{val: v}
 			secrets[sp.ref.Name] = g

@@ -2,6 +2,7 @@ package secretref
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -206,7 +207,12 @@ var errNotFound = errors.New("not found")
 
 func TestExpandWrapsTheLookupError(t *testing.T) {
 	_, err := Expand("{{secret:a}}", func(Ref) (string, error) { return "", errNotFound })
-	if !errors.Is(err, errNotFound) {
-		t.Fatalf("Expand = %v, want it to wrap the lookup's error", err)
+	if !errors.Is(err, errNotFound) || err.Error() != `secret reference 1 (at byte 0): secret "a": not found` {
+		t.Fatalf("Expand = %v, want it to wrap the lookup's error and name the secret", err)
+	}
+	// A lookup error that names the secret already is not prefixed again.
+	_, err = Expand("{{secret:a}}", func(Ref) (string, error) { return "", fmt.Errorf(`secret "a": %w`, errNotFound) })
+	if !errors.Is(err, errNotFound) || err.Error() != `secret reference 1 (at byte 0): secret "a": not found` {
+		t.Fatalf("Expand = %v, want the secret named once", err)
 	}
 }

@@ -193,6 +193,7 @@ func TestCallTimeoutIsTransient(t *testing.T) {
 	if err == nil || errors.Is(err, ErrPermanent) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no answer within 200ms") {
 		t.Fatalf("Resolve of a held call = %v, want a transient timeout", err)
 	}
+	t.Logf("the timeout's text: %v", err)
 }
 
 // Concurrent resolutions of one name make one request, and all get its
@@ -262,9 +263,11 @@ func TestExpandThroughTheResolver(t *testing.T) {
 		t.Fatalf("Expand = %q, %v", got, err)
 	}
 	_, err = secretref.Expand("{{secret:wsfleet/test/gone}}", Lookup(testCtx(t), p))
-	if !errors.Is(err, ErrPermanent) {
-		t.Fatalf("Expand of a missing secret = %v, want it to carry ErrPermanent", err)
+	const want = `secret reference 1 (at byte 0): secret "wsfleet/test/gone": GetSecretValue: ResourceNotFoundException (permanent): `
+	if !errors.Is(err, ErrPermanent) || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Expand of a missing secret = %v, want it to carry ErrPermanent and begin %q", err, want)
 	}
+	t.Logf("the error a session would record: %v", err)
 	var f Provider = ProviderFunc(func(_ context.Context, name string) (string, error) {
 		return "", fmt.Errorf("vault has no %s: %w", name, ErrPermanent)
 	})
