@@ -162,6 +162,19 @@ func scan(s string) []span {
 	}
 }
 
+// At reports whether s starts with a well-formed reference, and its length
+// (through the closing "}}"): what a template checker skips.
+func At(s string) (ref Ref, n int, ok bool) {
+	if !strings.HasPrefix(s, Open) {
+		return Ref{}, 0, false
+	}
+	sps := scan(s)
+	if len(sps) == 0 || sps[0].start != 0 || sps[0].bad != "" {
+		return Ref{}, 0, false
+	}
+	return sps[0].ref, sps[0].end, true
+}
+
 // Refs is the well-formed references in s, in order, repeats included. A
 // malformed one is skipped: Validate refuses it.
 func Refs(s string) []Ref {

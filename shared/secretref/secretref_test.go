@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 const prefix = "wsfleet/prod/"
@@ -112,29 +111,6 @@ func TestCheckPrefix(t *testing.T) {
 		if err := CheckPrefix(p); (err == nil) != ok {
 			t.Errorf("CheckPrefix(%q) = %v", p, err)
 		}
-	}
-}
-
-// The source placeholders and the references are disjoint: Render leaves a
-// reference as written, and Expand leaves a placeholder as written.
-func TestDisjointFromSourcePlaceholders(t *testing.T) {
-	in := `{"from":"{{resume_from}}","last":"{{last_seq}}","id":"{{connection_id}}","g":{{generation}},"k":"{{secret:wsfleet/prod/a}}"}`
-	rendered := source.Render(in, source.Vars{LastSeq: 4, ConnectionID: "c1", Generation: 2})
-	if !strings.Contains(rendered, `"{{secret:wsfleet/prod/a}}"`) {
-		t.Fatalf("Render changed the reference: %s", rendered)
-	}
-	for _, p := range []string{source.PhResumeFrom, source.PhLastSeq, source.PhConnectionID, source.PhGeneration} {
-		if strings.HasPrefix(p, Open) || len(Refs(p)) != 0 {
-			t.Fatalf("placeholder %s reads as a reference", p)
-		}
-	}
-	out, err := Expand(in, func(Ref) (string, error) { return "v", nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Replace(in, "{{secret:wsfleet/prod/a}}", "v", 1)
-	if out != want {
-		t.Fatalf("Expand = %s, want %s", out, want)
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/secretref"
 )
 
 // Limits of a source configuration. A session item holds them, and DynamoDB
@@ -180,6 +182,9 @@ func (c Config) Validate() *FieldError {
 		if p.Message == "" || len(p.Message) > MaxControlBytes {
 			return bad("app_ping", "message must be 1..%d bytes", MaxControlBytes)
 		}
+		if secretref.Contains(p.Message) {
+			return bad("app_ping", "message: secret references are taken in headers and open_messages only")
+		}
 		if e := checkTemplate("app_ping", "message", p.Message, none); e != nil {
 			return e
 		}
@@ -196,6 +201,9 @@ func (c Config) Validate() *FieldError {
 		}
 		if k.Reply == "" || len(k.Reply) > MaxControlBytes {
 			return bad("keepalive_reply", "reply must be 1..%d bytes", MaxControlBytes)
+		}
+		if secretref.Contains(k.Reply) {
+			return bad("keepalive_reply", "reply: secret references are taken in headers and open_messages only")
 		}
 		if e := checkTemplate("keepalive_reply", "reply", k.Reply, none); e != nil {
 			return e
@@ -353,6 +361,16 @@ func checkTemplate(field, where, s string, none bool) *FieldError {
 			return nil
 		}
 		rest = rest[i:]
+		if strings.HasPrefix(rest, secretref.Open) {
+			// A secret reference (shared/secretref): its syntax is checked
+			// here, whether this deployment allows it is ingest's check.
+			_, n, ok := secretref.At(rest)
+			if !ok {
+				return bad(field, "%s: a malformed secret reference ({{secret:NAME}} or {{secret:NAME#key}})", where)
+			}
+			rest = rest[n:]
+			continue
+		}
 		known := ""
 		for _, p := range placeholders {
 			if strings.HasPrefix(rest, p) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/wsfleet/wsfleet/shared/secretref"
 )
 
 func ptr(s string) *string { return &s }
@@ -125,5 +127,56 @@ func TestParsePath(t *testing.T) {
 	}
 	if got, err := ParsePath("data.u"); err != nil || len(got) != 2 || got[1] != "u" {
 		t.Errorf("ParsePath(data.u) = %q, %v", got, err)
+	}
+}
+
+// The source placeholders and the references are disjoint: Render leaves a
+// reference as written, and Expand leaves a placeholder as written.
+func TestDisjointFromSourcePlaceholders(t *testing.T) {
+	in := `{"from":"{{resume_from}}","last":"{{last_seq}}","id":"{{connection_id}}","g":{{generation}},"k":"{{secret:wsfleet/prod/a}}"}`
+	rendered := Render(in, Vars{LastSeq: 4, ConnectionID: "c1", Generation: 2})
+	if !strings.Contains(rendered, `"{{secret:wsfleet/prod/a}}"`) {
+		t.Fatalf("Render changed the reference: %s", rendered)
+	}
+	for _, p := range []string{PhResumeFrom, PhLastSeq, PhConnectionID, PhGeneration} {
+		if strings.HasPrefix(p, secretref.Open) || len(secretref.Refs(p)) != 0 {
+			t.Fatalf("placeholder %s reads as a reference", p)
+		}
+	}
+	out, err := secretref.Expand(in, func(secretref.Ref) (string, error) { return "v", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(in, "{{secret:wsfleet/prod/a}}", "v", 1)
+	if out != want {
+		t.Fatalf("Expand = %s, want %s", out, want)
+	}
+}
+
+// An open message may hold a well-formed secret reference (whether the
+// deployment allows it is ingest's check); a malformed one is refused
+// without quoting the text.
+func TestOpenMessagesTakeSecretReferences(t *testing.T) {
+	text := `{"op":"auth","key":"{{secret:wsfleet/prod/feed#api_key}}","from":{{resume_from}}}`
+	c := Config{OpenMessages: []OpenMessage{{Text: &text}}}
+	if fe := c.Validate(); fe != nil {
+		t.Fatalf("a reference in an open message: %v", fe)
+	}
+	bad := `{"key":"{{secret:wsfleet/prod/feed sk-live-123}}"}`
+	c = Config{OpenMessages: []OpenMessage{{Text: &bad}}}
+	fe := c.Validate()
+	if fe == nil || fe.Field != "open_messages" || strings.Contains(fe.Error(), "sk-live") {
+		t.Fatalf("a malformed reference: %v", fe)
+	}
+	// Not in the application ping or the keep-alive reply (the worker
+	// expands references in headers and open messages only).
+	ref := "{{secret:wsfleet/prod/feed}}"
+	c = Config{AppPing: &AppPing{Message: ref, Every: "20s"}}
+	if fe := c.Validate(); fe == nil || fe.Field != "app_ping" {
+		t.Fatalf("a reference in app_ping: %v", fe)
+	}
+	c = Config{KeepaliveReply: &KeepaliveReply{Match: Match{Path: "t", Equals: json.RawMessage(`"ka"`)}, Reply: ref}}
+	if fe := c.Validate(); fe == nil || fe.Field != "keepalive_reply" {
+		t.Fatalf("a reference in keepalive_reply: %v", fe)
 	}
 }
