@@ -42,7 +42,7 @@ func WorkerEnv() []string {
 func IngestEnv() []string {
 	return []string{
 		EnvTableName, EnvQueueURL, EnvMetricsNS, EnvEnvironment,
-		EnvAllowedHosts, EnvAllowPrivateIPs, EnvSigningSecretARN, EnvSigningSecret,
+		EnvAllowedHosts, EnvAllowPrivateIPs, EnvSigningSecretARN, EnvSigningSecret, EnvSecretPrefix,
 	}
 }
 

@@ -285,6 +285,7 @@ const DefaultReadLimit = 1 << 20
 // Ingest environment variable names.
 const (
 	EnvAllowedHosts     = "WSFLEET_ALLOWED_HOSTS"      // comma-separated host patterns; empty = any public host
+	EnvSecretPrefix     = "WSFLEET_SECRET_PREFIX"      // ingest: the Secrets Manager name prefix (a folder, ending in '/') a start's {{secret:NAME}} references must be under; empty = no references
 	EnvAllowPrivateIPs  = "WSFLEET_ALLOW_PRIVATE_IPS"  // "loopback" (local dev) or "all"; default none
 	EnvSigningSecretARN = "WSFLEET_SIGNING_SECRET_ARN" // optional HMAC secret (Secrets Manager)
 	EnvSigningSecret    = "WSFLEET_SIGNING_SECRET"     // optional HMAC secret (local dev)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
@@ -14,8 +15,12 @@ import (
 // keep-alive reply by kind and size (each may carry credentials), and every
 // default spelled out.
 type View struct {
-	WSURL            string   `json:"ws_url"`
-	HeaderNames      []string `json:"header_names,omitempty"`
+	WSURL       string   `json:"ws_url"`
+	HeaderNames []string `json:"header_names,omitempty"`
+	// SecretRefs are the secret references (shared/secretref) the headers
+	// and open messages carry, each once, sorted: the names of the
+	// secrets the worker resolves at every dial, never their values.
+	SecretRefs       []string `json:"secret_refs,omitempty"`
 	SeqField         string   `json:"seq_field"`
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
 	// The source protocol; open messages by kind and size only.
@@ -79,6 +84,22 @@ func (s Spec) View() View {
 	}
 	if len(s.Headers) > 0 {
 		v.HeaderNames = slices.Sorted(maps.Keys(s.Headers))
+	}
+	refs := map[string]bool{}
+	for _, h := range s.Headers {
+		for _, r := range secretref.Refs(h) {
+			refs[r.String()] = true
+		}
+	}
+	for _, m := range s.OpenMessages {
+		if m.Text != nil {
+			for _, r := range secretref.Refs(*m.Text) {
+				refs[r.String()] = true
+			}
+		}
+	}
+	if len(refs) > 0 {
+		v.SecretRefs = slices.Sorted(maps.Keys(refs))
 	}
 	if v.SeqMode == "" {
 		v.SeqMode = source.SeqField

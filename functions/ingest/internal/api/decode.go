@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/suggest"
@@ -57,7 +58,31 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 	if e := policy.CheckWSURL(d.Spec.WSURL); e != nil {
 		return sessions.Desired{}, e
 	}
+	if e := policy.checkSecretRefs(d.Spec); e != nil {
+		return sessions.Desired{}, e
+	}
 	return d, nil
+}
+
+// checkSecretRefs refuses a secret reference in a header value or an open
+// message whose name is not under the deployment's prefix (or any, without
+// one). The syntax was checked with the spec; the message never quotes the
+// value.
+func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+		if err := secretref.Validate(s.Headers[name], p.SecretPrefix); err != nil {
+			return badRequest(CodeInvalidHeader, "header "+spec.QuoteName(name)+" value: "+err.Error())
+		}
+	}
+	for i, m := range s.OpenMessages {
+		if m.Text == nil {
+			continue
+		}
+		if err := secretref.Validate(*m.Text, p.SecretPrefix); err != nil {
+			return badRequest(CodeInvalidOpenMessages, fmt.Sprintf("open_messages[%d].text: %v", i, err))
+		}
+	}
+	return nil
 }
 
 // DecodeStop checks a stop body: empty, or an empty JSON object.

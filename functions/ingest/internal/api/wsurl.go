@@ -13,12 +13,16 @@ import (
 // MaxWSURLLen is the longest accepted ws_url, in bytes.
 const MaxWSURLLen = 2048
 
-// URLPolicy decides which ws_url a start may name.
+// URLPolicy decides which ws_url a start may name, and which secrets its
+// references may.
 type URLPolicy struct {
 	// AllowedHosts: "host" (exact) or "*.domain" (any subdomain of domain).
 	// Empty allows any host that is not refused by PrivateIPs.
 	AllowedHosts []string
 	PrivateIPs   config.PrivateIPs
+	// SecretPrefix is config.Config.SecretPrefix: the prefix every secret
+	// reference's name must be under ("": none allowed).
+	SecretPrefix string
 }
 
 // CheckWSURL validates a ws_url against the syntax rules and the policy. Its

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
@@ -39,6 +40,11 @@ type Config struct {
 	AllowedHosts []string
 	// AllowPrivateIPs is the IP-literal policy (schema.EnvAllowPrivateIPs).
 	AllowPrivateIPs PrivateIPs
+	// SecretPrefix is the Secrets Manager name prefix a start's secret
+	// references ({{secret:NAME}}, shared/secretref) must be under
+	// (schema.EnvSecretPrefix; a folder ending in '/'); "": a start may
+	// carry none.
+	SecretPrefix string
 	// SigningSecret, when set, makes every request carry an HMAC-SHA256
 	// signature (schema.EnvSigningSecret). Never logged.
 	SigningSecret string `json:"-"`
@@ -118,6 +124,7 @@ func FromEnv(environ []string) Config {
 	if p != "" {
 		c.AllowPrivateIPs = PrivateIPs(strings.ToLower(p))
 	}
+	str(schema.EnvSecretPrefix, &c.SecretPrefix)
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
 		c.AllowedHosts = netguard.SplitHosts(v)
 	}
@@ -158,6 +165,9 @@ func (c Config) Validate() error {
 		if err := checkHostPattern(h); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", schema.EnvAllowedHosts, err))
 		}
+	}
+	if err := secretref.CheckPrefix(c.SecretPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", schema.EnvSecretPrefix, err))
 	}
 	if c.SigningSecret != "" && len(c.SigningSecret) < 16 {
 		errs = append(errs, fmt.Errorf("%s: shorter than 16 bytes", schema.EnvSigningSecret))
