@@ -11,9 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -159,5 +161,37 @@ func TestFailureOfAnOlderGenerationReleases(t *testing.T) {
 	}
 	if n := m.Stats().SessionsFailed; n != 0 || !strings.Contains(m.logs.String(), "lease released for the new one") {
 		t.Fatalf("SessionsFailed %d; logs:\n%s", n, m.logs.String())
+	}
+}
+
+// A real source (Debian's websocketd, realsource.sh's subscribe mode) that
+// accepts every handshake and closes the connection on open messages it
+// does not accept: the worker re-sends them WSFLEET_MAX_DIAL_FAILURES times
+// in all, then the session is FAILED with a last_error that does not quote
+// them, and leaves the worker.
+func TestWebsocketdRefusingTheOpenMessagesFails(t *testing.T) {
+	wsd := startWebsocketdScript(t, "realsource.sh")
+	obs := newObserver(t, wsd.addr())
+	st := memstore.New()
+	id := "refused-open"
+	cfg := source.Config{OpenMessages: []source.OpenMessage{{Text: textMsg(`{"op":"auth","key":"s3cret"}`)}}}
+	st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+		Spec: spectest.Stored(t, spec.Spec{WSURL: obs.url() + "?mode=subscribe", Config: cfg})})
+	m := startMemOn(t, st, 0, func(c *Config) { c.MaxDialFailures = 3 }, nil)
+	var it lease.Item
+	testwait.Eventually(t, 10*time.Second, id+" FAILED", func() bool {
+		var err error
+		it, err = st.Get(context.Background(), id)
+		return err == nil && it.Failed()
+	})
+	if n := len(obs.records()); n != 3 {
+		t.Fatalf("%d connections to the source, want MaxDialFailures = 3", n)
+	}
+	if !strings.Contains(it.LastError, "connection ended before the first message") || strings.Contains(it.LastError, "s3cret") {
+		t.Fatalf("last_error %q: want the failed connect, never the open message", it.LastError)
+	}
+	testwait.Eventually(t, slack, "the worker no longer owns the failed session", func() bool { return m.Status().Owned == 0 })
+	if n := m.sink.count(id); n != 0 || m.Stats().SessionsFailed != 1 {
+		t.Fatalf("%d deliveries, SessionsFailed %d", n, m.Stats().SessionsFailed)
 	}
 }
