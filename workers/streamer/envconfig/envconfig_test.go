@@ -74,7 +74,7 @@ func TestFromEnv(t *testing.T) {
 	c, err := FromEnv(environ(map[string]string{
 		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvHeartbeatEvery: "500ms", schema.EnvCheckpointEvery: "30s",
 		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
-		schema.EnvShutdownDeadline: "20s", schema.EnvShutdownInFlight: "4", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvSink: "sqs",
+		schema.EnvShutdownDeadline: "20s", schema.EnvShutdownInFlight: "4", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvAdminToken: "fleet-admin-token-0123", schema.EnvSink: "sqs",
 		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
@@ -101,7 +101,7 @@ func TestFromEnv(t *testing.T) {
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, AllowPrivateIPs: netguard.None,
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
-		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true,
+		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
 	}
 	want.TableName, want.QueueURL, want.QueueWait = "t", "https://q/work", 15*time.Second
