@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -19,16 +20,22 @@ import (
 // throttled table then slows down instead of adding retries to the
 // throttling, and the heartbeats, on their own client, keep their share.
 //
-// A claim waiting for its turn is not given a slot in advance: a slot
-// reserved at the floor rate would keep its wait (ten seconds for the
-// first, a hundred for the tenth) after the throttling ended and the rate
-// grew back. A waiter takes a token once one is there and waits again,
-// woken early by any change of the rate.
+// Waiting claims queue for the head (one at a time, in the order they
+// came), and only the head holds a slot: a slot reserved in advance at the
+// floor rate would keep its wait (ten seconds for the first, a hundred for
+// the tenth) after the throttling ended and the rate grew back, so the head
+// gives its slot back and takes a new one whenever the rate changes. The
+// others sleep on the queue, not on timers: thousands of queued claims (a
+// mass start) cost one wake-up each, not one per token.
 type claimPacer struct {
 	mu      sync.Mutex
 	lim     *rate.Limiter
 	base    rate.Limit
 	changed chan struct{} // closed (and replaced) when the rate changes
+	head    chan struct{} // holds one token: the waiter that holds it is the head
+	// reserves counts the slots taken (tests: one per claim while the rate
+	// stands still).
+	reserves atomic.Int64
 }
 
 // minClaimRate is the slowest the pacer goes: one claim every 10 s.
@@ -36,31 +43,40 @@ const minClaimRate = rate.Limit(0.1)
 
 func newClaimPacer(perSecond float64) *claimPacer {
 	base := rate.Limit(perSecond)
-	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base, changed: make(chan struct{})}
+	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base,
+		changed: make(chan struct{}), head: make(chan struct{}, 1)}
 }
 
 // Wait blocks until a claim may be sent (or ctx ends).
 func (p *claimPacer) Wait(ctx context.Context) error {
+	select {
+	case p.head <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.head }()
 	for {
 		p.mu.Lock()
 		r := p.lim.Reserve()
-		d := r.Delay()
-		if d == 0 {
-			p.mu.Unlock()
-			return nil
-		}
-		// Give the future slot back (no reservation came after it: every
-		// one is made under p.mu) and wait for a token or a new rate.
-		r.Cancel()
 		changed := p.changed
 		p.mu.Unlock()
+		p.reserves.Add(1)
+		d := r.Delay()
+		if d == 0 {
+			return nil
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
+			return nil
 		case <-changed:
+			// A new rate: give the slot back (the head's is the only
+			// reservation, so all of it comes back) and take one at it.
 			t.Stop()
+			r.Cancel()
 		case <-ctx.Done():
 			t.Stop()
+			r.Cancel()
 			return ctx.Err()
 		}
 	}

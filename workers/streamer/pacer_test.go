@@ -89,6 +89,33 @@ func TestQueuedClaimsGoWhenTheRateRecovers(t *testing.T) {
 	}
 }
 
+// Many queued claims wait on the queue, not on a timer each: while the
+// rate stands still every claim takes one slot, however many wait (a slot
+// per waiter per token was a wake-up storm that starved the heartbeats of
+// a mass start: the cost bench's 10,000 sessions lost their tenures).
+func TestQueuedClaimsTakeOneSlotEach(t *testing.T) {
+	p := newClaimPacer(2000)
+	const waiters = 300
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if p.Wait(context.Background()) == nil {
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if done.Load() != waiters {
+		t.Fatalf("%d of %d waiters admitted", done.Load(), waiters)
+	}
+	if n := p.reserves.Load(); n != waiters {
+		t.Fatalf("%d slots taken for %d claims at a steady rate, want one each", n, waiters)
+	}
+}
+
 // TestThrottledClaimsSlowDownAndTheWorkerStaysAlive: while the store
 // throttles acquires, the worker's claim rate drops (claims stop adding to
 // the throttling), its heartbeats go on (it stays trusted and alive), and
