@@ -45,22 +45,18 @@ var IngestRoutes = []struct {
 	{awsapigatewayv2.HttpMethod_GET, "/workers"},
 }
 
-// Actions granted on data resources: exactly the calls each component makes
-// (streamer: shared/lease/dynamostore, whose worker registers its record
-// with a conditional PutItem and reads worker records in batches,
-// shared/notify/sqsnotify consumer and publisher,
-// workers/streamer/sink/sqssink (SendMessageBatch is authorized by
-// sqs:SendMessage), workers/streamer/sink/kinesissink; ingest: functions/ingest/internal/sessions,
-// which also adds to a worker record's mailbox, and the notify publisher).
-// The tests hold their own copy, so widening a grant is a visible change.
+// Actions granted on the queues and the output stream: exactly the calls
+// each component makes (streamer: shared/notify/sqsnotify consumer and
+// publisher, workers/streamer/sink/sqssink (SendMessageBatch is authorized
+// by sqs:SendMessage), workers/streamer/sink/kinesissink; ingest: the
+// notify publisher). The table's grants are in grants.go. The tests hold
+// their own copy, so widening a grant is a visible change.
 var (
-	StreamerTableActions       = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"}
 	StreamerWorkQueueActions   = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"}
 	StreamerOutputQueueActions = []string{"sqs:SendMessage"}
 	// The output stream uses the AWS-managed key (alias/aws/kinesis), which
 	// needs no KMS grant to the producer.
 	StreamerOutputStreamActions = []string{"kinesis:PutRecord", "kinesis:PutRecords"}
-	IngestTableActions          = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
 	IngestWorkQueueActions      = []string{"sqs:SendMessage"}
 )
 
@@ -248,16 +244,6 @@ func attrType(t string) awsdynamodb.AttributeType {
 	return awsdynamodb.AttributeType_STRING
 }
 
-// tableResources are the ARNs of the table and of each of its indexes, by
-// name (never "/index/*").
-func tableResources(table awsdynamodb.Table) *[]*string {
-	out := []*string{table.TableArn()}
-	for _, g := range Indexes {
-		out = append(out, jsii.String(*table.TableArn()+"/index/"+g.Name))
-	}
-	return &out
-}
-
 func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output awssqs.Queue) {
 	// Queues hold notifications only (the table is the source of truth), so
 	// they are destroyed with the stack in every environment.
@@ -330,11 +316,7 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 		Environment:                  &env,
 		LogGroup:                     logs,
 	})
-	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("SessionsTable"),
-		Actions:   jsii.Strings(IngestTableActions...),
-		Resources: tableResources(table),
-	}))
+	grantIngestTable(fn.Role(), table)
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),
 		Actions:   jsii.Strings(IngestWorkQueueActions...),
@@ -446,11 +428,7 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
 		Description: jsii.String("wsfleet streamer tasks: worker records, ownership and checkpoints in the sessions table, work queue, output queue"),
 	})
-	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid:       jsii.String("SessionsTable"),
-		Actions:   jsii.Strings(StreamerTableActions...),
-		Resources: tableResources(table),
-	}))
+	grantStreamerTable(taskRole, table)
 	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),
 		Actions:   jsii.Strings(StreamerWorkQueueActions...),
