@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -55,6 +56,8 @@ type synthesized struct {
 	Cfg      EnvConfig
 	Template assertions.Template
 	JSON     map[string]any
+	// Nag are the stack's unsuppressed cdk-nag findings (nagFindings).
+	Nag []string
 }
 
 var (
@@ -75,7 +78,8 @@ func synth(t *testing.T, overrides map[string]any) *synthesized {
 	root := repoRoot(t)
 	ctx := cdkContext(t, root)
 	maps.Copy(ctx, overrides)
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(t.TempDir())})
+	outdir := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &ctx, Outdir: jsii.String(outdir)})
 	w, err := NewFromContext(app, root)
 	if err != nil {
 		t.Fatalf("NewFromContext(%v): %v", overrides, err)
@@ -88,7 +92,12 @@ func synth(t *testing.T, overrides map[string]any) *synthesized {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := assertions.Template_FromStack(w.Stack, nil)
+	// An error annotation (an unsuppressed cdk-nag error among them) fails
+	// the synthesis itself: name what failed rather than panic.
+	var tmpl assertions.Template
+	if msg, failed := panics(func() { tmpl = assertions.Template_FromStack(w.Stack, nil) }); failed {
+		t.Fatalf("synthesis of %v failed: %s%s", overrides, msg, validationReport(outdir))
+	}
 	raw, err := json.Marshal(tmpl.ToJSON())
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +106,9 @@ func synth(t *testing.T, overrides map[string]any) *synthesized {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	s := &synthesized{W: w, Cfg: cfg, Template: tmpl, JSON: doc}
+	// The annotations are read now, while Outdir exists: reading them
+	// synthesizes again, and cdk-nag writes its report there.
+	s := &synthesized{W: w, Cfg: cfg, Template: tmpl, JSON: doc, Nag: nagFindings(w.Stack)}
 	synthCache[key] = s
 	return s
 }
@@ -167,4 +178,36 @@ func (s *synthesized) logicalID(c awscdk.Resource) string {
 func asJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// validationReport lists the violations of the validation report a failed
+// synthesis wrote to outdir, one "rule at path" a line ("" without one).
+func validationReport(outdir string) string {
+	raw, err := os.ReadFile(filepath.Join(outdir, "validation-report.json"))
+	if err != nil {
+		return ""
+	}
+	var rep struct {
+		PluginReports []struct {
+			Violations []struct {
+				Description         string `json:"description"`
+				ViolatingConstructs []struct {
+					ConstructPath string `json:"constructPath"`
+				} `json:"violatingConstructs"`
+			} `json:"violations"`
+		} `json:"pluginReports"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return "\nvalidation-report.json: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range rep.PluginReports {
+		for _, v := range p.Violations {
+			rule, _, _ := strings.Cut(v.Description, ":")
+			for _, c := range v.ViolatingConstructs {
+				fmt.Fprintf(&b, "\n  %s at %s", rule, c.ConstructPath)
+			}
+		}
+	}
+	return b.String()
 }

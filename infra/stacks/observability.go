@@ -19,11 +19,13 @@ import (
 // Alarm name suffixes (the full name is "wsfleet-<env>-<suffix>").
 const (
 	AlarmDLQNotEmpty = "dlq-not-empty"
-	AlarmOrphans     = "orphans-seen"
-	AlarmLeaseLost   = "lease-lost-rate"
-	AlarmIngest5xx   = "ingest-5xx"
-	AlarmFailed      = "sessions-failed"
-	AlarmAliveLow    = "alive-workers-low"
+	// AlarmOutputDLQ exists only with the sqs sink's output queue.
+	AlarmOutputDLQ = "output-dlq-not-empty"
+	AlarmOrphans   = "orphans-seen"
+	AlarmLeaseLost = "lease-lost-rate"
+	AlarmIngest5xx = "ingest-5xx"
+	AlarmFailed    = "sessions-failed"
+	AlarmAliveLow  = "alive-workers-low"
 )
 
 // DashboardName is the CloudWatch dashboard of env.
@@ -90,6 +92,13 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 			fmt.Sprintf("At least %v sessions failed in 5 minutes: their sources can never be connected (address refused by policy, handshake 401/403/404/410, a redirect, or too many failed dials). GET /sessions/{id} shows each one's last_error; a new start retries it.", cfg.FailedPer5Min)),
 		alarm(AlarmIngest5xx, w.Api.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(five), Statistic: jsii.String("Sum")}), gte, cfg.Ingest5xxPer5Min, 1,
 			fmt.Sprintf("The ingest API answered at least %v 5xx in 5 minutes.", cfg.Ingest5xxPer5Min)),
+	}
+	if w.OutputDLQ != nil {
+		depth := w.OutputDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
+			Period: duration(minute), Statistic: jsii.String("Maximum"),
+		})
+		alarms = append(alarms, alarm(AlarmOutputDLQ, depth, gt, 0, 1,
+			fmt.Sprintf("Output messages were dead-lettered: the output queue's consumers received them %d times without deleting them. Inspect and redrive.", OutputMaxReceiveCount)))
 	}
 
 	// Total owned sessions: the per-task gauge's average times running tasks.

@@ -58,6 +58,9 @@ var (
 	// needs no KMS grant to the producer.
 	StreamerOutputStreamActions = []string{"kinesis:PutRecord", "kinesis:PutRecords"}
 	IngestWorkQueueActions      = []string{"sqs:SendMessage"}
+	// IngestLogActions are granted on the function's own log group (its ARN
+	// ends in ":*", which covers the group's streams).
+	IngestLogActions = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
 )
 
 // Streamer container settings.
@@ -88,6 +91,8 @@ type Wsfleet struct {
 	WorkQueue   awssqs.Queue
 	DLQ         awssqs.Queue
 	OutputQueue awssqs.Queue // nil unless the sink is sqs
+	// OutputDLQ is the output queue's dead-letter queue (nil with it).
+	OutputDLQ awssqs.Queue
 	// OutputStream is the kinesis sink's stream: on-demand, encrypted with
 	// the AWS-managed key; nil unless the sink is kinesis.
 	OutputStream awskinesis.Stream
@@ -128,6 +133,7 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 	awscdk.Tags_Of(stack).Add(jsii.String("project"), jsii.String("wsfleet"), tagProps)
 	awscdk.Tags_Of(stack).Add(jsii.String("environment"), jsii.String(cfg.Name), tagProps)
 
+	CheckCompliance(stack)
 	w := &Wsfleet{Stack: stack}
 	dataRemoval := awscdk.RemovalPolicy_DESTROY
 	if cfg.Retain {
@@ -135,7 +141,7 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 	}
 
 	w.Table, w.TableKey = newTable(stack, cfg, dataRemoval)
-	w.DLQ, w.WorkQueue, w.OutputQueue = newQueues(stack, cfg, opts)
+	w.DLQ, w.WorkQueue, w.OutputQueue, w.OutputDLQ = newQueues(stack, cfg, opts)
 	w.Ingest = newIngest(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, dataRemoval)
 	grantTableKey(stack, w.TableKey, w.Ingest.Role())
 	w.Api = newAPI(stack, cfg, opts, w.Ingest)
@@ -244,7 +250,12 @@ func attrType(t string) awsdynamodb.AttributeType {
 	return awsdynamodb.AttributeType_STRING
 }
 
-func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output awssqs.Queue) {
+// OutputMaxReceiveCount is how many times the output queue's consumers may
+// receive a message before it moves to the output DLQ: a message they keep
+// failing on stops blocking its FIFO message group and is kept 14 days.
+const OutputMaxReceiveCount = 10
+
+func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, output, outputDLQ awssqs.Queue) {
 	// Queues hold notifications only (the table is the source of truth), so
 	// they are destroyed with the stack in every environment.
 	dlq = awssqs.NewQueue(stack, jsii.String("WorkDLQ"), &awssqs.QueueProps{
@@ -266,13 +277,29 @@ func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, outp
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
 	if cfg.Sink != SinkSQS {
-		return dlq, work, nil
+		return dlq, work, nil, nil
 	}
+	// The output queue's consumers are outside this stack; its DLQ keeps
+	// what they cannot process (a FIFO queue's DLQ must be FIFO too).
+	dlqProps := &awssqs.QueueProps{
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+	}
+	if opts.OutputFIFO {
+		dlqProps.Fifo = jsii.Bool(true)
+	}
+	outputDLQ = awssqs.NewQueue(stack, jsii.String("OutputDLQ"), dlqProps)
 	outProps := &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: awscdk.Duration_Days(jsii.Number(4)),
-		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           outputDLQ,
+			MaxReceiveCount: jsii.Number(OutputMaxReceiveCount),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	}
 	if opts.OutputFIFO {
 		// One message group per connection, deduplicated by the sink's
@@ -282,7 +309,7 @@ func newQueues(stack awscdk.Stack, cfg EnvConfig, opts Options) (dlq, work, outp
 		outProps.FifoThroughputLimit = awssqs.FifoThroughputLimit_PER_MESSAGE_GROUP_ID
 	}
 	output = awssqs.NewQueue(stack, jsii.String("OutputQueue"), outProps)
-	return dlq, work, output
+	return dlq, work, output, outputDLQ
 }
 
 func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work awssqs.Queue, removal awscdk.RemovalPolicy) awslambda.Function {
@@ -302,7 +329,21 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 	if opts.SigningSecretARN != "" {
 		env[schema.EnvSigningSecretARN] = jsii.String(opts.SigningSecretARN)
 	}
+	// A role of its own rather than CDK's default, which attaches the
+	// AWS-managed AWSLambdaBasicExecutionRole (logs:CreateLogGroup and
+	// writes to every log group in the account): the function writes to
+	// its own log group only, which exists before it runs.
+	role := awsiam.NewRole(stack, jsii.String("IngestRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("wsfleet ingest function: desired state and mailboxes in the sessions table, the work queue, its own log group"),
+	})
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("OwnLogGroup"),
+		Actions:   jsii.Strings(IngestLogActions...),
+		Resources: &[]*string{logs.LogGroupArn()},
+	}))
 	fn := awslambda.NewFunction(stack, jsii.String("Ingest"), &awslambda.FunctionProps{
+		Role:         role,
 		Description:  jsii.String("wsfleet ingest: writes desired_state and notifies the work queue"),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
@@ -343,10 +384,6 @@ func newAPI(stack awscdk.Stack, cfg EnvConfig, opts Options, fn awslambda.Functi
 		CreateDefaultStage: jsii.Bool(false),
 		DefaultAuthorizer:  authorizer,
 	})
-	if opts.Auth == AuthNone {
-		awscdk.Annotations_Of(api).AddWarningV2(jsii.String("wsfleet:auth-none"),
-			jsii.String("the ingest API has NO authorization (-c auth=none): anyone who knows its URL can start sessions"), nil)
-	}
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Ingest"), fn, nil)
 	for _, r := range IngestRoutes {
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
@@ -354,6 +391,14 @@ func newAPI(stack awscdk.Stack, cfg EnvConfig, opts Options, fn awslambda.Functi
 			Methods:     &[]awsapigatewayv2.HttpMethod{r.Method},
 			Integration: integration,
 		})
+	}
+	if opts.Auth == AuthNone {
+		awscdk.Annotations_Of(api).AddWarningV2(jsii.String("wsfleet:auth-none"),
+			jsii.String("the ingest API has NO authorization (-c auth=none): anyone who knows its URL can start sessions"), nil)
+		// Only on request (-c auth=none), refused for prod
+		// (EnvConfig.AllowAuthNone), and warned about above.
+		suppress(api, "AwsSolutions-APIG4",
+			"The operator asked for an unauthenticated API with -c auth=none (allowed only where EnvConfig.AllowAuthNone, never in prod); the synth warns about it (wsfleet:auth-none).")
 	}
 
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
@@ -418,6 +463,17 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 			SubnetType: awsec2.SubnetType_PUBLIC,
 			CidrMask:   jsii.Number(24),
 		}},
+	})
+	// Flow logs (all traffic, CloudWatch Logs): the tasks' only network
+	// record; with no inbound rules but the admin port between the tasks, a
+	// rejected or unexpected flow is what an investigation needs first.
+	flowLogs := awslogs.NewLogGroup(stack, jsii.String("VpcFlowLogs"), &awslogs.LogGroupProps{
+		Retention:     retention(cfg.LogRetentionDays),
+		RemovalPolicy: removal,
+	})
+	vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
+		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(flowLogs, nil),
+		TrafficType: awsec2.FlowLogTrafficType_ALL,
 	})
 	cluster := awsecs.NewCluster(stack, jsii.String("Cluster"), &awsecs.ClusterProps{
 		Vpc:                 vpc,
@@ -523,6 +579,12 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		}),
 	})
 
+	suppress(taskDef, "AwsSolutions-ECS2",
+		"The container environment holds names, URLs, timings and limits only (schema.WorkerEnv); no secret is passed to the task, so Secrets Manager or SSM references would add lookups and IAM grants for nothing.")
+	suppress(taskDef.ExecutionRole(), "AwsSolutions-IAM5",
+		"ecr:GetAuthorizationToken, which pulling the image needs, has no resource-level permissions: IAM accepts only Resource \"*\" for it. The execution role's other ECR and log grants name the image's repository and the log group.",
+		"Resource::*")
+
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("StreamerSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              vpc,
 		Description:      jsii.String("wsfleet streamer tasks: outbound, and the admin port between the tasks"),
@@ -589,6 +651,7 @@ func addOutputs(stack awscdk.Stack, w *Wsfleet, cluster awsecs.Cluster) {
 	out("DeadLetterQueueUrl", w.DLQ.QueueUrl(), "work queue dead-letter queue")
 	if w.OutputQueue != nil {
 		out("OutputQueueUrl", w.OutputQueue.QueueUrl(), "streamer output queue ("+schema.EnvOutputQueueURL+")")
+		out("OutputDeadLetterQueueUrl", w.OutputDLQ.QueueUrl(), "output queue dead-letter queue (what its consumers failed on)")
 	}
 	if w.OutputStream != nil {
 		out("OutputStreamArn", w.OutputStream.StreamArn(), "streamer output stream ("+schema.EnvOutputStream+")")

@@ -183,6 +183,15 @@ func TestOutputQueue(t *testing.T) {
 	if out["FifoQueue"] != true || out["DeduplicationScope"] != "messageGroup" || out["FifoThroughputLimit"] != "perMessageGroupId" {
 		t.Errorf("output queue = %s, want a high-throughput FIFO queue", asJSON(out))
 	}
+	// Its consumers' poison messages go to a DLQ (FIFO, as the queue).
+	outDLQ := props(fifo.resources("AWS::SQS::Queue")[fifo.logicalID(fifo.W.OutputDLQ)])
+	wantRedrive := map[string]any{
+		"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{fifo.logicalID(fifo.W.OutputDLQ), "Arn"}},
+		"maxReceiveCount":     float64(OutputMaxReceiveCount),
+	}
+	if asJSON(out["RedrivePolicy"]) != asJSON(wantRedrive) || outDLQ["FifoQueue"] != true || outDLQ["MessageRetentionPeriod"] != float64(14*24*3600) {
+		t.Errorf("output queue RedrivePolicy %s, DLQ %s; want %s to a 14-day FIFO DLQ", asJSON(out["RedrivePolicy"]), asJSON(outDLQ), asJSON(wantRedrive))
+	}
 	ce := containerEnv(t, fifo)
 	if ce[schema.EnvSink] != SinkSQS || ce[schema.EnvOutputQueueURL] == nil {
 		t.Errorf("container env sink=%v output=%v", ce[schema.EnvSink], ce[schema.EnvOutputQueueURL])
@@ -319,6 +328,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			}
 			if s.W.OutputQueue != nil {
 				data[s.logicalID(s.W.OutputQueue)] = "output"
+				data[s.logicalID(s.W.OutputDLQ)] = "outputdlq"
 			}
 			if s.W.OutputStream != nil {
 				data[s.logicalID(s.W.OutputStream)] = "stream"
@@ -331,7 +341,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			role := map[string]string{task: "task", fn: "ingest"}
 			// The calls each component makes (see the grant lists in
 			// wsfleet.go and grants.go; TestTableGrants splits the table's
-			// by index and key prefix); nothing on the DLQ.
+			// by index and key prefix); nothing on either DLQ.
 			want := map[string][]string{
 				"task/table":   {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				"task/work":    {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"},
@@ -495,6 +505,12 @@ func TestStreamerService(t *testing.T) {
 				strings.Contains(ingress[0], "CidrIp") {
 				t.Errorf("security group ingress %v, want only the admin port from the tasks' own group", ingress)
 			}
+			// Flow logs of all traffic to a log group of the stack's.
+			_, fl := s.only(t, "AWS::EC2::FlowLog")
+			if p := props(fl); p["TrafficType"] != "ALL" || p["LogDestinationType"] != "cloud-watch-logs" || p["ResourceType"] != "VPC" ||
+				!strings.Contains(asJSON(p["LogGroupName"]), "VpcFlowLogs") {
+				t.Errorf("flow log = %s, want all traffic of the VPC to the VpcFlowLogs group", asJSON(p))
+			}
 			if n := len(s.resources("AWS::EC2::NatGateway")); n != 0 {
 				t.Errorf("%d NAT gateways, want 0", n)
 			}
@@ -557,6 +573,28 @@ func TestIngestFunctionAndAPI(t *testing.T) {
 	if lc := asJSON(p["LoggingConfig"]); !strings.Contains(lc, "IngestLogs") {
 		t.Errorf("LoggingConfig = %s, want the explicit log group", lc)
 	}
+	// The function's role has no AWS-managed policy (AWSLambdaBasicExecutionRole
+	// would let it create and write any log group): it writes its own.
+	fnRole := logicalIDOf(s, s.W.Ingest.Role())
+	if mp := props(s.resources("AWS::IAM::Role")[fnRole])["ManagedPolicyArns"]; mp != nil {
+		t.Errorf("ingest role ManagedPolicyArns = %s, want none", asJSON(mp))
+	}
+	var logsID string
+	for id := range s.resources("AWS::Logs::LogGroup") {
+		if strings.HasPrefix(id, "IngestLogs") {
+			logsID = id
+		}
+	}
+	var logGrants []string
+	for _, st := range s.statements() {
+		if slices.Contains(st.Roles, fnRole) && strings.Contains(asJSON(st.Actions), "logs:") {
+			logGrants = append(logGrants, asJSON(st.Actions)+" on "+asJSON(st.Resources))
+		}
+	}
+	wantLogs := asJSON(IngestLogActions) + " on " + asJSON(map[string]any{"Fn::GetAtt": []any{logsID, "Arn"}})
+	if len(logGrants) != 1 || logGrants[0] != wantLogs {
+		t.Errorf("ingest log grants %v, want only %s", logGrants, wantLogs)
+	}
 	for id, lg := range s.resources("AWS::Logs::LogGroup") {
 		if props(lg)["RetentionInDays"] != float64(s.Cfg.LogRetentionDays) {
 			t.Errorf("log group %s retention %v, want %d", id, props(lg)["RetentionInDays"], s.Cfg.LogRetentionDays)
@@ -606,6 +644,11 @@ func TestAlarmsAndDashboard(t *testing.T) {
 				AlarmFailed:      schema.MetricSessionsFailed,
 				AlarmIngest5xx:   "5xx",
 				AlarmAliveLow:    schema.MetricAliveWorkers,
+			}
+			if s.W.OutputDLQ != nil {
+				wantMetric[AlarmOutputDLQ] = "ApproximateNumberOfMessagesVisible"
+			} else if _, ok := alarms[AlarmName(e, AlarmOutputDLQ)]; ok {
+				t.Errorf("alarm %s without an output DLQ", AlarmOutputDLQ)
 			}
 			for suffix, metric := range wantMetric {
 				a, ok := alarms[AlarmName(e, suffix)]
@@ -658,7 +701,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 func TestOutputsAndAgnostic(t *testing.T) {
 	s := synth(t, env(EnvProd))
 	outs, _ := s.JSON["Outputs"].(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName", "WorkQueueUrl", "DeadLetterQueueUrl", "OutputQueueUrl", "AlarmTopicArn", "ClusterName", "StreamerServiceName"} {
+	for _, k := range []string{"ApiUrl", "TableName", "WorkQueueUrl", "DeadLetterQueueUrl", "OutputQueueUrl", "OutputDeadLetterQueueUrl", "AlarmTopicArn", "ClusterName", "StreamerServiceName"} {
 		if _, ok := outs[k]; !ok {
 			t.Errorf("output %s missing", k)
 		}
