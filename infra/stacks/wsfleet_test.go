@@ -447,7 +447,24 @@ func TestStreamerService(t *testing.T) {
 			if lc["LogDriver"] != "awslogs" {
 				t.Errorf("log driver = %v", lc["LogDriver"])
 			}
+			// The admin token reaches the worker as a Secrets Manager
+			// reference in the container's secrets, never in its
+			// environment (WSFLEET_ADMIN_ADDR listens beyond loopback,
+			// so the worker refuses to start without it).
+			secrets, _ := c["Secrets"].([]any)
+			var tokenFrom any
+			for _, x := range secrets {
+				if m, _ := x.(map[string]any); m["Name"] == schema.EnvAdminToken {
+					tokenFrom = m["ValueFrom"]
+				}
+			}
+			if ref, _ := tokenFrom.(map[string]any); ref["Ref"] == nil || len(*s.Template.FindResources(jsii.String("AWS::SecretsManager::Secret"), nil)) != 1 {
+				t.Errorf("container secrets %s: want %s from the stack's one Secrets Manager secret", asJSON(secrets), schema.EnvAdminToken)
+			}
 			ce := containerEnv(t, s)
+			if _, ok := ce[schema.EnvAdminToken]; ok {
+				t.Errorf("the admin token is in the container's environment")
+			}
 			wantEnv := map[string]string{
 				schema.EnvShutdownDeadline:    s.Cfg.ShutdownDeadline.String(),
 				schema.EnvLeaseTTL:            s.Cfg.LeaseTTL.String(),
