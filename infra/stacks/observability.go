@@ -89,7 +89,7 @@ func newObservability(stack awscdk.Stack, cfg EnvConfig, opts Options, w *Wsflee
 			awscloudwatch.TreatMissingData_BREACHING,
 			fmt.Sprintf("Fewer than %d workers (the service's minimum task count) ALIVE in the table for %d consecutive minutes: tasks are crashing, cannot heartbeat (DynamoDB throttling or unreachable), or were declared dead. `wsfleet workers` lists them.", cfg.MinTasks, cfg.AliveAlarmMinutes)),
 		alarm(AlarmFailed, streamerMetric(cfg, schema.MetricSessionsFailed, "Sum", five), gte, cfg.FailedPer5Min, 1,
-			fmt.Sprintf("At least %v sessions failed in 5 minutes: their sources can never be connected (address refused by policy, handshake 401/403/404/410, a redirect, or too many failed dials). GET /sessions/{id} shows each one's last_error; a new start retries it.", cfg.FailedPer5Min)),
+			fmt.Sprintf("At least %v sessions failed in 5 minutes: their sources can never be connected (address refused by policy, handshake 401/403/404/410, a redirect, or too many failed connects: dials, refused open messages, closes before the first message). GET /sessions/{id} shows each one's last_error; a new start retries it.", cfg.FailedPer5Min)),
 		alarm(AlarmIngest5xx, w.Api.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(five), Statistic: jsii.String("Sum")}), gte, cfg.Ingest5xxPer5Min, 1,
 			fmt.Sprintf("The ingest API answered at least %v 5xx in 5 minutes.", cfg.Ingest5xxPer5Min)),
 	}

@@ -42,7 +42,8 @@ type Session struct {
 	UpdatedAtMs int64  `json:"updated_at_ms"`
 	// Failed: the session is FAILED (its source can never be connected:
 	// address refused by policy, handshake 401/403/404/410, a redirect, or
-	// too many failed dials in a row); no worker holds it until a new start.
+	// too many failed connects in a row: a connect fails when it does not reach
+	// the first message); no worker holds it until a new start.
 	Failed bool `json:"failed"`
 	// LastError is the last connection error a worker recorded (no URL, no
 	// header value) and LastErrorAt when (RFC 3339); absent when none.
