@@ -257,6 +257,11 @@ const (
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
+	// EnvSecretCacheTTL: duration, default 5m, at most 1h: how long the
+	// worker reuses a secret's value (a session's {{secret:NAME}}) before
+	// asking Secrets Manager again, so the longest a rotation takes to
+	// reach the next reconnect.
+	EnvSecretCacheTTL = "WSFLEET_SECRET_CACHE_TTL"
 
 	// Sink batching (sqs and kinesis; defaults in the worker's config).
 	EnvSinkBatching      = "WSFLEET_SINK_BATCHING"        // bool, default true; false: the sqs sink sends one SendMessage per message

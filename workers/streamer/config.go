@@ -15,6 +15,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
@@ -71,6 +72,12 @@ type Config struct {
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64
+	// SecretCacheTTL is how long a secret's value (a session's
+	// {{secret:NAME}}) is reused before Secrets Manager is asked again:
+	// the longest a rotated secret takes to reach the next dial. Used by
+	// the Resolver cmd/streamer builds (a Deps.Secrets of the caller's own
+	// owns its caching).
+	SecretCacheTTL time.Duration
 	// AllowPrivateIPs is the address policy every dial is checked against,
 	// after DNS resolution (shared/netguard): public addresses only by
 	// default; "loopback" for local development, "all" for private networks.
@@ -136,6 +143,7 @@ func DefaultConfig() Config {
 		SinkAttempts:        3,
 		MaxDialFailures:     20,
 		DialsPerHost:        5,
+		SecretCacheTTL:      secrets.DefaultTTL,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
 		ShutdownInFlight:    4,
@@ -237,6 +245,9 @@ func (c Config) Problems() []error {
 	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
 		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)
 	}
+	if c.SecretCacheTTL <= 0 || c.SecretCacheTTL > MaxSecretCacheTTL {
+		bad("%s must be within 0s (exclusive)..%s: past it a rotated secret takes too long to reach new dials", schema.EnvSecretCacheTTL, MaxSecretCacheTTL)
+	}
 	if c.ShutdownInFlight < 1 {
 		bad("%s must be at least 1", schema.EnvShutdownInFlight)
 	}
@@ -279,6 +290,11 @@ func (c Config) Problems() []error {
 	}
 	return errs
 }
+
+// MaxSecretCacheTTL bounds SecretCacheTTL: a value cached longer would keep
+// a rotated (or revoked) credential in use for longer than an operator
+// rotating it expects.
+const MaxSecretCacheTTL = time.Hour
 
 // MinAdminTokenLen is the shortest admin token accepted.
 const MinAdminTokenLen = 16

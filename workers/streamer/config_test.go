@@ -9,6 +9,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -22,6 +23,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	}
 	if c.DialsPerHost != 5 {
 		t.Fatalf("default dials per host %v, want 5 (issue 15: a failover must not get the fleet banned)", c.DialsPerHost)
+	}
+	if c.SecretCacheTTL != secrets.DefaultTTL {
+		t.Fatalf("default secret cache TTL %s, want the resolver's %s", c.SecretCacheTTL, secrets.DefaultTTL)
 	}
 	if c.WorkerID == DefaultConfig().WorkerID {
 		t.Fatal("two default worker ids are equal: a restart would reuse its predecessor's owner id")
@@ -48,6 +52,8 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvMaxSessions:         func(c *Config) { c.MaxSessions = 0 },
 		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
 		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },
+		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
+		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },
 		schema.EnvShutdownInFlight:    func(c *Config) { c.ShutdownInFlight = 0 },
 		schema.EnvPingTimeout:         func(c *Config) { c.PingTimeout = c.PingEvery },

@@ -84,7 +84,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2",
-		schema.EnvSinkBufferBudget: "33554432",
+		schema.EnvSinkBufferBudget: "33554432", schema.EnvSecretCacheTTL: "90s",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestFromEnv(t *testing.T) {
 		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, AllowPrivateIPs: netguard.None,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
