@@ -70,6 +70,16 @@ type Deps struct {
 	Clock clock.Clock
 	// Ready is an extra /readyz check (optional).
 	Ready func(ctx context.Context) error
+	// Secrets resolves the {{secret:NAME}} references of a session's
+	// headers and open messages at every dial, first connect and
+	// reconnects alike. cmd/streamer gives the Secrets Manager resolver
+	// (cached for Config.SecretCacheTTL); a program embedding the worker
+	// may supply any SecretProvider instead (a vault, a file, a token
+	// minted per connection: it is asked at each dial, and owns its
+	// caching). An error wrapping ErrSecretPermanent fails the session at
+	// once, any other is a failed connect, retried. nil: a session with a
+	// reference fails at its dial ("no secret provider configured").
+	Secrets SecretProvider
 }
 
 type state int32
@@ -182,6 +192,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Counters: &w.counters,
 		Dials:    session.NewDialGate(cfg.DialsPerHost),
 		Opened:   w.opened,
+		Secrets:  deps.Secrets,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
 			return w.keeper.NoteError(ctx, h, reason, at)
 		},

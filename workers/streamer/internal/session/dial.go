@@ -18,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 )
 
 // HandshakeStatusError is a handshake the source answered with an HTTP
@@ -32,10 +33,13 @@ func (e *HandshakeStatusError) Error() string {
 // same configuration: an address refused by policy, a redirect that is not
 // followed (the session does not opt in, or the hop is beyond its
 // follow_redirects or outside the allowlist), or a handshake answered 401,
-// 403, 404 or 410. Everything else (timeouts, TLS, 5xx, a refused
-// connection, …) is transient.
+// 403, 404 or 410, or a secret reference that cannot be resolved for good
+// (secrets.ErrPermanent: the secret is missing, access is denied, no
+// provider is configured). Everything else (timeouts, TLS, 5xx, a refused
+// connection, Secrets Manager throttling, …) is transient.
 func Permanent(err error) bool {
-	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) {
+	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) ||
+		errors.Is(err, secrets.ErrPermanent) {
 		return true
 	}
 	var hs *HandshakeStatusError
@@ -74,20 +78,23 @@ type dialError struct {
 func (e *dialError) Error() string { return "dial " + e.target + ": " + e.cause.Error() }
 func (e *dialError) Unwrap() error { return e.cause }
 
-// dial connects to the spec's URL (with the resume parameter) and headers.
-func (s *Session) dial(ctx context.Context, p *proto) (*websocket.Conn, net.Conn, error) {
+// dial connects to the spec's URL (with the resume parameter) and headers,
+// and returns the open messages to send on the connection. The secret
+// references of both are expanded here, at every dial, once the source
+// host admitted it (a token a Provider mints is then as fresh as it can
+// be), within the dial's deadline; a failure is a failed dial.
+func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
 	target, err := ResumeURL(p.url, p.resumeParam, s.lastSeq.Load(), p.resumeLast)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	hdr := p.header.Clone() // the handshake may add to it
 	// pctx ends the admission wait and the dial when the session ends.
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	s.mu.Lock()
 	if s.end != nil {
 		s.mu.Unlock()
-		return nil, nil, s.end
+		return nil, nil, nil, s.end
 	}
 	s.dialCancel = pcancel
 	s.mu.Unlock()
@@ -98,12 +105,17 @@ func (s *Session) dial(ctx context.Context, p *proto) (*websocket.Conn, net.Conn
 	}()
 	if u, err := url.Parse(target); err == nil {
 		if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
-			return nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
+			return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
 		}
 	}
 	slot := &rawSlot{}
 	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
 	defer cancel()
+	parts, err := s.parts(dctx, it, p) // its header is the handshake's own: the handshake may add to it
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	hdr := parts.header
 	// The handshake runs in a short-lived goroutine (bounded by dctx): its
 	// deep net/http call chain then never grows the stack of the session's
 	// long-lived goroutine, which only reads (about 4 KiB per session saved).
@@ -126,10 +138,10 @@ func (s *Session) dial(ctx context.Context, p *proto) (*websocket.Conn, net.Conn
 	conn, resp, err := r.conn, r.resp, r.err
 	if err != nil {
 		slot.close()
-		return nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
+		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
-	return conn, slot.get(), nil
+	return conn, slot.get(), parts.open, nil
 }
 
 // dialCause strips the URL (which may carry credentials in its query) from

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
@@ -34,6 +35,9 @@ type proto struct {
 	resumeParam  string      // "": none (always "" under seq_mode none)
 	subprotocols []string
 	redirects    int // handshake redirects the dial may follow
+	// refs: a header value or an open message's text holds a secret
+	// reference, expanded at every dial (dialParts).
+	refs bool
 
 	seqPath        []string
 	none           bool // seq_mode none: the worker numbers the messages
@@ -75,12 +79,14 @@ func compile(it lease.Item) (*proto, error) {
 		p.header = make(http.Header, len(sp.Headers))
 		for k, v := range sp.Headers {
 			p.header.Set(k, v)
+			p.refs = p.refs || secretref.Contains(v)
 		}
 	}
 	if p.seqPath, err = source.ParsePath(sp.Seq()); err != nil { // checked by Decode: unreachable
 		return nil, fmt.Errorf("stored session spec is invalid (seq_path)")
 	}
 	for _, m := range c.OpenMessages {
+		p.refs = p.refs || m.Text != nil && secretref.Contains(*m.Text)
 		var w *source.Matcher
 		var d time.Duration
 		if m.WaitFor != nil {
@@ -141,18 +147,17 @@ func (s *Session) write(conn *websocket.Conn, typ websocket.MessageType, data []
 	return conn.Write(ctx, typ, data)
 }
 
-// open sends the open messages of a new connection in order, each one's
-// wait_for met before the next is sent, before anything is delivered.
-// Control messages (keep-alive requests, pongs) that arrive meanwhile are
-// answered as usual.
-func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto) error {
-	for i, m := range p.open {
-		data, binary := m.Bytes(s.vars(it, p))
+// open sends the open messages of a new connection in order (frames: as
+// its dial rendered and expanded them), each one's wait_for met before the
+// next is sent, before anything is delivered. Control messages (keep-alive
+// requests, pongs) that arrive meanwhile are answered as usual.
+func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto, frames []frame) error {
+	for i, f := range frames {
 		typ := websocket.MessageText
-		if binary {
+		if f.binary {
 			typ = websocket.MessageBinary
 		}
-		if err := s.write(conn, typ, data); err != nil {
+		if err := s.write(conn, typ, f.data); err != nil {
 			return fmt.Errorf("%w: open_messages[%d] not sent: %w", errOpen, i, err)
 		}
 		if p.waits[i] != nil {

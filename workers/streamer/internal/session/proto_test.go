@@ -28,6 +28,14 @@ type scripted struct {
 	mu       sync.Mutex
 	received [][]string // per connection
 	queries  []string   // per connection: the handshake's query
+	headers  []http.Header
+}
+
+// header is connection conn's (0-based) handshake header.
+func (s *scripted) header(conn int) http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headers[conn]
 }
 
 func (s *scripted) query(conn int) string {
@@ -99,6 +107,7 @@ func newScripted(t *testing.T, script func(l *link)) (*scripted, string) {
 		s.mu.Lock()
 		s.received = append(s.received, nil)
 		s.queries = append(s.queries, r.URL.RawQuery)
+		s.headers = append(s.headers, r.Header.Clone())
 		n := len(s.received)
 		s.mu.Unlock()
 		script(&link{t: t, s: s, n: n, c: c, ctx: r.Context()})

@@ -76,7 +76,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
 		return nil, nil, nil, true, s.terminal()
 	}
-	conn, raw, err := s.dial(ctx, p)
+	conn, raw, frames, err := s.dial(ctx, it, p)
 	if err != nil {
 		if term := s.check(ctx); term != nil {
 			return nil, nil, nil, true, term
@@ -100,7 +100,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 	}
 	st.first = false
 	st.opened, st.gen = time.Now(), it.Generation
-	return conn, raw, s.open(conn, it, p), false, nil
+	return conn, raw, s.open(conn, it, p, frames), false, nil
 }
 
 // reconnectWait follows a connection that ended (openErr: its open

@@ -29,6 +29,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -114,6 +115,9 @@ type Env struct {
 	Counters *Counters
 	// Dials admits each dial per source host (nil: no limit).
 	Dials *DialGate
+	// Secrets resolves the secret references of the headers and open
+	// messages at every dial (nil: a reference fails its dial, for good).
+	Secrets secrets.Provider
 	// Opened is called after every successful dial (first = the first of this
 	// tenure). It must not block.
 	Opened func(s *Session, first bool)

@@ -1,0 +1,132 @@
+// Dial-time expansion of secret references: what one dial sends, built
+// from the compiled spec with the current secret values.
+
+package session
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/secretref"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
+)
+
+// dialParts is what one dial sends: the handshake's headers and the open
+// messages' frames, placeholders rendered and secret references
+// ({{secret:NAME}}, shared/secretref) replaced by their values. It is made
+// anew for every dial and dropped with it: the proto, kept across the
+// dials of a generation, and the stored spec keep the references, so a
+// rotated secret (or a token a Provider mints per connection) reaches the
+// next dial, and no value outlives its connection attempt. Its contents
+// are credentials: never logged, never put in an error.
+type dialParts struct {
+	header http.Header
+	open   []frame
+}
+
+// frame is one open message as sent.
+type frame struct {
+	data   []byte
+	binary bool
+}
+
+// noProvider stands for a nil Env.Secrets: a reference cannot be resolved,
+// and retrying will not change that.
+var noProvider = secrets.ProviderFunc(func(_ context.Context, name string) (string, error) {
+	return "", &secrets.Error{Name: name, Reason: "no secret provider configured", Permanent: true}
+})
+
+// parts renders and expands p for a dial of it, asking the Provider under
+// ctx (the dial's deadline). Each secret name is asked once per dial, so
+// every reference to it in the headers and open messages carries the same
+// value. An error names the header or open message and the secret, never a
+// value; it wraps secrets.ErrPermanent when retrying cannot help.
+func (s *Session) parts(ctx context.Context, it lease.Item, p *proto) (*dialParts, error) {
+	if !p.refs {
+		return s.build(ctx, it, p)
+	}
+	// Expanding waits on the Provider and decodes JSON (a #key): in a
+	// short-lived goroutine, like the handshake and the spec's decoding,
+	// so that the session's long-lived goroutine keeps its small stack.
+	// It ends with ctx at the latest (the Resolver stops waiting then).
+	type result struct {
+		d   *dialParts
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		d, err := s.build(ctx, it, p)
+		ch <- result{d, err}
+	}()
+	r := <-ch
+	return r.d, r.err
+}
+
+// build is parts, in the caller's goroutine.
+func (s *Session) build(ctx context.Context, it lease.Item, p *proto) (*dialParts, error) {
+	d := &dialParts{header: p.header.Clone(), open: make([]frame, 0, len(p.open))}
+	var lookup func(secretref.Ref) (string, error)
+	expand := func(v string) (string, error) {
+		if !secretref.Contains(v) {
+			return v, nil
+		}
+		if lookup == nil {
+			lookup = s.lookup(ctx)
+		}
+		return secretref.Expand(v, lookup)
+	}
+	// Sorted: with several bad headers, the error names the same one at
+	// every dial (last_error is recorded only when its text changes).
+	names := make([]string, 0, len(d.header))
+	for k := range d.header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for i, v := range d.header[k] {
+			x, err := expand(v)
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", k, err)
+			}
+			d.header[k][i] = x
+		}
+	}
+	vars := s.vars(it, p)
+	for i, m := range p.open {
+		data, binary := m.Bytes(vars) // binary_b64 is neither templated nor expanded
+		if !binary {
+			x, err := expand(string(data))
+			if err != nil {
+				return nil, fmt.Errorf("open_messages[%d]: %w", i, err)
+			}
+			data = []byte(x)
+		}
+		d.open = append(d.open, frame{data: data, binary: binary})
+	}
+	return d, nil
+}
+
+// lookup is the session's Provider (noProvider when none) as Expand's
+// lookup under ctx, asking each name once.
+func (s *Session) lookup(ctx context.Context) func(secretref.Ref) (string, error) {
+	prov := s.env.Secrets
+	if prov == nil {
+		prov = noProvider
+	}
+	ask := secrets.Lookup(ctx, prov)
+	got := map[string]string{}
+	return func(r secretref.Ref) (string, error) {
+		if v, ok := got[r.Name]; ok {
+			return v, nil
+		}
+		v, err := ask(r)
+		if err != nil {
+			return "", err
+		}
+		got[r.Name] = v
+		return v, nil
+	}
+}
