@@ -26,6 +26,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -126,8 +127,13 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 
+	// loadAWS is also called from the sessions' dials (the secret
+	// resolver, at its first reference): hence the lock.
+	var awsMu sync.Mutex
 	var awsCfg *aws.Config
 	loadAWS := func() (aws.Config, error) {
+		awsMu.Lock()
+		defer awsMu.Unlock()
 		if awsCfg == nil {
 			c, err := awsconfig.Load(ctx, 3)
 			if err != nil {
@@ -142,7 +148,8 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 	if err != nil {
 		return err
 	}
-	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk}
+	deps := streamer.Deps{Store: store, Queue: queue, Logger: &log, Metrics: stderr, Clock: clk,
+		Secrets: newSecretResolver(loadAWS, cfg.Worker.SecretCacheTTL, clk)}
 	deps.Handler, err = registry.Open(cfg.Sink, registry.Env{Stdout: stdout, AWS: loadAWS, Log: log})
 	if err != nil {
 		return err
