@@ -284,3 +284,23 @@ func TestThrottledSecretIsRetriedAndCounted(t *testing.T) {
 		})
 	}
 }
+
+// A secret whose value lacks the #key is transient (fixing the secret
+// fixes the session): counted toward MaxDialFailures, never quoting the
+// value.
+func TestSecretWithoutTheKeyIsTransient(t *testing.T) {
+	sms := secretsmanager.Start(t)
+	sms.Put(apiSecret, `{"other":"tok-v1"}`)
+	sms.Put(keySecret, "key-v1")
+	src, url := authSource(t, nil)
+	h := newHarness(t, connectConfig(2))
+	h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+	h.put("s1", url, withRefs(t))
+	s, done := h.start("s1")
+	err := wait(t, done, 10*time.Second)
+	want := `secret "` + apiSecret + `" has no JSON key "token"`
+	if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), "2 connects failed in a row") || !strings.Contains(err.Error(), want) || src.conns() != 0 {
+		t.Fatalf("Run = %v after %d connections, want ErrSourceFailed after 2 failed dials naming %q", err, src.conns(), want)
+	}
+	noValue(t, []string{"tok-v", "key-v"}, map[string]string{"Run's error": err.Error(), "last_error": s.Status().LastError})
+}
