@@ -19,6 +19,7 @@ devstack-bins: build-cli
 	$(GO) build -o $(BIN)/ingest-local ./functions/ingest/cmd/ingest-local
 	$(GO) build -o $(BIN)/feed ./testkit/feed/cmd/feed
 	$(GO) build -o $(BIN)/dynamodel ./testkit/dynamodel/cmd/dynamodel
+	$(GO) build -o $(BIN)/secretsmanager ./testkit/secretsmanager/cmd/secretsmanager
 	$(GO) build -o $(BIN)/devstack ./scripts/devstack/cmd/devstack
 	$(GO) build -o $(BIN)/chaos ./scripts/chaos/cmd/chaos
 

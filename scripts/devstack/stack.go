@@ -2,7 +2,10 @@
 // separate process bound to 127.0.0.1: dynalite (DynamoDB, on disk or in
 // memory) and fauxqs (SQS) through testkit/enginetest, the sessions table and
 // work queues (created when absent), the demo feed (bin/feed), the ingest
-// local front (bin/ingest-local) and N streamer workers (bin/streamer).
+// local front (bin/ingest-local) and N streamer workers (bin/streamer);
+// with Config.SecretsManager also the Secrets Manager stand-in
+// (bin/secretsmanager, secrets.go) the workers resolve secret references
+// against.
 //
 // It is the library under `make dev`, `make demo`, the chaos harness and the
 // benchmarks: every process (a testkit/proc.Proc) can be killed (-9),
@@ -72,6 +75,9 @@ type Ports struct {
 	API       int // the ingest local front
 	Feed      int
 	AdminBase int // worker n's admin server listens on AdminBase+n
+	// SecretsManager is the Secrets Manager stand-in's (with
+	// Config.SecretsManager).
+	SecretsManager int
 }
 
 // WorkerSettings are the streamer settings the stack passes to every worker
@@ -100,6 +106,9 @@ type Binaries struct {
 	Ingest   string // ingest-local
 	Feed     string
 	Model    string // dynamodel (the DynamoDB model, with Config.DynamoModel)
+	// SecretsManager is the Secrets Manager stand-in (with
+	// Config.SecretsManager).
+	SecretsManager string
 }
 
 // Config configures a Stack.
@@ -122,9 +131,13 @@ type Config struct {
 	// the table while it still reaches its sources (the chaos partition).
 	DynamoProxies bool
 	Ports         Ports
-	Workers       int
-	Table         string
-	Queue         string // work queue name (its DLQ is Queue+"-dlq")
+	// SecretsManager runs the Secrets Manager stand-in (secrets.go): ingest
+	// takes {{secret:NAME}} references under SecretPrefix and the workers
+	// resolve them there. Off: no prefix, so ingest refuses references.
+	SecretsManager bool
+	Workers        int
+	Table          string
+	Queue          string // work queue name (its DLQ is Queue+"-dlq")
 
 	Worker WorkerSettings
 
@@ -237,6 +250,9 @@ func (c *Config) fill() error {
 	if c.Bin.Model == "" {
 		c.Bin.Model = filepath.Join(bin, "dynamodel")
 	}
+	if c.Bin.SecretsManager == "" {
+		c.Bin.SecretsManager = filepath.Join(bin, "secretsmanager")
+	}
 	return nil
 }
 
@@ -246,7 +262,8 @@ func (c Config) Validate() error {
 	if c.Workers < 0 || c.Workers > 64 {
 		errs = append(errs, fmt.Errorf("workers %d: want 0..64", c.Workers))
 	}
-	for name, p := range map[string]int{"dynamo": c.Ports.Dynamo, "sqs": c.Ports.SQS, "api": c.Ports.API, "feed": c.Ports.Feed, "admin base": c.Ports.AdminBase} {
+	for name, p := range map[string]int{"dynamo": c.Ports.Dynamo, "sqs": c.Ports.SQS, "api": c.Ports.API, "feed": c.Ports.Feed, "admin base": c.Ports.AdminBase,
+		"secrets manager": c.Ports.SecretsManager} {
 		if p < 0 || p > 65535-64 {
 			errs = append(errs, fmt.Errorf("%s port %d: want 0..65471", name, p))
 		}
@@ -298,8 +315,11 @@ type Stack struct {
 	Model     *dynamodel.Control
 	ModelProc *proc.Proc
 	SQS       *enginetest.Process
-	Feed      *proc.Proc
-	Ingest    *proc.Proc
+	// Secrets is the Secrets Manager stand-in (nil without
+	// Config.SecretsManager).
+	Secrets *proc.Proc
+	Feed    *proc.Proc
+	Ingest  *proc.Proc
 
 	// FeedClient drives the feed's controls and reads its records.
 	FeedClient *feed.Client
@@ -337,6 +357,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	bins := []string{cfg.Bin.Streamer, cfg.Bin.Ingest, cfg.Bin.Feed}
 	if cfg.DynamoModel != "" {
 		bins = append(bins, cfg.Bin.Model)
+	}
+	if cfg.SecretsManager {
+		bins = append(bins, cfg.Bin.SecretsManager)
 	}
 	for _, b := range bins {
 		if _, err := os.Stat(b); err != nil {
@@ -489,6 +512,12 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.createResources(ctx); err != nil {
 		return err
 	}
+	if c.SecretsManager {
+		if err := s.startSecrets(ctx); err != nil {
+			return err
+		}
+		s.log.Info().Str("secretsmanager", s.SecretsManagerEndpoint()).Str("prefix", SecretPrefix).Msg("secrets manager stand-in up")
+	}
 	if c.Sink != "" && c.Sink != SinkStdout {
 		if err := s.startDestination(ctx); err != nil {
 			return err
@@ -507,10 +536,14 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 
+	ingestEnv := append(s.awsEnv(), schema.EnvTableName+"="+c.Table, schema.EnvQueueURL+"="+s.QueueURL,
+		schema.EnvAllowPrivateIPs+"=loopback", schema.EnvEnvironment+"=local")
+	if s.Secrets != nil {
+		ingestEnv = append(ingestEnv, schema.EnvSecretPrefix+"="+SecretPrefix)
+	}
 	s.Ingest = &proc.Proc{
 		Name: "ingest", Argv: []string{c.Bin.Ingest, "-port", strconv.Itoa(c.Ports.API)},
-		Env: append(s.awsEnv(), schema.EnvTableName+"="+c.Table, schema.EnvQueueURL+"="+s.QueueURL,
-			schema.EnvAllowPrivateIPs+"=loopback", schema.EnvEnvironment+"=local"),
+		Env: ingestEnv,
 		Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "ingest.log"), OnExit: c.OnExit,
 	}
 	if err := s.Ingest.Start(); err != nil {
@@ -571,12 +604,16 @@ func (s *Stack) feedArgv() []string {
 // EngineEnv is the environment that points the AWS SDK (and the aws CLI) at
 // the stack's engines.
 func (s *Stack) EngineEnv() []string {
-	return []string{
+	env := []string{
 		"AWS_ENDPOINT_URL_DYNAMODB=" + s.DynamoEndpoint(),
 		"AWS_ENDPOINT_URL_SQS=" + s.SQS.Endpoint(),
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 		"AWS_EC2_METADATA_DISABLED=true",
 	}
+	if e := s.SecretsManagerEndpoint(); e != "" {
+		env = append(env, "AWS_ENDPOINT_URL_SECRETS_MANAGER="+e)
+	}
+	return env
 }
 
 func (s *Stack) awsEnv() []string { return append(baseEnv(), s.EngineEnv()...) }
@@ -702,7 +739,7 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 			w.DynamoProxy.Close()
 		}
 	}
-	for _, p := range []*proc.Proc{s.Ingest, s.Feed} {
+	for _, p := range []*proc.Proc{s.Ingest, s.Feed, s.Secrets} {
 		if p != nil {
 			if err := p.Stop(5 * time.Second); err != nil {
 				errs = append(errs, err)
@@ -741,12 +778,15 @@ func BuildBinaries(root, dir string) (Binaries, error) {
 		Ingest:   filepath.Join(dir, "ingest-local"),
 		Feed:     filepath.Join(dir, "feed"),
 		Model:    filepath.Join(dir, "dynamodel"),
+		// Built for a harness that turns Config.SecretsManager on.
+		SecretsManager: filepath.Join(dir, "secretsmanager"),
 	}
 	for out, pkg := range map[string][]string{
-		bins.Streamer: {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
-		bins.Ingest:   {"./functions/ingest/cmd/ingest-local"},
-		bins.Feed:     {"./testkit/feed/cmd/feed"},
-		bins.Model:    {"./testkit/dynamodel/cmd/dynamodel"},
+		bins.Streamer:       {"-tags", "chaos", "./workers/streamer/cmd/streamer"},
+		bins.Ingest:         {"./functions/ingest/cmd/ingest-local"},
+		bins.Feed:           {"./testkit/feed/cmd/feed"},
+		bins.Model:          {"./testkit/dynamodel/cmd/dynamodel"},
+		bins.SecretsManager: {"./testkit/secretsmanager/cmd/secretsmanager"},
 	} {
 		cmd := exec.Command("go", append([]string{"build", "-o", out}, pkg...)...)
 		cmd.Dir = root

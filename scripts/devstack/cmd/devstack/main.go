@@ -14,11 +14,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&cfg.Worker.CheckpointEvery, "checkpoint-every", cfg.Worker.CheckpointEvery, "workers' default checkpoint interval (written only when a session advanced)")
 	fs.DurationVar(&cfg.Worker.ReconcileEvery, "reconcile-every", cfg.Worker.ReconcileEvery, "workers' reconcile interval")
 	fs.StringVar(&cfg.Worker.LogLevel, "log-level", cfg.Worker.LogLevel, "workers' log level")
+	fs.BoolVar(&cfg.SecretsManager, "secrets-manager", true, "run the Secrets Manager stand-in (bin/secretsmanager): sessions may then hold {{secret:"+devstack.SecretPrefix+"NAME}} references")
+	fs.IntVar(&cfg.Ports.SecretsManager, "secrets-manager-port", envInt("WSFLEET_DEV_SECRETS_MANAGER_PORT", 0), "Secrets Manager stand-in port (0: a free one)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -206,6 +210,9 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	}
 	fmt.Fprintf(out, "  DynamoDB     %s   (%s, table %s, data %s)\n", st.DynamoEndpoint(), engine, c.Table, rel(root, st.DataDir()))
 	fmt.Fprintf(out, "  SQS          %s   (fauxqs, queue %s)\n", st.SQS.Endpoint(), c.Queue)
+	if e := st.SecretsManagerEndpoint(); e != "" {
+		fmt.Fprintf(out, "  Secrets Mgr  %s   (testkit/secretsmanager's stand-in, in memory; references under %s; %s seeded)\n", e, devstack.SecretPrefix, devstack.DemoSecret)
+	}
 	for _, w := range st.Workers() {
 		fmt.Fprintf(out, "  %-16s http://%s/status   sink %s   log %s\n", w.ID(), w.AdminAddr, rel(root, w.SinkPath()), rel(root, w.LogPath()))
 	}
@@ -226,8 +233,32 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "  bin/wsfleet%s status          # ID STATE OWNER EPOCH LAST_SEQ LAST ERROR\n", api)
 	fmt.Fprintf(out, "  tail -f %s/worker-*.sink.jsonl\n", rel(root, st.LogDir()))
 	fmt.Fprintf(out, "  bin/wsfleet%s stop hello\n\n", api)
+	if e := st.SecretsManagerEndpoint(); e != "" {
+		printSecrets(out, st, e)
+	}
 	if c.RestartWorkers != nil {
 		fmt.Fprintf(out, "A worker that exits is reported here (and in %s/devstack.log) and restarted after %v (--restart=false: not).\n", rel(root, st.LogDir()), c.RestartWorkers.Delay)
 	}
 	fmt.Fprintf(out, "Ctrl-C stops everything gracefully.\n")
+}
+
+// printSecrets says how to start a session whose header holds a secret
+// reference, and how to put (rotate) a secret in the stand-in: with the
+// aws CLI when it is installed, else with curl in the JSON 1.1 protocol
+// (the stand-in wants an Authorization header, not a signature).
+func printSecrets(out io.Writer, st *devstack.Stack, endpoint string) {
+	fmt.Fprintf(out, "A session whose credential is a secret (resolved by the workers at every dial; GET shows secret_refs, never the value):\n")
+	fmt.Fprintf(out, "  curl -sS -X POST %s/sessions -H 'content-type: application/json' \\\n", st.APIURL())
+	fmt.Fprintf(out, "    -d '{\"connection_id\":\"secret-demo\",\"ws_url\":\"%s\",\"resume_query_param\":\"from\",\"headers\":{\"Authorization\":\"Bearer {{secret:%s#token}}\"}}'\n",
+		feed.URL(st.FeedURL(), "secret-demo"), devstack.DemoSecret)
+	value := `{"token":"rotated-token"}`
+	fmt.Fprintf(out, "Rotate it (new dials use it within WSFLEET_SECRET_CACHE_TTL, 5m by default):\n")
+	if _, err := exec.LookPath("aws"); err == nil {
+		fmt.Fprintf(out, "  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local aws --region us-east-1 --endpoint-url %s \\\n", endpoint)
+		fmt.Fprintf(out, "    secretsmanager put-secret-value --secret-id %s --secret-string '%s'\n\n", devstack.DemoSecret, value)
+		return
+	}
+	body, _ := json.Marshal(map[string]string{"SecretId": devstack.DemoSecret, "SecretString": value})
+	fmt.Fprintf(out, "  curl -sS -X POST %s/ -H 'Content-Type: application/x-amz-json-1.1' -H 'X-Amz-Target: secretsmanager.PutSecretValue' \\\n", endpoint)
+	fmt.Fprintf(out, "    -H 'Authorization: local' -d '%s'\n\n", body)
 }
