@@ -107,10 +107,14 @@ type EnvConfig struct {
 	TableCMK bool // the table and its PITR backups encrypted with a customer-managed KMS key
 
 	// Operations.
-	LogRetentionDays   int
-	Retain             bool // RETAIN data and logs, deletion protection on the table
-	OrphanAlarmMinutes int  // OrphansSeen > 0 for this many consecutive minutes
-	AliveAlarmMinutes  int  // AliveWorkers < MinTasks for this many consecutive minutes
+	LogRetentionDays int
+	Retain           bool // RETAIN data and logs, deletion protection on the table
+	// SecretPrefix is the Secrets Manager name prefix a session's secret
+	// references must be under (ingest's WSFLEET_SECRET_PREFIX); the
+	// streamer task role may read the secrets under it, and no others.
+	SecretPrefix       string
+	OrphanAlarmMinutes int // OrphansSeen > 0 for this many consecutive minutes
+	AliveAlarmMinutes  int // AliveWorkers < MinTasks for this many consecutive minutes
 	LeaseLostPer5Min   float64
 	FailedPer5Min      float64 // SessionsFailed alarm threshold
 	Ingest5xxPer5Min   float64
@@ -147,6 +151,7 @@ var environments = map[string]EnvConfig{
 		MaxReceiveCount:           5,
 		LogRetentionDays:          7,
 		Retain:                    false,
+		SecretPrefix:              "wsfleet/dev/",
 		OrphanAlarmMinutes:        5,
 		AliveAlarmMinutes:         5,
 		LeaseLostPer5Min:          20,
@@ -182,6 +187,7 @@ var environments = map[string]EnvConfig{
 		MaxReceiveCount:           5,
 		LogRetentionDays:          90,
 		Retain:                    true,
+		SecretPrefix:              "wsfleet/prod/",
 		OrphanAlarmMinutes:        3,
 		AliveAlarmMinutes:         3,
 		LeaseLostPer5Min:          10,

@@ -59,6 +59,10 @@ var (
 	// needs no KMS grant to the producer.
 	StreamerOutputStreamActions = []string{"kinesis:PutRecord", "kinesis:PutRecords"}
 	IngestWorkQueueActions      = []string{"sqs:SendMessage"}
+	// StreamerSecretActions are granted on the environment's secret prefix
+	// (EnvConfig.SecretPrefix): the worker's resolver reads secret values
+	// and nothing else.
+	StreamerSecretActions = []string{"secretsmanager:GetSecretValue"}
 	// IngestLogActions are granted on the function's own log group (its ARN
 	// ends in ":*", which covers the group's streams).
 	IngestLogActions = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -327,6 +331,7 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 	if opts.AllowedHosts != "" {
 		env[schema.EnvAllowedHosts] = jsii.String(opts.AllowedHosts)
 	}
+	env[schema.EnvSecretPrefix] = jsii.String(cfg.SecretPrefix)
 	if opts.SigningSecretARN != "" {
 		env[schema.EnvSigningSecretARN] = jsii.String(opts.SigningSecretARN)
 	}
@@ -486,6 +491,20 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		Description: jsii.String("wsfleet streamer tasks: worker records, ownership and checkpoints in the sessions table, work queue, output queue"),
 	})
 	grantStreamerTable(taskRole, table)
+	// Sessions' secret references ({{secret:NAME}}) are resolved by the
+	// worker at every dial: it may read the secrets under the
+	// environment's prefix and no others (the "-??????" suffix Secrets
+	// Manager appends to every secret's ARN is why the ARN ends in '*').
+	// A secret under a customer-managed key needs kms:Decrypt on that key
+	// too (docs/infra.md).
+	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SessionSecrets"),
+		Actions:   jsii.Strings(StreamerSecretActions...),
+		Resources: jsii.Strings(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s*", *stack.Partition(), *stack.Region(), *stack.Account(), cfg.SecretPrefix)),
+	}))
+	suppress(taskRole, "AwsSolutions-IAM5",
+		"The worker reads the secrets the sessions' references name, which operators create under the environment's prefix at any time; the prefix is the boundary (ingest refuses a reference outside it), and the trailing * also covers the random suffix Secrets Manager appends to every secret ARN.",
+		SecretPrefixResource(cfg.SecretPrefix))
 	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),
 		Actions:   jsii.Strings(StreamerWorkQueueActions...),
@@ -704,4 +723,10 @@ func retention(days int) awslogs.RetentionDays {
 		return r
 	}
 	panic("stacks: unvalidated log retention " + strconv.Itoa(days) + " days")
+}
+
+// SecretPrefixResource is how cdk-nag names the streamer's grant on the
+// secrets under prefix (its IAM5 suppression applies to exactly it).
+func SecretPrefixResource(prefix string) string {
+	return "Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:<AWS::AccountId>:secret:" + prefix + "*"
 }
