@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
 )
 
 const prefix = "wsfleet/prod/"
