@@ -63,25 +63,41 @@ func (s *Session) closeLocked(reason error) {
 	conn, raw := s.conn, s.raw
 	code, graceful := closeCodeFor(reason)
 	if !graceful {
-		hardClose(conn, raw)
+		s.hardClose(conn, raw)
 		return
 	}
 	grace := s.env.Config.CloseGrace
-	force := time.AfterFunc(grace, func() { hardClose(conn, raw) })
+	s.closers.Add(1)
 	go func() {
-		_ = conn.Close(code, closeText(code))
-		force.Stop()
+		defer s.closers.Done()
+		done := make(chan struct{})
+		go func() {
+			_ = conn.Close(code, closeText(code))
+			close(done)
+		}()
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			s.hardClose(conn, raw)
+			<-done // the close handshake returns once the connection is gone
+		}
 	}()
 }
 
 // hardClose closes the TCP connection under conn at once; the blocked read
 // returns and the Conn tears itself down.
-func hardClose(conn *websocket.Conn, raw net.Conn) {
+func (s *Session) hardClose(conn *websocket.Conn, raw net.Conn) {
 	if raw != nil {
 		_ = raw.Close()
 		return
 	}
-	go conn.CloseNow()
+	s.closers.Add(1)
+	go func() {
+		defer s.closers.Done()
+		_ = conn.CloseNow()
+	}()
 }
 
 func (s *Session) terminal() error {

@@ -22,6 +22,13 @@ import (
 // caller also interrupts). The caller releases the lease afterwards (or,
 // after ErrSourceFailed, records the failure).
 func (s *Session) Run(ctx context.Context) error {
+	// A close starts only while a connection is attached (closeLocked), and
+	// none is once the loop returned: every Add happens before this Wait.
+	defer s.closers.Wait()
+	return s.run(ctx)
+}
+
+func (s *Session) run(ctx context.Context) error {
 	// Run's goroutine lives as long as the session and spends its life in
 	// read: the frames under read stay small (the item, the dial and the
 	// logging live in connect's and reconnectWait's frames, gone by then),

@@ -133,7 +133,11 @@ const NoteErrorEvery = time.Minute
 
 // Session is one held session.
 type Session struct {
-	env     *Env
+	env *Env
+	// closers are the goroutines closing a connection (the close
+	// handshake, its grace timer, a hard close): Run waits for them, so
+	// that nothing of the session outlives it.
+	closers sync.WaitGroup
 	held    *lease.Held
 	log     zerolog.Logger
 	claimed int64 // sent_at_ms of the notification that led to the claim; 0 if none
