@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 )
 
@@ -123,14 +122,7 @@ func TestTransientDialErrorsEndAfterMaxDialFailures(t *testing.T) {
 	cfg.MaxDialFailures = 4
 	cfg.Backoff.Base, cfg.Backoff.Max = time.Millisecond, 5*time.Millisecond
 	h := newHarness(t, cfg)
-	var mu sync.Mutex
-	var notes []string
-	h.env.NoteError = func(ctx context.Context, held *lease.Held, reason string, at time.Time) error {
-		mu.Lock()
-		notes = append(notes, reason)
-		mu.Unlock()
-		return h.keeper.NoteError(ctx, held, reason, at)
-	}
+	noted := notes(h)
 	url, requests := statusServer(t, http.StatusServiceUnavailable)
 	h.put("s1", url, nil)
 	_, done := h.start("s1")
@@ -138,10 +130,8 @@ func TestTransientDialErrorsEndAfterMaxDialFailures(t *testing.T) {
 	if !errors.Is(err, ErrSourceFailed) || requests() != 4 {
 		t.Fatalf("Run = %v after %d handshakes, want ErrSourceFailed after 4", err, requests())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(notes) != 1 || notes[0] != "handshake refused: HTTP 503" {
-		t.Fatalf("NoteError calls %q, want one", notes)
+	if got := noted(); len(got) != 1 || got[0] != "handshake refused: HTTP 503" {
+		t.Fatalf("NoteError calls %q, want one", got)
 	}
 	it, gerr := h.store.Get(context.Background(), "s1")
 	if gerr != nil || it.LastError != "handshake refused: HTTP 503" {
