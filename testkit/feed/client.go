@@ -67,6 +67,12 @@ func (c *Client) SetRefuse(ctx context.Context, session string, on bool) error {
 	return c.do(ctx, http.MethodPost, "/control/refuse", url.Values{"session": {session}, "on": {strconv.FormatBool(on)}}, nil)
 }
 
+// SetSchedule sets the max connection age and the shutdown notice (0: off)
+// of the connections opened from now on (Server.SetSchedule).
+func (c *Client) SetSchedule(ctx context.Context, maxAge, notice time.Duration) error {
+	return c.do(ctx, http.MethodPost, "/control/schedule", url.Values{"max_age": {maxAge.String()}, "notice": {notice.String()}}, nil)
+}
+
 // do sends a control request (without its empty query parameters) and
 // decodes the answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {

@@ -21,25 +21,41 @@
 // (what meeting media servers do) closes the older one with code 4000,
 // ModeRefuseNewer refuses the newer with HTTP 409, ModeAllow keeps both. The
 // feed also counts the connections open at once (a kick counts as 2) and
-// records every overlap. A connection is open until the server sends a close
-// frame (its echo of the client's, or its own) or else the TCP connection
-// ends: a client that dials again as soon as its close handshake completed
-// does not overlap its previous connection. With Config.PingEvery, a client
-// that does not answer a ping within PingTimeout is closed without a close
-// handshake (ReasonPingLost).
+// records every overlap (Stats.Overlaps). A connection is open until the
+// server sends a close frame (its echo of the client's, or its own) or else
+// the TCP connection ends: a client that dials again as soon as its close
+// handshake completed does not overlap its previous connection. With
+// Config.PingEvery, a client that does not answer a ping within PingTimeout
+// is closed without a close handshake (ReasonPingLost).
+//
+// Planned overlaps: with Config.TenureHeader, the value of that handshake
+// header is the connection's tenure (a worker and its lease epoch,
+// ConnRecord.Tenure). A connection opened while another of the session with
+// the same non-empty tenure is open is a planned overlap, a make-before-break
+// reconnect: no violation, nobody is kicked or refused, and it is counted in
+// SessionStats.PlannedOverlaps and recorded in Stats.PlannedOverlaps instead
+// of Stats.Overlaps. Different or empty tenures are violations as above. The
+// stream being the session's, both connections get the same seqs at about
+// the same time (the newer one from its from=K).
 //
 // Real sources' behaviours (docs/sources.md), off by default: Config.Shape
 // puts the seq elsewhere (nested at data.u, a string, none, or binary
 // frames); Config.SubscribeWithin closes a connection that does not
 // subscribe in time (ReasonNoSubscribe) and starts the stream at the
 // subscribe's "from"; Config.KeepaliveEvery sends KEEP_ALIVE_REQ messages
-// and closes a connection that does not answer them (ReasonKeepaliveLost).
+// and closes a connection that does not answer them (ReasonKeepaliveLost);
+// Config.MaxConnAge closes each connection at that age with 1001
+// (ReasonMaxAge), as Binance does after 24 hours, and with
+// Config.ShutdownNotice it first sends, that long before, the text message
+// {"e":"serverShutdown","E":MS} (no seq; the stream goes on until the
+// close). SetSchedule switches those two at run time, for the connections
+// opened after it.
 //
 // Every connection and refused attempt leaves a ConnRecord: times, why it
 // closed, the client's close code and the (contiguous) seqs it was sent.
 // Controls (methods, and over HTTP under /control/, see Handler) switch the
-// mode, drop connections, refuse new ones and read records and stats; Client
-// speaks them to a feed in another process.
+// mode and the schedule, drop connections, refuse new ones and read records
+// and stats; Client speaks them to a feed in another process.
 package feed
 
 import (
@@ -95,6 +111,7 @@ const (
 
 	ReasonNoSubscribe   = "no-subscribe"   // no subscribe within Config.SubscribeWithin
 	ReasonKeepaliveLost = "keepalive-lost" // a KEEP_ALIVE_REQ not answered (Config.KeepaliveEvery)
+	ReasonMaxAge        = "max-age"        // it reached Config.MaxConnAge (closed with 1001)
 )
 
 // PathPrefix is where sessions live: PathPrefix + <session>.
@@ -102,6 +119,11 @@ const PathPrefix = "/feed/"
 
 // StatusKicked is the close code sent to a connection replaced by a newer one.
 const StatusKicked websocket.StatusCode = 4000
+
+// ShutdownEvent is the "e" of the notice a connection gets
+// Config.ShutdownNotice before it reaches Config.MaxConnAge (Binance
+// WebSocket API style): {"e":"serverShutdown","E":MS}. It carries no seq.
+const ShutdownEvent = "serverShutdown"
 
 // Defaults of the zero fields of a Config.
 const (
@@ -152,6 +174,22 @@ type Config struct {
 	// with a text message holding KEEP_ALIVE_RESP within 2 × KeepaliveEvery
 	// is closed (ReasonKeepaliveLost).
 	KeepaliveEvery time.Duration
+	// MaxConnAge, when > 0, closes every connection when it reaches that age
+	// (from its OpenedAt), with close status 1001 (ReasonMaxAge), as Binance
+	// ends a connection after 24 hours. SetSchedule changes it at run time.
+	MaxConnAge time.Duration
+	// ShutdownNotice, when > 0 (only with MaxConnAge, and shorter), is how
+	// long before closing a connection at its age the feed sends it the
+	// text message {"e":"serverShutdown","E":MS}; the stream goes on until
+	// the close.
+	ShutdownNotice time.Duration
+
+	// TenureHeader, when set, is a handshake header naming the client's
+	// tenure (a worker and its lease epoch, "<worker_id>/<lease_epoch>").
+	// Its value is recorded (ConnRecord.Tenure), and a connection opened
+	// while only connections of the same non-empty tenure are open is a
+	// planned overlap (a make-before-break reconnect), not a violation.
+	TenureHeader string
 }
 
 func (c Config) withDefaults() Config {
@@ -180,7 +218,23 @@ func (c Config) Validate() error {
 	if _, err := ParseShape(string(c.Shape)); err != nil {
 		errs = append(errs, err)
 	}
+	if err := validSchedule(c.MaxConnAge, c.ShutdownNotice); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// validSchedule checks a max connection age and its shutdown notice.
+func validSchedule(maxAge, notice time.Duration) error {
+	switch {
+	case maxAge < 0 || notice < 0:
+		return fmt.Errorf("feed max connection age %s, shutdown notice %s: want >= 0", maxAge, notice)
+	case notice > 0 && maxAge == 0:
+		return fmt.Errorf("feed shutdown notice %s: needs a max connection age", notice)
+	case notice > 0 && notice >= maxAge:
+		return fmt.Errorf("feed shutdown notice %s: want less than the max connection age %s", notice, maxAge)
+	}
+	return nil
 }
 
 // ConnRecord is the feed's record of one connection (or refused attempt).
@@ -193,14 +247,19 @@ type ConnRecord struct {
 	RequestURI string      `json:"-"`
 	Header     http.Header `json:"-"`
 	From       int64       `json:"from"` // the resume parameter; 0 when absent
-	OpenedAt   time.Time   `json:"opened_at"`
+	// Tenure is the handshake's Config.TenureHeader ("" when unset or absent).
+	Tenure   string    `json:"tenure,omitempty"`
+	OpenedAt time.Time `json:"opened_at"`
 	// ClosedAt is when the connection ended for the source: the server sent
 	// its close frame, or else the TCP connection ended. Zero while open.
 	ClosedAt time.Time `json:"closed_at"`
 	// EndedAt is when the server saw the TCP connection end; ClientCode is
 	// final from then on. Zero before.
-	EndedAt   time.Time `json:"ended_at"`
-	Reason    string    `json:"reason"` // ReasonOpen while open
+	EndedAt time.Time `json:"ended_at"`
+	Reason  string    `json:"reason"` // ReasonOpen while open
+	// NoticeAt is when the feed sent the shutdown notice (Config.
+	// ShutdownNotice); zero when it did not.
+	NoticeAt  time.Time `json:"notice_at,omitzero"`
 	RefusedBy string    `json:"refused_by,omitempty"`
 	// ClientCode is the close code the client sent; -1 when none.
 	ClientCode int `json:"client_code"`
@@ -214,9 +273,13 @@ type ConnRecord struct {
 // Open reports whether the connection was open when the record was taken.
 func (r ConnRecord) Open() bool { return r.ClosedAt.IsZero() }
 
-// Overlap is a time during which a session had more than one connection.
+// Overlap is a time during which a session had more than one connection:
+// in Stats.Overlaps, connections of different (or no) tenures (Max counts
+// every connection open); in Stats.PlannedOverlaps, connections of one
+// tenure, Tenure (Max counts those).
 type Overlap struct {
 	Session string    `json:"session"`
+	Tenure  string    `json:"tenure,omitempty"`
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"` // zero while ongoing
 	Max     int       `json:"max"`
@@ -224,17 +287,23 @@ type Overlap struct {
 
 // SessionStats summarises one session.
 type SessionStats struct {
-	Connections   int64 `json:"connections"` // accepted connections
-	Open          int   `json:"open"`
-	MaxConcurrent int   `json:"max_concurrent"`
+	Connections int64 `json:"connections"` // accepted connections
+	Open        int   `json:"open"`
+	// MaxConcurrent is the most connections open at once, planned overlaps
+	// included.
+	MaxConcurrent int `json:"max_concurrent"`
 	// Violations counts the attempts (accepted or refused) made while
-	// another connection of the session was open.
+	// another connection of the session was open, one of the same
+	// non-empty tenure excepted.
 	Violations int64 `json:"violations"`
-	Kicks      int64 `json:"kicks"`
-	Refused    int64 `json:"refused"`
-	Head       int64 `json:"head"`     // highest seq sent on any connection
-	Produced   int64 `json:"produced"` // highest seq produced so far
-	Sent       int64 `json:"sent"`     // messages written, replays included
+	// PlannedOverlaps counts the connections accepted while another one of
+	// the session with the same non-empty tenure was open.
+	PlannedOverlaps int64 `json:"planned_overlaps"`
+	Kicks           int64 `json:"kicks"`
+	Refused         int64 `json:"refused"`
+	Head            int64 `json:"head"`     // highest seq sent on any connection
+	Produced        int64 `json:"produced"` // highest seq produced so far
+	Sent            int64 `json:"sent"`     // messages written, replays included
 }
 
 // Stats is the whole feed's state for a harness.
@@ -244,6 +313,12 @@ type Stats struct {
 	Refusing []string                `json:"refusing,omitempty"` // "*" = every session
 	Sessions map[string]SessionStats `json:"sessions"`
 	Overlaps []Overlap               `json:"overlaps,omitempty"`
+	// PlannedOverlaps are the overlaps of connections of one tenure.
+	PlannedOverlaps []Overlap `json:"planned_overlaps,omitempty"`
+	// MaxConnAgeMs and ShutdownNoticeMs are the schedule new connections
+	// get (SetSchedule); 0 is off.
+	MaxConnAgeMs     int64 `json:"max_conn_age_ms,omitempty"`
+	ShutdownNoticeMs int64 `json:"shutdown_notice_ms,omitempty"`
 }
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,200}$`)
@@ -252,14 +327,17 @@ type conn struct {
 	rec  ConnRecord
 	ctx  context.Context // cancelled, with the cause, when the server ends it
 	stop context.CancelCauseFunc
+	// maxAge and notice are the schedule when it opened (0: off).
+	maxAge, notice time.Duration
 }
 
 type session struct {
 	t0      time.Time
 	stats   SessionStats
 	open    map[int64]*conn
-	pending int // accepted connections whose handler has not finished
-	overlap *Overlap
+	pending int                 // accepted connections whose handler has not finished
+	overlap *Overlap            // the ongoing overlap of different tenures
+	planned map[string]*Overlap // the ongoing overlaps of one tenure, by tenure
 }
 
 // Server is the feed. Create it with New; serve it with Start, or mount
@@ -273,10 +351,13 @@ type Server struct {
 
 	mu        sync.Mutex
 	mode      Mode
+	maxAge    time.Duration // the schedule of new connections
+	notice    time.Duration
 	nextID    int64
 	sessions  map[string]*session
 	records   []*conn
 	overlaps  []*Overlap
+	planned   []*Overlap
 	refuseAll bool
 	refuse    map[string]bool
 	closing   bool
@@ -292,7 +373,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("feed config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Server{cfg: cfg, mode: cfg.Mode, sessions: map[string]*session{}, refuse: map[string]bool{}}, nil
+	return &Server{cfg: cfg, mode: cfg.Mode, maxAge: cfg.MaxConnAge, notice: cfg.ShutdownNotice,
+		sessions: map[string]*session{}, refuse: map[string]bool{}}, nil
 }
 
 // TB is the part of testing.TB that StartForTest uses.
@@ -393,6 +475,9 @@ func (s *Server) Close() {
 //	POST /control/mode?mode=kick-older|refuse-newer|allow
 //	POST /control/drop[?session=S][&abort=1] {"dropped":N}
 //	POST /control/refuse?on=1|0[&session=S]
+//	POST /control/schedule?max_age=D[&notice=D]  {"max_age":D,"notice":D}
+//
+// D is a Go duration ("3s"); empty or 0 is off (see SetSchedule).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -427,6 +512,24 @@ func (s *Server) Handler() http.Handler {
 		s.SetRefuse(q.Get("session"), on)
 		writeJSON(w, map[string]bool{"refusing": on})
 	})
+	mux.HandleFunc("POST /control/schedule", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		var d [2]time.Duration
+		for i, k := range []string{"max_age", "notice"} {
+			if v := q.Get(k); v != "" {
+				var err error
+				if d[i], err = time.ParseDuration(v); err != nil {
+					http.Error(w, k+": want a duration such as 3s", http.StatusBadRequest)
+					return
+				}
+			}
+		}
+		if err := s.SetSchedule(d[0], d[1]); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, map[string]string{"max_age": d[0].String(), "notice": d[1].String()})
+	})
 	mux.HandleFunc("GET "+PathPrefix+"{session}", s.serveFeed)
 	return mux
 }
@@ -436,6 +539,18 @@ func (s *Server) SetMode(m Mode) {
 	s.mu.Lock()
 	s.mode = m
 	s.mu.Unlock()
+}
+
+// SetSchedule sets Config.MaxConnAge and Config.ShutdownNotice (0: off) for
+// the connections opened from now on; those already open keep theirs.
+func (s *Server) SetSchedule(maxAge, notice time.Duration) error {
+	if err := validSchedule(maxAge, notice); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.maxAge, s.notice = maxAge, notice
+	s.mu.Unlock()
+	return nil
 }
 
 // SetRefuse makes the feed refuse (HTTP 503) new connections for session, or
@@ -467,6 +582,7 @@ var (
 
 	errNoSubscribe   = errors.New(ReasonNoSubscribe)
 	errKeepaliveLost = errors.New(ReasonKeepaliveLost)
+	errMaxAge        = errors.New(ReasonMaxAge)
 )
 
 type dropped struct{ code websocket.StatusCode }
@@ -536,7 +652,8 @@ func (s *Server) Ended(session string) bool {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Mode: s.mode, Rate: s.cfg.Rate, Sessions: make(map[string]SessionStats, len(s.sessions))}
+	st := Stats{Mode: s.mode, Rate: s.cfg.Rate, Sessions: make(map[string]SessionStats, len(s.sessions)),
+		MaxConnAgeMs: s.maxAge.Milliseconds(), ShutdownNoticeMs: s.notice.Milliseconds()}
 	if s.refuseAll {
 		st.Refusing = append(st.Refusing, "*")
 	}
@@ -550,6 +667,9 @@ func (s *Server) Stats() Stats {
 	}
 	for _, o := range s.overlaps {
 		st.Overlaps = append(st.Overlaps, *o)
+	}
+	for _, o := range s.planned {
+		st.PlannedOverlaps = append(st.PlannedOverlaps, *o)
 	}
 	return st
 }
@@ -566,7 +686,7 @@ func (s *Server) statsLocked(ss *session, now time.Time) SessionStats {
 func (s *Server) sessionLocked(name string) *session {
 	ss := s.sessions[name]
 	if ss == nil {
-		ss = &session{open: map[int64]*conn{}}
+		ss = &session{open: map[int64]*conn{}, planned: map[string]*Overlap{}}
 		s.sessions[name] = ss
 	}
 	return ss
@@ -585,6 +705,9 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := ConnRecord{Session: name, Remote: r.RemoteAddr, RequestURI: r.RequestURI, Header: r.Header.Clone(), OpenedAt: now, ClientCode: -1}
+	if s.cfg.TenureHeader != "" {
+		rec.Tenure = r.Header.Get(s.cfg.TenureHeader)
+	}
 	reason, by, status := "", "", 0
 	for k, v := range s.cfg.RequireHeaders {
 		if r.Header.Get(k) != v {
@@ -607,14 +730,25 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ss := s.sessionLocked(name)
-	if reason == "" && len(ss.open) > 0 {
+	// The open connections of another (or no) tenure conflict with this
+	// one; those of its own non-empty tenure are a planned overlap.
+	var conflicting []*conn
+	planned := false
+	for _, o := range ss.open {
+		if sameTenure(o.rec, rec) {
+			planned = true
+		} else {
+			conflicting = append(conflicting, o)
+		}
+	}
+	if reason == "" && len(conflicting) > 0 {
 		ss.stats.Violations++
 	}
 	switch {
 	case reason != "":
 	case s.refuseAll || s.refuse[name]:
 		reason, by, status = ReasonRefused, "control", http.StatusServiceUnavailable
-	case s.mode == ModeRefuseNewer && len(ss.open) > 0:
+	case s.mode == ModeRefuseNewer && len(conflicting) > 0:
 		reason, by, status = ReasonRefused, string(ModeRefuseNewer), http.StatusConflict
 	}
 	s.nextID++
@@ -642,26 +776,21 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	t0 := ss.t0
 	rec.FirstSeq, rec.LastSeq = start, start-1
 	ctx, stop := context.WithCancelCause(context.Background())
-	c := &conn{rec: rec, ctx: ctx, stop: stop}
+	c := &conn{rec: rec, ctx: ctx, stop: stop, maxAge: s.maxAge, notice: s.notice}
 	s.records = append(s.records, c)
 	var older []*conn
 	if s.mode == ModeKickOlder {
-		for _, o := range ss.open {
-			older = append(older, o)
-		}
+		older = conflicting
 	}
 	ss.open[rec.ID] = c
 	ss.pending++
 	ss.stats.Connections++
 	ss.stats.Kicks += int64(len(older))
-	ss.stats.MaxConcurrent = max(ss.stats.MaxConcurrent, len(ss.open))
-	if len(ss.open) > 1 {
-		if ss.overlap == nil {
-			ss.overlap = &Overlap{Session: name, Start: now}
-			s.overlaps = append(s.overlaps, ss.overlap)
-		}
-		ss.overlap.Max = max(ss.overlap.Max, len(ss.open))
+	if planned {
+		ss.stats.PlannedOverlaps++
 	}
+	ss.stats.MaxConcurrent = max(ss.stats.MaxConcurrent, len(ss.open))
+	s.overlapsLocked(ss, name, now)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
@@ -715,6 +844,11 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		defer close(kept)
 		s.keepaliveRequests(c, ws, read, in)
 	}()
+	aged := make(chan struct{})
+	go func() {
+		defer close(aged)
+		s.schedule(c, ws, read)
+	}()
 	if s.cfg.SubscribeWithin > 0 {
 		next = s.awaitSubscribe(c, ws, read, in, next)
 	}
@@ -762,6 +896,8 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		s.closeWS(ws, websocket.StatusPolicyViolation, "no subscribe in time")
 	case errors.Is(cause, errKeepaliveLost):
 		s.closeWS(ws, websocket.StatusPolicyViolation, "keep-alive not answered")
+	case errors.Is(cause, errMaxAge):
+		s.closeWS(ws, websocket.StatusGoingAway, "connection reached its max age")
 	default: // errWriteFail
 		s.closeWS(ws, websocket.StatusPolicyViolation, "write timed out")
 	}
@@ -769,6 +905,47 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 	c.stop(nil)
 	<-pinged
 	<-kept
+	<-aged
+}
+
+// schedule ends c when it reaches its max age (ReasonMaxAge), when it has
+// one, after sending it the shutdown notice that long before, when it has
+// one. The pump goes on writing the stream meanwhile.
+func (s *Server) schedule(c *conn, ws *websocket.Conn, read context.Context) {
+	if c.maxAge <= 0 {
+		return
+	}
+	wait := func(at time.Time) bool {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-read.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	if c.notice > 0 {
+		if !wait(c.rec.OpenedAt.Add(c.maxAge - c.notice)) {
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		c.rec.NoticeAt = now
+		s.mu.Unlock()
+		msg := `{"e":"` + ShutdownEvent + `","E":` + strconv.FormatInt(now.UnixMilli(), 10) + `}`
+		wctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
+		err := ws.Write(wctx, websocket.MessageText, []byte(msg))
+		cancel()
+		if err != nil {
+			return // the pump sees the connection end
+		}
+	}
+	if wait(c.rec.OpenedAt.Add(c.maxAge)) {
+		c.stop(errMaxAge)
+	}
 }
 
 // keepalive pings ws every PingEvery (when > 0) until the connection ends,
@@ -845,9 +1022,55 @@ func (s *Server) closed(c *conn, reason string) {
 	c.rec.ClosedAt, c.rec.Reason = now, reason
 	ss := s.sessions[c.rec.Session]
 	delete(ss.open, c.rec.ID)
-	if ss.overlap != nil && len(ss.open) <= 1 {
+	s.overlapsLocked(ss, c.rec.Session, now)
+}
+
+// sameTenure reports whether a and b are connections of one non-empty
+// tenure: their overlap is planned.
+func sameTenure(a, b ConnRecord) bool { return a.Tenure != "" && a.Tenure == b.Tenure }
+
+// overlapsLocked starts, extends and ends ss's overlaps after a connection
+// opened or closed: the overlap of connections of different tenures (a
+// connection without one is its own) and those of each tenure.
+func (s *Server) overlapsLocked(ss *session, name string, now time.Time) {
+	perTenure := map[string]int{}
+	groups := 0
+	for _, c := range ss.open {
+		if c.rec.Tenure == "" || perTenure[c.rec.Tenure] == 0 {
+			groups++
+		}
+		if c.rec.Tenure != "" {
+			perTenure[c.rec.Tenure]++
+		}
+	}
+	switch {
+	case groups > 1:
+		if ss.overlap == nil {
+			ss.overlap = &Overlap{Session: name, Start: now}
+			s.overlaps = append(s.overlaps, ss.overlap)
+		}
+		ss.overlap.Max = max(ss.overlap.Max, len(ss.open))
+	case ss.overlap != nil:
 		ss.overlap.End = now
 		ss.overlap = nil
+	}
+	for t, n := range perTenure {
+		if n < 2 {
+			continue
+		}
+		o := ss.planned[t]
+		if o == nil {
+			o = &Overlap{Session: name, Tenure: t, Start: now}
+			ss.planned[t] = o
+			s.planned = append(s.planned, o)
+		}
+		o.Max = max(o.Max, n)
+	}
+	for t, o := range ss.planned {
+		if perTenure[t] < 2 {
+			o.End = now
+			delete(ss.planned, t)
+		}
 	}
 }
 
@@ -896,7 +1119,8 @@ func appendMessage(b []byte, session string, seq, nowMs int64, pad string) []byt
 
 // NoOverlap checks records of one session: it returns an error naming the
 // first two accepted connections whose [OpenedAt, ClosedAt] intervals
-// overlap (an open one lasts until now).
+// overlap (an open one lasts until now). Two connections of the same
+// non-empty Tenure may overlap: that is a planned overlap, not an error.
 func NoOverlap(recs []ConnRecord) error {
 	end := func(r ConnRecord) time.Time {
 		if r.ClosedAt.IsZero() {
@@ -906,7 +1130,7 @@ func NoOverlap(recs []ConnRecord) error {
 	}
 	for i, a := range recs {
 		for _, b := range recs[i+1:] {
-			if a.RefusedBy == "" && b.RefusedBy == "" && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
+			if a.RefusedBy == "" && b.RefusedBy == "" && !sameTenure(a, b) && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
 				return fmt.Errorf("connections %d [%s, %s] and %d [%s, %s] of %s overlap", a.ID, a.OpenedAt.Format(time.StampMicro),
 					end(a).Format(time.StampMicro), b.ID, b.OpenedAt.Format(time.StampMicro), end(b).Format(time.StampMicro), a.Session)
 			}

@@ -41,6 +41,9 @@ func run(ctx context.Context, args []string) error {
 	shape := fs.String("shape", "flat", "message shape: flat, nested (seq at data.u), string (sequenceNumber as a string), noseq or binary")
 	fs.DurationVar(&cfg.SubscribeWithin, "subscribe-within", 0, "close a connection that sends no {\"op\":\"subscribe\"} this soon (0: no subscribe needed)")
 	fs.DurationVar(&cfg.KeepaliveEvery, "keepalive-every", 0, "send KEEP_ALIVE_REQ this often and close a connection that does not answer (0: never)")
+	fs.DurationVar(&cfg.MaxConnAge, "max-conn-age", 0, "close every connection at this age with 1001, as Binance does after 24 h (0: never; POST /control/schedule changes it)")
+	fs.DurationVar(&cfg.ShutdownNotice, "shutdown-notice", 0, "with -max-conn-age: send {\"e\":\"serverShutdown\"} this long before closing at age (0: no notice)")
+	fs.StringVar(&cfg.TenureHeader, "tenure-header", "", "handshake header naming the client's tenure; overlapping connections of one tenure are planned, not violations (empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 		out = json.NewEncoder(f)
 	}
 	cfg.OnClose = func(r feed.ConnRecord) {
-		log.Info().Int64("conn", r.ID).Str("session", r.Session).Str("reason", r.Reason).
+		log.Info().Int64("conn", r.ID).Str("session", r.Session).Str("reason", r.Reason).Str("tenure", r.Tenure).
 			Int64("from", r.From).Int64("first_seq", r.FirstSeq).Int64("last_seq", r.LastSeq).
 			Dur("open_for", r.ClosedAt.Sub(r.OpenedAt)).Msg("connection closed")
 		if out != nil {
@@ -86,7 +89,8 @@ func run(ctx context.Context, args []string) error {
 	if err := srv.Start(hostPorts...); err != nil {
 		return err
 	}
-	log.Info().Strs("addrs", hostPorts).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).Msg("feed listening")
+	log.Info().Strs("addrs", hostPorts).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).
+		Dur("max_conn_age", cfg.MaxConnAge).Dur("shutdown_notice", cfg.ShutdownNotice).Str("tenure_header", cfg.TenureHeader).Msg("feed listening")
 	<-ctx.Done()
 	srv.Close()
 	log.Info().Msg("feed stopped")
