@@ -19,25 +19,99 @@
 #   nested     Binance-style: the seq at data.u.
 #   string     Twilio-style: "sequenceNumber":"N", a string.
 #   binary     run with websocketd --binary=true: 4-byte frames, no seq.
-mode=plain from=1
+#
+# The modes that stream seqs (none, nested, string, subscribe) also take:
+#
+#   rate=N        N messages a second (default: one every 20 ms, about 50/s):
+#                 every 20 ms the lines due since the stream started, seqs
+#                 contiguous from "from", so 1,000/s is 20 lines a tick.
+#   age=SECONDS   exit that long after the connection opened, as Binance
+#                 ends a connection after 24 hours; websocketd then closes
+#                 the TCP connection, without a close frame (the client
+#                 sees 1006). Decimals allowed (age=1.5).
+#   notice=SECONDS  with age: that long before exiting, print the line
+#                 {"e":"serverShutdown"} once (Binance WebSocket API's
+#                 notice; no seq) and go on streaming until the exit.
+mode=plain from=1 rate='' age='' notice=''
 for kv in $(echo "${QUERY_STRING:-}" | tr '&' ' '); do
   case "$kv" in
     mode=*) mode="${kv#mode=}" ;;
     from=*) from="${kv#from=}" ;;
+    rate=*) rate="${kv#rate=}" ;;
+    age=*) age="${kv#age=}" ;;
+    notice=*) notice="${kv#notice=}" ;;
   esac
 done
 case "$from" in
   ''|*[!0-9]*) from=1 ;;
 esac
+case "$rate" in
+  ''|0|*[!0-9]*) rate='' ;;
+esac
+for v in age notice; do
+  case "${!v}" in
+    ''|.|*[!0-9.]*|*.*.*) printf -v "$v" '' ;;
+  esac
+done
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# us: microseconds since the epoch, into $now (no fork).
+us() { now=${EPOCHREALTIME//[!0-9]/}; }
+# to_us SECONDS: the microseconds in a decimal number of seconds.
+to_us() {
+  local i=${1%%.*} f=''
+  case "$1" in *.*) f=${1#*.} ;; esac
+  f=${f}000000
+  echo $(( 10#${i:-0} * 1000000 + 10#${f:0:6} ))
+}
+us
+opened=$now end_us='' notice_us=''
+if [ -n "$age" ]; then
+  end_us=$(( opened + $(to_us "$age") ))
+  [ -n "$notice" ] && notice_us=$(( end_us - $(to_us "$notice") ))
+fi
 
-# emit FORMAT: print FORMAT with seq $from, $from+1, … every 20 ms until the
-# client goes away.
+# scheduled: exit at the connection's age, after printing the shutdown
+# notice at its time (both only when asked for).
+scheduled() {
+  [ -n "$end_us" ] || return 0
+  us
+  [ "$now" -ge "$end_us" ] && exit 0 # max age: websocketd closes the connection
+  if [ -n "$notice_us" ] && [ "$now" -ge "$notice_us" ]; then
+    echo '{"e":"serverShutdown"}' || exit 0
+    notice_us=''
+  fi
+}
+
+# emit FORMAT: print FORMAT with seq $from, $from+1, … every 20 ms (with
+# rate: the lines due at rate, every 20 ms) until the client goes away.
 emit() {
   i=$from
+  if [ -z "$rate" ]; then
+    while :; do
+      scheduled
+      printf "$1\n" "$i" || exit 0
+      i=$((i + 1))
+      sleep 0.02
+    done
+  fi
+  local began seqs
+  us
+  began=$now
   while :; do
-    printf "$1\n" "$i" || exit 0
-    i=$((i + 1))
+    scheduled
+    us
+    # Seqs due: one at the start, then rate a second; at most 2,000 a
+    # batch (a slow reader catches up over several).
+    due=$(( from + (now - began) * rate / 1000000 ))
+    [ "$due" -gt $(( i + 1999 )) ] && due=$(( i + 1999 ))
+    seqs=()
+    while [ "$i" -le "$due" ]; do
+      seqs+=("$i")
+      i=$((i + 1))
+    done
+    if [ "${#seqs[@]}" -gt 0 ]; then
+      printf "$1\n" "${seqs[@]}" || exit 0
+    fi
     sleep 0.02
   done
 }
