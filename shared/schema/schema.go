@@ -256,6 +256,7 @@ const (
 	EnvAdminToken          = "WSFLEET_ADMIN_TOKEN"           // the admin server's bearer token (every endpoint but /healthz and /readyz; the fleet's workers share it); required unless the admin server listens on loopback only
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
+	EnvTenureHeader        = "WSFLEET_TENURE_HEADER"         // handshake header carrying "<worker id>/<lease epoch>"; "" (default) = none
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
 	// EnvSecretCacheTTL: duration, default 5m, at most 1h: how long the
 	// worker reuses a secret's value (a session's {{secret:NAME}}) before
@@ -327,8 +328,13 @@ const (
 	MetricSinkStalls          = "SinkStalls"        // times a session waited for room in its sink buffer (its socket was not read meanwhile)
 	MetricSinkRefused         = "SinkRefused"       // messages the sink refused for good (then skipped or failing their session)
 	MetricSinkSkipped         = "SinkSkipped"       // of those, messages skipped (on_sink_refusal skip)
-	MetricOrphansSeen         = "OrphansSeen"
-	MetricSessionsFailed      = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
+	// Planned reconnects (make-before-break: max_connection_age, reconnect_on).
+	MetricPlannedReconnects = "PlannedReconnects"       // switches to a new connection opened before the old one ended
+	MetricPlannedFailed     = "PlannedReconnectsFailed" // new connections given up (the old one stayed)
+	MetricSwitchOverlap     = "SwitchOverlap"           // messages both connections carried, dropped at the switch
+	MetricGapSavedMs        = "GapSavedMs"              // dark time the switches saved: each new connection's dial, open and catch-up
+	MetricOrphansSeen       = "OrphansSeen"
+	MetricSessionsFailed    = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 
 	MetricStarts         = "Starts"
 	MetricStops          = "Stops"

@@ -36,14 +36,20 @@ const (
 	MaxPathSegments     = 8
 	MaxEqualsBytes      = 256
 
-	MinPingEvery     = time.Second
-	MaxPingEvery     = time.Hour
-	MinIdleTimeout   = time.Second
-	MaxIdleTimeout   = time.Hour
-	MinWaitTimeout   = 100 * time.Millisecond
-	MaxWaitTimeout   = time.Minute
-	DefaultWaitFor   = 10 * time.Second
-	maxDurationBytes = 32
+	MinPingEvery   = time.Second
+	MaxPingEvery   = time.Hour
+	MinIdleTimeout = time.Second
+	MaxIdleTimeout = time.Hour
+	MinWaitTimeout = 100 * time.Millisecond
+	MaxWaitTimeout = time.Minute
+	DefaultWaitFor = 10 * time.Second
+	// A planned reconnect's bounds: max_connection_age and switch_timeout.
+	MinConnectionAge     = time.Second
+	MaxConnectionAge     = 30 * 24 * time.Hour
+	MinSwitchTimeout     = time.Second
+	MaxSwitchTimeout     = 10 * time.Minute
+	DefaultSwitchTimeout = 30 * time.Second
+	maxDurationBytes     = 32
 )
 
 // DefaultSeqPath is the seq_path (seq_field) of a session that names none.
@@ -84,6 +90,34 @@ type Config struct {
 	OnMissingSeq string `json:"on_missing_seq,omitempty"`
 	// OnSinkRefusal is RefusalFail ("" = fail) or RefusalSkip.
 	OnSinkRefusal string `json:"on_sink_refusal,omitempty"`
+	// Planned reconnects (make-before-break): before a connection reaches
+	// MaxConnectionAge (a Go duration; "": never), or at once when a
+	// message matches ReconnectOn, the worker opens the next connection
+	// while the current one keeps delivering, and switches once the new one
+	// caught up, within SwitchTimeout ("": DefaultSwitchTimeout).
+	MaxConnectionAge string       `json:"max_connection_age,omitempty"`
+	ReconnectOn      *ReconnectOn `json:"reconnect_on,omitempty"`
+	SwitchTimeout    string       `json:"switch_timeout,omitempty"`
+}
+
+// ReconnectOn is a source's notice that the connection will end (Binance's
+// {"e":"serverShutdown"}): a message matching Match starts a planned
+// reconnect; it is not delivered unless Deliver.
+type ReconnectOn struct {
+	Match   Match `json:"match"`
+	Deliver bool  `json:"deliver,omitempty"`
+}
+
+// Planned reports whether c asks for planned reconnects.
+func (c Config) Planned() bool { return c.MaxConnectionAge != "" || c.ReconnectOn != nil }
+
+// SwitchDeadline is how long a planned reconnect's new connection has to
+// catch up.
+func (c Config) SwitchDeadline() time.Duration {
+	if c.SwitchTimeout == "" {
+		return DefaultSwitchTimeout
+	}
+	return Duration(c.SwitchTimeout)
 }
 
 // OpenMessage is one message sent after every connect: Text (templated) or
@@ -150,6 +184,16 @@ func (c *Config) Normalize() {
 	if len(c.OpenMessages) == 0 {
 		c.OpenMessages = nil
 	}
+	if c.MaxConnectionAge != "" {
+		c.MaxConnectionAge = Duration(c.MaxConnectionAge).String()
+	}
+	if c.SwitchTimeout != "" {
+		if d := Duration(c.SwitchTimeout); d == DefaultSwitchTimeout {
+			c.SwitchTimeout = ""
+		} else {
+			c.SwitchTimeout = d.String()
+		}
+	}
 }
 
 // Validate checks c against the limits and reports the first problem. The
@@ -212,6 +256,30 @@ func (c Config) Validate() *FieldError {
 	if c.IdleTimeout != "" {
 		if _, err := ParseDuration(c.IdleTimeout, MinIdleTimeout, MaxIdleTimeout); err != nil {
 			return bad("idle_timeout", "%v", err)
+		}
+	}
+	return c.validatePlanned()
+}
+
+// validatePlanned checks max_connection_age, reconnect_on and
+// switch_timeout.
+func (c Config) validatePlanned() *FieldError {
+	if c.MaxConnectionAge != "" {
+		if _, err := ParseDuration(c.MaxConnectionAge, MinConnectionAge, MaxConnectionAge); err != nil {
+			return bad("max_connection_age", "%v", err)
+		}
+	}
+	if r := c.ReconnectOn; r != nil {
+		if e := checkMatch("reconnect_on", "match", r.Match, false); e != nil {
+			return e
+		}
+	}
+	if c.SwitchTimeout != "" {
+		if !c.Planned() {
+			return bad("switch_timeout", "applies with max_connection_age or reconnect_on only")
+		}
+		if _, err := ParseDuration(c.SwitchTimeout, MinSwitchTimeout, MaxSwitchTimeout); err != nil {
+			return bad("switch_timeout", "%v", err)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/secretref"
 )
@@ -51,6 +52,15 @@ func TestValidate(t *testing.T) {
 		{"missing value", Config{OnMissingSeq: "keep"}, "on_missing_seq", "deliver"},
 		{"sink refusal value", Config{OnSinkRefusal: "ignore"}, "on_sink_refusal", "skip"},
 		{"seq placeholder under none", Config{SeqMode: SeqNone, OpenMessages: []OpenMessage{{Text: ptr("{{resume_from}}")}}}, "open_messages", "seq_mode"},
+		{"planned by age", Config{MaxConnectionAge: "23h", SwitchTimeout: "1m"}, "", ""},
+		{"planned on notice", Config{ReconnectOn: &ReconnectOn{Match: Match{Path: "e", Equals: json.RawMessage(`"serverShutdown"`)}, Deliver: true}}, "", ""},
+		{"age too short", Config{MaxConnectionAge: "500ms"}, "max_connection_age", "duration from 1s"},
+		{"age too long", Config{MaxConnectionAge: "800h"}, "max_connection_age", "duration"},
+		{"age not a duration", Config{MaxConnectionAge: "1 day"}, "max_connection_age", "duration"},
+		{"reconnect_on no equals", Config{ReconnectOn: &ReconnectOn{Match: Match{Path: "e"}}}, "reconnect_on", "equals is required"},
+		{"reconnect_on timeout", Config{ReconnectOn: &ReconnectOn{Match: Match{Path: "e", Equals: json.RawMessage(`1`), Timeout: "1s"}}}, "reconnect_on", "wait_for only"},
+		{"switch_timeout alone", Config{SwitchTimeout: "10s"}, "switch_timeout", "max_connection_age or reconnect_on"},
+		{"switch_timeout too long", Config{MaxConnectionAge: "1h", SwitchTimeout: "1h"}, "switch_timeout", "duration"},
 	}
 	for _, c := range cases {
 		fe := c.c.Validate()
@@ -62,6 +72,24 @@ func TestValidate(t *testing.T) {
 		case c.field != "" && (fe.Field != c.field || !strings.Contains(fe.Reason, c.why)):
 			t.Errorf("%s: %s: %s, want field %s and %q", c.name, fe.Field, fe.Reason, c.field, c.why)
 		}
+	}
+}
+
+// TestNormalizePlanned: the planned reconnect's durations are stored in
+// Go's own form, and a switch_timeout equal to the default is dropped.
+func TestNormalizePlanned(t *testing.T) {
+	c := Config{MaxConnectionAge: "1380m", SwitchTimeout: "30000ms"}
+	c.Normalize()
+	if c.MaxConnectionAge != "23h0m0s" || c.SwitchTimeout != "" {
+		t.Fatalf("normalized %q, %q", c.MaxConnectionAge, c.SwitchTimeout)
+	}
+	if c.SwitchDeadline() != DefaultSwitchTimeout || !c.Planned() {
+		t.Fatalf("deadline %v, planned %v", c.SwitchDeadline(), c.Planned())
+	}
+	c = Config{ReconnectOn: &ReconnectOn{}, SwitchTimeout: "90s"}
+	c.Normalize()
+	if c.SwitchTimeout != "1m30s" || c.SwitchDeadline() != 90*time.Second {
+		t.Fatalf("switch timeout %q", c.SwitchTimeout)
 	}
 }
 

@@ -167,6 +167,12 @@ func (s *Spec) checkSource(given Keys) *FieldError {
 	if given["idle_timeout"] && s.IdleTimeout == "" {
 		return bad("idle_timeout", "idle_timeout must be a duration; omit it for none")
 	}
+	if given["max_connection_age"] && s.MaxConnectionAge == "" {
+		return bad("max_connection_age", "max_connection_age must be a duration; omit it for none")
+	}
+	if given["switch_timeout"] && s.SwitchTimeout == "" {
+		return bad("switch_timeout", "switch_timeout must be a duration; omit it for the default (30s)")
+	}
 	if fe := s.Config.Validate(); fe != nil {
 		return &FieldError{Field: fe.Field, Message: fe.Error()}
 	}

@@ -42,6 +42,21 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
+// ValidHeaderName reports whether n is an HTTP field name the worker may
+// set on a handshake (a token of at most MaxHeaderNameLen bytes, none of
+// the handshake's own).
+func ValidHeaderName(n string) bool {
+	if n == "" || len(n) > MaxHeaderNameLen || forbiddenHeaders[textproto.CanonicalMIMEHeaderKey(n)] {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if !isTokenChar(n[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // QuoteName shows a name (a header, a field, a query parameter) in a
 // message: names are not secret, but an invalid one is shown escaped and
 // truncated.

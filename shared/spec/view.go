@@ -24,18 +24,22 @@ type View struct {
 	SeqField         string   `json:"seq_field"`
 	ResumeQueryParam string   `json:"resume_query_param,omitempty"`
 	// The source protocol; open messages by kind and size only.
-	SeqPath         string            `json:"seq_path,omitempty"`
-	SeqMode         string            `json:"seq_mode"`
-	OnMissingSeq    string            `json:"on_missing_seq,omitempty"`
-	OnSinkRefusal   string            `json:"on_sink_refusal"`
-	Resume          *Resume           `json:"resume,omitempty"`
-	OpenMessages    []OpenMessageInfo `json:"open_messages,omitempty"`
-	AppPing         *AppPingInfo      `json:"app_ping,omitempty"`
-	KeepaliveReply  *KeepaliveInfo    `json:"keepalive_reply,omitempty"`
-	IdleTimeout     string            `json:"idle_timeout,omitempty"`
-	Subprotocols    []string          `json:"subprotocols,omitempty"`
-	FollowRedirects int               `json:"follow_redirects,omitempty"`
-	CheckpointEvery string            `json:"checkpoint_every,omitempty"` // absent: the worker's default
+	SeqPath        string            `json:"seq_path,omitempty"`
+	SeqMode        string            `json:"seq_mode"`
+	OnMissingSeq   string            `json:"on_missing_seq,omitempty"`
+	OnSinkRefusal  string            `json:"on_sink_refusal"`
+	Resume         *Resume           `json:"resume,omitempty"`
+	OpenMessages   []OpenMessageInfo `json:"open_messages,omitempty"`
+	AppPing        *AppPingInfo      `json:"app_ping,omitempty"`
+	KeepaliveReply *KeepaliveInfo    `json:"keepalive_reply,omitempty"`
+	IdleTimeout    string            `json:"idle_timeout,omitempty"`
+	// Planned reconnects; SwitchTimeout is spelled out when either is set.
+	MaxConnectionAge string              `json:"max_connection_age,omitempty"`
+	ReconnectOn      *source.ReconnectOn `json:"reconnect_on,omitempty"`
+	SwitchTimeout    string              `json:"switch_timeout,omitempty"`
+	Subprotocols     []string            `json:"subprotocols,omitempty"`
+	FollowRedirects  int                 `json:"follow_redirects,omitempty"`
+	CheckpointEvery  string              `json:"checkpoint_every,omitempty"` // absent: the worker's default
 }
 
 // OpenMessageInfo is an open message as the API shows it: its kind and
@@ -75,6 +79,9 @@ func (s Spec) View() View {
 		Subprotocols:    s.Subprotocols,
 		FollowRedirects: s.FollowRedirects,
 		CheckpointEvery: s.CheckpointEvery,
+	}
+	if s.Planned() {
+		v.MaxConnectionAge, v.ReconnectOn, v.SwitchTimeout = s.MaxConnectionAge, s.ReconnectOn, s.SwitchDeadline().String()
 	}
 	if p := s.AppPing; p != nil {
 		v.AppPing = &AppPingInfo{Kind: "text", Bytes: len(p.Message), Every: p.Every, PongBytes: len(p.Pong)}

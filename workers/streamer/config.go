@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -69,6 +70,12 @@ type Config struct {
 	// error (address refused by policy, redirect, 401/403/404/410) fails it
 	// at once.
 	MaxDialFailures int
+	// TenureHeader, when set, names a handshake header every dial carries
+	// with "<worker id>/<lease epoch>" (session.Config.TenureHeader): what
+	// lets a source, or a harness judging from the source's side, tell a
+	// planned reconnect's two connections (one tenure) from two owners.
+	// "": none (the default).
+	TenureHeader string
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64
@@ -203,6 +210,7 @@ func (c Config) sessionConfig() *session.Config {
 		SinkTimeout:  c.Resolved().SinkRequestTimeout,
 
 		MaxDialFailures: c.MaxDialFailures,
+		TenureHeader:    c.TenureHeader,
 	}
 }
 
@@ -232,6 +240,9 @@ func (c Config) Problems() []error {
 	}
 	if c.MinHold < 0 {
 		bad("%s must not be negative", schema.EnvMinHold)
+	}
+	if c.TenureHeader != "" && !spec.ValidHeaderName(c.TenureHeader) {
+		bad("%s must be an HTTP header name (a token), not one of the handshake's own", schema.EnvTenureHeader)
 	}
 	if c.RebalanceMaxMoves < 0 {
 		bad("%s must not be negative (0: 10 %% of the worker's sessions)", schema.EnvRebalanceMoves)

@@ -156,6 +156,10 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricSinkSkipped:       &w.counters.SinkSkipped,
 		schema.MetricReconnects:        &w.counters.Reconnects,
 		schema.MetricSeqMissingDropped: &w.counters.SeqMissingDropped,
+		schema.MetricPlannedReconnects: &w.counters.PlannedReconnects,
+		schema.MetricPlannedFailed:     &w.counters.PlannedFailed,
+		schema.MetricSwitchOverlap:     &w.counters.SwitchOverlap,
+		schema.MetricGapSavedMs:        &w.counters.GapSavedMs,
 	}
 }
 
@@ -177,6 +181,14 @@ func metricKey(name string) string {
 		return "reconnects"
 	case schema.MetricSeqMissingDropped:
 		return "seq_missing_dropped"
+	case schema.MetricPlannedReconnects:
+		return "planned_reconnects"
+	case schema.MetricPlannedFailed:
+		return "planned_reconnects_failed"
+	case schema.MetricSwitchOverlap:
+		return "switch_overlap"
+	case schema.MetricGapSavedMs:
+		return "gap_saved_ms"
 	}
 	return name
 }

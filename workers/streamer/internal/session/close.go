@@ -38,6 +38,9 @@ func (s *Session) Interrupt(reason error) {
 	if s.conn != nil {
 		s.closeLocked(reason)
 	}
+	if s.next != nil {
+		s.closeNextLocked(s.next, reason)
+	}
 }
 
 // reconnect asks the session to drop its connection and dial again.
@@ -59,8 +62,12 @@ func (s *Session) signalLocked() {
 }
 
 // closeLocked starts closing the current connection for reason.
-func (s *Session) closeLocked(reason error) {
-	conn, raw := s.conn, s.raw
+func (s *Session) closeLocked(reason error) { s.closeConn(s.conn, s.raw, reason) }
+
+// closeConn starts closing conn (raw: its TCP connection) for reason. It
+// runs under mu, while a connection is attached or a planned reconnect's
+// goroutine runs (so that every closers.Add precedes Run's Wait).
+func (s *Session) closeConn(conn *websocket.Conn, raw net.Conn, reason error) {
 	code, graceful := closeCodeFor(reason)
 	if !graceful {
 		s.hardClose(conn, raw)
@@ -151,6 +158,10 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	cfg := s.env.Config
 	now := time.Now()
 	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	s.planAt = time.Time{}
+	if p.maxAge > 0 {
+		s.planAt = now.Add(planDelay(p))
+	}
 	s.nextAppPing = now.Add(p.pingEvery)
 	s.skipRefused.Store(p.skipRefused)
 	if s.end != nil {

@@ -76,7 +76,7 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 	if p.idle > 0 {
 		s.touch()
 	}
-	if p.pong != nil || p.keep != nil {
+	if p.pong != nil || p.keep != nil || p.notice != nil {
 		if consumed, err := s.handleControl(conn, p, typ, data); err != nil || consumed {
 			return err
 		}

@@ -84,10 +84,6 @@ func (e *dialError) Unwrap() error { return e.cause }
 // host admitted it (a token a Provider mints is then as fresh as it can
 // be), within the dial's deadline; a failure is a failed dial.
 func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
-	target, err := ResumeURL(p.url, p.resumeParam, s.lastSeq.Load(), p.resumeLast)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	// pctx ends the admission wait and the dial when the session ends.
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
@@ -103,6 +99,16 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 		s.dialCancel = nil
 		s.mu.Unlock()
 	}()
+	return s.dialOn(pctx, it, p)
+}
+
+// dialOn is dial, bounded by pctx (which the caller ends when the session
+// ends): Run's dials and a planned reconnect's.
+func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
+	target, err := ResumeURL(p.url, p.resumeParam, s.lastSeq.Load(), p.resumeLast)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if u, err := url.Parse(target); err == nil {
 		if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
 			return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
@@ -116,6 +122,12 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 		return nil, nil, nil, err
 	}
 	hdr := parts.header
+	if name := s.env.Config.TenureHeader; name != "" {
+		if hdr == nil {
+			hdr = http.Header{}
+		}
+		hdr.Set(name, s.env.Config.WorkerID+"/"+strconv.FormatInt(s.held.Epoch(), 10))
+	}
 	// The handshake runs in a short-lived goroutine (bounded by dctx): its
 	// deep net/http call chain then never grows the stack of the session's
 	// long-lived goroutine, which only reads (about 4 KiB per session saved).

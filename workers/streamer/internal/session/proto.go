@@ -54,6 +54,13 @@ type proto struct {
 	keepReply      string
 	keepDeliver    bool
 	idle           time.Duration
+	// Planned reconnects: maxAge (0: none), the notice that starts one
+	// (nil: none) and whether it is delivered, the switch deadline.
+	planned       bool
+	maxAge        time.Duration
+	notice        *source.Matcher
+	noticeDeliver bool
+	switchTimeout time.Duration
 }
 
 // compile reads the item's spec. An error means the stored spec is not one
@@ -104,6 +111,11 @@ func compile(it lease.Item) (*proto, error) {
 	if k := c.KeepaliveReply; k != nil {
 		m := k.Match.Compile()
 		p.keep, p.keepReply, p.keepDeliver = &m, k.Reply, k.Deliver
+	}
+	p.planned, p.maxAge, p.switchTimeout = c.Planned(), source.Duration(c.MaxConnectionAge), c.SwitchDeadline()
+	if r := c.ReconnectOn; r != nil {
+		m := r.Match.Compile()
+		p.notice, p.noticeDeliver = &m, r.Deliver
 	}
 	return p, nil
 }
@@ -212,6 +224,16 @@ func (s *Session) control(conn *websocket.Conn, it lease.Item, p *proto, typ web
 	if p.pong != nil && typ == websocket.MessageText && bytes.Equal(data, p.pong) {
 		s.controls.Add(1)
 		return true, nil
+	}
+	if p.notice != nil {
+		if raw, lerr := jsonseq.Lookup(data, p.notice.Path); lerr == nil && p.notice.Equal(raw) {
+			// The source will end this connection: open the next one now.
+			// (On a planned reconnect's new connection the one under way
+			// is that next one: plan does nothing.)
+			s.controls.Add(1)
+			s.plan(PlanNotice)
+			return !p.noticeDeliver, nil
+		}
 	}
 	if p.keep == nil {
 		return false, nil

@@ -69,7 +69,8 @@ func closeCodeFor(reason error) (websocket.StatusCode, bool) {
 	switch {
 	case errors.Is(reason, ErrShutdown), errors.Is(reason, ErrMoved):
 		return websocket.StatusGoingAway, true
-	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration):
+	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration),
+		errors.Is(reason, errSwitch), errors.Is(reason, errPlanned):
 		return websocket.StatusNormalClosure, true
 	}
 	return 0, false

@@ -34,22 +34,29 @@ func (s *Session) run(ctx context.Context) error {
 	// logging live in connect's and reconnectWait's frames, gone by then),
 	// so that the per-message path fits the goroutine's 4 KiB stack.
 	st := runState{first: true}
+	conn, raw, openErr, stop, ret := s.connect(ctx, &st)
 	for {
-		conn, raw, openErr, stop, ret := s.connect(ctx, &st)
 		if stop {
 			return ret
 		}
 		if conn == nil {
-			continue // the dial failed: backed off, dial again
+			// the dial failed: backed off, dial again
+			conn, raw, openErr, stop, ret = s.connect(ctx, &st)
+			continue
 		}
 		readErr := openErr
 		if readErr == nil {
 			readErr = s.read(ctx, conn)
 		}
 		kick := s.detach(conn, raw)
+		// A planned reconnect's new connection goes on where this one ended.
+		if conn, raw, openErr = s.switchOver(ctx, &st, kick); conn != nil {
+			continue
+		}
 		if term := s.reconnectWait(ctx, &st, openErr, readErr, kick); term != nil {
 			return term
 		}
+		conn, raw, openErr, stop, ret = s.connect(ctx, &st)
 	}
 }
 
@@ -179,10 +186,11 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, err error, ge
 // table when it is new and the last record is old enough.
 func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures int) error {
 	text, now := ErrorText(err), time.Now()
+	limit := s.env.Config.MaxDialFailures
 	s.mu.Lock()
 	s.lastErr = DialFailure{Text: text, At: now, Generation: gen}
+	note := !Permanent(err) && !(limit > 0 && failures >= limit) && s.shouldNoteLocked(text, now)
 	s.mu.Unlock()
-	limit := s.env.Config.MaxDialFailures
 	switch {
 	case Permanent(err):
 		s.Interrupt(fmt.Errorf("%w: %s", ErrSourceFailed, text))
@@ -191,13 +199,22 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 		s.Interrupt(fmt.Errorf("%w: %d connects failed in a row, the last: %s", ErrSourceFailed, failures, text))
 		return s.terminal()
 	}
-	if s.env.NoteError != nil && ShouldNote(text, s.noted, s.notedAt, now) {
-		s.noted, s.notedAt = text, now
+	if note {
 		if nerr := s.env.NoteError(ctx, s.held, text, now); nerr != nil {
 			s.log.Debug().Err(nerr).Msg("record last error")
 		}
 	}
 	return nil
+}
+
+// shouldNoteLocked reports whether text (a transient failed connect at
+// now) is recorded in the table, and if so takes it as the last recorded.
+func (s *Session) shouldNoteLocked(text string, now time.Time) bool {
+	if s.env.NoteError == nil || !ShouldNote(text, s.noted, s.notedAt, now) {
+		return false
+	}
+	s.noted, s.notedAt = text, now
+	return true
 }
 
 // ShouldNote reports whether a transient error text seen at now is recorded

@@ -56,6 +56,11 @@ type Config struct {
 	// SinkTimeout bounds one Handle call of an unbatched sink; the call's
 	// context also ends at the tenure's trust deadline, whichever is first.
 	SinkTimeout time.Duration
+	// TenureHeader, when set, is a handshake header every dial carries
+	// with the tenure, "<worker id>/<lease epoch>" (the local feed and
+	// chaos tell a planned reconnect's two connections from two owners by
+	// it). "": none.
+	TenureHeader string
 	// MaxDialFailures: after this many failed connects in a row (transient
 	// errors; a permanent one ends the session at once) the session ends
 	// with ErrSourceFailed. 0: retry transient errors forever. A connect
@@ -103,6 +108,15 @@ type Counters struct {
 	// SinkSkipped those of them passed (on_sink_refusal skip).
 	SinkRefused atomic.Int64
 	SinkSkipped atomic.Int64
+	// Planned reconnects (make-before-break): switches done, attempts
+	// given up, messages both connections carried (dropped as overlap),
+	// and the dark time the switches saved (ms: each new connection's dial,
+	// open and catch-up, which a reconnect after the close would have spent
+	// dark).
+	PlannedReconnects atomic.Int64
+	PlannedFailed     atomic.Int64
+	SwitchOverlap     atomic.Int64
+	GapSavedMs        atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -161,6 +175,14 @@ type Session struct {
 	wake    chan struct{}
 	// dialCancel aborts a dial in progress when the session ends.
 	dialCancel context.CancelFunc
+	// next is the planned reconnect under way (nil: none); planAt is when
+	// the current connection starts one (max_connection_age; zero: never),
+	// retryAt the earliest a new one may start after failedPlans attempts
+	// in a row were given up.
+	next        *successor
+	planAt      time.Time
+	retryAt     time.Time
+	failedPlans int
 	// proto is the source protocol of the current connection (written by
 	// attach under mu; the read goroutine, which attached it, reads it
 	// without the lock).
@@ -180,7 +202,13 @@ type Session struct {
 	dups       atomic.Int64
 	reconnects atomic.Int64
 	gaps       atomic.Int64
-	connected  atomic.Bool
+	// Planned reconnects: switched, given up, the messages both
+	// connections carried (dropped), and the dark time they saved (ms).
+	planned       atomic.Int64
+	plannedFailed atomic.Int64
+	overlapped    atomic.Int64
+	gapSaved      atomic.Int64
+	connected     atomic.Bool
 	// lastRead is when the last message arrived (Unix ns; for idle_timeout).
 	lastRead atomic.Int64
 	// missingDropped counts messages dropped for having no seq; controls
@@ -193,8 +221,9 @@ type Session struct {
 	// (Run's goroutine only).
 	reached bool
 
-	// lastErr is the last failed connect's error (under mu); noted and
-	// notedAt the last one recorded in the table (Run's goroutine only).
+	// lastErr is the last failed connect's error; noted and notedAt the
+	// last one recorded in the table (all under mu: a planned reconnect's
+	// goroutine records its failures too).
 	lastErr DialFailure
 	noted   string
 	notedAt time.Time
@@ -247,9 +276,17 @@ type Status struct {
 	// SeqMissingDropped: messages dropped for having no seq; Controls:
 	// control messages answered and not delivered (keep-alive requests,
 	// pongs).
-	SeqMissingDropped int64  `json:"seq_missing_dropped"`
-	Controls          int64  `json:"control_messages"`
-	Connected         bool   `json:"connected"`
+	SeqMissingDropped int64 `json:"seq_missing_dropped"`
+	Controls          int64 `json:"control_messages"`
+	Connected         bool  `json:"connected"`
+	// Planned reconnects (make-before-break): switches, attempts given up,
+	// the messages both connections carried (dropped), the dark time saved
+	// in all, and whether one is under way.
+	PlannedReconnects int64  `json:"planned_reconnects,omitempty"`
+	PlannedFailed     int64  `json:"planned_reconnects_failed,omitempty"`
+	SwitchOverlap     int64  `json:"switch_overlap,omitempty"`
+	GapSavedMs        int64  `json:"gap_saved_ms,omitempty"`
+	Switching         bool   `json:"switching,omitempty"`
 	URL               string `json:"ws_url"` // redacted
 	// LastError is the last failed connect's error (no URL, no header
 	// value, no open message).
@@ -280,7 +317,12 @@ func (s *Session) Status() Status {
 		LastSeq: s.lastSeq.Load(), Messages: s.messages.Load(), Duplicates: s.dups.Load(), Gaps: s.gaps.Load(),
 		Reconnects: s.reconnects.Load(), SeqMissingDropped: s.missingDropped.Load(), Controls: s.controls.Load(),
 		Connected: s.connected.Load(), URL: s.redactedURL(it),
+		PlannedReconnects: s.planned.Load(), PlannedFailed: s.plannedFailed.Load(),
+		SwitchOverlap: s.overlapped.Load(), GapSavedMs: s.gapSaved.Load(),
 	}
+	s.mu.Lock()
+	st.Switching = s.next != nil
+	s.mu.Unlock()
 	if f := s.LastError(); f.Text != "" {
 		st.LastError, st.LastErrorAt = f.Text, &f.At
 	}

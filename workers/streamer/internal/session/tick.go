@@ -55,6 +55,9 @@ func (s *Session) Tick(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
+	if !s.planAt.IsZero() && !now.Before(s.planAt) && s.next == nil {
+		s.planLocked(PlanAge, now)
+	}
 	cfg := s.env.Config
 	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin)
 	if ping {
