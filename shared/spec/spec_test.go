@@ -181,9 +181,26 @@ func TestViewRedacts(t *testing.T) {
 	}
 }
 
+// TestViewShowsPlannedReconnects: GET shows max_connection_age and
+// reconnect_on as stored, and the switch deadline spelled out.
+func TestViewShowsPlannedReconnects(t *testing.T) {
+	s, fe := parse(t, `{"ws_url":"wss://x/feed","max_connection_age":"23h","reconnect_on":{"match":{"path":"e","equals":"serverShutdown"}}}`)
+	if fe != nil {
+		t.Fatal(fe)
+	}
+	v := s.View()
+	if v.MaxConnectionAge != "23h0m0s" || v.ReconnectOn == nil || v.ReconnectOn.Match.Path != "e" || v.SwitchTimeout != "30s" {
+		t.Fatalf("view %+v", v)
+	}
+	s, _ = parse(t, `{"ws_url":"wss://x/feed"}`)
+	if v := s.View(); v.MaxConnectionAge != "" || v.ReconnectOn != nil || v.SwitchTimeout != "" {
+		t.Fatalf("a session without planned reconnects shows %+v", v)
+	}
+}
+
 func TestFieldNamesIncludeTheSourceProtocol(t *testing.T) {
 	names := FieldNames(reflect.TypeOf(Spec{}))
-	for _, want := range []string{"ws_url", "headers", "seq_field", "seq_path", "resume", "open_messages", "app_ping", "on_sink_refusal", "checkpoint_every"} {
+	for _, want := range []string{"ws_url", "headers", "seq_field", "seq_path", "resume", "open_messages", "app_ping", "on_sink_refusal", "checkpoint_every", "max_connection_age", "reconnect_on", "switch_timeout"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("FieldNames lacks %s: %v", want, names)
 		}

@@ -28,6 +28,9 @@ const (
 	CodeInvalidAppPing         = "invalid_app_ping"
 	CodeInvalidKeepalive       = "invalid_keepalive_reply"
 	CodeInvalidIdleTimeout     = "invalid_idle_timeout"
+	CodeInvalidMaxConnAge      = "invalid_max_connection_age"
+	CodeInvalidReconnectOn     = "invalid_reconnect_on"
+	CodeInvalidSwitchTimeout   = "invalid_switch_timeout"
 	CodeInvalidQuery           = "invalid_query"
 	CodeInvalidBody            = "invalid_body"
 

@@ -387,6 +387,11 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 	if !reflect.DeepEqual(d.Config, source.Config{}) || d.SeqField != "n" || d.ResumeQueryParam != "from" || d.Resume.Value != "" {
 		t.Fatalf("defaults: %+v", d)
 	}
+	// Planned reconnects (Binance-style: a day's connection, a shutdown notice).
+	d = mustDecode(t, `{`+u+`,"max_connection_age":"1380m","reconnect_on":{"match":{"path":"e","equals":"serverShutdown"}},"switch_timeout":"30s"}`, publicPolicy)
+	if d.MaxConnectionAge != "23h0m0s" || d.ReconnectOn == nil || d.ReconnectOn.Match.Path != "e" || d.SwitchTimeout != "" {
+		t.Fatalf("planned reconnects: %+v", d.Config)
+	}
 	d = mustDecode(t, `{`+u+`,"seq_mode":"none","idle_timeout":"10s"}`, publicPolicy)
 	if d.SeqMode != source.SeqNone {
 		t.Fatalf("none: %+v", d.Config)
@@ -422,6 +427,12 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 		{`"on_sink_refusal":"ignore"`, CodeInvalidOnSinkRefusal, "skip"},
 		{`"on_sink_refusal":""`, CodeInvalidOnSinkRefusal, "skip"},
 		{`"on_sink_refusal":true`, CodeInvalidType, "on_sink_refusal"},
+		{`"max_connection_age":"1 day"`, CodeInvalidMaxConnAge, "duration from 1s"},
+		{`"max_connection_age":""`, CodeInvalidMaxConnAge, "omit it"},
+		{`"reconnect_on":{"match":{"path":"e"}}`, CodeInvalidReconnectOn, "equals is required"},
+		{`"reconnect_on":{"match":{"path":"e","equals":"x"},"deliver":1}`, CodeInvalidType, "reconnect_on"},
+		{`"switch_timeout":"10s"`, CodeInvalidSwitchTimeout, "max_connection_age or reconnect_on"},
+		{`"max_connection_age":"23h","switch_timeout":"1h"`, CodeInvalidSwitchTimeout, "duration"},
 	} {
 		wantReject(t, `{`+u+`,`+c.body+`}`, publicPolicy, c.code, c.msg)
 	}
