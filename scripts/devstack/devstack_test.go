@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/proc"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -59,7 +60,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // FeedArgs reach the feed's command line; a slot's SetEnv comes after the
-// stack's environment (exec keeps the last value of a duplicated key).
+// stack's environment (exec keeps the last value of a duplicated key); the
+// feed and the workers agree on the tenure header.
 func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	s := &Stack{cfg: DefaultConfig(), Dynamo: &enginetest.Process{Port: 1}, SQS: &enginetest.Process{Port: 2}}
 	s.cfg.Bin.Feed, s.cfg.Dir = "/bin/feed", t.TempDir()
@@ -67,6 +69,9 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	argv := s.feedArgv()
 	if got := strings.Join(argv[len(argv)-2:], " "); got != "-ping-every 1s" || argv[0] != "/bin/feed" {
 		t.Fatalf("feed argv %q", argv)
+	}
+	if i := slices.Index(argv, "-tenure-header"); i < 0 || argv[i+1] != TenureHeader {
+		t.Fatalf("feed argv %q: no -tenure-header %s", argv, TenureHeader)
 	}
 	s.cfg.Worker.Env = map[string]string{"WSFLEET_X": "stack"}
 	w := &Worker{Index: 1, stack: s}
@@ -77,7 +82,7 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		last[k] = v
 	}
-	if last["WSFLEET_X"] != "slot" || last["WSFLEET_Y"] != "1" || last["WSFLEET_WORKER_ID"] != "worker-1" {
+	if last["WSFLEET_X"] != "slot" || last["WSFLEET_Y"] != "1" || last["WSFLEET_WORKER_ID"] != "worker-1" || last[schema.EnvTenureHeader] != TenureHeader {
 		t.Fatalf("env %v", env)
 	}
 	if env := w.nextIncarnation(); !slices.Contains(env, "WSFLEET_WORKER_ID=worker-1.r2") || w.ID() != "worker-1.r2" {

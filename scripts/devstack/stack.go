@@ -146,6 +146,12 @@ type Config struct {
 	// FeedArgs are extra bin/feed flags, appended to the stack's (e.g.
 	// "-ping-every", "1s": the feed closes connections of frozen clients).
 	FeedArgs []string
+	// TenureHeader is the handshake header every worker names its tenure
+	// in (WSFLEET_TENURE_HEADER: "<worker id>/<lease epoch>") and the feed
+	// reads (-tenure-header): the two connections of a planned reconnect
+	// (make-before-break, one tenure) are then a planned overlap at the
+	// feed, not a violation. "": off. DefaultConfig: TenureHeader.
+	TenureHeader string
 
 	// Sink is the workers' sink: SinkStdout ("" too: JSON lines on each
 	// worker's stdout, read by the stack), SinkSQS (the batched sqs sink on
@@ -197,6 +203,9 @@ const (
 	DefaultQueue      = "wsfleet-work"
 )
 
+// TenureHeader is DefaultConfig's Config.TenureHeader.
+const TenureHeader = "X-Wsfleet-Tenure"
+
 // DefaultConfig is `make dev`'s stack: fixed ports, 3 workers, data on disk,
 // lease timings short enough to watch a failover (TTL 5 s).
 func DefaultConfig() Config {
@@ -219,6 +228,7 @@ func DefaultConfig() Config {
 		},
 		FeedRate:        feed.DefaultRate,
 		FeedMode:        feed.ModeKickOlder,
+		TenureHeader:    TenureHeader,
 		KeepSinkRecords: true,
 		StartTimeout:    30 * time.Second,
 		Log:             zerolog.Nop(),
@@ -598,6 +608,9 @@ func (s *Stack) feedArgv() []string {
 	c := &s.cfg
 	argv := []string{c.Bin.Feed, "-port", strconv.Itoa(c.Ports.Feed), "-rate", strconv.FormatFloat(c.FeedRate, 'f', -1, 64),
 		"-mode", string(c.FeedMode), "-records", filepath.Join(s.LogDir(), "feed-records.jsonl")}
+	if c.TenureHeader != "" {
+		argv = append(argv, "-tenure-header", c.TenureHeader)
+	}
 	return append(argv, c.FeedArgs...)
 }
 

@@ -378,6 +378,9 @@ func (s *Stack) workerEnv(id, admin string) []string {
 	if ws.LogLevel != "" {
 		env = append(env, schema.EnvLogLevel+"="+ws.LogLevel)
 	}
+	if s.cfg.TenureHeader != "" {
+		env = append(env, schema.EnvTenureHeader+"="+s.cfg.TenureHeader)
+	}
 	for k, v := range ws.Env {
 		env = append(env, k+"="+v)
 	}
