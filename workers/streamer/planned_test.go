@@ -13,6 +13,7 @@ package streamer
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,7 +134,8 @@ func TestPlannedReconnectsOnWebsocketd(t *testing.T) {
 		sc          source.Config
 	}{
 		{"fixed age", "rate=1000&age=3", source.Config{MaxConnectionAge: "2s", SwitchTimeout: "5s"}},
-		{"shutdown notice", "rate=1000&age=3&notice=1", source.Config{ReconnectOn: shutdownNotice(), SwitchTimeout: "5s"}},
+		// docs/sources.md's Binance-style session, its age scaled down.
+		{"shutdown notice, nested seq", "mode=nested&rate=1000&age=3&notice=1", source.Config{ReconnectOn: shutdownNotice(), SwitchTimeout: "5s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -143,6 +145,9 @@ func TestPlannedReconnectsOnWebsocketd(t *testing.T) {
 			id := e.session(func(it *lease.Item) {
 				spectest.Edit(t, &it.Spec, func(s *spec.Spec) {
 					s.WSURL, s.Headers, s.Config = obs.url()+"?"+c.query, nil, c.sc
+					if strings.Contains(c.query, "nested") {
+						s.SeqPath = "data.u"
+					}
 				})
 			})
 			e.notify(schema.NotifyStart, id)
