@@ -3,6 +3,7 @@ package stacks
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -112,13 +113,25 @@ type EnvConfig struct {
 	// SecretPrefix is the Secrets Manager name prefix a session's secret
 	// references must be under (ingest's WSFLEET_SECRET_PREFIX); the
 	// streamer task role may read the secrets under it, and no others.
-	SecretPrefix       string
+	SecretPrefix string
+	// SecretKMSKeyARN names the customer-managed KMS key the session
+	// secrets are encrypted with (a key ARN, arn:<partition>:kms:<region>:
+	// <account>:key/<key-id>); the task role may then kms:Decrypt with it,
+	// only through Secrets Manager and only for secrets under SecretPrefix.
+	// Empty (the default): the secrets use the AWS managed key
+	// aws/secretsmanager, which needs no grant. -c secretKmsKeyArn= sets it.
+	SecretKMSKeyARN    string
 	OrphanAlarmMinutes int // OrphansSeen > 0 for this many consecutive minutes
 	AliveAlarmMinutes  int // AliveWorkers < MinTasks for this many consecutive minutes
 	LeaseLostPer5Min   float64
 	FailedPer5Min      float64 // SessionsFailed alarm threshold
 	Ingest5xxPer5Min   float64
 }
+
+// kmsKeyARN is the form of a KMS key's ARN: partition aws or aws-<name>
+// (aws-cn, aws-us-gov, ...), a region, a 12-digit account and key/ with a
+// key id (a UUID, or mrk- and 32 hex digits for a multi-Region key).
+var kmsKeyARN = regexp.MustCompile(`^arn:aws(-[a-z]+)*:kms:[a-z]{2}(-[a-z]+)+-[0-9]+:[0-9]{12}:key/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$`)
 
 // environments holds the per-environment defaults.
 var environments = map[string]EnvConfig{
@@ -320,6 +333,9 @@ func (c EnvConfig) Validate() error {
 	check(c.LeaseLostPer5Min > 0, "LeaseLostPer5Min must be positive")
 	check(c.FailedPer5Min > 0, "FailedPer5Min must be positive")
 	check(c.Ingest5xxPer5Min > 0, "Ingest5xxPer5Min must be positive")
+	check(c.SecretKMSKeyARN == "" || kmsKeyARN.MatchString(c.SecretKMSKeyARN),
+		"SecretKMSKeyARN %q is not a KMS key ARN: want arn:<partition>:kms:<region>:<account>:key/<key-id> (an IAM policy grants a key by its key ARN, not by an alias or a bare key id)",
+		c.SecretKMSKeyARN)
 	return errors.Join(errs...)
 }
 

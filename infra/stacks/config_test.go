@@ -69,6 +69,8 @@ func TestValidateRejects(t *testing.T) {
 		"table ceiling":               {func(c *EnvConfig) { c.MaxTasks, c.MaxSessionsPerTask = 200, 12_000 }, "above the table's ceiling of 2268000 sessions"},
 		"table ceiling, checkpoints":  {func(c *EnvConfig) { c.MaxTasks, c.MaxSessionsPerTask, c.CheckpointEvery = 50, 1000, time.Second }, "above the table's ceiling of 37950 sessions"},
 		"lambda timeout":              {func(c *EnvConfig) { c.IngestTimeout = 30 * time.Second }, "IngestTimeout"},
+		"secret key alias":            {func(c *EnvConfig) { c.SecretKMSKeyARN = "arn:aws:kms:eu-west-1:111122223333:alias/wsfleet" }, "SecretKMSKeyARN"},
+		"secret key id only":          {func(c *EnvConfig) { c.SecretKMSKeyARN = "1234abcd-12ab-34cd-56ef-1234567890ab" }, "not a KMS key ARN"},
 	} {
 		c := base
 		tc.mutate(&c)
@@ -120,6 +122,64 @@ func TestSessionCeiling(t *testing.T) {
 	edge.MaxSessionsPerTask++
 	if err := edge.Validate(); err == nil || !strings.Contains(err.Error(), "ceiling") {
 		t.Errorf("above the ceiling: %v", err)
+	}
+}
+
+// TestSecretKMSKeyARN: the secrets' key is optional; when set it must be
+// a KMS key ARN in any partition (a multi-Region key's too), never an
+// alias, a bare id or another service's ARN; -c secretKmsKeyArn= sets it
+// and Resolve refuses a malformed one, naming the context key.
+func TestSecretKMSKeyARN(t *testing.T) {
+	base, err := ConfigFor(EnvDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{
+		"",
+		"arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws-cn:kms:cn-north-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws-us-gov:kms:us-gov-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws:kms:eu-west-1:111122223333:key/mrk-1234abcd12ab34cd56ef1234567890ab",
+	} {
+		c := base
+		c.SecretKMSKeyARN = ok
+		if err := c.Validate(); err != nil {
+			t.Errorf("SecretKMSKeyARN %q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"1234abcd-12ab-34cd-56ef-1234567890ab",
+		"alias/wsfleet-secrets",
+		"arn:aws:kms:us-east-1:111122223333:alias/wsfleet-secrets",
+		"arn:aws:kms:us-east-1:111122223333:key/",
+		"arn:aws:kms:us-east-1:111122223333:key/1234ABCD-12AB-34CD-56EF-1234567890AB",
+		"arn:aws:kms:us-east-1:1111222233:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws:kms::111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws:secretsmanager:us-east-1:111122223333:secret:wsfleet/dev/feed-a1b2c3",
+		"arn:azure:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+		"arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab ",
+	} {
+		c := base
+		c.SecretKMSKeyARN = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SecretKMSKeyARN") || !strings.Contains(err.Error(), "arn:<partition>:kms:<region>:<account>:key/<key-id>") {
+			t.Errorf("SecretKMSKeyARN %q: Validate() = %v, want it refused with the expected form", bad, err)
+		}
+	}
+	get := func(m map[string]any) func(string) any { return func(k string) any { return m[k] } }
+	const key = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	o, err := OptionsFromContext(get(map[string]any{CtxEnv: EnvProd, CtxSecretKMSKeyARN: key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := o.Resolve(); err != nil || cfg.SecretKMSKeyARN != key {
+		t.Errorf("-c %s=%s: SecretKMSKeyARN %q, %v", CtxSecretKMSKeyARN, key, cfg.SecretKMSKeyARN, err)
+	}
+	o, err = OptionsFromContext(get(map[string]any{CtxEnv: EnvDev, CtxSecretKMSKeyARN: "alias/wsfleet-secrets"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Resolve(); err == nil || !strings.Contains(err.Error(), CtxSecretKMSKeyARN) || !strings.Contains(err.Error(), "not a KMS key ARN") {
+		t.Errorf("-c %s=alias/wsfleet-secrets resolved: %v", CtxSecretKMSKeyARN, err)
 	}
 }
 

@@ -19,6 +19,7 @@ const (
 	CtxAllowedHosts     = "allowedHosts"     // ingest's WSFLEET_ALLOWED_HOSTS
 	CtxAlarmEmail       = "alarmEmail"       // subscribes an address to the alarm topic
 	CtxSigningSecretARN = "signingSecretArn" // ingest's optional HMAC secret in Secrets Manager
+	CtxSecretKMSKeyARN  = "secretKmsKeyArn"  // overrides the environment's SecretKMSKeyARN
 )
 
 // Authorization modes of the HTTP API.
@@ -37,6 +38,7 @@ type Options struct {
 	AllowedHosts     string
 	AlarmEmail       string
 	SigningSecretARN string
+	SecretKMSKeyARN  string // empty: the environment's default
 }
 
 // OptionsFromContext reads Options through get (a construct node's
@@ -56,6 +58,7 @@ func OptionsFromContext(get func(key string) any) (Options, error) {
 		AllowedHosts:     str(CtxAllowedHosts),
 		AlarmEmail:       str(CtxAlarmEmail),
 		SigningSecretARN: str(CtxSigningSecretARN),
+		SecretKMSKeyARN:  str(CtxSecretKMSKeyARN),
 	}
 	if o.Auth == "" {
 		o.Auth = AuthIAM
@@ -99,6 +102,12 @@ func (o Options) Resolve() (EnvConfig, error) {
 	}
 	if o.Sink != "" {
 		cfg.Sink = o.Sink
+	}
+	if o.SecretKMSKeyARN != "" {
+		cfg.SecretKMSKeyARN = o.SecretKMSKeyARN
+		if err := cfg.Validate(); err != nil {
+			return EnvConfig{}, fmt.Errorf("context %s: environment %q: %w", CtxSecretKMSKeyARN, cfg.Name, err)
+		}
 	}
 	if o.Auth == AuthNone && !cfg.AllowAuthNone {
 		return EnvConfig{}, fmt.Errorf("context %s=%s is refused for environment %q: its API would take unsigned requests from anyone (use %s=%s)", CtxAuth, AuthNone, cfg.Name, CtxAuth, AuthIAM)

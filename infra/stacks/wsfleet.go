@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -63,6 +64,11 @@ var (
 	// (EnvConfig.SecretPrefix): the worker's resolver reads secret values
 	// and nothing else.
 	StreamerSecretActions = []string{"secretsmanager:GetSecretValue"}
+	// StreamerSecretKeyActions are granted on EnvConfig.SecretKMSKeyARN,
+	// when set, through Secrets Manager only: GetSecretValue decrypts the
+	// secret's data key with kms:Decrypt (nothing else: the worker never
+	// writes a secret, which would need kms:GenerateDataKey).
+	StreamerSecretKeyActions = []string{"kms:Decrypt"}
 	// IngestLogActions are granted on the function's own log group (its ARN
 	// ends in ":*", which covers the group's streams).
 	IngestLogActions = []string{"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -495,13 +501,41 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 	// worker at every dial: it may read the secrets under the
 	// environment's prefix and no others (the "-??????" suffix Secrets
 	// Manager appends to every secret's ARN is why the ARN ends in '*').
-	// A secret under a customer-managed key needs kms:Decrypt on that key
-	// too (docs/infra.md).
+	secrets := fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s*", *stack.Partition(), *stack.Region(), *stack.Account(), cfg.SecretPrefix)
 	taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("SessionSecrets"),
 		Actions:   jsii.Strings(StreamerSecretActions...),
-		Resources: jsii.Strings(fmt.Sprintf("arn:%s:secretsmanager:%s:%s:secret:%s*", *stack.Partition(), *stack.Region(), *stack.Account(), cfg.SecretPrefix)),
+		Resources: jsii.Strings(secrets),
 	}))
+	// A secret under a customer-managed key (cfg.SecretKMSKeyARN) is
+	// decrypted by Secrets Manager with the caller's permission: the task
+	// role may kms:Decrypt with exactly that key, only in Secrets Manager's
+	// requests in this region (kms:ViaService) and only for the secrets
+	// under the prefix (the SecretARN pair of the encryption context Secrets
+	// Manager sends; AWS Secrets Manager User Guide, "Secret encryption and
+	// decryption in AWS Secrets Manager"). The key policy must allow it too.
+	if cfg.SecretKMSKeyARN != "" {
+		// Secrets Manager uses a key of the secret's region, and the
+		// secrets are the stack's region's (the stack is
+		// environment-agnostic, so this is checked at deploy time): a
+		// key of another region fails the deployment here rather than
+		// every dial with AccessDenied.
+		awscdk.NewCfnRule(stack, jsii.String("SecretKeyRegion"), &awscdk.CfnRuleProps{
+			Assertions: &[]*awscdk.CfnRuleAssertion{{
+				Assert:            awscdk.Fn_ConditionEquals(stack.Region(), jsii.String(strings.Split(cfg.SecretKMSKeyARN, ":")[3])),
+				AssertDescription: jsii.String("the session secrets' key (secretKmsKeyArn " + cfg.SecretKMSKeyARN + ") must be in the stack's region: Secrets Manager encrypts a secret with a key of its own region"),
+			}},
+		})
+		taskRole.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("SessionSecretsKey"),
+			Actions:   jsii.Strings(StreamerSecretKeyActions...),
+			Resources: jsii.Strings(cfg.SecretKMSKeyARN),
+			Conditions: &map[string]any{
+				"StringEquals": map[string]any{"kms:ViaService": "secretsmanager." + *stack.Region() + ".amazonaws.com"},
+				"StringLike":   map[string]any{"kms:EncryptionContext:SecretARN": secrets},
+			},
+		}))
+	}
 	suppress(taskRole, "AwsSolutions-IAM5",
 		"The worker reads the secrets the sessions' references name, which operators create under the environment's prefix at any time; the prefix is the boundary (ingest refuses a reference outside it), and the trailing * also covers the random suffix Secrets Manager appends to every secret ARN.",
 		SecretPrefixResource(cfg.SecretPrefix))
@@ -696,6 +730,7 @@ func addOutputs(stack awscdk.Stack, w *Wsfleet, cluster awsecs.Cluster) {
 	out("IngestFunctionName", w.Ingest.FunctionName(), "ingest Lambda function")
 	out("ClusterName", cluster.ClusterName(), "ECS cluster")
 	out("StreamerServiceName", w.Service.ServiceName(), "streamer ECS service")
+	out("StreamerTaskRoleArn", w.Service.TaskDefinition().TaskRole().RoleArn(), "streamer task role (for a key policy of the session secrets' customer-managed key)")
 }
 
 func duration(d time.Duration) awscdk.Duration {

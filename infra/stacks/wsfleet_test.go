@@ -718,7 +718,7 @@ func TestAlarmsAndDashboard(t *testing.T) {
 func TestOutputsAndAgnostic(t *testing.T) {
 	s := synth(t, env(EnvProd))
 	outs, _ := s.JSON["Outputs"].(map[string]any)
-	for _, k := range []string{"ApiUrl", "TableName", "WorkQueueUrl", "DeadLetterQueueUrl", "OutputQueueUrl", "OutputDeadLetterQueueUrl", "AlarmTopicArn", "ClusterName", "StreamerServiceName"} {
+	for _, k := range []string{"ApiUrl", "TableName", "WorkQueueUrl", "DeadLetterQueueUrl", "OutputQueueUrl", "OutputDeadLetterQueueUrl", "AlarmTopicArn", "ClusterName", "StreamerServiceName", "StreamerTaskRoleArn"} {
 		if _, ok := outs[k]; !ok {
 			t.Errorf("output %s missing", k)
 		}
