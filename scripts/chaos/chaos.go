@@ -41,6 +41,15 @@ type Config struct {
 	// Kinds restricts the schedule to these fault kinds (empty: all of
 	// them); for focusing on one behaviour, never for the reference run.
 	Kinds []string
+	// PlannedEvery starts every PlannedEvery-th session (in the order of
+	// their first start, offset by the seed) with planned reconnects:
+	// max_connection_age PlannedAge, reconnect_on the feed's shutdown
+	// notice ({"e":"serverShutdown"}) and switch_timeout PlannedSwitch, so
+	// that make-before-break switches (two connections of one tenure for a
+	// moment) happen throughout the run; 0: none.
+	PlannedEvery  int
+	PlannedAge    time.Duration
+	PlannedSwitch time.Duration
 	// SinkRefusalSkip starts every session with on_sink_refusal "skip" (a
 	// permanently refused message is skipped, counted and logged by the
 	// worker; the judge excuses exactly the logged seqs). Without it (or
@@ -68,6 +77,7 @@ const (
 	KindSQSDown     = "sqs-down"
 	KindSourceDrop  = "source-drop"
 	KindRefuse      = "source-refuse"
+	KindSchedule    = "source-schedule" // the source ends connections at a max age, a shutdown notice 1 s before
 	KindChurn       = "churn"
 	KindClockOffset = "clock-offset"
 	KindPartition   = "dynamodb-partition" // one worker reaches its sources but not DynamoDB
@@ -102,7 +112,7 @@ var SinkKinds = []string{KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSi
 func isSinkKind(k string) bool { return slices.Contains(SinkKinds, k) }
 
 // AllKinds are the fault kinds, in the order the report lists them.
-var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn,
+var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindSchedule, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn,
 	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo,
 	KindIndexLag, KindThrottle, KindAmbiguous}
 
@@ -130,9 +140,12 @@ const (
 // checkpoints every 2 s (when advanced), reconcile every 2 s, safety margin
 // 1 s, a rebalancing round every 2 s moving sessions held 10 s or more, a
 // clock offset of up to 2 s; the feed at 5 messages/s per session,
-// pinging its clients every 500 ms (a client silent for 750 ms is dropped).
-// Every worker slot reaches DynamoDB through its own proxy (the partition
-// fault freezes one).
+// pinging its clients every 500 ms (a client silent for 750 ms is dropped),
+// reading the workers' tenure header (devstack.TenureHeader: a planned
+// reconnect's two connections of one tenure are no violation at the feed);
+// every third session with planned reconnects (max_connection_age 4 s,
+// reconnect_on the shutdown notice, switch_timeout 3 s). Every worker slot
+// reaches DynamoDB through its own proxy (the partition fault freezes one).
 func DefaultConfig() Config {
 	sc := devstack.DefaultConfig()
 	sc.Ports = devstack.Ports{}
@@ -152,6 +165,8 @@ func DefaultConfig() Config {
 	sc.Worker.LogLevel = "info"
 	sc.FeedRate = 5
 	sc.FeedMode = feed.ModeKickOlder
+	// The workers name their tenure on every dial, the feed reads it.
+	sc.TenureHeader = devstack.TenureHeader
 	sc.KeepSinkRecords = false // the harness keeps its own, stamped on arrival
 	sc.Sink = devstack.SinkSQS // the batched sqs sink on a second fauxqs, through the sink fault proxy
 	sc.DynamoModel = "aws"     // DynamoDB as it behaves (testkit/dynamodel): latency, index lag, throttling, ambiguous errors
@@ -160,6 +175,7 @@ func DefaultConfig() Config {
 		GapMin: 2 * time.Second, GapMax: 6 * time.Second,
 		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
 		SwitchPolicy: true, ReconnectMax: 2 * time.Second, ClockOffsetMax: 2 * time.Second,
+		PlannedEvery: 3, PlannedAge: 4 * time.Second, PlannedSwitch: 3 * time.Second,
 		SinkRefusalSkip: true, Out: os.Stdout,
 	}
 }
@@ -219,6 +235,12 @@ func (c Config) Validate() error {
 	if c.FeedPingEvery > 0 && c.FeedPingEvery+c.FeedPingTimeout >= w.LeaseTTL {
 		errs = append(errs, fmt.Errorf("feed ping every %v + timeout %v: want below the liveness TTL %v (a zombie's socket must be gone before its sessions can move)",
 			c.FeedPingEvery, c.FeedPingTimeout, w.LeaseTTL))
+	}
+	if c.PlannedEvery < 0 || (c.PlannedEvery > 0 && (c.PlannedAge < time.Second || c.PlannedSwitch < time.Second)) {
+		errs = append(errs, fmt.Errorf("planned reconnects every %d session(s), age %v, switch timeout %v: want every >= 0, and with it an age and a switch timeout >= 1s", c.PlannedEvery, c.PlannedAge, c.PlannedSwitch))
+	}
+	if c.PlannedEvery > 0 && c.Stack.TenureHeader == "" {
+		errs = append(errs, errors.New("planned reconnects need the tenure header (Stack.TenureHeader): the feed would take their overlaps for two owners and kick or refuse"))
 	}
 	if c.ReconnectMax < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("reconnect max %v: want >= 100ms", c.ReconnectMax))
@@ -291,6 +313,14 @@ type Settings struct {
 	SinkRequestTimeoutMs int64 `json:"sink_request_timeout_ms,omitempty"`
 	// SinkRefusalSkip: sessions were started with on_sink_refusal "skip".
 	SinkRefusalSkip bool `json:"sink_refusal_skip,omitempty"`
+	// PlannedEvery, PlannedAgeMs, PlannedSwitchMs: every PlannedEvery-th
+	// session was started with planned reconnects (Config.PlannedEvery);
+	// TenureHeader is the handshake header naming the tenure ("": none,
+	// and no planned overlap at the feed).
+	PlannedEvery    int    `json:"planned_every,omitempty"`
+	PlannedAgeMs    int64  `json:"planned_age_ms,omitempty"`
+	PlannedSwitchMs int64  `json:"planned_switch_ms,omitempty"`
+	TenureHeader    string `json:"tenure_header,omitempty"`
 	// DynamoModel is the DynamoDB model's profile the stack ran on ("":
 	// dynalite alone).
 	DynamoModel string `json:"dynamo_model,omitempty"`
@@ -333,9 +363,15 @@ type Bounds struct {
 	ClaimMs int64 `json:"claim_ms"`
 	// Outage: DynamoDB back → every session delivers again: as Claim.
 	OutageMs int64 `json:"outage_ms"`
-	// Reconnect: source drop (or end of refusal) → delivering again:
-	// reconnect max + 1 s.
+	// Reconnect: source drop (or end of refusal, or a connection the
+	// source closed at its max age) → delivering again: reconnect max +
+	// 1 s.
 	ReconnectMs int64 `json:"reconnect_ms"`
+	// PlannedOverlap: the longest two connections of one tenure may be
+	// open at once (a planned reconnect): the switch timeout (the new
+	// connection is closed at it) + 1 s (its close handshake, a loaded
+	// host).
+	PlannedOverlapMs int64 `json:"planned_overlap_ms,omitempty"`
 	// Stop: stop acknowledged → the source's connection closed, no
 	// delivery after: one heartbeat interval (the owner reads its mailbox
 	// on its next heartbeat, whichever worker the SQS stop reaches) +
@@ -399,7 +435,7 @@ func (c Config) Settings() Settings {
 		ReconcileMs: ms(w.ReconcileEvery), ClockOffsetMax: ms(c.ClockOffsetMax),
 		SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
 		ReconnectMaxMs: ms(c.ReconnectMax), RebalanceMs: ms(w.RebalanceEvery), MinHoldMs: ms(w.MinHold),
-		Sink: sinkName(c.Stack.Sink), SinkRefusalSkip: c.awsSink() && c.SinkRefusalSkip,
+		Sink: sinkName(c.Stack.Sink), SinkRefusalSkip: c.awsSink() && c.SinkRefusalSkip, TenureHeader: c.Stack.TenureHeader,
 		Bounds: Bounds{
 			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
 			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: ms(stdoutFenceSlack),
@@ -412,6 +448,10 @@ func (c Config) Settings() Settings {
 			ReplayCrash:  int64(rate*(ckpt.Seconds()+1)) + 1,
 			ReplayOutage: int64(rate*(ckpt.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1,
 		},
+	}
+	if c.PlannedEvery > 0 {
+		set.PlannedEvery, set.PlannedAgeMs, set.PlannedSwitchMs = c.PlannedEvery, ms(c.PlannedAge), ms(c.PlannedSwitch)
+		set.Bounds.PlannedOverlapMs = ms(c.PlannedSwitch + time.Second)
 	}
 	if c.Stack.DynamoModel != "" {
 		set.DynamoModel = c.Stack.DynamoModel

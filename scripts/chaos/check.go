@@ -36,7 +36,7 @@ const (
 
 // checkRules are the checks in report order, with what each one holds.
 var checkRules = []struct{ name, rule string }{
-	{CheckOneConn, "at every instant at most one open connection per session (the feed's records); no attempt refused because another was open"},
+	{CheckOneConn, "at every instant the open connections of a session belong to one tenure (the feed's records; a connection without a tenure header is its own); two of one tenure only as a planned reconnect: a session started with planned reconnects, the tenure (<worker id>/<lease epoch>) one that delivered the session, at most two connections, overlapping no longer than the switch timeout + 1 s; no attempt refused because another was open"},
 	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink; a seq the worker logged as skipped (permanent sink refusal, on_sink_refusal skip) is excused only if the sink fault proxy refused that message permanently"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
 	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change"},
@@ -45,7 +45,7 @@ var checkRules = []struct{ name, rule string }{
 	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s"},
 	{CheckRebalance, "after a worker joins (scale-out) every running worker is within ±10 % (or 2 sessions) of its fair share within the balance bound (minimum hold + 6 rounds + 2 s); every rebalancing move (a graceful hand-off) is delivered by its receiver within 1 s of its previous owner's last delivery, with no repeat; after a scale-in (SIGTERM, not restarted) every session of the worker is delivered again by another worker within 1 s"},
 	{CheckOutage, "after DynamoDB is back every session is delivered again by a new tenure within the claim bound; after a throttling or ambiguous-error storm of the DynamoDB model, every session delivers a new seq within the crash + claim bound, and a worker declared dead in it exits non-zero"},
-	{CheckSource, "after the source drops a connection, or stops refusing, the session delivers again within the reconnect bound"},
+	{CheckSource, "after the source drops a connection, stops refusing, or closes one at its max age (source-schedule), the session delivers a new seq within the reconnect bound"},
 	{CheckClaim, "every start and re-start (SQS up or down) is delivered within the claim bound"},
 	{CheckStop, "a STOPPED session's connection closes within one heartbeat interval (+ margin; whichever worker the SQS stop reaches), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
 	{CheckEndOwners, "after the last fault: no session owned by a DEAD or LEFT worker (or one whose process ended); every STARTED session owned by an ALIVE worker that is running; every ended process's record DEAD or LEFT, every running one's ALIVE"},
@@ -84,6 +84,8 @@ type sessionView struct {
 	maxD     int64
 	minD     int64
 	inverted int // first deliveries below an earlier first delivery
+	// planned: the session was started with planned reconnects.
+	planned bool
 	// skipped are the seqs a worker logged as skipped (a permanent sink
 	// refusal, on_sink_refusal skip); maxSkip the highest.
 	skipped map[int64]bool
@@ -143,8 +145,8 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 		}
 	}
 	j.pressure()
-	j.checkConnections()
 	j.checkDeliveries()
+	j.checkConnections() // after the tenures are known (a planned overlap's owner of record)
 	j.checkTransitions()
 	j.checkFaults()
 	j.checkStarts()
@@ -188,6 +190,7 @@ func (j *judge) index() {
 	for _, a := range j.ev.Actions {
 		v := j.view(a.Session)
 		v.actions = append(v.actions, a)
+		v.planned = v.planned || a.Planned
 	}
 	for _, v := range j.sess {
 		sort.SliceStable(v.actions, func(a, b int) bool { return v.actions[a].At.Before(v.actions[b].At) })

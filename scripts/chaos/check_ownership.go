@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,14 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
+// checkConnections sweeps each session's connections at the source: at
+// every instant the open ones must belong to one tenure. Connections of
+// different tenures (a connection without one is its own) open at once are
+// an overlap of two owners, a violation. Two connections of one non-empty
+// tenure are a planned reconnect (make-before-break) when the session was
+// started with planned reconnects, the tenure is an owner of record (that
+// worker and epoch delivered the session), there are at most two and they
+// overlap no longer than the switch timeout + 1 s; otherwise a violation.
 func (j *judge) checkConnections() {
 	for _, id := range j.ids {
 		v := j.sess[id]
@@ -37,13 +46,15 @@ func (j *judge) checkConnections() {
 		var cur *Overlap
 		var curStart int64
 		involved := map[int]bool{}
+		planned := map[string]*tenureOverlap{} // tenure → its connections' overlap under way
 		for _, e := range evs {
 			if e.delta > 0 {
 				open[e.c] = true
 			} else {
 				delete(open, e.c)
 			}
-			if len(open) > 1 {
+			groups, per := v.tenureGroups(open)
+			if groups > 1 {
 				if cur == nil {
 					cur, curStart = &Overlap{Session: id, T: j.sec(e.t)}, e.t
 					clear(involved)
@@ -54,13 +65,29 @@ func (j *judge) checkConnections() {
 				}
 			} else if cur != nil {
 				cur.DurMs = float64(e.t-curStart) / 1e6
-				for _, c := range sortedInts(involved) {
-					cr := v.conns[c]
-					cur.Conns = append(cur.Conns, fmt.Sprintf("#%d by %s (%s)", cr.ID, v.connOwner(cr), orOpen(cr.Reason)))
-				}
+				cur.Conns = v.connNames(involved)
 				j.res.Overlaps = append(j.res.Overlaps, *cur)
 				j.violate(CheckOneConn, id, curStart, "%d connections open at once for %.1f ms: %s", cur.Max, cur.DurMs, strings.Join(cur.Conns, ", "))
 				cur = nil
+			}
+			for _, t := range sortedKeys(per) {
+				if cs := per[t]; len(cs) > 1 {
+					to := planned[t]
+					if to == nil {
+						to = &tenureOverlap{start: e.t, conns: map[int]bool{}}
+						planned[t] = to
+					}
+					to.max = max(to.max, len(cs))
+					for _, c := range cs {
+						to.conns[c] = true
+					}
+				}
+			}
+			for _, t := range sortedKeys(planned) {
+				if len(per[t]) < 2 {
+					j.plannedOverlap(v, t, planned[t], e.t)
+					delete(planned, t)
+				}
 			}
 		}
 		for _, r := range v.refused {
@@ -69,6 +96,86 @@ func (j *judge) checkConnections() {
 			}
 		}
 	}
+}
+
+// tenureOverlap is a time two or more connections of one tenure were open.
+type tenureOverlap struct {
+	start int64
+	max   int
+	conns map[int]bool // indexes into the session's conns
+}
+
+// tenureGroups sorts the open connections (indexes into v.conns) by
+// tenure: groups counts the owners they stand for (a connection without a
+// tenure is its own), per lists those of each non-empty tenure.
+func (v *sessionView) tenureGroups(open map[int]bool) (groups int, per map[string][]int) {
+	per = map[string][]int{}
+	for _, c := range sortedInts(open) {
+		t := v.conns[c].Tenure
+		if t == "" {
+			groups++
+			continue
+		}
+		if len(per[t]) == 0 {
+			groups++
+		}
+		per[t] = append(per[t], c)
+	}
+	return groups, per
+}
+
+// connNames names the connections cs of v for a violation or an overlap.
+func (v *sessionView) connNames(cs map[int]bool) []string {
+	var out []string
+	for _, c := range sortedInts(cs) {
+		cr := v.conns[c]
+		owner := v.connOwner(cr)
+		if cr.Tenure != "" {
+			owner += ", tenure " + cr.Tenure
+		}
+		out = append(out, fmt.Sprintf("#%d by %s (%s)", cr.ID, owner, orOpen(cr.Reason)))
+	}
+	return out
+}
+
+// plannedOverlap judges the overlap o of connections of one tenure that
+// ended at endNs: a planned reconnect's, or a violation.
+func (j *judge) plannedOverlap(v *sessionView, tenure string, o *tenureOverlap, endNs int64) {
+	ov := Overlap{Session: v.id, T: j.sec(o.start), DurMs: float64(endNs-o.start) / 1e6, Max: o.max, Conns: v.connNames(o.conns), Tenure: tenure}
+	var why []string
+	if !v.planned {
+		why = append(why, "the session was not started with planned reconnects")
+	}
+	if w, epoch, ok := parseTenure(tenure); !ok {
+		why = append(why, fmt.Sprintf("the tenure %q is not <worker id>/<lease epoch>", tenure))
+	} else if v.byKey[fmt.Sprintf("%s@%d", w, epoch)] == nil {
+		why = append(why, fmt.Sprintf("%s@%d never delivered the session: no owner of record", w, epoch))
+	}
+	if o.max > 2 {
+		why = append(why, fmt.Sprintf("%d connections of one tenure (a planned reconnect holds two)", o.max))
+	}
+	if b := j.set.Bounds.PlannedOverlapMs; b > 0 && ov.DurMs > float64(b) {
+		why = append(why, fmt.Sprintf("longer than the switch timeout + 1 s (%d ms)", b))
+	}
+	if len(why) > 0 {
+		ov.Violation = true
+		j.violate(CheckOneConn, v.id, o.start, "%d connections of one tenure %s open at once for %.1f ms, not a planned reconnect: %s (%s)",
+			o.max, tenure, ov.DurMs, strings.Join(why, "; "), strings.Join(ov.Conns, ", "))
+	}
+	j.res.PlannedOverlaps = append(j.res.PlannedOverlaps, ov)
+}
+
+// parseTenure splits a tenure header's "<worker id>/<lease epoch>".
+func parseTenure(t string) (worker string, epoch int64, ok bool) {
+	i := strings.LastIndexByte(t, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(t[i+1:], 10, 64)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return t[:i], n, true
 }
 
 func orOpen(reason string) string {
@@ -274,6 +381,10 @@ func (j *judge) disturbed(id string, from, to int64) bool {
 		case KindKill, KindZombie, KindPartition, KindDynamoDown, KindIndexLag, KindThrottle, KindAmbiguous,
 			KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
 			// A sink fault holds the sender's final flush.
+			return true
+		case KindSchedule:
+			// Every connection opened in it ends at the max age: a
+			// session's sender may be reconnecting at the move.
 			return true
 		case KindSourceDrop, KindRefuse:
 			if slices.Contains(f.Sessions, id) {

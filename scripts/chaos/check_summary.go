@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
@@ -73,6 +74,7 @@ func (j *judge) hostCPUAround(t float64) float64 {
 }
 
 func (j *judge) summarize() {
+	j.plannedFigures()
 	for i := range j.res.Faults {
 		fr := &j.res.Faults[i]
 		fr.Recovery = StatsOf(fr.samples)
@@ -140,8 +142,9 @@ func (j *judge) figures(check string) string {
 				}
 			}
 		}
-		return fmt.Sprintf("%d connections, %d overlap(s) in the records, %d counted by the feed itself, %d refused by the one-connection policy, %d refused by the refuse control",
-			t.Connections, len(j.res.Overlaps), len(j.ev.FeedStats.Overlaps), policy, t.Refused-policy)
+		pl := j.res.Planned
+		return fmt.Sprintf("%d connections, %d overlap(s) of two owners in the records, %d counted by the feed itself, %d refused by the one-connection policy, %d refused by the refuse control; %d overlap(s) of one tenure (%d counted by the feed), %d of them not a planned reconnect, open together %s (bound %d ms)",
+			t.Connections, len(j.res.Overlaps), len(j.ev.FeedStats.Overlaps), policy, t.Refused-policy, pl.Overlaps, pl.FeedPlanned, pl.Rejected, fmtStats(pl.Overlap), b.PlannedOverlapMs)
 	case CheckNoLoss:
 		return fmt.Sprintf("%d seqs sent, %d delivered after dedupe (%d raw), %d lost, %d gaps; %d in flight when a session stopped or the run ended (after its last delivery; resumed from the checkpoint on the next start)",
 			t.SentSeqs, t.Distinct, t.Deliveries, t.Lost, t.Gaps, t.Tail)
@@ -187,7 +190,8 @@ func (j *judge) figures(check string) string {
 		}
 		return txt
 	case CheckSource:
-		return fmt.Sprintf("drop %s; refuse %s (from the refusal lifted); bound %d ms", fmtStats(j.kind(KindSourceDrop).Recovery), fmtStats(j.kind(KindRefuse).Recovery), b.ReconnectMs)
+		return fmt.Sprintf("drop %s; refuse %s (from the refusal lifted); closed at the max age %s (from each close); bound %d ms", fmtStats(j.kind(KindSourceDrop).Recovery), fmtStats(j.kind(KindRefuse).Recovery),
+			fmtStats(j.kind(KindSchedule).Recovery), b.ReconnectMs)
 	case CheckClaim:
 		return fmt.Sprintf("all starts %s; during SQS outages %s; bound %d ms", fmtStats(j.res.Claims), fmtStats(j.kind(KindSQSDown).Recovery), b.ClaimMs)
 	case CheckStop:
@@ -217,4 +221,63 @@ func (j *judge) figures(check string) string {
 			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRefuseRecoverMs)
 	}
 	return ""
+}
+
+// plannedFigures sums up the planned reconnects: the overlaps of one
+// tenure the one-connection check judged, the gap in each session's
+// deliveries across them, the feed's count and the workers' log lines.
+func (j *judge) plannedFigures() {
+	p := &j.res.Planned
+	for _, v := range j.sess {
+		if v.planned {
+			p.Sessions++
+		}
+	}
+	var dur, dark, saved []float64
+	for _, o := range j.res.PlannedOverlaps {
+		p.Overlaps++
+		if o.Violation {
+			p.Rejected++
+		}
+		dur = append(dur, o.DurMs)
+		if v := j.sess[o.Session]; v != nil {
+			lo := j.t0 + int64(o.T*1e9) - int64(time.Second)
+			hi := lo + int64(o.DurMs*1e6) + 2*int64(time.Second)
+			dark = append(dark, float64(v.longestSilence(lo, hi))/1e6)
+		}
+	}
+	for _, ss := range j.ev.FeedStats.Sessions {
+		p.FeedPlanned += ss.PlannedOverlaps
+	}
+	for _, l := range j.ev.Planned {
+		if !l.Switched {
+			p.GivenUp++
+			continue
+		}
+		p.Switched++
+		p.Dropped += l.Overlap
+		saved = append(saved, l.SavedMs)
+		if p.ByCause == nil {
+			p.ByCause = map[string]int{}
+		}
+		p.ByCause[l.Cause]++
+	}
+	p.Overlap, p.Dark, p.Saved = StatsOf(dur), StatsOf(dark), StatsOf(saved)
+}
+
+// longestSilence is the longest time in [lo, hi] in which the session
+// delivered nothing (ns).
+func (v *sessionView) longestSilence(lo, hi int64) int64 {
+	last, longest := lo, int64(0)
+	for _, d := range v.dels {
+		if d.AtNs < lo {
+			continue
+		}
+		if d.AtNs > hi {
+			break
+		}
+		longest = max(longest, d.AtNs-last)
+		last = d.AtNs
+	}
+	return max(longest, hi-last)
 }

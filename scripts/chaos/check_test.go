@@ -92,6 +92,30 @@ func newScenario() *scenario {
 
 func (s *scenario) judge() Result { return Analyze(s.ev, s.set, Plan{Seed: 1}) }
 
+// plannedSwitch makes b a session with planned reconnects whose worker-2
+// (epoch 1) switched connections make-before-break at 10 s: its first
+// connection (seqs 1..47) open until 10.05 s, the next one (from seq 46)
+// from 9.95 s, both of tenure worker-2/1; the deliveries are the same (the
+// dedupe dropped the overlap).
+func (s *scenario) plannedSwitch() {
+	s.ev.Actions[1].Planned = true
+	s.ev.Conns[2] = conn(3, "b", 0.9, 10.05, 1, 47, feed.ReasonClient)
+	s.ev.Conns[2].Tenure = "worker-2/1"
+	next := conn(7, "b", 9.95, 30.0, 46, 141, feed.ReasonClient)
+	next.Tenure = "worker-2/1"
+	s.ev.Conns = append(s.ev.Conns, next)
+}
+
+// schedule adds a source-schedule episode from 5 s to 8 s in which b (not
+// planned) was dropped onto the schedule at 5 s and its next connection
+// (5.2 s) closed at its max age at 9 s, its next one opened at 9.1 s; a
+// new seq is delivered 200 ms after each close.
+func (s *scenario) schedule() {
+	s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindSchedule, Start: at(5), End: at(8), Sessions: []string{"b"}})
+	s.ev.Conns[2] = conn(3, "b", 0.9, 5.0, 1, 21, feed.ReasonDropped)
+	s.ev.Conns = append(s.ev.Conns, conn(7, "b", 5.2, 9.0, 21, 41, feed.ReasonMaxAge), conn(8, "b", 9.1, 30.0, 42, 141, feed.ReasonClient))
+}
+
 // zombie turns the kill of worker-1 into a zombie (SIGSTOP at 11 s, SIGCONT
 // at 15.2 s) or a partition from DynamoDB (frozen proxy, thawed at 15.2 s):
 // worker-2 took a over at 15.5 s; worker-1 learnt it was DEAD at its next
@@ -172,6 +196,35 @@ func TestPlantedViolations(t *testing.T) {
 	}{
 		{"two connections at once", CheckOneConn, func(s *scenario) {
 			s.ev.Conns[1].OpenedAt = at(10.5) // a's new connection while the old one is open
+		}},
+		{"two connections of two tenures at once", CheckOneConn, func(s *scenario) {
+			s.plannedSwitch()
+			s.ev.Conns[3].Tenure = "worker-1.r2/2" // another owner, though the session is planned
+		}},
+		{"two connections of one tenure, the session not planned", CheckOneConn, func(s *scenario) {
+			s.plannedSwitch()
+			s.ev.Actions[1].Planned = false
+		}},
+		{"two connections of one tenure that never delivered the session", CheckOneConn, func(s *scenario) {
+			s.plannedSwitch()
+			s.ev.Conns[2].Tenure, s.ev.Conns[3].Tenure = "worker-2/7", "worker-2/7"
+		}},
+		{"three connections of one tenure", CheckOneConn, func(s *scenario) {
+			s.plannedSwitch()
+			third := conn(9, "b", 10.0, 10.02, 47, 47, feed.ReasonClient)
+			third.Tenure = "worker-2/1"
+			s.ev.Conns = append(s.ev.Conns, third)
+		}},
+		{"two connections of one tenure past the switch timeout", CheckOneConn, func(s *scenario) {
+			s.plannedSwitch()
+			s.ev.Conns[2].ClosedAt, s.ev.Conns[2].LastSeq, s.ev.Conns[2].Sent = at(15), 72, 72 // 5 s together (bound 3 s + 1 s)
+		}},
+		{"a close at the max age not recovered in time", CheckSource, func(s *scenario) {
+			s.schedule()
+			s.ev.Deliveries = removeTenure(s.ev.Deliveries, "b", "worker-2")
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 1, 41, 1)...)
+			s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 42, 140, 12.5)...) // 3.5 s after the close (bound 3 s)
+			s.ev.Conns[4].OpenedAt = at(12.4)
 		}},
 		{"attempt refused by the one-connection policy", CheckOneConn, func(s *scenario) {
 			s.ev.Conns = append(s.ev.Conns, feed.ConnRecord{ID: 9, Session: "b", OpenedAt: at(5), ClosedAt: at(5), Reason: feed.ReasonRefused, RefusedBy: string(feed.ModeRefuseNewer)})
@@ -312,6 +365,38 @@ func TestPlantedViolations(t *testing.T) {
 				t.Fatal("OK with a violation")
 			}
 		})
+	}
+}
+
+// A planned reconnect (two connections of one tenure, the session started
+// with planned reconnects, the tenure its owner of record) is no overlap
+// of two owners; a source-schedule episode whose closes are reconnected
+// within the bound is clean.
+func TestPlannedReconnectIsNoOverlap(t *testing.T) {
+	s := newScenario()
+	s.plannedSwitch()
+	res := s.judge()
+	if !res.OK() {
+		t.Fatalf("violations: %+v", res.Violations)
+	}
+	pl := res.Planned
+	if len(res.Overlaps) != 0 || len(res.PlannedOverlaps) != 1 || pl.Overlaps != 1 || pl.Rejected != 0 || pl.Sessions != 1 {
+		t.Fatalf("overlaps %+v, planned %+v, figures %+v", res.Overlaps, res.PlannedOverlaps, pl)
+	}
+	if o := res.PlannedOverlaps[0]; o.Tenure != "worker-2/1" || o.Max != 2 || o.DurMs < 99 || o.DurMs > 101 || pl.Dark.Max > 201 {
+		t.Fatalf("planned overlap %+v, dark %+v", o, pl.Dark)
+	}
+
+	s = newScenario()
+	s.schedule()
+	res = s.judge()
+	if !res.OK() {
+		t.Fatalf("source schedule: violations: %+v", res.Violations)
+	}
+	for _, k := range res.Kinds {
+		if k.Kind == KindSchedule && (k.Faults != 1 || k.Affected != 1 || k.Recovery.N != 2 || k.Recovery.Max > 201 || k.Never != 0) {
+			t.Fatalf("source schedule: %+v", k)
+		}
 	}
 }
 

@@ -5,9 +5,16 @@
 // than the liveness TTL, a SIGTERM rolling restart of every worker, DynamoDB
 // down for 2 × TTL, one worker cut off from DynamoDB (not from its sources)
 // for more than the TTL, SQS down, the source dropping and refusing
-// connections, start / stop / re-start churn through the API and a worker
-// whose wall clock is off by seconds (the protocol reads no wall clock to
-// decide anything). Then it judges the run (check*.go) only from
+// connections, the source ending connections on a schedule (a max age of a
+// few seconds, a shutdown notice 1 s before), start / stop / re-start churn
+// through the API and a worker whose wall clock is off by seconds (the
+// protocol reads no wall clock to decide anything). Every third session
+// (Config.PlannedEvery) is started with planned reconnects
+// (max_connection_age, reconnect_on the shutdown notice), so that
+// make-before-break switches happen throughout every run: the workers name
+// their tenure (worker id / lease epoch) in a handshake header the feed
+// records, and the one-connection check accepts two connections of one
+// tenure only as such a switch. Then it judges the run (check*.go) only from
 // evidence the workers do not produce about themselves: the feed's
 // connection records, the sink lines as the harness received them from each
 // worker's stdout (stamped with their arrival time), the harness's own log

@@ -31,6 +31,9 @@ type Step struct {
 	Abort bool `json:"abort,omitempty"`
 	// Offset is the clock offset (clock-offset).
 	Offset time.Duration `json:"offset_ns,omitempty"`
+	// MaxAge is the source's max connection age (source-schedule; its
+	// shutdown notice comes scheduleNotice before).
+	MaxAge time.Duration `json:"max_age_ns,omitempty"`
 	Pick   uint64        `json:"pick"`
 }
 
@@ -69,6 +72,8 @@ func estimate(s Step, c Config) time.Duration {
 		return s.Gap + s.Hold + 2*time.Second
 	case KindRefuse:
 		return s.Gap + s.Hold + c.ReconnectMax + time.Second
+	case KindSchedule:
+		return s.Gap + s.Hold + s.MaxAge + c.ReconnectMax + 2*time.Second
 	case KindChurn:
 		return s.Gap + 2*w.HeartbeatEvery + 3*time.Second
 	case KindScaleOut:
@@ -137,7 +142,7 @@ func NewPlan(c Config) Plan {
 	}
 	workers := c.Stack.Workers
 	for round := 1; ; round++ {
-		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindChurn, KindScaleOut, KindScaleIn}
+		kinds := []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindSchedule, KindChurn, KindScaleOut, KindScaleIn}
 		if c.awsSink() {
 			kinds = append(kinds, SinkKinds...)
 		}
@@ -174,6 +179,20 @@ func NewPlan(c Config) Plan {
 			case KindRefuse:
 				s.Count = 1 + rng.IntN(sess)
 				s.Hold = between(time.Second, 3*time.Second)
+			case KindSchedule:
+				// Every connection opened for 2–3 max ages ends at its
+				// max age, 2.5–3.5 s, its notice 1 s before: the planned
+				// sessions switch on the notice (before their own max
+				// age), the others are closed at the age and reconnect;
+				// Count of those are dropped at the start, onto the
+				// schedule (it applies to the connections opened after it
+				// is set).
+				s.MaxAge = between(2500*time.Millisecond, 3500*time.Millisecond).Round(100 * time.Millisecond)
+				s.Hold = between(2*s.MaxAge, 3*s.MaxAge)
+				if c.Duration == 0 {
+					s.Hold = between(2*s.MaxAge, 2*s.MaxAge+time.Second) // the short run: one round, kept short
+				}
+				s.Count = sess + rng.IntN(sess+1)
 			case KindChurn:
 				s.Count = 1 + rng.IntN(sess)
 			case KindSinkLatency, KindSinkRefuse:
@@ -272,6 +291,9 @@ func (p Plan) String() string {
 		}
 		if s.Kind == KindSourceDrop {
 			fmt.Fprintf(&b, " abort=%v", s.Abort)
+		}
+		if s.MaxAge > 0 {
+			fmt.Fprintf(&b, " max age %v, notice %v before", s.MaxAge, scheduleNotice)
 		}
 		if s.Offset != 0 {
 			fmt.Fprintf(&b, " offset %+v", s.Offset)

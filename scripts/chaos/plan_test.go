@@ -31,6 +31,9 @@ func TestPlan(t *testing.T) {
 		if s.Kind == KindClockOffset && (s.Offset == 0 || s.Offset.Abs() > c.ClockOffsetMax) {
 			t.Fatalf("offset %v outside the max %v", s.Offset, c.ClockOffsetMax)
 		}
+		if s.Kind == KindSchedule && (s.MaxAge < 2500*time.Millisecond || s.MaxAge > 3500*time.Millisecond || s.MaxAge <= scheduleNotice || s.Hold < 2*s.MaxAge || s.Count < 1) {
+			t.Fatalf("source schedule: max age %v (notice %v), for %v, %d session(s) dropped onto it", s.MaxAge, scheduleNotice, s.Hold, s.Count)
+		}
 	}
 	for _, k := range AllKinds {
 		if !kinds[k] {
@@ -94,8 +97,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir, c.Plan = 2, true, 5*time.Second, "", "nope"
 	c.Stack.DynamoProxies = false
+	c.Stack.TenureHeader = ""
 	err := c.Validate()
-	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan", "proxy"} {
+	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan", "proxy", "tenure header"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -73,6 +73,9 @@ type Action struct {
 	// the session was STOPPED.
 	Epoch int64  `json:"epoch,omitempty"`
 	Err   string `json:"err,omitempty"`
+	// Planned: a start or re-start with planned reconnects
+	// (max_connection_age, reconnect_on: Config.PlannedEvery).
+	Planned bool `json:"planned,omitempty"`
 }
 
 // Incarnation is one worker process: its id (the lease owner it was given),
@@ -166,6 +169,70 @@ type Evidence struct {
 	// Sink is what the destination and the sink fault proxy say (an AWS
 	// sink only).
 	Sink *SinkEvidence `json:",omitempty"`
+	// Planned are the planned reconnects the workers logged (switched or
+	// given up): figures only, never judged (the feed's records are).
+	Planned []PlannedLog `json:",omitempty"`
+}
+
+// PlannedLog is one planned reconnect as its worker logged it: switched
+// to the new connection, or given up (the current connection stayed).
+type PlannedLog struct {
+	Session  string  `json:"session"`
+	Worker   string  `json:"worker"`
+	Cause    string  `json:"cause"` // max_connection_age | reconnect_on
+	Switched bool    `json:"switched"`
+	Overlap  int64   `json:"overlap,omitempty"`      // messages both connections carried (dropped by the dedupe)
+	SavedMs  float64 `json:"gap_saved_ms,omitempty"` // dial to caught up: the gap a reconnect after the close would have left
+	Error    string  `json:"error,omitempty"`
+	AtNs     int64   `json:"t"`
+}
+
+// Log messages of the worker's planned reconnects (workers/streamer
+// internal/session/planned.go).
+const (
+	plannedSwitchedMessage = "planned reconnect: switched to the new connection"
+	plannedGivenUpMessage  = "planned reconnect given up: the current connection stays"
+)
+
+// readPlanned reads the planned reconnects from a worker's log (JSON
+// lines; other lines are skipped).
+func readPlanned(path string) ([]PlannedLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("worker log: %w", err)
+	}
+	defer f.Close()
+	var out []PlannedLog
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		b := sc.Bytes()
+		if !bytes.Contains(b, []byte("planned reconnect")) {
+			continue
+		}
+		var l struct {
+			Message string    `json:"message"`
+			Session string    `json:"connection_id"`
+			Worker  string    `json:"worker_id"`
+			Cause   string    `json:"cause"`
+			Overlap int64     `json:"overlap"`
+			Saved   float64   `json:"gap_saved"`
+			Error   string    `json:"error"`
+			Time    time.Time `json:"time"`
+		}
+		if json.Unmarshal(b, &l) != nil || l.Session == "" || (l.Message != plannedSwitchedMessage && l.Message != plannedGivenUpMessage) {
+			continue
+		}
+		out = append(out, PlannedLog{Session: l.Session, Worker: l.Worker, Cause: l.Cause, Switched: l.Message == plannedSwitchedMessage,
+			Overlap: l.Overlap, SavedMs: l.Saved, Error: l.Error, AtNs: l.Time.UnixNano()})
+	}
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("worker log %s: %w", path, err)
+	}
+	return out, nil
 }
 
 // Move is one rebalancing hand-off as its sender logged it.

@@ -66,6 +66,7 @@ var kindLabel = map[string]string{
 	KindSQSDown:     "SQS down (starts and stops during it)",
 	KindSourceDrop:  "source drops connections",
 	KindRefuse:      "source refuses connections",
+	KindSchedule:    "source ends connections at a max age (notice first)",
 	KindChurn:       "start / stop / re-start churn",
 	KindClockOffset: "clock offset on one worker (SIGTERM restart)",
 	KindScaleOut:    "scale-out: one more worker joins",
@@ -92,6 +93,7 @@ var measuredFrom = map[string]string{
 	KindSQSDown:     "start acknowledged (no SQS) → first delivery",
 	KindSourceDrop:  "drop → first delivery on the next connection",
 	KindRefuse:      "refusal lifted → first delivery on the next connection",
+	KindSchedule:    "each close by the source (max age, the drop onto it) → first new seq",
 	KindChurn:       "start / re-start acknowledged → first delivery",
 	KindClockOffset: "SIGTERM → first delivery by another worker",
 	KindScaleOut:    "join → the new worker's first delivery of each session moved to it",
@@ -138,6 +140,10 @@ func WriteReport(w io.Writer, res Result) {
 	p("| liveness TTL / heartbeat / watch / checkpoint (when advanced) / reconcile | %s / %s / %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.WatchMs), msText(s.CheckpointMs), msText(s.ReconcileMs))
 	p("| safety margin / shutdown deadline / clock offset up to | %s / %s / %s |\n", msText(s.SafetyMarginMs), msText(s.ShutdownMs), msText(s.ClockOffsetMax))
 	p("| worker reconnect backoff max | %s |\n", msText(s.ReconnectMaxMs))
+	if s.PlannedEvery > 0 {
+		p("| planned reconnects | every %s session: max_connection_age %s, reconnect_on the feed's {\"e\":\"serverShutdown\"} notice, switch_timeout %s; the workers name their tenure in %s, which the feed reads |\n",
+			ordinal(s.PlannedEvery), msText(s.PlannedAgeMs), msText(s.PlannedSwitchMs), orNone(s.TenureHeader))
+	}
 	sinkText := "stdout (JSON lines, one pipe per worker)"
 	switch s.Sink {
 	case "sqs":
@@ -155,7 +161,10 @@ func WriteReport(w io.Writer, res Result) {
 	p("| owned again after a graceful handoff | %s | SIGTERM → another worker delivers |\n", msText(b.HandoffMs))
 	p("| start delivered (SQS up or down) | %s | reconcile interval × 1.2 (its jitter) + 1 s |\n", msText(b.ClaimMs))
 	p("| delivering again after DynamoDB is back | %s | as a start |\n", msText(b.OutageMs))
-	p("| delivering again after a drop / refusal | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
+	p("| delivering again after a drop / refusal / a close at the max age | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
+	if b.PlannedOverlapMs > 0 {
+		p("| two connections of one tenure open at once (a planned reconnect) | %s | the switch timeout (the new connection is closed at it) + 1 s |\n", msText(b.PlannedOverlapMs))
+	}
 	p("| STOPPED session closed, nothing delivered after | %s | heartbeat interval (the owner reads its mailbox at its next heartbeat, whichever worker the SQS stop reaches) + 500 ms (heartbeat call, close handshake) |\n", msText(b.StopMs))
 	p("| raw repeats across one crash / zombie | %d | rate × (checkpoint × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
 	p("| raw repeats across one DynamoDB outage / partition | %d | rate × (checkpoint × 1.1 + TTL − margin + 1 s) + 1: nothing can be checkpointed until the worker fences itself |\n", b.ReplayOutage)
@@ -249,6 +258,9 @@ func WriteReport(w io.Writer, res Result) {
 		p("Destination (%s): %d messages read (%d not sink envelopes); %d deliveries stamped by the sink fault proxy, %d by the engine's own arrival stamp. The proxy saw %d sink requests: %d held by a latency spike, %d answers held, %d held by a freeze; %d held requests given up by their client (never forwarded), %d entries refused transiently, %d permanently (%d distinct records; %d whole requests); %d requests were not the sink's (the work queue). The workers logged %d seq(s) as skipped after a permanent refusal.\n\n",
 			sk.Sink, sk.Messages, sk.Broken, sk.Stamped, sk.Unstamped, px.Requests, px.Delayed, px.AnswerHeld, px.Frozen, px.Abandoned, px.Transient, px.Permanent, sk.PermanentlyRefused, px.PermanentReqs, px.Other, t.Skipped)
 	}
+	if pl := res.Planned; pl.Sessions > 0 || pl.Overlaps > 0 {
+		p("Planned reconnects (make-before-break): %d session(s) started with them. %s\n\n", pl.Sessions, plannedText(pl))
+	}
 	if len(res.SelfFenceMs) > 0 {
 		var parts []string
 		for _, v := range res.SelfFenceMs {
@@ -278,6 +290,42 @@ func WriteReport(w io.Writer, res Result) {
 		}
 		p("%d. **%s**%s at %.1f s: %s%s\n", i+1, v.Check, sess, v.T, mdCell(v.Detail), host)
 	}
+}
+
+// plannedText is the planned reconnects' figures in a sentence.
+func plannedText(pl PlannedResult) string {
+	var causes []string
+	for _, c := range sortedKeys(pl.ByCause) {
+		causes = append(causes, fmt.Sprintf("%d on %s", pl.ByCause[c], c))
+	}
+	by := ""
+	if len(causes) > 0 {
+		by = " (" + strings.Join(causes, ", ") + ")"
+	}
+	return fmt.Sprintf("The feed's records hold %d overlap(s) of two connections of one tenure (the feed counted %d), %d of them not a planned reconnect; both open %s; the longest silence in the session's deliveries across one %s. The workers logged %d switch(es)%s and %d planned reconnect(s) given up (the current connection stayed); %d message(s) both connections carried, dropped by the dedupe; gap saved %s.",
+		pl.Overlaps, pl.FeedPlanned, pl.Rejected, fmtStats(pl.Overlap), fmtStats(pl.Dark), pl.Switched, by, pl.GivenUp, pl.Dropped, fmtStats(pl.Saved))
+}
+
+// ordinal is "3rd" for 3.
+func ordinal(n int) string {
+	switch {
+	case n == 1:
+		return ""
+	case n%10 == 1 && n%100 != 11:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2 && n%100 != 12:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3 && n%100 != 13:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no header (off)"
+	}
+	return s
 }
 
 func countFaults(res Result) int {
@@ -315,6 +363,9 @@ func PrintSummary(w io.Writer, res Result) {
 	}
 	if len(res.Missing) > 0 {
 		p("\nfault kinds not injected: %s\n", strings.Join(res.Missing, ", "))
+	}
+	if pl := res.Planned; pl.Sessions > 0 || pl.Overlaps > 0 {
+		p("\nplanned reconnects (%d session(s)): %s\n", pl.Sessions, plannedText(pl))
 	}
 	if res.OK() {
 		p("\nRESULT: PASS (0 violations)\n")

@@ -91,6 +91,36 @@ type Overlap struct {
 	DurMs   float64  `json:"duration_ms"`
 	Max     int      `json:"max"`
 	Conns   []string `json:"conns"` // "#id by worker@epoch (reason)"
+	// Tenure: connections of this one tenure (Result.PlannedOverlaps);
+	// Violation: not a planned reconnect (see CheckOneConn).
+	Tenure    string `json:"tenure,omitempty"`
+	Violation bool   `json:"violation,omitempty"`
+}
+
+// PlannedResult sums up the planned reconnects (make-before-break) of a
+// run: the sessions started with them, the overlaps of one tenure at the
+// source (judged by the one-connection check), the largest gap in each
+// session's deliveries across one, and what the workers logged.
+type PlannedResult struct {
+	Sessions int   `json:"sessions"` // started with planned reconnects
+	Overlaps int   `json:"overlaps"` // of one tenure, at the source
+	Rejected int   `json:"rejected"` // of those, not a planned reconnect (violations)
+	Overlap  Stats `json:"overlap"`  // how long both connections were open
+	// Dark is, per overlap, the longest time the session delivered nothing
+	// from a second before the new connection opened to a second after
+	// the old one closed (the messages' own spacing when nothing was lost).
+	Dark Stats `json:"dark"`
+	// FeedPlanned is the feed's own count of planned overlaps.
+	FeedPlanned int64 `json:"feed_planned"`
+	// Switched / GivenUp / Dropped: the workers' log lines (switched to
+	// the new connection; given up, the current one stayed; the messages
+	// both carried, dropped by the dedupe); SavedMs the gap each switch
+	// saved (the new connection's dial to caught up).
+	Switched int            `json:"switched"`
+	GivenUp  int            `json:"given_up"`
+	Dropped  int64          `json:"overlap_dropped"`
+	Saved    Stats          `json:"gap_saved"`
+	ByCause  map[string]int `json:"by_cause,omitempty"`
 }
 
 // Transitions counts ownership changes by cause.
@@ -168,7 +198,11 @@ type Result struct {
 	StopsChecked int           `json:"stops_checked"`
 	Transitions  []Transitions `json:"transitions"`
 	Overlaps     []Overlap     `json:"overlaps"`
-	Incarnations []Incarnation `json:"incarnations"`
+	// PlannedOverlaps are the overlaps of connections of one tenure, and
+	// Planned the planned reconnects' figures.
+	PlannedOverlaps []Overlap     `json:"planned_overlaps,omitempty"`
+	Planned         PlannedResult `json:"planned"`
+	Incarnations    []Incarnation `json:"incarnations"`
 	// SelfFenceMs is, per DynamoDB outage or partition, how long after it
 	// began the last delivery of a tenure that could no longer heartbeat
 	// arrived.

@@ -50,6 +50,7 @@ type runner struct {
 	faults  []Fault
 	actions []Action
 	started map[string]bool // the harness's last acknowledged request per session
+	planned map[string]bool // sessions started with planned reconnects (plannedSession), by id
 	newN    int
 	offsets map[int]time.Duration // worker slot → its lease clock offset (clock-offset)
 	skip    bool                  // sessions start with on_sink_refusal "skip" (the API knows the field)
@@ -73,7 +74,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("chaos config: %w", err)
 	}
 	r := &runner{cfg: cfg, set: cfg.Settings(), plan: NewPlan(cfg), rec: newRecorder(), t0: time.Now(),
-		incByID: map[string]*Incarnation{}, started: map[string]bool{}, offsets: map[int]time.Duration{}}
+		incByID: map[string]*Incarnation{}, started: map[string]bool{}, planned: map[string]bool{}, offsets: map[int]time.Duration{}}
 	r.skip = r.set.SinkRefusalSkip
 	for _, sub := range []string{"data", "logs"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Stack.Dir, sub)); err != nil {
@@ -344,6 +345,11 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 		}
 		ev.Skips = append(ev.Skips, skips...)
 		ev.Releases = append(ev.Releases, rels...)
+		planned, err := readPlanned(wk.LogPath())
+		if err != nil {
+			return Evidence{}, err
+		}
+		ev.Planned = append(ev.Planned, planned...)
 		ids := map[string]bool{}
 		for _, id := range wk.IDs() {
 			ids[id] = true

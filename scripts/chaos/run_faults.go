@@ -264,6 +264,8 @@ func (r *runner) step(ctx context.Context, s Step) error {
 			return err
 		}
 		r.say("#%d the source refused %d session(s) for %v; delivering again: %s after %v", f.N, len(sess), end.Sub(at).Round(time.Millisecond), okText(ok), time.Since(end).Round(time.Millisecond))
+	case KindSchedule:
+		return r.scheduleStep(ctx, s, reconnect)
 	case KindChurn:
 		n := len(r.faults) + 1
 		at := time.Now()
@@ -416,4 +418,55 @@ func (r *runner) cutOff(ctx context.Context, s Step, sink *sinkfault.Proxy, txt 
 	nid, err := r.afterDeath(ctx, w, id)
 	r.faults[n-1].NewWorker = nid
 	return err
+}
+
+// scheduleNotice is how long before a connection's max age the source
+// sends its shutdown notice in a source-schedule episode.
+const scheduleNotice = time.Second
+
+// scheduleStep is a source-schedule episode: for s.Hold the feed ends every
+// connection opened meanwhile at s.MaxAge (1001), sending
+// {"e":"serverShutdown"} scheduleNotice before, then stops scheduling.
+// The sessions with planned reconnects switch make-before-break on the
+// notice (or their own max age), the others are closed at the age and
+// reconnect; s.Count of those are dropped (close frame) at the start,
+// since the schedule applies to the connections opened after it is set.
+// The fault ends when the schedule is switched off; connections opened
+// just before live up to s.MaxAge longer, and the step waits for them and
+// for every session to deliver a new seq after them.
+func (r *runner) scheduleStep(ctx context.Context, s Step, reconnect time.Duration) error {
+	fc := r.st.FeedClient
+	at := time.Now()
+	if err := fc.SetSchedule(ctx, s.MaxAge, scheduleNotice); err != nil {
+		return fmt.Errorf("feed schedule: %w", err)
+	}
+	sess := pick(s, r.unplannedIDs(), s.Count)
+	for _, id := range sess {
+		if _, err := fc.Drop(ctx, id, false); err != nil {
+			return err
+		}
+	}
+	r.say("the source ends every new connection at %v (a shutdown notice %v before) for %v; %d unplanned session(s) dropped onto the schedule",
+		s.MaxAge, scheduleNotice, s.Hold.Round(time.Millisecond), len(sess))
+	err := r.sleep(ctx, max(s.Hold-time.Since(at), 0))
+	off := time.Now()
+	if serr := fc.SetSchedule(context.WithoutCancel(ctx), 0, 0); serr != nil {
+		return fmt.Errorf("feed schedule off: %w", serr)
+	}
+	if err != nil {
+		return err
+	}
+	f := r.fault(Fault{Kind: s.Kind, Start: at, End: off, Sessions: sess,
+		Note: fmt.Sprintf("max age %v, notice %v before; %d unplanned session(s) dropped onto it", s.MaxAge, scheduleNotice, len(sess))})
+	n := f.N
+	if err := r.sleep(ctx, s.MaxAge); err != nil { // the last scheduled connections end
+		return err
+	}
+	ids := r.startedIDs()
+	ok, err := r.waitProgress(ctx, ids, r.rec.maxSeqOf(ids), reconnect+2*time.Second)
+	if err != nil {
+		return err
+	}
+	r.say("#%d the source's schedule off after %v; every session delivering after its last scheduled connection: %s", n, off.Sub(at).Round(time.Millisecond), okText(ok))
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 func (r *runner) startedIDs() []string {
@@ -93,7 +94,7 @@ func (r *runner) waitProgress(ctx context.Context, ids []string, seqs map[string
 }
 
 func (r *runner) apiStart(ctx context.Context, id, op string, fault int) {
-	a := Action{Op: op, Session: id, Fault: fault, At: time.Now()}
+	a := Action{Op: op, Session: id, Fault: fault, At: time.Now(), Planned: r.plannedSession(id)}
 	if err := r.startSession(ctx, id); err != nil {
 		a.Err = err.Error()
 		r.say("%s %s: %v", op, id, err)
@@ -104,23 +105,71 @@ func (r *runner) apiStart(ctx context.Context, id, op string, fault int) {
 	r.actions = append(r.actions, a)
 }
 
+// plannedSession reports whether session id starts with planned
+// reconnects: every Config.PlannedEvery-th session by its first start
+// (the seed offsets which), the same at every re-start.
+func (r *runner) plannedSession(id string) bool {
+	every := r.cfg.PlannedEvery
+	if every <= 0 {
+		return false
+	}
+	if p, ok := r.planned[id]; ok {
+		return p
+	}
+	n := len(r.planned)
+	e := int64(every)
+	p := ((int64(n)+r.cfg.Seed)%e+e)%e == 0
+	r.planned[id] = p
+	return p
+}
+
+// plannedFields are a planned session's spec fields: a planned reconnect
+// before max_connection_age, and at once on the feed's shutdown notice
+// ({"e":"serverShutdown"}, not delivered).
+func (r *runner) plannedFields() map[string]any {
+	return map[string]any{
+		"max_connection_age": r.cfg.PlannedAge.String(),
+		"reconnect_on":       map[string]any{"match": map[string]any{"path": "e", "equals": feed.ShutdownEvent}},
+		"switch_timeout":     r.cfg.PlannedSwitch.String(),
+	}
+}
+
 // startSession starts id through the API, with on_sink_refusal "skip"
-// while the API takes it: the first start that the API refuses for that
-// field turns it off for the run (said, and stated in the settings).
+// while the API takes it (the first start that the API refuses for that
+// field turns it off for the run: said, and stated in the settings) and,
+// for a planned session, its planned reconnects.
 func (r *runner) startSession(ctx context.Context, id string) error {
-	if !r.skip {
+	extra := map[string]any{}
+	if r.plannedSession(id) {
+		extra = r.plannedFields()
+	}
+	if r.skip {
+		extra["on_sink_refusal"] = "skip"
+	}
+	if len(extra) == 0 {
 		_, err := r.st.StartSession(ctx, id)
 		return err
 	}
-	err := r.st.StartSessionWith(ctx, id, map[string]any{"on_sink_refusal": "skip"})
+	err := r.st.StartSessionWith(ctx, id, extra)
 	var se *devstack.StartError
-	if errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "on_sink_refusal") {
+	if r.skip && errors.As(err, &se) && se.Status == http.StatusBadRequest && strings.Contains(se.Body, "on_sink_refusal") {
 		r.skip = false
 		r.set.SinkRefusalSkip = false
 		r.say("the API does not take on_sink_refusal (%s): sessions start without it, and no permanent refusal is injected", se.Body)
-		_, err = r.st.StartSession(ctx, id)
+		return r.startSession(ctx, id)
 	}
 	return err
+}
+
+// unplannedIDs are the STARTED sessions without planned reconnects.
+func (r *runner) unplannedIDs() []string {
+	var out []string
+	for _, id := range r.startedIDs() {
+		if !r.plannedSession(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (r *runner) apiStop(ctx context.Context, id string, fault int) {

@@ -30,6 +30,7 @@ var faultStyle = map[string]struct {
 	KindSQSDown:     {"#bcbd22", "SQS down"},
 	KindSourceDrop:  {"#ff7f0e", "drop"},
 	KindRefuse:      {"#e377c2", "refuse"},
+	KindSchedule:    {"#c49c94", "max age"},
 	KindChurn:       {"#17becf", "churn"},
 	KindClockOffset: {"#7f7f7f", "clock offset"},
 	KindScaleOut:    {"#2ca02c", "scale-out"},
@@ -136,7 +137,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 		left, s.Workers, s.Sessions, len(ids), msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.CheckpointMs), msText(s.ReconcileMs), s.FeedRate)
 
 	// Faults lane: one sub-row per family so labels do not collide.
-	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1,
+	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindSchedule: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1,
 		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2,
 		KindIndexLag: 0, KindThrottle: 2, KindAmbiguous: 2}
 	subH := float64(laneH) / 4
