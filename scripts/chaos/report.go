@@ -364,9 +364,6 @@ func PrintSummary(w io.Writer, res Result) {
 	if len(res.Missing) > 0 {
 		p("\nfault kinds not injected: %s\n", strings.Join(res.Missing, ", "))
 	}
-	if pl := res.Planned; pl.Sessions > 0 || pl.Overlaps > 0 {
-		p("\nplanned reconnects (%d session(s)): %s\n", pl.Sessions, plannedText(pl))
-	}
 	if res.OK() {
 		p("\nRESULT: PASS (0 violations)\n")
 		return
