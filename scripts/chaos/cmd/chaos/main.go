@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string) error {
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
 	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), sqs-fifo (the same on a FIFO queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
 	noSkip := fs.Bool("no-skip", false, "start sessions without on_sink_refusal \"skip\" (no permanent sink refusal is injected then)")
+	planned := fs.Int("planned-every", cfg.PlannedEvery, "start every Nth session with planned reconnects (max_connection_age 4s, reconnect_on the feed's serverShutdown notice, switch_timeout 3s): make-before-break switches throughout the run; 0: none")
+	binDir := fs.String("bin", "", "the folder of the stack's binaries (streamer, ingest-local, feed, dynamodel, secretsmanager), default <repo>/bin; -streamer overrides its streamer")
 	streamerBin := fs.String("streamer", "", "the worker binary: its chaos build (go build -tags chaos; make chaos passes bin/streamer-chaos), default <repo>/bin/streamer")
 	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile in front of dynalite: aws (AWS latency, index lag, stale reads, throttling, ambiguous errors, and the model's fault kinds) or dynalite (adds nothing); \"\": dynalite alone")
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
@@ -77,7 +80,12 @@ func run(ctx context.Context, args []string) error {
 	if *noSkip {
 		cfg.SinkRefusalSkip = false
 	}
+	cfg.PlannedEvery = *planned
 	cfg.Stack.DynamoModel = *model
+	if *binDir != "" {
+		cfg.Stack.Bin = devstack.Binaries{Streamer: filepath.Join(*binDir, "streamer"), Ingest: filepath.Join(*binDir, "ingest-local"), Feed: filepath.Join(*binDir, "feed"),
+			Model: filepath.Join(*binDir, "dynamodel"), SecretsManager: filepath.Join(*binDir, "secretsmanager")}
+	}
 	if *streamerBin != "" {
 		cfg.Stack.Bin.Streamer = *streamerBin
 	}
