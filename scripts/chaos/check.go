@@ -107,6 +107,9 @@ type judge struct {
 	faultRepeats map[int]int64
 	// moves are the rebalancing hand-offs by session.
 	moves map[string][]Move
+	// plannedDark is, per planned switch, the gap in the session's
+	// deliveries across it (PlannedResult.Dark).
+	plannedDark []float64
 }
 
 func (j *judge) sec(ns int64) float64 { return float64(ns-j.t0) / 1e9 }

@@ -157,6 +157,15 @@ func (j *judge) plannedOverlap(v *sessionView, tenure string, o *tenureOverlap, 
 	if b := j.set.Bounds.PlannedOverlapMs; b > 0 && ov.DurMs > float64(b) {
 		why = append(why, fmt.Sprintf("longer than the switch timeout + 1 s (%d ms)", b))
 	}
+	// The gap the switch left: the session's last delivery before the
+	// older connection closed → its first after, by the same tenure (an
+	// overlap a kill or a hand-off ended has no switch to measure).
+	if w, epoch, ok := parseTenure(tenure); ok {
+		i := sort.Search(len(v.dels), func(i int) bool { return v.dels[i].AtNs > endNs })
+		if i > 0 && i < len(v.dels) && v.dels[i].Worker == w && v.dels[i].Epoch == epoch {
+			j.plannedDark = append(j.plannedDark, float64(v.dels[i].AtNs-v.dels[i-1].AtNs)/1e6)
+		}
+	}
 	if len(why) > 0 {
 		ov.Violation = true
 		j.violate(CheckOneConn, v.id, o.start, "%d connections of one tenure %s open at once for %.1f ms, not a planned reconnect: %s (%s)",

@@ -8,7 +8,6 @@ import (
 	"math"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
@@ -233,18 +232,13 @@ func (j *judge) plannedFigures() {
 			p.Sessions++
 		}
 	}
-	var dur, dark, saved []float64
+	var dur, saved []float64
 	for _, o := range j.res.PlannedOverlaps {
 		p.Overlaps++
 		if o.Violation {
 			p.Rejected++
 		}
 		dur = append(dur, o.DurMs)
-		if v := j.sess[o.Session]; v != nil {
-			lo := j.t0 + int64(o.T*1e9) - int64(time.Second)
-			hi := lo + int64(o.DurMs*1e6) + 2*int64(time.Second)
-			dark = append(dark, float64(v.longestSilence(lo, hi))/1e6)
-		}
 	}
 	for _, ss := range j.ev.FeedStats.Sessions {
 		p.FeedPlanned += ss.PlannedOverlaps
@@ -262,22 +256,5 @@ func (j *judge) plannedFigures() {
 		}
 		p.ByCause[l.Cause]++
 	}
-	p.Overlap, p.Dark, p.Saved = StatsOf(dur), StatsOf(dark), StatsOf(saved)
-}
-
-// longestSilence is the longest time in [lo, hi] in which the session
-// delivered nothing (ns).
-func (v *sessionView) longestSilence(lo, hi int64) int64 {
-	last, longest := lo, int64(0)
-	for _, d := range v.dels {
-		if d.AtNs < lo {
-			continue
-		}
-		if d.AtNs > hi {
-			break
-		}
-		longest = max(longest, d.AtNs-last)
-		last = d.AtNs
-	}
-	return max(longest, hi-last)
+	p.Overlap, p.Dark, p.Saved = StatsOf(dur), StatsOf(j.plannedDark), StatsOf(saved)
 }

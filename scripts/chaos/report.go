@@ -302,7 +302,7 @@ func plannedText(pl PlannedResult) string {
 	if len(causes) > 0 {
 		by = " (" + strings.Join(causes, ", ") + ")"
 	}
-	return fmt.Sprintf("The feed's records hold %d overlap(s) of two connections of one tenure (the feed counted %d), %d of them not a planned reconnect; both open %s; the longest silence in the session's deliveries across one %s. The workers logged %d switch(es)%s and %d planned reconnect(s) given up (the current connection stayed); %d message(s) both connections carried, dropped by the dedupe; gap saved %s.",
+	return fmt.Sprintf("The feed's records hold %d overlap(s) of two connections of one tenure (the feed counted %d), %d of them not a planned reconnect; both open %s; the gap in the session's deliveries across a switch (last delivery before the older connection closed → first after) %s. The workers logged %d switch(es)%s and %d planned reconnect(s) given up (the current connection stayed); %d message(s) both connections carried, dropped by the dedupe; gap saved %s.",
 		pl.Overlaps, pl.FeedPlanned, pl.Rejected, fmtStats(pl.Overlap), fmtStats(pl.Dark), pl.Switched, by, pl.GivenUp, pl.Dropped, fmtStats(pl.Saved))
 }
 

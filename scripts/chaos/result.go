@@ -106,9 +106,11 @@ type PlannedResult struct {
 	Overlaps int   `json:"overlaps"` // of one tenure, at the source
 	Rejected int   `json:"rejected"` // of those, not a planned reconnect (violations)
 	Overlap  Stats `json:"overlap"`  // how long both connections were open
-	// Dark is, per overlap, the longest time the session delivered nothing
-	// from a second before the new connection opened to a second after
-	// the old one closed (the messages' own spacing when nothing was lost).
+	// Dark is, per switch, the gap in the session's deliveries across it:
+	// its last delivery before the older connection closed → its first
+	// after, by the same tenure (the messages' own spacing, 1 / rate, when
+	// the switch left no gap; an overlap a kill or a hand-off ended is left
+	// out).
 	Dark Stats `json:"dark"`
 	// FeedPlanned is the feed's own count of planned overlaps.
 	FeedPlanned int64 `json:"feed_planned"`
