@@ -304,12 +304,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	reconCtx, reconCancel := context.WithCancel(ctx)
 	consumerCtx, consumerCancel := context.WithCancel(context.WithoutCancel(ctx))
 	var recon, consumer sync.WaitGroup
+	// Running before the claim loops start: the reconciler's first pass
+	// runs at once, and a worker not yet running has no free capacity
+	// (Free), so that pass would claim nothing and the sessions it found
+	// would wait a whole WSFLEET_RECONCILE_EVERY.
+	w.setState(stateRunning)
 	if w.consumer != nil {
 		consumer.Go(func() { _ = w.consumer.Run(consumerCtx) })
 	}
 	recon.Go(func() { _ = w.recon.Run(reconCtx) })
 	recon.Go(func() { w.rebalanceLoop(reconCtx) })
-	w.setState(stateRunning)
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
 

@@ -119,6 +119,19 @@ func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 	}
 }
 
+// The reconciler's first pass, at start, claims what it finds: the worker
+// is running (it has free capacity) before the pass runs. A worker that
+// set its state after starting the loops could make that pass find no
+// room, and the sessions waited a whole reconcile interval (an hour here);
+// under load that lost the race now and then.
+func TestTheFirstReconcilePassClaims(t *testing.T) {
+	m := startMem(t, 5, func(c *Config) { c.ReconcileEvery = time.Hour }, nil)
+	testwait.Eventually(t, 5*time.Second, "the 5 sessions owned after the first pass", func() bool { return m.owned() == 5 })
+	if p := m.recon.Passes(); p != 1 {
+		t.Fatalf("%d reconcile passes, want the first only", p)
+	}
+}
+
 func TestAdminEndpoints(t *testing.T) {
 	m := startMem(t, 2, nil, nil)
 	base := "http://" + m.AdminAddr()
