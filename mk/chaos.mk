@@ -30,4 +30,4 @@ chaos: deps devstack-bins
 ## test-chaos: the short seeded run on a real stack (builds its own binaries, the streamer with -tags chaos).
 test-chaos: deps
 	cd scripts && $(GO) vet -tags chaos ./chaos/... ./sinkfault/...
-	cd scripts && $(GO) test -count=1 -race -tags chaos -run '^TestShortChaos$$' -timeout 5m ./chaos/
+	cd scripts && $(GO) test -count=1 -race -tags chaos -run '^TestShortChaos$$' -timeout 9m ./chaos/
