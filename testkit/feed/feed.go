@@ -62,6 +62,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -155,6 +156,10 @@ type Config struct {
 	// not answer within PingTimeout is closed (ReasonPingLost). 0 never pings.
 	PingEvery   time.Duration
 	PingTimeout time.Duration
+	// TLS, when set, makes the feed serve wss:// (and its controls over
+	// https) with this configuration (testkit/tlsca makes one from a
+	// per-run CA).
+	TLS *tls.Config
 	// OnClose, when set, is called once with the final record of every
 	// connection (and of every refused attempt). It must not block for long.
 	OnClose func(ConnRecord)
@@ -419,6 +424,9 @@ func (s *Server) Start(addrs ...string) error {
 			}
 			return fmt.Errorf("feed listen %s: %w", a, err)
 		}
+		if s.cfg.TLS != nil {
+			ln = tls.NewListener(ln, s.cfg.TLS)
+		}
 		lns = append(lns, ln)
 	}
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -442,7 +450,17 @@ func (s *Server) Addr() string {
 }
 
 // URL is the WebSocket URL of session on this server (after Start).
-func (s *Server) URL(session string) string { return "ws://" + s.Addr() + PathPrefix + session }
+func (s *Server) URL(session string) string {
+	return s.scheme() + "://" + s.Addr() + PathPrefix + session
+}
+
+// scheme is wss with TLS, else ws.
+func (s *Server) scheme() string {
+	if s.cfg.TLS != nil {
+		return "wss"
+	}
+	return "ws"
+}
 
 // Close refuses new connections, closes the open ones (close frame 1001,
 // ReasonShutdown), stops Start's server and waits for every handler. It is

@@ -76,6 +76,11 @@ type Config struct {
 	// planned reconnect's two connections (one tenure) from two owners.
 	// "": none (the default).
 	TenureHeader string
+	// ExtraCAFile names a PEM bundle of CA certificates the wss:// sources
+	// are verified against besides the system's roots (a private CA; the
+	// local harness's per-run CA). "": the system's roots only.
+	// Verification cannot be turned off.
+	ExtraCAFile string
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64

@@ -182,12 +182,16 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		return nil, fmt.Errorf("streamer: %w", err)
 	}
 	w.keeper = k
+	tlsConf, err := sourceTLS(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("streamer: %w", err)
+	}
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	w.rebal.client = &http.Client{Timeout: time.Second}
 	w.env = &session.Env{
 		Config:   cfg.sessionConfig(),
 		Handler:  deps.Handler,
-		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts),
+		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
 		Log:      w.log,
 		Counters: &w.counters,
 		Dials:    session.NewDialGate(cfg.DialsPerHost),

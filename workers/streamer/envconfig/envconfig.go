@@ -129,6 +129,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvSinkAttempts, &w.SinkAttempts)
 	p.int(schema.EnvMaxDialFailures, &w.MaxDialFailures)
 	p.str(schema.EnvTenureHeader, &w.TenureHeader)
+	p.str(schema.EnvExtraCAFile, &w.ExtraCAFile)
 	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)

@@ -1,6 +1,6 @@
 // Command feed runs the seq-numbered test WebSocket feed (package feed) for
 // the local stack, the demo, chaos and bench: sessions at
-// ws://127.0.0.1:PORT/feed/<session>?from=N, controls under /control/ (see
+// ws://127.0.0.1:PORT/feed/<session>?from=N (wss:// with -tls-dir), controls under /control/ (see
 // feed.Server.Handler). With -records FILE it appends the
 // final record of every connection to FILE as JSON lines. Logs are zerolog
 // JSON on stderr.
@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
 
 func main() {
@@ -43,6 +44,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.KeepaliveEvery, "keepalive-every", 0, "send KEEP_ALIVE_REQ this often and close a connection that does not answer (0: never)")
 	fs.DurationVar(&cfg.MaxConnAge, "max-conn-age", 0, "close every connection at this age with 1001, as Binance does after 24 h (0: never; POST /control/schedule changes it)")
 	fs.DurationVar(&cfg.ShutdownNotice, "shutdown-notice", 0, "with -max-conn-age: send {\"e\":\"serverShutdown\"} this long before closing at age (0: no notice)")
+	tlsDir := fs.String("tls-dir", "", "serve wss:// (and the controls over https) with the CA in this directory (testkit/tlsca: ca.pem, server.pem, server-key.pem), made there if absent (empty: plain ws://)")
 	fs.StringVar(&cfg.TenureHeader, "tenure-header", "", "handshake header naming the client's tenure; overlapping connections of one tenure are planned, not violations (empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,6 +56,13 @@ func run(ctx context.Context, args []string) error {
 	cfg.Mode = m
 	if cfg.Shape, err = feed.ParseShape(*shape); err != nil {
 		return err
+	}
+	if *tlsDir != "" {
+		ca, err := tlsca.LoadOrNew(*tlsDir)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = ca.ServerTLS()
 	}
 	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
 	log := zerolog.New(os.Stderr).With().Timestamp().Str("component", "feed").Logger()
@@ -89,7 +98,7 @@ func run(ctx context.Context, args []string) error {
 	if err := srv.Start(hostPorts...); err != nil {
 		return err
 	}
-	log.Info().Strs("addrs", hostPorts).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).
+	log.Info().Strs("addrs", hostPorts).Bool("tls", cfg.TLS != nil).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).
 		Dur("max_conn_age", cfg.MaxConnAge).Dur("shutdown_notice", cfg.ShutdownNotice).Str("tenure_header", cfg.TenureHeader).Msg("feed listening")
 	<-ctx.Done()
 	srv.Close()

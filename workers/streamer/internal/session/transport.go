@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -112,8 +113,9 @@ func origin(u *url.URL) string {
 // answer to the handshake ends the dial (ErrRedirected), so a source cannot
 // loop a session, move it past the host allowlist (allowed, the host
 // patterns of WSFLEET_ALLOWED_HOSTS; none: any host), or make it send its
-// headers to another origin.
-func NewClient(dialTimeout time.Duration, policy netguard.Policy, allowed []string) *http.Client {
+// headers to another origin. tlsConf is the wss:// handshakes' (nil: Go's
+// defaults, the system's roots); verification is never turned off here.
+func NewClient(dialTimeout time.Duration, policy netguard.Policy, allowed []string, tlsConf *tls.Config) *http.Client {
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -126,6 +128,7 @@ func NewClient(dialTimeout time.Duration, policy netguard.Policy, allowed []stri
 			}
 			return c, err
 		},
+		TLSClientConfig:        tlsConf,
 		DisableKeepAlives:      true,
 		DisableCompression:     true,
 		TLSHandshakeTimeout:    dialTimeout,
