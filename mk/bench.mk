@@ -13,10 +13,12 @@ BENCH_ARGS ?=
 
 ## bench-bin: the driver and every binary it runs, into bin/: the shipped
 ## bin/streamer (lease, cost and dynalite phases) and the capacity runs'
-## bin/memstreamer (the worker on the in-memory store; bench only).
+## bin/memstreamer (the worker on the in-memory store; bench only) and
+## bin/bareclient (the bare coder/websocket reference they are set beside).
 bench-bin: devstack-bins
 	$(GO) build -o $(BIN)/bench ./scripts/bench/cmd/bench
 	$(GO) build -o $(BIN)/memstreamer ./scripts/bench/cmd/memstreamer
+	$(GO) build -o $(BIN)/bareclient ./scripts/bench/cmd/bareclient
 
 ## bench: quick benchmarks → docs/BENCHMARKS.md, docs/benchmarks.json (logs, profiles: out/bench/).
 bench: deps bench-bin
