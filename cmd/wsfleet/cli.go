@@ -57,7 +57,7 @@ func init() {
 				"desired state, generation and outcome, and names the owner it told through its mailbox. " +
 				"Starting a FAILED session again with the same arguments retries it.",
 			examples: []string{
-				"wsfleet start ws://127.0.0.1:8790/feed/second --id second --resume-param from",
+				"wsfleet start wss://127.0.0.1:8790/feed/second --id second --resume-param from",
 				"wsfleet start wss://ws.okx.com:8443/ws/v5/public --id okx-tickers --seq-mode none --source okx.json",
 			},
 			flags: startFlags,

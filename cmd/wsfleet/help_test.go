@@ -126,7 +126,7 @@ func TestDocsShowTheHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"-h"}, {"start", "-h"}, {"start", "ws://127.0.0.1:8790/feed/second", "-resume-parm", "from"}} {
+	for _, args := range [][]string{{"-h"}, {"start", "-h"}, {"start", "wss://127.0.0.1:8790/feed/second", "-resume-parm", "from"}} {
 		var out, errOut bytes.Buffer
 		_ = cli(context.Background(), args, &out, &errOut) // help, or a usage error on stderr
 		block := "$ bin/wsfleet " + strings.Join(args, " ") + "\n" + out.String() + errOut.String()

@@ -321,6 +321,8 @@ type Settings struct {
 	PlannedAgeMs    int64  `json:"planned_age_ms,omitempty"`
 	PlannedSwitchMs int64  `json:"planned_switch_ms,omitempty"`
 	TenureHeader    string `json:"tenure_header,omitempty"`
+	// TLS: the feed served wss:// (the stack's per-run CA); false: ws://.
+	TLS bool `json:"tls"`
 	// DynamoModel is the DynamoDB model's profile the stack ran on ("":
 	// dynalite alone).
 	DynamoModel string `json:"dynamo_model,omitempty"`
@@ -436,6 +438,7 @@ func (c Config) Settings() Settings {
 		SafetyMarginMs: ms(w.SafetyMargin), ShutdownMs: ms(w.ShutdownDeadline),
 		ReconnectMaxMs: ms(c.ReconnectMax), RebalanceMs: ms(w.RebalanceEvery), MinHoldMs: ms(w.MinHold),
 		Sink: sinkName(c.Stack.Sink), SinkRefusalSkip: c.awsSink() && c.SinkRefusalSkip, TenureHeader: c.Stack.TenureHeader,
+		TLS: !c.Stack.PlainWS,
 		Bounds: Bounds{
 			CrashMs: ms(w.LeaseTTL + watch + crashMargin), CrashMarginMs: ms(crashMargin),
 			FenceMs: ms(w.LeaseTTL - w.SafetyMargin), FenceSlackMs: ms(stdoutFenceSlack),

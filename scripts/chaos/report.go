@@ -135,8 +135,8 @@ func WriteReport(w io.Writer, res Result) {
 
 	p("## Settings\n\n| setting | value |\n|---|---|\n")
 	p("| workers (separate processes) | %d |\n| sessions | %d at the start, %d in all with churn |\n", s.Workers, s.Sessions, res.Totals.Sessions)
-	p("| feed | %.0f messages/s per session; one connection per session: %s%s; keepalive ping every %s, closed without a pong within %s |\n",
-		s.FeedRate, s.FeedMode, map[bool]string{true: ", then refuse-newer from half way", false: ""}[s.SwitchPolicy], msText(s.FeedPingMs), msText(s.FeedPingTimeout))
+	p("| feed | %s; %.0f messages/s per session; one connection per session: %s%s; keepalive ping every %s, closed without a pong within %s |\n",
+		map[bool]string{true: "wss:// (a per-run CA, which the workers trust through WSFLEET_EXTRA_CA_FILE)", false: "plain ws://"}[s.TLS], s.FeedRate, s.FeedMode, map[bool]string{true: ", then refuse-newer from half way", false: ""}[s.SwitchPolicy], msText(s.FeedPingMs), msText(s.FeedPingTimeout))
 	p("| liveness TTL / heartbeat / watch / checkpoint (when advanced) / reconcile | %s / %s / %s / %s / %s |\n", msText(s.LeaseTTLMs), msText(s.HeartbeatMs), msText(s.WatchMs), msText(s.CheckpointMs), msText(s.ReconcileMs))
 	p("| safety margin / shutdown deadline / clock offset up to | %s / %s / %s |\n", msText(s.SafetyMarginMs), msText(s.ShutdownMs), msText(s.ClockOffsetMax))
 	p("| worker reconnect backoff max | %s |\n", msText(s.ReconnectMaxMs))

@@ -18,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/proc"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,6 +92,35 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	w.SetEnv()
 	if len(w.env) != 0 {
 		t.Fatalf("SetEnv() kept %v", w.env)
+	}
+}
+
+// The feed serves wss:// by default, with the stack's CA, which the workers
+// trust; -plain-ws (PlainWS) serves ws:// and the workers get no CA.
+func TestWssByDefault(t *testing.T) {
+	s := &Stack{cfg: DefaultConfig(), Dynamo: &enginetest.Process{Port: 1}, SQS: &enginetest.Process{Port: 2}}
+	s.cfg.Bin.Feed, s.cfg.Dir = "/bin/feed", t.TempDir()
+	ca, err := tlsca.LoadOrNew(s.TLSDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.CA = ca
+	argv := s.feedArgv()
+	if i := slices.Index(argv, "-tls-dir"); i < 0 || argv[i+1] != s.TLSDir() || !strings.HasPrefix(s.FeedURL(), "https://") {
+		t.Fatalf("feed argv %q, URL %s: want wss with -tls-dir %s", argv, s.FeedURL(), s.TLSDir())
+	}
+	w := &Worker{Index: 1, stack: s}
+	if env := w.nextIncarnation(); !slices.Contains(env, schema.EnvExtraCAFile+"="+ca.CertFile) {
+		t.Fatalf("worker env %v: no %s", env, schema.EnvExtraCAFile)
+	}
+	s.cfg.PlainWS, s.CA = true, nil
+	if argv := s.feedArgv(); slices.Contains(argv, "-tls-dir") || !strings.HasPrefix(s.FeedURL(), "http://") {
+		t.Fatalf("plain ws: feed argv %q, URL %s", argv, s.FeedURL())
+	}
+	for _, kv := range w.nextIncarnation() {
+		if strings.HasPrefix(kv, schema.EnvExtraCAFile+"=") {
+			t.Fatalf("plain ws: the worker got %s", kv)
+		}
 	}
 }
 

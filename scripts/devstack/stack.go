@@ -66,6 +66,7 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
+	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
 
 // Ports are the loopback ports of the stack; 0 picks a free one.
@@ -152,6 +153,12 @@ type Config struct {
 	// (make-before-break, one tenure) are then a planned overlap at the
 	// feed, not a violation. "": off. DefaultConfig: TenureHeader.
 	TenureHeader string
+	// PlainWS makes the feed serve plain ws://. By default it serves
+	// wss:// with a certificate from a CA the stack makes in Dir/tls
+	// (testkit/tlsca; kept across runs on the same folder, renewed a day
+	// before it expires), and the workers trust that CA
+	// (WSFLEET_EXTRA_CA_FILE), as real sources are wss://.
+	PlainWS bool
 
 	// Sink is the workers' sink: SinkStdout ("" too: JSON lines on each
 	// worker's stdout, read by the stack), SinkSQS (the batched sqs sink on
@@ -331,6 +338,8 @@ type Stack struct {
 	Feed    *proc.Proc
 	Ingest  *proc.Proc
 
+	// CA is the feed's certificate authority (nil with PlainWS).
+	CA *tlsca.CA
 	// FeedClient drives the feed's controls and reads its records.
 	FeedClient *feed.Client
 	// API is a client of the ingest front.
@@ -445,7 +454,25 @@ func (s *Stack) APIURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.cf
 
 // FeedURL is the feed's HTTP base URL (feed.URL(FeedURL(), session) is a
 // session's WebSocket URL).
-func (s *Stack) FeedURL() string { return "http://127.0.0.1:" + strconv.Itoa(s.cfg.Ports.Feed) }
+func (s *Stack) FeedURL() string {
+	scheme := "https"
+	if s.cfg.PlainWS {
+		scheme = "http"
+	}
+	return scheme + "://127.0.0.1:" + strconv.Itoa(s.cfg.Ports.Feed)
+}
+
+// TLSDir is where the feed's CA lives (Dir/tls; its ca.pem is what the
+// workers trust).
+func (s *Stack) TLSDir() string { return filepath.Join(s.cfg.Dir, "tls") }
+
+// CAFile is the feed's CA certificate ("" with PlainWS).
+func (s *Stack) CAFile() string {
+	if s.CA == nil {
+		return ""
+	}
+	return s.CA.CertFile
+}
 
 // Sinks are the workers' sink records.
 func (s *Stack) Sinks() *Sinks { return s.sinks }
@@ -535,6 +562,14 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 
 	s.FeedClient = feed.NewClient(s.FeedURL())
+	if !c.PlainWS {
+		if s.CA, err = tlsca.LoadOrNew(s.TLSDir()); err != nil {
+			return err
+		}
+		if err := s.FeedClient.TrustCA(s.CA.CertFile); err != nil {
+			return err
+		}
+	}
 	s.Feed = &proc.Proc{
 		Name: "feed", Argv: s.feedArgv(),
 		Env: baseEnv(), Dir: c.Root, LogPath: filepath.Join(s.LogDir(), "feed.log"), OnExit: c.OnExit,
@@ -542,7 +577,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err := s.Feed.Start(); err != nil {
 		return err
 	}
-	if err := s.Feed.WaitReady(ctx, c.StartTimeout, proc.HTTPOK(s.FeedURL()+"/healthz")); err != nil {
+	if err := s.Feed.WaitReady(ctx, c.StartTimeout, proc.HTTPOKWith(s.FeedClient.HTTP, s.FeedURL()+"/healthz")); err != nil {
 		return err
 	}
 
@@ -610,6 +645,9 @@ func (s *Stack) feedArgv() []string {
 		"-mode", string(c.FeedMode), "-records", filepath.Join(s.LogDir(), "feed-records.jsonl")}
 	if c.TenureHeader != "" {
 		argv = append(argv, "-tenure-header", c.TenureHeader)
+	}
+	if !c.PlainWS {
+		argv = append(argv, "-tls-dir", s.TLSDir())
 	}
 	return append(argv, c.FeedArgs...)
 }

@@ -381,6 +381,9 @@ func (s *Stack) workerEnv(id, admin string) []string {
 	if s.cfg.TenureHeader != "" {
 		env = append(env, schema.EnvTenureHeader+"="+s.cfg.TenureHeader)
 	}
+	if f := s.CAFile(); f != "" {
+		env = append(env, schema.EnvExtraCAFile+"="+f)
+	}
 	for k, v := range ws.Env {
 		env = append(env, k+"="+v)
 	}

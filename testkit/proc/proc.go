@@ -463,7 +463,12 @@ func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration, probe func(
 var probeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // HTTPOK is a WaitReady probe: a GET of url that answers 2xx.
-func HTTPOK(url string) func(context.Context) error {
+func HTTPOK(url string) func(context.Context) error { return HTTPOKWith(probeClient, url) }
+
+// HTTPOKWith is HTTPOK through client (an https server with a private CA:
+// a client that trusts it).
+func HTTPOKWith(client *http.Client, url string) func(context.Context) error {
+	probeClient := client
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

@@ -151,7 +151,7 @@ func (ca *CA) WriteServer(dir string) error {
 
 // LoadOrNew loads the CA a run wrote to dir (its certificate and the
 // server's key pair, as New and WriteServer leave them), or makes one there
-// when dir holds none: a server in its own process (bin/feed -tls-dir)
+// when dir holds none, or one whose certificate expires within a day: a server in its own process (bin/feed -tls-dir)
 // and the harness that starts it share one CA.
 func LoadOrNew(dir string) (*CA, error) {
 	caFile := filepath.Join(dir, CAFile)
@@ -169,6 +169,14 @@ func LoadOrNew(dir string) (*CA, error) {
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("tlsca: server key pair in %s: %w", dir, err)
+	}
+	if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err != nil || time.Until(leaf.NotAfter) < Validity/2 {
+		// A CA a run days ago left (make dev keeps its folder): a new one.
+		ca, err := New(dir)
+		if err == nil {
+			err = ca.WriteServer(dir)
+		}
+		return ca, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {

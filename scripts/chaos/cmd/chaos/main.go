@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "where result.json, report.md and timeline.svg go (default <repo>/out/<plan: chaos or demo>)")
 	dir := fs.String("dir", "", "the stack's state folder (default <repo>/.dev/<chaos or demo>; its data/ and logs/ are deleted first)")
 	mode := fs.String("feed-mode", string(cfg.Stack.FeedMode), "the feed's one-connection policy at the start: kick-older or refuse-newer")
+	plainWS := fs.Bool("plain-ws", false, "serve the feed as plain ws:// (default: wss:// with a per-run CA the workers trust)")
 	noSwitch := fs.Bool("no-policy-switch", false, "keep the feed's policy for the whole run (default: refuse-newer from half way)")
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
 	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), sqs-fifo (the same on a FIFO queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
@@ -104,6 +105,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	cfg.Stack.FeedMode = m
 	cfg.SwitchPolicy = cfg.SwitchPolicy && !*noSwitch && m == feed.ModeKickOlder
+	cfg.Stack.PlainWS = *plainWS
 	cfg.Seed = *seed
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() % 1_000_000

@@ -234,7 +234,7 @@ func TestDocsWalkThrough(t *testing.T) {
 	banner := said[strings.Index(said, "wsfleet local stack is up"):]
 	banner = banner[:strings.Index(banner, last)+len(last)]
 	api := regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(banner)[1]
-	feedWS := regexp.MustCompile(`demo feed    (ws://[^/]+)/feed/`).FindStringSubmatch(banner)[1]
+	feedWS := regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(banner)[1]
 
 	// The banner, its rotate command aside.
 	bannerForm := func(s string) []string {
@@ -286,7 +286,7 @@ func TestDocsWalkThrough(t *testing.T) {
 		}
 		return strings.Split(strings.TrimSuffix(o.String(), "\n"), "\n")
 	}
-	start := firstSection(t, doc, "bin/wsfleet start ws://127.0.0.1:8790/feed/second --id second --resume-param from")
+	start := firstSection(t, doc, "bin/wsfleet start wss://127.0.0.1:8790/feed/second --id second --resume-param from")
 	compareLines(t, "wsfleet start", forms(start.out), forms(cli("start", feedWS+"/feed/second", "--id", "second", "--resume-param", "from")))
 
 	// Both sessions owned and checkpointed, as in the doc's table.

@@ -65,6 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.Ports.AdminBase, "admin-port-base", envInt("WSFLEET_DEV_ADMIN_PORT_BASE", cfg.Ports.AdminBase), "worker N's admin port is this + N")
 	fs.Float64Var(&cfg.FeedRate, "feed-rate", cfg.FeedRate, "feed messages per second per session")
 	mode := fs.String("feed-mode", string(cfg.FeedMode), "feed policy: kick-older, refuse-newer or allow")
+	fs.BoolVar(&cfg.PlainWS, "plain-ws", false, "serve the feed as plain ws:// (default: wss:// with a CA the stack makes in <state>/tls, which the workers trust)")
 	fs.DurationVar(&cfg.Worker.LeaseTTL, "liveness-ttl", cfg.Worker.LeaseTTL, "workers' liveness TTL (WSFLEET_LEASE_TTL): how long a heartbeat keeps a worker alive in others' eyes")
 	fs.DurationVar(&cfg.Worker.LeaseTTL, "lease-ttl", cfg.Worker.LeaseTTL, "the old name of -liveness-ttl")
 	fs.DurationVar(&cfg.Worker.HeartbeatEvery, "heartbeat-every", cfg.Worker.HeartbeatEvery, "workers' heartbeat interval (one write per worker)")
@@ -204,6 +205,9 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "\nwsfleet local stack is up (every server on 127.0.0.1)\n")
 	fmt.Fprintf(out, "  ingest API   %s\n", st.APIURL())
 	fmt.Fprintf(out, "  demo feed    %s   (%.0f msg/s per session, %s; controls %s/control/stats)\n", feed.URL(st.FeedURL(), "<session>"), c.FeedRate, c.FeedMode, st.FeedURL())
+	if f := st.CAFile(); f != "" {
+		fmt.Fprintf(out, "  feed TLS     CA %s, trusted by the workers (WSFLEET_EXTRA_CA_FILE); curl --cacert %s %s/control/stats\n", rel(root, f), rel(root, f), st.FeedURL())
+	}
 	engine := "dynalite"
 	if c.DynamoModel != "" {
 		engine = fmt.Sprintf("the DynamoDB model, profile %s, in front of dynalite at %s; controls %s/dynamodel/", c.DynamoModel, st.Dynamo.Endpoint(), st.DynamoEndpoint())
