@@ -1,9 +1,11 @@
 package streamer
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 
 // A wss:// source whose certificate comes from a private CA: a worker
 // trusting that CA (WSFLEET_EXTRA_CA_FILE) streams it, and reconnects to it
-// after a drop; a worker trusting only the system's roots refuses the
+// after a drop (resuming its TLS session); a worker trusting only the system's roots refuses the
 // handshake, and says why in last_error (verification is never skipped).
 func TestWssSourceVerifiedAgainstTheExtraCA(t *testing.T) {
 	e := newEnv(t)
@@ -26,7 +28,16 @@ func TestWssSourceVerifiedAgainstTheExtraCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow, TLS: ca.ServerTLS()})
+	var handshakes, resumed atomic.Int64
+	srvTLS := ca.ServerTLS()
+	srvTLS.VerifyConnection = func(cs tls.ConnectionState) error {
+		handshakes.Add(1)
+		if cs.DidResume {
+			resumed.Add(1)
+		}
+		return nil
+	}
+	f := feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeAllow, TLS: srvTLS})
 	trusting := e.worker(func(c *Config) { c.ExtraCAFile = ca.CertFile })
 	id := e.session(func(it *lease.Item) {
 		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL = f.URL(it.ConnectionID) })
@@ -42,6 +53,10 @@ func TestWssSourceVerifiedAgainstTheExtraCA(t *testing.T) {
 	before := e.sink.count(id)
 	testwait.Eventually(t, 10*time.Second, "messages after the reconnect", func() bool { return e.sink.count(id) > before+10 })
 	contiguous(t, e.sink.get(id))
+	// The reconnect resumed the TLS session of the first connection.
+	if h, r := handshakes.Load(), resumed.Load(); h != 2 || r != 1 {
+		t.Fatalf("%d handshakes, %d resumed: want the reconnect's resumed", h, r)
+	}
 	trusting.stop()
 
 	// A worker without the CA: the handshake fails verification.
