@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"os"
 	"regexp"
 	"strconv"
@@ -12,36 +13,6 @@ import (
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
-
-// A docSection is one command of a pasted terminal session in a fenced
-// block of a doc: the command after "$ " (continuation lines joined) and
-// the lines it printed.
-type docSection struct {
-	cmd string
-	out []string
-}
-
-// docSections are the "$ " commands of every fenced block of doc.
-func docSections(doc string) []docSection {
-	var out []docSection
-	in, cont, open := false, false, false // open: a section of this block takes the lines
-	for _, l := range strings.Split(doc, "\n") {
-		switch {
-		case strings.HasPrefix(l, "```"):
-			in, cont, open = !in, false, false
-		case !in:
-		case cont:
-			out[len(out)-1].cmd += " " + strings.TrimSpace(strings.TrimSuffix(l, `\`))
-			cont = strings.HasSuffix(l, `\`)
-		case strings.HasPrefix(l, "$ "):
-			out = append(out, docSection{cmd: strings.TrimSpace(strings.TrimSuffix(l[2:], `\`))})
-			cont, open = strings.HasSuffix(l, `\`), true
-		case open:
-			out[len(out)-1].out = append(out[len(out)-1].out, l)
-		}
-	}
-	return out
-}
 
 // columnStarts are the offsets where the labels of a tabwriter header
 // start: tabwriter pads every cell with at least two spaces, and a label
@@ -161,21 +132,21 @@ func TestDocsShowTheTables(t *testing.T) {
 			}
 		}
 		found := 0
-		for _, s := range docSections(string(doc)) {
-			if s.cmd != tc.cmd {
+		for _, s := range docsnippet.Sections(string(doc)) {
+			if s.Cmd != tc.cmd {
 				continue
 			}
 			found++
 			what := "docs/local-stack.md, $ " + tc.cmd + " #" + strconv.Itoa(found)
-			if len(s.out) < 2 {
-				t.Errorf("%s: no table: %q", what, s.out)
+			if len(s.Out) < 2 {
+				t.Errorf("%s: no table: %q", what, s.Out)
 				continue
 			}
-			if flat(s.out[0]) != flat(header) {
-				t.Errorf("%s: header\n%s\nthe CLI prints\n%s", what, s.out[0], header)
+			if flat(s.Out[0]) != flat(header) {
+				t.Errorf("%s: header\n%s\nthe CLI prints\n%s", what, s.Out[0], header)
 				continue
 			}
-			rows, last := s.out[1:len(s.out)-1], s.out[len(s.out)-1]
+			rows, last := s.Out[1:len(s.Out)-1], s.Out[len(s.Out)-1]
 			if digitsOut(last) != digitsOut(summary) {
 				t.Errorf("%s: summary line\n%s\nthe CLI prints (numbers aside)\n%s", what, last, summary)
 			}
@@ -183,7 +154,7 @@ func TestDocsShowTheTables(t *testing.T) {
 				t.Errorf("%s: %d rows, the summary says %q", what, len(rows), last)
 			}
 			for _, row := range rows {
-				cells := tableCells(t, what, s.out[0], row)
+				cells := tableCells(t, what, s.Out[0], row)
 				if cells == nil {
 					continue
 				}

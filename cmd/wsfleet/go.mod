@@ -6,6 +6,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/wsfleet/wsfleet/shared v0.0.0
+	github.com/wsfleet/wsfleet/testkit v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -25,3 +26,5 @@ require (
 )
 
 replace github.com/wsfleet/wsfleet/shared => ../../shared
+
+replace github.com/wsfleet/wsfleet/testkit => ../../testkit

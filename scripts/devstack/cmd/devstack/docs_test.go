@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"io"
 	"net/http"
 	"os"
@@ -21,36 +22,6 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
-// A docSection is one command of a pasted terminal session in a fenced
-// block of a doc: the command after "$ " (continuation lines joined) and
-// the lines it printed.
-type docSection struct {
-	cmd string
-	out []string
-}
-
-// docSections are the "$ " commands of every fenced block of doc.
-func docSections(doc string) []docSection {
-	var out []docSection
-	in, cont, open := false, false, false // open: a section of this block takes the lines
-	for _, l := range strings.Split(doc, "\n") {
-		switch {
-		case strings.HasPrefix(l, "```"):
-			in, cont, open = !in, false, false
-		case !in:
-		case cont:
-			out[len(out)-1].cmd += " " + strings.TrimSpace(strings.TrimSuffix(l, `\`))
-			cont = strings.HasSuffix(l, `\`)
-		case strings.HasPrefix(l, "$ "):
-			out = append(out, docSection{cmd: strings.TrimSpace(strings.TrimSuffix(l[2:], `\`))})
-			cont, open = strings.HasSuffix(l, `\`), true
-		case open:
-			out[len(out)-1].out = append(out[len(out)-1].out, l)
-		}
-	}
-	return out
-}
-
 // docBlock is the first fenced block of doc whose text starts with prefix.
 func docBlock(t *testing.T, doc, prefix string) string {
 	t.Helper()
@@ -63,15 +34,15 @@ func docBlock(t *testing.T, doc, prefix string) string {
 }
 
 // firstSection is the first section of doc running cmd.
-func firstSection(t *testing.T, doc, cmd string) docSection {
+func firstSection(t *testing.T, doc, cmd string) docsnippet.Section {
 	t.Helper()
-	for _, s := range docSections(doc) {
-		if s.cmd == cmd {
+	for _, s := range docsnippet.Sections(doc) {
+		if s.Cmd == cmd {
 			return s
 		}
 	}
 	t.Fatalf("docs/local-stack.md shows no $ %s", cmd)
-	return docSection{}
+	return docsnippet.Section{}
 }
 
 var (
@@ -265,16 +236,16 @@ func TestDocsWalkThrough(t *testing.T) {
 	}
 	answer, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var curl docSection
-	for _, s := range docSections(doc) {
-		if strings.HasPrefix(s.cmd, "curl -sS -X POST ") && strings.Contains(s.cmd, `"connection_id":"hello"`) {
+	var curl docsnippet.Section
+	for _, s := range docsnippet.Sections(doc) {
+		if strings.HasPrefix(s.Cmd, "curl -sS -X POST ") && strings.Contains(s.Cmd, `"connection_id":"hello"`) {
 			curl = s
 			break
 		}
 	}
 	bannerCurl := regexp.MustCompile(`(?m)^  (curl .*) \\\n    (-d '\{"connection_id":"hello".*)$`).FindStringSubmatch(banner)
-	compareLines(t, "the banner's curl", []string{numbersOut(curl.cmd)}, []string{numbersOut(bannerCurl[1] + " " + bannerCurl[2])})
-	compareLines(t, "the curl's answer", curl.out, []string{strings.TrimSpace(string(answer))})
+	compareLines(t, "the banner's curl", []string{numbersOut(curl.Cmd)}, []string{numbersOut(bannerCurl[1] + " " + bannerCurl[2])})
+	compareLines(t, "the curl's answer", curl.Out, []string{strings.TrimSpace(string(answer))})
 
 	cli := func(args ...string) []string {
 		t.Helper()
@@ -287,7 +258,7 @@ func TestDocsWalkThrough(t *testing.T) {
 		return strings.Split(strings.TrimSuffix(o.String(), "\n"), "\n")
 	}
 	start := firstSection(t, doc, "bin/wsfleet start wss://127.0.0.1:8790/feed/second --id second --resume-param from")
-	compareLines(t, "wsfleet start", forms(start.out), forms(cli("start", feedWS+"/feed/second", "--id", "second", "--resume-param", "from")))
+	compareLines(t, "wsfleet start", forms(start.Out), forms(cli("start", feedWS+"/feed/second", "--id", "second", "--resume-param", "from")))
 
 	// Both sessions owned and checkpointed, as in the doc's table.
 	next := time.Now()
@@ -318,11 +289,11 @@ func TestDocsWalkThrough(t *testing.T) {
 		return true
 	})
 	status, workers := cli("status"), cli("workers")
-	compareLines(t, "wsfleet status", tableForm(firstSection(t, doc, "bin/wsfleet status").out), tableForm(status))
-	compareLines(t, "wsfleet workers", tableForm(firstSection(t, doc, "bin/wsfleet workers").out), tableForm(workers))
-	for _, s := range docSections(doc) {
+	compareLines(t, "wsfleet status", tableForm(firstSection(t, doc, "bin/wsfleet status").Out), tableForm(status))
+	compareLines(t, "wsfleet workers", tableForm(firstSection(t, doc, "bin/wsfleet workers").Out), tableForm(workers))
+	for _, s := range docsnippet.Sections(doc) {
 		var live []string
-		switch s.cmd {
+		switch s.Cmd {
 		case "bin/wsfleet status":
 			live = status
 		case "bin/wsfleet workers":
@@ -330,8 +301,8 @@ func TestDocsWalkThrough(t *testing.T) {
 		default:
 			continue
 		}
-		if len(s.out) == 0 || strings.Join(strings.Fields(s.out[0]), " ") != strings.Join(strings.Fields(live[0]), " ") {
-			t.Errorf("docs/local-stack.md: $ %s shows the header %q; the CLI prints\n%s", s.cmd, s.out, live[0])
+		if len(s.Out) == 0 || strings.Join(strings.Fields(s.Out[0]), " ") != strings.Join(strings.Fields(live[0]), " ") {
+			t.Errorf("docs/local-stack.md: $ %s shows the header %q; the CLI prints\n%s", s.Cmd, s.Out, live[0])
 		}
 	}
 
@@ -359,7 +330,7 @@ func TestDocsWalkThrough(t *testing.T) {
 	}
 
 	stop := firstSection(t, doc, "bin/wsfleet stop second")
-	compareLines(t, "wsfleet stop", forms(stop.out), forms(cli("stop", "second")))
+	compareLines(t, "wsfleet stop", forms(stop.Out), forms(cli("stop", "second")))
 
 	// Ctrl-C.
 	cancel()
