@@ -197,22 +197,8 @@ const (
 // readPlanned reads the planned reconnects from a worker's log (JSON
 // lines; other lines are skipped).
 func readPlanned(path string) ([]PlannedLog, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("worker log: %w", err)
-	}
-	defer f.Close()
 	var out []PlannedLog
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		b := sc.Bytes()
-		if !bytes.Contains(b, []byte("planned reconnect")) {
-			continue
-		}
+	err := scanLog(path, "planned reconnect", func(b []byte) {
 		var l struct {
 			Message string    `json:"message"`
 			Session string    `json:"connection_id"`
@@ -224,15 +210,36 @@ func readPlanned(path string) ([]PlannedLog, error) {
 			Time    time.Time `json:"time"`
 		}
 		if json.Unmarshal(b, &l) != nil || l.Session == "" || (l.Message != plannedSwitchedMessage && l.Message != plannedGivenUpMessage) {
-			continue
+			return
 		}
 		out = append(out, PlannedLog{Session: l.Session, Worker: l.Worker, Cause: l.Cause, Switched: l.Message == plannedSwitchedMessage,
 			Overlap: l.Overlap, SavedMs: l.Saved, Error: l.Error, AtNs: l.Time.UnixNano()})
+	})
+	return out, err
+}
+
+// scanLog calls line with every line of the worker log at path that holds
+// needle (a missing log has none).
+func scanLog(path, needle string, line func([]byte)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("worker log: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if b := sc.Bytes(); bytes.Contains(b, []byte(needle)) {
+			line(b)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("worker log %s: %w", path, err)
+		return fmt.Errorf("worker log %s: %w", path, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Move is one rebalancing hand-off as its sender logged it.
@@ -246,22 +253,8 @@ type Move struct {
 // readMoves reads the rebalancing hand-offs from a worker's log (JSON
 // lines; other lines are skipped).
 func readMoves(path string) ([]Move, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("worker log: %w", err)
-	}
-	defer f.Close()
 	var out []Move
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		b := sc.Bytes()
-		if !bytes.Contains(b, []byte(moveLogMessage)) {
-			continue
-		}
+	err := scanLog(path, moveLogMessage, func(b []byte) {
 		var l struct {
 			Message string    `json:"message"`
 			Session string    `json:"connection_id"`
@@ -270,14 +263,11 @@ func readMoves(path string) ([]Move, error) {
 			Time    time.Time `json:"time"`
 		}
 		if json.Unmarshal(b, &l) != nil || l.Message != moveLogMessage || l.Session == "" {
-			continue
+			return
 		}
 		out = append(out, Move{Session: l.Session, From: l.From, To: l.To, AtNs: l.Time.UnixNano()})
-	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("worker log %s: %w", path, err)
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // moveLogMessage is the message of the worker's log line for a
