@@ -39,6 +39,7 @@ func (s *Session) Interrupt(reason error) {
 		s.closeLocked(reason)
 	}
 	if s.next != nil {
+		s.next.dropped = true
 		s.closeNextLocked(s.next, reason)
 	}
 }
@@ -158,7 +159,7 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	cfg := s.env.Config
 	now := time.Now()
 	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
-	s.planAt = time.Time{}
+	s.planAt, s.failedPlans = time.Time{}, 0
 	if p.maxAge > 0 {
 		s.planAt = now.Add(planDelay(p))
 	}

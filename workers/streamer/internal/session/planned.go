@@ -43,6 +43,12 @@ const (
 	PlanNotice = "reconnect_on"
 )
 
+// MaxPlanAttempts is how many planned reconnects one connection tries: a
+// source that refuses a second connection is not dialed again and again
+// (Binance bans addresses that reconnect too often); the connection then
+// ends on the source's schedule and the session reconnects as usual.
+const MaxPlanAttempts = 3
+
 // MaxSwitchBytes bounds what a new connection may hold before the switch
 // (the messages it read past the session's last delivered seq): a new
 // connection that runs that far ahead of the current one is given up.
@@ -63,6 +69,9 @@ type successor struct {
 	conn    *websocket.Conn
 	raw     net.Conn
 	closing bool
+	// dropped: the session let it go (an Interrupt, a new generation, a
+	// reconnect): not a failed attempt.
+	dropped bool
 
 	// orphan: Run's connection ended first; the new connection takes over
 	// at its next message.
@@ -106,7 +115,8 @@ func (s *Session) plan(cause string) {
 
 func (s *Session) planLocked(cause string, now time.Time) {
 	p := s.proto
-	if s.end != nil || s.conn == nil || s.kick != nil || s.next != nil || p == nil || !p.planned || now.Before(s.retryAt) {
+	if s.end != nil || s.conn == nil || s.kick != nil || s.next != nil || p == nil || !p.planned || now.Before(s.retryAt) ||
+		s.failedPlans >= MaxPlanAttempts {
 		return
 	}
 	if s.held.Remaining() <= 0 || s.held.Item().Generation != s.connGen {
@@ -151,11 +161,13 @@ func (s *Session) follow(nx *successor) {
 	if s.next == nx {
 		s.next = nil
 	}
-	s.failedPlans++
-	s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans - 1))
-	ending := s.end != nil
+	failed := s.end == nil && !nx.dropped
+	if failed {
+		s.failedPlans++
+		s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans - 1))
+	}
 	s.mu.Unlock()
-	if !ending {
+	if failed {
 		s.planFailed(nx, err)
 	}
 }
@@ -338,6 +350,7 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 		nx.orphan.Store(true)
 	default:
 		s.mu.Lock()
+		nx.dropped = true
 		s.closeNextLocked(nx, errGeneration)
 		s.mu.Unlock()
 	}

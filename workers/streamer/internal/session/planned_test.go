@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -401,4 +402,50 @@ func TestTakeKeepsWhatTheOldConnectionHasNotDelivered(t *testing.T) {
 			t.Fatalf("%s: kept %s, overlap %d; want %s, %d", c.name, got, nx.overlap, c.kept, c.overlap)
 		}
 	}
+}
+
+// TestPlannedAttemptsPerConnectionAreBounded: a source that never lets a
+// second connection catch up is tried MaxPlanAttempts times per
+// connection, then left to end on its own schedule (no dialing it again and
+// again).
+func TestPlannedAttemptsPerConnectionAreBounded(t *testing.T) {
+	src := newStreamed(t, func(n int) connPlan { return connPlan{silent: n > 1} })
+	h := newHarness(t, testConfig())
+	h.putPlanned("s1", src.url, source.Config{MaxConnectionAge: "1s", SwitchTimeout: "1s"})
+	s, done := h.start("s1")
+	testwait.Eventually(t, 20*time.Second, "the attempts given up", func() bool { return s.Status().PlannedFailed == MaxPlanAttempts })
+	testwait.Holds(t, 3*time.Second, "no further attempt on this connection", func() bool {
+		return src.src.conns() == 1+MaxPlanAttempts && !s.Status().Switching
+	})
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
+	contiguous(t, h.rec.seqs())
+}
+
+// TestNewGenerationDropsTheSwitchWithoutAFailure: a new generation during a
+// planned reconnect drops the new connection (dialed for the old
+// configuration) and reconnects with the new one; that is not a failed
+// attempt.
+func TestNewGenerationDropsTheSwitchWithoutAFailure(t *testing.T) {
+	src := newStreamed(t, func(n int) connPlan { return connPlan{silent: n == 2} })
+	h := newHarness(t, testConfig())
+	h.putPlanned("s1", src.url, source.Config{MaxConnectionAge: "1s", SwitchTimeout: "1m"})
+	s, done := h.start("s1")
+	testwait.Eventually(t, 10*time.Second, "a planned reconnect under way", func() bool {
+		return s.Status().Switching && src.src.conns() == 2
+	})
+	it, err := h.store.Get(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Generation = 2
+	h.store.Put(it)
+	h.notify("s1")
+	testwait.Eventually(t, 10*time.Second, "the new generation's connection", func() bool { return src.src.conns() >= 3 && s.Status().Generation == 2 })
+	testwait.Eventually(t, 5*time.Second, "the dropped connection closed", func() bool { _, ok := src.code(2); return ok })
+	if st := s.Status(); st.PlannedFailed != 0 || st.LastError != "" {
+		t.Fatalf("status %+v: a dropped switch is not a failure", st)
+	}
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
 }
