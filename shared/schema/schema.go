@@ -256,6 +256,7 @@ const (
 	EnvAdminToken          = "WSFLEET_ADMIN_TOKEN"           // the admin server's bearer token (every endpoint but /healthz and /readyz; the fleet's workers share it); required unless the admin server listens on loopback only
 	EnvMaxConcurrentWrites = "WSFLEET_MAX_CONCURRENT_WRITES" // checkpoints in flight, default 64
 	EnvMaxDialFailures     = "WSFLEET_MAX_DIAL_FAILURES"     // int, default 20; 0 = never give up on a transient error
+	EnvTLSResumption       = "WSFLEET_TLS_RESUMPTION"        // bool, default true: wss:// reconnects and claims resume TLS sessions from tickets
 	EnvExtraCAFile         = "WSFLEET_EXTRA_CA_FILE"         // PEM bundle of CA certificates wss:// sources are verified against besides the system's roots; "" (default) = none
 	EnvTenureHeader        = "WSFLEET_TENURE_HEADER"         // handshake header carrying "<worker id>/<lease epoch>"; "" (default) = none
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit

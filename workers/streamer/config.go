@@ -81,6 +81,10 @@ type Config struct {
 	// local harness's per-run CA). "": the system's roots only.
 	// Verification cannot be turned off.
 	ExtraCAFile string
+	// NoTLSResumption turns TLS session resumption off: every wss://
+	// handshake is a full one (by default a reconnect or a claim to a host
+	// dialed before resumes from a session ticket).
+	NoTLSResumption bool
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64

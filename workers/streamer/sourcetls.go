@@ -23,7 +23,10 @@ const tlsSessionCacheHosts = 1024
 
 // sourceTLS is the sessions' client TLS configuration.
 func sourceTLS(cfg Config) (*tls.Config, error) {
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(tlsSessionCacheHosts)}
+	conf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if !cfg.NoTLSResumption {
+		conf.ClientSessionCache = tls.NewLRUClientSessionCache(tlsSessionCacheHosts)
+	}
 	if cfg.ExtraCAFile == "" {
 		return conf, nil // the system's roots
 	}

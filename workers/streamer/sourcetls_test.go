@@ -80,3 +80,17 @@ func TestExtraCAFileMustHoldACertificate(t *testing.T) {
 		t.Fatalf("a file without a certificate: %v", err)
 	}
 }
+
+// TLS session resumption is on by default and WSFLEET_TLS_RESUMPTION=false
+// (NoTLSResumption) turns it off; verification stays on either way.
+func TestTLSResumptionSetting(t *testing.T) {
+	cfg := testConfig("w-tls")
+	conf, err := sourceTLS(cfg)
+	if err != nil || conf.ClientSessionCache == nil || conf.InsecureSkipVerify {
+		t.Fatalf("default: %+v, %v", conf, err)
+	}
+	cfg.NoTLSResumption = true
+	if conf, err = sourceTLS(cfg); err != nil || conf.ClientSessionCache != nil || conf.InsecureSkipVerify {
+		t.Fatalf("NoTLSResumption: %+v, %v", conf, err)
+	}
+}

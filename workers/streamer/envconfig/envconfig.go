@@ -130,6 +130,9 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvMaxDialFailures, &w.MaxDialFailures)
 	p.str(schema.EnvTenureHeader, &w.TenureHeader)
 	p.str(schema.EnvExtraCAFile, &w.ExtraCAFile)
+	resume := !w.NoTLSResumption
+	p.bool(schema.EnvTLSResumption, &resume)
+	w.NoTLSResumption = !resume
 	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)

@@ -85,6 +85,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2",
 		schema.EnvSinkBufferBudget: "33554432", schema.EnvSecretCacheTTL: "90s",
+		schema.EnvTenureHeader: "X-Tenure", schema.EnvExtraCAFile: "/etc/ca.pem", schema.EnvTLSResumption: "false",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +104,7 @@ func TestFromEnv(t *testing.T) {
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
+		TenureHeader: "X-Tenure", ExtraCAFile: "/etc/ca.pem", NoTLSResumption: true,
 	}
 	want.TableName, want.QueueURL, want.QueueWait = "t", "https://q/work", 15*time.Second
 	want.Sink.Kind, want.Sink.OutputQueueURL = "sqs", "https://q/out.fifo"
