@@ -74,13 +74,14 @@ func TestPlannedReconnectsOnTheFeed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
-			// A source that closes every connection at 3 s (and, with the
-			// notice, says so 1 s before), and kicks a second connection
-			// of another owner.
-			fc := feed.Config{Rate: c.rate, Mode: feed.ModeKickOlder, TenureHeader: tenureHeader, MaxConnAge: 3 * time.Second}
-			sc := source.Config{MaxConnectionAge: "2s", SwitchTimeout: "5s"}
+			// A source that closes every connection at 5 s (and, with the
+			// notice, says so 3 s before), and kicks a second connection
+			// of another owner. The margins leave a loaded machine
+			// seconds to switch before the source's close.
+			fc := feed.Config{Rate: c.rate, Mode: feed.ModeKickOlder, TenureHeader: tenureHeader, MaxConnAge: 5 * time.Second}
+			sc := source.Config{MaxConnectionAge: "3s", SwitchTimeout: "5s"}
 			if c.notice {
-				fc.ShutdownNotice = time.Second
+				fc.ShutdownNotice = 3 * time.Second
 				sc = source.Config{ReconnectOn: shutdownNotice(), SwitchTimeout: "5s"}
 			}
 			f := feed.StartForTest(t, fc)
@@ -133,9 +134,9 @@ func TestPlannedReconnectsOnWebsocketd(t *testing.T) {
 		name, query string
 		sc          source.Config
 	}{
-		{"fixed age", "rate=1000&age=3", source.Config{MaxConnectionAge: "2s", SwitchTimeout: "5s"}},
+		{"fixed age", "rate=1000&age=5", source.Config{MaxConnectionAge: "3s", SwitchTimeout: "5s"}},
 		// docs/sources.md's Binance-style session, its age scaled down.
-		{"shutdown notice, nested seq", "mode=nested&rate=1000&age=3&notice=1", source.Config{ReconnectOn: shutdownNotice(), SwitchTimeout: "5s"}},
+		{"shutdown notice, nested seq", "mode=nested&rate=1000&age=5&notice=3", source.Config{ReconnectOn: shutdownNotice(), SwitchTimeout: "5s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -172,8 +173,8 @@ func TestPlannedReconnectsOnWebsocketd(t *testing.T) {
 				if !recs[i+1].OpenedAt.Before(recs[i].ClosedAt) {
 					t.Errorf("connection %d opened after connection %d ended", recs[i+1].ID, recs[i].ID)
 				}
-				if d := recs[i].EndedAt.Sub(recs[i].OpenedAt); d >= 3*time.Second {
-					t.Errorf("connection %d lasted %v: the script's age (3 s) ended it, not the switch", recs[i].ID, d)
+				if d := recs[i].EndedAt.Sub(recs[i].OpenedAt); d >= 5*time.Second {
+					t.Errorf("connection %d lasted %v: the script's age (5 s) ended it, not the switch", recs[i].ID, d)
 				}
 			}
 			st, _ := plannedStatus(w, id)
