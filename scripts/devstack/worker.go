@@ -226,6 +226,22 @@ func (w *Worker) nextIncarnation() []string {
 	return append(env, w.env...)
 }
 
+// NotReadyError is a worker incarnation that exited before its /healthz
+// ever answered, which fails the start (Worker.Start, AddWorker, Start):
+// "worker-1-run2 exited before it was ready (exit status 1); see
+// .dev/logs/worker-1.log".
+type NotReadyError struct {
+	ID  string // the incarnation's worker id
+	Err error  // how it ended (the wait error; nil: exit code 0)
+	Log string // the slot's log (absolute; a terminal may say it relative)
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("%s exited before it was ready (%v); see %s", e.ID, e.Err, e.Log)
+}
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
 // Start starts a new incarnation of the worker (it must not be running) and
 // waits until its admin /healthz answers. An incarnation that exits before
 // that is not restarted (whatever Config.RestartWorkers says): Start
@@ -255,7 +271,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.mu.Lock()
 		e := inc.exit
 		w.mu.Unlock()
-		return fmt.Errorf("%s exited before it was ready (%v); see %s", inc.id, e.Err, w.LogPath())
+		return &NotReadyError{ID: inc.id, Err: e.Err, Log: w.LogPath()}
 	case <-t.C:
 		return fmt.Errorf("%s not ready after %v; see %s", inc.id, s.cfg.StartTimeout, w.LogPath())
 	case <-ctx.Done():

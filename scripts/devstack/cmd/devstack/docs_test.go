@@ -4,19 +4,26 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/proc"
 	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
@@ -139,6 +146,159 @@ func TestDocsShowTheSinkLine(t *testing.T) {
 			t.Errorf("docs/local-stack.md shows the sink line\n%s\nthe stdout sink writes\n%s", l, got)
 		}
 	}
+}
+
+var (
+	duration   = regexp.MustCompile(`\b[0-9][0-9.]*(ns|µs|ms|s|m|h)([0-9][0-9.]*(ns|µs|ms|s|m|h))*\b`)
+	inlineCode = regexp.MustCompile("`([^`]+)`")
+	timeOfDay  = regexp.MustCompile(`^[0-9]{2}:[0-9]{2}:[0-9]{2} `)
+	// a code span quoting (part of) a report
+	reportSpan = regexp.MustCompile(`\(pid |exited with code|was killed by signal|before it was ready|restarting in|not restarted|could not start`)
+	// the form of a whole report line, not a part of one
+	wholeReport = regexp.MustCompile(`^(N:N:N )?(devstack: |[a-z][a-zA-Z0-9.-]* (up )?\(pid )`)
+)
+
+// reportForm is a report line's form: every duration D (20.441s, 12ms,
+// 1m0s), then every other number N (times of day, pids, ports, run and
+// incarnation numbers, codes, signals).
+func reportForm(s string) string { return numbersOut(duration.ReplaceAllString(s, "D")) }
+
+// docReports are the stack's report lines shown in doc: the lines of its
+// fenced blocks that start with a time of day or "devstack: " (what the
+// stack prints on its terminal, and on stderr when it ends), and its
+// inline code spans that quote a report or a part of one (a pid, an exit,
+// a restart, a start that failed), a span's line breaks read as spaces.
+func docReports(doc string) (fenced, inline []string) {
+	var para []string
+	spans := func() {
+		for _, m := range inlineCode.FindAllStringSubmatch(strings.Join(para, "\n"), -1) {
+			if s := strings.ReplaceAll(m[1], "\n", " "); reportSpan.MatchString(s) {
+				inline = append(inline, s)
+			}
+		}
+		para = para[:0]
+	}
+	in := false
+	for _, l := range strings.Split(doc, "\n") {
+		switch {
+		case strings.HasPrefix(strings.TrimLeft(l, " "), "```"):
+			in = !in
+			spans()
+		case in:
+			if timeOfDay.MatchString(l) || strings.HasPrefix(l, "devstack: ") {
+				fenced = append(fenced, l)
+			}
+		case strings.TrimSpace(l) == "": // a span ends with its paragraph
+			spans()
+		default:
+			para = append(para, l)
+		}
+	}
+	spans()
+	return fenced, inline
+}
+
+// TestDocsShowTheExitReports keeps the supervisor's report lines in the
+// docs (README.md and docs/, docs/local-stack.md's in practice) the lines
+// the stack prints. It renders, from fixed inputs, every kind of line the
+// docs show through the code the stack prints them with (exitLog, the
+// OnWorker and OnExit hook of run; startErr and devstack.NotReadyError for
+// a start that fails; exitLog.err for the exit status with
+// --restart=false, printed by cmdmain as "devstack: " and the error): a
+// worker up, the same after a restart (.r2), a kill -9 restarted, a
+// SIGTERM restarted, an exit before it was ready (the report and the
+// stack's error), a kill -9 not restarted and the status the stack then
+// exits with. Then every report line of a doc's fenced blocks (a time of
+// day or "devstack: " first) must have the form of a rendered line, every
+// inline span quoting a whole report the form of a rendered line (its
+// time of day aside), and every span quoting a part of one (`exited with
+// code 0`, `; not restarted`) must be a part of a rendered line's form;
+// forms have every duration D and every other number N. Every rendered
+// kind must be shown somewhere, so a doc line the selection misses
+// fails too.
+func TestDocsShowTheExitReports(t *testing.T) {
+	var out bytes.Buffer
+	log := "/repo/.dev/logs/worker-1.log" // make dev's state folder, root /repo
+	on := &exitLog{out: &out, file: zerolog.Nop(), root: "/repo"}
+	up := func(id string, pid int) {
+		on.worker(devstack.WorkerEvent{ID: id, Slot: 1, Pid: pid, Admin: "127.0.0.1:8801", Log: log})
+	}
+	ended := func(l *exitLog, id string, before bool, e proc.Exit) {
+		e.Name = id
+		l.worker(devstack.WorkerEvent{ID: id, Slot: 1, Pid: e.Pid, Log: log, BeforeReady: before, Exit: &e})
+	}
+	kill9 := proc.Exit{Pid: 31221, Code: -1, Signal: syscall.SIGKILL, Err: errors.New("signal: killed"), Ran: 20441 * time.Millisecond}
+	up("worker-1-run1", 31221)
+	restarted := kill9
+	restarted.RestartIn = time.Second
+	ended(on, "worker-1-run1", false, restarted)
+	up("worker-1-run1.r2", 31564)
+	ended(on, "worker-1-run1.r2", false, proc.Exit{Pid: 31564, Code: 0, Ran: 8112 * time.Millisecond, RestartIn: time.Second})
+	// A start that fails: Worker.onExit clears RestartIn; the stack's error.
+	ended(on, "worker-1-run2", true, proc.Exit{Pid: 25172, Code: 1, Err: errors.New("exit status 1"), Ran: 12 * time.Millisecond})
+	startFailed := "devstack: " + startErr("/repo", &devstack.NotReadyError{ID: "worker-1-run2", Err: errors.New("exit status 1"), Log: log}).Error()
+	// --restart=false: the report, and the stack's exit status.
+	off := &exitLog{out: &out, file: zerolog.Nop(), root: "/repo"}
+	ended(off, "worker-1-run5", false, kill9)
+	printed := append(strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n"), startFailed, "devstack: "+off.err().Error())
+	rendered := make([]string, len(printed))
+	for i, l := range printed {
+		rendered[i] = reportForm(l)
+	}
+	t.Logf("rendered:\n%s", strings.Join(printed, "\n"))
+
+	root := "../../../.."
+	files := []string{filepath.Join(root, "README.md")}
+	if err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			files = append(files, p)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	shown := make([]bool, len(rendered))
+	check := func(file, l string, fenced bool) {
+		f := reportForm(l)
+		whole := fenced || wholeReport.MatchString(f)
+		ok := false
+		for i, r := range rendered {
+			if whole && (f == r || !fenced && f == strings.TrimPrefix(r, "N:N:N ")) || !whole && strings.Contains(r, f) {
+				shown[i], ok = true, true
+			}
+		}
+		if !ok {
+			what := "the report line"
+			if !whole {
+				what = "a part of a report line"
+			}
+			t.Errorf("%s shows %s\n  %s\nof the form\n  %s\nwhich the stack does not print; it prints the forms\n  %s",
+				strings.TrimPrefix(file, root+"/"), what, l, f, strings.Join(rendered, "\n  "))
+		}
+	}
+	var found []string
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fenced, inline := docReports(string(b))
+		for _, l := range fenced {
+			check(file, l, true)
+		}
+		for _, l := range inline {
+			check(file, l, false)
+		}
+		for _, l := range append(fenced, inline...) {
+			found = append(found, strings.TrimPrefix(file, root+"/")+": "+l)
+		}
+	}
+	for i, ok := range shown {
+		if !ok {
+			t.Errorf("no doc shows a line of the form %q (of %s): the selection of the docs' report lines misses it, or the kind is no longer shown (then drop it here)", rendered[i], printed[i])
+		}
+	}
+	t.Logf("the docs' report lines and quotes:\n%s", strings.Join(found, "\n"))
 }
 
 // TestDocsWalkThrough runs docs/local-stack.md's walk-through on a stack

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	st, err := devstack.Start(ctx, cfg)
 	if err != nil {
-		return err
+		return startErr(root, err)
 	}
 	printBanner(out, st, root)
 	<-ctx.Done() // a second Ctrl-C now kills us (cmdmain), and by Pdeathsig the children
@@ -191,6 +191,17 @@ func (l *exitLog) err() error {
 		return nil
 	}
 	return fmt.Errorf("not restarted: %s", strings.Join(l.dead, "; "))
+}
+
+// startErr is the stack's failed start for the terminal: a worker that
+// exited before it was ready names its log relative to root, as the exit
+// report before it does.
+func startErr(root string, err error) error {
+	var nr *devstack.NotReadyError
+	if errors.As(err, &nr) {
+		nr.Log = rel(root, nr.Log)
+	}
+	return err
 }
 
 func rel(root, p string) string {
