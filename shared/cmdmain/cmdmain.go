@@ -7,6 +7,7 @@ package cmdmain
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,9 @@ func exitCode(name string, run func(ctx context.Context) error, stderr io.Writer
 		stop()
 	}()
 	if err := run(ctx); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h: the flag set printed the usage; asking for it is no failure
+		}
 		if !errors.As(err, new(reported)) {
 			fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		}

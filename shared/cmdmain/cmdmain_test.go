@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,16 @@ func TestExitCode(t *testing.T) {
 	}
 	if !errors.Is(err, boom) || err.Error() != "wrapped: boom" || Reported(nil) != nil {
 		t.Fatalf("Reported changes the error: %v", err)
+	}
+	// -h: the flag set printed its usage; the command exits 0, silently.
+	stderr.Reset()
+	help := func(context.Context) error {
+		fs := flag.NewFlagSet("cmd", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return fs.Parse([]string{"-h"})
+	}
+	if code := exitCode("cmd", help, &stderr); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("-h: code %d, stderr %q", code, stderr.String())
 	}
 }
 
