@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
 	bins := []string{cfg.Bin.Streamer, cfg.Bin.MemStreamer, cfg.Bin.Ingest, cfg.Bin.Feed}
+	if slices.Contains(cfg.Phases, PhaseCapacity) {
+		bins = append(bins, cfg.Bin.BareClient)
+	}
 	if cfg.Model != "" {
 		bins = append(bins, cfg.Bin.Model)
 	}
@@ -173,6 +177,9 @@ func (r *runner) phases() map[string]func(context.Context) error {
 func runMerged(ctx context.Context, r *runner, prev *Report) (*Report, error) {
 	fresh := r.rep
 	r.rep = prev
+	// The sizes of this build (only the phases' own code changes them;
+	// the capacity runs' did in issue 27).
+	r.rep.Sizes = fresh.Sizes
 	if r.rep.Errors == nil {
 		r.rep.Errors = map[string]string{}
 	}
@@ -206,10 +213,24 @@ func Rerender(js, md string) error {
 	if err != nil {
 		return fmt.Errorf("bench -rerender: %w", err)
 	}
-	if err := os.WriteFile(c.OutMD, []byte(Render(rep)), 0o644); err != nil {
+	if err := writeMarkdown(rep, c.OutMD); err != nil {
 		return fmt.Errorf("bench -rerender: %w", err)
 	}
 	return nil
+}
+
+// writeMarkdown writes the report at md and its charts beside it.
+func writeMarkdown(rep *Report, md string) error {
+	if rep.Capacity != nil {
+		charts := CapacityCharts(rep.Capacity)
+		rep.Capacity.Charts = chartNames(charts)
+		for name, b := range charts {
+			if err := os.WriteFile(filepath.Join(filepath.Dir(md), name), b, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return os.WriteFile(md, []byte(Render(rep)), 0o644)
 }
 
 func readReport(path string) (*Report, error) {
@@ -241,6 +262,9 @@ func (p *Phase) end() {
 }
 
 func (r *runner) write() error {
+	if c := r.rep.Capacity; c != nil {
+		c.Charts = chartNames(CapacityCharts(c))
+	}
 	if r.cfg.OutJSON != "-" {
 		b, err := json.MarshalIndent(r.rep, "", "  ")
 		if err != nil {
@@ -251,7 +275,7 @@ func (r *runner) write() error {
 		}
 	}
 	if r.cfg.OutMD != "-" {
-		if err := os.WriteFile(r.cfg.OutMD, []byte(Render(r.rep)), 0o644); err != nil {
+		if err := writeMarkdown(r.rep, r.cfg.OutMD); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
 	}

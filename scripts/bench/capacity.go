@@ -5,8 +5,10 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/proc"
+	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
 
 // feedAddrs are the loopback addresses the capacity feed listens on (the
@@ -29,8 +32,14 @@ type CapRunResult struct {
 	Sessions int               `json:"sessions"`
 	Rate     float64           `json:"rate"`
 	Env      map[string]string `json:"env,omitempty"`
-	Held     int               `json:"held"`
-	RampSec  float64           `json:"ramp_s"`
+	// Transport is the feed's scheme, ws or wss ("": ws, reports before
+	// issue 27); PayloadBytes the messages' padding (MessageBytes ≈ their
+	// size).
+	Transport    string  `json:"transport,omitempty"`
+	PayloadBytes int     `json:"payload_bytes,omitempty"`
+	MessageBytes int     `json:"message_bytes,omitempty"`
+	Held         int     `json:"held"`
+	RampSec      float64 `json:"ramp_s"`
 	// MsgRate is what the worker counted during the window; Expected is
 	// Held × Rate.
 	MsgRate    float64 `json:"msg_per_s"`
@@ -65,66 +74,89 @@ type CapRunResult struct {
 // CapacityResult is figure 4 with the memory store.
 type CapacityResult struct {
 	Phase
+	// Transport is the runs' default scheme: wss, or ws with -plain-ws.
+	Transport string `json:"transport,omitempty"`
 	// IdleRSSMB is an idle worker's RSS (memory store, no session).
 	IdleRSSMB float64        `json:"idle_rss_mb"`
 	Runs      []CapRunResult `json:"runs"`
+	// Idle are the idle processes (the worker and the bare client, no
+	// session, per transport: wss loads the system roots and the CA) the
+	// side-by-side figures are taken above.
+	Idle []IdleFigures `json:"idle,omitempty"`
+	// Compare are the side-by-side runs: the worker and the bare client on
+	// the same feed with the same N, one after the other.
+	Compare []CapCompare `json:"compare,omitempty"`
+	// Charts are the SVG files the report links (beside BENCHMARKS.md).
+	Charts []string `json:"charts,omitempty"`
 }
 
 func (r *runner) capacity(ctx context.Context) error {
 	sz := r.sz
-	res := &CapacityResult{}
+	res := &CapacityResult{Transport: r.capTransport()}
 	var runs []string
 	for _, c := range sz.CapRuns {
-		x := fmt.Sprintf("%s sessions × %g msg/s%s", thousands(c.Sessions), c.Rate, envLabel(c.Env))
+		x := c.Label() + " on " + strings.Join(r.capTransports(c), " and ")
+		if c.Bare {
+			x += ", each beside the bare client"
+		}
 		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker": "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated",
-		"feed":   fmt.Sprintf("bin/feed (testkit/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B)", strings.Join(feedAddrs, ", ")),
-		"runs":   strings.Join(runs, "; "),
-		"window": fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, sz.CPUProfile),
+		"worker":      "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated; on wss:// it trusts the run's CA through " + schema.EnvExtraCAFile,
+		"feed":        fmt.Sprintf("bin/feed (testkit/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B), padded with -payload-bytes where a size says so; on wss:// (the default; -plain-ws: ws://) with a server certificate (ECDSA P-256) from a CA made for the run (testkit/tlsca, bin/feed -tls-dir), verified by every client", strings.Join(feedAddrs, ", ")),
+		"runs":        strings.Join(runs, "; "),
+		"window":      fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then the Go runtime's MemStats (/debug/pprof/heap?debug=1) %d times %s apart, a heap profile and a %s CPU profile", sz.CapSettle, sz.CapWindow, memSamples, memSampleEvery, sz.CPUProfile),
+		"bare client": fmt.Sprintf("bin/bareclient (scripts/bench/cmd/bareclient): what a minimal user program does with the worker's library (github.com/coder/websocket, the version in go.mod) and nothing else: the same N connections to the same URLs on the same feed process, right after the worker has stopped (never both at once), dialled at up to 2,000/s (the worker's claim rate), compression disabled as the worker dials, one goroutine per connection that dials and then reads every message into io.Discard (Conn.Reader, no context timer: the library's cheapest read), wss:// verified against the system roots plus the run's CA (-ca); the worker's GOGC; measured as the worker is: the same settle (%s) and window (%s), CPU and RSS from /proc, messages from its /stats, MemStats from its /debug/pprof/heap?debug=1 (no CPU profile)", sz.CapSettle, sz.CapWindow),
+		"per session": "RSS, heap in use and goroutine stacks in use above the idle process of the same kind and transport (the worker's or the bare client's, no session), divided by the sessions held; the RSS divided by the sessions without subtracting the idle process is shown too; CPU per 1,000 msg/s = CPU (% of one core) ÷ (msg/s ÷ 1,000), msg/s per core its inverse",
 	})
 	r.rep.Capacity = res
 	defer res.end()
-	idle, err := r.idleRSS(ctx)
+	bare := false
+	for _, c := range sz.CapRuns {
+		bare = bare || c.Bare
+	}
+	idle, err := r.idleProcs(ctx, bare)
+	res.Idle = idle
 	if err != nil {
 		return err
 	}
-	res.IdleRSSMB = idle / (1 << 20)
+	res.IdleRSSMB = idleFor(idle, KindWorker, res.Transport).RSSMB
 	for i, c := range sz.CapRuns {
-		rr, err := r.capacityRun(ctx, fmt.Sprintf("capacity-%d", i+1), c)
-		if rr != nil {
-			if rr.Held > 0 {
-				rr.RSSMarginalKB = (rr.RSSMeanMB - res.IdleRSSMB) * 1024 / float64(rr.Held)
+		for _, tr := range r.capTransports(c) {
+			name := fmt.Sprintf("capacity-%d-%s", i+1, tr)
+			rr, cmp, err := r.capacityRun(ctx, name, c, tr, idle)
+			if rr != nil {
+				if w := idleFor(idle, KindWorker, tr); rr.Held > 0 && w.RSSMB > 0 {
+					rr.RSSMarginalKB = (rr.RSSMeanMB - w.RSSMB) * 1024 / float64(rr.Held)
+				}
+				res.Runs = append(res.Runs, *rr)
 			}
-			res.Runs = append(res.Runs, *rr)
-		}
-		if err != nil {
-			return err
+			if cmp != nil {
+				res.Compare = append(res.Compare, *cmp)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// idleRSS is the RSS of a worker holding nothing (memory store, no
-// session), after it has run for 3 s.
-func (r *runner) idleRSS(ctx context.Context) (float64, error) {
-	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "capacity-idle")}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return 0, err
+// capTransport is the capacity runs' default scheme.
+func (r *runner) capTransport() string {
+	if r.cfg.PlainWS {
+		return "ws"
 	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return 0, err
+	return "wss"
+}
+
+// capTransports are the schemes run c runs on: a side-by-side run on wss
+// and on ws (ws alone with -plain-ws), any other on the default.
+func (r *runner) capTransports(c CapRun) []string {
+	if c.Bare && !r.cfg.PlainWS {
+		return []string{"wss", "ws"}
 	}
-	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
-	if err := r.startCapWorker(ctx, e, "idle-worker", []string{r.cfg.Bin.MemStreamer, "-sessions", "0"}, nil, nil); err != nil {
-		return 0, err
-	}
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
-		return 0, err
-	}
-	rss, err := ProcRSS(e.work.Pid())
-	return float64(rss), err
+	return []string{r.capTransport()}
 }
 
 // capEnv is a capacity run's processes and folder.
@@ -134,6 +166,12 @@ type capEnv struct {
 	feed  *proc.Proc // stdout discarded
 	work  *proc.Proc // stdout (its sink) discarded
 	admin string
+	// tls: the feed serves wss:// with a CA made in dir/tls (caFile its
+	// certificate, ca the CA); payload pads its messages.
+	tls     bool
+	payload int
+	ca      *tlsca.CA
+	caFile  string
 }
 
 func (e *capEnv) stop(log func(error)) {
@@ -155,17 +193,41 @@ func (e *capEnv) stop(log func(error)) {
 // own process's open-file limit.
 func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 	var last error
+	var tlsArgs []string
+	probe := func(port int) func(context.Context) error {
+		return proc.HTTPOK("http://127.0.0.1:" + itoa(port) + "/healthz")
+	}
+	if e.tls {
+		// The driver makes the CA; the feed loads it (LoadOrNew) from the
+		// same folder.
+		dir := filepath.Join(e.dir, "tls")
+		ca, err := tlsca.New(dir)
+		if err == nil {
+			err = ca.WriteServer(dir)
+		}
+		if err != nil {
+			return err
+		}
+		e.ca, e.caFile, tlsArgs = ca, ca.CertFile, []string{"-tls-dir", dir}
+		probe = func(port int) func(context.Context) error {
+			return httpsOK("https://127.0.0.1:"+itoa(port)+"/healthz", ca.ClientTLS())
+		}
+	}
 	for range 3 {
 		port, err := enginetest.FreePort()
 		if err != nil {
 			return err
 		}
 		argv := []string{r.cfg.Bin.Feed, "-addr", strings.Join(feedAddrs, ","), "-port", itoa(port), "-rate", strconv.FormatFloat(rate, 'f', -1, 64)}
+		if e.payload > 0 {
+			argv = append(argv, "-payload-bytes", itoa(e.payload))
+		}
+		argv = append(argv, tlsArgs...)
 		f := &proc.Proc{Name: "feed", Argv: argv, Env: cleanEnv(), Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, "feed.log"), DiscardStdout: true}
 		if err := f.Start(); err != nil {
 			return err
 		}
-		if last = f.WaitReady(ctx, 10*time.Second, proc.HTTPOK("http://127.0.0.1:"+itoa(port)+"/healthz")); last == nil {
+		if last = f.WaitReady(ctx, 10*time.Second, probe(port)); last == nil {
 			e.feed, e.port = f, port
 			return nil
 		}
@@ -176,11 +238,36 @@ func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 
 // feedURLs are the sessions' URL patterns over feedAddrs ({id} = connection id).
 func (e *capEnv) feedURLs() []string {
+	scheme := "ws"
+	if e.tls {
+		scheme = "wss"
+	}
 	var out []string
 	for _, a := range feedAddrs {
-		out = append(out, "ws://"+a+":"+itoa(e.port)+"/feed/{id}")
+		out = append(out, scheme+"://"+a+":"+itoa(e.port)+"/feed/{id}")
 	}
 	return out
+}
+
+// httpsOK is a WaitReady probe: a GET of url over TLS with cfg that
+// answers 2xx.
+func httpsOK(url string, cfg *tls.Config) func(context.Context) error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+		}
+		return nil
+	}
 }
 
 // startCapWorker starts a capacity worker (argv: the binary and its flags;
@@ -259,13 +346,29 @@ type windowResult struct {
 }
 
 func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (windowResult, error) {
-	var w windowResult
 	s0, err := getStats(ctx, e.admin)
+	if err != nil {
+		return windowResult{}, err
+	}
+	w, err := sampleWindow(ctx, e.work.Pid(), e.feed.Pid(), other, d)
 	if err != nil {
 		return w, err
 	}
+	s1, err := getStats(ctx, e.admin)
+	if err != nil {
+		return w, err
+	}
+	w.s0, w.s1 = s0, s1
+	return w, nil
+}
+
+// sampleWindow measures process pid for d: its CPU, the feed's (feedPid),
+// another process's (other; 0: none) and the machine's, and pid's RSS
+// every second. The stats (s0, s1) are the caller's.
+func sampleWindow(ctx context.Context, pid, feedPid, other int, d time.Duration) (windowResult, error) {
+	var w windowResult
 	t0 := time.Now()
-	wc, fc, oc, mc := startCPU(e.work.Pid()), startCPU(e.feed.Pid()), startCPU(other), startMachine()
+	wc, fc, oc, mc := startCPU(pid), startCPU(feedPid), startCPU(other), startMachine()
 	var sum float64
 	n := 0
 	tick := time.NewTicker(time.Second)
@@ -276,7 +379,7 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 			return w, ctx.Err()
 		case <-tick.C:
 		}
-		if rss, err := ProcRSS(e.work.Pid()); err == nil {
+		if rss, err := ProcRSS(pid); err == nil {
 			sum += float64(rss)
 			n++
 			w.rssMax = math.Max(w.rssMax, float64(rss))
@@ -284,33 +387,32 @@ func measureWindow(ctx context.Context, e *capEnv, other int, d time.Duration) (
 	}
 	w.workCPU, w.feedCPU, w.otherCPU, w.machineCPU = wc.percent(), fc.percent(), oc.percent(), mc.percent()
 	w.seconds = time.Since(t0).Seconds()
-	s1, err := getStats(ctx, e.admin)
-	if err != nil {
-		return w, err
-	}
-	w.s0, w.s1 = s0, s1
 	if n > 0 {
 		w.rssMean = sum / float64(n)
 	}
 	return w, nil
 }
 
-func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRunResult, error) {
+// capacityRun is run c on transport tr: the feed, the worker on it, and
+// then, for a side-by-side run, the bare client on the same feed (the
+// worker stopped first).
+func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr string, idle []IdleFigures) (*CapRunResult, *CapCompare, error) {
 	sz := r.sz
-	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, name)}
+	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, name), tls: tr == "wss", payload: c.PayloadBytes}
 	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })
-	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad(), MaxRenews: CapMaxRenews}
+	res := &CapRunResult{Store: "memory", Sessions: c.Sessions, Rate: c.Rate, Env: c.Env, LoadStart: ReadLoad(), MaxRenews: CapMaxRenews,
+		Transport: tr, PayloadBytes: c.PayloadBytes, MessageBytes: FeedMessageBytes(c.PayloadBytes, 5)}
 	if v, ok := c.Env[EnvMaxRenews]; ok {
 		res.MaxRenews = v
 	}
 	if err := r.startFeed(ctx, e, c.Rate); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	argv := []string{r.cfg.Bin.MemStreamer, "-sessions", itoa(c.Sessions), "-urls", strings.Join(e.feedURLs(), ","), "-resume-param", "from", "-prefix", "cap-"}
 	var extra []string
@@ -319,28 +421,62 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun) (*CapRu
 	}
 	start := time.Now()
 	settings := map[string]string{schema.EnvMaxSessions: itoa(c.Sessions), EnvMaxRenews: CapMaxRenews}
-	if err := r.startCapWorker(ctx, e, name+"-worker", argv, settings, extra); err != nil {
-		return res, err
+	if e.tls {
+		settings[schema.EnvExtraCAFile] = e.caFile
 	}
-	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Msg("capacity run: ramping up")
-	if _, err := waitHeld(ctx, e, c.Sessions, c.Rate, 4*time.Minute); err != nil {
-		return res, err
+	if err := r.startCapWorker(ctx, e, name+"-worker", argv, settings, extra); err != nil {
+		return res, nil, err
+	}
+	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Str("transport", tr).Msg("capacity run: ramping up")
+	if _, err := waitHeld(ctx, e, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
+		return res, nil, err
 	}
 	res.RampSec = time.Since(start).Seconds()
 	if err := sleepCtx(ctx, sz.CapSettle); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	w, err := measureWindow(ctx, e, 0, sz.CapWindow)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	fillCapResult(res, w, c.Rate)
 	res.OpenFiles = ProcOpenFiles(e.work.Pid())
+	wmem, err := sampleMemStats(ctx, e.admin, memSamples, memSampleEvery, false)
+	if err != nil {
+		return res, nil, err
+	}
 	res.Profiles = collectProfiles(ctx, e.admin, e.dir, name, sz.CPUProfile)
 	res.LoadEnd = ReadLoad()
 	r.log.Info().Str("run", name).Int("held", res.Held).Float64("msg_s", res.MsgRate).Float64("cpu_per_1k", res.CPUPer1k).
 		Float64("rss_kib_per_session", res.RSSPerSessKB).Msg("capacity run done")
-	return res, nil
+	if !c.Bare {
+		return res, nil, nil
+	}
+	// The worker stops before the bare client starts: the two never share
+	// the cores.
+	if err := e.work.Stop(30 * time.Second); err != nil {
+		r.log.Warn().Err(err).Str("run", name).Msg("worker stop")
+	}
+	e.work = nil
+	wf := workerFigures(*res, w, wmem, idleFor(idle, KindWorker, tr))
+	bf, err := r.bareRun(ctx, e, name, c, idleFor(idle, KindBare, tr))
+	cmp := NewCapCompare(c, tr, wf, bf)
+	if err != nil {
+		cmp.Bare.Error = err.Error()
+	}
+	r.log.Info().Str("run", name).Float64("bare_cpu_per_1k", cmp.Bare.CPUPer1k).Float64("bare_rss_kib_per_session", cmp.Bare.RSSAboveIdleKB).
+		Float64("cpu_ratio", cmp.Ratio.CPUPer1k).Float64("rss_diff_kib", cmp.Diff.RSSAboveIdleKB).Msg("bare client run done")
+	return res, &cmp, err
+}
+
+// waitRate is the rate per session a run waits for before it settles: its
+// own, or for a run as fast as the feed pushes, 1,000 msg/s (messages
+// flowing).
+func waitRate(rate float64) float64 {
+	if rate >= MaxFeedRate {
+		return 1000
+	}
+	return rate
 }
 
 func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
@@ -364,6 +500,15 @@ func fillCapResult(res *CapRunResult, w windowResult, rate float64) {
 	res.LeaseLost = w.s1.LeaseLost - w.s0.LeaseLost
 }
 
+// runLabel names a worker run: size, payload, environment, transport.
+func runLabel(run CapRunResult) string {
+	x := CapRun{Sessions: run.Sessions, Rate: run.Rate, PayloadBytes: run.PayloadBytes, Env: run.Env}.Label()
+	if run.Transport != "" {
+		x += ", " + run.Transport
+	}
+	return x
+}
+
 func renderCapacity(p printer, r *Report) {
 	c := r.Capacity
 	if c == nil {
@@ -375,18 +520,27 @@ func renderCapacity(p printer, r *Report) {
 	var renewed, needed float64
 	var lost int64
 	for _, run := range c.Runs {
-		label := fmt.Sprintf("%s × %g msg/s, %s=%s%s", thousands(run.Sessions), run.Rate, EnvMaxRenews, run.MaxRenews, envLabel(withoutKey(run.Env, EnvMaxRenews)))
+		label := fmt.Sprintf("%s, %s=%s", runLabel(CapRunResult{Sessions: run.Sessions, Rate: run.Rate, PayloadBytes: run.PayloadBytes, Transport: run.Transport}), EnvMaxRenews, run.MaxRenews) + envLabel(withoutKey(run.Env, EnvMaxRenews))
 		renewed, needed, lost = renewed+run.RenewsPerSec, needed+run.NeededPerSec, lost+run.LeaseLost
+		expected := thousands(int(run.Expected))
+		if run.Rate >= MaxFeedRate {
+			expected = "as fast as the feed pushes"
+		}
 		p("| %s | %s | %s (%s) | %.1f %% | %.2f %% | %.0f / %.0f MiB | %.1f KiB (%.1f KiB) | %.2f (%.0f) | %d | %s | %s | %.0f %% | %.0f %% | %s → %s |\n",
-			label, thousands(run.Held), thousands(int(run.MsgRate)), thousands(int(run.Expected)),
+			label, thousands(run.Held), thousands(int(run.MsgRate)), expected,
 			run.CPUPct, run.CPUPer1k, run.RSSMeanMB, run.RSSMaxMB, run.RSSPerSessKB, run.RSSMarginalKB, run.RenewsPerSec, run.NeededPerSec, run.LeaseLost,
 			thousands(run.Goroutines), thousands(run.OpenFiles), run.FeedCPUPct, run.MachineCPU, run.LoadStart, run.LoadEnd)
 	}
 	p("\n**Writes in flight are not the bound.** Since issue 13 a held session writes only its checkpoint (every 60 s when last_seq advanced) and the worker one heartbeat a second; `%s` (the runs set 64) caps the checkpoints in flight, so a worker sustains 64 ÷ (the store's write latency) checkpoints/s. With the no-I/O store that bounds nothing: over the runs above the workers heartbeat %.1f times/s against %.0f needed (one per worker per second) and lost %d tenures. Against DynamoDB at, say, 5 ms per UpdateItem, 64 in flight write 12,800 checkpoints/s, enough for about %s sessions at one checkpoint a minute — far above the default MaxSessions (1,000); section 5b measures the store itself.\n", EnvMaxRenews, renewed, needed, lost, thousands(WriteBound(64, 5*time.Millisecond, DefaultCheckpointEvery)))
 	if c.IdleRSSMB > 0 {
-		p("\nAn idle worker (memory store, no session) has an RSS of %.1f MiB; the goal is judged on the total RSS divided by the sessions held (the stricter figure).\n", c.IdleRSSMB)
+		p("\nAn idle worker (memory store, no session) has an RSS of %.1f MiB; the 32 KiB goal is judged on the total RSS divided by the sessions held (the stricter figure).\n", c.IdleRSSMB)
 	}
-	p("\nFor scale (docs/references.md, a client-only probe on the same machine kind): a bare coder/websocket client reading 1 msg/s on 19,800 connections, nothing else, ≈ 33 KiB and ≈ 2.3 %% of a core per 1,000 msg/s; gorilla/websocket ≈ 24 KiB and ≈ 1.5 %%.\n\n")
+	if len(c.Compare) == 0 {
+		p("\nFor scale (docs/references.md, a client-only probe on the same machine kind): a bare coder/websocket client reading 1 msg/s on 19,800 connections, nothing else, ≈ 33 KiB and ≈ 2.3 %% of a core per 1,000 msg/s; gorilla/websocket ≈ 24 KiB and ≈ 1.5 %%.\n\n")
+	} else {
+		p("\n")
+		renderCompare(p, r)
+	}
 	for _, run := range c.Runs {
 		renderProfiles(p, run)
 	}
@@ -406,10 +560,15 @@ func capacityGoals(r *Report) []Goal {
 	var gs []Goal
 	if c := r.Capacity; c != nil {
 		for _, run := range c.Runs {
-			if run.Held == 0 {
+			// The one session as fast as the feed pushes has no per-session
+			// goal; runs on the other transport are for comparison.
+			if run.Held == 0 || run.Rate >= MaxFeedRate || (c.Transport != "" && run.Transport != c.Transport) {
 				continue
 			}
 			label := fmt.Sprintf("%s sessions × %g msg/s%s", thousands(run.Held), run.Rate, envLabel(run.Env))
+			if run.Transport != "" {
+				label += ", " + run.Transport
+			}
 			if run.Rate <= 1 {
 				g := Goal{Figure: "RSS per session, " + label, Measured: fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), Goal: "≤ 32 KiB", Known: true, Met: run.RSSPerSessKB <= 32}
 				if !g.Met {
@@ -424,5 +583,5 @@ func capacityGoals(r *Report) []Goal {
 			gs = append(gs, g)
 		}
 	}
-	return gs
+	return append(gs, compareGoals(r)...)
 }

@@ -52,6 +52,7 @@ var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, Ph
 type Binaries struct {
 	Streamer    string // bin/streamer (the shipped worker: the lease phases, cost and dynalite)
 	MemStreamer string // bin/memstreamer (the capacity runs' worker on the in-memory store)
+	BareClient  string // bin/bareclient (the capacity runs' bare coder/websocket reference)
 	Ingest      string // bin/ingest-local
 	Feed        string // bin/feed (through devstack for the lease phases; on its own for the capacity runs)
 	Model       string // bin/dynamodel (the DynamoDB model, for the ModelPhases' second run)
@@ -65,10 +66,21 @@ var ModelPhases = []string{PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, P
 // CapRun is one capacity run of the memory store.
 type CapRun struct {
 	Sessions int     `json:"sessions"`
-	Rate     float64 `json:"rate"` // messages/s per session
+	Rate     float64 `json:"rate"` // messages/s per session; MaxFeedRate: as fast as the feed pushes
+	// PayloadBytes pads every message (bin/feed -payload-bytes; 0: the
+	// feed's ~60 B messages).
+	PayloadBytes int `json:"payload_bytes,omitempty"`
+	// Bare: the worker is set beside the bare reference client
+	// (bin/bareclient) on the same feed with the same N, one after the
+	// other, on wss and on ws (ws only with -plain-ws).
+	Bare bool `json:"bare,omitempty"`
 	// Env is added to the worker's environment (e.g. GOGC=50 for a lever).
 	Env map[string]string `json:"env,omitempty"`
 }
+
+// AudioPayloadBytes pads the feed's messages to about 640 B (59 B of
+// fields and a 5-digit seq around the pad): a 20 ms audio frame.
+const AudioPayloadBytes = 576
 
 // EnvMaxRenews is the worker's writes-in-flight bound (checkpoints; default
 // 64). The name is kept for the bench's settings; the variable is
@@ -163,7 +175,8 @@ func SizesFor(m Mode) Sizes {
 			RebalanceSessions: 2000, RebalanceFeedRate: 2, RebalanceObserve: 30 * time.Second, RebalanceTimeout: 5 * time.Minute,
 			CostSessions: 10000, CostIdleSessions: 2000, CostWorkers: 2, CostWindow: 5 * time.Minute,
 			ReadsWorkers: []int{10, 100}, ReadsWindow: 2 * time.Minute,
-			CapRuns: []CapRun{{Sessions: 19000, Rate: 1}, {Sessions: 5000, Rate: 10},
+			CapRuns: []CapRun{{Sessions: 19000, Rate: 1, Bare: true}, {Sessions: 1000, Rate: 50, PayloadBytes: AudioPayloadBytes, Bare: true},
+				{Sessions: 1, Rate: MaxFeedRate, Bare: true},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}}, // Go's default, against the binary's 50
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
 			DynSteps:  []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
@@ -181,7 +194,8 @@ func SizesFor(m Mode) Sizes {
 		RebalanceSessions: 400, RebalanceFeedRate: 2, RebalanceObserve: 15 * time.Second, RebalanceTimeout: 4 * time.Minute,
 		CostSessions: 1000, CostIdleSessions: 200, CostWorkers: 2, CostWindow: time.Minute,
 		ReadsWorkers: []int{10, 100}, ReadsWindow: 30 * time.Second,
-		CapRuns:   []CapRun{{Sessions: 2000, Rate: 1}, {Sessions: 1000, Rate: 10}},
+		CapRuns: []CapRun{{Sessions: 2000, Rate: 1, Bare: true}, {Sessions: 200, Rate: 50, PayloadBytes: AudioPayloadBytes, Bare: true},
+			{Sessions: 1, Rate: MaxFeedRate, Bare: true}},
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
 		DynSteps:  []int{2000},
 		DynSettle: 5 * time.Second, DynWindow: 15 * time.Second,
@@ -193,9 +207,9 @@ func SizesFor(m Mode) Sizes {
 func (s Sizes) Describe() string {
 	var caps []string
 	for _, c := range s.CapRuns {
-		x := fmt.Sprintf("%s × %g msg/s", thousands(c.Sessions), c.Rate)
-		if len(c.Env) > 0 {
-			x += envLabel(c.Env)
+		x := c.Label()
+		if c.Bare {
+			x += " beside the bare client"
 		}
 		caps = append(caps, x)
 	}
@@ -210,6 +224,29 @@ func (s Sizes) Describe() string {
 	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
 		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
 		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.TPWindow, thousands(s.TPManySessions), s.TPManyRate, s.BenchTime)
+}
+
+// Label names the run: its size, its payload and its environment.
+func (c CapRun) Label() string {
+	x := fmt.Sprintf("%s × %g msg/s", thousands(c.Sessions), c.Rate)
+	if c.Rate >= MaxFeedRate {
+		x = fmt.Sprintf("%s × as fast as the feed pushes", thousands(c.Sessions))
+	}
+	if c.PayloadBytes > 0 {
+		x += fmt.Sprintf(" of ~%d B", FeedMessageBytes(c.PayloadBytes, 5))
+	}
+	return x + envLabel(c.Env)
+}
+
+// FeedMessageBytes is the size of a bin/feed message to a capacity session
+// ({"seq":N,"session":"cap-000123","ts":MS[,"pad":"…"]}) with a seq of
+// seqDigits digits and payload bytes of padding.
+func FeedMessageBytes(payload, seqDigits int) int {
+	n := len(`{"seq":`) + seqDigits + len(`,"session":"`) + len("cap-000000") + len(`","ts":`) + 13 + len(`}`)
+	if payload > 0 {
+		n += len(`,"pad":""`) + payload
+	}
+	return n
 }
 
 // Config configures a run.
@@ -235,7 +272,10 @@ type Config struct {
 	// Model is the DynamoDB model's profile (testkit/dynamodel) the
 	// ModelPhases run on a second time ("": dynalite only).
 	Model string
-	Log   zerolog.Logger
+	// PlainWS: the capacity runs' feed serves plain ws:// (the default is
+	// wss:// with a per-run CA, and the side-by-side runs on ws:// too).
+	PlainWS bool
+	Log     zerolog.Logger
 }
 
 // DefaultConfig returns the configuration of mode with every phase.
@@ -268,6 +308,7 @@ func (c *Config) fill() error {
 	}
 	def(&c.Bin.Streamer, "streamer")
 	def(&c.Bin.MemStreamer, "memstreamer")
+	def(&c.Bin.BareClient, "bareclient")
 	def(&c.Bin.Ingest, "ingest-local")
 	def(&c.Bin.Model, "dynamodel")
 	def(&c.Bin.Feed, "feed")
@@ -300,8 +341,11 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("sizes: every count must be positive"))
 	}
 	for _, r := range s.CapRuns {
-		if r.Sessions < 1 || r.Sessions > 19500 || r.Rate <= 0 {
-			errs = append(errs, fmt.Errorf("capacity run %d sessions at %v/s: want 1..19,500 sessions (the open-file limit is 20,000) and a positive rate", r.Sessions, r.Rate))
+		if r.Sessions < 1 || r.Sessions > 19500 || r.Rate <= 0 || r.Rate > MaxFeedRate {
+			errs = append(errs, fmt.Errorf("capacity run %d sessions at %v/s: want 1..19,500 sessions (the open-file limit is 20,000) and a rate in (0, %d]", r.Sessions, r.Rate, MaxFeedRate))
+		}
+		if r.PayloadBytes < 0 || r.PayloadBytes > 1<<20 {
+			errs = append(errs, fmt.Errorf("capacity run payload %d B: want 0..1 MiB", r.PayloadBytes))
 		}
 	}
 	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {

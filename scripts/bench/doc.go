@@ -13,7 +13,11 @@
 //  4. one worker's capacity: sessions held, CPU per 1,000 messages/s and RSS
 //     per session, with the no-I/O memory store and with dynalite (stepped
 //     until dynalite is the bottleneck), with heap and CPU profiles of the
-//     worker;
+//     worker; on wss:// by default (-plain-ws: ws://), each size set beside
+//     a bare coder/websocket client on the same feed with the same N
+//     (bin/bareclient, one after the other, on wss and ws): RSS, heap,
+//     stacks and CPU per session for both, their difference and ratio, and
+//     charts the bench draws (SVG);
 //  5. stop latency: POST stop → the connection closed at the source, when
 //     the stop notification reaches the owner, a non-owner, or no worker
 //     (the owner's mailbox alone);
@@ -38,7 +42,9 @@
 // and graceful handoff; handover_round.go one round and what its logs and
 // the feed's records say), stop.go, rebalance.go, costphase.go (cost.go:
 // the price model it applies), reads.go, capacity.go (profile.go: the
-// worker's heap and CPU profiles), dynalite.go, throughput.go
+// worker's heap and CPU profiles; capacity_bare.go: the bare client's runs,
+// the side-by-side figures and their goals; capacity_svg.go: the charts),
+// dynalite.go, throughput.go
 // (throughput_env.go: its engines and their own ceilings;
 // throughput_proxy.go: the delaying proxy in front of the sinks). Shared
 // by the phases: bench.go runs them and writes the report; config.go holds

@@ -271,8 +271,9 @@ func renderDynalite(p printer, r *Report) {
 	// share of the worker's CPU apart.
 	var memPerSess float64
 	if r.Capacity != nil {
+		// The dynalite steps' feed is plain ws: the memory store's run on ws.
 		for _, run := range r.Capacity.Runs {
-			if run.Rate == 1 && run.Held > 0 && len(run.Env) == 0 {
+			if run.Rate == 1 && run.Held > 0 && len(run.Env) == 0 && (run.Transport == "" || run.Transport == "ws" || memPerSess == 0) {
 				memPerSess = run.CPUPct / float64(run.Held)
 			}
 		}

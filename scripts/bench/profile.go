@@ -209,7 +209,7 @@ func cpuParts(lines []string) []CPUPart {
 func renderProfiles(p printer, run CapRunResult) {
 	pr := run.Profiles
 	held := max(run.Held, 1)
-	p("### Where it goes: %s sessions × %g msg/s%s\n\n", thousands(run.Held), run.Rate, envLabel(run.Env))
+	p("### Where it goes: %s\n\n", runLabel(run))
 	if ms := pr.MemStats; len(ms) > 0 {
 		kib := func(k string) float64 { return float64(ms[k]) / 1024 / float64(held) }
 		idle := float64(ms["HeapIdle"]-ms["HeapReleased"]) / 1024 / float64(held)

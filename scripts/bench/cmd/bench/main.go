@@ -1,7 +1,7 @@
 // Command bench runs wsfleet's benchmarks and writes docs/BENCHMARKS.md and
 // docs/benchmarks.json (package bench has the details):
 //
-//	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR] [-merge]
+//	bench [-mode quick|full] [-only claim,failover,...] [-wait-quiet 0.5] [-out FILE] [-json FILE] [-work DIR] [-merge] [-plain-ws]
 //
 // `make bench` runs the quick mode (about five minutes), `make bench-full`
 // the full one.
@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile the claim, failover, handoff, stop, rebalance and cost phases also run on, beside dynalite (\"\": dynalite only)")
 	rerender := fs.Bool("rerender", false, "write the report (-out) again from the figures (-json) with this build's renderer; runs nothing")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
+	plainWS := fs.Bool("plain-ws", false, "the capacity runs' feed serves plain ws:// (default: wss:// with a per-run CA, the side-by-side runs on ws:// too)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Phases = strings.Split(*only, ",")
 	}
 	cfg.QuietLoad, cfg.QuietWait = *quiet, *quietFor
-	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge, cfg.Model = *out, *js, *work, *merge, *model
+	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge, cfg.Model, cfg.PlainWS = *out, *js, *work, *merge, *model, *plainWS
 	cfg.Invocation = "bin/bench " + strings.Join(args, " ")
 	if len(args) == 0 {
 		cfg.Invocation = "bin/bench"

@@ -1,0 +1,582 @@
+// The capacity phase's side-by-side runs (issue 27): the worker and the
+// bare reference client (bin/bareclient) on the same feed with the same N,
+// one after the other; their per-session figures above the idle process of
+// each, the difference and the ratio, the goals judged on them, and the
+// table of section 5.
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/proc"
+	"github.com/wsfleet/wsfleet/testkit/tlsca"
+	"github.com/wsfleet/wsfleet/workers/streamer/envconfig"
+)
+
+// The two clients a side-by-side run measures.
+const (
+	KindWorker = "worker" // bin/memstreamer
+	KindBare   = "bare"   // bin/bareclient
+)
+
+// The goals of issue 27, judged on the side-by-side figures at every size
+// but the one session as fast as the feed pushes, on the default transport.
+const (
+	// GoalMemOverBareKiB: memory per session ≤ the bare client's + this.
+	GoalMemOverBareKiB = 2.0
+	// GoalCPUOverBare: CPU per 1,000 msg/s ≤ this × the bare client's.
+	GoalCPUOverBare = 1.2
+)
+
+// MemStats sampling after a window: memSamples reads memSampleEvery apart,
+// averaged (heap in use moves with the GC cycle).
+const (
+	memSamples     = 5
+	memSampleEvery = time.Second
+)
+
+// IdleFigures are an idle process's (no session): what the per-session
+// figures are taken above.
+type IdleFigures struct {
+	Kind         string  `json:"kind"` // worker | bare
+	Transport    string  `json:"transport"`
+	RSSMB        float64 `json:"rss_mb"`
+	HeapInuseMB  float64 `json:"heap_inuse_mb"`
+	StackInuseMB float64 `json:"stack_inuse_mb"`
+	Goroutines   int     `json:"goroutines"`
+}
+
+// idleFor is the idle figures of kind on transport (zero: not measured).
+func idleFor(idle []IdleFigures, kind, transport string) IdleFigures {
+	for _, f := range idle {
+		if f.Kind == kind && f.Transport == transport {
+			return f
+		}
+	}
+	return IdleFigures{Kind: kind, Transport: transport}
+}
+
+// ClientFigures are one client's figures in a side-by-side run. The raw
+// fields are measured; derive computes the per-session ones.
+type ClientFigures struct {
+	Held      int     `json:"held"`
+	RampSec   float64 `json:"ramp_s"`
+	WindowSec float64 `json:"window_s"`
+	MsgRate   float64 `json:"msg_per_s"`
+	CPUPct    float64 `json:"cpu_pct_of_one_core"`
+	RSSMeanMB float64 `json:"rss_mean_mb"`
+	// HeapInuseMB and StackInuseMB are MemStats' HeapInuse and StackInuse
+	// after the window (the mean of memSamples reads).
+	HeapInuseMB  float64     `json:"heap_inuse_mb"`
+	StackInuseMB float64     `json:"stack_inuse_mb"`
+	Goroutines   int         `json:"goroutines"`
+	Reconnects   int64       `json:"reconnects_in_window"`
+	GOGC         string      `json:"gogc"`
+	NumGC        int64       `json:"num_gc"` // collections so far, at the end
+	FeedCPUPct   float64     `json:"feed_cpu_pct"`
+	MachineCPU   float64     `json:"machine_cpu_pct"`
+	LoadStart    LoadAvg     `json:"load_start"`
+	LoadEnd      LoadAvg     `json:"load_end"`
+	Idle         IdleFigures `json:"idle"`
+
+	// Derived (derive).
+	CPUPer1k   float64 `json:"cpu_pct_per_1000_msg_s"`
+	MsgPerCore float64 `json:"msg_per_s_per_core"`
+	// RSSPerSessKB is the mean RSS ÷ held; the others are above Idle.
+	RSSPerSessKB      float64 `json:"rss_kib_per_session"`
+	RSSAboveIdleKB    float64 `json:"rss_kib_per_session_above_idle"`
+	HeapPerSessKB     float64 `json:"heap_kib_per_session_above_idle"`
+	StackPerSessKB    float64 `json:"stack_kib_per_session_above_idle"`
+	GoroutinesPerSess float64 `json:"goroutines_per_session_above_idle"`
+	Error             string  `json:"error,omitempty"`
+}
+
+// derive computes the per-session figures from the raw ones.
+func (f *ClientFigures) derive() {
+	f.CPUPer1k, f.MsgPerCore = 0, 0
+	if f.MsgRate > 0 && f.CPUPct > 0 {
+		f.CPUPer1k = f.CPUPct / (f.MsgRate / 1000)
+		f.MsgPerCore = f.MsgRate / (f.CPUPct / 100)
+	}
+	f.RSSPerSessKB, f.RSSAboveIdleKB, f.HeapPerSessKB, f.StackPerSessKB, f.GoroutinesPerSess = 0, 0, 0, 0, 0
+	if f.Held <= 0 {
+		return
+	}
+	n := float64(f.Held)
+	f.RSSPerSessKB = f.RSSMeanMB * 1024 / n
+	f.RSSAboveIdleKB = (f.RSSMeanMB - f.Idle.RSSMB) * 1024 / n
+	f.HeapPerSessKB = (f.HeapInuseMB - f.Idle.HeapInuseMB) * 1024 / n
+	f.StackPerSessKB = (f.StackInuseMB - f.Idle.StackInuseMB) * 1024 / n
+	f.GoroutinesPerSess = float64(f.Goroutines-f.Idle.Goroutines) / n
+}
+
+// Delta is the worker's figures against the bare client's (a difference
+// or a ratio, figure by figure).
+type Delta struct {
+	RSSKB             float64 `json:"rss_kib_per_session"`
+	RSSAboveIdleKB    float64 `json:"rss_kib_per_session_above_idle"`
+	HeapKB            float64 `json:"heap_kib_per_session_above_idle"`
+	StackKB           float64 `json:"stack_kib_per_session_above_idle"`
+	GoroutinesPerSess float64 `json:"goroutines_per_session_above_idle"`
+	CPUPer1k          float64 `json:"cpu_pct_per_1000_msg_s"`
+	MsgPerCore        float64 `json:"msg_per_s_per_core"`
+}
+
+// CapCompare is one side-by-side run: one size on one transport.
+type CapCompare struct {
+	Sessions     int           `json:"sessions"`
+	Rate         float64       `json:"rate"` // MaxFeedRate: as fast as the feed pushes
+	PayloadBytes int           `json:"payload_bytes,omitempty"`
+	MessageBytes int           `json:"message_bytes"`
+	Transport    string        `json:"transport"`
+	Worker       ClientFigures `json:"worker"`
+	Bare         ClientFigures `json:"bare"`
+	// Diff = worker − bare; Ratio = worker ÷ bare (0 where the bare
+	// client's figure is not positive).
+	Diff  Delta `json:"worker_minus_bare"`
+	Ratio Delta `json:"worker_over_bare"`
+}
+
+// NewCapCompare sets the worker's figures beside the bare client's (both
+// derived here).
+func NewCapCompare(c CapRun, transport string, w, b ClientFigures) CapCompare {
+	w.derive()
+	b.derive()
+	x := CapCompare{Sessions: c.Sessions, Rate: c.Rate, PayloadBytes: c.PayloadBytes, MessageBytes: FeedMessageBytes(c.PayloadBytes, 5), Transport: transport, Worker: w, Bare: b}
+	x.Diff = Delta{
+		RSSKB: w.RSSPerSessKB - b.RSSPerSessKB, RSSAboveIdleKB: w.RSSAboveIdleKB - b.RSSAboveIdleKB, HeapKB: w.HeapPerSessKB - b.HeapPerSessKB,
+		StackKB: w.StackPerSessKB - b.StackPerSessKB, GoroutinesPerSess: w.GoroutinesPerSess - b.GoroutinesPerSess,
+		CPUPer1k: w.CPUPer1k - b.CPUPer1k, MsgPerCore: w.MsgPerCore - b.MsgPerCore,
+	}
+	x.Ratio = Delta{
+		RSSKB: ratio(w.RSSPerSessKB, b.RSSPerSessKB), RSSAboveIdleKB: ratio(w.RSSAboveIdleKB, b.RSSAboveIdleKB), HeapKB: ratio(w.HeapPerSessKB, b.HeapPerSessKB),
+		StackKB: ratio(w.StackPerSessKB, b.StackPerSessKB), GoroutinesPerSess: ratio(w.GoroutinesPerSess, b.GoroutinesPerSess),
+		CPUPer1k: ratio(w.CPUPer1k, b.CPUPer1k), MsgPerCore: ratio(w.MsgPerCore, b.MsgPerCore),
+	}
+	return x
+}
+
+// ratio is a ÷ b, 0 (undefined) unless both are meaningful: b > 0 and
+// a ≥ 0 (a figure above an idle process can come out negative in noise).
+func ratio(a, b float64) float64 {
+	if b <= 0 || a < 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Label names the side-by-side run's size.
+func (x CapCompare) Label() string {
+	return CapRun{Sessions: x.Sessions, Rate: x.Rate, PayloadBytes: x.PayloadBytes}.Label()
+}
+
+// paced: a run at a set rate (not as fast as the feed pushes).
+func (x CapCompare) paced() bool { return x.Rate < MaxFeedRate }
+
+// workerFigures are the worker's side of a side-by-side run.
+func workerFigures(res CapRunResult, w windowResult, mem map[string]float64, idle IdleFigures) ClientFigures {
+	return ClientFigures{
+		Held: res.Held, RampSec: res.RampSec, WindowSec: res.WindowSec, MsgRate: res.MsgRate, CPUPct: res.CPUPct, RSSMeanMB: res.RSSMeanMB,
+		HeapInuseMB: mem["HeapInuse"] / (1 << 20), StackInuseMB: mem["Stack"] / (1 << 20), NumGC: int64(mem["NumGC"]), Goroutines: res.Goroutines, Reconnects: res.Reconnects,
+		GOGC: gogcValue(res.Env), FeedCPUPct: w.feedCPU, MachineCPU: w.machineCPU, LoadStart: res.LoadStart, LoadEnd: res.LoadEnd, Idle: idle,
+	}
+}
+
+// gogcValue is the GOGC a run's worker has (and its bare client is given).
+func gogcValue(env map[string]string) string {
+	if v, ok := env["GOGC"]; ok {
+		return v
+	}
+	return itoa(envconfig.DefaultGCPercent)
+}
+
+// sampleMemStats reads the MemStats lines of admin's /debug/pprof/heap
+// n times every apart and returns each one's mean (gc: a collection
+// first, for an idle process's live figures).
+func sampleMemStats(ctx context.Context, admin string, n int, every time.Duration, gc bool) (map[string]float64, error) {
+	url := "http://" + admin + "/debug/pprof/heap?debug=1"
+	if gc {
+		url += "&gc=1"
+	}
+	sum := map[string]float64{}
+	for i := range n {
+		if i > 0 {
+			if err := sleepCtx(ctx, every); err != nil {
+				return nil, err
+			}
+		}
+		b, err := httpGet(ctx, url, 64<<20)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range parseMemStats(b) {
+			sum[k] += float64(v)
+		}
+	}
+	for k := range sum {
+		sum[k] /= float64(n)
+	}
+	return sum, nil
+}
+
+// bareStats is bin/bareclient's /stats document (the fields the bench
+// reads).
+type bareStats struct {
+	Connections int            `json:"connections"`
+	Dialled     int            `json:"dialled"`
+	Messages    int64          `json:"messages"`
+	Reconnects  int64          `json:"reconnects"`
+	DialErrors  int64          `json:"dial_errors"`
+	Goroutines  int            `json:"goroutines"`
+	Errors      map[string]int `json:"errors"`
+}
+
+func getBareStats(ctx context.Context, admin string) (bareStats, error) {
+	var st bareStats
+	b, err := httpGet(ctx, "http://"+admin+"/stats", 1<<20)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("bare client stats %s: %w", admin, err)
+	}
+	return st, nil
+}
+
+// startBare starts bin/bareclient with n connections on e's feed and waits
+// for its /healthz.
+func (r *runner) startBare(ctx context.Context, e *capEnv, name string, n int, gogc string) (*proc.Proc, string, error) {
+	port, err := enginetest.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	admin := "127.0.0.1:" + itoa(port)
+	argv := []string{r.cfg.Bin.BareClient, "-n", itoa(n), "-prefix", "cap-", "-admin", admin, "-dial-rate", "2000"}
+	if n > 0 {
+		argv = append(argv, "-urls", strings.Join(e.feedURLs(), ","))
+	}
+	if e.caFile != "" {
+		argv = append(argv, "-ca", e.caFile)
+	}
+	p := &proc.Proc{Name: name, Argv: argv, Env: append(cleanEnv(), "GOGC="+gogc), Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, name+".log")}
+	if err := p.Start(); err != nil {
+		return nil, "", err
+	}
+	if err := p.WaitReady(ctx, 30*time.Second, proc.HTTPOK("http://"+admin+"/healthz")); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, "", err
+	}
+	return p, admin, nil
+}
+
+// bareRun runs the bare client on e's feed (the worker stopped) as the
+// worker's run was measured.
+func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, idle IdleFigures) (ClientFigures, error) {
+	sz := r.sz
+	f := ClientFigures{GOGC: gogcValue(c.Env), Idle: idle, LoadStart: ReadLoad()}
+	start := time.Now()
+	p, admin, err := r.startBare(ctx, e, name+"-bare", c.Sessions, f.GOGC)
+	if err != nil {
+		return f, err
+	}
+	defer func() {
+		if err := p.Stop(30 * time.Second); err != nil {
+			r.log.Warn().Err(err).Str("run", name).Msg("bare client stop")
+		}
+	}()
+	r.log.Info().Str("run", name).Int("connections", c.Sessions).Msg("bare client: ramping up")
+	if err := waitBare(ctx, p, admin, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
+		return f, err
+	}
+	f.RampSec = time.Since(start).Seconds()
+	if err := sleepCtx(ctx, sz.CapSettle); err != nil {
+		return f, err
+	}
+	s0, err := getBareStats(ctx, admin)
+	if err != nil {
+		return f, err
+	}
+	w, err := sampleWindow(ctx, p.Pid(), e.feed.Pid(), 0, sz.CapWindow)
+	if err != nil {
+		return f, err
+	}
+	s1, err := getBareStats(ctx, admin)
+	if err != nil {
+		return f, err
+	}
+	mem, err := sampleMemStats(ctx, admin, memSamples, memSampleEvery, false)
+	if err != nil {
+		return f, err
+	}
+	f.Held, f.WindowSec, f.CPUPct, f.RSSMeanMB = s1.Connections, w.seconds, w.workCPU, w.rssMean/(1<<20)
+	f.MsgRate = float64(s1.Messages-s0.Messages) / w.seconds
+	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
+	f.Goroutines, f.Reconnects = s1.Goroutines, s1.Reconnects-s0.Reconnects
+	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
+	return f, nil
+}
+
+// waitBare waits until the bare client holds want connections and reads
+// at least 90 % of the messages they should bring, for two polls in a row.
+func waitBare(ctx context.Context, p *proc.Proc, admin string, want int, rate float64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var prev bareStats
+	var prevAt time.Time
+	good := 0
+	for {
+		if !p.Running() {
+			return fmt.Errorf("bare client exited (see %s)", p.LogPath)
+		}
+		st, err := getBareStats(ctx, admin)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if !prevAt.IsZero() && st.Connections >= want {
+			got := float64(st.Messages-prev.Messages) / now.Sub(prevAt).Seconds()
+			if got >= 0.9*float64(want)*rate {
+				good++
+			} else {
+				good = 0
+			}
+		}
+		if good >= 2 {
+			return nil
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("bare client holds %d of %d connections after %s (%d dial errors; %v)", st.Connections, want, timeout, st.DialErrors, st.Errors)
+		}
+		prev, prevAt = st, now
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// idleProcs measures the idle processes the per-session figures are taken
+// above: the worker (memory store, no session) and, when bare, the bare
+// client (no connection), on each transport the runs use. An idle process
+// runs 3 s; its RSS is the mean of 3 reads a second apart, its heap and
+// stacks are read after a collection (the live fixed cost).
+func (r *runner) idleProcs(ctx context.Context, bare bool) ([]IdleFigures, error) {
+	var trs []string
+	for _, c := range r.sz.CapRuns {
+		for _, tr := range r.capTransports(c) {
+			if !slices.Contains(trs, tr) {
+				trs = append(trs, tr)
+			}
+		}
+	}
+	var out []IdleFigures
+	for _, tr := range trs {
+		kinds := []string{KindWorker}
+		if bare {
+			kinds = append(kinds, KindBare)
+		}
+		for _, kind := range kinds {
+			f, err := r.idleProc(ctx, kind, tr)
+			if err != nil {
+				return out, fmt.Errorf("idle %s on %s: %w", kind, tr, err)
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, error) {
+	f := IdleFigures{Kind: kind, Transport: tr}
+	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "capacity-idle-"+kind+"-"+tr), tls: tr == "wss"}
+	if err := os.RemoveAll(e.dir); err != nil {
+		return f, err
+	}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return f, err
+	}
+	if e.tls {
+		ca, err := tlsca.New(filepath.Join(e.dir, "tls"))
+		if err != nil {
+			return f, err
+		}
+		e.caFile = ca.CertFile
+	}
+	var pid int
+	var admin string
+	var goroutines func() (int, error)
+	switch kind {
+	case KindWorker:
+		defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
+		settings := map[string]string{}
+		if e.tls {
+			settings[schema.EnvExtraCAFile] = e.caFile
+		}
+		if err := r.startCapWorker(ctx, e, "idle-worker", []string{r.cfg.Bin.MemStreamer, "-sessions", "0"}, settings, nil); err != nil {
+			return f, err
+		}
+		pid, admin = e.work.Pid(), e.admin
+		goroutines = func() (int, error) { st, err := getStats(ctx, admin); return st.Goroutines, err }
+	default:
+		p, a, err := r.startBare(ctx, e, "idle-bare", 0, gogcValue(nil))
+		if err != nil {
+			return f, err
+		}
+		defer func() { _ = p.Stop(10 * time.Second) }()
+		pid, admin = p.Pid(), a
+		goroutines = func() (int, error) { st, err := getBareStats(ctx, admin); return st.Goroutines, err }
+	}
+	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		return f, err
+	}
+	var sum float64
+	for i := range 3 {
+		if i > 0 {
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return f, err
+			}
+		}
+		rss, err := ProcRSS(pid)
+		if err != nil {
+			return f, err
+		}
+		sum += float64(rss)
+	}
+	f.RSSMB = sum / 3 / (1 << 20)
+	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
+	if err != nil {
+		return f, err
+	}
+	f.HeapInuseMB, f.StackInuseMB = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20)
+	f.Goroutines, err = goroutines()
+	return f, err
+}
+
+// compareGoals are issue 27's goals on the side-by-side runs at a set rate
+// on the default transport: memory per session (RSS above the idle
+// process) ≤ the bare client's + GoalMemOverBareKiB, CPU per 1,000 msg/s
+// ≤ GoalCPUOverBare × the bare client's.
+func compareGoals(r *Report) []Goal {
+	c := r.Capacity
+	if c == nil {
+		return nil
+	}
+	var gs []Goal
+	for _, x := range c.Compare {
+		if x.Transport != c.Transport || !x.paced() || x.Worker.Held == 0 || x.Bare.Held == 0 {
+			continue
+		}
+		label := fmt.Sprintf("%s, %s", x.Label(), x.Transport)
+		mem := Goal{Figure: "memory per session against the bare client, " + label,
+			Measured: fmt.Sprintf("%.1f vs %.1f KiB (%+.1f)", x.Worker.RSSAboveIdleKB, x.Bare.RSSAboveIdleKB, x.Diff.RSSAboveIdleKB),
+			Goal:     fmt.Sprintf("≤ bare + %g KiB", GoalMemOverBareKiB), Known: true, Met: x.Diff.RSSAboveIdleKB <= GoalMemOverBareKiB}
+		if !mem.Met {
+			mem.Miss = fmt.Sprintf("+%.1f KiB", x.Diff.RSSAboveIdleKB-GoalMemOverBareKiB)
+		}
+		cpu := Goal{Figure: "CPU per 1,000 msg/s against the bare client, " + label,
+			Measured: fmt.Sprintf("×%.2f (%.2f vs %.2f %%)", x.Ratio.CPUPer1k, x.Worker.CPUPer1k, x.Bare.CPUPer1k),
+			Goal:     fmt.Sprintf("≤ %g× bare", GoalCPUOverBare), Known: x.Ratio.CPUPer1k > 0, Met: x.Ratio.CPUPer1k > 0 && x.Ratio.CPUPer1k <= GoalCPUOverBare}
+		if !cpu.Met {
+			cpu.Miss = fmt.Sprintf("×%.2f over (+%.2f points)", x.Ratio.CPUPer1k/GoalCPUOverBare, x.Worker.CPUPer1k-GoalCPUOverBare*x.Bare.CPUPer1k)
+		}
+		gs = append(gs, mem, cpu)
+	}
+	return gs
+}
+
+// renderCompare writes section 5's side-by-side table, the goals' verdicts
+// and the charts.
+func renderCompare(p printer, r *Report) {
+	c := r.Capacity
+	if c == nil || len(c.Compare) == 0 {
+		return
+	}
+	p("### Worker against a bare client (same feed, same N, one after the other)\n\n")
+	p("Every size runs twice on the same feed process: the worker, then (the worker stopped) bin/bareclient, the same number of connections doing nothing but reading and discarding (settings above). Per session = above the idle process of the same kind and transport (idle figures below), divided by the sessions held; \"RSS ÷ N\" does not subtract the idle process. The goals are judged on **%s**%s.\n\n", c.Transport, transportNote(c.Transport))
+	p("| size | transport | client | held | msg/s | CPU (%% of a core) | CPU per 1,000 msg/s | msg/s per core | RSS per session (RSS ÷ N) | heap per session | stacks per session | goroutines per session | RSS mean | reconnects | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, x := range c.Compare {
+		size := x.Label()
+		row := func(who string, f ClientFigures) {
+			if f.Error != "" && f.Held == 0 {
+				p("| %s | %s | %s | failed: %s | | | | | | | | | | | |\n", size, x.Transport, who, oneLine(f.Error))
+				return
+			}
+			// One session's memory is the process's (RSS mean): per
+			// session above the idle process it is noise.
+			mem := fmt.Sprintf("%.1f KiB (%.1f) | %.1f KiB | %.1f KiB | %.2f", f.RSSAboveIdleKB, f.RSSPerSessKB, f.HeapPerSessKB, f.StackPerSessKB, f.GoroutinesPerSess)
+			if !x.paced() {
+				mem = "— | — | — | —"
+			}
+			p("| %s | %s | %s | %s | %s | %.1f %% | %.2f %% | %s | %s | %.0f MiB | %d | %s → %s |\n",
+				size, x.Transport, who, thousands(f.Held), thousands(int(f.MsgRate+0.5)), f.CPUPct, f.CPUPer1k, thousands(int(f.MsgPerCore+0.5)),
+				mem, f.RSSMeanMB, f.Reconnects, f.LoadStart, f.LoadEnd)
+		}
+		row("wsfleet", x.Worker)
+		row("bare client", x.Bare)
+		d, q := x.Diff, x.Ratio
+		dm := fmt.Sprintf("%+.1f KiB (%+.1f) | %+.1f KiB | %+.1f KiB | %+.2f", d.RSSAboveIdleKB, d.RSSKB, d.HeapKB, d.StackKB, d.GoroutinesPerSess)
+		qm := fmt.Sprintf("%s (%s) | %s | %s | %s", times(q.RSSAboveIdleKB), times(q.RSSKB), times(q.HeapKB), times(q.StackKB), times(q.GoroutinesPerSess))
+		dr, qr := "", ""
+		if !x.paced() {
+			dm, qm = "— | — | — | —", "— | — | — | —"
+			dr, qr = fmt.Sprintf("%+.0f MiB", x.Worker.RSSMeanMB-x.Bare.RSSMeanMB), times(ratio(x.Worker.RSSMeanMB, x.Bare.RSSMeanMB))
+		}
+		p("| %s | %s | wsfleet − bare | | | %+.1f points | %+.2f points | %s | %s | %s | | |\n",
+			size, x.Transport, x.Worker.CPUPct-x.Bare.CPUPct, d.CPUPer1k, signedThousands(d.MsgPerCore), dm, dr)
+		p("| %s | %s | wsfleet ÷ bare | | | %s | %s | %s | %s | %s | | |\n",
+			size, x.Transport, times(ratio(x.Worker.CPUPct, x.Bare.CPUPct)), times(q.CPUPer1k), times(q.MsgPerCore), qm, qr)
+	}
+	p("\nIdle processes (no session) the per-session figures are taken above (RSS after 3 s; heap and stacks in use after a collection):\n\n| process | transport | RSS | heap in use | stacks in use | goroutines |\n|---|---|---|---|---|---|\n")
+	for _, f := range c.Idle {
+		who := "wsfleet worker"
+		if f.Kind == KindBare {
+			who = "bare client"
+		}
+		p("| %s | %s | %.1f MiB | %.1f MiB | %.2f MiB | %d |\n", who, f.Transport, f.RSSMB, f.HeapInuseMB, f.StackInuseMB, f.Goroutines)
+	}
+	p("\n")
+	var verdicts []string
+	for _, g := range compareGoals(r) {
+		v := "**met**"
+		if !g.Met {
+			v = "**missed** by " + g.Miss
+		}
+		verdicts = append(verdicts, fmt.Sprintf("- %s: %s, goal %s: %s", g.Figure, g.Measured, g.Goal, v))
+	}
+	if len(verdicts) > 0 {
+		p("Goals (issue 27, from the ratios above on %s): memory per session ≤ the bare client's + %g KiB, CPU per 1,000 msg/s ≤ %g× the bare client's.\n\n%s\n\n", c.Transport, GoalMemOverBareKiB, GoalCPUOverBare, strings.Join(verdicts, "\n"))
+	}
+	for _, f := range c.Charts {
+		p("![%s](%s)\n\n", chartTitle(f), f)
+	}
+}
+
+// times formats a ratio ("—" when undefined).
+func times(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("×%.2f", v)
+}
+
+func signedThousands(v float64) string {
+	if v >= 0 {
+		return "+" + thousands(int(v+0.5))
+	}
+	return "−" + thousands(int(-v+0.5))
+}
+
+func transportNote(t string) string {
+	if t == "ws" {
+		return " (this run's -plain-ws)"
+	}
+	return " (ws:// beside it for comparison)"
+}
