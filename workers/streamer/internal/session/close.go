@@ -159,6 +159,7 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	cfg := s.env.Config
 	now := time.Now()
 	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
+	s.pingSeen = s.activity()
 	s.planAt, s.failedPlans = time.Time{}, 0
 	if p.maxAge > 0 {
 		s.planAt = now.Add(planDelay(p))

@@ -172,7 +172,10 @@ type Session struct {
 	kick    error // reason to reconnect now
 	pinging bool
 	nextPin time.Time
-	wake    chan struct{}
+	// pingSeen is the activity at the last ping slot: a ping is sent only
+	// when the connection brought nothing since (under mu).
+	pingSeen int64
+	wake     chan struct{}
 	// dialCancel aborts a dial in progress when the session ends.
 	dialCancel context.CancelFunc
 	// next is the planned reconnect under way (nil: none); planAt is when

@@ -666,3 +666,35 @@ func TestSubprotocolsAreOffered(t *testing.T) {
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
 }
+
+// A connection that keeps bringing messages is not pinged (its traffic
+// proves it alive): a source that never answers pings but streams keeps
+// its connection; once it falls silent, the unanswered ping drops it.
+func TestTrafficStandsInForPings(t *testing.T) {
+	var quiet atomic.Bool
+	src, url := newScripted(t, func(l *link) {
+		// Never reads: pings are never answered (the pong is written by
+		// the reader). Silent, it cannot tell when the client has gone:
+		// it holds the connection for 3 s at most.
+		silentFor := 0
+		for i := 1; silentFor < 300; i++ {
+			if quiet.Load() {
+				silentFor++
+			} else if l.send(websocket.MessageText, fmt.Sprintf(`{"seq":%d}`, i)) != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	cfg := testConfig()
+	cfg.PingEvery, cfg.PingTimeout = 100*time.Millisecond, 50*time.Millisecond
+	h := newHarness(t, cfg)
+	h.put("s1", url, nil)
+	s, done := h.start("s1")
+	testwait.Eventually(t, 5*time.Second, "streaming", func() bool { return h.rec.count() >= 10 })
+	testwait.Holds(t, time.Second, "one connection while messages flow (no ping to go unanswered)", func() bool { return src.conns() == 1 })
+	quiet.Store(true)
+	testwait.Eventually(t, 5*time.Second, "a reconnect after the unanswered ping of a silent connection", func() bool { return src.conns() >= 2 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
+}

@@ -61,8 +61,15 @@ func (s *Session) Tick(now time.Time) {
 	cfg := s.env.Config
 	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin)
 	if ping {
-		s.pinging = true
 		s.nextPin = now.Add(cfg.PingEvery)
+		// A connection that brought messages since the last slot is alive:
+		// no ping (each costs a goroutine, a timer and a frame each way,
+		// for nothing the messages did not prove). A silent one is pinged.
+		if a := s.activity(); a != s.pingSeen {
+			s.pingSeen, ping = a, false
+		} else {
+			s.pinging = true
+		}
 	}
 	appPing := p.pingEvery > 0 && !s.appPinging && !now.Before(s.nextAppPing)
 	if appPing {
@@ -77,6 +84,12 @@ func (s *Session) Tick(now time.Time) {
 		msg := source.Render(p.pingMsg, s.vars(s.held.Item(), p))
 		go s.appPing(conn, msg)
 	}
+}
+
+// activity counts what the current connection brought: messages
+// delivered, duplicates, messages without a seq, control messages.
+func (s *Session) activity() int64 {
+	return s.messages.Load() + s.dups.Load() + s.missingDropped.Load() + s.controls.Load()
 }
 
 func (s *Session) ping(conn *websocket.Conn) {
