@@ -158,8 +158,11 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	s.conn, s.raw, s.connGen, s.kick, s.proto = conn, raw, it.Generation, nil, p
 	cfg := s.env.Config
 	now := time.Now()
-	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (0.5 + rand.Float64()/2)))
-	s.pingSeen = s.activity()
+	// The first ping, if the connection stays silent, at a random phase
+	// past the first interval (sessions claimed together do not ping
+	// together).
+	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (1 + rand.Float64()/2)))
+	s.pingSeen, s.activeAt = s.activity(), now
 	s.planAt, s.failedPlans = time.Time{}, 0
 	if p.maxAge > 0 {
 		s.planAt = now.Add(planDelay(p))

@@ -172,9 +172,11 @@ type Session struct {
 	kick    error // reason to reconnect now
 	pinging bool
 	nextPin time.Time
-	// pingSeen is the activity at the last ping slot: a ping is sent only
-	// when the connection brought nothing since (under mu).
+	// pingSeen is the activity Tick saw last, activeAt when it last
+	// changed: a ping is sent only after a ping interval without any
+	// (under mu).
 	pingSeen int64
+	activeAt time.Time
 	wake     chan struct{}
 	// dialCancel aborts a dial in progress when the session ends.
 	dialCancel context.CancelFunc

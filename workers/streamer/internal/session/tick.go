@@ -59,17 +59,17 @@ func (s *Session) Tick(now time.Time) {
 		s.planLocked(PlanAge, now)
 	}
 	cfg := s.env.Config
-	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin)
+	// A connection that brought something in the last ping interval is
+	// alive: no ping (each costs a goroutine, a timer and a frame each
+	// way, for nothing its messages did not prove). One silent for an
+	// interval is pinged, as soon as before.
+	if a := s.activity(); a != s.pingSeen {
+		s.pingSeen, s.activeAt = a, now
+	}
+	ping := cfg.PingEvery > 0 && !s.pinging && !now.Before(s.nextPin) && now.Sub(s.activeAt) >= cfg.PingEvery
 	if ping {
+		s.pinging = true
 		s.nextPin = now.Add(cfg.PingEvery)
-		// A connection that brought messages since the last slot is alive:
-		// no ping (each costs a goroutine, a timer and a frame each way,
-		// for nothing the messages did not prove). A silent one is pinged.
-		if a := s.activity(); a != s.pingSeen {
-			s.pingSeen, ping = a, false
-		} else {
-			s.pinging = true
-		}
 	}
 	appPing := p.pingEvery > 0 && !s.appPinging && !now.Before(s.nextAppPing)
 	if appPing {
