@@ -139,9 +139,11 @@ func (s *Session) noteGap(last, seq int64) {
 // Pipeline sink queues it (the session checkpoints it once Acked), any
 // other Handler accepts it synchronously.
 func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
+	// One clock read for the arrival time and the first trust check.
+	now := time.Now()
 	msg := sink.Message{
 		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
-		ReceivedAtMs: time.Now().UnixMilli(), Data: data, Binary: typ == websocket.MessageBinary,
+		ReceivedAtMs: now.UnixMilli(), Data: data, Binary: typ == websocket.MessageBinary,
 	}
 	if !advance {
 		s.sub++
@@ -154,7 +156,10 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 	for attempt := 1; ; attempt++ {
 		// The lease's monotonic deadline, checked right before every
 		// delivery (start first: start + rem is then never after it).
-		start := time.Now()
+		start := now
+		if attempt > 1 {
+			start = time.Now()
+		}
 		rem := s.held.Remaining()
 		if rem <= 0 {
 			return s.invalid()
