@@ -77,17 +77,22 @@ type ClientFigures struct {
 	RSSMeanMB float64 `json:"rss_mean_mb"`
 	// HeapInuseMB and StackInuseMB are MemStats' HeapInuse and StackInuse
 	// after the window (the mean of memSamples reads).
-	HeapInuseMB  float64     `json:"heap_inuse_mb"`
-	StackInuseMB float64     `json:"stack_inuse_mb"`
-	Goroutines   int         `json:"goroutines"`
-	Reconnects   int64       `json:"reconnects_in_window"`
-	GOGC         string      `json:"gogc"`
-	NumGC        int64       `json:"num_gc"` // collections so far, at the end
-	FeedCPUPct   float64     `json:"feed_cpu_pct"`
-	MachineCPU   float64     `json:"machine_cpu_pct"`
-	LoadStart    LoadAvg     `json:"load_start"`
-	LoadEnd      LoadAvg     `json:"load_end"`
-	Idle         IdleFigures `json:"idle"`
+	HeapInuseMB  float64 `json:"heap_inuse_mb"`
+	StackInuseMB float64 `json:"stack_inuse_mb"`
+	Goroutines   int     `json:"goroutines"`
+	Reconnects   int64   `json:"reconnects_in_window"`
+	// Redials are the connections dialled again since the start (the
+	// ramp included); DialErrors the bare client's failed dials since the
+	// start (the worker's are in its reconnects).
+	Redials    int64       `json:"redials_total"`
+	DialErrors int64       `json:"dial_errors_total,omitempty"`
+	GOGC       string      `json:"gogc"`
+	NumGC      int64       `json:"num_gc"` // collections so far, at the end
+	FeedCPUPct float64     `json:"feed_cpu_pct"`
+	MachineCPU float64     `json:"machine_cpu_pct"`
+	LoadStart  LoadAvg     `json:"load_start"`
+	LoadEnd    LoadAvg     `json:"load_end"`
+	Idle       IdleFigures `json:"idle"`
 
 	// Derived (derive).
 	CPUPer1k   float64 `json:"cpu_pct_per_1000_msg_s"`
@@ -185,7 +190,7 @@ func (x CapCompare) paced() bool { return x.Rate < MaxFeedRate }
 
 // workerFigures are the worker's side of a side-by-side run.
 func workerFigures(res CapRunResult, w windowResult, mem map[string]float64, idle IdleFigures) ClientFigures {
-	return ClientFigures{
+	return ClientFigures{Redials: w.s1.Messages["reconnects"],
 		Held: res.Held, RampSec: res.RampSec, WindowSec: res.WindowSec, MsgRate: res.MsgRate, CPUPct: res.CPUPct, RSSMeanMB: res.RSSMeanMB,
 		HeapInuseMB: mem["HeapInuse"] / (1 << 20), StackInuseMB: mem["Stack"] / (1 << 20), NumGC: int64(mem["NumGC"]), Goroutines: res.Goroutines, Reconnects: res.Reconnects,
 		GOGC: gogcValue(res.Env), FeedCPUPct: w.feedCPU, MachineCPU: w.machineCPU, LoadStart: res.LoadStart, LoadEnd: res.LoadEnd, Idle: idle,
@@ -261,7 +266,7 @@ func (r *runner) startBare(ctx context.Context, e *capEnv, name string, n int, g
 		return nil, "", err
 	}
 	admin := "127.0.0.1:" + itoa(port)
-	argv := []string{r.cfg.Bin.BareClient, "-n", itoa(n), "-prefix", "cap-", "-admin", admin, "-dial-rate", "2000"}
+	argv := []string{r.cfg.Bin.BareClient, "-n", itoa(n), "-prefix", "cap-", "-admin", admin, "-dial-rate", "2000", "-dials-in-flight", "32"}
 	if n > 0 {
 		argv = append(argv, "-urls", strings.Join(e.feedURLs(), ","))
 	}
@@ -321,7 +326,7 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 	f.Held, f.WindowSec, f.CPUPct, f.RSSMeanMB = s1.Connections, w.seconds, w.workCPU, w.rssMean/(1<<20)
 	f.MsgRate = float64(s1.Messages-s0.Messages) / w.seconds
 	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
-	f.Goroutines, f.Reconnects = s1.Goroutines, s1.Reconnects-s0.Reconnects
+	f.Goroutines, f.Reconnects, f.Redials, f.DialErrors = s1.Goroutines, s1.Reconnects-s0.Reconnects, s1.Reconnects, s1.DialErrors
 	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
 	return f, nil
 }
@@ -501,7 +506,7 @@ func renderCompare(p printer, r *Report) {
 	}
 	p("### Worker against a bare client (same feed, same N, one after the other)\n\n")
 	p("Every size runs twice on the same feed process: the worker, then (the worker stopped) bin/bareclient, the same number of connections doing nothing but reading and discarding (settings above). Per session = above the idle process of the same kind and transport (idle figures below), divided by the sessions held; \"RSS ÷ N\" does not subtract the idle process. The goals are judged on **%s**%s.\n\n", c.Transport, transportNote(c.Transport))
-	p("| size | transport | client | held | msg/s | CPU (%% of a core) | CPU per 1,000 msg/s | msg/s per core | RSS per session (RSS ÷ N) | heap per session | stacks per session | goroutines per session | RSS mean | reconnects | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| size | transport | client | held | msg/s | CPU (%% of a core) | CPU per 1,000 msg/s | msg/s per core | RSS per session (RSS ÷ N) | heap per session | stacks per session | goroutines per session | RSS mean | reconnects in the window (dialled again since the start; failed dials) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range c.Compare {
 		size := x.Label()
 		row := func(who string, f ClientFigures) {
@@ -515,9 +520,9 @@ func renderCompare(p printer, r *Report) {
 			if !x.paced() {
 				mem = "— | — | — | —"
 			}
-			p("| %s | %s | %s | %s | %s | %.1f %% | %.2f %% | %s | %s | %.0f MiB | %d | %s → %s |\n",
+			p("| %s | %s | %s | %s | %s | %.1f %% | %.2f %% | %s | %s | %.0f MiB | %d (%s; %s) | %s → %s |\n",
 				size, x.Transport, who, thousands(f.Held), thousands(int(f.MsgRate+0.5)), f.CPUPct, f.CPUPer1k, thousands(int(f.MsgPerCore+0.5)),
-				mem, f.RSSMeanMB, f.Reconnects, f.LoadStart, f.LoadEnd)
+				mem, f.RSSMeanMB, f.Reconnects, thousands(int(f.Redials)), thousands(int(f.DialErrors)), f.LoadStart, f.LoadEnd)
 		}
 		row("wsfleet", x.Worker)
 		row("bare client", x.Bare)

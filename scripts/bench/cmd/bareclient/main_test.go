@@ -35,6 +35,7 @@ func TestParse(t *testing.T) {
 		{[]string{"-n", "1", "-urls", "http://x/"}, "want ws:// or wss://"},
 		{[]string{"-admin", "0.0.0.0:1"}, "loopback"},
 		{[]string{"-n", "-1"}, "want ≥ 0"},
+		{[]string{"-dials-in-flight", "-1"}, "want ≥ 0"},
 		{[]string{"x"}, "unexpected arguments"},
 	} {
 		if _, err := parse(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -107,7 +108,7 @@ func TestReadsEveryConnectionOverWS(t *testing.T) {
 	}
 	defer srv.Close()
 	pattern := strings.Replace(srv.URL("X"), "X", "{id}", 1)
-	st := holds(t, Options{N: 4, URLs: []string{pattern}, Prefix: "ws-", DialRate: 100, Redial: 10 * time.Millisecond})
+	st := holds(t, Options{N: 4, URLs: []string{pattern}, Prefix: "ws-", DialRate: 100, InFlight: 1, Redial: 10 * time.Millisecond})
 	if st.Dialled != 4 || st.Goroutines < 4 || st.HeapInuse == 0 || st.StackInuse == 0 || st.DialErrors != 0 {
 		t.Fatalf("%+v", st)
 	}
