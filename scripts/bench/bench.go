@@ -167,7 +167,7 @@ func (r *runner) onModel(ctx context.Context, name string, phase func(context.Co
 func (r *runner) phases() map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
-		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseDynalite: r.dynalite,
+		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseTLS: r.tlsClaim, PhaseDynalite: r.dynalite,
 		PhaseThroughput: r.throughput,
 	}
 }

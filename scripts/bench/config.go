@@ -38,7 +38,10 @@ const (
 	PhaseCost      = "cost"
 	PhaseReads     = "reads"
 	PhaseCapacity  = "capacity"
-	PhaseDynalite  = "dynalite"
+	// PhaseTLS: a burst of claims on ws:// and wss:// (with and without
+	// TLS session resumption): the handshake's CPU per session (issue 27).
+	PhaseTLS      = "tls"
+	PhaseDynalite = "dynalite"
 	// PhaseThroughput: one session as fast as the feed pushes into each
 	// sink, with 15 ms added to every sink request, and many sessions into
 	// sqs batched (issue 16).
@@ -46,7 +49,7 @@ const (
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseDynalite, PhaseThroughput}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseTLS, PhaseDynalite, PhaseThroughput}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -99,6 +102,10 @@ const (
 // Sizes are the counts and durations of one mode.
 type Sizes struct {
 	BenchTime string // go test -benchtime
+
+	// TLSClaimSessions are the sessions of each claim burst of the tls
+	// phase.
+	TLSClaimSessions int
 
 	ClaimSamples     int
 	ClaimWarmup      int
@@ -179,8 +186,9 @@ func SizesFor(m Mode) Sizes {
 				{Sessions: 1, Rate: MaxFeedRate, Bare: true},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}}, // Go's default, against the binary's 50
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
-			DynSteps:  []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
-			DynSettle: 10 * time.Second, DynWindow: 20 * time.Second,
+			TLSClaimSessions: 1000,
+			DynSteps:         []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
+			DynSettle:        10 * time.Second, DynWindow: 20 * time.Second,
 			TPSettle: 5 * time.Second, TPWindow: 30 * time.Second, TPManySessions: 1000, TPManyRate: 10,
 		}
 	}
@@ -197,8 +205,9 @@ func SizesFor(m Mode) Sizes {
 		CapRuns: []CapRun{{Sessions: 2000, Rate: 1, Bare: true}, {Sessions: 200, Rate: 50, PayloadBytes: AudioPayloadBytes, Bare: true},
 			{Sessions: 1, Rate: MaxFeedRate, Bare: true}},
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
-		DynSteps:  []int{2000},
-		DynSettle: 5 * time.Second, DynWindow: 15 * time.Second,
+		TLSClaimSessions: 200,
+		DynSteps:         []int{2000},
+		DynSettle:        5 * time.Second, DynWindow: 15 * time.Second,
 		TPSettle: 3 * time.Second, TPWindow: 10 * time.Second, TPManySessions: 1000, TPManyRate: 10,
 	}
 }

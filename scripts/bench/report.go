@@ -37,6 +37,7 @@ type Report struct {
 	Capacity     *CapacityResult   `json:"capacity,omitempty"`
 	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
 	Throughput   *ThroughputResult `json:"throughput,omitempty"`
+	TLSClaim     *TLSClaimResult   `json:"tls_claim,omitempty"`
 	// OnModel are the ModelPhases run again, in the same run, on the
 	// DynamoDB model (Config.Model).
 	OnModel *ModelResults     `json:"on_model,omitempty"`
@@ -169,6 +170,7 @@ func Render(r *Report) string {
 	renderRebalance(p, r)
 	renderCapacity(p, r)
 	renderDynalite(p, r)
+	renderTLSClaim(p, r)
 	renderCost(p, r)
 	renderReads(p, r)
 	renderThroughput(p, r)
