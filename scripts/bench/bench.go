@@ -230,6 +230,11 @@ func writeMarkdown(rep *Report, md string) error {
 			}
 		}
 	}
+	for name, b := range LatencyCharts(rep) {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(md), name), b, 0o644); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(md, []byte(Render(rep)), 0o644)
 }
 

@@ -86,7 +86,7 @@ func (r *runner) claim(ctx context.Context) error {
 			return err
 		}
 	}
-	res.SQS, res.SQSPost = Summarize(lat), Summarize(post)
+	res.SQS, res.SQSPost = WithSamples(lat), Summarize(post)
 	r.log.Info().Float64("p50_ms", res.SQS.P50).Float64("p99_ms", res.SQS.P99).Msg("claim latency via SQS")
 	if err := stopWorkers(ws); err != nil {
 		return err
@@ -137,7 +137,7 @@ func (r *runner) claim(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	res.Reconcile = Summarize(rec)
+	res.Reconcile = WithSamples(rec)
 	r.log.Info().Float64("p50_ms", res.Reconcile.P50).Float64("p99_ms", res.Reconcile.P99).Msg("claim latency via reconciliation")
 	return nil
 }
@@ -153,7 +153,7 @@ func renderClaim(p printer, r *Report) {
 	distRow(p, "via SQS (start notification)", c.SQS)
 	distRow(p, "— of which the POST round trip", c.SQSPost)
 	distRow(p, "via reconciliation alone (no consumer)", c.Reconcile)
-	p("\n")
+	p("\n![claim latency CDF, via SQS and via reconciliation](%s)\n\n", ChartClaimCDF)
 	if c.SQSTimeouts+c.ReconcileTimeouts > 0 {
 		p("Samples that saw no message within the timeout (10 s SQS, 30 s reconcile): %d via SQS, %d via reconciliation.\n\n", c.SQSTimeouts, c.ReconcileTimeouts)
 	}

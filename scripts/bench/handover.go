@@ -153,7 +153,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		}
 		r.log.Info().Str("phase", name).Int("round", k).Int("n", d.N).Float64("p50_ms", d.P50).Float64("p99_ms", d.P99).Msg("round done")
 	}
-	res.Gap = Summarize(all)
+	res.Gap = WithSamples(all)
 	var toTakeable, toFirst []time.Duration
 	for _, rd := range rounds {
 		a, b := rd.takeover()
@@ -224,6 +224,11 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	}
 	p("## %s\n\n", title)
 	renderPhase(p, h.Phase)
+	if h.Kind == kindTerm {
+		p("![hand-off dark time CDF](%s)\n\n", ChartHandoffCDF)
+	} else {
+		p("![crash failover CDF](%s)\n\n", ChartFailoverCDF)
+	}
 	p(distHeader)
 	if h.Dark.N > 0 && h.Kind == kindTerm {
 		distRow(p, "old connection closed at the source → first message by another worker (the session's dark time)", h.Dark)

@@ -92,7 +92,7 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 			}
 		}
 	}
-	return Summarize(closed), Summarize(opened), Summarize(first), Summarize(darks)
+	return Summarize(closed), Summarize(opened), Summarize(first), WithSamples(darks)
 }
 
 func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {

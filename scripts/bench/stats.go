@@ -19,6 +19,20 @@ type Dist struct {
 	P99  float64 `json:"p99_ms"`
 	Max  float64 `json:"max_ms"`
 	Mean float64 `json:"mean_ms"`
+	// Samples, sorted, for the distributions drawn as CDFs (WithSamples);
+	// absent on the others.
+	Samples []float64 `json:"samples_ms,omitempty"`
+}
+
+// WithSamples is the Dist of samples keeping them (the report draws it as
+// a CDF).
+func WithSamples(samples []time.Duration) Dist {
+	d := Summarize(samples)
+	for _, v := range samples {
+		d.Samples = append(d.Samples, float64(v)/float64(time.Millisecond))
+	}
+	sort.Float64s(d.Samples)
+	return d
 }
 
 // Percentile returns the nearest-rank p-th percentile (0 < p ≤ 100) of

@@ -31,8 +31,11 @@ func TestSummarize(t *testing.T) {
 	if d.N != 4 || d.Min != 10 || d.Max != 40 || d.P50 != 20 || d.P99 != 40 || d.Mean != 25 {
 		t.Fatalf("%+v", d)
 	}
-	if (Summarize(nil) != Dist{}) {
+	if e := Summarize(nil); e.N != 0 || e.Max != 0 || e.Samples != nil {
 		t.Fatal("empty: want zero Dist")
+	}
+	if w := WithSamples([]time.Duration{30 * time.Millisecond, 10 * time.Millisecond}); w.N != 2 || len(w.Samples) != 2 || w.Samples[0] != 10 || w.Samples[1] != 30 {
+		t.Fatalf("WithSamples: %+v", w)
 	}
 }
 
