@@ -253,21 +253,7 @@ func (e *capEnv) feedURLs() []string {
 // answers 2xx.
 func httpsOK(url string, cfg *tls.Config) func(context.Context) error {
 	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
-		}
-		return nil
-	}
+	return proc.HTTPOKWith(c, url)
 }
 
 // startCapWorker starts a capacity worker (argv: the binary and its flags;
