@@ -364,16 +364,16 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 		s.mu.Unlock()
 		return nil, nil, nil
 	}
-	s.failedPlans = 0
 	s.mu.Unlock()
 	it := s.held.Item()
-	if it.Generation != nx.gen || !s.attach(nx.conn, nx.raw, it, nx.p) {
-		if it.Generation != nx.gen {
-			s.mu.Lock()
-			s.closeNextLocked(nx, errGeneration)
-			s.mu.Unlock()
-		}
+	if it.Generation != nx.gen {
+		s.mu.Lock()
+		s.closeNextLocked(nx, errGeneration)
+		s.mu.Unlock()
 		return nil, nil, nil
+	}
+	if !s.attach(nx.conn, nx.raw, it, nx.p) {
+		return nil, nil, nil // the session ended: attach closed it
 	}
 	conn, raw = nx.conn, nx.raw
 	if s.env.Opened != nil {
