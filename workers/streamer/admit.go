@@ -100,6 +100,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	w.mu.Lock()
 	delete(w.claiming, h.ID())
 	w.sessions[h.ID()] = s
+	w.sessionsGen++
 	st := w.state
 	w.sessWG.Add(1)
 	w.mu.Unlock()
@@ -121,6 +122,7 @@ func (w *Worker) runSession(s *session.Session) {
 	w.mu.Lock()
 	if w.sessions[s.ID()] == s {
 		delete(w.sessions, s.ID())
+		w.sessionsGen++
 	}
 	w.mu.Unlock()
 	w.signalFreed()

@@ -18,25 +18,36 @@ func (w *Worker) opened(s *session.Session, first bool) {
 	}
 }
 
+// controlLoop runs every due session's Tick each controlTick. A session
+// says when it next has something to do (session.Due): most, with traffic
+// and no timers of their own, need a Tick once per session.TickCeiling,
+// not every pass. The loop keeps its own list of the sessions, made anew
+// only when one came or went.
 func (w *Worker) controlLoop(ctx context.Context) {
 	t := time.NewTicker(controlTick)
 	defer t.Stop()
 	var ss []*session.Session
+	seen := ^uint64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			ss = ss[:0]
 			w.mu.Lock()
-			for _, s := range w.sessions {
-				ss = append(ss, s)
+			if w.sessionsGen != seen {
+				seen = w.sessionsGen
+				clear(ss)
+				ss = ss[:0]
+				for _, s := range w.sessions {
+					ss = append(ss, s)
+				}
 			}
 			w.mu.Unlock()
 			for _, s := range ss {
-				s.Tick(now)
+				if s.Due(now) {
+					s.Tick(now)
+				}
 			}
-			clear(ss)
 		}
 	}
 }

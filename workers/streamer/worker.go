@@ -115,10 +115,12 @@ type Worker struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session.Session
-	claiming map[string]bool
-	state    state
-	freed    chan struct{}
-	idle     chan struct{} // signalled when a session or a claim ends
+	// sessionsGen counts the changes of sessions (the control loop's list).
+	sessionsGen uint64
+	claiming    map[string]bool
+	state       state
+	freed       chan struct{}
+	idle        chan struct{} // signalled when a session or a claim ends
 
 	sessWG     sync.WaitGroup
 	routines   routines // every other goroutine of the Worker

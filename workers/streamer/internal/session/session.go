@@ -202,6 +202,10 @@ type Session struct {
 	// by the sink's Refused, from another goroutine).
 	skipRefused atomic.Bool
 
+	// due is when the control loop next runs Tick (Unix ns; 0: at its
+	// next pass; see Due).
+	due atomic.Int64
+
 	lastSeq    atomic.Int64 // last delivered
 	messages   atomic.Int64
 	dups       atomic.Int64

@@ -136,7 +136,9 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 			case now := <-tk.C:
 				h.mu.Lock()
 				for _, s := range h.sessions {
-					s.Tick(now)
+					if s.Due(now) { // as the worker's control loop
+						s.Tick(now)
+					}
 				}
 				h.mu.Unlock()
 			}
@@ -202,6 +204,11 @@ func (h *harness) reread(id string) {
 		return
 	}
 	held.SetItem(it)
+	h.mu.Lock()
+	if s := h.sessions[id]; s != nil {
+		s.Poke() // as the worker's apply does
+	}
+	h.mu.Unlock()
 }
 
 // notify puts id in the worker's mailbox, as ingest does after a stop or a

@@ -13,9 +13,29 @@ import (
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
+// TickCeiling is the longest the control loop leaves a session without a
+// Tick: the backstop for an ended lease (the Keeper's observer interrupts
+// the session at once; a silent session whose tenure ended otherwise, say
+// replaced by a newer one of this worker, closes within it) and the
+// resolution of a connection's last activity for pings (a connection is
+// pinged between PingEvery and PingEvery + TickCeiling after its last
+// message).
+const TickCeiling = 2 * time.Second
+
+// Due reports whether the control loop should run Tick at now: a session
+// says when it next has something to do (Tick's schedule), and anything
+// that changes it earlier pokes it (Poke). One atomic load: the loop checks
+// every session every pass, and most have nothing to do.
+func (s *Session) Due(now time.Time) bool { return now.UnixNano() >= s.due.Load() }
+
+// Poke makes the session due at the control loop's next pass (a new
+// generation, a new connection, a planned reconnect that ended).
+func (s *Session) Poke() { s.due.Store(0) }
+
 // Tick runs the session's periodic duties from the worker's control loop:
 // it reconnects when the lease brought a new generation, ends the session
-// when its lease ended, and starts a ping when one is due. It never blocks.
+// when its lease ended, and starts a ping when one is due; then it
+// schedules its next run (Due). It never blocks.
 func (s *Session) Tick(now time.Time) {
 	select {
 	case <-s.held.Done():
@@ -24,12 +44,15 @@ func (s *Session) Tick(now time.Time) {
 			err = lease.ErrReleased
 		}
 		s.Interrupt(err)
+		s.due.Store(now.Add(TickCeiling).UnixNano())
 		return
 	default:
 	}
 	s.mu.Lock()
 	conn := s.conn
 	if conn == nil || s.end != nil || s.kick != nil {
+		// Between connections: every pass, as attach pokes anyway.
+		s.due.Store(0)
 		s.mu.Unlock()
 		return
 	}
@@ -44,6 +67,7 @@ func (s *Session) Tick(now time.Time) {
 		if s.held.Item().Generation != s.connGen {
 			s.kick = errGeneration
 			s.closeLocked(errGeneration)
+			s.due.Store(0)
 			s.mu.Unlock()
 			return
 		}
@@ -52,6 +76,7 @@ func (s *Session) Tick(now time.Time) {
 	if p.idle > 0 && now.UnixNano()-s.lastRead.Load() > int64(p.idle) {
 		s.kick = errIdle
 		s.closeLocked(errIdle)
+		s.due.Store(0)
 		s.mu.Unlock()
 		return
 	}
@@ -76,6 +101,7 @@ func (s *Session) Tick(now time.Time) {
 		s.appPinging = true
 		s.nextAppPing = now.Add(p.pingEvery)
 	}
+	s.due.Store(s.nextDueLocked(now, p).UnixNano())
 	s.mu.Unlock()
 	if ping {
 		go s.ping(conn)
@@ -84,6 +110,40 @@ func (s *Session) Tick(now time.Time) {
 		msg := source.Render(p.pingMsg, s.vars(s.held.Item(), p))
 		go s.appPing(conn, msg)
 	}
+}
+
+// nextDueLocked is when the attached connection next has a duty (under
+// mu, after Tick did what was due at now): its idle deadline, its planned
+// reconnect, its next ping or app ping, and at most TickCeiling away.
+func (s *Session) nextDueLocked(now time.Time, p *proto) time.Time {
+	next := now.Add(TickCeiling)
+	if p.idle > 0 {
+		next = earliest(next, time.Unix(0, s.lastRead.Load()).Add(p.idle))
+	}
+	if !s.planAt.IsZero() && s.next == nil && s.failedPlans < MaxPlanAttempts {
+		next = earliest(next, latest(s.planAt, s.retryAt))
+	}
+	if cfg := s.env.Config; cfg.PingEvery > 0 {
+		next = earliest(next, latest(s.nextPin, s.activeAt.Add(cfg.PingEvery)))
+	}
+	if p.pingEvery > 0 {
+		next = earliest(next, s.nextAppPing)
+	}
+	return next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // activity counts what the current connection brought: messages
