@@ -105,3 +105,13 @@ func BenchmarkWriter(b *testing.B) {
 type countingWriter struct{ n int }
 
 func (c *countingWriter) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+
+// The shipped local sinks are context-free (the session makes them no
+// deadline context per message).
+func TestLocalSinksAreContextFree(t *testing.T) {
+	for name, h := range map[string]Handler{"stdout": Stdout(), "discard": Discard} {
+		if _, ok := h.(ContextFree); !ok {
+			t.Errorf("%s sink is not ContextFree: it would get a timer per message", name)
+		}
+	}
+}

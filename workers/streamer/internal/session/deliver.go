@@ -201,8 +201,12 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 // handleWithin calls the unbatched sink with a context that ends at
 // deadline: by the tenure's trust deadline and within SinkTimeout, so that
 // no call of this tenure is in flight once another worker may own the
-// session.
+// session. A sink.ContextFree sink (a local write) gets none: it would not
+// heed it.
 func (s *Session) handleWithin(ctx context.Context, msg sink.Message, deadline time.Time) error {
+	if h, ok := s.env.Handler.(sink.ContextFree); ok {
+		return h.Handle(ctx, msg) // no deadline it would heed
+	}
 	hctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	return s.env.Handler.Handle(hctx, msg)
