@@ -34,11 +34,12 @@ func (r *runner) claim(ctx context.Context) error {
 	sz := r.sz
 	res := &ClaimResult{Workers: 2, FeedRate: sz.ClaimFeedRate, Warmup: sz.ClaimWarmup}
 	res.Phase = r.begin(PhaseClaim, map[string]string{
-		"workers": "2 (both consume the work queue for the SQS path; two others consume nothing for the reconcile path)",
-		"lease":   defaultTimings,
-		"feed":    fmt.Sprintf("%g msg/s per session: the first message is produced %s after the connection opens (included)", sz.ClaimFeedRate, time.Duration(float64(time.Second)/sz.ClaimFeedRate)),
-		"samples": fmt.Sprintf("%d per path, sequential on the SQS path (each session stopped after its first message), starts %s apart on average on the reconcile path; %d warm-up samples excluded", sz.ClaimSamples, sz.ReconcileSpacing, sz.ClaimWarmup),
-		"clock":   "driver-side monotonic clock: from just before the POST to the driver reading the sink line from the worker's stdout",
+		"transport": r.leaseTransport(),
+		"workers":   "2 (both consume the work queue for the SQS path; two others consume nothing for the reconcile path)",
+		"lease":     defaultTimings,
+		"feed":      fmt.Sprintf("%g msg/s per session: the first message is produced %s after the connection opens (included)", sz.ClaimFeedRate, time.Duration(float64(time.Second)/sz.ClaimFeedRate)),
+		"samples":   fmt.Sprintf("%d per path, sequential on the SQS path (each session stopped after its first message), starts %s apart on average on the reconcile path; %d warm-up samples excluded", sz.ClaimSamples, sz.ReconcileSpacing, sz.ClaimWarmup),
+		"clock":     "driver-side monotonic clock: from just before the POST to the driver reading the sink line from the worker's stdout",
 	})
 	r.rep.Claim = res
 	defer res.end()

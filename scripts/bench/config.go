@@ -281,8 +281,9 @@ type Config struct {
 	// Model is the DynamoDB model's profile (testkit/dynamodel) the
 	// ModelPhases run on a second time ("": dynalite only).
 	Model string
-	// PlainWS: the capacity runs' feed serves plain ws:// (the default is
-	// wss:// with a per-run CA, and the side-by-side runs on ws:// too).
+	// PlainWS: the capacity runs' feed and the lease phases' stacks serve
+	// plain ws:// (the default is wss:// with a per-run CA, and the
+	// capacity side-by-side runs on ws:// too).
 	PlainWS bool
 	Log     zerolog.Logger
 }

@@ -97,7 +97,8 @@ func (r *runner) cost(ctx context.Context) error {
 	sz := r.sz
 	res := &CostResult{}
 	res.Phase = r.begin(PhaseCost, map[string]string{
-		"lease": defaultTimings,
+		"transport": r.leaseTransport(),
+		"lease":     defaultTimings,
 		"active": fmt.Sprintf("%s sessions on %d workers (both consume the work queue; claims up to 200/s each to shorten the ramp), dynalite in memory, feed %g msg/s per session, each session started through the API with a %d-byte Authorization header; sinks to /dev/null",
 			thousands(sz.CostSessions), sz.CostWorkers, 1.0, AuthHeaderBytes),
 		"idle": fmt.Sprintf("at the same time, on a stack of its own: %s sessions on %d workers whose feed sends nothing (%g msg/s: the feed wants a rate > 0; the first message would come after 2.8 h)",

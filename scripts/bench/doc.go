@@ -32,7 +32,9 @@
 //     added to every sink request, and 1,000 sessions × 10 msg/s into sqs
 //     batched: msg/s, requests per message, lag;
 //
-// and runs the Go microbenchmarks of the hot paths. Figures are reported,
+// and runs the Go microbenchmarks of the hot paths. The phases that run a
+// local stack (claim, failover, handoff, stop, rebalance, cost) serve its
+// feed on wss:// by default too (-plain-ws: ws://). Figures are reported,
 // never asserted. The quick mode (the default of `make bench`) fits in
 // about five minutes with smaller counts; the full mode runs the sizes the
 // goals are stated for.

@@ -120,12 +120,13 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		res.GoalP99Ms = 250
 	}
 	res.Phase = r.begin(name, map[string]string{
-		"lease":   defaultTimings,
-		"round":   fmt.Sprintf("a victim worker alone claims %d new sessions via SQS; 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, settleBefore(res.Kind), signal),
-		"rounds":  fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
-		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", res.FeedRate),
-		"clock":   "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
-		"judging": "lost and duplicated messages from the feed's connection records and the sink records (the chaos harness's checks, scripts/chaos)",
+		"transport": r.leaseTransport(),
+		"lease":     defaultTimings,
+		"round":     fmt.Sprintf("a victim worker alone claims %d new sessions via SQS; 2 survivors start (both consume the queue); %s later the victim gets %s", res.SessionsPerRound, settleBefore(res.Kind), signal),
+		"rounds":    fmt.Sprintf("%d (fresh victim and survivors each round; %d samples in all)", res.Rounds, res.Rounds*res.SessionsPerRound),
+		"feed":      fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1 (the new owner gets the backlog at once)", res.FeedRate),
+		"clock":     "driver-side monotonic clock: from just before the signal to the driver reading the new owner's first sink line",
+		"judging":   "lost and duplicated messages from the feed's connection records and the sink records (the chaos harness's checks, scripts/chaos)",
 	})
 	defer res.end()
 	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate)

@@ -95,7 +95,8 @@ func (r *runner) rebalance(ctx context.Context) error {
 		GoalToBalancedMs: float64((2 * time.Minute).Milliseconds())}
 	r.rep.Rebalance = res
 	res.Phase = r.begin(PhaseRebalance, map[string]string{
-		"lease": defaultTimings,
+		"transport": r.leaseTransport(),
+		"lease":     defaultTimings,
 		"workers": fmt.Sprintf("the shipped worker, a rebalancing round every %s, minimum hold %s (the defaults: %s, %s), at most 10 %% of a worker's sessions per round, %d claims/s per worker",
 			every, hold, defaultRebalanceEvery, defaultMinHold, DefaultClaimRate),
 		"run": fmt.Sprintf("2 workers claim %s new sessions (via SQS); once every session has been held for the minimum hold (%s), 2 more workers start; the loads are polled (GET /stats) every 250 ms until every worker is within ±10 %% (or 2 sessions) of its fair share, then for %s more",

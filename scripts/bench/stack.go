@@ -58,20 +58,7 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("%s: clean %s: %w", name, dir, err)
 	}
-	dc := devstack.DefaultConfig()
-	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
-	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed, Model: r.cfg.Bin.Model}
-	dc.DynamoModel = r.model
-	dc.Ports = devstack.Ports{} // free ports: never the ones of a `make dev` running alongside
-	dc.Workers = 0
-	dc.Worker = devstack.WorkerSettings{}
-	dc.FeedRate = feedRate
-	dc.KeepSinkRecords = false
-	// The lease phases measure ownership (claim, failover, hand-off, stop,
-	// rebalancing, cost) on plain ws://, as their figures always were; the
-	// TLS claim path is the tls phase's, the TLS steady state capacity's.
-	dc.PlainWS = true
-	dc.Log = r.log
+	dc := r.leaseStackConfig(dir, feedRate)
 	st, err := devstack.Start(ctx, dc)
 	if err != nil {
 		return nil, fmt.Errorf("%s stack: %w", name, err)
@@ -82,6 +69,36 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
 	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.DynamoEndpoint()) })
 	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table)}, nil
+}
+
+// leaseStackConfig is the devstack configuration of a lease stack in dir
+// (devstack starts no worker: addWorker does, with workerEnv). Its feed
+// serves wss:// with a CA made for the stack, as make dev's and chaos's
+// do, so the lease phases' figures include the workers' TLS handshakes;
+// -plain-ws (Config.PlainWS) serves ws://, as the lease phases ran until
+// their workers were given the CA (each phase's report names its
+// transport: leaseTransport). The TLS claim path alone is the tls phase's.
+func (r *runner) leaseStackConfig(dir string, feedRate float64) devstack.Config {
+	dc := devstack.DefaultConfig()
+	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
+	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed, Model: r.cfg.Bin.Model}
+	dc.DynamoModel = r.model
+	dc.Ports = devstack.Ports{} // free ports: never the ones of a `make dev` running alongside
+	dc.Workers = 0              // addWorker starts them, with workerEnv
+	dc.Worker = devstack.WorkerSettings{}
+	dc.FeedRate = feedRate
+	dc.KeepSinkRecords = false
+	dc.PlainWS = r.cfg.PlainWS
+	dc.Log = r.log
+	return dc
+}
+
+// leaseTransport is the lease phases' transport setting in the report.
+func (r *runner) leaseTransport() string {
+	if r.cfg.PlainWS {
+		return "ws:// (-plain-ws)"
+	}
+	return "wss:// (the default): the feed's certificate from a CA made for the run (testkit/tlsca), which the workers trust through " + schema.EnvExtraCAFile + "; TLS session resumption on (the worker's default)"
 }
 
 // addWorker starts a worker at the default lease timings (plus settings)
@@ -97,20 +114,8 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 		return nil, err
 	}
 	admin := "127.0.0.1:" + itoa(port)
-	set := map[string]string{
-		schema.EnvTableName: ls.st.Config().Table,
-		schema.EnvSink:      "stdout",
-		schema.EnvLogLevel:  "info",
-	}
-	if sqs {
-		set[schema.EnvQueueURL] = ls.st.QueueURL
-	}
-	for k, v := range settings {
-		set[k] = v
-	}
-	env := append(workerEnv(id, admin, set), ls.st.EngineEnv()...)
 	w := &bworker{ID: id, Admin: admin, Proc: &proc.Proc{
-		Name: id, Argv: []string{ls.r.cfg.Bin.Streamer}, Env: env, Dir: ls.r.cfg.Root,
+		Name: id, Argv: []string{ls.r.cfg.Bin.Streamer}, Env: ls.workerEnv(id, admin, sqs, settings), Dir: ls.r.cfg.Root,
 		LogPath: filepath.Join(ls.st.LogDir(), id+".log"),
 	}}
 	if ls.discardSinks {
@@ -128,6 +133,31 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 		return nil, err
 	}
 	return w, nil
+}
+
+// workerEnv is the environment of a lease-stack worker: the bench's
+// (workerEnv), the stack's table, the work queue when sqs, settings, the
+// engines' endpoints, and, when the feed serves wss://, the stack's CA
+// (WSFLEET_EXTRA_CA_FILE). devstack gives that CA only to the workers it
+// starts itself; without it every dial here fails "x509: certificate
+// signed by unknown authority" and nothing is delivered. settings may
+// override any of it but the engines.
+func (ls *leaseStack) workerEnv(id, admin string, sqs bool, settings map[string]string) []string {
+	set := map[string]string{
+		schema.EnvTableName: ls.st.Config().Table,
+		schema.EnvSink:      "stdout",
+		schema.EnvLogLevel:  "info",
+	}
+	if sqs {
+		set[schema.EnvQueueURL] = ls.st.QueueURL
+	}
+	if f := ls.st.CAFile(); f != "" {
+		set[schema.EnvExtraCAFile] = f
+	}
+	for k, v := range settings {
+		set[k] = v
+	}
+	return append(workerEnv(id, admin, set), ls.st.EngineEnv()...)
 }
 
 // startSessions starts ids through the API (8 at a time) and returns when

@@ -56,7 +56,8 @@ func (r *runner) stop(ctx context.Context) error {
 	n := r.sz.StopSamples
 	res := &StopResult{GoalP99Ms: 1500}
 	res.Phase = r.begin(PhaseStop, map[string]string{
-		"lease": defaultTimings,
+		"transport": r.leaseTransport(),
+		"lease":     defaultTimings,
 		"run": fmt.Sprintf("W1 consumes no queue and claims %d sessions by reconciliation; with no consumer anywhere, %d of them are stopped (the owner's mailbox alone); then W2 starts consuming the queue and W1's other %d are stopped (the notification reaches W2, a non-owner; W1 learns it from its mailbox on its next heartbeat); then %d new sessions, which W2 claims from their start notifications, are stopped (the notification reaches the owner). The path of each stop is judged from the owner the stop's reply names",
 			2*n, n, n, n),
 		"stops": "POST /sessions/{id}/stop through ingest (the STOPPED write, which returns the owner, then the id into the owner's mailbox, then the stop notification), 4 at a time, started 50 to 150 ms apart so that they fall at every phase of the owner's heartbeat",

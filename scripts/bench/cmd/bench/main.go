@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile the claim, failover, handoff, stop, rebalance and cost phases also run on, beside dynalite (\"\": dynalite only)")
 	rerender := fs.Bool("rerender", false, "write the report (-out) again from the figures (-json) with this build's renderer; runs nothing")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
-	plainWS := fs.Bool("plain-ws", false, "the capacity runs' feed serves plain ws:// (default: wss:// with a per-run CA, the side-by-side runs on ws:// too)")
+	plainWS := fs.Bool("plain-ws", false, "the capacity runs' feed and the lease phases' stacks serve plain ws:// (default: wss:// with a per-run CA, the capacity side-by-side runs on ws:// too)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
