@@ -2,6 +2,7 @@ package lease
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,23 +75,29 @@ type Held struct {
 	now        func() time.Time
 	every      time.Duration // checkpoint interval
 
-	mu        sync.Mutex
-	ended     error
-	item      Item
-	lastSeq   int64 // highest delivered
-	stored    int64 // highest checkpointed
-	nextCkpt  time.Time
-	ckptBusy  bool
-	done      chan struct{}
-	changed   chan struct{}
-	generated int64 // generation of the item last announced on changed
+	mu       sync.Mutex
+	ended    error
+	item     Item
+	lastSeq  int64 // highest delivered
+	stored   int64 // highest checkpointed
+	nextCkpt time.Time
+	// nextCkptAfter mirrors nextCkpt as its offset from acquiredAt (ns;
+	// written under mu): the Keeper's scan skips a tenure whose
+	// checkpoint is not due without taking its lock. An offset, not a
+	// Unix time, so that the comparison keeps the clock's monotonic
+	// reading (a wall clock step cannot hold checkpoints back).
+	nextCkptAfter atomic.Int64
+	ckptBusy      bool
+	done          chan struct{}
+	changed       chan struct{}
+	generated     int64 // generation of the item last announced on changed
 }
 
 func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, until, now func() time.Time) *Held {
 	if it.CheckpointEvery > 0 {
 		every = it.CheckpointEvery
 	}
-	return &Held{
+	h := &Held{
 		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
 		acquiredAt: sentAt,
 		trusted:    trusted,
@@ -105,6 +112,8 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 		changed:    make(chan struct{}, 1),
 		generated:  it.Generation,
 	}
+	h.nextCkptAfter.Store(int64(h.nextCkpt.Sub(sentAt)))
+	return h
 }
 
 // firstCheckpoint is when a tenure's first periodic checkpoint is due: at
@@ -156,16 +165,26 @@ func (h *Held) Valid() bool {
 // Remaining is how long this worker may still act as owner from now: until
 // its trust deadline (on its monotonic clock), 0 once the tenure ended or
 // the deadline passed. Remaining() > 0 exactly when Valid().
-func (h *Held) Remaining() time.Duration {
-	now := h.now()
-	h.mu.Lock()
-	ended := h.ended
-	h.mu.Unlock()
-	if ended != nil || !h.trusted(now) {
+func (h *Held) Remaining() time.Duration { return h.RemainingAt(h.now()) }
+
+// RemainingAt is Remaining at now, a reading of the tenure's clock (Now)
+// the caller already made: a session reads the clock once per message, for
+// the arrival time and this check. Lock-free: the tenure's end is its
+// closed Done, the trust deadline an atomic load.
+func (h *Held) RemainingAt(now time.Time) time.Duration {
+	select {
+	case <-h.done:
+		return 0
+	default:
+	}
+	if !h.trusted(now) {
 		return 0
 	}
 	return max(h.until().Sub(now), 0)
 }
+
+// Now reads the clock the tenure's deadlines are measured on.
+func (h *Held) Now() time.Time { return h.now() }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).
 func (h *Held) Done() <-chan struct{} { return h.done }
@@ -242,6 +261,9 @@ func (h *Held) SetItem(it Item) {
 // checkpointMaybeDue is checkpointDue without marking anything (the scan
 // under the Keeper's lock).
 func (h *Held) checkpointMaybeDue(now time.Time) bool {
+	if int64(now.Sub(h.acquiredAt)) < h.nextCkptAfter.Load() {
+		return false // not due yet: most tenures at most scans
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ended == nil && !h.ckptBusy && !now.Before(h.nextCkpt) && h.lastSeq > h.stored
@@ -268,4 +290,5 @@ func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
 		h.stored = seq
 	}
 	h.nextCkpt = next
+	h.nextCkptAfter.Store(int64(next.Sub(h.acquiredAt)))
 }

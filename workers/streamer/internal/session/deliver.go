@@ -139,8 +139,9 @@ func (s *Session) noteGap(last, seq int64) {
 // Pipeline sink queues it (the session checkpoints it once Acked), any
 // other Handler accepts it synchronously.
 func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
-	// One clock read for the arrival time and the first trust check.
-	now := time.Now()
+	// One clock read (the tenure's clock) for the arrival time and the
+	// first trust check.
+	now := s.held.Now()
 	msg := sink.Message{
 		ConnectionID: s.ID(), Seq: seq, LeaseEpoch: s.held.Epoch(), WorkerID: s.env.Config.WorkerID,
 		ReceivedAtMs: now.UnixMilli(), Data: data, Binary: typ == websocket.MessageBinary,
@@ -158,9 +159,9 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		// delivery (start first: start + rem is then never after it).
 		start := now
 		if attempt > 1 {
-			start = time.Now()
+			start = s.held.Now()
 		}
-		rem := s.held.Remaining()
+		rem := s.held.RemainingAt(start)
 		if rem <= 0 {
 			return s.invalid()
 		}
