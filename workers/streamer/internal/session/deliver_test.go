@@ -1,9 +1,11 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -55,5 +57,18 @@ func TestSinkDeadlineUnlessContextFree(t *testing.T) {
 				t.Fatalf("calls with a deadline %d, without %d; want bounded=%v", p.with.Load(), p.without.Load(), tc.wantBounded)
 			}
 		})
+	}
+}
+
+// readAll reads a message of any size into a pooled buffer, growing it
+// past its initial capacity, and keeps what was already in it.
+func TestReadAllGrowsThePooledBuffer(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 640, 5000, 70000} {
+		want := bytes.Repeat([]byte{'x'}, n)
+		bp := bufPool.Get().(*[]byte)
+		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), (*bp)[:0])
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: read %d (err %v)", n, len(got), err)
+		}
 	}
 }
