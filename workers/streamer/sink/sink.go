@@ -37,7 +37,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -204,7 +203,7 @@ func AppendJSON(dst []byte, m Message) []byte {
 		return append(dst, '"', '}')
 	}
 	dst = append(dst, `,"data":`...)
-	if len(m.Data) > 0 && json.Valid(m.Data) {
+	if len(m.Data) > 0 && validJSON(m.Data) {
 		dst = appendCompactable(dst, m.Data)
 	} else {
 		dst = appendString(dst, string(m.Data))
