@@ -93,6 +93,11 @@ type ClientFigures struct {
 	LoadStart  LoadAvg     `json:"load_start"`
 	LoadEnd    LoadAvg     `json:"load_end"`
 	Idle       IdleFigures `json:"idle"`
+	// HeapFile is the bare client's heap profile, saved after the window as
+	// the worker's is (the worker's, in its run's Profiles, is diffed
+	// against it); HeapError says why there is none.
+	HeapFile  string `json:"heap_file,omitempty"`
+	HeapError string `json:"heap_profile_error,omitempty"`
 
 	// Derived (derive).
 	CPUPer1k   float64 `json:"cpu_pct_per_1000_msg_s"`
@@ -328,6 +333,11 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
 	f.Goroutines, f.Reconnects, f.Redials, f.DialErrors = s1.Goroutines, s1.Reconnects-s0.Reconnects, s1.Reconnects, s1.DialErrors
 	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
+	// Last: its collection comes after every figure above.
+	f.HeapFile = filepath.Join(e.dir, name+"-bare-heap.pb.gz")
+	if err := fetchHeapProfile(ctx, admin, f.HeapFile); err != nil {
+		f.HeapFile, f.HeapError = "", err.Error()
+	}
 	return f, nil
 }
 

@@ -27,8 +27,17 @@ type Profiles struct {
 	// MemStats are runtime.MemStats fields (bytes) from /debug/pprof/heap?debug=1.
 	MemStats map[string]int64 `json:"memstats"`
 	// LiveHeapBytes is the heap profile's in-use total: the objects live at
-	// the last completed GC.
+	// the collection its fetch runs first (in reports from before the bare
+	// client's heap profile: at the last one the worker ran itself).
 	LiveHeapBytes float64 `json:"live_heap_bytes"`
+	// BareHeapFile is the bare client's heap profile in the same
+	// side-by-side run, fetched as HeapFile; BareLiveHeapBytes its in-use
+	// total; HeapAboveBare the worker's heap diffed against it site by
+	// site (addHeapAboveBare). Empty without a bare run, and in reports from
+	// before them.
+	BareHeapFile      string   `json:"bare_heap_file,omitempty"`
+	BareLiveHeapBytes float64  `json:"bare_live_heap_bytes,omitempty"`
+	HeapAboveBare     []string `json:"heap_above_bare_top,omitempty"`
 	// CPUParts are the cumulative shares (% of the profile's samples) of
 	// the worker's main loops.
 	CPUParts []CPUPart `json:"cpu_parts,omitempty"`
@@ -50,7 +59,7 @@ func collectProfiles(ctx context.Context, admin, dir, prefix string, cpu time.Du
 		errs = append(errs, err.Error())
 	}
 	p.HeapFile = filepath.Join(dir, prefix+"-heap.pb.gz")
-	if err := fetchToFile(ctx, base+"heap", p.HeapFile); err == nil {
+	if err := fetchHeapProfile(ctx, admin, p.HeapFile); err == nil {
 		p.HeapTop, err = pprofTop(ctx, p.HeapFile, "-sample_index=inuse_space", "-nodecount=14")
 		if err != nil {
 			errs = append(errs, err.Error())
@@ -77,6 +86,13 @@ func collectProfiles(ctx context.Context, admin, dir, prefix string, cpu time.Du
 	}
 	p.Err = strings.Join(errs, "; ")
 	return p
+}
+
+// fetchHeapProfile saves admin's heap profile (the binary form) at path,
+// after a collection (gc=1): the objects live then, taken the same way for
+// the worker and the bare client its heap is diffed against.
+func fetchHeapProfile(ctx context.Context, admin, path string) error {
+	return fetchToFile(ctx, "http://"+admin+"/debug/pprof/heap?gc=1", path)
 }
 
 // parseMemStats reads the "# Name = value" lines the heap profile's debug
@@ -147,22 +163,30 @@ func totalBytes(lines []string) float64 {
 		if !strings.HasPrefix(l, "Showing nodes accounting for") || i < 0 || j < i {
 			continue
 		}
-		v := l[i+4 : j]
-		mult := 1.0
-		for _, u := range []struct {
-			suffix string
-			m      float64
-		}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}} {
-			if strings.HasSuffix(v, u.suffix) {
-				v, mult = strings.TrimSuffix(v, u.suffix), u.m
-				break
-			}
-		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f * mult
+		if f, ok := parseBytes(l[i+4 : j]); ok {
+			return f
 		}
 	}
 	return 0
+}
+
+// parseBytes reads a size as pprof prints it: "234.25MB", "-512kB", "0".
+func parseBytes(v string) (float64, bool) {
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		m      float64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.m
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0, false
+	}
+	return f * mult, true
 }
 
 // CPUPart is one loop's cumulative share of a CPU profile.
@@ -229,15 +253,18 @@ func renderProfiles(p printer, run CapRunResult) {
 	if pr.Err != "" {
 		p("Profile errors: %s\n\n", oneLine(pr.Err))
 	}
-	block := func(title string, lines []string) {
-		if len(lines) == 0 {
-			return
-		}
-		p("%s:\n\n```\n%s\n```\n\n", title, strings.Join(lines, "\n"))
+	excerpt(p, fmt.Sprintf("Heap in use, top entries (`go tool pprof -top -sample_index=inuse_space %s`)", relProfile(pr.HeapFile)), pr.HeapTop)
+	renderHeapAboveBare(p, run)
+	excerpt(p, fmt.Sprintf("CPU, flat (`go tool pprof -top %s`)", relProfile(pr.CPUFile)), pr.CPUTop)
+	excerpt(p, fmt.Sprintf("CPU, cumulative (`go tool pprof -top -cum %s`)", relProfile(pr.CPUFile)), pr.CPUCum)
+}
+
+// excerpt prints a pprof excerpt under its title (nothing without lines).
+func excerpt(p printer, title string, lines []string) {
+	if len(lines) == 0 {
+		return
 	}
-	block(fmt.Sprintf("Heap in use, top entries (`go tool pprof -top -sample_index=inuse_space %s`)", relProfile(pr.HeapFile)), pr.HeapTop)
-	block(fmt.Sprintf("CPU, flat (`go tool pprof -top %s`)", relProfile(pr.CPUFile)), pr.CPUTop)
-	block(fmt.Sprintf("CPU, cumulative (`go tool pprof -top -cum %s`)", relProfile(pr.CPUFile)), pr.CPUCum)
+	p("%s:\n\n```\n%s\n```\n\n", title, strings.Join(lines, "\n"))
 }
 
 func relProfile(path string) string {

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +114,74 @@ func TestRender(t *testing.T) {
 		if strings.Contains(md, stale) && !strings.Contains(md, "before issue 13") {
 			t.Errorf("report still says %q", stale)
 		}
+	}
+}
+
+// rerendered writes js and renders it as bin/bench -rerender does.
+func rerendered(t *testing.T, js []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	in, md := filepath.Join(dir, "benchmarks.json"), filepath.Join(dir, "BENCHMARKS.md")
+	if err := os.WriteFile(in, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rerender(in, md); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestWhereItGoesAboveTheBareClient(t *testing.T) {
+	run := CapRunResult{Store: "memory", Sessions: 2000, Rate: 1, Transport: "wss", Held: 2000, RSSPerSessKB: 40,
+		Profiles: Profiles{
+			HeapFile: "/r/out/bench/capacity-1-wss/capacity-1-wss-heap.pb.gz", HeapTop: []string{"flat flat%", "100MB 100% x"}, LiveHeapBytes: 100 << 20,
+			CPUFile: "/r/out/bench/capacity-1-wss/capacity-1-wss-cpu.pb.gz", CPUTop: []string{"flat flat%", "1s 50% y"},
+			BareHeapFile: "/r/out/bench/capacity-1-wss/capacity-1-wss-bare-heap.pb.gz", BareLiveHeapBytes: 80 << 20,
+			HeapAboveBare: []string{
+				"Showing nodes accounting for 20MB, 25.00% of 80MB total",
+				"      flat  flat%   sum%        cum   cum%",
+				"      21MB 26.25% 26.25%       21MB 26.25%  bufio.NewWriterSize",
+				"     -1MB -1.25% 25.00%      -1MB -1.25%  main.(*Client).hold",
+			}}}
+	js, err := json.Marshal(&Report{Mode: Full, Capacity: &CapacityResult{Transport: "wss", Runs: []CapRunResult{run}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rerendered(t, js)
+	title := "Heap in use above the bare client, per allocation site (`go tool pprof -top -sample_index=inuse_space -diff_base out/bench/capacity-1-wss/capacity-1-wss-bare-heap.pb.gz out/bench/capacity-1-wss/capacity-1-wss-heap.pb.gz`"
+	for _, want := range []string{
+		title,
+		"the percentages are of the bare client's total):\n\n```\nShowing nodes accounting for 20MB, 25.00% of 80MB total\n",
+		"  main.(*Client).hold\n```\n",
+		// (100 − 80 MiB) × 1,024 ÷ 2,000 = 10.24 KiB; the sampling's
+		// error √(512 KiB × 180 MiB) = 9.49 MiB, 4.86 KiB per session.
+		"Heap in use above the bare client, per session: (100.0 − 80.0 MiB) ÷ 2,000 sessions = +10.2 ± 4.9 KiB (",
+		"one sample per 512 KiB allocated on average",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// In "Where it goes", after the worker's heap and before its CPU.
+	where, heap, above, cpu := strings.Index(s, "### Where it goes: 2,000 × 1 msg/s, wss"), strings.Index(s, "Heap in use, top entries"), strings.Index(s, title), strings.Index(s, "CPU, flat")
+	if where < 0 || !(where < heap && heap < above && above < cpu) {
+		t.Errorf("order: where it goes %d, heap %d, above the bare client %d, CPU %d", where, heap, above, cpu)
+	}
+
+	// A report from before the bare client's heap profile renders as it did.
+	old := `{"mode":"full","capacity":{"transport":"wss","runs":[{"store":"memory","sessions":2000,"rate":1,"transport":"wss","held":2000,"rss_kib_per_session":40,
+		"profiles":{"heap_file":"/r/out/bench/capacity-1-wss/capacity-1-wss-heap.pb.gz","cpu_file":"","heap_top":["flat flat%","1MB 50% x"],"cpu_top":null,"cpu_cum":null,
+		"memstats":{"HeapInuse":41943040},"live_heap_bytes":1048576}}],
+		"compare":[{"sessions":2000,"rate":1,"transport":"wss","worker":{"held":2000,"rss_mean_mb":80},"bare":{"held":2000,"rss_mean_mb":60}}]}}`
+	s = rerendered(t, []byte(old))
+	if !strings.Contains(s, "Heap in use, top entries (`go tool pprof -top -sample_index=inuse_space out/bench/capacity-1-wss/capacity-1-wss-heap.pb.gz`)") {
+		t.Error("the old report lost its heap excerpt")
+	}
+	if strings.Contains(s, "above the bare client") {
+		t.Error("an old report with a block above the bare client")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,5 +163,32 @@ func TestVerifiesWSSAgainstTheCA(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(msgs, " "), "certificate") {
 		t.Errorf("errors without the CA: %q", msgs)
+	}
+}
+
+// The bench diffs the worker's heap against this one's: /debug/pprof/heap
+// serves the binary (gzipped protobuf) profile, after a collection with gc=1.
+func TestServesTheBinaryHeapProfile(t *testing.T) {
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := httptest.NewServer(c.Handler())
+	defer admin.Close()
+	resp, err := http.Get(admin.URL + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	zr, err := gzip.NewReader(resp.Body)
+	if resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("HTTP %d, %v", resp.StatusCode, err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("%d B, %v", len(b), err)
+	}
+	if !strings.Contains(string(b), "inuse_space") {
+		t.Error("no inuse_space sample type in the profile")
 	}
 }
