@@ -203,7 +203,7 @@ var cpuRoots = []struct{ fn, what string }{
 	{"github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).handle", "— handle: parse, dedupe, lease check, sink (JSON line + write)"},
 	{"github.com/wsfleet/wsfleet/shared/lease.(*Keeper).tick", "Keeper tick: every lease's deadline checked every 50 ms, renewals started"},
 	{"github.com/wsfleet/wsfleet/shared/lease.(*Keeper).renew", "renewals (the store call and bookkeeping)"},
-	{"github.com/wsfleet/wsfleet/workers/streamer.(*Worker).controlLoop", "control loop: every session's Tick every 250 ms"},
+	{"github.com/wsfleet/wsfleet/workers/streamer.(*Worker).controlLoop", "control loop: the due sessions' Tick (each at most every 2 s), a pass every 250 ms"},
 	{"github.com/wsfleet/wsfleet/workers/streamer/internal/session.(*Session).ping", "keepalive pings"},
 	{"runtime.gcBgMarkWorker", "garbage collector (background marking)"},
 	{"runtime.findRunnable", "scheduler looking for work (includes netpoll)"},

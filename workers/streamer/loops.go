@@ -4,6 +4,7 @@ package streamer
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/metrics"
@@ -19,33 +20,43 @@ func (w *Worker) opened(s *session.Session, first bool) {
 }
 
 // controlLoop runs every due session's Tick each controlTick. A session
-// says when it next has something to do (session.Due): most, with traffic
-// and no timers of their own, need a Tick once per session.TickCeiling,
-// not every pass. The loop keeps its own list of the sessions, made anew
-// only when one came or went.
+// says when it next has something to do (session.NextDue): most, with
+// traffic and no timers of their own, need a Tick once per
+// session.TickCeiling, not every pass. The loop keeps its own list of the
+// sessions, made anew only when one came or went, and their due times in
+// a compact array beside it, read again from the sessions only after a
+// poke (session.Schedule): a pass touches only the sessions that are due.
 func (w *Worker) controlLoop(ctx context.Context) {
 	t := time.NewTicker(controlTick)
 	defer t.Stop()
 	var ss []*session.Session
+	var dues []int64
 	seen := ^uint64(0)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			full := w.env.Schedule.Poked()
 			w.mu.Lock()
 			if w.sessionsGen != seen {
-				seen = w.sessionsGen
+				seen, full = w.sessionsGen, true
 				clear(ss)
 				ss = ss[:0]
 				for _, s := range w.sessions {
 					ss = append(ss, s)
 				}
+				dues = slices.Grow(dues[:0], len(ss))[:len(ss)]
 			}
 			w.mu.Unlock()
-			for _, s := range ss {
-				if s.Due(now) {
+			at := now.UnixNano()
+			for i, s := range ss {
+				if full {
+					dues[i] = s.NextDue()
+				}
+				if at >= dues[i] {
 					s.Tick(now)
+					dues[i] = s.NextDue()
 				}
 			}
 		}

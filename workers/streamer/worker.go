@@ -202,6 +202,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
 			return w.keeper.NoteError(ctx, h, reason, at)
 		},
+		Schedule: &session.Schedule{},
 	}
 	if deps.Queue != nil {
 		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop}

@@ -168,7 +168,7 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 		s.planAt = now.Add(planDelay(p))
 	}
 	s.nextAppPing = now.Add(p.pingEvery)
-	s.due.Store(0) // the new connection's schedule
+	s.Poke() // the new connection's schedule
 	s.skipRefused.Store(p.skipRefused)
 	if s.end != nil {
 		s.closeLocked(s.end)

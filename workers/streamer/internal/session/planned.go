@@ -166,7 +166,7 @@ func (s *Session) follow(nx *successor) {
 		s.failedPlans++
 		s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans - 1))
 	}
-	s.due.Store(0) // the next attempt's schedule (Tick)
+	s.Poke() // the next attempt's schedule (Tick)
 	s.mu.Unlock()
 	if failed {
 		s.planFailed(nx, err)

@@ -140,6 +140,9 @@ type Env struct {
 	// NoteErrorEvery, and only with a text that differs from the last one
 	// recorded, so a flapping source does not write per attempt.
 	NoteError func(ctx context.Context, h *lease.Held, reason string, at time.Time) error
+	// Schedule counts the sessions' pokes for the control loop (nil: a
+	// loop that reads every session's Due each pass).
+	Schedule *Schedule
 }
 
 // NoteErrorEvery is the least time between two NoteError calls of one session.

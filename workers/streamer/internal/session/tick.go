@@ -5,6 +5,7 @@ package session
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -24,13 +25,32 @@ const TickCeiling = 2 * time.Second
 
 // Due reports whether the control loop should run Tick at now: a session
 // says when it next has something to do (Tick's schedule), and anything
-// that changes it earlier pokes it (Poke). One atomic load: the loop checks
-// every session every pass, and most have nothing to do.
+// that changes it earlier pokes it (Poke).
 func (s *Session) Due(now time.Time) bool { return now.UnixNano() >= s.due.Load() }
+
+// NextDue is when the session is next due (Unix ns; 0: at the next pass).
+// A loop may keep it (it changes only by the session's own Tick, or by a
+// Poke, which Schedule.Poked reports).
+func (s *Session) NextDue() int64 { return s.due.Load() }
 
 // Poke makes the session due at the control loop's next pass (a new
 // generation, a new connection, a planned reconnect that ended).
-func (s *Session) Poke() { s.due.Store(0) }
+func (s *Session) Poke() {
+	s.due.Store(0)
+	if sc := s.env.Schedule; sc != nil {
+		sc.pokes.Add(1) // after the store: a loop that sees it sees the 0
+	}
+}
+
+// Schedule tells the control loop that a session was poked since it last
+// asked: it then reads every session's NextDue again. Without a poke the
+// loop keeps the due times Tick left (its own compact array), so that a
+// pass over 19,000 sessions touches none of them that is not due.
+type Schedule struct{ pokes atomic.Int64 }
+
+// Poked reports (and forgets) whether any session was poked since the
+// last call.
+func (sc *Schedule) Poked() bool { return sc.pokes.Swap(0) > 0 }
 
 // Tick runs the session's periodic duties from the worker's control loop:
 // it reconnects when the lease brought a new generation, ends the session

@@ -85,3 +85,23 @@ func TestTickIsDueAtItsOwnDuties(t *testing.T) {
 		})
 	}
 }
+
+// A Poke is reported once to the loop that keeps due times of its own.
+func TestSchedulePokedReportsEachPokeOnce(t *testing.T) {
+	sc := &Schedule{}
+	s := &Session{env: &Env{Schedule: sc}}
+	s.due.Store(time.Now().Add(time.Hour).UnixNano())
+	if sc.Poked() {
+		t.Fatal("poked before any Poke")
+	}
+	s.Poke()
+	if s.NextDue() != 0 {
+		t.Fatalf("NextDue %d after a Poke, want 0 (at the next pass)", s.NextDue())
+	}
+	if !sc.Poked() {
+		t.Fatal("a Poke not reported")
+	}
+	if sc.Poked() {
+		t.Fatal("one Poke reported twice")
+	}
+}
