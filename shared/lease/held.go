@@ -2,7 +2,6 @@ package lease
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -81,16 +80,13 @@ type Held struct {
 	lastSeq  int64 // highest delivered
 	stored   int64 // highest checkpointed
 	nextCkpt time.Time
-	// nextCkptAfter mirrors nextCkpt as its offset from acquiredAt (ns;
-	// written under mu): the Keeper's scan skips a tenure whose
-	// checkpoint is not due without taking its lock. An offset, not a
-	// Unix time, so that the comparison keeps the clock's monotonic
-	// reading (a wall clock step cannot hold checkpoints back).
-	nextCkptAfter atomic.Int64
-	ckptBusy      bool
-	done          chan struct{}
-	changed       chan struct{}
-	generated     int64 // generation of the item last announced on changed
+	ckptBusy bool
+	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
+	// (under the Keeper's mu, not this one): only its latest entry counts.
+	qgen      uint64
+	done      chan struct{}
+	changed   chan struct{}
+	generated int64 // generation of the item last announced on changed
 }
 
 func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, until, now func() time.Time) *Held {
@@ -112,7 +108,6 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 		changed:    make(chan struct{}, 1),
 		generated:  it.Generation,
 	}
-	h.nextCkptAfter.Store(int64(h.nextCkpt.Sub(sentAt)))
 	return h
 }
 
@@ -258,17 +253,6 @@ func (h *Held) SetItem(it Item) {
 	h.item = it
 }
 
-// checkpointMaybeDue is checkpointDue without marking anything (the scan
-// under the Keeper's lock).
-func (h *Held) checkpointMaybeDue(now time.Time) bool {
-	if int64(now.Sub(h.acquiredAt)) < h.nextCkptAfter.Load() {
-		return false // not due yet: most tenures at most scans
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ended == nil && !h.ckptBusy && !now.Before(h.nextCkpt) && h.lastSeq > h.stored
-}
-
 // checkpointDue reports whether a periodic checkpoint should be sent now,
 // and marks it in flight.
 func (h *Held) checkpointDue(now time.Time) (int64, bool) {
@@ -290,5 +274,11 @@ func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
 		h.stored = seq
 	}
 	h.nextCkpt = next
-	h.nextCkptAfter.Store(int64(next.Sub(h.acquiredAt)))
+}
+
+// checkpointAt is when the next periodic checkpoint is due.
+func (h *Held) checkpointAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nextCkpt
 }

@@ -5,39 +5,49 @@ import (
 	"time"
 )
 
-// The Keeper's scan finds a tenure's periodic checkpoint due exactly when
-// its locked check would: not before its time (the lock-free skip), at its
-// time once a seq past the stored one was delivered, and again at the
-// time the last attempt set.
-func TestCheckpointMaybeDueFollowsTheSchedule(t *testing.T) {
+// The checkpoint queue gives the scan the tenures whose time came, earliest
+// first, each once: an entry superseded by a later push, or of a tenure no
+// longer held, is dropped.
+func TestCheckpointQueueGivesTheDueTenuresOnce(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	now := func() time.Time { return t0 }
-	always := func(time.Time) bool { return true }
-	h := newHeld(Item{ConnectionID: "c", Owner: "w", Epoch: 1, LastSeq: 10}, t0, time.Minute, always, func() time.Time { return time.Time{} }, now)
-	h.Observe(11)
+	k := &Keeper{held: map[string]*Held{}}
+	mk := func(id string) *Held {
+		h := &Held{token: Token{ConnectionID: id}}
+		k.held[id] = h
+		return h
+	}
+	a, b, c, gone := mk("a"), mk("b"), mk("c"), mk("gone")
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.queueLocked(c, t0.Add(3*time.Second))
+	k.queueLocked(a, t0.Add(time.Second))
+	k.queueLocked(b, t0.Add(2*time.Second))
+	k.queueLocked(b, t0.Add(10*time.Second)) // supersedes b's first entry
+	k.queueLocked(gone, t0)
+	delete(k.held, "gone")
+	ids := func(hs []*Held) (out []string) {
+		for _, h := range hs {
+			out = append(out, h.ID())
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		at   time.Duration
-		want bool
-	}{{0, false}, {time.Minute - time.Nanosecond, false}, {time.Minute, true}, {2 * time.Minute, true}} {
-		if got := h.checkpointMaybeDue(t0.Add(tc.at)); got != tc.want {
+		want []string
+	}{
+		{0, nil},
+		{time.Second, []string{"a"}},
+		{5 * time.Second, []string{"c"}}, // not b: its entry at 2 s was superseded
+		{9 * time.Second, nil},
+		{10 * time.Second, []string{"b"}},
+		{time.Hour, nil}, // each once
+	} {
+		got := ids(k.dueLocked(t0.Add(tc.at)))
+		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
 			t.Fatalf("due at +%v: %v, want %v", tc.at, got, tc.want)
 		}
 	}
-	seq, due := h.checkpointDue(t0.Add(time.Minute))
-	if !due || seq != 11 {
-		t.Fatalf("checkpointDue at +1m: %d %v, want 11 true", seq, due)
-	}
-	if h.checkpointMaybeDue(t0.Add(time.Minute)) {
-		t.Fatal("due while the checkpoint is in flight")
-	}
-	h.checkpointDone(11, nil, t0.Add(90*time.Second))
-	h.Observe(12)
-	for _, tc := range []struct {
-		at   time.Duration
-		want bool
-	}{{89 * time.Second, false}, {90 * time.Second, true}} {
-		if got := h.checkpointMaybeDue(t0.Add(tc.at)); got != tc.want {
-			t.Fatalf("after the attempt, due at +%v: %v, want %v", tc.at, got, tc.want)
-		}
+	if len(k.ckpts) != 0 {
+		t.Fatalf("%d entries left", len(k.ckpts))
 	}
 }

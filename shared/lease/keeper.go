@@ -89,8 +89,11 @@ type Keeper struct {
 	// dead (zero: none due): Run reads it then, not only every WatchEvery.
 	deathCheck time.Time
 
-	mu   sync.Mutex // guards held; taken before any Held's mu, never after
+	mu   sync.Mutex // guards held and ckpts; taken before any Held's mu, never after
 	held map[string]*Held
+	// ckpts orders the held tenures by when the scan next looks at them
+	// (ckptqueue.go).
+	ckpts ckptQueue
 
 	tmu sync.Mutex // guards the fields below; a leaf lock
 	// ckptHold is the current yield of checkpoints to a throttling store
@@ -227,16 +230,16 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 		return nil
 	}
 	k.mu.Lock()
-	var due []*Held
-	for _, h := range k.held {
-		if h.checkpointMaybeDue(now) {
-			due = append(due, h)
-		}
-	}
+	looked := k.dueLocked(now)
 	k.mu.Unlock()
-	for _, h := range due {
+	for _, h := range looked {
 		seq, due := h.checkpointDue(now)
 		if !due {
+			// Nothing new, one in flight, or its time moved on (an explicit
+			// checkpoint): looked at again at its time, and at the latest
+			// at the next scan once that passed, as when every scan
+			// looked at every tenure.
+			k.queue(h, later(h.checkpointAt(), now.Add(checkpointScanEvery)))
 			continue
 		}
 		k.wg.Go(func() {
@@ -261,7 +264,9 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 			if err != nil && Definitive(err) && h.end(err) {
 				k.forget(h)
 				k.obs.Ended(h, err)
+				return
 			}
+			k.queue(h, next)
 		})
 	}
 	return nil
@@ -308,6 +313,7 @@ func (k *Keeper) endAll(err error) {
 		}
 		delete(k.held, id)
 	}
+	k.ckpts = nil
 	k.mu.Unlock()
 	for _, h := range ended {
 		k.obs.Ended(h, err)

@@ -61,6 +61,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		old.end(ErrLeaseLost)
 	}
 	k.held[id] = h
+	k.queueLocked(h, h.checkpointAt())
 	k.mu.Unlock()
 	return h, nil
 }
