@@ -64,3 +64,15 @@ func TestSleepEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Sleep = %v", err)
 	}
 }
+
+func TestEarliestAndLatest(t *testing.T) {
+	a, b := time.Unix(1, 0), time.Unix(2, 0)
+	for _, p := range [][2]time.Time{{a, b}, {b, a}} {
+		if got := Earliest(p[0], p[1]); !got.Equal(a) {
+			t.Fatalf("Earliest(%v, %v) = %v", p[0], p[1], got)
+		}
+		if got := Latest(p[0], p[1]); !got.Equal(b) {
+			t.Fatalf("Latest(%v, %v) = %v", p[0], p[1], got)
+		}
+	}
+}

@@ -65,9 +65,3 @@ func (k *Keeper) dueLocked(now time.Time) []*Held {
 	return out
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}

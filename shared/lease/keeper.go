@@ -239,7 +239,7 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 			// checkpoint): looked at again at its time, and at the latest
 			// at the next scan once that passed, as when every scan
 			// looked at every tenure.
-			k.queue(h, later(h.checkpointAt(), now.Add(checkpointScanEvery)))
+			k.queue(h, clock.Latest(h.checkpointAt(), now.Add(checkpointScanEvery)))
 			continue
 		}
 		k.wg.Go(func() {

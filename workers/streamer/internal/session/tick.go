@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
@@ -138,32 +139,18 @@ func (s *Session) Tick(now time.Time) {
 func (s *Session) nextDueLocked(now time.Time, p *proto) time.Time {
 	next := now.Add(TickCeiling)
 	if p.idle > 0 {
-		next = earliest(next, time.Unix(0, s.lastRead.Load()).Add(p.idle))
+		next = clock.Earliest(next, time.Unix(0, s.lastRead.Load()).Add(p.idle))
 	}
 	if !s.planAt.IsZero() && s.next == nil && s.failedPlans < MaxPlanAttempts {
-		next = earliest(next, latest(s.planAt, s.retryAt))
+		next = clock.Earliest(next, clock.Latest(s.planAt, s.retryAt))
 	}
 	if cfg := s.env.Config; cfg.PingEvery > 0 {
-		next = earliest(next, latest(s.nextPin, s.activeAt.Add(cfg.PingEvery)))
+		next = clock.Earliest(next, clock.Latest(s.nextPin, s.activeAt.Add(cfg.PingEvery)))
 	}
 	if p.pingEvery > 0 {
-		next = earliest(next, s.nextAppPing)
+		next = clock.Earliest(next, s.nextAppPing)
 	}
 	return next
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 // activity counts what the current connection brought: messages
