@@ -64,4 +64,3 @@ func (k *Keeper) dueLocked(now time.Time) []*Held {
 	}
 	return out
 }
-
