@@ -266,7 +266,7 @@ func TestUnits(t *testing.T) {
 // outcomes, raised from the profile's 0.1 % each to 1 % each so that the
 // suite's writes meet some hundreds of them; every fifth round of the race
 // runs on a hot key (5 % of a partition's write rate, so some of the 64
-// racers are throttled; at 1 % a loser's retries ran out of the SDK's retry
+// racers are throttled; at 1 % and at 2 % a loser's retries ran out of the SDK's retry
 // quota). Every fifth round, not every tenth: on a loaded machine the
 // racers' writes spread out and a round may meet no throttling (a
 // clean-clone CI run with every tenth round throttled none). The store's client is the one production builds
