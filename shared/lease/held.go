@@ -93,7 +93,7 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 	if it.CheckpointEvery > 0 {
 		every = it.CheckpointEvery
 	}
-	h := &Held{
+	return &Held{
 		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
 		acquiredAt: sentAt,
 		trusted:    trusted,
@@ -108,7 +108,6 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.T
 		changed:    make(chan struct{}, 1),
 		generated:  it.Generation,
 	}
-	return h
 }
 
 // firstCheckpoint is when a tenure's first periodic checkpoint is due: at
