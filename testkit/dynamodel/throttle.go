@@ -80,7 +80,7 @@ type throttler struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	keys    map[string]*bucket // "w"/"r" + table or index + key value
+	keys    map[string]*bucket // "W"/"R" + table + key value, "w"/"r" + table/index + key value
 	tables  map[string]*tableLoad
 	holdAll hot
 	hot     map[string]hot // table + "\x00" + partition key value of the table or an index (without its type)
@@ -334,6 +334,28 @@ func (t *throttler) hotKey(table, value string, fraction float64, dur time.Durat
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.hot[table+"\x00"+value] = hot{fraction, t.now().Add(dur)}
+}
+
+// drainKey empties the write buckets of one partition key value of table
+// (as a string or a number) and of that value as an index key: a key that
+// has been taking all its rate has no burst left. The next write waits for
+// its units to refill at the key's rate (its hot fraction, if it is hot).
+func (t *throttler) drainKey(table, value string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	for _, typ := range []string{"S:", "N:"} {
+		t.keys["W"+table+"\x00"+typ+value] = &bucket{at: now} // checks: kind's initial
+	}
+	for id, b := range t.keys {
+		rest, ok := strings.CutPrefix(id, "w"+table+"/")
+		if !ok {
+			continue
+		}
+		if _, v, _ := strings.Cut(rest, "\x00"); v == "S:"+value || v == "N:"+value {
+			b.tokens, b.at = 0, now
+		}
+	}
 }
 
 // throttleReply is DynamoDB's answer to a throttled request on table.

@@ -180,6 +180,54 @@ func TestKeyBucket(t *testing.T) {
 	}
 }
 
+// A drained key (never written before, or with a full bucket) admits
+// nothing until its units refill at its rate; other keys keep theirs.
+func TestDrainedKeyRefillsAtItsRate(t *testing.T) {
+	clk := &fakeClock{time.Unix(1e9, 0)}
+	th := newThrottler(AWS().Throughput, clk.Now)
+	tbl := testTable("t")
+	if th.admit(write(tbl, "warm", 1)) != nil {
+		t.Fatal("a full bucket refused a unit")
+	}
+	th.hotKey("t", "warm", 0.05, time.Minute) // 50 units a second
+	th.drainKey("t", "warm")
+	th.drainKey("t", "new")
+	for _, k := range []string{"warm", "new"} {
+		if th.admit(write(tbl, k, 1)) == nil {
+			t.Fatalf("drained key %s admitted a write at once", k)
+		}
+	}
+	if th.admit(write(tbl, "cold", 20)) != nil {
+		t.Fatal("another key was drained")
+	}
+	clk.add(100 * time.Millisecond) // hot: 5 units back; new: 100
+	n := 0
+	for th.admit(write(tbl, "warm", 1)) == nil {
+		n++
+	}
+	if n != 5 {
+		t.Fatalf("hot drained key admitted %d units after 100 ms, want 5", n)
+	}
+	if th.admit(write(tbl, "new", 100)) != nil || th.admit(write(tbl, "new", 1)) == nil {
+		t.Fatal("drained key at the full rate does not refill 100 units in 100 ms")
+	}
+	// The value as an index key (a by_owner entry) is drained too.
+	idx := &indexInfo{name: "by_owner", arn: tbl.arn + "/index/by_owner", global: true}
+	entry := func(pk, owner string) demand {
+		d := write(tbl, pk, 1)
+		d.index = []indexWrite{{index: idx, value: "S:" + owner, units: 1}}
+		return d
+	}
+	if th.admit(entry("a", "w1")) != nil {
+		t.Fatal("a full index bucket refused an entry")
+	}
+	th.drainKey("t", "w1")
+	why := th.admit(entry("b", "w1"))
+	if len(why) != 1 || why[0].Reason != "IndexWriteKeyRangeThroughputExceeded" {
+		t.Fatalf("an entry for a drained index key: %v, want the index key throttled", why)
+	}
+}
+
 // A table serves 4,000 write units a second at first, twice a peak once
 // the peak is 30 minutes old, and never more than the 40,000 quota.
 func TestOnDemandTable(t *testing.T) {
