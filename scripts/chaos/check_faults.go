@@ -35,10 +35,10 @@ func (j *judge) checkFaults() {
 			fr.BoundMs, fr.RefNote = b.CrashMs, "the worker cut off from DynamoDB"
 			j.workerFault(&fr, CheckCrash)
 		case KindRolling, KindClockOffset:
-			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM"
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "the previous owner's last delivery, after its SIGTERM"
 			j.workerFault(&fr, CheckHandoff)
 		case KindScaleIn:
-			fr.BoundMs, fr.RefNote = b.HandoffMs, "SIGTERM (the worker is not restarted)"
+			fr.BoundMs, fr.RefNote = b.HandoffMs, "the previous owner's last delivery, after its SIGTERM (the worker is not restarted)"
 			j.workerFault(&fr, CheckRebalance)
 		case KindScaleOut:
 			fr.BoundMs, fr.RefNote = b.BalanceMs, "the new worker's start"
@@ -87,9 +87,20 @@ func (j *judge) checkFaults() {
 
 // workerFault measures a fault on one worker: the sessions it was
 // delivering must be delivered again by a newer tenure of another worker.
+// After a crash that is judged from the fault (the worker stops delivering
+// then). After a SIGTERM (graceful) it is judged per session from its
+// previous tenure's last delivery: the drain hands sessions off a few at a
+// time and the others keep streaming until their turn (docs/worker.md,
+// "Graceful shutdown"), so a session is dark only for its own hand-off;
+// and every session is delivered again within the shutdown deadline of the
+// SIGTERM, by when the drain has handed everything off.
 func (j *judge) workerFault(fr *FaultResult, check string) {
 	ref := fr.Start.UnixNano()
+	graceful := gracefulKind(fr.Kind)
 	deadline := ref + fr.BoundMs*int64(time.Millisecond)
+	if graceful {
+		deadline = ref + j.set.ShutdownMs*int64(time.Millisecond)
+	}
 	label := fr.Kind + " of " + fr.Worker
 	var dark []float64
 	for _, id := range j.ids {
@@ -100,20 +111,38 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 		fr.Affected++
 		var rec *Delivery
+		prev := last // the previous tenure's last delivery before rec
 		for i := range v.dels {
-			if d := &v.dels[i]; d.AtNs > ref && d.Worker != fr.Worker && d.Epoch > last.Epoch {
+			d := &v.dels[i]
+			if d.AtNs > ref && d.Worker != fr.Worker && d.Epoch > last.Epoch {
 				rec = d
 				break
+			}
+			if d.Worker == last.Worker && d.Epoch == last.Epoch && d.AtNs > prev.AtNs {
+				prev = d
 			}
 		}
 		if !j.recovered(fr, v, id, rec, deadline, check, ref, "%s: never delivered again by a newer tenure", label) {
 			continue
 		}
-		fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
-		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
-		if rec.AtNs > deadline {
+		gap := float64(rec.AtNs-prev.AtNs) / 1e6
+		dark = append(dark, gap)
+		if !graceful {
+			fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
+			if rec.AtNs > deadline {
+				fr.OverBound++
+				j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
+			}
+			continue
+		}
+		fr.samples = append(fr.samples, gap)
+		switch {
+		case gap > float64(fr.BoundMs):
 			fr.OverBound++
-			j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
+			j.violate(check, id, prev.AtNs, "%s: delivered again by %s@%d %.0f ms after %s@%d's last delivery (bound %d ms)", label, rec.Worker, rec.Epoch, gap, prev.Worker, prev.Epoch, fr.BoundMs)
+		case rec.AtNs > deadline:
+			fr.OverBound++
+			j.violate(check, id, ref, "%s: delivered again by %s@%d only %.0f ms after the SIGTERM (the shutdown deadline: %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, j.set.ShutdownMs)
 		}
 	}
 	fr.Dark = StatsOf(dark)
@@ -390,6 +419,11 @@ func (j *judge) stormFault(fr *FaultResult) {
 // violation of check at atNs saying why (format, args); otherwise it is
 // counted as recovered and recovered returns true (its delay is the
 // caller's to sample and judge).
+// gracefulKind says whether a fault kind is a SIGTERM: its worker drains.
+func gracefulKind(kind string) bool {
+	return kind == KindRolling || kind == KindClockOffset || kind == KindScaleIn
+}
+
 func (j *judge) recovered(fr *FaultResult, v *sessionView, id string, rec *Delivery, deadline int64, check string, atNs int64, format string, args ...any) bool {
 	if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
 		fr.Excluded++

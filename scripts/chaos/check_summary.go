@@ -171,7 +171,7 @@ func (j *judge) figures(check string) string {
 		}
 		return txt
 	case CheckHandoff:
-		return fmt.Sprintf("rolling-restart %s; clock-offset restart %s; bound %d ms", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs)
+		return fmt.Sprintf("each session from its previous tenure's last delivery: rolling-restart %s; clock-offset restart %s; bound %d ms, and the shutdown deadline (%d ms) from the SIGTERM", fmtStats(j.kind(KindRolling).Recovery), fmtStats(j.kind(KindClockOffset).Recovery), b.HandoffMs, j.set.ShutdownMs)
 	case CheckRebalance:
 		var moves Transitions
 		for _, tr := range j.res.Transitions {
@@ -179,7 +179,7 @@ func (j *judge) figures(check string) string {
 				moves = tr
 			}
 		}
-		return fmt.Sprintf("scale-out: moved to the new worker %s after its start, balanced within %d ms; %d rebalancing move(s), gap p50 %.0f ms, max %.0f ms (bound %d ms), %d repeat(s); scale-in %s, bound %d ms",
+		return fmt.Sprintf("scale-out: moved to the new worker %s after its start, balanced within %d ms; %d rebalancing move(s), gap p50 %.0f ms, max %.0f ms (bound %d ms), %d repeat(s); scale-in %s from each session's previous tenure's last delivery, bound %d ms",
 			fmtStats(j.kind(KindScaleOut).Recovery), b.BalanceMs, moves.Count, moves.GapP50, moves.GapMax, b.HandoffMs, moves.Repeats, fmtStats(j.kind(KindScaleIn).Recovery), b.HandoffMs)
 	case CheckOutage:
 		txt := fmt.Sprintf("%s from DynamoDB answering again; bound %d ms", fmtStats(j.kind(KindDynamoDown).Recovery), b.OutageMs)

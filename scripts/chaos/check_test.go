@@ -125,6 +125,23 @@ func (s *scenario) zombie(kind string) {
 	s.ev.Incarnations[0].Ended, s.ev.Incarnations[0].End, s.ev.Incarnations[0].Exit = at(15.4), "dead", "exit status 1"
 }
 
+// drained makes worker-1's end a SIGTERM at 11.0 s (a rolling restart)
+// whose drain hands a over when its tenure has delivered 1..n: worker-1
+// delivers until its turn, worker-2 from n+1 at firstNew, no repeat.
+func (s *scenario) drained(n int64, firstNew float64) {
+	s.ev.Faults[0].Kind = KindRolling
+	lastOld := 1 + 0.2*float64(n-1)
+	s.ev.Incarnations[0].Ended, s.ev.Incarnations[0].End = at(lastOld+0.1), "sigterm"
+	s.ev.Deliveries = removeTenure(removeTenure(s.ev.Deliveries, "a", "worker-1"), "a", "worker-2")
+	s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-1", 1, 1, n, 1)...)
+	s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("a", "worker-2", 2, n+1, 115, firstNew)...)
+	s.ev.Conns[0] = conn(1, "a", 0.9, lastOld+0.05, 1, n, feed.ReasonClient)
+	s.ev.Conns[1] = conn(2, "a", firstNew-0.1, 30.0, n+1, 116, feed.ReasonClient)
+	s.ev.Settled.Workers[0] = WorkerRow{ID: "worker-1", State: schema.WorkerLeft, Epoch: 1, List: schema.WorkerListDone}
+	s.ev.Final.Workers[0] = s.ev.Settled.Workers[0]
+	s.fixSinks()
+}
+
 // fixSinks makes the sink files hold what the deliveries say.
 func (s *scenario) fixSinks() {
 	n := map[int]int{}
@@ -184,6 +201,28 @@ func TestCleanRunPasses(t *testing.T) {
 	}
 	if len(res.Missing) != len(Plan{Seed: 1}.kinds())-1 {
 		t.Fatalf("missing kinds %v", res.Missing)
+	}
+}
+
+// A graceful hand-off is judged per session from its previous tenure's
+// last delivery: a session the drain handed over 1.3 s after the SIGTERM,
+// dark for 0.5 s, is within the bound; one handed over 11 s after it,
+// past the shutdown deadline, is not, however short its gap.
+func TestGracefulHandoffJudgedPerSession(t *testing.T) {
+	s := newScenario()
+	s.drained(55, 12.3) // worker-1's last delivery at 11.8 s
+	res := s.judge()
+	if !res.OK() {
+		t.Fatalf("a hand-off dark for 0.5 s, 1.3 s after the SIGTERM: violations %+v", res.Violations)
+	}
+	fr := res.Faults[0]
+	if fr.Affected != 1 || fr.Recovery.Max < 499 || fr.Recovery.Max > 501 || fr.Dark.Max != fr.Recovery.Max {
+		t.Fatalf("fault %+v: want one session recovered 500 ms after its previous tenure's last delivery", fr)
+	}
+	s = newScenario()
+	s.drained(105, 22.0) // worker-1's last delivery at 21.8 s
+	if v := violationsOf(s.judge(), CheckHandoff); len(v) != 1 || !strings.Contains(v[0].Detail, "shutdown deadline") {
+		t.Fatalf("a hand-off 11 s after the SIGTERM: recovery-handoff violations %+v, want one naming the shutdown deadline", v)
 	}
 }
 

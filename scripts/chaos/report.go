@@ -88,16 +88,16 @@ var kindLabel = map[string]string{
 var measuredFrom = map[string]string{
 	KindKill:        "kill → first delivery by a newer tenure",
 	KindZombie:      "SIGSTOP → first delivery by a newer tenure",
-	KindRolling:     "SIGTERM → first delivery by another worker",
+	KindRolling:     "after a SIGTERM: the previous tenure's last delivery → first delivery by another worker",
 	KindDynamoDown:  "DynamoDB answering again → first delivery by a new tenure",
 	KindSQSDown:     "start acknowledged (no SQS) → first delivery",
 	KindSourceDrop:  "drop → first delivery on the next connection",
 	KindRefuse:      "refusal lifted → first delivery on the next connection",
 	KindSchedule:    "each close by the source (max age, the drop onto it) → first new seq",
 	KindChurn:       "start / re-start acknowledged → first delivery",
-	KindClockOffset: "SIGTERM → first delivery by another worker",
+	KindClockOffset: "after a SIGTERM: the previous tenure's last delivery → first delivery by another worker",
 	KindScaleOut:    "join → the new worker's first delivery of each session moved to it",
-	KindScaleIn:     "SIGTERM → first delivery by another worker",
+	KindScaleIn:     "after a SIGTERM: the previous tenure's last delivery → first delivery by another worker",
 
 	KindPartition:        "cut off → first delivery by a newer tenure",
 	KindSinkLatency:      "fault lifted → first new seq at the destination",
@@ -158,7 +158,7 @@ func WriteReport(w io.Writer, res Result) {
 	p("## Bounds the checks apply\n\n| bound | value | derivation |\n|---|---|---|\n")
 	p("| owned again after a crash, zombie or partition | %s | TTL (the heartbeat counter stood still that long on a watcher's clock) + watch interval + margin %s (the watcher's takeover: claim, dial, first message) |\n", msText(b.CrashMs), msText(b.CrashMarginMs))
 	p("| nothing delivered by a worker that cannot heartbeat | %s + %s | its trust deadline: last successful heartbeat + TTL − safety margin, + slack for the sink line's way to the harness |\n", msText(b.FenceMs), msText(b.FenceSlackMs))
-	p("| owned again after a graceful handoff | %s | SIGTERM → another worker delivers |\n", msText(b.HandoffMs))
+	p("| owned again after a graceful handoff | %s, and %s after the SIGTERM | the previous tenure's last delivery → another worker delivers (the drain hands sessions off a few at a time, the others streaming until their turn); all of them within the shutdown deadline |\n", msText(b.HandoffMs), msText(s.ShutdownMs))
 	p("| start delivered (SQS up or down) | %s | reconcile interval × 1.2 (its jitter) + 1 s |\n", msText(b.ClaimMs))
 	p("| delivering again after DynamoDB is back | %s | as a start |\n", msText(b.OutageMs))
 	p("| delivering again after a drop / refusal / a close at the max age | %s | reconnect backoff max + 1 s |\n", msText(b.ReconnectMs))
