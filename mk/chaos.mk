@@ -7,6 +7,7 @@
 # 140 s, sink faults included) as a Go test that fails on any violation. Included by the top
 # Makefile (`-include mk/*.mk`).
 TEST_TARGETS += test-chaos
+ALONE_TARGETS += test-chaos # after the other suites, alone (the Makefile's test)
 
 # make chaos SEED=42 DURATION=3m CHAOS_OUT=out/chaos CHAOS_ARGS='-workers 5'
 SEED ?=
