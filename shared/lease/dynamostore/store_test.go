@@ -272,7 +272,8 @@ func TestUnits(t *testing.T) {
 // With the key's full bucket (50 units) they were not throttled at all
 // when a loaded machine spread them out (two clean-clone CI runs under
 // -race throttled none). The store's client is the one production builds
-// (the SDK's standard retryer and its retry budget), one per racer.
+// (BulkRetryer(3), as the worker's bulk client: the SDK's standard retryer, waits
+// capped at 2 s, and its retry budget), one per racer.
 func TestConformanceOnModel(t *testing.T) {
 	enginetest.Require(t)
 	p := dynamodel.AWS()
@@ -280,7 +281,7 @@ func TestConformanceOnModel(t *testing.T) {
 	m := dynamodel.StartT(t, dynamodel.Config{Profile: p, Primary: os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), Seed: 7})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := awsconfig.Load(ctx, 0)
+	cfg, err := awsconfig.Load(ctx, 3) // the worker's bulk client: BulkRetryer(3)
 	if err != nil {
 		t.Fatal(err)
 	}
