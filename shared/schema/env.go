@@ -26,7 +26,7 @@ func ToolEnv() []string { return []string{EnvRepoRoot, EnvAPI, EnvEngines} }
 func WorkerEnv() []string {
 	return []string{
 		EnvTableName, EnvQueueURL, EnvOutputQueueURL, EnvMetricsNS, EnvEnvironment, EnvAllowPrivateIPs,
-		EnvWorkerID, EnvLeaseTTL, EnvHeartbeatEvery, EnvCheckpointEvery, EnvSafetyMargin, EnvReconcileEvery,
+		EnvWorkerID, EnvLeaseTTL, EnvHeartbeatEvery, EnvCheckpointEvery, EnvSafetyMargin, EnvReconcileEvery, EnvAuditEvery,
 		EnvRebalanceEvery, EnvMinHold, EnvRebalanceMoves, EnvAdvertiseAddr,
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvShutdownInFlight, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,

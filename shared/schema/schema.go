@@ -228,6 +228,7 @@ const (
 	EnvCheckpointEvery  = "WSFLEET_CHECKPOINT_EVERY"    // duration, default 60s (a start may override it per session)
 	EnvSafetyMargin     = "WSFLEET_SAFETY_MARGIN"       // duration, default 2s
 	EnvReconcileEvery   = "WSFLEET_RECONCILE_EVERY"     // duration, default 5s
+	EnvAuditEvery       = "WSFLEET_AUDIT_EVERY"         // duration, default 0: the audit on every reconcile pass
 	EnvMaxSessions      = "WSFLEET_MAX_SESSIONS"        // int, default 1000
 	EnvClaimsPerSecond  = "WSFLEET_CLAIMS_PER_SECOND"   // float, default 50
 	EnvShutdownDeadline = "WSFLEET_SHUTDOWN_DEADLINE"   // duration, default 30s

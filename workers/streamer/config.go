@@ -49,7 +49,11 @@ type Config struct {
 	RebalanceMaxMoves int
 
 	// Claiming.
-	ReconcileEvery  time.Duration
+	ReconcileEvery time.Duration
+	// AuditEvery spaces the audit (by_owner against what the worker holds):
+	// it runs on the first reconcile pass at least AuditEvery after the
+	// last one (0: every pass).
+	AuditEvery      time.Duration
 	MaxSessions     int
 	ClaimsPerSecond float64
 
@@ -243,6 +247,9 @@ func (c Config) Problems() []error {
 	}
 	if c.ReconcileEvery <= 0 {
 		bad("%s must be positive", schema.EnvReconcileEvery)
+	}
+	if c.AuditEvery < 0 {
+		bad("%s must not be negative (0: the audit on every reconcile pass)", schema.EnvAuditEvery)
 	}
 	if c.RebalanceEvery < 0 {
 		bad("%s must not be negative (0 disables rebalancing)", schema.EnvRebalanceEvery)

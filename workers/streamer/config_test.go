@@ -49,6 +49,7 @@ func TestValidateRejects(t *testing.T) {
 		"concurrent writes":           func(c *Config) { c.MaxConcurrentWrites = 0 },
 		"margin":                      func(c *Config) { c.SafetyMargin = 0 },
 		schema.EnvReconcileEvery:      func(c *Config) { c.ReconcileEvery = 0 },
+		schema.EnvAuditEvery:          func(c *Config) { c.AuditEvery = -time.Second },
 		schema.EnvMaxSessions:         func(c *Config) { c.MaxSessions = 0 },
 		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
 		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },

@@ -84,3 +84,48 @@ func TestAStopBetweenTheReReadAndTheAckStopsTheSession(t *testing.T) {
 		return len(rec.Mailbox) == 0
 	})
 }
+
+// auditCounter counts the reconciler's passes (each lists the unowned
+// sessions) and the audits (a by_owner query of the worker's own id).
+type auditCounter struct {
+	lease.Store
+	self           string
+	passes, audits atomic.Int64
+}
+
+func (a *auditCounter) Unowned(ctx context.Context, limit int) ([]string, error) {
+	a.passes.Add(1)
+	return a.Store.Unowned(ctx, limit)
+}
+
+func (a *auditCounter) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	if owner == a.self {
+		a.audits.Add(1)
+	}
+	return a.Store.OwnedBy(ctx, owner, limit)
+}
+
+// The audit runs on every reconcile pass by default, and with
+// WSFLEET_AUDIT_EVERY only on the first pass at least that long after the
+// last: a fast reconcile does not bring a by_owner listing every pass.
+func TestAuditEverySpacesTheAudit(t *testing.T) {
+	for _, tc := range []struct {
+		every time.Duration
+		want  func(passes, audits int64) bool
+	}{
+		{0, func(p, a int64) bool { return a >= p-1 }}, // a pass counted before its audit ran
+		{time.Hour, func(_, a int64) bool { return a == 1 }},
+	} {
+		c := &auditCounter{self: "mem-worker"}
+		m := startMemThrough(t, memstore.New(), func(s lease.Store) lease.Store { c.Store = s; return c }, 1, func(cfg *Config) {
+			cfg.ReconcileEvery, cfg.AuditEvery = 50*time.Millisecond, tc.every
+		}, nil)
+		testwait.Eventually(t, 10*time.Second, "10 reconcile passes", func() bool { return c.passes.Load() >= 10 })
+		m.cancel()
+		<-m.done
+		m.done <- nil // for startMem's cleanup
+		if p, a := c.passes.Load(), c.audits.Load(); !tc.want(p, a) {
+			t.Errorf("audit every %v: %d audits in %d passes", tc.every, a, p)
+		}
+	}
+}

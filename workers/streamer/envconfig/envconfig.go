@@ -109,6 +109,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.dur(schema.EnvStoreRPCTimeout, &w.StoreTimeout)
 	p.int(schema.EnvMaxConcurrentWrites, &w.MaxConcurrentWrites)
 	p.dur(schema.EnvReconcileEvery, &w.ReconcileEvery)
+	p.dur(schema.EnvAuditEvery, &w.AuditEvery)
 	p.dur(schema.EnvRebalanceEvery, &w.RebalanceEvery)
 	p.str(schema.EnvAdvertiseAddr, &w.AdvertiseAddr)
 	p.dur(schema.EnvMinHold, &w.MinHold)

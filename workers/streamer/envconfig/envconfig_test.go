@@ -73,7 +73,7 @@ func TestSinkSettingsAreValidated(t *testing.T) {
 func TestFromEnv(t *testing.T) {
 	c, err := FromEnv(environ(map[string]string{
 		schema.EnvWorkerID: "w-7", schema.EnvLeaseTTL: "6s", schema.EnvHeartbeatEvery: "500ms", schema.EnvCheckpointEvery: "30s",
-		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
+		schema.EnvSafetyMargin: "1s", schema.EnvReconcileEvery: "2s", schema.EnvAuditEvery: "10s", schema.EnvMaxSessions: "42", schema.EnvClaimsPerSecond: "12.5",
 		schema.EnvShutdownDeadline: "20s", schema.EnvShutdownInFlight: "4", schema.EnvAdminAddr: "0.0.0.0:9000", schema.EnvAdminToken: "fleet-admin-token-0123", schema.EnvSink: "sqs",
 		schema.EnvOutputQueueURL: "https://q/out.fifo", schema.EnvTableName: "t", schema.EnvQueueURL: "https://q/work",
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
@@ -97,7 +97,7 @@ func TestFromEnv(t *testing.T) {
 	want.Worker = streamer.Config{
 		WorkerID: "w-7", LeaseTTL: 6 * time.Second, HeartbeatEvery: 500 * time.Millisecond, CheckpointEvery: 30 * time.Second,
 		MaxConcurrentWrites: 512, SafetyMargin: time.Second, RebalanceEvery: 20 * time.Second, MinHold: 2 * time.Minute, RebalanceMaxMoves: 3,
-		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, MaxSessions: 42,
+		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, AuditEvery: 10 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
 		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
