@@ -111,14 +111,14 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 		fr.Affected++
 		var rec *Delivery
-		prev := last // the previous tenure's last delivery before rec
+		prev := last // the previous tenure's last delivery before rec (graceful: it streams until its turn)
 		for i := range v.dels {
 			d := &v.dels[i]
 			if d.AtNs > ref && d.Worker != fr.Worker && d.Epoch > last.Epoch {
 				rec = d
 				break
 			}
-			if d.Worker == last.Worker && d.Epoch == last.Epoch && d.AtNs > prev.AtNs {
+			if graceful && d.AtNs > ref && d.Worker == last.Worker && d.Epoch == last.Epoch {
 				prev = d
 			}
 		}
@@ -413,17 +413,17 @@ func (j *judge) stormFault(fr *FaultResult) {
 	fr.Dark = StatsOf(dark)
 }
 
+// gracefulKind says whether a fault kind is a SIGTERM: its worker drains.
+func gracefulKind(kind string) bool {
+	return kind == KindRolling || kind == KindClockOffset || kind == KindScaleIn
+}
+
 // recovered sorts how session v came back after fault fr: rec is its first
 // delivery that counts (nil: none), due by deadline. A session stopped in
 // the meantime is excused; one with no such delivery is unrecovered, a
 // violation of check at atNs saying why (format, args); otherwise it is
 // counted as recovered and recovered returns true (its delay is the
 // caller's to sample and judge).
-// gracefulKind says whether a fault kind is a SIGTERM: its worker drains.
-func gracefulKind(kind string) bool {
-	return kind == KindRolling || kind == KindClockOffset || kind == KindScaleIn
-}
-
 func (j *judge) recovered(fr *FaultResult, v *sessionView, id string, rec *Delivery, deadline int64, check string, atNs int64, format string, args ...any) bool {
 	if (rec == nil || rec.AtNs > deadline) && v.stoppedWithin(fr.Start, time.Unix(0, deadline)) {
 		fr.Excluded++

@@ -258,8 +258,8 @@ func (m *Model) HotKey(table, value string, fraction float64, dur time.Duration)
 }
 
 // DrainKey empties the write buckets of one partition key value of table
-// (a string or number, as text), as a table key and as an index key: a key
-// that has been hot has used its burst, so its next writes wait for the
+// (a string or number, as text), as a table key and as an index key (the
+// index keys already written to): a key that has been hot has used its burst, so its next writes wait for the
 // key's rate (with HotKey, its fraction of it) instead of spending a full
 // bucket first. It acts on a model whose profile throttles partitions.
 func (m *Model) DrainKey(table, value string) {

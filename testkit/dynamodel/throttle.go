@@ -3,6 +3,7 @@ package dynamodel
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,7 +81,7 @@ type throttler struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	keys    map[string]*bucket // "W"/"R" + table + key value, "w"/"r" + table/index + key value
+	keys    map[string]*bucket // tableKeyID, indexKeyID
 	tables  map[string]*tableLoad
 	holdAll hot
 	hot     map[string]hot // table + "\x00" + partition key value of the table or an index (without its type)
@@ -256,12 +257,21 @@ func (t *throttler) charge(d demand) {
 	}
 }
 
+// tableKeyID and indexKeyID name the buckets of a table's partition key
+// value ("W"/"R": write or read) and of a global secondary index's
+// ("w"/"r"); partition and value are canonical ("S:abc").
+func tableKeyID(k, table, partition string) string { return k[:1] + table + "\x00" + partition }
+
+func indexKeyID(rw, table, index, value string) string {
+	return rw + table + "/" + index + "\x00" + value
+}
+
 func (t *throttler) checks(d demand, now time.Time) []keyCheck {
 	var out []keyCheck
 	k := kind(d.write)
 	if d.readIndex != nil {
 		if rate := t.cfg.IndexRCU; rate > 0 && d.partition != "" && d.units > 0 {
-			out = append(out, keyCheck{"r" + d.table.name + "/" + d.readIndex.name + "\x00" + d.partition, rate, d.units,
+			out = append(out, keyCheck{indexKeyID("r", d.table.name, d.readIndex.name, d.partition), rate, d.units,
 				reason{"IndexReadKeyRangeThroughputExceeded", d.readIndex.arn}})
 		}
 		return out
@@ -272,7 +282,7 @@ func (t *throttler) checks(d demand, now time.Time) []keyCheck {
 	}
 	if rate > 0 && d.partition != "" && d.units > 0 {
 		rate *= t.hotFraction(d.table.name, d.partition, now)
-		out = append(out, keyCheck{k[:1] + d.table.name + "\x00" + d.partition, rate, d.units,
+		out = append(out, keyCheck{tableKeyID(k, d.table.name, d.partition), rate, d.units,
 			reason{"Table" + k + "KeyRangeThroughputExceeded", d.table.arn}})
 	}
 	if t.cfg.IndexWCU > 0 {
@@ -281,7 +291,7 @@ func (t *throttler) checks(d demand, now time.Time) []keyCheck {
 				continue
 			}
 			rate := t.cfg.IndexWCU * t.hotFraction(d.table.name, w.value, now)
-			out = append(out, keyCheck{"w" + d.table.name + "/" + w.index.name + "\x00" + w.value, rate, w.units,
+			out = append(out, keyCheck{indexKeyID("w", d.table.name, w.index.name, w.value), rate, w.units,
 				reason{"IndexWriteKeyRangeThroughputExceeded", w.index.arn}})
 		}
 	}
@@ -337,22 +347,24 @@ func (t *throttler) hotKey(table, value string, fraction float64, dur time.Durat
 }
 
 // drainKey empties the write buckets of one partition key value of table
-// (as a string or a number) and of that value as an index key: a key that
-// has been taking all its rate has no burst left. The next write waits for
-// its units to refill at the key's rate (its hot fraction, if it is hot).
+// (as a string or a number) and of that value as an index key (the index
+// buckets that exist: one not yet written to starts full): a key that has
+// been taking all its rate has no burst left. The next write waits for its
+// units to refill at the key's rate (its hot fraction, if it is hot).
 func (t *throttler) drainKey(table, value string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	for _, typ := range []string{"S:", "N:"} {
-		t.keys["W"+table+"\x00"+typ+value] = &bucket{at: now} // checks: kind's initial
+	values := []string{"S:" + value, "N:" + value}
+	for _, v := range values {
+		t.keys[tableKeyID("Write", table, v)] = &bucket{at: now}
 	}
 	for id, b := range t.keys {
 		rest, ok := strings.CutPrefix(id, "w"+table+"/")
 		if !ok {
 			continue
 		}
-		if _, v, _ := strings.Cut(rest, "\x00"); v == "S:"+value || v == "N:"+value {
+		if _, v, _ := strings.Cut(rest, "\x00"); slices.Contains(values, v) {
 			b.tokens, b.at = 0, now
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -75,10 +74,10 @@ func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 // auditPass is the reconciler's OnPass: the audit, on the first pass at
 // least AuditEvery after the last audit (every pass when 0). Passes run one
 // at a time, on the reconciler's goroutine.
-func (w *Worker) auditPass(clk clock.Clock) func(context.Context) {
+func (w *Worker) auditPass() func(context.Context) {
 	var last time.Time
 	return func(ctx context.Context) {
-		now := clk.Now()
+		now := w.deps.Clock.Now()
 		if w.cfg.AuditEvery > 0 && !last.IsZero() && now.Sub(last) < w.cfg.AuditEvery {
 			return
 		}

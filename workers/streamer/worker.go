@@ -220,7 +220,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 				w.reg.Add(schema.MetricOrphansSeen, float64(n))
 			}
 		},
-		OnPass: w.auditPass(deps.Clock),
+		OnPass: w.auditPass(),
 	}
 	return w, nil
 }

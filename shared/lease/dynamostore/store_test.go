@@ -285,7 +285,8 @@ func TestConformanceOnModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint()) })
+	onModel := func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint()) }
+	client := dynamodb.NewFromConfig(cfg, onModel)
 	table := leasetest.NewID("model")
 	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
 		t.Fatal(err)
@@ -305,7 +306,7 @@ func TestConformanceOnModel(t *testing.T) {
 	const racerCount = 64
 	racers := make([]lease.Store, racerCount)
 	for r := range racers {
-		racers[r] = dynamostore.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(m.Endpoint()) }), table)
+		racers[r] = dynamostore.New(dynamodb.NewFromConfig(cfg, onModel), table)
 	}
 	h.Racer = func(r int) lease.Store { return racers[r] }
 	leasetest.Run(t, func(t *testing.T) leasetest.Harness { return h }, leasetest.Options{RaceRounds: 200, Racers: racerCount, Ambiguous: true, BeforeRace: hot})
