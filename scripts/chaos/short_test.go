@@ -5,9 +5,11 @@ package chaos_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +69,9 @@ func TestShortChaos(t *testing.T) {
 	}
 	if !res.OK() {
 		dumpLogs(t, cfg.Stack.Dir)
-		t.Fatalf("%d violation(s); report: %s", len(res.Violations), filepath.Join(cfg.OutDir, chaos.ReportFile))
+		// The violations go last, in the failure itself: a CI log that
+		// keeps only the head and the tail of the output still shows them.
+		t.Fatalf("%d violation(s); report: %s%s", len(res.Violations), filepath.Join(cfg.OutDir, chaos.ReportFile), violationLines(res.Violations, 10))
 	}
 	if len(res.Missing) > 0 {
 		t.Fatalf("fault kinds not injected: %v", res.Missing)
@@ -88,6 +92,19 @@ func buildBinaries(t *testing.T, root, dir string) devstack.Binaries {
 		t.Fatalf("%s needs the stack's binaries: %v", "the chaos run", err)
 	}
 	return bins
+}
+
+// violationLines lists at most max violations, one line each.
+func violationLines(vs []chaos.Violation, max int) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i == max {
+			fmt.Fprintf(&b, "\n  … %d more", len(vs)-max)
+			break
+		}
+		fmt.Fprintf(&b, "\n  - [%s] %s at %.1fs: %s", v.Check, v.Session, v.T, v.Detail)
+	}
+	return b.String()
 }
 
 func dumpLogs(t *testing.T, dir string) {
