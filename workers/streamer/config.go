@@ -92,6 +92,10 @@ type Config struct {
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64
+	// HandshakesInFlight bounds the dials (TCP, TLS and WebSocket
+	// handshakes) running at once over every source host; a dial waits for
+	// a slot before its DialTimeout starts. 0: no bound.
+	HandshakesInFlight int
 	// SecretCacheTTL is how long a secret's value (a session's
 	// {{secret:NAME}}) is reused before Secrets Manager is asked again:
 	// the longest a rotated secret takes to reach the next dial. Used by
@@ -163,6 +167,7 @@ func DefaultConfig() Config {
 		SinkAttempts:        3,
 		MaxDialFailures:     20,
 		DialsPerHost:        5,
+		HandshakesInFlight:  DefaultHandshakesInFlight,
 		SecretCacheTTL:      secrets.DefaultTTL,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
@@ -272,6 +277,9 @@ func (c Config) Problems() []error {
 	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
 		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)
 	}
+	if c.HandshakesInFlight < 0 {
+		bad("%s must be a number of dials, 0 for no bound", schema.EnvHandshakesInFlight)
+	}
 	if c.SecretCacheTTL <= 0 || c.SecretCacheTTL > MaxSecretCacheTTL {
 		bad("%s must be within 0s (exclusive)..%s: past it a rotated secret takes too long to reach new dials", schema.EnvSecretCacheTTL, MaxSecretCacheTTL)
 	}
@@ -322,6 +330,13 @@ func (c Config) Problems() []error {
 // a rotated (or revoked) credential in use for longer than an operator
 // rotating it expects.
 const MaxSecretCacheTTL = time.Hour
+
+// DefaultHandshakesInFlight is HandshakesInFlight's default: 32 dials at
+// once. At 100 ms of round trip to a source (a TCP, a TLS 1.3 and an HTTP
+// round trip each) that is about 100 handshakes a second, twice the claim
+// pacer's default 50/s, while a burst (a claim wave, a source dropping
+// every connection) holds at most 32 handshakes' key-exchange state.
+const DefaultHandshakesInFlight = 32
 
 // MinAdminTokenLen is the shortest admin token accepted.
 const MinAdminTokenLen = 16

@@ -24,6 +24,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if c.DialsPerHost != 5 {
 		t.Fatalf("default dials per host %v, want 5 (issue 15: a failover must not get the fleet banned)", c.DialsPerHost)
 	}
+	if c.HandshakesInFlight != DefaultHandshakesInFlight {
+		t.Fatalf("default handshakes in flight %d, want %d", c.HandshakesInFlight, DefaultHandshakesInFlight)
+	}
 	if c.SecretCacheTTL != secrets.DefaultTTL {
 		t.Fatalf("default secret cache TTL %s, want the resolver's %s", c.SecretCacheTTL, secrets.DefaultTTL)
 	}
@@ -53,6 +56,7 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvMaxSessions:         func(c *Config) { c.MaxSessions = 0 },
 		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
 		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },
+		schema.EnvHandshakesInFlight:  func(c *Config) { c.HandshakesInFlight = -1 },
 		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
 		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },

@@ -191,14 +191,15 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	w.rebal.client = &http.Client{Timeout: time.Second}
 	w.env = &session.Env{
-		Config:   cfg.sessionConfig(),
-		Handler:  deps.Handler,
-		Client:   session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
-		Log:      w.log,
-		Counters: &w.counters,
-		Dials:    session.NewDialGate(cfg.DialsPerHost),
-		Opened:   w.opened,
-		Secrets:  deps.Secrets,
+		Config:     cfg.sessionConfig(),
+		Handler:    deps.Handler,
+		Client:     session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
+		Log:        w.log,
+		Counters:   &w.counters,
+		Dials:      session.NewDialGate(cfg.DialsPerHost),
+		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight),
+		Opened:     w.opened,
+		Secrets:    deps.Secrets,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
 			return w.keeper.NoteError(ctx, h, reason, at)
 		},

@@ -135,6 +135,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.bool(schema.EnvTLSResumption, &resume)
 	w.NoTLSResumption = !resume
 	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
+	p.int(schema.EnvHandshakesInFlight, &w.HandshakesInFlight)
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)
 	p.int(schema.EnvShutdownInFlight, &w.ShutdownInFlight)

@@ -114,6 +114,10 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 			return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
 		}
 	}
+	if err := s.env.Handshakes.Acquire(pctx); err != nil {
+		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
+	}
+	defer s.env.Handshakes.Release() // the dial's goroutine has answered by then
 	slot := &rawSlot{}
 	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
 	defer cancel()
