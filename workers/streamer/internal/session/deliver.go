@@ -128,14 +128,14 @@ func (s *Session) handleControl(conn *websocket.Conn, p *proto, typ websocket.Me
 func (s *Session) dropMissing(p *proto, err error) {
 	s.missingDropped.Add(1)
 	if s.env.Counters.SeqMissingDropped.Add(1)%1000 == 1 {
-		s.log.Warn().Err(err).Strs("seq_path", p.seqPath).Msg("message without a sequence number dropped")
+		s.Logger().Warn().Err(err).Strs("seq_path", p.seqPath).Msg("message without a sequence number dropped")
 	}
 }
 
 // noteGap counts a seq the source skipped to.
 func (s *Session) noteGap(last, seq int64) {
 	s.gaps.Add(1)
-	s.log.Debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
+	s.debug().Int64("after", last).Int64("seq", seq).Msg("source skipped sequence numbers")
 }
 
 // offer hands one message to the sink while the lease is valid, retrying a
@@ -240,7 +240,7 @@ func (s *Session) refused(ctx context.Context, conn *websocket.Conn, err error, 
 	}
 	s.env.Counters.SinkErrors.Add(1)
 	if attempt >= s.env.Config.SinkAttempts || ctx.Err() != nil || s.terminal() != nil {
-		s.log.Error().Err(err).Int64("seq", seq).Int("attempts", attempt).Msg("sink refused the message: reconnecting to resume after the last accepted one")
+		s.Logger().Error().Err(err).Int64("seq", seq).Int("attempts", attempt).Msg("sink refused the message: reconnecting to resume after the last accepted one")
 		s.reconnect(errSink, conn)
 		return errSink
 	}
@@ -265,7 +265,7 @@ func (s *Session) Refused(seq, sub int64, err error) bool {
 	s.env.Counters.SinkRefused.Add(1)
 	if s.skipRefused.Load() {
 		s.env.Counters.SinkSkipped.Add(1)
-		ev := s.log.Warn().Err(err).Int64("seq", seq)
+		ev := s.Logger().Warn().Err(err).Int64("seq", seq)
 		if sub > 0 {
 			ev = ev.Int64("sub", sub)
 		}

@@ -322,10 +322,10 @@ func (s *Session) planFailed(nx *successor, err error) {
 	retry := time.Until(s.retryAt)
 	note := s.shouldNoteLocked(text, now)
 	s.mu.Unlock()
-	s.log.Warn().Err(err).Str("cause", nx.cause).Dur("retry_in", retry).Msg("planned reconnect given up: the current connection stays")
+	s.Logger().Warn().Err(err).Str("cause", nx.cause).Dur("retry_in", retry).Msg("planned reconnect given up: the current connection stays")
 	if note {
 		if nerr := s.env.NoteError(context.Background(), s.held, text, now); nerr != nil {
-			s.log.Debug().Err(nerr).Msg("record last error")
+			s.debug().Err(nerr).Msg("record last error")
 		}
 	}
 }
@@ -397,7 +397,7 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 	c.PlannedReconnects.Add(1)
 	c.SwitchOverlap.Add(overlap)
 	c.GapSavedMs.Add(saved.Milliseconds())
-	s.log.Info().Str("cause", nx.cause).Int64("overlap", overlap).Dur("gap_saved", saved).
+	s.Logger().Info().Str("cause", nx.cause).Int64("overlap", overlap).Dur("gap_saved", saved).
 		Int64("resume_after", s.lastSeq.Load()).Msg("planned reconnect: switched to the new connection")
 	return conn, raw, drainErr
 }

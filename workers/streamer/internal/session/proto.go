@@ -259,7 +259,7 @@ func (s *Session) appPing(conn *websocket.Conn, msg string) {
 	s.appPinging = false
 	s.mu.Unlock()
 	if err != nil {
-		s.log.Debug().Err(err).Msg("app ping not sent: reconnecting")
+		s.debug().Err(err).Msg("app ping not sent: reconnecting")
 		s.reconnect(errPing, conn)
 	}
 }

@@ -108,9 +108,9 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		s.env.Opened(s, st.first)
 	}
 	if st.first {
-		s.log.Info().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
+		s.Logger().Info().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("session open")
 	} else {
-		s.log.Debug().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
+		s.debug().Str("ws_url", spec.RedactURL(p.url)).Int64("resume_after", s.lastSeq.Load()).Msg("reconnected")
 	}
 	st.first = false
 	st.opened, st.gen = time.Now(), it.Generation
@@ -130,7 +130,7 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 	if errors.Is(kick, errGeneration) {
 		// The configuration that failed (if it did) is gone: the new one
 		// gets all its tries (connectFailed compares generations).
-		s.log.Info().Msg("new generation: reconnecting")
+		s.Logger().Info().Msg("new generation: reconnecting")
 		st.attempt = 0
 		return nil
 	}
@@ -152,7 +152,7 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 	}
 	d := s.env.Config.Backoff.Next(st.attempt)
 	st.attempt++
-	s.log.Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
+	s.Logger().Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
 	s.sleep(ctx, d)
 	return nil
 }
@@ -170,9 +170,9 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, err error, ge
 		return term
 	}
 	d := s.env.Config.Backoff.Next(st.attempt)
-	ev := s.log.Warn()
-	if st.attempt > 0 {
-		ev = s.log.Debug()
+	ev := s.debug() // a retry's line; the first failure warns
+	if st.attempt == 0 {
+		ev = s.Logger().Warn()
 	}
 	ev.Err(err).Int("attempt", st.attempt+1).Int("failures", st.failures).Dur("retry_in", d).Msg(what)
 	st.attempt++
@@ -201,7 +201,7 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 	}
 	if note {
 		if nerr := s.env.NoteError(ctx, s.held, text, now); nerr != nil {
-			s.log.Debug().Err(nerr).Msg("record last error")
+			s.debug().Err(nerr).Msg("record last error")
 		}
 	}
 	return nil

@@ -167,7 +167,7 @@ func (s *Session) ping(conn *websocket.Conn) {
 	s.pinging = false
 	s.mu.Unlock()
 	if err != nil && ctx.Err() != nil {
-		s.log.Warn().Dur("timeout", s.env.Config.PingTimeout).Msg("no pong: reconnecting")
+		s.Logger().Warn().Dur("timeout", s.env.Config.PingTimeout).Msg("no pong: reconnecting")
 		s.reconnect(errPing, conn)
 	}
 }
