@@ -374,6 +374,6 @@ func PrintSummary(w io.Writer, res Result) {
 			p("  … %d more in %s\n", len(res.Violations)-40, ResultFile)
 			break
 		}
-		p("  - [%s] %s at %.1fs: %s\n", v.Check, v.Session, v.T, v.Detail)
+		p("  - %s\n", v)
 	}
 }

@@ -4,6 +4,7 @@
 package chaos
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -38,6 +39,11 @@ type Violation struct {
 	// T ± 2 s: the share of time some task waited for a CPU; -1 when not
 	// measured). Context for a timing violation, never an excuse.
 	HostCPU float64 `json:"host_cpu_pressure"`
+}
+
+// String is v in one line: its check, session, time and detail.
+func (v Violation) String() string {
+	return fmt.Sprintf("[%s] %s at %.1fs: %s", v.Check, v.Session, v.T, v.Detail)
 }
 
 // CheckResult is one check's outcome.

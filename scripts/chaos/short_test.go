@@ -102,7 +102,7 @@ func violationLines(vs []chaos.Violation, max int) string {
 			fmt.Fprintf(&b, "\n  … %d more", len(vs)-max)
 			break
 		}
-		fmt.Fprintf(&b, "\n  - [%s] %s at %.1fs: %s", v.Check, v.Session, v.T, v.Detail)
+		fmt.Fprintf(&b, "\n  - %s", v)
 	}
 	return b.String()
 }
