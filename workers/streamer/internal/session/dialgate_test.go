@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestDialGateAdmitsPerHost(t *testing.T) {
@@ -53,22 +51,8 @@ func TestSessionsDialThroughTheGate(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.env.Dials = NewDialGate(4) // burst 4, then one every 250 ms
 	start := time.Now()
-	var runs []*Session
-	var dones []<-chan error
-	for i := 0; i < 6; i++ {
-		id := "s" + string(rune('a'+i))
-		h.put(id, url, nil)
-		s, done := h.start(id)
-		runs, dones = append(runs, s), append(dones, done)
-	}
-	testwait.Eventually(t, 10*time.Second, "six sessions connected", func() bool {
-		for _, s := range runs {
-			if !s.Status().Connected {
-				return false
-			}
-		}
-		return true
-	})
+	runs := h.startMany(6, url)
+	runs.waitConnected(t, 10*time.Second, "six sessions connected")
 	if d := time.Since(start); d < 490*time.Millisecond {
 		t.Fatalf("6 dials to one host at 4/s (burst 4) took %v, want at least 0.5 s", d)
 	}
@@ -86,8 +70,5 @@ func TestSessionsDialThroughTheGate(t *testing.T) {
 	if s.Status().Connected || s.Status().Reconnects != 0 {
 		t.Fatalf("a session stopped before admission connected: %+v", s.Status())
 	}
-	for i, s := range runs {
-		s.Interrupt(ErrStopRequested)
-		_ = wait(t, dones[i], 5*time.Second)
-	}
+	runs.stop(t)
 }

@@ -50,11 +50,3 @@ func (h *Handshakes) Release() {
 	}
 	<-h.slots
 }
-
-// InFlight is the number of dials admitted and not yet released.
-func (h *Handshakes) InFlight() int {
-	if h == nil {
-		return 0
-	}
-	return len(h.slots)
-}

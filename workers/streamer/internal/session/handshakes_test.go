@@ -39,8 +39,8 @@ func TestHandshakesBound(t *testing.T) {
 	if err := h.Acquire(cancelled); err != nil {
 		t.Fatalf("a free slot must admit at once, even on an ended context: %v", err)
 	}
-	if h.InFlight() != 2 {
-		t.Fatalf("in flight %d, want 2", h.InFlight())
+	if n := len(h.slots); n != 2 {
+		t.Fatalf("in flight %d, want 2", n)
 	}
 }
 
@@ -106,14 +106,7 @@ func TestSessionsHandshakeWithinTheBound(t *testing.T) {
 	h := newHarness(t, cfg)
 	h.env.Handshakes = NewHandshakes(2)
 	const n = 5
-	var runs []*Session
-	var dones []<-chan error
-	for i := 0; i < n; i++ {
-		id := "s" + string(rune('a'+i))
-		h.put(id, url, nil)
-		s, done := h.start(id)
-		runs, dones = append(runs, s), append(dones, done)
-	}
+	runs := h.startMany(n, url)
 	testwait.Eventually(t, 10*time.Second, "two handshakes under way", func() bool {
 		in, _, _ := g.counts()
 		return in == 2
@@ -136,22 +129,12 @@ func TestSessionsHandshakeWithinTheBound(t *testing.T) {
 		})
 		g.release <- struct{}{}
 	}
-	testwait.Eventually(t, 10*time.Second, "every session connected", func() bool {
-		for _, s := range runs {
-			if !s.Status().Connected {
-				return false
-			}
-		}
-		return true
-	})
+	runs.waitConnected(t, 10*time.Second, "every session connected")
 	if _, most, served := g.counts(); most != 2 || served != n {
 		t.Fatalf("most handshakes at once %d (want the bound, 2), handshakes served %d (want %d: none for the stopped session)", most, served, n)
 	}
 	if sz.Status().Connected || sz.Status().Reconnects != 0 {
 		t.Fatalf("a session stopped before its slot connected: %+v", sz.Status())
 	}
-	for i, s := range runs {
-		s.Interrupt(ErrStopRequested)
-		_ = wait(t, dones[i], 5*time.Second)
-	}
+	runs.stop(t)
 }

@@ -246,6 +246,46 @@ func (h *harness) start(id string) (*Session, <-chan error) {
 	return s, done
 }
 
+// running are sessions started together and their Run results.
+type running struct {
+	sessions []*Session
+	dones    []<-chan error
+}
+
+// startMany puts and starts n sessions on url (ids sa, sb, …).
+func (h *harness) startMany(n int, url string) *running {
+	r := &running{}
+	for i := 0; i < n; i++ {
+		id := "s" + string(rune('a'+i))
+		h.put(id, url, nil)
+		s, done := h.start(id)
+		r.sessions, r.dones = append(r.sessions, s), append(r.dones, done)
+	}
+	return r
+}
+
+// waitConnected waits until every session of r is connected.
+func (r *running) waitConnected(t *testing.T, within time.Duration, what string) {
+	t.Helper()
+	testwait.Eventually(t, within, what, func() bool {
+		for _, s := range r.sessions {
+			if !s.Status().Connected {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// stop stops every session of r and waits for each.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	for i, s := range r.sessions {
+		s.Interrupt(ErrStopRequested)
+		_ = wait(t, r.dones[i], 5*time.Second)
+	}
+}
+
 func wait(t *testing.T, done <-chan error, within time.Duration) error {
 	t.Helper()
 	select {
