@@ -263,8 +263,11 @@ func (t *throttler) charge(d demand) {
 func tableKeyID(k, table, partition string) string { return k[:1] + table + "\x00" + partition }
 
 func indexKeyID(rw, table, index, value string) string {
-	return rw + table + "/" + index + "\x00" + value
+	return indexKeysOf(rw, table) + index + "\x00" + value
 }
+
+// indexKeysOf is the prefix every index bucket id of table starts with.
+func indexKeysOf(rw, table string) string { return rw + table + "/" }
 
 func (t *throttler) checks(d demand, now time.Time) []keyCheck {
 	var out []keyCheck
@@ -360,7 +363,7 @@ func (t *throttler) drainKey(table, value string) {
 		t.keys[tableKeyID("Write", table, v)] = &bucket{at: now}
 	}
 	for id, b := range t.keys {
-		rest, ok := strings.CutPrefix(id, "w"+table+"/")
+		rest, ok := strings.CutPrefix(id, indexKeysOf("w", table))
 		if !ok {
 			continue
 		}
