@@ -23,7 +23,9 @@ const NoSeq int64 = -1
 
 // Item is a session item as stored, with its checkpoint. Only ingest writes
 // the desired fields; only owners write the lease fields, the checkpoint and
-// the failure fields (FailedGeneration, LastError), which a start clears.
+// the failure fields (FailedGeneration, LastError), which a start clears;
+// the one exception is Disown, a reconciler's removal of the owner of a
+// stopped session whose owner ended without releasing it.
 type Item struct {
 	ConnectionID string
 	DesiredState string
