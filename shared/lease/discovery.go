@@ -20,9 +20,10 @@ import (
 )
 
 // Orphans lists sessions this worker may try to acquire, up to limit:
-// STARTED sessions without owner, then the sessions of workers that died or
-// left (a GONE record), then those of DONE workers a sweep found owning
-// some (DoneSweepEvery). A GONE worker moves to DONE when its by_owner
+// STARTED sessions without owner, then the STARTED sessions of workers that
+// died or left (a GONE record), then those of DONE workers a sweep found
+// owning some (DoneSweepEvery); the stopped sessions of those workers it
+// disowns (disownStopped). A GONE worker moves to DONE when its by_owner
 // query, sent at least IndexLagBound after this Keeper first saw it gone,
 // finds nothing (MayMarkDone) and a consistent read of its record shows it
 // still GONE.
@@ -106,7 +107,11 @@ func appendStarted(out []Candidate, owned []Owned) []Candidate {
 // makes that start's has-owner write fail its condition, and ingest
 // re-reads and writes the unowned variant. This keeps one invariant for
 // ingest to rely on: an owned session's owner is alive, or its record is
-// GONE and lists the session.
+// GONE and lists the session. (The other way, ingest reading the owner's
+// record on every start of an owned session and writing unowned_shard
+// when it is not ALIVE, would add a read to ingest's path, put a liveness
+// judgement outside the ownership core, and leave an owned session in
+// by_unowned, which Acquire would refuse.)
 //
 // Cost: one conditional write per such session, once (two write units
 // with a 1 KB header, and the by_owner entry's delete); a reconciler whose
