@@ -20,9 +20,10 @@ import (
 )
 
 // Orphans lists sessions this worker may try to acquire, up to limit:
-// STARTED sessions without owner, then the sessions of workers that died or
-// left (a GONE record), then those of DONE workers a sweep found owning
-// some (DoneSweepEvery). A GONE worker moves to DONE when its by_owner
+// STARTED sessions without owner, then the STARTED sessions of workers that
+// died or left (a GONE record), then those of DONE workers a sweep found
+// owning some (DoneSweepEvery); the stopped sessions of those workers it
+// disowns (disownStopped). A GONE worker moves to DONE when its by_owner
 // query, sent at least IndexLagBound after this Keeper first saw it gone,
 // finds nothing (MayMarkDone) and a consistent read of its record shows it
 // still GONE.
@@ -46,19 +47,34 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 		// The listing was answered after w's record left ALIVE.
 		seenAt := k.markGone(w)
 		sentAt := k.clk.Now()
-		owned, err := k.store.OwnedBy(ctx, w, limit-len(out))
+		// All of them (limit 0): by_owner has no sort key, so a limited
+		// page may hold only stopped entries and never reach a STARTED
+		// one behind them.
+		owned, err := k.store.OwnedBy(ctx, w, 0)
 		if err != nil {
-			return out, fmt.Errorf("sessions of %s: %w", w, err)
+			return capped(out, limit), fmt.Errorf("sessions of %s: %w", w, err)
 		}
 		if MayMarkDone(seenAt, sentAt, len(owned), k.cfg.IndexLagBound) {
 			if err := k.markDone(ctx, w); err != nil {
-				return out, err
+				return capped(out, limit), err
 			}
 			continue
 		}
 		out = appendStarted(out, owned)
+		if err := k.disownStopped(ctx, owned); err != nil {
+			return capped(out, limit), err
+		}
 	}
-	return k.sweepDone(ctx, out, limit)
+	out, err = k.sweepDone(ctx, out, limit)
+	return capped(out, limit), err
+}
+
+// capped is out cut to limit candidates.
+func capped(out []Candidate, limit int) []Candidate {
+	if len(out) > limit {
+		return out[:limit]
+	}
+	return out
 }
 
 // appendStarted appends the STARTED sessions of owned, each with the tenure
@@ -71,6 +87,50 @@ func appendStarted(out []Candidate, owned []Owned) []Candidate {
 		}
 	}
 	return out
+}
+
+// disownStopped clears the owner of each stopped session in owned, the
+// by_owner entries of a worker this Keeper saw not alive (Store.Disown:
+// conditional on the entry's tenure and on the session not STARTED).
+//
+// A worker that ends (dies, or leaves without releasing) while a session
+// it owns is STOPPED leaves that session owned: no takeover moves it (only
+// STARTED sessions are taken), so without this its by_owner entry would
+// keep the record GONE until the record expires (a day), and a start after
+// that, which ingest writes as a start of an owned session (no
+// unowned_shard, the owner's mailbox, which no longer exists), would be
+// found by no reconciler if its notification were lost. Cleared, the
+// session is like any released STOPPED one: its next start puts it in
+// by_unowned, and the record moves to DONE. A start landing first makes
+// the clearing fail its condition (the session is then a STARTED one of a
+// gone worker, taken over from this same list); a clearing landing first
+// makes that start's has-owner write fail its condition, and ingest
+// re-reads and writes the unowned variant. This keeps one invariant for
+// ingest to rely on: an owned session's owner is alive, or its record is
+// GONE and lists the session. (The other way, ingest reading the owner's
+// record on every start of an owned session and writing unowned_shard
+// when it is not ALIVE, would add a read to ingest's path, put a liveness
+// judgement outside the ownership core, and leave an owned session in
+// by_unowned, which Acquire would refuse.)
+//
+// Cost: one conditional write per such session, once (two write units
+// with a 1 KB header, and the by_owner entry's delete); a reconciler whose
+// index still showed a cleared entry pays a failed write. Definitive
+// refusals (a newer tenure, a start since, the item gone) are that race,
+// not errors.
+func (k *Keeper) disownStopped(ctx context.Context, owned []Owned) error {
+	for _, o := range owned {
+		if o.DesiredState == schema.StateStarted {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+		err := k.store.Disown(wctx, o.Token)
+		cancel()
+		if err != nil && !Definitive(err) {
+			return fmt.Errorf("disown stopped session: %w", err)
+		}
+	}
+	return nil
 }
 
 // markDone moves GONE worker w to DONE after a consistent read of its
@@ -130,7 +190,7 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 		if len(out) >= limit {
 			break
 		}
-		owned, err := k.store.OwnedBy(ctx, w, limit-len(out))
+		owned, err := k.store.OwnedBy(ctx, w, 0) // all: see Orphans
 		if err != nil {
 			return out, fmt.Errorf("sessions of done worker %s: %w", w, err)
 		}
@@ -142,6 +202,9 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 		}
 		k.markGone(w)
 		out = appendStarted(out, owned)
+		if err := k.disownStopped(ctx, owned); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }

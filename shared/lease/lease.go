@@ -23,7 +23,9 @@ const NoSeq int64 = -1
 
 // Item is a session item as stored, with its checkpoint. Only ingest writes
 // the desired fields; only owners write the lease fields, the checkpoint and
-// the failure fields (FailedGeneration, LastError), which a start clears.
+// the failure fields (FailedGeneration, LastError), which a start clears;
+// the one exception is Disown, a reconciler's removal of the owner of a
+// stopped session whose owner ended without releasing it.
 type Item struct {
 	ConnectionID string
 	DesiredState string
@@ -274,6 +276,17 @@ type SessionStore interface {
 	// owner. The
 	// session is then FAILED: nobody acquires it until a new start.
 	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
+	// Disown removes t's owner from a session that is not STARTED (stopped)
+	// while it is still t's tenure, and changes nothing else: the epoch
+	// stays (the next acquire goes above it), no unowned_shard (a STOPPED
+	// session is in no by_unowned), the checkpoint as it is. It is written
+	// only by a worker that saw t.Owner not alive (DEAD or LEFT, so it has
+	// stopped acting: the same proof a takeover's Acquire from Prev rests
+	// on), for a stopped session the owner did not release before it
+	// ended. A session already without owner at t's epoch is done (nil);
+	// one started since fails with a *HeldError naming t (take it over
+	// instead); a newer tenure with ErrLeaseLost.
+	Disown(ctx context.Context, t Token) error
 	// NoteError records last_error = reason at atMs while t owns the session.
 	NoteError(ctx context.Context, t Token, reason string, atMs int64) error
 	// Get reads a session and its checkpoint consistently.

@@ -241,6 +241,29 @@ func CanOwnerWrite(it *Item, t Token) error {
 	return nil
 }
 
+// CanDisown decides a Disown of t's tenure by a worker that saw t.Owner
+// not alive: the session must still be t's tenure, and not STARTED (a
+// start landed since: its owner is taken over, Acquire from t, not
+// cleared). A STARTED one fails with a *HeldError naming t, the tenure to
+// take over.
+func CanDisown(it *Item, t Token) error {
+	if err := CanOwnerWrite(it, t); err != nil {
+		return err
+	}
+	if it.DesiredState == schema.StateStarted {
+		return &HeldError{Current: t}
+	}
+	return nil
+}
+
+// Disowned reports whether session it shows t's tenure already ended
+// without a new one (no owner at t's epoch): a Disown retried after an
+// attempt that was applied, its reply lost, finds this (or the tenure's own
+// release), and is done.
+func Disowned(it *Item, t Token) bool {
+	return it != nil && it.Owner == "" && it.Epoch == t.Epoch
+}
+
 // CanFail decides a Fail by t of the configuration at generation gen,
 // recording lastSeq as release_seq.
 func CanFail(it *Item, t Token, gen, lastSeq int64) error {

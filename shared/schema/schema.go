@@ -19,7 +19,7 @@ const (
 	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
 	AttrSpec             = "spec"                // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol); only ingest writes it, the ownership core carries it unread
 	AttrGeneration       = "generation"          // N: bumped when the spec (its stored form) changes, and on restart
-	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed). The by_owner index key
+	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed, disowned: stopped when its owner ended). The by_owner index key
 	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
 	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
 	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default

@@ -126,6 +126,13 @@ func (s *severableStore) NoteError(ctx context.Context, t lease.Token, reason st
 	return s.Store.NoteError(ctx, t, reason, atMs)
 }
 
+func (s *severableStore) Disown(ctx context.Context, t lease.Token) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.Disown(ctx, t)
+}
+
 func (s *severableStore) Get(ctx context.Context, id string) (lease.Item, error) {
 	if err := s.check(); err != nil {
 		return lease.Item{}, err

@@ -46,6 +46,7 @@ const (
 	OpHandoff   = "handoff"
 	OpFail      = "fail"
 	OpNoteError = "note_error"
+	OpDisown    = "disown"
 	// Checkpoints (also the final checkpoint of a release or fail).
 	OpCheckpoint = "checkpoint"
 	// Reads.
@@ -67,7 +68,7 @@ const (
 
 var allOps = map[string]string{
 	OpRegister: CatLiveness, OpHeartbeat: CatLiveness, OpDeclareDead: CatLiveness, OpLeave: CatLiveness, OpMarkDone: CatLiveness,
-	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership,
+	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership, OpDisown: CatOwnership,
 	OpCheckpoint: CatCheckpoint,
 	OpGet:        CatReads, OpGetWorker: CatReads, OpGetWorkers: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
 }
@@ -884,6 +885,29 @@ func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atM
 		func(it *lease.Item) error { return lease.CanOwnerWrite(it, t) })
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
+	}
+	return nil
+}
+
+// Disown implements lease.Store: one conditional write on the session item
+// (lease_owner and lease_epoch still t's, desired_state not STARTED) that
+// removes lease_owner. Billed on the item's size (2 write units with a 1 KB
+// header) plus the by_owner entry's delete (1); nothing else indexed moves
+// (a STOPPED session is in no by_unowned, and by_state keys on
+// desired_state). A failed condition costs the same units and a consistent
+// read to classify it.
+func (s *Store) Disown(ctx context.Context, t lease.Token) error {
+	c := sessionitem.DesiredState.NotEqual(v(schema.StateStarted))
+	err := s.ownerWrite(ctx, OpDisown, t, expression.Remove(sessionitem.LeaseOwner), &c, nil,
+		[]string{schema.AttrLeaseOwner},
+		func(it *lease.Item) error {
+			if lease.Disowned(it, t) {
+				return errReleased // the SDK's retry of an attempt that was applied
+			}
+			return lease.CanDisown(it, t)
+		})
+	if err != nil && !errors.Is(err, errReleased) {
+		return fmt.Errorf("disown %s: %w", t, err)
 	}
 	return nil
 }

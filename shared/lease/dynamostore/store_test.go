@@ -260,6 +260,42 @@ func TestUnits(t *testing.T) {
 	}
 }
 
+// TestUnitsOfDisown: clearing the owner of a dead worker's stopped session
+// is one write billed on the session item (2 units with a 1 KB header) and
+// the by_owner entry's delete, nothing else indexed; one refused because a
+// start landed first costs the same write units and a consistent read.
+func TestUnitsOfDisown(t *testing.T) {
+	client, table := newTable(t)
+	h := harness(client, table)
+	s := h.Store.(*dynamostore.Store)
+	ctx := context.Background()
+	w := leasetest.NewID("w")
+	var toks []lease.Token
+	for range 2 {
+		it := leasetest.Started(leasetest.NewID("disown-units"))
+		it.Spec = `{"ws_url":"wss://x.invalid/","headers":{"Authorization":"Bearer ` + strings.Repeat("x", 1024) + `"}}` // a 1 KB token
+		h.Put(t, it)
+		got, err := s.Acquire(ctx, it.ConnectionID, w, lease.From{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, lease.Token{ConnectionID: it.ConnectionID, Owner: w, Epoch: got.Epoch})
+	}
+	h.SetDesired(t, toks[0].ConnectionID, schema.StateStopped)
+	if err := s.Disown(ctx, toks[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Units()[dynamostore.OpDisown]; got != (dynamostore.Usage{Writes: 1, WriteUnits: 2, IndexWriteUnits: 1}) {
+		t.Errorf("disown: %+v", got)
+	}
+	if err := s.Disown(ctx, toks[1]); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("disown of a started session: %v", err)
+	}
+	if got := s.Units()[dynamostore.OpDisown]; got != (dynamostore.Usage{Writes: 2, ConditionFailed: 1, WriteUnits: 4, IndexWriteUnits: 1, Reads: 1, ReadUnits: 1}) {
+		t.Errorf("disown and a refused one: %+v", got)
+	}
+}
+
 // TestConformanceOnModel runs the conformance suite through the DynamoDB
 // model (testkit/dynamodel) with the aws profile: AWS latency, index lag
 // and stale eventually consistent reads, throttling, and ambiguous write

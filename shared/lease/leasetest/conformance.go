@@ -990,6 +990,56 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		wantErr(t, "release of a missing session", h.Store.Release(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}, lease.NoSeq), lease.ErrNotFound)
 	})
 
+	// Disown: a reconciler clears the owner of a stopped session whose
+	// owner it saw not alive (it died before releasing), so that the next
+	// start puts it in by_unowned; only that tenure, only while not STARTED.
+	t.Run("DisownOfAStoppedSession", func(t *testing.T) {
+		h := newHarness(t)
+		w := NewID("disowned")
+		_, tok := acquired(t, h, "disown", w)
+		if err := h.Store.Checkpoint(ctx(t), tok, 9); err != nil {
+			t.Fatal(err)
+		}
+		h.SetDesired(t, tok.ConnectionID, schema.StateStopped)
+		if err := h.Store.Disown(ctx(t), tok); err != nil {
+			t.Fatalf("disown of a stopped session: %v", err)
+		}
+		got := mustGet(t, h.Store, tok.ConnectionID)
+		if got.Owner != "" || got.Epoch != tok.Epoch || got.LastSeq != 9 || got.DesiredState != schema.StateStopped {
+			t.Fatalf("after disown: %+v", got)
+		}
+		if err := h.Store.Disown(ctx(t), tok); err != nil {
+			t.Fatalf("disown again (a retry of an applied attempt): %v", err)
+		}
+		eventually(t, "a disowned session is still listed under its dead owner", func() bool { _, ok := ownedBy(t, h.Store, w)[tok.ConnectionID]; return !ok })
+		if unowned(t, h.Store)[tok.ConnectionID] {
+			t.Fatal("a disowned STOPPED session is listed unowned")
+		}
+		// Started again: a start of a session without owner, in by_unowned;
+		// the next tenure resumes at the checkpoint, above the dead epoch.
+		h.SetDesired(t, tok.ConnectionID, schema.StateStarted)
+		eventually(t, "a disowned session started again is not listed unowned", func() bool { return unowned(t, h.Store)[tok.ConnectionID] })
+		it, err := h.Store.Acquire(ctx(t), tok.ConnectionID, "w2", lease.From{})
+		if err != nil || it.LastSeq != 9 || !opts.epochAfter(it.Epoch, tok.Epoch) {
+			t.Fatalf("acquire after the restart: %+v %v", it, err)
+		}
+		// Only that tenure: not a newer one, not another owner's.
+		wantErr(t, "disown of an older tenure", h.Store.Disown(ctx(t), tok), lease.ErrLeaseLost)
+		h.SetDesired(t, tok.ConnectionID, schema.StateStopped)
+		wantErr(t, "disown naming another owner", h.Store.Disown(ctx(t), lease.Token{ConnectionID: tok.ConnectionID, Owner: w, Epoch: it.Epoch}), lease.ErrLeaseLost)
+		if got := mustGet(t, h.Store, tok.ConnectionID); got.Owner != "w2" || got.Epoch != it.Epoch {
+			t.Fatalf("refused disowns changed the session: %+v", got)
+		}
+		// Never a STARTED session (a start landed first): that one is taken
+		// over from the tenure the refusal names.
+		_, stok := acquired(t, h, "disown-started", w)
+		wantHeld(t, "disown of a started session", h.Store.Disown(ctx(t), stok), stok)
+		if got := mustGet(t, h.Store, stok.ConnectionID); got.Owner != w || got.Epoch != stok.Epoch {
+			t.Fatalf("a refused disown changed the started session: %+v", got)
+		}
+		wantErr(t, "disown of a missing session", h.Store.Disown(ctx(t), lease.Token{ConnectionID: NewID("gone"), Owner: w, Epoch: 1}), lease.ErrNotFound)
+	})
+
 	t.Run("DirectedHandoff", func(t *testing.T) {
 		h := newHarness(t)
 		_, tok := acquired(t, h, "handoff", "w1")

@@ -390,6 +390,21 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 	})
 }
 
+// Disown implements lease.Store.
+func (s *Store) Disown(ctx context.Context, t lease.Token) error {
+	return s.do(ctx, "disown", func() error {
+		it := s.items[t.ConnectionID]
+		if lease.Disowned(it, t) {
+			return nil
+		}
+		if err := lease.CanDisown(it, t); err != nil {
+			return err
+		}
+		it.Owner = ""
+		return nil
+	})
+}
+
 // NoteError implements lease.Store.
 func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
 	return s.do(ctx, "note_error", func() error {

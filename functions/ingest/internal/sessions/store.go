@@ -289,7 +289,12 @@ func (s *Store) create(ctx context.Context, w write, now int64) error {
 // item has no owner (then unowned_shard is set) or it has one (then
 // unowned_shard stays absent, and the owner is read back from the written
 // item, so that the one told is the one that owns it now). An acquire or a
-// release between the read and the write fails the condition: re-read.
+// release between the read and the write fails the condition: re-read. An
+// owner that is no longer ALIVE needs nothing more here: its record stays
+// GONE while by_owner lists the session, reconcilers take over its STARTED
+// sessions and clear the owner of its stopped ones (lease Store.Disown), so
+// a session whose owner died while it was stopped is restarted without
+// owner, in by_unowned.
 func (s *Store) replace(ctx context.Context, w write, cur record, now int64) (string, error) {
 	cond := expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(cur.state)))
 	if cur.hasGen {

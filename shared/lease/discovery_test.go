@@ -1,0 +1,124 @@
+package lease_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// setDesired writes a stop or a start of session id as ingest does: the
+// desired state (a start also bumps the generation), never the owner; the
+// store derives by_unowned from the item (a STARTED session without owner).
+func (r *rig) setDesired(id, state string) {
+	r.store.Update(id, func(it *lease.Item) {
+		if state == schema.StateStarted {
+			it.Generation++
+		}
+		it.DesiredState = state
+	})
+}
+
+// declareDead has wb declare wa dead, as its watcher would after the TTL.
+func (r *rig) declareDead(id, by string) {
+	r.t.Helper()
+	rec, err := r.store.GetWorker(r.ctx, id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.store.DeclareDead(r.ctx, id, rec.Epoch, rec.HeartbeatSeq, by, r.clk.Now().UnixMilli()); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func candidateIDs(cands []lease.Candidate) []string {
+	var ids []string
+	for _, c := range cands {
+		ids = append(ids, c.ConnectionID)
+	}
+	return ids
+}
+
+// Issue 35, finding 5: worker wa owns session s, s is stopped, and wa dies
+// before releasing it. No takeover moves a STOPPED session, so the
+// reconcilers must clear its owner (Disown); otherwise its by_owner entry
+// keeps wa's record GONE until the record expires a day later, and a
+// restart after that (ingest's has-owner branch: no unowned_shard, the
+// mailbox of a worker that no longer exists) whose notification is lost is
+// found by no reconciler.
+func TestSessionRestartedAfterItsOwnerDiedWhileStoppedIsFound(t *testing.T) {
+	r := newRig(t, started("s"))
+	a, _ := r.keeper("wa")
+	b, _ := r.keeper("wb")
+	r.acquire(a, "s")
+	r.setDesired("s", schema.StateStopped)
+	r.declareDead("wa", "wb")
+
+	// wb reconciles across the index lag bound.
+	for range 3 {
+		if _, err := b.Orphans(r.ctx, 10); err != nil {
+			t.Fatalf("orphans: %v", err)
+		}
+		r.step(b.Config().IndexLagBound/2, []*lease.Keeper{b}, nil)
+	}
+	rec, _ := r.store.GetWorker(r.ctx, "wa")
+	listBeforeExpiry := rec.List
+	// A day later the ended record expires (the table's TTL).
+	r.store.ExpireWorker("wa")
+	r.setDesired("s", schema.StateStarted) // its notification is lost
+
+	cands, err := b.Orphans(r.ctx, 10)
+	if err != nil {
+		t.Fatalf("orphans: %v", err)
+	}
+	it, _ := r.store.Get(r.ctx, "s")
+	if !slices.Contains(candidateIDs(cands), "s") {
+		t.Fatalf("restarted session s not found by reconciliation: candidates %v; s owned by %q at epoch %d (%s); wa's record was %s before it expired",
+			candidateIDs(cands), it.Owner, it.Epoch, it.DesiredState, listBeforeExpiry)
+	}
+	if listBeforeExpiry != schema.WorkerListDone {
+		t.Fatalf("wa's record, owning only a cleared stopped session past the bound: %s, want DONE", listBeforeExpiry)
+	}
+	h, err := b.Acquire(r.ctx, "s", nil)
+	if err != nil {
+		t.Fatalf("acquire of the restarted session: %v", err)
+	}
+	if h.Epoch() != 2 {
+		t.Fatalf("epoch %d after the dead tenure's 1", h.Epoch())
+	}
+}
+
+// Issue 35, finding 5: by_owner has no sort key, so a limited by_owner page
+// of a dead worker may hold only stopped entries: the reconciler must read
+// to the end and reach the STARTED session behind them (here the store
+// answers in id order, the stopped ids first).
+func TestOrphansReachesAStartedSessionBehindStoppedOnes(t *testing.T) {
+	items := []lease.Item{started("z-started")}
+	for i := range 12 {
+		items = append(items, started(fmt.Sprintf("a-stopped-%02d", i)))
+	}
+	r := newRig(t, items...)
+	a, _ := r.keeper("wa")
+	b, _ := r.keeper("wb")
+	for _, it := range items {
+		r.acquire(a, it.ConnectionID)
+		if it.ConnectionID != "z-started" {
+			r.setDesired(it.ConnectionID, schema.StateStopped)
+		}
+	}
+	r.declareDead("wa", "wb")
+	cands, err := b.Orphans(r.ctx, 10)
+	if err != nil {
+		t.Fatalf("orphans: %v", err)
+	}
+	if len(cands) != 1 || cands[0].ConnectionID != "z-started" || cands[0].Prev == nil || cands[0].Prev.Owner != "wa" {
+		t.Fatalf("orphans of a dead worker with 12 stopped sessions before a started one: %v, want z-started from wa", candidateIDs(cands))
+	}
+	// The same pass cleared the stopped ones.
+	owned, err := r.store.OwnedBy(r.ctx, "wa", 0)
+	if err != nil || len(owned) != 1 {
+		t.Fatalf("wa's sessions after the pass: %+v %v", owned, err)
+	}
+}
