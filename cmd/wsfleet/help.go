@@ -194,7 +194,7 @@ func suggest(typed string, candidates []string) []string {
 	t := strings.ToLower(typed)
 	best, dist := []string(nil), maxDistance+1
 	for _, c := range candidates {
-		d := suggestpkg.Distance(t, strings.ToLower(c))
+		d := suggestpkg.DistanceAtMost(t, strings.ToLower(c), maxDistance)
 		if d > maxDistance || 2*d > len(t) {
 			continue
 		}

@@ -180,6 +180,17 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+// A typed name far longer than every candidate is not measured against
+// them (finding 9 of issue 35); the work is counted in allocations.
+func TestSuggestSkipsFarLongerNames(t *testing.T) {
+	long := strings.Repeat("resume-param", 20000)
+	var got []string
+	allocs := testing.AllocsPerRun(1, func() { got = suggest(long, commandNames()) })
+	if got != nil || allocs > 100 {
+		t.Fatalf("suggest on a %d-byte name: %v, %.0f allocations", len(long), got, allocs)
+	}
+}
+
 // TestUsageErrors: a command line wsfleet cannot run says why on stderr,
 // with the nearest flag or command and where the help is, and fails
 // without printing the error twice.

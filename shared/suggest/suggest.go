@@ -12,7 +12,10 @@ import (
 // '_' and '-' are ignored ("wsurl", "connectionId"), else the nearest by
 // edit distance (the first in sorted order on a tie) within limit edits,
 // else "". A limit below 1 means max(2, len(name)/3): a name further off
-// is not a typo of a known one.
+// is not a typo of a known one. A known name whose length differs from
+// name's by more than limit is skipped unmeasured (see DistanceAtMost), so
+// a name longer than the longest known one plus limit (a 256 KiB JSON key)
+// costs one pass over it, not an edit-distance table per known name.
 func Nearest(name string, known []string, limit int) string {
 	if limit < 1 {
 		limit = max(2, len(name)/3)
@@ -29,7 +32,7 @@ func Nearest(name string, known []string, limit int) string {
 		if k == name {
 			continue
 		}
-		if d := Distance(name, k); d < bestD {
+		if d := DistanceAtMost(name, k, limit); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -39,6 +42,19 @@ func Nearest(name string, known []string, limit int) string {
 func fold(s string) string {
 	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
 }
+
+// DistanceAtMost is Distance(a, b) when it can be at most limit, and
+// limit+1, without measuring, when the lengths alone rule that out: every
+// edit changes the length by at most one byte, so the distance is at least
+// the difference of the lengths. Measuring costs len(a) × len(b).
+func DistanceAtMost(a, b string, limit int) int {
+	if abs(len(a)-len(b)) > limit {
+		return limit + 1
+	}
+	return Distance(a, b)
+}
+
+func abs(n int) int { return max(n, -n) }
 
 // Distance is the optimal string alignment distance of a and b: the
 // Levenshtein distance (insertions, deletions and substitutions of single

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 )
 
 // Billing. The model meters what each request costs as DynamoDB bills an
@@ -55,87 +58,63 @@ func parseAV(raw json.RawMessage) av {
 	return v
 }
 
-// itemSize is an item's size as DynamoDB counts it: per attribute, the
-// UTF-8 length of its name plus the size of its value (see valueSize).
-// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
+// itemSize is an item's size as DynamoDB counts it, by the store's
+// definition (dynamostore.ItemSize, which cites the rules): the model and
+// the store meter the same item alike.
 func itemSize(it item) int {
-	n := 0
+	sdk := make(map[string]types.AttributeValue, len(it))
 	for name, raw := range it {
-		n += len(name) + valueSize(parseAV(raw))
+		sdk[name] = parseAV(raw).sdk()
 	}
-	return n
+	return dynamostore.ItemSize(sdk)
 }
 
-// valueSize: strings, their UTF-8 bytes; binaries, their raw bytes; numbers,
-// 1 byte per two significant digits plus 1; booleans and nulls, 1; sets, the
-// sum of their elements; lists and maps, 3 bytes plus, per element, 1 byte
-// and its size (a map element's name counts).
-func valueSize(v av) int {
+// sdk is v as the SDK's AttributeValue (nil when v holds no value): a
+// binary's base64 decoded to its raw bytes (left as it is when it is not
+// base64).
+func (v av) sdk() types.AttributeValue {
 	switch {
 	case v.S != nil:
-		return len(*v.S)
+		return &types.AttributeValueMemberS{Value: *v.S}
 	case v.N != nil:
-		return numberSize(*v.N)
+		return &types.AttributeValueMemberN{Value: *v.N}
 	case v.B != nil:
-		return binarySize(*v.B)
-	case v.BOOL != nil, v.NULL != nil:
-		return 1
+		return &types.AttributeValueMemberB{Value: binary(*v.B)}
+	case v.BOOL != nil:
+		return &types.AttributeValueMemberBOOL{Value: *v.BOOL}
+	case v.NULL != nil:
+		return &types.AttributeValueMemberNULL{Value: *v.NULL}
 	case v.SS != nil:
-		n := 0
-		for _, s := range v.SS {
-			n += len(s)
-		}
-		return n
+		return &types.AttributeValueMemberSS{Value: v.SS}
 	case v.NS != nil:
-		n := 0
-		for _, s := range v.NS {
-			n += numberSize(s)
-		}
-		return n
+		return &types.AttributeValueMemberNS{Value: v.NS}
 	case v.BS != nil:
-		n := 0
-		for _, s := range v.BS {
-			n += binarySize(s)
+		bs := make([][]byte, len(v.BS))
+		for i, b := range v.BS {
+			bs[i] = binary(b)
 		}
-		return n
+		return &types.AttributeValueMemberBS{Value: bs}
 	case v.L != nil:
-		n := 3
-		for _, e := range v.L {
-			n += 1 + valueSize(e)
+		l := make([]types.AttributeValue, len(v.L))
+		for i, e := range v.L {
+			l[i] = e.sdk()
 		}
-		return n
+		return &types.AttributeValueMemberL{Value: l}
 	case v.M != nil:
-		n := 3
+		m := make(map[string]types.AttributeValue, len(v.M))
 		for k, e := range v.M {
-			n += 1 + len(k) + valueSize(e)
+			m[k] = e.sdk()
 		}
-		return n
+		return &types.AttributeValueMemberM{Value: m}
 	}
-	return 0
+	return nil
 }
 
-func binarySize(b64 string) int {
+func binary(b64 string) []byte {
 	if b, err := base64.StdEncoding.DecodeString(b64); err == nil {
-		return len(b)
+		return b
 	}
-	return len(b64)
-}
-
-// numberSize is 1 byte per two significant digits (rounded up) plus 1.
-func numberSize(s string) int {
-	s = strings.TrimLeft(s, "+-")
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		s = s[:i]
-	}
-	intPart, frac, _ := strings.Cut(s, ".")
-	digits := strings.TrimLeft(intPart, "0")
-	if digits == "" {
-		digits = strings.TrimLeft(frac, "0")
-	} else {
-		digits += frac
-	}
-	digits = strings.TrimRight(digits, "0")
-	return (len(digits)+1)/2 + 1
+	return []byte(b64)
 }
 
 // writeUnits is the write units of a write whose larger image is size

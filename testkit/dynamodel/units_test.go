@@ -1,6 +1,7 @@
 package dynamodel
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 )
 
 // The tests in this file need no engine: the distributions, item sizes,
@@ -93,6 +98,104 @@ func TestItemSize(t *testing.T) {
 	}
 	if readUnits(4097, true) != 2 || readUnits(10, false) != 0.5 || readUnits(0, true) != 1 {
 		t.Error("read units are not ceil(size / 4 KB), at least 1, halved when eventually consistent")
+	}
+}
+
+// genValue is a random AttributeValue, as the SDK holds it and as the JSON
+// protocol carries it (depth bounds the nesting).
+func genValue(r *rand.Rand, depth int) (types.AttributeValue, any) {
+	str := func() string {
+		runes := []rune("aZ09_-é日本🙂")
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteRune(runes[r.IntN(len(runes))])
+		}
+		return b.String()
+	}
+	num := func() string {
+		return []string{"0", "7", "-12", "1000", "0.00120", "123456789012345678901234567890", "1.5e3", "-0.5", fmt.Sprint(r.Int64())}[r.IntN(9)]
+	}
+	bin := func() []byte {
+		b := make([]byte, r.IntN(9))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	}
+	kinds := 8
+	if depth > 0 {
+		kinds = 10
+	}
+	switch r.IntN(kinds) {
+	case 0:
+		v := str()
+		return &types.AttributeValueMemberS{Value: v}, map[string]any{"S": v}
+	case 1:
+		v := num()
+		return &types.AttributeValueMemberN{Value: v}, map[string]any{"N": v}
+	case 2:
+		v := bin()
+		return &types.AttributeValueMemberB{Value: v}, map[string]any{"B": base64.StdEncoding.EncodeToString(v)}
+	case 3:
+		v := r.IntN(2) == 0
+		return &types.AttributeValueMemberBOOL{Value: v}, map[string]any{"BOOL": v}
+	case 4:
+		return &types.AttributeValueMemberNULL{Value: true}, map[string]any{"NULL": true}
+	case 5:
+		v := []string{str(), str() + "x"}
+		return &types.AttributeValueMemberSS{Value: v}, map[string]any{"SS": v}
+	case 6:
+		v := []string{num(), "42"}
+		return &types.AttributeValueMemberNS{Value: v}, map[string]any{"NS": v}
+	case 7:
+		v := [][]byte{bin(), {1}}
+		return &types.AttributeValueMemberBS{Value: v}, map[string]any{"BS": []string{base64.StdEncoding.EncodeToString(v[0]), "AQ=="}}
+	case 8:
+		var l []types.AttributeValue
+		js := []any{}
+		for range r.IntN(4) {
+			a, j := genValue(r, depth-1)
+			l, js = append(l, a), append(js, j)
+		}
+		return &types.AttributeValueMemberL{Value: l}, map[string]any{"L": js}
+	default:
+		m := map[string]types.AttributeValue{}
+		js := map[string]any{}
+		for range r.IntN(4) {
+			k := str()
+			m[k], js[k] = genValue(r, depth-1)
+		}
+		return &types.AttributeValueMemberM{Value: m}, map[string]any{"M": js}
+	}
+}
+
+// The model meters an item as the store does (finding 11 of issue 35: the
+// two kept their own copies of the size rules, and they disagreed on a
+// number's length: the store counted runes, the model bytes). On generated
+// items of every type, as the SDK holds them and as the wire carries them,
+// and on a number string that is not ASCII (DynamoDB refuses it as a number,
+// but the model meters what it is sent).
+func TestItemSizeIsTheStoresOnGeneratedItems(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 35))
+	check := func(sdk map[string]types.AttributeValue, wire map[string]any) {
+		t.Helper()
+		js, err := json.Marshal(wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := itemSize(attrs(t, string(js))), dynamostore.ItemSize(sdk); got != want {
+			t.Fatalf("the model sizes %s at %d bytes, the store at %d", js, got, want)
+		}
+	}
+	check(map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "١٢٣٤"}}, map[string]any{"n": map[string]any{"N": "١٢٣٤"}})
+	for range 2000 {
+		sdk := map[string]types.AttributeValue{}
+		wire := map[string]any{}
+		for i := range 1 + r.IntN(6) {
+			name := fmt.Sprintf("a%dé", i)
+			sdk[name], wire[name] = genValue(r, 3)
+		}
+		check(sdk, wire)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -38,6 +37,10 @@ import (
 // of their elements; lists and maps: 3 bytes plus, per element, 1 byte and
 // its size (a map element's name counts). See
 // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html
+// ("The size of a number is approximately (number of UTF-8-encoded bytes of
+// attribute name) + (1 byte per two significant digits) + (1 byte)";
+// "Strings are Unicode with UTF-8 binary encoding"). This is the one
+// definition: testkit/dynamodel meters its items with it too.
 func ItemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for name, v := range item {
@@ -90,7 +93,10 @@ func valueSize(v types.AttributeValue) int {
 	return 0
 }
 
-// numberSize is 1 byte per two significant digits (rounded up) plus 1.
+// numberSize is 1 byte per two significant digits (rounded up) plus 1. A
+// DynamoDB number's digits are ASCII, one byte each: its digits are counted
+// as bytes (a string that is no number, which DynamoDB refuses, is measured
+// by its bytes too, never by its runes).
 func numberSize(s string) int {
 	s = strings.TrimLeft(s, "+-")
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
@@ -104,7 +110,7 @@ func numberSize(s string) int {
 		digits += frac
 	}
 	digits = strings.TrimRight(digits, "0")
-	return (utf8.RuneCountInString(digits)+1)/2 + 1
+	return (len(digits)+1)/2 + 1
 }
 
 // WriteUnits is the write units of a write of an item whose larger version

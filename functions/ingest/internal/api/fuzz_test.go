@@ -3,9 +3,14 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,14 +22,80 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
-var knownCodes = map[string]bool{
-	CodeInvalidContentType: true, CodeBodyTooLarge: true, CodeInvalidJSON: true, CodeUnknownField: true,
-	CodeInvalidType: true, CodeInvalidConnID: true, CodeInvalidWSURL: true, CodeHostNotAllowed: true,
-	CodeAddressNotAllowed: true, CodeInvalidHeader: true, CodeInvalidSeqField: true, CodeInvalidResumeParam: true, CodeInvalidSubprotocols: true, CodeInvalidFollowRedirects: true, CodeInvalidCheckpointEvery: true,
-	CodeInvalidQuery: true, CodeMissingSignature: true, CodeStaleTimestamp: true, CodeBadSignature: true, CodeBadNonce: true, CodeReplayed: true,
-	CodeNotFound: true, CodeRouteNotFound: true, CodeMethodNotAllowed: true,
-	CodeInvalidSeqPath: true, CodeInvalidSeqMode: true, CodeInvalidOnMissingSeq: true, CodeInvalidResume: true,
-	CodeInvalidOpenMessages: true, CodeInvalidAppPing: true, CodeInvalidKeepalive: true, CodeInvalidIdleTimeout: true,
+// knownCodes are the codes a refused start may carry, derived so that a new
+// field or code can't be left out: every Code constant this package declares
+// (read from its source), and the code of a refusal naming each field of a
+// start body (spec.FieldError.Code), whether or not it has a constant.
+var knownCodes = func() map[string]bool {
+	m := declaredCodes()
+	for f := range startFields {
+		m[(&spec.FieldError{Field: f}).Code()] = true
+	}
+	return m
+}()
+
+// declaredCodes are the values of the string constants named Code… in this
+// package's non-test files.
+func declaredCodes() map[string]bool {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		panic(err)
+	}
+	m := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			panic(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if !strings.HasPrefix(n.Name, "Code") || i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							panic(err)
+						}
+						m[v] = true
+					}
+				}
+			}
+		}
+	}
+	return m
+}
+
+// Every field of a start body that a spec check can refuse gets a code the
+// fuzzer knows (finding 11 of issue 35: the hand-kept list lacked the newer
+// fields, so a valid refusal failed the fuzzer).
+func TestKnownCodesCoverTheNewerFields(t *testing.T) {
+	for _, body := range []string{
+		`{"ws_url":"wss://a.example.com/","max_connection_age":"soon"}`,
+		`{"ws_url":"wss://a.example.com/","switch_timeout":"soon"}`,
+		`{"ws_url":"wss://a.example.com/","reconnect_on":{"match":{"path":""}}}`,
+		`{"ws_url":"wss://a.example.com/","on_sink_refusal":"maybe"}`,
+	} {
+		_, e := DecodeStart([]byte(body), URLPolicy{PrivateIPs: config.PrivateIPsNone})
+		if e == nil || e.status != http.StatusBadRequest || !knownCodes[e.code] {
+			t.Errorf("%s: refusal %v, not a 400 with a known code", body, e)
+		}
+	}
+	for _, c := range []string{CodeInvalidMaxConnAge, CodeInvalidSwitchTimeout, CodeInvalidReconnectOn, CodeInvalidOnSinkRefusal, CodeUnknownField, CodeInvalidJSON} {
+		if !knownCodes[c] {
+			t.Errorf("knownCodes lacks %q", c)
+		}
+	}
 }
 
 // FuzzDecodeStart: decoding never panics; whatever it accepts satisfies every
@@ -41,6 +112,10 @@ func FuzzDecodeStart(f *testing.F) {
 		`"app_ping":{"message":"ping","every":"20s","pong":"pong"},"idle_timeout":"1m",`+
 		`"keepalive_reply":{"match":{"path":"msg_type","equals":"KEEP_ALIVE_REQ"},"reply":"{\"msg_type\":\"KEEP_ALIVE_RESP\"}"}}`), uint8(0))
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","seq_mode":"none","open_messages":[{"text":"{{token}}"}]}`), uint8(0))
+	for _, k := range []string{"max_connection_age", "switch_timeout", "on_sink_refusal"} {
+		f.Add([]byte(`{"ws_url":"wss://a.example.com/","`+k+`":"x"}`), uint8(0))
+	}
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","reconnect_on":{"match":{"path":""}}}`), uint8(0))
 	policies := []URLPolicy{
 		{PrivateIPs: config.PrivateIPsNone},
 		{PrivateIPs: config.PrivateIPsLoopback},

@@ -16,11 +16,21 @@ var (
 	ErrMalformed  = errors.New("malformed JSON")
 	ErrNoField    = errors.New("sequence field absent")
 	ErrNotInteger = errors.New("sequence field is not an integer")
+	ErrOutOfRange = errors.New("sequence number outside 0 to 2^53-1")
 )
 
+// MaxSeq is the largest sequence number Find accepts: 2^53 - 1, the largest
+// integer JSON exchanges exactly (RFC 8259, section 6: "integers ... in the
+// range [-(2**53)+1, (2**53)-1] are interoperable"). A seq is 0 to MaxSeq;
+// any other integer is unusable like a missing one (ErrOutOfRange): one
+// near math.MaxInt64 would move the checkpoint there for good, making every
+// later message a duplicate and overflowing the resume value (last + 1). A
+// negative one could never be delivered (it is at or below "none yet", -1).
+const MaxSeq = 1<<53 - 1
+
 // Find returns the value of the top-level field named field in the JSON
-// object data. The value must be an integer, either a JSON number without
-// fraction or exponent, or a string holding one ("42"). When the field
+// object data. The value must be an integer from 0 to MaxSeq, either a JSON
+// number without fraction or exponent, or a string holding one ("42"). When the field
 // occurs more than once the first occurrence wins. Find scans only as far as
 // the field; it does not validate the rest of the object.
 func Find(data []byte, field string) (int64, error) {
@@ -224,11 +234,9 @@ func parseInt(data []byte, i int) (int64, error) {
 	start := i
 	var n uint64
 	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
-		d := uint64(data[i] - '0')
-		if n > (1<<63-1-d)/10 {
-			return 0, ErrNotInteger // overflows int64
+		if n <= MaxSeq { // beyond it, only the digits are scanned
+			n = n*10 + uint64(data[i]-'0')
 		}
-		n = n*10 + d
 		i++
 	}
 	digits := i - start
@@ -248,8 +256,8 @@ func parseInt(data []byte, i int) (int64, error) {
 	} else {
 		return 0, ErrMalformed
 	}
-	if neg {
-		return -int64(n), nil
+	if n > MaxSeq || (neg && n != 0) {
+		return 0, ErrOutOfRange
 	}
 	return int64(n), nil
 }

@@ -18,15 +18,22 @@ func TestFind(t *testing.T) {
 		{`{"seq":42}`, "seq", 42, nil},
 		{` { "a" : 1 , "seq" : 7 } `, "seq", 7, nil},
 		{`{"seq":"42"}`, "seq", 42, nil},
-		{`{"seq":-3}`, "seq", -3, nil},
+		{`{"seq":-3}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":"-1"}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":-0}`, "seq", 0, nil},
 		{`{"seq":0}`, "seq", 0, nil},
 		{`{"nested":{"seq":1},"seq":2}`, "seq", 2, nil},
 		{`{"arr":[{"seq":1},"}"],"seq":3}`, "seq", 3, nil},
 		{`{"s":"has \"seq\":9 inside","seq":4}`, "seq", 4, nil},
 		{`{"se\u0071":5}`, "seq", 5, nil},
 		{`{"id":"x","sequence_number":11}`, "sequence_number", 11, nil},
-		{`{"seq":9223372036854775807}`, "seq", 9223372036854775807, nil},
-		{`{"seq":9223372036854775808}`, "seq", 0, ErrNotInteger},
+		{`{"seq":9007199254740991}`, "seq", MaxSeq, nil},
+		{`{"seq":"9007199254740991"}`, "seq", MaxSeq, nil},
+		{`{"seq":9007199254740992}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":9223372036854775807}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":"9223372036854775807"}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":99999999999999999999999999}`, "seq", 0, ErrOutOfRange},
+		{`{"seq":99999999999999999999999999.5}`, "seq", 0, ErrNotInteger},
 		{`{"seq":1.5}`, "seq", 0, ErrNotInteger},
 		{`{"seq":1e3}`, "seq", 0, ErrNotInteger},
 		{`{"seq":01}`, "seq", 0, ErrNotInteger},
@@ -64,11 +71,14 @@ func TestFindDoesNotAllocate(t *testing.T) {
 // FuzzFind checks Find against encoding/json on objects whose top-level keys
 // are unique: whenever both succeed they agree, and Find never panics.
 func FuzzFind(f *testing.F) {
-	for _, s := range []string{`{"seq":1}`, `{"a":{"seq":2},"seq":3}`, `{"seq":"4"}`, `{"x":[1,{"y":"}"}],"seq":-5}`, `{"seq":1.0}`} {
+	for _, s := range []string{`{"seq":1}`, `{"a":{"seq":2},"seq":3}`, `{"seq":"4"}`, `{"x":[1,{"y":"}"}],"seq":-5}`, `{"seq":1.0}`, `{"seq":9223372036854775807}`, `{"seq":"9007199254740992"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := Find(data, "seq")
+		if err == nil && (got < 0 || got > MaxSeq) {
+			t.Fatalf("Find(%q) = %d, outside 0 to MaxSeq", data, got)
+		}
 		var m map[string]json.RawMessage
 		if json.Unmarshal(data, &m) != nil || !uniqueKeys(data) {
 			return

@@ -390,6 +390,29 @@ func TestDedupeDropsSeqAtOrBelowLastAndSkipsUnsequenced(t *testing.T) {
 	}
 }
 
+// A seq outside 0 to jsonseq.MaxSeq (2^53 - 1) is unusable like a missing
+// one: dropped and counted, never the session's last seq (finding 10 of
+// issue 35: one near MaxInt64 made every later message a duplicate and
+// overflowed the resume value).
+func TestOutOfRangeSeqIsDroppedNotCheckpointed(t *testing.T) {
+	url := replayServer(t, []string{`{"seq":6}`, `{"seq":9223372036854775807}`, `{"seq":"9007199254740992"}`, `{"seq":-4}`, `{"seq":7}`, `{"seq":9007199254740991}`})
+	h := newHarness(t, testConfig())
+	h.put("s1", url, func(it *lease.Item) { it.LastSeq = 5 })
+	s, done := h.start("s1")
+	testwait.Eventually(t, 5*time.Second, "3 messages", func() bool { return h.rec.count() >= 3 })
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
+	if got := fmt.Sprint(h.rec.seqs()); got != "[6 7 9007199254740991]" {
+		t.Fatalf("delivered %s, want [6 7 9007199254740991]", got)
+	}
+	if u := h.env.Counters.SeqMissingDropped.Load(); u != 3 || s.Status().SeqMissingDropped != 3 {
+		t.Fatalf("seq missing dropped = %d (status %d), want 3", u, s.Status().SeqMissingDropped)
+	}
+	if d := h.env.Counters.DuplicatesDropped.Load(); d != 0 {
+		t.Fatalf("duplicates dropped = %d, want 0", d)
+	}
+}
+
 func TestCloseCodes(t *testing.T) {
 	for _, c := range []struct {
 		reason error

@@ -4,12 +4,17 @@
 // is a batch.Sender); Handle is the unbatched path (one SendMessage per
 // message, WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO
 // queue (URL ending in ".fifo") the group id is the connection_id (per-session
-// order) and the deduplication id is connection_id:seq, so a message replayed
-// after a crash failover (at-least-once across a crash) is dropped by SQS
-// within its 5-minute deduplication window. A message without its own seq
-// (on_missing_seq deliver) is numbered by its tenure (seq.sub), so its id
-// also names the tenure's epoch: the same "seq N, sub 1" of another tenure
-// is another message, never taken for a duplicate.
+// order) and the deduplication id is connection_id:seq.sub.epoch (DedupID),
+// so a request the same tenure sends again (a retried entry SQS had already
+// taken) is dropped by SQS within its 5-minute deduplication window. The id
+// names the epoch: another tenure's copy of a seq is never taken for a
+// duplicate, because the consumer drops the copy of the lower epoch when it
+// arrives after a record of a higher one (an older tenure's request that SQS
+// applied late), and the newer tenure's copy is then the only one left. A
+// replay across tenures reaches the consumer, which dedupes it by
+// (connection_id, seq). A message without its own seq (on_missing_seq
+// deliver) is numbered by its tenure (seq.sub, sub ≥ 1); a sequenced one has
+// sub 0.
 //
 // Refusals: an entry SQS fails with SenderFault (other than throttling) and
 // a request SQS refuses for the caller's fault are permanent
@@ -84,14 +89,14 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 // maxDedupID is SQS's limit on MessageDeduplicationId.
 const maxDedupID = 128
 
-// DedupID is "connection_id:seq", or, when that exceeds SQS's 128-character
-// limit (connection ids may be 128 characters long), the hex SHA-256 of it.
-func DedupID(connectionID string, seq int64) string {
-	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10))
-}
-
-// fitDedupID is id, or its hex SHA-256 when it exceeds SQS's limit.
-func fitDedupID(id string) string {
+// DedupID is "connection_id:seq.sub.epoch", or, when that exceeds SQS's
+// 128-character limit (connection ids may be 128 characters long), the hex
+// SHA-256 of it. The part after the last colon is digits, dots and minus
+// signs only, so no two sessions share an id; the epoch keeps the copies of
+// one seq sent by two tenures apart (see the package doc), and sub (0 for a
+// sequenced message) the messages after one seq that have none of their own.
+func DedupID(connectionID string, seq, sub, epoch int64) string {
+	id := connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10) + "." + strconv.FormatInt(epoch, 10)
 	if len(id) <= maxDedupID {
 		return id
 	}
@@ -99,19 +104,8 @@ func fitDedupID(id string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DedupIDOf is m's deduplication id: DedupID, and for a message without
-// its own seq (m.Sub > 0) "connection_id:seq.sub.epoch", so that the
-// messages after one seq are not taken for its duplicates, nor for those of
-// another tenure, whose sub numbers start again (the part after the last
-// colon is digits, dots and a minus only: no two sessions share an id).
-func DedupIDOf(m sink.Message) string { return dedupIDAt(m.ConnectionID, m.Seq, m.Sub, m.LeaseEpoch) }
-
-func dedupIDAt(connectionID string, seq, sub, epoch int64) string {
-	if sub == 0 {
-		return DedupID(connectionID, seq)
-	}
-	return fitDedupID(connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10) + "." + strconv.FormatInt(epoch, 10))
-}
+// DedupIDOf is m's deduplication id (DedupID).
+func DedupIDOf(m sink.Message) string { return DedupID(m.ConnectionID, m.Seq, m.Sub, m.LeaseEpoch) }
 
 // Encode builds m's message body (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
@@ -155,7 +149,7 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	for i, r := range recs {
 		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(r.Body))}
 		if s.fifo {
-			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(dedupIDAt(r.ConnectionID, r.Seq, r.Sub, r.Epoch))
+			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(DedupID(r.ConnectionID, r.Seq, r.Sub, r.Epoch))
 		}
 		entries[i] = e
 	}

@@ -52,7 +52,7 @@ func TestFIFOGroupAndDedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := api.in[0]
-	if aws.ToString(in.MessageGroupId) != "c-1" || aws.ToString(in.MessageDeduplicationId) != "c-1:9" {
+	if aws.ToString(in.MessageGroupId) != "c-1" || aws.ToString(in.MessageDeduplicationId) != "c-1:9.0.0" {
 		t.Fatalf("group %q dedup %q", aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId))
 	}
 	var env struct {
@@ -75,11 +75,11 @@ func TestStandardQueueHasNoFIFOFields(t *testing.T) {
 
 func TestDedupIDFitsSQSLimit(t *testing.T) {
 	long := strings.Repeat("a", 128)
-	id := DedupID(long, 123)
-	if len(id) > 128 || id == DedupID(long, 124) {
+	id := DedupID(long, 123, 0, 1)
+	if len(id) > 128 || id == DedupID(long, 124, 0, 1) || id == DedupID(long, 123, 0, 2) {
 		t.Fatalf("dedup id %q (%d chars)", id, len(id))
 	}
-	if DedupID("short", 5) != "short:5" {
+	if DedupID("short", 5, 0, 3) != "short:5.0.3" {
 		t.Fatal("short ids are kept readable")
 	}
 }
@@ -111,14 +111,15 @@ func TestDedupIDOfMessagesWithoutSeq(t *testing.T) {
 		}
 		ids[id] = name
 	}
-	if got := DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5}); got != DedupID("a", 5) {
-		t.Fatalf("a sequenced message's id %q changed", got)
+	if got := DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 2}); got != DedupID("a", 5, 0, 2) {
+		t.Fatalf("a sequenced message's id %q", got)
 	}
-	// A sequenced message replayed by the next tenure is the same message
-	// (SQS drops the replay); "seq 5, sub 1" of the next tenure is another
-	// message (its tenure numbered it anew), never dropped as a duplicate.
-	if DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 1}) != DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 2}) {
-		t.Fatal("a replayed sequenced message got a new dedup id")
+	// Two tenures' copies of one seq have ids of their own: SQS must not
+	// drop the newer one, the consumer drops the older one when it comes
+	// late (TestLateOlderTenureLosesNothingOnFauxqs); "seq 5, sub 1" of the
+	// next tenure is another message (its tenure numbered it anew).
+	if DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 1}) == DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, LeaseEpoch: 2}) {
+		t.Fatal("two tenures' copies of seq 5 share a dedup id")
 	}
 	if DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, Sub: 1, LeaseEpoch: 1}) == DedupIDOf(sink.Message{ConnectionID: "a", Seq: 5, Sub: 1, LeaseEpoch: 2}) {
 		t.Fatal("unsequenced messages of two tenures share a dedup id")
@@ -179,7 +180,7 @@ func TestBatchKeepsFIFOGroupDedupAndEpoch(t *testing.T) {
 	}
 	for i, e := range entries {
 		seq := int64(7 + i)
-		if aws.ToString(e.MessageGroupId) != "c-1" || aws.ToString(e.MessageDeduplicationId) != DedupID("c-1", seq) {
+		if aws.ToString(e.MessageGroupId) != "c-1" || aws.ToString(e.MessageDeduplicationId) != DedupID("c-1", seq, 0, 4) {
 			t.Fatalf("entry %d: group %q dedup %q", i, aws.ToString(e.MessageGroupId), aws.ToString(e.MessageDeduplicationId))
 		}
 		var env struct {
