@@ -49,7 +49,7 @@ func TestBindingsMatchTheExactHost(t *testing.T) {
 	}
 	u, _ := url.Parse("wss://evil.example/")
 	err = b.Check(`{"k":"{{secret:wsfleet/prod/feed}}"}`, u)
-	if err == nil || !strings.Contains(err.Error(), `secret reference 1 (at byte 6): secret "wsfleet/prod/feed" may not be sent to this host`) {
+	if err == nil || !strings.Contains(err.Error(), `secret reference 1 (at byte 6): secret "wsfleet/prod/feed": may not be sent to this host`) {
 		t.Errorf("Check = %v", err)
 	}
 }

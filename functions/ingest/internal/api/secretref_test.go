@@ -87,14 +87,14 @@ func TestSecretReferencesGoOnlyToTheirBoundHosts(t *testing.T) {
 		return `{"ws_url":"` + wsURL + `","headers":{"Authorization":"Bearer {{secret:wsfleet/prod/feed#token}}"},` +
 			`"open_messages":[{"text":"{\"op\":\"auth\",\"key\":\"{{secret:wsfleet/prod/bank}}\"}"}]}`
 	}
-	wantReject(t, start("wss://stream.example.com/"), prod, CodeInvalidHeader, `header "Authorization" value: secret reference 1 (at byte 7): secret "wsfleet/prod/feed" may not be sent to this host`)
+	wantReject(t, start("wss://stream.example.com/"), prod, CodeInvalidHeader, `header "Authorization" value: secret reference 1 (at byte 7): secret "wsfleet/prod/feed": may not be sent to this host`)
 
 	prod.SecretHosts = mustBindings(t, "wsfleet/prod/=stream.example.com;wsfleet/prod/bank=stream.example.com:443")
 	mustDecode(t, start("wss://stream.example.com/v1"), prod)
 	mustDecode(t, start("wss://STREAM.example.com:443/v1"), prod)
 	for _, u := range []string{"wss://attacker.example/", "wss://stream.example.com.attacker.example/", "wss://attacker.example/?stream.example.com", "wss://sub.stream.example.com/"} {
-		wantReject(t, start(u), prod, CodeInvalidHeader, `secret "wsfleet/prod/feed" may not be sent to this host`)
+		wantReject(t, start(u), prod, CodeInvalidHeader, `secret "wsfleet/prod/feed": may not be sent to this host`)
 	}
 	// The bank secret's own binding names port 443: ws:// (80) and :8443 are refused.
-	wantReject(t, start("wss://stream.example.com:8443/"), prod, CodeInvalidOpenMessages, `open_messages[0].text: secret reference 1 (at byte 20): secret "wsfleet/prod/bank" may not be sent`)
+	wantReject(t, start("wss://stream.example.com:8443/"), prod, CodeInvalidOpenMessages, `open_messages[0].text: secret reference 1 (at byte 20): secret "wsfleet/prod/bank": may not be sent`)
 }
