@@ -4,8 +4,12 @@
 // the API's answers, logs) holds the reference and never the value. It
 // finds references in a string (Refs), checks them (Validate: the syntax,
 // and that NAME is under the deployment's secret prefix), and replaces them
-// with their values (Expand) given a lookup of a secret's SecretString. It
-// is pure: no AWS SDK, no I/O; the worker's Secrets Manager resolver
+// with their values (Expand, ExpandWithin: within a size bound, sized
+// before anything is built) given a lookup of a secret's SecretString. It
+// also bounds how many references a spec may hold (MaxRefs) and owns where
+// a secret may be sent (Bindings, bindings.go: the deployment's
+// WSFLEET_SECRET_HOSTS, one definition for ingest and the worker). It is
+// pure: no AWS SDK, no I/O; the worker's Secrets Manager resolver
 // (workers/streamer/internal/secrets) is the lookup.
 //
 // NAME is a Secrets Manager secret name: 1..512 characters of letters,
