@@ -414,3 +414,30 @@ func TestSecretsGoOnlyToTheirBoundHosts(t *testing.T) {
 		noValue(t, []string{"key-v"}, map[string]string{"Run's error": err.Error(), "last_error": s.Status().LastError})
 	})
 }
+
+// A stored spec with more than secretref.MaxRefs references (written
+// before ingest bounded them, or by hand) fails its session when the
+// worker reads it, before any secret is asked for, naming the field.
+func TestTooManyStoredSecretReferencesFailTheSession(t *testing.T) {
+	sms := secretsmanager.Start(t)
+	sms.Put(keySecret, "key-v1")
+	src, url := authSource(t, nil)
+	h := newHarness(t, bound(t, connectConfig(5)))
+	h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+	wsURL, _ := json.Marshal(url)
+	text, _ := json.Marshal(strings.Repeat("{{secret:"+keySecret+"}}", secretref.MaxRefs+1))
+	h.put("s1", url, func(it *lease.Item) {
+		it.Spec = `{"ws_url":` + string(wsURL) + `,"open_messages":[{"text":` + string(text) + `}]}`
+	})
+	_, done := h.start("s1")
+	err := wait(t, done, 10*time.Second)
+	if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), "stored session spec is invalid (open_messages)") {
+		t.Fatalf("Run = %v, want ErrSourceFailed naming the invalid open_messages", err)
+	}
+	if n := src.conns(); n != 0 {
+		t.Errorf("the source got %d connections, want none", n)
+	}
+	if n := sms.Calls(secretsmanager.OpGetSecretValue); n != 0 {
+		t.Errorf("%d GetSecretValue calls, want none", n)
+	}
+}
