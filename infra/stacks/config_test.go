@@ -247,3 +247,46 @@ func TestFindRepoRootAndAssets(t *testing.T) {
 		t.Errorf("FindRepoRoot with %s = %q", RootEnv, got)
 	}
 }
+
+// A secret prefix goes out only with a host binding (-c secretHosts), which
+// is checked at synthesis (every problem at once: a rule without '=', a key
+// outside the environment's prefix, a host that is not exact), and never
+// with an API without authorization (-c auth=none), where anyone could
+// start sessions that present the secrets.
+func TestSecretHostsContext(t *testing.T) {
+	get := func(m map[string]any) func(string) any { return func(k string) any { return m[k] } }
+	resolve := func(m map[string]any) (Options, error) {
+		o, err := OptionsFromContext(get(m))
+		if err != nil {
+			return o, err
+		}
+		_, err = o.Resolve()
+		return o, err
+	}
+	o, err := resolve(map[string]any{CtxEnv: EnvDev, CtxSecretHosts: "wsfleet/dev/=stream.example.com;wsfleet/dev/bank=api.bank.example:443"})
+	if err != nil || !o.SessionSecrets() {
+		t.Fatalf("a binding under the prefix: %+v, %v", o, err)
+	}
+	if o, err := resolve(map[string]any{CtxEnv: EnvDev}); err != nil || o.SessionSecrets() {
+		t.Errorf("no binding: %+v, %v (want secrets off)", o, err)
+	}
+	_, err = resolve(map[string]any{CtxEnv: EnvDev, CtxAuth: AuthNone, CtxSecretHosts: "wsfleet/dev/=stream.example.com"})
+	if err == nil || !strings.Contains(err.Error(), "auth=none is refused with secretHosts") {
+		t.Errorf("auth=none with secrets: %v", err)
+	}
+	if _, err := resolve(map[string]any{CtxEnv: EnvDev, CtxAuth: AuthNone}); err != nil {
+		t.Errorf("auth=none without secrets (dev): %v", err)
+	}
+	_, err = resolve(map[string]any{CtxEnv: EnvProd, CtxSecretHosts: "wsfleet/prod/feed;wsfleet/dev/=a.example;wsfleet/prod/=*.example.com,https://b.example/"})
+	if err == nil {
+		t.Fatal("a malformed binding resolved")
+	}
+	for _, want := range []string{
+		`rule 1 "wsfleet/prod/feed" is not KEY=HOST`, `rule 2: key "wsfleet/dev/" is not under the environment's secret prefix "wsfleet/prod/"`,
+		`rule 3: host "*.example.com" is not an exact host`, `rule 3: host "https://b.example/" is not an exact host`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nlacks %q", err, want)
+		}
+	}
+}

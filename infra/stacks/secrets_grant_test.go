@@ -12,17 +12,37 @@ import (
 )
 
 // The sessions' secret references: ingest is told the environment's
-// prefix, and the streamer task role may read the secrets under it and no
-// others (one statement, GetSecretValue only, on the prefix's ARNs); the
-// ingest role reads no secret (without a signing secret).
+// prefix only with a host binding (-c secretHosts), which ingest and the
+// workers both get; without one, neither gets either, and ingest takes no
+// reference. The streamer task role may read the secrets under the prefix
+// and no others (one statement, GetSecretValue only, on the prefix's ARNs);
+// the ingest role reads no secret (without a signing secret).
 func TestSessionSecretsGrant(t *testing.T) {
 	for _, e := range allEnvs {
 		t.Run(e, func(t *testing.T) {
-			s := synth(t, env(e))
-			fn := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.W.Ingest)])
-			vars, _ := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+			ingestVars := func(s *synthesized) map[string]any {
+				fn := props(s.resources("AWS::Lambda::Function")[s.logicalID(s.W.Ingest)])
+				vars, _ := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+				return vars
+			}
+			off := synth(t, env(e))
+			vars, ce := ingestVars(off), containerEnv(t, off)
+			for name, v := range map[string]any{
+				"ingest " + schema.EnvSecretPrefix: vars[schema.EnvSecretPrefix], "ingest " + schema.EnvSecretHosts: vars[schema.EnvSecretHosts],
+				"streamer " + schema.EnvSecretHosts: ce[schema.EnvSecretHosts],
+			} {
+				if v != nil {
+					t.Errorf("without %s: %s = %v, want unset (no reference taken)", CtxSecretHosts, name, v)
+				}
+			}
+			hosts := off.Cfg.SecretPrefix + "=stream.example.com," + "stream2.example.com:443"
+			s := synth(t, map[string]any{CtxEnv: e, CtxSecretHosts: hosts})
+			vars, ce = ingestVars(s), containerEnv(t, s)
 			if vars[schema.EnvSecretPrefix] != s.Cfg.SecretPrefix || !strings.HasSuffix(s.Cfg.SecretPrefix, "/") {
 				t.Errorf("ingest %s = %v, want %q", schema.EnvSecretPrefix, vars[schema.EnvSecretPrefix], s.Cfg.SecretPrefix)
+			}
+			if vars[schema.EnvSecretHosts] != hosts || ce[schema.EnvSecretHosts] != hosts {
+				t.Errorf("%s: ingest %v, streamer %v, want %q in both", schema.EnvSecretHosts, vars[schema.EnvSecretHosts], ce[schema.EnvSecretHosts], hosts)
 			}
 			task := logicalIDOf(s, s.W.Service.TaskDefinition().TaskRole())
 			ingest := logicalIDOf(s, s.W.Ingest.Role())

@@ -337,7 +337,12 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 	if opts.AllowedHosts != "" {
 		env[schema.EnvAllowedHosts] = jsii.String(opts.AllowedHosts)
 	}
-	env[schema.EnvSecretPrefix] = jsii.String(cfg.SecretPrefix)
+	if opts.SessionSecrets() {
+		// A prefix goes with its host binding or not at all
+		// (Options.SessionSecrets): without it ingest takes no reference.
+		env[schema.EnvSecretPrefix] = jsii.String(cfg.SecretPrefix)
+		env[schema.EnvSecretHosts] = jsii.String(opts.SecretHosts)
+	}
 	if opts.SigningSecretARN != "" {
 		env[schema.EnvSigningSecretARN] = jsii.String(opts.SigningSecretARN)
 	}
@@ -594,6 +599,11 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 	}
 	if out.stream != nil {
 		env[schema.EnvOutputStream] = out.stream.StreamArn()
+	}
+	if opts.SessionSecrets() {
+		// The worker checks every reference's secret against the host it
+		// dials and the one the handshake ends on, as ingest checks ws_url.
+		env[schema.EnvSecretHosts] = jsii.String(opts.SecretHosts)
 	}
 	if opts.AllowedHosts != "" {
 		// The worker checks every handshake redirect a session may follow

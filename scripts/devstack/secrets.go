@@ -16,9 +16,12 @@ import (
 // registries this project can reach), with Config.SecretsManager. Ingest
 // then takes secret references under SecretPrefix, the workers resolve
 // them against the stand-in (AWS_ENDPOINT_URL_SECRETS_MANAGER, in
-// EngineEnv), and DemoSecret is seeded with DemoSecretValue.
+// EngineEnv), and DemoSecret is seeded with DemoSecretValue. SecretHosts
+// (WSFLEET_SECRET_HOSTS, for ingest and the workers) binds the secrets
+// under SecretPrefix to the local sources' hosts only.
 const (
 	SecretPrefix    = "wsfleet/local/"
+	SecretHosts     = SecretPrefix + "=127.0.0.1,localhost"
 	DemoSecret      = SecretPrefix + "demo"
 	DemoSecretValue = `{"token":"demo-token"}`
 )

@@ -584,7 +584,7 @@ func (s *Stack) start(ctx context.Context) error {
 	ingestEnv := append(s.awsEnv(), schema.EnvTableName+"="+c.Table, schema.EnvQueueURL+"="+s.QueueURL,
 		schema.EnvAllowPrivateIPs+"=loopback", schema.EnvEnvironment+"=local")
 	if s.Secrets != nil {
-		ingestEnv = append(ingestEnv, schema.EnvSecretPrefix+"="+SecretPrefix)
+		ingestEnv = append(ingestEnv, schema.EnvSecretPrefix+"="+SecretPrefix, schema.EnvSecretHosts+"="+SecretHosts)
 	}
 	s.Ingest = &proc.Proc{
 		Name: "ingest", Argv: []string{c.Bin.Ingest, "-port", strconv.Itoa(c.Ports.API)},

@@ -373,6 +373,9 @@ func (s *Stack) workerEnv(id, admin string) []string {
 		schema.EnvAllowPrivateIPs+"=loopback", // the local sources listen on 127.0.0.1
 		schema.EnvDialsPerHost+"=0",           // and are one host: no per-host dial admission
 	)
+	if s.Secrets != nil {
+		env = append(env, schema.EnvSecretHosts+"="+SecretHosts)
+	}
 	env = append(env, s.sinkEnv()...)
 	dur := func(k string, d time.Duration) {
 		if d > 0 {

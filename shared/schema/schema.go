@@ -294,8 +294,13 @@ const DefaultReadLimit = 1 << 20
 
 // Ingest environment variable names.
 const (
-	EnvAllowedHosts     = "WSFLEET_ALLOWED_HOSTS"      // comma-separated host patterns; empty = any public host
-	EnvSecretPrefix     = "WSFLEET_SECRET_PREFIX"      // ingest: the Secrets Manager name prefix (a folder, ending in '/') a start's {{secret:NAME}} references must be under; empty = no references
+	EnvAllowedHosts = "WSFLEET_ALLOWED_HOSTS" // comma-separated host patterns; empty = any public host
+	EnvSecretPrefix = "WSFLEET_SECRET_PREFIX" // ingest: the Secrets Manager name prefix (a folder, ending in '/') a start's {{secret:NAME}} references must be under; empty = no references
+	// EnvSecretHosts (ingest and worker): the hosts each secret may be sent
+	// to, "KEY=HOST,HOST;KEY=HOST" (KEY a folder ending in '/' or a whole
+	// secret name; HOST exact, optionally :PORT; shared/secretref.Bindings);
+	// empty = a secret may be sent nowhere, so no reference is usable.
+	EnvSecretHosts      = "WSFLEET_SECRET_HOSTS"
 	EnvAllowPrivateIPs  = "WSFLEET_ALLOW_PRIVATE_IPS"  // "loopback" (local dev) or "all"; default none
 	EnvSigningSecretARN = "WSFLEET_SIGNING_SECRET_ARN" // optional HMAC secret (Secrets Manager)
 	EnvSigningSecret    = "WSFLEET_SIGNING_SECRET"     // optional HMAC secret (local dev)

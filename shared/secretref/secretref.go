@@ -4,8 +4,12 @@
 // the API's answers, logs) holds the reference and never the value. It
 // finds references in a string (Refs), checks them (Validate: the syntax,
 // and that NAME is under the deployment's secret prefix), and replaces them
-// with their values (Expand) given a lookup of a secret's SecretString. It
-// is pure: no AWS SDK, no I/O; the worker's Secrets Manager resolver
+// with their values (Expand, ExpandWithin: within a size bound, sized
+// before anything is built) given a lookup of a secret's SecretString. It
+// also bounds how many references a spec may hold (MaxRefs) and owns where
+// a secret may be sent (Bindings, bindings.go: the deployment's
+// WSFLEET_SECRET_HOSTS, one definition for ingest and the worker). It is
+// pure: no AWS SDK, no I/O; the worker's Secrets Manager resolver
 // (workers/streamer/internal/secrets) is the lookup.
 //
 // NAME is a Secrets Manager secret name: 1..512 characters of letters,
@@ -36,6 +40,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -226,7 +231,26 @@ func Validate(s, prefix string) error {
 	return nil
 }
 
-// Expand returns s with each reference replaced by its value. lookup
+// MaxRefs bounds the secret references of one session spec, its header
+// values and open messages together (repeats count): each one costs a
+// lookup and up to a whole secret (Secrets Manager's SecretString is at
+// most 64 KiB) in every dial's memory.
+const MaxRefs = 16
+
+// ErrTooLarge marks an expansion past its bound (ExpandWithin): the *Error
+// wraps it and names the reference at which the bound was passed.
+var ErrTooLarge = errors.New("the expanded text is too large")
+
+// Count is the number of "{{secret:" openings in s, well-formed or not:
+// what MaxRefs bounds.
+func Count(s string) int { return strings.Count(s, Open) }
+
+// Expand is ExpandWithin without a bound on the expanded size.
+func Expand(s string, lookup func(Ref) (string, error)) (string, error) {
+	return ExpandWithin(s, math.MaxInt, lookup)
+}
+
+// ExpandWithin returns s with each reference replaced by its value. lookup
 // returns the whole SecretString of r.Name (r.Key is for Expand: a
 // reference with a key stands for that top-level member of the secret's
 // JSON object, which must be a string). lookup is called once per distinct
@@ -235,7 +259,12 @@ func Validate(s, prefix string) error {
 // or a value that itself holds "{{secret:" (references do not nest) is an
 // *Error that names the reference's ordinal, the secret and the key, never
 // a value. Expand does not check the prefix: Validate did, at ingest.
-func Expand(s string, lookup func(Ref) (string, error)) (string, error) {
+//
+// The result is at most max bytes: the size is summed from the values
+// before anything is built, so an expansion past max (many references to a
+// large secret) allocates nothing of its result and is an *Error wrapping
+// ErrTooLarge that names the reference at which the sum passed max.
+func ExpandWithin(s string, max int, lookup func(Ref) (string, error)) (string, error) {
 	spans := scan(s)
 	if len(spans) == 0 {
 		return s, nil
@@ -249,11 +278,12 @@ func Expand(s string, lookup func(Ref) (string, error)) (string, error) {
 		val    string
 		obj    map[string]json.RawMessage
 		parsed bool
+		keys   map[string]string // the #key values decoded so far
 	}
 	secrets := map[string]*got{}
-	var b strings.Builder
-	last := 0
-	for _, sp := range spans {
+	vals := make([]string, len(spans))
+	size := len(s)
+	for i, sp := range spans {
 		fail := func(format string, args ...any) error {
 			return &Error{N: sp.n, Offset: sp.start, Reason: fmt.Sprintf(format, args...)}
 		}
@@ -284,23 +314,40 @@ func Expand(s string, lookup func(Ref) (string, error)) (string, error) {
 			if g.obj == nil {
 				return "", fail("secret %q: its value is not a JSON object, so it has no key %q", sp.ref.Name, sp.ref.Key)
 			}
-			raw, ok := g.obj[sp.ref.Key]
+			str, ok := g.keys[sp.ref.Key]
 			if !ok {
-				return "", fail("secret %q has no JSON key %q", sp.ref.Name, sp.ref.Key)
-			}
-			// A member that is not a JSON string (null included: Unmarshal
-			// would leave val as it was, the whole secret) is refused.
-			var str string
-			if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' || json.Unmarshal(t, &str) != nil {
-				return "", fail("secret %q: JSON key %q is not a string", sp.ref.Name, sp.ref.Key)
+				raw, ok := g.obj[sp.ref.Key]
+				if !ok {
+					return "", fail("secret %q has no JSON key %q", sp.ref.Name, sp.ref.Key)
+				}
+				// A member that is not a JSON string (null included:
+				// Unmarshal would leave val as it was, the whole secret) is
+				// refused.
+				if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '"' || json.Unmarshal(t, &str) != nil {
+					return "", fail("secret %q: JSON key %q is not a string", sp.ref.Name, sp.ref.Key)
+				}
+				if g.keys == nil {
+					g.keys = map[string]string{}
+				}
+				g.keys[sp.ref.Key] = str // decoded once: repeats share it
 			}
 			val = str
 		}
 		if strings.Contains(val, Open) {
 			return "", fail("secret %q: its value holds a secret reference, and references do not nest", sp.ref.Name)
 		}
+		size += len(val) - (sp.end - sp.start)
+		if size > max {
+			return "", &Error{N: sp.n, Offset: sp.start, Reason: fmt.Sprintf("the text expands to more than %d bytes", max), Err: ErrTooLarge}
+		}
+		vals[i] = val
+	}
+	var b strings.Builder
+	b.Grow(size)
+	last := 0
+	for i, sp := range spans {
 		b.WriteString(s[last:sp.start])
-		b.WriteString(val)
+		b.WriteString(vals[i])
 		last = sp.end
 	}
 	b.WriteString(s[last:])

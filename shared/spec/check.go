@@ -2,9 +2,12 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
@@ -73,6 +76,9 @@ func (s *Spec) Check(given Keys) *FieldError {
 		return e
 	}
 	if e := s.checkSource(given); e != nil {
+		return e
+	}
+	if e := s.checkRefCount(); e != nil {
 		return e
 	}
 	if e := checkSubprotocols(s.Subprotocols); e != nil {
@@ -177,6 +183,27 @@ func (s *Spec) checkSource(given Keys) *FieldError {
 		return &FieldError{Field: fe.Field, Message: fe.Error()}
 	}
 	s.Config.Normalize()
+	return nil
+}
+
+// checkRefCount allows at most secretref.MaxRefs secret references in the
+// header values and open messages together (each one can stand for a whole
+// secret at every dial), naming the header or open message that passes it.
+func (s *Spec) checkRefCount() *FieldError {
+	n := 0
+	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
+		if n += secretref.Count(s.Headers[name]); n > secretref.MaxRefs {
+			return bad("headers", "header %s value: more than %d secret references in headers and open_messages together", QuoteName(name), secretref.MaxRefs)
+		}
+	}
+	for i, m := range s.OpenMessages {
+		if m.Text == nil {
+			continue
+		}
+		if n += secretref.Count(*m.Text); n > secretref.MaxRefs {
+			return bad("open_messages", "open_messages[%d].text: more than %d secret references in headers and open_messages together", i, secretref.MaxRefs)
+		}
+	}
 	return nil
 }
 

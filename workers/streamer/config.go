@@ -14,6 +14,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
@@ -102,6 +103,13 @@ type Config struct {
 	// the Resolver cmd/streamer builds (a Deps.Secrets of the caller's own
 	// owns its caching).
 	SecretCacheTTL time.Duration
+	// SecretHosts binds each secret to the hosts its value may be sent to
+	// (schema.EnvSecretHosts, as ingest reads it; shared/secretref): every
+	// dial checks each reference's secret against the ws_url's host before
+	// asking for the value, and the open messages' against the host the
+	// handshake ended on. The zero value binds none: a reference fails its
+	// session.
+	SecretHosts secretref.Bindings
 	// AllowPrivateIPs is the address policy every dial is checked against,
 	// after DNS resolution (shared/netguard): public addresses only by
 	// default; "loopback" for local development, "all" for private networks.
@@ -229,6 +237,7 @@ func (c Config) sessionConfig() *session.Config {
 
 		MaxDialFailures: c.MaxDialFailures,
 		TenureHeader:    c.TenureHeader,
+		SecretHosts:     c.SecretHosts,
 	}
 }
 

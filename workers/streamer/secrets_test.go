@@ -3,6 +3,7 @@ package streamer
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
@@ -40,6 +42,13 @@ func TestASecretProviderOfTheLibraryUsersIsAskedAtEveryDial(t *testing.T) {
 	log := logging.New(logs, schema.ServiceStreamer, "debug")
 	cfg := testConfig("mint-worker")
 	cfg.ReconcileEvery = 200 * time.Millisecond
+	src, err := url.Parse(f.URL("minted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SecretHosts, err = secretref.ParseBindings("app/=" + src.Host); err != nil { // WSFLEET_SECRET_HOSTS
+		t.Fatal(err)
+	}
 	w, err := New(cfg, Deps{Store: st, Handler: rec, Logger: &log, Metrics: &syncBuffer{}, Secrets: provider})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/suggest"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
@@ -149,6 +150,13 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvSink, &c.Sink.Kind)
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
 		w.AllowedHosts = netguard.SplitHosts(v)
+	}
+	if v, ok := lookup(schema.EnvSecretHosts); ok {
+		b, err := secretref.ParseBindings(v)
+		if err != nil {
+			p.errs = append(p.errs, err)
+		}
+		w.SecretHosts = b
 	}
 	if v, ok := lookup(schema.EnvAllowPrivateIPs); ok && v != "" {
 		pol, err := netguard.ParsePolicy(v)

@@ -1,6 +1,7 @@
 package envconfig
 
 import (
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -216,6 +217,24 @@ func TestAddressPolicyFromEnv(t *testing.T) {
 	}
 	if _, err := FromEnv(environ(map[string]string{schema.EnvAllowPrivateIPs: "everything"})); err == nil || !strings.Contains(err.Error(), schema.EnvAllowPrivateIPs) {
 		t.Fatalf("a bad policy was accepted: %v", err)
+	}
+}
+
+// WSFLEET_SECRET_HOSTS is parsed by the one definition ingest uses
+// (shared/secretref.Bindings); a malformed value is a FromEnv error naming
+// every problem.
+func TestSecretHostsFromEnv(t *testing.T) {
+	c, err := FromEnv(environ(map[string]string{schema.EnvSecretHosts: "wsfleet/prod/=Stream.Example.com:443"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("wss://stream.example.com/v1")
+	if !c.Worker.SecretHosts.Allows("wsfleet/prod/feed", u) || c.Worker.SecretHosts.Allows("wsfleet/dev/feed", u) {
+		t.Errorf("bindings %v: want wsfleet/prod/ bound to stream.example.com:443 only", c.Worker.SecretHosts.Keys())
+	}
+	_, err = FromEnv(environ(map[string]string{schema.EnvSecretHosts: "wsfleet/prod/=*.example.com;wsfleet/dev/"}))
+	if err == nil || !strings.Contains(err.Error(), `rule 1: key "wsfleet/prod/": host "*.example.com"`) || !strings.Contains(err.Error(), `rule 2: "wsfleet/dev/" is not KEY=HOST`) {
+		t.Fatalf("a malformed binding: %v", err)
 	}
 }
 

@@ -87,7 +87,7 @@ func New(cfg config.Config, d Deps) (*Handler, error) {
 	}
 	h := &Handler{
 		cfg:      cfg,
-		policy:   URLPolicy{AllowedHosts: cfg.AllowedHosts, PrivateIPs: cfg.AllowPrivateIPs, SecretPrefix: cfg.SecretPrefix},
+		policy:   URLPolicy{AllowedHosts: cfg.AllowedHosts, PrivateIPs: cfg.AllowPrivateIPs, SecretPrefix: cfg.SecretPrefix, SecretHosts: cfg.SecretHosts},
 		store:    d.Store,
 		notifier: d.Notifier,
 		clock:    d.Clock,

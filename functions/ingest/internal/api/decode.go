@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -66,11 +67,23 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 
 // checkSecretRefs refuses a secret reference in a header value or an open
 // message whose name is not under the deployment's prefix (or any, without
-// one). The syntax was checked with the spec; the message never quotes the
-// value.
+// one), or whose secret the deployment does not bind to the ws_url's host
+// (SecretHosts): a credential goes only where it may be presented, whoever
+// starts the session. The syntax and the number of references were checked
+// with the spec (spec.Check); the message never quotes the value.
 func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
+	target, err := url.Parse(s.WSURL)
+	if err != nil { // CheckWSURL parsed it: unreachable
+		return badRequest(CodeInvalidWSURL, "ws_url is not a valid URL")
+	}
+	check := func(v string) error {
+		if err := secretref.Validate(v, p.SecretPrefix); err != nil {
+			return err
+		}
+		return p.SecretHosts.Check(v, target)
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
-		if err := secretref.Validate(s.Headers[name], p.SecretPrefix); err != nil {
+		if err := check(s.Headers[name]); err != nil {
 			return badRequest(CodeInvalidHeader, "header "+spec.QuoteName(name)+" value: "+err.Error())
 		}
 	}
@@ -78,7 +91,7 @@ func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
 		if m.Text == nil {
 			continue
 		}
-		if err := secretref.Validate(*m.Text, p.SecretPrefix); err != nil {
+		if err := check(*m.Text); err != nil {
 			return badRequest(CodeInvalidOpenMessages, fmt.Sprintf("open_messages[%d].text: %v", i, err))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 )
 
 // MaxWSURLLen is the longest accepted ws_url, in bytes.
@@ -23,6 +24,9 @@ type URLPolicy struct {
 	// SecretPrefix is config.Config.SecretPrefix: the prefix every secret
 	// reference's name must be under ("": none allowed).
 	SecretPrefix string
+	// SecretHosts is config.Config.SecretHosts: the hosts each secret may
+	// be sent to (the zero value: none).
+	SecretHosts secretref.Bindings
 }
 
 // CheckWSURL validates a ws_url against the syntax rules and the policy. Its

@@ -45,6 +45,11 @@ type Config struct {
 	// (schema.EnvSecretPrefix; a folder ending in '/'); "": a start may
 	// carry none.
 	SecretPrefix string
+	// SecretHosts binds each secret to the hosts its value may be sent to
+	// (schema.EnvSecretHosts, shared/secretref.Bindings): a reference is
+	// accepted only when its secret is bound to the ws_url's host. The
+	// zero value binds none, so no reference is accepted.
+	SecretHosts secretref.Bindings
 	// SigningSecret, when set, makes every request carry an HMAC-SHA256
 	// signature (schema.EnvSigningSecret). Never logged.
 	SigningSecret string `json:"-"`
@@ -70,6 +75,9 @@ type Config struct {
 	// unknownEnv are the WSFLEET_ variables FromEnv found and ingest does
 	// not read; Validate reports them.
 	unknownEnv []error
+	// secretHostsErr is FromEnv's parse error of schema.EnvSecretHosts
+	// (every problem); Validate reports it.
+	secretHostsErr error
 }
 
 // Defaults of the settings that have one.
@@ -125,6 +133,9 @@ func FromEnv(environ []string) Config {
 		c.AllowPrivateIPs = PrivateIPs(strings.ToLower(p))
 	}
 	str(schema.EnvSecretPrefix, &c.SecretPrefix)
+	if v, ok := lookup(schema.EnvSecretHosts); ok {
+		c.SecretHosts, c.secretHostsErr = secretref.ParseBindings(v)
+	}
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
 		c.AllowedHosts = netguard.SplitHosts(v)
 	}
@@ -168,6 +179,14 @@ func (c Config) Validate() error {
 	}
 	if err := secretref.CheckPrefix(c.SecretPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", schema.EnvSecretPrefix, err))
+	}
+	if c.secretHostsErr != nil {
+		errs = append(errs, c.secretHostsErr)
+	}
+	for _, key := range c.SecretHosts.Keys() {
+		if c.SecretPrefix == "" || !strings.HasPrefix(key, c.SecretPrefix) {
+			errs = append(errs, fmt.Errorf("%s: key %q is not under %s %q, so no reference can name it", schema.EnvSecretHosts, key, schema.EnvSecretPrefix, c.SecretPrefix))
+		}
 	}
 	if c.SigningSecret != "" && len(c.SigningSecret) < 16 {
 		errs = append(errs, fmt.Errorf("%s: shorter than 16 bytes", schema.EnvSigningSecret))

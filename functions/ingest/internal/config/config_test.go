@@ -109,3 +109,34 @@ func TestUnknownVariablesAreValidateErrors(t *testing.T) {
 		t.Error("UnknownEnv disagrees with Validate")
 	}
 }
+
+// WSFLEET_SECRET_HOSTS is read once into the shared Bindings; Validate
+// reports each of its problems with the rest, and a key outside
+// WSFLEET_SECRET_PREFIX (which no reference can name).
+func TestSecretHostsAreParsedAndChecked(t *testing.T) {
+	base := map[string]string{schema.EnvQueueURL: "https://sqs.us-east-1.amazonaws.com/1/q", schema.EnvSecretPrefix: "wsfleet/prod/"}
+	with := func(hosts string) Config {
+		m := map[string]string{schema.EnvSecretHosts: hosts}
+		for k, v := range base {
+			m[k] = v
+		}
+		return FromEnv(env(m))
+	}
+	c := with("wsfleet/prod/=stream.example.com;wsfleet/prod/bank=api.bank.example:443")
+	if err := c.Validate(); err != nil || strings.Join(c.SecretHosts.Keys(), " ") != "wsfleet/prod/bank wsfleet/prod/" {
+		t.Fatalf("keys %q, %v", c.SecretHosts.Keys(), err)
+	}
+	err := with("wsfleet/dev/=a.example;wsfleet/prod/=*.example.com").Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`rule 2: key "wsfleet/prod/": host "*.example.com"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	err = with("wsfleet/dev/=a.example").Validate()
+	if err == nil || !strings.Contains(err.Error(), `WSFLEET_SECRET_HOSTS: key "wsfleet/dev/" is not under WSFLEET_SECRET_PREFIX "wsfleet/prod/"`) {
+		t.Errorf("a key outside the prefix: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
 )
@@ -35,11 +36,16 @@ func (e *HandshakeStatusError) Error() string {
 // follow_redirects or outside the allowlist), or a handshake answered 401,
 // 403, 404 or 410, or a secret reference that cannot be resolved for good
 // (secrets.ErrPermanent: the secret is missing, access is denied, no
-// provider is configured). Everything else (timeouts, TLS, 5xx, a refused
+// provider is configured), or a secret reference whose value makes its
+// header value or open message larger than the stored form allows
+// (secretref.ErrTooLarge), or a secret the deployment does not bind to the
+// host it would be sent to (secretref.ErrNotBound, ErrSecretRedirected).
+// Everything else (timeouts, TLS, 5xx, a refused
 // connection, Secrets Manager throttling, …) is transient.
 func Permanent(err error) bool {
 	if errors.Is(err, netguard.ErrRefused) || errors.Is(err, ErrRedirected) || errors.Is(err, ErrRedirectRefused) ||
-		errors.Is(err, secrets.ErrPermanent) {
+		errors.Is(err, secrets.ErrPermanent) || errors.Is(err, secretref.ErrTooLarge) ||
+		errors.Is(err, secretref.ErrNotBound) || errors.Is(err, ErrSecretRedirected) {
 		return true
 	}
 	var hs *HandshakeStatusError
@@ -109,10 +115,12 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if u, err := url.Parse(target); err == nil {
-		if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
-			return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
-		}
+	u, err := url.Parse(target)
+	if err != nil { // ResumeURL parsed it: unreachable
+		return nil, nil, nil, fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(target), errors.Unwrap(err))
+	}
+	if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
+		return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
 	}
 	if err := s.env.Handshakes.Acquire(pctx); err != nil {
 		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
@@ -121,7 +129,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	slot := &rawSlot{}
 	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
 	defer cancel()
-	parts, err := s.parts(dctx, it, p) // its header is the handshake's own: the handshake may add to it
+	parts, err := s.parts(dctx, it, p, u) // its header is the handshake's own: the handshake may add to it
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -155,6 +163,15 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err != nil {
 		slot.close()
 		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
+	}
+	var final *url.URL
+	if resp != nil && resp.Request != nil {
+		final = resp.Request.URL
+	}
+	if err := s.landed(p, u, final); err != nil {
+		_ = conn.CloseNow()
+		slot.close()
+		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: err}
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
 	return conn, slot.get(), parts.open, nil

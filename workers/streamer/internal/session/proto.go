@@ -38,6 +38,9 @@ type proto struct {
 	// refs: a header value or an open message's text holds a secret
 	// reference, expanded at every dial (dialParts).
 	refs bool
+	// openRefs: an open message's text holds one (they are then sent
+	// only where the handshake ended on ws_url's origin: landed).
+	openRefs bool
 
 	seqPath        []string
 	none           bool // seq_mode none: the worker numbers the messages
@@ -93,7 +96,8 @@ func compile(it lease.Item) (*proto, error) {
 		return nil, fmt.Errorf("stored session spec is invalid (seq_path)")
 	}
 	for _, m := range c.OpenMessages {
-		p.refs = p.refs || m.Text != nil && secretref.Contains(*m.Text)
+		p.openRefs = p.openRefs || m.Text != nil && secretref.Contains(*m.Text)
+		p.refs = p.refs || p.openRefs
 		var w *source.Matcher
 		var d time.Duration
 		if m.WaitFor != nil {

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
@@ -37,6 +40,18 @@ const (
 	authRef   = "Bearer {{secret:" + apiSecret + "#token}}"
 	openRef   = `{"op":"auth","key":"{{secret:` + keySecret + `}}","from":"{{resume_from}}"}`
 )
+
+// bound binds the test secrets (wsfleet/test/) to the local sources'
+// host, as WSFLEET_SECRET_HOSTS would.
+func bound(t *testing.T, c *Config) *Config {
+	t.Helper()
+	b, err := secretref.ParseBindings("wsfleet/test/=127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SecretHosts = b
+	return c
+}
 
 // lockedBuffer is a bytes.Buffer safe for the session's logger and the test.
 type lockedBuffer = syncbuf.Buffer
@@ -108,7 +123,7 @@ func TestSecretReferencesAreResolvedAtEveryDial(t *testing.T) {
 	const ttl = time.Minute
 	next := make(chan struct{})
 	src, url := authSource(t, next) // before the harness: its cleanup, ending the session, runs first
-	h := newHarness(t, testConfig())
+	h := newHarness(t, bound(t, testConfig()))
 	h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{TTL: ttl, Clock: clk})
 	logs := logged(h)
 	h.put("s1", url, withRefs(t))
@@ -191,7 +206,7 @@ func TestUnresolvableSecretFailsTheSessionAtOnce(t *testing.T) {
 			sms := secretsmanager.Start(t)
 			tc.setup(sms)
 			src, url := authSource(t, nil)
-			h := newHarness(t, connectConfig(5))
+			h := newHarness(t, bound(t, connectConfig(5)))
 			if !tc.nilP {
 				h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
 			}
@@ -237,7 +252,7 @@ func TestThrottledSecretIsRetriedAndCounted(t *testing.T) {
 			// One attempt per GetSecretValue: each throttle is one failed dial.
 			client := secretsmanager.NewClient(sms.Endpoint(), func(o *sm.Options) { o.RetryMaxAttempts = 1 })
 			src, url := authSource(t, nil)
-			h := newHarness(t, connectConfig(tc.limit))
+			h := newHarness(t, bound(t, connectConfig(tc.limit)))
 			h.env.Secrets = secrets.NewResolver(client, secrets.Config{})
 			noted := notes(h)
 			h.put("s1", url, withRefs(t))
@@ -277,7 +292,7 @@ func TestSecretWithoutTheKeyIsTransient(t *testing.T) {
 	sms.Put(apiSecret, `{"other":"tok-v1"}`)
 	sms.Put(keySecret, "key-v1")
 	src, url := authSource(t, nil)
-	h := newHarness(t, connectConfig(2))
+	h := newHarness(t, bound(t, connectConfig(2)))
 	h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
 	h.put("s1", url, withRefs(t))
 	s, done := h.start("s1")
@@ -287,4 +302,142 @@ func TestSecretWithoutTheKeyIsTransient(t *testing.T) {
 		t.Fatalf("Run = %v after %d connections, want ErrSourceFailed after 2 failed dials naming %q", err, src.conns(), want)
 	}
 	noValue(t, []string{"tok-v", "key-v"}, map[string]string{"Run's error": err.Error(), "last_error": s.Status().LastError})
+}
+
+// A secret whose value makes a header value or an open message larger
+// than the stored form allows (spec.MaxHeaderValueLen; source's
+// MaxOpenMessageBytes) fails the session at its first dial, sized before
+// anything is built: the source is never reached, and the reason names the
+// field and the bound, never the value. (Sixteen references to a 64 KiB
+// secret once expanded to a 1 MiB message at every dial; hundreds, before
+// secretref.MaxRefs, to hundreds of MiB.)
+func TestOversizedSecretExpansionFailsTheSession(t *testing.T) {
+	big := strings.Repeat("v", 64<<10) // Secrets Manager's largest SecretString
+	for _, tc := range []struct {
+		name   string
+		edit   func(*spec.Spec)
+		reason string
+	}{
+		{"a header value", func(s *spec.Spec) {
+			s.Headers = map[string]string{"Authorization": "Bearer {{secret:" + keySecret + "}}"}
+		}, fmt.Sprintf("header Authorization: secret reference 1 (at byte 7): the text expands to more than %d bytes", spec.MaxHeaderValueLen)},
+		{"an open message", func(s *spec.Spec) {
+			s.Config.OpenMessages = []source.OpenMessage{{Text: text(strings.Repeat("{{secret:"+keySecret+"}}", 16))}}
+		}, fmt.Sprintf("open_messages[0]: secret reference 1 (at byte 0): the text expands to more than %d bytes", source.MaxOpenMessageBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sms := secretsmanager.Start(t)
+			sms.Put(keySecret, big)
+			src, url := authSource(t, nil)
+			h := newHarness(t, bound(t, connectConfig(5)))
+			h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+			h.put("s1", url, func(it *lease.Item) { spectest.Edit(t, &it.Spec, tc.edit) })
+			s, done := h.start("s1")
+			err := wait(t, done, 10*time.Second)
+			if !errors.Is(err, ErrSourceFailed) || strings.Contains(err.Error(), "in a row") {
+				t.Fatalf("Run = %v, want ErrSourceFailed at the first dial", err)
+			}
+			st := s.Status()
+			if !strings.Contains(st.LastError, tc.reason) {
+				t.Errorf("last_error %q, want %q", st.LastError, tc.reason)
+			}
+			if n := src.conns(); n != 0 {
+				t.Errorf("the source got %d connections, want none", n)
+			}
+			noValue(t, []string{"vvvvvvvv"}, map[string]string{"Run's error": err.Error(), "last_error": st.LastError})
+		})
+	}
+}
+
+// A secret's value goes only to a host the deployment binds it to
+// (Config.SecretHosts, WSFLEET_SECRET_HOSTS): a ws_url on another host
+// fails the session at its first dial before the value is even asked for;
+// and a handshake redirected to another origin (here: another port of a
+// bound host) gets no open message holding a reference, failing the
+// session instead. Neither ever puts a value on the wire or in an error.
+func TestSecretsGoOnlyToTheirBoundHosts(t *testing.T) {
+	t.Run("ws_url on an unbound host", func(t *testing.T) {
+		sms := secretsmanager.Start(t)
+		sms.Put(apiSecret, `{"token":"tok-v1"}`)
+		sms.Put(keySecret, "key-v1")
+		src, url := authSource(t, nil)
+		cfg := connectConfig(5)
+		b, err := secretref.ParseBindings("wsfleet/test/=stream.example.com;wsfleet/test/key=localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SecretHosts = b
+		h := newHarness(t, cfg)
+		h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+		h.put("s1", url, withRefs(t))
+		s, done := h.start("s1")
+		err = wait(t, done, 10*time.Second)
+		if !errors.Is(err, ErrSourceFailed) || strings.Contains(err.Error(), "in a row") {
+			t.Fatalf("Run = %v, want ErrSourceFailed at the first dial", err)
+		}
+		want := `header Authorization: secret reference 1 (at byte 7): secret "` + apiSecret + `": may not be sent to this host`
+		if st := s.Status(); !strings.Contains(st.LastError, want) {
+			t.Errorf("last_error %q, want %q", st.LastError, want)
+		}
+		if n := src.conns(); n != 0 {
+			t.Errorf("the source got %d connections, want none", n)
+		}
+		if n := sms.Calls(secretsmanager.OpGetSecretValue); n != 0 {
+			t.Errorf("%d GetSecretValue calls, want none: the binding is checked first", n)
+		}
+	})
+	t.Run("redirected to another origin", func(t *testing.T) {
+		sms := secretsmanager.Start(t)
+		sms.Put(keySecret, "key-v1")
+		src, url := authSource(t, nil)
+		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http"+strings.TrimPrefix(url, "ws")+r.URL.RequestURI(), http.StatusFound)
+		}))
+		t.Cleanup(redirector.Close)
+		h := newHarness(t, bound(t, connectConfig(5))) // 127.0.0.1, any port: both are bound
+		h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+		cfg := sourceJSON(t, source.Config{OpenMessages: []source.OpenMessage{{Text: text(openRef)}}})
+		h.put("s1", "ws"+strings.TrimPrefix(redirector.URL, "http"), func(it *lease.Item) {
+			spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.Config, s.FollowRedirects = cfg, 1 })
+		})
+		s, done := h.start("s1")
+		err := wait(t, done, 10*time.Second)
+		if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), ErrSecretRedirected.Error()) {
+			t.Fatalf("Run = %v, want ErrSourceFailed naming ErrSecretRedirected", err)
+		}
+		if n := src.conns(); n != 1 {
+			t.Errorf("the redirect's target got %d connections, want the one handshake", n)
+		}
+		if got := src.got(0); len(got) != 0 {
+			t.Errorf("the redirect's target got the open messages %q, want none", got)
+		}
+		noValue(t, []string{"key-v"}, map[string]string{"Run's error": err.Error(), "last_error": s.Status().LastError})
+	})
+}
+
+// A stored spec with more than secretref.MaxRefs references (written
+// before ingest bounded them, or by hand) fails its session when the
+// worker reads it, before any secret is asked for, naming the field.
+func TestTooManyStoredSecretReferencesFailTheSession(t *testing.T) {
+	sms := secretsmanager.Start(t)
+	sms.Put(keySecret, "key-v1")
+	src, url := authSource(t, nil)
+	h := newHarness(t, bound(t, connectConfig(5)))
+	h.env.Secrets = secrets.NewResolver(secretsmanager.NewClient(sms.Endpoint()), secrets.Config{})
+	wsURL, _ := json.Marshal(url)
+	text, _ := json.Marshal(strings.Repeat("{{secret:"+keySecret+"}}", secretref.MaxRefs+1))
+	h.put("s1", url, func(it *lease.Item) {
+		it.Spec = `{"ws_url":` + string(wsURL) + `,"open_messages":[{"text":` + string(text) + `}]}`
+	})
+	_, done := h.start("s1")
+	err := wait(t, done, 10*time.Second)
+	if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), "stored session spec is invalid (open_messages)") {
+		t.Fatalf("Run = %v, want ErrSourceFailed naming the invalid open_messages", err)
+	}
+	if n := src.conns(); n != 0 {
+		t.Errorf("the source got %d connections, want none", n)
+	}
+	if n := sms.Calls(secretsmanager.OpGetSecretValue); n != 0 {
+		t.Errorf("%d GetSecretValue calls, want none", n)
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
@@ -68,6 +69,14 @@ type Config struct {
 	// failed handshake, refused open messages, an unmet wait_for or a
 	// close before any message all count; only a message resets the count.
 	MaxDialFailures int
+	// SecretHosts binds each secret to the hosts its value may be sent to
+	// (shared/secretref.Bindings; the zero value: none). A dial sends a
+	// reference's value only to a bound host: the headers' to the ws_url's
+	// (checked before any value is asked for; a redirect to another
+	// origin drops them), the open messages' to the host the handshake
+	// ended on, after redirects, and never after a redirect to another
+	// origin.
+	SecretHosts secretref.Bindings
 }
 
 // Validate checks c.

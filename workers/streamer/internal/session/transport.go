@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/netguard"
+	"github.com/wsfleet/wsfleet/shared/secretref"
 )
 
 // rawSlot receives the TCP connection a dial opened, so that the session can
@@ -93,13 +94,18 @@ func checkRedirect(allowed []string) func(*http.Request, []*http.Request) error 
 	}
 }
 
-// origin is scheme://host:port, the port made explicit.
+// origin is scheme://host:port, the port made explicit and ws, wss named
+// as the handshake's request does (http, https).
 func origin(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
-		port = map[string]string{"http": "80", "ws": "80", "https": "443", "wss": "443"}[u.Scheme]
+		port = secretref.DefaultPort(u.Scheme)
 	}
-	return u.Scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
+	scheme := map[string]string{"ws": "http", "wss": "https"}[u.Scheme]
+	if scheme == "" {
+		scheme = u.Scheme
+	}
+	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 // NewClient returns the HTTP client every session dials with: HTTP/1.1
