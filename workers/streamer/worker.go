@@ -197,7 +197,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Log:        w.log,
 		Counters:   &w.counters,
 		Dials:      session.NewDialGate(cfg.DialsPerHost),
-		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight),
+		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight, cfg.HandshakesPerHost),
 		Opened:     w.opened,
 		Secrets:    deps.Secrets,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {

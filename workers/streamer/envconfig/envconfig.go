@@ -136,6 +136,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	w.NoTLSResumption = !resume
 	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
 	p.int(schema.EnvHandshakesInFlight, &w.HandshakesInFlight)
+	p.int(schema.EnvHandshakesPerHost, &w.HandshakesPerHost)
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)
 	p.int(schema.EnvShutdownInFlight, &w.ShutdownInFlight)
