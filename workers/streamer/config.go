@@ -102,6 +102,13 @@ type Config struct {
 	// dial waits for its host's slot before one of the worker's. 0: no
 	// bound per host.
 	HandshakesPerHost int
+	// SwitchBufferBudget bounds what planned reconnects' new connections
+	// hold before their switch, over every session (session.SwitchBudget):
+	// a new connection that finds it full is given up, as one that runs
+	// session.MaxSwitchBytes ahead is. 0: no bound beyond MaxSwitchBytes
+	// per session (cmd/streamer's envconfig derives it from the memory
+	// limit, and counts it in the worker's memory check).
+	SwitchBufferBudget int64
 	// SecretCacheTTL is how long a secret's value (a session's
 	// {{secret:NAME}}) is reused before Secrets Manager is asked again:
 	// the longest a rotated secret takes to reach the next dial. Used by
@@ -286,6 +293,9 @@ func (c Config) Problems() []error {
 	}
 	if c.HandshakesInFlight < 0 {
 		bad("%s must be a number of dials, 0 for no bound", schema.EnvHandshakesInFlight)
+	}
+	if c.SwitchBufferBudget < 0 {
+		bad("%s must not be negative", schema.EnvSwitchBufferBudget)
 	}
 	if c.HandshakesPerHost < 0 {
 		bad("%s must be a number of dials, 0 for no bound per host", schema.EnvHandshakesPerHost)

@@ -62,6 +62,7 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvHandshakesInFlight:  func(c *Config) { c.HandshakesInFlight = -1 },
 		schema.EnvHandshakesPerHost:   func(c *Config) { c.HandshakesPerHost = -1 },
 		"per host beyond in flight":   func(c *Config) { c.HandshakesInFlight, c.HandshakesPerHost = 4, 5 },
+		schema.EnvSwitchBufferBudget:  func(c *Config) { c.SwitchBufferBudget = -1 },
 		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
 		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },

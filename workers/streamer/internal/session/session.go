@@ -133,6 +133,9 @@ type Env struct {
 	// one host (nil: no bound). A dial waits for it after Dials, before its
 	// timeout starts.
 	Handshakes *Handshakes
+	// Switch bounds what planned reconnects' new connections hold before
+	// their switch, over every session (nil: each at most MaxSwitchBytes).
+	Switch *SwitchBudget
 	// Secrets resolves the secret references of the headers and open
 	// messages at every dial (nil: a reference fails its dial, for good).
 	Secrets secrets.Provider
