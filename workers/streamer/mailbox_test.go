@@ -186,6 +186,9 @@ func TestAStopDuringTheClaimStopsTheSessionWhenTheClaimReturns(t *testing.T) {
 	if m.Status().Owned != 0 {
 		t.Fatal("the session started before its acquire's reply")
 	}
+	if rec, _ := st.GetWorker(context.Background(), m.ID()); !slices.Contains(rec.Mailbox, schema.MailboxEntry(id, 2, schema.StateStopped)) {
+		t.Fatalf("mailbox %q: the stop's entry was acked while its session was being claimed", rec.Mailbox)
+	}
 	close(hold.release)
 	released := time.Now()
 	// Stopped: its lease released (it was ours: the acquire applied), no
