@@ -141,7 +141,7 @@ var environments = map[string]EnvConfig{
 		MaxTasks:                  3,
 		TaskCPU:                   256,
 		TaskMemoryMiB:             512,
-		MaxSessionsPerTask:        300, // memory: 300 × 1 MiB read limit + a quarter of GOMEMLIMIT (460 MiB) ≤ 460 MiB
+		MaxSessionsPerTask:        300, // memory: 300 × 1 MiB read limit + a quarter + a sixteenth of GOMEMLIMIT (460 MiB) ≤ 460 MiB
 		TargetUtilization:         70,
 		ScaleInCooldown:           5 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
@@ -280,11 +280,12 @@ func (c EnvConfig) Validate() error {
 	check(c.MaxSessionsPerTask >= 1, "MaxSessionsPerTask %d < 1", c.MaxSessionsPerTask)
 	// The worker's own memory check (workers/streamer, validateSinkBounds)
 	// with its defaults: every session holding one message of the default
-	// read limit, plus the sink buffer budget (a quarter of GOMEMLIMIT),
+	// read limit, plus the sink buffer budget (a quarter of GOMEMLIMIT) and
+	// the planned reconnects' switch budget (a sixteenth of it),
 	// within GOMEMLIMIT; a task that fails it would not start.
 	if lim := c.GoMemLimitMiB(); lim > 0 {
-		need := float64(c.MaxSessionsPerTask)*float64(schema.DefaultReadLimit)/(1<<20) + float64(lim)/4
-		check(need <= float64(lim), "MaxSessionsPerTask %d × the %d KiB read limit + a quarter of GOMEMLIMIT %d MiB = %.0f MiB exceeds GOMEMLIMIT: lower MaxSessionsPerTask or raise TaskMemoryMiB",
+		need := float64(c.MaxSessionsPerTask)*float64(schema.DefaultReadLimit)/(1<<20) + float64(lim)/4 + float64(lim)/16
+		check(need <= float64(lim), "MaxSessionsPerTask %d × the %d KiB read limit + a quarter and a sixteenth of GOMEMLIMIT %d MiB = %.0f MiB exceeds GOMEMLIMIT: lower MaxSessionsPerTask or raise TaskMemoryMiB",
 			c.MaxSessionsPerTask, schema.DefaultReadLimit>>10, lim, need)
 	}
 	check(c.TargetUtilization > 0 && c.TargetUtilization < 100, "TargetUtilization %v not in (0, 100)", c.TargetUtilization)

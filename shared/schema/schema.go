@@ -262,6 +262,8 @@ const (
 	EnvTenureHeader        = "WSFLEET_TENURE_HEADER"         // handshake header carrying "<worker id>/<lease epoch>"; "" (default) = none
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
 	EnvHandshakesInFlight  = "WSFLEET_HANDSHAKES_IN_FLIGHT"  // int, default 32: dials (TCP, TLS, WebSocket handshakes) at once over every host; 0 = no bound
+	EnvHandshakesPerHost   = "WSFLEET_HANDSHAKES_PER_HOST"   // int, default 8, at most WSFLEET_HANDSHAKES_IN_FLIGHT: dials at once to one source host; 0 = no bound per host
+	EnvSwitchBufferBudget  = "WSFLEET_SWITCH_BUFFER_BUDGET"  // int bytes, default 0 = a sixteenth of the memory limit (16 MiB when unknown): what planned reconnects' new connections hold before their switch, over every session
 	// EnvSecretCacheTTL: duration, default 5m, at most 1h: how long the
 	// worker reuses a secret's value (a session's {{secret:NAME}}) before
 	// asking Secrets Manager again, so the longest a rotation takes to

@@ -55,7 +55,9 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 		if !started {
 			w.mu.Lock()
 			delete(w.claiming, id)
+			kept := w.takeClaimMailLocked(id)
 			w.mu.Unlock()
+			w.rereadKept(kept)
 			w.signalFreed()
 		}
 	}()
@@ -99,6 +101,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	s := session.New(w.env, h, sentAtMs)
 	w.mu.Lock()
 	delete(w.claiming, h.ID())
+	kept := w.takeClaimMailLocked(h.ID())
 	w.sessions[h.ID()] = s
 	w.sessionsGen++
 	st := w.state
@@ -112,6 +115,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	}
 	s.Logger().Info().Int64("last_seq", s.LastSeq()).Msg("lease acquired")
 	go w.runSession(s)
+	w.rereadKept(kept) // a STOP that came during the claim closes it now
 }
 
 func (w *Worker) runSession(s *session.Session) {

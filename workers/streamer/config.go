@@ -97,6 +97,19 @@ type Config struct {
 	// handshakes) running at once over every source host; a dial waits for
 	// a slot before its DialTimeout starts. 0: no bound.
 	HandshakesInFlight int
+	// HandshakesPerHost bounds the dials running at once to one source
+	// host, out of HandshakesInFlight: a host that accepts and never
+	// answers holds at most this many slots until its dials time out. A
+	// dial waits for its host's slot before one of the worker's. 0: no
+	// bound per host.
+	HandshakesPerHost int
+	// SwitchBufferBudget bounds what planned reconnects' new connections
+	// hold before their switch, over every session (session.SwitchBudget):
+	// a new connection that finds it full is given up, as one that runs
+	// session.MaxSwitchBytes ahead is. 0: no bound beyond MaxSwitchBytes
+	// per session (cmd/streamer's envconfig derives it from the memory
+	// limit, and counts it in the worker's memory check).
+	SwitchBufferBudget int64
 	// SecretCacheTTL is how long a secret's value (a session's
 	// {{secret:NAME}}) is reused before Secrets Manager is asked again:
 	// the longest a rotated secret takes to reach the next dial. Used by
@@ -176,6 +189,7 @@ func DefaultConfig() Config {
 		MaxDialFailures:     20,
 		DialsPerHost:        5,
 		HandshakesInFlight:  DefaultHandshakesInFlight,
+		HandshakesPerHost:   DefaultHandshakesPerHost,
 		SecretCacheTTL:      secrets.DefaultTTL,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
@@ -289,6 +303,15 @@ func (c Config) Problems() []error {
 	if c.HandshakesInFlight < 0 {
 		bad("%s must be a number of dials, 0 for no bound", schema.EnvHandshakesInFlight)
 	}
+	if c.SwitchBufferBudget < 0 {
+		bad("%s must not be negative", schema.EnvSwitchBufferBudget)
+	}
+	if c.HandshakesPerHost < 0 {
+		bad("%s must be a number of dials, 0 for no bound per host", schema.EnvHandshakesPerHost)
+	} else if c.HandshakesInFlight > 0 && c.HandshakesPerHost > c.HandshakesInFlight {
+		bad("%s (%d) must be at most %s (%d): one host's dials are a share of the worker's", schema.EnvHandshakesPerHost,
+			c.HandshakesPerHost, schema.EnvHandshakesInFlight, c.HandshakesInFlight)
+	}
 	if c.SecretCacheTTL <= 0 || c.SecretCacheTTL > MaxSecretCacheTTL {
 		bad("%s must be within 0s (exclusive)..%s: past it a rotated secret takes too long to reach new dials", schema.EnvSecretCacheTTL, MaxSecretCacheTTL)
 	}
@@ -346,6 +369,14 @@ const MaxSecretCacheTTL = time.Hour
 // pacer's default 50/s, while a burst (a claim wave, a source dropping
 // every connection) holds at most 32 handshakes' key-exchange state.
 const DefaultHandshakesInFlight = 32
+
+// DefaultHandshakesPerHost is HandshakesPerHost's default: 8 dials at once
+// to one host, a quarter of DefaultHandshakesInFlight, so that a host whose
+// handshakes hang (a tarpit, an overloaded source) leaves three quarters of
+// the slots to every other host's reconnects and claims. One host's
+// reconnect wave still dials 8 at once: at 100 ms of round trip, 80 a
+// second, beyond the default DialsPerHost of 5 a second.
+const DefaultHandshakesPerHost = 8
 
 // MinAdminTokenLen is the shortest admin token accepted.
 const MinAdminTokenLen = 16

@@ -27,6 +27,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if c.HandshakesInFlight != DefaultHandshakesInFlight {
 		t.Fatalf("default handshakes in flight %d, want %d", c.HandshakesInFlight, DefaultHandshakesInFlight)
 	}
+	if c.HandshakesPerHost != DefaultHandshakesPerHost || c.HandshakesPerHost >= c.HandshakesInFlight {
+		t.Fatalf("default handshakes per host %d, want %d, a share of the %d in flight", c.HandshakesPerHost, DefaultHandshakesPerHost, c.HandshakesInFlight)
+	}
 	if c.SecretCacheTTL != secrets.DefaultTTL {
 		t.Fatalf("default secret cache TTL %s, want the resolver's %s", c.SecretCacheTTL, secrets.DefaultTTL)
 	}
@@ -57,6 +60,9 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
 		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },
 		schema.EnvHandshakesInFlight:  func(c *Config) { c.HandshakesInFlight = -1 },
+		schema.EnvHandshakesPerHost:   func(c *Config) { c.HandshakesPerHost = -1 },
+		"per host beyond in flight":   func(c *Config) { c.HandshakesInFlight, c.HandshakesPerHost = 4, 5 },
+		schema.EnvSwitchBufferBudget:  func(c *Config) { c.SwitchBufferBudget = -1 },
 		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
 		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },

@@ -48,9 +48,46 @@ func (w *Worker) readHeld(ctx context.Context, id, failMsg string) (*session.Ses
 // exactly that entry. A stop written after the read is another entry,
 // which stays in the mailbox for the next heartbeat to bring.
 func (w *Worker) reread(ctx context.Context, entry string) {
+	id := schema.MailboxID(entry)
+	if w.keptForClaim(id, entry) {
+		return
+	}
 	defer w.keeper.Ack(entry)
-	if s, it, ok := w.readHeld(ctx, schema.MailboxID(entry), "mailbox: read session (the next audit re-reads it)"); ok {
+	if s, it, ok := w.readHeld(ctx, id, "mailbox: read session (the next audit re-reads it)"); ok {
 		w.apply(ctx, s, it)
+	}
+}
+
+// keptForClaim keeps a mailbox entry for id, unacked, when id is being
+// claimed: its acquire may have applied with the reply not back yet (the
+// entry is then this worker's, written after the acquire), and dropping it
+// would leave a STOP to the audit. The claim re-reads it when it returns
+// (rereadKept): with the session started, or, when the claim failed, to
+// find no session and ack it.
+func (w *Worker) keptForClaim(id, entry string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sessions[id] != nil || !w.claiming[id] {
+		return false
+	}
+	w.claimMail[id] = append(w.claimMail[id], entry)
+	return true
+}
+
+// takeClaimMailLocked takes the entries kept for id (w.mu held), as its
+// claim ends (in the same critical section that ends the claiming).
+func (w *Worker) takeClaimMailLocked(id string) []string {
+	kept := w.claimMail[id]
+	delete(w.claimMail, id)
+	return kept
+}
+
+// rereadKept re-reads the entries kept during a claim, now that it
+// returned. Once the Worker is stopping nothing new starts: an entry left
+// unacked stays in the record, harmless (the worker is leaving).
+func (w *Worker) rereadKept(entries []string) {
+	for _, e := range entries {
+		w.routines.Go(func() { w.reread(w.hardCtx, e) })
 	}
 }
 

@@ -129,3 +129,77 @@ func TestAuditEverySpacesTheAudit(t *testing.T) {
 		}
 	}
 }
+
+// holdAcquire holds the reply of id's acquire, once applied, until release
+// is closed (or the call's deadline): a claim whose acquire applied and
+// whose reply is not back. It counts the heartbeats sent from then on.
+type holdAcquire struct {
+	lease.Store
+	id         string
+	held       chan struct{} // closed when the acquire applied and its reply is held
+	release    chan struct{}
+	once       sync.Once
+	heartbeats atomic.Int64
+}
+
+func (a *holdAcquire) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
+	it, err := a.Store.Acquire(ctx, id, owner, from)
+	if id == a.id && err == nil {
+		a.once.Do(func() {
+			close(a.held)
+			select {
+			case <-a.release:
+			case <-ctx.Done():
+			}
+		})
+	}
+	return it, err
+}
+
+func (a *holdAcquire) Heartbeat(ctx context.Context, owner string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	rec, err := a.Store.Heartbeat(ctx, owner, epoch, hb)
+	a.heartbeats.Add(1)
+	return rec, err
+}
+
+// A STOP mailed while the session's claim is under way (the acquire
+// applied, its reply not back) stops the session as soon as the claim
+// returns: the entry is kept for the claim, not acked against no session.
+// Acked and dropped, the stop waited for the audit (an hour away here).
+func TestAStopDuringTheClaimStopsTheSessionWhenTheClaimReturns(t *testing.T) {
+	st := memstore.New()
+	const id = "mem-000000"
+	hold := &holdAcquire{id: id, held: make(chan struct{}), release: make(chan struct{})}
+	m := startMemThrough(t, st, func(s lease.Store) lease.Store { hold.Store = s; return hold }, 1, func(c *Config) {
+		c.ReconcileEvery, c.AuditEvery = time.Hour, time.Hour // the first pass claims; no audit after it
+	}, nil)
+	select {
+	case <-hold.held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first reconcile pass did not claim")
+	}
+	mailIngest(st, id, 2, schema.StateStopped)
+	// The heartbeat after the stop's write brings its entry: wait for two,
+	// the entry then handed over while the claim is still under way.
+	from := hold.heartbeats.Load()
+	testwait.Eventually(t, 5*testHeartbeat+testRPC, "two heartbeats after the stop", func() bool { return hold.heartbeats.Load() >= from+2 })
+	if m.Status().Owned != 0 {
+		t.Fatal("the session started before its acquire's reply")
+	}
+	if rec, _ := st.GetWorker(context.Background(), m.ID()); !slices.Contains(rec.Mailbox, schema.MailboxEntry(id, 2, schema.StateStopped)) {
+		t.Fatalf("mailbox %q: the stop's entry was acked while its session was being claimed", rec.Mailbox)
+	}
+	close(hold.release)
+	released := time.Now()
+	// Stopped: its lease released (it was ours: the acquire applied), no
+	// session left, no connection open.
+	testwait.Eventually(t, 1500*time.Millisecond, "the session stopped once its claim returned", func() bool {
+		it, _ := st.Get(context.Background(), id)
+		return it.Owner == "" && m.Status().Owned == 0 && m.feed.Session(id).Open == 0
+	})
+	t.Logf("stopped %v after the claim returned", time.Since(released).Round(time.Millisecond))
+	testwait.Eventually(t, 5*testHeartbeat+time.Second, "every entry acked", func() bool {
+		rec, _ := st.GetWorker(context.Background(), m.ID())
+		return len(rec.Mailbox) == 0
+	})
+}

@@ -78,6 +78,10 @@ type Stats struct {
 	Owned      int     `json:"owned"`
 	Claiming   int     `json:"claiming"`
 	Goroutines int     `json:"goroutines"`
+	// SwitchBufferedBytes is what planned reconnects' new connections hold
+	// now before their switch (session.SwitchBudget, at most
+	// WSFLEET_SWITCH_BUFFER_BUDGET).
+	SwitchBufferedBytes int64 `json:"switch_buffered_bytes"`
 	// Messages are the cumulative per-message counters: messages_in,
 	// duplicates_dropped, sink_errors, sink_stalls, reconnects.
 	Messages map[string]int64 `json:"messages"`
@@ -116,6 +120,7 @@ func (w *Worker) Stats() Stats {
 		st.UptimeSec = time.Since(started).Seconds()
 	}
 	st.Goroutines = runtime.NumGoroutine()
+	st.SwitchBufferedBytes = w.env.Switch.Used()
 	st.Messages = map[string]int64{}
 	w.stats.mu.Lock()
 	for name, c := range w.flushedCounters() {

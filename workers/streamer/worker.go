@@ -121,6 +121,9 @@ type Worker struct {
 	state       state
 	freed       chan struct{}
 	idle        chan struct{} // signalled when a session or a claim ends
+	// claimMail are the mailbox entries that came for an id while it was
+	// being claimed (keptForClaim), re-read once its claim returns.
+	claimMail map[string][]string
 
 	sessWG     sync.WaitGroup
 	routines   routines // every other goroutine of the Worker
@@ -163,6 +166,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		cfg: cfg, deps: deps,
 		sessions:     map[string]*session.Session{},
 		claiming:     map[string]bool{},
+		claimMail:    map[string][]string{},
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
@@ -197,7 +201,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Log:        w.log,
 		Counters:   &w.counters,
 		Dials:      session.NewDialGate(cfg.DialsPerHost),
-		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight),
+		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight, cfg.HandshakesPerHost),
+		Switch:     session.NewSwitchBudget(cfg.SwitchBufferBudget),
 		Opened:     w.opened,
 		Secrets:    deps.Secrets,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {

@@ -37,6 +37,11 @@ const DefaultGCPercent = 50
 // unknown.
 const DefaultBufferBudget = 256 << 20
 
+// DefaultSwitchBufferBudget is the planned reconnects' switch budget
+// (Worker.SwitchBufferBudget) when the memory limit is unknown; with a
+// known limit it is a sixteenth of it.
+const DefaultSwitchBufferBudget = 16 << 20
+
 // Config is the binary's configuration. Default fills the defaults,
 // FromEnv reads the environment over them, Validate checks them.
 type Config struct {
@@ -85,6 +90,12 @@ func (c Config) Resolved() Config {
 		c.Sink.Batch.BufferBudget = DefaultBufferBudget
 		if c.MemoryLimit > 0 {
 			c.Sink.Batch.BufferBudget = c.MemoryLimit / 4
+		}
+	}
+	if c.Worker.SwitchBufferBudget == 0 {
+		c.Worker.SwitchBufferBudget = DefaultSwitchBufferBudget
+		if c.MemoryLimit > 0 {
+			c.Worker.SwitchBufferBudget = c.MemoryLimit / 16
 		}
 	}
 	return c
@@ -137,6 +148,11 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	w.NoTLSResumption = !resume
 	p.float(schema.EnvDialsPerHost, &w.DialsPerHost)
 	p.int(schema.EnvHandshakesInFlight, &w.HandshakesInFlight)
+	p.int(schema.EnvHandshakesPerHost, &w.HandshakesPerHost)
+	var switchBudget int
+	if p.int(schema.EnvSwitchBufferBudget, &switchBudget) {
+		w.SwitchBufferBudget = int64(switchBudget)
+	}
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)
 	p.int(schema.EnvShutdownInFlight, &w.ShutdownInFlight)
@@ -286,9 +302,11 @@ func (c Config) Validate() error {
 // memoryProblems checks that the worker stays within its memory (c is
 // Resolved): a worker whose memory limit is known has room for every
 // session to hold one message of ReadLimit being read, plus the sink
-// buffer budget. The sink's buffers are bounded by the budget whatever
-// MaxSessions × SessionBufferBytes is (a full budget stalls reads): the
-// budget, not that product, is what counts.
+// buffer budget, plus the switch budget. The sink's buffers are bounded by
+// the budget whatever MaxSessions × SessionBufferBytes is (a full budget
+// stalls reads), and the planned reconnects' new connections by theirs
+// whatever MaxSessions × session.MaxSwitchBytes is (a full budget gives a
+// new connection up): the budgets, not those products, are what counts.
 func (c Config) memoryProblems() []error {
 	var errs []error
 	budget := c.Sink.Batch.BufferBudget
@@ -296,11 +314,12 @@ func (c Config) memoryProblems() []error {
 		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, budget))
 	}
 	w := c.Worker
-	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.ReadLimit > 0 {
-		need := int64(w.MaxSessions)*w.ReadLimit + budget
+	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.ReadLimit > 0 && w.SwitchBufferBudget >= 0 {
+		need := int64(w.MaxSessions)*w.ReadLimit + budget + w.SwitchBufferBudget
 		if need > c.MemoryLimit {
-			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
-				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, budget, need, c.MemoryLimit, schema.EnvGoMemLimit))
+			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
+				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, budget,
+				schema.EnvSwitchBufferBudget, w.SwitchBufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
 		}
 	}
 	return errs

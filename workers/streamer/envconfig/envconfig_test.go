@@ -80,7 +80,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
 		schema.EnvReconnectMax: "1m", schema.EnvReadLimit: "65536", schema.EnvMetricsEvery: "30s", schema.EnvQueueWait: "15s", schema.EnvSinkAttempts: "5",
-		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvHandshakesInFlight: "8", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
@@ -101,7 +101,7 @@ func TestFromEnv(t *testing.T) {
 		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, AuditEvery: 10 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, HandshakesInFlight: 8, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, HandshakesInFlight: 8, HandshakesPerHost: 4, SwitchBufferBudget: 8 << 20, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
@@ -274,6 +274,38 @@ func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 	neg.Sink.Batch.BufferBudget = -1
 	if err := neg.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSinkBufferBudget+" -1 must not be negative") {
 		t.Errorf("a negative budget: %v", err)
+	}
+}
+
+// Issue 35: the planned reconnects' switch budget defaults to a sixteenth
+// of the memory limit, and the memory check counts it with the sessions'
+// read buffers and the sink budget.
+func TestSwitchBudgetIsDerivedAndCounted(t *testing.T) {
+	c, err := FromEnv([]string{schema.EnvMaxSessions + "=300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 1 << 30
+	if got := c.Resolved().Worker.SwitchBufferBudget; got != 64<<20 {
+		t.Fatalf("switch budget at a 1 GiB limit %d, want 64 MiB", got)
+	}
+	c.MemoryLimit = 0
+	if got := c.Resolved().Worker.SwitchBufferBudget; got != DefaultSwitchBufferBudget {
+		t.Fatalf("switch budget with no known limit %d, want %d", got, DefaultSwitchBufferBudget)
+	}
+	// 300 × 1 MiB + 128 MiB + 32 MiB fits 512 MiB; with a switch budget of
+	// 100 MiB it does not.
+	c.MemoryLimit = 512 << 20
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Worker.SwitchBufferBudget = 100 << 20
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSwitchBufferBudget) || !strings.Contains(err.Error(), "exceeds the memory limit") {
+		t.Fatalf("a switch budget beyond the memory left: %v", err)
+	}
+	c.Worker.SwitchBufferBudget = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSwitchBufferBudget+" must not be negative") {
+		t.Fatalf("a negative switch budget: %v", err)
 	}
 }
 

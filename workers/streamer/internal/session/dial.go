@@ -119,13 +119,14 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err != nil { // ResumeURL parsed it: unreachable
 		return nil, nil, nil, fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(target), errors.Unwrap(err))
 	}
-	if err := s.env.Dials.Wait(pctx, u.Hostname()); err != nil {
-		return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", u.Hostname(), err)
+	host := u.Hostname()
+	if err := s.env.Dials.Wait(pctx, host); err != nil {
+		return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", host, err)
 	}
-	if err := s.env.Handshakes.Acquire(pctx); err != nil {
+	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {
 		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
 	}
-	defer s.env.Handshakes.Release() // the dial's goroutine has answered by then
+	defer s.env.Handshakes.Release(host) // the dial's goroutine has answered by then
 	slot := &rawSlot{}
 	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,32 +17,134 @@ import (
 )
 
 func TestHandshakesBound(t *testing.T) {
-	if NewHandshakes(0) != nil {
+	if NewHandshakes(0, 0) != nil {
 		t.Fatal("0 must mean no bound")
 	}
 	var none *Handshakes
-	if err := none.Acquire(context.Background()); err != nil {
+	if err := none.Acquire(context.Background(), "a"); err != nil {
 		t.Fatalf("no bound: %v", err)
 	}
-	none.Release()
-	h := NewHandshakes(2)
+	none.Release("a")
+	h := NewHandshakes(2, 0)
 	for i := 0; i < 2; i++ {
-		if err := h.Acquire(context.Background()); err != nil {
+		if err := h.Acquire(context.Background(), string(rune('a'+i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := h.Acquire(cancelled); !errors.Is(err, context.Canceled) {
+	if err := h.Acquire(cancelled, "c"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("third acquire with both slots taken: %v, want it to wait", err)
 	}
-	h.Release()
-	if err := h.Acquire(cancelled); err != nil {
+	h.Release("a")
+	if err := h.Acquire(cancelled, "c"); err != nil {
 		t.Fatalf("a free slot must admit at once, even on an ended context: %v", err)
 	}
 	if n := len(h.slots); n != 2 {
 		t.Fatalf("in flight %d, want 2", n)
 	}
+}
+
+// One host holds at most its cap of the worker's slots: a dial waiting for
+// its host's slot holds none of the worker's, and a free slot of either kind
+// given back lets the next dial in.
+func TestHandshakesBoundPerHost(t *testing.T) {
+	h := NewHandshakes(3, 2)
+	for i := 0; i < 2; i++ {
+		if err := h.Acquire(context.Background(), "slow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Acquire(cancelled, "slow"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a third dial to one host with its cap of 2 taken: %v, want it to wait", err)
+	}
+	if err := h.Acquire(cancelled, "other"); err != nil {
+		t.Fatalf("another host's dial with a worker slot free: %v, want it admitted", err)
+	}
+	if err := h.Acquire(cancelled, "third"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a dial with every worker slot taken: %v, want it to wait", err)
+	}
+	h.Release("other")
+	if err := h.Acquire(cancelled, "third"); err != nil {
+		t.Fatalf("a dial with a worker slot given back: %v, want it admitted", err)
+	}
+	h.Release("third")
+	h.Release("slow")
+	h.Release("slow")
+	if n := len(h.slots); n != 0 {
+		t.Fatalf("worker slots in flight %d, want 0", n)
+	}
+	if n := len(h.hosts); n != 0 {
+		t.Fatalf("hosts kept %d after every dial ended, want 0", n)
+	}
+}
+
+// tarpit is a TCP listener on addr that accepts connections and never
+// answers: a handshake to it lasts until its dial's timeout.
+func tarpit(t *testing.T, addr string) (url string, accepted func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "ws://" + ln.Addr().String() + "/", func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+}
+
+// A source host that accepts and never answers holds at most its cap of
+// the worker's handshake slots: other hosts' sessions dial and connect
+// while its handshakes hang.
+func TestTarpitHostHoldsOnlyItsCap(t *testing.T) {
+	slow, accepted := tarpit(t, "127.0.0.2:0")
+	_, fast := newScripted(t, func(l *link) { l.drain() })
+	cfg := testConfig()
+	cfg.DialTimeout = 30 * time.Second // the tarpit's handshakes must hang for the whole test
+	h := newHarness(t, cfg)
+	h.env.Handshakes = NewHandshakes(4, 2)
+	stuck := h.startMany(6, slow)
+	testwait.Eventually(t, 10*time.Second, "the tarpit holding handshakes", func() bool { return accepted() >= 2 })
+	var others running
+	for _, id := range []string{"f1", "f2", "f3"} {
+		h.put(id, fast, nil)
+		s, done := h.start(id)
+		others.sessions, others.dones = append(others.sessions, s), append(others.dones, done)
+	}
+	others.waitConnected(t, 10*time.Second, "the other host's sessions connected past the tarpit")
+	if n := accepted(); n != 2 {
+		t.Fatalf("the tarpit accepted %d handshakes, want its cap, 2", n)
+	}
+	others.stop(t)
+	stuck.stop(t)
 }
 
 // handshakeGate is a WebSocket source whose handshakes each wait for a
@@ -104,7 +207,7 @@ func TestSessionsHandshakeWithinTheBound(t *testing.T) {
 	cfg := testConfig()
 	cfg.DialTimeout = 30 * time.Second // the held handshakes must not time out under a loaded -race run
 	h := newHarness(t, cfg)
-	h.env.Handshakes = NewHandshakes(2)
+	h.env.Handshakes = NewHandshakes(2, 0)
 	const n = 5
 	runs := h.startMany(n, url)
 	testwait.Eventually(t, 10*time.Second, "two handshakes under way", func() bool {

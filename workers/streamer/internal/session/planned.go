@@ -51,7 +51,8 @@ const MaxPlanAttempts = 3
 
 // MaxSwitchBytes bounds what a new connection may hold before the switch
 // (the messages it read past the session's last delivered seq): a new
-// connection that runs that far ahead of the current one is given up.
+// connection that runs that far ahead of the current one is given up. All
+// of them together hold at most the worker's SwitchBudget (Env.Switch).
 const MaxSwitchBytes = 8 << 20
 
 // successor is the new connection of a planned reconnect.
@@ -60,6 +61,7 @@ type successor struct {
 	started time.Time
 	gen     int64 // the generation it is dialed for
 	p       *proto
+	budget  *SwitchBudget   // the worker's, charged with buf's bytes (charged)
 	ctx     context.Context // ends the dial, the open and the catch-up at the switch deadline
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when its goroutine returned
@@ -81,6 +83,7 @@ type successor struct {
 	buf     []pending
 	head    int   // buf[:head] are gone (delivered by the current connection meanwhile)
 	bytes   int   // bytes of buf[head:]
+	charged int64 // bytes of buf[head:] reserved from budget (freeBuffer gives them back)
 	first   int64 // the first seq the new connection read; lease.NoSeq before
 	overlap int64 // messages it read that the current connection delivered
 	readyAt time.Time
@@ -123,7 +126,7 @@ func (s *Session) planLocked(cause string, now time.Time) {
 		return // the tenure is ending, or a new generation reconnects anyway
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.switchTimeout)
-	nx := &successor{cause: cause, started: now, gen: s.connGen, p: p, ctx: ctx, cancel: cancel,
+	nx := &successor{cause: cause, started: now, gen: s.connGen, p: p, budget: s.env.Switch, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), first: lease.NoSeq}
 	s.next = nx
 	// A connection is attached (s.conn != nil): Run has not returned, so
@@ -157,6 +160,7 @@ func (s *Session) follow(nx *successor) {
 		err = errors.New("the session moved on")
 	}
 	nx.err = err
+	nx.freeBuffer()
 	s.closeNextLocked(nx, errPlanned)
 	if s.next == nx {
 		s.next = nil
@@ -239,7 +243,9 @@ func (s *Session) catchUp(nx *successor) error {
 func (nx *successor) take(typ websocket.MessageType, data []byte, last int64) (bool, error) {
 	p := nx.p
 	if p.none {
-		nx.keep(lease.NoSeq, typ, data)
+		if !nx.keep(lease.NoSeq, typ, data) {
+			return false, nx.overBudget(len(data))
+		}
 		return true, nil
 	}
 	seq, err := jsonseq.FindPath(data, p.seqPath)
@@ -250,15 +256,17 @@ func (nx *successor) take(typ websocket.MessageType, data []byte, last int64) (b
 		// connection carries too (or not at all), as far as anybody knows.
 		nx.overlap++
 	case err != nil:
-		nx.keep(lease.NoSeq, typ, data)
+		if !nx.keep(lease.NoSeq, typ, data) {
+			return false, nx.overBudget(len(data))
+		}
 	default:
 		if nx.first == lease.NoSeq {
 			nx.first = seq
 		}
 		if seq <= last {
 			nx.overlap++
-		} else {
-			nx.keep(seq, typ, data)
+		} else if !nx.keep(seq, typ, data) {
+			return false, nx.overBudget(len(data))
 		}
 	}
 	if nx.bytes > MaxSwitchBytes {
@@ -268,9 +276,32 @@ func (nx *successor) take(typ websocket.MessageType, data []byte, last int64) (b
 	return caught || (nx.orphan.Load() && nx.head < len(nx.buf)), nil
 }
 
-func (nx *successor) keep(seq int64, typ websocket.MessageType, data []byte) {
+// keep keeps one message, charged to the worker's budget first; false
+// (not kept) when the budget is full.
+func (nx *successor) keep(seq int64, typ websocket.MessageType, data []byte) bool {
+	if !nx.budget.reserve(int64(len(data))) {
+		return false
+	}
+	nx.charged += int64(len(data))
 	nx.buf = append(nx.buf, pending{seq: seq, typ: typ, data: data})
 	nx.bytes += len(data)
+	return true
+}
+
+// overBudget is the give-up of a new connection whose next message of n
+// bytes does not fit the worker's budget.
+func (nx *successor) overBudget(n int) error {
+	return fmt.Errorf("%w: the worker's switch buffer budget (%d bytes, every planned reconnect's) has no room for %d more bytes after the %d this new connection holds",
+		errPlanned, nx.budget.limit, n, nx.bytes)
+}
+
+// freeBuffer drops what nx kept and gives its bytes back to the budget
+// (its goroutine's call once it gave up; Run's once it switched or
+// dropped it). Calling it again does nothing.
+func (nx *successor) freeBuffer() {
+	nx.budget.release(nx.charged)
+	nx.charged = 0
+	nx.buf, nx.head, nx.bytes = nil, 0, 0
 }
 
 // trim drops the kept messages the current connection delivered meanwhile
@@ -286,8 +317,11 @@ func (nx *successor) trim(last int64) {
 		}
 	}
 	for ; nx.head <= drop; nx.head++ {
+		n := len(nx.buf[nx.head].data)
 		nx.overlap++
-		nx.bytes -= len(nx.buf[nx.head].data)
+		nx.bytes -= n
+		nx.budget.release(int64(n))
+		nx.charged -= int64(n)
 		nx.buf[nx.head] = pending{}
 	}
 }
@@ -356,6 +390,9 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 		s.mu.Unlock()
 	}
 	<-nx.done // bounded by the switch deadline; an Interrupt closes it at once
+	// What it kept is Run's now: drained into the sink (which charges its
+	// own budget) or dropped, it leaves the switch budget on return.
+	defer nx.freeBuffer()
 	s.mu.Lock()
 	if s.next == nx {
 		s.next = nil

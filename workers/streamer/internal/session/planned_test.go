@@ -449,3 +449,69 @@ func TestNewGenerationDropsTheSwitchWithoutAFailure(t *testing.T) {
 	s.Interrupt(ErrStopRequested)
 	_ = wait(t, done, 5*time.Second)
 }
+
+// aheadSource is a source whose first connection sends seqs 1..20 and a
+// reconnect_on notice, then nothing more (it stays open), and whose later
+// connections stream seqs from 1000 on, 32 KiB each, as fast as the client
+// reads: a live source whose new connection starts far ahead of what the
+// current one delivered, as when the current one waits for sink room.
+func aheadSource(t *testing.T) string {
+	t.Helper()
+	pad := strings.Repeat("x", 32<<10)
+	_, url := newScripted(t, func(l *link) {
+		if l.n == 1 {
+			for i := 1; i <= 20; i++ {
+				if l.send(websocket.MessageText, fmt.Sprintf(`{"seq":%d}`, i)) != nil {
+					return
+				}
+			}
+			if l.send(websocket.MessageText, `{"e":"serverShutdown"}`) != nil {
+				return
+			}
+			l.drain()
+			return
+		}
+		go l.drain()
+		for i := int64(1000); ; i++ {
+			if l.send(websocket.MessageText, fmt.Sprintf(`{"seq":%d,"pad":%q}`, i, pad)) != nil {
+				return
+			}
+		}
+	})
+	return url
+}
+
+// TestSwitchBuffersAreChargedToTheWorkersBudget: new connections that run
+// ahead of their sessions' current ones hold at most the worker's switch
+// budget together, not MaxSwitchBytes each: one that finds the budget full
+// is given up (a failed attempt, named so), the current connection stays,
+// and every byte goes back to the budget.
+func TestSwitchBuffersAreChargedToTheWorkersBudget(t *testing.T) {
+	const budget = 256 << 10
+	urls := []string{aheadSource(t), aheadSource(t)} // before the harness: its cleanup ends the sessions first
+	h := newHarness(t, testConfig())
+	h.env.Switch = NewSwitchBudget(budget)
+	var runs running
+	for i, id := range []string{"s1", "s2"} {
+		h.putPlanned(id, urls[i], source.Config{ReconnectOn: notice(), SwitchTimeout: "30s", OnMissingSeq: source.MissingDeliver})
+		s, done := h.start(id)
+		runs.sessions, runs.dones = append(runs.sessions, s), append(runs.dones, done)
+	}
+	for _, s := range runs.sessions {
+		testwait.Eventually(t, 10*time.Second, "a planned reconnect given up for the budget", func() bool {
+			return s.Status().PlannedFailed >= 1 && strings.Contains(s.Status().LastError, "switch buffer budget")
+		})
+		if st := s.Status(); !st.Connected || st.Reconnects != 0 || st.PlannedReconnects != 0 || s.LastSeq() != 20 {
+			t.Fatalf("status %+v, last seq %d: the current connection should have stayed", st, s.LastSeq())
+		}
+	}
+	testwait.Eventually(t, 10*time.Second, "every attempt over, the budget given back", func() bool {
+		for _, s := range runs.sessions {
+			if s.Status().Switching {
+				return false
+			}
+		}
+		return h.env.Switch.Used() == 0
+	})
+	runs.stop(t)
+}

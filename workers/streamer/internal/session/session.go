@@ -138,9 +138,13 @@ type Env struct {
 	Counters *Counters
 	// Dials admits each dial per source host (nil: no limit).
 	Dials *DialGate
-	// Handshakes bounds the dials running at once, over every host (nil:
-	// no bound). A dial waits for it after Dials, before its timeout starts.
+	// Handshakes bounds the dials running at once, over every host and to
+	// one host (nil: no bound). A dial waits for it after Dials, before its
+	// timeout starts.
 	Handshakes *Handshakes
+	// Switch bounds what planned reconnects' new connections hold before
+	// their switch, over every session (nil: each at most MaxSwitchBytes).
+	Switch *SwitchBudget
 	// Secrets resolves the secret references of the headers and open
 	// messages at every dial (nil: a reference fails its dial, for good).
 	Secrets secrets.Provider
