@@ -102,7 +102,7 @@ func (r *runner) capacity(ctx context.Context) error {
 		runs = append(runs, x)
 	}
 	res.Phase = r.begin(PhaseCapacity, map[string]string{
-		"worker":      "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, dialled 32 at once (" + schema.EnvHandshakesInFlight + "'s default, the bare client's bound) (the audit every 5 s, as with the default reconcile: " + schema.EnvAuditEvery + "), " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated; on wss:// it trusts the run's CA through " + schema.EnvExtraCAFile,
+		"worker":      "bin/memstreamer (the streamer package's worker on the no-I/O lease store, shared/lease/memstore: register, heartbeat every 1 s, acquire, checkpoint every 60 s and release run in memory; the Keeper, reconciler and control loop all run), sink stdout → /dev/null (JSON-lines envelope + one write syscall per message), pings every 15 s, claims by reconciliation every 1 s at up to 2,000/s, dialled 32 at once (" + schema.EnvHandshakesInFlight + "'s default, the bare client's bound; " + schema.EnvHandshakesPerHost + "=32, since every session dials the one feed host) (the audit every 5 s, as with the default reconcile: " + schema.EnvAuditEvery + "), " + EnvMaxRenews + "=" + CapMaxRenews + " (the floor: below the worker's default for these sizes), GOGC 50 (the binary's default) unless stated; on wss:// it trusts the run's CA through " + schema.EnvExtraCAFile,
 		"feed":        fmt.Sprintf("bin/feed (testkit/feed) in its own process on %s, one port; each session's URL on one address in turn; messages {\"seq\":N,\"session\":S,\"ts\":MS} (~60 B), padded with -payload-bytes where a size says so; on wss:// (the default; -plain-ws: ws://) with a server certificate (ECDSA P-256) from a CA made for the run (testkit/tlsca, bin/feed -tls-dir), verified by every client", strings.Join(feedAddrs, ", ")),
 		"runs":        strings.Join(runs, "; "),
 		"window":      fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then the Go runtime's MemStats (/debug/pprof/heap?debug=1) %d times %s apart, a heap profile after a collection (/debug/pprof/heap?gc=1) and a %s CPU profile", sz.CapSettle, sz.CapWindow, memSamples, memSampleEvery, sz.CPUProfile),
@@ -273,6 +273,10 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv 
 		// the defaults runs it: not a full by_owner listing every second.
 		schema.EnvAuditEvery:    "5s",
 		"WSFLEET_METRICS_EVERY": "1m",
+		// Every session dials the one feed host: its per-host cap at the
+		// worker's bound keeps the claim wave dialled 32 at once, as the
+		// bare client and the runs before issue 35 dialled.
+		schema.EnvHandshakesPerHost: "32",
 	}
 	for k, v := range settings {
 		set[k] = v
