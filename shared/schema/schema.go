@@ -332,6 +332,7 @@ const (
 	MetricSinkStalls          = "SinkStalls"        // times a session waited for room in its sink buffer (its socket was not read meanwhile)
 	MetricSinkRefused         = "SinkRefused"       // messages the sink refused for good (then skipped or failing their session)
 	MetricSinkSkipped         = "SinkSkipped"       // of those, messages skipped (on_sink_refusal skip)
+	MetricSinkTextBase64      = "SinkTextBase64"    // text messages the envelope carried in data_b64 (invalid UTF-8, or a character the sink refuses)
 	// Planned reconnects (make-before-break: max_connection_age, reconnect_on).
 	MetricPlannedReconnects = "PlannedReconnects"       // switches to a new connection opened before the old one ended
 	MetricPlannedFailed     = "PlannedReconnectsFailed" // new connections given up (the old one stayed)

@@ -1,5 +1,7 @@
 // Package sqssink is the worker's SQS sink: every message becomes one SQS
-// message whose body is the sink's JSON envelope (sink.AppendJSON). The
+// message whose body is the sink's JSON envelope (sink.AppendEnvelope with
+// sink.SQSChars: a text payload SQS would refuse or alter, invalid UTF-8 or
+// U+FFFE/U+FFFF, is carried in data_b64, never raw). The
 // worker sends them in SendMessageBatch requests through sink/batch (Sink
 // is a batch.Sender); Handle is the unbatched path (one SendMessage per
 // message, WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO
@@ -69,7 +71,7 @@ func (s *Sink) FIFO() bool { return s.fifo }
 
 // Handle sends m.
 func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
-	body := string(sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m))
+	body := string(sink.AppendEnvelope(make([]byte, 0, len(m.Data)+160), m, sink.SQSChars))
 	in := &sqs.SendMessageInput{QueueUrl: &s.url, MessageBody: &body}
 	if s.fifo {
 		group, dedup := m.ConnectionID, DedupIDOf(m)
@@ -115,7 +117,7 @@ func dedupIDAt(connectionID string, seq, sub, epoch int64) string {
 
 // Encode builds m's message body (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
-	body := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
+	body := sink.AppendEnvelope(make([]byte, 0, len(m.Data)+160), m, sink.SQSChars)
 	if len(body) > MaxMessageBytes {
 		return batch.Record{}, sink.Permanent(fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes))
 	}
