@@ -143,6 +143,33 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) && p.Permanent()
 }
 
+// FinalError marks a permanent refusal of a message the destination applied,
+// but not as it was sent (an SQS checksum mismatch: the body it holds
+// differs from the one sent). Sending it again would only add copies, so
+// it is never sent again: the session's on_sink_refusal policy decides at
+// once, whatever the attempts left.
+type FinalError struct{ Err error }
+
+func (e *FinalError) Error() string   { return e.Err.Error() }
+func (e *FinalError) Unwrap() error   { return e.Err }
+func (e *FinalError) Permanent() bool { return true }
+
+// Final marks err as a final refusal (nil stays nil): permanent, and never
+// to be sent again.
+func Final(err error) error {
+	if err == nil || IsFinal(err) {
+		return err
+	}
+	return &FinalError{Err: err}
+}
+
+// IsFinal reports whether err is a final refusal (a FinalError in its
+// chain).
+func IsFinal(err error) bool {
+	var fe *FinalError
+	return errors.As(err, &fe)
+}
+
 // Pipeline is implemented by handlers that deliver in the background, in
 // batches across sessions (sink/batch). The session then calls Submit
 // instead of Handle and checkpoints only what Tenure.Acked reported.

@@ -31,7 +31,9 @@
 // Refusals: an entry refused transiently (throttling, 5xx, a timeout) is
 // retried with backoff for as long as its tenure may deliver; one refused
 // permanently (sink.IsPermanent) Config.PermanentAttempts times is given up
-// on, and its tenure decides (Tenure.Refused): skip it, or end. A request
+// on, and its tenure decides (Tenure.Refused): skip it, or end; one refused
+// finally (sink.IsFinal: the destination applied it, altered) is given up
+// on at once, since sending it again would only add copies. A request
 // refused permanently as a whole names no entry: its entries are sent again
 // each in a request of its own, so that only an entry refused alone counts
 // (an innocent entry that shared a request with a refused one is not given
@@ -780,7 +782,7 @@ func (b *Batcher) send(ctx context.Context, r request) {
 			e.alone = true // which entry the destination refused is unknown
 		case sink.IsPermanent(eerr):
 			e.permanent++
-			if e.permanent >= b.cfg.PermanentAttempts {
+			if e.permanent >= b.cfg.PermanentAttempts || sink.IsFinal(eerr) {
 				b.giveUpLocked(st, e, eerr)
 				continue
 			}

@@ -16,11 +16,15 @@
 // Refusals: an entry SQS fails with SenderFault (other than throttling) and
 // a request SQS refuses for the caller's fault are permanent
 // (sink.IsPermanent); throttling, SQS's own faults and timeouts are
-// transient.
+// transient. The sink checks the MD5 SQS returns for each entry itself
+// (the SDK's check is off: it fails a whole request that SQS applied): an
+// entry applied with another body than the one sent is a final refusal of
+// that entry alone (ChecksumError), never sent again.
 package sqssink
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -77,8 +81,44 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 		group, dedup := m.ConnectionID, DedupIDOf(m)
 		in.MessageGroupId, in.MessageDeduplicationId = &group, &dedup
 	}
-	if _, err := s.api.SendMessage(ctx, in); err != nil {
+	out, err := s.api.SendMessage(ctx, in, ownChecksum)
+	if err != nil {
 		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, awserr.Classify(err))
+	}
+	if err := checkMD5(body, out.MD5OfMessageBody, out.MessageId); err != nil {
+		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, err)
+	}
+	return nil
+}
+
+// ownChecksum turns off the SDK's check of the MD5s SQS returns: on a
+// mismatch it fails the whole SendMessageBatch, though SQS applied every
+// entry (a retry then duplicates all of them) and it names none by its
+// entry id. The sink checks each entry itself instead (checkMD5).
+func ownChecksum(o *sqs.Options) { o.DisableMessageChecksumValidation = true }
+
+// ChecksumError: SQS accepted an entry, but the MD5 of the body it holds
+// is not the MD5 of the body sent (SQS, or something on the way, altered
+// it). The message is in the queue, altered: sending it again would only
+// add copies, so it is a final refusal (sink.Final), which the session's
+// on_sink_refusal decides on.
+type ChecksumError struct {
+	MessageID, Sent, Got string // the message SQS made; the MD5s of the body sent and of the one SQS holds
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("sqs applied message %s with body MD5 %s, not the %s sent: it holds an altered body (not sent again)", e.MessageID, e.Got, e.Sent)
+}
+
+// checkMD5 is a final ChecksumError when SQS returned the MD5 of another
+// body than body (nil when it returned none).
+func checkMD5(body string, got, messageID *string) error {
+	if got == nil {
+		return nil
+	}
+	sum := md5.Sum([]byte(body))
+	if sent := hex.EncodeToString(sum[:]); !strings.EqualFold(sent, *got) {
+		return sink.Final(&ChecksumError{MessageID: aws.ToString(messageID), Sent: sent, Got: *got})
 	}
 	return nil
 }
@@ -161,20 +201,32 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 		}
 		entries[i] = e
 	}
-	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries})
+	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries}, ownChecksum)
 	if err != nil {
 		return nil, fmt.Errorf("sqs sink: send batch of %d: %w", len(recs), awserr.Classify(err))
 	}
-	if len(out.Failed) == 0 {
-		return nil, nil
+	var failed []error
+	fail := func(i int, err error) {
+		if failed == nil {
+			failed = make([]error, len(recs))
+		}
+		failed[i] = err
 	}
-	failed := make([]error, len(recs))
+	for _, ok := range out.Successful {
+		i, err := strconv.Atoi(aws.ToString(ok.Id))
+		if err != nil || i < 0 || i >= len(recs) {
+			return nil, fmt.Errorf("sqs sink: batch result names unknown entry %q", aws.ToString(ok.Id))
+		}
+		if err := checkMD5(*entries[i].MessageBody, ok.MD5OfMessageBody, ok.MessageId); err != nil {
+			fail(i, err) // applied, altered: only this entry, and never again
+		}
+	}
 	for _, f := range out.Failed {
 		i, err := strconv.Atoi(aws.ToString(f.Id))
 		if err != nil || i < 0 || i >= len(recs) {
 			return nil, fmt.Errorf("sqs sink: batch result names unknown entry %q", aws.ToString(f.Id))
 		}
-		failed[i] = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		fail(i, &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault})
 	}
 	return failed, nil
 }
