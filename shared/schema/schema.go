@@ -284,6 +284,10 @@ const (
 	// EnvSinkPermanentAttempts: int, default 3: sends of a message the sink
 	// refuses permanently before its session's on_sink_refusal applies.
 	EnvSinkPermanentAttempts = "WSFLEET_SINK_PERMANENT_ATTEMPTS"
+	// EnvSinkRepeatFailures: int, default 8: failures of one kind of a
+	// message, while the sink takes other messages, before it counts as
+	// refused for good (then its session's on_sink_refusal applies).
+	EnvSinkRepeatFailures = "WSFLEET_SINK_REPEAT_FAILURES"
 	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
 	// the task's memory; the worker derives its sink budget from it).
 	EnvGoMemLimit = "GOMEMLIMIT"

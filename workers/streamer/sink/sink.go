@@ -143,6 +143,31 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) && p.Permanent()
 }
 
+// ThrottledError marks a transient refusal for the destination's
+// throughput (throttling): it says nothing about the message, so it never
+// counts toward a pipeline's bound on a message that keeps failing the
+// same way (sink/batch).
+type ThrottledError struct{ Err error }
+
+func (e *ThrottledError) Error() string   { return e.Err.Error() }
+func (e *ThrottledError) Unwrap() error   { return e.Err }
+func (e *ThrottledError) Throttled() bool { return true }
+
+// Throttled marks err as a throttling refusal (nil stays nil).
+func Throttled(err error) error {
+	if err == nil || IsThrottled(err) {
+		return err
+	}
+	return &ThrottledError{Err: err}
+}
+
+// IsThrottled reports whether err is a throttling refusal: an error in its
+// chain that says so with a Throttled() bool method (ThrottledError).
+func IsThrottled(err error) bool {
+	var t interface{ Throttled() bool }
+	return errors.As(err, &t) && t.Throttled()
+}
+
 // FinalError marks a permanent refusal of a message the destination applied,
 // but not as it was sent (an SQS checksum mismatch: the body it holds
 // differs from the one sent). Sending it again would only add copies, so

@@ -190,6 +190,12 @@ func (e *EntryError) Error() string {
 // KMS key), unless SQS names throttling (sink.IsPermanent).
 func (e *EntryError) Permanent() bool { return e.SenderFault && !awserr.Throttling(e.Code) }
 
+// ErrorCode is SQS's code for the entry (what makes two failures the same).
+func (e *EntryError) ErrorCode() string { return e.Code }
+
+// Throttled: SQS names throttling (sink.IsThrottled).
+func (e *EntryError) Throttled() bool { return awserr.Throttling(e.Code) }
+
 // Send sends recs in one SendMessageBatch (batch.Sender); failed maps the
 // response's Failed entries back to recs.
 func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
