@@ -50,9 +50,10 @@
 // outage fails everything and counts nothing), and throttling
 // (sink.IsThrottled) and timeouts never count. A whole request that fails
 // twice the same way while others get through is split: its entries are
-// sent each alone, and only a failure of an entry alone counts. (A session
-// alone on an Ordered sink whose request fails as a whole gets no such
-// evidence: it is retried for as long as its tenure may deliver.)
+// sent each alone, and only a failure of an entry alone counts. (A
+// message that fails while nothing else is written, its session quiet and
+// no other session sending, gives no such evidence: it is retried for as
+// long as its tenure may deliver, as in an outage.)
 //
 // Backpressure: each session buffers at most Config.SessionBufferBytes of
 // encoded records not yet acknowledged, and the worker at most
@@ -229,16 +230,18 @@ type entry struct {
 	notBefore time.Time
 	attempts  int
 	permanent int  // permanent refusals so far
-	// The entry's run of failures of one kind (failureKind), those of it
-	// that count (the destination took other records meanwhile), and the
-	// destination's acknowledged records at its previous failure.
-	kind              string
-	repeats, sameRuns int
-	recordsAtFail     int64
 	alone     bool // sent in a request of its own (a whole request was refused permanently)
 	acked     bool
 	dropped   bool // never delivered: its tenure's acknowledgments end here
 	skipped   bool // given up on, and its tenure chose to pass it
+
+	// The entry's run of failures of one kind (failureKind): those that
+	// counted (the destination took other records meanwhile), the whole
+	// requests it failed in so, and the destination's acknowledged
+	// records at its previous failure.
+	kind              string
+	repeats, sameRuns int
+	recordsAtFail     int64
 }
 
 // stream is one session's entries.
