@@ -41,17 +41,18 @@ func flush(t *testing.T, b *batch.Batcher, id string) {
 
 // streamUntil submits seqs 1, 2, … of session id (tenure tn) to b, one
 // every millisecond, as a session reading its socket does, until watched
-// refused a message (or tn's tenure ended) or 5 s passed; it returns the
-// last seq submitted.
+// refused a message (or tn's tenure ended, or its buffer stayed full) or
+// 5 s passed; it returns the last seq submitted.
 func streamUntil(t *testing.T, b *batch.Batcher, tn, watched *tenure, id string) int64 {
 	t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	deadline := time.Now().Add(5 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	seq := int64(0)
-	for len(watched.refusedSeqs()) == 0 && time.Now().Before(deadline) {
-		if err := b.Submit(context.Background(), msg(id, seq+1), tn, nil); err != nil {
-			break // the tenure ended at the refusal (fail)
+	for len(watched.refusedSeqs()) == 0 && ctx.Err() == nil {
+		if err := b.Submit(ctx, msg(id, seq+1), tn, nil); err != nil {
+			break // the tenure ended at the refusal (fail), or the buffer stayed full
 		}
 		seq++
 		<-tick.C
