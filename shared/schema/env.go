@@ -33,7 +33,7 @@ func WorkerEnv() []string {
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof, EnvAdminToken,
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvTenureHeader, EnvExtraCAFile, EnvTLSResumption, EnvDialsPerHost, EnvHandshakesInFlight, EnvHandshakesPerHost, EnvSwitchBufferBudget, EnvSecretCacheTTL, EnvSecretHosts,
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
-		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts,
+		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts, EnvSinkRepeatFailures,
 	}
 }
 

@@ -286,6 +286,10 @@ const (
 	// EnvSinkPermanentAttempts: int, default 3: sends of a message the sink
 	// refuses permanently before its session's on_sink_refusal applies.
 	EnvSinkPermanentAttempts = "WSFLEET_SINK_PERMANENT_ATTEMPTS"
+	// EnvSinkRepeatFailures: int, default 8: failures of one kind of a
+	// message, while the sink takes other messages, before it counts as
+	// refused for good (then its session's on_sink_refusal applies).
+	EnvSinkRepeatFailures = "WSFLEET_SINK_REPEAT_FAILURES"
 	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
 	// the task's memory; the worker derives its sink budget from it).
 	EnvGoMemLimit = "GOMEMLIMIT"
@@ -339,6 +343,7 @@ const (
 	MetricSinkStalls          = "SinkStalls"        // times a session waited for room in its sink buffer (its socket was not read meanwhile)
 	MetricSinkRefused         = "SinkRefused"       // messages the sink refused for good (then skipped or failing their session)
 	MetricSinkSkipped         = "SinkSkipped"       // of those, messages skipped (on_sink_refusal skip)
+	MetricSinkTextBase64      = "SinkTextBase64"    // text messages the envelope carried in data_b64 (invalid UTF-8, or a character the sink refuses)
 	// Planned reconnects (make-before-break: max_connection_age, reconnect_on).
 	MetricPlannedReconnects = "PlannedReconnects"       // switches to a new connection opened before the old one ended
 	MetricPlannedFailed     = "PlannedReconnectsFailed" // new connections given up (the old one stayed)

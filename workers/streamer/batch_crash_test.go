@@ -3,6 +3,7 @@ package streamer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -20,14 +21,17 @@ import (
 
 // destination is a batch.Sender standing for a remote sink with latency:
 // what it accepts is recorded in rec (the destination's content). Every
-// 7th seq fails its first attempt (a partial failure), and a request whose
+// 7th seq fails its first attempt (a partial failure), the poisoned seq
+// (when not 0) fails every attempt the same way, and a request whose
 // context ends (the worker died) records nothing.
 type destination struct {
-	rec     *recSink
-	latency time.Duration
+	rec      *recSink
+	latency  time.Duration
+	poisoned int64
 
-	mu      sync.Mutex
-	refused map[string]bool
+	mu          sync.Mutex
+	refused     map[string]bool
+	poisonFails int
 }
 
 func (d *destination) Encode(m sink.Message) (batch.Record, error) {
@@ -52,11 +56,16 @@ func (d *destination) Send(ctx context.Context, recs []batch.Record) ([]error, e
 	var failed []error
 	for i, r := range recs {
 		key := fmt.Sprintf("%s:%d", r.ConnectionID, r.Seq)
+		if failed == nil && ((r.Seq%7 == 0 && !d.refused[key]) || r.Seq == d.poisoned) {
+			failed = make([]error, len(recs))
+		}
+		if r.Seq == d.poisoned && d.poisoned != 0 {
+			d.poisonFails++
+			failed[i] = errors.New("InternalError: poisoned")
+			continue
+		}
 		if r.Seq%7 == 0 && !d.refused[key] {
 			d.refused[key] = true
-			if failed == nil {
-				failed = make([]error, len(recs))
-			}
 			failed[i] = fmt.Errorf("refused %s once", key)
 			continue
 		}
@@ -71,6 +80,12 @@ func (d *destination) Send(ctx context.Context, recs []batch.Record) ([]error, e
 		_ = d.rec.Handle(ctx, sink.Message{ConnectionID: r.ConnectionID, Seq: env.Seq, LeaseEpoch: env.LeaseEpoch, WorkerID: env.WorkerID})
 	}
 	return failed, nil
+}
+
+func (d *destination) poisonFailures() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.poisonFails
 }
 
 func (d *destination) refusals() int {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
@@ -159,6 +160,7 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricSinkStalls:        &w.counters.SinkStalls,
 		schema.MetricSinkRefused:       &w.counters.SinkRefused,
 		schema.MetricSinkSkipped:       &w.counters.SinkSkipped,
+		schema.MetricSinkTextBase64:    &sink.Base64Text,
 		schema.MetricReconnects:        &w.counters.Reconnects,
 		schema.MetricSeqMissingDropped: &w.counters.SeqMissingDropped,
 		schema.MetricPlannedReconnects: &w.counters.PlannedReconnects,
@@ -182,6 +184,8 @@ func metricKey(name string) string {
 		return "sink_refused"
 	case schema.MetricSinkSkipped:
 		return "sink_skipped"
+	case schema.MetricSinkTextBase64:
+		return "sink_text_base64"
 	case schema.MetricReconnects:
 		return "reconnects"
 	case schema.MetricSeqMissingDropped:

@@ -195,6 +195,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvSinkBufferBytes, &sk.Batch.SessionBufferBytes)
 	p.dur(schema.EnvSinkRequestTimeout, &w.SinkRequestTimeout)
 	p.int(schema.EnvSinkPermanentAttempts, &sk.Batch.PermanentAttempts)
+	p.int(schema.EnvSinkRepeatFailures, &sk.Batch.RepeatFailures)
 	var budget int
 	if p.int(schema.EnvSinkBufferBudget, &budget) {
 		sk.Batch.BufferBudget = int64(budget)

@@ -42,6 +42,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -142,6 +143,58 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p) && p.Permanent()
 }
 
+// ThrottledError marks a transient refusal for the destination's
+// throughput (throttling): it says nothing about the message, so it never
+// counts toward a pipeline's bound on a message that keeps failing the
+// same way (sink/batch).
+type ThrottledError struct{ Err error }
+
+func (e *ThrottledError) Error() string   { return e.Err.Error() }
+func (e *ThrottledError) Unwrap() error   { return e.Err }
+func (e *ThrottledError) Throttled() bool { return true }
+
+// Throttled marks err as a throttling refusal (nil stays nil).
+func Throttled(err error) error {
+	if err == nil || IsThrottled(err) {
+		return err
+	}
+	return &ThrottledError{Err: err}
+}
+
+// IsThrottled reports whether err is a throttling refusal: an error in its
+// chain that says so with a Throttled() bool method (ThrottledError).
+func IsThrottled(err error) bool {
+	var t interface{ Throttled() bool }
+	return errors.As(err, &t) && t.Throttled()
+}
+
+// FinalError marks a permanent refusal of a message the destination applied,
+// but not as it was sent (an SQS checksum mismatch: the body it holds
+// differs from the one sent). Sending it again would only add copies, so
+// it is never sent again: the session's on_sink_refusal policy decides at
+// once, whatever the attempts left.
+type FinalError struct{ Err error }
+
+func (e *FinalError) Error() string   { return e.Err.Error() }
+func (e *FinalError) Unwrap() error   { return e.Err }
+func (e *FinalError) Permanent() bool { return true }
+
+// Final marks err as a final refusal (nil stays nil): permanent, and never
+// to be sent again.
+func Final(err error) error {
+	if err == nil || IsFinal(err) {
+		return err
+	}
+	return &FinalError{Err: err}
+}
+
+// IsFinal reports whether err is a final refusal (a FinalError in its
+// chain).
+func IsFinal(err error) bool {
+	var fe *FinalError
+	return errors.As(err, &fe)
+}
+
 // Pipeline is implemented by handlers that deliver in the background, in
 // batches across sessions (sink/batch). The session then calls Submit
 // instead of Handle and checkpoints only what Tenure.Acked reported.
@@ -180,9 +233,51 @@ func Flush(ctx context.Context, h Handler) error {
 // with "sub":… after worker_id for a message without its own seq (Sub).
 //
 // data is the message itself when it is valid JSON, otherwise the message as
-// a JSON string (invalid UTF-8 replaced by U+FFFD). A binary frame has
-// "frame":"binary" and "data_b64" (standard base64) instead of data.
-func AppendJSON(dst []byte, m Message) []byte {
+// a JSON string. A payload the envelope cannot carry as text losslessly is
+// carried the way a binary frame is, in "data_b64" (standard base64)
+// instead of data, after "frame":
+//
+//	binary frame:                 "frame":"binary","data_b64":…
+//	text frame, not valid UTF-8:  "frame":"text","b64_reason":"invalid_utf8","data_b64":…
+//
+// so a consumer's one rule is: data_b64 present, its base64 decoding is the
+// payload's exact bytes; otherwise data is. Every such text payload is
+// counted (Base64Text). See AppendEnvelope for destinations that refuse
+// some characters (SQS).
+func AppendJSON(dst []byte, m Message) []byte { return AppendEnvelope(dst, m, AnyChars) }
+
+// Chars is the set of characters a destination takes in a record's body.
+type Chars uint8
+
+const (
+	// AnyChars: any valid UTF-8 (JSON lines, Kinesis).
+	AnyChars Chars = iota
+	// SQSChars: SQS's message content, #x9 | #xA | #xD | #x20 to #xD7FF |
+	// #xE000 to #xFFFD | #x10000 to #x10FFFF; SQS refuses anything else
+	// (SendMessage, "MessageBody"). The envelope never writes a control
+	// byte raw (a JSON payload holds none, it escapes them in a string) and
+	// valid UTF-8 holds no surrogate, so of the rest only U+FFFE and U+FFFF
+	// can come from a payload: a text payload holding one is carried in
+	// data_b64 with "b64_reason":"refused_char".
+	SQSChars
+)
+
+// B64 reasons: why a text frame's payload is in data_b64.
+const (
+	ReasonInvalidUTF8 = "invalid_utf8" // RFC 6455 §5.6: a text frame is UTF-8; this one is not
+	ReasonRefusedChar = "refused_char" // it holds a character the destination refuses (SQSChars)
+)
+
+// Base64Text counts the text payloads an envelope carried in data_b64
+// (invalid UTF-8, or a character the destination refuses): the worker
+// reports and resets it as a metric (schema.MetricSinkTextBase64).
+var Base64Text atomic.Int64
+
+// AppendEnvelope is AppendJSON for a destination that takes only chars in
+// a body: a text payload holding any other character goes in data_b64
+// with "b64_reason":"refused_char". Only the ids and the payload can hold
+// one; the ids are escaped as \uXXXX.
+func AppendEnvelope(dst []byte, m Message, chars Chars) []byte {
 	dst = append(dst, `{"connection_id":`...)
 	dst = appendString(dst, m.ConnectionID)
 	dst = append(dst, `,"seq":`...)
@@ -198,9 +293,13 @@ func AppendJSON(dst []byte, m Message) []byte {
 	dst = append(dst, `,"received_at_ms":`...)
 	dst = strconv.AppendInt(dst, m.ReceivedAtMs, 10)
 	if m.Binary {
-		dst = append(dst, `,"frame":"binary","data_b64":"`...)
-		dst = base64.StdEncoding.AppendEncode(dst, m.Data)
-		return append(dst, '"', '}')
+		return appendB64(append(dst, `,"frame":"binary"`...), m.Data)
+	}
+	if reason := textB64Reason(m.Data, chars); reason != "" {
+		Base64Text.Add(1)
+		dst = append(dst, `,"frame":"text","b64_reason":"`...)
+		dst = append(dst, reason...)
+		return appendB64(append(dst, '"'), m.Data)
 	}
 	dst = append(dst, `,"data":`...)
 	if len(m.Data) > 0 && validJSON(m.Data) {
@@ -209,6 +308,41 @@ func AppendJSON(dst []byte, m Message) []byte {
 		dst = appendString(dst, string(m.Data))
 	}
 	return append(dst, '}')
+}
+
+// textB64Reason is why a text payload cannot go in data as text ("": it
+// can). utf8.Valid reads 8 ASCII bytes at a time, and only SQSChars scans
+// again, for the one lead byte of U+FFFE and U+FFFF.
+func textB64Reason(data []byte, chars Chars) string {
+	if !utf8.Valid(data) {
+		return ReasonInvalidUTF8
+	}
+	if chars == SQSChars && hasNonCharFFFx(data) {
+		return ReasonRefusedChar
+	}
+	return ""
+}
+
+// hasNonCharFFFx reports whether valid UTF-8 data holds U+FFFE or U+FFFF
+// (EF BF BE, EF BF BF).
+func hasNonCharFFFx(data []byte) bool {
+	for {
+		i := bytes.IndexByte(data, 0xEF)
+		if i < 0 || len(data)-i < 3 {
+			return false
+		}
+		if data[i+1] == 0xBF && data[i+2]&^1 == 0xBE {
+			return true
+		}
+		data = data[i+3:] // valid UTF-8: EF leads a 3-byte rune
+	}
+}
+
+// appendB64 appends "data_b64" and closes the envelope.
+func appendB64(dst, data []byte) []byte {
+	dst = append(dst, `,"data_b64":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, data)
+	return append(dst, '"', '}')
 }
 
 // appendCompactable appends valid JSON, replacing raw newlines (legal JSON
@@ -252,9 +386,12 @@ func appendString(dst []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, `\ufffd`...) // an id; a payload never gets here invalid
+		case r == 0xFFFE || r == 0xFFFF: // valid, but refused by SQS (SQSChars)
+			dst = append(dst, '\\', 'u', 'f', 'f', 'f', hexDigits[r&0xf])
+		default:
 			dst = append(dst, s[i:i+size]...)
 		}
 		i += size

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendJSONEnvelope(t *testing.T) {
@@ -36,15 +37,94 @@ func TestAppendJSONEnvelope(t *testing.T) {
 }
 
 func TestAppendJSONNonJSONDataBecomesString(t *testing.T) {
-	for _, raw := range []string{"plain text", "bad \xff utf8 \x01 ctl", ""} {
+	for _, raw := range []string{"plain text", "ctl \x01 \x7f tab\t", "", "{\"x\":", "héllo \U0001F600"} {
 		line := AppendJSON(nil, Message{ConnectionID: "c", Data: []byte(raw)})
 		var got struct{ Data string }
 		if err := json.Unmarshal(line, &got); err != nil {
 			t.Fatalf("%q → %s: %v", raw, line, err)
 		}
-		if want := strings.ToValidUTF8(raw, "\ufffd"); got.Data != want {
-			t.Errorf("data = %q, want %q", got.Data, want)
+		if got.Data != raw {
+			t.Errorf("data = %q, want %q", got.Data, raw)
 		}
+	}
+}
+
+// b64Envelope is what a consumer reads of an envelope carried in data_b64.
+type b64Envelope struct {
+	Seq       int64            `json:"seq"`
+	Frame     string           `json:"frame"`
+	B64Reason string           `json:"b64_reason"`
+	DataB64   []byte           `json:"data_b64"` // encoding/json decodes standard base64
+	Data      *json.RawMessage `json:"data"`
+}
+
+func decodeB64Envelope(t *testing.T, line []byte) b64Envelope {
+	t.Helper()
+	if !utf8.Valid(line) || !json.Valid(line) {
+		t.Fatalf("the envelope is not valid UTF-8 JSON: %q", line)
+	}
+	var env b64Envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		t.Fatalf("%q: %v", line, err)
+	}
+	return env
+}
+
+// Issue 35 finding 1: a text frame that is not valid UTF-8 (RFC 6455 §5.6
+// says it must be; a sender may break that) is carried losslessly in
+// data_b64, the way a binary frame is, never raw (the envelope would not be
+// UTF-8 JSON, and SQS's SDK would alter it) nor with U+FFFD in place of its
+// bytes; each is counted.
+func TestAppendJSONInvalidUTF8IsBase64(t *testing.T) {
+	for _, raw := range []string{
+		"{\"seq\":7,\"x\":\"\xff\"}", // valid JSON to json.Valid, not UTF-8
+		"bad \xff utf8 \x01 ctl",
+		"\xed\xa0\x80", // a surrogate, encoded
+		"trunc \xe2\x82",
+	} {
+		before := Base64Text.Load()
+		for _, chars := range []Chars{AnyChars, SQSChars} {
+			env := decodeB64Envelope(t, AppendEnvelope(nil, Message{ConnectionID: "c", Seq: 7, Data: []byte(raw)}, chars))
+			if env.Frame != "text" || env.B64Reason != ReasonInvalidUTF8 || string(env.DataB64) != raw || env.Data != nil || env.Seq != 7 {
+				t.Errorf("%q (chars %d): %+v", raw, chars, env)
+			}
+		}
+		if n := Base64Text.Load() - before; n != 2 {
+			t.Errorf("%q: Base64Text counted %d, want 2", raw, n)
+		}
+	}
+}
+
+// On a destination that refuses U+FFFE and U+FFFF (SQS), a text payload
+// holding one goes in data_b64 too, JSON or not; elsewhere it stays text.
+// The ids never carry them raw.
+func TestAppendEnvelopeSQSRefusedCharsAreBase64(t *testing.T) {
+	for _, raw := range []string{"{\"x\":\"a\uFFFEb\"}", "plain \uFFFF", "\uFFFE"} {
+		env := decodeB64Envelope(t, AppendEnvelope(nil, Message{ConnectionID: "c", Data: []byte(raw)}, SQSChars))
+		if env.Frame != "text" || env.B64Reason != ReasonRefusedChar || string(env.DataB64) != raw {
+			t.Errorf("%q: %+v", raw, env)
+		}
+		env = decodeB64Envelope(t, AppendJSON(nil, Message{ConnectionID: "c", Data: []byte(raw)}))
+		if env.DataB64 != nil || env.Data == nil {
+			t.Errorf("%q outside SQS: %+v", raw, env)
+		}
+	}
+	// Characters SQS takes stay text, next to the U+FFFx lead byte EF.
+	for _, raw := range []string{"\uFFFD \uFFEF \uEFBF \U0010FFFF \uE000", `{"k":"\ufffe escaped is ASCII"}`} {
+		if env := decodeB64Envelope(t, AppendEnvelope(nil, Message{Data: []byte(raw)}, SQSChars)); env.DataB64 != nil {
+			t.Errorf("%q went base64: %+v", raw, env)
+		}
+	}
+	line := AppendEnvelope(nil, Message{ConnectionID: "c\uFFFE", WorkerID: "w\uFFFF", Data: []byte(`{}`)}, SQSChars)
+	if bytes.Contains(line, []byte("\uFFFE")) || bytes.Contains(line, []byte("\uFFFF")) {
+		t.Fatalf("an id carried U+FFFx raw: %q", line)
+	}
+	var ids struct {
+		ConnectionID string `json:"connection_id"`
+		WorkerID     string `json:"worker_id"`
+	}
+	if err := json.Unmarshal(line, &ids); err != nil || ids.ConnectionID != "c\uFFFE" || ids.WorkerID != "w\uFFFF" {
+		t.Fatalf("%q: %+v %v", line, ids, err)
 	}
 }
 

@@ -179,7 +179,7 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		if err == nil {
 			break
 		}
-		if sink.IsPermanent(err) && (pipelined || attempt >= s.env.Config.SinkAttempts) {
+		if sink.IsPermanent(err) && (pipelined || attempt >= s.env.Config.SinkAttempts || sink.IsFinal(err)) {
 			// Sending it again cannot help: the session's policy decides.
 			if !s.Refused(seq, msg.Sub, err) {
 				return ErrSinkRefused

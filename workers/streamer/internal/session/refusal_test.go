@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,4 +133,34 @@ func TestPermanentSinkRefusal(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Issue 35 finding 1, the unbatched path: a final refusal (the destination
+// applied the message altered: an SQS checksum mismatch) is not sent again,
+// whatever SinkAttempts: the session's on_sink_refusal applies at once.
+func TestFinalSinkRefusalIsNotSentAgain(t *testing.T) {
+	if testConfig().SinkAttempts < 2 {
+		t.Fatal("the test needs SinkAttempts ≥ 2")
+	}
+	f := newFeed(t, feed.Config{Rate: 200})
+	h := newHarness(t, testConfig())
+	var calls5 atomic.Int64
+	h.rec.fail = func(m sink.Message) error {
+		if m.Seq == 5 {
+			calls5.Add(1)
+			return sink.Final(errors.New("applied with another body's MD5"))
+		}
+		return nil
+	}
+	h.put("s1", f.URL("s1"), func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.OnSinkRefusal = source.RefusalSkip })
+	})
+	s, _ := h.start("s1")
+	testwait.Eventually(t, 5*time.Second, "delivery past the refused seq", func() bool { return s.Held().LastSeq() >= 10 })
+	if n := calls5.Load(); n != 1 {
+		t.Fatalf("seq 5 sent %d times, want once", n)
+	}
+	if h.env.Counters.SinkSkipped.Load() != 1 || h.env.Counters.SinkErrors.Load() != 0 {
+		t.Fatalf("skipped %d, sink errors %d", h.env.Counters.SinkSkipped.Load(), h.env.Counters.SinkErrors.Load())
+	}
 }

@@ -31,11 +31,29 @@
 // Refusals: an entry refused transiently (throttling, 5xx, a timeout) is
 // retried with backoff for as long as its tenure may deliver; one refused
 // permanently (sink.IsPermanent) Config.PermanentAttempts times is given up
-// on, and its tenure decides (Tenure.Refused): skip it, or end. A request
+// on, and its tenure decides (Tenure.Refused): skip it, or end; one refused
+// finally (sink.IsFinal: the destination applied it, altered) is given up
+// on at once, since sending it again would only add copies. A request
 // refused permanently as a whole names no entry: its entries are sent again
 // each in a request of its own, so that only an entry refused alone counts
 // (an innocent entry that shared a request with a refused one is not given
 // up on).
+//
+// Repeated failures: an entry that keeps failing the same way (the same
+// error code, or text) while the destination takes other records is a
+// refusal of that entry, whatever the destination calls it: after
+// Config.RepeatFailures such failures it is given up on like a permanent
+// refusal (RepeatedError), so that no message holds its session in a retry
+// loop for its whole tenure, nor, replayed by the next owner, across
+// tenures. A failure counts only when the destination acknowledged another
+// record in the same request or since the entry's previous failure (an
+// outage fails everything and counts nothing), and throttling
+// (sink.IsThrottled) and timeouts never count. A whole request that fails
+// twice the same way while others get through is split: its entries are
+// sent each alone, and only a failure of an entry alone counts. (A
+// message that fails while nothing else is written, its session quiet and
+// no other session sending, gives no such evidence: it is retried for as
+// long as its tenure may deliver, as in an outage.)
 //
 // Backpressure: each session buffers at most Config.SessionBufferBytes of
 // encoded records not yet acknowledged, and the worker at most
@@ -121,6 +139,10 @@ type Config struct {
 	// PermanentAttempts is how many times an entry refused permanently is
 	// sent before the batcher gives up on it (Tenure.Refused).
 	PermanentAttempts int
+	// RepeatFailures is how many times an entry may fail the same way
+	// while the destination takes other records before the batcher gives
+	// up on it as refused (RepeatedError, Tenure.Refused).
+	RepeatFailures int
 	// Retry is the backoff of a failed entry (per entry, by its attempts).
 	Retry backoff.Policy
 }
@@ -133,6 +155,7 @@ func DefaultConfig() Config {
 		SessionBufferBytes: 4 << 20,
 		RequestTimeout:     time.Second,
 		PermanentAttempts:  3,
+		RepeatFailures:     8,
 		Retry:              backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second},
 	}
 }
@@ -164,6 +187,9 @@ func (c Config) Validate(l Limits) error {
 	}
 	if c.PermanentAttempts < 1 {
 		bad("batch permanent attempts %d: want at least 1", c.PermanentAttempts)
+	}
+	if c.RepeatFailures < 2 {
+		bad("batch repeat failures %d: want at least 2", c.RepeatFailures)
 	}
 	if err := c.Retry.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("batch retry: %w", err))
@@ -208,6 +234,14 @@ type entry struct {
 	acked     bool
 	dropped   bool // never delivered: its tenure's acknowledgments end here
 	skipped   bool // given up on, and its tenure chose to pass it
+
+	// The entry's run of failures of one kind (failureKind): those that
+	// counted (the destination took other records meanwhile), the whole
+	// requests it failed in so, and the destination's acknowledged
+	// records at its previous failure.
+	kind              string
+	repeats, sameRuns int
+	recordsAtFail     int64
 }
 
 // stream is one session's entries.
@@ -345,7 +379,7 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 		b.mu.Lock()
 	}
 	st := b.streamLocked(m.ConnectionID)
-	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: time.Now()}
+	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: time.Now(), recordsAtFail: b.records.Load()}
 	st.nextOrd++
 	st.entries = append(st.entries, e)
 	st.bytes += size
@@ -752,6 +786,14 @@ func (b *Batcher) send(ctx context.Context, r request) {
 	b.mu.Lock()
 	touched := map[*stream]struct{}{}
 	var firstErr error
+	// accepted: the destination took records of this request (then an
+	// entry it failed was failed for itself).
+	accepted := err == nil && len(failed) == 0
+	if err == nil && failed != nil {
+		for _, f := range failed {
+			accepted = accepted || f == nil
+		}
+	}
 	for i, e := range batch {
 		st := b.streams[e.rec.ConnectionID]
 		if _, ok := touched[st]; !ok {
@@ -775,12 +817,16 @@ func (b *Batcher) send(ctx context.Context, r request) {
 				firstErr = eerr
 			}
 		}
+		if rerr := b.repeatedLocked(e, eerr, accepted, err != nil && len(batch) > 1); rerr != nil {
+			b.giveUpLocked(st, e, rerr)
+			continue
+		}
 		switch {
 		case err != nil && len(batch) > 1 && sink.IsPermanent(err):
 			e.alone = true // which entry the destination refused is unknown
 		case sink.IsPermanent(eerr):
 			e.permanent++
-			if e.permanent >= b.cfg.PermanentAttempts {
+			if e.permanent >= b.cfg.PermanentAttempts || sink.IsFinal(eerr) {
 				b.giveUpLocked(st, e, eerr)
 				continue
 			}
@@ -798,6 +844,63 @@ func (b *Batcher) send(ctx context.Context, r request) {
 		b.log.Warn().Err(firstErr).Msg("sink refused entries of a request: retrying them")
 	}
 	b.wake()
+}
+
+// RepeatedError: an entry failed the same way Config.RepeatFailures times
+// while the destination took other records. It is a refusal of the entry
+// (sink.IsPermanent): its tenure decides (Tenure.Refused).
+type RepeatedError struct {
+	Failures int
+	Err      error // the last failure
+}
+
+func (e *RepeatedError) Error() string {
+	return fmt.Sprintf("refused: failed the same way %d times while the destination took other records: %v", e.Failures, e.Err)
+}
+func (e *RepeatedError) Unwrap() error   { return e.Err }
+func (e *RepeatedError) Permanent() bool { return true }
+
+// failureKind is what makes two failures "the same way": the error code
+// when the error names one (an API error, a rejected entry), else its text.
+func failureKind(err error) string {
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) {
+		return coded.ErrorCode()
+	}
+	return err.Error()
+}
+
+// repeatedLocked counts e's failure eerr and returns a RepeatedError once
+// e failed the same way Config.RepeatFailures times, each while the
+// destination took other records: in this request (accepted) or since its
+// previous failure. Throttling and timeouts never count. whole: a request
+// of several entries failed as a whole, which names none of them: a
+// second such failure of one kind with others getting through sends e
+// alone from then on, and only its failures alone count.
+func (b *Batcher) repeatedLocked(e *entry, eerr error, accepted, whole bool) error {
+	records := b.records.Load()
+	progress := accepted || records > e.recordsAtFail
+	e.recordsAtFail = records
+	if sink.IsThrottled(eerr) || errors.Is(eerr, context.DeadlineExceeded) || errors.Is(eerr, context.Canceled) {
+		e.kind, e.repeats, e.sameRuns = "", 0, 0
+		return nil
+	}
+	if kind := failureKind(eerr); kind != e.kind {
+		e.kind, e.repeats, e.sameRuns = kind, 0, 0
+	}
+	if !progress {
+		return nil // every request may be failing: an outage, not this entry
+	}
+	if whole {
+		if e.sameRuns++; e.sameRuns >= 2 {
+			e.alone = true
+		}
+		return nil
+	}
+	if e.repeats++; e.repeats < b.cfg.RepeatFailures {
+		return nil
+	}
+	return &RepeatedError{Failures: e.repeats, Err: eerr}
 }
 
 // giveUpLocked ends e after its permanent refusals: its tenure skips it

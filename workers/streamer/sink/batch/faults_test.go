@@ -327,16 +327,21 @@ func TestHandleKeepsItsDeadlineAndRefusals(t *testing.T) {
 	}
 }
 
-// requestRefuser refuses a whole request permanently when it holds the
-// poisoned seq (a Kinesis ValidationException names no record).
+// requestRefuser refuses a whole request when it holds the poisoned seq of
+// session c: with err, or permanently (a Kinesis ValidationException names
+// no record) when err is nil.
 type requestRefuser struct {
 	*fakeSender
 	poisoned int64
+	err      error
 }
 
 func (r *requestRefuser) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	for _, rec := range recs {
 		if rec.ConnectionID == "c" && rec.Seq == r.poisoned {
+			if r.err != nil {
+				return nil, r.err
+			}
 			return nil, sink.Permanent(errors.New("ValidationException"))
 		}
 	}

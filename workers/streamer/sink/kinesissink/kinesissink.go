@@ -95,6 +95,13 @@ func (e *EntryError) Error() string {
 	return "kinesis refused the record: " + e.Code + ": " + e.Message
 }
 
+// ErrorCode is Kinesis' code for the record (what makes two failures the
+// same).
+func (e *EntryError) ErrorCode() string { return e.Code }
+
+// Throttled: the shard refused the record for throughput (sink.IsThrottled).
+func (e *EntryError) Throttled() bool { return e.Code == "ProvisionedThroughputExceededException" }
+
 // Unwrap makes a throughput refusal ErrThroughputExceeded.
 func (e *EntryError) Unwrap() error {
 	if e.Code == "ProvisionedThroughputExceededException" {
@@ -119,7 +126,7 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	if err != nil {
 		var pte *types.ProvisionedThroughputExceededException
 		if errors.As(err, &pte) {
-			err = fmt.Errorf("%w: %w", ErrThroughputExceeded, err)
+			err = sink.Throttled(fmt.Errorf("%w: %w", ErrThroughputExceeded, err))
 		}
 		return nil, fmt.Errorf("kinesis sink: put %d records on %s: %w", len(recs), s.target, awserr.Classify(err))
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -187,6 +188,72 @@ func TestBatchesOnKinesalite(t *testing.T) {
 			if seq != int64(i+1) {
 				t.Fatalf("session %d out of order at %d: %s", s, i, strings.Trim(fmt.Sprint(seqs[max(0, i-3):i+1]), "[]"))
 			}
+		}
+	}
+}
+
+// Issue 35 finding 1 on kinesalite: a text frame that is not valid UTF-8
+// is put as a record that is UTF-8 JSON, the frame's exact bytes in
+// data_b64 (before: the record carried the byte raw, so the record was not
+// UTF-8 JSON and a consumer's decoder refused or altered it).
+func TestPoisonedTextFrameOnKinesalite(t *testing.T) {
+	enginetest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ac, err := awsconfig.Load(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kinesis.NewFromConfig(ac)
+	stream := fmt.Sprintf("poison-%d", time.Now().UnixNano())
+	if _, err := client.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &stream, ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "stream active", func() bool {
+		out, err := client.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: &stream})
+		return err == nil && out.StreamDescription.StreamStatus == types.StreamStatusActive
+	})
+	b := batchtest.Start(t, New(client, stream), batch.DefaultConfig())
+	const poisoned = "{\"seq\":7,\"x\":\"\xff\"}"
+	for seq := int64(6); seq <= 8; seq++ {
+		data := fmt.Sprintf(`{"seq":%d}`, seq)
+		if seq == 7 {
+			data = poisoned
+		}
+		if err := b.Submit(ctx, sink.Message{ConnectionID: "c", Seq: seq, LeaseEpoch: 2, Data: []byte(data)}, batchtest.Ignore{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: shards.Shards[0].ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != 3 {
+		t.Fatalf("%d records, want 3", len(out.Records))
+	}
+	for _, r := range out.Records {
+		var env struct {
+			Seq       int64  `json:"seq"`
+			Frame     string `json:"frame"`
+			B64Reason string `json:"b64_reason"`
+			DataB64   []byte `json:"data_b64"`
+		}
+		if !utf8.Valid(r.Data) || json.Unmarshal(r.Data, &env) != nil {
+			t.Fatalf("record %q is not UTF-8 JSON", r.Data)
+		}
+		if env.Seq == 7 && (env.Frame != "text" || env.B64Reason != sink.ReasonInvalidUTF8 || string(env.DataB64) != poisoned) {
+			t.Fatalf("seq 7 not carried losslessly: %s", r.Data)
 		}
 	}
 }

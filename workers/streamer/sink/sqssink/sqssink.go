@@ -1,5 +1,7 @@
 // Package sqssink is the worker's SQS sink: every message becomes one SQS
-// message whose body is the sink's JSON envelope (sink.AppendJSON). The
+// message whose body is the sink's JSON envelope (sink.AppendEnvelope with
+// sink.SQSChars: a text payload SQS would refuse or alter, invalid UTF-8 or
+// U+FFFE/U+FFFF, is carried in data_b64, never raw). The
 // worker sends them in SendMessageBatch requests through sink/batch (Sink
 // is a batch.Sender); Handle is the unbatched path (one SendMessage per
 // message, WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO
@@ -19,11 +21,15 @@
 // Refusals: an entry SQS fails with SenderFault (other than throttling) and
 // a request SQS refuses for the caller's fault are permanent
 // (sink.IsPermanent); throttling, SQS's own faults and timeouts are
-// transient.
+// transient. The sink checks the MD5 SQS returns for each entry itself
+// (the SDK's check is off: it fails a whole request that SQS applied): an
+// entry applied with another body than the one sent is a final refusal of
+// that entry alone (ChecksumError), never sent again.
 package sqssink
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -74,14 +80,50 @@ func (s *Sink) FIFO() bool { return s.fifo }
 
 // Handle sends m.
 func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
-	body := string(sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m))
+	body := string(sink.AppendEnvelope(make([]byte, 0, len(m.Data)+160), m, sink.SQSChars))
 	in := &sqs.SendMessageInput{QueueUrl: &s.url, MessageBody: &body}
 	if s.fifo {
 		group, dedup := m.ConnectionID, DedupIDOf(m)
 		in.MessageGroupId, in.MessageDeduplicationId = &group, &dedup
 	}
-	if _, err := s.api.SendMessage(ctx, in); err != nil {
+	out, err := s.api.SendMessage(ctx, in, ownChecksum)
+	if err != nil {
 		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, awserr.Classify(err))
+	}
+	if err := checkMD5(body, out.MD5OfMessageBody, out.MessageId); err != nil {
+		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, err)
+	}
+	return nil
+}
+
+// ownChecksum turns off the SDK's check of the MD5s SQS returns: on a
+// mismatch it fails the whole SendMessageBatch, though SQS applied every
+// entry (a retry then duplicates all of them) and it names none by its
+// entry id. The sink checks each entry itself instead (checkMD5).
+func ownChecksum(o *sqs.Options) { o.DisableMessageChecksumValidation = true }
+
+// ChecksumError: SQS accepted an entry, but the MD5 of the body it holds
+// is not the MD5 of the body sent (SQS, or something on the way, altered
+// it). The message is in the queue, altered: sending it again would only
+// add copies, so it is a final refusal (sink.Final), which the session's
+// on_sink_refusal decides on.
+type ChecksumError struct {
+	MessageID, Sent, Got string // the message SQS made; the MD5s of the body sent and of the one SQS holds
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("sqs applied message %s with body MD5 %s, not the %s sent: it holds an altered body (not sent again)", e.MessageID, e.Got, e.Sent)
+}
+
+// checkMD5 is a final ChecksumError when SQS returned the MD5 of another
+// body than body (nil when it returned none).
+func checkMD5(body string, got, messageID *string) error {
+	if got == nil {
+		return nil
+	}
+	sum := md5.Sum([]byte(body))
+	if sent := hex.EncodeToString(sum[:]); !strings.EqualFold(sent, *got) {
+		return sink.Final(&ChecksumError{MessageID: aws.ToString(messageID), Sent: sent, Got: *got})
 	}
 	return nil
 }
@@ -109,7 +151,7 @@ func DedupIDOf(m sink.Message) string { return DedupID(m.ConnectionID, m.Seq, m.
 
 // Encode builds m's message body (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
-	body := sink.AppendJSON(make([]byte, 0, len(m.Data)+160), m)
+	body := sink.AppendEnvelope(make([]byte, 0, len(m.Data)+160), m, sink.SQSChars)
 	if len(body) > MaxMessageBytes {
 		return batch.Record{}, sink.Permanent(fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes))
 	}
@@ -142,6 +184,12 @@ func (e *EntryError) Error() string {
 // KMS key), unless SQS names throttling (sink.IsPermanent).
 func (e *EntryError) Permanent() bool { return e.SenderFault && !awserr.Throttling(e.Code) }
 
+// ErrorCode is SQS's code for the entry (what makes two failures the same).
+func (e *EntryError) ErrorCode() string { return e.Code }
+
+// Throttled: SQS names throttling (sink.IsThrottled).
+func (e *EntryError) Throttled() bool { return awserr.Throttling(e.Code) }
+
 // Send sends recs in one SendMessageBatch (batch.Sender); failed maps the
 // response's Failed entries back to recs.
 func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
@@ -153,20 +201,32 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 		}
 		entries[i] = e
 	}
-	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries})
+	out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &s.url, Entries: entries}, ownChecksum)
 	if err != nil {
 		return nil, fmt.Errorf("sqs sink: send batch of %d: %w", len(recs), awserr.Classify(err))
 	}
-	if len(out.Failed) == 0 {
-		return nil, nil
+	var failed []error
+	fail := func(i int, err error) {
+		if failed == nil {
+			failed = make([]error, len(recs))
+		}
+		failed[i] = err
 	}
-	failed := make([]error, len(recs))
+	for _, ok := range out.Successful {
+		i, err := strconv.Atoi(aws.ToString(ok.Id))
+		if err != nil || i < 0 || i >= len(recs) {
+			return nil, fmt.Errorf("sqs sink: batch result names unknown entry %q", aws.ToString(ok.Id))
+		}
+		if err := checkMD5(*entries[i].MessageBody, ok.MD5OfMessageBody, ok.MessageId); err != nil {
+			fail(i, err) // applied, altered: only this entry, and never again
+		}
+	}
 	for _, f := range out.Failed {
 		i, err := strconv.Atoi(aws.ToString(f.Id))
 		if err != nil || i < 0 || i >= len(recs) {
 			return nil, fmt.Errorf("sqs sink: batch result names unknown entry %q", aws.ToString(f.Id))
 		}
-		failed[i] = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		fail(i, &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault})
 	}
 	return failed, nil
 }

@@ -28,11 +28,15 @@ func Throttling(code string) bool {
 
 // Classify returns err marked sink.Permanent when it is an API error of the
 // caller's fault (smithy.FaultClient, or an HTTP 4xx other than 408 and 429)
-// whose code is not a throttling one; any other error is returned as it is.
+// whose code is not a throttling one, and marked sink.Throttled when its
+// code is a throttling one; any other error is returned as it is.
 func Classify(err error) error {
 	var ae smithy.APIError
-	if err == nil || !errors.As(err, &ae) || Throttling(ae.ErrorCode()) {
+	if err == nil || !errors.As(err, &ae) {
 		return err
+	}
+	if Throttling(ae.ErrorCode()) {
+		return sink.Throttled(err)
 	}
 	client := ae.ErrorFault() == smithy.FaultClient
 	var re *awshttp.ResponseError

@@ -46,3 +46,24 @@ func TestClassify(t *testing.T) {
 		t.Error("Classify(nil) != nil")
 	}
 }
+
+// Throttling is marked so (sink.IsThrottled): it says nothing about the
+// messages, so it never counts toward the batcher's repeated-failure
+// bound; nothing else is.
+func TestClassifyMarksThrottling(t *testing.T) {
+	for name, c := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"throttling":     {&smithy.GenericAPIError{Code: "ThrottlingException", Fault: smithy.FaultClient}, true},
+		"kms throttling": {&smithy.GenericAPIError{Code: "KMSThrottlingException", Fault: smithy.FaultClient}, true},
+		"kinesis":        {withStatus(&smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}, 400), true},
+		"server fault":   {withStatus(&smithy.GenericAPIError{Code: "InternalFailure", Fault: smithy.FaultServer}, 500), false},
+		"access denied":  {&smithy.GenericAPIError{Code: "AccessDeniedException", Fault: smithy.FaultClient}, false},
+		"timeout":        {context.DeadlineExceeded, false},
+	} {
+		if got := sink.IsThrottled(Classify(c.err)); got != c.want {
+			t.Errorf("%s: throttled %v, want %v", name, got, c.want)
+		}
+	}
+}
