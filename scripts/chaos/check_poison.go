@@ -158,7 +158,8 @@ func (j *judge) poisonForms(id string, qs []int64) string {
 }
 
 // poisonCopies: a record first stored during a source-poison episode or
-// its recovery (up to the sink recovery bound after it) is stored at most
+// its recovery (up to the sink recovery bound after it, or the next fault's
+// start when sooner: a sink fault's retries are its own) is stored at most
 // poisonCopiesMax times (one tenure: a sink's retries; a replay by a newer
 // tenure is another record).
 func (j *judge) poisonCopies() {
@@ -179,6 +180,11 @@ func (j *judge) poisonCopies() {
 			continue
 		}
 		lo, hi := f.Start.UnixNano(), f.End.Add(rec).UnixNano()
+		for _, g := range j.ev.Faults {
+			if g.Kind != KindPolicy && g.Start.After(f.End) {
+				hi = min(hi, g.Start.UnixNano())
+			}
+		}
 		for k, n := range copies {
 			if first[k] < lo || first[k] > hi {
 				continue

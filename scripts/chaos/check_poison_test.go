@@ -60,7 +60,18 @@ func TestPoisonEpisodeRiddenOut(t *testing.T) {
 			}
 		}
 	}
+	// Copies of a record first stored after the next fault began are that
+	// fault's (a sink-latency's held answers).
 	s := destScenario()
+	s.poisoned(sinkfault.FormB64)
+	s.ev.Faults = append(s.ev.Faults, Fault{N: 3, Kind: KindSinkLatency, Start: at(24), End: at(26)})
+	s.ev.Deliveries = removeSeq(s.ev.Deliveries, "b", 116)
+	s.ev.Deliveries = append(s.ev.Deliveries, tenureDels("b", "worker-2", 1, 116, 116, 24.1)...)
+	s.copies(116, 5)
+	if res := s.judge(); !res.OK() {
+		t.Fatalf("copies after the next fault began: %v", res.Violations)
+	}
+	s = destScenario()
 	s.poisoned(sinkfault.FormB64)
 	s.copies(96, poisonCopiesMax-1)
 	if res := s.judge(); !res.OK() || res.Poison.MaxCopies != poisonCopiesMax {
