@@ -91,6 +91,7 @@ const (
 	KindSinkFreeze       = "sink-freeze"          // every sink request held for 2 × TTL (connections open)
 	KindSinkFreezeDynamo = "sink-freeze+dynamodb" // one worker's sink and DynamoDB path frozen past the crash bound: declared dead
 	KindSinkRefuseDynamo = "sink-refuse+dynamodb" // refusals while every worker's DynamoDB path is frozen past TTL − margin: trust lapses, then heartbeats succeed again
+	KindSourcePoison     = "source-poison"        // some sessions' sources send invalid UTF-8 and characters SQS refuses for a while (judged at the destination)
 
 	// DynamoDB model faults (testkit/dynamodel's controls; a stack on the
 	// model only).
@@ -105,15 +106,16 @@ var ModelKinds = []string{KindIndexLag, KindThrottle, KindAmbiguous}
 // isModelKind reports whether k is one of ModelKinds.
 func isModelKind(k string) bool { return slices.Contains(ModelKinds, k) }
 
-// SinkKinds are the fault kinds that need an AWS sink (its fault proxy).
-var SinkKinds = []string{KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo}
+// SinkKinds are the fault kinds that need an AWS sink (its fault proxy, or
+// the destination read back: source-poison's payloads).
+var SinkKinds = []string{KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo, KindSourcePoison}
 
 // isSinkKind reports whether k is one of SinkKinds.
 func isSinkKind(k string) bool { return slices.Contains(SinkKinds, k) }
 
 // AllKinds are the fault kinds, in the order the report lists them.
 var AllKinds = []string{KindKill, KindZombie, KindRolling, KindDynamoDown, KindPartition, KindSQSDown, KindSourceDrop, KindRefuse, KindSchedule, KindChurn, KindClockOffset, KindScaleOut, KindScaleIn,
-	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo,
+	KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo, KindSourcePoison,
 	KindIndexLag, KindThrottle, KindAmbiguous}
 
 // Model fault settings: the lag of an index-lag episode (a kill -9 of a

@@ -39,7 +39,7 @@ var checkRules = []struct{ name, rule string }{
 	{CheckOneConn, "at every instant the open connections of a session belong to one tenure (the feed's records; a connection without a tenure header is its own); two of one tenure only as a planned reconnect: a session started with planned reconnects, the tenure (<worker id>/<lease epoch>) one that delivered the session, at most two connections, overlapping no longer than the switch timeout + 1 s; no attempt refused because another was open"},
 	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink; a seq the worker logged as skipped (permanent sink refusal, on_sink_refusal skip) is excused only if the sink fault proxy refused that message permanently"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat"},
-	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change"},
+	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change; AWS sink: no record first stored during a source-poison episode or its recovery stored more than 3 times within one tenure (the sink's attempts of one entry)"},
 	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a worker that cannot heartbeat after its trust deadline (last heartbeat + TTL − safety margin: zombie, partition, DynamoDB down)"},
 	{CheckCrash, "after kill -9, SIGSTOP or a partition from DynamoDB every session of the worker is delivered again by a newer tenure within TTL + watch interval + margin (+ the lag, for a kill while the DynamoDB model's indexes lag); a zombie or partitioned worker learns it is DEAD at its next heartbeat and exits non-zero"},
 	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s of its previous tenure's last delivery (the drain hands sessions off a few at a time, the others streaming until their turn), and within the shutdown deadline of the SIGTERM"},
@@ -50,10 +50,10 @@ var checkRules = []struct{ name, rule string }{
 	{CheckStop, "a STOPPED session's connection closes within one heartbeat interval (+ margin; whichever worker the SQS stop reaches), nothing is delivered after, it never reopens and no newer tenure is acquired while it is STOPPED"},
 	{CheckEndOwners, "after the last fault: no session owned by a DEAD or LEFT worker (or one whose process ended); every STARTED session owned by an ALIVE worker that is running; every ended process's record DEAD or LEFT, every running one's ALIVE"},
 	{CheckRelease, "after SIGTERM of every worker: no session has an owner (lease_owner absent), every worker record LEFT (DEAD for those killed or declared dead), every worker exited 0, every final checkpoint (ckpt# item) equal to the highest seq delivered"},
-	{CheckSink, "stdout sink: every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received. AWS sink: every destination message is a sink envelope naming a worker incarnation of the run; the workers' stdout holds no sink line"},
+	{CheckSink, "stdout sink: every stdout line is a sink record; each worker slot's sink file names only its own incarnations; the files hold what the harness received. AWS sink: every destination message is a sink envelope naming a worker incarnation of the run; the workers' stdout holds no sink line; every copy of a message the source sent poisoned (source-poison: invalid UTF-8, characters SQS refuses) carries it byte for byte, whichever form the envelope uses (data as JSON or as a string, data_b64)"},
 	{CheckTrust, "AWS sink: while the harness has a worker's DynamoDB path frozen from F (DynamoDB down, a partition, a zombie's SIGSTOP, the sink+DynamoDB faults), nothing of its tenures reaches the destination after F + TTL − margin + the sink request timeout + a tolerance (until the thaw; for good after a partition or a SIGSTOP: it was declared dead)"},
 	{CheckPrefix, "every session's checkpoint and release_seq (the table, read after the last fault and after the shutdown) and every last_seq a worker logged releasing or handing it off is at most the highest seq S such that every seq from the session's first up to S is at the destination (seqs the worker logged as skipped after a permanent sink refusal excused)"},
-	{CheckSinkRecovery, "after a sink fault (latency, refusals, freeze; refusals with every DynamoDB path frozen) is lifted, every session it hit delivers a new seq within the bound"},
+	{CheckSinkRecovery, "after a sink fault (latency, refusals, freeze; refusals with every DynamoDB path frozen) or a source-poison episode is lifted, every session delivering when it began delivers a new seq within the bound; no session stays stuck behind a poisoned seq it never delivered"},
 }
 
 // tenure is one (worker, epoch) of one session: its deliveries' span.
@@ -152,6 +152,7 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 	j.checkConnections() // after the tenures are known (a planned overlap's owner of record)
 	j.checkTransitions()
 	j.checkFaults()
+	j.checkPoison() // after the faults' recoveries (a stuck session is named once)
 	j.checkStarts()
 	j.checkStops()
 	j.checkTable()

@@ -66,6 +66,9 @@ func (j *judge) checkFaults() {
 		case KindSinkRefuse:
 			fr.BoundMs, fr.RefNote = b.SinkRefuseRecoverMs, "the sink fault lifted"
 			j.sinkFault(&fr)
+		case KindSourcePoison:
+			fr.BoundMs, fr.RefNote = b.SinkRecoverMs, "the source's poisoning ended"
+			j.sinkFault(&fr)
 		case KindSinkRefuseDynamo:
 			fr.BoundMs, fr.RefNote = b.CrashMs+b.SinkRefuseRecoverMs, "the DynamoDB paths thawed"
 			j.sinkFault(&fr)

@@ -201,8 +201,13 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("%d sessions and %d worker records read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), len(j.ev.Final.Workers), t.Incarnations)
 	case CheckSink:
 		if sk := j.ev.Sink; sk != nil {
-			return fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: a standard queue keeps no order, retries and partial failures reorder)",
+			txt := fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: a standard queue keeps no order, retries and partial failures reorder)",
 				sk.Sink, sk.Messages, sk.Broken, sk.Unknown, sk.Stamped, sk.Unstamped, t.Reordered)
+			if p := j.res.Poison; p.Sent > 0 {
+				txt += fmt.Sprintf("; %d poisoned message(s) sent, %d at the destination, %d byte for byte, %d altered (copies by form %v; at most %d copies of one record of an episode, bound %d)",
+					p.Sent, p.Delivered, p.Intact, p.Altered, p.Forms, p.MaxCopies, poisonCopiesMax)
+			}
+			return txt
 		}
 		return fmt.Sprintf("%d records received, %d unparsable stdout lines, %d lines cut short by a kill (not delivered)", t.Deliveries, j.ev.BadLines, t.Truncated)
 	case CheckTrust:
@@ -217,7 +222,8 @@ func (j *judge) figures(check string) string {
 	case CheckSinkRecovery:
 		return fmt.Sprintf("latency %s, freeze %s (bound %d ms: retry backoff max 5 s + request timeout + 1 s); refusals %s (bound %d ms: a permanently refused entry's 2 remaining attempts × 5 s + request timeout + 1 s); refusals + DynamoDB frozen %s (bound %d ms, + the crash bound)",
 			fmtStats(j.kind(KindSinkLatency).Recovery), fmtStats(j.kind(KindSinkFreeze).Recovery), b.SinkRecoverMs, fmtStats(j.kind(KindSinkRefuse).Recovery), b.SinkRefuseRecoverMs,
-			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRefuseRecoverMs)
+			fmtStats(j.kind(KindSinkRefuseDynamo).Recovery), b.CrashMs+b.SinkRefuseRecoverMs) +
+			fmt.Sprintf("; source-poison %s (bound %d ms)", fmtStats(j.kind(KindSourcePoison).Recovery), b.SinkRecoverMs)
 	}
 	return ""
 }

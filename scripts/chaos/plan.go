@@ -80,7 +80,7 @@ func estimate(s Step, c Config) time.Duration {
 		return s.Gap + w.MinHold/2 + 3*w.RebalanceEvery + 2*time.Second
 	case KindScaleIn:
 		return s.Gap + 3*time.Second
-	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze:
+	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSourcePoison:
 		return s.Gap + s.Hold + 3*time.Second + w.CheckpointEvery
 	case KindSinkFreezeDynamo:
 		return s.Gap + s.Hold + w.HeartbeatEvery + 2*time.Second
@@ -202,6 +202,13 @@ func NewPlan(c Config) Plan {
 				}
 			case KindSinkFreeze:
 				s.Hold = 2 * w.LeaseTTL
+			case KindSourcePoison:
+				// At least two sessions: one per poison kind.
+				s.Count = 2 + rng.IntN(sess)
+				s.Hold = between(3*time.Second, 5*time.Second)
+				if c.Duration == 0 {
+					s.Hold = between(2*time.Second, 3*time.Second) // the short run: one round, kept short
+				}
 			case KindSinkFreezeDynamo:
 				// Past the crash bound, as a partition: declared dead.
 				s.Hold = w.LeaseTTL + w.HeartbeatEvery/2 + between(1500*time.Millisecond, 3*time.Second)

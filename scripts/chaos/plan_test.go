@@ -34,6 +34,9 @@ func TestPlan(t *testing.T) {
 		if s.Kind == KindSchedule && (s.MaxAge < 2500*time.Millisecond || s.MaxAge > 3500*time.Millisecond || s.MaxAge <= scheduleNotice || s.Hold < 2*s.MaxAge || s.Count < 1) {
 			t.Fatalf("source schedule: max age %v (notice %v), for %v, %d session(s) dropped onto it", s.MaxAge, scheduleNotice, s.Hold, s.Count)
 		}
+		if s.Kind == KindSourcePoison && (s.Count < len(poisonKinds) || s.Hold < 2*time.Second || s.Hold > 3*time.Second) {
+			t.Fatalf("source poison: %d session(s) (one per poison kind at least), for %v (2–3 s in the short run)", s.Count, s.Hold)
+		}
 	}
 	for _, k := range AllKinds {
 		if !kinds[k] {

@@ -172,6 +172,9 @@ type Evidence struct {
 	// Planned are the planned reconnects the workers logged (switched or
 	// given up): figures only, never judged (the feed's records are).
 	Planned []PlannedLog `json:",omitempty"`
+	// Poisoned are the destination records whose payload is a poisoned
+	// message (source-poison; FeedStats.Poisons names what was sent).
+	Poisoned []PoisonArrival `json:",omitempty"`
 }
 
 // PlannedLog is one planned reconnect as its worker logged it: switched
@@ -327,8 +330,10 @@ type recorder struct {
 	mu     sync.Mutex
 	broken int64 // destination messages that were not sink envelopes
 	all    []Delivery
-	last   map[string]Delivery
-	maxSq  map[string]int64
+	// poisoned are the destination records of poisoned messages.
+	poisoned []PoisonArrival
+	last     map[string]Delivery
+	maxSq    map[string]int64
 }
 
 func newRecorder() *recorder {

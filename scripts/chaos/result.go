@@ -229,7 +229,10 @@ type Result struct {
 	// last_seqs held to the destination's complete prefix.
 	PrefixChecked int           `json:"prefix_checked,omitempty"`
 	Sink          *SinkEvidence `json:"sink,omitempty"`
-	Missing       []string      `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
+	// Poison is what the sources sent poisoned (source-poison) and what
+	// reached the destination of it.
+	Poison  PoisonResult `json:"poison,omitzero"`
+	Missing []string     `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
 }
 
 // OK reports whether the run had no violation.

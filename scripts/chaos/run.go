@@ -326,7 +326,7 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 	ev := Evidence{
 		Start: r.t0, End: end, Deliveries: dels, Conns: conns, FeedStats: stats,
 		Faults: r.faults, Actions: r.actions, Settled: settled, Final: final, BadLines: r.st.Sinks().BadLines(),
-		Sink: sinkEv,
+		Sink: sinkEv, Poisoned: r.rec.poisonArrivals(),
 	}
 	r.mu.Lock()
 	for _, inc := range r.incs {

@@ -1,6 +1,7 @@
 // Fault injection: one planned step at a time (kill -9, zombie, partition,
 // rolling restart, clock offset, DynamoDB down, SQS down, source drop and
-// refusal, churn, scale-out and scale-in; the sink faults: sink.go), the
+// refusal, churn, scale-out and scale-in; the sink faults: sink.go; the
+// poisoned source: poison.go), the
 // victim drawn for it, and the fault recorded.
 
 package chaos
@@ -300,6 +301,8 @@ func (r *runner) step(ctx context.Context, s Step) error {
 		return r.scaleOut(ctx, s)
 	case KindSinkLatency, KindSinkRefuse, KindSinkFreeze, KindSinkFreezeDynamo, KindSinkRefuseDynamo:
 		return r.sinkStep(ctx, s)
+	case KindSourcePoison:
+		return r.poisonStep(ctx, s)
 	case KindIndexLag, KindThrottle, KindAmbiguous:
 		return r.modelStep(ctx, s)
 	case KindScaleIn:

@@ -139,6 +139,7 @@ func (r *recorder) onDest(d devstack.DestRecord) {
 		r.last[del.Session] = del
 	}
 	r.maxSq[del.Session] = max(r.maxSq[del.Session], del.Seq)
+	r.onPoison(d)
 }
 
 // restamp gives each delivery the proxy's stamp of its record: the copies

@@ -42,6 +42,7 @@ var faultStyle = map[string]struct {
 	KindSinkFreeze:       {"#6b6ecf", "sink freeze"},
 	KindSinkFreezeDynamo: {"#843c39", "sink+DDB freeze"},
 	KindSinkRefuseDynamo: {"#ad494a", "sink refuse+DDB"},
+	KindSourcePoison:     {"#bcbd8c", "poison"},
 	KindIndexLag:         {"#637939", "index lag"},
 	KindThrottle:         {"#e7969c", "throttle"},
 	KindAmbiguous:        {"#7b4173", "ambiguous"},
@@ -138,7 +139,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 
 	// Faults lane: one sub-row per family so labels do not collide.
 	lanes := map[string]int{KindKill: 0, KindZombie: 0, KindRolling: 1, KindClockOffset: 1, KindPolicy: 1, KindDynamoDown: 2, KindSQSDown: 2, KindSourceDrop: 3, KindRefuse: 3, KindSchedule: 3, KindChurn: 3, KindScaleOut: 1, KindScaleIn: 1,
-		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2,
+		KindSinkLatency: 2, KindSinkRefuse: 2, KindSinkFreeze: 2, KindSinkFreezeDynamo: 0, KindSinkRefuseDynamo: 2, KindSourcePoison: 3,
 		KindIndexLag: 0, KindThrottle: 2, KindAmbiguous: 2}
 	subH := float64(laneH) / 4
 	// A label goes right of its mark when it ends before the next mark of

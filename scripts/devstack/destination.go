@@ -51,6 +51,11 @@ type DestRecord struct {
 	ID     string // SQS message id, Kinesis sequence number
 	Shard  string // kinesis
 	Broken bool   // the body is not a sink envelope
+	// Payload is the message the envelope carries, decoded from its form
+	// (Form: sinkfault.FormJSON, FormString, FormB64, FormNone); only for
+	// the OnDest call (not kept).
+	Payload []byte
+	Form    string
 }
 
 // destination is the stack's output engine, its fault proxy and its reader.
@@ -187,12 +192,17 @@ func (d *destination) deliver(id string, body []byte, atNs int64, shard string) 
 	d.seen[id] = true
 	d.count++
 	env, err := sinkfault.ParseEnvelope(body)
+	var payload []byte
+	form := sinkfault.FormNone
+	if err == nil {
+		payload, form, err = env.Payload()
+	}
 	if err != nil {
 		d.bad++
 	}
 	d.mu.Unlock()
 	rec := DestRecord{SinkRecord: SinkRecord{ConnectionID: env.ConnectionID, Seq: env.Seq, LeaseEpoch: env.LeaseEpoch, WorkerID: env.WorkerID, ReceivedAtMs: env.ReceivedAtMs},
-		Sub: env.Sub, AtNs: atNs, ID: id, Shard: shard, Broken: err != nil}
+		Sub: env.Sub, AtNs: atNs, ID: id, Shard: shard, Broken: err != nil, Payload: payload, Form: form}
 	if d.on != nil {
 		d.on(rec)
 	}

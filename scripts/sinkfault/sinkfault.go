@@ -30,6 +30,7 @@ package sinkfault
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,45 @@ type Envelope struct {
 	WorkerID     string `json:"worker_id"`
 	Sub          int64  `json:"sub"`
 	ReceivedAtMs int64  `json:"received_at_ms"`
+	// Frame, Data and DataB64 carry the message (Payload): "data" the
+	// message itself when it is JSON (kept raw, byte for byte) or else a
+	// JSON string; "data_b64" (standard base64) the message's bytes, with
+	// "frame" naming why (a binary frame; a text frame the destination
+	// cannot carry as it is).
+	Frame   string          `json:"frame,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	DataB64 *string         `json:"data_b64,omitempty"`
+}
+
+// Payload forms (Envelope.Payload).
+const (
+	FormJSON   = "data"        // the message as JSON in "data"
+	FormString = "data-string" // the message as a JSON string in "data"
+	FormB64    = "data_b64"    // the message's bytes in base64 in "data_b64"
+	FormNone   = "none"        // no "data" and no "data_b64"
+)
+
+// Payload is the message the envelope carries, decoded from whichever form
+// it is in: data_b64 decoded; data's JSON string decoded; data's other JSON
+// as it is.
+func (e Envelope) Payload() (msg []byte, form string, err error) {
+	switch {
+	case e.DataB64 != nil:
+		msg, err = base64.StdEncoding.DecodeString(*e.DataB64)
+		if err != nil {
+			return nil, FormB64, fmt.Errorf("sink envelope data_b64: %w", err)
+		}
+		return msg, FormB64, nil
+	case len(e.Data) > 0 && e.Data[0] == '"':
+		var s string
+		if err := json.Unmarshal(e.Data, &s); err != nil {
+			return nil, FormString, fmt.Errorf("sink envelope data: %w", err)
+		}
+		return []byte(s), FormString, nil
+	case len(e.Data) > 0:
+		return e.Data, FormJSON, nil
+	}
+	return nil, FormNone, nil
 }
 
 // Key is the envelope's record key.

@@ -94,6 +94,18 @@ func (c *Client) SetSchedule(ctx context.Context, maxAge, notice time.Duration) 
 	return c.do(ctx, http.MethodPost, "/control/schedule", url.Values{"max_age": {maxAge.String()}, "notice": {notice.String()}}, nil)
 }
 
+// SetPoison starts (kind not PoisonOff) or ends the poisoning of session's
+// messages, every every-th seq (Server.SetPoison); it returns the episode
+// started or ended.
+func (c *Client) SetPoison(ctx context.Context, session string, kind Poison, every int64) (PoisonSpan, error) {
+	var out PoisonSpan
+	if kind == PoisonOff {
+		kind = "off"
+	}
+	err := c.do(ctx, http.MethodPost, "/control/poison", url.Values{"session": {session}, "kind": {string(kind)}, "every": {strconv.FormatInt(every, 10)}}, &out)
+	return out, err
+}
+
 // do sends a control request (without its empty query parameters) and
 // decodes the answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, out any) error {

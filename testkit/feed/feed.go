@@ -51,6 +51,14 @@
 // close). SetSchedule switches those two at run time, for the connections
 // opened after it.
 //
+// Poisoned messages (SetPoison, POST /control/poison): for a while, every
+// N-th seq of a session is sent as a text message a sink may fail to carry
+// as it is, invalid UTF-8 (PoisonUTF8) or characters SQS refuses
+// (PoisonForbidden), {"seq":N,...,"poison":KIND,"x":"<bytes>"}: the seq
+// first, the bytes fixed by kind and seq (PoisonBytes), so that a replay
+// resends them and a harness can check them at the destination (PoisonIn).
+// Stats.Poisons names every episode's seqs.
+//
 // Every connection and refused attempt leaves a ConnRecord: times, why it
 // closed, the client's close code and the (contiguous) seqs it was sent.
 // Controls (methods, and over HTTP under /control/, see Handler) switch the
@@ -72,6 +80,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -324,6 +333,9 @@ type Stats struct {
 	// get (SetSchedule); 0 is off.
 	MaxConnAgeMs     int64 `json:"max_conn_age_ms,omitempty"`
 	ShutdownNoticeMs int64 `json:"shutdown_notice_ms,omitempty"`
+	// Poisons are every session's poisoning episodes (SetPoison), in the
+	// order they started.
+	Poisons []PoisonSpan `json:"poisons,omitempty"`
 }
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,200}$`)
@@ -343,6 +355,8 @@ type session struct {
 	pending int                 // accepted connections whose handler has not finished
 	overlap *Overlap            // the ongoing overlap of different tenures
 	planned map[string]*Overlap // the ongoing overlaps of one tenure, by tenure
+	poison  *PoisonSpan         // the ongoing poisoning episode (nil: none)
+	poisons []*PoisonSpan       // every poisoning episode
 }
 
 // Server is the feed. Create it with New; serve it with Start, or mount
@@ -365,6 +379,8 @@ type Server struct {
 	planned   []*Overlap
 	refuseAll bool
 	refuse    map[string]bool
+	poisons   []*PoisonSpan
+	anyPoison atomic.Bool // a session was ever poisoned: the pump asks poisonOf
 	closing   bool
 	lns       []net.Listener
 	hs        *http.Server
@@ -494,8 +510,10 @@ func (s *Server) Close() {
 //	POST /control/drop[?session=S][&abort=1] {"dropped":N}
 //	POST /control/refuse?on=1|0[&session=S]
 //	POST /control/schedule?max_age=D[&notice=D]  {"max_age":D,"notice":D}
+//	POST /control/poison?session=S&kind=K[&every=N]  PoisonSpan
 //
-// D is a Go duration ("3s"); empty or 0 is off (see SetSchedule).
+// D is a Go duration ("3s"); empty or 0 is off (see SetSchedule). K is
+// invalid-utf8, forbidden or off, N a count (default 1; see SetPoison).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -547,6 +565,25 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		writeJSON(w, map[string]string{"max_age": d[0].String(), "notice": d[1].String()})
+	})
+	mux.HandleFunc("POST /control/poison", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		kind, err := ParsePoison(q.Get("kind"))
+		every := int64(1)
+		if v := q.Get("every"); v != "" && err == nil {
+			if every, err = strconv.ParseInt(v, 10, 64); err != nil {
+				err = errors.New("every: want a count such as 2")
+			}
+		}
+		var span PoisonSpan
+		if err == nil {
+			span, err = s.SetPoison(q.Get("session"), kind, every)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, span)
 	})
 	mux.HandleFunc("GET "+PathPrefix+"{session}", s.serveFeed)
 	return mux
@@ -688,6 +725,9 @@ func (s *Server) Stats() Stats {
 	}
 	for _, o := range s.planned {
 		st.PlannedOverlaps = append(st.PlannedOverlaps, *o)
+	}
+	for _, p := range s.poisons {
+		st.Poisons = append(st.Poisons, *p)
 	}
 	return st
 }
@@ -886,8 +926,12 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		if read.Err() != nil || c.ctx.Err() != nil {
 			break
 		}
-		var typ websocket.MessageType
-		buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad)
+		typ := websocket.MessageText
+		if kind := s.poisonOf(c.rec.Session, next); kind != PoisonOff {
+			buf = appendPoisoned(buf[:0], kind, c.rec.Session, next, time.Now().UnixMilli())
+		} else {
+			buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad)
+		}
 		wctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 		err := ws.Write(wctx, typ, buf)
 		cancel()
