@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
@@ -88,14 +86,7 @@ func sendOne(ctx context.Context, t *testing.T, s *Sink, m sink.Message) {
 // 5 minutes as SQS does (node_modules/fauxqs/dist/sqs/sqsStore.js,
 // DEDUP_WINDOW_MS) and answers it with success.
 func TestLateOlderTenureLosesNothingOnFauxqs(t *testing.T) {
-	enginetest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ac, err := awsconfig.Load(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sqs.NewFromConfig(ac)
+	ctx, client := fauxqsClient(t)
 	msg := func(seq, sub, epoch int64) sink.Message {
 		return sink.Message{ConnectionID: "c", Seq: seq, Sub: sub, LeaseEpoch: epoch, Data: []byte(fmt.Sprintf(`{"seq":%d}`, seq))}
 	}

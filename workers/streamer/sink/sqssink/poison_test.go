@@ -18,8 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/wsfleet/wsfleet/shared/awsconfig"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
@@ -179,14 +177,7 @@ func TestPoisonedTextFrameOnStandIn(t *testing.T) {
 
 // The same on fauxqs, a standard queue.
 func TestPoisonedTextFrameOnFauxqs(t *testing.T) {
-	enginetest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ac, err := awsconfig.Load(ctx, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sqs.NewFromConfig(ac)
+	ctx, client := fauxqsClient(t)
 	name := fmt.Sprintf("poison-%d", time.Now().UnixNano())
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name})
 	if err != nil {

@@ -234,17 +234,24 @@ func TestMain(m *testing.M) {
 	os.Exit(enginetest.Main(m, enginetest.Needs{SQS: true}))
 }
 
-// Through the batcher on fauxqs: a FIFO queue gets every message once, in
-// order per session (group), in SendMessageBatch requests of up to 10.
-func TestBatchesOnFauxqs(t *testing.T) {
+// fauxqsClient is an SDK client of the test's fauxqs (the engine required)
+// and a context that ends with the test, within a minute.
+func fauxqsClient(t *testing.T) (context.Context, *sqs.Client) {
+	t.Helper()
 	enginetest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	ac, err := awsconfig.Load(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := sqs.NewFromConfig(ac)
+	return ctx, sqs.NewFromConfig(ac)
+}
+
+// Through the batcher on fauxqs: a FIFO queue gets every message once, in
+// order per session (group), in SendMessageBatch requests of up to 10.
+func TestBatchesOnFauxqs(t *testing.T) {
+	ctx, client := fauxqsClient(t)
 	name := fmt.Sprintf("out-%d.fifo", time.Now().UnixNano())
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: map[string]string{"FifoQueue": "true"}})
 	if err != nil {
