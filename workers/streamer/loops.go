@@ -5,7 +5,6 @@ package streamer
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/wsfleet/wsfleet/shared/metrics"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -15,7 +14,7 @@ import (
 // opened is the sessions' open hook: the claim latency of notified claims.
 func (w *Worker) opened(s *session.Session, first bool) {
 	if first && s.ClaimedAtMs() > 0 {
-		w.reg.Observe(schema.MetricClaimLatencyMs, float64(time.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
+		w.reg.Observe(schema.MetricClaimLatencyMs, float64(w.deps.Clock.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
 	}
 }
 
@@ -27,7 +26,11 @@ func (w *Worker) opened(s *session.Session, first bool) {
 // a compact array beside it, read again from the sessions only after a
 // poke (session.Schedule): a pass touches only the sessions that are due.
 func (w *Worker) controlLoop(ctx context.Context) {
-	t := time.NewTicker(controlTick)
+	// A timer reset after each pass (not a ticker: the Clock has timers
+	// only): the period is controlTick plus the pass. Its reading is the
+	// base clock's (an Offset clock shifts Now, not its timers), the time
+	// the sessions read.
+	t := w.deps.Clock.NewTimer(controlTick)
 	defer t.Stop()
 	var ss []*session.Session
 	var dues []int64
@@ -36,7 +39,7 @@ func (w *Worker) controlLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
 			full := w.env.Schedule.Poked()
 			w.mu.Lock()
 			if w.sessionsGen != seen {
@@ -59,19 +62,21 @@ func (w *Worker) controlLoop(ctx context.Context) {
 					dues[i] = s.NextDue()
 				}
 			}
+			t.Reset(controlTick)
 		}
 	}
 }
 
 func (w *Worker) metricsLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.MetricsEvery)
+	t := w.deps.Clock.NewTimer(w.cfg.MetricsEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			w.flushMetrics()
+			t.Reset(w.cfg.MetricsEvery)
 		}
 	}
 }
@@ -89,7 +94,7 @@ func (w *Worker) flushMetrics() {
 	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
 	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
 	w.reg.Set(schema.MetricAliveWorkers, float64(w.keeper.AliveWorkers()))
-	if _, err := w.reg.Flush(w.deps.Metrics, time.Now()); err != nil {
+	if _, err := w.reg.Flush(w.deps.Metrics, w.deps.Clock.Now()); err != nil {
 		w.log.Warn().Err(err).Msg("metrics flush")
 	}
 }
