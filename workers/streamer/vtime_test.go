@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -19,6 +21,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
 // hbStore counts the heartbeats a worker sends (and can be severed,
@@ -185,6 +188,140 @@ func TestControlPlaneRunsInVirtualTime(t *testing.T) {
 		if own := owners(); own[""] != sessions {
 			t.Errorf("after a's shutdown, owners %v: want every session released", own)
 		}
+	})
+	t.Logf("%s of virtual time in %s of real time", virtual.Round(time.Second), time.Since(real0).Round(time.Millisecond))
+}
+
+// pipeNet is an in-memory network in a synctest bubble: a dial hands one end
+// of a net.Pipe to Accept. A goroutine waiting on a pipe is durably blocked
+// (a socket's is not), so the bubble's time moves on.
+type pipeNet struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeNet() *pipeNet { return &pipeNet{conns: make(chan net.Conn), done: make(chan struct{})} }
+
+func (p *pipeNet) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (p *pipeNet) Close() error {
+	p.once.Do(func() { close(p.done) })
+	return nil
+}
+
+func (p *pipeNet) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+
+func (p *pipeNet) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, s := net.Pipe()
+	select {
+	case p.conns <- s:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// TestSessionsStreamInVirtualTime runs a real worker's sessions too in a
+// synctest bubble: the test feed (testkit/feed) serves them over in-memory
+// pipes (pipeNet) instead of sockets, so the data plane (dial, handshake,
+// read, deliver, checkpoint, close) runs on the bubble's time as the
+// control plane does. Ten virtual minutes of streaming take about a second.
+func TestSessionsStreamInVirtualTime(t *testing.T) {
+	const sessions, rate = 5, 2.0 // messages/s per session
+	real0 := time.Now()
+	var virtual time.Duration
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		f, err := feed.New(feed.Config{Rate: rate, Mode: feed.ModeAllow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pn := newPipeNet()
+		srv := &http.Server{Handler: f.Handler()}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.Serve(pn) }()
+		defer func() {
+			f.Close()
+			_ = srv.Close()
+			<-served
+		}()
+		st := memstore.New()
+		var ids []string
+		for i := range sessions {
+			id := fmt.Sprintf("s-%03d", i)
+			ids = append(ids, id)
+			st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+				Spec: spectest.Stored(t, spec.Spec{WSURL: "ws://feed.test" + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: "from"}})})
+		}
+		cfg := DefaultConfig()
+		cfg.WorkerID = "vs"
+		cfg.AdminAddr = ""
+		log := logging.New(io.Discard, schema.ServiceStreamer, "info")
+		rec := &recSink{by: map[string][]delivery{}}
+		w, err := New(cfg, Deps{Store: st, Handler: rec, Logger: &log, Metrics: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.env.Client = &http.Client{Transport: &http.Transport{DialContext: pn.DialContext, DisableKeepAlives: true}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		stopped := false
+		defer func() {
+			if !stopped {
+				cancel()
+				<-done
+			}
+		}()
+
+		time.Sleep(10 * time.Minute)
+		virtual = time.Since(t0)
+		want := rate * virtual.Seconds()
+		for _, id := range ids {
+			ds := rec.get(id)
+			if n := float64(len(ds)); n < 0.95*want || n > want+1 {
+				t.Errorf("%s: %d messages delivered in %s, want about %.0f", id, len(ds), virtual, want)
+			}
+			for i := 1; i < len(ds); i++ {
+				if ds[i].seq != ds[i-1].seq+1 {
+					t.Fatalf("%s: seq %d after %d", id, ds[i].seq, ds[i-1].seq)
+				}
+			}
+			it, err := st.Get(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Checkpointed at least every CheckpointEvery.
+			if last := ds[len(ds)-1].seq; it.Owner != "vs" || it.LastSeq < last-int64(rate*(cfg.CheckpointEvery.Seconds()+1)) {
+				t.Errorf("%s: table owner %q last_seq %d, delivered up to %d", id, it.Owner, it.LastSeq, last)
+			}
+		}
+		cancel()
+		stopped = true
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		for _, id := range ids {
+			it, err := st.Get(context.Background(), id)
+			ds := rec.get(id)
+			if err != nil || it.Owner != "" || it.LastSeq != ds[len(ds)-1].seq {
+				t.Errorf("%s after the shutdown: owner %q last_seq %d (%v), delivered up to %d", id, it.Owner, it.LastSeq, err, ds[len(ds)-1].seq)
+			}
+		}
+		if ov := f.Stats().Overlaps; len(ov) > 0 {
+			t.Errorf("two connections of a session open at once: %+v", ov)
+		}
+		t.Logf("%d sessions, %d messages each", sessions, rec.count(ids[0]))
 	})
 	t.Logf("%s of virtual time in %s of real time", virtual.Round(time.Second), time.Since(real0).Round(time.Millisecond))
 }
