@@ -5,7 +5,9 @@ package streamer
 import (
 	"context"
 	"slices"
+	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/metrics"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -26,11 +28,10 @@ func (w *Worker) opened(s *session.Session, first bool) {
 // a compact array beside it, read again from the sessions only after a
 // poke (session.Schedule): a pass touches only the sessions that are due.
 func (w *Worker) controlLoop(ctx context.Context) {
-	// A timer reset after each pass (not a ticker: the Clock has timers
-	// only): the period is controlTick plus the pass. Its reading is the
-	// base clock's (an Offset clock shifts Now, not its timers), the time
-	// the sessions read.
-	t := w.deps.Clock.NewTimer(controlTick)
+	// A ticker on the worker's clock (tick). The tick's reading is the base
+	// clock's (an Offset clock shifts Now, not its timers): the time the
+	// sessions read.
+	t := newTick(w.deps.Clock, controlTick)
 	defer t.Stop()
 	var ss []*session.Session
 	var dues []int64
@@ -40,6 +41,7 @@ func (w *Worker) controlLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C():
+			t.next()
 			full := w.env.Schedule.Poked()
 			w.mu.Lock()
 			if w.sessionsGen != seen {
@@ -62,21 +64,20 @@ func (w *Worker) controlLoop(ctx context.Context) {
 					dues[i] = s.NextDue()
 				}
 			}
-			t.Reset(controlTick)
 		}
 	}
 }
 
 func (w *Worker) metricsLoop(ctx context.Context) {
-	t := w.deps.Clock.NewTimer(w.cfg.MetricsEvery)
+	t := newTick(w.deps.Clock, w.cfg.MetricsEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			t.next()
 			w.flushMetrics()
-			t.Reset(w.cfg.MetricsEvery)
 		}
 	}
 }
@@ -103,4 +104,28 @@ func (w *Worker) owned() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.sessions)
+}
+
+// tick is a time.Ticker on a clock.Clock (which has timers only): it fires
+// every period on the cadence of its start, and a tick taken late skips
+// the ticks it missed, as a Ticker drops them.
+type tick struct {
+	clock.Timer
+	clk    clock.Clock
+	period time.Duration
+	at     time.Time // the pending tick, on clk
+}
+
+func newTick(clk clock.Clock, period time.Duration) *tick {
+	return &tick{Timer: clk.NewTimer(period), clk: clk, period: period, at: clk.Now().Add(period)}
+}
+
+// next arms the tick after the one just received.
+func (t *tick) next() {
+	now := t.clk.Now()
+	t.at = t.at.Add(t.period)
+	if !t.at.After(now) {
+		t.at = now.Add(t.period - now.Sub(t.at)%t.period)
+	}
+	t.Reset(t.at.Sub(now))
 }

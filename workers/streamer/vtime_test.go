@@ -325,3 +325,37 @@ func TestSessionsStreamInVirtualTime(t *testing.T) {
 	})
 	t.Logf("%s of virtual time in %s of real time", virtual.Round(time.Second), time.Since(real0).Round(time.Millisecond))
 }
+
+// tick keeps a ticker's cadence on a clock.Clock: a tick taken late does
+// not shift the next, and the ticks missed meanwhile are skipped.
+func TestTickKeepsItsCadence(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	tk := newTick(f, time.Second)
+	defer tk.Stop()
+	f.Advance(time.Second)
+	<-tk.C()
+	f.Advance(300 * time.Millisecond) // the pass took 300 ms
+	tk.next()
+	f.Advance(699 * time.Millisecond)
+	select {
+	case <-tk.C():
+		t.Fatal("fired before the next tick of the cadence")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if at := <-tk.C(); !at.Equal(time.Unix(2, 0)) {
+		t.Fatalf("tick at %v, want 2 s", at)
+	}
+	f.Advance(2500 * time.Millisecond) // 2.5 s late: ticks 3 and 4 are skipped
+	tk.next()
+	f.Advance(499 * time.Millisecond)
+	select {
+	case <-tk.C():
+		t.Fatal("a skipped tick fired")
+	default:
+	}
+	f.Advance(time.Millisecond)
+	if at := <-tk.C(); !at.Equal(time.Unix(5, 0)) {
+		t.Fatalf("tick at %v, want 5 s", at)
+	}
+}
