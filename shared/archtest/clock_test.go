@@ -21,8 +21,10 @@ import (
 // package doc says why, and how a fleet simulator runs them in a
 // testing/synctest bubble). Not here: shared/lease/leasetest (the
 // conformance suite, test support run against real engines in real time)
-// and the data plane (workers/streamer/internal/session, sink/...), whose
-// time is virtual in a bubble but which dials real sources.
+// the data plane (workers/streamer/internal/session, sink/...), which
+// reads the system clock: virtual in a bubble, and a session's own time
+// (not the lease clock's; the control loop's ticks are the base clock's);
+// and table creation (shared/sessionitem's wait for ACTIVE), set-up.
 var controlPlane = []string{
 	mod + "shared/lease",
 	mod + "shared/lease/memstore",
@@ -32,6 +34,10 @@ var controlPlane = []string{
 	mod + "shared/rebalance",
 	mod + "workers/streamer",
 	mod + "workers/streamer/internal/claim",
+	// What the control plane computes with: the metrics registry (its
+	// flush takes now) and the back-off policy.
+	mod + "shared/metrics",
+	mod + "workers/streamer/internal/backoff",
 }
 
 // wallClock are the functions of package time that read or wait on the
