@@ -76,3 +76,44 @@ func TestEarliestAndLatest(t *testing.T) {
 		}
 	}
 }
+
+func TestFakeTimerStopsAndResets(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	tm := f.NewTimer(time.Second)
+	if !tm.Stop() || tm.Stop() {
+		t.Fatal("Stop of a pending timer, then of a stopped one")
+	}
+	f.Advance(2 * time.Second)
+	select {
+	case <-tm.C():
+		t.Fatal("a stopped timer fired")
+	default:
+	}
+	if tm.Reset(time.Second) {
+		t.Fatal("Reset of a stopped timer reported it pending")
+	}
+	f.Advance(time.Second)
+	<-tm.C()
+	tm.Reset(time.Second)
+	f.Advance(time.Second)
+	f.Advance(time.Second) // fired and not taken: not fired again, Advance does not block
+	<-tm.C()
+	if f.Waiters() != 0 {
+		t.Fatalf("%d waiters", f.Waiters())
+	}
+	if r := (Offset{Base: f}).NewTimer(0); r == nil {
+		t.Fatal("no timer")
+	} else {
+		<-r.C()
+	}
+	rt := Real{}.NewTimer(time.Hour)
+	if !rt.Stop() {
+		t.Fatal("Real timer not pending")
+	}
+	if d := Until(f, f.Now().Add(time.Second)); d != time.Second {
+		t.Fatalf("Until %s", d)
+	}
+	if d := Since(f, f.Now().Add(-time.Second)); d != time.Second {
+		t.Fatalf("Since %s", d)
+	}
+}

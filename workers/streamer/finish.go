@@ -6,8 +6,8 @@ package streamer
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -41,13 +41,13 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
 	defer cancel()
-	t0 := time.Now()
+	t0 := w.deps.Clock.Now()
 	if err := sink.FlushSession(ctx, w.deps.Handler, h.ID()); err != nil {
 		w.keeper.Abandon(h)
 		log.Error().Err(err).Msg("sink flush: session left for the takeover instead of released")
 		return
 	}
-	t1 := time.Now()
+	t1 := w.deps.Clock.Now()
 	if errors.Is(reason, session.ErrSourceFailed) || errors.Is(reason, session.ErrSinkRefused) {
 		w.fail(ctx, s, reason)
 		return
@@ -72,7 +72,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		log.Warn().Err(err).Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).Msg("release")
 		return
 	}
-	t2 := time.Now()
+	t2 := w.deps.Clock.Now()
 	w.reg.Add(schema.MetricReleased, 1)
 	ev := log.Info().Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).
 		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
@@ -81,7 +81,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		if err := w.handoffs.Publish(ctx, n); err != nil {
 			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
 		}
-		ev = ev.Bool("handed_off", true).Dur("publish_ms", time.Since(t2))
+		ev = ev.Bool("handed_off", true).Dur("publish_ms", clock.Since(w.deps.Clock, t2))
 	}
 	ev.Msg("lease released")
 }
@@ -95,7 +95,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
 	f := s.LastError()
 	if f.Text == "" || errors.Is(reason, session.ErrSinkRefused) {
-		f = session.DialFailure{Text: reason.Error(), At: time.Now(), Generation: s.Held().Item().Generation}
+		f = session.DialFailure{Text: reason.Error(), At: w.deps.Clock.Now(), Generation: s.Held().Item().Generation}
 	}
 	log := s.Logger()
 	err := w.keeper.Fail(ctx, s.Held(), f.Generation, f.Text, f.At)

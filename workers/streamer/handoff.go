@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
@@ -29,7 +30,7 @@ import (
 // drain is the graceful shutdown: stop claiming, close and release every
 // session (each one announcing its hand-off), all within the deadline.
 func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
-	deadline := time.NewTimer(w.cfg.ShutdownDeadline)
+	deadline := w.deps.Clock.NewTimer(w.cfg.ShutdownDeadline)
 	defer deadline.Stop()
 	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
 	reconCancel()
@@ -53,13 +54,13 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("receivers", len(moves)).
 		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
 	var paced sync.WaitGroup
-	paced.Go(func() { w.paceHandoffs(ss, reasons, time.Now().Add(w.cfg.ShutdownDeadline/2)) })
+	paced.Go(func() { w.paceHandoffs(ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
 	defer paced.Wait() // it ends once every session was interrupted
 	recon.Wait()
 	var err error
 	// Sessions started by claims already in flight see stateDraining and
 	// are handed off too; wait until no session and no claim is left.
-	if !w.waitIdle(deadline.C) {
+	if !w.waitIdle(deadline.C()) {
 		left := w.snapshot()
 		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
 		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
@@ -75,7 +76,7 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	go func() { consumer.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-deadline.C:
+	case <-deadline.C():
 		consumerCancel()
 		<-done
 	}
@@ -90,27 +91,28 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 // so far say the rest would not be done by a third of the deadline. At
 // rushAt (half the deadline) whatever is left is ended at once.
 func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
-	rush := time.NewTimer(time.Until(rushAt))
+	clk := w.deps.Clock
+	rush := clk.NewTimer(clock.Until(clk, rushAt))
 	defer rush.Stop()
-	target := time.Now().Add(w.cfg.ShutdownDeadline / 3)
+	target := clk.Now().Add(w.cfg.ShutdownDeadline / 3)
 	done := make(chan time.Duration, len(ss)) // each hand-off's duration; never blocks
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
 	running := 0
 	var avg time.Duration // moving average of the hand-offs' durations
 	for i := 0; i < len(ss); {
-		if running < shutdownWidth(len(ss)-i, avg, time.Until(target), w.cfg.ShutdownInFlight) {
+		if running < shutdownWidth(len(ss)-i, avg, clock.Until(clk, target), w.cfg.ShutdownInFlight) {
 			s, reason := ss[i], reasons[i]
 			i++
 			running++
-			start := time.Now()
+			start := clk.Now()
 			s.Interrupt(reason)
 			inFlight.Go(func() {
 				select {
 				case <-s.Finished():
 				case <-w.hardCtx.Done():
 				}
-				done <- time.Since(start)
+				done <- clock.Since(clk, start)
 			})
 			continue
 		}
@@ -122,7 +124,7 @@ func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt tim
 			} else {
 				avg = (3*avg + d) / 4
 			}
-		case <-rush.C:
+		case <-rush.C():
 			for j := i; j < len(ss); j++ {
 				ss[j].Interrupt(reasons[j])
 			}
@@ -227,7 +229,7 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 		return
 	}
 	if w.handoffs != nil {
-		now := time.Now().UnixMilli()
+		now := w.deps.Clock.Now().UnixMilli()
 		for _, c := range announce {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
 			if err := w.handoffs.Publish(ctx, n); err != nil {
@@ -261,7 +263,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	if err := w.keeper.Handoff(ctx, h, move.To); err != nil {
 		return handoffTimes{}, err
 	}
-	out := handoffTimes{released: time.Now()}
+	out := handoffTimes{released: w.deps.Clock.Now()}
 	if !move.Shutdown {
 		w.rebal.moved(out.released)
 		w.reg.Add(schema.MetricRebalanceMoves, 1)
@@ -270,13 +272,13 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	if err := w.tellReceiver(ctx, move.To, h.ID(), nil); err != nil {
 		s.Logger().Warn().Err(err).Str("to", move.To).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
-			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: time.Now().UnixMilli()}
+			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
 			if perr := w.handoffs.Publish(ctx, n); perr != nil {
 				return handoffTimes{}, errors.Join(err, perr)
 			}
 		}
 	}
-	out.at = time.Now()
+	out.at = w.deps.Clock.Now()
 	return out, nil
 }
 
@@ -411,7 +413,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusTooManyRequests, map[string]string{"error": "too many hand-offs: over the rate or in flight"})
 		return
 	}
-	sent := time.Now().UnixMilli()
+	sent := w.deps.Clock.Now().UnixMilli()
 	started := w.routines.Go(func() {
 		defer done()
 		// A takeover's previous tenure is taken over only once this
@@ -438,7 +440,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 			select {
 			case <-w.hardCtx.Done():
 				return
-			case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+			case <-w.deps.Clock.After(time.Duration(attempt+1) * 100 * time.Millisecond):
 			}
 		}
 	})

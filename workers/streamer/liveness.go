@@ -83,7 +83,7 @@ func (w *Worker) register(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("register: %w", ctx.Err())
-		case <-time.After(time.Second):
+		case <-w.deps.Clock.After(time.Second):
 		}
 	}
 }
@@ -99,5 +99,5 @@ func (w *Worker) report() lease.Load {
 		adv = *p
 	}
 	return lease.Load{Sessions: w.owned(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
-		MovesPerMin: w.rebal.movesPerMin(time.Now())}
+		MovesPerMin: w.rebal.movesPerMin(w.deps.Clock.Now())}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/metrics"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -15,7 +16,7 @@ import (
 // opened is the sessions' open hook: the claim latency of notified claims.
 func (w *Worker) opened(s *session.Session, first bool) {
 	if first && s.ClaimedAtMs() > 0 {
-		w.reg.Observe(schema.MetricClaimLatencyMs, float64(time.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
+		w.reg.Observe(schema.MetricClaimLatencyMs, float64(w.deps.Clock.Now().UnixMilli()-s.ClaimedAtMs()), metrics.Milliseconds)
 	}
 }
 
@@ -27,7 +28,10 @@ func (w *Worker) opened(s *session.Session, first bool) {
 // a compact array beside it, read again from the sessions only after a
 // poke (session.Schedule): a pass touches only the sessions that are due.
 func (w *Worker) controlLoop(ctx context.Context) {
-	t := time.NewTicker(controlTick)
+	// A ticker on the worker's clock (tick). The tick's reading is the base
+	// clock's (an Offset clock shifts Now, not its timers): the time the
+	// sessions read.
+	t := newTick(w.deps.Clock, controlTick)
 	defer t.Stop()
 	var ss []*session.Session
 	var dues []int64
@@ -36,7 +40,8 @@ func (w *Worker) controlLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-t.C():
+			t.next()
 			full := w.env.Schedule.Poked()
 			w.mu.Lock()
 			if w.sessionsGen != seen {
@@ -64,13 +69,14 @@ func (w *Worker) controlLoop(ctx context.Context) {
 }
 
 func (w *Worker) metricsLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.MetricsEvery)
+	t := newTick(w.deps.Clock, w.cfg.MetricsEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.next()
 			w.flushMetrics()
 		}
 	}
@@ -89,7 +95,7 @@ func (w *Worker) flushMetrics() {
 	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
 	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
 	w.reg.Set(schema.MetricAliveWorkers, float64(w.keeper.AliveWorkers()))
-	if _, err := w.reg.Flush(w.deps.Metrics, time.Now()); err != nil {
+	if _, err := w.reg.Flush(w.deps.Metrics, w.deps.Clock.Now()); err != nil {
 		w.log.Warn().Err(err).Msg("metrics flush")
 	}
 }
@@ -98,4 +104,28 @@ func (w *Worker) owned() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.sessions)
+}
+
+// tick is a time.Ticker on a clock.Clock (which has timers only): it fires
+// every period on the cadence of its start, and a tick taken late skips
+// the ticks it missed, as a Ticker drops them.
+type tick struct {
+	clock.Timer
+	clk    clock.Clock
+	period time.Duration
+	at     time.Time // the pending tick, on clk
+}
+
+func newTick(clk clock.Clock, period time.Duration) *tick {
+	return &tick{Timer: clk.NewTimer(period), clk: clk, period: period, at: clk.Now().Add(period)}
+}
+
+// next arms the tick after the one just received.
+func (t *tick) next() {
+	now := t.clk.Now()
+	t.at = t.at.Add(t.period)
+	if !t.at.After(now) {
+		t.at = now.Add(t.period - now.Sub(t.at)%t.period)
+	}
+	t.Reset(t.at.Sub(now))
 }

@@ -5,9 +5,10 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
 )
 
 // claimPacer paces this worker's claims: at most ClaimsPerSecond, and less
@@ -33,6 +34,10 @@ type claimPacer struct {
 	base    rate.Limit
 	changed chan struct{} // closed (and replaced) when the rate changes
 	head    chan struct{} // holds one token: the waiter that holds it is the head
+	// clk times the head's wait. The limiter reads the system clock
+	// itself: it yields durations only (immune to an offset clock), and in
+	// a testing/synctest bubble that clock is virtual too.
+	clk clock.Clock
 	// reserves counts the slots taken (tests: one per claim while the rate
 	// stands still).
 	reserves atomic.Int64
@@ -41,10 +46,10 @@ type claimPacer struct {
 // minClaimRate is the slowest the pacer goes: one claim every 10 s.
 const minClaimRate = rate.Limit(0.1)
 
-func newClaimPacer(perSecond float64) *claimPacer {
+func newClaimPacer(perSecond float64, clk clock.Clock) *claimPacer {
 	base := rate.Limit(perSecond)
 	return &claimPacer{lim: rate.NewLimiter(base, max(1, int(math.Ceil(perSecond)))), base: base,
-		changed: make(chan struct{}), head: make(chan struct{}, 1)}
+		changed: make(chan struct{}), head: make(chan struct{}, 1), clk: clk}
 }
 
 // Wait blocks until a claim may be sent (or ctx ends).
@@ -65,9 +70,9 @@ func (p *claimPacer) Wait(ctx context.Context) error {
 		if d == 0 {
 			return nil
 		}
-		t := time.NewTimer(d)
+		t := p.clk.NewTimer(d)
 		select {
-		case <-t.C:
+		case <-t.C():
 			return nil
 		case <-changed:
 			// A new rate: give the slot back (the head's is the only

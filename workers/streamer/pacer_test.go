@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 func TestClaimPacerHalvesUnderThrottlingAndRecovers(t *testing.T) {
-	p := newClaimPacer(40)
+	p := newClaimPacer(40, clock.Real{})
 	if p.Throttling() || p.Rate() != 40 {
 		t.Fatalf("fresh pacer: throttling %v at %v/s", p.Throttling(), p.Rate())
 	}
@@ -45,7 +46,7 @@ func TestClaimPacerHalvesUnderThrottlingAndRecovers(t *testing.T) {
 // which left a takeover trickling on for minutes after the throttling ended
 // (found by TestMassTakeoverOnAHotIndexKeyBacksOff on the DynamoDB model).
 func TestQueuedClaimsGoWhenTheRateRecovers(t *testing.T) {
-	p := newClaimPacer(40)
+	p := newClaimPacer(40, clock.Real{})
 	for range 20 {
 		p.Throttled()
 	}
@@ -94,7 +95,7 @@ func TestQueuedClaimsGoWhenTheRateRecovers(t *testing.T) {
 // per waiter per token was a wake-up storm that starved the heartbeats of
 // a mass start: the cost bench's 10,000 sessions lost their tenures).
 func TestQueuedClaimsTakeOneSlotEach(t *testing.T) {
-	p := newClaimPacer(2000)
+	p := newClaimPacer(2000, clock.Real{})
 	const waiters = 300
 	var wg sync.WaitGroup
 	var done atomic.Int64

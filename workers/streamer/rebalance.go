@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -53,7 +54,7 @@ type RebalanceStatus struct {
 }
 
 func (w *Worker) rebalanceStatus() RebalanceStatus {
-	n := w.rebal.movesPerMin(time.Now())
+	n := w.rebal.movesPerMin(w.deps.Clock.Now())
 	w.rebal.mu.Lock()
 	defer w.rebal.mu.Unlock()
 	return RebalanceStatus{Share: w.rebal.share, Imbalance: w.rebal.imbalance, MovesPerMin: n, RoundAt: w.rebal.roundAt}
@@ -66,10 +67,8 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 	}
 	for {
 		d := time.Duration(float64(w.cfg.RebalanceEvery) * (0.8 + 0.4*rand.Float64()))
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, w.deps.Clock, d) != nil {
 			return
-		case <-time.After(d):
 		}
 		if err := w.rebalanceRound(ctx); err != nil && ctx.Err() == nil {
 			w.log.Warn().Err(err).Msg("rebalance round")
@@ -99,7 +98,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	me := w.cfg.WorkerID
 	ws, addrs := w.fleetView(recs, "")
 	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
-	now := time.Now()
+	now := w.deps.Clock.Now()
 	w.rebal.mu.Lock()
 	w.rebal.share, w.rebal.imbalance, w.rebal.roundAt, w.rebal.addrs = plan.Share[me], plan.Imbalance, now, addrs
 	w.rebal.mu.Unlock()

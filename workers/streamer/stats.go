@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
@@ -118,7 +119,7 @@ func (w *Worker) Stats() Stats {
 	started := w.started
 	w.mu.Unlock()
 	if !started.IsZero() {
-		st.UptimeSec = time.Since(started).Seconds()
+		st.UptimeSec = clock.Since(w.deps.Clock, started).Seconds()
 	}
 	st.Goroutines = runtime.NumGoroutine()
 	st.SwitchBufferedBytes = w.env.Switch.Used()

@@ -170,7 +170,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
-		pacer:        newClaimPacer(cfg.ClaimsPerSecond),
+		pacer:        newClaimPacer(cfg.ClaimsPerSecond, deps.Clock),
 		handoffIn:    newHandoffGate(cfg.ClaimsPerSecond),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
@@ -211,7 +211,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Schedule: &session.Schedule{},
 	}
 	if deps.Queue != nil {
-		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop}
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock}
 		w.handoffs = deps.Queue
 		if bp, ok := deps.Queue.(notify.BatchPublisher); ok {
 			// A drain announces every session's hand-off at once: batched,
@@ -227,6 +227,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 			}
 		},
 		OnPass: w.auditPass(),
+		Clock:  deps.Clock,
 	}
 	return w, nil
 }
@@ -258,7 +259,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Worker's goroutines.
 	defer w.routines.Close()
 	defer w.hardCancel()
-	w.started = time.Now()
+	w.started = w.deps.Clock.Now()
 	// A sink that runs in the background (the batcher) is the Worker's: it
 	// runs from before the first claim until the sessions have flushed,
 	// released and their requests ended, then stops with Run.
@@ -332,15 +333,18 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	// Everything from here on ends by hardStop: the deadline is a bound on
-	// the whole shutdown, whatever the engines or a sink do.
-	hardStop := time.Now().Add(w.cfg.ShutdownDeadline)
+	// the whole shutdown, whatever the engines or a sink do. It is an
+	// instant on the worker's clock: a context bound by it takes the time
+	// left on that clock (WithTimeout), not the instant (WithDeadline reads
+	// the system clock, which an offset clock is not).
+	hardStop := w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline)
 	err := w.drain(reconCancel, consumerCancel, &recon, &consumer)
 	reconCancel()
 	consumerCancel()
-	sessionsDone := waitUntil(&w.sessWG, hardStop)
+	sessionsDone := waitUntil(w.deps.Clock, &w.sessWG, hardStop)
 	if !sessionsDone {
 		w.hardCancel()
-		if sessionsDone = waitUntil(&w.sessWG, time.Now().Add(shutdownCleanup)); !sessionsDone {
+		if sessionsDone = waitUntil(w.deps.Clock, &w.sessWG, w.deps.Clock.Now().Add(shutdownCleanup)); !sessionsDone {
 			err = errors.Join(err, errors.New("sessions still running after the shutdown deadline (a sink call that ignores its context?)"))
 		}
 	}
@@ -349,7 +353,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// sink request of theirs is still in flight (a session abandoned after
 	// its flush timed out may have one, bounded by its trust deadline).
 	if sessionsDone && !w.abandoned.Load() && w.sinkQuiet(hardStop) {
-		lctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
+		lctx, cancel := context.WithTimeout(context.Background(), clock.Until(w.deps.Clock, later(hardStop, w.deps.Clock.Now().Add(shutdownCleanup))))
 		if lerr := w.keeper.Leave(lctx); lerr != nil {
 			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")
 		}
@@ -360,7 +364,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.setState(stateStopped)
 	w.flushMetrics()
 	if admin != nil {
-		sctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(shutdownCleanup)))
+		sctx, cancel := context.WithTimeout(context.Background(), clock.Until(w.deps.Clock, later(hardStop, w.deps.Clock.Now().Add(shutdownCleanup))))
 		if admin.Shutdown(sctx) != nil {
 			_ = admin.Close() // a request still in flight at the deadline is cut
 		}
@@ -384,16 +388,17 @@ func (w *Worker) Run(ctx context.Context) error {
 // sessions unwinding, the admin server closing) may take at most.
 const shutdownCleanup = 250 * time.Millisecond
 
-// waitUntil waits for wg until deadline; false when the deadline came first.
-func waitUntil(wg *sync.WaitGroup, deadline time.Time) bool {
+// waitUntil waits for wg until deadline on clk; false when the deadline
+// came first.
+func waitUntil(clk clock.Clock, wg *sync.WaitGroup, deadline time.Time) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(time.Until(deadline))
+	t := clk.NewTimer(clock.Until(clk, deadline))
 	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-t.C:
+	case <-t.C():
 		return false
 	}
 }
@@ -439,7 +444,7 @@ func (w *Worker) sinkQuiet(hardStop time.Time) bool {
 	if !ok {
 		return true
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), later(hardStop, time.Now().Add(w.cfg.SinkRequestTimeout+shutdownCleanup)))
+	ctx, cancel := context.WithTimeout(context.Background(), clock.Until(w.deps.Clock, later(hardStop, w.deps.Clock.Now().Add(w.cfg.SinkRequestTimeout+shutdownCleanup))))
 	defer cancel()
 	if err := q.Quiesce(ctx); err != nil {
 		w.log.Warn().Err(err).Msg("sink requests still in flight: not marking the worker LEFT (its sessions expire after the TTL instead)")

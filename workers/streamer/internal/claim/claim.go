@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -77,6 +78,8 @@ type Consumer struct {
 	// start it brings is handed back at once), and cancels only at its
 	// deadline.
 	Stop <-chan struct{}
+	// Clock times the waits (nil: the real clock).
+	Clock clock.Clock
 
 	lastOK  atomic.Int64 // unix nanos of the last successful receive
 	lastErr atomic.Pointer[error]
@@ -87,17 +90,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.FullWait <= 0 {
 		c.FullWait = time.Second
 	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
 	retry := backoff.Policy{Base: 200 * time.Millisecond, Max: 10 * time.Second}
 	failures := 0
 	for ctx.Err() == nil && !c.stopped() {
 		free := c.Claimer.Free()
 		if free <= 0 {
-			t := time.NewTimer(c.FullWait)
+			t := c.Clock.NewTimer(c.FullWait)
 			select {
 			case <-ctx.Done():
 			case <-c.Stop:
 			case <-c.Freed:
-			case <-t.C:
+			case <-t.C():
 			}
 			t.Stop()
 			if ctx.Err() != nil || c.stopped() {
@@ -116,7 +122,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				c.Log.Warn().Err(err).Dur("retry_in", d).Msg("work queue receive")
 			}
 			failures++
-			sleep(ctx, d)
+			sleep(ctx, c.Clock, d)
 			continue
 		}
 		if failures > 0 {
@@ -124,7 +130,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		failures = 0
 		c.lastErr.Store(nil)
-		c.lastOK.Store(time.Now().UnixNano())
+		c.lastOK.Store(c.Clock.Now().UnixNano())
 		// Handled concurrently; the handled messages are deleted together
 		// (one DeleteMessageBatch per ten) before the next receive.
 		var (
@@ -217,12 +223,12 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 	return false
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) {
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-t.C:
+	case <-t.C():
 	}
 }
 
@@ -248,6 +254,8 @@ type Reconciler struct {
 	// OnPass runs at the start of every pass (the worker's audit of the
 	// sessions the table says it owns).
 	OnPass func(ctx context.Context)
+	// Clock times the passes (nil: the real clock).
+	Clock clock.Clock
 
 	kick   chan struct{}
 	once   sync.Once
@@ -279,21 +287,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
 	}
+	if r.Clock == nil {
+		r.Clock = clock.Real{}
+	}
 	kick := r.kicks()
-	t := time.NewTimer(0)
+	t := r.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-kick:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
+			t.Stop() // drains C too (Go 1.23 timers, and the Fake's)
 		}
 		r.pass(ctx)
 		t.Reset(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*rand.Float64()-1))))
