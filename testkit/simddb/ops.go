@@ -44,7 +44,7 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 		rec.List = schema.WorkerListAlive
 	}
 	im := workerImage(rec.ID)
-	err := s.call(ctx, dynamostore.OpRegister, "PutItem", im, func() error { return s.mem.Register(ctx, rec) },
+	err := s.call(ctx, dynamostore.OpRegister, "PutItem", im.key, im, func() error { return s.mem.Register(ctx, rec) },
 		func(p *plan, _ time.Time, err error) { p.ownerWrite("PutItem", im, err, im.w0 != nil) }, false)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", rec.ID, err)
@@ -56,7 +56,7 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
 	var out lease.WorkerRecord
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpHeartbeat, "UpdateItem", im, func() (err error) {
+	err := s.call(ctx, dynamostore.OpHeartbeat, "UpdateItem", im.key, im, func() (err error) {
 		out, err = s.mem.Heartbeat(ctx, id, epoch, hb)
 		return err
 	}, func(p *plan, _ time.Time, err error) {
@@ -71,7 +71,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 // DeclareDead implements lease.Store.
 func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpDeclareDead, "UpdateItem", im, func() error { return s.mem.DeclareDead(ctx, id, epoch, seenSeq, by, atMs) },
+	err := s.call(ctx, dynamostore.OpDeclareDead, "UpdateItem", im.key, im, func() error { return s.mem.DeclareDead(ctx, id, epoch, seenSeq, by, atMs) },
 		func(p *plan, _ time.Time, err error) {
 			p.ownerWrite("UpdateItem", im, err, lease.DeclaredDeadAs(im.w0, epoch, seenSeq, by, atMs))
 		}, false)
@@ -84,7 +84,7 @@ func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64
 // Leave implements lease.Store.
 func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpLeave, "UpdateItem", im, func() error { return s.mem.Leave(ctx, id, epoch, list, atMs) },
+	err := s.call(ctx, dynamostore.OpLeave, "UpdateItem", im.key, im, func() error { return s.mem.Leave(ctx, id, epoch, list, atMs) },
 		func(p *plan, _ time.Time, err error) {
 			p.ownerWrite("UpdateItem", im, err, lease.CanLeave(im.w0, epoch) != nil)
 		}, false)
@@ -97,7 +97,7 @@ func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, 
 // MarkDone implements lease.Store.
 func (s *Store) MarkDone(ctx context.Context, id string) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpMarkDone, "UpdateItem", im, func() error { return s.mem.MarkDone(ctx, id) },
+	err := s.call(ctx, dynamostore.OpMarkDone, "UpdateItem", im.key, im, func() error { return s.mem.MarkDone(ctx, id) },
 		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
 	if err != nil {
 		return fmt.Errorf("mark %s done: %w", id, err)
@@ -108,7 +108,7 @@ func (s *Store) MarkDone(ctx context.Context, id string) error {
 // GetWorker implements lease.Store (a consistent GetItem).
 func (s *Store) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
 	var out lease.WorkerRecord
-	err := s.call(ctx, dynamostore.OpGetWorker, "GetItem", nil, func() (err error) {
+	err := s.call(ctx, dynamostore.OpGetWorker, "GetItem", id, nil, func() (err error) {
 		out, err = s.mem.GetWorker(ctx, id)
 		return err
 	}, func(p *plan, _ time.Time, _ error) {
@@ -125,7 +125,7 @@ func (s *Store) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, e
 // base table's eventually consistent reads are not modelled as stale).
 func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
 	var out []lease.WorkerRecord
-	err := s.call(ctx, dynamostore.OpGetWorkers, "BatchGetItem", nil, func() (err error) {
+	err := s.call(ctx, dynamostore.OpGetWorkers, "BatchGetItem", strings.Join(ids, ","), nil, func() (err error) {
 		out, err = s.mem.GetWorkers(ctx, ids)
 		return err
 	}, func(p *plan, _ time.Time, _ error) {
@@ -146,7 +146,7 @@ func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRec
 // by that index's lagging view.
 func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
 	var out []string
-	err := s.call(ctx, dynamostore.OpListWorkers, "Query", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+	err := s.call(ctx, dynamostore.OpListWorkers, "Query", list, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
 		value := "S:" + list
 		for _, e := range p.query(schema.IndexByWorkerList, value, s.views[schema.IndexByWorkerList].entries(now, value), limit, 0) {
 			out = append(out, strings.TrimPrefix(pkOf(e), schema.WorkerKeyPrefix))
@@ -163,7 +163,7 @@ func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]stri
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	var out lease.Item
 	im := sessionImage(id)
-	err := s.call(ctx, dynamostore.OpAcquire, "UpdateItem", im, func() (err error) {
+	err := s.call(ctx, dynamostore.OpAcquire, "UpdateItem", im.key, im, func() (err error) {
 		out, err = s.mem.Acquire(ctx, id, owner, from)
 		return err
 	}, func(p *plan, _ time.Time, err error) {
@@ -192,7 +192,7 @@ func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) er
 		return nil
 	}
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpCheckpoint, "UpdateItem", im, func() error { return s.mem.Checkpoint(ctx, t, lastSeq) },
+	err := s.call(ctx, dynamostore.OpCheckpoint, "UpdateItem", im.key, im, func() error { return s.mem.Checkpoint(ctx, t, lastSeq) },
 		func(p *plan, _ time.Time, err error) {
 			ck := schema.CheckpointKey(t.ConnectionID)
 			if err != nil {
@@ -219,7 +219,7 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 
 func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, op, "UpdateItem", im, func() error {
+	err := s.call(ctx, op, "UpdateItem", im.key, im, func() error {
 		if to == "" {
 			return s.mem.Release(ctx, t, lastSeq)
 		}
@@ -243,7 +243,7 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 // Fail implements lease.Store.
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpFail, "UpdateItem", im, func() error { return s.mem.Fail(ctx, t, gen, lastSeq, reason, atMs) },
+	err := s.call(ctx, dynamostore.OpFail, "UpdateItem", im.key, im, func() error { return s.mem.Fail(ctx, t, gen, lastSeq, reason, atMs) },
 		func(p *plan, _ time.Time, err error) {
 			p.ownerWrite("UpdateItem", im, err, lease.FailedAs(im.s0, t, gen, lastSeq, reason, atMs))
 		}, false)
@@ -256,7 +256,7 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 // Disown implements lease.Store.
 func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpDisown, "UpdateItem", im, func() error { return s.mem.Disown(ctx, t) },
+	err := s.call(ctx, dynamostore.OpDisown, "UpdateItem", im.key, im, func() error { return s.mem.Disown(ctx, t) },
 		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, lease.Disowned(im.s0, t)) }, false)
 	if err != nil {
 		return fmt.Errorf("disown %s: %w", t, err)
@@ -267,7 +267,7 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 // NoteError implements lease.Store.
 func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpNoteError, "UpdateItem", im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) },
+	err := s.call(ctx, dynamostore.OpNoteError, "UpdateItem", im.key, im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) },
 		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
@@ -279,7 +279,7 @@ func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atM
 // and its checkpoint item.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	var out lease.Item
-	err := s.call(ctx, dynamostore.OpGet, "BatchGetItem", nil, func() (err error) {
+	err := s.call(ctx, dynamostore.OpGet, "BatchGetItem", id, nil, func() (err error) {
 		out, err = s.mem.Get(ctx, id)
 		return err
 	}, func(p *plan, _ time.Time, _ error) {
@@ -299,7 +299,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 // lagging view.
 func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 	var out []string
-	err := s.call(ctx, dynamostore.OpUnowned, "Query", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+	err := s.call(ctx, dynamostore.OpUnowned, "Query", "", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
 		first := int(s.shard.Add(1)) % schema.IndexShards
 		v := s.views[schema.IndexByUnowned]
 		for i := range schema.IndexShards {
@@ -323,7 +323,7 @@ func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
 	var out []lease.Owned
 	var derr error
-	err := s.call(ctx, dynamostore.OpOwnedBy, "Query", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+	err := s.call(ctx, dynamostore.OpOwnedBy, "Query", owner, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
 		value := "S:" + owner
 		for _, e := range p.query(schema.IndexByOwner, value, s.views[schema.IndexByOwner].entries(now, value), limit, 0) {
 			r, err := sessionitem.Decode(e)
@@ -359,7 +359,7 @@ func pkOf(e ddbrules.Item) string {
 // the buckets, never throttled, and sent to the indexes after their lag.
 func (s *Store) Put(it lease.Item) {
 	im := sessionImage(it.ConnectionID)
-	_ = s.call(context.Background(), OpSeed, "", im, func() error { s.mem.Put(it); return nil }, func(p *plan, _ time.Time, _ error) {
+	_ = s.call(context.Background(), OpSeed, "", im.key, im, func() error { s.mem.Put(it); return nil }, func(p *plan, _ time.Time, _ error) {
 		p.reqs = append(p.reqs, request{op: "PutItem", key: im.key, write: true, units: ddbrules.WriteUnits(sizeOf(im.after)), entries: s.table.IndexWrites(im.before, im.after)})
 		if !ddbrules.SameItem(im.ckB, im.ckA) {
 			p.write("PutItem", schema.CheckpointKey(it.ConnectionID), im.ckB, im.ckA)
@@ -371,7 +371,7 @@ func (s *Store) Put(it lease.Item) {
 // (a stop, a start): metered under OpIngest, never throttled.
 func (s *Store) Update(id string, f func(*lease.Item)) {
 	im := sessionImage(id)
-	_ = s.call(context.Background(), OpIngest, "", im, func() error { s.mem.Update(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.Update(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
 		if !ddbrules.SameItem(im.before, im.after) {
 			p.write("UpdateItem", id, im.before, im.after)
 		}
@@ -382,7 +382,7 @@ func (s *Store) Update(id string, f func(*lease.Item)) {
 // metered under OpIngest, never throttled.
 func (s *Store) UpdateWorker(id string, f func(*lease.WorkerRecord)) {
 	im := workerImage(id)
-	_ = s.call(context.Background(), OpIngest, "", im, func() error { s.mem.UpdateWorker(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.UpdateWorker(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
 		if !ddbrules.SameItem(im.before, im.after) {
 			p.write("UpdateItem", im.key, im.before, im.after)
 		}
@@ -393,7 +393,7 @@ func (s *Store) UpdateWorker(id string, f func(*lease.WorkerRecord)) {
 // deletes cost no write units).
 func (s *Store) ExpireWorker(id string) {
 	im := workerImage(id)
-	_ = s.call(context.Background(), OpIngest, "", im, func() error { s.mem.ExpireWorker(id); return nil }, func(*plan, time.Time, error) {}, true)
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.ExpireWorker(id); return nil }, func(*plan, time.Time, error) {}, true)
 }
 
 var _ lease.Store = (*Store)(nil)

@@ -172,7 +172,7 @@ var _ smithy.APIError = (*ThrottleError)(nil)
 
 // --- draws ---
 
-// draw is one draw of d from stream name (its own sequence, seeded by the
+// drawLocked is one draw of d from stream name (its own sequence, seeded by the
 // store's seed and the name).
 func (s *Store) drawLocked(d ddbrules.Dist, name string) time.Duration {
 	if d.IsZero() {
@@ -325,20 +325,17 @@ func (s *Store) restore(im *image) {
 func sessionImage(id string) *image { return &image{key: id, session: id} }
 func workerImage(id string) *image  { return &image{key: schema.WorkerKey(id), worker: id} }
 
-// call runs one lease.Store call: half the first request's latency, then
+// call runs one lease.Store call on key: half the first request's latency, then
 // under the model's lock the images before, apply (the memory store's
 // rules), the images after, the requests the call stands for (bill), and
 // admission; a call throttled is undone and answered with a
 // ThrottleError. Then the rest of the latency. harness marks the
 // harness's own writes: metered and charged, never throttled.
-func (s *Store) call(ctx context.Context, op, first string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
+func (s *Store) call(ctx context.Context, op, first, key string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	streamKey := op
-	if im != nil {
-		streamKey += "\x00" + im.key
-	}
+	streamKey := op + "\x00" + key // the call's latency stream: per operation and key
 	lat := s.draw(s.cfg.Latency[first], streamKey)
 	if err := s.sleep(ctx, lat/2); err != nil {
 		return err
@@ -432,4 +429,3 @@ func (s *Store) propagateItemLocked(now time.Time, pk string, before, after ddbr
 		v.send(pk, ea, va, now.Add(lag))
 	}
 }
-
