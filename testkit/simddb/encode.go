@@ -3,9 +3,8 @@ package simddb
 import (
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
@@ -57,14 +56,19 @@ func checkpointItem(id string, ck *memstore.Checkpoint) ddbrules.Item {
 	if ck == nil {
 		return nil
 	}
-	c := sessionitem.Checkpoint{Key: schema.CheckpointKey(id), CkptOwner: ck.Owner, CkptEpoch: ck.Epoch}
-	if ck.Seq != lease.NoSeq {
-		seq := ck.Seq
-		c.LastSeq = &seq
+	// dynamostore's encoder writes last_seq always: a checkpoint item
+	// without one (fenced by an acquire, never checkpointed) is that item
+	// without it.
+	seq := ck.Seq
+	if seq == lease.NoSeq {
+		seq = 0
 	}
-	m, err := attributevalue.MarshalMap(c)
+	m, err := dynamostore.EncodeCheckpoint(lease.Item{ConnectionID: id, LastSeq: seq, Owner: ck.Owner, Epoch: ck.Epoch})
 	if err != nil {
 		panic("simddb: encoding a checkpoint item: " + err.Error())
+	}
+	if ck.Seq == lease.NoSeq {
+		delete(m, schema.AttrLastSeq)
 	}
 	return m
 }
