@@ -3,7 +3,9 @@ package simddb
 import (
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/testkit/ddbrules"
 )
 
@@ -40,15 +42,43 @@ type Config struct {
 	// not the lag; the numbers are the model's assumption).
 	ThrottledLag time.Duration
 	ThrottledFor time.Duration
+	// Retry is the SDK's retrying of a throttled request, as the worker's
+	// clients retry it.
+	Retry Retry
 	// Throughput is the throttling model (ddbrules.AWSThroughput: the
 	// documented limits); the zero Throughput throttles nothing.
 	Throughput ddbrules.Throughput
 }
 
+// Retry is how many attempts a call makes when its attempts are throttled
+// (at least 1) and the longest wait between two: the liveness path's
+// (dynamostore.Liveness: register, heartbeat, declare dead, leave, the
+// worker reads) and the rest's (the bulk client's). The waits are the
+// SDK's jittered exponential backoff; the SDK's client-side retry budget
+// is not modelled. The zero Retry: one attempt, a throttled call fails at
+// once.
+type Retry struct {
+	MaxAttempts         int
+	MaxBackoff          time.Duration
+	LivenessMaxAttempts int
+	LivenessMaxBackoff  time.Duration
+}
+
+// WorkerRetry is the worker's retrying (shared/awsconfig): the bulk client's
+// BulkRetryer(3) with waits of at most BulkMaxBackoff, and the liveness
+// client's LivenessRetryer at the default RPC timeout.
+func WorkerRetry() Retry {
+	return Retry{
+		MaxAttempts: 3, MaxBackoff: awsconfig.BulkMaxBackoff,
+		LivenessMaxAttempts: awsconfig.LivenessMaxAttempts,
+		LivenessMaxBackoff:  awsconfig.LivenessMaxBackoff(lease.DefaultConfig("").RPCTimeout),
+	}
+}
+
 // AWS is DynamoDB as documented (testkit/ddbrules): AWS latency, lag on
 // each index, per-key and per-index-key buckets, the on-demand table's
 // warm throughput, ramp and quota; an index throttled lags 5 s more for
-// 10 s (the model's assumption).
+// 10 s (the model's assumption); the worker's SDK retries (WorkerRetry).
 func AWS() Config {
 	return Config{
 		Table:        "sessions",
@@ -57,6 +87,7 @@ func AWS() Config {
 		ThrottledLag: 5 * time.Second,
 		ThrottledFor: 10 * time.Second,
 		Throughput:   ddbrules.AWSThroughput(),
+		Retry:        WorkerRetry(),
 	}
 }
 

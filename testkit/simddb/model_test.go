@@ -267,3 +267,32 @@ func TestSameSeedSameMeters(t *testing.T) {
 		t.Fatalf("nothing metered: %+v", u)
 	}
 }
+
+// With the worker's retrying (WorkerRetry), a call throttled once is tried
+// again after the SDK's jittered wait (virtual time, in a synctest bubble)
+// and succeeds once its key's bucket refilled; each refused attempt is
+// metered as throttled, only the one admitted is billed.
+func TestThrottledCallIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(t, simddb.Config{Throughput: ddbrules.AWSThroughput(), Retry: simddb.WorkerRetry()})
+		ctx := context.Background()
+		if err := s.Register(ctx, leasetest.Worker("w")); err != nil {
+			t.Fatal(err)
+		}
+		tok := acquire(t, s, "hot", "w")
+		for seq := int64(1); seq <= 999; seq++ { // with the fence: the bucket's 1,000 units
+			if err := s.Checkpoint(ctx, tok, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := time.Now()
+		if err := s.Checkpoint(ctx, tok, 1000); err != nil {
+			t.Fatalf("a retried checkpoint: %v", err)
+		}
+		waited := time.Since(start)
+		u := s.Meter().Ops["checkpoint"]
+		if u.Throttled < 1 || u.Throttled > 2 || u.WriteUnits != 1000 || waited <= 0 || waited > 2*time.Second+2*time.Second {
+			t.Fatalf("after %s: %+v", waited, u)
+		}
+	})
+}

@@ -325,27 +325,59 @@ func (s *Store) restore(im *image) {
 func sessionImage(id string) *image { return &image{key: id, session: id} }
 func workerImage(id string) *image  { return &image{key: schema.WorkerKey(id), worker: id} }
 
-// call runs one lease.Store call on key: half the first request's latency, then
-// under the model's lock the images before, apply (the memory store's
-// rules), the images after, the requests the call stands for (bill), and
-// admission; a call throttled is undone and answered with a
-// ThrottleError. Then the rest of the latency. harness marks the
-// harness's own writes: metered and charged, never throttled.
+// call runs one lease.Store call on key: its attempts (Config.Retry), each
+// half the first request's latency, then under the model's lock the
+// images before, apply (the memory store's rules), the images after, the
+// requests the call stands for (bill), and admission; an attempt throttled
+// is undone, and the call's last is answered with a ThrottleError. Then
+// the rest of the latency. harness marks the harness's own writes: metered
+// and charged, never throttled.
 func (s *Store) call(ctx context.Context, op, first, key string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	streamKey := op + "\x00" + key // the call's streams: per operation and key
+	attempts, maxBackoff := s.cfg.Retry.MaxAttempts, s.cfg.Retry.MaxBackoff
+	if dynamostore.Liveness(op) {
+		attempts, maxBackoff = s.cfg.Retry.LivenessMaxAttempts, s.cfg.Retry.LivenessMaxBackoff
 	}
-	streamKey := op + "\x00" + key // the call's latency stream: per operation and key
+	for attempt := 1; ; attempt++ {
+		throttled, err := s.attempt(ctx, op, first, streamKey, im, apply, bill, harness)
+		if !throttled || attempt >= attempts {
+			return err
+		}
+		if serr := s.sleep(ctx, s.backoff(streamKey, attempt, maxBackoff)); serr != nil {
+			return err
+		}
+	}
+}
+
+// backoff is the SDK's wait before retry attempt+1 (aws/retry's
+// ExponentialJitterBackoff: a uniform draw from [0, 2^attempt s), at most
+// maxBackoff), from the call's stream.
+func (s *Store) backoff(streamKey string, attempt int, maxBackoff time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.drawLocked(ddbrules.Dist{SpikeShare: 1, SpikeMax: time.Duration(1<<min(attempt, 30)) * time.Second}, "retry\x00"+streamKey)
+	if maxBackoff > 0 {
+		d = min(d, maxBackoff)
+	}
+	return d
+}
+
+// attempt is one attempt of a call (see call); throttled: it was answered
+// with a ThrottleError.
+func (s *Store) attempt(ctx context.Context, op, first, streamKey string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) (throttled bool, err error) {
+	if err = ctx.Err(); err != nil {
+		return false, err
+	}
 	lat := s.draw(s.cfg.Latency[first], streamKey)
-	if err := s.sleep(ctx, lat/2); err != nil {
-		return err
+	if err = s.sleep(ctx, lat/2); err != nil {
+		return false, err
 	}
 	s.mu.Lock()
 	now := s.clk.Now()
 	if im != nil {
 		s.snap(im, false)
 	}
-	err := apply()
+	err = apply()
 	if im != nil {
 		s.snap(im, true)
 	}
@@ -377,9 +409,9 @@ func (s *Store) call(ctx context.Context, op, first, key string, im *image, appl
 		s.meters.throttle(op, reasons)
 		s.mu.Unlock()
 		if err := s.sleep(ctx, lat-lat/2); err != nil {
-			return err
+			return false, err
 		}
-		return &ThrottleError{Reasons: why}
+		return true, &ThrottleError{Reasons: why}
 	}
 	s.meters.record(now, op, p.reqs)
 	if im != nil {
@@ -393,9 +425,9 @@ func (s *Store) call(ctx context.Context, op, first, key string, im *image, appl
 	}
 	s.mu.Unlock()
 	if serr := s.sleep(ctx, rest); serr != nil {
-		return serr // applied, and the caller gave up: an ambiguous answer
+		return false, serr // applied, and the caller gave up: an ambiguous answer
 	}
-	return err
+	return false, err
 }
 
 // propagateLocked sends the entries im's write changed to each index's
