@@ -40,11 +40,17 @@
 // table allowance near its limit, or Unowned's rotating first shard) reach
 // the store is the scheduler's; inside a synctest bubble time is virtual
 // but goroutines runnable at the same instant still run in an order Go does
-// not fix.
+// not fix. Meter.Contended counts the calls on an item that met another
+// call on it in flight, one of them a write: a lower bound of what the seed
+// did not fix (calls on different keys at the same instant can still meet
+// at the table's allowance near its limit, at an index key's read bucket,
+// at Unowned's rotating first shard, or at an index whose lag is 0).
 //
-// Not modelled: the SDK's retries and retry budget (a throttled call fails
-// at once; dynamostore's caller sees it after up to its retryer's
-// attempts), ambiguous outcomes (500 after a write, a lost reply: see
+// Retries: Config.Retry makes a throttled call try again as the worker's
+// SDK clients do (WorkerRetry: attempts and jittered backoff); the SDK's
+// client-side retry budget is not modelled.
+//
+// Not modelled: ambiguous outcomes (500 after a write, a lost reply: see
 // dynamodel's faults; a context that ends during a call's latency after it
 // applied is the one ambiguous answer here), stale eventually consistent
 // reads of the base table (GetWorkers answers from the table), a call's

@@ -79,6 +79,11 @@ type Meter struct {
 	// Throttled is the calls throttled by reason (a call throttled for
 	// two reasons counts under both).
 	Throttled map[string]int64 `json:"throttled"`
+	// Contended is the calls on an item that met another call on the same
+	// item in flight, a write either of them: the order in which they reach
+	// the store is the scheduler's, which no seed fixes. A simulator
+	// reports it as what it could not make deterministic.
+	Contended int64 `json:"contended"`
 }
 
 // Total is the usage over all operations.
@@ -98,6 +103,7 @@ type meters struct {
 	indexKeys  map[string]map[string]*RW
 	indexes    map[string]*RW
 	throttled  map[string]int64
+	contended  int64
 }
 
 func newMeters() *meters {
@@ -172,6 +178,12 @@ func (m *meters) throttle(op string, reasons []string) {
 	}
 }
 
+func (m *meters) contend() {
+	m.mu.Lock()
+	m.contended++
+	m.mu.Unlock()
+}
+
 func deref[K comparable](m map[K]*RW) map[K]RW {
 	out := make(map[K]RW, len(m))
 	for k, v := range m {
@@ -185,7 +197,7 @@ func (m *meters) snapshot() Meter {
 	defer m.mu.Unlock()
 	out := Meter{
 		Ops: maps.Clone(m.ops), Table: m.table, Partitions: deref(m.partitions), IndexKeys: map[string]map[string]RW{},
-		Indexes: deref(m.indexes), Throttled: maps.Clone(m.throttled),
+		Indexes: deref(m.indexes), Throttled: maps.Clone(m.throttled), Contended: m.contended,
 	}
 	for ix, keys := range m.indexKeys {
 		out.IndexKeys[ix] = deref(keys)

@@ -266,6 +266,9 @@ func TestSameSeedSameMeters(t *testing.T) {
 	if u := a.Total(); u.Calls == 0 || u.WriteUnits == 0 || a.Table.Write.Peak == 0 {
 		t.Fatalf("nothing metered: %+v", u)
 	}
+	if a.Contended != 0 {
+		t.Errorf("%d calls met another on their key: the run is not the seed's alone", a.Contended)
+	}
 }
 
 // With the worker's retrying (WorkerRetry), a call throttled once is tried

@@ -41,6 +41,7 @@ type Store struct {
 	mu      sync.Mutex // the model: views, draws, before and after images
 	views   map[string]*view
 	streams map[string]uint64
+	flying  map[string][2]int // calls in flight by key: [writes, reads]
 	meters  *meters
 	shard   atomic.Uint32
 }
@@ -73,7 +74,7 @@ func New(cfg Config) (*Store, error) {
 		mem: memstore.New(), cfg: cfg, clk: cfg.Clock,
 		table: ddbrules.TableOf(sessionitem.CreateTableInput(cfg.Table)),
 		thr:   ddbrules.NewThrottler(cfg.Throughput),
-		views: map[string]*view{}, streams: map[string]uint64{}, meters: newMeters(),
+		views: map[string]*view{}, streams: map[string]uint64{}, flying: map[string][2]int{}, meters: newMeters(),
 	}
 	for i := range s.table.Indexes {
 		ix := &s.table.Indexes[i]
@@ -334,6 +335,28 @@ func workerImage(id string) *image  { return &image{key: schema.WorkerKey(id), w
 // and charged, never throttled.
 func (s *Store) call(ctx context.Context, op, first, key string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
 	streamKey := op + "\x00" + key // the call's streams: per operation and key
+	kind := 1                      // a read
+	if im != nil {
+		kind = 0
+	}
+	s.mu.Lock()
+	f := s.flying[key]
+	if f[0] > 0 || kind == 0 && f[1] > 0 { // a write met, or met a read
+		s.meters.contend()
+	}
+	f[kind]++
+	s.flying[key] = f
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		f := s.flying[key]
+		if f[kind]--; f == [2]int{} {
+			delete(s.flying, key)
+		} else {
+			s.flying[key] = f
+		}
+		s.mu.Unlock()
+	}()
 	attempts, maxBackoff := s.cfg.Retry.MaxAttempts, s.cfg.Retry.MaxBackoff
 	if dynamostore.Liveness(op) {
 		attempts, maxBackoff = s.cfg.Retry.LivenessMaxAttempts, s.cfg.Retry.LivenessMaxBackoff
