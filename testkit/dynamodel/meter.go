@@ -10,9 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/testkit/ddbrules"
 )
 
-// Billing. The model meters what each request costs as DynamoDB bills an
+// Billing (the arithmetic is testkit/ddbrules', shared with
+// testkit/simddb). The model meters what each request costs as DynamoDB bills an
 // on-demand table, from the items on the wire, whatever the client asks
 // (ReturnConsumedCapacity) and whatever dynalite counts:
 //
@@ -119,17 +121,11 @@ func binary(b64 string) []byte {
 
 // writeUnits is the write units of a write whose larger image is size
 // bytes: ceil(size / 1 KB), at least 1.
-func writeUnits(size int) float64 { return float64(max(1, (size+1023)/1024)) }
+func writeUnits(size int) float64 { return ddbrules.WriteUnits(size) }
 
 // readUnits is the read units of reading size bytes: ceil(size / 4 KB), at
 // least 1, halved when eventually consistent.
-func readUnits(size int, consistent bool) float64 {
-	u := float64(max(1, (size+4095)/4096))
-	if !consistent {
-		u /= 2
-	}
-	return u
-}
+func readUnits(size int, consistent bool) float64 { return ddbrules.ReadUnits(size, consistent) }
 
 // sameValue reports whether two AttributeValues are equal (sets compared
 // as sets).

@@ -136,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Model, error) {
 		m.log = io.Discard
 	}
 	m.thr = newThrottler(prof.Throughput, time.Now)
-	m.imaging = prof.Meter || prof.Throughput.enabled() || !prof.Lag.IsZero()
+	m.imaging = prof.Meter || prof.Throughput.Enabled() || !prof.Lag.IsZero()
 	fail := func(err error) (*Model, error) {
 		m.stopEngines()
 		return nil, err
@@ -276,7 +276,7 @@ func (m *Model) draw(d Dist) time.Duration {
 	}
 	m.rngMu.Lock()
 	defer m.rngMu.Unlock()
-	return d.draw(m.rng)
+	return d.Draw(m.rng)
 }
 
 func (m *Model) float() float64 {

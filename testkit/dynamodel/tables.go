@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+
+	"github.com/wsfleet/wsfleet/testkit/ddbrules"
 )
 
 // tableInfo is what the model needs of a table's definition (from the
@@ -245,16 +247,18 @@ func (t *tableInfo) indexWrites(before, after item) []indexWrite {
 		ix := &t.indexes[i]
 		eb, hb := t.entry(ix, before)
 		ea, ha := t.entry(ix, after)
-		switch {
-		case eb == nil && ea == nil:
-		case eb == nil:
-			out = append(out, indexWrite{ix, ha, writeUnits(itemSize(ea))})
-		case ea == nil:
-			out = append(out, indexWrite{ix, hb, writeUnits(itemSize(eb))})
-		case !sameValue(before[ix.hash], after[ix.hash]) || ix.rng != "" && !sameValue(before[ix.rng], after[ix.rng]):
-			out = append(out, indexWrite{ix, hb, writeUnits(itemSize(eb))}, indexWrite{ix, ha, writeUnits(itemSize(ea))})
-		case !sameItem(eb, ea):
-			out = append(out, indexWrite{ix, ha, writeUnits(max(itemSize(eb), itemSize(ea)))})
+		b := ddbrules.Entry{In: eb != nil, Value: hb}
+		a := ddbrules.Entry{In: ea != nil, Value: ha}
+		if b.In {
+			b.Size = itemSize(eb)
+		}
+		if a.In {
+			a.Size = itemSize(ea)
+		}
+		keyChanged := b.In && a.In && (!sameValue(before[ix.hash], after[ix.hash]) || ix.rng != "" && !sameValue(before[ix.rng], after[ix.rng]))
+		changed := b.In && a.In && !sameItem(eb, ea)
+		for _, w := range ddbrules.EntryWrites(b, a, keyChanged, changed) {
+			out = append(out, indexWrite{ix, w.Value, w.Units})
 		}
 	}
 	return out

@@ -32,7 +32,7 @@ func TestDistQuantilesAndSpikes(t *testing.T) {
 	d := Dist{Median: 4 * time.Millisecond, P99: 16 * time.Millisecond}
 	var ds []time.Duration
 	for range 20000 {
-		ds = append(ds, d.draw(r))
+		ds = append(ds, d.Draw(r))
 	}
 	if p50 := quantile(ds, 0.5); p50 < 3600*time.Microsecond || p50 > 4400*time.Microsecond {
 		t.Errorf("p50 %v, want about 4ms", p50)
@@ -43,7 +43,7 @@ func TestDistQuantilesAndSpikes(t *testing.T) {
 	s := Dist{Median: time.Millisecond, SpikeShare: 0.01, SpikeMin: 5 * time.Second, SpikeMax: 6 * time.Second}
 	spikes := 0
 	for range 20000 {
-		v := s.draw(r)
+		v := s.Draw(r)
 		if v >= 5*time.Second {
 			spikes++
 			if v > 6*time.Second+time.Millisecond {
@@ -56,7 +56,7 @@ func TestDistQuantilesAndSpikes(t *testing.T) {
 	if spikes < 120 || spikes > 300 {
 		t.Errorf("%d spikes in 20000 draws, want about 200 (1%%)", spikes)
 	}
-	if !(Dist{}).IsZero() || (Dist{}).draw(r) != 0 {
+	if !(Dist{}).IsZero() || (Dist{}).Draw(r) != 0 {
 		t.Error("the zero Dist draws something")
 	}
 }

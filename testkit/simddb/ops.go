@@ -1,0 +1,399 @@
+package simddb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/ddbrules"
+)
+
+// The lease.Store methods. Each applies the memory store's rules and bills
+// the DynamoDB requests dynamostore sends for the call (its doc and
+// store.go): a conditional write of the item; when the condition fails, the
+// write billed at the item's size and the consistent GetItem that
+// classifies it; when that read shows the call already applied (an
+// earlier attempt's), success after both. An acquire is the session's
+// write and the fence of its checkpoint item; a release of a session that
+// is not STARTED first tries (and fails) the STARTED variant.
+
+// ownerWrite bills a call that writes one item: the write, or, when the
+// rules refused it (err) or found it applied already (applied: an earlier
+// attempt's, which dynamostore learns from a failed condition and its
+// read), the refused write and its read.
+func (p *plan) ownerWrite(op string, im *image, err error, applied bool) {
+	switch {
+	case err != nil || applied:
+		p.refused(op, im.key, im.before)
+	default:
+		p.write(op, im.key, im.before, im.after)
+	}
+}
+
+// Register implements lease.Store (PutItem if no record has the id).
+func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
+	if rec.State == "" {
+		rec.State = schema.WorkerAlive
+	}
+	if rec.List == "" {
+		rec.List = schema.WorkerListAlive
+	}
+	im := workerImage(rec.ID)
+	err := s.call(ctx, dynamostore.OpRegister, "PutItem", im.key, im, func() error { return s.mem.Register(ctx, rec) },
+		func(p *plan, _ time.Time, err error) { p.ownerWrite("PutItem", im, err, im.w0 != nil) }, false)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Heartbeat implements lease.Store.
+func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	var out lease.WorkerRecord
+	im := workerImage(id)
+	err := s.call(ctx, dynamostore.OpHeartbeat, "UpdateItem", im.key, im, func() (err error) {
+		out, err = s.mem.Heartbeat(ctx, id, epoch, hb)
+		return err
+	}, func(p *plan, _ time.Time, err error) {
+		p.ownerWrite("UpdateItem", im, err, im.w0 != nil && lease.HeartbeatApplied(im.w0, epoch, hb))
+	}, false)
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("heartbeat %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// DeclareDead implements lease.Store.
+func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
+	im := workerImage(id)
+	err := s.call(ctx, dynamostore.OpDeclareDead, "UpdateItem", im.key, im, func() error { return s.mem.DeclareDead(ctx, id, epoch, seenSeq, by, atMs) },
+		func(p *plan, _ time.Time, err error) {
+			p.ownerWrite("UpdateItem", im, err, lease.DeclaredDeadAs(im.w0, epoch, seenSeq, by, atMs))
+		}, false)
+	if err != nil {
+		return fmt.Errorf("declare %s dead: %w", id, err)
+	}
+	return nil
+}
+
+// Leave implements lease.Store.
+func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
+	im := workerImage(id)
+	err := s.call(ctx, dynamostore.OpLeave, "UpdateItem", im.key, im, func() error { return s.mem.Leave(ctx, id, epoch, list, atMs) },
+		func(p *plan, _ time.Time, err error) {
+			p.ownerWrite("UpdateItem", im, err, lease.CanLeave(im.w0, epoch) != nil)
+		}, false)
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", id, err)
+	}
+	return nil
+}
+
+// MarkDone implements lease.Store.
+func (s *Store) MarkDone(ctx context.Context, id string) error {
+	im := workerImage(id)
+	err := s.call(ctx, dynamostore.OpMarkDone, "UpdateItem", im.key, im, func() error { return s.mem.MarkDone(ctx, id) },
+		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
+	if err != nil {
+		return fmt.Errorf("mark %s done: %w", id, err)
+	}
+	return nil
+}
+
+// GetWorker implements lease.Store (a consistent GetItem).
+func (s *Store) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	var out lease.WorkerRecord
+	err := s.call(ctx, dynamostore.OpGetWorker, "GetItem", id, nil, func() (err error) {
+		out, err = s.mem.GetWorker(ctx, id)
+		return err
+	}, func(p *plan, _ time.Time, _ error) {
+		p.get(schema.WorkerKey(id), workerItem(s.mem.Worker(id)), true)
+	}, false)
+	if err != nil {
+		return lease.WorkerRecord{}, fmt.Errorf("get worker %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// GetWorkers implements lease.Store (eventually consistent BatchGetItems
+// of 100 keys, each key billed; answered from the table as it is now: the
+// base table's eventually consistent reads are not modelled as stale).
+func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
+	var out []lease.WorkerRecord
+	err := s.call(ctx, dynamostore.OpGetWorkers, "BatchGetItem", strings.Join(ids, ","), nil, func() (err error) {
+		out, err = s.mem.GetWorkers(ctx, ids)
+		return err
+	}, func(p *plan, _ time.Time, _ error) {
+		for i, id := range ids {
+			p.get(schema.WorkerKey(id), workerItem(s.mem.Worker(id)), false)
+			if i%100 != 0 {
+				p.reqs[len(p.reqs)-1].op = "" // a key of the same BatchGetItem
+			}
+		}
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("get workers: %w", err)
+	}
+	return out, nil
+}
+
+// ListWorkers implements lease.Store: a Query of by_worker_list, answered
+// by that index's lagging view.
+func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	var out []string
+	err := s.call(ctx, dynamostore.OpListWorkers, "Query", list, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		value := "S:" + list
+		for _, e := range p.query(schema.IndexByWorkerList, value, s.views[schema.IndexByWorkerList].entries(now, value), limit, 0) {
+			out = append(out, strings.TrimPrefix(pkOf(e), schema.WorkerKeyPrefix))
+		}
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("list workers %s: %w", list, err)
+	}
+	return out, nil
+}
+
+// Acquire implements lease.Store: the session's write, then the fence of
+// its checkpoint item.
+func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
+	var out lease.Item
+	im := sessionImage(id)
+	err := s.call(ctx, dynamostore.OpAcquire, "UpdateItem", im.key, im, func() (err error) {
+		out, err = s.mem.Acquire(ctx, id, owner, from)
+		return err
+	}, func(p *plan, _ time.Time, err error) {
+		written := im.s0 != nil && im.s1 != nil && (im.s0.Epoch != im.s1.Epoch || im.s0.Owner != im.s1.Owner)
+		if !written {
+			p.refused("UpdateItem", id, im.before)
+			return
+		}
+		p.write("UpdateItem", id, im.before, im.after)
+		ck := schema.CheckpointKey(id)
+		if err != nil {
+			p.refused("UpdateItem", ck, im.ckB)
+			return
+		}
+		p.write("UpdateItem", ck, im.ckB, im.ckA)
+	}, false)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Checkpoint implements lease.Store: one write of the checkpoint item.
+func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
+	if lastSeq == lease.NoSeq {
+		return nil
+	}
+	im := sessionImage(t.ConnectionID)
+	err := s.call(ctx, dynamostore.OpCheckpoint, "UpdateItem", im.key, im, func() error { return s.mem.Checkpoint(ctx, t, lastSeq) },
+		func(p *plan, _ time.Time, err error) {
+			ck := schema.CheckpointKey(t.ConnectionID)
+			if err != nil {
+				p.refused("UpdateItem", ck, im.ckB)
+				return
+			}
+			p.write("UpdateItem", ck, im.ckB, im.ckA)
+		}, false)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", t, err)
+	}
+	return nil
+}
+
+// Release implements lease.Store.
+func (s *Store) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
+	return s.release(ctx, dynamostore.OpRelease, t, lastSeq, "", 0)
+}
+
+// Handoff implements lease.Store.
+func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	return s.release(ctx, dynamostore.OpHandoff, t, lastSeq, to, atMs)
+}
+
+func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.call(ctx, op, "UpdateItem", im.key, im, func() error {
+		if to == "" {
+			return s.mem.Release(ctx, t, lastSeq)
+		}
+		return s.mem.Handoff(ctx, t, lastSeq, to, atMs)
+	}, func(p *plan, _ time.Time, err error) {
+		if err != nil || lease.Released(im.s0, t, lastSeq, to) {
+			p.refused("UpdateItem", im.key, im.before)
+			return
+		}
+		if im.s0.DesiredState != schema.StateStarted || im.s0.Failed() {
+			p.refused("UpdateItem", im.key, im.before) // the STARTED variant
+		}
+		p.write("UpdateItem", im.key, im.before, im.after)
+	}, false)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", t, err)
+	}
+	return nil
+}
+
+// Fail implements lease.Store.
+func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.call(ctx, dynamostore.OpFail, "UpdateItem", im.key, im, func() error { return s.mem.Fail(ctx, t, gen, lastSeq, reason, atMs) },
+		func(p *plan, _ time.Time, err error) {
+			p.ownerWrite("UpdateItem", im, err, lease.FailedAs(im.s0, t, gen, lastSeq, reason, atMs))
+		}, false)
+	if err != nil {
+		return fmt.Errorf("fail %s: %w", t, err)
+	}
+	return nil
+}
+
+// Disown implements lease.Store.
+func (s *Store) Disown(ctx context.Context, t lease.Token) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.call(ctx, dynamostore.OpDisown, "UpdateItem", im.key, im, func() error { return s.mem.Disown(ctx, t) },
+		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, lease.Disowned(im.s0, t)) }, false)
+	if err != nil {
+		return fmt.Errorf("disown %s: %w", t, err)
+	}
+	return nil
+}
+
+// NoteError implements lease.Store.
+func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.call(ctx, dynamostore.OpNoteError, "UpdateItem", im.key, im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) },
+		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
+	if err != nil {
+		return fmt.Errorf("note error %s: %w", t, err)
+	}
+	return nil
+}
+
+// Get implements lease.Store: one consistent BatchGetItem of the session
+// and its checkpoint item.
+func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
+	var out lease.Item
+	err := s.call(ctx, dynamostore.OpGet, "BatchGetItem", id, nil, func() (err error) {
+		out, err = s.mem.Get(ctx, id)
+		return err
+	}, func(p *plan, _ time.Time, _ error) {
+		it, ck := s.mem.Session(id)
+		p.get(id, sessionItem(it), true)
+		p.get(schema.CheckpointKey(id), checkpointItem(id, ck), true)
+		p.reqs[len(p.reqs)-1].op = "" // the same request: its latency counted once
+	}, false)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Unowned implements lease.Store: Queries of the by_unowned shards (limit
+// 0: all), from a rotating shard as dynamostore's, answered by the index's
+// lagging view.
+func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
+	var out []string
+	err := s.call(ctx, dynamostore.OpUnowned, "Query", "", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		first := int(s.shard.Add(1)) % schema.IndexShards
+		v := s.views[schema.IndexByUnowned]
+		for i := range schema.IndexShards {
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+			value := "S:" + schema.UnownedShardKey((first+i)%schema.IndexShards)
+			for _, e := range p.query(schema.IndexByUnowned, value, v.entries(now, value), limit, len(out)) {
+				out = append(out, pkOf(e))
+			}
+		}
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("unowned: %w", err)
+	}
+	return out, nil
+}
+
+// OwnedBy implements lease.Store: a Query of by_owner, answered by the
+// index's lagging view.
+func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	var out []lease.Owned
+	var derr error
+	err := s.call(ctx, dynamostore.OpOwnedBy, "Query", owner, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		value := "S:" + owner
+		for _, e := range p.query(schema.IndexByOwner, value, s.views[schema.IndexByOwner].entries(now, value), limit, 0) {
+			r, err := sessionitem.Decode(e)
+			if err != nil {
+				derr = err
+				return
+			}
+			o := lease.Owned{Token: lease.Token{ConnectionID: r.ConnectionID, Owner: r.LeaseOwner, Epoch: r.LeaseEpoch}, DesiredState: r.DesiredState}
+			if r.Generation != nil {
+				o.Generation = *r.Generation
+			}
+			out = append(out, o)
+		}
+	}, false)
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("owned by %s: %w", owner, err)
+	}
+	return out, nil
+}
+
+func pkOf(e ddbrules.Item) string {
+	r, _ := ddbrules.Canon(e[schema.AttrPk])
+	return strings.TrimPrefix(r, "S:")
+}
+
+// --- the harness's writes (ingest's, in production) ---
+
+// Put writes a whole session (the session item and, when LastSeq is set,
+// its checkpoint item) as ingest seeds it: metered under OpSeed, charged to
+// the buckets, never throttled, and sent to the indexes after their lag.
+func (s *Store) Put(it lease.Item) {
+	im := sessionImage(it.ConnectionID)
+	_ = s.call(context.Background(), OpSeed, "", im.key, im, func() error { s.mem.Put(it); return nil }, func(p *plan, _ time.Time, _ error) {
+		p.reqs = append(p.reqs, request{op: "PutItem", key: im.key, write: true, units: ddbrules.WriteUnits(sizeOf(im.after)), entries: s.table.IndexWrites(im.before, im.after)})
+		if !ddbrules.SameItem(im.ckB, im.ckA) {
+			p.write("PutItem", schema.CheckpointKey(it.ConnectionID), im.ckB, im.ckA)
+		}
+	}, true)
+}
+
+// Update changes session id under the rules' lock, as ingest's write does
+// (a stop, a start): metered under OpIngest, never throttled.
+func (s *Store) Update(id string, f func(*lease.Item)) {
+	im := sessionImage(id)
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.Update(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
+		if !ddbrules.SameItem(im.before, im.after) {
+			p.write("UpdateItem", id, im.before, im.after)
+		}
+	}, true)
+}
+
+// UpdateWorker changes worker id's record as ingest's mailbox write does:
+// metered under OpIngest, never throttled.
+func (s *Store) UpdateWorker(id string, f func(*lease.WorkerRecord)) {
+	im := workerImage(id)
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.UpdateWorker(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
+		if !ddbrules.SameItem(im.before, im.after) {
+			p.write("UpdateItem", im.key, im.before, im.after)
+		}
+	}, true)
+}
+
+// ExpireWorker deletes worker id's record, as the table's TTL does (TTL
+// deletes cost no write units).
+func (s *Store) ExpireWorker(id string) {
+	im := workerImage(id)
+	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.ExpireWorker(id); return nil }, func(*plan, time.Time, error) {}, true)
+}
+
+var _ lease.Store = (*Store)(nil)
