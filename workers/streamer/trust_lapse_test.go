@@ -63,7 +63,11 @@ func (d *brownoutDest) Send(ctx context.Context, recs []batch.Record) ([]error, 
 			if failed == nil {
 				failed = make([]error, len(recs))
 			}
-			failed[i] = fmt.Errorf("ThrottlingException: seq %d", r.Seq)
+			// A throttle, as the real sinks mark one (sink.Throttled): a
+			// brownout's refusals never count as an entry failing the same
+			// way (batch.Config.RepeatFailures), so the entries wait for the
+			// trust deadline instead of being refused for good.
+			failed[i] = sink.Throttled(fmt.Errorf("ThrottlingException: seq %d", r.Seq))
 			continue
 		}
 		if d.written[r.ConnectionID] == nil {
