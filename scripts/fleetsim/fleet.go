@@ -34,6 +34,11 @@ type Config struct {
 	// Table is the simulated DynamoDB (simddb.AWS() by default); its Seed
 	// is Config.Seed.
 	Table *simddb.Config
+	// Hosts is how many source hosts the sessions are spread over (round
+	// robin): a worker admits WSFLEET_DIALS_PER_HOST dials a second to one
+	// host, so a failover onto one host is paced by it. 0: every session
+	// its own host.
+	Hosts int
 	// Worker, when set, changes each worker's configuration.
 	Worker func(*streamer.Config)
 }
@@ -113,7 +118,11 @@ func (fl *Fleet) StartSessions(n int) error {
 	fl.mu.Unlock()
 	for i := range n {
 		id := fmt.Sprintf("s-%06d", base+i)
-		enc, err := spec.Spec{WSURL: "ws://feed.test" + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}}.Stored()
+		host := id + ".src.test"
+		if fl.cfg.Hosts > 0 {
+			host = fmt.Sprintf("h%d.src.test", (base+i)%fl.cfg.Hosts)
+		}
+		enc, err := spec.Spec{WSURL: "ws://" + host + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}}.Stored()
 		if err != nil {
 			return fmt.Errorf("fleetsim: spec of %s: %w", id, err)
 		}
@@ -133,17 +142,25 @@ func (fl *Fleet) Sessions() []string {
 }
 
 // AddWorkers starts n more workers (New and Run, as the binary does, with
-// no admin listener and no work queue).
+// no admin listener and no work queue), one after the other, each after a
+// gap drawn from the seed (1 to 997 ms): no two workers' timers (heartbeat,
+// reconcile, checkpoint) fire at the same virtual instant, so that which of
+// two racing workers reaches the table first is the seed's, not the
+// scheduler's.
 func (fl *Fleet) AddWorkers(n int) ([]*Member, error) {
 	var out []*Member
 	for range n {
+		fl.mu.Lock()
+		gap := time.Duration(1+fl.rnd.IntN(997)) * time.Millisecond
+		fl.mu.Unlock()
+		time.Sleep(gap)
 		m, err := fl.addWorker(nil)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, m)
 	}
-	fl.Record.fault(Fault{Kind: "add", Workers: ids(out), At: time.Now()})
+	fl.Record.fault(Fault{Kind: "add", Workers: ids(out), At: out[0].Started})
 	return out, nil
 }
 

@@ -52,7 +52,7 @@ type Figures struct {
 	// the source saw them.
 	SourceOverlaps int `json:"source_overlaps"`
 
-	Faults []Recovery `json:"faults"`
+	Faults []Recovery   `json:"faults"`
 	Table  TableFigures `json:"table"`
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.

@@ -15,6 +15,12 @@ type Scenario struct {
 	Sessions int
 	Rate     float64       // messages per second per session
 	Duration time.Duration // virtual, from the fleet's start
+	// Ramp spreads the sessions' starts over this long from when the
+	// workers are up (a batch a second), as ingest writes them in a live
+	// fleet; 0: all at once.
+	Ramp time.Duration
+	// Hosts: Config.Hosts (0: a source host per session).
+	Hosts int
 	// Skew bounds each worker's clock offset (drawn from the seed).
 	Skew time.Duration
 	// Faults happen at their At (from the fleet's start), in order.
@@ -27,14 +33,27 @@ type Step struct {
 	Do func(*Fleet) error
 }
 
-// KillOne kills the first running worker (a kill -9).
+// KillOne kills the running worker that owns the most sessions (a kill -9).
 func KillOne(fl *Fleet) error {
-	r := fl.Running()
-	if len(r) == 0 {
+	m := fl.busiest()
+	if m == nil {
 		return fmt.Errorf("fleetsim: kill: no worker running")
 	}
-	fl.Kill(r[0])
+	fl.Kill(m)
 	return nil
+}
+
+// busiest is the running worker the table says owns the most sessions (the
+// first of them by id on a tie); nil when none runs.
+func (fl *Fleet) busiest() *Member {
+	var best *Member
+	n := -1
+	for _, m := range fl.Running() {
+		if k := len(fl.ownedBy([]*Member{m})); k > n {
+			best, n = m, k
+		}
+	}
+	return best
 }
 
 // KillAZ kills a third of the running workers at once (the loss of one
@@ -49,13 +68,14 @@ func KillAZ(fl *Fleet) error {
 	return nil
 }
 
-// TermOne shuts the first running worker down gracefully (SIGTERM).
+// TermOne shuts the running worker that owns the most sessions down
+// gracefully (SIGTERM).
 func TermOne(fl *Fleet) error {
-	r := fl.Running()
-	if len(r) == 0 {
+	m := fl.busiest()
+	if m == nil {
 		return fmt.Errorf("fleetsim: term: no worker running")
 	}
-	fl.Term(r[0])
+	fl.Term(m)
 	return nil
 }
 
@@ -63,17 +83,20 @@ func TermOne(fl *Fleet) error {
 // each lasting d of virtual time (faults at a third of it, the fleet
 // settled by then).
 func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
-	base := Scenario{Workers: workers, Sessions: sessions, Rate: 1, Duration: d, Skew: 2 * time.Second}
+	base := Scenario{Workers: workers, Sessions: sessions, Rate: 1, Duration: d, Skew: 2 * time.Second, Ramp: d / 10}
 	with := func(name string, steps ...Step) Scenario {
 		s := base
 		s.Name, s.Faults = name, steps
 		return s
 	}
+	oneHost := with("az-onehost", Step{At: d / 3, Do: KillAZ})
+	oneHost.Hosts = 1
 	return map[string]Scenario{
-		"steady": with("steady"),
-		"crash":  with("crash", Step{At: d / 3, Do: KillOne}),
-		"az":     with("az", Step{At: d / 3, Do: KillAZ}),
-		"term":   with("term", Step{At: d / 3, Do: TermOne}),
+		"steady":     with("steady"),
+		"crash":      with("crash", Step{At: d / 3, Do: KillOne}),
+		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
+		"term":       with("term", Step{At: d / 3, Do: TermOne}),
+		"az-onehost": oneHost,
 	}
 }
 
@@ -86,15 +109,15 @@ func Run(sc Scenario, seed uint64) (Figures, error) {
 // run is Run with a hook after the fleet started (the mutation check's
 // thief).
 func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err error) {
-	fl, err := New(Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew})
+	fl, err := New(Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts})
 	if err != nil {
 		return Figures{}, err
 	}
 	defer fl.Close()
-	if err := fl.StartSessions(sc.Sessions); err != nil {
+	if _, err := fl.AddWorkers(sc.Workers); err != nil {
 		return Figures{}, err
 	}
-	if _, err := fl.AddWorkers(sc.Workers); err != nil {
+	if err := ramp(fl, sc.Sessions, sc.Ramp); err != nil {
 		return Figures{}, err
 	}
 	if after != nil {
@@ -110,4 +133,19 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 	}
 	time.Sleep(time.Until(fl.t0.Add(sc.Duration)))
 	return fl.Judge(sc.Name), nil
+}
+
+// ramp starts n sessions over d, a batch a second (all at once when d is
+// under a second).
+func ramp(fl *Fleet, n int, d time.Duration) error {
+	secs := max(1, int(d/time.Second))
+	for i := range secs {
+		if err := fl.StartSessions(n*(i+1)/secs - n*i/secs); err != nil {
+			return err
+		}
+		if i < secs-1 {
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
 }
