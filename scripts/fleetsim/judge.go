@@ -28,8 +28,10 @@ type Figures struct {
 	// DoubleOwners are the sessions with two tenures delivering at once:
 	// tenure A's deliveries span [first, last] in the destination's total
 	// order (Delivery.N), and another tenure of the session delivered
-	// strictly inside that span. Pairs counts such tenure pairs;
-	// Overlapping the deliveries made inside another tenure's span.
+	// strictly inside that span (b.first < a.last, b beginning after a).
+	// Pairs counts such tenure pairs; Overlapping the pairs' deliveries
+	// while both were active (from the later's first to the earlier's
+	// last, both included).
 	DoubleOwners int   `json:"double_owners"`
 	DoublePairs  int   `json:"double_pairs"`
 	Overlapping  int64 `json:"overlapping_deliveries"`
@@ -179,7 +181,7 @@ func judgeSession(ds []Delivery, now time.Time, f *Figures) {
 			double = true
 			f.DoublePairs++
 			for _, d := range ds {
-				in := d.N > b.first && d.N < a.last
+				in := d.N >= b.first && d.N <= a.last
 				if in && (a.has(d) || b.has(d)) {
 					f.Overlapping++
 				}
