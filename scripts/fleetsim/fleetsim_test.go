@@ -15,8 +15,8 @@ import (
 // loaded cores, big enough for every worker to hold sessions.
 const (
 	shortWorkers  = 10
-	shortSessions = 100
-	shortFor      = 4 * time.Minute
+	shortSessions = 60
+	shortFor      = 3 * time.Minute
 )
 
 // recoveryBound is how soon every session a fault hit must deliver again:
@@ -73,7 +73,7 @@ func checkSafe(t *testing.T, f Figures) {
 	}
 }
 
-// TestShortSet runs the short scenarios (10 workers, 100 sessions, four
+// TestShortSet runs the short scenarios (10 workers, 60 sessions, three
 // virtual minutes each; a fault a third in) and checks the behaviour: no
 // double owner, no loss, every session a fault hit delivering again within
 // the TTL and 5 s. Deterministic in virtual time: the bounds do not depend
@@ -120,7 +120,7 @@ func TestMutationCatchesDoubleOwner(t *testing.T) {
 // shuffle of candidates, the dial gate's and back-off's jitter) nor the
 // order of goroutines runnable at one virtual instant. Diff names them.
 func TestSameSeedSameVerdicts(t *testing.T) {
-	sc := Scenarios(6, 60, 3*time.Minute)["crash"]
+	sc := Scenarios(6, 40, 2*time.Minute)["crash"]
 	a, b := runT(t, sc, 42, nil), runT(t, sc, 42, nil)
 	checkSafe(t, a)
 	checkSafe(t, b)
