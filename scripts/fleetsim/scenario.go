@@ -5,6 +5,8 @@ package fleetsim
 import (
 	"fmt"
 	"time"
+
+	"github.com/wsfleet/wsfleet/testkit/simddb"
 )
 
 // Scenario is one simulated run: a fleet, its sessions and what happens to
@@ -21,6 +23,9 @@ type Scenario struct {
 	Ramp time.Duration
 	// Hosts: Config.Hosts (0: a source host per session).
 	Hosts int
+	// Table, when set, changes the simulated table's configuration
+	// (simddb.AWS() by default).
+	Table func(*simddb.Config)
 	// Skew bounds each worker's clock offset (drawn from the seed).
 	Skew time.Duration
 	// Faults happen at their At (from the fleet's start), in order.
@@ -91,12 +96,23 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 	}
 	oneHost := with("az-onehost", Step{At: d / 3, Do: KillAZ})
 	oneHost.Hosts = 1
+	// The table's write allowance at a tenth of a unit per session (its
+	// warm throughput and quota): the sessions' first checkpoints are
+	// throttled while they ramp in, and the busiest worker dies 20 s
+	// after the ramp.
+	throttled := with("crash-throttled", Step{At: base.Ramp + 20*time.Second, Do: KillOne})
+	throttled.Table = func(c *simddb.Config) {
+		c.Throughput.WarmWCU = max(10, float64(sessions)/10)
+		c.Throughput.QuotaWCU = c.Throughput.WarmWCU
+	}
 	return map[string]Scenario{
 		"steady":     with("steady"),
 		"crash":      with("crash", Step{At: d / 3, Do: KillOne}),
 		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
 		"term":       with("term", Step{At: d / 3, Do: TermOne}),
 		"az-onehost": oneHost,
+		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
+		"crash-throttled": throttled,
 	}
 }
 
@@ -109,7 +125,13 @@ func Run(sc Scenario, seed uint64) (Figures, error) {
 // run is Run with a hook after the fleet started (the mutation check's
 // thief).
 func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err error) {
-	fl, err := New(Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts})
+	cfg := Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts}
+	if sc.Table != nil {
+		tc := simddb.AWS()
+		sc.Table(&tc)
+		cfg.Table = &tc
+	}
+	fl, err := New(cfg)
 	if err != nil {
 		return Figures{}, err
 	}
