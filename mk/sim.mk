@@ -13,7 +13,9 @@
 TEST_TARGETS += test-fleetsim
 
 SCENARIO ?= all
-SEED ?= 1
+# SEED is shared with chaos (empty there: a random seed); the simulator's
+# default is 1.
+SIM_SEED = $(or $(SEED),1)
 WORKERS ?= 10
 SESSIONS ?= 1000
 MINUTES ?= 10
@@ -27,9 +29,9 @@ SIM_OUT ?= $(ROOT)/docs
 sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \
-	  -sim.scenario=$(SCENARIO) -sim.seed=$(SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) \
-	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.out=$(SIM_OUT) \
-	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SEED) WORKERS=$(WORKERS) SESSIONS=$(SESSIONS) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)"
+	  -sim.scenario=$(SCENARIO) -sim.seed=$(SIM_SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) \
+	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.out=$(abspath $(SIM_OUT)) \
+	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) WORKERS=$(WORKERS) SESSIONS=$(SESSIONS) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)"
 
 ## test-fleetsim: the simulator's short set (-race, virtual time, deterministic verdicts; well under a minute).
 test-fleetsim:
