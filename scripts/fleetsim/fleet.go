@@ -160,7 +160,9 @@ func (fl *Fleet) AddWorkers(n int) ([]*Member, error) {
 		}
 		out = append(out, m)
 	}
-	fl.Record.fault(Fault{Kind: "add", Workers: ids(out), At: out[0].Started})
+	if len(out) > 0 {
+		fl.Record.fault(Fault{Kind: "add", Workers: ids(out), At: out[0].Started})
+	}
 	return out, nil
 }
 
