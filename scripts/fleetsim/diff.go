@@ -1,0 +1,83 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+)
+
+// Verdict is the judge's pass/fail summary of f: the safety checks (no
+// double owner, no fenced delivery, no loss, no silent session, no overlap
+// at the source) and every faulted session delivering again within bound.
+// "ok" or the first violations.
+func (f Figures) Verdict(bound time.Duration) string {
+	var bad []string
+	if f.DoubleOwners > 0 {
+		bad = append(bad, fmt.Sprintf("%d double owners", f.DoubleOwners))
+	}
+	if f.Fenced > 0 {
+		bad = append(bad, fmt.Sprintf("%d fenced deliveries", f.Fenced))
+	}
+	if f.Gaps > 0 {
+		bad = append(bad, fmt.Sprintf("%d seqs lost", f.Gaps))
+	}
+	if f.Silent > 0 {
+		bad = append(bad, fmt.Sprintf("%d silent sessions", f.Silent))
+	}
+	if f.SourceOverlaps > 0 {
+		bad = append(bad, fmt.Sprintf("%d overlaps at the source", f.SourceOverlaps))
+	}
+	for _, r := range f.Faults {
+		if r.Recovered != r.Sessions || r.Max > bound.Seconds() {
+			bad = append(bad, fmt.Sprintf("%s at %.0fs: %d/%d delivering again, max %.1fs", r.Kind, r.At, r.Recovered, r.Sessions, r.Max))
+		}
+	}
+	if len(bad) == 0 {
+		return "ok"
+	}
+	return fmt.Sprint(bad)
+}
+
+// Diff names the figures (JSON paths, one level into table and faults)
+// that differ between a and b: what a seed did not fix.
+func Diff(a, b Figures) []string {
+	ma, mb := flat(a), flat(b)
+	var out []string
+	for k, v := range ma {
+		if !reflect.DeepEqual(v, mb[k]) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func flat(f Figures) map[string]any {
+	var m map[string]any
+	b, _ := json.Marshal(f)
+	_ = json.Unmarshal(b, &m)
+	out := map[string]any{}
+	for k, v := range m {
+		switch vv := v.(type) {
+		case map[string]any:
+			for k2, v2 := range vv {
+				out[k+"."+k2] = v2
+			}
+		case []any:
+			for i, e := range vv {
+				if em, ok := e.(map[string]any); ok {
+					for k2, v2 := range em {
+						out[fmt.Sprintf("%s[%d].%s", k, i, k2)] = v2
+					}
+				}
+			}
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}

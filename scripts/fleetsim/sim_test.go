@@ -1,0 +1,113 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"flag"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// make sim's settings (mk/sim.mk passes them after -args).
+var (
+	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, crash-throttled; all: the first five); empty: TestSim skips")
+	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
+	simWorkers   = flag.Int("sim.workers", 10, "workers")
+	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
+	simMinutes   = flag.Float64("sim.minutes", 10, "virtual minutes per scenario")
+	simRate      = flag.Float64("sim.rate", 1, "messages per second per session")
+	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
+	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
+	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
+)
+
+// TestSim is `make sim`: the named scenarios at the given size, judged,
+// measured, and written to docs/SCALE.md and docs/scale.json.
+func TestSim(t *testing.T) {
+	if *simScenarios == "" {
+		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS=, SESSIONS=, MINUTES=)")
+	}
+	d := time.Duration(*simMinutes * float64(time.Minute))
+	all := Scenarios(*simWorkers, *simSessions, d)
+	names := strings.Split(*simScenarios, ",")
+	if *simScenarios == "all" {
+		names = []string{"steady", "crash", "az", "term", "az-onehost"}
+	}
+	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds()}
+	for _, name := range names {
+		sc, ok := all[strings.TrimSpace(name)]
+		if !ok {
+			t.Fatalf("no scenario %q", name)
+		}
+		sc.Rate = *simRate
+		m := measure(t, sc, *simSeed)
+		if *simRerun {
+			m.Differs = Diff(m.Figures, measure(t, sc, *simSeed).Figures)
+			if m.Differs == nil {
+				m.Differs = []string{}
+			}
+		}
+		// Safety fails the run; a recovery slower than the bound is a
+		// figure of the report (its verdict column), not a failure: how
+		// long a takeover of many sessions takes is what it measures.
+		if f := m.Figures; f.DoubleOwners+f.Silent > 0 || f.Fenced+f.Gaps > 0 || f.SourceOverlaps > 0 {
+			t.Errorf("%s: %s", sc.Name, m.Verdict)
+		}
+		for _, r := range m.Faults {
+			if r.Recovered != r.Sessions {
+				t.Errorf("%s: %s", sc.Name, m.Verdict)
+			}
+		}
+		rep.Runs = append(rep.Runs, m)
+	}
+	if *simOut != "" {
+		if err := rep.Write(*simOut); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// measure runs sc once and what it cost: real and CPU time, the peak live
+// heap (sampled every 50 ms outside the bubble).
+func measure(t *testing.T, sc Scenario, seed uint64) Measured {
+	runtime.GC()
+	cpu0 := cpuTime()
+	real0 := time.Now()
+	stop := make(chan struct{})
+	var peak uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var ms runtime.MemStats
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	})
+	f := runT(t, sc, seed, nil)
+	close(stop)
+	wg.Wait()
+	m := Measured{Figures: f, Verdict: f.Verdict(recoveryBound), Real: time.Since(real0).Seconds(), CPU: (cpuTime() - cpu0).Seconds(), HeapPeak: float64(peak) / (1 << 20)}
+	if f.Virtual > 0 {
+		m.CPUPerHour = m.CPU / (f.Virtual / 3600)
+	}
+	return m
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

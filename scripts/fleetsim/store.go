@@ -1,0 +1,186 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/testkit/simddb"
+)
+
+// errKilled is every call of a worker cut off its table (a kill -9).
+var errKilled = errors.New("fleetsim: worker killed")
+
+// memberStore is one worker's view of the shared simulated table: it counts
+// the worker's coordination reads and writes, can be cut off at once (a
+// kill -9: nothing the dead process had in flight reaches the table after
+// it), and, for the mutation check only, can break fencing (steal: an
+// acquire that ignores the current owner, and a discovery that lists held
+// sessions as unowned).
+type memberStore struct {
+	st     *simddb.Store
+	cut    atomic.Bool
+	reads  atomic.Int64
+	writes atomic.Int64
+	// steal breaks the ownership protocol (the mutation check): never set
+	// in a scenario that claims safety.
+	steal  bool
+	stealN int
+	ids    func() []string
+}
+
+var _ lease.Store = (*memberStore)(nil)
+
+func (m *memberStore) gate(write bool) error {
+	if m.cut.Load() {
+		return errKilled
+	}
+	if write {
+		m.writes.Add(1)
+	} else {
+		m.reads.Add(1)
+	}
+	return nil
+}
+
+func (m *memberStore) Register(ctx context.Context, rec lease.WorkerRecord) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Register(ctx, rec)
+}
+
+func (m *memberStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	if err := m.gate(true); err != nil {
+		return lease.WorkerRecord{}, err
+	}
+	return m.st.Heartbeat(ctx, id, epoch, hb)
+}
+
+func (m *memberStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+}
+
+func (m *memberStore) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Leave(ctx, id, epoch, list, atMs)
+}
+
+func (m *memberStore) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
+	if err := m.gate(false); err != nil {
+		return lease.WorkerRecord{}, err
+	}
+	return m.st.GetWorker(ctx, id)
+}
+
+func (m *memberStore) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	if err := m.gate(false); err != nil {
+		return nil, err
+	}
+	return m.st.ListWorkers(ctx, list, limit)
+}
+
+func (m *memberStore) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
+	if err := m.gate(false); err != nil {
+		return nil, err
+	}
+	return m.st.GetWorkers(ctx, ids)
+}
+
+func (m *memberStore) MarkDone(ctx context.Context, id string) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.MarkDone(ctx, id)
+}
+
+func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
+	if err := m.gate(true); err != nil {
+		return lease.Item{}, err
+	}
+	if m.steal {
+		// The mutation: the acquire's condition ignores the owner (as if
+		// the conditional write were unconditional).
+		m.st.Mem().Update(id, func(it *lease.Item) { it.Owner, it.HandoffTo = "", "" })
+		from = lease.From{}
+	}
+	return m.st.Acquire(ctx, id, owner, from)
+}
+
+func (m *memberStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Checkpoint(ctx, t, lastSeq)
+}
+
+func (m *memberStore) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Release(ctx, t, lastSeq)
+}
+
+func (m *memberStore) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Handoff(ctx, t, lastSeq, to, atMs)
+}
+
+func (m *memberStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Fail(ctx, t, gen, lastSeq, reason, atMs)
+}
+
+func (m *memberStore) Disown(ctx context.Context, t lease.Token) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.Disown(ctx, t)
+}
+
+func (m *memberStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+	if err := m.gate(true); err != nil {
+		return err
+	}
+	return m.st.NoteError(ctx, t, reason, atMs)
+}
+
+func (m *memberStore) Get(ctx context.Context, id string) (lease.Item, error) {
+	if err := m.gate(false); err != nil {
+		return lease.Item{}, err
+	}
+	return m.st.Get(ctx, id)
+}
+
+func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) {
+	if err := m.gate(false); err != nil {
+		return nil, err
+	}
+	ids, err := m.st.Unowned(ctx, limit)
+	if err != nil || !m.steal || m.ids == nil {
+		return ids, err
+	}
+	// The mutation: the first stealN sessions look unowned whoever holds
+	// them.
+	all := m.ids()
+	return append(ids, all[:min(m.stealN, len(all))]...), nil
+}
+
+func (m *memberStore) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	if err := m.gate(false); err != nil {
+		return nil, err
+	}
+	return m.st.OwnedBy(ctx, owner, limit)
+}

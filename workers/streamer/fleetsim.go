@@ -1,0 +1,36 @@
+//go:build fleetsim
+
+package streamer
+
+import (
+	"net/http"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// This file is the fleet simulator's seam (scripts/fleetsim), compiled only
+// with -tags fleetsim: the shipped binary (built without the tag) has no way
+// to swap the sessions' transport or to crash a worker in-process, and its
+// sessions always dial through netguard (session.NewClient).
+
+// SimSetSessionTransport makes every session of w dial through rt instead of
+// the network (an in-memory source in a testing/synctest bubble). Call it
+// before Run. fleetsim build only.
+func (w *Worker) SimSetSessionTransport(rt http.RoundTripper) {
+	w.env.Client = &http.Client{Transport: rt}
+}
+
+// SimCrash plays the data-plane half of a kill -9 of w: every session is left
+// for the takeover (no close handshake, no flush, no release) at once. The
+// caller cuts w off its store first and then cancels Run's context (whose
+// shutdown then releases nothing: the worker is abandoned). fleetsim build
+// only.
+func (w *Worker) SimCrash() {
+	w.abandoned.Store(true)
+	for _, s := range w.snapshot() {
+		s.Interrupt(session.ErrCrashed)
+	}
+}
+
+// SimOwned is how many sessions w runs. fleetsim build only.
+func (w *Worker) SimOwned() int { return w.owned() }
