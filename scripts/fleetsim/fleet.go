@@ -18,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/pipenet"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
 	"github.com/wsfleet/wsfleet/workers/streamer"
 )
@@ -67,7 +68,7 @@ type Fleet struct {
 	Record *Record
 	t0     time.Time
 	feed   *feed.Server
-	pn     *pipeNet
+	pn     *pipenet.Net
 	srv    *http.Server
 	served chan struct{}
 	rnd    *rand.Rand
@@ -98,7 +99,7 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("fleetsim: source: %w", err)
 	}
 	fl := &Fleet{
-		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: newPipeNet(),
+		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: pipenet.New(),
 		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
 	fl.srv = &http.Server{Handler: f.Handler()}

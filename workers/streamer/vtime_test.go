@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -22,6 +20,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/pipenet"
 )
 
 // hbStore counts the heartbeats a worker sends (and can be severed,
@@ -192,48 +191,9 @@ func TestControlPlaneRunsInVirtualTime(t *testing.T) {
 	t.Logf("%s of virtual time in %s of real time", virtual.Round(time.Second), time.Since(real0).Round(time.Millisecond))
 }
 
-// pipeNet is an in-memory network in a synctest bubble: a dial hands one end
-// of a net.Pipe to Accept. A goroutine waiting on a pipe is durably blocked
-// (a socket's is not), so the bubble's time moves on.
-type pipeNet struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newPipeNet() *pipeNet { return &pipeNet{conns: make(chan net.Conn), done: make(chan struct{})} }
-
-func (p *pipeNet) Accept() (net.Conn, error) {
-	select {
-	case c := <-p.conns:
-		return c, nil
-	case <-p.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (p *pipeNet) Close() error {
-	p.once.Do(func() { close(p.done) })
-	return nil
-}
-
-func (p *pipeNet) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
-
-func (p *pipeNet) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
-	c, s := net.Pipe()
-	select {
-	case p.conns <- s:
-		return c, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.done:
-		return nil, net.ErrClosed
-	}
-}
-
 // TestSessionsStreamInVirtualTime runs a real worker's sessions too in a
 // synctest bubble: the test feed (testkit/feed) serves them over in-memory
-// pipes (pipeNet) instead of sockets, so the data plane (dial, handshake,
+// pipes (pipenet.Net) instead of sockets, so the data plane (dial, handshake,
 // read, deliver, checkpoint, close) runs on the bubble's time as the
 // control plane does. Ten virtual minutes of streaming take about a second.
 func TestSessionsStreamInVirtualTime(t *testing.T) {
@@ -246,7 +206,7 @@ func TestSessionsStreamInVirtualTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pn := newPipeNet()
+		pn := pipenet.New()
 		srv := &http.Server{Handler: f.Handler()}
 		served := make(chan struct{})
 		go func() { defer close(served); _ = srv.Serve(pn) }()

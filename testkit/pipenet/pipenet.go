@@ -1,0 +1,57 @@
+// Package pipenet owns an in-memory network for tests and simulations in a
+// testing/synctest bubble: a dial hands one end of a net.Pipe to the
+// listener's Accept. A goroutine waiting on a pipe is durably blocked (one
+// on a socket is not), so the bubble's virtual time moves on. It is a test
+// harness: no shipped binary imports it (shared/archtest).
+package pipenet
+
+import (
+	"context"
+	"net"
+	"sync"
+)
+
+// Net is a listener (Accept, Close, Addr) and a dialer (DialContext) joined
+// by pipes. Safe for concurrent use.
+type Net struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+// New returns an open Net.
+func New() *Net { return &Net{conns: make(chan net.Conn), done: make(chan struct{})} }
+
+// Accept implements net.Listener: the server end of the next dial.
+func (p *Net) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener: Accept and DialContext return
+// net.ErrClosed from then on.
+func (p *Net) Close() error {
+	p.once.Do(func() { close(p.done) })
+	return nil
+}
+
+// Addr implements net.Listener (a loopback address; nothing listens there).
+func (p *Net) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+
+// DialContext dials the Net whatever the address: the client end of a pipe
+// whose other end the next Accept returns.
+func (p *Net) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	c, s := net.Pipe()
+	select {
+	case p.conns <- s:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
