@@ -1,15 +1,11 @@
 package simddb_test
 
 import (
-	"errors"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/leasetest"
-	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
 )
@@ -30,32 +26,7 @@ func newStore(t testing.TB, cfg simddb.Config) *simddb.Store {
 // harness is memstore's conformance harness on the simulated store: ingest's
 // writes go through the store's Update and UpdateWorker (metered, sent to
 // the indexes after their lag).
-func harness(s *simddb.Store) leasetest.Harness {
-	return leasetest.Harness{
-		Store: s,
-		Put:   func(_ testing.TB, it lease.Item) { s.Put(it) },
-		SetDesired: func(_ testing.TB, id, state string) {
-			var owner string
-			s.Update(id, func(it *lease.Item) { it.DesiredState, owner = state, it.Owner })
-			if state == schema.StateStopped && owner != "" {
-				s.UpdateWorker(owner, func(r *lease.WorkerRecord) {
-					if r.Alive() && !slices.Contains(r.Mailbox, id) {
-						r.Mailbox = append(r.Mailbox, id)
-					}
-				})
-			}
-		},
-		Restart: func(_ testing.TB, id string) error {
-			err := errors.New("condition failed: not FAILED")
-			s.Update(id, func(it *lease.Item) {
-				if it.Failed() {
-					it.Generation, it.FailedGeneration, err = it.Generation+1, nil, nil
-				}
-			})
-			return err
-		},
-	}
-}
+func harness(s *simddb.Store) leasetest.Harness { return leasetest.InMemoryHarness(s) }
 
 // With nothing on (no latency, no lag, no throttling) the store is the
 // memory store with meters.
