@@ -13,8 +13,8 @@
 //
 // The rules, their defaults and their sources (the full table, with the
 // quoted sentences and links, is docs/references.md, section "DynamoDB as
-// the model (testkit/dynamodel) behaves"; /work/shared/NOTES.md, "DynamoDB
-// facts that shape the design" and "Phase 4"):
+// the model (testkit/dynamodel) behaves"; each rule below names its AWS
+// page):
 //
 //   - Partition key bucket: 1,000 write units/s (PartitionWCU), 3,000 read
 //     units/s (PartitionRCU), one per key value, on-demand too; adaptive
