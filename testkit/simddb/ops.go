@@ -35,6 +35,19 @@ func (p *plan) ownerWrite(op string, im *image, err error, applied bool) {
 	}
 }
 
+// update is a call that is one conditional UpdateItem on im's item (most
+// lease.Store writes): apply runs it on the memory store; applied, read
+// after the call, says whether an error-free outcome was an earlier
+// attempt's (then billed as the refused write and its read).
+func (s *Store) update(ctx context.Context, op string, im *image, apply func() error, applied func() bool) error {
+	return s.call(ctx, op, "UpdateItem", im.key, im, apply, func(p *plan, _ time.Time, err error) {
+		p.ownerWrite("UpdateItem", im, err, applied())
+	}, false)
+}
+
+// never is update's applied for writes a retry cannot find applied.
+func never() bool { return false }
+
 // Register implements lease.Store (PutItem if no record has the id).
 func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 	if rec.State == "" {
@@ -71,10 +84,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.
 // DeclareDead implements lease.Store.
 func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpDeclareDead, "UpdateItem", im.key, im, func() error { return s.mem.DeclareDead(ctx, id, epoch, seenSeq, by, atMs) },
-		func(p *plan, _ time.Time, err error) {
-			p.ownerWrite("UpdateItem", im, err, lease.DeclaredDeadAs(im.w0, epoch, seenSeq, by, atMs))
-		}, false)
+	err := s.update(ctx, dynamostore.OpDeclareDead, im, func() error { return s.mem.DeclareDead(ctx, id, epoch, seenSeq, by, atMs) }, func() bool { return lease.DeclaredDeadAs(im.w0, epoch, seenSeq, by, atMs) })
 	if err != nil {
 		return fmt.Errorf("declare %s dead: %w", id, err)
 	}
@@ -84,10 +94,7 @@ func (s *Store) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64
 // Leave implements lease.Store.
 func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpLeave, "UpdateItem", im.key, im, func() error { return s.mem.Leave(ctx, id, epoch, list, atMs) },
-		func(p *plan, _ time.Time, err error) {
-			p.ownerWrite("UpdateItem", im, err, lease.CanLeave(im.w0, epoch) != nil)
-		}, false)
+	err := s.update(ctx, dynamostore.OpLeave, im, func() error { return s.mem.Leave(ctx, id, epoch, list, atMs) }, func() bool { return lease.CanLeave(im.w0, epoch) != nil })
 	if err != nil {
 		return fmt.Errorf("leave %s: %w", id, err)
 	}
@@ -97,8 +104,7 @@ func (s *Store) Leave(ctx context.Context, id string, epoch int64, list string, 
 // MarkDone implements lease.Store.
 func (s *Store) MarkDone(ctx context.Context, id string) error {
 	im := workerImage(id)
-	err := s.call(ctx, dynamostore.OpMarkDone, "UpdateItem", im.key, im, func() error { return s.mem.MarkDone(ctx, id) },
-		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
+	err := s.update(ctx, dynamostore.OpMarkDone, im, func() error { return s.mem.MarkDone(ctx, id) }, never)
 	if err != nil {
 		return fmt.Errorf("mark %s done: %w", id, err)
 	}
@@ -243,10 +249,7 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 // Fail implements lease.Store.
 func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpFail, "UpdateItem", im.key, im, func() error { return s.mem.Fail(ctx, t, gen, lastSeq, reason, atMs) },
-		func(p *plan, _ time.Time, err error) {
-			p.ownerWrite("UpdateItem", im, err, lease.FailedAs(im.s0, t, gen, lastSeq, reason, atMs))
-		}, false)
+	err := s.update(ctx, dynamostore.OpFail, im, func() error { return s.mem.Fail(ctx, t, gen, lastSeq, reason, atMs) }, func() bool { return lease.FailedAs(im.s0, t, gen, lastSeq, reason, atMs) })
 	if err != nil {
 		return fmt.Errorf("fail %s: %w", t, err)
 	}
@@ -256,8 +259,7 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 // Disown implements lease.Store.
 func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpDisown, "UpdateItem", im.key, im, func() error { return s.mem.Disown(ctx, t) },
-		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, lease.Disowned(im.s0, t)) }, false)
+	err := s.update(ctx, dynamostore.OpDisown, im, func() error { return s.mem.Disown(ctx, t) }, func() bool { return lease.Disowned(im.s0, t) })
 	if err != nil {
 		return fmt.Errorf("disown %s: %w", t, err)
 	}
@@ -267,8 +269,7 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 // NoteError implements lease.Store.
 func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpNoteError, "UpdateItem", im.key, im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) },
-		func(p *plan, _ time.Time, err error) { p.ownerWrite("UpdateItem", im, err, false) }, false)
+	err := s.update(ctx, dynamostore.OpNoteError, im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) }, never)
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
 	}
