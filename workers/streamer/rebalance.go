@@ -2,13 +2,13 @@ package streamer
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -23,6 +23,7 @@ type rebalancer struct {
 	addrs     map[string]string // admin address by worker id, from the last round
 	moves     []time.Time       // this worker's moves, kept for a minute
 	client    *http.Client
+	rnd       *draw.Stream // the rounds' jitter (Deps.Rand's "rebalance")
 }
 
 // movesPerMin is how many sessions this worker moved over the last minute.
@@ -66,7 +67,7 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 		return
 	}
 	for {
-		d := time.Duration(float64(w.cfg.RebalanceEvery) * (0.8 + 0.4*rand.Float64()))
+		d := time.Duration(float64(w.cfg.RebalanceEvery) * (0.8 + 0.4*w.rebal.rnd.Float64()))
 		if clock.Sleep(ctx, w.deps.Clock, d) != nil {
 			return
 		}
