@@ -1,6 +1,7 @@
 package streamer
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"slices"
@@ -151,7 +152,8 @@ const movesInFlight = 8
 func (w *Worker) sessionDone(s *session.Session) <-chan struct{} { return s.Finished() }
 
 // movable lists the sessions that may move now (held at least MinHold and
-// still valid), the longest held first.
+// still valid), the longest held first (of two held as long, the smaller
+// id).
 func (w *Worker) movable(now time.Time) []*session.Session {
 	var out []*session.Session
 	for _, s := range w.snapshot() {
@@ -160,6 +162,8 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b *session.Session) int { return a.Held().AcquiredAt().Compare(b.Held().AcquiredAt()) })
+	slices.SortFunc(out, func(a, b *session.Session) int {
+		return cmp.Or(a.Held().AcquiredAt().Compare(b.Held().AcquiredAt()), cmp.Compare(a.ID(), b.ID()))
+	})
 	return out
 }

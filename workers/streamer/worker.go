@@ -16,6 +16,7 @@
 package streamer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -427,13 +429,17 @@ func (w *Worker) setState(s state) {
 	w.mu.Unlock()
 }
 
+// snapshot is the sessions by id: the order a drain hands them off in (and
+// rebalancing's ties) follows from the sessions, not from a map's
+// iteration, so that a seed replays it (the fleet simulator).
 func (w *Worker) snapshot() []*session.Session {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	out := make([]*session.Session, 0, len(w.sessions))
 	for _, s := range w.sessions {
 		out = append(out, s)
 	}
+	w.mu.Unlock()
+	slices.SortFunc(out, func(a, b *session.Session) int { return cmp.Compare(a.ID(), b.ID()) })
 	return out
 }
 
