@@ -115,10 +115,9 @@ func TestMutationCatchesDoubleOwner(t *testing.T) {
 
 // TestSameSeedSameVerdicts runs one scenario twice with one seed. The
 // verdicts must agree; the figures that differ are logged: the seed fixes
-// the table's draws, the skews and the workers' start gaps, not the
-// worker's own randomness (math/rand/v2's global source: the reconciler's
-// shuffle of candidates, the dial gate's and back-off's jitter) nor the
-// order of goroutines runnable at one virtual instant. Diff names them.
+// the table's draws, the skews, the workers' start gaps and the workers' own
+// draws (Deps.Rand from the seed and the worker's id), not the order of
+// goroutines runnable at one virtual instant. Diff names them.
 func TestSameSeedSameVerdicts(t *testing.T) {
 	sc := Scenarios(6, 40, 2*time.Minute)["crash"]
 	a, b := runT(t, sc, 42, nil), runT(t, sc, 42, nil)
