@@ -3,7 +3,8 @@
 # in one process, in virtual time, judged from its own records. `make sim`
 # writes docs/SCALE.md + docs/scale.json; test-fleetsim (part of `make
 # test`) runs the short set: the behaviour checks of the short scenarios,
-# the mutation check (broken fencing is caught) and same-seed verdicts.
+# the mutation check (broken fencing is caught), same-seed verdicts and
+# figures.
 # Included by the top Makefile (`-include mk/*.mk`); RUNTIME_MODULES is
 # unaffected (the simulator is harness code in the scripts module).
 #
@@ -37,4 +38,4 @@ sim:
 test-fleetsim:
 	cd workers/streamer && $(GO) vet -tags fleetsim .
 	cd scripts && $(GO) vet -tags fleetsim ./fleetsim/
-	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestJudgeDefinitions)$$' -timeout 5m ./fleetsim/
+	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions)$$' -timeout 5m ./fleetsim/

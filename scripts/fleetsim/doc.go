@@ -36,10 +36,19 @@
 // table against the limits, throttles by reason, coordination reads and
 // writes per worker-hour, write units per tenure).
 //
-// Determinism: the seed fixes the table's draws and the skews; what it
-// cannot fix is the order in which goroutines runnable at the same virtual
-// instant run (simddb's Meter.Contended counts the calls that met another
-// on one item). Figures reports it (Contended); see docs/SCALE.md.
+// Determinism: the seed fixes the table's draws, the skews, the start gaps
+// and every worker's own draws: its streamer.Deps.Rand is derived from the
+// seed and its id (shared/draw), one stream per component and per tenure
+// (the reconciler's shuffle and jitter, rebalancing's jitter, the sessions'
+// ping, planned-reconnect, dial-gate and back-off draws), so one stream's
+// draws do not depend on how another's interleave. A drain hands sessions
+// off by id and a peak's tie goes to the smaller key, not to a map's
+// order. What the seed cannot fix is the order in which goroutines
+// runnable at the same virtual instant run (the reconciler's concurrent
+// claims, the claim pacer's head; simddb's Meter.Contended counts the
+// calls that met another on one item): Figures reports Contended, and
+// make sim's second run of each scenario names the figures it changed
+// (docs/SCALE.md).
 //
 // It is harness code (the scripts module, build tag fleetsim): no shipped
 // binary imports it.

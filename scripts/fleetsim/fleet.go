@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -25,7 +26,9 @@ import (
 
 // Config is one simulated fleet.
 type Config struct {
-	// Seed fixes the table's draws (latency, lag) and the workers' skews.
+	// Seed fixes the table's draws (latency, lag), the workers' skews and
+	// their own draws (each worker's Deps.Rand is the seed's, derived by
+	// its id).
 	Seed uint64
 	// Rate is each session's message rate (messages per second).
 	Rate float64
@@ -190,6 +193,7 @@ func (fl *Fleet) addWorker(tweak func(*memberStore)) (*Member, error) {
 	w, err := streamer.New(cfg, streamer.Deps{
 		Store: ms, Handler: fl.Record, Logger: &log, Metrics: io.Discard,
 		Clock: clock.Offset{Base: clock.Real{}, Skew: skew},
+		Rand:  draw.New(fl.cfg.Seed).Derive(id), // the worker's draws: the fleet's seed and its id
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)

@@ -82,6 +82,15 @@ type Peak struct {
 	Limit float64 `json:"limit"` // per second; 0: none modelled
 }
 
+// busier is the busier of p and key at units; of two as busy, the smaller
+// key, so that a peak does not depend on the order a map is read in.
+func (p Peak) busier(key string, units float64) Peak {
+	if units > p.Units || units == p.Units && units > 0 && (p.Key == "" || key < p.Key) {
+		return Peak{Key: key, Units: units}
+	}
+	return p
+}
+
 // TableFigures summarize the simulated table's meters.
 type TableFigures struct {
 	WritePartition Peak `json:"write_partition"` // busiest partition key value
@@ -230,21 +239,13 @@ func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 	th := fl.Table.Config().Throughput
 	tf := TableFigures{Throttled: m.Throttled}
 	for k, rw := range m.Partitions {
-		if rw.Write.Peak > tf.WritePartition.Units {
-			tf.WritePartition = Peak{Key: k, Units: rw.Write.Peak}
-		}
-		if rw.Read.Peak > tf.ReadPartition.Units {
-			tf.ReadPartition = Peak{Key: k, Units: rw.Read.Peak}
-		}
+		tf.WritePartition = tf.WritePartition.busier(k, rw.Write.Peak)
+		tf.ReadPartition = tf.ReadPartition.busier(k, rw.Read.Peak)
 	}
 	for ix, keys := range m.IndexKeys {
 		for k, rw := range keys {
-			if rw.Write.Peak > tf.WriteIndexKey.Units {
-				tf.WriteIndexKey = Peak{Key: ix + "/" + k, Units: rw.Write.Peak}
-			}
-			if rw.Read.Peak > tf.ReadIndexKey.Units {
-				tf.ReadIndexKey = Peak{Key: ix + "/" + k, Units: rw.Read.Peak}
-			}
+			tf.WriteIndexKey = tf.WriteIndexKey.busier(ix+"/"+k, rw.Write.Peak)
+			tf.ReadIndexKey = tf.ReadIndexKey.busier(ix+"/"+k, rw.Read.Peak)
 		}
 	}
 	tf.WritePartition.Limit, tf.ReadPartition.Limit = th.PartitionWCU, th.PartitionRCU

@@ -119,14 +119,18 @@ func (r Report) Markdown() string {
 		p("| %s | %d × %d × %g/s | %.0f s | %.1f s | %.1f s | %.0f s | %.0f MiB |\n", m.Scenario, m.Workers, m.Sessions, m.Rate, m.Virtual, m.Real, m.CPU, m.CPUPerHour, m.HeapPeak)
 	}
 	p("\n## What the seed does not fix\n\n")
-	p("The seed fixes the table's draws (latency, lag), the skews and the workers' start gaps. It does not fix the\n")
-	p("worker's own randomness (math/rand/v2's global source, which cannot be seeded: the reconciler's shuffle of\n")
-	p("candidates, the dial gate's and back-off's jitter, rebalancing) nor the order of goroutines runnable at the\n")
-	p("same virtual instant (the reconciler's concurrent claims, the claim pacer's head). So which worker owns which\n")
-	p("session, and the figures that follow from it, vary between two runs of one seed; the verdicts did not in\n")
-	p("any run. `contended` (simddb: calls on one item that met another in flight) is a lower bound of it.\n\n")
+	p("The seed fixes the table's draws (latency, lag), the skews, the workers' start gaps and each worker's own\n")
+	p("draws (streamer.Deps.Rand, derived from the seed and the worker's id, one stream per component and per\n")
+	p("tenure: the reconciler's shuffle and jitter, rebalancing's jitter, the sessions' ping, planned-reconnect,\n")
+	p("dial-gate and back-off draws). It cannot fix the order of goroutines runnable at the same virtual instant\n")
+	p("(the reconciler's concurrent claims, the claim pacer's head, calls meeting on one item): where that order\n")
+	p("changes an outcome, which worker owns which session, and the figures that follow from it, vary between two\n")
+	p("runs of one seed. `contended` (simddb: calls on one item that met another in flight) counts such meetings.\n")
+	p("A second run of each scenario (RERUN) names the figures it changed:\n\n")
 	for _, m := range r.Runs {
-		if m.Differs != nil {
+		if m.Differs != nil && len(m.Differs) == 0 {
+			p("- %s: a second run of seed %d changed no figure; contended %d.\n", m.Scenario, m.Seed, m.Contended)
+		} else if m.Differs != nil {
 			p("- %s: a second run of seed %d changed %s; contended %d.\n", m.Scenario, m.Seed, strings.Join(m.Differs, ", "), m.Contended)
 		} else {
 			p("- %s: contended %d.\n", m.Scenario, m.Contended)

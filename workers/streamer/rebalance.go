@@ -1,14 +1,15 @@
 package streamer
 
 import (
+	"cmp"
 	"context"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -23,6 +24,7 @@ type rebalancer struct {
 	addrs     map[string]string // admin address by worker id, from the last round
 	moves     []time.Time       // this worker's moves, kept for a minute
 	client    *http.Client
+	rnd       *draw.Stream // the rounds' jitter (Deps.Rand's "rebalance")
 }
 
 // movesPerMin is how many sessions this worker moved over the last minute.
@@ -66,7 +68,7 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 		return
 	}
 	for {
-		d := time.Duration(float64(w.cfg.RebalanceEvery) * (0.8 + 0.4*rand.Float64()))
+		d := time.Duration(float64(w.cfg.RebalanceEvery) * (0.8 + 0.4*w.rebal.rnd.Float64()))
 		if clock.Sleep(ctx, w.deps.Clock, d) != nil {
 			return
 		}
@@ -150,7 +152,8 @@ const movesInFlight = 8
 func (w *Worker) sessionDone(s *session.Session) <-chan struct{} { return s.Finished() }
 
 // movable lists the sessions that may move now (held at least MinHold and
-// still valid), the longest held first.
+// still valid), the longest held first (of two held as long, the smaller
+// id).
 func (w *Worker) movable(now time.Time) []*session.Session {
 	var out []*session.Session
 	for _, s := range w.snapshot() {
@@ -159,6 +162,8 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b *session.Session) int { return a.Held().AcquiredAt().Compare(b.Held().AcquiredAt()) })
+	slices.SortFunc(out, func(a, b *session.Session) int {
+		return cmp.Or(a.Held().AcquiredAt().Compare(b.Held().AcquiredAt()), cmp.Compare(a.ID(), b.ID()))
+	})
 	return out
 }

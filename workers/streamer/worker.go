@@ -16,6 +16,7 @@
 package streamer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/metrics"
@@ -80,6 +83,12 @@ type Deps struct {
 	// once, any other is a failed connect, retried. nil: a session with a
 	// reference fails at its dial ("no secret provider configured").
 	Secrets SecretProvider
+	// Rand is the worker's randomness (jitters, the reconciler's shuffle,
+	// back-off delays): each component draws from its own stream of it
+	// (shared/draw), so that a seed replays the draws (the fleet
+	// simulator). nil: math/rand/v2's global source, random in every
+	// process (cmd/streamer).
+	Rand *draw.Source
 }
 
 type state int32
@@ -194,6 +203,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	w.rebal.client = &http.Client{Timeout: time.Second}
+	w.rebal.rnd = deps.Rand.Stream("rebalance")
 	w.env = &session.Env{
 		Config:     cfg.sessionConfig(),
 		Handler:    deps.Handler,
@@ -209,9 +219,11 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 			return w.keeper.NoteError(ctx, h, reason, at)
 		},
 		Schedule: &session.Schedule{},
+		Rand:     deps.Rand,
 	}
 	if deps.Queue != nil {
-		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock}
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock,
+			Rand: deps.Rand.Stream("consume")}
 		w.handoffs = deps.Queue
 		if bp, ok := deps.Queue.(notify.BatchPublisher); ok {
 			// A drain announces every session's hand-off at once: batched,
@@ -228,6 +240,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		},
 		OnPass: w.auditPass(),
 		Clock:  deps.Clock,
+		Rand:   deps.Rand.Stream("reconcile"),
 	}
 	return w, nil
 }
@@ -416,13 +429,17 @@ func (w *Worker) setState(s state) {
 	w.mu.Unlock()
 }
 
+// snapshot is the sessions by id: the order a drain hands them off in (and
+// rebalancing's ties) follows from the sessions, not from a map's
+// iteration, so that a seed replays it (the fleet simulator).
 func (w *Worker) snapshot() []*session.Session {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	out := make([]*session.Session, 0, len(w.sessions))
 	for _, s := range w.sessions {
 		out = append(out, s)
 	}
+	w.mu.Unlock()
+	slices.SortFunc(out, func(a, b *session.Session) int { return cmp.Compare(a.ID(), b.ID()) })
 	return out
 }
 

@@ -6,8 +6,9 @@ package backoff
 
 import (
 	"errors"
-	"math/rand/v2"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/draw"
 )
 
 // Policy is a capped exponential backoff.
@@ -42,5 +43,14 @@ func (p Policy) Delay(n int, u float64) time.Duration {
 	return d/2 + time.Duration(u*float64(d/2))
 }
 
-// Next is Delay with a random u.
-func (p Policy) Next(n int) time.Duration { return p.Delay(n, rand.Float64()) }
+// Uniform draws u in [0, 1): a *draw.Stream, the caller's.
+type Uniform interface{ Float64() float64 }
+
+// Next is Delay with u drawn from r (nil: the global source, as a nil
+// *draw.Stream draws).
+func (p Policy) Next(n int, r Uniform) time.Duration {
+	if r == nil {
+		r = (*draw.Stream)(nil)
+	}
+	return p.Delay(n, r.Float64())
+}

@@ -1,8 +1,11 @@
 package backoff
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/draw"
 )
 
 func TestStepDoublesUpToMax(t *testing.T) {
@@ -29,7 +32,7 @@ func TestDelayIsEqualJitter(t *testing.T) {
 			t.Errorf("Delay(%d, ~1) = %s, want ≈ %s", n, hi, step)
 		}
 		for i := 0; i < 50; i++ {
-			if d := p.Next(n); d < step/2 || d > step {
+			if d := p.Next(n, nil); d < step/2 || d > step {
 				t.Fatalf("Next(%d) = %s outside [%s, %s]", n, d, step/2, step)
 			}
 		}
@@ -44,5 +47,26 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (Policy{Base: 1, Max: 1}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestNextReplaysASeed: the delays drawn from a seeded stream are the same
+// for the same seed and differ for another (the fleet simulator's reruns).
+func TestNextReplaysASeed(t *testing.T) {
+	p := Policy{Base: 100 * time.Millisecond, Max: 30 * time.Second}
+	delays := func(seed uint64) []time.Duration {
+		r := draw.New(seed).Stream("reconnect")
+		var out []time.Duration
+		for n := range 20 {
+			out = append(out, p.Next(n, r))
+		}
+		return out
+	}
+	a, b, c := delays(7), delays(7), delays(8)
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 7 drew %v, then %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 7 and 8 drew the same delays %v", a)
 	}
 }

@@ -9,7 +9,6 @@ package claim
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -80,6 +80,8 @@ type Consumer struct {
 	Stop <-chan struct{}
 	// Clock times the waits (nil: the real clock).
 	Clock clock.Clock
+	// Rand draws the receive retries' back-off (nil: the global source).
+	Rand *draw.Stream
 
 	lastOK  atomic.Int64 // unix nanos of the last successful receive
 	lastErr atomic.Pointer[error]
@@ -117,7 +119,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return nil
 			}
 			c.lastErr.Store(&err)
-			d := retry.Next(failures)
+			d := retry.Next(failures, c.Rand)
 			if failures == 0 {
 				c.Log.Warn().Err(err).Dur("retry_in", d).Msg("work queue receive")
 			}
@@ -256,6 +258,9 @@ type Reconciler struct {
 	OnPass func(ctx context.Context)
 	// Clock times the passes (nil: the real clock).
 	Clock clock.Clock
+	// Rand draws the passes' jitter and the candidates' order (nil: the
+	// global source).
+	Rand *draw.Stream
 
 	kick   chan struct{}
 	once   sync.Once
@@ -302,7 +307,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			t.Stop() // drains C too (Go 1.23 timers, and the Fake's)
 		}
 		r.pass(ctx)
-		t.Reset(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*rand.Float64()-1))))
+		t.Reset(time.Duration(float64(r.Every) * (1 + r.Jitter*(2*r.Rand.Float64()-1))))
 	}
 }
 
@@ -323,7 +328,7 @@ func (r *Reconciler) pass(ctx context.Context) {
 	if r.OnOrphans != nil {
 		r.OnOrphans(len(cands))
 	}
-	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	r.ClaimAll(ctx, cands)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -365,6 +366,34 @@ func TestReconcilerStopsAtCapacity(t *testing.T) {
 			t.Fatalf("listing limits %v: want one listing asking for at least the 2 free slots", l.limits)
 		}
 	})
+}
+
+// A pass claims its candidates in an order drawn from the reconciler's
+// stream: the same for the same seed (the fleet simulator's reruns), another
+// for another seed.
+func TestReconcilerOrderReplaysASeed(t *testing.T) {
+	var cands []lease.Candidate
+	for i := range 20 {
+		cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s%02d", i)})
+	}
+	order := func(seed uint64) []string {
+		l := &fakeLister{answers: [][]lease.Candidate{slices.Clone(cands)}}
+		cl := newClaimer(100)
+		r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour, Concurrency: 1,
+			Rand: draw.New(seed).Stream("reconcile")}
+		r.pass(context.Background()) // Concurrency 1: claims one after another, in the drawn order
+		return cl.claimed()
+	}
+	a, b, c := order(7), order(7), order(8)
+	if len(a) != len(cands) {
+		t.Fatalf("claimed %v, want the %d candidates", a, len(cands))
+	}
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 7 claimed in the order %v, then %v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 7 and 8 claimed in the same order %v", a)
+	}
 }
 
 // OnPass (the worker's audit) runs at the start of every pass, before the

@@ -5,7 +5,6 @@ package session
 
 import (
 	"context"
-	"math/rand/v2"
 	"net"
 	"time"
 
@@ -161,11 +160,11 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	// The first ping, if the connection stays silent, at a random phase
 	// past the first interval (sessions claimed together do not ping
 	// together).
-	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (1 + rand.Float64()/2)))
+	s.nextPin = now.Add(time.Duration(float64(cfg.PingEvery) * (1 + s.rnd.Float64()/2)))
 	s.pingSeen, s.activeAt = s.activity(), now
 	s.planAt, s.failedPlans = time.Time{}, 0
 	if p.maxAge > 0 {
-		s.planAt = now.Add(planDelay(p))
+		s.planAt = now.Add(planDelay(p, s.rnd))
 	}
 	s.nextAppPing = now.Add(p.pingEvery)
 	s.Poke() // the new connection's schedule

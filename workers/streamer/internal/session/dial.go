@@ -120,7 +120,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 		return nil, nil, nil, fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(target), errors.Unwrap(err))
 	}
 	host := u.Hostname()
-	if err := s.env.Dials.Wait(pctx, host); err != nil {
+	if err := s.env.Dials.Wait(pctx, host, s.rnd); err != nil {
 		return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", host, err)
 	}
 	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {

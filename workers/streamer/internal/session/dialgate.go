@@ -3,11 +3,12 @@ package session
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/wsfleet/wsfleet/shared/draw"
 )
 
 // DialGate admits a worker's dials per source host: a token bucket per host
@@ -41,9 +42,10 @@ func NewDialGate(perSec float64) *DialGate {
 	return &DialGate{perSec: perSec, hosts: map[string]*gateEntry{}}
 }
 
-// Wait blocks until host may be dialed, or ctx ends (its error). A nil gate
-// admits at once.
-func (g *DialGate) Wait(ctx context.Context, host string) error {
+// Wait blocks until host may be dialed, or ctx ends (its error); the extra
+// wait is drawn from r (the dialing session's stream; nil: the global
+// source). A nil gate admits at once.
+func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error {
 	if g == nil {
 		return nil
 	}
@@ -63,20 +65,20 @@ func (g *DialGate) Wait(ctx context.Context, host string) error {
 		g.hosts[host] = e
 	}
 	e.used = now
-	r := e.lim.ReserveN(now, 1)
+	res := e.lim.ReserveN(now, 1)
 	g.mu.Unlock()
-	d := r.DelayFrom(now)
+	d := res.DelayFrom(now)
 	if d == 0 {
 		return nil
 	}
-	d += time.Duration(rand.Float64() * float64(time.Second) / g.perSec)
+	d += time.Duration(r.Float64() * float64(time.Second) / g.perSec)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		r.Cancel() // give the token back to the dials behind
+		res.Cancel() // give the token back to the dials behind
 		return ctx.Err()
 	}
 }

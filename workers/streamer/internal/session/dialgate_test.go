@@ -12,7 +12,7 @@ func TestDialGateAdmitsPerHost(t *testing.T) {
 		t.Fatal("0 dials per second must mean no gate")
 	}
 	var none *DialGate
-	if err := none.Wait(context.Background(), "h"); err != nil {
+	if err := none.Wait(context.Background(), "h", nil); err != nil {
 		t.Fatalf("no gate: %v", err)
 	}
 	g := NewDialGate(10) // burst 10, then one every 100 ms
@@ -20,22 +20,22 @@ func TestDialGateAdmitsPerHost(t *testing.T) {
 	cancel()
 	start := time.Now()
 	for i := 0; i < 10; i++ {
-		if err := g.Wait(cancelled, "a.example"); err != nil {
+		if err := g.Wait(cancelled, "a.example", nil); err != nil {
 			t.Fatalf("dial %d within the burst had to wait: %v", i, err)
 		}
 	}
 	// The bucket of a.example is empty: a dial there must wait (a waiting
 	// call gives up on a cancelled context), one to another host need not.
-	if err := g.Wait(cancelled, "a.example"); !errors.Is(err, context.Canceled) {
+	if err := g.Wait(cancelled, "a.example", nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("11th dial to a.example: %v, want it to wait", err)
 	}
-	if err := g.Wait(cancelled, "b.example"); err != nil {
+	if err := g.Wait(cancelled, "b.example", nil); err != nil {
 		t.Fatalf("first dial to b.example had to wait: %v", err)
 	}
 	// Five more dials to a.example take at least 5 intervals (the cancelled
 	// wait gave its token back).
 	for i := 0; i < 5; i++ {
-		if err := g.Wait(context.Background(), "a.example"); err != nil {
+		if err := g.Wait(context.Background(), "a.example", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestSessionsDialThroughTheGate(t *testing.T) {
 	// The gate's bucket is empty again: a seventh session waits, and a stop
 	// ends it without a dial.
 	for i := 0; i < 4; i++ {
-		_ = h.env.Dials.Wait(context.Background(), "127.0.0.1")
+		_ = h.env.Dials.Wait(context.Background(), "127.0.0.1", nil)
 	}
 	h.put("sz", url, nil)
 	s, done := h.start("sz")

@@ -18,13 +18,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
 )
@@ -100,11 +100,12 @@ type pending struct {
 // planDelay is when a connection of p starts its planned reconnect: before
 // max_connection_age by the switch's lead (the switch deadline, at most a
 // quarter of the age) and a jitter (up to a tenth of the age, at most 5
-// minutes), so that sessions claimed together do not all reconnect at once.
-func planDelay(p *proto) time.Duration {
+// minutes, drawn from r), so that sessions claimed together do not all
+// reconnect at once.
+func planDelay(p *proto, r *draw.Stream) time.Duration {
 	lead := min(p.switchTimeout, p.maxAge/4)
 	jitter := min(p.maxAge/10, 5*time.Minute)
-	return p.maxAge - lead - time.Duration(rand.Int64N(int64(jitter)+1))
+	return p.maxAge - lead - time.Duration(r.Int64N(int64(jitter)+1))
 }
 
 // plan starts a planned reconnect for cause, unless one is under way, the
@@ -168,7 +169,7 @@ func (s *Session) follow(nx *successor) {
 	failed := s.end == nil && !nx.dropped
 	if failed {
 		s.failedPlans++
-		s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans - 1))
+		s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans-1, s.rnd))
 	}
 	s.Poke() // the next attempt's schedule (Tick)
 	s.mu.Unlock()

@@ -150,7 +150,7 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 	if time.Since(st.opened) >= s.env.Config.StableAfter {
 		st.attempt = 0
 	}
-	d := s.env.Config.Backoff.Next(st.attempt)
+	d := s.env.Config.Backoff.Next(st.attempt, s.rnd)
 	st.attempt++
 	s.Logger().Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
 	s.sleep(ctx, d)
@@ -169,7 +169,7 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, err error, ge
 	if term := s.dialFailed(ctx, err, gen, st.failures); term != nil {
 		return term
 	}
-	d := s.env.Config.Backoff.Next(st.attempt)
+	d := s.env.Config.Backoff.Next(st.attempt, s.rnd)
 	ev := s.debug() // a retry's line; the first failure warns
 	if st.attempt == 0 {
 		ev = s.Logger().Warn()

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/spec"
@@ -159,6 +161,12 @@ type Env struct {
 	// Schedule counts the sessions' pokes for the control loop (nil: a
 	// loop that reads every session's Due each pass).
 	Schedule *Schedule
+	// Rand is the worker's randomness: each tenure draws its jitters (first
+	// ping, planned reconnect, the dial gate's extra wait) and back-off
+	// delays from a stream of its own, Rand.Stream("session/<id>/<epoch>"),
+	// so that its draws do not depend on other sessions'. nil: the global
+	// source (the shipped worker).
+	Rand *draw.Source
 }
 
 // NoteErrorEvery is the least time between two NoteError calls of one session.
@@ -167,6 +175,8 @@ const NoteErrorEvery = time.Minute
 // Session is one held session.
 type Session struct {
 	env *Env
+	// rnd is the tenure's stream of draws (env.Rand's; nil: the global source).
+	rnd *draw.Stream
 	// closers are the goroutines closing a connection (the close
 	// handshake, its grace timer, a hard close): Run waits for them, so
 	// that nothing of the session outlives it.
@@ -262,10 +272,20 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 	it := h.Item()
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
+		rnd:  tenureStream(env.Rand, h),
 		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
 	}
 	s.lastSeq.Store(it.LastSeq)
 	return s
+}
+
+// tenureStream is h's stream of draws under src (nil, with nothing
+// allocated, when src is nil).
+func tenureStream(src *draw.Source, h *lease.Held) *draw.Stream {
+	if src == nil {
+		return nil
+	}
+	return src.Stream("session/" + h.ID() + "/" + strconv.FormatInt(h.Epoch(), 10))
 }
 
 // Held is the session's lease.

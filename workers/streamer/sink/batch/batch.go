@@ -831,7 +831,7 @@ func (b *Batcher) send(ctx context.Context, r request) {
 				continue
 			}
 		}
-		e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts))
+		e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts, nil))
 		e.attempts++
 		b.requeueLocked(st, e)
 	}
