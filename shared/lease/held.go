@@ -81,6 +81,9 @@ type Held struct {
 	stored   int64 // highest checkpointed
 	nextCkpt time.Time
 	ckptBusy bool
+	// firstThrottled counts the throttled checkpoints in a row of a tenure
+	// whose session has no checkpoint (FirstCheckpointRetry).
+	firstThrottled int
 	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
 	// (under the Keeper's mu, not this one): only its latest entry counts.
 	qgen      uint64
@@ -273,6 +276,18 @@ func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
 		h.stored = seq
 	}
 	h.nextCkpt = next
+}
+
+// throttledFirst notes a throttled checkpoint and returns how many in a row
+// the tenure had while its session has no checkpoint (0: it has one).
+func (h *Held) throttledFirst() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stored != NoSeq {
+		return 0
+	}
+	h.firstThrottled++
+	return h.firstThrottled
 }
 
 // checkpointAt is when the next periodic checkpoint is due.

@@ -226,13 +226,20 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 		}
 		return nil
 	}
-	if !scan || k.checkpointsHeld(now) {
+	if !scan {
 		return nil
 	}
+	heldUntil := k.checkpointsHeldUntil(now)
 	k.mu.Lock()
 	looked := k.dueLocked(now)
 	k.mu.Unlock()
 	for _, h := range looked {
+		if !heldUntil.IsZero() && h.Checkpointed() != NoSeq {
+			// Periodic checkpoints yield to a throttling store; a session
+			// without one does not (FirstCheckpointRetry).
+			k.queue(h, heldUntil)
+			continue
+		}
 		seq, due := h.checkpointDue(now)
 		if !due {
 			// Nothing new, one in flight, or its time moved on (an explicit
@@ -255,6 +262,9 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 			switch {
 			case errors.Is(err, ErrThrottled):
 				next = k.checkpointThrottled(k.clk.Now())
+				if n := h.throttledFirst(); n > 0 {
+					next = k.clk.Now().Add(FirstCheckpointRetry(n, k.cfg.RetryEvery))
+				}
 			case err != nil && IsTransient(err):
 				next = k.clk.Now().Add(k.cfg.RetryEvery)
 			case err == nil:
@@ -272,12 +282,16 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 	return nil
 }
 
-// checkpointsHeld reports whether the periodic checkpoints yield to a
-// throttling store now (no new one starts before ckptHoldUntil).
-func (k *Keeper) checkpointsHeld(now time.Time) bool {
+// checkpointsHeldUntil is when the periodic checkpoints stop yielding to a
+// throttling store (no new one starts before it), zero when they do not
+// yield at now.
+func (k *Keeper) checkpointsHeldUntil(now time.Time) time.Time {
 	k.tmu.Lock()
 	defer k.tmu.Unlock()
-	return now.Before(k.ckptHoldUntil)
+	if now.Before(k.ckptHoldUntil) {
+		return k.ckptHoldUntil
+	}
+	return time.Time{}
 }
 
 // checkpointThrottled notes a checkpoint the store throttled at now: the

@@ -355,6 +355,26 @@ func CheckpointHold(prev, every time.Duration) time.Duration {
 	return min(max(2*prev, every), CheckpointHoldMax*every)
 }
 
+// FirstCheckpointRetryMax is the longest a session that has no checkpoint
+// waits to retry a throttled checkpoint, in RetryEvery (FirstCheckpointRetry).
+const FirstCheckpointRetryMax = 8
+
+// FirstCheckpointRetry is how long a session that has no checkpoint yet
+// waits after its n-th throttled checkpoint in a row (n ≥ 1): retry
+// (RetryEvery), then twice the last, up to FirstCheckpointRetryMax × retry
+// (4 s at the defaults). Such a session does not yield to CheckpointHold: a
+// new owner of it cannot ask its source to resume, so a crash before its
+// first checkpoint loses what the source sends until that owner dials
+// (found by the fleet simulator, crash-throttled), where a later checkpoint
+// only bounds a replay. Its cost is one write per session lifetime.
+func FirstCheckpointRetry(n int, retry time.Duration) time.Duration {
+	d := retry
+	for i := 1; i < n && d < FirstCheckpointRetryMax*retry; i++ {
+		d *= 2
+	}
+	return min(d, FirstCheckpointRetryMax*retry)
+}
+
 // AliveView is the alive workers as self counts them for watching: the ALIVE
 // list as listed (by_worker_list, an index that lags on DynamoDB), with self
 // added (a worker that has just registered is missing from the list until
