@@ -1,0 +1,140 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestKillAZKillsOneAZ: the workers are ECS tasks spread over three AZs
+// round robin, and the loss of an AZ kills that AZ's tasks (w-000, w-003,
+// w-006, w-009 of ten), not the first third of the running workers.
+func TestKillAZKillsOneAZ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fl, err := New(Config{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fl.Close()
+		if _, err := fl.AddWorkers(10); err != nil {
+			t.Fatal(err)
+		}
+		if err := KillAZ(fl); err != nil {
+			t.Fatal(err)
+		}
+		var dead []string
+		for _, m := range fl.Members() {
+			if !m.Ended.IsZero() {
+				dead = append(dead, m.ID)
+			}
+		}
+		if want := []string{"w-000", "w-003", "w-006", "w-009"}; !slices.Equal(dead, want) {
+			t.Errorf("the loss of one AZ of three killed %v, want that AZ's tasks %v", dead, want)
+		}
+	})
+}
+
+// TestLaunchQuota: Fargate's task launch quota is a token bucket of 100
+// with 20 a second: 100 launches at once, the next ones 50 ms apart, and a
+// full bucket again after 5 idle seconds.
+func TestLaunchQuota(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	e := newECS(ECSConfig{}, 1, t0)
+	for i := range 100 {
+		if w := e.reserve(t0); w != 0 {
+			t.Fatalf("launch %d of the burst waits %s", i+1, w)
+		}
+	}
+	if w := e.reserve(t0); w != 50*time.Millisecond {
+		t.Errorf("launch 101 waits %s, want 50ms (20/s)", w)
+	}
+	for range 48 {
+		e.reserve(t0)
+	}
+	if w := e.reserve(t0); w != 2500*time.Millisecond {
+		t.Errorf("launch 150 waits %s, want 2.5s", w)
+	}
+	t1 := t0.Add(2500*time.Millisecond + 5*time.Second)
+	for i := range 100 {
+		if w := e.reserve(t1); w != 0 {
+			t.Fatalf("after 5 idle seconds, launch %d waits %s", i+1, w)
+		}
+	}
+}
+
+// TestSpreadStopsAcrossAZs: scale-in picks from the AZ with the most
+// tasks each time, the newest task first.
+func TestSpreadStopsAcrossAZs(t *testing.T) {
+	var ms []*Member
+	for i, az := range []int{0, 1, 2, 0, 1, 2, 0, 0} {
+		ms = append(ms, &Member{ID: string(rune('a' + i)), AZ: az})
+	}
+	got := ids(spread(ms, 4))
+	if want := []string{"h", "g", "d", "e"}; !slices.Equal(got, want) {
+		t.Errorf("spread picked %v, want %v", got, want)
+	}
+}
+
+// TestDeploy plays ECS's rolling update of every task at the short size:
+// at ECS's defaults (100 %/200 %, stop timeout 30 s) and with a stop
+// timeout shorter than any graceful shutdown (every old task killed).
+// Either way no double owner, no loss, every session the old tasks held
+// delivering again (within the TTL + 5 s of a SIGTERM at the defaults; a
+// SIGKILL 1 ms into the drain took up to ~30 s with seed 1, logged, not
+// bounded here); each old task gone and as many new ones healthy; the
+// deploy's length at least a Fargate launch time.
+func TestDeploy(t *testing.T) {
+	for name, r := range map[string]Rolling{
+		"defaults": ECSDefaults,
+		"killed":   {MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sc := Scenarios(shortWorkers, shortSessions, shortFor)["deploy-default"]
+			sc.Name = "deploy-" + name
+			var running, healthy int
+			sc.Faults = []Step{{At: shortFor / 3, Do: func(fl *Fleet) error {
+				old := fl.Running()
+				if err := fl.Deploy(r); err != nil {
+					return err
+				}
+				for _, m := range old {
+					if m.Ended.IsZero() {
+						t.Errorf("%s still running after the deploy", m.ID)
+					}
+				}
+				for _, m := range fl.Running() {
+					running++
+					if fl.registered(m) {
+						healthy++
+					}
+				}
+				return nil
+			}}}
+			f := runT(t, sc, 1, nil)
+			if name == "killed" {
+				checkSafeWithin(t, f, shortFor)
+				for _, rc := range f.Faults {
+					t.Logf("%s of %v: %d sessions delivering again after p50 %.1fs, max %.1fs", rc.Kind, rc.Workers, rc.Sessions, rc.P50, rc.Max)
+				}
+			} else {
+				checkSafe(t, f)
+			}
+			if running != shortWorkers || healthy != shortWorkers {
+				t.Errorf("after the deploy %d tasks run, %d healthy; want %d", running, healthy, shortWorkers)
+			}
+			if len(f.ECS) != 1 || f.ECS[0].Op != "deploy" || f.ECS[0].Tasks != shortWorkers {
+				t.Fatalf("ECS operations %+v, want one deploy of %d", f.ECS, shortWorkers)
+			}
+			op := f.ECS[0]
+			if op.Length < DefaultECS().LaunchMin.Seconds() || op.Length > (DefaultECS().LaunchMax+r.StopTimeout+5*time.Second).Seconds() {
+				t.Errorf("deploy length %.1fs, want a launch time (30-45 s) and the old tasks' stop", op.Length)
+			}
+			if kills := name == "killed"; kills != (op.Killed == shortWorkers) {
+				t.Errorf("%d of %d old tasks killed at the stop timeout %s", op.Killed, shortWorkers, r.StopTimeout)
+			}
+		})
+	}
+}
