@@ -72,6 +72,28 @@ type ECSOp struct {
 	// LongestStop the longest SIGTERM → exit.
 	Killed      int     `json:"killed"`
 	LongestStop float64 `json:"longest_stop"`
+	// Sessions the tasks it stopped owned at their SIGTERM, Recovered
+	// those delivering again, MaxDark the longest SIGTERM → delivering
+	// again (the judge's "term" faults within the operation).
+	Sessions  int     `json:"sessions"`
+	Recovered int     `json:"recovered"`
+	MaxDark   float64 `json:"max_dark"`
+}
+
+// ecsRecoveries are ops with the recovery of the sessions their SIGTERMs
+// hit (the "term" faults from each op's start to its end; a SIGKILL's
+// sessions are those of the task's SIGTERM before it).
+func ecsRecoveries(ops []ECSOp, rs []Recovery) []ECSOp {
+	for i, op := range ops {
+		for _, r := range rs {
+			if r.Kind == "term" && r.At >= op.At && r.At <= op.At+op.Length {
+				ops[i].Sessions += r.Sessions
+				ops[i].Recovered += r.Recovered
+				ops[i].MaxDark = max(ops[i].MaxDark, r.Max)
+			}
+		}
+	}
+	return ops
 }
 
 // ecs is the fleet's ECS state: the launch quota's bucket (one per account:

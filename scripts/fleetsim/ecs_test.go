@@ -132,9 +132,64 @@ func TestDeploy(t *testing.T) {
 			if op.Length < DefaultECS().LaunchMin.Seconds() || op.Length > (DefaultECS().LaunchMax+r.StopTimeout+5*time.Second).Seconds() {
 				t.Errorf("deploy length %.1fs, want a launch time (30-45 s) and the old tasks' stop", op.Length)
 			}
+			if op.Sessions == 0 || op.Recovered != op.Sessions {
+				t.Errorf("the deploy's SIGTERMs hit %d sessions, %d delivering again", op.Sessions, op.Recovered)
+			}
 			if kills := name == "killed"; kills != (op.Killed == shortWorkers) {
 				t.Errorf("%d of %d old tasks killed at the stop timeout %s", op.Killed, shortWorkers, r.StopTimeout)
 			}
 		})
+	}
+}
+
+// TestScaleOutIn: ×10 the tasks through the launch quota, spread evenly
+// over the AZs, then back (SIGTERM spread over the AZs, the newest first):
+// the original tasks remain, no double owner, no loss, the stopped tasks'
+// sessions (if any) delivering again within the TTL + 5 s. Today the
+// added tasks take no session (no admin listener in the simulator, so no
+// rebalancing moves, and no session starts after the ramp): the scale-in
+// stops idle tasks and its SIGTERM hits no session; checkSafe's "hit no
+// session" is waived for it.
+func TestScaleOutIn(t *testing.T) {
+	const workers, sessions = 3, 30
+	sc := Scenarios(workers, sessions, shortFor)["scale-out-in"]
+	perAZ := func(fl *Fleet) []int {
+		n := make([]int, 3)
+		for _, m := range fl.Running() {
+			n[m.AZ]++
+		}
+		return n
+	}
+	var first []*Member
+	var afterOut, afterIn []int
+	var kept bool
+	out, in := sc.Faults[0].Do, sc.Faults[1].Do
+	sc.Faults[0].Do = func(fl *Fleet) error {
+		first = fl.Running()
+		err := out(fl)
+		afterOut = perAZ(fl)
+		return err
+	}
+	sc.Faults[1].Do = func(fl *Fleet) error {
+		err := in(fl)
+		afterIn = perAZ(fl)
+		kept = slices.Equal(ids(fl.Running()), ids(first))
+		return err
+	}
+	f := runT(t, sc, 1, nil)
+	g := f
+	g.Faults = slices.DeleteFunc(slices.Clone(f.Faults), func(r Recovery) bool { return r.Kind == "term" && r.Sessions == 0 })
+	checkSafe(t, g)
+	if !slices.Equal(afterOut, []int{10, 10, 10}) || !slices.Equal(afterIn, []int{1, 1, 1}) || !kept {
+		t.Errorf("tasks per AZ after the scale-out %v (want 10 each), after the scale-in %v (want 1 each, the original ones: %v)", afterOut, afterIn, kept)
+	}
+	if len(f.ECS) != 2 || f.ECS[0].Op != "scale-out" || f.ECS[1].Op != "scale-in" {
+		t.Fatalf("ECS operations %+v, want a scale-out and a scale-in", f.ECS)
+	}
+	if o := f.ECS[0]; o.Tasks != 9*workers || o.Length < DefaultECS().LaunchMin.Seconds() || o.Length > (DefaultECS().LaunchMax+10*time.Second).Seconds() {
+		t.Errorf("scale-out of %d tasks took %.1fs, want a launch time (30-45 s) and registering", o.Tasks, o.Length)
+	}
+	if o := f.ECS[1]; o.Tasks != 9*workers || o.Killed != 0 || o.Recovered != o.Sessions {
+		t.Errorf("scale-in %+v: want %d tasks stopped, none killed, their sessions delivering again", o, 9*workers)
 	}
 }

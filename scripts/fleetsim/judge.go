@@ -128,7 +128,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		}
 		f.Faults = append(f.Faults, recovery(ft, by, fl.t0))
 	}
-	f.ECS = fl.ECSOps()
+	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)
 	f.Table = fl.tableFigures(now, f.Tenures)
 	f.Contended = fl.Table.Meter().Contended
 	return f
