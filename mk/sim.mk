@@ -37,4 +37,4 @@ sim:
 test-fleetsim:
 	cd workers/streamer && $(GO) vet -tags fleetsim .
 	cd scripts && $(GO) vet -tags fleetsim ./fleetsim/
-	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestJudgeDefinitions)$$' -timeout 5m ./fleetsim/
+	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy)$$' -timeout 5m ./fleetsim/
