@@ -140,6 +140,11 @@ func (fl *Fleet) placeLocked() int {
 	return slices.Index(n, slices.Min(n))
 }
 
+// opDeadline bounds a deploy or a scale-out in virtual time: ECS's
+// circuit breaker would fail one whose tasks never turn healthy; the
+// simulator reports it instead of waiting forever.
+const opDeadline = time.Hour
+
 // launch is a task requested and not yet started.
 type launch struct {
 	az    int
@@ -302,6 +307,15 @@ func (ts *tasks) exited(e exit) {
 	delete(ts.stop, e.m)
 }
 
+// abandon kills every stopped task still running and awaits their exits
+// (an operation that gives up leaves no goroutine behind).
+func (ts *tasks) abandon() {
+	ts.killDue(time.Now().Add(ts.timeout))
+	for len(ts.stop) > 0 {
+		ts.exited(<-ts.exits)
+	}
+}
+
 // done records the operation's figures, its length ending at end.
 func (ts *tasks) done(end time.Time) {
 	ts.op.Length = end.Sub(ts.fl.t0).Seconds() - ts.op.At
@@ -339,9 +353,14 @@ func (fl *Fleet) Deploy(r Rolling) error {
 	fl.Record.fault(Fault{Kind: "deploy", Workers: ids(old), At: time.Now()})
 	left := old // old tasks not yet stopped
 	var gone time.Time
-	for {
+	for start := time.Now(); ; {
 		now := time.Now()
+		if now.Sub(start) > opDeadline {
+			ts.abandon()
+			return fmt.Errorf("fleetsim: deploy not done after %s: %d old tasks left, %d of %d new healthy", opDeadline, len(left)+len(ts.stop), ts.healthy(), desired)
+		}
 		if err := ts.startDue(now); err != nil {
+			ts.abandon()
 			return err
 		}
 		ts.killDue(now)
@@ -373,7 +392,10 @@ func (fl *Fleet) ScaleOut(n int) error {
 	ts := fl.newTasks("scale-out", 0)
 	ts.op.Tasks = n
 	ts.request(n)
-	for len(ts.pending) > 0 || ts.healthy() < n {
+	for start := time.Now(); len(ts.pending) > 0 || ts.healthy() < n; {
+		if time.Since(start) > opDeadline {
+			return fmt.Errorf("fleetsim: scale-out not done after %s: %d of %d tasks healthy", opDeadline, ts.healthy(), n)
+		}
 		if err := ts.startDue(time.Now()); err != nil {
 			return err
 		}

@@ -172,7 +172,9 @@ func ecsSection(p func(string, ...any), runs []Measured) {
 	p("200 %%, stop timeout 40 s), a task counting healthy once its worker registered; `scale-out-in` adds 9× the\n")
 	p("workers a third in and stops as many (SIGTERM, spread over the AZs, stop timeout 40 s) at two thirds. A\n")
 	p("deploy's length is its first replacement requested → its last old task gone; a scale-out's → its last task\n")
-	p("healthy; a scale-in's SIGTERM → its last task gone. Dark: SIGTERM → the session delivering again.\n\n")
+	p("healthy; a scale-in's SIGTERM → its last task gone. Dark: SIGTERM → the session delivering again. A session\n")
+	p("counts once per SIGTERM that hit it: one an old task took from another and lost again at its own SIGTERM\n")
+	p("counts twice (sessions hit above the sessions run are such second moves).\n\n")
 	p("| scenario | operation | at | tasks | length | killed at the stop timeout | longest SIGTERM → exit | sessions hit | delivering again | longest dark |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range runs {
