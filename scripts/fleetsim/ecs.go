@@ -47,8 +47,11 @@ type Rolling struct {
 }
 
 // ECSDefaults is what ECS does unless told otherwise: minimumHealthyPercent
-// 100, maximumPercent 200 (API_DeploymentConfiguration), the container's
-// stopTimeout 30 s (the task definition's default on Fargate).
+// 100, maximumPercent 200 (a rolling update's defaults:
+// https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_DeploymentConfiguration.html),
+// the container's stopTimeout 30 s ("if the parameter is not specified,
+// the default value of 30 seconds is used" on Fargate, at most 120 s:
+// https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html).
 var ECSDefaults = Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: 30 * time.Second}
 
 // InfraRolling is what the infra chooses, restated (the simulator does not
