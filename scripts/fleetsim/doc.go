@@ -27,6 +27,26 @@
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
 //     started as ingest writes them (simddb's harness writes).
+//   - ECS (ecs.go): every worker is a task of one service, placed over 3
+//     AZs (ECS's spread by AZ: the AZ with the fewest tasks, round robin
+//     from an even start). Launches go through Fargate's task launch rate
+//     quota (a token bucket of 100, refilled at 20 a second, per account
+//     and Region: https://docs.aws.amazon.com/AmazonECS/latest/developerguide/throttling.html)
+//     and take 30–45 s from the quota to the worker's Run (drawn from the
+//     seed; an assumption: AWS states no figure, its answer on re:Post is
+//     "30-45 seconds or longer",
+//     https://repost.aws/questions/QUjZAzJd27SZWxXM7MgyxOZw/how-to-speed-up-provisioning-of-ecs-fargate-task).
+//     A rolling deploy (Fleet.Deploy) starts replacements within
+//     maximumPercent and stops old tasks within minimumHealthyPercent, a
+//     task healthy once its worker record is ALIVE (the infra's container
+//     health check, every 15 s after a 30 s start period, is not
+//     modelled); a stopped task gets SIGTERM (the graceful shutdown) and
+//     SIGKILL (a kill -9) if still running at the stop timeout. ECSDefaults
+//     are ECS's (100 %/200 %, 30 s), InfraRolling the infra's (100 %/200 %,
+//     40 s; restated from infra/stacks, not imported). Scale-out launches
+//     through the quota; scale-in stops tasks from the AZ with the most,
+//     the newest first. The loss of an AZ (KillAZ) kills its tasks at once
+//     and launches no replacement.
 //
 // The judge (Fleet.Judge) reports double owners (two tenures of a session
 // delivering within each other's span in the destination's order), fenced

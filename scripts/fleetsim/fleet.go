@@ -45,12 +45,15 @@ type Config struct {
 	Hosts int
 	// Worker, when set, changes each worker's configuration.
 	Worker func(*streamer.Config)
+	// ECS is the simulated ECS service (ecs.go); zero: DefaultECS().
+	ECS ECSConfig
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
 type Member struct {
 	ID    string
 	Skew  time.Duration
+	AZ    int // the ECS task's AZ (ecs.go)
 	w     *streamer.Worker
 	store *memberStore
 	// Started and Ended bound its life (virtual); Ended is zero while it
@@ -75,6 +78,7 @@ type Fleet struct {
 	srv    *http.Server
 	served chan struct{}
 	rnd    *rand.Rand
+	ecs    *ecs // under mu
 
 	mu       sync.Mutex
 	members  []*Member
@@ -105,6 +109,7 @@ func New(cfg Config) (*Fleet, error) {
 		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: pipenet.New(),
 		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
+	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
 	fl.srv = &http.Server{Handler: f.Handler()}
 	go func() { defer close(fl.served); _ = fl.srv.Serve(fl.pn) }()
 	return fl, nil
@@ -171,6 +176,11 @@ func (fl *Fleet) AddWorkers(n int) ([]*Member, error) {
 }
 
 func (fl *Fleet) addWorker(tweak func(*memberStore)) (*Member, error) {
+	return fl.addWorkerAZ(tweak, -1)
+}
+
+// addWorkerAZ starts a worker as a task in az (-1: placed now, ecs.go).
+func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) {
 	fl.mu.Lock()
 	id := fmt.Sprintf("w-%03d", fl.nextW)
 	fl.nextW++
@@ -203,6 +213,9 @@ func (fl *Fleet) addWorker(tweak func(*memberStore)) (*Member, error) {
 	m := &Member{ID: id, Skew: skew, w: w, store: ms, Started: time.Now(), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- w.Run(ctx) }()
 	fl.mu.Lock()
+	if m.AZ = az; az < 0 {
+		m.AZ = fl.placeLocked()
+	}
 	fl.members = append(fl.members, m)
 	fl.mu.Unlock()
 	return m, nil

@@ -46,6 +46,12 @@ func runT(t *testing.T, sc Scenario, seed uint64, after func(*Fleet) error) Figu
 // faulted session not delivering again within recoveryBound.
 func checkSafe(t *testing.T, f Figures) {
 	t.Helper()
+	checkSafeWithin(t, f, recoveryBound)
+}
+
+// checkSafeWithin is checkSafe with another recovery bound.
+func checkSafeWithin(t *testing.T, f Figures, recoveryBound time.Duration) {
+	t.Helper()
 	if f.DoubleOwners != 0 || f.Fenced != 0 {
 		t.Errorf("%s: %d sessions with two owners delivering at once (%d pairs, %d deliveries), %d fenced deliveries",
 			f.Scenario, f.DoubleOwners, f.DoublePairs, f.Overlapping, f.Fenced)

@@ -55,6 +55,7 @@ type Figures struct {
 	SourceOverlaps int `json:"source_overlaps"`
 
 	Faults []Recovery   `json:"faults"`
+	ECS    []ECSOp      `json:"ecs,omitempty"` // deploys, scale-outs and -ins (ecs.go)
 	Table  TableFigures `json:"table"`
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.
@@ -136,6 +137,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		}
 		f.Faults = append(f.Faults, recovery(ft, by, fl.t0))
 	}
+	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)
 	f.Table = fl.tableFigures(now, f.Tenures)
 	f.Contended = fl.Table.Meter().Contended
 	return f

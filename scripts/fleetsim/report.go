@@ -67,8 +67,8 @@ func (r Report) Markdown() string {
 	p("in-memory pipes at the given rate, resuming from the checkpoint. Not modelled: the work queue (claims by\n")
 	p("reconciliation only), the admin listener (so no `/handoff` and no rebalancing moves: a released session is\n")
 	p("found by the next reconcile pass), a sink with latency or refusals (the destination takes every message).\n\n")
-	p("Faults happen a third into the run: `crash` kills -9 the worker owning the most sessions, `az` a third of\n")
-	p("the workers at once, `term` SIGTERMs the busiest (graceful drain), `az-onehost` is `az` with every session on\n")
+	p("Faults happen a third into the run: `crash` kills -9 the worker owning the most sessions, `az` the tasks of\n")
+	p("one AZ of three at once (placed round robin), `term` SIGTERMs the busiest (graceful drain), `az-onehost` is `az` with every session on\n")
 	p("one source host; `crash-throttled` (run by name, not in `all`) holds the table's write allowance at a tenth of\n")
 	p("a unit per session and kills the busiest worker 20 s after the ramp.\n\n")
 	p("## The judge\n\n")
@@ -102,6 +102,7 @@ func (r Report) Markdown() string {
 	p("crash at 10 × 1,000: one survivor took 140 of 142), which claims at `WSFLEET_CLAIMS_PER_SECOND` (50/s)\n")
 	p("and, when all the sessions share one source host (`az-onehost`), dials it at `WSFLEET_DIALS_PER_HOST`\n")
 	p("(5/s per worker): recovery is about the TTL plus the sessions one taker gets divided by that rate.\n")
+	ecsSection(p, r.Runs)
 	p("\n## The table\n\n")
 	p("| scenario | busiest partition key (write / read units/s, limit %s) | busiest index key value (write / read) | table (write / read units/s) | throttled | reads / writes per worker-hour | write units per tenure |\n", lim(r))
 	p("|---|---|---|---|---|---|---|\n")
@@ -156,4 +157,33 @@ func throttled(m map[string]int64) string {
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ", ")
+}
+
+// ecsSection is SCALE.md's table of the ECS operations (ecs.go), when a run
+// had any.
+func ecsSection(p func(string, ...any), runs []Measured) {
+	var ops int
+	for _, m := range runs {
+		ops += len(m.ECS)
+	}
+	if ops == 0 {
+		return
+	}
+	p("\n## ECS operations\n\n")
+	p("The simulated ECS (scripts/fleetsim/ecs.go): tasks spread over 3 AZs; Fargate's launch quota (a burst of 100,\n")
+	p("then 20 a second) and a launch time of 30–45 s (seeded); a rolling deploy replaces every task at\n")
+	p("`deploy-default` ECS's defaults (100 %% / 200 %%, stop timeout 30 s) and `deploy-infra` the infra's (100 %% /\n")
+	p("200 %%, stop timeout 40 s), a task counting healthy once its worker registered; `scale-out-in` adds 9× the\n")
+	p("workers a third in and stops as many (SIGTERM, spread over the AZs, stop timeout 40 s) at two thirds. A\n")
+	p("deploy's length is its first replacement requested → its last old task gone; a scale-out's → its last task\n")
+	p("healthy; a scale-in's SIGTERM → its last task gone. Dark: SIGTERM → the session delivering again. A session\n")
+	p("counts once per SIGTERM that hit it: one an old task took from another and lost again at its own SIGTERM\n")
+	p("counts twice (sessions hit above the sessions run are such second moves).\n\n")
+	p("| scenario | operation | at | tasks | length | killed at the stop timeout | longest SIGTERM → exit | sessions hit | delivering again | longest dark |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, m := range runs {
+		for _, o := range m.ECS {
+			p("| %s | %s | %.0f s | %d | %.1f s | %d | %.2f s | %d | %d | %.1f s |\n", m.Scenario, o.Op, o.At, o.Tasks, o.Length, o.Killed, o.LongestStop, o.Sessions, o.Recovered, o.MaxDark)
+		}
+	}
 }

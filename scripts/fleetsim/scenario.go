@@ -61,18 +61,6 @@ func (fl *Fleet) busiest() *Member {
 	return best
 }
 
-// KillAZ kills a third of the running workers at once (the loss of one
-// availability zone of three).
-func KillAZ(fl *Fleet) error {
-	r := fl.Running()
-	n := len(r) / 3
-	if n == 0 {
-		return fmt.Errorf("fleetsim: kill an AZ: %d workers running", len(r))
-	}
-	fl.Kill(r[:n]...)
-	return nil
-}
-
 // TermOne shuts the running worker that owns the most sessions down
 // gracefully (SIGTERM).
 func TermOne(fl *Fleet) error {
@@ -111,6 +99,12 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
 		"term":       with("term", Step{At: d / 3, Do: TermOne}),
 		"az-onehost": oneHost,
+		// ECS (ecs.go): a rolling deploy of every task, and ×10 the
+		// tasks a third in, back at two thirds.
+		"deploy-default": with("deploy-default", Step{At: d / 3, Do: DeployStep(ECSDefaults)}),
+		"deploy-infra":   with("deploy-infra", Step{At: d / 3, Do: DeployStep(InfraRolling)}),
+		"scale-out-in": with("scale-out-in", Step{At: d / 3, Do: func(fl *Fleet) error { return fl.ScaleOut(9 * workers) }},
+			Step{At: 2 * d / 3, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}),
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
 	}
