@@ -3,6 +3,8 @@
 package fleetsim
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -26,7 +28,16 @@ func (fl *Fleet) serveAdmin(id string, w *streamer.Worker) (*pipenet.Net, error)
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: fl.mesh.DialContext, DisableKeepAlives: true}}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		fl.handoffCalls.Add(1) // the client's only calls are POST /handoff (tellReceiver)
+		return fl.mesh.DialContext(ctx, network, addr)
+	}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 	w.SimSetAdmin(ln, addr, client)
 	return ln, nil
 }
+
+// HandoffCalls are the POST /handoff requests the workers sent each other
+// so far (a drain's, a rebalancing move's or a takeover's directed
+// hand-off), counted at their dial on the mesh.
+func (fl *Fleet) HandoffCalls() int64 { return fl.handoffCalls.Load() }

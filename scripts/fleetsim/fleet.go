@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -81,6 +82,8 @@ type Fleet struct {
 	srv    *http.Server
 	served chan struct{}
 	rnd    *rand.Rand
+	// handoffCalls counts the workers' POST /handoff requests (admin.go).
+	handoffCalls atomic.Int64
 
 	mu       sync.Mutex
 	members  []*Member

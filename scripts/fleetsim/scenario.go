@@ -84,6 +84,13 @@ func TermOne(fl *Fleet) error {
 	return nil
 }
 
+// ScaleOut doubles the running fleet (as many workers again, added as
+// AddWorkers does): the new ones get their share by rebalancing moves.
+func ScaleOut(fl *Fleet) error {
+	_, err := fl.AddWorkers(len(fl.Running()))
+	return err
+}
+
 // Scenarios are the named scenarios at a fleet's size (workers × sessions),
 // each lasting d of virtual time (faults at a third of it, the fleet
 // settled by then).
@@ -111,6 +118,7 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
 		"term":       with("term", Step{At: d / 3, Do: TermOne}),
 		"az-onehost": oneHost,
+		"scale-out":  with("scale-out", Step{At: d / 3, Do: ScaleOut}),
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
 	}
