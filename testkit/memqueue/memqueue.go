@@ -41,7 +41,11 @@ type Config struct {
 	// infra's work queue: 30 s). Default 30 s.
 	Visibility time.Duration
 	// Wait is a Receive's long-poll wait (the worker's WSFLEET_QUEUE_WAIT:
-	// 10 s by default). 0: 10 s; negative: short polls (no wait).
+	// 10 s by default). 0: 10 s; negative: short polls (no wait). A
+	// receive waiting sees a message whose visibility timeout ends during
+	// its wait only if that message was already invisible when it began
+	// (else at its next poll): exact while Visibility >= Wait, as in SQS
+	// and the infra (30 s and at most 20 s).
 	Wait time.Duration
 	// LatencyMin and LatencyMax bound each call's latency (uniform,
 	// drawn from Seed); both 0: none.
