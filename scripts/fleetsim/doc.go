@@ -9,11 +9,20 @@
 //
 // What it models:
 //
-//   - Workers: streamer.Worker with the default configuration, no admin
-//     listener (no hand-off over TCP: a drain releases and the others find
-//     the session by reconciliation) and no work queue (claims by
-//     reconciliation only); each on its own clock, the bubble's offset by a
-//     skew drawn from the seed.
+//   - Workers: streamer.Worker with the default configuration, each on its
+//     own clock, the bubble's offset by a skew drawn from the seed. Each has
+//     its admin server (AdminHandler, POST /handoff among it) on a listener
+//     of its own on the fleet's in-memory mesh (testkit/pipenet.Mesh), at
+//     the address its worker record advertises, and a hand-off client that
+//     dials through the mesh (streamer.Worker.SimSetAdmin, -tags fleetsim):
+//     rebalancing rounds (RebalanceEvery), a drain's directed hand-offs
+//     (rebalance.Drain) and takeovers handed to receivers run as in a
+//     fleet. Every worker consumes one shared work queue
+//     (testkit/memqueue: SQS's visibility timeout, at-least-once delivery,
+//     long polls, a latency per call drawn from the seed): the fast path
+//     of a start, and a drain's start notifications for the sessions not
+//     handed to a receiver. A kill -9 cuts a worker off the queue and
+//     closes its admin port too.
 //   - Sessions: the test feed (testkit/feed) serves every session's stream
 //     over in-memory pipes (net.Pipe through an http.Transport), a seq per
 //     message at Config.Rate, resuming from the checkpoint (from=K) with
@@ -26,7 +35,8 @@
 //   - Faults: a kill -9 (the worker cut off the table at once, its sessions
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
-//     started as ingest writes them (simddb's harness writes).
+//     started as ingest starts them (simddb's harness writes, then a start
+//     notification each on the work queue).
 //   - ECS (ecs.go): every worker is a task of one service, placed over 3
 //     AZs (ECS's spread by AZ: the AZ with the fewest tasks, round robin
 //     from an even start). Launches go through Fargate's task launch rate

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -19,6 +20,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/memqueue"
 	"github.com/wsfleet/wsfleet/testkit/pipenet"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
 	"github.com/wsfleet/wsfleet/workers/streamer"
@@ -47,6 +49,10 @@ type Config struct {
 	Worker func(*streamer.Config)
 	// ECS is the simulated ECS service (ecs.go); zero: DefaultECS().
 	ECS ECSConfig
+	// Queue, when set, changes the work queue (defaultQueue: SQS's
+	// visibility timeout and the worker's long poll); its Seed is
+	// Config.Seed.
+	Queue func(*memqueue.Config)
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
@@ -56,6 +62,8 @@ type Member struct {
 	AZ    int // the ECS task's AZ (ecs.go)
 	w     *streamer.Worker
 	store *memberStore
+	queue *memberQueue
+	admin *pipenet.Net // its admin listener on the fleet's mesh
 	// Started and Ended bound its life (virtual); Ended is zero while it
 	// runs.
 	Started, Ended time.Time
@@ -75,10 +83,14 @@ type Fleet struct {
 	t0     time.Time
 	feed   *feed.Server
 	pn     *pipenet.Net
+	mesh   *pipenet.Mesh   // the workers' admin servers
+	queue  *memqueue.Queue // the work queue every worker consumes
 	srv    *http.Server
 	served chan struct{}
 	rnd    *rand.Rand
 	ecs    *ecs // under mu
+	// handoffCalls counts the workers' POST /handoff requests (admin.go).
+	handoffCalls atomic.Int64
 
 	mu       sync.Mutex
 	members  []*Member
@@ -105,8 +117,14 @@ func New(cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: source: %w", err)
 	}
+	qc := defaultQueue(cfg.Seed)
+	if cfg.Queue != nil {
+		cfg.Queue(&qc)
+		qc.Seed = cfg.Seed
+	}
 	fl := &Fleet{
 		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: pipenet.New(),
+		mesh: pipenet.NewMesh(), queue: memqueue.New(qc),
 		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
@@ -119,12 +137,14 @@ func New(cfg Config) (*Fleet, error) {
 func (fl *Fleet) Start0() time.Time { return fl.t0 }
 
 // StartSessions writes n new STARTED sessions to the table as ingest does
-// (the harness's writes, metered as seeds); the workers find them by
-// reconciliation (no work queue in the simulator).
+// (the harness's writes, metered as seeds) and publishes a start
+// notification for each on the work queue: a worker claims it from there
+// (the fast path), or finds it by reconciliation.
 func (fl *Fleet) StartSessions(n int) error {
 	fl.mu.Lock()
 	base := len(fl.sessions)
 	fl.mu.Unlock()
+	started := make([]string, 0, n)
 	for i := range n {
 		id := fmt.Sprintf("s-%06d", base+i)
 		host := id + ".src.test"
@@ -139,8 +159,9 @@ func (fl *Fleet) StartSessions(n int) error {
 		fl.mu.Lock()
 		fl.sessions = append(fl.sessions, id)
 		fl.mu.Unlock()
+		started = append(started, id)
 	}
-	return nil
+	return fl.announce(schema.NotifyStart, started, 1)
 }
 
 // Sessions are the ids of the sessions started so far.
@@ -150,8 +171,9 @@ func (fl *Fleet) Sessions() []string {
 	return slices.Clone(fl.sessions)
 }
 
-// AddWorkers starts n more workers (New and Run, as the binary does, with
-// no admin listener and no work queue), one after the other, each after a
+// AddWorkers starts n more workers (New and Run, as the binary does, each
+// with its admin server on the fleet's mesh and the shared work queue),
+// one after the other, each after a
 // gap drawn from the seed (1 to 997 ms): no two workers' timers (heartbeat,
 // reconcile, checkpoint) fire at the same virtual instant, so that which of
 // two racing workers reaches the table first is the seed's, not the
@@ -191,7 +213,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	fl.mu.Unlock()
 	cfg := streamer.DefaultConfig()
 	cfg.WorkerID = id
-	cfg.AdminAddr = "" // no listener: nothing in the bubble waits on a socket
+	cfg.AdminAddr = "" // no socket: the admin server listens on the mesh (serveAdmin)
 	if fl.cfg.Worker != nil {
 		fl.cfg.Worker(&cfg)
 	}
@@ -200,8 +222,9 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if tweak != nil {
 		tweak(ms)
 	}
+	mq := &memberQueue{q: fl.queue}
 	w, err := streamer.New(cfg, streamer.Deps{
-		Store: ms, Handler: fl.Record, Logger: &log, Metrics: io.Discard,
+		Store: ms, Queue: mq, Handler: fl.Record, Logger: &log, Metrics: io.Discard,
 		Clock: clock.Offset{Base: clock.Real{}, Skew: skew},
 		Rand:  draw.New(fl.cfg.Seed).Derive(id), // the worker's draws: the fleet's seed and its id
 	})
@@ -209,8 +232,12 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
 	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialContext, DisableKeepAlives: true})
+	admin, err := fl.serveAdmin(id, w)
+	if err != nil {
+		return nil, fmt.Errorf("fleetsim: worker %s: admin: %w", id, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Member{ID: id, Skew: skew, w: w, store: ms, Started: time.Now(), cancel: cancel, done: make(chan error, 1)}
+	m := &Member{ID: id, Skew: skew, w: w, store: ms, queue: mq, admin: admin, Started: time.Now(), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- w.Run(ctx) }()
 	fl.mu.Lock()
 	if m.AZ = az; az < 0 {
@@ -262,6 +289,8 @@ func (fl *Fleet) Kill(ms ...*Member) {
 	fl.Record.fault(Fault{Kind: "kill", Workers: ids(ms), At: time.Now(), Sessions: fl.ownedBy(ms)})
 	for _, m := range ms {
 		m.store.cut.Store(true)
+		m.queue.cut.Store(true)
+		_ = m.admin.Close() // its port refuses from now on
 		m.w.SimCrash()
 	}
 	for _, m := range ms {
@@ -293,6 +322,7 @@ func (fl *Fleet) Close() {
 		m.Err = <-m.done
 		m.Ended = time.Now()
 	}
+	fl.queue.Close()
 	fl.feed.Close()
 	_ = fl.srv.Close()
 	<-fl.served

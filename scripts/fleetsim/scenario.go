@@ -72,6 +72,13 @@ func TermOne(fl *Fleet) error {
 	return nil
 }
 
+// ScaleOut doubles the running fleet (as many workers again, added as
+// AddWorkers does): the new ones get their share by rebalancing moves.
+func ScaleOut(fl *Fleet) error {
+	_, err := fl.AddWorkers(len(fl.Running()))
+	return err
+}
+
 // Scenarios are the named scenarios at a fleet's size (workers × sessions),
 // each lasting d of virtual time (faults at a third of it, the fleet
 // settled by then).
@@ -99,6 +106,7 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
 		"term":       with("term", Step{At: d / 3, Do: TermOne}),
 		"az-onehost": oneHost,
+		"scale-out":  with("scale-out", Step{At: d / 3, Do: ScaleOut}),
 		// ECS (ecs.go): a rolling deploy of every task, and ×10 the
 		// tasks a third in, back at two thirds.
 		"deploy-default": with("deploy-default", Step{At: d / 3, Do: DeployStep(ECSDefaults)}),

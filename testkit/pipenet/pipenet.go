@@ -14,6 +14,7 @@ import (
 // Net is a listener (Accept, Close, Addr) and a dialer (DialContext) joined
 // by pipes. Safe for concurrent use.
 type Net struct {
+	addr  net.Addr // nil: a loopback address
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
@@ -39,8 +40,14 @@ func (p *Net) Close() error {
 	return nil
 }
 
-// Addr implements net.Listener (a loopback address; nothing listens there).
-func (p *Net) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80} }
+// Addr implements net.Listener: its address on a Mesh, else a loopback
+// address (nothing listens there).
+func (p *Net) Addr() net.Addr {
+	if p.addr != nil {
+		return p.addr
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
+}
 
 // DialContext dials the Net whatever the address: the client end of a pipe
 // whose other end the next Accept returns.

@@ -3,6 +3,7 @@
 package streamer
 
 import (
+	"net"
 	"net/http"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -10,8 +11,9 @@ import (
 
 // This file is the fleet simulator's seam (scripts/fleetsim), compiled only
 // with -tags fleetsim: the shipped binary (built without the tag) has no way
-// to swap the sessions' transport or to crash a worker in-process, and its
-// sessions always dial through netguard (session.NewClient).
+// to swap the sessions' transport or the admin listener and hand-off client,
+// or to crash a worker in-process; its sessions always dial through netguard
+// (session.NewClient) and its admin server listens on Config.AdminAddr.
 
 // SimSetSessionTransport makes every session of w dial through rt instead of
 // the network (an in-memory source in a testing/synctest bubble). Call it
@@ -34,3 +36,15 @@ func (w *Worker) SimCrash() {
 
 // SimOwned is how many sessions w runs. fleetsim build only.
 func (w *Worker) SimOwned() int { return w.owned() }
+
+// SimSetAdmin serves w's admin endpoints (POST /handoff among them) on ln
+// instead of a listener on Config.AdminAddr, advertises addr in w's worker
+// record (where the others read where to hand sessions to it), and makes
+// w's hand-off client (a rebalancing move, a drain's directed hand-off, a
+// takeover handed to a receiver) call the others through client: the
+// fleet's in-memory network. Call it before Run. fleetsim build only.
+func (w *Worker) SimSetAdmin(ln net.Listener, addr string, client *http.Client) {
+	w.adminLn = ln
+	w.cfg.AdvertiseAddr = addr
+	w.rebal.client = client
+}

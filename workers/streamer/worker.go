@@ -154,6 +154,9 @@ type Worker struct {
 	rebal         rebalancer
 	table         tableHealth
 	store         lease.Store // deps.Store, recording every outcome in table
+	// adminLn, when set (the fleet simulator's seam, fleetsim.go), is the
+	// admin server's listener instead of one on Config.AdminAddr.
+	adminLn net.Listener
 }
 
 // New validates cfg and builds a worker.
@@ -284,10 +287,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The admin address is known before the record is written: other
 	// workers read it there to hand sessions to this one.
 	var admin *http.Server
-	if w.cfg.AdminAddr != "" {
-		ln, err := net.Listen("tcp", w.cfg.AdminAddr)
-		if err != nil {
-			return fmt.Errorf("admin listen %s: %w", w.cfg.AdminAddr, err)
+	if ln := w.adminLn; ln != nil || w.cfg.AdminAddr != "" {
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", w.cfg.AdminAddr); err != nil {
+				return fmt.Errorf("admin listen %s: %w", w.cfg.AdminAddr, err)
+			}
 		}
 		addr := ln.Addr().String()
 		w.adminAddr.Store(&addr)

@@ -1,0 +1,104 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/testkit/memqueue"
+)
+
+// defaultQueue is the fleet's work queue: the infra's visibility timeout
+// (30 s, infra/stacks WorkQueueVisible), the worker's long-poll wait
+// (WSFLEET_QUEUE_WAIT, 10 s), and a latency per call of 5 to 20 ms drawn
+// from the seed.
+func defaultQueue(seed uint64) memqueue.Config {
+	return memqueue.Config{
+		Visibility: 30 * time.Second, Wait: 10 * time.Second,
+		LatencyMin: 5 * time.Millisecond, LatencyMax: 20 * time.Millisecond, Seed: seed,
+	}
+}
+
+// memberQueue is one worker's view of the fleet's work queue (its
+// Deps.Queue): cut off at once by a kill -9, as its table is (a message it
+// had received stays invisible until the visibility timeout, as one a
+// crashed process took does).
+type memberQueue struct {
+	q   *memqueue.Queue
+	cut atomic.Bool
+}
+
+var (
+	_ notify.Consumer       = (*memberQueue)(nil)
+	_ notify.BatchPublisher = (*memberQueue)(nil)
+)
+
+func (m *memberQueue) Publish(ctx context.Context, n notify.Notification) error {
+	if m.cut.Load() {
+		return errKilled
+	}
+	return m.q.Publish(ctx, n)
+}
+
+func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification) []error {
+	if m.cut.Load() {
+		errs := make([]error, len(ns))
+		for i := range errs {
+			errs[i] = errKilled
+		}
+		return errs
+	}
+	return m.q.PublishBatch(ctx, ns)
+}
+
+func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, error) {
+	if m.cut.Load() {
+		return nil, errKilled
+	}
+	return m.q.Receive(ctx, n)
+}
+
+func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
+	if m.cut.Load() {
+		return errKilled
+	}
+	return m.q.Delete(ctx, ms...)
+}
+
+func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message) error {
+	if m.cut.Load() {
+		return errKilled
+	}
+	return m.q.Requeue(ctx, msg)
+}
+
+// announce publishes a start notification per id, as ingest does after it
+// writes a session (functions/ingest's publish: type, id, generation, the
+// time sent), in batches of notify.MaxBatch. A notification is a hint: one
+// not sent is found by reconciliation, so a failure is returned, not
+// retried.
+func (fl *Fleet) announce(typ string, ids []string, generation int64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), notify.MaxBatch)]
+		ids = ids[len(chunk):]
+		ns := make([]notify.Notification, len(chunk))
+		for i, id := range chunk {
+			ns[i] = notify.Notification{Type: typ, ConnectionID: id, Generation: generation, SentAtMs: time.Now().UnixMilli()}
+		}
+		for i, err := range fl.queue.PublishBatch(ctx, ns) {
+			if err != nil {
+				return fmt.Errorf("fleetsim: %s notification of %s: %w", typ, chunk[i], err)
+			}
+		}
+	}
+	return nil
+}
+
+// QueueStats are the work queue's counts so far.
+func (fl *Fleet) QueueStats() memqueue.Stats { return fl.queue.Stats() }

@@ -1,0 +1,106 @@
+package memqueue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+func start(id string) notify.Notification {
+	return notify.Notification{Type: schema.NotifyStart, ConnectionID: id, Generation: 1}
+}
+
+func ids(ms []notify.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Notification.ConnectionID
+	}
+	return out
+}
+
+// A message not deleted within the visibility timeout is delivered again
+// (a new receipt, its receive count up); a delete with the old receipt
+// deletes nothing, one with the latest deletes it.
+func TestRedeliveredAfterVisibilityTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := New(Config{Visibility: 30 * time.Second, Wait: 5 * time.Second})
+		defer q.Close()
+		if err := q.Publish(ctx, start("a")); err != nil {
+			t.Fatal(err)
+		}
+		first, err := q.Receive(ctx, 10)
+		if err != nil || len(first) != 1 || first[0].ReceiveCount != 1 {
+			t.Fatalf("first receive: %v %+v", err, first)
+		}
+		t0 := time.Now()
+		// Invisible: polls come back empty until the timeout passes.
+		var again []notify.Message
+		for len(again) == 0 {
+			if again, err = q.Receive(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if waited := time.Since(t0); waited != 30*time.Second {
+			t.Errorf("delivered again after %s, want the visibility timeout (30s)", waited)
+		}
+		if again[0].ReceiveCount != 2 || again[0].Receipt == first[0].Receipt || again[0].MessageID != first[0].MessageID {
+			t.Fatalf("redelivery %+v after %+v", again[0], first[0])
+		}
+		if err := q.Delete(ctx, first[0]); err != nil || q.Len() != 1 {
+			t.Fatalf("a stale receipt: %v, %d left (want no error and nothing deleted)", err, q.Len())
+		}
+		if err := q.Delete(ctx, again[0]); err != nil || q.Len() != 0 {
+			t.Fatalf("the latest receipt: %v, %d left", err, q.Len())
+		}
+	})
+}
+
+// Receives already waiting get the messages, the longest waiting first; a
+// requeued message goes to the next waiting receive at once; a poll with
+// nothing returns empty after the wait.
+func TestWaitingReceivesServedInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := New(Config{Wait: 10 * time.Second})
+		got := make([]chan []notify.Message, 3)
+		for i := range got {
+			got[i] = make(chan []notify.Message, 1)
+			go func() {
+				ms, err := q.Receive(ctx, 10)
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] <- ms
+			}()
+			synctest.Wait() // receive i waits before receive i+1
+		}
+		if errs := q.PublishBatch(ctx, []notify.Notification{start("a"), start("b")}); errors.Join(errs...) != nil {
+			t.Fatal(errs)
+		}
+		a, b := <-got[0], <-got[1]
+		if len(a) != 1 || len(b) != 1 || ids(a)[0] != "a" || ids(b)[0] != "b" {
+			t.Fatalf("first waiter %v, second %v: want a, b", ids(a), ids(b))
+		}
+		if err := q.Requeue(ctx, a[0]); err != nil {
+			t.Fatal(err)
+		}
+		if c := <-got[2]; len(c) != 1 || c[0].MessageID != a[0].MessageID || c[0].ReceiveCount != 2 {
+			t.Fatalf("third waiter %+v: want a, requeued", c)
+		}
+		t0 := time.Now()
+		ms, err := q.Receive(ctx, 10)
+		if err != nil || len(ms) != 0 || time.Since(t0) != 10*time.Second {
+			t.Fatalf("empty poll: %v %v after %s, want none after the 10s wait", ids(ms), err, time.Since(t0))
+		}
+		q.Close()
+		if _, err := q.Receive(ctx, 1); !errors.Is(err, ErrClosed) {
+			t.Fatalf("receive after Close: %v", err)
+		}
+	})
+}
