@@ -5,8 +5,10 @@ package fleetsim
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -54,6 +56,37 @@ func Diff(a, b Figures) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// DiffBeyond is Diff with the times of delivering again (the faults'
+// p50/p99/max, longest_silence, in seconds) compared within tol seconds:
+// two claims admitted at one virtual instant may take each other's place
+// in a worker's claim pace (the order of goroutines runnable at one
+// instant, which no seed fixes), and each then waits the other's drawn
+// latency, which moves a recovery time by a call's latency.
+func DiffBeyond(a, b Figures, tol float64) []string {
+	ma, mb := flat(a), flat(b)
+	var out []string
+	for _, k := range Diff(a, b) {
+		x, xok := ma[k].(float64)
+		y, yok := mb[k].(float64)
+		if xok && yok && timeFigure(k) && math.Abs(x-y) <= tol {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// timeFigure: k (a flat path) is a time of delivering again, in seconds.
+func timeFigure(k string) bool {
+	if k == "longest_silence" {
+		return true
+	}
+	if !strings.HasPrefix(k, "faults[") {
+		return false
+	}
+	return strings.HasSuffix(k, ".p50") || strings.HasSuffix(k, ".p99") || strings.HasSuffix(k, ".max")
 }
 
 func flat(f Figures) map[string]any {

@@ -85,10 +85,13 @@ type Fleet struct {
 	pn     *pipenet.Net
 	mesh   *pipenet.Mesh   // the workers' admin servers
 	queue  *memqueue.Queue // the work queue every worker consumes
-	srv    *http.Server
-	served chan struct{}
-	rnd    *rand.Rand
-	ecs    *ecs // under mu
+	// qlatMin, qlatMax bound a queue call's latency, drawn per worker
+	// (memberQueue).
+	qlatMin, qlatMax time.Duration
+	srv              *http.Server
+	served           chan struct{}
+	rnd              *rand.Rand
+	ecs              *ecs // under mu
 	// handoffCalls counts the workers' POST /handoff requests (admin.go).
 	handoffCalls atomic.Int64
 
@@ -122,12 +125,17 @@ func New(cfg Config) (*Fleet, error) {
 		cfg.Queue(&qc)
 		qc.Seed = cfg.Seed
 	}
+	// Each worker draws its calls' latency from its own stream
+	// (memberQueue), not the queue's one.
+	qlatMin, qlatMax := qc.LatencyMin, qc.LatencyMax
+	qc.LatencyMin, qc.LatencyMax = 0, 0
 	fl := &Fleet{
 		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: pipenet.New(),
 		mesh: pipenet.NewMesh(), queue: memqueue.New(qc),
 		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
+	fl.qlatMin, fl.qlatMax = qlatMin, qlatMax
 	fl.srv = &http.Server{Handler: f.Handler()}
 	go func() { defer close(fl.served); _ = fl.srv.Serve(fl.pn) }()
 	return fl, nil
@@ -222,7 +230,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if tweak != nil {
 		tweak(ms)
 	}
-	mq := &memberQueue{q: fl.queue}
+	mq := &memberQueue{q: fl.queue, lat: draw.New(fl.cfg.Seed).Derive(id).Stream("queue"), latMin: fl.qlatMin, latMax: fl.qlatMax}
 	w, err := streamer.New(cfg, streamer.Deps{
 		Store: ms, Queue: mq, Handler: fl.Record, Logger: &log, Metrics: io.Discard,
 		Clock: clock.Offset{Base: clock.Real{}, Skew: skew},

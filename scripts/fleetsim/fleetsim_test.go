@@ -137,17 +137,20 @@ func TestSameSeedSameVerdicts(t *testing.T) {
 
 // TestSameSeedSameFigures runs the crash and term scenarios twice with one
 // seed and requires the same figures: the workers' own draws come from the
-// seed (Deps.Rand), a drain hands off by id, peaks break ties by key. The
-// order of goroutines runnable at one virtual instant is not fixed by the
-// seed: where it changes an outcome this fails (it has not in the runs made:
-// 17 of 17 pairs, with and without -race; make sim's reruns list what a
-// second run changed in docs/SCALE.md).
+// seed (Deps.Rand), a drain hands off by id, peaks break ties by key, each
+// worker draws its queue calls' latency from its own stream. The order of
+// goroutines runnable at one virtual instant is not fixed by the seed: two
+// claims a takeover hands to one receiver at once may swap places in its
+// claim pace, which moves a time of delivering again by a call's latency;
+// those times are compared within 50 ms (DiffBeyond), every other figure
+// exactly (make sim's reruns list what a second run changed in
+// docs/SCALE.md).
 func TestSameSeedSameFigures(t *testing.T) {
 	for _, name := range []string{"crash", "term"} {
 		t.Run(name, func(t *testing.T) {
 			sc := Scenarios(6, 40, 2*time.Minute)[name]
 			a, b := runT(t, sc, 42, nil), runT(t, sc, 42, nil)
-			if d := Diff(a, b); len(d) > 0 {
+			if d := DiffBeyond(a, b, 0.05); len(d) > 0 {
 				t.Errorf("two runs of seed 42 differ in %v", d)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/testkit/memqueue"
 )
@@ -30,6 +31,28 @@ func defaultQueue(seed uint64) memqueue.Config {
 type memberQueue struct {
 	q   *memqueue.Queue
 	cut atomic.Bool
+	// lat draws each call's latency in [latMin, latMax] from the worker's
+	// own stream (the seed and its id), not from the queue's one stream:
+	// the draws of one worker do not depend on how the workers' calls
+	// interleave at one virtual instant.
+	lat            *draw.Stream
+	latMin, latMax time.Duration
+}
+
+// latency waits one call's latency (none when latMax is 0).
+func (m *memberQueue) latency(ctx context.Context) error {
+	if m.latMax <= 0 {
+		return ctx.Err()
+	}
+	d := m.latMin + time.Duration(m.lat.Int64N(int64(m.latMax-m.latMin)+1))
+	t := time.NewTimer(d) // the bubble's clock: virtual
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 var (
@@ -38,6 +61,9 @@ var (
 )
 
 func (m *memberQueue) Publish(ctx context.Context, n notify.Notification) error {
+	if err := m.latency(ctx); err != nil {
+		return err
+	}
 	if m.cut.Load() {
 		return errKilled
 	}
@@ -45,6 +71,13 @@ func (m *memberQueue) Publish(ctx context.Context, n notify.Notification) error 
 }
 
 func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification) []error {
+	if err := m.latency(ctx); err != nil {
+		errs := make([]error, len(ns))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	if m.cut.Load() {
 		errs := make([]error, len(ns))
 		for i := range errs {
@@ -56,6 +89,9 @@ func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification
 }
 
 func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, error) {
+	if err := m.latency(ctx); err != nil {
+		return nil, err
+	}
 	if m.cut.Load() {
 		return nil, errKilled
 	}
@@ -63,6 +99,9 @@ func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, err
 }
 
 func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
+	if err := m.latency(ctx); err != nil {
+		return err
+	}
 	if m.cut.Load() {
 		return errKilled
 	}
@@ -70,6 +109,9 @@ func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
 }
 
 func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message) error {
+	if err := m.latency(ctx); err != nil {
+		return err
+	}
 	if m.cut.Load() {
 		return errKilled
 	}
