@@ -392,11 +392,11 @@ type Server struct {
 	// and client IP; rateLimited counts those refused for it.
 	attempts    map[string][]time.Time
 	rateLimited int64
-	poisons   []*PoisonSpan
-	anyPoison atomic.Bool // a session was ever poisoned: the pump asks poisonOf
-	closing   bool
-	lns       []net.Listener
-	hs        *http.Server
+	poisons     []*PoisonSpan
+	anyPoison   atomic.Bool // a session was ever poisoned: the pump asks poisonOf
+	closing     bool
+	lns         []net.Listener
+	hs          *http.Server
 
 	wg sync.WaitGroup // connection handlers and Start's server
 }
