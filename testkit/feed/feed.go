@@ -388,15 +388,16 @@ type Server struct {
 	planned   []*Overlap
 	refuseAll bool
 	refuse    map[string]bool
+	poisons   []*PoisonSpan
+	anyPoison atomic.Bool // a session was ever poisoned: the pump asks poisonOf
+	closing   bool
+	lns       []net.Listener
+	hs        *http.Server
+
 	// attempts are the attempts within Config.ConnLimit's window by host
 	// and client IP; rateLimited counts those refused for it.
 	attempts    map[string][]time.Time
 	rateLimited int64
-	poisons     []*PoisonSpan
-	anyPoison   atomic.Bool // a session was ever poisoned: the pump asks poisonOf
-	closing     bool
-	lns         []net.Listener
-	hs          *http.Server
 
 	wg sync.WaitGroup // connection handlers and Start's server
 }
