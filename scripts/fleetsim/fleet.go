@@ -42,6 +42,9 @@ type Config struct {
 	Hosts int
 	// Worker, when set, changes each worker's configuration.
 	Worker func(*streamer.Config)
+	// ConnLimit is every source host's per-IP connection-rate limit
+	// (feed.ConnLimit; each worker dials from an address of its own).
+	ConnLimit feed.ConnLimit
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
@@ -94,7 +97,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: table: %w", err)
 	}
-	f, err := feed.New(feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow})
+	f, err := feed.New(feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow, ConnLimit: cfg.ConnLimit})
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: source: %w", err)
 	}
@@ -128,6 +131,7 @@ func (fl *Fleet) StartSessions(n int) error {
 			return fmt.Errorf("fleetsim: spec of %s: %w", id, err)
 		}
 		fl.Table.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq, Spec: enc})
+		fl.Record.start(id, time.Now())
 		fl.mu.Lock()
 		fl.sessions = append(fl.sessions, id)
 		fl.mu.Unlock()
@@ -194,7 +198,7 @@ func (fl *Fleet) addWorker(tweak func(*memberStore)) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
-	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialContext, DisableKeepAlives: true})
+	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialFrom(workerAddr(id)), DisableKeepAlives: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{ID: id, Skew: skew, w: w, store: ms, Started: time.Now(), cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- w.Run(ctx) }()
@@ -243,6 +247,11 @@ func (fl *Fleet) ownedBy(ms []*Member) []string {
 // sessions are left without a close or a release, and its goroutines end.
 func (fl *Fleet) Kill(ms ...*Member) {
 	fl.Record.fault(Fault{Kind: "kill", Workers: ids(ms), At: time.Now(), Sessions: fl.ownedBy(ms)})
+	fl.crash(ms...)
+}
+
+// crash is Kill without its record.
+func (fl *Fleet) crash(ms ...*Member) {
 	for _, m := range ms {
 		m.store.cut.Store(true)
 		m.w.SimCrash()

@@ -32,6 +32,12 @@ type Fault struct {
 	// N is the record's length when it began: deliveries after it have a
 	// greater N.
 	N int64
+	// Quiet, when set, begins a span (to At) in which no worker may
+	// deliver: every lease was untrusted by then (an outage of the table).
+	Quiet time.Time
+	// Bound, when set, is how soon its sessions must deliver again, in
+	// place of the judge's default bound.
+	Bound time.Duration
 }
 
 // Record is the simulator's own record: every delivery (the sink of every
@@ -41,9 +47,26 @@ type Record struct {
 	by     map[string][]Delivery
 	n      int64
 	faults []Fault
+	// starts are when each session was started (its start write).
+	starts map[string]time.Time
 }
 
-func newRecord() *Record { return &Record{by: map[string][]Delivery{}} }
+func newRecord() *Record {
+	return &Record{by: map[string][]Delivery{}, starts: map[string]time.Time{}}
+}
+
+func (r *Record) start(id string, at time.Time) {
+	r.mu.Lock()
+	r.starts[id] = at
+	r.mu.Unlock()
+}
+
+// startedAt is when session id was started (zero: unknown).
+func (r *Record) startedAt(id string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.starts[id]
+}
 
 // Handle records m (sink.Handler): the destination takes every message.
 func (r *Record) Handle(_ context.Context, m sink.Message) error {

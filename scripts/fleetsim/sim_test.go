@@ -58,7 +58,7 @@ func TestSim(t *testing.T) {
 			t.Errorf("%s: %s", sc.Name, m.Verdict)
 		}
 		for _, r := range m.Faults {
-			if r.Recovered != r.Sessions {
+			if r.Recovered != r.Sessions || r.Unfenced > 0 {
 				t.Errorf("%s: %s", sc.Name, m.Verdict)
 			}
 		}
