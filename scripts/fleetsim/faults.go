@@ -184,6 +184,9 @@ func LagSweep(fl *Fleet) error {
 	return nil
 }
 
+// faultNames are this file's scenarios, all in `make sim`'s all.
+var faultNames = []string{"ddb-down", "burst-start", "source-limit", "crash-big", "lag-sweep"}
+
 // addFaultScenarios adds this file's scenarios to all (base: the fleet's
 // size and length d; with names a copy of base with its steps).
 func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string, ...Step) Scenario) {

@@ -14,7 +14,7 @@ import (
 
 // make sim's settings (mk/sim.mk passes them after -args).
 var (
-	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, crash-throttled; all: the first five); empty: TestSim skips")
+	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, crash-throttled, and faults.go's; all: all but crash-throttled); empty: TestSim skips")
 	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
 	simWorkers   = flag.Int("sim.workers", 10, "workers")
 	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
@@ -36,6 +36,7 @@ func TestSim(t *testing.T) {
 	names := strings.Split(*simScenarios, ",")
 	if *simScenarios == "all" {
 		names = []string{"steady", "crash", "az", "term", "az-onehost"}
+		names = append(names, faultNames...)
 	}
 	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds()}
 	for _, name := range names {
