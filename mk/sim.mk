@@ -25,7 +25,7 @@ SIM_OUT ?= $(ROOT)/docs
 
 .PHONY: sim test-fleetsim
 
-## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,crash-throttled,ddb-down,burst-start,source-limit,crash-big,lag-sweep or all, all but crash-throttled; SEED=) judged and measured → docs/SCALE.md, docs/scale.json.
+## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,crash-throttled,ddb-down,burst-start,source-limit,crash-big,lag-sweep or all, all but crash-throttled and source-limit; SEED=) judged and measured → docs/SCALE.md, docs/scale.json.
 sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \

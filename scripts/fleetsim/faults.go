@@ -184,8 +184,11 @@ func LagSweep(fl *Fleet) error {
 	return nil
 }
 
-// faultNames are this file's scenarios, all in `make sim`'s all.
-var faultNames = []string{"ddb-down", "burst-start", "source-limit", "crash-big", "lag-sweep"}
+// faultNames are this file's scenarios in `make sim`'s all: source-limit
+// is run by name, like crash-throttled, for it shows sessions never
+// delivering once a worker has more sessions on the host than the limit
+// (docs/worker.md).
+var faultNames = []string{"ddb-down", "burst-start", "crash-big", "lag-sweep"}
 
 // addFaultScenarios adds this file's scenarios to all (base: the fleet's
 // size and length d; with names a copy of base with its steps).
