@@ -9,13 +9,15 @@ import (
 
 // ConnLimit is a source's limit on new connections per client IP: at most
 // Max connection attempts from one IP to one host within any Per. Binance
-// documents "a limit of 300 connections per attempt every 5 minutes per
-// IP" (https://developers.binance.com/docs/binance-spot-api-docs/web-socket-streams,
-// quoted in https://github.com/skip-mev/connect/blob/main/providers/websockets/binance/README.md)
-// and answers a request over its limits with HTTP 429. The feed counts
-// every attempt it answers, refused ones included (the documented limit is
-// on attempts), and refuses one over the limit with 429 (ReasonRefused,
-// RefusedBy RefusedByConnRate). The zero ConnLimit is off.
+// states "a limit of 300 connections per attempt every 5 minutes per IP"
+// for its spot WebSocket streams (quoted, with a link to
+// https://developers.binance.com/docs/binance-spot-api-docs/web-socket-streams,
+// by https://github.com/skip-mev/connect/blob/main/providers/websockets/binance/README.md;
+// docs/references.md). The feed counts every attempt it answers, refused
+// ones included (the limit is on attempts), and refuses one over the limit
+// with HTTP 429 (ReasonRefused, RefusedBy RefusedByConnRate), the status
+// Binance's API answers a request over a rate limit with (assumed for the
+// handshake). The zero ConnLimit is off.
 type ConnLimit struct {
 	Max int
 	Per time.Duration
