@@ -69,11 +69,13 @@ func quiet(ft Fault, by map[string][]Delivery, r Recovery) Recovery {
 // firstDelivery is every delivering session's time from its start write to
 // its first delivery.
 func (fl *Fleet) firstDelivery(by map[string][]Delivery) Latency {
+	fl.mu.Lock()
+	ids, starts := slices.Clone(fl.sessions), slices.Clone(fl.starts)
+	fl.mu.Unlock()
 	var took []float64
-	for _, id := range fl.Sessions() {
-		at := fl.Record.startedAt(id)
-		if ds := by[id]; len(ds) > 0 && !at.IsZero() {
-			took = append(took, ds[0].At.Sub(at).Seconds())
+	for i, id := range ids {
+		if ds := by[id]; len(ds) > 0 {
+			took = append(took, ds[0].At.Sub(starts[i]).Seconds())
 		}
 	}
 	return latency(took)

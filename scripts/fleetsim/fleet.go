@@ -79,6 +79,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	members  []*Member
 	sessions []string
+	starts   []time.Time // each session's start write, as sessions
 	nextW    int
 }
 
@@ -131,9 +132,9 @@ func (fl *Fleet) StartSessions(n int) error {
 			return fmt.Errorf("fleetsim: spec of %s: %w", id, err)
 		}
 		fl.Table.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq, Spec: enc})
-		fl.Record.start(id, time.Now())
 		fl.mu.Lock()
 		fl.sessions = append(fl.sessions, id)
+		fl.starts = append(fl.starts, time.Now())
 		fl.mu.Unlock()
 	}
 	return nil

@@ -47,26 +47,9 @@ type Record struct {
 	by     map[string][]Delivery
 	n      int64
 	faults []Fault
-	// starts are when each session was started (its start write).
-	starts map[string]time.Time
 }
 
-func newRecord() *Record {
-	return &Record{by: map[string][]Delivery{}, starts: map[string]time.Time{}}
-}
-
-func (r *Record) start(id string, at time.Time) {
-	r.mu.Lock()
-	r.starts[id] = at
-	r.mu.Unlock()
-}
-
-// startedAt is when session id was started (zero: unknown).
-func (r *Record) startedAt(id string) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.starts[id]
-}
+func newRecord() *Record { return &Record{by: map[string][]Delivery{}} }
 
 // Handle records m (sink.Handler): the destination takes every message.
 func (r *Record) Handle(_ context.Context, m sink.Message) error {
