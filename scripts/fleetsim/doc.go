@@ -26,7 +26,11 @@
 //   - Faults: a kill -9 (the worker cut off the table at once, its sessions
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
-//     started as ingest writes them (simddb's harness writes).
+//     started as ingest writes them (simddb's harness writes); the table
+//     unreachable for every worker (outage.go: each call hangs to its
+//     deadline and fails as the SDK does), an index lag episode, a source
+//     limiting connections per worker address (each worker dials from an
+//     IP of its own: pipenet.DialFrom, feed.ConnLimit); faults.go.
 //
 // The judge (Fleet.Judge) reports double owners (two tenures of a session
 // delivering within each other's span in the destination's order), fenced
