@@ -206,11 +206,22 @@ func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string,
 	limit.Hosts = 1
 	limit.Fleet = func(c *Config) { c.ConnLimit = feed.BinanceConnLimit }
 	all["source-limit"] = limit
-	// One worker takes every session; the others start once it holds
-	// them (no rebalancing moves in the simulator: it keeps them), and it
-	// is killed a third in.
-	big := with("crash-big", Step{At: base.Ramp + 30*time.Second, Do: AddMore(base.Workers - 1)}, Step{At: d / 3, Do: KillOne})
+	// One worker takes every session (WSFLEET_MAX_SESSIONS raised to the
+	// sessions: the capacity bench's process held 19,000); the others
+	// start once it holds them (no rebalancing moves in the simulator: it
+	// keeps them), and it is killed a third in.
+	// It claims at WSFLEET_CLAIMS_PER_SECOND: the others start 30 s after
+	// it could have claimed them all, and it dies a third in, or 30 s
+	// after they started (the run then lasts 5 min more at least).
+	claimAll := time.Duration(float64(base.Sessions) / streamer.DefaultConfig().ClaimsPerSecond * float64(time.Second))
+	addAt := base.Ramp + claimAll + 30*time.Second
+	killAt := max(d/3, addAt+30*time.Second)
+	big := with("crash-big", Step{At: addAt, Do: AddMore(base.Workers - 1)}, Step{At: killAt, Do: KillOne})
 	big.Workers = 1
+	big.Duration = max(d, killAt+5*time.Minute)
+	big.Fleet = func(c *Config) {
+		c.Worker = func(w *streamer.Config) { w.MaxSessions = max(w.MaxSessions, base.Sessions) }
+	}
 	all["crash-big"] = big
 	lag := with("lag-sweep", Step{At: d / 3, Do: LagSweep})
 	lag.Duration = max(d, d/3+lagSweepBound()+time.Minute)
