@@ -26,7 +26,7 @@ SIM_OUT ?= $(ROOT)/docs
 
 .PHONY: sim test-fleetsim
 
-## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,crash-throttled,deploy-default,deploy-infra,scale-out-in or all, the first six; SEED=) judged and measured → docs/SCALE.md, docs/scale.json.
+## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,deploy-default,deploy-infra,scale-out-in,ddb-down,burst-start,crash-big,lag-sweep, or by name crash-throttled and source-limit; all: every one but those two; SEED=) judged and measured → docs/SCALE.md, docs/scale.json.
 sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \
@@ -38,4 +38,4 @@ sim:
 test-fleetsim:
 	cd workers/streamer && $(GO) vet -tags fleetsim .
 	cd scripts && $(GO) vet -tags fleetsim ./fleetsim/
-	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy)$$' -timeout 5m ./fleetsim/
+	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy|TestCrashBigRecovers|TestJudgeQuietSpanAndOwnBound)$$' -timeout 5m ./fleetsim/

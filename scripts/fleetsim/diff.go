@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -34,7 +35,10 @@ func (f Figures) Verdict(bound time.Duration) string {
 		bad = append(bad, fmt.Sprintf("%d overlaps at the source", f.SourceOverlaps))
 	}
 	for _, r := range f.Faults {
-		if r.Recovered != r.Sessions || r.Max > bound.Seconds() {
+		if r.Unfenced > 0 {
+			bad = append(bad, fmt.Sprintf("%s at %.0fs: %d deliveries after every lease was untrusted", r.Kind, r.At, r.Unfenced))
+		}
+		if r.Recovered != r.Sessions || r.Max > cmp.Or(r.Bound, bound.Seconds()) {
 			bad = append(bad, fmt.Sprintf("%s at %.0fs: %d/%d delivering again, max %.1fs", r.Kind, r.At, r.Recovered, r.Sessions, r.Max))
 		}
 	}

@@ -36,7 +36,11 @@
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
 //     started as ingest starts them (simddb's harness writes, then a start
-//     notification each on the work queue).
+//     notification each on the work queue); the table
+//     unreachable for every worker (outage.go: each call hangs to its
+//     deadline and fails as the SDK does), an index lag episode, a source
+//     limiting connections per worker address (each worker dials from an
+//     IP of its own: pipenet.DialFrom, feed.ConnLimit); faults.go.
 //   - ECS (ecs.go): every worker is a task of one service, placed over 3
 //     AZs (ECS's spread by AZ: the AZ with the fewest tasks, round robin
 //     from an even start). Launches go through Fargate's task launch rate

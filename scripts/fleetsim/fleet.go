@@ -53,6 +53,9 @@ type Config struct {
 	// visibility timeout and the worker's long poll); its Seed is
 	// Config.Seed.
 	Queue func(*memqueue.Config)
+	// ConnLimit is every source host's per-IP connection-rate limit
+	// (feed.ConnLimit; each worker dials from an address of its own).
+	ConnLimit feed.ConnLimit
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
@@ -98,6 +101,7 @@ type Fleet struct {
 	mu       sync.Mutex
 	members  []*Member
 	sessions []string
+	starts   []time.Time // each session's start write, as sessions
 	nextW    int
 }
 
@@ -116,7 +120,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: table: %w", err)
 	}
-	f, err := feed.New(feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow})
+	f, err := feed.New(feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow, ConnLimit: cfg.ConnLimit})
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: source: %w", err)
 	}
@@ -166,6 +170,7 @@ func (fl *Fleet) StartSessions(n int) error {
 		fl.Table.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq, Spec: enc})
 		fl.mu.Lock()
 		fl.sessions = append(fl.sessions, id)
+		fl.starts = append(fl.starts, time.Now())
 		fl.mu.Unlock()
 		started = append(started, id)
 	}
@@ -239,7 +244,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
-	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialContext, DisableKeepAlives: true})
+	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialFrom(workerAddr(id)), DisableKeepAlives: true})
 	admin, err := fl.serveAdmin(id, w)
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: admin: %w", id, err)
@@ -295,6 +300,11 @@ func (fl *Fleet) ownedBy(ms []*Member) []string {
 // sessions are left without a close or a release, and its goroutines end.
 func (fl *Fleet) Kill(ms ...*Member) {
 	fl.Record.fault(Fault{Kind: "kill", Workers: ids(ms), At: time.Now(), Sessions: fl.ownedBy(ms)})
+	fl.crash(ms...)
+}
+
+// crash is Kill without its record.
+func (fl *Fleet) crash(ms ...*Member) {
 	for _, m := range ms {
 		m.store.cut.Store(true)
 		m.queue.cut.Store(true)

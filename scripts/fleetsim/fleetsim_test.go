@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"encoding/json"
 	"testing"
 	"testing/synctest"
@@ -69,7 +70,10 @@ func checkSafeWithin(t *testing.T, f Figures, recoveryBound time.Duration) {
 		if len(r.Unrecovered) > 0 || r.Recovered != r.Sessions {
 			t.Errorf("%s: %s of %v at %.0fs: %d of %d sessions delivered again (not: %v)", f.Scenario, r.Kind, r.Workers, r.At, r.Recovered, r.Sessions, r.Unrecovered)
 		}
-		if r.Max > recoveryBound.Seconds() {
+		if r.Unfenced > 0 {
+			t.Errorf("%s: %s: %d deliveries after every lease was untrusted", f.Scenario, r.Kind, r.Unfenced)
+		}
+		if r.Max > cmp.Or(r.Bound, recoveryBound.Seconds()) {
 			t.Errorf("%s: %s of %v: a session delivered again only %.1fs after (p50 %.1fs, p99 %.1fs), bound %s",
 				f.Scenario, r.Kind, r.Workers, r.Max, r.P50, r.P99, recoveryBound)
 		}

@@ -53,6 +53,12 @@ type Figures struct {
 	// SourceOverlaps are two connections of a session open at once, as
 	// the source saw them.
 	SourceOverlaps int `json:"source_overlaps"`
+	// SourceRefused are the dials the source refused over its per-IP
+	// connection-rate limit (Config.ConnLimit).
+	SourceRefused int64 `json:"source_refused,omitempty"`
+	// FirstDelivery is each session's time from its start write to its
+	// first delivery (faults.go).
+	FirstDelivery Latency `json:"first_delivery"`
 
 	Faults []Recovery   `json:"faults"`
 	ECS    []ECSOp      `json:"ecs,omitempty"` // deploys, scale-outs and -ins (ecs.go)
@@ -74,6 +80,11 @@ type Recovery struct {
 	P99         float64  `json:"p99"`
 	Max         float64  `json:"max"`
 	Unrecovered []string `json:"unrecovered,omitempty"`
+	// Bound is the fault's own bound on Max (Fault.Bound; 0: the judge's).
+	Bound float64 `json:"bound,omitempty"`
+	// Unfenced are deliveries in the fault's quiet span (Fault.Quiet): by
+	// a worker that should have stopped on its own.
+	Unfenced int64 `json:"unfenced,omitempty"`
 }
 
 // Peak is the busiest second of one key against its limit.
@@ -132,12 +143,14 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		judgeSession(ds, now, &f)
 	}
 	for _, ft := range faults {
-		if ft.Kind != "kill" && ft.Kind != "term" {
+		if !judged(ft.Kind) {
 			continue
 		}
-		f.Faults = append(f.Faults, recovery(ft, by, fl.t0))
+		f.Faults = append(f.Faults, quiet(ft, by, recovery(ft, by, fl.t0)))
 	}
 	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)
+	f.FirstDelivery = fl.firstDelivery(by)
+	f.SourceRefused = fl.feed.Stats().RateLimited
 	f.Table = fl.tableFigures(now, f.Tenures)
 	f.Contended = fl.Table.Meter().Contended
 	return f

@@ -32,6 +32,12 @@ type Fault struct {
 	// N is the record's length when it began: deliveries after it have a
 	// greater N.
 	N int64
+	// Quiet, when set, begins a span (to At) in which no worker may
+	// deliver: every lease was untrusted by then (an outage of the table).
+	Quiet time.Time
+	// Bound, when set, is how soon its sessions must deliver again, in
+	// place of the judge's default bound.
+	Bound time.Duration
 }
 
 // Record is the simulator's own record: every delivery (the sink of every

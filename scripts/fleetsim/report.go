@@ -117,7 +117,8 @@ func (r Report) Markdown() string {
 			t.WriteIndexKey.Units, t.WriteIndexKey.Key, t.ReadIndexKey.Units, t.ReadIndexKey.Key,
 			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, t.WriteUnitsPerTenure)
 	}
-	p("\n## Cost of simulating\n\n")
+	p("\n%s", faultsMarkdown(r.Runs))
+	p("## Cost of simulating\n\n")
 	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak live heap |\n")
 	p("|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Runs {

@@ -30,6 +30,8 @@ type Scenario struct {
 	Skew time.Duration
 	// Faults happen at their At (from the fleet's start), in order.
 	Faults []Step
+	// Fleet, when set, changes the fleet's configuration.
+	Fleet func(*Config)
 }
 
 // Step is one operation of a scenario at a virtual instant.
@@ -100,7 +102,7 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		c.Throughput.WarmWCU = max(10, float64(sessions)/10)
 		c.Throughput.QuotaWCU = c.Throughput.WarmWCU
 	}
-	return map[string]Scenario{
+	all := map[string]Scenario{
 		"steady":     with("steady"),
 		"crash":      with("crash", Step{At: d / 3, Do: KillOne}),
 		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
@@ -116,6 +118,8 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
 	}
+	addFaultScenarios(all, base, with)
+	return all
 }
 
 // Run plays sc with seed and judges it. Call it inside a testing/synctest
@@ -128,6 +132,9 @@ func Run(sc Scenario, seed uint64) (Figures, error) {
 // thief).
 func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err error) {
 	cfg := Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts}
+	if sc.Fleet != nil {
+		sc.Fleet(&cfg)
+	}
 	if sc.Table != nil {
 		tc := simddb.AWS()
 		sc.Table(&tc)

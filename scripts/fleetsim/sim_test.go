@@ -14,7 +14,7 @@ import (
 
 // make sim's settings (mk/sim.mk passes them after -args).
 var (
-	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, crash-throttled, deploy-default, deploy-infra, scale-out-in; all: the first six); empty: TestSim skips")
+	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, deploy-default, deploy-infra, scale-out-in, crash-throttled, and faults.go's; all: all but crash-throttled and source-limit); empty: TestSim skips")
 	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
 	simWorkers   = flag.Int("sim.workers", 10, "workers")
 	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
@@ -35,7 +35,8 @@ func TestSim(t *testing.T) {
 	all := Scenarios(*simWorkers, *simSessions, d)
 	names := strings.Split(*simScenarios, ",")
 	if *simScenarios == "all" {
-		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out"}
+		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in"}
+		names = append(names, faultNames...)
 	}
 	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds()}
 	for _, name := range names {
@@ -58,7 +59,7 @@ func TestSim(t *testing.T) {
 			t.Errorf("%s: %s", sc.Name, m.Verdict)
 		}
 		for _, r := range m.Faults {
-			if r.Recovered != r.Sessions {
+			if r.Recovered != r.Sessions || r.Unfenced > 0 {
 				t.Errorf("%s: %s", sc.Name, m.Verdict)
 			}
 		}

@@ -25,6 +25,8 @@ type memberStore struct {
 	cut    atomic.Bool
 	reads  atomic.Int64
 	writes atomic.Int64
+	// down, when set, is the end of an outage of the table (outage.go).
+	down atomic.Int64
 	// steal breaks the ownership protocol (the mutation check): never set
 	// in a scenario that claims safety.
 	steal  bool
@@ -34,9 +36,12 @@ type memberStore struct {
 
 var _ lease.Store = (*memberStore)(nil)
 
-func (m *memberStore) gate(write bool) error {
+func (m *memberStore) gate(ctx context.Context, write bool) error {
 	if m.cut.Load() {
 		return errKilled
+	}
+	if err := m.unreachable(ctx, write); err != nil {
+		return err
 	}
 	if write {
 		m.writes.Add(1)
@@ -47,63 +52,63 @@ func (m *memberStore) gate(write bool) error {
 }
 
 func (m *memberStore) Register(ctx context.Context, rec lease.WorkerRecord) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Register(ctx, rec)
 }
 
 func (m *memberStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return lease.WorkerRecord{}, err
 	}
 	return m.st.Heartbeat(ctx, id, epoch, hb)
 }
 
 func (m *memberStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq int64, by string, atMs int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
 }
 
 func (m *memberStore) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Leave(ctx, id, epoch, list, atMs)
 }
 
 func (m *memberStore) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return lease.WorkerRecord{}, err
 	}
 	return m.st.GetWorker(ctx, id)
 }
 
 func (m *memberStore) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return nil, err
 	}
 	return m.st.ListWorkers(ctx, list, limit)
 }
 
 func (m *memberStore) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRecord, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return nil, err
 	}
 	return m.st.GetWorkers(ctx, ids)
 }
 
 func (m *memberStore) MarkDone(ctx context.Context, id string) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.MarkDone(ctx, id)
 }
 
 func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return lease.Item{}, err
 	}
 	if m.steal {
@@ -116,56 +121,56 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 }
 
 func (m *memberStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Checkpoint(ctx, t, lastSeq)
 }
 
 func (m *memberStore) Release(ctx context.Context, t lease.Token, lastSeq int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Release(ctx, t, lastSeq)
 }
 
 func (m *memberStore) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Handoff(ctx, t, lastSeq, to, atMs)
 }
 
 func (m *memberStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Fail(ctx, t, gen, lastSeq, reason, atMs)
 }
 
 func (m *memberStore) Disown(ctx context.Context, t lease.Token) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.Disown(ctx, t)
 }
 
 func (m *memberStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	if err := m.gate(true); err != nil {
+	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
 	return m.st.NoteError(ctx, t, reason, atMs)
 }
 
 func (m *memberStore) Get(ctx context.Context, id string) (lease.Item, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return lease.Item{}, err
 	}
 	return m.st.Get(ctx, id)
 }
 
 func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return nil, err
 	}
 	ids, err := m.st.Unowned(ctx, limit)
@@ -179,7 +184,7 @@ func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) 
 }
 
 func (m *memberStore) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
-	if err := m.gate(false); err != nil {
+	if err := m.gate(ctx, false); err != nil {
 		return nil, err
 	}
 	return m.st.OwnedBy(ctx, owner, limit)

@@ -204,6 +204,10 @@ type Config struct {
 	// while only connections of the same non-empty tenure are open is a
 	// planned overlap (a make-before-break reconnect), not a violation.
 	TenureHeader string
+
+	// ConnLimit refuses a client IP's attempts beyond a connection rate
+	// (HTTP 429; connlimit.go). Zero: off.
+	ConnLimit ConnLimit
 }
 
 func (c Config) withDefaults() Config {
@@ -233,6 +237,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := validSchedule(c.MaxConnAge, c.ShutdownNotice); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ConnLimit.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -336,6 +343,8 @@ type Stats struct {
 	// Poisons are every session's poisoning episodes (SetPoison), in the
 	// order they started.
 	Poisons []PoisonSpan `json:"poisons,omitempty"`
+	// RateLimited counts the attempts refused over Config.ConnLimit.
+	RateLimited int64 `json:"rate_limited,omitempty"`
 }
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,200}$`)
@@ -384,6 +393,11 @@ type Server struct {
 	closing   bool
 	lns       []net.Listener
 	hs        *http.Server
+
+	// attempts are the attempts within Config.ConnLimit's window by host
+	// and client IP; rateLimited counts those refused for it.
+	attempts    map[string][]time.Time
+	rateLimited int64
 
 	wg sync.WaitGroup // connection handlers and Start's server
 }
@@ -708,7 +722,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Mode: s.mode, Rate: s.cfg.Rate, Sessions: make(map[string]SessionStats, len(s.sessions)),
-		MaxConnAgeMs: s.maxAge.Milliseconds(), ShutdownNoticeMs: s.notice.Milliseconds()}
+		MaxConnAgeMs: s.maxAge.Milliseconds(), ShutdownNoticeMs: s.notice.Milliseconds(), RateLimited: s.rateLimited}
 	if s.refuseAll {
 		st.Refusing = append(st.Refusing, "*")
 	}
@@ -808,6 +822,9 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 		reason, by, status = ReasonRefused, "control", http.StatusServiceUnavailable
 	case s.mode == ModeRefuseNewer && len(conflicting) > 0:
 		reason, by, status = ReasonRefused, string(ModeRefuseNewer), http.StatusConflict
+	}
+	if s.overLimitLocked(r, now) && reason == "" {
+		reason, by, status = ReasonRefused, RefusedByConnRate, http.StatusTooManyRequests
 	}
 	s.nextID++
 	rec.ID = s.nextID

@@ -62,3 +62,42 @@ func (p *Net) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 }
+
+// DialFrom is DialContext for a client at address from: the listener's end
+// of each pipe reports from as its RemoteAddr (an http.Server's
+// Request.RemoteAddr), the client's end as its LocalAddr, so that a server
+// can tell its clients apart (a per-IP limit).
+func (p *Net) DialFrom(from net.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, s := net.Pipe()
+		select {
+		case p.conns <- addrConn{Conn: s, remote: from}:
+			return addrConn{Conn: c, local: from}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.done:
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// addrConn is a pipe end with the addresses DialFrom gives it (nil: the
+// pipe's own).
+type addrConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c addrConn) LocalAddr() net.Addr {
+	if c.local != nil {
+		return c.local
+	}
+	return c.Conn.LocalAddr()
+}
+
+func (c addrConn) RemoteAddr() net.Addr {
+	if c.remote != nil {
+		return c.remote
+	}
+	return c.Conn.RemoteAddr()
+}
