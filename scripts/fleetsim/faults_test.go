@@ -72,9 +72,9 @@ func TestCrashBigRecovers(t *testing.T) {
 
 // A source host refusing beyond a per-IP connection rate (HTTP 429): each
 // worker dials from its own address and the source counts per address.
-// Here the limit is 15 attempts a window, so that the busiest worker's
-// death makes its taker dial over it (Binance's 300 at 20 times the
-// sessions per worker). A finding, not fixed here (docs/worker.md): the
+// Here the limit is 8 attempts a window, below a worker's share of the
+// sessions (10), as Binance's 300 is below the share of a worker holding
+// thousands on one exchange host. A finding, not fixed here (docs/worker.md): the
 // worker retries a refused dial on its usual back-off (≤ ReconnectMax, 30
 // s) per session, so once a worker has more sessions to dial on one host
 // than the limit allows, their retries keep its address over the limit:
@@ -85,10 +85,10 @@ func TestCrashBigRecovers(t *testing.T) {
 // refusals it fails, and should then assert recovery.
 func TestSourceLimitLocksOutAWorkerOverTheLimit(t *testing.T) {
 	sc := Scenarios(faultWorkers, faultSessions, faultFor)["source-limit"]
-	sc.Fleet = func(c *Config) { c.ConnLimit = feed.ConnLimit{Max: 15, Per: 5 * time.Minute} }
+	sc.Fleet = func(c *Config) { c.ConnLimit = feed.ConnLimit{Max: 8, Per: 5 * time.Minute} }
 	f := runT(t, sc, 1, nil)
 	if f.SourceRefused == 0 {
-		t.Fatalf("no dial refused at a limit of 15 per 5 min per worker: %+v", f)
+		t.Fatalf("no dial refused at a limit of 8 per 5 min per worker: %+v", f)
 	}
 	if f.DoubleOwners != 0 || f.Fenced+f.Gaps != 0 || f.SourceOverlaps != 0 {
 		t.Errorf("source-limit: safety: %s", f.Verdict(recoveryBound))

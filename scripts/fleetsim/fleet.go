@@ -152,7 +152,11 @@ func (fl *Fleet) Start0() time.Time { return fl.t0 }
 // (the harness's writes, metered as seeds) and publishes a start
 // notification for each on the work queue: a worker claims it from there
 // (the fast path), or finds it by reconciliation.
-func (fl *Fleet) StartSessions(n int) error {
+func (fl *Fleet) StartSessions(n int) error { return fl.startSessions(n, true) }
+
+// startSessions is StartSessions; announce false plays start notifications
+// lost (the workers find the sessions by reconciliation only).
+func (fl *Fleet) startSessions(n int, announce bool) error {
 	fl.mu.Lock()
 	base := len(fl.sessions)
 	fl.mu.Unlock()
@@ -173,6 +177,9 @@ func (fl *Fleet) StartSessions(n int) error {
 		fl.starts = append(fl.starts, time.Now())
 		fl.mu.Unlock()
 		started = append(started, id)
+	}
+	if !announce {
+		return nil
 	}
 	return fl.announce(schema.NotifyStart, started, 1)
 }
