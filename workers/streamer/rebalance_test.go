@@ -194,7 +194,8 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	// reconciler. The gap's p50/p99 are a benchmark figure (make bench,
 	// the rebalance phase), not a timed assertion on this loaded machine.
 	if worst := pct(gaps, 1); worst >= 5*time.Second && e.leasesLost() == 0 {
-		t.Fatalf("a move's source was dark %s (the reservation bound): not handed to its receiver", worst)
+		id, _ := darkest(t, e.feed, ids)
+		t.Fatalf("a move's source was dark %s (the reservation bound): not handed to its receiver\n%s", worst, e.moveStory(id))
 	}
 	t.Logf("balanced %s after 2 workers joined: %d moves (minimum %d), gap p50 %s p99 %s, loads %v",
 		took.Round(time.Second), moved, n/2, pct(gaps, 0.5), pct(gaps, 0.99), e.loads())
