@@ -21,10 +21,11 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 )
 
-// Telling a receiver: at most tellAttempts requests, tellBackoff apart,
-// all within half the reservation bound (each request's own timeout is 1 s),
-// so that the start notification that follows a failure still comes well
-// before the reservation lapses.
+// Telling a receiver: at most tellAttempts requests, tellBackoff apart (25
+// to 200 ms), all within half the reservation bound (each request's own
+// timeout is 1 s, cut to what is left of that), so that the start
+// notification that follows a failure still comes well before the
+// reservation lapses.
 const tellAttempts = 4
 
 var tellBackoff = backoff.Policy{Base: 50 * time.Millisecond, Max: 400 * time.Millisecond}
@@ -80,16 +81,18 @@ func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string) (int, 
 }
 
 // claimHandedOff claims id, which this worker was told at told to claim (a
-// directed hand-off's receiver): a transient failure (claim.Failed: a store
-// timeout, a throttle) is retried with backoff until the reservation would
-// lapse (told + HandoffBound on this worker's clock), since until then
-// nobody else may take the session.
+// directed hand-off's receiver): a transient failure is retried with
+// backoff until the reservation would lapse (told + HandoffBound on this
+// worker's clock), since until then nobody else may take the session. A
+// transient failure is claim.Failed (a store timeout, a throttle), or
+// claim.Draining while the worker still runs: its trust lapsed (a late
+// heartbeat), and a heartbeat may restore it before the reservation lapses.
 func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, paced bool) {
 	clk := w.deps.Clock
 	lapse := told.Add(w.keeper.Config().HandoffBound)
 	for attempt := 1; ; attempt++ {
 		out, err := w.claim(w.hardCtx, id, prev, told.UnixMilli(), paced)
-		if out != claim.Failed || w.hardCtx.Err() != nil {
+		if !(out == claim.Failed || out == claim.Draining && w.running()) || w.hardCtx.Err() != nil {
 			if err != nil {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")
 			} else if attempt > 1 {
@@ -107,4 +110,12 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, pa
 			return
 		}
 	}
+}
+
+// running reports whether the worker is running (neither starting nor
+// draining).
+func (w *Worker) running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state == stateRunning
 }
