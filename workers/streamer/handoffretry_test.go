@@ -179,14 +179,28 @@ func darkest(t *testing.T, f *feed.Server, ids []string) (string, time.Duration)
 	return worst, gap
 }
 
-// moveStory is what the source and the workers' logs say of session id:
-// its connections (opened, closed, why), then every log line naming it.
+// moveStory is what the source, the sink and the workers' logs say of
+// session id: its connections (opened, closed, why), its deliveries (runs
+// of one tenure), then every log line naming it.
 func (e *env) moveStory(id string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "session %s\nconnections at the source:\n", id)
 	for _, r := range e.feed.Records(id) {
-		fmt.Fprintf(&b, "  #%d opened %s closed %s (%s) from %d\n", r.ID,
-			r.OpenedAt.Format("15:04:05.000"), r.ClosedAt.Format("15:04:05.000"), r.Reason, r.From)
+		closed := "open"
+		if !r.ClosedAt.IsZero() {
+			closed = fmt.Sprintf("closed %s (%s, client code %d)", r.ClosedAt.Format("15:04:05.000"), r.Reason, r.ClientCode)
+		}
+		fmt.Fprintf(&b, "  #%d from seq %d: opened %s, %s\n", r.ID, r.From, r.OpenedAt.Format("15:04:05.000"), closed)
+	}
+	b.WriteString("deliveries at the sink (worker, epoch, seqs):\n")
+	ds := e.sink.get(id)
+	for i := 0; i < len(ds); {
+		j := i + 1
+		for j < len(ds) && ds[j].worker == ds[i].worker && ds[j].epoch == ds[i].epoch && ds[j].seq == ds[j-1].seq+1 {
+			j++
+		}
+		fmt.Fprintf(&b, "  %s epoch %d: %d..%d from %s\n", ds[i].worker, ds[i].epoch, ds[i].seq, ds[j-1].seq, ds[i].at.Format("15:04:05.000"))
+		i = j
 	}
 	b.WriteString("log lines naming it:\n")
 	for line := range strings.Lines(e.logs.String()) {
