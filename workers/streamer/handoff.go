@@ -22,7 +22,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"golang.org/x/sync/errgroup"
 )
@@ -254,10 +253,10 @@ type handoffTimes struct{ released, at time.Time }
 
 // handOff finishes a directed hand-off (a rebalancing move, or the
 // shutdown's): the session (closed, flushed) is released reserved for its
-// receiver, which is told to claim it at once; if it cannot be told, a
-// start notification lets it (or anyone, once the receiver is seen
-// draining or not alive, or after the bound) find it, and reconciliation
-// still would.
+// receiver, which is told to claim it at once (a transient failure to tell
+// it is retried: tellReceiverRetrying); if it cannot be told, a start
+// notification lets it (or anyone, once the receiver is seen draining or
+// not alive, or after the bound) find it, and reconciliation still would.
 func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.MoveTo) (handoffTimes, error) {
 	h := s.Held()
 	if err := w.keeper.Handoff(ctx, h, move.To); err != nil {
@@ -269,8 +268,8 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		w.reg.Add(schema.MetricRebalanceMoves, 1)
 	}
 	w.reg.Add(schema.MetricReleased, 1)
-	if err := w.tellReceiver(ctx, move.To, h.ID(), nil); err != nil {
-		s.Logger().Warn().Err(err).Str("to", move.To).Msg("hand-off: tell the receiver (a start notification instead)")
+	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID()); err != nil {
+		s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
 			if perr := w.handoffs.Publish(ctx, n); perr != nil {
@@ -376,7 +375,7 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.To
 	}
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("%s answered %s", to, res.Status)
+		return &tellStatusError{to: to, status: res.Status, code: res.StatusCode}
 	}
 	return nil
 }
@@ -413,7 +412,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusTooManyRequests, map[string]string{"error": "too many hand-offs: over the rate or in flight"})
 		return
 	}
-	sent := w.deps.Clock.Now().UnixMilli()
+	told := w.deps.Clock.Now()
 	started := w.routines.Go(func() {
 		defer done()
 		// A takeover's previous tenure is taken over only once this
@@ -423,26 +422,10 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
 			prev = nil
 		}
-		// A transient failure (a timeout, a condition that raced) is
-		// retried a few times: until the reservation lapses nobody else
-		// takes the session.
-		for attempt := 0; ; attempt++ {
-			// A move (no previous tenure named) is paced by its sender; a
-			// takeover's part arrives all at once and is admitted like any
-			// burst of claims.
-			out, err := w.claim(w.hardCtx, id, prev, sent, prev != nil)
-			if out != claim.Failed || attempt == 2 || w.hardCtx.Err() != nil {
-				if err != nil {
-					w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off claim")
-				}
-				return
-			}
-			select {
-			case <-w.hardCtx.Done():
-				return
-			case <-w.deps.Clock.After(time.Duration(attempt+1) * 100 * time.Millisecond):
-			}
-		}
+		// A move (no previous tenure named) is paced by its sender; a
+		// takeover's part arrives all at once and is admitted like any
+		// burst of claims.
+		w.claimHandedOff(id, prev, told, prev != nil)
 	})
 	if !started {
 		done()

@@ -158,6 +158,9 @@ type env struct {
 	// queueless: new workers get no work queue (they neither consume start
 	// notifications nor publish any).
 	queueless bool
+	// storeFor, when set, wraps each new worker's store (a fault injected
+	// into one worker's calls).
+	storeFor func(workerID string, st lease.Store) lease.Store
 }
 
 type testWorker struct {
@@ -279,7 +282,11 @@ func (e *env) worker(mod func(*Config)) *testWorker {
 	if e.handlerFor != nil {
 		h = e.handlerFor(id)
 	}
-	w, err := New(cfg, Deps{Store: st, Queue: queue, Handler: h, Logger: &log, Metrics: e.logs})
+	var store lease.Store = st
+	if e.storeFor != nil {
+		store = e.storeFor(id, st)
+	}
+	w, err := New(cfg, Deps{Store: store, Queue: queue, Handler: h, Logger: &log, Metrics: e.logs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -58,8 +58,21 @@ func (e *env) balanced(n int) bool {
 // on a starved machine a worker that could not heartbeat in time fences
 // itself and its sessions are taken over from their checkpoints, which
 // replays what came after them (the crash path, not a move); then only gaps
-// fail.
-func (e *env) movedContiguous(t *testing.T, ds []delivery) {
+// fail. A failure names the session and what the source and the logs say
+// of it.
+func (e *env) movedContiguous(t *testing.T, id string) {
+	t.Helper()
+	judged := false
+	defer func() { // also on t.Fatal (runtime.Goexit runs it)
+		if !judged {
+			t.Logf("deliveries of %s not contiguous:\n%s", id, e.moveStory(id))
+		}
+	}()
+	e.contiguousAcrossMoves(t, e.sink.get(id))
+	judged = true
+}
+
+func (e *env) contiguousAcrossMoves(t *testing.T, ds []delivery) {
 	t.Helper()
 	lost := e.leasesLost()
 	if lost == 0 {
@@ -173,7 +186,7 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	gaps := moveGaps(t, e.feed, ids)
 	moved := 0
 	for _, id := range ids {
-		e.movedContiguous(t, e.sink.get(id))
+		e.movedContiguous(t, id)
 		rs := e.feed.Records(id)
 		moved += len(rs) - 1
 		for i := 2; i < len(rs); i++ {
@@ -194,7 +207,8 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	// reconciler. The gap's p50/p99 are a benchmark figure (make bench,
 	// the rebalance phase), not a timed assertion on this loaded machine.
 	if worst := pct(gaps, 1); worst >= 5*time.Second && e.leasesLost() == 0 {
-		t.Fatalf("a move's source was dark %s (the reservation bound): not handed to its receiver", worst)
+		id, _ := darkest(t, e.feed, ids)
+		t.Fatalf("a move's source was dark %s (the reservation bound): not handed to its receiver\n%s", worst, e.moveStory(id))
 	}
 	t.Logf("balanced %s after 2 workers joined: %d moves (minimum %d), gap p50 %s p99 %s, loads %v",
 		took.Round(time.Second), moved, n/2, pct(gaps, 0.5), pct(gaps, 0.99), e.loads())
@@ -204,7 +218,7 @@ func TestRebalanceNewWorkersTakeTheirShare(t *testing.T) {
 	a.stop()
 	testwait.Eventually(t, 2*time.Minute, "balanced over 3 after a SIGTERM", func() bool { return e.balanced(n) })
 	for _, id := range ids {
-		e.movedContiguous(t, e.sink.get(id))
+		e.movedContiguous(t, id)
 	}
 	t.Logf("after a's SIGTERM: loads %v", e.loads())
 }
@@ -256,7 +270,7 @@ func TestRebalanceFlappingWorkerIsBounded(t *testing.T) {
 		t.Fatalf("%d moves over %d join/leave cycles, bound %d", got, cycles, bound)
 	}
 	for _, id := range ids {
-		t.Run(id, func(t *testing.T) { e.movedContiguous(t, e.sink.get(id)) })
+		t.Run(id, func(t *testing.T) { e.movedContiguous(t, id) })
 	}
 	t.Logf("%d moves over %d cycles of a worker living 20 s (bound %d)", got, cycles, bound)
 }

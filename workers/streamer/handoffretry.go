@@ -1,0 +1,121 @@
+// The retries of a directed hand-off: the sender telling its receiver, and
+// the receiver claiming what it was told to. A session released reserved
+// for a receiver is taken by nobody else until the reservation lapses
+// (lease.Config.HandoffBound), so a transient failure on either side, left
+// unretried, keeps the session dark for that long.
+
+package streamer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/backoff"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+)
+
+// Telling a receiver: at most tellAttempts requests, tellBackoff apart (25
+// to 200 ms), all within half the reservation bound (each request's own
+// timeout is 1 s, cut to what is left of that), so that the start
+// notification that follows a failure still comes well before the
+// reservation lapses.
+const tellAttempts = 4
+
+var tellBackoff = backoff.Policy{Base: 50 * time.Millisecond, Max: 400 * time.Millisecond}
+
+// Claiming a hand-off: a transient failure is retried from 100 ms apart,
+// doubling up to 1 s (equal jitter), until the next attempt would come
+// after the reservation lapses.
+var handoffClaimBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second}
+
+// tellStatusError: the receiver answered POST /handoff with something else
+// than 202.
+type tellStatusError struct {
+	to, status string
+	code       int
+}
+
+func (e *tellStatusError) Error() string { return fmt.Sprintf("%s answered %s", e.to, e.status) }
+
+// tellTransient reports whether telling a receiver failed in a way a retry
+// may mend: a 429 (its hand-off gate's rate or slots), a 5xx other than 503,
+// a request that timed out or whose connection broke. A 503 (the receiver
+// is full or draining), any other answer, a refused connection (nobody
+// listens there), a missing address, and the caller's own end are final.
+func tellTransient(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var st *tellStatusError
+	if errors.As(err, &st) {
+		return st.code == http.StatusTooManyRequests || (st.code >= 500 && st.code != http.StatusServiceUnavailable)
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && ue.Op != "parse" && !errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// tellReceiverRetrying is tellReceiver for a directed hand-off, retrying a
+// transient failure (tellTransient) within tellAttempts and half the
+// reservation bound on the worker's clock. It returns how many requests it
+// sent and the last one's error.
+func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string) (int, error) {
+	clk := w.deps.Clock
+	ctx, cancel := context.WithTimeout(ctx, w.keeper.Config().HandoffBound/2)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := w.tellReceiver(ctx, to, id, nil)
+		if err == nil || attempt == tellAttempts || !tellTransient(ctx, err) {
+			return attempt, err
+		}
+		if clock.Sleep(ctx, clk, tellBackoff.Next(attempt-1)) != nil {
+			return attempt, err
+		}
+	}
+}
+
+// claimHandedOff claims id, which this worker was told at told to claim (a
+// directed hand-off's receiver): a transient failure is retried with
+// backoff until the reservation would lapse (told + HandoffBound on this
+// worker's clock), since until then nobody else may take the session. A
+// transient failure is claim.Failed (a store timeout, a throttle), or
+// claim.Draining while the worker still runs: its trust lapsed (a late
+// heartbeat), and a heartbeat may restore it before the reservation lapses.
+func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, paced bool) {
+	clk := w.deps.Clock
+	lapse := told.Add(w.keeper.Config().HandoffBound)
+	for attempt := 1; ; attempt++ {
+		out, err := w.claim(w.hardCtx, id, prev, told.UnixMilli(), paced)
+		if !(out == claim.Failed || out == claim.Draining && w.running()) || w.hardCtx.Err() != nil {
+			if err != nil {
+				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")
+			} else if attempt > 1 {
+				w.log.Info().Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim after retries")
+			}
+			return
+		}
+		d := handoffClaimBackoff.Next(attempt - 1)
+		if !clk.Now().Add(d).Before(lapse) {
+			w.log.Warn().Err(err).Str("connection_id", id).Int("attempts", attempt).Msg("hand-off claim: given up at the reservation bound")
+			return
+		}
+		w.log.Debug().Err(err).Str("connection_id", id).Int("attempt", attempt).Dur("retry_in", d).Msg("hand-off claim failed: retrying")
+		if clock.Sleep(w.hardCtx, clk, d) != nil {
+			return
+		}
+	}
+}
+
+// running reports whether the worker is running (neither starting nor
+// draining).
+func (w *Worker) running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state == stateRunning
+}
