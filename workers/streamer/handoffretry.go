@@ -74,7 +74,7 @@ func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string) (int, 
 		if err == nil || attempt == tellAttempts || !tellTransient(ctx, err) {
 			return attempt, err
 		}
-		if clock.Sleep(ctx, clk, tellBackoff.Next(attempt-1)) != nil {
+		if clock.Sleep(ctx, clk, tellBackoff.Next(attempt-1, w.handoffRnd)) != nil {
 			return attempt, err
 		}
 	}
@@ -100,7 +100,7 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, pa
 			}
 			return
 		}
-		d := handoffClaimBackoff.Next(attempt - 1)
+		d := handoffClaimBackoff.Next(attempt-1, w.handoffRnd)
 		if !clk.Now().Add(d).Before(lapse) {
 			w.log.Warn().Err(err).Str("connection_id", id).Int("attempts", attempt).Msg("hand-off claim: given up at the reservation bound")
 			return

@@ -118,9 +118,12 @@ type Worker struct {
 	env       *session.Env
 	pacer     *claimPacer
 	handoffIn handoffGate // bounds POST /handoff
-	consumer  *claim.Consumer
-	recon     *claim.Reconciler
-	started   time.Time
+	// handoffRnd jitters a directed hand-off's retries (Deps.Rand's
+	// "handoff").
+	handoffRnd *draw.Stream
+	consumer   *claim.Consumer
+	recon      *claim.Reconciler
+	started    time.Time
 
 	mu       sync.Mutex
 	sessions map[string]*session.Session
@@ -207,6 +210,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	w.rebal.client = &http.Client{Timeout: time.Second}
 	w.rebal.rnd = deps.Rand.Stream("rebalance")
+	w.handoffRnd = deps.Rand.Stream("handoff")
 	w.env = &session.Env{
 		Config:     cfg.sessionConfig(),
 		Handler:    deps.Handler,
