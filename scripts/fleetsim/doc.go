@@ -20,9 +20,12 @@
 //     the backlog; the workers dial it through the fleetsim build's seam
 //     (streamer.Worker.SimSetSessionTransport, -tags fleetsim: the shipped
 //     binary has no such hook and always dials through netguard).
-//   - The destination: every worker's sink is the Record, which keeps each
-//     delivery (session, seq, worker, epoch, virtual time, its place in a
-//     total order).
+//   - The destination: every worker's sink is the Record, which numbers each
+//     delivery (its place in a total order) and folds it into its session's
+//     figures as it arrives (the tenures' first and last place, the highest
+//     epoch, the seqs as an interval set, the silences, the recoveries of
+//     the faults that hit the session): it keeps no delivery, so its memory
+//     is per session, not per delivery.
 //   - Faults: a kill -9 (the worker cut off the table at once, its sessions
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
