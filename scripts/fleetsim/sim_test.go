@@ -4,7 +4,9 @@ package fleetsim
 
 import (
 	"flag"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,7 @@ var (
 	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
 	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
+	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file")
 )
 
 // TestSim is `make sim`: the named scenarios at the given size, judged,
@@ -86,6 +89,9 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 		defer tk.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
+			if *simHeapProf != "" && ms.HeapInuse > peak+peak/10 {
+				writeHeapProfile(t, *simHeapProf)
+			}
 			peak = max(peak, ms.HeapInuse)
 			select {
 			case <-stop:
@@ -102,6 +108,20 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 		m.CPUPerHour = m.CPU / (f.Virtual / 3600)
 	}
 	return m
+}
+
+// writeHeapProfile writes the live heap's profile to path (the last GC's
+// view; -sim.heapprofile: where the simulator's memory goes).
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Errorf("heap profile: %v", err)
+	}
 }
 
 func cpuTime() time.Duration {
