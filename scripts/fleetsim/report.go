@@ -20,6 +20,9 @@ type Measured struct {
 	CPU     float64 `json:"cpu_seconds"`  // user + system time of the process during it
 	// HeapPeak is the largest live heap sampled during the run (MiB).
 	HeapPeak float64 `json:"heap_peak_mib"`
+	// StackPeak is the largest goroutine stack memory sampled (MiB): the
+	// sessions' goroutines, outside the heap.
+	StackPeak float64 `json:"stack_peak_mib"`
 	// CPUPerHour is CPU seconds per simulated hour.
 	CPUPerHour float64 `json:"cpu_seconds_per_virtual_hour"`
 	// Differs are the figures a second run of the same seed changed (when

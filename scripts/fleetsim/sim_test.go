@@ -81,7 +81,7 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 	cpu0 := cpuTime()
 	real0 := time.Now()
 	stop := make(chan struct{})
-	var peak uint64
+	var peak, stacks, profiled uint64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var ms runtime.MemStats
@@ -89,10 +89,12 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 		defer tk.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
-			if *simHeapProf != "" && ms.HeapInuse > peak+peak/10 {
+			if *simHeapProf != "" && ms.HeapInuse > profiled+profiled/10 {
 				writeHeapProfile(t, *simHeapProf)
+				profiled = ms.HeapInuse
 			}
 			peak = max(peak, ms.HeapInuse)
+			stacks = max(stacks, ms.StackInuse)
 			select {
 			case <-stop:
 				return
@@ -103,7 +105,7 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 	f := runT(t, sc, seed, nil)
 	close(stop)
 	wg.Wait()
-	m := Measured{Figures: f, Verdict: f.Verdict(recoveryBound), Real: time.Since(real0).Seconds(), CPU: (cpuTime() - cpu0).Seconds(), HeapPeak: float64(peak) / (1 << 20)}
+	m := Measured{Figures: f, Verdict: f.Verdict(recoveryBound), Real: time.Since(real0).Seconds(), CPU: (cpuTime() - cpu0).Seconds(), HeapPeak: float64(peak) / (1 << 20), StackPeak: float64(stacks) / (1 << 20)}
 	if f.Virtual > 0 {
 		m.CPUPerHour = m.CPU / (f.Virtual / 3600)
 	}
