@@ -77,6 +77,7 @@ type Fleet struct {
 	members  []*Member
 	sessions []string
 	nextW    int
+	steady   [2]*steadyMark // the steady window's start and end (steady.go)
 }
 
 // New starts the fleet's source and table (no worker yet). Call it inside

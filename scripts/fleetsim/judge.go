@@ -55,6 +55,8 @@ type Figures struct {
 
 	Faults []Recovery   `json:"faults"`
 	Table  TableFigures `json:"table"`
+	// Steady is the table in the steady state (steady.go).
+	Steady Steady `json:"steady"`
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.
 	Contended int64 `json:"contended"`
@@ -91,6 +93,8 @@ type TableFigures struct {
 	ReadTable      Peak `json:"read_table"`
 	// Throttled are the calls throttled, by reason.
 	Throttled map[string]int64 `json:"throttled"`
+	// HeartbeatsThrottled are the workers' heartbeats throttled.
+	HeartbeatsThrottled int64 `json:"heartbeats_throttled"`
 	// The workers' coordination calls (every lease.Store call) per worker
 	// hour of their lives.
 	WorkerHours        float64 `json:"worker_hours"`
@@ -129,6 +133,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 	}
 	r.mu.Unlock()
 	f.Table = fl.tableFigures(now, f.Tenures)
+	f.Steady = fl.steadyFigures()
 	f.Contended = fl.Table.Meter().Contended
 	return f
 }
@@ -173,7 +178,7 @@ func rank(xs []float64, p float64) float64 {
 func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 	m := fl.Table.Meter()
 	th := fl.Table.Config().Throughput
-	tf := TableFigures{Throttled: m.Throttled}
+	tf := TableFigures{Throttled: m.Throttled, HeartbeatsThrottled: heartbeatsThrottled(m)}
 	for k, rw := range m.Partitions {
 		if rw.Write.Peak > tf.WritePartition.Units {
 			tf.WritePartition = Peak{Key: k, Units: rw.Write.Peak}
