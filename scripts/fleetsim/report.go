@@ -35,11 +35,14 @@ type Report struct {
 	Command string     `json:"command"`
 	Go      string     `json:"go"`
 	Bound   float64    `json:"recovery_bound_seconds"`
+	TTL     float64    `json:"ttl_seconds"` // the workers' liveness TTL (the AZ goal's bound)
 	Runs    []Measured `json:"runs"`
+	Goals   []Goal     `json:"goals"` // computed by Write (goals.go)
 }
 
 // Write writes dir/scale.json and dir/SCALE.md.
 func (r Report) Write(dir string) error {
+	r.Goals = r.goals()
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("fleetsim: encode the report: %w", err)
@@ -115,7 +118,8 @@ func (r Report) Markdown() string {
 			t.WriteIndexKey.Units, t.WriteIndexKey.Key, t.ReadIndexKey.Units, t.ReadIndexKey.Key,
 			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, t.WriteUnitsPerTenure)
 	}
-	p("\n## Cost of simulating\n\n")
+	p("\n%s", r.goalsMarkdown())
+	p("## Cost of simulating\n\n")
 	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak live heap |\n")
 	p("|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Runs {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 // make sim's settings (mk/sim.mk passes them after -args).
@@ -25,7 +27,7 @@ var (
 	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
 	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
-	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file")
+	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
 // TestSim is `make sim`: the named scenarios at the given size, judged,
@@ -40,7 +42,7 @@ func TestSim(t *testing.T) {
 	if *simScenarios == "all" {
 		names = []string{"steady", "crash", "az", "term", "az-onehost"}
 	}
-	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds()}
+	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds()}
 	for _, name := range names {
 		sc, ok := all[strings.TrimSpace(name)]
 		if !ok {
@@ -123,6 +125,15 @@ func writeHeapProfile(t *testing.T, path string) {
 	defer f.Close()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		t.Errorf("heap profile: %v", err)
+	}
+	g, err := os.Create(path + ".goroutine")
+	if err != nil {
+		t.Errorf("goroutine profile: %v", err)
+		return
+	}
+	defer g.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(g, 0); err != nil {
+		t.Errorf("goroutine profile: %v", err)
 	}
 }
 
