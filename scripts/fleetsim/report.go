@@ -38,6 +38,8 @@ type Report struct {
 	TTL     float64    `json:"ttl_seconds"` // the workers' liveness TTL (the AZ goal's bound)
 	Runs    []Measured `json:"runs"`
 	Goals   []Goal     `json:"goals"` // computed by Write (goals.go)
+	// MemoryMiB is the machine's memory (size.go: what the next size needs).
+	MemoryMiB float64 `json:"memory_mib"`
 }
 
 // Write writes dir/scale.json and dir/SCALE.md.
@@ -120,11 +122,12 @@ func (r Report) Markdown() string {
 	}
 	p("\n%s", r.goalsMarkdown())
 	p("## Cost of simulating\n\n")
-	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak live heap |\n")
-	p("|---|---|---|---|---|---|---|\n")
+	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak heap in use | peak stacks |\n")
+	p("|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Runs {
-		p("| %s | %d × %d × %g/s | %.0f s | %.1f s | %.1f s | %.0f s | %.0f MiB |\n", m.Scenario, m.Workers, m.Sessions, m.Rate, m.Virtual, m.Real, m.CPU, m.CPUPerHour, m.HeapPeak)
+		p("| %s | %d × %d × %g/s | %.0f s | %.1f s | %.1f s | %.0f s | %.0f MiB | %.0f MiB |\n", m.Scenario, m.Workers, m.Sessions, m.Rate, m.Virtual, m.Real, m.CPU, m.CPUPerHour, m.HeapPeak, m.StackPeak)
 	}
+	p("\n%s", r.sizeMarkdown())
 	p("\n## What the seed does not fix\n\n")
 	p("The seed fixes the table's draws (latency, lag), the skews and the workers' start gaps. It does not fix the\n")
 	p("worker's own randomness (math/rand/v2's global source, which cannot be seeded: the reconciler's shuffle of\n")

@@ -42,7 +42,7 @@ func TestSim(t *testing.T) {
 	if *simScenarios == "all" {
 		names = []string{"steady", "crash", "az", "term", "az-onehost"}
 	}
-	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds()}
+	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB()}
 	for _, name := range names {
 		sc, ok := all[strings.TrimSpace(name)]
 		if !ok {
@@ -135,6 +135,15 @@ func writeHeapProfile(t *testing.T, path string) {
 	if err := pprof.Lookup("goroutine").WriteTo(g, 0); err != nil {
 		t.Errorf("goroutine profile: %v", err)
 	}
+}
+
+// memoryMiB is the machine's memory (0 when unknown).
+func memoryMiB() float64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return float64(si.Totalram) * float64(si.Unit) / (1 << 20)
 }
 
 func cpuTime() time.Duration {
