@@ -44,6 +44,40 @@
 // instant run (simddb's Meter.Contended counts the calls that met another
 // on one item). Figures reports it (Contended); see docs/SCALE.md.
 //
+// Size and cost (issue 36 asks for 100 × 100,000 and 1,000 × 1,000,000).
+// The Record keeps no delivery, so a run's memory is per session. Profiled
+// at 10 workers × 10,000 sessions × 0.1 msg/s (-sim.heapprofile, near the
+// peak), a session cost ~30 KiB of live heap and ~27 KiB of goroutine
+// stacks (three goroutines, ~9 KiB each); the heap in use, garbage not yet
+// collected included, peaked at ~75 KiB a session. By owner:
+//
+//   - the worker's session (streamer, lease, its coder/websocket client
+//     with 4 KiB read and write buffers): ~12 KiB of heap and one
+//     goroutine, ~21 KiB;
+//   - the test feed's side of the connection (the HTTP server
+//     connection's buffers and response, kept while its handler runs the
+//     connection; coder/websocket's server state; two goroutines, the pump
+//     and the reader): ~11 KiB of heap and ~18 KiB of stacks, ~29 KiB;
+//   - the simulated table (items, index views, per-key meters) ~3 KiB,
+//     the pipes ~1 KiB, the Record well under 1 KiB.
+//
+// The feed's Hijack no longer allocates a second write buffer per
+// connection (4 KiB). SCALE.md's cost table and its "What 1,000 ×
+// 1,000,000 needs" are computed from the runs.
+//
+// At ~60–100 KiB a session (live to in use), 1,000,000 sessions need
+// 60–100 GiB: it does not fit this machine's 24 GiB. The worker's side
+// alone is ~21 GiB live (more in use), so even a source that cost nothing
+// would not fit without a lighter worker session, which this simulator
+// does not build (it runs the worker's code, not a model of it). A lighter
+// source, inside the simulator only, would take: a net.Conn that the
+// fleetsim transport hands the worker (SimSetSessionTransport) and that
+// answers the upgrade request itself and makes each frame on the worker's
+// Read from virtual time and the resume point (no HTTP server, no pipe,
+// no feed goroutine; overlaps tracked per session as the feed tracks
+// them). It would save the feed's ~29 KiB a session, about half: 100 ×
+// 100,000 well inside this machine, 1,000 × 1,000,000 still ~25–30 GiB.
+//
 // It is harness code (the scripts module, build tag fleetsim): no shipped
 // binary imports it.
 package fleetsim
