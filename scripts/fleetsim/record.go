@@ -45,6 +45,8 @@ type Record struct {
 	by     map[string]*sessionLog
 	n      int64
 	faults []*faultLog
+	// delivering is how many sessions delivered at least once.
+	delivering int
 }
 
 func newRecord() *Record { return &Record{by: map[string]*sessionLog{}} }
@@ -68,6 +70,9 @@ func (r *Record) Handle(_ context.Context, m sink.Message) error {
 // (its first delivery by a worker a fault did not hit, after the fault).
 // Under r.mu.
 func (r *Record) observe(s *sessionLog, d Delivery) {
+	if s.n == 0 {
+		r.delivering++
+	}
 	s.add(d)
 	if len(s.pending) == 0 {
 		return
@@ -103,6 +108,13 @@ func (r *Record) fault(f Fault) {
 	}
 	r.faults = append(r.faults, fl)
 	r.mu.Unlock()
+}
+
+// Delivering is how many sessions delivered at least once.
+func (r *Record) Delivering() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.delivering
 }
 
 // Count is how many deliveries were recorded.

@@ -147,15 +147,7 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 			return Figures{}, err
 		}
 	}
-	// The steady window: from twice the ramp to the first fault or the end.
-	end := sc.Duration
-	if len(sc.Faults) > 0 {
-		end = sc.Faults[0].At
-	}
-	if from := 2 * sc.Ramp; from < end {
-		time.Sleep(time.Until(fl.t0.Add(from)))
-		fl.markSteady(true)
-	}
+	fl.awaitSteady(sc)
 	for _, st := range sc.Faults {
 		time.Sleep(time.Until(fl.t0.Add(st.At)))
 		fl.markSteady(false)

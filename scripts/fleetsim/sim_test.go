@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"runtime"
@@ -27,12 +28,17 @@ var (
 	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
 	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
+	simRender    = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
 	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
 // TestSim is `make sim`: the named scenarios at the given size, judged,
 // measured, and written to docs/SCALE.md and docs/scale.json.
 func TestSim(t *testing.T) {
+	if *simRender != "" {
+		renderReport(t, *simRender, *simOut)
+		return
+	}
 	if *simScenarios == "" {
 		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS=, SESSIONS=, MINUTES=)")
 	}
@@ -73,6 +79,30 @@ func TestSim(t *testing.T) {
 		if err := rep.Write(*simOut); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// renderReport writes the report in from (a scale.json) to dir again: its
+// runs as they were, what the report computes from them (goals, sizes) by
+// today's code. A report written before MemoryMiB existed takes this
+// machine's.
+func renderReport(t *testing.T, from, dir string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%s: %v", from, err)
+	}
+	if rep.TTL == 0 {
+		rep.TTL = streamer.DefaultConfig().LeaseTTL.Seconds()
+	}
+	if rep.MemoryMiB == 0 {
+		rep.MemoryMiB = memoryMiB()
+	}
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
 	}
 }
 

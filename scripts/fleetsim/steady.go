@@ -11,9 +11,11 @@ import (
 )
 
 // Steady is what the table served in a scenario's steady state: from twice
-// the ramp (the sessions started, and as long again to settle) to the first
-// fault, or the end. The busiest seconds (TableFigures' peaks) are the
-// whole run's; these are the window's.
+// the ramp (the sessions started, and as long again to settle) or, when
+// later, the first second every session started has delivered, to the
+// first fault or the end (no window when that second never came before
+// it). The busiest seconds (TableFigures' peaks) are the whole run's;
+// these are the window's.
 type Steady struct {
 	From float64 `json:"from"` // seconds from the fleet's start
 	To   float64 `json:"to"`
@@ -34,6 +36,28 @@ type steadyMark struct {
 
 func markNow(m simddb.Meter) steadyMark {
 	return steadyMark{at: time.Now(), throttled: maps.Clone(m.Throttled), writeUnits: m.Table.Write.Total, reads: m.Table.Read.Total}
+}
+
+// awaitSteady marks the steady window's start (Steady): at twice the ramp,
+// or at the first whole second after it when every session started has
+// delivered; not at all when that comes no sooner than sc's first fault or
+// end.
+func (fl *Fleet) awaitSteady(sc Scenario) {
+	end := sc.Duration
+	if len(sc.Faults) > 0 {
+		end = sc.Faults[0].At
+	}
+	at := 2 * sc.Ramp
+	for ; at < end; at += time.Second {
+		time.Sleep(time.Until(fl.t0.Add(at)))
+		fl.mu.Lock()
+		started := len(fl.sessions)
+		fl.mu.Unlock()
+		if fl.Record.Delivering() >= started {
+			fl.markSteady(true)
+			return
+		}
+	}
 }
 
 // markSteady records the meter at the window's start (begin) or end.
