@@ -77,12 +77,18 @@ func (r Report) goalReadScaling() Goal {
 func (r Report) goalSteadyLimits() Goal {
 	g := Goal{Goal: "no partition or index key value above 50 % of its limit in steady state; no throttling in steady state", Status: goalNotMeasured, Runs: "–", Measured: "–"}
 	var runs []Measured
+	var none []string
 	for _, m := range r.Runs {
 		if m.Steady.To > m.Steady.From {
 			runs = append(runs, m)
+		} else {
+			none = append(none, fmt.Sprintf("%s %d × %d: %d of the sessions never delivered", m.Scenario, m.Workers, m.Sessions, m.Silent))
 		}
 	}
 	if len(runs) == 0 {
+		if len(none) > 0 {
+			g.Measured = "no steady window (it starts once every session has delivered, before any fault): " + strings.Join(none, "; ")
+		}
 		return g
 	}
 	var throttled int64
