@@ -29,9 +29,12 @@
 //     the backlog; the workers dial it through the fleetsim build's seam
 //     (streamer.Worker.SimSetSessionTransport, -tags fleetsim: the shipped
 //     binary has no such hook and always dials through netguard).
-//   - The destination: every worker's sink is the Record, which keeps each
-//     delivery (session, seq, worker, epoch, virtual time, its place in a
-//     total order).
+//   - The destination: every worker's sink is the Record, which numbers each
+//     delivery (its place in a total order) and folds it into its session's
+//     figures as it arrives (the tenures' first and last place, the highest
+//     epoch, the seqs as an interval set, the silences, the recoveries of
+//     the faults that hit the session): it keeps no delivery, so its memory
+//     is per session, not per delivery.
 //   - Faults: a kill -9 (the worker cut off the table at once, its sessions
 //     abandoned without close or release: SimCrash, then its goroutines
 //     end), a SIGTERM (the graceful shutdown), workers added, sessions
@@ -83,6 +86,58 @@
 // calls that met another on one item): Figures reports Contended, and
 // make sim's second run of each scenario names the figures it changed
 // (docs/SCALE.md).
+//
+// Size and cost (issue 36 asks for 100 × 100,000 and 1,000 × 1,000,000).
+// The Record keeps no delivery, so a run's memory is per session. Profiled
+// at 10 workers × 10,000 sessions × 0.1 msg/s (-sim.heapprofile, near the
+// peak), a session cost ~30 KiB of live heap and ~27 KiB of goroutine
+// stacks (three goroutines, ~9 KiB each); the heap in use, garbage not yet
+// collected included, peaked at ~75 KiB a session. By owner:
+//
+//   - the worker's session (streamer, lease, its coder/websocket client
+//     with 4 KiB read and write buffers): ~12 KiB of heap and one
+//     goroutine, ~21 KiB;
+//   - the test feed's side of the connection (the HTTP server
+//     connection's buffers and response, kept while its handler runs the
+//     connection; coder/websocket's server state; two goroutines, the pump
+//     and the reader): ~11 KiB of heap and ~18 KiB of stacks, ~29 KiB;
+//   - the simulated table (items, index views, per-key meters) ~3 KiB,
+//     the pipes ~1 KiB, the Record well under 1 KiB.
+//
+// The feed's Hijack no longer allocates a second write buffer per
+// connection (4 KiB). SCALE.md's cost table and its "What 1,000 ×
+// 1,000,000 needs" are computed from the runs.
+//
+// Measured at 100 workers × 100,000 sessions × 0.1 msg/s (make sim
+// SCENARIO=steady WORKERS=100 SESSIONS=100000 RATE=0.1 RERUN=false, on 2
+// cores shared with other work; docs/scale/100x100000):
+//
+//   - MINUTES=3: 646 s real, 196 s CPU, peak heap in use 3,966 MiB, peak
+//     stacks 1,408 MiB, peak RSS 4.9 GiB; 51,116 sessions delivering at
+//     the end, 48,884 never, 86 seqs lost;
+//   - MINUTES=8: 483 s real, 239 s CPU (1,795 s per simulated hour), peak
+//     heap in use 3,362 MiB, peak stacks 1,131 MiB, peak RSS 4.5 GiB;
+//     40,625 sessions delivering at the end, 59,375 never.
+//
+// In both the table's writes stood at its warm throughput (4,000 units a
+// second) and were throttled (9,888 and 11,843 calls, 2,931 and 1,180 of
+// them heartbeats): the fleet did not take all 100,000 sessions in 3 or 8
+// virtual minutes, and no steady window came (why is for the issue after
+// 36, not diagnosed here). Per delivering session that is ~110 KiB, per
+// session started ~46–55 KiB.
+//
+// At ~60–110 KiB a session, 1,000,000 sessions need 60–105 GiB: it does
+// not fit this machine's 24 GiB. The worker's side
+// alone is ~21 GiB live (more in use), so even a source that cost nothing
+// would not fit without a lighter worker session, which this simulator
+// does not build (it runs the worker's code, not a model of it). A lighter
+// source, inside the simulator only, would take: a net.Conn that the
+// fleetsim transport hands the worker (SimSetSessionTransport) and that
+// answers the upgrade request itself and makes each frame on the worker's
+// Read from virtual time and the resume point (no HTTP server, no pipe,
+// no feed goroutine; overlaps tracked per session as the feed tracks
+// them). It would save the feed's ~29 KiB a session, about half: 100 ×
+// 100,000 well inside this machine, 1,000 × 1,000,000 still ~25–30 GiB.
 //
 // It is harness code (the scripts module, build tag fleetsim): no shipped
 // binary imports it.

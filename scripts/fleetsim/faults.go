@@ -49,33 +49,16 @@ func judged(kind string) bool {
 	return false
 }
 
-// quiet counts r.Unfenced: the deliveries of ft's sessions within its quiet
-// span (ft.Quiet to ft.At), and sets r.Bound from ft.Bound.
-func quiet(ft Fault, by map[string][]Delivery, r Recovery) Recovery {
-	r.Bound = ft.Bound.Seconds()
-	if ft.Quiet.IsZero() {
-		return r
-	}
-	for _, id := range ft.Sessions {
-		for _, d := range by[id] {
-			if d.At.After(ft.Quiet) && d.At.Before(ft.At) {
-				r.Unfenced++
-			}
-		}
-	}
-	return r
-}
-
 // firstDelivery is every delivering session's time from its start write to
-// its first delivery.
-func (fl *Fleet) firstDelivery(by map[string][]Delivery) Latency {
+// its first delivery. Under r.mu.
+func (fl *Fleet) firstDelivery(r *Record) Latency {
 	fl.mu.Lock()
 	ids, starts := slices.Clone(fl.sessions), slices.Clone(fl.starts)
 	fl.mu.Unlock()
 	var took []float64
 	for i, id := range ids {
-		if ds := by[id]; len(ds) > 0 {
-			took = append(took, ds[0].At.Sub(starts[i]).Seconds())
+		if s := r.by[id]; s != nil && s.n > 0 {
+			took = append(took, s.firstAt.Sub(starts[i]).Seconds())
 		}
 	}
 	return latency(took)
@@ -109,6 +92,8 @@ func ddbDown(d time.Duration, spare int) func(*Fleet) error {
 			return fmt.Errorf("fleetsim: ddb-down: %d workers running", len(rs))
 		}
 		rs = rs[spare:]
+		quiet := start.Add(streamer.DefaultConfig().LeaseTTL)
+		fl.Record.quietSpan(quiet, end)
 		for _, m := range rs {
 			m.store.SetDown(end)
 		}
@@ -116,7 +101,7 @@ func ddbDown(d time.Duration, spare int) func(*Fleet) error {
 		for _, m := range rs {
 			m.store.SetDown(time.Time{})
 		}
-		fl.Record.fault(Fault{Kind: kindDDBDown, At: end, Sessions: fl.Sessions(), Quiet: start.Add(streamer.DefaultConfig().LeaseTTL)})
+		fl.Record.fault(Fault{Kind: kindDDBDown, At: end, Sessions: fl.Sessions(), Quiet: quiet})
 		return nil
 	}
 }

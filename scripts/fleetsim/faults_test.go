@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
 // The fault scenarios' size here: small enough to run in seconds, big
@@ -144,14 +145,21 @@ func TestLagSweepFindsTheHiddenSession(t *testing.T) {
 func TestJudgeQuietSpanAndOwnBound(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	by := map[string][]Delivery{"a": {{N: 1, Session: "a", At: at(1)}, {N: 2, Session: "a", At: at(15)}, {N: 3, Session: "a", At: at(75)}}}
-	ft := Fault{Kind: kindDDBDown, At: at(70), Quiet: at(10), Sessions: []string{"a"}, N: 2}
-	r := quiet(ft, by, recovery(ft, by, t0))
-	if r.Unfenced != 1 || r.Recovered != 1 || r.Max != 5 {
-		t.Fatalf("recovery %+v: want 1 delivery in the quiet span, recovered after 5 s", r)
+	r := newRecord()
+	r.quietSpan(at(10), at(70))
+	msg := sink.Message{ConnectionID: "a", WorkerID: "w1", LeaseEpoch: 1}
+	for i, s := range []int{1, 15} {
+		msg.Seq = int64(i)
+		r.handleAt(msg, at(s))
 	}
-	ft = Fault{Kind: kindLagSweep, At: at(0), Sessions: []string{"a"}, Bound: 100 * time.Second}
-	f := Figures{Faults: []Recovery{quiet(ft, by, recovery(ft, by, t0))}}
+	r.fault(Fault{Kind: kindDDBDown, At: at(70), Quiet: at(10), Sessions: []string{"a"}})
+	r.fault(Fault{Kind: kindLagSweep, At: at(70), Sessions: []string{"a"}, Bound: 100 * time.Second})
+	msg.Seq = 2
+	r.handleAt(msg, at(75))
+	if got := r.faults[0].recovery(t0); got.Unfenced != 1 || got.Recovered != 1 || got.Max != 5 {
+		t.Fatalf("recovery %+v: want 1 delivery in the quiet span, recovered after 5 s", got)
+	}
+	f := Figures{Faults: []Recovery{r.faults[1].recovery(t0)}}
 	if v := f.Verdict(time.Second); v != "ok" {
 		t.Fatalf("verdict %q: the fault's own bound (100 s) not used", v)
 	}

@@ -3,7 +3,6 @@
 package fleetsim
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -63,6 +62,8 @@ type Figures struct {
 	Faults []Recovery   `json:"faults"`
 	ECS    []ECSOp      `json:"ecs,omitempty"` // deploys, scale-outs and -ins (ecs.go)
 	Table  TableFigures `json:"table"`
+	// Steady is the table in the steady state (steady.go).
+	Steady Steady `json:"steady"`
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.
 	Contended int64 `json:"contended"`
@@ -113,6 +114,8 @@ type TableFigures struct {
 	ReadTable      Peak `json:"read_table"`
 	// Throttled are the calls throttled, by reason.
 	Throttled map[string]int64 `json:"throttled"`
+	// HeartbeatsThrottled are the workers' heartbeats throttled.
+	HeartbeatsThrottled int64 `json:"heartbeats_throttled"`
 	// The workers' coordination calls (every lease.Store call) per worker
 	// hour of their lives.
 	WorkerHours        float64 `json:"worker_hours"`
@@ -125,116 +128,67 @@ type TableFigures struct {
 	ReadUnits           float64 `json:"read_units"`
 }
 
-// Judge reads the fleet's records up to now.
+// Judge reads the fleet's records up to now: the figures the Record folded
+// as the deliveries arrived (record.go), summed over the sessions started.
 func (fl *Fleet) Judge(scenario string) Figures {
-	by, faults := fl.Record.snapshot()
 	now := time.Now()
 	f := Figures{
 		Scenario: scenario, Seed: fl.cfg.Seed, Workers: len(fl.Members()), Sessions: len(fl.Sessions()),
 		Rate: fl.cfg.Rate, Virtual: now.Sub(fl.t0).Seconds(), SourceOverlaps: fl.SourceOverlaps(),
 	}
+	r := fl.Record
+	r.mu.Lock()
 	for _, id := range fl.Sessions() {
-		ds := by[id]
-		if len(ds) == 0 {
+		s := r.by[id]
+		if s == nil || s.n == 0 {
 			f.Silent++
 			continue
 		}
-		f.Deliveries += int64(len(ds))
-		judgeSession(ds, now, &f)
+		s.judge(now, &f)
 	}
-	for _, ft := range faults {
+	for _, ft := range r.faults {
 		if !judged(ft.Kind) {
 			continue
 		}
-		f.Faults = append(f.Faults, quiet(ft, by, recovery(ft, by, fl.t0)))
+		f.Faults = append(f.Faults, ft.recovery(fl.t0))
 	}
+	f.FirstDelivery = fl.firstDelivery(r)
+	r.mu.Unlock()
 	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)
-	f.FirstDelivery = fl.firstDelivery(by)
 	f.SourceRefused = fl.feed.Stats().RateLimited
 	f.Table = fl.tableFigures(now, f.Tenures)
+	f.Steady = fl.steadyFigures()
 	f.Contended = fl.Table.Meter().Contended
 	return f
 }
 
-type tenure struct {
-	worker      string
-	epoch       int64
-	first, last int64 // N
-}
-
-func (t *tenure) has(d Delivery) bool { return d.Worker == t.worker && d.Epoch == t.epoch }
-
+// judgeSession adds to f the figures of one session's deliveries ds (in N
+// order), folded as the Record folds them.
 func judgeSession(ds []Delivery, now time.Time, f *Figures) {
-	// ds is in N order (appended under the record's lock).
-	var ts []*tenure
-	idx := map[[2]any]*tenure{}
-	seen := map[int64]bool{}
-	var maxEpoch int64
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for i, d := range ds {
-		k := [2]any{d.Worker, d.Epoch}
-		t := idx[k]
-		if t == nil {
-			t = &tenure{worker: d.Worker, epoch: d.Epoch, first: d.N}
-			idx[k] = t
-			ts = append(ts, t)
-		}
-		t.last = d.N
-		if d.Epoch < maxEpoch {
-			f.Fenced++
-		}
-		maxEpoch = max(maxEpoch, d.Epoch)
-		if seen[d.Seq] {
-			f.Replays++
-		}
-		seen[d.Seq] = true
-		lo, hi = min(lo, d.Seq), max(hi, d.Seq)
-		if i > 0 {
-			f.LongestSilence = max(f.LongestSilence, d.At.Sub(ds[i-1].At).Seconds())
-		}
+	var s sessionLog
+	for _, d := range ds {
+		s.add(d)
 	}
-	f.LongestSilence = max(f.LongestSilence, now.Sub(ds[len(ds)-1].At).Seconds())
-	f.Gaps += (hi - lo + 1) - int64(len(seen))
-	f.Tenures += len(ts)
-	double := false
-	for i, a := range ts {
-		for _, b := range ts[i+1:] { // b began after a (first in N order)
-			if b.first >= a.last {
-				continue
-			}
-			double = true
-			f.DoublePairs++
-			for _, d := range ds {
-				in := d.N >= b.first && d.N <= a.last
-				if in && (a.has(d) || b.has(d)) {
-					f.Overlapping++
-				}
-			}
-		}
-	}
-	if double {
-		f.DoubleOwners++
-	}
+	s.judge(now, f)
 }
 
-func recovery(ft Fault, by map[string][]Delivery, t0 time.Time) Recovery {
+// recovery is how the sessions ft hit delivered again: the time from the
+// fault to each one's first delivery by another worker.
+func (ft *faultLog) recovery(t0 time.Time) Recovery {
 	r := Recovery{Kind: ft.Kind, At: ft.At.Sub(t0).Seconds(), Workers: ft.Workers, Sessions: len(ft.Sessions)}
-	gone := map[string]bool{}
-	for _, w := range ft.Workers {
-		gone[w] = true
-	}
 	var took []float64
-	for _, id := range ft.Sessions {
-		ds := by[id]
-		i, _ := slices.BinarySearchFunc(ds, ft.N+1, func(d Delivery, n int64) int { return cmp.Compare(d.N, n) })
-		j := slices.IndexFunc(ds[i:], func(d Delivery) bool { return !gone[d.Worker] })
-		if j < 0 {
+	for i, id := range ft.Sessions {
+		if math.IsNaN(ft.took[i]) {
 			r.Unrecovered = append(r.Unrecovered, id)
 			continue
 		}
-		took = append(took, ds[i+j].At.Sub(ft.At).Seconds())
+		took = append(took, ft.took[i])
 	}
 	r.Recovered = len(took)
+	r.Bound = ft.Bound.Seconds()
+	if ft.quiet != nil {
+		r.Unfenced = ft.quiet.n
+	}
 	slices.Sort(took)
 	r.P50, r.P99, r.Max = rank(took, 0.50), rank(took, 0.99), rank(took, 1)
 	return r
@@ -252,7 +206,7 @@ func rank(xs []float64, p float64) float64 {
 func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 	m := fl.Table.Meter()
 	th := fl.Table.Config().Throughput
-	tf := TableFigures{Throttled: m.Throttled}
+	tf := TableFigures{Throttled: m.Throttled, HeartbeatsThrottled: heartbeatsThrottled(m)}
 	for k, rw := range m.Partitions {
 		tf.WritePartition = tf.WritePartition.busier(k, rw.Write.Peak)
 		tf.ReadPartition = tf.ReadPartition.busier(k, rw.Read.Peak)

@@ -20,6 +20,9 @@ type Measured struct {
 	CPU     float64 `json:"cpu_seconds"`  // user + system time of the process during it
 	// HeapPeak is the largest live heap sampled during the run (MiB).
 	HeapPeak float64 `json:"heap_peak_mib"`
+	// StackPeak is the largest goroutine stack memory sampled (MiB): the
+	// sessions' goroutines, outside the heap.
+	StackPeak float64 `json:"stack_peak_mib"`
 	// CPUPerHour is CPU seconds per simulated hour.
 	CPUPerHour float64 `json:"cpu_seconds_per_virtual_hour"`
 	// Differs are the figures a second run of the same seed changed (when
@@ -32,11 +35,16 @@ type Report struct {
 	Command string     `json:"command"`
 	Go      string     `json:"go"`
 	Bound   float64    `json:"recovery_bound_seconds"`
+	TTL     float64    `json:"ttl_seconds"` // the workers' liveness TTL (the AZ goal's bound)
 	Runs    []Measured `json:"runs"`
+	Goals   []Goal     `json:"goals"` // computed by Write (goals.go)
+	// MemoryMiB is the machine's memory (size.go: what the next size needs).
+	MemoryMiB float64 `json:"memory_mib"`
 }
 
 // Write writes dir/scale.json and dir/SCALE.md.
 func (r Report) Write(dir string) error {
+	r.Goals = r.goals()
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("fleetsim: encode the report: %w", err)
@@ -118,12 +126,14 @@ func (r Report) Markdown() string {
 			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, t.WriteUnitsPerTenure)
 	}
 	p("\n%s", faultsMarkdown(r.Runs))
+	p("\n%s", r.goalsMarkdown())
 	p("## Cost of simulating\n\n")
-	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak live heap |\n")
-	p("|---|---|---|---|---|---|---|\n")
+	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak heap in use | peak stacks |\n")
+	p("|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Runs {
-		p("| %s | %d × %d × %g/s | %.0f s | %.1f s | %.1f s | %.0f s | %.0f MiB |\n", m.Scenario, m.Workers, m.Sessions, m.Rate, m.Virtual, m.Real, m.CPU, m.CPUPerHour, m.HeapPeak)
+		p("| %s | %d × %d × %g/s | %.0f s | %.1f s | %.1f s | %.0f s | %.0f MiB | %.0f MiB |\n", m.Scenario, m.Workers, m.Sessions, m.Rate, m.Virtual, m.Real, m.CPU, m.CPUPerHour, m.HeapPeak, m.StackPeak)
 	}
+	p("\n%s", r.sizeMarkdown())
 	p("\n## What the seed does not fix\n\n")
 	p("The seed fixes the table's draws (latency, lag), the skews, the workers' start gaps and each worker's own\n")
 	p("draws (streamer.Deps.Rand, derived from the seed and the worker's id, one stream per component and per\n")

@@ -156,13 +156,16 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 			return Figures{}, err
 		}
 	}
+	fl.awaitSteady(sc)
 	for _, st := range sc.Faults {
 		time.Sleep(time.Until(fl.t0.Add(st.At)))
+		fl.markSteady(false)
 		if err := st.Do(fl); err != nil {
 			return Figures{}, fmt.Errorf("fleetsim: %s at %s: %w", sc.Name, st.At, err)
 		}
 	}
 	time.Sleep(time.Until(fl.t0.Add(sc.Duration)))
+	fl.markSteady(false)
 	return fl.Judge(sc.Name), nil
 }
 

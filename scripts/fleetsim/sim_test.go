@@ -3,13 +3,18 @@
 package fleetsim
 
 import (
+	"encoding/json"
 	"flag"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 // make sim's settings (mk/sim.mk passes them after -args).
@@ -23,11 +28,17 @@ var (
 	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
 	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
+	simRender    = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
+	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
 // TestSim is `make sim`: the named scenarios at the given size, judged,
 // measured, and written to docs/SCALE.md and docs/scale.json.
 func TestSim(t *testing.T) {
+	if *simRender != "" {
+		renderReport(t, *simRender, *simOut)
+		return
+	}
 	if *simScenarios == "" {
 		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS=, SESSIONS=, MINUTES=)")
 	}
@@ -38,7 +49,7 @@ func TestSim(t *testing.T) {
 		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in"}
 		names = append(names, faultNames...)
 	}
-	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds()}
+	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB()}
 	for _, name := range names {
 		sc, ok := all[strings.TrimSpace(name)]
 		if !ok {
@@ -72,6 +83,30 @@ func TestSim(t *testing.T) {
 	}
 }
 
+// renderReport writes the report in from (a scale.json) to dir again: its
+// runs as they were, what the report computes from them (goals, sizes) by
+// today's code. A report written before MemoryMiB existed takes this
+// machine's.
+func renderReport(t *testing.T, from, dir string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("%s: %v", from, err)
+	}
+	if rep.TTL == 0 {
+		rep.TTL = streamer.DefaultConfig().LeaseTTL.Seconds()
+	}
+	if rep.MemoryMiB == 0 {
+		rep.MemoryMiB = memoryMiB()
+	}
+	if err := rep.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // measure runs sc once and what it cost: real and CPU time, the peak live
 // heap (sampled every 50 ms outside the bubble).
 func measure(t *testing.T, sc Scenario, seed uint64) Measured {
@@ -79,7 +114,7 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 	cpu0 := cpuTime()
 	real0 := time.Now()
 	stop := make(chan struct{})
-	var peak uint64
+	var peak, stacks, profiled uint64
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var ms runtime.MemStats
@@ -87,7 +122,12 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 		defer tk.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
+			if *simHeapProf != "" && ms.HeapInuse > profiled+profiled/10 {
+				writeHeapProfile(t, *simHeapProf)
+				profiled = ms.HeapInuse
+			}
 			peak = max(peak, ms.HeapInuse)
+			stacks = max(stacks, ms.StackInuse)
 			select {
 			case <-stop:
 				return
@@ -98,11 +138,43 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 	f := runT(t, sc, seed, nil)
 	close(stop)
 	wg.Wait()
-	m := Measured{Figures: f, Verdict: f.Verdict(recoveryBound), Real: time.Since(real0).Seconds(), CPU: (cpuTime() - cpu0).Seconds(), HeapPeak: float64(peak) / (1 << 20)}
+	m := Measured{Figures: f, Verdict: f.Verdict(recoveryBound), Real: time.Since(real0).Seconds(), CPU: (cpuTime() - cpu0).Seconds(), HeapPeak: float64(peak) / (1 << 20), StackPeak: float64(stacks) / (1 << 20)}
 	if f.Virtual > 0 {
 		m.CPUPerHour = m.CPU / (f.Virtual / 3600)
 	}
 	return m
+}
+
+// writeHeapProfile writes the live heap's profile to path (the last GC's
+// view; -sim.heapprofile: where the simulator's memory goes).
+func writeHeapProfile(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Errorf("heap profile: %v", err)
+	}
+	g, err := os.Create(path + ".goroutine")
+	if err != nil {
+		t.Errorf("goroutine profile: %v", err)
+		return
+	}
+	defer g.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(g, 0); err != nil {
+		t.Errorf("goroutine profile: %v", err)
+	}
+}
+
+// memoryMiB is the machine's memory (0 when unknown).
+func memoryMiB() float64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return float64(si.Totalram) * float64(si.Unit) / (1 << 20)
 }
 
 func cpuTime() time.Duration {

@@ -1235,8 +1235,12 @@ func (w closeWatcher) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	wc := &watchConn{Conn: c, closing: w.closing}
-	// Accept reads brw.Reader's buffered bytes, then wc; it writes to the writer.
-	return wc, bufio.NewReadWriter(brw.Reader, bufio.NewWriter(wc)), nil
+	// Accept reads brw.Reader's buffered bytes, then wc; it writes to the
+	// writer: the server's own (empty after the hijack), pointed at wc, not
+	// a second 4 KiB buffer per connection (the fleet simulator holds
+	// 100,000 of them).
+	brw.Writer.Reset(wc)
+	return wc, brw, nil
 }
 
 type watchConn struct {

@@ -1,0 +1,48 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// sizeMarkdown is what issue 36's largest size (1,000 workers × 1,000,000
+// sessions) would need, from the report's largest run: its memory (heap
+// in use + goroutine stacks, both at their peak) and CPU per session,
+// times a million, against this machine.
+func (r Report) sizeMarkdown() string {
+	var big *Measured
+	for i := range r.Runs {
+		if m := &r.Runs[i]; m.Sessions > 0 && (big == nil || m.Sessions > big.Sessions) {
+			big = m
+		}
+	}
+	if big == nil {
+		return ""
+	}
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	// Per session that ran: a session that never delivered (the table
+	// did not let it be claimed in time) cost little.
+	ran := big.Sessions - big.Silent
+	if ran <= 0 {
+		return ""
+	}
+	perMiB := (big.HeapPeak + big.StackPeak) / float64(ran)
+	needGiB := perMiB * goalSessions / 1024
+	cpuPerHour := big.CPUPerHour / float64(ran) * goalSessions
+	fits := "does not fit"
+	if r.MemoryMiB > 0 && needGiB*1024 <= r.MemoryMiB {
+		fits = "fits"
+	}
+	p("**What %d × %d needs.** The largest run here (%s, %d × %d at %g msg/s, %d of them delivering) cost %.1f KiB\n", goalWorkers, goalSessions, big.Scenario, big.Workers, big.Sessions, big.Rate, ran, perMiB*1024)
+	p("per delivering session (%.1f KiB per session started; peak heap in use + peak goroutine stacks, the heap figure\n", (big.HeapPeak+big.StackPeak)/float64(big.Sessions)*1024)
+	p("including garbage not yet collected)\n")
+	p("and %.4f CPU seconds per delivering session per simulated hour. At %d sessions that is ~%.0f GiB against this machine's %.0f GiB: it\n", big.CPUPerHour/float64(ran), goalSessions, needGiB, r.MemoryMiB/1024)
+	p("**%s**; and ~%.0f CPU hours per simulated hour. Every simulated session is a real worker session (its\n", fits, cpuPerHour/3600)
+	p("goroutine, its websocket client, its lease) and a test-feed connection (two goroutines, an HTTP server\n")
+	p("connection's buffers) over an in-memory pipe; see scripts/fleetsim/doc.go for where the memory goes and what a\n")
+	p("lighter session would take.\n")
+	return b.String()
+}
