@@ -89,9 +89,12 @@ func TestControlPlaneRunsInVirtualTime(t *testing.T) {
 				_ = stop(r)
 			}
 		}()
-		start := func(id string, skew time.Duration) *running {
+		start := func(id string, skew time.Duration, maxSessions int) *running {
 			cfg := DefaultConfig()
 			cfg.WorkerID = id
+			if maxSessions > 0 {
+				cfg.MaxSessions = maxSessions
+			}
 			cfg.AdminAddr = "" // no listener: nothing in the bubble waits on a socket
 			cfg.MaxDialFailures = 0
 			log := logging.New(io.Discard, schema.ServiceStreamer, "info")
@@ -122,13 +125,17 @@ func TestControlPlaneRunsInVirtualTime(t *testing.T) {
 			}
 			return out
 		}
-		a, b := start("va", -1500*time.Millisecond), start("vb", 2*time.Second)
+		// b holds at most half the sessions, and a the rest: whichever
+		// claims first, b has sessions to lose when it dies (with no cap
+		// a could claim all twenty first: nothing would be taken over).
+		b := start("vb", 2*time.Second, sessions/2)
+		a := start("va", -1500*time.Millisecond, 0)
 
 		// A minute in: every session claimed, each by one worker, which
 		// runs it (the table and the workers agree).
 		time.Sleep(time.Minute)
 		own := owners()
-		if own["va"]+own["vb"] != sessions || a.w.owned() != own["va"] || b.w.owned() != own["vb"] {
+		if own["va"]+own["vb"] != sessions || own["vb"] == 0 || a.w.owned() != own["va"] || b.w.owned() != own["vb"] {
 			t.Fatalf("after a minute: table owners %v, a runs %d, b runs %d", own, a.w.owned(), b.w.owned())
 		}
 		t.Logf("after a minute: a owns %d, b owns %d", own["va"], own["vb"])
