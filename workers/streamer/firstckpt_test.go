@@ -14,10 +14,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/spec"
-	"github.com/wsfleet/wsfleet/shared/spec/spectest"
-	"github.com/wsfleet/wsfleet/testkit/feed"
-	"github.com/wsfleet/wsfleet/testkit/pipenet"
 )
 
 // TestCrashBeforeTheFirstCheckpointLosesNothing: sessions with a resumable
@@ -35,27 +31,10 @@ func TestCrashBeforeTheFirstCheckpointLosesNothing(t *testing.T) {
 	const sessions, rate = 5, 5.0 // messages/s per session
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		f, err := feed.New(feed.Config{Rate: rate, Mode: feed.ModeAllow})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pn := pipenet.New()
-		srv := &http.Server{Handler: f.Handler()}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.Serve(pn) }()
-		defer func() {
-			f.Close()
-			_ = srv.Close()
-			<-served
-		}()
+		_, pn, stopFeed := pipeFeed(t, rate)
+		defer stopFeed()
 		st := memstore.New()
-		var ids []string
-		for i := range sessions {
-			id := fmt.Sprintf("s-%03d", i)
-			ids = append(ids, id)
-			st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
-				Spec: spectest.Stored(t, spec.Spec{WSURL: "ws://feed.test" + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: "from"}})})
-		}
+		ids := putFeedSessions(t, st, sessions)
 		// The table throttles every checkpoint for the first 3 s.
 		var throttled atomic.Bool
 		throttled.Store(true)

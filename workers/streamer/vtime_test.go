@@ -209,27 +209,10 @@ func TestSessionsStreamInVirtualTime(t *testing.T) {
 	var virtual time.Duration
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
-		f, err := feed.New(feed.Config{Rate: rate, Mode: feed.ModeAllow})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pn := pipenet.New()
-		srv := &http.Server{Handler: f.Handler()}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.Serve(pn) }()
-		defer func() {
-			f.Close()
-			_ = srv.Close()
-			<-served
-		}()
+		f, pn, stopFeed := pipeFeed(t, rate)
+		defer stopFeed()
 		st := memstore.New()
-		var ids []string
-		for i := range sessions {
-			id := fmt.Sprintf("s-%03d", i)
-			ids = append(ids, id)
-			st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
-				Spec: spectest.Stored(t, spec.Spec{WSURL: "ws://feed.test" + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: "from"}})})
-		}
+		ids := putFeedSessions(t, st, sessions)
 		cfg := DefaultConfig()
 		cfg.WorkerID = "vs"
 		cfg.AdminAddr = ""
@@ -325,4 +308,38 @@ func TestTickKeepsItsCadence(t *testing.T) {
 	if at := <-tk.C(); !at.Equal(time.Unix(5, 0)) {
 		t.Fatalf("tick at %v, want 5 s", at)
 	}
+}
+
+// pipeFeed serves the test feed (testkit/feed, rate messages a second per
+// session) over in-memory pipes, for a testing/synctest bubble: dial it
+// through pn; stop ends it (the bubble waits for its goroutines).
+func pipeFeed(t *testing.T, rate float64) (f *feed.Server, pn *pipenet.Net, stop func()) {
+	t.Helper()
+	f, err := feed.New(feed.Config{Rate: rate, Mode: feed.ModeAllow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn = pipenet.New()
+	srv := &http.Server{Handler: f.Handler()}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(pn) }()
+	return f, pn, func() {
+		f.Close()
+		_ = srv.Close()
+		<-served
+	}
+}
+
+// putFeedSessions writes n STARTED sessions (s-000, s-001, ...) streaming
+// from the test feed, resumable (from=), as ingest writes them.
+func putFeedSessions(t *testing.T, st *memstore.Store, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("s-%03d", i)
+		ids = append(ids, id)
+		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+			Spec: spectest.Stored(t, spec.Spec{WSURL: "ws://feed.test" + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: "from"}})})
+	}
+	return ids
 }
