@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wsfleet/wsfleet/testkit/simddb"
 	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
@@ -29,6 +30,7 @@ var (
 	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
 	simRender    = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
+	simWarm      = flag.Bool("sim.warm", false, "the table pre-warmed to its quota (DynamoDB's warm throughput, set by UpdateTable: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html) instead of a new on-demand table's 4,000 write / 12,000 read units a second")
 	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
@@ -56,6 +58,9 @@ func TestSim(t *testing.T) {
 			t.Fatalf("no scenario %q", name)
 		}
 		sc.Rate = *simRate
+		if *simWarm {
+			sc.Table = prewarmed(sc.Table)
+		}
 		m := measure(t, sc, *simSeed)
 		if *simRerun {
 			m.Differs = Diff(m.Figures, measure(t, sc, *simSeed).Figures)
@@ -183,4 +188,17 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// prewarmed is table (nil: simddb.AWS() unchanged) with the warm throughput
+// raised to the table's quota: a table pre-warmed for the fleet's peak
+// (or one that has served it before), not a new on-demand table.
+func prewarmed(table func(*simddb.Config)) func(*simddb.Config) {
+	return func(c *simddb.Config) {
+		if table != nil {
+			table(c)
+		}
+		c.Throughput.WarmWCU = max(c.Throughput.WarmWCU, c.Throughput.QuotaWCU)
+		c.Throughput.WarmRCU = max(c.Throughput.WarmRCU, c.Throughput.QuotaRCU)
+	}
 }
