@@ -51,6 +51,13 @@ type incarnation struct {
 	isReady bool          // under Worker.mu
 	isEnded bool          // under Worker.mu
 	exit    proc.Exit     // its end, when isEnded
+	// pid is its process's, once known (under Worker.mu; 0 before); prev
+	// is the incarnation before it: the Proc reports an exit after the
+	// run's end is visible, so the next start (a rolling restart waits for
+	// the end, then starts) may come before the previous exit's report,
+	// which must not end the new incarnation.
+	pid  int
+	prev *incarnation
 }
 
 // WorkerEvent is a worker incarnation coming up or ending (Config.OnWorker).
@@ -212,7 +219,10 @@ func (w *Worker) nextIncarnation() []string {
 	defer w.mu.Unlock()
 	id := WorkerID(w.Index, w.stack.cfg.RunID, len(w.ids)+1)
 	w.ids = append(w.ids, id)
-	inc := &incarnation{id: id, awaited: w.awaited, ready: make(chan struct{}), ended: make(chan struct{})}
+	inc := &incarnation{id: id, awaited: w.awaited, ready: make(chan struct{}), ended: make(chan struct{}), prev: w.cur}
+	if w.cur != nil {
+		w.cur.prev = nil // one back is enough: a report is late by one start at most
+	}
 	w.awaited = false
 	w.cur = inc
 	if w.Proc != nil {
@@ -252,9 +262,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.awaited = true
 	w.mu.Unlock()
 	err := w.Proc.Start()
+	pid := w.Proc.Pid()
 	w.mu.Lock()
 	w.awaited = false
 	inc := w.cur
+	if err == nil && inc.pid == 0 {
+		inc.pid = pid
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return err
@@ -301,6 +315,9 @@ func (w *Worker) watch(inc *incarnation) {
 				return
 			}
 			inc.isReady = true
+			if inc.pid == 0 {
+				inc.pid = pid
+			}
 			close(inc.ready)
 			w.mu.Unlock()
 			s.workerEvent(WorkerEvent{ID: inc.id, Slot: w.Index, Pid: pid, Admin: w.AdminAddr, Log: w.LogPath()})
@@ -328,6 +345,9 @@ func (w *Worker) current() *incarnation {
 func (w *Worker) onExit(e proc.Exit) {
 	w.mu.Lock()
 	inc := w.cur
+	if inc != nil && inc.prev != nil && e.Pid != 0 && inc.pid != e.Pid && inc.prev.pid == e.Pid {
+		inc = inc.prev // the previous incarnation's exit, reported after the next start
+	}
 	if inc == nil || inc.isEnded {
 		w.mu.Unlock()
 		return
