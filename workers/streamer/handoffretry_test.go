@@ -52,13 +52,7 @@ func TestHandoffClaimRetriesUntilTheReservationLapses(t *testing.T) {
 	e := newEnv(t)
 	flaky := &failingAcquires{}
 	flaky.left.Store(3)
-	e.storeFor = func(id string, st lease.Store) lease.Store {
-		if id != "w2" {
-			return st
-		}
-		flaky.Store = st
-		return flaky
-	}
+	e.failAcquiresOf("w2", flaky)
 	b := e.moveToNewWorker(t, func(*Config) {}, func(*testWorker) {})
 	testwait.Eventually(t, 4*reservationBound, "an acquire failed", func() bool { return flaky.firstID() != "" })
 	e.movedPromptly(t, flaky.firstID(), b)
@@ -75,13 +69,7 @@ func TestHandoffClaimRetriesThroughATrustLapse(t *testing.T) {
 	e := newEnv(t)
 	flaky := &failingAcquires{err: lease.ErrUntrusted}
 	flaky.left.Store(2)
-	e.storeFor = func(id string, st lease.Store) lease.Store {
-		if id != "w2" {
-			return st
-		}
-		flaky.Store = st
-		return flaky
-	}
+	e.failAcquiresOf("w2", flaky)
 	b := e.moveToNewWorker(t, func(*Config) {}, func(*testWorker) {})
 	testwait.Eventually(t, 4*reservationBound, "an acquire failed", func() bool { return flaky.firstID() != "" })
 	e.movedPromptly(t, flaky.firstID(), b)
@@ -284,4 +272,16 @@ func (s *failingAcquires) Acquire(ctx context.Context, id, owner string, from le
 		return lease.Item{}, fmt.Errorf("acquire %s: injected: the store request timed out", id)
 	}
 	return s.Store.Acquire(ctx, id, owner, from)
+}
+
+// failAcquiresOf makes worker id's store the flaky one (the others keep
+// theirs).
+func (e *env) failAcquiresOf(id string, flaky *failingAcquires) {
+	e.storeFor = func(w string, st lease.Store) lease.Store {
+		if w != id {
+			return st
+		}
+		flaky.Store = st
+		return flaky
+	}
 }
