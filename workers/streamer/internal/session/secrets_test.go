@@ -405,6 +405,9 @@ func TestSecretsGoOnlyToTheirBoundHosts(t *testing.T) {
 		if !errors.Is(err, ErrSourceFailed) || !strings.Contains(err.Error(), ErrSecretRedirected.Error()) {
 			t.Fatalf("Run = %v, want ErrSourceFailed naming ErrSecretRedirected", err)
 		}
+		// The target counts a connection after its Accept has answered 101,
+		// which the client may see (and refuse) first: wait for the count.
+		testwait.Eventually(t, 5*time.Second, "the redirect's target got its handshake", func() bool { return src.conns() >= 1 })
 		if n := src.conns(); n != 1 {
 			t.Errorf("the redirect's target got %d connections, want the one handshake", n)
 		}
