@@ -84,13 +84,10 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 // least MinHold) close with 1001 and are released reserved for their
 // receiver.
 func (w *Worker) rebalanceRound(ctx context.Context) error {
-	w.mu.Lock()
-	running := w.state == stateRunning
-	w.mu.Unlock()
 	// A round on a table that throttles this worker's claims would add
 	// writes (a release and a claim per move) to the throttling: it waits
 	// until claims succeed again.
-	if !running || w.pacer.Throttling() {
+	if !w.running() || w.pacer.Throttling() {
 		return nil
 	}
 	recs, err := w.keeper.Fleet(ctx)
