@@ -45,7 +45,7 @@ func TestSim(t *testing.T) {
 		return
 	}
 	if *simScenarios == "" {
-		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS=, SESSIONS=, MINUTES=)")
+		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS= and SESSIONS= or SIZES=, MINUTES=)")
 	}
 	d := time.Duration(*simMinutes * float64(time.Minute))
 	sizes, err := sizesOf(*simSizes, *simWorkers, *simSessions)
