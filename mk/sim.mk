@@ -11,6 +11,11 @@
 #   make sim                                    every scenario, 10 workers × 1,000 sessions, 10 virtual minutes, seed 1
 #   make sim SCENARIO=crash,az SEED=7           some scenarios, another seed
 #   make sim WORKERS=100 SESSIONS=10000 MINUTES=3 RERUN=false SIM_OUT=out/sim
+#   make sim SCENARIO=steady SIZES=100x100000,1000x1000000 RATE=0.1   each scenario at every size (in that order, size by size) in one report; SIZES overrides WORKERS and SESSIONS
+#
+# The test runs with -v: a progress line every virtual minute (scenario,
+# size, virtual and real time, sessions delivering of started, the table's
+# write and read units/s over the last minute, calls throttled so far).
 TEST_TARGETS += test-fleetsim
 
 SCENARIO ?= all
@@ -19,6 +24,8 @@ SCENARIO ?= all
 SIM_SEED = $(or $(SEED),1)
 WORKERS ?= 10
 SESSIONS ?= 1000
+# SIZES: WORKERSxSESSIONS,… (e.g. 100x10000,1000x100000); empty: WORKERS × SESSIONS.
+SIZES ?=
 MINUTES ?= 10
 RATE ?= 1
 RERUN ?= true
@@ -28,13 +35,13 @@ SIM_OUT ?= $(ROOT)/docs
 
 .PHONY: sim test-fleetsim
 
-## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,deploy-default,deploy-infra,scale-out-in,ddb-down,burst-start,crash-big,lag-sweep, or by name crash-throttled and source-limit; all: every one but those two; SEED=) judged and measured → docs/SCALE.md, docs/scale.json.
+## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,deploy-default,deploy-infra,scale-out-in,ddb-down,burst-start,crash-big,lag-sweep, or by name crash-throttled and source-limit; all: every one but those two; SEED=; SIZES=100x10000,1000x100000: each at every size, in one report) judged and measured → docs/SCALE.md, docs/scale.json; a progress line every virtual minute.
 sim:
 	@mkdir -p $(SIM_OUT)
-	cd scripts && $(GO) test -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \
-	  -sim.scenario=$(SCENARIO) -sim.seed=$(SIM_SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) \
+	cd scripts && $(GO) test -v -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \
+	  -sim.scenario=$(SCENARIO) -sim.seed=$(SIM_SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) -sim.sizes=$(SIZES) \
 	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.warm=$(WARM) -sim.out=$(abspath $(SIM_OUT)) \
-	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) WORKERS=$(WORKERS) SESSIONS=$(SESSIONS) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)$(if $(filter true,$(WARM)), WARM=true)"
+	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) $(if $(SIZES),SIZES=$(SIZES),WORKERS=$(WORKERS) SESSIONS=$(SESSIONS)) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)$(if $(filter true,$(WARM)), WARM=true)"
 
 ## test-fleetsim: the simulator's short set (-race, virtual time, deterministic verdicts; well under a minute).
 test-fleetsim:

@@ -71,7 +71,8 @@
 // (loss), every faulted session's time to deliver again (p50/p99/max), and
 // the table's meters (peak units per partition key, index key value and
 // table against the limits, throttles by reason, coordination reads and
-// writes per worker-hour, write units per tenure).
+// writes per worker-hour, the read units split into the worker records'
+// and the sessions' (readsplit.go), write units per tenure).
 //
 // Determinism: the seed fixes the table's draws, the skews, the start gaps
 // and every worker's own draws: its streamer.Deps.Rand is derived from the
@@ -88,6 +89,9 @@
 // (docs/SCALE.md).
 //
 // Size and cost (issue 36 asks for 100 × 100,000 and 1,000 × 1,000,000).
+// make sim SIZES=100x100000,1000x1000000 runs every scenario at both
+// sizes into one report (the read-scaling goal compares its two steady
+// runs), with a progress line every virtual minute (progress.go).
 // The Record keeps no delivery, so a run's memory is per session. Profiled
 // at 10 workers × 10,000 sessions × 0.1 msg/s (-sim.heapprofile, near the
 // peak), a session cost ~30 KiB of live heap and ~27 KiB of goroutine

@@ -29,14 +29,14 @@ func faultsMarkdown(runs []Measured) string {
 	for _, m := range runs {
 		fd := fmt.Sprintf("%.1f / %.1f / %.1f s", m.FirstDelivery.P50, m.FirstDelivery.P99, m.FirstDelivery.Max)
 		if len(m.Faults) == 0 {
-			p("| %s | %s | %d | – | – | – | – | – | – |\n", m.Scenario, fd, m.SourceRefused)
+			p("| %s | %s | %d | – | – | – | – | – | – |\n", runLabel(runs, m), fd, m.SourceRefused)
 		}
 		for _, r := range m.Faults {
 			bound := "default"
 			if r.Bound > 0 {
 				bound = fmt.Sprintf("%.0f s", r.Bound)
 			}
-			p("| %s | %s | %d | %s at %.0f s | %d | %d | %.1f / %.1f / %.1f s | %s | %d |\n", m.Scenario, fd, m.SourceRefused,
+			p("| %s | %s | %d | %s at %.0f s | %d | %d | %.1f / %.1f / %.1f s | %s | %d |\n", runLabel(runs, m), fd, m.SourceRefused,
 				r.Kind, r.At, r.Sessions, r.Recovered, r.P50, r.P99, r.Max, bound, r.Unfenced)
 		}
 	}

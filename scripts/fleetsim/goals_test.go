@@ -57,3 +57,57 @@ func TestGoalsComputedFromFigures(t *testing.T) {
 		t.Errorf("SCALE.md has no goals table:\n%s", md)
 	}
 }
+
+// The read-scaling goal compares the steady runs of the smallest and the
+// largest fleet per worker-hour: the total, the worker records' part, the
+// sessions' part and the ratio; met at ×1.2 or below, missed above, and
+// it says when the sessions per worker differ.
+func TestGoalReadScalingSplitsBySize(t *testing.T) {
+	steady := func(workers, sessions int, worker, session, hours float64) Measured {
+		var m Measured
+		m.Scenario, m.Workers, m.Sessions = "steady", workers, sessions
+		m.Size = Size{workers, sessions}
+		m.Table.WorkerReadUnits, m.Table.SessionReadUnits, m.Table.ReadUnits = worker, session, worker+session
+		m.Table.WorkerHours = hours
+		return m
+	}
+	// 100 workers, 10 h: 600 + 400 per worker-hour; 1,000 workers, 100 h:
+	// 700 + 400 (met, ×1.10) or 900 + 400 (missed, ×1.30).
+	lo := steady(100, 100_000, 6000, 4000, 10)
+	for _, c := range []struct {
+		worker float64
+		status string
+		want   []string
+	}{
+		{70_000, goalMet, []string{"1100 (worker records 700 + sessions 400) at 1000 × 1000000", "1000 (worker records 600 + sessions 400) at 100 × 100000", "×1.10", "worker records ×1.17, sessions ×1.00"}},
+		{90_000, goalMissed, []string{"1300 (worker records 900 + sessions 400) at 1000 × 1000000", "×1.30", "worker records ×1.50, sessions ×1.00"}},
+	} {
+		r := Report{Runs: []Measured{steady(1000, 1_000_000, c.worker, 40_000, 100), lo}}
+		g := r.goalReadScaling()
+		if g.Status != c.status {
+			t.Errorf("%+v: status %s, want %s", g, g.Status, c.status)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(g.Measured, w) {
+				t.Errorf("measured %q, want it to say %q", g.Measured, w)
+			}
+		}
+		if strings.Contains(g.Measured, "sessions per worker differ") {
+			t.Errorf("measured %q: the sessions per worker are the same (1,000)", g.Measured)
+		}
+		if md := r.Markdown(); !strings.Contains(md, "| 700 + 400 |") && !strings.Contains(md, "| 900 + 400 |") {
+			t.Errorf("SCALE.md's table has no split:\n%s", md)
+		}
+	}
+
+	// 10 × 1,000 vs 20 × 400 (make sim SIZES=10x1000,20x400): 100 vs 20
+	// sessions per worker.
+	r := Report{Runs: []Measured{steady(10, 1000, 100, 900, 1), steady(20, 400, 200, 200, 2)}}
+	if g := r.goalReadScaling(); g.Status != goalMet || !strings.Contains(g.Measured, "the sessions per worker differ (20 at 20 workers, 100 at 10)") {
+		t.Errorf("%+v: want met (×0.20) and the sessions per worker named", g)
+	}
+	// Runs of two sizes name their size in the tables without a size column.
+	if md := r.Markdown(); !strings.Contains(md, "| steady 10 × 1000 |") || !strings.Contains(md, "| steady 20 × 400 |") {
+		t.Errorf("SCALE.md does not name the runs' sizes:\n%s", md)
+	}
+}

@@ -126,6 +126,11 @@ type TableFigures struct {
 	WriteUnitsPerTenure float64 `json:"write_units_per_tenure"`
 	WriteUnits          float64 `json:"write_units"`
 	ReadUnits           float64 `json:"read_units"`
+	// ReadUnits by what they read (readSplit): the worker records (grow
+	// with the fleet) and the sessions (grow with the sessions a worker
+	// holds).
+	WorkerReadUnits  float64 `json:"worker_read_units"`
+	SessionReadUnits float64 `json:"session_read_units"`
 }
 
 // Judge reads the fleet's records up to now: the figures the Record folded
@@ -242,6 +247,7 @@ func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 		tf.WriteUnits += u.WriteUnits + u.IndexWriteUnits
 		tf.ReadUnits += u.ReadUnits
 	}
+	tf.WorkerReadUnits, tf.SessionReadUnits = readSplit(m)
 	if tenures > 0 {
 		tf.WriteUnitsPerTenure = tf.WriteUnits / float64(tenures)
 	}

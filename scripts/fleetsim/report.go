@@ -16,6 +16,7 @@ import (
 type Measured struct {
 	Figures
 	Verdict string  `json:"verdict"`
+	Size    Size    `json:"size"`         // the size it ran at (-sim.sizes, or -sim.workers × -sim.sessions)
 	Real    float64 `json:"real_seconds"` // wall time of the run
 	CPU     float64 `json:"cpu_seconds"`  // user + system time of the process during it
 	// HeapPeak is the largest live heap sampled during the run (MiB).
@@ -93,8 +94,10 @@ func (r Report) Markdown() string {
 	p("- **recovery**: for every session the faulted workers owned, the time from the fault to its first delivery\n")
 	p("  by another worker; the bound is %.0f s (the TTL + 5 s);\n", r.Bound)
 	p("- the table's meters: busiest second of a partition key value, an index key value and the table, against\n")
-	p("  the limits; throttled calls by reason; the workers' `lease.Store` calls per worker-hour; write units\n")
-	p("  (table + indexes) per tenure.\n\n")
+	p("  the limits; throttled calls by reason; the workers' `lease.Store` calls per worker-hour; their read units\n")
+	p("  per worker-hour split by what they read (the worker records: `worker#` items and `by_worker_list`, growing\n")
+	p("  with the fleet; the sessions: session and checkpoint items, `by_owner`, `by_unowned`, growing with the\n")
+	p("  sessions a worker holds); write units (table + indexes) per tenure.\n\n")
 	p("## Verdicts and recovery\n\n")
 	p("| scenario | workers × sessions | virtual | seed | verdict | double owners | fenced | lost | replays | fault | sessions hit | recovery p50 / p99 / max |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -117,14 +120,14 @@ func (r Report) Markdown() string {
 	p("by that rate.\n")
 	ecsSection(p, r.Runs)
 	p("\n## The table\n\n")
-	p("| scenario | busiest partition key (write / read units/s, limit %s) | busiest index key value (write / read) | table (write / read units/s) | throttled | reads / writes per worker-hour | write units per tenure |\n", lim(r))
-	p("|---|---|---|---|---|---|---|\n")
+	p("| scenario | busiest partition key (write / read units/s, limit %s) | busiest index key value (write / read) | table (write / read units/s) | throttled | reads / writes per worker-hour | read units per worker-hour: worker records + sessions | write units per tenure |\n", lim(r))
+	p("|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Runs {
 		t := m.Table
-		p("| %s | %g (`%s`) / %g (`%s`) | %g (`%s`) / %g (`%s`) | %g / %g | %s | %.0f / %.0f | %.1f |\n", m.Scenario,
+		p("| %s | %g (`%s`) / %g (`%s`) | %g (`%s`) / %g (`%s`) | %g / %g | %s | %.0f / %.0f | %s | %.1f |\n", runLabel(r.Runs, m),
 			t.WritePartition.Units, t.WritePartition.Key, t.ReadPartition.Units, t.ReadPartition.Key,
 			t.WriteIndexKey.Units, t.WriteIndexKey.Key, t.ReadIndexKey.Units, t.ReadIndexKey.Key,
-			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, t.WriteUnitsPerTenure)
+			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, readUnitsCell(m), t.WriteUnitsPerTenure)
 	}
 	p("\n%s", faultsMarkdown(r.Runs))
 	p("\n%s", r.goalsMarkdown())
@@ -146,11 +149,11 @@ func (r Report) Markdown() string {
 	p("A second run of each scenario (RERUN) names the figures it changed:\n\n")
 	for _, m := range r.Runs {
 		if m.Differs != nil && len(m.Differs) == 0 {
-			p("- %s: a second run of seed %d changed no figure; contended %d.\n", m.Scenario, m.Seed, m.Contended)
+			p("- %s: a second run of seed %d changed no figure; contended %d.\n", runLabel(r.Runs, m), m.Seed, m.Contended)
 		} else if m.Differs != nil {
-			p("- %s: a second run of seed %d changed %s; contended %d.\n", m.Scenario, m.Seed, strings.Join(m.Differs, ", "), m.Contended)
+			p("- %s: a second run of seed %d changed %s; contended %d.\n", runLabel(r.Runs, m), m.Seed, strings.Join(m.Differs, ", "), m.Contended)
 		} else {
-			p("- %s: contended %d.\n", m.Scenario, m.Contended)
+			p("- %s: contended %d.\n", runLabel(r.Runs, m), m.Contended)
 		}
 	}
 	return b.String()
@@ -199,7 +202,7 @@ func ecsSection(p func(string, ...any), runs []Measured) {
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range runs {
 		for _, o := range m.ECS {
-			p("| %s | %s | %.0f s | %d | %.1f s | %d | %.2f s | %d | %d | %.1f s |\n", m.Scenario, o.Op, o.At, o.Tasks, o.Length, o.Killed, o.LongestStop, o.Sessions, o.Recovered, o.MaxDark)
+			p("| %s | %s | %.0f s | %d | %.1f s | %d | %.2f s | %d | %d | %.1f s |\n", runLabel(runs, m), o.Op, o.At, o.Tasks, o.Length, o.Killed, o.LongestStop, o.Sessions, o.Recovered, o.MaxDark)
 		}
 	}
 }

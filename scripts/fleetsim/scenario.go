@@ -32,6 +32,9 @@ type Scenario struct {
 	Faults []Step
 	// Fleet, when set, changes the fleet's configuration.
 	Fleet func(*Config)
+	// Progress, when set, is called once a virtual minute while the
+	// scenario runs (progress.go; make sim's progress lines).
+	Progress func(Progress)
 }
 
 // Step is one operation of a scenario at a virtual instant.
@@ -145,6 +148,9 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 		return Figures{}, err
 	}
 	defer fl.Close()
+	if sc.Progress != nil {
+		defer fl.progress(sc, sc.Progress)()
+	}
 	if _, err := fl.AddWorkers(sc.Workers); err != nil {
 		return Figures{}, err
 	}

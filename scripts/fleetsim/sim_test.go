@@ -24,6 +24,7 @@ var (
 	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
 	simWorkers   = flag.Int("sim.workers", 10, "workers")
 	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
+	simSizes     = flag.String("sim.sizes", "", "sizes to run every scenario at, WORKERSxSESSIONS comma-separated, in order (100x100000,1000x1000000); empty: -sim.workers × -sim.sessions")
 	simMinutes   = flag.Float64("sim.minutes", 10, "virtual minutes per scenario")
 	simRate      = flag.Float64("sim.rate", 1, "messages per second per session")
 	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
@@ -34,34 +35,36 @@ var (
 	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
-// TestSim is `make sim`: the named scenarios at the given size, judged,
-// measured, and written to docs/SCALE.md and docs/scale.json.
+// TestSim is `make sim`: the named scenarios at the given sizes (each
+// scenario at every size, size by size), judged, measured, and written to
+// docs/SCALE.md and docs/scale.json; with -v a progress line a virtual
+// minute.
 func TestSim(t *testing.T) {
 	if *simRender != "" {
 		renderReport(t, *simRender, *simOut)
 		return
 	}
 	if *simScenarios == "" {
-		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS=, SESSIONS=, MINUTES=)")
+		t.Skip("make sim runs it (SCENARIO=, SEED=, WORKERS= and SESSIONS= or SIZES=, MINUTES=)")
 	}
 	d := time.Duration(*simMinutes * float64(time.Minute))
-	all := Scenarios(*simWorkers, *simSessions, d)
+	sizes, err := sizesOf(*simSizes, *simWorkers, *simSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
 	names := strings.Split(*simScenarios, ",")
 	if *simScenarios == "all" {
 		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in"}
 		names = append(names, faultNames...)
 	}
 	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB()}
-	for _, name := range names {
-		sc, ok := all[strings.TrimSpace(name)]
-		if !ok {
-			t.Fatalf("no scenario %q", name)
-		}
+	for _, sc := range simRuns(t, names, sizes, d) {
 		sc.Rate = *simRate
 		if *simWarm {
 			sc.Table = prewarmed(sc.Table)
 		}
 		m := measure(t, sc, *simSeed)
+		m.Size = Size{Workers: sc.Workers, Sessions: sc.Sessions}
 		if *simRerun {
 			m.Differs = Diff(m.Figures, measure(t, sc, *simSeed).Figures)
 			if m.Differs == nil {
@@ -118,6 +121,7 @@ func measure(t *testing.T, sc Scenario, seed uint64) Measured {
 	runtime.GC()
 	cpu0 := cpuTime()
 	real0 := time.Now()
+	sc.Progress = progressLog(t)
 	stop := make(chan struct{})
 	var peak, stacks, profiled uint64
 	var wg sync.WaitGroup

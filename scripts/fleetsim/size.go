@@ -44,5 +44,39 @@ func (r Report) sizeMarkdown() string {
 	p("goroutine, its websocket client, its lease) and a test-feed connection (two goroutines, an HTTP server\n")
 	p("connection's buffers) over an in-memory pipe; see scripts/fleetsim/doc.go for where the memory goes and what a\n")
 	p("lighter session would take.\n")
+	if by := costBySize(r.Runs); by != "" {
+		p("\nBy size (each size's run with the most sessions delivering; memory and CPU per delivering session):\n%s.\n", by)
+	}
 	return b.String()
+}
+
+// costBySize is each size's cost per delivering session (its run with the
+// most), when the runs are of more than one size (Measured.Size); "" when
+// of one.
+func costBySize(runs []Measured) string {
+	best := map[Size]Measured{}
+	var order []Size
+	for _, m := range runs {
+		ran := m.Sessions - m.Silent
+		if m.Size == (Size{}) || ran <= 0 {
+			continue
+		}
+		b, ok := best[m.Size]
+		if !ok {
+			order = append(order, m.Size)
+		}
+		if !ok || ran > b.Sessions-b.Silent {
+			best[m.Size] = m
+		}
+	}
+	if len(order) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, sz := range order {
+		m := best[sz]
+		ran := float64(m.Sessions - m.Silent)
+		parts = append(parts, fmt.Sprintf("%d × %d (%s): %.1f KiB, %.4f CPU s per simulated hour", sz.Workers, sz.Sessions, m.Scenario, (m.HeapPeak+m.StackPeak)/ran*1024, m.CPUPerHour/ran))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -204,3 +204,14 @@ func (m *meters) snapshot() Meter {
 	}
 	return out
 }
+
+// TableMeter is a snapshot of the meters that do not grow with the keys:
+// Ops, Table, Throttled and Contended (Partitions, IndexKeys and Indexes
+// left nil). Cheap enough to take while a big table runs (a simulator's
+// progress lines), where Meter copies every key's series.
+func (s *Store) TableMeter() Meter {
+	m := s.meters
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Meter{Ops: maps.Clone(m.ops), Table: m.table, Throttled: maps.Clone(m.throttled), Contended: m.contended}
+}

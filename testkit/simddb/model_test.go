@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -77,6 +78,9 @@ func TestHotKeyThrottled(t *testing.T) {
 		t.Fatalf("a second later: %v", err)
 	}
 	m := s.Meter()
+	if tm := s.TableMeter(); tm.Table != m.Table || !maps.Equal(tm.Throttled, m.Throttled) || !maps.Equal(tm.Ops, m.Ops) || tm.Partitions != nil {
+		t.Errorf("TableMeter %+v, want Meter's table, ops and throttles (%+v) and no keys", tm, m)
+	}
 	ck := m.Partitions[schema.CheckpointKey("hot")]
 	if ck.Write.Peak != 1000 || !ck.Write.PeakAt.Equal(t0) || ck.Write.Total != 1001 {
 		t.Errorf("hot checkpoint item: %+v, want a peak of 1,000 units at %s, 1,001 in all", ck.Write, t0)
