@@ -195,15 +195,23 @@ func (fl *Fleet) Sessions() []string {
 // AddWorkers starts n more workers (New and Run, as the binary does, each
 // with its admin server on the fleet's mesh and the shared work queue),
 // one after the other, each after a
-// gap drawn from the seed (1 to 997 ms): no two workers' timers (heartbeat,
+// gap drawn from the seed (1 to 997 ms, 1 to 99 in a fleet of more than 20): no two workers' timers (heartbeat,
 // reconcile, checkpoint) fire at the same virtual instant, so that which of
 // two racing workers reaches the table first is the seed's, not the
 // scheduler's.
 func (fl *Fleet) AddWorkers(n int) ([]*Member, error) {
 	var out []*Member
+	// 1–997 ms apart (about 2 a second); a fleet of more than 20 comes up
+	// at Fargate's steady launch rate instead (20 tasks a second, ecs.go's
+	// quota: 1–99 ms apart), or 1,000 workers would take 8 virtual minutes
+	// to start.
+	maxGap := 997
+	if n > 20 {
+		maxGap = 99
+	}
 	for range n {
 		fl.mu.Lock()
-		gap := time.Duration(1+fl.rnd.IntN(997)) * time.Millisecond
+		gap := time.Duration(1+fl.rnd.IntN(maxGap)) * time.Millisecond
 		fl.mu.Unlock()
 		time.Sleep(gap)
 		m, err := fl.addWorker(nil)
