@@ -48,7 +48,8 @@ func (f Figures) Verdict(bound time.Duration) string {
 	return fmt.Sprint(bad)
 }
 
-// Diff names the figures (JSON paths, one level into table and faults)
+// Diff names the figures (JSON paths, one level into table and faults,
+// two into a fault's dark)
 // that differ between a and b: what a seed did not fix.
 func Diff(a, b Figures) []string {
 	ma, mb := flat(a), flat(b)
@@ -63,7 +64,8 @@ func Diff(a, b Figures) []string {
 }
 
 // DiffBeyond is Diff with the times of delivering again (the faults'
-// p50/p99/max, longest_silence, in seconds) compared within tol seconds:
+// p50/p99/max, longest_silence, the dark times of the faults and the
+// moves, in seconds) compared within tol seconds:
 // two claims admitted at one virtual instant may take each other's place
 // in a worker's claim pace (the order of goroutines runnable at one
 // instant, which no seed fixes), and each then waits the other's drawn
@@ -87,7 +89,7 @@ func timeFigure(k string) bool {
 	if k == "longest_silence" {
 		return true
 	}
-	if !strings.HasPrefix(k, "faults[") {
+	if !strings.HasPrefix(k, "faults[") && !strings.HasPrefix(k, "moves.") { // faults[i].dark.p99 and moves.p99 too
 		return false
 	}
 	return strings.HasSuffix(k, ".p50") || strings.HasSuffix(k, ".p99") || strings.HasSuffix(k, ".max")
@@ -108,7 +110,15 @@ func flat(f Figures) map[string]any {
 			for i, e := range vv {
 				if em, ok := e.(map[string]any); ok {
 					for k2, v2 := range em {
-						out[fmt.Sprintf("%s[%d].%s", k, i, k2)] = v2
+						p := fmt.Sprintf("%s[%d].%s", k, i, k2)
+						m3, ok := v2.(map[string]any) // a fault's dark: one level further
+						if !ok {
+							out[p] = v2
+							continue
+						}
+						for k3, v3 := range m3 {
+							out[p+"."+k3] = v3
+						}
 					}
 				}
 			}

@@ -76,11 +76,15 @@ type ECSOp struct {
 	Killed      int     `json:"killed"`
 	LongestStop float64 `json:"longest_stop"`
 	// Sessions the tasks it stopped owned at their SIGTERM, Recovered
-	// those delivering again, MaxDark the longest SIGTERM → delivering
-	// again (the judge's "term" faults within the operation).
+	// those delivering again, MaxAgain the longest SIGTERM → delivering
+	// again (an upper bound of the dark time: it includes the session's
+	// streaming on the draining task until its turn), Dark the exact dark
+	// times of their hand-offs (dark.go), pooled (the judge's "term"
+	// faults within the operation).
 	Sessions  int     `json:"sessions"`
 	Recovered int     `json:"recovered"`
-	MaxDark   float64 `json:"max_dark"`
+	MaxAgain  float64 `json:"max_again"`
+	Dark      Dark    `json:"dark"`
 }
 
 // ecsRecoveries are ops with the recovery of the sessions their SIGTERMs
@@ -88,13 +92,17 @@ type ECSOp struct {
 // sessions are those of the task's SIGTERM before it).
 func ecsRecoveries(ops []ECSOp, rs []Recovery) []ECSOp {
 	for i, op := range ops {
+		var dark []float64
 		for _, r := range rs {
 			if r.Kind == "term" && r.At >= op.At && r.At <= op.At+op.Length {
 				ops[i].Sessions += r.Sessions
 				ops[i].Recovered += r.Recovered
-				ops[i].MaxDark = max(ops[i].MaxDark, r.Max)
+				ops[i].MaxAgain = max(ops[i].MaxAgain, r.Max)
+				dark = append(dark, r.dark...)
 			}
 		}
+		slices.Sort(dark)
+		ops[i].Dark = darkOf(dark)
 	}
 	return ops
 }

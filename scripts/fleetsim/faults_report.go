@@ -23,21 +23,23 @@ func faultsMarkdown(runs []Measured) string {
 	p("worker takes every session, the others start 30 s after the ramp (rebalancing off, so it keeps them all\n")
 	p("until), and it is killed a third in. `lag-sweep`: `by_owner` held 60 s behind (twice\n")
 	p("`IndexLagBound`) while a new session is acquired, its owner killed at once: that session's bound is the\n")
-	p("README's (the lag plus `DoneSweepEvery`) plus 5 s.\n\n")
-	p("| scenario | first delivery from the start write p50 / p99 / max | source refusals | fault | sessions | delivering again | p50 / p99 / max | bound | unfenced |\n")
-	p("|---|---|---|---|---|---|---|---|---|\n")
+	p("README's (the lag plus `DoneSweepEvery`) plus 5 s. Delivering again: from the fault (for a `term`, an upper\n")
+	p("bound of the dark time); dark: the exact dark time of the tenure change that ended each session's recovery,\n")
+	p("and of the run's rebalancing moves (the judge's; how many measured in brackets).\n\n")
+	p("| scenario | first delivery from the start write p50 / p99 / max | source refusals | moves: dark p50 / p99 / max | fault | sessions | delivering again | p50 / p99 / max | dark p50 / p99 / max | bound | unfenced |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range runs {
 		fd := fmt.Sprintf("%.1f / %.1f / %.1f s", m.FirstDelivery.P50, m.FirstDelivery.P99, m.FirstDelivery.Max)
 		if len(m.Faults) == 0 {
-			p("| %s | %s | %d | – | – | – | – | – | – |\n", runLabel(runs, m), fd, m.SourceRefused)
+			p("| %s | %s | %d | %s | – | – | – | – | – | – | – |\n", runLabel(runs, m), fd, m.SourceRefused, m.Moves)
 		}
 		for _, r := range m.Faults {
 			bound := "default"
 			if r.Bound > 0 {
 				bound = fmt.Sprintf("%.0f s", r.Bound)
 			}
-			p("| %s | %s | %d | %s at %.0f s | %d | %d | %.1f / %.1f / %.1f s | %s | %d |\n", runLabel(runs, m), fd, m.SourceRefused,
-				r.Kind, r.At, r.Sessions, r.Recovered, r.P50, r.P99, r.Max, bound, r.Unfenced)
+			p("| %s | %s | %d | %s | %s at %.0f s | %d | %d | %.1f / %.1f / %.1f s | %s | %s | %d |\n", runLabel(runs, m), fd, m.SourceRefused, m.Moves,
+				r.Kind, r.At, r.Sessions, r.Recovered, r.P50, r.P99, r.Max, r.Dark, bound, r.Unfenced)
 		}
 	}
 	p("\n")

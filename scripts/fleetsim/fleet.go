@@ -140,6 +140,7 @@ func New(cfg Config) (*Fleet, error) {
 		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
+	fl.Record.produced = f.ProducedAt // the exact dark time (dark.go)
 	fl.qlatMin, fl.qlatMax = qlatMin, qlatMax
 	fl.srv = &http.Server{Handler: f.Handler()}
 	go func() { defer close(fl.served); _ = fl.srv.Serve(fl.pn) }()

@@ -59,6 +59,11 @@ type Figures struct {
 	// first delivery (faults.go).
 	FirstDelivery Latency `json:"first_delivery"`
 
+	// Moves are the exact dark times (dark.go) of the rebalancing moves:
+	// each first delivery of a tenure on another worker than the
+	// session's last delivery's, no fault's recovery.
+	Moves Dark `json:"moves"`
+
 	Faults []Recovery   `json:"faults"`
 	ECS    []ECSOp      `json:"ecs,omitempty"` // deploys, scale-outs and -ins (ecs.go)
 	Table  TableFigures `json:"table"`
@@ -86,6 +91,13 @@ type Recovery struct {
 	// Unfenced are deliveries in the fault's quiet span (Fault.Quiet): by
 	// a worker that should have stopped on its own.
 	Unfenced int64 `json:"unfenced,omitempty"`
+	// P50, P99 and Max include a session's deliveries after the fault
+	// (a drain's streaming until its turn): an upper bound of its dark
+	// time. Dark is the exact dark time of the tenure change that ended
+	// each session's recovery (dark.go), of those measured (Dark.N);
+	// dark are those times, sorted (ecsRecoveries pools them).
+	Dark Dark `json:"dark"`
+	dark []float64
 }
 
 // Peak is the busiest second of one key against its limit.
@@ -151,6 +163,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		}
 		s.judge(now, &f)
 	}
+	f.Moves = r.moves.summary()
 	for _, ft := range r.faults {
 		if !judged(ft.Kind) {
 			continue
@@ -196,6 +209,13 @@ func (ft *faultLog) recovery(t0 time.Time) Recovery {
 	}
 	slices.Sort(took)
 	r.P50, r.P99, r.Max = rank(took, 0.50), rank(took, 0.99), rank(took, 1)
+	for _, x := range ft.dark {
+		if !math.IsNaN(x) {
+			r.dark = append(r.dark, x)
+		}
+	}
+	slices.Sort(r.dark)
+	r.Dark = darkOf(r.dark)
 	return r
 }
 

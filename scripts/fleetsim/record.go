@@ -55,6 +55,11 @@ type Record struct {
 	delivering int
 	// quiet are the spans in which no worker may deliver (quietSpan).
 	quiet []*quietLog
+	// produced is when the source produced a session's seq (the fleet's:
+	// feed.Server.ProducedAt), for the exact dark time (dark.go); moves
+	// are the rebalancing moves' dark times.
+	produced func(session string, seq int64) (time.Time, bool)
+	moves    darkHist
 }
 
 // quietLog is a span (from, to) in which no worker may deliver, and how
@@ -107,26 +112,30 @@ func (r *Record) observe(s *sessionLog, d Delivery) {
 	if s.n == 0 {
 		r.delivering++
 	}
-	s.add(d)
-	if len(s.pending) == 0 {
-		return
-	}
+	from, move := s.next(d)
+	i := int32(s.add(d))
 	kept := s.pending[:0]
 	for _, p := range s.pending {
 		fl := r.faults[p.fault]
 		if d.N > fl.N && !fl.gone[d.Worker] {
 			fl.took[p.at] = d.At.Sub(fl.At).Seconds()
+			s.waits = append(s.waits, darkWait{tenure: i, fault: p.fault, at: p.at, from: from})
+			move = false
 			continue
 		}
 		kept = append(kept, p)
 	}
 	s.pending = kept
+	if move {
+		s.waits = append(s.waits, darkWait{tenure: i, fault: -1, from: from})
+	}
+	r.darken(s, d, i)
 }
 
 func (r *Record) fault(f Fault) {
 	r.mu.Lock()
 	f.N = r.n
-	fl := &faultLog{Fault: f, gone: map[string]bool{}, took: make([]float64, len(f.Sessions))}
+	fl := &faultLog{Fault: f, gone: map[string]bool{}, took: make([]float64, len(f.Sessions)), dark: make([]float64, len(f.Sessions))}
 	for _, w := range f.Workers {
 		fl.gone[w] = true
 	}
@@ -137,7 +146,7 @@ func (r *Record) fault(f Fault) {
 	}
 	i := int32(len(r.faults))
 	for at, id := range f.Sessions {
-		fl.took[at] = math.NaN()
+		fl.took[at], fl.dark[at] = math.NaN(), math.NaN()
 		s := r.by[id]
 		if s == nil {
 			s = &sessionLog{}
@@ -164,13 +173,14 @@ func (r *Record) Count() int64 {
 }
 
 // faultLog is one fault and, for each session it hit, the seconds from the
-// fault to the session's first delivery by a worker it did not hit (NaN:
-// none yet).
+// fault to the session's first delivery by a worker it did not hit, and
+// that tenure change's exact dark time (dark.go) (NaN: none yet).
 type faultLog struct {
 	Fault
 	quiet *quietLog // its quiet span's count (Fault.Quiet); nil: none
 	gone  map[string]bool
 	took  []float64 // by index in Sessions
+	dark  []float64 // by index in Sessions
 }
 
 // pending is a fault whose session (the sessionLog holding it) has not
@@ -193,6 +203,8 @@ type sessionLog struct {
 	lastAt   time.Time
 	silence  float64 // longest time between two deliveries, seconds
 	pending  []pending
+	last     int32      // the tenure of the last delivery
+	waits    []darkWait // tenure changes not yet delivering a new seq (dark.go)
 }
 
 // tenure is one (worker, epoch) of a session that delivered: its first and
@@ -214,7 +226,8 @@ type pairLog struct {
 // span is seqs lo..hi, all delivered.
 type span struct{ lo, hi int64 }
 
-func (s *sessionLog) add(d Delivery) {
+// add folds d into s and returns its tenure's index.
+func (s *sessionLog) add(d Delivery) int {
 	i := -1
 	for k := range s.tenures {
 		if s.tenures[k].worker == d.Worker && s.tenures[k].epoch == d.Epoch {
@@ -253,7 +266,9 @@ func (s *sessionLog) add(d Delivery) {
 		s.firstAt = d.At
 	}
 	s.lastAt = d.At
+	s.last = int32(i)
 	s.n++
+	return i
 }
 
 // insert adds seq to the interval set; false when it was already there.
