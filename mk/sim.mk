@@ -40,4 +40,4 @@ sim:
 test-fleetsim:
 	cd workers/streamer && $(GO) vet -tags fleetsim .
 	cd scripts && $(GO) vet -tags fleetsim ./fleetsim/
-	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy|TestCrashBigRecovers|TestJudgeQuietSpanAndOwnBound)$$' -timeout 5m ./fleetsim/
+	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy|TestDeployKilledMidDrain|TestCrashBigRecovers|TestJudgeQuietSpanAndOwnBound)$$' -timeout 5m ./fleetsim/

@@ -38,9 +38,10 @@ func tasksOf(fl *Fleet) []task {
 // its start on it watches the task:
 //
 //   - a killed task with such a watcher that outlives the deploy (a new
-//     task) is taken over as a crashed one is: its sessions deliver again
-//     within recoveryBound (TTL + 5 s) of its kill, or of that watcher's
-//     start when it started later;
+//     task) is taken over as a crashed one is: the sessions it held at its
+//     SIGTERM (those its drain handed off before the kill among them)
+//     deliver again within recoveryBound (TTL + 5 s) of the SIGTERM, or of
+//     that watcher's start when it started later;
 //   - one whose first watchers were all killed in the deploy too gets a
 //     live watcher only once they are declared dead and its listing drops
 //     them, and that watcher then waits a whole TTL of its own: a TTL and
@@ -66,7 +67,7 @@ func killedWatched(t *testing.T, f Figures, tasks []task) {
 	bound := recoveryBound.Seconds()
 	unwatched := 0
 	for _, rc := range f.Faults {
-		if rc.Kind != "kill" || rc.Sessions == 0 || len(rc.Workers) != 1 {
+		if rc.Kind != "term" || rc.Sessions == 0 || len(rc.Workers) != 1 || !killed[rc.Workers[0]] {
 			continue
 		}
 		id := rc.Workers[0]
@@ -74,7 +75,7 @@ func killedWatched(t *testing.T, f Figures, tasks []task) {
 		live := slices.DeleteFunc(slices.Clone(ws), func(w string) bool { return killed[w] })
 		if len(live) == 0 {
 			unwatched++
-			t.Logf("%s: its watchers %v all killed in the deploy: delivering again %.1fs after its kill (bound %.0fs for a watched one)", id, ws, rc.Max, bound)
+			t.Logf("%s: its watchers %v all killed in the deploy: delivering again %.1fs after its SIGTERM (bound %.0fs for a watched one)", id, ws, rc.Max, bound)
 			continue
 		}
 		earliest := started[live[0]]
@@ -83,7 +84,7 @@ func killedWatched(t *testing.T, f Figures, tasks []task) {
 		}
 		from := max(rc.At, earliest)
 		if rc.At+rc.Max > from+bound {
-			t.Errorf("%s killed at %.1fs, watched by %v (alive from %.1fs): its sessions delivered again %.1fs after the kill, past %.1fs + %.0fs (a crash's takeover)",
+			t.Errorf("%s SIGTERMed at %.1fs and killed, watched by %v (alive from %.1fs): its sessions delivered again %.1fs after, past %.1fs + %.0fs (a crash's takeover)",
 				id, rc.At, live, from, rc.Max, from, bound)
 		}
 	}
