@@ -173,6 +173,12 @@ type tasks struct {
 	started []*Member
 	stop    map[*Member]time.Time // SIGKILL due
 	termed  map[*Member]time.Time
+	// killed: when each SIGKILLed task was killed, its end for ECS (the
+	// simulated process's goroutines unwind after it: a queue poll in
+	// flight runs to its wait, up to 10 s).
+	killed map[*Member]time.Time
+	// lastEnd is the latest end of a stopped task.
+	lastEnd time.Time
 	exits   chan exit
 }
 
@@ -183,7 +189,7 @@ type exit struct {
 
 func (fl *Fleet) newTasks(op string, timeout time.Duration) *tasks {
 	return &tasks{fl: fl, op: ECSOp{Op: op, At: time.Since(fl.t0).Seconds()}, timeout: timeout,
-		stop: map[*Member]time.Time{}, termed: map[*Member]time.Time{}, exits: make(chan exit)}
+		stop: map[*Member]time.Time{}, termed: map[*Member]time.Time{}, killed: map[*Member]time.Time{}, exits: make(chan exit)}
 }
 
 // request asks ECS for n tasks: each placed in an AZ now, through the
@@ -264,7 +270,7 @@ func (ts *tasks) term(ms []*Member) {
 func (ts *tasks) killDue(now time.Time) {
 	var due []*Member
 	for m, at := range ts.stop {
-		if !at.After(now) && !m.store.cut.Load() {
+		if _, gone := ts.killed[m]; !at.After(now) && !gone {
 			due = append(due, m)
 		}
 	}
@@ -274,8 +280,8 @@ func (ts *tasks) killDue(now time.Time) {
 	slices.SortFunc(due, func(a, b *Member) int { return cmp.Compare(a.ID, b.ID) })
 	ts.fl.Record.fault(Fault{Kind: "kill", Workers: ids(due), At: now, Sessions: ts.fl.ownedBy(due)})
 	for _, m := range due {
-		m.store.cut.Store(true)
-		m.w.SimCrash()
+		ts.killed[m] = now
+		m.cutOff()
 	}
 	ts.op.Killed += len(due)
 }
@@ -290,7 +296,7 @@ func (ts *tasks) wait() {
 		}
 	}
 	for m, at := range ts.stop {
-		if at.Before(next) && !m.store.cut.Load() {
+		if _, gone := ts.killed[m]; at.Before(next) && !gone {
 			next = at
 		}
 	}
@@ -312,9 +318,15 @@ func (ts *tasks) wait() {
 }
 
 func (ts *tasks) exited(e exit) {
-	now := time.Now()
-	e.m.Err, e.m.Ended = e.err, now
-	ts.op.LongestStop = max(ts.op.LongestStop, now.Sub(ts.termed[e.m]).Seconds())
+	end := time.Now()
+	if at, ok := ts.killed[e.m]; ok {
+		end = at
+	}
+	e.m.Err, e.m.Ended = e.err, end
+	ts.op.LongestStop = max(ts.op.LongestStop, end.Sub(ts.termed[e.m]).Seconds())
+	if end.After(ts.lastEnd) {
+		ts.lastEnd = end
+	}
 	delete(ts.stop, e.m)
 }
 
@@ -385,7 +397,7 @@ func (fl *Fleet) Deploy(r Rolling) error {
 		}
 		if len(left) == 0 && len(ts.stop) == 0 {
 			if gone.IsZero() {
-				gone = now
+				gone = ts.lastEnd
 			}
 			if len(ts.pending) == 0 && ts.healthy() == desired {
 				ts.done(gone)
@@ -435,7 +447,7 @@ func (fl *Fleet) ScaleIn(n int, stop time.Duration) error {
 		ts.killDue(time.Now())
 		ts.wait()
 	}
-	ts.done(time.Now())
+	ts.done(ts.lastEnd)
 	return nil
 }
 

@@ -93,19 +93,35 @@ func TestDeploy(t *testing.T) {
 }
 
 // TestDeployKilledAtStopTimeout: a stop timeout shorter than any graceful
-// shutdown (1 ms) kills every old task in its drain; still no double
-// owner, no loss, every session delivering again. How soon is logged, not
-// bounded: with seed 1 some took ~30 s, beyond a crash's TTL + 5 s.
-func TestDeployKilledAtStopTimeout(t *testing.T) {
-	r := Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: time.Millisecond}
-	f := deploy(t, "deploy-killed", r)
+// shutdown (1 ms) kills every old task in its drain before the drain wrote
+// anything: its sessions are all still its own (deployKilled).
+func TestDeployKilledAtStopTimeout(t *testing.T) { deployKilled(t, time.Millisecond) }
+
+// TestDeployKilledMidDrain: at a stop timeout of 20 ms every old task is
+// killed with most of its sessions handed off (seed 1: w-008 hands one to
+// w-006, killed 0.2 s before and still listed ALIVE; the reservation holds
+// it 5 s). In the short set.
+func TestDeployKilledMidDrain(t *testing.T) { deployKilled(t, 20*time.Millisecond) }
+
+// deployKilled runs a deploy whose stop timeout kills every old task in
+// its drain: still no double owner, no loss, every session delivering
+// again, each killed task gone at its kill (not when its goroutines have
+// unwound). A killed task with a watcher that outlives the deploy is taken
+// over as a crashed one is, within the TTL + 5 s of its SIGTERM or of that
+// watcher's start; one whose watchers were all killed in the deploy too
+// waits for their deaths first (seed 1: w-006 ~30 s at 1 ms, w-000 ~20 s;
+// killedWatched).
+func deployKilled(t *testing.T, stop time.Duration) {
+	r := Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: stop}
+	f, tasks := deployTasks(t, "deploy-killed", r)
 	checkSafeWithin(t, busy(f), shortFor)
 	for _, rc := range f.Faults {
 		t.Logf("%s of %v: %d sessions delivering again after p50 %.1fs, max %.1fs", rc.Kind, rc.Workers, rc.Sessions, rc.P50, rc.Max)
 	}
-	if op := f.ECS[0]; op.Killed != shortWorkers {
-		t.Errorf("%d of %d old tasks killed at the stop timeout %s", op.Killed, shortWorkers, r.StopTimeout)
+	if op := f.ECS[0]; op.Killed != shortWorkers || op.LongestStop > r.StopTimeout.Seconds() {
+		t.Errorf("%d of %d old tasks killed at the stop timeout %s, the longest gone %.3fs after its SIGTERM", op.Killed, shortWorkers, r.StopTimeout, op.LongestStop)
 	}
+	killedWatched(t, f, tasks)
 }
 
 // deploy runs the short deploy-default scenario with r and checks what
@@ -114,6 +130,15 @@ func TestDeployKilledAtStopTimeout(t *testing.T) {
 // sessions all delivering again.
 func deploy(t *testing.T, name string, r Rolling) Figures {
 	t.Helper()
+	f, _ := deployTasks(t, name, r)
+	return f
+}
+
+// deployTasks is deploy, also returning every task of the run (its
+// workers, their start and end in seconds from the fleet's start).
+func deployTasks(t *testing.T, name string, r Rolling) (Figures, []task) {
+	t.Helper()
+	var tasks []task
 	sc := Scenarios(shortWorkers, shortSessions, shortFor)["deploy-default"]
 	sc.Name = name
 	var running, healthy int
@@ -133,6 +158,7 @@ func deploy(t *testing.T, name string, r Rolling) Figures {
 				healthy++
 			}
 		}
+		tasks = tasksOf(fl)
 		return nil
 	}}}
 	f := runT(t, sc, 1, nil)
@@ -149,7 +175,7 @@ func deploy(t *testing.T, name string, r Rolling) Figures {
 	if op.Sessions == 0 || op.Recovered != op.Sessions {
 		t.Errorf("the deploy's SIGTERMs hit %d sessions, %d delivering again", op.Sessions, op.Recovered)
 	}
-	return f
+	return f, tasks
 }
 
 // TestScaleOutIn: ×10 the tasks through the launch quota, spread evenly

@@ -323,10 +323,7 @@ func (fl *Fleet) Kill(ms ...*Member) {
 // crash is Kill without its record.
 func (fl *Fleet) crash(ms ...*Member) {
 	for _, m := range ms {
-		m.store.cut.Store(true)
-		m.queue.cut.Store(true)
-		_ = m.admin.Close() // its port refuses from now on
-		m.w.SimCrash()
+		m.cutOff()
 	}
 	for _, m := range ms {
 		m.cancel()
@@ -335,6 +332,16 @@ func (fl *Fleet) crash(ms ...*Member) {
 		m.Err = <-m.done
 		m.Ended = time.Now()
 	}
+}
+
+// cutOff is the instant of a kill -9 of m (Kill, ECS's SIGKILL): cut off
+// the table and the work queue, its admin port refusing, every session
+// abandoned. Its goroutines end after.
+func (m *Member) cutOff() {
+	m.store.cut.Store(true)
+	m.queue.cut.Store(true)
+	_ = m.admin.Close() // its port refuses from now on
+	m.w.SimCrash()
 }
 
 // Term plays a SIGTERM of m: its graceful shutdown (close, flush, release
