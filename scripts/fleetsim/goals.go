@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/wsfleet/wsfleet/testkit/ddbrules"
 )
 
 // Goal is one of issue 36's goals beside what the report's runs measured.
@@ -81,7 +83,26 @@ func (r Report) goalReadScaling() Goal {
 	}
 	g.Measured += sizeNote(hi)
 	g.Status = status(ratio <= 1.2)
+	// A read the table refused consumed nothing: a run whose reads were
+	// throttled measured what the table served, below what the workers
+	// asked for, so its ratio is a lower bound: it can miss the goal but
+	// not meet it.
+	if n := readsThrottled(hi.Table.Throttled); n > 0 {
+		g.Measured += fmt.Sprintf("; %d reads throttled at %d × %d: the table served less than the workers asked, so ×%.2f is a lower bound", n, hi.Workers, hi.Sessions, ratio)
+		if ratio <= 1.2 {
+			g.Status = goalNotMeasured
+		}
+	}
 	return g
+}
+
+// readsThrottled counts the calls throttled for reads (by reason).
+func readsThrottled(by map[string]int64) int64 {
+	var n int64
+	for _, reason := range []string{ddbrules.TableReadKeyRange, ddbrules.IndexReadKeyRange} {
+		n += by[reason]
+	}
+	return n
 }
 
 // readsPerHour is m's coordination read units per worker-hour, the total
