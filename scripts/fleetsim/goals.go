@@ -99,7 +99,7 @@ func (r Report) goalReadScaling() Goal {
 // readsThrottled counts the calls throttled for reads (by reason).
 func readsThrottled(by map[string]int64) int64 {
 	var n int64
-	for _, reason := range []string{ddbrules.TableReadKeyRange, ddbrules.IndexReadKeyRange} {
+	for _, reason := range []string{ddbrules.TableReadKeyRange, ddbrules.IndexReadKeyRange, ddbrules.TableReadQuota} {
 		n += by[reason]
 	}
 	return n

@@ -110,7 +110,7 @@ func TestGoalReadScalingSplitsBySize(t *testing.T) {
 		status string
 	}{{70_000, goalNotMeasured}, {90_000, goalMissed}} {
 		hi := steady(1000, 1_000_000, c.worker, 40_000, 100)
-		hi.Table.Throttled = map[string]int64{ddbrules.TableReadKeyRange: 5, ddbrules.TableWriteKeyRange: 7}
+		hi.Table.Throttled = map[string]int64{ddbrules.TableReadKeyRange: 3, ddbrules.TableReadQuota: 2, ddbrules.TableWriteKeyRange: 7}
 		g := Report{Runs: []Measured{hi, lo}}.goalReadScaling()
 		if g.Status != c.status || !strings.Contains(g.Measured, "5 reads throttled at 1000 × 1000000") || !strings.Contains(g.Measured, "a lower bound") {
 			t.Errorf("throttled reads, %v worker units: %+v, want %s naming 5 reads throttled and a lower bound", c.worker, g, c.status)
