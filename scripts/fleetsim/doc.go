@@ -64,7 +64,10 @@
 //     infra's (100 %/200 %, 40 s; restated from infra/stacks, not
 //     imported). Scale-out launches through the quota; scale-in stops
 //     tasks from the AZ with the most, the newest first. The loss of an AZ
-//     (KillAZ) kills its tasks at once and launches no replacement. Found
+//     (KillAZ) kills its tasks at once, and the service scheduler launches
+//     as many replacements in the other AZs ("replace"): a fleet too full
+//     to absorb a third of its sessions (100 workers × 1,000 sessions at
+//     WSFLEET_MAX_SESSIONS 1,000) waits for them. Found
 //     with a deploy that kills every old task in its drain
 //     (TestDeployKilledAtStopTimeout): a killed task whose watchers were
 //     all old tasks killed too is declared dead only after them, a TTL and

@@ -64,7 +64,7 @@ var InfraRolling = Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout:
 // ECSOp is one ECS operation's figures (Figures.ECS). Seconds of virtual
 // time.
 type ECSOp struct {
-	Op    string  `json:"op"` // deploy, scale-out, scale-in
+	Op    string  `json:"op"` // deploy, scale-out, scale-in, replace
 	At    float64 `json:"at"` // from the fleet's start
 	Tasks int     `json:"tasks"`
 	// Length: a deploy's first replacement requested → its last old task
@@ -115,7 +115,8 @@ type ecs struct {
 	tokens  float64
 	at      time.Time
 	rnd     *rand.Rand
-	pending []int // launches requested and not started, by AZ
+	pending []int  // launches requested and not started, by AZ
+	down    []bool // AZs lost (KillAZ): nothing is placed there
 	ops     []ECSOp
 }
 
@@ -123,7 +124,7 @@ func newECS(cfg ECSConfig, seed uint64, now time.Time) *ecs {
 	if cfg == (ECSConfig{}) {
 		cfg = DefaultECS()
 	}
-	return &ecs{cfg: cfg, tokens: cfg.Burst, at: now, rnd: rand.New(rand.NewPCG(seed, 0xec5)), pending: make([]int, cfg.AZs)}
+	return &ecs{cfg: cfg, tokens: cfg.Burst, at: now, rnd: rand.New(rand.NewPCG(seed, 0xec5)), pending: make([]int, cfg.AZs), down: make([]bool, cfg.AZs)}
 }
 
 // reserve takes a token of the launch quota at now: the wait until it is
@@ -139,8 +140,8 @@ func (e *ecs) reserve(now time.Time) time.Duration {
 }
 
 // placeLocked is the AZ of a new task: the one with the fewest running and
-// pending tasks, the first on a tie (ECS's spread by AZ: round robin from
-// an even start). fl.mu held.
+// pending tasks among those not lost, the first on a tie (ECS's spread by
+// AZ: round robin from an even start). fl.mu held.
 func (fl *Fleet) placeLocked() int {
 	n := slices.Clone(fl.ecs.pending)
 	for _, m := range fl.members {
@@ -148,7 +149,13 @@ func (fl *Fleet) placeLocked() int {
 			n[m.AZ]++
 		}
 	}
-	return slices.Index(n, slices.Min(n))
+	best := -1
+	for az, k := range n {
+		if !fl.ecs.down[az] && (best < 0 || k < n[best]) {
+			best = az
+		}
+	}
+	return max(best, 0)
 }
 
 // opDeadline bounds a deploy or a scale-out in virtual time: ECS's
@@ -411,13 +418,17 @@ func (fl *Fleet) Deploy(r Rolling) error {
 // ScaleOut plays ECS raising the desired count by n: n tasks launched
 // through the launch quota, placed over the AZs. It returns once every one
 // is healthy.
-func (fl *Fleet) ScaleOut(n int) error {
-	ts := fl.newTasks("scale-out", 0)
+func (fl *Fleet) ScaleOut(n int) error { return fl.launch("scale-out", n) }
+
+// launch is an ECS operation that starts n tasks (a scale-out, the
+// replacement of lost ones) and returns once every one is healthy.
+func (fl *Fleet) launch(op string, n int) error {
+	ts := fl.newTasks(op, 0)
 	ts.op.Tasks = n
 	ts.request(n)
 	for start := time.Now(); len(ts.pending) > 0 || ts.healthy() < n; {
 		if time.Since(start) > opDeadline {
-			return fmt.Errorf("fleetsim: scale-out not done after %s: %d of %d tasks healthy", opDeadline, ts.healthy(), n)
+			return fmt.Errorf("fleetsim: %s not done after %s: %d of %d tasks healthy", op, opDeadline, ts.healthy(), n)
 		}
 		if err := ts.startDue(time.Now()); err != nil {
 			return err
@@ -478,9 +489,12 @@ func spread(ms []*Member, k int) []*Member {
 }
 
 // KillAZ kills every running task of the first AZ at once (the loss of one
-// availability zone of three: a third of the workers). ECS would launch
-// replacements in the other AZs; the simulator does not (the survivors'
-// takeover is what it measures).
+// availability zone of three: a third of the workers), and ECS's service
+// scheduler, keeping the desired count, launches as many replacements in
+// the other AZs ("replace": through the launch quota, a launch time
+// later). The survivors take what they have room for (WSFLEET_MAX_SESSIONS)
+// at once; a fleet too full to absorb a third of its sessions waits for
+// the replacements. It returns once they are healthy.
 func KillAZ(fl *Fleet) error {
 	var in []*Member
 	for _, m := range fl.Running() {
@@ -491,8 +505,11 @@ func KillAZ(fl *Fleet) error {
 	if len(in) == 0 {
 		return fmt.Errorf("fleetsim: kill an AZ: no worker running in it")
 	}
+	fl.mu.Lock()
+	fl.ecs.down[0] = true
+	fl.mu.Unlock()
 	fl.Kill(in...)
-	return nil
+	return fl.launch("replace", len(in))
 }
 
 // DeployStep is a scenario step: Fleet.Deploy with r.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 // TestKillAZKillsOneAZ: the workers are ECS tasks spread over three AZs
@@ -34,7 +36,39 @@ func TestKillAZKillsOneAZ(t *testing.T) {
 		if want := []string{"w-000", "w-003", "w-006", "w-009"}; !slices.Equal(dead, want) {
 			t.Errorf("the loss of one AZ of three killed %v, want that AZ's tasks %v", dead, want)
 		}
+		// ECS keeps the desired count: 4 replacements, none in the lost AZ.
+		var running []string
+		for _, m := range fl.Running() {
+			running = append(running, m.ID)
+			if m.AZ == 0 {
+				t.Errorf("%s placed in the lost AZ", m.ID)
+			}
+		}
+		if len(running) != 10 {
+			t.Errorf("running after the replacements: %v, want 10 tasks", running)
+		}
+		if ops := fl.ECSOps(); len(ops) != 1 || ops[0].Op != "replace" || ops[0].Tasks != 4 || ops[0].Length < 30 {
+			t.Errorf("ECS operations %+v, want one replace of 4 tasks taking a launch time (≥ 30 s)", ops)
+		}
 	})
+}
+
+// A fleet too full to absorb a lost AZ's sessions (6 workers of at most 10
+// sessions holding 60) gets them delivering again once ECS's replacements
+// are up: the survivors have no room, the new tasks do.
+func TestFullFleetRecoversAnAZByReplacements(t *testing.T) {
+	sc := Scenario{Name: "az-full", Workers: 6, Sessions: 60, Rate: 1, Duration: 4 * time.Minute, Ramp: 10 * time.Second,
+		Skew: 2 * time.Second, Faults: []Step{{At: 80 * time.Second, Do: KillAZ}},
+		Fleet: func(c *Config) { c.Worker = func(w *streamer.Config) { w.MaxSessions = 10 } }}
+	f := runT(t, sc, 1, nil)
+	checkSafeWithin(t, f, 2*time.Minute) // a launch (≤ 45 s) + claims, not a survivor's takeover
+	r := faultOf(t, f, "kill")
+	if r.Sessions != 20 || r.Recovered != r.Sessions {
+		t.Fatalf("the lost AZ's sessions: %d of %d delivering again, want all 20: %s", r.Recovered, r.Sessions, f.Verdict(recoveryBound))
+	}
+	if r.Max < 30 {
+		t.Errorf("recovered within %.1f s: the survivors were full, so not before a replacement's launch (≥ 30 s)", r.Max)
+	}
 }
 
 // TestLaunchQuota: Fargate's task launch quota is a token bucket of 100
