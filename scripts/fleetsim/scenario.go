@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/simddb"
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 // Scenario is one simulated run: a fleet, its sessions and what happens to
@@ -32,6 +33,9 @@ type Scenario struct {
 	Faults []Step
 	// Fleet, when set, changes the fleet's configuration.
 	Fleet func(*Config)
+	// MaxSessions, when set, is every worker's WSFLEET_MAX_SESSIONS
+	// (before Fleet's Worker changes it).
+	MaxSessions int
 	// Progress, when set, is called once a virtual minute while the
 	// scenario runs (progress.go; make sim's progress lines).
 	Progress func(Progress)
@@ -88,7 +92,8 @@ func ScaleOut(fl *Fleet) error {
 // each lasting d of virtual time (faults at a third of it, the fleet
 // settled by then).
 func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
-	base := Scenario{Workers: workers, Sessions: sessions, Rate: 1, Duration: d, Skew: 2 * time.Second, Ramp: d / 10}
+	base := Scenario{Workers: workers, Sessions: sessions, Rate: 1, Duration: d, Skew: 2 * time.Second, Ramp: d / 10,
+		MaxSessions: headroom(workers, sessions)}
 	with := func(name string, steps ...Step) Scenario {
 		s := base
 		s.Name, s.Faults = name, steps
@@ -125,6 +130,26 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 	return all
 }
 
+// fillTargetPct is how full (%) a fleet is sized to run: the infra's scaling
+// target (TargetUtilization 70 in infra/stacks/config.go, dev and prod:
+// the service scales on sessions held at 70 % of capacity; restated, not
+// imported).
+const fillTargetPct = 70
+
+// headroom is the WSFLEET_MAX_SESSIONS that sizes workers × sessions at
+// fillTargetPct when the worker's default would run it fuller (0: the
+// default). At the default's 1,000, 100 workers × 100,000 sessions are
+// 100 % full: a crash or a lost AZ would have nowhere to go until ECS
+// replaced the tasks.
+func headroom(workers, sessions int) int {
+	w := max(workers, 1) * fillTargetPct
+	need := (sessions*100 + w - 1) / w // ⌈sessions ÷ workers ÷ 0.7⌉ in integers
+	if need <= streamer.DefaultConfig().MaxSessions {
+		return 0
+	}
+	return need
+}
+
 // Run plays sc with seed and judges it. Call it inside a testing/synctest
 // bubble; it returns once every goroutine of the fleet has ended.
 func Run(sc Scenario, seed uint64) (Figures, error) {
@@ -137,6 +162,14 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 	cfg := Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts}
 	if sc.Fleet != nil {
 		sc.Fleet(&cfg)
+	}
+	if n, tweak := sc.MaxSessions, cfg.Worker; n > 0 {
+		cfg.Worker = func(w *streamer.Config) {
+			w.MaxSessions = n
+			if tweak != nil {
+				tweak(w)
+			}
+		}
 	}
 	if sc.Table != nil {
 		tc := simddb.AWS()
