@@ -251,8 +251,13 @@ func TestEndOfTenureClosesBothConnections(t *testing.T) {
 			h := newHarness(t, testConfig())
 			h.putPlanned("s1", src.url, source.Config{MaxConnectionAge: "1s", SwitchTimeout: "1m"})
 			s, done := h.start("s1")
-			testwait.Eventually(t, 10*time.Second, "a planned reconnect under way", func() bool {
-				return s.Status().Switching && src.src.conns() == 2
+			// The new connection dialed, not only accepted by the source: a
+			// stop while its handshake is still in flight drops it without
+			// a close handshake (there is no connection to close yet).
+			testwait.Eventually(t, 10*time.Second, "a planned reconnect under way, its connection open", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.next != nil && s.next.conn != nil && src.src.conns() == 2
 			})
 			var err error
 			if lapse {
