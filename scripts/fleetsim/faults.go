@@ -176,6 +176,14 @@ func LagSweep(fl *Fleet) error {
 	return nil
 }
 
+// dialLimited configures the workers with the source's connection-rate
+// limit for every simulated source host (fleet.go's h<N>.src.test).
+func dialLimited(l feed.ConnLimit) func(*streamer.Config) {
+	return func(w *streamer.Config) {
+		w.DialLimits = []streamer.DialLimit{{Pattern: "*.src.test", Max: l.Max, Per: l.Per}}
+	}
+}
+
 // faultNames are this file's scenarios in `make sim`'s all: source-limit
 // is run by name, like crash-throttled, for it shows sessions never
 // delivering once a worker has more sessions on the host than the limit
@@ -196,6 +204,13 @@ func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string,
 	limit.Hosts = 1
 	limit.Fleet = func(c *Config) { c.ConnLimit = feed.BinanceConnLimit }
 	all["source-limit"] = limit
+	// The same, with every worker told the source's limit
+	// (WSFLEET_DIAL_LIMITS): it never dials over it, the sessions over a
+	// window wait their turn.
+	paced := limit
+	paced.Name = "source-limit-paced"
+	paced.Fleet = func(c *Config) { c.ConnLimit = feed.BinanceConnLimit; c.Worker = dialLimited(feed.BinanceConnLimit) }
+	all["source-limit-paced"] = paced
 	// One worker takes every session (WSFLEET_MAX_SESSIONS raised to the
 	// sessions: the capacity bench's process held 19,000); the others
 	// start once it holds them and it keeps them (rebalancing off: the

@@ -75,15 +75,15 @@ func TestCrashBigRecovers(t *testing.T) {
 // worker dials from its own address and the source counts per address.
 // Here the limit is 8 attempts a window, below a worker's share of the
 // sessions (10), as Binance's 300 is below the share of a worker holding
-// thousands on one exchange host. A finding, not fixed here (docs/worker.md): the
+// thousands on one exchange host. Without WSFLEET_DIAL_LIMITS (docs/worker.md): the
 // worker retries a refused dial on its usual back-off (≤ ReconnectMax, 30
 // s) per session, so once a worker has more sessions to dial on one host
 // than the limit allows, their retries keep its address over the limit:
 // those sessions stay dark, owned by a live worker, until the dial
 // failures make them FAILED. The test checks that the simulator shows it
 // (the refusals counted, the judge reporting the sessions not delivering)
-// and that safety holds; once the worker paces its dials by the source's
-// refusals it fails, and should then assert recovery.
+// and that safety holds; the test below shows the lockout gone with the
+// limit configured.
 func TestSourceLimitLocksOutAWorkerOverTheLimit(t *testing.T) {
 	sc := Scenarios(faultWorkers, faultSessions, faultFor)["source-limit"]
 	sc.Fleet = func(c *Config) { c.ConnLimit = feed.ConnLimit{Max: 8, Per: 5 * time.Minute} }
@@ -175,4 +175,31 @@ func faultOf(t *testing.T, f Figures, kind string) Recovery {
 	}
 	t.Fatalf("%s: no %s fault judged: %+v", f.Scenario, kind, f.Faults)
 	return Recovery{}
+}
+
+// The lockout above is gone once the workers know the source's limit
+// (WSFLEET_DIAL_LIMITS): no dial is refused, and every session, the dead
+// worker's among them, delivers again, the ones over a worker's window
+// after waiting their turn (within a window: the run lasts long enough for
+// the survivors' second window).
+func TestSourceLimitPacedByTheWorkersNeverRefused(t *testing.T) {
+	sc := Scenarios(faultWorkers, faultSessions, faultFor)["source-limit-paced"]
+	lim := feed.ConnLimit{Max: 8, Per: 5 * time.Minute}
+	sc.Fleet = func(c *Config) { c.ConnLimit = lim; c.Worker = dialLimited(lim) }
+	sc.Duration = 4 * lim.Per
+	f := runT(t, sc, 1, nil)
+	// A session over its new owner's window waits for it: at most a window
+	// more than a takeover's bound.
+	checkSafeWithin(t, f, lim.Per+recoveryBound)
+	if f.SourceRefused != 0 {
+		t.Fatalf("%d dials refused with the workers paced to the source's limit", f.SourceRefused)
+	}
+	if f.Silent != 0 {
+		t.Fatalf("%d sessions never delivered: %s", f.Silent, f.Verdict(recoveryBound))
+	}
+	r := faultOf(t, f, "kill")
+	if r.Recovered != r.Sessions || r.Sessions == 0 {
+		t.Fatalf("the dead worker's sessions: %d of %d delivering again", r.Recovered, r.Sessions)
+	}
+	t.Logf("the dead worker's %d sessions delivering again: p50 %.1f s, max %.1f s", r.Sessions, r.P50, r.Max)
 }

@@ -261,6 +261,7 @@ const (
 	EnvExtraCAFile         = "WSFLEET_EXTRA_CA_FILE"         // PEM bundle of CA certificates wss:// sources are verified against besides the system's roots; "" (default) = none
 	EnvTenureHeader        = "WSFLEET_TENURE_HEADER"         // handshake header carrying "<worker id>/<lease epoch>"; "" (default) = none
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
+	EnvDialLimits          = "WSFLEET_DIAL_LIMITS"           // comma-separated host=max/window: a source's per-address connection-rate limit (stream.binance.com=300/5m); none by default
 	EnvHandshakesInFlight  = "WSFLEET_HANDSHAKES_IN_FLIGHT"  // int, default 32: dials (TCP, TLS, WebSocket handshakes) at once over every host; 0 = no bound
 	EnvHandshakesPerHost   = "WSFLEET_HANDSHAKES_PER_HOST"   // int, default 8, at most WSFLEET_HANDSHAKES_IN_FLIGHT: dials at once to one source host; 0 = no bound per host
 	EnvSwitchBufferBudget  = "WSFLEET_SWITCH_BUFFER_BUDGET"  // int bytes, default 0 = a sixteenth of the memory limit (16 MiB when unknown): what planned reconnects' new connections hold before their switch, over every session

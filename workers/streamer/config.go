@@ -93,6 +93,13 @@ type Config struct {
 	// DialsPerHost admits this many dials per second to one source host
 	// (a token bucket per host, with jitter); 0: no limit.
 	DialsPerHost float64
+	// DialLimits are sources' connection-rate limits per client address
+	// (schema.EnvDialLimits): this worker never dials hosts matching one
+	// more than Max times in any window of Per (plus
+	// session.DialWindowSlack). On Fargate every task dials from an address
+	// of its own (awsvpc); behind a NAT gateway the fleet shares one, and
+	// the limit must be divided by the tasks. None by default.
+	DialLimits []DialLimit
 	// HandshakesInFlight bounds the dials (TCP, TLS and WebSocket
 	// handshakes) running at once over every source host; a dial waits for
 	// a slot before its DialTimeout starts. 0: no bound.
@@ -300,6 +307,9 @@ func (c Config) Problems() []error {
 	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
 		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)
 	}
+	for _, p := range session.ValidateDialLimits(c.DialLimits) {
+		bad("%s: %s", schema.EnvDialLimits, p)
+	}
 	if c.HandshakesInFlight < 0 {
 		bad("%s must be a number of dials, 0 for no bound", schema.EnvHandshakesInFlight)
 	}
@@ -377,6 +387,10 @@ const DefaultHandshakesInFlight = 32
 // reconnect wave still dials 8 at once: at 100 ms of round trip, 80 a
 // second, beyond the default DialsPerHost of 5 a second.
 const DefaultHandshakesPerHost = 8
+
+// DialLimit is a source's connection-rate limit per client address
+// (Config.DialLimits).
+type DialLimit = session.DialLimit
 
 // MinAdminTokenLen is the shortest admin token accepted.
 const MinAdminTokenLen = 16

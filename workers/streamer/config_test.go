@@ -10,6 +10,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/secrets"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -50,15 +51,18 @@ func TestDefaultConfigIsValid(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
-		"lease timings":               func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
-		"checkpoint interval":         func(c *Config) { c.CheckpointEvery = 0 },
-		"concurrent writes":           func(c *Config) { c.MaxConcurrentWrites = 0 },
-		"margin":                      func(c *Config) { c.SafetyMargin = 0 },
-		schema.EnvReconcileEvery:      func(c *Config) { c.ReconcileEvery = 0 },
-		schema.EnvAuditEvery:          func(c *Config) { c.AuditEvery = -time.Second },
-		schema.EnvMaxSessions:         func(c *Config) { c.MaxSessions = 0 },
-		schema.EnvClaimsPerSecond:     func(c *Config) { c.ClaimsPerSecond = 0 },
-		schema.EnvDialsPerHost:        func(c *Config) { c.DialsPerHost = -1 },
+		"lease timings":           func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
+		"checkpoint interval":     func(c *Config) { c.CheckpointEvery = 0 },
+		"concurrent writes":       func(c *Config) { c.MaxConcurrentWrites = 0 },
+		"margin":                  func(c *Config) { c.SafetyMargin = 0 },
+		schema.EnvReconcileEvery:  func(c *Config) { c.ReconcileEvery = 0 },
+		schema.EnvAuditEvery:      func(c *Config) { c.AuditEvery = -time.Second },
+		schema.EnvMaxSessions:     func(c *Config) { c.MaxSessions = 0 },
+		schema.EnvClaimsPerSecond: func(c *Config) { c.ClaimsPerSecond = 0 },
+		schema.EnvDialsPerHost:    func(c *Config) { c.DialsPerHost = -1 },
+		schema.EnvDialLimits: func(c *Config) {
+			c.DialLimits = []session.DialLimit{{Pattern: "src.example", Max: 0, Per: time.Minute}}
+		},
 		schema.EnvHandshakesInFlight:  func(c *Config) { c.HandshakesInFlight = -1 },
 		schema.EnvHandshakesPerHost:   func(c *Config) { c.HandshakesPerHost = -1 },
 		"per host beyond in flight":   func(c *Config) { c.HandshakesInFlight, c.HandshakesPerHost = 4, 5 },

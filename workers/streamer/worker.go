@@ -217,7 +217,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Client:     session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
 		Log:        w.log,
 		Counters:   &w.counters,
-		Dials:      session.NewDialGate(cfg.DialsPerHost),
+		Dials:      session.NewDialGate(cfg.DialsPerHost, cfg.DialLimits...),
 		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight, cfg.HandshakesPerHost),
 		Switch:     session.NewSwitchBudget(cfg.SwitchBufferBudget),
 		Opened:     w.opened,

@@ -24,6 +24,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/suggest"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
 
@@ -166,6 +167,13 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvSink, &c.Sink.Kind)
 	if v, ok := lookup(schema.EnvAllowedHosts); ok {
 		w.AllowedHosts = netguard.SplitHosts(v)
+	}
+	if v, ok := lookup(schema.EnvDialLimits); ok {
+		ls, err := session.ParseDialLimits(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", schema.EnvDialLimits, err))
+		}
+		w.DialLimits = ls
 	}
 	if v, ok := lookup(schema.EnvSecretHosts); ok {
 		b, err := secretref.ParseBindings(v)

@@ -11,6 +11,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/netguard"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/registry"
 )
@@ -80,7 +81,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
 		schema.EnvReconnectMax: "1m", schema.EnvReadLimit: "65536", schema.EnvMetricsEvery: "30s", schema.EnvQueueWait: "15s", schema.EnvSinkAttempts: "5",
-		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvDialLimits: "stream.binance.com=300/5m", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
@@ -101,7 +102,7 @@ func TestFromEnv(t *testing.T) {
 		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, AuditEvery: 10 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, HandshakesInFlight: 8, HandshakesPerHost: 4, SwitchBufferBudget: 8 << 20, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, DialLimits: []session.DialLimit{{Pattern: "stream.binance.com", Max: 300, Per: 5 * time.Minute}}, HandshakesInFlight: 8, HandshakesPerHost: 4, SwitchBufferBudget: 8 << 20, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",

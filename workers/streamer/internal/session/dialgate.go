@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wsfleet/wsfleet/shared/draw"
+	"github.com/wsfleet/wsfleet/shared/netguard"
 )
 
 // DialGate admits a worker's dials per source host: a token bucket per host
@@ -16,12 +17,15 @@ import (
 // to one source does not dial it faster than the source allows (exchanges
 // ban IPs that connect too often). A dial that has to wait waits a random
 // extra up to one interval, so that workers taking over together do not
-// dial in step. Safe for concurrent use.
+// dial in step. A host matching a DialLimit first waits for its window
+// (dialwindow.go), then for the bucket. Safe for concurrent use.
 type DialGate struct {
-	perSec float64
-	mu     sync.Mutex
-	hosts  map[string]*gateEntry
-	sweep  time.Time
+	perSec  float64
+	limits  []DialLimit
+	windows []*dialWindow // limits[i]'s
+	mu      sync.Mutex
+	hosts   map[string]*gateEntry
+	sweep   time.Time
 }
 
 type gateEntry struct {
@@ -33,13 +37,28 @@ type gateEntry struct {
 // again anyway).
 const gateIdle = time.Minute
 
-// NewDialGate returns a gate of perSec dials per second per host; nil (no
-// limit) when perSec is 0.
-func NewDialGate(perSec float64) *DialGate {
-	if perSec <= 0 {
+// NewDialGate returns a gate of perSec dials per second per host (0: no
+// per-second limit) and of limits' windows (the first matching limit of a
+// host applies); nil (no limit) when there is neither.
+func NewDialGate(perSec float64, limits ...DialLimit) *DialGate {
+	if perSec <= 0 && len(limits) == 0 {
 		return nil
 	}
-	return &DialGate{perSec: perSec, hosts: map[string]*gateEntry{}}
+	g := &DialGate{perSec: perSec, limits: limits, hosts: map[string]*gateEntry{}}
+	for _, l := range limits {
+		g.windows = append(g.windows, newDialWindow(l))
+	}
+	return g
+}
+
+// window is host's dial window (nil: no DialLimit matches it).
+func (g *DialGate) window(host string) *dialWindow {
+	for i, l := range g.limits {
+		if netguard.HostAllowed([]string{l.Pattern}, host) {
+			return g.windows[i]
+		}
+	}
+	return nil
 }
 
 // Wait blocks until host may be dialed, or ctx ends (its error); the extra
@@ -47,6 +66,14 @@ func NewDialGate(perSec float64) *DialGate {
 // source). A nil gate admits at once.
 func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error {
 	if g == nil {
+		return nil
+	}
+	if w := g.window(host); w != nil {
+		if err := w.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if g.perSec <= 0 {
 		return nil
 	}
 	now := time.Now()
