@@ -219,6 +219,11 @@ const (
 // DefaultMetricsNamespace is the CloudWatch namespace of the EMF metrics.
 const DefaultMetricsNamespace = "wsfleet"
 
+// EnvFleetClaimsPerSecond (worker): the fleet's claim budget, shared by the
+// alive workers (each claims at most it ÷ the alive workers); float,
+// default 0 = none.
+const EnvFleetClaimsPerSecond = "WSFLEET_FLEET_CLAIMS_PER_SECOND"
+
 // Worker (streamer) environment variable names. Defaults live in the worker's
 // config; infra sets them per environment.
 const (

@@ -61,6 +61,7 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 			w.signalFreed()
 		}
 	}()
+	w.pacer.setBase(w.claimShare())
 	if paced || w.pacer.Throttling() {
 		if err := w.pacer.Wait(ctx); err != nil {
 			return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)

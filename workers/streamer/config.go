@@ -57,6 +57,11 @@ type Config struct {
 	AuditEvery      time.Duration
 	MaxSessions     int
 	ClaimsPerSecond float64
+	// FleetClaimsPerSecond is the whole fleet's claim budget
+	// (schema.EnvFleetClaimsPerSecond): each worker claims at most this
+	// divided by the alive workers (fleetbudget.go). 0: none, each worker
+	// claims at ClaimsPerSecond.
+	FleetClaimsPerSecond float64
 
 	// Sessions.
 	DialTimeout  time.Duration
@@ -303,6 +308,9 @@ func (c Config) Problems() []error {
 	}
 	if c.ClaimsPerSecond <= 0 {
 		bad("%s must be positive", schema.EnvClaimsPerSecond)
+	}
+	if c.FleetClaimsPerSecond < 0 || math.IsNaN(c.FleetClaimsPerSecond) || math.IsInf(c.FleetClaimsPerSecond, 0) {
+		bad("%s must be a number of claims per second, 0 for no fleet budget", schema.EnvFleetClaimsPerSecond)
 	}
 	if c.DialsPerHost < 0 || math.IsNaN(c.DialsPerHost) || math.IsInf(c.DialsPerHost, 0) {
 		bad("%s must be a number of dials per second, 0 for no limit", schema.EnvDialsPerHost)

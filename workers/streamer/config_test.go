@@ -51,15 +51,16 @@ func TestDefaultConfigIsValid(t *testing.T) {
 
 func TestValidateRejects(t *testing.T) {
 	cases := map[string]func(*Config){
-		"lease timings":           func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
-		"checkpoint interval":     func(c *Config) { c.CheckpointEvery = 0 },
-		"concurrent writes":       func(c *Config) { c.MaxConcurrentWrites = 0 },
-		"margin":                  func(c *Config) { c.SafetyMargin = 0 },
-		schema.EnvReconcileEvery:  func(c *Config) { c.ReconcileEvery = 0 },
-		schema.EnvAuditEvery:      func(c *Config) { c.AuditEvery = -time.Second },
-		schema.EnvMaxSessions:     func(c *Config) { c.MaxSessions = 0 },
-		schema.EnvClaimsPerSecond: func(c *Config) { c.ClaimsPerSecond = 0 },
-		schema.EnvDialsPerHost:    func(c *Config) { c.DialsPerHost = -1 },
+		"lease timings":                func(c *Config) { c.LeaseTTL, c.HeartbeatEvery = 2*time.Second, 2*time.Second },
+		"checkpoint interval":          func(c *Config) { c.CheckpointEvery = 0 },
+		"concurrent writes":            func(c *Config) { c.MaxConcurrentWrites = 0 },
+		"margin":                       func(c *Config) { c.SafetyMargin = 0 },
+		schema.EnvReconcileEvery:       func(c *Config) { c.ReconcileEvery = 0 },
+		schema.EnvAuditEvery:           func(c *Config) { c.AuditEvery = -time.Second },
+		schema.EnvMaxSessions:          func(c *Config) { c.MaxSessions = 0 },
+		schema.EnvClaimsPerSecond:      func(c *Config) { c.ClaimsPerSecond = 0 },
+		schema.EnvDialsPerHost:         func(c *Config) { c.DialsPerHost = -1 },
+		schema.EnvFleetClaimsPerSecond: func(c *Config) { c.FleetClaimsPerSecond = -1 },
 		schema.EnvDialLimits: func(c *Config) {
 			c.DialLimits = []session.DialLimit{{Pattern: "src.example", Max: 0, Per: time.Minute}}
 		},

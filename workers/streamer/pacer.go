@@ -126,6 +126,29 @@ func (p *claimPacer) Succeeded() {
 	}
 }
 
+// setBase makes perSecond the configured rate (at least minClaimRate): the
+// worker's share of the fleet's claim budget (fleetbudget.go) as the fleet
+// changes. A pacer at its rate moves to the new one at once; a throttled
+// one keeps its lower rate (at most the new one) and grows back to it.
+func (p *claimPacer) setBase(perSecond float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := max(rate.Limit(perSecond), minClaimRate)
+	if b == p.base {
+		return
+	}
+	l := p.lim.Limit()
+	if l >= p.base || l > b {
+		l = b
+	}
+	p.base = b
+	burst := 1
+	if l == b {
+		burst = max(1, int(math.Ceil(float64(b))))
+	}
+	p.setLimit(l, burst)
+}
+
 // Rate is the claims per second the pacer allows now.
 func (p *claimPacer) Rate() float64 {
 	p.mu.Lock()

@@ -152,3 +152,34 @@ func TestThrottledClaimsSlowDownAndTheWorkerStaysAlive(t *testing.T) {
 	testwait.Eventually(t, 90*time.Second, "every session claimed after the throttling", func() bool { return m.Status().Owned == 20 })
 	testwait.Eventually(t, 5*time.Second, "the claim rate back", func() bool { return !m.pacer.Throttling() })
 }
+
+// A fleet budget's share moves the pacer's configured rate: at once when it
+// is at its rate, and a throttled pacer keeps its lower rate (at most the
+// new one) and grows back to the new one, never above.
+func TestClaimPacerFollowsItsShare(t *testing.T) {
+	p := newClaimPacer(50, clock.Real{})
+	p.setBase(10) // 100 claims/s over 10 workers
+	if p.Rate() != 10 || p.Throttling() {
+		t.Fatalf("share 10/s: pacer at %v/s (throttling %v)", p.Rate(), p.Throttling())
+	}
+	p.Throttled()
+	p.setBase(20) // half the fleet gone: the survivors' share doubles
+	if p.Rate() != 5 || !p.Throttling() {
+		t.Fatalf("throttled pacer after a larger share: %v/s, want it to keep 5/s", p.Rate())
+	}
+	for range 20 {
+		p.Succeeded()
+	}
+	if p.Rate() != 20 {
+		t.Fatalf("grew back to %v/s, want the new share 20/s", p.Rate())
+	}
+	p.Throttled()
+	p.setBase(4) // below the throttled rate: the share bounds it
+	if p.Rate() != 4 {
+		t.Fatalf("share 4/s below a throttled 10/s: %v/s", p.Rate())
+	}
+	p.setBase(0.01)
+	if p.Rate() != float64(minClaimRate) {
+		t.Fatalf("a share below the floor: %v/s, want %v", p.Rate(), minClaimRate)
+	}
+}

@@ -129,6 +129,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvRebalanceMoves, &w.RebalanceMaxMoves)
 	p.int(schema.EnvMaxSessions, &w.MaxSessions)
 	p.float(schema.EnvClaimsPerSecond, &w.ClaimsPerSecond)
+	p.float(schema.EnvFleetClaimsPerSecond, &w.FleetClaimsPerSecond)
 	p.dur(schema.EnvQueueWait, &c.QueueWait)
 	p.dur(schema.EnvDialTimeout, &w.DialTimeout)
 	p.dur(schema.EnvPingEvery, &w.PingEvery)
