@@ -52,7 +52,10 @@ func TestAdminEndpointsRequireTheToken(t *testing.T) {
 // burst the endpoint answers 429 with Retry-After, and what it admitted by
 // then stays within the burst plus the rate over the flood's time.
 func TestHandoffFloodIsBounded(t *testing.T) {
-	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond = 1 }, nil)
+	// A long shutdown deadline keeps the drain's rate (handoffDrainRate)
+	// under HandoffMinRate: the flood meets the floor.
+	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.ShutdownDeadline = 1, time.Minute }, nil)
+	rate := max(HandoffMinRate, handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline))
 	base := "http://" + m.AdminAddr()
 	start := time.Now()
 	admitted := 0
@@ -62,7 +65,7 @@ func TestHandoffFloodIsBounded(t *testing.T) {
 		}
 		resp := adminDo(t, http.MethodPost, fmt.Sprintf("%s/handoff?connection_id=flood-%d", base, i))
 		resp.Body.Close()
-		bound := HandoffMaxInFlight + int(HandoffMinRate*time.Since(start).Seconds()) + 1
+		bound := HandoffMaxInFlight + int(rate*time.Since(start).Seconds()) + 1
 		switch resp.StatusCode {
 		case http.StatusAccepted:
 			admitted++

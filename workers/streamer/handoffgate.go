@@ -4,6 +4,8 @@
 package streamer
 
 import (
+	"time"
+
 	"golang.org/x/time/rate"
 )
 
@@ -19,10 +21,25 @@ const (
 	// HandoffMaxInFlight is how many hand-off claims may run at once.
 	HandoffMaxInFlight = 256
 	// HandoffMinRate is the least hand-offs per second taken (the rate is
-	// the larger of it and ClaimsPerSecond), with a burst of
-	// HandoffMaxInFlight.
+	// the largest of it, ClaimsPerSecond and handoffDrainRate), with a
+	// burst of HandoffMaxInFlight.
 	HandoffMinRate = 100
 )
+
+// handoffDrainRate is the hand-offs per second two draining workers as full
+// as this one send it (a graceful shutdown hands its sessions off within a
+// third of ShutdownDeadline: paceHandoffs): a rolling deploy pairs each
+// old task with about one new one, and a receiver slower than its drainers
+// answers 429 and its sessions go the slow way, the work queue at the claim
+// pace. Found by the fleet simulator (deploy-infra at 10 workers × 10,000
+// sessions, 1,000 a worker: at 100/s the hand-offs' exact dark time was
+// 22.5 s p99, at 250/s 4.8 s; docs/worker.md, graceful shutdown).
+func handoffDrainRate(maxSessions int, shutdownDeadline time.Duration) float64 {
+	if shutdownDeadline <= 0 {
+		return 0
+	}
+	return 2 * float64(maxSessions) / (shutdownDeadline / 3).Seconds()
+}
 
 // handoffGate admits hand-off requests: a request over the rate or while
 // HandoffMaxInFlight claims run is answered 429, and its sender falls back
@@ -32,10 +49,10 @@ type handoffGate struct {
 	rate  *rate.Limiter
 }
 
-func newHandoffGate(claimsPerSecond float64) handoffGate {
+func newHandoffGate(claimsPerSecond, drainRate float64) handoffGate {
 	return handoffGate{
 		slots: make(chan struct{}, HandoffMaxInFlight),
-		rate:  rate.NewLimiter(rate.Limit(max(claimsPerSecond, HandoffMinRate)), HandoffMaxInFlight),
+		rate:  rate.NewLimiter(rate.Limit(max(claimsPerSecond, HandoffMinRate, drainRate)), HandoffMaxInFlight),
 	}
 }
 

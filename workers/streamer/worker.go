@@ -186,7 +186,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
 		pacer:        newClaimPacer(cfg.ClaimsPerSecond, deps.Clock),
-		handoffIn:    newHandoffGate(cfg.ClaimsPerSecond),
+		handoffIn:    newHandoffGate(cfg.ClaimsPerSecond, handoffDrainRate(cfg.MaxSessions, cfg.ShutdownDeadline)),
 		reg: metrics.NewRegistry(cfg.MetricsNamespace, map[string]string{
 			schema.DimEnvironment: cfg.Environment, schema.DimService: schema.ServiceStreamer,
 		}),
