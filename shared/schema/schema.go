@@ -333,6 +333,12 @@ const (
 	LargeFrameShare   = 8  // WSFLEET_LARGE_FRAME_BUDGET: limit / 8
 )
 
+// DefaultClaimsPerSecond is the worker's default claim rate
+// (WSFLEET_CLAIMS_PER_SECOND: its admission pacer's steady rate): what
+// each survivor of a crash claims the dead worker's sessions at (infra
+// bounds a crashed task's spread with it).
+const DefaultClaimsPerSecond = 50
+
 // Ingest environment variable names.
 const (
 	EnvAllowedHosts = "WSFLEET_ALLOWED_HOSTS" // comma-separated host patterns; empty = any public host

@@ -186,7 +186,7 @@ func DefaultConfig() Config {
 		RebalanceEvery:      10 * time.Second,
 		MinHold:             time.Minute,
 		MaxSessions:         1000,
-		ClaimsPerSecond:     50,
+		ClaimsPerSecond:     schema.DefaultClaimsPerSecond,
 		DialTimeout:         10 * time.Second,
 		PingEvery:           15 * time.Second,
 		PingTimeout:         10 * time.Second,
