@@ -228,6 +228,9 @@ func (s *Session) waitFrame(ctx context.Context) func(int64) (int64, error) {
 			return g, nil
 		}
 		s.env.Counters.LargeFrameWaits.Add(1)
+		// The source sends: a wait for the worker's room that ends the
+		// connection is not a failed connect (MaxDialFailures).
+		s.reached = true
 		wctx, cancel := context.WithTimeoutCause(ctx, LargeFrameWait, errFrameWait)
 		defer cancel()
 		g, err := s.env.Frames.Acquire(wctx, n, s.ended)

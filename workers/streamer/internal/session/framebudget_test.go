@@ -177,3 +177,33 @@ func (b *FrameBudget) queued() int {
 	defer b.mu.Unlock()
 	return b.waiters.Len()
 }
+
+// A session waiting for the budget stops waiting when it ends (a stop, a
+// lost lease), taking nothing.
+func TestLargeFrameWaitEndsWithTheSession(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, cfg)
+	h.env.Frames = NewFrameBudget(cfg.ReadLimit)
+	held, ok := h.env.Frames.TryAcquire(cfg.ReadLimit) // another session's large message
+	if !ok {
+		t.Fatal("the budget's first grant refused")
+	}
+	_, url := newScripted(t, func(l *link) {
+		if l.send(websocket.MessageText, bigMessage(1, 100<<10)) != nil {
+			return
+		}
+		l.drain()
+	})
+	h.put("waits", url, nil)
+	s, done := h.start("waits")
+	testwait.Eventually(t, 5*time.Second, "the session waiting for the budget", func() bool { return h.env.Frames.queued() == 1 })
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
+	if q, used := h.env.Frames.queued(), h.env.Frames.Used(); q != 0 || used != held {
+		t.Fatalf("after the session ended: %d waiting, %d bytes held, want 0 and the other grant's %d", q, used, held)
+	}
+	if h.rec.count() != 0 {
+		t.Fatalf("%d messages delivered by a session that never got room", h.rec.count())
+	}
+	h.env.Frames.Release(held)
+}
