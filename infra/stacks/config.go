@@ -3,6 +3,7 @@ package stacks
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -46,6 +47,17 @@ const (
 	// releases when sessions move, death declarations. The steady state
 	// (checkpoints and heartbeats) may use the rest.
 	ControlWriteShare = 0.05
+	// CPUPerThousandMsgs is the worker's CPU per 1,000 messages a second,
+	// in vCPU: 1.91 % of a core at 19,000 sessions × 1 msg/s on wss
+	// (docs/BENCHMARKS.md, section 5, One worker's capacity; `make bench`).
+	CPUPerThousandMsgs = 0.0191
+	// SteadyCPUShare is the share of a task's vCPU its sessions may use at
+	// one message a second each: the rest is for claims' TLS handshakes
+	// (a crash's or a deploy's wave), bursts and the GC.
+	SteadyCPUShare = 0.5
+	// CrashSpreadGoal is the longest a crashed task's full complement may
+	// take to be claimed by the survivors (issue 37).
+	CrashSpreadGoal = 60 * time.Second
 	// Checkpoint interval bounds (the worker's and a start's
 	// checkpoint_every).
 	minCheckpointEvery = time.Second
@@ -141,7 +153,7 @@ var environments = map[string]EnvConfig{
 		MaxTasks:                  3,
 		TaskCPU:                   256,
 		TaskMemoryMiB:             512,
-		MaxSessionsPerTask:        300, // memory: 300 × 1 MiB read limit + a quarter + a sixteenth of GOMEMLIMIT (460 MiB) ≤ 460 MiB
+		MaxSessionsPerTask:        300, // small and cheap: memory would hold 4,140 (MaxSessionsByMemory)
 		TargetUtilization:         70,
 		ScaleInCooldown:           5 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
@@ -174,10 +186,10 @@ var environments = map[string]EnvConfig{
 	EnvProd: {
 		Name:                      EnvProd,
 		MinTasks:                  2,
-		MaxTasks:                  8,
+		MaxTasks:                  50, // 105,000 sessions at the 70 % target (docs/infra.md, Sizing)
 		TaskCPU:                   512,
 		TaskMemoryMiB:             1024,
-		MaxSessionsPerTask:        300,
+		MaxSessionsPerTask:        3000, // memory holds 8,289; a crash's spread and CPU headroom keep it at 3,000 (docs/infra.md, Sizing)
 		TargetUtilization:         70,
 		ScaleInCooldown:           10 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
@@ -278,15 +290,17 @@ func (c EnvConfig) Validate() error {
 	check(ok, "TaskCPU %d is not a Fargate CPU size", c.TaskCPU)
 	check(!ok || slices.Contains(mems, c.TaskMemoryMiB), "TaskMemoryMiB %d is not valid with TaskCPU %d", c.TaskMemoryMiB, c.TaskCPU)
 	check(c.MaxSessionsPerTask >= 1, "MaxSessionsPerTask %d < 1", c.MaxSessionsPerTask)
-	// The worker's own memory check (workers/streamer, validateSinkBounds)
-	// with its defaults: every session holding one message of the default
-	// read limit, plus the sink buffer budget (a quarter of GOMEMLIMIT) and
-	// the planned reconnects' switch budget (a sixteenth of it),
-	// within GOMEMLIMIT; a task that fails it would not start.
+	// The worker's own memory check (workers/streamer/envconfig,
+	// memoryProblems) with its defaults: a task that fails it would not
+	// start.
 	if lim := c.GoMemLimitMiB(); lim > 0 {
-		need := float64(c.MaxSessionsPerTask)*float64(schema.DefaultReadLimit)/(1<<20) + float64(lim)/4 + float64(lim)/16
-		check(need <= float64(lim), "MaxSessionsPerTask %d × the %d KiB read limit + a quarter and a sixteenth of GOMEMLIMIT %d MiB = %.0f MiB exceeds GOMEMLIMIT: lower MaxSessionsPerTask or raise TaskMemoryMiB",
-			c.MaxSessionsPerTask, schema.DefaultReadLimit>>10, lim, need)
+		need := c.MemoryNeedMiB()
+		check(need <= float64(lim), "MaxSessionsPerTask %d × %d KiB (a session's measured memory and small-frame allowance) + an eighth, a quarter and a sixteenth of GOMEMLIMIT %d MiB (the large-frame, sink and switch budgets) = %.0f MiB exceeds GOMEMLIMIT (it holds %d): lower MaxSessionsPerTask or raise TaskMemoryMiB",
+			c.MaxSessionsPerTask, schema.SessionMemory>>10, lim, need, c.MaxSessionsByMemory())
+	}
+	if cpu := c.SteadyCPU(); c.TaskCPU > 0 {
+		check(cpu <= SteadyCPUShare*float64(c.TaskCPU)/1024, "MaxSessionsPerTask %d at 1 msg/s use %.2f vCPU (%.2f %% of a core per 1,000 msg/s), above %.0f %% of the task's %.2f vCPU: lower MaxSessionsPerTask or raise TaskCPU",
+			c.MaxSessionsPerTask, cpu, CPUPerThousandMsgs*100, SteadyCPUShare*100, float64(c.TaskCPU)/1024)
 	}
 	check(c.TargetUtilization > 0 && c.TargetUtilization < 100, "TargetUtilization %v not in (0, 100)", c.TargetUtilization)
 	check(c.ScaleInCooldown >= 0 && c.ScaleOutCooldown >= 0, "negative cooldown")
@@ -338,6 +352,65 @@ func (c EnvConfig) Validate() error {
 		"SecretKMSKeyARN %q is not a KMS key ARN: want arn:<partition>:kms:<region>:<account>:key/<key-id> (an IAM policy grants a key by its key ARN, not by an alias or a bare key id)",
 		c.SecretKMSKeyARN)
 	return errors.Join(errs...)
+}
+
+// MemoryNeedMiB is what the worker's memory check counts for a task (MiB):
+// MaxSessionsPerTask × schema.SessionMemory, plus the large-frame, sink
+// and switch budgets at their defaults (an eighth, a quarter and a
+// sixteenth of GOMEMLIMIT: schema's LargeFrameShare, SinkBudgetShare,
+// SwitchBudgetShare), as workers/streamer/envconfig.MemoryNeed.
+func (c EnvConfig) MemoryNeedMiB() float64 {
+	lim := float64(c.GoMemLimitMiB())
+	return float64(c.MaxSessionsPerTask)*float64(schema.SessionMemory)/(1<<20) +
+		lim/schema.LargeFrameShare + lim/schema.SinkBudgetShare + lim/schema.SwitchBudgetShare
+}
+
+// MaxSessionsByMemory is the most sessions the task's memory holds by the
+// worker's check.
+func (c EnvConfig) MaxSessionsByMemory() int {
+	lim := float64(c.GoMemLimitMiB())
+	free := lim - lim/schema.LargeFrameShare - lim/schema.SinkBudgetShare - lim/schema.SwitchBudgetShare
+	return int(free * (1 << 20) / float64(schema.SessionMemory))
+}
+
+// SteadyCPU is the vCPU a task's full complement uses at one message a
+// second per session (CPUPerThousandMsgs).
+func (c EnvConfig) SteadyCPU() float64 {
+	return float64(c.MaxSessionsPerTask) / 1000 * CPUPerThousandMsgs
+}
+
+// TasksAtTarget is how many tasks the scaling target keeps for n sessions
+// (each at TargetUtilization % of MaxSessionsPerTask); 0 when the
+// settings cannot say.
+func (c EnvConfig) TasksAtTarget(n int) int {
+	per := float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100
+	if per <= 0 {
+		return 0
+	}
+	return int(math.Ceil(float64(n) / per))
+}
+
+// SessionsAtTarget is what the fleet holds at the scaling target with
+// MaxTasks tasks.
+func (c EnvConfig) SessionsAtTarget() int {
+	return int(float64(c.MaxTasks*c.MaxSessionsPerTask) * c.TargetUtilization / 100)
+}
+
+// CrashSpread bounds the time a crashed task holding its full complement
+// (MaxSessionsPerTask) takes to be claimed again in a fleet of n sessions
+// at the scaling target, at the survivors' claim rate: the dead worker is
+// declared by a watcher at most LeaseTTL + a watch interval (half a
+// heartbeat: shared/lease Config.WatchEvery) after its last heartbeat,
+// which hands each survivor its part, and every survivor claims its part
+// at schema.DefaultClaimsPerSecond. Not counted: the table's own bound
+// (the dead owner's by_owner key value takes every move's index write;
+// measured by the simulator's crash-big, docs/infra.md) and a source
+// host's dial rate (WSFLEET_DIALS_PER_HOST per worker).
+func (c EnvConfig) CrashSpread(n int) time.Duration {
+	survivors := max(c.TasksAtTarget(n)-1, 1)
+	part := math.Ceil(float64(c.MaxSessionsPerTask) / float64(survivors))
+	claim := time.Duration(part / schema.DefaultClaimsPerSecond * float64(time.Second))
+	return c.LeaseTTL + c.HeartbeatEvery/2 + claim
 }
 
 // GoMemLimitMiB is the Go runtime's soft memory limit the streamer task runs

@@ -270,6 +270,10 @@ const (
 	EnvHandshakesInFlight  = "WSFLEET_HANDSHAKES_IN_FLIGHT"  // int, default 32: dials (TCP, TLS, WebSocket handshakes) at once over every host; 0 = no bound
 	EnvHandshakesPerHost   = "WSFLEET_HANDSHAKES_PER_HOST"   // int, default 8, at most WSFLEET_HANDSHAKES_IN_FLIGHT: dials at once to one source host; 0 = no bound per host
 	EnvSwitchBufferBudget  = "WSFLEET_SWITCH_BUFFER_BUDGET"  // int bytes, default 0 = a sixteenth of the memory limit (16 MiB when unknown): what planned reconnects' new connections hold before their switch, over every session
+	// EnvLargeFrameBudget: int bytes, default 0 = an eighth of the memory
+	// limit (DefaultLargeFrameBudget when unknown): what the messages
+	// larger than SmallFrameAllowance being read hold, over every session.
+	EnvLargeFrameBudget = "WSFLEET_LARGE_FRAME_BUDGET"
 	// EnvSecretCacheTTL: duration, default 5m, at most 1h: how long the
 	// worker reuses a secret's value (a session's {{secret:NAME}}) before
 	// asking Secrets Manager again, so the longest a rotation takes to
@@ -303,6 +307,43 @@ const (
 
 // DefaultReadLimit is the worker's default largest message (WSFLEET_READ_LIMIT).
 const DefaultReadLimit = 1 << 20
+
+// The worker's memory arithmetic (workers/streamer/envconfig checks it;
+// infra sizes its tasks with it): MaxSessions × SessionMemory + the large
+// frame budget + the sink buffer budget + the switch budget ≤ GOMEMLIMIT.
+const (
+	// SmallFrameAllowance is what one session reads of a message without
+	// asking the worker's large-frame budget: 16 KiB, 32 times the 512 B
+	// its read buffer starts at, and 25 times the ~640 B messages of the
+	// capacity bench's busiest run. The rest of a message larger than
+	// this (up to the read limit) waits for the budget.
+	SmallFrameAllowance = 16 << 10
+	// MeasuredSessionMemory is the memory one session holds, measured:
+	// the RSS per session above the idle worker in docs/BENCHMARKS.md,
+	// section 5 (One worker's capacity), on wss at the default GOGC 50:
+	// 40.8 KiB at 19,000 sessions × 1 msg/s and 48.0 KiB at 1,000 × 50
+	// msg/s of ~640 B (`make bench`); the larger, rounded up.
+	MeasuredSessionMemory = 48 << 10
+	// SessionMemory is what the memory check counts per session: the
+	// measured figure plus the allowance a session may read of a message
+	// outside the large-frame budget.
+	SessionMemory = MeasuredSessionMemory + SmallFrameAllowance
+	// DefaultLargeFrameBudget is the large-frame budget when the memory
+	// limit is unknown (with a known limit: LargeFrameShare of it).
+	DefaultLargeFrameBudget = 64 << 20
+	// SinkBudgetShare, SwitchBudgetShare and LargeFrameShare are the
+	// shares of the memory limit the worker's budgets default to (1/4,
+	// 1/16, 1/8): what is left, 9/16, holds the sessions.
+	SinkBudgetShare   = 4  // WSFLEET_SINK_BUFFER_BUDGET: limit / 4
+	SwitchBudgetShare = 16 // WSFLEET_SWITCH_BUFFER_BUDGET: limit / 16
+	LargeFrameShare   = 8  // WSFLEET_LARGE_FRAME_BUDGET: limit / 8
+)
+
+// DefaultClaimsPerSecond is the worker's default claim rate
+// (WSFLEET_CLAIMS_PER_SECOND: its admission pacer's steady rate): what
+// each survivor of a crash claims the dead worker's sessions at (infra
+// bounds a crashed task's spread with it).
+const DefaultClaimsPerSecond = 50
 
 // Ingest environment variable names.
 const (
@@ -355,6 +396,7 @@ const (
 	MetricPlannedFailed     = "PlannedReconnectsFailed" // new connections given up (the old one stayed)
 	MetricSwitchOverlap     = "SwitchOverlap"           // messages both connections carried, dropped at the switch
 	MetricGapSavedMs        = "GapSavedMs"              // dark time the switches saved: each new connection's dial, open and catch-up
+	MetricLargeFrameWaits   = "LargeFrameWaits"         // messages larger than SmallFrameAllowance that waited for the worker's large-frame budget
 	MetricOrphansSeen       = "OrphansSeen"
 	MetricSessionsFailed    = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
 

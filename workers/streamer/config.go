@@ -122,6 +122,15 @@ type Config struct {
 	// per session (cmd/streamer's envconfig derives it from the memory
 	// limit, and counts it in the worker's memory check).
 	SwitchBufferBudget int64
+	// LargeFrameBudget bounds the bytes of messages larger than
+	// schema.SmallFrameAllowance being read, over every session
+	// (session.FrameBudget): such a message waits for room (at most
+	// session.LargeFrameWait, then its session reconnects) and gives it
+	// back once it is handed on. At least ReadLimit, so that one message of
+	// every size fits. 0: no bound (cmd/streamer's envconfig derives it
+	// from the memory limit, and counts it in the worker's memory check in
+	// place of MaxSessions × ReadLimit).
+	LargeFrameBudget int64
 	// SecretCacheTTL is how long a secret's value (a session's
 	// {{secret:NAME}}) is reused before Secrets Manager is asked again:
 	// the longest a rotated secret takes to reach the next dial. Used by
@@ -189,7 +198,7 @@ func DefaultConfig() Config {
 		RebalanceEvery:      10 * time.Second,
 		MinHold:             time.Minute,
 		MaxSessions:         1000,
-		ClaimsPerSecond:     50,
+		ClaimsPerSecond:     schema.DefaultClaimsPerSecond,
 		DialTimeout:         10 * time.Second,
 		PingEvery:           15 * time.Second,
 		PingTimeout:         10 * time.Second,
@@ -323,6 +332,12 @@ func (c Config) Problems() []error {
 	}
 	if c.SwitchBufferBudget < 0 {
 		bad("%s must not be negative", schema.EnvSwitchBufferBudget)
+	}
+	if c.LargeFrameBudget < 0 {
+		bad("%s must not be negative (0: no bound)", schema.EnvLargeFrameBudget)
+	} else if c.LargeFrameBudget > 0 && c.LargeFrameBudget < c.ReadLimit {
+		bad("%s (%d) must be at least %s (%d): a message of the read limit must fit", schema.EnvLargeFrameBudget,
+			c.LargeFrameBudget, schema.EnvReadLimit, c.ReadLimit)
 	}
 	if c.HandshakesPerHost < 0 {
 		bad("%s must be a number of dials, 0 for no bound per host", schema.EnvHandshakesPerHost)

@@ -68,6 +68,8 @@ func TestValidateRejects(t *testing.T) {
 		schema.EnvHandshakesPerHost:   func(c *Config) { c.HandshakesPerHost = -1 },
 		"per host beyond in flight":   func(c *Config) { c.HandshakesInFlight, c.HandshakesPerHost = 4, 5 },
 		schema.EnvSwitchBufferBudget:  func(c *Config) { c.SwitchBufferBudget = -1 },
+		schema.EnvLargeFrameBudget:    func(c *Config) { c.LargeFrameBudget = -1 },
+		"frames below ReadLimit":      func(c *Config) { c.LargeFrameBudget = c.ReadLimit - 1 },
 		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
 		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },

@@ -84,6 +84,12 @@ type Stats struct {
 	// now before their switch (session.SwitchBudget, at most
 	// WSFLEET_SWITCH_BUFFER_BUDGET).
 	SwitchBufferedBytes int64 `json:"switch_buffered_bytes"`
+	// LargeFrameBytes is what messages larger than
+	// schema.SmallFrameAllowance being read hold now of the large-frame
+	// budget (session.FrameBudget, at most WSFLEET_LARGE_FRAME_BUDGET);
+	// LargeFramePeakBytes the most they held at once.
+	LargeFrameBytes     int64 `json:"large_frame_bytes"`
+	LargeFramePeakBytes int64 `json:"large_frame_peak_bytes"`
 	// Messages are the cumulative per-message counters: messages_in,
 	// duplicates_dropped, sink_errors, sink_stalls, reconnects.
 	Messages map[string]int64 `json:"messages"`
@@ -123,6 +129,7 @@ func (w *Worker) Stats() Stats {
 	}
 	st.Goroutines = runtime.NumGoroutine()
 	st.SwitchBufferedBytes = w.env.Switch.Used()
+	st.LargeFrameBytes, st.LargeFramePeakBytes = w.env.Frames.Used(), w.env.Frames.Peak()
 	st.Messages = map[string]int64{}
 	w.stats.mu.Lock()
 	for name, c := range w.flushedCounters() {
@@ -168,6 +175,7 @@ func (w *Worker) flushedCounters() map[string]*atomic.Int64 {
 		schema.MetricPlannedFailed:     &w.counters.PlannedFailed,
 		schema.MetricSwitchOverlap:     &w.counters.SwitchOverlap,
 		schema.MetricGapSavedMs:        &w.counters.GapSavedMs,
+		schema.MetricLargeFrameWaits:   &w.counters.LargeFrameWaits,
 	}
 }
 
@@ -199,6 +207,8 @@ func metricKey(name string) string {
 		return "switch_overlap"
 	case schema.MetricGapSavedMs:
 		return "gap_saved_ms"
+	case schema.MetricLargeFrameWaits:
+		return "large_frame_waits"
 	}
 	return name
 }

@@ -23,6 +23,11 @@ type Status struct {
 	Since       time.Time `json:"since"`
 	MaxSessions int       `json:"max_sessions"`
 	Owned       int       `json:"owned"`
+	// LargeFrameBytes is what large messages being read hold of the
+	// worker's large-frame budget now (LargeFrameBudgetBytes, 0: no bound;
+	// Stats has their peak and messages.large_frame_waits the waits).
+	LargeFrameBytes       int64 `json:"large_frame_bytes"`
+	LargeFrameBudgetBytes int64 `json:"large_frame_budget_bytes"`
 	// Record is the worker record as the last heartbeat returned it;
 	// TrustedFor is how long the worker may still act as owner without
 	// another successful heartbeat (0: fenced).
@@ -55,7 +60,8 @@ type WorkerRecord struct {
 func (w *Worker) Status() Status {
 	w.mu.Lock()
 	st := Status{WorkerID: w.cfg.WorkerID, PID: os.Getpid(), Host: hostname, State: w.state.String(), Since: w.started,
-		MaxSessions: w.cfg.MaxSessions, Owned: len(w.sessions)}
+		MaxSessions: w.cfg.MaxSessions, Owned: len(w.sessions),
+		LargeFrameBytes: w.env.Frames.Used(), LargeFrameBudgetBytes: w.cfg.LargeFrameBudget}
 	ss := make([]*session.Session, 0, len(w.sessions))
 	for _, s := range w.sessions {
 		ss = append(ss, s)

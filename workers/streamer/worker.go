@@ -220,6 +220,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Dials:      session.NewDialGate(cfg.DialsPerHost, cfg.DialLimits...),
 		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight, cfg.HandshakesPerHost),
 		Switch:     session.NewSwitchBudget(cfg.SwitchBufferBudget),
+		Frames:     session.NewFrameBudget(cfg.LargeFrameBudget),
 		Opened:     w.opened,
 		Secrets:    deps.Secrets,
 		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {

@@ -43,6 +43,12 @@ const DefaultBufferBudget = 256 << 20
 // known limit it is a sixteenth of it.
 const DefaultSwitchBufferBudget = 16 << 20
 
+// DefaultLargeFrameBudget is the large-frame budget
+// (Worker.LargeFrameBudget) when the memory limit is unknown; with a known
+// limit it is an eighth of it (schema.LargeFrameShare), and at least the
+// read limit.
+const DefaultLargeFrameBudget = schema.DefaultLargeFrameBudget
+
 // Config is the binary's configuration. Default fills the defaults,
 // FromEnv reads the environment over them, Validate checks them.
 type Config struct {
@@ -90,14 +96,21 @@ func (c Config) Resolved() Config {
 	if c.Sink.Batch.BufferBudget == 0 {
 		c.Sink.Batch.BufferBudget = DefaultBufferBudget
 		if c.MemoryLimit > 0 {
-			c.Sink.Batch.BufferBudget = c.MemoryLimit / 4
+			c.Sink.Batch.BufferBudget = c.MemoryLimit / schema.SinkBudgetShare
 		}
 	}
 	if c.Worker.SwitchBufferBudget == 0 {
 		c.Worker.SwitchBufferBudget = DefaultSwitchBufferBudget
 		if c.MemoryLimit > 0 {
-			c.Worker.SwitchBufferBudget = c.MemoryLimit / 16
+			c.Worker.SwitchBufferBudget = c.MemoryLimit / schema.SwitchBudgetShare
 		}
+	}
+	if c.Worker.LargeFrameBudget == 0 {
+		c.Worker.LargeFrameBudget = DefaultLargeFrameBudget
+		if c.MemoryLimit > 0 {
+			c.Worker.LargeFrameBudget = c.MemoryLimit / schema.LargeFrameShare
+		}
+		c.Worker.LargeFrameBudget = max(c.Worker.LargeFrameBudget, c.Worker.ReadLimit)
 	}
 	return c
 }
@@ -154,6 +167,10 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	var switchBudget int
 	if p.int(schema.EnvSwitchBufferBudget, &switchBudget) {
 		w.SwitchBufferBudget = int64(switchBudget)
+	}
+	var frameBudget int
+	if p.int(schema.EnvLargeFrameBudget, &frameBudget) {
+		w.LargeFrameBudget = int64(frameBudget)
 	}
 	p.dur(schema.EnvSecretCacheTTL, &w.SecretCacheTTL)
 	p.dur(schema.EnvShutdownDeadline, &w.ShutdownDeadline)
@@ -311,12 +328,15 @@ func (c Config) Validate() error {
 
 // memoryProblems checks that the worker stays within its memory (c is
 // Resolved): a worker whose memory limit is known has room for every
-// session to hold one message of ReadLimit being read, plus the sink
-// buffer budget, plus the switch budget. The sink's buffers are bounded by
-// the budget whatever MaxSessions × SessionBufferBytes is (a full budget
-// stalls reads), and the planned reconnects' new connections by theirs
-// whatever MaxSessions × session.MaxSwitchBytes is (a full budget gives a
-// new connection up): the budgets, not those products, are what counts.
+// session's measured memory and small-frame allowance
+// (schema.SessionMemory), plus the large-frame budget, the sink buffer
+// budget and the switch budget. Each budget bounds what it covers whatever
+// MaxSessions is: a message larger than the allowance waits for the
+// large-frame budget (so the read limit is one message's bound, not every
+// session's reservation), a full sink budget stalls reads, a full switch
+// budget gives a planned reconnect's new connection up. The budgets, not
+// MaxSessions × ReadLimit, SessionBufferBytes or session.MaxSwitchBytes,
+// are what counts.
 func (c Config) memoryProblems() []error {
 	var errs []error
 	budget := c.Sink.Batch.BufferBudget
@@ -324,13 +344,20 @@ func (c Config) memoryProblems() []error {
 		errs = append(errs, fmt.Errorf("%s %d must not be negative (0: a quarter of the memory limit)", schema.EnvSinkBufferBudget, budget))
 	}
 	w := c.Worker
-	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.ReadLimit > 0 && w.SwitchBufferBudget >= 0 {
-		need := int64(w.MaxSessions)*w.ReadLimit + budget + w.SwitchBufferBudget
+	if c.MemoryLimit > 0 && w.MaxSessions > 0 && w.SwitchBufferBudget >= 0 && w.LargeFrameBudget >= 0 {
+		need := MemoryNeed(w.MaxSessions, w.LargeFrameBudget, budget, w.SwitchBufferBudget)
 		if need > c.MemoryLimit {
-			errs = append(errs, fmt.Errorf("%s %d × %s %d + %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
-				schema.EnvMaxSessions, w.MaxSessions, schema.EnvReadLimit, w.ReadLimit, schema.EnvSinkBufferBudget, budget,
-				schema.EnvSwitchBufferBudget, w.SwitchBufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
+			errs = append(errs, fmt.Errorf("%s %d × %d bytes (a session's measured memory and small-frame allowance) + %s %d + %s %d + %s %d = %d bytes exceeds the memory limit %d (%s or the container's): lower one of them",
+				schema.EnvMaxSessions, w.MaxSessions, schema.SessionMemory, schema.EnvLargeFrameBudget, w.LargeFrameBudget,
+				schema.EnvSinkBufferBudget, budget, schema.EnvSwitchBufferBudget, w.SwitchBufferBudget, need, c.MemoryLimit, schema.EnvGoMemLimit))
 		}
 	}
 	return errs
+}
+
+// MemoryNeed is the memory a worker of maxSessions sessions and these
+// budgets needs at most (bytes): the check memoryProblems makes against the
+// memory limit (infra/stacks sizes its tasks with the same arithmetic).
+func MemoryNeed(maxSessions int, largeFrames, sink, switchBuf int64) int64 {
+	return int64(maxSessions)*schema.SessionMemory + largeFrames + sink + switchBuf
 }

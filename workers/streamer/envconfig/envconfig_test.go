@@ -81,7 +81,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvLogLevel: "DEBUG", schema.EnvMetricsNS: "ns", schema.EnvEnvironment: "prod",
 		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
 		schema.EnvReconnectMax: "1m", schema.EnvReadLimit: "65536", schema.EnvMetricsEvery: "30s", schema.EnvQueueWait: "15s", schema.EnvSinkAttempts: "5",
-		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvDialLimits: "stream.binance.com=300/5m", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
+		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvDialLimits: "stream.binance.com=300/5m", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvLargeFrameBudget: "4194304", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
 		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
@@ -102,7 +102,7 @@ func TestFromEnv(t *testing.T) {
 		StoreTimeout: 1500 * time.Millisecond, ReconcileEvery: 2 * time.Second, AuditEvery: 10 * time.Second, MaxSessions: 42,
 		ClaimsPerSecond: 12.5, DialTimeout: 3 * time.Second, PingEvery: 20 * time.Second,
 		PingTimeout: 5 * time.Second, CloseGrace: 2 * time.Second, ReconnectMin: 50 * time.Millisecond, ReconnectMax: time.Minute,
-		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, DialLimits: []session.DialLimit{{Pattern: "stream.binance.com", Max: 300, Per: 5 * time.Minute}}, HandshakesInFlight: 8, HandshakesPerHost: 4, SwitchBufferBudget: 8 << 20, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
+		ReadLimit: 65536, SinkAttempts: 5, MaxDialFailures: 7, DialsPerHost: 2.5, DialLimits: []session.DialLimit{{Pattern: "stream.binance.com", Max: 300, Per: 5 * time.Minute}}, HandshakesInFlight: 8, HandshakesPerHost: 4, SwitchBufferBudget: 8 << 20, LargeFrameBudget: 4 << 20, SecretCacheTTL: 90 * time.Second, AllowPrivateIPs: netguard.None,
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
@@ -241,7 +241,7 @@ func TestSecretHostsFromEnv(t *testing.T) {
 
 // Issue 22: the sink request timeout defaults to half the safety margin and
 // may not exceed it; the sink buffer budget defaults to a quarter of the
-// memory limit; MaxSessions × ReadLimit + the budget must fit the limit.
+// memory limit; the sessions + the budgets must fit the limit.
 func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 	c, err := FromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvMaxSessions + "=300"})
 	if err != nil {
@@ -260,7 +260,7 @@ func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 		t.Fatalf("budget with no known limit %d", got)
 	}
 	bad, err := FromEnv([]string{schema.EnvSafetyMargin + "=2s", schema.EnvSinkRequestTimeout + "=1500ms",
-		schema.EnvMaxSessions + "=1000", schema.EnvSinkPermanentAttempts + "=0", schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=https://q/out"})
+		schema.EnvMaxSessions + "=10000", schema.EnvSinkPermanentAttempts + "=0", schema.EnvSink + "=sqs", schema.EnvOutputQueueURL + "=https://q/out"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,8 +279,8 @@ func TestSinkBoundsAreDerivedAndChecked(t *testing.T) {
 }
 
 // Issue 35: the planned reconnects' switch budget defaults to a sixteenth
-// of the memory limit, and the memory check counts it with the sessions'
-// read buffers and the sink budget.
+// of the memory limit, and the memory check counts it with the sessions
+// and the other budgets.
 func TestSwitchBudgetIsDerivedAndCounted(t *testing.T) {
 	c, err := FromEnv([]string{schema.EnvMaxSessions + "=300"})
 	if err != nil {
@@ -294,13 +294,13 @@ func TestSwitchBudgetIsDerivedAndCounted(t *testing.T) {
 	if got := c.Resolved().Worker.SwitchBufferBudget; got != DefaultSwitchBufferBudget {
 		t.Fatalf("switch budget with no known limit %d, want %d", got, DefaultSwitchBufferBudget)
 	}
-	// 300 × 1 MiB + 128 MiB + 32 MiB fits 512 MiB; with a switch budget of
-	// 100 MiB it does not.
+	// 300 × 64 KiB + 64 MiB + 128 MiB + 32 MiB fits 512 MiB; with a switch
+	// budget of 400 MiB it does not.
 	c.MemoryLimit = 512 << 20
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	c.Worker.SwitchBufferBudget = 100 << 20
+	c.Worker.SwitchBufferBudget = 400 << 20
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvSwitchBufferBudget) || !strings.Contains(err.Error(), "exceeds the memory limit") {
 		t.Fatalf("a switch budget beyond the memory left: %v", err)
 	}
@@ -325,5 +325,62 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 	b.RequestTimeout, b.BufferBudget = 0, 0
 	if !reflect.DeepEqual(c.Sink.Batch, b) {
 		t.Fatalf("batch defaults %+v", c.Sink.Batch)
+	}
+}
+
+// Issue 37: the memory check counts what a session holds, measured
+// (schema.SessionMemory), plus the large-frame budget (an eighth of the
+// memory limit by default, at least the read limit), not MaxSessions × the
+// read limit: 2,000 sessions fit a 1 GiB limit (2,000 × 1 MiB did not).
+func TestWorkerPackedByMeasuredMemory(t *testing.T) {
+	c, err := FromEnv([]string{schema.EnvMaxSessions + "=2000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 1 << 30
+	if err := c.Validate(); err != nil {
+		t.Fatalf("2,000 sessions at a 1 GiB limit: %v", err)
+	}
+	if got := c.Resolved().Worker.LargeFrameBudget; got != 128<<20 {
+		t.Fatalf("large-frame budget at a 1 GiB limit %d, want 128 MiB", got)
+	}
+	c.MemoryLimit = 0
+	if got := c.Resolved().Worker.LargeFrameBudget; got != DefaultLargeFrameBudget {
+		t.Fatalf("large-frame budget with no known limit %d, want %d", got, DefaultLargeFrameBudget)
+	}
+	// A read limit above the derived budget raises the budget to it: one
+	// message of the read limit always fits.
+	c.MemoryLimit, c.Worker.ReadLimit = 64<<20, 16<<20
+	if got := c.Resolved().Worker.LargeFrameBudget; got != 16<<20 {
+		t.Fatalf("large-frame budget with a 16 MiB read limit at a 64 MiB memory limit %d, want the read limit", got)
+	}
+	// 1 GiB holds (1 GiB - 128 - 256 - 64 MiB) ÷ 64 KiB = 9,216 sessions
+	// at the derived budgets, and no more.
+	c, err = FromEnv([]string{schema.EnvMaxSessions + "=9216"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MemoryLimit = 1 << 30
+	if err := c.Validate(); err != nil {
+		t.Fatalf("9,216 sessions at a 1 GiB limit: %v", err)
+	}
+	c.Worker.MaxSessions++
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "exceeds the memory limit") || !strings.Contains(err.Error(), schema.EnvLargeFrameBudget) {
+		t.Fatalf("9,217 sessions at a 1 GiB limit: %v", err)
+	}
+	// Every problem at once: a budget below the read limit, and one that
+	// is negative.
+	c.Worker.MaxSessions = 100
+	c.Worker.LargeFrameBudget = c.Worker.ReadLimit - 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), schema.EnvLargeFrameBudget+" (1048575) must be at least "+schema.EnvReadLimit) {
+		t.Fatalf("a large-frame budget below the read limit: %v", err)
+	}
+	c.Worker.LargeFrameBudget = -1
+	c.Worker.SwitchBufferBudget = -1
+	err = c.Validate()
+	for _, want := range []string{schema.EnvLargeFrameBudget + " must not be negative", schema.EnvSwitchBufferBudget + " must not be negative"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q missing from %v", want, err)
+		}
 	}
 }

@@ -33,16 +33,20 @@ func (s *Session) read(ctx context.Context, conn *websocket.Conn) error {
 	// The read is bounded by closing the socket, never by a context: a
 	// context with a deadline would arm a timer on every read.
 	rctx := context.Background()
+	wait := s.waitFrame(ctx)
 	for {
 		typ, r, err := conn.Reader(rctx)
 		if err != nil {
 			return err
 		}
 		bp := bufPool.Get().(*[]byte)
-		buf, err := readAll(r, (*bp)[:0])
+		buf, grant, err := s.readMessage(r, (*bp)[:0], wait)
 		if err == nil {
 			err = s.handle(ctx, conn, typ, buf)
 		}
+		// Handed on (the sink keeps a copy of its own): the grant's bytes
+		// are free again.
+		s.env.Frames.Release(grant)
 		if cap(buf) <= maxPooledBuf {
 			*bp = buf[:0]
 			bufPool.Put(bp)
@@ -53,18 +57,28 @@ func (s *Session) read(ctx context.Context, conn *websocket.Conn) error {
 	}
 }
 
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
+// readAll reads r to its end into buf, or until buf holds limit bytes
+// (limit < 0: no limit), reporting more when it stopped there: the message
+// may go on.
+func readAll(r io.Reader, buf []byte, limit int) ([]byte, bool, error) {
 	for {
+		if limit >= 0 && len(buf) >= limit {
+			return buf, true, nil
+		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		end := cap(buf)
+		if limit >= 0 {
+			end = min(end, limit)
+		}
+		n, err := r.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return buf, nil
+			return buf, false, nil
 		}
 		if err != nil {
-			return buf, err
+			return buf, false, err
 		}
 	}
 }

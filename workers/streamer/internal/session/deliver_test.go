@@ -66,8 +66,8 @@ func TestReadAllGrowsThePooledBuffer(t *testing.T) {
 	for _, n := range []int{0, 1, 511, 512, 513, 640, 5000, 70000} {
 		want := bytes.Repeat([]byte{'x'}, n)
 		bp := bufPool.Get().(*[]byte)
-		got, err := readAll(iotest.HalfReader(bytes.NewReader(want)), (*bp)[:0])
-		if err != nil || !bytes.Equal(got, want) {
+		got, more, err := readAll(iotest.HalfReader(bytes.NewReader(want)), (*bp)[:0], -1)
+		if err != nil || more || !bytes.Equal(got, want) {
 			t.Fatalf("%d bytes: read %d (err %v)", n, len(got), err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/jsonseq"
 )
 
@@ -213,8 +214,15 @@ func (s *Session) catchUp(nx *successor) error {
 	for {
 		typ, r, err := conn.Reader(context.Background())
 		var data []byte
+		var grant int64
 		if err == nil {
-			data, err = readAll(r, nil)
+			// A large message takes a grant only if one is free now (nil
+			// wait): the session's read loop may hold one, and a session
+			// never waits for a second.
+			data, grant, err = s.readMessage(r, nil, nil)
+		}
+		if errors.Is(err, errFrameWait) {
+			return fmt.Errorf("%w: the worker's large-frame budget had no room for a message of more than %d bytes", errPlanned, schema.SmallFrameAllowance)
 		}
 		if err != nil {
 			if nx.ctx.Err() != nil {
@@ -222,18 +230,23 @@ func (s *Session) catchUp(nx *successor) error {
 			}
 			return fmt.Errorf("%w: the new connection ended before it caught up: %s", errPlanned, describe(err, nil))
 		}
-		consumed, err := s.control(conn, it, p, typ, data)
-		if err != nil {
-			return err
-		}
-		if consumed {
-			continue
-		}
-		ready, err := nx.take(typ, data, s.lastSeq.Load())
+		ready, err := s.catchUpOne(nx, conn, it, typ, data)
+		// Kept or dropped: a kept message is charged to the switch budget.
+		s.env.Frames.Release(grant)
 		if err != nil || ready {
 			return err
 		}
 	}
+}
+
+// catchUpOne answers a control message of the new connection, or keeps
+// the message (take).
+func (s *Session) catchUpOne(nx *successor, conn *websocket.Conn, it lease.Item, typ websocket.MessageType, data []byte) (bool, error) {
+	consumed, err := s.control(conn, it, nx.p, typ, data)
+	if err != nil || consumed {
+		return false, err
+	}
+	return nx.take(typ, data, s.lastSeq.Load())
 }
 
 // take keeps one message of the new connection, given the session's last

@@ -192,11 +192,13 @@ func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto, frames []f
 func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.waitTimeouts[i])
 	defer cancel()
+	wait := func(n int64) (int64, error) { return s.env.Frames.Acquire(ctx, n, s.ended) }
 	for {
 		typ, r, err := conn.Reader(ctx)
 		var data []byte
+		var grant int64
 		if err == nil {
-			data, err = readAll(r, nil)
+			data, grant, err = s.readMessage(r, nil, wait)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,19 +208,30 @@ func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) 
 			// (which may echo what it refused). The text becomes last_error.
 			return fmt.Errorf("%w: open_messages[%d]: connection ended awaiting the reply: %s", errOpen, i, describe(err, nil))
 		}
-		s.touch()
-		consumed, err := s.control(conn, it, p, typ, data)
-		if err != nil {
+		done, err := s.checkReply(conn, it, p, i, typ, data)
+		s.env.Frames.Release(grant) // nothing keeps data past the check
+		if done || err != nil {
 			return err
 		}
-		if consumed {
-			continue
-		}
-		if raw, lerr := jsonseq.Lookup(data, p.waits[i].Path); lerr == nil && p.waits[i].Equal(raw) {
-			return nil
-		}
-		return fmt.Errorf("%w: open_messages[%d]: the reply does not match wait_for %s", errOpen, i, strings.Join(p.waits[i].Path, "."))
 	}
+}
+
+// checkReply checks one message read awaiting open message i's reply:
+// done when it is the reply, an error when it fails wait_for, neither for
+// a control message (answered).
+func (s *Session) checkReply(conn *websocket.Conn, it lease.Item, p *proto, i int, typ websocket.MessageType, data []byte) (bool, error) {
+	s.touch()
+	consumed, err := s.control(conn, it, p, typ, data)
+	if err != nil {
+		return false, err
+	}
+	if consumed {
+		return false, nil
+	}
+	if raw, lerr := jsonseq.Lookup(data, p.waits[i].Path); lerr == nil && p.waits[i].Equal(raw) {
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: open_messages[%d]: the reply does not match wait_for %s", errOpen, i, strings.Join(p.waits[i].Path, "."))
 }
 
 // control answers a control message: a pong to the app ping, or a

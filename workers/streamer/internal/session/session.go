@@ -128,6 +128,10 @@ type Counters struct {
 	PlannedFailed     atomic.Int64
 	SwitchOverlap     atomic.Int64
 	GapSavedMs        atomic.Int64
+	// LargeFrameWaits counts the messages larger than
+	// schema.SmallFrameAllowance whose read waited for the worker's
+	// large-frame budget (FrameBudget; the socket was not read meanwhile).
+	LargeFrameWaits atomic.Int64
 }
 
 // Env is what sessions share: sink, HTTP client, logger, counters and the
@@ -147,6 +151,9 @@ type Env struct {
 	// Switch bounds what planned reconnects' new connections hold before
 	// their switch, over every session (nil: each at most MaxSwitchBytes).
 	Switch *SwitchBudget
+	// Frames bounds the large messages being read, over every session
+	// (nil: each up to the read limit, unbounded together).
+	Frames *FrameBudget
 	// Secrets resolves the secret references of the headers and open
 	// messages at every dial (nil: a reference fails its dial, for good).
 	Secrets secrets.Provider
