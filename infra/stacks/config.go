@@ -55,6 +55,21 @@ const (
 	// one message a second each: the rest is for claims' TLS handshakes
 	// (a crash's or a deploy's wave), bursts and the GC.
 	SteadyCPUShare = 0.5
+	// NewTableWrites is what a new on-demand table serves at once: 4,000
+	// write units/s (its warm throughput; it scales from there, throttling
+	// above twice its previous peak within 30 minutes: "Understanding
+	// DynamoDB warm throughput", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
+	NewTableWrites = 4_000.0
+	// ClaimWriteUnits is what one claim writes: the acquire (4.59 write
+	// units per tenure, retries included) and its fence of the checkpoint
+	// item (1.00), docs/BENCHMARKS.md section 6, per tenure.
+	ClaimWriteUnits = 5.59
+	// FleetClaimShare is the share of the table's write headroom above the
+	// steady state (TableWrites − SteadyWritesAtCapacity) the fleet's
+	// claims may take together (WSFLEET_FLEET_CLAIMS_PER_SECOND): the rest
+	// is for the releases a move also writes, the first checkpoints of the
+	// sessions claimed, ingest, and the heartbeats' share under a burst.
+	FleetClaimShare = 0.5
 	// CrashSpreadGoal is the longest a crashed task's full complement may
 	// take to be claimed by the survivors (issue 37).
 	CrashSpreadGoal = 60 * time.Second
@@ -118,6 +133,11 @@ type EnvConfig struct {
 
 	// Data.
 	TableCMK bool // the table and its PITR backups encrypted with a customer-managed KMS key
+	// TableWarmWrites pre-warms the table to this many write units/s
+	// (its warm throughput, billed once when raised; it never comes down);
+	// 0 leaves a new on-demand table's NewTableWrites. The fleet's claim
+	// budget is sized from it (FleetClaimsPerSecond).
+	TableWarmWrites float64
 
 	// Operations.
 	LogRetentionDays int
@@ -189,7 +209,8 @@ var environments = map[string]EnvConfig{
 		MaxTasks:                  50, // 105,000 sessions at the 70 % target (docs/infra.md, Sizing)
 		TaskCPU:                   512,
 		TaskMemoryMiB:             1024,
-		MaxSessionsPerTask:        3000, // memory holds 8,289; a crash's spread and CPU headroom keep it at 3,000 (docs/infra.md, Sizing)
+		MaxSessionsPerTask:        3000,   // memory holds 8,289; a crash's spread and CPU headroom keep it at 3,000 (docs/infra.md, Sizing)
+		TableWarmWrites:           10_000, // steady 2,550 at 150,000 sessions + an AZ's 35,000 sessions at the target moved within 60 s at ~11.5 units a tenure (docs/infra.md, Sizing)
 		TargetUtilization:         70,
 		ScaleInCooldown:           10 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
@@ -322,6 +343,10 @@ func (c EnvConfig) Validate() error {
 			c.MaxTasks, c.MaxSessionsPerTask, ceiling, c.CheckpointEvery, c.SteadyWritesAtCapacity(),
 			TableWriteLimit*(1-ControlWriteShare), TableWriteLimit, ControlWriteShare*100)
 	}
+	check(c.TableWarmWrites >= 0 && c.TableWarmWrites <= TableWriteLimit, "TableWarmWrites %.0f not in [0, %.0f] (the table's write quota)", c.TableWarmWrites, TableWriteLimit)
+	check(c.SteadyWritesAtCapacity() <= c.TableWrites()*(1-ControlWriteShare),
+		"a full fleet's steady writes (%.0f units/s) exceed %.0f %% of the table's %.0f write units/s at once (TableWarmWrites): raise TableWarmWrites or lower MaxTasks",
+		c.SteadyWritesAtCapacity(), (1-ControlWriteShare)*100, c.TableWrites())
 	check(c.ShutdownDeadline > 0, "ShutdownDeadline must be positive")
 	check(c.StopTimeout >= c.ShutdownDeadline+stopTimeoutHeadroom,
 		"StopTimeout %v must be at least ShutdownDeadline %v + %v so the worker can release its sessions before SIGKILL",
@@ -396,20 +421,45 @@ func (c EnvConfig) SessionsAtTarget() int {
 	return int(float64(c.MaxTasks*c.MaxSessionsPerTask) * c.TargetUtilization / 100)
 }
 
+// TableWrites is the write units/s the table serves at once: its warm
+// throughput.
+func (c EnvConfig) TableWrites() float64 {
+	if c.TableWarmWrites > 0 {
+		return c.TableWarmWrites
+	}
+	return NewTableWrites
+}
+
+// FleetClaimsPerSecond is the fleet's claim budget the workers share
+// (WSFLEET_FLEET_CLAIMS_PER_SECOND): FleetClaimShare of the table's write
+// headroom above the steady state at capacity, at ClaimWriteUnits a
+// claim, rounded down; at least 1.
+func (c EnvConfig) FleetClaimsPerSecond() float64 {
+	head := c.TableWrites() - c.SteadyWritesAtCapacity()
+	return max(1, math.Floor(head*FleetClaimShare/ClaimWriteUnits))
+}
+
+// claimRate is one survivor's claims per second in a fleet of n tasks: its
+// share of the fleet's budget, at most schema.DefaultClaimsPerSecond.
+func (c EnvConfig) claimRate(n int) float64 {
+	return min(schema.DefaultClaimsPerSecond, c.FleetClaimsPerSecond()/float64(max(n, 1)))
+}
+
 // CrashSpread bounds the time a crashed task holding its full complement
 // (MaxSessionsPerTask) takes to be claimed again in a fleet of n sessions
 // at the scaling target, at the survivors' claim rate: the dead worker is
 // declared by a watcher at most LeaseTTL + a watch interval (half a
 // heartbeat: shared/lease Config.WatchEvery) after its last heartbeat,
 // which hands each survivor its part, and every survivor claims its part
-// at schema.DefaultClaimsPerSecond. Not counted: the table's own bound
+// at its share of the fleet's claim budget (claimRate), at most
+// schema.DefaultClaimsPerSecond. Not counted: the table's own bound
 // (the dead owner's by_owner key value takes every move's index write;
 // measured by the simulator's crash-big, docs/infra.md) and a source
 // host's dial rate (WSFLEET_DIALS_PER_HOST per worker).
 func (c EnvConfig) CrashSpread(n int) time.Duration {
 	survivors := max(c.TasksAtTarget(n)-1, 1)
 	part := math.Ceil(float64(c.MaxSessionsPerTask) / float64(survivors))
-	claim := time.Duration(part / schema.DefaultClaimsPerSecond * float64(time.Second))
+	claim := time.Duration(part / c.claimRate(survivors) * float64(time.Second))
 	return c.LeaseTTL + c.HeartbeatEvery/2 + claim
 }
 

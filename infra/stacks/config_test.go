@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,6 +102,7 @@ func TestSessionCeiling(t *testing.T) {
 	big := prod
 	big.MaxTasks, big.MaxSessionsPerTask = 100, 10_000
 	big.TaskCPU, big.TaskMemoryMiB = 1024, 2048 // room for 10,000 sessions: 16,587 by memory
+	big.TableWarmWrites = TableWriteLimit       // its steady 16,767 write units/s need a table warmed above them
 	if err := big.Validate(); err != nil {
 		t.Errorf("1,000,000 sessions refused: %v", err)
 	}
@@ -347,8 +349,11 @@ func TestProdHolds100kSessions(t *testing.T) {
 	if tasks != 48 || tasks > prod.MaxTasks {
 		t.Errorf("100,000 sessions take %d tasks at the target, want 48 (MaxTasks %d)", tasks, prod.MaxTasks)
 	}
-	// 15 s TTL + 0.5 s watch + ⌈3,000 ÷ 47⌉ = 64 sessions at 50 claims/s.
-	if got, want := prod.CrashSpread(100_000), 15*time.Second+500*time.Millisecond+1280*time.Millisecond; got != want || got > CrashSpreadGoal {
+	// 15 s TTL + 0.5 s watch + ⌈3,000 ÷ 47⌉ = 64 sessions at each
+	// survivor's share of the fleet's 666 claims/s (14.2/s, under 50).
+	rate := 666.0 / 47
+	claim := time.Duration(64 / rate * float64(time.Second))
+	if got, want := prod.CrashSpread(100_000), 15*time.Second+500*time.Millisecond+claim; got != want || got > CrashSpreadGoal {
 		t.Errorf("a crashed prod task spread in %v, want %v (goal %v)", got, want, CrashSpreadGoal)
 	}
 	// Dev stays small: one 0.25 vCPU task, a few hundred sessions.
@@ -358,5 +363,36 @@ func TestProdHolds100kSessions(t *testing.T) {
 	}
 	if dev.TaskCPU != 256 || dev.MaxTasks > 3 || dev.MaxSessionsPerTask > 300 {
 		t.Errorf("dev grew: %d CPU units, %d tasks × %d sessions", dev.TaskCPU, dev.MaxTasks, dev.MaxSessionsPerTask)
+	}
+}
+
+// The fleet's claim budget follows the table's write headroom: half of what
+// its warm throughput leaves above a full fleet's steady writes, at ~5.6
+// units a claim; prod's pre-warmed table gives 666 claims/s, so an AZ's
+// sessions at the target (a third of 105,000) are claimed in under a
+// minute, and a crashed task's in seconds.
+func TestFleetClaimBudgetFromTheTable(t *testing.T) {
+	prod, err := ConfigFor(EnvProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := prod.FleetClaimsPerSecond(), math.Floor((10_000-prod.SteadyWritesAtCapacity())*FleetClaimShare/ClaimWriteUnits); got != want || got != 666 {
+		t.Fatalf("prod fleet claims/s = %v, want %v (666)", got, want)
+	}
+	if az := float64(prod.SessionsAtTarget()) / 3 / prod.FleetClaimsPerSecond(); az > 60 {
+		t.Errorf("an AZ's sessions at the target take %.0f s to claim at the fleet budget, want ≤ 60 s", az)
+	}
+	if d := prod.CrashSpread(prod.SessionsAtTarget()); d > CrashSpreadGoal {
+		t.Errorf("crash spread %v > %v", d, CrashSpreadGoal)
+	}
+	cold := prod
+	cold.TableWarmWrites = 0 // a new on-demand table: 4,000 units/s
+	if cold.FleetClaimsPerSecond() >= prod.FleetClaimsPerSecond() {
+		t.Errorf("a cold table's budget %v is not below the warm one's %v", cold.FleetClaimsPerSecond(), prod.FleetClaimsPerSecond())
+	}
+	tiny := prod
+	tiny.TableWarmWrites = 2_000 // below a full fleet's steady 2,550
+	if err := tiny.Validate(); err == nil || !strings.Contains(err.Error(), "TableWarmWrites") {
+		t.Errorf("a table warmer than nothing but below the steady writes: %v", err)
 	}
 }

@@ -194,6 +194,12 @@ func newTable(stack awscdk.Stack, cfg EnvConfig, removal awscdk.RemovalPolicy) (
 		TimeToLiveAttribute: jsii.String(schema.AttrExpiresAt),
 		RemovalPolicy:       removal,
 	})
+	if cfg.TableWarmWrites > 0 {
+		// Pre-warmed (TableV2's warmThroughput; the Table construct has no
+		// prop for it, and moving to TableV2 would replace the table).
+		cfn := table.Node().DefaultChild().(awsdynamodb.CfnTable)
+		cfn.SetWarmThroughput(&awsdynamodb.CfnTable_WarmThroughputProperty{WriteUnitsPerSecond: jsii.Number(cfg.TableWarmWrites)})
+	}
 	str := func(name string) *awsdynamodb.Attribute {
 		return &awsdynamodb.Attribute{Name: jsii.String(name), Type: attrType(schema.TypeString)}
 	}
@@ -593,6 +599,9 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		schema.EnvEnvironment:         jsii.String(cfg.Name),
 		schema.EnvMetricsNS:           jsii.String(schema.DefaultMetricsNamespace),
 		schema.EnvGoMemLimit:          jsii.String(fmt.Sprintf("%dMiB", cfg.GoMemLimitMiB())),
+		// The fleet's claims share a budget sized from the table's write
+		// headroom (EnvConfig.FleetClaimsPerSecond).
+		schema.EnvFleetClaimsPerSecond: jsii.String(strconv.FormatFloat(cfg.FleetClaimsPerSecond(), 'f', -1, 64)),
 	}
 	if out.queue != nil {
 		env[schema.EnvOutputQueueURL] = out.queue.QueueUrl()

@@ -127,8 +127,17 @@ func TestRemovalAndDeletionProtection(t *testing.T) {
 		t.Error("prod: HasResource(table, DeletionPolicy=Delete) did not fail")
 	}
 
+	// Prod's table is pre-warmed (its write headroom sizes the fleet's claim
+	// budget); dev's is a new on-demand table.
+	if wt := asJSON(props(table)["WarmThroughput"]); wt != `{"WriteUnitsPerSecond":10000}` {
+		t.Errorf("prod table WarmThroughput = %s, want 10,000 write units/s", wt)
+	}
+
 	dev := synth(t, env(EnvDev))
 	_, table = dev.only(t, "AWS::DynamoDB::Table")
+	if wt, ok := props(table)["WarmThroughput"]; ok {
+		t.Errorf("dev table WarmThroughput = %s, want none", asJSON(wt))
+	}
 	if props(table)["DeletionProtectionEnabled"] == true || table["DeletionPolicy"] != "Delete" {
 		t.Errorf("dev table: DeletionProtectionEnabled=%v DeletionPolicy=%v, want false/Delete",
 			props(table)["DeletionProtectionEnabled"], table["DeletionPolicy"])
@@ -466,18 +475,19 @@ func TestStreamerService(t *testing.T) {
 				t.Errorf("the admin token is in the container's environment")
 			}
 			wantEnv := map[string]string{
-				schema.EnvShutdownDeadline:    s.Cfg.ShutdownDeadline.String(),
-				schema.EnvLeaseTTL:            s.Cfg.LeaseTTL.String(),
-				schema.EnvHeartbeatEvery:      "1s",
-				schema.EnvCheckpointEvery:     "1m0s",
-				schema.EnvMaxConcurrentWrites: "64",
-				schema.EnvSafetyMargin:        s.Cfg.SafetyMargin.String(),
-				schema.EnvMaxSessions:         fmt.Sprint(s.Cfg.MaxSessionsPerTask),
-				schema.EnvAdminAddr:           fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort),
-				schema.EnvSink:                s.Cfg.Sink,
-				schema.EnvEnvironment:         e,
-				schema.EnvMetricsNS:           schema.DefaultMetricsNamespace,
-				schema.EnvGoMemLimit:          fmt.Sprintf("%dMiB", s.Cfg.TaskMemoryMiB*9/10),
+				schema.EnvShutdownDeadline:     s.Cfg.ShutdownDeadline.String(),
+				schema.EnvLeaseTTL:             s.Cfg.LeaseTTL.String(),
+				schema.EnvHeartbeatEvery:       "1s",
+				schema.EnvCheckpointEvery:      "1m0s",
+				schema.EnvMaxConcurrentWrites:  "64",
+				schema.EnvSafetyMargin:         s.Cfg.SafetyMargin.String(),
+				schema.EnvMaxSessions:          fmt.Sprint(s.Cfg.MaxSessionsPerTask),
+				schema.EnvAdminAddr:            fmt.Sprintf("0.0.0.0:%d", StreamerAdminPort),
+				schema.EnvSink:                 s.Cfg.Sink,
+				schema.EnvEnvironment:          e,
+				schema.EnvMetricsNS:            schema.DefaultMetricsNamespace,
+				schema.EnvGoMemLimit:           fmt.Sprintf("%dMiB", s.Cfg.TaskMemoryMiB*9/10),
+				schema.EnvFleetClaimsPerSecond: fmt.Sprint(s.Cfg.FleetClaimsPerSecond()),
 			}
 			for k, v := range wantEnv {
 				if ce[k] != v {
