@@ -149,3 +149,60 @@ func TestTenureUnits(t *testing.T) {
 		t.Errorf("a tenure cost %d write units, want at most 7", total)
 	}
 }
+
+// TestReleaseOfAStoppedSessionIsOneWrite: the owner of a stopped session
+// re-reads it (its mailbox told it of the stop), then releases it: one
+// write, the variant for a stopped session, 1 write unit and the by_owner
+// entry's delete; before, the STARTED variant went first and was refused
+// (a write unit and a consistent read more). A hint gone wrong (a start
+// landed after the read) costs that refusal, and the release still lands.
+func TestReleaseOfAStoppedSessionIsOneWrite(t *testing.T) {
+	client, table := newTable(t)
+	h := harness(client, table)
+	s := h.Store.(*dynamostore.Store)
+	ctx := context.Background()
+	id := leasetest.NewID("stopped")
+	it := leasetest.Started(id)
+	it.Spec = leasetest.BigSpec(id, 1024)
+	h.Put(t, it)
+	got, err := s.Acquire(ctx, id, "w1", lease.From{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetDesired(t, id, schema.StateStopped)
+	if seen, err := s.Get(ctx, id); err != nil || seen.DesiredState != schema.StateStopped {
+		t.Fatalf("get after the stop: %+v, %v", seen, err)
+	}
+	if err := s.Release(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: got.Epoch}, 42); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Units()[dynamostore.OpRelease]; u != (dynamostore.Usage{Writes: 1, WriteUnits: 1, IndexWriteUnits: 1}) {
+		t.Errorf("release of a stopped session: %+v, want one write of 1 unit and 1 index unit", u)
+	}
+
+	// Seen stopped, started again before the release: the hint is wrong.
+	again, err := s.Acquire(ctx, id, "w1", lease.From{})
+	if err == nil {
+		t.Fatalf("acquire of a stopped session: %+v", again)
+	}
+	h.SetDesired(t, id, schema.StateStarted)
+	again, err = s.Acquire(ctx, id, "w1", lease.From{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetDesired(t, id, schema.StateStopped)
+	if _, err := s.Get(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	h.SetDesired(t, id, schema.StateStarted)
+	if err := s.Release(ctx, lease.Token{ConnectionID: id, Owner: "w1", Epoch: again.Epoch}, 43); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := sessionitem.Get(ctx, client, table, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.LeaseOwner != "" || cur.UnownedShard == "" || cur.ReleaseSeq == nil || *cur.ReleaseSeq != 43 {
+		t.Fatalf("after a release on a wrong hint: %+v", cur)
+	}
+}

@@ -96,6 +96,7 @@ type Store struct {
 	table  string
 	meters map[string]*meter
 	shard  atomic.Uint32 // rotates the first by_unowned shard an Unowned reads
+	hints  releaseHints  // which variant a release tries first
 }
 
 // Option configures a Store.
@@ -880,20 +881,25 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 		startedOK, notStarted = startedOK.And(forward), notStarted.And(forward)
 	}
 	var err error
+	stoppedFirst := s.hints.take(t.ConnectionID)
 	for attempt := 0; attempt < 4; attempt++ {
-		err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
-			func(it *lease.Item) error {
-				if lease.Released(it, t, lastSeq, to) {
-					return errReleased
-				}
-				if err := lease.CanRelease(it, t, lastSeq); err != nil {
-					return err
-				}
-				if it.DesiredState != schema.StateStarted || it.Failed() {
-					return errRetry
-				}
-				return nil
-			})
+		if stoppedFirst && attempt == 0 {
+			err = errRetry // the session was last seen not STARTED: its variant first
+		} else {
+			err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
+				func(it *lease.Item) error {
+					if lease.Released(it, t, lastSeq, to) {
+						return errReleased
+					}
+					if err := lease.CanRelease(it, t, lastSeq); err != nil {
+						return err
+					}
+					if it.DesiredState != schema.StateStarted || it.Failed() {
+						return errRetry
+					}
+					return nil
+				})
+		}
 		if !errors.Is(err, errRetry) {
 			break
 		}
@@ -1006,6 +1012,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 		}
 		if ok {
 			it.Spec = stored
+			s.hints.note(id, it.DesiredState == schema.StateStarted && !it.Failed())
 			return it, nil
 		}
 		if attempt == specAttempts {
