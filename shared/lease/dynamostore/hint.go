@@ -7,20 +7,23 @@ import "sync"
 // which costs only the order of a release's variants.
 const maxHints = 100_000
 
-// releaseHints remembers the sessions whose last Get through the store
+// ReleaseHints remembers the sessions whose last Get through the store
 // showed them not STARTED (stopped, or FAILED), so that their release tries
 // the variant for that state first. A worker releases a stopped session
 // after re-reading it (its mailbox told it of the stop): without the hint
 // the STARTED variant went first, failed its condition (1 write unit and a
 // consistent read) and the release took a second write. Both variants stay
 // conditional on the state they assume: a wrong hint costs that refusal,
-// never a wrong write.
-type releaseHints struct {
+// never a wrong write. testkit/simddb bills its releases by the same
+// hints. The zero value is ready.
+type ReleaseHints struct {
 	mu      sync.Mutex
 	stopped map[string]bool
 }
 
-func (h *releaseHints) note(id string, started bool) {
+// Note records that session id was just read STARTED (and not FAILED) or
+// not.
+func (h *ReleaseHints) Note(id string, started bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if started {
@@ -33,8 +36,8 @@ func (h *releaseHints) note(id string, started bool) {
 	h.stopped[id] = true
 }
 
-// take reports whether id was last seen not STARTED, and forgets it.
-func (h *releaseHints) take(id string) bool {
+// Take reports whether id was last read not STARTED, and forgets it.
+func (h *ReleaseHints) Take(id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.stopped[id]

@@ -96,7 +96,7 @@ type Store struct {
 	table  string
 	meters map[string]*meter
 	shard  atomic.Uint32 // rotates the first by_unowned shard an Unowned reads
-	hints  releaseHints  // which variant a release tries first
+	hints  ReleaseHints  // which variant a release tries first
 }
 
 // Option configures a Store.
@@ -881,7 +881,7 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 		startedOK, notStarted = startedOK.And(forward), notStarted.And(forward)
 	}
 	var err error
-	stoppedFirst := s.hints.take(t.ConnectionID)
+	stoppedFirst := s.hints.Take(t.ConnectionID)
 	for attempt := 0; attempt < 4; attempt++ {
 		if stoppedFirst && attempt == 0 {
 			err = errRetry // the session was last seen not STARTED: its variant first
@@ -1012,7 +1012,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 		}
 		if ok {
 			it.Spec = stored
-			s.hints.note(id, it.DesiredState == schema.StateStarted && !it.Failed())
+			s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
 			return it, nil
 		}
 		if attempt == specAttempts {
