@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -91,4 +92,22 @@ func GetSpec(ctx context.Context, api Getter, table, id, ref string) (string, bo
 		return "", false, fmt.Errorf("get spec %s of %s: %w", ref, id, err)
 	}
 	return s.Spec, true, nil
+}
+
+// PutSpec is the write that stores spec item ref of connection id holding
+// stored: an UpdateItem, which creates the item (ingest creates every item
+// it writes with UpdateItem: its grants have no PutItem). A ref names one
+// content, so writing it again changes nothing.
+func PutSpec(table, id, ref, stored string) (*dynamodb.UpdateItemInput, error) {
+	e, err := expression.NewBuilder().WithUpdate(expression.Set(Spec, expression.Value(stored))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build spec write of %s: %w", id, err)
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &table,
+		Key:                       Key(schema.SpecKey(id, ref)),
+		UpdateExpression:          e.Update(),
+		ExpressionAttributeNames:  e.Names(),
+		ExpressionAttributeValues: e.Values(),
+	}, nil
 }

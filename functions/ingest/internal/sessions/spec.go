@@ -35,11 +35,11 @@ import (
 // a start that changed nothing the readers see: unavailable (retry) or
 // rejected (the item is refused for what it is: over 400 KB).
 func (s *Store) putSpec(ctx context.Context, id, ref, stored string) error {
-	m, err := sessionitem.EncodeSpec(id, ref, stored)
+	in, err := sessionitem.PutSpec(s.table, id, ref, stored)
 	if err != nil {
 		return err
 	}
-	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: m}); err != nil {
+	if _, err := s.api.UpdateItem(ctx, in); err != nil {
 		return readFailed("start (spec)", id, err)
 	}
 	return nil
