@@ -369,10 +369,13 @@ func pkOf(e ddbrules.Item) string {
 func (s *Store) Put(it lease.Item) {
 	im := sessionImage(it.ConnectionID)
 	_ = s.call(context.Background(), OpSeed, "", im.key, im, func() error { s.mem.Put(it); return nil }, func(p *plan, _ time.Time, _ error) {
-		if sp, key := specItem(im.s1); sp != nil {
-			p.write("PutItem", key, nil, sp) // the spec item first
-		}
 		p.reqs = append(p.reqs, request{op: "PutItem", key: im.key, write: true, units: ddbrules.WriteUnits(sizeOf(im.after)), entries: s.table.IndexWrites(im.before, im.after)})
+		if sp, key := specItem(im.s1); sp != nil {
+			// Its spec item, billed; the seed's latency is its session
+			// write's (the bench seeds both in one BatchWriteItem), so that
+			// the harness's writes take the time they took before.
+			p.write("", key, nil, sp)
+		}
 		if !ddbrules.SameItem(im.ckB, im.ckA) {
 			p.write("PutItem", schema.CheckpointKey(it.ConnectionID), im.ckB, im.ckA)
 		}
