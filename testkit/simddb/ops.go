@@ -387,16 +387,20 @@ func (s *Store) Put(it lease.Item) {
 func (s *Store) Update(id string, f func(*lease.Item)) {
 	im := sessionImage(id)
 	_ = s.call(context.Background(), OpIngest, "", im.key, im, func() error { s.mem.Update(id, f); return nil }, func(p *plan, _ time.Time, _ error) {
+		// A new configuration (not a restart of the same one, which keeps
+		// its spec item): its spec item first, the superseded one deleted
+		// after.
 		spB, keyB := specItem(im.s0)
 		spA, keyA := specItem(im.s1)
-		if keyA != keyB && spA != nil {
-			p.write("PutItem", keyA, nil, spA) // a new configuration: its spec item first
+		changed := im.s0 != nil && im.s1 != nil && im.s0.Spec != im.s1.Spec
+		if changed && spA != nil {
+			p.write("UpdateItem", keyA, nil, spA)
 		}
 		if !ddbrules.SameItem(im.before, im.after) {
 			p.write("UpdateItem", id, im.before, im.after)
 		}
-		if keyA != keyB && spB != nil {
-			p.write("DeleteItem", keyB, spB, nil) // then the superseded one
+		if changed && spB != nil {
+			p.write("DeleteItem", keyB, spB, nil)
 		}
 	}, true)
 }
