@@ -20,13 +20,14 @@ import (
 //     (Unowned), by_owner (OwnedBy) and by_worker_list (ListWorkers).
 //     Never by_state, never the base table's key.
 //   - ingest (functions/ingest/internal/sessions): UpdateItem of session
-//     items, of a worker# record's mailbox and of nonce# items (an
-//     UpdateItem that creates them, so no PutItem); GetItem of a session;
-//     BatchGetItem of sessions, checkpoints and worker records; Query of
+//     items, of spec# items, of a worker# record's mailbox and of nonce#
+//     items (an UpdateItem that creates them, so no PutItem); DeleteItem
+//     only of a superseded spec# item; GetItem of a session; BatchGetItem
+//     of sessions, checkpoints, spec items and worker records; Query of
 //     by_state (List) and by_worker_list (Workers). Never by_owner or
 //     by_unowned.
 //
-// Neither calls DescribeTable, Scan, DeleteItem, BatchWriteItem or the
+// Neither calls DescribeTable, Scan, BatchWriteItem or the
 // transaction APIs (CreateTable is the local stack's and the tests', never
 // a deployed component's). dynamodb:Attributes is not used: the writes
 // return whole items (ReturnValues ALL_NEW/ALL_OLD, which attribute-level
@@ -45,6 +46,10 @@ var (
 
 	IngestTableActions = []string{"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"}
 	IngestIndexes      = []string{schema.IndexByState, schema.IndexByWorkerList}
+	// IngestSpecActions are granted on the table for spec items only
+	// (dynamodb:LeadingKeys must match SpecLeadingKeys): a start deletes
+	// the spec item it superseded.
+	IngestSpecActions = []string{"dynamodb:DeleteItem"}
 
 	// IndexActions are what a role may do on an index it reads.
 	IndexActions = []string{"dynamodb:Query"}
@@ -54,6 +59,10 @@ var (
 // (schema.WorkerKey): a StringLike pattern, so "*" is a pattern here, not
 // a resource wildcard.
 var WorkerLeadingKeys = schema.WorkerKeyPrefix + "*"
+
+// SpecLeadingKeys is the dynamodb:LeadingKeys pattern of spec items
+// (schema.SpecKey).
+var SpecLeadingKeys = schema.SpecKeyPrefix + "*"
 
 // grantStreamerTable adds the streamer task role's table statements.
 func grantStreamerTable(role awsiam.IRole, table awsdynamodb.Table) {
@@ -82,6 +91,14 @@ func grantIngestTable(role awsiam.IRole, table awsdynamodb.Table) {
 		Sid:       jsii.String("SessionsTable"),
 		Actions:   jsii.Strings(IngestTableActions...),
 		Resources: &[]*string{table.TableArn()},
+	}))
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("SpecItemDelete"),
+		Actions:   jsii.Strings(IngestSpecActions...),
+		Resources: &[]*string{table.TableArn()},
+		Conditions: &map[string]any{"ForAllValues:StringLike": map[string]any{
+			"dynamodb:LeadingKeys": []string{SpecLeadingKeys},
+		}},
 	}))
 	grantIndexes(role, table, IngestIndexes)
 }

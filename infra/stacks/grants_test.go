@@ -78,13 +78,15 @@ var (
 		"index/" + schema.IndexByWorkerList: {"dynamodb:Query"},
 	}
 	wantIngestTable = map[string][]string{
-		"table":                             {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"},
+		"table":                             {"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:UpdateItem"},
 		"index/" + schema.IndexByState:      {"dynamodb:Query"},
 		"index/" + schema.IndexByWorkerList: {"dynamodb:Query"},
 	}
 	// The streamer writes whole items (PutItem) only to register its own
 	// worker record: its key must start with worker#.
 	wantWorkerPutCondition = map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{schema.WorkerKeyPrefix + "*"}}}
+	// Ingest deletes only spec items (the one a start superseded).
+	wantSpecDeleteCondition = map[string]any{"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": []any{schema.SpecKeyPrefix + "*"}}}
 )
 
 // TestTableGrants: each role may Query only the indexes it reads, nothing
@@ -127,6 +129,9 @@ func TestTableGrants(t *testing.T) {
 			}
 			if _, ok := ig.conditions["dynamodb:PutItem"]; ok {
 				t.Error("ingest may PutItem (it creates items with conditional UpdateItems)")
+			}
+			if dels := ig.conditions["dynamodb:DeleteItem"]; len(dels) != 1 || asJSON(dels[0]) != asJSON(wantSpecDeleteCondition) {
+				t.Errorf("ingest DeleteItem conditions %s, want exactly one statement with %s", asJSON(dels), asJSON(wantSpecDeleteCondition))
 			}
 
 			// The same facts through the assertions API: the streamer's

@@ -354,7 +354,7 @@ func TestLeastPrivilegeIAM(t *testing.T) {
 			want := map[string][]string{
 				"task/table":   {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				"task/work":    {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:ReceiveMessage", "sqs:SendMessage"},
-				"ingest/table": {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
+				"ingest/table": {"dynamodb:BatchGetItem", "dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 				"ingest/work":  {"sqs:SendMessage"},
 			}
 			if s.W.OutputQueue != nil {

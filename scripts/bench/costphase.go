@@ -365,7 +365,7 @@ func renderCost(p printer, r *Report) {
 			p("| %s | %.2f | %.2f (%.2f) | %.2f |\n", t.Kind, t.Requests, t.WRU, t.IndexWRU, t.RRU)
 		}
 		p("| **per tenure** | | **%.2f** | **%.2f** |\n\n", a.TenureWRU, a.TenureRRU)
-		p("The acquire and the release are billed on the session item, which the 1 KB header puts above 1 KB, and each moves the item's by_owner and by_unowned index entries. A session that starts and ends once an hour adds %.1f write units per session-hour.\n\n", a.TenureWRU)
+		p("The acquire and the release are billed on the session item, which stays below 1 KB (the 1 KB header is in the session's spec item, which the acquire reads: its read units), and each moves the item's by_owner and by_unowned index entries (a release of a stopped session only by_owner). A session that starts and ends once an hour adds %.1f write units per session-hour.\n\n", a.TenureWRU)
 	}
 	p("**Table ceiling.** An on-demand table's default write quota is %s write units per second (docs/references.md). At the defaults' %.1f write units per session-hour (%.5f per session-second) one table holds %s ÷ %.5f = **%s sessions** (%s at this run's %.0f sessions per worker; before issue 13: %s, the index shards' limit). The ceiling is set by the checkpoints: it grows with WSFLEET_CHECKPOINT_EVERY.\n\n",
 		thousands(TableWRULimit), tot.NormWRUPerSH, tot.NormWRUPerSH/3600, thousands(TableWRULimit), tot.NormWRUPerSH/3600, thousands(c.TableCeiling), thousands(c.TableCeilingMeasured), a.SessionsPerWorker, thousands(PreviousTableLimit))

@@ -218,12 +218,13 @@ func (r *runner) dynalite(ctx context.Context) error {
 }
 
 // seedSessions writes sessions from..to-1 as ingest would (STARTED, never
-// leased), 25 per BatchWriteItem, 4 batches at a time.
+// leased; the spec item, then the session naming it), 12 sessions (24
+// items) per BatchWriteItem, 4 batches at a time.
 func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from, to int, urls []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
-	for lo := from; lo < to; lo += 25 {
-		hi := min(lo+25, to)
+	for lo := from; lo < to; lo += 12 {
+		hi := min(lo+12, to)
 		g.Go(func() error {
 			var reqs []types.WriteRequest
 			for n := lo; n < hi; n++ {
@@ -233,16 +234,21 @@ func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from,
 				if err != nil {
 					return err
 				}
+				ref := sessionitem.SpecRef(gen, stored)
+				sp, err := sessionitem.EncodeSpec(id, ref, stored)
+				if err != nil {
+					return err
+				}
 				item, err := sessionitem.Encode(sessionitem.Item{
 					ConnectionID: id, DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, id),
-					Spec: stored, Generation: &gen,
+					SpecRef: ref, Generation: &gen,
 					UnownedShard: schema.UnownedShardOf(id), // new and unowned: the reconcilers find it through by_unowned
 					CreatedAtMs:  time.Now().UnixMilli(), UpdatedAtMs: time.Now().UnixMilli(),
 				})
 				if err != nil {
 					return err
 				}
-				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: sp}}, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 			}
 			for attempt := 0; len(reqs) > 0; attempt++ {
 				out, err := ddb.BatchWriteItem(gctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})

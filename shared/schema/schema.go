@@ -17,7 +17,8 @@ const (
 	AttrPk               = "Pk"                  // S: the connection_id
 	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
 	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
-	AttrSpec             = "spec"                // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol); only ingest writes it, the ownership core carries it unread
+	AttrSpec             = "spec"                // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol) on the spec item (SpecKey); only ingest writes it, the ownership core carries it unread. On a session item only as an older ingest wrote it (inline, without spec_ref)
+	AttrSpecRef          = "spec_ref"            // S: the ref of the session's spec item (SpecKey(Pk, spec_ref)): SpecRef(generation it was first stored at, its content); written by ingest with the generation, after the spec item
 	AttrGeneration       = "generation"          // N: bumped when the spec (its stored form) changes, and on restart
 	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed, disowned: stopped when its owner ended). The by_owner index key
 	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
@@ -47,6 +48,20 @@ const (
 
 // CheckpointKey is the Pk of connection id's checkpoint item.
 func CheckpointKey(id string) string { return CheckpointKeyPrefix + id }
+
+// Spec items: the session's configuration (spec), kept out of the session
+// item so that the ownership writes (acquire, release, handoff, fail,
+// disown), which are billed on the session item's size, stay at 1 write
+// unit however large the headers are. One immutable item per stored
+// configuration, Pk SpecKey(connection_id, ref), holding only spec. Ingest
+// puts it before the session write that stores its ref (spec_ref), and
+// deletes the one it superseded after that write: a reader that finds no
+// spec item for the ref it read re-reads the session (it names a newer
+// one). '#' is in no connection id, so the keys collide with nothing.
+const SpecKeyPrefix = "spec#"
+
+// SpecKey is the Pk of connection id's spec item ref.
+func SpecKey(id, ref string) string { return SpecKeyPrefix + id + "#" + ref }
 
 // Worker records: one per worker process, Pk WorkerKey(worker_id). A worker
 // heartbeats its own record (one conditional write per heartbeat, nothing

@@ -27,7 +27,8 @@ type Item struct {
 	ConnectionID      string `dynamodbav:"Pk"`
 	DesiredState      string `dynamodbav:"desired_state"`
 	IndexShard        string `dynamodbav:"index_shard,omitempty"`
-	Spec              string `dynamodbav:"spec,omitempty"` // shared/spec's stored form
+	Spec              string `dynamodbav:"spec,omitempty"`     // shared/spec's stored form, inline: only as an older ingest wrote it
+	SpecRef           string `dynamodbav:"spec_ref,omitempty"` // the spec item's ref (SpecItem); "" on an inline item
 	Generation        *int64 `dynamodbav:"generation,omitempty"`
 	CheckpointEveryMs int64  `dynamodbav:"checkpoint_every_ms,omitempty"`
 	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
@@ -64,6 +65,7 @@ var (
 	DesiredState     = expression.Name(schema.AttrDesiredState)
 	IndexShard       = expression.Name(schema.AttrIndexShard)
 	Spec             = expression.Name(schema.AttrSpec)
+	SpecRefName      = expression.Name(schema.AttrSpecRef)
 	Generation       = expression.Name(schema.AttrGeneration)
 	CheckpointEvery  = expression.Name(schema.AttrCheckpointEvery)
 	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)

@@ -17,14 +17,14 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	gen, failed, released := int64(3), int64(3), int64(41)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
-		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, SpecRef: "3.0123456789abcdef", Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6,
 	}
 	m, err := Encode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrSpec,
+	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef,
 		schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
 		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs}
@@ -52,7 +52,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)
@@ -124,5 +124,30 @@ func TestFailed(t *testing.T) {
 		if got := c.it.Failed(); got != c.want {
 			t.Errorf("%s: Failed() = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A ref names the generation it was stored at and the content: the same
+// configuration at two generations, or two configurations at one, are
+// different items; the hash is the content's, from a ref or an inline spec.
+func TestSpecRef(t *testing.T) {
+	a, b := `{"ws_url":"wss://a"}`, `{"ws_url":"wss://b"}`
+	if SpecRef(1, a) == SpecRef(2, a) || SpecRef(2, a) == SpecRef(2, b) {
+		t.Fatal("refs collide")
+	}
+	if HashOfRef(SpecRef(7, a)) != SpecHash(a) || SpecHashOf(Item{SpecRef: SpecRef(7, a)}) != SpecHash(a) || SpecHashOf(Item{Spec: a}) != SpecHash(a) {
+		t.Fatal("hash of a ref or an inline spec")
+	}
+	// An inline spec beside a ref (an older ingest's start over a newer
+	// one's item) is the newer configuration.
+	if SpecHashOf(Item{Spec: b, SpecRef: SpecRef(7, a)}) != SpecHash(b) {
+		t.Fatal("an inline spec wins over a ref")
+	}
+	m, err := EncodeSpec("c-1", SpecRef(7, a), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeSpec(m); err != nil || got.Spec != a || got.Key != schema.SpecKey("c-1", SpecRef(7, a)) {
+		t.Fatalf("spec item round trip: %+v, %v", got, err)
 	}
 }

@@ -66,3 +66,11 @@ func TestConformanceAWS(t *testing.T) {
 		t.Error("the hot rounds throttled nothing")
 	}
 }
+
+// The configuration suite on the simulated store (the memory store's
+// semantics; the items billed as dynamostore's: a spec item of their own).
+func TestSpecConformance(t *testing.T) {
+	s := newStore(t, simddb.Off())
+	h := harness(s)
+	leasetest.RunSpec(t, func(*testing.T) leasetest.Harness { return h })
+}

@@ -29,7 +29,7 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 	}
 	gen := it.Generation
 	r := sessionitem.Item{
-		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: it.Spec,
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, SpecRef: dynamostore.SpecRef(*it),
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		HandoffTo: it.HandoffTo, HandoffAtMs: it.HandoffAtMs,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
@@ -49,6 +49,20 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 		panic("simddb: encoding a session item: " + err.Error()) // plain fields: cannot fail
 	}
 	return m
+}
+
+// specItem is session it's spec item and its key (nil, "": it has no
+// Spec). The session item names it (sessionItem: spec_ref), as ingest
+// writes them.
+func specItem(it *lease.Item) (ddbrules.Item, string) {
+	if it == nil || it.Spec == "" {
+		return nil, ""
+	}
+	m, err := dynamostore.EncodeSpec(*it)
+	if err != nil {
+		panic("simddb: encoding a spec item: " + err.Error())
+	}
+	return m, schema.SpecKey(it.ConnectionID, dynamostore.SpecRef(*it))
 }
 
 // checkpointItem is session id's checkpoint item (nil: absent).

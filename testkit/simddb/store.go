@@ -44,6 +44,7 @@ type Store struct {
 	flying  map[string][2]int // calls in flight by key: [writes, reads]
 	meters  *meters
 	shard   atomic.Uint32
+	hints   dynamostore.ReleaseHints // dynamostore's: which variant a release tries first
 }
 
 // New is an empty simulated table.

@@ -96,6 +96,7 @@ type Store struct {
 	table  string
 	meters map[string]*meter
 	shard  atomic.Uint32 // rotates the first by_unowned shard an Unowned reads
+	hints  ReleaseHints  // which variant a release tries first
 }
 
 // Option configures a Store.
@@ -666,12 +667,90 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
 	}
 	t := lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
+	if err := s.acquiredSpec(ctx, it, after); err != nil {
+		// Nobody would run the session: the tenure ends here (as when an
+		// earlier attempt took it unawares), before anything is fenced.
+		if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
+			return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure: %w)", t, err, rerr)
+		}
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
+	}
 	seq, err := s.fence(ctx, t)
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
 	}
 	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
+}
+
+// specAttempts bounds the reads of a session whose spec item was
+// superseded (and deleted) between the session's read and the spec's.
+const specAttempts = 4
+
+// specOf is the configuration session item r names: its inline spec (an
+// item an older ingest wrote; an inline spec is newer than a ref beside it,
+// which only an older ingest's start over a newer one's item leaves), or
+// its spec item's, read consistently and metered under op. ok is false when
+// the spec item is gone: ingest superseded and deleted it, so the session
+// now names a newer one.
+func (s *Store) specOf(ctx context.Context, op, id string, r sessionitem.Item) (stored string, ok bool, err error) {
+	if r.Spec != "" || r.SpecRef == "" {
+		return r.Spec, true, nil
+	}
+	m := s.meters[op]
+	m.reads.Add(1)
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: sessionitem.Key(schema.SpecKey(id, r.SpecRef)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", false, fmt.Errorf("read spec %s: %w", r.SpecRef, edge(err))
+	}
+	m.readHalves.Add(2 * ConsistentReadUnits(ItemSize(out.Item)))
+	if len(out.Item) == 0 {
+		return "", false, nil
+	}
+	sp, err := sessionitem.DecodeSpec(out.Item)
+	if err != nil {
+		return "", false, err
+	}
+	return sp.Spec, true, nil
+}
+
+// acquiredSpec fills it, the session an acquire wrote (raw: the item
+// after), with its configuration. When ingest superseded the spec item
+// meanwhile, the session is re-read and it takes the newer configuration
+// with its generation and checkpoint interval (the start that wrote it put
+// its entry in the owner's mailbox: the owner re-reads it anyway).
+func (s *Store) acquiredSpec(ctx context.Context, it *lease.Item, raw map[string]types.AttributeValue) error {
+	r, err := sessionitem.Decode(raw)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		stored, ok, err := s.specOf(ctx, OpAcquire, it.ConnectionID, r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			it.Spec = stored
+			return nil
+		}
+		if attempt == specAttempts {
+			return fmt.Errorf("spec superseded %d times while read", attempt)
+		}
+		cur, err := s.read(ctx, OpAcquire, it.ConnectionID)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return lease.ErrNotFound
+		}
+		if r, err = sessionitem.Decode(cur); err != nil {
+			return err
+		}
+		if r.Generation != nil {
+			it.Generation = *r.Generation
+		}
+		it.CheckpointEvery = time.Duration(r.CheckpointEveryMs) * time.Millisecond
+	}
 }
 
 // fence makes t the writer of the checkpoint item unless a later tenure
@@ -802,20 +881,25 @@ func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq i
 		startedOK, notStarted = startedOK.And(forward), notStarted.And(forward)
 	}
 	var err error
+	stoppedFirst := s.hints.Take(t.ConnectionID)
 	for attempt := 0; attempt < 4; attempt++ {
-		err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
-			func(it *lease.Item) error {
-				if lease.Released(it, t, lastSeq, to) {
-					return errReleased
-				}
-				if err := lease.CanRelease(it, t, lastSeq); err != nil {
-					return err
-				}
-				if it.DesiredState != schema.StateStarted || it.Failed() {
-					return errRetry
-				}
-				return nil
-			})
+		if stoppedFirst && attempt == 0 {
+			err = errRetry // the session was last seen not STARTED: its variant first
+		} else {
+			err = s.ownerWrite(ctx, op, t, startedU, &startedOK, startedSet, []string{schema.AttrLeaseOwner},
+				func(it *lease.Item) error {
+					if lease.Released(it, t, lastSeq, to) {
+						return errReleased
+					}
+					if err := lease.CanRelease(it, t, lastSeq); err != nil {
+						return err
+					}
+					if it.DesiredState != schema.StateStarted || it.Failed() {
+						return errRetry
+					}
+					return nil
+				})
+		}
 		if !errors.Is(err, errRetry) {
 			break
 		}
@@ -891,8 +975,8 @@ func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atM
 
 // Disown implements lease.Store: one conditional write on the session item
 // (lease_owner and lease_epoch still t's, desired_state not STARTED) that
-// removes lease_owner. Billed on the item's size (2 write units with a 1 KB
-// header) plus the by_owner entry's delete (1); nothing else indexed moves
+// removes lease_owner. Billed on the item's size (1 write unit: the
+// configuration is in its spec item) plus the by_owner entry's delete (1); nothing else indexed moves
 // (a STOPPED session is in no by_unowned, and by_state keys on
 // desired_state). A failed condition costs the same units and a consistent
 // read to classify it.
@@ -913,21 +997,46 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 }
 
 // Get implements lease.Store: one consistent BatchGetItem of the session
-// and its checkpoint item.
+// and its checkpoint item, then a consistent GetItem of the spec item the
+// session names (none for an inline item). A spec item superseded and
+// deleted in between sends it back to the session.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
+	for attempt := 1; ; attempt++ {
+		it, r, err := s.get(ctx, id)
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+		}
+		stored, ok, err := s.specOf(ctx, OpGet, id, r)
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+		}
+		if ok {
+			it.Spec = stored
+			s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
+			return it, nil
+		}
+		if attempt == specAttempts {
+			return lease.Item{}, fmt.Errorf("get %s: spec superseded %d times while read", id, attempt)
+		}
+	}
+}
+
+// get reads the session and its checkpoint item: the session (its Spec
+// only if inline) and its item as stored.
+func (s *Store) get(ctx context.Context, id string) (lease.Item, sessionitem.Item, error) {
 	m := s.meters[OpGet]
 	keys := []map[string]types.AttributeValue{sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id))}
 	found := map[string]map[string]types.AttributeValue{}
 	for attempt := 0; len(keys) > 0; attempt++ {
 		if attempt == 5 {
-			return lease.Item{}, fmt.Errorf("get %s: unprocessed keys after %d attempts", id, attempt)
+			return lease.Item{}, sessionitem.Item{}, fmt.Errorf("unprocessed keys after %d attempts", attempt)
 		}
 		m.reads.Add(1)
 		out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 			s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
 		}})
 		if err != nil {
-			return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+			return lease.Item{}, sessionitem.Item{}, err
 		}
 		for _, it := range out.Responses[s.table] {
 			if k, ok := it[schema.AttrPk].(*types.AttributeValueMemberS); ok {
@@ -943,19 +1052,20 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 			m.readHalves.Add(2 * (ConsistentReadUnits(ItemSize(it)) - 1))
 		}
 	}
-	it, err := session(found[id])
+	if found[id] == nil {
+		return lease.Item{}, sessionitem.Item{}, lease.ErrNotFound
+	}
+	r, err := sessionitem.Decode(found[id])
 	if err != nil {
-		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+		return lease.Item{}, sessionitem.Item{}, err
 	}
-	if it == nil {
-		return lease.Item{}, fmt.Errorf("get %s: %w", id, lease.ErrNotFound)
-	}
+	it := toLease(&r)
 	_, _, seq, err := checkpointOf(found[schema.CheckpointKey(id)])
 	if err != nil {
-		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+		return lease.Item{}, sessionitem.Item{}, err
 	}
 	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
-	return *it, nil
+	return it, r, nil
 }
 
 // Unowned implements lease.Store: queries of the by_unowned shards (limit
@@ -1005,12 +1115,13 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 
 // Encode is the session item of it as ingest writes it (tests and the
 // benchmark seed with it): in the by_state index, and in by_unowned while
-// STARTED, not FAILED and without owner. Its LastSeq belongs to the
-// checkpoint item (EncodeCheckpoint).
+// STARTED, not FAILED and without owner; its Spec is in its spec item
+// (EncodeSpec; the ref is SpecRef of its generation). Its LastSeq belongs
+// to the checkpoint item (EncodeCheckpoint).
 func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
-		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: it.Spec,
+		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, SpecRef: SpecRef(it),
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 	}
@@ -1021,6 +1132,23 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 		r.UnownedShard = schema.UnownedShardOf(it.ConnectionID)
 	}
 	return sessionitem.Encode(r)
+}
+
+// SpecRef is the ref of it's spec item as Encode names it ("": it has no
+// Spec).
+func SpecRef(it lease.Item) string {
+	if it.Spec == "" {
+		return ""
+	}
+	return sessionitem.SpecRef(it.Generation, it.Spec)
+}
+
+// EncodeSpec is the spec item of it (nil when it has no Spec).
+func EncodeSpec(it lease.Item) (map[string]types.AttributeValue, error) {
+	if it.Spec == "" {
+		return nil, nil
+	}
+	return sessionitem.EncodeSpec(it.ConnectionID, SpecRef(it), it.Spec)
 }
 
 // EncodeCheckpoint is the checkpoint item of it (nil when it has no
@@ -1037,9 +1165,19 @@ func EncodeCheckpoint(it lease.Item) (map[string]types.AttributeValue, error) {
 	return m, nil
 }
 
-// Seed writes it (the session item and, when it has a LastSeq, its
-// checkpoint item) whole, as ingest and earlier tenures would have.
+// Seed writes it (its spec item, then the session item and, when it has a
+// LastSeq, its checkpoint item) whole, as ingest and earlier tenures would
+// have.
 func Seed(ctx context.Context, api API, table string, it lease.Item) error {
+	sp, err := EncodeSpec(it)
+	if err != nil {
+		return err
+	}
+	if sp != nil {
+		if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: sp}); err != nil {
+			return fmt.Errorf("seed spec of %s: %w", it.ConnectionID, err)
+		}
+	}
 	m, err := Encode(it)
 	if err != nil {
 		return err

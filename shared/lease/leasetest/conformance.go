@@ -35,6 +35,14 @@ type Harness struct {
 	// failed_generation removed, back in the unowned index, under the
 	// condition that the item is still FAILED (an error otherwise).
 	Restart func(t testing.TB, id string) error
+	// SetSpec is ingest's start of a STARTED session with another
+	// configuration: spec replaced, generation + 1 (the superseded spec item,
+	// on a store that keeps one, deleted). Nil: RunSpec's cases that need it
+	// fail.
+	SetSpec func(t testing.TB, id, spec string)
+	// PutInline is Put as an older ingest wrote the session: the spec
+	// inline in the session item. Nil: the store has one layout (Put).
+	PutInline func(t testing.TB, it lease.Item)
 	// Racer, when set, is the store racer r of the exactly-one-winner test
 	// acquires through: another worker's, with a client of its own (and so
 	// the SDK's retry budget of its own, as every worker has). Nil: Store.

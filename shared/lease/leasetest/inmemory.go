@@ -36,6 +36,9 @@ func InMemoryHarness(s InMemory) Harness {
 				})
 			}
 		},
+		SetSpec: func(_ testing.TB, id, spec string) {
+			s.Update(id, func(it *lease.Item) { it.Spec, it.Generation = spec, it.Generation+1 })
+		},
 		Restart: func(_ testing.TB, id string) error {
 			err := errors.New("condition failed: not FAILED")
 			s.Update(id, func(it *lease.Item) {

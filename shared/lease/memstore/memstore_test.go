@@ -106,3 +106,10 @@ func TestIndexLag(t *testing.T) {
 		t.Fatalf("by_owner without lag: %v", got)
 	}
 }
+
+// The memory store keeps the configuration in the item (it need not split
+// it): the spec suite holds all the same.
+func TestSpecConformance(t *testing.T) {
+	s := memstore.New()
+	leasetest.RunSpec(t, func(*testing.T) leasetest.Harness { return leasetest.InMemoryHarness(s) })
+}

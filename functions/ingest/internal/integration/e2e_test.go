@@ -501,7 +501,16 @@ func TestHTTPSourceProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The stored spec holds the open message ingest will never show.
+	// The stored spec (in the spec item the session names) holds the open
+	// message ingest will never show.
+	ref, _ := out.Item[schema.AttrSpecRef].(*types.AttributeValueMemberS)
+	if ref == nil {
+		t.Fatalf("no %s in %v", schema.AttrSpecRef, out.Item)
+	}
+	out, err = e.Dynamo.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &e.Table, Key: sessionitem.Key(schema.SpecKey("src-1", ref.Value)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sp, ok := out.Item[schema.AttrSpec].(*types.AttributeValueMemberS); !ok || !strings.Contains(sp.Value, "0pen-secret") {
 		t.Fatalf("no %s attribute with the open message in %v", schema.AttrSpec, out.Item)
 	}

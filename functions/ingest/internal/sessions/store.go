@@ -1,7 +1,8 @@
 // Package sessions owns ingest's writes and reads of the sessions table: the
 // desired state of each connection (desired_state with its index_shard,
-// the spec (shared/spec's stored form) with checkpoint_every_ms, the
-// generation, created/updated times) and the by_unowned entry
+// the spec (shared/spec's stored form) in a spec item of its own that the
+// session names (spec_ref; spec.go), checkpoint_every_ms, the generation,
+// created/updated times) and the by_unowned entry
 // (unowned_shard) of a STARTED session without owner, so that reconciliation
 // finds every new start. It never writes lease_owner or lease_epoch: a start
 // or a stop of an owned session instead puts the connection id in the
@@ -15,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -34,6 +36,7 @@ import (
 type API interface {
 	sessionitem.API
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Errors callers classify with errors.Is.
@@ -158,7 +161,8 @@ func New(api API, table string, opts ...Option) *Store {
 // record is an item's desired part, as Start compares it.
 type record struct {
 	state      string
-	spec       string // as stored: equal text is the same configuration
+	hash       string // the stored configuration's (sessionitem.SpecHashOf): equal text is the same configuration
+	ref        string // its spec item's ref; "" for an inline spec
 	generation int64
 	hasGen     bool
 	owner      string
@@ -184,7 +188,8 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
 	}
-	w := write{id: d.ConnectionID, spec: stored, ckptMs: d.Spec.CheckpointInterval().Milliseconds()}
+	w := write{id: d.ConnectionID, spec: stored, hash: sessionitem.SpecHash(stored), ckptMs: d.Spec.CheckpointInterval().Milliseconds()}
+	var pending string // a spec item this start put that no session write of it stored (yet)
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, attempt); err != nil {
@@ -195,8 +200,20 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
 		}
+		if pending != "" && item != nil && generation(*item) >= refGeneration(pending) && item.SpecRef != pending {
+			// The write that was to name it lost; no later one can (it
+			// names its own generation's), unless a racer stored the
+			// same ref (same generation, same content).
+			s.dropSpec(ctx, d.ConnectionID, pending)
+			pending = ""
+		}
 		now := s.clock.Now().UnixMilli()
 		if item == nil {
+			w.ref = sessionitem.SpecRef(1, w.spec)
+			if err := s.putSpec(ctx, d.ConnectionID, w.ref, w.spec); err != nil {
+				return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
+			}
+			pending = w.ref
 			err := s.create(ctx, w, now)
 			if isConditionFailed(err) {
 				continue // someone created it first: re-read
@@ -207,19 +224,32 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 			return Result{Generation: 1, Outcome: Created}, nil
 		}
 		cur := toRecord(item)
-		if cur.state == schema.StateStarted && cur.spec == w.spec && cur.failedGen == nil {
+		if cur.state == schema.StateStarted && cur.hash == w.hash && cur.failedGen == nil {
 			return Result{Generation: cur.generation, Outcome: Unchanged}, nil
+		}
+		// The same configuration keeps its spec item (a restart); another
+		// one gets a spec item of its own, put before the write names it.
+		w.ref = cur.ref
+		if cur.hash != w.hash || cur.ref == "" || item.Spec != "" {
+			w.ref = sessionitem.SpecRef(cur.generation+1, w.spec)
+			if err := s.putSpec(ctx, d.ConnectionID, w.ref, w.spec); err != nil {
+				return Result{}, fmt.Errorf("start %s: %w", d.ConnectionID, err)
+			}
+			pending = w.ref
 		}
 		outcome := Updated
 		if cur.state != schema.StateStarted || item.Failed() {
 			outcome = Restarted
 		}
-		owner, err := s.replace(ctx, w, cur, now)
+		owner, err := s.replace(ctx, w, cur, item.Spec != "", now)
 		if isConditionFailed(err) {
 			continue // a concurrent start, stop or acquire got there first: re-read
 		}
 		if err != nil {
 			return Result{}, writeFailed("start (update)", d.ConnectionID, err)
+		}
+		if cur.ref != "" && cur.ref != w.ref {
+			s.dropSpec(ctx, d.ConnectionID, cur.ref) // superseded
 		}
 		res := Result{Generation: cur.generation + 1, Outcome: outcome}
 		// Every replace is a new generation (or a restart): the owner must
@@ -256,14 +286,17 @@ func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id, state str
 type write struct {
 	id     string
 	spec   string // spec.Encode
+	hash   string // sessionitem.SpecHash(spec)
+	ref    string // the spec item's ref the write names
 	ckptMs int64  // the spec's checkpoint interval, for the ownership core; 0: the worker's default
 }
 
-// desiredSet is the update that makes w the desired configuration, STARTED.
+// desiredSet is the update that makes w the desired configuration, STARTED:
+// the session names w's spec item (put before).
 func desiredSet(w write, now int64) expression.UpdateBuilder {
 	u := expression.Set(sessionitem.DesiredState, expression.Value(schema.StateStarted)).
 		Set(sessionitem.IndexShard, expression.Value(schema.IndexShardFor(schema.StateStarted, w.id))).
-		Set(sessionitem.Spec, expression.Value(w.spec)).
+		Set(sessionitem.SpecRefName, expression.Value(w.ref)).
 		Set(sessionitem.UpdatedAtMs, expression.Value(now))
 	if w.ckptMs > 0 {
 		u = u.Set(sessionitem.CheckpointEvery, expression.Value(w.ckptMs))
@@ -295,7 +328,9 @@ func (s *Store) create(ctx context.Context, w write, now int64) error {
 // sessions and clear the owner of its stopped ones (lease Store.Disown), so
 // a session whose owner died while it was stopped is restarted without
 // owner, in by_unowned.
-func (s *Store) replace(ctx context.Context, w write, cur record, now int64) (string, error) {
+// An inline spec (an older ingest's item) is removed: the item names its
+// spec item from then on.
+func (s *Store) replace(ctx context.Context, w write, cur record, inline bool, now int64) (string, error) {
 	cond := expression.AttributeExists(sessionitem.Pk).And(sessionitem.DesiredState.Equal(expression.Value(cur.state)))
 	if cur.hasGen {
 		cond = cond.And(sessionitem.Generation.Equal(expression.Value(cur.generation)))
@@ -303,6 +338,9 @@ func (s *Store) replace(ctx context.Context, w write, cur record, now int64) (st
 		cond = cond.And(expression.AttributeNotExists(sessionitem.Generation))
 	}
 	u := desiredSet(w, now).Set(sessionitem.Generation, expression.Value(cur.generation+1))
+	if inline {
+		u = u.Remove(sessionitem.Spec)
+	}
 	// A FAILED item (or one that was when it stopped) is cleared only while
 	// failed_generation is still what was read.
 	if cur.failedGen != nil {
@@ -502,6 +540,14 @@ const batchKeys = 100
 // larger of its checkpoint item's and the release_seq its last release
 // wrote on the session item (nil when neither is set).
 func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session, error) {
+	return s.batchGetDepth(ctx, ids, 0)
+}
+
+// specRereads bounds the re-reads of sessions whose spec item was
+// superseded between the session's read and the spec's.
+const specRereads = 3
+
+func (s *Store) batchGetDepth(ctx context.Context, ids []string, depth int) (map[string]Session, error) {
 	keys := make([]map[string]types.AttributeValue, 0, 2*len(ids))
 	for _, id := range ids {
 		keys = append(keys, sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id)))
@@ -512,6 +558,7 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session,
 	}
 	got := make(map[string]Session, len(ids))
 	seqs := map[string]*int64{}
+	var items []*sessionitem.Item
 	for _, raw := range raws {
 		pk, _ := raw[schema.AttrPk].(*types.AttributeValueMemberS)
 		if pk == nil {
@@ -529,13 +576,41 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session,
 		if err != nil {
 			return nil, fmt.Errorf("batch read: %w", err)
 		}
-		got[it.ConnectionID] = toSession(&it)
+		items = append(items, &it)
+	}
+	specs, err := s.specsOf(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	var superseded []string
+	for _, it := range items {
+		stored, ok := it.Spec, true
+		if stored == "" && it.SpecRef != "" {
+			stored, ok = specs[it.ConnectionID]
+		}
+		if !ok {
+			superseded = append(superseded, it.ConnectionID)
+			continue
+		}
+		got[it.ConnectionID] = toSession(it, stored)
 	}
 	for id, seq := range seqs {
 		if sess, ok := got[id]; ok {
 			sess.LastSeq = resumeSeq(seq, sess.LastSeq)
 			got[id] = sess
 		}
+	}
+	if len(superseded) > 0 {
+		// A start replaced their configuration between the two reads: the
+		// sessions name newer spec items.
+		if depth >= specRereads {
+			return nil, fmt.Errorf("%w: batch read: configurations replaced %d times while read", ErrConflict, depth)
+		}
+		again, err := s.batchGetDepth(ctx, superseded, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(got, again)
 	}
 	return got, nil
 }
@@ -569,16 +644,22 @@ func (s *Store) batchRead(ctx context.Context, keys []map[string]types.Attribute
 }
 
 func toRecord(it *sessionitem.Item) record {
+	ref := it.SpecRef
+	if it.Spec != "" {
+		ref = "" // an inline spec is the item's configuration (a ref beside it is older)
+	}
 	return record{
-		state: it.DesiredState, spec: it.Spec,
+		state: it.DesiredState, hash: sessionitem.SpecHashOf(*it), ref: ref,
 		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, failedGen: it.FailedGeneration,
 	}
 }
 
-func toSession(it *sessionitem.Item) Session {
+// toSession is item it with its stored configuration (inline, or its spec
+// item's).
+func toSession(it *sessionitem.Item, stored string) Session {
 	// A stored spec that no longer checks (a hand-edited item) is shown as
 	// decoded.
-	sp, _ := spec.Decode(it.Spec)
+	sp, _ := spec.Decode(stored)
 	return Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: sp,
 		Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,

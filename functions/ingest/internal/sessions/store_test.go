@@ -108,7 +108,7 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 	}
 	it := e.raw(t, "c1")
 	now := e.clk.Now().UnixMilli()
-	if s(it, schema.AttrDesiredState) != schema.StateStarted || s(it, schema.AttrSpec) != `{"ws_url":"wss://a.example.com/f?token=1","headers":{"Authorization":"Bearer x"}}` {
+	if s(it, schema.AttrDesiredState) != schema.StateStarted || e.storedSpec(t, "c1") != `{"ws_url":"wss://a.example.com/f?token=1","headers":{"Authorization":"Bearer x"}}` {
 		t.Fatalf("item %v", it)
 	}
 	if got, want := s(it, schema.AttrIndexShard), schema.IndexShardFor(schema.StateStarted, "c1"); got != want {
@@ -186,8 +186,8 @@ func TestStartNewIdempotentAndChanges(t *testing.T) {
 		if c, _ := n(it, schema.AttrCreatedAtMs); c != now {
 			t.Fatalf("%s: created_at_ms changed", st.name)
 		}
-		if want, _ := d.Spec.Encode(); s(it, schema.AttrSpec) != want {
-			t.Fatalf("%s: stored spec %s, want %s", st.name, s(it, schema.AttrSpec), want)
+		if want, _ := d.Spec.Encode(); e.storedSpec(t, "c1") != want {
+			t.Fatalf("%s: stored spec %s, want %s", st.name, e.storedSpec(t, "c1"), want)
 		}
 		_, hasCkpt := it[schema.AttrCheckpointEvery]
 		if hasCkpt != (d.Spec.CheckpointEvery != "") {
