@@ -208,7 +208,7 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	// The records are read from the table, the listing from an index that
 	// lags: a worker declared DEAD or LEFT since is left out.
 	var ids []string
-	s := Summary{Version: cur.Version + 1, Writer: k.cfg.Owner, AtMs: time.Now().UnixMilli()}
+	s := Summary{Version: cur.Version + 1, Writer: k.cfg.Owner, AtMs: k.clk.Now().UnixMilli()}
 	alive := recs[:0:0]
 	for _, r := range recs {
 		if r.Alive() {

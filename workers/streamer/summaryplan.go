@@ -40,6 +40,11 @@ func withSummary(s healthStore, inner lease.Store) lease.Store {
 // addresses.
 func (w *Worker) summaryPlan(recs []lease.WorkerRecord) lease.SummaryPlan {
 	ws, addrs := w.fleetView(recs, "")
+	for _, r := range recs {
+		if r.ID == w.cfg.WorkerID && r.AdminAddr != "" {
+			addrs[r.ID] = r.AdminAddr // others tell the summarizer too
+		}
+	}
 	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
 	out := lease.SummaryPlan{Imbalance: plan.Imbalance}
 	byID := map[string]rebalance.Worker{}
