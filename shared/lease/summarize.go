@@ -226,7 +226,7 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	if planner != nil {
 		p := planner(alive)
 		s.Capacity, s.Imbalance = p.Capacity, p.Imbalance
-		s.Peers = p.Peers[:min(len(p.Peers), MaxSummaryPeers+2*MaxSummaryMoves)]
+		s.Peers = p.Peers[:min(len(p.Peers), MaxSummaryPeers+MaxSummaryMoves)]
 		s.Moves = p.Moves[:min(len(p.Moves), MaxSummaryMoves)]
 	}
 	if same {
