@@ -15,8 +15,9 @@ import (
 //
 //   - worker: the worker records (items "worker#" + id: liveness,
 //     watch, discovery's and rebalancing's record reads, the classifying
-//     reads of refused worker writes) and the by_worker_list index (the
-//     listing of every ALIVE or LEFT worker): what grows with the fleet;
+//     reads of refused worker writes), the fleet summary's items ("fleet#":
+//     its head and membership pages) and the by_worker_list index (the
+//     listing of every ALIVE or LEFT worker): the coordination reads;
 //   - session: the session and checkpoint items (claims' and audits'
 //     reads, the classifying reads of refused session writes) and the
 //     by_owner, by_unowned and by_state indexes (audits, reconcile): what
@@ -27,7 +28,7 @@ import (
 // (OpSeed, OpIngest) read nothing: the two sum to TableFigures.ReadUnits.
 func readSplit(m simddb.Meter) (worker, session float64) {
 	for key, rw := range m.Partitions {
-		if strings.HasPrefix(key, schema.WorkerKeyPrefix) {
+		if strings.HasPrefix(key, schema.WorkerKeyPrefix) || strings.HasPrefix(key, schema.FleetKeyPrefix) {
 			worker += rw.Read.Total
 		} else {
 			session += rw.Read.Total

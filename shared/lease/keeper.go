@@ -111,6 +111,8 @@ type Keeper struct {
 	// they own none).
 	nextSweep time.Time
 	late      map[string]bool
+
+	sum summaryState // the fleet summary (summarize.go)
 }
 
 // trustState is a published copy of the liveness verdict.
@@ -141,6 +143,9 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
 		late:      map[string]bool{},
+	}
+	if ss, ok := store.(SummaryStore); ok {
+		k.sum.store = ss
 	}
 	if k.cfg.BootID == "" {
 		k.cfg.BootID = rand.Text()

@@ -153,14 +153,15 @@ func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
 	return recs, nil
 }
 
-// RefreshWorkers lists the alive workers and recomputes the watch targets
-// (Run does it every RefreshEvery).
+// RefreshWorkers reads the alive workers (the fleet summary's membership,
+// aliveList) and recomputes the watch targets (Run does it every
+// RefreshEvery).
 func (k *Keeper) RefreshWorkers(ctx context.Context) error { return k.refreshWorkers(ctx) }
 
 func (k *Keeper) refreshWorkers(ctx context.Context) error {
-	listed, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	listed, err := k.aliveList(ctx)
 	if err != nil {
-		return fmt.Errorf("alive workers: %w", err)
+		return err
 	}
 	alive := AliveView(k.cfg.Owner, listed, k.KnownGone)
 	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)

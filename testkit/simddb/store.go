@@ -293,12 +293,15 @@ type image struct {
 	s0, s1        *lease.Item
 	c0, c1        *memstore.Checkpoint
 	w0, w1        *lease.WorkerRecord
+	fleet         *fleetImage   // a fleet summary item (summary.go)
 	before, after ddbrules.Item // the session's or worker's item
 	ckB, ckA      ddbrules.Item // the checkpoint item
 }
 
 func (s *Store) snap(im *image, after bool) {
 	switch {
+	case im.fleet != nil:
+		s.snapFleet(im, after)
 	case im.session != "":
 		it, ck := s.mem.Session(im.session)
 		if after {
@@ -317,6 +320,10 @@ func (s *Store) snap(im *image, after bool) {
 }
 
 func (s *Store) restore(im *image) {
+	if im.fleet != nil {
+		s.restoreFleet(im)
+		return
+	}
 	if im.session != "" {
 		s.mem.RestoreSession(im.session, im.s0, im.c0)
 		return

@@ -254,6 +254,11 @@ func (c Config) LeaseConfig() lease.Config {
 	lc.CheckpointEvery = c.CheckpointEvery
 	lc.RPCTimeout = c.StoreTimeout
 	lc.MaxConcurrentWrites = c.MaxConcurrentWrites
+	// The fleet summary that rebalancing rounds act on is written every
+	// refresh: never less often than the rounds.
+	if c.RebalanceEvery > 0 && c.RebalanceEvery < lc.RefreshEvery {
+		lc.RefreshEvery = c.RebalanceEvery
+	}
 	return lc
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/draw"
-	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
@@ -53,13 +52,16 @@ type RebalanceStatus struct {
 	Imbalance   float64   `json:"imbalance"`
 	MovesPerMin int       `json:"moves_per_min"`
 	RoundAt     time.Time `json:"round_at,omitzero"`
+	// FleetReads: rounds that read every alive worker's record (no fleet
+	// summary head: a new table, or a store that keeps none).
+	FleetReads int64 `json:"fleet_reads"`
 }
 
 func (w *Worker) rebalanceStatus() RebalanceStatus {
 	n := w.rebal.movesPerMin(w.deps.Clock.Now())
 	w.rebal.mu.Lock()
 	defer w.rebal.mu.Unlock()
-	return RebalanceStatus{Share: w.rebal.share, Imbalance: w.rebal.imbalance, MovesPerMin: n, RoundAt: w.rebal.roundAt}
+	return RebalanceStatus{Share: w.rebal.share, Imbalance: w.rebal.imbalance, MovesPerMin: n, RoundAt: w.rebal.roundAt, FleetReads: w.fleetReads.Load()}
 }
 
 // rebalanceLoop runs a round every RebalanceEvery (±20 %) until ctx ends.
@@ -78,9 +80,10 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 	}
 }
 
-// rebalanceRound reads the alive workers' records, computes the fleet's
-// plan (shared/rebalance: every worker computes the same one from the same
-// records) and starts this worker's moves: the sessions held longest (at
+// rebalanceRound takes the fleet's plan (shared/rebalance) from the newest
+// fleet summary head, which the summarizer computed from every alive
+// worker's records (summaryplan.go; without a head it reads them itself),
+// and starts this worker's moves: the sessions held longest (at
 // least MinHold) close with 1001 and are released reserved for their
 // receiver.
 func (w *Worker) rebalanceRound(ctx context.Context) error {
@@ -90,19 +93,16 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	if !w.running() || w.pacer.Throttling() {
 		return nil
 	}
-	recs, err := w.keeper.Fleet(ctx)
+	v, err := w.roundPlan(ctx)
 	if err != nil {
 		return err
 	}
-	me := w.cfg.WorkerID
-	ws, addrs := w.fleetView(recs, "")
-	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
 	now := w.deps.Clock.Now()
 	w.rebal.mu.Lock()
-	w.rebal.share, w.rebal.imbalance, w.rebal.roundAt, w.rebal.addrs = plan.Share[me], plan.Imbalance, now, addrs
+	w.rebal.share, w.rebal.imbalance, w.rebal.roundAt, w.rebal.addrs = v.share, v.imbalance, now, v.addrs
 	w.rebal.mu.Unlock()
-	w.reg.Set(schema.MetricImbalance, plan.Imbalance)
-	moves := plan.MovesFrom(me)
+	w.reg.Set(schema.MetricImbalance, v.imbalance)
+	moves := v.moves
 	if len(moves) == 0 {
 		return nil
 	}
@@ -135,8 +135,8 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	}
 	wg.Wait()
 	if n > 0 {
-		w.log.Info().Int("moves", n).Float64("fair_share", plan.Share[me]).Int("load", ws[0].Load).
-			Float64("imbalance", plan.Imbalance).Msg("rebalancing: handing sessions off")
+		w.log.Info().Int("moves", n).Float64("fair_share", v.share).Int("load", v.load).
+			Float64("imbalance", v.imbalance).Msg("rebalancing: handing sessions off")
 	}
 	return nil
 }

@@ -110,6 +110,9 @@ type Worker struct {
 	deps   Deps
 	log    zerolog.Logger
 	keeper *lease.Keeper
+	// fleetReads counts the rebalancing rounds that read every alive
+	// worker's record because no fleet summary head was there.
+	fleetReads atomic.Int64
 	// handoffs publishes the start notifications of a drain (the queue,
 	// behind a Coalescer when it sends batches).
 	handoffs  notify.Publisher
@@ -197,11 +200,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		w.log = logging.New(os.Stderr, schema.ServiceStreamer, cfg.LogLevel)
 	}
 	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
-	w.store = healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}
+	w.store = withSummary(healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}, deps.Store)
 	k, err := lease.NewKeeper(w.store, deps.Clock, cfg.LeaseConfig(), observer{w}, w.report)
 	if err != nil {
 		return nil, fmt.Errorf("streamer: %w", err)
 	}
+	k.SetPlanner(w.summaryPlan)
 	w.keeper = k
 	tlsConf, err := sourceTLS(cfg)
 	if err != nil {

@@ -56,6 +56,11 @@ const (
 	OpListWorkers = "list_workers"
 	OpUnowned     = "unowned"
 	OpOwnedBy     = "owned_by"
+	// The fleet summary (summary.go).
+	OpGetSummary = "get_summary"
+	OpGetMembers = "get_members"
+	OpPutSummary = "put_summary"
+	OpPutMembers = "put_members"
 )
 
 // Categories of the request kinds, for the cost benchmark's split.
@@ -71,6 +76,7 @@ var allOps = map[string]string{
 	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership, OpDisown: CatOwnership,
 	OpCheckpoint: CatCheckpoint,
 	OpGet:        CatReads, OpGetWorker: CatReads, OpGetWorkers: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
+	OpGetSummary: CatReads, OpGetMembers: CatReads, OpPutSummary: CatLiveness, OpPutMembers: CatLiveness,
 }
 
 // Category is the category of request kind op ("" for an unknown one).

@@ -31,6 +31,7 @@ type Store struct {
 	items   map[string]*lease.Item
 	ckpts   map[string]*checkpoint
 	workers map[string]*lease.WorkerRecord
+	fleet   fleetItems // the fleet summary (summary.go)
 
 	// The lagging index view (SetIndexLag); lagClk nil: the indexes are
 	// current.
