@@ -113,6 +113,7 @@ type Keeper struct {
 	late      map[string]bool
 
 	sum summaryState // the fleet summary (summarize.go)
+	bs  backstopState // the summarizer's death declarations (backstop.go)
 }
 
 // trustState is a published copy of the liveness verdict.

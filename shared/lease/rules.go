@@ -37,6 +37,15 @@ func DeathAllowedAt(firstSeen time.Time, ownTTL, recordTTL time.Duration) time.T
 	return firstSeen.Add(max(ownTTL, recordTTL))
 }
 
+// BackstopAllowedAt is when the fleet summary's writer, which reads every
+// alive record once a refresh, may declare a worker dead: a refresh after
+// its watchers may (DeathAllowedAt), so that the watchers, which read their
+// targets every WatchEvery, declare it first whenever they are alive, and
+// the summarizer only when they died too (the watcher chain).
+func BackstopAllowedAt(firstSeen time.Time, ownTTL, recordTTL, refresh time.Duration) time.Time {
+	return DeathAllowedAt(firstSeen, ownTTL, recordTTL).Add(refresh)
+}
+
 // CanHeartbeat decides a heartbeat of epoch with counter seq on rec.
 func CanHeartbeat(rec *WorkerRecord, epoch, seq int64) error {
 	switch {

@@ -204,8 +204,10 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	}
 	recs, err := k.store.GetWorkers(ctx, listed)
 	if err != nil {
+		k.backstopForget()
 		return nil, fmt.Errorf("worker records: %w", err)
 	}
+	receivedAt := k.clk.Now()
 	// The records are read from the table, the listing from an index that
 	// lags: a worker declared DEAD or LEFT since is left out.
 	var ids []string
@@ -244,6 +246,9 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	if err := ss.PutSummary(ctx, s); err != nil {
 		return nil, fmt.Errorf("fleet summary: %w", err)
 	}
+	// The records read are every alive worker's: declare the ones whose
+	// watchers did not (backstop.go).
+	k.backstopDeclare(ctx, k.backstopDue(alive, receivedAt))
 	k.sum.mu.Lock()
 	if !k.sum.found || s.Version > k.sum.head.Version {
 		k.sum.found, k.sum.head, k.sum.seenAt = true, s, k.clk.Now()

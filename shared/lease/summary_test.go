@@ -62,8 +62,15 @@ func steadyRefreshCost(t *testing.T, n int) (items, calls float64) {
 	ks := fleetOf(t, store, clk, n)
 	ctx := context.Background()
 	every := lease.DefaultConfig("x").RefreshEvery
-	round := func() {
+	// Every worker heartbeats (or the summarizer's backstop would declare
+	// it dead), then refreshes; only the refreshes are counted.
+	beat := func() {
 		clk.Advance(every)
+		for _, k := range ks {
+			k.HeartbeatNow(ctx)
+		}
+	}
+	refresh := func() {
 		for _, k := range ks {
 			if err := k.RefreshWorkers(ctx); err != nil {
 				t.Fatal(err)
@@ -71,10 +78,12 @@ func steadyRefreshCost(t *testing.T, n int) (items, calls float64) {
 		}
 	}
 	for range 3 {
-		round()
+		beat()
+		refresh()
 	}
+	beat()
 	items0, calls0 := store.items.Load(), store.Calls.Load()
-	round()
+	refresh()
 	var all []string
 	for i := range n {
 		all = append(all, fmt.Sprintf("w%03d", i))
@@ -178,6 +187,9 @@ func TestNewWorkerWatchedAndDeadSummarizerReplaced(t *testing.T) {
 	live := slices.Clone(ks)
 	round := func() {
 		clk.Advance(cfg.RefreshEvery)
+		for _, k := range live {
+			k.HeartbeatNow(ctx)
+		}
 		for _, k := range live {
 			if err := k.RefreshWorkers(ctx); err != nil {
 				t.Fatal(err)
