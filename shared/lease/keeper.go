@@ -112,7 +112,7 @@ type Keeper struct {
 	nextSweep time.Time
 	late      map[string]bool
 
-	sum summaryState // the fleet summary (summarize.go)
+	sum summaryState  // the fleet summary (summarize.go)
 	bs  backstopState // the summarizer's death declarations (backstop.go)
 }
 
