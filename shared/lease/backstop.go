@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -81,22 +80,14 @@ type watchedDue struct {
 	epoch, seq int64
 }
 
-// backstopDeclare declares dead each of due, as a watcher does (watchPass):
-// the takeover of its sessions follows (Observer.WorkerDied).
+// backstopDeclare declares dead each of due, as a watcher does
+// (declareDead).
 func (k *Keeper) backstopDeclare(ctx context.Context, due []watchedDue) {
 	for _, d := range due {
-		rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-		err := k.store.DeclareDead(rctx, d.id, d.epoch, d.seq, k.cfg.Owner, k.clk.Now().UnixMilli())
-		cancel()
-		if err == nil || errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound) {
-			k.markGone(d.id)
-			k.unwatch(d.id)
+		if k.declareDead(ctx, d.id, d.epoch, d.seq) {
 			k.bs.mu.Lock()
 			delete(k.bs.seen, d.id)
 			k.bs.mu.Unlock()
-			if err == nil {
-				k.obs.WorkerDied(d.id)
-			}
 		}
 	}
 }

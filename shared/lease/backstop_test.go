@@ -27,17 +27,7 @@ func TestSummarizerDeclaresAWorkerWhoseWatchersDiedWithIt(t *testing.T) {
 	cfg := lease.DefaultConfig("x")
 	ks := fleetOf(t, store, clk, 6)
 	live := slices.Clone(ks)
-	round := func() {
-		clk.Advance(cfg.RefreshEvery)
-		for _, k := range live {
-			k.HeartbeatNow(ctx)
-		}
-		for _, k := range live {
-			if err := k.RefreshWorkers(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	round := func() { fleetRound(t, clk, live) }
 	round()
 	round()
 	head := store.Summary()
@@ -111,15 +101,8 @@ func TestSummarizerBackstopWaitsAgainAfterAnOutage(t *testing.T) {
 			_ = k.RefreshWorkers(ctx) // fails while the store is down
 		}
 	}
-	beat := func() {
-		for _, k := range ks {
-			k.HeartbeatNow(ctx)
-		}
-	}
 	for range 3 {
-		clk.Advance(cfg.RefreshEvery)
-		beat()
-		refresh()
+		fleetRound(t, clk, ks)
 	}
 	// The table is unreachable for longer than the TTL: no heartbeat, no
 	// read of the records.
@@ -132,7 +115,7 @@ func TestSummarizerBackstopWaitsAgainAfterAnOutage(t *testing.T) {
 	// Back: the summarizer's refresh comes before anyone's heartbeat.
 	clk.Advance(cfg.RefreshEvery)
 	refresh()
-	beat()
+	beatAll(ks)
 	for _, k := range ks {
 		rec, err := store.GetWorker(ctx, k.Config().Owner)
 		if err != nil || rec.State != schema.WorkerAlive {

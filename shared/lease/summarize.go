@@ -202,10 +202,10 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 			return nil, err
 		}
 	}
-	recs, err := k.store.GetWorkers(ctx, listed)
+	recs, err := k.records(ctx, listed)
 	if err != nil {
 		k.backstopForget()
-		return nil, fmt.Errorf("worker records: %w", err)
+		return nil, err
 	}
 	receivedAt := k.clk.Now()
 	// The records are read from the table, the listing from an index that

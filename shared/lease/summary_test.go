@@ -51,6 +51,34 @@ func fleetOf(t *testing.T, store lease.Store, clk clock.Clock, n int) []*lease.K
 	return ks
 }
 
+// beatAll makes every Keeper of ks heartbeat now.
+func beatAll(ks []*lease.Keeper) {
+	for _, k := range ks {
+		k.HeartbeatNow(context.Background())
+	}
+}
+
+// refreshAll has every Keeper of ks refresh (RefreshWorkers), failing t on
+// an error.
+func refreshAll(t *testing.T, ks []*lease.Keeper) {
+	t.Helper()
+	for _, k := range ks {
+		if err := k.RefreshWorkers(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fleetRound is one refresh period of the live Keepers ks: the clock moves
+// a RefreshEvery, every one heartbeats (or the summarizer's backstop
+// would declare it dead), then every one refreshes.
+func fleetRound(t *testing.T, clk *clock.Fake, ks []*lease.Keeper) {
+	t.Helper()
+	clk.Advance(lease.DefaultConfig("x").RefreshEvery)
+	beatAll(ks)
+	refreshAll(t, ks)
+}
+
 // steadyRefreshCost runs refresh rounds of a fleet of n (every Keeper
 // refreshes every RefreshEvery) until the membership settled, then measures
 // one round: the worker ids and records the fleet's refreshes read, and the
@@ -60,30 +88,15 @@ func steadyRefreshCost(t *testing.T, n int) (items, calls float64) {
 	store := &itemCounter{Store: memstore.New()}
 	clk := clock.NewFake(t0)
 	ks := fleetOf(t, store, clk, n)
-	ctx := context.Background()
-	every := lease.DefaultConfig("x").RefreshEvery
-	// Every worker heartbeats (or the summarizer's backstop would declare
-	// it dead), then refreshes; only the refreshes are counted.
-	beat := func() {
-		clk.Advance(every)
-		for _, k := range ks {
-			k.HeartbeatNow(ctx)
-		}
-	}
-	refresh := func() {
-		for _, k := range ks {
-			if err := k.RefreshWorkers(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	for range 3 {
-		beat()
-		refresh()
+		fleetRound(t, clk, ks)
 	}
-	beat()
+	// The last round's heartbeats come before the counting: only the
+	// refreshes are counted.
+	clk.Advance(lease.DefaultConfig("x").RefreshEvery)
+	beatAll(ks)
 	items0, calls0 := store.items.Load(), store.Calls.Load()
-	refresh()
+	refreshAll(t, ks)
 	var all []string
 	for i := range n {
 		all = append(all, fmt.Sprintf("w%03d", i))
@@ -185,17 +198,7 @@ func TestNewWorkerWatchedAndDeadSummarizerReplaced(t *testing.T) {
 	cfg := lease.DefaultConfig("x")
 	ks := fleetOf(t, store, clk, 6)
 	live := slices.Clone(ks)
-	round := func() {
-		clk.Advance(cfg.RefreshEvery)
-		for _, k := range live {
-			k.HeartbeatNow(ctx)
-		}
-		for _, k := range live {
-			if err := k.RefreshWorkers(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	round := func() { fleetRound(t, clk, live) }
 	round()
 	round()
 

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // NotAlive reports whether worker id is not alive, as this Keeper has seen
@@ -142,10 +140,15 @@ func (k *Keeper) markGone(id string) time.Time {
 // Fleet reads the records of the alive workers (eventually consistent):
 // the load and capacity rebalancing works from.
 func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
-	ids, err := k.store.ListWorkers(ctx, schema.WorkerListAlive, 0)
+	ids, err := k.listAlive(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("alive workers: %w", err)
+		return nil, err
 	}
+	return k.records(ctx, ids)
+}
+
+// records reads the records of ids (eventually consistent).
+func (k *Keeper) records(ctx context.Context, ids []string) ([]WorkerRecord, error) {
 	recs, err := k.store.GetWorkers(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("worker records: %w", err)
@@ -227,17 +230,28 @@ func (k *Keeper) watchPass(ctx context.Context) {
 		if !due {
 			continue
 		}
-		rctx, cancel = context.WithTimeout(ctx, k.cfg.RPCTimeout)
-		err = k.store.DeclareDead(rctx, t, epoch, seq, k.cfg.Owner, k.clk.Now().UnixMilli())
-		cancel()
-		if err == nil || errors.Is(err, ErrWorkerDead) {
-			k.markGone(t)
-			k.unwatch(t)
-			if err == nil {
-				k.obs.WorkerDied(t)
-			}
-		}
+		k.declareDead(ctx, t, epoch, seq)
 	}
+}
+
+// declareDead declares worker id dead at the epoch and heartbeat counter
+// this Keeper saw unmoved (a watcher's pass, the summarizer's backstop),
+// and reports whether it is gone now (declared, by this Keeper or another,
+// or its record gone); the takeover of its sessions follows a declaration
+// of this Keeper's (Observer.WorkerDied).
+func (k *Keeper) declareDead(ctx context.Context, id string, epoch, seq int64) bool {
+	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	err := k.store.DeclareDead(rctx, id, epoch, seq, k.cfg.Owner, k.clk.Now().UnixMilli())
+	cancel()
+	if err != nil && !errors.Is(err, ErrWorkerDead) && !errors.Is(err, ErrWorkerNotFound) {
+		return false
+	}
+	k.markGone(id)
+	k.unwatch(id)
+	if err == nil {
+		k.obs.WorkerDied(id)
+	}
+	return true
 }
 
 // deathDue reports (once) whether a watched worker's death became allowed
