@@ -60,10 +60,11 @@ const (
 	// above twice its previous peak within 30 minutes: "Understanding
 	// DynamoDB warm throughput", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
 	NewTableWrites = 4_000.0
-	// ClaimWriteUnits is what one claim writes: the acquire (4.59 write
-	// units per tenure, retries included) and its fence of the checkpoint
-	// item (1.00), docs/BENCHMARKS.md section 6, per tenure.
-	ClaimWriteUnits = 5.59
+	// ClaimWriteUnits is what one claim writes: the acquire (3.22 write
+	// units per tenure, retries included, with the spec in its own item)
+	// and its fence of the checkpoint item (1.00), docs/BENCHMARKS.md
+	// section 6, per tenure.
+	ClaimWriteUnits = 4.22
 	// FleetClaimShare is the share of the table's write headroom above the
 	// steady state (TableWrites − SteadyWritesAtCapacity) the fleet's
 	// claims may take together (WSFLEET_FLEET_CLAIMS_PER_SECOND): the rest
