@@ -19,11 +19,11 @@ import (
 // It costs no read: the records are the summary's.
 //
 // Like a watcher's, its wait counts only reads that answered, one after
-// the other: a failed read of the records (an outage, which stops the
-// heartbeats too) or a gap of more than two refreshes between its passes
-// (it was not the summarizer meanwhile) starts every wait again, so that
-// the workers are not all declared dead at the first read after an
-// outage, before their first heartbeat.
+// the other: a failed read (of the head or of the records: an outage,
+// which stops the heartbeats too) or a pass more than half a refresh late
+// (a refresh without a pass: it was not the summarizer, or a read failed)
+// starts every wait again, so that the workers are not all declared dead
+// at the first read after an outage, before their first heartbeat.
 type backstopState struct {
 	mu       sync.Mutex // a leaf lock
 	seen     map[string]*watch
@@ -44,7 +44,7 @@ func (k *Keeper) backstopForget() {
 func (k *Keeper) backstopDue(alive []WorkerRecord, receivedAt time.Time) []watchedDue {
 	k.bs.mu.Lock()
 	defer k.bs.mu.Unlock()
-	if k.bs.seen == nil || receivedAt.Sub(k.bs.lastPass) > 2*k.cfg.RefreshEvery {
+	if k.bs.seen == nil || receivedAt.Sub(k.bs.lastPass) > k.cfg.RefreshEvery*3/2 {
 		k.bs.seen = map[string]*watch{}
 	}
 	k.bs.lastPass = receivedAt

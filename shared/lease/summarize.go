@@ -112,7 +112,9 @@ func (k *Keeper) aliveList(ctx context.Context) ([]string, error) {
 	cancel()
 	now := k.clk.Now()
 	if err != nil && !errors.Is(err, ErrNoSummary) {
-		// The read failed: the last membership stands.
+		// The read failed: the last membership stands, and the
+		// summarizer's backstop waits again (backstop.go).
+		k.backstopForget()
 		k.sum.mu.Lock()
 		defer k.sum.mu.Unlock()
 		if k.sum.have {
