@@ -181,7 +181,6 @@ func (k *Keeper) readMembers(ctx context.Context, ss SummaryStore, cur Summary) 
 		}
 		ids = append(ids, page...)
 	}
-	slices.Sort(ids) // a page is a string set: DynamoDB keeps no order
 	k.sum.mu.Lock()
 	if k.sum.head.Members == cur.Members && k.sum.head.MembersBy == cur.MembersBy {
 		k.sum.have, k.sum.members, k.sum.membersVer, k.sum.membersBy = true, ids, cur.Members, cur.MembersBy
@@ -259,35 +258,4 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	k.sum.written++
 	k.sum.mu.Unlock()
 	return ids, nil
-}
-
-// holderNotAlive is notAlive for the holder of a session an acquire without
-// a takeover found held (a race with another claimer, almost always alive):
-// a worker in the membership of a head that is not stale (the summarizer
-// wrote within SummaryStaleAfter refreshes) counts as alive without a
-// read of its record. Only the "alive" answer comes from the summary, and
-// it only stops this acquire from taking the session over: a holder that
-// died since is declared by its watchers and its sessions are taken over
-// through the GONE list or the declarer's hand-offs, which read its record.
-// Found on the fleet simulator: at 1,000 workers these reads were the
-// worker records' reads that grew with the fleet (3,600 read units a
-// worker-hour more than at 100).
-func (k *Keeper) holderNotAlive(ctx context.Context, id string) bool {
-	if !k.KnownGone(id) && k.summaryAlive(id) {
-		return false
-	}
-	return k.notAlive(ctx, id)
-}
-
-// summaryAlive reports whether id is in the membership of the newest head,
-// and that head moved within SummaryStaleAfter refreshes.
-func (k *Keeper) summaryAlive(id string) bool {
-	k.sum.mu.Lock()
-	defer k.sum.mu.Unlock()
-	if !k.sum.found || !k.sum.have || k.sum.membersVer != k.sum.head.Members || k.sum.membersBy != k.sum.head.MembersBy ||
-		k.clk.Now().Sub(k.sum.seenAt) >= SummaryStaleAfter*k.cfg.RefreshEvery {
-		return false
-	}
-	_, in := slices.BinarySearch(k.sum.members, id)
-	return in
 }

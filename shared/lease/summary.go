@@ -14,8 +14,7 @@ import (
 // worker, the summarizer, read from the alive workers' records, so that
 // every other worker's coordination reads per round are one small item,
 // whatever the fleet's size. It is advisory: no ownership decision
-// (acquire, takeover, death declaration, trust) reads it, but for
-// holderNotAlive's "alive", which only stops a takeover.
+// (acquire, takeover, death declaration, trust) reads it.
 type Summary struct {
 	// Version only grows: a head is written only over a lower one
 	// (SummaryStore.PutSummary), so a reader never sees it go backwards.

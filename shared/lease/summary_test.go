@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -279,66 +278,4 @@ func TestNewWorkerWatchedAndDeadSummarizerReplaced(t *testing.T) {
 	if !slices.Equal(members, want) {
 		t.Fatalf("membership %v, want %v", members, want)
 	}
-}
-
-// TestRaceLoserReadsNoRecordOfAHolderInTheSummary: an acquire that lost a
-// race (the session is held by a worker the fresh summary lists alive)
-// reads no worker record to learn that the holder is alive. Before, every
-// lost race read the holder's record: on the fleet simulator, at 1,000
-// workers, the worker record reads that grew with the fleet. The holder
-// seen gone still counts (and a takeover with a Prev reads as before).
-func TestRaceLoserReadsNoRecordOfAHolderInTheSummary(t *testing.T) {
-	ctx := context.Background()
-	st := memstore.New()
-	st.Put(started("a"))
-	clk := clock.NewFake(t0)
-	gc := &recordGets{Store: st}
-	var ks []*lease.Keeper
-	for i, id := range []string{"wa", "wb", "wc"} {
-		var store lease.Store = st
-		if i == 1 {
-			store = gc
-		}
-		k, err := lease.NewKeeper(store, clk, lease.DefaultConfig(id), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := k.Register(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ks = append(ks, k)
-	}
-	for range 2 {
-		clk.Advance(lease.DefaultConfig("x").RefreshEvery)
-		for _, k := range ks {
-			if err := k.RefreshWorkers(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, k := range ks {
-		k.HeartbeatNow(ctx)
-	}
-	if _, err := ks[0].Acquire(ctx, "a", nil); err != nil {
-		t.Fatal(err)
-	}
-	var held *lease.HeldError
-	if _, err := ks[1].Acquire(ctx, "a", nil); !errors.As(err, &held) || held.Current.Owner != "wa" {
-		t.Fatalf("acquire of wa's session: %v", err)
-	}
-	if n := gc.gets.Load(); n != 0 {
-		t.Fatalf("the race's loser read the holder's record %d time(s)", n)
-	}
-}
-
-// recordGets is a memstore (the fleet summary's methods included) that
-// counts GetWorker calls.
-type recordGets struct {
-	*memstore.Store
-	gets atomic.Int64
-}
-
-func (g *recordGets) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {
-	g.gets.Add(1)
-	return g.Store.GetWorker(ctx, id)
 }

@@ -35,7 +35,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		var held *HeldError
 		var reserved *ReservedError
 		switch {
-		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.holderNotAlive(ctx, held.Current.Owner):
+		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.notAlive(ctx, held.Current.Owner):
 			cur := held.Current
 			from.Prev = &cur
 		case errors.As(err, &reserved) && from.Bypass == "" &&
