@@ -67,6 +67,10 @@ type destination struct {
 	sqs    *sqs.Client
 	kin    *kinesis.Client
 
+	// visibility is how long a message a receive returned stays hidden
+	// from the other receives (seconds; destVisibility).
+	visibility int32
+
 	on     func(DestRecord)
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -90,7 +94,7 @@ func awsClientConfig() aws.Config {
 // or stream, and starts the fault proxy in front of it.
 func (s *Stack) startDestination(ctx context.Context) error {
 	c := &s.cfg
-	d := &destination{kind: c.Sink, on: c.OnDest, seen: map[string]bool{}}
+	d := &destination{kind: c.Sink, on: c.OnDest, seen: map[string]bool{}, visibility: destVisibility}
 	s.dest = d
 	logDir := filepath.Join(s.LogDir(), "destination")
 	var err error
@@ -174,6 +178,14 @@ func (s *Stack) startDestination(ctx context.Context) error {
 // 48 sessions × 5 msg/s).
 const destReceivers = 4
 
+// destVisibility is the reader's visibility timeout (seconds). A receive
+// whose answer never reached the reader (its HTTP client timed out, or the
+// run's end cancelled it) still took its messages off the queue (fauxqs,
+// like SQS, dequeues for a long poll whatever became of the caller): they
+// come back after this long, and the final drain waits for them. Short, so
+// the drain's wait is; longer than a receive and its delete take.
+const destVisibility = 10
+
 func (d *destination) fail(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -224,7 +236,7 @@ func (d *destination) receiveSQS(ctx context.Context) {
 // DeleteMessageBatch of what it returned; n is how many messages it got.
 func (d *destination) receiveOnce(ctx context.Context, wait int32) (int, error) {
 	out, err := d.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(d.url), MaxNumberOfMessages: 10, WaitTimeSeconds: wait, VisibilityTimeout: 60,
+		QueueUrl: aws.String(d.url), MaxNumberOfMessages: 10, WaitTimeSeconds: wait, VisibilityTimeout: d.visibility,
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSentTimestamp},
 	})
 	if err != nil {
@@ -291,8 +303,10 @@ func (d *destination) readShard(ctx context.Context, shard string) {
 }
 
 // drain reads what is left at the destination: the receive loops stop, then
-// the queue is read until two receives in a row come back empty (or
-// timeout); the shard readers stop once caught up.
+// the queue is read until two receives in a row come back empty and no
+// message is in flight (hidden by a receive whose answer was lost: it is
+// read once it comes back), or timeout; the shard readers stop once caught
+// up.
 func (d *destination) drain(ctx context.Context, timeout time.Duration) error {
 	if d.cancel == nil {
 		return errors.New("drain: the destination's readers never started")
@@ -312,18 +326,49 @@ func (d *destination) drain(ctx context.Context, timeout time.Duration) error {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	empty := 0
-	for empty < 2 {
+	for {
 		n, err := d.receiveOnce(dctx, 1)
 		if err != nil {
 			return fmt.Errorf("drain: %w", err)
 		}
-		if n == 0 {
-			empty++
-		} else {
+		if n > 0 {
 			empty = 0
+			continue
 		}
+		if empty++; empty < 2 {
+			continue
+		}
+		// Two empty receives: done unless messages are in flight (taken
+		// by a receive whose answer was lost; they come back after the
+		// visibility timeout).
+		left, err := d.inFlight(dctx)
+		if err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+		if left == 0 {
+			return d.err()
+		}
+		empty = 0
 	}
-	return d.err()
+}
+
+// inFlight is how many messages of the output queue are hidden by a
+// receive (ApproximateNumberOfMessagesNotVisible) or still visible.
+func (d *destination) inFlight(ctx context.Context) (int, error) {
+	out, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, fmt.Errorf("the output queue's counts: %w", err)
+	}
+	n := 0
+	for _, a := range []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		v, err := strconv.Atoi(out.Attributes[string(a)])
+		if err != nil {
+			return 0, fmt.Errorf("the output queue's %s %q: %w", a, out.Attributes[string(a)], err)
+		}
+		n += v
+	}
+	return n, nil
 }
 
 func (d *destination) err() error {
