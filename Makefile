@@ -11,6 +11,13 @@ GO ?= go
 # GOTOOLCHAIN=local setting. `make GO_TOOLCHAIN=local` uses the go on PATH.
 GO_TOOLCHAIN ?= go1.26.11
 export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+# Offline (or with GOPROXY unreachable) and that release not in the module
+# cache, the go command cannot run: say so once, naming the way out.
+ifneq ($(GO_TOOLCHAIN),local)
+ifneq ($(shell GOTOOLCHAIN=$(GO_TOOLCHAIN) $(GO) version >/dev/null 2>&1 && echo ok),ok)
+$(error Go $(GO_TOOLCHAIN), the release every target builds with, is not cached and cannot be downloaded (offline, or GOPROXY unreachable; `GOTOOLCHAIN=$(GO_TOOLCHAIN) go version` says why). Run `make GO_TOOLCHAIN=local ...` to build with the go on PATH ($(shell GOTOOLCHAIN=local $(GO) env GOVERSION 2>/dev/null || echo none found)))
+endif
+endif
 export GOFLAGS := -buildvcs=false
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true

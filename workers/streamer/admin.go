@@ -25,6 +25,12 @@ func (w *Worker) AdminHandler() http.Handler {
 	return requireToken(w.cfg.AdminToken, w.adminMux())
 }
 
+// unauthorizedReason is the 401's JSON reason: the worker knows its token,
+// not where it was read from, so it names the stack's token and make dev's
+// file.
+const unauthorizedReason = "Authorization: Bearer <WSFLEET_ADMIN_TOKEN> required: the stack's admin token " +
+	"(under make dev: .dev/admin-token, curl -H \"Authorization: Bearer $(cat .dev/admin-token)\" ...)"
+
 // requireToken lets through the probes, and every other request only with
 // the bearer token (compared in constant time); token "" lets all through.
 func requireToken(token string, next http.Handler) http.Handler {
@@ -36,7 +42,7 @@ func requireToken(token string, next http.Handler) http.Handler {
 		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" &&
 			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			rw.Header().Set("WWW-Authenticate", `Bearer realm="wsfleet-admin"`)
-			writeJSON(rw, http.StatusUnauthorized, map[string]string{"error": "Authorization: Bearer <WSFLEET_ADMIN_TOKEN> required"})
+			writeJSON(rw, http.StatusUnauthorized, map[string]string{"error": unauthorizedReason})
 			return
 		}
 		next.ServeHTTP(rw, r)

@@ -1,8 +1,11 @@
 package streamer
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,5 +87,24 @@ func TestHandoffFloodIsBounded(t *testing.T) {
 	}
 	if admitted < HandoffMaxInFlight/2 {
 		t.Fatalf("refused after %d admitted: the burst is %d", admitted, HandoffMaxInFlight)
+	}
+}
+
+// TestAdminUnauthorizedNamesTheToken: the 401's JSON reason says which
+// token is wanted and where make dev keeps it.
+func TestAdminUnauthorizedNamesTheToken(t *testing.T) {
+	srv := httptest.NewServer(requireToken(testAdminToken, http.NotFoundHandler()))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Error string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body.Error, "admin token") || !strings.Contains(body.Error, ".dev/admin-token") {
+		t.Fatalf("HTTP %d %q: want 401 naming the admin token and .dev/admin-token", resp.StatusCode, body.Error)
 	}
 }

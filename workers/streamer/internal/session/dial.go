@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,11 +24,33 @@ import (
 )
 
 // HandshakeStatusError is a handshake the source answered with an HTTP
-// status other than 101 (redirects are ErrRedirected).
-type HandshakeStatusError struct{ Code int }
+// status other than 101 (redirects are ErrRedirected). TLS is set when a
+// plain ws:// handshake reached a port that speaks TLS (the server answered
+// 400 "client sent an HTTP request to an HTTPS server"): the text then
+// says to use wss://.
+type HandshakeStatusError struct {
+	Code int
+	TLS  bool
+}
 
 func (e *HandshakeStatusError) Error() string {
-	return "handshake refused: HTTP " + strconv.Itoa(e.Code)
+	text := "handshake refused: HTTP " + strconv.Itoa(e.Code)
+	if e.TLS {
+		text += " (the source speaks TLS: use wss:// in ws_url)"
+	}
+	return text
+}
+
+// plainToTLS reports whether resp is a TLS server's answer to a plain-HTTP
+// request (Go's net/http answers 400 with this body; coder/websocket keeps
+// the first KiB of a refused handshake's body).
+func plainToTLS(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusBadRequest || resp.Request == nil || resp.Request.URL == nil ||
+		resp.Request.URL.Scheme != "http" || resp.Body == nil {
+		return false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	return strings.Contains(strings.ToLower(string(b)), "http request to an https server")
 }
 
 // Permanent reports whether a dial error can never go away by retrying the
@@ -192,7 +215,7 @@ func dialCause(err error, resp *http.Response) error {
 		return fmt.Errorf("%w (HTTP %d)", ErrRedirected, resp.StatusCode)
 	}
 	if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-		return &HandshakeStatusError{Code: resp.StatusCode}
+		return &HandshakeStatusError{Code: resp.StatusCode, TLS: plainToTLS(resp)}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/wsfleet/wsfleet/shared/netguard"
 )
 
@@ -136,5 +138,35 @@ func TestTransientDialErrorsEndAfterMaxDialFailures(t *testing.T) {
 	it, gerr := h.store.Get(context.Background(), "s1")
 	if gerr != nil || it.LastError != "handshake refused: HTTP 503" {
 		t.Fatalf("stored last_error %q (%v)", it.LastError, gerr)
+	}
+}
+
+// TestPlainDialToTLSPortSaysWSS: a ws:// dial to a port that speaks TLS
+// (a real TLS server on 127.0.0.1 answers the plain request 400) records
+// an error that says the source speaks TLS and to use wss://.
+func TestPlainDialToTLSPortSaysWSS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "https")+"/feed/hello",
+		&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil)})
+	if err == nil {
+		c.CloseNow()
+		t.Fatal("a plain dial to a TLS port succeeded")
+	}
+	got := ErrorText(&dialError{target: "ws://x", cause: dialCause(err, resp)})
+	if !strings.Contains(got, "HTTP 400") || !strings.Contains(got, "speaks TLS") || !strings.Contains(got, "wss://") {
+		t.Fatalf("ErrorText = %q, want HTTP 400 naming TLS and wss://", got)
+	}
+	// Any other 400 keeps the plain text.
+	plain, _ := statusServer(t, http.StatusBadRequest)
+	c, resp, err = websocket.Dial(ctx, plain, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil)})
+	if err == nil {
+		c.CloseNow()
+		t.Fatal("dial to a 400 server succeeded")
+	}
+	if got := ErrorText(dialCause(err, resp)); got != "handshake refused: HTTP 400" {
+		t.Fatalf("plain 400: ErrorText = %q", got)
 	}
 }

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/syncbuf"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// readmeAPIBlock is README.md's "Using the API" block: each command
+// (continuation lines joined) with the "# → " answer that follows it on
+// its own line ("" when none).
+func readmeAPIBlock(t *testing.T, readme string) (cmds, answers []string) {
+	t.Helper()
+	i := strings.Index(readme, "## Using the API")
+	if i < 0 {
+		t.Fatal("README.md has no ## Using the API")
+	}
+	body := readme[i:]
+	start := strings.Index(body, "```sh\n")
+	end := strings.Index(body[start+6:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("README.md's Using the API has no sh block")
+	}
+	var cur string
+	for _, l := range strings.Split(body[start+6:start+6+end], "\n") {
+		switch {
+		case strings.HasPrefix(l, "# → "):
+			if len(answers) > 0 {
+				answers[len(answers)-1] = strings.TrimPrefix(l, "# → ")
+			}
+		case strings.HasPrefix(l, "#") || strings.TrimSpace(l) == "":
+		case strings.HasSuffix(l, `\`):
+			cur += strings.TrimSuffix(l, `\`)
+		default:
+			cmds, answers = append(cmds, strings.TrimSpace(cur+l)), append(answers, "")
+			cur = ""
+		}
+	}
+	return cmds, answers
+}
+
+// TestREADMEWalkThrough runs every command of README.md's "Using the API"
+// block and its CLI examples on a stack started by this command's run (as
+// TestDocsWalkThrough does for docs/local-stack.md): the first curl starts
+// hello and its records reach the sink (with a deadline), status, list,
+// stop and workers answer 200, and the answers the README shows (the
+// start's, after its status code, and the bad input's) are what the API
+// printed, numbers normalised.
+func TestREADMEWalkThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the stack")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatalf("the README's commands are curls: %v", err)
+	}
+	root := enginetest.InstalledRoot(t)
+	wsfleet := filepath.Join(root, "bin", "wsfleet")
+	if _, err := os.Stat(wsfleet); err != nil {
+		t.Fatalf("the CLI (make devstack-bins): %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, answers := readmeAPIBlock(t, string(b))
+	if len(cmds) < 6 {
+		t.Fatalf("README.md's Using the API shows %d commands, want start, status, list, stop, workers, bad input", len(cmds))
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncbuf.Buffer
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
+			"--admin-port-base", "0", "--checkpoint-every", "1s"}, &out)
+	}()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("the stack's end: %v", err)
+		}
+	}()
+	testwait.Eventually(t, time.Minute, "the banner", func() bool {
+		return strings.Contains(out.String(), "Ctrl-C stops everything gracefully.\n")
+	})
+	said := out.String()
+	api := regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(said)[1]
+	feedWS := regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(said)[1]
+	local := func(c string) string {
+		c = strings.ReplaceAll(c, "http://127.0.0.1:8787", api)
+		// the feed's port, whatever scheme the README dials it with
+		return strings.ReplaceAll(c, "127.0.0.1:8790", strings.SplitN(feedWS, "://", 2)[1])
+	}
+	sh := func(c string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-c", "set -eo pipefail; "+c)
+		cmd.Dir = root
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("$ %s: %v\n%s%s", c, err, o.String(), e.String())
+		}
+		return strings.TrimSpace(o.String())
+	}
+	status := regexp.MustCompile(`^[0-9]{3} `)
+	for i, c := range cmds {
+		printed := sh(local(c))
+		if answers[i] != "" {
+			want := status.ReplaceAllString(answers[i], "")
+			if numbersOut(want) != numbersOut(printed) {
+				t.Errorf("README.md: $ %s\nshows %s\nthe API printed %s", c, want, printed)
+			}
+		}
+		if i == 0 {
+			// The first curl delivers: hello's records reach a worker's sink.
+			testwait.Eventually(t, 30*time.Second, "hello's records in the sink", func() bool {
+				files, _ := filepath.Glob(filepath.Join(dir, "logs", "worker-*.sink.jsonl"))
+				for _, f := range files {
+					if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(`{"connection_id":"hello","seq":`)) {
+						return true
+					}
+				}
+				return false
+			})
+		}
+	}
+
+	// The CLI examples: start, status, workers, stop.
+	for _, args := range [][]string{
+		{"start", feedWS + "/feed/cli", "--id", "cli"}, {"status"}, {"workers"}, {"stop", "cli"},
+	} {
+		c := exec.Command(wsfleet, append([]string{"--api", api}, args...)...)
+		if o, err := c.CombinedOutput(); err != nil {
+			t.Errorf("bin/wsfleet %s: %v\n%s", strings.Join(args, " "), err, o)
+		}
+	}
+}
