@@ -488,7 +488,7 @@ func pickPort(p *int, what string) error {
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*p))
 	if err != nil {
-		return fmt.Errorf("%s port %d is taken (another stack running? pick another port): %w", what, *p, err)
+		return fmt.Errorf("%s port %d is taken (another stack running? a second stack needs its own --dir and other ports, or 0 for free ones): %w", what, *p, err)
 	}
 	return l.Close()
 }

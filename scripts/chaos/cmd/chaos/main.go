@@ -137,7 +137,7 @@ func run(ctx context.Context, args []string) error {
 	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
 	switch {
 	case cfg.Plan == chaos.PlanDemo:
-		replay = "make demo"
+		replay = fmt.Sprintf("make demo DEMO_ARGS='-seed %d'", cfg.Seed) // the same seed: the same sessions and draws
 	case *short:
 		replay = fmt.Sprintf("bin/chaos -short -seed %d", cfg.Seed)
 	}

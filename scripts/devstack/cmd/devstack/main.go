@@ -21,10 +21,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -40,6 +42,9 @@ import (
 // and the default action is back, so a second one kills us (and, by
 // Pdeathsig, the children) at once.
 func main() {
+	// `make dev | tee`: the reader may die first on Ctrl-C; a write to it
+	// must fail (and be ignored), not kill us halfway through the shutdown.
+	signal.Ignore(syscall.SIGPIPE)
 	cmdmain.Run("devstack", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout) })
 }
 
@@ -74,7 +79,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&cfg.Worker.LogLevel, "log-level", cfg.Worker.LogLevel, "workers' log level")
 	fs.BoolVar(&cfg.SecretsManager, "secrets-manager", true, "run the Secrets Manager stand-in (bin/secretsmanager): sessions may then hold {{secret:"+devstack.SecretPrefix+"NAME}} references")
 	fs.IntVar(&cfg.Ports.SecretsManager, "secrets-manager-port", envInt("WSFLEET_DEV_SECRETS_MANAGER_PORT", 0), "Secrets Manager stand-in port (0: a free one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	m, err := feed.ParseMode(*mode)
@@ -91,9 +96,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(root, ".dev")
 	}
+	// The folder's lock comes before anything in it is touched.
+	release, err := devstack.Lock(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if *fresh {
-		if err := os.RemoveAll(filepath.Join(cfg.Dir, "data")); err != nil {
-			return fmt.Errorf("fresh: %w", err)
+		if err := devstack.Fresh(cfg.Dir); err != nil {
+			return err
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "logs"), 0o755); err != nil {
@@ -234,7 +245,7 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	fmt.Fprintf(out, "  admin token  %s   (every worker endpoint but /healthz and /readyz: curl -H \"Authorization: Bearer $(cat %s)\" …)\n",
 		rel(root, st.AdminTokenPath()), rel(root, st.AdminTokenPath()))
 	if st.RunID() != "" {
-		fmt.Fprintf(out, "  run %s: this run's worker ids end in -%s (a restart adds .r2, .r3, ...); the records of earlier runs stay LEFT\n", st.RunID(), st.RunID())
+		fmt.Fprintf(out, "  run %s: this run's worker ids end in -%s (a restart adds .r2, .r3, ...); the records of earlier runs stay LEFT (DEAD if that run was killed)\n", st.RunID(), st.RunID())
 	}
 	fmt.Fprintf(out, "  liveness TTL %v, heartbeat every %v, checkpoint every %v, reconcile every %v; logs in %s\n\n", c.Worker.LeaseTTL, c.Worker.HeartbeatEvery, c.Worker.CheckpointEvery, c.Worker.ReconcileEvery, rel(root, st.LogDir()))
 	fmt.Fprintf(out, "Start a session (copy-paste):\n")
