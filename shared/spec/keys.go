@@ -76,6 +76,9 @@ func CheckKeys(body []byte, t reflect.Type) error {
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
+			if len(stack) > 0 { // encoding/json's Token says EOF inside a value too
+				return &TokenError{Err: io.ErrUnexpectedEOF, Offset: dec.InputOffset()}
+			}
 			return nil
 		}
 		if err != nil {
