@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,6 +304,16 @@ func TestHandlerNestedUnknownFieldNamesItsPath(t *testing.T) {
 	}
 	if len(f.store.started) != 1 || len(f.store.stopped) != 0 {
 		t.Fatalf("the refused starts reached the store: %d started", len(f.store.started))
+	}
+	// docs/api.md's Errors section shows the first refusal as it is sent.
+	doc, err := os.ReadFile("../../../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := f.do(t, event("POST", "/sessions", `{"ws_url":"wss://a.example.com","app_ping":{"message":"ping","evry":"30s"}}`))
+	shown, _ := json.Marshal(body)
+	if !strings.Contains(string(doc), string(shown)) {
+		t.Errorf("docs/api.md does not show the nested refusal; paste this:\n%s", shown)
 	}
 }
 
