@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // A command is one wsfleet subcommand. Its help is generated from the
@@ -319,11 +321,15 @@ func startFlags(fs *flag.FlagSet) action {
 // readSource reads start fields from a JSON file, usually the source
 // protocol ones (open messages may carry credentials: a file keeps them out
 // of the shell history). The fields it holds are set on r over the flags; a
-// field the API does not know is an error.
+// field the API does not know is an error naming its path and the field it
+// may have meant, as the API's refusal does (spec.CheckKeys).
 func readSource(path string, r *apiclient.StartRequest) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--source: %w", err)
+	}
+	if err := spec.CheckKeys(b, reflect.TypeFor[apiclient.StartRequest]()); err != nil {
+		return fmt.Errorf("--source %s: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

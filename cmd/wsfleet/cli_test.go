@@ -163,6 +163,33 @@ func TestCLIAgainstFakeAPI(t *testing.T) {
 	srv.CloseClientConnections()
 }
 
+// TestSourceFileNestedTypo: a misspelt key inside an object of a --source
+// file is refused before anything is sent, with its path and the field it
+// meant, as the API refuses it (issue 42).
+func TestSourceFileNestedTypo(t *testing.T) {
+	f := &fakeAPI{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	src := filepath.Join(t.TempDir(), "source.json")
+	for _, c := range []struct{ file, msg string }{
+		{`{"app_ping":{"message":"ping","evry":"20s"}}`, `unknown field "app_ping.evry" (did you mean "app_ping.every"?)`},
+		{`{"open_messages":[{"text":"a","wait_fro":{"path":"e","equals":1}}]}`, `unknown field "open_messages[0].wait_fro" (did you mean "open_messages[0].wait_for"?)`},
+		{`{"open_mesages":[{"text":"a"}]}`, `unknown field "open_mesages" (did you mean "open_messages"?)`},
+	} {
+		if err := os.WriteFile(src, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		err := cli(context.Background(), []string{"--api", srv.URL, "start", "ws://127.0.0.1:1/feed/c", "--source", src}, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "--source "+src+": "+c.msg) {
+			t.Errorf("--source %s: %v, want %q", c.file, err, c.msg)
+		}
+	}
+	if len(f.reqs) != 0 {
+		t.Fatalf("a refused --source file was sent: %v", f.body)
+	}
+}
+
 func TestSigV4(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")

@@ -290,6 +290,9 @@ func (c *Client) doOnce(ctx context.Context, method, path string, q url.Values, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if isDialError(err) {
+			err = &UnreachableError{API: c.base.String(), Err: err}
+		}
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()

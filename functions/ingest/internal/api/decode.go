@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/sessionapi"
 	"github.com/wsfleet/wsfleet/shared/spec"
-	"github.com/wsfleet/wsfleet/shared/suggest"
 )
 
 // startFields are the keys of a start body, from its type (matched
@@ -126,8 +124,9 @@ func NewConnectionID() string {
 }
 
 // decodeStrict decodes one JSON object into v: valid UTF-8, no duplicate
-// keys at any depth, top-level keys exactly (case-sensitively) among fields,
-// nothing after the object.
+// keys at any depth, keys at any depth exactly (case-sensitively) the
+// fields of v's type at their path (checkKeys), nothing after the object.
+// fields are the top-level keys, which a type error is reported on.
 func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest(CodeInvalidJSON, "a JSON object body is required")
@@ -138,7 +137,7 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
 		return badRequest(CodeInvalidJSON, "body must be a JSON object")
 	}
-	if err := checkKeys(body, fields); err != nil {
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -203,71 +202,24 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// checkKeys walks the tokens of body and refuses a key repeated in one
-// object (encoding/json would silently keep the last one, and another parser
-// on the path might keep the first) and a top-level key not in fields.
-func checkKeys(body []byte, fields map[string]bool) *apiError {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		keys   map[string]bool
-		expect bool // in an object: the next token is a key
+// checkKeys refuses a key repeated in one object, a key not a field of
+// the type t decodes into at its path (named with the field it may have
+// meant), and nesting too deep (spec.CheckKeys).
+func checkKeys(body []byte, t reflect.Type) *apiError {
+	err := spec.CheckKeys(body, t)
+	var ke *spec.KeyError
+	var te *spec.TokenError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ke) && ke.Kind == spec.KeyUnknown:
+		return badRequest(CodeUnknownField, ke.Error())
+	case errors.As(err, &ke) && ke.Kind == spec.KeyTooDeep:
+		return badRequest(CodeInvalidJSON, "body is nested too deeply")
+	case errors.As(err, &te):
+		return badRequest(CodeInvalidJSON, invalidJSON(te.Err, te.Offset))
 	}
-	var stack []*frame
-	const maxDepth = 16
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return badRequest(CodeInvalidJSON, invalidJSON(err, dec.InputOffset()))
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if k, isKey := tok.(string); isKey && top != nil && top.object && top.expect {
-			if top.keys[k] {
-				return badRequest(CodeInvalidJSON, "duplicate key "+spec.QuoteName(k))
-			}
-			if len(stack) == 1 && !fields[k] {
-				return badRequest(CodeUnknownField, unknownField(k, fields))
-			}
-			top.keys[k] = true
-			top.expect = false
-			continue
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return badRequest(CodeInvalidJSON, "body is nested too deeply")
-				}
-				stack = append(stack, &frame{object: t == '{', keys: map[string]bool{}, expect: t == '{'})
-				continue
-			case '}', ']':
-				stack = stack[:len(stack)-1]
-			}
-		}
-		// A value (or a closed container) completed: an enclosing object
-		// expects a key next.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].expect = true
-		}
-	}
-}
-
-// unknownField is the refusal of a top-level key not in fields, naming the
-// nearest known one when the key looks like a misspelling of it.
-func unknownField(k string, fields map[string]bool) string {
-	msg := "unknown field " + spec.QuoteName(k)
-	if near := suggest.Nearest(k, slices.Collect(maps.Keys(fields)), 0); near != "" {
-		msg += " (did you mean " + strconv.Quote(near) + "?)"
-	}
-	return msg
+	return badRequest(CodeInvalidJSON, err.Error())
 }
 
 // invalidJSON says where a body stops being JSON: the byte offset of the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,6 +272,48 @@ func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
 	}
 	if got := sumMetric(t, emf, schema.MetricRejects, ""); got != float64(len(cases)) {
 		t.Fatalf("total Rejects = %v, want %d", got, len(cases))
+	}
+}
+
+// TestHandlerNestedUnknownFieldNamesItsPath: a misspelt key inside an
+// object (app_ping.evry) is refused with its whole path and the field it
+// meant, like a top-level one, not with encoding/json's bare key; nothing
+// is stored (issue 42).
+func TestHandlerNestedUnknownFieldNamesItsPath(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range []struct{ body, msg string }{
+		{`{"ws_url":"wss://a.example.com","app_ping":{"message":"ping","evry":"30s"}}`,
+			`unknown field "app_ping.evry" (did you mean "app_ping.every"?)`},
+		{`{"ws_url":"wss://a.example.com","open_messages":[{"text":"a"},{"txet":"b"}]}`,
+			`unknown field "open_messages[1].txet" (did you mean "open_messages[1].text"?)`},
+		{`{"ws_url":"wss://a.example.com","reconnect_on":{"match":{"path":"e","equal":"x"}}}`,
+			`unknown field "reconnect_on.match.equal" (did you mean "reconnect_on.match.equals"?)`},
+		{`{"ws_url":"wss://a.example.com","resume":{"query_parm":"from"}}`,
+			`unknown field "resume.query_parm" (did you mean "resume.query_param"?)`},
+	} {
+		status, body, _ := f.do(t, event("POST", "/sessions", c.body))
+		code, msg := errorOf(t, body)
+		if status != http.StatusBadRequest || code != CodeUnknownField || msg != c.msg {
+			t.Errorf("%s: got %d %s %q, want 400 %s %q", c.body, status, code, msg, CodeUnknownField, c.msg)
+		}
+	}
+	// Any key goes below a map (header names), whatever it looks like.
+	status, _, _ := f.do(t, event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"evry":"1"}}`))
+	if status != http.StatusAccepted {
+		t.Fatalf("a header named like a field: %d", status)
+	}
+	if len(f.store.started) != 1 || len(f.store.stopped) != 0 {
+		t.Fatalf("the refused starts reached the store: %d started", len(f.store.started))
+	}
+	// docs/api.md's Errors section shows the first refusal as it is sent.
+	doc, err := os.ReadFile("../../../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := f.do(t, event("POST", "/sessions", `{"ws_url":"wss://a.example.com","app_ping":{"message":"ping","evry":"30s"}}`))
+	shown, _ := json.Marshal(body)
+	if !strings.Contains(string(doc), string(shown)) {
+		t.Errorf("docs/api.md does not show the nested refusal; paste this:\n%s", shown)
 	}
 }
 

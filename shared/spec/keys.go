@@ -1,0 +1,237 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/suggest"
+)
+
+// MaxKeyDepth is how deeply CheckKeys lets objects and arrays nest.
+const MaxKeyDepth = 16
+
+// A KeyError is a key CheckKeys refuses: repeated in one object, not a
+// field of the type at its path, or nested too deeply. Path is the key's
+// path from the top (app_ping.every, open_messages[1].text), Near the path
+// of the known field an unknown key looks like a misspelling of ("": none).
+type KeyError struct {
+	Kind KeyErrorKind
+	Path string
+	Near string
+}
+
+// KeyErrorKind is what is wrong with a KeyError's key.
+type KeyErrorKind int
+
+const (
+	KeyUnknown KeyErrorKind = iota
+	KeyDuplicate
+	KeyTooDeep
+)
+
+func (e *KeyError) Error() string {
+	switch e.Kind {
+	case KeyDuplicate:
+		return "duplicate key " + QuoteName(e.Path)
+	case KeyTooDeep:
+		return "nested too deeply"
+	}
+	msg := "unknown field " + QuoteName(e.Path)
+	if e.Near != "" {
+		msg += " (did you mean " + strconv.Quote(e.Near) + "?)"
+	}
+	return msg
+}
+
+// A TokenError is where CheckKeys found the text is not JSON: Err is
+// encoding/json's error, Offset the input offset after the last token read.
+type TokenError struct {
+	Err    error
+	Offset int64
+}
+
+func (e *TokenError) Error() string { return e.Err.Error() }
+func (e *TokenError) Unwrap() error { return e.Err }
+
+// CheckKeys walks the tokens of the JSON text body, to be decoded into a
+// value of type t, and refuses (a *KeyError) a key repeated in one object
+// (encoding/json would silently keep the last one, and another parser on
+// the path might keep the first), a key of an object decoded into a struct
+// that is not one of its fields (FieldNames: through embedded structs and
+// pointers, matched case-sensitively, where encoding/json alone would also
+// take "WS_URL"), and nesting deeper than MaxKeyDepth. Below a map (headers)
+// or an interface any key goes. Text that is not JSON is a *TokenError.
+// Unlike json.Decoder.DisallowUnknownFields, the refusal names the key's
+// whole path and the field it may have meant.
+func CheckKeys(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*keyFrame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			if len(stack) > 0 { // encoding/json's Token says EOF inside a value too
+				return &TokenError{Err: io.ErrUnexpectedEOF, Offset: dec.InputOffset()}
+			}
+			return nil
+		}
+		if err != nil {
+			return &TokenError{Err: err, Offset: dec.InputOffset()}
+		}
+		var top *keyFrame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, isKey := tok.(string); isKey && top != nil && top.object && top.expect {
+			if top.keys[k] {
+				return &KeyError{Kind: KeyDuplicate, Path: joinKey(top.path, k)}
+			}
+			if top.fields != nil {
+				if _, known := top.fields[k]; !known {
+					return &KeyError{Kind: KeyUnknown, Path: joinKey(top.path, k), Near: top.nearest(k)}
+				}
+			}
+			top.keys[k] = true
+			top.key = k
+			top.expect = false
+			continue
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) >= MaxKeyDepth {
+					return &KeyError{Kind: KeyTooDeep}
+				}
+				f := &keyFrame{object: d == '{', typ: t}
+				if top != nil {
+					f.typ, f.path = top.childType(), top.childPath()
+				}
+				f.typ = deref(f.typ)
+				if f.object {
+					f.keys, f.expect = map[string]bool{}, true
+					if f.typ != nil && f.typ.Kind() == reflect.Struct {
+						f.fields = fieldTypes(f.typ)
+					}
+				}
+				stack = append(stack, f)
+				continue
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		}
+		// A value (or a closed container) completed: an enclosing object
+		// expects a key next, an enclosing array its next element.
+		if len(stack) > 0 {
+			if top := stack[len(stack)-1]; top.object {
+				top.expect = true
+			} else {
+				top.index++
+			}
+		}
+	}
+}
+
+// keyFrame is one open object or array of CheckKeys' walk.
+type keyFrame struct {
+	object bool
+	typ    reflect.Type            // what it decodes into; nil: anything
+	fields map[string]reflect.Type // a struct's keys; nil: any key goes
+	path   string
+	keys   map[string]bool
+	expect bool   // in an object: the next token is a key
+	key    string // in an object: the last key
+	index  int    // in an array: the next element's index
+}
+
+// childPath is the path of the value being read in f.
+func (f *keyFrame) childPath() string {
+	if f.object {
+		return joinKey(f.path, f.key)
+	}
+	return f.path + "[" + strconv.Itoa(f.index) + "]"
+}
+
+// childType is the type the value being read in f decodes into (nil:
+// anything, or a type the decoder will refuse the value for).
+func (f *keyFrame) childType() reflect.Type {
+	if f.typ == nil {
+		return nil
+	}
+	switch f.typ.Kind() {
+	case reflect.Struct:
+		if f.object {
+			return f.fields[f.key]
+		}
+	case reflect.Map:
+		if f.object {
+			return f.typ.Elem()
+		}
+	case reflect.Slice, reflect.Array:
+		if !f.object {
+			return f.typ.Elem()
+		}
+	}
+	return nil
+}
+
+// nearest is the path of the field of f that k looks like a misspelling
+// of, or "".
+func (f *keyFrame) nearest(k string) string {
+	near := suggest.Nearest(k, slices.Collect(maps.Keys(f.fields)), 0)
+	if near == "" {
+		return ""
+	}
+	return joinKey(f.path, near)
+}
+
+func joinKey(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// deref is the type a value of t is decoded into through its pointers, nil
+// (anything) for a type that decodes itself (json.RawMessage).
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	return t
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// fieldTypes are the JSON keys of struct type t (FieldNames) and the types
+// their values decode into.
+func fieldTypes(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" {
+			if et := deref(f.Type); et.Kind() == reflect.Struct {
+				maps.Copy(out, fieldTypes(et))
+				continue
+			}
+		}
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
