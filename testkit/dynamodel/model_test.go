@@ -738,3 +738,37 @@ func TestControl(t *testing.T) {
 		t.Errorf("the meter through Control: %+v", u)
 	}
 }
+
+// The controls list themselves and refuse what they cannot do with a JSON
+// reason naming the parameter (issue 42): a fraction above 1, a negative
+// duration, a parameter the control does not take.
+func TestControlRefusalsNameTheParameter(t *testing.T) {
+	m, _ := start(t, profile())
+	resp, err := http.Get(m.Endpoint() + "/dynamodel/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct{ Method, Path string }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || len(list) == 0 {
+		t.Fatalf("GET /dynamodel/: %d, %v, %d controls", resp.StatusCode, err, len(list))
+	}
+	for bad, param := range map[string]string{
+		"/dynamodel/hold?fraction=2&for=1m":              "fraction",
+		"/dynamodel/hold?fraction=0.5&for=-1m":           "for",
+		"/dynamodel/hold?fraction=0.5&for=1m&fractoin=1": "fractoin",
+		"/dynamodel/storm?kind=before&share=3&for=1m":    "share",
+	} {
+		resp, err := http.Post(m.Endpoint()+bad, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Param, Reason string }
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || err != nil || e.Param != param || e.Reason == "" {
+			t.Errorf("%s: %d %+v (%v), want 400 naming %s", bad, resp.StatusCode, e, err, param)
+		}
+	}
+}
