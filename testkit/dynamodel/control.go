@@ -22,7 +22,10 @@ import (
 //	GET  /dynamodel/status                                     the profile and Pending (JSON)
 //	GET  /dynamodel/                                           this list (JSON)
 //
-// A request that is not understood is answered 400 with a JSON reason
+// A POST that took effect is answered 200 with JSON saying what is now in
+// effect and until when (controlAnswer), e.g. for hold?fraction=0.1&for=1m
+// {"control":"hold","in_effect":{"fraction":0.1,"table":"*"},"for":"1m0s","until":"2026-12-04T08:01:00Z"}
+// ("*": every table). A request that is not understood is answered 400 with a JSON reason
 // naming the parameter: a fraction or share outside 0..1, a negative
 // duration, a parameter the control does not take.
 const controlPrefix = "/dynamodel/"
@@ -79,25 +82,44 @@ func (m *Model) control(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	var err error
+	var (
+		err    error
+		effect map[string]any
+		d      time.Duration
+	)
 	switch {
 	case path == "" && r.Method == http.MethodGet:
 		writeJSON(w, controls)
 		return
 	case path == "lag" && post:
-		err = m.LagEpisode(dur("lag"), dur("for"))
+		lag := dur("lag")
+		d = dur("for")
+		err = m.LagEpisode(lag, d)
+		effect = map[string]any{"lag": lag.String()}
 	case path == "storm" && post:
 		var kind Fault
 		if kind, err = ParseFault(q.Get("kind")); err == nil {
-			err = m.Storm(kind, num("share"), dur("for"))
+			share := num("share")
+			d = dur("for")
+			err = m.Storm(kind, share, d)
+			effect = map[string]any{"kind": kind, "share": share}
 		}
 	case path == "hold" && post:
-		m.HoldTable(q.Get("table"), num("fraction"), dur("for"))
+		table, fraction := q.Get("table"), num("fraction")
+		d = dur("for")
+		m.HoldTable(table, fraction, d)
+		if table == "" {
+			table = "*"
+		}
+		effect = map[string]any{"table": table, "fraction": fraction}
 	case path == "hotkey" && post:
 		if q.Get("table") == "" || q.Get("key") == "" {
 			panic(controlError{"table", "hotkey needs table and key"})
 		}
-		m.HotKey(q.Get("table"), q.Get("key"), num("fraction"), dur("for"))
+		fraction := num("fraction")
+		d = dur("for")
+		m.HotKey(q.Get("table"), q.Get("key"), fraction, d)
+		effect = map[string]any{"table": q.Get("table"), "key": q.Get("key"), "fraction": fraction}
 	case path == "meter":
 		writeJSON(w, m.Meter())
 		return
@@ -112,7 +134,16 @@ func (m *Model) control(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, controlError{Reason: err.Error()})
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, controlAnswer{Control: path, InEffect: effect, For: d.String(), Until: time.Now().Add(d).UTC().Truncate(time.Millisecond)})
+}
+
+// controlAnswer is a POST's answer: the control, what it put in effect (its
+// parameters as the model took them) and until when.
+type controlAnswer struct {
+	Control  string         `json:"control"`
+	InEffect map[string]any `json:"in_effect"`
+	For      string         `json:"for"`
+	Until    time.Time      `json:"until"`
 }
 
 // controlError is a refused control's JSON answer: the parameter and why.
