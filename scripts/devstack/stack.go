@@ -96,6 +96,9 @@ type WorkerSettings struct {
 	// hold before a session may move (0: the worker's defaults).
 	RebalanceEvery time.Duration
 	MinHold        time.Duration
+	// SecretCacheTTL is how long a worker keeps a resolved secret
+	// (WSFLEET_SECRET_CACHE_TTL; 0: the worker's default, 5 minutes).
+	SecretCacheTTL time.Duration
 	LogLevel       string
 	// Env is added to every worker's environment last (overrides).
 	Env map[string]string
@@ -311,7 +314,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("start timeout: want > 0"))
 	}
 	w := c.Worker
-	if w.LeaseTTL < 0 || w.HeartbeatEvery < 0 || w.CheckpointEvery < 0 || w.ReconcileEvery < 0 || w.ShutdownDeadline < 0 || w.MaxSessions < 0 {
+	if w.LeaseTTL < 0 || w.HeartbeatEvery < 0 || w.CheckpointEvery < 0 || w.ReconcileEvery < 0 || w.ShutdownDeadline < 0 || w.MaxSessions < 0 || w.SecretCacheTTL < 0 {
 		errs = append(errs, errors.New("worker settings: negative value"))
 	}
 	if w.LeaseTTL > 0 && w.HeartbeatEvery >= w.LeaseTTL {

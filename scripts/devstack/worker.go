@@ -411,6 +411,7 @@ func (s *Stack) workerEnv(id, admin string) []string {
 	dur("WSFLEET_QUEUE_WAIT", ws.QueueWait)
 	dur(schema.EnvRebalanceEvery, ws.RebalanceEvery)
 	dur(schema.EnvMinHold, ws.MinHold)
+	dur(schema.EnvSecretCacheTTL, ws.SecretCacheTTL)
 	if ws.MaxSessions > 0 {
 		env = append(env, schema.EnvMaxSessions+"="+strconv.Itoa(ws.MaxSessions))
 	}

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -656,35 +659,72 @@ func TestAWSProfile(t *testing.T) {
 }
 
 // The control endpoints drive a model in another process: a storm, the
-// meter, and a refusal of what they do not understand.
+// meter, and a refusal of what they do not understand. A POST that took
+// effect answers 200 with what is now in effect and until when (issue 42).
 func TestControlEndpoints(t *testing.T) {
 	m, c := start(t, profile())
 	table := createTable(t, c, tableSpec{})
-	post := func(path string) int {
+	type answer struct {
+		Control  string         `json:"control"`
+		InEffect map[string]any `json:"in_effect"`
+		For      string         `json:"for"`
+		Until    time.Time      `json:"until"`
+	}
+	post := func(path string) (int, answer) {
 		t.Helper()
 		resp, err := http.Post(m.Endpoint()+path, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		return resp.StatusCode
+		defer resp.Body.Close()
+		var a answer
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+				t.Fatalf("%s: the answer: %v", path, err)
+			}
+		}
+		return resp.StatusCode, a
 	}
-	if code := post("/dynamodel/storm?kind=before&share=1&for=1m"); code != http.StatusNoContent {
-		t.Fatalf("storm: %d", code)
+	effect := func(path, control string, want map[string]any, d time.Duration) {
+		t.Helper()
+		before := time.Now()
+		code, a := post(path)
+		if code != http.StatusOK || a.Control != control || a.For != d.String() || !maps.Equal(a.InEffect, want) ||
+			a.Until.Before(before.Add(d).Add(-time.Millisecond)) || a.Until.After(time.Now().Add(d)) {
+			t.Fatalf("%s: %d %+v, want 200 with %s in effect %v for %s until about %s", path, code, a, control, want, d, before.Add(d))
+		}
 	}
+	effect("/dynamodel/storm?kind=before&share=1&for=1m", "storm", map[string]any{"kind": "before", "share": 1.0}, time.Minute)
 	var ise *types.InternalServerError
 	if err := put(c, table, "pk", "k"); !errors.As(err, &ise) {
 		t.Fatalf("a write in a storm of 500s: %v", err)
 	}
-	if code := post("/dynamodel/storm?kind=before&share=0&for=1m"); code != http.StatusNoContent {
-		t.Fatalf("storm off: %d", code)
+	effect("/dynamodel/storm?kind=before&share=0&for=1m", "storm", map[string]any{"kind": "before", "share": 0.0}, time.Minute)
+	effect("/dynamodel/hold?fraction=0.1&for=30s", "hold", map[string]any{"table": "*", "fraction": 0.1}, 30*time.Second)
+	effect("/dynamodel/hold?fraction=1&for=0s&table="+table, "hold", map[string]any{"table": table, "fraction": 1.0}, 0)
+	effect("/dynamodel/hotkey?table="+table+"&key=k&fraction=0.5&for=1s", "hotkey", map[string]any{"table": table, "key": "k", "fraction": 0.5}, time.Second)
+	// The answer docs/local-stack.md shows, its time aside.
+	doc, err := os.ReadFile("../../docs/local-stack.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := regexp.MustCompile(`\{"control":"hold".*?"until":"[^"]*"\}`).Find(doc)
+	resp, err := http.Post(m.Endpoint()+"/dynamodel/hold?fraction=0.1&for=1m", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	untilOut := regexp.MustCompile(`"until":"[^"]*"`)
+	if w, g := untilOut.ReplaceAllString(string(shown), `"until":T`), untilOut.ReplaceAllString(strings.TrimSpace(string(got)), `"until":T`); w != g {
+		t.Errorf("docs/local-stack.md shows hold?fraction=0.1&for=1m answering\n%s\nthe model answers\n%s", shown, got)
 	}
 	for _, bad := range []string{"/dynamodel/storm?kind=sideways&share=1&for=1m", "/dynamodel/hold?fraction=x&for=1m", "/dynamodel/lag?lag=1s&for=1m"} {
-		if code := post(bad); code != http.StatusBadRequest {
+		if code, _ := post(bad); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", bad, code) // lag: this model has no lagging state
 		}
 	}
-	resp, err := http.Get(m.Endpoint() + "/dynamodel/meter")
+	resp, err = http.Get(m.Endpoint() + "/dynamodel/meter")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -736,5 +776,39 @@ func TestControl(t *testing.T) {
 	}
 	if u := meter.Op(table, "PutItem"); u.Faults != 1 || u.Requests != 2 {
 		t.Errorf("the meter through Control: %+v", u)
+	}
+}
+
+// The controls list themselves and refuse what they cannot do with a JSON
+// reason naming the parameter (issue 42): a fraction above 1, a negative
+// duration, a parameter the control does not take.
+func TestControlRefusalsNameTheParameter(t *testing.T) {
+	m, _ := start(t, profile())
+	resp, err := http.Get(m.Endpoint() + "/dynamodel/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct{ Method, Path string }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || len(list) == 0 {
+		t.Fatalf("GET /dynamodel/: %d, %v, %d controls", resp.StatusCode, err, len(list))
+	}
+	for bad, param := range map[string]string{
+		"/dynamodel/hold?fraction=2&for=1m":              "fraction",
+		"/dynamodel/hold?fraction=0.5&for=-1m":           "for",
+		"/dynamodel/hold?fraction=0.5&for=1m&fractoin=1": "fractoin",
+		"/dynamodel/storm?kind=before&share=3&for=1m":    "share",
+	} {
+		resp, err := http.Post(m.Endpoint()+bad, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Param, Reason string }
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || err != nil || e.Param != param || e.Reason == "" {
+			t.Errorf("%s: %d %+v (%v), want 400 naming %s", bad, resp.StatusCode, e, err, param)
+		}
 	}
 }

@@ -9,7 +9,10 @@
 // A client connects to ws://HOST/feed/<session>[?from=K]. Each session is one
 // live stream: seq N (from 1) is produced at t0 + N/Config.Rate, t0 being
 // its first connection, whether or not anybody is connected. Messages are
-// JSON text {"seq":N,"session":S,"ts":MS[,"pad":"..."]}. With from=K >= 1 a
+// JSON text {"seq":N,"session":S,"ts":MS[,"pad":"..."][,"auth":D]}, D
+// being AuthDigest of the connection's Authorization header (absent when the
+// handshake had none): a rotated credential shows as a new D, the value never
+// leaves the feed. With from=K >= 1 a
 // connection first gets every produced message with seq >= K at once, then
 // the live ones; without it only those produced after it opened. A session
 // first seen resuming at K counts as having produced K-1 already (a feed
@@ -269,8 +272,11 @@ type ConnRecord struct {
 	Header     http.Header `json:"-"`
 	From       int64       `json:"from"` // the resume parameter; 0 when absent
 	// Tenure is the handshake's Config.TenureHeader ("" when unset or absent).
-	Tenure   string    `json:"tenure,omitempty"`
-	OpenedAt time.Time `json:"opened_at"`
+	Tenure string `json:"tenure,omitempty"`
+	// AuthDigest is AuthDigest of the handshake's Authorization header
+	// ("" when absent): which credential dialled, not the credential.
+	AuthDigest string    `json:"auth_digest,omitempty"`
+	OpenedAt   time.Time `json:"opened_at"`
 	// ClosedAt is when the connection ended for the source: the server sent
 	// its close frame, or else the TCP connection ended. Zero while open.
 	ClosedAt time.Time `json:"closed_at"`
@@ -776,7 +782,8 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session: want [A-Za-z0-9._~-]{1,200}", http.StatusBadRequest)
 		return
 	}
-	rec := ConnRecord{Session: name, Remote: r.RemoteAddr, RequestURI: r.RequestURI, Header: r.Header.Clone(), OpenedAt: now, ClientCode: -1}
+	rec := ConnRecord{Session: name, Remote: r.RemoteAddr, RequestURI: r.RequestURI, Header: r.Header.Clone(), OpenedAt: now, ClientCode: -1,
+		AuthDigest: AuthDigest(r.Header.Get("Authorization"))}
 	if s.cfg.TenureHeader != "" {
 		rec.Tenure = r.Header.Get(s.cfg.TenureHeader)
 	}
@@ -947,7 +954,7 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 		if kind := s.poisonOf(c.rec.Session, next); kind != PoisonOff {
 			buf = appendPoisoned(buf[:0], kind, c.rec.Session, next, time.Now().UnixMilli())
 		} else {
-			buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad)
+			buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad, c.rec.AuthDigest)
 		}
 		wctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 		err := ws.Write(wctx, typ, buf)
@@ -1179,9 +1186,10 @@ func (s *Server) notify(rec ConnRecord) {
 }
 
 // appendMessage appends the feed's message for seq of session:
-// {"seq":N,"session":S,"ts":MS[,"pad":"x..."]}. session matches the session
-// pattern (no character JSON must escape).
-func appendMessage(b []byte, session string, seq, nowMs int64, pad string) []byte {
+// {"seq":N,"session":S,"ts":MS[,"pad":"x..."][,"auth":D]}. session matches
+// the session pattern and auth is AuthDigest's (no character JSON must
+// escape).
+func appendMessage(b []byte, session string, seq, nowMs int64, pad, auth string) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, seq, 10)
 	b = append(b, `,"session":"`...)
@@ -1191,6 +1199,11 @@ func appendMessage(b []byte, session string, seq, nowMs int64, pad string) []byt
 	if pad != "" {
 		b = append(b, `,"pad":"`...)
 		b = append(b, pad...)
+		b = append(b, '"')
+	}
+	if auth != "" {
+		b = append(b, `,"auth":"`...)
+		b = append(b, auth...)
 		b = append(b, '"')
 	}
 	return append(b, '}')

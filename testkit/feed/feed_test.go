@@ -25,6 +25,7 @@ type msg struct {
 	Session string `json:"session"`
 	Seq     int64  `json:"seq"`
 	Pad     string `json:"pad"`
+	Auth    string `json:"auth"`
 }
 
 func start(t *testing.T, cfg feed.Config) (*feed.Server, *feed.Client) {

@@ -38,8 +38,8 @@ func ParseShape(s string) (Shape, error) {
 }
 
 // appendShaped appends the message for seq in shape, and says which frame
-// type carries it.
-func appendShaped(b []byte, shape Shape, session string, seq, nowMs int64, pad string) ([]byte, websocket.MessageType) {
+// type carries it. Only the flat shape carries pad and auth.
+func appendShaped(b []byte, shape Shape, session string, seq, nowMs int64, pad, auth string) ([]byte, websocket.MessageType) {
 	switch shape {
 	case ShapeNested:
 		b = append(append(append(b, `{"stream":"`...), session...), `","data":{"u":`...)
@@ -57,7 +57,7 @@ func appendShaped(b []byte, shape Shape, session string, seq, nowMs int64, pad s
 	case ShapeBinary:
 		return append(binary.BigEndian.AppendUint64(b, uint64(seq)), session...), websocket.MessageBinary
 	}
-	return appendMessage(b, session, seq, nowMs, pad), websocket.MessageText
+	return appendMessage(b, session, seq, nowMs, pad, auth), websocket.MessageText
 }
 
 // inbox is what a connection's client sent that the feed acts on: its

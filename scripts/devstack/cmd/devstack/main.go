@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&cfg.Worker.ReconcileEvery, "reconcile-every", cfg.Worker.ReconcileEvery, "workers' reconcile interval")
 	fs.StringVar(&cfg.Worker.LogLevel, "log-level", cfg.Worker.LogLevel, "workers' log level")
 	fs.BoolVar(&cfg.SecretsManager, "secrets-manager", true, "run the Secrets Manager stand-in (bin/secretsmanager): sessions may then hold {{secret:"+devstack.SecretPrefix+"NAME}} references")
+	fs.DurationVar(&cfg.Worker.SecretCacheTTL, "secret-cache-ttl", 0, "how long workers keep a resolved secret (WSFLEET_SECRET_CACHE_TTL; 0: the worker's default, 5m): shorten it to see a rotation reach the next dial")
 	fs.IntVar(&cfg.Ports.SecretsManager, "secrets-manager-port", envInt("WSFLEET_DEV_SECRETS_MANAGER_PORT", 0), "Secrets Manager stand-in port (0: a free one)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
