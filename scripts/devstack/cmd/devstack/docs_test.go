@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/proc"
-	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -335,37 +333,13 @@ func TestDocsWalkThrough(t *testing.T) {
 	// the state folder as the doc names it
 	local := func(s string) string { return strings.ReplaceAll(s, relDir, ".dev") }
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncbuf.Buffer
-	errc := make(chan error, 1)
-	go func() {
-		errc <- run(ctx, []string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
-			"--admin-port-base", "0", "--checkpoint-every", "1s"}, &out)
-	}()
-	stopped := false
-	defer func() {
-		if !stopped {
-			cancel()
-			<-errc
-		}
-	}()
-	const last = "Ctrl-C stops everything gracefully.\n"
-	testwait.Eventually(t, time.Minute, "the banner", func() bool {
-		select {
-		case err := <-errc:
-			stopped = true
-			log, _ := os.ReadFile(filepath.Join(dir, "logs", "worker-1.log"))
-			t.Fatalf("the stack ended: %v\n%s\nworker-1.log:\n%s", err, out.String(), log)
-		default:
-		}
-		return strings.Contains(out.String(), last)
-	})
+	st := startDocStack(t, dir)
+	out := st.out
+	const last = bannerEnd
 	said := out.String()
 	banner := said[strings.Index(said, "wsfleet local stack is up"):]
 	banner = banner[:strings.Index(banner, last)+len(last)]
-	api := regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(banner)[1]
-	feedWS := regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(banner)[1]
+	api, feedWS := st.api, st.feedWS
 
 	// The banner, its rotate command aside.
 	bannerForm := func(s string) []string {
@@ -493,9 +467,7 @@ func TestDocsWalkThrough(t *testing.T) {
 	compareLines(t, "wsfleet stop", forms(stop.Out), forms(cli("stop", "second")))
 
 	// Ctrl-C.
-	cancel()
-	stopped = true
-	if err := <-errc; err != nil {
+	if err := st.stop(); err != nil {
 		t.Fatalf("the stack's end: %v", err)
 	}
 	said = out.String()

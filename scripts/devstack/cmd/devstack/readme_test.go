@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
-	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -77,26 +76,13 @@ func TestREADMEWalkThrough(t *testing.T) {
 		t.Fatalf("README.md's Using the API shows %d commands, want start, status, list, stop, workers, bad input", len(cmds))
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out syncbuf.Buffer
-	errc := make(chan error, 1)
-	go func() {
-		errc <- run(ctx, []string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
-			"--admin-port-base", "0", "--checkpoint-every", "1s"}, &out)
-	}()
+	st := startDocStack(t, dir)
 	defer func() {
-		cancel()
-		if err := <-errc; err != nil {
+		if err := st.stop(); err != nil {
 			t.Errorf("the stack's end: %v", err)
 		}
 	}()
-	testwait.Eventually(t, time.Minute, "the banner", func() bool {
-		return strings.Contains(out.String(), "Ctrl-C stops everything gracefully.\n")
-	})
-	said := out.String()
-	api := regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(said)[1]
-	feedWS := regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(said)[1]
+	api, feedWS := st.api, st.feedWS
 	local := func(c string) string {
 		c = strings.ReplaceAll(c, "http://127.0.0.1:8787", api)
 		// the feed's port, whatever scheme the README dials it with

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/testkit/syncbuf"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// bannerEnd is the banner's last line.
+const bannerEnd = "Ctrl-C stops everything gracefully.\n"
+
+// docStack is make dev's run as the docs tests start it: free ports, dir
+// instead of .dev, checkpoints every second; up once its banner is
+// printed.
+type docStack struct {
+	out    *syncbuf.Buffer
+	api    string // the ingest API's URL, from the banner
+	feedWS string // the demo feed's scheme://host:port, from the banner
+	stop   func() error
+}
+
+// startDocStack starts the stack in dir and waits for its banner (a run
+// that ends before it fails t with worker-1's log). stop is Ctrl-C: it ends
+// the run and returns its error; t's cleanup stops a stack still running.
+func startDocStack(t *testing.T, dir string) *docStack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &docStack{out: &syncbuf.Buffer{}}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
+			"--admin-port-base", "0", "--checkpoint-every", "1s"}, s.out)
+	}()
+	var once sync.Once
+	var end error
+	s.stop = func() error {
+		once.Do(func() { cancel(); end = <-errc })
+		return end
+	}
+	t.Cleanup(func() { _ = s.stop() })
+	testwait.Eventually(t, time.Minute, "the banner", func() bool {
+		select {
+		case err := <-errc:
+			once.Do(func() { cancel(); end = err })
+			log, _ := os.ReadFile(filepath.Join(dir, "logs", "worker-1.log"))
+			t.Fatalf("the stack ended: %v\n%s\nworker-1.log:\n%s", err, s.out.String(), log)
+		default:
+		}
+		return strings.Contains(s.out.String(), bannerEnd)
+	})
+	said := s.out.String()
+	s.api = regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(said)[1]
+	s.feedWS = regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(said)[1]
+	return s
+}
