@@ -38,11 +38,11 @@ func connectConfig(limit int) *Config {
 func notes(h *harness) func() []string {
 	var mu sync.Mutex
 	var got []string
-	h.env.NoteError = func(ctx context.Context, held *lease.Held, reason string, at time.Time) error {
+	h.env.NoteError = func(ctx context.Context, held *lease.Held, gen int64, reason string, at time.Time) error {
 		mu.Lock()
 		got = append(got, reason)
 		mu.Unlock()
-		return h.keeper.NoteError(ctx, held, reason, at)
+		return h.keeper.NoteError(ctx, held, gen, reason, at)
 	}
 	return func() []string {
 		mu.Lock()
