@@ -77,7 +77,7 @@ func init() {
 			long: "Show sessions as a table (GET /sessions, or GET /sessions/{id} for each id given): " +
 				"ID, STATE (FAILED: the source cannot be connected), OWNER (- when no worker owns it), " +
 				"EPOCH (the fencing token of the current or last tenure), LAST_SEQ (the last checkpoint) " +
-				"and LAST ERROR. Both desired states unless --state.",
+				"and LAST ERROR (marked \"(past, epoch E)\" when seen in an earlier tenure or generation). Both desired states unless --state.",
 			examples: []string{
 				"wsfleet status --state STARTED",
 				"wsfleet status second hello",
