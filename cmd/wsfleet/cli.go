@@ -79,7 +79,7 @@ func init() {
 			long: "Show sessions as a table (GET /sessions, or GET /sessions/{id} for each id given): " +
 				"ID, STATE (FAILED: the source cannot be connected), OWNER (- when no worker owns it), " +
 				"EPOCH (the fencing token of the current or last tenure), LAST_SEQ (the last checkpoint) " +
-				"and LAST ERROR. Both desired states unless --state.",
+				"and LAST ERROR (marked \"(past, epoch E)\" when seen in an earlier tenure or generation). Both desired states unless --state.",
 			examples: []string{
 				"wsfleet status --state STARTED",
 				"wsfleet status second hello",
@@ -452,20 +452,39 @@ func writeTable(w io.Writer, ss []apiclient.Session) error {
 		if s.Failed {
 			state = "FAILED"
 		}
-		lastErr := "-"
-		if s.LastError != "" {
-			lastErr = s.LastError
-			if s.LastErrorAt != "" {
-				lastErr += " (" + s.LastErrorAt + ")"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ConnectionID, state, owner, s.LeaseEpoch, last, lastErr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ConnectionID, state, owner, s.LeaseEpoch, last, lastError(s))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	_, err := fmt.Fprintf(w, "%d session(s)\n", len(ss))
 	return err
+}
+
+// lastError is s's LAST ERROR cell: the text and its time, and, when it was
+// seen in an earlier tenure or generation than the session's current ones,
+// "(past, generation G, epoch E)" naming those it was seen in, so that an
+// old error does not read as a live failure. An error recorded before its
+// generation and epoch were shows without the marker.
+func lastError(s apiclient.Session) string {
+	if s.LastError == "" {
+		return "-"
+	}
+	text := s.LastError
+	if s.LastErrorAt != "" {
+		text += " (" + s.LastErrorAt + ")"
+	}
+	if !s.PastError() {
+		return text
+	}
+	var in []string
+	if s.LastErrorGeneration > 0 && s.LastErrorGeneration < s.Generation {
+		in = append(in, "generation "+strconv.FormatInt(s.LastErrorGeneration, 10))
+	}
+	if s.LastErrorEpoch > 0 && s.LastErrorEpoch < s.LeaseEpoch {
+		in = append(in, "epoch "+strconv.FormatInt(s.LastErrorEpoch, 10))
+	}
+	return text + " (past, " + strings.Join(in, ", ") + ")"
 }
 
 func runWorkers(ctx context.Context, e *env, _ []string) error {

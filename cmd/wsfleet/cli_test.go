@@ -243,6 +243,33 @@ func TestStatusTableShowsFailedAndLastError(t *testing.T) {
 	}
 }
 
+// An error seen in an earlier tenure (or generation) than the session's
+// current one reads as past, naming the epoch (and generation) it was seen
+// in; one of the current tenure, and one recorded without them (an item
+// written before they were), show as before.
+func TestStatusTableMarksPastError(t *testing.T) {
+	var out bytes.Buffer
+	err := writeTable(&out, []apiclient.Session{
+		{ConnectionID: "a", DesiredState: "STARTED", Generation: 1, LeaseEpoch: 4, LastError: "handshake refused: HTTP 400",
+			LastErrorAt: "2026-11-30T12:00:00Z", LastErrorGeneration: 1, LastErrorEpoch: 3},
+		{ConnectionID: "b", DesiredState: "STARTED", Generation: 3, LeaseEpoch: 4, LastError: "dial: i/o timeout",
+			LastErrorGeneration: 2, LastErrorEpoch: 2},
+		{ConnectionID: "c", DesiredState: "STARTED", Generation: 2, LeaseEpoch: 4, LastError: "dial: i/o timeout",
+			LastErrorGeneration: 2, LastErrorEpoch: 4},
+		{ConnectionID: "d", DesiredState: "STARTED", Generation: 2, LeaseEpoch: 4, LastError: "handshake refused: HTTP 400"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if !strings.HasSuffix(strings.TrimSpace(lines[1]), "handshake refused: HTTP 400 (2026-11-30T12:00:00Z) (past, epoch 3)") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[2]), "dial: i/o timeout (past, generation 2, epoch 2)") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[3]), "dial: i/o timeout") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[4]), "handshake refused: HTTP 400") {
+		t.Fatalf("status table:\n%s", out.String())
+	}
+}
+
 func TestWorkersTable(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	var out bytes.Buffer

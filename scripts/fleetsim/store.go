@@ -155,11 +155,11 @@ func (m *memberStore) Disown(ctx context.Context, t lease.Token) error {
 	return m.st.Disown(ctx, t)
 }
 
-func (m *memberStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+func (m *memberStore) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.NoteError(ctx, t, reason, atMs)
+	return m.st.NoteError(ctx, t, gen, reason, atMs)
 }
 
 func (m *memberStore) Get(ctx context.Context, id string) (lease.Item, error) {

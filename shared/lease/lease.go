@@ -61,6 +61,11 @@ type Item struct {
 	FailedGeneration *int64
 	LastError        string // the last connection error a holder recorded
 	LastErrorAtMs    int64
+	// LastErrorGen and LastErrorEpoch are the generation and the tenure
+	// (lease epoch) LastError was seen in; 0 on an item written before they
+	// were recorded.
+	LastErrorGen   int64
+	LastErrorEpoch int64
 }
 
 // Failed reports whether the session is FAILED: STARTED, and a holder gave up
@@ -272,7 +277,8 @@ type SessionStore interface {
 	// Fail records that t's holder gave up on the source as configured at
 	// generation gen, while t owns it and the item's generation is still
 	// gen (else ErrNewGeneration): in one write, release_seq = lastSeq (as
-	// Release), failed_generation = gen, last_error = reason at atMs, no
+	// Release), failed_generation = gen, last_error = reason at atMs (with
+	// gen and t's epoch as NoteError records them), no
 	// owner. The
 	// session is then FAILED: nobody acquires it until a new start.
 	Fail(ctx context.Context, t Token, gen, lastSeq int64, reason string, atMs int64) error
@@ -287,8 +293,10 @@ type SessionStore interface {
 	// one started since fails with a *HeldError naming t (take it over
 	// instead); a newer tenure with ErrLeaseLost.
 	Disown(ctx context.Context, t Token) error
-	// NoteError records last_error = reason at atMs while t owns the session.
-	NoteError(ctx context.Context, t Token, reason string, atMs int64) error
+	// NoteError records last_error = reason at atMs, seen while dialing
+	// the session as configured at generation gen, with gen and t's epoch
+	// beside it, while t owns the session.
+	NoteError(ctx context.Context, t Token, gen int64, reason string, atMs int64) error
 	// Get reads a session and its checkpoint consistently.
 	Get(ctx context.Context, id string) (Item, error)
 	// Unowned lists STARTED sessions without owner, up to limit.

@@ -166,14 +166,15 @@ func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at
 }
 
 // NoteError records reason as h's session's last connection error, seen at
-// at, while h holds it. It does not end h.
-func (k *Keeper) NoteError(ctx context.Context, h *Held, reason string, at time.Time) error {
+// at while dialing it as configured at generation gen, with gen and h's
+// epoch (Store.NoteError), while h holds it. It does not end h.
+func (k *Keeper) NoteError(ctx context.Context, h *Held, gen int64, reason string, at time.Time) error {
 	if err := k.fenced(); err != nil {
 		return fmt.Errorf("note error %s: %w", h.token, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	if err := k.store.NoteError(ctx, h.token, reason, at.UnixMilli()); err != nil {
+	if err := k.store.NoteError(ctx, h.token, gen, reason, at.UnixMilli()); err != nil {
 		return fmt.Errorf("note error %s: %w", h.token, err)
 	}
 	return nil

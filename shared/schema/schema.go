@@ -14,25 +14,27 @@ const DefaultTableName = "wsfleet-sessions"
 
 // Attribute names of a session item. One item per connection.
 const (
-	AttrPk               = "Pk"                  // S: the connection_id
-	AttrDesiredState     = "desired_state"       // S: STARTED | STOPPED (written only by ingest)
-	AttrIndexShard       = "index_shard"         // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
-	AttrSpec             = "spec"                // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol) on the spec item (SpecKey); only ingest writes it, the ownership core carries it unread. On a session item only as an older ingest wrote it (inline, without spec_ref)
-	AttrSpecRef          = "spec_ref"            // S: the ref of the session's spec item (SpecKey(Pk, spec_ref)): SpecRef(generation it was first stored at, its content); written by ingest with the generation, after the spec item
-	AttrGeneration       = "generation"          // N: bumped when the spec (its stored form) changes, and on restart
-	AttrLeaseOwner       = "lease_owner"         // S: worker id of the owner; absent = no owner (new, released, failed, disowned: stopped when its owner ended). The by_owner index key
-	AttrLeaseEpoch       = "lease_epoch"         // N: per-session fencing token, +1 on every acquire, only grows
-	AttrUnownedShard     = "unowned_shard"       // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
-	AttrCheckpointEvery  = "checkpoint_every_ms" // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default
-	AttrHandoffTo        = "handoff_to"          // S: the worker a rebalancing move released the session to; removed by the next acquire
-	AttrHandoffAtMs      = "handoff_at_ms"       // N: when (the releasing worker's wall clock)
-	AttrLastSeq          = "last_seq"            // N: last checkpointed sequence number (on the checkpoint item)
-	AttrReleaseSeq       = "release_seq"         // N: the final checkpoint a release or fail wrote with the session item (one write); a session resumes after the larger of it and the checkpoint item's last_seq
-	AttrCreatedAtMs      = "created_at_ms"       // N
-	AttrUpdatedAtMs      = "updated_at_ms"       // N: last desired-state write
-	AttrFailedGeneration = "failed_generation"   // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
-	AttrLastError        = "last_error"          // S: the last connection error a worker saw (short; never a header value or URL query)
-	AttrLastErrorAtMs    = "last_error_at_ms"    // N: when last_error was seen
+	AttrPk               = "Pk"                    // S: the connection_id
+	AttrDesiredState     = "desired_state"         // S: STARTED | STOPPED (written only by ingest)
+	AttrIndexShard       = "index_shard"           // S: IndexShardFor(desired_state, Pk), written with desired_state (the by_state index)
+	AttrSpec             = "spec"                  // S: the session's desired configuration as JSON (shared/spec: ws_url, headers, seq path, resume, subprotocols, redirects, the source protocol) on the spec item (SpecKey); only ingest writes it, the ownership core carries it unread. On a session item only as an older ingest wrote it (inline, without spec_ref)
+	AttrSpecRef          = "spec_ref"              // S: the ref of the session's spec item (SpecKey(Pk, spec_ref)): SpecRef(generation it was first stored at, its content); written by ingest with the generation, after the spec item
+	AttrGeneration       = "generation"            // N: bumped when the spec (its stored form) changes, and on restart
+	AttrLeaseOwner       = "lease_owner"           // S: worker id of the owner; absent = no owner (new, released, failed, disowned: stopped when its owner ended). The by_owner index key
+	AttrLeaseEpoch       = "lease_epoch"           // N: per-session fencing token, +1 on every acquire, only grows
+	AttrUnownedShard     = "unowned_shard"         // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
+	AttrCheckpointEvery  = "checkpoint_every_ms"   // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default
+	AttrHandoffTo        = "handoff_to"            // S: the worker a rebalancing move released the session to; removed by the next acquire
+	AttrHandoffAtMs      = "handoff_at_ms"         // N: when (the releasing worker's wall clock)
+	AttrLastSeq          = "last_seq"              // N: last checkpointed sequence number (on the checkpoint item)
+	AttrReleaseSeq       = "release_seq"           // N: the final checkpoint a release or fail wrote with the session item (one write); a session resumes after the larger of it and the checkpoint item's last_seq
+	AttrCreatedAtMs      = "created_at_ms"         // N
+	AttrUpdatedAtMs      = "updated_at_ms"         // N: last desired-state write
+	AttrFailedGeneration = "failed_generation"     // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
+	AttrLastError        = "last_error"            // S: the last connection error a worker saw (short; never a header value or URL query)
+	AttrLastErrorAtMs    = "last_error_at_ms"      // N: when last_error was seen
+	AttrLastErrorGen     = "last_error_generation" // N: the generation last_error was seen at (absent on items written before it was recorded)
+	AttrLastErrorEpoch   = "last_error_epoch"      // N: the lease epoch (tenure) that recorded last_error (absent likewise)
 )
 
 // Checkpoint items: one per session, Pk CheckpointKey(connection_id), holding

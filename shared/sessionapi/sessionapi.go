@@ -49,6 +49,22 @@ type Session struct {
 	// header value) and LastErrorAt when (RFC 3339); absent when none.
 	LastError   string `json:"last_error,omitempty"`
 	LastErrorAt string `json:"last_error_at,omitempty"`
+	// LastErrorGeneration and LastErrorEpoch are the generation and the
+	// tenure (lease epoch) the error was seen in; absent when none, or
+	// when the error was recorded before they were. An error with a
+	// LastErrorEpoch below LeaseEpoch (or a LastErrorGeneration below
+	// Generation) is a past one: a later tenure (or configuration) has
+	// not recorded any since.
+	LastErrorGeneration int64 `json:"last_error_generation,omitempty"`
+	LastErrorEpoch      int64 `json:"last_error_epoch,omitempty"`
+}
+
+// PastError reports whether s's last error was seen in an earlier tenure
+// (lease epoch) or an earlier generation than the session's current ones;
+// false when there is none, or it was recorded without them.
+func (s Session) PastError() bool {
+	return s.LastError != "" && ((s.LastErrorEpoch > 0 && s.LastErrorEpoch < s.LeaseEpoch) ||
+		(s.LastErrorGeneration > 0 && s.LastErrorGeneration < s.Generation))
 }
 
 // Page is one page of GET /sessions.

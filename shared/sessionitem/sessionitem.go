@@ -42,6 +42,8 @@ type Item struct {
 	FailedGeneration  *int64 `dynamodbav:"failed_generation,omitempty"`
 	LastError         string `dynamodbav:"last_error,omitempty"`
 	LastErrorAtMs     int64  `dynamodbav:"last_error_at_ms,omitempty"`
+	LastErrorGen      int64  `dynamodbav:"last_error_generation,omitempty"`
+	LastErrorEpoch    int64  `dynamodbav:"last_error_epoch,omitempty"`
 }
 
 // Failed reports whether the item is FAILED: STARTED, and a worker gave up on
@@ -82,6 +84,8 @@ var (
 	FailedGeneration = expression.Name(schema.AttrFailedGeneration)
 	LastError        = expression.Name(schema.AttrLastError)
 	LastErrorAtMs    = expression.Name(schema.AttrLastErrorAtMs)
+	LastErrorGen     = expression.Name(schema.AttrLastErrorGen)
+	LastErrorEpoch   = expression.Name(schema.AttrLastErrorEpoch)
 
 	// ExpiresAt is the table's TTL attribute, on the items that are not
 	// sessions (ingest's request nonces).

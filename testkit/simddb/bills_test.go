@@ -92,7 +92,7 @@ func TestBillsAsTheModel(t *testing.T) {
 			must(s.Checkpoint(ctx, tok, seq*1000))
 		}
 		refused(s.Checkpoint(ctx, lease.Token{ConnectionID: id, Owner: w2, Epoch: 9}, 5))
-		must(s.NoteError(ctx, tok, "dial: refused", at))
+		must(s.NoteError(ctx, tok, 1, "dial: refused", at))
 		must(s.Handoff(ctx, tok, 4000, w2, at))
 		it, err = s.Acquire(ctx, id, w2, lease.From{})
 		must(err)

@@ -33,6 +33,7 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		HandoffTo: it.HandoffTo, HandoffAtMs: it.HandoffAtMs,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
+		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)

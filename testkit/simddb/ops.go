@@ -271,9 +271,9 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 }
 
 // NoteError implements lease.Store.
-func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+func (s *Store) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
 	im := sessionImage(t.ConnectionID)
-	err := s.update(ctx, dynamostore.OpNoteError, im, func() error { return s.mem.NoteError(ctx, t, reason, atMs) }, never)
+	err := s.update(ctx, dynamostore.OpNoteError, im, func() error { return s.mem.NoteError(ctx, t, gen, reason, atMs) }, never)
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
 	}

@@ -119,11 +119,11 @@ func (s *severableStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq i
 	return s.Store.Fail(ctx, t, gen, lastSeq, reason, atMs)
 }
 
-func (s *severableStore) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+func (s *severableStore) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.Store.NoteError(ctx, t, reason, atMs)
+	return s.Store.NoteError(ctx, t, gen, reason, atMs)
 }
 
 func (s *severableStore) Disown(ctx context.Context, t lease.Token) error {

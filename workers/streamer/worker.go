@@ -227,8 +227,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Frames:     session.NewFrameBudget(cfg.LargeFrameBudget),
 		Opened:     w.opened,
 		Secrets:    deps.Secrets,
-		NoteError: func(ctx context.Context, h *lease.Held, reason string, at time.Time) error {
-			return w.keeper.NoteError(ctx, h, reason, at)
+		NoteError: func(ctx context.Context, h *lease.Held, gen int64, reason string, at time.Time) error {
+			return w.keeper.NoteError(ctx, h, gen, reason, at)
 		},
 		Schedule: &session.Schedule{},
 		Rand:     deps.Rand,

@@ -573,6 +573,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 		Owner:           r.LeaseOwner, Epoch: r.LeaseEpoch, HandoffTo: r.HandoffTo, HandoffAtMs: r.HandoffAtMs,
 		LastSeq: lease.NoSeq, ReleaseSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
 		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
+		LastErrorGen: r.LastErrorGen, LastErrorEpoch: r.LastErrorEpoch,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
@@ -940,9 +941,12 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 	u := expression.Remove(sessionitem.LeaseOwner).
 		Set(sessionitem.FailedGeneration, v(gen)).
 		Set(sessionitem.LastError, v(reason)).
-		Set(sessionitem.LastErrorAtMs, v(atMs))
+		Set(sessionitem.LastErrorAtMs, v(atMs)).
+		Set(sessionitem.LastErrorGen, v(gen)).
+		Set(sessionitem.LastErrorEpoch, v(t.Epoch))
 	c := sessionitem.Generation.Equal(v(gen))
-	set := map[string]types.AttributeValue{schema.AttrFailedGeneration: num(gen), schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)}
+	set := map[string]types.AttributeValue{schema.AttrFailedGeneration: num(gen), schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs),
+		schema.AttrLastErrorGen: num(gen), schema.AttrLastErrorEpoch: num(t.Epoch)}
 	if lastSeq != lease.NoSeq {
 		u = u.Set(sessionitem.ReleaseSeq, v(lastSeq))
 		c = c.And(releaseForward(lastSeq))
@@ -968,10 +972,12 @@ func releaseForward(lastSeq int64) expression.ConditionBuilder {
 }
 
 // NoteError implements lease.Store.
-func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
-	u := expression.Set(sessionitem.LastError, v(reason)).Set(sessionitem.LastErrorAtMs, v(atMs))
+func (s *Store) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
+	u := expression.Set(sessionitem.LastError, v(reason)).Set(sessionitem.LastErrorAtMs, v(atMs)).
+		Set(sessionitem.LastErrorGen, v(gen)).Set(sessionitem.LastErrorEpoch, v(t.Epoch))
 	err := s.ownerWrite(ctx, OpNoteError, t, u, nil,
-		map[string]types.AttributeValue{schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs)}, nil,
+		map[string]types.AttributeValue{schema.AttrLastError: str(reason), schema.AttrLastErrorAtMs: num(atMs),
+			schema.AttrLastErrorGen: num(gen), schema.AttrLastErrorEpoch: num(t.Epoch)}, nil,
 		func(it *lease.Item) error { return lease.CanOwnerWrite(it, t) })
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
@@ -1130,6 +1136,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, SpecRef: SpecRef(it),
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
+		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)

@@ -500,7 +500,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		wantErr(t, "dead tenure's release", h.Store.Release(ctx(t), old, 9), lease.ErrLeaseLost)
 		wantErr(t, "dead tenure's release without checkpoint", h.Store.Release(ctx(t), old, lease.NoSeq), lease.ErrLeaseLost)
 		wantErr(t, "dead tenure's fail", h.Store.Fail(ctx(t), old, 1, lease.NoSeq, "x", now), lease.ErrLeaseLost)
-		wantErr(t, "dead tenure's note", h.Store.NoteError(ctx(t), old, "x", now), lease.ErrLeaseLost)
+		wantErr(t, "dead tenure's note", h.Store.NoteError(ctx(t), old, 1, "x", now), lease.ErrLeaseLost)
 		// Same owner name, old epoch: still fenced.
 		wantErr(t, "right owner, old epoch", h.Store.Checkpoint(ctx(t), lease.Token{ConnectionID: id, Owner: "w2", Epoch: old.Epoch}, 9), lease.ErrLeaseLost)
 		got := mustGet(t, h.Store, id)
@@ -1024,7 +1024,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		h := newHarness(t)
 		_, tok := acquired(t, h, "relstop", "w1")
 		h.SetDesired(t, tok.ConnectionID, schema.StateStopped)
-		if err := h.Store.NoteError(ctx(t), tok, "closing", now); err != nil {
+		if err := h.Store.NoteError(ctx(t), tok, 1, "closing", now); err != nil {
 			t.Fatalf("note error on a stopped session: %v", err)
 		}
 		if err := h.Store.Release(ctx(t), tok, 7); err != nil {
@@ -1190,10 +1190,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		h := newHarness(t)
 		_, tok := acquired(t, h, "failed", "w1")
 		id := tok.ConnectionID
-		if err := h.Store.NoteError(ctx(t), tok, "dial: i/o timeout", now+1); err != nil {
+		if err := h.Store.NoteError(ctx(t), tok, 1, "dial: i/o timeout", now+1); err != nil {
 			t.Fatalf("note error: %v", err)
 		}
-		if got := mustGet(t, h.Store, id); got.LastError != "dial: i/o timeout" || got.LastErrorAtMs != now+1 || got.Failed() || got.Owner != "w1" {
+		if got := mustGet(t, h.Store, id); got.LastError != "dial: i/o timeout" || got.LastErrorAtMs != now+1 || got.Failed() || got.Owner != "w1" ||
+			got.LastErrorGen != 1 || got.LastErrorEpoch != tok.Epoch {
 			t.Fatalf("after NoteError: %+v", got)
 		}
 		if err := h.Store.Fail(ctx(t), tok, 1, 4, "handshake refused: HTTP 401", now+2); err != nil {
@@ -1201,7 +1202,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		}
 		got := mustGet(t, h.Store, id)
 		if !got.Failed() || *got.FailedGeneration != got.Generation || got.LastError != "handshake refused: HTTP 401" ||
-			got.LastErrorAtMs != now+2 || got.LastSeq != 4 || got.Owner != "" || got.DesiredState != schema.StateStarted {
+			got.LastErrorAtMs != now+2 || got.LastSeq != 4 || got.Owner != "" || got.DesiredState != schema.StateStarted ||
+			got.LastErrorGen != 1 || got.LastErrorEpoch != tok.Epoch {
 			t.Fatalf("after Fail: %+v", got)
 		}
 		_, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{})
@@ -1218,6 +1220,35 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		wantErr(t, "another fail of the ended tenure", h.Store.Fail(ctx(t), tok, 1, 4, "another reason", now+3), lease.ErrLeaseLost)
 	})
 
+	// last_error carries the generation and the tenure it was seen in, so
+	// that a reader tells an error of an earlier tenure from a live one: a
+	// takeover keeps the old tenure's error (and its epoch) until the new
+	// owner records one of its own.
+	t.Run("NoteErrorRecordsGenerationAndEpoch", func(t *testing.T) {
+		h := newHarness(t)
+		_, old := acquired(t, h, "noteepoch", "w1")
+		id := old.ConnectionID
+		if err := h.Store.NoteError(ctx(t), old, 1, "handshake refused: HTTP 400", now); err != nil {
+			t.Fatalf("note error: %v", err)
+		}
+		b, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &old})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := mustGet(t, h.Store, id)
+		if got.Epoch != b.Epoch || got.Epoch <= old.Epoch || got.LastError != "handshake refused: HTTP 400" ||
+			got.LastErrorGen != 1 || got.LastErrorEpoch != old.Epoch {
+			t.Fatalf("after a takeover, want the old tenure's error at epoch %d: %+v", old.Epoch, got)
+		}
+		cur := lease.Token{ConnectionID: id, Owner: "w2", Epoch: b.Epoch}
+		if err := h.Store.NoteError(ctx(t), cur, 1, "dial: i/o timeout", now+1); err != nil {
+			t.Fatalf("note error: %v", err)
+		}
+		if got := mustGet(t, h.Store, id); got.LastError != "dial: i/o timeout" || got.LastErrorGen != 1 || got.LastErrorEpoch != b.Epoch {
+			t.Fatalf("after the new tenure's note, want its epoch %d: %+v", b.Epoch, got)
+		}
+	})
+
 	t.Run("FailAndNoteErrorAreFenced", func(t *testing.T) {
 		h := newHarness(t)
 		_, old := acquired(t, h, "failfence", "w1")
@@ -1227,17 +1258,17 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 			t.Fatal(err)
 		}
 		wantErr(t, "fail by a stale epoch", h.Store.Fail(ctx(t), old, 1, lease.NoSeq, "x", now), lease.ErrLeaseLost)
-		wantErr(t, "note error by a stale epoch", h.Store.NoteError(ctx(t), old, "x", now), lease.ErrLeaseLost)
+		wantErr(t, "note error by a stale epoch", h.Store.NoteError(ctx(t), old, 1, "x", now), lease.ErrLeaseLost)
 		other := lease.Token{ConnectionID: id, Owner: "w3", Epoch: b.Epoch}
 		wantErr(t, "fail by another owner", h.Store.Fail(ctx(t), other, 1, lease.NoSeq, "x", now), lease.ErrLeaseLost)
-		wantErr(t, "note error by another owner", h.Store.NoteError(ctx(t), other, "x", now), lease.ErrLeaseLost)
+		wantErr(t, "note error by another owner", h.Store.NoteError(ctx(t), other, 1, "x", now), lease.ErrLeaseLost)
 		got := mustGet(t, h.Store, id)
 		if got.Failed() || got.LastError != "" || got.Owner != "w2" || got.Epoch != b.Epoch {
 			t.Fatalf("a fenced Fail or NoteError changed the item: %+v", got)
 		}
 		gone := lease.Token{ConnectionID: NewID("gone"), Owner: "w1", Epoch: 1}
 		wantErr(t, "fail of a missing session", h.Store.Fail(ctx(t), gone, 1, lease.NoSeq, "x", now), lease.ErrNotFound)
-		wantErr(t, "note error of a missing session", h.Store.NoteError(ctx(t), gone, "x", now), lease.ErrNotFound)
+		wantErr(t, "note error of a missing session", h.Store.NoteError(ctx(t), gone, 1, "x", now), lease.ErrNotFound)
 	})
 
 	t.Run("FailOfAnOlderGenerationWritesNothing", func(t *testing.T) {

@@ -387,6 +387,7 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 			it.ReleaseSeq = lastSeq
 		}
 		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.Owner = &gen, reason, atMs, ""
+		it.LastErrorGen, it.LastErrorEpoch = gen, t.Epoch
 		return nil
 	})
 }
@@ -407,13 +408,13 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 }
 
 // NoteError implements lease.Store.
-func (s *Store) NoteError(ctx context.Context, t lease.Token, reason string, atMs int64) error {
+func (s *Store) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
 	return s.do(ctx, "note_error", func() error {
 		it := s.items[t.ConnectionID]
 		if err := lease.CanOwnerWrite(it, t); err != nil {
 			return err
 		}
-		it.LastError, it.LastErrorAtMs = reason, atMs
+		it.LastError, it.LastErrorAtMs, it.LastErrorGen, it.LastErrorEpoch = reason, atMs, gen, t.Epoch
 		return nil
 	})
 }

@@ -385,6 +385,9 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		Failed:       s.Failed,
 		LastError:    s.LastError,
 		LastErrorAt:  rfc3339Ms(s.LastErrorAtMs),
+
+		LastErrorGeneration: s.LastErrorGen,
+		LastErrorEpoch:      s.LastErrorEpoch,
 	}
 }
 

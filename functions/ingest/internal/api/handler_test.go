@@ -500,6 +500,33 @@ func TestHandlerShowsFailedAndLastError(t *testing.T) {
 	}
 }
 
+// The last error carries the generation and tenure (lease epoch) it was
+// seen in, in GET and in the list; an error recorded without them (an older
+// item) shows without them.
+func TestHandlerShowsLastErrorGenerationAndEpoch(t *testing.T) {
+	f := newFixture(t, nil)
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f"}, Generation: 2, LeaseOwner: "w2", LeaseEpoch: 4,
+		LastError: "handshake refused: HTTP 400", LastErrorAtMs: 1_800_000_000_123, LastErrorGen: 1, LastErrorEpoch: 3}
+	status, body, _ := f.do(t, event("GET", "/sessions/c1", ""))
+	if status != 200 || body["last_error"] != "handshake refused: HTTP 400" || body["last_error_generation"] != 1.0 || body["last_error_epoch"] != 3.0 ||
+		body["generation"] != 2.0 || body["lease_epoch"] != 4.0 {
+		t.Fatalf("GET of a session with a past error: %d %v", status, body)
+	}
+	f.store.page = sessions.Page{Sessions: []sessions.Session{f.store.session}}
+	status, body, _ = f.do(t, event("GET", "/sessions", ""))
+	listed := body["sessions"].([]any)[0].(map[string]any)
+	if status != 200 || listed["last_error_generation"] != 1.0 || listed["last_error_epoch"] != 3.0 {
+		t.Fatalf("list of a session with a past error: %d %v", status, body)
+	}
+	f.store.session.LastErrorGen, f.store.session.LastErrorEpoch = 0, 0
+	_, body, _ = f.do(t, event("GET", "/sessions/c1", ""))
+	_, hasGen := body["last_error_generation"]
+	_, hasEpoch := body["last_error_epoch"]
+	if body["last_error"] != "handshake refused: HTTP 400" || hasGen || hasEpoch {
+		t.Fatalf("GET of an error recorded without its tenure: %v", body)
+	}
+}
+
 func TestHandlerStoreErrors(t *testing.T) {
 	cases := []struct {
 		err       error

@@ -117,6 +117,10 @@ type Session struct {
 	Failed        bool   // FAILED: a worker gave up on the source at this generation
 	LastError     string // the last connection error a worker recorded
 	LastErrorAtMs int64
+	// LastErrorGen and LastErrorEpoch: the generation and tenure it was
+	// seen in (0: recorded before they were).
+	LastErrorGen   int64
+	LastErrorEpoch int64
 }
 
 // Page is one page of a list.
@@ -665,6 +669,7 @@ func toSession(it *sessionitem.Item, stored string) Session {
 		Generation: generation(*it), LeaseOwner: it.LeaseOwner, LeaseEpoch: it.LeaseEpoch,
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
+		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
 		LastSeq: it.ReleaseSeq, // batchGet raises it to the checkpoint item's
 	}
 }

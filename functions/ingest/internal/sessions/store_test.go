@@ -534,10 +534,11 @@ func TestStartClearsFailed(t *testing.T) {
 		t.Helper()
 		e.own(t, id, "w1")
 		_, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                &e.table,
-			Key:                      sessionitem.Key(id),
-			UpdateExpression:         aws.String("SET #f = #g, #le = :le, #la = :la REMOVE #o"),
-			ExpressionAttributeNames: map[string]string{"#f": schema.AttrFailedGeneration, "#g": schema.AttrGeneration, "#le": schema.AttrLastError, "#la": schema.AttrLastErrorAtMs, "#o": schema.AttrLeaseOwner},
+			TableName:        &e.table,
+			Key:              sessionitem.Key(id),
+			UpdateExpression: aws.String("SET #f = #g, #le = :le, #la = :la, #lg = #g, #lp = #p REMOVE #o"),
+			ExpressionAttributeNames: map[string]string{"#f": schema.AttrFailedGeneration, "#g": schema.AttrGeneration, "#le": schema.AttrLastError, "#la": schema.AttrLastErrorAtMs, "#o": schema.AttrLeaseOwner,
+				"#lg": schema.AttrLastErrorGen, "#lp": schema.AttrLastErrorEpoch, "#p": schema.AttrLeaseEpoch},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":le": &types.AttributeValueMemberS{Value: "handshake refused: HTTP 401"},
 				":la": &types.AttributeValueMemberN{Value: strconv.FormatInt(e.clk.Now().UnixMilli()+1, 10)},
@@ -553,8 +554,9 @@ func TestStartClearsFailed(t *testing.T) {
 	}
 	fail("c1")
 	got, err := e.store.Get(ctx, "c1")
-	if err != nil || !got.Failed || got.LastError != "handshake refused: HTTP 401" || got.LastErrorAtMs != e.clk.Now().UnixMilli()+1 {
-		t.Fatalf("Get of a FAILED session: %+v %v", got, err)
+	if err != nil || !got.Failed || got.LastError != "handshake refused: HTTP 401" || got.LastErrorAtMs != e.clk.Now().UnixMilli()+1 ||
+		got.LastErrorGen != 1 || got.LastErrorEpoch != got.LeaseEpoch || got.LeaseEpoch == 0 {
+		t.Fatalf("Get of a FAILED session (with the generation and tenure of its error): %+v %v", got, err)
 	}
 	page, err := e.store.List(ctx, schema.StateStarted, 10, "")
 	if err != nil || len(page.Sessions) != 1 || !page.Sessions[0].Failed {
@@ -568,8 +570,8 @@ func TestStartClearsFailed(t *testing.T) {
 	if s(raw, schema.AttrUnownedShard) != schema.UnownedShardOf("c1") || raw[schema.AttrFailedGeneration] != nil {
 		t.Fatalf("after the restart: %v", raw)
 	}
-	if got, _ := e.store.Get(ctx, "c1"); got.Failed || got.LastError == "" {
-		t.Fatalf("after the restart: %+v (the last error stays, with its time)", got)
+	if got, _ := e.store.Get(ctx, "c1"); got.Failed || got.LastError == "" || got.LastErrorGen != 1 || got.Generation != 2 {
+		t.Fatalf("after the restart: %+v (the last error stays, with its time and generation)", got)
 	}
 	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
 		t.Fatalf("second start: %+v %v", res, err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,11 +39,14 @@ func connectConfig(limit int) *Config {
 func notes(h *harness) func() []string {
 	var mu sync.Mutex
 	var got []string
-	h.env.NoteError = func(ctx context.Context, held *lease.Held, reason string, at time.Time) error {
+	h.env.NoteError = func(ctx context.Context, held *lease.Held, gen int64, reason string, at time.Time) error {
 		mu.Lock()
 		got = append(got, reason)
 		mu.Unlock()
-		return h.keeper.NoteError(ctx, held, reason, at)
+		h.mu.Lock()
+		h.noteGens = append(h.noteGens, gen)
+		h.mu.Unlock()
+		return h.keeper.NoteError(ctx, held, gen, reason, at)
 	}
 	return func() []string {
 		mu.Lock()
@@ -74,6 +78,16 @@ func failedAfter(t *testing.T, h *harness, s *Session, done <-chan error, conns 
 	it, gerr := h.store.Get(context.Background(), "s1")
 	if gerr != nil || !strings.Contains(it.LastError, cause) {
 		t.Fatalf("stored last_error %q (%v), want %q", it.LastError, gerr, cause)
+	}
+	h.mu.Lock()
+	gens := slices.Clone(h.noteGens)
+	h.mu.Unlock()
+	if len(gens) != 1 || gens[0] != it.Generation {
+		t.Fatalf("NoteError called with generations %v, want the dialed one, %d", gens, it.Generation)
+	}
+	if it.LastErrorGen != it.Generation || it.LastErrorEpoch != it.Epoch || it.LastErrorEpoch == 0 {
+		t.Fatalf("stored last_error at generation %d epoch %d, want the dialed generation %d and the tenure %d",
+			it.LastErrorGen, it.LastErrorEpoch, it.Generation, it.Epoch)
 	}
 	for _, text := range []string{err.Error(), st.LastError, it.LastError} {
 		if secret != "" && strings.Contains(text, secret) {

@@ -372,7 +372,7 @@ func (s *Session) planFailed(nx *successor, err error) {
 	s.mu.Unlock()
 	s.Logger().Warn().Err(err).Str("cause", nx.cause).Dur("retry_in", retry).Msg("planned reconnect given up: the current connection stays")
 	if note {
-		if nerr := s.env.NoteError(context.Background(), s.held, text, now); nerr != nil {
+		if nerr := s.env.NoteError(context.Background(), s.held, nx.gen, text, now); nerr != nil {
 			s.debug().Err(nerr).Msg("record last error")
 		}
 	}

@@ -200,7 +200,7 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 		return s.terminal()
 	}
 	if note {
-		if nerr := s.env.NoteError(ctx, s.held, text, now); nerr != nil {
+		if nerr := s.env.NoteError(ctx, s.held, gen, text, now); nerr != nil {
 			s.debug().Err(nerr).Msg("record last error")
 		}
 	}

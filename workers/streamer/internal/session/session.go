@@ -164,7 +164,7 @@ type Env struct {
 	// NoteError); optional. The session calls it at most once per
 	// NoteErrorEvery, and only with a text that differs from the last one
 	// recorded, so a flapping source does not write per attempt.
-	NoteError func(ctx context.Context, h *lease.Held, reason string, at time.Time) error
+	NoteError func(ctx context.Context, h *lease.Held, gen int64, reason string, at time.Time) error
 	// Schedule counts the sessions' pokes for the control loop (nil: a
 	// loop that reads every session's Due each pass).
 	Schedule *Schedule

@@ -84,6 +84,7 @@ type harness struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	noteGens []int64 // the generations notes' NoteError was called with
 }
 
 func testConfig() *Config {
