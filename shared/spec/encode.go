@@ -65,16 +65,30 @@ func GivenKeys(raw []byte) (Keys, error) {
 // a pointer to one), embedded structs' keys included: the keys a strict
 // decoder accepts for it.
 func FieldNames(t reflect.Type) []string {
-	if t.Kind() == reflect.Pointer {
+	var out []string
+	jsonFields(t, func(name string, _ reflect.Type) { out = append(out, name) })
+	return out
+}
+
+// jsonFields calls fn with the JSON key and the type of each field of the
+// struct t (or pointer to one) that encoding/json decodes, in order, the
+// fields of untagged embedded structs in their place.
+func jsonFields(t reflect.Type, fn func(name string, ft reflect.Type)) {
+	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	var out []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
 		if f.Anonymous && tag == "" {
-			out = append(out, FieldNames(f.Type)...)
-			continue
+			et := f.Type
+			for et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				jsonFields(et, fn)
+				continue
+			}
 		}
 		if !f.IsExported() || tag == "-" {
 			continue
@@ -83,9 +97,8 @@ func FieldNames(t reflect.Type) []string {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, name)
+		fn(name, f.Type)
 	}
-	return out
 }
 
 // Stored is s, built in code, checked (its set fields count as given) and

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/wsfleet/wsfleet/shared/suggest"
 )
@@ -215,23 +214,6 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 // their values decode into.
 func fieldTypes(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if f.Anonymous && tag == "" {
-			if et := deref(f.Type); et.Kind() == reflect.Struct {
-				maps.Copy(out, fieldTypes(et))
-				continue
-			}
-		}
-		if !f.IsExported() || tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
+	jsonFields(t, func(name string, ft reflect.Type) { out[name] = ft })
 	return out
 }
