@@ -139,7 +139,7 @@ func usagef(cmd, format string, args ...any) error {
 // flag names the nearest flags of fs, written with the dashes the user
 // typed.
 func flagError(cmd string, fs *flag.FlagSet, args []string, err error) error {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	name, names, ok := suggestpkg.UnknownFlag(fs, err)
 	if !ok {
 		return &usageError{cmd: cmd, err: err}
 	}
@@ -155,8 +155,6 @@ func flagError(cmd string, fs *flag.FlagSet, args []string, err error) error {
 		}
 	}
 	msg := "flag provided but not defined: " + dashes + name
-	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	if s := suggest(name, names); len(s) > 0 {
 		for i := range s {
 			s[i] = dashes + s[i]

@@ -23,10 +23,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err == nil {
 		return nil
 	}
-	const undefined = "flag provided but not defined: -"
-	if name, ok := strings.CutPrefix(err.Error(), undefined); ok {
-		var known []string
-		fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	if name, known, ok := suggest.UnknownFlag(fs, err); ok {
 		if near := suggest.Nearest(name, known, 0); near != "" {
 			return fmt.Errorf("unknown flag --%s: did you mean --%s? (bin/devstack -h lists the flags)", name, near)
 		}
