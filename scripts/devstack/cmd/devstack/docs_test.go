@@ -319,10 +319,7 @@ func TestDocsWalkThrough(t *testing.T) {
 		t.Skip("runs the stack")
 	}
 	root := enginetest.InstalledRoot(t)
-	wsfleet := filepath.Join(root, "bin", "wsfleet")
-	if _, err := os.Stat(wsfleet); err != nil {
-		t.Fatalf("the CLI (make devstack-bins): %v", err)
-	}
+	wsfleet := installedBin(t, root, "wsfleet")
 	b, err := os.ReadFile(filepath.Join(root, "docs", "local-stack.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -61,3 +61,14 @@ func startDocStack(t *testing.T, dir string) *docStack {
 	s.feedWS = regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(said)[1]
 	return s
 }
+
+// installedBin is root's bin/name (`make devstack-bins`), failing t when it
+// is not built.
+func installedBin(t *testing.T, root, name string) string {
+	t.Helper()
+	p := filepath.Join(root, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("bin/%s (make devstack-bins): %v", name, err)
+	}
+	return p
+}

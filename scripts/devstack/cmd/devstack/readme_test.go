@@ -63,10 +63,7 @@ func TestREADMEWalkThrough(t *testing.T) {
 		t.Fatalf("the README's commands are curls: %v", err)
 	}
 	root := enginetest.InstalledRoot(t)
-	wsfleet := filepath.Join(root, "bin", "wsfleet")
-	if _, err := os.Stat(wsfleet); err != nil {
-		t.Fatalf("the CLI (make devstack-bins): %v", err)
-	}
+	wsfleet := installedBin(t, root, "wsfleet")
 	b, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)

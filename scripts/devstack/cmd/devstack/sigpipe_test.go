@@ -23,10 +23,7 @@ func TestBrokenStdoutDoesNotKillTheShutdown(t *testing.T) {
 		t.Skip("runs the stack")
 	}
 	root := enginetest.InstalledRoot(t)
-	bin := filepath.Join(root, "bin", "devstack")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("bin/devstack (make devstack-bins): %v", err)
-	}
+	bin := installedBin(t, root, "devstack")
 	dir := t.TempDir()
 	r, w, err := os.Pipe()
 	if err != nil {
