@@ -27,9 +27,9 @@ const shortSeed = 20261130
 // workers, 16 sessions, about 80 s), the demo plan's steps among them (right
 // after the clock offset, as `make demo` runs them), and fails on any
 // violation, on a fault kind not injected, and on a fault that touched no
-// session. The outputs
-// stay in <repo>/out/chaos-test (WSFLEET_CHAOS_OUT overrides) to be read
-// after a failure.
+// session. The outputs (the report, result.json, the timeline and every
+// process's log under logs/) stay in <repo>/out/chaos-test
+// (WSFLEET_CHAOS_OUT overrides) to be read after the run.
 func TestShortChaos(t *testing.T) {
 	root, err := enginetest.RepoRoot()
 	if err != nil {
@@ -63,6 +63,7 @@ func TestShortChaos(t *testing.T) {
 	var sum bytes.Buffer
 	chaos.PrintSummary(&sum, res)
 	t.Logf("seed %d, %v; outputs in %s\n%s%s", cfg.Seed, time.Since(start).Round(time.Second), cfg.OutDir, out.String(), sum.String())
+	keepLogs(t, cfg.Stack.Dir, cfg.OutDir)
 	if err != nil {
 		dumpLogs(t, cfg.Stack.Dir)
 		t.Fatalf("chaos run: %v", err)
@@ -107,6 +108,30 @@ func violationLines(vs []chaos.Violation, max int) string {
 	return b.String()
 }
 
+// keepLogs copies every process's log of the stack's dir (a test temp dir,
+// gone once the test ends) to <outDir>/logs, beside the report, so that a
+// run can be diagnosed after it, passed or failed.
+func keepLogs(t *testing.T, dir, outDir string) {
+	t.Helper()
+	keep := filepath.Join(outDir, "logs")
+	_ = os.RemoveAll(keep)
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Logf("keep the stack's logs: %v", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("keep %s: %v", filepath.Base(l), err)
+		}
+	}
+}
+
+// dumpLogs prints the tail of every process's log in the stack's dir.
 func dumpLogs(t *testing.T, dir string) {
 	t.Helper()
 	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
