@@ -14,7 +14,8 @@ import (
 // Observer hears what the Keeper does (metrics, logs, the worker's reaction).
 // Methods must not block.
 type Observer interface {
-	// Heartbeat is called after every heartbeat attempt.
+	// Heartbeat is called after every heartbeat attempt, once its outcome
+	// is applied (a success has extended the trust deadline).
 	Heartbeat(latency time.Duration, err error)
 	// Ended is called once when a tenure ends for any reason but Release,
 	// Fail or Abandon (the session must close at once).

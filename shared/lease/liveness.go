@@ -126,7 +126,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,
 	})
 	cancel()
-	k.obs.Heartbeat(k.clk.Now().Sub(sentAt), err)
+	latency := k.clk.Now().Sub(sentAt)
 	var fresh []string
 	k.lmu.Lock()
 	k.hbBusy = false
@@ -151,6 +151,9 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 		k.publishLocked()
 	}
 	k.lmu.Unlock()
+	// After the outcome is applied: an observer that acts on a success
+	// (claims back what it left while fenced) finds the worker trusted.
+	k.obs.Heartbeat(latency, err)
 	if len(fresh) > 0 {
 		k.obs.Mailbox(fresh)
 	}

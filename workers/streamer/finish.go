@@ -34,8 +34,10 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		return
 	case !w.keeper.Trusted():
 		// Fenced: no write as owner. The session is taken over once this
-		// worker is declared dead, or audited back if its heartbeat recovers.
+		// worker is declared dead, or audited back at the first heartbeat
+		// that succeeds (observer.Heartbeat).
 		w.keeper.Abandon(h)
+		w.leftFenced.Store(true)
 		log.Warn().Err(reason).Int64("last_seq", h.LastSeq()).Msg("session closed while fenced: left for the takeover")
 		return
 	}

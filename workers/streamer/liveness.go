@@ -24,6 +24,13 @@ func (o observer) Heartbeat(latency time.Duration, err error) {
 		if o.w.hbFailing.CompareAndSwap(true, false) {
 			o.w.log.Info().Msg("heartbeat succeeded again")
 		}
+		if o.w.leftFenced.CompareAndSwap(true, false) {
+			// Trusted again: the sessions left while fenced are still this
+			// worker's in the table, and nobody else may take them while
+			// it heartbeats. The audit claims them back now.
+			o.w.auditNow.Store(true)
+			o.w.recon.Kick()
+		}
 		return
 	}
 	if o.w.hbFailing.CompareAndSwap(false, true) {

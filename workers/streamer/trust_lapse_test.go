@@ -207,3 +207,72 @@ func dynamostoreGet(e *env, id string) (lease.Item, error) {
 	defer cancel()
 	return dynamostore.New(e.db, e.table).Get(ctx, id)
 }
+
+// A worker whose trust lapsed (its DynamoDB path frozen past TTL − margin,
+// nobody to declare it dead) closes its sessions and leaves them in the
+// table under its name. The first heartbeat that succeeds once the path
+// heals claims them back at once (the audit, kicked), not at the next
+// reconcile pass: with a pass a minute, they stream again within a
+// heartbeat, a store call and a claim.
+func TestTrustBackClaimsItsSessionsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	ac, err := awsconfig.Load(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
+	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
+	e.workerDB = nil
+	var ids []string
+	for range 3 {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(t, 10*time.Second, "a streams all 3", func() bool {
+		for _, id := range ids {
+			if !a.owns(id) || e.sink.count(id) < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	epochs := map[string]int64{}
+	for _, id := range ids {
+		epochs[id] = e.item(id).Epoch
+	}
+	cfg := testConfig("x")
+	proxy.Freeze()
+	testwait.Eventually(t, cfg.LeaseTTL+slack, "a closed all 3 (fenced)", func() bool {
+		for _, id := range ids {
+			if a.owns(id) {
+				return false
+			}
+		}
+		return true
+	})
+	counts := map[string]int{}
+	for _, id := range ids {
+		counts[id] = e.sink.count(id)
+	}
+	passes := a.recon.Passes()
+	proxy.Thaw()
+	thawed := time.Now()
+	testwait.Eventually(t, cfg.HeartbeatEvery+2*testRPC+slack, "a streams all 3 again", func() bool {
+		for _, id := range ids {
+			if !a.owns(id) || e.sink.count(id) < counts[id]+3 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("all 3 streaming again %s after the path healed (reconcile passes meanwhile: %d)",
+		time.Since(thawed).Round(time.Millisecond), a.recon.Passes()-passes)
+	for _, id := range ids {
+		it := e.item(id)
+		if it.Owner != a.ID() || it.Epoch <= epochs[id] {
+			t.Errorf("%s: owner %q at epoch %d after the lapse, want %s above epoch %d", id, it.Owner, it.Epoch, a.ID(), epochs[id])
+		}
+	}
+}
