@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -29,14 +30,16 @@ import (
 // still GONE.
 func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 	var out []Candidate
-	ids, err := k.store.Unowned(ctx, limit)
+	ids, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) { return k.store.Unowned(ctx, limit) })
 	if err != nil {
 		return nil, fmt.Errorf("unowned: %w", err)
 	}
 	for _, id := range ids {
 		out = append(out, Candidate{ConnectionID: id})
 	}
-	gone, err := k.store.ListWorkers(ctx, schema.WorkerListGone, 0)
+	gone, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) {
+		return k.store.ListWorkers(ctx, schema.WorkerListGone, 0)
+	})
 	if err != nil {
 		return out, fmt.Errorf("gone workers: %w", err)
 	}
@@ -50,7 +53,7 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 		// All of them (limit 0): by_owner has no sort key, so a limited
 		// page may hold only stopped entries and never reach a STARTED
 		// one behind them.
-		owned, err := k.store.OwnedBy(ctx, w, 0)
+		owned, err := k.ownedBy(ctx, w)
 		if err != nil {
 			return capped(out, limit), fmt.Errorf("sessions of %s: %w", w, err)
 		}
@@ -137,7 +140,7 @@ func (k *Keeper) disownStopped(ctx context.Context, owned []Owned) error {
 // record (not the by_worker_list index the GONE listing came from) shows it
 // still GONE: a record another Keeper already moved is not written again.
 func (k *Keeper) markDone(ctx context.Context, w string) error {
-	rec, err := k.store.GetWorker(ctx, w)
+	rec, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) (WorkerRecord, error) { return k.store.GetWorker(ctx, w) })
 	switch {
 	case errors.Is(err, ErrWorkerNotFound):
 		return nil // expired
@@ -146,7 +149,10 @@ func (k *Keeper) markDone(ctx context.Context, w string) error {
 	case rec.Alive() || rec.List != schema.WorkerListGone:
 		return nil
 	}
-	if err := k.store.MarkDone(ctx, w); err != nil && !errors.Is(err, ErrWorkerAlive) && !errors.Is(err, ErrWorkerNotFound) {
+	mctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	err = k.store.MarkDone(mctx, w)
+	cancel()
+	if err != nil && !errors.Is(err, ErrWorkerAlive) && !errors.Is(err, ErrWorkerNotFound) {
 		return fmt.Errorf("mark %s done: %w", w, err)
 	}
 	return nil
@@ -171,7 +177,9 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 	}
 	k.gmu.Unlock()
 	if due {
-		done, err := k.store.ListWorkers(ctx, schema.WorkerListDone, 0)
+		done, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) {
+			return k.store.ListWorkers(ctx, schema.WorkerListDone, 0)
+		})
 		if err != nil {
 			return out, fmt.Errorf("done workers: %w", err)
 		}
@@ -190,7 +198,7 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 		if len(out) >= limit {
 			break
 		}
-		owned, err := k.store.OwnedBy(ctx, w, 0) // all: see Orphans
+		owned, err := k.ownedBy(ctx, w) // all: see Orphans
 		if err != nil {
 			return out, fmt.Errorf("sessions of done worker %s: %w", w, err)
 		}
@@ -214,7 +222,7 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 // a session the worker acquired just before is missing while the index
 // lags; Orphans finds it (the record stays GONE for IndexLagBound at least).
 func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error) {
-	owned, err := k.store.OwnedBy(ctx, id, 0)
+	owned, err := k.ownedBy(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("sessions of %s: %w", id, err)
 	}
@@ -229,9 +237,25 @@ func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error)
 // is a conditional write the table decides, so a stale one costs a write,
 // never safety.
 func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
-	owned, err := k.store.OwnedBy(ctx, k.cfg.Owner, 0)
+	owned, err := k.ownedBy(ctx, k.cfg.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	return owned, nil
+}
+
+// ownedBy lists every session by_owner gives worker w (limit 0: by_owner
+// has no sort key, so a limited page may hold only stopped entries and
+// never reach a STARTED one behind them), within RPCTimeout.
+func (k *Keeper) ownedBy(ctx context.Context, w string) ([]Owned, error) {
+	return rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]Owned, error) { return k.store.OwnedBy(ctx, w, 0) })
+}
+
+// rpc runs one store call with a deadline of timeout (every call to the
+// table has one: a listing left without it hangs as long as the table
+// does not answer, and the reconcile pass that made it with it).
+func rpc[T any](ctx context.Context, timeout time.Duration, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return call(ctx)
 }

@@ -922,3 +922,53 @@ func TestGoneMemoryIsBoundedAndExpires(t *testing.T) {
 		t.Fatal("the latest gone worker is not remembered")
 	}
 }
+
+// hangingLists is a store whose listings (Unowned, ListWorkers, OwnedBy)
+// hang until their context ends, as a table that stopped answering (a
+// DynamoDB outage) leaves them.
+type hangingLists struct{ lease.Store }
+
+func (hangingLists) Unowned(ctx context.Context, _ int) ([]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hangingLists) ListWorkers(ctx context.Context, _ string, _ int) ([]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hangingLists) OwnedBy(ctx context.Context, _ string, _ int) ([]lease.Owned, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Every listing the reconcile pass makes (the audit, the orphans, a dead
+// worker's sessions) ends at RPCTimeout when the table does not answer:
+// a pass hung in one would hold up the next, the one that claims back the
+// sessions left while fenced once the table answers again.
+func TestListingsEndAtTheRPCTimeout(t *testing.T) {
+	cfg := lease.DefaultConfig("a")
+	cfg.RPCTimeout = 50 * time.Millisecond
+	k, err := lease.NewKeeper(hangingLists{memstore.New()}, clock.NewFake(t0), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background() // no deadline of its own
+	for name, call := range map[string]func() error{
+		"Audit":      func() error { _, err := k.Audit(ctx); return err },
+		"Orphans":    func() error { _, err := k.Orphans(ctx, 10); return err },
+		"TakeoverOf": func() error { _, err := k.TakeoverOf(ctx, "b"); return err },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %v, want the RPC timeout's deadline exceeded", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still waiting 5 s after a 50 ms RPC timeout", name)
+		}
+	}
+}

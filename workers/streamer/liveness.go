@@ -27,9 +27,10 @@ func (o observer) Heartbeat(latency time.Duration, err error) {
 		if o.w.leftFenced.CompareAndSwap(true, false) {
 			// Trusted again: the sessions left while fenced are still this
 			// worker's in the table, and nobody else may take them while
-			// it heartbeats. The audit claims them back now.
-			o.w.auditNow.Store(true)
-			o.w.recon.Kick()
+			// it heartbeats. An audit claims them back now, on its own
+			// goroutine: the reconciler's pass may still be in a call
+			// made while the table did not answer.
+			o.w.routines.Go(func() { o.w.audit(o.w.hardCtx) })
 		}
 		return
 	}

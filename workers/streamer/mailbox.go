@@ -109,15 +109,14 @@ func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 }
 
 // auditPass is the reconciler's OnPass: the audit, on the first pass at
-// least AuditEvery after the last audit (every pass when 0), and on the
-// pass a heartbeat kicked after sessions were left while fenced
-// (auditNow). Passes run one at a time, on the reconciler's goroutine.
+// least AuditEvery after the last audit (every pass when 0). Passes run one
+// at a time, on the reconciler's goroutine (the first heartbeat after
+// sessions were left while fenced runs one of its own: observer.Heartbeat).
 func (w *Worker) auditPass() func(context.Context) {
 	var last time.Time
 	return func(ctx context.Context) {
 		now := w.deps.Clock.Now()
-		kicked := w.auditNow.Swap(false)
-		if !kicked && w.cfg.AuditEvery > 0 && !last.IsZero() && now.Sub(last) < w.cfg.AuditEvery {
+		if w.cfg.AuditEvery > 0 && !last.IsZero() && now.Sub(last) < w.cfg.AuditEvery {
 			return
 		}
 		last = now

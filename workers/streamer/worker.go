@@ -152,10 +152,9 @@ type Worker struct {
 	hbFailing atomic.Bool
 	// leftFenced: a session was closed while the worker was fenced and left
 	// in the table under this worker's name; the first heartbeat that
-	// succeeds after it runs the audit at once (auditNow), which claims it
-	// back, instead of leaving it dark until the next reconcile pass.
+	// succeeds after it runs an audit at once, which claims it back,
+	// instead of leaving it dark until the next reconcile pass.
 	leftFenced   atomic.Bool
-	auditNow     atomic.Bool
 	consumerStop chan struct{}
 	adminAddr    atomic.Pointer[string]
 	// advertiseAddr is the admin address other workers reach this one at
