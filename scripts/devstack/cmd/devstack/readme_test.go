@@ -32,8 +32,16 @@ func readmeAPIBlock(t *testing.T, readme string) (cmds, answers []string) {
 	if start < 0 || end < 0 {
 		t.Fatal("README.md's Using the API has no sh block")
 	}
+	cmds, answers = shCommands(body[start+6 : start+6+end])
+	return cmds, answers
+}
+
+// shCommands are the commands of a doc's sh block (continuation lines
+// joined, comment lines aside), each with the "# → " answer that follows it
+// on its own line ("" when none).
+func shCommands(block string) (cmds, answers []string) {
 	var cur string
-	for _, l := range strings.Split(body[start+6:start+6+end], "\n") {
+	for _, l := range strings.Split(block, "\n") {
 		switch {
 		case strings.HasPrefix(l, "# → "):
 			if len(answers) > 0 {
