@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/docsnippet"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/proc"
+	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -305,7 +307,9 @@ func TestDocsShowTheExitReports(t *testing.T) {
 // .dev) and the CLI of bin/ (`make devstack-bins`), and checks the doc shows
 // what they print: the banner and the workers' up lines, the curl's answer
 // (the curl's body is the banner's), wsfleet start, the status and workers
-// tables, the sink lines, wsfleet stop and the Ctrl-C lines. Values that
+// tables, a frame of wsfleet watch (interrupted after two), the sink lines,
+// wsfleet stop, the past error (third started on ws://, then on wss://: its
+// status marks the error "(past, generation 1)") and the Ctrl-C lines. Values that
 // change per run are normalised on both sides before the comparison:
 // every number (ports, pids, seqs, epochs, loads, shares, times of day),
 // the ages in the workers table, the HOST column, the state folder (.dev
@@ -437,6 +441,8 @@ func TestDocsWalkThrough(t *testing.T) {
 		}
 	}
 
+	compareLines(t, "wsfleet watch", watchForm(firstSection(t, doc, "bin/wsfleet watch hello").Out), watchForm(watchFrame(t, wsfleet, api, "hello")))
+
 	// The sink lines: the doc's have the form of the workers' own.
 	var real []string
 	for n := 1; n <= 3; n++ {
@@ -463,6 +469,33 @@ func TestDocsWalkThrough(t *testing.T) {
 	stop := firstSection(t, doc, "bin/wsfleet stop second")
 	compareLines(t, "wsfleet stop", forms(stop.Out), forms(cli("stop", "second")))
 
+	// A past error: third on ws:// fails to connect, then on wss:// (a new
+	// generation) delivers and keeps the error, marked (past, generation 1).
+	var third []docsnippet.Section
+	for _, s := range docsnippet.Sections(doc) {
+		if strings.HasSuffix(s.Cmd, "/feed/third --id third --resume-param from") || s.Cmd == "bin/wsfleet status third" {
+			third = append(third, s)
+		}
+	}
+	if len(third) != 4 {
+		t.Fatalf("docs/local-stack.md shows %d of the past error's commands, want start ws://, status, start wss://, status", len(third))
+	}
+	for i, s := range third {
+		if i%2 == 0 {
+			compareLines(t, "$ "+s.Cmd, forms(s.Out), forms(cli(strings.Fields(strings.ReplaceAll(s.Cmd, "127.0.0.1:8790", strings.SplitN(feedWS, "://", 2)[1]))[1:]...)))
+			continue
+		}
+		wait := "third's error recorded"
+		if i == 3 {
+			wait = "third delivering on generation 2"
+		}
+		testwait.Eventually(t, 30*time.Second, wait, func() bool {
+			g := sessionNow(api, "third")
+			return g.LastError != "" && (i == 1 || g.Generation == 2 && g.LastSeq != nil)
+		})
+		compareLines(t, "$ "+s.Cmd, tableForm(s.Out), tableForm(cli("status", "third")))
+	}
+
 	// Ctrl-C.
 	if err := st.stop(); err != nil {
 		t.Fatalf("the stack's end: %v", err)
@@ -470,6 +503,57 @@ func TestDocsWalkThrough(t *testing.T) {
 	said = out.String()
 	tail := said[strings.Index(said, "shutting down: "):]
 	compareLines(t, "the Ctrl-C lines", strings.Split(docBlock(t, doc, "shutting down: "), "\n"), strings.Split(local(tail), "\n"))
+}
+
+// watchFrame runs wsfleet watch ids until it has drawn two frames, then
+// interrupts it (Ctrl-C), which must end it with status 0, and returns the
+// last frame's lines (the screen after its clear).
+func watchFrame(t *testing.T, wsfleet, api string, ids ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out := &syncbuf.Buffer{}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, wsfleet, append([]string{"--api", api, "watch"}, ids...)...)
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 20*time.Second, "two frames of wsfleet watch", func() bool {
+		return strings.Count(out.String(), " session(s)\n") >= 2
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("wsfleet watch after Ctrl-C: %v\n%s", err, stderr.String())
+	}
+	frames := strings.Split(out.String(), "\x1b[H\x1b[2J")
+	return strings.Split(strings.TrimSuffix(frames[len(frames)-1], "\n"), "\n")
+}
+
+// watchForm is a watch frame's form: its title and blank line with their
+// numbers N, then its status table's (tableForm).
+func watchForm(lines []string) []string {
+	if len(lines) < 4 {
+		return lines
+	}
+	return append(forms(lines[:2]), tableForm(lines[2:])...)
+}
+
+// sessionNow is GET api/sessions/id's answer, zero when there is none.
+func sessionNow(api, id string) (s struct {
+	Generation int64  `json:"generation"`
+	LastSeq    *int64 `json:"last_seq"`
+	LastError  string `json:"last_error"`
+}) {
+	resp, err := http.Get(api + "/sessions/" + id)
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&s)
+	return s
 }
 
 // forms is numbersOut of every line.

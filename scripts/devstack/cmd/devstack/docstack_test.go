@@ -28,16 +28,17 @@ type docStack struct {
 }
 
 // startDocStack starts the stack in dir and waits for its banner (a run
-// that ends before it fails t with worker-1's log). stop is Ctrl-C: it ends
-// the run and returns its error; t's cleanup stops a stack still running.
-func startDocStack(t *testing.T, dir string) *docStack {
+// that ends before it fails t with worker-1's log), extra flags after the
+// docs tests' own. stop is Ctrl-C: it ends the run and returns its error;
+// t's cleanup stops a stack still running.
+func startDocStack(t *testing.T, dir string, extra ...string) *docStack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &docStack{out: &syncbuf.Buffer{}}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
-			"--admin-port-base", "0", "--checkpoint-every", "1s"}, s.out)
+		errc <- run(ctx, append([]string{"--dir", dir, "--dynamo-port", "0", "--sqs-port", "0", "--api-port", "0", "--feed-port", "0",
+			"--admin-port-base", "0", "--checkpoint-every", "1s"}, extra...), s.out)
 	}()
 	var once sync.Once
 	var end error
