@@ -35,8 +35,31 @@ func ddbClient(endpoint string) *dynamodb.Client {
 // (consistent reads): id → state and list.
 func tableWorkers(t *testing.T, endpoint string) map[string]storedWorker {
 	t.Helper()
-	ddb := ddbClient(endpoint)
 	out := map[string]storedWorker{}
+	for _, it := range scanTable(t, endpoint) {
+		if pk := attrS(it, schema.AttrPk); strings.HasPrefix(pk, schema.WorkerKeyPrefix) {
+			out[strings.TrimPrefix(pk, schema.WorkerKeyPrefix)] = storedWorker{State: attrS(it, schema.AttrWorkerState), List: attrS(it, schema.AttrWorkerList)}
+		}
+	}
+	return out
+}
+
+// tableItems are the partition keys of the stack's table at endpoint (a
+// session's is its id).
+func tableItems(t *testing.T, endpoint string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, it := range scanTable(t, endpoint) {
+		out[attrS(it, schema.AttrPk)] = true
+	}
+	return out
+}
+
+// scanTable reads the stack's whole table at endpoint (consistent reads).
+func scanTable(t *testing.T, endpoint string) []map[string]types.AttributeValue {
+	t.Helper()
+	ddb := ddbClient(endpoint)
+	var items []map[string]types.AttributeValue
 	var start map[string]types.AttributeValue
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -45,30 +68,39 @@ func tableWorkers(t *testing.T, endpoint string) map[string]storedWorker {
 		if err != nil {
 			t.Fatalf("scan %s at %s: %v", schema.DefaultTableName, endpoint, err)
 		}
-		for _, it := range page.Items {
-			pk := attrS(it, schema.AttrPk)
-			if strings.HasPrefix(pk, schema.WorkerKeyPrefix) {
-				out[strings.TrimPrefix(pk, schema.WorkerKeyPrefix)] = storedWorker{State: attrS(it, schema.AttrWorkerState), List: attrS(it, schema.AttrWorkerList)}
-			}
-		}
+		items = append(items, page.Items...)
 		if len(page.LastEvaluatedKey) == 0 {
-			return out
+			return items
 		}
 		start = page.LastEvaluatedKey
 	}
 }
 
-// stoppedStackWorkers are the worker records a stopped stack left in its
-// state folder dir: dynalite started again on dir/data (as the next make
-// dev does), read, and stopped.
-func stoppedStackWorkers(t *testing.T, root, dir string) map[string]storedWorker {
+// stoppedStack is dynalite started again on a stopped stack's state
+// folder dir (dir/data, as the next make dev opens it); t's cleanup stops
+// it.
+func stoppedStack(t *testing.T, root, dir string) string {
 	t.Helper()
 	dyn, err := enginetest.StartDynalite(enginetest.Options{Root: root, LogDir: t.TempDir(), DataDir: filepath.Join(dir, "data")})
 	if err != nil {
 		t.Fatalf("dynalite on the stopped stack's data: %v", err)
 	}
-	defer dyn.Stop()
-	return tableWorkers(t, dyn.Endpoint())
+	t.Cleanup(dyn.Stop)
+	return dyn.Endpoint()
+}
+
+// stoppedStackWorkers are the worker records a stopped stack left in its
+// state folder dir.
+func stoppedStackWorkers(t *testing.T, root, dir string) map[string]storedWorker {
+	t.Helper()
+	return tableWorkers(t, stoppedStack(t, root, dir))
+}
+
+// stoppedStackItems are the partition keys a stopped stack left in its
+// state folder dir.
+func stoppedStackItems(t *testing.T, root, dir string) map[string]bool {
+	t.Helper()
+	return tableItems(t, stoppedStack(t, root, dir))
 }
 
 func attrS(it map[string]types.AttributeValue, k string) string {
