@@ -54,8 +54,20 @@ func TestDemoReplayCarriesTheSeed(t *testing.T) {
 			t.Errorf("%v printed %q; its replay runs bin/chaos %v: plan %s, seed %d, short %v, duration %v (want plan %s, seed %s, short %v, duration %v)",
 				tc.args, line, chaosArgs, again.cfg.Plan, again.cfg.Seed, again.short, again.cfg.Duration, inv.cfg.Plan, seed, inv.short, inv.cfg.Duration)
 		}
-		if tc.args[0] == "-plan" && (m[1] != "demo" || m[2] != chaos.PlanDemo) {
-			t.Errorf("make demo's line %q names another run", line)
+		if tc.args[0] == "-plan" {
+			if m[1] != "demo" || m[2] != chaos.PlanDemo {
+				t.Errorf("make demo's line %q names another run", line)
+			}
+			// docs/local-stack.md shows the line make demo prints.
+			doc, err := os.ReadFile("../../../../docs/local-stack.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown := regexp.MustCompile(`(?m)^demo: plan .*$`).FindString(string(doc))
+			digits := regexp.MustCompile(`\d+`)
+			if ds := announced.FindStringSubmatch(shown); ds == nil || digits.ReplaceAllString(shown, "N") != digits.ReplaceAllString(line, "N") || !strings.Contains(ds[4], "-seed "+ds[3]) {
+				t.Errorf("docs/local-stack.md shows make demo's first line as %q; it prints %q (its replay with its seed)", shown, line)
+			}
 		}
 	}
 }
