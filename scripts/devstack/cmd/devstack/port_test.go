@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,6 +58,12 @@ func TestPortTakenNamesTheEngineAndDir(t *testing.T) {
 				}
 			}
 			checkState(t, what, dir, earlierRun)
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if rel, _ := filepath.Rel(dir, p); err == nil && !d.IsDir() && earlierRun[rel] == "" && rel != devstack.LockFile {
+					t.Errorf("%s: the refused start made %s", what, rel)
+				}
+				return nil
+			})
 			release, err := devstack.Lock(dir)
 			if err != nil {
 				t.Errorf("%s: the folder's lock is kept after the refusal: %v", what, err)
