@@ -496,13 +496,36 @@ func pickPort(p *int, what string) error {
 	return l.Close()
 }
 
+// namedPort is a port of the stack with the name its errors give it.
+type namedPort struct {
+	p    *int
+	what string
+}
+
+// fixed are the ports Start checks (or picks, when 0) before it starts
+// anything.
+func (p *Ports) fixed() []namedPort {
+	return []namedPort{{&p.Dynamo, "dynamo"}, {&p.SQS, "sqs"}, {&p.API, "ingest api"}, {&p.Feed, "feed"}}
+}
+
+// CheckTaken is Start's "port is taken" error for the first of p's ports
+// (those not 0) that something listens on, found without starting or
+// touching anything: make dev checks before --fresh deletes.
+func (p Ports) CheckTaken() error {
+	for _, np := range p.fixed() {
+		if *np.p != 0 {
+			if err := pickPort(np.p, np.what); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (s *Stack) start(ctx context.Context) error {
 	c := &s.cfg
-	for _, pp := range []struct {
-		p    *int
-		what string
-	}{{&c.Ports.Dynamo, "dynamo"}, {&c.Ports.SQS, "sqs"}, {&c.Ports.API, "ingest api"}, {&c.Ports.Feed, "feed"}} {
-		if err := pickPort(pp.p, pp.what); err != nil {
+	for _, np := range c.Ports.fixed() {
+		if err := pickPort(np.p, np.what); err != nil {
 			return err
 		}
 	}

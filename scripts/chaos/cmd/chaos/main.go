@@ -34,7 +34,65 @@ func main() {
 	cmdmain.Run("chaos", func(ctx context.Context) error { return run(ctx, os.Args[1:]) })
 }
 
+// invocation is what a run's arguments ask for: the harness's config (its
+// seed drawn when -seed is 0), the run's name (chaos or demo), and where it
+// writes.
+type invocation struct {
+	cfg     chaos.Config
+	name    string // chaos or demo: out/<name>, .dev/<name>
+	short   bool
+	dir     string // -dir
+	out     string // -out
+	rejudge string // -rejudge
+}
+
 func run(ctx context.Context, args []string) error {
+	inv, err := parseArgs(args)
+	if err != nil {
+		return err
+	}
+	if inv.rejudge != "" {
+		return rejudgeRun(inv.rejudge, inv.out)
+	}
+	cfg, name := inv.cfg, inv.name
+	root, err := enginetest.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cfg.Stack.Root = root
+	cfg.Stack.Dir = inv.dir
+	if cfg.Stack.Dir == "" {
+		cfg.Stack.Dir = filepath.Join(root, ".dev", name)
+	}
+	cfg.OutDir = inv.out
+	if cfg.OutDir == "" {
+		cfg.OutDir = filepath.Join(root, "out", name)
+	}
+	if err := os.MkdirAll(cfg.Stack.Dir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	lf, err := os.Create(filepath.Join(cfg.Stack.Dir, "chaos.log"))
+	if err != nil {
+		return fmt.Errorf("harness log: %w", err)
+	}
+	defer lf.Close()
+	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
+	cfg.Stack.Log = zerolog.New(lf).With().Timestamp().Str("component", "devstack").Logger()
+	fmt.Println(inv.announce())
+	res, err := chaos.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	chaos.PrintSummary(os.Stdout, res)
+	if !res.OK() {
+		return errors.New("the run found violations (see the report)")
+	}
+	return nil
+}
+
+// parseArgs reads a run's arguments; a -seed of 0 draws the seed here, so
+// the one announce prints is the one the run uses.
+func parseArgs(args []string) (invocation, error) {
 	cfg := chaos.DefaultConfig()
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	short := fs.Bool("short", false, "the short run of the tests: one round of every fault kind, 3 workers, 16 sessions")
@@ -57,10 +115,10 @@ func run(ctx context.Context, args []string) error {
 	model := fs.String("dynamo-model", "aws", "the DynamoDB model's profile in front of dynalite: aws (AWS latency, index lag, stale reads, throttling, ambiguous errors, and the model's fault kinds) or dynalite (adds nothing); \"\": dynalite alone")
 	rejudge := fs.String("rejudge", "", "judge and draw a past run again from its saved evidence (<dir>/"+chaos.EvidenceFile+"); runs nothing")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return invocation{}, err
 	}
 	if *rejudge != "" {
-		return rejudgeRun(*rejudge, *out)
+		return invocation{rejudge: *rejudge, out: *out}, nil
 	}
 	name := "chaos"
 	switch {
@@ -76,7 +134,7 @@ func run(ctx context.Context, args []string) error {
 	case "sqs", "sqs-fifo", "kinesis", "stdout":
 		cfg.Stack.Sink = *sinkFlag
 	default:
-		return fmt.Errorf("-sink %q: want sqs, sqs-fifo, kinesis or stdout", *sinkFlag)
+		return invocation{}, fmt.Errorf("-sink %q: want sqs, sqs-fifo, kinesis or stdout", *sinkFlag)
 	}
 	if *noSkip {
 		cfg.SinkRefusalSkip = false
@@ -101,7 +159,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	m, err := feed.ParseMode(*mode)
 	if err != nil {
-		return err
+		return invocation{}, err
 	}
 	cfg.Stack.FeedMode = m
 	cfg.SwitchPolicy = cfg.SwitchPolicy && !*noSwitch && m == feed.ModeKickOlder
@@ -110,47 +168,21 @@ func run(ctx context.Context, args []string) error {
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() % 1_000_000
 	}
-	root, err := enginetest.RepoRoot()
-	if err != nil {
-		return err
-	}
-	cfg.Stack.Root = root
-	cfg.Stack.Dir = *dir
-	if cfg.Stack.Dir == "" {
-		cfg.Stack.Dir = filepath.Join(root, ".dev", name)
-	}
-	cfg.OutDir = *out
-	if cfg.OutDir == "" {
-		cfg.OutDir = filepath.Join(root, "out", name)
-	}
-	if err := os.MkdirAll(cfg.Stack.Dir, 0o755); err != nil {
-		return fmt.Errorf("state dir: %w", err)
-	}
-	lf, err := os.Create(filepath.Join(cfg.Stack.Dir, "chaos.log"))
-	if err != nil {
-		return fmt.Errorf("harness log: %w", err)
-	}
-	defer lf.Close()
-	zerolog.TimeFieldFormat = zerolog.TimeFormatUnixMs
-	cfg.Stack.Log = zerolog.New(lf).With().Timestamp().Str("component", "devstack").Logger()
 	cfg.Plan = *plan
-	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", cfg.Seed, cfg.Duration)
+	return invocation{cfg: cfg, name: name, short: *short, dir: *dir, out: *out}, nil
+}
+
+// announce is the run's first line: its plan, its seed, and the command
+// that replays it with that seed.
+func (inv invocation) announce() string {
+	replay := fmt.Sprintf("make chaos SEED=%d DURATION=%s", inv.cfg.Seed, inv.cfg.Duration)
 	switch {
-	case cfg.Plan == chaos.PlanDemo:
-		replay = fmt.Sprintf("make demo DEMO_ARGS='-seed %d'", cfg.Seed) // the same seed: the same sessions and draws
-	case *short:
-		replay = fmt.Sprintf("bin/chaos -short -seed %d", cfg.Seed)
+	case inv.cfg.Plan == chaos.PlanDemo:
+		replay = fmt.Sprintf("make demo DEMO_ARGS='-seed %d'", inv.cfg.Seed) // the same seed: the same sessions and draws
+	case inv.short:
+		replay = fmt.Sprintf("bin/chaos -short -seed %d", inv.cfg.Seed)
 	}
-	fmt.Printf("%s: plan %s, seed %d (replay: %s)\n", name, cfg.Plan, cfg.Seed, replay)
-	res, err := chaos.Run(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	chaos.PrintSummary(os.Stdout, res)
-	if !res.OK() {
-		return errors.New("the run found violations (see the report)")
-	}
-	return nil
+	return fmt.Sprintf("%s: plan %s, seed %d (replay: %s)", inv.name, inv.cfg.Plan, inv.cfg.Seed, replay)
 }
 
 // rejudgeRun judges saved evidence again and writes the outputs to out

@@ -104,6 +104,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer release()
 	if *fresh {
+		// A start that would fail on a taken port forgets nothing.
+		if err := cfg.Ports.CheckTaken(); err != nil {
+			return err
+		}
 		if err := devstack.Fresh(cfg.Dir); err != nil {
 			return err
 		}
