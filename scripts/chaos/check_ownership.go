@@ -436,7 +436,7 @@ func (j *judge) checkTable() {
 				continue
 			}
 		}
-		if r.State == schema.StateStarted && !r.Failed && r.Owner == "" {
+		if r.orphan() {
 			j.violate(CheckEndOwners, r.Session, s.At.UnixNano(), "STARTED but owned by no worker after the last fault")
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/devstack"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
@@ -119,6 +121,17 @@ type Snapshot struct {
 	At      time.Time   `json:"at"`
 	Rows    []Row       `json:"rows"`
 	Workers []WorkerRow `json:"workers"`
+}
+
+// unowned reports whether s has an orphan row.
+func (s Snapshot) unowned() bool {
+	return slices.ContainsFunc(s.Rows, Row.orphan)
+}
+
+// orphan reports whether the row is a STARTED session that has not failed
+// and has no owner (what the end-ownership check reports).
+func (r Row) orphan() bool {
+	return r.State == schema.StateStarted && !r.Failed && r.Owner == ""
 }
 
 // worker is the record of worker id (ok false: none).

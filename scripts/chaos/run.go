@@ -173,6 +173,26 @@ func (r *runner) waitUntil(ctx context.Context, timeout time.Duration, cond func
 	}
 }
 
+// settledScan reads the table for the end-ownership check: again every
+// 200 ms while a STARTED session has no owner, until within (a claim's
+// bound), and returns the last read. Rebalancing goes on after the
+// schedule: a session between its sender's release and its receiver's
+// acquire has no owner for a moment, and one read can land in it; a
+// session nobody takes stays without an owner past the bound, and the
+// check reports it.
+func (r *runner) settledScan(ctx context.Context, within time.Duration) (Snapshot, error) {
+	deadline := time.Now().Add(within)
+	for {
+		snap, err := r.scan(ctx)
+		if err != nil || !snap.unowned() || time.Now().After(deadline) {
+			return snap, err
+		}
+		if err := r.sleep(ctx, 200*time.Millisecond); err != nil {
+			return snap, err
+		}
+	}
+}
+
 func okText(ok bool) string {
 	if ok {
 		return "done"
@@ -262,7 +282,7 @@ func (r *runner) finish(ctx context.Context) (Evidence, error) {
 		return Evidence{}, err
 	}
 	r.say("schedule done; every STARTED session delivering from a live worker: %s", okText(ok))
-	settled, err := r.scan(ctx)
+	settled, err := r.settledScan(ctx, time.Duration(float64(w.ReconcileEvery)*1.2)+time.Second)
 	if err != nil {
 		return Evidence{}, err
 	}
