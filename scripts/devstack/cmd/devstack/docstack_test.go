@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -61,6 +63,37 @@ func startDocStack(t *testing.T, dir string, extra ...string) *docStack {
 	s.api = regexp.MustCompile(`ingest API   (\S+)`).FindStringSubmatch(said)[1]
 	s.feedWS = regexp.MustCompile(`demo feed    (wss?://[^/]+)/feed/`).FindStringSubmatch(said)[1]
 	return s
+}
+
+// local is a docs command c aimed at this stack: the docs' ingest API
+// (127.0.0.1:8787) and demo feed (127.0.0.1:8790, whatever scheme dials
+// it) are the stack's free ports.
+func (s *docStack) local(c string) string {
+	c = strings.ReplaceAll(c, "http://127.0.0.1:8787", s.api)
+	return strings.ReplaceAll(c, "127.0.0.1:8790", strings.SplitN(s.feedWS, "://", 2)[1])
+}
+
+// shDoc runs a docs command c through bash as a user's shell would, in dir
+// with env added, within 10 s, and returns what it printed (trimmed); a
+// failure fails t. Without pipefail a grep that finds nothing yet, at the
+// head of a pipe, prints nothing instead of failing.
+func shDoc(t *testing.T, dir string, env []string, c string, pipefail bool) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts := "set -e; "
+	if pipefail {
+		opts = "set -eo pipefail; "
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-c", opts+c)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("$ %s: %v\n%s%s", c, err, o.String(), e.String())
+	}
+	return strings.TrimSpace(o.String())
 }
 
 // installedBin is root's bin/name (`make devstack-bins`), failing t when it

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -113,27 +112,13 @@ func TestREADMEWalkThrough(t *testing.T) {
 		}
 	}()
 	api, feedWS := st.api, st.feedWS
-	local := func(c string) string {
-		c = strings.ReplaceAll(c, "http://127.0.0.1:8787", api)
-		// the feed's port, whatever scheme the README dials it with
-		return strings.ReplaceAll(c, "127.0.0.1:8790", strings.SplitN(feedWS, "://", 2)[1])
-	}
 	sh := func(c string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-c", "set -eo pipefail; "+c)
-		cmd.Dir = root
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("$ %s: %v\n%s%s", c, err, o.String(), e.String())
-		}
-		return strings.TrimSpace(o.String())
+		return shDoc(t, root, nil, st.local(c), true)
 	}
 	status := regexp.MustCompile(`^[0-9]{3} `)
 	for i, c := range cmds {
-		printed := sh(local(c))
+		printed := sh(c)
 		if answers[i] != "" {
 			want := status.ReplaceAllString(answers[i], "")
 			if !elidedMatch(numbersOut(want), numbersOut(printed)) {

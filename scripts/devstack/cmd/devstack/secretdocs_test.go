@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,29 +71,9 @@ func TestDocsSecretRotation(t *testing.T) {
 	if banner == nil || numbersOut(strings.Join(strings.Fields(cmds[0]), " ")) != numbersOut(banner[1]+" "+banner[2]) {
 		t.Errorf("docs/local-stack.md's rotation starts with\n%s\nnot the banner's secret-demo start (numbers aside):\n%q", cmds[0], banner)
 	}
-	feedHost := strings.SplitN(st.feedWS, "://", 2)[1]
-	local := func(c string) string {
-		return strings.ReplaceAll(strings.ReplaceAll(c, "http://127.0.0.1:8787", st.api), "127.0.0.1:8790", feedHost)
-	}
-	// sh runs c as the user's shell would (a grep that finds nothing yet
-	// fails only under pipefail, which a grep then waits without).
 	sh := func(c string, pipefail bool) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		opts := "set -e; "
-		if pipefail {
-			opts = "set -eo pipefail; "
-		}
-		cmd := exec.CommandContext(ctx, "bash", "-c", opts+c)
-		cmd.Dir = home
-		cmd.Env = append(os.Environ(), "SM="+sm[1])
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("$ %s: %v\n%s%s", c, err, o.String(), e.String())
-		}
-		return strings.TrimSpace(o.String())
+		return shDoc(t, home, []string{"SM=" + sm[1]}, st.local(c), pipefail)
 	}
 	shows := func(want, printed string) bool {
 		for _, d := range authDigest.FindAllString(want, -1) {
@@ -110,7 +88,7 @@ func TestDocsSecretRotation(t *testing.T) {
 		want := answers[i]
 		digests += len(authDigest.FindAllString(want, -1))
 		if !strings.HasPrefix(c, "grep ") {
-			printed := sh(local(c), true)
+			printed := sh(c, true)
 			t.Logf("$ %s\n%s", c, printed)
 			if want != "" && !shows(want, printed) {
 				t.Errorf("docs/local-stack.md: $ %s\nshows %s\nit printed %s", c, want, printed)
@@ -119,7 +97,7 @@ func TestDocsSecretRotation(t *testing.T) {
 		}
 		var printed string
 		testwait.Eventually(t, 20*time.Second, "$ "+c+" printing "+want, func() bool {
-			printed = sh(local(c), false)
+			printed = sh(c, false)
 			return shows(want, printed)
 		})
 		t.Logf("$ %s\n%s", c, printed)
