@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -39,6 +40,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/faultnet"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -902,4 +904,39 @@ func TestSourceDropReconnectsAndResumes(t *testing.T) {
 			t.Fatalf("reconnect without resume: from=%d", c.From)
 		}
 	}
+}
+
+// tableProxy puts a fault proxy between the next workers e starts and
+// DynamoDB (e.workerDB), and returns it; the test sets e.workerDB back to
+// nil for workers that reach the table directly.
+func (e *env) tableProxy() *faultnet.Proxy {
+	e.t.Helper()
+	ac, err := awsconfig.Load(context.Background(), 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	proxy := proxyTo(e.t, "AWS_ENDPOINT_URL_DYNAMODB")
+	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	return proxy
+}
+
+// streamOn starts n sessions (start notifications) and waits until worker
+// a owns each and the sink holds at least min messages of each.
+func (e *env) streamOn(a *testWorker, n, min int) []string {
+	e.t.Helper()
+	var ids []string
+	for range n {
+		id := e.session(nil)
+		e.notify(schema.NotifyStart, id)
+		ids = append(ids, id)
+	}
+	testwait.Eventually(e.t, 10*time.Second, fmt.Sprintf("a streams all %d", n), func() bool {
+		for _, id := range ids {
+			if !a.owns(id) || e.sink.count(id) < min {
+				return false
+			}
+		}
+		return true
+	})
+	return ids
 }

@@ -1,17 +1,11 @@
 package streamer
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -24,28 +18,10 @@ import (
 // heals, the dead worker's next heartbeat fails and it exits.
 func TestPartitionFromTheTable(t *testing.T) {
 	e := newEnv(t)
-	ac, err := awsconfig.Load(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy := e.tableProxy()
 	a := e.worker(nil)
 	e.workerDB = nil
-	var ids []string
-	for range 3 {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(t, 10*time.Second, "a streams all 3", func() bool {
-		for _, id := range ids {
-			if !a.owns(id) || e.sink.count(id) < 5 {
-				return false
-			}
-		}
-		return true
-	})
+	ids := e.streamOn(a, 3, 5)
 	b := e.worker(nil)
 	testwait.Eventually(t, 5*time.Second, "b watches a", func() bool {
 		for _, w := range b.Status().Watching {

@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/rs/zerolog"
 
-	"github.com/wsfleet/wsfleet/shared/awsconfig"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -104,12 +101,7 @@ func (d *brownoutDest) count(id string) int {
 // destination: nothing acknowledged is lost.
 func TestTrustLapseNeverCheckpointsPastAMissingSeq(t *testing.T) {
 	e := newEnv(t)
-	ac, err := awsconfig.Load(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy := e.tableProxy()
 	dest := &brownoutDest{written: map[string]map[int64]bool{}}
 	cfg := testConfig("x")
 	var batcher *batch.Batcher
@@ -216,28 +208,10 @@ func dynamostoreGet(e *env, id string) (lease.Item, error) {
 // heartbeat, a store call and a claim.
 func TestTrustBackClaimsItsSessionsAtOnce(t *testing.T) {
 	e := newEnv(t)
-	ac, err := awsconfig.Load(context.Background(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := proxyTo(t, "AWS_ENDPOINT_URL_DYNAMODB")
-	e.workerDB = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL()) })
+	proxy := e.tableProxy()
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	e.workerDB = nil
-	var ids []string
-	for range 3 {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(t, 10*time.Second, "a streams all 3", func() bool {
-		for _, id := range ids {
-			if !a.owns(id) || e.sink.count(id) < 3 {
-				return false
-			}
-		}
-		return true
-	})
+	ids := e.streamOn(a, 3, 3)
 	epochs := map[string]int64{}
 	for _, id := range ids {
 		epochs[id] = e.item(id).Epoch
