@@ -30,14 +30,14 @@ import (
 // still GONE.
 func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 	var out []Candidate
-	ids, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) { return k.store.Unowned(ctx, limit) })
+	ids, err := rpc(ctx, k.cfg.listTimeout(), func(ctx context.Context) ([]string, error) { return k.store.Unowned(ctx, limit) })
 	if err != nil {
 		return nil, fmt.Errorf("unowned: %w", err)
 	}
 	for _, id := range ids {
 		out = append(out, Candidate{ConnectionID: id})
 	}
-	gone, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) {
+	gone, err := rpc(ctx, k.cfg.listTimeout(), func(ctx context.Context) ([]string, error) {
 		return k.store.ListWorkers(ctx, schema.WorkerListGone, 0)
 	})
 	if err != nil {
@@ -177,7 +177,7 @@ func (k *Keeper) sweepDone(ctx context.Context, out []Candidate, limit int) ([]C
 	}
 	k.gmu.Unlock()
 	if due {
-		done, err := rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]string, error) {
+		done, err := rpc(ctx, k.cfg.listTimeout(), func(ctx context.Context) ([]string, error) {
 			return k.store.ListWorkers(ctx, schema.WorkerListDone, 0)
 		})
 		if err != nil {
@@ -246,14 +246,21 @@ func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
 
 // ownedBy lists every session by_owner gives worker w (limit 0: by_owner
 // has no sort key, so a limited page may hold only stopped entries and
-// never reach a STARTED one behind them), within RPCTimeout.
+// never reach a STARTED one behind them), within the listing timeout.
 func (k *Keeper) ownedBy(ctx context.Context, w string) ([]Owned, error) {
-	return rpc(ctx, k.cfg.RPCTimeout, func(ctx context.Context) ([]Owned, error) { return k.store.OwnedBy(ctx, w, 0) })
+	return rpc(ctx, k.cfg.listTimeout(), func(ctx context.Context) ([]Owned, error) { return k.store.OwnedBy(ctx, w, 0) })
 }
 
 // rpc runs one store call with a deadline of timeout (every call to the
 // table has one: a listing left without it hangs as long as the table
 // does not answer, and the reconcile pass that made it with it).
+//
+// A listing's deadline is Config.listTimeout, longer than a single
+// request's RPCTimeout: a listing is several pages (the 16 by_unowned
+// shards, a big by_owner), and the SDK retries a throttled page after a
+// backoff (up to 2 s, then 4 s: aws/retry's exponential jitter with 3
+// attempts); cut at RPCTimeout, a throttled listing would find nothing and
+// its sessions would wait a whole reconcile pass more.
 func rpc[T any](ctx context.Context, timeout time.Duration, call func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -944,10 +944,9 @@ func (hangingLists) OwnedBy(ctx context.Context, _ string, _ int) ([]lease.Owned
 }
 
 // Every listing the reconcile pass makes (the audit, the orphans, a dead
-// worker's sessions) ends at RPCTimeout when the table does not answer:
-// a pass hung in one would hold up the next, the one that claims back the
-// sessions left while fenced once the table answers again.
-func TestListingsEndAtTheRPCTimeout(t *testing.T) {
+// worker's sessions) ends at its deadline (4 × RPCTimeout) when the table
+// does not answer: a pass hung in one would hold up every pass after it.
+func TestListingsEndAtTheirDeadline(t *testing.T) {
 	cfg := lease.DefaultConfig("a")
 	cfg.RPCTimeout = 50 * time.Millisecond
 	k, err := lease.NewKeeper(hangingLists{memstore.New()}, clock.NewFake(t0), cfg, nil, nil)
@@ -965,10 +964,10 @@ func TestListingsEndAtTheRPCTimeout(t *testing.T) {
 		select {
 		case err := <-done:
 			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%s: %v, want the RPC timeout's deadline exceeded", name, err)
+				t.Errorf("%s: %v, want its deadline exceeded", name, err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("%s still waiting 5 s after a 50 ms RPC timeout", name)
+			t.Fatalf("%s still waiting 5 s after a deadline of 4 × 50 ms", name)
 		}
 	}
 }

@@ -401,6 +401,12 @@ func (c Config) DoneSweepEvery() time.Duration { return 10 * c.IndexLagBound }
 // applied (crash failover ≤ TTL + WatchEvery + the takeover).
 func (c Config) WatchEvery() time.Duration { return c.HeartbeatEvery / 2 }
 
+// listTimeout bounds one listing of the reconcile pass or a takeover (the
+// by_unowned shards, the GONE and DONE workers, a worker's by_owner): 4 ×
+// RPCTimeout (8 s at the defaults), room for the SDK's retries of a
+// throttled page (see rpc in discovery.go).
+func (c Config) listTimeout() time.Duration { return 4 * c.RPCTimeout }
+
 // Validate checks that the timings can keep the protocol safe.
 func (c Config) Validate() error {
 	var errs []error

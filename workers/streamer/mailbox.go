@@ -127,8 +127,8 @@ func (w *Worker) auditPass() func(context.Context) {
 // audit compares what the table says this worker owns (by_owner) with what
 // it holds: a stop or a new generation whose mailbox entry was lost is
 // applied; a tenure it does not hold (an acquire whose reply was lost, a
-// session left while fenced) is claimed back, as many at once as the
-// reconciler claims, or released when the worker has no room for it.
+// session left while fenced) is claimed back, or released when the worker
+// has no room for it.
 func (w *Worker) audit(ctx context.Context) {
 	owned, err := w.keeper.Audit(ctx)
 	if err != nil {
@@ -137,8 +137,6 @@ func (w *Worker) audit(ctx context.Context) {
 		}
 		return
 	}
-	var back []lease.Candidate
-	free := w.Free()
 	for _, o := range owned {
 		w.mu.Lock()
 		s, claiming := w.sessions[o.ConnectionID], w.claiming[o.ConnectionID]
@@ -151,14 +149,14 @@ func (w *Worker) audit(ctx context.Context) {
 			}
 		case s != nil:
 			// Held at another epoch of ours: the newer tenure wins.
-		case o.DesiredState == schema.StateStarted && free > 0:
-			back = append(back, lease.Candidate{ConnectionID: o.ConnectionID})
-			free--
+		case o.DesiredState == schema.StateStarted && w.Free() > 0:
+			if out, err := w.Claim(ctx, o.ConnectionID, nil, 0); err != nil {
+				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
+			}
 		default:
 			if err := w.keeper.ReleaseToken(ctx, o.Token); err != nil && !errors.Is(err, lease.ErrLeaseLost) {
 				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Int64("lease_epoch", o.Epoch).Msg("audit: release")
 			}
 		}
 	}
-	w.recon.ClaimAll(ctx, back)
 }
