@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
 )
 
@@ -143,6 +144,14 @@ type TableFigures struct {
 	// holds).
 	WorkerReadUnits  float64 `json:"worker_read_units"`
 	SessionReadUnits float64 `json:"session_read_units"`
+	// Ops is the workers' calls by lease.Store operation, per worker-hour
+	// (readkinds.go).
+	Ops map[string]OpRate `json:"ops,omitempty"`
+	// AcquiresPerSession is the workers' acquires per session started, and
+	// AcquiresHeldPerSession those refused because another worker held the
+	// session (lost races).
+	AcquiresPerSession     float64 `json:"acquires_per_session"`
+	AcquiresHeldPerSession float64 `json:"acquires_held_per_session"`
 }
 
 // Judge reads the fleet's records up to now: the figures the Record folded
@@ -246,7 +255,7 @@ func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 	tf.WriteIndexKey.Limit, tf.ReadIndexKey.Limit = th.IndexWCU, th.IndexRCU
 	tf.WriteTable = Peak{Key: fl.Table.Config().Table, Units: m.Table.Write.Peak, Limit: th.WarmWCU}
 	tf.ReadTable = Peak{Key: fl.Table.Config().Table, Units: m.Table.Read.Peak, Limit: th.WarmRCU}
-	var reads, writes int64
+	var reads, writes, held int64
 	for _, mb := range fl.Members() {
 		end := mb.Ended
 		if end.IsZero() {
@@ -255,6 +264,7 @@ func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 		tf.WorkerHours += end.Sub(mb.Started).Hours()
 		reads += mb.store.reads.Load()
 		writes += mb.store.writes.Load()
+		held += mb.store.held.Load()
 	}
 	if tf.WorkerHours > 0 {
 		tf.ReadsPerWorkerHour = float64(reads) / tf.WorkerHours
@@ -268,6 +278,11 @@ func (fl *Fleet) tableFigures(now time.Time, tenures int) TableFigures {
 		tf.ReadUnits += u.ReadUnits
 	}
 	tf.WorkerReadUnits, tf.SessionReadUnits = readSplit(m)
+	tf.Ops = opRates(m.Ops, nil, tf.WorkerHours)
+	if n := len(fl.Sessions()); n > 0 {
+		tf.AcquiresPerSession = float64(m.Ops[dynamostore.OpAcquire].Calls) / float64(n)
+		tf.AcquiresHeldPerSession = float64(held) / float64(n)
+	}
 	if tenures > 0 {
 		tf.WriteUnitsPerTenure = tf.WriteUnits / float64(tenures)
 	}

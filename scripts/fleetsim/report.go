@@ -137,6 +137,7 @@ func (r Report) Markdown() string {
 			t.WriteIndexKey.Units, t.WriteIndexKey.Key, t.ReadIndexKey.Units, t.ReadIndexKey.Key,
 			t.WriteTable.Units, t.ReadTable.Units, throttled(t.Throttled), t.ReadsPerWorkerHour, t.WritesPerWorkerHr, readUnitsCell(m), t.WriteUnitsPerTenure)
 	}
+	p("\n%s", kindsMarkdown(r.Runs))
 	p("\n%s", faultsMarkdown(r.Runs))
 	p("\n%s", r.goalsMarkdown())
 	p("## Cost of simulating\n\n")

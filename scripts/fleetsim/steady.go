@@ -25,6 +25,13 @@ type Steady struct {
 	// second over the window.
 	WriteUnits float64 `json:"write_units_per_second"`
 	ReadUnits  float64 `json:"read_units_per_second"`
+	// WorkerHours are the workers' lives in the window; ReadUnitsPerWorkerHour
+	// the workers' read units (indexes included) per worker-hour in it, and
+	// Ops by operation (readkinds.go): the whole run's figures without the
+	// ramp.
+	WorkerHours            float64           `json:"worker_hours,omitempty"`
+	ReadUnitsPerWorkerHour float64           `json:"read_units_per_worker_hour,omitempty"`
+	Ops                    map[string]OpRate `json:"ops,omitempty"`
 }
 
 // steadyMark is the table's meter at one instant.
@@ -32,10 +39,11 @@ type steadyMark struct {
 	at                time.Time
 	throttled         map[string]int64
 	writeUnits, reads float64
+	ops               map[string]simddb.Usage
 }
 
 func markNow(m simddb.Meter) steadyMark {
-	return steadyMark{at: time.Now(), throttled: maps.Clone(m.Throttled), writeUnits: m.Table.Write.Total, reads: m.Table.Read.Total}
+	return steadyMark{at: time.Now(), throttled: maps.Clone(m.Throttled), writeUnits: m.Table.Write.Total, reads: m.Table.Read.Total, ops: maps.Clone(m.Ops)}
 }
 
 // awaitSteady marks the steady window's start (Steady): at twice the ramp,
@@ -90,6 +98,9 @@ func (fl *Fleet) steadyFigures() Steady {
 	if d := b.at.Sub(a.at).Seconds(); d > 0 {
 		s.WriteUnits, s.ReadUnits = (b.writeUnits-a.writeUnits)/d, (b.reads-a.reads)/d
 	}
+	s.WorkerHours = workerHours(fl.Members(), a.at, b.at)
+	s.Ops = opRates(b.ops, a.ops, s.WorkerHours)
+	s.ReadUnitsPerWorkerHour = readUnitsOf(s.Ops)
 	return s
 }
 

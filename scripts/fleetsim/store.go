@@ -25,6 +25,9 @@ type memberStore struct {
 	cut    atomic.Bool
 	reads  atomic.Int64
 	writes atomic.Int64
+	// held counts the acquires refused because another worker held the
+	// session (lost races; readkinds.go).
+	held atomic.Int64
 	// down, when set, is the end of an outage of the table (outage.go).
 	down atomic.Int64
 	// steal breaks the ownership protocol (the mutation check): never set
@@ -117,7 +120,11 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 		m.st.Mem().Update(id, func(it *lease.Item) { it.Owner, it.HandoffTo = "", "" })
 		from = lease.From{}
 	}
-	return m.st.Acquire(ctx, id, owner, from)
+	it, err := m.st.Acquire(ctx, id, owner, from)
+	if errors.Is(err, lease.ErrHeld) {
+		m.held.Add(1)
+	}
+	return it, err
 }
 
 func (m *memberStore) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {

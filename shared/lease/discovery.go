@@ -34,9 +34,7 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unowned: %w", err)
 	}
-	for _, id := range ids {
-		out = append(out, Candidate{ConnectionID: id})
-	}
+	out = append(out, k.sightings(ids)...)
 	gone, err := rpc(ctx, k.cfg.listTimeout(), func(ctx context.Context) ([]string, error) {
 		return k.store.ListWorkers(ctx, schema.WorkerListGone, 0)
 	})
@@ -70,6 +68,59 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 	}
 	out, err = k.sweepDone(ctx, out, limit)
 	return capped(out, limit), err
+}
+
+// unownedKeep is how many listings a session's first sighting unowned is
+// remembered after the last listing that showed it: a listing is capped
+// (Orphans' limit) and rotates over the by_unowned shards, so an orphan
+// missing from one listing is still a second sighting in a later one.
+const unownedKeep = 2 * schema.IndexShards
+
+// sightings are the unowned sessions ids of this listing as candidates,
+// each Relisted when an earlier listing showed it unowned too.
+func (k *Keeper) sightings(ids []string) []Candidate {
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	k.listings++
+	n := k.listings
+	out := make([]Candidate, 0, len(ids))
+	for _, id := range ids {
+		s, ok := k.unownedSeen[id]
+		if !ok {
+			s.first = n
+		}
+		s.last = n
+		k.unownedSeen[id] = s
+		out = append(out, Candidate{ConnectionID: id, Relisted: s.first < n})
+	}
+	if n%unownedKeep == 0 {
+		// Forget the sessions no listing showed for unownedKeep listings
+		// (claimed, or stopped): the map holds at most the orphans of the
+		// last unownedKeep listings.
+		for id, s := range k.unownedSeen {
+			if s.last+unownedKeep < n {
+				delete(k.unownedSeen, id)
+			}
+		}
+	}
+	return out
+}
+
+// sighting is the first and the last listing that showed a session
+// unowned.
+type sighting struct{ first, last uint64 }
+
+// MayClaim says whether the reconciler should try to acquire c: a session
+// of a worker seen not alive always; an unowned one when MayClaimUnowned
+// says so of this worker among the alive workers of the last refresh.
+func (k *Keeper) MayClaim(c Candidate) bool {
+	if c.Prev != nil {
+		return true
+	}
+	k.lmu.Lock()
+	alive := k.aliveIDs
+	k.lmu.Unlock()
+	return MayClaimUnowned(c.ConnectionID, k.cfg.Owner, alive, c.Relisted)
 }
 
 // capped is out cut to limit candidates.

@@ -112,6 +112,11 @@ type Keeper struct {
 	// they own none).
 	nextSweep time.Time
 	late      map[string]bool
+	// listings counts Orphans' listings of by_unowned; unownedSeen is the
+	// first and last listing that showed each session unowned
+	// (MayClaimUnowned), forgotten unownedKeep listings after the last.
+	listings    uint64
+	unownedSeen map[string]sighting
 
 	sum summaryState  // the fleet summary (summarize.go)
 	bs  backstopState // the summarizer's death declarations (backstop.go)
@@ -145,6 +150,8 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
 		late:      map[string]bool{},
+
+		unownedSeen: map[string]sighting{},
 	}
 	if ss, ok := store.(SummaryStore); ok {
 		k.sum.store = ss

@@ -107,6 +107,9 @@ type From struct {
 type Candidate struct {
 	ConnectionID string
 	Prev         *Token
+	// Relisted: an unowned one (Prev nil) that an earlier listing of this
+	// Keeper showed unowned too (MayClaimUnowned).
+	Relisted bool
 }
 
 // WorkerRecord is a worker's liveness record.

@@ -9,6 +9,7 @@ package claim
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,6 +239,10 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) {
 type Lister interface {
 	Orphans(ctx context.Context, limit int) ([]lease.Candidate, error)
 	Holds(id string) bool
+	// MayClaim says whether this worker tries a candidate of its listing
+	// (lease.MayClaimUnowned: on the first sight of an unowned session,
+	// only the first few workers by rendezvous hashing do).
+	MayClaim(c lease.Candidate) bool
 }
 
 // Reconciler claims orphans (sessions without owner, and the sessions of
@@ -328,6 +333,7 @@ func (r *Reconciler) pass(ctx context.Context) {
 	if r.OnOrphans != nil {
 		r.OnOrphans(len(cands))
 	}
+	cands = slices.DeleteFunc(cands, func(c lease.Candidate) bool { return !r.Lister.MayClaim(c) })
 	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	r.ClaimAll(ctx, cands)
 }

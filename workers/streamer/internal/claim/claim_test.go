@@ -234,7 +234,8 @@ type fakeLister struct {
 	err     error
 	limits  []int
 	held    map[string]bool
-	events  *[]string // "orphans" appended on every call, when set
+	skip    map[string]bool // candidates MayClaim refuses
+	events  *[]string       // "orphans" appended on every call, when set
 	calls   atomic.Int64
 }
 
@@ -262,11 +263,29 @@ func (l *fakeLister) add(cands ...lease.Candidate) {
 
 func (l *fakeLister) Holds(id string) bool { return l.held[id] }
 
+func (l *fakeLister) MayClaim(c lease.Candidate) bool { return !l.skip[c.ConnectionID] }
+
 func runReconciler(r *Reconciler) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
 	return func() { cancel(); <-done }
+}
+
+// A pass tries only the candidates the lister says this worker may claim
+// (lease.MayClaimUnowned: a fresh orphan is left to the workers ranked
+// first for it), and the skipped ones take no free slot.
+func TestReconcilerTriesOnlyWhatItMayClaim(t *testing.T) {
+	l := &fakeLister{
+		answers: [][]lease.Candidate{{{ConnectionID: "a"}, {ConnectionID: "b"}, {ConnectionID: "c"}}},
+		skip:    map[string]bool{"a": true, "c": true},
+	}
+	cl := newClaimer(1)
+	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour}
+	r.pass(context.Background())
+	if got := cl.claimed(); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("claims %v, want [b]", got)
+	}
 }
 
 // Every candidate of a pass is claimed at once, an unowned one with no

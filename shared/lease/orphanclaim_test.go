@@ -1,0 +1,84 @@
+package lease_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+)
+
+// On the first sight of an unowned session exactly the first
+// OrphanClaimers workers by rendezvous hashing of its id may try it (the
+// ranking Watchers gives: one ranking, not a second copy), the same ones
+// whichever worker asks; on a later sighting, anyone; with no alive list
+// yet (before the first refresh), the asker alone counts and may.
+func TestMayClaimUnownedFirstFewThenAnyone(t *testing.T) {
+	var alive []string
+	for i := range 100 {
+		alive = append(alive, fmt.Sprintf("w-%03d", i))
+	}
+	for i := range 300 {
+		id := fmt.Sprintf("s-%06d", i)
+		var may []string
+		for _, w := range alive {
+			if lease.MayClaimUnowned(id, w, alive, false) {
+				may = append(may, w)
+			}
+			if !lease.MayClaimUnowned(id, w, alive, true) {
+				t.Fatalf("%s relisted: %s may not claim it; want anyone", id, w)
+			}
+		}
+		want := lease.Watchers(id, alive, lease.OrphanClaimers)
+		slices.Sort(want)
+		if !slices.Equal(may, want) {
+			t.Fatalf("%s on first sight: %v may claim it, want its first %d by rendezvous %v", id, may, lease.OrphanClaimers, want)
+		}
+	}
+	if !lease.MayClaimUnowned("s-1", "w-new", nil, false) {
+		t.Fatal("no alive list: the asker may not claim; want it may")
+	}
+	// A worker missing from its own (lagging) list ranks as if it were in it.
+	for i := range 50 {
+		id := fmt.Sprintf("s-%06d", i)
+		top := lease.Watchers(id, append(slices.Clone(alive), "w-new"), lease.OrphanClaimers)
+		if got := lease.MayClaimUnowned(id, "w-new", alive, false); got != slices.Contains(top, "w-new") {
+			t.Fatalf("%s: w-new missing from alive may claim %v; ranked among %v", id, got, top)
+		}
+	}
+}
+
+// A listing marks each unowned session Relisted when an earlier listing of
+// the same Keeper showed it unowned too, and MayClaim answers by the rule
+// for it (a dead worker's session, always).
+func TestOrphansMarksSessionsListedBefore(t *testing.T) {
+	r := newRig(t, started("a"))
+	k, _ := r.keeper("wa")
+	r.refresh(k)
+	first, err := k.Orphans(r.ctx, 10)
+	if err != nil || len(first) != 1 || first[0].Relisted {
+		t.Fatalf("first listing %+v, %v: want a, not relisted", first, err)
+	}
+	r.store.Put(started("b"))
+	second, err := k.Orphans(r.ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range second {
+		got[c.ConnectionID] = c.Relisted
+		if !k.MayClaim(c) && c.Relisted {
+			t.Fatalf("%s relisted but MayClaim false", c.ConnectionID)
+		}
+	}
+	if len(got) != 2 || !got["a"] || got["b"] {
+		t.Fatalf("second listing relisted %v, want a true, b false", got)
+	}
+	// Alone in the fleet, wa ranks first for anything.
+	if !k.MayClaim(lease.Candidate{ConnectionID: "b"}) {
+		t.Fatal("the only alive worker may not claim a fresh orphan")
+	}
+	if !k.MayClaim(lease.Candidate{ConnectionID: "c", Prev: &lease.Token{ConnectionID: "c", Owner: "w-dead", Epoch: 1}}) {
+		t.Fatal("a dead worker's session may not be claimed")
+	}
+}

@@ -1,0 +1,169 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
+
+// countingStore counts the acquires the workers send to the table.
+type countingStore struct {
+	*memstore.Store
+	acquires atomic.Int64
+}
+
+func (s *countingStore) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
+	s.acquires.Add(1)
+	return s.Store.Acquire(ctx, id, owner, from)
+}
+
+// keeperClaimer claims through a real Keeper, up to free sessions.
+type keeperClaimer struct {
+	k    *lease.Keeper
+	free atomic.Int64
+}
+
+func (c *keeperClaimer) Claim(ctx context.Context, id string, prev *lease.Token, _ int64) (Outcome, error) {
+	if c.free.Load() <= 0 {
+		return AtCapacity, nil
+	}
+	_, err := c.k.Acquire(ctx, id, prev)
+	switch {
+	case err == nil:
+		c.free.Add(-1)
+		return Acquired, nil
+	case errors.Is(err, lease.ErrHeld):
+		return HeldElsewhere, nil
+	default:
+		return Failed, err
+	}
+}
+func (c *keeperClaimer) Free() int                        { return int(c.free.Load()) }
+func (c *keeperClaimer) StopHint(context.Context, string) {}
+
+// raceFleet is n workers (real Keepers, each with a Reconciler) on one
+// store whose by_unowned lags the table by lag, as DynamoDB's index does:
+// every worker's listing shows the fresh orphans until the lag has passed
+// since their acquire, so passes within it race for them.
+type raceFleet struct {
+	store  *countingStore
+	clk    *clock.Fake
+	lag    time.Duration
+	keeper []*lease.Keeper
+	claim  []*keeperClaimer
+	recon  []*Reconciler
+}
+
+func newRaceFleet(t *testing.T, n int, lag time.Duration) *raceFleet {
+	t.Helper()
+	f := &raceFleet{store: &countingStore{Store: memstore.New()}, clk: clock.NewFake(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)), lag: lag}
+	f.store.SetIndexLag(f.clk, memstore.IndexLag{Unowned: lag})
+	ctx := context.Background()
+	for i := range n {
+		k, err := lease.NewKeeper(f.store, f.clk, lease.DefaultConfig(fmt.Sprintf("w-%02d", i)), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c := &keeperClaimer{k: k}
+		c.free.Store(100)
+		f.keeper, f.claim = append(f.keeper, k), append(f.claim, c)
+		f.recon = append(f.recon, &Reconciler{Lister: k, Claimer: c, Log: zerolog.Nop(), Every: 5 * time.Second})
+	}
+	for _, k := range f.keeper {
+		if err := k.RefreshWorkers(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// start writes fresh orphans (ingest's start; their notifications lost or
+// not yet taken) and lets the lagging index show them.
+func (f *raceFleet) start(ids ...string) {
+	for _, id := range ids {
+		f.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Spec: `{"ws_url":"wss://x.invalid/` + id + `"}`, Generation: 1, LastSeq: lease.NoSeq})
+	}
+	f.clk.Advance(f.lag)
+}
+
+func (f *raceFleet) owner(id string) string {
+	it, _ := f.store.Get(context.Background(), id)
+	return it.Owner
+}
+
+// Issue 37: N workers reconciling the same fresh orphans (listed by every
+// pass until the index shows their acquire) send a few acquires per
+// orphan, not N: only the first lease.OrphanClaimers workers by rendezvous
+// hashing try an orphan on their first sight of it. Every orphan is still
+// claimed in the first round of passes.
+func TestFreshOrphansTriedByFewOfTheFleet(t *testing.T) {
+	const workers, orphans = 20, 30
+	f := newRaceFleet(t, workers, 3*time.Second)
+	var ids []string
+	for i := range orphans {
+		ids = append(ids, fmt.Sprintf("s-%02d", i))
+	}
+	f.start(ids...)
+	for _, r := range f.recon {
+		r.pass(context.Background())
+	}
+	for _, id := range ids {
+		if f.owner(id) == "" {
+			t.Fatalf("%s unowned after every worker's pass", id)
+		}
+	}
+	got := f.store.acquires.Load()
+	if max := int64(orphans * lease.OrphanClaimers); got > max {
+		t.Fatalf("%d workers sent %d acquires for %d fresh orphans (%.1f each); want at most %d (%d each)",
+			workers, got, orphans, float64(got)/orphans, max, lease.OrphanClaimers)
+	}
+}
+
+// An orphan whose first-ranked workers are full (or gone: either way they
+// run no pass that claims) is claimed by any other worker on its next
+// listing that shows it again: one pass later than its first sighting.
+func TestFreshOrphanClaimedOnePassLaterWhenItsRankedWorkersAreFull(t *testing.T) {
+	const workers = 6
+	f := newRaceFleet(t, workers, 2*time.Second)
+	var alive []string
+	for i := range workers {
+		alive = append(alive, fmt.Sprintf("w-%02d", i))
+	}
+	top := lease.Watchers("s", alive, lease.OrphanClaimers)
+	var others []*Reconciler
+	for i, w := range alive {
+		if w == top[0] || w == top[1] {
+			f.claim[i].free.Store(0)
+		} else {
+			others = append(others, f.recon[i])
+		}
+	}
+	f.start("s")
+	for _, r := range f.recon {
+		r.pass(context.Background())
+	}
+	if o := f.owner("s"); o != "" {
+		t.Fatalf("s owned by %s on first sight; its ranked workers %v are full and no other should try it yet", o, top)
+	}
+	if n := f.store.acquires.Load(); n != 0 {
+		t.Fatalf("%d acquires on first sight, want 0", n)
+	}
+	f.clk.Advance(5 * time.Second)
+	others[0].pass(context.Background())
+	if o := f.owner("s"); o == "" {
+		t.Fatalf("s unowned after a second pass of %s (ranked workers %v full)", alive[0], top)
+	}
+}
