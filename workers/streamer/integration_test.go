@@ -920,19 +920,14 @@ func (e *env) tableProxy() *faultnet.Proxy {
 	return proxy
 }
 
-// streamOn starts n sessions (start notifications) and waits until worker
-// a owns each and the sink holds at least min messages of each.
+// streamOn starts n sessions (streaming) and waits until worker a owns
+// each.
 func (e *env) streamOn(a *testWorker, n, min int) []string {
 	e.t.Helper()
-	var ids []string
-	for range n {
-		id := e.session(nil)
-		e.notify(schema.NotifyStart, id)
-		ids = append(ids, id)
-	}
-	testwait.Eventually(e.t, 10*time.Second, fmt.Sprintf("a streams all %d", n), func() bool {
+	ids := e.streaming(n, min)
+	testwait.Eventually(e.t, 5*time.Second, fmt.Sprintf("a owns all %d", n), func() bool {
 		for _, id := range ids {
-			if !a.owns(id) || e.sink.count(id) < min {
+			if !a.owns(id) {
 				return false
 			}
 		}
