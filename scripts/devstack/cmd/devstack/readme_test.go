@@ -21,18 +21,28 @@ import (
 // its own line ("" when none).
 func readmeAPIBlock(t *testing.T, readme string) (cmds, answers []string) {
 	t.Helper()
-	i := strings.Index(readme, "## Using the API")
+	return shBlockAfter(t, readme, "## Using the API", "README.md's Using the API")
+}
+
+// shBlockAfter is shCommands of the first sh block of doc after marker
+// (what names them in a failure).
+func shBlockAfter(t *testing.T, doc, marker, what string) (cmds, answers []string) {
+	t.Helper()
+	i := strings.Index(doc, marker)
 	if i < 0 {
-		t.Fatal("README.md has no ## Using the API")
+		t.Fatalf("%s: no %q", what, marker)
 	}
-	body := readme[i:]
+	body := doc[i:]
 	start := strings.Index(body, "```sh\n")
-	end := strings.Index(body[start+6:], "```")
-	if start < 0 || end < 0 {
-		t.Fatal("README.md's Using the API has no sh block")
+	if start < 0 {
+		t.Fatalf("%s has no sh block", what)
 	}
-	cmds, answers = shCommands(body[start+6 : start+6+end])
-	return cmds, answers
+	body = body[start+len("```sh\n"):]
+	end := strings.Index(body, "```")
+	if end < 0 {
+		t.Fatalf("%s: its sh block does not end", what)
+	}
+	return shCommands(body[:end])
 }
 
 // shCommands are the commands of a doc's sh block (continuation lines

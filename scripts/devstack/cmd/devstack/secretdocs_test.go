@@ -39,18 +39,7 @@ func TestDocsSecretRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := string(b)
-	i := strings.Index(doc, "To see a rotation reach the next dial")
-	if i < 0 {
-		t.Fatal("docs/local-stack.md has no secret rotation")
-	}
-	body := doc[i:]
-	start := strings.Index(body, "```sh\n")
-	end := strings.Index(body[start+6:], "```")
-	if start < 0 || end < 0 {
-		t.Fatal("docs/local-stack.md's secret rotation has no sh block")
-	}
-	cmds, answers := shCommands(body[start+6 : start+6+end])
+	cmds, answers := shBlockAfter(t, string(b), "To see a rotation reach the next dial", "docs/local-stack.md's secret rotation")
 	if len(cmds) < 6 {
 		t.Fatalf("the rotation block shows %d commands, want start, grep, rotate, sleep, drop, grep", len(cmds))
 	}
