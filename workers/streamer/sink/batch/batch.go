@@ -79,6 +79,14 @@
 // records. Stats count messages (Records) and wire records (WireRecords,
 // Packs) apart.
 //
+// Order with packing: on an Ordered sink a request carries at most one wire
+// record of each session (a pack holds what was queued, up to PackLimit),
+// so the partial failure that reorders (a later record of the session
+// written while an earlier one failed) cannot happen: a session's records
+// reach the destination in order within a tenure, repeated only when a
+// request the destination applied is sent again (a timeout: the same
+// record again).
+//
 // Goroutines: Run is the dispatcher (its caller owns it and stops it by
 // cancelling its context); each request runs in a goroutine Run waits for.
 package batch
@@ -303,6 +311,9 @@ type Batcher struct {
 	// packer is snd when it packs (packLimit > 0), else nil.
 	packer    Packer
 	packLimit int
+	// onePack: an ordered sink that packs takes one wire record of a
+	// session per request (Packing).
+	onePack bool
 
 	kick chan struct{}
 
@@ -339,6 +350,7 @@ func New(snd Sender, cfg Config, log zerolog.Logger) (*Batcher, error) {
 	}
 	b := &Batcher{snd: snd, cfg: cfg, limits: l, log: log, kick: make(chan struct{}, 1), streams: map[string]*stream{}}
 	b.packer, b.packLimit = packLimit(snd, cfg, l)
+	b.onePack = b.packer != nil && snd.Ordered()
 	return b, nil
 }
 
@@ -708,7 +720,7 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 				took++
 				continue
 			}
-			if len(batch) >= b.cfg.MaxCount {
+			if len(batch) >= b.cfg.MaxCount || (took > 0 && b.onePack) {
 				break
 			}
 			if e.pinned != nil {

@@ -321,3 +321,30 @@ func TestPacksCountAgainstTheRequestCount(t *testing.T) {
 		t.Fatalf("wire %v in %d requests: want 3 packs", p.wire, p.requests)
 	}
 }
+
+// On an ordered sink a request carries one pack of a session: a pack that
+// fails cannot be passed by a later pack of the session written in the same
+// request (PutRecords writes the records after a failed one).
+func TestFailedPacksNeverReorderAnOrderedSession(t *testing.T) {
+	p := newPackSender(20)
+	p.gate = make(chan struct{})
+	p.fail = func(body string, attempt int) error {
+		if m := messages(body); attempt == 1 && len(m) > 1 && len(m[0])%2 == 1 {
+			return &coded{code: "InternalFailure"}
+		}
+		return nil
+	}
+	b := batchtest.Start(t, p, testConfig())
+	tn := newTenure()
+	submitBehindARequest(t, b, p, tn, 60)
+	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool { return tn.last() == 60 })
+	_, written := p.snapshot()
+	if !slices.Equal(written, seqTexts(1, 60)) {
+		t.Fatalf("written %v: want 1..60 in order, each once", written)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.requests < 4 {
+		t.Fatalf("%d requests: want one pack of the session per request", p.requests)
+	}
+}
