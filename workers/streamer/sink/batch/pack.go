@@ -71,10 +71,10 @@ func (b *Batcher) growPackLocked(p *pack, e *entry, room int) (int, bool) {
 	return grew, true
 }
 
-// pinnedAt reports whether e's pinned pack lies whole at q's head, in
-// order; a pack that does not (it cannot, but a retry must never carry
-// other messages under the same identity) is unpinned and its entries go
-// out as plain records.
+// pinnedAt is the pack q[0] is pinned to, and whether it lies whole at q's
+// head, in order; a pack that does not (it cannot, but a retry must never
+// carry other messages under the same identity) is unpinned and its
+// entries go out as plain records.
 func pinnedAt(q []*entry) (*pack, bool) {
 	p := q[0].pinned
 	ok := len(q) >= len(p.entries)
