@@ -6,6 +6,8 @@ package chaos
 import (
 	"fmt"
 	"sort"
+
+	"github.com/wsfleet/wsfleet/scripts/devstack"
 )
 
 // checkDeliveries walks every session's deliveries in arrival order: tenures,
@@ -69,10 +71,59 @@ func (j *judge) checkDeliveries() {
 				j.violate(CheckOrder, id, t.firstAt, "%d deliveries by %s@%d not above the tenure's previous one (out of order or repeated within one tenure)", t.badOrder, t.worker, t.epoch)
 			}
 		}
+		if j.set.Sink == devstack.SinkKinesis {
+			j.streamOrder(v)
+		}
 		if v.inverted > 0 && !j.set.destSink() {
 			j.violate(CheckOrder, id, j.t0, "%d first deliveries arrived after a higher seq had been delivered", v.inverted)
 		}
 		j.lossAndGaps(v)
+	}
+}
+
+// streamOrder judges a session's order on the kinesis sink: in the
+// stream's order (Delivery.Pos; arrival order when unknown), each tenure's
+// arrivals rise, but for repeats of what the tenure wrote already (a
+// request sent again after a timeout Kinesis applied).
+func (j *judge) streamOrder(v *sessionView) {
+	dels := append([]Delivery(nil), v.dels...)
+	sort.SliceStable(dels, func(a, b int) bool { return dels[a].Pos < dels[b].Pos })
+	type pos struct{ seq, sub int64 }
+	type state struct {
+		max     pos
+		any     bool
+		written map[pos]bool
+		bad     int
+		firstAt int64
+	}
+	by := map[string]*state{}
+	var keys []string
+	for _, d := range dels {
+		k := fmt.Sprintf("%s@%d", d.Worker, d.Epoch)
+		st := by[k]
+		if st == nil {
+			st = &state{written: map[pos]bool{}}
+			by[k] = st
+			keys = append(keys, k)
+		}
+		p := pos{d.Seq, d.Sub}
+		below := st.any && (p.seq < st.max.seq || p.seq == st.max.seq && p.sub <= st.max.sub)
+		if below && !st.written[p] {
+			if st.bad == 0 {
+				st.firstAt = d.AtNs
+			}
+			st.bad++
+		}
+		st.written[p] = true
+		if !below {
+			st.max, st.any = p, true
+		}
+	}
+	for _, k := range keys {
+		if st := by[k]; st.bad > 0 {
+			j.res.Totals.Inverted += int64(st.bad)
+			j.violate(CheckOrder, v.id, st.firstAt, "%d arrivals by %s in the stream below a seq the tenure had written before (a partition key's order)", st.bad, k)
+		}
 	}
 }
 

@@ -182,3 +182,37 @@ func TestRefusalRecoveryGrowsWithPendingPermanentRefusals(t *testing.T) {
 		t.Fatalf("12.6 s after refusals with two pending: %+v", v)
 	}
 }
+
+// On the kinesis sink order is judged in the stream's order (Pos): a
+// tenure's arrival below a seq it had written is a violation; a repeat of
+// what it wrote (a request sent again after a timeout) is not.
+func TestKinesisOrderIsJudgedInTheStreamsOrder(t *testing.T) {
+	kin := func() *scenario {
+		s := destScenario()
+		s.set.Sink = devstack.SinkKinesis
+		s.ev.Sink.Sink = devstack.SinkKinesis
+		for i := range s.ev.Deliveries {
+			s.ev.Deliveries[i].Pos = int64(i + 1)
+		}
+		return s
+	}
+	if res := kin().judge(); !res.OK() || res.Totals.Inverted != 0 {
+		t.Fatalf("inverted %d, violations %+v", res.Totals.Inverted, res.Violations)
+	}
+	s := kin()
+	d := s.ev.Deliveries
+	d = append(d, d[20:25]...) // pack 21..25 written again after its timeout
+	for i := range d {
+		d[i].Pos = int64(i + 1)
+	}
+	s.ev.Deliveries = d
+	if res := s.judge(); !res.OK() || res.Totals.Inverted != 0 {
+		t.Fatalf("a repeat of a written pack: inverted %d, violations %+v", res.Totals.Inverted, res.Violations)
+	}
+	s = kin()
+	d = s.ev.Deliveries
+	d[10].Pos, d[11].Pos = d[11].Pos, d[10].Pos // same stamps order, the stream's order swapped
+	if res := s.judge(); len(violationsOf(res, CheckOrder)) == 0 || res.Totals.Inverted == 0 {
+		t.Fatalf("no order violation for an inversion in the stream: %+v", res.Violations)
+	}
+}

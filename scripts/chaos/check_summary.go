@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
@@ -201,8 +202,11 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("%d sessions and %d worker records read after the graceful shutdown; %d worker incarnations", len(j.ev.Final.Rows), len(j.ev.Final.Workers), t.Incarnations)
 	case CheckSink:
 		if sk := j.ev.Sink; sk != nil {
-			txt := fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure (not judged: a standard queue keeps no order, retries and partial failures reorder)",
+			txt := fmt.Sprintf("%s: %d messages at the destination (%d not envelopes, %d naming no incarnation of the run), %d stamped by the proxy, %d by the engine; %d out-of-order or repeated arrivals within a tenure by the stamps (not judged: a standard queue keeps no order, retries and partial failures reorder)",
 				sk.Sink, sk.Messages, sk.Broken, sk.Unknown, sk.Stamped, sk.Unstamped, t.Reordered)
+			if sk.Sink == devstack.SinkKinesis {
+				txt += fmt.Sprintf("; in the stream's order, %d arrivals of a tenure below a seq it had written (judged: order)", t.Inverted)
+			}
 			if p := j.res.Poison; p.Sent > 0 {
 				txt += fmt.Sprintf("; %d poisoned message(s) sent, %d at the destination, %d byte for byte, %d altered (copies by form %v; at most %d copies of one record of an episode, bound %d)",
 					p.Sent, p.Delivered, p.Intact, p.Altered, p.Forms, p.MaxCopies, poisonCopiesMax)

@@ -40,6 +40,10 @@ type Delivery struct {
 	// successful answer reaching it); otherwise the engine's own, or (the
 	// stdout sink) the line's arrival at the harness.
 	Proxy bool `json:"p,omitempty"`
+	// Pos is its place in the destination's own order, as the harness read
+	// it (1 = read first; a session's records come from one Kinesis shard,
+	// in the shard's order); 0: unknown (stdout lines, older evidence).
+	Pos int64 `json:"o,omitempty"`
 }
 
 // Fault is one injected fault (or the policy switch) as the harness did it.

@@ -184,8 +184,13 @@ type Totals struct {
 	// destination not above their tenure's previous one (an AWS sink:
 	// a standard queue keeps no order, a retried entry lands after later
 	// ones, a retry after a timeout whose request was stored repeats it).
-	Skipped      int64 `json:"skipped,omitempty"`
-	Reordered    int64 `json:"reordered_in_tenure,omitempty"`
+	Skipped   int64 `json:"skipped,omitempty"`
+	Reordered int64 `json:"reordered_in_tenure,omitempty"`
+	// Inverted (the kinesis sink, judged): arrivals of a tenure, in the
+	// stream's order, below a (seq, sub) the tenure had already written
+	// and not themselves written before by it (a repeat is not an
+	// inversion).
+	Inverted     int64 `json:"inverted_in_tenure,omitempty"`
 	Incarnations int   `json:"incarnations"`
 	Actions      int   `json:"api_actions"`
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/wsfleet/wsfleet/scripts/sinkfault"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 // Sinks of the stack's workers (Config.Sink).
@@ -289,7 +290,15 @@ func (d *destination) readShard(ctx context.Context, shard string) {
 			if r.ApproximateArrivalTimestamp != nil {
 				at = r.ApproximateArrivalTimestamp.UnixNano()
 			}
-			d.deliver(shard+"/"+aws.ToString(r.SequenceNumber), r.Data, at, shard)
+			id := shard + "/" + aws.ToString(r.SequenceNumber)
+			users, err := kpl.Deaggregate(r.Data)
+			if err != nil || !kpl.IsAggregated(r.Data) {
+				d.deliver(id, r.Data, at, shard) // plain, or a broken aggregate: judged as it is
+				continue
+			}
+			for i, u := range users { // the sink's aggregated records (kinesissink)
+				d.deliver(id+"/"+strconv.Itoa(i), u, at, shard)
+			}
 		}
 		iter = out.NextShardIterator
 		caughtUp := len(out.Records) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0

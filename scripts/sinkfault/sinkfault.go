@@ -42,6 +42,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 // Mode is the destination's protocol.
@@ -168,7 +170,7 @@ type Refuse struct {
 type Stats struct {
 	Requests      int64 `json:"requests"`       // sink requests seen
 	Forwarded     int64 `json:"forwarded"`      // sink requests forwarded
-	Entries       int64 `json:"entries"`        // entries stored (successful answers)
+	Entries       int64 `json:"entries"`        // entries stored (successful answers); a Kinesis record's messages each
 	Delayed       int64 `json:"delayed"`        // requests held before forwarding (latency)
 	AnswerHeld    int64 `json:"answer_held"`    // answers held (latency)
 	Frozen        int64 `json:"frozen"`         // requests held by a freeze
@@ -719,6 +721,21 @@ type kinesisRecord struct {
 	Data []byte `json:"Data"`
 }
 
+// recordKeys are the keys of a Kinesis record's messages: one for a plain
+// record, one per user record of a KPL aggregated one (kinesissink).
+func recordKeys(data []byte) []Key {
+	users, err := kpl.Deaggregate(data)
+	if err != nil || len(users) == 0 {
+		users = [][]byte{data}
+	}
+	keys := make([]Key, len(users))
+	for i, u := range users {
+		env, _ := ParseEnvelope(u)
+		keys[i] = env.Key()
+	}
+	return keys
+}
+
 func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req map[string]json.RawMessage
 	var recs []json.RawMessage
@@ -726,12 +743,17 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 		p.forwardRaw(w, r, p.cfg.Dest, body)
 		return
 	}
+	// A record's faults are drawn on its first message (keys); its
+	// messages (msgs: several in a record the sink aggregated) share them.
 	keys := make([]Key, len(recs))
+	msgs := make([][]Key, len(recs))
+	total := 0
 	for i, raw := range recs {
 		var kr kinesisRecord
 		_ = json.Unmarshal(raw, &kr) // Data is base64 in JSON: []byte decodes it
-		env, _ := ParseEnvelope(kr.Data)
-		keys[i] = env.Key()
+		msgs[i] = recordKeys(kr.Data)
+		keys[i] = msgs[i][0]
+		total += len(msgs[i])
 	}
 	worker := ""
 	if len(keys) > 0 {
@@ -744,13 +766,20 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 	p.mu.Lock()
 	if rf := p.refuse; rf.Share > 0 && rf.Permanent > 0 && p.rng.Float64() < rf.Share*rf.Permanent {
 		permanent = true
-		for _, k := range keys {
-			p.permanent[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] = true
+		for _, ks := range msgs {
+			for _, k := range ks {
+				p.permanent[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] = true
+			}
 		}
 	}
-	for i := range keys {
+	for i, ks := range msgs {
 		if pl.refused[i].permanent {
 			permanent = true // a record refused permanently before
+		}
+		for _, k := range ks {
+			if p.permanent[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] {
+				permanent = true // a message refused permanently before, now in another record
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -758,18 +787,18 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 		return
 	}
 	if permanent {
-		p.count(func(s *Stats) { s.PermanentReqs++; s.Permanent += int64(len(keys)) })
+		p.count(func(s *Stats) { s.PermanentReqs++; s.Permanent += int64(total) })
 		jsonError(w, http.StatusBadRequest, kinesisContentType, CodeKinesisDenied, "refused by the chaos sink proxy (permanent)", true)
 		return
 	}
 	var keep []json.RawMessage
-	var keepKeys []Key
+	var keepKeys [][]Key
 	for i, raw := range recs {
 		if _, ok := pl.refused[i]; ok {
 			continue
 		}
 		keep = append(keep, raw)
-		keepKeys = append(keepKeys, keys[i])
+		keepKeys = append(keepKeys, msgs[i])
 	}
 	type result struct {
 		SequenceNumber string `json:"SequenceNumber,omitempty"`
@@ -795,7 +824,7 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 		var stored []Key
 		for i, res := range ans.Records {
 			if res.ErrorCode == "" {
-				stored = append(stored, keepKeys[i])
+				stored = append(stored, keepKeys[i]...)
 			}
 		}
 		p.stamp(stored)
@@ -806,7 +835,7 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 	for i := range recs {
 		if _, ok := pl.refused[i]; ok {
 			merged = append(merged, result{ErrorCode: CodeKinesisThrottle, ErrorMessage: "refused by the chaos sink proxy (transient)"})
-			p.count(func(s *Stats) { s.Transient++ })
+			p.count(func(s *Stats) { s.Transient += int64(len(msgs[i])) })
 			continue
 		}
 		merged = append(merged, ans.Records[next])

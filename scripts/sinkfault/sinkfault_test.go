@@ -17,6 +17,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 func awsCfg() aws.Config {
@@ -266,5 +267,58 @@ func TestKinesisThroughTheProxy(t *testing.T) {
 		if !got[q] || len(p.Stamps()[Key{Session: "k", Seq: q, Epoch: 3, Worker: "worker-1"}]) != 1 {
 			t.Fatalf("seq %d: stored %v, stamps %v", q, got[q], p.Stamps())
 		}
+	}
+}
+
+// On kinesalite, records the kinesis sink aggregated (KPL format): each
+// message in a stored record is stamped, a permanent refusal marks every
+// message of the request, and a message refused permanently is refused
+// again in a record of its own.
+func TestKinesisAggregatedRecordsThroughTheProxy(t *testing.T) {
+	eng := startEngine(t, enginetest.StartKinesalite)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(eng.Endpoint()) })
+	if _, err := direct.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("out"), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the stream active", func() bool {
+		d, err := direct.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("out")})
+		return err == nil && d.StreamDescription.StreamStatus == ktypes.StreamStatusActive
+	})
+	p, err := Start(Config{Mode: ModeKinesis, Dest: eng.Endpoint(), Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	via := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(p.URL()) })
+	aggregated := func(seqs ...int64) ktypes.PutRecordsRequestEntry {
+		var data [][]byte
+		for _, q := range seqs {
+			data = append(data, []byte(envelope("k", q)))
+		}
+		return ktypes.PutRecordsRequestEntry{Data: kpl.Aggregate("k", data), PartitionKey: aws.String("k")}
+	}
+	plain := ktypes.PutRecordsRequestEntry{Data: []byte(envelope("k", 5)), PartitionKey: aws.String("k")}
+	if _, err := via.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String("out"), Records: []ktypes.PutRecordsRequestEntry{aggregated(1, 2, 3, 4), plain}}); err != nil {
+		t.Fatal(err)
+	}
+	stamps := p.Stamps()
+	for q := int64(1); q <= 5; q++ {
+		if len(stamps[Key{Session: "k", Seq: q, Epoch: 3, Worker: "worker-1"}]) != 1 {
+			t.Fatalf("seq %d not stamped once: %v", q, stamps)
+		}
+	}
+	p.SetRefuse(Refuse{Share: 1, Permanent: 1})
+	if _, err := via.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String("out"), Records: []ktypes.PutRecordsRequestEntry{aggregated(10, 11, 12)}}); err == nil {
+		t.Fatal("a permanent refusal answered 200")
+	}
+	if n := len(p.PermanentlyRefused()); n != 3 {
+		t.Fatalf("%d messages refused permanently, want the record's 3", n)
+	}
+	p.SetRefuse(Refuse{})
+	alone := ktypes.PutRecordsRequestEntry{Data: []byte(envelope("k", 11)), PartitionKey: aws.String("k")}
+	if _, err := via.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String("out"), Records: []ktypes.PutRecordsRequestEntry{alone}}); err == nil {
+		t.Fatal("a message refused permanently in an aggregated record was taken alone")
 	}
 }

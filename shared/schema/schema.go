@@ -317,6 +317,10 @@ const (
 	// message, while the sink takes other messages, before it counts as
 	// refused for good (then its session's on_sink_refusal applies).
 	EnvSinkRepeatFailures = "WSFLEET_SINK_REPEAT_FAILURES"
+	// EnvSinkKinesisAggregateBytes: int bytes, default 51200 (the KPL's
+	// AggregationMaxSize), 0 = off, at most 1 MiB: the bound of a kinesis
+	// record aggregating a session's messages (KPL aggregated format).
+	EnvSinkKinesisAggregateBytes = "WSFLEET_SINK_KINESIS_AGGREGATE_BYTES"
 	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
 	// the task's memory; the worker derives its sink budget from it).
 	EnvGoMemLimit = "GOMEMLIMIT"

@@ -61,6 +61,32 @@
 // either is full, so the session stops reading its socket and TCP pushes
 // back on the source; the session counts the stall.
 //
+// Packing: a Sender that is a Packer (PackLimit > 0) carries several
+// consecutive messages of one session and one tenure in one wire record (a
+// pack, of at most PackLimit bytes). A request takes each session's queued
+// messages and groups them into packs; packs count against MaxCount and
+// their sizes against MaxBytes. Packing waits for nothing: it packs what is
+// queued when a request is due (MaxDelay, or full), so a session with a
+// request in flight (Ordered) gathers its next pack meanwhile. A wire
+// record's outcome is every message's in it: acknowledged, retried or
+// refused together, and the acknowledged prefix, the checkpoint, repeated
+// failures and Tenure.Refused see each message. A pack that fails is sent
+// again as the same wire record (the same messages, the same bytes), so a
+// retry is a copy of what may already have been written. A pack refused
+// permanently names none of its messages: they are sent again each alone,
+// like the entries of a whole request refused permanently. A pack whose
+// encoding exceeds its bound (or fails) falls back to its messages' own
+// records. Stats count messages (Records) and wire records (WireRecords,
+// Packs) apart.
+//
+// Order with packing: on an Ordered sink a request carries at most one wire
+// record of each session (a pack holds what was queued, up to PackLimit),
+// so the partial failure that reorders (a later record of the session
+// written while an earlier one failed) cannot happen: a session's records
+// reach the destination in order within a tenure, repeated only when a
+// request the destination applied is sent again (a timeout: the same
+// record again).
+//
 // Goroutines: Run is the dispatcher (its caller owns it and stops it by
 // cancelling its context); each request runs in a goroutine Run waits for.
 package batch
@@ -202,9 +228,16 @@ var ErrStopped = errors.New("batch: session ending while its buffer was full")
 
 // Stats are cumulative counts since the batcher started.
 type Stats struct {
-	Requests       int64 `json:"requests"`        // requests sent
-	RequestErrors  int64 `json:"request_errors"`  // requests that failed whole
-	Records        int64 `json:"records"`         // records acknowledged
+	Requests      int64 `json:"requests"`       // requests sent
+	RequestErrors int64 `json:"request_errors"` // requests that failed whole
+	Records       int64 `json:"records"`        // messages acknowledged
+	// WireRecords are the records the destination acknowledged (a pack is
+	// one, whatever the messages in it); Packs the packs of two or more
+	// messages sent; PackFallbacks the packs whose encoding exceeded their
+	// bound, whose messages went out as plain records.
+	WireRecords    int64 `json:"wire_records"`
+	Packs          int64 `json:"packs"`
+	PackFallbacks  int64 `json:"pack_fallbacks"`
 	EntryErrors    int64 `json:"entry_errors"`    // entries a request failed (then retried)
 	DroppedInvalid int64 `json:"dropped_invalid"` // entries dropped: their lease was no longer valid
 	// Refused are entries given up on after their permanent refusals
@@ -231,9 +264,14 @@ type entry struct {
 	attempts  int
 	permanent int  // permanent refusals so far
 	alone     bool // sent in a request of its own (a whole request was refused permanently)
-	acked     bool
-	dropped   bool // never delivered: its tenure's acknowledgments end here
-	skipped   bool // given up on, and its tenure chose to pass it
+	// pinned is the pack the entry failed in: it is sent again as that
+	// same wire record. unpacked: the entry goes out as its own record
+	// (its pack could not be built within its bound).
+	pinned   *pack
+	unpacked bool
+	acked    bool
+	dropped  bool // never delivered: its tenure's acknowledgments end here
+	skipped  bool // given up on, and its tenure chose to pass it
 
 	// The entry's run of failures of one kind (failureKind): those that
 	// counted (the destination took other records meanwhile), the whole
@@ -270,6 +308,12 @@ type Batcher struct {
 	cfg    Config
 	limits Limits
 	log    zerolog.Logger
+	// packer is snd when it packs (packLimit > 0), else nil.
+	packer    Packer
+	packLimit int
+	// onePack: an ordered sink that packs takes one wire record of a
+	// session per request (Packing).
+	onePack bool
 
 	kick chan struct{}
 
@@ -287,6 +331,7 @@ type Batcher struct {
 	budget   chan struct{}
 
 	requests, requestErrors, records, entryErrors, dropped atomic.Int64
+	wireRecords, packs, packFallbacks                      atomic.Int64
 	refused, skipped, heldForTrust, budgetStalls           atomic.Int64
 }
 
@@ -303,7 +348,10 @@ func New(snd Sender, cfg Config, log zerolog.Logger) (*Batcher, error) {
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = l.MaxBytes
 	}
-	return &Batcher{snd: snd, cfg: cfg, limits: l, log: log, kick: make(chan struct{}, 1), streams: map[string]*stream{}}, nil
+	b := &Batcher{snd: snd, cfg: cfg, limits: l, log: log, kick: make(chan struct{}, 1), streams: map[string]*stream{}}
+	b.packer, b.packLimit = packLimit(snd, cfg, l)
+	b.onePack = b.packer != nil && snd.Ordered()
+	return b, nil
 }
 
 // Stats returns the cumulative counts.
@@ -313,6 +361,7 @@ func (b *Batcher) Stats() Stats {
 	b.mu.Unlock()
 	return Stats{
 		Requests: b.requests.Load(), RequestErrors: b.requestErrors.Load(), Records: b.records.Load(),
+		WireRecords: b.wireRecords.Load(), Packs: b.packs.Load(), PackFallbacks: b.packFallbacks.Load(),
 		EntryErrors: b.entryErrors.Load(), DroppedInvalid: b.dropped.Load(),
 		Refused: b.refused.Load(), Skipped: b.skipped.Load(), HeldForTrust: b.heldForTrust.Load(),
 		BudgetStalls: b.budgetStalls.Load(), BufferedBytes: buffered,
@@ -540,9 +589,9 @@ func (b *Batcher) Quiesce(ctx context.Context) error {
 	}
 }
 
-// request is one request's entries and the deadline it runs under.
+// request is one request's wire records and the deadline it runs under.
 type request struct {
-	entries  []*entry
+	packs    []*pack
 	deadline time.Time
 }
 
@@ -570,7 +619,7 @@ func (b *Batcher) Run(ctx context.Context) {
 			b.inflight++
 			// Every tenure in it had at least RequestTimeout of trust
 			// left at now (nextLocked).
-			reqs = append(reqs, request{entries: batch, deadline: now.Add(b.cfg.RequestTimeout)})
+			reqs = append(reqs, request{packs: batch, deadline: now.Add(b.cfg.RequestTimeout)})
 		}
 		wait := b.nextWakeLocked(now)
 		b.mu.Unlock()
@@ -621,11 +670,12 @@ func (b *Batcher) admitLocked(st *stream, now time.Time) (ok, dropped bool) {
 	return true, false
 }
 
-// nextLocked takes the next request's entries when a request is due: full
-// by count or bytes, its oldest entry waited MaxDelay, or a flush waits.
-// It visits only the streams it takes from (and those it skips), so that a
-// request costs the same with 10 or 10,000 sessions queued.
-func (b *Batcher) nextLocked(now time.Time) []*entry {
+// nextLocked takes the next request's wire records when a request is due:
+// full by count or bytes, its oldest entry waited MaxDelay, or a flush
+// waits. Packing groups what each session has queued (it waits for nothing
+// more). It visits only the streams it takes from (and those it skips), so
+// that a request costs the same with 10 or 10,000 sessions queued.
+func (b *Batcher) nextLocked(now time.Time) []*pack {
 	if b.queued == 0 {
 		return nil
 	}
@@ -635,11 +685,11 @@ func (b *Batcher) nextLocked(now time.Time) []*entry {
 			return nil
 		}
 	}
-	var batch []*entry
+	var batch []*pack
 	var partial *stream
 	skipped := b.scratch[:0]
 	bytes, i := 0, 0
-	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes && !(len(batch) == 1 && batch[0].alone) {
+	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes && !(len(batch) == 1 && batch[0].entries[0].alone) {
 		st := b.active[i]
 		if len(st.queue) == 0 {
 			st.inActive = false
@@ -659,24 +709,50 @@ func (b *Batcher) nextLocked(now time.Time) []*entry {
 			continue // a drop: look at st again
 		}
 		took := 0
-		for took < len(st.queue) && len(batch) < b.cfg.MaxCount {
+		var open *pack // the pack st's next entry may join
+		for took < len(st.queue) {
 			e := st.queue[took]
-			if e.notBefore.After(now) || bytes+e.size > b.cfg.MaxBytes || e.t != st.queue[0].t || (e.alone && len(batch) > 0) {
+			if e.notBefore.After(now) || e.t != st.queue[0].t || (e.alone && len(batch) > 0) {
 				break
 			}
-			batch = append(batch, e)
-			bytes += e.size
+			if grew, ok := b.growPackLocked(open, e, b.cfg.MaxBytes-bytes); ok {
+				bytes += grew
+				took++
+				continue
+			}
+			if len(batch) >= b.cfg.MaxCount || (took > 0 && b.onePack) {
+				break
+			}
+			if e.pinned != nil {
+				if p, ok := pinnedAt(st.queue[took:]); ok {
+					if bytes+p.size > b.cfg.MaxBytes {
+						break
+					}
+					batch = append(batch, p)
+					bytes += p.size
+					took += len(p.entries)
+					open = nil
+					continue
+				}
+			}
+			p := b.startPackLocked(e)
+			if bytes+p.size > b.cfg.MaxBytes {
+				break
+			}
+			batch = append(batch, p)
+			bytes += p.size
 			took++
+			open = p
 			if e.alone {
 				break
 			}
 		}
 		i++
 		if took > 0 {
+			b.queuedBytes -= sizes(st.queue[:took])
 			st.queue = st.queue[took:]
 			st.inflight++
 			b.queued -= took
-			b.queuedBytes -= sizes(batch[len(batch)-took:])
 		}
 		if len(st.queue) == 0 {
 			st.inActive = false
@@ -765,26 +841,53 @@ func (b *Batcher) nextWakeLocked(now time.Time) time.Duration {
 	return max(next.Sub(now), time.Millisecond)
 }
 
-// send runs one request under its deadline and applies its outcome.
+// send runs one request under its deadline and applies its outcome to
+// every message of its wire records.
 func (b *Batcher) send(ctx context.Context, r request) {
-	batch := r.entries
-	recs := make([]Record, len(batch))
-	for i, e := range batch {
-		recs[i] = e.rec
+	packs, withheld, unfit := b.buildWire(r.packs)
+	var failed []error
+	var err error
+	entries := 0
+	for _, p := range packs {
+		entries += len(p.entries)
 	}
-	ctx, cancel := context.WithDeadline(ctx, r.deadline)
-	failed, err := b.snd.Send(ctx, recs)
-	cancel()
-	b.requests.Add(1)
-	if err != nil {
-		b.requestErrors.Add(1)
-		if b.requestErrors.Load()%100 == 1 {
-			b.log.Warn().Err(err).Int("entries", len(batch)).Msg("sink request failed: retrying its entries")
+	if len(packs) > 0 {
+		recs := make([]Record, len(packs))
+		for i, p := range packs {
+			recs[i] = *p.wire
+		}
+		ctx, cancel := context.WithDeadline(ctx, r.deadline)
+		failed, err = b.snd.Send(ctx, recs)
+		cancel()
+		b.requests.Add(1)
+		if err != nil {
+			b.requestErrors.Add(1)
+			if b.requestErrors.Load()%100 == 1 {
+				b.log.Warn().Err(err).Int("entries", entries).Msg("sink request failed: retrying its entries")
+			}
 		}
 	}
 	now := time.Now()
 	b.mu.Lock()
 	touched := map[*stream]struct{}{}
+	touch := func(e *entry) *stream {
+		st := b.streams[e.rec.ConnectionID]
+		if _, ok := touched[st]; !ok {
+			touched[st] = struct{}{}
+			st.inflight--
+		}
+		return st
+	}
+	for _, p := range unfit {
+		for _, e := range p.entries {
+			e.pinned, e.unpacked = nil, true
+		}
+	}
+	for _, p := range withheld { // never sent: queued again as they were
+		for _, e := range p.entries {
+			b.requeueLocked(touch(e), e)
+		}
+	}
 	var firstErr error
 	// accepted: the destination took records of this request (then an
 	// entry it failed was failed for itself).
@@ -794,46 +897,53 @@ func (b *Batcher) send(ctx context.Context, r request) {
 			accepted = accepted || f == nil
 		}
 	}
-	for i, e := range batch {
-		st := b.streams[e.rec.ConnectionID]
-		if _, ok := touched[st]; !ok {
-			touched[st] = struct{}{}
-			st.inflight--
-		}
-		var eerr error
+	for i, p := range packs {
+		var perr error
 		if err != nil {
-			eerr = err
+			perr = err
 		} else if failed != nil {
-			eerr = failed[i]
+			perr = failed[i]
 		}
-		if eerr == nil {
-			e.acked = true
-			b.records.Add(1)
-			continue
+		if perr == nil {
+			b.wireRecords.Add(1)
 		}
-		if err == nil {
-			b.entryErrors.Add(1)
-			if firstErr == nil {
-				firstErr = eerr
-			}
-		}
-		if rerr := b.repeatedLocked(e, eerr, accepted, err != nil && len(batch) > 1); rerr != nil {
-			b.giveUpLocked(st, e, rerr)
-			continue
-		}
-		switch {
-		case err != nil && len(batch) > 1 && sink.IsPermanent(err):
-			e.alone = true // which entry the destination refused is unknown
-		case sink.IsPermanent(eerr):
-			e.permanent++
-			if e.permanent >= b.cfg.PermanentAttempts || sink.IsFinal(eerr) {
-				b.giveUpLocked(st, e, eerr)
+		// shared: the failure names several messages, none of them in
+		// particular (a whole request, or a pack).
+		shared := (err != nil && entries > 1) || (err == nil && len(p.entries) > 1)
+		for _, e := range p.entries {
+			st := touch(e)
+			if perr == nil {
+				e.acked = true
+				b.records.Add(1)
 				continue
 			}
+			if err == nil {
+				b.entryErrors.Add(1)
+				if firstErr == nil {
+					firstErr = perr
+				}
+			}
+			if rerr := b.repeatedLocked(e, perr, accepted, shared); rerr != nil {
+				b.giveUpLocked(st, e, rerr)
+				continue
+			}
+			switch {
+			case shared && sink.IsPermanent(perr):
+				e.alone = true // which message the destination refused is unknown
+			case sink.IsPermanent(perr):
+				e.permanent++
+				if e.permanent >= b.cfg.PermanentAttempts || sink.IsFinal(perr) {
+					b.giveUpLocked(st, e, perr)
+					continue
+				}
+			}
+			e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts, nil))
+			e.attempts++
+			b.requeueLocked(st, e)
 		}
-		e.notBefore = now.Add(b.cfg.Retry.Next(e.attempts, nil))
-		e.attempts++
-		b.requeueLocked(st, e)
+		if perr != nil && !p.plain {
+			b.pinLocked(p)
+		}
 	}
 	for st := range touched {
 		b.settleLocked(st)
@@ -844,6 +954,66 @@ func (b *Batcher) send(ctx context.Context, r request) {
 		b.log.Warn().Err(firstErr).Msg("sink refused entries of a request: retrying them")
 	}
 	b.wake()
+}
+
+// buildWire builds the wire record of every pack of a request. A pack that
+// cannot be built within its bound (unfit) is withheld with every later
+// pack of its session (they must not pass it): its entries go out as plain
+// records, the later ones as they are queued again.
+func (b *Batcher) buildWire(all []*pack) (packs, withheld, unfit []*pack) {
+	var stopped map[string]bool
+	for _, p := range all {
+		id := p.entries[0].rec.ConnectionID
+		if stopped[id] {
+			withheld = append(withheld, p)
+			continue
+		}
+		r, err := b.wireRecord(p)
+		if err != nil {
+			b.packFallbacks.Add(1)
+			b.log.Warn().Err(err).Str("connection_id", id).Int("messages", len(p.entries)).Msg("pack over its bound: sending its messages as plain records")
+			unfit = append(unfit, p)
+			if stopped == nil {
+				stopped = map[string]bool{}
+			}
+			stopped[id] = true
+			withheld = append(withheld, p)
+			continue
+		}
+		if !p.plain && len(p.entries) > 1 {
+			b.packs.Add(1)
+		}
+		p.wire = &r
+		packs = append(packs, p)
+	}
+	return packs, withheld, unfit
+}
+
+// pinLocked keeps the entries of a pack that failed together, so that its
+// retry is a copy of the same wire record (a destination that deduplicates
+// sees the same record), unless any of them is now sent alone or settled:
+// then none is pinned and they go out as plain records.
+func (b *Batcher) pinLocked(p *pack) {
+	keep := true
+	for _, e := range p.entries {
+		keep = keep && !e.alone && !e.acked && !e.dropped && !e.skipped
+	}
+	var at time.Time
+	for _, e := range p.entries {
+		if !keep {
+			e.pinned, e.alone = nil, e.alone || len(p.entries) > 1 && !e.acked && !e.dropped && !e.skipped
+			continue
+		}
+		e.pinned = p
+		if e.notBefore.After(at) {
+			at = e.notBefore
+		}
+	}
+	if keep {
+		for _, e := range p.entries {
+			e.notBefore = at // the pack is sent again once, whole
+		}
+	}
 }
 
 // RepeatedError: an entry failed the same way Config.RepeatFailures times

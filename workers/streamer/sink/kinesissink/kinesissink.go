@@ -9,6 +9,20 @@
 // no per-record permanent code). A request Kinesis refuses for the caller's
 // fault (access, a KMS key, a missing stream, validation) is permanent
 // (sink.IsPermanent).
+//
+// Aggregation (on by default): the sink is a batch.Packer. A session's
+// messages queued together go in one Kinesis record in the KPL aggregated
+// record format (sink/kpl; amazon-kinesis-producer's aggregation-format.md),
+// up to AggregateMaxBytes per record (default 51,200 bytes, the KPL's
+// AggregationMaxSize default; 0: off, one record per message). Each user
+// record inside is the same JSON envelope (seq, lease_epoch in it), under
+// the record's partition key, the connection_id. The KCL, the Lambda
+// deaggregation modules (aws-kinesis-agg) and Firehose read such records as
+// they are; a record of one message is sent plain. Kinesis bills a record
+// per started 25 KB (provisioned) or 1 KB (on-demand), so a record of many
+// small messages costs what one did. Aggregation adds no waiting: a
+// record holds what the session had queued when its request went
+// (sink/batch, Packing).
 package kinesissink
 
 import (
@@ -24,6 +38,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 // API is the part of the Kinesis client the sink calls.
@@ -44,6 +59,20 @@ const (
 	MaxRequestBytes = 5 << 20
 )
 
+// DefaultAggregateMaxBytes is the default bound of an aggregated record: the
+// KPL's AggregationMaxSize default (amazon-kinesis-producer,
+// KinesisProducerConfiguration: aggregationMaxSize = 51200).
+const DefaultAggregateMaxBytes = 51_200
+
+// ValidateAggregateMaxBytes reports what is wrong with n as the bound of an
+// aggregated record: 0 (off) up to a record's limit.
+func ValidateAggregateMaxBytes(n int) error {
+	if n < 0 || n > MaxRecordBytes {
+		return fmt.Errorf("kinesis aggregated record bound %d bytes: want 0 (off) up to %d (a record's limit)", n, MaxRecordBytes)
+	}
+	return nil
+}
+
 // ErrThroughputExceeded: the stream (or a shard) refused the request for
 // throughput; its records are retried with backoff.
 var ErrThroughputExceeded = errors.New("kinesis: provisioned throughput exceeded")
@@ -54,11 +83,14 @@ type Sink struct {
 	name   string // stream name, or
 	arn    string // stream ARN
 	target string
+	// aggregate bounds an aggregated record (0: one record per message).
+	aggregate int
 }
 
-// New returns a sink on stream, a stream name or ARN.
+// New returns a sink on stream, a stream name or ARN, aggregating up to
+// DefaultAggregateMaxBytes per record.
 func New(api API, stream string) *Sink {
-	s := &Sink{api: api, target: stream}
+	s := &Sink{api: api, target: stream, aggregate: DefaultAggregateMaxBytes}
 	if strings.HasPrefix(stream, "arn:") {
 		s.arn = stream
 	} else {
@@ -75,6 +107,43 @@ func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 		return batch.Record{}, sink.Permanent(fmt.Errorf("kinesis sink: %s seq %d: record of %d bytes exceeds %d", m.ConnectionID, m.Seq, n, MaxRecordBytes))
 	}
 	return r, nil
+}
+
+// SetAggregateMaxBytes bounds an aggregated record (0: off); it must pass
+// ValidateAggregateMaxBytes. It returns s.
+func (s *Sink) SetAggregateMaxBytes(n int) *Sink {
+	s.aggregate = n
+	return s
+}
+
+// PackLimit is the bound of an aggregated record (batch.Packer).
+func (s *Sink) PackLimit() int { return s.aggregate }
+
+// PackGrow is the Size of an aggregated record of size bytes once r is in
+// it (batch.Packer): the record's data (kpl.EmptySize, then
+// kpl.RecordSize per user record) plus its partition key.
+func (s *Sink) PackGrow(size int, r batch.Record) int {
+	if size == 0 {
+		size = kpl.EmptySize(r.ConnectionID) + len(r.ConnectionID)
+	}
+	return size + kpl.RecordSize(len(r.Body))
+}
+
+// Pack is one aggregated record of recs, under their connection_id; a
+// pack of one is the message's own record (batch.Packer).
+func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
+	if len(recs) == 1 {
+		return recs[0], nil
+	}
+	data := make([][]byte, len(recs))
+	for i, r := range recs {
+		if r.ConnectionID != recs[0].ConnectionID || r.Epoch != recs[0].Epoch {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with %s epoch %d", recs[0].ConnectionID, recs[0].Epoch, r.ConnectionID, r.Epoch)
+		}
+		data[i] = r.Body
+	}
+	first := recs[0]
+	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.Aggregate(first.ConnectionID, data)}, nil
 }
 
 // Limits are PutRecords' (batch.Sender).
@@ -145,4 +214,7 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	return failed, nil
 }
 
-var _ batch.Sender = (*Sink)(nil)
+var (
+	_ batch.Sender = (*Sink)(nil)
+	_ batch.Packer = (*Sink)(nil)
+)

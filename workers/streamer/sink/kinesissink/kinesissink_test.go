@@ -21,6 +21,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 func TestMain(m *testing.M) {
@@ -140,11 +141,19 @@ func activeStream(t *testing.T, prefix string, shards int32) (context.Context, *
 	return ctx, client, stream
 }
 
-// Through the batcher on kinesalite: every record lands once, in order per
-// session (partition key), in requests of up to 500 records.
+// Through the batcher on kinesalite: every message lands once, in order
+// per session (partition key): aggregated (the default) in fewer records
+// than messages, or, aggregation off, one record each, in requests of up to
+// 500 records.
 func TestBatchesOnKinesalite(t *testing.T) {
+	for _, aggregate := range []int{DefaultAggregateMaxBytes, 0} {
+		t.Run(fmt.Sprintf("aggregate=%d", aggregate), func(t *testing.T) { batchesOnKinesalite(t, aggregate) })
+	}
+}
+
+func batchesOnKinesalite(t *testing.T, aggregate int) {
 	ctx, client, stream := activeStream(t, "out", 2)
-	b := batchtest.Start(t, New(client, stream), engineConfig())
+	b := batchtest.Start(t, New(client, stream).SetAggregateMaxBytes(aggregate), engineConfig())
 
 	const sessions, perSession = 3, 1200
 	for s := range sessions {
@@ -163,42 +172,31 @@ func TestBatchesOnKinesalite(t *testing.T) {
 	if st.Records != sessions*perSession {
 		t.Fatalf("stats %+v", st)
 	}
-	if min := int64(sessions * perSession / MaxRecords); st.Requests < min || st.Requests > 60 {
+	if st.Requests > 60 {
 		t.Fatalf("%d requests for %d records", st.Requests, st.Records)
+	}
+	switch {
+	case aggregate == 0 && (st.WireRecords != st.Records || st.Requests < sessions*perSession/MaxRecords):
+		t.Fatalf("stats %+v: want one record per message, at most 500 per request", st)
+	case aggregate > 0 && st.WireRecords >= st.Records:
+		t.Fatalf("stats %+v: want the messages aggregated into fewer records", st)
 	}
 
 	got := map[string][]int64{}
-	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
-	if err != nil {
-		t.Fatal(err)
+	recs := readStream(ctx, t, client, stream)
+	if int64(len(recs)) != st.WireRecords {
+		t.Fatalf("%d records on the stream, %d acknowledged", len(recs), st.WireRecords)
 	}
-	for _, sh := range shards.Shards {
-		it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-		if err != nil {
-			t.Fatal(err)
+	for _, u := range userRecords(t, recs) {
+		var env struct {
+			ConnectionID string `json:"connection_id"`
+			Seq          int64  `json:"seq"`
+			LeaseEpoch   int64  `json:"lease_epoch"`
 		}
-		iter := it.ShardIterator
-		for iter != nil {
-			out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range out.Records {
-				var env struct {
-					ConnectionID string `json:"connection_id"`
-					Seq          int64  `json:"seq"`
-					LeaseEpoch   int64  `json:"lease_epoch"`
-				}
-				if err := json.Unmarshal(r.Data, &env); err != nil || env.LeaseEpoch != 2 || env.ConnectionID != aws.ToString(r.PartitionKey) {
-					t.Fatalf("record %s (key %q): %v", r.Data, aws.ToString(r.PartitionKey), err)
-				}
-				got[env.ConnectionID] = append(got[env.ConnectionID], env.Seq)
-			}
-			if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
-				break
-			}
-			iter = out.NextShardIterator
+		if err := json.Unmarshal(u.data, &env); err != nil || env.LeaseEpoch != 2 || env.ConnectionID != u.partitionKey {
+			t.Fatalf("user record %s (key %q): %v", u.data, u.partitionKey, err)
 		}
+		got[env.ConnectionID] = append(got[env.ConnectionID], env.Seq)
 	}
 	for s := range sessions {
 		seqs := got[fmt.Sprintf("session-%d", s)]
@@ -233,33 +231,74 @@ func TestPoisonedTextFrameOnKinesalite(t *testing.T) {
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
-	if err != nil {
-		t.Fatal(err)
+	users := userRecords(t, readStream(ctx, t, client, stream))
+	if len(users) != 3 {
+		t.Fatalf("%d user records, want 3", len(users))
 	}
-	it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: shards.Shards[0].ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Records) != 3 {
-		t.Fatalf("%d records, want 3", len(out.Records))
-	}
-	for _, r := range out.Records {
+	for _, u := range users {
 		var env struct {
 			Seq       int64  `json:"seq"`
 			Frame     string `json:"frame"`
 			B64Reason string `json:"b64_reason"`
 			DataB64   []byte `json:"data_b64"`
 		}
-		if !utf8.Valid(r.Data) || json.Unmarshal(r.Data, &env) != nil {
-			t.Fatalf("record %q is not UTF-8 JSON", r.Data)
+		if !utf8.Valid(u.data) || json.Unmarshal(u.data, &env) != nil {
+			t.Fatalf("record %q is not UTF-8 JSON", u.data)
 		}
 		if env.Seq == 7 && (env.Frame != "text" || env.B64Reason != sink.ReasonInvalidUTF8 || string(env.DataB64) != poisoned) {
-			t.Fatalf("seq 7 not carried losslessly: %s", r.Data)
+			t.Fatalf("seq 7 not carried losslessly: %s", u.data)
 		}
 	}
+}
+
+// readStream is every record of stream, shard by shard, each shard's in
+// order.
+func readStream(ctx context.Context, t *testing.T, client *kinesis.Client, stream string) []types.Record {
+	t.Helper()
+	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []types.Record
+	for _, sh := range shards.Shards {
+		it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter := it.ShardIterator
+		for iter != nil {
+			out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, out.Records...)
+			if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
+				break
+			}
+			iter = out.NextShardIterator
+		}
+	}
+	return recs
+}
+
+// userRecord is one user record of a Kinesis record.
+type userRecord struct {
+	partitionKey string
+	data         []byte
+}
+
+// userRecords takes recs apart (kpl.Deaggregate), in order.
+func userRecords(t *testing.T, recs []types.Record) []userRecord {
+	t.Helper()
+	var users []userRecord
+	for _, r := range recs {
+		data, err := kpl.Deaggregate(r.Data)
+		if err != nil {
+			t.Fatalf("record %s: %v", aws.ToString(r.SequenceNumber), err)
+		}
+		for _, d := range data {
+			users = append(users, userRecord{partitionKey: aws.ToString(r.PartitionKey), data: d})
+		}
+	}
+	return users
 }

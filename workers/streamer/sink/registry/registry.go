@@ -40,18 +40,23 @@ type Config struct {
 	// through sink/batch (kinesis is always batched); false: one
 	// SendMessage per message, the session waiting for each.
 	Batching bool
+	// KinesisAggregateBytes bounds a kinesis record that aggregates a
+	// session's messages (kinesissink, KPL format); 0: one record per
+	// message.
+	KinesisAggregateBytes int
 	// Batch bounds the batches of a batched sink (Limits). Its
 	// RequestTimeout and BufferBudget are derived by the caller (the
 	// worker's sink request timeout; its memory budget).
 	Batch batch.Config
 }
 
-// DefaultConfig is the stdout sink, batching on (for sqs), the batch
+// DefaultConfig is the stdout sink, batching on (for sqs), kinesis
+// aggregation on (kinesissink.DefaultAggregateMaxBytes), the batch
 // defaults with the two derived settings left at 0.
 func DefaultConfig() Config {
 	b := batch.DefaultConfig()
 	b.RequestTimeout, b.BufferBudget = 0, 0
-	return Config{Kind: Stdout, Batching: true, Batch: b}
+	return Config{Kind: Stdout, Batching: true, Batch: b, KinesisAggregateBytes: kinesissink.DefaultAggregateMaxBytes}
 }
 
 // Env is what a sink is built with.
@@ -118,7 +123,7 @@ var kinds = []kind{
 			if err != nil {
 				return nil, nil, err
 			}
-			return nil, kinesissink.New(kinesis.NewFromConfig(ac), c.OutputStream), nil
+			return nil, kinesissink.New(kinesis.NewFromConfig(ac), c.OutputStream).SetAggregateMaxBytes(c.KinesisAggregateBytes), nil
 		},
 	},
 	{
@@ -169,6 +174,11 @@ func (c Config) Problems() []error {
 	if k.requires != nil {
 		if variable, value := k.requires(c); value == "" {
 			errs = append(errs, fmt.Errorf("%s=%s needs %s", schema.EnvSink, c.Kind, variable))
+		}
+	}
+	if c.Kind == Kinesis {
+		if err := kinesissink.ValidateAggregateMaxBytes(c.KinesisAggregateBytes); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", schema.EnvSinkKinesisAggregateBytes, err))
 		}
 	}
 	if l, ok := c.Limits(); ok {

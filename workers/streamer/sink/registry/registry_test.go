@@ -42,7 +42,13 @@ func TestProblems(t *testing.T) {
 			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.Batch.MaxCount, c.Batching = SQS, "q", 11, false }, nil}, // unbatched: no batch bounds
 		{func(c *Config) { c.Kind, c.OutputStream, c.Batch.MaxCount = Kinesis, "s", 500 }, nil},
-		{func(c *Config) { c.Kind, c.Batch.MaxCount = Stdout, 11 }, nil}, // stdout is never batched
+		{func(c *Config) { c.Kind, c.OutputStream, c.KinesisAggregateBytes = Kinesis, "s", 0 }, nil}, // aggregation off
+		{func(c *Config) { c.Kind, c.KinesisAggregateBytes, c.Batch.MaxCount = Kinesis, 2<<20, 501 }, []string{
+			"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM",
+			"WSFLEET_SINK_KINESIS_AGGREGATE_BYTES: kinesis aggregated record bound 2097152 bytes: want 0 (off) up to 1048576",
+			"WSFLEET_SINK=kinesis (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 501"}},
+		{func(c *Config) { c.Kind, c.OutputQueueURL, c.KinesisAggregateBytes = SQS, "q", -1 }, nil}, // a kinesis setting: not the sqs sink's
+		{func(c *Config) { c.Kind, c.Batch.MaxCount = Stdout, 11 }, nil},                            // stdout is never batched
 	} {
 		c := resolved(DefaultConfig())
 		tc.mod(&c)

@@ -1,0 +1,121 @@
+package batch
+
+import "fmt"
+
+// This file owns packing: grouping a session's consecutive messages of one
+// tenure into one wire record (a pack) for a Sender that is a Packer.
+
+// Packer is implemented by a Sender whose wire record can carry several
+// consecutive messages of one session and one tenure (a pack).
+type Packer interface {
+	// PackLimit is the largest Size a pack may have; 0 turns packing off.
+	PackLimit() int
+	// PackGrow is the Size of a pack of size bytes once r is added to it
+	// (size 0: the empty pack, so PackGrow(0, r) is the size of a pack of r alone).
+	PackGrow(size int, r Record) int
+	// Pack builds one wire record from recs (len >= 1; one ConnectionID, one
+	// Epoch, in order). A pack of one message may be the message's own record.
+	Pack(recs []Record) (Record, error)
+}
+
+// pack is one wire record of a request: the entries it carries, in order.
+// A plain pack is its one entry's own record. A pack that failed is pinned
+// to its entries (entry.pinned) and sent again as the same wire record.
+type pack struct {
+	entries []*entry
+	size    int     // what it counts against Config.MaxBytes (PackGrow, or the entry's size when plain)
+	plain   bool    // send entries[0].rec as it is
+	wire    *Record // the wire record once built (a retry sends it again)
+}
+
+// plainPack is e's own record as a wire record.
+func plainPack(e *entry) *pack { return &pack{entries: []*entry{e}, size: e.size, plain: true} }
+
+// packLimit is the bound of a pack: the Packer's, within a record and a
+// request (0: no packing).
+func packLimit(snd Sender, cfg Config, l Limits) (Packer, int) {
+	p, ok := snd.(Packer)
+	if !ok || p.PackLimit() <= 0 {
+		return nil, 0
+	}
+	return p, min(p.PackLimit(), l.MaxRecordBytes, cfg.MaxBytes)
+}
+
+// startPackLocked is the wire record e begins: a pack that later entries of
+// its session may join, or e's own record (packing off, e sent alone or
+// unpackable, or e alone larger than a pack may be).
+func (b *Batcher) startPackLocked(e *entry) *pack {
+	if b.packer == nil || e.alone || e.unpacked {
+		return plainPack(e)
+	}
+	size := b.packer.PackGrow(0, e.rec)
+	if size > b.packLimit {
+		return plainPack(e)
+	}
+	return &pack{entries: []*entry{e}, size: size}
+}
+
+// growPackLocked adds e to p when the pack stays within its bound and the
+// request within room bytes more; it returns the bytes p grew by.
+func (b *Batcher) growPackLocked(p *pack, e *entry, room int) (int, bool) {
+	if p == nil || p.plain || e.alone || e.unpacked || e.pinned != nil {
+		return 0, false
+	}
+	size := b.packer.PackGrow(p.size, e.rec)
+	if size > b.packLimit || size-p.size > room {
+		return 0, false
+	}
+	grew := size - p.size
+	p.entries = append(p.entries, e)
+	p.size = size
+	return grew, true
+}
+
+// pinnedAt is the pack q[0] is pinned to, and whether it lies whole at q's
+// head, in order; a pack that does not (it cannot, but a retry must never
+// carry other messages under the same identity) is unpinned and its
+// entries go out as plain records.
+func pinnedAt(q []*entry) (*pack, bool) {
+	p := q[0].pinned
+	ok := len(q) >= len(p.entries)
+	for i := 0; ok && i < len(p.entries); i++ {
+		ok = q[i] == p.entries[i]
+	}
+	if !ok {
+		for _, e := range p.entries {
+			e.pinned, e.unpacked = nil, true
+		}
+	}
+	return p, ok
+}
+
+// wireRecord builds p's wire record (once: a retry reuses it). An error:
+// the pack is not fit to send (Pack failed, or built a record over the
+// bound); its entries must go out as plain records.
+func (b *Batcher) wireRecord(p *pack) (Record, error) {
+	if p.wire != nil {
+		return *p.wire, nil
+	}
+	if p.plain {
+		return p.entries[0].rec, nil
+	}
+	recs := make([]Record, len(p.entries))
+	for i, e := range p.entries {
+		recs[i] = e.rec
+	}
+	r, err := b.packer.Pack(recs)
+	if err == nil && b.snd.Size(r) > b.packLimit && (len(recs) > 1 || b.snd.Size(r) > b.limits.MaxRecordBytes) {
+		err = errPackTooLarge{size: b.snd.Size(r), limit: b.packLimit}
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	p.wire = &r
+	return r, nil
+}
+
+type errPackTooLarge struct{ size, limit int }
+
+func (e errPackTooLarge) Error() string {
+	return fmt.Sprintf("pack encoded to %d bytes, over its bound of %d", e.size, e.limit)
+}
