@@ -38,6 +38,8 @@ type Report struct {
 	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
 	Throughput   *ThroughputResult `json:"throughput,omitempty"`
 	TLSClaim     *TLSClaimResult   `json:"tls_claim,omitempty"`
+	// Bill: the bill phase's figures by label (before and after packing).
+	Bill []BillResult `json:"bill,omitempty"`
 	// OnModel are the ModelPhases run again, in the same run, on the
 	// DynamoDB model (Config.Model).
 	OnModel *ModelResults     `json:"on_model,omitempty"`
@@ -174,6 +176,7 @@ func Render(r *Report) string {
 	renderCost(p, r)
 	renderReads(p, r)
 	renderThroughput(p, r)
+	renderBill(p, r)
 	renderMicro(p, r)
 	renderOnModel(p, r)
 	return b.String()
