@@ -3,8 +3,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -113,7 +115,26 @@ func renderBill(p printer, r *Report) {
 		}
 		p("\n")
 	}
-	p("**Which sink for which volume.** The sink's share is the column above: with one sink record per message the sink and its consumer are most of the bill at every rate, and stdout (CloudWatch Logs at $%.2f per GB ingested) is the dearest of all at any volume a deployment would carry; it is for development. Kinesis provisioned is the cheapest per message, then SQS; on-demand Kinesis pays for every record rounded up to 1 KB.\n\n", PriceLogsIngestGB)
+	p("**Which sink for which volume** (this run's totals, cheapest first; stdout is CloudWatch Logs at $%.2f per GB ingested, for development only):\n\n", PriceLogsIngestGB)
+	for _, b := range r.Bill {
+		for _, w := range BillWorkloads {
+			var vs []string
+			for _, v := range BillVariants {
+				if _, ok := b.Costs[w.Name][v]; ok {
+					vs = append(vs, v)
+				}
+			}
+			slices.SortStableFunc(vs, func(x, y string) int { return cmp.Compare(b.Costs[w.Name][x].Total, b.Costs[w.Name][y].Total) })
+			var parts []string
+			for _, v := range vs {
+				parts = append(parts, fmt.Sprintf("%s %s", v, dollars(b.Costs[w.Name][v].Total)))
+			}
+			if len(parts) > 0 {
+				p("- %s, %s: %s\n", w.Name, b.Label, strings.Join(parts, " < "))
+			}
+		}
+	}
+	p("\n")
 }
 
 // BillChartSVG draws the totals: one row per workload and sink, one bar per
@@ -167,7 +188,7 @@ func BillChartSVG(r *Report) []byte {
 	for e := minExp; e <= maxExp; e++ {
 		xx := x(math.Pow(10, e))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
-			xx, top-4, xx, height-30, xx, height-16, dollars(math.Pow(10, e)))
+			xx, top-4, xx, height-30, xx, height-16, "$"+thousands(int(math.Pow(10, e))))
 	}
 	for i, rw := range rows {
 		y0 := top + i*rowH
