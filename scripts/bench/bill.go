@@ -81,7 +81,7 @@ func (r *runner) billLabel() string {
 	if r.cfg.BillLabel != "" {
 		return r.cfg.BillLabel
 	}
-	return "before packing"
+	return BillBefore
 }
 
 func (r *runner) bill(ctx context.Context) error {
@@ -174,11 +174,11 @@ func (b *BillResult) price() {
 		if run.Error != "" {
 			continue
 		}
-		in := BillInputs{Sessions: run.Held, WindowSec: run.WindowSec, Sink: run.Counts, LogBytes: run.LogBytes, CPUPerMsg: b.CPUPerMsg[run.Workload],
+		in := BillInputs{Sessions: run.Held, WindowSec: run.WindowSec, Sink: run.Counts, SourceMessages: run.WorkerMessages, LogBytes: run.LogBytes, CPUPerMsg: b.CPUPerMsg[run.Workload],
 			WRUPerSH: b.WRUPerSH, RRUPerSH: b.RRUPerSH, WRUPerWH: b.WRUPerWH, RRUPerWH: b.RRUPerWH}
-		if in.CPUPerMsg == 0 && run.Counts.Messages > 0 {
+		if in.CPUPerMsg == 0 && run.WorkerMessages > 0 {
 			// No capacity figures: the run's own worker CPU per message.
-			in.CPUPerMsg = run.WorkerCPU / 100 / (float64(run.Counts.Messages) / run.WindowSec)
+			in.CPUPerMsg = run.WorkerCPU / 100 / (float64(run.WorkerMessages) / run.WindowSec)
 			b.CPUSource[run.Workload] = "this run's worker CPU (no capacity figures)"
 		}
 		var variants []string

@@ -163,4 +163,12 @@ func TestPriceOnKnownCounts(t *testing.T) {
 	// 1,000 msg/s → 0.25 vCPU ÷ 0.00078 = 320 sessions.
 	md := Price(BillInputs{Variant: BillSQS, Sessions: 1000, WindowSec: month, Sink: SinkCounts{Messages: int64(50 * 1000 * month)}, CPUPerMsg: 0.0156 / 1000})
 	closeTo(t, "sessions per task at 50 msg/s", md.SessionsPerTsk, 0.25/(0.0156/1000*50))
+
+	// Packed: ten source messages per SQS message. The tasks follow the
+	// source messages, the sink and its consumer the SQS messages, and
+	// the sink's cost per message is per source message.
+	one := Price(BillInputs{Variant: BillSQS, Sessions: 1000, WindowSec: month, Sink: SinkCounts{Messages: 10_000_000, Bytes: 10_000_000, SQSBilled: 1_000_000}, CPUPerMsg: 0.0156 / 1000})
+	packed := Price(BillInputs{Variant: BillSQS, Sessions: 1000, WindowSec: month, Sink: SinkCounts{Messages: 1_000_000, Bytes: 10_000_000, SQSBilled: 100_000}, SourceMessages: 10_000_000, CPUPerMsg: 0.0156 / 1000})
+	closeTo(t, "tasks, packed", packed.Tasks, one.Tasks)
+	closeTo(t, "sink + consumer per million source messages, packed", packed.SinkPerMillionMsgs, one.SinkPerMillionMsgs/10)
 }

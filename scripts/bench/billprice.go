@@ -59,6 +59,10 @@ type BillInputs struct {
 	// Sink: what the engine saw (sqs, kinesis); for stdout Messages are
 	// the lines and Bytes their bytes.
 	Sink SinkCounts
+	// SourceMessages are the messages the sessions received in the window
+	// (0: Sink.Messages, one sink record per message). With packing, many
+	// source messages share one SQS message or Kinesis record.
+	SourceMessages int64
 	// LogBytes are the worker's own log bytes in the window (one worker).
 	LogBytes int64
 	// CPUPerMsg is the worker's vCPU per message a second (from the
@@ -83,7 +87,7 @@ type BillCost struct {
 	DataTransfer   float64 `json:"data_transfer"`
 	Total          float64 `json:"total"`
 	// SinkPerMillionMsgs is the sink's (and its consumer's) $ per million
-	// source messages.
+	// source messages (not sink records).
 	SinkPerMillionMsgs float64 `json:"sink_per_million_messages"`
 	// Shards: provisioned Kinesis shards per 1,000 sessions (fractional).
 	Shards float64 `json:"shards_per_1000,omitempty"`
@@ -98,7 +102,11 @@ func Price(in BillInputs) BillCost {
 	month := HoursPerMonth * 3600.0
 	per1000 := 1000 / float64(in.Sessions)
 	scale := per1000 * month / in.WindowSec // window counts → per 1,000 sessions-month
-	msgPerSess := float64(in.Sink.Messages) / in.WindowSec / float64(in.Sessions)
+	source := in.SourceMessages
+	if source <= 0 {
+		source = in.Sink.Messages
+	}
+	msgPerSess := float64(source) / in.WindowSec / float64(in.Sessions)
 	perTask := BillMaxSessions * BillTargetUtil
 	if in.CPUPerMsg > 0 && msgPerSess > 0 {
 		perTask = math.Min(perTask, BillSteadyCPUShare*BillTaskVCPU/(in.CPUPerMsg*msgPerSess))
@@ -138,8 +146,8 @@ func Price(in BillInputs) BillCost {
 	}
 	c.DataTransfer = float64(in.Sink.Bytes) * scale / billGB * PriceDataTransferGB
 	c.Total = c.Fargate + c.IPv4 + c.DynamoDB + c.Sink + c.Consumer + c.Logs + c.DataTransfer
-	if msgs > 0 {
-		c.SinkPerMillionMsgs = (c.Sink + c.Consumer) / msgs * 1e6
+	if source > 0 {
+		c.SinkPerMillionMsgs = (c.Sink + c.Consumer) / (float64(source) * scale) * 1e6
 	}
 	return c
 }

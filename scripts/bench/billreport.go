@@ -40,6 +40,7 @@ func renderBill(p printer, r *Report) {
 	}
 	p("## 9. The all-in bill: $ per 1,000 sessions-month by workload and sink\n\n")
 	p("What a user pays AWS (us-east-1 list prices, docs/references.md, \"What users pay\") for 1,000 sessions held for a month (730 h), from what each service would bill for the requests and bytes this run's engines saw. Every figure below is computed from the run's counts and the price table; none is typed in. Re-run: `bin/bench -mode full -only bill -merge` (after packing lands: `bin/bench -mode full -only bill -merge -bill-label \"after packing\"`, which keeps the figures filed under another label beside the new ones).\n\n")
+	p("The goals (table above) are issue 38's for packed sink records: many messages of a session per SQS message or Kinesis record. Figures filed \"%s\" send one record per message and miss them by that factor; the market-depth goal compares \"%s\" with them once both are here.\n\n", BillBefore, BillAfter)
 	p("![all-in $ per 1,000 sessions-month](%s)\n\n", BillChart)
 	p("| workload | label | sqs | kinesis on-demand | kinesis provisioned | stdout → CloudWatch Logs |\n|---|---|---|---|---|---|\n")
 	for _, w := range BillWorkloads {
@@ -211,4 +212,59 @@ func BillChartSVG(r *Report) []byte {
 
 func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// Bill labels the goals compare.
+const (
+	BillBefore = "before packing"
+	BillAfter  = "after packing"
+)
+
+// billGoals are issue 38's goals: the exchange feed's all-in bill on
+// kinesis provisioned and sqs (judged on the "after packing" figures when
+// there are some, else on the latest), and market depth's sink cost per
+// message against the "before packing" one on every sink but stdout.
+func billGoals(r *Report) []Goal {
+	if len(r.Bill) == 0 {
+		return nil
+	}
+	cur := billResult(r, BillAfter)
+	if cur == nil {
+		cur = &r.Bill[len(r.Bill)-1]
+	}
+	var gs []Goal
+	for _, c := range []struct {
+		variant string
+		bound   float64
+	}{{BillKinesisProv, 15}, {BillSQS, 25}} {
+		x, ok := cur.Costs["exchange feed"][c.variant]
+		if !ok {
+			continue
+		}
+		g := Goal{Figure: fmt.Sprintf("All-in $ per 1,000 sessions-month, exchange feed (1 msg/s of ~300 B), %s (%s)", c.variant, cur.Label),
+			Measured: dollars(x.Total), Goal: "≤ " + dollars(c.bound), Known: true, Met: x.Total <= c.bound}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("+%s (×%.1f)", dollars(x.Total-c.bound), x.Total/c.bound)
+		}
+		gs = append(gs, g)
+	}
+	before, after := billResult(r, BillBefore), billResult(r, BillAfter)
+	if before == nil || after == nil {
+		return gs
+	}
+	for _, v := range []string{BillSQS, BillKinesisOD, BillKinesisProv} {
+		b, okb := before.Costs["market depth"][v]
+		a, oka := after.Costs["market depth"][v]
+		if !okb || !oka || b.SinkPerMillionMsgs <= 0 {
+			continue
+		}
+		g := Goal{Figure: fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages after packing ÷ before", v),
+			Measured: fmt.Sprintf("%s ÷ %s = %.3f", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs),
+			Goal:     "≤ 0.1", Known: true, Met: a.SinkPerMillionMsgs <= 0.1*b.SinkPerMillionMsgs}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("×%.1f", a.SinkPerMillionMsgs/(0.1*b.SinkPerMillionMsgs))
+		}
+		gs = append(gs, g)
+	}
+	return gs
 }

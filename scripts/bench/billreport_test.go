@@ -58,6 +58,18 @@ func TestBillSectionAndChartComeFromTheFigures(t *testing.T) {
 	if rects != 3*2+2 {
 		t.Errorf("chart has %d rects, want %d", rects, 3*2+2)
 	}
+	// The exchange feed's goals are judged on the figures after packing;
+	// market depth has no priced line here, so no ratio goal.
+	var figs []string
+	for _, g := range billGoals(r) {
+		figs = append(figs, g.Figure+" = "+g.Measured)
+		if strings.Contains(g.Figure, "Market depth") {
+			t.Errorf("a market depth goal without its figures: %s", g.Figure)
+		}
+	}
+	if len(figs) != 2 || !strings.Contains(figs[1], "sqs (after packing) = "+dollars(aft.Total)) {
+		t.Errorf("bill goals %q, want the exchange feed's kinesis provisioned and sqs after packing", figs)
+	}
 	if BillChartSVG(&Report{}) != nil {
 		t.Error("a report without a bill drew a chart")
 	}

@@ -100,6 +100,7 @@ func Goals(r *Report) []Goal {
 		gs = append(gs, throughputGoals(t)...)
 	}
 	gs = append(gs, capacityGoals(r)...)
+	gs = append(gs, billGoals(r)...)
 	return gs
 }
 
