@@ -26,6 +26,18 @@ const (
 	SinkKinesis = "kinesis"
 )
 
+// StdoutSinkWarning is the synth's warning for a deployment whose workers
+// write to stdout: the awslogs driver sends every line to CloudWatch Logs,
+// billed per GB ingested (docs/references.md, "What users pay").
+const (
+	StdoutSinkWarningID = "wsfleet:stdout-sink"
+	StdoutSinkWarning   = "the stdout sink sends every message through CloudWatch Logs at its ingestion price per GB: the dearest sink at every volume the bench measured (docs/BENCHMARKS.md, the all-in bill); deploy with -c sink=sqs or -c sink=kinesis (README, Sinks)"
+)
+
+// StdoutSinkWarns says whether the synth warns about cfg's sink: stdout
+// anywhere but dev (where it is the default, for trying the stack out).
+func StdoutSinkWarns(cfg EnvConfig) bool { return cfg.Sink == SinkStdout && cfg.Name != EnvDev }
+
 // Sinks are the sink names an environment may use.
 var Sinks = []string{SinkStdout, SinkSQS, SinkKinesis}
 

@@ -56,8 +56,11 @@ type synthesized struct {
 	Cfg      EnvConfig
 	Template assertions.Template
 	JSON     map[string]any
-	// Nag are the stack's unsuppressed cdk-nag findings (nagFindings).
-	Nag []string
+	// Nag are the stack's unsuppressed cdk-nag findings (nagFindings);
+	// StdoutSinkWarnings its wsfleet:stdout-sink warnings (read with them,
+	// while the synthesis's Outdir exists).
+	Nag                []string
+	StdoutSinkWarnings int
 }
 
 var (
@@ -108,7 +111,7 @@ func synth(t *testing.T, overrides map[string]any) *synthesized {
 	}
 	// The annotations are read now, while Outdir exists: reading them
 	// synthesizes again, and cdk-nag writes its report there.
-	s := &synthesized{W: w, Cfg: cfg, Template: tmpl, JSON: doc, Nag: nagFindings(w.Stack)}
+	s := &synthesized{W: w, Cfg: cfg, Template: tmpl, JSON: doc, Nag: nagFindings(w.Stack), StdoutSinkWarnings: stdoutWarnings(t, w.Stack)}
 	synthCache[key] = s
 	return s
 }

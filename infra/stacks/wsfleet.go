@@ -159,6 +159,9 @@ func NewWsfleetStack(scope constructs.Construct, id string, props *WsfleetStackP
 	w.OutputStream = newOutputStream(stack, cfg)
 	cluster, svc := newStreamer(stack, cfg, opts, props.RepoRoot, w.Table, w.WorkQueue, sinkOutput{queue: w.OutputQueue, stream: w.OutputStream}, dataRemoval)
 	w.Service = svc
+	if StdoutSinkWarns(cfg) {
+		awscdk.Annotations_Of(svc).AddWarningV2(jsii.String(StdoutSinkWarningID), jsii.String(StdoutSinkWarning), nil)
+	}
 	grantTableKey(stack, w.TableKey, svc.TaskDefinition().TaskRole())
 	newObservability(stack, cfg, opts, w, cluster)
 	addOutputs(stack, w, cluster)

@@ -168,7 +168,7 @@ func (r *runner) phases() map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
 		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseTLS: r.tlsClaim, PhaseDynalite: r.dynalite,
-		PhaseThroughput: r.throughput,
+		PhaseThroughput: r.throughput, PhaseBill: r.bill,
 	}
 }
 
@@ -228,6 +228,11 @@ func writeMarkdown(rep *Report, md string) error {
 			if err := os.WriteFile(filepath.Join(filepath.Dir(md), name), b, 0o644); err != nil {
 				return err
 			}
+		}
+	}
+	if svg := BillChartSVG(rep); svg != nil {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(md), BillChart), svg, 0o644); err != nil {
+			return err
 		}
 	}
 	for name, b := range LatencyCharts(rep) {

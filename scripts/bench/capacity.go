@@ -172,6 +172,9 @@ type capEnv struct {
 	payload int
 	ca      *tlsca.CA
 	caFile  string
+	// onStdout, when set, sees every line of the worker's stdout (its
+	// stdout sink) instead of /dev/null.
+	onStdout func(line []byte)
 }
 
 func (e *capEnv) stop(log func(error)) {
@@ -284,7 +287,7 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv 
 	env := append(workerEnv(id, e.admin, set), extraEnv...)
 	// Stdout to /dev/null: a sink at tens of thousands of messages per
 	// second then costs only its write syscalls, not a pipe reader or a file.
-	e.work = &proc.Proc{Name: id, Argv: argv, Env: env, Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, id+".log"), DiscardStdout: true}
+	e.work = &proc.Proc{Name: id, Argv: argv, Env: env, Dir: r.cfg.Root, LogPath: filepath.Join(e.dir, id+".log"), DiscardStdout: e.onStdout == nil, OnLine: e.onStdout}
 	if err := e.work.Start(); err != nil {
 		return err
 	}

@@ -46,10 +46,14 @@ const (
 	// sink, with 15 ms added to every sink request, and many sessions into
 	// sqs batched (issue 16).
 	PhaseThroughput = "throughput"
+	// PhaseBill: issue 38's three workloads through the sqs, kinesis and
+	// stdout sinks, counted as AWS bills them and priced per 1,000
+	// sessions-month.
+	PhaseBill = "bill"
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseTLS, PhaseDynalite, PhaseThroughput}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseTLS, PhaseDynalite, PhaseThroughput, PhaseBill}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -165,7 +169,12 @@ type Sizes struct {
 	// run's sessions and rate.
 	TPSettle, TPWindow time.Duration
 	TPManySessions     int
-	TPManyRate         float64
+	// BillSessions are the bill phase's sessions per workload (exchange
+	// feed, transcript, market depth: BillWorkloads); BillWindow its
+	// counted window.
+	BillSessions [3]int
+	BillWindow   time.Duration
+	TPManyRate   float64
 }
 
 // SizesFor returns the sizes of mode.
@@ -190,6 +199,7 @@ func SizesFor(m Mode) Sizes {
 			DynSteps:         []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle:        10 * time.Second, DynWindow: 20 * time.Second,
 			TPSettle: 5 * time.Second, TPWindow: 30 * time.Second, TPManySessions: 1000, TPManyRate: 10,
+			BillSessions: [3]int{1000, 500, 40}, BillWindow: 30 * time.Second,
 		}
 	}
 	return Sizes{
@@ -209,6 +219,7 @@ func SizesFor(m Mode) Sizes {
 		DynSteps:         []int{2000},
 		DynSettle:        5 * time.Second, DynWindow: 15 * time.Second,
 		TPSettle: 3 * time.Second, TPWindow: 10 * time.Second, TPManySessions: 1000, TPManyRate: 10,
+		BillSessions: [3]int{100, 50, 10}, BillWindow: 10 * time.Second,
 	}
 }
 
@@ -278,6 +289,12 @@ type Config struct {
 	// run now (the report says which phases were re-run, when, and at
 	// which commit).
 	Merge bool
+	// BillLabel names the bill phase's figures ("": "before packing"); a
+	// merged run with another label keeps the other figures beside them.
+	// BillEnv is added to the bill runs' worker environment (e.g. a
+	// packing setting).
+	BillLabel string
+	BillEnv   map[string]string
 	// Model is the DynamoDB model's profile (testkit/dynamodel) the
 	// ModelPhases run on a second time ("": dynalite only).
 	Model string
@@ -364,7 +381,12 @@ func (c Config) Validate() error {
 	if s.TPManySessions < 1 || s.TPManySessions > 19500 || s.TPManyRate <= 0 {
 		errs = append(errs, fmt.Errorf("throughput: %d sessions at %v/s: want 1..19,500 sessions and a positive rate", s.TPManySessions, s.TPManyRate))
 	}
-	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 || s.ReadsWindow <= 0 || s.TPWindow <= 0 {
+	for i, n := range s.BillSessions {
+		if n < 1 || n > 19500 {
+			errs = append(errs, fmt.Errorf("bill: %d sessions for %s: want 1..19,500", n, BillWorkloads[i].Name))
+		}
+	}
+	if s.CapWindow <= 0 || s.DynWindow <= 0 || s.CostWindow <= 0 || s.ReadsWindow <= 0 || s.TPWindow <= 0 || s.BillWindow <= 0 {
 		errs = append(errs, errors.New("measurement windows: want > 0"))
 	}
 	return errors.Join(errs...)

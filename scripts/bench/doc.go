@@ -31,6 +31,11 @@
 //     (discard, stdout, sqs unbatched and batched, kinesis) with 15 ms
 //     added to every sink request, and 1,000 sessions × 10 msg/s into sqs
 //     batched: msg/s, requests per message, lag;
+//  9. bill: issue 38's workloads (exchange feed, transcript, market depth)
+//     through sqs, kinesis and stdout, what each AWS service would bill
+//     counted at the engine boundary, priced per 1,000 sessions-month
+//     (-bill-label files the figures as "before packing" or "after
+//     packing"; -bill-env adds worker settings);
 //
 // and runs the Go microbenchmarks of the hot paths. The phases that run a
 // local stack (claim, failover, handoff, stop, rebalance, cost) serve its
@@ -48,7 +53,9 @@
 // the side-by-side figures and their goals; capacity_svg.go: the charts),
 // dynalite.go, throughput.go
 // (throughput_env.go: its engines and their own ceilings;
-// throughput_proxy.go: the delaying proxy in front of the sinks). Shared
+// throughput_proxy.go: the delaying proxy in front of the sinks), bill.go
+// (billmeter.go: what the proxy counts as billed; billprice.go: the prices
+// and the deployment priced; billreport.go: its section and chart). Shared
 // by the phases: bench.go runs them and writes the report; config.go holds
 // the modes, sizes and worker defaults; report.go the Report, the goals
 // table and the Markdown frame (format.go: number formats); stack.go the

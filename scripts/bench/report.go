@@ -38,6 +38,8 @@ type Report struct {
 	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
 	Throughput   *ThroughputResult `json:"throughput,omitempty"`
 	TLSClaim     *TLSClaimResult   `json:"tls_claim,omitempty"`
+	// Bill: the bill phase's figures by label (before and after packing).
+	Bill []BillResult `json:"bill,omitempty"`
 	// OnModel are the ModelPhases run again, in the same run, on the
 	// DynamoDB model (Config.Model).
 	OnModel *ModelResults     `json:"on_model,omitempty"`
@@ -98,6 +100,7 @@ func Goals(r *Report) []Goal {
 		gs = append(gs, throughputGoals(t)...)
 	}
 	gs = append(gs, capacityGoals(r)...)
+	gs = append(gs, billGoals(r)...)
 	return gs
 }
 
@@ -174,6 +177,7 @@ func Render(r *Report) string {
 	renderCost(p, r)
 	renderReads(p, r)
 	renderThroughput(p, r)
+	renderBill(p, r)
 	renderMicro(p, r)
 	renderOnModel(p, r)
 	return b.String()

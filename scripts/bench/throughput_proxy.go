@@ -31,6 +31,8 @@ type delayProxy struct {
 	gapMs    []float64
 	lastDone time.Time // when the last answer came back from the engine
 	record   bool
+	// meter counts what the requests would be billed (the bill phase).
+	meter sinkMeter
 }
 
 func newDelayProxy(target string, delay time.Duration) (*delayProxy, *httputil.ReverseProxy, error) {
@@ -76,6 +78,7 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	d.lastDone = done
 	d.mu.Unlock()
 	d.requests.Add(1)
+	d.meter.observe(req.Header.Get("X-Amz-Target"), body)
 	if ts, ok := firstTS(body); ok {
 		lag := float64(time.Now().UnixMilli() - ts)
 		d.mu.Lock()

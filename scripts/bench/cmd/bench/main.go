@@ -40,6 +40,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	rerender := fs.Bool("rerender", false, "write the report (-out) again from the figures (-json) with this build's renderer; runs nothing")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
 	plainWS := fs.Bool("plain-ws", false, "the capacity runs' feed and the lease phases' stacks serve plain ws:// (default: wss:// with a per-run CA, the capacity side-by-side runs on ws:// too)")
+	billLabel := fs.String("bill-label", "", "the bill phase's figures are filed under this label (default \"before packing\"; a merged run with another label keeps both)")
+	billEnv := fs.String("bill-env", "", "comma-separated KEY=VALUE added to the bill runs' worker environment (e.g. a packing setting)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +56,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		cfg.Phases = strings.Split(*only, ",")
 	}
 	cfg.QuietLoad, cfg.QuietWait = *quiet, *quietFor
+	cfg.BillLabel = *billLabel
+	if *billEnv != "" {
+		cfg.BillEnv = map[string]string{}
+		for _, kv := range strings.Split(*billEnv, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("-bill-env %q: want KEY=VALUE[,KEY=VALUE…]", kv)
+			}
+			cfg.BillEnv[k] = v
+		}
+	}
 	cfg.OutMD, cfg.OutJSON, cfg.WorkDir, cfg.Merge, cfg.Model, cfg.PlainWS = *out, *js, *work, *merge, *model, *plainWS
 	cfg.Invocation = "bin/bench " + strings.Join(args, " ")
 	if len(args) == 0 {

@@ -1,0 +1,282 @@
+// Phase bill: issue 38's three workloads through the sqs, kinesis and
+// stdout sinks, what each AWS service would bill counted at the engine
+// boundary, priced into $ per 1,000 sessions-month (billprice.go).
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionitem"
+)
+
+// BillWorkload is one of issue 38's workloads.
+type BillWorkload struct {
+	Name string `json:"name"`
+	// Rate per session (msg/s) and MessageBytes, the source message's
+	// size the feed is padded to.
+	Rate         float64 `json:"rate"`
+	MessageBytes int     `json:"message_bytes"`
+}
+
+// BillWorkloads are issue 38's: an exchange feed, a transcript, market
+// depth.
+var BillWorkloads = []BillWorkload{
+	{"exchange feed", 1, 300},
+	{"transcript", 2, 1024},
+	{"market depth", 50, 640},
+}
+
+// The bill runs' sinks (a kinesis run is priced on-demand and provisioned).
+var billSinks = []string{TPSQSBatched, TPKinesis, TPStdout}
+
+// BillRun is one workload through one sink.
+type BillRun struct {
+	Workload  string  `json:"workload"`
+	Sink      string  `json:"sink"`
+	Sessions  int     `json:"sessions"`
+	Held      int     `json:"held"`
+	WindowSec float64 `json:"window_s"`
+	// Sink: counted at the delaying proxy (sqs, kinesis) or on the
+	// worker's stdout (stdout: lines and their bytes).
+	Counts SinkCounts `json:"counts"`
+	// WorkerMessages: the worker's own messages_in over the window (a
+	// check on the counts, not priced).
+	WorkerMessages int64 `json:"worker_messages"`
+	// LogBytes: the worker's log (stderr) bytes over the window.
+	LogBytes  int64   `json:"log_bytes"`
+	WorkerCPU float64 `json:"worker_cpu_pct"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// BillResult is one run of the bill phase, under a label ("before
+// packing", "after packing").
+type BillResult struct {
+	Phase
+	Label string            `json:"label"`
+	Env   map[string]string `json:"worker_env,omitempty"`
+	Runs  []BillRun         `json:"runs"`
+	// The inputs the prices used besides the runs' counts.
+	CPUPerMsg map[string]float64 `json:"vcpu_per_msg_s"` // by workload
+	CPUSource map[string]string  `json:"vcpu_source"`
+	WRUPerSH  float64            `json:"wru_per_session_hour"`
+	RRUPerSH  float64            `json:"rru_per_session_hour"`
+	WRUPerWH  float64            `json:"wru_per_worker_hour"`
+	RRUPerWH  float64            `json:"rru_per_worker_hour"`
+	DynSource string             `json:"dynamodb_source"`
+	// Costs by workload, then variant.
+	Costs map[string]map[string]BillCost `json:"costs"`
+}
+
+// billLabel is the run's label ("" → "before packing").
+func (r *runner) billLabel() string {
+	if r.cfg.BillLabel != "" {
+		return r.cfg.BillLabel
+	}
+	return BillBefore
+}
+
+func (r *runner) bill(ctx context.Context) error {
+	sz := r.sz
+	res := BillResult{Label: r.billLabel(), Env: r.cfg.BillEnv, Costs: map[string]map[string]BillCost{}, CPUPerMsg: map[string]float64{}, CPUSource: map[string]string{}}
+	res.Phase = r.begin(PhaseBill, map[string]string{
+		"workloads": fmt.Sprintf("exchange feed %d × 1 msg/s of ~300 B, transcript %d × 2 msg/s of ~1 KB, market depth %d × 50 msg/s of ~640 B (bin/feed -rate, -payload-bytes), each through sqs (fauxqs, batched), kinesis (kinesalite) and stdout, one worker (bin/streamer, dynalite lease table) per run",
+			sz.BillSessions[0], sz.BillSessions[1], sz.BillSessions[2]),
+		"window":   fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
+		"counting": "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
+		"pricing":  "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
+	})
+	if len(r.cfg.BillEnv) > 0 {
+		res.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
+	}
+	r.billInputs(&res)
+	e, err := r.startTPEnv(ctx)
+	defer e.stop()
+	if err != nil {
+		return fmt.Errorf("bill engines: %w", err)
+	}
+	var failed []string
+	for wi, w := range BillWorkloads {
+		for _, s := range billSinks {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			run, err := r.billRun(ctx, e, fmt.Sprintf("bill%d-%d", wi, slices.Index(billSinks, s)), w, s, sz.BillSessions[wi])
+			if err != nil {
+				run.Error = err.Error()
+				failed = append(failed, w.Name+"/"+s)
+				r.log.Warn().Err(err).Str("workload", w.Name).Str("sink", s).Msg("bill run")
+			}
+			res.Runs = append(res.Runs, run)
+			r.log.Info().Str("workload", w.Name).Str("sink", s).Int64("messages", run.Counts.Messages).Int64("requests", run.Counts.Requests).Msg("bill run")
+		}
+	}
+	res.price()
+	res.end()
+	r.rep.Bill = slices.DeleteFunc(r.rep.Bill, func(b BillResult) bool { return b.Label == res.Label })
+	r.rep.Bill = append(r.rep.Bill, res)
+	if len(failed) > 0 {
+		return fmt.Errorf("bill runs failed: %v", failed)
+	}
+	return nil
+}
+
+// billInputs fills the figures the prices take from other phases: the
+// worker's CPU per message (the capacity phase's runs) and DynamoDB's
+// units (the cost phase's steady window, the store's own meters).
+func (r *runner) billInputs(res *BillResult) {
+	for _, w := range BillWorkloads {
+		if c := r.rep.Capacity; c != nil {
+			var best *CapRunResult
+			for i := range c.Runs {
+				x := &c.Runs[i]
+				if x.Sessions < 2 || len(x.Env) > 0 || x.Rate >= MaxFeedRate || x.CPUPer1k <= 0 || (x.Transport != "" && x.Transport != "wss") {
+					continue
+				}
+				if best == nil || math.Abs(math.Log(x.Rate/w.Rate)) < math.Abs(math.Log(best.Rate/w.Rate)) {
+					best = x
+				}
+			}
+			if best != nil {
+				res.CPUPerMsg[w.Name] = best.CPUPer1k / 100 / 1000
+				res.CPUSource[w.Name] = fmt.Sprintf("capacity phase, %s × %g msg/s, wss: %.2f %% of a core per 1,000 msg/s", thousands(best.Sessions), best.Rate, best.CPUPer1k)
+			}
+		}
+	}
+	if c := r.rep.Cost; c != nil && c.Active != nil {
+		for _, k := range c.Active.Steady.Kinds {
+			if k.PerWorker {
+				res.WRUPerWH += k.WRUPerWH
+				res.RRUPerWH += k.RRUPerWH
+			} else {
+				res.WRUPerSH += k.WRUPerSH
+				res.RRUPerSH += k.RRUPerSH
+			}
+		}
+		res.DynSource = fmt.Sprintf("cost phase (%s sessions at 1 msg/s, the workers' dynamostore meters over a %.0f s steady window): per-session kinds %.2f WRU and %.2f RRU per session-hour, per-worker kinds %.0f WRU and %.0f RRU per worker-hour, divided by the sessions per task",
+			thousands(c.Active.Sessions), c.Active.WindowSec, res.WRUPerSH, res.RRUPerSH, res.WRUPerWH, res.RRUPerWH)
+	} else {
+		res.DynSource = "none: run the cost phase first (DynamoDB priced at 0)"
+	}
+}
+
+// price fills Costs from the runs.
+func (b *BillResult) price() {
+	for _, run := range b.Runs {
+		if run.Error != "" {
+			continue
+		}
+		in := BillInputs{Sessions: run.Held, WindowSec: run.WindowSec, Sink: run.Counts, SourceMessages: run.WorkerMessages, LogBytes: run.LogBytes, CPUPerMsg: b.CPUPerMsg[run.Workload],
+			WRUPerSH: b.WRUPerSH, RRUPerSH: b.RRUPerSH, WRUPerWH: b.WRUPerWH, RRUPerWH: b.RRUPerWH}
+		if in.CPUPerMsg == 0 && run.WorkerMessages > 0 {
+			// No capacity figures: the run's own worker CPU per message.
+			in.CPUPerMsg = run.WorkerCPU / 100 / (float64(run.WorkerMessages) / run.WindowSec)
+			b.CPUSource[run.Workload] = "this run's worker CPU (no capacity figures)"
+		}
+		var variants []string
+		switch run.Sink {
+		case TPSQSBatched:
+			variants = []string{BillSQS}
+		case TPKinesis:
+			variants = []string{BillKinesisOD, BillKinesisProv}
+		case TPStdout:
+			variants = []string{BillStdout}
+		}
+		if b.Costs[run.Workload] == nil {
+			b.Costs[run.Workload] = map[string]BillCost{}
+		}
+		for _, v := range variants {
+			in.Variant = v
+			b.Costs[run.Workload][v] = Price(in)
+		}
+	}
+}
+
+func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkload, sinkName string, sessions int) (BillRun, error) {
+	sz := r.sz
+	run := BillRun{Workload: w.Name, Sink: sinkName, Sessions: sessions}
+	e := &capEnv{dir: filepath.Join(te.dir, tag), payload: max(1, w.MessageBytes-FeedMessageBytes(0, 3)-len(`,"pad":""`))}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return run, err
+	}
+	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("bill run: stop") })
+	table := "bench-" + tag
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := sessionitem.CreateTable(cctx, te.ddb, table)
+	cancel()
+	if err != nil {
+		return run, err
+	}
+	if err := r.startFeed(ctx, e, w.Rate); err != nil {
+		return run, err
+	}
+	settings, proxy, _ := te.sinkSettings(sinkName)
+	settings[schema.EnvTableName] = table
+	settings[schema.EnvMaxSessions] = itoa(sessions + 100)
+	for k, v := range r.cfg.BillEnv {
+		settings[k] = v
+	}
+	var lines, bytes atomic.Int64
+	var counting atomic.Bool
+	if sinkName == TPStdout {
+		e.onStdout = func(line []byte) {
+			if counting.Load() {
+				lines.Add(1)
+				bytes.Add(int64(len(line)))
+			}
+		}
+	}
+	if err := r.startCapWorker(ctx, e, tag+"-worker", []string{r.cfg.Bin.Streamer}, settings, te.engineEnv()); err != nil {
+		return run, err
+	}
+	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs()); err != nil {
+		return run, err
+	}
+	if _, err := waitHeld(ctx, e, sessions, w.Rate, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
+		return run, err
+	}
+	if err := sleepCtx(ctx, sz.TPSettle); err != nil {
+		return run, err
+	}
+	log0 := fileSize(e.work.LogPath)
+	if proxy != nil {
+		proxy.meter.window(true)
+	}
+	counting.Store(true)
+	wr, err := measureWindow(ctx, e, 0, sz.BillWindow)
+	counting.Store(false)
+	var counts SinkCounts
+	if proxy != nil {
+		counts = proxy.meter.window(false)
+	}
+	if err != nil {
+		return run, err
+	}
+	if sinkName == TPStdout {
+		counts = SinkCounts{Messages: lines.Load(), Bytes: bytes.Load()}
+	}
+	run.Counts, run.WindowSec, run.WorkerCPU = counts, wr.seconds, wr.workCPU
+	run.Held = (wr.s0.Owned + wr.s1.Owned) / 2
+	run.WorkerMessages = wr.s1.Messages["messages_in"] - wr.s0.Messages["messages_in"]
+	run.LogBytes = fileSize(e.work.LogPath) - log0
+	if run.Held < sessions*9/10 {
+		return run, fmt.Errorf("held %d of %d sessions in the window", run.Held, sessions)
+	}
+	return run, nil
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}

@@ -1,0 +1,271 @@
+// The bill phase's section of docs/BENCHMARKS.md and its chart.
+
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// BillChart is the bill's chart file (beside BENCHMARKS.md).
+const BillChart = "benchmarks-bill.svg"
+
+// billResult returns the result filed under label (nil: none).
+func billResult(r *Report, label string) *BillResult {
+	for i := range r.Bill {
+		if r.Bill[i].Label == label {
+			return &r.Bill[i]
+		}
+	}
+	return nil
+}
+
+func dollars(v float64) string {
+	switch {
+	case v >= 100:
+		return "$" + thousands(int(math.Round(v)))
+	case v >= 10:
+		return fmt.Sprintf("$%.1f", v)
+	default:
+		return fmt.Sprintf("$%.2f", v)
+	}
+}
+
+func renderBill(p printer, r *Report) {
+	if len(r.Bill) == 0 {
+		return
+	}
+	p("## 9. The all-in bill: $ per 1,000 sessions-month by workload and sink\n\n")
+	p("What a user pays AWS (us-east-1 list prices, docs/references.md, \"What users pay\") for 1,000 sessions held for a month (730 h), from what each service would bill for the requests and bytes this run's engines saw. Every figure below is computed from the run's counts and the price table; none is typed in. Re-run: `bin/bench -mode full -only bill -merge` (after packing lands: `bin/bench -mode full -only bill -merge -bill-label \"after packing\"`, which keeps the figures filed under another label beside the new ones).\n\n")
+	p("The goals (table above) are issue 38's for packed sink records: many messages of a session per SQS message or Kinesis record. Figures filed \"%s\" send one record per message and miss them by that factor; the market-depth goal compares \"%s\" with them once both are here.\n\n", BillBefore, BillAfter)
+	p("![all-in $ per 1,000 sessions-month](%s)\n\n", BillChart)
+	p("| workload | label | sqs | kinesis on-demand | kinesis provisioned | stdout → CloudWatch Logs |\n|---|---|---|---|---|---|\n")
+	for _, w := range BillWorkloads {
+		for _, b := range r.Bill {
+			row := []string{}
+			for _, v := range BillVariants {
+				c, ok := b.Costs[w.Name][v]
+				if !ok {
+					row = append(row, "—")
+					continue
+				}
+				row = append(row, fmt.Sprintf("**%s** (sink + consumer %.0f %%)", dollars(c.Total), 100*(c.Sink+c.Consumer)/c.Total))
+			}
+			p("| %s, %g msg/s of ~%s B | %s | %s |\n", w.Name, w.Rate, thousands(w.MessageBytes), b.Label, strings.Join(row, " | "))
+		}
+	}
+	p("\n")
+	for _, b := range r.Bill {
+		p("### %s\n\n", b.Label)
+		renderPhase(p, b.Phase)
+		p("- worker CPU per message (sessions per task): ")
+		var src []string
+		for _, w := range BillWorkloads {
+			if s := b.CPUSource[w.Name]; s != "" {
+				src = append(src, w.Name+": "+s)
+			}
+		}
+		p("%s\n", strings.Join(src, "; "))
+		p("- DynamoDB: %s\n", b.DynSource)
+		p("- deployment priced: prod's task (%.1f vCPU, %.0f GiB, Fargate Linux/x86) holding at most %d × %.0f %% = %s sessions, fewer when the messages' CPU (above) would take more than %.0f %% of its vCPU; one public IPv4 address per task; fractional tasks and shards (the marginal cost of 1,000 sessions in a larger fleet), but one whole on-demand stream charged to these 1,000 sessions\n",
+			BillTaskVCPU, BillTaskMemoryGB, BillMaxSessions, 100*BillTargetUtil, thousands(int(BillMaxSessions*BillTargetUtil)), 100*BillSteadyCPUShare)
+		p("- consumers: SQS modelled from the counts (long-polled receives of up to %d messages, each 64 KB chunk billed, and deletes in batches of %d); Kinesis on-demand retrieval of every byte once (one shared-throughput consumer); Kinesis provisioned reads are in the shard-hour; stdout has none\n", BillSQSReceiveBatch, BillSQSReceiveBatch)
+		p("- batching: the sqs and kinesis sinks gather requests across the worker's sessions, so requests per message depend on the messages per second one worker carries (these runs' sessions on one worker); SQS bills the requests (a batch of 10 is one), Kinesis the records whatever the batching\n")
+		p("- data transfer: in from the sources (the internet) and to SQS, Kinesis, DynamoDB and CloudWatch in the same region is free: $%.2f per GB\n\n", PriceDataTransferGB)
+		p("| workload | sink | sessions held | window | messages/s (worker's count) | mean bytes | sink requests | billed units | billed units per message | log bytes/s |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, run := range b.Runs {
+			if run.Error != "" {
+				p("| %s | %s | failed: %s | | | | | | | |\n", run.Workload, run.Sink, oneLine(run.Error))
+				continue
+			}
+			c := run.Counts
+			mean := 0.0
+			if c.Messages > 0 {
+				mean = float64(c.Bytes) / float64(c.Messages)
+			}
+			units, per := "—", "—"
+			switch run.Sink {
+			case TPSQSBatched:
+				units = fmt.Sprintf("%s requests (64 KB chunks)", thousands(int(c.SQSBilled)))
+				per = fmt.Sprintf("%.3f", float64(c.SQSBilled)/float64(max(1, c.Messages)))
+			case TPKinesis:
+				units = fmt.Sprintf("%s PUT units; %s KB on-demand", thousands(int(c.PutUnits)), thousands(int(c.OnDemandKB)))
+				per = fmt.Sprintf("%.3f; %.3f", float64(c.PutUnits)/float64(max(1, c.Messages)), float64(c.OnDemandKB)/float64(max(1, c.Messages)))
+			case TPStdout:
+				units = fmt.Sprintf("%s lines, %s bytes", thousands(int(c.Messages)), thousands(int(c.Bytes)))
+			}
+			reqs := "—"
+			if run.Sink != TPStdout {
+				reqs = thousands(int(c.Requests))
+			}
+			p("| %s | %s | %s | %.0f s | %s (%s) | %.0f | %s | %s | %s | %s |\n", run.Workload, run.Sink, thousands(run.Held), run.WindowSec,
+				thousands(int(float64(c.Messages)/run.WindowSec)), thousands(int(float64(run.WorkerMessages)/run.WindowSec)), mean, reqs, units, per, thousands(int(float64(run.LogBytes)/run.WindowSec)))
+		}
+		p("\n| workload | sink | sessions per task | tasks | Fargate | public IPv4 | DynamoDB | sink | consumer | worker logs | data transfer | **total** | sink + consumer per million messages |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, w := range BillWorkloads {
+			for _, v := range BillVariants {
+				c, ok := b.Costs[w.Name][v]
+				if !ok {
+					continue
+				}
+				p("| %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | **%s** | %s |\n", w.Name, v, thousands(int(c.SessionsPerTsk)), c.Tasks,
+					dollars(c.Fargate), dollars(c.IPv4), dollars(c.DynamoDB), dollars(c.Sink), dollars(c.Consumer), dollars(c.Logs), dollars(c.DataTransfer), dollars(c.Total), dollars(c.SinkPerMillionMsgs))
+			}
+		}
+		p("\n")
+	}
+	p("**Which sink for which volume** (this run's totals, cheapest first; stdout is CloudWatch Logs at $%.2f per GB ingested, for development only):\n\n", PriceLogsIngestGB)
+	for _, b := range r.Bill {
+		for _, w := range BillWorkloads {
+			var vs []string
+			for _, v := range BillVariants {
+				if _, ok := b.Costs[w.Name][v]; ok {
+					vs = append(vs, v)
+				}
+			}
+			slices.SortStableFunc(vs, func(x, y string) int { return cmp.Compare(b.Costs[w.Name][x].Total, b.Costs[w.Name][y].Total) })
+			var parts []string
+			for _, v := range vs {
+				parts = append(parts, fmt.Sprintf("%s %s", v, dollars(b.Costs[w.Name][v].Total)))
+			}
+			if len(parts) > 0 {
+				p("- %s, %s: %s\n", w.Name, b.Label, strings.Join(parts, " < "))
+			}
+		}
+	}
+	p("\n")
+}
+
+// BillChartSVG draws the totals: one row per workload and sink, one bar per
+// label, on a log scale.
+func BillChartSVG(r *Report) []byte {
+	if len(r.Bill) == 0 {
+		return nil
+	}
+	type bar struct {
+		label string
+		v     float64
+	}
+	type row struct {
+		name string
+		bars []bar
+	}
+	var rows []row
+	lo, hi := math.Inf(1), 0.0
+	for _, w := range BillWorkloads {
+		for _, v := range BillVariants {
+			rw := row{name: w.Name + " · " + v}
+			for _, b := range r.Bill {
+				if c, ok := b.Costs[w.Name][v]; ok && c.Total > 0 {
+					rw.bars = append(rw.bars, bar{b.Label, c.Total})
+					lo, hi = math.Min(lo, c.Total), math.Max(hi, c.Total)
+				}
+			}
+			if len(rw.bars) > 0 {
+				rows = append(rows, rw)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	minExp, maxExp := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	if maxExp == minExp {
+		maxExp++
+	}
+	colors := []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759"}
+	const left, width, barH, gap, top = 300, 520, 12, 10, 50
+	rowH := len(r.Bill)*barH + gap
+	height := top + len(rows)*rowH + 40
+	x := func(v float64) float64 { return left + width*(math.Log10(v)-minExp)/(maxExp-minExp) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", left+width+90, height)
+	fmt.Fprintf(&b, `<text x="10" y="18" font-size="13" font-weight="bold">All-in $ per 1,000 sessions-month (us-east-1, log scale)</text>`+"\n")
+	for i, bl := range r.Bill {
+		fmt.Fprintf(&b, `<rect x="%d" y="28" width="10" height="10" fill="%s"/><text x="%d" y="37">%s</text>`+"\n", left+i*160, colors[i%len(colors)], left+i*160+14, xmlEscape(bl.Label))
+	}
+	for e := minExp; e <= maxExp; e++ {
+		xx := x(math.Pow(10, e))
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
+			xx, top-4, xx, height-30, xx, height-16, "$"+thousands(int(math.Pow(10, e))))
+	}
+	for i, rw := range rows {
+		y0 := top + i*rowH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-6, y0+len(rw.bars)*barH/2+4, xmlEscape(rw.name))
+		for j, br := range rw.bars {
+			li := 0
+			for k, bl := range r.Bill {
+				if bl.Label == br.label {
+					li = k
+				}
+			}
+			y := y0 + j*barH
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/><text x="%.1f" y="%d">%s</text>`+"\n",
+				left, y, math.Max(1, x(br.v)-left), barH-2, colors[li%len(colors)], x(br.v)+4, y+barH-3, dollars(br.v))
+		}
+	}
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// Bill labels the goals compare.
+const (
+	BillBefore = "before packing"
+	BillAfter  = "after packing"
+)
+
+// billGoals are issue 38's goals: the exchange feed's all-in bill on
+// kinesis provisioned and sqs (judged on the "after packing" figures when
+// there are some, else on the latest), and market depth's sink cost per
+// message against the "before packing" one on every sink but stdout.
+func billGoals(r *Report) []Goal {
+	if len(r.Bill) == 0 {
+		return nil
+	}
+	cur := billResult(r, BillAfter)
+	if cur == nil {
+		cur = &r.Bill[len(r.Bill)-1]
+	}
+	var gs []Goal
+	for _, c := range []struct {
+		variant string
+		bound   float64
+	}{{BillKinesisProv, 15}, {BillSQS, 25}} {
+		x, ok := cur.Costs["exchange feed"][c.variant]
+		if !ok {
+			continue
+		}
+		g := Goal{Figure: fmt.Sprintf("All-in $ per 1,000 sessions-month, exchange feed (1 msg/s of ~300 B), %s (%s)", c.variant, cur.Label),
+			Measured: dollars(x.Total), Goal: "≤ " + dollars(c.bound), Known: true, Met: x.Total <= c.bound}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("+%s (×%.1f)", dollars(x.Total-c.bound), x.Total/c.bound)
+		}
+		gs = append(gs, g)
+	}
+	before, after := billResult(r, BillBefore), billResult(r, BillAfter)
+	if before == nil || after == nil {
+		return gs
+	}
+	for _, v := range []string{BillSQS, BillKinesisOD, BillKinesisProv} {
+		b, okb := before.Costs["market depth"][v]
+		a, oka := after.Costs["market depth"][v]
+		if !okb || !oka || b.SinkPerMillionMsgs <= 0 {
+			continue
+		}
+		g := Goal{Figure: fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages after packing ÷ before", v),
+			Measured: fmt.Sprintf("%s ÷ %s = %.3f", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs),
+			Goal:     "≤ 0.1", Known: true, Met: a.SinkPerMillionMsgs <= 0.1*b.SinkPerMillionMsgs}
+		if !g.Met {
+			g.Miss = fmt.Sprintf("×%.1f", a.SinkPerMillionMsgs/(0.1*b.SinkPerMillionMsgs))
+		}
+		gs = append(gs, g)
+	}
+	return gs
+}
