@@ -117,6 +117,19 @@ type Sender interface {
 	Size(r Record) int
 }
 
+// Packer is implemented by a Sender whose wire record can carry several
+// consecutive messages of one session and one tenure (a pack).
+type Packer interface {
+	// PackLimit is the largest Size a pack may have; 0 turns packing off.
+	PackLimit() int
+	// PackGrow is the Size of a pack of size bytes once r is added to it
+	// (size 0: the empty pack, so PackGrow(0, r) is the size of a pack of r alone).
+	PackGrow(size int, r Record) int
+	// Pack builds one wire record from recs (len >= 1; one ConnectionID, one
+	// Epoch, in order). A pack of one message may be the message's own record.
+	Pack(recs []Record) (Record, error)
+}
+
 // Config bounds batches. Zero MaxCount / MaxBytes take the sink's limits.
 type Config struct {
 	MaxCount int           // entries per request (≤ the sink's limit)
