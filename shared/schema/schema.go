@@ -317,6 +317,11 @@ const (
 	// message, while the sink takes other messages, before it counts as
 	// refused for good (then its session's on_sink_refusal applies).
 	EnvSinkRepeatFailures = "WSFLEET_SINK_REPEAT_FAILURES"
+	// EnvSinkSQSPackBytes: int, default 64000: the largest pack of the
+	// batched sqs sink (several envelopes of one session per SQS message,
+	// its content-type attribute counted), under SQS's 64 KB billing
+	// chunk; 0 turns packing off; at most SQS's 1 MiB message limit.
+	EnvSinkSQSPackBytes = "WSFLEET_SINK_SQS_PACK_BYTES"
 	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
 	// the task's memory; the worker derives its sink budget from it).
 	EnvGoMemLimit = "GOMEMLIMIT"
