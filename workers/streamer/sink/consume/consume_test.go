@@ -86,3 +86,32 @@ func TestFromSQSRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Parse decodes the message from each form an envelope may carry it in:
+// data as raw JSON (byte for byte, invalid UTF-8 included), data as a JSON
+// string, data_b64 (whatever "frame" says), and neither.
+func TestParseForms(t *testing.T) {
+	const head = `{"connection_id":"s","seq":7,"lease_epoch":1,"worker_id":"w","received_at_ms":1,`
+	for _, tc := range []struct {
+		body, form string
+		want       []byte
+	}{
+		{head + `"data":{"seq":7,"x":"a` + "\xff" + `b"}}`, FormJSON, []byte(`{"seq":7,"x":"a` + "\xff" + `b"}`)},
+		{head + `"data":"{\"seq\":7,\"x\":\"a\u0001b\"}"}`, FormString, []byte("{\"seq\":7,\"x\":\"a\x01b\"}")},
+		{head + `"frame":"binary","data_b64":"AAEC/w=="}`, FormB64, []byte{0, 1, 2, 0xff}},
+		{head + `"frame":"text","data_b64":"eyJzZXEiOjd9"}`, FormB64, []byte(`{"seq":7}`)},
+		{head + `"data_b64":""}`, FormB64, []byte{}},
+		{head[:len(head)-1] + `}`, FormNone, nil},
+	} {
+		e, err := Parse([]byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if e.Form != tc.form || string(e.Data) != string(tc.want) || (tc.want != nil) != (e.Data != nil) {
+			t.Errorf("%s: data %q form %q; want %q %q", tc.body, e.Data, e.Form, tc.want, tc.form)
+		}
+		if e.ConnectionID != "s" || e.Seq != 7 || e.LeaseEpoch != 1 || e.WorkerID != "w" || e.ReceivedAtMs != 1 {
+			t.Errorf("%s: %+v", tc.body, e)
+		}
+	}
+}
