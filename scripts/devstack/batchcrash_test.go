@@ -18,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 )
 
 // TestKillDuringBatchesLosesNothingCheckpointed: worker processes stream
@@ -121,7 +122,8 @@ func TestKillDuringBatchesLosesNothingCheckpointed(t *testing.T) {
 	got := map[string]map[int64][]int64{} // session → seq → epochs
 	empty := 0
 	for empty < 2 {
-		r, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: out.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 600, WaitTimeSeconds: 1})
+		r, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: out.QueueUrl, MaxNumberOfMessages: 10, VisibilityTimeout: 600, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{consume.ContentTypeAttribute}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,18 +133,16 @@ func TestKillDuringBatchesLosesNothingCheckpointed(t *testing.T) {
 		}
 		empty = 0
 		for _, m := range r.Messages {
-			var env struct {
-				ConnectionID string `json:"connection_id"`
-				Seq          int64  `json:"seq"`
-				LeaseEpoch   int64  `json:"lease_epoch"`
+			envs, err := consume.FromSQS(aws.ToString(m.Body), aws.ToString(m.MessageAttributes[consume.ContentTypeAttribute].StringValue))
+			if err != nil {
+				t.Fatalf("a queue message that is not envelopes: %v", err)
 			}
-			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &env); err != nil {
-				t.Fatalf("a queue message that is not an envelope: %v", err)
+			for _, env := range envs {
+				if got[env.ConnectionID] == nil {
+					got[env.ConnectionID] = map[int64][]int64{}
+				}
+				got[env.ConnectionID][env.Seq] = append(got[env.ConnectionID][env.Seq], env.LeaseEpoch)
 			}
-			if got[env.ConnectionID] == nil {
-				got[env.ConnectionID] = map[int64][]int64{}
-			}
-			got[env.ConnectionID][env.Seq] = append(got[env.ConnectionID][env.Seq], env.LeaseEpoch)
 		}
 	}
 	replayed := 0

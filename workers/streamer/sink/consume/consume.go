@@ -80,7 +80,7 @@ type wire struct {
 	ConnectionID string          `json:"connection_id"`
 	Seq          *int64          `json:"seq"`
 	LeaseEpoch   *int64          `json:"lease_epoch"`
-	WorkerID     string          `json:"worker_id"`
+	WorkerID     *string         `json:"worker_id"`
 	Sub          int64           `json:"sub"`
 	ReceivedAtMs int64           `json:"received_at_ms"`
 	Frame        string          `json:"frame"`
@@ -89,18 +89,19 @@ type wire struct {
 	DataB64      *string         `json:"data_b64"`
 }
 
-// Parse parses one envelope. An envelope without connection_id, seq,
-// lease_epoch or worker_id, or whose data_b64 is not base64, is an error.
+// Parse parses one envelope. An envelope without a connection_id, or
+// without seq, lease_epoch or worker_id, or whose data_b64 is not base64,
+// is an error.
 func Parse(line []byte) (Envelope, error) {
 	var w wire
 	if err := json.Unmarshal(line, &w); err != nil {
 		return Envelope{}, fmt.Errorf("sink envelope: %w", err)
 	}
-	if w.ConnectionID == "" || w.WorkerID == "" || w.Seq == nil || w.LeaseEpoch == nil {
+	if w.ConnectionID == "" || w.WorkerID == nil || w.Seq == nil || w.LeaseEpoch == nil {
 		return Envelope{}, errors.New("sink envelope: connection_id, seq, lease_epoch or worker_id missing")
 	}
 	e := Envelope{
-		ConnectionID: w.ConnectionID, Seq: *w.Seq, Sub: w.Sub, LeaseEpoch: *w.LeaseEpoch, WorkerID: w.WorkerID,
+		ConnectionID: w.ConnectionID, Seq: *w.Seq, Sub: w.Sub, LeaseEpoch: *w.LeaseEpoch, WorkerID: *w.WorkerID,
 		ReceivedAtMs: w.ReceivedAtMs, Binary: w.Frame == "binary", B64Reason: w.B64Reason,
 	}
 	switch {
