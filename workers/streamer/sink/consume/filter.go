@@ -39,10 +39,50 @@ type seen struct {
 
 type position struct{ seq, sub, epoch int64 }
 
-// Keep reports whether e is taken (true) or dropped.
+// Keep reports whether e is taken (true: Took(e) done) or dropped.
 func (f *Filter) Keep(e Envelope) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.wanted(e) {
+		return false
+	}
+	f.took(e)
+	return true
+}
+
+// Wanted reports whether the rule takes e, remembering only its epoch
+// (rule 1: an epoch seen fences the older ones, whatever becomes of e). A
+// consumer that stores e calls Took once it stored it, so that an envelope
+// it failed to store is wanted again when it comes back.
+func (f *Filter) Wanted(e Envelope) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wanted(e)
+}
+
+// Took records e's position as taken.
+func (f *Filter) Took(e Envelope) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.took(e)
+}
+
+func (f *Filter) wanted(e Envelope) bool {
+	s := f.session(e)
+	if !f.Unordered {
+		if e.LeaseEpoch < s.epoch {
+			return false
+		}
+		s.epoch = e.LeaseEpoch
+	}
+	_, dup := s.taken[positionOf(e)]
+	return !dup
+}
+
+func (f *Filter) took(e Envelope) { f.session(e).taken[positionOf(e)] = struct{}{} }
+
+// session is what f remembers of e's session (made at its first envelope).
+func (f *Filter) session(e Envelope) *seen {
 	s := f.sessions[e.ConnectionID]
 	if s == nil {
 		if f.sessions == nil {
@@ -51,21 +91,16 @@ func (f *Filter) Keep(e Envelope) bool {
 		s = &seen{epoch: e.LeaseEpoch, taken: map[position]struct{}{}}
 		f.sessions[e.ConnectionID] = s
 	}
-	if !f.Unordered {
-		if e.LeaseEpoch < s.epoch {
-			return false
-		}
-		s.epoch = e.LeaseEpoch
-	}
+	return s
+}
+
+// positionOf is e's position as rule 2 compares it.
+func positionOf(e Envelope) position {
 	p := position{seq: e.Seq, sub: e.Sub}
 	if e.Sub > 0 {
 		p.epoch = e.LeaseEpoch
 	}
-	if _, dup := s.taken[p]; dup {
-		return false
-	}
-	s.taken[p] = struct{}{}
-	return true
+	return p
 }
 
 // Forget drops what f remembers of a session (one that ended: its

@@ -47,6 +47,24 @@ func TestFilterOrdered(t *testing.T) {
 	}
 }
 
+// Wanted and Took: an envelope the consumer failed to store is wanted
+// again; one it stored is not; an epoch seen fences the older ones even
+// when its envelope was not stored.
+func TestFilterWantedThenTook(t *testing.T) {
+	var f Filter
+	e := env("a", 5, 0, 2)
+	if !f.Wanted(e) || !f.Wanted(e) {
+		t.Fatal("an envelope not stored is not wanted again")
+	}
+	if f.Wanted(env("a", 6, 0, 1)) {
+		t.Fatal("an older tenure's envelope wanted after epoch 2 was seen")
+	}
+	f.Took(e)
+	if f.Wanted(e) || f.Keep(e) {
+		t.Fatal("a stored envelope wanted again")
+	}
+}
+
 // On a standard queue a lower epoch may be an acknowledged message arriving
 // late: it is taken unless its seq was.
 func TestFilterUnordered(t *testing.T) {
