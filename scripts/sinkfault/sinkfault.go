@@ -138,7 +138,7 @@ type Refuse struct {
 type Stats struct {
 	Requests      int64 `json:"requests"`       // sink requests seen
 	Forwarded     int64 `json:"forwarded"`      // sink requests forwarded
-	Entries       int64 `json:"entries"`        // entries stored (successful answers)
+	Entries       int64 `json:"entries"`        // records stored (successful answers; each of an SQS pack)
 	Delayed       int64 `json:"delayed"`        // requests held before forwarding (latency)
 	AnswerHeld    int64 `json:"answer_held"`    // answers held (latency)
 	Frozen        int64 `json:"frozen"`         // requests held by a freeze
