@@ -3,7 +3,8 @@
 // harness): it turns a received record back into the envelopes it carries
 // (FromSQS), parses one envelope (Parse), and applies the consumer rule
 // that fences late writes of older tenures and drops replays (Filter). It
-// imports no SDK and nothing of the worker beyond the envelope's constants.
+// imports no SDK and nothing of the worker or the harness (the envelope's
+// writer is sink.AppendEnvelope).
 //
 // # The pack format (version 1)
 //
@@ -22,7 +23,8 @@
 // always delivers it).
 //
 // Kinesis records (KPL-aggregated, sink/kpl) take their user records apart
-// with kpl.Deaggregate; each user record is one envelope (Parse).
+// with kpl.Deaggregate; each user record is one envelope (Parse). A
+// FromKinesis(data) next to FromSQS is the place for that.
 package consume
 
 import (
