@@ -22,7 +22,7 @@ import (
 
 func awsCfg() aws.Config {
 	return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient: &http.Client{Timeout: 10 * time.Second}, RetryMaxAttempts: 1}
+		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, RetryMaxAttempts: 1} // devstack's awsClientConfig says why
 }
 
 func envelope(session string, seq int64) string {
