@@ -44,9 +44,10 @@ type Release struct {
 // SinkEvidence is what the destination and the sink fault proxy say.
 type SinkEvidence struct {
 	Sink string `json:"sink"`
-	// Messages is how many messages the destination held (read by the
-	// harness, each once by its message id / sequence number); Broken those
-	// that were not sink envelopes.
+	// Messages is how many records the destination held (read by the
+	// harness, each message once by its message id / sequence number, each
+	// envelope of an SQS pack a record); Broken the messages that were not
+	// sink envelopes.
 	Messages int64 `json:"messages"`
 	Broken   int64 `json:"broken"`
 	// Stamped deliveries carry the proxy's stamp (the destination's

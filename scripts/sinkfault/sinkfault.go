@@ -30,7 +30,6 @@ package sinkfault
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,12 +37,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 )
 
 // Mode is the destination's protocol.
@@ -80,70 +80,38 @@ type Key struct {
 	Worker  string
 }
 
-// Envelope is the part of the sink's JSON envelope the harness reads.
-type Envelope struct {
-	ConnectionID string `json:"connection_id"`
-	Seq          int64  `json:"seq"`
-	LeaseEpoch   int64  `json:"lease_epoch"`
-	WorkerID     string `json:"worker_id"`
-	Sub          int64  `json:"sub"`
-	ReceivedAtMs int64  `json:"received_at_ms"`
-	// Frame, Data and DataB64 carry the message (Payload): "data" the
-	// message itself when it is JSON (kept raw, byte for byte) or else a
-	// JSON string; "data_b64" (standard base64) the message's bytes, with
-	// "frame" naming why (a binary frame; a text frame the destination
-	// cannot carry as it is).
-	Frame   string          `json:"frame,omitempty"`
-	Data    json.RawMessage `json:"data,omitempty"`
-	DataB64 *string         `json:"data_b64,omitempty"`
-}
+// Envelope is the sink's envelope as the harness reads it: consume's (the
+// one parser of the envelope, the one users import).
+type Envelope = consume.Envelope
 
-// Payload forms (Envelope.Payload).
+// Payload forms (Envelope.Form).
 const (
-	FormJSON   = "data"        // the message as JSON in "data"
-	FormString = "data-string" // the message as a JSON string in "data"
-	FormB64    = "data_b64"    // the message's bytes in base64 in "data_b64"
-	FormNone   = "none"        // no "data" and no "data_b64"
+	FormJSON   = consume.FormJSON
+	FormString = consume.FormString
+	FormB64    = consume.FormB64
+	FormNone   = consume.FormNone
 )
 
-// Payload is the message the envelope carries, decoded from whichever form
-// it is in: data_b64 decoded; data's JSON string decoded; data's other JSON
-// as it is.
-func (e Envelope) Payload() (msg []byte, form string, err error) {
-	switch {
-	case e.DataB64 != nil:
-		msg, err = base64.StdEncoding.DecodeString(*e.DataB64)
-		if err != nil {
-			return nil, FormB64, fmt.Errorf("sink envelope data_b64: %w", err)
-		}
-		return msg, FormB64, nil
-	case len(e.Data) > 0 && e.Data[0] == '"':
-		var s string
-		if err := json.Unmarshal(e.Data, &s); err != nil {
-			return nil, FormString, fmt.Errorf("sink envelope data: %w", err)
-		}
-		return []byte(s), FormString, nil
-	case len(e.Data) > 0:
-		return e.Data, FormJSON, nil
-	}
-	return nil, FormNone, nil
-}
+// ParseEnvelope parses one record body holding one envelope.
+func ParseEnvelope(b []byte) (Envelope, error) { return consume.Parse(b) }
 
-// Key is the envelope's record key.
-func (e Envelope) Key() Key {
+// KeyOf is the envelope's record key.
+func KeyOf(e Envelope) Key {
 	return Key{Session: e.ConnectionID, Seq: e.Seq, Sub: e.Sub, Epoch: e.LeaseEpoch, Worker: e.WorkerID}
 }
 
-// ParseEnvelope parses a record body (the sink's JSON envelope).
-func ParseEnvelope(b []byte) (Envelope, error) {
-	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("sink envelope: %w", err)
+// keysOf are the record keys of the envelopes an SQS message carries (a
+// pack: consume.FromSQS); a body that is none has one zero key.
+func keysOf(body, contentType string) []Key {
+	envs, err := consume.FromSQS(body, contentType)
+	if err != nil || len(envs) == 0 {
+		return []Key{{}}
 	}
-	if e.ConnectionID == "" || e.WorkerID == "" {
-		return e, errors.New("sink envelope: no connection_id or worker_id")
+	keys := make([]Key, len(envs))
+	for i, e := range envs {
+		keys[i] = KeyOf(e)
 	}
-	return e, nil
+	return keys
 }
 
 // Latency is a latency spike: each sink request is delayed with
@@ -170,7 +138,7 @@ type Refuse struct {
 type Stats struct {
 	Requests      int64 `json:"requests"`       // sink requests seen
 	Forwarded     int64 `json:"forwarded"`      // sink requests forwarded
-	Entries       int64 `json:"entries"`        // entries stored (successful answers); a Kinesis record's messages each
+	Entries       int64 `json:"entries"`        // messages stored (successful answers): each of an SQS pack or an aggregated Kinesis record
 	Delayed       int64 `json:"delayed"`        // requests held before forwarding (latency)
 	AnswerHeld    int64 `json:"answer_held"`    // answers held (latency)
 	Frozen        int64 `json:"frozen"`         // requests held by a freeze
@@ -382,8 +350,11 @@ type plan struct {
 
 type refusal struct{ permanent bool }
 
-// draw decides a request's latency and each entry's refusal.
-func (p *Proxy) draw(keys []Key, perRecordPermanent bool) plan {
+// draw decides a request's latency and each entry's refusal; an entry
+// (an SQS pack) holds the keys of every record in it: it is refused
+// permanently at every attempt once one of them was, and a permanent
+// refusal marks all of them.
+func (p *Proxy) draw(entries [][]Key, perRecordPermanent bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Requests++
@@ -404,9 +375,8 @@ func (p *Proxy) draw(keys []Key, perRecordPermanent bool) plan {
 	}
 	pl.refused = map[int]refusal{}
 	rf := p.refuse
-	for i, k := range keys {
-		pk := Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub} // permanent whatever the tenure
-		if p.permanent[pk] {
+	for i, keys := range entries {
+		if slices.ContainsFunc(keys, func(k Key) bool { return p.permanent[permanentKey(k)] }) {
 			pl.refused[i] = refusal{permanent: true}
 			continue
 		}
@@ -415,7 +385,9 @@ func (p *Proxy) draw(keys []Key, perRecordPermanent bool) plan {
 		}
 		perm := perRecordPermanent && rf.Permanent > 0 && p.rng.Float64() < rf.Permanent
 		if perm {
-			p.permanent[pk] = true
+			for _, k := range keys {
+				p.permanent[permanentKey(k)] = true
+			}
 		}
 		pl.refused[i] = refusal{permanent: perm}
 	}
@@ -588,9 +560,19 @@ const (
 )
 
 type sqsEntry struct {
-	ID   string `json:"Id"`
-	Body string `json:"MessageBody"`
+	ID                string                                  `json:"Id"`
+	Body              string                                  `json:"MessageBody"`
+	MessageAttributes map[string]struct{ StringValue string } `json:"MessageAttributes"`
 }
+
+// keys are the record keys of the entry's envelopes.
+func (e sqsEntry) keys() []Key {
+	return keysOf(e.Body, e.MessageAttributes[consume.ContentTypeAttribute].StringValue)
+}
+
+// permanentKey is the key a permanent refusal is remembered by: whatever
+// the tenure and worker.
+func permanentKey(k Key) Key { return Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub} }
 
 func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req map[string]json.RawMessage
@@ -600,18 +582,16 @@ func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	entries := make([]sqsEntry, len(raws))
-	keys := make([]Key, len(entries))
-	byID := map[string]Key{}
+	keys := make([][]Key, len(entries))
+	byID := map[string][]Key{}
 	for i := range raws {
 		_ = json.Unmarshal(raws[i], &entries[i])
-		e := entries[i]
-		env, _ := ParseEnvelope([]byte(e.Body))
-		keys[i] = env.Key()
-		byID[e.ID] = keys[i]
+		keys[i] = entries[i].keys()
+		byID[entries[i].ID] = keys[i]
 	}
 	worker := ""
 	if len(keys) > 0 {
-		worker = keys[0].Worker
+		worker = keys[0][0].Worker
 	}
 	pl := p.draw(keys, true)
 	if !p.hold(r.Context(), worker, pl.holdReq) {
@@ -662,9 +642,7 @@ func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 		for _, s := range ans.Successful {
 			var x struct{ Id string }
 			if json.Unmarshal(s, &x) == nil {
-				if k, ok := byID[x.Id]; ok {
-					stored = append(stored, k)
-				}
+				stored = append(stored, byID[x.Id]...)
 			}
 		}
 		p.stamp(stored)
@@ -686,12 +664,11 @@ func (p *Proxy) sqsBatch(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 func (p *Proxy) sqsSingle(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct{ MessageBody string }
+	var req sqsEntry
 	_ = json.Unmarshal(body, &req)
-	env, _ := ParseEnvelope([]byte(req.MessageBody))
-	keys := []Key{env.Key()}
-	pl := p.draw(keys, true)
-	if !p.hold(r.Context(), env.WorkerID, pl.holdReq) {
+	keys := req.keys()
+	pl := p.draw([][]Key{keys}, true)
+	if !p.hold(r.Context(), keys[0].Worker, pl.holdReq) {
 		return
 	}
 	if rf, ok := pl.refused[0]; ok {
@@ -724,14 +701,13 @@ type kinesisRecord struct {
 // recordKeys are the keys of a Kinesis record's messages: one for a plain
 // record, one per user record of a KPL aggregated one (kinesissink).
 func recordKeys(data []byte) []Key {
-	users, err := kpl.Deaggregate(data)
-	if err != nil || len(users) == 0 {
-		users = [][]byte{data}
+	envs, err := consume.FromKinesis(data)
+	if err != nil || len(envs) == 0 {
+		return []Key{{}}
 	}
-	keys := make([]Key, len(users))
-	for i, u := range users {
-		env, _ := ParseEnvelope(u)
-		keys[i] = env.Key()
+	keys := make([]Key, len(envs))
+	for i, e := range envs {
+		keys[i] = KeyOf(e)
 	}
 	return keys
 }
@@ -743,8 +719,8 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 		p.forwardRaw(w, r, p.cfg.Dest, body)
 		return
 	}
-	// A record's faults are drawn on its first message (keys); its
-	// messages (msgs: several in a record the sink aggregated) share them.
+	// A record is one entry of the draw (msgs: its messages, several in a
+	// record the sink aggregated), like an SQS pack; keys: its first.
 	keys := make([]Key, len(recs))
 	msgs := make([][]Key, len(recs))
 	total := 0
@@ -761,14 +737,14 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	// A permanent refusal is the whole request's (Kinesis has no
 	// per-record permanent code): drawn once per request.
-	pl := p.draw(keys, false)
+	pl := p.draw(msgs, false)
 	permanent := false
 	p.mu.Lock()
 	if rf := p.refuse; rf.Share > 0 && rf.Permanent > 0 && p.rng.Float64() < rf.Share*rf.Permanent {
 		permanent = true
 		for _, ks := range msgs {
 			for _, k := range ks {
-				p.permanent[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] = true
+				p.permanent[permanentKey(k)] = true
 			}
 		}
 	}
@@ -777,7 +753,7 @@ func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) 
 			permanent = true // a record refused permanently before
 		}
 		for _, k := range ks {
-			if p.permanent[Key{Session: k.Session, Seq: k.Seq, Sub: k.Sub}] {
+			if p.permanent[permanentKey(k)] {
 				permanent = true // a message refused permanently before, now in another record
 			}
 		}

@@ -17,12 +17,13 @@ import (
 
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
 func awsCfg() aws.Config {
 	return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient: &http.Client{Timeout: 10 * time.Second}, RetryMaxAttempts: 1}
+		HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}, RetryMaxAttempts: 1} // devstack's awsClientConfig says why
 }
 
 func envelope(session string, seq int64) string {
@@ -42,13 +43,15 @@ func startEngine(t *testing.T, start func(enginetest.Options) (*enginetest.Proce
 	return p
 }
 
-// received reads the queue until it is empty twice in a row (bounded).
+// received reads the queue until it is empty twice in a row (bounded),
+// counting each envelope of a pack (consume.FromSQS).
 func received(t *testing.T, ctx context.Context, q *sqs.Client, url string) map[string]int {
 	t.Helper()
 	got := map[string]int{}
 	empty := 0
 	for i := 0; empty < 2 && i < 100; i++ {
-		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 60})
+		out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 60,
+			MessageAttributeNames: []string{consume.ContentTypeAttribute}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,11 +61,13 @@ func received(t *testing.T, ctx context.Context, q *sqs.Client, url string) map[
 		}
 		empty = 0
 		for _, m := range out.Messages {
-			e, err := ParseEnvelope([]byte(aws.ToString(m.Body)))
+			envs, err := consume.FromSQS(aws.ToString(m.Body), aws.ToString(m.MessageAttributes[consume.ContentTypeAttribute].StringValue))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got[fmt.Sprintf("%s/%d", e.ConnectionID, e.Seq)]++
+			for _, e := range envs {
+				got[fmt.Sprintf("%s/%d", e.ConnectionID, e.Seq)]++
+			}
 		}
 	}
 	return got
@@ -183,6 +188,58 @@ func TestSQSThroughTheProxy(t *testing.T) {
 	}
 	if s := p.Stats(); s.Abandoned != 1 {
 		t.Fatalf("stats %+v: want the one abandoned request", s)
+	}
+}
+
+// An SQS entry that is a pack (the sqs sink's, consume's format) is
+// judged as one entry and counted as its records: stored, every record is
+// stamped; refused permanently, every record is remembered as refused, so
+// a later entry holding any of them is refused again.
+func TestSQSPacksThroughTheProxy(t *testing.T) {
+	dest := startEngine(t, enginetest.StartFauxqs)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct := sqs.NewFromConfig(awsCfg(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(dest.Endpoint()) })
+	out, err := direct.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	p, err := Start(Config{Mode: ModeSQS, Dest: dest.Endpoint(), OutputQueue: "out", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	via := sqs.NewFromConfig(awsCfg(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(p.URL()) })
+	attrs := map[string]sqstypes.MessageAttributeValue{consume.ContentTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(consume.PackV1)}}
+	entry := func(id string, seqs ...int64) sqstypes.SendMessageBatchRequestEntry {
+		var body []byte
+		for i, seq := range seqs {
+			if i > 0 {
+				body = append(body, '\n')
+			}
+			body = append(body, envelope("a", seq)...)
+		}
+		return sqstypes.SendMessageBatchRequestEntry{Id: aws.String(id), MessageBody: aws.String(string(body)), MessageAttributes: attrs}
+	}
+	p.SetRefuse(Refuse{Share: 1, Permanent: 1})
+	res, err := via.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.SendMessageBatchRequestEntry{entry("0", 1, 2, 3)}})
+	if err != nil || len(res.Failed) != 1 || !res.Failed[0].SenderFault {
+		t.Fatalf("a pack refused permanently: %+v, %v", res, err)
+	}
+	if got := p.PermanentlyRefused(); len(got) != 3 {
+		t.Fatalf("permanently refused %v, want the pack's 3 records", got)
+	}
+	p.SetRefuse(Refuse{})
+	res, err = via.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: []sqstypes.SendMessageBatchRequestEntry{entry("0", 3, 4), entry("1", 5, 6)}})
+	if err != nil || len(res.Failed) != 1 || aws.ToString(res.Failed[0].Id) != "0" || len(res.Successful) != 1 {
+		t.Fatalf("a pack holding a refused record: %+v, %v", res, err)
+	}
+	if got := received(t, ctx, direct, url); len(got) != 2 || got["a/5"] != 1 || got["a/6"] != 1 {
+		t.Fatalf("the destination holds %v, want a/5 and a/6", got)
+	}
+	if st := p.Stamps(); len(st) != 2 || len(st[Key{Session: "a", Seq: 6, Epoch: 3, Worker: "worker-1"}]) != 1 {
+		t.Fatalf("stamps %v", st)
 	}
 }
 

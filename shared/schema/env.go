@@ -35,6 +35,7 @@ func WorkerEnv() []string {
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
 		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts, EnvSinkRepeatFailures,
 		EnvSinkKinesisAggregateBytes,
+		EnvSinkSQSPackBytes,
 	}
 }
 

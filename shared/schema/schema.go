@@ -321,6 +321,11 @@ const (
 	// AggregationMaxSize), 0 = off, at most 1 MiB: the bound of a kinesis
 	// record aggregating a session's messages (KPL aggregated format).
 	EnvSinkKinesisAggregateBytes = "WSFLEET_SINK_KINESIS_AGGREGATE_BYTES"
+	// EnvSinkSQSPackBytes: int, default 64000: the largest pack of the
+	// batched sqs sink (several envelopes of one session per SQS message,
+	// its content-type attribute counted), under SQS's 64 KB billing
+	// chunk; 0 turns packing off; at most SQS's 1 MiB message limit.
+	EnvSinkSQSPackBytes = "WSFLEET_SINK_SQS_PACK_BYTES"
 	// EnvGoMemLimit is the Go runtime's soft memory limit (infra sets it from
 	// the task's memory; the worker derives its sink budget from it).
 	EnvGoMemLimit = "GOMEMLIMIT"

@@ -223,6 +223,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvSinkPermanentAttempts, &sk.Batch.PermanentAttempts)
 	p.int(schema.EnvSinkRepeatFailures, &sk.Batch.RepeatFailures)
 	p.int(schema.EnvSinkKinesisAggregateBytes, &sk.KinesisAggregateBytes)
+	p.int(schema.EnvSinkSQSPackBytes, &sk.SQS.PackBytes)
 	var budget int
 	if p.int(schema.EnvSinkBufferBudget, &budget) {
 		sk.Batch.BufferBudget = int64(budget)

@@ -928,6 +928,13 @@ func (b *Batcher) send(ctx context.Context, r request) {
 				continue
 			}
 			switch {
+			case err == nil && sink.IsFinal(perr):
+				// The destination applied the wire record, altered: every
+				// message in it was written, so none is ever sent again
+				// (a pack's: which one was altered is unknown); each
+				// message's tenure decides (Tenure.Refused).
+				b.giveUpLocked(st, e, perr)
+				continue
 			case shared && sink.IsPermanent(perr):
 				e.alone = true // which message the destination refused is unknown
 			case sink.IsPermanent(perr):

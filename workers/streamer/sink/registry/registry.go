@@ -48,15 +48,19 @@ type Config struct {
 	// RequestTimeout and BufferBudget are derived by the caller (the
 	// worker's sink request timeout; its memory budget).
 	Batch batch.Config
+	// SQS are the sqs sink's own settings (its packs: PackBytes applies
+	// to the batched sink).
+	SQS sqssink.Config
 }
 
-// DefaultConfig is the stdout sink, batching on (for sqs), kinesis
-// aggregation on (kinesissink.DefaultAggregateMaxBytes), the batch
-// defaults with the two derived settings left at 0.
+// DefaultConfig is the stdout sink, batching on (for sqs), the batch
+// defaults with the two derived settings left at 0, the sqs sink's
+// defaults (packing on), kinesis aggregation on
+// (kinesissink.DefaultAggregateMaxBytes).
 func DefaultConfig() Config {
 	b := batch.DefaultConfig()
 	b.RequestTimeout, b.BufferBudget = 0, 0
-	return Config{Kind: Stdout, Batching: true, Batch: b, KinesisAggregateBytes: kinesissink.DefaultAggregateMaxBytes}
+	return Config{Kind: Stdout, Batching: true, Batch: b, SQS: sqssink.DefaultConfig(), KinesisAggregateBytes: kinesissink.DefaultAggregateMaxBytes}
 }
 
 // Env is what a sink is built with.
@@ -79,6 +83,8 @@ type kind struct {
 	// requires is the variable the kind needs and its value in c (nil:
 	// none).
 	requires func(c Config) (variable, value string)
+	// problems are the kind's own settings' problems in c (nil: none).
+	problems func(c Config) []error
 	// limits are the request limits of the kind's batched sender; false:
 	// c's sink of this kind is not batched.
 	limits func(c Config) (batch.Limits, bool)
@@ -96,6 +102,12 @@ var kinds = []kind{
 	{
 		name:     SQS,
 		requires: func(c Config) (string, string) { return schema.EnvOutputQueueURL, c.OutputQueueURL },
+		problems: func(c Config) []error {
+			if err := c.SQS.Validate(); err != nil {
+				return []error{fmt.Errorf("%s=%s (%s): %w", schema.EnvSink, c.Kind, schema.EnvSinkSQSPackBytes, err)}
+			}
+			return nil
+		},
 		limits: func(c Config) (batch.Limits, bool) {
 			if !c.Batching {
 				return batch.Limits{}, false
@@ -107,7 +119,7 @@ var kinds = []kind{
 			if err != nil {
 				return nil, nil, err
 			}
-			s := sqssink.New(sqs.NewFromConfig(ac), c.OutputQueueURL)
+			s := sqssink.NewConfig(sqs.NewFromConfig(ac), c.OutputQueueURL, c.SQS)
 			if !c.Batching {
 				return s, nil, nil
 			}
@@ -117,7 +129,13 @@ var kinds = []kind{
 	{
 		name:     Kinesis,
 		requires: func(c Config) (string, string) { return schema.EnvOutputStream, c.OutputStream },
-		limits:   func(Config) (batch.Limits, bool) { return kinesissink.New(nil, "").Limits(), true },
+		problems: func(c Config) []error {
+			if err := kinesissink.ValidateAggregateMaxBytes(c.KinesisAggregateBytes); err != nil {
+				return []error{fmt.Errorf("%s=%s (%s): %w", schema.EnvSink, c.Kind, schema.EnvSinkKinesisAggregateBytes, err)}
+			}
+			return nil
+		},
+		limits: func(Config) (batch.Limits, bool) { return kinesissink.New(nil, "").Limits(), true },
 		open: func(c Config, e Env) (sink.Handler, batch.Sender, error) {
 			ac, err := e.aws()
 			if err != nil {
@@ -162,8 +180,9 @@ func (c Config) Limits() (batch.Limits, bool) {
 
 // Problems are every problem of c's settings, one error each, named by
 // their environment variables: an unknown kind, a required setting
-// missing, batch bounds the kind's limits do not allow (c.Batch with its
-// derived settings filled).
+// missing, the kind's own settings (the sqs sink's packs), batch bounds
+// the kind's limits do not allow (c.Batch with its derived settings
+// filled).
 func (c Config) Problems() []error {
 	k, ok := lookup(c.Kind)
 	if !ok {
@@ -176,10 +195,8 @@ func (c Config) Problems() []error {
 			errs = append(errs, fmt.Errorf("%s=%s needs %s", schema.EnvSink, c.Kind, variable))
 		}
 	}
-	if c.Kind == Kinesis {
-		if err := kinesissink.ValidateAggregateMaxBytes(c.KinesisAggregateBytes); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", schema.EnvSinkKinesisAggregateBytes, err))
-		}
+	if k.problems != nil {
+		errs = append(errs, k.problems(c)...)
 	}
 	if l, ok := c.Limits(); ok {
 		if err := c.Batch.Validate(l); err != nil {

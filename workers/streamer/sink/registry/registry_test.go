@@ -41,11 +41,19 @@ func TestProblems(t *testing.T) {
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.Batch.MaxCount = SQS, "q", 11 }, []string{
 			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.Batch.MaxCount, c.Batching = SQS, "q", 11, false }, nil}, // unbatched: no batch bounds
+		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", 0 }, nil},                      // packing off
+		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", sqssink.MaxPackBytes }, nil},
+		{func(c *Config) { c.Kind, c.SQS.PackBytes, c.Batch.MaxCount = SQS, sqssink.MaxPackBytes+1, 11 }, []string{ // every problem at once
+			"WSFLEET_SINK=sqs needs WSFLEET_OUTPUT_QUEUE_URL",
+			"WSFLEET_SINK=sqs (WSFLEET_SINK_SQS_PACK_BYTES): sqs pack bytes 1048577: want 0 (off) up to SQS's message limit, 1048576",
+			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
+		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", -1 }, []string{"WSFLEET_SINK=sqs (WSFLEET_SINK_SQS_PACK_BYTES): sqs pack bytes -1"}},
+		{func(c *Config) { c.Kind, c.OutputStream, c.SQS.PackBytes = Kinesis, "s", -1 }, nil}, // another kind's setting
 		{func(c *Config) { c.Kind, c.OutputStream, c.Batch.MaxCount = Kinesis, "s", 500 }, nil},
 		{func(c *Config) { c.Kind, c.OutputStream, c.KinesisAggregateBytes = Kinesis, "s", 0 }, nil}, // aggregation off
 		{func(c *Config) { c.Kind, c.KinesisAggregateBytes, c.Batch.MaxCount = Kinesis, 2<<20, 501 }, []string{
 			"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM",
-			"WSFLEET_SINK_KINESIS_AGGREGATE_BYTES: kinesis aggregated record bound 2097152 bytes: want 0 (off) up to 1048576",
+			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 2097152 bytes: want 0 (off) up to 1048576",
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 501"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.KinesisAggregateBytes = SQS, "q", -1 }, nil}, // a kinesis setting: not the sqs sink's
 		{func(c *Config) { c.Kind, c.Batch.MaxCount = Stdout, 11 }, nil},                            // stdout is never batched

@@ -2,7 +2,6 @@ package sqssink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -13,54 +12,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 )
-
-// envelope is the part of a sink record the consumer rule reads.
-type envelope struct {
-	ConnectionID string `json:"connection_id"`
-	Seq          int64  `json:"seq"`
-	Sub          int64  `json:"sub"`
-	LeaseEpoch   int64  `json:"lease_epoch"`
-}
-
-// consumer applies the consumer rule of README.md ("Every record carries
-// lease_epoch") and docs/worker.md (Sinks, sqs), word for word, to the
-// records of an ordered destination (a FIFO queue, a Kinesis shard), per
-// connection_id:
-//  1. a record whose lease_epoch is below the highest seen is dropped (a
-//     late write of an older tenure: the newer tenure sends everything
-//     after its checkpoint again);
-//  2. otherwise its lease_epoch becomes the highest seen, and a record
-//     without a sub whose seq was taken already is dropped (a replay from
-//     the last checkpoint);
-//  3. otherwise the record is taken.
-type consumer struct {
-	epoch map[string]int64
-	taken map[string][]envelope
-	seqs  map[string]map[int64]bool
-}
-
-func newConsumer() *consumer {
-	return &consumer{epoch: map[string]int64{}, taken: map[string][]envelope{}, seqs: map[string]map[int64]bool{}}
-}
-
-func (c *consumer) apply(e envelope) {
-	id := e.ConnectionID
-	if e.LeaseEpoch < c.epoch[id] {
-		return
-	}
-	c.epoch[id] = e.LeaseEpoch
-	if e.Sub == 0 {
-		if c.seqs[id][e.Seq] {
-			return
-		}
-		if c.seqs[id] == nil {
-			c.seqs[id] = map[int64]bool{}
-		}
-		c.seqs[id][e.Seq] = true
-	}
-	c.taken[id] = append(c.taken[id], e)
-}
 
 // sendOne sends m in a SendMessageBatch of its own, as the sink does.
 func sendOne(ctx context.Context, t *testing.T, s *Sink, m sink.Message) {
@@ -130,29 +83,15 @@ func TestLateOlderTenureLosesNothingOnFauxqs(t *testing.T) {
 			sendOne(ctx, t, s, msg(10, 0, 2)) // acknowledged: epoch 2 checkpoints 10
 			sendOne(ctx, t, s, msg(11, 0, 2))
 
-			cons := newConsumer()
-			for {
-				out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(out.Messages) == 0 {
-					break
-				}
-				for _, m := range out.Messages {
-					var e envelope
-					if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &e); err != nil {
-						t.Fatal(err)
-					}
-					cons.apply(e)
-					if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			// The consumer rule of README.md ("Every record carries
+			// lease_epoch") and docs/worker.md (Sinks, sqs): consume.Filter.
+			var f consume.Filter
+			envs, _ := receiveAll(ctx, t, client, q.QueueUrl)
 			var got []int64
-			for _, e := range cons.taken["c"] {
-				got = append(got, e.Seq)
+			for _, e := range envs {
+				if f.Keep(e) {
+					got = append(got, e.Seq)
+				}
 			}
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("the consumer took seqs %v, want %v (an acknowledged message lost)", got, c.want)

@@ -21,6 +21,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 )
 
 // standIn is an SQS stand-in on 127.0.0.1 that the real SDK client talks
@@ -136,28 +137,26 @@ func sendAround(t *testing.T, s *Sink, payload7 string) *refusals {
 	return ten
 }
 
-// checkOncePerSeq checks that the queue holds each of seqs 6..8 once, as
-// valid UTF-8 JSON, and that seq 7 carries poisoned's exact bytes.
+// checkOncePerSeq checks that the queue holds each of seqs 6..8 once (in
+// messages of one envelope or packs), as valid UTF-8 JSON, and that seq 7
+// carries poisoned's exact bytes.
 func checkOncePerSeq(t *testing.T, bodies []string) {
 	t.Helper()
 	seen := map[int64]int{}
 	for _, body := range bodies {
-		var env struct {
-			Seq       int64  `json:"seq"`
-			Frame     string `json:"frame"`
-			B64Reason string `json:"b64_reason"`
-			DataB64   []byte `json:"data_b64"`
+		envs, err := consume.Lines([]byte(body))
+		if !utf8.ValidString(body) || err != nil {
+			t.Fatalf("body %q is not UTF-8 JSON envelopes: %v", body, err)
 		}
-		if !utf8.ValidString(body) || json.Unmarshal([]byte(body), &env) != nil {
-			t.Fatalf("body %q is not UTF-8 JSON", body)
-		}
-		seen[env.Seq]++
-		if env.Seq == 7 && (env.Frame != "text" || env.B64Reason != sink.ReasonInvalidUTF8 || string(env.DataB64) != poisoned) {
-			t.Fatalf("seq 7 not carried losslessly: %s", body)
+		for _, env := range envs {
+			seen[env.Seq]++
+			if env.Seq == 7 && (env.Binary || env.Form != consume.FormB64 || env.B64Reason != sink.ReasonInvalidUTF8 || string(env.Data) != poisoned) {
+				t.Fatalf("seq 7 not carried losslessly: %s", body)
+			}
 		}
 	}
-	if len(bodies) != 3 || seen[6] != 1 || seen[7] != 1 || seen[8] != 1 {
-		t.Fatalf("the queue holds %d messages, per seq %v: want 6, 7 and 8 once each", len(bodies), seen)
+	if seen[6] != 1 || seen[7] != 1 || seen[8] != 1 || len(seen) != 3 {
+		t.Fatalf("the queue holds per seq %v: want 6, 7 and 8 once each", seen)
 	}
 }
 
@@ -209,8 +208,9 @@ func TestPoisonedTextFrameOnFauxqs(t *testing.T) {
 			checkOncePerSeq(t, bodies)
 			continue
 		}
-		if len(bodies) != 3 || !strings.Contains(strings.Join(bodies, "\n"), `"b64_reason":"refused_char"`) {
-			t.Fatalf("bodies %q", bodies)
+		envs, err := consume.Lines([]byte(strings.Join(bodies, "\n")))
+		if err != nil || len(envs) != 3 || envs[1].B64Reason != sink.ReasonRefusedChar || string(envs[1].Data) != refusedChar {
+			t.Fatalf("bodies %q: %v", bodies, err)
 		}
 	}
 }
@@ -221,14 +221,33 @@ func TestPoisonedTextFrameOnFauxqs(t *testing.T) {
 // retried (before: the SDK failed the whole request, the batcher retried
 // all of it, and each retry added copies of all three).
 func TestChecksumMismatchRefusesOnlyThatEntryOnce(t *testing.T) {
-	si, client := startStandIn(t, func(body string) string { return strings.Replace(body, "ALTER", "altered", 1) })
-	ten := sendAround(t, New(client, "http://127.0.0.1/000000000000/out"), `{"seq":7,"x":"ALTER"}`)
+	alter := func(body string) string { return strings.Replace(body, "ALTER", "altered", 1) }
+	var ce *ChecksumError
+	si, client := startStandIn(t, alter)
+	ten := sendAround(t, NewConfig(client, "http://127.0.0.1/000000000000/out", Config{PackBytes: 0}), `{"seq":7,"x":"ALTER"}`)
 	if got := si.stored(); len(got) != 3 || si.requests != 1 {
 		t.Fatalf("%d requests, the queue holds %d messages: %q", si.requests, len(got), got)
 	}
-	var ce *ChecksumError
 	if len(ten.seqs) != 1 || ten.seqs[0] != 7 || !errors.As(ten.errs[0], &ce) || !sink.IsFinal(ten.errs[0]) {
 		t.Fatalf("refused %v: %v", ten.seqs, ten.errs)
+	}
+
+	// Packed (the default), the entry is the pack: SQS applied all three
+	// messages in it, one altered, and which one is not known to the
+	// worker. None is sent again (the queue holds the one pack), and each
+	// of the three is refused finally, once: its tenure decides.
+	si, client = startStandIn(t, alter)
+	ten = sendAround(t, New(client, "http://127.0.0.1/000000000000/out"), `{"seq":7,"x":"ALTER"}`)
+	if got := si.stored(); len(got) != 1 || si.requests != 1 {
+		t.Fatalf("packed: %d requests, the queue holds %d messages: %q", si.requests, len(got), got)
+	}
+	if len(ten.seqs) != 3 || ten.seqs[0] != 6 || ten.seqs[1] != 7 || ten.seqs[2] != 8 {
+		t.Fatalf("packed: refused %v: %v", ten.seqs, ten.errs)
+	}
+	for _, err := range ten.errs {
+		if !errors.As(err, &ce) || !sink.IsFinal(err) {
+			t.Fatalf("packed: refused %v: %v", ten.seqs, ten.errs)
+		}
 	}
 
 	// The unbatched path: a final refusal at once, not sent again.

@@ -1,14 +1,20 @@
-// Package sqssink is the worker's SQS sink: every message becomes one SQS
-// message whose body is the sink's JSON envelope (sink.AppendEnvelope with
-// sink.SQSChars: a text payload SQS would refuse or alter, invalid UTF-8 or
-// U+FFFE/U+FFFF, is carried in data_b64, never raw). The
-// worker sends them in SendMessageBatch requests through sink/batch (Sink
-// is a batch.Sender); Handle is the unbatched path (one SendMessage per
-// message, WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO
-// queue (URL ending in ".fifo") the group id is the connection_id (per-session
-// order) and the deduplication id is connection_id:seq.sub.epoch (DedupID),
-// so a request the same tenure sends again (a retried entry SQS had already
-// taken) is dropped by SQS within its 5-minute deduplication window. The id
+// Package sqssink is the worker's SQS sink: every message becomes the
+// sink's JSON envelope (sink.AppendEnvelope with sink.SQSChars: a text
+// payload SQS would refuse or alter, invalid UTF-8 or U+FFFE/U+FFFF, is
+// carried in data_b64, never raw). The worker sends them in
+// SendMessageBatch requests through sink/batch (Sink is a batch.Sender and
+// a batch.Packer): an SQS message carries a pack, the envelopes of
+// consecutive messages of one session and one tenure as JSON lines (pack.go;
+// the format is consume's, version 1, named by a content-type message
+// attribute), up to Config.PackBytes. Handle is the unbatched path (one
+// SendMessage per message, one envelope, no attribute,
+// WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO queue (URL
+// ending in ".fifo") the group id is the connection_id (per-session order)
+// and the deduplication id is connection_id:seq.sub.epoch for one message,
+// connection_id:seq.sub.epoch~seq.sub naming a pack's first and last
+// (DedupIDRange), so a request the same tenure sends again (a retried entry
+// SQS had already taken) is dropped by SQS within its 5-minute
+// deduplication window. The id
 // names the epoch: another tenure's copy of a seq is never taken for a
 // duplicate, because the consumer drops the copy of the lower epoch when it
 // arrives after a record of a higher one (an older tenure's request that SQS
@@ -24,10 +30,12 @@
 // transient. The sink checks the MD5 SQS returns for each entry itself
 // (the SDK's check is off: it fails a whole request that SQS applied): an
 // entry applied with another body than the one sent is a final refusal of
-// that entry alone (ChecksumError), never sent again.
+// that entry alone (ChecksumError), never sent again: for a pack, of every
+// message in it.
 package sqssink
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -42,6 +50,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
 )
 
@@ -65,14 +74,18 @@ const (
 // Sink sends each message to one queue, synchronously: Handle returns once
 // SQS has accepted the message.
 type Sink struct {
-	api  API
-	url  string
-	fifo bool
+	api       API
+	url       string
+	fifo      bool
+	packBytes int // Config.PackBytes
 }
 
-// New returns a sink on queueURL.
-func New(api API, queueURL string) *Sink {
-	return &Sink{api: api, url: queueURL, fifo: strings.HasSuffix(queueURL, ".fifo")}
+// New returns a sink on queueURL with DefaultConfig.
+func New(api API, queueURL string) *Sink { return NewConfig(api, queueURL, DefaultConfig()) }
+
+// NewConfig returns a sink on queueURL with c (Config.Validate).
+func NewConfig(api API, queueURL string, c Config) *Sink {
+	return &Sink{api: api, url: queueURL, fifo: strings.HasSuffix(queueURL, ".fifo"), packBytes: c.PackBytes}
 }
 
 // FIFO reports whether the queue is a FIFO queue.
@@ -94,6 +107,12 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 		return fmt.Errorf("sqs sink: send %s seq %d: %w", m.ConnectionID, m.Seq, err)
 	}
 	return nil
+}
+
+// packAttributes name a pack's format (consume.PackV1); the SDK only reads
+// them.
+var packAttributes = map[string]types.MessageAttributeValue{
+	consume.ContentTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(consume.PackV1)},
 }
 
 // ownChecksum turns off the SDK's check of the MD5s SQS returns: on a
@@ -131,19 +150,46 @@ func checkMD5(body string, got, messageID *string) error {
 // maxDedupID is SQS's limit on MessageDeduplicationId.
 const maxDedupID = 128
 
-// DedupID is "connection_id:seq.sub.epoch", or, when that exceeds SQS's
-// 128-character limit (connection ids may be 128 characters long), the hex
-// SHA-256 of it. The part after the last colon is digits, dots and minus
-// signs only, so no two sessions share an id; the epoch keeps the copies of
-// one seq sent by two tenures apart (see the package doc), and sub (0 for a
-// sequenced message) the messages after one seq that have none of their own.
+// DedupID is a message's id, "connection_id:seq.sub.epoch" (DedupIDRange of
+// one message).
 func DedupID(connectionID string, seq, sub, epoch int64) string {
+	return DedupIDRange(connectionID, seq, sub, seq, sub, epoch)
+}
+
+// DedupIDRange is the id of a pack of one tenure's messages from seq.sub to
+// lastSeq.lastSub: "connection_id:seq.sub.epoch~lastSeq.lastSub", or
+// "connection_id:seq.sub.epoch" for one message (as before packing), or,
+// when that exceeds SQS's 128-character limit (connection ids may be 128
+// characters long), the hex SHA-256 of it. The part after the last colon is
+// digits, dots, minus signs and a tilde only, so no two sessions share an
+// id; the epoch keeps the copies of one seq sent by two tenures apart (see
+// the package doc), sub (0 for a sequenced message) the messages after one
+// seq that have none of their own, and the last position a pack from a
+// longer one that starts at the same message (a retry carries the same
+// messages, so the same id).
+func DedupIDRange(connectionID string, seq, sub, lastSeq, lastSub, epoch int64) string {
 	id := connectionID + ":" + strconv.FormatInt(seq, 10) + "." + strconv.FormatInt(sub, 10) + "." + strconv.FormatInt(epoch, 10)
+	if lastSeq != seq || lastSub != sub {
+		id += "~" + strconv.FormatInt(lastSeq, 10) + "." + strconv.FormatInt(lastSub, 10)
+	}
 	if len(id) <= maxDedupID {
 		return id
 	}
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:])
+}
+
+// dedupIDOf is r's id: a pack's (a body of several lines) names its last
+// envelope's position too.
+func dedupIDOf(r batch.Record) (string, error) {
+	if bytes.IndexByte(r.Body, '\n') < 0 {
+		return DedupID(r.ConnectionID, r.Seq, r.Sub, r.Epoch), nil
+	}
+	seq, sub, err := lastPosition(r.Body)
+	if err != nil {
+		return "", err
+	}
+	return DedupIDRange(r.ConnectionID, r.Seq, r.Sub, seq, sub, r.Epoch), nil
 }
 
 // DedupIDOf is m's deduplication id (DedupID).
@@ -152,10 +198,11 @@ func DedupIDOf(m sink.Message) string { return DedupID(m.ConnectionID, m.Seq, m.
 // Encode builds m's message body (batch.Sender).
 func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 	body := sink.AppendEnvelope(make([]byte, 0, len(m.Data)+160), m, sink.SQSChars)
-	if len(body) > MaxMessageBytes {
-		return batch.Record{}, sink.Permanent(fmt.Errorf("sqs sink: %s seq %d: message body of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, len(body), MaxMessageBytes))
+	r := batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Epoch: m.LeaseEpoch, Body: body}
+	if size := s.Size(r); size > MaxMessageBytes {
+		return batch.Record{}, sink.Permanent(fmt.Errorf("sqs sink: %s seq %d: message of %d bytes exceeds SQS's %d", m.ConnectionID, m.Seq, size, MaxMessageBytes))
 	}
-	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Sub: m.Sub, Epoch: m.LeaseEpoch, Body: body}, nil
+	return r, nil
 }
 
 // Limits are SendMessageBatch's (batch.Sender).
@@ -167,8 +214,15 @@ func (s *Sink) Limits() batch.Limits {
 // flight at a time, so its batches are enqueued in order (batch.Sender).
 func (s *Sink) Ordered() bool { return s.fifo }
 
-// Size is the body's length, what SQS counts against the batch limit.
-func (s *Sink) Size(r batch.Record) int { return len(r.Body) }
+// Size is what SQS counts against the message and batch limits: the
+// body's length, and with packing on the content-type attribute's (every
+// message then carries it: a plain envelope is a pack of one).
+func (s *Sink) Size(r batch.Record) int {
+	if s.packBytes > 0 {
+		return attrBytes + len(r.Body)
+	}
+	return len(r.Body)
+}
 
 // EntryError is an entry SendMessageBatch refused.
 type EntryError struct {
@@ -196,8 +250,15 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(recs))
 	for i, r := range recs {
 		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(r.Body))}
+		if s.packBytes > 0 {
+			e.MessageAttributes = packAttributes
+		}
 		if s.fifo {
-			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(DedupID(r.ConnectionID, r.Seq, r.Sub, r.Epoch))
+			dedup, err := dedupIDOf(r)
+			if err != nil {
+				return nil, sink.Permanent(fmt.Errorf("sqs sink: batch of %d: %s seq %d: %w", len(recs), r.ConnectionID, r.Seq, err))
+			}
+			e.MessageGroupId, e.MessageDeduplicationId = aws.String(r.ConnectionID), aws.String(dedup)
 		}
 		entries[i] = e
 	}
