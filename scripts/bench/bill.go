@@ -112,10 +112,10 @@ func (r *runner) bill(ctx context.Context) error {
 	phase := r.begin(PhaseBill, map[string]string{
 		"workloads": fmt.Sprintf("exchange feed %d × 1 msg/s of ~300 B, transcript %d × 2 msg/s of ~1 KB, market depth %d × 50 msg/s of ~640 B (bin/feed -rate, -payload-bytes), each through sqs (fauxqs, batched) and kinesis (kinesalite) twice, packing off (%s=0, %s=0: %q) and on (the defaults: %q), and once through stdout (filed under both labels), one worker (bin/streamer, dynalite lease table) per run",
 			sz.BillSessions[0], sz.BillSessions[1], sz.BillSessions[2], schema.EnvSinkSQSPackBytes, schema.EnvSinkKinesisAggregateBytes, unLabel, pkLabel),
-		"window":   fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
-		"counting": "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
+		"window":           fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
+		"counting":         "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
 		"delivery latency": "sqs and kinesis: every message of every sink request the proxy reads, taken apart as a consumer would (consume.FromSQS with the content-type attribute, consume.FromKinesis; billlat.go): the request's arrival at the proxy (before its +15 ms) minus the envelope's received_at_ms, the worker's wall-clock read time on the same machine; the messages per wire record are the envelopes over the SQS messages or Kinesis records that carried them",
-		"pricing":  "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
+		"pricing":          "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
 	})
 	if len(r.cfg.BillEnv) > 0 {
 		phase.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
