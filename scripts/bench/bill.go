@@ -7,6 +7,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,11 +55,18 @@ type BillRun struct {
 	// LogBytes: the worker's log (stderr) bytes over the window.
 	LogBytes  int64   `json:"log_bytes"`
 	WorkerCPU float64 `json:"worker_cpu_pct"`
-	Error     string  `json:"error,omitempty"`
+	// Packing: "off" (the sink's packing setting 0), "on" (its default),
+	// "" (stdout has none); Env the run's own worker settings.
+	Packing string            `json:"packing,omitempty"`
+	Env     map[string]string `json:"worker_env,omitempty"`
+	// Delivery: the messages the sink requests carried, their latency
+	// from the worker's read to the proxy (sqs and kinesis; billlat.go).
+	Delivery *BillLatency `json:"delivery,omitempty"`
+	Error    string       `json:"error,omitempty"`
 }
 
-// BillResult is one run of the bill phase, under a label ("before
-// packing", "after packing").
+// BillResult is one label's runs of the bill phase (BillUnpacked,
+// BillPacked; the phase measures both in one invocation).
 type BillResult struct {
 	Phase
 	Label string            `json:"label"`
@@ -76,28 +84,49 @@ type BillResult struct {
 	Costs map[string]map[string]BillCost `json:"costs"`
 }
 
-// billLabel is the run's label ("" → "before packing").
-func (r *runner) billLabel() string {
+// billLabels are the run's two labels: its sqs and kinesis runs with
+// packing off and on (the stdout run, one, is filed under both). A
+// -bill-label names the pair ("<label>, unpacked").
+func (r *runner) billLabels() (unpacked, packed string) {
 	if r.cfg.BillLabel != "" {
-		return r.cfg.BillLabel
+		return r.cfg.BillLabel + ", " + BillUnpacked, r.cfg.BillLabel + ", " + BillPacked
 	}
-	return BillBefore
+	return BillUnpacked, BillPacked
+}
+
+// billPackingOff is the worker setting that turns a batched sink's packing
+// off ("": the sink has none).
+func billPackingOff(sinkName string) string {
+	switch sinkName {
+	case TPSQSBatched:
+		return schema.EnvSinkSQSPackBytes
+	case TPKinesis:
+		return schema.EnvSinkKinesisAggregateBytes
+	}
+	return ""
 }
 
 func (r *runner) bill(ctx context.Context) error {
 	sz := r.sz
-	res := BillResult{Label: r.billLabel(), Env: r.cfg.BillEnv, Costs: map[string]map[string]BillCost{}, CPUPerMsg: map[string]float64{}, CPUSource: map[string]string{}}
-	res.Phase = r.begin(PhaseBill, map[string]string{
-		"workloads": fmt.Sprintf("exchange feed %d × 1 msg/s of ~300 B, transcript %d × 2 msg/s of ~1 KB, market depth %d × 50 msg/s of ~640 B (bin/feed -rate, -payload-bytes), each through sqs (fauxqs, batched), kinesis (kinesalite) and stdout, one worker (bin/streamer, dynalite lease table) per run",
-			sz.BillSessions[0], sz.BillSessions[1], sz.BillSessions[2]),
-		"window":   fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
-		"counting": "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
-		"pricing":  "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
+	unLabel, pkLabel := r.billLabels()
+	phase := r.begin(PhaseBill, map[string]string{
+		"workloads": fmt.Sprintf("exchange feed %d × 1 msg/s of ~300 B, transcript %d × 2 msg/s of ~1 KB, market depth %d × 50 msg/s of ~640 B (bin/feed -rate, -payload-bytes), each through sqs (fauxqs, batched) and kinesis (kinesalite) twice, packing off (%s=0, %s=0: %q) and on (the defaults: %q), and once through stdout (filed under both labels), one worker (bin/streamer, dynalite lease table) per run",
+			sz.BillSessions[0], sz.BillSessions[1], sz.BillSessions[2], schema.EnvSinkSQSPackBytes, schema.EnvSinkKinesisAggregateBytes, unLabel, pkLabel),
+		"window":           fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
+		"counting":         "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
+		"delivery latency": "sqs and kinesis: every message of every sink request the proxy reads, taken apart as a consumer would (consume.FromSQS with the content-type attribute, consume.FromKinesis; billlat.go): the request's arrival at the proxy (before its +15 ms) minus the envelope's received_at_ms, the worker's wall-clock read time on the same machine; the messages per wire record are the envelopes over the SQS messages or Kinesis records that carried them",
+		"pricing":          "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
 	})
 	if len(r.cfg.BillEnv) > 0 {
-		res.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
+		phase.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
 	}
-	r.billInputs(&res)
+	newResult := func(label string) BillResult {
+		res := BillResult{Phase: phase, Label: label, Env: r.cfg.BillEnv, Costs: map[string]map[string]BillCost{}, CPUPerMsg: map[string]float64{}, CPUSource: map[string]string{}}
+		res.Settings = maps.Clone(phase.Settings)
+		r.billInputs(&res)
+		return res
+	}
+	un, pk := newResult(unLabel), newResult(pkLabel)
 	e, err := r.startTPEnv(ctx)
 	defer e.stop()
 	if err != nil {
@@ -105,24 +134,47 @@ func (r *runner) bill(ctx context.Context) error {
 	}
 	var failed []string
 	for wi, w := range BillWorkloads {
-		for _, s := range billSinks {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		for si, s := range billSinks {
+			off := billPackingOff(s)
+			for pi, packed := range []bool{false, true} {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if off == "" && packed {
+					continue // one stdout run, filed under both labels
+				}
+				env := map[string]string{}
+				if off != "" && !packed {
+					env[off] = "0"
+				}
+				run, err := r.billRun(ctx, e, fmt.Sprintf("bill%d-%d-%d", wi, si, pi), w, s, sz.BillSessions[wi], env)
+				if err != nil {
+					run.Error = err.Error()
+					failed = append(failed, fmt.Sprintf("%s/%s/%s", w.Name, s, run.Packing))
+					r.log.Warn().Err(err).Str("workload", w.Name).Str("sink", s).Str("packing", run.Packing).Msg("bill run")
+				}
+				switch {
+				case off == "":
+					un.Runs, pk.Runs = append(un.Runs, run), append(pk.Runs, run)
+				case packed:
+					pk.Runs = append(pk.Runs, run)
+				default:
+					un.Runs = append(un.Runs, run)
+				}
+				r.log.Info().Str("workload", w.Name).Str("sink", s).Str("packing", run.Packing).Int64("messages", run.Counts.Messages).Int64("requests", run.Counts.Requests).Msg("bill run")
 			}
-			run, err := r.billRun(ctx, e, fmt.Sprintf("bill%d-%d", wi, slices.Index(billSinks, s)), w, s, sz.BillSessions[wi])
-			if err != nil {
-				run.Error = err.Error()
-				failed = append(failed, w.Name+"/"+s)
-				r.log.Warn().Err(err).Str("workload", w.Name).Str("sink", s).Msg("bill run")
-			}
-			res.Runs = append(res.Runs, run)
-			r.log.Info().Str("workload", w.Name).Str("sink", s).Int64("messages", run.Counts.Messages).Int64("requests", run.Counts.Requests).Msg("bill run")
 		}
 	}
-	res.price()
-	res.end()
-	r.rep.Bill = slices.DeleteFunc(r.rep.Bill, func(b BillResult) bool { return b.Label == res.Label })
-	r.rep.Bill = append(r.rep.Bill, res)
+	for _, res := range []*BillResult{&un, &pk} {
+		res.price()
+		res.end()
+	}
+	// The pair replaces the figures filed under its labels, and those of
+	// the phase before it measured both in one run (billLegacyLabels).
+	r.rep.Bill = slices.DeleteFunc(r.rep.Bill, func(b BillResult) bool {
+		return b.Label == unLabel || b.Label == pkLabel || slices.Contains(billLegacyLabels, b.Label)
+	})
+	r.rep.Bill = append(r.rep.Bill, un, pk)
 	if len(failed) > 0 {
 		return fmt.Errorf("bill runs failed: %v", failed)
 	}
@@ -200,9 +252,19 @@ func (b *BillResult) price() {
 	}
 }
 
-func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkload, sinkName string, sessions int) (BillRun, error) {
+// billRun runs w through sinkName with env added to the worker's settings.
+func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkload, sinkName string, sessions int, env map[string]string) (BillRun, error) {
 	sz := r.sz
 	run := BillRun{Workload: w.Name, Sink: sinkName, Sessions: sessions}
+	if off := billPackingOff(sinkName); off != "" {
+		run.Packing = "on"
+		if env[off] == "0" {
+			run.Packing = "off"
+		}
+	}
+	if len(env) > 0 {
+		run.Env = env
+	}
 	e := &capEnv{dir: filepath.Join(te.dir, tag), payload: max(1, w.MessageBytes-FeedMessageBytes(0, 3)-len(`,"pad":""`))}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return run, err
@@ -222,6 +284,9 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 	settings[schema.EnvTableName] = table
 	settings[schema.EnvMaxSessions] = itoa(sessions + 100)
 	for k, v := range r.cfg.BillEnv {
+		settings[k] = v
+	}
+	for k, v := range env {
 		settings[k] = v
 	}
 	var lines, bytes atomic.Int64
@@ -255,7 +320,10 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 	counting.Store(false)
 	var counts SinkCounts
 	if proxy != nil {
-		counts = proxy.meter.window(false)
+		var d Deliveries
+		counts, d = proxy.meter.window(false)
+		l := d.latency()
+		run.Delivery = &l
 	}
 	if err != nil {
 		return run, err

@@ -38,24 +38,28 @@ type SinkCounts struct {
 	Unparsed int64 `json:"unparsed,omitempty"`
 }
 
-// sinkMeter counts the sink requests the proxy forwards while on.
+// sinkMeter counts the sink requests the proxy forwards while on, and
+// the messages they carry (billlat.go).
 type sinkMeter struct {
 	mu sync.Mutex
 	on bool
 	c  SinkCounts
+	d  Deliveries
 }
 
-// window starts (on) or ends the counting; ending returns the counts.
-func (m *sinkMeter) window(on bool) SinkCounts {
+// window starts (on) or ends the counting; ending returns the counts and
+// the deliveries.
+func (m *sinkMeter) window(on bool) (SinkCounts, Deliveries) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := m.c
-	m.on, m.c = on, SinkCounts{}
-	return out
+	c, d := m.c, m.d
+	m.on, m.c, m.d = on, SinkCounts{}, Deliveries{}
+	return c, d
 }
 
-// observe counts one request: target is its X-Amz-Target header.
-func (m *sinkMeter) observe(target string, body []byte) {
+// observe counts one request that arrived at the proxy at arrivedMs (Unix
+// ms): target is its X-Amz-Target header.
+func (m *sinkMeter) observe(target string, body []byte, arrivedMs int64) {
 	m.mu.Lock()
 	on := m.on
 	m.mu.Unlock()
@@ -63,10 +67,14 @@ func (m *sinkMeter) observe(target string, body []byte) {
 		return
 	}
 	c, err := CountRequest(target, body)
+	d, derr := ReadDeliveries(target, body, arrivedMs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.on {
 		return
+	}
+	if derr == nil {
+		m.d.add(d)
 	}
 	if err != nil {
 		m.c.Requests++

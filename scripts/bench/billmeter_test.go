@@ -75,17 +75,17 @@ func TestMeterCountsSQSChunksFromTheSDKsBody(t *testing.T) {
 	var m sinkMeter
 	m.window(true)
 	for _, r := range reqs {
-		m.observe(r.target, r.body)
+		m.observe(r.target, r.body, 0)
 	}
-	c3 := m.window(false)
+	c3, _ := m.window(false)
 	want := SinkCounts{Requests: 3, Messages: 21, Bytes: int64(10*(300+len("ct")+len("String")+len("json")) + 10*(10<<10) + 1),
 		SQSBilled: 1 + 2 + 1} // 3.3 KB: one; 100 KB: two chunks; 1 B: one
 	if c3 != want {
 		t.Fatalf("counts %+v, want %+v", c3, want)
 	}
 	// Off: nothing counted.
-	m.observe(reqs[0].target, reqs[0].body)
-	if c := m.window(false); c != (SinkCounts{}) {
+	m.observe(reqs[0].target, reqs[0].body, 0)
+	if c, _ := m.window(false); c != (SinkCounts{}) {
 		t.Fatalf("counted %+v while off", c)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // BillChart is the bill's chart file (beside BENCHMARKS.md).
@@ -39,8 +41,9 @@ func renderBill(p printer, r *Report) {
 		return
 	}
 	p("## 9. The all-in bill: $ per 1,000 sessions-month by workload and sink\n\n")
-	p("What a user pays AWS (us-east-1 list prices, docs/references.md, \"What users pay\") for 1,000 sessions held for a month (730 h), from what each service would bill for the requests and bytes this run's engines saw. Every figure below is computed from the run's counts and the price table; none is typed in. Re-run: `bin/bench -mode full -only bill -merge` (after packing lands: `bin/bench -mode full -only bill -merge -bill-label \"after packing\"`, which keeps the figures filed under another label beside the new ones).\n\n")
-	p("The goals (table above) are issue 38's for packed sink records: many messages of a session per SQS message or Kinesis record. Figures filed \"%s\" send one record per message and miss them by that factor; the market-depth goal compares \"%s\" with them once both are here.\n\n", BillBefore, BillAfter)
+	p("What a user pays AWS (us-east-1 list prices, docs/references.md, \"What users pay\") for 1,000 sessions held for a month (730 h), from what each service would bill for the requests and bytes this run's engines saw. Every figure below is computed from the run's counts and the price table; none is typed in. Re-run: `bin/bench -mode full -only bill -merge`.\n\n")
+	p("The phase runs every workload through the sqs and kinesis sinks twice in one invocation: \"%s\" with the sink's packing off (%s=0, %s=0: one record per message) and \"%s\" with it on (the defaults: many messages of a session per SQS message or Kinesis record); the stdout sink, which has no packing, runs once and is filed under both. The goals (table above) compare the two from this run: the sink cost per message and the delivery latency packing adds.\n\n",
+		BillUnpacked, schema.EnvSinkSQSPackBytes, schema.EnvSinkKinesisAggregateBytes, BillPacked)
 	p("![all-in $ per 1,000 sessions-month](%s)\n\n", BillChart)
 	p("| workload | label | sqs | kinesis on-demand | kinesis provisioned | stdout → CloudWatch Logs |\n|---|---|---|---|---|---|\n")
 	for _, w := range BillWorkloads {
@@ -58,6 +61,7 @@ func renderBill(p printer, r *Report) {
 		}
 	}
 	p("\n")
+	renderBillDelivery(p, r)
 	for _, b := range r.Bill {
 		p("### %s\n\n", b.Label)
 		renderPhase(p, b.Phase)
@@ -215,21 +219,82 @@ func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// Bill labels the goals compare.
+// Bill labels: the phase's runs with the sinks' packing off and on (the
+// goals compare them).
 const (
-	BillBefore = "before packing"
-	BillAfter  = "after packing"
+	BillUnpacked = "unpacked"
+	BillPacked   = "packed"
 )
 
+// billLegacyLabels are the labels of the phase before it measured packing
+// off and on in one run; its pair replaces them.
+var billLegacyLabels = []string{"before packing", "after packing"}
+
+// billRunOf is b's run of workload through sinkName (nil: none, or it
+// failed).
+func billRunOf(b *BillResult, workload, sinkName string) *BillRun {
+	if b == nil {
+		return nil
+	}
+	for i := range b.Runs {
+		if x := &b.Runs[i]; x.Workload == workload && x.Sink == sinkName && x.Error == "" {
+			return x
+		}
+	}
+	return nil
+}
+
+// billPair is the unpacked and packed figures of the latest run (either
+// nil: not measured).
+func billPair(r *Report) (un, pk *BillResult) {
+	return billResult(r, BillUnpacked), billResult(r, BillPacked)
+}
+
+// renderBillDelivery is the delivery latency and packing table: per
+// workload and batched sink, unpacked beside packed.
+func renderBillDelivery(p printer, r *Report) {
+	un, pk := billPair(r)
+	if un == nil || pk == nil {
+		return
+	}
+	p("**Delivery latency and packing** (this run; every message of every sink request, from the worker's read, its envelope's received_at_ms, to the request's arrival at the delaying proxy; the messages per wire record are per SQS message or Kinesis record):\n\n")
+	p("| workload | sink | p50 unpacked | p50 packed | p99 unpacked | p99 packed | p99 packed − unpacked | messages per record unpacked | messages per record packed | messages timed unpacked / packed |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range BillWorkloads {
+		for _, s := range billSinks {
+			if billPackingOff(s) == "" {
+				continue
+			}
+			a, b := billRunOf(un, w.Name, s), billRunOf(pk, w.Name, s)
+			if a == nil || b == nil || a.Delivery == nil || b.Delivery == nil {
+				p("| %s | %s | not measured (a run failed) | | | | | | | |\n", w.Name, s)
+				continue
+			}
+			x, y := a.Delivery, b.Delivery
+			p("| %s, %g msg/s | %s | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %+.0f ms | %.2f | %.2f | %s / %s |\n", w.Name, w.Rate, s,
+				x.Dist.P50, y.Dist.P50, x.Dist.P99, y.Dist.P99, y.Dist.P99-x.Dist.P99, x.PerRecord, y.PerRecord, thousands(x.Dist.N), thousands(y.Dist.N))
+		}
+	}
+	p("\n")
+}
+
+// billLatencyGoals are issue 38's latency bounds: packing adds at most
+// this much to the p99 delivery latency at the workload's rate.
+var billLatencyGoals = []struct {
+	workload string
+	boundMs  float64
+}{{"exchange feed", 50}, {"market depth", 10}}
+
 // billGoals are issue 38's goals: the exchange feed's all-in bill on
-// kinesis provisioned and sqs (judged on the "after packing" figures when
-// there are some, else on the latest), and market depth's sink cost per
-// message against the "before packing" one on every sink but stdout.
+// kinesis provisioned and sqs (judged on the packed figures when there are
+// some, else on the latest), market depth's sink cost per message packed ÷
+// unpacked on every sink but stdout, and the p99 delivery latency packing
+// adds at 1 and 50 msg/s, each from one run's pair.
 func billGoals(r *Report) []Goal {
 	if len(r.Bill) == 0 {
 		return nil
 	}
-	cur := billResult(r, BillAfter)
+	un, pk := billPair(r)
+	cur := pk
 	if cur == nil {
 		cur = &r.Bill[len(r.Bill)-1]
 	}
@@ -249,23 +314,50 @@ func billGoals(r *Report) []Goal {
 		}
 		gs = append(gs, g)
 	}
-	before, after := billResult(r, BillBefore), billResult(r, BillAfter)
-	if before == nil || after == nil {
+	if un == nil || pk == nil {
 		return gs
 	}
 	for _, v := range []string{BillSQS, BillKinesisOD, BillKinesisProv} {
-		b, okb := before.Costs["market depth"][v]
-		a, oka := after.Costs["market depth"][v]
+		b, okb := un.Costs["market depth"][v]
+		a, oka := pk.Costs["market depth"][v]
 		if !okb || !oka || b.SinkPerMillionMsgs <= 0 {
 			continue
 		}
-		g := Goal{Figure: fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages after packing ÷ before", v),
-			Measured: fmt.Sprintf("%s ÷ %s = %.3f", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs),
+		per := ""
+		sinkName := TPSQSBatched
+		if v != BillSQS {
+			sinkName = TPKinesis
+		}
+		if x := billRunOf(pk, "market depth", sinkName); x != nil && x.Delivery != nil {
+			per = fmt.Sprintf(" (%.1f messages per record)", x.Delivery.PerRecord)
+		}
+		g := Goal{Figure: fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages, %s ÷ %s", v, pk.Label, un.Label),
+			Measured: fmt.Sprintf("%s ÷ %s = %.3f%s", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs, per),
 			Goal:     "≤ 0.1", Known: true, Met: a.SinkPerMillionMsgs <= 0.1*b.SinkPerMillionMsgs}
 		if !g.Met {
 			g.Miss = fmt.Sprintf("×%.1f", a.SinkPerMillionMsgs/(0.1*b.SinkPerMillionMsgs))
 		}
 		gs = append(gs, g)
+	}
+	for _, lg := range billLatencyGoals {
+		w := BillWorkloads[slices.IndexFunc(BillWorkloads, func(w BillWorkload) bool { return w.Name == lg.workload })]
+		for _, s := range billSinks {
+			if billPackingOff(s) == "" {
+				continue
+			}
+			g := Goal{Figure: fmt.Sprintf("p99 delivery latency packing adds, %s (%g msg/s per session), %s: %s − %s", w.Name, w.Rate, s, pk.Label, un.Label),
+				Goal: fmt.Sprintf("≤ %.0f ms", lg.boundMs)}
+			a, b := billRunOf(un, w.Name, s), billRunOf(pk, w.Name, s)
+			if a != nil && b != nil && a.Delivery != nil && b.Delivery != nil && a.Delivery.Dist.N > 0 && b.Delivery.Dist.N > 0 {
+				d := b.Delivery.Dist.P99 - a.Delivery.Dist.P99
+				g.Known, g.Met = true, d <= lg.boundMs
+				g.Measured = fmt.Sprintf("%.0f − %.0f = %+.0f ms", b.Delivery.Dist.P99, a.Delivery.Dist.P99, d)
+				if !g.Met {
+					g.Miss = fmt.Sprintf("+%.0f ms", d-lg.boundMs)
+				}
+			}
+			gs = append(gs, g)
+		}
 	}
 	return gs
 }

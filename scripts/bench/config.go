@@ -289,8 +289,10 @@ type Config struct {
 	// run now (the report says which phases were re-run, when, and at
 	// which commit).
 	Merge bool
-	// BillLabel names the bill phase's figures ("": "before packing"); a
-	// merged run with another label keeps the other figures beside them.
+	// BillLabel names the bill phase's pair of figures ("<label>,
+	// unpacked", "<label>, packed"; "": BillUnpacked and BillPacked, the
+	// pair the goals judge); a merged run with another label keeps the
+	// other figures beside them.
 	// BillEnv is added to the bill runs' worker environment (e.g. a
 	// packing setting).
 	BillLabel string

@@ -32,10 +32,11 @@
 //     added to every sink request, and 1,000 sessions × 10 msg/s into sqs
 //     batched: msg/s, requests per message, lag;
 //  9. bill: issue 38's workloads (exchange feed, transcript, market depth)
-//     through sqs, kinesis and stdout, what each AWS service would bill
-//     counted at the engine boundary, priced per 1,000 sessions-month
-//     (-bill-label files the figures as "before packing" or "after
-//     packing"; -bill-env adds worker settings);
+//     through sqs and kinesis with packing off and on ("unpacked",
+//     "packed", in one run) and through stdout, what each AWS service
+//     would bill counted at the engine boundary, priced per 1,000
+//     sessions-month, and every message's delivery latency at the proxy
+//     (-bill-label names the pair; -bill-env adds worker settings);
 //
 // and runs the Go microbenchmarks of the hot paths. The phases that run a
 // local stack (claim, failover, handoff, stop, rebalance, cost) serve its

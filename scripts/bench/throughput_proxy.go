@@ -78,7 +78,7 @@ func (d *delayProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	d.lastDone = done
 	d.mu.Unlock()
 	d.requests.Add(1)
-	d.meter.observe(req.Header.Get("X-Amz-Target"), body)
+	d.meter.observe(req.Header.Get("X-Amz-Target"), body, arrived.UnixMilli())
 	if ts, ok := firstTS(body); ok {
 		lag := float64(time.Now().UnixMilli() - ts)
 		d.mu.Lock()

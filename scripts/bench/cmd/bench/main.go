@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	rerender := fs.Bool("rerender", false, "write the report (-out) again from the figures (-json) with this build's renderer; runs nothing")
 	merge := fs.Bool("merge", false, "replace only the phases run now in the existing report (-json, -out) instead of writing a new one")
 	plainWS := fs.Bool("plain-ws", false, "the capacity runs' feed and the lease phases' stacks serve plain ws:// (default: wss:// with a per-run CA, the capacity side-by-side runs on ws:// too)")
-	billLabel := fs.String("bill-label", "", "the bill phase's figures are filed under this label (default \"before packing\"; a merged run with another label keeps both)")
+	billLabel := fs.String("bill-label", "", "the bill phase's pair of figures (packing off and on) is filed under \"<label>, unpacked\" and \"<label>, packed\" (default \"unpacked\" and \"packed\", the pair the goals judge; a merged run with another label keeps both pairs)")
 	billEnv := fs.String("bill-env", "", "comma-separated KEY=VALUE added to the bill runs' worker environment (e.g. a packing setting)")
 	if err := fs.Parse(args); err != nil {
 		return err
