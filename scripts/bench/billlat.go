@@ -6,10 +6,6 @@
 package bench
 
 import (
-	"encoding/json"
-	"fmt"
-	"strings"
-
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
 )
 
@@ -37,7 +33,6 @@ func (d *Deliveries) add(x Deliveries) {
 // protocol or Kinesis JSON 1.1, by its X-Amz-Target) that arrived at the
 // proxy at arrivedMs (Unix ms); other calls carry none.
 func ReadDeliveries(target string, body []byte, arrivedMs int64) (Deliveries, error) {
-	op := target[strings.LastIndexByte(target, '.')+1:]
 	var d Deliveries
 	take := func(envs []consume.Envelope, err error) {
 		d.Records++
@@ -50,37 +45,15 @@ func ReadDeliveries(target string, body []byte, arrivedMs int64) (Deliveries, er
 			d.LatencyMs = append(d.LatencyMs, float64(arrivedMs-e.ReceivedAtMs))
 		}
 	}
-	switch {
-	case strings.HasPrefix(target, "AmazonSQS.") && (op == "SendMessage" || op == "SendMessageBatch"):
-		var in struct {
-			sqsEntry
-			Entries []sqsEntry `json:"Entries"`
-		}
-		if err := json.Unmarshal(body, &in); err != nil {
-			return d, fmt.Errorf("%s body: %w", op, err)
-		}
-		entries := in.Entries
-		if op == "SendMessage" {
-			entries = []sqsEntry{in.sqsEntry}
-		}
-		for _, e := range entries {
-			take(consume.FromSQS(e.MessageBody, e.MessageAttributes[consume.ContentTypeAttribute].StringValue))
-		}
-	case strings.HasPrefix(target, "Kinesis_") && (op == "PutRecord" || op == "PutRecords"):
-		var in struct {
-			kinRecord
-			Records []kinRecord `json:"Records"`
-		}
-		if err := json.Unmarshal(body, &in); err != nil {
-			return d, fmt.Errorf("%s body: %w", op, err)
-		}
-		recs := in.Records
-		if op == "PutRecord" {
-			recs = []kinRecord{in.kinRecord}
-		}
-		for _, r := range recs {
-			take(consume.FromKinesis(r.Data))
-		}
+	req, err := decodeSinkRequest(target, body)
+	if err != nil {
+		return d, err
+	}
+	for _, e := range req.entries {
+		take(consume.FromSQS(e.MessageBody, e.MessageAttributes[consume.ContentTypeAttribute].StringValue))
+	}
+	for _, r := range req.records {
+		take(consume.FromKinesis(r.Data))
 	}
 	return d, nil
 }

@@ -111,12 +111,21 @@ type kinRecord struct {
 	PartitionKey string `json:"PartitionKey"`
 }
 
-// CountRequest meters one sink request (SQS JSON protocol or Kinesis JSON
-// 1.1) by its X-Amz-Target; other calls (queue and stream set-up, reads)
-// count as nothing.
-func CountRequest(target string, body []byte) (SinkCounts, error) {
+// sinkRequest is one sink request's wire records, decoded from its body
+// by its X-Amz-Target: the SQS messages of a SendMessage(Batch) (JSON
+// protocol) or the records of a Kinesis PutRecord(s) (JSON 1.1); neither
+// for another call (queue and stream set-up, reads).
+type sinkRequest struct {
+	op      string
+	sqs     bool
+	kinesis bool
+	entries []sqsEntry
+	records []kinRecord
+}
+
+func decodeSinkRequest(target string, body []byte) (sinkRequest, error) {
 	op := target[strings.LastIndexByte(target, '.')+1:]
-	var c SinkCounts
+	r := sinkRequest{op: op}
 	switch {
 	case strings.HasPrefix(target, "AmazonSQS.") && (op == "SendMessage" || op == "SendMessageBatch"):
 		var in struct {
@@ -124,36 +133,52 @@ func CountRequest(target string, body []byte) (SinkCounts, error) {
 			Entries []sqsEntry `json:"Entries"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
-			return c, fmt.Errorf("%s body: %w", op, err)
+			return r, fmt.Errorf("%s body: %w", op, err)
 		}
-		entries := in.Entries
+		r.sqs, r.entries = true, in.Entries
 		if op == "SendMessage" {
-			entries = []sqsEntry{in.sqsEntry}
+			r.entries = []sqsEntry{in.sqsEntry}
 		}
-		var payload int64
-		for _, e := range entries {
-			n := int64(len(e.MessageBody))
-			for name, a := range e.MessageAttributes {
-				n += int64(len(name) + len(a.DataType) + len(a.StringValue) + len(a.BinaryValue))
-			}
-			payload += n
-		}
-		c.Requests, c.Messages, c.Bytes = 1, int64(len(entries)), payload
-		c.SQSBilled = max(1, ceilDiv(payload, SQSChunkBytes))
 	case strings.HasPrefix(target, "Kinesis_") && (op == "PutRecord" || op == "PutRecords"):
 		var in struct {
 			kinRecord
 			Records []kinRecord `json:"Records"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
-			return c, fmt.Errorf("%s body: %w", op, err)
+			return r, fmt.Errorf("%s body: %w", op, err)
 		}
-		recs := in.Records
+		r.kinesis, r.records = true, in.Records
 		if op == "PutRecord" {
-			recs = []kinRecord{in.kinRecord}
+			r.records = []kinRecord{in.kinRecord}
 		}
-		c.Requests, c.Messages = 1, int64(len(recs))
-		for _, r := range recs {
+	}
+	return r, nil
+}
+
+// CountRequest meters one sink request (SQS JSON protocol or Kinesis JSON
+// 1.1) by its X-Amz-Target; other calls (queue and stream set-up, reads)
+// count as nothing.
+func CountRequest(target string, body []byte) (SinkCounts, error) {
+	var c SinkCounts
+	req, err := decodeSinkRequest(target, body)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case req.sqs:
+		var payload int64
+		for _, e := range req.entries {
+			n := int64(len(e.MessageBody))
+			for name, a := range e.MessageAttributes {
+				n += int64(len(name) + len(a.DataType) + len(a.StringValue) + len(a.BinaryValue))
+			}
+			payload += n
+		}
+		c.Requests, c.Messages, c.Bytes = 1, int64(len(req.entries)), payload
+		c.SQSBilled = max(1, ceilDiv(payload, SQSChunkBytes))
+	case req.kinesis:
+		c.Requests, c.Messages = 1, int64(len(req.records))
+		for _, r := range req.records {
 			n := int64(len(r.Data) + len(r.PartitionKey))
 			c.Bytes += n
 			c.PutUnits += max(1, ceilDiv(n, KinesisPutUnit))
