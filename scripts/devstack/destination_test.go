@@ -23,11 +23,8 @@ import (
 // stopped at two empty receives and the message, hidden, was missing from
 // the run's record: the chaos judge would count it lost. About 5 s.
 func TestDrainReadsAMessageALostReceiveHid(t *testing.T) {
-	eng, err := enginetest.NewFauxqs(enginetest.Options{Root: enginetest.InstalledRoot(t), LogDir: t.TempDir()})
+	eng, err := enginetest.StartFauxqs(enginetest.Options{Root: enginetest.InstalledRoot(t), LogDir: t.TempDir()})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Stop)
@@ -71,11 +68,8 @@ func TestDrainReadsAMessageALostReceiveHid(t *testing.T) {
 // format) apart: each envelope in one is a record of its own, in order;
 // a plain record is itself.
 func TestShardReaderDeaggregates(t *testing.T) {
-	eng, err := enginetest.NewKinesalite(enginetest.Options{Root: enginetest.InstalledRoot(t), LogDir: t.TempDir()})
+	eng, err := enginetest.StartKinesalite(enginetest.Options{Root: enginetest.InstalledRoot(t), LogDir: t.TempDir()})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(eng.Stop)

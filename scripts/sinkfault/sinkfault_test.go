@@ -247,23 +247,9 @@ func TestSQSPacksThroughTheProxy(t *testing.T) {
 // the answer, a permanent refusal is the whole request's 400, the
 // accepted records are stored and stamped.
 func TestKinesisThroughTheProxy(t *testing.T) {
-	eng := startEngine(t, enginetest.StartKinesalite)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	direct := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(eng.Endpoint()) })
-	if _, err := direct.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("out"), ShardCount: aws.Int32(1)}); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 10*time.Second, "the stream active", func() bool {
-		d, err := direct.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("out")})
-		return err == nil && d.StreamDescription.StreamStatus == ktypes.StreamStatusActive
-	})
-	p, err := Start(Config{Mode: ModeKinesis, Dest: eng.Endpoint(), Seed: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	via := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(p.URL()) })
+	direct, p, via := kinesisBehindProxy(ctx, t)
 	put := func(from int64) *kinesis.PutRecordsInput {
 		in := &kinesis.PutRecordsInput{StreamName: aws.String("out")}
 		for i := range int64(20) {
@@ -332,23 +318,9 @@ func TestKinesisThroughTheProxy(t *testing.T) {
 // message of the request, and a message refused permanently is refused
 // again in a record of its own.
 func TestKinesisAggregatedRecordsThroughTheProxy(t *testing.T) {
-	eng := startEngine(t, enginetest.StartKinesalite)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	direct := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(eng.Endpoint()) })
-	if _, err := direct.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("out"), ShardCount: aws.Int32(1)}); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 10*time.Second, "the stream active", func() bool {
-		d, err := direct.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("out")})
-		return err == nil && d.StreamDescription.StreamStatus == ktypes.StreamStatusActive
-	})
-	p, err := Start(Config{Mode: ModeKinesis, Dest: eng.Endpoint(), Seed: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	via := kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(p.URL()) })
+	_, p, via := kinesisBehindProxy(ctx, t)
 	aggregated := func(seqs ...int64) ktypes.PutRecordsRequestEntry {
 		var data [][]byte
 		for _, q := range seqs {
@@ -378,4 +350,27 @@ func TestKinesisAggregatedRecordsThroughTheProxy(t *testing.T) {
 	if _, err := via.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String("out"), Records: []ktypes.PutRecordsRequestEntry{alone}}); err == nil {
 		t.Fatal("a message refused permanently in an aggregated record was taken alone")
 	}
+}
+
+// kinesisBehindProxy starts kinesalite with a one-shard stream "out" and a
+// proxy (ModeKinesis, seed 2) in front of it: the clients of the engine
+// (direct) and of the proxy (via). Both end with the test.
+func kinesisBehindProxy(ctx context.Context, t *testing.T) (direct *kinesis.Client, p *Proxy, via *kinesis.Client) {
+	t.Helper()
+	eng := startEngine(t, enginetest.StartKinesalite)
+	direct = kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(eng.Endpoint()) })
+	if _, err := direct.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: aws.String("out"), ShardCount: aws.Int32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 10*time.Second, "the stream active", func() bool {
+		d, err := direct.DescribeStream(ctx, &kinesis.DescribeStreamInput{StreamName: aws.String("out")})
+		return err == nil && d.StreamDescription.StreamStatus == ktypes.StreamStatusActive
+	})
+	p, err := Start(Config{Mode: ModeKinesis, Dest: eng.Endpoint(), Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	via = kinesis.NewFromConfig(awsCfg(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(p.URL()) })
+	return direct, p, via
 }
