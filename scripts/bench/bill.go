@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/sessionitem"
 )
 
 // BillWorkload is one of issue 38's workloads.
@@ -270,10 +269,7 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 		return run, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("bill run: stop") })
-	table := "bench-" + tag
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := sessionitem.CreateTable(cctx, te.ddb, table)
-	cancel()
+	table, err := te.newRunTable(ctx, tag)
 	if err != nil {
 		return run, err
 	}

@@ -210,6 +210,14 @@ func (r *runner) throughput(ctx context.Context) error {
 // saturation (at saturation the lag is the depth of the buffers).
 const PacedRate = 1000
 
+// newRunTable creates run tag's lease table (bench-<tag>) on te's dynalite.
+func (te *tpEnv) newRunTable(ctx context.Context, tag string) (string, error) {
+	table := "bench-" + tag
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return table, sessionitem.CreateTable(cctx, te.ddb, table)
+}
+
 func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string, sessions int, rate float64) (ThroughputRun, error) {
 	sz := r.sz
 	run := ThroughputRun{Name: name, Sessions: sessions, FeedRate: rate}
@@ -218,10 +226,7 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 		return run, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("throughput run: stop") })
-	table := "bench-" + tag
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := sessionitem.CreateTable(cctx, te.ddb, table)
-	cancel()
+	table, err := te.newRunTable(ctx, tag)
 	if err != nil {
 		return run, err
 	}

@@ -102,8 +102,11 @@ func KeyOf(e Envelope) Key {
 
 // keysOf are the record keys of the envelopes an SQS message carries (a
 // pack: consume.FromSQS); a body that is none has one zero key.
-func keysOf(body, contentType string) []Key {
-	envs, err := consume.FromSQS(body, contentType)
+func keysOf(body, contentType string) []Key { return envelopeKeys(consume.FromSQS(body, contentType)) }
+
+// envelopeKeys are the record keys of the envelopes a record carries; a
+// record that carries none (err) has one zero key.
+func envelopeKeys(envs []consume.Envelope, err error) []Key {
 	if err != nil || len(envs) == 0 {
 		return []Key{{}}
 	}
@@ -700,17 +703,7 @@ type kinesisRecord struct {
 
 // recordKeys are the keys of a Kinesis record's messages: one for a plain
 // record, one per user record of a KPL aggregated one (kinesissink).
-func recordKeys(data []byte) []Key {
-	envs, err := consume.FromKinesis(data)
-	if err != nil || len(envs) == 0 {
-		return []Key{{}}
-	}
-	keys := make([]Key, len(envs))
-	for i, e := range envs {
-		keys[i] = KeyOf(e)
-	}
-	return keys
-}
+func recordKeys(data []byte) []Key { return envelopeKeys(consume.FromKinesis(data)) }
 
 func (p *Proxy) kinesisPut(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req map[string]json.RawMessage
