@@ -122,7 +122,7 @@ func renderBill(p printer, r *Report) {
 	p("The phase runs every workload through the sqs and kinesis sinks twice in one invocation: \"%s\" with the sink's packing off (%s=0, %s=0: one record per message) and \"%s\" with it on (the defaults: many messages of a session per SQS message or Kinesis record); the stdout sink, which has no packing, runs once and is filed under both. The goals (table above) compare the two from this run: the sink cost per message and the delivery latency packing adds.\n\n",
 		BillUnpacked, schema.EnvSinkSQSPackBytes, schema.EnvSinkKinesisAggregateBytes, BillPacked)
 	p("![all-in $ per 1,000 sessions-month](%s)\n\n", BillChart)
-	p("Each line is priced at two deployments from the same counts: \"%s\" (today's: prod's task, %s, holding %s sessions) and \"%s\" (the task size infra offers that costs least per session, holding as many sessions as the capacity phase's measured memory and CPU per session allow: the low end of issue 38's ranges); the deployment notes below say how, and the cost tables which size.\n\n",
+	p("Each line is priced at two deployments from the same counts: \"%s\" (today's: prod's task, %s, holding at most %s sessions) and \"%s\" (the task size infra offers that costs least per session, holding as many sessions as the capacity phase's measured memory and CPU per session allow: the low end of issue 38's ranges); the deployment notes below say how, and the cost tables which size.\n\n",
 		BillDeployProd, BillProdTask.Size(), thousands(int(float64(BillProdTask.MaxSessions)*BillTargetUtil)), BillDeployMeasured)
 	p("| workload | label | deployment | sqs | kinesis on-demand | kinesis provisioned | stdout → CloudWatch Logs |\n|---|---|---|---|---|---|---|\n")
 	for _, w := range BillWorkloads {
