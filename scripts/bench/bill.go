@@ -269,9 +269,9 @@ func (r *runner) billInputs(res *BillResult) {
 				res.FinalCheckpointWRU += t.WRU
 			}
 		}
-		res.DynSource = fmt.Sprintf("cost phase (%s sessions at 1 msg/s, the workers' dynamostore meters over a %.0f s steady window): per-session kinds %.2f WRU and %.2f RRU per session-hour, per-worker kinds %.0f WRU and %.0f RRU per worker-hour, divided by the deployment's sessions per task. A workload that cannot resume (%s) is priced without the periodic checkpoints (the %s kind, %.2f WRU per session-hour) and with the final checkpoint of one tenure per session-hour (%.2f WRU per tenure, the cost phase's per-tenure figure): %.2f WRU per session-hour, computed from the cost phase's counts",
+		res.DynSource = fmt.Sprintf("cost phase (%s sessions at 1 msg/s, the workers' dynamostore meters over a %.0f s steady window): per-session kinds %.2f WRU and %.2f RRU per session-hour, per-worker kinds %.0f WRU and %.0f RRU per worker-hour, divided by the deployment's sessions per task. A workload that cannot resume (%s) is priced without the periodic checkpoints (the %s kind, %.2f WRU per session-hour) and with the final checkpoint of %g tenure per session-hour (%.2f WRU per tenure, the cost phase's per-tenure figure): %.2f WRU per session-hour, computed from the cost phase's counts",
 			thousands(c.Active.Sessions), c.Active.WindowSec, res.WRUPerSH, res.RRUPerSH, res.WRUPerWH, res.RRUPerWH,
-			strings.Join(billNonResumable(), ", "), dynamostore.OpCheckpoint, res.CheckpointWRUPerSH, res.FinalCheckpointWRU, res.SessionWRU(BillWorkload{Resumable: false}))
+			strings.Join(billNonResumable(), ", "), dynamostore.OpCheckpoint, res.CheckpointWRUPerSH, BillTenuresPerSessionHour, res.FinalCheckpointWRU, res.SessionWRU(BillWorkload{Resumable: false}))
 	} else {
 		res.DynSource = "none: run the cost phase first (DynamoDB priced at 0)"
 	}
