@@ -12,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -25,15 +27,27 @@ type BillWorkload struct {
 	// size the feed is padded to.
 	Rate         float64 `json:"rate"`
 	MessageBytes int     `json:"message_bytes"`
+	// Resumable: the session's spec names resume (its source replays from
+	// a seq), so the worker checkpoints it; otherwise the spec has the
+	// feed's seq and no resume, and its DynamoDB is priced without
+	// periodic checkpoints (BillResult.SessionWRU).
+	Resumable bool `json:"resumable"`
 }
 
 // BillWorkloads are issue 38's: an exchange feed, a transcript, market
-// depth.
+// depth. A public exchange trade stream cannot resume (docs/sources.md);
+// the transcript and market depth keep the resumable spec the phase had.
 var BillWorkloads = []BillWorkload{
-	{"exchange feed", 1, 300},
-	{"transcript", 2, 1024},
-	{"market depth", 50, 640},
+	{"exchange feed", 1, 300, false},
+	{"transcript", 2, 1024, true},
+	{"market depth", 50, 640, true},
 }
+
+// BillTenuresPerSessionHour is how many tenures a session-hour is priced
+// with for the per-tenure final checkpoint of a session that cannot
+// resume: one an hour, the cost phase's own example (an upper bound for
+// sessions that live longer).
+const BillTenuresPerSessionHour = 1.0
 
 // The bill runs' sinks (a kinesis run is priced on-demand and provisioned).
 var billSinks = []string{TPSQSBatched, TPKinesis, TPStdout}
@@ -74,13 +88,44 @@ type BillResult struct {
 	// The inputs the prices used besides the runs' counts.
 	CPUPerMsg map[string]float64 `json:"vcpu_per_msg_s"` // by workload
 	CPUSource map[string]string  `json:"vcpu_source"`
-	WRUPerSH  float64            `json:"wru_per_session_hour"`
-	RRUPerSH  float64            `json:"rru_per_session_hour"`
-	WRUPerWH  float64            `json:"wru_per_worker_hour"`
-	RRUPerWH  float64            `json:"rru_per_worker_hour"`
-	DynSource string             `json:"dynamodb_source"`
-	// Costs by workload, then variant.
-	Costs map[string]map[string]BillCost `json:"costs"`
+	// MemPerSessKiB and CapSessions by workload: the same capacity run's
+	// RSS per session above the idle worker and the sessions it held (the
+	// measured deployment's bounds).
+	MemPerSessKiB map[string]float64 `json:"rss_kib_per_session,omitempty"`
+	CapSessions   map[string]int     `json:"capacity_sessions,omitempty"`
+	WRUPerSH      float64            `json:"wru_per_session_hour"`
+	RRUPerSH      float64            `json:"rru_per_session_hour"`
+	WRUPerWH      float64            `json:"wru_per_worker_hour"`
+	RRUPerWH      float64            `json:"rru_per_worker_hour"`
+	// CheckpointWRUPerSH is the periodic checkpoints' share of WRUPerSH;
+	// FinalCheckpointWRU the final checkpoint's write units per tenure
+	// (both the cost phase's).
+	CheckpointWRUPerSH float64 `json:"checkpoint_wru_per_session_hour,omitempty"`
+	FinalCheckpointWRU float64 `json:"final_checkpoint_wru_per_tenure,omitempty"`
+	DynSource          string  `json:"dynamodb_source"`
+	// Costs by workload, then variant, at prod defaults (BillDeployProd);
+	// Measured the same at BillDeployMeasured.
+	Costs    map[string]map[string]BillCost `json:"costs"`
+	Measured map[string]map[string]BillCost `json:"costs_packed_as_measured,omitempty"`
+}
+
+// CostsAt are b's costs by workload, then variant, at deployment dep.
+func (b *BillResult) CostsAt(dep string) map[string]map[string]BillCost {
+	if dep == BillDeployMeasured {
+		return b.Measured
+	}
+	return b.Costs
+}
+
+// SessionWRU is the per-session kinds' write units per session-hour w is
+// priced with: the cost phase's, and for a session that cannot resume
+// without its periodic checkpoints and with the final one of
+// BillTenuresPerSessionHour tenures.
+func (b *BillResult) SessionWRU(w BillWorkload) float64 {
+	if w.Resumable {
+		return b.WRUPerSH
+	}
+	return b.WRUPerSH - b.CheckpointWRUPerSH + b.FinalCheckpointWRU*BillTenuresPerSessionHour
 }
 
 // billLabels are the run's two labels: its sqs and kinesis runs with
@@ -115,12 +160,14 @@ func (r *runner) bill(ctx context.Context) error {
 		"counting":         "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
 		"delivery latency": "sqs and kinesis: every message of every sink request the proxy reads, taken apart as a consumer would (consume.FromSQS with the content-type attribute, consume.FromKinesis; billlat.go): the request's arrival at the proxy (before its +15 ms) minus the envelope's received_at_ms, the worker's wall-clock read time on the same machine; the messages per wire record are the envelopes over the SQS messages or Kinesis records that carried them",
 		"pricing":          "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
+		"sources":          fmt.Sprintf("%s: a spec that cannot resume (the feed's seq, no resume), as a real public exchange trade stream cannot replay (docs/sources.md); its DynamoDB is priced without periodic checkpoints (below); the others keep the resumable spec (resume.query_param from) the phase had, sources that replay from a seq, checkpointed as the cost phase measures", strings.Join(billNonResumable(), ", ")),
 	})
 	if len(r.cfg.BillEnv) > 0 {
 		phase.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
 	}
 	newResult := func(label string) BillResult {
-		res := BillResult{Phase: phase, Label: label, Env: r.cfg.BillEnv, Costs: map[string]map[string]BillCost{}, CPUPerMsg: map[string]float64{}, CPUSource: map[string]string{}}
+		res := BillResult{Phase: phase, Label: label, Env: r.cfg.BillEnv, Costs: map[string]map[string]BillCost{}, Measured: map[string]map[string]BillCost{},
+			CPUPerMsg: map[string]float64{}, CPUSource: map[string]string{}, MemPerSessKiB: map[string]float64{}, CapSessions: map[string]int{}}
 		res.Settings = maps.Clone(phase.Settings)
 		r.billInputs(&res)
 		return res
@@ -198,7 +245,9 @@ func (r *runner) billInputs(res *BillResult) {
 			}
 			if best != nil {
 				res.CPUPerMsg[w.Name] = best.CPUPer1k / 100 / 1000
-				res.CPUSource[w.Name] = fmt.Sprintf("capacity phase, %s × %g msg/s, wss: %.2f %% of a core per 1,000 msg/s", thousands(best.Sessions), best.Rate, best.CPUPer1k)
+				res.MemPerSessKiB[w.Name] = best.RSSMarginalKB
+				res.CapSessions[w.Name] = best.Held
+				res.CPUSource[w.Name] = fmt.Sprintf("capacity phase, %s × %g msg/s, wss: %.2f %% of a core per 1,000 msg/s, %.1f KiB per session above the idle worker", thousands(best.Sessions), best.Rate, best.CPUPer1k, best.RSSMarginalKB)
 			}
 		}
 	}
@@ -211,27 +260,47 @@ func (r *runner) billInputs(res *BillResult) {
 				res.WRUPerSH += k.WRUPerSH
 				res.RRUPerSH += k.RRUPerSH
 			}
+			if k.Kind == dynamostore.OpCheckpoint && !k.PerWorker {
+				res.CheckpointWRUPerSH += k.WRUPerSH
+			}
 		}
-		res.DynSource = fmt.Sprintf("cost phase (%s sessions at 1 msg/s, the workers' dynamostore meters over a %.0f s steady window): per-session kinds %.2f WRU and %.2f RRU per session-hour, per-worker kinds %.0f WRU and %.0f RRU per worker-hour, divided by the sessions per task",
-			thousands(c.Active.Sessions), c.Active.WindowSec, res.WRUPerSH, res.RRUPerSH, res.WRUPerWH, res.RRUPerWH)
+		for _, t := range c.Active.Tenure {
+			if t.Kind == TenureFinalCheckpoint {
+				res.FinalCheckpointWRU += t.WRU
+			}
+		}
+		res.DynSource = fmt.Sprintf("cost phase (%s sessions at 1 msg/s, the workers' dynamostore meters over a %.0f s steady window): per-session kinds %.2f WRU and %.2f RRU per session-hour, per-worker kinds %.0f WRU and %.0f RRU per worker-hour, divided by the deployment's sessions per task. A workload that cannot resume (%s) is priced without the periodic checkpoints (the %s kind, %.2f WRU per session-hour) and with the final checkpoint of %g tenure per session-hour (%.2f WRU per tenure, the cost phase's per-tenure figure): %.2f WRU per session-hour, computed from the cost phase's counts",
+			thousands(c.Active.Sessions), c.Active.WindowSec, res.WRUPerSH, res.RRUPerSH, res.WRUPerWH, res.RRUPerWH,
+			strings.Join(billNonResumable(), ", "), dynamostore.OpCheckpoint, res.CheckpointWRUPerSH, BillTenuresPerSessionHour, res.FinalCheckpointWRU, res.SessionWRU(BillWorkload{Resumable: false}))
 	} else {
 		res.DynSource = "none: run the cost phase first (DynamoDB priced at 0)"
 	}
 }
 
-// price fills Costs from the runs.
+// billNonResumable are the names of the workloads that cannot resume.
+func billNonResumable() []string {
+	var out []string
+	for _, w := range BillWorkloads {
+		if !w.Resumable {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
+
+// price fills Costs and Measured from the runs.
 func (b *BillResult) price() {
+	if b.Costs == nil {
+		b.Costs = map[string]map[string]BillCost{}
+	}
+	if b.Measured == nil {
+		b.Measured = map[string]map[string]BillCost{}
+	}
 	for _, run := range b.Runs {
 		if run.Error != "" {
 			continue
 		}
-		in := BillInputs{Sessions: run.Held, WindowSec: run.WindowSec, Sink: run.Counts, SourceMessages: run.WorkerMessages, LogBytes: run.LogBytes, CPUPerMsg: b.CPUPerMsg[run.Workload],
-			WRUPerSH: b.WRUPerSH, RRUPerSH: b.RRUPerSH, WRUPerWH: b.WRUPerWH, RRUPerWH: b.RRUPerWH}
-		if in.CPUPerMsg == 0 && run.WorkerMessages > 0 {
-			// No capacity figures: the run's own worker CPU per message.
-			in.CPUPerMsg = run.WorkerCPU / 100 / (float64(run.WorkerMessages) / run.WindowSec)
-			b.CPUSource[run.Workload] = "this run's worker CPU (no capacity figures)"
-		}
+		in := b.inputs(run)
 		var variants []string
 		switch run.Sink {
 		case TPSQSBatched:
@@ -241,14 +310,39 @@ func (b *BillResult) price() {
 		case TPStdout:
 			variants = []string{BillStdout}
 		}
-		if b.Costs[run.Workload] == nil {
-			b.Costs[run.Workload] = map[string]BillCost{}
-		}
-		for _, v := range variants {
-			in.Variant = v
-			b.Costs[run.Workload][v] = Price(in)
+		for _, dep := range BillDeployments {
+			costs := b.CostsAt(dep)
+			if costs[run.Workload] == nil {
+				costs[run.Workload] = map[string]BillCost{}
+			}
+			in.Deployment = dep
+			for _, v := range variants {
+				in.Variant = v
+				costs[run.Workload][v] = Price(in)
+			}
 		}
 	}
+}
+
+// inputs are run's pricing inputs besides the variant and deployment: its
+// counts, and the figures b took from the other phases (without capacity
+// figures, the run's own worker CPU per message).
+func (b *BillResult) inputs(run BillRun) BillInputs {
+	w := BillWorkload{Name: run.Workload, Resumable: true}
+	if i := slices.IndexFunc(BillWorkloads, func(x BillWorkload) bool { return x.Name == run.Workload }); i >= 0 {
+		w = BillWorkloads[i]
+	}
+	in := BillInputs{Sessions: run.Held, WindowSec: run.WindowSec, Sink: run.Counts, SourceMessages: run.WorkerMessages, LogBytes: run.LogBytes,
+		CPUPerMsg: b.CPUPerMsg[run.Workload], MemPerSessKiB: b.MemPerSessKiB[run.Workload], MeasuredSessions: b.CapSessions[run.Workload],
+		WRUPerSH: b.SessionWRU(w), RRUPerSH: b.RRUPerSH, WRUPerWH: b.WRUPerWH, RRUPerWH: b.RRUPerWH}
+	if in.CPUPerMsg == 0 && run.WorkerMessages > 0 {
+		// No capacity figures: the run's own worker CPU per message.
+		in.CPUPerMsg = run.WorkerCPU / 100 / (float64(run.WorkerMessages) / run.WindowSec)
+		if b.CPUSource != nil {
+			b.CPUSource[run.Workload] = "this run's worker CPU (no capacity figures)"
+		}
+	}
+	return in
 }
 
 // billRun runs w through sinkName with env added to the worker's settings.
@@ -298,7 +392,7 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 	if err := r.startCapWorker(ctx, e, tag+"-worker", []string{r.cfg.Bin.Streamer}, settings, te.engineEnv()); err != nil {
 		return run, err
 	}
-	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs()); err != nil {
+	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), w.Resumable); err != nil {
 		return run, err
 	}
 	if _, err := waitHeld(ctx, e, sessions, w.Rate, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {

@@ -1,10 +1,15 @@
-// The all-in bill's price model: us-east-1 list prices, the deployment the
-// bill assumes (prod's task size and sessions per task), and the pure
-// function that turns a bill run's counts into $ per 1,000 sessions-month.
+// The all-in bill's price model: us-east-1 list prices, the deployments
+// the bill prices (prod's task and sessions per task, and tasks packed as
+// the capacity phase measures), and the pure function that turns a bill
+// run's counts into $ per 1,000 sessions-month.
 
 package bench
 
-import "math"
+import (
+	"math"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+)
 
 // us-east-1 list prices, each with its source page and the date read in
 // docs/references.md ("What users pay"). DynamoDB's are cost.go's.
@@ -23,21 +28,116 @@ const (
 	PriceDataTransferGB        = 0.0   // in from the internet, and to SQS, Kinesis, DynamoDB and CloudWatch in the region
 )
 
-// The deployment the bill prices: infra/stacks/config.go's prod defaults
-// (EnvProd: TaskCPU 512, TaskMemoryMiB 1024, MaxSessionsPerTask 3000,
-// TargetUtilization 70) and its SteadyCPUShare; each task has one public
-// IPv4 address (public subnets, no NAT gateway).
+// The bill's deployment arithmetic: infra/stacks/config.go's autoscaling
+// target (TargetUtilization 70 % of MaxSessionsPerTask) and SteadyCPUShare
+// (the share of a task's vCPU its sessions may use steadily), restated;
+// each task has one public IPv4 address (public subnets, no NAT gateway).
 const (
-	BillTaskVCPU        = 0.5
-	BillTaskMemoryGB    = 1.0
-	BillMaxSessions     = 3000
 	BillTargetUtil      = 0.70
 	BillSteadyCPUShare  = 0.5
 	BillKinesisShardMsg = 1000    // records per second one shard takes
 	BillKinesisShardIn  = 1 << 20 // bytes per second one shard takes
 	BillSQSReceiveBatch = 10      // ReceiveMessage / DeleteMessageBatch entries per request
 	billGB              = 1 << 30
+	// billGoMemLimitShare is GOMEMLIMIT's share of the task's memory
+	// (infra/stacks/config.go, GoMemLimitMiB: 9/10), restated.
+	billGoMemLimitShare = 0.9
 )
+
+// The deployments the bill prices every line at.
+const (
+	// BillDeployProd is today's prod defaults.
+	BillDeployProd = "prod defaults"
+	// BillDeployMeasured is tasks packed as the capacity phase measures.
+	BillDeployMeasured = "packed as measured"
+)
+
+// BillDeployments are the deployments in report order.
+var BillDeployments = []string{BillDeployProd, BillDeployMeasured}
+
+// BillTask is a Fargate task size and the most sessions one task may hold
+// (MaxSessionsPerTask); autoscaling keeps BillTargetUtil of that held, and
+// the messages' CPU may lower it further (BillTask.Held).
+type BillTask struct {
+	VCPU        float64 `json:"vcpu"`
+	MemoryGB    float64 `json:"memory_gb"`
+	MaxSessions int     `json:"max_sessions"`
+}
+
+// BillProdTask is infra/stacks/config.go's EnvProd, restated: TaskCPU 512,
+// TaskMemoryMiB 1024, MaxSessionsPerTask 3000.
+var BillProdTask = BillTask{VCPU: 0.5, MemoryGB: 1, MaxSessions: 3000}
+
+// billFargateSizes are the task sizes infra offers (infra/stacks/config.go,
+// fargateMemoryMiB, restated): vCPU and the memory sizes in MiB Fargate
+// accepts with it. The measured deployment picks the cheapest per session.
+var billFargateSizes = []struct {
+	cpu float64
+	mib []int
+}{
+	{0.25, []int{512, 1024, 2048}},
+	{0.5, []int{1024, 2048, 3072, 4096}},
+	{1, []int{2048, 3072, 4096, 5120, 6144, 7168, 8192}},
+	{2, []int{4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 13312, 14336, 15360, 16384}},
+}
+
+// Held is how many sessions a task holds: BillTargetUtil of its
+// MaxSessions, fewer when cpuPerSession (vCPU) would take more than
+// BillSteadyCPUShare of its vCPU.
+func (t BillTask) Held(cpuPerSession float64) float64 {
+	held := float64(t.MaxSessions) * BillTargetUtil
+	if cpuPerSession > 0 {
+		held = math.Min(held, BillSteadyCPUShare*t.VCPU/cpuPerSession)
+	}
+	return held
+}
+
+// HourlyUSD is what one task costs an hour: Fargate on its configured size
+// and its public IPv4 address.
+func (t BillTask) HourlyUSD() float64 {
+	return t.VCPU*PriceFargateVCPUHour + t.MemoryGB*PriceFargateGBHour + PricePublicIPv4Hour
+}
+
+// SessionsByMemory is the most sessions a task of memoryMiB holds by the
+// worker's memory arithmetic (shared/schema: the sessions get what
+// GOMEMLIMIT leaves after the large-frame, sink and switch budgets, each
+// session its memory plus the small-frame allowance), with sessionKiB the
+// memory one session holds.
+func SessionsByMemory(memoryMiB int, sessionKiB float64) int {
+	lim := float64(memoryMiB) * billGoMemLimitShare
+	free := lim - lim/schema.LargeFrameShare - lim/schema.SinkBudgetShare - lim/schema.SwitchBudgetShare
+	return int(free * 1024 / (sessionKiB + schema.SmallFrameAllowance/1024))
+}
+
+// MeasuredTask is the task packed as measured: of the sizes infra offers,
+// the one with the lowest cost per session held, its MaxSessions as many
+// sessions as its memory holds at sessionKiB per session (≤ 0: the
+// worker's MeasuredSessionMemory) but no more than the capacity run held
+// on one worker (measured; ≤ 0: no such bound), within the CPU share at
+// cpuPerSession. Ties go to the smaller task.
+func MeasuredTask(cpuPerSession, sessionKiB float64, measured int) BillTask {
+	if sessionKiB <= 0 {
+		sessionKiB = schema.MeasuredSessionMemory / 1024
+	}
+	var best BillTask
+	bestCost := math.Inf(1)
+	for _, sz := range billFargateSizes {
+		for _, mib := range sz.mib {
+			t := BillTask{VCPU: sz.cpu, MemoryGB: float64(mib) / 1024, MaxSessions: SessionsByMemory(mib, sessionKiB)}
+			if measured > 0 {
+				t.MaxSessions = min(t.MaxSessions, measured)
+			}
+			held := t.Held(cpuPerSession)
+			if held < 1 {
+				continue
+			}
+			if c := t.HourlyUSD() / held; c < bestCost {
+				best, bestCost = t, c
+			}
+		}
+	}
+	return best
+}
 
 // Sink variants the bill prices (a kinesis run is priced twice).
 const (
@@ -68,6 +168,13 @@ type BillInputs struct {
 	// CPUPerMsg is the worker's vCPU per message a second (from the
 	// capacity figures).
 	CPUPerMsg float64
+	// Deployment is BillDeployProd ("" too) or BillDeployMeasured; MemPerSessKiB
+	// the memory one session holds and MeasuredSessions the sessions one
+	// worker held (the capacity figures; the measured deployment's
+	// bounds).
+	Deployment       string
+	MemPerSessKiB    float64
+	MeasuredSessions int
 	// DynamoDB: write and read units per session-hour (the per-session
 	// kinds) and per worker-hour (the per-worker kinds).
 	WRUPerSH, RRUPerSH, WRUPerWH, RRUPerWH float64
@@ -75,7 +182,10 @@ type BillInputs struct {
 
 // BillCost is one priced line: $ per 1,000 sessions-month by item.
 type BillCost struct {
-	Variant        string  `json:"variant"`
+	Variant    string   `json:"variant"`
+	Deployment string   `json:"deployment,omitempty"`
+	Task       BillTask `json:"task"`
+	// SessionsPerTsk are the sessions one task holds (BillTask.Held).
 	SessionsPerTsk float64 `json:"sessions_per_task"`
 	Tasks          float64 `json:"tasks_per_1000"`
 	Fargate        float64 `json:"fargate"`
@@ -95,7 +205,7 @@ type BillCost struct {
 
 // Price turns one run's counts into $ per 1,000 sessions-month.
 func Price(in BillInputs) BillCost {
-	c := BillCost{Variant: in.Variant}
+	c := BillCost{Variant: in.Variant, Deployment: in.Deployment}
 	if in.Sessions <= 0 || in.WindowSec <= 0 {
 		return c
 	}
@@ -106,15 +216,18 @@ func Price(in BillInputs) BillCost {
 	if source <= 0 {
 		source = in.Sink.Messages
 	}
-	msgPerSess := float64(source) / in.WindowSec / float64(in.Sessions)
-	perTask := BillMaxSessions * BillTargetUtil
-	if in.CPUPerMsg > 0 && msgPerSess > 0 {
-		perTask = math.Min(perTask, BillSteadyCPUShare*BillTaskVCPU/(in.CPUPerMsg*msgPerSess))
+	cpuPerSess := in.CPUPerMsg * float64(source) / in.WindowSec / float64(in.Sessions)
+	c.Task = BillProdTask
+	if in.Deployment == BillDeployMeasured {
+		c.Task = MeasuredTask(cpuPerSess, in.MemPerSessKiB, in.MeasuredSessions)
 	}
+	perTask := c.Task.Held(cpuPerSess)
 	c.SessionsPerTsk = perTask
 	c.Tasks = 1000 / perTask
-	c.Fargate = c.Tasks * (BillTaskVCPU*PriceFargateVCPUHour + BillTaskMemoryGB*PriceFargateGBHour) * HoursPerMonth
+	c.Fargate = c.Tasks * (c.Task.VCPU*PriceFargateVCPUHour + c.Task.MemoryGB*PriceFargateGBHour) * HoursPerMonth
 	c.IPv4 = c.Tasks * PricePublicIPv4Hour * HoursPerMonth
+	// The per-worker kinds (heartbeats, the worker's reads) are shared by
+	// the sessions one task holds.
 	wru := in.WRUPerSH + in.WRUPerWH/perTask
 	rru := in.RRUPerSH + in.RRUPerWH/perTask
 	c.DynamoDB = MonthlyPer1000(wru, rru)
@@ -150,4 +263,81 @@ func Price(in BillInputs) BillCost {
 		c.SinkPerMillionMsgs = (c.Sink + c.Consumer) / (float64(source) * scale) * 1e6
 	}
 	return c
+}
+
+// BillIdealCounts are c's bytes in the fewest billed units variant's
+// pricing allows, however they are packed: SQS messages of one 64 KB chunk
+// each (a 64 KB chunk is a billed request however many envelopes it
+// holds); Kinesis records of one 25 KB PUT payload unit each, their
+// on-demand KB the bytes rounded up to 1 KB once (on-demand bills bytes,
+// so packing saves only each record's rounding). What the bytes cost
+// (on-demand ingest and retrieval, provisioned shards by bytes) and the
+// stream-hour stay. Requests are not priced and are left 0.
+func BillIdealCounts(c SinkCounts, variant string) SinkCounts {
+	switch variant {
+	case BillSQS:
+		packs := ceilDiv(c.Bytes, SQSChunkBytes)
+		return SinkCounts{Messages: packs, Bytes: c.Bytes, SQSBilled: packs}
+	case BillKinesisOD, BillKinesisProv:
+		recs := ceilDiv(c.Bytes, KinesisPutUnit)
+		return SinkCounts{Messages: recs, Bytes: c.Bytes, PutUnits: recs, OnDemandKB: ceilDiv(c.Bytes, KinesisOnDemandRnd)}
+	}
+	return c
+}
+
+// BillFloor is the lowest packed ÷ unpacked sink + consumer cost per
+// message a sink's pricing allows.
+type BillFloor struct {
+	Variant string `json:"variant"`
+	// BytesPerMsg are the bytes the sink carried per source message (the
+	// packed run's, else the unpacked one's).
+	BytesPerMsg float64 `json:"bytes_per_message"`
+	// Billed units per source message (SQS 64 KB requests, on-demand KB,
+	// provisioned PUT payload units): the unpacked run's, and ideally
+	// packed.
+	UnitsUnpacked float64 `json:"units_per_message_unpacked"`
+	UnitsIdeal    float64 `json:"units_per_message_ideal"`
+	// Ratio is the ideally packed sink + consumer $ per message over the
+	// unpacked run's.
+	Ratio float64 `json:"ratio"`
+}
+
+// billedUnits are c's billed units for variant (see BillFloor).
+func billedUnits(c SinkCounts, variant string) int64 {
+	switch variant {
+	case BillSQS:
+		return c.SQSBilled
+	case BillKinesisOD:
+		return c.OnDemandKB
+	case BillKinesisProv:
+		return c.PutUnits
+	}
+	return c.Bytes
+}
+
+// PriceFloor prices variant's floor: unpacked priced as it is, against
+// bytes (the inputs whose bytes are packed: the packed run's) in
+// BillIdealCounts; false when either has no messages.
+func PriceFloor(unpacked, bytes BillInputs, variant string) (BillFloor, bool) {
+	unpacked.Variant, bytes.Variant = variant, variant
+	srcOf := func(in BillInputs) int64 {
+		if in.SourceMessages > 0 {
+			return in.SourceMessages
+		}
+		return in.Sink.Messages
+	}
+	su, sb := srcOf(unpacked), srcOf(bytes)
+	if su <= 0 || sb <= 0 {
+		return BillFloor{}, false
+	}
+	ideal := bytes
+	ideal.SourceMessages = sb
+	ideal.Sink = BillIdealCounts(bytes.Sink, variant)
+	a, b := Price(ideal), Price(unpacked)
+	if b.SinkPerMillionMsgs <= 0 {
+		return BillFloor{}, false
+	}
+	return BillFloor{Variant: variant, BytesPerMsg: float64(bytes.Sink.Bytes) / float64(sb),
+		UnitsUnpacked: float64(billedUnits(unpacked.Sink, variant)) / float64(su), UnitsIdeal: float64(billedUnits(ideal.Sink, variant)) / float64(sb),
+		Ratio: a.SinkPerMillionMsgs / b.SinkPerMillionMsgs}, true
 }

@@ -24,6 +24,10 @@ import (
 // the steady window: one checkpoint interval and its jitter.
 const ckptWait = DefaultCheckpointEvery * 11 / 10
 
+// TenureFinalCheckpoint is the per-tenure kind of the checkpoint a stop
+// writes (CostRun.Tenure).
+const TenureFinalCheckpoint = "final_checkpoint"
+
 // IdleFeedRate is the idle run's feed rate: the feed wants a rate > 0, and
 // at 0.0001 msg/s a session's first message would come 2.8 hours after it
 // connects, so no session sends anything during the run.
@@ -232,9 +236,9 @@ func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
 	end := diffUnits(s2, s1)
 	tenure := map[string]Usage{
 		dynamostore.OpAcquire: s0[dynamostore.OpAcquire], dynamostore.OpFence: s0[dynamostore.OpFence],
-		dynamostore.OpRelease: end[dynamostore.OpRelease], "final_checkpoint": end[dynamostore.OpCheckpoint],
+		dynamostore.OpRelease: end[dynamostore.OpRelease], TenureFinalCheckpoint: end[dynamostore.OpCheckpoint],
 	}
-	run.Tenure = PerTenure(tenure, run.Sessions, dynamostore.OpAcquire, dynamostore.OpFence, dynamostore.OpRelease, "final_checkpoint")
+	run.Tenure = PerTenure(tenure, run.Sessions, dynamostore.OpAcquire, dynamostore.OpFence, dynamostore.OpRelease, TenureFinalCheckpoint)
 	for _, t := range run.Tenure {
 		run.TenureWRU += t.WRU
 		run.TenureRRU += t.RRU

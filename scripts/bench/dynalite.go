@@ -162,7 +162,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	seeded := 0
 	for _, target := range sz.DynSteps {
 		start := time.Now()
-		if err := seedSessions(ctx, ddb, table, seeded, target, urls); err != nil {
+		if err := seedSessions(ctx, ddb, table, seeded, target, urls, true); err != nil {
 			return err
 		}
 		seeded = target
@@ -219,8 +219,13 @@ func (r *runner) dynalite(ctx context.Context) error {
 
 // seedSessions writes sessions from..to-1 as ingest would (STARTED, never
 // leased; the spec item, then the session naming it), 12 sessions (24
-// items) per BatchWriteItem, 4 batches at a time.
-func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from, to int, urls []string) error {
+// items) per BatchWriteItem, 4 batches at a time; each spec has the feed's
+// seq, and resumes with the feed's from query parameter when resumable.
+func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from, to int, urls []string, resumable bool) error {
+	var resume *spec.Resume
+	if resumable {
+		resume = &spec.Resume{QueryParam: "from"}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
 	for lo := from; lo < to; lo += 12 {
@@ -230,7 +235,7 @@ func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from,
 			for n := lo; n < hi; n++ {
 				id := fmt.Sprintf("dyn-%06d", n)
 				gen := int64(1)
-				stored, err := spec.Spec{WSURL: strings.ReplaceAll(urls[n%len(urls)], "{id}", id), Resume: &spec.Resume{QueryParam: "from"}}.Stored()
+				stored, err := spec.Spec{WSURL: strings.ReplaceAll(urls[n%len(urls)], "{id}", id), Resume: resume}.Stored()
 				if err != nil {
 					return err
 				}

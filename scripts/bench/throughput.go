@@ -239,7 +239,7 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 	if err := r.startCapWorker(ctx, e, tag+"-worker", []string{r.cfg.Bin.Streamer}, settings, te.engineEnv()); err != nil {
 		return run, err
 	}
-	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs()); err != nil {
+	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), true); err != nil {
 		return run, err
 	}
 	want := rate
