@@ -77,7 +77,6 @@ type Held struct {
 	// always).
 	periodicFor func(Item) bool
 
-
 	mu       sync.Mutex
 	ended    error
 	item     Item
