@@ -12,8 +12,9 @@ import (
 // checkpoints: one it refuses writes none however far it delivers, only the
 // final one with its release; one it accepts writes its first at once and
 // then one an interval; a new generation it accepts turns them on within an
-// interval. Here the test's Periodic reads a marker in the spec, as the
-// worker reads whether the source can resume.
+// interval, and one it refuses turns them off. Here the test's Periodic
+// reads a marker in the spec, as the worker reads whether the source can
+// resume.
 func TestPeriodicCheckpointsOnlyWhereConfigPeriodicSaysSo(t *testing.T) {
 	on, off, later := started("on"), started("off"), started("later")
 	on.Spec = `{"ws_url":"wss://x.invalid/on","resume":{"query_param":"from"}}`
@@ -83,9 +84,18 @@ func TestPeriodicCheckpointsOnlyWhereConfigPeriodicSaysSo(t *testing.T) {
 	if !hLater.Periodic() {
 		t.Fatal("a new generation Periodic accepts did not turn periodic checkpoints on")
 	}
+	// And one it refuses turns them off.
+	gone := hOn.Item()
+	gone.Generation++
+	gone.Spec = `{"ws_url":"wss://x.invalid/on"}`
+	hOn.SetItem(gone)
+	onBefore := writes["on"]
 	run(cfg.CheckpointEvery + 2*cfg.HeartbeatEvery)
 	if writes["later"] == 0 || hLater.Checkpointed() == lease.NoSeq {
 		t.Fatalf("no periodic checkpoint within an interval of the new generation (checkpointed %d)", hLater.Checkpointed())
+	}
+	if hOn.Periodic() || writes["on"] != onBefore {
+		t.Fatalf("a new generation Periodic refuses: periodic %v, %d more checkpoints", hOn.Periodic(), writes["on"]-onBefore)
 	}
 	for _, h := range []*lease.Held{hOn, hLater} {
 		if err := k.Release(r.ctx, h); err != nil {
