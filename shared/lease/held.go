@@ -73,6 +73,9 @@ type Held struct {
 	until      func() time.Time // the worker's trust deadline (zero: none)
 	now        func() time.Time
 	every      time.Duration // checkpoint interval
+	// periodicFor decides periodic from an item (Config.Periodic; nil:
+	// always).
+	periodicFor func(Item) bool
 
 	mu       sync.Mutex
 	ended    error
@@ -81,6 +84,9 @@ type Held struct {
 	stored   int64 // highest checkpointed
 	nextCkpt time.Time
 	ckptBusy bool
+	// periodic: the session gets periodic checkpoints (Config.Periodic of
+	// the item installed last).
+	periodic bool
 	// firstThrottled counts the throttled checkpoints in a row of a tenure
 	// whose session has no checkpoint (FirstCheckpointRetry).
 	firstThrottled int
@@ -92,24 +98,31 @@ type Held struct {
 	generated int64 // generation of the item last announced on changed
 }
 
-func newHeld(it Item, sentAt time.Time, every time.Duration, trusted func(time.Time) bool, until, now func() time.Time) *Held {
+func newHeld(it Item, sentAt time.Time, every time.Duration, periodicFor func(Item) bool, trusted func(time.Time) bool, until, now func() time.Time) *Held {
 	if it.CheckpointEvery > 0 {
 		every = it.CheckpointEvery
 	}
+	periodic := periodicFor == nil || periodicFor(it)
+	next := sentAt.Add(every) // looked at once an interval while not periodic
+	if periodic {
+		next = firstCheckpoint(it.LastSeq, sentAt, every)
+	}
 	return &Held{
-		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
-		acquiredAt: sentAt,
-		trusted:    trusted,
-		until:      until,
-		now:        now,
-		every:      every,
-		item:       it,
-		lastSeq:    it.LastSeq,
-		stored:     it.LastSeq,
-		nextCkpt:   firstCheckpoint(it.LastSeq, sentAt, every),
-		done:       make(chan struct{}),
-		changed:    make(chan struct{}, 1),
-		generated:  it.Generation,
+		token:       Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
+		acquiredAt:  sentAt,
+		trusted:     trusted,
+		until:       until,
+		now:         now,
+		every:       every,
+		periodicFor: periodicFor,
+		item:        it,
+		lastSeq:     it.LastSeq,
+		stored:      it.LastSeq,
+		nextCkpt:    next,
+		periodic:    periodic,
+		done:        make(chan struct{}),
+		changed:     make(chan struct{}, 1),
+		generated:   it.Generation,
 	}
 }
 
@@ -139,6 +152,15 @@ func (h *Held) AcquiredAt() time.Time { return h.acquiredAt }
 
 // CheckpointEvery is this session's checkpoint interval.
 func (h *Held) CheckpointEvery() time.Duration { return h.every }
+
+// Periodic reports whether the session gets periodic checkpoints
+// (Config.Periodic); without them only the explicit ones and the final one
+// of its release, hand-off or fail are written.
+func (h *Held) Periodic() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.periodic
+}
 
 // Item is the latest copy of the session item (refreshed when the owner
 // re-reads it after a mailbox entry or an audit).
@@ -239,12 +261,21 @@ func (h *Held) endLocked(err error) bool {
 }
 
 // SetItem installs a fresh read of the session item (the owner re-read it
-// after a mailbox entry or an audit), signalling Changed on a new generation.
+// after a mailbox entry or an audit), signalling Changed on a new generation
+// and asking Config.Periodic again for it.
 func (h *Held) SetItem(it Item) {
+	periodic := h.periodicFor == nil || h.periodicFor(it)
+	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if it.Generation != h.generated {
 		h.generated = it.Generation
+		if periodic && !h.periodic {
+			// Due from now on, at the scan's next look at this tenure
+			// (within an interval).
+			h.nextCkpt = now
+		}
+		h.periodic = periodic
 		select {
 		case h.changed <- struct{}{}:
 		default:
@@ -256,11 +287,18 @@ func (h *Held) SetItem(it Item) {
 }
 
 // checkpointDue reports whether a periodic checkpoint should be sent now,
-// and marks it in flight.
+// and marks it in flight; never while the session gets none.
 func (h *Held) checkpointDue(now time.Time) (int64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended != nil || h.ckptBusy || now.Before(h.nextCkpt) || h.lastSeq <= h.stored {
+	if h.ended != nil || h.ckptBusy || now.Before(h.nextCkpt) {
+		return 0, false
+	}
+	if !h.periodic {
+		h.nextCkpt = now.Add(h.every) // looked at again in an interval (SetItem may turn them on)
+		return 0, false
+	}
+	if h.lastSeq <= h.stored {
 		return 0, false
 	}
 	h.ckptBusy = true

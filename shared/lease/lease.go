@@ -339,6 +339,13 @@ type Config struct {
 	// CheckpointEvery is the default checkpoint interval of a session
 	// (written only when last_seq advanced).
 	CheckpointEvery time.Duration
+	// Periodic reports whether a session, as its item stands, gets periodic
+	// checkpoints: the worker's decision from the spec, which this package
+	// carries without reading (nil: every session does). A session without
+	// them still writes the final one with its release, hand-off or fail,
+	// and the explicit ones (Keeper.Checkpoint); it is asked again when a
+	// new generation is installed (Held.SetItem).
+	Periodic func(Item) bool
 	// RPCTimeout bounds each store call the Keeper makes.
 	RPCTimeout time.Duration
 	// RetryEvery is the wait before retrying a checkpoint that failed

@@ -55,7 +55,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	if err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
 	}
-	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.trusted, k.trustDeadline, k.clk.Now)
+	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.cfg.Periodic, k.trusted, k.trustDeadline, k.clk.Now)
 	k.mu.Lock()
 	if old, ok := k.held[id]; ok {
 		old.end(ErrLeaseLost)

@@ -9,6 +9,8 @@
 package spec
 
 import (
+	"strings"
+
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
@@ -76,3 +78,23 @@ func (s Spec) ResumeParam() string {
 // ResumesLast reports whether a reconnect resumes at last_seq itself
 // (resume.value "last") rather than last_seq + 1.
 func (s Spec) ResumesLast() bool { return s.Resume != nil && s.Resume.Value == ResumeLast }
+
+// Resumable reports whether a new connection can ask the source to resume
+// from a checkpoint: under seq_mode field, a resume query parameter, or an
+// open message whose text carries {{resume_from}} or {{last_seq}}. A source
+// that cannot (seq_mode none; a live stream without either) sends only what
+// comes after the dial, whatever the checkpoint says.
+func (s Spec) Resumable() bool {
+	if s.SeqMode == source.SeqNone {
+		return false
+	}
+	if s.ResumeParam() != "" {
+		return true
+	}
+	for _, m := range s.OpenMessages {
+		if m.Text != nil && (strings.Contains(*m.Text, source.PhResumeFrom) || strings.Contains(*m.Text, source.PhLastSeq)) {
+			return true
+		}
+	}
+	return false
+}

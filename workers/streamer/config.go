@@ -252,6 +252,7 @@ func (c Config) LeaseConfig() lease.Config {
 	lc.HeartbeatEvery = c.HeartbeatEvery
 	lc.SafetyMargin = c.SafetyMargin
 	lc.CheckpointEvery = c.CheckpointEvery
+	lc.Periodic = periodicCheckpoints
 	lc.RPCTimeout = c.StoreTimeout
 	lc.MaxConcurrentWrites = c.MaxConcurrentWrites
 	// The fleet summary that rebalancing rounds act on is written every
