@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,11 +65,49 @@ const (
 // KinesisProducerConfiguration: aggregationMaxSize = 51200).
 const DefaultAggregateMaxBytes = 51_200
 
-// ValidateAggregateMaxBytes reports what is wrong with n as the bound of an
-// aggregated record: 0 (off) up to a record's limit.
-func ValidateAggregateMaxBytes(n int) error {
+// DefaultHashBuckets is the default count of hash buckets (buckets.go);
+// MaxHashBuckets the most a sink takes.
+const (
+	DefaultHashBuckets = 16
+	MaxHashBuckets     = 1024
+)
+
+// Config are the kinesis sink's settings.
+type Config struct {
+	// AggregateBytes bounds an aggregated record (0: one record per
+	// message).
+	AggregateBytes int
+	// HashBuckets is the count of hash buckets whose sessions share
+	// aggregated records (0: a record aggregates one session's messages,
+	// and records carry no explicit hash key).
+	HashBuckets int
+}
+
+// DefaultConfig aggregates up to DefaultAggregateMaxBytes per record over
+// DefaultHashBuckets buckets.
+func DefaultConfig() Config {
+	return Config{AggregateBytes: DefaultAggregateMaxBytes, HashBuckets: DefaultHashBuckets}
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	return errors.Join(ValidateAggregateBytes(c.AggregateBytes), ValidateHashBuckets(c.HashBuckets))
+}
+
+// ValidateAggregateBytes reports what is wrong with n as Config.AggregateBytes:
+// 0 (off) up to a record's limit.
+func ValidateAggregateBytes(n int) error {
 	if n < 0 || n > MaxRecordBytes {
 		return fmt.Errorf("kinesis aggregated record bound %d bytes: want 0 (off) up to %d (a record's limit)", n, MaxRecordBytes)
+	}
+	return nil
+}
+
+// ValidateHashBuckets reports what is wrong with n as Config.HashBuckets:
+// 0 (per-session aggregation) up to MaxHashBuckets.
+func ValidateHashBuckets(n int) error {
+	if n < 0 || n > MaxHashBuckets {
+		return fmt.Errorf("kinesis hash buckets %d: want 0 (per-session aggregation) up to %d", n, MaxHashBuckets)
 	}
 	return nil
 }
@@ -85,12 +124,18 @@ type Sink struct {
 	target string
 	// aggregate bounds an aggregated record (0: one record per message).
 	aggregate int
+	// buckets are the hash buckets (nil: per-session aggregation, no
+	// explicit hash keys).
+	buckets *buckets
 }
 
-// New returns a sink on stream, a stream name or ARN, aggregating up to
-// DefaultAggregateMaxBytes per record.
-func New(api API, stream string) *Sink {
-	s := &Sink{api: api, target: stream, aggregate: DefaultAggregateMaxBytes}
+// New returns a sink on stream, a stream name or ARN, with DefaultConfig.
+func New(api API, stream string) *Sink { return NewConfig(api, stream, DefaultConfig()) }
+
+// NewConfig returns a sink on stream, a stream name or ARN, with c
+// (Config.Validate).
+func NewConfig(api API, stream string, c Config) *Sink {
+	s := &Sink{api: api, target: stream, aggregate: c.AggregateBytes, buckets: newBuckets(c.HashBuckets)}
 	if strings.HasPrefix(stream, "arn:") {
 		s.arn = stream
 	} else {
@@ -109,42 +154,98 @@ func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 	return r, nil
 }
 
-// SetAggregateMaxBytes bounds an aggregated record (0: off); it must pass
-// ValidateAggregateMaxBytes. It returns s.
-func (s *Sink) SetAggregateMaxBytes(n int) *Sink {
-	s.aggregate = n
-	return s
-}
-
 // PackLimit is the bound of an aggregated record (batch.Packer).
 func (s *Sink) PackLimit() int { return s.aggregate }
 
-// PackGrow is the Size of an aggregated record of size bytes once r is in
-// it (batch.Packer): the record's data (kpl.EmptySize, then
-// kpl.RecordSize per user record) plus its partition key.
-func (s *Sink) PackGrow(size int, r batch.Record) int {
-	if size == 0 {
-		size = kpl.EmptySize(r.ConnectionID) + len(r.ConnectionID)
+// PackGroup is r's hash bucket, or with no buckets its connection_id: the
+// records that may share an aggregated record (batch.Packer).
+func (s *Sink) PackGroup(r batch.Record) string {
+	if s.buckets == nil {
+		return r.ConnectionID
 	}
-	return size + kpl.RecordSize(len(r.Body))
+	return strconv.Itoa(s.buckets.of(r.ConnectionID))
 }
 
-// Pack is one aggregated record of recs, under their connection_id; a
-// pack of one is the message's own record (batch.Packer).
-func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
-	if len(recs) == 1 {
-		return recs[0], nil
-	}
-	data := make([][]byte, len(recs))
-	for i, r := range recs {
-		if r.ConnectionID != recs[0].ConnectionID || r.Epoch != recs[0].Epoch {
-			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with %s epoch %d", recs[0].ConnectionID, recs[0].Epoch, r.ConnectionID, r.Epoch)
+// PackGrow is the Size of an aggregated record of size bytes once r is in
+// it (batch.Packer): the record's data plus its partition key (the first
+// user record's connection_id). Without buckets it is exact (kpl.EmptySize,
+// then kpl.RecordSize per user record). With buckets it is a bound
+// (kpl.GroupEmptySize, then kpl.GroupRecordMaxSize per user record): each
+// user record counted with its own entry in the partition key table,
+// though a session's key is written once, and a partition key index below
+// the count of records a record of size bytes can hold.
+func (s *Sink) PackGrow(size int, r batch.Record) int {
+	if s.buckets == nil {
+		if size == 0 {
+			size = kpl.EmptySize(r.ConnectionID) + len(r.ConnectionID)
 		}
-		data[i] = r.Body
+		return size + kpl.RecordSize(len(r.Body))
+	}
+	if size == 0 {
+		size = kpl.GroupEmptySize(s.buckets.key(s.buckets.of(r.ConnectionID))) + len(r.ConnectionID)
+	}
+	return size + kpl.GroupRecordMaxSize(r.ConnectionID, len(r.Body), size/minUserRecordBytes+1)
+}
+
+// minUserRecordBytes is the least a user record adds to an aggregated
+// record of AggregateUsers: its Record's tag and length, its two indexes
+// with their tags, the data's tag and length (8), and its key's entry in the
+// table when new. A record of size bytes holds fewer than
+// size/minUserRecordBytes+1 user records, so fewer partition keys.
+const minUserRecordBytes = 8
+
+// Pack is one Kinesis record of recs (batch.Packer): a pack of one is the
+// message's own record; without buckets an aggregated record of one
+// session's messages of one tenure under its connection_id; with buckets an
+// aggregated record of recs of one bucket, each user record under its own
+// connection_id and the bucket's explicit hash key, each session's in
+// (seq, sub) order within a tenure. The record is named by the first
+// (its partition key is the first's connection_id).
+func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
+	if len(recs) == 0 {
+		return batch.Record{}, errors.New("kinesis sink: an empty aggregate")
 	}
 	first := recs[0]
-	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.Aggregate(first.ConnectionID, data)}, nil
+	if len(recs) == 1 {
+		return first, nil
+	}
+	group := s.PackGroup(first)
+	last := map[tenure]batch.Record{}
+	users := make([]kpl.User, len(recs))
+	data := make([][]byte, len(recs))
+	for i, r := range recs {
+		if g := s.PackGroup(r); g != group {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s (group %s) with %s (group %s)", first.ConnectionID, group, r.ConnectionID, g)
+		}
+		if s.buckets == nil && r.Epoch != first.Epoch {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with epoch %d", first.ConnectionID, first.Epoch, r.Epoch)
+		}
+		t := tenure{r.ConnectionID, r.Epoch}
+		if p, ok := last[t]; ok && !before(p, r) {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate of %s holds seq %d.%d after %d.%d", r.ConnectionID, r.Seq, r.Sub, p.Seq, p.Sub)
+		}
+		last[t] = r
+		data[i] = r.Body
+		users[i] = kpl.User{PartitionKey: r.ConnectionID, Data: r.Body}
+		if s.buckets != nil {
+			users[i].ExplicitHashKey = s.buckets.key(s.buckets.of(r.ConnectionID))
+		}
+	}
+	body := kpl.Aggregate(first.ConnectionID, data)
+	if s.buckets != nil {
+		body = kpl.AggregateUsers(users)
+	}
+	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: body}, nil
 }
+
+// tenure is a session's tenure: its messages' order is (seq, sub).
+type tenure struct {
+	connectionID string
+	epoch        int64
+}
+
+// before reports whether a's position comes before b's.
+func before(a, b batch.Record) bool { return a.Seq < b.Seq || (a.Seq == b.Seq && a.Sub < b.Sub) }
 
 // Limits are PutRecords' (batch.Sender).
 func (s *Sink) Limits() batch.Limits {
@@ -184,6 +285,9 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	entries := make([]types.PutRecordsRequestEntry, len(recs))
 	for i, r := range recs {
 		entries[i] = types.PutRecordsRequestEntry{Data: r.Body, PartitionKey: aws.String(r.ConnectionID)}
+		if s.buckets != nil {
+			entries[i].ExplicitHashKey = aws.String(s.buckets.key(s.buckets.of(r.ConnectionID)))
+		}
 	}
 	in := &kinesis.PutRecordsInput{Records: entries}
 	if s.arn != "" {
