@@ -1,28 +1,47 @@
 // Package kinesissink is the worker's Kinesis Data Streams sink: every
 // message becomes one record whose data is the sink's JSON envelope
 // (sink.AppendJSON, which carries seq and lease_epoch) and whose partition
-// key is the connection_id, so a session's records go to one shard in
-// order. It is a batch.Sender: the worker sends PutRecords requests of up
-// to 500 records through sink/batch, one request per session in flight,
-// and retries, with backoff, only the records a request failed
-// (ProvisionedThroughputExceededException, InternalFailure: PutRecords has
-// no per-record permanent code). A request Kinesis refuses for the caller's
-// fault (access, a KMS key, a missing stream, validation) is permanent
-// (sink.IsPermanent).
+// key is the connection_id; with hash buckets (the default) every record
+// also carries its session's bucket's explicit hash key, so a session's
+// records go to one shard in order. It is a batch.Sender: the worker sends
+// PutRecords requests of up to 500 records through sink/batch, one request
+// per session in flight, and retries, with backoff, only the records a
+// request failed (ProvisionedThroughputExceededException, InternalFailure:
+// PutRecords has no per-record permanent code). A request Kinesis refuses
+// for the caller's fault (access, a KMS key, a missing stream, validation)
+// is permanent (sink.IsPermanent).
 //
-// Aggregation (on by default): the sink is a batch.Packer. A session's
-// messages queued together go in one Kinesis record in the KPL aggregated
-// record format (sink/kpl; amazon-kinesis-producer's aggregation-format.md),
-// up to AggregateMaxBytes per record (default 51,200 bytes, the KPL's
+// Aggregation (on by default): the sink is a batch.Packer. Messages queued
+// together go in one Kinesis record in the KPL aggregated record format
+// (sink/kpl; amazon-kinesis-producer's aggregation-format.md), up to
+// Config.AggregateBytes per record (default 51,200 bytes, the KPL's
 // AggregationMaxSize default; 0: off, one record per message). Each user
-// record inside is the same JSON envelope (seq, lease_epoch in it), under
-// the record's partition key, the connection_id. The KCL, the Lambda
-// deaggregation modules (aws-kinesis-agg) and Firehose read such records as
-// they are; a record of one message is sent plain. Kinesis bills a record
-// per started 25 KB (provisioned) or 1 KB (on-demand), so a record of many
-// small messages costs what one did. Aggregation adds no waiting: a
-// record holds what the session had queued when its request went
+// record inside is the same JSON envelope (seq, lease_epoch in it). The
+// KCL, the Lambda deaggregation modules (aws-kinesis-agg) and Firehose read
+// such records as they are; a record of one message is sent plain. Kinesis
+// bills a record per started 25 KB (provisioned) or 1 KB (on-demand), so a
+// record of many small messages costs what one did. Aggregation adds no
+// waiting: a record holds what was queued when its request went
 // (sink/batch, Packing).
+//
+// Hash buckets (Config.HashBuckets, default 16; buckets.go): a Kinesis
+// record goes to one shard, so a record that aggregates several sessions
+// must hold only sessions that belong on one shard, on every worker and
+// whatever the stream's shards are. The sink cuts the hash key space into
+// N equal ranges; a session's bucket is the range of its connection_id's
+// MD5 (Kinesis' own hash of the partition key), and the sessions of a
+// bucket share aggregated records (PackGroup). Every record, plain or
+// aggregated, carries the bucket's key (the midpoint of its range) as its
+// explicit hash key, and so does every user record inside (the KCL's
+// deaggregation drops a user record whose hash key is outside its shard's
+// range); each user record keeps its own connection_id as partition key,
+// and an aggregated record's partition key is its first user record's. A
+// session's records thus always go to the shard holding its bucket's key,
+// stable across workers and across a reshard (the key falls in one open
+// shard). Set N at least to the stream's open shard count (a power of two
+// spreads evenly over uniformly split shards; with fewer buckets than
+// shards some shards get nothing); N = 0 restores per-session aggregation
+// (records keyed by the partition key alone, one session per record).
 package kinesissink
 
 import (
