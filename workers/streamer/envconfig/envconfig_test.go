@@ -90,6 +90,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2", schema.EnvSinkRepeatFailures: "5", schema.EnvSinkSQSPackBytes: "200000",
+		schema.EnvSinkKinesisAggregateBytes: "100000", schema.EnvSinkKinesisHashBuckets: "64",
 		schema.EnvSinkBufferBudget: "33554432", schema.EnvSecretCacheTTL: "90s",
 		schema.EnvTenureHeader: "X-Tenure", schema.EnvExtraCAFile: "/etc/ca.pem", schema.EnvTLSResumption: "false",
 	}))
@@ -118,6 +119,7 @@ func TestFromEnv(t *testing.T) {
 	b.MaxDelay, b.MaxCount, b.MaxBytes, b.MaxInFlight, b.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
 	b.PermanentAttempts, b.RepeatFailures, b.BufferBudget = 2, 5, 32<<20
 	want.Sink.SQS.PackBytes = 200000
+	want.Sink.Kinesis.AggregateBytes, want.Sink.Kinesis.HashBuckets = 100000, 64
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}
