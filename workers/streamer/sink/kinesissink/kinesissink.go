@@ -231,7 +231,6 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 	group := s.PackGroup(first)
 	last := map[tenure]batch.Record{}
 	users := make([]kpl.User, len(recs))
-	data := make([][]byte, len(recs))
 	for i, r := range recs {
 		if g := s.PackGroup(r); g != group {
 			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s (group %s) with %s (group %s)", first.ConnectionID, group, r.ConnectionID, g)
@@ -244,17 +243,12 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate of %s holds seq %d.%d after %d.%d", r.ConnectionID, r.Seq, r.Sub, p.Seq, p.Sub)
 		}
 		last[t] = r
-		data[i] = r.Body
 		users[i] = kpl.User{PartitionKey: r.ConnectionID, Data: r.Body}
 		if s.buckets != nil {
 			users[i].ExplicitHashKey = s.buckets.key(s.buckets.of(r.ConnectionID))
 		}
 	}
-	body := kpl.Aggregate(first.ConnectionID, data)
-	if s.buckets != nil {
-		body = kpl.AggregateUsers(users)
-	}
-	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: body}, nil
+	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.AggregateUsers(users)}, nil
 }
 
 // tenure is a session's tenure: its messages' order is (seq, sub).
