@@ -58,6 +58,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/packorder"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
@@ -228,8 +229,10 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 	if len(recs) == 1 {
 		return first, nil
 	}
+	if err := packorder.Check(recs); err != nil {
+		return batch.Record{}, fmt.Errorf("kinesis sink: an aggregate out of order: %w", err)
+	}
 	group := s.PackGroup(first)
-	last := map[tenure]batch.Record{}
 	users := make([]kpl.User, len(recs))
 	for i, r := range recs {
 		if g := s.PackGroup(r); g != group {
@@ -238,11 +241,6 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 		if s.buckets == nil && r.Epoch != first.Epoch {
 			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with epoch %d", first.ConnectionID, first.Epoch, r.Epoch)
 		}
-		t := tenure{r.ConnectionID, r.Epoch}
-		if p, ok := last[t]; ok && !before(p, r) {
-			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate of %s holds seq %d.%d after %d.%d", r.ConnectionID, r.Seq, r.Sub, p.Seq, p.Sub)
-		}
-		last[t] = r
 		users[i] = kpl.User{PartitionKey: r.ConnectionID, Data: r.Body}
 		if s.buckets != nil {
 			users[i].ExplicitHashKey = s.buckets.key(s.buckets.of(r.ConnectionID))
@@ -250,15 +248,6 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 	}
 	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.AggregateUsers(users)}, nil
 }
-
-// tenure is a session's tenure: its messages' order is (seq, sub).
-type tenure struct {
-	connectionID string
-	epoch        int64
-}
-
-// before reports whether a's position comes before b's.
-func before(a, b batch.Record) bool { return a.Seq < b.Seq || (a.Seq == b.Seq && a.Sub < b.Sub) }
 
 // Limits are PutRecords' (batch.Sender).
 func (s *Sink) Limits() batch.Limits {

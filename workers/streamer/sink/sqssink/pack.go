@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/packorder"
 )
 
 // Packing (batch.Packer): a message of the queue carries a pack, envelopes
@@ -95,17 +96,14 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 	if len(recs) == 1 {
 		return first, nil
 	}
+	if err := packorder.Check(recs); err != nil {
+		return batch.Record{}, fmt.Errorf("sqs sink: a pack out of order: %w", err)
+	}
 	size := 0
-	last := map[tenure]batch.Record{}
 	for _, r := range recs {
 		if s.fifo && (r.ConnectionID != first.ConnectionID || r.Epoch != first.Epoch) {
 			return batch.Record{}, fmt.Errorf("sqs sink: a FIFO pack of %s epoch %d holds %s epoch %d", first.ConnectionID, first.Epoch, r.ConnectionID, r.Epoch)
 		}
-		t := tenure{r.ConnectionID, r.Epoch}
-		if p, ok := last[t]; ok && !before(p, r) {
-			return batch.Record{}, fmt.Errorf("sqs sink: a pack of %s holds seq %d.%d after %d.%d", r.ConnectionID, r.Seq, r.Sub, p.Seq, p.Sub)
-		}
-		last[t] = r
 		size = s.PackGrow(size, r)
 	}
 	if size > s.packBytes || size > MaxMessageBytes {
@@ -119,12 +117,6 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 		body = append(body, r.Body...)
 	}
 	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: body}, nil
-}
-
-// tenure is a session's tenure: its messages' order is (seq, sub).
-type tenure struct {
-	connectionID string
-	epoch        int64
 }
 
 // packVersion is the content type of a pack's body: consume.PackV1 when
@@ -177,9 +169,6 @@ func envelopeTenure(line []byte) ([]byte, bool) {
 	head := make([]byte, 0, end+1+stop-epoch)
 	return append(append(append(head, line[:end]...), ','), line[epoch:stop]...), true
 }
-
-// before reports whether a's position comes before b's.
-func before(a, b batch.Record) bool { return a.Seq < b.Seq || (a.Seq == b.Seq && a.Sub < b.Sub) }
 
 // lastPosition is the (seq, sub) of a body's last envelope: the head of
 // its last line, read up to received_at_ms (sink.AppendEnvelope writes
