@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
@@ -77,7 +78,9 @@ func receiveAll(ctx context.Context, t *testing.T, client *sqs.Client, q *string
 
 // receiveByType drains q as receiveAll does and counts the messages by
 // content type; a message of version 1 must hold one session and tenure, one
-// of version 2 several.
+// of version 2 several. The queue is drained when a receive comes back
+// empty and SQS counts no message left (visible, in flight or delayed: every
+// message received is deleted), within ctx.
 func receiveByType(ctx context.Context, t *testing.T, client *sqs.Client, q *string) ([]consume.Envelope, map[string]int) {
 	t.Helper()
 	var envs []consume.Envelope
@@ -87,7 +90,7 @@ func receiveByType(ctx context.Context, t *testing.T, client *sqs.Client, q *str
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Messages) == 0 {
+		if len(out.Messages) == 0 && drained(ctx, t, client, q) {
 			return envs, byType
 		}
 		for _, m := range out.Messages {
@@ -108,6 +111,24 @@ func receiveByType(ctx context.Context, t *testing.T, client *sqs.Client, q *str
 			}
 		}
 	}
+}
+
+// drained reports whether SQS counts no message in q: none visible, in
+// flight or delayed.
+func drained(ctx context.Context, t *testing.T, client *sqs.Client, q *string) bool {
+	t.Helper()
+	counts := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q, AttributeNames: counts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range counts {
+		if n := out.Attributes[string(name)]; n != "0" {
+			return false
+		}
+	}
+	return true
 }
 
 // same reports whether e is m as the sink wrote it.
