@@ -34,7 +34,7 @@ func WorkerEnv() []string {
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvTenureHeader, EnvExtraCAFile, EnvTLSResumption, EnvDialsPerHost, EnvDialLimits, EnvFleetClaimsPerSecond, EnvHandshakesInFlight, EnvHandshakesPerHost, EnvSwitchBufferBudget, EnvLargeFrameBudget, EnvSecretCacheTTL, EnvSecretHosts,
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
 		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts, EnvSinkRepeatFailures,
-		EnvSinkKinesisAggregateBytes,
+		EnvSinkKinesisAggregateBytes, EnvSinkKinesisHashBuckets,
 		EnvSinkSQSPackBytes,
 	}
 }

@@ -321,6 +321,11 @@ const (
 	// AggregationMaxSize), 0 = off, at most 1 MiB: the bound of a kinesis
 	// record aggregating a session's messages (KPL aggregated format).
 	EnvSinkKinesisAggregateBytes = "WSFLEET_SINK_KINESIS_AGGREGATE_BYTES"
+	// EnvSinkKinesisHashBuckets: int, default 16, 0 up to 1024: the hash
+	// buckets whose sessions share the kinesis sink's aggregated records
+	// (every record of a bucket carries its explicit hash key); 0 =
+	// per-session aggregation, no explicit hash keys.
+	EnvSinkKinesisHashBuckets = "WSFLEET_SINK_KINESIS_HASH_BUCKETS"
 	// EnvSinkSQSPackBytes: int, default 64000: the largest pack of the
 	// batched sqs sink (several envelopes of one session per SQS message,
 	// its content-type attribute counted), under SQS's 64 KB billing

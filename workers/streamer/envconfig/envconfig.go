@@ -222,7 +222,8 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.dur(schema.EnvSinkRequestTimeout, &w.SinkRequestTimeout)
 	p.int(schema.EnvSinkPermanentAttempts, &sk.Batch.PermanentAttempts)
 	p.int(schema.EnvSinkRepeatFailures, &sk.Batch.RepeatFailures)
-	p.int(schema.EnvSinkKinesisAggregateBytes, &sk.KinesisAggregateBytes)
+	p.int(schema.EnvSinkKinesisAggregateBytes, &sk.Kinesis.AggregateBytes)
+	p.int(schema.EnvSinkKinesisHashBuckets, &sk.Kinesis.HashBuckets)
 	p.int(schema.EnvSinkSQSPackBytes, &sk.SQS.PackBytes)
 	var budget int
 	if p.int(schema.EnvSinkBufferBudget, &budget) {

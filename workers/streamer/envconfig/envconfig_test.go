@@ -47,8 +47,9 @@ func TestSinkSettingsAreValidated(t *testing.T) {
 		{map[string]string{schema.EnvSink: "sqs"}, []string{"WSFLEET_SINK=sqs needs WSFLEET_OUTPUT_QUEUE_URL"}},
 		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkMaxBatch: "500"}, nil},
 		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkKinesisAggregateBytes: "0"}, nil},
-		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkKinesisAggregateBytes: "1048577", schema.EnvSinkMaxBatch: "501"},
-			[]string{"(WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 1048577 bytes", "batch max count 501"}},
+		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkKinesisHashBuckets: "0"}, nil},
+		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkKinesisAggregateBytes: "1048577", schema.EnvSinkKinesisHashBuckets: "2048", schema.EnvSinkMaxBatch: "501"},
+			[]string{"(WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 1048577 bytes", "(WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets 2048", "batch max count 501"}},
 		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkMaxBatch: "11", schema.EnvSinkBufferBytes: "10"},
 			[]string{"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): ",
 				"batch max count 11", "session buffer 10 bytes"}},
@@ -89,6 +90,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2", schema.EnvSinkRepeatFailures: "5", schema.EnvSinkSQSPackBytes: "200000",
+		schema.EnvSinkKinesisAggregateBytes: "100000", schema.EnvSinkKinesisHashBuckets: "64",
 		schema.EnvSinkBufferBudget: "33554432", schema.EnvSecretCacheTTL: "90s",
 		schema.EnvTenureHeader: "X-Tenure", schema.EnvExtraCAFile: "/etc/ca.pem", schema.EnvTLSResumption: "false",
 	}))
@@ -117,6 +119,7 @@ func TestFromEnv(t *testing.T) {
 	b.MaxDelay, b.MaxCount, b.MaxBytes, b.MaxInFlight, b.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
 	b.PermanentAttempts, b.RepeatFailures, b.BufferBudget = 2, 5, 32<<20
 	want.Sink.SQS.PackBytes = 200000
+	want.Sink.Kinesis.AggregateBytes, want.Sink.Kinesis.HashBuckets = 100000, 64
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
 	}

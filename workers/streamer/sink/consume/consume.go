@@ -6,25 +6,37 @@
 // imports no SDK and nothing of the worker or the harness (the envelope's
 // writer is sink.AppendEnvelope).
 //
-// # The pack format (version 1)
+// # The pack format (versions 1 and 2)
 //
 // A record of the sqs sink carries one or more envelopes (sink.AppendEnvelope
-// with sink.SQSChars) of one session and one tenure, in (seq, sub) order,
-// joined by "\n" (JSON lines without a final newline). The envelope never
-// holds a raw newline (a JSON payload's newlines are written as spaces, a
-// string's are escaped), so each line is one envelope, and a record of one
-// envelope is exactly the envelope the worker wrote before packing. The SQS
-// message names the format in its message attribute ContentTypeAttribute
-// (DataType String), PackV1; a message without it is read as the same JSON
-// lines (a worker from before packing wrote one envelope per message), so a
-// reader works across a rollout. Another value (a later version) is refused
-// (ErrFormat) rather than misread: a reader must ask SQS for the attribute
+// with sink.SQSChars) joined by "\n" (JSON lines without a final newline).
+// The envelope never holds a raw newline (a JSON payload's newlines are
+// written as spaces, a string's are escaped), so each line is one envelope,
+// and a record of one envelope is exactly the envelope the worker wrote
+// before packing. The SQS message names the format in its message attribute
+// ContentTypeAttribute (DataType String):
+//
+//   - PackV1: envelopes of one session and one tenure, in (seq, sub) order
+//     (every pack on a FIFO queue, whose group is the session; a pack of one
+//     session on a standard queue).
+//   - PackV2: envelopes of any sessions and tenures (a standard queue's pack
+//     that several sessions share), each session's lines in its (seq, sub)
+//     order within a tenure; every envelope names its own connection_id and
+//     lease_epoch, so a reader takes each line as it takes a version 1
+//     line, and Filter applies per session as before.
+//
+// A message without the attribute is read as the same JSON lines (a worker
+// from before packing wrote one envelope per message), so a reader works
+// across a rollout. Another value (a later version) is refused (ErrFormat)
+// rather than misread: a reader must ask SQS for the attribute
 // (ReceiveMessage's MessageAttributeNames; a Lambda event source mapping
 // always delivers it).
 //
-// A Kinesis record of the kinesis sink is one envelope, or several of one
-// session and one tenure in the KPL aggregated record format (sink/kpl):
-// FromKinesis takes it apart.
+// A Kinesis record of the kinesis sink is one envelope, or several in the
+// KPL aggregated record format (sink/kpl): of one session and one tenure, or
+// (hash buckets) of several sessions of one bucket, each user record under
+// its own connection_id as partition key and the bucket's explicit hash
+// key. FromKinesis takes it apart.
 package consume
 
 import (
@@ -36,12 +48,15 @@ import (
 )
 
 // ContentTypeAttribute is the SQS message attribute naming a record's
-// format (PackV1).
+// format (PackV1, PackV2).
 const ContentTypeAttribute = "content-type"
 
-// PackV1 is the content type of the pack format, version 1 (the package
-// doc).
-const PackV1 = "application/vnd.wsfleet.pack+jsonl; version=1"
+// The content types of the pack format (the package doc): version 1, one
+// session and tenure; version 2, several.
+const (
+	PackV1 = "application/vnd.wsfleet.pack+jsonl; version=1"
+	PackV2 = "application/vnd.wsfleet.pack+jsonl; version=2"
+)
 
 // ErrFormat: a record names a format this package does not read.
 var ErrFormat = errors.New("consume: unknown record format")
@@ -128,17 +143,17 @@ func Parse(line []byte) (Envelope, error) {
 }
 
 // FromSQS returns the envelopes of a received SQS message: its body and
-// the value of its ContentTypeAttribute ("" when it has none), in the order
-// the sink wrote them.
+// the value of its ContentTypeAttribute ("" when it has none, PackV1 or
+// PackV2), in the order the sink wrote them.
 func FromSQS(body, contentType string) ([]Envelope, error) {
-	if contentType != "" && contentType != PackV1 {
+	if contentType != "" && contentType != PackV1 && contentType != PackV2 {
 		return nil, fmt.Errorf("%w: %s %q", ErrFormat, ContentTypeAttribute, contentType)
 	}
 	return Lines([]byte(body))
 }
 
-// Lines parses JSON lines of envelopes (a version 1 pack, or one plain
-// envelope).
+// Lines parses JSON lines of envelopes (a pack of either version, or one
+// plain envelope).
 func Lines(body []byte) ([]Envelope, error) {
 	envs := make([]Envelope, 0, bytes.Count(body, []byte{'\n'})+1)
 	for i := 0; len(body) > 0 || i == 0; i++ {

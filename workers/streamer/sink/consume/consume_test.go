@@ -67,8 +67,25 @@ func TestFromSQS(t *testing.T) {
 	check(t, plain, messages[:1])
 }
 
+// A version 2 pack (a standard queue's pack of several sessions and
+// tenures) gives back every envelope in the order written, each naming its
+// own session and tenure.
+func TestFromSQSVersion2(t *testing.T) {
+	var mixed []sink.Message
+	for i, m := range messages {
+		other := m
+		other.ConnectionID, other.LeaseEpoch = "other", int64(i%2+1)
+		mixed = append(mixed, m, other)
+	}
+	envs, err := FromSQS(pack(mixed), PackV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, envs, mixed)
+}
+
 func TestFromSQSRefuses(t *testing.T) {
-	if _, err := FromSQS(pack(messages), "application/vnd.wsfleet.pack+jsonl; version=2"); !errors.Is(err, ErrFormat) {
+	if _, err := FromSQS(pack(messages), "application/vnd.wsfleet.pack+jsonl; version=3"); !errors.Is(err, ErrFormat) {
 		t.Fatalf("a later version: %v", err)
 	}
 	head := `{"connection_id":"c","seq":1,"lease_epoch":1,"worker_id":"w","received_at_ms":1,`
@@ -81,8 +98,10 @@ func TestFromSQSRefuses(t *testing.T) {
 		"a bad 2nd line": pack(messages[:1]) + "\n{",
 		"an empty line":  pack(messages[:1]) + "\n\n" + pack(messages[1:2]),
 	} {
-		if _, err := FromSQS(body, PackV1); err == nil {
-			t.Errorf("%s: parsed", name)
+		for _, v := range []string{PackV1, PackV2} {
+			if _, err := FromSQS(body, v); err == nil {
+				t.Errorf("%s (%s): parsed", name, v)
+			}
 		}
 	}
 }

@@ -9,8 +9,9 @@ import (
 // This file reads the kinesis sink's records.
 
 // FromKinesis returns the envelopes of a Kinesis record's data: the user
-// records of a KPL-aggregated record (kinesissink aggregates a session's
-// queued messages; sink/kpl), each one envelope, or the one envelope of a
+// records of a KPL-aggregated record (kinesissink aggregates the queued
+// messages of a session, or of the sessions of a hash bucket, each user
+// record under its own partition key; sink/kpl), each one envelope, or the one envelope of a
 // plain record. A consumer reading through the KCL or a Lambda
 // deaggregation module gets the user records already taken apart: Parse
 // each.

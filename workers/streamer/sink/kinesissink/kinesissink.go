@@ -1,34 +1,54 @@
 // Package kinesissink is the worker's Kinesis Data Streams sink: every
 // message becomes one record whose data is the sink's JSON envelope
 // (sink.AppendJSON, which carries seq and lease_epoch) and whose partition
-// key is the connection_id, so a session's records go to one shard in
-// order. It is a batch.Sender: the worker sends PutRecords requests of up
-// to 500 records through sink/batch, one request per session in flight,
-// and retries, with backoff, only the records a request failed
-// (ProvisionedThroughputExceededException, InternalFailure: PutRecords has
-// no per-record permanent code). A request Kinesis refuses for the caller's
-// fault (access, a KMS key, a missing stream, validation) is permanent
-// (sink.IsPermanent).
+// key is the connection_id; with hash buckets (the default) every record
+// also carries its session's bucket's explicit hash key, so a session's
+// records go to one shard in order. It is a batch.Sender: the worker sends
+// PutRecords requests of up to 500 records through sink/batch, one request
+// per session in flight, and retries, with backoff, only the records a
+// request failed (ProvisionedThroughputExceededException, InternalFailure:
+// PutRecords has no per-record permanent code). A request Kinesis refuses
+// for the caller's fault (access, a KMS key, a missing stream, validation)
+// is permanent (sink.IsPermanent).
 //
-// Aggregation (on by default): the sink is a batch.Packer. A session's
-// messages queued together go in one Kinesis record in the KPL aggregated
-// record format (sink/kpl; amazon-kinesis-producer's aggregation-format.md),
-// up to AggregateMaxBytes per record (default 51,200 bytes, the KPL's
+// Aggregation (on by default): the sink is a batch.Packer. Messages queued
+// together go in one Kinesis record in the KPL aggregated record format
+// (sink/kpl; amazon-kinesis-producer's aggregation-format.md), up to
+// Config.AggregateBytes per record (default 51,200 bytes, the KPL's
 // AggregationMaxSize default; 0: off, one record per message). Each user
-// record inside is the same JSON envelope (seq, lease_epoch in it), under
-// the record's partition key, the connection_id. The KCL, the Lambda
-// deaggregation modules (aws-kinesis-agg) and Firehose read such records as
-// they are; a record of one message is sent plain. Kinesis bills a record
-// per started 25 KB (provisioned) or 1 KB (on-demand), so a record of many
-// small messages costs what one did. Aggregation adds no waiting: a
-// record holds what the session had queued when its request went
+// record inside is the same JSON envelope (seq, lease_epoch in it). The
+// KCL, the Lambda deaggregation modules (aws-kinesis-agg) and Firehose read
+// such records as they are; a record of one message is sent plain. Kinesis
+// bills a record per started 25 KB (provisioned) or 1 KB (on-demand), so a
+// record of many small messages costs what one did. Aggregation adds no
+// waiting: a record holds what was queued when its request went
 // (sink/batch, Packing).
+//
+// Hash buckets (Config.HashBuckets, default 16; buckets.go): a Kinesis
+// record goes to one shard, so a record that aggregates several sessions
+// must hold only sessions that belong on one shard, on every worker and
+// whatever the stream's shards are. The sink cuts the hash key space into
+// N equal ranges; a session's bucket is the range of its connection_id's
+// MD5 (Kinesis' own hash of the partition key), and the sessions of a
+// bucket share aggregated records (PackGroup). Every record, plain or
+// aggregated, carries the bucket's key (the midpoint of its range) as its
+// explicit hash key, and so does every user record inside (the KCL's
+// deaggregation drops a user record whose hash key is outside its shard's
+// range); each user record keeps its own connection_id as partition key,
+// and an aggregated record's partition key is its first user record's. A
+// session's records thus always go to the shard holding its bucket's key,
+// stable across workers and across a reshard (the key falls in one open
+// shard). Set N at least to the stream's open shard count (a power of two
+// spreads evenly over uniformly split shards; with fewer buckets than
+// shards some shards get nothing); N = 0 restores per-session aggregation
+// (records keyed by the partition key alone, one session per record).
 package kinesissink
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,6 +58,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/awserr"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/internal/packorder"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
 )
 
@@ -64,11 +85,49 @@ const (
 // KinesisProducerConfiguration: aggregationMaxSize = 51200).
 const DefaultAggregateMaxBytes = 51_200
 
-// ValidateAggregateMaxBytes reports what is wrong with n as the bound of an
-// aggregated record: 0 (off) up to a record's limit.
-func ValidateAggregateMaxBytes(n int) error {
+// DefaultHashBuckets is the default count of hash buckets (buckets.go);
+// MaxHashBuckets the most a sink takes.
+const (
+	DefaultHashBuckets = 16
+	MaxHashBuckets     = 1024
+)
+
+// Config are the kinesis sink's settings.
+type Config struct {
+	// AggregateBytes bounds an aggregated record (0: one record per
+	// message).
+	AggregateBytes int
+	// HashBuckets is the count of hash buckets whose sessions share
+	// aggregated records (0: a record aggregates one session's messages,
+	// and records carry no explicit hash key).
+	HashBuckets int
+}
+
+// DefaultConfig aggregates up to DefaultAggregateMaxBytes per record over
+// DefaultHashBuckets buckets.
+func DefaultConfig() Config {
+	return Config{AggregateBytes: DefaultAggregateMaxBytes, HashBuckets: DefaultHashBuckets}
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	return errors.Join(ValidateAggregateBytes(c.AggregateBytes), ValidateHashBuckets(c.HashBuckets))
+}
+
+// ValidateAggregateBytes reports what is wrong with n as Config.AggregateBytes:
+// 0 (off) up to a record's limit.
+func ValidateAggregateBytes(n int) error {
 	if n < 0 || n > MaxRecordBytes {
 		return fmt.Errorf("kinesis aggregated record bound %d bytes: want 0 (off) up to %d (a record's limit)", n, MaxRecordBytes)
+	}
+	return nil
+}
+
+// ValidateHashBuckets reports what is wrong with n as Config.HashBuckets:
+// 0 (per-session aggregation) up to MaxHashBuckets.
+func ValidateHashBuckets(n int) error {
+	if n < 0 || n > MaxHashBuckets {
+		return fmt.Errorf("kinesis hash buckets %d: want 0 (per-session aggregation) up to %d", n, MaxHashBuckets)
 	}
 	return nil
 }
@@ -85,12 +144,18 @@ type Sink struct {
 	target string
 	// aggregate bounds an aggregated record (0: one record per message).
 	aggregate int
+	// buckets are the hash buckets (nil: per-session aggregation, no
+	// explicit hash keys).
+	buckets *buckets
 }
 
-// New returns a sink on stream, a stream name or ARN, aggregating up to
-// DefaultAggregateMaxBytes per record.
-func New(api API, stream string) *Sink {
-	s := &Sink{api: api, target: stream, aggregate: DefaultAggregateMaxBytes}
+// New returns a sink on stream, a stream name or ARN, with DefaultConfig.
+func New(api API, stream string) *Sink { return NewConfig(api, stream, DefaultConfig()) }
+
+// NewConfig returns a sink on stream, a stream name or ARN, with c
+// (Config.Validate).
+func NewConfig(api API, stream string, c Config) *Sink {
+	s := &Sink{api: api, target: stream, aggregate: c.AggregateBytes, buckets: newBuckets(c.HashBuckets)}
 	if strings.HasPrefix(stream, "arn:") {
 		s.arn = stream
 	} else {
@@ -109,41 +174,79 @@ func (s *Sink) Encode(m sink.Message) (batch.Record, error) {
 	return r, nil
 }
 
-// SetAggregateMaxBytes bounds an aggregated record (0: off); it must pass
-// ValidateAggregateMaxBytes. It returns s.
-func (s *Sink) SetAggregateMaxBytes(n int) *Sink {
-	s.aggregate = n
-	return s
-}
-
 // PackLimit is the bound of an aggregated record (batch.Packer).
 func (s *Sink) PackLimit() int { return s.aggregate }
 
-// PackGrow is the Size of an aggregated record of size bytes once r is in
-// it (batch.Packer): the record's data (kpl.EmptySize, then
-// kpl.RecordSize per user record) plus its partition key.
-func (s *Sink) PackGrow(size int, r batch.Record) int {
-	if size == 0 {
-		size = kpl.EmptySize(r.ConnectionID) + len(r.ConnectionID)
+// PackGroup is r's hash bucket, or with no buckets its connection_id: the
+// records that may share an aggregated record (batch.Packer).
+func (s *Sink) PackGroup(r batch.Record) string {
+	if s.buckets == nil {
+		return r.ConnectionID
 	}
-	return size + kpl.RecordSize(len(r.Body))
+	return strconv.Itoa(s.buckets.of(r.ConnectionID))
 }
 
-// Pack is one aggregated record of recs, under their connection_id; a
-// pack of one is the message's own record (batch.Packer).
-func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
-	if len(recs) == 1 {
-		return recs[0], nil
-	}
-	data := make([][]byte, len(recs))
-	for i, r := range recs {
-		if r.ConnectionID != recs[0].ConnectionID || r.Epoch != recs[0].Epoch {
-			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with %s epoch %d", recs[0].ConnectionID, recs[0].Epoch, r.ConnectionID, r.Epoch)
+// PackGrow is the Size of an aggregated record of size bytes once r is in
+// it (batch.Packer): the record's data plus its partition key (the first
+// user record's connection_id). Without buckets it is exact (kpl.EmptySize,
+// then kpl.RecordSize per user record). With buckets it is a bound
+// (kpl.GroupEmptySize, then kpl.GroupRecordMaxSize per user record): each
+// user record counted with its own entry in the partition key table,
+// though a session's key is written once, and a partition key index below
+// the count of records a record of size bytes can hold.
+func (s *Sink) PackGrow(size int, r batch.Record) int {
+	if s.buckets == nil {
+		if size == 0 {
+			size = kpl.EmptySize(r.ConnectionID) + len(r.ConnectionID)
 		}
-		data[i] = r.Body
+		return size + kpl.RecordSize(len(r.Body))
+	}
+	if size == 0 {
+		size = kpl.GroupEmptySize(s.buckets.key(s.buckets.of(r.ConnectionID))) + len(r.ConnectionID)
+	}
+	return size + kpl.GroupRecordMaxSize(r.ConnectionID, len(r.Body), size/minUserRecordBytes+1)
+}
+
+// minUserRecordBytes is the least a user record adds to an aggregated
+// record of AggregateUsers: its Record's tag and length, its two indexes
+// with their tags, the data's tag and length (8), and its key's entry in the
+// table when new. A record of size bytes holds fewer than
+// size/minUserRecordBytes+1 user records, so fewer partition keys.
+const minUserRecordBytes = 8
+
+// Pack is one Kinesis record of recs (batch.Packer): a pack of one is the
+// message's own record; without buckets an aggregated record of one
+// session's messages of one tenure under its connection_id; with buckets an
+// aggregated record of recs of one bucket, each user record under its own
+// connection_id and the bucket's explicit hash key, each session's in
+// (seq, sub) order within a tenure. The record is named by the first
+// (its partition key is the first's connection_id).
+func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
+	if len(recs) == 0 {
+		return batch.Record{}, errors.New("kinesis sink: an empty aggregate")
 	}
 	first := recs[0]
-	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.Aggregate(first.ConnectionID, data)}, nil
+	if len(recs) == 1 {
+		return first, nil
+	}
+	if err := packorder.Check(recs); err != nil {
+		return batch.Record{}, fmt.Errorf("kinesis sink: an aggregate out of order: %w", err)
+	}
+	group := s.PackGroup(first)
+	users := make([]kpl.User, len(recs))
+	for i, r := range recs {
+		if g := s.PackGroup(r); g != group {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s (group %s) with %s (group %s)", first.ConnectionID, group, r.ConnectionID, g)
+		}
+		if s.buckets == nil && r.Epoch != first.Epoch {
+			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with epoch %d", first.ConnectionID, first.Epoch, r.Epoch)
+		}
+		users[i] = kpl.User{PartitionKey: r.ConnectionID, Data: r.Body}
+		if s.buckets != nil {
+			users[i].ExplicitHashKey = s.buckets.key(s.buckets.of(r.ConnectionID))
+		}
+	}
+	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.AggregateUsers(users)}, nil
 }
 
 // Limits are PutRecords' (batch.Sender).
@@ -184,6 +287,9 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	entries := make([]types.PutRecordsRequestEntry, len(recs))
 	for i, r := range recs {
 		entries[i] = types.PutRecordsRequestEntry{Data: r.Body, PartitionKey: aws.String(r.ConnectionID)}
+		if s.buckets != nil {
+			entries[i].ExplicitHashKey = aws.String(s.buckets.key(s.buckets.of(r.ConnectionID)))
+		}
 	}
 	in := &kinesis.PutRecordsInput{Records: entries}
 	if s.arn != "" {

@@ -142,18 +142,19 @@ func activeStream(t *testing.T, prefix string, shards int32) (context.Context, *
 }
 
 // Through the batcher on kinesalite: every message lands once, in order
-// per session (partition key): aggregated (the default) in fewer records
-// than messages, or, aggregation off, one record each, in requests of up to
-// 500 records.
+// per session (partition key): aggregated (the default, over hash buckets,
+// or per session) in fewer records than messages, or, aggregation off, one
+// record each, in requests of up to 500 records.
 func TestBatchesOnKinesalite(t *testing.T) {
-	for _, aggregate := range []int{DefaultAggregateMaxBytes, 0} {
-		t.Run(fmt.Sprintf("aggregate=%d", aggregate), func(t *testing.T) { batchesOnKinesalite(t, aggregate) })
+	for _, c := range []Config{DefaultConfig(), {AggregateBytes: DefaultAggregateMaxBytes}, {}} {
+		t.Run(fmt.Sprintf("aggregate=%d,buckets=%d", c.AggregateBytes, c.HashBuckets), func(t *testing.T) { batchesOnKinesalite(t, c) })
 	}
 }
 
-func batchesOnKinesalite(t *testing.T, aggregate int) {
+func batchesOnKinesalite(t *testing.T, c Config) {
+	aggregate := c.AggregateBytes
 	ctx, client, stream := activeStream(t, "out", 2)
-	b := batchtest.Start(t, New(client, stream).SetAggregateMaxBytes(aggregate), engineConfig())
+	b := batchtest.Start(t, NewConfig(client, stream, c), engineConfig())
 
 	const sessions, perSession = 3, 1200
 	for s := range sessions {
@@ -261,43 +262,56 @@ func readStream(ctx context.Context, t *testing.T, client *kinesis.Client, strea
 	}
 	var recs []types.Record
 	for _, sh := range shards.Shards {
-		it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-		if err != nil {
-			t.Fatal(err)
-		}
-		iter := it.ShardIterator
-		for iter != nil {
-			out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs = append(recs, out.Records...)
-			if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
-				break
-			}
-			iter = out.NextShardIterator
-		}
+		recs = append(recs, readShard(ctx, t, client, stream, aws.ToString(sh.ShardId))...)
 	}
 	return recs
 }
 
-// userRecord is one user record of a Kinesis record.
-type userRecord struct {
-	partitionKey string
-	data         []byte
+// readShard is every record of one shard of stream, in order.
+func readShard(ctx context.Context, t *testing.T, client *kinesis.Client, stream, shard string) []types.Record {
+	t.Helper()
+	it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: &shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []types.Record
+	iter := it.ShardIterator
+	for iter != nil {
+		out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, out.Records...)
+		if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
+			break
+		}
+		iter = out.NextShardIterator
+	}
+	return recs
 }
 
-// userRecords takes recs apart (kpl.Deaggregate), in order.
+// userRecord is one user record of a Kinesis record: its own keys (a plain
+// record's are the record's; kinesalite returns no explicit hash key).
+type userRecord struct {
+	partitionKey    string
+	explicitHashKey string
+	data            []byte
+}
+
+// userRecords takes recs apart (kpl.Users), in order.
 func userRecords(t *testing.T, recs []types.Record) []userRecord {
 	t.Helper()
 	var users []userRecord
 	for _, r := range recs {
-		data, err := kpl.Deaggregate(r.Data)
+		us, err := kpl.Users(r.Data)
 		if err != nil {
 			t.Fatalf("record %s: %v", aws.ToString(r.SequenceNumber), err)
 		}
-		for _, d := range data {
-			users = append(users, userRecord{partitionKey: aws.ToString(r.PartitionKey), data: d})
+		for _, u := range us {
+			if !kpl.IsAggregated(r.Data) {
+				u.PartitionKey = aws.ToString(r.PartitionKey)
+			}
+			users = append(users, userRecord{partitionKey: u.PartitionKey, explicitHashKey: u.ExplicitHashKey, data: u.Data})
 		}
 	}
 	return users

@@ -172,6 +172,51 @@ func TestDeaggregateReadsEveryTableAndSkipsTags(t *testing.T) {
 	}
 }
 
+// Several sessions under one explicit hash key (the kinesis sink's hash
+// buckets): the tables list each key once, in the order they first appear,
+// every record carries both indexes; GroupEmptySize and
+// GroupRecordMaxSize bound the record's size; Users reads the keys back.
+func TestAggregateUsersIsTheFormatsProtobufFramed(t *testing.T) {
+	const ehk = "170141183460469231731687303715884105728"
+	users := []kpl.User{
+		{PartitionKey: "conn-a", ExplicitHashKey: ehk, Data: []byte(`{"seq":1}`)},
+		{PartitionKey: "conn-b", ExplicitHashKey: ehk, Data: []byte{}},
+		{PartitionKey: "conn-a", ExplicitHashKey: ehk, Data: bytes.Repeat([]byte("x"), 300)},
+		{PartitionKey: "conn-c", ExplicitHashKey: ehk, Data: []byte(`{"seq":4}`)},
+	}
+	got := kpl.AggregateUsers(users)
+	zero := uint64(0)
+	want := frame(marshal(t, []string{"conn-a", "conn-b", "conn-c"}, []string{ehk}, []userRecord{
+		{keyIndex: 0, hashIndex: &zero, data: users[0].Data},
+		{keyIndex: 1, hashIndex: &zero, data: users[1].Data},
+		{keyIndex: 0, hashIndex: &zero, data: users[2].Data},
+		{keyIndex: 2, hashIndex: &zero, data: users[3].Data},
+	}))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("AggregateUsers:\n%x\nwant proto.Marshal framed:\n%x", got, want)
+	}
+	bound := kpl.GroupEmptySize(ehk)
+	for i, u := range users {
+		bound += kpl.GroupRecordMaxSize(u.PartitionKey, len(u.Data), i+1)
+	}
+	if bound < len(got) || bound > len(got)+2*(len("conn-a")+2) {
+		t.Fatalf("bound %d for a record of %d bytes: want at least its size, over it by no more than the repeated key", bound, len(got))
+	}
+	back, err := kpl.Users(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range users {
+		if back[i].PartitionKey != users[i].PartitionKey || back[i].ExplicitHashKey != ehk || !bytes.Equal(back[i].Data, users[i].Data) {
+			t.Fatalf("user record %d = %+v, want %+v", i, back[i], users[i])
+		}
+	}
+	plain, err := kpl.Users([]byte("plain"))
+	if err != nil || len(plain) != 1 || string(plain[0].Data) != "plain" || plain[0].PartitionKey != "" || plain[0].ExplicitHashKey != "" {
+		t.Fatalf("a plain record: %+v, %v: want its data, no keys", plain, err)
+	}
+}
+
 func TestPlainRecordIsItsOwnUserRecord(t *testing.T) {
 	for _, plain := range [][]byte{[]byte(`{"seq":1}`), {}, kpl.Magic} {
 		got, err := kpl.Deaggregate(plain)
@@ -194,6 +239,9 @@ func TestBadChecksumOrProtobufIsAnError(t *testing.T) {
 			{keyIndex: 1, data: []byte("x")},
 		}),
 		"record without data": {0x1a, 0x02, 0x08, 0x00},
+		"hash key index past the table": marshal(t, []string{"a"}, []string{"1"}, []userRecord{
+			{keyIndex: 0, hashIndex: new(uint64(1)), data: []byte("x")},
+		}),
 	}
 	for name, msg := range bad {
 		_, err := kpl.Deaggregate(frame(msg))

@@ -40,10 +40,9 @@ type Config struct {
 	// through sink/batch (kinesis is always batched); false: one
 	// SendMessage per message, the session waiting for each.
 	Batching bool
-	// KinesisAggregateBytes bounds a kinesis record that aggregates a
-	// session's messages (kinesissink, KPL format); 0: one record per
-	// message.
-	KinesisAggregateBytes int
+	// Kinesis are the kinesis sink's own settings (its aggregated records
+	// and hash buckets).
+	Kinesis kinesissink.Config
 	// Batch bounds the batches of a batched sink (Limits). Its
 	// RequestTimeout and BufferBudget are derived by the caller (the
 	// worker's sink request timeout; its memory budget).
@@ -55,12 +54,12 @@ type Config struct {
 
 // DefaultConfig is the stdout sink, batching on (for sqs), the batch
 // defaults with the two derived settings left at 0, the sqs sink's
-// defaults (packing on), kinesis aggregation on
-// (kinesissink.DefaultAggregateMaxBytes).
+// defaults (packing on), the kinesis sink's defaults (aggregation on, over
+// kinesissink.DefaultHashBuckets).
 func DefaultConfig() Config {
 	b := batch.DefaultConfig()
 	b.RequestTimeout, b.BufferBudget = 0, 0
-	return Config{Kind: Stdout, Batching: true, Batch: b, SQS: sqssink.DefaultConfig(), KinesisAggregateBytes: kinesissink.DefaultAggregateMaxBytes}
+	return Config{Kind: Stdout, Batching: true, Batch: b, SQS: sqssink.DefaultConfig(), Kinesis: kinesissink.DefaultConfig()}
 }
 
 // Env is what a sink is built with.
@@ -130,10 +129,19 @@ var kinds = []kind{
 		name:     Kinesis,
 		requires: func(c Config) (string, string) { return schema.EnvOutputStream, c.OutputStream },
 		problems: func(c Config) []error {
-			if err := kinesissink.ValidateAggregateMaxBytes(c.KinesisAggregateBytes); err != nil {
-				return []error{fmt.Errorf("%s=%s (%s): %w", schema.EnvSink, c.Kind, schema.EnvSinkKinesisAggregateBytes, err)}
+			var errs []error
+			for _, p := range []struct {
+				env string
+				err error
+			}{
+				{schema.EnvSinkKinesisAggregateBytes, kinesissink.ValidateAggregateBytes(c.Kinesis.AggregateBytes)},
+				{schema.EnvSinkKinesisHashBuckets, kinesissink.ValidateHashBuckets(c.Kinesis.HashBuckets)},
+			} {
+				if p.err != nil {
+					errs = append(errs, fmt.Errorf("%s=%s (%s): %w", schema.EnvSink, c.Kind, p.env, p.err))
+				}
 			}
-			return nil
+			return errs
 		},
 		limits: func(Config) (batch.Limits, bool) { return kinesissink.New(nil, "").Limits(), true },
 		open: func(c Config, e Env) (sink.Handler, batch.Sender, error) {
@@ -141,7 +149,7 @@ var kinds = []kind{
 			if err != nil {
 				return nil, nil, err
 			}
-			return nil, kinesissink.New(kinesis.NewFromConfig(ac), c.OutputStream).SetAggregateMaxBytes(c.KinesisAggregateBytes), nil
+			return nil, kinesissink.NewConfig(kinesis.NewFromConfig(ac), c.OutputStream, c.Kinesis), nil
 		},
 	},
 	{

@@ -50,13 +50,22 @@ func TestProblems(t *testing.T) {
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", -1 }, []string{"WSFLEET_SINK=sqs (WSFLEET_SINK_SQS_PACK_BYTES): sqs pack bytes -1"}},
 		{func(c *Config) { c.Kind, c.OutputStream, c.SQS.PackBytes = Kinesis, "s", -1 }, nil}, // another kind's setting
 		{func(c *Config) { c.Kind, c.OutputStream, c.Batch.MaxCount = Kinesis, "s", 500 }, nil},
-		{func(c *Config) { c.Kind, c.OutputStream, c.KinesisAggregateBytes = Kinesis, "s", 0 }, nil}, // aggregation off
-		{func(c *Config) { c.Kind, c.KinesisAggregateBytes, c.Batch.MaxCount = Kinesis, 2<<20, 501 }, []string{
+		{func(c *Config) { c.Kind, c.OutputStream, c.Kinesis.AggregateBytes = Kinesis, "s", 0 }, nil}, // aggregation off
+		{func(c *Config) { c.Kind, c.OutputStream, c.Kinesis.HashBuckets = Kinesis, "s", 0 }, nil},    // per-session aggregation
+		{func(c *Config) { c.Kind, c.OutputStream, c.Kinesis.HashBuckets = Kinesis, "s", 1024 }, nil},
+		{func(c *Config) {
+			c.Kind, c.Kinesis.AggregateBytes, c.Kinesis.HashBuckets, c.Batch.MaxCount = Kinesis, 2<<20, 1025, 501
+		}, []string{
 			"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM",
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 2097152 bytes: want 0 (off) up to 1048576",
+			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets 1025: want 0 (per-session aggregation) up to 1024",
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 501"}},
-		{func(c *Config) { c.Kind, c.OutputQueueURL, c.KinesisAggregateBytes = SQS, "q", -1 }, nil}, // a kinesis setting: not the sqs sink's
-		{func(c *Config) { c.Kind, c.Batch.MaxCount = Stdout, 11 }, nil},                            // stdout is never batched
+		{func(c *Config) { c.Kind, c.OutputStream, c.Kinesis.HashBuckets = Kinesis, "s", -1 }, []string{
+			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets -1"}},
+		{func(c *Config) {
+			c.Kind, c.OutputQueueURL, c.Kinesis.AggregateBytes, c.Kinesis.HashBuckets = SQS, "q", -1, -1
+		}, nil}, // kinesis settings: not the sqs sink's
+		{func(c *Config) { c.Kind, c.Batch.MaxCount = Stdout, 11 }, nil}, // stdout is never batched
 	} {
 		c := resolved(DefaultConfig())
 		tc.mod(&c)

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
@@ -67,34 +69,66 @@ func sendAll(ctx context.Context, t *testing.T, s *Sink, recs []batch.Record) {
 
 // receiveAll drains q, unpacking each message with consume (asking SQS
 // for the content-type attribute), and returns the envelopes in arrival
-// order and the messages' count.
+// order and the messages' count (receiveByType).
 func receiveAll(ctx context.Context, t *testing.T, client *sqs.Client, q *string) ([]consume.Envelope, int) {
 	t.Helper()
+	envs, byType := receiveByType(ctx, t, client, q)
+	return envs, byType[consume.PackV1] + byType[consume.PackV2]
+}
+
+// receiveByType drains q as receiveAll does and counts the messages by
+// content type; a message of version 1 must hold one session and tenure, one
+// of version 2 several. The queue is drained when a receive comes back
+// empty and SQS counts no message left (visible, in flight or delayed: every
+// message received is deleted), within ctx.
+func receiveByType(ctx context.Context, t *testing.T, client *sqs.Client, q *string) ([]consume.Envelope, map[string]int) {
+	t.Helper()
 	var envs []consume.Envelope
-	n := 0
+	byType := map[string]int{}
 	for {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{consume.ContentTypeAttribute}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Messages) == 0 {
-			return envs, n
+		if len(out.Messages) == 0 && drained(ctx, t, client, q) {
+			return envs, byType
 		}
 		for _, m := range out.Messages {
 			ct := aws.ToString(m.MessageAttributes[consume.ContentTypeAttribute].StringValue)
-			if ct != consume.PackV1 {
-				t.Fatalf("content type %q, want %q", ct, consume.PackV1)
-			}
 			e, err := consume.FromSQS(aws.ToString(m.Body), ct)
 			if err != nil {
 				t.Fatal(err)
 			}
-			envs, n = append(envs, e...), n+1
+			several := slices.ContainsFunc(e, func(x consume.Envelope) bool {
+				return x.ConnectionID != e[0].ConnectionID || x.LeaseEpoch != e[0].LeaseEpoch
+			})
+			if want := map[bool]string{false: consume.PackV1, true: consume.PackV2}[several]; ct != want {
+				t.Fatalf("content type %q for a pack of several tenures %v, want %q", ct, several, want)
+			}
+			envs, byType[ct] = append(envs, e...), byType[ct]+1
 			if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q, ReceiptHandle: m.ReceiptHandle}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+}
+
+// drained reports whether SQS counts no message in q: none visible, in
+// flight or delayed.
+func drained(ctx context.Context, t *testing.T, client *sqs.Client, q *string) bool {
+	t.Helper()
+	counts := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q, AttributeNames: counts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range counts {
+		if n := out.Attributes[string(name)]; n != "0" {
+			return false
+		}
+	}
+	return true
 }
 
 // same reports whether e is m as the sink wrote it.
@@ -166,6 +200,63 @@ func TestPacksOnFauxqs(t *testing.T) {
 		for i, m := range msgs {
 			if e := got[id][i]; !same(e, m) {
 				t.Fatalf("%s #%d: received %+v, sent %+v", id, i, e, m)
+			}
+		}
+	}
+}
+
+// On a standard queue of fauxqs sessions share packs: a pack of several
+// sessions and tenures is one SQS message of content type version 2,
+// which consume.FromSQS reads back as exactly the envelopes sent, each
+// session's in order; a pack of one session stays version 1. On a FIFO
+// queue packs stay per session (TestPacksOnFauxqs).
+func TestSessionsSharePacksOnFauxqs(t *testing.T) {
+	ctx, client := fauxqsClient(t)
+	name := fmt.Sprintf("shared-%d", time.Now().UnixNano())
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewConfig(client, aws.ToString(q.QueueUrl), Config{PackBytes: 4000})
+	sent := map[string][]sink.Message{}
+	var all []sink.Message // interleaved: message i of every session, then i+1
+	const perSession = 40
+	for i := range 3 {
+		id := fmt.Sprintf("session-%d", i)
+		sent[id] = sessionMessages(id, int64(i+2), perSession)
+	}
+	for i := range perSession {
+		for j := range 3 {
+			all = append(all, sent[fmt.Sprintf("session-%d", j)][i])
+		}
+	}
+	later := sessionMessages("session-0", 9, 3) // a later tenure of session-0, among the others
+	all = slices.Insert(all, len(all)/2, later...)
+	sent["session-0"] = append(sent["session-0"], later...)
+	alone := packAll(t, s, sessionMessages("alone", 1, 3)) // one session: version 1
+	sent["alone"] = sessionMessages("alone", 1, 3)
+	packs := append(packAll(t, s, all), alone...)
+	if g := s.PackGroup(batch.Record{ConnectionID: "session-0"}); g != "" {
+		t.Fatalf("standard queue: PackGroup %q, want every session in one group", g)
+	}
+	sendAll(ctx, t, s, packs)
+
+	envs, byType := receiveByType(ctx, t, client, q.QueueUrl)
+	if byType[consume.PackV2] == 0 || byType[consume.PackV1] != len(alone) || byType[consume.PackV1]+byType[consume.PackV2] != len(packs) {
+		t.Fatalf("messages by content type %v: want %d, the mixed ones version 2, the %d of one session version 1", byType, len(packs), len(alone))
+	}
+	got := map[string][]consume.Envelope{}
+	for _, e := range envs {
+		got[e.ConnectionID] = append(got[e.ConnectionID], e)
+	}
+	for id, msgs := range sent {
+		if len(got[id]) != len(msgs) {
+			t.Fatalf("%s: %d envelopes received, %d sent", id, len(got[id]), len(msgs))
+		}
+		// a standard queue keeps no order between messages: compare as sets
+		for _, m := range msgs {
+			if !slices.ContainsFunc(got[id], func(e consume.Envelope) bool { return same(e, m) }) {
+				t.Fatalf("%s: %+v sent, not received", id, m)
 			}
 		}
 	}
@@ -304,6 +395,16 @@ func TestPackSizeAndRefusals(t *testing.T) {
 			t.Errorf("%s: packed", name)
 		}
 	}
+	if g := s.PackGroup(a); g != "c" {
+		t.Fatalf("FIFO: PackGroup %q, want the session", g)
+	}
+	std := NewConfig(nil, "q", Config{PackBytes: 1000})
+	if p, err := std.Pack([]batch.Record{a, enc("d", 2, 0, 2, 10), enc("c", 2, 0, 3, 10), b}); err != nil || p.ConnectionID != "c" || p.Seq != 1 || p.Epoch != 2 {
+		t.Fatalf("standard queue: a pack of two sessions and tenures: %+v, %v", p, err)
+	}
+	if _, err := std.Pack([]batch.Record{b, enc("d", 2, 0, 2, 10), a}); err == nil {
+		t.Error("standard queue: a session out of order in its tenure: packed")
+	}
 	off := NewConfig(nil, "q", Config{})
 	if off.PackLimit() != 0 || off.Size(a) != len(a.Body) {
 		t.Fatal("packing off still counts the attribute")
@@ -340,6 +441,58 @@ func TestPackDedupID(t *testing.T) {
 	}
 	if len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 3 {
 		t.Fatalf("ids %q collide", ids)
+	}
+}
+
+// A pack is version 1 when every line is one session's of one tenure, version
+// 2 otherwise; sessions whose ids share a prefix or hold escaped quotes are
+// told apart, and a line the sink did not write makes version 2.
+func TestPackVersion(t *testing.T) {
+	s := New(nil, "q")
+	enc := func(id string, seq, epoch int64) batch.Record {
+		r, err := s.Encode(sink.Message{ConnectionID: id, Seq: seq, LeaseEpoch: epoch, WorkerID: "w", Data: []byte(`{"lease_epoch":5}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		recs []batch.Record
+		want string
+	}{
+		{"one", []batch.Record{enc("c", 1, 2)}, consume.PackV1},
+		{"one session", []batch.Record{enc("c", 1, 2), enc("c", 2, 2), enc("c", 3, 2)}, consume.PackV1},
+		{"escaped quote", []batch.Record{enc(`a"b`, 1, 2), enc(`a"b`, 2, 2)}, consume.PackV1},
+		{"two sessions", []batch.Record{enc("c", 1, 2), enc("d", 1, 2)}, consume.PackV2},
+		{"a prefix", []batch.Record{enc("c", 1, 2), enc("cc", 1, 2)}, consume.PackV2},
+		{"escaped quotes", []batch.Record{enc(`a"b`, 1, 2), enc(`a"c`, 1, 2)}, consume.PackV2},
+		{"two tenures", []batch.Record{enc("c", 1, 2), enc("c", 1, 12)}, consume.PackV2},
+		{"a last other", []batch.Record{enc("c", 1, 2), enc("c", 2, 2), enc("d", 1, 2)}, consume.PackV2},
+	} {
+		p, err := s.Pack(tc.recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := packVersion(p.Body); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := packVersion([]byte("{\"x\":1}\n{\"x\":1}")); got != consume.PackV2 {
+		t.Errorf("lines the sink did not write: %q", got)
+	}
+	api := &fakeSQS{}
+	std := New(api, "q")
+	mixed, _ := std.Pack([]batch.Record{enc("c", 1, 2), enc("d", 1, 2)})
+	one, _ := std.Pack([]batch.Record{enc("c", 2, 2), enc("c", 3, 2)})
+	if _, err := std.Send(context.Background(), []batch.Record{mixed, one}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{consume.PackV2, consume.PackV1} {
+		e := api.batches[0].Entries[i]
+		if got := aws.ToString(e.MessageAttributes[consume.ContentTypeAttribute].StringValue); got != want || aws.ToString(e.Id) != strconv.Itoa(i) {
+			t.Errorf("entry %d: id %q content type %q, want %q", i, aws.ToString(e.Id), got, want)
+		}
 	}
 }
 

@@ -3,10 +3,11 @@
 // payload SQS would refuse or alter, invalid UTF-8 or U+FFFE/U+FFFF, is
 // carried in data_b64, never raw). The worker sends them in
 // SendMessageBatch requests through sink/batch (Sink is a batch.Sender and
-// a batch.Packer): an SQS message carries a pack, the envelopes of
-// consecutive messages of one session and one tenure as JSON lines (pack.go;
-// the format is consume's, version 1, named by a content-type message
-// attribute), up to Config.PackBytes. Handle is the unbatched path (one
+// a batch.Packer): an SQS message carries a pack, envelopes as JSON lines
+// (pack.go; the format is consume's, named by a content-type message
+// attribute), up to Config.PackBytes: on a FIFO queue consecutive messages
+// of one session and one tenure (version 1), on a standard queue messages of
+// any sessions (version 2 when it holds several; version 1 otherwise). Handle is the unbatched path (one
 // SendMessage per message, one envelope, no attribute,
 // WSFLEET_SINK_BATCHING=false), kept for comparison. On a FIFO queue (URL
 // ending in ".fifo") the group id is the connection_id (per-session order)
@@ -109,10 +110,11 @@ func (s *Sink) Handle(ctx context.Context, m sink.Message) error {
 	return nil
 }
 
-// packAttributes name a pack's format (consume.PackV1); the SDK only reads
-// them.
-var packAttributes = map[string]types.MessageAttributeValue{
-	consume.ContentTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(consume.PackV1)},
+// packAttributes name a pack's format by its content type (consume.PackV1,
+// consume.PackV2); the SDK only reads them.
+var packAttributes = map[string]map[string]types.MessageAttributeValue{
+	consume.PackV1: {consume.ContentTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(consume.PackV1)}},
+	consume.PackV2: {consume.ContentTypeAttribute: {DataType: aws.String("String"), StringValue: aws.String(consume.PackV2)}},
 }
 
 // ownChecksum turns off the SDK's check of the MD5s SQS returns: on a
@@ -251,7 +253,11 @@ func (s *Sink) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	for i, r := range recs {
 		e := types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(r.Body))}
 		if s.packBytes > 0 {
-			e.MessageAttributes = packAttributes
+			version := consume.PackV1
+			if !s.fifo {
+				version = packVersion(r.Body)
+			}
+			e.MessageAttributes = packAttributes[version]
 		}
 		if s.fifo {
 			dedup, err := dedupIDOf(r)

@@ -3,7 +3,9 @@
 // argv[2]: the repository root (its node_modules holds the module).
 // stdin: a JSON array of {partitionKey, sequenceNumber, data (base64)}.
 // stdout: a JSON array of the user records, in order:
-// {partitionKey, subSequenceNumber, data (base64)}. Exits 1 on any error.
+// {partitionKey, explicitHashKey (the user record's, or the Kinesis
+// record's: absent for a plain record read back), subSequenceNumber, data
+// (base64)}. Exits 1 on any error.
 "use strict";
 const path = require("path");
 const agg = require(path.join(process.argv[2], "node_modules", "aws-kinesis-agg"));
@@ -20,7 +22,7 @@ process.stdin.on("end", () => {
         process.exit(1);
       }
       for (const u of users) {
-        out.push({ partitionKey: u.partitionKey, subSequenceNumber: u.subSequenceNumber, data: u.data });
+        out.push({ partitionKey: u.partitionKey, explicitHashKey: u.explicitPartitionKey, subSequenceNumber: u.subSequenceNumber, data: u.data });
       }
     });
   }
