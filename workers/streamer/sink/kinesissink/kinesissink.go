@@ -129,6 +129,10 @@ func (s *Sink) PackGrow(size int, r batch.Record) int {
 	return size + kpl.RecordSize(len(r.Body))
 }
 
+// PackGroup is r's session: a pack holds one session's messages
+// (batch.Packer).
+func (s *Sink) PackGroup(r batch.Record) string { return r.ConnectionID }
+
 // Pack is one aggregated record of recs, under their connection_id; a
 // pack of one is the message's own record (batch.Packer).
 func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {

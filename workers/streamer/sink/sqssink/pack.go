@@ -66,6 +66,10 @@ func (s *Sink) PackGrow(size int, r batch.Record) int {
 	return size + 1 + len(r.Body)
 }
 
+// PackGroup is r's session: a pack holds one session's messages
+// (batch.Packer).
+func (s *Sink) PackGroup(r batch.Record) string { return r.ConnectionID }
+
 // Pack joins the envelopes of recs, one session's consecutive messages of
 // one tenure, into one body (batch.Packer). The pack is named by its first
 // message (Seq, Sub); its FIFO deduplication id also names its last
