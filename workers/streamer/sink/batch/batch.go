@@ -62,30 +62,45 @@
 // back on the source; the session counts the stall.
 //
 // Packing: a Sender that is a Packer (PackLimit > 0) carries several
-// consecutive messages of one session and one tenure in one wire record (a
-// pack, of at most PackLimit bytes). A request takes each session's queued
-// messages and groups them into packs; packs count against MaxCount and
-// their sizes against MaxBytes. Packing waits for nothing: it packs what is
-// queued when a request is due (MaxDelay, or full), so a session with a
-// request in flight (Ordered) gathers its next pack meanwhile. A wire
-// record's outcome is every message's in it: acknowledged, retried or
-// refused together, and the acknowledged prefix, the checkpoint, repeated
-// failures and Tenure.Refused see each message. A pack that fails is sent
+// messages in one wire record (a pack, of at most PackLimit bytes): the
+// queued messages of every session whose records are of one pack group
+// (Packer.PackGroup), each session's consecutive, in order and of one
+// tenure. A group per session keeps a pack to one session (SQS FIFO, whose
+// deduplication and order are per session); one group for all lets any
+// sessions share a pack. A request visits the sessions in turn and keeps
+// an open pack per group: a session's messages join the open pack of
+// their group, which another session may have begun, else begin one.
+// Packs count against MaxCount and their sizes against MaxBytes. With
+// packing a request is full when the queued bytes reach MaxBytes or the
+// packs they would make (estimated per group from the bytes and
+// PackLimit) reach MaxCount, not at MaxCount messages: small messages wait
+// up to MaxDelay to share packs, which bounds what packing adds to the
+// latency; a session with a request in flight (Ordered) gathers its next
+// pack meanwhile. A wire record's outcome is every message's in it:
+// acknowledged, retried or refused together, and the acknowledged prefix,
+// the checkpoint, repeated failures and Tenure.Refused see each message
+// (a final refusal of a pack gives up on each of its messages once, each
+// session's tenure deciding). A pack of one session that fails is sent
 // again as the same wire record (the same messages, the same bytes), so a
-// retry is a copy of what may already have been written. A pack refused
-// permanently names none of its messages: they are sent again each alone,
-// like the entries of a whole request refused permanently. A pack whose
-// encoding exceeds its bound (or fails) falls back to its messages' own
-// records. Stats count messages (Records) and wire records (WireRecords,
-// Packs) apart.
+// retry is a copy of what may already have been written; a pack of several
+// sessions that fails is not kept: its messages go back to their sessions'
+// queues, in order, and are packed again. A pack refused permanently names
+// none of its messages: they are sent again each alone, like the entries
+// of a whole request refused permanently. A pack whose encoding exceeds
+// its bound (or fails) falls back to its messages' own records, and the
+// request's later packs of each of its sessions wait for the next request.
+// Stats count messages (Records) and wire records (WireRecords, Packs)
+// apart.
 //
 // Order with packing: on an Ordered sink a request carries at most one wire
-// record of each session (a pack holds what was queued, up to PackLimit),
-// so the partial failure that reorders (a later record of the session
-// written while an earlier one failed) cannot happen: a session's records
-// reach the destination in order within a tenure, repeated only when a
-// request the destination applied is sent again (a timeout: the same
-// record again).
+// record of each session (its messages in one pack, shared or not, up to
+// PackLimit; what does not fit waits for the next request), so the partial
+// failure that reorders (a later record of the session written while an
+// earlier one failed) cannot happen: a session's records reach the
+// destination in order within a tenure, repeated only when a request the
+// destination applied is sent again (a timeout: the same record again).
+// On any sink a session's messages go to the request's wire records in
+// order: never to a record before one holding an earlier message of it.
 //
 // Goroutines: Run is the dispatcher (its caller owns it and stops it by
 // cancelling its context); each request runs in a goroutine Run waits for.
@@ -1049,10 +1064,11 @@ func (b *Batcher) buildWire(all []*pack) (packs, withheld, unfit []*pack) {
 	return packs, withheld, unfit
 }
 
-// pinLocked keeps the entries of a pack that failed together, so that its
-// retry is a copy of the same wire record (a destination that deduplicates
-// sees the same record), unless any of them is now sent alone or settled:
-// then none is pinned and they go out as plain records.
+// pinLocked keeps the entries of a pack of one session that failed
+// together, so that its retry is a copy of the same wire record (a
+// destination that deduplicates sees the same record), unless any of them
+// is now sent alone or settled: then none is pinned and they go out as
+// plain records.
 func (b *Batcher) pinLocked(p *pack) {
 	keep := true
 	for _, e := range p.entries {
