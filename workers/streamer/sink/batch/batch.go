@@ -734,9 +734,9 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 		}
 	}
 	var batch []*pack
-	var partial *stream
-	skipped := b.scratch[:0]
-	open := b.open // per group, the pack its next entries may join
+	// skipped: the streams visited that keep queued entries; open: per
+	// group, the pack its next entries may join.
+	skipped, open := b.scratch[:0], b.open
 	defer clear(open)
 	bytes, i := 0, 0
 	// Once the request holds MaxCount wire records, sessions may still
@@ -822,15 +822,15 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 			st.inActive = false
 			continue
 		}
-		partial = st // what is left of it waits behind the other sessions
-		break
+		// What is left of st (it did not fit, or may not go in this
+		// request: one wire record of a session on an ordered sink, another
+		// tenure, a retry not yet due) waits behind the other sessions,
+		// which the request goes on with while it has room.
+		skipped = append(skipped, st)
 	}
 	// The streams visited go to the back: the next request starts with
 	// another session.
 	b.active = append(b.active[i:], skipped...)
-	if partial != nil {
-		b.active = append(b.active, partial)
-	}
 	clear(skipped)
 	b.scratch = skipped[:0]
 	return batch

@@ -174,6 +174,11 @@ func TestOrderedSessionsShareRecordsOneEachPerRequest(t *testing.T) {
 	})
 	checkDelivered(t, p, tns, 10, nil)
 	checkOneRecordPerSession(t, p)
+	// A session whose messages fill its pack leaves the rest for the next
+	// request, which goes on with the other sessions.
+	if reqs := p.byRequest(); len(reqs) < 2 || len(reqs[1]) != len(ids) {
+		t.Fatalf("requests %v: want the second to carry a record of each session", reqs)
+	}
 	wire, _ := p.snapshot()
 	shared := 0
 	for _, w := range wire {
