@@ -525,3 +525,35 @@ func TestUnfitMixedPackHoldsBackEachOfItsSessions(t *testing.T) {
 		t.Fatalf("stats %+v: want pack fallbacks counted", st)
 	}
 }
+
+// A session whose trust ends before a request could end waits: the others'
+// messages go without it, and it never shares a record sent after its trust
+// could cover the request.
+func TestSessionShortOfTrustStaysOutOfSharedPacks(t *testing.T) {
+	p := newPackSender(100)
+	p.group = oneGroup
+	b := batchtest.Start(t, p, testConfig())
+	a, short := newTenure(), newTenure()
+	end := time.Now().Add(300 * time.Millisecond) // under the request timeout, 1 s
+	short.deadline.Store(&end)
+	for seq := int64(1); seq <= 3; seq++ {
+		if err := b.Submit(context.Background(), msg("a", seq), a, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Submit(context.Background(), msg("b", seq), short, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Eventually(t, 10*time.Second, "a acknowledged, b dropped", func() bool {
+		return a.last() == 3 && b.Stats().DroppedInvalid == 3
+	})
+	if got := p.writtenOf("b"); len(got) != 0 || short.last() != 0 {
+		t.Fatalf("session b written %v, acknowledged %d: want nothing", got, short.last())
+	}
+	if got := p.writtenOf("a"); !slices.Equal(got, seqTexts(1, 3)) {
+		t.Fatalf("session a written %v: want 1..3", got)
+	}
+	if st := b.Stats(); st.HeldForTrust == 0 {
+		t.Fatalf("stats %+v: want b held for trust", st)
+	}
+}
