@@ -62,30 +62,45 @@
 // back on the source; the session counts the stall.
 //
 // Packing: a Sender that is a Packer (PackLimit > 0) carries several
-// consecutive messages of one session and one tenure in one wire record (a
-// pack, of at most PackLimit bytes). A request takes each session's queued
-// messages and groups them into packs; packs count against MaxCount and
-// their sizes against MaxBytes. Packing waits for nothing: it packs what is
-// queued when a request is due (MaxDelay, or full), so a session with a
-// request in flight (Ordered) gathers its next pack meanwhile. A wire
-// record's outcome is every message's in it: acknowledged, retried or
-// refused together, and the acknowledged prefix, the checkpoint, repeated
-// failures and Tenure.Refused see each message. A pack that fails is sent
+// messages in one wire record (a pack, of at most PackLimit bytes): the
+// queued messages of every session whose records are of one pack group
+// (Packer.PackGroup), each session's consecutive, in order and of one
+// tenure. A group per session keeps a pack to one session (SQS FIFO, whose
+// deduplication and order are per session); one group for all lets any
+// sessions share a pack. A request visits the sessions in turn and keeps
+// an open pack per group: a session's messages join the open pack of
+// their group, which another session may have begun, else begin one.
+// Packs count against MaxCount and their sizes against MaxBytes. With
+// packing a request is full when the queued bytes reach MaxBytes or the
+// packs they would make (estimated per group from the bytes and
+// PackLimit) reach MaxCount, not at MaxCount messages: small messages wait
+// up to MaxDelay to share packs, which bounds what packing adds to the
+// latency; a session with a request in flight (Ordered) gathers its next
+// pack meanwhile. A wire record's outcome is every message's in it:
+// acknowledged, retried or refused together, and the acknowledged prefix,
+// the checkpoint, repeated failures and Tenure.Refused see each message
+// (a final refusal of a pack gives up on each of its messages once, each
+// session's tenure deciding). A pack of one session that fails is sent
 // again as the same wire record (the same messages, the same bytes), so a
-// retry is a copy of what may already have been written. A pack refused
-// permanently names none of its messages: they are sent again each alone,
-// like the entries of a whole request refused permanently. A pack whose
-// encoding exceeds its bound (or fails) falls back to its messages' own
-// records. Stats count messages (Records) and wire records (WireRecords,
-// Packs) apart.
+// retry is a copy of what may already have been written; a pack of several
+// sessions that fails is not kept: its messages go back to their sessions'
+// queues, in order, and are packed again. A pack refused permanently names
+// none of its messages: they are sent again each alone, like the entries
+// of a whole request refused permanently. A pack whose encoding exceeds
+// its bound (or fails) falls back to its messages' own records, and the
+// request's later packs of each of its sessions wait for the next request.
+// Stats count messages (Records) and wire records (WireRecords, Packs)
+// apart.
 //
 // Order with packing: on an Ordered sink a request carries at most one wire
-// record of each session (a pack holds what was queued, up to PackLimit),
-// so the partial failure that reorders (a later record of the session
-// written while an earlier one failed) cannot happen: a session's records
-// reach the destination in order within a tenure, repeated only when a
-// request the destination applied is sent again (a timeout: the same
-// record again).
+// record of each session (its messages in one pack, shared or not, up to
+// PackLimit; what does not fit waits for the next request), so the partial
+// failure that reorders (a later record of the session written while an
+// earlier one failed) cannot happen: a session's records reach the
+// destination in order within a tenure, repeated only when a request the
+// destination applied is sent again (a timeout: the same record again).
+// On any sink a session's messages go to the request's wire records in
+// order: never to a record before one holding an earlier message of it.
 //
 // Goroutines: Run is the dispatcher (its caller owns it and stops it by
 // cancelling its context); each request runs in a goroutine Run waits for.
@@ -257,6 +272,7 @@ type Stats struct {
 type entry struct {
 	rec       Record
 	size      int
+	group     string // Packer.PackGroup (packing only)
 	ord       uint64 // submission order in its stream
 	t         sink.Tenure
 	enq       time.Time
@@ -323,8 +339,14 @@ type Batcher struct {
 	scratch  []*stream
 	inflight int
 	flushing int
-	// queued and queuedBytes count the entries waiting in the queues.
+	// queued and queuedBytes count the entries waiting in the queues;
+	// with packing, groupBytes are their bytes per pack group and
+	// queuedPacks the packs they would make (countGroupLocked).
 	queued, queuedBytes int
+	groupBytes          map[string]int
+	queuedPacks         int
+	// open is nextLocked's open pack per group (kept to reuse its map).
+	open map[string]*pack
 	// buffered is the size of every entry not yet settled (BufferBudget);
 	// budget is closed (and replaced) when it shrinks while Submits wait.
 	buffered int64
@@ -351,6 +373,9 @@ func New(snd Sender, cfg Config, log zerolog.Logger) (*Batcher, error) {
 	b := &Batcher{snd: snd, cfg: cfg, limits: l, log: log, kick: make(chan struct{}, 1), streams: map[string]*stream{}}
 	b.packer, b.packLimit = packLimit(snd, cfg, l)
 	b.onePack = b.packer != nil && snd.Ordered()
+	if b.packer != nil {
+		b.groupBytes, b.open = map[string]int{}, map[string]*pack{}
+	}
 	return b, nil
 }
 
@@ -429,19 +454,22 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 	}
 	st := b.streamLocked(m.ConnectionID)
 	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: time.Now(), recordsAtFail: b.records.Load()}
+	if b.packer != nil {
+		e.group = b.packer.PackGroup(rec)
+	}
 	st.nextOrd++
 	st.entries = append(st.entries, e)
 	st.bytes += size
 	b.buffered += int64(size)
 	first := len(st.queue) == 0
+	wasFull := b.fullLocked()
 	b.activateLocked(st)
 	st.queue = append(st.queue, e)
-	b.queued++
-	b.queuedBytes += size
+	b.countQueuedLocked(e, 1)
 	// The dispatcher's timer covers the MaxDelay of the entries it saw; it
 	// needs a wake-up for a session that had nothing queued (to arm it, or
 	// to send at once when a request is due) and when a request fills.
-	wake := first || b.queued == b.cfg.MaxCount || (b.queuedBytes >= b.cfg.MaxBytes && b.queuedBytes-size < b.cfg.MaxBytes) || st.flushing > 0
+	wake := first || (!wasFull && b.fullLocked()) || st.flushing > 0
 	b.mu.Unlock()
 	if wake {
 		b.wake()
@@ -670,26 +698,50 @@ func (b *Batcher) admitLocked(st *stream, now time.Time) (ok, dropped bool) {
 	return true, false
 }
 
+// countQueuedLocked counts e into (sign 1) or out of (sign -1) the queued
+// entries.
+func (b *Batcher) countQueuedLocked(e *entry, sign int) {
+	b.queued += sign
+	b.queuedBytes += sign * e.size
+	b.countGroupLocked(e, sign)
+}
+
+// fullLocked reports whether the queued entries fill a request: its bytes,
+// or its count of wire records (with packing, of the packs they would
+// make: queued messages of one group wait to share a pack).
+func (b *Batcher) fullLocked() bool {
+	if b.packer != nil {
+		return b.queuedBytes >= b.cfg.MaxBytes || b.queuedPacks >= b.cfg.MaxCount
+	}
+	return b.queuedBytes >= b.cfg.MaxBytes || b.queued >= b.cfg.MaxCount
+}
+
 // nextLocked takes the next request's wire records when a request is due:
-// full by count or bytes, its oldest entry waited MaxDelay, or a flush
-// waits. Packing groups what each session has queued (it waits for nothing
-// more). It visits only the streams it takes from (and those it skips), so
-// that a request costs the same with 10 or 10,000 sessions queued.
+// full (fullLocked), its oldest entry waited MaxDelay, or a flush waits.
+// Packing groups what is queued (it waits for nothing more): an entry joins
+// the open pack of its group, which another session may have begun, else
+// begins one. It visits only the streams it takes from (and those it
+// skips), so that a request costs the same with 10 or 10,000 sessions
+// queued.
 func (b *Batcher) nextLocked(now time.Time) []*pack {
 	if b.queued == 0 {
 		return nil
 	}
-	if b.queued < b.cfg.MaxCount && b.queuedBytes < b.cfg.MaxBytes && b.flushing == 0 {
+	if !b.fullLocked() && b.flushing == 0 {
 		oldest := b.oldestDueLocked(now)
 		if oldest.IsZero() || now.Sub(oldest) < b.cfg.MaxDelay {
 			return nil
 		}
 	}
 	var batch []*pack
-	var partial *stream
-	skipped := b.scratch[:0]
+	// skipped: the streams visited that keep queued entries; open: per
+	// group, the pack its next entries may join.
+	skipped, open := b.scratch[:0], b.open
+	defer clear(open)
 	bytes, i := 0, 0
-	for i < len(b.active) && len(batch) < b.cfg.MaxCount && bytes < b.cfg.MaxBytes && !(len(batch) == 1 && batch[0].entries[0].alone) {
+	// Once the request holds MaxCount wire records, sessions may still
+	// join its open packs.
+	for i < len(b.active) && (len(batch) < b.cfg.MaxCount || len(open) > 0) && bytes < b.cfg.MaxBytes && !(len(batch) == 1 && batch[0].entries[0].alone) {
 		st := b.active[i]
 		if len(st.queue) == 0 {
 			st.inActive = false
@@ -709,16 +761,19 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 			continue // a drop: look at st again
 		}
 		took := 0
-		var open *pack // the pack st's next entry may join
+		var mine *pack // the wire record st's last entry taken went to
 		for took < len(st.queue) {
 			e := st.queue[took]
 			if e.notBefore.After(now) || e.t != st.queue[0].t || (e.alone && len(batch) > 0) {
 				break
 			}
-			if grew, ok := b.growPackLocked(open, e, b.cfg.MaxBytes-bytes); ok {
-				bytes += grew
-				took++
-				continue
+			if p := b.joinable(open[e.group], mine); p != nil {
+				if grew, ok := b.growPackLocked(p, e, b.cfg.MaxBytes-bytes); ok {
+					bytes += grew
+					took++
+					mine = p
+					continue
+				}
 			}
 			if len(batch) >= b.cfg.MaxCount || (took > 0 && b.onePack) {
 				break
@@ -728,10 +783,11 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 					if bytes+p.size > b.cfg.MaxBytes {
 						break
 					}
+					p.at = len(batch)
 					batch = append(batch, p)
 					bytes += p.size
 					took += len(p.entries)
-					open = nil
+					mine = p
 					continue
 				}
 			}
@@ -739,34 +795,42 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 			if bytes+p.size > b.cfg.MaxBytes {
 				break
 			}
+			p.at = len(batch)
 			batch = append(batch, p)
 			bytes += p.size
 			took++
-			open = p
+			mine = p
+			if !p.plain {
+				open[e.group] = p
+			}
 			if e.alone {
 				break
 			}
 		}
+		if took == 0 && len(batch) > 0 {
+			break // st stays first for the next request
+		}
 		i++
 		if took > 0 {
-			b.queuedBytes -= sizes(st.queue[:took])
+			for _, e := range st.queue[:took] {
+				b.countQueuedLocked(e, -1)
+			}
 			st.queue = st.queue[took:]
 			st.inflight++
-			b.queued -= took
 		}
 		if len(st.queue) == 0 {
 			st.inActive = false
 			continue
 		}
-		partial = st // what is left of it waits behind the other sessions
-		break
+		// What is left of st (it did not fit, or may not go in this
+		// request: one wire record of a session on an ordered sink, another
+		// tenure, a retry not yet due) waits behind the other sessions,
+		// which the request goes on with while it has room.
+		skipped = append(skipped, st)
 	}
 	// The streams visited go to the back: the next request starts with
 	// another session.
 	b.active = append(b.active[i:], skipped...)
-	if partial != nil {
-		b.active = append(b.active, partial)
-	}
 	clear(skipped)
 	b.scratch = skipped[:0]
 	return batch
@@ -803,8 +867,7 @@ func (b *Batcher) endTenureLocked(st *stream, t sink.Tenure) {
 		if e.t == t {
 			e.dropped = true
 			b.dropped.Add(1)
-			b.queued--
-			b.queuedBytes -= e.size
+			b.countQueuedLocked(e, -1)
 			continue
 		}
 		kept = append(kept, e)
@@ -948,7 +1011,7 @@ func (b *Batcher) send(ctx context.Context, r request) {
 			e.attempts++
 			b.requeueLocked(st, e)
 		}
-		if perr != nil && !p.plain {
+		if perr != nil && !p.plain && len(p.sessions()) == 1 {
 			b.pinLocked(p)
 		}
 	}
@@ -965,26 +1028,31 @@ func (b *Batcher) send(ctx context.Context, r request) {
 
 // buildWire builds the wire record of every pack of a request. A pack that
 // cannot be built within its bound (unfit) is withheld with every later
-// pack of its session (they must not pass it): its entries go out as plain
-// records, the later ones as they are queued again.
+// pack of each of its sessions (they must not pass it), and so on for the
+// sessions of those: its entries go out as plain records, the withheld
+// ones as they are queued again.
 func (b *Batcher) buildWire(all []*pack) (packs, withheld, unfit []*pack) {
 	var stopped map[string]bool
+	stop := func(p *pack) {
+		if stopped == nil {
+			stopped = map[string]bool{}
+		}
+		for _, id := range p.sessions() {
+			stopped[id] = true
+		}
+		withheld = append(withheld, p)
+	}
 	for _, p := range all {
-		id := p.entries[0].rec.ConnectionID
-		if stopped[id] {
-			withheld = append(withheld, p)
+		if stopped != nil && slices.ContainsFunc(p.sessions(), func(id string) bool { return stopped[id] }) {
+			stop(p)
 			continue
 		}
 		r, err := b.wireRecord(p)
 		if err != nil {
 			b.packFallbacks.Add(1)
-			b.log.Warn().Err(err).Str("connection_id", id).Int("messages", len(p.entries)).Msg("pack over its bound: sending its messages as plain records")
+			b.log.Warn().Err(err).Strs("connection_ids", p.sessions()).Int("messages", len(p.entries)).Msg("pack over its bound: sending its messages as plain records")
 			unfit = append(unfit, p)
-			if stopped == nil {
-				stopped = map[string]bool{}
-			}
-			stopped[id] = true
-			withheld = append(withheld, p)
+			stop(p)
 			continue
 		}
 		if !p.plain && len(p.entries) > 1 {
@@ -996,10 +1064,11 @@ func (b *Batcher) buildWire(all []*pack) (packs, withheld, unfit []*pack) {
 	return packs, withheld, unfit
 }
 
-// pinLocked keeps the entries of a pack that failed together, so that its
-// retry is a copy of the same wire record (a destination that deduplicates
-// sees the same record), unless any of them is now sent alone or settled:
-// then none is pinned and they go out as plain records.
+// pinLocked keeps the entries of a pack of one session that failed
+// together, so that its retry is a copy of the same wire record (a
+// destination that deduplicates sees the same record), unless any of them
+// is now sent alone or settled: then none is pinned and they go out as
+// plain records.
 func (b *Batcher) pinLocked(p *pack) {
 	keep := true
 	for _, e := range p.entries {
@@ -1109,16 +1178,7 @@ func (b *Batcher) requeueLocked(st *stream, e *entry) {
 		return 0
 	})
 	st.queue = slices.Insert(st.queue, i, e)
-	b.queued++
-	b.queuedBytes += e.size
-}
-
-func sizes(es []*entry) int {
-	n := 0
-	for _, e := range es {
-		n += e.size
-	}
-	return n
+	b.countQueuedLocked(e, 1)
 }
 
 // settleLocked acknowledges st's leading acknowledged entries to their

@@ -2,30 +2,40 @@ package batch
 
 import "fmt"
 
-// This file owns packing: grouping a session's consecutive messages of one
-// tenure into one wire record (a pack) for a Sender that is a Packer.
+// This file owns packing: grouping queued messages of one pack group (one
+// session's, or many sessions') into one wire record (a pack) for a Sender
+// that is a Packer, and the estimate of the packs the queued messages make.
 
 // Packer is implemented by a Sender whose wire record can carry several
-// consecutive messages of one session and one tenure (a pack).
+// messages (a pack): consecutive messages of one tenure of each session in
+// it, of one or many sessions.
 type Packer interface {
 	// PackLimit is the largest Size a pack may have; 0 turns packing off.
 	PackLimit() int
 	// PackGrow is the Size of a pack of size bytes once r is added to it
 	// (size 0: the empty pack, so PackGrow(0, r) is the size of a pack of r alone).
 	PackGrow(size int, r Record) int
-	// Pack builds one wire record from recs (len >= 1; one ConnectionID, one
-	// Epoch, in order). A pack of one message may be the message's own record.
+	// PackGroup is the group of r: records of equal groups may share a
+	// pack. r.ConnectionID keeps packs to one session; "" lets any
+	// sessions share. A session's records are of one group.
+	PackGroup(r Record) string
+	// Pack builds one wire record from recs (len >= 1, of one group): each
+	// session's records consecutive, in order and of one Epoch. A pack of
+	// one message may be the message's own record.
 	Pack(recs []Record) (Record, error)
 }
 
-// pack is one wire record of a request: the entries it carries, in order.
-// A plain pack is its one entry's own record. A pack that failed is pinned
-// to its entries (entry.pinned) and sent again as the same wire record.
+// pack is one wire record of a request: the entries it carries, each
+// session's in order. A plain pack is its one entry's own record. A pack of
+// one session that failed is pinned to its entries (entry.pinned) and sent
+// again as the same wire record; a pack of several sessions is not: its
+// entries go back to their sessions' queues and are packed again.
 type pack struct {
 	entries []*entry
 	size    int     // what it counts against Config.MaxBytes (PackGrow, or the entry's size when plain)
 	plain   bool    // send entries[0].rec as it is
 	wire    *Record // the wire record once built (a retry sends it again)
+	at      int     // its place in the request being gathered (nextLocked)
 }
 
 // plainPack is e's own record as a wire record.
@@ -42,7 +52,7 @@ func packLimit(snd Sender, cfg Config, l Limits) (Packer, int) {
 }
 
 // startPackLocked is the wire record e begins: a pack that later entries of
-// its session may join, or e's own record (packing off, e sent alone or
+// its group may join, or e's own record (packing off, e sent alone or
 // unpackable, or e alone larger than a pack may be).
 func (b *Batcher) startPackLocked(e *entry) *pack {
 	if b.packer == nil || e.alone || e.unpacked {
@@ -118,4 +128,52 @@ type errPackTooLarge struct{ size, limit int }
 
 func (e errPackTooLarge) Error() string {
 	return fmt.Sprintf("pack encoded to %d bytes, over its bound of %d", e.size, e.limit)
+}
+
+// sessions are the sessions whose entries p carries, in the order of p.
+func (p *pack) sessions() []string {
+	var ids []string
+	for _, e := range p.entries {
+		if n := len(ids); n == 0 || ids[n-1] != e.rec.ConnectionID {
+			ids = append(ids, e.rec.ConnectionID)
+		}
+	}
+	return ids
+}
+
+// joinable is the open pack of e's group (open) when e's session may join
+// it after its entries so far in the request, the last of them in mine
+// (nil: none yet): a later wire record than mine (a session's entries never
+// go to an earlier record of the request), and on an ordered sink mine
+// itself once the session has one (one wire record per session).
+func (b *Batcher) joinable(open, mine *pack) *pack {
+	if open == nil || mine == nil {
+		return open
+	}
+	if open.at < mine.at || (b.onePack && open != mine) {
+		return nil
+	}
+	return open
+}
+
+// packsOf is how many packs of at most limit bytes n bytes make (an
+// estimate: it leaves out the packs' own bytes).
+func packsOf(n, limit int) int { return (n + limit - 1) / limit }
+
+// countGroupLocked adds e's bytes to (sign 1) or takes them from (sign -1)
+// its group's queued bytes, and keeps queuedPacks, the packs the queued
+// entries would make, current.
+func (b *Batcher) countGroupLocked(e *entry, sign int) {
+	if b.packer == nil {
+		return
+	}
+	n := b.groupBytes[e.group]
+	b.queuedPacks -= packsOf(n, b.packLimit)
+	n += sign * e.size
+	b.queuedPacks += packsOf(n, b.packLimit)
+	if n == 0 {
+		delete(b.groupBytes, e.group)
+		return
+	}
+	b.groupBytes[e.group] = n
 }

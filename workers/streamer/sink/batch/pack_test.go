@@ -16,18 +16,23 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 )
 
-// packSender is an ordered Packer: a message's record is its seq as text,
-// a pack is "P" and its messages' records joined by commas. fail decides a
-// wire record's error by its body and attempt; gate holds the first
+// packSender is an ordered Packer (unordered: not): a message's record is
+// its seq as text, a pack is "P" and its messages' records joined by
+// commas. Packs hold one session unless group is set: then a session's
+// group is group(its id), and a message's record is "id:seq". fail decides
+// a wire record's error by its body and attempt; gate holds the first
 // request until it is closed; oversize makes Pack build records over the
 // limit.
 type packSender struct {
-	limit    int
-	gate     chan struct{}
-	oversize bool
+	limit     int
+	gate      chan struct{}
+	oversize  bool
+	unordered bool
+	group     func(id string) string
 
 	mu       sync.Mutex
 	requests int
+	sentAt   []time.Time         // when each request was sent
 	records  []int               // wire records per request, in order
 	wire     []string            // every wire body sent, in order
 	written  map[string][]string // per session, the messages accepted, in order
@@ -40,12 +45,16 @@ func newPackSender(limit int) *packSender {
 }
 
 func (p *packSender) Encode(m sink.Message) (batch.Record, error) {
-	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Epoch: m.LeaseEpoch, Body: fmt.Appendf(nil, "%d", m.Seq)}, nil
+	body := fmt.Appendf(nil, "%d", m.Seq)
+	if p.group != nil {
+		body = fmt.Appendf(nil, "%s:%d", m.ConnectionID, m.Seq)
+	}
+	return batch.Record{ConnectionID: m.ConnectionID, Seq: m.Seq, Epoch: m.LeaseEpoch, Body: body}, nil
 }
 func (p *packSender) Limits() batch.Limits {
 	return batch.Limits{MaxCount: 10, MaxBytes: 1000, MaxRecordBytes: 100}
 }
-func (p *packSender) Ordered() bool           { return true }
+func (p *packSender) Ordered() bool           { return !p.unordered }
 func (p *packSender) Size(r batch.Record) int { return len(r.Body) }
 func (p *packSender) PackLimit() int          { return p.limit }
 func (p *packSender) PackGrow(size int, r batch.Record) int {
@@ -54,11 +63,29 @@ func (p *packSender) PackGrow(size int, r batch.Record) int {
 	}
 	return size + 1 + len(r.Body)
 }
+func (p *packSender) PackGroup(r batch.Record) string {
+	if p.group != nil {
+		return p.group(r.ConnectionID)
+	}
+	return r.ConnectionID
+}
 func (p *packSender) Pack(recs []batch.Record) (batch.Record, error) {
 	parts := make([]string, len(recs))
+	done := map[string]bool{} // sessions whose records ended
 	for i, r := range recs {
-		if r.ConnectionID != recs[0].ConnectionID || r.Epoch != recs[0].Epoch {
-			return batch.Record{}, errors.New("pack of two tenures")
+		if p.PackGroup(r) != p.PackGroup(recs[0]) {
+			return batch.Record{}, errors.New("pack of two groups")
+		}
+		if i > 0 {
+			prev := recs[i-1]
+			if prev.ConnectionID != r.ConnectionID {
+				done[prev.ConnectionID] = true
+			} else if prev.Epoch != r.Epoch || prev.Seq > r.Seq {
+				return batch.Record{}, errors.New("pack of two tenures of a session, or out of order")
+			}
+		}
+		if done[r.ConnectionID] {
+			return batch.Record{}, errors.New("a session's records apart in a pack")
 		}
 		parts[i] = string(r.Body)
 	}
@@ -80,6 +107,7 @@ func messages(body string) []string {
 func (p *packSender) Send(ctx context.Context, recs []batch.Record) ([]error, error) {
 	p.mu.Lock()
 	p.requests++
+	p.sentAt = append(p.sentAt, time.Now())
 	p.records = append(p.records, len(recs))
 	gate := p.gate
 	if p.requests > 1 {
@@ -109,7 +137,13 @@ func (p *packSender) Send(ctx context.Context, recs []batch.Record) ([]error, er
 				continue
 			}
 		}
-		p.written[r.ConnectionID] = append(p.written[r.ConnectionID], messages(body)...)
+		for _, m := range messages(body) {
+			id := r.ConnectionID
+			if i := strings.IndexByte(m, ':'); i >= 0 {
+				id, m = m[:i], m[i+1:]
+			}
+			p.written[id] = append(p.written[id], m)
+		}
 	}
 	return failed, nil
 }
