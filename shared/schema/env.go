@@ -32,7 +32,7 @@ func WorkerEnv() []string {
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof, EnvAdminToken,
 		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvTenureHeader, EnvExtraCAFile, EnvTLSResumption, EnvDialsPerHost, EnvDialLimits, EnvFleetClaimsPerSecond, EnvHandshakesInFlight, EnvHandshakesPerHost, EnvSwitchBufferBudget, EnvLargeFrameBudget, EnvSecretCacheTTL, EnvSecretHosts,
-		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
+		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkPackWait, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
 		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts, EnvSinkRepeatFailures,
 		EnvSinkKinesisAggregateBytes, EnvSinkKinesisHashBuckets,
 		EnvSinkSQSPackBytes,

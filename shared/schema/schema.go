@@ -300,6 +300,7 @@ const (
 	// Sink batching (sqs and kinesis; defaults in the worker's config).
 	EnvSinkBatching      = "WSFLEET_SINK_BATCHING"        // bool, default true; false: the sqs sink sends one SendMessage per message
 	EnvSinkMaxDelay      = "WSFLEET_SINK_MAX_DELAY"       // duration, default 10ms: the longest a message waits for its batch to fill
+	EnvSinkPackWait      = "WSFLEET_SINK_PACK_WAIT"       // duration, default 40ms: the longest a slow session's message waits to share a pack with other sessions'
 	EnvSinkMaxBatch      = "WSFLEET_SINK_MAX_BATCH"       // int, default 0 = the sink's limit (sqs 10, kinesis 500)
 	EnvSinkMaxBatchBytes = "WSFLEET_SINK_MAX_BATCH_BYTES" // int, default 0 = the sink's limit (sqs 1 MiB, kinesis 5 MiB)
 	EnvSinkInFlight      = "WSFLEET_SINK_IN_FLIGHT"       // int, default 32: sink requests in flight per worker

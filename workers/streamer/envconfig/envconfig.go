@@ -215,6 +215,7 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.str(schema.EnvOutputStream, &sk.OutputStream)
 	p.bool(schema.EnvSinkBatching, &sk.Batching)
 	p.dur(schema.EnvSinkMaxDelay, &sk.Batch.MaxDelay)
+	p.dur(schema.EnvSinkPackWait, &sk.Batch.PackWait)
 	p.int(schema.EnvSinkMaxBatch, &sk.Batch.MaxCount)
 	p.int(schema.EnvSinkMaxBatchBytes, &sk.Batch.MaxBytes)
 	p.int(schema.EnvSinkInFlight, &sk.Batch.MaxInFlight)

@@ -51,7 +51,7 @@ func TestSinkSettingsAreValidated(t *testing.T) {
 		{map[string]string{schema.EnvSink: "kinesis", schema.EnvOutputStream: "s", schema.EnvSinkKinesisAggregateBytes: "1048577", schema.EnvSinkKinesisHashBuckets: "2048", schema.EnvSinkMaxBatch: "501"},
 			[]string{"(WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 1048577 bytes", "(WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets 2048", "batch max count 501"}},
 		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkMaxBatch: "11", schema.EnvSinkBufferBytes: "10"},
-			[]string{"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): ",
+			[]string{"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_PACK_WAIT, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): ",
 				"batch max count 11", "session buffer 10 bytes"}},
 		{map[string]string{schema.EnvSink: "sqs", schema.EnvOutputQueueURL: "q", schema.EnvSinkBatching: "false", schema.EnvSinkMaxBatch: "11"}, nil},
 		{map[string]string{schema.EnvSink: "firehose"}, []string{`WSFLEET_SINK="firehose": want stdout, sqs, kinesis or discard`}},
@@ -86,7 +86,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvDialTimeout: "3s", schema.EnvPingEvery: "20s", schema.EnvPingTimeout: "5s", schema.EnvCloseGrace: "2s", schema.EnvReconnectMin: "50ms",
 		schema.EnvReconnectMax: "1m", schema.EnvReadLimit: "65536", schema.EnvMetricsEvery: "30s", schema.EnvQueueWait: "15s", schema.EnvSinkAttempts: "5",
 		schema.EnvStoreRPCTimeout: "1500ms", schema.EnvMaxDialFailures: "7", schema.EnvDialsPerHost: "2.5", schema.EnvDialLimits: "stream.binance.com=300/5m", schema.EnvHandshakesInFlight: "8", schema.EnvHandshakesPerHost: "4", schema.EnvSwitchBufferBudget: "8388608", schema.EnvLargeFrameBudget: "4194304", schema.EnvRepoRoot: "/repo", "OTHER_SETTING": "x",
-		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
+		schema.EnvSinkMaxDelay: "20ms", schema.EnvSinkPackWait: "60ms", schema.EnvSinkMaxBatch: "5", schema.EnvSinkMaxBatchBytes: "1048576",
 		schema.EnvSinkInFlight: "8", schema.EnvSinkBufferBytes: "2097152", schema.EnvAdminPprof: "true", schema.EnvMaxConcurrentWrites: "512",
 		schema.EnvRebalanceEvery: "20s", schema.EnvMinHold: "2m", schema.EnvRebalanceMoves: "3", schema.EnvAdvertiseAddr: "10.0.0.1:9000",
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2", schema.EnvSinkRepeatFailures: "5", schema.EnvSinkSQSPackBytes: "200000",
@@ -117,6 +117,7 @@ func TestFromEnv(t *testing.T) {
 	want.Sink.Kind, want.Sink.OutputQueueURL = "sqs", "https://q/out.fifo"
 	b := &want.Sink.Batch
 	b.MaxDelay, b.MaxCount, b.MaxBytes, b.MaxInFlight, b.SessionBufferBytes = 20*time.Millisecond, 5, 1<<20, 8, 2<<20
+	b.PackWait = 60 * time.Millisecond
 	b.PermanentAttempts, b.RepeatFailures, b.BufferBudget = 2, 5, 32<<20
 	want.Sink.SQS.PackBytes = 200000
 	want.Sink.Kinesis.AggregateBytes, want.Sink.Kinesis.HashBuckets = 100000, 64

@@ -74,8 +74,8 @@
 // packing a request is full when the queued bytes reach MaxBytes or the
 // packs they would make (estimated per group from the bytes and
 // PackLimit) reach MaxCount, not at MaxCount messages: small messages wait
-// up to MaxDelay to share packs, which bounds what packing adds to the
-// latency; a session with a request in flight (Ordered) gathers its next
+// up to MaxDelay to share packs (a slow session's, in a shared group, up
+// to PackWait: pack.go), which bounds what packing adds to the latency; a session with a request in flight (Ordered) gathers its next
 // pack meanwhile. A wire record's outcome is every message's in it:
 // acknowledged, retried or refused together, and the acknowledged prefix,
 // the checkpoint, repeated failures and Tenure.Refused see each message
@@ -163,6 +163,11 @@ type Config struct {
 	MaxCount int           // entries per request (≤ the sink's limit)
 	MaxBytes int           // bytes per request (≤ the sink's limit)
 	MaxDelay time.Duration // the longest a message waits for a batch to fill
+	// PackWait is the longest a message of a slow session waits for other
+	// sessions' messages to share its pack, when its pack group is shared
+	// (Packing): a message waits max(MaxDelay, min(PackWait, gap/4)), gap
+	// the session's smoothed time between messages. 0: MaxDelay only.
+	PackWait time.Duration
 	// MaxInFlight bounds the requests in flight for the whole worker.
 	MaxInFlight int
 	// SessionBufferBytes bounds a session's records not yet acknowledged;
@@ -192,6 +197,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		MaxDelay:           10 * time.Millisecond,
+		PackWait:           DefaultPackWait,
 		MaxInFlight:        32,
 		SessionBufferBytes: 4 << 20,
 		RequestTimeout:     time.Second,
@@ -213,6 +219,9 @@ func (c Config) Validate(l Limits) error {
 	}
 	if c.MaxDelay < 0 {
 		bad("batch max delay %s must not be negative", c.MaxDelay)
+	}
+	if c.PackWait < 0 || c.PackWait > MaxPackWait {
+		bad("batch pack wait %s: want 0 (the max delay only) up to %s", c.PackWait, MaxPackWait)
 	}
 	if c.MaxInFlight < 1 {
 		bad("batch requests in flight %d: want at least 1", c.MaxInFlight)
@@ -276,6 +285,7 @@ type entry struct {
 	ord       uint64 // submission order in its stream
 	t         sink.Tenure
 	enq       time.Time
+	due       time.Time // when a request is due for it: enq + its wait (waitLocked)
 	notBefore time.Time
 	attempts  int
 	permanent int  // permanent refusals so far
@@ -347,6 +357,10 @@ type Batcher struct {
 	queuedPacks         int
 	// open is nextLocked's open pack per group (kept to reuse its map).
 	open map[string]*pack
+	// paces are the sessions' message spacing, for the pack wait
+	// (waitLocked); swept of sessions quiet for paceForget at sweptAt.
+	paces   map[string]pace
+	sweptAt time.Time
 	// buffered is the size of every entry not yet settled (BufferBudget);
 	// budget is closed (and replaced) when it shrinks while Submits wait.
 	buffered int64
@@ -453,9 +467,14 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 		b.mu.Lock()
 	}
 	st := b.streamLocked(m.ConnectionID)
-	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: time.Now(), recordsAtFail: b.records.Load()}
+	now := time.Now()
+	e := &entry{rec: rec, size: size, ord: st.nextOrd, t: t, enq: now, recordsAtFail: b.records.Load()}
 	if b.packer != nil {
 		e.group = b.packer.PackGroup(rec)
+	}
+	e.due = now.Add(b.waitLocked(e, now))
+	if len(st.queue) > 0 && e.due.Before(st.queue[0].due) {
+		st.queue[0].due = e.due // the session sped up: its head waits no longer than its newest
 	}
 	st.nextOrd++
 	st.entries = append(st.entries, e)
@@ -728,8 +747,8 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 		return nil
 	}
 	if !b.fullLocked() && b.flushing == 0 {
-		oldest := b.oldestDueLocked(now)
-		if oldest.IsZero() || now.Sub(oldest) < b.cfg.MaxDelay {
+		due := b.earliestDueLocked(now)
+		if due.IsZero() || now.Before(due) {
 			return nil
 		}
 	}
@@ -836,16 +855,16 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 	return batch
 }
 
-// oldestDueLocked is the enqueue time of the oldest entry that may be sent
-// now (zero: none).
-func (b *Batcher) oldestDueLocked(now time.Time) time.Time {
-	var oldest time.Time
+// earliestDueLocked is the earliest due time of the entries that may be
+// sent now (zero: none).
+func (b *Batcher) earliestDueLocked(now time.Time) time.Time {
+	var due time.Time
 	for _, st := range b.active {
-		if b.sendable(st, now) && (oldest.IsZero() || st.queue[0].enq.Before(oldest)) {
-			oldest = st.queue[0].enq
+		if b.sendable(st, now) && (due.IsZero() || st.queue[0].due.Before(due)) {
+			due = st.queue[0].due
 		}
 	}
-	return oldest
+	return due
 }
 
 // activateLocked puts st among the streams with entries to send.
@@ -890,7 +909,7 @@ func (b *Batcher) nextWakeLocked(now time.Time) time.Duration {
 			continue
 		}
 		e := st.queue[0]
-		at := e.enq.Add(b.cfg.MaxDelay)
+		at := e.due
 		if e.notBefore.After(at) {
 			at = e.notBefore
 		}

@@ -557,3 +557,50 @@ func TestSessionShortOfTrustStaysOutOfSharedPacks(t *testing.T) {
 		t.Fatalf("stats %+v: want b held for trust", st)
 	}
 }
+
+// A message of a slow session in a shared pack group waits a quarter of
+// its session's gap (up to PackWait) for other sessions' messages, and the
+// request that goes then carries them in one pack: a 1 s gap makes each
+// wait 250 ms here, where MaxDelay is 5 ms.
+func TestSlowSessionsWaitToSharePacks(t *testing.T) {
+	p := newPackSender(1000)
+	p.group = oneGroup
+	p.unordered = true
+	cfg := testConfig()
+	cfg.PackWait = 250 * time.Millisecond
+	b := batchtest.Start(t, p, cfg)
+	ids := []string{"a", "b"}
+	tns := map[string]*tenure{}
+	for _, id := range ids {
+		tns[id] = newTenure()
+		if err := b.Submit(context.Background(), msg(id, 1), tns[id], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Eventually(t, 10*time.Second, "the first messages acknowledged", func() bool {
+		return tns["a"].last() == 1 && tns["b"].last() == 1
+	})
+	time.Sleep(time.Second) // the sessions' gap: the input, not a wait for a condition
+	p.mu.Lock()
+	sent := p.requests
+	p.mu.Unlock()
+	queued := time.Now()
+	for _, id := range ids {
+		if err := b.Submit(context.Background(), msg(id, 2), tns[id], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Eventually(t, 10*time.Second, "the second messages acknowledged", func() bool {
+		return tns["a"].last() == 2 && tns["b"].last() == 2
+	})
+	p.mu.Lock()
+	at := p.sentAt[sent]
+	p.mu.Unlock()
+	if waited := at.Sub(queued); waited < cfg.PackWait {
+		t.Errorf("the second messages went %s after they were queued: want no request before their wait, %s", waited, cfg.PackWait)
+	}
+	reqs := p.byRequest()
+	if got := reqs[sent:]; len(got) != 1 || len(got[0]) != 1 || len(messages(got[0][0])) != 2 {
+		t.Errorf("requests after the gap %v: want one request of one pack holding both sessions' messages", got)
+	}
+}

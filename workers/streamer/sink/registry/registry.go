@@ -208,8 +208,8 @@ func (c Config) Problems() []error {
 	}
 	if l, ok := c.Limits(); ok {
 		if err := c.Batch.Validate(l); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s): %w", schema.EnvSink, c.Kind, schema.EnvSinkMaxBatch,
-				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
+			errs = append(errs, fmt.Errorf("%s=%s (%s, %s, %s, %s, %s, %s): %w", schema.EnvSink, c.Kind, schema.EnvSinkMaxBatch,
+				schema.EnvSinkMaxBatchBytes, schema.EnvSinkMaxDelay, schema.EnvSinkPackWait, schema.EnvSinkInFlight, schema.EnvSinkBufferBytes, err))
 		}
 	}
 	return errs

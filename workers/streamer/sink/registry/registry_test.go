@@ -39,14 +39,14 @@ func TestProblems(t *testing.T) {
 		{func(c *Config) { c.Kind = SQS }, []string{"WSFLEET_SINK=sqs needs WSFLEET_OUTPUT_QUEUE_URL"}},
 		{func(c *Config) { c.Kind = Kinesis }, []string{"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.Batch.MaxCount = SQS, "q", 11 }, []string{
-			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
+			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_PACK_WAIT, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.Batch.MaxCount, c.Batching = SQS, "q", 11, false }, nil}, // unbatched: no batch bounds
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", 0 }, nil},                      // packing off
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", sqssink.MaxPackBytes }, nil},
 		{func(c *Config) { c.Kind, c.SQS.PackBytes, c.Batch.MaxCount = SQS, sqssink.MaxPackBytes+1, 11 }, []string{ // every problem at once
 			"WSFLEET_SINK=sqs needs WSFLEET_OUTPUT_QUEUE_URL",
 			"WSFLEET_SINK=sqs (WSFLEET_SINK_SQS_PACK_BYTES): sqs pack bytes 1048577: want 0 (off) up to SQS's message limit, 1048576",
-			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
+			"WSFLEET_SINK=sqs (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_PACK_WAIT, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 11"}},
 		{func(c *Config) { c.Kind, c.OutputQueueURL, c.SQS.PackBytes = SQS, "q", -1 }, []string{"WSFLEET_SINK=sqs (WSFLEET_SINK_SQS_PACK_BYTES): sqs pack bytes -1"}},
 		{func(c *Config) { c.Kind, c.OutputStream, c.SQS.PackBytes = Kinesis, "s", -1 }, nil}, // another kind's setting
 		{func(c *Config) { c.Kind, c.OutputStream, c.Batch.MaxCount = Kinesis, "s", 500 }, nil},
@@ -59,7 +59,7 @@ func TestProblems(t *testing.T) {
 			"WSFLEET_SINK=kinesis needs WSFLEET_OUTPUT_STREAM",
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_AGGREGATE_BYTES): kinesis aggregated record bound 2097152 bytes: want 0 (off) up to 1048576",
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets 1025: want 0 (per-session aggregation) up to 1024",
-			"WSFLEET_SINK=kinesis (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 501"}},
+			"WSFLEET_SINK=kinesis (WSFLEET_SINK_MAX_BATCH, WSFLEET_SINK_MAX_BATCH_BYTES, WSFLEET_SINK_MAX_DELAY, WSFLEET_SINK_PACK_WAIT, WSFLEET_SINK_IN_FLIGHT, WSFLEET_SINK_BUFFER_BYTES): batch max count 501"}},
 		{func(c *Config) { c.Kind, c.OutputStream, c.Kinesis.HashBuckets = Kinesis, "s", -1 }, []string{
 			"WSFLEET_SINK=kinesis (WSFLEET_SINK_KINESIS_HASH_BUCKETS): kinesis hash buckets -1"}},
 		{func(c *Config) {
