@@ -156,11 +156,12 @@ func (r *runner) bill(ctx context.Context) error {
 	phase := r.begin(PhaseBill, map[string]string{
 		"workloads": fmt.Sprintf("exchange feed %d × 1 msg/s of ~300 B, transcript %d × 2 msg/s of ~1 KB, market depth %d × 50 msg/s of ~640 B (bin/feed -rate, -payload-bytes), each through sqs (fauxqs, batched) and kinesis (kinesalite) twice, packing off (%s=0, %s=0: %q) and on (the defaults: %q), and once through stdout (filed under both labels), one worker (bin/streamer, dynalite lease table) per run",
 			sz.BillSessions[0], sz.BillSessions[1], sz.BillSessions[2], schema.EnvSinkSQSPackBytes, schema.EnvSinkKinesisAggregateBytes, unLabel, pkLabel),
-		"window":           fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
-		"counting":         "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
-		"delivery latency": "sqs and kinesis: every message of every sink request the proxy reads, taken apart as a consumer would (consume.FromSQS with the content-type attribute, consume.FromKinesis; billlat.go): the request's arrival at the proxy (before its +15 ms) minus the envelope's received_at_ms, the worker's wall-clock read time on the same machine; the messages per wire record are the envelopes over the SQS messages or Kinesis records that carried them",
-		"pricing":          "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
-		"sources":          fmt.Sprintf("%s: a spec that cannot resume (the feed's seq, no resume), as a real public exchange trade stream cannot replay (docs/sources.md); its DynamoDB is priced without periodic checkpoints (below); the others keep the resumable spec (resume.query_param from) the phase had, sources that replay from a seq, checkpointed as the cost phase measures", strings.Join(billNonResumable(), ", ")),
+		"window":               fmt.Sprintf("settle %s once every session delivers, then count for %s", sz.TPSettle, sz.BillWindow),
+		"counting":             "sqs and kinesis: every sink request the delaying proxy (+15 ms) forwards to the engine, read from its body (billmeter.go): SQS requests and 64 KB chunks per request, messages and their bytes (body + attributes); Kinesis records, their bytes (data + partition key), 25 KB PUT payload units and 1 KB-rounded on-demand KB per record; stdout: the worker's stdout lines and bytes (each line a CloudWatch Logs event); the worker's own log bytes (stderr) in every run",
+		"delivery latency":     "sqs and kinesis: every message of every sink request the proxy reads, taken apart as a consumer would (consume.FromSQS with the content-type attribute, consume.FromKinesis; billlat.go): the request's arrival at the proxy (before its +15 ms) minus the envelope's received_at_ms, the worker's wall-clock read time on the same machine; the messages per wire record are the envelopes over the SQS messages or Kinesis records that carried them",
+		"pricing":              "billprice.go with docs/references.md's us-east-1 prices; a month is 730 h; per 1,000 sessions = the window's counts × 1,000 ÷ sessions × (730 h ÷ window)",
+		"kinesis hash buckets": fmt.Sprintf("%s=%d, the stream's %d shards, as docs/worker.md (Kinesis hash buckets) tells users to set it (the default, 16, suits streams of up to 16 shards)", schema.EnvSinkKinesisHashBuckets, TPStreamShards, TPStreamShards),
+		"sources":              fmt.Sprintf("%s: a spec that cannot resume (the feed's seq, no resume), as a real public exchange trade stream cannot replay (docs/sources.md); its DynamoDB is priced without periodic checkpoints (below); the others keep the resumable spec (resume.query_param from) the phase had, sources that replay from a seq, checkpointed as the cost phase measures", strings.Join(billNonResumable(), ", ")),
 	})
 	if len(r.cfg.BillEnv) > 0 {
 		phase.Settings["worker env"] = fmt.Sprint(r.cfg.BillEnv)
@@ -373,6 +374,12 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 	settings, proxy, _ := te.sinkSettings(sinkName)
 	settings[schema.EnvTableName] = table
 	settings[schema.EnvMaxSessions] = itoa(sessions + 100)
+	if sinkName == TPKinesis {
+		// Hash buckets as docs/worker.md tells users to set them: the
+		// stream's open shards, a power of two (the default, 16, fits
+		// streams of up to 16 shards, at a quarter of the packing here).
+		settings[schema.EnvSinkKinesisHashBuckets] = itoa(TPStreamShards)
+	}
 	for k, v := range r.cfg.BillEnv {
 		settings[k] = v
 	}

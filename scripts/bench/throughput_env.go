@@ -39,6 +39,9 @@ type tpEnv struct {
 	servers              []*http.Server
 }
 
+// TPStreamShards are the shards of the phases' Kinesis stream.
+const TPStreamShards = 4
+
 func (e *tpEnv) stop() {
 	for _, s := range e.servers {
 		_ = s.Close()
@@ -79,7 +82,7 @@ func (r *runner) startTPEnv(ctx context.Context) (*tpEnv, error) {
 	e.queueURL = aws.ToString(q.QueueUrl)
 	kc := kinesis.NewFromConfig(ac, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(e.kin.Endpoint()) })
 	e.streamName = "bench-out"
-	if _, err := kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &e.streamName, ShardCount: aws.Int32(4)}); err != nil {
+	if _, err := kc.CreateStream(ctx, &kinesis.CreateStreamInput{StreamName: &e.streamName, ShardCount: aws.Int32(TPStreamShards)}); err != nil {
 		return e, fmt.Errorf("output stream: %w", err)
 	}
 	for _, p := range []struct {
