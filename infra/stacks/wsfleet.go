@@ -463,6 +463,18 @@ type sinkOutput struct {
 	stream awskinesis.Stream
 }
 
+// OnDemandHashBuckets are the kinesis sink's hash buckets on the on-demand
+// output stream (schema.EnvSinkKinesisHashBuckets): a bucket's records all
+// carry one explicit hash key, so they stay on one shard however the
+// stream splits, and the stream can spread a fleet's writes over at most
+// as many shards as there are buckets. A shard takes at most 1 MiB/s and
+// 1,000 records/s of writes (Kinesis API Reference, CreateStream), and an
+// on-demand stream adds shards as its traffic grows: 256 buckets let it
+// grow to 256 MiB/s. On-demand bills bytes (each record rounded up to 1
+// KB), not records, so the thinner packs of many buckets cost only the
+// rounding (docs/worker.md, Kinesis hash buckets).
+const OnDemandHashBuckets = 256
+
 // newOutputStream creates the kinesis sink's stream: on-demand (no shards
 // to size), encrypted with the AWS-managed key, 24 h retention.
 func newOutputStream(stack awscdk.Stack, cfg EnvConfig) awskinesis.Stream {
@@ -611,6 +623,7 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 	}
 	if out.stream != nil {
 		env[schema.EnvOutputStream] = out.stream.StreamArn()
+		env[schema.EnvSinkKinesisHashBuckets] = jsii.String(strconv.Itoa(OnDemandHashBuckets))
 	}
 	if opts.SessionSecrets() {
 		// The worker checks every reference's secret against the host it

@@ -236,6 +236,9 @@ func TestOutputStream(t *testing.T) {
 	if ce[schema.EnvSink] != SinkKinesis || ce[schema.EnvOutputStream] == nil || ce[schema.EnvOutputQueueURL] != nil {
 		t.Errorf("container env sink=%v stream=%v queue=%v", ce[schema.EnvSink], ce[schema.EnvOutputStream], ce[schema.EnvOutputQueueURL])
 	}
+	if got := asJSON(ce[schema.EnvSinkKinesisHashBuckets]); got != `"256"` {
+		t.Errorf("%s = %s, want the on-demand stream's 256 buckets", schema.EnvSinkKinesisHashBuckets, got)
+	}
 	if !strings.Contains(asJSON(ce[schema.EnvOutputStream]), s.logicalID(s.W.OutputStream)) {
 		t.Errorf("%s = %s, not the output stream", schema.EnvOutputStream, asJSON(ce[schema.EnvOutputStream]))
 	}
