@@ -3,8 +3,6 @@ package streamer
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,8 +10,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
-	"github.com/wsfleet/wsfleet/shared/logging"
-	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // TestCrashBeforeTheFirstCheckpointLosesNothing: sessions with a resumable
@@ -45,39 +41,15 @@ func TestCrashBeforeTheFirstCheckpointLosesNothing(t *testing.T) {
 			return nil, false
 		})
 		rec := &recSink{by: map[string][]delivery{}} // the destination, both workers'
-		type running struct {
-			w      *Worker
-			store  *severableStore
-			cancel context.CancelFunc
-			done   chan error
-			ended  bool
-		}
-		var all []*running
+		var all []*policyWorker
 		defer func() {
 			for _, r := range all {
-				if !r.ended {
-					r.cancel()
-					<-r.done
-				}
+				r.stop()
 			}
 		}()
-		start := func(id string) *running {
-			cfg := DefaultConfig()
-			cfg.WorkerID = id
-			cfg.AdminAddr = ""
-			cfg.RebalanceEvery = 0 // a keeps every session until it dies
-			log := logging.New(io.Discard, schema.ServiceStreamer, "info")
-			r := &running{store: &severableStore{Store: st}, done: make(chan error, 1)}
-			w, err := New(cfg, Deps{Store: r.store, Handler: rec, Logger: &log, Metrics: io.Discard})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.env.Client = &http.Client{Transport: &http.Transport{DialContext: pn.DialContext, DisableKeepAlives: true}}
-			r.w = w
-			ctx, cancel := context.WithCancel(context.Background())
-			r.cancel = cancel
+		start := func(id string) *policyWorker { // a keeps every session until it dies
+			r := startPolicyWorker(t, id, st, pn, rec, 0)
 			all = append(all, r)
-			go func() { r.done <- w.Run(ctx) }()
 			return r
 		}
 
@@ -133,8 +105,6 @@ func TestCrashBeforeTheFirstCheckpointLosesNothing(t *testing.T) {
 					id, first, lastByA[id], fromB, last, len(missing), missing)
 			}
 		}
-		b.cancel()
-		<-b.done
-		b.ended = true
+		b.stop()
 	})
 }

@@ -129,14 +129,7 @@ func TestPacksMixSessionsOfOneGroupOnly(t *testing.T) {
 	b := batchtest.Start(t, p, crossConfig())
 	ids := []string{"a1", "b1", "a2", "b2"}
 	tns := queueBehindARequest(t, b, p, ids, 3)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 3)
 	checkDelivered(t, p, tns, 3, nil)
 	checkOneRecordPerSession(t, p)
 	mixed := map[string]bool{}
@@ -164,14 +157,7 @@ func TestOrderedSessionsShareRecordsOneEachPerRequest(t *testing.T) {
 	b := batchtest.Start(t, p, crossConfig())
 	ids := []string{"a", "b", "c", "d", "e", "f"}
 	tns := queueBehindARequest(t, b, p, ids, 10)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 10 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 10)
 	checkDelivered(t, p, tns, 10, nil)
 	checkOneRecordPerSession(t, p)
 	// A session whose messages fill its pack leaves the rest for the next
@@ -202,14 +188,7 @@ func TestUnorderedSessionsFillEachOthersPacks(t *testing.T) {
 	b := batchtest.Start(t, p, crossConfig())
 	ids := []string{"a", "b", "c"}
 	tns := queueBehindARequest(t, b, p, ids, 8)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 8 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 8)
 	checkDelivered(t, p, tns, 8, nil)
 	// 24 messages of 4 bytes a pack (up to 30): 4 packs, in one request.
 	reqs := p.byRequest()
@@ -246,14 +225,7 @@ func TestFailedPackOfSeveralSessionsIsPackedAgain(t *testing.T) {
 	cfg.Retry = backoff.Policy{Base: time.Nanosecond, Max: time.Nanosecond} // every message back at once
 	b := batchtest.Start(t, p, cfg)
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c", "d"}, 3)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 3)
 	checkDelivered(t, p, tns, 3, nil)
 	checkOneRecordPerSession(t, p)
 	wire, _ := p.snapshot()
@@ -276,14 +248,7 @@ func TestFailedMixedPacksKeepEachSessionsOrder(t *testing.T) {
 	p.fail = failMixed(5, &coded{code: "InternalFailure"}, func(string) { failed++ })
 	b := batchtest.Start(t, p, crossConfig())
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c", "d"}, 10)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 10 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 10)
 	checkDelivered(t, p, tns, 10, nil)
 	checkOneRecordPerSession(t, p)
 	p.mu.Lock()
@@ -305,14 +270,7 @@ func TestPermanentRefusalOfAMixedPackSendsItsMessagesAlone(t *testing.T) {
 	}
 	b := batchtest.Start(t, p, crossConfig())
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c"}, 8)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 8 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 8)
 	checkDelivered(t, p, tns, 8, map[string][]string{"b": {"5"}})
 	for id, tn := range tns {
 		want := []int64(nil)
@@ -333,14 +291,7 @@ func TestFinalRefusalOfAMixedPackGivesUpEachMessageOnce(t *testing.T) {
 	p.fail = failMixed(1, sink.Final(errors.New("altered")), func(body string) { refusedBody = body })
 	b := batchtest.Start(t, p, crossConfig())
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c"}, 6)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 6 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 6)
 	p.mu.Lock()
 	body := refusedBody
 	p.mu.Unlock()
@@ -428,14 +379,7 @@ func TestPackingWaitsMaxDelayForSmallMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if waited := p.sentAt[0].Sub(start); waited < cfg.MaxDelay {
@@ -506,14 +450,7 @@ func TestUnfitMixedPackHoldsBackEachOfItsSessions(t *testing.T) {
 	p.oversize = true
 	b := batchtest.Start(t, p, crossConfig())
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c"}, 8)
-	testwait.Eventually(t, 10*time.Second, "all acknowledged", func() bool {
-		for _, tn := range tns {
-			if tn.last() != 8 {
-				return false
-			}
-		}
-		return true
-	})
+	waitAcked(t, tns, 8)
 	checkDelivered(t, p, tns, 8, nil)
 	wire, _ := p.snapshot()
 	for _, w := range wire {
@@ -577,9 +514,7 @@ func TestSlowSessionsWaitToSharePacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testwait.Eventually(t, 10*time.Second, "the first messages acknowledged", func() bool {
-		return tns["a"].last() == 1 && tns["b"].last() == 1
-	})
+	waitAcked(t, tns, 1)
 	time.Sleep(time.Second) // the sessions' gap: the input, not a wait for a condition
 	p.mu.Lock()
 	sent := p.requests
@@ -590,9 +525,7 @@ func TestSlowSessionsWaitToSharePacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testwait.Eventually(t, 10*time.Second, "the second messages acknowledged", func() bool {
-		return tns["a"].last() == 2 && tns["b"].last() == 2
-	})
+	waitAcked(t, tns, 2)
 	p.mu.Lock()
 	at := p.sentAt[sent]
 	p.mu.Unlock()
@@ -603,4 +536,17 @@ func TestSlowSessionsWaitToSharePacks(t *testing.T) {
 	if got := reqs[sent:]; len(got) != 1 || len(got[0]) != 1 || len(messages(got[0][0])) != 2 {
 		t.Errorf("requests after the gap %v: want one request of one pack holding both sessions' messages", got)
 	}
+}
+
+// waitAcked waits until every tenure of tns is acknowledged through seq n.
+func waitAcked(t *testing.T, tns map[string]*tenure, n int64) {
+	t.Helper()
+	testwait.Eventually(t, 10*time.Second, fmt.Sprintf("every session acknowledged through %d", n), func() bool {
+		for _, tn := range tns {
+			if tn.last() != n {
+				return false
+			}
+		}
+		return true
+	})
 }

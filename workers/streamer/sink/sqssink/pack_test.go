@@ -189,14 +189,8 @@ func TestPacksOnFauxqs(t *testing.T) {
 	if n != len(packs) || n >= 3*40 {
 		t.Fatalf("%d messages received, %d packs sent for %d envelopes", n, len(packs), 3*40)
 	}
-	got := map[string][]consume.Envelope{}
-	for _, e := range envs {
-		got[e.ConnectionID] = append(got[e.ConnectionID], e)
-	}
+	got := bySession(t, envs, sent)
 	for id, msgs := range sent {
-		if len(got[id]) != len(msgs) {
-			t.Fatalf("%s: %d envelopes received, %d sent", id, len(got[id]), len(msgs))
-		}
 		for i, m := range msgs {
 			if e := got[id][i]; !same(e, m) {
 				t.Fatalf("%s #%d: received %+v, sent %+v", id, i, e, m)
@@ -245,14 +239,8 @@ func TestSessionsSharePacksOnFauxqs(t *testing.T) {
 	if byType[consume.PackV2] == 0 || byType[consume.PackV1] != len(alone) || byType[consume.PackV1]+byType[consume.PackV2] != len(packs) {
 		t.Fatalf("messages by content type %v: want %d, the mixed ones version 2, the %d of one session version 1", byType, len(packs), len(alone))
 	}
-	got := map[string][]consume.Envelope{}
-	for _, e := range envs {
-		got[e.ConnectionID] = append(got[e.ConnectionID], e)
-	}
+	got := bySession(t, envs, sent)
 	for id, msgs := range sent {
-		if len(got[id]) != len(msgs) {
-			t.Fatalf("%s: %d envelopes received, %d sent", id, len(got[id]), len(msgs))
-		}
 		// a standard queue keeps no order between messages: compare as sets
 		for _, m := range msgs {
 			if !slices.ContainsFunc(got[id], func(e consume.Envelope) bool { return same(e, m) }) {
@@ -508,4 +496,20 @@ func TestConfigValidate(t *testing.T) {
 	if DefaultConfig().PackBytes > 64000 {
 		t.Fatal("the default pack is over SQS's 64 KB billing chunk")
 	}
+}
+
+// bySession groups envs by their session and checks that each session of
+// sent received as many envelopes as were sent.
+func bySession[M any](t *testing.T, envs []consume.Envelope, sent map[string][]M) map[string][]consume.Envelope {
+	t.Helper()
+	got := map[string][]consume.Envelope{}
+	for _, e := range envs {
+		got[e.ConnectionID] = append(got[e.ConnectionID], e)
+	}
+	for id, msgs := range sent {
+		if len(got[id]) != len(msgs) {
+			t.Fatalf("%s: %d envelopes received, %d sent", id, len(got[id]), len(msgs))
+		}
+	}
+	return got
 }
