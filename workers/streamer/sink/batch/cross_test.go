@@ -452,15 +452,7 @@ func TestUnfitMixedPackHoldsBackEachOfItsSessions(t *testing.T) {
 	tns := queueBehindARequest(t, b, p, []string{"a", "b", "c"}, 8)
 	waitAcked(t, tns, 8)
 	checkDelivered(t, p, tns, 8, nil)
-	wire, _ := p.snapshot()
-	for _, w := range wire {
-		if len(w) > 30 {
-			t.Fatalf("wire record %q over the bound was sent", w)
-		}
-	}
-	if st := b.Stats(); st.PackFallbacks == 0 {
-		t.Fatalf("stats %+v: want pack fallbacks counted", st)
-	}
+	checkFellBack(t, b, p, 30)
 }
 
 // A session whose trust ends before a request could end waits: the others'
