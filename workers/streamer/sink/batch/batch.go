@@ -75,7 +75,9 @@
 // packs they would make (estimated per group from the bytes and
 // PackLimit) reach MaxCount, not at MaxCount messages: small messages wait
 // up to MaxDelay to share packs (a slow session's, in a shared group, up
-// to PackWait: pack.go), which bounds what packing adds to the latency; a session with a request in flight (Ordered) gathers its next
+// to PackWait: pack.go; on an unordered sink a request goes at once when
+// a group's sendable messages fill a pack), which bounds what packing adds
+// to the latency; a session with a request in flight (Ordered) gathers its next
 // pack meanwhile. A wire record's outcome is every message's in it:
 // acknowledged, retried or refused together, and the acknowledged prefix,
 // the checkpoint, repeated failures and Tenure.Refused see each message
@@ -355,8 +357,10 @@ type Batcher struct {
 	queued, queuedBytes int
 	groupBytes          map[string]int
 	queuedPacks         int
-	// open is nextLocked's open pack per group (kept to reuse its map).
-	open map[string]*pack
+	// open is nextLocked's open pack per group (kept to reuse its map);
+	// ready is packReadyLocked's bytes per group (likewise).
+	open  map[string]*pack
+	ready map[string]int
 	// paces are the sessions' message spacing, for the pack wait
 	// (waitLocked); swept of sessions quiet for paceForget at sweptAt.
 	paces   map[string]pace
@@ -488,7 +492,7 @@ func (b *Batcher) Submit(ctx context.Context, m sink.Message, t sink.Tenure, sto
 	// The dispatcher's timer covers the MaxDelay of the entries it saw; it
 	// needs a wake-up for a session that had nothing queued (to arm it, or
 	// to send at once when a request is due) and when a request fills.
-	wake := first || (!wasFull && b.fullLocked()) || st.flushing > 0
+	wake := first || (!wasFull && b.fullLocked()) || st.flushing > 0 || b.packFilledLocked(size)
 	b.mu.Unlock()
 	if wake {
 		b.wake()
@@ -748,7 +752,7 @@ func (b *Batcher) nextLocked(now time.Time) []*pack {
 	}
 	if !b.fullLocked() && b.flushing == 0 {
 		due := b.earliestDueLocked(now)
-		if due.IsZero() || now.Before(due) {
+		if due.IsZero() || (now.Before(due) && !b.packReadyLocked(now)) {
 			return nil
 		}
 	}

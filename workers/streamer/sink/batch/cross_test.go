@@ -542,3 +542,36 @@ func waitAcked(t *testing.T, tns map[string]*tenure, n int64) {
 		return true
 	})
 }
+
+// On an unordered sink a request goes as soon as a pack group's queued
+// messages fill a pack, whatever their wait (a full 64 KB SQS chunk costs
+// least per message): here MaxDelay is an hour, and the
+// tenth message's bytes reach the pack's bound.
+func TestAFullPackGoesAtOnce(t *testing.T) {
+	p := newPackSender(40)
+	p.group = oneGroup
+	p.unordered = true
+	cfg := testConfig()
+	cfg.MaxDelay, cfg.PackWait = time.Hour, 0
+	b := batchtest.Start(t, p, cfg)
+	tns := map[string]*tenure{}
+	for i := range 10 {
+		id := fmt.Sprintf("s%d", i) // "sN:1": 4 bytes
+		tns[id] = newTenure()
+		if err := b.Submit(context.Background(), msg(id, 1), tns[id], nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 8 {
+			p.mu.Lock()
+			n := p.requests
+			p.mu.Unlock()
+			if n != 0 {
+				t.Fatalf("%d requests with 36 bytes queued: want none before a pack's 40", n)
+			}
+		}
+	}
+	waitAcked(t, tns, 1)
+	if reqs := p.byRequest(); len(reqs) != 1 || len(messages(reqs[0][0])) < 2 {
+		t.Fatalf("requests %v: want one, its first record a pack", reqs)
+	}
+}

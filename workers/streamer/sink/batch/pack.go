@@ -252,3 +252,49 @@ func (b *Batcher) waitLocked(e *entry, now time.Time) time.Duration {
 	}
 	return max(b.cfg.MaxDelay, min(b.cfg.PackWait, p.gap/4))
 }
+
+// A full pack goes at once. On an unordered sink that packs (an SQS
+// standard queue), a request is due as soon as the sendable messages of a
+// pack group fill a pack, whatever their wait: SQS bills a request per 64
+// KB chunk of its payload, so a full pack costs least per message, and
+// waiting longer only adds latency. (On an ordered sink a session with a
+// request in flight holds its group's messages back, so a full group
+// there says nothing about what may go now; it waits as it did.)
+
+// packFilledLocked reports whether the queued bytes, size of them just
+// added, crossed a pack's bound: a pack may be ready, so the dispatcher
+// looks (packReadyLocked).
+func (b *Batcher) packFilledLocked(size int) bool {
+	if b.packer == nil || b.snd.Ordered() {
+		return false
+	}
+	return b.queuedBytes/b.packLimit > (b.queuedBytes-size)/b.packLimit
+}
+
+// packReadyLocked reports whether, on an unordered sink that packs, the
+// messages that may be sent now of one pack group fill a pack.
+func (b *Batcher) packReadyLocked(now time.Time) bool {
+	if b.packer == nil || b.snd.Ordered() || b.queuedBytes < b.packLimit {
+		return false
+	}
+	if b.ready == nil {
+		b.ready = map[string]int{}
+	}
+	defer clear(b.ready)
+	for _, st := range b.active {
+		if !b.sendable(st, now) {
+			continue
+		}
+		for _, e := range st.queue {
+			if e.notBefore.After(now) || e.alone || e.unpacked || e.pinned != nil || e.t != st.queue[0].t {
+				break
+			}
+			n := b.ready[e.group] + e.size
+			if n >= b.packLimit {
+				return true
+			}
+			b.ready[e.group] = n
+		}
+	}
+	return false
+}
