@@ -174,7 +174,7 @@ type Sizes struct {
 	// BillWindow its counted window. Packs across sessions fill with the
 	// messages one worker carries, so the sizes are a worker's load
 	// toward what a task holds (the exchange feed 5,000 of the ~13,000 a
-	// task packed as measured holds; market depth 100 of 1,000), within
+	// task packed as measured holds; market depth 150 of 1,000), within
 	// what the engines here take unpacked.
 	BillSessions [3]int
 	BillWindow   time.Duration
@@ -203,7 +203,7 @@ func SizesFor(m Mode) Sizes {
 			DynSteps:         []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle:        10 * time.Second, DynWindow: 20 * time.Second,
 			TPSettle: 5 * time.Second, TPWindow: 30 * time.Second, TPManySessions: 1000, TPManyRate: 10,
-			BillSessions: [3]int{5000, 500, 100}, BillWindow: 30 * time.Second,
+			BillSessions: [3]int{5000, 500, 150}, BillWindow: 30 * time.Second,
 		}
 	}
 	return Sizes{
