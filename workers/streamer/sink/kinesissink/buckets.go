@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/big"
 	"math/bits"
+	"strconv"
 )
 
 // This file owns the hash buckets: which sessions may share an aggregated
@@ -24,9 +25,12 @@ import (
 // go to the one shard holding its bucket's key, on every worker, across a
 // reshard.
 
-// buckets are N hash buckets and their explicit hash keys.
+// buckets are N hash buckets, their names (the pack groups) and their
+// explicit hash keys, made once so that a message costs one MD5 and no
+// allocation to place.
 type buckets struct {
-	keys []string // keys[b] is bucket b's explicit hash key (decimal)
+	names []string // names[b] is bucket b's pack group (its number)
+	keys  []string // keys[b] is bucket b's explicit hash key (decimal)
 }
 
 // newBuckets returns n buckets (nil for n <= 0: no buckets).
@@ -40,12 +44,13 @@ func newBuckets(n int) *buckets {
 		lo.Add(lo, big.NewInt(int64(n-1)))
 		return lo.Div(lo, big.NewInt(int64(n)))
 	}
-	keys := make([]string, n)
+	bs := &buckets{names: make([]string, n), keys: make([]string, n)}
 	for b := range n {
 		mid := new(big.Int).Add(bound(b), bound(b+1))
-		keys[b] = mid.Rsh(mid, 1).String()
+		bs.keys[b] = mid.Rsh(mid, 1).String()
+		bs.names[b] = strconv.Itoa(b)
 	}
-	return &buckets{keys: keys}
+	return bs
 }
 
 // of is connectionID's bucket: the MD5 of the partition key (Kinesis' hash

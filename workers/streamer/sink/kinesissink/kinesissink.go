@@ -48,7 +48,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -183,7 +182,7 @@ func (s *Sink) PackGroup(r batch.Record) string {
 	if s.buckets == nil {
 		return r.ConnectionID
 	}
-	return strconv.Itoa(s.buckets.of(r.ConnectionID))
+	return s.buckets.names[s.buckets.of(r.ConnectionID)]
 }
 
 // PackGrow is the Size of an aggregated record of size bytes once r is in
@@ -233,6 +232,10 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 		return batch.Record{}, fmt.Errorf("kinesis sink: an aggregate out of order: %w", err)
 	}
 	group := s.PackGroup(first)
+	var key string // the bucket's explicit hash key, every user record's
+	if s.buckets != nil {
+		key = s.buckets.key(s.buckets.of(first.ConnectionID))
+	}
 	users := make([]kpl.User, len(recs))
 	for i, r := range recs {
 		if g := s.PackGroup(r); g != group {
@@ -241,10 +244,7 @@ func (s *Sink) Pack(recs []batch.Record) (batch.Record, error) {
 		if s.buckets == nil && r.Epoch != first.Epoch {
 			return batch.Record{}, fmt.Errorf("kinesis sink: aggregate %s epoch %d with epoch %d", first.ConnectionID, first.Epoch, r.Epoch)
 		}
-		users[i] = kpl.User{PartitionKey: r.ConnectionID, Data: r.Body}
-		if s.buckets != nil {
-			users[i].ExplicitHashKey = s.buckets.key(s.buckets.of(r.ConnectionID))
-		}
+		users[i] = kpl.User{PartitionKey: r.ConnectionID, ExplicitHashKey: key, Data: r.Body}
 	}
 	return batch.Record{ConnectionID: first.ConnectionID, Seq: first.Seq, Sub: first.Sub, Epoch: first.Epoch, Body: kpl.AggregateUsers(users)}, nil
 }
