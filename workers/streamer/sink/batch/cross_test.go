@@ -35,14 +35,7 @@ func crossConfig() batch.Config {
 // sessions' tenures.
 func queueBehindARequest(t *testing.T, b *batch.Batcher, p *packSender, ids []string, n int64) map[string]*tenure {
 	t.Helper()
-	if err := b.Submit(context.Background(), msg("z", 1), newTenure(), nil); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests == 1
-	})
+	holdARequest(t, b, p, msg("z", 1), newTenure())
 	tns := map[string]*tenure{}
 	for _, id := range ids {
 		tns[id] = newTenure()
@@ -330,14 +323,7 @@ func TestTrustEndOfOneSessionInAMixedPack(t *testing.T) {
 	p.fail = failMixed(1, &coded{code: "InternalFailure"}, func(string) { tns["b"].valid.Store(false) })
 	b := batchtest.Start(t, p, crossConfig())
 	// The fail func reads tns once a mixed pack is sent: after the gate.
-	if err := b.Submit(context.Background(), msg("z", 1), newTenure(), nil); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests == 1
-	})
+	holdARequest(t, b, p, msg("z", 1), newTenure())
 	tns = map[string]*tenure{"a": newTenure(), "b": newTenure()}
 	for _, id := range []string{"a", "b"} {
 		for seq := int64(1); seq <= 3; seq++ {
@@ -371,14 +357,7 @@ func TestPackingWaitsMaxDelayForSmallMessages(t *testing.T) {
 	cfg.MaxDelay = 300 * time.Millisecond
 	b := batchtest.Start(t, p, cfg)
 	start := time.Now()
-	tns := map[string]*tenure{}
-	for i := range 10 {
-		id := fmt.Sprintf("s%d", i)
-		tns[id] = newTenure()
-		if err := b.Submit(context.Background(), msg(id, 1), tns[id], nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tns := submitEach(t, b, 10, true)
 	waitAcked(t, tns, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -399,11 +378,7 @@ func TestFullRequestOfPacksIsSentAtOnce(t *testing.T) {
 	cfg.MaxDelay = time.Hour
 	cfg.MaxCount = 2
 	b := batchtest.Start(t, p, cfg)
-	for i := range 6 { // 24 bytes: more than a pack
-		if err := b.Submit(context.Background(), msg(fmt.Sprintf("s%d", i), 1), batchtest.Ignore{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitEach(t, b, 6, false) // 24 bytes: more than a pack
 	testwait.Eventually(t, 10*time.Second, "a request sent", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -427,11 +402,7 @@ func TestPerSessionPacksFillARequestByCount(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxDelay = time.Hour
 	b := batchtest.Start(t, p, cfg)
-	for i := range 10 {
-		if err := b.Submit(context.Background(), msg(fmt.Sprintf("s%d", i), 1), batchtest.Ignore{}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	submitEach(t, b, 10, false)
 	testwait.Eventually(t, 10*time.Second, "a request of 10 records", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()

@@ -166,14 +166,7 @@ func seqTexts(from, to int) []string {
 // the gate, then queues 2..n behind it, so that they are packed.
 func submitBehindARequest(t *testing.T, b *batch.Batcher, p *packSender, tn sink.Tenure, n int64) {
 	t.Helper()
-	if err := b.Submit(context.Background(), msg("c", 1), tn, nil); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests == 1
-	})
+	holdARequest(t, b, p, msg("c", 1), tn)
 	for seq := int64(2); seq <= n; seq++ {
 		if err := b.Submit(context.Background(), msg("c", seq), tn, nil); err != nil {
 			t.Fatal(err)
@@ -340,14 +333,7 @@ func TestPacksCountAgainstTheRequestCount(t *testing.T) {
 	cfg.MaxCount = 2
 	cfg.MaxInFlight = 1 // nothing is sent while the first request is held
 	b := batchtest.Start(t, p, cfg)
-	if err := b.Submit(context.Background(), msg("z", 1), newTenure(), nil); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.requests == 1
-	})
+	holdARequest(t, b, p, msg("z", 1), newTenure())
 	for _, id := range []string{"a", "b", "c"} {
 		tn := newTenure()
 		for seq := int64(1); seq <= 3; seq++ {
@@ -399,4 +385,37 @@ func TestFailedPacksNeverReorderAnOrderedSession(t *testing.T) {
 	if p.requests < 4 {
 		t.Fatalf("%d requests: want one pack of the session per request", p.requests)
 	}
+}
+
+// holdARequest submits m and waits until its request is the one request
+// sent, held at p's gate (which the caller closes).
+func holdARequest(t *testing.T, b *batch.Batcher, p *packSender, m sink.Message, tn sink.Tenure) {
+	t.Helper()
+	if err := b.Submit(context.Background(), m, tn, nil); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "first request in flight", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.requests == 1
+	})
+}
+
+// submitEach submits seq 1 of sessions s0 … s(n-1), each of its own tenure
+// (batchtest.Ignore unless track), returning the tracked tenures by session.
+func submitEach(t *testing.T, b *batch.Batcher, n int, track bool) map[string]*tenure {
+	t.Helper()
+	tns := map[string]*tenure{}
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		var tn sink.Tenure = batchtest.Ignore{}
+		if track {
+			tns[id] = newTenure()
+			tn = tns[id]
+		}
+		if err := b.Submit(context.Background(), msg(id, 1), tn, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tns
 }
