@@ -406,9 +406,7 @@ func (c EnvConfig) MemoryNeedMiB() float64 {
 // MaxSessionsByMemory is the most sessions the task's memory holds by the
 // worker's check.
 func (c EnvConfig) MaxSessionsByMemory() int {
-	lim := float64(c.GoMemLimitMiB())
-	free := lim - lim/schema.LargeFrameShare - lim/schema.SinkBudgetShare - lim/schema.SwitchBudgetShare
-	return int(free * (1 << 20) / float64(schema.SessionMemory))
+	return int(schema.SessionRoom(float64(c.GoMemLimitMiB())) * (1 << 20) / float64(schema.SessionMemory))
 }
 
 // SteadyCPU is the vCPU a task's full complement uses at one message a
@@ -481,4 +479,4 @@ func (c EnvConfig) CrashSpread(n int) time.Duration {
 // the Go runtime does not count (the binary, thread stacks outside the heap,
 // the kernel's socket buffers). The worker derives its sink buffer budget
 // from it.
-func (c EnvConfig) GoMemLimitMiB() int { return c.TaskMemoryMiB * 9 / 10 }
+func (c EnvConfig) GoMemLimitMiB() int { return c.TaskMemoryMiB * schema.GoMemLimitPercent / 100 }

@@ -39,9 +39,6 @@ const (
 	BillKinesisShardIn  = 1 << 20 // bytes per second one shard takes
 	BillSQSReceiveBatch = 10      // ReceiveMessage / DeleteMessageBatch entries per request
 	billGB              = 1 << 30
-	// billGoMemLimitShare is GOMEMLIMIT's share of the task's memory
-	// (infra/stacks/config.go, GoMemLimitMiB: 9/10), restated.
-	billGoMemLimitShare = 0.9
 )
 
 // The deployments the bill prices every line at.
@@ -104,9 +101,8 @@ func (t BillTask) HourlyUSD() float64 {
 // session its memory plus the small-frame allowance), with sessionKiB the
 // memory one session holds.
 func SessionsByMemory(memoryMiB int, sessionKiB float64) int {
-	lim := float64(memoryMiB) * billGoMemLimitShare
-	free := lim - lim/schema.LargeFrameShare - lim/schema.SinkBudgetShare - lim/schema.SwitchBudgetShare
-	return int(free * 1024 / (sessionKiB + schema.SmallFrameAllowance/1024))
+	lim := float64(memoryMiB) * schema.GoMemLimitPercent / 100
+	return int(schema.SessionRoom(lim) * 1024 / (sessionKiB + schema.SmallFrameAllowance/1024))
 }
 
 // MeasuredTask is the task packed as measured: of the sizes infra offers,

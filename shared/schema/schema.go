@@ -369,7 +369,18 @@ const (
 	SinkBudgetShare   = 4  // WSFLEET_SINK_BUFFER_BUDGET: limit / 4
 	SwitchBudgetShare = 16 // WSFLEET_SWITCH_BUFFER_BUDGET: limit / 16
 	LargeFrameShare   = 8  // WSFLEET_LARGE_FRAME_BUDGET: limit / 8
+	// GoMemLimitPercent is the share of a task's memory the infra gives
+	// the Go runtime's soft limit (GOMEMLIMIT); the rest is for what the
+	// runtime does not count.
+	GoMemLimitPercent = 90
 )
+
+// SessionRoom is what a memory limit leaves the sessions once the worker's
+// large-frame, sink and switch budgets take their default shares of it
+// (9/16 of it), in the limit's unit.
+func SessionRoom(limit float64) float64 {
+	return limit - limit/LargeFrameShare - limit/SinkBudgetShare - limit/SwitchBudgetShare
+}
 
 // DefaultClaimsPerSecond is the worker's default claim rate
 // (WSFLEET_CLAIMS_PER_SECOND: its admission pacer's steady rate): what
