@@ -264,12 +264,13 @@ func (h *Held) endLocked(err error) bool {
 // after a mailbox entry or an audit), signalling Changed on a new generation
 // and asking Config.Periodic again for it.
 func (h *Held) SetItem(it Item) {
-	periodic := h.periodicFor == nil || h.periodicFor(it)
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if it.Generation != h.generated {
 		h.generated = it.Generation
+		// Asked only of a new generation: the answer follows the spec.
+		periodic := h.periodicFor == nil || h.periodicFor(it)
 		if periodic && !h.periodic {
 			// Due from now on, at the scan's next look at this tenure
 			// (within an interval).
