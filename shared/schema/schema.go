@@ -35,6 +35,14 @@ const (
 	AttrLastErrorAtMs    = "last_error_at_ms"      // N: when last_error was seen
 	AttrLastErrorGen     = "last_error_generation" // N: the generation last_error was seen at (absent on items written before it was recorded)
 	AttrLastErrorEpoch   = "last_error_epoch"      // N: the lease epoch (tenure) that recorded last_error (absent likewise)
+	// Hot standby (spec "standby"): a second, non-delivering connection held
+	// by another worker. Only the standby's worker writes these (assign,
+	// drop), conditionally on its own standby epoch; an acquire by the
+	// standby's worker (its promotion) removes standby. No index key.
+	AttrStandby           = "standby"             // S: worker id holding the session's standby; absent = none
+	AttrStandbyEpoch      = "standby_epoch"       // N: +1 on every standby assignment, only grows (the standby's fencing token)
+	AttrStandbyRefusedGen = "standby_refused_gen" // N: the generation at which the source refused a second connection (no standby is asked for until a new generation)
+	AttrStandbyError      = "standby_error"       // S: why the last standby was dropped (short; no URL, header or message)
 )
 
 // Checkpoint items: one per session, Pk CheckpointKey(connection_id), holding
@@ -91,6 +99,7 @@ const (
 	AttrBootID          = "boot_id"          // S: drawn once per worker process: a registration retried after it applied knows its own record; another process's is a reused id
 	AttrWorkerHost      = "host"             // S: the worker's host name (informational)
 	AttrWorkerPid       = "pid"              // N: the worker's process id (informational)
+	AttrWorkerZone      = "zone"             // S: the availability zone the worker runs in (a standby is placed in another one); "" when unknown
 )
 
 // WorkerKey is the Pk of worker id's record.
