@@ -31,7 +31,7 @@ func WorkerEnv() []string {
 		EnvMaxSessions, EnvClaimsPerSecond, EnvShutdownDeadline, EnvShutdownInFlight, EnvAdminAddr, EnvSink, EnvLogLevel,
 		EnvDialTimeout, EnvPingEvery, EnvPingTimeout, EnvCloseGrace, EnvReconnectMin, EnvReconnectMax,
 		EnvReadLimit, EnvMetricsEvery, EnvQueueWait, EnvSinkAttempts, EnvStoreRPCTimeout, EnvAdminPprof, EnvAdminToken,
-		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvTenureHeader, EnvExtraCAFile, EnvTLSResumption, EnvDialsPerHost, EnvDialLimits, EnvFleetClaimsPerSecond, EnvHandshakesInFlight, EnvHandshakesPerHost, EnvSwitchBufferBudget, EnvLargeFrameBudget, EnvSecretCacheTTL, EnvSecretHosts,
+		EnvMaxConcurrentWrites, EnvAllowedHosts, EnvMaxDialFailures, EnvTenureHeader, EnvZone, EnvStandbyCheckEvery, EnvExtraCAFile, EnvTLSResumption, EnvDialsPerHost, EnvDialLimits, EnvFleetClaimsPerSecond, EnvHandshakesInFlight, EnvHandshakesPerHost, EnvSwitchBufferBudget, EnvLargeFrameBudget, EnvSecretCacheTTL, EnvSecretHosts,
 		EnvOutputStream, EnvSinkBatching, EnvSinkMaxDelay, EnvSinkPackWait, EnvSinkMaxBatch, EnvSinkMaxBatchBytes, EnvSinkInFlight, EnvSinkBufferBytes,
 		EnvSinkBufferBudget, EnvSinkRequestTimeout, EnvSinkPermanentAttempts, EnvSinkRepeatFailures,
 		EnvSinkKinesisAggregateBytes, EnvSinkKinesisHashBuckets,

@@ -291,11 +291,13 @@ const (
 	EnvTLSResumption       = "WSFLEET_TLS_RESUMPTION"        // bool, default true: wss:// reconnects and claims resume TLS sessions from tickets
 	EnvExtraCAFile         = "WSFLEET_EXTRA_CA_FILE"         // PEM bundle of CA certificates wss:// sources are verified against besides the system's roots; "" (default) = none
 	EnvTenureHeader        = "WSFLEET_TENURE_HEADER"         // handshake header carrying "<worker id>/<lease epoch>"; "" (default) = none
+	EnvZone                = "WSFLEET_ZONE"                  // the availability zone the worker runs in; "" (default) = the ECS task metadata's AvailabilityZone when ECS_CONTAINER_METADATA_URI_V4 is set, else unknown. A standby is placed in another zone than its owner when one is known
+	EnvStandbyCheckEvery   = "WSFLEET_STANDBY_CHECK_EVERY"   // duration, default 30s: how often a standby re-reads its session item (owner, generation, stop, checkpoint); 0 = never (the owner's calls only)
 	EnvDialsPerHost        = "WSFLEET_DIALS_PER_HOST"        // float, default 5 dials/s per source host; 0 = no limit
 	EnvDialLimits          = "WSFLEET_DIAL_LIMITS"           // comma-separated host=max/window: a source's per-address connection-rate limit (stream.binance.com=300/5m); none by default
 	EnvHandshakesInFlight  = "WSFLEET_HANDSHAKES_IN_FLIGHT"  // int, default 32: dials (TCP, TLS, WebSocket handshakes) at once over every host; 0 = no bound
 	EnvHandshakesPerHost   = "WSFLEET_HANDSHAKES_PER_HOST"   // int, default 8, at most WSFLEET_HANDSHAKES_IN_FLIGHT: dials at once to one source host; 0 = no bound per host
-	EnvSwitchBufferBudget  = "WSFLEET_SWITCH_BUFFER_BUDGET"  // int bytes, default 0 = a sixteenth of the memory limit (16 MiB when unknown): what planned reconnects' new connections hold before their switch, over every session
+	EnvSwitchBufferBudget  = "WSFLEET_SWITCH_BUFFER_BUDGET"  // int bytes, default 0 = a sixteenth of the memory limit (16 MiB when unknown): what planned reconnects' new connections hold before their switch and what standbys' windows hold, over every session
 	// EnvLargeFrameBudget: int bytes, default 0 = an eighth of the memory
 	// limit (DefaultLargeFrameBudget when unknown): what the messages
 	// larger than SmallFrameAllowance being read hold, over every session.

@@ -86,6 +86,15 @@ type Config struct {
 	// planned reconnect's two connections (one tenure) from two owners.
 	// "": none (the default).
 	TenureHeader string
+	// Zone is the availability zone the worker runs in (schema.EnvZone;
+	// cmd/streamer reads the ECS task metadata when it is not set): it is
+	// written into the worker record, and a session's standby is placed in
+	// another zone than its owner when one is known. "": unknown.
+	Zone string
+	// StandbyCheckEvery is how often a standby this worker holds re-reads
+	// its session item (the owner, the generation, a stop, the checkpoint
+	// its window trims to): the backstop under the owner's calls. 0: never.
+	StandbyCheckEvery time.Duration
 	// ExtraCAFile names a PEM bundle of CA certificates the wss:// sources
 	// are verified against besides the system's roots (a private CA; the
 	// local harness's per-run CA). "": the system's roots only.
@@ -212,6 +221,7 @@ func DefaultConfig() Config {
 		HandshakesInFlight:  DefaultHandshakesInFlight,
 		HandshakesPerHost:   DefaultHandshakesPerHost,
 		SecretCacheTTL:      secrets.DefaultTTL,
+		StandbyCheckEvery:   30 * time.Second,
 		AllowPrivateIPs:     netguard.None,
 		ShutdownDeadline:    30 * time.Second,
 		ShutdownInFlight:    4,
@@ -335,6 +345,9 @@ func (c Config) Problems() []error {
 	}
 	if c.HandshakesInFlight < 0 {
 		bad("%s must be a number of dials, 0 for no bound", schema.EnvHandshakesInFlight)
+	}
+	if c.StandbyCheckEvery < 0 {
+		bad("%s must not be negative (0: never)", schema.EnvStandbyCheckEvery)
 	}
 	if c.SwitchBufferBudget < 0 {
 		bad("%s must not be negative", schema.EnvSwitchBufferBudget)

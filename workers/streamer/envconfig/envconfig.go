@@ -157,6 +157,8 @@ func FromEnv(environ []string, accept ...string) (Config, error) {
 	p.int(schema.EnvSinkAttempts, &w.SinkAttempts)
 	p.int(schema.EnvMaxDialFailures, &w.MaxDialFailures)
 	p.str(schema.EnvTenureHeader, &w.TenureHeader)
+	p.str(schema.EnvZone, &w.Zone)
+	p.dur(schema.EnvStandbyCheckEvery, &w.StandbyCheckEvery)
 	p.str(schema.EnvExtraCAFile, &w.ExtraCAFile)
 	resume := !w.NoTLSResumption
 	p.bool(schema.EnvTLSResumption, &resume)

@@ -92,7 +92,7 @@ func TestFromEnv(t *testing.T) {
 		schema.EnvAllowedHosts: "a.example, *.b.example", schema.EnvSinkRequestTimeout: "400ms", schema.EnvSinkPermanentAttempts: "2", schema.EnvSinkRepeatFailures: "5", schema.EnvSinkSQSPackBytes: "200000",
 		schema.EnvSinkKinesisAggregateBytes: "100000", schema.EnvSinkKinesisHashBuckets: "64",
 		schema.EnvSinkBufferBudget: "33554432", schema.EnvSecretCacheTTL: "90s",
-		schema.EnvTenureHeader: "X-Tenure", schema.EnvExtraCAFile: "/etc/ca.pem", schema.EnvTLSResumption: "false",
+		schema.EnvTenureHeader: "X-Tenure", schema.EnvZone: "eu-west-1a", schema.EnvStandbyCheckEvery: "45s", schema.EnvExtraCAFile: "/etc/ca.pem", schema.EnvTLSResumption: "false",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestFromEnv(t *testing.T) {
 		AllowedHosts: []string{"a.example", "*.b.example"}, SinkRequestTimeout: 400 * time.Millisecond,
 		ShutdownDeadline: 20 * time.Second, ShutdownInFlight: 4, AdminAddr: "0.0.0.0:9000", AdvertiseAddr: "10.0.0.1:9000", AdminPprof: true, AdminToken: "fleet-admin-token-0123",
 		MetricsEvery: 30 * time.Second, MetricsNamespace: "ns", Environment: "prod", LogLevel: "DEBUG",
-		TenureHeader: "X-Tenure", ExtraCAFile: "/etc/ca.pem", NoTLSResumption: true,
+		TenureHeader: "X-Tenure", Zone: "eu-west-1a", StandbyCheckEvery: 45 * time.Second, ExtraCAFile: "/etc/ca.pem", NoTLSResumption: true,
 	}
 	want.TableName, want.QueueURL, want.QueueWait = "t", "https://q/work", 15*time.Second
 	want.Sink.Kind, want.Sink.OutputQueueURL = "sqs", "https://q/out.fifo"

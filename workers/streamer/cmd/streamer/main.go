@@ -117,11 +117,18 @@ func run(ctx context.Context, args []string, environ []string, open backends, st
 		return err
 	}
 	cfg.MemoryLimit = envconfig.DetectMemoryLimit()
+	var zoneErr error
+	if cfg.Worker.Zone == "" {
+		cfg.Worker.Zone, zoneErr = envconfig.ZoneFromECS(ctx, schema.LookupIn(environ), nil)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg = cfg.Resolved()
 	log := logging.New(stderr, schema.ServiceStreamer, cfg.Worker.LogLevel)
+	if zoneErr != nil && !errors.Is(zoneErr, envconfig.ErrNoTaskMetadata) {
+		log.Warn().Err(zoneErr).Msg("availability zone unknown: standbys are placed without it")
+	}
 	clk, err := chaosClock(schema.LookupIn(environ), &log)
 	if err != nil {
 		return err
