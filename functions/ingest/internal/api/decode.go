@@ -152,8 +152,8 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 			}
 			// The path runs through embedded structs (Spec, Config) to the
 			// top-level key, then through the keys of the objects below it
-			// (standby.enabled; a map's or an array's path stops at it:
-			// headers, open_messages.text).
+			// (standby.enabled): a map's path stops at the map (headers), an
+			// array's elements carry no index (open_messages.text).
 			parts := strings.Split(field, ".")
 			for i, part := range parts {
 				if fields[part] {
