@@ -61,6 +61,7 @@ func init() {
 			examples: []string{
 				"wsfleet start wss://127.0.0.1:8790/feed/second --id second --resume-param from",
 				"wsfleet start wss://ws.okx.com:8443/ws/v5/public --id okx-tickers --seq-mode none --source okx.json",
+				"wsfleet start wss://stream.example.com/live --id live --seq-mode none --standby --standby-window 45s",
 			},
 			flags: startFlags,
 		},
@@ -79,7 +80,9 @@ func init() {
 			long: "Show sessions as a table (GET /sessions, or GET /sessions/{id} for each id given): " +
 				"ID, STATE (FAILED: the source cannot be connected), OWNER (- when no worker owns it), " +
 				"EPOCH (the fencing token of the current or last tenure), LAST_SEQ (the last checkpoint) " +
-				"and LAST ERROR (marked \"(past, epoch E)\" when seen in an earlier tenure or generation). Both desired states unless --state.",
+				"and LAST ERROR (marked \"(past, epoch E)\" when seen in an earlier tenure or generation); below the table, " +
+				"a line \"standby ID: ...\" for each session with a hot standby: the worker holding it and its epoch (or none held), " +
+				"its window, or the source's refusal of a second connection. Both desired states unless --state.",
 			examples: []string{
 				"wsfleet status --state STARTED",
 				"wsfleet status second hello",
@@ -295,7 +298,24 @@ func startFlags(fs *flag.FlagSet) action {
 	sourceFile := fs.String("source", "", "JSON `file` of start fields, set over the flags: usually the source protocol (open_messages, app_ping, keepalive_reply, idle_timeout, resume, on_missing_seq, …; docs/sources.md)")
 	hdr := headerFlags{}
 	fs.Var(hdr, "header", "dial header `NAME=VALUE` (repeatable)")
+	standby := fs.Bool("standby", false, "hold a hot standby: a second connection, by another worker, that takes over with no dial when the owner dies (docs/api.md)")
+	window := fs.String("standby-window", "", "with --standby: the `age` bound of what the standby keeps, 5s..10m (API default: 30s)")
+	windowBytes := fs.Int64("standby-window-bytes", 0, "with --standby: the `size` bound of what it keeps, 65536..16777216 bytes (API default: 1048576)")
 	return func(ctx context.Context, e *env, pos []string) error {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if (set["standby-window"] || set["standby-window-bytes"]) && !*standby {
+			return usagef("start", "--standby-window and --standby-window-bytes apply with --standby")
+		}
+		if *standby {
+			r.Standby = &spec.Standby{Enabled: new(true)}
+			if set["standby-window"] {
+				r.Standby.Window = window
+			}
+			if set["standby-window-bytes"] {
+				r.Standby.WindowBytes = windowBytes
+			}
+		}
 		if *sourceFile != "" {
 			if err := readSource(*sourceFile, &r); err != nil {
 				return fmt.Errorf("start: %w", err)
@@ -457,8 +477,47 @@ func writeTable(w io.Writer, ss []apiclient.Session) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
+	for _, s := range ss {
+		if line := standbyLine(s); line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
 	_, err := fmt.Fprintf(w, "%d session(s)\n", len(ss))
 	return err
+}
+
+// standbyLinePrefix starts the line the status table adds, below its rows,
+// for each session with a hot standby.
+const standbyLinePrefix = "standby "
+
+// standbyLine is the status line of s's hot standby, "" when it has none:
+// the worker holding it and its epoch, or that none is held yet, or the
+// source's refusal at the current generation, with the window's bounds
+// and the last standby error.
+func standbyLine(s apiclient.Session) string {
+	if s.Standby == nil && s.StandbyHolder == nil && s.StandbyRefused == nil {
+		return ""
+	}
+	line := standbyLinePrefix + s.ConnectionID + ": "
+	switch {
+	case s.StandbyRefused != nil:
+		line += "refused by the source at generation " + strconv.FormatInt(s.StandbyRefused.Generation, 10)
+		if s.StandbyRefused.Error != "" {
+			line += " (" + s.StandbyRefused.Error + ")"
+		}
+		return line + "; the session goes on without one"
+	case s.StandbyHolder != nil:
+		line += s.StandbyHolder.WorkerID + ", epoch " + strconv.FormatInt(s.StandbyHolder.Epoch, 10)
+	default:
+		line += "none held"
+	}
+	if sb := s.Standby; sb != nil {
+		line += " (window " + sb.Window + ", " + strconv.FormatInt(sb.WindowBytes, 10) + " bytes)"
+	}
+	if s.StandbyError != "" {
+		line += "; last error: " + s.StandbyError
+	}
+	return line
 }
 
 // lastError is s's LAST ERROR cell: the text and its time, and, when it was

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionapi"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -303,6 +306,64 @@ func TestWorkersTable(t *testing.T) {
 	for ms, want := range map[int64]string{0: "-", 1_800_000_000_000 - 1_234: "1.2s ago", 1_800_000_000_000 - 184_400: "3m4s ago"} {
 		if got := ago(ms, now); got != want {
 			t.Errorf("ago(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}
+
+// The status table shows, below its rows, a line for each session with a
+// hot standby: its worker and epoch with the window, none held yet, or the
+// source's refusal at the current generation; none for the others.
+func TestStatusTableShowsStandby(t *testing.T) {
+	view := spec.View{Standby: &spec.StandbyView{Enabled: true, Window: "30s", WindowBytes: 1 << 20}}
+	var out bytes.Buffer
+	err := writeTable(&out, []apiclient.Session{
+		{ConnectionID: "a", DesiredState: "STARTED", LeaseOwner: "w1", LeaseEpoch: 2, View: view,
+			StandbyHolder: &sessionapi.StandbyHolder{WorkerID: "w2", Epoch: 5}},
+		{ConnectionID: "b", DesiredState: "STARTED", LeaseOwner: "w1", LeaseEpoch: 1, View: view, StandbyError: "standby's worker died"},
+		{ConnectionID: "c", DesiredState: "STARTED", Generation: 2, LeaseOwner: "w1", LeaseEpoch: 1, View: view,
+			StandbyRefused: &sessionapi.StandbyRefused{Generation: 2, Error: "second connection closed by the source (kick-older)"}},
+		{ConnectionID: "d", DesiredState: "STARTED", LeaseOwner: "w1", LeaseEpoch: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	want := []string{
+		"standby a: w2, epoch 5 (window 30s, 1048576 bytes)",
+		"standby b: none held (window 30s, 1048576 bytes); last error: standby's worker died",
+		"standby c: refused by the source at generation 2 (second connection closed by the source (kick-older)); the session goes on without one",
+		"4 session(s)",
+	}
+	if len(lines) != 1+4+len(want) || !slices.Equal(lines[5:], want) {
+		t.Fatalf("status table:\n%s\nwant it to end\n%s", out.String(), strings.Join(want, "\n"))
+	}
+}
+
+// start --standby asks for a standby, with the window flags given; without
+// --standby the body has none.
+func TestStartStandbyFlags(t *testing.T) {
+	f := &fakeAPI{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	for i, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--standby"}, `{"enabled":true}`},
+		{[]string{"--standby", "--standby-window", "45s", "--standby-window-bytes", "65536"}, `{"enabled":true,"window":"45s","window_bytes":65536}`},
+		{nil, `null`},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"--api", srv.URL, "start", "ws://127.0.0.1:1/feed/a", "--id", "a"}, c.args...)
+		if err := cli(context.Background(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(f.body[i]), &body); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(body["standby"]); got != c.want && !(c.want == "null" && got == "") {
+			t.Errorf("%v: standby %s, want %s", c.args, got, c.want)
 		}
 	}
 }

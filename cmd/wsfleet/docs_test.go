@@ -12,6 +12,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/sessionapi"
+	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
 // columnStarts are the offsets where the labels of a tabwriter header
@@ -50,6 +52,18 @@ func tableCells(t *testing.T, what, header, row string) []string {
 		cells = append(cells, strings.TrimSpace(cell))
 	}
 	return cells
+}
+
+// tableRows are the table's rows among the lines between its header and
+// its summary: the status table's standby lines (below its rows) aside.
+func tableRows(lines []string) []string {
+	var rows []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, standbyLinePrefix) {
+			rows = append(rows, l)
+		}
+	}
+	return rows
 }
 
 var number = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
@@ -98,6 +112,9 @@ func TestDocsShowTheTables(t *testing.T) {
 		{ConnectionID: "a", DesiredState: "STARTED", LeaseOwner: "worker-1-run1", LeaseEpoch: 2, LastSeq: &seq},
 		{ConnectionID: "b", DesiredState: "STOPPED", LeaseEpoch: 1, LastSeq: &seq},
 		{ConnectionID: "c", DesiredState: "STARTED", Failed: true, LeaseEpoch: 1, LastError: "dial: refused", LastErrorAt: "2027-01-15T08:00:00Z"},
+		{ConnectionID: "d", DesiredState: "STARTED", LeaseOwner: "worker-1-run1", LeaseEpoch: 1, LastSeq: &seq,
+			View:          spec.View{Standby: &spec.StandbyView{Enabled: true, Window: "30s", WindowBytes: 1 << 20}},
+			StandbyHolder: &sessionapi.StandbyHolder{WorkerID: "worker-2-run1", Epoch: 1}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +142,7 @@ func TestDocsShowTheTables(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(tc.rendered, "\n"), "\n")
 		header, summary := lines[0], lines[len(lines)-1]
 		masks := map[string]string{} // state → its dash mask, as rendered
-		for _, row := range lines[1 : len(lines)-1] {
+		for _, row := range tableRows(lines[1 : len(lines)-1]) {
 			cells := tableCells(t, "rendered "+tc.cmd, header, row)
 			if cells != nil {
 				masks[cells[tc.stateCol]] = dashMask(cells)
@@ -146,7 +163,7 @@ func TestDocsShowTheTables(t *testing.T) {
 				t.Errorf("%s: header\n%s\nthe CLI prints\n%s", what, s.Out[0], header)
 				continue
 			}
-			rows, last := s.Out[1:len(s.Out)-1], s.Out[len(s.Out)-1]
+			rows, last := tableRows(s.Out[1:len(s.Out)-1]), s.Out[len(s.Out)-1]
 			if digitsOut(last) != digitsOut(summary) {
 				t.Errorf("%s: summary line\n%s\nthe CLI prints (numbers aside)\n%s", what, last, summary)
 			}

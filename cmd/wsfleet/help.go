@@ -88,11 +88,18 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 			line += " " + arg
 		}
 		fmt.Fprintln(w, line)
-		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "0s" {
+		if d, ok := shownDefault(f); ok {
 			desc += " (default " + d + ")"
 		}
 		wrap(w, desc, "        ", helpWidth)
 	})
+}
+
+// shownDefault is the default the help shows for f: none for a zero value
+// (off, 0, empty), which the description says when it matters.
+func shownDefault(f *flag.Flag) (string, bool) {
+	d := f.DefValue
+	return d, d != "" && d != "0" && d != "false" && d != "0s"
 }
 
 // wrap writes text in lines of at most width columns (a longer word gets

@@ -29,7 +29,7 @@ func checkFlagsShown(t *testing.T, what, help string, fs *flag.FlagSet) {
 		if !strings.Contains(flat(help), flat(desc)) {
 			t.Errorf("%s does not show the description of --%s (%q):\n%s", what, f.Name, desc, help)
 		}
-		if d := f.DefValue; d != "" && d != "0s" && !strings.Contains(flat(help), "(default "+d+")") {
+		if d, shown := shownDefault(f); shown && !strings.Contains(flat(help), "(default "+d+")") {
 			t.Errorf("%s does not show the default of --%s (%s):\n%s", what, f.Name, d, help)
 		}
 	})
@@ -223,6 +223,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"deploy"}, "wsfleet: unknown command \"deploy\"\nRun 'wsfleet help' for usage.\n"},
 		{[]string{"help", "wrokers"}, "wsfleet: unknown command \"wrokers\" (did you mean \"workers\"?)\nRun 'wsfleet help' for usage.\n"},
 		{[]string{"start"}, "wsfleet start: got 0 argument(s) [], want <ws_url>\nRun 'wsfleet start -h' for usage.\n"},
+		{[]string{"start", "ws://127.0.0.1:1/x", "--standby-window", "1m"},
+			"wsfleet start: --standby-window and --standby-window-bytes apply with --standby\nRun 'wsfleet start -h' for usage.\n"},
 		{[]string{"stop", "a", "b"}, "wsfleet stop: got 2 argument(s) [\"a\" \"b\"], want <id>\n"},
 		{[]string{"workers", "all"}, "wsfleet workers: got 1 argument(s) [\"all\"], want no arguments\n"},
 	} {

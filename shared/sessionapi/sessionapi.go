@@ -57,6 +57,31 @@ type Session struct {
 	// not recorded any since.
 	LastErrorGeneration int64 `json:"last_error_generation,omitempty"`
 	LastErrorEpoch      int64 `json:"last_error_epoch,omitempty"`
+	// The hot standby's state (its configuration is the view's standby):
+	// StandbyHolder is the worker holding it (absent: none);
+	// StandbyRefused says that the source refused a second connection at
+	// the current generation (the session goes on without a standby until
+	// a new generation); StandbyError is why the last standby was dropped
+	// otherwise (absent when none).
+	StandbyHolder  *StandbyHolder  `json:"standby_holder,omitempty"`
+	StandbyRefused *StandbyRefused `json:"standby_refused,omitempty"`
+	StandbyError   string          `json:"standby_error,omitempty"`
+}
+
+// StandbyHolder is the worker holding a session's hot standby and its
+// standby epoch (the standby's fencing token: it grows at every
+// assignment).
+type StandbyHolder struct {
+	WorkerID string `json:"worker_id"`
+	Epoch    int64  `json:"epoch"`
+}
+
+// StandbyRefused is a source's refusal of the standby's connection (a
+// one-connection-per-session policy): the generation it was refused at and
+// the error the standby saw.
+type StandbyRefused struct {
+	Generation int64  `json:"generation"`
+	Error      string `json:"error,omitempty"`
 }
 
 // PastError reports whether s's last error was seen in an earlier tenure

@@ -44,6 +44,12 @@ type Item struct {
 	LastErrorAtMs     int64  `dynamodbav:"last_error_at_ms,omitempty"`
 	LastErrorGen      int64  `dynamodbav:"last_error_generation,omitempty"`
 	LastErrorEpoch    int64  `dynamodbav:"last_error_epoch,omitempty"`
+	// The hot standby (schema.AttrStandby…): its worker and epoch, and why
+	// the last one was refused or dropped.
+	Standby           string `dynamodbav:"standby,omitempty"`
+	StandbyEpoch      int64  `dynamodbav:"standby_epoch,omitempty"`
+	StandbyRefusedGen int64  `dynamodbav:"standby_refused_gen,omitempty"`
+	StandbyError      string `dynamodbav:"standby_error,omitempty"`
 }
 
 // Failed reports whether the item is FAILED: STARTED, and a worker gave up on

@@ -97,6 +97,9 @@ func (s *Spec) Check(given Keys) *FieldError {
 		}
 		s.CheckpointEvery = d.String()
 	}
+	if e := s.checkStandby(); e != nil {
+		return e
+	}
 	return s.checkStored()
 }
 

@@ -40,6 +40,8 @@ type Spec struct {
 	// SeqPath is the dotted path to a message's seq; "": DefaultSeqPath.
 	SeqPath string  `json:"seq_path,omitempty"`
 	Resume  *Resume `json:"resume,omitempty"`
+	// Standby asks for a hot standby (standby.go); nil: none.
+	Standby *Standby `json:"standby,omitempty"`
 	// The source protocol: seq mode, open messages, pings, keep-alive
 	// reply, idle timeout, what a missing seq or a sink refusal does.
 	source.Config

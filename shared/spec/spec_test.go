@@ -200,7 +200,7 @@ func TestViewShowsPlannedReconnects(t *testing.T) {
 
 func TestFieldNamesIncludeTheSourceProtocol(t *testing.T) {
 	names := FieldNames(reflect.TypeOf(Spec{}))
-	for _, want := range []string{"ws_url", "headers", "seq_field", "seq_path", "resume", "open_messages", "app_ping", "on_sink_refusal", "checkpoint_every", "max_connection_age", "reconnect_on", "switch_timeout"} {
+	for _, want := range []string{"ws_url", "headers", "seq_field", "seq_path", "resume", "open_messages", "app_ping", "on_sink_refusal", "checkpoint_every", "max_connection_age", "reconnect_on", "switch_timeout", "standby"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("FieldNames lacks %s: %v", want, names)
 		}

@@ -40,6 +40,7 @@ type View struct {
 	Subprotocols     []string            `json:"subprotocols,omitempty"`
 	FollowRedirects  int                 `json:"follow_redirects,omitempty"`
 	CheckpointEvery  string              `json:"checkpoint_every,omitempty"` // absent: the worker's default
+	Standby          *StandbyView        `json:"standby,omitempty"`          // absent: no standby
 }
 
 // OpenMessageInfo is an open message as the API shows it: its kind and
@@ -79,6 +80,7 @@ func (s Spec) View() View {
 		Subprotocols:    s.Subprotocols,
 		FollowRedirects: s.FollowRedirects,
 		CheckpointEvery: s.CheckpointEvery,
+		Standby:         s.standbyView(),
 	}
 	if s.Planned() {
 		v.MaxConnectionAge, v.ReconnectOn, v.SwitchTimeout = s.MaxConnectionAge, s.ReconnectOn, s.SwitchDeadline().String()

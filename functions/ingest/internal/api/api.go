@@ -372,7 +372,7 @@ func listParams(req *http.Request) (state string, limit int, next string, e *api
 }
 
 func toJSON(s sessions.Session) sessionapi.Session {
-	return sessionapi.Session{
+	out := sessionapi.Session{
 		ConnectionID: s.ConnectionID,
 		DesiredState: s.DesiredState,
 		View:         s.Spec.View(),
@@ -389,6 +389,17 @@ func toJSON(s sessions.Session) sessionapi.Session {
 		LastErrorGeneration: s.LastErrorGen,
 		LastErrorEpoch:      s.LastErrorEpoch,
 	}
+	if s.Standby != "" {
+		out.StandbyHolder = &sessionapi.StandbyHolder{WorkerID: s.Standby, Epoch: s.StandbyEpoch}
+	}
+	// A refusal holds for the generation it was seen at; an older one is a
+	// past error like any other.
+	if s.StandbyRefusedGen != 0 && s.StandbyRefusedGen == s.Generation {
+		out.StandbyRefused = &sessionapi.StandbyRefused{Generation: s.StandbyRefusedGen, Error: s.StandbyError}
+	} else {
+		out.StandbyError = s.StandbyError
+	}
+	return out
 }
 
 // rfc3339Ms is ms (Unix milliseconds) in RFC 3339 UTC; "" for 0.

@@ -151,17 +151,17 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 				return badRequest(CodeInvalidJSON, "body must be a JSON object")
 			}
 			// The path runs through embedded structs (Spec, Config) to the
-			// key; below the top-level key it may be anything (headers.<name>).
-			for _, part := range strings.Split(field, ".") {
+			// top-level key, then through the keys of the objects below it
+			// (standby.enabled): a map's path stops at the map (headers), an
+			// array's elements carry no index (open_messages.text).
+			parts := strings.Split(field, ".")
+			for i, part := range parts {
 				if fields[part] {
-					field = part
+					field = strings.Join(parts[i:], ".")
 					break
 				}
 			}
-			if i := strings.IndexByte(field, '.'); i >= 0 {
-				field = field[:i]
-			}
-			return badRequest(CodeInvalidType, fmt.Sprintf("field %q must be a %s", field, jsonKind(typeErr.Type.String())))
+			return badRequest(CodeInvalidType, fmt.Sprintf("field %q must be a %s", truncate(field, 64), jsonKind(typeErr.Type.String())))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
 			return badRequest(CodeUnknownField, "unknown field "+truncate(name, 64))
@@ -187,9 +187,9 @@ func jsonKind(goType string) string {
 		return "JSON array of strings"
 	case strings.HasPrefix(goType, "[]"):
 		return "JSON array"
-	case goType == "int":
+	case goType == "int" || goType == "int64" || goType == "*int64":
 		return "number"
-	case goType == "bool":
+	case goType == "bool" || goType == "*bool":
 		return "boolean"
 	}
 	return goType

@@ -31,6 +31,7 @@ const (
 	CodeInvalidMaxConnAge      = "invalid_max_connection_age"
 	CodeInvalidReconnectOn     = "invalid_reconnect_on"
 	CodeInvalidSwitchTimeout   = "invalid_switch_timeout"
+	CodeInvalidStandby         = "invalid_standby"
 	CodeInvalidQuery           = "invalid_query"
 	CodeInvalidBody            = "invalid_body"
 

@@ -85,13 +85,14 @@ func TestKnownCodesCoverTheNewerFields(t *testing.T) {
 		`{"ws_url":"wss://a.example.com/","switch_timeout":"soon"}`,
 		`{"ws_url":"wss://a.example.com/","reconnect_on":{"match":{"path":""}}}`,
 		`{"ws_url":"wss://a.example.com/","on_sink_refusal":"maybe"}`,
+		`{"ws_url":"wss://a.example.com/","standby":{"enabled":true,"window":"1s"}}`,
 	} {
 		_, e := DecodeStart([]byte(body), URLPolicy{PrivateIPs: config.PrivateIPsNone})
 		if e == nil || e.status != http.StatusBadRequest || !knownCodes[e.code] {
 			t.Errorf("%s: refusal %v, not a 400 with a known code", body, e)
 		}
 	}
-	for _, c := range []string{CodeInvalidMaxConnAge, CodeInvalidSwitchTimeout, CodeInvalidReconnectOn, CodeInvalidOnSinkRefusal, CodeUnknownField, CodeInvalidJSON} {
+	for _, c := range []string{CodeInvalidStandby, CodeInvalidMaxConnAge, CodeInvalidSwitchTimeout, CodeInvalidReconnectOn, CodeInvalidOnSinkRefusal, CodeUnknownField, CodeInvalidJSON} {
 		if !knownCodes[c] {
 			t.Errorf("knownCodes lacks %q", c)
 		}
@@ -116,6 +117,8 @@ func FuzzDecodeStart(f *testing.F) {
 		f.Add([]byte(`{"ws_url":"wss://a.example.com/","`+k+`":"x"}`), uint8(0))
 	}
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","reconnect_on":{"match":{"path":""}}}`), uint8(0))
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","standby":{"enabled":true,"window":"45s","window_bytes":65536}}`), uint8(0))
+	f.Add([]byte(`{"ws_url":"wss://a.example.com/","standby":{"enabled":false,"window":"4s"}}`), uint8(0))
 	policies := []URLPolicy{
 		{PrivateIPs: config.PrivateIPsNone},
 		{PrivateIPs: config.PrivateIPsLoopback},
@@ -153,6 +156,10 @@ func FuzzDecodeStart(f *testing.F) {
 		sp := d.Spec
 		if iv := sp.CheckpointInterval(); sp.CheckpointEvery != "" && (iv < spec.MinCheckpointEvery || iv > spec.MaxCheckpointEvery) {
 			t.Fatalf("accepted checkpoint_every %q", sp.CheckpointEvery)
+		}
+		if age, bytes := sp.StandbyWindow(); age < spec.MinStandbyWindow || age > spec.MaxStandbyWindow ||
+			bytes < spec.MinStandbyWindowBytes || bytes > spec.MaxStandbyWindowBytes || (sp.Standby != nil && !sp.StandbyEnabled()) {
+			t.Fatalf("accepted standby %+v", sp.Standby)
 		}
 		if e := p.CheckWSURL(sp.WSURL); e != nil {
 			t.Fatalf("accepted ws_url %q fails re-check: %v", sp.WSURL, e)

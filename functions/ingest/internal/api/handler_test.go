@@ -238,6 +238,8 @@ func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
 		{"header", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"Host":"x"}}`), CodeInvalidHeader},
 		{"seq_field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","seq_field":"a b"}`), CodeInvalidSeqField},
 		{"resume param", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","resume_query_param":"a&b"}`), CodeInvalidResumeParam},
+		{"standby window", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{"enabled":true,"window":"1s"}}`), CodeInvalidStandby},
+		{"standby enabled", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{}}`), CodeInvalidStandby},
 		{"stop body field", event("POST", "/sessions/abc/stop", `{"force":true}`), CodeUnknownField},
 		{"stop body content type", func() events.APIGatewayV2HTTPRequest {
 			r := event("POST", "/sessions/abc/stop", `{}`)
@@ -524,6 +526,62 @@ func TestHandlerShowsLastErrorGenerationAndEpoch(t *testing.T) {
 	_, hasEpoch := body["last_error_epoch"]
 	if body["last_error"] != "handshake refused: HTTP 400" || hasGen || hasEpoch {
 		t.Fatalf("GET of an error recorded without its tenure: %v", body)
+	}
+}
+
+// GET and the list show a session's standby: its configuration (the
+// spec's, defaults spelled out), the worker holding it and its epoch, a
+// refusal by the source at the current generation, and otherwise the
+// last standby error; nothing for a session without standby.
+func TestHandlerShowsStandby(t *testing.T) {
+	f := newFixture(t, nil)
+	sp := spec.Spec{WSURL: "wss://a.example.com/f", Standby: &spec.Standby{Enabled: new(true), Window: new("1m")}}
+	if fe := sp.Check(nil); fe != nil {
+		t.Fatal(fe)
+	}
+	get := func() map[string]any {
+		t.Helper()
+		status, body, _ := f.do(t, event("GET", "/sessions/c1", ""))
+		if status != 200 {
+			t.Fatalf("GET: %d %v", status, body)
+		}
+		return body
+	}
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: sp, Generation: 2, LeaseOwner: "w1", LeaseEpoch: 4, Standby: "w2", StandbyEpoch: 7}
+	body := get()
+	if js(body["standby"]) != `{"enabled":true,"window":"1m0s","window_bytes":1048576}` || js(body["standby_holder"]) != `{"epoch":7,"worker_id":"w2"}` ||
+		body["standby_refused"] != nil || body["standby_error"] != nil {
+		t.Fatalf("GET of a session with its standby held: %v", body)
+	}
+	f.store.page = sessions.Page{Sessions: []sessions.Session{f.store.session}}
+	_, page, _ := f.do(t, event("GET", "/sessions", ""))
+	if listed := page["sessions"].([]any)[0].(map[string]any); js(listed["standby_holder"]) != `{"epoch":7,"worker_id":"w2"}` || listed["standby"] == nil {
+		t.Fatalf("list of a session with its standby held: %v", listed)
+	}
+
+	// Refused at this generation: standby_refused, with the error.
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: sp, Generation: 2, LeaseOwner: "w1", LeaseEpoch: 4,
+		StandbyEpoch: 7, StandbyRefusedGen: 2, StandbyError: "source closed the second connection (1008 policy violation)"}
+	body = get()
+	if js(body["standby_refused"]) != `{"error":"source closed the second connection (1008 policy violation)","generation":2}` ||
+		body["standby_holder"] != nil || body["standby_error"] != nil {
+		t.Fatalf("GET of a session whose source refused its standby: %v", body)
+	}
+	// Refused at an older generation: a past error, shown as such.
+	f.store.session.Generation = 3
+	body = get()
+	if body["standby_refused"] != nil || body["standby_error"] != "source closed the second connection (1008 policy violation)" {
+		t.Fatalf("GET after a new generation: %v", body)
+	}
+	// Without standby: none of the keys.
+	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f"}, Generation: 1}
+	body = get()
+	for _, k := range []string{"standby", "standby_holder", "standby_refused", "standby_error"} {
+		if _, has := body[k]; has {
+			t.Errorf("GET of a session without standby shows %s: %v", k, body)
+		}
 	}
 }
 

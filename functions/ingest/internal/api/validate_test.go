@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
 	"github.com/wsfleet/wsfleet/shared/source"
@@ -474,5 +475,44 @@ func TestHugeUnknownKeyIsRefusedWithoutASearch(t *testing.T) {
 	}
 	if allocs > 1000 {
 		t.Fatalf("refusing a %d-byte unknown key made %.0f allocations", len(key), allocs)
+	}
+}
+
+// TestDecodeStartStandby: the hot standby's field is accepted with its
+// defaults, {"enabled": false} is no standby, and each problem is a 400
+// invalid_standby naming the key (or invalid_type, unknown_field for the
+// JSON's shape).
+func TestDecodeStartStandby(t *testing.T) {
+	const u = `"ws_url":"wss://stream.example.com/ws"`
+	d := mustDecode(t, `{`+u+`,"standby":{"enabled":true}}`, publicPolicy)
+	if age, bytes := d.StandbyWindow(); !d.StandbyEnabled() || age != spec.DefaultStandbyWindow || bytes != spec.DefaultStandbyWindowBytes {
+		t.Fatalf("standby with defaults: %v %v %d", d.StandbyEnabled(), age, bytes)
+	}
+	d = mustDecode(t, `{`+u+`,"seq_mode":"none","standby":{"enabled":true,"window":"2m","window_bytes":4194304}}`, publicPolicy)
+	if age, bytes := d.StandbyWindow(); !d.StandbyEnabled() || age != 2*time.Minute || bytes != 4<<20 {
+		t.Fatalf("standby: %v %v %d", d.StandbyEnabled(), age, bytes)
+	}
+	for _, b := range []string{`{` + u + `,"standby":{"enabled":false}}`, `{` + u + `,"standby":null}`} {
+		if d := mustDecode(t, b, publicPolicy); d.Standby != nil || d.StandbyEnabled() {
+			t.Fatalf("%s: standby %+v", b, d.Standby)
+		}
+	}
+	for _, c := range []struct{ standby, code, msg string }{
+		{`{}`, CodeInvalidStandby, "standby.enabled: is required"},
+		{`{"window":"1m"}`, CodeInvalidStandby, "standby.enabled: is required"},
+		{`{"enabled":true,"window":"4s"}`, CodeInvalidStandby, "standby.window: must be a duration from 5s to 10m0s"},
+		{`{"enabled":true,"window":"11m"}`, CodeInvalidStandby, "standby.window: must be a duration from 5s to 10m0s"},
+		{`{"enabled":true,"window":""}`, CodeInvalidStandby, "standby.window: must be a duration"},
+		{`{"enabled":true,"window_bytes":1024}`, CodeInvalidStandby, "standby.window_bytes: must be 65536..16777216"},
+		{`{"enabled":true,"window_bytes":33554432}`, CodeInvalidStandby, "standby.window_bytes: must be 65536..16777216"},
+		{`{"enabled":"yes"}`, CodeInvalidType, `field "standby.enabled" must be a boolean`},
+		{`{"enabled":true,"window":30}`, CodeInvalidType, `field "standby.window" must be a string`},
+		{`{"enabled":true,"window_bytes":65536.5}`, CodeInvalidType, `field "standby.window_bytes" must be a number`},
+		{`true`, CodeInvalidType, `field "standby" must be a JSON object`},
+		{`{"enabled":true,"windows":"1m"}`, CodeUnknownField, `unknown field "standby.windows" (did you mean "standby.window"?)`},
+		{`{"enabled":true,"az":"b"}`, CodeUnknownField, `unknown field "standby.az"`},
+		{`{"enabled":true,"enabled":false}`, CodeInvalidJSON, `duplicate key "standby.enabled"`},
+	} {
+		wantReject(t, `{`+u+`,"standby":`+c.standby+`}`, publicPolicy, c.code, c.msg)
 	}
 }

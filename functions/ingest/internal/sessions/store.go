@@ -121,6 +121,14 @@ type Session struct {
 	// seen in (0: recorded before they were).
 	LastErrorGen   int64
 	LastErrorEpoch int64
+	// The hot standby, as its worker wrote it: the worker holding it and
+	// its standby epoch ("", 0: none), the generation at which the source
+	// refused a second connection (0: never) and why the last standby was
+	// refused or dropped.
+	Standby           string
+	StandbyEpoch      int64
+	StandbyRefusedGen int64
+	StandbyError      string
 }
 
 // Page is one page of a list.
@@ -670,6 +678,7 @@ func toSession(it *sessionitem.Item, stored string) Session {
 		CreatedAtMs: it.CreatedAtMs, UpdatedAtMs: it.UpdatedAtMs,
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
+		Standby: it.Standby, StandbyEpoch: it.StandbyEpoch, StandbyRefusedGen: it.StandbyRefusedGen, StandbyError: it.StandbyError,
 		LastSeq: it.ReleaseSeq, // batchGet raises it to the checkpoint item's
 	}
 }

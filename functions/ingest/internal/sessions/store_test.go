@@ -985,3 +985,62 @@ func TestLastSeqIsWhereTheNextOwnerResumes(t *testing.T) {
 	released(50)
 	want("release past the checkpoint", 50)
 }
+
+// TestStandbyReadAndLeftAlone: Get and List read the standby attributes a
+// standby's worker writes (its worker id and epoch, a refusal's
+// generation, the error) and the spec's standby; starts (a change, the same
+// spec again) and stops leave those attributes as they are: only the
+// standby's worker writes them.
+func TestStandbyReadAndLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	d := sessions.Desired{ConnectionID: "c1", Spec: spec.Spec{WSURL: "wss://a.example.com/", Standby: &spec.Standby{Enabled: new(true)}}}
+	if _, err := e.store.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	e.own(t, "c1", "w1")
+	_, err := e.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &e.table,
+		Key:              sessionitem.Key("c1"),
+		UpdateExpression: aws.String("SET #s = :s, #se = :se, #sr = :sr, #er = :er"),
+		ExpressionAttributeNames: map[string]string{"#s": schema.AttrStandby, "#se": schema.AttrStandbyEpoch,
+			"#sr": schema.AttrStandbyRefusedGen, "#er": schema.AttrStandbyError},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": &types.AttributeValueMemberS{Value: "w2"}, ":se": &types.AttributeValueMemberN{Value: "3"},
+			":sr": &types.AttributeValueMemberN{Value: "1"}, ":er": &types.AttributeValueMemberS{Value: "connection closed by the source"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, wantGen int64) {
+		t.Helper()
+		got, err := e.store.Get(ctx, "c1")
+		if err != nil || got.Standby != "w2" || got.StandbyEpoch != 3 || got.StandbyRefusedGen != 1 ||
+			got.StandbyError != "connection closed by the source" || got.Generation != wantGen || !got.Spec.StandbyEnabled() {
+			t.Fatalf("%s: Get %+v %v", step, got, err)
+		}
+		page, err := e.store.List(ctx, got.DesiredState, 10, "")
+		if err != nil || len(page.Sessions) != 1 || page.Sessions[0].Standby != "w2" || page.Sessions[0].StandbyRefusedGen != 1 {
+			t.Fatalf("%s: List %+v %v", step, page, err)
+		}
+	}
+	check("written by the standby's worker", 1)
+	if res, err := e.store.Start(ctx, d); err != nil || res.Outcome != sessions.Unchanged {
+		t.Fatalf("the same start: %+v %v", res, err)
+	}
+	check("the same start", 1)
+	// {"enabled": false} is no standby: a change of configuration.
+	if res, err := e.store.Start(ctx, desired("c1", "wss://a.example.com/")); err != nil || res.Outcome != sessions.Updated {
+		t.Fatalf("a start without standby: %+v %v", res, err)
+	}
+	if got, _ := e.store.Get(ctx, "c1"); got.Spec.StandbyEnabled() || got.Standby != "w2" || got.Generation != 2 {
+		t.Fatalf("after the start without standby: %+v", got)
+	}
+	if _, err := e.store.Stop(ctx, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.store.Get(ctx, "c1"); got.Standby != "w2" || got.StandbyEpoch != 3 || got.StandbyRefusedGen != 1 || got.StandbyError == "" {
+		t.Fatalf("after the stop: %+v", got)
+	}
+}
