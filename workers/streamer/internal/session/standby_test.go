@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -190,6 +191,55 @@ func TestAdoptionDeliversTheWindowThenLiveWithoutGap(t *testing.T) {
 	}
 	if r := s.Status().Reconnects; r != 0 {
 		t.Fatalf("%d reconnects", r)
+	}
+	if u := sb.env.Standbys.Used(); u != 0 {
+		t.Fatalf("the standby budget still holds %d bytes after the adoption", u)
+	}
+}
+
+// A standby without a connection ready is dropped at the adoption: the
+// session dials as any other, and the standby's Run returns ErrPromoted.
+func TestAdoptionWithoutAConnectionDials(t *testing.T) {
+	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
+	cfg := testConfig()
+	cfg.TenureHeader = tenureHeader
+	h := newHarness(t, cfg)
+	it := putItem(t, h, "s1", f.URL("s1"), 100, false)
+	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w1", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	s, done := h.adopt("s1", sb)
+	testwait.Eventually(t, 5*time.Second, "20 messages delivered", func() bool { return h.rec.count() >= 20 })
+	if err := sb.Run(context.Background()); !errors.Is(err, ErrPromoted) {
+		t.Fatalf("standby Run = %v", err)
+	}
+	s.Interrupt(ErrStopRequested)
+	_ = wait(t, done, 5*time.Second)
+	seqs := h.rec.seqs()
+	if seqs[0] != 101 {
+		t.Fatalf("first delivered %d, want 101", seqs[0])
+	}
+	contiguous(t, seqs)
+	want := "w1/" + strconv.FormatInt(s.Held().Epoch(), 10)
+	if recs := f.Records("s1"); len(recs) != 1 || recs[0].Tenure != want {
+		t.Fatalf("records %+v: want the session's own dial (%s)", recs, want)
+	}
+}
+
+// On a feed: the windows stay within their bytes bound and the shared
+// budget, and what they evict is counted.
+func TestStandbyWindowsBoundedOnAFeed(t *testing.T) {
+	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow})
+	h := newHarness(t, testConfig())
+	env := standbyEnv(t, h, 3000)
+	a := NewStandby(env, putItem(t, h, "s1", f.URL("s1"), lease.NoSeq, false), "w2", 1, Window{MaxAge: time.Minute, MaxBytes: 2000})
+	b := NewStandby(env, putItem(t, h, "s2", f.URL("s2"), lease.NoSeq, false), "w2", 1, Window{MaxAge: time.Minute, MaxBytes: 2000})
+	runStandby(t, a)
+	runStandby(t, b)
+	testwait.Eventually(t, 5*time.Second, "both windows evicting", func() bool {
+		return a.Status().Dropped >= 20 && b.Status().Dropped >= 20
+	})
+	sa, sb := a.Status(), b.Status()
+	if sa.Bytes > 2000 || sb.Bytes > 2000 || env.Standbys.Used() > 3000 {
+		t.Fatalf("windows hold %d and %d bytes, the budget %d: over their bounds", sa.Bytes, sb.Bytes, env.Standbys.Used())
 	}
 }
 
