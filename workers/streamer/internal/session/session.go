@@ -12,6 +12,11 @@
 // are scheduled centrally by Tick and each runs in a short-lived goroutine
 // bounded by PingTimeout. Reconnects happen only after the previous
 // connection is fully closed, so one session never holds two connections.
+//
+// A standby (standby.go) is a second, non-delivering connection to the
+// source of a session another worker owns; a session made by NewAdopting
+// (adopt.go) starts from a standby's connection and window instead of a
+// dial.
 package session
 
 import (

@@ -435,7 +435,9 @@ func (sb *Standby) read(ctx context.Context, conn *websocket.Conn, it lease.Item
 	sb.mu.Lock()
 	sb.ready = true
 	sb.mu.Unlock()
-	wait := func(n int64) (int64, error) { return sb.env.Frames.Acquire(ctx, n, sb.s.ended) }
+	// A large message waits for the worker's large-frame budget as a
+	// session's does (within LargeFrameWait, ended by Close).
+	wait := sb.s.waitFrame(ctx)
 	for {
 		typ, r, err := conn.Reader(context.Background())
 		if err != nil {
