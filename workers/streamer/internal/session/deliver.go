@@ -213,6 +213,9 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		s.lastSeq.Store(seq)
 		s.sub = 0
 	}
+	if x := s.ext; x != nil && x.fingerprints {
+		x.lastFP.Store(Fingerprint(data))
+	}
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)
 	return nil

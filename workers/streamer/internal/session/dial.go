@@ -162,7 +162,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 		if hdr == nil {
 			hdr = http.Header{}
 		}
-		hdr.Set(name, s.env.Config.WorkerID+"/"+strconv.FormatInt(s.held.Epoch(), 10))
+		hdr.Set(name, s.tenure())
 	}
 	// The handshake runs in a short-lived goroutine (bounded by dctx): its
 	// deep net/http call chain then never grows the stack of the session's
@@ -199,6 +199,16 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
 	return conn, slot.get(), parts.open, nil
+}
+
+// tenure is the value of the dials' tenure header: "<worker id>/<lease
+// epoch>", or for a standby's dials "<worker id>/standby/<standby epoch>".
+func (s *Session) tenure() string {
+	if s.held == nil {
+		sb := s.ext.standby
+		return sb.worker + "/standby/" + strconv.FormatInt(sb.epoch, 10)
+	}
+	return s.env.Config.WorkerID + "/" + strconv.FormatInt(s.held.Epoch(), 10)
 }
 
 // dialCause strips the URL (which may carry credentials in its query) from

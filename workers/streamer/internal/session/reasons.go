@@ -36,6 +36,15 @@ var (
 	// the fleet (close 1001, release reserved for the receiver); a MoveTo
 	// names the receiver.
 	ErrMoved = errors.New("session moved to another worker")
+	// ErrPromoted: a standby's session was adopted (NewAdopting): its
+	// connection and window went to the new session, or, when it had no
+	// connection ready, the standby was dropped for the session's own dial.
+	ErrPromoted = errors.New("standby promoted: its session took over")
+	// ErrStandbyRefused: the source does not take a second connection
+	// (a handshake refused with 409 or for good, or a connection it
+	// closed before Config.StableAfter): the standby does not dial again,
+	// so as not to kick its owner's connection.
+	ErrStandbyRefused = errors.New("source refused a standby connection")
 )
 
 // MoveTo is the reason of a directed hand-off to worker To: a rebalancing
@@ -61,6 +70,8 @@ var (
 	errGeneration = errors.New("session generation changed")
 	errPing       = errors.New("ping timed out")
 	errSink       = errors.New("sink refused a message")
+	// errStandbyClose: a standby closes its connection (Close, SetItem).
+	errStandbyClose = errors.New("standby closed")
 )
 
 // graceful reports whether reason ends the connection with a close
@@ -70,7 +81,7 @@ func closeCodeFor(reason error) (websocket.StatusCode, bool) {
 	case errors.Is(reason, ErrShutdown), errors.Is(reason, ErrMoved):
 		return websocket.StatusGoingAway, true
 	case errors.Is(reason, ErrStopRequested), errors.Is(reason, lease.ErrStopped), errors.Is(reason, errGeneration),
-		errors.Is(reason, errSwitch), errors.Is(reason, errPlanned):
+		errors.Is(reason, errSwitch), errors.Is(reason, errPlanned), errors.Is(reason, errStandbyClose):
 		return websocket.StatusNormalClosure, true
 	}
 	return 0, false

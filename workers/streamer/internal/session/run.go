@@ -34,7 +34,12 @@ func (s *Session) run(ctx context.Context) error {
 	// logging live in connect's and reconnectWait's frames, gone by then),
 	// so that the per-message path fits the goroutine's 4 KiB stack.
 	st := runState{first: true}
-	conn, raw, openErr, stop, ret := s.connect(ctx, &st)
+	// An adopting session starts from its standby's connection; without
+	// one ready it dials as any other.
+	conn, raw, openErr, stop, ret := s.adoptFirst(ctx, &st)
+	if conn == nil && !stop {
+		conn, raw, openErr, stop, ret = s.connect(ctx, &st)
+	}
 	for {
 		if stop {
 			return ret

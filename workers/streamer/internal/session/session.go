@@ -12,6 +12,11 @@
 // are scheduled centrally by Tick and each runs in a short-lived goroutine
 // bounded by PingTimeout. Reconnects happen only after the previous
 // connection is fully closed, so one session never holds two connections.
+//
+// A standby (standby.go) is a second, non-delivering connection to the
+// source of a session another worker owns; a session made by NewAdopting
+// (adopt.go) starts from a standby's connection and window instead of a
+// dial.
 package session
 
 import (
@@ -168,6 +173,10 @@ type Env struct {
 	// Schedule counts the sessions' pokes for the control loop (nil: a
 	// loop that reads every session's Due each pass).
 	Schedule *Schedule
+	// Standbys bounds what the worker's standbys keep in their windows,
+	// over every standby (nil: each at most its Window.MaxBytes). A
+	// message that does not fit evicts its standby's oldest first.
+	Standbys *SwitchBudget
 	// Rand is the worker's randomness: each tenure draws its jitters (first
 	// ping, planned reconnect, the dial gate's extra wait) and back-off
 	// delays from a stream of its own, Rand.Stream("session/<id>/<epoch>"),
@@ -271,11 +280,26 @@ type Session struct {
 	lastErr DialFailure
 	noted   string
 	notedAt time.Time
+
+	// ext is what only some sessions need (nil for the others, which pay
+	// one pointer): the standby a session adopts or dials for, and the
+	// fingerprint of the last message delivered (standby.go, adopt.go).
+	ext *sessionExt
+}
+
+// Option changes a session New (or NewAdopting) returns.
+type Option func(*Session)
+
+// Fingerprints makes the session keep the Fingerprint of the last message
+// it delivered (LastFingerprint), for a standby's alignment under seq_mode
+// none; the other sessions compute none.
+func Fingerprints() Option {
+	return func(s *Session) { s.extension().fingerprints = true }
 }
 
 // New returns a session for h. claimedAtMs is the sent_at_ms of the
 // notification that triggered the claim (0 when it came from reconciliation).
-func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
+func New(env *Env, h *lease.Held, claimedAtMs int64, opts ...Option) *Session {
 	it := h.Item()
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
@@ -283,6 +307,9 @@ func New(env *Env, h *lease.Held, claimedAtMs int64) *Session {
 		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
 	}
 	s.lastSeq.Store(it.LastSeq)
+	for _, o := range opts {
+		o(s)
+	}
 	return s
 }
 
@@ -306,7 +333,12 @@ func (s *Session) Finished() <-chan struct{} { return s.finished }
 func (s *Session) MarkFinished() { s.finishedOnce.Do(func() { close(s.finished) }) }
 
 // ID is the connection id.
-func (s *Session) ID() string { return s.held.ID() }
+func (s *Session) ID() string {
+	if s.held == nil { // a standby's own session
+		return s.ext.standby.id
+	}
+	return s.held.ID()
+}
 
 // ClaimedAtMs is the sent_at_ms of the notification behind the claim (0: none).
 func (s *Session) ClaimedAtMs() int64 { return s.claimed }
@@ -317,6 +349,11 @@ func (s *Session) ClaimedAtMs() int64 { return s.claimed }
 // 500-byte context buffer per session (0.4 KiB of live heap per session at
 // 19,000 sessions, docs/BENCHMARKS.md).
 func (s *Session) Logger() *zerolog.Logger {
+	if s.held == nil { // a standby's own session
+		sb := s.ext.standby
+		l := s.env.Log.With().Str("connection_id", sb.id).Int64("standby_epoch", sb.epoch).Logger()
+		return &l
+	}
 	l := s.env.Log.With().Str("connection_id", s.held.ID()).Int64("lease_epoch", s.held.Epoch()).Logger()
 	return &l
 }
