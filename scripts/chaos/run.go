@@ -61,7 +61,7 @@ type runner struct {
 	sources            map[string]sourcePlan
 	nStandby, nControl int
 	standbyOn          bool
-	removed []*devstack.Worker    // workers a scale-in took out of the stack (their logs are read at the end)
+	removed            []*devstack.Worker // workers a scale-in took out of the stack (their logs are read at the end)
 }
 
 func (r *runner) say(format string, args ...any) {
