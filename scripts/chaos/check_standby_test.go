@@ -6,6 +6,8 @@ package chaos
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -139,5 +141,26 @@ func TestStandbyBesideTwoOwnersAndOneDeliverer(t *testing.T) {
 	res = s.judge()
 	if v := violationsOf(res, CheckOneDeliverer); len(v) != 1 || !strings.Contains(v[0].Detail, "under lease epoch 1") {
 		t.Fatalf("one-deliverer: %+v", res.Violations)
+	}
+}
+
+// The report's hot standby section sets the standby sessions beside the
+// control group, one row per session.
+func TestStandbyReport(t *testing.T) {
+	s := standbyScenario(SourceNoSeq, true, 46, 2.0, 10)
+	res := s.judge()
+	dir := t.TempDir()
+	if err := WriteOutputs(dir, res, s.ev); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Hot standby", "| with a standby | 1 | 1 | 1 | 0 | 0 | 0 | 0 | 5 (5) |", "| control (no standby) | 0 |",
+		"| a | noseq | yes | 115 | 0 | 0 | 0 | 5 | t=15.5s crash: standby by worker-2@2 |", "every 4th session with a hot standby"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }
