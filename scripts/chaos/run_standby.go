@@ -56,6 +56,18 @@ func (r *runner) sourceOf(id string) sourcePlan {
 	return p
 }
 
+// replayableIDs are the STARTED sessions whose source replays (the
+// source-poison picks: its check follows a poisoned seq by the envelope's).
+func (r *runner) replayableIDs() []string {
+	var out []string
+	for _, id := range r.startedIDs() {
+		if r.sourceOf(id).Source == "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func mod(a, b int64) int64 { return (a%b + b) % b }
 
 // sourceFields are the start fields of p: the source's (a nil value drops
