@@ -20,8 +20,8 @@ import (
 type StandbyResult struct {
 	Standby int `json:"standby_sessions"` // started with a standby
 	Control int `json:"control_sessions"` // on such a source, without
-	// Deaths are the owner deaths (kill -9, SIGSTOP, partition, outage,
-	// storm) of the standby sessions; Promotions those a standby's worker
+	// Deaths are the owner deaths (kill -9, SIGSTOP, a partition from
+	// DynamoDB: deathKinds) of the standby sessions; Promotions those a standby's worker
 	// took over on its standby connection, the others by a dial.
 	Deaths     int `json:"deaths"`
 	Promotions int `json:"promotions"`
@@ -67,8 +67,10 @@ type StandbySession struct {
 }
 
 // deathKinds are the causes (causeOf) that end a tenure by its owner's
-// death: the takeovers a standby is for.
-var deathKinds = map[string]bool{"crash": true, "zombie": true, "partition": true, "outage": true, "storm": true}
+// death, the takeovers a standby is for (issue 39: kill -9, SIGSTOP, a
+// partition). A DynamoDB outage or storm takes every worker's trust, the
+// standbys' too: what it costs is reported as lost otherwise.
+var deathKinds = map[string]bool{"crash": true, "zombie": true, "partition": true}
 
 // nonReplay reports whether the session's source cannot replay (seq_mode
 // none, or no resume): it is judged by the feed seq in its data here, not

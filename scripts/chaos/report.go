@@ -312,7 +312,7 @@ func WriteReport(w io.Writer, res Result) {
 // beside the control group, then one row per session.
 func standbyText(sb StandbyResult) string {
 	var b strings.Builder
-	b.WriteString("## Hot standby\n\nSessions whose source cannot replay, judged by the feed's own seq in the delivered data (standby-no-loss, standby-repeats). An owner's death is a kill -9, a SIGSTOP, a partition, a DynamoDB outage or storm that ended its tenure; a takeover is a promotion when the new owner's worker held a standby connection from before the death until its first delivery.\n\n")
+	b.WriteString("## Hot standby\n\nSessions whose source cannot replay, judged by the feed's own seq in the delivered data (standby-no-loss, standby-repeats). An owner's death is a kill -9, a SIGSTOP or a partition from DynamoDB that ended its tenure (what a standby is for; what a DynamoDB outage or storm costs counts as lost otherwise); a takeover is a promotion when the new owner's worker held a standby connection from before the death until its first delivery.\n\n")
 	b.WriteString("| group | sessions | owner deaths | taken over by the standby | by a dial | lost at a death (standby connection sent them) | lost at a death (no standby connection had them) | lost otherwise (source faults, stops) | repeats (max in one) |\n|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| with a standby | %d | %d | %d | %d | %d | %d | %d | %d (%d) |\n", sb.Standby, sb.Deaths, sb.Promotions, sb.Deaths-sb.Promotions, sb.Lost, sb.LostNoStandby, sb.LostOther, sb.Repeats, sb.MaxOne)
 	fmt.Fprintf(&b, "| control (no standby) | %d | %d | — | %d | %d | — | %d | — |\n\n", sb.Control, sb.ControlDeaths, sb.ControlDeaths, sb.ControlLost, sb.ControlLostOther)
