@@ -80,6 +80,23 @@ func TestStandbyNoLossPasses(t *testing.T) {
 	}
 }
 
+// A zombie's and a partition's takeover by the standby is a promotion too,
+// and a hole across it that the standby had been sent fails.
+func TestStandbyAfterZombieAndPartition(t *testing.T) {
+	for _, kind := range []string{KindZombie, KindPartition} {
+		s := standbyScenario(SourceLive, true, 46, 2.0, 10)
+		s.zombie(kind)
+		if res := s.judge(); !res.OK() || res.Standby.Promotions != 1 {
+			t.Fatalf("%s: violations %+v, standby %+v", kind, res.Violations, res.Standby)
+		}
+		s = standbyScenario(SourceLive, true, 55, 2.0, 10)
+		s.zombie(kind)
+		if v := violationsOf(s.judge(), CheckStandbyNoLoss); len(v) != 1 || !strings.Contains(v[0].Detail, "feed seqs 51..54 (4)") {
+			t.Fatalf("%s: standby-no-loss %+v", kind, v)
+		}
+	}
+}
+
 // Feed seqs missing across a death that the standby connection had been
 // sent fail standby-no-loss; the same hole where no standby connection
 // had them (it opened after) is reported, not judged.
