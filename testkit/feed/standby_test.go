@@ -51,7 +51,10 @@ func TestStandbyBesideTheOwnerWhenAllowed(t *testing.T) {
 			}
 			// A second owner is still two owners: kicked or refused as
 			// always, and the standby stays.
-			_, resp, err := dial(t, c.URL("h"), tenure("w3/4"))
+			second, resp, err := dial(t, c.URL("h"), tenure("w3/4"))
+			if err == nil {
+				defer second.CloseNow()
+			}
 			if mode == feed.ModeRefuseNewer {
 				if err == nil || resp.StatusCode != http.StatusConflict {
 					t.Fatalf("a second owner beside owner and standby: %v, want HTTP 409", err)
