@@ -50,6 +50,15 @@ type Config struct {
 	PlannedEvery  int
 	PlannedAge    time.Duration
 	PlannedSwitch time.Duration
+	// StandbyEvery starts sessions on a source that cannot replay (by turns
+	// seq_mode none, and the seq field without resume): every
+	// StandbyEvery-th session (by first start, offset by the seed, a
+	// planned one excepted) with a hot standby ("standby":{"enabled":true},
+	// checkpoint_every the workers' checkpoint interval), every
+	// 2 × StandbyEvery-th (another offset) without, the control group; the
+	// feed admits standby connections (-allow-standby). 0: none.
+	// run_standby.go, check_standby.go.
+	StandbyEvery int
 	// SinkRefusalSkip starts every session with on_sink_refusal "skip" (a
 	// permanently refused message is skipped, counted and logged by the
 	// worker; the judge excuses exactly the logged seqs). Without it (or
@@ -146,7 +155,9 @@ const (
 // reading the workers' tenure header (devstack.TenureHeader: a planned
 // reconnect's two connections of one tenure are no violation at the feed);
 // every third session with planned reconnects (max_connection_age 4 s,
-// reconnect_on the shutdown notice, switch_timeout 3 s). Every worker slot
+// reconnect_on the shutdown notice, switch_timeout 3 s); every fourth of
+// the others with a hot standby on a source that cannot replay, every
+// eighth on such a source without (the control group). Every worker slot
 // reaches DynamoDB through its own proxy (the partition fault freezes one).
 func DefaultConfig() Config {
 	sc := devstack.DefaultConfig()
@@ -178,6 +189,7 @@ func DefaultConfig() Config {
 		FeedPingEvery: 500 * time.Millisecond, FeedPingTimeout: 750 * time.Millisecond,
 		SwitchPolicy: true, ReconnectMax: 2 * time.Second, ClockOffsetMax: 2 * time.Second,
 		PlannedEvery: 3, PlannedAge: 4 * time.Second, PlannedSwitch: 3 * time.Second,
+		StandbyEvery:    4,
 		SinkRefusalSkip: true, Out: os.Stdout,
 	}
 }
@@ -240,6 +252,12 @@ func (c Config) Validate() error {
 	}
 	if c.PlannedEvery < 0 || (c.PlannedEvery > 0 && (c.PlannedAge < time.Second || c.PlannedSwitch < time.Second)) {
 		errs = append(errs, fmt.Errorf("planned reconnects every %d session(s), age %v, switch timeout %v: want every >= 0, and with it an age and a switch timeout >= 1s", c.PlannedEvery, c.PlannedAge, c.PlannedSwitch))
+	}
+	if c.StandbyEvery < 0 || c.StandbyEvery == 1 {
+		errs = append(errs, fmt.Errorf("standby sessions every %d session(s): want 0 (none) or >= 2 (the control group needs sessions too)", c.StandbyEvery))
+	}
+	if c.StandbyEvery > 0 && c.Stack.TenureHeader == "" {
+		errs = append(errs, errors.New("standby sessions need the tenure header (Stack.TenureHeader): the feed tells a standby connection by it, and would take it for a second owner"))
 	}
 	if c.PlannedEvery > 0 && c.Stack.TenureHeader == "" {
 		errs = append(errs, errors.New("planned reconnects need the tenure header (Stack.TenureHeader): the feed would take their overlaps for two owners and kick or refuse"))
@@ -323,6 +341,13 @@ type Settings struct {
 	PlannedAgeMs    int64  `json:"planned_age_ms,omitempty"`
 	PlannedSwitchMs int64  `json:"planned_switch_ms,omitempty"`
 	TenureHeader    string `json:"tenure_header,omitempty"`
+	// StandbyEvery: every StandbyEvery-th session was started with a hot
+	// standby on a source that cannot replay, every 2 × StandbyEvery-th
+	// on such a source without (Config.StandbyEvery); StandbyOff says why
+	// the sessions started without a standby after all (the API refused
+	// the field), "" when they had one.
+	StandbyEvery int    `json:"standby_every,omitempty"`
+	StandbyOff   string `json:"standby_off,omitempty"`
 	// TLS: the feed served wss:// (the stack's per-run CA); false: ws://.
 	TLS bool `json:"tls"`
 	// DynamoModel is the DynamoDB model's profile the stack ran on ("":
@@ -454,6 +479,7 @@ func (c Config) Settings() Settings {
 			ReplayOutage: int64(rate*(ckpt.Seconds()+(w.LeaseTTL-w.SafetyMargin).Seconds()+1)) + 1,
 		},
 	}
+	set.StandbyEvery = c.StandbyEvery
 	if c.PlannedEvery > 0 {
 		set.PlannedEvery, set.PlannedAgeMs, set.PlannedSwitchMs = c.PlannedEvery, ms(c.PlannedAge), ms(c.PlannedSwitch)
 		set.Bounds.PlannedOverlapMs = ms(c.PlannedSwitch + time.Second)

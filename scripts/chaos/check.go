@@ -4,6 +4,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
@@ -32,14 +33,21 @@ const (
 	CheckTrust        = "trust-deadline"    // nothing of a tenure reaches the destination after its trust deadline + the request timeout
 	CheckPrefix       = "checkpoint-prefix" // no checkpoint or release_seq past a seq missing at the destination
 	CheckSinkRecovery = "recovery-sink"     // a sink fault lifted: every session it hit delivers new seqs within the bound
+	// Sessions whose source cannot replay (check_standby.go):
+	CheckStandbyNoLoss  = "standby-no-loss" // nothing lost at an owner's death that a standby connection was sent
+	CheckStandbyRepeats = "standby-repeats" // a standby session's takeovers repeat feed seqs within the replay bound
+	CheckOneDeliverer   = "one-deliverer"   // one worker per lease epoch of a session
 )
 
 // checkRules are the checks in report order, with what each one holds.
 var checkRules = []struct{ name, rule string }{
 	{CheckOneConn, "at every instant the open connections of a session belong to one tenure (the feed's records; a connection without a tenure header is its own); two of one tenure only as a planned reconnect: a session started with planned reconnects, the tenure (<worker id>/<lease epoch>) one that delivered the session, at most two connections, overlapping no longer than the switch timeout + 1 s; no attempt refused because another was open"},
-	{CheckNoLoss, "every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink; a seq the worker logged as skipped (permanent sink refusal, on_sink_refusal skip) is excused only if the sink fault proxy refused that message permanently"},
+	{CheckNoLoss, "(sessions whose source can replay; the others: standby-no-loss) every seq the feed sent is delivered (after dedupe by connection_id + seq); no gap inside the delivered range; nothing delivered that was never sent; checkpoints never ahead of the sink; a seq the worker logged as skipped (permanent sink refusal, on_sink_refusal skip) is excused only if the sink fault proxy refused that message permanently"},
 	{CheckOrder, "per session, first deliveries in seq order; within a tenure (worker, epoch) strictly increasing, no repeat; on the kinesis sink, in the stream's order, no arrival of a tenure below one it wrote before unless it repeats one it wrote (a partition key keeps its order; repeats after a timeout are at-least-once)"},
-	{CheckRepeats, "raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change; AWS sink: no record first stored during a source-poison episode or its recovery stored more than 3 times within one tenure (the sink's attempts of one entry)"},
+	{CheckRepeats, "(sessions without a standby; those with one: standby-repeats) raw repeats only across a crash, a zombie, a partition or a DynamoDB outage, within the checkpoint bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change; AWS sink: no record first stored during a source-poison episode or its recovery stored more than 3 times within one tenure (the sink's attempts of one entry)"},
+	{CheckStandbyNoLoss, "sessions started with a hot standby on a source that cannot replay (seq_mode none, or the seq field without resume), judged by the feed's seq in the delivered data: no feed seq missing inside what each start delivered across an owner's death (kill -9, SIGSTOP, a partition from DynamoDB: the tenures either side of the hole, as the ownership changes are attributed) that a standby connection of the session (the feed's records: tenure <worker id>/standby/<n>) had been sent; what is missing where no standby connection had it, or at no death (the source dropped or closed the connections), is reported beside the control group's loss (the same sources without a standby), never judged"},
+	{CheckStandbyRepeats, "a standby session's feed seqs delivered again by a later tenure: across an owner's death at most the replay bound of its cause (the standby's window starts after the owner's checkpoint, written every checkpoint interval: crash and zombie as a crash, partition as an outage), across a DynamoDB outage or storm its replay bound; none across a graceful handoff, a rebalancing move, a stop/re-start or an unexplained owner change"},
+	{CheckOneDeliverer, "one worker delivers under each lease epoch of a session (a standby never delivers under the owner's epoch); deliveries under an epoch older than one that delivered are fencing's"},
 	{CheckFencing, "no delivery under a stale epoch once a newer epoch delivered; no delivery by a worker that cannot heartbeat after its trust deadline (last heartbeat + TTL − safety margin: zombie, partition, DynamoDB down)"},
 	{CheckCrash, "after kill -9, SIGSTOP or a partition from DynamoDB every session of the worker is delivered again by a newer tenure within TTL + watch interval + margin (+ the lag, for a kill while the DynamoDB model's indexes lag); a zombie or partitioned worker learns it is DEAD at its next heartbeat and exits non-zero"},
 	{CheckHandoff, "after SIGTERM (rolling restart, clock-offset restart) every session of the worker is delivered again by another worker within 1 s of its previous tenure's last delivery (the drain hands sessions off a few at a time, the others streaming until their turn), and within the shutdown deadline of the SIGTERM"},
@@ -86,6 +94,11 @@ type sessionView struct {
 	inverted int // first deliveries below an earlier first delivery
 	// planned: the session was started with planned reconnects.
 	planned bool
+	// source is how its source was started when it cannot replay
+	// (SourceNoSeq, SourceLive; "": with resume); standby: with a hot
+	// standby (check_standby.go).
+	source  string
+	standby bool
 	// skipped are the seqs a worker logged as skipped (a permanent sink
 	// refusal, on_sink_refusal skip); maxSkip the highest.
 	skipped map[int64]bool
@@ -151,6 +164,8 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 	j.checkDeliveries()
 	j.checkConnections() // after the tenures are known (a planned overlap's owner of record)
 	j.checkTransitions()
+	j.checkStandby()
+	j.checkOneDeliverer()
 	j.checkFaults()
 	j.checkPoison() // after the faults' recoveries (a stuck session is named once)
 	j.checkStarts()
@@ -195,6 +210,9 @@ func (j *judge) index() {
 		v := j.view(a.Session)
 		v.actions = append(v.actions, a)
 		v.planned = v.planned || a.Planned
+		if a.Op != "stop" {
+			v.source, v.standby = cmp.Or(a.Source, v.source), v.standby || a.Standby
+		}
 	}
 	for _, v := range j.sess {
 		sort.SliceStable(v.actions, func(a, b int) bool { return v.actions[a].At.Before(v.actions[b].At) })

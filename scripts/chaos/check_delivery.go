@@ -130,6 +130,9 @@ func (j *judge) streamOrder(v *sessionView) {
 type span struct{ lo, hi int64 }
 
 func (j *judge) lossAndGaps(v *sessionView) {
+	if v.nonReplay() {
+		return // judged by the feed seqs in its data (check_standby.go)
+	}
 	var sent []span
 	for _, c := range v.conns {
 		if c.Sent > 0 {

@@ -59,10 +59,14 @@ func (j *judge) checkConnections() {
 					cur, curStart = &Overlap{Session: id, T: j.sec(e.t)}, e.t
 					clear(involved)
 				}
-				cur.Max = max(cur.Max, len(open))
+				owners := 0
 				for c := range open {
-					involved[c] = true
+					if !v.conns[c].Standby { // a standby beside them is no owner
+						involved[c] = true
+						owners++
+					}
 				}
+				cur.Max = max(cur.Max, owners)
 			} else if cur != nil {
 				cur.DurMs = float64(e.t-curStart) / 1e6
 				cur.Conns = v.connNames(involved)
@@ -107,10 +111,14 @@ type tenureOverlap struct {
 
 // tenureGroups sorts the open connections (indexes into v.conns) by
 // tenure: groups counts the owners they stand for (a connection without a
-// tenure is its own), per lists those of each non-empty tenure.
+// tenure is its own; a standby connection, ConnRecord.Standby, none), per
+// lists those of each non-empty tenure.
 func (v *sessionView) tenureGroups(open map[int]bool) (groups int, per map[string][]int) {
 	per = map[string][]int{}
 	for _, c := range sortedInts(open) {
+		if v.conns[c].Standby {
+			continue // a standby's connection, admitted as such by the feed: no owner
+		}
 		t := v.conns[c].Tenure
 		if t == "" {
 			groups++
@@ -332,8 +340,8 @@ func (j *judge) checkTransitions() {
 			if c.fault > 0 {
 				j.addFaultRepeats(c.fault, next.repeats)
 			}
-			if next.repeats == 0 {
-				continue
+			if next.repeats == 0 || v.standby {
+				continue // a standby session's repeats are standby-repeats'
 			}
 			if tr.Bound < 0 {
 				j.violate(CheckRepeats, id, next.firstAt, "%d raw repeat(s) when %s took over from %s after %s (none allowed)", next.repeats, next.key(), prev.key(), withArticle(causeText(c.kind)))

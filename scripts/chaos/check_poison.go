@@ -64,8 +64,8 @@ func (j *judge) checkPoison() {
 	}
 	for _, id := range sortedKeys(bySession) {
 		v := j.sess[id]
-		if v == nil {
-			continue
+		if v == nil || v.nonReplay() {
+			continue // never picked (poisonStep): its envelope seqs are not the feed's
 		}
 		var altered []int64
 		var nAltered int64

@@ -174,8 +174,8 @@ func (j *judge) checkPrefix() {
 	}
 	hold := func(session string, got int64, atNs int64, what string) {
 		v := j.sess[session]
-		if v == nil {
-			return
+		if v == nil || v.nonReplay() {
+			return // a source that cannot replay: holes are its loss (check_standby.go), not a checkpoint's
 		}
 		j.res.PrefixChecked++
 		if s := full(v); got > s {

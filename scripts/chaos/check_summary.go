@@ -160,6 +160,16 @@ func (j *judge) figures(check string) string {
 			parts = append(parts, fmt.Sprintf("%s: %d change(s), %d repeat(s), max %d in one (%s)", tr.Cause, tr.Count, tr.Repeats, tr.MaxOne, bound))
 		}
 		return fmt.Sprintf("%d raw repeats in all; ", t.Repeats) + strings.Join(parts, "; ")
+	case CheckStandbyNoLoss:
+		sb := j.res.Standby
+		return fmt.Sprintf("%d standby session(s): %d owner death(s), %d taken over by the standby, %d by a dial; feed seqs lost at a death a standby connection had been sent %d, at a death no standby connection had %d, otherwise (source faults, stops) %d; control group (no standby) %d session(s): %d owner death(s), %d lost at them (expected: about TTL × rate each), %d otherwise",
+			sb.Standby, sb.Deaths, sb.Promotions, sb.Deaths-sb.Promotions, sb.Lost, sb.LostNoStandby, sb.LostOther, sb.Control, sb.ControlDeaths, sb.ControlLost, sb.ControlLostOther)
+	case CheckStandbyRepeats:
+		sb := j.res.Standby
+		return fmt.Sprintf("%d feed seq(s) delivered again across the standby sessions' ownership changes, max %d in one; bounds across a death: crash and zombie %d, partition and outage %d, storm %d",
+			sb.Repeats, sb.MaxOne, b.ReplayCrash, b.ReplayOutage, b.ReplayStorm)
+	case CheckOneDeliverer:
+		return fmt.Sprintf("%d tenures (worker, lease epoch) delivered; %d deliveries under a stale epoch (fencing's)", t.Tenures, t.Stale)
 	case CheckFencing:
 		s := StatsOf(j.res.SelfFenceMs)
 		return fmt.Sprintf("last delivery of a worker that could not heartbeat: max %.0f ms after it lost DynamoDB (outages and partitions; trust deadline ≤ TTL − margin = %d ms, + %d ms slack; TTL = %d ms)",

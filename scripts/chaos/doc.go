@@ -14,7 +14,12 @@
 // make-before-break switches happen throughout every run: the workers name
 // their tenure (worker id / lease epoch) in a handshake header the feed
 // records, and the one-connection check accepts two connections of one
-// tenure only as such a switch. Then it judges the run (check*.go) only from
+// tenure only as such a switch. Every fourth of the other sessions
+// (Config.StandbyEvery) is started with a hot standby on a source that
+// cannot replay (seq_mode none, or the seq field without resume), every
+// eighth on such a source without (the control group), and the feed admits
+// standby connections beside the owner's (run_standby.go). Then it judges
+// the run (check*.go) only from
 // evidence the workers do not produce about themselves: the feed's
 // connection records, the sink lines as the harness received them from each
 // worker's stdout (stamped with their arrival time), the harness's own log
@@ -33,7 +38,9 @@
 //     collected at the end. run_faults.go injects each fault kind (the sink
 //     faults: sink.go), run_workers.go controls the worker processes,
 //     run_sessions.go drives the sessions through the API and waits on what
-//     the harness sees, run_table.go reads the sessions table.
+//     the harness sees, run_standby.go picks the sessions on sources that
+//     cannot replay (with a standby, the control group) and their fields,
+//     run_table.go reads the sessions table.
 //   - record.go: the evidence (Evidence and its records, the recorder of
 //     the sink lines, save and load); sink.go what an AWS sink adds (the
 //     destination's records, the workers' skips and releases) and its
@@ -45,7 +52,10 @@
 //     check_faults.go (recovery after each fault, the trust deadline of a
 //     worker cut off), check_actions.go (claims and stops),
 //     check_sink.go (sink integrity, the trust deadline at the
-//     destination, the checkpoint prefix, sink recovery);
+//     destination, the checkpoint prefix, sink recovery),
+//     check_standby.go (the sessions whose source cannot replay, by the
+//     feed seq in their data: standby-no-loss, standby-repeats; and
+//     one-deliverer);
 //     check_summary.go sums them up into the Result (result.go).
 //   - report.go, svg.go: the Markdown report and the SVG timeline.
 package chaos

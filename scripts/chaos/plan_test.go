@@ -101,8 +101,9 @@ func TestConfigValidate(t *testing.T) {
 	c.Stack.Workers, c.Stack.InMemory, c.FeedPingEvery, c.OutDir, c.Plan = 2, true, 5*time.Second, "", "nope"
 	c.Stack.DynamoProxies = false
 	c.Stack.TenureHeader = ""
+	c.StandbyEvery = 1
 	err := c.Validate()
-	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan", "proxy", "tenure header"} {
+	for _, want := range []string{"workers", "on disk", "feed ping", "out dir", "plan", "proxy", "tenure header", "standby sessions every 1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

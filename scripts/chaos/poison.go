@@ -63,7 +63,7 @@ func (r *recorder) poisonArrivals() []PoisonArrival {
 func (r *runner) poisonStep(ctx context.Context, s Step) error {
 	fc := r.st.FeedClient
 	ids := r.startedIDs()
-	sess := pick(s, ids, s.Count)
+	sess := pick(s, r.replayableIDs(), s.Count)
 	recoverB := time.Duration(r.set.Bounds.SinkRecoverMs) * time.Millisecond
 	at := time.Now()
 	for i, id := range sess {

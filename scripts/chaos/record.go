@@ -36,6 +36,10 @@ type Delivery struct {
 	AtNs         int64  `json:"t"`
 	// Sub is the envelope's sub (a message without its own seq; 0).
 	Sub int64 `json:"u,omitempty"`
+	// FeedSeq is the "seq" of the message it carries, the feed's own
+	// number (0: none): what a session whose worker numbers the messages
+	// itself (seq_mode none) is judged by (check_standby.go).
+	FeedSeq int64 `json:"f,omitempty"`
 	// Proxy: AtNs is the sink fault proxy's stamp (the destination's
 	// successful answer reaching it); otherwise the engine's own, or (the
 	// stdout sink) the line's arrival at the harness.
@@ -82,6 +86,11 @@ type Action struct {
 	// Planned: a start or re-start with planned reconnects
 	// (max_connection_age, reconnect_on: Config.PlannedEvery).
 	Planned bool `json:"planned,omitempty"`
+	// Source is how the session's source was started when it cannot
+	// replay (Config.StandbyEvery): SourceNoSeq or SourceLive; "": the
+	// feed with resume. Standby: started with "standby":{"enabled":true}.
+	Source  string `json:"source,omitempty"`
+	Standby bool   `json:"standby,omitempty"`
 }
 
 // Incarnation is one worker process: its id (the lease owner it was given),
@@ -360,7 +369,8 @@ func newRecorder() *recorder {
 // onSink is devstack's OnSink: called from each worker's stdout reader.
 func (r *recorder) onSink(s devstack.SinkRecord) {
 	r.mu.Lock()
-	d := Delivery{Session: s.ConnectionID, Seq: s.Seq, Epoch: s.LeaseEpoch, Worker: s.WorkerID, ReceivedAtMs: s.ReceivedAtMs, AtNs: time.Now().UnixNano()}
+	d := Delivery{Session: s.ConnectionID, Seq: s.Seq, Epoch: s.LeaseEpoch, Worker: s.WorkerID, ReceivedAtMs: s.ReceivedAtMs, AtNs: time.Now().UnixNano(),
+		FeedSeq: int64(s.DataSeq)}
 	r.all = append(r.all, d)
 	r.last[d.Session] = d
 	r.maxSq[d.Session] = max(r.maxSq[d.Session], d.Seq)

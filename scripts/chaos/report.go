@@ -146,6 +146,14 @@ func WriteReport(w io.Writer, res Result) {
 		p("| planned reconnects | every %s session: max_connection_age %s, reconnect_on the feed's {\"e\":\"serverShutdown\"} notice, switch_timeout %s; the workers name their tenure in %s, which the feed reads |\n",
 			ordinal(s.PlannedEvery), msText(s.PlannedAgeMs), msText(s.PlannedSwitchMs), orNone(s.TenureHeader))
 	}
+	if s.StandbyEvery > 0 {
+		off := ""
+		if s.StandbyOff != "" {
+			off = "; **started without their standby**: " + mdCell(s.StandbyOff)
+		}
+		p("| sources that cannot replay | every %s session with a hot standby (\"standby\":{\"enabled\":true}, checkpoint_every %s), every %s without (the control group); each group by turns seq_mode none (the feed's seq read from the data) and the seq field without resume; the feed admits standby connections (tenure <worker id>/standby/<n>)%s |\n",
+			ordinal(s.StandbyEvery), msText(s.CheckpointMs), ordinal(2*s.StandbyEvery), off)
+	}
 	sinkText := "stdout (JSON lines, one pipe per worker)"
 	switch s.Sink {
 	case "sqs":
@@ -170,6 +178,9 @@ func WriteReport(w io.Writer, res Result) {
 	p("| STOPPED session closed, nothing delivered after | %s | heartbeat interval (the owner reads its mailbox at its next heartbeat, whichever worker the SQS stop reaches) + 500 ms (heartbeat call, close handshake) |\n", msText(b.StopMs))
 	p("| raw repeats across one crash / zombie | %d | rate × (checkpoint × 1.1 + 1 s) + 1: accepted since the last checkpoint |\n", b.ReplayCrash)
 	p("| raw repeats across one DynamoDB outage / partition | %d | rate × (checkpoint × 1.1 + TTL − margin + 1 s) + 1: nothing can be checkpointed until the worker fences itself |\n", b.ReplayOutage)
+	if s.StandbyEvery > 0 {
+		p("| feed seqs delivered again across a standby session's takeover at a death | %d (crash, zombie) / %d (partition, outage) | the replay bounds above: the standby's window starts after the owner's last checkpoint (checkpoint_every the workers' interval); none across a handoff, a move, a stop |\n", b.ReplayCrash, b.ReplayOutage)
+	}
 	if b.TrustDeadlineMs > 0 {
 		p("| nothing of a frozen worker's tenures at the destination | %s after the freeze | TTL − margin (its last successful heartbeat was sent before the freeze) + the sink request timeout %s + %s tolerance (the proxy's stamp) |\n", msText(b.TrustDeadlineMs), msText(s.SinkRequestTimeoutMs), msText(b.TrustTolMs))
 		p("| new seqs at the destination after a sink fault | %s | the batch's longest retry backoff 5 s + request timeout + 1 s (+ the crash bound when every DynamoDB path was frozen too) |\n", msText(b.SinkRecoverMs))
@@ -263,6 +274,9 @@ func WriteReport(w io.Writer, res Result) {
 	if pl := res.Planned; pl.Sessions > 0 || pl.Overlaps > 0 {
 		p("Planned reconnects (make-before-break): %d session(s) started with them. %s\n\n", pl.Sessions, plannedText(pl))
 	}
+	if sb := res.Standby; sb.Standby+sb.Control > 0 {
+		p("%s", standbyText(sb))
+	}
 	if len(res.SelfFenceMs) > 0 {
 		var parts []string
 		for _, v := range res.SelfFenceMs {
@@ -292,6 +306,23 @@ func WriteReport(w io.Writer, res Result) {
 		}
 		p("%d. **%s**%s at %.1f s: %s%s\n", i+1, v.Check, sess, v.T, mdCell(v.Detail), host)
 	}
+}
+
+// standbyText is the report's hot standby section: the standby sessions
+// beside the control group, then one row per session.
+func standbyText(sb StandbyResult) string {
+	var b strings.Builder
+	b.WriteString("## Hot standby\n\nSessions whose source cannot replay, judged by the feed's own seq in the delivered data (standby-no-loss, standby-repeats). An owner's death is a kill -9, a SIGSTOP or a partition from DynamoDB that ended its tenure (what a standby is for; what a DynamoDB outage or storm costs counts as lost otherwise); a takeover is a promotion when the new owner's worker held a standby connection from before the death until its first delivery.\n\n")
+	b.WriteString("| group | sessions | owner deaths | taken over by the standby | by a dial | lost at a death (standby connection sent them) | lost at a death (no standby connection had them) | lost otherwise (source faults, stops) | repeats (max in one) |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| with a standby | %d | %d | %d | %d | %d | %d | %d | %d (%d) |\n", sb.Standby, sb.Deaths, sb.Promotions, sb.Deaths-sb.Promotions, sb.Lost, sb.LostNoStandby, sb.LostOther, sb.Repeats, sb.MaxOne)
+	fmt.Fprintf(&b, "| control (no standby) | %d | %d | — | %d | %d | — | %d | — |\n\n", sb.Control, sb.ControlDeaths, sb.ControlDeaths, sb.ControlLost, sb.ControlLostOther)
+	b.WriteString("| session | source | standby | feed seqs delivered | lost at a death | of them, no standby held | lost otherwise | repeats | takeovers at a death |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range sb.Sessions {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %d | %d | %s |\n", s.Session, s.Source, map[bool]string{true: "yes", false: "no"}[s.Standby], s.Delivered,
+			s.Lost+s.LostNoStandby, s.LostNoStandby, s.LostOther, s.Repeats, mdCell(orNone(strings.Join(s.Takeovers, "; "))))
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 // plannedText is the planned reconnects' figures in a sentence.

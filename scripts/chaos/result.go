@@ -236,8 +236,11 @@ type Result struct {
 	Sink          *SinkEvidence `json:"sink,omitempty"`
 	// Poison is what the sources sent poisoned (source-poison) and what
 	// reached the destination of it.
-	Poison  PoisonResult `json:"poison,omitzero"`
-	Missing []string     `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
+	Poison PoisonResult `json:"poison,omitzero"`
+	// Standby sums up the sessions whose source cannot replay, with a hot
+	// standby and without (check_standby.go).
+	Standby StandbyResult `json:"standby,omitzero"`
+	Missing []string      `json:"missing_kinds,omitempty"` // fault kinds the run did not inject
 }
 
 // OK reports whether the run had no violation.

@@ -54,7 +54,14 @@ type runner struct {
 	newN    int
 	offsets map[int]time.Duration // worker slot → its lease clock offset (clock-offset)
 	skip    bool                  // sessions start with on_sink_refusal "skip" (the API knows the field)
-	removed []*devstack.Worker    // workers a scale-in took out of the stack (their logs are read at the end)
+	// sources are the sessions' source plans (sourceOf), by id; nStandby
+	// and nControl count each group's sessions (their source by turns);
+	// standbyOn: standby sessions start with their standby (the API
+	// takes the field).
+	sources            map[string]sourcePlan
+	nStandby, nControl int
+	standbyOn          bool
+	removed            []*devstack.Worker // workers a scale-in took out of the stack (their logs are read at the end)
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -74,8 +81,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("chaos config: %w", err)
 	}
 	r := &runner{cfg: cfg, set: cfg.Settings(), plan: NewPlan(cfg), rec: newRecorder(), t0: time.Now(),
-		incByID: map[string]*Incarnation{}, started: map[string]bool{}, planned: map[string]bool{}, offsets: map[int]time.Duration{}}
+		incByID: map[string]*Incarnation{}, started: map[string]bool{}, planned: map[string]bool{}, offsets: map[int]time.Duration{},
+		sources: map[string]sourcePlan{}}
 	r.skip = r.set.SinkRefusalSkip
+	r.standbyOn = cfg.StandbyEvery > 0
 	for _, sub := range []string{"data", "logs"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Stack.Dir, sub)); err != nil {
 			return Result{}, fmt.Errorf("clean %s: %w", sub, err)
@@ -91,6 +100,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	sc.KeepSinkRecords = false
 	if cfg.FeedPingEvery > 0 {
 		sc.FeedArgs = append(append([]string(nil), sc.FeedArgs...), "-ping-every", cfg.FeedPingEvery.String(), "-ping-timeout", cfg.FeedPingTimeout.String())
+	}
+	if cfg.StandbyEvery > 0 {
+		sc.FeedArgs = append(append([]string(nil), sc.FeedArgs...), "-allow-standby")
 	}
 	env := map[string]string{envReconnectMax: cfg.ReconnectMax.String()}
 	for k, v := range sc.Worker.Env {

@@ -95,7 +95,10 @@ func (r *runner) waitProgress(ctx context.Context, ids []string, seqs map[string
 
 func (r *runner) apiStart(ctx context.Context, id, op string, fault int) {
 	a := Action{Op: op, Session: id, Fault: fault, At: time.Now(), Planned: r.plannedSession(id)}
-	if err := r.startSession(ctx, id); err != nil {
+	err := r.startSession(ctx, id)
+	sp := r.sourceOf(id)
+	a.Source, a.Standby = sp.Source, sp.Standby && r.standbyOn
+	if err != nil {
 		a.Err = err.Error()
 		r.say("%s %s: %v", op, id, err)
 	} else {
@@ -137,11 +140,18 @@ func (r *runner) plannedFields() map[string]any {
 // startSession starts id through the API, with on_sink_refusal "skip"
 // while the API takes it (the first start that the API refuses for that
 // field turns it off for the run: said, and stated in the settings) and,
-// for a planned session, its planned reconnects.
+// for a planned session, its planned reconnects; for a session whose
+// source cannot replay (sourceOf), that source and its standby (the first
+// start the API refuses for the standby field turns standbys off for the
+// run, likewise).
 func (r *runner) startSession(ctx context.Context, id string) error {
 	extra := map[string]any{}
 	if r.plannedSession(id) {
 		extra = r.plannedFields()
+	}
+	sp := r.sourceOf(id)
+	for k, v := range r.sourceFields(sp) {
+		extra[k] = v
 	}
 	if r.skip {
 		extra["on_sink_refusal"] = "skip"
@@ -156,6 +166,12 @@ func (r *runner) startSession(ctx context.Context, id string) error {
 		r.skip = false
 		r.set.SinkRefusalSkip = false
 		r.say("the API does not take on_sink_refusal (%s): sessions start without it, and no permanent refusal is injected", se.Body)
+		return r.startSession(ctx, id)
+	}
+	if sp.Standby && r.standbyOn && errors.As(err, &se) && se.Status == http.StatusBadRequest && standbyRefused(se.Body) {
+		r.standbyOn = false
+		r.set.StandbyOff = "the API refused the standby field: " + se.Body
+		r.say("the API does not take standby (%s): the standby sessions start without one, on the same sources", se.Body)
 		return r.startSession(ctx, id)
 	}
 	return err

@@ -135,7 +135,7 @@ func (r *recorder) onDest(d devstack.DestRecord) {
 		return
 	}
 	del := Delivery{Session: d.ConnectionID, Seq: d.Seq, Sub: d.Sub, Epoch: d.LeaseEpoch, Worker: d.WorkerID, ReceivedAtMs: d.ReceivedAtMs, AtNs: d.AtNs,
-		Pos: int64(len(r.all)) + 1}
+		Pos: int64(len(r.all)) + 1, FeedSeq: int64(d.DataSeq)}
 	r.all = append(r.all, del)
 	if last, ok := r.last[del.Session]; !ok || del.AtNs >= last.AtNs {
 		r.last[del.Session] = del

@@ -227,7 +227,8 @@ func (d *destination) deliver(id string, envs []consume.Envelope, err error, atN
 		return
 	}
 	for _, env := range envs {
-		d.on(DestRecord{SinkRecord: SinkRecord{ConnectionID: env.ConnectionID, Seq: env.Seq, LeaseEpoch: env.LeaseEpoch, WorkerID: env.WorkerID, ReceivedAtMs: env.ReceivedAtMs},
+		d.on(DestRecord{SinkRecord: SinkRecord{ConnectionID: env.ConnectionID, Seq: env.Seq, LeaseEpoch: env.LeaseEpoch, WorkerID: env.WorkerID, ReceivedAtMs: env.ReceivedAtMs,
+			DataSeq: DataSeqOf(env.Data)},
 			Sub: env.Sub, AtNs: atNs, ID: id, Shard: shard, Broken: err != nil, Payload: env.Data, Form: env.Form})
 	}
 }

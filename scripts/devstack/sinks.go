@@ -17,6 +17,33 @@ type SinkRecord struct {
 	LeaseEpoch   int64  `json:"lease_epoch"`
 	WorkerID     string `json:"worker_id"`
 	ReceivedAtMs int64  `json:"received_at_ms"`
+	// DataSeq is the "seq" of the message the record carries (its data, a
+	// JSON object such as the test feed's), 0 when it has none: the
+	// source's own number even where the worker numbers the messages
+	// itself (seq_mode none).
+	DataSeq DataSeq `json:"data"`
+}
+
+// DataSeq is the integer "seq" of a JSON object; decoding anything else
+// (a string, binary data's absence, a seq that is not an integer) gives 0,
+// never an error.
+type DataSeq int64
+
+// UnmarshalJSON reads the "seq" of b when b is an object that has one.
+func (d *DataSeq) UnmarshalJSON(b []byte) error {
+	*d = DataSeqOf(b)
+	return nil
+}
+
+// DataSeqOf is the integer "seq" of the JSON object b (0: none).
+func DataSeqOf(b []byte) DataSeq {
+	var v struct {
+		Seq int64 `json:"seq"`
+	}
+	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &v) != nil {
+		return 0
+	}
+	return DataSeq(v.Seq)
 }
 
 // ParseSinkLine parses one sink line.

@@ -14,12 +14,18 @@ import (
 
 // StartSessionWith starts session id on the stack's feed like StartSession,
 // with extra fields added to the start request's JSON body (e.g.
-// "on_sink_refusal": "skip"). It returns the API's status and body on a
-// refusal, so a caller can tell a field the API does not know.
+// "on_sink_refusal": "skip"); a nil value removes the default field of
+// that name (e.g. "resume_query_param": nil, a source without resume). It
+// returns the API's status and body on a refusal, so a caller can tell a
+// field the API does not know.
 func (s *Stack) StartSessionWith(ctx context.Context, id string, extra map[string]any) error {
 	body := map[string]any{"connection_id": id, "ws_url": feed.URL(s.FeedURL(), id), "seq_field": "seq", "resume_query_param": feed.DefaultResumeParam}
 	for k, v := range extra {
-		body[k] = v
+		if v == nil {
+			delete(body, k)
+		} else {
+			body[k] = v
+		}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

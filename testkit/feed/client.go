@@ -94,6 +94,12 @@ func (c *Client) SetSchedule(ctx context.Context, maxAge, notice time.Duration) 
 	return c.do(ctx, http.MethodPost, "/control/schedule", url.Values{"max_age": {maxAge.String()}, "notice": {notice.String()}}, nil)
 }
 
+// SetAllowStandby admits (or no longer admits) standby connections beside
+// an owner's (Server.SetAllowStandby).
+func (c *Client) SetAllowStandby(ctx context.Context, on bool) error {
+	return c.do(ctx, http.MethodPost, "/control/standby", url.Values{"allow": {strconv.FormatBool(on)}}, nil)
+}
+
 // SetPoison starts (kind not PoisonOff) or ends the poisoning of session's
 // messages, every every-th seq (Server.SetPoison); it returns the episode
 // started or ended.

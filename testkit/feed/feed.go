@@ -41,6 +41,17 @@
 // stream being the session's, both connections get the same seqs at about
 // the same time (the newer one from its from=K).
 //
+// Hot standbys (standby.go): a tenure "<anything>/standby/<n>" names a
+// standby connection, a second worker's non-delivering copy of the stream
+// (an owner's is "<worker id>/<lease epoch>"). With Config.AllowStandby
+// (SetAllowStandby, POST /control/standby) such a connection is admitted
+// beside the owner's: no violation, it kicks or refuses nobody and nobody
+// kicks or refuses it (ConnRecord.Standby); it is counted apart
+// (SessionStats.StandbyConns, MaxStandby; Stats.StandbyOverlaps), so that
+// two owners are still a violation. Without it (the default) a standby
+// connection is one like any other: kick-older kicks, refuse-newer refuses,
+// as a source with a one-connection policy does.
+//
 // Real sources' behaviours (docs/sources.md), off by default: Config.Shape
 // puts the seq elsewhere (nested at data.u, a string, none, or binary
 // frames); Config.SubscribeWithin closes a connection that does not
@@ -207,6 +218,12 @@ type Config struct {
 	// while only connections of the same non-empty tenure are open is a
 	// planned overlap (a make-before-break reconnect), not a violation.
 	TenureHeader string
+	// AllowStandby admits standby connections (a TenureHeader value
+	// "<anything>/standby/<n>") beside the session's owner connection:
+	// neither a violation nor kicked or refused, and kicking or refusing
+	// nobody (standby.go). Off: a standby connection is like any other.
+	// SetAllowStandby switches it at run time. Needs TenureHeader.
+	AllowStandby bool
 
 	// ConnLimit refuses a client IP's attempts beyond a connection rate
 	// (HTTP 429; connlimit.go). Zero: off.
@@ -245,6 +262,9 @@ func (c Config) Validate() error {
 	if err := c.ConnLimit.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.AllowStandby && c.TenureHeader == "" {
+		errs = append(errs, errors.New("feed allow standby: needs a tenure header (a standby connection is told by its tenure)"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -273,6 +293,9 @@ type ConnRecord struct {
 	From       int64       `json:"from"` // the resume parameter; 0 when absent
 	// Tenure is the handshake's Config.TenureHeader ("" when unset or absent).
 	Tenure string `json:"tenure,omitempty"`
+	// Standby: admitted as a standby connection (a standby tenure while
+	// standbys were allowed); it conflicted with no other connection.
+	Standby bool `json:"standby,omitempty"`
 	// AuthDigest is AuthDigest of the handshake's Authorization header
 	// ("" when absent): which credential dialled, not the credential.
 	AuthDigest string    `json:"auth_digest,omitempty"`
@@ -317,11 +340,15 @@ type SessionStats struct {
 	Connections int64 `json:"connections"` // accepted connections
 	Open        int   `json:"open"`
 	// MaxConcurrent is the most connections open at once, planned overlaps
-	// included.
+	// included, admitted standby connections (ConnRecord.Standby) not.
 	MaxConcurrent int `json:"max_concurrent"`
+	// StandbyConns counts the accepted standby connections (ConnRecord.
+	// Standby), MaxStandby the most open at once.
+	StandbyConns int64 `json:"standby_conns,omitempty"`
+	MaxStandby   int   `json:"max_standby,omitempty"`
 	// Violations counts the attempts (accepted or refused) made while
 	// another connection of the session was open, one of the same
-	// non-empty tenure excepted.
+	// non-empty tenure and admitted standby connections excepted.
 	Violations int64 `json:"violations"`
 	// PlannedOverlaps counts the connections accepted while another one of
 	// the session with the same non-empty tenure was open.
@@ -342,6 +369,12 @@ type Stats struct {
 	Overlaps []Overlap               `json:"overlaps,omitempty"`
 	// PlannedOverlaps are the overlaps of connections of one tenure.
 	PlannedOverlaps []Overlap `json:"planned_overlaps,omitempty"`
+	// AllowStandby says whether standby connections are admitted now
+	// (SetAllowStandby); StandbyOverlaps are the times a session had
+	// admitted standby connections open beside an owner's (Max counts
+	// every connection open).
+	AllowStandby    bool      `json:"allow_standby,omitempty"`
+	StandbyOverlaps []Overlap `json:"standby_overlaps,omitempty"`
 	// MaxConnAgeMs and ShutdownNoticeMs are the schedule new connections
 	// get (SetSchedule); 0 is off.
 	MaxConnAgeMs     int64 `json:"max_conn_age_ms,omitempty"`
@@ -369,6 +402,7 @@ type session struct {
 	open    map[int64]*conn
 	pending int                 // accepted connections whose handler has not finished
 	overlap *Overlap            // the ongoing overlap of different tenures
+	standby *Overlap            // the ongoing overlap of standbys beside an owner
 	planned map[string]*Overlap // the ongoing overlaps of one tenure, by tenure
 	poison  *PoisonSpan         // the ongoing poisoning episode (nil: none)
 	poisons []*PoisonSpan       // every poisoning episode
@@ -392,6 +426,8 @@ type Server struct {
 	records   []*conn
 	overlaps  []*Overlap
 	planned   []*Overlap
+	standbys  []*Overlap // every standby overlap (standby.go)
+	allowSB   bool       // standby connections are admitted
 	refuseAll bool
 	refuse    map[string]bool
 	poisons   []*PoisonSpan
@@ -414,7 +450,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("feed config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Server{cfg: cfg, mode: cfg.Mode, maxAge: cfg.MaxConnAge, notice: cfg.ShutdownNotice,
+	return &Server{cfg: cfg, mode: cfg.Mode, maxAge: cfg.MaxConnAge, notice: cfg.ShutdownNotice, allowSB: cfg.AllowStandby,
 		sessions: map[string]*session{}, refuse: map[string]bool{}}, nil
 }
 
@@ -531,6 +567,7 @@ func (s *Server) Close() {
 //	POST /control/refuse?on=1|0[&session=S]
 //	POST /control/schedule?max_age=D[&notice=D]  {"max_age":D,"notice":D}
 //	POST /control/poison?session=S&kind=K[&every=N]  PoisonSpan
+//	POST /control/standby?allow=1|0          {"allow_standby":B}
 //
 // D is a Go duration ("3s"); empty or 0 is off (see SetSchedule). K is
 // invalid-utf8, forbidden or off, N a count (default 1; see SetPoison).
@@ -605,6 +642,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, span)
 	})
+	mux.HandleFunc("POST /control/standby", s.serveSetAllowStandby)
 	mux.HandleFunc("GET "+PathPrefix+"{session}", s.serveFeed)
 	return mux
 }
@@ -728,7 +766,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Mode: s.mode, Rate: s.cfg.Rate, Sessions: make(map[string]SessionStats, len(s.sessions)),
-		MaxConnAgeMs: s.maxAge.Milliseconds(), ShutdownNoticeMs: s.notice.Milliseconds(), RateLimited: s.rateLimited}
+		MaxConnAgeMs: s.maxAge.Milliseconds(), ShutdownNoticeMs: s.notice.Milliseconds(), RateLimited: s.rateLimited, AllowStandby: s.allowSB}
 	if s.refuseAll {
 		st.Refusing = append(st.Refusing, "*")
 	}
@@ -745,6 +783,9 @@ func (s *Server) Stats() Stats {
 	}
 	for _, o := range s.planned {
 		st.PlannedOverlaps = append(st.PlannedOverlaps, *o)
+	}
+	for _, o := range s.standbys {
+		st.StandbyOverlaps = append(st.StandbyOverlaps, *o)
 	}
 	for _, p := range s.poisons {
 		st.Poisons = append(st.Poisons, *p)
@@ -810,13 +851,17 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	}
 	ss := s.sessionLocked(name)
 	// The open connections of another (or no) tenure conflict with this
-	// one; those of its own non-empty tenure are a planned overlap.
+	// one; those of its own non-empty tenure are a planned overlap. An
+	// admitted standby conflicts with nothing, nothing with it.
+	rec.Standby = s.allowSB && IsStandbyTenure(rec.Tenure)
 	var conflicting []*conn
 	planned := false
 	for _, o := range ss.open {
-		if sameTenure(o.rec, rec) {
+		switch {
+		case rec.Standby || o.rec.Standby:
+		case sameTenure(o.rec, rec):
 			planned = true
-		} else {
+		default:
 			conflicting = append(conflicting, o)
 		}
 	}
@@ -871,7 +916,12 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	if planned {
 		ss.stats.PlannedOverlaps++
 	}
-	ss.stats.MaxConcurrent = max(ss.stats.MaxConcurrent, len(ss.open))
+	owners, standbys := openKinds(ss)
+	if rec.Standby {
+		ss.stats.StandbyConns++
+	}
+	ss.stats.MaxConcurrent = max(ss.stats.MaxConcurrent, owners)
+	ss.stats.MaxStandby = max(ss.stats.MaxStandby, standbys)
 	s.overlapsLocked(ss, name, now)
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -1119,9 +1169,13 @@ func sameTenure(a, b ConnRecord) bool { return a.Tenure != "" && a.Tenure == b.T
 // opened or closed: the overlap of connections of different tenures (a
 // connection without one is its own) and those of each tenure.
 func (s *Server) overlapsLocked(ss *session, name string, now time.Time) {
+	s.standbyOverlapLocked(ss, name, now)
 	perTenure := map[string]int{}
 	groups := 0
 	for _, c := range ss.open {
+		if c.rec.Standby {
+			continue
+		}
 		if c.rec.Tenure == "" || perTenure[c.rec.Tenure] == 0 {
 			groups++
 		}
@@ -1212,7 +1266,8 @@ func appendMessage(b []byte, session string, seq, nowMs int64, pad, auth string)
 // NoOverlap checks records of one session: it returns an error naming the
 // first two accepted connections whose [OpenedAt, ClosedAt] intervals
 // overlap (an open one lasts until now). Two connections of the same
-// non-empty Tenure may overlap: that is a planned overlap, not an error.
+// non-empty Tenure may overlap: that is a planned overlap, not an error; an
+// admitted standby connection (ConnRecord.Standby) may overlap any.
 func NoOverlap(recs []ConnRecord) error {
 	end := func(r ConnRecord) time.Time {
 		if r.ClosedAt.IsZero() {
@@ -1222,7 +1277,7 @@ func NoOverlap(recs []ConnRecord) error {
 	}
 	for i, a := range recs {
 		for _, b := range recs[i+1:] {
-			if a.RefusedBy == "" && b.RefusedBy == "" && !sameTenure(a, b) && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
+			if a.RefusedBy == "" && b.RefusedBy == "" && !a.Standby && !b.Standby && !sameTenure(a, b) && a.OpenedAt.Before(end(b)) && b.OpenedAt.Before(end(a)) {
 				return fmt.Errorf("connections %d [%s, %s] and %d [%s, %s] of %s overlap", a.ID, a.OpenedAt.Format(time.StampMicro),
 					end(a).Format(time.StampMicro), b.ID, b.OpenedAt.Format(time.StampMicro), end(b).Format(time.StampMicro), a.Session)
 			}

@@ -109,6 +109,7 @@ func parseArgs(args []string) (invocation, error) {
 	only := fs.String("only", "", "only these fault kinds, comma-separated (to focus on one behaviour; the reference run has them all): "+strings.Join(chaos.AllKinds, ","))
 	sinkFlag := fs.String("sink", "sqs", "the workers' sink: sqs (the batched sqs sink on a second fauxqs, a standard queue), sqs-fifo (the same on a FIFO queue), kinesis (the batched kinesis sink on kinesalite) or stdout (JSON lines; no sink faults); the judge reads the destination")
 	noSkip := fs.Bool("no-skip", false, "start sessions without on_sink_refusal \"skip\" (no permanent sink refusal is injected then)")
+	standby := fs.Int("standby-every", cfg.StandbyEvery, "start every Nth session (a planned one excepted) with a hot standby on a source that cannot replay (seq_mode none, or the seq field without resume), every 2N-th on such a source without (the control group); the feed admits standby connections; 0: none")
 	planned := fs.Int("planned-every", cfg.PlannedEvery, "start every Nth session with planned reconnects (max_connection_age 4s, reconnect_on the feed's serverShutdown notice, switch_timeout 3s): make-before-break switches throughout the run; 0: none")
 	binDir := fs.String("bin", "", "the folder of the stack's binaries (streamer, ingest-local, feed, dynamodel, secretsmanager), default <repo>/bin; -streamer overrides its streamer")
 	streamerBin := fs.String("streamer", "", "the worker binary: its chaos build (go build -tags chaos; make chaos passes bin/streamer-chaos), default <repo>/bin/streamer")
@@ -140,6 +141,7 @@ func parseArgs(args []string) (invocation, error) {
 		cfg.SinkRefusalSkip = false
 	}
 	cfg.PlannedEvery = *planned
+	cfg.StandbyEvery = *standby
 	cfg.Stack.DynamoModel = *model
 	if *binDir != "" {
 		cfg.Stack.Bin = devstack.Binaries{Streamer: filepath.Join(*binDir, "streamer"), Ingest: filepath.Join(*binDir, "ingest-local"), Feed: filepath.Join(*binDir, "feed"),

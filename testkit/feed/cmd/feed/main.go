@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.ShutdownNotice, "shutdown-notice", 0, "with -max-conn-age: send {\"e\":\"serverShutdown\"} this long before closing at age (0: no notice)")
 	tlsDir := fs.String("tls-dir", "", "serve wss:// (and the controls over https) with the CA in this directory (testkit/tlsca: ca.pem, server.pem, server-key.pem), made there if absent (empty: plain ws://)")
 	fs.StringVar(&cfg.TenureHeader, "tenure-header", "", "handshake header naming the client's tenure; overlapping connections of one tenure are planned, not violations (empty: off)")
+	fs.BoolVar(&cfg.AllowStandby, "allow-standby", false, "with -tenure-header: admit standby connections (tenure <worker id>/standby/<n>) beside the owner's, neither kicked nor refused (POST /control/standby switches it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	cfg.OnClose = func(r feed.ConnRecord) {
 		log.Info().Int64("conn", r.ID).Str("session", r.Session).Str("reason", r.Reason).Str("tenure", r.Tenure).
-			Int64("from", r.From).Int64("first_seq", r.FirstSeq).Int64("last_seq", r.LastSeq).
+			Bool("standby", r.Standby).Int64("from", r.From).Int64("first_seq", r.FirstSeq).Int64("last_seq", r.LastSeq).
 			Dur("open_for", r.ClosedAt.Sub(r.OpenedAt)).Msg("connection closed")
 		if out != nil {
 			mu.Lock()
@@ -99,7 +100,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info().Strs("addrs", hostPorts).Bool("tls", cfg.TLS != nil).Float64("rate", cfg.Rate).Str("mode", string(cfg.Mode)).
-		Dur("max_conn_age", cfg.MaxConnAge).Dur("shutdown_notice", cfg.ShutdownNotice).Str("tenure_header", cfg.TenureHeader).Msg("feed listening")
+		Dur("max_conn_age", cfg.MaxConnAge).Dur("shutdown_notice", cfg.ShutdownNotice).Str("tenure_header", cfg.TenureHeader).
+		Bool("allow_standby", cfg.AllowStandby).Msg("feed listening")
 	<-ctx.Done()
 	srv.Close()
 	log.Info().Msg("feed stopped")
