@@ -19,6 +19,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
 		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, SpecRef: "3.0123456789abcdef", Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6, LastErrorGen: 3, LastErrorEpoch: 2,
+		Standby: "w3", StandbyEpoch: 4, StandbyRefusedGen: 2, StandbyError: "source refused a second connection",
 	}
 	m, err := Encode(full)
 	if err != nil {
@@ -27,7 +28,8 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef,
 		schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
 		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
-		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch}
+		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch,
+		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)
 	}
@@ -53,7 +55,8 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
-		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch} {
+		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch,
+		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError} {
 		if v, ok := m[a]; ok {
 			t.Errorf("%s written as %v for a zero value", a, v)
 		}

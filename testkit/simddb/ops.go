@@ -280,6 +280,32 @@ func (s *Store) NoteError(ctx context.Context, t lease.Token, gen int64, reason 
 	return nil
 }
 
+// AssignStandby implements lease.Store: one conditional write of the
+// session item.
+func (s *Store) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	var out lease.Item
+	im := sessionImage(id)
+	err := s.update(ctx, dynamostore.OpAssignStandby, im, func() (err error) {
+		out, err = s.mem.AssignStandby(ctx, id, worker, gen, prev)
+		return err
+	}, never)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, err)
+	}
+	return out, nil
+}
+
+// DropStandby implements lease.Store: one conditional write of the session
+// item.
+func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, atMs int64) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.update(ctx, dynamostore.OpDropStandby, im, func() error { return s.mem.DropStandby(ctx, t, refusedGen, reason, atMs) }, never)
+	if err != nil {
+		return fmt.Errorf("drop standby %s: %w", t, err)
+	}
+	return nil
+}
+
 // Get implements lease.Store: one consistent BatchGetItem of the session
 // and its checkpoint item.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
