@@ -156,13 +156,22 @@ func CanAcquire(it *Item, owner string, from From) error {
 	if it.HandoffTo != "" && it.HandoffTo != owner && it.HandoffTo != from.Bypass {
 		return &ReservedError{To: it.HandoffTo, AtMs: it.HandoffAtMs}
 	}
-	if s := from.Standby; s != nil && (it.Standby != owner || it.StandbyEpoch != s.Epoch) {
+	if s := from.Standby; s != nil && !promotable(it, owner, *s) {
 		return ErrStandbyLost // the promotion's standby is gone: an ordinary acquire, or none
 	}
 	if takeover(it, owner) && it.Standby != "" && it.Standby != owner && it.Standby != from.StandbyGone {
 		return &StandbyHeldError{Standby: standbyOf(it)}
 	}
 	return nil
+}
+
+// promotable reports whether an acquire by owner may be the promotion of
+// its standby s: s is still the session's standby, or the session is
+// owner's already with no standby at s's epoch (the promotion applied, its
+// reply lost, and retried: only s's worker moves standby_epoch, and no
+// acquire does).
+func promotable(it *Item, owner string, s StandbyToken) bool {
+	return it.StandbyEpoch == s.Epoch && (it.Standby == owner || (it.Standby == "" && it.Owner == owner))
 }
 
 // takeover reports whether an acquire by owner of it takes the session

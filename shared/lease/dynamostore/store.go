@@ -727,8 +727,9 @@ func acquireWrite(owner string, from lease.From, drops bool) (expression.Conditi
 	}
 	c := expression.AttributeExists(sessionitem.Pk).
 		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners, reserved)
-	if from.Standby != nil {
-		c = c.And(sessionitem.Standby.Equal(v(owner)), sessionitem.StandbyEpoch.Equal(v(from.Standby.Epoch)))
+	if from.Standby != nil { // lease.CanAcquire's promotable
+		c = c.And(sessionitem.StandbyEpoch.Equal(v(from.Standby.Epoch)), sessionitem.Standby.Equal(v(owner)).
+			Or(expression.AttributeNotExists(sessionitem.Standby).And(sessionitem.LeaseOwner.Equal(v(owner)))))
 	}
 	// takeover: the session is owned by another worker.
 	takeover := expression.AttributeExists(sessionitem.LeaseOwner).And(sessionitem.LeaseOwner.NotEqual(v(owner)))
