@@ -178,6 +178,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 			p.refused("UpdateItem", id, im.before)
 			return
 		}
+		if lease.AcquireDropsStandby(im.s0, owner, from) != dynamostore.AcquireDropsFirst(from) {
+			p.refused("UpdateItem", id, im.before) // dynamostore's other variant first
+		}
 		p.write("UpdateItem", id, im.before, im.after)
 		if sp, key := specItem(im.s1); sp != nil {
 			p.get(key, sp, true) // the acquired session's configuration

@@ -641,7 +641,7 @@ func notFailed() expression.ConditionBuilder {
 // read after a failed condition allows the acquire with the other one, is
 // sent again so (at most acquireVariants writes).
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
-	drops := from.Standby != nil || from.StandbyGone != ""
+	drops := AcquireDropsFirst(from)
 	var old map[string]types.AttributeValue
 	for attempt := 1; ; attempt++ {
 		c, u := acquireWrite(owner, from, drops)
@@ -703,6 +703,12 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
 }
+
+// AcquireDropsFirst is the answer an acquire with from first assumes to
+// whether it removes the standby (lease.AcquireDropsStandby): yes when from
+// names the acquirer's standby or one seen gone. A wrong guess costs a
+// refused write and its read, then the other variant.
+func AcquireDropsFirst(from lease.From) bool { return from.Standby != nil || from.StandbyGone != "" }
 
 // acquireVariants bounds an acquire's writes: one per answer to whether
 // it removes the standby, and one more for a standby that changed between.
