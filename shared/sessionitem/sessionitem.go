@@ -44,6 +44,7 @@ type Item struct {
 	LastErrorAtMs     int64  `dynamodbav:"last_error_at_ms,omitempty"`
 	LastErrorGen      int64  `dynamodbav:"last_error_generation,omitempty"`
 	LastErrorEpoch    int64  `dynamodbav:"last_error_epoch,omitempty"`
+
 	// The hot standby (lease.Item.Standby): only the standby's worker and
 	// an acquire write them.
 	Standby           string `dynamodbav:"standby,omitempty"`
@@ -69,29 +70,31 @@ func generationOf(it Item) int64 {
 
 // Names of the attributes, for the expression builder.
 var (
-	Pk                = expression.Name(schema.AttrPk)
-	DesiredState      = expression.Name(schema.AttrDesiredState)
-	IndexShard        = expression.Name(schema.AttrIndexShard)
-	Spec              = expression.Name(schema.AttrSpec)
-	SpecRefName       = expression.Name(schema.AttrSpecRef)
-	Generation        = expression.Name(schema.AttrGeneration)
-	CheckpointEvery   = expression.Name(schema.AttrCheckpointEvery)
-	LeaseOwner        = expression.Name(schema.AttrLeaseOwner)
-	LeaseEpoch        = expression.Name(schema.AttrLeaseEpoch)
-	UnownedShard      = expression.Name(schema.AttrUnownedShard)
-	HandoffTo         = expression.Name(schema.AttrHandoffTo)
-	HandoffAtMs       = expression.Name(schema.AttrHandoffAtMs)
-	LastSeq           = expression.Name(schema.AttrLastSeq)
-	ReleaseSeq        = expression.Name(schema.AttrReleaseSeq)
-	CkptOwner         = expression.Name(schema.AttrCkptOwner)
-	CkptEpoch         = expression.Name(schema.AttrCkptEpoch)
-	CreatedAtMs       = expression.Name(schema.AttrCreatedAtMs)
-	UpdatedAtMs       = expression.Name(schema.AttrUpdatedAtMs)
-	FailedGeneration  = expression.Name(schema.AttrFailedGeneration)
-	LastError         = expression.Name(schema.AttrLastError)
-	LastErrorAtMs     = expression.Name(schema.AttrLastErrorAtMs)
-	LastErrorGen      = expression.Name(schema.AttrLastErrorGen)
-	LastErrorEpoch    = expression.Name(schema.AttrLastErrorEpoch)
+	Pk               = expression.Name(schema.AttrPk)
+	DesiredState     = expression.Name(schema.AttrDesiredState)
+	IndexShard       = expression.Name(schema.AttrIndexShard)
+	Spec             = expression.Name(schema.AttrSpec)
+	SpecRefName      = expression.Name(schema.AttrSpecRef)
+	Generation       = expression.Name(schema.AttrGeneration)
+	CheckpointEvery  = expression.Name(schema.AttrCheckpointEvery)
+	LeaseOwner       = expression.Name(schema.AttrLeaseOwner)
+	LeaseEpoch       = expression.Name(schema.AttrLeaseEpoch)
+	UnownedShard     = expression.Name(schema.AttrUnownedShard)
+	HandoffTo        = expression.Name(schema.AttrHandoffTo)
+	HandoffAtMs      = expression.Name(schema.AttrHandoffAtMs)
+	LastSeq          = expression.Name(schema.AttrLastSeq)
+	ReleaseSeq       = expression.Name(schema.AttrReleaseSeq)
+	CkptOwner        = expression.Name(schema.AttrCkptOwner)
+	CkptEpoch        = expression.Name(schema.AttrCkptEpoch)
+	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
+	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
+	FailedGeneration = expression.Name(schema.AttrFailedGeneration)
+	LastError        = expression.Name(schema.AttrLastError)
+	LastErrorAtMs    = expression.Name(schema.AttrLastErrorAtMs)
+	LastErrorGen     = expression.Name(schema.AttrLastErrorGen)
+	LastErrorEpoch   = expression.Name(schema.AttrLastErrorEpoch)
+
+	// The hot standby.
 	Standby           = expression.Name(schema.AttrStandby)
 	StandbyEpoch      = expression.Name(schema.AttrStandbyEpoch)
 	StandbyRefusedGen = expression.Name(schema.AttrStandbyRefusedGen)
