@@ -169,6 +169,20 @@ func (m *memberStore) NoteError(ctx context.Context, t lease.Token, gen int64, r
 	return m.st.NoteError(ctx, t, gen, reason, atMs)
 }
 
+func (m *memberStore) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	if err := m.gate(ctx, true); err != nil {
+		return lease.Item{}, err
+	}
+	return m.st.AssignStandby(ctx, id, worker, gen, prev)
+}
+
+func (m *memberStore) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, atMs int64) error {
+	if err := m.gate(ctx, true); err != nil {
+		return err
+	}
+	return m.st.DropStandby(ctx, t, refusedGen, reason, atMs)
+}
+
 func (m *memberStore) Get(ctx context.Context, id string) (lease.Item, error) {
 	if err := m.gate(ctx, false); err != nil {
 		return lease.Item{}, err

@@ -76,6 +76,9 @@ type Held struct {
 	// periodicFor decides periodic from an item (Config.Periodic; nil:
 	// always).
 	periodicFor func(Item) bool
+	// promoted: the standby of this worker the acquire promoted (nil:
+	// none); set before h is published, never changed.
+	promoted *StandbyToken
 
 	mu       sync.Mutex
 	ended    error

@@ -118,6 +118,11 @@ type Keeper struct {
 	listings    uint64
 	unownedSeen map[string]sighting
 
+	smu sync.Mutex // guards standbys; a leaf lock
+	// standbys: the standby assignments this worker holds, by connection
+	// id (standby.go).
+	standbys map[string]StandbyToken
+
 	sum summaryState  // the fleet summary (summarize.go)
 	bs  backstopState // the summarizer's death declarations (backstop.go)
 }
@@ -150,6 +155,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
 		late:      map[string]bool{},
+		standbys:  map[string]StandbyToken{},
 
 		unownedSeen: map[string]sighting{},
 	}

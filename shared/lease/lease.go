@@ -7,6 +7,10 @@
 // session), fences all of its sessions at once when it cannot heartbeat,
 // checkpoints them, and watches other workers to declare the dead ones. It
 // does no I/O of its own and reads time only from an injected clock.Clock.
+// It also owns the hot standby's assignment (assign, drop, promote): a
+// second, non-delivering connection another worker holds for a session,
+// fenced by its own per-session standby epoch and the preferred receiver of
+// a takeover; only an acquire ever makes a worker deliver.
 package lease
 
 import (
@@ -66,6 +70,21 @@ type Item struct {
 	// were recorded.
 	LastErrorGen   int64
 	LastErrorEpoch int64
+
+	// Standby is the worker holding the session's hot standby (a second,
+	// non-delivering connection), "" when none; StandbyEpoch its fencing
+	// token (+1 on every assignment, never reset). Only the standby's
+	// worker writes them (AssignStandby, DropStandby), and an acquire by
+	// that worker (its promotion), or a takeover by a worker that saw it
+	// gone, removes Standby.
+	Standby      string
+	StandbyEpoch int64
+	// StandbyRefusedGen is the generation at which the source refused a
+	// second connection (0: none): no standby is assigned while the
+	// session is at it. StandbyError says why the last standby was
+	// dropped ("" after an assignment).
+	StandbyRefusedGen int64
+	StandbyError      string
 }
 
 // Failed reports whether the session is FAILED: STARTED, and a holder gave up
@@ -96,10 +115,29 @@ type Owned struct {
 // From says what an acquire may take over besides an unowned session (or
 // one already the acquirer's): Prev, the tenure of a worker the acquirer saw
 // not alive; Bypass, a worker a directed hand-off named that the acquirer
-// saw not alive or not taking it within the bound.
+// saw not alive or not taking it within the bound; Standby, the acquirer's
+// own standby of the session (the acquire is its promotion, and succeeds
+// only while the standby is still that assignment); StandbyGone, the
+// session's standby worker, which the acquirer saw not alive (a takeover
+// need not leave the session to it).
 type From struct {
-	Prev   *Token
-	Bypass string
+	Prev        *Token
+	Bypass      string
+	Standby     *StandbyToken
+	StandbyGone string
+}
+
+// StandbyToken identifies one assignment of a session's standby: its
+// worker and the standby epoch the assignment wrote. A drop and a
+// promotion are conditional on it.
+type StandbyToken struct {
+	ConnectionID string
+	Worker       string
+	Epoch        int64
+}
+
+func (t StandbyToken) String() string {
+	return fmt.Sprintf("%s@s%d(%s)", t.ConnectionID, t.Epoch, t.Worker)
 }
 
 // Candidate is a session the reconciler may try to acquire: without owner
@@ -136,6 +174,9 @@ type WorkerRecord struct {
 	// finds a record with its own boot id is its own earlier attempt, one
 	// with another boot id a second process with the same worker id.
 	BootID string
+	// Zone is the availability zone the worker runs in ("" unknown): a
+	// session's standby is placed in another zone than its owner's.
+	Zone string
 }
 
 // Alive reports whether the record says ALIVE.
@@ -185,7 +226,36 @@ var (
 	// partition, an index or the table over its capacity, or the client's
 	// own retry budget spent). Nothing was written; slow down.
 	ErrThrottled = errors.New("store throttled the request")
+
+	// ErrStandbyHeld: another worker holds the session's standby (see
+	// StandbyHeldError).
+	ErrStandbyHeld = errors.New("session standby held by another worker")
+	// ErrStandbyLost: the standby token is no longer the session's
+	// standby (dropped, replaced, promoted, or taken over from): a drop
+	// of it is done, a promotion with it is an ordinary acquire.
+	ErrStandbyLost = errors.New("standby lost to a newer assignment or an acquire")
+	// ErrStandbyRefused: the source refused a second connection at the
+	// session's current generation (standby_refused_gen): no standby
+	// until a new generation.
+	ErrStandbyRefused = errors.New("standby refused by the source at this generation")
+	// ErrNoOwner: a standby needs an owner to stand by for.
+	ErrNoOwner = errors.New("session has no owner to stand by for")
+	// ErrOwnStandby: the worker asking to stand by owns the session.
+	ErrOwnStandby = errors.New("the session's owner cannot be its standby")
 )
+
+// StandbyHeldError is ErrStandbyHeld naming the current standby: an
+// assignment may replace it (AssignStandby's prev), and a takeover bypass
+// it (From.StandbyGone), once its worker is seen not alive; while it is
+// alive, its worker is the takeover's preferred receiver.
+type StandbyHeldError struct{ Standby StandbyToken }
+
+func (e *StandbyHeldError) Error() string {
+	return fmt.Sprintf("%s: %s", ErrStandbyHeld, e.Standby)
+}
+
+// Is makes errors.Is(err, ErrStandbyHeld) true.
+func (e *StandbyHeldError) Is(target error) bool { return target == ErrStandbyHeld }
 
 // ReservedError: a directed hand-off reserved the session for worker To
 // (at AtMs on the releasing worker's wall clock).
@@ -213,7 +283,9 @@ func (e *HeldError) Unwrap() error { return ErrHeld }
 func Definitive(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrStopped) || errors.Is(err, ErrLeaseLost) ||
 		errors.Is(err, ErrSeqRegress) || errors.Is(err, ErrHeld) || errors.Is(err, ErrFailed) ||
-		errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound)
+		errors.Is(err, ErrWorkerDead) || errors.Is(err, ErrWorkerNotFound) ||
+		errors.Is(err, ErrStandbyHeld) || errors.Is(err, ErrStandbyLost) ||
+		errors.Is(err, ErrStandbyRefused) || errors.Is(err, ErrNoOwner) || errors.Is(err, ErrOwnStandby)
 }
 
 // IsTransient reports whether err from a store call may succeed if retried.
@@ -265,6 +337,16 @@ type SessionStore interface {
 	// item at the new epoch and returns the item with the checkpointed
 	// LastSeq. A session owned by someone else fails with a *HeldError
 	// naming the current tenure, a reserved one with a *ReservedError.
+	//
+	// The standby (AcquireDropsStandby): an acquire by the session's
+	// standby worker removes standby (its promotion; with from.Standby,
+	// only while the standby is still that assignment, else
+	// ErrStandbyLost); a takeover (the session owned by another worker) of
+	// a session whose standby is another worker than the acquirer and
+	// from.StandbyGone fails with a *StandbyHeldError (the standby is the
+	// preferred receiver), and with from.StandbyGone naming it removes it.
+	// An acquire of an unowned session (a hand-off's included) keeps
+	// another worker's standby: it stands by for the new owner.
 	Acquire(ctx context.Context, id, owner string, from From) (Item, error)
 	// Checkpoint moves last_seq forward while t holds the checkpoint item.
 	Checkpoint(ctx context.Context, t Token, lastSeq int64) error
@@ -277,6 +359,30 @@ type SessionStore interface {
 	// Handoff is a Release that reserves the session for worker to (a
 	// rebalancing move), noting atMs: see Acquire.
 	Handoff(ctx context.Context, t Token, lastSeq int64, to string, atMs int64) error
+	// AssignStandby makes worker the standby of session id (standby =
+	// worker, standby_epoch + 1, standby_error removed) in one conditional
+	// write of the session item, written by that worker, while the
+	// session is STARTED, not FAILED, at generation gen, owned by another
+	// worker, and not refused a standby at gen (standby_refused_gen); and
+	// it has no standby, or worker's (a re-assignment: a new epoch), or
+	// prev's (a standby the caller replaces: seen not alive, or dropped).
+	// It returns the item as written: its Spec and LastSeq are not read
+	// (Spec ""; LastSeq the release_seq; Get reads both). Refusals:
+	// *StandbyHeldError (another standby), ErrNewGeneration, ErrStopped,
+	// ErrFailed, ErrNoOwner, ErrOwnStandby, ErrStandbyRefused,
+	// ErrNotFound. Billed as one write of the item (1 KB units); standby
+	// is no index key, so no index entry moves. A retry after an attempt
+	// that applied is a re-assignment: the epoch returned is the last.
+	AssignStandby(ctx context.Context, id, worker string, gen int64, prev *StandbyToken) (Item, error)
+	// DropStandby removes t's standby while (standby, standby_epoch) is
+	// still t; refusedGen > 0 also records standby_refused_gen (the source
+	// refused the second connection at that generation), reason != ""
+	// standby_error (cut to MaxStandbyError bytes); atMs is when, kept for
+	// the caller's logs (no attribute holds it). A standby that is no
+	// longer t (dropped already, replaced, promoted) is ErrStandbyLost,
+	// which callers treat as done. One write of the session item, as
+	// AssignStandby.
+	DropStandby(ctx context.Context, t StandbyToken, refusedGen int64, reason string, atMs int64) error
 	// Fail records that t's holder gave up on the source as configured at
 	// generation gen, while t owns it and the item's generation is still
 	// gen (else ErrNewGeneration): in one write, release_seq = lastSeq (as
@@ -324,6 +430,9 @@ type Config struct {
 	// nothing in the protocol reads them.
 	Host string
 	Pid  int
+	// Zone is the availability zone the worker runs in ("": unknown); its
+	// registration writes it (WorkerRecord.Zone) for standby placement.
+	Zone string
 	// BootID identifies this process's registration ("": NewKeeper draws
 	// one). Two processes never share one.
 	BootID string

@@ -21,7 +21,7 @@ func (k *Keeper) Register(ctx context.Context) error {
 	rec := WorkerRecord{
 		ID: k.cfg.Owner, State: schema.WorkerAlive, Epoch: 1, HeartbeatSeq: 0, HeartbeatAtMs: sentAt.UnixMilli(), TTL: k.cfg.TTL,
 		Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr, List: schema.WorkerListAlive, StartedAtMs: sentAt.UnixMilli(),
-		Host: k.cfg.Host, Pid: k.cfg.Pid, BootID: k.cfg.BootID,
+		Host: k.cfg.Host, Pid: k.cfg.Pid, BootID: k.cfg.BootID, Zone: k.cfg.Zone,
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -155,7 +156,43 @@ func CanAcquire(it *Item, owner string, from From) error {
 	if it.HandoffTo != "" && it.HandoffTo != owner && it.HandoffTo != from.Bypass {
 		return &ReservedError{To: it.HandoffTo, AtMs: it.HandoffAtMs}
 	}
+	if s := from.Standby; s != nil && !promotable(it, owner, *s) {
+		return ErrStandbyLost // the promotion's standby is gone: an ordinary acquire, or none
+	}
+	if takeover(it, owner) && it.Standby != "" && it.Standby != owner && it.Standby != from.StandbyGone {
+		return &StandbyHeldError{Standby: standbyOf(it)}
+	}
 	return nil
+}
+
+// promotable reports whether an acquire by owner may be the promotion of
+// its standby s: s is still the session's standby, or the session is
+// owner's already with no standby at s's epoch (the promotion applied, its
+// reply lost, and retried: only s's worker moves standby_epoch, and no
+// acquire does).
+func promotable(it *Item, owner string, s StandbyToken) bool {
+	return it.StandbyEpoch == s.Epoch && (it.Standby == owner || (it.Standby == "" && it.Owner == owner))
+}
+
+// takeover reports whether an acquire by owner of it takes the session
+// from another owner (as opposed to an unowned session, a hand-off's
+// included, or one already owner's).
+func takeover(it *Item, owner string) bool { return it.Owner != "" && it.Owner != owner }
+
+// standbyOf is it's current standby assignment.
+func standbyOf(it *Item) StandbyToken {
+	return StandbyToken{ConnectionID: it.ConnectionID, Worker: it.Standby, Epoch: it.StandbyEpoch}
+}
+
+// AcquireDropsStandby reports whether an acquire by owner with from, which
+// CanAcquire allows on it, removes the session's standby: the acquirer is
+// the standby (a worker is never its own session's standby: its
+// promotion), or the acquire takes the session over from another owner
+// and the standby is from.StandbyGone, a worker the acquirer saw not
+// alive. Any other standby stays: an unowned session's (a hand-off's
+// included) stands by for the new owner.
+func AcquireDropsStandby(it *Item, owner string, from From) bool {
+	return it.Standby != "" && (it.Standby == owner || (takeover(it, owner) && it.Standby == from.StandbyGone))
 }
 
 // ClassifyAcquire explains why an acquire's condition failed, given the item
@@ -289,6 +326,80 @@ func CanFail(it *Item, t Token, gen, lastSeq int64) error {
 // rule.
 func ClassifyOwnerWrite(it *Item, check func(*Item) error) error {
 	if err := check(it); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// --- Hot standby ---
+
+// MaxStandbyError bounds standby_error in bytes, as the worker bounds
+// last_error: a short reason, never a URL, a header or a message.
+const MaxStandbyError = 256
+
+// StandbyReason is reason as standby_error records it: at most
+// MaxStandbyError bytes, cut at a rune boundary.
+func StandbyReason(reason string) string {
+	if len(reason) <= MaxStandbyError {
+		return reason
+	}
+	return strings.ToValidUTF8(reason[:MaxStandbyError], "")
+}
+
+// CanAssignStandby decides an assignment of worker as the standby of the
+// session it at generation gen, replacing prev (nil: none) if that is the
+// current standby: the session must be STARTED, not FAILED, at gen, owned
+// by another worker, not refused a standby at gen, and without another
+// standby than worker's or prev's.
+func CanAssignStandby(it *Item, worker string, gen int64, prev *StandbyToken) error {
+	switch {
+	case it == nil:
+		return ErrNotFound
+	case it.DesiredState != schema.StateStarted:
+		return ErrStopped
+	case it.Failed():
+		return ErrFailed
+	case it.Generation != gen:
+		return ErrNewGeneration
+	case it.Owner == "":
+		return ErrNoOwner
+	case it.Owner == worker:
+		return ErrOwnStandby
+	case it.StandbyRefusedGen == gen:
+		return ErrStandbyRefused
+	case it.Standby == "" || it.Standby == worker:
+	case prev != nil && it.Standby == prev.Worker && it.StandbyEpoch == prev.Epoch:
+	default:
+		return &StandbyHeldError{Standby: standbyOf(it)}
+	}
+	return nil
+}
+
+// ClassifyAssignStandby explains a failed assignment's condition from the
+// item read after it.
+func ClassifyAssignStandby(it *Item, worker string, gen int64, prev *StandbyToken) error {
+	if err := CanAssignStandby(it, worker, gen, prev); err != nil {
+		return err
+	}
+	return errConditionRaced
+}
+
+// CanDropStandby decides a drop of standby t: it must still be the
+// session's standby (else ErrStandbyLost, which the dropper treats as
+// done: a retry of a drop that applied finds this too).
+func CanDropStandby(it *Item, t StandbyToken) error {
+	switch {
+	case it == nil:
+		return ErrNotFound
+	case it.Standby != t.Worker || it.StandbyEpoch != t.Epoch:
+		return ErrStandbyLost
+	}
+	return nil
+}
+
+// ClassifyDropStandby explains a failed drop's condition.
+func ClassifyDropStandby(it *Item, t StandbyToken) error {
+	if err := CanDropStandby(it, t); err != nil {
 		return err
 	}
 	return errConditionRaced

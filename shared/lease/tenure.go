@@ -17,7 +17,12 @@ import (
 // gone): the store's conditional write names the exact tenure taken. A
 // session a rebalancing move reserved for another worker is taken only when
 // that worker is seen not alive or the reservation is older than
-// HandoffBound.
+// HandoffBound. When this worker holds the session's standby (Standby),
+// the acquire is its promotion (From.Standby; Held.Promoted), or, that
+// standby lost meanwhile, an ordinary acquire. A takeover that finds
+// another worker's standby fails with a *StandbyHeldError while that worker
+// is alive (it is the preferred receiver: the caller tells it to claim),
+// and bypasses it when it is seen not alive.
 func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, error) {
 	if err := k.fenced(); err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
@@ -30,10 +35,16 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	k.mu.Unlock()
 	sentAt := k.clk.Now()
 	from := From{Prev: prev}
+	if st, ok := k.Standby(id); ok {
+		from.Standby = &st
+	}
 	it, err := k.acquire(ctx, id, from)
-	for range 2 { // a takeover, then a reservation (or the other way round)
+	// A takeover, a reservation, a standby seen gone and a promotion whose
+	// standby was lost, in any order: each at most once.
+	for range 4 {
 		var held *HeldError
 		var reserved *ReservedError
+		var standby *StandbyHeldError
 		switch {
 		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.notAlive(ctx, held.Current.Owner):
 			cur := held.Current
@@ -41,6 +52,11 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		case errors.As(err, &reserved) && from.Bypass == "" &&
 			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notTaking(ctx, reserved.To)):
 			from.Bypass = reserved.To
+		case errors.As(err, &standby) && from.StandbyGone == "" && k.notAlive(ctx, standby.Standby.Worker):
+			from.StandbyGone = standby.Standby.Worker
+		case errors.Is(err, ErrStandbyLost) && from.Standby != nil:
+			k.forgetStandby(*from.Standby)
+			from.Standby = nil
 		default:
 			continue
 		}
@@ -56,6 +72,10 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
 	}
 	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.cfg.Periodic, k.trusted, k.trustDeadline, k.clk.Now)
+	if from.Standby != nil {
+		h.promoted = from.Standby
+		k.forgetStandby(*from.Standby) // promoted: a worker is never its own session's standby
+	}
 	k.mu.Lock()
 	if old, ok := k.held[id]; ok {
 		old.end(ErrLeaseLost)

@@ -54,6 +54,7 @@ type Worker struct {
 	BootID       string   `dynamodbav:"boot_id,omitempty"`
 	Host         string   `dynamodbav:"host,omitempty"`
 	Pid          int      `dynamodbav:"pid,omitempty"`
+	Zone         string   `dynamodbav:"zone,omitempty"`
 }
 
 // DecodeWorker reads a worker record (or a by_worker_list entry).

@@ -44,8 +44,9 @@ type Item struct {
 	LastErrorAtMs     int64  `dynamodbav:"last_error_at_ms,omitempty"`
 	LastErrorGen      int64  `dynamodbav:"last_error_generation,omitempty"`
 	LastErrorEpoch    int64  `dynamodbav:"last_error_epoch,omitempty"`
-	// The hot standby (schema.AttrStandby…): its worker and epoch, and why
-	// the last one was refused or dropped.
+
+	// The hot standby (lease.Item.Standby): only the standby's worker and
+	// an acquire write them.
 	Standby           string `dynamodbav:"standby,omitempty"`
 	StandbyEpoch      int64  `dynamodbav:"standby_epoch,omitempty"`
 	StandbyRefusedGen int64  `dynamodbav:"standby_refused_gen,omitempty"`
@@ -92,6 +93,12 @@ var (
 	LastErrorAtMs    = expression.Name(schema.AttrLastErrorAtMs)
 	LastErrorGen     = expression.Name(schema.AttrLastErrorGen)
 	LastErrorEpoch   = expression.Name(schema.AttrLastErrorEpoch)
+
+	// The hot standby.
+	Standby           = expression.Name(schema.AttrStandby)
+	StandbyEpoch      = expression.Name(schema.AttrStandbyEpoch)
+	StandbyRefusedGen = expression.Name(schema.AttrStandbyRefusedGen)
+	StandbyError      = expression.Name(schema.AttrStandbyError)
 
 	// ExpiresAt is the table's TTL attribute, on the items that are not
 	// sessions (ingest's request nonces).

@@ -34,6 +34,7 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 		HandoffTo: it.HandoffTo, HandoffAtMs: it.HandoffAtMs,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
+		Standby: it.Standby, StandbyEpoch: it.StandbyEpoch, StandbyRefusedGen: it.StandbyRefusedGen, StandbyError: it.StandbyError,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)
@@ -98,7 +99,7 @@ func workerItem(r *lease.WorkerRecord) ddbrules.Item {
 		Key: schema.WorkerKey(r.ID), State: r.State, Epoch: r.Epoch, HeartbeatSeq: r.HeartbeatSeq, HeartbeatAt: r.HeartbeatAtMs,
 		TTLMs: r.TTL.Milliseconds(), Load: r.Load, Capacity: r.Capacity, AdminAddr: r.AdminAddr, Draining: r.Draining,
 		MovesPerMin: r.MovesPerMin, Mailbox: r.Mailbox, List: r.List, StartedAtMs: r.StartedAtMs, EndedAtMs: r.EndedAtMs,
-		DeclaredBy: r.DeclaredBy, BootID: r.BootID, Host: r.Host, Pid: r.Pid,
+		DeclaredBy: r.DeclaredBy, BootID: r.BootID, Host: r.Host, Pid: r.Pid, Zone: r.Zone,
 	}
 	if w.State == "" {
 		w.State = schema.WorkerAlive

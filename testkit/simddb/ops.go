@@ -178,6 +178,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 			p.refused("UpdateItem", id, im.before)
 			return
 		}
+		if lease.AcquireDropsStandby(im.s0, owner, from) != dynamostore.AcquireDropsFirst(from) {
+			p.refused("UpdateItem", id, im.before) // dynamostore's other variant first
+		}
 		p.write("UpdateItem", id, im.before, im.after)
 		if sp, key := specItem(im.s1); sp != nil {
 			p.get(key, sp, true) // the acquired session's configuration
@@ -276,6 +279,32 @@ func (s *Store) NoteError(ctx context.Context, t lease.Token, gen int64, reason 
 	err := s.update(ctx, dynamostore.OpNoteError, im, func() error { return s.mem.NoteError(ctx, t, gen, reason, atMs) }, never)
 	if err != nil {
 		return fmt.Errorf("note error %s: %w", t, err)
+	}
+	return nil
+}
+
+// AssignStandby implements lease.Store: one conditional write of the
+// session item.
+func (s *Store) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	var out lease.Item
+	im := sessionImage(id)
+	err := s.update(ctx, dynamostore.OpAssignStandby, im, func() (err error) {
+		out, err = s.mem.AssignStandby(ctx, id, worker, gen, prev)
+		return err
+	}, never)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, err)
+	}
+	return out, nil
+}
+
+// DropStandby implements lease.Store: one conditional write of the session
+// item.
+func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, atMs int64) error {
+	im := sessionImage(t.ConnectionID)
+	err := s.update(ctx, dynamostore.OpDropStandby, im, func() error { return s.mem.DropStandby(ctx, t, refusedGen, reason, atMs) }, never)
+	if err != nil {
+		return fmt.Errorf("drop standby %s: %w", t, err)
 	}
 	return nil
 }

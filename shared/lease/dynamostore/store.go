@@ -47,6 +47,9 @@ const (
 	OpFail      = "fail"
 	OpNoteError = "note_error"
 	OpDisown    = "disown"
+	// The hot standby (one write of the session item each).
+	OpAssignStandby = "assign_standby"
+	OpDropStandby   = "drop_standby"
 	// Checkpoints (also the final checkpoint of a release or fail).
 	OpCheckpoint = "checkpoint"
 	// Reads.
@@ -74,6 +77,7 @@ const (
 var allOps = map[string]string{
 	OpRegister: CatLiveness, OpHeartbeat: CatLiveness, OpDeclareDead: CatLiveness, OpLeave: CatLiveness, OpMarkDone: CatLiveness,
 	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership, OpDisown: CatOwnership,
+	OpAssignStandby: CatOwnership, OpDropStandby: CatOwnership,
 	OpCheckpoint: CatCheckpoint,
 	OpGet:        CatReads, OpGetWorker: CatReads, OpGetWorkers: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
 	OpGetSummary: CatReads, OpGetMembers: CatReads, OpPutSummary: CatLiveness, OpPutMembers: CatLiveness,
@@ -255,7 +259,7 @@ func toRecord(w sessionitem.Worker) lease.WorkerRecord {
 		HeartbeatAtMs: w.HeartbeatAt, TTL: time.Duration(w.TTLMs) * time.Millisecond, Load: w.Load, Capacity: w.Capacity,
 		AdminAddr: w.AdminAddr, Draining: w.Draining, MovesPerMin: w.MovesPerMin,
 		Mailbox: mb, List: w.List, StartedAtMs: w.StartedAtMs, EndedAtMs: w.EndedAtMs, DeclaredBy: w.DeclaredBy,
-		Host: w.Host, Pid: w.Pid, BootID: w.BootID,
+		Host: w.Host, Pid: w.Pid, BootID: w.BootID, Zone: w.Zone,
 	}
 }
 
@@ -284,7 +288,7 @@ func (s *Store) Register(ctx context.Context, rec lease.WorkerRecord) error {
 		Key: schema.WorkerKey(rec.ID), State: state, Epoch: rec.Epoch, HeartbeatSeq: rec.HeartbeatSeq, HeartbeatAt: rec.HeartbeatAtMs,
 		TTLMs: rec.TTL.Milliseconds(), Load: rec.Load, Capacity: rec.Capacity, AdminAddr: rec.AdminAddr, Mailbox: rec.Mailbox,
 		List: list, StartedAtMs: rec.StartedAtMs, EndedAtMs: rec.EndedAtMs, DeclaredBy: rec.DeclaredBy, BootID: token,
-		Host: rec.Host, Pid: rec.Pid,
+		Host: rec.Host, Pid: rec.Pid, Zone: rec.Zone,
 	})
 	if err != nil {
 		return err
@@ -574,6 +578,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 		LastSeq: lease.NoSeq, ReleaseSeq: lease.NoSeq, UpdatedAtMs: r.UpdatedAtMs,
 		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
 		LastErrorGen: r.LastErrorGen, LastErrorEpoch: r.LastErrorEpoch,
+		Standby: r.Standby, StandbyEpoch: r.StandbyEpoch, StandbyRefusedGen: r.StandbyRefusedGen, StandbyError: r.StandbyError,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
@@ -629,27 +634,33 @@ func notFailed() expression.ConditionBuilder {
 // after is the item before with the new tenure), then the fence of the
 // checkpoint item at the new epoch, which returns its last_seq: the tenure
 // resumes after the larger of it and the session's release_seq.
+//
+// Whether the write removes the standby (lease.AcquireDropsStandby) is
+// part of its condition: the write assumes one answer (removes it when
+// from names the acquirer's standby or one seen gone) and, when the item
+// read after a failed condition allows the acquire with the other one, is
+// sent again so (at most acquireVariants writes).
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
-	owners := expression.AttributeNotExists(sessionitem.LeaseOwner).Or(sessionitem.LeaseOwner.Equal(v(owner)))
-	if from.Prev != nil {
-		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(from.Prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(from.Prev.Epoch))))
-	}
-	reserved := expression.AttributeNotExists(sessionitem.HandoffTo).Or(sessionitem.HandoffTo.Equal(v(owner)))
-	if from.Bypass != "" {
-		reserved = reserved.Or(sessionitem.HandoffTo.Equal(v(from.Bypass)))
-	}
-	c := expression.AttributeExists(sessionitem.Pk).
-		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners, reserved)
-	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).
-		Remove(sessionitem.UnownedShard).Remove(sessionitem.HandoffTo).Remove(sessionitem.HandoffAtMs)
-	old, failed, err := s.update(ctx, OpAcquire, id, u, c, types.ReturnValueAllOld)
-	if err != nil {
-		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
-	}
-	if failed {
+	drops := AcquireDropsFirst(from)
+	var old map[string]types.AttributeValue
+	for attempt := 1; ; attempt++ {
+		c, u := acquireWrite(owner, from, drops)
+		var failed bool
+		var err error
+		old, failed, err = s.update(ctx, OpAcquire, id, u, c, types.ReturnValueAllOld)
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+		}
+		if !failed {
+			break
+		}
 		it, err := session(old)
 		if err != nil {
 			return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
+		}
+		if it != nil && attempt < acquireVariants && lease.CanAcquire(it, owner, from) == nil && lease.AcquireDropsStandby(it, owner, from) != drops {
+			drops = !drops // the other variant
+			continue
 		}
 		cause := lease.ClassifyAcquire(it, owner, from)
 		if lease.AcquiredUnawares(it, owner) {
@@ -665,9 +676,12 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		}
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, cause)
 	}
+	removed := []string{schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs}
+	if drops {
+		removed = append(removed, schema.AttrStandby)
+	}
 	epoch := numOf(old, schema.AttrLeaseEpoch) + 1
-	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)},
-		schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs)
+	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}, removed...)
 	s.meters[OpAcquire].wrote(old, after)
 	it, err := session(after)
 	if err != nil {
@@ -688,6 +702,127 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	}
 	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
+}
+
+// AcquireDropsFirst is the answer an acquire with from first assumes to
+// whether it removes the standby (lease.AcquireDropsStandby): yes when from
+// names the acquirer's standby or one seen gone. A wrong guess costs a
+// refused write and its read, then the other variant.
+func AcquireDropsFirst(from lease.From) bool { return from.Standby != nil || from.StandbyGone != "" }
+
+// acquireVariants bounds an acquire's writes: one per answer to whether
+// it removes the standby, and one more for a standby that changed between.
+const acquireVariants = 3
+
+// acquireWrite is the condition and the update of an acquire by owner with
+// from, assuming drops (lease.AcquireDropsStandby) of the item it lands on.
+func acquireWrite(owner string, from lease.From, drops bool) (expression.ConditionBuilder, expression.UpdateBuilder) {
+	owners := expression.AttributeNotExists(sessionitem.LeaseOwner).Or(sessionitem.LeaseOwner.Equal(v(owner)))
+	if from.Prev != nil {
+		// A takeover leaves the session to its standby unless that is the
+		// acquirer or a worker it saw gone.
+		free := expression.AttributeNotExists(sessionitem.Standby).Or(sessionitem.Standby.Equal(v(owner)))
+		if from.StandbyGone != "" {
+			free = free.Or(sessionitem.Standby.Equal(v(from.StandbyGone)))
+		}
+		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(from.Prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(from.Prev.Epoch)), free))
+	}
+	reserved := expression.AttributeNotExists(sessionitem.HandoffTo).Or(sessionitem.HandoffTo.Equal(v(owner)))
+	if from.Bypass != "" {
+		reserved = reserved.Or(sessionitem.HandoffTo.Equal(v(from.Bypass)))
+	}
+	c := expression.AttributeExists(sessionitem.Pk).
+		And(sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), owners, reserved)
+	if from.Standby != nil { // lease.CanAcquire's promotable
+		c = c.And(sessionitem.StandbyEpoch.Equal(v(from.Standby.Epoch)), sessionitem.Standby.Equal(v(owner)).
+			Or(expression.AttributeNotExists(sessionitem.Standby).And(sessionitem.LeaseOwner.Equal(v(owner)))))
+	}
+	// takeover: the session is owned by another worker.
+	takeover := expression.AttributeExists(sessionitem.LeaseOwner).And(sessionitem.LeaseOwner.NotEqual(v(owner)))
+	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).
+		Remove(sessionitem.UnownedShard).Remove(sessionitem.HandoffTo).Remove(sessionitem.HandoffAtMs)
+	if drops {
+		dropped := sessionitem.Standby.Equal(v(owner))
+		if from.StandbyGone != "" {
+			dropped = dropped.Or(takeover.And(sessionitem.Standby.Equal(v(from.StandbyGone))))
+		}
+		return c.And(dropped), u.Remove(sessionitem.Standby)
+	}
+	kept := sessionitem.Standby.NotEqual(v(owner))
+	if from.StandbyGone != "" {
+		kept = kept.And(expression.AttributeNotExists(sessionitem.LeaseOwner).
+			Or(sessionitem.LeaseOwner.Equal(v(owner)), sessionitem.Standby.NotEqual(v(from.StandbyGone))))
+	}
+	return c.And(expression.AttributeNotExists(sessionitem.Standby).Or(kept)), u
+}
+
+// AssignStandby implements lease.Store: one conditional write of the
+// session item (ALL_OLD; a failed condition is classified on a consistent
+// read, as every write's). Billed on the item's size (1 write unit at the
+// sizes the session item has: its configuration is in its spec item); no
+// index entry moves, standby being no index key.
+func (s *Store) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	free := expression.AttributeNotExists(sessionitem.Standby).Or(sessionitem.Standby.Equal(v(worker)))
+	if prev != nil {
+		free = free.Or(sessionitem.Standby.Equal(v(prev.Worker)).And(sessionitem.StandbyEpoch.Equal(v(prev.Epoch))))
+	}
+	c := expression.AttributeExists(sessionitem.Pk).And(
+		sessionitem.DesiredState.Equal(v(schema.StateStarted)), notFailed(), sessionitem.Generation.Equal(v(gen)),
+		sessionitem.HasOwner(), sessionitem.LeaseOwner.NotEqual(v(worker)),
+		expression.AttributeNotExists(sessionitem.StandbyRefusedGen).Or(sessionitem.StandbyRefusedGen.NotEqual(v(gen))),
+		free)
+	u := expression.Set(sessionitem.Standby, v(worker)).Add(sessionitem.StandbyEpoch, v(1)).Remove(sessionitem.StandbyError)
+	old, failed, err := s.update(ctx, OpAssignStandby, id, u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, err)
+	}
+	if failed {
+		it, err := session(old)
+		if err != nil {
+			return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, err)
+		}
+		return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, lease.ClassifyAssignStandby(it, worker, gen, prev))
+	}
+	after := with(old, map[string]types.AttributeValue{
+		schema.AttrStandby: str(worker), schema.AttrStandbyEpoch: num(numOf(old, schema.AttrStandbyEpoch) + 1),
+	}, schema.AttrStandbyError)
+	s.meters[OpAssignStandby].wrote(old, after)
+	it, err := session(after)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("assign standby %s to %s: %w", id, worker, err)
+	}
+	it.Spec = "" // as written: the spec is not read (Get)
+	return *it, nil
+}
+
+// DropStandby implements lease.Store: one conditional write of the session
+// item, billed as AssignStandby.
+func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, _ int64) error {
+	c := sessionitem.Standby.Equal(v(t.Worker)).And(sessionitem.StandbyEpoch.Equal(v(t.Epoch)))
+	u := expression.Remove(sessionitem.Standby)
+	set := map[string]types.AttributeValue{}
+	if refusedGen > 0 {
+		u = u.Set(sessionitem.StandbyRefusedGen, v(refusedGen))
+		set[schema.AttrStandbyRefusedGen] = num(refusedGen)
+	}
+	if reason != "" {
+		r := lease.StandbyReason(reason)
+		u = u.Set(sessionitem.StandbyError, v(r))
+		set[schema.AttrStandbyError] = str(r)
+	}
+	old, failed, err := s.update(ctx, OpDropStandby, t.ConnectionID, u, c, types.ReturnValueAllOld)
+	if err != nil {
+		return fmt.Errorf("drop standby %s: %w", t, err)
+	}
+	if failed {
+		it, err := session(old)
+		if err != nil {
+			return fmt.Errorf("drop standby %s: %w", t, err)
+		}
+		return fmt.Errorf("drop standby %s: %w", t, lease.ClassifyDropStandby(it, t))
+	}
+	s.meters[OpDropStandby].wrote(old, with(old, set, schema.AttrStandby))
+	return nil
 }
 
 // specAttempts bounds the reads of a session whose spec item was
@@ -1137,6 +1272,7 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 		Generation: &gen, CheckpointEveryMs: it.CheckpointEvery.Milliseconds(), LeaseOwner: it.Owner, LeaseEpoch: it.Epoch,
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
+		Standby: it.Standby, StandbyEpoch: it.StandbyEpoch, StandbyRefusedGen: it.StandbyRefusedGen, StandbyError: it.StandbyError,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)

@@ -313,6 +313,61 @@ func TestUnitsOfDisown(t *testing.T) {
 	}
 }
 
+// TestUnitsOfStandby: assigning and dropping a standby is one write each,
+// billed on the session item (1 unit: a 1 KB header is in the spec item),
+// with no index write (standby is no index key); a refused one costs the
+// same write units and a consistent read. A promotion is the acquire's
+// writes, nothing more.
+func TestUnitsOfStandby(t *testing.T) {
+	client, table := newTable(t)
+	h := harness(client, table)
+	s := h.Store.(*dynamostore.Store)
+	ctx := context.Background()
+	owner, standby := leasetest.NewID("w"), leasetest.NewID("w")
+	it := leasetest.Started(leasetest.NewID("standby-units"))
+	it.Spec = `{"ws_url":"wss://x.invalid/","headers":{"Authorization":"Bearer ` + strings.Repeat("x", 1024) + `"}}` // a 1 KB token
+	h.Put(t, it)
+	got, err := s.Acquire(ctx, it.ConnectionID, owner, lease.From{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := dynamostore.Usage{Writes: 1, WriteUnits: 1}
+	a, err := s.AssignStandby(ctx, it.ConnectionID, standby, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Units()[dynamostore.OpAssignStandby]; u != one {
+		t.Errorf("assign: %+v, want %+v", u, one)
+	}
+	st := lease.StandbyToken{ConnectionID: it.ConnectionID, Worker: standby, Epoch: a.StandbyEpoch}
+	if err := s.DropStandby(ctx, st, 0, "standby connection closed by the source", 0); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Units()[dynamostore.OpDropStandby]; u != one {
+		t.Errorf("drop: %+v, want %+v", u, one)
+	}
+	if err := s.DropStandby(ctx, st, 0, "", 0); !errors.Is(err, lease.ErrStandbyLost) {
+		t.Fatalf("drop again: %v", err)
+	}
+	if u := s.Units()[dynamostore.OpDropStandby]; u != (dynamostore.Usage{Writes: 2, ConditionFailed: 1, WriteUnits: 2, Reads: 1, ReadUnits: 1}) {
+		t.Errorf("drop and a refused one: %+v", u)
+	}
+	// The promotion: the acquire's session write and fence, as any takeover.
+	a, err = s.AssignStandby(ctx, it.ConnectionID, standby, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Epoch = a.StandbyEpoch
+	before := s.Units()[dynamostore.OpAcquire]
+	prev := lease.Token{ConnectionID: it.ConnectionID, Owner: owner, Epoch: got.Epoch}
+	if _, err := s.Acquire(ctx, it.ConnectionID, standby, lease.From{Prev: &prev, Standby: &st}); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Units()[dynamostore.OpAcquire]; u.Writes-before.Writes != 1 || u.ConditionFailed != before.ConditionFailed {
+		t.Errorf("promotion: %+v after %+v, want one more write and no refused one", u, before)
+	}
+}
+
 // TestConformanceOnModel runs the conformance suite through the DynamoDB
 // model (testkit/dynamodel) with the aws profile: AWS latency, index lag
 // and stale eventually consistent reads, throttling, and ambiguous write

@@ -168,7 +168,8 @@ func transient(err error) bool {
 	}
 	for _, answer := range []error{lease.ErrNotFound, lease.ErrStopped, lease.ErrHeld, lease.ErrLeaseLost, lease.ErrSeqRegress,
 		lease.ErrUntrusted, lease.ErrReleased, lease.ErrFailed, lease.ErrNewGeneration, lease.ErrWorkerDead,
-		lease.ErrWorkerNotFound, lease.ErrWorkerExists, lease.ErrWorkerAlive} {
+		lease.ErrWorkerNotFound, lease.ErrWorkerExists, lease.ErrWorkerAlive, lease.ErrStandbyHeld, lease.ErrStandbyLost,
+		lease.ErrStandbyRefused, lease.ErrNoOwner, lease.ErrOwnStandby} {
 		if errors.Is(err, answer) {
 			return false
 		}
@@ -274,6 +275,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 	if opts.Racers == 0 {
 		opts.Racers = 64
 	}
+	runStandby(t, newHarness, opts)
 
 	t.Run("AcquireNewSession", func(t *testing.T) {
 		h := newHarness(t)

@@ -301,6 +301,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		if err := lease.CanAcquire(it, owner, from); err != nil {
 			return err
 		}
+		if lease.AcquireDropsStandby(it, owner, from) {
+			it.Standby = ""
+		}
 		it.Owner, it.Epoch, it.HandoffTo, it.HandoffAtMs = owner, it.Epoch+1, "", 0
 		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
 		ck := s.ckpts[id]
@@ -388,6 +391,43 @@ func (s *Store) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, rea
 		}
 		it.FailedGeneration, it.LastError, it.LastErrorAtMs, it.Owner = &gen, reason, atMs, ""
 		it.LastErrorGen, it.LastErrorEpoch = gen, t.Epoch
+		return nil
+	})
+}
+
+// AssignStandby implements lease.Store.
+func (s *Store) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	var out lease.Item
+	err := s.do(ctx, "assign_standby", func() error {
+		it := s.items[id]
+		if err := lease.CanAssignStandby(it, worker, gen, prev); err != nil {
+			return err
+		}
+		it.Standby, it.StandbyEpoch, it.StandbyError = worker, it.StandbyEpoch+1, ""
+		out = clone(it)
+		out.Spec, out.LastSeq = "", out.ReleaseSeq // as written: neither is read
+		return nil
+	})
+	if err != nil {
+		return lease.Item{}, err
+	}
+	return out, nil
+}
+
+// DropStandby implements lease.Store.
+func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, _ int64) error {
+	return s.do(ctx, "drop_standby", func() error {
+		it := s.items[t.ConnectionID]
+		if err := lease.CanDropStandby(it, t); err != nil {
+			return err
+		}
+		it.Standby = ""
+		if refusedGen > 0 {
+			it.StandbyRefusedGen = refusedGen
+		}
+		if reason != "" {
+			it.StandbyError = lease.StandbyReason(reason)
+		}
 		return nil
 	})
 }
