@@ -452,7 +452,11 @@ const (
 	MetricGapSavedMs        = "GapSavedMs"              // dark time the switches saved: each new connection's dial, open and catch-up
 	MetricLargeFrameWaits   = "LargeFrameWaits"         // messages larger than SmallFrameAllowance that waited for the worker's large-frame budget
 	MetricOrphansSeen       = "OrphansSeen"
-	MetricSessionsFailed    = "SessionsFailed" // sessions a worker gave up on (FAILED: the source can never be connected)
+	MetricSessionsFailed    = "SessionsFailed"     // sessions a worker gave up on (FAILED: the source can never be connected)
+	MetricStandbys          = "Standbys"           // standbys this worker holds for other owners' sessions
+	MetricStandbyBytes      = "StandbyWindowBytes" // what their windows hold
+	MetricStandbyPromotions = "StandbyPromotions"  // claims that adopted a standby's connection (no dial): the takeovers whose source was a standby
+	MetricStandbyRefused    = "StandbyRefused"     // standbys the source refused (a second connection): those sessions go on without one
 
 	MetricStarts         = "Starts"
 	MetricStops          = "Stops"

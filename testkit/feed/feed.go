@@ -9,7 +9,8 @@
 // A client connects to ws://HOST/feed/<session>[?from=K]. Each session is one
 // live stream: seq N (from 1) is produced at t0 + N/Config.Rate, t0 being
 // its first connection, whether or not anybody is connected. Messages are
-// JSON text {"seq":N,"session":S,"ts":MS[,"pad":"..."][,"auth":D]}, D
+// JSON text {"seq":N,"session":S,"ts":MS[,"pad":"..."][,"auth":D]}, MS
+// the instant seq N was produced (the same on every connection), D
 // being AuthDigest of the connection's Authorization header (absent when the
 // handshake had none): a rotated credential shows as a new D, the value never
 // leaves the feed. With from=K >= 1 a
@@ -1001,10 +1002,14 @@ func (s *Server) pump(c *conn, ws *websocket.Conn, t0 time.Time, next int64) {
 			break
 		}
 		typ := websocket.MessageText
+		// ts is when seq next was produced: the same bytes on every
+		// connection of the session, as a source broadcasts one event to
+		// all its subscribers (a standby aligns on them).
+		ts := t0.Add(s.seqDuration(next)).UnixMilli()
 		if kind := s.poisonOf(c.rec.Session, next); kind != PoisonOff {
-			buf = appendPoisoned(buf[:0], kind, c.rec.Session, next, time.Now().UnixMilli())
+			buf = appendPoisoned(buf[:0], kind, c.rec.Session, next, ts)
 		} else {
-			buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, time.Now().UnixMilli(), pad, c.rec.AuthDigest)
+			buf, typ = appendShaped(buf[:0], s.cfg.Shape, c.rec.Session, next, ts, pad, c.rec.AuthDigest)
 		}
 		wctx, cancel := context.WithTimeout(context.Background(), s.cfg.WriteTimeout)
 		err := ws.Write(wctx, typ, buf)

@@ -81,6 +81,9 @@ func (w *Worker) adminMux() http.Handler {
 		writeJSON(rw, http.StatusOK, w.Status())
 	})
 	mux.HandleFunc("POST "+handoffPath, w.serveHandoff)
+	mux.HandleFunc("POST "+standbyPath, w.serveStandbyAssign)
+	mux.HandleFunc("DELETE "+standbyPath, w.serveStandbyDrop)
+	mux.HandleFunc("POST "+standbyDroppedPath, w.serveStandbyDropped)
 	return mux
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
@@ -21,7 +23,7 @@ func (w *Worker) Free() int {
 	if w.state != stateRunning {
 		return 0
 	}
-	return w.cfg.MaxSessions - len(w.sessions) - len(w.claiming)
+	return w.cfg.MaxSessions - len(w.sessions) - len(w.claiming) - len(w.standbys)
 }
 
 // Claim implements claim.Claimer: admission (state, capacity, the claims
@@ -44,17 +46,22 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 	case w.sessions[id] != nil || w.claiming[id]:
 		w.mu.Unlock()
 		return claim.OwnedHere, nil
-	case len(w.sessions)+len(w.claiming) >= w.cfg.MaxSessions:
+	case w.standbys[id] == nil && len(w.sessions)+len(w.claiming)+len(w.standbys) >= w.cfg.MaxSessions:
+		// A standby's promotion keeps the slot it held.
 		w.mu.Unlock()
 		return claim.AtCapacity, nil
 	}
 	w.claiming[id] = true
+	// The promotion of a standby is no burst to pace: it is the one
+	// receiver the takeover waits for.
+	promotion := w.standbys[id] != nil
 	w.mu.Unlock()
 	started := false
 	defer func() {
 		if !started {
 			w.mu.Lock()
 			delete(w.claiming, id)
+			delete(w.alignFP, id)
 			kept := w.takeClaimMailLocked(id)
 			w.mu.Unlock()
 			w.rereadKept(kept)
@@ -62,14 +69,21 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 		}
 	}()
 	w.pacer.setBase(w.claimShare())
-	if paced || w.pacer.Throttling() {
+	if (paced && !promotion) || w.pacer.Throttling() {
 		if err := w.pacer.Wait(ctx); err != nil {
 			return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
 		}
 	}
 	h, err := w.keeper.Acquire(ctx, id, prev)
+	var standbyHeld *lease.StandbyHeldError
 	switch {
 	case err == nil:
+	case errors.As(err, &standbyHeld):
+		// A takeover of a session whose standby's worker is alive: that
+		// worker is the receiver (no dial, nothing lost); it is told to
+		// claim at once.
+		w.tellStandbyToClaim(standbyHeld.Standby.Worker, id, prev)
+		return claim.HeldElsewhere, nil
 	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLeaseLost):
 		return claim.HeldElsewhere, nil
 	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrFailed):
@@ -99,7 +113,29 @@ func (w *Worker) signalFreed() {
 }
 
 func (w *Worker) start(h *lease.Held, sentAtMs int64) {
-	s := session.New(w.env, h, sentAtMs)
+	var opts []session.Option
+	sp, spErr := spec.Decode(h.Item().Spec)
+	if spErr == nil && sp.StandbyEnabled() && sp.SeqMode == source.SeqNone {
+		// Its standby's window aligns on the fingerprint of the last
+		// message delivered (a directed hand-off names it).
+		opts = append(opts, session.Fingerprints())
+	}
+	w.mu.Lock()
+	stb := w.takeStandbyLocked(h.ID())
+	fp, aligned := w.alignFP[h.ID()]
+	delete(w.alignFP, h.ID())
+	w.mu.Unlock()
+	var s *session.Session
+	if stb != nil {
+		if aligned {
+			stb.sb.AlignAfter(fp)
+		}
+		s = session.NewAdopting(w.env, h, sentAtMs, stb.sb, opts...)
+		w.reg.Add(schema.MetricStandbyPromotions, 1)
+		w.stats.promotions.Add(1)
+	} else {
+		s = session.New(w.env, h, sentAtMs, opts...)
+	}
 	w.mu.Lock()
 	delete(w.claiming, h.ID())
 	kept := w.takeClaimMailLocked(h.ID())
@@ -114,7 +150,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	case st != stateRunning:
 		s.Interrupt(session.ErrShutdown)
 	}
-	s.Logger().Info().Int64("last_seq", s.LastSeq()).Msg("lease acquired")
+	s.Logger().Info().Int64("last_seq", s.LastSeq()).Bool("standby", stb != nil).Msg("lease acquired")
 	go w.runSession(s)
 	w.rereadKept(kept) // a STOP that came during the claim closes it now
 }

@@ -258,6 +258,7 @@ func DefaultWorkerID() string {
 func (c Config) LeaseConfig() lease.Config {
 	lc := lease.DefaultConfig(c.WorkerID)
 	lc.Host, lc.Pid = hostname, os.Getpid()
+	lc.Zone = c.Zone
 	lc.TTL = c.LeaseTTL
 	lc.HeartbeatEvery = c.HeartbeatEvery
 	lc.SafetyMargin = c.SafetyMargin

@@ -175,3 +175,17 @@ func (s *severableStore) Stats() map[string]int64 {
 	}
 	return nil
 }
+
+func (s *severableStore) AssignStandby(ctx context.Context, id, worker string, gen int64, prev *lease.StandbyToken) (lease.Item, error) {
+	if err := s.check(); err != nil {
+		return lease.Item{}, err
+	}
+	return s.Store.AssignStandby(ctx, id, worker, gen, prev)
+}
+
+func (s *severableStore) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGen int64, reason string, atMs int64) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.DropStandby(ctx, t, refusedGen, reason, atMs)
+}

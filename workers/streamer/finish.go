@@ -52,6 +52,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	t1 := w.deps.Clock.Now()
 	if errors.Is(reason, session.ErrSourceFailed) || errors.Is(reason, session.ErrSinkRefused) {
 		w.fail(ctx, s, reason)
+		w.dropOwnStandby(ctx, h.ID())
 		return
 	}
 	var move session.MoveTo
@@ -73,6 +74,9 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	if err := w.keeper.Release(ctx, h); err != nil {
 		log.Warn().Err(err).Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).Msg("release")
 		return
+	}
+	if errors.Is(reason, session.ErrStopRequested) {
+		w.dropOwnStandby(ctx, h.ID())
 	}
 	t2 := w.deps.Clock.Now()
 	w.reg.Add(schema.MetricReleased, 1)

@@ -34,13 +34,22 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
 	reconCancel()
 	close(w.consumerStop)
+	// The standbys this worker holds are dropped (their owners place them
+	// elsewhere); the sessions it owns that have a standby go to it: no
+	// dial, and the window goes on after the last delivered message.
+	w.closeStandbys(errStandbyShutdown)
 	ss := w.snapshot()
-	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss))
+	toStandby := w.standbyFirst(ss)
+	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss)-toStandby)
 	if ferr != nil {
 		w.log.Warn().Err(ferr).Msg("shutdown: sessions released for anyone instead of handed to a receiver")
 	}
 	reasons := make([]error, len(ss))
 	directed := 0
+	for ; directed < toStandby; directed++ {
+		to, _ := w.standbyOf(ss[directed].ID())
+		reasons[directed] = session.MoveTo{To: to, Shutdown: true}
+	}
 	for _, m := range moves {
 		for k := 0; k < m.Count && directed < len(ss); k++ {
 			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
@@ -50,7 +59,7 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	for i := directed; i < len(ss); i++ {
 		reasons[i] = session.ErrShutdown
 	}
-	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("receivers", len(moves)).
+	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("to_standby", toStandby).Int("receivers", len(moves)).
 		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
 	var paced sync.WaitGroup
 	paced.Go(func() { w.paceHandoffs(ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
@@ -212,7 +221,7 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	for to, part := range parts {
 		for _, c := range part {
 			told.Go(func() error {
-				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev); err != nil {
+				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev, 0); err != nil {
 					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", to).Msg("takeover: tell the receiver (a start notification instead)")
 					mu.Lock()
 					announce = append(announce, c)
@@ -268,7 +277,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		w.reg.Add(schema.MetricRebalanceMoves, 1)
 	}
 	w.reg.Add(schema.MetricReleased, 1)
-	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID()); err != nil {
+	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID(), s.LastFingerprint()); err != nil {
 		s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
@@ -349,8 +358,11 @@ func receivers(me rebalance.Worker, recs []lease.WorkerRecord, exclude string, g
 
 // tellReceiver asks worker to's admin server to claim id now. prev, when
 // set, is the tenure of a worker this one declared dead (a takeover): the
-// receiver checks that worker's record itself before taking it over.
-func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token) error {
+// receiver checks that worker's record itself before taking it over. fp,
+// when not 0, is the fingerprint of the last message the session delivered
+// (a directed hand-off of a seq_mode none session with a standby): the
+// receiver's standby window goes on after it.
+func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token, fp uint64) error {
 	addr := w.rebal.addr(to)
 	if addr == "" {
 		return fmt.Errorf("no admin address for %s", to)
@@ -361,6 +373,9 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.To
 	if prev != nil {
 		q.Set("prev_owner", prev.Owner)
 		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
+	}
+	if fp != 0 {
+		q.Set("fp", strconv.FormatUint(fp, 16))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath+"?"+q.Encode(), nil)
 	if err != nil {
@@ -402,6 +417,14 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		}
 		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
 	}
+	var fp uint64
+	if v := q.Get("fp"); v != "" {
+		var err error
+		if fp, err = strconv.ParseUint(v, 16, 64); err != nil || fp == 0 {
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "fp: not a hexadecimal fingerprint"})
+			return
+		}
+	}
 	if w.Free() <= 0 {
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
 		return
@@ -413,6 +436,11 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	told := w.deps.Clock.Now()
+	if fp != 0 {
+		w.mu.Lock()
+		w.alignFP[id] = fp
+		w.mu.Unlock()
+	}
 	started := w.routines.Go(func() {
 		defer done()
 		// A takeover's previous tenure is taken over only once this

@@ -65,12 +65,12 @@ func tellTransient(ctx context.Context, err error) bool {
 // transient failure (tellTransient) within tellAttempts and half the
 // reservation bound on the worker's clock. It returns how many requests it
 // sent and the last one's error.
-func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string) (int, error) {
+func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string, fp uint64) (int, error) {
 	clk := w.deps.Clock
 	ctx, cancel := context.WithTimeout(ctx, w.keeper.Config().HandoffBound/2)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		err := w.tellReceiver(ctx, to, id, nil)
+		err := w.tellReceiver(ctx, to, id, nil, fp)
 		if err == nil || attempt == tellAttempts || !tellTransient(ctx, err) {
 			return attempt, err
 		}

@@ -106,6 +106,8 @@ func (w *Worker) report() lease.Load {
 	if p := w.advertiseAddr.Load(); p != nil {
 		adv = *p
 	}
-	return lease.Load{Sessions: w.owned(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
+	// A standby takes one of the worker's slots: counted in its load, so
+	// that the fleet's placement sees the room it leaves.
+	return lease.Load{Sessions: w.owned() + w.standbyCount(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
 		MovesPerMin: w.rebal.movesPerMin(w.deps.Clock.Now())}
 }

@@ -95,6 +95,9 @@ func (w *Worker) flushMetrics() {
 	w.reg.Set(schema.MetricFreeCapacity, float64(w.cfg.MaxSessions-owned))
 	w.reg.Set(schema.MetricCapacityUtilization, 100*float64(owned)/float64(w.cfg.MaxSessions))
 	w.reg.Set(schema.MetricAliveWorkers, float64(w.keeper.AliveWorkers()))
+	standbys, windowBytes := w.standbyTotals()
+	w.reg.Set(schema.MetricStandbys, float64(standbys))
+	w.reg.Set(schema.MetricStandbyBytes, float64(windowBytes))
 	if _, err := w.reg.Flush(w.deps.Metrics, w.deps.Clock.Now()); err != nil {
 		w.log.Warn().Err(err).Msg("metrics flush")
 	}

@@ -44,6 +44,10 @@ type runStats struct {
 	heartbeatErrors atomic.Int64
 	leaseLost       atomic.Int64
 	failed          atomic.Int64
+	// Hot standby: claims that adopted a standby (the takeovers with no
+	// dial) and standbys the source refused.
+	promotions     atomic.Int64
+	standbyRefused atomic.Int64
 	heartbeatHist   [len(heartbeatBucketsMs) + 1]atomic.Int64
 }
 
@@ -101,6 +105,15 @@ type Stats struct {
 	// SessionsFailed counts the sessions this worker failed (source cannot
 	// be connected; the SessionsFailed metric).
 	SessionsFailed int64 `json:"sessions_failed"`
+	// Standbys are the standbys this worker holds now (each takes one of
+	// its max_sessions), StandbyWindowBytes what their windows hold;
+	// StandbyPromotions the claims that adopted a standby's connection (a
+	// takeover with no dial), StandbyRefused the standbys whose source
+	// refused a second connection.
+	Standbys           int   `json:"standbys"`
+	StandbyWindowBytes int64 `json:"standby_window_bytes"`
+	StandbyPromotions  int64 `json:"standby_promotions"`
+	StandbyRefused     int64 `json:"standby_refused"`
 	// HeartbeatLatency is a histogram of successful heartbeat latencies:
 	// count per bucket, bucket i holding latencies ≤ HeartbeatBucketsMs[i]
 	// (the last one: slower than every bound).
@@ -140,6 +153,8 @@ func (w *Worker) Stats() Stats {
 	st.HeartbeatErrors = w.stats.heartbeatErrors.Load()
 	st.LeaseLost = w.stats.leaseLost.Load()
 	st.SessionsFailed = w.stats.failed.Load()
+	st.Standbys, st.StandbyWindowBytes = w.standbyTotals()
+	st.StandbyPromotions, st.StandbyRefused = w.stats.promotions.Load(), w.stats.standbyRefused.Load()
 	st.HeartbeatBucketsMs = heartbeatBucketsMs[:]
 	st.HeartbeatLatency = make([]int64, len(w.stats.heartbeatHist))
 	for i := range w.stats.heartbeatHist {

@@ -37,6 +37,9 @@ type Status struct {
 	Rebalance    RebalanceStatus  `json:"rebalance"`
 	Watching     []string         `json:"watching"`
 	Sessions     []session.Status `json:"sessions"`
+	// Standbys are the standbys this worker holds for sessions other
+	// workers own (their windows, connections and dials).
+	Standbys []StandbyView `json:"standbys"`
 }
 
 // hostname is the machine's host name, read once ("" when the system has
@@ -79,8 +82,11 @@ func (w *Worker) Status() Status {
 	st.Watching = w.keeper.Targets()
 	st.Sessions = make([]session.Status, 0, len(ss))
 	for _, s := range ss {
-		st.Sessions = append(st.Sessions, s.Status())
+		ss := s.Status()
+		ss.StandbyWorker, _ = w.standbyOf(s.ID())
+		st.Sessions = append(st.Sessions, ss)
 	}
+	st.Standbys = w.standbyViews()
 	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ConnectionID < st.Sessions[j].ConnectionID })
 	return st
 }

@@ -168,6 +168,21 @@ type Worker struct {
 	// adminLn, when set (the fleet simulator's seam, fleetsim.go), is the
 	// admin server's listener instead of one on Config.AdminAddr.
 	adminLn net.Listener
+
+	// Hot standby (standby.go, standbyowner.go). standbys are the ones this
+	// worker holds for other owners' sessions (under mu; each takes one of
+	// MaxSessions' slots); alignFP the fingerprint a directed hand-off's
+	// sender named for a session (its last delivered message: where the
+	// standby's window goes on), kept until its claim (under mu).
+	standbys   map[string]*standbyHeld
+	alignFP    map[string]uint64
+	standbyRnd *draw.Stream
+	// ownStandbys are the standbys of the sessions this worker owns, as it
+	// placed or found them (under sbMu).
+	sbMu        sync.Mutex
+	ownStandbys map[string]*ownerStandby
+	// standbyPasses counts standbyOwnerLoop's passes.
+	standbyPasses atomic.Int64
 }
 
 // New validates cfg and builds a worker.
@@ -190,6 +205,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		sessions:     map[string]*session.Session{},
 		claiming:     map[string]bool{},
 		claimMail:    map[string][]string{},
+		standbys:     map[string]*standbyHeld{},
+		alignFP:      map[string]uint64{},
+		ownStandbys:  map[string]*ownerStandby{},
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
@@ -220,6 +238,10 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.rebal.client = &http.Client{Timeout: time.Second}
 	w.rebal.rnd = deps.Rand.Stream("rebalance")
 	w.handoffRnd = deps.Rand.Stream("handoff")
+	w.standbyRnd = deps.Rand.Stream("standby")
+	// Planned reconnects' new connections and standbys' windows share one
+	// budget (WSFLEET_SWITCH_BUFFER_BUDGET).
+	switchBudget := session.NewSwitchBudget(cfg.SwitchBufferBudget)
 	w.env = &session.Env{
 		Config:     cfg.sessionConfig(),
 		Handler:    deps.Handler,
@@ -228,7 +250,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Counters:   &w.counters,
 		Dials:      session.NewDialGate(cfg.DialsPerHost, cfg.DialLimits...),
 		Handshakes: session.NewHandshakes(cfg.HandshakesInFlight, cfg.HandshakesPerHost),
-		Switch:     session.NewSwitchBudget(cfg.SwitchBufferBudget),
+		Switch:     switchBudget,
+		Standbys:   switchBudget,
 		Frames:     session.NewFrameBudget(cfg.LargeFrameBudget),
 		Opened:     w.opened,
 		Secrets:    deps.Secrets,
@@ -344,6 +367,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	bg.Go(func() { w.controlLoop(bgCtx) })
 	bg.Go(func() { w.metricsLoop(bgCtx) })
+	bg.Go(func() { w.standbyCheckLoop(bgCtx) })
 
 	// The reconciler stops with ctx; the consumer stops gracefully (see
 	// claim.Consumer.Stop) and is cancelled only at the deadline.
@@ -360,6 +384,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	recon.Go(func() { _ = w.recon.Run(reconCtx) })
 	recon.Go(func() { w.rebalanceLoop(reconCtx) })
+	recon.Go(func() { w.standbyOwnerLoop(reconCtx) })
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
 

@@ -397,6 +397,9 @@ type Status struct {
 	// value, no open message).
 	LastError   string     `json:"last_error,omitempty"`
 	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// StandbyWorker is the worker holding the session's hot standby, as
+	// the owner placed or found it ("": none; the worker fills it in).
+	StandbyWorker string `json:"standby_worker,omitempty"`
 }
 
 // redactedURL is the URL of the current connection (before the first: the

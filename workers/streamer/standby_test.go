@@ -1,0 +1,183 @@
+package streamer
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/source"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// standbyTenure is the tenure header of the standby tests: the feed tells
+// a standby's connection ("<worker>/standby/<n>") from an owner's by it.
+const standbyTenure = "X-Wsfleet-Tenure"
+
+// standbyFeed starts a feed for standby sessions: one owner connection per
+// session (kick-older), standby connections admitted beside it when allow.
+func standbyFeed(t *testing.T, allow bool) *feed.Server {
+	return feed.StartForTest(t, feed.Config{Rate: feedRate, Mode: feed.ModeKickOlder, TenureHeader: standbyTenure, AllowStandby: allow})
+}
+
+// standbyWorker is a worker of the standby tests: it names its tenure on
+// every dial.
+func (e *env) standbyWorker() *testWorker {
+	return e.worker(func(c *Config) { c.TenureHeader = standbyTenure; c.RebalanceEvery = 500 * time.Millisecond })
+}
+
+// standbySession seeds a STARTED session on f with a standby, from a
+// source that cannot replay (seq_mode none: the worker numbers the
+// messages; the feed's own seq stays in the data, for the judge).
+func (e *env) standbySession(f *feed.Server) string {
+	on := true
+	return e.session(func(it *lease.Item) {
+		sp := spec.Spec{WSURL: f.URL(it.ConnectionID), Standby: &spec.Standby{Enabled: &on}}
+		sp.SeqMode = source.SeqNone
+		it.Spec = spectest.Stored(e.t, sp)
+	})
+}
+
+// feedSeqs are the feed's seqs of the messages delivered for id, in
+// delivery order, with the worker that delivered each.
+func (e *env) feedSeqs(id string) (seqs []int64, workers []string) {
+	for _, d := range e.sink.get(id) {
+		var m struct {
+			Seq int64 `json:"seq"`
+		}
+		if err := json.Unmarshal([]byte(d.data), &m); err != nil || m.Seq == 0 {
+			e.t.Fatalf("delivered data %q has no feed seq: %v", d.data, err)
+		}
+		seqs, workers = append(seqs, m.Seq), append(workers, d.worker)
+	}
+	return seqs, workers
+}
+
+// holdsStandby reports whether w holds a connected standby of id.
+func holdsStandby(w *testWorker, id string) bool {
+	for _, v := range w.Status().Standbys {
+		if v.ConnectionID == id && v.Connected && v.Messages > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// noHoles fails when a feed seq between the first and the last delivered
+// is missing at the sink, and returns how many were delivered twice.
+func noHoles(t *testing.T, seqs []int64) (repeats int) {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, s := range seqs {
+		seen[s]++
+	}
+	lo, hi := slices.Min(seqs), slices.Max(seqs)
+	for s := lo; s <= hi; s++ {
+		switch n := seen[s]; {
+		case n == 0:
+			t.Fatalf("feed seq %d (between %d and %d) never reached the sink: lost", s, lo, hi)
+		case n > 1:
+			repeats += n - 1
+		}
+	}
+	return repeats
+}
+
+func TestStandbyTakesOverACrashedOwnerWithNothingLost(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	a, b := e.standbyWorker(), e.standbyWorker()
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+	owner, standby := a, b
+	if b.owns(id) {
+		owner, standby = b, a
+	}
+	testwait.Eventually(t, 10*time.Second, "a standby on the other worker", func() bool { return holdsStandby(standby, id) })
+	it := e.item(id)
+	if it.Standby != standby.ID() || it.StandbyEpoch < 1 {
+		t.Fatalf("item names standby %q@%d, want %s", it.Standby, it.StandbyEpoch, standby.ID())
+	}
+	testwait.Eventually(t, 5*time.Second, "messages from the owner", func() bool { return e.sink.count(id) >= 20 })
+	conns := len(f.Records(id))
+	owner.kill()
+	testwait.Eventually(t, testTTL+4*time.Second+slack, "the standby's worker delivering", func() bool {
+		return len(byWorker(e.sink.get(id), standby.ID())) >= int(feedRate) // a second of live messages after the window
+	})
+	seqs, workers := e.feedSeqs(id)
+	repeats := noHoles(t, seqs)
+	// The promotion dialed nothing: the feed saw no connection after the
+	// crash but the ones it already had (the owner's and the standby's).
+	if n := len(f.Records(id)); n != conns {
+		t.Fatalf("the feed saw %d connections of %s after the crash, %d before: the takeover dialed", n, id, conns)
+	}
+	it = e.item(id)
+	if it.Owner != standby.ID() || it.Standby != "" {
+		t.Fatalf("after the takeover the item says owner %q standby %q; want owner %s, no standby", it.Owner, it.Standby, standby.ID())
+	}
+	if st := standby.Stats(); st.StandbyPromotions != 1 {
+		t.Fatalf("standby promotions %d, want 1", st.StandbyPromotions)
+	}
+	last := slices.Index(workers, standby.ID())
+	t.Logf("%d messages, the dead owner's last feed seq %d, the standby's first %d, %d repeated (the window after the checkpoint-less crash)",
+		len(seqs), seqs[last-1], seqs[last], repeats)
+}
+
+func TestStandbyHandOffOnShutdownRepeatsNothing(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	a, b := e.standbyWorker(), e.standbyWorker()
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+	owner, standby := a, b
+	if b.owns(id) {
+		owner, standby = b, a
+	}
+	testwait.Eventually(t, 10*time.Second, "a standby on the other worker", func() bool { return holdsStandby(standby, id) })
+	testwait.Eventually(t, 5*time.Second, "messages from the owner", func() bool { return e.sink.count(id) >= 20 })
+	conns := len(f.Records(id))
+	owner.stop()
+	testwait.Eventually(t, 5*time.Second, "the standby's worker delivering", func() bool {
+		return len(byWorker(e.sink.get(id), standby.ID())) >= int(feedRate)
+	})
+	seqs, _ := e.feedSeqs(id)
+	if repeats := noHoles(t, seqs); repeats != 0 {
+		t.Fatalf("%d messages delivered twice across the hand-off to the standby (it aligns on the last delivered one)", repeats)
+	}
+	if n := len(f.Records(id)); n != conns {
+		t.Fatalf("the feed saw %d connections after the hand-off, %d before: the receiver dialed", n, conns)
+	}
+}
+
+func TestStandbyRefusedByAOneConnectionSource(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, false) // kick-older for standbys too
+	e.standbyWorker()
+	e.standbyWorker()
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 15*time.Second, "standby_refused at the session's generation", func() bool {
+		it := e.item(id)
+		return it.StandbyRefusedGen == it.Generation && it.Standby == "" && it.StandbyError != ""
+	})
+	n := e.sink.count(id)
+	testwait.Eventually(t, 5*time.Second, "the owner still delivering", func() bool { return e.sink.count(id) >= n+int(feedRate) })
+	conns := len(f.Records(id))
+	// The owner heard of the refusal, and asks for no standby again at
+	// this generation: over three of its placement passes, no new
+	// connection.
+	owner := e.owner(id)
+	testwait.Eventually(t, 5*time.Second, "the owner knows no standby", func() bool { w, _ := owner.standbyOf(id); return w == "" })
+	passes := owner.standbyPasses.Load()
+	testwait.Eventually(t, 5*time.Second, "three placement passes", func() bool { return owner.standbyPasses.Load() >= passes+3 })
+	if got := len(f.Records(id)); got != conns {
+		t.Fatalf("the feed saw %d connections after the refusal, %d before: a standby was asked for again", got, conns)
+	}
+}

@@ -1,0 +1,349 @@
+// Hot standby, the owner's side: for every session it owns whose spec asks
+// for a standby, this worker keeps one placed on another worker (another
+// zone when one is known), replaces it when that worker is gone, asks it
+// again at a new generation, and drops it when the session stops. It
+// writes nothing to the table: the standby's worker writes its own
+// assignment and its drop.
+
+package streamer
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// standbyAssignEvery is how often the owner looks for sessions without a
+// standby (a standby lost is replaced within it, plus the time it takes to
+// see its worker gone: the rebalancing round's view).
+const standbyAssignEvery = time.Second
+
+// standbyTries is how many workers one placement asks in each pass (first
+// in other zones, then in any).
+const standbyTries = 3
+
+// ownerStandby is what this worker, owning a session, knows of its standby.
+type ownerStandby struct {
+	gen     int64 // the generation the spec was decoded at
+	wanted  bool  // the spec asks for a standby
+	worker  string
+	epoch   int64
+	at      int64 // the generation it was placed for
+	refused int64 // the generation the source refused one at
+	nextTry time.Time
+	fails   int
+}
+
+// standbyOwnerLoop keeps a standby for every owned session that asks for
+// one.
+func (w *Worker) standbyOwnerLoop(ctx context.Context) {
+	t := newTick(w.deps.Clock, standbyAssignEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			t.next()
+		}
+		if !w.running() {
+			continue
+		}
+		w.placeStandbys(ctx)
+		w.standbyPasses.Add(1)
+	}
+}
+
+// placeStandbys is one pass of standbyOwnerLoop.
+func (w *Worker) placeStandbys(ctx context.Context) {
+	now := w.deps.Clock.Now()
+	live := map[string]bool{}
+	var need []*session.Session
+	for _, s := range w.snapshot() {
+		id := s.ID()
+		live[id] = true
+		it := s.Held().Item()
+		w.sbMu.Lock()
+		st := w.ownStandbys[id]
+		if st == nil || st.gen != it.Generation {
+			wanted := false
+			if sp, err := spec.Decode(it.Spec); err == nil {
+				wanted = sp.StandbyEnabled()
+			}
+			if st == nil {
+				st = &ownerStandby{worker: it.Standby, epoch: it.StandbyEpoch, at: it.Generation}
+				w.ownStandbys[id] = st
+			}
+			st.gen, st.wanted = it.Generation, wanted
+		}
+		if it.StandbyRefusedGen == it.Generation {
+			st.refused = it.Generation
+		}
+		ok := !st.wanted || st.refused == it.Generation || now.Before(st.nextTry) ||
+			(st.worker != "" && st.at == it.Generation && w.peerAlive(st.worker))
+		w.sbMu.Unlock()
+		if !ok {
+			need = append(need, s)
+		}
+	}
+	w.sbMu.Lock()
+	for id := range w.ownStandbys {
+		if !live[id] {
+			delete(w.ownStandbys, id)
+		}
+	}
+	w.sbMu.Unlock()
+	for _, s := range need {
+		if ctx.Err() != nil {
+			return
+		}
+		w.placeStandby(ctx, s)
+	}
+}
+
+// peerAlive reports whether worker is alive as this worker last saw the
+// fleet (the rebalancing round's view, or a takeover's read).
+func (w *Worker) peerAlive(worker string) bool {
+	return w.rebal.addr(worker) != "" && !w.keeper.KnownGone(worker)
+}
+
+// placeStandby asks workers, in the session's rendezvous order, to stand by
+// for s: first those of other zones (a worker in the owner's zone answers
+// same_zone), then any.
+func (w *Worker) placeStandby(ctx context.Context, s *session.Session) {
+	id := s.ID()
+	it := s.Held().Item()
+	w.sbMu.Lock()
+	st := w.ownStandbys[id]
+	if st == nil {
+		w.sbMu.Unlock()
+		return
+	}
+	var prev *lease.StandbyToken
+	if st.worker != "" && st.epoch > 0 && !w.peerAlive(st.worker) {
+		prev = &lease.StandbyToken{ConnectionID: id, Worker: st.worker, Epoch: st.epoch}
+	}
+	cur := st.worker
+	w.sbMu.Unlock()
+	cands := w.standbyCandidates(id, cur)
+	if len(cands) == 0 {
+		w.standbyRetryLater(id)
+		return
+	}
+	for _, anyZone := range []bool{false, true} {
+		for i, to := range cands {
+			if i >= standbyTries {
+				break
+			}
+			res, err := w.askStandby(ctx, to, id, it.Generation, prev, anyZone)
+			if err != nil || res.code != "" {
+				w.log.Debug().Err(err).Str("connection_id", id).Str("to", to).Str("code", res.code).Str("reason", res.reason).Msg("standby: not placed there")
+			}
+			if err != nil {
+				continue
+			}
+			w.sbMu.Lock()
+			switch res.code {
+			case "":
+				st.worker, st.epoch, st.at, st.fails = to, res.epoch, it.Generation, 0
+				w.sbMu.Unlock()
+				return
+			case "standby_held":
+				st.worker, st.epoch, st.at = res.worker, res.epoch, it.Generation
+				w.sbMu.Unlock()
+				if w.peerAlive(res.worker) {
+					return
+				}
+				w.sbMu.Lock()
+				prev = &lease.StandbyToken{ConnectionID: id, Worker: res.worker, Epoch: res.epoch}
+			case "standby_refused":
+				st.refused = it.Generation
+				w.sbMu.Unlock()
+				return
+			case "not_standing_by":
+				w.sbMu.Unlock()
+				w.standbyRetryLater(id)
+				return
+			}
+			w.sbMu.Unlock()
+		}
+	}
+	w.standbyRetryLater(id)
+}
+
+// standbyRetryLater backs off the next placement of id.
+func (w *Worker) standbyRetryLater(id string) {
+	w.sbMu.Lock()
+	defer w.sbMu.Unlock()
+	if st := w.ownStandbys[id]; st != nil {
+		st.fails++
+		st.nextTry = w.deps.Clock.Now().Add(min(standbyAssignEvery<<min(st.fails, 5), 30*time.Second))
+	}
+}
+
+// standbyCandidates are the alive workers other than this one, in id's
+// rendezvous order (highest hash of id and worker first), the current
+// standby's worker first when it is alive (a new generation asks it again).
+func (w *Worker) standbyCandidates(id, cur string) []string {
+	w.rebal.mu.Lock()
+	ws := make([]string, 0, len(w.rebal.addrs))
+	for wid := range w.rebal.addrs {
+		if wid != w.cfg.WorkerID && !w.keeper.KnownGone(wid) {
+			ws = append(ws, wid)
+		}
+	}
+	w.rebal.mu.Unlock()
+	score := func(wid string) uint64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(wid))
+		return h.Sum64()
+	}
+	slices.SortFunc(ws, func(a, b string) int {
+		switch {
+		case a == cur:
+			return -1
+		case b == cur:
+			return 1
+		}
+		return cmp.Compare(score(b), score(a))
+	})
+	return ws
+}
+
+// standbyAnswer is a worker's answer to POST /standby.
+type standbyAnswer struct {
+	code   string // "": it stands by (epoch); else why not
+	reason string // the worker's error text
+	worker string // standby_held: who does
+	epoch  int64
+}
+
+// askStandby asks worker to to stand by for id at generation gen.
+func (w *Worker) askStandby(ctx context.Context, to, id string, gen int64, prev *lease.StandbyToken, anyZone bool) (standbyAnswer, error) {
+	addr := w.rebal.addr(to)
+	if addr == "" {
+		return standbyAnswer{}, fmt.Errorf("no admin address for %s", to)
+	}
+	q := url.Values{"connection_id": {id}, "generation": {strconv.FormatInt(gen, 10)}}
+	if w.cfg.Zone != "" {
+		q.Set("owner_zone", w.cfg.Zone)
+	}
+	if anyZone {
+		q.Set("any_zone", "1")
+	}
+	if prev != nil {
+		q.Set("prev_worker", prev.Worker)
+		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
+	}
+	// The holder writes its assignment before it answers: a store call.
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout+time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+standbyPath+"?"+q.Encode(), nil)
+	if err != nil {
+		return standbyAnswer{}, err
+	}
+	if w.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
+	}
+	res, err := w.rebal.client.Do(req)
+	if err != nil {
+		return standbyAnswer{}, err
+	}
+	defer res.Body.Close()
+	var body struct {
+		Code          string `json:"code"`
+		Error         string `json:"error"`
+		Epoch         int64  `json:"standby_epoch"`
+		StandbyWorker string `json:"standby_worker"`
+	}
+	_ = json.NewDecoder(io.LimitReader(res.Body, 4096)).Decode(&body)
+	switch res.StatusCode {
+	case http.StatusOK:
+		return standbyAnswer{epoch: body.Epoch}, nil
+	case http.StatusConflict:
+		return standbyAnswer{code: body.Code, reason: body.Error, worker: body.StandbyWorker, epoch: body.Epoch}, nil
+	}
+	return standbyAnswer{}, fmt.Errorf("standby %s: %s", to, res.Status)
+}
+
+// standbyOf is the standby this worker knows for its session id ("": none).
+func (w *Worker) standbyOf(id string) (worker string, epoch int64) {
+	w.sbMu.Lock()
+	defer w.sbMu.Unlock()
+	if st := w.ownStandbys[id]; st != nil {
+		return st.worker, st.epoch
+	}
+	return "", 0
+}
+
+// dropOwnStandby tells the standby of id, if any, that the session ended
+// (a stop, a failure): it drops its connection and writes its drop.
+func (w *Worker) dropOwnStandby(ctx context.Context, id string) {
+	w.sbMu.Lock()
+	st := w.ownStandbys[id]
+	delete(w.ownStandbys, id)
+	w.sbMu.Unlock()
+	if st == nil || st.worker == "" || st.epoch < 1 {
+		return
+	}
+	addr := w.rebal.addr(st.worker)
+	if addr == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	q := url.Values{"connection_id": {id}, "standby_epoch": {strconv.FormatInt(st.epoch, 10)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+addr+standbyPath+"?"+q.Encode(), nil)
+	if err != nil {
+		return
+	}
+	if w.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
+	}
+	if res, err := w.rebal.client.Do(req); err == nil {
+		_ = res.Body.Close()
+	} else if !errors.Is(err, context.Canceled) {
+		w.log.Debug().Err(err).Str("connection_id", id).Msg("standby: tell its worker to drop it (it re-reads the item)")
+	}
+}
+
+// standbyFirst moves the sessions of ss whose standby's worker is alive to
+// the front, in place, and returns how many there are: a shutdown hands
+// each of them to its standby.
+func (w *Worker) standbyFirst(ss []*session.Session) int {
+	n := 0
+	for i, s := range ss {
+		if to, _ := w.standbyOf(s.ID()); to != "" && w.peerAlive(to) {
+			ss[n], ss[i] = ss[i], ss[n]
+			n++
+		}
+	}
+	return n
+}
+
+// tellStandbyToClaim tells worker to, the standby of id, to claim it now
+// (a takeover found the session's standby alive: its worker is the
+// receiver), in the background; prev is the dead tenure when known.
+func (w *Worker) tellStandbyToClaim(to, id string, prev *lease.Token) {
+	w.routines.Go(func() {
+		if err := w.tellReceiver(w.hardCtx, to, id, prev, 0); err != nil {
+			w.log.Warn().Err(err).Str("connection_id", id).Str("to", to).
+				Msg("takeover: tell the standby's worker to claim (it claims when it sees the owner gone, or the standby is bypassed once its worker is)")
+		}
+	})
+}
