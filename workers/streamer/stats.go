@@ -48,7 +48,7 @@ type runStats struct {
 	// dial) and standbys the source refused.
 	promotions     atomic.Int64
 	standbyRefused atomic.Int64
-	heartbeatHist   [len(heartbeatBucketsMs) + 1]atomic.Int64
+	heartbeatHist  [len(heartbeatBucketsMs) + 1]atomic.Int64
 }
 
 // flushedLocked adds a flushed counter's value to its total (under mu, so that a
