@@ -84,6 +84,7 @@ func (w *Worker) adminMux() http.Handler {
 	mux.HandleFunc("POST "+standbyPath, w.serveStandbyAssign)
 	mux.HandleFunc("DELETE "+standbyPath, w.serveStandbyDrop)
 	mux.HandleFunc("POST "+standbyDroppedPath, w.serveStandbyDropped)
+	mux.HandleFunc("POST "+standbyPositionsPath, w.serveStandbyPositions)
 	return mux
 }
 

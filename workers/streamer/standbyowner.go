@@ -8,6 +8,7 @@
 package streamer
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
@@ -43,6 +45,9 @@ type ownerStandby struct {
 	epoch   int64
 	at      int64 // the generation it was placed for
 	refused int64 // the generation the source refused one at
+	// pushed is the position last told to the standby (an acknowledged
+	// message's fingerprint; seq_mode none).
+	pushed  uint64
 	nextTry time.Time
 	fails   int
 }
@@ -63,6 +68,7 @@ func (w *Worker) standbyOwnerLoop(ctx context.Context) {
 			continue
 		}
 		w.placeStandbys(ctx)
+		w.pushPositions(ctx)
 		w.standbyPasses.Add(1)
 	}
 }
@@ -346,4 +352,125 @@ func (w *Worker) tellStandbyToClaim(to, id string, prev *lease.Token) {
 				Msg("takeover: tell the standby's worker to claim (it claims when it sees the owner gone, or the standby is bypassed once its worker is)")
 		}
 	})
+}
+
+// standbyPositionsPath is the admin endpoint an owner posts its sessions'
+// positions to, on the worker holding their standbys (POST, a JSON body
+// {"positions":[{"connection_id","standby_epoch","fp"}]}): under seq_mode
+// none, the fingerprint of the last message the sink acknowledged, up to
+// which the standby's window may forget what it kept. A takeover then
+// repeats at most what was acknowledged since the last push (about
+// standbyAssignEvery), instead of the whole window.
+const standbyPositionsPath = "/standby/positions"
+
+// position is one session's entry of a positions post.
+type position struct {
+	ConnectionID string `json:"connection_id"`
+	Epoch        int64  `json:"standby_epoch"`
+	FP           string `json:"fp"` // hexadecimal
+}
+
+// pushPositions posts, to each worker holding standbys of sessions this
+// worker owns, the positions that moved since the last post: one request
+// per standby worker per pass, and no table write.
+func (w *Worker) pushPositions(ctx context.Context) {
+	type pending struct {
+		id string
+		fp uint64
+	}
+	by := map[string][]position{}
+	var sent []pending
+	for _, s := range w.snapshot() {
+		fp := s.AckedFingerprint()
+		if fp == 0 {
+			continue
+		}
+		w.sbMu.Lock()
+		st := w.ownStandbys[s.ID()]
+		if st != nil && st.worker != "" && st.epoch > 0 && st.pushed != fp {
+			by[st.worker] = append(by[st.worker], position{ConnectionID: s.ID(), Epoch: st.epoch, FP: strconv.FormatUint(fp, 16)})
+			sent = append(sent, pending{s.ID(), fp})
+		}
+		w.sbMu.Unlock()
+	}
+	ok := map[string]bool{}
+	for to, ps := range by {
+		if err := w.postPositions(ctx, to, ps); err != nil {
+			w.log.Debug().Err(err).Str("to", to).Int("positions", len(ps)).Msg("standby positions (the next pass sends them again)")
+			continue
+		}
+		for _, p := range ps {
+			ok[p.ConnectionID] = true
+		}
+	}
+	w.sbMu.Lock()
+	for _, p := range sent {
+		if st := w.ownStandbys[p.id]; st != nil && ok[p.id] {
+			st.pushed = p.fp
+		}
+	}
+	w.sbMu.Unlock()
+}
+
+// postPositions sends ps to worker to.
+func (w *Worker) postPositions(ctx context.Context, to string, ps []position) error {
+	addr := w.rebal.addr(to)
+	if addr == "" {
+		return fmt.Errorf("no admin address for %s", to)
+	}
+	body, err := json.Marshal(map[string][]position{"positions": ps})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+standbyPositionsPath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if w.cfg.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
+	}
+	res, err := w.rebal.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("standby positions at %s: %s", to, res.Status)
+	}
+	return nil
+}
+
+// maxPositions bounds one positions post (a worker holds at most
+// MaxSessions standbys; a post larger than this is refused).
+const maxPositions = 1 << 20
+
+// serveStandbyPositions is POST /standby/positions: the owner's positions
+// of sessions this worker stands by for; each moves its standby's window
+// start (an unknown session or an older standby epoch is ignored).
+func (w *Worker) serveStandbyPositions(rw http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Positions []position `json:"positions"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxPositions)).Decode(&body); err != nil {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "positions: not a JSON positions document: " + err.Error()})
+		return
+	}
+	for i, p := range body.Positions {
+		fp, err := strconv.ParseUint(p.FP, 16, 64)
+		if err != nil || fp == 0 || !notify.ValidConnectionID(p.ConnectionID) {
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("positions[%d]: want a valid connection_id and a hexadecimal fp", i)})
+			return
+		}
+		w.mu.Lock()
+		e := w.standbys[p.ConnectionID]
+		current := e != nil && e.tok.Epoch == p.Epoch
+		w.mu.Unlock()
+		if current {
+			e.sb.AlignAfter(fp)
+		}
+	}
+	writeJSON(rw, http.StatusAccepted, map[string]int{"positions": len(body.Positions)})
 }

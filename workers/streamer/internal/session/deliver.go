@@ -214,7 +214,7 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		s.sub = 0
 	}
 	if x := s.ext; x != nil && x.fingerprints {
-		x.lastFP.Store(Fingerprint(data))
+		x.delivered(seq, Fingerprint(data), pipelined)
 	}
 	s.messages.Add(1)
 	s.env.Counters.MessagesIn.Add(1)
@@ -295,7 +295,12 @@ func (s *Session) Refused(seq, sub int64, err error) bool {
 
 // Acked records that the sink acknowledged every message up to seq
 // (sink.Tenure): the next checkpoint may pass it.
-func (s *Session) Acked(seq int64) { s.held.Observe(seq) }
+func (s *Session) Acked(seq int64) {
+	s.held.Observe(seq)
+	if x := s.ext; x != nil && x.fingerprints {
+		x.acked(seq)
+	}
+}
 
 // Stalled counts a wait for room in the sink's buffer (sink.Tenure).
 func (s *Session) Stalled() { s.env.Counters.SinkStalls.Add(1) }
