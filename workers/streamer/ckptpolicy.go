@@ -4,7 +4,6 @@ package streamer
 
 import (
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
@@ -25,9 +24,5 @@ func periodicCheckpoints(it lease.Item) bool {
 	if err != nil {
 		return true
 	}
-	// A seq'd session with a standby: the checkpoint is what its standby
-	// trims its window to and what a promotion delivers after (under
-	// seq_mode none the seq is the worker's own numbering, which a standby
-	// cannot match: it aligns on a fingerprint instead).
-	return sp.Resumable() || sp.CheckpointInterval() > 0 || (sp.StandbyEnabled() && sp.SeqMode != source.SeqNone)
+	return sp.Resumable() || sp.CheckpointInterval() > 0
 }

@@ -32,13 +32,16 @@ func (e *env) standbyWorker() *testWorker {
 }
 
 // standbySession seeds a STARTED session on f with a standby, from a
-// source that cannot replay (seq_mode none: the worker numbers the
-// messages; the feed's own seq stays in the data, for the judge).
-func (e *env) standbySession(f *feed.Server) string {
+// source that cannot replay: seq_mode none (the worker numbers the
+// messages; the feed's own seq stays in the data, for the judge), or the
+// feed's seq field without a resume parameter (seqless false).
+func (e *env) standbySession(f *feed.Server, seqless ...bool) string {
 	on := true
 	return e.session(func(it *lease.Item) {
 		sp := spec.Spec{WSURL: f.URL(it.ConnectionID), Standby: &spec.Standby{Enabled: &on}}
-		sp.SeqMode = source.SeqNone
+		if len(seqless) == 0 || seqless[0] {
+			sp.SeqMode = source.SeqNone
+		}
 		it.Spec = spectest.Stored(e.t, sp)
 	})
 }
@@ -89,10 +92,17 @@ func noHoles(t *testing.T, seqs []int64) (repeats int) {
 }
 
 func TestStandbyTakesOverACrashedOwnerWithNothingLost(t *testing.T) {
+	t.Run("seq_mode none", func(t *testing.T) { standbyCrash(t, true) })
+	t.Run("seq field without resume", func(t *testing.T) { standbyCrash(t, false) })
+}
+
+// standbyCrash kills the owner of a standby session on a source that
+// cannot replay (seqless: seq_mode none) and judges what reached the sink.
+func standbyCrash(t *testing.T, seqless bool) {
 	e := newEnv(t)
 	f := standbyFeed(t, true)
 	a, b := e.standbyWorker(), e.standbyWorker()
-	id := e.standbySession(f)
+	id := e.standbySession(f, seqless)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
 	owner, standby := a, b

@@ -45,11 +45,12 @@ type ownerStandby struct {
 	epoch   int64
 	at      int64 // the generation it was placed for
 	refused int64 // the generation the source refused one at
-	// pushed is the position last told to the standby (an acknowledged
-	// message's fingerprint; seq_mode none).
-	pushed  uint64
-	nextTry time.Time
-	fails   int
+	// pushed and pushedSeq are the position last told to the standby: an
+	// acknowledged message's fingerprint (seq_mode none) or seq.
+	pushed    uint64
+	pushedSeq int64
+	nextTry   time.Time
+	fails     int
 }
 
 // standbyOwnerLoop keeps a standby for every owned session that asks for
@@ -356,18 +357,21 @@ func (w *Worker) tellStandbyToClaim(to, id string, prev *lease.Token) {
 
 // standbyPositionsPath is the admin endpoint an owner posts its sessions'
 // positions to, on the worker holding their standbys (POST, a JSON body
-// {"positions":[{"connection_id","standby_epoch","fp"}]}): under seq_mode
-// none, the fingerprint of the last message the sink acknowledged, up to
-// which the standby's window may forget what it kept. A takeover then
-// repeats at most what was acknowledged since the last push (about
-// standbyAssignEvery), instead of the whole window.
+// {"positions":[{"connection_id","standby_epoch","fp"|"seq"}]}): the last
+// message the sink acknowledged, up to which the standby's window may
+// forget what it kept: its seq, or under seq_mode none its fingerprint. A
+// takeover then repeats at most what was acknowledged since the last push
+// (about standbyAssignEvery), instead of the whole window after the last
+// checkpoint; and a standby session needs no periodic checkpoint (a table
+// write) for it.
 const standbyPositionsPath = "/standby/positions"
 
 // position is one session's entry of a positions post.
 type position struct {
 	ConnectionID string `json:"connection_id"`
 	Epoch        int64  `json:"standby_epoch"`
-	FP           string `json:"fp"` // hexadecimal
+	FP           string `json:"fp,omitempty"`  // hexadecimal (seq_mode none)
+	Seq          int64  `json:"seq,omitempty"` // the others
 }
 
 // pushPositions posts, to each worker holding standbys of sessions this
@@ -375,21 +379,28 @@ type position struct {
 // per standby worker per pass, and no table write.
 func (w *Worker) pushPositions(ctx context.Context) {
 	type pending struct {
-		id string
-		fp uint64
+		id  string
+		fp  uint64
+		seq int64
 	}
 	by := map[string][]position{}
 	var sent []pending
 	for _, s := range w.snapshot() {
-		fp := s.AckedFingerprint()
+		fp, seq := s.AckedFingerprint(), int64(0)
 		if fp == 0 {
-			continue
+			if seq = s.Held().LastSeq(); seq < 1 {
+				continue
+			}
 		}
 		w.sbMu.Lock()
 		st := w.ownStandbys[s.ID()]
-		if st != nil && st.worker != "" && st.epoch > 0 && st.pushed != fp {
-			by[st.worker] = append(by[st.worker], position{ConnectionID: s.ID(), Epoch: st.epoch, FP: strconv.FormatUint(fp, 16)})
-			sent = append(sent, pending{s.ID(), fp})
+		if st != nil && st.worker != "" && st.epoch > 0 && (st.pushed != fp || st.pushedSeq != seq) {
+			p := position{ConnectionID: s.ID(), Epoch: st.epoch, Seq: seq}
+			if fp != 0 {
+				p.FP = strconv.FormatUint(fp, 16)
+			}
+			by[st.worker] = append(by[st.worker], p)
+			sent = append(sent, pending{s.ID(), fp, seq})
 		}
 		w.sbMu.Unlock()
 	}
@@ -406,7 +417,7 @@ func (w *Worker) pushPositions(ctx context.Context) {
 	w.sbMu.Lock()
 	for _, p := range sent {
 		if st := w.ownStandbys[p.id]; st != nil && ok[p.id] {
-			st.pushed = p.fp
+			st.pushed, st.pushedSeq = p.fp, p.seq
 		}
 	}
 	w.sbMu.Unlock()
@@ -459,17 +470,25 @@ func (w *Worker) serveStandbyPositions(rw http.ResponseWriter, r *http.Request) 
 		return
 	}
 	for i, p := range body.Positions {
-		fp, err := strconv.ParseUint(p.FP, 16, 64)
-		if err != nil || fp == 0 || !notify.ValidConnectionID(p.ConnectionID) {
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("positions[%d]: want a valid connection_id and a hexadecimal fp", i)})
+		var fp uint64
+		var err error
+		if p.FP != "" {
+			fp, err = strconv.ParseUint(p.FP, 16, 64)
+		}
+		if err != nil || (fp == 0) == (p.Seq < 1) || !notify.ValidConnectionID(p.ConnectionID) {
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("positions[%d]: want a valid connection_id and either a hexadecimal fp or a positive seq", i)})
 			return
 		}
 		w.mu.Lock()
 		e := w.standbys[p.ConnectionID]
 		current := e != nil && e.tok.Epoch == p.Epoch
 		w.mu.Unlock()
-		if current {
+		switch {
+		case !current:
+		case fp != 0:
 			e.sb.AlignAfter(fp)
+		default:
+			e.sb.Trim(p.Seq)
 		}
 	}
 	writeJSON(rw, http.StatusAccepted, map[string]int{"positions": len(body.Positions)})
