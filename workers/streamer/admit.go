@@ -115,11 +115,14 @@ func (w *Worker) signalFreed() {
 func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	var opts []session.Option
 	sp, spErr := spec.Decode(h.Item().Spec)
-	if spErr == nil && sp.StandbyEnabled() && sp.SeqMode == source.SeqNone {
+	wanted := spErr == nil && sp.StandbyEnabled()
+	if wanted && sp.SeqMode == source.SeqNone {
 		// Its standby's window aligns on the fingerprint of the last
-		// message delivered (a directed hand-off names it).
+		// message delivered (a directed hand-off names it, the positions
+		// carry it).
 		opts = append(opts, session.Fingerprints())
 	}
+	w.wantStandby(h.ID(), h.Item(), wanted)
 	w.mu.Lock()
 	stb := w.takeStandbyLocked(h.ID())
 	fp, aligned := w.alignFP[h.ID()]
@@ -159,6 +162,11 @@ func (w *Worker) runSession(s *session.Session) {
 	defer w.sessWG.Done()
 	reason := s.Run(w.hardCtx)
 	w.finish(s, reason)
+	// What this tenure knew of its standby ends with it (a next tenure
+	// here starts from the item's).
+	w.sbMu.Lock()
+	delete(w.ownStandbys, s.ID())
+	w.sbMu.Unlock()
 	s.MarkFinished()
 	w.mu.Lock()
 	if w.sessions[s.ID()] == s {

@@ -104,6 +104,7 @@ func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 			s.Logger().Warn().Err(err).Msg("checkpoint before the new generation")
 		}
 		h.SetItem(it)
+		w.wantStandby(it.ConnectionID, it, standbyWanted(it))
 		s.Poke() // its Tick reconnects at the control loop's next pass
 	}
 }

@@ -205,3 +205,41 @@ func TestStandbyRefusedByAOneConnectionSource(t *testing.T) {
 		t.Fatalf("the feed saw %d connections after the refusal, %d before: a standby was asked for again", got, conns)
 	}
 }
+
+func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	ws := []*testWorker{e.standbyWorker(), e.standbyWorker(), e.standbyWorker()}
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+	owner := e.owner(id)
+	holder := func() *testWorker {
+		for _, w := range ws {
+			if w != owner && !w.stopped && holdsStandby(w, id) {
+				return w
+			}
+		}
+		return nil
+	}
+	testwait.Eventually(t, 10*time.Second, "a standby", func() bool { return holder() != nil })
+	first := holder()
+	first.kill()
+	testwait.Eventually(t, testTTL+6*time.Second+slack, "a standby on the third worker", func() bool {
+		h := holder()
+		return h != nil && h != first && e.item(id).Standby == h.ID()
+	})
+	second := holder()
+	if e.owner(id) != owner {
+		t.Fatal("the standby's worker dying moved the session")
+	}
+	e.stop(id)
+	testwait.Eventually(t, 10*time.Second, "the standby dropped after the stop", func() bool {
+		for _, v := range second.Status().Standbys {
+			if v.ConnectionID == id {
+				return false
+			}
+		}
+		return e.item(id).Standby == ""
+	})
+}

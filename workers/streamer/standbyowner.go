@@ -74,48 +74,64 @@ func (w *Worker) standbyOwnerLoop(ctx context.Context) {
 	}
 }
 
-// placeStandbys is one pass of standbyOwnerLoop.
+// wantStandby records whether the session s owns at generation it asks
+// for a standby (its start and every new generation: the spec is decoded
+// there, not on every pass); the placement passes look at those only.
+func (w *Worker) wantStandby(id string, it lease.Item, wanted bool) {
+	w.sbMu.Lock()
+	defer w.sbMu.Unlock()
+	st := w.ownStandbys[id]
+	switch {
+	case !wanted:
+		delete(w.ownStandbys, id)
+	case st == nil:
+		w.ownStandbys[id] = &ownerStandby{gen: it.Generation, wanted: true, worker: it.Standby, epoch: it.StandbyEpoch, at: it.Generation}
+	default:
+		st.gen, st.wanted = it.Generation, true
+	}
+}
+
+// standbyWanted decodes whether it asks for a standby.
+func standbyWanted(it lease.Item) bool {
+	sp, err := spec.Decode(it.Spec)
+	return err == nil && sp.StandbyEnabled()
+}
+
+// placeStandbys is one pass of standbyOwnerLoop: the sessions this worker
+// owns that ask for a standby and have none alive get one placed.
 func (w *Worker) placeStandbys(ctx context.Context) {
 	now := w.deps.Clock.Now()
-	live := map[string]bool{}
-	var need []*session.Session
-	for _, s := range w.snapshot() {
-		id := s.ID()
-		live[id] = true
-		it := s.Held().Item()
-		w.sbMu.Lock()
-		st := w.ownStandbys[id]
-		if st == nil || st.gen != it.Generation {
-			wanted := false
-			if sp, err := spec.Decode(it.Spec); err == nil {
-				wanted = sp.StandbyEnabled()
-			}
-			if st == nil {
-				st = &ownerStandby{worker: it.Standby, epoch: it.StandbyEpoch, at: it.Generation}
-				w.ownStandbys[id] = st
-			}
-			st.gen, st.wanted = it.Generation, wanted
-		}
-		if it.StandbyRefusedGen == it.Generation {
-			st.refused = it.Generation
-		}
-		ok := !st.wanted || st.refused == it.Generation || now.Before(st.nextTry) ||
-			(st.worker != "" && st.at == it.Generation && w.peerAlive(st.worker))
-		w.sbMu.Unlock()
-		if !ok {
-			need = append(need, s)
-		}
-	}
 	w.sbMu.Lock()
-	for id := range w.ownStandbys {
-		if !live[id] {
-			delete(w.ownStandbys, id)
+	ids := make([]string, 0, len(w.ownStandbys))
+	for id, st := range w.ownStandbys {
+		if st.wanted && st.refused != st.gen && !now.Before(st.nextTry) &&
+			(st.worker == "" || st.at != st.gen || !w.peerAlive(st.worker)) {
+			ids = append(ids, id)
 		}
 	}
 	w.sbMu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	w.mu.Lock()
+	need := make([]*session.Session, 0, len(ids))
+	for _, id := range ids {
+		if s := w.sessions[id]; s != nil {
+			need = append(need, s)
+		}
+	}
+	w.mu.Unlock()
 	for _, s := range need {
 		if ctx.Err() != nil {
 			return
+		}
+		if it := s.Held().Item(); it.StandbyRefusedGen == it.Generation {
+			w.sbMu.Lock()
+			if st := w.ownStandbys[s.ID()]; st != nil {
+				st.refused = it.Generation
+			}
+			w.sbMu.Unlock()
+			continue
 		}
 		w.placeStandby(ctx, s)
 	}
@@ -385,7 +401,23 @@ func (w *Worker) pushPositions(ctx context.Context) {
 	}
 	by := map[string][]position{}
 	var sent []pending
-	for _, s := range w.snapshot() {
+	w.sbMu.Lock()
+	ids := make([]string, 0, len(w.ownStandbys))
+	for id, st := range w.ownStandbys {
+		if st.worker != "" {
+			ids = append(ids, id)
+		}
+	}
+	w.sbMu.Unlock()
+	w.mu.Lock()
+	ss := make([]*session.Session, 0, len(ids))
+	for _, id := range ids {
+		if s := w.sessions[id]; s != nil {
+			ss = append(ss, s)
+		}
+	}
+	w.mu.Unlock()
+	for _, s := range ss {
 		fp, seq := s.AckedFingerprint(), int64(0)
 		if fp == 0 {
 			if seq = s.Held().LastSeq(); seq < 1 {
