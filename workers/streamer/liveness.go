@@ -106,8 +106,9 @@ func (w *Worker) report() lease.Load {
 	if p := w.advertiseAddr.Load(); p != nil {
 		adv = *p
 	}
-	// A standby takes one of the worker's slots: counted in its load, so
-	// that the fleet's placement sees the room it leaves.
-	return lease.Load{Sessions: w.owned() + w.standbyCount(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
+	// Standbys are not load: rebalancing balances the sessions owned (a
+	// standby's placement spreads them by rendezvous hashing), though each
+	// takes one of MaxSessions' slots (Free).
+	return lease.Load{Sessions: w.owned(), Capacity: w.cfg.MaxSessions, AdminAddr: adv, Draining: draining,
 		MovesPerMin: w.rebal.movesPerMin(w.deps.Clock.Now())}
 }

@@ -14,6 +14,7 @@
 package streamer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -53,6 +54,9 @@ type standbyHeld struct {
 	tok   lease.StandbyToken
 	gen   int64
 	owner string
+	// ownerAddr is the owner's admin address as it said when it asked
+	// ("": the fleet view's).
+	ownerAddr string
 	// checkAt is when the backstop re-reads the session item next (under
 	// the Worker's mu).
 	checkAt time.Time
@@ -161,7 +165,7 @@ func (w *Worker) serveStandbyAssign(rw http.ResponseWriter, r *http.Request) {
 	age, bytes := sp.StandbyWindow()
 	e := &standbyHeld{
 		sb:  session.NewStandby(w.env, it, w.cfg.WorkerID, tok.Epoch, session.Window{MaxAge: age, MaxBytes: bytes}),
-		tok: tok, gen: it.Generation, owner: it.Owner, checkAt: w.deps.Clock.Now().Add(w.standbyCheckDelay()),
+		tok: tok, gen: it.Generation, owner: it.Owner, ownerAddr: q.Get("owner_addr"), checkAt: w.deps.Clock.Now().Add(w.standbyCheckDelay()),
 	}
 	w.mu.Lock()
 	if w.state != stateRunning {
@@ -238,14 +242,14 @@ func (w *Worker) runStandby(e *standbyHeld) {
 		w.stats.standbyRefused.Add(1)
 		log.Warn().Err(err).Msg("standby refused by the source: the session goes on without one")
 		w.dropStandbyToken(tok, gen, "the source refused a second connection")
-		w.tellOwnerDropped(e.owner, tok, gen)
+		w.tellOwnerDropped(e.owner, e.ownerAddr, tok, gen)
 	case w.abandoned.Load():
 		// A worker that crashed writes nothing more.
 	default:
 		log.Info().Err(err).Msg("standby dropped")
 		w.dropStandbyToken(tok, 0, session.ErrorText(err))
 		if !errors.Is(err, errStandbyDropped) && !errors.Is(err, errStandbyStopped) {
-			w.tellOwnerDropped(e.owner, tok, 0)
+			w.tellOwnerDropped(e.owner, e.ownerAddr, tok, 0)
 		}
 	}
 }
@@ -426,8 +430,8 @@ const standbyDroppedPath = "/standby/dropped"
 
 // tellOwnerDropped tells owner that standby t was dropped (refusedGen > 0:
 // refused by the source at that generation); best effort.
-func (w *Worker) tellOwnerDropped(owner string, t lease.StandbyToken, refusedGen int64) {
-	addr := w.rebal.addr(owner)
+func (w *Worker) tellOwnerDropped(owner, addr string, t lease.StandbyToken, refusedGen int64) {
+	addr = cmp.Or(addr, w.rebal.addr(owner))
 	if addr == "" {
 		return
 	}

@@ -42,6 +42,7 @@ type ownerStandby struct {
 	gen     int64 // the generation the spec was decoded at
 	wanted  bool  // the spec asks for a standby
 	worker  string
+	addr    string // its worker's admin address (as asked, or as it told)
 	epoch   int64
 	at      int64 // the generation it was placed for
 	refused int64 // the generation the source refused one at
@@ -137,10 +138,12 @@ func (w *Worker) placeStandbys(ctx context.Context) {
 	}
 }
 
-// peerAlive reports whether worker is alive as this worker last saw the
-// fleet (the rebalancing round's view, or a takeover's read).
+// peerAlive reports whether worker is alive as far as this worker knows:
+// not known gone (its record seen DEAD or LEFT: the reconciler's listing
+// of gone workers, a watch, a takeover). The fleet summary names only some
+// workers, so absence from it says nothing.
 func (w *Worker) peerAlive(worker string) bool {
-	return w.rebal.addr(worker) != "" && !w.keeper.KnownGone(worker)
+	return !w.keeper.KnownGone(worker)
 }
 
 // placeStandby asks workers, in the session's rendezvous order, to stand by
@@ -181,11 +184,11 @@ func (w *Worker) placeStandby(ctx context.Context, s *session.Session) {
 			w.sbMu.Lock()
 			switch res.code {
 			case "":
-				st.worker, st.epoch, st.at, st.fails = to, res.epoch, it.Generation, 0
+				st.worker, st.addr, st.epoch, st.at, st.fails = to, res.addr, res.epoch, it.Generation, 0
 				w.sbMu.Unlock()
 				return
 			case "standby_held":
-				st.worker, st.epoch, st.at = res.worker, res.epoch, it.Generation
+				st.worker, st.addr, st.epoch, st.at = res.worker, "", res.epoch, it.Generation
 				w.sbMu.Unlock()
 				if w.peerAlive(res.worker) {
 					return
@@ -251,6 +254,7 @@ func (w *Worker) standbyCandidates(id, cur string) []string {
 // standbyAnswer is a worker's answer to POST /standby.
 type standbyAnswer struct {
 	code   string // "": it stands by (epoch); else why not
+	addr   string // the address it was asked at
 	reason string // the worker's error text
 	worker string // standby_held: who does
 	epoch  int64
@@ -265,6 +269,9 @@ func (w *Worker) askStandby(ctx context.Context, to, id string, gen int64, prev 
 	q := url.Values{"connection_id": {id}, "generation": {strconv.FormatInt(gen, 10)}}
 	if w.cfg.Zone != "" {
 		q.Set("owner_zone", w.cfg.Zone)
+	}
+	if p := w.advertiseAddr.Load(); p != nil && *p != "" {
+		q.Set("owner_addr", *p) // where the standby's worker tells the owner it dropped it
 	}
 	if anyZone {
 		q.Set("any_zone", "1")
@@ -297,7 +304,7 @@ func (w *Worker) askStandby(ctx context.Context, to, id string, gen int64, prev 
 	_ = json.NewDecoder(io.LimitReader(res.Body, 4096)).Decode(&body)
 	switch res.StatusCode {
 	case http.StatusOK:
-		return standbyAnswer{epoch: body.Epoch}, nil
+		return standbyAnswer{epoch: body.Epoch, addr: addr}, nil
 	case http.StatusConflict:
 		return standbyAnswer{code: body.Code, reason: body.Error, worker: body.StandbyWorker, epoch: body.Epoch}, nil
 	}
@@ -324,7 +331,7 @@ func (w *Worker) dropOwnStandby(ctx context.Context, id string) {
 	if st == nil || st.worker == "" || st.epoch < 1 {
 		return
 	}
-	addr := w.rebal.addr(st.worker)
+	addr := cmp.Or(st.addr, w.rebal.addr(st.worker))
 	if addr == "" {
 		return
 	}
@@ -400,6 +407,7 @@ func (w *Worker) pushPositions(ctx context.Context) {
 		seq int64
 	}
 	by := map[string][]position{}
+	addrs := map[string]string{}
 	var sent []pending
 	w.sbMu.Lock()
 	ids := make([]string, 0, len(w.ownStandbys))
@@ -432,13 +440,16 @@ func (w *Worker) pushPositions(ctx context.Context) {
 				p.FP = strconv.FormatUint(fp, 16)
 			}
 			by[st.worker] = append(by[st.worker], p)
+			if st.addr != "" {
+				addrs[st.worker] = st.addr
+			}
 			sent = append(sent, pending{s.ID(), fp, seq})
 		}
 		w.sbMu.Unlock()
 	}
 	ok := map[string]bool{}
 	for to, ps := range by {
-		if err := w.postPositions(ctx, to, ps); err != nil {
+		if err := w.postPositions(ctx, to, cmp.Or(addrs[to], w.rebal.addr(to)), ps); err != nil {
 			w.log.Debug().Err(err).Str("to", to).Int("positions", len(ps)).Msg("standby positions (the next pass sends them again)")
 			continue
 		}
@@ -456,8 +467,7 @@ func (w *Worker) pushPositions(ctx context.Context) {
 }
 
 // postPositions sends ps to worker to.
-func (w *Worker) postPositions(ctx context.Context, to string, ps []position) error {
-	addr := w.rebal.addr(to)
+func (w *Worker) postPositions(ctx context.Context, to, addr string, ps []position) error {
 	if addr == "" {
 		return fmt.Errorf("no admin address for %s", to)
 	}
@@ -514,7 +524,12 @@ func (w *Worker) serveStandbyPositions(rw http.ResponseWriter, r *http.Request) 
 		w.mu.Lock()
 		e := w.standbys[p.ConnectionID]
 		current := e != nil && e.tok.Epoch == p.Epoch
+		superseded := e != nil && e.tok.Epoch < p.Epoch
 		w.mu.Unlock()
+		if superseded {
+			// The owner follows a newer assignment: this one was replaced.
+			e.sb.Close(errStandbyFenced)
+		}
 		switch {
 		case !current:
 		case fp != 0:
