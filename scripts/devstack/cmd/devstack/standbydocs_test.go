@@ -62,7 +62,7 @@ type standbySlot struct {
 // delivered across the crash have no hole (repeats allowed), the new
 // owner delivered under epoch 2 on the standby's connection (the feed
 // saw one owner connection for the session, never a second dial), and
-// the new owner counts one promotion. About 20 s.
+// the new owner counts one promotion. About 25 s.
 func TestDocsHotStandby(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the stack")
@@ -123,7 +123,7 @@ func TestDocsHotStandby(t *testing.T) {
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/stats", nil)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := standbyHTTP.Do(req)
 		if err != nil {
 			return s
 		}
@@ -328,7 +328,7 @@ func standbyNow(api, id string) (s struct {
 		WorkerID string `json:"worker_id"`
 	} `json:"standby_holder"`
 }) {
-	resp, err := http.Get(api + "/sessions/" + id)
+	resp, err := standbyHTTP.Get(api + "/sessions/" + id)
 	if err != nil {
 		return s
 	}
@@ -336,6 +336,10 @@ func standbyNow(api, id string) (s struct {
 	_ = json.NewDecoder(resp.Body).Decode(&s)
 	return s
 }
+
+// standbyHTTP is the walk-through's client of the API and the workers'
+// admin endpoints: every request within 2 s.
+var standbyHTTP = &http.Client{Timeout: 2 * time.Second}
 
 // statusForm is a wsfleet status output's form: its table and summary
 // (tableForm), each "standby ID: …" line with its numbers N; every
