@@ -56,7 +56,8 @@ type Config struct {
 	// planned one excepted) with a hot standby ("standby":{"enabled":true},
 	// checkpoint_every the workers' checkpoint interval), every
 	// 2 × StandbyEvery-th (another offset) without, the control group; the
-	// feed admits standby connections (-allow-standby). 0: none.
+	// feed admits standby connections (Stack.AllowStandby, set from
+	// this at the run; without standby sessions, off). 0: none.
 	// run_standby.go, check_standby.go.
 	StandbyEvery int
 	// SinkRefusalSkip starts every session with on_sink_refusal "skip" (a

@@ -101,9 +101,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.FeedPingEvery > 0 {
 		sc.FeedArgs = append(append([]string(nil), sc.FeedArgs...), "-ping-every", cfg.FeedPingEvery.String(), "-ping-timeout", cfg.FeedPingTimeout.String())
 	}
-	if cfg.StandbyEvery > 0 {
-		sc.FeedArgs = append(append([]string(nil), sc.FeedArgs...), "-allow-standby")
-	}
+	sc.AllowStandby = cfg.StandbyEvery > 0
 	env := map[string]string{envReconnectMax: cfg.ReconnectMax.String()}
 	for k, v := range sc.Worker.Env {
 		env[k] = v

@@ -62,7 +62,8 @@ func TestConfigValidate(t *testing.T) {
 
 // FeedArgs reach the feed's command line; a slot's SetEnv comes after the
 // stack's environment (exec keeps the last value of a duplicated key); the
-// feed and the workers agree on the tenure header.
+// feed and the workers agree on the tenure header, and the feed admits
+// standbys (by that header; without one, not).
 func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	s := &Stack{cfg: DefaultConfig(), Dynamo: &enginetest.Process{Port: 1}, SQS: &enginetest.Process{Port: 2}}
 	s.cfg.Bin.Feed, s.cfg.Dir = "/bin/feed", t.TempDir()
@@ -73,6 +74,14 @@ func TestFeedArgsAndWorkerEnv(t *testing.T) {
 	}
 	if i := slices.Index(argv, "-tenure-header"); i < 0 || argv[i+1] != TenureHeader {
 		t.Fatalf("feed argv %q: no -tenure-header %s", argv, TenureHeader)
+	}
+	if !slices.Contains(argv, "-allow-standby") {
+		t.Fatalf("feed argv %q: make dev's feed admits no standby (-allow-standby)", argv)
+	}
+	off := &Stack{cfg: s.cfg}
+	off.cfg.TenureHeader = ""
+	if argv := off.feedArgv(); slices.Contains(argv, "-allow-standby") {
+		t.Fatalf("feed argv %q without a tenure header: -allow-standby (the feed refuses it)", argv)
 	}
 	s.cfg.Worker.Env = map[string]string{"WSFLEET_X": "stack"}
 	w := &Worker{Index: 1, stack: s}

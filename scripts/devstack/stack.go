@@ -156,6 +156,13 @@ type Config struct {
 	// (make-before-break, one tenure) are then a planned overlap at the
 	// feed, not a violation. "": off. DefaultConfig: TenureHeader.
 	TenureHeader string
+	// AllowStandby makes the feed admit hot standby connections
+	// (-allow-standby: a tenure "<worker id>/standby/<n>" in TenureHeader)
+	// beside a session's owner, neither kicked nor refused; two owners
+	// are still kicked or refused by FeedMode. Only with TenureHeader (the
+	// feed tells a standby by its tenure): without one it does nothing.
+	// DefaultConfig: on.
+	AllowStandby bool
 	// PlainWS makes the feed serve plain ws://. By default it serves
 	// wss:// with a certificate from a CA the stack makes in Dir/tls
 	// (testkit/tlsca; kept across runs on the same folder, renewed a day
@@ -239,6 +246,7 @@ func DefaultConfig() Config {
 		FeedRate:        feed.DefaultRate,
 		FeedMode:        feed.ModeKickOlder,
 		TenureHeader:    TenureHeader,
+		AllowStandby:    true,
 		KeepSinkRecords: true,
 		StartTimeout:    30 * time.Second,
 		Log:             zerolog.Nop(),
@@ -672,11 +680,19 @@ func (s *Stack) feedArgv() []string {
 	if c.TenureHeader != "" {
 		argv = append(argv, "-tenure-header", c.TenureHeader)
 	}
+	if c.FeedAdmitsStandby() {
+		argv = append(argv, "-allow-standby")
+	}
 	if !c.PlainWS {
 		argv = append(argv, "-tls-dir", s.TLSDir())
 	}
 	return append(argv, c.FeedArgs...)
 }
+
+// FeedAdmitsStandby reports whether the feed admits hot standby
+// connections beside an owner's: AllowStandby, with the tenure header the
+// feed tells them by.
+func (c Config) FeedAdmitsStandby() bool { return c.AllowStandby && c.TenureHeader != "" }
 
 // EngineEnv is the environment that points the AWS SDK (and the aws CLI) at
 // the stack's engines.

@@ -231,7 +231,11 @@ func printBanner(out io.Writer, st *devstack.Stack, root string) {
 	c := st.Config()
 	fmt.Fprintf(out, "\nwsfleet local stack is up (every server on 127.0.0.1)\n")
 	fmt.Fprintf(out, "  ingest API   %s\n", st.APIURL())
-	fmt.Fprintf(out, "  demo feed    %s   (%.0f msg/s per session, %s; controls %s/control/stats)\n", feed.URL(st.FeedURL(), "<session>"), c.FeedRate, c.FeedMode, st.FeedURL())
+	policy := string(c.FeedMode)
+	if c.FeedAdmitsStandby() {
+		policy += ", standbys admitted"
+	}
+	fmt.Fprintf(out, "  demo feed    %s   (%.0f msg/s per session, %s; controls %s/control/stats)\n", feed.URL(st.FeedURL(), "<session>"), c.FeedRate, policy, st.FeedURL())
 	if f := st.CAFile(); f != "" {
 		fmt.Fprintf(out, "  feed TLS     CA %s, trusted by the workers (WSFLEET_EXTRA_CA_FILE); curl --cacert %s %s/control/stats\n", rel(root, f), rel(root, f), st.FeedURL())
 	}
