@@ -62,13 +62,6 @@ type standbyHeld struct {
 	checkAt time.Time
 }
 
-// standbyCount is how many standbys this worker holds.
-func (w *Worker) standbyCount() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.standbys)
-}
-
 // serveStandbyAssign is POST /standby: become the standby of a session.
 // 200 with the standby epoch once the assignment is written (the dial goes
 // on in the background); 409 when the session cannot have this worker as
