@@ -243,3 +243,27 @@ func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
 		return e.item(id).Standby == ""
 	})
 }
+
+func TestStandbyPlacedInAnotherZone(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	inZone := func(z string) *testWorker {
+		return e.worker(func(c *Config) {
+			c.TenureHeader, c.RebalanceEvery, c.Zone = standbyTenure, 500*time.Millisecond, z
+		})
+	}
+	a1, a2, b := inZone("zone-a"), inZone("zone-a"), inZone("zone-b")
+	// Each session's owner is in zone a or b; its standby goes to the other
+	// zone whenever one has room: zone b's owner to zone a, zone a's to b.
+	for range 6 {
+		id := e.standbySession(f)
+		e.notify(schema.NotifyStart, id)
+		testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+		testwait.Eventually(t, 10*time.Second, "a standby", func() bool { return e.item(id).Standby != "" })
+		owner, standby := e.owner(id).ID(), e.item(id).Standby
+		zone := map[string]string{a1.ID(): "zone-a", a2.ID(): "zone-a", b.ID(): "zone-b"}
+		if zone[owner] == zone[standby] {
+			t.Fatalf("%s: owner %s and standby %s both in %s", id, owner, standby, zone[owner])
+		}
+	}
+}
