@@ -125,7 +125,7 @@ type Sizes struct {
 	// run).
 	StandbyRounds, StandbySessions int
 	StandbyCostWindow              time.Duration
-	HandoffRounds, HandoffSessions   int
+	HandoffRounds, HandoffSessions int
 	// A second handoff run with fewer sessions per SIGTERM (0: none): the
 	// gap of a handoff that does not queue behind a hundred others.
 	HandoffSmallRounds, HandoffSmallSessions int

@@ -289,9 +289,9 @@ type sinkObs struct {
 	// source's number where the worker numbers the messages (seq_mode
 	// none) or resumes nothing.
 	FeedSeq int64
-	Worker string
-	Epoch  int64
-	At     time.Time // when the driver read the line (monotonic)
+	Worker  string
+	Epoch   int64
+	At      time.Time // when the driver read the line (monotonic)
 }
 
 // collector receives the workers' stdout sink lines.
