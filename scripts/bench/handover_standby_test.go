@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +110,7 @@ func TestSummarizeStandby(t *testing.T) {
 	}
 	rd := standbyRound{victim: "w1", at: kill, ids: []string{"sb-1", "sb-2", "sb-3"}, standby: map[string]bool{"sb-1": true, "sb-3": true},
 		moved: map[string]sinkObs{"sb-1": first("sb-1"), "sb-2": first("sb-2")}, deadAtMs: dead.UnixMilli(), promotions: 1,
+		acquired: map[string]acquireLine{"sb-1": {At: dead.Add(15 * time.Millisecond), Standby: true}, "sb-2": {At: dead.Add(100 * time.Millisecond)}},
 		cost: StandbyCost{WindowSeconds: 36, Held: 2, Wanted: 2, StandbyHours: 0.02, WindowBytes: 4000, RSSDeltaBytes: 200 << 10,
 			Steady: map[string]Usage{dynamostore.OpGet: {Reads: 2, ReadUnits: 2}},
 			Round:  map[string]Usage{dynamostore.OpAssignStandby: {Writes: 3, WriteUnits: 3}, dynamostore.OpDropStandby: {Writes: 3, WriteUnits: 3}}}}
@@ -121,6 +124,9 @@ func TestSummarizeStandby(t *testing.T) {
 	// Dark: the victim's last (800 ms) → the first after (dead + 20 ms).
 	if sb.Dark.N != 1 || sb.Dark.Max != 10020 || sb.DeadToFirst.N != 1 || sb.DeadToFirst.Max != 20 {
 		t.Fatalf("standby dark %+v, dead → first %+v", sb.Dark, sb.DeadToFirst)
+	}
+	if sb.Promoted != 1 || sb.DeadToAcquired.Max != 15 || sb.AcquiredToFirst.Max != 5 || ctl.Promoted != 0 || ctl.DeadToAcquired.Max != 100 || ctl.AcquiredToFirst.Max != 500 {
+		t.Fatalf("acquire split: standby %+v / %+v, control %+v / %+v", sb.DeadToAcquired, sb.AcquiredToFirst, ctl.DeadToAcquired, ctl.AcquiredToFirst)
 	}
 	if ctl.Sessions != 1 || ctl.Lost != 50 || ctl.LostMax != 50 || ctl.Repeated != 0 || ctl.ConnsAtKill != 1 || ctl.DeadToFirst.Max != 600 {
 		t.Fatalf("control group: %+v", ctl)
@@ -207,5 +213,31 @@ func TestRenderStandby(t *testing.T) {
 	rep.Failover.Standby = nil
 	if strings.Contains(Render(rep), "### Hot standby") {
 		t.Error("no standby run, yet a standby part")
+	}
+}
+
+// The first "lease acquired" line after the kill per session of the run,
+// with whether it took the standby's connection.
+func TestAcquiredAfter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	log := `{"level":"info","connection_id":"sb-r1-0000","lease_epoch":1,"standby":false,"time":"2026-12-04T20:17:01.000Z","message":"lease acquired"}
+{"level":"info","connection_id":"sb-r1-0000","lease_epoch":2,"standby":true,"time":"2026-12-04T20:17:26.959Z","message":"lease acquired"}
+{"level":"info","connection_id":"sb-r1-0001","lease_epoch":2,"standby":false,"time":"2026-12-04T20:17:27.054Z","message":"lease acquired"}
+{"level":"info","connection_id":"sb-r1-0001","lease_epoch":3,"standby":false,"time":"2026-12-04T20:17:29.000Z","message":"lease acquired"}
+{"level":"info","connection_id":"fo-r1-0001","lease_epoch":2,"time":"2026-12-04T20:17:27.000Z","message":"lease acquired"}
+{"level":"info","connection_id":"sb-r1-0002","time":"2026-12-04T20:17:27.000Z","message":"lease released"}
+not json "lease acquired"
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.Date(2026, 12, 4, 20, 17, 16, 0, time.UTC)
+	got, err := acquiredAfter(path, map[string]bool{"sb-r1-0000": true, "sb-r1-0001": true, "sb-r1-0002": true}, kill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := got["sb-r1-0000"], got["sb-r1-0001"]
+	if len(got) != 2 || !a.Standby || a.At.Sub(kill) != 10959*time.Millisecond || b.Standby || b.At.Sub(kill) != 11054*time.Millisecond {
+		t.Fatalf("%+v", got)
 	}
 }
