@@ -593,6 +593,28 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 	p("\n\n")
 }
 
+// renderStandbyOnModel is the standby run on dynalite and on the model
+// side by side (the model section's part; either may be nil).
+func renderStandbyOnModel(p printer, dyn, model *StandbyRun, profile string) {
+	if model == nil {
+		return
+	}
+	if dyn == nil {
+		dyn = &StandbyRun{}
+	}
+	p("The failover phase's hot standby run (kill -9 of the owner, sources that cannot replay; its section above describes it):\n\n")
+	p("| | dynalite: standby | dynalite: control (no standby) | model (%s): standby | model: control |\n|---|---|---|---|---|\n", profile)
+	row := func(name string, f func(g StandbyGroup) string) {
+		p("| %s | %s | %s | %s | %s |\n", name, f(dyn.Standby), f(dyn.Control), f(model.Standby), f(model.Control))
+	}
+	row("sessions (never delivered again)", func(g StandbyGroup) string { return fmt.Sprintf("%d (%d)", g.Sessions, g.Unrecovered) })
+	row("dark time at the sink, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.Dark) })
+	row("declared dead → first message, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToFirst) })
+	row("— declared dead → acquire, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToAcquired) })
+	row("messages lost / repeated", func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Lost, g.Repeated) })
+	p("\n")
+}
+
 // distCell is "p50 / p99 / max" of d ("" when empty).
 func distCell(d Dist) string {
 	if d.N == 0 {

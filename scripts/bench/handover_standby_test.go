@@ -210,7 +210,15 @@ func TestRenderStandby(t *testing.T) {
 	if i, j := strings.Index(md, "## 2. Crash failover"), strings.Index(md, "### Hot standby"); i < 0 || j < i {
 		t.Errorf("the standby part is not in the failover section")
 	}
-	rep.Failover.Standby = nil
+	model := *rep.Failover
+	model.Standby = sampleStandby()
+	model.Standby.Standby.Lost = 7
+	rep.OnModel = &ModelResults{Profile: "aws", Failover: &model}
+	md = Render(rep)
+	if want := "| messages lost / repeated | 0 / 1000 | 1040 / 0 | 7 / 1000 | 1040 / 0 |"; !strings.Contains(md, want) {
+		t.Errorf("the model section lacks %q", want)
+	}
+	rep.Failover.Standby, rep.OnModel = nil, nil
 	if strings.Contains(Render(rep), "### Hot standby") {
 		t.Error("no standby run, yet a standby part")
 	}
