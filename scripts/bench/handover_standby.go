@@ -573,6 +573,10 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 	p("\n")
 	p("In short: dial (no standby): %s lost per session (TTL × rate = %.0f); standby: %d lost, %d repeated (%s per session; %d of %d takeovers on the standby's connection, no dial).\n\n",
 		perSession64(s.Control.Lost, s.Control.Sessions), s.ExpectedLost, s.Standby.Lost, s.Standby.Repeated, perSession64(s.Standby.Repeated, s.Standby.Sessions), s.Promotions, s.Standby.Sessions)
+	if d := s.Standby.Dark; d.N > 0 {
+		p("Without a checkpoint a standby's window starts at its bound (30 s of the stream), so a promotion repeats what the old owner delivered in the window's span before the kill: about rate × (window − the dark time) = %g × (30 s − %s) ≈ %.0f per session; a session's `checkpoint_every` bounds that at one write per interval.\n\n",
+			s.FeedRate, ms(d.P50), s.FeedRate*max(0, 30-d.P50/1000))
+	}
 	c := s.Cost
 	p("| cost per standby session (steady windows of %s in all, %d standbys held of %d asked, before the kill) | |\n|---|---|\n", ms(c.WindowSeconds*1000), c.Held, c.Wanted)
 	p("| connections at the feed | %s per standby session (owner + standby), %s per control session |\n", perSession(s.Standby.ConnsAtKill, s.Standby.Sessions), perSession(s.Control.ConnsAtKill, s.Control.Sessions))
