@@ -651,8 +651,8 @@ func standbyGoals(r *Report) []Goal {
 	}
 	s := f.Standby
 	var gs []Goal
-	g := Goal{Figure: "Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (control group without standby: " + fmt.Sprintf("%d", s.Control.Lost) + ")",
-		Measured: fmt.Sprintf("%d", s.Standby.Lost), Goal: "0", Known: true, Met: s.Standby.Lost == 0 && s.Standby.Unrecovered == 0}
+	g := Goal{Figure: "Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
+		Measured: fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), Goal: "0", Known: true, Met: s.Standby.Lost == 0 && s.Standby.Unrecovered == 0}
 	if !g.Met {
 		g.Miss = fmt.Sprintf("%d lost", s.Standby.Lost)
 		if s.Standby.Unrecovered > 0 {
