@@ -70,11 +70,7 @@ func (r *runner) startLeaseStackWith(ctx context.Context, name string, feedRate 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("%s: clean %s: %w", name, dir, err)
 	}
-	dc := r.leaseStackConfig(dir, feedRate)
-	if standby {
-		dc.TenureHeader = devstack.TenureHeader
-		dc.FeedArgs = append(dc.FeedArgs, "-allow-standby")
-	}
+	dc := r.leaseStackConfig(dir, feedRate, standby)
 	st, err := devstack.Start(ctx, dc)
 	if err != nil {
 		return nil, fmt.Errorf("%s stack: %w", name, err)
@@ -94,7 +90,9 @@ func (r *runner) startLeaseStackWith(ctx context.Context, name string, feedRate 
 // -plain-ws (Config.PlainWS) serves ws://, as the lease phases ran until
 // their workers were given the CA (each phase's report names its
 // transport: leaseTransport). The TLS claim path alone is the tls phase's.
-func (r *runner) leaseStackConfig(dir string, feedRate float64) devstack.Config {
+// standby: the feed admits hot standby connections (-allow-standby), told
+// by the tenure header (leaseStack.standby).
+func (r *runner) leaseStackConfig(dir string, feedRate float64, standby bool) devstack.Config {
 	dc := devstack.DefaultConfig()
 	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
 	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed, Model: r.cfg.Bin.Model}
@@ -106,6 +104,10 @@ func (r *runner) leaseStackConfig(dir string, feedRate float64) devstack.Config 
 	dc.KeepSinkRecords = false
 	dc.PlainWS = r.cfg.PlainWS
 	dc.Log = r.log
+	if standby {
+		dc.TenureHeader = devstack.TenureHeader
+		dc.FeedArgs = append(dc.FeedArgs, "-allow-standby")
+	}
 	return dc
 }
 
@@ -171,7 +173,7 @@ func (ls *leaseStack) workerEnv(id, admin string, sqs bool, settings map[string]
 		set[schema.EnvExtraCAFile] = f
 	}
 	if ls.standby {
-		set[schema.EnvTenureHeader] = ls.st.Config().TenureHeader
+		set[schema.EnvTenureHeader] = devstack.TenureHeader // the feed's -tenure-header (startLeaseStackWith)
 	}
 	for k, v := range settings {
 		set[k] = v
