@@ -117,7 +117,15 @@ type Sizes struct {
 	ReconcileSpacing time.Duration // mean gap between reconcile-path starts
 
 	FailoverRounds, FailoverSessions int
-	HandoffRounds, HandoffSessions   int
+	// The failover phase's hot standby run (handover_standby.go):
+	// StandbyRounds rounds of StandbySessions sessions on sources that
+	// cannot replay, half with a standby and half without (the control
+	// group); StandbyCostWindow is the steady window, standbys held,
+	// before each kill in which their cost is measured (0: no standby
+	// run).
+	StandbyRounds, StandbySessions int
+	StandbyCostWindow              time.Duration
+	HandoffRounds, HandoffSessions int
 	// A second handoff run with fewer sessions per SIGTERM (0: none): the
 	// gap of a handoff that does not queue behind a hundred others.
 	HandoffSmallRounds, HandoffSmallSessions int
@@ -188,6 +196,7 @@ func SizesFor(m Mode) Sizes {
 			BenchTime:    "1s",
 			ClaimSamples: 300, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
 			FailoverRounds: 3, FailoverSessions: 100,
+			StandbyRounds: 3, StandbySessions: 100, StandbyCostWindow: 65 * time.Second,
 			HandoffRounds: 3, HandoffSessions: 100,
 			HandoffSmallRounds: 20, HandoffSmallSessions: 10,
 			LeaseFeedRate: 5, HandoffFeedRate: 50,
@@ -210,6 +219,7 @@ func SizesFor(m Mode) Sizes {
 		BenchTime:    "100ms",
 		ClaimSamples: 200, ClaimWarmup: 5, ClaimFeedRate: 100, ReconcileSpacing: 100 * time.Millisecond,
 		FailoverRounds: 2, FailoverSessions: 100,
+		StandbyRounds: 1, StandbySessions: 40, StandbyCostWindow: 35 * time.Second,
 		HandoffRounds: 2, HandoffSessions: 100,
 		LeaseFeedRate: 5, HandoffFeedRate: 50,
 		StopSamples:       30,
@@ -245,8 +255,8 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions; handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
-		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions, and %d × %d on sources without replay (half with a hot standby); handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
+		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, s.StandbyRounds, s.StandbySessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
 		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.TPWindow, thousands(s.TPManySessions), s.TPManyRate, s.BenchTime)
 }
 
@@ -380,6 +390,9 @@ func (c Config) Validate() error {
 		if r.PayloadBytes < 0 || r.PayloadBytes > 1<<20 {
 			errs = append(errs, fmt.Errorf("capacity run payload %d B: want 0..1 MiB", r.PayloadBytes))
 		}
+	}
+	if s.StandbyRounds < 0 || (s.StandbyRounds > 0 && (s.StandbySessions < 2 || s.StandbyCostWindow <= 0)) {
+		errs = append(errs, fmt.Errorf("failover standby run: %d rounds × %d sessions, window %s: want 0 rounds, or sessions ≥ 2 (half of them the control group) and a window > 0", s.StandbyRounds, s.StandbySessions, s.StandbyCostWindow))
 	}
 	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {
 		errs = append(errs, errors.New("dynalite steps: want increasing counts up to 19,500"))

@@ -6,7 +6,11 @@
 //     notification and via reconciliation alone (workers without a
 //     consumer);
 //  2. crash failover: kill -9 of the owner → first message delivered by the
-//     new owner;
+//     new owner; and, beside that dial takeover, sessions on sources that
+//     cannot replay with a hot standby and without (the control group):
+//     their dark time at the sink, declared dead → first message, the feed
+//     seqs lost and repeated, and what a standby costs (connections at the
+//     feed, the holder's memory, DynamoDB units);
 //  3. graceful handoff: SIGTERM of the owner → first message by the new
 //     owner, with messages lost and duplicated counted from the feed's and
 //     the sinks' records by the chaos harness's checks (package chaos);
@@ -48,7 +52,7 @@
 // Files: one per phase, each with the phase's run, its goals and its
 // section of the report: micro.go, claim.go, handover.go (crash failover
 // and graceful handoff; handover_round.go one round and what its logs and
-// the feed's records say), stop.go, rebalance.go, costphase.go (cost.go:
+// the feed's records say; handover_standby.go the hot standby run), stop.go, rebalance.go, costphase.go (cost.go:
 // the price model it applies), reads.go, capacity.go (profile.go: the
 // worker's heap and CPU profiles; capacity_bare.go: the bare client's runs,
 // the side-by-side figures and their goals; capacity_svg.go: the charts),

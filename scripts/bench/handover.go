@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Handover kinds (HandoverResult.Kind).
@@ -79,6 +80,9 @@ type HandoverResult struct {
 	TTLPlusRecMs   float64  `json:"ttl_plus_reconcile_ms"`
 	GoalP99Ms      float64  `json:"goal_p99_ms"`
 	ClaimRateLimit int      `json:"claims_per_second_per_worker"`
+	// Standby is the crash failover's hot standby run beside the dial
+	// takeover (handover_standby.go; nil: not run).
+	Standby *StandbyRun `json:"standby,omitempty"`
 }
 
 func (r *runner) failover(ctx context.Context) error {
@@ -129,7 +133,12 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		"judging":   "lost and duplicated messages from the feed's connection records and the sink records (the chaos harness's checks, scripts/chaos)",
 	})
 	defer res.end()
-	ls, err := r.startLeaseStack(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate)
+	standby := res.Kind == kindKill && r.sz.StandbyRounds > 0
+	if standby {
+		res.Phase.Settings["standby"] = fmt.Sprintf("after the dial rounds, %d round(s) of %d sessions on sources that cannot replay, half with a hot standby, half without; the feed admits standby connections (-allow-standby) and the workers name their tenure (%s); a steady window of %s before each kill measures the standbys' cost",
+			r.sz.StandbyRounds, r.sz.StandbySessions, schema.EnvTenureHeader, r.sz.StandbyCostWindow)
+	}
+	ls, err := r.startLeaseStackWith(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate, standby)
 	if err != nil {
 		return err
 	}
@@ -170,13 +179,19 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	res.NotifyToOpen = SummarizeMs(claimMs)
 	res.VictimRelease, res.VictimPublish = SummarizeMs(releaseMs), SummarizeMs(publishMs)
 
+	// The dial rounds are judged at their end, before the standby run's
+	// sessions start.
 	conns, err := ls.st.FeedRecords(ctx, "")
 	if err != nil {
 		return err
 	}
 	res.OldClosed, res.NewOpened, res.OpenToFirst, res.Dark = gapParts(rounds, conns)
 	judgeHandover(res, chaos.Evidence{Start: res.Phase.Started, End: time.Now(), Deliveries: ls.col.deliveries(), Conns: conns}, rounds, stopped)
-	return nil
+	if !standby {
+		return nil
+	}
+	res.Standby, err = r.standbyRun(ctx, ls, res.FeedRate)
+	return err
 }
 
 // judgeHandover holds the rounds to the chaos harness's checks: every
@@ -280,6 +295,7 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 			p("The goal is missed by %s: the claim path above exceeds the %s left between TTL + watch interval and the goal (claims are admitted at %d/s per worker, burst %d). ", ms(h.Gap.P99-h.GoalP99Ms), ms(h.GoalP99Ms-h.TTLPlusWatchMs), h.ClaimRateLimit, h.ClaimRateLimit)
 		}
 		p("Messages are repeated after a crash by design: the new owner resumes after the last checkpoint, written every 60 s when last_seq advanced (bound: rate × (checkpoint interval × 1.1 + 1 s) + 1 = %d at %g msg/s; a round's sessions are younger than one checkpoint interval, so each replays from its start).\n\n", h.ReplayBound, h.FeedRate)
+		renderStandby(p, h.Standby, h)
 	} else {
 		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off at least %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT; more when the rest would not be done by a third of the deadline), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, the release (one write: the session item, with the final checkpoint as release_seq, reserved for the receiver), POST /handoff to the receiver, its claim admission (%d claims/s per worker, burst %d), the acquire and the fence of the checkpoint item (two writes), the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
 			DefaultShutdownInFlight, h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)))
@@ -310,7 +326,7 @@ func failoverGoals(r *Report) []Goal {
 		}
 		gs = append(gs, g2)
 	}
-	return gs
+	return append(gs, standbyGoals(r)...)
 }
 
 // handoffGoals are the graceful handoff's goals (Goals), per handoff run:

@@ -112,6 +112,13 @@ func renderOnModel(p printer, r *Report) {
 		p("| %s | %s | %s | %s | %s | %s |\n", g.Figure, g.Measured, mg.Measured, g.Goal, met, mg.Miss)
 	}
 	p("\n")
+	if m.Failover != nil {
+		var dyn *StandbyRun
+		if r.Failover != nil {
+			dyn = r.Failover.Standby
+		}
+		renderStandbyOnModel(p, dyn, m.Failover.Standby, m.Profile)
+	}
 	if c := m.Cost; c != nil {
 		p("Cost on the model: the workers' store counters (what the store believes it wrote) and the model's own meter (what DynamoDB would bill), over the same window:\n\n")
 		p("| run | store: write units / session-hour | model: write units / session-hour (of which index) | store: read units / session-hour | model: read units / session-hour | model: requests, throttled, ambiguous | $ per 1,000 sessions a month (store / model) |\n|---|---|---|---|---|---|---|\n")

@@ -44,6 +44,11 @@ type leaseStack struct {
 	// discardSinks: workers added from now on write their sinks to
 	// /dev/null (the cost runs: no collector parsing every message).
 	discardSinks bool
+	// standby: the feed admits hot standby connections beside an owner's
+	// (-allow-standby) and the workers name their tenure in the stack's
+	// tenure header (WSFLEET_TENURE_HEADER), by which the feed tells a
+	// standby connection from a second owner (startLeaseStackWith).
+	standby bool
 }
 
 // bworker is one worker process of a lease stack.
@@ -54,11 +59,18 @@ type bworker struct {
 }
 
 func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate float64) (*leaseStack, error) {
+	return r.startLeaseStackWith(ctx, name, feedRate, false)
+}
+
+// startLeaseStackWith is startLeaseStack, with standby: a feed that admits
+// hot standby connections and workers that name their tenure to it
+// (leaseStack.standby).
+func (r *runner) startLeaseStackWith(ctx context.Context, name string, feedRate float64, standby bool) (*leaseStack, error) {
 	dir := filepath.Join(r.cfg.WorkDir, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("%s: clean %s: %w", name, dir, err)
 	}
-	dc := r.leaseStackConfig(dir, feedRate)
+	dc := r.leaseStackConfig(dir, feedRate, standby)
 	st, err := devstack.Start(ctx, dc)
 	if err != nil {
 		return nil, fmt.Errorf("%s stack: %w", name, err)
@@ -68,7 +80,7 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
 		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
 	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.DynamoEndpoint()) })
-	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table)}, nil
+	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table), standby: standby}, nil
 }
 
 // leaseStackConfig is the devstack configuration of a lease stack in dir
@@ -78,7 +90,9 @@ func (r *runner) startLeaseStack(ctx context.Context, name string, feedRate floa
 // -plain-ws (Config.PlainWS) serves ws://, as the lease phases ran until
 // their workers were given the CA (each phase's report names its
 // transport: leaseTransport). The TLS claim path alone is the tls phase's.
-func (r *runner) leaseStackConfig(dir string, feedRate float64) devstack.Config {
+// standby: the feed admits hot standby connections (-allow-standby), told
+// by the tenure header (leaseStack.standby).
+func (r *runner) leaseStackConfig(dir string, feedRate float64, standby bool) devstack.Config {
 	dc := devstack.DefaultConfig()
 	dc.Root, dc.Dir, dc.InMemory = r.cfg.Root, dir, true
 	dc.Bin = devstack.Binaries{Streamer: r.cfg.Bin.Streamer, Ingest: r.cfg.Bin.Ingest, Feed: r.cfg.Bin.Feed, Model: r.cfg.Bin.Model}
@@ -90,6 +104,10 @@ func (r *runner) leaseStackConfig(dir string, feedRate float64) devstack.Config 
 	dc.KeepSinkRecords = false
 	dc.PlainWS = r.cfg.PlainWS
 	dc.Log = r.log
+	if standby {
+		dc.TenureHeader = devstack.TenureHeader
+		dc.FeedArgs = append(dc.FeedArgs, "-allow-standby")
+	}
 	return dc
 }
 
@@ -154,6 +172,9 @@ func (ls *leaseStack) workerEnv(id, admin string, sqs bool, settings map[string]
 	if f := ls.st.CAFile(); f != "" {
 		set[schema.EnvExtraCAFile] = f
 	}
+	if ls.standby {
+		set[schema.EnvTenureHeader] = devstack.TenureHeader // the feed's -tenure-header (startLeaseStackWith)
+	}
 	for k, v := range settings {
 		set[k] = v
 	}
@@ -172,6 +193,18 @@ func (ls *leaseStack) startSessions(ctx context.Context, ids []string) error {
 			}
 			return nil
 		})
+	}
+	return g.Wait()
+}
+
+// startSessionsWith starts ids through the API (8 at a time) with the
+// extra start fields of each (devstack.StartSessionWith: a nil value drops
+// a default field) and returns when every start was acknowledged.
+func (ls *leaseStack) startSessionsWith(ctx context.Context, ids []string, fields func(id string) map[string]any) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, id := range ids {
+		g.Go(func() error { return ls.st.StartSessionWith(gctx, id, fields(id)) })
 	}
 	return g.Wait()
 }
@@ -253,10 +286,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error { return clock.Sleep(c
 
 // sinkObs is one sink record as the driver saw it arrive.
 type sinkObs struct {
-	Seq    int64
-	Worker string
-	Epoch  int64
-	At     time.Time // when the driver read the line (monotonic)
+	Seq int64
+	// FeedSeq is the feed's own seq in the message's data (0: none): the
+	// source's number where the worker numbers the messages (seq_mode
+	// none) or resumes nothing.
+	FeedSeq int64
+	Worker  string
+	Epoch   int64
+	At      time.Time // when the driver read the line (monotonic)
 }
 
 // collector receives the workers' stdout sink lines.
@@ -278,8 +315,8 @@ func (c *collector) line(b []byte) {
 		c.bad++
 		return
 	}
-	c.all = append(c.all, chaos.Delivery{Session: r.ConnectionID, Seq: r.Seq, Epoch: r.LeaseEpoch, Worker: r.WorkerID, ReceivedAtMs: r.ReceivedAtMs, AtNs: at.UnixNano()})
-	c.obs[r.ConnectionID] = append(c.obs[r.ConnectionID], sinkObs{Seq: r.Seq, Worker: r.WorkerID, Epoch: r.LeaseEpoch, At: at})
+	c.all = append(c.all, chaos.Delivery{Session: r.ConnectionID, Seq: r.Seq, Epoch: r.LeaseEpoch, Worker: r.WorkerID, ReceivedAtMs: r.ReceivedAtMs, AtNs: at.UnixNano(), FeedSeq: int64(r.DataSeq)})
+	c.obs[r.ConnectionID] = append(c.obs[r.ConnectionID], sinkObs{Seq: r.Seq, FeedSeq: int64(r.DataSeq), Worker: r.WorkerID, Epoch: r.LeaseEpoch, At: at})
 }
 
 // deliveries is a copy of every record so far, stamped on arrival (what
@@ -288,6 +325,13 @@ func (c *collector) deliveries() []chaos.Delivery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]chaos.Delivery(nil), c.all...)
+}
+
+// session is a copy of id's observations, in arrival order.
+func (c *collector) session(id string) []sinkObs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]sinkObs(nil), c.obs[id]...)
 }
 
 // first is the earliest observation of id satisfying ok.

@@ -1,0 +1,682 @@
+// The failover phase's hot standby run: sessions on sources that cannot
+// replay, half started with a hot standby and half without (the control
+// group), their owner killed; per session the dark time at the sink, the
+// first message after the death declaration, the feed seqs lost and
+// repeated; and what a standby costs (connections at the feed, memory,
+// DynamoDB units), with its goals and its part of the failover section.
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+)
+
+// Goals of the standby run (issue 39).
+const (
+	// StandbyGoalDeadToFirstMs: the first message after the owner's death
+	// declaration at the sink, p99, for standby sessions.
+	StandbyGoalDeadToFirstMs = 50
+	// StandbyGoalWRUPerSH: a standby's write units per session-hour.
+	StandbyGoalWRUPerSH = 1
+)
+
+// standbyPrefix names the standby run's sessions ("sb-r<round>-<n>").
+const standbyPrefix = "sb"
+
+// StandbyRun is the failover phase's hot standby run.
+type StandbyRun struct {
+	Rounds           int     `json:"rounds"`
+	SessionsPerRound int     `json:"sessions_per_round"`
+	FeedRate         float64 `json:"feed_rate"`
+	// Standby are the sessions started with a hot standby, Control the
+	// same sources without one.
+	Standby StandbyGroup `json:"standby"`
+	Control StandbyGroup `json:"control"`
+	// Promotions are the claims the survivors made on a standby's
+	// connection (their /stats standby_promotions): takeovers with no dial.
+	Promotions int64 `json:"promotions"`
+	// ExpectedLost is what a session without standby loses at a crash by
+	// the lease timings: TTL × rate.
+	ExpectedLost float64     `json:"expected_lost_per_session"`
+	Cost         StandbyCost `json:"cost"`
+}
+
+// StandbyGroup is one group's figures, every round's sessions together.
+type StandbyGroup struct {
+	Sessions int `json:"sessions"`
+	// Unrecovered: never delivered again by another worker after the kill.
+	Unrecovered int `json:"unrecovered"`
+	// Dark: the last message the victim delivered before the kill → the
+	// first message by another worker, at the sink (driver clock).
+	Dark Dist `json:"dark"`
+	// DeadToFirst: the victim's declared death (its record's
+	// ended_at_ms) → the first message by another worker; split at the
+	// new owner's acquire (its "lease acquired" log line): DeadToAcquired
+	// (the takeover's listing, hand-off, admission and acquire) and
+	// AcquiredToFirst (the fence, and a dial or the standby's window).
+	DeadToFirst     Dist `json:"declared_dead_to_first"`
+	DeadToAcquired  Dist `json:"declared_dead_to_acquired"`
+	AcquiredToFirst Dist `json:"acquired_to_first"`
+	// Promoted: the new owner's acquire took the standby's connection
+	// (its log line's standby: true).
+	Promoted int `json:"promoted"`
+	// Lost: feed seqs between the first and the last delivered never
+	// delivered; Repeated: deliveries of a feed seq already delivered
+	// (judgeFeedSeqs); the Max figures are the most in one session.
+	Lost        int64 `json:"lost"`
+	LostMax     int64 `json:"lost_max_per_session"`
+	Repeated    int64 `json:"repeated"`
+	RepeatedMax int64 `json:"repeated_max_per_session"`
+	// Delivered counts the distinct feed seqs delivered.
+	Delivered int64 `json:"delivered"`
+	// ConnsAtKill: the session's connections open at the feed at the
+	// kill (owner and standby), summed over the group.
+	ConnsAtKill int `json:"connections_at_kill"`
+}
+
+// StandbyCost is what the standbys cost while held, measured in each
+// round's steady window (every standby placed, before the kill), summed
+// over the rounds.
+type StandbyCost struct {
+	WindowSeconds float64 `json:"window_s"`
+	// Standbys held in the windows (sum over rounds) and the standby
+	// sessions that asked for one.
+	Held   int `json:"held"`
+	Wanted int `json:"wanted"`
+	// StandbyHours are the standby-hours of the windows.
+	StandbyHours float64 `json:"standby_hours"`
+	// WindowBytes: the holders' standby_window_bytes at the windows' ends
+	// (summed); RSSDeltaBytes: the holders' RSS at the window's end minus
+	// at their start (before any standby; BaselineTainted counts the
+	// holders that held one already when read).
+	WindowBytes     int64 `json:"window_bytes"`
+	RSSDeltaBytes   int64 `json:"rss_delta_bytes"`
+	BaselineTainted int   `json:"baseline_tainted"`
+	// Steady is the holders' store meters over the windows (every kind);
+	// Round their assign_standby and drop_standby over the whole rounds
+	// (placements after the takeover and the drops at the stops
+	// included).
+	Steady map[string]Usage `json:"steady_units"`
+	Round  map[string]Usage `json:"round_units"`
+}
+
+// PerStandby is x divided by the standbys held (0 when none).
+func (c StandbyCost) PerStandby(x float64) float64 {
+	if c.Held == 0 {
+		return 0
+	}
+	return x / float64(c.Held)
+}
+
+// WRUPerSH is the standbys' own write units (assign_standby,
+// drop_standby) per standby-hour in the steady windows.
+func (c StandbyCost) WRUPerSH() float64 {
+	if c.StandbyHours <= 0 {
+		return 0
+	}
+	w := c.Steady[dynamostore.OpAssignStandby].TotalWriteUnits() + c.Steady[dynamostore.OpDropStandby].TotalWriteUnits()
+	return float64(w) / c.StandbyHours
+}
+
+// RRUPerSH is the holders' consistent reads of the session item (the
+// standby's backstop re-read, kind get) per standby-hour in the steady
+// windows: the holders own nothing then, so their gets are the standbys'.
+func (c StandbyCost) RRUPerSH() float64 {
+	if c.StandbyHours <= 0 {
+		return 0
+	}
+	return c.Steady[dynamostore.OpGet].ReadUnits / c.StandbyHours
+}
+
+// judgeFeedSeqs counts, over one session's deliveries in arrival order,
+// the feed seqs between the first and the last delivered that were never
+// delivered (lost) and the deliveries of a feed seq already delivered
+// (repeated); deliveries without a feed seq are left out.
+func judgeFeedSeqs(obs []sinkObs) (delivered, lost, repeated int64) {
+	seen := map[int64]bool{}
+	lo, hi := int64(0), int64(0)
+	for _, o := range obs {
+		q := o.FeedSeq
+		if q <= 0 {
+			continue
+		}
+		if seen[q] {
+			repeated++
+			continue
+		}
+		seen[q] = true
+		if len(seen) == 1 || q < lo {
+			lo = q
+		}
+		hi = max(hi, q)
+	}
+	delivered = int64(len(seen))
+	if delivered > 0 {
+		lost = hi - lo + 1 - delivered
+	}
+	return delivered, lost, repeated
+}
+
+// standbyRound is what one standby round observed.
+type standbyRound struct {
+	victim   string
+	at       time.Time       // the kill
+	standby  map[string]bool // session → started with a standby
+	ids      []string
+	moved    map[string]sinkObs
+	deadAtMs int64
+	// promotions: the survivors' standby_promotions after the moves.
+	promotions int64
+	// acquired: each session's first acquire by a survivor after the
+	// kill, from their logs.
+	acquired map[string]acquireLine
+	cost     StandbyCost
+}
+
+// standbyFields are the start fields of the standby run's session i: even
+// ones with a standby, odd ones the control group; each group by turns on
+// seq_mode none (the feed's "seq" rides in the data) and on the seq field
+// with resume switched off (a reconnect starts live). No checkpoint_every:
+// such a source writes no periodic checkpoint (docs/api.md), so the
+// standby's window delivers all it holds.
+func standbyFields(i int) (fields map[string]any, standby bool) {
+	standby = i%2 == 0
+	fields = map[string]any{"resume_query_param": nil}
+	if (i/2)%2 == 0 {
+		fields["seq_mode"], fields["seq_field"] = "none", nil
+	}
+	if standby {
+		fields["standby"] = map[string]any{"enabled": true}
+	}
+	return fields, standby
+}
+
+// standbyRun runs the standby rounds on ls (the failover phase's stack,
+// after its dial rounds were judged) and returns the run's figures.
+func (r *runner) standbyRun(ctx context.Context, ls *leaseStack, rate float64) (*StandbyRun, error) {
+	res := &StandbyRun{Rounds: r.sz.StandbyRounds, SessionsPerRound: r.sz.StandbySessions, FeedRate: rate, ExpectedLost: DefaultTTL.Seconds() * rate}
+	var rounds []standbyRound
+	for k := 1; k <= res.Rounds; k++ {
+		rd, err := r.standbyRoundRun(ctx, ls, k, res.SessionsPerRound)
+		if err != nil {
+			return nil, fmt.Errorf("standby round %d: %w", k, err)
+		}
+		rounds = append(rounds, rd)
+		r.log.Info().Int("round", k).Int("standbys_held", rd.cost.Held).Int64("promotions", rd.promotions).Msg("standby round done")
+	}
+	conns, err := ls.st.FeedRecords(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	summarizeStandby(res, rounds, ls.col, conns)
+	return res, nil
+}
+
+// summarizeStandby fills res's groups and cost from the rounds, the sink
+// observations and the feed's connection records.
+func summarizeStandby(res *StandbyRun, rounds []standbyRound, col *collector, conns []feed.ConnRecord) {
+	type acc struct {
+		dark, deadToFirst, deadToAcq, acqToFirst []time.Duration
+	}
+	accs := map[bool]*acc{true: {}, false: {}}
+	res.Cost = StandbyCost{Steady: map[string]Usage{}, Round: map[string]Usage{}}
+	for _, rd := range rounds {
+		res.Promotions += rd.promotions
+		c := rd.cost
+		res.Cost.WindowSeconds += c.WindowSeconds
+		res.Cost.Held += c.Held
+		res.Cost.Wanted += c.Wanted
+		res.Cost.StandbyHours += c.StandbyHours
+		res.Cost.WindowBytes += c.WindowBytes
+		res.Cost.RSSDeltaBytes += c.RSSDeltaBytes
+		res.Cost.BaselineTainted += c.BaselineTainted
+		addUnits(res.Cost.Steady, c.Steady)
+		addUnits(res.Cost.Round, c.Round)
+		for _, id := range rd.ids {
+			sb := rd.standby[id]
+			g, a := &res.Control, accs[false]
+			if sb {
+				g, a = &res.Standby, accs[true]
+			}
+			g.Sessions++
+			obs := col.session(id)
+			delivered, lost, repeated := judgeFeedSeqs(obs)
+			g.Delivered += delivered
+			g.Lost += lost
+			g.LostMax = max(g.LostMax, lost)
+			g.Repeated += repeated
+			g.RepeatedMax = max(g.RepeatedMax, repeated)
+			g.ConnsAtKill += openAt(conns, id, rd.at)
+			first, ok := rd.moved[id]
+			if !ok {
+				g.Unrecovered++
+				continue
+			}
+			if last, ok := lastBefore(obs, rd.victim, rd.at); ok {
+				a.dark = append(a.dark, first.At.Round(0).Sub(last.At.Round(0)))
+			}
+			dead := time.UnixMilli(rd.deadAtMs)
+			if rd.deadAtMs > 0 {
+				a.deadToFirst = append(a.deadToFirst, first.At.Round(0).Sub(dead))
+			}
+			if acq, ok := rd.acquired[id]; ok {
+				if acq.Standby {
+					g.Promoted++
+				}
+				a.acqToFirst = append(a.acqToFirst, first.At.Round(0).Sub(acq.At))
+				if rd.deadAtMs > 0 {
+					a.deadToAcq = append(a.deadToAcq, acq.At.Sub(dead))
+				}
+			}
+		}
+	}
+	for sb, g := range map[bool]*StandbyGroup{true: &res.Standby, false: &res.Control} {
+		a := accs[sb]
+		g.Dark, g.DeadToFirst = WithSamples(a.dark), Summarize(a.deadToFirst)
+		g.DeadToAcquired, g.AcquiredToFirst = Summarize(a.deadToAcq), Summarize(a.acqToFirst)
+	}
+}
+
+// acquireLine is a worker's "lease acquired" log line.
+type acquireLine struct {
+	Session string
+	At      time.Time
+	Standby bool // the claim took the standby's connection
+}
+
+// acquiredAfter reads the "lease acquired" lines of a worker's log and
+// returns, per session of ids, the first one after t.
+func acquiredAfter(path string, ids map[string]bool, t time.Time) (map[string]acquireLine, error) {
+	lines, err := logLines(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]acquireLine{}
+	for _, l := range lines {
+		if !strings.Contains(l, `"lease acquired"`) {
+			continue
+		}
+		var m struct {
+			Message string    `json:"message"`
+			ID      string    `json:"connection_id"`
+			Standby bool      `json:"standby"`
+			Time    time.Time `json:"time"`
+		}
+		if json.Unmarshal([]byte(l), &m) != nil || m.Message != "lease acquired" || !ids[m.ID] || !m.Time.After(t) {
+			continue
+		}
+		if cur, ok := out[m.ID]; !ok || m.Time.Before(cur.At) {
+			out[m.ID] = acquireLine{Session: m.ID, At: m.Time, Standby: m.Standby}
+		}
+	}
+	return out, nil
+}
+
+// lastBefore is the last observation by worker at or before t.
+func lastBefore(obs []sinkObs, worker string, t time.Time) (sinkObs, bool) {
+	var last sinkObs
+	found := false
+	for _, o := range obs {
+		if o.Worker == worker && !o.At.After(t) && (!found || o.At.After(last.At)) {
+			last, found = o, true
+		}
+	}
+	return last, found
+}
+
+// openAt counts session id's connections open at the feed at t (refused
+// attempts and bad requests left out).
+func openAt(conns []feed.ConnRecord, id string, t time.Time) int {
+	n := 0
+	for _, c := range conns {
+		if c.Session != id || c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		if !c.OpenedAt.After(t) && (c.ClosedAt.IsZero() || c.ClosedAt.After(t)) {
+			n++
+		}
+	}
+	return n
+}
+
+// standbyRoundRun is one standby round: a victim alone claims the round's
+// sessions, two survivors start and receive the standbys, the steady
+// window measures their cost, the victim is killed and every session's
+// first delivery by a survivor is awaited; then the sessions stop and the
+// survivors leave.
+func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) (standbyRound, error) {
+	rd := standbyRound{standby: map[string]bool{}}
+	victim, err := ls.addWorker(ctx, true, nil)
+	if err != nil {
+		return rd, err
+	}
+	rd.victim = victim.ID
+	fields := map[string]map[string]any{}
+	for i := range n {
+		id := fmt.Sprintf("%s-r%d-%04d", standbyPrefix, k, i)
+		f, sb := standbyFields(i)
+		rd.ids, fields[id], rd.standby[id] = append(rd.ids, id), f, sb
+		if sb {
+			rd.cost.Wanted++
+		}
+	}
+	if err := ls.startSessionsWith(ctx, rd.ids, func(id string) map[string]any { return fields[id] }); err != nil {
+		return rd, err
+	}
+	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
+	got, err := ls.col.waitAll(ctx, rd.ids, byVictim, 60*time.Second)
+	if err != nil {
+		return rd, err
+	}
+	if len(got) != n {
+		return rd, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
+	}
+	var survivors []*bworker
+	rss0 := map[string]int64{}
+	for range 2 {
+		w, err := ls.addWorker(ctx, true, nil)
+		if err != nil {
+			return rd, err
+		}
+		survivors = append(survivors, w)
+		// The baseline before any standby: the victim places them once
+		// its view of the fleet (refreshed every 5 s) holds the survivor.
+		st, err := getStats(ctx, w.Admin)
+		if err != nil {
+			return rd, err
+		}
+		if st.Standbys > 0 {
+			rd.cost.BaselineTainted++
+		}
+		if rss0[w.ID], err = ProcRSS(w.Proc.Pid()); err != nil {
+			return rd, err
+		}
+	}
+	if err := waitStandbys(ctx, survivors, rd.cost.Wanted, 45*time.Second); err != nil {
+		r.log.Warn().Err(err).Int("round", k).Msg("standbys not all placed")
+	}
+	if err := r.standbyWindow(ctx, survivors, rss0, &rd.cost); err != nil {
+		return rd, err
+	}
+	t := time.Now()
+	if err := victim.Proc.Signal(syscall.SIGKILL); err != nil {
+		return rd, err
+	}
+	rd.at = t
+	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
+	if rd.moved, err = ls.col.waitAll(ctx, rd.ids, after, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
+		return rd, err
+	}
+	if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
+		rd.deadAtMs = rec.EndedAtMs
+	}
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	err = victim.Proc.Wait(wctx)
+	cancel()
+	if err != nil {
+		return rd, err
+	}
+	// More streaming after the move, so that a loss or a repeat at the
+	// boundary shows in the records.
+	if err := sleepCtx(ctx, 2*time.Second); err != nil {
+		return rd, err
+	}
+	ids := map[string]bool{}
+	for _, id := range rd.ids {
+		ids[id] = true
+	}
+	rd.acquired = map[string]acquireLine{}
+	for _, w := range survivors {
+		st, err := getStats(ctx, w.Admin)
+		if err != nil {
+			return rd, err
+		}
+		rd.promotions += st.StandbyPromotions
+		acq, err := acquiredAfter(w.Proc.LogPath, ids, t)
+		if err != nil {
+			return rd, err
+		}
+		for id, a := range acq {
+			if cur, ok := rd.acquired[id]; !ok || a.At.Before(cur.At) {
+				rd.acquired[id] = a
+			}
+		}
+	}
+	if _, err := ls.stopSessions(ctx, rd.ids); err != nil {
+		return rd, err
+	}
+	if err := ls.waitOwnedZero(ctx, survivors, 20*time.Second); err != nil {
+		r.log.Warn().Err(err).Msg("sessions still owned after the stops")
+	}
+	if err := waitStandbys(ctx, survivors, 0, 20*time.Second); err != nil {
+		r.log.Warn().Err(err).Msg("standbys still held after the stops")
+	}
+	// The round's standby writes: the survivors' meters started at zero
+	// with them (the holders write the assignments and the drops).
+	end, _, err := sumUnits(ctx, survivors)
+	if err != nil {
+		return rd, err
+	}
+	rd.cost.Round = map[string]Usage{}
+	for _, kind := range []string{dynamostore.OpAssignStandby, dynamostore.OpDropStandby} {
+		rd.cost.Round[kind] = end[kind]
+	}
+	return rd, stopWorkers(survivors)
+}
+
+// standbyWindow measures the held standbys' cost over the steady window
+// (Sizes.StandbyCostWindow, at least the settle the survivors need to
+// watch the victim): the holders' store meters at its ends, their
+// standbys, windows and RSS at its end against rss0 (their RSS before any
+// standby).
+func (r *runner) standbyWindow(ctx context.Context, holders []*bworker, rss0 map[string]int64, c *StandbyCost) error {
+	start, _, err := sumUnits(ctx, holders)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := sleepCtx(ctx, max(r.sz.StandbyCostWindow, settleBefore(kindKill))); err != nil {
+		return err
+	}
+	end, _, err := sumUnits(ctx, holders)
+	if err != nil {
+		return err
+	}
+	c.WindowSeconds = time.Since(t0).Seconds()
+	c.Steady = diffUnits(end, start)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range holders {
+		g.Go(func() error {
+			st, err := getStats(gctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			rss, err := ProcRSS(w.Proc.Pid())
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			c.Held += st.Standbys
+			c.WindowBytes += st.StandbyWindowBytes
+			c.RSSDeltaBytes += rss - rss0[w.ID]
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.StandbyHours = float64(c.Held) * c.WindowSeconds / 3600
+	return nil
+}
+
+// waitStandbys polls the workers until they hold want standbys in all
+// (or timeout).
+func waitStandbys(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		total := 0
+		for _, w := range ws {
+			st, err := getStats(ctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			total += st.Standbys
+		}
+		if total == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers hold %d standby(s), want %d, after %s", total, want, timeout)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// renderStandby is the standby run's part of the failover section, dial
+// the section's own (dial takeover) figures.
+func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
+	if s == nil || dial == nil {
+		return
+	}
+	p("### Hot standby beside the dial takeover (sources that cannot replay)\n\n")
+	p("%d round(s) of %d sessions at %g msg/s on sources that cannot replay: half started with `\"standby\":{\"enabled\":true}`, half without (the control group), each half by turns on `seq_mode: none` (the feed's `seq` rides in the data) and on the seq field with resume switched off; no `checkpoint_every` (such a source writes no periodic checkpoint, so a standby's window delivers all it holds, up to its 30 s default). ", s.Rounds, s.SessionsPerRound, s.FeedRate)
+	p("A victim alone claims them; 2 survivors start and receive the standbys (the feed admits a standby connection beside the owner's, `-allow-standby`, told by the tenure header); after the steady window the victim is killed (kill -9). Lost and repeated are judged by the feed's own seq in the delivered data: a seq between the first and the last delivered never delivered is lost; a seq delivered again is repeated.\n\n")
+	p("| | dial takeover, seq'd source with resume (the rounds above) | standby | control: same sources, no standby |\n|---|---|---|---|\n")
+	row := func(name, dialV string, f func(g StandbyGroup) string) {
+		p("| %s | %s | %s | %s |\n", name, dialV, f(s.Standby), f(s.Control))
+	}
+	row("sessions (never delivered again)", fmt.Sprintf("%d (%d)", dial.Rounds*dial.SessionsPerRound, dial.Unrecovered), func(g StandbyGroup) string { return fmt.Sprintf("%d (%d)", g.Sessions, g.Unrecovered) })
+	row("dark time at the sink: last message before the kill → first after, p50 / p99 / max (dial: from the kill)", distCell(dial.Gap), func(g StandbyGroup) string { return distCell(g.Dark) })
+	row("declared dead → first message, p50 / p99 / max", distCell(dial.DeadToFirst), func(g StandbyGroup) string { return distCell(g.DeadToFirst) })
+	row("— declared dead → the new owner's acquire (its log), p50 / p99 / max", "", func(g StandbyGroup) string { return distCell(g.DeadToAcquired) })
+	row("— acquire → first message (fence, then a dial or the standby's window), p50 / p99 / max", "", func(g StandbyGroup) string { return distCell(g.AcquiredToFirst) })
+	row("takeovers on the standby's connection (the acquire's log line)", "0", func(g StandbyGroup) string { return fmt.Sprintf("%d", g.Promoted) })
+	row("messages lost (all sessions / most in one)", fmt.Sprintf("%d", dial.Lost), func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Lost, g.LostMax) })
+	row("messages repeated (all sessions / most in one)", fmt.Sprintf("%d / %d", dial.Duplicated, dial.DuplicatedMax), func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Repeated, g.RepeatedMax) })
+	row("connections per session at the feed at the kill", "1", func(g StandbyGroup) string { return perSession(g.ConnsAtKill, g.Sessions) })
+	p("\n")
+	p("In short: dial (no standby): %s lost per session (TTL × rate = %.0f); standby: %d lost, %d repeated (%s per session; %d of %d takeovers on the standby's connection, no dial).\n\n",
+		perSession64(s.Control.Lost, s.Control.Sessions), s.ExpectedLost, s.Standby.Lost, s.Standby.Repeated, perSession64(s.Standby.Repeated, s.Standby.Sessions), s.Promotions, s.Standby.Sessions)
+	if d := s.Standby.Dark; d.N > 0 {
+		p("Without a checkpoint a standby's window starts at its bound (30 s of the stream), so a promotion repeats what the old owner delivered in the window's span before the kill: about rate × (window − the dark time) = %g × (30 s − %s) ≈ %.0f per session; a session's `checkpoint_every` bounds that at one write per interval.\n\n",
+			s.FeedRate, ms(d.P50), s.FeedRate*max(0, 30-d.P50/1000))
+	}
+	c := s.Cost
+	p("| cost per standby session (steady windows of %s in all, %d standbys held of %d asked, before the kill) | |\n|---|---|\n", ms(c.WindowSeconds*1000), c.Held, c.Wanted)
+	p("| connections at the feed | %s per standby session (owner + standby), %s per control session |\n", perSession(s.Standby.ConnsAtKill, s.Standby.Sessions), perSession(s.Control.ConnsAtKill, s.Control.Sessions))
+	p("| window held (the holders' standby_window_bytes) | %s B per standby |\n", thousands(int(c.PerStandby(float64(c.WindowBytes)))))
+	taint := ""
+	if c.BaselineTainted > 0 {
+		taint = fmt.Sprintf(" (%d holder(s) held standbys at the baseline: an underestimate)", c.BaselineTainted)
+	}
+	p("| holder's RSS, window end − start before any standby | %s KiB per standby%s |\n", thousands(int(c.PerStandby(float64(c.RSSDeltaBytes))/1024)), taint)
+	p("| DynamoDB write units in the steady window (assign_standby + drop_standby) | %.3g per session-hour |\n", c.WRUPerSH())
+	p("| DynamoDB read units of the backstop re-read (the holders' consistent gets, every %s) | %.3g per session-hour |\n", "30 s", c.RRUPerSH())
+	a, d := c.Round[dynamostore.OpAssignStandby], c.Round[dynamostore.OpDropStandby]
+	p("| one-off writes over the rounds: assign_standby / drop_standby (requests, write units) | %d, %d / %d, %d |\n\n", a.Writes, a.TotalWriteUnits(), d.Writes, d.TotalWriteUnits())
+	p("A held standby writes nothing: its worker writes the assignment once (assign_standby) and the drop once (drop_standby); between them it re-reads the session every WSFLEET_STANDBY_CHECK_EVERY (30 s, less up to a quarter of jitter) with a consistent read of the session item and its checkpoint item (2 read units while both are under 4 KB): about 2 × 3,600 / 26 ≈ 275 read units per hour. The RSS delta is the holders' whole process (the TLS connection and the runtime's heap growth included) over few standbys, so it is an upper figure; the window is what the standbys keep of the stream. The phase runs no bare client: the issue's memory goal (a standby ≤ the bare client's memory for one connection plus its window) compares these with the capacity section's bare client on wss (RSS above idle per session). ")
+	if d := s.Standby.DeadToFirst; d.N > 0 && d.P99 > StandbyGoalDeadToFirstMs {
+		p("The first message after the death declaration misses %d ms: the standby sessions' takeover goes through the same path as a dial's up to the acquire (the declaring watcher lists the victim's sessions, hands the other survivor its part, each survivor admits its claims and writes the acquire and the fence, the round's control sessions' dials among them on the shared cores), so the acquire row above, not the standby's window, holds the time.", StandbyGoalDeadToFirstMs)
+	}
+	p("\n\n")
+}
+
+// renderStandbyOnModel is the standby run on dynalite and on the model
+// side by side (the model section's part; either may be nil).
+func renderStandbyOnModel(p printer, dyn, model *StandbyRun, profile string) {
+	if model == nil {
+		return
+	}
+	if dyn == nil {
+		dyn = &StandbyRun{}
+	}
+	p("The failover phase's hot standby run (kill -9 of the owner, sources that cannot replay; its section above describes it):\n\n")
+	p("| | dynalite: standby | dynalite: control (no standby) | model (%s): standby | model: control |\n|---|---|---|---|---|\n", profile)
+	row := func(name string, f func(g StandbyGroup) string) {
+		p("| %s | %s | %s | %s | %s |\n", name, f(dyn.Standby), f(dyn.Control), f(model.Standby), f(model.Control))
+	}
+	row("sessions (never delivered again)", func(g StandbyGroup) string { return fmt.Sprintf("%d (%d)", g.Sessions, g.Unrecovered) })
+	row("dark time at the sink, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.Dark) })
+	row("declared dead → first message, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToFirst) })
+	row("— declared dead → acquire, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToAcquired) })
+	row("messages lost / repeated", func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Lost, g.Repeated) })
+	p("\n")
+}
+
+// distCell is "p50 / p99 / max" of d ("" when empty).
+func distCell(d Dist) string {
+	if d.N == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s / %s / %s", ms(d.P50), ms(d.P99), ms(d.Max))
+}
+
+func perSession(n, sessions int) string {
+	if sessions == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(sessions))
+}
+
+func perSession64(n int64, sessions int) string {
+	if sessions == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f", float64(n)/float64(sessions))
+}
+
+// standbyGoals are the standby run's goals (issue 39): standby sessions
+// lose nothing, the first message after the death declaration p99 ≤
+// 50 ms, a standby ≤ 1 write unit per session-hour.
+func standbyGoals(r *Report) []Goal {
+	f := r.Failover
+	if f == nil || f.Standby == nil || f.Standby.Standby.Sessions == 0 {
+		return nil
+	}
+	s := f.Standby
+	var gs []Goal
+	g := Goal{Figure: "Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
+		Measured: fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), Goal: "0", Known: true, Met: s.Standby.Lost == 0 && s.Standby.Unrecovered == 0}
+	if !g.Met {
+		g.Miss = fmt.Sprintf("%d lost", s.Standby.Lost)
+		if s.Standby.Unrecovered > 0 {
+			g.Miss += fmt.Sprintf("; %d session(s) never recovered", s.Standby.Unrecovered)
+		}
+	}
+	gs = append(gs, g)
+	d := s.Standby.DeadToFirst
+	g2 := Goal{Figure: "Hot standby: owner declared dead → first message at the sink, p99", Measured: ms(d.P99), Goal: fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
+		Known: d.N > 0, Met: d.N > 0 && d.P99 <= StandbyGoalDeadToFirstMs}
+	if d.N == 0 {
+		g2.Measured, g2.Miss = "not measured (no death declaration read)", "not measured"
+	} else if !g2.Met {
+		g2.Miss = fmt.Sprintf("+%s", ms(d.P99-StandbyGoalDeadToFirstMs))
+	}
+	gs = append(gs, g2)
+	w := s.Cost.WRUPerSH()
+	g3 := Goal{Figure: "Hot standby: write units per standby session-hour (held; the one-off assign and drop apart)", Measured: fmt.Sprintf("%.3g", w), Goal: fmt.Sprintf("≤ %d", StandbyGoalWRUPerSH),
+		Known: s.Cost.StandbyHours > 0, Met: s.Cost.StandbyHours > 0 && w <= StandbyGoalWRUPerSH}
+	if !g3.Met {
+		g3.Miss = fmt.Sprintf("%.3g", w)
+		if s.Cost.StandbyHours == 0 {
+			g3.Miss = "no standby held"
+		}
+	}
+	return append(gs, g3)
+}
