@@ -85,6 +85,7 @@ func (w *Worker) adminMux() http.Handler {
 	mux.HandleFunc("DELETE "+standbyPath, w.serveStandbyDrop)
 	mux.HandleFunc("POST "+standbyDroppedPath, w.serveStandbyDropped)
 	mux.HandleFunc("POST "+standbyPositionsPath, w.serveStandbyPositions)
+	mux.HandleFunc("POST "+ownerDeadPath, w.serveOwnerDead)
 	return mux
 }
 

@@ -185,6 +185,12 @@ func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
 // the other end of the list than the queue hands them out.
 func (w *Worker) takeover(ctx context.Context, dead string) {
 	log := w.log.With().Str("dead_worker_id", dead).Logger()
+	// The standbys of dead's sessions take theirs at once, before any
+	// listing (no claimer needs to find each one alive and tell it): this
+	// worker's own, and every other worker's it knows, told of the death.
+	w.promote(w.standbysFor(dead), w.deps.Clock.Now())
+	announced := map[string]bool{}
+	w.announceDeath(dead, announced)
 	cands, err := w.keeper.TakeoverOf(ctx, dead)
 	if err != nil {
 		log.Warn().Err(err).Msg("takeover: list sessions (reconciliation will)")
@@ -195,6 +201,9 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	if err != nil {
 		log.Warn().Err(err).Msg("takeover: sessions announced on the work queue instead of handed to receivers")
 	}
+	// The workers its takeover just read (directMoves) that the first
+	// announcement missed.
+	w.announceDeath(dead, announced)
 	var mine []lease.Candidate
 	parts := map[string][]lease.Candidate{}
 	next := 0

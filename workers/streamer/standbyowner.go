@@ -395,6 +395,10 @@ type position struct {
 	Epoch        int64  `json:"standby_epoch"`
 	FP           string `json:"fp,omitempty"`  // hexadecimal (seq_mode none)
 	Seq          int64  `json:"seq,omitempty"` // the others
+	// Owner and LeaseEpoch are the sender's tenure: the dead tenure a
+	// promotion names, should it die.
+	Owner      string `json:"owner"`
+	LeaseEpoch int64  `json:"lease_epoch"`
 }
 
 // pushPositions posts, to each worker holding standbys of sessions this
@@ -435,7 +439,7 @@ func (w *Worker) pushPositions(ctx context.Context) {
 		w.sbMu.Lock()
 		st := w.ownStandbys[s.ID()]
 		if st != nil && st.worker != "" && st.epoch > 0 && (st.pushed != fp || st.pushedSeq != seq) {
-			p := position{ConnectionID: s.ID(), Epoch: st.epoch, Seq: seq}
+			p := position{ConnectionID: s.ID(), Epoch: st.epoch, Seq: seq, Owner: w.cfg.WorkerID, LeaseEpoch: s.Held().Epoch()}
 			if fp != 0 {
 				p.FP = strconv.FormatUint(fp, 16)
 			}
@@ -525,6 +529,9 @@ func (w *Worker) serveStandbyPositions(rw http.ResponseWriter, r *http.Request) 
 		e := w.standbys[p.ConnectionID]
 		current := e != nil && e.tok.Epoch == p.Epoch
 		superseded := e != nil && e.tok.Epoch < p.Epoch
+		if current && p.Owner != "" && p.LeaseEpoch > 0 {
+			e.owner, e.ownerEpoch = p.Owner, p.LeaseEpoch
+		}
 		w.mu.Unlock()
 		if superseded {
 			// The owner follows a newer assignment: this one was replaced.
