@@ -386,14 +386,7 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.To
 	if fp != 0 {
 		q.Set("fp", strconv.FormatUint(fp, 16))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+handoffPath+"?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	if w.cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-	}
-	res, err := w.rebal.client.Do(req)
+	res, err := w.peerCall(ctx, http.MethodPost, addr, handoffPath, q, nil)
 	if err != nil {
 		return err
 	}
@@ -408,20 +401,18 @@ func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.To
 // background (the caller does not wait for the dial).
 func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	id := q.Get("connection_id")
-	if !notify.ValidConnectionID(id) {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
+	id, ok := connectionParam(rw, q)
+	if !ok {
 		return
 	}
 	var prev *lease.Token
 	if owner := q.Get("prev_owner"); owner != "" || q.Has("prev_epoch") {
-		epoch, err := strconv.ParseInt(q.Get("prev_epoch"), 10, 64)
-		switch {
-		case owner == "":
+		if owner == "" {
 			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_owner: required with prev_epoch"})
 			return
-		case err != nil || epoch < 1:
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_epoch: not a positive integer"})
+		}
+		epoch, ok := positiveParam(rw, q, "prev_epoch")
+		if !ok {
 			return
 		}
 		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}

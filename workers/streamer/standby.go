@@ -27,7 +27,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -76,25 +75,22 @@ type standbyHeld struct {
 // table unavailable).
 func (w *Worker) serveStandbyAssign(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	id := q.Get("connection_id")
-	if !notify.ValidConnectionID(id) {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
+	id, ok := connectionParam(rw, q)
+	if !ok {
 		return
 	}
-	gen, err := strconv.ParseInt(q.Get("generation"), 10, 64)
-	if err != nil || gen < 1 {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "generation: not a positive integer"})
+	gen, ok := positiveParam(rw, q, "generation")
+	if !ok {
 		return
 	}
 	var prev *lease.StandbyToken
 	if pw := q.Get("prev_worker"); pw != "" || q.Has("prev_epoch") {
-		pe, err := strconv.ParseInt(q.Get("prev_epoch"), 10, 64)
-		switch {
-		case pw == "":
+		if pw == "" {
 			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_worker: required with prev_epoch"})
 			return
-		case err != nil || pe < 1:
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_epoch: not a positive integer"})
+		}
+		pe, ok := positiveParam(rw, q, "prev_epoch")
+		if !ok {
 			return
 		}
 		prev = &lease.StandbyToken{ConnectionID: id, Worker: pw, Epoch: pe}
@@ -196,14 +192,12 @@ func (w *Worker) serveStandbyAssign(rw http.ResponseWriter, r *http.Request) {
 // standby (its session stopped or failed).
 func (w *Worker) serveStandbyDrop(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	id := q.Get("connection_id")
-	if !notify.ValidConnectionID(id) {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
+	id, ok := connectionParam(rw, q)
+	if !ok {
 		return
 	}
-	epoch, err := strconv.ParseInt(q.Get("standby_epoch"), 10, 64)
-	if err != nil || epoch < 1 {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "standby_epoch: not a positive integer"})
+	epoch, ok := positiveParam(rw, q, "standby_epoch")
+	if !ok {
 		return
 	}
 	w.mu.Lock()
@@ -444,15 +438,8 @@ func (w *Worker) tellOwnerDropped(owner, addr string, t lease.StandbyToken, refu
 	if refusedGen > 0 {
 		q.Set("refused_gen", strconv.FormatInt(refusedGen, 10))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+standbyDroppedPath+"?"+q.Encode(), nil)
-	if err != nil {
-		return
-	}
-	if w.cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-	}
-	if res, err := w.rebal.client.Do(req); err == nil {
-		_ = res.Body.Close()
+	if err := w.peerNotify(ctx, http.MethodPost, addr, standbyDroppedPath, q); err != nil {
+		w.standbyLog(t).Debug().Err(err).Str("owner", owner).Msg("standby: tell the owner it was dropped (it sees this worker's drop when it next places one)")
 	}
 }
 
@@ -460,20 +447,17 @@ func (w *Worker) tellOwnerDropped(owner, addr string, t lease.StandbyToken, refu
 // this worker owns was dropped by its worker.
 func (w *Worker) serveStandbyDropped(rw http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	id := q.Get("connection_id")
-	if !notify.ValidConnectionID(id) {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "connection_id: not a valid connection id"})
+	id, ok := connectionParam(rw, q)
+	if !ok {
 		return
 	}
-	epoch, err := strconv.ParseInt(q.Get("standby_epoch"), 10, 64)
-	if err != nil || epoch < 1 {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "standby_epoch: not a positive integer"})
+	epoch, ok := positiveParam(rw, q, "standby_epoch")
+	if !ok {
 		return
 	}
 	var refused int64
-	if v := q.Get("refused_gen"); v != "" {
-		if refused, err = strconv.ParseInt(v, 10, 64); err != nil || refused < 1 {
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "refused_gen: not a positive integer"})
+	if q.Has("refused_gen") {
+		if refused, ok = positiveParam(rw, q, "refused_gen"); !ok {
 			return
 		}
 	}
@@ -573,19 +557,9 @@ func (w *Worker) announceDeath(dead string, told map[string]bool) {
 		w.routines.Go(func() {
 			ctx, cancel := context.WithTimeout(w.hardCtx, time.Second)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+ownerDeadPath+"?"+url.Values{"worker": {dead}}.Encode(), nil)
-			if err != nil {
-				return
-			}
-			if w.cfg.AdminToken != "" {
-				req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-			}
-			res, err := w.rebal.client.Do(req)
-			if err != nil {
+			if err := w.peerNotify(ctx, http.MethodPost, addr, ownerDeadPath, url.Values{"worker": {dead}}); err != nil {
 				w.log.Debug().Err(err).Str("to", id).Str("dead_worker_id", dead).Msg("announce a death to the standbys")
-				return
 			}
-			_ = res.Body.Close()
 		})
 	}
 }

@@ -283,14 +283,7 @@ func (w *Worker) askStandby(ctx context.Context, to, id string, gen int64, prev 
 	// The holder writes its assignment before it answers: a store call.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout+time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+standbyPath+"?"+q.Encode(), nil)
-	if err != nil {
-		return standbyAnswer{}, err
-	}
-	if w.cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-	}
-	res, err := w.rebal.client.Do(req)
+	res, err := w.peerCall(ctx, http.MethodPost, addr, standbyPath, q, nil)
 	if err != nil {
 		return standbyAnswer{}, err
 	}
@@ -338,16 +331,7 @@ func (w *Worker) dropOwnStandby(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	q := url.Values{"connection_id": {id}, "standby_epoch": {strconv.FormatInt(st.epoch, 10)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+addr+standbyPath+"?"+q.Encode(), nil)
-	if err != nil {
-		return
-	}
-	if w.cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-	}
-	if res, err := w.rebal.client.Do(req); err == nil {
-		_ = res.Body.Close()
-	} else if !errors.Is(err, context.Canceled) {
+	if err := w.peerNotify(ctx, http.MethodDelete, addr, standbyPath, q); err != nil && !errors.Is(err, context.Canceled) {
 		w.log.Debug().Err(err).Str("connection_id", id).Msg("standby: tell its worker to drop it (it re-reads the item)")
 	}
 }
@@ -481,15 +465,7 @@ func (w *Worker) postPositions(ctx context.Context, to, addr string, ps []positi
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+standbyPositionsPath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if w.cfg.AdminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+w.cfg.AdminToken)
-	}
-	res, err := w.rebal.client.Do(req)
+	res, err := w.peerCall(ctx, http.MethodPost, addr, standbyPositionsPath, nil, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
