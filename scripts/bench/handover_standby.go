@@ -555,7 +555,7 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 		return
 	}
 	p("### Hot standby beside the dial takeover (sources that cannot replay)\n\n")
-	p("%d round(s) of %d sessions at %g msg/s on sources that cannot replay: half started with `\"standby\":{\"enabled\":true}`, half without (the control group), each half by turns on `seq_mode: none` (the feed's `seq` rides in the data) and on the seq field with resume switched off; no `checkpoint_every` (such a source writes no periodic checkpoint, so a standby's window delivers all it holds, up to its 30 s default). ", s.Rounds, s.SessionsPerRound, s.FeedRate)
+	p("%d round(s) of %d sessions at %g msg/s on sources that cannot replay: half started with `\"standby\":{\"enabled\":true}`, half without (the control group), each half by turns on `seq_mode: none` (the feed's `seq` rides in the data) and on the seq field with resume switched off; no `checkpoint_every` (such a source writes no periodic checkpoint: the standby follows the owner's positions instead). ", s.Rounds, s.SessionsPerRound, s.FeedRate)
 	p("A victim alone claims them; 2 survivors start and receive the standbys (the feed admits a standby connection beside the owner's, `-allow-standby`, told by the tenure header); after the steady window the victim is killed (kill -9). Lost and repeated are judged by the feed's own seq in the delivered data: a seq between the first and the last delivered never delivered is lost; a seq delivered again is repeated.\n\n")
 	p("| | dial takeover, seq'd source with resume (the rounds above) | standby | control: same sources, no standby |\n|---|---|---|---|\n")
 	row := func(name, dialV string, f func(g StandbyGroup) string) {
@@ -573,9 +573,9 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 	p("\n")
 	p("In short: dial (no standby): %s lost per session (TTL × rate = %.0f); standby: %d lost, %d repeated (%s per session; %d of %d takeovers on the standby's connection, no dial).\n\n",
 		perSession64(s.Control.Lost, s.Control.Sessions), s.ExpectedLost, s.Standby.Lost, s.Standby.Repeated, perSession64(s.Standby.Repeated, s.Standby.Sessions), s.Promotions, s.Standby.Sessions)
-	if d := s.Standby.Dark; d.N > 0 {
-		p("Without a checkpoint a standby's window starts at its bound (30 s of the stream), so a promotion repeats what the old owner delivered in the window's span before the kill: about rate × (window − the dark time) = %g × (30 s − %s) ≈ %.0f per session; a session's `checkpoint_every` bounds that at one write per interval.\n\n",
-			s.FeedRate, ms(d.P50), s.FeedRate*max(0, 30-d.P50/1000))
+	if s.Standby.Sessions > 0 {
+		p("What bounds the repeats: the owner posts each session's acknowledged position (the seq, or under `seq_mode: none` the fingerprint of the last message the sink took) to its standby's worker every second, and the standby forgets its window up to there; a promotion repeats what was acknowledged after the last post, about rate × (1 s + the sink's acknowledgement lag) = %g × ~1 s ≈ %.0f per session at most (no table write: without the positions, a window with no checkpoint would repeat up to its 30 s bound, about %.0f per session).\n\n",
+			s.FeedRate, s.FeedRate, s.FeedRate*30)
 	}
 	c := s.Cost
 	p("| cost per standby session (steady windows of %s in all, %d standbys held of %d asked, before the kill) | |\n|---|---|\n", ms(c.WindowSeconds*1000), c.Held, c.Wanted)
@@ -592,7 +592,7 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 	p("| one-off writes over the rounds: assign_standby / drop_standby (requests, write units) | %d, %d / %d, %d |\n\n", a.Writes, a.TotalWriteUnits(), d.Writes, d.TotalWriteUnits())
 	p("A held standby writes nothing: its worker writes the assignment once (assign_standby) and the drop once (drop_standby); between them it re-reads the session every WSFLEET_STANDBY_CHECK_EVERY (30 s, less up to a quarter of jitter) with a consistent read of the session item and its checkpoint item (2 read units while both are under 4 KB): about 2 × 3,600 / 26 ≈ 275 read units per hour. The RSS delta is the holders' whole process (the TLS connection and the runtime's heap growth included) over few standbys, so it is an upper figure; the window is what the standbys keep of the stream. The phase runs no bare client: the issue's memory goal (a standby ≤ the bare client's memory for one connection plus its window) compares these with the capacity section's bare client on wss (RSS above idle per session). ")
 	if d := s.Standby.DeadToFirst; d.N > 0 && d.P99 > StandbyGoalDeadToFirstMs {
-		p("The first message after the death declaration misses %d ms: the standby sessions' takeover goes through the same path as a dial's up to the acquire (the declaring watcher lists the victim's sessions, hands the other survivor its part, each survivor admits its claims and writes the acquire and the fence, the round's control sessions' dials among them on the shared cores), so the acquire row above, not the standby's window, holds the time.", StandbyGoalDeadToFirstMs)
+		p("The first message after the death declaration misses %d ms, and the acquire row above, not the standby's window (acquire → first message is the window's drain), holds the time: the declaring watcher promotes its own standbys and tells the other workers at once (POST /standby/owner-dead), each reads the dead worker's record and then acquires each of its standbys' sessions; a promotion's acquire is the ordinary one, three requests in sequence (the conditional write, the spec item's read, the checkpoint item's fence), queued at the table with the round's control sessions' acquires and the takeover's listing on the shared cores. Fewer serial round trips on the claim path is the next issue's work (issue 40).", StandbyGoalDeadToFirstMs)
 	}
 	p("\n\n")
 }
