@@ -33,6 +33,11 @@ import (
 // see its worker gone: the rebalancing round's view).
 const standbyAssignEvery = time.Second
 
+// standbyRetryMax bounds the back-off of a session's placement after
+// passes that placed nothing: a session without a standby loses what a
+// crash meanwhile costs, so it is tried again within seconds.
+const standbyRetryMax = 5 * time.Second
+
 // standbyTries is how many workers one placement asks in each pass (first
 // in other zones, then in any).
 const standbyTries = 3
@@ -166,8 +171,7 @@ func (w *Worker) placeStandby(ctx context.Context, s *session.Session) {
 	w.sbMu.Unlock()
 	cands := w.standbyCandidates(id, cur)
 	if len(cands) == 0 {
-		w.standbyRetryLater(id)
-		return
+		return // no other worker known yet (a new worker's first round): the next pass
 	}
 	for _, anyZone := range []bool{false, true} {
 		for i, to := range cands {
@@ -216,7 +220,7 @@ func (w *Worker) standbyRetryLater(id string) {
 	defer w.sbMu.Unlock()
 	if st := w.ownStandbys[id]; st != nil {
 		st.fails++
-		st.nextTry = w.deps.Clock.Now().Add(min(standbyAssignEvery<<min(st.fails, 5), 30*time.Second))
+		st.nextTry = w.deps.Clock.Now().Add(min(standbyAssignEvery<<min(st.fails, 3), standbyRetryMax))
 	}
 }
 
