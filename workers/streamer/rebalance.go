@@ -107,6 +107,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 		return nil
 	}
 	movable := w.movable(w.deps.Clock.Now())
+	picker := w.newMovePicker(movable)
 	n := 0
 	// A few moves at a time: each one's dark time is its own close, flush,
 	// release and the receiver's acquire and dial, not a queue of all the
@@ -115,7 +116,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, m := range moves {
 		for k := 0; k < m.Count && n < len(movable); k++ {
-			s := movable[n]
+			s := picker.pick(m.To)
 			n++
 			select {
 			case sem <- struct{}{}:
@@ -163,4 +164,46 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 		return cmp.Or(a.Held().AcquiredAt().Compare(b.Held().AcquiredAt()), cmp.Compare(a.ID(), b.ID()))
 	})
 	return out
+}
+
+// movePicker picks the sessions of a round's moves: for a move to a
+// worker, first the sessions whose standby that worker holds (their move
+// is that standby's promotion: no dial, and nothing lost from a source that
+// cannot replay), then the others, longest held first.
+type movePicker struct {
+	movable []*session.Session
+	taken   []bool
+	next    int              // the first index not yet looked at in order
+	byTo    map[string][]int // the indexes whose standby is on that worker, in order
+}
+
+func (w *Worker) newMovePicker(movable []*session.Session) *movePicker {
+	p := &movePicker{movable: movable, taken: make([]bool, len(movable)), byTo: map[string][]int{}}
+	w.sbMu.Lock()
+	for i, s := range movable {
+		if st := w.ownStandbys[s.ID()]; st != nil && st.worker != "" {
+			p.byTo[st.worker] = append(p.byTo[st.worker], i)
+		}
+	}
+	w.sbMu.Unlock()
+	return p
+}
+
+// pick is the next session a move to worker to takes (nil: none left).
+func (p *movePicker) pick(to string) *session.Session {
+	for idx := p.byTo[to]; len(idx) > 0; idx = p.byTo[to] {
+		i := idx[0]
+		p.byTo[to] = idx[1:]
+		if !p.taken[i] {
+			p.taken[i] = true
+			return p.movable[i]
+		}
+	}
+	for ; p.next < len(p.movable); p.next++ {
+		if !p.taken[p.next] {
+			p.taken[p.next] = true
+			return p.movable[p.next]
+		}
+	}
+	return nil
 }
