@@ -372,7 +372,7 @@ func receivers(me rebalance.Worker, recs []lease.WorkerRecord, exclude string, g
 // (a directed hand-off of a seq_mode none session with a standby): the
 // receiver's standby window goes on after it.
 func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token, fp uint64) error {
-	addr := w.rebal.addr(to)
+	addr := w.peerAddr(ctx, to)
 	if addr == "" {
 		return fmt.Errorf("no admin address for %s", to)
 	}

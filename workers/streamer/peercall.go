@@ -14,6 +14,28 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 )
 
+// peerAddr is worker id's admin address: the fleet view's (the last
+// rebalancing round, a takeover's read), else its record's, read once (a
+// consistent read of one worker record) and kept in the fleet view.
+func (w *Worker) peerAddr(ctx context.Context, id string) string {
+	if a := w.rebal.addr(id); a != "" {
+		return a
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
+	defer cancel()
+	rec, err := w.keeper.Store().GetWorker(ctx, id)
+	if err != nil || !rec.Alive() || rec.AdminAddr == "" {
+		return ""
+	}
+	w.rebal.mu.Lock()
+	if w.rebal.addrs == nil {
+		w.rebal.addrs = map[string]string{}
+	}
+	w.rebal.addrs[id] = rec.AdminAddr
+	w.rebal.mu.Unlock()
+	return rec.AdminAddr
+}
+
 // peerCall sends method path?q to the admin server at addr with the fleet's
 // token, bounded by ctx; the caller closes the answer's body.
 func (w *Worker) peerCall(ctx context.Context, method, addr, path string, q url.Values, body io.Reader) (*http.Response, error) {

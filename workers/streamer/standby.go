@@ -14,7 +14,6 @@
 package streamer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -428,7 +427,9 @@ const standbyDroppedPath = "/standby/dropped"
 // tellOwnerDropped tells owner that standby t was dropped (refusedGen > 0:
 // refused by the source at that generation); best effort.
 func (w *Worker) tellOwnerDropped(owner, addr string, t lease.StandbyToken, refusedGen int64) {
-	addr = cmp.Or(addr, w.rebal.addr(owner))
+	if addr == "" {
+		addr = w.peerAddr(w.hardCtx, owner)
+	}
 	if addr == "" {
 		return
 	}

@@ -328,7 +328,10 @@ func (w *Worker) dropOwnStandby(ctx context.Context, id string) {
 	if st == nil || st.worker == "" || st.epoch < 1 {
 		return
 	}
-	addr := cmp.Or(st.addr, w.rebal.addr(st.worker))
+	addr := st.addr
+	if addr == "" {
+		addr = w.peerAddr(ctx, st.worker)
+	}
 	if addr == "" {
 		return
 	}
@@ -441,7 +444,11 @@ func (w *Worker) pushPositions(ctx context.Context) {
 	}
 	ok := map[string]bool{}
 	for to, ps := range by {
-		if err := w.postPositions(ctx, to, cmp.Or(addrs[to], w.rebal.addr(to)), ps); err != nil {
+		addr := addrs[to]
+		if addr == "" {
+			addr = w.peerAddr(ctx, to)
+		}
+		if err := w.postPositions(ctx, to, addr, ps); err != nil {
 			w.log.Debug().Err(err).Str("to", to).Int("positions", len(ps)).Msg("standby positions (the next pass sends them again)")
 			continue
 		}
