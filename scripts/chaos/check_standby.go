@@ -206,6 +206,12 @@ func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *t
 	}
 	var held []string
 	for _, cr := range v.conns {
+		// A standby connection of the dying owner's own worker cannot
+		// help: it is the connection a promotion adopted (the feed keeps
+		// the tenure it was dialed with), or it dies with the owner.
+		if before != nil && standbyWorker(cr.Tenure) == before.worker {
+			continue
+		}
 		if cr.Standby && cr.Sent > 0 && cr.FirstSeq <= hi && cr.LastSeq >= lo {
 			held = append(held, fmt.Sprintf("#%d (%s, seqs %d..%d)", cr.ID, cr.Tenure, cr.FirstSeq, cr.LastSeq))
 		}

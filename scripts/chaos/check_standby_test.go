@@ -181,3 +181,15 @@ func TestStandbyReport(t *testing.T) {
 		}
 	}
 }
+
+// A standby connection of the dying owner's own worker (the connection its
+// promotion adopted, still named by the standby tenure it was dialed with)
+// is no standby at that owner's death: the hole is the no-standby kind.
+func TestStandbyOfTheDyingOwnerIsNoStandby(t *testing.T) {
+	s := standbyScenario(SourceNoSeq, true, 60, 2.0, 10)
+	s.ev.Conns[1].Tenure = "worker-1/standby/1"
+	res := s.judge()
+	if v := violationsOf(res, CheckStandbyNoLoss); len(v) != 0 || res.Standby.LostNoStandby != 9 {
+		t.Fatalf("violations %+v, standby %+v", v, res.Standby)
+	}
+}
