@@ -30,6 +30,25 @@ func (n noSink) Handle(_ context.Context, m sink.Message) error {
 }
 
 // standbyEnv is h's env with a sink that fails the test, the tenure
+// standbyFixture is a feed with the standby tests' tenure header (rate
+// messages/s, one-connection mode) and a harness whose sessions name their
+// tenure; mod adjusts the session config (nil: none).
+func standbyFixture(t *testing.T, rate float64, mode feed.Mode, mod func(*Config)) (*feed.Server, *harness) {
+	f := feed.StartForTest(t, feed.Config{Rate: rate, Mode: mode, TenureHeader: tenureHeader})
+	cfg := testConfig()
+	cfg.TenureHeader = tenureHeader
+	if mod != nil {
+		mod(cfg)
+	}
+	return f, newHarness(t, cfg)
+}
+
+// newTestStandby is a standby of it for worker at standby epoch epoch,
+// with a window of a minute and 1 MiB, on a budget of its own.
+func newTestStandby(t *testing.T, h *harness, it lease.Item, worker string, epoch int64) *Standby {
+	return NewStandby(standbyEnv(t, h, 1<<20), it, worker, epoch, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+}
+
 // header, and a worker-wide standby budget of budget bytes.
 func standbyEnv(t *testing.T, h *harness, budget int64) *Env {
 	env := *h.env
@@ -121,10 +140,7 @@ func payloadSeqs(t *testing.T, r *recorder) []int64 {
 }
 
 func TestStandbyKeepsAWindowAndNeverDelivers(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 200, feed.ModeAllow, nil)
 	env := standbyEnv(t, h, 1<<20)
 	it := putItem(t, h, "s1", f.URL("s1"), 100, false)
 	sb := NewStandby(env, it, "w2", 7, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
@@ -159,12 +175,9 @@ func TestStandbyKeepsAWindowAndNeverDelivers(t *testing.T) {
 // An adopted standby's session delivers after the checkpoint with no gap
 // and no repeat, on the standby's connection (no dial).
 func TestAdoptionDeliversTheWindowThenLiveWithoutGap(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 200, feed.ModeAllow, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), 100, false)
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w1", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w1", 1)
 	sbDone := runStandby(t, sb)
 	testwait.Eventually(t, 5*time.Second, "a window of 40 messages", func() bool { return sb.Status().Messages >= 40 })
 	// The owner's checkpoint moved to 110 before it died.
@@ -200,12 +213,9 @@ func TestAdoptionDeliversTheWindowThenLiveWithoutGap(t *testing.T) {
 // A standby without a connection ready is dropped at the adoption: the
 // session dials as any other, and the standby's Run returns ErrPromoted.
 func TestAdoptionWithoutAConnectionDials(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 200, feed.ModeAllow, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), 100, false)
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w1", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w1", 1)
 	s, done := h.adopt("s1", sb)
 	testwait.Eventually(t, 5*time.Second, "20 messages delivered", func() bool { return h.rec.count() >= 20 })
 	if err := sb.Run(context.Background()); !errors.Is(err, ErrPromoted) {
@@ -246,12 +256,9 @@ func TestStandbyWindowsBoundedOnAFeed(t *testing.T) {
 // Under seq_mode none the adopted session delivers every message the feed
 // sent after the alignment point exactly once.
 func TestAdoptionSeqlessDeliversAfterTheAlignmentPoint(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 200, feed.ModeAllow, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), lease.NoSeq, true)
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w1", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w1", 1)
 	runStandby(t, sb)
 	testwait.Eventually(t, 5*time.Second, "a window of 20 messages", func() bool { return sb.Status().Messages >= 20 })
 	// The owner's last delivered message: the window's 6th.
@@ -282,12 +289,9 @@ func TestAdoptionSeqlessDeliversAfterTheAlignmentPoint(t *testing.T) {
 // The window is delivered at the adoption, not at the standby's next
 // message: the feed sends one message every 5 s.
 func TestAdoptionDeliversTheWindowAtOnce(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 0.2, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 0.2, feed.ModeAllow, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), 10, false)
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w1", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w1", 1)
 	runStandby(t, sb)
 	testwait.Eventually(t, 8*time.Second, "the first message in the window", func() bool { return sb.Status().Messages >= 1 })
 	s, done := h.adopt("s1", sb)
@@ -306,15 +310,13 @@ func TestAdoptionDeliversTheWindowAtOnce(t *testing.T) {
 // A feed that kicks the older connection: the standby kicks the owner
 // once, the owner's redial kicks the standby, which gives up for good.
 func TestStandbyRefusedByKickOlder(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 100, Mode: feed.ModeKickOlder, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	cfg.StableAfter = 2 * time.Second
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 100, feed.ModeKickOlder, func(c *Config) {
+		c.StableAfter = 2 * time.Second
+	})
 	it := putItem(t, h, "s1", f.URL("s1"), lease.NoSeq, false)
 	owner, ownerDone := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "the owner delivers", func() bool { return h.rec.count() >= 5 })
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w2", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w2", 1)
 	done := runStandby(t, sb)
 	if err := waitErr(t, done); !errors.Is(err, ErrStandbyRefused) {
 		t.Fatalf("Run = %v", err)
@@ -338,14 +340,11 @@ func TestStandbyRefusedByKickOlder(t *testing.T) {
 
 // A feed that refuses a second connection (409): refused at once.
 func TestStandbyRefusedByRefuseNewer(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 100, Mode: feed.ModeRefuseNewer, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 100, feed.ModeRefuseNewer, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), lease.NoSeq, false)
 	owner, ownerDone := h.start("s1")
 	testwait.Eventually(t, 5*time.Second, "the owner delivers", func() bool { return h.rec.count() >= 5 })
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w2", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w2", 1)
 	done := runStandby(t, sb)
 	if err := waitErr(t, done); !errors.Is(err, ErrStandbyRefused) {
 		t.Fatalf("Run = %v", err)
@@ -362,12 +361,9 @@ func TestStandbyRefusedByRefuseNewer(t *testing.T) {
 
 // A new generation closes the standby's connection and dials the new spec.
 func TestStandbySetItemRedials(t *testing.T) {
-	f := feed.StartForTest(t, feed.Config{Rate: 200, Mode: feed.ModeAllow, TenureHeader: tenureHeader})
-	cfg := testConfig()
-	cfg.TenureHeader = tenureHeader
-	h := newHarness(t, cfg)
+	f, h := standbyFixture(t, 200, feed.ModeAllow, nil)
 	it := putItem(t, h, "s1", f.URL("s1"), lease.NoSeq, false)
-	sb := NewStandby(standbyEnv(t, h, 1<<20), it, "w2", 1, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
+	sb := newTestStandby(t, h, it, "w2", 1)
 	runStandby(t, sb)
 	testwait.Eventually(t, 5*time.Second, "a window", func() bool { return sb.Status().Messages >= 5 })
 	it.Generation = 2
