@@ -164,8 +164,8 @@ func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]stri
 	return out, nil
 }
 
-// Acquire implements lease.Store: the session's write, then the fence of
-// its checkpoint item.
+// Acquire implements lease.Store: the session's write, then the read of
+// its spec item and the fence of its checkpoint item, side by side.
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	var out lease.Item
 	im := sessionImage(id)
@@ -182,15 +182,18 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 			p.refused("UpdateItem", id, im.before) // dynamostore's other variant first
 		}
 		p.write("UpdateItem", id, im.before, im.after)
-		if sp, key := specItem(im.s1); sp != nil {
+		sp, key := specItem(im.s1)
+		if sp != nil {
 			p.get(key, sp, true) // the acquired session's configuration
 		}
-		ck := schema.CheckpointKey(id)
+		// The fence, beside the spec's read.
+		ck, fence := schema.CheckpointKey(id), len(p.reqs)
 		if err != nil {
 			p.refused("UpdateItem", ck, im.ckB)
-			return
+		} else {
+			p.write("UpdateItem", ck, im.ckB, im.ckA)
 		}
-		p.write("UpdateItem", ck, im.ckB, im.ckA)
+		p.reqs[fence].beside = sp != nil
 	}, false)
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)

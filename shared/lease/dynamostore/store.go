@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -631,9 +632,10 @@ func notFailed() expression.ConditionBuilder {
 }
 
 // Acquire implements lease.Store: the session write (ALL_OLD: the item
-// after is the item before with the new tenure), then the fence of the
-// checkpoint item at the new epoch, which returns its last_seq: the tenure
-// resumes after the larger of it and the session's release_seq.
+// after is the item before with the new tenure), then, side by side, the
+// read of its spec item and the fence of the checkpoint item at the new
+// epoch, which returns its last_seq: the tenure resumes after the larger
+// of it and the session's release_seq.
 //
 // Whether the write removes the standby (lease.AcquireDropsStandby) is
 // part of its condition: the write assumes one answer (removes it when
@@ -688,17 +690,25 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
 	}
 	t := lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
-	if err := s.acquiredSpec(ctx, it, after); err != nil {
-		// Nobody would run the session: the tenure ends here (as when an
-		// earlier attempt took it unawares), before anything is fenced.
-		if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
-			return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure: %w)", t, err, rerr)
-		}
-		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
-	}
+	// The spec's read and the fence go side by side: neither needs the
+	// other, and the caller acts on neither before both have answered
+	// (one round trip after the write, not two).
+	var specErr error
+	var spec sync.WaitGroup
+	spec.Go(func() { specErr = s.acquiredSpec(ctx, it, after) })
 	seq, err := s.fence(ctx, t)
+	spec.Wait()
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
+	}
+	if specErr != nil {
+		// Nobody would run the session: the tenure ends here (as when an
+		// earlier attempt took it unawares). Its fence is harmless: the
+		// next tenure's epoch is higher and fences over it.
+		if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
+			return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure: %w)", t, specErr, rerr)
+		}
+		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, specErr)
 	}
 	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
