@@ -267,3 +267,57 @@ func TestStandbyPlacedInAnotherZone(t *testing.T) {
 		}
 	}
 }
+
+// A promotion consumes the standby: the promoted owner places the next one
+// on a third worker, woken at its acquire (placeNow), not at its next pass.
+func TestPromotedSessionGetsANewStandby(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	ws := []*testWorker{e.standbyWorker(), e.standbyWorker(), e.standbyWorker()}
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+	owner := e.owner(id)
+	var first *testWorker
+	testwait.Eventually(t, 10*time.Second, "a standby", func() bool {
+		for _, w := range ws {
+			if w != owner && holdsStandby(w, id) {
+				first = w
+				return true
+			}
+		}
+		return false
+	})
+	owner.kill()
+	testwait.Eventually(t, testTTL+4*time.Second+slack, "the standby promoted", func() bool {
+		return first.owns(id) && first.Stats().StandbyPromotions == 1
+	})
+	var third *testWorker
+	for _, w := range ws {
+		if w != owner && w != first {
+			third = w
+		}
+	}
+	testwait.Eventually(t, 10*time.Second, "a new standby on the third worker", func() bool {
+		return holdsStandby(third, id) && e.item(id).Standby == third.ID()
+	})
+}
+
+// wantStandby wakes the placement loop for a session acquired without a
+// standby, and only then.
+func TestAcquiredWithoutAStandbyWakesThePlacement(t *testing.T) {
+	w := &Worker{ownStandbys: map[string]*ownerStandby{}, placeNow: make(chan struct{}, 1)}
+	w.wantStandby("held", lease.Item{ConnectionID: "held", Generation: 1, Standby: "w-2", StandbyEpoch: 3}, true)
+	if len(w.placeNow) != 0 {
+		t.Fatal("a session acquired with its standby woke the placement")
+	}
+	w.wantStandby("plain", lease.Item{ConnectionID: "plain", Generation: 1}, false)
+	if len(w.placeNow) != 0 {
+		t.Fatal("a session that asks for no standby woke the placement")
+	}
+	w.wantStandby("promoted", lease.Item{ConnectionID: "promoted", Generation: 1}, true)
+	w.wantStandby("other", lease.Item{ConnectionID: "other", Generation: 1}, true)
+	if len(w.placeNow) != 1 {
+		t.Fatalf("placement woken %d times for sessions acquired without a standby, want 1 (coalesced)", len(w.placeNow))
+	}
+}

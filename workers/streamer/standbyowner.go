@@ -70,6 +70,11 @@ func (w *Worker) standbyOwnerLoop(ctx context.Context) {
 			return
 		case <-t.C():
 			t.next()
+		case <-w.placeNow:
+			if w.running() {
+				w.placeStandbys(ctx)
+			}
+			continue
 		}
 		if !w.running() {
 			continue
@@ -92,6 +97,16 @@ func (w *Worker) wantStandby(id string, it lease.Item, wanted bool) {
 		delete(w.ownStandbys, id)
 	case st == nil:
 		w.ownStandbys[id] = &ownerStandby{gen: it.Generation, wanted: true, worker: it.Standby, epoch: it.StandbyEpoch, at: it.Generation}
+		if it.Standby == "" {
+			// Acquired with no standby (a promotion removed it, or none was
+			// ever placed): the next standby is placed now, not at the next
+			// pass, since a crash before it stands loses what the source
+			// sends meanwhile.
+			select {
+			case w.placeNow <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		st.gen, st.wanted = it.Generation, true
 	}

@@ -181,6 +181,9 @@ type Worker struct {
 	// placed or found them (under sbMu).
 	sbMu        sync.Mutex
 	ownStandbys map[string]*ownerStandby
+	// placeNow wakes standbyOwnerLoop before its next pass: a session
+	// acquired without a standby (a promotion consumed it) gets one at once.
+	placeNow chan struct{}
 	// standbyPasses counts standbyOwnerLoop's passes.
 	standbyPasses atomic.Int64
 }
@@ -208,6 +211,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		standbys:     map[string]*standbyHeld{},
 		alignFP:      map[string]uint64{},
 		ownStandbys:  map[string]*ownerStandby{},
+		placeNow:     make(chan struct{}, 1),
 		freed:        make(chan struct{}, 1),
 		idle:         make(chan struct{}, 1),
 		consumerStop: make(chan struct{}),
