@@ -121,7 +121,7 @@ type Keeper struct {
 	smu sync.Mutex // guards standbys; a leaf lock
 	// standbys: the standby assignments this worker holds, by connection
 	// id (standby.go).
-	standbys map[string]StandbyToken
+	standbys map[string]standbyEntry
 
 	sum summaryState  // the fleet summary (summarize.go)
 	bs  backstopState // the summarizer's death declarations (backstop.go)
@@ -155,7 +155,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		gone:      map[string]time.Time{},
 		aliveSeen: map[string]time.Time{},
 		late:      map[string]bool{},
-		standbys:  map[string]StandbyToken{},
+		standbys:  map[string]standbyEntry{},
 
 		unownedSeen: map[string]sighting{},
 	}

@@ -119,12 +119,17 @@ type Owned struct {
 // own standby of the session (the acquire is its promotion, and succeeds
 // only while the standby is still that assignment); StandbyGone, the
 // session's standby worker, which the acquirer saw not alive (a takeover
-// need not leave the session to it).
+// need not leave the session to it). Spec is the stored configuration the
+// acquirer already has (its standby dialed with it): a store that keeps a
+// session's configuration in an item of its own need not read it when the
+// session's is the same (the same content); the item returned carries the
+// session's configuration either way.
 type From struct {
 	Prev        *Token
 	Bypass      string
 	Standby     *StandbyToken
 	StandbyGone string
+	Spec        string
 }
 
 // StandbyToken identifies one assignment of a session's standby: its

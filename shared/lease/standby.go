@@ -32,9 +32,27 @@ func (k *Keeper) AssignStandby(ctx context.Context, id string, gen int64, prev *
 	}
 	t := StandbyToken{ConnectionID: id, Worker: k.cfg.Owner, Epoch: it.StandbyEpoch}
 	k.smu.Lock()
-	k.standbys[id] = t
+	k.standbys[id] = standbyEntry{tok: t}
 	k.smu.Unlock()
 	return t, it, nil
+}
+
+// standbyEntry is a standby this Keeper holds: its assignment, and the
+// stored configuration it dialed with (StandbySpec; "" until known).
+type standbyEntry struct {
+	tok  StandbyToken
+	spec string
+}
+
+// StandbySpec records stored, the configuration standby t dialed with, so
+// that its promotion need not read it again (From.Spec).
+func (k *Keeper) StandbySpec(t StandbyToken, stored string) {
+	k.smu.Lock()
+	defer k.smu.Unlock()
+	if e, ok := k.standbys[t.ConnectionID]; ok && e.tok == t {
+		e.spec = stored
+		k.standbys[t.ConnectionID] = e
+	}
 }
 
 // DropStandby ends standby t (Store.DropStandby): refusedGen > 0 records
@@ -59,16 +77,27 @@ func (k *Keeper) DropStandby(ctx context.Context, t StandbyToken, refusedGen int
 func (k *Keeper) Standby(id string) (StandbyToken, bool) {
 	k.smu.Lock()
 	defer k.smu.Unlock()
-	t, ok := k.standbys[id]
-	return t, ok
+	e, ok := k.standbys[id]
+	return e.tok, ok
+}
+
+// standbyFrom is what an acquire of id by this Keeper names of its standby
+// of the session (none: from as it was).
+func (k *Keeper) standbyFrom(id string, from *From) {
+	k.smu.Lock()
+	defer k.smu.Unlock()
+	if e, ok := k.standbys[id]; ok {
+		from.Standby = &e.tok
+		from.Spec = e.spec
+	}
 }
 
 // Standbys lists the standbys this Keeper holds, by connection id.
 func (k *Keeper) Standbys() []StandbyToken {
 	k.smu.Lock()
 	out := make([]StandbyToken, 0, len(k.standbys))
-	for _, t := range k.standbys {
-		out = append(out, t)
+	for _, e := range k.standbys {
+		out = append(out, e.tok)
 	}
 	k.smu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ConnectionID < out[j].ConnectionID })
@@ -78,7 +107,7 @@ func (k *Keeper) Standbys() []StandbyToken {
 // forgetStandby forgets t unless a newer assignment replaced it.
 func (k *Keeper) forgetStandby(t StandbyToken) {
 	k.smu.Lock()
-	if k.standbys[t.ConnectionID] == t {
+	if k.standbys[t.ConnectionID].tok == t {
 		delete(k.standbys, t.ConnectionID)
 	}
 	k.smu.Unlock()

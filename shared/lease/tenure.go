@@ -35,9 +35,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	k.mu.Unlock()
 	sentAt := k.clk.Now()
 	from := From{Prev: prev}
-	if st, ok := k.Standby(id); ok {
-		from.Standby = &st
-	}
+	k.standbyFrom(id, &from)
 	it, err := k.acquire(ctx, id, from)
 	// A takeover, a reservation, a standby seen gone and a promotion whose
 	// standby was lost, in any order: each at most once.
@@ -56,7 +54,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 			from.StandbyGone = standby.Standby.Worker
 		case errors.Is(err, ErrStandbyLost) && from.Standby != nil:
 			k.forgetStandby(*from.Standby)
-			from.Standby = nil
+			from.Standby, from.Spec = nil, ""
 		default:
 			continue
 		}

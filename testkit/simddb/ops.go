@@ -183,6 +183,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		}
 		p.write("UpdateItem", id, im.before, im.after)
 		sp, key := specItem(im.s1)
+		if sp != nil && from.Spec == im.s1.Spec {
+			sp = nil // the acquirer has it (dynamostore reads nothing)
+		}
 		if sp != nil {
 			p.get(key, sp, true) // the acquired session's configuration
 		}

@@ -155,6 +155,8 @@ func (w *Worker) serveStandbyAssign(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusConflict, map[string]string{"error": "the stored spec does not decode", "code": "not_standing_by"})
 		return
 	}
+	// Its promotion need not read the configuration again.
+	w.keeper.StandbySpec(tok, it.Spec)
 	age, bytes := sp.StandbyWindow()
 	e := &standbyHeld{
 		sb:  session.NewStandby(w.env, it, w.cfg.WorkerID, tok.Epoch, session.Window{MaxAge: age, MaxBytes: bytes}),

@@ -150,6 +150,42 @@ func TestTenureUnits(t *testing.T) {
 	}
 }
 
+// TestAcquireWithTheSpecItHasReadsNoSpec: an acquire that names the
+// configuration it already has (a standby's promotion, From.Spec) reads no
+// spec item when the session's ref names the same content, and reads it
+// when the content differs.
+func TestAcquireWithTheSpecItHasReadsNoSpec(t *testing.T) {
+	client, table := newTable(t)
+	h := harness(client, table)
+	s := h.Store.(*dynamostore.Store)
+	ctx := context.Background()
+	acquireReads := func(known string) (reads int64, got lease.Item) {
+		t.Helper()
+		id := leasetest.NewID("knownspec")
+		it := leasetest.Started(id)
+		it.Spec = leasetest.BigSpec(id, 1024)
+		h.Put(t, it)
+		if known == "same" {
+			known = it.Spec
+		}
+		before := s.Units()[dynamostore.OpAcquire].Reads
+		got, err := s.Acquire(ctx, id, "w1", lease.From{Spec: known})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec != it.Spec {
+			t.Fatalf("acquired spec %d bytes, want the session's %d", len(got.Spec), len(it.Spec))
+		}
+		return s.Units()[dynamostore.OpAcquire].Reads - before, got
+	}
+	if n, _ := acquireReads("same"); n != 0 {
+		t.Errorf("acquire naming the session's own configuration read %d items, want 0", n)
+	}
+	if n, _ := acquireReads(`{"ws_url":"wss://other.invalid/"}`); n != 1 {
+		t.Errorf("acquire naming another configuration read %d items, want 1 (the spec item)", n)
+	}
+}
+
 // TestReleaseOfAStoppedSessionIsOneWrite: the owner of a stopped session
 // re-reads it (its mailbox told it of the stop), then releases it: one
 // write, the variant for a stopped session, 1 write unit and the by_owner

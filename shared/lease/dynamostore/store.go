@@ -695,7 +695,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	// (one round trip after the write, not two).
 	var specErr error
 	var spec sync.WaitGroup
-	spec.Go(func() { specErr = s.acquiredSpec(ctx, it, after) })
+	spec.Go(func() { specErr = s.acquiredSpec(ctx, it, after, from.Spec) })
 	seq, err := s.fence(ctx, t)
 	spec.Wait()
 	if err != nil {
@@ -870,11 +870,17 @@ func (s *Store) specOf(ctx context.Context, op, id string, r sessionitem.Item) (
 // after), with its configuration. When ingest superseded the spec item
 // meanwhile, the session is re-read and it takes the newer configuration
 // with its generation and checkpoint interval (the start that wrote it put
-// its entry in the owner's mailbox: the owner re-reads it anyway).
-func (s *Store) acquiredSpec(ctx context.Context, it *lease.Item, raw map[string]types.AttributeValue) error {
+// its entry in the owner's mailbox: the owner re-reads it anyway). known
+// is the configuration the acquirer has (lease.From.Spec): when the
+// session's ref names the same content, nothing is read.
+func (s *Store) acquiredSpec(ctx context.Context, it *lease.Item, raw map[string]types.AttributeValue, known string) error {
 	r, err := sessionitem.Decode(raw)
 	if err != nil {
 		return err
+	}
+	if known != "" && r.Spec == "" && r.SpecRef != "" && sessionitem.HashOfRef(r.SpecRef) == sessionitem.SpecHash(known) {
+		it.Spec = known
+		return nil
 	}
 	for attempt := 1; ; attempt++ {
 		stored, ok, err := s.specOf(ctx, OpAcquire, it.ConnectionID, r)

@@ -187,12 +187,18 @@ func runStandby(t *testing.T, newHarness func(t *testing.T) Harness, opts Option
 		_, tok := acquired(t, h, "sbpromote", "w1")
 		id := tok.ConnectionID
 		_, st := assign(t, h, id, "w2", 1, nil)
-		it, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &tok, Standby: &st})
+		stored := mustGet(t, h.Store, id).Spec
+		// The standby names the configuration it dialed with (From.Spec):
+		// the promoted item carries the session's, the same.
+		it, err := h.Store.Acquire(ctx(t), id, "w2", lease.From{Prev: &tok, Standby: &st, Spec: stored})
 		if err != nil {
 			t.Fatalf("promotion: %v", err)
 		}
 		if it.Owner != "w2" || !opts.epochAfter(it.Epoch, tok.Epoch) || it.Standby != "" || it.StandbyEpoch != st.Epoch {
 			t.Fatalf("promoted item: %+v", it)
+		}
+		if it.Spec != stored {
+			t.Fatalf("promoted item's spec %q, want the session's %q", it.Spec, stored)
 		}
 		if got := mustGet(t, h.Store, id); got.Owner != "w2" || got.Epoch != it.Epoch || got.Standby != "" || got.StandbyEpoch != st.Epoch {
 			t.Fatalf("get after the promotion: %+v", got)
@@ -221,10 +227,14 @@ func runStandby(t *testing.T, newHarness func(t *testing.T) Harness, opts Option
 		}
 		// The standby's worker acquiring without naming its standby (it
 		// lost track of it) is its promotion all the same: a worker is
-		// never its own session's standby.
-		it, err = h.Store.Acquire(ctx(t), tok2.ConnectionID, "w2", lease.From{Prev: &tok2})
+		// never its own session's standby. A configuration it names that
+		// is not the session's is not what the acquire returns.
+		it, err = h.Store.Acquire(ctx(t), tok2.ConnectionID, "w2", lease.From{Prev: &tok2, Spec: `{"ws_url":"wss://stale.invalid/"}`})
 		if err != nil || it.Owner != "w2" || it.Standby != "" {
 			t.Fatalf("takeover by the standby's worker without its token: %+v %v", it, err)
+		}
+		if want := mustGet(t, h.Store, tok2.ConnectionID).Spec; it.Spec != want {
+			t.Fatalf("acquire naming another configuration returned spec %q, want the session's %q", it.Spec, want)
 		}
 	})
 
