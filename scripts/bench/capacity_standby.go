@@ -158,6 +158,7 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	if res.Holder.Idle, res.IdleStandbys, err = holderIdle(ctx, holder); err != nil {
 		return fmt.Errorf("idle holder: %w", err)
 	}
+	res.Holder.Idle.Transport = res.Transport
 	if err := waitConnectedStandbys(ctx, holder, n, 4*time.Minute); err != nil {
 		return err
 	}
