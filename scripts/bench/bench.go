@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
 	bins := []string{cfg.Bin.Streamer, cfg.Bin.MemStreamer, cfg.Bin.Ingest, cfg.Bin.Feed}
-	if slices.Contains(cfg.Phases, PhaseCapacity) {
+	if slices.Contains(cfg.Phases, PhaseCapacity) || slices.Contains(cfg.Phases, PhaseStandbyMem) {
 		bins = append(bins, cfg.Bin.BareClient)
 	}
 	if cfg.Model != "" {
@@ -167,7 +167,7 @@ func (r *runner) onModel(ctx context.Context, name string, phase func(context.Co
 func (r *runner) phases() map[string]func(context.Context) error {
 	return map[string]func(context.Context) error{
 		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
-		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseTLS: r.tlsClaim, PhaseDynalite: r.dynalite,
+		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseStandbyMem: r.standbyMem, PhaseTLS: r.tlsClaim, PhaseDynalite: r.dynalite,
 		PhaseThroughput: r.throughput, PhaseBill: r.bill,
 	}
 }

@@ -175,6 +175,9 @@ type capEnv struct {
 	// onStdout, when set, sees every line of the worker's stdout (its
 	// stdout sink) instead of /dev/null.
 	onStdout func(line []byte)
+	// urls, when set, are the sessions' URL patterns on a feed this env
+	// did not start (the standbymem phase's lease stack's).
+	urls []string
 }
 
 func (e *capEnv) stop(log func(error)) {
@@ -241,6 +244,9 @@ func (r *runner) startFeed(ctx context.Context, e *capEnv, rate float64) error {
 
 // feedURLs are the sessions' URL patterns over feedAddrs ({id} = connection id).
 func (e *capEnv) feedURLs() []string {
+	if len(e.urls) > 0 {
+		return e.urls
+	}
 	scheme := "ws"
 	if e.tls {
 		scheme = "wss"
@@ -455,7 +461,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr stri
 	}
 	e.work = nil
 	wf := workerFigures(*res, w, wmem, idleFor(idle, KindWorker, tr))
-	bf, err := r.bareRun(ctx, e, name, c, idleFor(idle, KindBare, tr))
+	bf, err := r.bareRun(ctx, e, name, c, idleFor(idle, KindBare, tr), sz.CapSettle, sz.CapWindow)
 	cmp := NewCapCompare(c, tr, wf, bf)
 	if err != nil {
 		cmp.Bare.Error = err.Error()

@@ -290,9 +290,8 @@ func (r *runner) startBare(ctx context.Context, e *capEnv, name string, n int, g
 }
 
 // bareRun runs the bare client on e's feed (the worker stopped) as the
-// worker's run was measured.
-func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, idle IdleFigures) (ClientFigures, error) {
-	sz := r.sz
+// worker's run was measured: settle, then a window of window.
+func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, idle IdleFigures, settle, window time.Duration) (ClientFigures, error) {
 	f := ClientFigures{GOGC: gogcValue(c.Env), Idle: idle, LoadStart: ReadLoad()}
 	start := time.Now()
 	p, admin, err := r.startBare(ctx, e, name+"-bare", c.Sessions, f.GOGC)
@@ -309,14 +308,14 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 		return f, err
 	}
 	f.RampSec = time.Since(start).Seconds()
-	if err := sleepCtx(ctx, sz.CapSettle); err != nil {
+	if err := sleepCtx(ctx, settle); err != nil {
 		return f, err
 	}
 	s0, err := getBareStats(ctx, admin)
 	if err != nil {
 		return f, err
 	}
-	w, err := sampleWindow(ctx, p.Pid(), e.feed.Pid(), 0, sz.CapWindow)
+	w, err := sampleWindow(ctx, p.Pid(), e.feed.Pid(), 0, window)
 	if err != nil {
 		return f, err
 	}

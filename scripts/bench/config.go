@@ -38,6 +38,9 @@ const (
 	PhaseCost      = "cost"
 	PhaseReads     = "reads"
 	PhaseCapacity  = "capacity"
+	// PhaseStandbyMem: one worker's hot standbys against the bare client
+	// on the same feed with the same N (issue 39's memory goal).
+	PhaseStandbyMem = "standbymem"
 	// PhaseTLS: a burst of claims on ws:// and wss:// (with and without
 	// TLS session resumption): the handshake's CPU per session (issue 27).
 	PhaseTLS      = "tls"
@@ -53,7 +56,7 @@ const (
 )
 
 // AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseTLS, PhaseDynalite, PhaseThroughput, PhaseBill}
+var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseStandbyMem, PhaseTLS, PhaseDynalite, PhaseThroughput, PhaseBill}
 
 // Binaries are the programs the driver runs.
 type Binaries struct {
@@ -169,6 +172,15 @@ type Sizes struct {
 	CapWindow  time.Duration
 	CPUProfile time.Duration
 
+	// The standbymem run (capacity_standby.go): StandbyMemSessions
+	// sessions with a hot standby on one worker, their standbys on
+	// another (the holder), then the bare client with as many
+	// connections; each settles StandbyMemSettle and is measured over
+	// StandbyMemWindow.
+	StandbyMemSessions int
+	StandbyMemSettle   time.Duration
+	StandbyMemWindow   time.Duration
+
 	DynSteps  []int
 	DynSettle time.Duration
 	DynWindow time.Duration
@@ -208,6 +220,7 @@ func SizesFor(m Mode) Sizes {
 				{Sessions: 1, Rate: MaxFeedRate, Bare: true},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}}, // Go's default, against the binary's 50
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
+			StandbyMemSessions: 5000, StandbyMemSettle: 5 * time.Second, StandbyMemWindow: 15 * time.Second, // ≤ 3 min: placing 5,000 standbys one at a time takes about 60–90 s here
 			TLSClaimSessions: 1000,
 			DynSteps:         []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle:        10 * time.Second, DynWindow: 20 * time.Second,
@@ -229,6 +242,7 @@ func SizesFor(m Mode) Sizes {
 		CapRuns: []CapRun{{Sessions: 2000, Rate: 1, Bare: true}, {Sessions: 200, Rate: 50, PayloadBytes: AudioPayloadBytes, Bare: true},
 			{Sessions: 1, Rate: MaxFeedRate, Bare: true}},
 		CapSettle: 5 * time.Second, CapWindow: 12 * time.Second, CPUProfile: 5 * time.Second,
+		StandbyMemSessions: 1000, StandbyMemSettle: 5 * time.Second, StandbyMemWindow: 10 * time.Second,
 		TLSClaimSessions: 200,
 		DynSteps:         []int{2000},
 		DynSettle:        5 * time.Second, DynWindow: 15 * time.Second,
@@ -255,9 +269,9 @@ func (s Sizes) Describe() string {
 	if s.HandoffSmallRounds > 0 {
 		handoff += fmt.Sprintf(", and %d rounds × %d", s.HandoffSmallRounds, s.HandoffSmallSessions)
 	}
-	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions, and %d × %d on sources without replay (half with a hot standby); handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
+	return fmt.Sprintf("claim latency %d samples per path; failover %d rounds × %d sessions, and %d × %d on sources without replay (half with a hot standby); handoff %s; stop %d samples per path; rebalance %s sessions from 2 to 4 workers; cost %s sessions at 1 msg/s and %s idle ones, %d workers each, steady window %s; reads %s workers over %s each; capacity (memory store) %s; standby memory %s standbys; dynalite steps %s sessions; throughput windows of %s, %s sessions × %g msg/s; microbenchmarks -benchtime %s",
 		s.ClaimSamples, s.FailoverRounds, s.FailoverSessions, s.StandbyRounds, s.StandbySessions, handoff, s.StopSamples, thousands(s.RebalanceSessions), thousands(s.CostSessions), thousands(s.CostIdleSessions), s.CostWorkers, s.CostWindow,
-		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), strings.Join(steps, ", "), s.TPWindow, thousands(s.TPManySessions), s.TPManyRate, s.BenchTime)
+		joinInts(s.ReadsWorkers, " and "), s.ReadsWindow, strings.Join(caps, ", "), thousands(s.StandbyMemSessions), strings.Join(steps, ", "), s.TPWindow, thousands(s.TPManySessions), s.TPManyRate, s.BenchTime)
 }
 
 // Label names the run: its size, its payload and its environment.
@@ -393,6 +407,9 @@ func (c Config) Validate() error {
 	}
 	if s.StandbyRounds < 0 || (s.StandbyRounds > 0 && (s.StandbySessions < 2 || s.StandbyCostWindow <= 0)) {
 		errs = append(errs, fmt.Errorf("failover standby run: %d rounds × %d sessions, window %s: want 0 rounds, or sessions ≥ 2 (half of them the control group) and a window > 0", s.StandbyRounds, s.StandbySessions, s.StandbyCostWindow))
+	}
+	if s.StandbyMemSessions < 1 || s.StandbyMemSessions > 9500 || s.StandbyMemSettle < 0 || s.StandbyMemWindow <= 0 {
+		errs = append(errs, fmt.Errorf("standbymem: %d sessions, settle %s, window %s: want 1..9,500 sessions (two connections each at the one feed, whose open-file limit is 20,000), a settle ≥ 0 and a window > 0", s.StandbyMemSessions, s.StandbyMemSettle, s.StandbyMemWindow))
 	}
 	if !slices.IsSorted(s.DynSteps) || s.DynSteps[len(s.DynSteps)-1] > 19500 {
 		errs = append(errs, errors.New("dynalite steps: want increasing counts up to 19,500"))

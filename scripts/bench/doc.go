@@ -21,7 +21,10 @@
 //     a bare coder/websocket client on the same feed with the same N
 //     (bin/bareclient, one after the other, on wss and ws): RSS, heap,
 //     stacks and CPU per session for both, their difference and ratio, and
-//     charts the bench draws (SVG);
+//     charts the bench draws (SVG); and a worker holding N hot standbys
+//     (standbymem) beside the bare client with N connections: RSS, heap
+//     and stacks per standby above its idle start, and the window, against
+//     issue 39's memory goal;
 //  5. stop latency: POST stop → the connection closed at the source, when
 //     the stop notification reaches the owner, a non-owner, or no worker
 //     (the owner's mailbox alone);
@@ -55,7 +58,8 @@
 // the feed's records say; handover_standby.go the hot standby run), stop.go, rebalance.go, costphase.go (cost.go:
 // the price model it applies), reads.go, capacity.go (profile.go: the
 // worker's heap and CPU profiles; capacity_bare.go: the bare client's runs,
-// the side-by-side figures and their goals; capacity_svg.go: the charts),
+// the side-by-side figures and their goals; capacity_svg.go: the charts;
+// capacity_standby.go: the standbymem phase),
 // dynalite.go, throughput.go
 // (throughput_env.go: its engines and their own ceilings;
 // throughput_proxy.go: the delaying proxy in front of the sinks), bill.go

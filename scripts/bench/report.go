@@ -29,15 +29,17 @@ type Report struct {
 	Failover   *HandoverResult `json:"failover,omitempty"`
 	Handoff    *HandoverResult `json:"handoff,omitempty"`
 	// HandoffSmall: fewer sessions per SIGTERM (full mode).
-	HandoffSmall *HandoverResult   `json:"handoff_small,omitempty"`
-	Stop         *StopResult       `json:"stop,omitempty"`
-	Rebalance    *RebalanceResult  `json:"rebalance,omitempty"`
-	Cost         *CostResult       `json:"cost,omitempty"`
-	Reads        *ReadsResult      `json:"reads,omitempty"`
-	Capacity     *CapacityResult   `json:"capacity,omitempty"`
-	Dynalite     *DynaliteResult   `json:"dynalite,omitempty"`
-	Throughput   *ThroughputResult `json:"throughput,omitempty"`
-	TLSClaim     *TLSClaimResult   `json:"tls_claim,omitempty"`
+	HandoffSmall *HandoverResult  `json:"handoff_small,omitempty"`
+	Stop         *StopResult      `json:"stop,omitempty"`
+	Rebalance    *RebalanceResult `json:"rebalance,omitempty"`
+	Cost         *CostResult      `json:"cost,omitempty"`
+	Reads        *ReadsResult     `json:"reads,omitempty"`
+	Capacity     *CapacityResult  `json:"capacity,omitempty"`
+	// StandbyMem: hot standbys' memory against the bare client.
+	StandbyMem *StandbyMemResult `json:"standby_mem,omitempty"`
+	Dynalite   *DynaliteResult   `json:"dynalite,omitempty"`
+	Throughput *ThroughputResult `json:"throughput,omitempty"`
+	TLSClaim   *TLSClaimResult   `json:"tls_claim,omitempty"`
 	// Bill: the bill phase's figures by label (before and after packing).
 	Bill []BillResult `json:"bill,omitempty"`
 	// OnModel are the ModelPhases run again, in the same run, on the
@@ -100,6 +102,7 @@ func Goals(r *Report) []Goal {
 		gs = append(gs, throughputGoals(t)...)
 	}
 	gs = append(gs, capacityGoals(r)...)
+	gs = append(gs, standbyMemGoals(r)...)
 	gs = append(gs, billGoals(r)...)
 	return gs
 }
@@ -174,6 +177,7 @@ func Render(r *Report) string {
 	renderCapacity(p, r)
 	renderDynalite(p, r)
 	renderTLSClaim(p, r)
+	renderStandbyMem(p, r)
 	renderCost(p, r)
 	renderReads(p, r)
 	renderThroughput(p, r)

@@ -479,3 +479,58 @@ func TestLastFingerprintOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("LastFingerprint %x, want %x (the last delivered)", got, Fingerprint(last))
 	}
 }
+
+func TestWindowArrayFollowsWhatItKeeps(t *testing.T) {
+	now := time.Now().UnixNano()
+	w := window{}
+	// The time before the owner's first positions: 40 messages kept.
+	for i := range 40 {
+		w.push(entryOf(now, int64(i+1), "m"), Window{}, now)
+	}
+	if cap(w.buf) < 40 {
+		t.Fatalf("cap %d for 40 entries", cap(w.buf))
+	}
+	// Trimmed to the newest: the array shrinks to fit it.
+	w.trim(39)
+	if w.len() != 1 || w.buf[w.head].seq != 40 || cap(w.buf) > windowKeepCap {
+		t.Fatalf("after the trim: %d kept (first %d), cap %d; want 1 (40), cap ≤ %d", w.len(), w.buf[w.head].seq, cap(w.buf), windowKeepCap)
+	}
+	// A steady window that never empties (a message a second, trimmed to
+	// the one before it every second) stays within windowKeepCap, however
+	// long it runs, and keeps its order.
+	for i := int64(41); i < 1000; i++ {
+		w.push(entryOf(now, i, "m"), Window{}, now)
+		w.trim(i - 1)
+		if w.len() != 1 || w.buf[w.head].seq != i || cap(w.buf) > windowKeepCap {
+			t.Fatalf("seq %d: %d kept (first %d), cap %d", i, w.len(), w.buf[w.head].seq, cap(w.buf))
+		}
+	}
+	// Emptied after a burst: the large array goes; a small one stays for
+	// the next messages.
+	for i := range 100 {
+		w.push(entryOf(now, int64(1000+i), "m"), Window{}, now)
+	}
+	w.trim(1099)
+	if w.len() != 0 || cap(w.buf) > windowKeepCap {
+		t.Fatalf("emptied after a burst: %d kept, cap %d; want 0, ≤ %d", w.len(), cap(w.buf), windowKeepCap)
+	}
+	w.push(entryOf(now, 1100, "m"), Window{}, now)
+	w.trim(1100)
+	if w.len() != 0 || w.buf == nil || cap(w.buf) > windowKeepCap {
+		t.Fatalf("emptied, small: cap %d (nil %v); want kept, ≤ %d", cap(w.buf), w.buf == nil, windowKeepCap)
+	}
+	// A window that keeps many keeps its array and its order: entries
+	// move to the front, none is lost.
+	for i := range 300 {
+		w.push(entryOf(now, int64(2000+i), "m"), Window{}, now)
+	}
+	w.trim(2099)
+	if w.len() != 200 || w.buf[w.head].seq != 2100 || w.buf[len(w.buf)-1].seq != 2299 || w.bytes != 200 {
+		t.Fatalf("many: %d kept (%d..%d), %d bytes", w.len(), w.buf[w.head].seq, w.buf[len(w.buf)-1].seq, w.bytes)
+	}
+	for j := w.head; j < len(w.buf); j++ {
+		if w.buf[j].seq != int64(2100+j-w.head) {
+			t.Fatalf("order: slot %d holds %d", j, w.buf[j].seq)
+		}
+	}
+}

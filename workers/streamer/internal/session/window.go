@@ -94,16 +94,35 @@ func (w *window) evict() {
 	w.pop()
 }
 
-// pop forgets the oldest entry and gives its bytes back.
+// windowKeepCap is the most entries an emptied window keeps room for: a
+// steady window (the messages of about a second, the owner's positions
+// trimming it every second) reuses it; a larger array, grown by a burst
+// or by the time before the owner's first positions, goes.
+const windowKeepCap = 8
+
+// pop forgets the oldest entry and gives its bytes back. The array holds
+// at most about twice the kept entries (or windowKeepCap): the kept ones
+// move to the front once the gone ones outnumber them (each entry moves
+// at most once per pass through the array), and an array four times
+// larger than they need is replaced by one that fits.
 func (w *window) pop() {
 	n := int64(len(w.buf[w.head].data))
 	w.buf[w.head] = entry{}
 	w.head++
 	w.bytes -= n
 	w.budget.release(n)
-	if w.head == len(w.buf) {
+	kept := len(w.buf) - w.head
+	switch {
+	case kept == 0 && cap(w.buf) > windowKeepCap:
+		w.buf, w.head = nil, 0
+	case kept == 0:
 		w.buf, w.head = w.buf[:0], 0
-	} else if w.head >= 64 && w.head > len(w.buf)/2 {
+	case w.head <= kept:
+	case cap(w.buf) > windowKeepCap && 4*kept <= cap(w.buf):
+		buf := make([]entry, kept, max(2*kept, windowKeepCap))
+		copy(buf, w.buf[w.head:])
+		w.buf, w.head = buf, 0
+	default:
 		k := copy(w.buf, w.buf[w.head:])
 		clear(w.buf[k:])
 		w.buf, w.head = w.buf[:k], 0

@@ -1,0 +1,387 @@
+// Phase standbymem (issue 39's memory goal): what one worker pays per hot
+// standby it holds, against the bare client's memory for one connection
+// on the same feed with the same N. An owner worker holds N sessions
+// started with a standby, a second worker (the holder) holds their N
+// standbys; the holder's RSS, heap and goroutine stacks above its idle
+// start, per standby, are set beside the bare client's per connection
+// (capacity_bare.go's run, reused) plus the window each standby keeps.
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+	streamer "github.com/wsfleet/wsfleet/workers/streamer"
+)
+
+// standbyMemRate is the standbymem run's feed rate (msg/s per connection).
+const standbyMemRate = 1
+
+// StandbyMemResult is the standbymem phase's run.
+type StandbyMemResult struct {
+	Phase
+	Transport string  `json:"transport"`
+	Sessions  int     `json:"sessions"`
+	Rate      float64 `json:"rate"`
+	// Owned: the owner's sessions at the window's end; PlaceSec: the
+	// holder's start → every standby held and connected.
+	Owned    int     `json:"owned"`
+	PlaceSec float64 `json:"place_s"`
+	// Holder are the holder's figures (Held: its standbys; Idle: the
+	// holder itself before any standby, IdleStandbys the standbys it held
+	// already when those were read: 0 unless the owner was quicker);
+	// Connected its standbys reading the stream at the window's end and
+	// WindowBytes what their windows keep (standby_window_bytes).
+	Holder       ClientFigures `json:"holder"`
+	IdleStandbys int           `json:"idle_standbys"`
+	Connected    int           `json:"connected"`
+	WindowBytes  int64         `json:"window_bytes"`
+	// Bare is the bare client's run on the same feed with N connections
+	// (the workers stopped), above an idle bare client on the same
+	// transport.
+	Bare ClientFigures `json:"bare"`
+	// Profiles are the holder's heap profile (no CPU profile), diffed
+	// against the bare client's site by site.
+	Profiles Profiles `json:"holder_profiles"`
+	// Verdict is the goal's, from the figures above (JudgeStandbyMem).
+	Verdict StandbyMemVerdict `json:"verdict"`
+}
+
+// StandbyMemVerdict is the memory goal judged: a standby's RSS above the
+// idle holder ≤ the bare client's RSS above its idle process per
+// connection + the window the standby keeps (all KiB per standby).
+type StandbyMemVerdict struct {
+	HolderKB   float64 `json:"holder_rss_kib_per_standby"`
+	BareKB     float64 `json:"bare_rss_kib_per_connection"`
+	OverBareKB float64 `json:"holder_minus_bare_kib"`
+	WindowKB   float64 `json:"window_kib_per_standby"`
+	BoundKB    float64 `json:"bound_kib"` // BareKB + WindowKB
+	Known      bool    `json:"known"`     // both runs held connections
+	Met        bool    `json:"met"`
+}
+
+// JudgeStandbyMem derives h's and b's per-connection figures (their Idle
+// subtracted) and judges the goal with windowBytes kept over h.Held
+// standbys.
+func JudgeStandbyMem(h, b *ClientFigures, windowBytes int64) StandbyMemVerdict {
+	h.derive()
+	b.derive()
+	v := StandbyMemVerdict{Known: h.Held > 0 && b.Held > 0}
+	if !v.Known {
+		return v
+	}
+	v.HolderKB, v.BareKB = h.RSSAboveIdleKB, b.RSSAboveIdleKB
+	v.OverBareKB = v.HolderKB - v.BareKB
+	v.WindowKB = float64(windowBytes) / 1024 / float64(h.Held)
+	v.BoundKB = v.BareKB + v.WindowKB
+	v.Met = v.HolderKB <= v.BoundKB
+	return v
+}
+
+// standbyMemSettings are both workers' settings: room for N sessions and
+// N standbys, no session held long enough to move (the holder stays a
+// holder), the capacity runs' claim pace and per-host handshakes.
+func standbyMemSettings(n int) map[string]string {
+	return map[string]string{
+		schema.EnvMaxSessions:       itoa(n + 100),
+		schema.EnvMinHold:           "24h",
+		schema.EnvClaimsPerSecond:   "2000",
+		schema.EnvHandshakesPerHost: "32",
+	}
+}
+
+func (r *runner) standbyMem(ctx context.Context) error {
+	sz := r.sz
+	n := sz.StandbyMemSessions
+	res := &StandbyMemResult{Transport: r.capTransport(), Sessions: n, Rate: standbyMemRate}
+	res.Phase = r.begin(PhaseStandbyMem, map[string]string{
+		"stack": "the lease phases' local stack (devstack: dynalite, fauxqs, the ingest front, bin/feed) on " + r.leaseTransport() + "; the feed admits a standby connection beside the owner's (-allow-standby, told by the tenure header)",
+		"workers": fmt.Sprintf("two bin/streamer (the shipped worker), sinks to /dev/null: the owner starts alone and claims %s sessions started through the API with `\"standby\":{\"enabled\":true}` (the default window: 30 s / 1 MiB) at %g msg/s; then the holder starts and the owner places every standby on it; both with %s=%d, %s=24h (no session moves to the holder), %s=2000, %s=32; the standby's backstop re-read at its default (30 s)",
+			thousands(n), float64(standbyMemRate), schema.EnvMaxSessions, n+100, schema.EnvMinHold, schema.EnvClaimsPerSecond, schema.EnvHandshakesPerHost),
+		"holder": fmt.Sprintf("idle figures 3 s after its start, before any standby (RSS: the mean of 3 reads a second apart; heap and stacks in use after a collection; goroutines from /stats); then, once it holds %s standbys all connected (GET /status) and a settle of %s: RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
+			thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow, memSamples, memSampleEvery),
+		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (%s) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
+		"per standby": "RSS, heap in use, goroutine stacks in use and goroutines above the idle process of each kind (the holder before its standbys, an idle bare client), divided by the standbys held (the connections held); the window is standby_window_bytes ÷ the standbys; the goal: holder ≤ bare + window",
+	})
+	r.rep.StandbyMem = res
+	defer res.end()
+	err := r.standbyMemRun(ctx, res)
+	res.Verdict = JudgeStandbyMem(&res.Holder, &res.Bare, res.WindowBytes)
+	res.Profiles.addHeapAboveBare(ctx, res.Bare)
+	r.log.Info().Int("standbys", res.Holder.Held).Float64("holder_kib", res.Verdict.HolderKB).Float64("bare_kib", res.Verdict.BareKB).
+		Float64("window_kib", res.Verdict.WindowKB).Bool("met", res.Verdict.Met).Msg("standbymem run done")
+	return err
+}
+
+// standbyMemRun fills res: the owner, its sessions, the holder's idle
+// figures, its standbys measured, the workers killed, the bare client.
+func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error {
+	sz := r.sz
+	n := res.Sessions
+	ls, err := r.startLeaseStackWith(ctx, PhaseStandbyMem, standbyMemRate, true)
+	if err != nil {
+		return err
+	}
+	ls.discardSinks = true
+	defer ls.shutdown()
+	settings := standbyMemSettings(n)
+	owner, err := ls.addWorker(ctx, true, settings)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("sbm-%05d", i)
+	}
+	withStandby := map[string]any{"standby": map[string]any{"enabled": true}}
+	if err := ls.startSessionsWith(ctx, ids, func(string) map[string]any { return withStandby }); err != nil {
+		return err
+	}
+	if err := ls.waitOwned(ctx, []*bworker{owner}, n, 4*time.Minute); err != nil {
+		return err
+	}
+	r.log.Info().Int("sessions", n).Msg("standbymem: the owner holds every session; starting the holder")
+	t0 := time.Now()
+	holder, err := ls.addWorker(ctx, false, settings)
+	if err != nil {
+		return err
+	}
+	res.Holder.GOGC = gogcValue(nil)
+	if res.Holder.Idle, res.IdleStandbys, err = holderIdle(ctx, holder); err != nil {
+		return fmt.Errorf("idle holder: %w", err)
+	}
+	res.Holder.Idle.Transport = res.Transport
+	if err := waitConnectedStandbys(ctx, holder, n, 4*time.Minute); err != nil {
+		return err
+	}
+	res.PlaceSec = time.Since(t0).Seconds()
+	r.log.Info().Int("standbys", n).Float64("place_s", res.PlaceSec).Msg("standbymem: every standby held and connected")
+	if err := r.measureHolder(ctx, ls, owner, holder, res); err != nil {
+		return err
+	}
+	// Both workers end before the bare client starts: kill -9, at once (a
+	// graceful stop would hand the sessions off and drop the standbys).
+	for _, w := range []*bworker{holder, owner} {
+		if err := w.Proc.Signal(syscall.SIGKILL); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := w.Proc.Wait(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	e := &capEnv{dir: filepath.Join(ls.st.LogDir(), "bare"), tls: res.Transport == "wss", feed: ls.st.Feed, caFile: ls.st.CAFile(),
+		urls: []string{feed.URL(ls.st.FeedURL(), "{id}")}}
+	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+		return err
+	}
+	idle, err := r.idleProc(ctx, KindBare, res.Transport)
+	if err != nil {
+		return fmt.Errorf("idle bare client: %w", err)
+	}
+	res.Bare, err = r.bareRun(ctx, e, PhaseStandbyMem, CapRun{Sessions: n, Rate: standbyMemRate}, idle, sz.StandbyMemSettle, sz.StandbyMemWindow)
+	if err != nil {
+		res.Bare.Error = err.Error()
+	}
+	return err
+}
+
+// holderIdle reads the holder's idle figures 3 s after its start, and the
+// standbys it held by then (the owner places them once its fleet view
+// holds the holder: seconds).
+func holderIdle(ctx context.Context, w *bworker) (IdleFigures, int, error) {
+	f := IdleFigures{Kind: "holder"}
+	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		return f, 0, err
+	}
+	var sum float64
+	for i := range 3 {
+		if i > 0 {
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return f, 0, err
+			}
+		}
+		rss, err := ProcRSS(w.Proc.Pid())
+		if err != nil {
+			return f, 0, err
+		}
+		sum += float64(rss)
+	}
+	f.RSSMB = sum / 3 / (1 << 20)
+	mem, err := sampleMemStats(ctx, w.Admin, 1, 0, true)
+	if err != nil {
+		return f, 0, err
+	}
+	f.HeapInuseMB, f.StackInuseMB = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20)
+	st, err := getStats(ctx, w.Admin)
+	f.Goroutines = st.Goroutines
+	return f, st.Standbys, err
+}
+
+// getStatus reads a worker's /status.
+func getStatus(ctx context.Context, admin string) (streamer.Status, error) {
+	var st streamer.Status
+	b, err := httpGet(ctx, "http://"+admin+"/status", 256<<20)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("worker status %s: %w", admin, err)
+	}
+	return st, nil
+}
+
+// connectedStandbys counts the standbys of st reading the stream.
+func connectedStandbys(st streamer.Status) int {
+	n := 0
+	for _, v := range st.Standbys {
+		if v.Connected {
+			n++
+		}
+	}
+	return n
+}
+
+// waitConnectedStandbys polls w until it holds want standbys (its /stats),
+// every one connected (its /status, read only then: it lists them all),
+// or timeout.
+func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if !w.Proc.Running() {
+			return fmt.Errorf("holder exited (see %s)", w.Proc.LogPath)
+		}
+		stats, err := getStats(ctx, w.Admin)
+		if err != nil {
+			return err
+		}
+		held, conn := stats.Standbys, 0
+		if held >= want {
+			st, err := getStatus(ctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			held, conn = len(st.Standbys), connectedStandbys(st)
+		}
+		if held >= want && conn >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the holder holds %d of %d standbys (%d connected) after %s", held, want, conn, timeout)
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// measureHolder measures the holder over the settle and window, as a
+// capacity run measures its worker, then reads its standbys and profiles.
+func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holder *bworker, res *StandbyMemResult) error {
+	sz := r.sz
+	f := &res.Holder
+	f.LoadStart = ReadLoad()
+	if err := sleepCtx(ctx, sz.StandbyMemSettle); err != nil {
+		return err
+	}
+	w, err := sampleWindow(ctx, holder.Proc.Pid(), ls.st.Feed.Pid(), owner.Proc.Pid(), sz.StandbyMemWindow)
+	if err != nil {
+		return err
+	}
+	f.WindowSec, f.CPUPct, f.RSSMeanMB = w.seconds, w.workCPU, w.rssMean/(1<<20)
+	f.FeedCPUPct, f.MachineCPU = w.feedCPU, w.machineCPU
+	mem, err := sampleMemStats(ctx, holder.Admin, memSamples, memSampleEvery, false)
+	if err != nil {
+		return err
+	}
+	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
+	hs, err := getStats(ctx, holder.Admin)
+	if err != nil {
+		return err
+	}
+	f.Held, f.Goroutines, res.WindowBytes = hs.Standbys, hs.Goroutines, hs.StandbyWindowBytes
+	// The heap profile before the /status read: encoding a view of every
+	// standby leaves a buffer of their size in the JSON encoder's pool.
+	res.Profiles = collectProfiles(ctx, holder.Admin, ls.st.LogDir(), "standbymem-holder", 0)
+	status, err := getStatus(ctx, holder.Admin)
+	if err != nil {
+		return err
+	}
+	res.Connected = connectedStandbys(status)
+	ost, err := getStats(ctx, owner.Admin)
+	if err != nil {
+		return err
+	}
+	res.Owned = ost.Owned
+	f.LoadEnd = ReadLoad()
+	return nil
+}
+
+// standbyMemGoals is issue 39's memory goal on the standbymem run.
+func standbyMemGoals(r *Report) []Goal {
+	s := r.StandbyMem
+	if s == nil {
+		return nil
+	}
+	v := s.Verdict
+	g := Goal{Figure: fmt.Sprintf("Hot standby: memory per standby against the bare client's per connection plus its window, %s standbys × %g msg/s, %s", thousands(s.Holder.Held), s.Rate, s.Transport),
+		Measured: fmt.Sprintf("%.1f vs %.1f + %.2f KiB (%+.1f)", v.HolderKB, v.BareKB, v.WindowKB, v.OverBareKB), Goal: "≤ bare + window", Known: v.Known, Met: v.Known && v.Met}
+	switch {
+	case !v.Known:
+		g.Measured, g.Miss = "not measured", "not measured"
+	case !v.Met:
+		g.Miss = fmt.Sprintf("+%.1f KiB", v.HolderKB-v.BoundKB)
+	}
+	return []Goal{g}
+}
+
+// renderStandbyMem is the standbymem section.
+func renderStandbyMem(p printer, r *Report) {
+	s := r.StandbyMem
+	if s == nil {
+		return
+	}
+	p("## 5d. A hot standby's memory against the bare client\n\n")
+	renderPhase(p, s.Phase)
+	h, b, v := s.Holder, s.Bare, s.Verdict
+	p("The owner held %s of %s sessions; the holder held %s standbys (%s connected at the window's end, %.0f s from its start to all placed and connected; %d held when its idle figures were read). Per standby or connection, above the idle process of each kind:\n\n",
+		thousands(s.Owned), thousands(s.Sessions), thousands(h.Held), thousands(s.Connected), s.PlaceSec, s.IdleStandbys)
+	p("| process | held | RSS per standby / connection (RSS ÷ N) | heap | stacks | goroutines | window | RSS mean (idle) | CPU (%% of a core) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	row := func(who string, f ClientFigures, window string) {
+		if f.Error != "" && f.Held == 0 {
+			p("| %s | failed: %s | | | | | | | | |\n", who, oneLine(f.Error))
+			return
+		}
+		p("| %s | %s | %.1f KiB (%.1f) | %.1f KiB | %.1f KiB | %.2f | %s | %.0f MiB (%.1f) | %.1f %% | %s → %s |\n",
+			who, thousands(f.Held), f.RSSAboveIdleKB, f.RSSPerSessKB, f.HeapPerSessKB, f.StackPerSessKB, f.GoroutinesPerSess, window, f.RSSMeanMB, f.Idle.RSSMB, f.CPUPct, f.LoadStart, f.LoadEnd)
+	}
+	row("holder (wsfleet worker)", h, fmt.Sprintf("%.2f KiB", v.WindowKB))
+	row("bare client", b, "—")
+	p("| holder − bare | | %+.1f KiB | %+.1f KiB | %+.1f KiB | %+.2f | | | | |\n\n", v.OverBareKB, h.HeapPerSessKB-b.HeapPerSessKB, h.StackPerSessKB-b.StackPerSessKB, h.GoroutinesPerSess-b.GoroutinesPerSess)
+	if v.Known {
+		verdict := "**met**"
+		if !v.Met {
+			verdict = fmt.Sprintf("**missed** by %.1f KiB", v.HolderKB-v.BoundKB)
+		}
+		p("Goal (issue 39): a standby ≤ the bare client's memory for one connection plus its window: %.1f ≤ %.1f + %.2f KiB: %s.\n\n", v.HolderKB, v.BareKB, v.WindowKB, verdict)
+	}
+	pr := s.Profiles
+	if pr.Err != "" {
+		p("Profile errors: %s\n\n", oneLine(pr.Err))
+	}
+	excerpt(p, fmt.Sprintf("The holder's heap in use, top entries (`go tool pprof -top -sample_index=inuse_space %s`)", relProfile(pr.HeapFile)), pr.HeapTop)
+	if len(pr.HeapAboveBare) > 0 {
+		excerpt(p, fmt.Sprintf("The holder's heap in use above the bare client, per allocation site (`go tool pprof -top -sample_index=inuse_space -diff_base %s %s`)", relProfile(pr.BareHeapFile), relProfile(pr.HeapFile)), pr.HeapAboveBare)
+		p("Heap above the bare client per standby (the two profiles' in-use totals, each with its process's fixed heap): %+.1f ± %.1f KiB.\n\n", pr.heapAboveBareKiB(h.Held), pr.heapAboveBareErrKiB(h.Held))
+	}
+}
