@@ -35,6 +35,9 @@ type memberStore struct {
 	steal  bool
 	stealN int
 	ids    func() []string
+	// declared, when set, is told of every death declaration this worker
+	// wrote (the worker declared dead), as it returns (standby.go).
+	declared func(id string)
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -72,7 +75,11 @@ func (m *memberStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+	err := m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+	if err == nil && m.declared != nil {
+		m.declared(id)
+	}
+	return err
 }
 
 func (m *memberStore) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {

@@ -1,0 +1,160 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/testkit/feed"
+)
+
+// Hot standbys in the simulator (issue 39): with Config.StandbyShare, every
+// session's source cannot replay (the feed's seq field in the data, no
+// resume parameter: a reconnect starts at the live edge), and that share
+// of the sessions asks for a standby ("standby":{"enabled":true}). The
+// feed admits a standby's connection beside the owner's (AllowStandby, by
+// the tenure header every worker names on its dials), and the standby
+// protocol between workers (POST /standby, /standby/owner-dead,
+// /standby/positions) runs on the admin servers over the fleet's mesh
+// (admin.go), as the hand-offs do. The others, the control, show what a
+// takeover without a standby costs on such a source.
+//
+// The judge (StandbyFigures) counts each group's loss apart (the control's
+// is expected: the messages sent while nobody was connected; Figures.Gaps
+// counts the standby sessions' only), the promotions, and the time from
+// the dead owner's declaration (the instant the first DeclareDead of its
+// record returned to the worker that wrote it: virtual time, no clock
+// skew) to the first delivery of each session it owned by another worker.
+
+// standbyTenureHeader is the handshake header naming each dial's tenure
+// (Config.TenureHeader): the feed tells a standby's connection from an
+// owner's by it.
+const standbyTenureHeader = "X-Wsfleet-Tenure"
+
+// standbys are the fleet's standby sessions and the death declarations the
+// workers wrote.
+type standbys struct {
+	mu       sync.Mutex
+	with     map[string]bool      // sessions started with a standby
+	deaths   map[string]time.Time // worker id → its first declaration's return
+}
+
+// declared records that worker id was declared dead now, if it was not
+// already (memberStore.DeclareDead).
+func (s *standbys) declared(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deaths == nil {
+		s.deaths = map[string]time.Time{}
+	}
+	if _, ok := s.deaths[id]; !ok {
+		s.deaths[id] = time.Now()
+	}
+}
+
+// has reports whether session id was started with a standby.
+func (s *standbys) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.with[id]
+}
+
+// declaredAt is when worker id was first declared dead (false: never).
+func (s *standbys) declaredAt(id string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.deaths[id]
+	return at, ok
+}
+
+// sessionSpec is the spec of the i-th session started, id, on host: the
+// feed resuming from the checkpoint (from=K) by default; with
+// Config.StandbyShare, no resume, and a standby for StandbyShare of them
+// (spread evenly over the start order).
+func (fl *Fleet) sessionSpec(id, host string, i int) spec.Spec {
+	sp := spec.Spec{WSURL: "ws://" + host + feed.PathPrefix + id}
+	share := fl.cfg.StandbyShare
+	if share <= 0 {
+		sp.Resume = &spec.Resume{QueryParam: feed.DefaultResumeParam}
+		return sp
+	}
+	if math.Floor(float64(i+1)*share) > math.Floor(float64(i)*share) {
+		on := true
+		sp.Standby = &spec.Standby{Enabled: &on}
+		fl.sb.mu.Lock()
+		if fl.sb.with == nil {
+			fl.sb.with = map[string]bool{}
+		}
+		fl.sb.with[id] = true
+		fl.sb.mu.Unlock()
+	}
+	return sp
+}
+
+// StandbyFigures are a standby run's own figures (Config.StandbyShare).
+type StandbyFigures struct {
+	Share float64 `json:"share"`
+	// Sessions started with a standby, and without (the control).
+	Sessions int `json:"sessions"`
+	Control  int `json:"control"`
+	// Lost are the seqs the standby sessions never delivered between their
+	// first and last delivered (Figures.Gaps); ControlLost the control's,
+	// not in Figures.Gaps: a source that cannot replay loses what it sent
+	// while the session had no connection (a takeover's TTL and dial).
+	Lost        int64 `json:"lost"`
+	ControlLost int64 `json:"control_lost"`
+	// Promotions are the claims that adopted a standby's connection
+	// (streamer Stats.StandbyPromotions, every worker's).
+	Promotions int64 `json:"promotions"`
+	// Takeover is, for each session a kill hit, the time from its owner's
+	// death declaration to the session's first delivery by another worker
+	// (virtual seconds), for the standby sessions; ControlTakeover the
+	// control's. Unanchored are the hit sessions not measured: a fault of
+	// several workers (which one owned a session is not kept), or an owner
+	// never declared dead (a graceful stop).
+	Takeover        Dark `json:"takeover"`
+	ControlTakeover Dark `json:"control_takeover"`
+	Unanchored      int  `json:"unanchored,omitempty"`
+}
+
+// standbyFigures are sf's takeover times and promotions, from the faults
+// the Record logged (under r.mu) and the workers' counts. The losses are
+// folded in by Judge.
+func (fl *Fleet) standbyFigures(sf *StandbyFigures, faults []*faultLog) {
+	var sb, ctl []float64
+	for _, ft := range faults {
+		if ft.Kind != "kill" {
+			continue
+		}
+		var decl time.Time
+		ok := len(ft.Workers) == 1
+		if ok {
+			decl, ok = fl.sb.declaredAt(ft.Workers[0])
+		}
+		for i, id := range ft.Sessions {
+			switch {
+			case math.IsNaN(ft.took[i]): // unrecovered: the fault's own figure
+				continue
+			case !ok:
+				sf.Unanchored++
+				continue
+			}
+			x := ft.took[i] - decl.Sub(ft.At).Seconds()
+			if fl.sb.has(id) {
+				sb = append(sb, x)
+			} else {
+				ctl = append(ctl, x)
+			}
+		}
+	}
+	slices.Sort(sb)
+	slices.Sort(ctl)
+	sf.Takeover, sf.ControlTakeover = darkOf(sb), darkOf(ctl)
+	for _, m := range fl.Members() {
+		sf.Promotions += m.w.Stats().StandbyPromotions
+	}
+}
