@@ -38,9 +38,9 @@ const standbyTenureHeader = "X-Wsfleet-Tenure"
 // standbys are the fleet's standby sessions and the death declarations the
 // workers wrote.
 type standbys struct {
-	mu       sync.Mutex
-	with     map[string]bool      // sessions started with a standby
-	deaths   map[string]time.Time // worker id → its first declaration's return
+	mu     sync.Mutex
+	with   map[string]bool      // sessions started with a standby
+	deaths map[string]time.Time // worker id → its first declaration's return
 }
 
 // declared records that worker id was declared dead now, if it was not
