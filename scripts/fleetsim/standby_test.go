@@ -51,3 +51,30 @@ func TestStandbyCrashLosesNothing(t *testing.T) {
 	t.Logf("standby: %d sessions, %d promotions, %d lost; declared dead → first message %s; control: %d sessions, %d lost, %s; unanchored %d",
 		sb.Sessions, sb.Promotions, sb.Lost, sb.Takeover, sb.Control, sb.ControlLost, sb.ControlTakeover, sb.Unanchored)
 }
+
+// The standby goal is met when every standby run's declared dead → first
+// message p99 is within 50 ms, missed when one is above, and not measured
+// without a standby run whose crash hit a standby session.
+func TestGoalStandbyFromTakeoverP99(t *testing.T) {
+	run := func(p99 float64) Measured {
+		var m Measured
+		m.Scenario, m.Workers, m.Sessions = "standby-crash", 10, 1000
+		m.Standby = &StandbyFigures{Share: 0.5, Sessions: 500, Control: 500, Promotions: 60,
+			Takeover: Dark{N: 50, P50: p99 / 2, P99: p99, Max: p99}, ControlTakeover: Dark{N: 50, P50: 0.9, P99: 0.95, Max: 0.95}}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		runs []Measured
+		want string
+	}{
+		{"within", []Measured{run(0.044)}, goalMet},
+		{"above", []Measured{run(0.044), run(0.051)}, goalMissed},
+		{"none", []Measured{{Figures: Figures{Scenario: "crash"}}}, goalNotMeasured},
+	} {
+		g := Report{Runs: c.runs}.goalStandby()
+		if g.Status != c.want {
+			t.Errorf("%s: goal %q, want %q (%s)", c.name, g.Status, c.want, g.Measured)
+		}
+	}
+}
