@@ -26,9 +26,11 @@ import (
 // The judge (StandbyFigures) counts each group's loss apart (the control's
 // is expected: the messages sent while nobody was connected; Figures.Gaps
 // counts the standby sessions' only), the promotions, and the time from
-// the dead owner's declaration (the instant the first DeclareDead of its
-// record returned to the worker that wrote it: virtual time, no clock
-// skew) to the first delivery of each session it owned by another worker.
+// the dead owner's declaration (the start of the first DeclareDead of its
+// record that succeeded: when the declaring worker stamped its ended_at_ms,
+// as the benchmark anchors it, in virtual time with no clock skew; the
+// write's own latency is inside the figure) to the first delivery of each
+// session it owned by another worker.
 
 // standbyTenureHeader is the handshake header naming each dial's tenure
 // (Config.TenureHeader): the feed tells a standby's connection from an
@@ -40,19 +42,19 @@ const standbyTenureHeader = "X-Wsfleet-Tenure"
 type standbys struct {
 	mu     sync.Mutex
 	with   map[string]bool      // sessions started with a standby
-	deaths map[string]time.Time // worker id → its first declaration's return
+	deaths map[string]time.Time // worker id → its first declaration's start
 }
 
-// declared records that worker id was declared dead now, if it was not
+// declared records that worker id was declared dead at at, if it was not
 // already (memberStore.DeclareDead).
-func (s *standbys) declared(id string) {
+func (s *standbys) declared(id string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.deaths == nil {
 		s.deaths = map[string]time.Time{}
 	}
 	if _, ok := s.deaths[id]; !ok {
-		s.deaths[id] = time.Now()
+		s.deaths[id] = at
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
@@ -36,8 +37,8 @@ type memberStore struct {
 	stealN int
 	ids    func() []string
 	// declared, when set, is told of every death declaration this worker
-	// wrote (the worker declared dead), as it returns (standby.go).
-	declared func(id string)
+	// wrote: the worker declared dead and the call's start (standby.go).
+	declared func(id string, at time.Time)
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -75,9 +76,10 @@ func (m *memberStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
+	at := time.Now() // the call's start: when the worker stamped ended_at_ms (atMs)
 	err := m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
 	if err == nil && m.declared != nil {
-		m.declared(id)
+		m.declared(id, at)
 	}
 	return err
 }
