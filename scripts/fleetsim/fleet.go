@@ -261,6 +261,9 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	}
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
 	ms := &memberStore{st: fl.Table, declared: fl.sb.declared}
+	if fl.cfg.StandbyShare > 0 {
+		ms.acquired = fl.sb.acquired
+	}
 	if tweak != nil {
 		tweak(ms)
 	}

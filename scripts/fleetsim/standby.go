@@ -43,6 +43,32 @@ type standbys struct {
 	mu     sync.Mutex
 	with   map[string]bool      // sessions started with a standby
 	deaths map[string]time.Time // worker id → its first declaration's start
+	// acquires are every session's acquires (start, return), in the order
+	// they returned: a standby run's only (a few per session).
+	acquires map[string][][2]time.Time
+}
+
+// acquired records an acquire of session id, from start to end
+// (memberStore.Acquire).
+func (s *standbys) acquired(id string, start, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.acquires == nil {
+		s.acquires = map[string][][2]time.Time{}
+	}
+	s.acquires[id] = append(s.acquires[id], [2]time.Time{start, end})
+}
+
+// acquireAfter is the first acquire of session id begun at or after t.
+func (s *standbys) acquireAfter(id string, t time.Time) ([2]time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.acquires[id] {
+		if !a[0].Before(t) {
+			return a, true
+		}
+	}
+	return [2]time.Time{}, false
 }
 
 // declared records that worker id was declared dead at at, if it was not
@@ -121,6 +147,40 @@ type StandbyFigures struct {
 	Takeover        Dark `json:"takeover"`
 	ControlTakeover Dark `json:"control_takeover"`
 	Unanchored      int  `json:"unanchored,omitempty"`
+	// Path splits the standby sessions' Takeover at the new owner's
+	// acquire (the first begun after the declaration), and ControlPath
+	// the control's: where the time goes.
+	Path        TakeoverPath `json:"path"`
+	ControlPath TakeoverPath `json:"control_path"`
+}
+
+// TakeoverPath splits declared dead → first message at the new owner's
+// acquire (lease.Store.Acquire: its conditional write, then the spec's
+// read beside the checkpoint's fence): Notice is the declaration to the
+// acquire's start (the death told, the dead worker's record read, the
+// claim admitted), Acquire the call, Deliver its return to the first
+// delivery (a standby's window drained; a dial and the source's next
+// message without one).
+type TakeoverPath struct {
+	Notice  Dark `json:"notice"`
+	Acquire Dark `json:"acquire"`
+	Deliver Dark `json:"deliver"`
+}
+
+// takeoverSplit gathers one group's TakeoverPath, then summarizes it.
+type takeoverSplit struct{ notice, acquire, deliver []float64 }
+
+func (t *takeoverSplit) add(decl, first time.Time, acq [2]time.Time) {
+	t.notice = append(t.notice, acq[0].Sub(decl).Seconds())
+	t.acquire = append(t.acquire, acq[1].Sub(acq[0]).Seconds())
+	t.deliver = append(t.deliver, first.Sub(acq[1]).Seconds())
+}
+
+func (t *takeoverSplit) path() TakeoverPath {
+	for _, xs := range [][]float64{t.notice, t.acquire, t.deliver} {
+		slices.Sort(xs)
+	}
+	return TakeoverPath{Notice: darkOf(t.notice), Acquire: darkOf(t.acquire), Deliver: darkOf(t.deliver)}
 }
 
 // standbyFigures are sf's takeover times and promotions, from the faults
@@ -128,6 +188,7 @@ type StandbyFigures struct {
 // folded in by Judge.
 func (fl *Fleet) standbyFigures(sf *StandbyFigures, faults []*faultLog) {
 	var sb, ctl []float64
+	var sbPath, ctlPath takeoverSplit
 	for _, ft := range faults {
 		if ft.Kind != "kill" {
 			continue
@@ -146,16 +207,21 @@ func (fl *Fleet) standbyFigures(sf *StandbyFigures, faults []*faultLog) {
 				continue
 			}
 			x := ft.took[i] - decl.Sub(ft.At).Seconds()
+			times, split := &ctl, &ctlPath
 			if fl.sb.has(id) {
-				sb = append(sb, x)
-			} else {
-				ctl = append(ctl, x)
+				times, split = &sb, &sbPath
+			}
+			*times = append(*times, x)
+			first := ft.At.Add(time.Duration(ft.took[i] * float64(time.Second)))
+			if acq, ok := fl.sb.acquireAfter(id, decl); ok && !acq[1].After(first) {
+				split.add(decl, first, acq)
 			}
 		}
 	}
 	slices.Sort(sb)
 	slices.Sort(ctl)
 	sf.Takeover, sf.ControlTakeover = darkOf(sb), darkOf(ctl)
+	sf.Path, sf.ControlPath = sbPath.path(), ctlPath.path()
 	for _, m := range fl.Members() {
 		sf.Promotions += m.w.Stats().StandbyPromotions
 	}

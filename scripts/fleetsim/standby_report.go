@@ -28,11 +28,19 @@ func standbyMarkdown(runs []Measured) string {
 			p("(`simddb.AWS()`), with no engine's request queue in it. The control's loss is what its source sent while\n")
 			p("nobody was connected (not counted as lost above); the standby sessions' is. Promotions: every claim that\n")
 			p("adopted a standby's connection (hand-offs to the standby's worker included).\n\n")
-			p("| scenario | standby sessions | lost | promotions | declared dead → first message p50 / p99 / max (hit) | control sessions | lost | declared dead → first message p50 / p99 / max (hit) |\n")
-			p("|---|---|---|---|---|---|---|---|\n")
+			p("The path splits each takeover at the new owner's acquire (the first begun after the declaration): notice\n")
+			p("(the declaration → the acquire's start: the death told, the dead worker's record read, the claim\n")
+			p("admitted), the acquire (its conditional write, then the spec's read beside the checkpoint's fence), and\n")
+			p("deliver (its return → the first message: a standby's window drained; without one, the dial and the\n")
+			p("source's next message). Each p50 / p99 / max, ms (how many).\n\n")
+			p("| scenario | group | sessions | lost | promotions | declared dead → first message | notice | acquire | deliver |\n")
+			p("|---|---|---|---|---|---|---|---|---|\n")
 		}
 		s := m.Standby
-		p("| %s | %d | %d | %d | %s | %d | %d | %s |\n", runLabel(runs, m), s.Sessions, s.Lost, s.Promotions, s.Takeover, s.Control, s.ControlLost, s.ControlTakeover)
+		p("| %s | standby | %d | %d | %d | %s | %s | %s | %s |\n", runLabel(runs, m), s.Sessions, s.Lost, s.Promotions, s.Takeover,
+			s.Path.Notice, s.Path.Acquire, s.Path.Deliver)
+		p("| %s | control | %d | %d | – | %s | %s | %s | %s |\n", runLabel(runs, m), s.Control, s.ControlLost, s.ControlTakeover,
+			s.ControlPath.Notice, s.ControlPath.Acquire, s.ControlPath.Deliver)
 	}
 	if b.Len() > 0 {
 		p("\n")

@@ -48,8 +48,12 @@ func TestStandbyCrashLosesNothing(t *testing.T) {
 			t.Errorf("%s of %v: %d of %d sessions delivered again (not: %v)", r.Kind, r.Workers, r.Recovered, r.Sessions, r.Unrecovered)
 		}
 	}
-	t.Logf("standby: %d sessions, %d promotions, %d lost; declared dead → first message %s; control: %d sessions, %d lost, %s; unanchored %d",
-		sb.Sessions, sb.Promotions, sb.Lost, sb.Takeover, sb.Control, sb.ControlLost, sb.ControlTakeover, sb.Unanchored)
+	if sb.Path.Acquire.N != sb.Takeover.N {
+		t.Errorf("%d of the %d standby takeovers split at the new owner's acquire: want every one", sb.Path.Acquire.N, sb.Takeover.N)
+	}
+	t.Logf("standby: %d sessions, %d promotions, %d lost; declared dead → first message %s (notice %s, acquire %s, deliver %s); control: %d sessions, %d lost, %s (notice %s, acquire %s, deliver %s); unanchored %d",
+		sb.Sessions, sb.Promotions, sb.Lost, sb.Takeover, sb.Path.Notice, sb.Path.Acquire, sb.Path.Deliver,
+		sb.Control, sb.ControlLost, sb.ControlTakeover, sb.ControlPath.Notice, sb.ControlPath.Acquire, sb.ControlPath.Deliver, sb.Unanchored)
 }
 
 // The standby goal is met when every standby run's declared dead → first

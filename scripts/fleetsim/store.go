@@ -39,6 +39,9 @@ type memberStore struct {
 	// declared, when set, is told of every death declaration this worker
 	// wrote: the worker declared dead and the call's start (standby.go).
 	declared func(id string, at time.Time)
+	// acquired, when set, is told of every acquire this worker made:
+	// the session, the call's start and its return (standby.go).
+	acquired func(id string, start, end time.Time)
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -129,9 +132,13 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 		m.st.Mem().Update(id, func(it *lease.Item) { it.Owner, it.HandoffTo = "", "" })
 		from = lease.From{}
 	}
+	start := time.Now()
 	it, err := m.st.Acquire(ctx, id, owner, from)
 	if errors.Is(err, lease.ErrHeld) {
 		m.held.Add(1)
+	}
+	if err == nil && m.acquired != nil {
+		m.acquired(id, start, time.Now())
 	}
 	return it, err
 }
