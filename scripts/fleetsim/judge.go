@@ -42,7 +42,8 @@ type Figures struct {
 	Fenced int64 `json:"fenced"`
 	// Replays are deliveries of a seq already delivered (the documented
 	// redelivery after the last checkpoint); Gaps are seqs never delivered
-	// between a session's first and last delivered seq (loss).
+	// between a session's first and last delivered seq (loss; in a standby
+	// run the control sessions' are StandbyFigures.ControlLost instead).
 	Replays int64 `json:"replays"`
 	Gaps    int64 `json:"gaps"`
 	// Silent are the sessions started that never delivered.
