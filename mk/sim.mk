@@ -35,7 +35,7 @@ SIM_OUT ?= $(ROOT)/docs
 
 .PHONY: sim test-fleetsim
 
-## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,deploy-default,deploy-infra,scale-out-in,ddb-down,burst-start,crash-big,lag-sweep, or by name crash-throttled and source-limit; all: every one but those two; SEED=; SIZES=100x10000,1000x100000: each at every size, in one report) judged and measured → docs/SCALE.md, docs/scale.json; a progress line every virtual minute.
+## sim: the scenarios (SCENARIO=steady,crash,az,term,az-onehost,scale-out,deploy-default,deploy-infra,scale-out-in,standby-crash,ddb-down,burst-start,crash-big,lag-sweep, or by name crash-throttled and source-limit; all: every one but those two; SEED=; SIZES=100x10000,1000x100000: each at every size, in one report) judged and measured → docs/SCALE.md, docs/scale.json; a progress line every virtual minute.
 sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -v -count=1 -tags fleetsim -run '^TestSim$$' -timeout 120m ./fleetsim/ -args \
@@ -47,4 +47,4 @@ sim:
 test-fleetsim:
 	cd workers/streamer && $(GO) vet -tags fleetsim .
 	cd scripts && $(GO) vet -tags fleetsim ./fleetsim/
-	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestFullFleetRecoversAnAZByReplacements|TestScenariosLeaveHeadroom|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy|TestDeployKilledMidDrain|TestCrashBigRecovers|TestJudgeQuietSpanAndOwnBound|TestJudgeDarkTimeExact|TestJudgeDarkUnmeasured|TestDarkHistPrecision|TestDeployDarkIsExact|TestGoalDeployUsesExactDark|TestSizesFlag|TestGoalReadScalingSplitsBySize|TestReadSplitSumsToReadUnits|TestSourceLimitPacedByTheWorkersNeverRefused|TestFleetClaimBudgetLeavesHeartbeatsTheirShare|TestDeployOfFullWorkersHandsOffWithinTheGoal|TestOpRatesPerWorkerHourOfTheWindow)$$' -timeout 10m ./fleetsim/
+	cd scripts && $(GO) test -count=1 -race -tags fleetsim -run '^(TestShortSet|TestTermHandsSessionsToReceivers|TestScaleOutRebalances|TestMutationCatchesDoubleOwner|TestSameSeedSameVerdicts|TestSameSeedSameFigures|TestJudgeDefinitions|TestKillAZKillsOneAZ|TestFullFleetRecoversAnAZByReplacements|TestScenariosLeaveHeadroom|TestLaunchQuota|TestSpreadStopsAcrossAZs|TestDeploy|TestDeployKilledMidDrain|TestCrashBigRecovers|TestJudgeQuietSpanAndOwnBound|TestJudgeDarkTimeExact|TestJudgeDarkUnmeasured|TestDarkHistPrecision|TestDeployDarkIsExact|TestGoalDeployUsesExactDark|TestSizesFlag|TestGoalReadScalingSplitsBySize|TestReadSplitSumsToReadUnits|TestSourceLimitPacedByTheWorkersNeverRefused|TestFleetClaimBudgetLeavesHeartbeatsTheirShare|TestDeployOfFullWorkersHandsOffWithinTheGoal|TestOpRatesPerWorkerHourOfTheWindow|TestStandbyCrashLosesNothing|TestGoalStandbyFromTakeoverP99)$$' -timeout 10m ./fleetsim/

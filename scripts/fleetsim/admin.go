@@ -3,9 +3,8 @@
 package fleetsim
 
 import (
-	"context"
-	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/pipenet"
@@ -28,16 +27,27 @@ func (fl *Fleet) serveAdmin(id string, w *streamer.Worker) (*pipenet.Net, error)
 	if err != nil {
 		return nil, err
 	}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		fl.handoffCalls.Add(1) // the client's only calls are POST /handoff (tellReceiver)
-		return fl.mesh.DialContext(ctx, network, addr)
-	}
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+	mesh := &http.Transport{DialContext: fl.mesh.DialContext, DisableKeepAlives: true}
+	client := &http.Client{Timeout: time.Second, Transport: countHandoffs{rt: mesh, n: &fl.handoffCalls}}
 	w.SimSetAdmin(ln, addr, client)
 	return ln, nil
 }
 
+// countHandoffs counts the POST /handoff requests a worker's client sends
+// (its other calls, the standby protocol's, are not hand-offs).
+type countHandoffs struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countHandoffs) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.URL.Path == "/handoff" {
+		c.n.Add(1)
+	}
+	return c.rt.RoundTrip(r)
+}
+
 // HandoffCalls are the POST /handoff requests the workers sent each other
 // so far (a drain's, a rebalancing move's or a takeover's directed
-// hand-off), counted at their dial on the mesh.
+// hand-off).
 func (fl *Fleet) HandoffCalls() int64 { return fl.handoffCalls.Load() }

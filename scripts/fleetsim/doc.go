@@ -44,6 +44,15 @@
 //     deadline and fails as the SDK does), an index lag episode, a source
 //     limiting connections per worker address (each worker dials from an
 //     IP of its own: pipenet.DialFrom, feed.ConnLimit); faults.go.
+//   - Hot standbys (standby.go, issue 39): with Config.StandbyShare every
+//     source cannot replay (no resume parameter) and that share of the
+//     sessions asks for a standby; the feed admits a standby's connection
+//     beside the owner's by the tenure header every worker names, and the
+//     standby protocol (POST /standby, /standby/owner-dead,
+//     /standby/positions) runs between the admin servers on the mesh. The
+//     judge counts the standby and the control sessions' loss apart and
+//     times each takeover from the dead owner's declaration
+//     (standby-crash).
 //   - ECS (ecs.go): every worker is a task of one service, placed over 3
 //     AZs (ECS's spread by AZ: the AZ with the fewest tasks, round robin
 //     from an even start). Launches go through Fargate's task launch rate

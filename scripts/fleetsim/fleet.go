@@ -18,7 +18,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/logging"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/memqueue"
 	"github.com/wsfleet/wsfleet/testkit/pipenet"
@@ -56,6 +55,10 @@ type Config struct {
 	// ConnLimit is every source host's per-IP connection-rate limit
 	// (feed.ConnLimit; each worker dials from an address of its own).
 	ConnLimit feed.ConnLimit
+	// StandbyShare, when above 0, makes every session's source one that
+	// cannot replay (the feed's seq field, no resume parameter) and starts
+	// that share of them with a hot standby (standby.go).
+	StandbyShare float64
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
@@ -97,6 +100,8 @@ type Fleet struct {
 	ecs              *ecs // under mu
 	// handoffCalls counts the workers' POST /handoff requests (admin.go).
 	handoffCalls atomic.Int64
+	// sb is the standby sessions and the death declarations (standby.go).
+	sb standbys
 
 	mu       sync.Mutex
 	members  []*Member
@@ -121,7 +126,11 @@ func New(cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: table: %w", err)
 	}
-	f, err := feed.New(feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow, ConnLimit: cfg.ConnLimit})
+	fc := feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow, ConnLimit: cfg.ConnLimit}
+	if cfg.StandbyShare > 0 {
+		fc.TenureHeader, fc.AllowStandby = standbyTenureHeader, true
+	}
+	f, err := feed.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: source: %w", err)
 	}
@@ -169,7 +178,7 @@ func (fl *Fleet) startSessions(n int, announce bool) error {
 		if fl.cfg.Hosts > 0 {
 			host = fmt.Sprintf("h%d.src.test", (base+i)%fl.cfg.Hosts)
 		}
-		enc, err := spec.Spec{WSURL: "ws://" + host + feed.PathPrefix + id, Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}}.Stored()
+		enc, err := fl.sessionSpec(id, host, base+i).Stored()
 		if err != nil {
 			return fmt.Errorf("fleetsim: spec of %s: %w", id, err)
 		}
@@ -244,11 +253,17 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	cfg := streamer.DefaultConfig()
 	cfg.WorkerID = id
 	cfg.AdminAddr = "" // no socket: the admin server listens on the mesh (serveAdmin)
+	if fl.cfg.StandbyShare > 0 {
+		cfg.TenureHeader = standbyTenureHeader
+	}
 	if fl.cfg.Worker != nil {
 		fl.cfg.Worker(&cfg)
 	}
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
-	ms := &memberStore{st: fl.Table}
+	ms := &memberStore{st: fl.Table, declared: fl.sb.declared}
+	if fl.cfg.StandbyShare > 0 {
+		ms.acquired = fl.sb.acquired
+	}
 	if tweak != nil {
 		tweak(ms)
 	}

@@ -31,7 +31,7 @@ const (
 // goals are issue 36's goals (its Goals section), each computed from the
 // report's runs: met, missed, or not measured when no run measures it.
 func (r Report) goals() []Goal {
-	return []Goal{r.goalDoubleOwners(), r.goalReadScaling(), r.goalSteadyLimits(), r.goalAZLoss(), r.goalDeploy()}
+	return []Goal{r.goalDoubleOwners(), r.goalReadScaling(), r.goalSteadyLimits(), r.goalAZLoss(), r.goalDeploy(), r.goalStandby()}
 }
 
 func (r Report) goalDoubleOwners() Goal {
@@ -236,6 +236,33 @@ func (r Report) goalDeploy() Goal {
 	if !measured { // no hand-off measured (a report written before the exact dark time)
 		g.Status = goalNotMeasured
 	}
+	return g
+}
+
+// standbyTakeoverP99 is issue 39's bound on a standby session's takeover:
+// its owner's death declaration to its first message at the sink.
+const standbyTakeoverP99 = 0.050
+
+func (r Report) goalStandby() Goal {
+	g := Goal{Goal: "hot standby (issue 39): declared dead → first message p99 ≤ 50 ms for standby sessions", Status: goalNotMeasured, Runs: "–", Measured: "no standby run"}
+	var parts []string
+	var runs []Measured
+	ok := true
+	for _, m := range r.Runs {
+		s := m.Standby
+		if s == nil || s.Takeover.N == 0 {
+			continue
+		}
+		ok = ok && s.Takeover.P99 <= standbyTakeoverP99
+		runs = append(runs, m)
+		parts = append(parts, fmt.Sprintf("%s: p99 %.1f ms (p50 %.1f, max %.1f; %d standby sessions hit, %d promotions, %d seqs lost); without a standby p99 %.1f ms, %d seqs lost%s",
+			m.Scenario, 1000*s.Takeover.P99, 1000*s.Takeover.P50, 1000*s.Takeover.Max, s.Takeover.N, s.Promotions, s.Lost,
+			1000*s.ControlTakeover.P99, s.ControlLost, sizeNote(m)))
+	}
+	if len(runs) == 0 {
+		return g
+	}
+	g.Runs, g.Measured, g.Status = runNames(runs), strings.Join(parts, "; "), status(ok)
 	return g
 }
 

@@ -42,7 +42,8 @@ type Figures struct {
 	Fenced int64 `json:"fenced"`
 	// Replays are deliveries of a seq already delivered (the documented
 	// redelivery after the last checkpoint); Gaps are seqs never delivered
-	// between a session's first and last delivered seq (loss).
+	// between a session's first and last delivered seq (loss; in a standby
+	// run the control sessions' are StandbyFigures.ControlLost instead).
 	Replays int64 `json:"replays"`
 	Gaps    int64 `json:"gaps"`
 	// Silent are the sessions started that never delivered.
@@ -73,6 +74,9 @@ type Figures struct {
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.
 	Contended int64 `json:"contended"`
+	// Standby are a standby run's figures (Config.StandbyShare; standby.go):
+	// its Gaps are the standby sessions' only.
+	Standby *StandbyFigures `json:"standby,omitempty"`
 }
 
 // Recovery is how the sessions a fault hit delivered again: the time from
@@ -162,15 +166,33 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		Scenario: scenario, Seed: fl.cfg.Seed, Workers: len(fl.Members()), Sessions: len(fl.Sessions()),
 		Rate: fl.cfg.Rate, Virtual: now.Sub(fl.t0).Seconds(), SourceOverlaps: fl.SourceOverlaps(),
 	}
+	var sb *StandbyFigures
+	if share := fl.cfg.StandbyShare; share > 0 {
+		sb = &StandbyFigures{Share: share}
+	}
 	r := fl.Record
 	r.mu.Lock()
 	for _, id := range fl.Sessions() {
+		lost := &f.Gaps
+		if sb != nil {
+			if fl.sb.has(id) {
+				sb.Sessions++
+			} else {
+				sb.Control++
+				lost = &sb.ControlLost
+			}
+		}
 		s := r.by[id]
 		if s == nil || s.n == 0 {
 			f.Silent++
 			continue
 		}
-		s.judge(now, &f)
+		s.judge(now, &f, lost)
+	}
+	if sb != nil {
+		sb.Lost = f.Gaps
+		fl.standbyFigures(sb, r.faults)
+		f.Standby = sb
 	}
 	f.Moves = r.moves.summary()
 	for _, ft := range r.faults {
@@ -196,7 +218,7 @@ func judgeSession(ds []Delivery, now time.Time, f *Figures) {
 	for _, d := range ds {
 		s.add(d)
 	}
-	s.judge(now, f)
+	s.judge(now, f, &f.Gaps)
 }
 
 // recovery is how the sessions ft hit delivered again: the time from the

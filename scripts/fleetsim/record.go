@@ -310,8 +310,9 @@ func (s *sessionLog) insert(seq int64) bool {
 }
 
 // judge adds the session's figures to f (now: the end of the run, for the
-// silence since its last delivery).
-func (s *sessionLog) judge(now time.Time, f *Figures) {
+// silence since its last delivery) and its lost seqs to *lost (f.Gaps, or
+// a standby run's control's: StandbyFigures.ControlLost).
+func (s *sessionLog) judge(now time.Time, f *Figures, lost *int64) {
 	f.Deliveries += s.n
 	f.Fenced += s.fenced
 	f.Replays += s.replays
@@ -321,7 +322,7 @@ func (s *sessionLog) judge(now time.Time, f *Figures) {
 	for _, sp := range s.seqs {
 		distinct += sp.hi - sp.lo + 1
 	}
-	f.Gaps += (s.seqs[len(s.seqs)-1].hi - s.seqs[0].lo + 1) - distinct
+	*lost += (s.seqs[len(s.seqs)-1].hi - s.seqs[0].lo + 1) - distinct
 	f.Tenures += len(s.tenures)
 	double := false
 	for i := range s.tenures {

@@ -85,7 +85,8 @@ func (r Report) Markdown() string {
 	p("one AZ of three at once (placed round robin), `term` SIGTERMs the busiest (graceful drain), `az-onehost` is `az` with every session on\n")
 	p("one source host, `scale-out` doubles the fleet (the new workers get their share by rebalancing moves);\n")
 	p("`crash-throttled` (run by name, not in `all`) holds the table's write allowance at a tenth of a unit per\n")
-	p("session and kills the busiest worker 20 s after the ramp.\n\n")
+	p("session and kills the busiest worker 20 s after the ramp; `standby-crash` is `crash` with half the sessions\n")
+	p("on a hot standby (below).\n\n")
 	p("## The judge\n\n")
 	p("From the simulator's own record of every delivery (session, seq, worker, epoch, virtual time, order):\n\n")
 	p("- **double owners**: sessions where a tenure (worker, epoch) delivered before another tenure's last delivery\n")
@@ -139,6 +140,9 @@ func (r Report) Markdown() string {
 	}
 	p("\n%s", kindsMarkdown(r.Runs))
 	p("\n%s", faultsMarkdown(r.Runs))
+	if sb := standbyMarkdown(r.Runs); sb != "" {
+		p("\n%s", sb)
+	}
 	p("\n%s", r.goalsMarkdown())
 	p("## Cost of simulating\n\n")
 	p("| scenario | workers × sessions × rate | virtual | real | CPU | CPU per simulated hour | peak heap in use | peak stacks |\n")

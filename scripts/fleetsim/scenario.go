@@ -39,6 +39,9 @@ type Scenario struct {
 	// Progress, when set, is called once a virtual minute while the
 	// scenario runs (progress.go; make sim's progress lines).
 	Progress func(Progress)
+	// StandbyShare: Config.StandbyShare (standby.go): every source cannot
+	// replay, and that share of the sessions has a hot standby.
+	StandbyShare float64
 }
 
 // Step is one operation of a scenario at a virtual instant.
@@ -110,6 +113,10 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		c.Throughput.WarmWCU = max(10, float64(sessions)/10)
 		c.Throughput.QuotaWCU = c.Throughput.WarmWCU
 	}
+	// A crash of the busiest worker on sources that cannot replay, half
+	// the sessions with a hot standby (standby.go, issue 39).
+	standbyCrash := with("standby-crash", Step{At: d / 3, Do: KillOne})
+	standbyCrash.StandbyShare = 0.5
 	all := map[string]Scenario{
 		"steady":     with("steady"),
 		"crash":      with("crash", Step{At: d / 3, Do: KillOne}),
@@ -125,6 +132,7 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 			Step{At: 2 * d / 3, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}),
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
+		"standby-crash":   standbyCrash,
 	}
 	addFaultScenarios(all, base, with)
 	return all
@@ -159,7 +167,7 @@ func Run(sc Scenario, seed uint64) (Figures, error) {
 // run is Run with a hook after the fleet started (the mutation check's
 // thief).
 func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err error) {
-	cfg := Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts}
+	cfg := Config{Seed: seed, Rate: sc.Rate, Skew: sc.Skew, Hosts: sc.Hosts, StandbyShare: sc.StandbyShare}
 	if sc.Fleet != nil {
 		sc.Fleet(&cfg)
 	}

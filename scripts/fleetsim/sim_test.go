@@ -20,7 +20,7 @@ import (
 
 // make sim's settings (mk/sim.mk passes them after -args).
 var (
-	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, deploy-default, deploy-infra, scale-out-in, crash-throttled, and faults.go's; all: all but crash-throttled, source-limit and source-limit-paced); empty: TestSim skips")
+	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, deploy-default, deploy-infra, scale-out-in, standby-crash, crash-throttled, and faults.go's; all: all but crash-throttled, source-limit and source-limit-paced); empty: TestSim skips")
 	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
 	simWorkers   = flag.Int("sim.workers", 10, "workers")
 	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
@@ -54,7 +54,7 @@ func TestSim(t *testing.T) {
 	}
 	names := strings.Split(*simScenarios, ",")
 	if *simScenarios == "all" {
-		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in"}
+		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in", "standby-crash"}
 		names = append(names, faultNames...)
 	}
 	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB()}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
@@ -35,6 +36,12 @@ type memberStore struct {
 	steal  bool
 	stealN int
 	ids    func() []string
+	// declared, when set, is told of every death declaration this worker
+	// wrote: the worker declared dead and the call's start (standby.go).
+	declared func(id string, at time.Time)
+	// acquired, when set, is told of every acquire this worker made:
+	// the session, the call's start and its return (standby.go).
+	acquired func(id string, start, end time.Time)
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -72,7 +79,12 @@ func (m *memberStore) DeclareDead(ctx context.Context, id string, epoch, seenSeq
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+	at := time.Now() // the call's start: when the worker stamped ended_at_ms (atMs)
+	err := m.st.DeclareDead(ctx, id, epoch, seenSeq, by, atMs)
+	if err == nil && m.declared != nil {
+		m.declared(id, at)
+	}
+	return err
 }
 
 func (m *memberStore) Leave(ctx context.Context, id string, epoch int64, list string, atMs int64) error {
@@ -120,9 +132,13 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 		m.st.Mem().Update(id, func(it *lease.Item) { it.Owner, it.HandoffTo = "", "" })
 		from = lease.From{}
 	}
+	start := time.Now()
 	it, err := m.st.Acquire(ctx, id, owner, from)
 	if errors.Is(err, lease.ErrHeld) {
 		m.held.Add(1)
+	}
+	if err == nil && m.acquired != nil {
+		m.acquired(id, start, time.Now())
 	}
 	return it, err
 }

@@ -40,9 +40,10 @@ func (w *Worker) SimOwned() int { return w.owned() }
 // SimSetAdmin serves w's admin endpoints (POST /handoff among them) on ln
 // instead of a listener on Config.AdminAddr, advertises addr in w's worker
 // record (where the others read where to hand sessions to it), and makes
-// w's hand-off client (a rebalancing move, a drain's directed hand-off, a
-// takeover handed to a receiver) call the others through client: the
-// fleet's in-memory network. Call it before Run. fleetsim build only.
+// w's client of its peers (a rebalancing move, a drain's directed hand-off,
+// a takeover handed to a receiver, the hot standby's calls) call the others
+// through client: the fleet's in-memory network. Call it before Run.
+// fleetsim build only.
 func (w *Worker) SimSetAdmin(ln net.Listener, addr string, client *http.Client) {
 	w.adminLn = ln
 	w.cfg.AdvertiseAddr = addr
