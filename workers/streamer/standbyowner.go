@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/spec"
@@ -37,6 +39,10 @@ const standbyAssignEvery = time.Second
 // passes that placed nothing: a session without a standby loses what a
 // crash meanwhile costs, so it is tried again within seconds.
 const standbyRetryMax = 5 * time.Second
+
+// standbyPlaceInFlight bounds the placements one owner's pass has in
+// flight at once.
+const standbyPlaceInFlight = 8
 
 // standbyTries is how many workers one placement asks in each pass (first
 // in other zones, then in any).
@@ -142,9 +148,15 @@ func (w *Worker) placeStandbys(ctx context.Context) {
 		}
 	}
 	w.mu.Unlock()
+	// A few placements in flight: each is a request to a worker that
+	// writes its assignment and reads the session (two round trips), so
+	// one at a time re-places a fleet's standbys (an AZ lost) at tens a
+	// second per owner.
+	var g errgroup.Group
+	g.SetLimit(standbyPlaceInFlight)
 	for _, s := range need {
 		if ctx.Err() != nil {
-			return
+			break
 		}
 		if it := s.Held().Item(); it.StandbyRefusedGen == it.Generation {
 			w.sbMu.Lock()
@@ -154,8 +166,9 @@ func (w *Worker) placeStandbys(ctx context.Context) {
 			w.sbMu.Unlock()
 			continue
 		}
-		w.placeStandby(ctx, s)
+		g.Go(func() error { w.placeStandby(ctx, s); return nil })
 	}
+	_ = g.Wait()
 }
 
 // peerAlive reports whether worker is alive as far as this worker knows:
