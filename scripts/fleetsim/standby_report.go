@@ -30,7 +30,7 @@ func standbyMarkdown(runs []Measured) string {
 			p("adopted a standby's connection (hand-offs to the standby's worker included).\n\n")
 			p("The path splits each takeover at the new owner's acquire (the first begun after the declaration): notice\n")
 			p("(the declaration → the acquire's start: the death told, the dead worker's record read, the claim\n")
-			p("admitted), the acquire (its conditional write, then the spec's read beside the checkpoint's fence), and\n")
+			p("admitted), the acquire (its conditional write, then the checkpoint's fence, beside the spec's read unless the acquirer has the configuration: a promotion), and\n")
 			p("deliver (its return → the first message: a standby's window drained; without one, the dial and the\n")
 			p("source's next message). Each p50 / p99 / max, ms (how many).\n\n")
 			p("| scenario | group | sessions | lost | promotions | declared dead → first message | notice | acquire | deliver |\n")
