@@ -220,7 +220,7 @@ func SizesFor(m Mode) Sizes {
 				{Sessions: 1, Rate: MaxFeedRate, Bare: true},
 				{Sessions: 19000, Rate: 1, Env: map[string]string{"GOGC": "100"}}}, // Go's default, against the binary's 50
 			CapSettle: 20 * time.Second, CapWindow: 60 * time.Second, CPUProfile: 15 * time.Second,
-			StandbyMemSessions: 5000, StandbyMemSettle: 5 * time.Second, StandbyMemWindow: 15 * time.Second, // ≤ 3 min: placing 5,000 standbys one at a time takes about 60–90 s here
+			StandbyMemSessions: 5000, StandbyMemSettle: 5 * time.Second, StandbyMemWindow: 15 * time.Second, // ≤ 3 min (placing 5,000 standbys took 60–90 s one at a time, before the owner kept 8 placements in flight)
 			TLSClaimSessions: 1000,
 			DynSteps:         []int{2000, 3000, 4000, 5000, 6000, 8000, 10000, 13000, 16000, 19000},
 			DynSettle:        10 * time.Second, DynWindow: 20 * time.Second,
