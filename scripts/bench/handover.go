@@ -135,8 +135,8 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	defer res.end()
 	standby := res.Kind == kindKill && r.sz.StandbyRounds > 0
 	if standby {
-		res.Phase.Settings["standby"] = fmt.Sprintf("after the dial rounds, %d round(s) of %d sessions on sources that cannot replay, half with a hot standby, half without; the feed admits standby connections (-allow-standby) and the workers name their tenure (%s); a steady window of %s before each kill measures the standbys' cost",
-			r.sz.StandbyRounds, r.sz.StandbySessions, schema.EnvTenureHeader, r.sz.StandbyCostWindow)
+		res.Phase.Settings["standby"] = fmt.Sprintf("after the dial rounds, %d round(s) of %d sessions on sources that cannot replay, half with a hot standby, half without; the feed admits standby connections (-allow-standby) and the workers name their tenure (%s) and move no session by rebalancing within a round (%s=%s); a steady window of %s before each kill measures the standbys' cost",
+			r.sz.StandbyRounds, r.sz.StandbySessions, schema.EnvTenureHeader, schema.EnvMinHold, standbyRunSettings[schema.EnvMinHold], r.sz.StandbyCostWindow)
 	}
 	ls, err := r.startLeaseStackWith(ctx, fmt.Sprintf("%s-%d", name, res.SessionsPerRound), res.FeedRate, standby)
 	if err != nil {

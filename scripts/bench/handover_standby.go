@@ -203,6 +203,15 @@ func standbyFields(i int) (fields map[string]any, standby bool) {
 	return fields, standby
 }
 
+// standbyRunSettings are the standby run's workers' settings: no session
+// moves by rebalancing within a round (a round lasts under 3 minutes), so
+// that the steady window measures standbys held, not the moves the
+// survivors' arrival would start (each move of a standby session to its
+// standby's worker promotes it and places the next: an assignment more),
+// and the kill finds the victim owning every session. The rounds still
+// run and refresh each worker's view of the fleet, which placement uses.
+var standbyRunSettings = map[string]string{schema.EnvMinHold: "10m"}
+
 // standbyRun runs the standby rounds on ls (the failover phase's stack,
 // after its dial rounds were judged) and returns the run's figures.
 func (r *runner) standbyRun(ctx context.Context, ls *leaseStack, rate float64) (*StandbyRun, error) {
@@ -358,7 +367,7 @@ func openAt(conns []feed.ConnRecord, id string, t time.Time) int {
 // survivors leave.
 func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) (standbyRound, error) {
 	rd := standbyRound{standby: map[string]bool{}}
-	victim, err := ls.addWorker(ctx, true, nil)
+	victim, err := ls.addWorker(ctx, true, standbyRunSettings)
 	if err != nil {
 		return rd, err
 	}
@@ -386,7 +395,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 	var survivors []*bworker
 	rss0 := map[string]int64{}
 	for range 2 {
-		w, err := ls.addWorker(ctx, true, nil)
+		w, err := ls.addWorker(ctx, true, standbyRunSettings)
 		if err != nil {
 			return rd, err
 		}
@@ -556,7 +565,7 @@ func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
 	}
 	p("### Hot standby beside the dial takeover (sources that cannot replay)\n\n")
 	p("%d round(s) of %d sessions at %g msg/s on sources that cannot replay: half started with `\"standby\":{\"enabled\":true}`, half without (the control group), each half by turns on `seq_mode: none` (the feed's `seq` rides in the data) and on the seq field with resume switched off; no `checkpoint_every` (such a source writes no periodic checkpoint: the standby follows the owner's positions instead). ", s.Rounds, s.SessionsPerRound, s.FeedRate)
-	p("A victim alone claims them; 2 survivors start and receive the standbys (the feed admits a standby connection beside the owner's, `-allow-standby`, told by the tenure header); after the steady window the victim is killed (kill -9). Lost and repeated are judged by the feed's own seq in the delivered data: a seq between the first and the last delivered never delivered is lost; a seq delivered again is repeated.\n\n")
+	p("A victim alone claims them; 2 survivors start and receive the standbys (the feed admits a standby connection beside the owner's, `-allow-standby`, told by the tenure header); every worker of the run moves no session by rebalancing within a round (`WSFLEET_MIN_HOLD=10m`: the steady window measures standbys held, not the moves the survivors' arrival would start, each of which, to the standby's worker, promotes it and places the next); after the steady window the victim is killed (kill -9). Lost and repeated are judged by the feed's own seq in the delivered data: a seq between the first and the last delivered never delivered is lost; a seq delivered again is repeated.\n\n")
 	p("| | dial takeover, seq'd source with resume (the rounds above) | standby | control: same sources, no standby |\n|---|---|---|---|\n")
 	row := func(name, dialV string, f func(g StandbyGroup) string) {
 		p("| %s | %s | %s | %s |\n", name, dialV, f(s.Standby), f(s.Control))
