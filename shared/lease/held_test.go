@@ -3,6 +3,7 @@ package lease
 import (
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The checkpoint queue gives the scan the tenures whose time came, earliest
@@ -49,5 +50,14 @@ func TestCheckpointQueueGivesTheDueTenuresOnce(t *testing.T) {
 	}
 	if len(k.ckpts) != 0 {
 		t.Fatalf("%d entries left", len(k.ckpts))
+	}
+}
+
+// A tenure's Held stays in the 448-byte size class (it was 456 B, 480
+// allocated, its two flags padded to a word): every held session keeps one
+// for its life (docs/worker.md, "Where a session's memory goes").
+func TestHeldSize(t *testing.T) {
+	if n := unsafe.Sizeof(Held{}); n > 448 {
+		t.Fatalf("Held is %d B, want ≤ 448 (the size class it is allocated in)", n)
 	}
 }

@@ -204,6 +204,9 @@ type Session struct {
 	// is written (released, handed off, failed).
 	finished     chan struct{}
 	finishedOnce sync.Once
+	// skipRefused is the current connection's on_sink_refusal skip (read
+	// by the sink's Refused, from another goroutine).
+	skipRefused atomic.Bool
 	// ended is closed once a terminal reason is set (a Submit stalled on a
 	// full sink buffer gives up).
 	ended chan struct{}
@@ -214,7 +217,6 @@ type Session struct {
 	connGen int64
 	end     error // terminal reason, set once
 	kick    error // reason to reconnect now
-	pinging bool
 	nextPin time.Time
 	// pingSeen is the activity Tick saw last, activeAt when it last
 	// changed: a ping is sent only after a ping interval without any
@@ -239,12 +241,8 @@ type Session struct {
 	// sub numbers the messages without a seq delivered since the last
 	// sequenced one (on_missing_seq deliver; Run's goroutine only).
 	sub int64
-	// appPinging: an app ping is being sent; nextAppPing: when the next is due.
-	appPinging  bool
+	// nextAppPing: when the next app ping is due.
 	nextAppPing time.Time
-	// skipRefused is the current connection's on_sink_refusal skip (read
-	// by the sink's Refused, from another goroutine).
-	skipRefused atomic.Bool
 
 	// due is when the control loop next runs Tick (Unix ns; 0: at its
 	// next pass; see Due).
@@ -262,17 +260,21 @@ type Session struct {
 	overlapped    atomic.Int64
 	gapSaved      atomic.Int64
 	connected     atomic.Bool
+	// The flags, beside connected so that they share its word (the
+	// struct fits the 576-byte size class: TestSessionSize). pinging: a
+	// ping is being sent; appPinging: an app ping is (both under mu).
+	// reached: the current connection got its first message of the
+	// stream (delivered, or a duplicate dropped): its connect succeeded
+	// (Run's goroutine only).
+	pinging    bool
+	appPinging bool
+	reached    bool
 	// lastRead is when the last message arrived (Unix ns; for idle_timeout).
 	lastRead atomic.Int64
 	// missingDropped counts messages dropped for having no seq; controls
 	// the control messages answered (keep-alive requests, pongs).
 	missingDropped atomic.Int64
 	controls       atomic.Int64
-
-	// reached: the current connection got its first message of the
-	// stream (delivered, or a duplicate dropped): its connect succeeded
-	// (Run's goroutine only).
-	reached bool
 
 	// lastErr is the last failed connect's error; noted and notedAt the
 	// last one recorded in the table (all under mu: a planned reconnect's

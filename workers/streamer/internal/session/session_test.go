@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
@@ -768,4 +769,14 @@ func TestTrafficStandsInForPings(t *testing.T) {
 	testwait.Eventually(t, 5*time.Second, "a reconnect after the unanswered ping of a silent connection", func() bool { return src.conns() >= 2 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
+}
+
+// A held session's struct stays in the 576-byte size class (it was 592 B,
+// 640 allocated, with a flag padded to a word of its own in six places):
+// every session holds one for its life (docs/worker.md, "Where a session's
+// memory goes").
+func TestSessionSize(t *testing.T) {
+	if n := unsafe.Sizeof(Session{}); n > 576 {
+		t.Fatalf("Session is %d B, want ≤ 576 (the size class it is allocated in); group its flags", n)
+	}
 }
