@@ -201,9 +201,12 @@ type Session struct {
 	claimed int64 // sent_at_ms of the notification that led to the claim; 0 if none
 	since   time.Time
 	// finished is closed by its owner (the worker) once the session's end
-	// is written (released, handed off, failed).
-	finished     chan struct{}
-	finishedOnce sync.Once
+	// is written (released, handed off, failed); made when first waited on
+	// (Finished), since most sessions never are (a channel is 112 B of every
+	// session's heap); finishedSet: MarkFinished was called (both under
+	// mu).
+	finished    chan struct{}
+	finishedSet bool
 	// skipRefused is the current connection's on_sink_refusal skip (read
 	// by the sink's Refused, from another goroutine).
 	skipRefused atomic.Bool
@@ -306,7 +309,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64, opts ...Option) *Session {
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
 		rnd:  tenureStream(env.Rand, h),
-		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
+		wake: make(chan struct{}, 1), ended: make(chan struct{}),
 	}
 	s.lastSeq.Store(it.LastSeq)
 	for _, o := range opts {
@@ -328,11 +331,35 @@ func tenureStream(src *draw.Source, h *lease.Held) *draw.Stream {
 func (s *Session) Held() *lease.Held { return s.held }
 
 // Finished is closed once MarkFinished was called.
-func (s *Session) Finished() <-chan struct{} { return s.finished }
+func (s *Session) Finished() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished == nil {
+		if s.finishedSet {
+			return closedChan
+		}
+		s.finished = make(chan struct{})
+	}
+	return s.finished
+}
+
+// closedChan is the Finished of a session marked finished before anyone
+// waited on it.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // MarkFinished records that the session's end is written (the worker calls
 // it after its release, hand-off or failure; idempotent).
-func (s *Session) MarkFinished() { s.finishedOnce.Do(func() { close(s.finished) }) }
+func (s *Session) MarkFinished() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finishedSet {
+		return
+	}
+	s.finishedSet = true
+	if s.finished != nil {
+		close(s.finished)
+	}
+}
 
 // ID is the connection id.
 func (s *Session) ID() string {
