@@ -91,8 +91,10 @@ type Held struct {
 	// the item installed last).
 	periodic bool
 	// firstThrottled counts the throttled checkpoints in a row of a tenure
-	// whose session has no checkpoint (FirstCheckpointRetry).
-	firstThrottled int
+	// whose session has no checkpoint (FirstCheckpointRetry); an int32
+	// beside the two flags, so that Held fits the 448-byte size class
+	// (TestHeldSize).
+	firstThrottled int32
 	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
 	// (under the Keeper's mu, not this one): only its latest entry counts.
 	qgen      uint64
@@ -329,7 +331,7 @@ func (h *Held) throttledFirst() int {
 		return 0
 	}
 	h.firstThrottled++
-	return h.firstThrottled
+	return int(h.firstThrottled)
 }
 
 // checkpointAt is when the next periodic checkpoint is due.

@@ -1,8 +1,10 @@
 package lease
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The checkpoint queue gives the scan the tenures whose time came, earliest
@@ -49,5 +51,47 @@ func TestCheckpointQueueGivesTheDueTenuresOnce(t *testing.T) {
 	}
 	if len(k.ckpts) != 0 {
 		t.Fatalf("%d entries left", len(k.ckpts))
+	}
+}
+
+// The queue's push and pop allocate nothing once its array has room (every
+// tenure is pushed and popped once a checkpoint interval), and pop gives
+// the entries earliest first.
+func TestCheckpointQueueAllocatesNothing(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	h := &Held{}
+	var q ckptQueue
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		q.push(ckptEntry{at: t0.Add(time.Duration(r.IntN(1000)) * time.Millisecond), h: h})
+	}
+	last := time.Time{}
+	for len(q) > 0 {
+		e := q.pop()
+		if e.at.Before(last) {
+			t.Fatalf("popped %v after %v", e.at, last)
+		}
+		last = e.at
+	}
+	// Through the Keeper: a tenure queued and its entry popped by the scan
+	// (dropped, as it is no longer held: the scan's list stays empty).
+	k := &Keeper{held: map[string]*Held{}, ckpts: q}
+	if n := testing.AllocsPerRun(100, func() {
+		k.queueLocked(h, t0)
+		k.queueLocked(h, t0.Add(time.Millisecond))
+		if due := k.dueLocked(t0.Add(time.Second)); len(due) != 0 {
+			t.Fatalf("due: %d tenures not held", len(due))
+		}
+	}); n != 0 {
+		t.Fatalf("queue and scan: %.0f allocations, want 0", n)
+	}
+}
+
+// A tenure's Held stays in the 448-byte size class (it was 456 B, 480
+// allocated, its two flags padded to a word): every held session keeps one
+// for its life (docs/worker.md, "Where a session's memory goes").
+func TestHeldSize(t *testing.T) {
+	if n := unsafe.Sizeof(Held{}); n > 448 {
+		t.Fatalf("Held is %d B, want ≤ 448 (the size class it is allocated in)", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -492,9 +493,24 @@ func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 }
 
 // OwnedBy implements lease.Store (by_owner: it lags by IndexLag.Owner).
+// The worker's audit lists its sessions this way every AuditEvery, so the
+// listing allocates its one array, sized by a counting pass, and sorts in
+// place: appending to a growing array allocated about five times the
+// listing (64 B an entry), the capacity bench's largest steady allocation
+// per session (docs/worker.md, "Where a session's memory goes").
 func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
 	var out []lease.Owned
 	err := s.do(ctx, "owned_by", func() error {
+		n := 0
+		s.eachIndexedLocked(s.lag.Owner, func(_ string, e sessEntry) {
+			if e.owner == owner {
+				n++
+			}
+		})
+		if n == 0 {
+			return nil
+		}
+		out = make([]lease.Owned, 0, n)
 		s.eachIndexedLocked(s.lag.Owner, func(id string, e sessEntry) {
 			if e.owner == owner {
 				out = append(out, lease.Owned{Token: lease.Token{ConnectionID: id, Owner: owner, Epoch: e.epoch}, DesiredState: e.desired, Generation: e.generation})
@@ -502,7 +518,7 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 		})
 		return nil
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].ConnectionID < out[j].ConnectionID })
+	slices.SortFunc(out, func(a, b lease.Owned) int { return strings.Compare(a.ConnectionID, b.ConnectionID) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

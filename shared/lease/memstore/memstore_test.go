@@ -2,7 +2,9 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +114,43 @@ func TestIndexLag(t *testing.T) {
 func TestSpecConformance(t *testing.T) {
 	s := memstore.New()
 	leasetest.RunSpec(t, func(*testing.T) leasetest.Harness { return leasetest.InMemoryHarness(s) })
+}
+
+// The worker's audit lists its sessions every AuditEvery: OwnedBy
+// allocates one array of the listing's size, however many sessions the
+// owner holds, and sorts it in place (appending to a growing array
+// allocated about five times the listing, the capacity bench's largest
+// steady allocation per session).
+func TestOwnedByAllocatesOneArray(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	for i := range 3000 {
+		it := leasetest.Started(fmt.Sprintf("s-%05d", (i*7919)%3000))
+		it.Owner, it.Epoch = "w", 1
+		if i%3 == 0 {
+			it.Owner = "other"
+		}
+		s.Put(it)
+	}
+	got, err := s.OwnedBy(ctx, "w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2000 || cap(got) != 2000 {
+		t.Fatalf("%d owned (cap %d), want 2000 (cap 2000)", len(got), cap(got))
+	}
+	if !slices.IsSortedFunc(got, func(a, b lease.Owned) int { return strings.Compare(a.ConnectionID, b.ConnectionID) }) {
+		t.Fatal("not sorted by connection id")
+	}
+	for _, o := range got {
+		if o.Owner != "w" || o.Epoch != 1 || o.DesiredState != schema.StateStarted {
+			t.Fatalf("entry %+v", o)
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = s.OwnedBy(ctx, "w", 0) }); n > 1 {
+		t.Fatalf("OwnedBy of 2,000 sessions: %.0f allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = s.OwnedBy(ctx, "nobody", 0) }); n != 0 {
+		t.Fatalf("OwnedBy of none: %.0f allocations, want 0", n)
+	}
 }

@@ -201,9 +201,15 @@ type Session struct {
 	claimed int64 // sent_at_ms of the notification that led to the claim; 0 if none
 	since   time.Time
 	// finished is closed by its owner (the worker) once the session's end
-	// is written (released, handed off, failed).
-	finished     chan struct{}
-	finishedOnce sync.Once
+	// is written (released, handed off, failed); made when first waited on
+	// (Finished), since most sessions never are (a channel is 112 B of every
+	// session's heap); finishedSet: MarkFinished was called (both under
+	// mu).
+	finished    chan struct{}
+	finishedSet bool
+	// skipRefused is the current connection's on_sink_refusal skip (read
+	// by the sink's Refused, from another goroutine).
+	skipRefused atomic.Bool
 	// ended is closed once a terminal reason is set (a Submit stalled on a
 	// full sink buffer gives up).
 	ended chan struct{}
@@ -214,7 +220,6 @@ type Session struct {
 	connGen int64
 	end     error // terminal reason, set once
 	kick    error // reason to reconnect now
-	pinging bool
 	nextPin time.Time
 	// pingSeen is the activity Tick saw last, activeAt when it last
 	// changed: a ping is sent only after a ping interval without any
@@ -239,12 +244,8 @@ type Session struct {
 	// sub numbers the messages without a seq delivered since the last
 	// sequenced one (on_missing_seq deliver; Run's goroutine only).
 	sub int64
-	// appPinging: an app ping is being sent; nextAppPing: when the next is due.
-	appPinging  bool
+	// nextAppPing: when the next app ping is due.
 	nextAppPing time.Time
-	// skipRefused is the current connection's on_sink_refusal skip (read
-	// by the sink's Refused, from another goroutine).
-	skipRefused atomic.Bool
 
 	// due is when the control loop next runs Tick (Unix ns; 0: at its
 	// next pass; see Due).
@@ -262,17 +263,21 @@ type Session struct {
 	overlapped    atomic.Int64
 	gapSaved      atomic.Int64
 	connected     atomic.Bool
+	// The flags, beside connected so that they share its word (the
+	// struct fits the 576-byte size class: TestSessionSize). pinging: a
+	// ping is being sent; appPinging: an app ping is (both under mu).
+	// reached: the current connection got its first message of the
+	// stream (delivered, or a duplicate dropped): its connect succeeded
+	// (Run's goroutine only).
+	pinging    bool
+	appPinging bool
+	reached    bool
 	// lastRead is when the last message arrived (Unix ns; for idle_timeout).
 	lastRead atomic.Int64
 	// missingDropped counts messages dropped for having no seq; controls
 	// the control messages answered (keep-alive requests, pongs).
 	missingDropped atomic.Int64
 	controls       atomic.Int64
-
-	// reached: the current connection got its first message of the
-	// stream (delivered, or a duplicate dropped): its connect succeeded
-	// (Run's goroutine only).
-	reached bool
 
 	// lastErr is the last failed connect's error; noted and notedAt the
 	// last one recorded in the table (all under mu: a planned reconnect's
@@ -304,7 +309,7 @@ func New(env *Env, h *lease.Held, claimedAtMs int64, opts ...Option) *Session {
 	s := &Session{
 		env: env, held: h, claimed: claimedAtMs, since: time.Now(),
 		rnd:  tenureStream(env.Rand, h),
-		wake: make(chan struct{}, 1), finished: make(chan struct{}), ended: make(chan struct{}),
+		wake: make(chan struct{}, 1), ended: make(chan struct{}),
 	}
 	s.lastSeq.Store(it.LastSeq)
 	for _, o := range opts {
@@ -326,11 +331,35 @@ func tenureStream(src *draw.Source, h *lease.Held) *draw.Stream {
 func (s *Session) Held() *lease.Held { return s.held }
 
 // Finished is closed once MarkFinished was called.
-func (s *Session) Finished() <-chan struct{} { return s.finished }
+func (s *Session) Finished() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished == nil {
+		if s.finishedSet {
+			return closedChan
+		}
+		s.finished = make(chan struct{})
+	}
+	return s.finished
+}
+
+// closedChan is the Finished of a session marked finished before anyone
+// waited on it.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // MarkFinished records that the session's end is written (the worker calls
 // it after its release, hand-off or failure; idempotent).
-func (s *Session) MarkFinished() { s.finishedOnce.Do(func() { close(s.finished) }) }
+func (s *Session) MarkFinished() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finishedSet {
+		return
+	}
+	s.finishedSet = true
+	if s.finished != nil {
+		close(s.finished)
+	}
+}
 
 // ID is the connection id.
 func (s *Session) ID() string {

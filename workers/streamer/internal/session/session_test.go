@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
@@ -768,4 +769,53 @@ func TestTrafficStandsInForPings(t *testing.T) {
 	testwait.Eventually(t, 5*time.Second, "a reconnect after the unanswered ping of a silent connection", func() bool { return src.conns() >= 2 })
 	s.Interrupt(ErrShutdown)
 	_ = wait(t, done, 5*time.Second)
+}
+
+// A held session's struct stays in the 576-byte size class (it was 592 B,
+// 640 allocated, with a flag padded to a word of its own in six places):
+// every session holds one for its life (docs/worker.md, "Where a session's
+// memory goes").
+func TestSessionSize(t *testing.T) {
+	if n := unsafe.Sizeof(Session{}); n > 576 {
+		t.Fatalf("Session is %d B, want ≤ 576 (the size class it is allocated in); group its flags", n)
+	}
+}
+
+// Finished's channel is made when first waited on: New allocates the
+// session and two channels (wake, ended), not a third that most sessions
+// never need; Finished closes at MarkFinished all the same, whether it was
+// asked for before or after.
+func TestFinishedMadeWhenWaitedOn(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.put("fa", "ws://127.0.0.1:1/feed/fa", nil)
+	held, err := h.keeper.Acquire(context.Background(), "fa", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() { _ = New(h.env, held, 0) }); n > 3 {
+		t.Fatalf("New: %.0f allocations, want 3 (the session, wake, ended)", n)
+	}
+	finished := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	a := New(h.env, held, 0)
+	c := a.Finished()
+	if finished(c) || a.Finished() != c {
+		t.Fatal("waited on: finished before MarkFinished, or a second channel")
+	}
+	a.MarkFinished()
+	a.MarkFinished() // idempotent
+	if !finished(c) || !finished(a.Finished()) {
+		t.Fatal("waited on, then marked: not finished")
+	}
+	b := New(h.env, held, 0)
+	b.MarkFinished()
+	if !finished(b.Finished()) {
+		t.Fatal("marked, then waited on: not finished")
+	}
 }

@@ -157,7 +157,7 @@ func NewStandby(env *Env, it lease.Item, worker string, standbyEpoch int64, win 
 	sb := &Standby{env: env, id: it.ConnectionID, worker: worker, epoch: standbyEpoch, win: win,
 		handed: make(chan struct{}), item: it, checkpoint: it.LastSeq}
 	sb.w.budget = env.Standbys
-	s := &Session{env: env, since: time.Now(), wake: make(chan struct{}, 1), finished: make(chan struct{}),
+	s := &Session{env: env, since: time.Now(), wake: make(chan struct{}, 1),
 		ended: make(chan struct{}), ext: &sessionExt{standby: sb}}
 	if env.Rand != nil {
 		s.rnd = env.Rand.Stream("standby/" + it.ConnectionID + "/" + strconv.FormatInt(standbyEpoch, 10))
