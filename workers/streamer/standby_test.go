@@ -206,15 +206,19 @@ func TestStandbyRefusedByAOneConnectionSource(t *testing.T) {
 	}
 }
 
-func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
-	e := newEnv(t)
+// threeWithAStandby starts three standby workers and one standby session,
+// and waits for its owner and a standby on another worker; holder is the
+// worker (not the owner, not stopped) holding a connected standby of id
+// now, nil when none.
+func threeWithAStandby(t *testing.T) (e *env, ws []*testWorker, id string, owner *testWorker, holder func() *testWorker) {
+	e = newEnv(t)
 	f := standbyFeed(t, true)
-	ws := []*testWorker{e.standbyWorker(), e.standbyWorker(), e.standbyWorker()}
-	id := e.standbySession(f)
+	ws = []*testWorker{e.standbyWorker(), e.standbyWorker(), e.standbyWorker()}
+	id = e.standbySession(f)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
-	owner := e.owner(id)
-	holder := func() *testWorker {
+	owner = e.owner(id)
+	holder = func() *testWorker {
 		for _, w := range ws {
 			if w != owner && !w.stopped && holdsStandby(w, id) {
 				return w
@@ -223,6 +227,11 @@ func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
 		return nil
 	}
 	testwait.Eventually(t, 10*time.Second, "a standby", func() bool { return holder() != nil })
+	return e, ws, id, owner, holder
+}
+
+func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
+	e, _, id, owner, holder := threeWithAStandby(t)
 	first := holder()
 	first.kill()
 	testwait.Eventually(t, testTTL+6*time.Second+slack, "a standby on the third worker", func() bool {
@@ -271,23 +280,8 @@ func TestStandbyPlacedInAnotherZone(t *testing.T) {
 // A promotion consumes the standby: the promoted owner places the next one
 // on a third worker, woken at its acquire (placeNow), not at its next pass.
 func TestPromotedSessionGetsANewStandby(t *testing.T) {
-	e := newEnv(t)
-	f := standbyFeed(t, true)
-	ws := []*testWorker{e.standbyWorker(), e.standbyWorker(), e.standbyWorker()}
-	id := e.standbySession(f)
-	e.notify(schema.NotifyStart, id)
-	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
-	owner := e.owner(id)
-	var first *testWorker
-	testwait.Eventually(t, 10*time.Second, "a standby", func() bool {
-		for _, w := range ws {
-			if w != owner && holdsStandby(w, id) {
-				first = w
-				return true
-			}
-		}
-		return false
-	})
+	e, ws, id, owner, holder := threeWithAStandby(t)
+	first := holder()
 	owner.kill()
 	testwait.Eventually(t, testTTL+4*time.Second+slack, "the standby promoted", func() bool {
 		return first.owns(id) && first.Stats().StandbyPromotions == 1
