@@ -122,7 +122,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 		// carry it).
 		opts = append(opts, session.Fingerprints())
 	}
-	w.wantStandby(h.ID(), h.Item(), wanted)
+	placeNow := w.wantStandby(h.ID(), h.Item(), wanted)
 	w.mu.Lock()
 	stb := w.takeStandbyLocked(h.ID())
 	fp, aligned := w.alignFP[h.ID()]
@@ -155,6 +155,9 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	}
 	s.Logger().Info().Int64("last_seq", s.LastSeq()).Bool("standby", stb != nil).Msg("lease acquired")
 	go w.runSession(s)
+	if placeNow {
+		w.wakePlacement()
+	}
 	w.rereadKept(kept) // a STOP that came during the claim closes it now
 }
 

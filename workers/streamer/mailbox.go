@@ -104,7 +104,9 @@ func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 			s.Logger().Warn().Err(err).Msg("checkpoint before the new generation")
 		}
 		h.SetItem(it)
-		w.wantStandby(it.ConnectionID, it, standbyWanted(it))
+		if w.wantStandby(it.ConnectionID, it, standbyWanted(it)) {
+			w.wakePlacement()
+		}
 		s.Poke() // its Tick reconnects at the control loop's next pass
 	}
 }

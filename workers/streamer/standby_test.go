@@ -297,21 +297,22 @@ func TestPromotedSessionGetsANewStandby(t *testing.T) {
 	})
 }
 
-// wantStandby wakes the placement loop for a session acquired without a
-// standby, and only then.
+// A session acquired without a standby asks for a placement at once, and
+// only such a one; the wake-ups coalesce.
 func TestAcquiredWithoutAStandbyWakesThePlacement(t *testing.T) {
 	w := &Worker{ownStandbys: map[string]*ownerStandby{}, placeNow: make(chan struct{}, 1)}
-	w.wantStandby("held", lease.Item{ConnectionID: "held", Generation: 1, Standby: "w-2", StandbyEpoch: 3}, true)
-	if len(w.placeNow) != 0 {
-		t.Fatal("a session acquired with its standby woke the placement")
+	if w.wantStandby("held", lease.Item{ConnectionID: "held", Generation: 1, Standby: "w-2", StandbyEpoch: 3}, true) {
+		t.Fatal("a session acquired with its standby asks for a placement now")
 	}
-	w.wantStandby("plain", lease.Item{ConnectionID: "plain", Generation: 1}, false)
-	if len(w.placeNow) != 0 {
-		t.Fatal("a session that asks for no standby woke the placement")
+	if w.wantStandby("plain", lease.Item{ConnectionID: "plain", Generation: 1}, false) {
+		t.Fatal("a session that asks for no standby asks for a placement now")
 	}
-	w.wantStandby("promoted", lease.Item{ConnectionID: "promoted", Generation: 1}, true)
-	w.wantStandby("other", lease.Item{ConnectionID: "other", Generation: 1}, true)
+	if !w.wantStandby("promoted", lease.Item{ConnectionID: "promoted", Generation: 1}, true) {
+		t.Fatal("a session acquired without a standby does not ask for a placement now")
+	}
+	w.wakePlacement()
+	w.wakePlacement()
 	if len(w.placeNow) != 1 {
-		t.Fatalf("placement woken %d times for sessions acquired without a standby, want 1 (coalesced)", len(w.placeNow))
+		t.Fatalf("%d wake-ups pending, want 1 (coalesced)", len(w.placeNow))
 	}
 }

@@ -77,7 +77,10 @@ func (w *Worker) standbyOwnerLoop(ctx context.Context) {
 		case <-t.C():
 			t.next()
 		case <-w.placeNow:
-			if w.running() {
+			// Not while claims are in flight here (a takeover's burst, the
+			// promotions among it): the next pass places them, within a
+			// second, and the claims keep the table and the cores.
+			if w.running() && !w.claimsInFlight() {
 				w.placeStandbys(ctx)
 			}
 			continue
@@ -91,10 +94,21 @@ func (w *Worker) standbyOwnerLoop(ctx context.Context) {
 	}
 }
 
+// claimsInFlight reports whether a claim of this worker is in flight.
+func (w *Worker) claimsInFlight() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.claiming) > 0
+}
+
 // wantStandby records whether the session s owns at generation it asks
 // for a standby (its start and every new generation: the spec is decoded
-// there, not on every pass); the placement passes look at those only.
-func (w *Worker) wantStandby(id string, it lease.Item, wanted bool) {
+// there, not on every pass); the placement passes look at those only. It
+// reports whether the session has none to keep (acquired without one: a
+// promotion removed it, or none was ever placed): its caller wakes the
+// placement (wakePlacement) once the session runs, since a crash before
+// one stands loses what the source sends meanwhile.
+func (w *Worker) wantStandby(id string, it lease.Item, wanted bool) (placeNow bool) {
 	w.sbMu.Lock()
 	defer w.sbMu.Unlock()
 	st := w.ownStandbys[id]
@@ -103,18 +117,19 @@ func (w *Worker) wantStandby(id string, it lease.Item, wanted bool) {
 		delete(w.ownStandbys, id)
 	case st == nil:
 		w.ownStandbys[id] = &ownerStandby{gen: it.Generation, wanted: true, worker: it.Standby, epoch: it.StandbyEpoch, at: it.Generation}
-		if it.Standby == "" {
-			// Acquired with no standby (a promotion removed it, or none was
-			// ever placed): the next standby is placed now, not at the next
-			// pass, since a crash before it stands loses what the source
-			// sends meanwhile.
-			select {
-			case w.placeNow <- struct{}{}:
-			default:
-			}
-		}
+		return it.Standby == ""
 	default:
 		st.gen, st.wanted = it.Generation, true
+	}
+	return false
+}
+
+// wakePlacement has standbyOwnerLoop run a placement pass now rather than
+// at its next tick (coalesced: one wake-up pending at most).
+func (w *Worker) wakePlacement() {
+	select {
+	case w.placeNow <- struct{}{}:
+	default:
 	}
 }
 
