@@ -346,6 +346,10 @@ func (w *Worker) checkStandby(ctx context.Context, e *standbyHeld) {
 		e.sb.Close(errStandbyFenced)
 		return
 	}
+	// The assignment's write returns the session item, not its spec: the
+	// one just read is this generation's (the write was conditional on it).
+	nit.Spec = it.Spec
+	w.keeper.StandbySpec(tok, it.Spec)
 	w.mu.Lock()
 	e.tok, e.gen = tok, nit.Generation
 	w.mu.Unlock()

@@ -1,12 +1,18 @@
 package streamer
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
@@ -315,4 +321,57 @@ func TestAcquiredWithoutAStandbyWakesThePlacement(t *testing.T) {
 	if len(w.placeNow) != 1 {
 		t.Fatalf("%d wake-ups pending, want 1 (coalesced)", len(w.placeNow))
 	}
+}
+
+// A new generation that only the standby's backstop re-read sees (its owner
+// is not told: no mailbox entry, and no audit of its sessions within the
+// test) has the standby's worker stand by for it: a new assignment, and a
+// dial of the new configuration, taken from the session as the backstop
+// read it (the assignment's write returns no spec: dialing from its item
+// failed, and the standby ended).
+func TestStandbyBackstopFollowsANewGeneration(t *testing.T) {
+	e := newEnv(t)
+	f := standbyFeed(t, true)
+	check := func(c *Config) {
+		c.TenureHeader, c.RebalanceEvery, c.StandbyCheckEvery = standbyTenure, 500*time.Millisecond, 300*time.Millisecond
+		c.ReconcileEvery = time.Minute // no audit of the owner's sessions meets the new generation first
+	}
+	a, b := e.worker(check), e.worker(check)
+	id := e.standbySession(f)
+	e.notify(schema.NotifyStart, id)
+	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
+	standby := a
+	if a.owns(id) {
+		standby = b
+	}
+	testwait.Eventually(t, 10*time.Second, "a standby", func() bool { return holdsStandby(standby, id) })
+	before := e.item(id)
+	// Ingest's new configuration: its spec item first, then the session
+	// names it at the next generation (no mailbox entry: the owner is not
+	// told).
+	on := true
+	sp := spec.Spec{WSURL: f.URL(id) + "?token=rotated", Standby: &spec.Standby{Enabled: &on}}
+	sp.SeqMode = source.SeqNone
+	next := lease.Item{ConnectionID: id, Generation: before.Generation + 1, Spec: spectest.Stored(t, sp)}
+	specItem, err := dynamostore.EncodeSpec(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &e.table, Item: specItem}); err != nil {
+		t.Fatal(err)
+	}
+	e.update(id, "SET #r = :r, #g = :g", map[string]string{"#r": schema.AttrSpecRef, "#g": schema.AttrGeneration},
+		map[string]types.AttributeValue{":r": str(dynamostore.SpecRef(next)), ":g": num(next.Generation)})
+	testwait.Eventually(t, 10*time.Second, "the standby on the new configuration", func() bool {
+		it := e.item(id)
+		if it.Standby != standby.ID() || it.StandbyEpoch <= before.StandbyEpoch || !holdsStandby(standby, id) {
+			return false
+		}
+		for _, c := range f.Records(id) {
+			if strings.Contains(c.RequestURI, "token=rotated") && strings.Contains(c.Tenure, "/standby/") && c.Reason == feed.ReasonOpen {
+				return true
+			}
+		}
+		return false
+	})
 }
