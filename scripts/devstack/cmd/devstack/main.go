@@ -136,7 +136,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return startErr(root, err)
 	}
-	printBanner(out, st, root)
+	// In one write, between the worker lines (an incarnation reported up
+	// after Start returned must not land inside it).
+	var banner strings.Builder
+	printBanner(&banner, st, root)
+	exits.print(banner.String())
 	<-ctx.Done() // a second Ctrl-C now kills us (cmdmain), and by Pdeathsig the children
 	fmt.Fprintln(out, "\nshutting down: workers first (SIGTERM: release + final checkpoint), then ingest, feed, engines ...")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Worker.ShutdownDeadline+30*time.Second)
@@ -184,6 +188,13 @@ func (l *exitLog) worker(ev devstack.WorkerEvent) {
 	}
 	line := l.say(ev.String(), ev.Exit.RestartIn > 0)
 	l.file.Warn().Str("event", "worker").Str("worker", ev.ID).Int("slot", ev.Slot).Int("pid", ev.Pid).Bool("before_ready", ev.BeforeReady).Dur("restart_in", ev.Exit.RestartIn).Str("report", line).Msg("worker exited")
+}
+
+// print writes text to the terminal in one piece, between the reports.
+func (l *exitLog) print(text string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = io.WriteString(l.out, text)
 }
 
 // say prints an exit report (marked "; not restarted" unless restarting)
