@@ -33,8 +33,14 @@ func standbyFeed(t *testing.T, allow bool) *feed.Server {
 
 // standbyWorker is a worker of the standby tests: it names its tenure on
 // every dial.
-func (e *env) standbyWorker() *testWorker {
-	return e.worker(func(c *Config) { c.TenureHeader = standbyTenure; c.RebalanceEvery = 500 * time.Millisecond })
+func (e *env) standbyWorker(mods ...func(*Config)) *testWorker {
+	return e.worker(func(c *Config) {
+		c.TenureHeader = standbyTenure
+		c.RebalanceEvery = 500 * time.Millisecond
+		for _, mod := range mods {
+			mod(c)
+		}
+	})
 }
 
 // standbySession seeds a STARTED session on f with a standby, from a
@@ -263,9 +269,7 @@ func TestStandbyPlacedInAnotherZone(t *testing.T) {
 	e := newEnv(t)
 	f := standbyFeed(t, true)
 	inZone := func(z string) *testWorker {
-		return e.worker(func(c *Config) {
-			c.TenureHeader, c.RebalanceEvery, c.Zone = standbyTenure, 500*time.Millisecond, z
-		})
+		return e.standbyWorker(func(c *Config) { c.Zone = z })
 	}
 	a1, a2, b := inZone("zone-a"), inZone("zone-a"), inZone("zone-b")
 	// Each session's owner is in zone a or b; its standby goes to the other
@@ -333,10 +337,10 @@ func TestStandbyBackstopFollowsANewGeneration(t *testing.T) {
 	e := newEnv(t)
 	f := standbyFeed(t, true)
 	check := func(c *Config) {
-		c.TenureHeader, c.RebalanceEvery, c.StandbyCheckEvery = standbyTenure, 500*time.Millisecond, 300*time.Millisecond
+		c.StandbyCheckEvery = 300 * time.Millisecond
 		c.ReconcileEvery = time.Minute // no audit of the owner's sessions meets the new generation first
 	}
-	a, b := e.worker(check), e.worker(check)
+	a, b := e.standbyWorker(check), e.standbyWorker(check)
 	id := e.standbySession(f)
 	e.notify(schema.NotifyStart, id)
 	testwait.Eventually(t, 5*time.Second, "an owner", func() bool { return e.owner(id) != nil })
