@@ -123,13 +123,30 @@ type Owned struct {
 // acquirer already has (its standby dialed with it): a store that keeps a
 // session's configuration in an item of its own need not read it when the
 // session's is the same (the same content); the item returned carries the
-// session's configuration either way.
+// session's configuration either way. Given, the tenure its owner ended
+// and handed to the acquirer (a directed hand-off without a release).
 type From struct {
 	Prev        *Token
 	Bypass      string
 	Standby     *StandbyToken
 	StandbyGone string
 	Spec        string
+	Given       *Given
+}
+
+// Given is a tenure its owner ended and handed to one worker directly (a
+// directed hand-off: a shutdown's or a rebalancing move's) instead of
+// releasing it: the owner stopped acting for the session (connection
+// closed, sink flushed) before it told the receiver, so the receiver's
+// acquire may take the session from that tenure while its owner is alive,
+// as a takeover takes a dead worker's. Seq is the owner's final
+// checkpoint (NoSeq: none), which the acquire records as the session's
+// release_seq, as a release would have (never below one stored). Only the
+// owner's word makes a Given: nobody else constructs one from what it
+// reads.
+type Given struct {
+	Token Token
+	Seq   int64
 }
 
 // StandbyToken identifies one assignment of a session's standby: its

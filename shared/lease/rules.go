@@ -150,6 +150,7 @@ func CanAcquire(it *Item, owner string, from From) error {
 		return ErrFailed
 	case it.Owner == "" || it.Owner == owner:
 	case from.Prev != nil && it.Owner == from.Prev.Owner && it.Epoch == from.Prev.Epoch:
+	case from.Given != nil && it.Owner == from.Given.Token.Owner && it.Epoch == from.Given.Token.Epoch:
 	default:
 		return &HeldError{Current: Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch}}
 	}
@@ -159,10 +160,22 @@ func CanAcquire(it *Item, owner string, from From) error {
 	if s := from.Standby; s != nil && !promotable(it, owner, *s) {
 		return ErrStandbyLost // the promotion's standby is gone: an ordinary acquire, or none
 	}
-	if takeover(it, owner) && it.Standby != "" && it.Standby != owner && it.Standby != from.StandbyGone {
+	if takeover(it, owner) && from.Given == nil && it.Standby != "" && it.Standby != owner && it.Standby != from.StandbyGone {
 		return &StandbyHeldError{Standby: standbyOf(it)}
 	}
+	if g := from.Given; g != nil && g.Seq != NoSeq && it.ReleaseSeq > g.Seq {
+		return ErrSeqRegress
+	}
 	return nil
+}
+
+// GivenSeq is the release_seq an acquire with from records (NoSeq: none,
+// the stored one stays): a given tenure's final checkpoint.
+func GivenSeq(from From) int64 {
+	if from.Given == nil {
+		return NoSeq
+	}
+	return from.Given.Seq
 }
 
 // promotable reports whether an acquire by owner may be the promotion of
@@ -176,7 +189,9 @@ func promotable(it *Item, owner string, s StandbyToken) bool {
 
 // takeover reports whether an acquire by owner of it takes the session
 // from another owner (as opposed to an unowned session, a hand-off's
-// included, or one already owner's).
+// included, or one already owner's). A given tenure's acquire is one too,
+// but its owner chose the receiver: the session's standby stays (as across
+// a release and an acquire) unless the receiver is that standby.
 func takeover(it *Item, owner string) bool { return it.Owner != "" && it.Owner != owner }
 
 // standbyOf is it's current standby assignment.

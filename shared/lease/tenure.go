@@ -24,6 +24,21 @@ import (
 // is alive (it is the preferred receiver: the caller tells it to claim),
 // and bypasses it when it is seen not alive.
 func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, error) {
+	return k.acquireFrom(ctx, id, From{Prev: prev})
+}
+
+// AcquireGiven takes session id from the tenure its owner handed to this
+// worker (Keeper.Give on the owner's side): the owner stopped acting for the
+// session before telling, so the tenure is taken while its owner is alive,
+// and the owner's final checkpoint becomes the resume point. Fails with
+// ErrHeld (a *HeldError) when the tenure is no longer the session's (its
+// owner released it meanwhile, or another worker took it), and with
+// ErrStopped when a stop landed: the owner then ends it as it would have.
+func (k *Keeper) AcquireGiven(ctx context.Context, id string, g Given) (*Held, error) {
+	return k.acquireFrom(ctx, id, From{Given: &g})
+}
+
+func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, error) {
 	if err := k.fenced(); err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
 	}
@@ -34,7 +49,6 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 	}
 	k.mu.Unlock()
 	sentAt := k.clk.Now()
-	from := From{Prev: prev}
 	k.standbyFrom(id, &from)
 	it, err := k.acquire(ctx, id, from)
 	// A takeover, a reservation, a standby seen gone and a promotion whose
@@ -44,7 +58,7 @@ func (k *Keeper) Acquire(ctx context.Context, id string, prev *Token) (*Held, er
 		var reserved *ReservedError
 		var standby *StandbyHeldError
 		switch {
-		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && k.notAlive(ctx, held.Current.Owner):
+		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && from.Given == nil && k.notAlive(ctx, held.Current.Owner):
 			cur := held.Current
 			from.Prev = &cur
 		case errors.As(err, &reserved) && from.Bypass == "" &&
@@ -147,6 +161,37 @@ func (k *Keeper) Handoff(ctx context.Context, h *Held, to string) error {
 	defer cancel()
 	if err := k.store.Handoff(ctx, h.token, h.LastSeq(), to, k.clk.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("hand off %s to %s: %w", h.token, to, err)
+	}
+	return nil
+}
+
+// Give ends h here without a write, for a directed hand-off that names its
+// receiver the tenure (Keeper.AcquireGiven there) instead of releasing it:
+// the caller has stopped using the session (closed, flushed) first, and
+// acts for it no more; if the receiver does not take it, HandoffGiven ends
+// the tenure as Handoff would have. A fenced worker gives nothing
+// (ErrUntrusted): its sessions are taken over once it is declared dead.
+func (k *Keeper) Give(h *Held) (Given, error) {
+	h.end(ErrReleased)
+	k.forget(h)
+	if err := k.fenced(); err != nil {
+		return Given{}, fmt.Errorf("give %s: %w", h.token, err)
+	}
+	return Given{Token: h.token, Seq: h.LastSeq()}, nil
+}
+
+// HandoffGiven ends a tenure this worker gave (Give) and its receiver did
+// not take: released with its final checkpoint, reserved for to, as Handoff
+// does. ErrLeaseLost: the receiver (or, once this worker was seen gone,
+// another) took it after all.
+func (k *Keeper) HandoffGiven(ctx context.Context, g Given, to string) error {
+	if err := k.fenced(); err != nil {
+		return fmt.Errorf("hand off %s: %w", g.Token, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	if err := k.store.Handoff(ctx, g.Token, g.Seq, to, k.clk.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("hand off %s to %s: %w", g.Token, to, err)
 	}
 	return nil
 }

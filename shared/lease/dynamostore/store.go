@@ -683,7 +683,11 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		removed = append(removed, schema.AttrStandby)
 	}
 	epoch := numOf(old, schema.AttrLeaseEpoch) + 1
-	after := with(old, map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}, removed...)
+	set := map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}
+	if seq := lease.GivenSeq(from); seq != lease.NoSeq {
+		set[schema.AttrReleaseSeq] = num(seq)
+	}
+	after := with(old, set, removed...)
 	s.meters[OpAcquire].wrote(old, after)
 	it, err := session(after)
 	if err != nil {
@@ -737,6 +741,11 @@ func acquireWrite(owner string, from lease.From, drops bool) (expression.Conditi
 		}
 		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(from.Prev.Owner)).And(sessionitem.LeaseEpoch.Equal(v(from.Prev.Epoch)), free))
 	}
+	if g := from.Given; g != nil {
+		// Its owner chose the receiver: the standby stays (kept below)
+		// unless the receiver is the standby.
+		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(g.Token.Owner)).And(sessionitem.LeaseEpoch.Equal(v(g.Token.Epoch))))
+	}
 	reserved := expression.AttributeNotExists(sessionitem.HandoffTo).Or(sessionitem.HandoffTo.Equal(v(owner)))
 	if from.Bypass != "" {
 		reserved = reserved.Or(sessionitem.HandoffTo.Equal(v(from.Bypass)))
@@ -751,6 +760,9 @@ func acquireWrite(owner string, from lease.From, drops bool) (expression.Conditi
 	takeover := expression.AttributeExists(sessionitem.LeaseOwner).And(sessionitem.LeaseOwner.NotEqual(v(owner)))
 	u := expression.Set(sessionitem.LeaseOwner, v(owner)).Add(sessionitem.LeaseEpoch, v(1)).
 		Remove(sessionitem.UnownedShard).Remove(sessionitem.HandoffTo).Remove(sessionitem.HandoffAtMs)
+	if seq := lease.GivenSeq(from); seq != lease.NoSeq {
+		c, u = c.And(releaseForward(seq)), u.Set(sessionitem.ReleaseSeq, v(seq))
+	}
 	if drops {
 		dropped := sessionitem.Standby.Equal(v(owner))
 		if from.StandbyGone != "" {

@@ -276,6 +276,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness, opts Options) {
 		opts.Racers = 64
 	}
 	runStandby(t, newHarness, opts)
+	runGiven(t, newHarness, opts)
 
 	t.Run("AcquireNewSession", func(t *testing.T) {
 		h := newHarness(t)

@@ -306,6 +306,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 			it.Standby = ""
 		}
 		it.Owner, it.Epoch, it.HandoffTo, it.HandoffAtMs = owner, it.Epoch+1, "", 0
+		if seq := lease.GivenSeq(from); seq != lease.NoSeq {
+			it.ReleaseSeq = seq // a given tenure's final checkpoint, as its release would have
+		}
 		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
 		ck := s.ckpts[id]
 		if ck == nil {
