@@ -120,7 +120,7 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	signal := "SIGKILL (kill -9)"
 	res.GoalP99Ms = float64((DefaultTTL + time.Second).Milliseconds())
 	if res.Kind == kindTerm {
-		signal = "SIGTERM (graceful: directed hand-offs to the survivors, at least 4 at a time: close 1001, flush, release with the final checkpoint reserved for the receiver, POST /handoff)"
+		signal = "SIGTERM (graceful: directed hand-offs to the survivors, at least 4 at a time: close 1001, flush, POST /handoff giving the tenure with its final checkpoint: the receiver acquires it and answers; a release reserved for the receiver only when it does not)"
 		res.GoalP99Ms = 250
 	}
 	res.Phase = r.begin(name, map[string]string{
@@ -257,10 +257,10 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	distRow(p, "signal → new owner's connection opened", h.NewOpened)
 	distRow(p, "new connection opened → first message at the sink", h.OpenToFirst)
 	if h.VictimRelease.N > 0 {
-		distRow(p, "the victim's release per session (one write: the session item with the final checkpoint as release_seq, reserved for the receiver; conditional on owner and epoch)", h.VictimRelease)
+		distRow(p, "the victim's release per session (0 when the receiver took the given tenure: no write; else one write: the session item with the final checkpoint as release_seq, reserved for the receiver; conditional on owner and epoch)", h.VictimRelease)
 	}
 	if h.VictimPublish.N > 0 {
-		distRow(p, "the victim telling the receiver per session (POST /handoff; a start notification when it cannot)", h.VictimPublish)
+		distRow(p, "the victim handing each session to its receiver (POST /handoff giving the tenure, answered once the receiver acquired it; when it did not, after the release: the tell, or a start notification)", h.VictimPublish)
 	}
 	if h.NotifyToOpen.N > 0 {
 		distRow(p, "receiver told → new connection open (the survivors' ClaimLatencyMs: admission, acquire and fence, dial)", h.NotifyToOpen)
@@ -297,12 +297,12 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		p("Messages are repeated after a crash by design: the new owner resumes after the last checkpoint, written every 60 s when last_seq advanced (bound: rate × (checkpoint interval × 1.1 + 1 s) + 1 = %d at %g msg/s; a round's sessions are younger than one checkpoint interval, so each replays from its start).\n\n", h.ReplayBound, h.FeedRate)
 		renderStandby(p, h.Standby, h)
 	} else {
-		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off at least %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT; more when the rest would not be done by a third of the deadline), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, the release (one write: the session item, with the final checkpoint as release_seq, reserved for the receiver), POST /handoff to the receiver, its claim admission (%d claims/s per worker, burst %d), the acquire and the fence of the checkpoint item (two writes), the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
+		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off at least %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT; more when the rest would not be done by a third of the deadline), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, POST /handoff to the receiver giving it the tenure (no write by the victim: the receiver acquires from that tenure, recording the final checkpoint, and answers; a release reserved for the receiver only when it does not; claim admission %d claims/s per worker, burst %d, applies to bursts, not to these paced moves), the fence of the checkpoint item beside the spec's read, the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
 			DefaultShutdownInFlight, h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)))
 		p("The dark time (the first row) is that chain for one session; \"signal → first message\" adds the wait for its turn, so its maximum is the whole drain of %d sessions to %d survivors (bound: the shutdown deadline, %s; at half of it whatever is left goes at once). ",
 			h.SessionsPerRound, h.Survivors, ms(float64(DefaultShutdownDeadline.Milliseconds())))
 		if h.Dark.N > 0 && h.Dark.P99 > 250 {
-			p("The goal (dark time p99 ≤ 250 ms) is missed by %s: the hand-offs in flight queue their writes (3 each) in dynalite's single Node.js thread, which shares the 2 cores with the workers, the feed and fauxqs; the release row and the receivers' claim latency above show how much each side waited. ", ms(h.Dark.P99-250))
+			p("The goal (dark time p99 ≤ 250 ms) is missed by %s: the hand-offs in flight queue their requests (the acquire, the fence and the spec's read each) in dynalite's single Node.js thread, which shares the 2 cores with the workers, the feed and fauxqs; the release row and the receivers' claim latency above show how much each side waited. ", ms(h.Dark.P99-250))
 		}
 		p("\n\n")
 	}

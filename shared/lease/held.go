@@ -69,13 +69,8 @@ func (w *watch) deathAllowed(now time.Time, ownTTL time.Duration) bool {
 type Held struct {
 	token      Token
 	acquiredAt time.Time
-	trusted    func(now time.Time) bool
-	until      func() time.Time // the worker's trust deadline (zero: none)
-	now        func() time.Time
+	env        *heldEnv      // the Keeper's, shared by its tenures
 	every      time.Duration // checkpoint interval
-	// periodicFor decides periodic from an item (Config.Periodic; nil:
-	// always).
-	periodicFor func(Item) bool
 	// promoted: the standby of this worker the acquire promoted (nil:
 	// none); set before h is published, never changed.
 	promoted *StandbyToken
@@ -103,31 +98,41 @@ type Held struct {
 	generated int64 // generation of the item last announced on changed
 }
 
-func newHeld(it Item, sentAt time.Time, every time.Duration, periodicFor func(Item) bool, trusted func(time.Time) bool, until, now func() time.Time) *Held {
+// heldEnv is what every tenure of one Keeper asks it: one pointer in each
+// Held instead of four functions (TestHeldSize).
+type heldEnv struct {
+	trusted func(now time.Time) bool
+	until   func() time.Time // the worker's trust deadline (zero: none)
+	now     func() time.Time
+	// periodicFor decides periodic from an item (Config.Periodic; nil:
+	// always).
+	periodicFor func(Item) bool
+}
+
+func (e *heldEnv) periodic(it Item) bool { return e.periodicFor == nil || e.periodicFor(it) }
+
+func newHeld(it Item, sentAt time.Time, every time.Duration, env *heldEnv) *Held {
 	if it.CheckpointEvery > 0 {
 		every = it.CheckpointEvery
 	}
-	periodic := periodicFor == nil || periodicFor(it)
+	periodic := env.periodic(it)
 	next := sentAt.Add(every) // looked at once an interval while not periodic
 	if periodic {
 		next = firstCheckpoint(it.LastSeq, sentAt, every)
 	}
 	return &Held{
-		token:       Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
-		acquiredAt:  sentAt,
-		trusted:     trusted,
-		until:       until,
-		now:         now,
-		every:       every,
-		periodicFor: periodicFor,
-		item:        it,
-		lastSeq:     it.LastSeq,
-		stored:      it.LastSeq,
-		nextCkpt:    next,
-		periodic:    periodic,
-		done:        make(chan struct{}),
-		changed:     make(chan struct{}, 1),
-		generated:   it.Generation,
+		token:      Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch},
+		acquiredAt: sentAt,
+		env:        env,
+		every:      every,
+		item:       it,
+		lastSeq:    it.LastSeq,
+		stored:     it.LastSeq,
+		nextCkpt:   next,
+		periodic:   periodic,
+		done:       make(chan struct{}),
+		changed:    make(chan struct{}, 1),
+		generated:  it.Generation,
 	}
 }
 
@@ -179,17 +184,17 @@ func (h *Held) Item() Item {
 // has not ended and the worker's trust deadline (measured on its monotonic
 // clock from its last successful heartbeat's send time) has not passed.
 func (h *Held) Valid() bool {
-	now := h.now()
+	now := h.env.now()
 	h.mu.Lock()
 	ended := h.ended
 	h.mu.Unlock()
-	return ended == nil && h.trusted(now)
+	return ended == nil && h.env.trusted(now)
 }
 
 // Remaining is how long this worker may still act as owner from now: until
 // its trust deadline (on its monotonic clock), 0 once the tenure ended or
 // the deadline passed. Remaining() > 0 exactly when Valid().
-func (h *Held) Remaining() time.Duration { return h.RemainingAt(h.now()) }
+func (h *Held) Remaining() time.Duration { return h.RemainingAt(h.env.now()) }
 
 // RemainingAt is Remaining at now, a reading of the tenure's clock (Now)
 // the caller already made: a session reads the clock once per message, for
@@ -201,14 +206,14 @@ func (h *Held) RemainingAt(now time.Time) time.Duration {
 		return 0
 	default:
 	}
-	if !h.trusted(now) {
+	if !h.env.trusted(now) {
 		return 0
 	}
-	return max(h.until().Sub(now), 0)
+	return max(h.env.until().Sub(now), 0)
 }
 
 // Now reads the clock the tenure's deadlines are measured on.
-func (h *Held) Now() time.Time { return h.now() }
+func (h *Held) Now() time.Time { return h.env.now() }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).
 func (h *Held) Done() <-chan struct{} { return h.done }
@@ -269,13 +274,13 @@ func (h *Held) endLocked(err error) bool {
 // after a mailbox entry or an audit), signalling Changed on a new generation
 // and asking Config.Periodic again for it.
 func (h *Held) SetItem(it Item) {
-	now := h.now()
+	now := h.env.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if it.Generation != h.generated {
 		h.generated = it.Generation
 		// Asked only of a new generation: the answer follows the spec.
-		periodic := h.periodicFor == nil || h.periodicFor(it)
+		periodic := h.env.periodic(it)
 		if periodic && !h.periodic {
 			// Due from now on, at the scan's next look at this tenure
 			// (within an interval).

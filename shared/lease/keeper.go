@@ -61,11 +61,16 @@ var errLeft = errors.New("worker left")
 // advanced, and watches the workers rendezvous hashing gives it, declaring
 // dead those whose heartbeat counter did not move for a TTL.
 type Keeper struct {
-	store  Store
-	clk    clock.Clock
-	cfg    Config
-	obs    Observer
-	report Report
+	store Store
+	clk   clock.Clock
+	cfg   Config
+	// secret keys the tenures' secrets (tenureSecret); drawn at the start,
+	// never written anywhere.
+	secret []byte
+	// heldEnv is what its tenures ask it (newHeld).
+	heldEnv *heldEnv
+	obs     Observer
+	report  Report
 
 	sem chan struct{}
 	wg  sync.WaitGroup
@@ -165,6 +170,8 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 	if k.cfg.BootID == "" {
 		k.cfg.BootID = rand.Text()
 	}
+	k.secret = []byte(rand.Text()) // the tenures' secrets (tenureSecret)
+	k.heldEnv = &heldEnv{trusted: k.trusted, until: k.trustDeadline, now: k.clk.Now, periodicFor: k.cfg.Periodic}
 	k.live = liveness{ttl: cfg.TTL, margin: cfg.SafetyMargin}
 	k.publishLocked()
 	return k, nil

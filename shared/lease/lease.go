@@ -15,6 +15,8 @@ package lease
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -85,6 +87,11 @@ type Item struct {
 	// dropped ("" after an assignment).
 	StandbyRefusedGen int64
 	StandbyError      string
+	// TenureKey is the current tenure's key: TenureKeyOf a secret only its
+	// owner holds, written by its acquire (From.Key; "": none). A given
+	// tenure (From.Given) is taken only with the secret, so nobody but the
+	// owner can give it.
+	TenureKey string
 }
 
 // Failed reports whether the session is FAILED: STARTED, and a holder gave up
@@ -132,6 +139,9 @@ type From struct {
 	StandbyGone string
 	Spec        string
 	Given       *Given
+	// Key is the acquiring tenure's key (TenureKeyOf its secret), stored
+	// as the session's TenureKey ("": none stored).
+	Key string
 }
 
 // Given is a tenure its owner ended and handed to one worker directly (a
@@ -142,11 +152,23 @@ type From struct {
 // as a takeover takes a dead worker's. Seq is the owner's final
 // checkpoint (NoSeq: none), which the acquire records as the session's
 // release_seq, as a release would have (never below one stored). Only the
-// owner's word makes a Given: nobody else constructs one from what it
-// reads.
+// owner's word makes a Given: Secret is the tenure's secret, which only its
+// owner holds (the session's TenureKey is its hash), so a peer's bug or
+// anyone reaching a worker's admin port cannot give a live tenure away.
 type Given struct {
-	Token Token
-	Seq   int64
+	Token  Token
+	Seq    int64
+	Secret string
+}
+
+// TenureKeyOf is the key stored for a tenure whose owner holds secret: the
+// first 16 bytes of its SHA-256, in hex ("" for no secret).
+func TenureKeyOf(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:16])
 }
 
 // StandbyToken identifies one assignment of a session's standby: its

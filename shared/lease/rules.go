@@ -150,7 +150,8 @@ func CanAcquire(it *Item, owner string, from From) error {
 		return ErrFailed
 	case it.Owner == "" || it.Owner == owner:
 	case from.Prev != nil && it.Owner == from.Prev.Owner && it.Epoch == from.Prev.Epoch:
-	case from.Given != nil && it.Owner == from.Given.Token.Owner && it.Epoch == from.Given.Token.Epoch:
+	case from.Given != nil && it.Owner == from.Given.Token.Owner && it.Epoch == from.Given.Token.Epoch &&
+		it.TenureKey != "" && it.TenureKey == TenureKeyOf(from.Given.Secret):
 	default:
 		return &HeldError{Current: Token{ConnectionID: it.ConnectionID, Owner: it.Owner, Epoch: it.Epoch}}
 	}

@@ -5,6 +5,10 @@ package lease
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -50,6 +54,7 @@ func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, 
 	k.mu.Unlock()
 	sentAt := k.clk.Now()
 	k.standbyFrom(id, &from)
+	from.Key = TenureKeyOf(k.tenureSecret(id, sentAt))
 	it, err := k.acquire(ctx, id, from)
 	// A takeover, a reservation, a standby seen gone and a promotion whose
 	// standby was lost, in any order: each at most once.
@@ -78,12 +83,13 @@ func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, 
 			return nil, fmt.Errorf("acquire %s: %w", id, ferr)
 		}
 		sentAt = k.clk.Now()
+		from.Key = TenureKeyOf(k.tenureSecret(id, sentAt))
 		it, err = k.acquire(ctx, id, from)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire %s: %w", id, err)
 	}
-	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.cfg.Periodic, k.trusted, k.trustDeadline, k.clk.Now)
+	h := newHeld(it, sentAt, k.cfg.CheckpointEvery, k.heldEnv)
 	if from.Standby != nil {
 		h.promoted = from.Standby
 		k.forgetStandby(*from.Standby) // promoted: a worker is never its own session's standby
@@ -177,7 +183,7 @@ func (k *Keeper) Give(h *Held) (Given, error) {
 	if err := k.fenced(); err != nil {
 		return Given{}, fmt.Errorf("give %s: %w", h.token, err)
 	}
-	return Given{Token: h.token, Seq: h.LastSeq()}, nil
+	return Given{Token: h.token, Seq: h.LastSeq(), Secret: k.tenureSecret(h.token.ConnectionID, h.acquiredAt)}, nil
 }
 
 // HandoffGiven ends a tenure this worker gave (Give) and its receiver did
@@ -282,4 +288,16 @@ func (k *Keeper) Count() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.held)
+}
+
+// tenureSecret is the secret of this worker's tenure of session id whose
+// acquire was sent at sentAt (Held.acquiredAt): an HMAC under the Keeper's
+// own secret, drawn at its start and never written anywhere, so the Held
+// keeps no copy; the session's TenureKey is its hash (From.Key), and only
+// Give hands it on.
+func (k *Keeper) tenureSecret(id string, sentAt time.Time) string {
+	mac := hmac.New(sha256.New, k.secret)
+	mac.Write([]byte(id))
+	mac.Write(binary.BigEndian.AppendUint64(nil, uint64(sentAt.UnixNano())))
+	return hex.EncodeToString(mac.Sum(nil)[:16])
 }

@@ -43,6 +43,12 @@ const (
 	AttrStandbyEpoch      = "standby_epoch"       // N: +1 on every standby assignment, only grows (the standby's fencing token)
 	AttrStandbyRefusedGen = "standby_refused_gen" // N: the generation at which the source refused a second connection (no standby is asked for until a new generation)
 	AttrStandbyError      = "standby_error"       // S: why the last standby was dropped (short; no URL, header or message)
+
+	// AttrTenureKey is written by every acquire: the hash of a secret only
+	// the acquiring worker holds (lease.TenureKeyOf), which a directed
+	// hand-off's receiver must name to take the tenure from its live owner
+	// (lease.Given). No index key.
+	AttrTenureKey = "tenure_key" // S: 32 hex characters; absent = nobody can give the tenure
 )
 
 // Checkpoint items: one per session, Pk CheckpointKey(connection_id), holding

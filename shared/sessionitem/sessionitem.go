@@ -51,6 +51,9 @@ type Item struct {
 	StandbyEpoch      int64  `dynamodbav:"standby_epoch,omitempty"`
 	StandbyRefusedGen int64  `dynamodbav:"standby_refused_gen,omitempty"`
 	StandbyError      string `dynamodbav:"standby_error,omitempty"`
+
+	// TenureKey (lease.Item.TenureKey): written by every acquire.
+	TenureKey string `dynamodbav:"tenure_key,omitempty"`
 }
 
 // Failed reports whether the item is FAILED: STARTED, and a worker gave up on
@@ -99,6 +102,9 @@ var (
 	StandbyEpoch      = expression.Name(schema.AttrStandbyEpoch)
 	StandbyRefusedGen = expression.Name(schema.AttrStandbyRefusedGen)
 	StandbyError      = expression.Name(schema.AttrStandbyError)
+
+	// A given tenure's key.
+	TenureKey = expression.Name(schema.AttrTenureKey)
 
 	// ExpiresAt is the table's TTL attribute, on the items that are not
 	// sessions (ingest's request nonces).

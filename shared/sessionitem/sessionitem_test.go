@@ -20,6 +20,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, SpecRef: "3.0123456789abcdef", Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6, LastErrorGen: 3, LastErrorEpoch: 2,
 		Standby: "w2", StandbyEpoch: 5, StandbyRefusedGen: 2, StandbyError: "source refused a second connection",
+		TenureKey: "0123456789abcdef0123456789abcdef",
 	}
 	m, err := Encode(full)
 	if err != nil {
@@ -29,7 +30,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 		schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
 		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch,
-		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError}
+		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError, schema.AttrTenureKey}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("encoded attributes %v, want %v", got, want)
 	}

@@ -35,6 +35,7 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 		UpdatedAtMs: it.UpdatedAtMs, FailedGeneration: it.FailedGeneration, LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
 		Standby: it.Standby, StandbyEpoch: it.StandbyEpoch, StandbyRefusedGen: it.StandbyRefusedGen, StandbyError: it.StandbyError,
+		TenureKey: it.TenureKey,
 	}
 	if it.DesiredState != "" {
 		r.IndexShard = schema.IndexShardFor(it.DesiredState, it.ConnectionID)

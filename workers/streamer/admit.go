@@ -29,15 +29,17 @@ func (w *Worker) Free() int {
 // Claim implements claim.Claimer: admission (state, capacity, the claims
 // per second limit), then the lease acquire, then the session.
 func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
-	return w.claim(ctx, id, prev, sentAtMs, true)
+	return w.claim(ctx, id, prev, nil, sentAtMs, true)
 }
 
 // claim is Claim; paced false skips the claims-per-second limit, for a
 // directed hand-off whose sender already paces its moves (a few in flight):
 // the limit is there for the bursts nobody paces (a mass start, a takeover).
 // While the store throttles claims (claimPacer) every claim waits for the
-// pace, and a throttled claim slows it further.
-func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64, paced bool) (claim.Outcome, error) {
+// pace, and a throttled claim slows it further. given, when set, is the
+// tenure its owner handed to this worker (a directed hand-off's receiver:
+// Keeper.AcquireGiven), taken instead of an unowned session or prev's.
+func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given *lease.Given, sentAtMs int64, paced bool) (claim.Outcome, error) {
 	w.mu.Lock()
 	switch {
 	case w.state != stateRunning:
@@ -74,7 +76,13 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, sentAt
 			return claim.Draining, fmt.Errorf("claim %s: admission: %w", id, err)
 		}
 	}
-	h, err := w.keeper.Acquire(ctx, id, prev)
+	var h *lease.Held
+	var err error
+	if given != nil {
+		h, err = w.keeper.AcquireGiven(ctx, id, *given)
+	} else {
+		h, err = w.keeper.Acquire(ctx, id, prev)
+	}
 	var standbyHeld *lease.StandbyHeldError
 	switch {
 	case err == nil:

@@ -5,9 +5,12 @@
 package streamer
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -22,6 +25,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"golang.org/x/sync/errgroup"
 )
@@ -267,26 +271,57 @@ const handoffPath = "/handoff"
 
 // handoffTimes are when a directed hand-off's release was written and when
 // the receiver (or, failing that, the work queue) was told.
-type handoffTimes struct{ released, at time.Time }
+// handoffTimes are a hand-off's steps: released, when the tenure was
+// ended here (given: no write; else the release's write returned); at, when
+// the receiver had been told (given: it had acquired).
+type handoffTimes struct {
+	released, at time.Time
+	given        bool
+}
 
 // handOff finishes a directed hand-off (a rebalancing move, or the
-// shutdown's): the session (closed, flushed) is released reserved for its
-// receiver, which is told to claim it at once (a transient failure to tell
-// it is retried: tellReceiverRetrying); if it cannot be told, a start
-// notification lets it (or anyone, once the receiver is seen draining or
-// not alive, or after the bound) find it, and reconciliation still would.
+// shutdown's): the session (closed, flushed) is given to its receiver
+// (Keeper.Give: the tenure ends here without a write), which acquires it
+// from that tenure and answers once it has (giveToReceiver): one write on
+// the hand-off's path, the receiver's, where a release and an acquire were
+// two. When the receiver does not take it (it cannot be reached, it is full
+// or draining, a worker without given hand-offs), the tenure is released
+// reserved for the receiver, which is told to claim it at once (a transient
+// failure to tell it is retried: tellReceiverRetrying); if it cannot be
+// told, a start notification lets it (or anyone, once the receiver is seen
+// draining or not alive, or after the bound) find it, and reconciliation
+// still would.
 func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.MoveTo) (handoffTimes, error) {
 	h := s.Held()
-	if err := w.keeper.Handoff(ctx, h, move.To); err != nil {
+	g, err := w.keeper.Give(h)
+	if err != nil {
 		return handoffTimes{}, err
 	}
 	out := handoffTimes{released: w.deps.Clock.Now()}
+	fp := s.LastFingerprint()
+	gerr := w.giveToReceiver(ctx, move.To, g, fp)
+	if gerr == nil {
+		out.given = true
+	} else if err := w.keeper.HandoffGiven(ctx, g, move.To); errors.Is(err, lease.ErrLeaseLost) {
+		// Taken after all: the receiver's acquire landed and its answer
+		// was lost (or came after the call's deadline).
+		out.given = true
+	} else if err != nil {
+		return handoffTimes{}, errors.Join(gerr, err)
+	} else {
+		out.released = w.deps.Clock.Now()
+		s.Logger().Debug().Err(gerr).Str("to", move.To).Msg("hand-off: the receiver did not take the given tenure (released for it instead)")
+	}
 	if !move.Shutdown {
 		w.rebal.moved(out.released)
 		w.reg.Add(schema.MetricRebalanceMoves, 1)
 	}
 	w.reg.Add(schema.MetricReleased, 1)
-	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID(), s.LastFingerprint()); err != nil {
+	if out.given {
+		out.at = w.deps.Clock.Now()
+		return out, nil
+	}
+	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID(), fp); err != nil {
 		s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
@@ -372,26 +407,56 @@ func receivers(me rebalance.Worker, recs []lease.WorkerRecord, exclude string, g
 // (a directed hand-off of a seq_mode none session with a standby): the
 // receiver's standby window goes on after it.
 func (w *Worker) tellReceiver(ctx context.Context, to, id string, prev *lease.Token, fp uint64) error {
+	q := url.Values{"connection_id": {id}}
+	if prev != nil {
+		q.Set("prev_owner", prev.Owner)
+		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
+	}
+	return w.callReceiver(ctx, to, q, fp, nil, http.StatusAccepted)
+}
+
+// giveToReceiver asks worker to's admin server to take the tenure g, which
+// this worker gave (Keeper.Give), and returns nil only once the receiver
+// answered that it acquired the session (200): any other answer, or none,
+// leaves the tenure to the caller's Keeper.HandoffGiven, which loses to the
+// receiver's acquire if that landed after all. fp as for tellReceiver.
+func (w *Worker) giveToReceiver(ctx context.Context, to string, g lease.Given, fp uint64) error {
+	// The tenure rides in the body, not the URL: its secret must never
+	// reach a log (an HTTP client's error names the URL).
+	body, err := json.Marshal(givenBody{Owner: g.Token.Owner, Epoch: g.Token.Epoch, Seq: g.Seq, Secret: g.Secret})
+	if err != nil {
+		return fmt.Errorf("encode the given tenure: %w", err)
+	}
+	q := url.Values{"connection_id": {g.Token.ConnectionID}, "given": {"1"}}
+	return w.callReceiver(ctx, to, q, fp, bytes.NewReader(body), http.StatusOK)
+}
+
+// givenBody is a given tenure in a hand-off request's body (lease.Given).
+type givenBody struct {
+	Owner  string `json:"owner"`
+	Epoch  int64  `json:"epoch"`
+	Seq    int64  `json:"seq"`
+	Secret string `json:"secret"`
+}
+
+// callReceiver posts a hand-off to worker to's admin server (within a
+// second) and wants the status want.
+func (w *Worker) callReceiver(ctx context.Context, to string, q url.Values, fp uint64, body io.Reader, want int) error {
 	addr := w.peerAddr(ctx, to)
 	if addr == "" {
 		return fmt.Errorf("no admin address for %s", to)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	q := url.Values{"connection_id": {id}}
-	if prev != nil {
-		q.Set("prev_owner", prev.Owner)
-		q.Set("prev_epoch", strconv.FormatInt(prev.Epoch, 10))
-	}
 	if fp != 0 {
 		q.Set("fp", strconv.FormatUint(fp, 16))
 	}
-	res, err := w.peerCall(ctx, http.MethodPost, addr, handoffPath, q, nil)
+	res, err := w.peerCall(ctx, http.MethodPost, addr, handoffPath, q, body)
 	if err != nil {
 		return err
 	}
 	_ = res.Body.Close()
-	if res.StatusCode != http.StatusAccepted {
+	if res.StatusCode != want {
 		return &tellStatusError{to: to, status: res.Status, code: res.StatusCode}
 	}
 	return nil
@@ -417,6 +482,14 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		}
 		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
 	}
+	given, ok := givenParam(rw, r, id)
+	if !ok {
+		return
+	}
+	if given != nil && prev != nil {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "given_owner: not with prev_owner"})
+		return
+	}
 	var fp uint64
 	if v := q.Get("fp"); v != "" {
 		var err error
@@ -441,6 +514,22 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		w.alignFP[id] = fp
 		w.mu.Unlock()
 	}
+	if given != nil {
+		// Answered once the acquire is done, for the giver to know
+		// whether to release the tenure instead; nothing retried here
+		// (the giver's release and tell take over).
+		defer done()
+		out, err := w.claim(w.hardCtx, id, nil, given, told.UnixMilli(), false)
+		if out != claim.Acquired {
+			if err != nil {
+				w.log.Debug().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off: the given tenure not taken")
+			}
+			writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
+			return
+		}
+		writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})
+		return
+	}
 	started := w.routines.Go(func() {
 		defer done()
 		// A takeover's previous tenure is taken over only once this
@@ -461,4 +550,36 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
+}
+
+// givenParam reads the given tenure of a hand-off request (?given=1, the
+// tenure in the body: givenBody); nil when it names none. It answers 400
+// itself, naming the field.
+func givenParam(rw http.ResponseWriter, r *http.Request, id string) (*lease.Given, bool) {
+	if r.URL.Query().Get("given") != "1" {
+		return nil, true
+	}
+	var b givenBody
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "body: not a given tenure (owner, epoch, seq, secret)"})
+		return nil, false
+	}
+	field := ""
+	switch {
+	case b.Owner == "":
+		field = "owner: required"
+	case b.Epoch < 1:
+		field = "epoch: not a positive integer"
+	case b.Seq < lease.NoSeq:
+		field = "seq: a seq, or -1 for none"
+	case b.Secret == "":
+		field = "secret: required"
+	}
+	if field != "" {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": field})
+		return nil, false
+	}
+	return &lease.Given{Token: lease.Token{ConnectionID: id, Owner: b.Owner, Epoch: b.Epoch}, Seq: b.Seq, Secret: b.Secret}, true
 }

@@ -91,7 +91,7 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, pa
 	clk := w.deps.Clock
 	lapse := told.Add(w.keeper.Config().HandoffBound)
 	for attempt := 1; ; attempt++ {
-		out, err := w.claim(w.hardCtx, id, prev, told.UnixMilli(), paced)
+		out, err := w.claim(w.hardCtx, id, prev, nil, told.UnixMilli(), paced)
 		if !(out == claim.Failed || out == claim.Draining && w.running()) || w.hardCtx.Err() != nil {
 			if err != nil {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")

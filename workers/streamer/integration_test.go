@@ -79,7 +79,13 @@ const testAdminToken = "test-admin-token-0123456789"
 // token.
 func adminDo(t testing.TB, method, url string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	return adminDoBody(t, method, url, nil)
+}
+
+// adminDoBody is adminDo with a request body.
+func adminDoBody(t testing.TB, method, url string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -750,6 +756,33 @@ func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
 		cur := e.item(id)
 		return cur.Owner == a.ID() && cur.Epoch == it.Epoch
 	})
+	// A given tenure is named in the body, with its secret: a bad body is
+	// refused naming the field, and a live tenure named without the secret
+	// only its owner holds is not taken (409, the owner keeps it).
+	give := func(body string) (int, string) {
+		res := adminDoBody(t, http.MethodPost, "http://"+b.AdminAddr()+"/handoff?given=1&connection_id="+id, strings.NewReader(body))
+		defer res.Body.Close()
+		out, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(out)
+	}
+	for _, c := range []struct{ body, field string }{
+		{`{"owner":"w1","epoch":1,"seq":3,"secret":"s","extra":1}`, "body"},
+		{`{"epoch":1,"seq":3,"secret":"s"}`, "owner"},
+		{`{"owner":"w1","epoch":0,"seq":3,"secret":"s"}`, "epoch"},
+		{`{"owner":"w1","epoch":1,"seq":-2,"secret":"s"}`, "seq"},
+		{`{"owner":"w1","epoch":1,"seq":3}`, "secret"},
+	} {
+		if code, body := give(c.body); code != http.StatusBadRequest || !strings.Contains(body, c.field) {
+			t.Errorf("POST /handoff?given=1 %s: %d %s, want 400 naming %s", c.body, code, body, c.field)
+		}
+	}
+	forged := fmt.Sprintf(`{"owner":%q,"epoch":%d,"seq":3,"secret":"a guess"}`, it.Owner, it.Epoch)
+	if code, body := give(forged); code != http.StatusConflict {
+		t.Fatalf("a live tenure given without its secret: %d %s, want 409", code, body)
+	}
+	if cur := e.item(id); cur.Owner != a.ID() || cur.Epoch != it.Epoch {
+		t.Fatalf("a forged given tenure moved the session: %+v", cur)
+	}
 }
 
 // A directed hand-off is paced by its sender, so its receiver does not make

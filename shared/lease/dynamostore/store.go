@@ -580,6 +580,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 		FailedGeneration: r.FailedGeneration, LastError: r.LastError, LastErrorAtMs: r.LastErrorAtMs,
 		LastErrorGen: r.LastErrorGen, LastErrorEpoch: r.LastErrorEpoch,
 		Standby: r.Standby, StandbyEpoch: r.StandbyEpoch, StandbyRefusedGen: r.StandbyRefusedGen, StandbyError: r.StandbyError,
+		TenureKey: r.TenureKey,
 	}
 	if r.Generation != nil {
 		it.Generation = *r.Generation
@@ -679,6 +680,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, cause)
 	}
 	removed := []string{schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs}
+	if from.Key == "" {
+		removed = append(removed, schema.AttrTenureKey)
+	}
 	if drops {
 		removed = append(removed, schema.AttrStandby)
 	}
@@ -686,6 +690,9 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	set := map[string]types.AttributeValue{schema.AttrLeaseOwner: str(owner), schema.AttrLeaseEpoch: num(epoch)}
 	if seq := lease.GivenSeq(from); seq != lease.NoSeq {
 		set[schema.AttrReleaseSeq] = num(seq)
+	}
+	if from.Key != "" {
+		set[schema.AttrTenureKey] = str(from.Key)
 	}
 	after := with(old, set, removed...)
 	s.meters[OpAcquire].wrote(old, after)
@@ -744,7 +751,8 @@ func acquireWrite(owner string, from lease.From, drops bool) (expression.Conditi
 	if g := from.Given; g != nil {
 		// Its owner chose the receiver: the standby stays (kept below)
 		// unless the receiver is the standby.
-		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(g.Token.Owner)).And(sessionitem.LeaseEpoch.Equal(v(g.Token.Epoch))))
+		owners = owners.Or(sessionitem.LeaseOwner.Equal(v(g.Token.Owner)).And(sessionitem.LeaseEpoch.Equal(v(g.Token.Epoch)),
+			sessionitem.TenureKey.Equal(v(lease.TenureKeyOf(g.Secret)))))
 	}
 	reserved := expression.AttributeNotExists(sessionitem.HandoffTo).Or(sessionitem.HandoffTo.Equal(v(owner)))
 	if from.Bypass != "" {
@@ -762,6 +770,11 @@ func acquireWrite(owner string, from lease.From, drops bool) (expression.Conditi
 		Remove(sessionitem.UnownedShard).Remove(sessionitem.HandoffTo).Remove(sessionitem.HandoffAtMs)
 	if seq := lease.GivenSeq(from); seq != lease.NoSeq {
 		c, u = c.And(releaseForward(seq)), u.Set(sessionitem.ReleaseSeq, v(seq))
+	}
+	if from.Key != "" {
+		u = u.Set(sessionitem.TenureKey, v(from.Key))
+	} else {
+		u = u.Remove(sessionitem.TenureKey)
 	}
 	if drops {
 		dropped := sessionitem.Standby.Equal(v(owner))

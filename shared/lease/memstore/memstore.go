@@ -306,6 +306,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 			it.Standby = ""
 		}
 		it.Owner, it.Epoch, it.HandoffTo, it.HandoffAtMs = owner, it.Epoch+1, "", 0
+		it.TenureKey = from.Key
 		if seq := lease.GivenSeq(from); seq != lease.NoSeq {
 			it.ReleaseSeq = seq // a given tenure's final checkpoint, as its release would have
 		}
