@@ -54,6 +54,8 @@ type IdleFigures struct {
 	HeapInuseMB  float64 `json:"heap_inuse_mb"`
 	StackInuseMB float64 `json:"stack_inuse_mb"`
 	Goroutines   int     `json:"goroutines"`
+	// Mem is the MemStats read with the heap and stacks (memStatKeys).
+	Mem map[string]float64 `json:"memstats,omitempty"`
 }
 
 // idleFor is the idle figures of kind on transport (zero: not measured).
@@ -79,8 +81,11 @@ type ClientFigures struct {
 	// after the window (the mean of memSamples reads).
 	HeapInuseMB  float64 `json:"heap_inuse_mb"`
 	StackInuseMB float64 `json:"stack_inuse_mb"`
-	Goroutines   int     `json:"goroutines"`
-	Reconnects   int64   `json:"reconnects_in_window"`
+	// Mem is every MemStats of memStatKeys over the same reads (their
+	// mean): where the RSS goes besides the heap and stacks in use.
+	Mem        map[string]float64 `json:"memstats,omitempty"`
+	Goroutines int                `json:"goroutines"`
+	Reconnects int64              `json:"reconnects_in_window"`
 	// Redials are the connections dialled again since the start (the
 	// ramp included); DialErrors the bare client's failed dials since the
 	// start (the worker's are in its reconnects).
@@ -329,7 +334,7 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 	}
 	f.Held, f.WindowSec, f.CPUPct, f.RSSMeanMB = s1.Connections, w.seconds, w.workCPU, w.rssMean/(1<<20)
 	f.MsgRate = float64(s1.Messages-s0.Messages) / w.seconds
-	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
+	f.HeapInuseMB, f.StackInuseMB, f.NumGC, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"]), mem
 	f.Goroutines, f.Reconnects, f.Redials, f.DialErrors = s1.Goroutines, s1.Reconnects-s0.Reconnects, s1.Reconnects, s1.DialErrors
 	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
 	// Last: its collection comes after every figure above.
@@ -469,7 +474,7 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 	if err != nil {
 		return f, err
 	}
-	f.HeapInuseMB, f.StackInuseMB = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20)
+	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	f.Goroutines, err = goroutines()
 	return f, err
 }

@@ -35,15 +35,15 @@ type StandbyMemResult struct {
 	// holder's start → every standby held and connected.
 	Owned    int     `json:"owned"`
 	PlaceSec float64 `json:"place_s"`
-	// Holder are the holder's figures (Held: its standbys; Idle: the
-	// holder itself before any standby, IdleStandbys the standbys it held
-	// already when those were read: 0 unless the owner was quicker);
-	// Connected its standbys reading the stream at the window's end and
-	// WindowBytes what their windows keep (standby_window_bytes).
-	Holder       ClientFigures `json:"holder"`
-	IdleStandbys int           `json:"idle_standbys"`
-	Connected    int           `json:"connected"`
-	WindowBytes  int64         `json:"window_bytes"`
+	// Holder are the holder's figures (Held: its standbys; Idle: an idle
+	// holder, the same binary with the same settings on the same stack,
+	// read before the owner starts and stopped before the holder starts:
+	// no standby exists yet); Connected its standbys reading the stream at
+	// the window's end and WindowBytes what their windows keep
+	// (standby_window_bytes).
+	Holder      ClientFigures `json:"holder"`
+	Connected   int           `json:"connected"`
+	WindowBytes int64         `json:"window_bytes"`
 	// Bare is the bare client's run on the same feed with N connections
 	// (the workers stopped), above an idle bare client on the same
 	// transport.
@@ -106,7 +106,7 @@ func (r *runner) standbyMem(ctx context.Context) error {
 		"stack": "the lease phases' local stack (devstack: dynalite, fauxqs, the ingest front, bin/feed) on " + r.leaseTransport() + "; the feed admits a standby connection beside the owner's (-allow-standby, told by the tenure header)",
 		"workers": fmt.Sprintf("two bin/streamer (the shipped worker), sinks to /dev/null: the owner starts alone and claims %s sessions started through the API with `\"standby\":{\"enabled\":true}` (the default window: 30 s / 1 MiB) at %g msg/s; then the holder starts and the owner places every standby on it; both with %s=%d, %s=24h (no session moves to the holder), %s=2000, %s=32; the standby's backstop re-read at its default (30 s)",
 			thousands(n), float64(standbyMemRate), schema.EnvMaxSessions, n+100, schema.EnvMinHold, schema.EnvClaimsPerSecond, schema.EnvHandshakesPerHost),
-		"holder": fmt.Sprintf("idle figures 3 s after its start, before any standby (RSS: the mean of 3 reads a second apart; heap and stacks in use after a collection; goroutines from /stats); then, once it holds %s standbys all connected (GET /status) and a settle of %s: RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
+		"holder": fmt.Sprintf("idle figures from an idle holder: a worker started as the holder is (the same binary and settings, no work queue) on the stack before the owner and before any session, read 3 s after its start (RSS: the mean of 3 reads a second apart; heap, stacks and MemStats after a collection; goroutines from /stats) and stopped gracefully before the owner starts (the holder itself cannot give them: the owner places standbys on it within a second or two of its start, and they were read so until this run); then the holder, once it holds %s standbys all connected (GET /status) and a settle of %s: RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
 			thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow, memSamples, memSampleEvery),
 		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (%s) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
 		"per standby": "RSS, heap in use, goroutine stacks in use and goroutines above the idle process of each kind (the holder before its standbys, an idle bare client), divided by the standbys held (the connections held); the window is standby_window_bytes ÷ the standbys; the goal: holder ≤ bare + window",
@@ -133,6 +133,11 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	ls.discardSinks = true
 	defer ls.shutdown()
 	settings := standbyMemSettings(n)
+	res.Holder.GOGC = gogcValue(nil)
+	if res.Holder.Idle, err = idleHolder(ctx, ls, settings); err != nil {
+		return fmt.Errorf("idle holder: %w", err)
+	}
+	res.Holder.Idle.Transport = res.Transport
 	owner, err := ls.addWorker(ctx, true, settings)
 	if err != nil {
 		return err
@@ -154,11 +159,6 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	if err != nil {
 		return err
 	}
-	res.Holder.GOGC = gogcValue(nil)
-	if res.Holder.Idle, res.IdleStandbys, err = holderIdle(ctx, holder); err != nil {
-		return fmt.Errorf("idle holder: %w", err)
-	}
-	res.Holder.Idle.Transport = res.Transport
 	if err := waitConnectedStandbys(ctx, holder, n, 4*time.Minute); err != nil {
 		return err
 	}
@@ -196,36 +196,54 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	return err
 }
 
-// holderIdle reads the holder's idle figures 3 s after its start, and the
-// standbys it held by then (the owner places them once its fleet view
-// holds the holder: seconds).
-func holderIdle(ctx context.Context, w *bworker) (IdleFigures, int, error) {
+// idleHolder starts a worker as the holder is started (no work queue,
+// settings) on ls before the owner and before any session, reads its idle
+// figures 3 s after its start (RSS: the mean of 3 reads a second apart;
+// heap, stacks and MemStats after a collection; goroutines from /stats)
+// and stops it (a graceful stop: its record says LEFT, so the owner never
+// asks it for a standby). The holder's own figures cannot serve: the owner
+// places standbys on it within a second or two of its start.
+func idleHolder(ctx context.Context, ls *leaseStack, settings map[string]string) (IdleFigures, error) {
 	f := IdleFigures{Kind: "holder"}
+	w, err := ls.addWorker(ctx, false, settings)
+	if err != nil {
+		return f, err
+	}
+	defer func() { _ = w.Proc.Stop(30 * time.Second) }()
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
-		return f, 0, err
+		return f, err
 	}
 	var sum float64
 	for i := range 3 {
 		if i > 0 {
 			if err := sleepCtx(ctx, time.Second); err != nil {
-				return f, 0, err
+				return f, err
 			}
 		}
 		rss, err := ProcRSS(w.Proc.Pid())
 		if err != nil {
-			return f, 0, err
+			return f, err
 		}
 		sum += float64(rss)
 	}
 	f.RSSMB = sum / 3 / (1 << 20)
 	mem, err := sampleMemStats(ctx, w.Admin, 1, 0, true)
 	if err != nil {
-		return f, 0, err
+		return f, err
 	}
-	f.HeapInuseMB, f.StackInuseMB = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20)
+	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	st, err := getStats(ctx, w.Admin)
+	if err != nil {
+		return f, err
+	}
+	if st.Standbys != 0 || st.Owned != 0 {
+		return f, fmt.Errorf("the idle holder held %d standbys and %d sessions", st.Standbys, st.Owned)
+	}
 	f.Goroutines = st.Goroutines
-	return f, st.Standbys, err
+	if err := w.Proc.Stop(30 * time.Second); err != nil {
+		return f, fmt.Errorf("stop: %w", err)
+	}
+	return f, nil
 }
 
 // getStatus reads a worker's /status.
@@ -304,7 +322,7 @@ func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holde
 	if err != nil {
 		return err
 	}
-	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
+	f.HeapInuseMB, f.StackInuseMB, f.NumGC, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"]), mem
 	hs, err := getStats(ctx, holder.Admin)
 	if err != nil {
 		return err
@@ -354,8 +372,8 @@ func renderStandbyMem(p printer, r *Report) {
 	p("## 5d. A hot standby's memory against the bare client\n\n")
 	renderPhase(p, s.Phase)
 	h, b, v := s.Holder, s.Bare, s.Verdict
-	p("The owner held %s of %s sessions; the holder held %s standbys (%s connected at the window's end, %.0f s from its start to all placed and connected; %d held when its idle figures were read). Per standby or connection, above the idle process of each kind:\n\n",
-		thousands(s.Owned), thousands(s.Sessions), thousands(h.Held), thousands(s.Connected), s.PlaceSec, s.IdleStandbys)
+	p("The owner held %s of %s sessions; the holder held %s standbys (%s connected at the window's end, %.0f s from its start to all placed and connected). Per standby or connection, above the idle process of each kind (the idle holder: a worker started as the holder is, before the owner and any session, stopped before the holder starts):\n\n",
+		thousands(s.Owned), thousands(s.Sessions), thousands(h.Held), thousands(s.Connected), s.PlaceSec)
 	p("| process | held | RSS per standby / connection (RSS ÷ N) | heap | stacks | goroutines | window | RSS mean (idle) | CPU (%% of a core) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	row := func(who string, f ClientFigures, window string) {
 		if f.Error != "" && f.Held == 0 {
@@ -368,6 +386,7 @@ func renderStandbyMem(p printer, r *Report) {
 	row("holder (wsfleet worker)", h, fmt.Sprintf("%.2f KiB", v.WindowKB))
 	row("bare client", b, "—")
 	p("| holder − bare | | %+.1f KiB | %+.1f KiB | %+.1f KiB | %+.2f | | | | |\n\n", v.OverBareKB, h.HeapPerSessKB-b.HeapPerSessKB, h.StackPerSessKB-b.StackPerSessKB, h.GoroutinesPerSess-b.GoroutinesPerSess)
+	renderRSSParts(p, h, b)
 	if v.Known {
 		verdict := "**met**"
 		if !v.Met {
@@ -384,4 +403,53 @@ func renderStandbyMem(p printer, r *Report) {
 		excerpt(p, fmt.Sprintf("The holder's heap in use above the bare client, per allocation site (`go tool pprof -top -sample_index=inuse_space -diff_base %s %s`)", relProfile(pr.BareHeapFile), relProfile(pr.HeapFile)), pr.HeapAboveBare)
 		p("Heap above the bare client per standby (the two profiles' in-use totals, each with its process's fixed heap): %+.1f ± %.1f KiB.\n\n", pr.heapAboveBareKiB(h.Held), pr.heapAboveBareErrKiB(h.Held))
 	}
+}
+
+// rssParts is where a client's RSS above its idle process goes, per
+// connection (KiB), from MemStats: the window's (the mean of its reads)
+// less the idle process's (after a collection).
+type rssParts struct {
+	RSS, HeapInuse, HeapKept, Stack, Meta, Rest, HeapGoal float64
+}
+
+// rssPartsOf derives f's rssParts (false: MemStats missing on either side,
+// or nothing held). f must be derived.
+func rssPartsOf(f ClientFigures) (rssParts, bool) {
+	m, i := f.Mem, f.Idle.Mem
+	if f.Held <= 0 || len(m) == 0 || len(i) == 0 {
+		return rssParts{}, false
+	}
+	per := func(keys ...string) float64 {
+		var d float64
+		for _, k := range keys {
+			d += m[k] - i[k]
+		}
+		return d / 1024 / float64(f.Held)
+	}
+	x := rssParts{RSS: f.RSSAboveIdleKB, HeapInuse: per("HeapInuse"), Stack: per("Stack"),
+		Meta: per("MSpan", "MCache", "GCSys", "OtherSys", "BuckHashSys"), HeapGoal: per("NextGC")}
+	x.HeapKept = per("HeapIdle") - per("HeapReleased")
+	x.Rest = x.RSS - x.HeapInuse - x.HeapKept - x.Stack - x.Meta
+	return x, true
+}
+
+// renderRSSParts is the table of where the holder's and the bare client's
+// RSS above idle goes, per standby or connection.
+func renderRSSParts(p printer, h, b ClientFigures) {
+	hp, ok1 := rssPartsOf(h)
+	bp, ok2 := rssPartsOf(b)
+	if !ok1 || !ok2 {
+		return
+	}
+	p("Where the RSS above idle goes, per standby or connection (Go's MemStats at the window's end, the mean of its reads, less the idle process's after a collection; GOGC %s on both):\n\n", h.GOGC)
+	p("| KiB per standby / connection | holder | bare client | holder − bare |\n|---|---|---|---|\n")
+	row := func(what string, a, c float64) { p("| %s | %.1f | %.1f | %+.1f |\n", what, a, c, a-c) }
+	row("RSS", hp.RSS, bp.RSS)
+	row("heap in use (HeapInuse)", hp.HeapInuse, bp.HeapInuse)
+	row("free heap kept, not returned to the OS (HeapIdle − HeapReleased)", hp.HeapKept, bp.HeapKept)
+	row("goroutine stacks (StackInuse)", hp.Stack, bp.Stack)
+	row("runtime metadata (MSpanInuse, MCacheInuse, GCSys, OtherSys, BuckHashSys)", hp.Meta, bp.Meta)
+	row("the rest (RSS less the above: pages mapped and touched outside these, the binary's)", hp.Rest, bp.Rest)
+	row("heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it", hp.HeapGoal, bp.HeapGoal)
+	p("\n")
 }

@@ -89,3 +89,56 @@ func TestStandbyMemGoalAndSection(t *testing.T) {
 		t.Log(md[i:])
 	}
 }
+
+// withMem gives f MemStats (bytes) at the window and at idle, from MiB
+// above idle per key: idle has 1 MiB of each key.
+func withMem(f ClientFigures, aboveMB map[string]float64) ClientFigures {
+	f.Mem, f.Idle.Mem = map[string]float64{}, map[string]float64{}
+	for _, k := range memStatKeys {
+		f.Idle.Mem[k] = 1 << 20
+		f.Mem[k] = (1 + aboveMB[k]) * (1 << 20)
+	}
+	return f
+}
+
+// The breakdown of the RSS above idle per standby: MemStats above the
+// idle process's ÷ N, the free heap kept being HeapIdle − HeapReleased,
+// and the rest what MemStats do not account for; without MemStats on
+// either side there is no table.
+func TestStandbyMemRSSParts(t *testing.T) {
+	r := standbyMemReport(33, 30, 512<<10)
+	s := r.StandbyMem
+	// 1,024 standbys: a MiB above idle is 1 KiB per standby.
+	s.Holder = withMem(s.Holder, map[string]float64{"HeapInuse": 20, "HeapIdle": 9, "HeapReleased": 1, "Stack": 1,
+		"MSpan": 0.5, "GCSys": 1, "OtherSys": 0.5, "NextGC": 30})
+	s.Bare = withMem(s.Bare, map[string]float64{"HeapInuse": 18, "HeapIdle": 3, "HeapReleased": 2, "Stack": 1, "GCSys": 1, "NextGC": 27})
+	s.Holder.GOGC = "50"
+	x, ok := rssPartsOf(s.Holder)
+	if !ok || !close9(x.RSS, 33) || !close9(x.HeapInuse, 20) || !close9(x.HeapKept, 8) || !close9(x.Stack, 1) || !close9(x.Meta, 2) || !close9(x.Rest, 2) || !close9(x.HeapGoal, 30) {
+		t.Fatalf("holder parts: %+v %v", x, ok)
+	}
+	md := Render(r)
+	for _, want := range []string{
+		"above the idle process of each kind (the idle holder: a worker started as the holder is, before the owner and any session, stopped before the holder starts)",
+		"Where the RSS above idle goes, per standby or connection (Go's MemStats at the window's end, the mean of its reads, less the idle process's after a collection; GOGC 50 on both)",
+		"| RSS | 33.0 | 30.0 | +3.0 |",
+		"| heap in use (HeapInuse) | 20.0 | 18.0 | +2.0 |",
+		"| free heap kept, not returned to the OS (HeapIdle − HeapReleased) | 8.0 | 1.0 | +7.0 |",
+		"| goroutine stacks (StackInuse) | 1.0 | 1.0 | +0.0 |",
+		"| runtime metadata (MSpanInuse, MCacheInuse, GCSys, OtherSys, BuckHashSys) | 2.0 | 1.0 | +1.0 |",
+		"| the rest (RSS less the above: pages mapped and touched outside these, the binary's) | 2.0 | 9.0 | -7.0 |",
+		"| heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it | 30.0 | 27.0 | +3.0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		i := strings.Index(md, "## 5d")
+		t.Log(md[i:])
+	}
+	s.Bare.Idle.Mem = nil
+	if md := Render(r); strings.Contains(md, "Where the RSS above idle goes") {
+		t.Error("a breakdown without the bare client's idle MemStats")
+	}
+}
