@@ -89,8 +89,15 @@ type ClientFigures struct {
 	// Redials are the connections dialled again since the start (the
 	// ramp included); DialErrors the bare client's failed dials since the
 	// start (the worker's are in its reconnects).
-	Redials    int64       `json:"redials_total"`
-	DialErrors int64       `json:"dial_errors_total,omitempty"`
+	Redials    int64 `json:"redials_total"`
+	DialErrors int64 `json:"dial_errors_total,omitempty"`
+	// SettleSec, PeakRSSMB and Steady are a settle until the RSS stops
+	// falling (settleRSS; the standbymem phase's): its length, the
+	// highest RSS read from the start to the window, and whether the RSS
+	// stopped falling within the bound.
+	SettleSec  float64     `json:"settle_s,omitempty"`
+	PeakRSSMB  float64     `json:"rss_peak_mb,omitempty"`
+	Steady     bool        `json:"steady,omitempty"`
 	GOGC       string      `json:"gogc"`
 	NumGC      int64       `json:"num_gc"` // collections so far, at the end
 	FeedCPUPct float64     `json:"feed_cpu_pct"`
@@ -313,7 +320,12 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 		return f, err
 	}
 	f.RampSec = time.Since(start).Seconds()
-	if err := sleepCtx(ctx, settle); err != nil {
+	if e.steadyMax > 0 {
+		f.SettleSec, f.PeakRSSMB, f.Steady, err = settleRSS(ctx, p.Pid(), settle, e.steadyMax, 0)
+	} else {
+		err = sleepCtx(ctx, settle)
+	}
+	if err != nil {
 		return f, err
 	}
 	s0, err := getBareStats(ctx, admin)

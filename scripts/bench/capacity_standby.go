@@ -25,6 +25,19 @@ import (
 // standbyMemRate is the standbymem run's feed rate (msg/s per connection).
 const standbyMemRate = 1
 
+// standbyMemSteadyMax bounds a settle until the RSS stops falling
+// (settleRSS): the holder returns the memory its placement wave left in
+// about 20–30 s (5,000 standbys).
+const standbyMemSteadyMax = 2 * time.Minute
+
+// steadyReads and steadyFall are settleRSS's rule: the RSS stopped falling
+// once the mean of the last steadyReads reads (a second apart) is no more
+// than steadyFall below the mean of the steadyReads before them.
+const (
+	steadyReads = 5
+	steadyFall  = 0.01
+)
+
 // StandbyMemResult is the standbymem phase's run.
 type StandbyMemResult struct {
 	Phase
@@ -53,6 +66,8 @@ type StandbyMemResult struct {
 	Profiles Profiles `json:"holder_profiles"`
 	// Verdict is the goal's, from the figures above (JudgeStandbyMem).
 	Verdict StandbyMemVerdict `json:"verdict"`
+
+	placePeakRSS int64 // the holder's highest RSS read while placed
 }
 
 // StandbyMemVerdict is the memory goal judged: a standby's RSS above the
@@ -106,9 +121,9 @@ func (r *runner) standbyMem(ctx context.Context) error {
 		"stack": "the lease phases' local stack (devstack: dynalite, fauxqs, the ingest front, bin/feed) on " + r.leaseTransport() + "; the feed admits a standby connection beside the owner's (-allow-standby, told by the tenure header)",
 		"workers": fmt.Sprintf("two bin/streamer (the shipped worker), sinks to /dev/null: the owner starts alone and claims %s sessions started through the API with `\"standby\":{\"enabled\":true}` (the default window: 30 s / 1 MiB) at %g msg/s; then the holder starts and the owner places every standby on it; both with %s=%d, %s=24h (no session moves to the holder), %s=2000, %s=32; the standby's backstop re-read at its default (30 s)",
 			thousands(n), float64(standbyMemRate), schema.EnvMaxSessions, n+100, schema.EnvMinHold, schema.EnvClaimsPerSecond, schema.EnvHandshakesPerHost),
-		"holder": fmt.Sprintf("idle figures from an idle holder: a worker started as the holder is (the same binary and settings, no work queue) on the stack before the owner and before any session, read 3 s after its start (RSS: the mean of 3 reads a second apart; heap, stacks and MemStats after a collection; goroutines from /stats) and stopped gracefully before the owner starts (the holder itself cannot give them: the owner places standbys on it within a second or two of its start, and they were read so until this run); then the holder, once it holds %s standbys all connected (GET /status) and a settle of %s: RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
-			thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow, memSamples, memSampleEvery),
-		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (%s) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
+		"holder": fmt.Sprintf("idle figures from an idle holder: a worker started as the holder is (the same binary and settings, no work queue) on the stack before the owner and before any session, read 3 s after its start (RSS: the mean of 3 reads a second apart; heap, stacks and MemStats after a collection; goroutines from /stats) and stopped gracefully before the owner starts (the holder itself cannot give them: the owner places standbys on it within a second or two of its start, and they were read so until this run); then the holder, once it holds %s standbys all connected (GET /status) and a settle of at least %s and until its RSS stops falling (the mean of the last %d reads a second apart no more than %g %% below the mean of the %d before; at most %s: the runtime returns the heap the placement wave left over tens of seconds, and the figure is what the standbys hold, not that return; the highest RSS read while placing and settling is given beside it): RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
+			thousands(n), sz.StandbyMemSettle, steadyReads, steadyFall*100, steadyReads, standbyMemSteadyMax, sz.StandbyMemWindow, memSamples, memSampleEvery),
+		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (at least %s and until its RSS stops falling, by the same rule) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
 		"per standby": "RSS, heap in use, goroutine stacks in use and goroutines above the idle process of each kind (the holder before its standbys, an idle bare client), divided by the standbys held (the connections held); the window is standby_window_bytes ÷ the standbys; the goal: holder ≤ bare + window",
 	})
 	r.rep.StandbyMem = res
@@ -159,7 +174,7 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	if err != nil {
 		return err
 	}
-	if err := waitConnectedStandbys(ctx, holder, n, 4*time.Minute); err != nil {
+	if err := waitConnectedStandbys(ctx, holder, n, 4*time.Minute, &res.placePeakRSS); err != nil {
 		return err
 	}
 	res.PlaceSec = time.Since(t0).Seconds()
@@ -181,7 +196,7 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 		}
 	}
 	e := &capEnv{dir: filepath.Join(ls.st.LogDir(), "bare"), tls: res.Transport == "wss", feed: ls.st.Feed, caFile: ls.st.CAFile(),
-		urls: []string{feed.URL(ls.st.FeedURL(), "{id}")}}
+		urls: []string{feed.URL(ls.st.FeedURL(), "{id}")}, steadyMax: standbyMemSteadyMax}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return err
 	}
@@ -272,12 +287,15 @@ func connectedStandbys(st streamer.Status) int {
 
 // waitConnectedStandbys polls w until it holds want standbys (its /stats),
 // every one connected (its /status, read only then: it lists them all),
-// or timeout.
-func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout time.Duration) error {
+// or timeout; peak keeps the highest RSS read at the polls.
+func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout time.Duration, peak *int64) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if !w.Proc.Running() {
 			return fmt.Errorf("holder exited (see %s)", w.Proc.LogPath)
+		}
+		if rss, err := ProcRSS(w.Proc.Pid()); err == nil {
+			*peak = max(*peak, rss)
 		}
 		stats, err := getStats(ctx, w.Admin)
 		if err != nil {
@@ -303,13 +321,58 @@ func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout ti
 	}
 }
 
+// settleRSS waits at least minWait and then until pid's RSS stops falling
+// (steadyReads, steadyFall), at most maxWait: after a wave of dials the
+// runtime returns the heap the wave left over tens of seconds, and a
+// window read meanwhile measures that return, not what the connections
+// hold. It returns the wait, the highest RSS read (MiB; peak0, bytes,
+// read before, counts) and whether the RSS stopped falling.
+func settleRSS(ctx context.Context, pid int, minWait, maxWait time.Duration, peak0 int64) (sec, peakMB float64, steady bool, err error) {
+	start := time.Now()
+	peak := peak0
+	var reads []float64
+	for {
+		rss, err := ProcRSS(pid)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		peak = max(peak, rss)
+		reads = append(reads, float64(rss))
+		el := time.Since(start)
+		steady = rssSteady(reads)
+		if el >= minWait && (steady || el >= maxWait) {
+			return el.Seconds(), float64(peak) / (1 << 20), steady, nil
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return 0, 0, false, err
+		}
+	}
+}
+
+// rssSteady reports whether reads (oldest first, a second apart) stopped
+// falling: the mean of the last steadyReads is no more than steadyFall
+// below the mean of the steadyReads before them.
+func rssSteady(reads []float64) bool {
+	n := len(reads)
+	if n < 2*steadyReads {
+		return false
+	}
+	var last, prev float64
+	for i := range steadyReads {
+		last += reads[n-1-i]
+		prev += reads[n-1-steadyReads-i]
+	}
+	return last >= (1-steadyFall)*prev
+}
+
 // measureHolder measures the holder over the settle and window, as a
 // capacity run measures its worker, then reads its standbys and profiles.
 func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holder *bworker, res *StandbyMemResult) error {
 	sz := r.sz
 	f := &res.Holder
 	f.LoadStart = ReadLoad()
-	if err := sleepCtx(ctx, sz.StandbyMemSettle); err != nil {
+	var err error
+	if f.SettleSec, f.PeakRSSMB, f.Steady, err = settleRSS(ctx, holder.Proc.Pid(), sz.StandbyMemSettle, standbyMemSteadyMax, res.placePeakRSS); err != nil {
 		return err
 	}
 	w, err := sampleWindow(ctx, holder.Proc.Pid(), ls.st.Feed.Pid(), owner.Proc.Pid(), sz.StandbyMemWindow)
@@ -386,6 +449,7 @@ func renderStandbyMem(p printer, r *Report) {
 	row("holder (wsfleet worker)", h, fmt.Sprintf("%.2f KiB", v.WindowKB))
 	row("bare client", b, "—")
 	p("| holder − bare | | %+.1f KiB | %+.1f KiB | %+.1f KiB | %+.2f | | | | |\n\n", v.OverBareKB, h.HeapPerSessKB-b.HeapPerSessKB, h.StackPerSessKB-b.StackPerSessKB, h.GoroutinesPerSess-b.GoroutinesPerSess)
+	renderSettles(p, h, b)
 	renderRSSParts(p, h, b)
 	if v.Known {
 		verdict := "**met**"
@@ -452,4 +516,24 @@ func renderRSSParts(p printer, h, b ClientFigures) {
 	row("the rest (RSS less the above: pages mapped and touched outside these, the binary's)", hp.Rest, bp.Rest)
 	row("heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it", hp.HeapGoal, bp.HeapGoal)
 	p("\n")
+}
+
+// renderSettles says how long each process settled before its window and
+// the highest RSS it read meanwhile (the holder's: from its start, the
+// placement wave included), per standby or connection above idle.
+func renderSettles(p printer, h, b ClientFigures) {
+	if h.SettleSec == 0 && b.SettleSec == 0 {
+		return
+	}
+	one := func(who string, f ClientFigures, since string) string {
+		if f.SettleSec == 0 || f.Held <= 0 {
+			return who + ": not settled so"
+		}
+		steady := "its RSS stopped falling"
+		if !f.Steady {
+			steady = "its RSS still falling at the bound"
+		}
+		return fmt.Sprintf("%s settled %.0f s (%s); its highest RSS %s: %.0f MiB, %.1f KiB per standby or connection above idle", who, f.SettleSec, steady, since, f.PeakRSSMB, (f.PeakRSSMB-f.Idle.RSSMB)*1024/float64(f.Held))
+	}
+	p("Settles: %s; %s.\n\n", one("the holder", h, "from its start (the placement wave) to the window"), one("the bare client", b, "from its ramp to the window"))
 }

@@ -142,3 +142,47 @@ func TestStandbyMemRSSParts(t *testing.T) {
 		t.Error("a breakdown without the bare client's idle MemStats")
 	}
 }
+
+// The settle's rule: steady once the mean of the last 5 reads is within
+// 1 % below the mean of the 5 before (rising is steady too), never with
+// fewer than 10 reads.
+func TestRSSSteady(t *testing.T) {
+	flat := []float64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100}
+	for _, tc := range []struct {
+		name  string
+		reads []float64
+		want  bool
+	}{
+		{"too few", flat[:9], false},
+		{"flat", flat, true},
+		{"falling 2 %", []float64{100, 100, 100, 100, 100, 98, 98, 98, 98, 98}, false},
+		{"falling 1 %", []float64{100, 100, 100, 100, 100, 99, 99, 99, 99, 99}, true},
+		{"rising", []float64{90, 90, 90, 90, 90, 100, 100, 100, 100, 100}, true},
+		{"fell, then flat", []float64{300, 280, 260, 240, 220, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200}, true},
+		{"still falling at the end", []float64{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 190, 180, 170, 160, 150}, false},
+	} {
+		if got := rssSteady(tc.reads); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The settles are said with the highest RSS per standby above idle; a
+// bound reached is said so.
+func TestStandbyMemSettlesSaid(t *testing.T) {
+	r := standbyMemReport(33, 30, 512<<10)
+	s := r.StandbyMem
+	s.Holder.SettleSec, s.Holder.PeakRSSMB, s.Holder.Steady = 27.4, 10+50, true
+	s.Bare.SettleSec, s.Bare.PeakRSSMB = 120, 10+31
+	md := Render(r)
+	want := "Settles: the holder settled 27 s (its RSS stopped falling); its highest RSS from its start (the placement wave) to the window: 60 MiB, 50.0 KiB per standby or connection above idle; " +
+		"the bare client settled 120 s (its RSS still falling at the bound); its highest RSS from its ramp to the window: 41 MiB, 31.0 KiB per standby or connection above idle."
+	if !strings.Contains(md, want) {
+		i := strings.Index(md, "## 5d")
+		t.Fatalf("report lacks %q:\n%s", want, md[i:])
+	}
+	s.Holder.SettleSec, s.Bare.SettleSec = 0, 0
+	if strings.Contains(Render(r), "Settles:") {
+		t.Error("settles said without a settle")
+	}
+}
