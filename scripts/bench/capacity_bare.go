@@ -95,7 +95,11 @@ type ClientFigures struct {
 	// falling (settleRSS; the standbymem phase's): its length, the
 	// highest RSS read from the start to the window, and whether the RSS
 	// stopped falling within the bound.
-	SettleSec  float64     `json:"settle_s,omitempty"`
+	SettleSec float64 `json:"settle_s,omitempty"`
+	// LiveHeapMB is HeapAlloc read after a collection at the end (the
+	// standbymem phase's: its live heap, exact, whatever the collector's
+	// timing; the idle process's is Idle.Mem's, read so too).
+	LiveHeapMB float64     `json:"live_heap_mb,omitempty"`
 	PeakRSSMB  float64     `json:"rss_peak_mb,omitempty"`
 	Steady     bool        `json:"steady,omitempty"`
 	GOGC       string      `json:"gogc"`
@@ -349,7 +353,12 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 	f.HeapInuseMB, f.StackInuseMB, f.NumGC, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"]), mem
 	f.Goroutines, f.Reconnects, f.Redials, f.DialErrors = s1.Goroutines, s1.Reconnects-s0.Reconnects, s1.Reconnects, s1.DialErrors
 	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
-	// Last: its collection comes after every figure above.
+	// Last: its collections come after every figure above.
+	if e.steadyMax > 0 {
+		if f.LiveHeapMB, err = liveHeapMB(ctx, admin); err != nil {
+			return f, err
+		}
+	}
 	f.HeapFile = filepath.Join(e.dir, name+"-bare-heap.pb.gz")
 	if err := fetchHeapProfile(ctx, admin, f.HeapFile); err != nil {
 		f.HeapFile, f.HeapError = "", err.Error()

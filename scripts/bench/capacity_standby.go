@@ -391,8 +391,12 @@ func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holde
 		return err
 	}
 	f.Held, f.Goroutines, res.WindowBytes = hs.Standbys, hs.Goroutines, hs.StandbyWindowBytes
-	// The heap profile before the /status read: encoding a view of every
-	// standby leaves a buffer of their size in the JSON encoder's pool.
+	// The collections after every figure above; the heap profile before
+	// the /status read: encoding a view of every standby leaves a buffer
+	// of their size in the JSON encoder's pool.
+	if f.LiveHeapMB, err = liveHeapMB(ctx, holder.Admin); err != nil {
+		return err
+	}
 	res.Profiles = collectProfiles(ctx, holder.Admin, ls.st.LogDir(), "standbymem-holder", 0)
 	status, err := getStatus(ctx, holder.Admin)
 	if err != nil {
@@ -469,11 +473,20 @@ func renderStandbyMem(p printer, r *Report) {
 	}
 }
 
+// liveHeapMB is a process's HeapAlloc (MiB) read after a collection.
+func liveHeapMB(ctx context.Context, admin string) (float64, error) {
+	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
+	return mem["HeapAlloc"] / (1 << 20), err
+}
+
 // rssParts is where a client's RSS above its idle process goes, per
 // connection (KiB), from MemStats: the window's (the mean of its reads)
 // less the idle process's (after a collection).
 type rssParts struct {
 	RSS, HeapInuse, HeapKept, Stack, Meta, Rest, HeapGoal float64
+	// Live is the live heap above idle (LiveHeapMB less the idle
+	// process's HeapAlloc, both after a collection; 0: not read).
+	Live float64
 }
 
 // rssPartsOf derives f's rssParts (false: MemStats missing on either side,
@@ -493,6 +506,9 @@ func rssPartsOf(f ClientFigures) (rssParts, bool) {
 	x := rssParts{RSS: f.RSSAboveIdleKB, HeapInuse: per("HeapInuse"), Stack: per("Stack"),
 		Meta: per("MSpan", "MCache", "GCSys", "OtherSys", "BuckHashSys"), HeapGoal: per("NextGC")}
 	x.HeapKept = per("HeapIdle") - per("HeapReleased")
+	if f.LiveHeapMB > 0 {
+		x.Live = (f.LiveHeapMB*(1<<20) - i["HeapAlloc"]) / 1024 / float64(f.Held)
+	}
 	x.Rest = x.RSS - x.HeapInuse - x.HeapKept - x.Stack - x.Meta
 	return x, true
 }
@@ -515,6 +531,11 @@ func renderRSSParts(p printer, h, b ClientFigures) {
 	row("runtime metadata (MSpanInuse, MCacheInuse, GCSys, OtherSys, BuckHashSys)", hp.Meta, bp.Meta)
 	row("the rest (RSS less the above: pages mapped and touched outside these, the binary's)", hp.Rest, bp.Rest)
 	row("heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it", hp.HeapGoal, bp.HeapGoal)
+	if hp.Live != 0 && bp.Live != 0 {
+		row("live heap (HeapAlloc after a collection, at the end), for scale", hp.Live, bp.Live)
+		p("\nLike with like without the collector's timing (what each holds, not how far its heap has grown toward its goal): live heap + goroutine stacks per standby %.1f KiB, per bare connection %.1f KiB (%+.1f); the RSS above adds the collection headroom, up to GOGC %% of the live heap and stacks (and the runtime keeps up to 10 %% above that goal before it returns memory): a heap that allocates reaches it, the bare client, which allocates almost nothing once connected, may not within the window.\n",
+			hp.Live+hp.Stack, bp.Live+bp.Stack, hp.Live+hp.Stack-bp.Live-bp.Stack)
+	}
 	p("\n")
 }
 

@@ -113,8 +113,9 @@ func TestStandbyMemRSSParts(t *testing.T) {
 		"MSpan": 0.5, "GCSys": 1, "OtherSys": 0.5, "NextGC": 30})
 	s.Bare = withMem(s.Bare, map[string]float64{"HeapInuse": 18, "HeapIdle": 3, "HeapReleased": 2, "Stack": 1, "GCSys": 1, "NextGC": 27})
 	s.Holder.GOGC = "50"
+	s.Holder.LiveHeapMB, s.Bare.LiveHeapMB = 1+12, 1+10
 	x, ok := rssPartsOf(s.Holder)
-	if !ok || !close9(x.RSS, 33) || !close9(x.HeapInuse, 20) || !close9(x.HeapKept, 8) || !close9(x.Stack, 1) || !close9(x.Meta, 2) || !close9(x.Rest, 2) || !close9(x.HeapGoal, 30) {
+	if !ok || !close9(x.RSS, 33) || !close9(x.HeapInuse, 20) || !close9(x.HeapKept, 8) || !close9(x.Stack, 1) || !close9(x.Meta, 2) || !close9(x.Rest, 2) || !close9(x.HeapGoal, 30) || !close9(x.Live, 12) {
 		t.Fatalf("holder parts: %+v %v", x, ok)
 	}
 	md := Render(r)
@@ -128,6 +129,8 @@ func TestStandbyMemRSSParts(t *testing.T) {
 		"| runtime metadata (MSpanInuse, MCacheInuse, GCSys, OtherSys, BuckHashSys) | 2.0 | 1.0 | +1.0 |",
 		"| the rest (RSS less the above: pages mapped and touched outside these, the binary's) | 2.0 | 9.0 | -7.0 |",
 		"| heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it | 30.0 | 27.0 | +3.0 |",
+		"| live heap (HeapAlloc after a collection, at the end), for scale | 12.0 | 10.0 | +2.0 |",
+		"Like with like without the collector's timing (what each holds, not how far its heap has grown toward its goal): live heap + goroutine stacks per standby 13.0 KiB, per bare connection 11.0 KiB (+2.0);",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
