@@ -179,7 +179,7 @@ type capEnv struct {
 	// did not start (the standbymem phase's lease stack's).
 	urls []string
 	// steadyMax, when > 0, makes the bare client's settle last until its
-	// RSS stops falling, at most steadyMax (settleRSS; the standbymem
+	// RSS is steady, at most steadyMax (settleRSS; the standbymem
 	// phase's: the holder settles so).
 	steadyMax time.Duration
 }

@@ -91,10 +91,10 @@ type ClientFigures struct {
 	// start (the worker's are in its reconnects).
 	Redials    int64 `json:"redials_total"`
 	DialErrors int64 `json:"dial_errors_total,omitempty"`
-	// SettleSec, PeakRSSMB and Steady are a settle until the RSS stops
-	// falling (settleRSS; the standbymem phase's): its length, the
-	// highest RSS read from the start to the window, and whether the RSS
-	// stopped falling within the bound.
+	// SettleSec, PeakRSSMB and Steady are a settle until the RSS is
+	// steady (settleRSS; the standbymem phase's): its length, the highest
+	// RSS read from the start to the window, and whether the RSS was
+	// steady within the bound.
 	SettleSec float64 `json:"settle_s,omitempty"`
 	// LiveHeapMB is HeapAlloc read after a collection at the end (the
 	// standbymem phase's: its live heap, exact, whatever the collector's

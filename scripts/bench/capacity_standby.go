@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -25,17 +26,18 @@ import (
 // standbyMemRate is the standbymem run's feed rate (msg/s per connection).
 const standbyMemRate = 1
 
-// standbyMemSteadyMax bounds a settle until the RSS stops falling
+// standbyMemSteadyMax bounds a settle until the RSS is steady
 // (settleRSS): the holder returns the memory its placement wave left in
 // about 20–30 s (5,000 standbys).
 const standbyMemSteadyMax = 2 * time.Minute
 
-// steadyReads and steadyFall are settleRSS's rule: the RSS stopped falling
-// once the mean of the last steadyReads reads (a second apart) is no more
-// than steadyFall below the mean of the steadyReads before them.
+// steadyReads and steadyBand are settleRSS's rule: the RSS is steady once
+// the last steadyReads reads (a second apart) lie within steadyBand of
+// each other (the highest ≤ (1 + steadyBand) × the lowest): neither the
+// placement wave's rise nor the return after it.
 const (
-	steadyReads = 5
-	steadyFall  = 0.01
+	steadyReads = 10
+	steadyBand  = 0.02
 )
 
 // StandbyMemResult is the standbymem phase's run.
@@ -121,9 +123,9 @@ func (r *runner) standbyMem(ctx context.Context) error {
 		"stack": "the lease phases' local stack (devstack: dynalite, fauxqs, the ingest front, bin/feed) on " + r.leaseTransport() + "; the feed admits a standby connection beside the owner's (-allow-standby, told by the tenure header)",
 		"workers": fmt.Sprintf("two bin/streamer (the shipped worker), sinks to /dev/null: the owner starts alone and claims %s sessions started through the API with `\"standby\":{\"enabled\":true}` (the default window: 30 s / 1 MiB) at %g msg/s; then the holder starts and the owner places every standby on it; both with %s=%d, %s=24h (no session moves to the holder), %s=2000, %s=32; the standby's backstop re-read at its default (30 s)",
 			thousands(n), float64(standbyMemRate), schema.EnvMaxSessions, n+100, schema.EnvMinHold, schema.EnvClaimsPerSecond, schema.EnvHandshakesPerHost),
-		"holder": fmt.Sprintf("idle figures from an idle holder: a worker started as the holder is (the same binary and settings, no work queue) on the stack before the owner and before any session, read 3 s after its start (RSS: the mean of 3 reads a second apart; heap, stacks and MemStats after a collection; goroutines from /stats) and stopped gracefully before the owner starts (the holder itself cannot give them: the owner places standbys on it within a second or two of its start, and they were read so until this run); then the holder, once it holds %s standbys all connected (GET /status) and a settle of at least %s and until its RSS stops falling (the mean of the last %d reads a second apart no more than %g %% below the mean of the %d before; at most %s: the runtime returns the heap the placement wave left over tens of seconds, and the figure is what the standbys hold, not that return; the highest RSS read while placing and settling is given beside it): RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
-			thousands(n), sz.StandbyMemSettle, steadyReads, steadyFall*100, steadyReads, standbyMemSteadyMax, sz.StandbyMemWindow, memSamples, memSampleEvery),
-		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (at least %s and until its RSS stops falling, by the same rule) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
+		"holder": fmt.Sprintf("idle figures from an idle holder: a worker started as the holder is (the same binary and settings, no work queue) on the stack before the owner and before any session, read 3 s after its start (RSS: the mean of 3 reads a second apart; heap, stacks and MemStats after a collection; goroutines from /stats) and stopped gracefully before the owner starts (the holder itself cannot give them: the owner places standbys on it within a second or two of its start, and they were read so until this run); then the holder, once it holds %s standbys all connected (GET /status) and a settle of at least %s and until its RSS is steady (the last %d reads, a second apart, within %g %% of each other; at most %s: the runtime returns the heap the placement wave left over tens of seconds, and the figure is what the standbys hold, not that return; the highest RSS read while placing and settling is given beside it): RSS sampled every second over %s, MemStats (/debug/pprof/heap?debug=1) %d times %s apart, standby_window_bytes from /stats, a heap profile after a collection (diffed against the bare client's, site by site)",
+			thousands(n), sz.StandbyMemSettle, steadyReads, steadyBand*100, standbyMemSteadyMax, sz.StandbyMemWindow, memSamples, memSampleEvery),
+		"bare client": fmt.Sprintf("bin/bareclient as in the capacity phase's side-by-side runs (its settings there): %s connections on the same feed process, after both workers were killed (never at once), the same settle (at least %s and until its RSS is steady, by the same rule) and window (%s); above an idle bare client on the same transport", thousands(n), sz.StandbyMemSettle, sz.StandbyMemWindow),
 		"per standby": "RSS, heap in use, goroutine stacks in use and goroutines above the idle process of each kind (the holder before its standbys, an idle bare client), divided by the standbys held (the connections held); the window is standby_window_bytes ÷ the standbys; the goal: holder ≤ bare + window",
 	})
 	r.rep.StandbyMem = res
@@ -321,12 +323,12 @@ func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout ti
 	}
 }
 
-// settleRSS waits at least minWait and then until pid's RSS stops falling
-// (steadyReads, steadyFall), at most maxWait: after a wave of dials the
+// settleRSS waits at least minWait and then until pid's RSS is steady
+// (steadyReads, steadyBand), at most maxWait: after a wave of dials the
 // runtime returns the heap the wave left over tens of seconds, and a
 // window read meanwhile measures that return, not what the connections
 // hold. It returns the wait, the highest RSS read (MiB; peak0, bytes,
-// read before, counts) and whether the RSS stopped falling.
+// read before, counts) and whether the RSS was steady.
 func settleRSS(ctx context.Context, pid int, minWait, maxWait time.Duration, peak0 int64) (sec, peakMB float64, steady bool, err error) {
 	start := time.Now()
 	peak := peak0
@@ -349,20 +351,15 @@ func settleRSS(ctx context.Context, pid int, minWait, maxWait time.Duration, pea
 	}
 }
 
-// rssSteady reports whether reads (oldest first, a second apart) stopped
-// falling: the mean of the last steadyReads is no more than steadyFall
-// below the mean of the steadyReads before them.
+// rssSteady reports whether reads (oldest first, a second apart) are
+// steady: the last steadyReads within steadyBand of each other.
 func rssSteady(reads []float64) bool {
 	n := len(reads)
-	if n < 2*steadyReads {
+	if n < steadyReads {
 		return false
 	}
-	var last, prev float64
-	for i := range steadyReads {
-		last += reads[n-1-i]
-		prev += reads[n-1-steadyReads-i]
-	}
-	return last >= (1-steadyFall)*prev
+	last := reads[n-steadyReads:]
+	return slices.Max(last) <= (1+steadyBand)*slices.Min(last)
 }
 
 // measureHolder measures the holder over the settle and window, as a
@@ -550,9 +547,9 @@ func renderSettles(p printer, h, b ClientFigures) {
 		if f.SettleSec == 0 || f.Held <= 0 {
 			return who + ": not settled so"
 		}
-		steady := "its RSS stopped falling"
+		steady := "its RSS steady"
 		if !f.Steady {
-			steady = "its RSS still falling at the bound"
+			steady = "its RSS not steady at the bound"
 		}
 		return fmt.Sprintf("%s settled %.0f s (%s); its highest RSS %s: %.0f MiB, %.1f KiB per standby or connection above idle", who, f.SettleSec, steady, since, f.PeakRSSMB, (f.PeakRSSMB-f.Idle.RSSMB)*1024/float64(f.Held))
 	}
