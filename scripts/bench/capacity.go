@@ -178,6 +178,10 @@ type capEnv struct {
 	// urls, when set, are the sessions' URL patterns on a feed this env
 	// did not start (the standbymem phase's lease stack's).
 	urls []string
+	// steadyMax, when > 0, makes the bare client's settle last until its
+	// RSS is steady, at most steadyMax (settleRSS; the standbymem
+	// phase's: the holder settles so).
+	steadyMax time.Duration
 }
 
 func (e *capEnv) stop(log func(error)) {

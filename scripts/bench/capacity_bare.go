@@ -54,6 +54,8 @@ type IdleFigures struct {
 	HeapInuseMB  float64 `json:"heap_inuse_mb"`
 	StackInuseMB float64 `json:"stack_inuse_mb"`
 	Goroutines   int     `json:"goroutines"`
+	// Mem is the MemStats read with the heap and stacks (memStatKeys).
+	Mem map[string]float64 `json:"memstats,omitempty"`
 }
 
 // idleFor is the idle figures of kind on transport (zero: not measured).
@@ -79,13 +81,27 @@ type ClientFigures struct {
 	// after the window (the mean of memSamples reads).
 	HeapInuseMB  float64 `json:"heap_inuse_mb"`
 	StackInuseMB float64 `json:"stack_inuse_mb"`
-	Goroutines   int     `json:"goroutines"`
-	Reconnects   int64   `json:"reconnects_in_window"`
+	// Mem is every MemStats of memStatKeys over the same reads (their
+	// mean): where the RSS goes besides the heap and stacks in use.
+	Mem        map[string]float64 `json:"memstats,omitempty"`
+	Goroutines int                `json:"goroutines"`
+	Reconnects int64              `json:"reconnects_in_window"`
 	// Redials are the connections dialled again since the start (the
 	// ramp included); DialErrors the bare client's failed dials since the
 	// start (the worker's are in its reconnects).
-	Redials    int64       `json:"redials_total"`
-	DialErrors int64       `json:"dial_errors_total,omitempty"`
+	Redials    int64 `json:"redials_total"`
+	DialErrors int64 `json:"dial_errors_total,omitempty"`
+	// SettleSec, PeakRSSMB and Steady are a settle until the RSS is
+	// steady (settleRSS; the standbymem phase's): its length, the highest
+	// RSS read from the start to the window, and whether the RSS was
+	// steady within the bound.
+	SettleSec float64 `json:"settle_s,omitempty"`
+	// LiveHeapMB is HeapAlloc read after a collection at the end (the
+	// standbymem phase's: its live heap, exact, whatever the collector's
+	// timing; the idle process's is Idle.Mem's, read so too).
+	LiveHeapMB float64     `json:"live_heap_mb,omitempty"`
+	PeakRSSMB  float64     `json:"rss_peak_mb,omitempty"`
+	Steady     bool        `json:"steady,omitempty"`
 	GOGC       string      `json:"gogc"`
 	NumGC      int64       `json:"num_gc"` // collections so far, at the end
 	FeedCPUPct float64     `json:"feed_cpu_pct"`
@@ -308,7 +324,12 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 		return f, err
 	}
 	f.RampSec = time.Since(start).Seconds()
-	if err := sleepCtx(ctx, settle); err != nil {
+	if e.steadyMax > 0 {
+		f.SettleSec, f.PeakRSSMB, f.Steady, err = settleRSS(ctx, p.Pid(), settle, e.steadyMax, 0)
+	} else {
+		err = sleepCtx(ctx, settle)
+	}
+	if err != nil {
 		return f, err
 	}
 	s0, err := getBareStats(ctx, admin)
@@ -329,10 +350,15 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 	}
 	f.Held, f.WindowSec, f.CPUPct, f.RSSMeanMB = s1.Connections, w.seconds, w.workCPU, w.rssMean/(1<<20)
 	f.MsgRate = float64(s1.Messages-s0.Messages) / w.seconds
-	f.HeapInuseMB, f.StackInuseMB, f.NumGC = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"])
+	f.HeapInuseMB, f.StackInuseMB, f.NumGC, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), int64(mem["NumGC"]), mem
 	f.Goroutines, f.Reconnects, f.Redials, f.DialErrors = s1.Goroutines, s1.Reconnects-s0.Reconnects, s1.Reconnects, s1.DialErrors
 	f.FeedCPUPct, f.MachineCPU, f.LoadEnd = w.feedCPU, w.machineCPU, ReadLoad()
-	// Last: its collection comes after every figure above.
+	// Last: its collections come after every figure above.
+	if e.steadyMax > 0 {
+		if f.LiveHeapMB, err = liveHeapMB(ctx, admin); err != nil {
+			return f, err
+		}
+	}
 	f.HeapFile = filepath.Join(e.dir, name+"-bare-heap.pb.gz")
 	if err := fetchHeapProfile(ctx, admin, f.HeapFile); err != nil {
 		f.HeapFile, f.HeapError = "", err.Error()
@@ -469,7 +495,7 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 	if err != nil {
 		return f, err
 	}
-	f.HeapInuseMB, f.StackInuseMB = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20)
+	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	f.Goroutines, err = goroutines()
 	return f, err
 }

@@ -89,3 +89,104 @@ func TestStandbyMemGoalAndSection(t *testing.T) {
 		t.Log(md[i:])
 	}
 }
+
+// withMem gives f MemStats (bytes) at the window and at idle, from MiB
+// above idle per key: idle has 1 MiB of each key.
+func withMem(f ClientFigures, aboveMB map[string]float64) ClientFigures {
+	f.Mem, f.Idle.Mem = map[string]float64{}, map[string]float64{}
+	for _, k := range memStatKeys {
+		f.Idle.Mem[k] = 1 << 20
+		f.Mem[k] = (1 + aboveMB[k]) * (1 << 20)
+	}
+	return f
+}
+
+// The breakdown of the RSS above idle per standby: MemStats above the
+// idle process's ÷ N, the free heap kept being HeapIdle − HeapReleased,
+// and the rest what MemStats do not account for; without MemStats on
+// either side there is no table.
+func TestStandbyMemRSSParts(t *testing.T) {
+	r := standbyMemReport(33, 30, 512<<10)
+	s := r.StandbyMem
+	// 1,024 standbys: a MiB above idle is 1 KiB per standby.
+	s.Holder = withMem(s.Holder, map[string]float64{"HeapInuse": 20, "HeapIdle": 9, "HeapReleased": 1, "Stack": 1,
+		"MSpan": 0.5, "GCSys": 1, "OtherSys": 0.5, "NextGC": 30})
+	s.Bare = withMem(s.Bare, map[string]float64{"HeapInuse": 18, "HeapIdle": 3, "HeapReleased": 2, "Stack": 1, "GCSys": 1, "NextGC": 27})
+	s.Holder.GOGC = "50"
+	s.Holder.LiveHeapMB, s.Bare.LiveHeapMB = 1+12, 1+10
+	x, ok := rssPartsOf(s.Holder)
+	if !ok || !close9(x.RSS, 33) || !close9(x.HeapInuse, 20) || !close9(x.HeapKept, 8) || !close9(x.Stack, 1) || !close9(x.Meta, 2) || !close9(x.Rest, 2) || !close9(x.HeapGoal, 30) || !close9(x.Live, 12) {
+		t.Fatalf("holder parts: %+v %v", x, ok)
+	}
+	md := Render(r)
+	for _, want := range []string{
+		"above the idle process of each kind (the idle holder: a worker started as the holder is, before the owner and any session, stopped before the holder starts)",
+		"Where the RSS above idle goes, per standby or connection (Go's MemStats at the window's end, the mean of its reads, less the idle process's after a collection; GOGC 50 on both)",
+		"| RSS | 33.0 | 30.0 | +3.0 |",
+		"| heap in use (HeapInuse) | 20.0 | 18.0 | +2.0 |",
+		"| free heap kept, not returned to the OS (HeapIdle − HeapReleased) | 8.0 | 1.0 | +7.0 |",
+		"| goroutine stacks (StackInuse) | 1.0 | 1.0 | +0.0 |",
+		"| runtime metadata (MSpanInuse, MCacheInuse, GCSys, OtherSys, BuckHashSys) | 2.0 | 1.0 | +1.0 |",
+		"| the rest (RSS less the above: pages mapped and touched outside these, the binary's) | 2.0 | 9.0 | -7.0 |",
+		"| heap goal (NextGC), for scale: the runtime keeps free heap up to 10 % above it | 30.0 | 27.0 | +3.0 |",
+		"| live heap (HeapAlloc after a collection, at the end), for scale | 12.0 | 10.0 | +2.0 |",
+		"Like with like without the collector's timing (what each holds, not how far its heap has grown toward its goal): live heap + goroutine stacks per standby 13.0 KiB, per bare connection 11.0 KiB (+2.0);",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		i := strings.Index(md, "## 5d")
+		t.Log(md[i:])
+	}
+	s.Bare.Idle.Mem = nil
+	if md := Render(r); strings.Contains(md, "Where the RSS above idle goes") {
+		t.Error("a breakdown without the bare client's idle MemStats")
+	}
+}
+
+// The settle's rule: steady once the last 10 reads lie within 2 % of
+// each other, never with fewer; a rise (the placement wave's last dials)
+// followed by a fall is not steady, however their means compare.
+func TestRSSSteady(t *testing.T) {
+	flat := []float64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100}
+	for _, tc := range []struct {
+		name  string
+		reads []float64
+		want  bool
+	}{
+		{"too few", flat[:9], false},
+		{"flat", flat, true},
+		{"within 2 %", []float64{100, 101, 102, 101, 100, 102, 101, 100, 101, 102}, true},
+		{"falling 3 %", []float64{103, 103, 103, 103, 103, 100, 100, 100, 100, 100}, false},
+		{"rising 3 %", []float64{100, 100, 100, 100, 100, 103, 103, 103, 103, 103}, false},
+		{"rose, then fell (equal means)", []float64{268, 270, 272, 274, 276, 279, 281, 264, 265, 265}, false},
+		{"fell, then flat for 10 reads", []float64{300, 280, 260, 240, 220, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200}, true},
+		{"flat, then falling", []float64{200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 190, 180, 170, 160, 150}, false},
+	} {
+		if got := rssSteady(tc.reads); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The settles are said with the highest RSS per standby above idle; a
+// bound reached is said so.
+func TestStandbyMemSettlesSaid(t *testing.T) {
+	r := standbyMemReport(33, 30, 512<<10)
+	s := r.StandbyMem
+	s.Holder.SettleSec, s.Holder.PeakRSSMB, s.Holder.Steady = 27.4, 10+50, true
+	s.Bare.SettleSec, s.Bare.PeakRSSMB = 120, 10+31
+	md := Render(r)
+	want := "Settles: the holder settled 27 s (its RSS steady); its highest RSS from its start (the placement wave) to the window: 60 MiB, 50.0 KiB per standby or connection above idle; " +
+		"the bare client settled 120 s (its RSS not steady at the bound); its highest RSS from its ramp to the window: 41 MiB, 31.0 KiB per standby or connection above idle."
+	if !strings.Contains(md, want) {
+		i := strings.Index(md, "## 5d")
+		t.Fatalf("report lacks %q:\n%s", want, md[i:])
+	}
+	s.Holder.SettleSec, s.Bare.SettleSec = 0, 0
+	if strings.Contains(Render(r), "Settles:") {
+		t.Error("settles said without a settle")
+	}
+}

@@ -23,7 +23,9 @@
 //     stacks and CPU per session for both, their difference and ratio, and
 //     charts the bench draws (SVG); and a worker holding N hot standbys
 //     (standbymem) beside the bare client with N connections: RSS, heap
-//     and stacks per standby above its idle start, and the window, against
+//     and stacks per standby above an idle holder (started and stopped
+//     before the owner), each process settled until its RSS stops
+//     falling, where the RSS goes by MemStats, and the window, against
 //     issue 39's memory goal;
 //  5. stop latency: POST stop → the connection closed at the source, when
 //     the stop notification reaches the owner, a non-owner, or no worker

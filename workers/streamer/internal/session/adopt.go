@@ -51,7 +51,7 @@ func (sb *Standby) adopt(gen int64) *adoption {
 		sb.closeLocked(ErrPromoted, true)
 		return nil
 	}
-	sb.adopted = true
+	sb.adopted, sb.handed = true, make(chan struct{})
 	sb.stopPingLocked()
 	return &adoption{conn: sb.conn, raw: sb.raw, p: sb.p, entries: sb.w.takeAll()}
 }

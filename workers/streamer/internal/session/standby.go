@@ -127,7 +127,9 @@ type Standby struct {
 	win    Window
 
 	// handed is closed once Run's goroutine stopped reading an adopted
-	// connection (handErr: the read error it met, if that is how).
+	// connection (handErr: the read error it met, if that is how); made
+	// by the adoption (under mu, with adopted), since most standbys are
+	// never adopted (a channel is 112 B of every standby).
 	handed chan struct{}
 
 	mu         sync.Mutex
@@ -155,7 +157,7 @@ type Standby struct {
 // (the tenure header's "<worker>/standby/<standbyEpoch>"), keeping win.
 func NewStandby(env *Env, it lease.Item, worker string, standbyEpoch int64, win Window) *Standby {
 	sb := &Standby{env: env, id: it.ConnectionID, worker: worker, epoch: standbyEpoch, win: win,
-		handed: make(chan struct{}), item: it, checkpoint: it.LastSeq}
+		item: it, checkpoint: it.LastSeq}
 	sb.w.budget = env.Standbys
 	s := &Session{env: env, since: time.Now(), wake: make(chan struct{}, 1),
 		ended: make(chan struct{}), ext: &sessionExt{standby: sb}}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -532,5 +533,52 @@ func TestWindowArrayFollowsWhatItKeeps(t *testing.T) {
 		if w.buf[j].seq != int64(2100+j-w.head) {
 			t.Fatalf("order: slot %d holds %d", j, w.buf[j].seq)
 		}
+	}
+}
+
+// A standby's steady window at 1 msg/s (a message, then the owner's
+// position trimming the one before it, every second), after the messages
+// read before the owner's first positions, lives in an array of at most
+// windowKeepCap entries, 224 B (the 224-byte size class: every standby
+// keeps one), and pushes and trims without allocating.
+func TestSteadyWindowArrayIsSmall(t *testing.T) {
+	now := time.Now().UnixNano()
+	es := make([]entry, 2000)
+	for i := range es {
+		es[i] = entryOf(now, int64(i+1), "m")
+	}
+	w := window{}
+	// The placement: 20 messages before the owner's first positions.
+	for i := range 20 {
+		w.push(es[i], Window{}, now)
+	}
+	w.trim(es[18].seq)
+	for i := 20; i < 30; i++ {
+		w.push(es[i], Window{}, now)
+		w.trim(es[i-1].seq)
+	}
+	i := 30
+	allocs := testing.AllocsPerRun(1000, func() {
+		w.push(es[i], Window{}, now)
+		w.trim(es[i-1].seq)
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per message and trim, want 0", allocs)
+	}
+	if w.len() != 1 || cap(w.buf) > windowKeepCap || uintptr(cap(w.buf))*unsafe.Sizeof(entry{}) > 224 {
+		t.Fatalf("%d kept, cap %d (%d B); want 1 kept in ≤ %d entries, ≤ 224 B", w.len(), cap(w.buf), uintptr(cap(w.buf))*unsafe.Sizeof(entry{}), windowKeepCap)
+	}
+}
+
+// NewStandby allocates the standby, its shadow session with that
+// session's two channels (wake, ended) and its extension: 5 objects. The
+// handover channel is made by the adoption, which most standbys never
+// meet (it was a sixth, 112 B of every standby).
+func TestNewStandbyAllocations(t *testing.T) {
+	env := &Env{Config: testConfig()}
+	it := lease.Item{ConnectionID: "s1", LastSeq: lease.NoSeq}
+	if n := testing.AllocsPerRun(100, func() { _ = NewStandby(env, it, "w1", 1, Window{}) }); n > 5 {
+		t.Fatalf("NewStandby: %.0f allocations, want ≤ 5", n)
 	}
 }

@@ -96,9 +96,12 @@ func (w *window) evict() {
 
 // windowKeepCap is the most entries an emptied window keeps room for: a
 // steady window (the messages of about a second, the owner's positions
-// trimming it every second) reuses it; a larger array, grown by a burst
-// or by the time before the owner's first positions, goes.
-const windowKeepCap = 8
+// trimming it every second: at 1 msg/s, the kept one, the next, and the
+// one after before the trim moves them to the front) reuses it; a larger
+// array, grown by a burst or by the time before the owner's first
+// positions, goes. 4 entries are 224 B, a size class (8 were 448 B: every
+// standby kept it).
+const windowKeepCap = 4
 
 // pop forgets the oldest entry and gives its bytes back. The array holds
 // at most about twice the kept entries (or windowKeepCap): the kept ones
