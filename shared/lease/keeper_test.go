@@ -624,6 +624,40 @@ func TestOutageLongerThanTheTTLDeclaresNobodyDead(t *testing.T) {
 	}
 }
 
+// A tenure given to a receiver is taken by it while the giver is alive,
+// resuming after the giver's final checkpoint; nobody else can take it
+// with what the giver sent (the secret is of that tenure only), and the
+// giver's fallback release then loses.
+func TestGivenTenureTakenByItsReceiver(t *testing.T) {
+	r := newRig(t, started("a"))
+	w1, _ := r.keeper("w1")
+	w2, _ := r.keeper("w2")
+	w3, _ := r.keeper("w3")
+	h := r.acquire(w1, "a")
+	h.Observe(7)
+	g, err := w1.Give(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Err() == nil {
+		t.Fatal("the given tenure still held by its giver")
+	}
+	got, err := w2.AcquireGiven(r.ctx, "a", g)
+	if err != nil || got.Epoch() != 2 || got.LastSeq() != 7 {
+		t.Fatalf("the receiver's acquire of the given tenure: %v (epoch %d, last seq %d)", err, got.Epoch(), got.LastSeq())
+	}
+	if _, err := w3.AcquireGiven(r.ctx, "a", g); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("another worker with the giver's message: %v, want ErrHeld", err)
+	}
+	forged := lease.Given{Token: lease.Token{ConnectionID: "a", Owner: "w2", Epoch: 2}, Seq: 7, Secret: g.Secret}
+	if _, err := w3.AcquireGiven(r.ctx, "a", forged); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("the receiver's live tenure named with the giver's secret: %v, want ErrHeld", err)
+	}
+	if err := w1.HandoffGiven(r.ctx, g, "w2"); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("the giver's fallback after the receiver took it: %v, want ErrLeaseLost", err)
+	}
+}
+
 // A directed hand-off keeps the session for its receiver: another worker
 // takes it only once the reservation is older than HandoffBound (its own
 // wall clock), or at once when the receiver is seen draining or not alive.
@@ -634,8 +668,11 @@ func TestHandoffReservationBound(t *testing.T) {
 	w3, _ := r.keeper("w3")
 	cfg := w1.Config()
 	for _, id := range []string{"a", "b", "c"} {
-		h := r.acquire(w1, id)
-		if err := w1.Handoff(r.ctx, h, "w2"); err != nil {
+		g, err := w1.Give(r.acquire(w1, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w1.HandoffGiven(r.ctx, g, "w2"); err != nil { // the receiver did not take it
 			t.Fatal(err)
 		}
 	}

@@ -153,29 +153,11 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	return nil
 }
 
-// Handoff ends h and releases it reserved for worker to (a rebalancing
-// move): the final checkpoint, then the release; to may take it at once,
-// anyone else after HandoffBound. Like Release, the caller has stopped
-// using the session first.
-func (k *Keeper) Handoff(ctx context.Context, h *Held, to string) error {
-	h.end(ErrReleased)
-	k.forget(h)
-	if err := k.fenced(); err != nil {
-		return fmt.Errorf("hand off %s: %w", h.token, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-	defer cancel()
-	if err := k.store.Handoff(ctx, h.token, h.LastSeq(), to, k.clk.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("hand off %s to %s: %w", h.token, to, err)
-	}
-	return nil
-}
-
 // Give ends h here without a write, for a directed hand-off that names its
 // receiver the tenure (Keeper.AcquireGiven there) instead of releasing it:
 // the caller has stopped using the session (closed, flushed) first, and
 // acts for it no more; if the receiver does not take it, HandoffGiven ends
-// the tenure as Handoff would have. A fenced worker gives nothing
+// the tenure with a release reserved for the receiver. A fenced worker gives nothing
 // (ErrUntrusted): its sessions are taken over once it is declared dead.
 func (k *Keeper) Give(h *Held) (Given, error) {
 	h.end(ErrReleased)
@@ -187,8 +169,8 @@ func (k *Keeper) Give(h *Held) (Given, error) {
 }
 
 // HandoffGiven ends a tenure this worker gave (Give) and its receiver did
-// not take: released with its final checkpoint, reserved for to, as Handoff
-// does. ErrLeaseLost: the receiver (or, once this worker was seen gone,
+// not take: released with its final checkpoint, reserved for to
+// (Store.Handoff), so that only to may take it until HandoffBound lapses. ErrLeaseLost: the receiver (or, once this worker was seen gone,
 // another) took it after all.
 func (k *Keeper) HandoffGiven(ctx context.Context, g Given, to string) error {
 	if err := k.fenced(); err != nil {
