@@ -269,11 +269,10 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 // after the hand-off bound) can win.
 const handoffPath = "/handoff"
 
-// handoffTimes are when a directed hand-off's release was written and when
-// the receiver (or, failing that, the work queue) was told.
 // handoffTimes are a hand-off's steps: released, when the tenure was
 // ended here (given: no write; else the release's write returned); at, when
-// the receiver had been told (given: it had acquired).
+// the receiver (or, failing that, the work queue) had been told (given: it
+// had acquired).
 type handoffTimes struct {
 	released, at time.Time
 	given        bool
