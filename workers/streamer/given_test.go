@@ -2,8 +2,10 @@ package streamer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -96,4 +98,60 @@ func (s *countingTenures) Release(ctx context.Context, t lease.Token, lastSeq in
 func (s *countingTenures) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	s.calls.add(t.ConnectionID, func(c *sessionCalls) { c.ended[s.worker]++ })
 	return s.Store.Handoff(ctx, t, lastSeq, to, atMs)
+}
+
+// A receiver whose acquire of a given tenure outlives the giver's call (a
+// throttled table: the SDK's retries) and then fails keeps claiming the
+// session itself: the giver's fallback tell finds that claim in flight and
+// adds none, so without it the session stayed dark until its reservation
+// lapsed (found by the fleet simulation's deploy, 7 s).
+func TestGivenAcquireOutlivingTheGiversCallStillMoves(t *testing.T) {
+	e := newEnv(t)
+	// b's store calls may take 1.2 s (its bound, the most its TTL allows),
+	// and the first acquire takes 1.15 s: longer than the giver's call (1 s),
+	// which then releases the session reserved for b and tells b while b's
+	// acquire is still in flight.
+	slow := &slowFirstAcquire{hold: 1150 * time.Millisecond}
+	e.storeFor = func(w string, st lease.Store) lease.Store {
+		if w != "w2" {
+			return st
+		}
+		slow.Store = st
+		return slow
+	}
+	b := e.moveToNewWorker(t, func(c *Config) { c.StoreTimeout = 1200 * time.Millisecond }, func(*testWorker) {})
+	testwait.Eventually(t, 4*reservationBound, "an acquire held past the giver's call", func() bool { return slow.id() != "" })
+	e.movedPromptly(t, slow.id(), b)
+}
+
+// slowFirstAcquire holds the first acquire for hold (or until its context
+// ends) and fails it as a store timeout; the others go through.
+type slowFirstAcquire struct {
+	lease.Store
+	hold  time.Duration
+	mu    sync.Mutex
+	first string
+}
+
+func (s *slowFirstAcquire) id() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first
+}
+
+func (s *slowFirstAcquire) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
+	s.mu.Lock()
+	first := s.first == ""
+	if first {
+		s.first = id
+	}
+	s.mu.Unlock()
+	if !first {
+		return s.Store.Acquire(ctx, id, owner, from)
+	}
+	select {
+	case <-time.After(s.hold):
+	case <-ctx.Done():
+	}
+	return lease.Item{}, fmt.Errorf("acquire %s: injected: the store request timed out", id)
 }

@@ -515,18 +515,32 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	}
 	if given != nil {
 		// Answered once the acquire is done, for the giver to know
-		// whether to release the tenure instead; nothing retried here
-		// (the giver's release and tell take over).
-		defer done()
+		// whether to release the tenure instead.
 		out, err := w.claim(w.hardCtx, id, nil, given, told.UnixMilli(), false)
-		if out != claim.Acquired {
-			if err != nil {
-				w.log.Debug().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off: the given tenure not taken")
-			}
-			writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
+		if out == claim.Acquired {
+			done()
+			writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})
 			return
 		}
-		writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})
+		if err != nil {
+			w.log.Debug().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off: the given tenure not taken")
+		}
+		// A transient failure (a store timeout, a throttle): this worker
+		// keeps claiming it, as the giver's tell would have it do, with the
+		// given tenure, which also takes the session once the giver
+		// released it reserved for this worker; until then the giver's
+		// tell finds the claim in flight and adds none. Found by the fleet
+		// simulation (a deploy on a throttled table: the receiver's acquire
+		// outlived the giver's call, the tell that followed was dropped as
+		// already claiming, and the session stayed dark until its
+		// reservation lapsed, 7 s).
+		if !transientClaim(out, w.running()) || !w.routines.Go(func() {
+			defer done()
+			w.claimHandedOff(id, nil, given, told, false)
+		}) {
+			done()
+		}
+		writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
 		return
 	}
 	started := w.routines.Go(func() {
@@ -541,7 +555,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		// A move (no previous tenure named) is paced by its sender; a
 		// takeover's part arrives all at once and is admitted like any
 		// burst of claims.
-		w.claimHandedOff(id, prev, told, prev != nil)
+		w.claimHandedOff(id, prev, nil, told, prev != nil)
 	})
 	if !started {
 		done()

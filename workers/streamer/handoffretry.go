@@ -87,12 +87,15 @@ func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string, fp uin
 // transient failure is claim.Failed (a store timeout, a throttle), or
 // claim.Draining while the worker still runs: its trust lapsed (a late
 // heartbeat), and a heartbeat may restore it before the reservation lapses.
-func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, paced bool) {
+// given, when set, is the tenure its owner gave this worker, whose first
+// acquire failed transiently: each attempt names it (it also takes the
+// session once the giver released it reserved for this worker).
+func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given, told time.Time, paced bool) {
 	clk := w.deps.Clock
 	lapse := told.Add(w.keeper.Config().HandoffBound)
 	for attempt := 1; ; attempt++ {
-		out, err := w.claim(w.hardCtx, id, prev, nil, told.UnixMilli(), paced)
-		if !(out == claim.Failed || out == claim.Draining && w.running()) || w.hardCtx.Err() != nil {
+		out, err := w.claim(w.hardCtx, id, prev, given, told.UnixMilli(), paced)
+		if !transientClaim(out, w.running()) || w.hardCtx.Err() != nil {
 			if err != nil {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")
 			} else if attempt > 1 {
@@ -110,6 +113,13 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, told time.Time, pa
 			return
 		}
 	}
+}
+
+// transientClaim reports whether a hand-off's claim that ended with out may
+// succeed if tried again: a store timeout or a throttle (claim.Failed), or
+// the worker's trust lapsed while it still runs.
+func transientClaim(out claim.Outcome, running bool) bool {
+	return out == claim.Failed || out == claim.Draining && running
 }
 
 // running reports whether the worker is running (neither starting nor

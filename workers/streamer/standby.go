@@ -512,7 +512,7 @@ func (w *Worker) standbysFor(owner string) []promotion {
 // background; told is when this worker learned of the death.
 func (w *Worker) promote(ps []promotion, told time.Time) {
 	for _, p := range ps {
-		w.routines.Go(func() { w.claimHandedOff(p.id, p.prev, told, false) })
+		w.routines.Go(func() { w.claimHandedOff(p.id, p.prev, nil, told, false) })
 	}
 }
 
