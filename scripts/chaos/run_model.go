@@ -67,11 +67,11 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 				return err
 			}
 			for _, id := range hot {
-				if err := m.HotKey(ctx, table, schema.CheckpointKey(id), hotKeyFraction, s.Hold); err != nil {
+				if err := m.HotKey(ctx, table, id, hotKeyFraction, s.Hold); err != nil {
 					return err
 				}
 			}
-			note = fmt.Sprintf("the table held at %.1f %% of its warm throughput, %v's checkpoint key at %.2f %% of a partition's", 100*throttleFraction, hot, 100*hotKeyFraction)
+			note = fmt.Sprintf("the table held at %.1f %% of its warm throughput, %v's session key (its checkpoints and ownership writes) at %.2f %% of a partition's", 100*throttleFraction, hot, 100*hotKeyFraction)
 		} else {
 			if err := errors.Join(m.Storm(ctx, dynamodel.FaultBefore, stormBefore, s.Hold), m.Storm(ctx, dynamodel.FaultAfter, stormAfter, s.Hold),
 				m.Storm(ctx, dynamodel.FaultDrop, stormDropShare, s.Hold)); err != nil {

@@ -52,8 +52,9 @@ type Item struct {
 	HandoffTo   string
 	HandoffAtMs int64
 	Epoch       int64 // per-session fencing token: +1 on every acquire
-	// LastSeq is where delivery resumes: ResumeSeq of the checkpoint item's
-	// last_seq and ReleaseSeq; NoSeq when neither is set.
+	// LastSeq is where delivery resumes: ResumeSeq of the session's
+	// last_seq (its checkpoint) and ReleaseSeq; NoSeq when neither is set.
+	// A store that seeds an item (Put) stores it as last_seq.
 	LastSeq int64
 	// ReleaseSeq is the final checkpoint the last release (or fail) wrote
 	// on the session item itself, so that ending a tenure is one write;
@@ -377,9 +378,9 @@ type SessionStore interface {
 	// STARTED and not FAILED and has no owner, is already owner's, or is
 	// still from.Prev's tenure (a worker the caller saw not alive), and is
 	// not reserved by a directed hand-off for another worker than owner or
-	// from.Bypass; then it clears the reservation, fences the checkpoint
-	// item at the new epoch and returns the item with the checkpointed
-	// LastSeq. A session owned by someone else fails with a *HeldError
+	// from.Bypass; then it clears the reservation and returns the item
+	// with the checkpointed LastSeq (the checkpoint is on the session item:
+	// the new epoch fences the last owner's checkpoints in the same write). A session owned by someone else fails with a *HeldError
 	// naming the current tenure, a reserved one with a *ReservedError.
 	//
 	// The standby (AcquireDropsStandby): an acquire by the session's
@@ -392,7 +393,7 @@ type SessionStore interface {
 	// An acquire of an unowned session (a hand-off's included) keeps
 	// another worker's standby: it stands by for the new owner.
 	Acquire(ctx context.Context, id, owner string, from From) (Item, error)
-	// Checkpoint moves last_seq forward while t holds the checkpoint item.
+	// Checkpoint moves the session's last_seq forward while t is its tenure.
 	Checkpoint(ctx context.Context, t Token, lastSeq int64) error
 	// Release removes t's ownership and records its final checkpoint
 	// lastSeq as the session's release_seq, in one write of the session

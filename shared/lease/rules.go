@@ -229,21 +229,13 @@ func AcquiredUnawares(it *Item, owner string) bool {
 	return it != nil && it.Owner == owner && CanAcquire(it, owner, From{}) != nil
 }
 
-// CanFenceCheckpoint decides the acquire's second write, on the checkpoint
-// item of session t.ConnectionID (ckptOwner and ckptEpoch as stored, epoch 0
-// when there is none): no later tenure may have fenced it.
-func CanFenceCheckpoint(ckptOwner string, ckptEpoch int64, t Token) error {
-	if ckptEpoch < t.Epoch || (ckptEpoch == t.Epoch && ckptOwner == t.Owner) {
-		return nil
-	}
-	return ErrLeaseLost
-}
-
-// CanCheckpoint decides a checkpoint by t of lastSeq on a checkpoint item
-// fenced by (ckptOwner, ckptEpoch) holding stored (NoSeq: none).
-func CanCheckpoint(ckptOwner string, ckptEpoch, stored int64, t Token, lastSeq int64) error {
+// CanCheckpoint decides a checkpoint by t of lastSeq on a session item
+// owned by (owner, epoch) whose last_seq is stored (NoSeq: none): the
+// checkpoint shares the item with the tenure, so every acquire fences it
+// (its epoch) in the same write, and a deposed owner's checkpoint fails.
+func CanCheckpoint(owner string, epoch, stored int64, t Token, lastSeq int64) error {
 	switch {
-	case ckptOwner != t.Owner || ckptEpoch != t.Epoch:
+	case owner != t.Owner || epoch != t.Epoch:
 		return ErrLeaseLost
 	case stored > lastSeq:
 		return ErrSeqRegress
@@ -252,7 +244,7 @@ func CanCheckpoint(ckptOwner string, ckptEpoch, stored int64, t Token, lastSeq i
 }
 
 // ResumeSeq is where a new tenure resumes: after the larger of the
-// checkpoint item's last_seq and the session item's release_seq (NoSeq, the
+// session's last_seq and its release_seq (NoSeq, the
 // smallest, when a side has none). Every tenure starts from it, so a release
 // never records less than any checkpoint before it, and a checkpoint
 // written after a release (by a tenure that took over) never less than it.

@@ -9,12 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -40,9 +38,8 @@ const (
 	OpDeclareDead = "declare_dead"
 	OpLeave       = "leave"
 	OpMarkDone    = "mark_done"
-	// Ownership (session items and the acquire's fence of the checkpoint).
+	// Ownership (session items).
 	OpAcquire   = "acquire"
-	OpFence     = "acquire_fence"
 	OpRelease   = "release"
 	OpHandoff   = "handoff"
 	OpFail      = "fail"
@@ -51,7 +48,8 @@ const (
 	// The hot standby (one write of the session item each).
 	OpAssignStandby = "assign_standby"
 	OpDropStandby   = "drop_standby"
-	// Checkpoints (also the final checkpoint of a release or fail).
+	// Checkpoints (the session item's last_seq; a release or fail writes
+	// its final one as release_seq, under its own kind).
 	OpCheckpoint = "checkpoint"
 	// Reads.
 	OpGet         = "get"
@@ -77,7 +75,7 @@ const (
 
 var allOps = map[string]string{
 	OpRegister: CatLiveness, OpHeartbeat: CatLiveness, OpDeclareDead: CatLiveness, OpLeave: CatLiveness, OpMarkDone: CatLiveness,
-	OpAcquire: CatOwnership, OpFence: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership, OpDisown: CatOwnership,
+	OpAcquire: CatOwnership, OpRelease: CatOwnership, OpHandoff: CatOwnership, OpFail: CatOwnership, OpNoteError: CatOwnership, OpDisown: CatOwnership,
 	OpAssignStandby: CatOwnership, OpDropStandby: CatOwnership,
 	OpCheckpoint: CatCheckpoint,
 	OpGet:        CatReads, OpGetWorker: CatReads, OpGetWorkers: CatReads, OpListWorkers: CatReads, OpUnowned: CatReads, OpOwnedBy: CatReads,
@@ -588,7 +586,7 @@ func toLease(r *sessionitem.Item) lease.Item {
 	if r.ReleaseSeq != nil {
 		it.ReleaseSeq = *r.ReleaseSeq
 	}
-	it.LastSeq = it.ReleaseSeq // until the checkpoint item is read
+	it.LastSeq = lease.ResumeSeq(seqOf(r.LastSeq), it.ReleaseSeq)
 	return it
 }
 
@@ -605,21 +603,12 @@ func session(m map[string]types.AttributeValue) (*lease.Item, error) {
 	return &it, nil
 }
 
-// checkpointOf decodes a checkpoint item (nil: absent): owner, epoch and
-// last_seq (NoSeq when none).
-func checkpointOf(m map[string]types.AttributeValue) (owner string, epoch, seq int64, err error) {
-	if m == nil {
-		return "", 0, lease.NoSeq, nil
+// seqOf is a stored sequence number (NoSeq: absent).
+func seqOf(p *int64) int64 {
+	if p == nil {
+		return lease.NoSeq
 	}
-	c, err := sessionitem.DecodeCheckpoint(m)
-	if err != nil {
-		return "", 0, lease.NoSeq, err
-	}
-	seq = lease.NoSeq
-	if c.LastSeq != nil {
-		seq = *c.LastSeq
-	}
-	return c.CkptOwner, c.CkptEpoch, seq, nil
+	return *p
 }
 
 // owned is the condition that t is still the session's tenure.
@@ -633,10 +622,11 @@ func notFailed() expression.ConditionBuilder {
 }
 
 // Acquire implements lease.Store: the session write (ALL_OLD: the item
-// after is the item before with the new tenure), then, side by side, the
-// read of its spec item and the fence of the checkpoint item at the new
-// epoch, which returns its last_seq: the tenure resumes after the larger
-// of it and the session's release_seq.
+// after is the item before with the new tenure), then the read of its spec
+// item unless from names the content it has. The checkpoint is on the same
+// item, so the write fences the last owner's checkpoints (its epoch) and
+// its ALL_OLD answer holds last_seq: the tenure resumes after the larger of
+// it and the session's release_seq, with no second write.
 //
 // Whether the write removes the standby (lease.AcquireDropsStandby) is
 // part of its condition: the write assumes one answer (removes it when
@@ -700,28 +690,15 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
 	}
-	t := lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
-	// The spec's read and the fence go side by side: neither needs the
-	// other, and the caller acts on neither before both have answered
-	// (one round trip after the write, not two).
-	var specErr error
-	var spec sync.WaitGroup
-	spec.Go(func() { specErr = s.acquiredSpec(ctx, it, after, from.Spec) })
-	seq, err := s.fence(ctx, t)
-	spec.Wait()
-	if err != nil {
+	if err := s.acquiredSpec(ctx, it, after, from.Spec); err != nil {
+		// Nobody would run the session: the tenure ends here (as when an
+		// earlier attempt took it unawares).
+		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
+		if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
+			return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure: %w)", t, err, rerr)
+		}
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, err)
 	}
-	if specErr != nil {
-		// Nobody would run the session: the tenure ends here (as when an
-		// earlier attempt took it unawares). Its fence is harmless: the
-		// next tenure's epoch is higher and fences over it.
-		if rerr := s.Release(ctx, t, lease.NoSeq); rerr != nil && !errors.Is(rerr, lease.ErrLeaseLost) {
-			return lease.Item{}, fmt.Errorf("acquire %s: %w (and ending the tenure: %w)", t, specErr, rerr)
-		}
-		return lease.Item{}, fmt.Errorf("acquire %s: %w", t, specErr)
-	}
-	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
 	return *it, nil
 }
 
@@ -936,31 +913,10 @@ func (s *Store) acquiredSpec(ctx context.Context, it *lease.Item, raw map[string
 	}
 }
 
-// fence makes t the writer of the checkpoint item unless a later tenure
-// already is (ErrLeaseLost), and returns its last_seq.
-func (s *Store) fence(ctx context.Context, t lease.Token) (int64, error) {
-	key := schema.CheckpointKey(t.ConnectionID)
-	u := expression.Set(sessionitem.CkptOwner, v(t.Owner)).Set(sessionitem.CkptEpoch, v(t.Epoch))
-	c := expression.AttributeNotExists(sessionitem.Pk).
-		Or(sessionitem.CkptEpoch.LessThan(v(t.Epoch)), sessionitem.CkptEpoch.Equal(v(t.Epoch)).And(sessionitem.CkptOwner.Equal(v(t.Owner))))
-	old, failed, err := s.update(ctx, OpFence, key, u, c, types.ReturnValueAllOld)
-	if err != nil {
-		return 0, err
-	}
-	owner, epoch, seq, derr := checkpointOf(old)
-	if derr != nil {
-		return 0, derr
-	}
-	if failed {
-		return 0, lease.ClassifyOwnerWrite(nil, func(*lease.Item) error { return lease.CanFenceCheckpoint(owner, epoch, t) })
-	}
-	s.meters[OpFence].wrote(old, with(old, map[string]types.AttributeValue{
-		schema.AttrPk: str(key), schema.AttrCkptOwner: str(t.Owner), schema.AttrCkptEpoch: num(t.Epoch),
-	}))
-	return seq, nil
-}
-
-// Checkpoint implements lease.Store: one write of the checkpoint item.
+// Checkpoint implements lease.Store: one write of the session item's
+// last_seq, conditional on t's tenure (owner and epoch) and forward only.
+// No index projects last_seq, so it moves no index entry: 1 write unit
+// while the session item is below 1 KB (its spec is in its own item).
 func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
 	if lastSeq == lease.NoSeq {
 		return nil
@@ -972,10 +928,8 @@ func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) er
 }
 
 func (s *Store) checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
-	key := schema.CheckpointKey(t.ConnectionID)
-	c := sessionitem.CkptOwner.Equal(v(t.Owner)).And(sessionitem.CkptEpoch.Equal(v(t.Epoch)),
-		expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(v(lastSeq))))
-	old, failed, err := s.update(ctx, OpCheckpoint, key, expression.Set(sessionitem.LastSeq, v(lastSeq)), c, types.ReturnValueAllOld)
+	c := owned(t).And(expression.AttributeNotExists(sessionitem.LastSeq).Or(sessionitem.LastSeq.LessThanEqual(v(lastSeq))))
+	old, failed, err := s.update(ctx, OpCheckpoint, t.ConnectionID, expression.Set(sessionitem.LastSeq, v(lastSeq)), c, types.ReturnValueAllOld)
 	if err != nil {
 		return err
 	}
@@ -983,11 +937,15 @@ func (s *Store) checkpoint(ctx context.Context, t lease.Token, lastSeq int64) er
 		if old == nil {
 			return lease.ErrLeaseLost
 		}
-		owner, epoch, stored, err := checkpointOf(old)
+		r, err := sessionitem.Decode(old)
 		if err != nil {
 			return err
 		}
-		return lease.ClassifyOwnerWrite(nil, func(*lease.Item) error { return lease.CanCheckpoint(owner, epoch, stored, t, lastSeq) })
+		// Classified on the stored last_seq itself, not the resume point
+		// (which release_seq may raise): the condition named only it.
+		return lease.ClassifyOwnerWrite(nil, func(*lease.Item) error {
+			return lease.CanCheckpoint(r.LeaseOwner, r.LeaseEpoch, seqOf(r.LastSeq), t, lastSeq)
+		})
 	}
 	s.meters[OpCheckpoint].wrote(old, with(old, map[string]types.AttributeValue{schema.AttrLastSeq: num(lastSeq)}))
 	return nil
@@ -1042,8 +1000,7 @@ func (s *Store) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to st
 }
 
 // The final checkpoint rides on the session write as release_seq (never
-// below one stored), so ending a tenure is one write; the checkpoint item
-// keeps the tenure's fence until the next acquire moves it.
+// below one stored), so ending a tenure is one write.
 func (s *Store) release(ctx context.Context, op string, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	shard := schema.UnownedShardOf(t.ConnectionID)
 	startedU := expression.Remove(sessionitem.LeaseOwner).Set(sessionitem.UnownedShard, v(shard))
@@ -1184,9 +1141,9 @@ func (s *Store) Disown(ctx context.Context, t lease.Token) error {
 	return nil
 }
 
-// Get implements lease.Store: one consistent BatchGetItem of the session
-// and its checkpoint item, then a consistent GetItem of the spec item the
-// session names (none for an inline item). A spec item superseded and
+// Get implements lease.Store: one consistent GetItem of the session item
+// (its checkpoint with it), then one of the spec item the session names
+// (none for an inline item). A spec item superseded and
 // deleted in between sends it back to the session.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	for attempt := 1; ; attempt++ {
@@ -1209,51 +1166,21 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	}
 }
 
-// get reads the session and its checkpoint item: the session (its Spec
-// only if inline) and its item as stored.
+// get reads the session item consistently: the session (its Spec only if
+// inline; its checkpoint) and its item as stored.
 func (s *Store) get(ctx context.Context, id string) (lease.Item, sessionitem.Item, error) {
-	m := s.meters[OpGet]
-	keys := []map[string]types.AttributeValue{sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id))}
-	found := map[string]map[string]types.AttributeValue{}
-	for attempt := 0; len(keys) > 0; attempt++ {
-		if attempt == 5 {
-			return lease.Item{}, sessionitem.Item{}, fmt.Errorf("unprocessed keys after %d attempts", attempt)
-		}
-		m.reads.Add(1)
-		out, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-			s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
-		}})
-		if err != nil {
-			return lease.Item{}, sessionitem.Item{}, err
-		}
-		for _, it := range out.Responses[s.table] {
-			if k, ok := it[schema.AttrPk].(*types.AttributeValueMemberS); ok {
-				found[k.Value] = it
-			}
-		}
-		processed := len(keys)
-		keys = out.UnprocessedKeys[s.table].Keys
-		processed -= len(keys)
-		// Each key read is billed on its own item's size (at least 1).
-		m.readHalves.Add(2 * int64(processed))
-		for _, it := range out.Responses[s.table] {
-			m.readHalves.Add(2 * (ConsistentReadUnits(ItemSize(it)) - 1))
-		}
+	m, err := s.read(ctx, OpGet, id)
+	if err != nil {
+		return lease.Item{}, sessionitem.Item{}, err
 	}
-	if found[id] == nil {
+	if m == nil {
 		return lease.Item{}, sessionitem.Item{}, lease.ErrNotFound
 	}
-	r, err := sessionitem.Decode(found[id])
+	r, err := sessionitem.Decode(m)
 	if err != nil {
 		return lease.Item{}, sessionitem.Item{}, err
 	}
-	it := toLease(&r)
-	_, _, seq, err := checkpointOf(found[schema.CheckpointKey(id)])
-	if err != nil {
-		return lease.Item{}, sessionitem.Item{}, err
-	}
-	it.LastSeq = lease.ResumeSeq(seq, it.ReleaseSeq)
-	return it, r, nil
+	return toLease(&r), r, nil
 }
 
 // Unowned implements lease.Store: queries of the by_unowned shards (limit
@@ -1304,8 +1231,8 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 // Encode is the session item of it as ingest writes it (tests and the
 // benchmark seed with it): in the by_state index, and in by_unowned while
 // STARTED, not FAILED and without owner; its Spec is in its spec item
-// (EncodeSpec; the ref is SpecRef of its generation). Its LastSeq belongs
-// to the checkpoint item (EncodeCheckpoint).
+// (EncodeSpec; the ref is SpecRef of its generation); its LastSeq, when
+// set, is its checkpoint (last_seq).
 func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	gen := it.Generation
 	r := sessionitem.Item{
@@ -1320,6 +1247,10 @@ func Encode(it lease.Item) (map[string]types.AttributeValue, error) {
 	}
 	if it.DesiredState == schema.StateStarted && it.Owner == "" && !it.Failed() {
 		r.UnownedShard = schema.UnownedShardOf(it.ConnectionID)
+	}
+	if it.LastSeq != lease.NoSeq {
+		seq := it.LastSeq
+		r.LastSeq = &seq
 	}
 	return sessionitem.Encode(r)
 }
@@ -1341,23 +1272,8 @@ func EncodeSpec(it lease.Item) (map[string]types.AttributeValue, error) {
 	return sessionitem.EncodeSpec(it.ConnectionID, SpecRef(it), it.Spec)
 }
 
-// EncodeCheckpoint is the checkpoint item of it (nil when it has no
-// LastSeq), fenced by its tenure.
-func EncodeCheckpoint(it lease.Item) (map[string]types.AttributeValue, error) {
-	if it.LastSeq == lease.NoSeq {
-		return nil, nil
-	}
-	seq := it.LastSeq
-	m, err := attributevalue.MarshalMap(sessionitem.Checkpoint{Key: schema.CheckpointKey(it.ConnectionID), LastSeq: &seq, CkptOwner: it.Owner, CkptEpoch: it.Epoch})
-	if err != nil {
-		return nil, fmt.Errorf("encode checkpoint of %s: %w", it.ConnectionID, err)
-	}
-	return m, nil
-}
-
-// Seed writes it (its spec item, then the session item and, when it has a
-// LastSeq, its checkpoint item) whole, as ingest and earlier tenures would
-// have.
+// Seed writes it (its spec item, then the session item, its LastSeq as
+// last_seq) whole, as ingest and earlier tenures would have.
 func Seed(ctx context.Context, api API, table string, it lease.Item) error {
 	sp, err := EncodeSpec(it)
 	if err != nil {
@@ -1374,13 +1290,6 @@ func Seed(ctx context.Context, api API, table string, it lease.Item) error {
 	}
 	if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: m}); err != nil {
 		return fmt.Errorf("seed %s: %w", it.ConnectionID, err)
-	}
-	ck, err := EncodeCheckpoint(it)
-	if err != nil || ck == nil {
-		return err
-	}
-	if _, err := api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: ck}); err != nil {
-		return fmt.Errorf("seed checkpoint of %s: %w", it.ConnectionID, err)
 	}
 	return nil
 }

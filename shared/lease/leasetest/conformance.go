@@ -23,8 +23,8 @@ type Harness struct {
 	Store lease.Store
 	// Put writes a whole session as ingest (and earlier tenures) would
 	// have: the session item, in the unowned index while STARTED, not
-	// FAILED and without owner, and its checkpoint (fenced by the item's
-	// owner and epoch) when LastSeq is not NoSeq.
+	// FAILED and without owner, with its checkpoint (last_seq) when
+	// LastSeq is not NoSeq.
 	Put func(t testing.TB, it lease.Item)
 	// SetDesired is ingest's stop or start of an existing session: a stop
 	// takes it out of the unowned index and, when it has an owner, puts

@@ -20,17 +20,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-type checkpoint struct {
-	owner string
-	epoch int64
-	seq   int64
-}
-
 // Store is an in-memory lease table.
 type Store struct {
 	mu      sync.Mutex
-	items   map[string]*lease.Item
-	ckpts   map[string]*checkpoint
+	items   map[string]*lease.Item // LastSeq as stored: the checkpoint (last_seq), not the resume point
 	workers map[string]*lease.WorkerRecord
 	fleet   fleetItems // the fleet summary (summary.go)
 
@@ -62,7 +55,7 @@ func (s *Store) SetFail(f FailFunc) {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{items: map[string]*lease.Item{}, ckpts: map[string]*checkpoint{}, workers: map[string]*lease.WorkerRecord{}}
+	return &Store{items: map[string]*lease.Item{}, workers: map[string]*lease.WorkerRecord{}}
 }
 
 func (s *Store) injected(op string) (error, bool) {
@@ -99,26 +92,20 @@ func clone(it *lease.Item) lease.Item {
 	return c
 }
 
-func (s *Store) withSeq(it *lease.Item) lease.Item {
+func withSeq(it *lease.Item) lease.Item {
 	c := clone(it)
-	c.LastSeq = c.ReleaseSeq
-	if ck := s.ckpts[it.ConnectionID]; ck != nil {
-		c.LastSeq = lease.ResumeSeq(ck.seq, c.ReleaseSeq)
-	}
+	c.LastSeq = lease.ResumeSeq(it.LastSeq, it.ReleaseSeq)
 	return c
 }
 
 // Put writes a whole item (seeding, as ingest would); its LastSeq, when set,
-// becomes the checkpoint (its ReleaseSeq is ignored: only releases write one).
+// is the checkpoint (its ReleaseSeq is ignored: only releases write one).
 func (s *Store) Put(it lease.Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := clone(&it)
 	c.ReleaseSeq = lease.NoSeq
 	s.items[it.ConnectionID] = &c
-	if it.LastSeq != lease.NoSeq {
-		s.ckpts[it.ConnectionID] = &checkpoint{owner: it.Owner, epoch: it.Epoch, seq: it.LastSeq}
-	}
 	s.recordLocked()
 }
 
@@ -310,17 +297,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		if seq := lease.GivenSeq(from); seq != lease.NoSeq {
 			it.ReleaseSeq = seq // a given tenure's final checkpoint, as its release would have
 		}
-		t := lease.Token{ConnectionID: id, Owner: owner, Epoch: it.Epoch}
-		ck := s.ckpts[id]
-		if ck == nil {
-			ck = &checkpoint{seq: lease.NoSeq}
-			s.ckpts[id] = ck
-		}
-		if err := lease.CanFenceCheckpoint(ck.owner, ck.epoch, t); err != nil {
-			return err
-		}
-		ck.owner, ck.epoch = owner, it.Epoch
-		out = s.withSeq(it)
+		out = withSeq(it)
 		return nil
 	})
 	if err != nil {
@@ -338,14 +315,14 @@ func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) er
 }
 
 func (s *Store) checkpointLocked(t lease.Token, lastSeq int64) error {
-	ck := s.ckpts[t.ConnectionID]
-	if ck == nil {
+	it := s.items[t.ConnectionID]
+	if it == nil {
 		return lease.ErrLeaseLost
 	}
-	if err := lease.CanCheckpoint(ck.owner, ck.epoch, ck.seq, t, lastSeq); err != nil {
+	if err := lease.CanCheckpoint(it.Owner, it.Epoch, it.LastSeq, t, lastSeq); err != nil {
 		return err
 	}
-	ck.seq = lastSeq
+	it.LastSeq = lastSeq
 	return nil
 }
 
@@ -472,7 +449,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 		if it == nil {
 			return lease.ErrNotFound
 		}
-		out = s.withSeq(it)
+		out = withSeq(it)
 		return nil
 	})
 	return out, err

@@ -7,8 +7,7 @@
 // finds every new start. It never writes lease_owner or lease_epoch: a start
 // or a stop of an owned session instead puts the connection id in the
 // owner's mailbox (its worker record), which the owner reads at its next
-// heartbeat. It reads the checkpoint items (last_seq) and the worker records
-// (GET /workers). Every session write is one conditional UpdateItem; SDK
+// heartbeat. It reads the worker records (GET /workers). Every session write is one conditional UpdateItem; SDK
 // types and errors stay inside this package.
 package sessions
 
@@ -18,7 +17,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -111,7 +109,7 @@ type Session struct {
 	Generation    int64
 	LeaseOwner    string
 	LeaseEpoch    int64
-	LastSeq       *int64 // the larger of the checkpoint item's and release_seq; nil until a worker checkpoints or releases
+	LastSeq       *int64 // the larger of last_seq (the checkpoint) and release_seq; nil until a worker checkpoints or releases
 	CreatedAtMs   int64
 	UpdatedAtMs   int64
 	Failed        bool   // FAILED: a worker gave up on the source at this generation
@@ -444,7 +442,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 	return Result{}, fmt.Errorf("stop %s: %w after %d attempts", id, ErrConflict, s.maxAttempts)
 }
 
-// Get reads one session and its checkpoint item with consistent reads.
+// Get reads one session (and its spec item) with consistent reads.
 func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	got, err := s.batchGet(ctx, []string{id})
 	if err != nil {
@@ -473,7 +471,7 @@ const MaxListLimit = 100
 // after cursor (empty for the first page). It reads the by_state index
 // shard by shard (within a shard, by connection id), so the order is stable
 // across pages but not global. The index is eventually consistent: items
-// are re-read consistently (with their checkpoint items) and those no longer
+// are re-read consistently and those no longer
 // in state are left out, so a page may hold fewer than limit sessions while
 // Next is set.
 func (s *Store) List(ctx context.Context, state string, limit int, cursor string) (Page, error) {
@@ -547,10 +545,10 @@ func resumeSeq(a, b *int64) *int64 {
 // batchKeys is how many keys one BatchGetItem request may carry.
 const batchKeys = 100
 
-// batchGet reads the session items of ids and their checkpoint items
-// consistently, retrying unprocessed keys. A session's last_seq is the
-// larger of its checkpoint item's and the release_seq its last release
-// wrote on the session item (nil when neither is set).
+// batchGet reads the session items of ids consistently, retrying
+// unprocessed keys, then the spec items they name. A session's last_seq is
+// the larger of its checkpoint (last_seq) and the release_seq its last
+// release wrote (nil when neither is set).
 func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session, error) {
 	return s.batchGetDepth(ctx, ids, 0)
 }
@@ -560,28 +558,18 @@ func (s *Store) batchGet(ctx context.Context, ids []string) (map[string]Session,
 const specRereads = 3
 
 func (s *Store) batchGetDepth(ctx context.Context, ids []string, depth int) (map[string]Session, error) {
-	keys := make([]map[string]types.AttributeValue, 0, 2*len(ids))
+	keys := make([]map[string]types.AttributeValue, 0, len(ids))
 	for _, id := range ids {
-		keys = append(keys, sessionitem.Key(id), sessionitem.Key(schema.CheckpointKey(id)))
+		keys = append(keys, sessionitem.Key(id))
 	}
 	raws, err := s.batchRead(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
 	got := make(map[string]Session, len(ids))
-	seqs := map[string]*int64{}
 	var items []*sessionitem.Item
 	for _, raw := range raws {
-		pk, _ := raw[schema.AttrPk].(*types.AttributeValueMemberS)
-		if pk == nil {
-			continue
-		}
-		if id, ok := strings.CutPrefix(pk.Value, schema.CheckpointKeyPrefix); ok {
-			c, err := sessionitem.DecodeCheckpoint(raw)
-			if err != nil {
-				return nil, fmt.Errorf("batch read: %w", err)
-			}
-			seqs[id] = c.LastSeq
+		if pk, _ := raw[schema.AttrPk].(*types.AttributeValueMemberS); pk == nil {
 			continue
 		}
 		it, err := sessionitem.Decode(raw)
@@ -605,12 +593,6 @@ func (s *Store) batchGetDepth(ctx context.Context, ids []string, depth int) (map
 			continue
 		}
 		got[it.ConnectionID] = toSession(it, stored)
-	}
-	for id, seq := range seqs {
-		if sess, ok := got[id]; ok {
-			sess.LastSeq = resumeSeq(seq, sess.LastSeq)
-			got[id] = sess
-		}
 	}
 	if len(superseded) > 0 {
 		// A start replaced their configuration between the two reads: the
@@ -679,7 +661,7 @@ func toSession(it *sessionitem.Item, stored string) Session {
 		Failed: it.Failed(), LastError: it.LastError, LastErrorAtMs: it.LastErrorAtMs,
 		LastErrorGen: it.LastErrorGen, LastErrorEpoch: it.LastErrorEpoch,
 		Standby: it.Standby, StandbyEpoch: it.StandbyEpoch, StandbyRefusedGen: it.StandbyRefusedGen, StandbyError: it.StandbyError,
-		LastSeq: it.ReleaseSeq, // batchGet raises it to the checkpoint item's
+		LastSeq: resumeSeq(it.LastSeq, it.ReleaseSeq),
 	}
 }
 
