@@ -272,9 +272,11 @@ const handoffPath = "/handoff"
 // handoffTimes are a hand-off's steps: released, when the tenure was
 // ended here (given: no write; else the release's write returned); at, when
 // the receiver (or, failing that, the work queue) had been told (given: it
-// had acquired).
+// had acquired); refused, when it was not given, how long the call that
+// offered it took (before the release's write).
 type handoffTimes struct {
 	released, at time.Time
+	refused      time.Duration
 	given        bool
 }
 
@@ -299,6 +301,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	out := handoffTimes{released: w.deps.Clock.Now()}
 	fp := s.LastFingerprint()
 	gerr := w.giveToReceiver(ctx, move.To, g, fp)
+	offered := w.deps.Clock.Now()
 	if gerr == nil {
 		out.given = true
 	} else if err := w.keeper.HandoffGiven(ctx, g, move.To); errors.Is(err, lease.ErrLeaseLost) {
@@ -308,7 +311,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	} else if err != nil {
 		return handoffTimes{}, errors.Join(gerr, err)
 	} else {
-		out.released = w.deps.Clock.Now()
+		out.released, out.refused = w.deps.Clock.Now(), offered.Sub(out.released)
 		s.Logger().Debug().Err(gerr).Str("to", move.To).Msg("hand-off: the receiver did not take the given tenure (released for it instead)")
 	}
 	if !move.Shutdown {
