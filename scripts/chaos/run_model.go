@@ -135,9 +135,11 @@ func (r *runner) modelStep(ctx context.Context, s Step) error {
 // 3.4 s after a throttle lifted saw 60 repeats against a bound of 32
 // (seed 4801).
 func (r *runner) checkpointsResume(ctx context.Context, lifted time.Time) error {
-	every := r.cfg.Stack.Worker.CheckpointEvery
-	until := lifted.Add(time.Duration(lease.CheckpointHoldMax)*every + time.Duration(float64(every)*1.1) + 500*time.Millisecond)
-	return r.sleep(ctx, max(time.Until(until), 0))
+	held := lifted.Add(time.Duration(lease.CheckpointHoldMax) * r.cfg.Stack.Worker.CheckpointEvery)
+	if err := r.sleep(ctx, max(time.Until(held), 0)); err != nil {
+		return err
+	}
+	return r.checkpointsCatchUp(ctx)
 }
 
 // workerState is worker id's record state (a consistent read; "" when it

@@ -215,10 +215,6 @@ type request struct {
 	entries []ddbrules.IndexWrite // what a write writes to the indexes
 	index   string                // a Query: its index and key value (canonical)
 	value   string
-	// beside: sent alongside the request before it (dynamostore's
-	// goroutines), so their latencies overlap: a run of them waits for
-	// the slowest.
-	beside bool
 }
 
 func (s *Store) demand(r request) ddbrules.Demand {
@@ -450,20 +446,12 @@ func (s *Store) attempt(ctx context.Context, op, first, streamKey string, im *im
 	if im != nil {
 		s.propagateLocked(now, im)
 	}
-	rest, run := lat-lat/2, time.Duration(0) // run: the latency of the requests in flight together
+	rest := lat - lat/2 // then the call's other requests, one after another
 	for i, r := range p.reqs {
-		if i == 0 {
-			continue
+		if i > 0 {
+			rest += s.drawLocked(s.cfg.Latency[r.op], streamKey)
 		}
-		d := s.drawLocked(s.cfg.Latency[r.op], streamKey)
-		if r.beside {
-			run = max(run, d)
-			continue
-		}
-		rest += run
-		run = d
 	}
-	rest += run
 	s.mu.Unlock()
 	if serr := s.sleep(ctx, rest); serr != nil {
 		return false, serr // applied, and the caller gave up: an ambiguous answer
