@@ -30,5 +30,5 @@ sam-invoke-cmd:
 	  echo "SAM_EVENT=$(SAM_EVENT): no $(SAM_EVENTS_DIR)/$(SAM_EVENT).json (known: $(basename $(notdir $(wildcard $(SAM_EVENTS_DIR)/*.json))))" >&2; exit 2; fi
 	@echo "# needs the SAM CLI and a Docker engine able to run linux/arm64 images; nothing in make test runs it"
 	@echo "# template: make synth (offline, no credentials) writes $(SAM_TEMPLATE)"
-	@echo "# $(SAM_ENV_VARS): {\"$(SAM_FUNCTION)\": {\"WSFLEET_TABLE_NAME\": \"<stack output TableName>\", \"WSFLEET_QUEUE_URL\": \"<stack output WorkQueueUrl>\"}}"
+	@echo "# $(SAM_ENV_VARS): {\"$(SAM_FUNCTION)\": {\"WSFLEET_TABLE\": \"<stack output TableName>\", \"WSFLEET_QUEUE_URL\": \"<stack output WorkQueueUrl>\"}}"
 	@echo "sam local invoke -t $(SAM_TEMPLATE) $(SAM_FUNCTION) -e $(SAM_EVENTS_DIR)/$(SAM_EVENT).json --env-vars $(SAM_ENV_VARS)"

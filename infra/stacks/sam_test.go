@@ -21,12 +21,16 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // samCommand is the `sam local invoke` line `make sam-invoke-cmd` prints,
-// split into its parts (paths relative to the repo root).
+// split into its parts (paths relative to the repo root), and the --env-vars
+// file's content its comment shows ("# <file>: <JSON>").
 type samCommand struct {
 	Template, Function, Event, EnvVars string
+	EnvVarsShown                       map[string]map[string]string
 }
 
 var samLine = regexp.MustCompile(`^sam local invoke -t (\S+) (\S+) -e (\S+) --env-vars (\S+)$`)
@@ -65,7 +69,18 @@ func printedSamCommand(t *testing.T, root string, vars ...string) samCommand {
 	if len(cmds) != 1 {
 		t.Fatalf("make sam-invoke-cmd %v printed %d sam local invoke commands, want 1:\n%s", vars, len(cmds), out)
 	}
-	return cmds[0]
+	c := cmds[0]
+	for line := range strings.Lines(string(out)) {
+		if doc, ok := strings.CutPrefix(strings.TrimSpace(line), "# "+c.EnvVars+": "); ok {
+			if err := json.Unmarshal([]byte(doc), &c.EnvVarsShown); err != nil {
+				t.Fatalf("make sam-invoke-cmd's %s line %q: %v", c.EnvVars, line, err)
+			}
+		}
+	}
+	if c.EnvVarsShown == nil {
+		t.Fatalf("make sam-invoke-cmd %v shows no content of %s:\n%s", vars, c.EnvVars, out)
+	}
+	return c
 }
 
 // synthLikeCLI synthesizes env's stack into a new directory as `make synth`
@@ -130,6 +145,20 @@ func TestSamInvokeCommand(t *testing.T) {
 	if p["Handler"] != IngestBootstrap || p["Runtime"] != "provided.al2023" || asJSON(p["Architectures"]) != `["arm64"]` {
 		t.Errorf("%s: Handler %v Runtime %v Architectures %v, want %s provided.al2023 [arm64]",
 			cmd.Function, p["Handler"], p["Runtime"], asJSON(p["Architectures"]), IngestBootstrap)
+	}
+	// SAM hands the function the template's variables, but cannot resolve
+	// the table's and queue's Ref to the deployed names (ingest refuses to
+	// start without a queue URL): the --env-vars file gives them, and SAM
+	// overrides only variables the template declares.
+	vars, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	shown := cmd.EnvVarsShown[cmd.Function]
+	if len(cmd.EnvVarsShown) != 1 || !slices.Equal(slices.Sorted(maps.Keys(shown)), []string{schema.EnvQueueURL, schema.EnvTableName}) {
+		t.Errorf("%s shown as %v, want %s's %s and %s", cmd.EnvVars, cmd.EnvVarsShown, cmd.Function, schema.EnvTableName, schema.EnvQueueURL)
+	}
+	for name := range shown {
+		if _, ok := vars[name].(map[string]any); !ok {
+			t.Errorf("%s: %s = %s, want a Ref for the --env-vars file to override", cmd.Function, name, asJSON(vars[name]))
+		}
 	}
 	// SAM finds the code through the asset metadata, relative to the
 	// template's directory: the staged copy of bin/ingest.
