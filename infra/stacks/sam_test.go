@@ -31,6 +31,7 @@ import (
 type samCommand struct {
 	Template, Function, Event, EnvVars string
 	EnvVarsShown                       map[string]map[string]string
+	Printed                            string // the whole output
 }
 
 var samLine = regexp.MustCompile(`^sam local invoke -t (\S+) (\S+) -e (\S+) --env-vars (\S+)$`)
@@ -70,6 +71,7 @@ func printedSamCommand(t *testing.T, root string, vars ...string) samCommand {
 		t.Fatalf("make sam-invoke-cmd %v printed %d sam local invoke commands, want 1:\n%s", vars, len(cmds), out)
 	}
 	c := cmds[0]
+	c.Printed = string(out)
 	for line := range strings.Lines(string(out)) {
 		if doc, ok := strings.CutPrefix(strings.TrimSpace(line), "# "+c.EnvVars+": "); ok {
 			if err := json.Unmarshal([]byte(doc), &c.EnvVarsShown); err != nil {
@@ -126,6 +128,17 @@ func TestSamInvokeCommand(t *testing.T) {
 	if prod := printedSamCommand(t, root, "SAM_ENV="+EnvProd, "SAM_EVENT=status"); prod.Template != filepath.Join("cdk.out", EnvProd, StackID(EnvProd)+".template.json") ||
 		prod.Event != filepath.Join(ingestEventsDir, "status.json") || prod.Function != IngestLogicalID {
 		t.Errorf("SAM_ENV=prod SAM_EVENT=status printed %+v", prod)
+	}
+
+	// docs/infra.md shows what the target prints, line for line.
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "infra.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(cmd.Printed) {
+		if !bytes.Contains(doc, []byte("\n"+line)) {
+			t.Errorf("docs/infra.md does not show the line make sam-invoke-cmd prints:\n%s", line)
+		}
 	}
 
 	outdir := synthLikeCLI(t, root, EnvDev)
