@@ -166,7 +166,8 @@ func TestSamInvokeCommand(t *testing.T) {
 	// the table's and queue's Ref to the deployed names (ingest refuses to
 	// start without a queue URL): the --env-vars file gives them, and SAM
 	// overrides only variables the template declares.
-	vars, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	fnEnv, _ := p["Environment"].(map[string]any)
+	vars, _ := fnEnv["Variables"].(map[string]any)
 	shown := cmd.EnvVarsShown[cmd.Function]
 	if len(cmd.EnvVarsShown) != 1 || !slices.Equal(slices.Sorted(maps.Keys(shown)), []string{schema.EnvQueueURL, schema.EnvTableName}) {
 		t.Errorf("%s shown as %v, want %s's %s and %s", cmd.EnvVars, cmd.EnvVarsShown, cmd.Function, schema.EnvTableName, schema.EnvQueueURL)
