@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -171,10 +172,16 @@ func props(r map[string]any) map[string]any {
 	return p
 }
 
-// logicalID returns the template logical id of a construct's default child.
-func (s *synthesized) logicalID(c awscdk.Resource) string {
+// logicalID returns the template logical id of a construct's default child:
+// its resolved LogicalId, which honours OverrideLogicalId (the stack's
+// GetLogicalId is the id CDK would allocate, whatever the override).
+func (s *synthesized) logicalID(c constructs.IConstruct) string {
 	cfn := c.Node().DefaultChild().(awscdk.CfnElement)
-	return *s.W.Stack.GetLogicalId(cfn)
+	id, ok := s.W.Stack.Resolve(cfn.LogicalId()).(string)
+	if !ok {
+		panic(fmt.Sprintf("logical id of %s resolves to %v", *c.Node().Path(), s.W.Stack.Resolve(cfn.LogicalId())))
+	}
+	return id
 }
 
 // asJSON renders v compactly for comparisons and messages.

@@ -19,6 +19,11 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// IngestLogicalID is the ingest function's logical id in the template,
+// pinned rather than CDK's hashed one so that `sam local invoke` (make
+// sam-invoke-cmd, mk/sam.mk) and the docs can name it.
+const IngestLogicalID = "IngestFunction"
+
 func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work awssqs.Queue, removal awscdk.RemovalPolicy) awslambda.Function {
 	logs := awslogs.NewLogGroup(stack, jsii.String("IngestLogs"), &awslogs.LogGroupProps{
 		Retention:     retention(cfg.LogRetentionDays),
@@ -70,6 +75,7 @@ func newIngest(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, tab
 		Environment:                  &env,
 		LogGroup:                     logs,
 	})
+	fn.Node().DefaultChild().(awslambda.CfnFunction).OverrideLogicalId(jsii.String(IngestLogicalID))
 	grantIngestTable(fn.Role(), table)
 	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:       jsii.String("WorkQueue"),

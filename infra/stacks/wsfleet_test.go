@@ -318,9 +318,8 @@ func (s *synthesized) statements() []statement {
 	return out
 }
 
-func logicalIDOf(s *synthesized, c constructs.IConstruct) string {
-	return *s.W.Stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
-}
+// logicalIDOf is s.logicalID, kept for the callers that name it so.
+func logicalIDOf(s *synthesized, c constructs.IConstruct) string { return s.logicalID(c) }
 
 func TestLeastPrivilegeIAM(t *testing.T) {
 	cases := map[string]map[string]any{
