@@ -149,9 +149,10 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {
 		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
 	}
-	defer s.env.Handshakes.Release(host) // the dial's goroutine has answered by then
+	defer s.env.Handshakes.Release(host) // the handshake's goroutine has returned by then
 	slot := &rawSlot{}
-	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
+	// The dial's one timeout authority (dialtimeout.go).
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.dialTimeout(p))
 	defer cancel()
 	parts, err := s.parts(dctx, it, p, u) // its header is the handshake's own: the handshake may add to it
 	if err != nil {

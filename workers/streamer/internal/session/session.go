@@ -22,6 +22,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -93,6 +94,8 @@ func (c *Config) Validate() error {
 		return errors.New("session config: empty worker id")
 	case c.DialTimeout <= 0 || c.CloseGrace <= 0:
 		return errors.New("session config: DialTimeout and CloseGrace must be positive")
+	case c.DialTimeout > MaxDialTimeout:
+		return fmt.Errorf("session config: DialTimeout %s must be at most %s (the HTTP client's ceilings)", c.DialTimeout, MaxDialTimeout)
 	case c.PingEvery < 0 || (c.PingEvery > 0 && c.PingTimeout <= 0):
 		return errors.New("session config: PingEvery must not be negative, and pings need a positive PingTimeout")
 	case c.ReadLimit < 1024:
