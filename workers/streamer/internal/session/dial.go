@@ -165,26 +165,22 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 		}
 		hdr.Set(name, s.tenure())
 	}
-	// The handshake runs in a short-lived goroutine (bounded by dctx): its
-	// deep net/http call chain then never grows the stack of the session's
-	// long-lived goroutine, which only reads (about 4 KiB per session saved).
-	type result struct {
+	// The handshake's deep net/http call chain runs on a fresh stack; dctx
+	// bounds it.
+	type handshake struct {
 		conn *websocket.Conn
 		resp *http.Response
-		err  error
 	}
-	ch := make(chan result, 1)
-	go func() {
+	hs, err := onFreshStack(func() (handshake, error) {
 		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
 			Subprotocols:    p.subprotocols,
 			CompressionMode: websocket.CompressionDisabled,
 		})
-		ch <- result{conn, resp, err}
-	}()
-	r := <-ch
-	conn, resp, err := r.conn, r.resp, r.err
+		return handshake{conn, resp}, err
+	})
+	conn, resp := hs.conn, hs.resp
 	if err != nil {
 		slot.close()
 		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
