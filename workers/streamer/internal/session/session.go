@@ -44,7 +44,9 @@ import (
 
 // Config are the settings every session of a worker shares.
 type Config struct {
-	WorkerID    string
+	WorkerID string
+	// DialTimeout is every dial's deadline (dialtimeout.go, the one timeout
+	// authority of a dial), at most MaxDialTimeout.
 	DialTimeout time.Duration
 	// PingEvery is the keepalive period (0 disables pings); a ping not
 	// answered within PingTimeout drops the connection (then reconnect).
