@@ -72,6 +72,7 @@ func TestValidateRejects(t *testing.T) {
 		"frames below ReadLimit":      func(c *Config) { c.LargeFrameBudget = c.ReadLimit - 1 },
 		schema.EnvSecretCacheTTL:      func(c *Config) { c.SecretCacheTTL = 0 },
 		"secret cache TTL over 1h":    func(c *Config) { c.SecretCacheTTL = MaxSecretCacheTTL + time.Second },
+		"dial timeout over the max":   func(c *Config) { c.DialTimeout = session.MaxDialTimeout + time.Second },
 		schema.EnvShutdownDeadline:    func(c *Config) { c.ShutdownDeadline = time.Second },
 		schema.EnvShutdownInFlight:    func(c *Config) { c.ShutdownInFlight = 0 },
 		schema.EnvPingTimeout:         func(c *Config) { c.PingTimeout = c.PingEvery },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
 )
 
 // drain is the graceful shutdown: stop claiming, close and release every
@@ -68,11 +69,7 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 		consumerCancel()
 	}
 	// The consumer ends after its poll in flight (bounded by QueueWait).
-	done := make(chan struct{})
-	go func() { consumer.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-deadline.C():
+	if done, ok := waitfor.Until(consumer.Wait, deadline.C()); !ok {
 		consumerCancel()
 		<-done
 	}

@@ -82,7 +82,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.env = &session.Env{
 		Config:     cfg.sessionConfig(),
 		Handler:    deps.Handler,
-		Client:     session.NewClient(cfg.DialTimeout, cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
+		Client:     session.NewClient(cfg.AllowPrivateIPs, cfg.AllowedHosts, tlsConf),
 		Log:        w.log,
 		Counters:   &w.counters,
 		Dials:      session.NewDialGate(cfg.DialsPerHost, cfg.DialLimits...),

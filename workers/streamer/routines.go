@@ -10,7 +10,10 @@ import (
 // starts besides a session's own goes through Go, and Run returns only after
 // Close saw all of them end. A session's goroutine is tracked apart
 // (Worker.sessWG), since Run waits for sessions only up to its shutdown
-// deadline (a sink call that ignores its context may never return).
+// deadline (a sink call that ignores its context may never return). So is
+// a wait with a deadline (internal/waitfor): its goroutine ends with the
+// call it waits for (the drain waits for it; the wait for sessWG ends with
+// the sessions).
 type routines struct {
 	mu     sync.Mutex
 	closed bool

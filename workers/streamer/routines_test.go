@@ -32,7 +32,8 @@ func workerGoroutines() []string {
 		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "testing.(*T).Run") {
 			continue
 		}
-		for _, pkg := range []string{"wsfleet/workers/streamer.", "workers/streamer/sink/batch.", "workers/streamer/internal/claim.", "workers/streamer/internal/session."} {
+		for _, pkg := range []string{"wsfleet/workers/streamer.", "workers/streamer/sink/batch.", "workers/streamer/internal/claim.", "workers/streamer/internal/session.",
+			"workers/streamer/internal/waitfor."} {
 			if strings.Contains(g, pkg) {
 				out = append(out, g)
 				break

@@ -37,6 +37,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -348,16 +349,10 @@ const shutdownCleanup = 250 * time.Millisecond
 // waitUntil waits for wg until deadline on clk; false when the deadline
 // came first.
 func waitUntil(clk clock.Clock, wg *sync.WaitGroup, deadline time.Time) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	t := clk.NewTimer(clock.Until(clk, deadline))
 	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C():
-		return false
-	}
+	_, ok := waitfor.Until(wg.Wait, t.C())
+	return ok
 }
 
 func later(a, b time.Time) time.Time {

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
 )
 
 // Interrupt ends the session with a terminal reason. A lease that is no
@@ -77,16 +78,9 @@ func (s *Session) closeConn(conn *websocket.Conn, raw net.Conn, reason error) {
 	s.closers.Add(1)
 	go func() {
 		defer s.closers.Done()
-		done := make(chan struct{})
-		go func() {
-			_ = conn.Close(code, closeText(code))
-			close(done)
-		}()
 		t := time.NewTimer(grace)
 		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
+		if done, ok := waitfor.Until(func() { _ = conn.Close(code, closeText(code)) }, t.C); !ok {
 			s.hardClose(conn, raw)
 			<-done // the close handshake returns once the connection is gone
 		}

@@ -149,9 +149,10 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {
 		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
 	}
-	defer s.env.Handshakes.Release(host) // the dial's goroutine has answered by then
+	defer s.env.Handshakes.Release(host) // the handshake's goroutine has returned by then
 	slot := &rawSlot{}
-	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.env.Config.DialTimeout)
+	// The dial's one timeout authority (dialtimeout.go).
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.dialTimeout(p))
 	defer cancel()
 	parts, err := s.parts(dctx, it, p, u) // its header is the handshake's own: the handshake may add to it
 	if err != nil {
@@ -164,26 +165,22 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 		}
 		hdr.Set(name, s.tenure())
 	}
-	// The handshake runs in a short-lived goroutine (bounded by dctx): its
-	// deep net/http call chain then never grows the stack of the session's
-	// long-lived goroutine, which only reads (about 4 KiB per session saved).
-	type result struct {
+	// The handshake's deep net/http call chain runs on a fresh stack; dctx
+	// bounds it.
+	type handshake struct {
 		conn *websocket.Conn
 		resp *http.Response
-		err  error
 	}
-	ch := make(chan result, 1)
-	go func() {
+	hs, err := onFreshStack(func() (handshake, error) {
 		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
 			Subprotocols:    p.subprotocols,
 			CompressionMode: websocket.CompressionDisabled,
 		})
-		ch <- result{conn, resp, err}
-	}()
-	r := <-ch
-	conn, resp, err := r.conn, r.resp, r.err
+		return handshake{conn, resp}, err
+	})
+	conn, resp := hs.conn, hs.resp
 	if err != nil {
 		slot.close()
 		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}

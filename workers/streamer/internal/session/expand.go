@@ -57,21 +57,10 @@ func (s *Session) parts(ctx context.Context, it lease.Item, p *proto, target *ur
 	if !p.refs {
 		return s.build(ctx, it, p, target)
 	}
-	// Expanding waits on the Provider and decodes JSON (a #key): in a
-	// short-lived goroutine, like the handshake and the spec's decoding,
-	// so that the session's long-lived goroutine keeps its small stack.
-	// It ends with ctx at the latest (the Resolver stops waiting then).
-	type result struct {
-		d   *dialParts
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		d, err := s.build(ctx, it, p, target)
-		ch <- result{d, err}
-	}()
-	r := <-ch
-	return r.d, r.err
+	// Expanding waits on the Provider and decodes JSON (a #key): on a
+	// fresh stack. It ends with ctx at the latest (the Resolver stops
+	// waiting then).
+	return onFreshStack(func() (*dialParts, error) { return s.build(ctx, it, p, target) })
 }
 
 // build is parts, in the caller's goroutine.

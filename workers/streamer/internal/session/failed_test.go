@@ -150,7 +150,7 @@ func TestPlainDialToTLSPortSaysWSS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "https")+"/feed/hello",
-		&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil)})
+		&websocket.DialOptions{HTTPClient: NewClient(netguard.Loopback, nil, nil)})
 	if err == nil {
 		c.CloseNow()
 		t.Fatal("a plain dial to a TLS port succeeded")
@@ -161,7 +161,7 @@ func TestPlainDialToTLSPortSaysWSS(t *testing.T) {
 	}
 	// Any other 400 keeps the plain text.
 	plain, _ := statusServer(t, http.StatusBadRequest)
-	c, resp, err = websocket.Dial(ctx, plain, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil)})
+	c, resp, err = websocket.Dial(ctx, plain, &websocket.DialOptions{HTTPClient: NewClient(netguard.Loopback, nil, nil)})
 	if err == nil {
 		c.CloseNow()
 		t.Fatal("dial to a 400 server succeeded")

@@ -126,10 +126,8 @@ func compile(it lease.Item) (*proto, error) {
 
 // protoFor is the compiled spec of it: the current connection's when it
 // was compiled from the same generation (a spec changes only with a new
-// generation), else compiled anew. Decoding JSON runs deep: it runs in a
-// short-lived goroutine, like the handshake, so that the session's
-// long-lived goroutine keeps a small stack (measured: the decode alone
-// grows a goroutine's stack from 2 to about 4 KiB).
+// generation), else compiled anew. Decoding JSON runs deep: on a fresh
+// stack (onFreshStack).
 func (s *Session) protoFor(it lease.Item) (*proto, error) {
 	s.mu.Lock()
 	p := s.proto
@@ -137,17 +135,7 @@ func (s *Session) protoFor(it lease.Item) (*proto, error) {
 	if p != nil && p.generation == it.Generation {
 		return p, nil
 	}
-	type result struct {
-		p   *proto
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		p, err := compile(it)
-		ch <- result{p, err}
-	}()
-	r := <-ch
-	return r.p, r.err
+	return onFreshStack(func() (*proto, error) { return compile(it) })
 }
 
 // vars are the placeholder values for a connection of it.

@@ -22,6 +22,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -43,7 +44,9 @@ import (
 
 // Config are the settings every session of a worker shares.
 type Config struct {
-	WorkerID    string
+	WorkerID string
+	// DialTimeout is every dial's deadline (dialtimeout.go, the one timeout
+	// authority of a dial), at most MaxDialTimeout.
 	DialTimeout time.Duration
 	// PingEvery is the keepalive period (0 disables pings); a ping not
 	// answered within PingTimeout drops the connection (then reconnect).
@@ -93,6 +96,8 @@ func (c *Config) Validate() error {
 		return errors.New("session config: empty worker id")
 	case c.DialTimeout <= 0 || c.CloseGrace <= 0:
 		return errors.New("session config: DialTimeout and CloseGrace must be positive")
+	case c.DialTimeout > MaxDialTimeout:
+		return fmt.Errorf("session config: DialTimeout %s must be at most %s (the HTTP client's ceilings)", c.DialTimeout, MaxDialTimeout)
 	case c.PingEvery < 0 || (c.PingEvery > 0 && c.PingTimeout <= 0):
 		return errors.New("session config: PingEvery must not be negative, and pings need a positive PingTimeout")
 	case c.ReadLimit < 1024:

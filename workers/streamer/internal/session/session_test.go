@@ -123,7 +123,7 @@ func newHarness(t *testing.T, cfg *Config) *harness {
 		t.Fatal(err)
 	}
 	h.keeper = k
-	client := NewClient(cfg.DialTimeout, netguard.Loopback, nil, nil)
+	client := NewClient(netguard.Loopback, nil, nil)
 	h.env = &Env{Config: cfg, Handler: h.rec, Client: client, Log: zerolog.Nop(), Counters: &Counters{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel

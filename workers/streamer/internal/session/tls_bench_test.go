@@ -50,10 +50,12 @@ func BenchmarkWssHandshake(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			conf := ca.ClientTLS()
 			conf.ClientSessionCache = c.cache
-			client := NewClient(5*time.Second, netguard.Loopback, nil, conf)
+			client := NewClient(netguard.Loopback, nil, conf)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the dials' deadline: the client has none
+			defer cancel()
 			var resumed int
 			for b.Loop() {
-				conn, resp, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{HTTPClient: client})
+				conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: client})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,10 +75,12 @@ func TestWssReconnectResumes(t *testing.T) {
 	url, ca := wssServer(t)
 	conf := ca.ClientTLS()
 	conf.ClientSessionCache = tls.NewLRUClientSessionCache(8)
-	client := NewClient(5*time.Second, netguard.Loopback, nil, conf)
+	client := NewClient(netguard.Loopback, nil, conf)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the dials' deadline: the client has none
+	defer cancel()
 	var got []bool
 	for range 3 {
-		conn, resp, err := websocket.Dial(context.Background(), url, &websocket.DialOptions{HTTPClient: client})
+		conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: client})
 		if err != nil {
 			t.Fatal(err)
 		}

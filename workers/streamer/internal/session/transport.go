@@ -121,8 +121,10 @@ func origin(u *url.URL) string {
 // patterns of WSFLEET_ALLOWED_HOSTS; none: any host), or make it send its
 // headers to another origin. tlsConf is the wss:// handshakes' (nil: Go's
 // defaults, the system's roots); verification is never turned off here.
-func NewClient(dialTimeout time.Duration, policy netguard.Policy, allowed []string, tlsConf *tls.Config) *http.Client {
-	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: policy.Control}
+// The client holds no dial timeout: each dial's context bounds it
+// (dialTimeout); its own timeouts are ceilings above that (clientCeiling).
+func NewClient(policy netguard.Policy, allowed []string, tlsConf *tls.Config) *http.Client {
+	d := &net.Dialer{Timeout: clientCeiling, KeepAlive: 30 * time.Second, Control: policy.Control}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -137,8 +139,8 @@ func NewClient(dialTimeout time.Duration, policy netguard.Policy, allowed []stri
 		TLSClientConfig:        tlsConf,
 		DisableKeepAlives:      true,
 		DisableCompression:     true,
-		TLSHandshakeTimeout:    dialTimeout,
-		ResponseHeaderTimeout:  dialTimeout,
+		TLSHandshakeTimeout:    clientCeiling,
+		ResponseHeaderTimeout:  clientCeiling,
 		MaxResponseHeaderBytes: 64 << 10,
 		ReadBufferSize:         1024,
 		WriteBufferSize:        1024,

@@ -32,11 +32,11 @@ func TestClientEnforcesTheAddressPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	_, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.None, nil, nil)})
+	_, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(netguard.None, nil, nil)})
 	if !errors.Is(err, netguard.ErrRefused) {
 		t.Fatalf("policy none dialed a loopback source: %v", err)
 	}
-	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil)})
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: NewClient(netguard.Loopback, nil, nil)})
 	if err != nil {
 		t.Fatalf("policy loopback: %v", err)
 	}
@@ -71,7 +71,7 @@ func TestClientRefusesRedirects(t *testing.T) {
 			defer cancel()
 			hdr := http.Header{"Authorization": {"Bearer secret"}, "X-Api-Key": {"k"}}
 			_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/feed?token=t",
-				&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, nil, nil), HTTPHeader: hdr})
+				&websocket.DialOptions{HTTPClient: NewClient(netguard.Loopback, nil, nil), HTTPHeader: hdr})
 			if err == nil {
 				t.Fatal("a redirected handshake connected")
 			}
@@ -132,7 +132,7 @@ func TestClientFollowsAllowedRedirects(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c, resp, err := websocket.Dial(withRedirectLimit(ctx, limit), "ws"+strings.TrimPrefix(url, "http")+"/feed?token=t",
-			&websocket.DialOptions{HTTPClient: NewClient(2*time.Second, netguard.Loopback, allowed, nil), HTTPHeader: hdr})
+			&websocket.DialOptions{HTTPClient: NewClient(netguard.Loopback, allowed, nil), HTTPHeader: hdr})
 		if err == nil {
 			c.CloseNow()
 		}
