@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // Header limits.
@@ -69,7 +71,7 @@ func QuoteName(n string) string {
 
 // checkHeaders validates the dial headers. Messages name the header but
 // never quote a value.
-func checkHeaders(h map[string]string) *FieldError {
+func checkHeaders(h map[string]string) *source.FieldError {
 	if len(h) > MaxHeaders {
 		return bad("headers", "at most %d headers", MaxHeaders)
 	}

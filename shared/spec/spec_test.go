@@ -12,7 +12,7 @@ import (
 
 // parse decodes body as ingest does (encoding/json, then Check on the keys
 // the body gave).
-func parse(t *testing.T, body string) (Spec, *FieldError) {
+func parse(t *testing.T, body string) (Spec, *source.FieldError) {
 	t.Helper()
 	var s Spec
 	if err := json.Unmarshal([]byte(body), &s); err != nil {

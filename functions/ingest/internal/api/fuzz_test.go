@@ -25,11 +25,11 @@ import (
 // knownCodes are the codes a refused start may carry, derived so that a new
 // field or code can't be left out: every Code constant this package declares
 // (read from its source), and the code of a refusal naming each field of a
-// start body (spec.FieldError.Code), whether or not it has a constant.
+// start body (source.FieldError.Code), whether or not it has a constant.
 var knownCodes = func() map[string]bool {
 	m := declaredCodes()
 	for f := range startFields {
-		m[(&spec.FieldError{Field: f}).Code()] = true
+		m[(&source.FieldError{Field: f}).Code()] = true
 	}
 	return m
 }()
