@@ -23,28 +23,6 @@ func (s Spec) Encode() (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// Decode reads a stored spec and checks it. On a check failure it returns
-// the spec as decoded with the error (a view can still show it); the
-// error's text names the field and never quotes a value.
-func Decode(stored string) (Spec, error) {
-	var s Spec
-	if stored == "" {
-		return Spec{}, fmt.Errorf("stored session spec is empty")
-	}
-	if err := json.Unmarshal([]byte(stored), &s); err != nil {
-		return Spec{}, fmt.Errorf("stored session spec is not valid JSON")
-	}
-	given, err := GivenKeys([]byte(stored))
-	if err != nil {
-		return Spec{}, err
-	}
-	checked := s
-	if fe := checked.Check(given); fe != nil {
-		return s, fmt.Errorf("stored session spec is invalid (%s)", fe.Field)
-	}
-	return checked, nil
-}
-
 // GivenKeys are the top-level keys of the JSON object raw whose value is
 // not null.
 func GivenKeys(raw []byte) (Keys, error) {

@@ -134,7 +134,7 @@ func TestEncodeDoesNotEscapeHTML(t *testing.T) {
 	}
 }
 
-func TestDecodeChecksTheStoredForm(t *testing.T) {
+func TestDecodeReadsTheStoredForm(t *testing.T) {
 	enc := encoded(t, `{"ws_url":"wss://x/?token=t","headers":{"Authorization":"Bearer b"},"seq_path":"data.u","resume_query_param":"from","checkpoint_every":"30s"}`)
 	s, err := Decode(enc)
 	if err != nil {
