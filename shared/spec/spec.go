@@ -40,6 +40,8 @@ type Spec struct {
 	FollowRedirects int `json:"follow_redirects,omitempty"`
 	// CheckpointEvery is the session's checkpoint interval, a Go duration
 	// (MinCheckpointEvery..MaxCheckpointEvery); "": the worker's default.
+	// Ingest stores it again as the session item's checkpoint_every_ms, for
+	// the ownership core (the reason: schema.AttrCheckpointEvery).
 	CheckpointEvery string `json:"checkpoint_every,omitempty"`
 	// SeqPath is the dotted path to a message's seq; "": DefaultSeqPath.
 	SeqPath string  `json:"seq_path,omitempty"`
