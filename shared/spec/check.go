@@ -18,7 +18,7 @@ func bad(field, format string, args ...any) *source.FieldError {
 }
 
 // Keys are the top-level keys a body gave a value other than null (see
-// GivenKeys): what tells an omitted field from an empty one. A spec built
+// CheckKeys): what tells an omitted field from an empty one. A spec built
 // in code checks with nil Keys: its non-empty fields count as given.
 type Keys map[string]bool
 

@@ -43,7 +43,7 @@ func Decode(stored string) (Spec, error) {
 		return Spec{}, errors.New("stored session spec is empty")
 	}
 	var unknown error
-	if err := CheckKeys([]byte(stored), reflect.TypeFor[Spec]()); err != nil {
+	if _, err := CheckKeys([]byte(stored), reflect.TypeFor[Spec]()); err != nil {
 		var ke *KeyError
 		if !errors.As(err, &ke) || ke.Kind != KeyUnknown {
 			return Spec{}, errors.New("stored session spec is not valid JSON")

@@ -23,22 +23,6 @@ func (s Spec) Encode() (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// GivenKeys are the top-level keys of the JSON object raw whose value is
-// not null.
-func GivenKeys(raw []byte) (Keys, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("session spec is not a JSON object")
-	}
-	given := make(Keys, len(m))
-	for k, v := range m {
-		if !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			given[k] = true
-		}
-	}
-	return given, nil
-}
-
 // FieldNames are the JSON keys of a struct type's fields (t is a struct or
 // a pointer to one), embedded structs' keys included: the keys a strict
 // decoder accepts for it.

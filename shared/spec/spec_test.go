@@ -18,7 +18,7 @@ func parse(t *testing.T, body string) (Spec, *source.FieldError) {
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatalf("unmarshal %s: %v", body, err)
 	}
-	given, err := GivenKeys([]byte(body))
+	given, err := CheckKeys([]byte(body), reflect.TypeFor[Spec]())
 	if err != nil {
 		t.Fatal(err)
 	}
