@@ -89,7 +89,7 @@ func readSource(path string, r *apiclient.StartRequest) error {
 	if err != nil {
 		return fmt.Errorf("--source: %w", err)
 	}
-	if err := spec.CheckKeys(b, reflect.TypeFor[apiclient.StartRequest]()); err != nil {
+	if _, err := spec.CheckKeys(b, reflect.TypeFor[apiclient.StartRequest]()); err != nil {
 		return fmt.Errorf("--source %s: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -38,7 +38,8 @@ type Item struct {
 	// The ownership protocol carries it and never reads it.
 	Spec string
 	// CheckpointEvery is the session's own checkpoint interval (0: the
-	// worker's default), the spec's checkpoint_every as the protocol reads it.
+	// worker's default), the spec's checkpoint_every as the protocol reads it
+	// (stored twice: schema.AttrCheckpointEvery says why).
 	CheckpointEvery time.Duration
 	Generation      int64
 

@@ -13,6 +13,19 @@ import (
 const DefaultTableName = "wsfleet-sessions"
 
 // Attribute names of a session item. One item per connection.
+//
+// checkpoint_every is stored twice, as checkpoint_every_ms and in the spec,
+// for this reason (the one place that gives it): the ownership core
+// (shared/lease and its stores) schedules a tenure's checkpoints from the
+// session item it acquires, and carries the spec without reading it (it
+// imports no shared/source, which shared/spec embeds: shared/archtest), so
+// it reads the interval as a number. Ingest writes both from one checked
+// spec in the same start (functions/ingest/internal/sessions/write.go), so
+// they differ only on a hand-edited item; the worker reads the spec's too
+// (workers/streamer/ckptpolicy.go). Removing this attribute takes a worker
+// callback that decodes the spec for the core (as lease.Config.Periodic
+// does) and a rollout in which older workers, which read only this, fall
+// back to their default interval.
 const (
 	AttrPk               = "Pk"                    // S: the connection_id
 	AttrDesiredState     = "desired_state"         // S: STARTED | STOPPED (written only by ingest)
@@ -23,7 +36,7 @@ const (
 	AttrLeaseOwner       = "lease_owner"           // S: worker id of the owner; absent = no owner (new, released, failed, disowned: stopped when its owner ended). The by_owner index key
 	AttrLeaseEpoch       = "lease_epoch"           // N: per-session fencing token, +1 on every acquire, only grows
 	AttrUnownedShard     = "unowned_shard"         // S: UnownedShardOf(Pk) while STARTED, not FAILED and without owner; absent otherwise (the sparse by_unowned index)
-	AttrCheckpointEvery  = "checkpoint_every_ms"   // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default
+	AttrCheckpointEvery  = "checkpoint_every_ms"   // N: the session's checkpoint interval, the spec's checkpoint_every again, in ms (why: above); absent = the worker's default
 	AttrHandoffTo        = "handoff_to"            // S: the worker a rebalancing move released the session to; removed by the next acquire
 	AttrHandoffAtMs      = "handoff_at_ms"         // N: when (the releasing worker's wall clock)
 	AttrLastSeq          = "last_seq"              // N: last checkpointed sequence number; written only by the owner (owner and epoch), only forward; no index key nor projected

@@ -30,7 +30,7 @@ type Item struct {
 	Spec              string `dynamodbav:"spec,omitempty"`     // shared/spec's stored form, inline: only as an older ingest wrote it
 	SpecRef           string `dynamodbav:"spec_ref,omitempty"` // the spec item's ref (SpecItem); "" on an inline item
 	Generation        *int64 `dynamodbav:"generation,omitempty"`
-	CheckpointEveryMs int64  `dynamodbav:"checkpoint_every_ms,omitempty"`
+	CheckpointEveryMs int64  `dynamodbav:"checkpoint_every_ms,omitempty"` // the spec's checkpoint_every again (why: schema.AttrCheckpointEvery)
 	LeaseOwner        string `dynamodbav:"lease_owner,omitempty"`
 	LeaseEpoch        int64  `dynamodbav:"lease_epoch"`
 	UnownedShard      string `dynamodbav:"unowned_shard,omitempty"`

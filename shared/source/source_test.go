@@ -69,8 +69,8 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%s: %v, want valid", c.name, fe)
 		case c.field != "" && fe == nil:
 			t.Errorf("%s: valid, want a %s error", c.name, c.field)
-		case c.field != "" && (fe.Field != c.field || !strings.Contains(fe.Reason, c.why)):
-			t.Errorf("%s: %s: %s, want field %s and %q", c.name, fe.Field, fe.Reason, c.field, c.why)
+		case c.field != "" && (fe.Field != c.field || !strings.Contains(fe.Message, c.why)):
+			t.Errorf("%s: %s: %s, want field %s and %q", c.name, fe.Field, fe.Message, c.field, c.why)
 		}
 	}
 }

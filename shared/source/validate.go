@@ -12,17 +12,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/secretref"
 )
 
-// FieldError is a configuration a start must refuse: Field is the
-// top-level body field at fault (open_messages, app_ping, …), Reason why.
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
-
+// bad is a refusal of field whose message is the field and the reason.
 func bad(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &FieldError{Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
 // Normalize drops the spelled-out defaults, so that a start naming a

@@ -11,31 +11,14 @@ import (
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
-// FieldError is a configuration a start must refuse: Field is the top-level
-// body field at fault, Message the whole reason (it names the field and
-// never quotes a header value, an open message or a URL).
-type FieldError struct {
-	Field   string
-	Message string
-}
-
-func (e *FieldError) Error() string { return e.Message }
-
-// Code is the API error code of the refusal: "invalid_" and the field
-// (headers: "invalid_header").
-func (e *FieldError) Code() string {
-	if e.Field == "headers" {
-		return "invalid_header"
-	}
-	return "invalid_" + e.Field
-}
-
-func bad(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+// bad is a refusal of field (source.FieldError: the one refusal type of a
+// start's checks, the source protocol's and the session's).
+func bad(field, format string, args ...any) *source.FieldError {
+	return &source.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
 // Keys are the top-level keys a body gave a value other than null (see
-// GivenKeys): what tells an omitted field from an empty one. A spec built
+// CheckKeys): what tells an omitted field from an empty one. A spec built
 // in code checks with nil Keys: its non-empty fields count as given.
 type Keys map[string]bool
 
@@ -62,7 +45,7 @@ var (
 // makes it canonical (see Spec). It reports the first problem. Where the
 // worker may dial (the scheme, the host allowlist, the address policy) is
 // the deployment's to check, not the spec's.
-func (s *Spec) Check(given Keys) *FieldError {
+func (s *Spec) Check(given Keys) *source.FieldError {
 	if s.WSURL == "" {
 		return bad("ws_url", "ws_url is required")
 	}
@@ -104,7 +87,7 @@ func (s *Spec) Check(given Keys) *FieldError {
 }
 
 // checkSeq checks the seq path and resume fields and folds their aliases.
-func (s *Spec) checkSeq(given Keys) *FieldError {
+func (s *Spec) checkSeq(given Keys) *source.FieldError {
 	none := s.SeqMode == source.SeqNone
 	path := ""
 	seqField, seqPath := given.has("seq_field", s.SeqField != ""), given.has("seq_path", s.SeqPath != "")
@@ -169,7 +152,7 @@ func (s *Spec) checkSeq(given Keys) *FieldError {
 
 // checkSource checks the source protocol (shared/source) and drops its
 // spelled-out defaults.
-func (s *Spec) checkSource(given Keys) *FieldError {
+func (s *Spec) checkSource(given Keys) *source.FieldError {
 	if given["on_sink_refusal"] && s.OnSinkRefusal == "" {
 		return bad("on_sink_refusal", `on_sink_refusal must be "fail" or "skip"; omit it for "fail"`)
 	}
@@ -183,7 +166,7 @@ func (s *Spec) checkSource(given Keys) *FieldError {
 		return bad("switch_timeout", "switch_timeout must be a duration; omit it for the default (30s)")
 	}
 	if fe := s.Config.Validate(); fe != nil {
-		return &FieldError{Field: fe.Field, Message: fe.Error()}
+		return fe
 	}
 	s.Config.Normalize()
 	return nil
@@ -192,7 +175,7 @@ func (s *Spec) checkSource(given Keys) *FieldError {
 // checkRefCount allows at most secretref.MaxRefs secret references in the
 // header values and open messages together (each one can stand for a whole
 // secret at every dial), naming the header or open message that passes it.
-func (s *Spec) checkRefCount() *FieldError {
+func (s *Spec) checkRefCount() *source.FieldError {
 	n := 0
 	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
 		if n += secretref.Count(s.Headers[name]); n > secretref.MaxRefs {
@@ -212,7 +195,7 @@ func (s *Spec) checkRefCount() *FieldError {
 
 // checkCheckpointEvery parses checkpoint_every (a Go duration,
 // MinCheckpointEvery..MaxCheckpointEvery).
-func checkCheckpointEvery(v string) (time.Duration, *FieldError) {
+func checkCheckpointEvery(v string) (time.Duration, *source.FieldError) {
 	refused := bad("checkpoint_every", `checkpoint_every must be a duration from 1s to 10m, such as "30s" or "2m"`)
 	if len(v) > 32 {
 		return 0, refused
@@ -232,7 +215,7 @@ func (s Spec) CheckpointInterval() time.Duration {
 }
 
 // checkSubprotocols allows at most MaxSubprotocols tokens, each once.
-func checkSubprotocols(ps []string) *FieldError {
+func checkSubprotocols(ps []string) *source.FieldError {
 	if len(ps) > MaxSubprotocols {
 		return bad("subprotocols", "subprotocols: at most %d", MaxSubprotocols)
 	}

@@ -23,44 +23,6 @@ func (s Spec) Encode() (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// Decode reads a stored spec and checks it. On a check failure it returns
-// the spec as decoded with the error (a view can still show it); the
-// error's text names the field and never quotes a value.
-func Decode(stored string) (Spec, error) {
-	var s Spec
-	if stored == "" {
-		return Spec{}, fmt.Errorf("stored session spec is empty")
-	}
-	if err := json.Unmarshal([]byte(stored), &s); err != nil {
-		return Spec{}, fmt.Errorf("stored session spec is not valid JSON")
-	}
-	given, err := GivenKeys([]byte(stored))
-	if err != nil {
-		return Spec{}, err
-	}
-	checked := s
-	if fe := checked.Check(given); fe != nil {
-		return s, fmt.Errorf("stored session spec is invalid (%s)", fe.Field)
-	}
-	return checked, nil
-}
-
-// GivenKeys are the top-level keys of the JSON object raw whose value is
-// not null.
-func GivenKeys(raw []byte) (Keys, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("session spec is not a JSON object")
-	}
-	given := make(Keys, len(m))
-	for k, v := range m {
-		if !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			given[k] = true
-		}
-	}
-	return given, nil
-}
-
 // FieldNames are the JSON keys of a struct type's fields (t is a struct or
 // a pointer to one), embedded structs' keys included: the keys a strict
 // decoder accepts for it.

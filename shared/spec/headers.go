@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // Header limits.
@@ -67,9 +69,20 @@ func QuoteName(n string) string {
 	return strconv.Quote(n)
 }
 
+// validHeaderValue reports whether v holds no control byte (a tab aside)
+// and no byte outside ASCII: what an HTTP client sends as is.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // checkHeaders validates the dial headers. Messages name the header but
 // never quote a value.
-func checkHeaders(h map[string]string) *FieldError {
+func checkHeaders(h map[string]string) *source.FieldError {
 	if len(h) > MaxHeaders {
 		return bad("headers", "at most %d headers", MaxHeaders)
 	}
@@ -98,10 +111,8 @@ func checkHeaders(h map[string]string) *FieldError {
 		if len(value) > MaxHeaderValueLen {
 			return bad("headers", "header %s value is longer than %d bytes", QuoteName(name), MaxHeaderValueLen)
 		}
-		for i := 0; i < len(value); i++ {
-			if c := value[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
-				return bad("headers", "header %s value holds a control or non-ASCII byte", QuoteName(name))
-			}
+		if !validHeaderValue(value) {
+			return bad("headers", "header %s value holds a control or non-ASCII byte", QuoteName(name))
 		}
 		if value != strings.TrimSpace(value) {
 			return bad("headers", "header %s value has leading or trailing whitespace", QuoteName(name))

@@ -59,53 +59,65 @@ func (e *TokenError) Error() string { return e.Err.Error() }
 func (e *TokenError) Unwrap() error { return e.Err }
 
 // CheckKeys walks the tokens of the JSON text body, to be decoded into a
-// value of type t, and refuses (a *KeyError) a key repeated in one object
-// (encoding/json would silently keep the last one, and another parser on
-// the path might keep the first), a key of an object decoded into a struct
+// value of type t. It returns the top-level keys the body gives a value
+// other than null (Check's Keys: what tells an omitted field from an empty
+// one, read in this walk rather than by parsing the body again), and
+// refuses (a *KeyError) a key repeated in one object (encoding/json would
+// silently keep the last one, and another parser on the path might keep
+// the first), a key of an object decoded into a struct
 // that is not one of its fields (FieldNames: through embedded structs and
 // pointers, matched case-sensitively, where encoding/json alone would also
 // take "WS_URL"), and nesting deeper than MaxKeyDepth. Below a map (headers)
 // or an interface any key goes. Text that is not JSON is a *TokenError.
 // Unlike json.Decoder.DisallowUnknownFields, the refusal names the key's
 // whole path and the field it may have meant.
-func CheckKeys(body []byte, t reflect.Type) error {
+func CheckKeys(body []byte, t reflect.Type) (Keys, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var stack []*keyFrame
+	given := Keys{}
+	topValue := false // the token read next is the value of a top-level key
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
 			if len(stack) > 0 { // encoding/json's Token says EOF inside a value too
-				return &TokenError{Err: io.ErrUnexpectedEOF, Offset: dec.InputOffset()}
+				return nil, &TokenError{Err: io.ErrUnexpectedEOF, Offset: dec.InputOffset()}
 			}
-			return nil
+			return given, nil
 		}
 		if err != nil {
-			return &TokenError{Err: err, Offset: dec.InputOffset()}
+			return nil, &TokenError{Err: err, Offset: dec.InputOffset()}
 		}
 		var top *keyFrame
 		if len(stack) > 0 {
 			top = stack[len(stack)-1]
 		}
+		if topValue {
+			if tok != nil { // a JSON null is no value
+				given[top.key] = true
+			}
+			topValue = false
+		}
 		if k, isKey := tok.(string); isKey && top != nil && top.object && top.expect {
 			if top.keys[k] {
-				return &KeyError{Kind: KeyDuplicate, Path: joinKey(top.path, k)}
+				return nil, &KeyError{Kind: KeyDuplicate, Path: joinKey(top.path, k)}
 			}
 			if top.fields != nil {
 				if _, known := top.fields[k]; !known {
-					return &KeyError{Kind: KeyUnknown, Path: joinKey(top.path, k), Near: top.nearest(k)}
+					return nil, &KeyError{Kind: KeyUnknown, Path: joinKey(top.path, k), Near: top.nearest(k)}
 				}
 			}
 			top.keys[k] = true
 			top.key = k
 			top.expect = false
+			topValue = len(stack) == 1
 			continue
 		}
 		if d, ok := tok.(json.Delim); ok {
 			switch d {
 			case '{', '[':
 				if len(stack) >= MaxKeyDepth {
-					return &KeyError{Kind: KeyTooDeep}
+					return nil, &KeyError{Kind: KeyTooDeep}
 				}
 				f := &keyFrame{object: d == '{', typ: t}
 				if top != nil {

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"errors"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,14 +25,28 @@ func TestCheckKeys(t *testing.T) {
 		{`{"headers":{"A":"1","A":"2"}}`, `duplicate key "headers.A"`},
 		{`{"ws_url":"x"`, "unexpected EOF"},
 	} {
-		err := spec.CheckKeys([]byte(c.body), start)
+		_, err := spec.CheckKeys([]byte(c.body), start)
 		if (c.want == "") != (err == nil) || err != nil && err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.body, err, c.want)
 		}
 	}
 	var ke *spec.KeyError
-	err := spec.CheckKeys([]byte(strings.Repeat(`{"headers":`, 17)), start)
+	_, err := spec.CheckKeys([]byte(strings.Repeat(`{"headers":`, 17)), start)
 	if !errors.As(err, &ke) || ke.Kind != spec.KeyTooDeep {
 		t.Fatalf("17 levels: %v", err)
+	}
+}
+
+// CheckKeys returns the top-level keys given a value other than null (what
+// Check tells an omitted field from an empty one by), from the same walk.
+func TestCheckKeysReturnsTheGivenKeys(t *testing.T) {
+	given, err := spec.CheckKeys([]byte(`{"ws_url":"x","headers":null,"seq_path":"","resume":{"value":null},"open_messages":[],"idle_timeout" : null}`),
+		reflect.TypeFor[sessionapi.StartRequest]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spec.Keys{"ws_url": true, "seq_path": true, "resume": true, "open_messages": true}
+	if !maps.Equal(given, want) {
+		t.Fatalf("given %v, want %v", given, want)
 	}
 }

@@ -1,11 +1,15 @@
 // Package spec owns a session's desired configuration: the one Spec type
-// that ingest decodes from POST /sessions, validates (Check, with errors that
-// name the field), stores (Encode: the session item's spec attribute) and
-// shows redacted (View, for GET), that a start compares to decide whether
-// the generation moves (two specs are the same configuration exactly when
-// their encodings are equal), and that the worker dials from (Decode). The
+// that ingest decodes from POST /sessions, admits (Check, with errors that
+// name the field: at ingest only), stores (Encode: the session item's spec
+// attribute) and shows redacted (View, for GET), that a start compares to
+// decide whether the generation moves (two specs are the same configuration
+// exactly when their encodings are equal), and that the worker dials from
+// (Decode: the stored form read back under the run rules, never admitted
+// again, so a rule tightened later fails no stored session; a field it does
+// not know is ErrUnknownField, the workers-first rollout rule). The
 // ownership core carries the stored form without reading it. A new start
-// field is one field here, its check, and the worker code that uses it.
+// field is one field here, its check, its run rule if the worker needs one,
+// and the worker code that uses it.
 package spec
 
 import (
@@ -36,6 +40,8 @@ type Spec struct {
 	FollowRedirects int `json:"follow_redirects,omitempty"`
 	// CheckpointEvery is the session's checkpoint interval, a Go duration
 	// (MinCheckpointEvery..MaxCheckpointEvery); "": the worker's default.
+	// Ingest stores it again as the session item's checkpoint_every_ms, for
+	// the ownership core (the reason: schema.AttrCheckpointEvery).
 	CheckpointEvery string `json:"checkpoint_every,omitempty"`
 	// SeqPath is the dotted path to a message's seq; "": DefaultSeqPath.
 	SeqPath string  `json:"seq_path,omitempty"`

@@ -12,13 +12,13 @@ import (
 
 // parse decodes body as ingest does (encoding/json, then Check on the keys
 // the body gave).
-func parse(t *testing.T, body string) (Spec, *FieldError) {
+func parse(t *testing.T, body string) (Spec, *source.FieldError) {
 	t.Helper()
 	var s Spec
 	if err := json.Unmarshal([]byte(body), &s); err != nil {
 		t.Fatalf("unmarshal %s: %v", body, err)
 	}
-	given, err := GivenKeys([]byte(body))
+	given, err := CheckKeys([]byte(body), reflect.TypeFor[Spec]())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestEncodeDoesNotEscapeHTML(t *testing.T) {
 	}
 }
 
-func TestDecodeChecksTheStoredForm(t *testing.T) {
+func TestDecodeReadsTheStoredForm(t *testing.T) {
 	enc := encoded(t, `{"ws_url":"wss://x/?token=t","headers":{"Authorization":"Bearer b"},"seq_path":"data.u","resume_query_param":"from","checkpoint_every":"30s"}`)
 	s, err := Decode(enc)
 	if err != nil {

@@ -64,7 +64,7 @@ func (s Spec) StandbyWindow() (age time.Duration, bytes int64) {
 // enabled (a start with {"enabled": false} is the same configuration as
 // one without standby), the defaults dropped, the window in Go's form. It
 // builds a new Standby: the one checked may be shared with a caller's spec.
-func (s *Spec) checkStandby() *FieldError {
+func (s *Spec) checkStandby() *source.FieldError {
 	in := s.Standby
 	if in == nil {
 		return nil

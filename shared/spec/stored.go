@@ -3,6 +3,8 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // MaxStoredBytes bounds a spec's stored form (Encode: the session item's
@@ -30,7 +32,7 @@ const MaxItemBytes = MaxStoredBytes + MaxItemOverheadBytes
 // checkStored refuses a checked spec whose stored form is over
 // MaxStoredBytes, naming the top-level field whose stored form is the
 // largest (the one to make smaller).
-func (s Spec) checkStored() *FieldError {
+func (s Spec) checkStored() *source.FieldError {
 	enc, err := s.Encode()
 	if err != nil {
 		return bad("body", "the session's configuration cannot be encoded")
@@ -47,7 +49,7 @@ func (s Spec) checkStored() *FieldError {
 			}
 		}
 	}
-	return &FieldError{Field: field, Message: fmt.Sprintf(
+	return &source.FieldError{Field: field, Message: fmt.Sprintf(
 		"the session's configuration is %d bytes as stored (JSON-escaped, binary in base64), at most %d; %s is the largest part (%d bytes)",
 		len(enc), MaxStoredBytes, field, size)}
 }

@@ -9,7 +9,9 @@ import (
 
 // periodicCheckpoints is the Keeper's Config.Periodic: a session gets
 // periodic checkpoints when a new connection can ask its source to resume
-// from one (spec.Resumable) or its start gave checkpoint_every. The others
+// from one (spec.Resumable) or its start gave checkpoint_every (read from
+// the item's checkpoint_every_ms or the spec: stored twice, why in
+// schema.AttrCheckpointEvery). The others
 // (seq_mode none; a live stream without a resume parameter or placeholder)
 // write only the final checkpoint of a release, hand-off or fail and the one
 // before a new generation: after a crash their source could not replay

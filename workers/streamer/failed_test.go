@@ -2,6 +2,7 @@ package streamer
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -193,5 +194,47 @@ func TestWebsocketdRefusingTheOpenMessagesFails(t *testing.T) {
 	testwait.Eventually(t, slack, "the worker no longer owns the failed session", func() bool { return m.Status().Owned == 0 })
 	if n := m.sink.count(id); n != 0 || m.Stats().SessionsFailed != 1 {
 		t.Fatalf("%d deliveries, SessionsFailed %d", n, m.Stats().SessionsFailed)
+	}
+}
+
+// The rollout rule (docs/worker.md, "Stored specs and rollouts"): a stored
+// spec with a field this worker does not know fails its session before any
+// dial (FAILED, its last_error naming the field, logged once with its
+// connection_id), while a spec stored under an older, looser admission rule
+// (follow_redirects above today's maximum) runs: the worker never admits a
+// stored spec again.
+func TestStoredSpecRolloutRule(t *testing.T) {
+	m := startMem(t, 0, nil, nil)
+	put := func(id, fields string) {
+		u, _ := json.Marshal(m.feed.URL(id))
+		m.store.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq,
+			Spec: `{"ws_url":` + string(u) + `,"resume":{"query_param":"from"},` + fields + `}`})
+	}
+	put("older-rule", `"follow_redirects":9`)
+	put("newer-field", `"connect_timeout_ms":5000`)
+	testwait.Eventually(t, 2*slack, "messages of the spec stored under the older rule", func() bool { return m.sink.count("older-rule") >= 5 })
+	var failed lease.Item
+	testwait.Eventually(t, 2*slack, "the session with the unknown field FAILED", func() bool {
+		it, err := m.store.Get(context.Background(), "newer-field")
+		failed = it
+		return err == nil && it.Failed()
+	})
+	if !strings.Contains(failed.LastError, `"connect_timeout_ms"`) || failed.Owner != "" {
+		t.Fatalf("FAILED item: owner %q, last_error %q: want no owner and the field named", failed.Owner, failed.LastError)
+	}
+	if it, err := m.store.Get(context.Background(), "older-rule"); err != nil || it.Failed() {
+		t.Fatalf("the session stored under the older rule: %+v (%v)", it, err)
+	}
+	if n := len(m.feed.Records("newer-field")); n != 0 {
+		t.Fatalf("the feed got %d connections for the unknown field's session, want none", n)
+	}
+	var logged int
+	for _, line := range strings.Split(m.logs.String(), "\n") {
+		if strings.Contains(line, "does not know") && strings.Contains(line, `"connection_id":"newer-field"`) {
+			logged++
+		}
+	}
+	if logged != 1 {
+		t.Fatalf("the unknown field logged %d times with its connection_id, want once; logs:\n%s", logged, m.logs.String())
 	}
 }

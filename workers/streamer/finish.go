@@ -11,6 +11,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -128,8 +129,13 @@ func (w *Worker) fail(ctx context.Context, s *session.Session, reason error) {
 	w.reg.Add(schema.MetricSessionsFailed, 1)
 	w.stats.failed.Add(1)
 	msg := "session failed: source cannot be connected, waiting for a new start"
-	if errors.Is(reason, session.ErrSinkRefused) {
+	switch {
+	case errors.Is(reason, session.ErrSinkRefused):
 		msg = "session failed: the sink refused a message for good, waiting for a new start"
+	case errors.Is(reason, spec.ErrUnknownField):
+		// The rollout rule (docs/worker.md, "Stored specs and rollouts"):
+		// logged once, with the session's connection_id, as it fails.
+		msg = "session failed: its stored spec has a field this worker does not know (deploy the workers first), waiting for a new start"
 	}
 	log.Warn().Int64("last_seq", s.Held().LastSeq()).Str("cause", reason.Error()).Msg(msg)
 }

@@ -37,12 +37,9 @@ var startFields = func() map[string]bool {
 // deployment's policy allows.
 func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 	var req sessionapi.StartRequest
-	if err := decodeStrict(body, &req, startFields); err != nil {
+	given, err := decodeStrict(body, &req, startFields)
+	if err != nil {
 		return sessions.Desired{}, err
-	}
-	given, err := spec.GivenKeys(body)
-	if err != nil { // decodeStrict read one JSON object: unreachable
-		return sessions.Desired{}, badRequest(CodeInvalidJSON, "body must be a JSON object")
 	}
 	d := sessions.Desired{ConnectionID: req.ConnectionID}
 	if !given["connection_id"] {
@@ -102,7 +99,8 @@ func DecodeStop(body []byte) *apiError {
 		return nil
 	}
 	var b struct{}
-	return decodeStrict(body, &b, nil)
+	_, err := decodeStrict(body, &b, nil)
+	return err
 }
 
 // CheckConnectionID validates a connection_id (notify.ConnectionIDPattern).
@@ -126,19 +124,23 @@ func NewConnectionID() string {
 // decodeStrict decodes one JSON object into v: valid UTF-8, no duplicate
 // keys at any depth, keys at any depth exactly (case-sensitively) the
 // fields of v's type at their path (checkKeys), nothing after the object.
-// fields are the top-level keys, which a type error is reported on.
-func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
+// fields are the top-level keys, which a type error is reported on. It
+// returns the top-level keys given a value other than null, from the key
+// walk: the body is read twice, by that walk and by the decode, never a
+// third time.
+func decodeStrict(body []byte, v any, fields map[string]bool) (spec.Keys, *apiError) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest(CodeInvalidJSON, "a JSON object body is required")
+		return nil, badRequest(CodeInvalidJSON, "a JSON object body is required")
 	}
 	if !utf8.Valid(body) {
-		return badRequest(CodeInvalidJSON, "body is not valid UTF-8")
+		return nil, badRequest(CodeInvalidJSON, "body is not valid UTF-8")
 	}
 	if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
-		return badRequest(CodeInvalidJSON, "body must be a JSON object")
+		return nil, badRequest(CodeInvalidJSON, "body must be a JSON object")
 	}
-	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
-		return err
+	given, kerr := checkKeys(body, reflect.TypeOf(v))
+	if kerr != nil {
+		return nil, kerr
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -148,7 +150,7 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 		case errors.As(err, &typeErr):
 			field := typeErr.Field
 			if field == "" {
-				return badRequest(CodeInvalidJSON, "body must be a JSON object")
+				return nil, badRequest(CodeInvalidJSON, "body must be a JSON object")
 			}
 			// The path runs through embedded structs (Spec, Config) to the
 			// top-level key, then through the keys of the objects below it
@@ -161,18 +163,18 @@ func decodeStrict(body []byte, v any, fields map[string]bool) *apiError {
 					break
 				}
 			}
-			return badRequest(CodeInvalidType, fmt.Sprintf("field %q must be a %s", truncate(field, 64), jsonKind(typeErr.Type.String())))
+			return nil, badRequest(CodeInvalidType, fmt.Sprintf("field %q must be a %s", truncate(field, 64), jsonKind(typeErr.Type.String())))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return badRequest(CodeUnknownField, "unknown field "+truncate(name, 64))
+			return nil, badRequest(CodeUnknownField, "unknown field "+truncate(name, 64))
 		default:
-			return badRequest(CodeInvalidJSON, invalidJSON(err, dec.InputOffset()))
+			return nil, badRequest(CodeInvalidJSON, invalidJSON(err, dec.InputOffset()))
 		}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest(CodeInvalidJSON, "body must hold exactly one JSON object")
+		return nil, badRequest(CodeInvalidJSON, "body must hold exactly one JSON object")
 	}
-	return nil
+	return given, nil
 }
 
 func jsonKind(goType string) string {
@@ -204,22 +206,23 @@ func truncate(s string, n int) string {
 
 // checkKeys refuses a key repeated in one object, a key not a field of
 // the type t decodes into at its path (named with the field it may have
-// meant), and nesting too deep (spec.CheckKeys).
-func checkKeys(body []byte, t reflect.Type) *apiError {
-	err := spec.CheckKeys(body, t)
+// meant), and nesting too deep (spec.CheckKeys), and returns the top-level
+// keys given a value other than null.
+func checkKeys(body []byte, t reflect.Type) (spec.Keys, *apiError) {
+	given, err := spec.CheckKeys(body, t)
 	var ke *spec.KeyError
 	var te *spec.TokenError
 	switch {
 	case err == nil:
-		return nil
+		return given, nil
 	case errors.As(err, &ke) && ke.Kind == spec.KeyUnknown:
-		return badRequest(CodeUnknownField, ke.Error())
+		return nil, badRequest(CodeUnknownField, ke.Error())
 	case errors.As(err, &ke) && ke.Kind == spec.KeyTooDeep:
-		return badRequest(CodeInvalidJSON, "body is nested too deeply")
+		return nil, badRequest(CodeInvalidJSON, "body is nested too deeply")
 	case errors.As(err, &te):
-		return badRequest(CodeInvalidJSON, invalidJSON(te.Err, te.Offset))
+		return nil, badRequest(CodeInvalidJSON, invalidJSON(te.Err, te.Offset))
 	}
-	return badRequest(CodeInvalidJSON, err.Error())
+	return nil, badRequest(CodeInvalidJSON, err.Error())
 }
 
 // invalidJSON says where a body stops being JSON: the byte offset of the

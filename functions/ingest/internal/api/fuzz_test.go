@@ -25,11 +25,11 @@ import (
 // knownCodes are the codes a refused start may carry, derived so that a new
 // field or code can't be left out: every Code constant this package declares
 // (read from its source), and the code of a refusal naming each field of a
-// start body (spec.FieldError.Code), whether or not it has a constant.
+// start body (source.FieldError.Code), whether or not it has a constant.
 var knownCodes = func() map[string]bool {
 	m := declaredCodes()
 	for f := range startFields {
-		m[(&spec.FieldError{Field: f}).Code()] = true
+		m[(&source.FieldError{Field: f}).Code()] = true
 	}
 	return m
 }()
@@ -176,7 +176,8 @@ func FuzzDecodeStart(f *testing.F) {
 		if _, err := source.ParsePath(sp.Seq()); err != nil {
 			t.Fatalf("accepted seq path %q", sp.Seq())
 		}
-		// What is stored decodes back to the same spec, and checks again.
+		// What is stored decodes back to the same spec (the run rules are within
+		// admission's), and checks again.
 		enc, err := sp.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -187,6 +188,9 @@ func FuzzDecodeStart(f *testing.F) {
 		}
 		if again, _ := back.Encode(); again != enc {
 			t.Fatalf("accepted spec %q re-encodes as %q", enc, again)
+		}
+		if fe := back.Check(nil); fe != nil {
+			t.Fatalf("accepted spec %q does not check again: %v", enc, fe)
 		}
 		// Redaction keeps no query value: every element it shows is empty
 		// (as in "?&"), a bare REDACTED or a key with the value REDACTED.

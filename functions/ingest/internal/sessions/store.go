@@ -191,8 +191,9 @@ func toRecord(it *sessionitem.Item) record {
 // toSession is item it with its stored configuration (inline, or its spec
 // item's).
 func toSession(it *sessionitem.Item, stored string) Session {
-	// A stored spec that no longer checks (a hand-edited item) is shown as
-	// decoded.
+	// A stored spec that breaks the run rules (a hand-edited item) is shown
+	// as decoded; one stored under an older admission rule is shown as is
+	// (spec.Decode never admits it again).
 	sp, _ := spec.Decode(stored)
 	return Session{
 		ConnectionID: it.ConnectionID, DesiredState: it.DesiredState, Spec: sp,

@@ -131,7 +131,7 @@ type write struct {
 	spec   string // spec.Encode
 	hash   string // sessionitem.SpecHash(spec)
 	ref    string // the spec item's ref the write names
-	ckptMs int64  // the spec's checkpoint interval, for the ownership core; 0: the worker's default
+	ckptMs int64  // the spec's checkpoint interval again, for the ownership core (why: schema.AttrCheckpointEvery); 0: the worker's default
 }
 
 // desiredSet is the update that makes w the desired configuration, STARTED:

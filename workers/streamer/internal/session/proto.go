@@ -66,9 +66,10 @@ type proto struct {
 	switchTimeout time.Duration
 }
 
-// compile reads the item's spec. An error means the stored spec is not one
-// ingest accepts (a hand-edited item); its text names the field, never a
-// value.
+// compile reads the item's spec (spec.Decode: the run rules, not ingest's
+// admission). An error means the worker cannot run it (a hand-edited item,
+// or a field this build does not know: spec.ErrUnknownField, wrapped); its
+// text names the field, never a value.
 func compile(it lease.Item) (*proto, error) {
 	sp, err := spec.Decode(it.Spec)
 	if err != nil {

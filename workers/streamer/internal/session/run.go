@@ -92,7 +92,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 	it := s.held.Item()
 	p, perr := s.protoFor(it)
 	if perr != nil {
-		s.Interrupt(fmt.Errorf("%w: %v", ErrSourceFailed, perr))
+		s.Interrupt(fmt.Errorf("%w: %w", ErrSourceFailed, perr))
 		return nil, nil, nil, true, s.terminal()
 	}
 	conn, raw, frames, err := s.dial(ctx, it, p)
