@@ -16,10 +16,11 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sinktest"
 )
 
-// The sink conformance suite over the kinesis sink on kinesalite, as the
-// worker builds it (registry: always batched through sink/batch), with
-// its default configuration (aggregated records over hash buckets) on a
-// stream of two shards, read back shard by shard.
+// The sink conformance suite over the kinesis sink on kinesalite, built as
+// registry.Open builds it (always batched through sink/batch; with
+// batchtest.EngineConfig's request timeout), with its default configuration
+// (aggregated records over hash buckets) on a stream of two shards, read
+// back shard by shard.
 func TestConformance(t *testing.T) {
 	sinktest.Run(t, func(t *testing.T) sinktest.Subject {
 		ctx, reader, stream := activeStream(t, "conformance", 2)

@@ -19,10 +19,11 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/sinktest"
 )
 
-// The sink conformance suite over the sqs sink on fauxqs, as the worker
-// builds it (registry): batched through sink/batch with packing (the
-// default) on a FIFO and on a standard queue, and unbatched (Handle, one
-// SendMessage per message) on a FIFO queue.
+// The sink conformance suite over the sqs sink on fauxqs, built as
+// registry.Open builds it (with batchtest.EngineConfig's request timeout):
+// batched through sink/batch with packing (the default) on a FIFO and on a
+// standard queue, and unbatched (Handle, one SendMessage per message) on a
+// FIFO queue.
 func TestConformance(t *testing.T) {
 	for _, c := range []struct {
 		name           string
@@ -70,8 +71,10 @@ func subject(t *testing.T, fifo, batching bool) sinktest.Subject {
 		h = b
 	}
 	subject := sinktest.Subject{
-		Handler:  h,
-		Read:     func(ctx context.Context, t *testing.T) []consume.Envelope { return sinktest.SQSEnvelopes(ctx, t, reader, url) },
+		Handler: h,
+		Read: func(ctx context.Context, t *testing.T) []consume.Envelope {
+			return sinktest.SQSEnvelopes(ctx, t, reader, url)
+		},
 		Requests: wire.Requests,
 		// A body over SQS's 1 MiB: the batched sink refuses it at Encode,
 		// the unbatched one has it refused by SQS (InvalidParameterValue).
