@@ -24,6 +24,7 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/sinktest"
 )
 
 // Per-session aggregation (HashBuckets 0): PackGrow is the exact Size of
@@ -198,7 +199,7 @@ func TestAggregatedRecordsReadByAwsKinesisAgg(t *testing.T) {
 	node, root := enginetest.RequireNodeModule(t, "aws-kinesis-agg")
 	ctx, client, stream := activeStream(t, "agg", 1)
 	snd := New(client, stream)
-	b := batchtest.Start(t, snd, engineConfig())
+	b := batchtest.Start(t, snd, batchtest.EngineConfig())
 	const perSession = 300
 	sessions := []string{"conn-a", "conn-b"}
 	var sent []userRecord // every envelope, in each session's order
@@ -218,7 +219,7 @@ func TestAggregatedRecordsReadByAwsKinesisAgg(t *testing.T) {
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recs := readStream(ctx, t, client, stream)
+	recs := sinktest.ReadKinesis(ctx, t, client, stream)
 	if st := b.Stats(); st.Records != int64(len(sent)) || int(st.WireRecords) != len(recs) || st.Packs == 0 {
 		t.Fatalf("stats %+v, %d records on the stream: want %d messages in fewer, aggregated records", st, len(recs), len(sent))
 	}
@@ -309,7 +310,7 @@ func TestBucketRecordsReadByAwsKinesisAgg(t *testing.T) {
 	for _, sh := range shards.Shards {
 		lo, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.StartingHashKey), 10)
 		hi, _ := new(big.Int).SetString(aws.ToString(sh.HashKeyRange.EndingHashKey), 10)
-		on := readShard(ctx, t, client, stream, aws.ToString(sh.ShardId))
+		on := sinktest.ReadShard(ctx, t, client, stream, aws.ToString(sh.ShardId))
 		holds := k.Cmp(lo) >= 0 && k.Cmp(hi) <= 0
 		if !holds && len(on) > 0 || holds && len(on) != len(recs) {
 			t.Fatalf("shard %s (%s..%s): %d records, want all %d on the shard holding the bucket key %s", aws.ToString(sh.ShardId), lo, hi, len(on), len(recs), key)

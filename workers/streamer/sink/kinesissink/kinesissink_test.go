@@ -19,9 +19,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
-	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch/batchtest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/kpl"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/sinktest"
 )
 
 func TestMain(m *testing.M) {
@@ -105,18 +105,6 @@ func TestRecordLimit(t *testing.T) {
 	}
 }
 
-// engineConfig is the batcher's default configuration with a request
-// timeout long enough for a loaded kinesalite: a request the engine applies
-// after the client gave up on it is sent again (the documented duplicate of
-// a timed-out request), and these tests count records exactly. On this
-// 2-core machine at load 10, kinesalite took over 1 s (the default) for a
-// PutRecords of 500: 1,700 records of a session's 1,200 landed.
-func engineConfig() batch.Config {
-	c := batch.DefaultConfig()
-	c.RequestTimeout = 30 * time.Second
-	return c
-}
-
 // activeStream creates a stream of shards shards on the test's kinesalite
 // (the engine required), named prefix-<nanos>, and waits for it to be
 // ACTIVE; the context ends with the test, within a minute.
@@ -154,7 +142,7 @@ func TestBatchesOnKinesalite(t *testing.T) {
 func batchesOnKinesalite(t *testing.T, c Config) {
 	aggregate := c.AggregateBytes
 	ctx, client, stream := activeStream(t, "out", 2)
-	b := batchtest.Start(t, NewConfig(client, stream, c), engineConfig())
+	b := batchtest.Start(t, NewConfig(client, stream, c), batchtest.EngineConfig())
 
 	const sessions, perSession = 3, 1200
 	for s := range sessions {
@@ -184,7 +172,7 @@ func batchesOnKinesalite(t *testing.T, c Config) {
 	}
 
 	got := map[string][]int64{}
-	recs := readStream(ctx, t, client, stream)
+	recs := sinktest.ReadKinesis(ctx, t, client, stream)
 	if int64(len(recs)) != st.WireRecords {
 		t.Fatalf("%d records on the stream, %d acknowledged", len(recs), st.WireRecords)
 	}
@@ -218,7 +206,7 @@ func batchesOnKinesalite(t *testing.T, c Config) {
 // UTF-8 JSON and a consumer's decoder refused or altered it).
 func TestPoisonedTextFrameOnKinesalite(t *testing.T) {
 	ctx, client, stream := activeStream(t, "poison", 1)
-	b := batchtest.Start(t, New(client, stream), engineConfig())
+	b := batchtest.Start(t, New(client, stream), batchtest.EngineConfig())
 	const poisoned = "{\"seq\":7,\"x\":\"\xff\"}"
 	for seq := int64(6); seq <= 8; seq++ {
 		data := fmt.Sprintf(`{"seq":%d}`, seq)
@@ -232,7 +220,7 @@ func TestPoisonedTextFrameOnKinesalite(t *testing.T) {
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	users := userRecords(t, readStream(ctx, t, client, stream))
+	users := userRecords(t, sinktest.ReadKinesis(ctx, t, client, stream))
 	if len(users) != 3 {
 		t.Fatalf("%d user records, want 3", len(users))
 	}
@@ -250,44 +238,6 @@ func TestPoisonedTextFrameOnKinesalite(t *testing.T) {
 			t.Fatalf("seq 7 not carried losslessly: %s", u.data)
 		}
 	}
-}
-
-// readStream is every record of stream, shard by shard, each shard's in
-// order.
-func readStream(ctx context.Context, t *testing.T, client *kinesis.Client, stream string) []types.Record {
-	t.Helper()
-	shards, err := client.ListShards(ctx, &kinesis.ListShardsInput{StreamName: &stream})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []types.Record
-	for _, sh := range shards.Shards {
-		recs = append(recs, readShard(ctx, t, client, stream, aws.ToString(sh.ShardId))...)
-	}
-	return recs
-}
-
-// readShard is every record of one shard of stream, in order.
-func readShard(ctx context.Context, t *testing.T, client *kinesis.Client, stream, shard string) []types.Record {
-	t.Helper()
-	it, err := client.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: &stream, ShardId: &shard, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recs []types.Record
-	iter := it.ShardIterator
-	for iter != nil {
-		out, err := client.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(10000)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, out.Records...)
-		if len(out.Records) == 0 || aws.ToInt64(out.MillisBehindLatest) == 0 && len(out.Records) < 10000 {
-			break
-		}
-		iter = out.NextShardIterator
-	}
-	return recs
 }
 
 // userRecord is one user record of a Kinesis record: its own keys (a plain

@@ -12,11 +12,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/consume"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink/sinktest"
 )
 
 // packAll encodes msgs (one session, one tenure, in order) and packs them
@@ -76,59 +76,27 @@ func receiveAll(ctx context.Context, t *testing.T, client *sqs.Client, q *string
 	return envs, byType[consume.PackV1] + byType[consume.PackV2]
 }
 
-// receiveByType drains q as receiveAll does and counts the messages by
-// content type; a message of version 1 must hold one session and tenure, one
-// of version 2 several. The queue is drained when a receive comes back
-// empty and SQS counts no message left (visible, in flight or delayed: every
-// message received is deleted), within ctx.
+// receiveByType drains q as receiveAll does (sinktest.DrainSQS) and counts
+// the messages by content type; a message of version 1 must hold one
+// session and tenure, one of version 2 several.
 func receiveByType(ctx context.Context, t *testing.T, client *sqs.Client, q *string) ([]consume.Envelope, map[string]int) {
 	t.Helper()
 	var envs []consume.Envelope
 	byType := map[string]int{}
-	for {
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{consume.ContentTypeAttribute}})
+	for _, m := range sinktest.DrainSQS(ctx, t, client, aws.ToString(q)) {
+		e, err := consume.FromSQS(m.Body, m.ContentType)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Messages) == 0 && drained(ctx, t, client, q) {
-			return envs, byType
+		several := slices.ContainsFunc(e, func(x consume.Envelope) bool {
+			return x.ConnectionID != e[0].ConnectionID || x.LeaseEpoch != e[0].LeaseEpoch
+		})
+		if want := map[bool]string{false: consume.PackV1, true: consume.PackV2}[several]; m.ContentType != want {
+			t.Fatalf("content type %q for a pack of several tenures %v, want %q", m.ContentType, several, want)
 		}
-		for _, m := range out.Messages {
-			ct := aws.ToString(m.MessageAttributes[consume.ContentTypeAttribute].StringValue)
-			e, err := consume.FromSQS(aws.ToString(m.Body), ct)
-			if err != nil {
-				t.Fatal(err)
-			}
-			several := slices.ContainsFunc(e, func(x consume.Envelope) bool {
-				return x.ConnectionID != e[0].ConnectionID || x.LeaseEpoch != e[0].LeaseEpoch
-			})
-			if want := map[bool]string{false: consume.PackV1, true: consume.PackV2}[several]; ct != want {
-				t.Fatalf("content type %q for a pack of several tenures %v, want %q", ct, several, want)
-			}
-			envs, byType[ct] = append(envs, e...), byType[ct]+1
-			if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q, ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		envs, byType[m.ContentType] = append(envs, e...), byType[m.ContentType]+1
 	}
-}
-
-// drained reports whether SQS counts no message in q: none visible, in
-// flight or delayed.
-func drained(ctx context.Context, t *testing.T, client *sqs.Client, q *string) bool {
-	t.Helper()
-	counts := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed}
-	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q, AttributeNames: counts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range counts {
-		if n := out.Attributes[string(name)]; n != "0" {
-			return false
-		}
-	}
-	return true
+	return envs, byType
 }
 
 // same reports whether e is m as the sink wrote it.
