@@ -249,10 +249,10 @@ type Lister interface {
 // FastPathGrace is the lease.Config.UnownedGrace of a worker that consumes
 // the work queue and reconciles every every: half an interval. A reconcile
 // pass then leaves a session its listing shows unowned for the first time
-// to the start notification (taken within milliseconds, or a backlog's
-// wait), and the next pass (at least 1 - Jitter = 0.8 intervals later)
-// tries it: a lost notification costs one pass more, and no pass races a
-// fast path that is about to acquire a session just started.
+// to the start notification (normally taken within milliseconds), and the
+// next pass (at least 1 - Jitter = 0.8 intervals later) tries it: a lost
+// notification costs one pass more, and no pass races a fast path that is
+// about to acquire a session just started.
 func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 
 // Reconciler claims orphans (sessions without owner, and the sessions of
