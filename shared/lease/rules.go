@@ -499,8 +499,8 @@ const OrphanClaimers = 2
 // conditional write, its classifying read and a read of the holder's
 // record: 16 acquires a session at 1,000 workers in the fleet simulator,
 // 2.3 at 100). Now at most OrphanClaimers passes race the fast path on a
-// session's first sighting, whatever the fleet's size; and with a work
-// queue none does within UnownedGrace, which leaves a fresh start to its
+// session's first sighting, whatever the fleet's size; and with
+// UnownedGrace set none does within it, which leaves a fresh start to its
 // notification (with 2 workers both rank within OrphanClaimers, and their
 // passes raced every start listed a moment before its fast-path acquire).
 // Liveness: an orphan
