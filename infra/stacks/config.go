@@ -73,10 +73,10 @@ const (
 	// DynamoDB warm throughput", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
 	NewTableWrites = 4_000.0
 	// ClaimWriteUnits is what one claim writes: the acquire (3.22 write
-	// units per tenure, retries included, with the spec in its own item)
-	// and its fence of the checkpoint item (1.00), docs/BENCHMARKS.md
-	// section 6, per tenure.
-	ClaimWriteUnits = 4.22
+	// units per tenure, retries included, with the spec in its own item:
+	// docs/BENCHMARKS.md section 6, per tenure). Its checkpoint is on the
+	// session item, which the acquire's write fences: no second write.
+	ClaimWriteUnits = 3.22
 	// FleetClaimShare is the share of the table's write headroom above the
 	// steady state (TableWrites − SteadyWritesAtCapacity) the fleet's
 	// claims may take together (WSFLEET_FLEET_CLAIMS_PER_SECOND): the rest

@@ -350,8 +350,8 @@ func TestProdHolds100kSessions(t *testing.T) {
 		t.Errorf("100,000 sessions take %d tasks at the target, want 48 (MaxTasks %d)", tasks, prod.MaxTasks)
 	}
 	// 15 s TTL + 0.5 s watch + ⌈3,000 ÷ 47⌉ = 64 sessions at each
-	// survivor's share of the fleet's 882 claims/s (18.8/s, under 50).
-	rate := 882.0 / 47
+	// survivor's share of the fleet's 1,156 claims/s (24.6/s, under 50).
+	rate := 1156.0 / 47
 	claim := time.Duration(64 / rate * float64(time.Second))
 	if got, want := prod.CrashSpread(100_000), 15*time.Second+500*time.Millisecond+claim; got != want || got > CrashSpreadGoal {
 		t.Errorf("a crashed prod task spread in %v, want %v (goal %v)", got, want, CrashSpreadGoal)
@@ -367,8 +367,8 @@ func TestProdHolds100kSessions(t *testing.T) {
 }
 
 // The fleet's claim budget follows the table's write headroom: half of what
-// its warm throughput leaves above a full fleet's steady writes, at 4.22
-// units a claim; prod's pre-warmed table gives 882 claims/s, so an AZ's
+// its warm throughput leaves above a full fleet's steady writes, at 3.22
+// units a claim; prod's pre-warmed table gives 1,156 claims/s, so an AZ's
 // sessions at the target (a third of 105,000) are claimed in under a
 // minute, and a crashed task's in seconds.
 func TestFleetClaimBudgetFromTheTable(t *testing.T) {
@@ -376,8 +376,8 @@ func TestFleetClaimBudgetFromTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := prod.FleetClaimsPerSecond(), math.Floor((10_000-prod.SteadyWritesAtCapacity())*FleetClaimShare/ClaimWriteUnits); got != want || got != 882 {
-		t.Fatalf("prod fleet claims/s = %v, want %v (882)", got, want)
+	if got, want := prod.FleetClaimsPerSecond(), math.Floor((10_000-prod.SteadyWritesAtCapacity())*FleetClaimShare/ClaimWriteUnits); got != want || got != 1156 {
+		t.Fatalf("prod fleet claims/s = %v, want %v (1,156)", got, want)
 	}
 	if az := float64(prod.SessionsAtTarget()) / 3 / prod.FleetClaimsPerSecond(); az > 60 {
 		t.Errorf("an AZ's sessions at the target take %.0f s to claim at the fleet budget, want ≤ 60 s", az)

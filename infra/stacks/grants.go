@@ -14,8 +14,8 @@ import (
 // call, read from the source):
 //
 //   - streamer (shared/lease/dynamostore): UpdateItem and GetItem on
-//     session, checkpoint (ckpt#) and worker (worker#) items; BatchGetItem
-//     of a session with its checkpoint and of worker records; PutItem only
+//     session (their checkpoint on them), spec (spec#) and worker
+//     (worker#) items; BatchGetItem of worker records; PutItem only
 //     in Register, of its own worker# record; Query of by_unowned
 //     (Unowned), by_owner (OwnedBy) and by_worker_list (ListWorkers).
 //     Never by_state, never the base table's key.

@@ -46,7 +46,7 @@ var costCategories = []string{dynamostore.CatLiveness, dynamostore.CatOwnership,
 // perWorkerKinds are the request kinds whose rate is set by the number of
 // workers, not of sessions: a worker's own record (register, heartbeat,
 // leave), the records it watches and lists, the unowned shards its
-// reconciler reads every pass. Every other kind (acquire, fence, release,
+// reconciler reads every pass. Every other kind (acquire, release,
 // checkpoint, the by_owner audit whose pages grow with the sessions held,
 // the reads of single sessions) scales with the sessions.
 var perWorkerKinds = map[string]bool{

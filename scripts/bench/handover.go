@@ -263,7 +263,7 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		distRow(p, "the victim handing each session to its receiver (POST /handoff giving the tenure, answered once the receiver acquired it; when it did not, after the release: the tell, or a start notification)", h.VictimPublish)
 	}
 	if h.NotifyToOpen.N > 0 {
-		distRow(p, "receiver told → new connection open (the survivors' ClaimLatencyMs: admission, acquire and fence, dial)", h.NotifyToOpen)
+		distRow(p, "receiver told → new connection open (the survivors' ClaimLatencyMs: admission, acquire, dial)", h.NotifyToOpen)
 	}
 	if h.KillToDead.N > 0 {
 		distRow(p, "kill → victim declared dead (its record's ended_at_ms: sessions takeable)", h.KillToDead)
@@ -286,7 +286,7 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 	}
 	if h.Kind == "kill-9" {
 		p("What bounds it: nothing is renewed per session; the victim's one heartbeat a second keeps all its sessions. After the kill its heartbeat counter stops; each of its 2 watchers (chosen by rendezvous hashing) reads the record every %s and may declare it dead once the counter stood still for the TTL on the watcher's own clock (no wall-clock skew enters), by a conditional write that bumps the victim's epoch. The declaring watcher then lists the victim's sessions and spreads them like a graceful shutdown: it reads the fleet once, gives each alive worker (itself included) a part by its room below its fair share, tells the other survivor its part at once (POST /handoff with the dead tenure, which the receiver checks against the victim's record) and claims its own; each acquire is conditional on the dead owner and its epoch, and only what nobody could be told of goes on the queue. So no two survivors race for one session (a lost race is a failed write and a read in dynalite's queue), and each claims at most its share, within one admission burst. ", ms(float64((DefaultHeartbeatEvery / 2).Milliseconds())))
-		p("So the gap is kill → declared dead, at most TTL + one watch interval = %s after the last heartbeat the watcher saw (less when the kill came up to a heartbeat interval after it), plus the claim (admission, acquire, fence, dial, the backlog's first message). ", ms(h.TTLPlusWatchMs))
+		p("So the gap is kill → declared dead, at most TTL + one watch interval = %s after the last heartbeat the watcher saw (less when the kill came up to a heartbeat interval after it), plus the claim (admission, acquire, dial, the backlog's first message). ", ms(h.TTLPlusWatchMs))
 		if h.DeadToFirst.N > 0 {
 			p("Measured: kill → declared dead p50 %s, max %s (one sample per round: the wall-clock ended_at_ms against the driver's kill time); declared dead → first message p50 %s, p99 %s, max %s. ", ms(h.KillToDead.P50), ms(h.KillToDead.Max), ms(h.DeadToFirst.P50), ms(h.DeadToFirst.P99), ms(h.DeadToFirst.Max))
 			p("The worst case is TTL + watch interval + the claim ≈ %s, against the goal TTL + 1 s = %s. ", ms(h.TTLPlusWatchMs+h.DeadToFirst.P99), ms(h.GoalP99Ms))
@@ -297,12 +297,12 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 		p("Messages are repeated after a crash by design: the new owner resumes after the last checkpoint, written every 60 s when last_seq advanced (bound: rate × (checkpoint interval × 1.1 + 1 s) + 1 = %d at %g msg/s; a round's sessions are younger than one checkpoint interval, so each replays from its start).\n\n", h.ReplayBound, h.FeedRate)
 		renderStandby(p, h.Standby, h)
 	} else {
-		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off at least %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT; more when the rest would not be done by a third of the deadline), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, POST /handoff to the receiver giving it the tenure (no write by the victim: the receiver acquires from that tenure, recording the final checkpoint, and answers; a release reserved for the receiver only when it does not; claim admission %d claims/s per worker, burst %d, applies to bursts, not to these paced moves), the fence of the checkpoint item beside the spec's read, the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
+		p("A SIGTERMed worker reads the alive workers' records once and spreads its sessions over them by their room below their fair share; it hands them off at least %d at a time (WSFLEET_SHUTDOWN_IN_FLIGHT; more when the rest would not be done by a third of the deadline), the others streaming until their turn. Each hand-off is: the close handshake with the source (status 1001), the sink flush, POST /handoff to the receiver giving it the tenure (no write by the victim: the receiver acquires from that tenure, recording the final checkpoint, and answers; a release reserved for the receiver only when it does not; claim admission %d claims/s per worker, burst %d, applies to bursts, not to these paced moves), the spec's read, the dial, and the first message: the backlog the source replays from last_seq + 1 at once, or the source's next message, up to 1/rate = %s later. ",
 			DefaultShutdownInFlight, h.ClaimRateLimit, h.ClaimRateLimit, ms(1000/max(h.FeedRate, 0.001)))
 		p("The dark time (the first row) is that chain for one session; \"signal → first message\" adds the wait for its turn, so its maximum is the whole drain of %d sessions to %d survivors (bound: the shutdown deadline, %s; at half of it whatever is left goes at once). ",
 			h.SessionsPerRound, h.Survivors, ms(float64(DefaultShutdownDeadline.Milliseconds())))
 		if h.Dark.N > 0 && h.Dark.P99 > 250 {
-			p("The goal (dark time p99 ≤ 250 ms) is missed by %s: the hand-offs in flight queue their requests (the acquire, the fence and the spec's read each) in dynalite's single Node.js thread, which shares the 2 cores with the workers, the feed and fauxqs; the release row and the receivers' claim latency above show how much each side waited. ", ms(h.Dark.P99-250))
+			p("The goal (dark time p99 ≤ 250 ms) is missed by %s: the hand-offs in flight queue their requests (the acquire and the spec's read each) in dynalite's single Node.js thread, which shares the 2 cores with the workers, the feed and fauxqs; the release row and the receivers' claim latency above show how much each side waited. ", ms(h.Dark.P99-250))
 		}
 		p("\n\n")
 	}

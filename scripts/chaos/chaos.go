@@ -142,7 +142,7 @@ const (
 	// heartbeats need once the checkpoints yield (lease.CheckpointHold).
 	throttleFraction = 0.005
 	// 0.01 % of a partition's 1,000 write units/s: one write every 10 s,
-	// on one session's checkpoint item (written every 2 s).
+	// on one session's item (its checkpoint written every 2 s).
 	hotKeyFraction                          = 0.0001
 	stormBefore, stormAfter, stormDropShare = 0.2, 0.2, 0.1
 )

@@ -108,15 +108,15 @@ type Incarnation struct {
 	Paused [][2]time.Time `json:"paused,omitempty"`
 }
 
-// Row is one session of the sessions table, read at the end, with its
-// checkpoint item's last_seq.
+// Row is one session of the sessions table, read at the end, with where its
+// next owner resumes (the larger of last_seq and release_seq).
 type Row struct {
 	Session string `json:"session"`
 	State   string `json:"desired_state"`
 	Owner   string `json:"lease_owner,omitempty"` // "": no owner (attribute absent)
 	Epoch   int64  `json:"lease_epoch"`
 	Failed  bool   `json:"failed,omitempty"` // failed_generation = generation
-	LastSeq *int64 `json:"last_seq"`         // from ckpt#<id>; nil: none
+	LastSeq *int64 `json:"last_seq"`         // the larger of last_seq and release_seq; nil: none
 }
 
 // WorkerRow is one worker record of the table.

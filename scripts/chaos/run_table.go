@@ -1,5 +1,5 @@
-// The sessions table read whole at the end (sessions, checkpoint items,
-// worker records) for the end-ownership and release checks.
+// The sessions table read whole at the end (sessions with their
+// checkpoints, worker records) for the end-ownership and release checks.
 
 package chaos
 
@@ -18,11 +18,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// scan reads the whole sessions table (consistent reads): sessions with
-// their checkpoint items, and worker records.
+// scan reads the whole sessions table (consistent reads): sessions (their
+// checkpoint on them) and worker records.
 func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{At: time.Now()}
-	ckpts := map[string]int64{}
 	var start map[string]types.AttributeValue
 	for {
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -34,10 +33,6 @@ func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 		for _, it := range out.Items {
 			pk := attrS(it, schema.AttrPk)
 			switch {
-			case strings.HasPrefix(pk, schema.CheckpointKeyPrefix):
-				if v, ok := attrN(it, schema.AttrLastSeq); ok {
-					ckpts[strings.TrimPrefix(pk, schema.CheckpointKeyPrefix)] = v
-				}
 			case strings.HasPrefix(pk, schema.WorkerKeyPrefix):
 				snap.Workers = append(snap.Workers, workerRowOf(it))
 			case strings.HasPrefix(pk, schema.NonceKeyPrefix):
@@ -49,13 +44,6 @@ func (r *runner) scan(ctx context.Context) (Snapshot, error) {
 			break
 		}
 		start = out.LastEvaluatedKey
-	}
-	for i := range snap.Rows {
-		// Where the next owner resumes: the larger of the checkpoint item's
-		// last_seq and the release_seq on the session item (lease.ResumeSeq).
-		if v, ok := ckpts[snap.Rows[i].Session]; ok && (snap.Rows[i].LastSeq == nil || v > *snap.Rows[i].LastSeq) {
-			snap.Rows[i].LastSeq = &v
-		}
 	}
 	sort.Slice(snap.Rows, func(i, j int) bool { return snap.Rows[i].Session < snap.Rows[j].Session })
 	sort.Slice(snap.Workers, func(i, j int) bool { return snap.Workers[i].ID < snap.Workers[j].ID })
@@ -80,8 +68,12 @@ func attrN(it map[string]types.AttributeValue, k string) (int64, bool) {
 func rowOf(it map[string]types.AttributeValue) Row {
 	row := Row{Session: attrS(it, schema.AttrPk), State: attrS(it, schema.AttrDesiredState), Owner: attrS(it, schema.AttrLeaseOwner)}
 	row.Epoch, _ = attrN(it, schema.AttrLeaseEpoch)
-	if v, ok := attrN(it, schema.AttrReleaseSeq); ok {
-		row.LastSeq = &v
+	// Where the next owner resumes: the larger of last_seq (the
+	// checkpoint) and release_seq (lease.ResumeSeq).
+	for _, a := range []string{schema.AttrLastSeq, schema.AttrReleaseSeq} {
+		if v, ok := attrN(it, a); ok && (row.LastSeq == nil || v > *row.LastSeq) {
+			row.LastSeq = &v
+		}
 	}
 	gen, _ := attrN(it, schema.AttrGeneration)
 	if fg, ok := attrN(it, schema.AttrFailedGeneration); ok && fg == gen && row.State == schema.StateStarted {

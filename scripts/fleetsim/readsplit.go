@@ -18,7 +18,7 @@ import (
 //     reads of refused worker writes), the fleet summary's items ("fleet#":
 //     its head and membership pages) and the by_worker_list index (the
 //     listing of every ALIVE or LEFT worker): the coordination reads;
-//   - session: the session and checkpoint items (claims' and audits'
+//   - session: the session and spec items (claims' and audits'
 //     reads, the classifying reads of refused session writes) and the
 //     by_owner, by_unowned and by_state indexes (audits, reconcile): what
 //     grows with the sessions a worker holds.

@@ -105,7 +105,7 @@ func (r Report) Markdown() string {
 	p("- the table's meters: busiest second of a partition key value, an index key value and the table, against\n")
 	p("  the limits; throttled calls by reason; the workers' `lease.Store` calls per worker-hour; their read units\n")
 	p("  per worker-hour split by what they read (the worker records: `worker#` items and `by_worker_list`, growing\n")
-	p("  with the fleet; the sessions: session and checkpoint items, `by_owner`, `by_unowned`, growing with the\n")
+	p("  with the fleet; the sessions: session and spec items, `by_owner`, `by_unowned`, growing with the\n")
 	p("  sessions a worker holds); write units (table + indexes) per tenure.\n\n")
 	p("## Verdicts and recovery\n\n")
 	p("| scenario | workers × sessions | virtual | seed | verdict | double owners | fenced | lost | replays | fault | sessions hit | recovery p50 / p99 / max |\n")

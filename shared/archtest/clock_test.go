@@ -52,7 +52,7 @@ var wallClockAllowed = map[string]string{
 	// BatchGetItem's unprocessed keys: it paces real network calls, in real
 	// time (a simulator runs on memstore; in a synctest bubble it would be
 	// virtual anyway), and the store has no clock of its own.
-	mod + "shared/lease/dynamostore/store.go (*Store).GetWorkers time.After": "back-off between real BatchGetItem calls",
+	mod + "shared/lease/dynamostore/liveness.go (*Store).GetWorkers time.After": "back-off between real BatchGetItem calls",
 }
 
 // TestControlPlaneReadsNoWallClock fails when a control-plane package

@@ -26,8 +26,8 @@ const (
 	AttrCheckpointEvery  = "checkpoint_every_ms"   // N: the session's checkpoint interval, the spec's checkpoint_every, which the ownership core reads (written with spec); absent = the worker's default
 	AttrHandoffTo        = "handoff_to"            // S: the worker a rebalancing move released the session to; removed by the next acquire
 	AttrHandoffAtMs      = "handoff_at_ms"         // N: when (the releasing worker's wall clock)
-	AttrLastSeq          = "last_seq"              // N: last checkpointed sequence number (on the checkpoint item)
-	AttrReleaseSeq       = "release_seq"           // N: the final checkpoint a release or fail wrote with the session item (one write); a session resumes after the larger of it and the checkpoint item's last_seq
+	AttrLastSeq          = "last_seq"              // N: last checkpointed sequence number; written only by the owner (owner and epoch), only forward; no index key nor projected
+	AttrReleaseSeq       = "release_seq"           // N: the final checkpoint a release or fail wrote with the session item (one write); a session resumes after the larger of it and last_seq
 	AttrCreatedAtMs      = "created_at_ms"         // N
 	AttrUpdatedAtMs      = "updated_at_ms"         // N: last desired-state write
 	AttrFailedGeneration = "failed_generation"     // N: the generation at which a worker gave up on the source (FAILED while = generation and STARTED)
@@ -51,24 +51,10 @@ const (
 	AttrTenureKey = "tenure_key" // S: 32 hex characters; absent = nobody can give the tenure
 )
 
-// Checkpoint items: one per session, Pk CheckpointKey(connection_id), holding
-// only last_seq and the tenure that wrote it, so that a checkpoint costs one
-// write unit whatever the size of the session's configuration (an update is
-// billed on the larger of the item before and after it). An acquire fences
-// it (ckpt_epoch = the new lease_epoch) before the new owner delivers.
-const (
-	CheckpointKeyPrefix = "ckpt#"
-	AttrCkptOwner       = "ckpt_owner" // S: worker id of the tenure that last wrote it
-	AttrCkptEpoch       = "ckpt_epoch" // N: lease_epoch of that tenure; only grows
-)
-
-// CheckpointKey is the Pk of connection id's checkpoint item.
-func CheckpointKey(id string) string { return CheckpointKeyPrefix + id }
-
 // Spec items: the session's configuration (spec), kept out of the session
 // item so that the ownership writes (acquire, release, handoff, fail,
-// disown), which are billed on the session item's size, stay at 1 write
-// unit however large the headers are. One immutable item per stored
+// disown) and the checkpoints, which are billed on the session item's size,
+// stay at 1 write unit however large the headers are. One immutable item per stored
 // configuration, Pk SpecKey(connection_id, ref), holding only spec. Ingest
 // puts it before the session write that stores its ref (spec_ref), and
 // deletes the one it superseded after that write: a reader that finds no

@@ -37,7 +37,7 @@ type Session struct {
 	Generation  int64  `json:"generation"`
 	LeaseOwner  string `json:"lease_owner"` // "": no owner
 	LeaseEpoch  int64  `json:"lease_epoch"`
-	LastSeq     *int64 `json:"last_seq"` // where the next owner resumes: the larger of the checkpoint item's last_seq and the last release's release_seq; null until a worker checkpoints or releases
+	LastSeq     *int64 `json:"last_seq"` // where the next owner resumes: the larger of the session's last checkpoint and the last release's release_seq; null until a worker checkpoints or releases
 	CreatedAtMs int64  `json:"created_at_ms"`
 	UpdatedAtMs int64  `json:"updated_at_ms"`
 	// Failed: the session is FAILED (its source can never be connected:

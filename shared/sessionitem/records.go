@@ -11,25 +11,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
-// Checkpoint is a session's checkpoint item (Pk schema.CheckpointKey): the
-// last delivered sequence number and the tenure that wrote it. It stays far
-// below 1 KB, so every write of it is one write unit.
-type Checkpoint struct {
-	Key       string `dynamodbav:"Pk"`
-	LastSeq   *int64 `dynamodbav:"last_seq,omitempty"`
-	CkptOwner string `dynamodbav:"ckpt_owner,omitempty"`
-	CkptEpoch int64  `dynamodbav:"ckpt_epoch"`
-}
-
-// DecodeCheckpoint reads a checkpoint item.
-func DecodeCheckpoint(m map[string]types.AttributeValue) (Checkpoint, error) {
-	var c Checkpoint
-	if err := attributevalue.UnmarshalMap(m, &c); err != nil {
-		return Checkpoint{}, fmt.Errorf("decode checkpoint item: %w", err)
-	}
-	return c, nil
-}
-
 // Worker is a worker record (Pk schema.WorkerKey). Heartbeats rewrite it
 // whole-size, so it holds only what observers need: it stays below 1 KB
 // (one write unit per heartbeat) unless the mailbox fills.

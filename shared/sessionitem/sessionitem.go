@@ -1,6 +1,6 @@
 // Package sessionitem owns the encoding of the sessions table's items and
-// the table itself: the session item (one per connection), its checkpoint
-// item, the worker records, whose dynamodbav tags are the attribute names of
+// the table itself: the session item (one per connection, with its checkpoint),
+// its spec item, the worker records, whose dynamodbav tags are the attribute names of
 // schema.Attr*; their keys; the expression names that ingest
 // (functions/ingest/internal/sessions) and the lease store
 // (shared/lease/dynamostore) build their conditional writes from; the index
@@ -36,6 +36,7 @@ type Item struct {
 	UnownedShard      string `dynamodbav:"unowned_shard,omitempty"`
 	HandoffTo         string `dynamodbav:"handoff_to,omitempty"`
 	HandoffAtMs       int64  `dynamodbav:"handoff_at_ms,omitempty"`
+	LastSeq           *int64 `dynamodbav:"last_seq,omitempty"` // the checkpoint: only the owner writes it, only forward
 	ReleaseSeq        *int64 `dynamodbav:"release_seq,omitempty"`
 	CreatedAtMs       int64  `dynamodbav:"created_at_ms,omitempty"`
 	UpdatedAtMs       int64  `dynamodbav:"updated_at_ms"`
@@ -87,8 +88,6 @@ var (
 	HandoffAtMs      = expression.Name(schema.AttrHandoffAtMs)
 	LastSeq          = expression.Name(schema.AttrLastSeq)
 	ReleaseSeq       = expression.Name(schema.AttrReleaseSeq)
-	CkptOwner        = expression.Name(schema.AttrCkptOwner)
-	CkptEpoch        = expression.Name(schema.AttrCkptEpoch)
 	CreatedAtMs      = expression.Name(schema.AttrCreatedAtMs)
 	UpdatedAtMs      = expression.Name(schema.AttrUpdatedAtMs)
 	FailedGeneration = expression.Name(schema.AttrFailedGeneration)

@@ -14,10 +14,10 @@ import (
 
 // Every field of Item is one schema attribute, and every schema attribute is a field.
 func TestItemTagsAreSchemaAttributes(t *testing.T) {
-	gen, failed, released := int64(3), int64(3), int64(41)
+	gen, failed, released, last := int64(3), int64(3), int64(41), int64(40)
 	full := Item{
 		ConnectionID: "c-1", DesiredState: schema.StateStarted, IndexShard: schema.IndexShardFor(schema.StateStarted, "c-1"),
-		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, SpecRef: "3.0123456789abcdef", Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
+		Spec: `{"ws_url":"wss://x","seq_mode":"none"}`, SpecRef: "3.0123456789abcdef", Generation: &gen, CheckpointEveryMs: 5000, LeaseOwner: "w1", LeaseEpoch: 2, UnownedShard: "U#01", HandoffTo: "w2", HandoffAtMs: 9, LastSeq: &last, ReleaseSeq: &released, CreatedAtMs: 1, UpdatedAtMs: 4,
 		FailedGeneration: &failed, LastError: "handshake refused: HTTP 401", LastErrorAtMs: 6, LastErrorGen: 3, LastErrorEpoch: 2,
 		Standby: "w2", StandbyEpoch: 5, StandbyRefusedGen: 2, StandbyError: "source refused a second connection",
 		TenureKey: "0123456789abcdef0123456789abcdef",
@@ -28,7 +28,7 @@ func TestItemTagsAreSchemaAttributes(t *testing.T) {
 	}
 	want := []string{schema.AttrPk, schema.AttrDesiredState, schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef,
 		schema.AttrGeneration, schema.AttrCheckpointEvery, schema.AttrLeaseOwner,
-		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
+		schema.AttrLeaseEpoch, schema.AttrUnownedShard, schema.AttrHandoffTo, schema.AttrHandoffAtMs, schema.AttrLastSeq, schema.AttrReleaseSeq, schema.AttrCreatedAtMs, schema.AttrUpdatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch,
 		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError, schema.AttrTenureKey}
 	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
@@ -55,7 +55,7 @@ func TestOptionalAttributesAbsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrCreatedAtMs,
+	for _, a := range []string{schema.AttrIndexShard, schema.AttrSpec, schema.AttrSpecRef, schema.AttrGeneration, schema.AttrLeaseOwner, schema.AttrUnownedShard, schema.AttrCheckpointEvery, schema.AttrLastSeq, schema.AttrCreatedAtMs,
 		schema.AttrFailedGeneration, schema.AttrLastError, schema.AttrLastErrorAtMs, schema.AttrLastErrorGen, schema.AttrLastErrorEpoch,
 		schema.AttrStandby, schema.AttrStandbyEpoch, schema.AttrStandbyRefusedGen, schema.AttrStandbyError} {
 		if v, ok := m[a]; ok {

@@ -8,7 +8,7 @@
 //     testkit/ddbrules (the one definition testkit/dynamodel bills with; item
 //     sizes are dynamostore.ItemSize of the items encoded with the schema's
 //     encoders), including a failed condition and the consistent read that
-//     classifies it, an acquire's fence, a release's STARTED variant tried on
+//     classifies it, a release's STARTED variant tried on
 //     a stopped session, Query pages and BatchGetItem keys (ops.go);
 //   - throttling: the token buckets per partition key value and per index
 //     key value and the table's on-demand allowance (warm throughput, ramp,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
-	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/testkit/ddbrules"
@@ -22,7 +21,8 @@ import (
 // 26 characters) when a registration carries none.
 var bootIDPlaceholder = strings.Repeat("B", 26)
 
-// sessionItem is session it's item (nil: absent).
+// sessionItem is session it's item (nil: absent), it as the memory store
+// keeps it (memstore.Store.Session: LastSeq the checkpoint).
 func sessionItem(it *lease.Item) ddbrules.Item {
 	if it == nil {
 		return nil
@@ -47,6 +47,10 @@ func sessionItem(it *lease.Item) ddbrules.Item {
 		seq := it.ReleaseSeq
 		r.ReleaseSeq = &seq
 	}
+	if it.LastSeq != lease.NoSeq { // as the memory store keeps it: the checkpoint
+		seq := it.LastSeq
+		r.LastSeq = &seq
+	}
 	m, err := sessionitem.Encode(r)
 	if err != nil {
 		panic("simddb: encoding a session item: " + err.Error()) // plain fields: cannot fail
@@ -66,28 +70,6 @@ func specItem(it *lease.Item) (ddbrules.Item, string) {
 		panic("simddb: encoding a spec item: " + err.Error())
 	}
 	return m, schema.SpecKey(it.ConnectionID, dynamostore.SpecRef(*it))
-}
-
-// checkpointItem is session id's checkpoint item (nil: absent).
-func checkpointItem(id string, ck *memstore.Checkpoint) ddbrules.Item {
-	if ck == nil {
-		return nil
-	}
-	// dynamostore's encoder writes last_seq always: a checkpoint item
-	// without one (fenced by an acquire, never checkpointed) is that item
-	// without it.
-	seq := ck.Seq
-	if seq == lease.NoSeq {
-		seq = 0
-	}
-	m, err := dynamostore.EncodeCheckpoint(lease.Item{ConnectionID: id, LastSeq: seq, Owner: ck.Owner, Epoch: ck.Epoch})
-	if err != nil {
-		panic("simddb: encoding a checkpoint item: " + err.Error())
-	}
-	if ck.Seq == lease.NoSeq {
-		delete(m, schema.AttrLastSeq)
-	}
-	return m
 }
 
 // workerItem is worker record r's item (nil: absent), as Register and the

@@ -70,7 +70,7 @@ type Meter struct {
 	// Table is the table's units over time (its indexes' not included).
 	Table RW `json:"table"`
 	// Partitions is the units by partition key value of the table (a
-	// session id, "ckpt#" + id, "worker#" + id).
+	// session id, "spec#" + id + ref, "worker#" + id).
 	Partitions map[string]RW `json:"partitions"`
 	// IndexKeys is the units by index, then by index key value.
 	IndexKeys map[string]map[string]RW `json:"index_keys"`

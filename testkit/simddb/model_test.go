@@ -66,12 +66,13 @@ func TestHotKeyThrottled(t *testing.T) {
 			}
 		}
 	}
-	// The fence of the acquire took one unit of the hot key's second.
-	if throttled != 501 {
-		t.Errorf("%d of 1,500 one-unit writes in one second throttled, want 501 (1,000 units a second, one taken by the acquire's fence)", throttled)
+	// The seed and the acquire took two units of the hot key's second
+	// (the checkpoint is on the session item).
+	if throttled != 502 {
+		t.Errorf("%d of 1,500 one-unit writes in one second throttled, want 502 (1,000 units a second, two taken by the session's seed and its acquire)", throttled)
 	}
-	if got, err := s.Get(ctx, "hot"); err != nil || got.LastSeq != 999 {
-		t.Fatalf("the hot key's checkpoint %d (%v), want 999: a throttled write applied", got.LastSeq, err)
+	if got, err := s.Get(ctx, "hot"); err != nil || got.LastSeq != 998 {
+		t.Fatalf("the hot key's checkpoint %d (%v), want 998: a throttled write applied", got.LastSeq, err)
 	}
 	clk.Advance(time.Second)
 	if err := s.Checkpoint(ctx, hot, 2000); err != nil {
@@ -81,14 +82,14 @@ func TestHotKeyThrottled(t *testing.T) {
 	if tm := s.TableMeter(); tm.Table != m.Table || !maps.Equal(tm.Throttled, m.Throttled) || !maps.Equal(tm.Ops, m.Ops) || tm.Partitions != nil {
 		t.Errorf("TableMeter %+v, want Meter's table, ops and throttles (%+v) and no keys", tm, m)
 	}
-	ck := m.Partitions[schema.CheckpointKey("hot")]
+	ck := m.Partitions["hot"]
 	if ck.Write.Peak != 1000 || !ck.Write.PeakAt.Equal(t0) || ck.Write.Total != 1001 {
-		t.Errorf("hot checkpoint item: %+v, want a peak of 1,000 units at %s, 1,001 in all", ck.Write, t0)
+		t.Errorf("hot session item: %+v, want a peak of 1,000 units at %s, 1,001 in all", ck.Write, t0)
 	}
-	if u := m.Ops["checkpoint"]; u.Throttled != 501 || u.WriteUnits != 1000+10 {
+	if u := m.Ops["checkpoint"]; u.Throttled != 502 || u.WriteUnits != 999+10 {
 		t.Errorf("checkpoint usage %+v", u)
 	}
-	if m.Throttled[ddbrules.TableWriteKeyRange] != 501 {
+	if m.Throttled[ddbrules.TableWriteKeyRange] != 502 {
 		t.Errorf("throttled by reason: %v", m.Throttled)
 	}
 }
@@ -287,7 +288,7 @@ func TestThrottledCallIsRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := acquire(t, s, "hot", "w")
-		for seq := int64(1); seq <= 999; seq++ { // with the fence: the bucket's 1,000 units
+		for seq := int64(1); seq <= 998; seq++ { // with the seed and the acquire: the bucket's 1,000 units
 			if err := s.Checkpoint(ctx, tok, seq); err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +299,7 @@ func TestThrottledCallIsRetried(t *testing.T) {
 		}
 		waited := time.Since(start)
 		u := s.Meter().Ops["checkpoint"]
-		if u.Throttled < 1 || u.Throttled > 2 || u.WriteUnits != 1000 || waited <= 0 || waited > 2*time.Second+2*time.Second {
+		if u.Throttled < 1 || u.Throttled > 2 || u.WriteUnits != 999 || waited <= 0 || waited > 2*time.Second+2*time.Second {
 			t.Fatalf("after %s: %+v", waited, u)
 		}
 	})

@@ -19,7 +19,7 @@ import (
 // write billed at the item's size and the consistent GetItem that
 // classifies it; when that read shows the call already applied (an
 // earlier attempt's), success after both. An acquire is the session's
-// write and the fence of its checkpoint item; a release of a session that
+// write (the checkpoint is on the session item); a release of a session that
 // is not STARTED first tries (and fails) the STARTED variant.
 
 // ownerWrite bills a call that writes one item: the write, or, when the
@@ -164,8 +164,9 @@ func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]stri
 	return out, nil
 }
 
-// Acquire implements lease.Store: the session's write, then the read of
-// its spec item and the fence of its checkpoint item, side by side.
+// Acquire implements lease.Store: the session's write (which fences the
+// checkpoint on it), then the read of its spec item unless the acquirer
+// has that configuration.
 func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) (lease.Item, error) {
 	var out lease.Item
 	im := sessionImage(id)
@@ -189,14 +190,6 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 		if sp != nil {
 			p.get(key, sp, true) // the acquired session's configuration
 		}
-		// The fence, beside the spec's read.
-		ck, fence := schema.CheckpointKey(id), len(p.reqs)
-		if err != nil {
-			p.refused("UpdateItem", ck, im.ckB)
-		} else {
-			p.write("UpdateItem", ck, im.ckB, im.ckA)
-		}
-		p.reqs[fence].beside = sp != nil
 	}, false)
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("acquire %s: %w", id, err)
@@ -204,21 +197,14 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, from lease.From) 
 	return out, nil
 }
 
-// Checkpoint implements lease.Store: one write of the checkpoint item.
+// Checkpoint implements lease.Store: one write of the session item's
+// last_seq.
 func (s *Store) Checkpoint(ctx context.Context, t lease.Token, lastSeq int64) error {
 	if lastSeq == lease.NoSeq {
 		return nil
 	}
 	im := sessionImage(t.ConnectionID)
-	err := s.call(ctx, dynamostore.OpCheckpoint, "UpdateItem", im.key, im, func() error { return s.mem.Checkpoint(ctx, t, lastSeq) },
-		func(p *plan, _ time.Time, err error) {
-			ck := schema.CheckpointKey(t.ConnectionID)
-			if err != nil {
-				p.refused("UpdateItem", ck, im.ckB)
-				return
-			}
-			p.write("UpdateItem", ck, im.ckB, im.ckA)
-		}, false)
+	err := s.update(ctx, dynamostore.OpCheckpoint, im, func() error { return s.mem.Checkpoint(ctx, t, lastSeq) }, never)
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", t, err)
 	}
@@ -315,18 +301,16 @@ func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGe
 	return nil
 }
 
-// Get implements lease.Store: one consistent BatchGetItem of the session
-// and its checkpoint item.
+// Get implements lease.Store: one consistent GetItem of the session item,
+// then one of the spec item it names.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	var out lease.Item
-	err := s.call(ctx, dynamostore.OpGet, "BatchGetItem", id, nil, func() (err error) {
+	err := s.call(ctx, dynamostore.OpGet, "GetItem", id, nil, func() (err error) {
 		out, err = s.mem.Get(ctx, id)
 		return err
 	}, func(p *plan, _ time.Time, _ error) {
-		it, ck := s.mem.Session(id)
+		it := s.mem.Session(id)
 		p.get(id, sessionItem(it), true)
-		p.get(schema.CheckpointKey(id), checkpointItem(id, ck), true)
-		p.reqs[len(p.reqs)-1].op = "" // the same request: its latency counted once
 		if sp, key := specItem(it); sp != nil {
 			p.get(key, sp, true) // then the spec item the session names
 		}
@@ -398,8 +382,8 @@ func pkOf(e ddbrules.Item) string {
 
 // --- the harness's writes (ingest's, in production) ---
 
-// Put writes a whole session (the session item and, when LastSeq is set,
-// its checkpoint item) as ingest seeds it: metered under OpSeed, charged to
+// Put writes a whole session (the session item, its LastSeq as last_seq)
+// as ingest seeds it: metered under OpSeed, charged to
 // the buckets, never throttled, and sent to the indexes after their lag.
 func (s *Store) Put(it lease.Item) {
 	im := sessionImage(it.ConnectionID)
@@ -410,9 +394,6 @@ func (s *Store) Put(it lease.Item) {
 			// write's (the bench seeds both in one BatchWriteItem), so that
 			// the harness's writes take the time they took before.
 			p.write("", key, nil, sp)
-		}
-		if !ddbrules.SameItem(im.ckB, im.ckA) {
-			p.write("PutItem", schema.CheckpointKey(it.ConnectionID), im.ckB, im.ckA)
 		}
 	}, true)
 }

@@ -215,10 +215,6 @@ type request struct {
 	entries []ddbrules.IndexWrite // what a write writes to the indexes
 	index   string                // a Query: its index and key value (canonical)
 	value   string
-	// beside: sent alongside the request before it (dynamostore's
-	// goroutines), so their latencies overlap: a run of them waits for
-	// the slowest.
-	beside bool
 }
 
 func (s *Store) demand(r request) ddbrules.Demand {
@@ -292,14 +288,12 @@ func sizeOf(it ddbrules.Item) int {
 // image is one item a call may change: its images before and after.
 type image struct {
 	key           string // Pk
-	session       string // a session id (the session and its checkpoint item), or
+	session       string // a session id (the session item), or
 	worker        string // a worker id
 	s0, s1        *lease.Item
-	c0, c1        *memstore.Checkpoint
 	w0, w1        *lease.WorkerRecord
 	fleet         *fleetImage   // a fleet summary item (summary.go)
 	before, after ddbrules.Item // the session's or worker's item
-	ckB, ckA      ddbrules.Item // the checkpoint item
 }
 
 func (s *Store) snap(im *image, after bool) {
@@ -307,11 +301,11 @@ func (s *Store) snap(im *image, after bool) {
 	case im.fleet != nil:
 		s.snapFleet(im, after)
 	case im.session != "":
-		it, ck := s.mem.Session(im.session)
+		it := s.mem.Session(im.session)
 		if after {
-			im.s1, im.c1, im.after, im.ckA = it, ck, sessionItem(it), checkpointItem(im.session, ck)
+			im.s1, im.after = it, sessionItem(it)
 		} else {
-			im.s0, im.c0, im.before, im.ckB = it, ck, sessionItem(it), checkpointItem(im.session, ck)
+			im.s0, im.before = it, sessionItem(it)
 		}
 	default:
 		r := s.mem.Worker(im.worker)
@@ -329,7 +323,7 @@ func (s *Store) restore(im *image) {
 		return
 	}
 	if im.session != "" {
-		s.mem.RestoreSession(im.session, im.s0, im.c0)
+		s.mem.RestoreSession(im.session, im.s0)
 		return
 	}
 	s.mem.RestoreWorker(im.worker, im.w0)
@@ -452,20 +446,12 @@ func (s *Store) attempt(ctx context.Context, op, first, streamKey string, im *im
 	if im != nil {
 		s.propagateLocked(now, im)
 	}
-	rest, run := lat-lat/2, time.Duration(0) // run: the latency of the requests in flight together
+	rest := lat - lat/2 // then the call's other requests, one after another
 	for i, r := range p.reqs {
-		if i == 0 {
-			continue
+		if i > 0 {
+			rest += s.drawLocked(s.cfg.Latency[r.op], streamKey)
 		}
-		d := s.drawLocked(s.cfg.Latency[r.op], streamKey)
-		if r.beside {
-			run = max(run, d)
-			continue
-		}
-		rest += run
-		run = d
 	}
-	rest += run
 	s.mu.Unlock()
 	if serr := s.sleep(ctx, rest); serr != nil {
 		return false, serr // applied, and the caller gave up: an ambiguous answer
@@ -477,9 +463,6 @@ func (s *Store) attempt(ctx context.Context, op, first, streamKey string, im *im
 // view, due after that index's lag.
 func (s *Store) propagateLocked(now time.Time, im *image) {
 	s.propagateItemLocked(now, im.key, im.before, im.after)
-	if im.session != "" {
-		s.propagateItemLocked(now, schema.CheckpointKey(im.session), im.ckB, im.ckA)
-	}
 }
 
 func (s *Store) propagateItemLocked(now time.Time, pk string, before, after ddbrules.Item) {

@@ -63,10 +63,14 @@ func (w *Worker) finish(s *session.Session, reason error) {
 			return
 		}
 		// release_ms: the release's write when the receiver did not take
-		// the given tenure (0 when it did: no write); publish_ms: telling
-		// the receiver (for a given tenure, until it had acquired).
-		ev := log.Info().Str("to", move.To).Int64("last_seq", h.LastSeq()).Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", told.released.Sub(t1)).
-			Dur("publish_ms", told.at.Sub(told.released)).Bool("given", told.given)
+		// the given tenure (0 when it did: no write), after the offer it
+		// refused (give_ms); publish_ms: telling the receiver (for a given
+		// tenure, until it had acquired).
+		ev := log.Info().Str("to", move.To).Int64("last_seq", h.LastSeq()).Dur("flush_ms", t1.Sub(t0)).
+			Dur("release_ms", told.released.Sub(t1)-told.refused).Dur("publish_ms", told.at.Sub(told.released)).Bool("given", told.given)
+		if !told.given {
+			ev = ev.Dur("give_ms", told.refused)
+		}
 		if move.Shutdown {
 			ev.Bool("handed_off", true).Msg("lease released")
 		} else {

@@ -1,6 +1,7 @@
-// Hand-offs: the graceful shutdown's drain and its pacing, the takeover of a
-// dead worker's sessions, and (with rebalance.go's rounds) the directed
-// hand-off of one session to a receiver and the /handoff endpoint.
+// Hand-offs, the giver's side: the directed hand-off of one session to a
+// receiver (a rebalancing move's, rebalance.go, or the shutdown's drain,
+// drain.go): the tenure given, or released for the receiver and told. The
+// receiver's side is handoffserve.go; a dead worker's sessions, takeover.go.
 
 package streamer
 
@@ -12,255 +13,17 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
-	"golang.org/x/sync/errgroup"
 )
-
-// drain is the graceful shutdown: stop claiming, close and release every
-// session (each one announcing its hand-off), all within the deadline.
-func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
-	deadline := w.deps.Clock.NewTimer(w.cfg.ShutdownDeadline)
-	defer deadline.Stop()
-	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
-	reconCancel()
-	close(w.consumerStop)
-	// The standbys this worker holds are dropped (their owners place them
-	// elsewhere); the sessions it owns that have a standby go to it: no
-	// dial, and the window goes on after the last delivered message.
-	w.closeStandbys(errStandbyShutdown)
-	ss := w.snapshot()
-	toStandby := w.standbyFirst(ss)
-	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss)-toStandby)
-	if ferr != nil {
-		w.log.Warn().Err(ferr).Msg("shutdown: sessions released for anyone instead of handed to a receiver")
-	}
-	reasons := make([]error, len(ss))
-	directed := 0
-	for ; directed < toStandby; directed++ {
-		to, _ := w.standbyOf(ss[directed].ID())
-		reasons[directed] = session.MoveTo{To: to, Shutdown: true}
-	}
-	for _, m := range moves {
-		for k := 0; k < m.Count && directed < len(ss); k++ {
-			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
-			directed++
-		}
-	}
-	for i := directed; i < len(ss); i++ {
-		reasons[i] = session.ErrShutdown
-	}
-	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("to_standby", toStandby).Int("receivers", len(moves)).
-		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
-	var paced sync.WaitGroup
-	paced.Go(func() { w.paceHandoffs(ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
-	defer paced.Wait() // it ends once every session was interrupted
-	recon.Wait()
-	var err error
-	// Sessions started by claims already in flight see stateDraining and
-	// are handed off too; wait until no session and no claim is left.
-	if !w.waitIdle(deadline.C()) {
-		left := w.snapshot()
-		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
-		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
-		w.abandoned.Store(true)
-		for _, s := range left {
-			s.Interrupt(session.ErrCrashed)
-		}
-		w.hardCancel()
-		consumerCancel()
-	}
-	// The consumer ends after its poll in flight (bounded by QueueWait).
-	done := make(chan struct{})
-	go func() { consumer.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-deadline.C():
-		consumerCancel()
-		<-done
-	}
-	return err
-}
-
-// paceHandoffs ends the sessions ss, each with its reason, a few at a time:
-// the others keep streaming until their turn, so each session is dark only
-// for its own hand-off (close, flush, release, the receiver's claim)
-// instead of for the queue of all of them at the table. How many at once
-// is shutdownWidth: at least ShutdownInFlight, more when the hand-offs seen
-// so far say the rest would not be done by a third of the deadline. At
-// rushAt (half the deadline) whatever is left is ended at once.
-func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
-	clk := w.deps.Clock
-	rush := clk.NewTimer(clock.Until(clk, rushAt))
-	defer rush.Stop()
-	target := clk.Now().Add(w.cfg.ShutdownDeadline / 3)
-	done := make(chan time.Duration, len(ss)) // each hand-off's duration; never blocks
-	var inFlight sync.WaitGroup
-	defer inFlight.Wait()
-	running := 0
-	var avg time.Duration // moving average of the hand-offs' durations
-	for i := 0; i < len(ss); {
-		if running < shutdownWidth(len(ss)-i, avg, clock.Until(clk, target), w.cfg.ShutdownInFlight) {
-			s, reason := ss[i], reasons[i]
-			i++
-			running++
-			start := clk.Now()
-			s.Interrupt(reason)
-			inFlight.Go(func() {
-				select {
-				case <-s.Finished():
-				case <-w.hardCtx.Done():
-				}
-				done <- clock.Since(clk, start)
-			})
-			continue
-		}
-		select {
-		case d := <-done:
-			running--
-			if avg == 0 {
-				avg = d
-			} else {
-				avg = (3*avg + d) / 4
-			}
-		case <-rush.C():
-			for j := i; j < len(ss); j++ {
-				ss[j].Interrupt(reasons[j])
-			}
-			return
-		}
-	}
-}
-
-// shutdownWidth is how many hand-offs a shutdown keeps in flight with
-// remaining sessions still to start, each taking about avg (0: none seen
-// yet), and left until it should be done: enough to finish in time, never
-// fewer than floor, everything once the time is up.
-func shutdownWidth(remaining int, avg, left time.Duration, floor int) int {
-	switch {
-	case left <= 0:
-		return remaining
-	case avg <= 0:
-		return max(1, floor)
-	}
-	need := int(math.Ceil(float64(remaining) * float64(avg) / float64(left)))
-	return min(max(need, floor, 1), max(remaining, 1))
-}
-
-// waitIdle waits until the worker has no session and no claim in flight,
-// or until deadline fires (false).
-func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
-	for {
-		w.mu.Lock()
-		idle := len(w.sessions) == 0 && len(w.claiming) == 0
-		w.mu.Unlock()
-		if idle {
-			return true
-		}
-		select {
-		case <-w.idle:
-		case <-deadline:
-			return false
-		}
-	}
-}
-
-// takeover moves the sessions of a worker this one declared dead the way a
-// graceful shutdown does (directMoves): each alive worker with room below
-// its fair share is told its part at once (POST /handoff with the dead
-// tenure, which it checks) and this worker claims its own, so the fleet does
-// not race for the same sessions (each lost race is a failed conditional
-// write and a read, queued at the table with the winners' writes) and no
-// worker claims more than its share. The sessions nobody could be told of
-// are announced on the work queue, and this worker claims them too, from
-// the other end of the list than the queue hands them out.
-func (w *Worker) takeover(ctx context.Context, dead string) {
-	log := w.log.With().Str("dead_worker_id", dead).Logger()
-	// The standbys of dead's sessions take theirs at once, before any
-	// listing (no claimer needs to find each one alive and tell it): this
-	// worker's own, and every other worker's it knows, told of the death.
-	w.promote(w.standbysFor(dead), w.deps.Clock.Now())
-	announced := map[string]bool{}
-	w.announceDeath(dead, announced)
-	cands, err := w.keeper.TakeoverOf(ctx, dead)
-	if err != nil {
-		log.Warn().Err(err).Msg("takeover: list sessions (reconciliation will)")
-		w.recon.Kick()
-		return
-	}
-	moves, err := w.directMoves(dead, len(cands))
-	if err != nil {
-		log.Warn().Err(err).Msg("takeover: sessions announced on the work queue instead of handed to receivers")
-	}
-	// The workers its takeover just read (directMoves) that the first
-	// announcement missed.
-	w.announceDeath(dead, announced)
-	var mine []lease.Candidate
-	parts := map[string][]lease.Candidate{}
-	next := 0
-	for _, m := range moves {
-		part := cands[next : next+m.Count]
-		next += m.Count
-		if m.To == w.cfg.WorkerID {
-			mine = append(mine, part...)
-		} else {
-			parts[m.To] = append(parts[m.To], part...)
-		}
-	}
-	log.Info().Int("sessions", len(cands)).Int("own", len(mine)).Int("receivers", len(parts)).Int("unplaced", len(cands)-next).
-		Msg("taking over: handing sessions to receivers")
-	// Its own part is claimed while the others are told theirs.
-	var own sync.WaitGroup
-	own.Go(func() { w.recon.ClaimAll(ctx, mine) })
-	var (
-		mu       sync.Mutex
-		announce = slices.Clone(cands[next:])
-		told     errgroup.Group
-	)
-	told.SetLimit(16)
-	for to, part := range parts {
-		for _, c := range part {
-			told.Go(func() error {
-				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev, 0); err != nil {
-					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", to).Msg("takeover: tell the receiver (a start notification instead)")
-					mu.Lock()
-					announce = append(announce, c)
-					mu.Unlock()
-				}
-				return nil
-			})
-		}
-	}
-	_ = told.Wait()
-	own.Wait()
-	if len(announce) == 0 {
-		return
-	}
-	if w.handoffs != nil {
-		now := w.deps.Clock.Now().UnixMilli()
-		for _, c := range announce {
-			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
-			if err := w.handoffs.Publish(ctx, n); err != nil {
-				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
-			}
-		}
-	}
-	slices.Reverse(announce)
-	w.recon.ClaimAll(ctx, announce)
-}
 
 // handoffPath is the admin endpoint a rebalancing worker calls on the
 // receiver of a move, so that it claims the session at once (POST, query
@@ -272,9 +35,11 @@ const handoffPath = "/handoff"
 // handoffTimes are a hand-off's steps: released, when the tenure was
 // ended here (given: no write; else the release's write returned); at, when
 // the receiver (or, failing that, the work queue) had been told (given: it
-// had acquired).
+// had acquired); refused, when it was not given, how long the call that
+// offered it took (before the release's write).
 type handoffTimes struct {
 	released, at time.Time
+	refused      time.Duration
 	given        bool
 }
 
@@ -299,6 +64,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	out := handoffTimes{released: w.deps.Clock.Now()}
 	fp := s.LastFingerprint()
 	gerr := w.giveToReceiver(ctx, move.To, g, fp)
+	offered := w.deps.Clock.Now()
 	if gerr == nil {
 		out.given = true
 	} else if err := w.keeper.HandoffGiven(ctx, g, move.To); errors.Is(err, lease.ErrLeaseLost) {
@@ -308,7 +74,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	} else if err != nil {
 		return handoffTimes{}, errors.Join(gerr, err)
 	} else {
-		out.released = w.deps.Clock.Now()
+		out.released, out.refused = w.deps.Clock.Now(), offered.Sub(out.released)
 		s.Logger().Debug().Err(gerr).Str("to", move.To).Msg("hand-off: the receiver did not take the given tenure (released for it instead)")
 	}
 	if !move.Shutdown {
@@ -459,140 +225,4 @@ func (w *Worker) callReceiver(ctx context.Context, to string, q url.Values, fp u
 		return &tellStatusError{to: to, status: res.Status, code: res.StatusCode}
 	}
 	return nil
-}
-
-// serveHandoff is the receiver's side: claim the session now, in the
-// background (the caller does not wait for the dial).
-func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	id, ok := connectionParam(rw, q)
-	if !ok {
-		return
-	}
-	var prev *lease.Token
-	if owner := q.Get("prev_owner"); owner != "" || q.Has("prev_epoch") {
-		if owner == "" {
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_owner: required with prev_epoch"})
-			return
-		}
-		epoch, ok := positiveParam(rw, q, "prev_epoch")
-		if !ok {
-			return
-		}
-		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
-	}
-	given, ok := givenParam(rw, r, id)
-	if !ok {
-		return
-	}
-	if given != nil && prev != nil {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "given_owner: not with prev_owner"})
-		return
-	}
-	var fp uint64
-	if v := q.Get("fp"); v != "" {
-		var err error
-		if fp, err = strconv.ParseUint(v, 16, 64); err != nil || fp == 0 {
-			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "fp: not a hexadecimal fingerprint"})
-			return
-		}
-	}
-	if w.Free() <= 0 {
-		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
-		return
-	}
-	done, ok := w.handoffIn.admit()
-	if !ok {
-		rw.Header().Set("Retry-After", "1")
-		writeJSON(rw, http.StatusTooManyRequests, map[string]string{"error": "too many hand-offs: over the rate or in flight"})
-		return
-	}
-	told := w.deps.Clock.Now()
-	if fp != 0 {
-		w.mu.Lock()
-		w.alignFP[id] = fp
-		w.mu.Unlock()
-	}
-	if given != nil {
-		// Answered once the acquire is done, for the giver to know
-		// whether to release the tenure instead.
-		out, err := w.claim(w.hardCtx, id, nil, given, told.UnixMilli(), false)
-		if out == claim.Acquired {
-			done()
-			writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})
-			return
-		}
-		if err != nil {
-			w.log.Debug().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off: the given tenure not taken")
-		}
-		// A transient failure (a store timeout, a throttle): this worker
-		// keeps claiming it, as the giver's tell would have it do, with the
-		// given tenure, which also takes the session once the giver
-		// released it reserved for this worker; until then the giver's
-		// tell finds the claim in flight and adds none. Found by the fleet
-		// simulation (a deploy on a throttled table: the receiver's acquire
-		// outlived the giver's call, the tell that followed was dropped as
-		// already claiming, and the session stayed dark until its
-		// reservation lapsed, 7 s).
-		if !transientClaim(out, w.running()) || !w.routines.Go(func() {
-			defer done()
-			w.claimHandedOff(id, nil, given, told, false)
-		}) {
-			done()
-		}
-		writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
-		return
-	}
-	started := w.routines.Go(func() {
-		defer done()
-		// A takeover's previous tenure is taken over only once this
-		// worker has read its owner's record as not alive itself (once per
-		// dead worker: the keeper remembers it); otherwise the claim is an
-		// ordinary one, which checks the owner it finds.
-		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
-			prev = nil
-		}
-		// A move (no previous tenure named) is paced by its sender; a
-		// takeover's part arrives all at once and is admitted like any
-		// burst of claims.
-		w.claimHandedOff(id, prev, nil, told, prev != nil)
-	})
-	if !started {
-		done()
-		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (stopping)"})
-		return
-	}
-	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
-}
-
-// givenParam reads the given tenure of a hand-off request (?given=1, the
-// tenure in the body: givenBody); nil when it names none. It answers 400
-// itself, naming the field.
-func givenParam(rw http.ResponseWriter, r *http.Request, id string) (*lease.Given, bool) {
-	if r.URL.Query().Get("given") != "1" {
-		return nil, true
-	}
-	var b givenBody
-	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "body: not a given tenure (owner, epoch, seq, secret)"})
-		return nil, false
-	}
-	field := ""
-	switch {
-	case b.Owner == "":
-		field = "owner: required"
-	case b.Epoch < 1:
-		field = "epoch: not a positive integer"
-	case b.Seq < lease.NoSeq:
-		field = "seq: a seq, or -1 for none"
-	case b.Secret == "":
-		field = "secret: required"
-	}
-	if field != "" {
-		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": field})
-		return nil, false
-	}
-	return &lease.Given{Token: lease.Token{ConnectionID: id, Owner: b.Owner, Epoch: b.Epoch}, Seq: b.Seq, Secret: b.Secret}, true
 }

@@ -43,6 +43,16 @@ func TestHandoffRetriesTellingAReceiverThatAnswered429(t *testing.T) {
 	if n := gate.requests.Load(); n < 2 {
 		t.Fatalf("b was asked %d time(s), want its 429 followed by a retry", n)
 	}
+	// The giver's line says the offer was refused and times it apart from
+	// the release's write.
+	testwait.Eventually(t, 5*time.Second, "the giver's hand-off line with give_ms", func() bool {
+		for _, l := range strings.Split(e.logs.String(), "\n") {
+			if strings.Contains(l, gate.refusedID()) && strings.Contains(l, `"given":false`) && strings.Contains(l, `"give_ms":`) && strings.Contains(l, `"release_ms":`) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // A receiver whose store fails its first three acquires (a store timeout,

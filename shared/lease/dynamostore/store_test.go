@@ -246,9 +246,9 @@ func TestUnits(t *testing.T) {
 		// put, by_unowned delete. Reads: the refusal's, and the spec
 		// item's (one consistent read, 1 unit).
 		dynamostore.OpAcquire: {Writes: 2, Reads: 2, ConditionFailed: 1, WriteUnits: 1 + 1, IndexWriteUnits: 2, ReadUnits: 2},
-		dynamostore.OpFence:   {Writes: 1, WriteUnits: 1},
-		// Three checkpoints, 1 unit each (the release's final one rides on
-		// its session write).
+		// Three checkpoints of the session item's last_seq, 1 unit each
+		// and no index write (the release's final one rides on its
+		// session write).
 		dynamostore.OpCheckpoint: {Writes: 3, WriteUnits: 3},
 		dynamostore.OpHeartbeat:  {Writes: 3, WriteUnits: 3},
 		dynamostore.OpRegister:   {Writes: 1, WriteUnits: 1, IndexWriteUnits: 1},
@@ -257,9 +257,8 @@ func TestUnits(t *testing.T) {
 		dynamostore.OpRelease:     {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
 		dynamostore.OpDeclareDead: {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
 		dynamostore.OpUnowned:     {Reads: schema.IndexShards, ReadUnits: 0.5 * schema.IndexShards},
-		// The session and checkpoint items (one BatchGetItem), then the
-		// spec item.
-		dynamostore.OpGet: {Reads: 2, ReadUnits: 3},
+		// The session item (its checkpoint with it), then the spec item.
+		dynamostore.OpGet: {Reads: 2, ReadUnits: 2},
 	}
 	for op, w := range want {
 		if u[op] != w {
@@ -352,7 +351,7 @@ func TestUnitsOfStandby(t *testing.T) {
 	if u := s.Units()[dynamostore.OpDropStandby]; u != (dynamostore.Usage{Writes: 2, ConditionFailed: 1, WriteUnits: 2, Reads: 1, ReadUnits: 1}) {
 		t.Errorf("drop and a refused one: %+v", u)
 	}
-	// The promotion: the acquire's session write and fence, as any takeover.
+	// The promotion: the acquire's session write, as any takeover.
 	a, err = s.AssignStandby(ctx, it.ConnectionID, standby, 1, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,29 +7,16 @@ import "github.com/wsfleet/wsfleet/shared/lease"
 // images a write turned into what and, when its model refuses the write
 // after the rules applied it (throttled), puts them back.
 
-// Checkpoint is a session's checkpoint item as stored: the tenure fenced
-// on it and its last_seq (lease.NoSeq: none).
-type Checkpoint struct {
-	Owner string
-	Epoch int64
-	Seq   int64
-}
-
-// Session is a copy of session id's item (its LastSeq as stored by Put) and
-// of its checkpoint item; nil for one that is absent.
-func (s *Store) Session(id string) (*lease.Item, *Checkpoint) {
+// Session is a copy of session id's item as stored (its LastSeq the
+// checkpoint, last_seq, not the resume point); nil when absent.
+func (s *Store) Session(id string) *lease.Item {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var it *lease.Item
 	if p := s.items[id]; p != nil {
 		c := clone(p)
-		it = &c
+		return &c
 	}
-	var ck *Checkpoint
-	if p := s.ckpts[id]; p != nil {
-		ck = &Checkpoint{Owner: p.owner, Epoch: p.epoch, Seq: p.seq}
-	}
-	return it, ck
+	return nil
 }
 
 // Worker is a copy of worker id's record (nil: absent).
@@ -43,9 +30,9 @@ func (s *Store) Worker(id string) *lease.WorkerRecord {
 	return nil
 }
 
-// RestoreSession writes session id's item and checkpoint item back as
-// Session returned them (nil: removed).
-func (s *Store) RestoreSession(id string, it *lease.Item, ck *Checkpoint) {
+// RestoreSession writes session id's item back as Session returned it
+// (nil: removed).
+func (s *Store) RestoreSession(id string, it *lease.Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if it == nil {
@@ -53,11 +40,6 @@ func (s *Store) RestoreSession(id string, it *lease.Item, ck *Checkpoint) {
 	} else {
 		c := clone(it)
 		s.items[id] = &c
-	}
-	if ck == nil {
-		delete(s.ckpts, id)
-	} else {
-		s.ckpts[id] = &checkpoint{owner: ck.Owner, epoch: ck.Epoch, seq: ck.Seq}
 	}
 	s.recordLocked()
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.uber.org/goleak"
@@ -263,14 +262,17 @@ func (e *env) own(t *testing.T, id, worker string) {
 	}
 }
 
-// checkpoint writes id's checkpoint item as a worker's checkpoint does.
-func (e *env) checkpoint(t *testing.T, id, worker string, epoch, seq int64) {
+// checkpoint writes id's last_seq on its session item, as a worker's
+// checkpoint does (the test writes it unconditionally: the owner's
+// condition is the lease store's, tested there).
+func (e *env) checkpoint(t *testing.T, id string, seq int64) {
 	t.Helper()
-	item, err := attributevalue.MarshalMap(sessionitem.Checkpoint{Key: schema.CheckpointKey(id), LastSeq: &seq, CkptOwner: worker, CkptEpoch: epoch})
+	_, err := e.db.UpdateItem(ctxT(t), &dynamodb.UpdateItemInput{
+		TableName: &e.table, Key: sessionitem.Key(id), UpdateExpression: aws.String("SET #l = :l"),
+		ExpressionAttributeNames:  map[string]string{"#l": schema.AttrLastSeq},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":l": &types.AttributeValueMemberN{Value: strconv.FormatInt(seq, 10)}},
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.db.PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: &e.table, Item: item}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -304,7 +306,7 @@ func (e *env) mailbox(t *testing.T, worker string) []string {
 }
 
 // TestLeaseFieldsUntouched: whatever a worker wrote to the ownership
-// fields and the checkpoint item, starts and stops leave them as they are,
+// fields and the checkpoint (last_seq), starts and stops leave them as they are,
 // and an owned session never gets an unowned_shard.
 func TestLeaseFieldsUntouched(t *testing.T) {
 	e := newEnv(t)
@@ -313,17 +315,14 @@ func TestLeaseFieldsUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.own(t, "c1", "worker-1")
-	e.checkpoint(t, "c1", "worker-1", 1, 42)
+	e.checkpoint(t, "c1", 42)
 	check := func(step string) {
 		t.Helper()
 		it := e.raw(t, "c1")
 		ep, _ := n(it, schema.AttrLeaseEpoch)
-		if s(it, schema.AttrLeaseOwner) != "worker-1" || ep != 1 || it[schema.AttrUnownedShard] != nil || it[schema.AttrLastSeq] != nil {
-			t.Fatalf("%s changed ownership fields: %v", step, it)
-		}
-		ck := e.raw(t, schema.CheckpointKey("c1"))
-		if ls, _ := n(ck, schema.AttrLastSeq); ls != 42 || s(ck, schema.AttrCkptOwner) != "worker-1" {
-			t.Fatalf("%s changed the checkpoint item: %v", step, ck)
+		ls, _ := n(it, schema.AttrLastSeq)
+		if s(it, schema.AttrLeaseOwner) != "worker-1" || ep != 1 || it[schema.AttrUnownedShard] != nil || ls != 42 {
+			t.Fatalf("%s changed ownership fields or the checkpoint: %v", step, it)
 		}
 	}
 	if _, err := e.store.Start(ctx, desired("c1", "wss://b.example.com/")); err != nil {
@@ -596,7 +595,7 @@ func TestStartClearsFailed(t *testing.T) {
 	}
 }
 
-// TestGetLastSeqFromCheckpoint: last_seq is the checkpoint item's, in Get
+// TestGetLastSeqFromCheckpoint: last_seq is the checkpoint's, in Get
 // and in List; a session without one has none.
 func TestGetLastSeqFromCheckpoint(t *testing.T) {
 	e := newEnv(t)
@@ -607,7 +606,7 @@ func TestGetLastSeqFromCheckpoint(t *testing.T) {
 		}
 	}
 	e.own(t, "k1", "w1")
-	e.checkpoint(t, "k1", "w1", 1, 977)
+	e.checkpoint(t, "k1", 977)
 	got, err := e.store.Get(ctx, "k1")
 	if err != nil || got.LastSeq == nil || *got.LastSeq != 977 || got.Spec.CheckpointInterval() != 2*time.Second {
 		t.Fatalf("Get k1: %+v %v", got, err)
@@ -615,7 +614,7 @@ func TestGetLastSeqFromCheckpoint(t *testing.T) {
 	if got, err := e.store.Get(ctx, "k2"); err != nil || got.LastSeq != nil {
 		t.Fatalf("Get k2: %+v %v", got, err)
 	}
-	if _, err := e.store.Get(ctx, schema.CheckpointKey("k1")[len(schema.CheckpointKeyPrefix):]+"x"); !errors.Is(err, sessions.ErrNotFound) {
+	if _, err := e.store.Get(ctx, "k1x"); !errors.Is(err, sessions.ErrNotFound) {
 		t.Fatalf("Get of an unknown id: %v", err)
 	}
 	page, err := e.store.List(ctx, schema.StateStarted, 10, "")
@@ -952,8 +951,8 @@ func TestItemOverTheLimitIsRejectedNotRetryable(t *testing.T) {
 }
 
 // TestLastSeqIsWhereTheNextOwnerResumes: GET's last_seq is the larger of
-// the checkpoint item's last_seq and the release_seq a release wrote on the
-// session item (a release records its final checkpoint there, in one write).
+// the session's last_seq (its checkpoint) and the release_seq a release
+// wrote (a release records its final checkpoint there, in one write).
 func TestLastSeqIsWhereTheNextOwnerResumes(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -980,7 +979,7 @@ func TestLastSeqIsWhereTheNextOwnerResumes(t *testing.T) {
 	}
 	released(7)
 	want("release only", 7)
-	e.checkpoint(t, "c1", "worker-1", 1, 42)
+	e.checkpoint(t, "c1", 42)
 	want("checkpoint past the release", 42)
 	released(50)
 	want("release past the checkpoint", 50)

@@ -1,0 +1,163 @@
+package streamer
+
+// The shutdown's drain: the held sessions handed to receivers, paced within
+// the shutdown deadline.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+)
+
+// drain is the graceful shutdown: stop claiming, close and release every
+// session (each one announcing its hand-off), all within the deadline.
+func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
+	deadline := w.deps.Clock.NewTimer(w.cfg.ShutdownDeadline)
+	defer deadline.Stop()
+	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
+	reconCancel()
+	close(w.consumerStop)
+	// The standbys this worker holds are dropped (their owners place them
+	// elsewhere); the sessions it owns that have a standby go to it: no
+	// dial, and the window goes on after the last delivered message.
+	w.closeStandbys(errStandbyShutdown)
+	ss := w.snapshot()
+	toStandby := w.standbyFirst(ss)
+	moves, ferr := w.directMoves(w.cfg.WorkerID, len(ss)-toStandby)
+	if ferr != nil {
+		w.log.Warn().Err(ferr).Msg("shutdown: sessions released for anyone instead of handed to a receiver")
+	}
+	reasons := make([]error, len(ss))
+	directed := 0
+	for ; directed < toStandby; directed++ {
+		to, _ := w.standbyOf(ss[directed].ID())
+		reasons[directed] = session.MoveTo{To: to, Shutdown: true}
+	}
+	for _, m := range moves {
+		for k := 0; k < m.Count && directed < len(ss); k++ {
+			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
+			directed++
+		}
+	}
+	for i := directed; i < len(ss); i++ {
+		reasons[i] = session.ErrShutdown
+	}
+	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("to_standby", toStandby).Int("receivers", len(moves)).
+		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+	var paced sync.WaitGroup
+	paced.Go(func() { w.paceHandoffs(ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
+	defer paced.Wait() // it ends once every session was interrupted
+	recon.Wait()
+	var err error
+	// Sessions started by claims already in flight see stateDraining and
+	// are handed off too; wait until no session and no claim is left.
+	if !w.waitIdle(deadline.C()) {
+		left := w.snapshot()
+		err = fmt.Errorf("shutdown deadline %s passed with %d sessions not released", w.cfg.ShutdownDeadline, len(left))
+		w.log.Error().Int("sessions", len(left)).Msg("shutdown deadline passed: abandoning the remaining sessions")
+		w.abandoned.Store(true)
+		for _, s := range left {
+			s.Interrupt(session.ErrCrashed)
+		}
+		w.hardCancel()
+		consumerCancel()
+	}
+	// The consumer ends after its poll in flight (bounded by QueueWait).
+	done := make(chan struct{})
+	go func() { consumer.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-deadline.C():
+		consumerCancel()
+		<-done
+	}
+	return err
+}
+
+// paceHandoffs ends the sessions ss, each with its reason, a few at a time:
+// the others keep streaming until their turn, so each session is dark only
+// for its own hand-off (close, flush, release, the receiver's claim)
+// instead of for the queue of all of them at the table. How many at once
+// is shutdownWidth: at least ShutdownInFlight, more when the hand-offs seen
+// so far say the rest would not be done by a third of the deadline. At
+// rushAt (half the deadline) whatever is left is ended at once.
+func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
+	clk := w.deps.Clock
+	rush := clk.NewTimer(clock.Until(clk, rushAt))
+	defer rush.Stop()
+	target := clk.Now().Add(w.cfg.ShutdownDeadline / 3)
+	done := make(chan time.Duration, len(ss)) // each hand-off's duration; never blocks
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	running := 0
+	var avg time.Duration // moving average of the hand-offs' durations
+	for i := 0; i < len(ss); {
+		if running < shutdownWidth(len(ss)-i, avg, clock.Until(clk, target), w.cfg.ShutdownInFlight) {
+			s, reason := ss[i], reasons[i]
+			i++
+			running++
+			start := clk.Now()
+			s.Interrupt(reason)
+			inFlight.Go(func() {
+				select {
+				case <-s.Finished():
+				case <-w.hardCtx.Done():
+				}
+				done <- clock.Since(clk, start)
+			})
+			continue
+		}
+		select {
+		case d := <-done:
+			running--
+			if avg == 0 {
+				avg = d
+			} else {
+				avg = (3*avg + d) / 4
+			}
+		case <-rush.C():
+			for j := i; j < len(ss); j++ {
+				ss[j].Interrupt(reasons[j])
+			}
+			return
+		}
+	}
+}
+
+// shutdownWidth is how many hand-offs a shutdown keeps in flight with
+// remaining sessions still to start, each taking about avg (0: none seen
+// yet), and left until it should be done: enough to finish in time, never
+// fewer than floor, everything once the time is up.
+func shutdownWidth(remaining int, avg, left time.Duration, floor int) int {
+	switch {
+	case left <= 0:
+		return remaining
+	case avg <= 0:
+		return max(1, floor)
+	}
+	need := int(math.Ceil(float64(remaining) * float64(avg) / float64(left)))
+	return min(max(need, floor, 1), max(remaining, 1))
+}
+
+// waitIdle waits until the worker has no session and no claim in flight,
+// or until deadline fires (false).
+func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
+	for {
+		w.mu.Lock()
+		idle := len(w.sessions) == 0 && len(w.claiming) == 0
+		w.mu.Unlock()
+		if idle {
+			return true
+		}
+		select {
+		case <-w.idle:
+		case <-deadline:
+			return false
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package streamer
+
+// The receiver's side of a hand-off: POST /handoff, a given tenure or a
+// tell, checked before anything moves.
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+)
+
+// serveHandoff is the receiver's side: claim the session now, in the
+// background (the caller does not wait for the dial).
+func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	id, ok := connectionParam(rw, q)
+	if !ok {
+		return
+	}
+	var prev *lease.Token
+	if owner := q.Get("prev_owner"); owner != "" || q.Has("prev_epoch") {
+		if owner == "" {
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "prev_owner: required with prev_epoch"})
+			return
+		}
+		epoch, ok := positiveParam(rw, q, "prev_epoch")
+		if !ok {
+			return
+		}
+		prev = &lease.Token{ConnectionID: id, Owner: owner, Epoch: epoch}
+	}
+	given, ok := givenParam(rw, r, id)
+	if !ok {
+		return
+	}
+	if given != nil && prev != nil {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "given_owner: not with prev_owner"})
+		return
+	}
+	var fp uint64
+	if v := q.Get("fp"); v != "" {
+		var err error
+		if fp, err = strconv.ParseUint(v, 16, 64); err != nil || fp == 0 {
+			writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "fp: not a hexadecimal fingerprint"})
+			return
+		}
+	}
+	if w.Free() <= 0 {
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
+		return
+	}
+	done, ok := w.handoffIn.admit()
+	if !ok {
+		rw.Header().Set("Retry-After", "1")
+		writeJSON(rw, http.StatusTooManyRequests, map[string]string{"error": "too many hand-offs: over the rate or in flight"})
+		return
+	}
+	told := w.deps.Clock.Now()
+	if fp != 0 {
+		w.mu.Lock()
+		w.alignFP[id] = fp
+		w.mu.Unlock()
+	}
+	if given != nil {
+		// Answered once the acquire is done, for the giver to know
+		// whether to release the tenure instead.
+		out, err := w.claim(w.hardCtx, id, nil, given, told.UnixMilli(), false)
+		if out == claim.Acquired {
+			done()
+			writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})
+			return
+		}
+		if err != nil {
+			w.log.Debug().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("hand-off: the given tenure not taken")
+		}
+		// A transient failure (a store timeout, a throttle): this worker
+		// keeps claiming it, as the giver's tell would have it do, with the
+		// given tenure, which also takes the session once the giver
+		// released it reserved for this worker; until then the giver's
+		// tell finds the claim in flight and adds none. Found by the fleet
+		// simulation (a deploy on a throttled table: the receiver's acquire
+		// outlived the giver's call, the tell that followed was dropped as
+		// already claiming, and the session stayed dark until its
+		// reservation lapsed, 7 s).
+		if !transientClaim(out, w.running()) || !w.routines.Go(func() {
+			defer done()
+			w.claimHandedOff(id, nil, given, told, false)
+		}) {
+			done()
+		}
+		writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
+		return
+	}
+	started := w.routines.Go(func() {
+		defer done()
+		// A takeover's previous tenure is taken over only once this
+		// worker has read its owner's record as not alive itself (once per
+		// dead worker: the keeper remembers it); otherwise the claim is an
+		// ordinary one, which checks the owner it finds.
+		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
+			prev = nil
+		}
+		// A move (no previous tenure named) is paced by its sender; a
+		// takeover's part arrives all at once and is admitted like any
+		// burst of claims.
+		w.claimHandedOff(id, prev, nil, told, prev != nil)
+	})
+	if !started {
+		done()
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (stopping)"})
+		return
+	}
+	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
+}
+
+// givenParam reads the given tenure of a hand-off request (?given=1, the
+// tenure in the body: givenBody); nil when it names none. It answers 400
+// itself, naming the field.
+func givenParam(rw http.ResponseWriter, r *http.Request, id string) (*lease.Given, bool) {
+	if r.URL.Query().Get("given") != "1" {
+		return nil, true
+	}
+	var b givenBody
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": "body: not a given tenure (owner, epoch, seq, secret)"})
+		return nil, false
+	}
+	field := ""
+	switch {
+	case b.Owner == "":
+		field = "owner: required"
+	case b.Epoch < 1:
+		field = "epoch: not a positive integer"
+	case b.Seq < lease.NoSeq:
+		field = "seq: a seq, or -1 for none"
+	case b.Secret == "":
+		field = "secret: required"
+	}
+	if field != "" {
+		writeJSON(rw, http.StatusBadRequest, map[string]string{"error": field})
+		return nil, false
+	}
+	return &lease.Given{Token: lease.Token{ConnectionID: id, Owner: b.Owner, Epoch: b.Epoch}, Seq: b.Seq, Secret: b.Secret}, true
+}
