@@ -413,6 +413,15 @@ func (e *env) reconcileBound() time.Duration {
 	return testConfig("x").ReconcileEvery*6/5 + slack
 }
 
+// lostStartBound is how long a start whose notification was lost may wait
+// for its claim by reconciliation: the first pass that lists it leaves it
+// to the work queue's fast path (claim.FastPathGrace), the next one claims
+// it (docs/worker.md, Reconciliation: two passes of ReconcileEvery +20 %),
+// plus slack.
+func (e *env) lostStartBound() time.Duration {
+	return 2*testConfig("x").ReconcileEvery*6/5 + slack
+}
+
 // stop is ingest's stop: STOPPED, out of by_unowned, and the owner's mailbox.
 func (e *env) stop(id string) {
 	e.t.Helper()
@@ -538,8 +547,7 @@ func TestClaimViaReconciliationWhenTheNotificationIsLost(t *testing.T) {
 		e.worker(nil)
 	}
 	id := e.session(nil) // no notification
-	// A pass every ReconcileEvery ±20 %.
-	testwait.Eventually(t, 1200*time.Millisecond+slack, "a claim by reconciliation", func() bool { return e.sink.count(id) >= 1 })
+	testwait.Eventually(t, e.lostStartBound(), "a claim by reconciliation", func() bool { return e.sink.count(id) >= 1 })
 	if e.owner(id) == nil {
 		t.Fatal("no owner")
 	}

@@ -246,6 +246,15 @@ type Lister interface {
 	MayClaim(c lease.Candidate) bool
 }
 
+// FastPathGrace is the lease.Config.UnownedGrace of a worker that consumes
+// the work queue and reconciles every every: half an interval. A reconcile
+// pass then leaves a session its listing shows unowned for the first time
+// to the start notification (normally taken within milliseconds), and the
+// next pass (at least 1 - Jitter = 0.8 intervals later) tries it: a lost
+// notification costs one pass more, and no pass races a fast path that is
+// about to acquire a session just started.
+func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
+
 // Reconciler claims orphans (sessions without owner, and the sessions of
 // workers that died or left) every Every (±Jitter), and at once after Kick.
 type Reconciler struct {

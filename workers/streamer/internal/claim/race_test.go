@@ -188,15 +188,15 @@ func TestFreshOrphanClaimedOnePassLaterWhenItsRankedWorkersAreFull(t *testing.T)
 // session): a pass listed the sessions just started, a moment before
 // their notifications were taken, and raced the fast path for them (on
 // the DynamoDB model 0.15 refused acquires per session, every one a
-// reconcile claim's or a fast path's lost to a reconcile claim). With
-// lease.Config.UnownedGrace (half an interval: freshGrace), the passes
-// that see them first leave them to the fast path: each session costs one
-// acquire, the fast path's, and the next passes find nothing to try.
+// reconcile claim's or a fast path's lost to a reconcile claim). With the
+// grace, the passes that see them first leave them to the fast path:
+// each session costs one acquire, the fast path's, and the next passes
+// find nothing to try.
 func TestFreshStartsLeftToTheFastPath(t *testing.T) {
 	const sessions = 40
 	const every = 5 * time.Second
 	ctx := context.Background()
-	f := newQueueFleet(t, 2, time.Second, freshGrace)
+	f := newQueueFleet(t, 2, time.Second, FastPathGrace(every))
 	var ids []string
 	for i := range sessions {
 		ids = append(ids, fmt.Sprintf("s-%02d", i))
@@ -225,19 +225,16 @@ func TestFreshStartsLeftToTheFastPath(t *testing.T) {
 	}
 }
 
-// freshGrace is the UnownedGrace these tests give workers that consume
-// the work queue: half a reconcile interval, so the pass after the first
-// sight (at least 0.8 intervals later) is past it.
-const freshGrace = 2500 * time.Millisecond
-
-// With UnownedGrace, a start whose notification is lost is still claimed
-// by reconciliation: the first listing that shows it comes at most the
-// index lag and one interval (its jitter included) after the start and
-// leaves it to the fast path; the next pass tries it on one of its first
-// OrphanClaimers workers by rendezvous hashing, and when those are full
-// (or gone) any worker's pass after that: lag + 2 or lag + 3 intervals ×
-// 1.2 at most. The reconcilers run on the fake clock, stepped 10 ms at a
-// time (so each pass may run up to a step late: a step per pass more).
+// A start whose notification is lost is still claimed by reconciliation,
+// within the bound docs/worker.md states (Reconciliation): the first
+// listing that shows it comes at most the index lag and one interval (its
+// jitter included) after the start and leaves it to the fast path
+// (FastPathGrace, half an interval); the next pass, at least 0.8 intervals
+// later, tries it on one of its first OrphanClaimers workers by
+// rendezvous hashing, and when those are full (or gone) any worker's pass
+// after that: lag + 2 or lag + 3 intervals × 1.2 at most. The reconcilers
+// run on the fake clock, stepped 10 ms at a time (so each pass may run up
+// to a step late: a step per pass more).
 func TestLostNotificationClaimedWithinTheBound(t *testing.T) {
 	const every = 5 * time.Second
 	const lag = time.Second
@@ -253,7 +250,7 @@ func TestLostNotificationClaimedWithinTheBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const workers = 3
-			f := newQueueFleet(t, workers, lag, freshGrace)
+			f := newQueueFleet(t, workers, lag, FastPathGrace(every))
 			var alive []string
 			for i := range workers {
 				alive = append(alive, fmt.Sprintf("w-%02d", i))
