@@ -77,12 +77,12 @@ type Config struct {
 	// listings show unowned to the work queue's fast path (its start
 	// notification, normally taken within milliseconds): it tries it only
 	// on a listing at least this long after the first that showed it
-	// (Candidate.Fresh). 0 (the default, and the worker's for now): on
-	// first sight. A lost notification waits for the first listing past
-	// the grace; a fresh start is not raced by a reconcile pass that
-	// listed it a moment before the fast path's acquire (each such race a
-	// refused write). The worker does not set it yet: a rolling deploy's
-	// hand-offs wait on it (docs/worker.md, issue 37).
+	// (Candidate.Fresh). 0 (the default): on first sight. A lost
+	// notification waits for the first listing past the grace; a fresh
+	// start is not raced by a reconcile pass that listed it a moment
+	// before the fast path's acquire (each such race a refused write).
+	// The worker sets it to half a reconcile interval when it consumes a
+	// work queue (claim.FastPathGrace).
 	UnownedGrace time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -16,10 +17,10 @@ import (
 // idleQueue is a work queue that is never received from (New only).
 type idleQueue struct{}
 
-func (idleQueue) Receive(context.Context, int) ([]notify.Message, error) { return nil, nil }
-func (idleQueue) Delete(context.Context, ...notify.Message) error        { return nil }
-func (idleQueue) Requeue(context.Context, notify.Message) error          { return nil }
-func (idleQueue) Publish(context.Context, notify.Notification) error     { return nil }
+func (idleQueue) Receive(context.Context, int) ([]notify.Message, error)       { return nil, nil }
+func (idleQueue) Delete(context.Context, ...notify.Message) error              { return nil }
+func (idleQueue) Requeue(context.Context, notify.Message, time.Duration) error { return nil }
+func (idleQueue) Publish(context.Context, notify.Notification) error           { return nil }
 
 // Issue 37: a worker that consumes the work queue leaves a session its
 // reconcile listings show unowned to the start notification for
