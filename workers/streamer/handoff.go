@@ -105,6 +105,8 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	if err != nil {
 		if reserveFor != "" {
 			s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
+		} else {
+			s.Logger().Debug().Err(err).Str("to", move.To).Msg("hand-off: the receiver will not take it (released for anyone, a start notification)")
 		}
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
