@@ -391,7 +391,7 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	}
 	last := int64(41)
 	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f?token=t0ps3cret",
-		Headers: map[string]string{"Authorization": "h3ader-secret"}, CheckpointEvery: "1m30s"},
+		Headers: map[string]string{"Authorization": "h3ader-secret"}, Settings: spec.Settings{CheckpointEvery: "1m30s"}},
 		Generation: 3, LeaseOwner: "w1", LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["ws_url"] != "wss://a.example.com/f?token=REDACTED" || body["lease_owner"] != "w1" ||
