@@ -7,9 +7,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,6 +125,14 @@ func FuzzDecodeStart(f *testing.F) {
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","reconnect_on":{"match":{"path":""}}}`), uint8(0))
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","standby":{"enabled":true,"window":"45s","window_bytes":65536}}`), uint8(0))
 	f.Add([]byte(`{"ws_url":"wss://a.example.com/","standby":{"enabled":false,"window":"4s"}}`), uint8(0))
+	// Every start field, from the field list (a new field needs no seed
+	// here): a number and a string, which the fuzzer mutates into the
+	// field's own type and bounds.
+	for _, field := range slices.Sorted(maps.Keys(startFields)) {
+		for _, v := range []string{`1`, `"1s"`} {
+			f.Add([]byte(`{"ws_url":"wss://a.example.com/","`+field+`":`+v+`}`), uint8(0))
+		}
+	}
 	policies := []URLPolicy{
 		{PrivateIPs: config.PrivateIPsNone},
 		{PrivateIPs: config.PrivateIPsLoopback},
