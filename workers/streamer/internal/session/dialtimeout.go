@@ -16,7 +16,8 @@ const MaxDialTimeout = 5 * time.Minute
 // authority of a dial (TCP connect, TLS handshake, WebSocket handshake with
 // its redirects, and the secrets expanded for it). The spec has no connect
 // timeout of its own: every dial gets the worker's DialTimeout. A
-// per-session value goes here, within MaxDialTimeout.
+// per-session value (a setting: p.settings) goes here and nowhere else,
+// within MaxDialTimeout.
 func (s *Session) dialTimeout(*proto) time.Duration { return s.env.Config.DialTimeout }
 
 // clientCeiling is the HTTP client's dialer, TLS handshake and
