@@ -31,6 +31,7 @@ var fieldCases = []struct{ field, given, refused, why string }{
 	{"subprotocols", `"subprotocols":["v1"]`, `{"ws_url":"wss://x/","subprotocols":["a","a"]}`, "twice"},
 	{"follow_redirects", `"follow_redirects":2`, `{"ws_url":"wss://x/","follow_redirects":6}`, "0..5"},
 	{"checkpoint_every", `"checkpoint_every":"30s"`, `{"ws_url":"wss://x/","checkpoint_every":"500ms"}`, "1s to 10m"},
+	{"connect_timeout_ms", `"connect_timeout_ms":30000`, `{"ws_url":"wss://x/","connect_timeout_ms":0}`, "omit it"},
 	{"seq_path", `"seq_path":"data.u"`, `{"ws_url":"wss://x/","seq_path":"data..u"}`, "empty segment"},
 	{"resume", `"resume":{"query_param":"from","value":"last"}`, `{"ws_url":"wss://x/","resume":{"value":"first"}}`, `"next" or "last"`},
 	{"standby", `"standby":{"enabled":true}`, `{"ws_url":"wss://x/","standby":{}}`, "standby.enabled: is required"},

@@ -32,6 +32,11 @@ type Settings struct {
 	// Ingest stores it again as the session item's checkpoint_every_ms, for
 	// the ownership core (the reason: schema.AttrCheckpointEvery).
 	CheckpointEvery string `json:"checkpoint_every,omitempty"`
+	// ConnectTimeoutMS is the session's dial timeout in milliseconds
+	// (1..MaxDialTimeout): TCP, TLS and the WebSocket handshake with its
+	// redirects, from the moment the dial holds its handshake slot; 0: the
+	// worker's WSFLEET_DIAL_TIMEOUT. A body's explicit 0 is refused.
+	ConnectTimeoutMS int64 `json:"connect_timeout_ms,omitempty"`
 }
 
 // Limits of the settings.
@@ -40,6 +45,10 @@ const (
 	MaxSubprotocols    = 8
 	MinCheckpointEvery = time.Second
 	MaxCheckpointEvery = 10 * time.Minute
+	// MaxDialTimeout bounds any dial's deadline: a session's
+	// connect_timeout_ms and the worker's WSFLEET_DIAL_TIMEOUT (the worker's
+	// HTTP client holds its own timeouts at it, as ceilings).
+	MaxDialTimeout = 5 * time.Minute
 )
 
 // subprotocolPattern is an RFC 6455 subprotocol: an HTTP token (RFC 7230
@@ -68,6 +77,11 @@ func (s *Settings) check(given Keys) *source.FieldError {
 		}
 		s.CheckpointEvery = d.String()
 	}
+	if given.has("connect_timeout_ms", s.ConnectTimeoutMS != 0) {
+		if n := s.ConnectTimeoutMS; n < 1 || n > MaxDialTimeout.Milliseconds() {
+			return bad("connect_timeout_ms", "connect_timeout_ms must be 1..%d (milliseconds); omit it for the worker's dial timeout", MaxDialTimeout.Milliseconds())
+		}
+	}
 	return nil
 }
 
@@ -92,6 +106,9 @@ func (s *Settings) runnable() *source.FieldError {
 			return bad("checkpoint_every", "checkpoint_every is not a positive duration")
 		}
 		s.CheckpointEvery = d.String()
+	}
+	if s.ConnectTimeoutMS < 0 {
+		return bad("connect_timeout_ms", "connect_timeout_ms is negative")
 	}
 	return nil
 }
@@ -133,4 +150,11 @@ func checkCheckpointEvery(v string) (time.Duration, *source.FieldError) {
 func (s Settings) CheckpointInterval() time.Duration {
 	d, _ := time.ParseDuration(s.CheckpointEvery)
 	return d
+}
+
+// ConnectTimeout is the session's dial timeout (0: the worker's), at most
+// MaxDialTimeout: a value stored under a looser limit is capped, not
+// refused.
+func (s Settings) ConnectTimeout() time.Duration {
+	return time.Duration(min(s.ConnectTimeoutMS, MaxDialTimeout.Milliseconds())) * time.Millisecond
 }
