@@ -1,5 +1,8 @@
 package devstack
 
+// Starting sessions on the stack's feed through the ingest API, and the
+// API's refusal of a start.
+
 import (
 	"bytes"
 	"context"
@@ -9,8 +12,18 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wsfleet/wsfleet/cmd/wsfleet/apiclient"
+	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
+
+// StartSession starts session id on the stack's feed through the API, with
+// resume by the feed's "from" parameter.
+func (s *Stack) StartSession(ctx context.Context, id string) (apiclient.Change, error) {
+	return s.API.Start(ctx, apiclient.StartRequest{
+		ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(s.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}},
+	})
+}
 
 // StartSessionWith starts session id on the stack's feed like StartSession,
 // with extra fields added to the start request's JSON body (e.g.

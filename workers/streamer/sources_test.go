@@ -6,8 +6,13 @@ package streamer
 // time, does not ping, or does not answer its keep-alives).
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +56,70 @@ func TestRealsourceEnforcesItsProtocol(t *testing.T) {
 				t.Fatalf("closed after %v: before the protocol's deadline", d)
 			}
 		})
+	}
+}
+
+// The script keeps a client line whose bytes straddle one of its 20 ms read
+// timeouts: under load bash can be descheduled between the bytes of a
+// line, and a ping cut into "p" and "ing" was lost, so that okx closed a
+// session that pinged on time (TestWebsocketdRealShapes/okx_ping's flake).
+// Here the client writes "pi", waits until the script has read it and
+// timed out (two loop iterations after the write, each printing a data
+// line), then "ng": the script answers pong.
+func TestRealsourceKeepsALineAcrossAReadTimeout(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("testdata", "realsource.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Env = append(os.Environ(), "QUERY_STRING=mode=okx")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	next := func(what string) string {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the script exited waiting for %s (its 2 s ping deadline: the ping was lost)", what)
+			}
+			return l
+		case <-ctx.Done():
+			t.Fatalf("no %s within 10 s", what)
+		}
+		return ""
+	}
+	if _, err := io.WriteString(stdin, "pi"); err != nil {
+		t.Fatal(err)
+	}
+	next("a loop after the first half")
+	next("a loop that read the first half and timed out")
+	if _, err := io.WriteString(stdin, "ng\n"); err != nil {
+		t.Fatal(err)
+	}
+	for l := next("pong"); l != "pong"; l = next("pong") {
 	}
 }
 

@@ -70,6 +70,25 @@ if [ -n "$age" ]; then
   [ -n "$notice" ] && notice_us=$(( end_us - $(to_us "$notice") ))
 fi
 
+# recv: the client's next line into $line (status 0) when one is complete
+# within 20 ms, else status 1. A read that times out mid-line hands back the
+# bytes it took (bash: status > 128, the partial input in the variable);
+# they are kept in $partial and completed by the next call. Dropping them
+# would lose the line: under load the script can be descheduled between
+# the bytes of one line (bash reads a pipe a byte at a time), the timeout
+# fires after "p", and "ing" is not a ping.
+partial=''
+recv() {
+  local got rc=0
+  IFS= read -r -t 0.02 got || rc=$?
+  if [ "$rc" -eq 0 ]; then
+    line=$partial$got partial=''
+    return 0
+  fi
+  [ "$rc" -gt 128 ] && partial=$partial$got
+  return 1
+}
+
 # scheduled: exit at the connection's age, after printing the shutdown
 # notice at its time (both only when asked for).
 scheduled() {
@@ -134,7 +153,7 @@ subscribe)
 okx)
   i=$from deadline=$(( $(ms) + 2000 ))
   while :; do
-    if read -r -t 0.02 line; then
+    if recv; then
       [ "$line" = ping ] && { echo pong || exit 0; deadline=$(( $(ms) + 2000 )); }
     fi
     [ "$(ms)" -gt "$deadline" ] && exit 0 # no ping in time: close
@@ -145,7 +164,7 @@ okx)
 keepalive)
   pending=0 next=$(( $(ms) + 500 ))
   while :; do
-    if read -r -t 0.02 line; then
+    if recv; then
       case "$line" in *KEEP_ALIVE_RESP*) pending=0 ;; esac
     fi
     now=$(ms)
