@@ -153,7 +153,6 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	w.sessions[h.ID()] = s
 	w.sessionsGen++
 	st := w.state
-	w.sessWG.Add(1)
 	w.mu.Unlock()
 	switch {
 	case w.abandoned.Load():
@@ -162,7 +161,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 		s.Interrupt(session.ErrShutdown)
 	}
 	s.Logger().Info().Int64("last_seq", s.LastSeq()).Bool("standby", stb != nil).Msg("lease acquired")
-	go w.runSession(s)
+	w.ph.sessions.Go(func() { w.runSession(s) })
 	if placeNow {
 		w.wakePlacement()
 	}
@@ -170,7 +169,6 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 }
 
 func (w *Worker) runSession(s *session.Session) {
-	defer w.sessWG.Done()
 	reason := s.Run(w.hardCtx)
 	w.finish(s, reason)
 	// What this tenure knew of its standby ends with it (a next tenure

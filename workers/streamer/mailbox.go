@@ -87,7 +87,7 @@ func (w *Worker) takeClaimMailLocked(id string) []string {
 // unacked stays in the record, harmless (the worker is leaving).
 func (w *Worker) rereadKept(entries []string) {
 	for _, e := range entries {
-		w.routines.Go(func() { w.reread(w.hardCtx, e) })
+		w.ph.tasks.Go(func() { w.reread(w.hardCtx, e) })
 	}
 }
 
