@@ -16,8 +16,8 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
-// Free implements claim.Claimer.
-func (w *Worker) Free() int {
+// free is the number of sessions the worker may still claim (claimer.Free).
+func (w *Worker) free() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateRunning {
@@ -26,13 +26,8 @@ func (w *Worker) Free() int {
 	return w.cfg.MaxSessions - len(w.sessions) - len(w.claiming) - len(w.standbys)
 }
 
-// Claim implements claim.Claimer: admission (state, capacity, the claims
-// per second limit), then the lease acquire, then the session.
-func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
-	return w.claim(ctx, id, prev, nil, sentAtMs, true)
-}
-
-// claim is Claim; paced false skips the claims-per-second limit, for a
+// claim is admission (state, capacity, the claims per second limit), then
+// the lease acquire, then the session (claimer.Claim); paced false skips the claims-per-second limit, for a
 // directed hand-off whose sender already paces its moves (a few in flight):
 // the limit is there for the bursts nobody paces (a mass start, a takeover).
 // While the store throttles claims (claimPacer) every claim waits for the

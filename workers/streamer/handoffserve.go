@@ -49,7 +49,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if w.Free() <= 0 {
+	if w.free() <= 0 {
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
 		return
 	}
