@@ -27,9 +27,10 @@ func (w *Worker) free() int {
 }
 
 // claim is admission (state, capacity, the claims per second limit), then
-// the lease acquire, then the session (claimer.Claim); paced false skips the claims-per-second limit, for a
-// directed hand-off whose sender already paces its moves (a few in flight):
-// the limit is there for the bursts nobody paces (a mass start, a takeover).
+// the lease acquire, then the session (claimer.Claim); paced false skips
+// the claims-per-second limit, for a directed hand-off whose sender already
+// paces its moves (a few in flight): the limit is there for the bursts
+// nobody paces (a mass start, a takeover).
 // While the store throttles claims (claimPacer) every claim waits for the
 // pace, and a throttled claim slows it further. given, when set, is the
 // tenure its owner handed to this worker (a directed hand-off's receiver:
