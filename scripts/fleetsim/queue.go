@@ -108,14 +108,14 @@ func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
 	return m.q.Delete(ctx, ms...)
 }
 
-func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message) error {
+func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message, after time.Duration) error {
 	if err := m.latency(ctx); err != nil {
 		return err
 	}
 	if m.cut.Load() {
 		return errKilled
 	}
-	return m.q.Requeue(ctx, msg)
+	return m.q.Requeue(ctx, msg, after)
 }
 
 // announce publishes a start notification per id, as ingest does after it

@@ -73,6 +73,17 @@ type Config struct {
 	// costs only reads (each reconciling worker queries a GONE worker's
 	// by_owner every pass until it is DONE) and never delays a takeover.
 	IndexLagBound time.Duration
+	// UnownedGrace is how long the reconciler leaves a session its
+	// listings show unowned to the work queue's fast path (its start
+	// notification, normally taken within milliseconds): it tries it only
+	// on a listing at least this long after the first that showed it
+	// (Candidate.Fresh). 0 (the default): on first sight. A lost
+	// notification waits for the first listing past the grace; a fresh
+	// start is not raced by a reconcile pass that listed it a moment
+	// before the fast path's acquire (each such race a refused write).
+	// The worker sets it to half a reconcile interval when it consumes a
+	// work queue (claim.FastPathGrace).
+	UnownedGrace time.Duration
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -136,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.Watchers < 1 {
 		bad("Watchers must be at least 1")
+	}
+	if c.UnownedGrace < 0 {
+		bad("UnownedGrace %s must not be negative", c.UnownedGrace)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("lease config: %w", errors.Join(errs...))

@@ -76,9 +76,12 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 // missing from one listing is still a second sighting in a later one.
 const unownedKeep = 2 * schema.IndexShards
 
-// sightings are the unowned sessions ids of this listing as candidates,
-// each Relisted when an earlier listing showed it unowned too.
+// sightings are the unowned sessions ids of this listing as candidates:
+// Fresh while this Keeper's listings have shown it unowned for less than
+// UnownedGrace, Relisted when an earlier listing showed it unowned past the
+// grace too.
 func (k *Keeper) sightings(ids []string) []Candidate {
+	now := k.clk.Now()
 	k.gmu.Lock()
 	defer k.gmu.Unlock()
 	k.listings++
@@ -87,11 +90,15 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 	for _, id := range ids {
 		s, ok := k.unownedSeen[id]
 		if !ok {
-			s.first = n
+			s.first, s.firstAt = n, now
 		}
 		s.last = n
+		fresh := now.Sub(s.firstAt) < k.cfg.UnownedGrace
+		if !fresh && s.ripe == 0 {
+			s.ripe = n
+		}
 		k.unownedSeen[id] = s
-		out = append(out, Candidate{ConnectionID: id, Relisted: s.first < n})
+		out = append(out, Candidate{ConnectionID: id, Fresh: fresh, Relisted: !fresh && s.ripe < n})
 	}
 	if n%unownedKeep == 0 {
 		// Forget the sessions no listing showed for unownedKeep listings
@@ -106,16 +113,24 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 	return out
 }
 
-// sighting is the first and the last listing that showed a session
-// unowned.
-type sighting struct{ first, last uint64 }
+// sighting is the first listing that showed a session unowned (and when
+// its answer came, on the Keeper's clock), the first past UnownedGrace
+// (ripe; 0: none yet) and the last.
+type sighting struct {
+	first, ripe, last uint64
+	firstAt           time.Time
+}
 
 // MayClaim says whether the reconciler should try to acquire c: a session
-// of a worker seen not alive always; an unowned one when MayClaimUnowned
-// says so of this worker among the alive workers of the last refresh.
+// of a worker seen not alive always; an unowned one once it is no longer
+// Fresh (UnownedGrace), when MayClaimUnowned says so of this worker among
+// the alive workers of the last refresh.
 func (k *Keeper) MayClaim(c Candidate) bool {
 	if c.Prev != nil {
 		return true
+	}
+	if c.Fresh {
+		return false
 	}
 	k.lmu.Lock()
 	alive := k.aliveIDs

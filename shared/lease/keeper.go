@@ -117,9 +117,9 @@ type Keeper struct {
 	// they own none).
 	nextSweep time.Time
 	late      map[string]bool
-	// listings counts Orphans' listings of by_unowned; unownedSeen is the
-	// first and last listing that showed each session unowned
-	// (MayClaimUnowned), forgotten unownedKeep listings after the last.
+	// listings counts Orphans' listings of by_unowned; unownedSeen is how
+	// the listings showed each session unowned (sighting: UnownedGrace,
+	// MayClaimUnowned), forgotten unownedKeep listings after the last.
 	listings    uint64
 	unownedSeen map[string]sighting
 

@@ -562,11 +562,12 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	c := lease.DefaultConfig("")
 	c.SafetyMargin = c.Tick
 	c.MaxConcurrentWrites = 0
+	c.UnownedGrace = -time.Second
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
-	for _, want := range []string{"owner is empty", "SafetyMargin", "MaxConcurrentWrites"} {
+	for _, want := range []string{"owner is empty", "SafetyMargin", "MaxConcurrentWrites", "UnownedGrace"} {
 		if !contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

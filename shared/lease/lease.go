@@ -189,8 +189,12 @@ func (t StandbyToken) String() string {
 type Candidate struct {
 	ConnectionID string
 	Prev         *Token
+	// Fresh: an unowned one (Prev nil) that this Keeper's listings have
+	// shown unowned for less than Config.UnownedGrace: left to the work
+	// queue's fast path (MayClaim says no).
+	Fresh bool
 	// Relisted: an unowned one (Prev nil) that an earlier listing of this
-	// Keeper showed unowned too (MayClaimUnowned).
+	// Keeper showed unowned, and past UnownedGrace, too (MayClaimUnowned).
 	Relisted bool
 }
 

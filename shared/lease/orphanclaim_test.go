@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 )
@@ -81,4 +82,57 @@ func TestOrphansMarksSessionsListedBefore(t *testing.T) {
 	if !k.MayClaim(lease.Candidate{ConnectionID: "c", Prev: &lease.Token{ConnectionID: "c", Owner: "w-dead", Epoch: 1}}) {
 		t.Fatal("a dead worker's session may not be claimed")
 	}
+}
+
+// Issue 37: with UnownedGrace (a worker that consumes the work queue), a
+// session is Fresh on every listing within the grace of the first that
+// showed it (a kicked pass's included), and MayClaim leaves it to the fast
+// path; the first listing past the grace is its first claimable sight
+// (not Relisted: the rendezvous rule applies to it), a later one relists
+// it. A session first seen later is fresh on its own clock.
+func TestFreshUnownedLeftToTheFastPathForTheGrace(t *testing.T) {
+	r := newRig(t, started("a"))
+	cfg := lease.DefaultConfig("wa")
+	cfg.UnownedGrace = 2500 * time.Millisecond
+	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh(k)
+	list := func(step time.Duration) map[string]lease.Candidate {
+		t.Helper()
+		r.clk.Advance(step)
+		cands, err := k.Orphans(r.ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]lease.Candidate{}
+		for _, c := range cands {
+			out[c.ConnectionID] = c
+		}
+		return out
+	}
+	want := func(when string, got map[string]lease.Candidate, id string, fresh, relisted bool) {
+		t.Helper()
+		c, ok := got[id]
+		if !ok {
+			t.Fatalf("%s: %s not listed (%v)", when, id, got)
+		}
+		if c.Fresh != fresh || c.Relisted != relisted || k.MayClaim(c) == fresh {
+			t.Fatalf("%s: %s fresh %v relisted %v may claim %v; want fresh %v relisted %v may claim %v",
+				when, id, c.Fresh, c.Relisted, k.MayClaim(c), fresh, relisted, !fresh)
+		}
+	}
+	want("first sight", list(0), "a", true, false)
+	want("a kicked pass 1 s later", list(time.Second), "a", true, false)
+	r.store.Put(started("b"))
+	got := list(1500 * time.Millisecond) // 2.5 s after a's first sight
+	want("a at the grace", got, "a", false, false)
+	want("b on first sight", got, "b", true, false)
+	got = list(5 * time.Second)
+	want("a on the next pass", got, "a", false, true)
+	want("b on its next pass", got, "b", false, false)
 }

@@ -41,15 +41,18 @@ func Watchers(target string, alive []string, n int) []string {
 }
 
 // OrphanClaimers is how many workers try an unowned session on their
-// reconcile listing's first sight of it (MayClaimUnowned).
+// reconcile listing's first sight of it past Config.UnownedGrace
+// (MayClaimUnowned).
 const OrphanClaimers = 2
 
 // MayClaimUnowned says whether self tries to acquire unowned session id
-// that its reconcile listing (by_unowned) shows: on that listing's first
-// sight of it only when self ranks among the first OrphanClaimers of alive
-// by rendezvous hashing of id (as Watchers ranks watchers; self counted
-// when alive misses it, and alone when alive is empty); when an earlier
-// listing of self showed it unowned too (relisted), always.
+// that its reconcile listing (by_unowned) shows, past Config.UnownedGrace
+// (a session within it is left to the work queue's fast path: Keeper.MayClaim):
+// on that listing's first sight of it only when self ranks among the first
+// OrphanClaimers of alive by rendezvous hashing of id (as Watchers ranks
+// watchers; self counted when alive misses it, and alone when alive is
+// empty); when an earlier listing of self showed it unowned past the grace
+// too (relisted), always.
 //
 // Why: a session just started is claimed by the work queue's fast path
 // (its start notification), while every worker's reconcile pass lists the
@@ -58,7 +61,11 @@ const OrphanClaimers = 2
 // conditional write, its classifying read and a read of the holder's
 // record: 16 acquires a session at 1,000 workers in the fleet simulator,
 // 2.3 at 100). Now at most OrphanClaimers passes race the fast path on a
-// session's first sighting, whatever the fleet's size. Liveness: an orphan
+// session's first sighting, whatever the fleet's size; and with
+// UnownedGrace set none does within it, which leaves a fresh start to its
+// notification (with 2 workers both rank within OrphanClaimers, and their
+// passes raced every start listed a moment before its fast-path acquire).
+// Liveness: an orphan
 // whose notification was lost is tried by its first OrphanClaimers
 // workers' next passes, and, when they are full, gone or not listing it,
 // by any worker on its next listing that shows it again: one reconcile

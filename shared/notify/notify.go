@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -106,6 +107,7 @@ type Consumer interface {
 	// Delete acknowledges handled messages (in batches where the queue
 	// has them); the error names every message not deleted.
 	Delete(ctx context.Context, ms ...Message) error
-	// Requeue makes a message visible again at once, for another worker.
-	Requeue(ctx context.Context, m Message) error
+	// Requeue makes a message visible again after after (0: at once), for
+	// another worker.
+	Requeue(ctx context.Context, m Message, after time.Duration) error
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"time"
 
 	"github.com/wsfleet/wsfleet/shared/secretref"
 	"github.com/wsfleet/wsfleet/shared/source"
@@ -25,20 +24,9 @@ type Keys map[string]bool
 // has reports whether key was given: named by the body, or set.
 func (k Keys) has(key string, set bool) bool { return set || k[key] }
 
-// Limits of the fields checked here (the source protocol's are shared/source's).
-const (
-	MaxFollowRedirects = 5
-	MaxSubprotocols    = 8
-	MinCheckpointEvery = time.Second
-	MaxCheckpointEvery = 10 * time.Minute
-)
-
 var (
 	seqFieldPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 	resumeParamPattern = regexp.MustCompile(`^[A-Za-z0-9_.~-]{1,64}$`)
-	// subprotocolPattern is an RFC 6455 subprotocol: an HTTP token (RFC 7230
-	// tchar), at most 64 bytes here.
-	subprotocolPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
 )
 
 // Check validates s as decoded from a body that gave the keys given, and
@@ -64,21 +52,8 @@ func (s *Spec) Check(given Keys) *source.FieldError {
 	if e := s.checkRefCount(); e != nil {
 		return e
 	}
-	if e := checkSubprotocols(s.Subprotocols); e != nil {
+	if e := s.Settings.check(given); e != nil {
 		return e
-	}
-	if len(s.Subprotocols) == 0 {
-		s.Subprotocols = nil
-	}
-	if n := s.FollowRedirects; n < 0 || n > MaxFollowRedirects {
-		return bad("follow_redirects", "follow_redirects must be 0..%d", MaxFollowRedirects)
-	}
-	if given.has("checkpoint_every", s.CheckpointEvery != "") {
-		d, e := checkCheckpointEvery(s.CheckpointEvery)
-		if e != nil {
-			return e
-		}
-		s.CheckpointEvery = d.String()
 	}
 	if e := s.checkStandby(); e != nil {
 		return e
@@ -189,45 +164,6 @@ func (s *Spec) checkRefCount() *source.FieldError {
 		if n += secretref.Count(*m.Text); n > secretref.MaxRefs {
 			return bad("open_messages", "open_messages[%d].text: more than %d secret references in headers and open_messages together", i, secretref.MaxRefs)
 		}
-	}
-	return nil
-}
-
-// checkCheckpointEvery parses checkpoint_every (a Go duration,
-// MinCheckpointEvery..MaxCheckpointEvery).
-func checkCheckpointEvery(v string) (time.Duration, *source.FieldError) {
-	refused := bad("checkpoint_every", `checkpoint_every must be a duration from 1s to 10m, such as "30s" or "2m"`)
-	if len(v) > 32 {
-		return 0, refused
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < MinCheckpointEvery || d > MaxCheckpointEvery {
-		return 0, refused
-	}
-	return d, nil
-}
-
-// CheckpointInterval is the session's checkpoint interval (0: the worker's
-// default).
-func (s Spec) CheckpointInterval() time.Duration {
-	d, _ := time.ParseDuration(s.CheckpointEvery)
-	return d
-}
-
-// checkSubprotocols allows at most MaxSubprotocols tokens, each once.
-func checkSubprotocols(ps []string) *source.FieldError {
-	if len(ps) > MaxSubprotocols {
-		return bad("subprotocols", "subprotocols: at most %d", MaxSubprotocols)
-	}
-	seen := map[string]bool{}
-	for i, p := range ps {
-		if !subprotocolPattern.MatchString(p) {
-			return bad("subprotocols", "subprotocols[%d] must match %s", i, subprotocolPattern)
-		}
-		if seen[p] {
-			return bad("subprotocols", "subprotocols[%d] %q is given twice", i, p)
-		}
-		seen[p] = true
 	}
 	return nil
 }

@@ -61,20 +61,8 @@ func (s *Spec) runnable() *source.FieldError {
 	if e := runnableHeaders(s.Headers); e != nil {
 		return e
 	}
-	for i, p := range s.Subprotocols {
-		if !subprotocolPattern.MatchString(p) {
-			return bad("subprotocols", "subprotocols[%d] is not an HTTP token", i)
-		}
-	}
-	if s.FollowRedirects < 0 {
-		return bad("follow_redirects", "follow_redirects is negative")
-	}
-	if s.CheckpointEvery != "" {
-		d := s.CheckpointInterval()
-		if d <= 0 {
-			return bad("checkpoint_every", "checkpoint_every is not a positive duration")
-		}
-		s.CheckpointEvery = d.String()
+	if e := s.Settings.runnable(); e != nil {
+		return e
 	}
 	if e := s.Config.Runnable(); e != nil {
 		return e
@@ -90,9 +78,6 @@ func (s *Spec) runnable() *source.FieldError {
 	}
 	if len(s.Headers) == 0 {
 		s.Headers = nil
-	}
-	if len(s.Subprotocols) == 0 {
-		s.Subprotocols = nil
 	}
 	s.Config.Normalize()
 	return nil

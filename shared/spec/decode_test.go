@@ -106,10 +106,12 @@ func TestDecodeRefusesWhatCannotRun(t *testing.T) {
 // (ErrUnknownField, the rollout rule: workers first), naming its path; the
 // spec is still returned as decoded, for a view.
 func TestDecodeRefusesAnUnknownField(t *testing.T) {
+	// The key is spectest.NewerField (spectest imports this package):
+	// one no field will ever be named.
 	for stored, path := range map[string]string{
-		`{"ws_url":"wss://x/","connect_timeout_ms":5000}`:                             `"connect_timeout_ms"`,
-		`{"ws_url":"wss://x/","standby":{"enabled":true,"priority":1}}`:               `"standby.priority"`,
-		`{"ws_url":"wss://x/","app_ping":{"message":"p","every":"5s","jitter":"1s"}}`: `"app_ping.jitter"`,
+		`{"ws_url":"wss://x/","from_a_newer_ingest":5000}`:                                         `"from_a_newer_ingest"`,
+		`{"ws_url":"wss://x/","standby":{"enabled":true,"from_a_newer_ingest":1}}`:                 `"standby.from_a_newer_ingest"`,
+		`{"ws_url":"wss://x/","app_ping":{"message":"p","every":"5s","from_a_newer_ingest":"1s"}}`: `"app_ping.from_a_newer_ingest"`,
 	} {
 		s, err := Decode(stored)
 		if !errors.Is(err, ErrUnknownField) || !strings.Contains(err.Error(), path) {

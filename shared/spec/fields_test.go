@@ -19,15 +19,43 @@ var redacted = map[string]string{
 	"headers": "header_names (and secret_refs): the names only",
 }
 
+// fieldCases are, for each start field, a value other than its default
+// (given: everyField is built from them) and a body its check refuses
+// (refused), with a part of the reason (why). A new field is one row here:
+// the tests below fail until it has one.
+var fieldCases = []struct{ field, given, refused, why string }{
+	{"ws_url", `"ws_url":"wss://feed.example/x?token=url-secret"`, `{"ws_url":""}`, "required"},
+	{"headers", `"headers":{"Authorization":"Bearer hdr-secret"}`, `{"ws_url":"wss://x/","headers":{"Host":"h"}}`, "WebSocket handshake"},
+	{"seq_field", `"seq_field":"data.u"`, `{"ws_url":"wss://x/","seq_field":"a..b"}`, "empty segment"},
+	{"resume_query_param", `"resume_query_param":"from"`, `{"ws_url":"wss://x/","resume_query_param":"a b"}`, "must match"},
+	{"subprotocols", `"subprotocols":["v1"]`, `{"ws_url":"wss://x/","subprotocols":["a","a"]}`, "twice"},
+	{"follow_redirects", `"follow_redirects":2`, `{"ws_url":"wss://x/","follow_redirects":6}`, "0..5"},
+	{"checkpoint_every", `"checkpoint_every":"30s"`, `{"ws_url":"wss://x/","checkpoint_every":"500ms"}`, "1s to 10m"},
+	{"connect_timeout_ms", `"connect_timeout_ms":30000`, `{"ws_url":"wss://x/","connect_timeout_ms":0}`, "omit it"},
+	{"seq_path", `"seq_path":"data.u"`, `{"ws_url":"wss://x/","seq_path":"data..u"}`, "empty segment"},
+	{"resume", `"resume":{"query_param":"from","value":"last"}`, `{"ws_url":"wss://x/","resume":{"value":"first"}}`, `"next" or "last"`},
+	{"standby", `"standby":{"enabled":true}`, `{"ws_url":"wss://x/","standby":{}}`, "standby.enabled: is required"},
+	{"seq_mode", `"seq_mode":"field"`, `{"ws_url":"wss://x/","seq_mode":"auto"}`, "field"},
+	{"open_messages", `"open_messages":[{"text":"sub"}]`, `{"ws_url":"wss://x/","open_messages":[{}]}`, "exactly one"},
+	{"app_ping", `"app_ping":{"message":"ping","every":"20s"}`, `{"ws_url":"wss://x/","app_ping":{"message":"","every":"5s"}}`, "message"},
+	{"keepalive_reply", `"keepalive_reply":{"match":{"path":"t","equals":"ka"},"reply":"pong"}`, `{"ws_url":"wss://x/","keepalive_reply":{"match":{"path":"t","equals":"x"}}}`, "reply"},
+	{"idle_timeout", `"idle_timeout":"1m"`, `{"ws_url":"wss://x/","idle_timeout":""}`, "omit it"},
+	{"on_missing_seq", `"on_missing_seq":"deliver"`, `{"ws_url":"wss://x/","on_missing_seq":"keep"}`, "deliver"},
+	{"on_sink_refusal", `"on_sink_refusal":"skip"`, `{"ws_url":"wss://x/","on_sink_refusal":""}`, "omit it"},
+	{"max_connection_age", `"max_connection_age":"1h"`, `{"ws_url":"wss://x/","max_connection_age":""}`, "omit it"},
+	{"reconnect_on", `"reconnect_on":{"match":{"path":"e","equals":"bye"}}`, `{"ws_url":"wss://x/","reconnect_on":{"match":{"path":"e"}}}`, "equals is required"},
+	{"switch_timeout", `"switch_timeout":"45s"`, `{"ws_url":"wss://x/","switch_timeout":"10s"}`, "max_connection_age or reconnect_on"},
+}
+
 // everyField is a start body that gives every field of Spec a value other
-// than its default (the test below fails until a new field is added here).
-const everyField = `{"ws_url":"wss://feed.example/x?token=url-secret","headers":{"Authorization":"Bearer hdr-secret"},` +
-	`"seq_field":"data.u","seq_path":"data.u","resume_query_param":"from","resume":{"query_param":"from","value":"last"},` +
-	`"subprotocols":["v1"],"follow_redirects":2,"checkpoint_every":"30s","standby":{"enabled":true},` +
-	`"open_messages":[{"text":"sub"}],"app_ping":{"message":"ping","every":"20s"},` +
-	`"keepalive_reply":{"match":{"path":"t","equals":"ka"},"reply":"pong"},"idle_timeout":"1m",` +
-	`"seq_mode":"field","on_missing_seq":"deliver","on_sink_refusal":"skip",` +
-	`"max_connection_age":"1h","reconnect_on":{"match":{"path":"e","equals":"bye"}},"switch_timeout":"45s"}`
+// than its default (fieldCases' given values).
+var everyField = func() string {
+	var parts []string
+	for _, c := range fieldCases {
+		parts = append(parts, c.given)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}()
 
 // A start field checks its own path: every field of Spec has a row in
 // docs/api.md's field table and its refusal's code in the error table, and
@@ -53,7 +81,7 @@ func TestEveryFieldIsDocumentedAndShown(t *testing.T) {
 		if !table[f] {
 			t.Errorf("docs/api.md's start field table has no row for %s", f)
 		}
-		if code := (&source.FieldError{Field: f}).Code(); !codes[code] {
+		if code := source.FieldCode(f); !codes[code] {
 			t.Errorf("docs/api.md's error table has no %s (the refusal of %s)", code, f)
 		}
 	}
@@ -88,6 +116,34 @@ func TestEveryFieldIsDocumentedAndShown(t *testing.T) {
 		if !slices.Contains(fields, f) {
 			t.Errorf("the redaction list names %s, not a field", f)
 		}
+	}
+}
+
+// Every field's check refuses a bad value naming the field, with the
+// field's code (source.FieldCode), the one docs/api.md's error table lists.
+func TestEveryFieldIsRefusedWithItsCode(t *testing.T) {
+	rows := map[string]bool{}
+	for _, c := range fieldCases {
+		if rows[c.field] {
+			t.Errorf("fieldCases has %s twice", c.field)
+		}
+		rows[c.field] = true
+		_, fe := parse(t, c.refused)
+		switch {
+		case fe == nil:
+			t.Errorf("%s: accepted", c.refused)
+		case fe.Field != c.field || fe.Code() != source.FieldCode(c.field) || !strings.Contains(fe.Error(), c.why):
+			t.Errorf("%s: %s %s %q, want %s %s %q", c.refused, fe.Field, fe.Code(), fe.Error(), c.field, source.FieldCode(c.field), c.why)
+		}
+	}
+	for _, f := range FieldNames(reflect.TypeFor[Spec]()) {
+		if !rows[f] {
+			t.Errorf("fieldCases has no row for %s", f)
+		}
+		delete(rows, f)
+	}
+	for f := range rows {
+		t.Errorf("fieldCases has a row for %s, not a field of Spec", f)
 	}
 }
 

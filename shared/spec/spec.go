@@ -8,8 +8,9 @@
 // again, so a rule tightened later fails no stored session; a field it does
 // not know is ErrUnknownField, the workers-first rollout rule). The
 // ownership core carries the stored form without reading it. A new start
-// field is one field here, its check, its run rule if the worker needs one,
-// and the worker code that uses it.
+// field that stands alone is one setting (settings.go: the field, its
+// check, its run rule) and the worker code that reads it; the checklist is
+// docs/guides/start-field.md.
 package spec
 
 import (
@@ -32,17 +33,9 @@ type Spec struct {
 	// ResumeQueryParam is the input alias of Resume.QueryParam ("" once
 	// checked).
 	ResumeQueryParam string `json:"resume_query_param,omitempty"`
-	// Subprotocols are offered on the handshake, in order of preference.
-	Subprotocols []string `json:"subprotocols,omitempty"`
-	// FollowRedirects is how many handshake redirects the worker may follow
-	// (0: none; each hop is checked against the allowlist and the address
-	// policy, and credentials never go to another origin).
-	FollowRedirects int `json:"follow_redirects,omitempty"`
-	// CheckpointEvery is the session's checkpoint interval, a Go duration
-	// (MinCheckpointEvery..MaxCheckpointEvery); "": the worker's default.
-	// Ingest stores it again as the session item's checkpoint_every_ms, for
-	// the ownership core (the reason: schema.AttrCheckpointEvery).
-	CheckpointEvery string `json:"checkpoint_every,omitempty"`
+	// The settings that stand alone (settings.go): subprotocols,
+	// follow_redirects, checkpoint_every, … Here, for the stored key order.
+	Settings
 	// SeqPath is the dotted path to a message's seq; "": DefaultSeqPath.
 	SeqPath string  `json:"seq_path,omitempty"`
 	Resume  *Resume `json:"resume,omitempty"`

@@ -37,10 +37,9 @@ type View struct {
 	MaxConnectionAge string              `json:"max_connection_age,omitempty"`
 	ReconnectOn      *source.ReconnectOn `json:"reconnect_on,omitempty"`
 	SwitchTimeout    string              `json:"switch_timeout,omitempty"`
-	Subprotocols     []string            `json:"subprotocols,omitempty"`
-	FollowRedirects  int                 `json:"follow_redirects,omitempty"`
-	CheckpointEvery  string              `json:"checkpoint_every,omitempty"` // absent: the worker's default
-	Standby          *StandbyView        `json:"standby,omitempty"`          // absent: no standby
+	// The settings, as stored (an absent one: its default).
+	Settings
+	Standby *StandbyView `json:"standby,omitempty"` // absent: no standby
 }
 
 // OpenMessageInfo is an open message as the API shows it: its kind and
@@ -73,14 +72,12 @@ type KeepaliveInfo struct {
 // View is s (checked) as GET shows it.
 func (s Spec) View() View {
 	v := View{
-		WSURL:           RedactURL(s.WSURL),
-		SeqMode:         s.SeqMode,
-		OnSinkRefusal:   s.OnSinkRefusal,
-		IdleTimeout:     s.IdleTimeout,
-		Subprotocols:    s.Subprotocols,
-		FollowRedirects: s.FollowRedirects,
-		CheckpointEvery: s.CheckpointEvery,
-		Standby:         s.standbyView(),
+		WSURL:         RedactURL(s.WSURL),
+		SeqMode:       s.SeqMode,
+		OnSinkRefusal: s.OnSinkRefusal,
+		IdleTimeout:   s.IdleTimeout,
+		Settings:      s.Settings,
+		Standby:       s.standbyView(),
 	}
 	if s.Planned() {
 		v.MaxConnectionAge, v.ReconnectOn, v.SwitchTimeout = s.MaxConnectionAge, s.ReconnectOn, s.SwitchDeadline().String()

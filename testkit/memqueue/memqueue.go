@@ -295,9 +295,9 @@ func (q *Queue) Delete(ctx context.Context, ms ...notify.Message) error {
 	return nil
 }
 
-// Requeue makes m visible again at once (a visibility timeout of 0) and
-// hands it to a receive waiting for one.
-func (q *Queue) Requeue(ctx context.Context, m notify.Message) error {
+// Requeue makes m visible again after after (a visibility timeout; 0: at
+// once, handed to a receive waiting for one).
+func (q *Queue) Requeue(ctx context.Context, m notify.Message, after time.Duration) error {
 	if err := q.latency(ctx); err != nil {
 		return fmt.Errorf("memqueue: requeue: %w", err)
 	}
@@ -311,7 +311,7 @@ func (q *Queue) Requeue(ctx context.Context, m notify.Message) error {
 		return fmt.Errorf("memqueue: requeue message %s: receipt %q is not its latest", m.MessageID, m.Receipt)
 	}
 	now := q.cfg.Clock.Now()
-	q.msgs[i].visibleAt = now
+	q.msgs[i].visibleAt = now.Add(max(after, 0))
 	q.stats.Requeued++
 	q.handOut(now)
 	return nil

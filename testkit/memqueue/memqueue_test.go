@@ -87,7 +87,7 @@ func TestWaitingReceivesServedInOrder(t *testing.T) {
 		if len(a) != 1 || len(b) != 1 || ids(a)[0] != "a" || ids(b)[0] != "b" {
 			t.Fatalf("first waiter %v, second %v: want a, b", ids(a), ids(b))
 		}
-		if err := q.Requeue(ctx, a[0]); err != nil {
+		if err := q.Requeue(ctx, a[0], 0); err != nil {
 			t.Fatal(err)
 		}
 		if c := <-got[2]; len(c) != 1 || c[0].MessageID != a[0].MessageID || c[0].ReceiveCount != 2 {
@@ -102,5 +102,33 @@ func TestWaitingReceivesServedInOrder(t *testing.T) {
 		if _, err := q.Receive(ctx, 1); !errors.Is(err, ErrClosed) {
 			t.Fatalf("receive after Close: %v", err)
 		}
+	})
+}
+
+// A message handed back with a delay stays invisible for it, and a receive
+// waiting meanwhile gets it when it becomes visible (not at its poll's end).
+func TestRequeueAfterADelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := New(Config{Wait: 10 * time.Second})
+		if err := q.Publish(ctx, start("a")); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := q.Receive(ctx, 10)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("receive: %v %v", ids(ms), err)
+		}
+		t0 := time.Now()
+		if err := q.Requeue(ctx, ms[0], 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		again, err := q.Receive(ctx, 10)
+		if err != nil || len(again) != 1 || again[0].MessageID != ms[0].MessageID {
+			t.Fatalf("receive after the hand-back: %v %v", ids(again), err)
+		}
+		if d := time.Since(t0); d != 3*time.Second {
+			t.Fatalf("visible again after %s, want 3s", d)
+		}
+		q.Close()
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -80,6 +81,7 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given 
 		h, err = w.keeper.Acquire(ctx, id, prev)
 	}
 	var standbyHeld *lease.StandbyHeldError
+	var reserved *lease.ReservedError
 	switch {
 	case err == nil:
 	case errors.As(err, &standbyHeld):
@@ -88,6 +90,13 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given 
 		// claim at once.
 		w.tellStandbyToClaim(standbyHeld.Standby.Worker, id, prev)
 		return claim.HeldElsewhere, nil
+	case errors.As(err, &reserved):
+		// Reserved for another worker by a directed hand-off: the work
+		// queue hands a start notification back until it lapses (its
+		// receiver may never have been told: the hand-off fell back to the
+		// notification).
+		lapse := time.UnixMilli(reserved.AtMs).Add(w.keeper.Config().HandoffBound)
+		return claim.Reserved, &claim.ReservedUntil{After: max(lapse.Sub(w.deps.Clock.Now()), 0), Err: err}
 	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLeaseLost):
 		return claim.HeldElsewhere, nil
 	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrFailed):

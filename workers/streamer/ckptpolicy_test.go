@@ -109,8 +109,8 @@ func TestPeriodicCheckpointsWhereTheSourceCanResume(t *testing.T) {
 		{"{{last_seq}} in an open message", spec.Spec{Config: source.Config{OpenMessages: []source.OpenMessage{{Text: text(`{"sub":"t","after":"{{last_seq}}"}`)}}}}, true},
 		{"live stream", spec.Spec{Config: source.Config{OpenMessages: []source.OpenMessage{{Text: text(`{"sub":"trades"}`)}}}}, false},
 		{"seq_mode none", spec.Spec{Config: source.Config{SeqMode: source.SeqNone}}, false},
-		{"live stream, checkpoint_every", spec.Spec{CheckpointEvery: "30s"}, true},
-		{"seq_mode none, checkpoint_every", spec.Spec{CheckpointEvery: "2m", Config: source.Config{SeqMode: source.SeqNone}}, true},
+		{"live stream, checkpoint_every", spec.Spec{Settings: spec.Settings{CheckpointEvery: "30s"}}, true},
+		{"seq_mode none, checkpoint_every", spec.Spec{Settings: spec.Settings{CheckpointEvery: "2m"}, Config: source.Config{SeqMode: source.SeqNone}}, true},
 	} {
 		c.sp.WSURL = "wss://x.test/feed"
 		it := lease.Item{ConnectionID: "p", Generation: 1, CheckpointEvery: c.sp.CheckpointInterval(), Spec: spectest.Stored(t, c.sp)}
@@ -141,7 +141,7 @@ func TestNonResumableSessionsWriteOnlyTheFinalCheckpoint(t *testing.T) {
 			"resumable": {Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam}},
 			"live":      {},
 			"none":      {Config: source.Config{SeqMode: source.SeqNone}},
-			"explicit":  {CheckpointEvery: "2s"},
+			"explicit":  {Settings: spec.Settings{CheckpointEvery: "2s"}},
 		}
 		for id, sp := range sessions {
 			putPolicySession(t, st, id, sp)

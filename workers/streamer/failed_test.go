@@ -211,7 +211,7 @@ func TestStoredSpecRolloutRule(t *testing.T) {
 			Spec: `{"ws_url":` + string(u) + `,"resume":{"query_param":"from"},` + fields + `}`})
 	}
 	put("older-rule", `"follow_redirects":9`)
-	put("newer-field", `"connect_timeout_ms":5000`)
+	put("newer-field", `"`+spectest.NewerField+`":5000`)
 	testwait.Eventually(t, 2*slack, "messages of the spec stored under the older rule", func() bool { return m.sink.count("older-rule") >= 5 })
 	var failed lease.Item
 	testwait.Eventually(t, 2*slack, "the session with the unknown field FAILED", func() bool {
@@ -219,7 +219,7 @@ func TestStoredSpecRolloutRule(t *testing.T) {
 		failed = it
 		return err == nil && it.Failed()
 	})
-	if !strings.Contains(failed.LastError, `"connect_timeout_ms"`) || failed.Owner != "" {
+	if !strings.Contains(failed.LastError, `"`+spectest.NewerField+`"`) || failed.Owner != "" {
 		t.Fatalf("FAILED item: owner %q, last_error %q: want no owner and the field named", failed.Owner, failed.LastError)
 	}
 	if it, err := m.store.Get(context.Background(), "older-rule"); err != nil || it.Failed() {

@@ -32,6 +32,9 @@ import (
 // after the hand-off bound) can win.
 const handoffPath = "/handoff"
 
+// errNoAdminAddr: the receiver's record names no admin address.
+var errNoAdminAddr = errors.New("no admin address")
+
 // handoffTimes are a hand-off's steps: released, when the tenure was
 // ended here (given: no write; else the release's write returned); at, when
 // the receiver (or, failing that, the work queue) had been told (given: it
@@ -48,13 +51,18 @@ type handoffTimes struct {
 // (Keeper.Give: the tenure ends here without a write), which acquires it
 // from that tenure and answers once it has (giveToReceiver): one write on
 // the hand-off's path, the receiver's, where a release and an acquire were
-// two. When the receiver does not take it (it cannot be reached, it is full
-// or draining, a worker without given hand-offs), the tenure is released
-// reserved for the receiver, which is told to claim it at once (a transient
-// failure to tell it is retried: tellReceiverRetrying); if it cannot be
-// told, a start notification lets it (or anyone, once the receiver is seen
-// draining or not alive, or after the bound) find it, and reconciliation
-// still would.
+// two. When the receiver answers that it will not take it (full or
+// draining, or nobody listens at its address: receiverWontTake), the tenure
+// is released for anyone with a start notification at once: a reservation
+// for a worker that refused would only turn away every other worker that
+// takes the notification (refused as reserved, the notification dropped as
+// held elsewhere) until the bound lapsed, leaving the session to a
+// reconcile pass. When it does not take it otherwise (a transient failure,
+// a worker without given hand-offs), the tenure is released reserved for
+// the receiver, which is told to claim it at once (a transient failure to
+// tell it is retried: tellReceiverRetrying); if it cannot be told, a start
+// notification lets it (or anyone, once the receiver is seen draining or
+// not alive, or after the bound) find it, and reconciliation still would.
 func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.MoveTo) (handoffTimes, error) {
 	h := s.Held()
 	g, err := w.keeper.Give(h)
@@ -65,9 +73,13 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	fp := s.LastFingerprint()
 	gerr := w.giveToReceiver(ctx, move.To, g, fp)
 	offered := w.deps.Clock.Now()
+	reserveFor := move.To
+	if gerr != nil && receiverWontTake(gerr) {
+		reserveFor = ""
+	}
 	if gerr == nil {
 		out.given = true
-	} else if err := w.keeper.HandoffGiven(ctx, g, move.To); errors.Is(err, lease.ErrLeaseLost) {
+	} else if err := w.keeper.HandoffGiven(ctx, g, reserveFor); errors.Is(err, lease.ErrLeaseLost) {
 		// Taken after all: the receiver's acquire landed and its answer
 		// was lost (or came after the call's deadline).
 		out.given = true
@@ -75,7 +87,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		return handoffTimes{}, errors.Join(gerr, err)
 	} else {
 		out.released, out.refused = w.deps.Clock.Now(), offered.Sub(out.released)
-		s.Logger().Debug().Err(gerr).Str("to", move.To).Msg("hand-off: the receiver did not take the given tenure (released for it instead)")
+		s.Logger().Debug().Err(gerr).Str("to", move.To).Bool("reserved", reserveFor != "").Msg("hand-off: the receiver did not take the given tenure (released instead)")
 	}
 	if !move.Shutdown {
 		w.rebal.moved(out.released)
@@ -86,8 +98,16 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		out.at = w.deps.Clock.Now()
 		return out, nil
 	}
-	if attempts, err := w.tellReceiverRetrying(ctx, move.To, h.ID(), fp); err != nil {
-		s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
+	attempts, err := 0, gerr
+	if reserveFor != "" {
+		attempts, err = w.tellReceiverRetrying(ctx, move.To, h.ID(), fp)
+	}
+	if err != nil {
+		if reserveFor != "" {
+			s.Logger().Warn().Err(err).Str("to", move.To).Int("attempts", attempts).Msg("hand-off: tell the receiver (a start notification instead)")
+		} else {
+			s.Logger().Debug().Err(err).Str("to", move.To).Msg("hand-off: the receiver will not take it (released for anyone, a start notification)")
+		}
 		if w.handoffs != nil {
 			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
 			if perr := w.handoffs.Publish(ctx, n); perr != nil {
@@ -209,7 +229,7 @@ type givenBody struct {
 func (w *Worker) callReceiver(ctx context.Context, to string, q url.Values, fp uint64, body io.Reader, want int) error {
 	addr := w.peerAddr(ctx, to)
 	if addr == "" {
-		return fmt.Errorf("no admin address for %s", to)
+		return fmt.Errorf("%w for %s", errNoAdminAddr, to)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()

@@ -61,6 +61,18 @@ func tellTransient(ctx context.Context, err error) bool {
 	return errors.As(err, &ue) && ue.Op != "parse" && !errors.Is(err, syscall.ECONNREFUSED)
 }
 
+// receiverWontTake reports whether a receiver's answer to a hand-off says
+// it will not take the session now: a 503 (full or draining), a refused
+// connection (nobody listens there), no admin address. A retry would get the
+// same answer, and a reservation for it would turn the others away.
+func receiverWontTake(err error) bool {
+	var st *tellStatusError
+	if errors.As(err, &st) {
+		return st.code == http.StatusServiceUnavailable
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, errNoAdminAddr)
+}
+
 // tellReceiverRetrying is tellReceiver for a directed hand-off, retrying a
 // transient failure (tellTransient) within tellAttempts and half the
 // reservation bound on the worker's clock. It returns how many requests it
@@ -96,7 +108,7 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given
 	for attempt := 1; ; attempt++ {
 		out, err := w.claim(w.hardCtx, id, prev, given, told.UnixMilli(), paced)
 		if !transientClaim(out, w.running()) || w.hardCtx.Err() != nil {
-			if err != nil {
+			if err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")
 			} else if attempt > 1 {
 				w.log.Info().Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim after retries")

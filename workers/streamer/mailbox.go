@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
@@ -154,7 +155,7 @@ func (w *Worker) audit(ctx context.Context) {
 		case s != nil:
 			// Held at another epoch of ours: the newer tenure wins.
 		case o.DesiredState == schema.StateStarted && w.free() > 0:
-			if out, err := w.claim(ctx, o.ConnectionID, nil, nil, 0, true); err != nil {
+			if out, err := w.claim(ctx, o.ConnectionID, nil, nil, 0, true); err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
 			}
 		default:

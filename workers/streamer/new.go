@@ -61,7 +61,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.log = w.log.With().Str("worker_id", cfg.WorkerID).Logger()
 	w.store = withSummary(healthStore{Store: deps.Store, health: &w.table, now: deps.Clock.Now}, deps.Store)
-	k, err := lease.NewKeeper(w.store, deps.Clock, cfg.LeaseConfig(), observer{w}, w.report)
+	lc := cfg.LeaseConfig()
+	if deps.Queue != nil {
+		// A session just started is left to its start notification.
+		lc.UnownedGrace = claim.FastPathGrace(cfg.ReconcileEvery)
+	}
+	k, err := lease.NewKeeper(w.store, deps.Clock, lc, observer{w}, w.report)
 	if err != nil {
 		return nil, fmt.Errorf("streamer: %w", err)
 	}

@@ -69,7 +69,7 @@ func TestRestartAfterTheOwnerDiedWhileStoppedIsClaimed(t *testing.T) {
 		t.Fatal(err) // the table's TTL, a day after the death
 	}
 	e.restart(id) // no notification
-	testwait.Eventually(t, e.reconcileBound(), "the restarted session claimed by reconciliation", func() bool { return e.owner(id) == b })
+	testwait.Eventually(t, e.lostStartBound(), "the restarted session claimed by reconciliation", func() bool { return e.owner(id) == b })
 	if it := e.item(id); it.Owner != b.ID() || it.Generation != 2 {
 		t.Fatalf("after the restart: owner %q generation %d", it.Owner, it.Generation)
 	}

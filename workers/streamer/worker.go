@@ -169,7 +169,6 @@ type Worker struct {
 	// adminLn, when set (the fleet simulator's seam, fleetsim.go), is the
 	// admin server's listener instead of one on Config.AdminAddr.
 	adminLn net.Listener
-
 	// Hot standby (standby.go, standbyowner.go). standbys are the ones this
 	// worker holds for other owners' sessions (under mu; each takes one of
 	// MaxSessions' slots); alignFP the fingerprint a directed hand-off's

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -187,12 +188,19 @@ func (q *Queue) Delete(ctx context.Context, ms ...notify.Message) error {
 	return errors.Join(errs...)
 }
 
-// Requeue makes m visible again at once.
-func (q *Queue) Requeue(ctx context.Context, m notify.Message) error {
-	if _, err := q.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &q.url, ReceiptHandle: &m.Receipt, VisibilityTimeout: 0}); err != nil {
+// Requeue makes m visible again after after (whole seconds, rounded up:
+// SQS's visibility timeout; at most its 12 hours).
+func (q *Queue) Requeue(ctx context.Context, m notify.Message, after time.Duration) error {
+	if _, err := q.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &q.url, ReceiptHandle: &m.Receipt, VisibilityTimeout: visibilitySeconds(after)}); err != nil {
 		return fmt.Errorf("requeue message %s: %w", m.MessageID, err)
 	}
 	return nil
+}
+
+// visibilitySeconds is after as SQS's visibility timeout: whole seconds,
+// rounded up (never visible before after), from 0 to SQS's 12 hours.
+func visibilitySeconds(after time.Duration) int32 {
+	return int32(min(max((after+time.Second-1)/time.Second, 0), 12*time.Hour/time.Second))
 }
 
 var (

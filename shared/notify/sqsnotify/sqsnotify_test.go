@@ -46,7 +46,7 @@ func TestPublishReceiveRequeueDelete(t *testing.T) {
 		t.Fatalf("received %+v", got)
 	}
 	// Requeue makes it visible again at once (visibility timeout is 30 s).
-	if err := q.Requeue(ctx, good); err != nil {
+	if err := q.Requeue(ctx, good, 0); err != nil {
 		t.Fatal(err)
 	}
 	again := receiveAll(t, ctx, q, 1)

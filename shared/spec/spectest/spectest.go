@@ -9,6 +9,12 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec"
 )
 
+// NewerField is a key no build's spec will ever have: the field "a newer
+// ingest wrote" of the rollout tests (spec.ErrUnknownField). Never name a
+// field so; a test that took a plausible name (connect_timeout_ms) broke
+// the day that field was added.
+const NewerField = "from_a_newer_ingest"
+
 // Stored is s checked (its set fields count as given) and encoded; it
 // fails the test when s is not a spec ingest would accept.
 func Stored(t testing.TB, s spec.Spec) string {

@@ -69,7 +69,7 @@ func DecodeStart(body []byte, policy URLPolicy) (sessions.Desired, *apiError) {
 func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
 	target, err := url.Parse(s.WSURL)
 	if err != nil { // CheckWSURL parsed it: unreachable
-		return badRequest(CodeInvalidWSURL, "ws_url is not a valid URL")
+		return invalidField("ws_url", "ws_url is not a valid URL")
 	}
 	check := func(v string) error {
 		if err := secretref.Validate(v, p.SecretPrefix); err != nil {
@@ -79,7 +79,7 @@ func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Headers)) {
 		if err := check(s.Headers[name]); err != nil {
-			return badRequest(CodeInvalidHeader, "header "+spec.QuoteName(name)+" value: "+err.Error())
+			return invalidField("headers", "header "+spec.QuoteName(name)+" value: "+err.Error())
 		}
 	}
 	for i, m := range s.OpenMessages {
@@ -87,7 +87,7 @@ func (p URLPolicy) checkSecretRefs(s spec.Spec) *apiError {
 			continue
 		}
 		if err := check(*m.Text); err != nil {
-			return badRequest(CodeInvalidOpenMessages, fmt.Sprintf("open_messages[%d].text: %v", i, err))
+			return invalidField("open_messages", fmt.Sprintf("open_messages[%d].text: %v", i, err))
 		}
 	}
 	return nil
@@ -106,7 +106,7 @@ func DecodeStop(body []byte) *apiError {
 // CheckConnectionID validates a connection_id (notify.ConnectionIDPattern).
 func CheckConnectionID(id string) *apiError {
 	if !notify.ValidConnectionID(id) {
-		return badRequest(CodeInvalidConnID, "connection_id must match "+notify.ConnectionIDPattern.String()+" and not be \".\" or \"..\"")
+		return invalidField("connection_id", "connection_id must match "+notify.ConnectionIDPattern.String()+" and not be \".\" or \"..\"")
 	}
 	return nil
 }

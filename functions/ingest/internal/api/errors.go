@@ -1,39 +1,24 @@
 package api
 
-import "net/http"
+import (
+	"net/http"
 
-// Error codes of the {"error": {"code", "message"}} body.
+	"github.com/wsfleet/wsfleet/shared/source"
+)
+
+// Error codes of the {"error": {"code", "message"}} body that name no
+// field. A refusal of a start body's field carries the field's code
+// (invalidField: source.FieldCode), kept in no list here.
 const (
-	CodeInvalidContentType     = "invalid_content_type"
-	CodeBodyTooLarge           = "body_too_large"
-	CodeInvalidJSON            = "invalid_json"
-	CodeUnknownField           = "unknown_field"
-	CodeInvalidType            = "invalid_type"
-	CodeInvalidConnID          = "invalid_connection_id"
-	CodeInvalidWSURL           = "invalid_ws_url"
-	CodeHostNotAllowed         = "host_not_allowed"
-	CodeAddressNotAllowed      = "address_not_allowed"
-	CodeInvalidHeader          = "invalid_header"
-	CodeInvalidSeqField        = "invalid_seq_field"
-	CodeInvalidResumeParam     = "invalid_resume_query_param"
-	CodeInvalidSubprotocols    = "invalid_subprotocols"
-	CodeInvalidFollowRedirects = "invalid_follow_redirects"
-	CodeInvalidCheckpointEvery = "invalid_checkpoint_every"
-	CodeInvalidSeqPath         = "invalid_seq_path"
-	CodeInvalidSeqMode         = "invalid_seq_mode"
-	CodeInvalidOnMissingSeq    = "invalid_on_missing_seq"
-	CodeInvalidOnSinkRefusal   = "invalid_on_sink_refusal"
-	CodeInvalidResume          = "invalid_resume"
-	CodeInvalidOpenMessages    = "invalid_open_messages"
-	CodeInvalidAppPing         = "invalid_app_ping"
-	CodeInvalidKeepalive       = "invalid_keepalive_reply"
-	CodeInvalidIdleTimeout     = "invalid_idle_timeout"
-	CodeInvalidMaxConnAge      = "invalid_max_connection_age"
-	CodeInvalidReconnectOn     = "invalid_reconnect_on"
-	CodeInvalidSwitchTimeout   = "invalid_switch_timeout"
-	CodeInvalidStandby         = "invalid_standby"
-	CodeInvalidQuery           = "invalid_query"
-	CodeInvalidBody            = "invalid_body"
+	CodeInvalidContentType = "invalid_content_type"
+	CodeBodyTooLarge       = "body_too_large"
+	CodeInvalidJSON        = "invalid_json"
+	CodeUnknownField       = "unknown_field"
+	CodeInvalidType        = "invalid_type"
+	CodeHostNotAllowed     = "host_not_allowed"
+	CodeAddressNotAllowed  = "address_not_allowed"
+	CodeInvalidQuery       = "invalid_query"
+	CodeInvalidBody        = "invalid_body"
 
 	CodeMissingSignature = "missing_signature"
 	CodeStaleTimestamp   = "stale_timestamp"
@@ -64,6 +49,12 @@ func (e *apiError) Error() string { return e.code + ": " + e.message }
 
 func badRequest(code, msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: code, message: msg}
+}
+
+// invalidField is a refusal of the start body's top-level field: a 400
+// with the field's code, "invalid_" and the field (source.FieldCode).
+func invalidField(field, msg string) *apiError {
+	return badRequest(source.FieldCode(field), msg)
 }
 
 func unauthorized(code, msg string) *apiError {

@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/syncbuf"
 )
@@ -232,23 +233,23 @@ func TestHandlerValidationErrorsAre400WithCode(t *testing.T) {
 		{"too large", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"X-A":"`+strings.Repeat("a", config.DefaultMaxBodyBytes)+`"}}`), CodeBodyTooLarge},
 		{"bad json", event("POST", "/sessions", `{`), CodeInvalidJSON},
 		{"unknown field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","x":1}`), CodeUnknownField},
-		{"connection id", event("POST", "/sessions", `{"connection_id":"a b","ws_url":"wss://a.example.com"}`), CodeInvalidConnID},
-		{"ws_url", event("POST", "/sessions", `{"ws_url":"https://a.example.com"}`), CodeInvalidWSURL},
+		{"connection id", event("POST", "/sessions", `{"connection_id":"a b","ws_url":"wss://a.example.com"}`), source.FieldCode("connection_id")},
+		{"ws_url", event("POST", "/sessions", `{"ws_url":"https://a.example.com"}`), source.FieldCode("ws_url")},
 		{"private ip", event("POST", "/sessions", `{"ws_url":"wss://10.0.0.1/"}`), CodeAddressNotAllowed},
-		{"header", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"Host":"x"}}`), CodeInvalidHeader},
-		{"seq_field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","seq_field":"a b"}`), CodeInvalidSeqField},
-		{"resume param", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","resume_query_param":"a&b"}`), CodeInvalidResumeParam},
-		{"standby window", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{"enabled":true,"window":"1s"}}`), CodeInvalidStandby},
-		{"standby enabled", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{}}`), CodeInvalidStandby},
+		{"header", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","headers":{"Host":"x"}}`), source.FieldCode("headers")},
+		{"seq_field", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","seq_field":"a b"}`), source.FieldCode("seq_field")},
+		{"resume param", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","resume_query_param":"a&b"}`), source.FieldCode("resume_query_param")},
+		{"standby window", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{"enabled":true,"window":"1s"}}`), source.FieldCode("standby")},
+		{"standby enabled", event("POST", "/sessions", `{"ws_url":"wss://a.example.com","standby":{}}`), source.FieldCode("standby")},
 		{"stop body field", event("POST", "/sessions/abc/stop", `{"force":true}`), CodeUnknownField},
 		{"stop body content type", func() events.APIGatewayV2HTTPRequest {
 			r := event("POST", "/sessions/abc/stop", `{}`)
 			r.Headers["content-type"] = "text/plain"
 			return r
 		}(), CodeInvalidContentType},
-		{"path id", event("GET", "/sessions/a%20b", ""), CodeInvalidConnID},
-		{"dot path id", event("GET", "/sessions/..", ""), CodeInvalidConnID},
-		{"dot stop id", event("POST", "/sessions/./stop", `{}`), CodeInvalidConnID},
+		{"path id", event("GET", "/sessions/a%20b", ""), source.FieldCode("connection_id")},
+		{"dot path id", event("GET", "/sessions/..", ""), source.FieldCode("connection_id")},
+		{"dot stop id", event("POST", "/sessions/./stop", `{}`), source.FieldCode("connection_id")},
 		{"list state", func() events.APIGatewayV2HTTPRequest {
 			r := event("GET", "/sessions", "")
 			r.RawQueryString = "state=bogus"
@@ -390,7 +391,7 @@ func TestHandlerStartStopStatusList(t *testing.T) {
 	}
 	last := int64(41)
 	f.store.session = sessions.Session{DesiredState: "STARTED", Spec: spec.Spec{WSURL: "wss://a.example.com/f?token=t0ps3cret",
-		Headers: map[string]string{"Authorization": "h3ader-secret"}, CheckpointEvery: "1m30s"},
+		Headers: map[string]string{"Authorization": "h3ader-secret"}, Settings: spec.Settings{CheckpointEvery: "1m30s"}},
 		Generation: 3, LeaseOwner: "w1", LeaseEpoch: 7, LastSeq: &last, UpdatedAtMs: 5}
 	status, body, resp := f.do(t, event("GET", "/sessions/c1", ""))
 	if status != 200 || body["ws_url"] != "wss://a.example.com/f?token=REDACTED" || body["lease_owner"] != "w1" ||
@@ -806,7 +807,7 @@ func TestHandlerRefusesAStartLargerAsStored(t *testing.T) {
 	body := `{"connection_id":"big","ws_url":"wss://a.example.com","open_messages":[{"text":"` + msg + `"},{"text":"` + msg + `"}]}`
 	status, resp, _ := f.do(t, event("POST", "/sessions", body))
 	code, message := errorOf(t, resp)
-	if status != 400 || code != CodeInvalidOpenMessages || !strings.Contains(message, "as stored") {
+	if status != 400 || code != source.FieldCode("open_messages") || !strings.Contains(message, "as stored") {
 		t.Fatalf("a %d-byte start: %d %s %q", len(body), status, code, message)
 	}
 	if len(f.store.started) != 0 || len(f.notif.sent) != 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/config"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 const validStart = `{"connection_id":"c1","ws_url":"wss://a.example.com"}`
@@ -55,6 +56,7 @@ func (f *fixture) lastLog(t *testing.T) map[string]any {
 // through the adapter (API Gateway events) and over net/http, the mux's own
 // plain-text 404, 405 and redirects never.
 func TestRoutesAndRefusals(t *testing.T) {
+	badID := source.FieldCode("connection_id") // a path's id is refused as the body's
 	cases := []struct {
 		method, path, body string
 		status             int
@@ -94,23 +96,23 @@ func TestRoutesAndRefusals(t *testing.T) {
 		{"GET", "/a/../sessions", "", 404, CodeRouteNotFound, "", "", false},
 		{"GET", "/sessions/abc/./stop", "", 404, CodeRouteNotFound, "", "", false},
 		{"GET", "/sessions%2Fabc", "", 404, CodeRouteNotFound, "", "", false},
-		{"GET", "/sessions/a%2Fb", "", 400, CodeInvalidConnID, routeStatus, "", false},
-		{"GET", "/sessions/a%20b", "", 400, CodeInvalidConnID, routeStatus, "", false},
-		{"GET", "/sessions/..", "", 400, CodeInvalidConnID, routeStatus, "", false},
-		{"GET", "/sessions/.", "", 400, CodeInvalidConnID, routeStatus, "", false},
-		{"GET", "/sessions/%2e%2e", "", 400, CodeInvalidConnID, routeStatus, "", false},
-		{"POST", "/sessions/./stop", "", 400, CodeInvalidConnID, routeStop, "", false},
-		{"POST", "/sessions//stop", "", 400, CodeInvalidConnID, routeStop, "", false},
-		{"GET", "/sessions//", "", 400, CodeInvalidConnID, routeStatus, "", false},
+		{"GET", "/sessions/a%2Fb", "", 400, badID, routeStatus, "", false},
+		{"GET", "/sessions/a%20b", "", 400, badID, routeStatus, "", false},
+		{"GET", "/sessions/..", "", 400, badID, routeStatus, "", false},
+		{"GET", "/sessions/.", "", 400, badID, routeStatus, "", false},
+		{"GET", "/sessions/%2e%2e", "", 400, badID, routeStatus, "", false},
+		{"POST", "/sessions/./stop", "", 400, badID, routeStop, "", false},
+		{"POST", "/sessions//stop", "", 400, badID, routeStop, "", false},
+		{"GET", "/sessions//", "", 400, badID, routeStatus, "", false},
 		{"POST", "/sessions//", "", 405, CodeMethodNotAllowed, routeStatus, "", false},
-		{"GET", "/sessions/" + strings.Repeat("a", 129), "", 400, CodeInvalidConnID, routeStatus, "", false},
+		{"GET", "/sessions/" + strings.Repeat("a", 129), "", 400, badID, routeStatus, "", false},
 		// Events API Gateway would not deliver, answered as the route they name.
-		{"GET", "/sessions/%zz", "", 400, CodeInvalidConnID, routeStatus, "", true},
-		{"GET", "/sessions/a%", "", 400, CodeInvalidConnID, routeStatus, "", true},
-		{"GET", "/sessions/a b", "", 400, CodeInvalidConnID, routeStatus, "", true},
-		{"GET", "/sessions/a#b", "", 400, CodeInvalidConnID, routeStatus, "", true},
-		{"GET", "/sessions/a?b", "", 400, CodeInvalidConnID, routeStatus, "", true},
-		{"POST", "/sessions/a\x01b/stop", "", 400, CodeInvalidConnID, routeStop, "", true},
+		{"GET", "/sessions/%zz", "", 400, badID, routeStatus, "", true},
+		{"GET", "/sessions/a%", "", 400, badID, routeStatus, "", true},
+		{"GET", "/sessions/a b", "", 400, badID, routeStatus, "", true},
+		{"GET", "/sessions/a#b", "", 400, badID, routeStatus, "", true},
+		{"GET", "/sessions/a?b", "", 400, badID, routeStatus, "", true},
+		{"POST", "/sessions/a\x01b/stop", "", 400, badID, routeStop, "", true},
 		{"GET", "/nope%zz", "", 404, CodeRouteNotFound, "", "", true},
 		{"GET", "sessions", "", 200, "", routeList, "", true}, // the adapter adds the leading slash
 		{"", "/sessions", "", 405, CodeMethodNotAllowed, "", "", true},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wsfleet/wsfleet/shared/secretref"
+	"github.com/wsfleet/wsfleet/shared/source"
 )
 
 // Secret references ({{secret:NAME#key}}) in header values and open
@@ -15,7 +16,7 @@ import (
 func TestSecretReferencesFollowTheDeploymentsPrefix(t *testing.T) {
 	body := `{"ws_url":"wss://stream.example.com/","headers":{"X-Api-Key":"{{secret:wsfleet/prod/feed#api_key}}"},` +
 		`"open_messages":[{"text":"{\"op\":\"auth\",\"token\":\"{{secret:wsfleet/prod/feed#token}}\"}"}]}`
-	wantReject(t, body, publicPolicy, CodeInvalidHeader, "no secret prefix")
+	wantReject(t, body, publicPolicy, source.FieldCode("headers"), "no secret prefix")
 
 	prod := publicPolicy
 	prod.SecretPrefix = "wsfleet/prod/"
@@ -30,11 +31,11 @@ func TestSecretReferencesFollowTheDeploymentsPrefix(t *testing.T) {
 	}
 
 	other := `{"ws_url":"wss://stream.example.com/","open_messages":[{"text":"{{secret:wsfleet/dev/feed}}"}]}`
-	wantReject(t, other, prod, CodeInvalidOpenMessages, "open_messages[0].text")
-	wantReject(t, other, prod, CodeInvalidOpenMessages, "prefix")
+	wantReject(t, other, prod, source.FieldCode("open_messages"), "open_messages[0].text")
+	wantReject(t, other, prod, source.FieldCode("open_messages"), "prefix")
 	malformed := `{"ws_url":"wss://stream.example.com/","headers":{"Authorization":"Bearer {{secret:wsfleet/prod/x sk_live_9}}"}}`
 	_, e := DecodeStart([]byte(malformed), prod)
-	if e == nil || e.code != CodeInvalidHeader || strings.Contains(e.message, "sk_live") {
+	if e == nil || e.code != source.FieldCode("headers") || strings.Contains(e.message, "sk_live") {
 		t.Fatalf("a malformed reference in a header: %v", e)
 	}
 }
@@ -58,10 +59,10 @@ func TestSecretReferencesPerSpecAreBounded(t *testing.T) {
 			`"open_messages":[` + strings.Join(msgs, ",") + `]}`
 	}
 	mustDecode(t, body(5, 10), prod) // 1 + 5 + 10 = MaxRefs
-	wantReject(t, body(5, 11), prod, CodeInvalidOpenMessages, "open_messages[1].text: more than 16 secret references")
-	wantReject(t, body(2000), prod, CodeInvalidOpenMessages, "open_messages[0].text: more than 16 secret references")
+	wantReject(t, body(5, 11), prod, source.FieldCode("open_messages"), "open_messages[1].text: more than 16 secret references")
+	wantReject(t, body(2000), prod, source.FieldCode("open_messages"), "open_messages[0].text: more than 16 secret references")
 	many := `{"ws_url":"wss://stream.example.com/","headers":{"A":"` + strings.Repeat(ref, 9) + `","B":"` + strings.Repeat(ref, 9) + `"}}`
-	wantReject(t, many, prod, CodeInvalidHeader, `header "B" value: more than 16 secret references`)
+	wantReject(t, many, prod, source.FieldCode("headers"), `header "B" value: more than 16 secret references`)
 }
 
 // mustBindings parses a WSFLEET_SECRET_HOSTS value.
@@ -87,14 +88,14 @@ func TestSecretReferencesGoOnlyToTheirBoundHosts(t *testing.T) {
 		return `{"ws_url":"` + wsURL + `","headers":{"Authorization":"Bearer {{secret:wsfleet/prod/feed#token}}"},` +
 			`"open_messages":[{"text":"{\"op\":\"auth\",\"key\":\"{{secret:wsfleet/prod/bank}}\"}"}]}`
 	}
-	wantReject(t, start("wss://stream.example.com/"), prod, CodeInvalidHeader, `header "Authorization" value: secret reference 1 (at byte 7): secret "wsfleet/prod/feed": may not be sent to this host`)
+	wantReject(t, start("wss://stream.example.com/"), prod, source.FieldCode("headers"), `header "Authorization" value: secret reference 1 (at byte 7): secret "wsfleet/prod/feed": may not be sent to this host`)
 
 	prod.SecretHosts = mustBindings(t, "wsfleet/prod/=stream.example.com;wsfleet/prod/bank=stream.example.com:443")
 	mustDecode(t, start("wss://stream.example.com/v1"), prod)
 	mustDecode(t, start("wss://STREAM.example.com:443/v1"), prod)
 	for _, u := range []string{"wss://attacker.example/", "wss://stream.example.com.attacker.example/", "wss://attacker.example/?stream.example.com", "wss://sub.stream.example.com/"} {
-		wantReject(t, start(u), prod, CodeInvalidHeader, `secret "wsfleet/prod/feed": may not be sent to this host`)
+		wantReject(t, start(u), prod, source.FieldCode("headers"), `secret "wsfleet/prod/feed": may not be sent to this host`)
 	}
 	// The bank secret's own binding names port 443: ws:// (80) and :8443 are refused.
-	wantReject(t, start("wss://stream.example.com:8443/"), prod, CodeInvalidOpenMessages, `open_messages[0].text: secret reference 1 (at byte 20): secret "wsfleet/prod/bank": may not be sent`)
+	wantReject(t, start("wss://stream.example.com:8443/"), prod, source.FieldCode("open_messages"), `open_messages[0].text: secret reference 1 (at byte 20): secret "wsfleet/prod/bank": may not be sent`)
 }

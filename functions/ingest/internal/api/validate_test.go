@@ -110,7 +110,7 @@ func TestDecodeStartJSONRules(t *testing.T) {
 func TestDecodeStartConnectionID(t *testing.T) {
 	for _, id := range []string{"", " ", "a b", "a/b", "a%2Fb", "é", strings.Repeat("a", 129), "a\nb", "a?b", "a#b", ".", ".."} {
 		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
-		wantReject(t, string(body), publicPolicy, CodeInvalidConnID, "connection_id must match")
+		wantReject(t, string(body), publicPolicy, source.FieldCode("connection_id"), "connection_id must match")
 	}
 	for _, id := range []string{"a", strings.Repeat("Z", 128), "x.y:z_w-9", "...", ".a", "a.."} {
 		body, _ := json.Marshal(map[string]string{"connection_id": id, "ws_url": "wss://a.example.com"})
@@ -136,7 +136,7 @@ func TestDecodeStartSubprotocols(t *testing.T) {
 		`{"ws_url":"wss://a.example.com","subprotocols":` + nine + `}`:                        "at most 8",
 		`{"ws_url":"wss://a.example.com","subprotocols":["` + strings.Repeat("x", 65) + `"]}`: "must match",
 	} {
-		wantReject(t, body, publicPolicy, CodeInvalidSubprotocols, msg)
+		wantReject(t, body, publicPolicy, source.FieldCode("subprotocols"), msg)
 	}
 	wantReject(t, `{"ws_url":"wss://a.example.com","subprotocols":"v1"}`, publicPolicy, CodeInvalidType, "subprotocols")
 }
@@ -149,7 +149,7 @@ func TestDecodeStartFollowRedirects(t *testing.T) {
 		t.Fatalf("follow_redirects %d", d.FollowRedirects)
 	}
 	for _, v := range []string{"-1", "6", "100"} {
-		wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":`+v+`}`, publicPolicy, CodeInvalidFollowRedirects, "0..5")
+		wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":`+v+`}`, publicPolicy, source.FieldCode("follow_redirects"), "0..5")
 	}
 	wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":"2"}`, publicPolicy, CodeInvalidType, "follow_redirects")
 	wantReject(t, `{"ws_url":"wss://a.example.com","follow_redirects":1.5}`, publicPolicy, CodeInvalidType, "follow_redirects")
@@ -165,7 +165,7 @@ func TestDecodeStartCheckpointEvery(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"", "0s", "999ms", "10m1s", "1h", "-5s", "30", "soon", strings.Repeat("1", 40) + "s"} {
-		wantReject(t, `{"ws_url":"wss://a.example.com","checkpoint_every":"`+v+`"}`, publicPolicy, CodeInvalidCheckpointEvery, "checkpoint_every must be a duration from 1s to 10m")
+		wantReject(t, `{"ws_url":"wss://a.example.com","checkpoint_every":"`+v+`"}`, publicPolicy, source.FieldCode("checkpoint_every"), "checkpoint_every must be a duration from 1s to 10m")
 	}
 	wantReject(t, `{"ws_url":"wss://a.example.com","checkpoint_every":30}`, publicPolicy, CodeInvalidType, "checkpoint_every")
 }
@@ -206,7 +206,7 @@ func TestDecodeStartWSURLSyntax(t *testing.T) {
 		{"v4 in brackets", "wss://[1.2.3.4]/", ""},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { wantReject(t, startWith(c.url), publicPolicy, CodeInvalidWSURL, c.msg) })
+		t.Run(c.name, func(t *testing.T) { wantReject(t, startWith(c.url), publicPolicy, source.FieldCode("ws_url"), c.msg) })
 	}
 }
 
@@ -317,7 +317,7 @@ func TestDecodeStartHeaders(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			wantReject(t, hdr(c.h), publicPolicy, CodeInvalidHeader, c.msg)
+			wantReject(t, hdr(c.h), publicPolicy, source.FieldCode("headers"), c.msg)
 			// A value never appears in a message.
 			_, e := DecodeStart([]byte(hdr(c.h)), publicPolicy)
 			for _, v := range c.h {
@@ -341,13 +341,13 @@ func TestDecodeStartHeaders(t *testing.T) {
 func TestDecodeStartSeqFieldAndResumeParam(t *testing.T) {
 	for _, v := range []string{"", "a b", "a/b", "é", strings.Repeat("a", 65), "a\"b"} {
 		b, _ := json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "seq_field": v})
-		wantReject(t, string(b), publicPolicy, CodeInvalidSeqField, "seq_field must match")
+		wantReject(t, string(b), publicPolicy, source.FieldCode("seq_field"), "seq_field must match")
 		b, _ = json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "resume_query_param": v})
-		wantReject(t, string(b), publicPolicy, CodeInvalidResumeParam, "resume_query_param must match")
+		wantReject(t, string(b), publicPolicy, source.FieldCode("resume_query_param"), "resume_query_param must match")
 	}
 	for _, v := range []string{"a&b", "a=b", "a?b"} {
 		b, _ := json.Marshal(map[string]string{"ws_url": "wss://a.example.com", "resume_query_param": v})
-		wantReject(t, string(b), publicPolicy, CodeInvalidResumeParam, "")
+		wantReject(t, string(b), publicPolicy, source.FieldCode("resume_query_param"), "")
 	}
 	d := mustDecode(t, `{"ws_url":"wss://a.example.com","seq_field":"data.seq_no","resume_query_param":"from~seq"}`, publicPolicy)
 	if d.SeqField != "data.seq_no" || d.ResumeQueryParam != "from~seq" {
@@ -399,46 +399,46 @@ func TestDecodeStartSourceProtocol(t *testing.T) {
 	}
 
 	for _, c := range []struct{ body, code, msg string }{
-		{`"open_messages":[{"text":"{{token}}"}]`, CodeInvalidOpenMessages, "unknown placeholder"},
-		{`"open_messages":[` + strings.Repeat(`{"text":"x"},`, 16) + `{"text":"x"}]`, CodeInvalidOpenMessages, "at most 16"},
-		{`"open_messages":[{"binary_b64":"%%%"}]`, CodeInvalidOpenMessages, "base64"},
-		{`"open_messages":[{"text":"a","binary_b64":"YQ=="}]`, CodeInvalidOpenMessages, "exactly one"},
+		{`"open_messages":[{"text":"{{token}}"}]`, source.FieldCode("open_messages"), "unknown placeholder"},
+		{`"open_messages":[` + strings.Repeat(`{"text":"x"},`, 16) + `{"text":"x"}]`, source.FieldCode("open_messages"), "at most 16"},
+		{`"open_messages":[{"binary_b64":"%%%"}]`, source.FieldCode("open_messages"), "base64"},
+		{`"open_messages":[{"text":"a","binary_b64":"YQ=="}]`, source.FieldCode("open_messages"), "exactly one"},
 		{`"open_messages":[{"text":"a","extra":1}]`, CodeUnknownField, "extra"},
 		{`"open_messages":[{"text":5}]`, CodeInvalidType, "open_messages"},
-		{`"open_messages":[{"text":"a","wait_for":{"path":"a..b","equals":1}}]`, CodeInvalidOpenMessages, "empty segment"},
-		{`"seq_path":"data..u"`, CodeInvalidSeqPath, "empty segment"},
-		{`"seq_path":""`, CodeInvalidSeqPath, "required"},
-		{`"seq_path":"a","seq_field":"b"`, CodeInvalidSeqPath, "differ"},
-		{`"seq_field":"a..b"`, CodeInvalidSeqField, "empty segment"},
-		{`"seq_mode":"none","seq_path":"a"`, CodeInvalidSeqPath, "field"},
-		{`"seq_mode":"none","resume_query_param":"from"`, CodeInvalidResume, "field"},
-		{`"seq_mode":"none","on_missing_seq":"deliver"`, CodeInvalidOnMissingSeq, "field"},
-		{`"seq_mode":"none","open_messages":[{"text":"{{last_seq}}"}]`, CodeInvalidOpenMessages, "seq_mode"},
-		{`"seq_mode":"sometimes"`, CodeInvalidSeqMode, "field"},
-		{`"on_missing_seq":"keep"`, CodeInvalidOnMissingSeq, "deliver"},
-		{`"resume":{"query_param":"from","value":"first"}`, CodeInvalidResume, "next"},
-		{`"resume":{"query_param":"a b"}`, CodeInvalidResume, "query_param"},
-		{`"resume":{"query_param":"a"},"resume_query_param":"b"`, CodeInvalidResume, "differ"},
-		{`"app_ping":{"message":"ping","every":"500ms"}`, CodeInvalidAppPing, "every"},
-		{`"app_ping":{"message":"","every":"5s"}`, CodeInvalidAppPing, "message"},
-		{`"keepalive_reply":{"match":{"path":"t","equals":{}},"reply":"r"}`, CodeInvalidKeepalive, "equals"},
-		{`"keepalive_reply":{"match":{"path":"t","equals":"x"}}`, CodeInvalidKeepalive, "reply"},
-		{`"idle_timeout":"never"`, CodeInvalidIdleTimeout, "duration"},
-		{`"idle_timeout":""`, CodeInvalidIdleTimeout, "duration"},
-		{`"on_sink_refusal":"ignore"`, CodeInvalidOnSinkRefusal, "skip"},
-		{`"on_sink_refusal":""`, CodeInvalidOnSinkRefusal, "skip"},
+		{`"open_messages":[{"text":"a","wait_for":{"path":"a..b","equals":1}}]`, source.FieldCode("open_messages"), "empty segment"},
+		{`"seq_path":"data..u"`, source.FieldCode("seq_path"), "empty segment"},
+		{`"seq_path":""`, source.FieldCode("seq_path"), "required"},
+		{`"seq_path":"a","seq_field":"b"`, source.FieldCode("seq_path"), "differ"},
+		{`"seq_field":"a..b"`, source.FieldCode("seq_field"), "empty segment"},
+		{`"seq_mode":"none","seq_path":"a"`, source.FieldCode("seq_path"), "field"},
+		{`"seq_mode":"none","resume_query_param":"from"`, source.FieldCode("resume"), "field"},
+		{`"seq_mode":"none","on_missing_seq":"deliver"`, source.FieldCode("on_missing_seq"), "field"},
+		{`"seq_mode":"none","open_messages":[{"text":"{{last_seq}}"}]`, source.FieldCode("open_messages"), "seq_mode"},
+		{`"seq_mode":"sometimes"`, source.FieldCode("seq_mode"), "field"},
+		{`"on_missing_seq":"keep"`, source.FieldCode("on_missing_seq"), "deliver"},
+		{`"resume":{"query_param":"from","value":"first"}`, source.FieldCode("resume"), "next"},
+		{`"resume":{"query_param":"a b"}`, source.FieldCode("resume"), "query_param"},
+		{`"resume":{"query_param":"a"},"resume_query_param":"b"`, source.FieldCode("resume"), "differ"},
+		{`"app_ping":{"message":"ping","every":"500ms"}`, source.FieldCode("app_ping"), "every"},
+		{`"app_ping":{"message":"","every":"5s"}`, source.FieldCode("app_ping"), "message"},
+		{`"keepalive_reply":{"match":{"path":"t","equals":{}},"reply":"r"}`, source.FieldCode("keepalive_reply"), "equals"},
+		{`"keepalive_reply":{"match":{"path":"t","equals":"x"}}`, source.FieldCode("keepalive_reply"), "reply"},
+		{`"idle_timeout":"never"`, source.FieldCode("idle_timeout"), "duration"},
+		{`"idle_timeout":""`, source.FieldCode("idle_timeout"), "duration"},
+		{`"on_sink_refusal":"ignore"`, source.FieldCode("on_sink_refusal"), "skip"},
+		{`"on_sink_refusal":""`, source.FieldCode("on_sink_refusal"), "skip"},
 		{`"on_sink_refusal":true`, CodeInvalidType, "on_sink_refusal"},
-		{`"max_connection_age":"1 day"`, CodeInvalidMaxConnAge, "duration from 1s"},
-		{`"max_connection_age":""`, CodeInvalidMaxConnAge, "omit it"},
-		{`"reconnect_on":{"match":{"path":"e"}}`, CodeInvalidReconnectOn, "equals is required"},
+		{`"max_connection_age":"1 day"`, source.FieldCode("max_connection_age"), "duration from 1s"},
+		{`"max_connection_age":""`, source.FieldCode("max_connection_age"), "omit it"},
+		{`"reconnect_on":{"match":{"path":"e"}}`, source.FieldCode("reconnect_on"), "equals is required"},
 		{`"reconnect_on":{"match":{"path":"e","equals":"x"},"deliver":1}`, CodeInvalidType, "reconnect_on"},
-		{`"switch_timeout":"10s"`, CodeInvalidSwitchTimeout, "max_connection_age or reconnect_on"},
-		{`"max_connection_age":"23h","switch_timeout":"1h"`, CodeInvalidSwitchTimeout, "duration"},
+		{`"switch_timeout":"10s"`, source.FieldCode("switch_timeout"), "max_connection_age or reconnect_on"},
+		{`"max_connection_age":"23h","switch_timeout":"1h"`, source.FieldCode("switch_timeout"), "duration"},
 	} {
 		wantReject(t, `{`+u+`,`+c.body+`}`, publicPolicy, c.code, c.msg)
 	}
 	big := strings.Repeat("x", source.MaxOpenMessageBytes+1)
-	wantReject(t, `{`+u+`,"open_messages":[{"text":"`+big+`"}]}`, publicPolicy, CodeInvalidOpenMessages, "bytes")
+	wantReject(t, `{`+u+`,"open_messages":[{"text":"`+big+`"}]}`, publicPolicy, source.FieldCode("open_messages"), "bytes")
 }
 
 // TestRefusalsSayWhatWasMeant: an unknown field names the nearest known
@@ -498,13 +498,13 @@ func TestDecodeStartStandby(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ standby, code, msg string }{
-		{`{}`, CodeInvalidStandby, "standby.enabled: is required"},
-		{`{"window":"1m"}`, CodeInvalidStandby, "standby.enabled: is required"},
-		{`{"enabled":true,"window":"4s"}`, CodeInvalidStandby, "standby.window: must be a duration from 5s to 10m0s"},
-		{`{"enabled":true,"window":"11m"}`, CodeInvalidStandby, "standby.window: must be a duration from 5s to 10m0s"},
-		{`{"enabled":true,"window":""}`, CodeInvalidStandby, "standby.window: must be a duration"},
-		{`{"enabled":true,"window_bytes":1024}`, CodeInvalidStandby, "standby.window_bytes: must be 65536..16777216"},
-		{`{"enabled":true,"window_bytes":33554432}`, CodeInvalidStandby, "standby.window_bytes: must be 65536..16777216"},
+		{`{}`, source.FieldCode("standby"), "standby.enabled: is required"},
+		{`{"window":"1m"}`, source.FieldCode("standby"), "standby.enabled: is required"},
+		{`{"enabled":true,"window":"4s"}`, source.FieldCode("standby"), "standby.window: must be a duration from 5s to 10m0s"},
+		{`{"enabled":true,"window":"11m"}`, source.FieldCode("standby"), "standby.window: must be a duration from 5s to 10m0s"},
+		{`{"enabled":true,"window":""}`, source.FieldCode("standby"), "standby.window: must be a duration"},
+		{`{"enabled":true,"window_bytes":1024}`, source.FieldCode("standby"), "standby.window_bytes: must be 65536..16777216"},
+		{`{"enabled":true,"window_bytes":33554432}`, source.FieldCode("standby"), "standby.window_bytes: must be 65536..16777216"},
 		{`{"enabled":"yes"}`, CodeInvalidType, `field "standby.enabled" must be a boolean`},
 		{`{"enabled":true,"window":30}`, CodeInvalidType, `field "standby.window" must be a string`},
 		{`{"enabled":true,"window_bytes":65536.5}`, CodeInvalidType, `field "standby.window_bytes" must be a number`},

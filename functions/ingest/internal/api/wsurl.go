@@ -33,54 +33,54 @@ type URLPolicy struct {
 // messages never quote the URL (it may carry a token in its query).
 func (p URLPolicy) CheckWSURL(raw string) *apiError {
 	if raw == "" {
-		return badRequest(CodeInvalidWSURL, "ws_url is required")
+		return invalidField("ws_url", "ws_url is required")
 	}
 	if len(raw) > MaxWSURLLen {
-		return badRequest(CodeInvalidWSURL, "ws_url is longer than "+strconv.Itoa(MaxWSURLLen)+" bytes")
+		return invalidField("ws_url", "ws_url is longer than "+strconv.Itoa(MaxWSURLLen)+" bytes")
 	}
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c <= 0x20 || c >= 0x7f {
-			return badRequest(CodeInvalidWSURL, "ws_url must be printable ASCII without spaces (percent-encode the rest; IDN hosts in punycode)")
+			return invalidField("ws_url", "ws_url must be printable ASCII without spaces (percent-encode the rest; IDN hosts in punycode)")
 		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return badRequest(CodeInvalidWSURL, "ws_url is not a valid URL")
+		return invalidField("ws_url", "ws_url is not a valid URL")
 	}
 	if u.Scheme != "ws" && u.Scheme != "wss" {
-		return badRequest(CodeInvalidWSURL, "ws_url scheme must be ws or wss")
+		return invalidField("ws_url", "ws_url scheme must be ws or wss")
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return badRequest(CodeInvalidWSURL, "ws_url must be an absolute URL with a host (ws://host/path)")
+		return invalidField("ws_url", "ws_url must be an absolute URL with a host (ws://host/path)")
 	}
 	if u.User != nil {
-		return badRequest(CodeInvalidWSURL, "ws_url must not carry user info: send credentials in headers")
+		return invalidField("ws_url", "ws_url must not carry user info: send credentials in headers")
 	}
 	if strings.Contains(raw, "#") {
-		return badRequest(CodeInvalidWSURL, "ws_url must not have a fragment")
+		return invalidField("ws_url", "ws_url must not have a fragment")
 	}
 	if port := u.Port(); port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
-			return badRequest(CodeInvalidWSURL, "ws_url port must be 1..65535")
+			return invalidField("ws_url", "ws_url port must be 1..65535")
 		}
 	} else if strings.HasSuffix(u.Host, ":") {
-		return badRequest(CodeInvalidWSURL, "ws_url has an empty port")
+		return invalidField("ws_url", "ws_url has an empty port")
 	}
 	host := strings.ToLower(u.Hostname())
 	if addr, err := netip.ParseAddr(host); err == nil {
 		if addr.Zone() != "" {
-			return badRequest(CodeInvalidWSURL, "ws_url IPv6 zones are not accepted")
+			return invalidField("ws_url", "ws_url IPv6 zones are not accepted")
 		}
 		if c := netguard.Classify(addr); !p.PrivateIPs.AllowsClass(c) {
 			return &apiError{status: 400, code: CodeAddressNotAllowed, message: "ws_url host is a " + string(c) + " address, which this deployment refuses"}
 		}
 		if strings.HasPrefix(u.Host, "[") != addr.Is6() {
-			return badRequest(CodeInvalidWSURL, "ws_url host is not a valid address")
+			return invalidField("ws_url", "ws_url host is not a valid address")
 		}
 	} else {
 		if msg := checkHostname(host); msg != "" {
-			return badRequest(CodeInvalidWSURL, msg)
+			return invalidField("ws_url", msg)
 		}
 		host = strings.TrimSuffix(host, ".")
 		if host == "localhost" || strings.HasSuffix(host, ".localhost") {

@@ -28,6 +28,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify/sqsnotify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/shared/source"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/testkit/faultnet"
 	"github.com/wsfleet/wsfleet/testkit/syncbuf"
@@ -520,7 +521,7 @@ func TestHTTPSourceProtocol(t *testing.T) {
 	}
 
 	status, body, _ = c.do("POST", "/sessions", `{"connection_id":"src-2","ws_url":"wss://stream.example.com/ws","open_messages":[{"text":"{{token}}"}]}`)
-	if e, _ := body["error"].(map[string]any); status != 400 || e["code"] != api.CodeInvalidOpenMessages || !strings.Contains(e["message"].(string), "placeholder") {
+	if e, _ := body["error"].(map[string]any); status != 400 || e["code"] != source.FieldCode("open_messages") || !strings.Contains(e["message"].(string), "placeholder") {
 		t.Fatalf("unknown placeholder: %d %v", status, body)
 	}
 	if status, _, _ := c.do("GET", "/sessions/src-2", ""); status != 404 {

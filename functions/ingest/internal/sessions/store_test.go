@@ -601,7 +601,7 @@ func TestGetLastSeqFromCheckpoint(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	for _, id := range []string{"k1", "k2"} {
-		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, Spec: spec.Spec{WSURL: "wss://a.example.com/", CheckpointEvery: "2s"}}); err != nil {
+		if _, err := e.store.Start(ctx, sessions.Desired{ConnectionID: id, Spec: spec.Spec{WSURL: "wss://a.example.com/", Settings: spec.Settings{CheckpointEvery: "2s"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ package claim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,7 @@ const (
 	Acquired      Outcome = iota + 1 // the lease is ours now
 	OwnedHere                        // this worker already holds it
 	HeldElsewhere                    // a live lease of another worker
+	Reserved                         // reserved for another worker (err: *ReservedUntil)
 	NotStarted                       // stopped, or no such session
 	AtCapacity                       // no free slot
 	Draining                         // the worker is shutting down
@@ -41,8 +43,24 @@ const (
 
 var outcomeNames = map[Outcome]string{
 	Acquired: "acquired", OwnedHere: "owned_here", HeldElsewhere: "held_elsewhere", NotStarted: "not_started",
-	AtCapacity: "at_capacity", Draining: "draining", Failed: "failed",
+	AtCapacity: "at_capacity", Draining: "draining", Failed: "failed", Reserved: "reserved",
 }
+
+// ReservedUntil is a Reserved claim's error: the session is reserved for
+// another worker for After more (a directed hand-off's reservation, until
+// it lapses; Err says for whom).
+type ReservedUntil struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *ReservedUntil) Error() string { return fmt.Sprintf("%v (for %s more)", e.Err, e.After) }
+
+func (e *ReservedUntil) Unwrap() error { return e.Err }
+
+// reservedMargin is how long after a reservation's lapse a start
+// notification handed back for it becomes visible again.
+const reservedMargin = 100 * time.Millisecond
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
@@ -209,12 +227,29 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 		case Acquired, OwnedHere, HeldElsewhere, NotStarted:
 			log.Debug().Stringer("outcome", out).Msg("start notification handled")
 			return true
+		case Reserved:
+			// A directed hand-off reserved it for another worker and
+			// published this notification because that worker could not
+			// be told (or the notification is older than the hand-off):
+			// handed back until the reservation lapses, when any worker
+			// may take it. Deleted, it would wait for a reconcile pass
+			// after the lapse.
+			var ru *ReservedUntil
+			if !errors.As(err, &ru) {
+				return true
+			}
+			log.Debug().Stringer("outcome", out).Dur("after", ru.After).Msg("start notification handed back until the reservation lapses")
+			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := c.Queue.Requeue(ackCtx, m, ru.After+reservedMargin); err != nil {
+				log.Warn().Err(err).Msg("work queue hand-back")
+			}
 		case AtCapacity, Draining:
 			log.Debug().Stringer("outcome", out).Msg("start notification handed back")
 			// Requeued at once, even while the worker drains.
 			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := c.Queue.Requeue(ackCtx, m); err != nil {
+			if err := c.Queue.Requeue(ackCtx, m, 0); err != nil {
 				log.Warn().Err(err).Msg("work queue hand-back")
 			}
 		default:
@@ -240,10 +275,20 @@ type Lister interface {
 	Orphans(ctx context.Context, limit int) ([]lease.Candidate, error)
 	Holds(id string) bool
 	// MayClaim says whether this worker tries a candidate of its listing
-	// (lease.MayClaimUnowned: on the first sight of an unowned session,
+	// (an unowned session not while lease.Config.UnownedGrace leaves it to
+	// the fast path; lease.MayClaimUnowned: on the first sight past it,
 	// only the first few workers by rendezvous hashing do).
 	MayClaim(c lease.Candidate) bool
 }
+
+// FastPathGrace is the lease.Config.UnownedGrace of a worker that consumes
+// the work queue and reconciles every every: half an interval. A reconcile
+// pass then leaves a session its listing shows unowned for the first time
+// to the start notification (normally taken within milliseconds), and the
+// next pass (at least 1 - Jitter = 0.8 intervals later) tries it: a lost
+// notification costs one pass more, and no pass races a fast path that is
+// about to acquire a session just started.
+func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 
 // Reconciler claims orphans (sessions without owner, and the sessions of
 // workers that died or left) every Every (±Jitter), and at once after Kick.

@@ -28,6 +28,8 @@ type fakeQueue struct {
 	maxAsked []int
 	deleted  []string
 	requeued []string
+	// after is each requeue's delay, by message.
+	after map[string]time.Duration
 	// deleteCalls counts Delete calls (a receive's handled messages are
 	// deleted in one).
 	deleteCalls int
@@ -63,10 +65,14 @@ func (q *fakeQueue) Delete(_ context.Context, ms ...notify.Message) error {
 	return nil
 }
 
-func (q *fakeQueue) Requeue(_ context.Context, m notify.Message) error {
+func (q *fakeQueue) Requeue(_ context.Context, m notify.Message, after time.Duration) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.requeued = append(q.requeued, m.MessageID)
+	if q.after == nil {
+		q.after = map[string]time.Duration{}
+	}
+	q.after[m.MessageID] = after
 	return nil
 }
 
@@ -121,6 +127,9 @@ func (c *fakeClaimer) Claim(_ context.Context, id string, prev *lease.Token, sen
 	if out == Failed {
 		return out, errors.New("transient")
 	}
+	if out == Reserved {
+		return out, &ReservedUntil{After: 3 * time.Second, Err: lease.ErrHeld}
+	}
 	return out, nil
 }
 
@@ -159,11 +168,12 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 		msg("m6", schema.NotifyStop, "s"),
 		{MessageID: "m7", Err: notify.ErrMalformed},
 		msg("m8", schema.NotifyStart, "mine"),
+		msg("m9", schema.NotifyStart, "reserved"),
 	}}}
 	cl := newClaimer(100)
-	cl.outcomes = map[string]Outcome{"held": HeldElsewhere, "stopped": NotStarted, "full": AtCapacity, "flaky": Failed, "mine": OwnedHere}
+	cl.outcomes = map[string]Outcome{"held": HeldElsewhere, "stopped": NotStarted, "full": AtCapacity, "flaky": Failed, "mine": OwnedHere, "reserved": Reserved}
 	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop()})
-	testwait.Eventually(t, 5*time.Second, "acks", func() bool { d, r := q.acks(); return d+r == 7 })
+	testwait.Eventually(t, 5*time.Second, "acks", func() bool { d, r := q.acks(); return d+r == 8 })
 	stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -176,8 +186,14 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 			t.Fatalf("deleted %s (all: %v)", id, q.deleted)
 		}
 	}
-	if len(q.requeued) != 1 || q.requeued[0] != "m4" {
-		t.Fatalf("requeued %v, want [m4]", q.requeued)
+	// Full: handed back at once; reserved for another worker: handed
+	// back until the reservation lapses (3 s here), not deleted.
+	slices.Sort(q.requeued)
+	if !slices.Equal(q.requeued, []string{"m4", "m9"}) {
+		t.Fatalf("requeued %v, want [m4 m9]", q.requeued)
+	}
+	if q.after["m4"] != 0 || q.after["m9"] != 3*time.Second+reservedMargin {
+		t.Fatalf("requeued after %v, want m4 at once and m9 after %s", q.after, 3*time.Second+reservedMargin)
 	}
 	if q.deleteCalls != 1 {
 		t.Fatalf("%d Delete calls for one receive, want 1 (batched)", q.deleteCalls)

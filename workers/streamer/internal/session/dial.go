@@ -152,7 +152,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	defer s.env.Handshakes.Release(host) // the handshake's goroutine has returned by then
 	slot := &rawSlot{}
 	// The dial's one timeout authority (dialtimeout.go).
-	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.redirects), s.dialTimeout(p))
+	dctx, cancel := context.WithTimeout(withRedirectLimit(context.WithValue(pctx, rawSlotKey{}, slot), p.settings.FollowRedirects), s.dialTimeout(p))
 	defer cancel()
 	parts, err := s.parts(dctx, it, p, u) // its header is the handshake's own: the handshake may add to it
 	if err != nil {
@@ -175,7 +175,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
-			Subprotocols:    p.subprotocols,
+			Subprotocols:    p.settings.Subprotocols,
 			CompressionMode: websocket.CompressionDisabled,
 		})
 		return handshake{conn, resp}, err

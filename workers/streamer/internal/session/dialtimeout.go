@@ -3,21 +3,31 @@
 
 package session
 
-import "time"
+import (
+	"time"
 
-// MaxDialTimeout bounds a dial's deadline (Config.DialTimeout, and any
-// per-session connect timeout a spec may carry one day): the HTTP client's
-// own timeouts sit at it, so that they never cut a dial its deadline
-// still allows.
-const MaxDialTimeout = 5 * time.Minute
+	"github.com/wsfleet/wsfleet/shared/spec"
+)
+
+// MaxDialTimeout bounds a dial's deadline (Config.DialTimeout, and a
+// session's connect_timeout_ms; defined with the spec's limits): the HTTP
+// client's own timeouts sit at it, so that they never cut a dial its
+// deadline still allows.
+const MaxDialTimeout = spec.MaxDialTimeout
 
 // dialTimeout is how long a dial of p may take, from the moment it holds
 // its handshake slot: the deadline of the dial's context, the one timeout
 // authority of a dial (TCP connect, TLS handshake, WebSocket handshake with
-// its redirects, and the secrets expanded for it). The spec has no connect
-// timeout of its own: every dial gets the worker's DialTimeout. A
-// per-session value goes here, within MaxDialTimeout.
-func (s *Session) dialTimeout(*proto) time.Duration { return s.env.Config.DialTimeout }
+// its redirects, and the secrets expanded for it): the session's
+// connect_timeout_ms (spec.Settings.ConnectTimeout, within MaxDialTimeout)
+// when it has one, else the worker's DialTimeout. It is read here and
+// nowhere else.
+func (s *Session) dialTimeout(p *proto) time.Duration {
+	if d := p.settings.ConnectTimeout(); d > 0 {
+		return d
+	}
+	return s.env.Config.DialTimeout
+}
 
 // clientCeiling is the HTTP client's dialer, TLS handshake and
 // response-header timeout (NewClient). These are ceilings, not the dial's

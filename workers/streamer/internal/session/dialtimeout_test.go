@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 )
 
 // slowSource is a source on 127.0.0.1 that answers every handshake only
@@ -47,11 +51,11 @@ func slowSource(t *testing.T, hold time.Duration) string {
 	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/feed"
 }
 
-// dialOnce runs one dial of session s1 on url under h and returns its
-// result and how long it took.
-func dialOnce(t *testing.T, h *harness, url string) (*websocket.Conn, time.Duration, error) {
+// dialOnce runs one dial of session s1 on url (its item changed by mod,
+// when not nil) under h and returns its result and how long it took.
+func dialOnce(t *testing.T, h *harness, url string, mod func(*lease.Item)) (*websocket.Conn, time.Duration, error) {
 	t.Helper()
-	h.put("s1", url, nil)
+	h.put("s1", url, mod)
 	held, err := h.keeper.Acquire(context.Background(), "s1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +83,7 @@ func TestDialDeadlineAboveTheClientsSettingsSucceeds(t *testing.T) {
 	cfg.DialTimeout = 200 * time.Millisecond
 	h := newHarness(t, cfg)
 	cfg.DialTimeout = 5 * time.Second
-	conn, took, err := dialOnce(t, h, slowSource(t, hold))
+	conn, took, err := dialOnce(t, h, slowSource(t, hold), nil)
 	if err != nil {
 		t.Fatalf("dial with a 5 s deadline to a source that answers after %s: %v (after %s)", hold, err, took)
 	}
@@ -103,7 +107,7 @@ func TestDialDeadlineCutsASlowHandshake(t *testing.T) {
 	cfg.DialTimeout = 200 * time.Millisecond
 	h := newHarness(t, cfg)
 	url := slowSource(t, time.Hour)
-	conn, took, err := dialOnce(t, h, url+"?token=supersecret")
+	conn, took, err := dialOnce(t, h, url+"?token=supersecret", nil)
 	if err == nil {
 		conn.CloseNow()
 		t.Fatal("a dial to a source that never answers succeeded")
@@ -120,5 +124,57 @@ func TestDialDeadlineCutsASlowHandshake(t *testing.T) {
 	}
 	if took < cfg.DialTimeout || took > cfg.DialTimeout+2*time.Second {
 		t.Fatalf("dial ended after %s, want about its %s deadline", took, cfg.DialTimeout)
+	}
+}
+
+// connectTimeout sets the session's connect_timeout_ms.
+func connectTimeout(t *testing.T, ms int64) func(*lease.Item) {
+	return func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.ConnectTimeoutMS = ms })
+	}
+}
+
+// TestSessionConnectTimeoutAboveTheWorkersSucceeds: a session's
+// connect_timeout_ms (5 s) above the worker's DialTimeout (200 ms, which
+// the worker's client was built from) is its dial's deadline: the dial to
+// a source that answers the handshake after 600 ms succeeds.
+func TestSessionConnectTimeoutAboveTheWorkersSucceeds(t *testing.T) {
+	const hold = 600 * time.Millisecond
+	cfg := testConfig()
+	cfg.DialTimeout = 200 * time.Millisecond
+	h := newHarness(t, cfg)
+	conn, took, err := dialOnce(t, h, slowSource(t, hold), connectTimeout(t, 5000))
+	if err != nil {
+		t.Fatalf("dial with connect_timeout_ms 5000 to a source that answers after %s: %v (after %s)", hold, err, took)
+	}
+	defer conn.CloseNow()
+	if took < hold {
+		t.Fatalf("dial took %s, less than the source's %s: the source was not slow", took, hold)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, data, err := conn.Read(ctx); err != nil || string(data) != `{"seq":1}` {
+		t.Fatalf("first message %q, %v", data, err)
+	}
+}
+
+// TestSessionConnectTimeoutBelowTheWorkersCuts: a session's
+// connect_timeout_ms (200 ms) below the worker's DialTimeout (10 s) ends
+// its dial at 200 ms, as a transient deadline error.
+func TestSessionConnectTimeoutBelowTheWorkersCuts(t *testing.T) {
+	const own = 200 * time.Millisecond
+	cfg := testConfig()
+	cfg.DialTimeout = 10 * time.Second
+	h := newHarness(t, cfg)
+	conn, took, err := dialOnce(t, h, slowSource(t, time.Hour), connectTimeout(t, own.Milliseconds()))
+	if err == nil {
+		conn.CloseNow()
+		t.Fatal("a dial to a source that never answers succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || Permanent(err) {
+		t.Fatalf("dial error %v: want a transient deadline", err)
+	}
+	if took < own || took > own+2*time.Second {
+		t.Fatalf("dial ended after %s, want about the session's %s (the worker's is %s)", took, own, cfg.DialTimeout)
 	}
 }

@@ -29,12 +29,14 @@ var (
 // proto is one connection's target and source protocol, compiled from the
 // item's spec when the connection is dialed.
 type proto struct {
-	generation   int64       // the item generation it was compiled from
-	url          string      // ws_url (may carry credentials in its query: log only Redact(url))
-	header       http.Header // may carry credentials: never logged
-	resumeParam  string      // "": none (always "" under seq_mode none)
-	subprotocols []string
-	redirects    int // handshake redirects the dial may follow
+	generation  int64       // the item generation it was compiled from
+	url         string      // ws_url (may carry credentials in its query: log only Redact(url))
+	header      http.Header // may carry credentials: never logged
+	resumeParam string      // "": none (always "" under seq_mode none)
+	// settings are the spec's settings as stored (subprotocols,
+	// follow_redirects, …): a dial reads each where it is used, with no
+	// compiled copy here.
+	settings spec.Settings
 	// refs: a header value or an open message's text holds a secret
 	// reference, expanded at every dial (dialParts).
 	refs bool
@@ -42,11 +44,16 @@ type proto struct {
 	// only where the handshake ended on ws_url's origin: landed).
 	openRefs bool
 
-	seqPath        []string
+	seqPath []string
+	// The source protocol's flags, together (unpadded: proto stays in
+	// its 320 B size class).
 	none           bool // seq_mode none: the worker numbers the messages
 	deliverMissing bool // on_missing_seq deliver
 	skipRefused    bool // on_sink_refusal skip
 	resumeLast     bool // resume.value last
+	keepDeliver    bool // keepalive_reply.deliver
+	planned        bool // a planned reconnect: max_connection_age or reconnect_on
+	noticeDeliver  bool // reconnect_on.deliver
 	open           []source.OpenMessage
 	waits          []*source.Matcher // per open message; nil: no wait_for
 	waitTimeouts   []time.Duration
@@ -55,14 +62,11 @@ type proto struct {
 	pong           []byte // app_ping.pong; nil: none
 	keep           *source.Matcher
 	keepReply      string
-	keepDeliver    bool
 	idle           time.Duration
 	// Planned reconnects: maxAge (0: none), the notice that starts one
-	// (nil: none) and whether it is delivered, the switch deadline.
-	planned       bool
+	// (nil: none), the switch deadline.
 	maxAge        time.Duration
 	notice        *source.Matcher
-	noticeDeliver bool
 	switchTimeout time.Duration
 }
 
@@ -78,7 +82,7 @@ func compile(it lease.Item) (*proto, error) {
 	c := sp.Config
 	p := &proto{
 		generation: it.Generation,
-		url:        sp.WSURL, resumeParam: sp.ResumeParam(), subprotocols: sp.Subprotocols, redirects: sp.FollowRedirects,
+		url:        sp.WSURL, resumeParam: sp.ResumeParam(), settings: sp.Settings,
 		none: c.SeqMode == source.SeqNone, deliverMissing: c.OnMissingSeq == source.MissingDeliver,
 		skipRefused: c.OnSinkRefusal == source.RefusalSkip,
 		resumeLast:  sp.ResumesLast(), open: c.OpenMessages, idle: source.Duration(c.IdleTimeout),

@@ -781,6 +781,15 @@ func TestSessionSize(t *testing.T) {
 	}
 }
 
+// A connection's compiled spec stays in its size class (320 B): every
+// session holds one for its life (docs/worker.md, "Where a session's
+// memory goes"), and a new setting (spec.Settings, held whole) grows it.
+func TestProtoSize(t *testing.T) {
+	if n := unsafe.Sizeof(proto{}); n > 320 {
+		t.Fatalf("proto is %d B, want ≤ 320 (the size class it is allocated in); group its flags", n)
+	}
+}
+
 // Finished's channel is made when first waited on: New allocates the
 // session and two channels (wake, ended), not a third that most sessions
 // never need; Finished closes at MarkFinished all the same, whether it was

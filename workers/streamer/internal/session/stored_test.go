@@ -9,6 +9,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/spec"
+	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -66,8 +67,8 @@ func TestStoredSpecTheWorkerCannotRunFails(t *testing.T) {
 		name, stored, names string
 		unknown             bool
 	}{
-		{"an unknown field", `{"ws_url":` + string(u) + `,"connect_timeout_ms":5000}`, `"connect_timeout_ms"`, true},
-		{"an unknown nested field", `{"ws_url":` + string(u) + `,"app_ping":{"message":"p","every":"5s","jitter":"1s"}}`, `"app_ping.jitter"`, true},
+		{"an unknown field", `{"ws_url":` + string(u) + `,"` + spectest.NewerField + `":5000}`, `"` + spectest.NewerField + `"`, true},
+		{"an unknown nested field", `{"ws_url":` + string(u) + `,"app_ping":{"message":"p","every":"5s","` + spectest.NewerField + `":"1s"}}`, `"app_ping.` + spectest.NewerField + `"`, true},
 		{"no ws_url", `{"seq_mode":"none"}`, "(ws_url)", false},
 		{"an unknown seq_mode", `{"ws_url":` + string(u) + `,"seq_mode":"sometimes"}`, "(seq_mode)", false},
 	} {
