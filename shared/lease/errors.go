@@ -106,3 +106,12 @@ func Definitive(err error) bool {
 func IsTransient(err error) bool {
 	return err != nil && !Definitive(err) && !errors.Is(err, ErrUntrusted)
 }
+
+// The fleet summary's refusals (SummaryStore).
+var (
+	// ErrNoSummary: no summary head (or membership page) is stored.
+	ErrNoSummary = errors.New("no fleet summary")
+	// ErrSummarySuperseded: a head (or page) at the same or a higher
+	// version is stored; the write changed nothing.
+	ErrSummarySuperseded = errors.New("fleet summary superseded")
+)

@@ -5,7 +5,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 )
@@ -76,14 +75,6 @@ const (
 	MaxSummaryPeers = 8
 	MaxSummaryMoves = 256
 	MembersPerPage  = 1000
-)
-
-var (
-	// ErrNoSummary: no summary head (or membership page) is stored.
-	ErrNoSummary = errors.New("no fleet summary")
-	// ErrSummarySuperseded: a head (or page) at the same or a higher
-	// version is stored; the write changed nothing.
-	ErrSummarySuperseded = errors.New("fleet summary superseded")
 )
 
 // SummaryStore is what the Keeper needs of a store to keep the fleet

@@ -14,18 +14,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
-// ErrUnknownField: a stored spec has a field this build does not know. The
-// rollout rule (docs/worker.md, "Stored specs and rollouts") is workers
-// first: a field reaches the table only from an ingest at least as new as
-// every worker, so a worker meets one only when that order was broken (or
-// after a rollback of the workers). It refuses to run the session rather
-// than run it without the field: a new field changes what the session
-// does (what it sends, what it delivers, where its credentials go), and a
-// worker that ignored it would run a configuration nobody asked for. The
-// session goes FAILED naming the field; a start of it once the workers
-// are upgraded runs it.
-var ErrUnknownField = errors.New("stored session spec has a field this worker does not know")
-
 // Decode reads a stored spec (Encode's form, written by ingest) to run it
 // or show it: it parses it, refuses a field this build does not know
 // (ErrUnknownField, at any depth), makes it canonical (the aliases folded,

@@ -15,49 +15,6 @@ import (
 // MaxKeyDepth is how deeply CheckKeys lets objects and arrays nest.
 const MaxKeyDepth = 16
 
-// A KeyError is a key CheckKeys refuses: repeated in one object, not a
-// field of the type at its path, or nested too deeply. Path is the key's
-// path from the top (app_ping.every, open_messages[1].text), Near the path
-// of the known field an unknown key looks like a misspelling of ("": none).
-type KeyError struct {
-	Kind KeyErrorKind
-	Path string
-	Near string
-}
-
-// KeyErrorKind is what is wrong with a KeyError's key.
-type KeyErrorKind int
-
-const (
-	KeyUnknown KeyErrorKind = iota
-	KeyDuplicate
-	KeyTooDeep
-)
-
-func (e *KeyError) Error() string {
-	switch e.Kind {
-	case KeyDuplicate:
-		return "duplicate key " + QuoteName(e.Path)
-	case KeyTooDeep:
-		return "nested too deeply"
-	}
-	msg := "unknown field " + QuoteName(e.Path)
-	if e.Near != "" {
-		msg += " (did you mean " + strconv.Quote(e.Near) + "?)"
-	}
-	return msg
-}
-
-// A TokenError is where CheckKeys found the text is not JSON: Err is
-// encoding/json's error, Offset the input offset after the last token read.
-type TokenError struct {
-	Err    error
-	Offset int64
-}
-
-func (e *TokenError) Error() string { return e.Err.Error() }
-func (e *TokenError) Unwrap() error { return e.Err }
-
 // CheckKeys walks the tokens of the JSON text body, to be decoded into a
 // value of type t. It returns the top-level keys the body gives a value
 // other than null (Check's Keys: what tells an omitted field from an empty

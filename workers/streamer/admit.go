@@ -17,8 +17,8 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
-// Free implements claim.Claimer.
-func (w *Worker) Free() int {
+// free is the number of sessions the worker may still claim (claimer.Free).
+func (w *Worker) free() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateRunning {
@@ -27,15 +27,11 @@ func (w *Worker) Free() int {
 	return w.cfg.MaxSessions - len(w.sessions) - len(w.claiming) - len(w.standbys)
 }
 
-// Claim implements claim.Claimer: admission (state, capacity, the claims
-// per second limit), then the lease acquire, then the session.
-func (w *Worker) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
-	return w.claim(ctx, id, prev, nil, sentAtMs, true)
-}
-
-// claim is Claim; paced false skips the claims-per-second limit, for a
-// directed hand-off whose sender already paces its moves (a few in flight):
-// the limit is there for the bursts nobody paces (a mass start, a takeover).
+// claim is admission (state, capacity, the claims per second limit), then
+// the lease acquire, then the session (claimer.Claim); paced false skips
+// the claims-per-second limit, for a directed hand-off whose sender already
+// paces its moves (a few in flight): the limit is there for the bursts
+// nobody paces (a mass start, a takeover).
 // While the store throttles claims (claimPacer) every claim waits for the
 // pace, and a throttled claim slows it further. given, when set, is the
 // tenure its owner handed to this worker (a directed hand-off's receiver:
@@ -162,7 +158,6 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 	w.sessions[h.ID()] = s
 	w.sessionsGen++
 	st := w.state
-	w.sessWG.Add(1)
 	w.mu.Unlock()
 	switch {
 	case w.abandoned.Load():
@@ -171,7 +166,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 		s.Interrupt(session.ErrShutdown)
 	}
 	s.Logger().Info().Int64("last_seq", s.LastSeq()).Bool("standby", stb != nil).Msg("lease acquired")
-	go w.runSession(s)
+	w.ph.sessions.Go(func() { w.runSession(s) })
 	if placeNow {
 		w.wakePlacement()
 	}
@@ -179,7 +174,6 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 }
 
 func (w *Worker) runSession(s *session.Session) {
-	defer w.sessWG.Done()
 	reason := s.Run(w.hardCtx)
 	w.finish(s, reason)
 	// What this tenure knew of its standby ends with it (a next tenure

@@ -15,13 +15,15 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
 )
 
-// drain is the graceful shutdown: stop claiming, close and release every
-// session (each one announcing its hand-off), all within the deadline.
-func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, consumer *sync.WaitGroup) error {
+// drain is the graceful shutdown's first phases: stop claiming (the claim
+// and consume phases), hand every session off (the handoff phase: each
+// one closed, released and announced), all within the deadline.
+func (w *Worker) drain() error {
+	ph := &w.ph
 	deadline := w.deps.Clock.NewTimer(w.cfg.ShutdownDeadline)
 	defer deadline.Stop()
 	w.setState(stateDraining) // claims from now on are refused (a start is handed back)
-	reconCancel()
+	ph.claim.cancel()
 	close(w.consumerStop)
 	// The standbys this worker holds are dropped (their owners place them
 	// elsewhere); the sessions it owns that have a standby go to it: no
@@ -50,10 +52,14 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 	}
 	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("to_standby", toStandby).Int("receivers", len(moves)).
 		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
-	var paced sync.WaitGroup
-	paced.Go(func() { w.paceHandoffs(ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
-	defer paced.Wait() // it ends once every session was interrupted
-	recon.Wait()
+	ph.handoff.begin("handoff", w.hardCtx)
+	ph.handoff.Go(func() { w.paceHandoffs(ph.handoff.ctx, ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
+	defer func() { // it ends once every session was interrupted
+		ph.handoff.Close()
+		ph.end(&ph.handoff)
+	}()
+	ph.claim.Close()
+	ph.end(&ph.claim)
 	var err error
 	// Sessions started by claims already in flight see stateDraining and
 	// are handed off too; wait until no session and no claim is left.
@@ -66,13 +72,15 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 			s.Interrupt(session.ErrCrashed)
 		}
 		w.hardCancel()
-		consumerCancel()
+		ph.consume.cancel()
 	}
 	// The consumer ends after its poll in flight (bounded by QueueWait).
-	if done, ok := waitfor.Until(consumer.Wait, deadline.C()); !ok {
-		consumerCancel()
+	if done, ok := waitfor.Until(ph.consume.Wait, deadline.C()); !ok {
+		ph.consume.cancel()
 		<-done
 	}
+	ph.consume.Close()
+	ph.end(&ph.consume)
 	return err
 }
 
@@ -82,8 +90,9 @@ func (w *Worker) drain(reconCancel, consumerCancel context.CancelFunc, recon, co
 // instead of for the queue of all of them at the table. How many at once
 // is shutdownWidth: at least ShutdownInFlight, more when the hand-offs seen
 // so far say the rest would not be done by a third of the deadline. At
-// rushAt (half the deadline) whatever is left is ended at once.
-func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt time.Time) {
+// rushAt (half the deadline) whatever is left is ended at once; ctx ends
+// the waits for the hand-offs (the deadline's).
+func (w *Worker) paceHandoffs(ctx context.Context, ss []*session.Session, reasons []error, rushAt time.Time) {
 	clk := w.deps.Clock
 	rush := clk.NewTimer(clock.Until(clk, rushAt))
 	defer rush.Stop()
@@ -103,7 +112,7 @@ func (w *Worker) paceHandoffs(ss []*session.Session, reasons []error, rushAt tim
 			inFlight.Go(func() {
 				select {
 				case <-s.Finished():
-				case <-w.hardCtx.Done():
+				case <-ctx.Done():
 				}
 				done <- clock.Since(clk, start)
 			})

@@ -49,7 +49,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if w.Free() <= 0 {
+	if w.free() <= 0 {
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
 		return
 	}
@@ -86,7 +86,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		// outlived the giver's call, the tell that followed was dropped as
 		// already claiming, and the session stayed dark until its
 		// reservation lapsed, 7 s).
-		if !transientClaim(out, w.running()) || !w.routines.Go(func() {
+		if !transientClaim(out, w.running()) || !w.ph.tasks.Go(func() {
 			defer done()
 			w.claimHandedOff(id, nil, given, told, false)
 		}) {
@@ -95,7 +95,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		writeJSON(rw, http.StatusConflict, map[string]string{"connection_id": id, "outcome": out.String()})
 		return
 	}
-	started := w.routines.Go(func() {
+	started := w.ph.tasks.Go(func() {
 		defer done()
 		// A takeover's previous tenure is taken over only once this
 		// worker has read its owner's record as not alive itself (once per

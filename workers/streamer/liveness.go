@@ -30,7 +30,7 @@ func (o observer) Heartbeat(latency time.Duration, err error) {
 			// it heartbeats. An audit claims them back now, on its own
 			// goroutine: the reconciler's pass may still be in a call
 			// made while the table did not answer.
-			o.w.routines.Go(func() { o.w.audit(o.w.hardCtx) })
+			o.w.ph.tasks.Go(func() { o.w.audit(o.w.hardCtx) })
 		}
 		return
 	}
@@ -57,14 +57,14 @@ func (o observer) Ended(h *lease.Held, err error) {
 
 func (o observer) Mailbox(entries []string) {
 	for _, e := range entries {
-		o.w.routines.Go(func() { o.w.reread(o.w.hardCtx, e) })
+		o.w.ph.tasks.Go(func() { o.w.reread(o.w.hardCtx, e) })
 	}
 }
 
 func (o observer) WorkerDied(id string) {
 	o.w.reg.Add(schema.MetricWorkersDeclaredDead, 1)
 	o.w.log.Warn().Str("dead_worker_id", id).Msg("worker declared dead: taking its sessions over")
-	o.w.routines.Go(func() { o.w.takeover(o.w.hardCtx, id) })
+	o.w.ph.tasks.Go(func() { o.w.takeover(o.w.hardCtx, id) })
 }
 
 // register creates the worker record, retrying while the table is

@@ -15,9 +15,10 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
-// StopHint implements claim.Claimer: a stop notification for a session this
-// worker holds closes it at once (status 1000) when the table confirms it.
-func (w *Worker) StopHint(ctx context.Context, id string) {
+// stopHint is a stop notification (claimer.StopHint): for a session this
+// worker holds, it closes it at once (status 1000) when the table confirms
+// it.
+func (w *Worker) stopHint(ctx context.Context, id string) {
 	s, it, ok := w.readHeld(ctx, id, "stop notification: read session (the mailbox or the audit will bring it)")
 	if ok && it.DesiredState == schema.StateStopped {
 		s.Interrupt(session.ErrStopRequested)
@@ -88,7 +89,7 @@ func (w *Worker) takeClaimMailLocked(id string) []string {
 // unacked stays in the record, harmless (the worker is leaving).
 func (w *Worker) rereadKept(entries []string) {
 	for _, e := range entries {
-		w.routines.Go(func() { w.reread(w.hardCtx, e) })
+		w.ph.tasks.Go(func() { w.reread(w.hardCtx, e) })
 	}
 }
 
@@ -153,8 +154,8 @@ func (w *Worker) audit(ctx context.Context) {
 			}
 		case s != nil:
 			// Held at another epoch of ours: the newer tenure wins.
-		case o.DesiredState == schema.StateStarted && w.Free() > 0:
-			if out, err := w.Claim(ctx, o.ConnectionID, nil, 0); err != nil && out != claim.Reserved {
+		case o.DesiredState == schema.StateStarted && w.free() > 0:
+			if out, err := w.claim(ctx, o.ConnectionID, nil, nil, 0, true); err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
 			}
 		default:

@@ -104,7 +104,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Rand:     deps.Rand,
 	}
 	if deps.Queue != nil {
-		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: w, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock,
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: claimer{w}, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock,
 			Rand: deps.Rand.Stream("consume")}
 		w.handoffs = deps.Queue
 		if bp, ok := deps.Queue.(notify.BatchPublisher); ok {
@@ -114,7 +114,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		}
 	}
 	w.recon = &claim.Reconciler{
-		Lister: k, Claimer: w, Log: w.log, Every: cfg.ReconcileEvery,
+		Lister: k, Claimer: claimer{w}, Log: w.log, Every: cfg.ReconcileEvery,
 		OnOrphans: func(n int) {
 			if n > 0 {
 				w.reg.Add(schema.MetricOrphansSeen, float64(n))

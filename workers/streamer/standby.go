@@ -175,7 +175,7 @@ func (w *Worker) serveStandbyAssign(rw http.ResponseWriter, r *http.Request) {
 	if old != nil {
 		old.sb.Close(errStandbyReplaced)
 	}
-	if !w.routines.Go(func() { w.runStandby(e) }) {
+	if !w.ph.tasks.Go(func() { w.runStandby(e) }) {
 		w.mu.Lock()
 		if w.standbys[id] == e {
 			delete(w.standbys, id)

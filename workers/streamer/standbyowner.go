@@ -402,7 +402,7 @@ func (w *Worker) standbyFirst(ss []*session.Session) int {
 // (a takeover found the session's standby alive: its worker is the
 // receiver), in the background; prev is the dead tenure when known.
 func (w *Worker) tellStandbyToClaim(to, id string, prev *lease.Token) {
-	w.routines.Go(func() {
+	w.ph.tasks.Go(func() {
 		if err := w.tellReceiver(w.hardCtx, to, id, prev, 0); err != nil {
 			w.log.Warn().Err(err).Str("connection_id", id).Str("to", to).
 				Msg("takeover: tell the standby's worker to claim (it claims when it sees the owner gone, or the standby is bypassed once its worker is)")

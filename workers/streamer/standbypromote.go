@@ -48,7 +48,7 @@ func (w *Worker) standbysFor(owner string) []promotion {
 // background; told is when this worker learned of the death.
 func (w *Worker) promote(ps []promotion, told time.Time) {
 	for _, p := range ps {
-		w.routines.Go(func() { w.claimHandedOff(p.id, p.prev, nil, told, false) })
+		w.ph.tasks.Go(func() { w.claimHandedOff(p.id, p.prev, nil, told, false) })
 	}
 }
 
@@ -68,7 +68,7 @@ func (w *Worker) serveOwnerDead(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	told := w.deps.Clock.Now()
-	started := w.routines.Go(func() {
+	started := w.ph.tasks.Go(func() {
 		// The caller's word is not enough: the record is read here.
 		if w.keeper.NotAlive(w.hardCtx, dead) {
 			w.promote(ps, told)
@@ -97,7 +97,7 @@ func (w *Worker) announceDeath(dead string, told map[string]bool) {
 	}
 	w.rebal.mu.Unlock()
 	for id, addr := range addrs {
-		w.routines.Go(func() {
+		w.ph.tasks.Go(func() {
 			ctx, cancel := context.WithTimeout(w.hardCtx, time.Second)
 			defer cancel()
 			if err := w.peerNotify(ctx, http.MethodPost, addr, ownerDeadPath, url.Values{"worker": {dead}}); err != nil {

@@ -138,8 +138,11 @@ type Worker struct {
 	// being claimed (keptForClaim), re-read once its claim returns.
 	claimMail map[string][]string
 
-	sessWG     sync.WaitGroup
-	routines   routines // every other goroutine of the Worker
+	// ph are the shutdown's phases (routines.go): every goroutine of the
+	// Worker runs in one of their groups. hardCtx is the deadline's context
+	// (made in New, for calls before Run too): the sessions and tasks
+	// phases run on it, and it is cancelled at the shutdown deadline.
+	ph         phases
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	// abandoned: the shutdown deadline passed; every session still open is
@@ -207,19 +210,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.ran.CompareAndSwap(false, true) {
 		return errors.New("streamer: Run called twice")
 	}
-	// Deferred calls run last first: the sink stops (below), then every
-	// call still in flight is cancelled, then Run waits for all of the
-	// Worker's goroutines.
-	defer w.routines.Close()
-	defer w.hardCancel()
+	ph := &w.ph
+	ph.sessions = phase{name: "sessions", ctx: w.hardCtx, cancel: w.hardCancel}
+	ph.tasks = phase{name: "tasks", ctx: w.hardCtx, cancel: w.hardCancel}
+	ph.sink.begin("sink", context.Background())
+	ph.admin.begin("admin", context.Background())
+	// The last phases end when Run returns, whichever way: the sink stops,
+	// every call still in flight is cancelled, then Run waits for the sink,
+	// the admin server and the tasks.
+	defer func() {
+		ph.sink.cancel()
+		ph.tasks.cancel()
+		ph.admin.cancel()
+		ph.sink.Close()
+		ph.end(&ph.sink)
+		ph.tasks.Close()
+		ph.end(&ph.tasks)
+	}()
 	w.started = w.deps.Clock.Now()
 	// A sink that runs in the background (the batcher) is the Worker's: it
 	// runs from before the first claim until the sessions have flushed,
 	// released and their requests ended, then stops with Run.
 	if r, ok := w.deps.Handler.(runner); ok {
-		sinkCtx, stopSink := context.WithCancel(context.Background())
-		defer stopSink()
-		w.routines.Go(func() { r.Run(sinkCtx) })
+		ph.sink.Go(func() { r.Run(ph.sink.ctx) })
 	}
 	// The admin address is known before the record is written: other
 	// workers read it there to hand sessions to this one.
@@ -235,12 +248,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.adminAddr.Store(&addr)
 		adv := advertised(addr, w.cfg.AdvertiseAddr)
 		w.advertiseAddr.Store(&adv)
-		admin = &http.Server{Handler: w.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
-		w.routines.Go(func() { _ = admin.Serve(ln) }) // ends with admin.Shutdown below
+		admin = &http.Server{Handler: w.AdminHandler(), ReadHeaderTimeout: 5 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return ph.admin.ctx }}
+		ph.admin.Go(func() { _ = admin.Serve(ln) }) // ends with admin.Shutdown below
 	}
 	if err := w.register(ctx); err != nil {
 		if admin != nil {
 			_ = admin.Close()
+			ph.admin.Close()
+			ph.end(&ph.admin)
 		}
 		if ctx.Err() != nil { // cancelled before it registered: nothing to hand off
 			w.setState(stateStopped)
@@ -256,35 +272,33 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer die(nil)
 	// The keeper and the control loop outlive ctx: they keep heartbeating
 	// and supervising while sessions close and release.
-	bgCtx, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
-	var bg sync.WaitGroup
-	bg.Go(func() {
-		if err := w.keeper.Run(bgCtx); err != nil {
+	ph.background.begin("background", context.WithoutCancel(ctx))
+	ph.background.Go(func() {
+		if err := w.keeper.Run(ph.background.ctx); err != nil {
 			w.log.Error().Err(err).Msg("worker declared dead: shutting down without releasing")
 			w.abandoned.Store(true)
 			die(err)
 		}
 	})
-	bg.Go(func() { w.controlLoop(bgCtx) })
-	bg.Go(func() { w.metricsLoop(bgCtx) })
-	bg.Go(func() { w.standbyCheckLoop(bgCtx) })
+	ph.background.Go(func() { w.controlLoop(ph.background.ctx) })
+	ph.background.Go(func() { w.metricsLoop(ph.background.ctx) })
+	ph.background.Go(func() { w.standbyCheckLoop(ph.background.ctx) })
 
-	// The reconciler stops with ctx; the consumer stops gracefully (see
+	// The claim loops stop with ctx; the consumer stops gracefully (see
 	// claim.Consumer.Stop) and is cancelled only at the deadline.
-	reconCtx, reconCancel := context.WithCancel(ctx)
-	consumerCtx, consumerCancel := context.WithCancel(context.WithoutCancel(ctx))
-	var recon, consumer sync.WaitGroup
+	ph.claim.begin("claim", ctx)
+	ph.consume.begin("consume", context.WithoutCancel(ctx))
 	// Running before the claim loops start: the reconciler's first pass
 	// runs at once, and a worker not yet running has no free capacity
 	// (Free), so that pass would claim nothing and the sessions it found
 	// would wait a whole WSFLEET_RECONCILE_EVERY.
 	w.setState(stateRunning)
 	if w.consumer != nil {
-		consumer.Go(func() { _ = w.consumer.Run(consumerCtx) })
+		ph.consume.Go(func() { _ = w.consumer.Run(ph.consume.ctx) })
 	}
-	recon.Go(func() { _ = w.recon.Run(reconCtx) })
-	recon.Go(func() { w.rebalanceLoop(reconCtx) })
-	recon.Go(func() { w.standbyOwnerLoop(reconCtx) })
+	ph.claim.Go(func() { _ = w.recon.Run(ph.claim.ctx) })
+	ph.claim.Go(func() { w.rebalanceLoop(ph.claim.ctx) })
+	ph.claim.Go(func() { w.standbyOwnerLoop(ph.claim.ctx) })
 	w.log.Info().Int("max_sessions", w.cfg.MaxSessions).Dur("lease_ttl", w.cfg.LeaseTTL).
 		Bool("work_queue", w.consumer != nil).Str("admin_addr", w.AdminAddr()).Msg("worker started")
 
@@ -295,16 +309,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	// left on that clock (WithTimeout), not the instant (WithDeadline reads
 	// the system clock, which an offset clock is not).
 	hardStop := w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline)
-	err := w.drain(reconCancel, consumerCancel, &recon, &consumer)
-	reconCancel()
-	consumerCancel()
-	sessionsDone := waitUntil(w.deps.Clock, &w.sessWG, hardStop)
+	// The claim, consume and handoff phases end in the drain.
+	err := w.drain()
+	ph.claim.cancel()
+	ph.consume.cancel()
+	ph.handoff.cancel()
+	sessionsDone := waitUntil(w.deps.Clock, &ph.sessions.group, hardStop)
 	if !sessionsDone {
 		w.hardCancel()
-		if sessionsDone = waitUntil(w.deps.Clock, &w.sessWG, w.deps.Clock.Now().Add(shutdownCleanup)); !sessionsDone {
+		if sessionsDone = waitUntil(w.deps.Clock, &ph.sessions.group, w.deps.Clock.Now().Add(shutdownCleanup)); !sessionsDone {
 			err = errors.Join(err, errors.New("sessions still running after the shutdown deadline (a sink call that ignores its context?)"))
 		}
 	}
+	ph.end(&ph.sessions)
 	// LEFT lets anyone take what is still ours at once: only when no
 	// session can act any more (all ended, none abandoned mid-call) and no
 	// sink request of theirs is still in flight (a session abandoned after
@@ -316,8 +333,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		cancel()
 	}
-	bgCancel()
-	bg.Wait()
+	ph.background.cancel()
+	ph.background.Close()
+	ph.end(&ph.background)
 	w.setState(stateStopped)
 	w.flushMetrics()
 	if admin != nil {
@@ -326,6 +344,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			_ = admin.Close() // a request still in flight at the deadline is cut
 		}
 		cancel()
+		ph.admin.Close()
+		ph.end(&ph.admin)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = errors.Join(err, cause)
@@ -345,12 +365,12 @@ func (w *Worker) Run(ctx context.Context) error {
 // sessions unwinding, the admin server closing) may take at most.
 const shutdownCleanup = 250 * time.Millisecond
 
-// waitUntil waits for wg until deadline on clk; false when the deadline
+// waitUntil waits for g until deadline on clk; false when the deadline
 // came first.
-func waitUntil(clk clock.Clock, wg *sync.WaitGroup, deadline time.Time) bool {
+func waitUntil(clk clock.Clock, g *group, deadline time.Time) bool {
 	t := clk.NewTimer(clock.Until(clk, deadline))
 	defer t.Stop()
-	_, ok := waitfor.Until(wg.Wait, t.C())
+	_, ok := waitfor.Until(g.Wait, t.C())
 	return ok
 }
 

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,9 +113,9 @@ func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 	m := startMem(t, 5, func(c *Config) { c.MaxSessions = 3 }, nil)
 	testwait.Eventually(t, 5*time.Second, "3 sessions owned", func() bool { return m.owned() == 3 })
 	testwait.Holds(t, 500*time.Millisecond, "3 owned and none free through more reconcile passes (MaxSessions 3)", func() bool {
-		return m.owned() == 3 && m.Free() == 0
+		return m.owned() == 3 && m.free() == 0
 	})
-	out, err := m.Claim(context.Background(), "mem-000004", nil, 0)
+	out, err := claimer{m.Worker}.Claim(context.Background(), "mem-000004", nil, 0) // as the consumer and the reconciler call it
 	if out != claim.AtCapacity && out != claim.OwnedHere {
 		t.Fatalf("claim at capacity: %v %v", out, err)
 	}
@@ -209,12 +211,12 @@ func TestStopNotificationClosesAtOnceWhenTheTableSaysStopped(t *testing.T) {
 	}, nil)
 	id := "mem-000000"
 	testwait.Eventually(t, 5*time.Second, "messages", func() bool { return m.sink.count(id) > 3 })
-	m.StopHint(context.Background(), id) // still STARTED: ignored
+	m.stopHint(context.Background(), id) // still STARTED: ignored
 	testwait.Holds(t, 300*time.Millisecond, "a stop notification for a STARTED session leaves it open", func() bool {
 		return m.feed.Session(id).Open == 1
 	})
 	m.store.Update(id, func(it *lease.Item) { it.DesiredState = schema.StateStopped })
-	m.StopHint(context.Background(), id)
+	m.stopHint(context.Background(), id)
 	testwait.Eventually(t, 2*time.Second, "closed", func() bool { return m.feed.Session(id).Open == 0 })
 	testwait.Eventually(t, 2*time.Second, "feed sees the close", func() bool { return m.feed.Ended(id) })
 	if code := m.feed.Records(id)[0].ClientCode; code != int(websocket.StatusNormalClosure) {
@@ -276,5 +278,21 @@ func TestRunTwiceIsRefused(t *testing.T) {
 	m := startMem(t, 0, nil, nil)
 	if err := m.Run(context.Background()); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("second Run = %v", err)
+	}
+}
+
+// Worker's exported methods are what a program embedding the worker calls
+// (the fleet simulator's Sim* seam exists in its build only): what
+// internal/claim needs goes through claimer.
+func TestWorkerExportsOnlyTheLibrarySurface(t *testing.T) {
+	var got []string
+	wt := reflect.TypeFor[*Worker]()
+	for i := range wt.NumMethod() {
+		if name := wt.Method(i).Name; !strings.HasPrefix(name, "Sim") {
+			got = append(got, name)
+		}
+	}
+	if want := []string{"AdminAddr", "AdminHandler", "ID", "Run", "Stats", "Status"}; !slices.Equal(got, want) {
+		t.Errorf("Worker exports %v, want %v (a method another package of this module needs goes through an unexported adapter, as claimer)", got, want)
 	}
 }

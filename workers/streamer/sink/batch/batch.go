@@ -110,7 +110,6 @@ package batch
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,9 +154,6 @@ type Sender interface {
 	// Size is what a record counts against Limits.MaxBytes.
 	Size(r Record) int
 }
-
-// ErrStopped: Submit gave up because the session is ending.
-var ErrStopped = errors.New("batch: session ending while its buffer was full")
 
 type entry struct {
 	rec       Record

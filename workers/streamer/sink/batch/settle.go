@@ -5,25 +5,10 @@ package batch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
-
-// RepeatedError: an entry failed the same way Config.RepeatFailures times
-// while the destination took other records. It is a refusal of the entry
-// (sink.IsPermanent): its tenure decides (Tenure.Refused).
-type RepeatedError struct {
-	Failures int
-	Err      error // the last failure
-}
-
-func (e *RepeatedError) Error() string {
-	return fmt.Sprintf("refused: failed the same way %d times while the destination took other records: %v", e.Failures, e.Err)
-}
-func (e *RepeatedError) Unwrap() error   { return e.Err }
-func (e *RepeatedError) Permanent() bool { return true }
 
 // failureKind is what makes two failures "the same way": the error code
 // when the error names one (an API error, a rejected entry), else its text.

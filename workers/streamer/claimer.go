@@ -1,0 +1,27 @@
+package streamer
+
+// The Worker as internal/claim sees it: the consumer's and the reconciler's
+// Claimer, kept off Worker's exported methods (what library users call).
+
+import (
+	"context"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
+)
+
+// claimer is the Worker as a claim.Claimer.
+type claimer struct{ w *Worker }
+
+var _ claim.Claimer = claimer{}
+
+// Claim is a paced claim (admission, the acquire, the session).
+func (c claimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
+	return c.w.claim(ctx, id, prev, nil, sentAtMs, true)
+}
+
+// Free is the number of sessions the worker may still claim.
+func (c claimer) Free() int { return c.w.free() }
+
+// StopHint handles a stop notification.
+func (c claimer) StopHint(ctx context.Context, id string) { c.w.stopHint(ctx, id) }
