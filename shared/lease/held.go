@@ -327,6 +327,17 @@ func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
 	h.nextCkpt = next
 }
 
+// anchored records the anchor (Keeper.Anchor) seq landed: it is the
+// session's checkpoint and the highest the next one may start from, and the
+// periodic checkpoints follow it at next.
+func (h *Held) anchored(seq int64, next time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stored = max(h.stored, seq)
+	h.lastSeq = max(h.lastSeq, seq)
+	h.nextCkpt = next
+}
+
 // throttledFirst notes a throttled checkpoint and returns how many in a row
 // the tenure had while its session has no checkpoint (0: it has one).
 func (h *Held) throttledFirst() int {

@@ -175,6 +175,10 @@ type Env struct {
 	// NoteErrorEvery, and only with a text that differs from the last one
 	// recorded, so a flapping source does not write per attempt.
 	NoteError func(ctx context.Context, h *lease.Held, gen int64, reason string, at time.Time) error
+	// Anchor writes the first checkpoint of a session that has none before
+	// its first delivery (the Keeper's Anchor; anchor.go); nil: none is
+	// written (the first checkpoint follows the first acknowledgement).
+	Anchor func(ctx context.Context, h *lease.Held, seq int64) error
 	// Schedule counts the sessions' pokes for the control loop (nil: a
 	// loop that reads every session's Due each pass).
 	Schedule *Schedule
