@@ -27,16 +27,31 @@ func anchorOf(first int64) (seq int64, ok bool) {
 // without the resume parameter, and what the source sent from this
 // tenure's last delivery until that dial would be lost. The message waits
 // for the write (one store write per session lifetime; retried while the
-// table throttles it). Once it landed, the connection's resume point is the
-// anchor too, so that a reconnect of this tenure resumes from first. An
-// error stops the read: the tenure ended (errInvalid), or the session is
-// stopping.
+// table throttles it), which the session's end cuts short as it does a
+// dial (dialCancel: both run on Run's goroutine). Once it landed, the
+// connection's resume point is the anchor too, so that a reconnect of this
+// tenure resumes from first. An error stops the read: the tenure ended
+// (errInvalid), or the session is ending.
 func (s *Session) anchor(ctx context.Context, first int64) error {
 	seq, ok := anchorOf(first)
 	if !ok || s.env.Anchor == nil || s.held.Checkpointed() != lease.NoSeq {
 		return nil
 	}
-	if err := s.env.Anchor(ctx, s.held, seq); err != nil {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	if s.end != nil {
+		s.mu.Unlock()
+		return s.end
+	}
+	s.dialCancel = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.dialCancel = nil
+		s.mu.Unlock()
+	}()
+	if err := s.env.Anchor(actx, s.held, seq); err != nil {
 		if s.held.Err() != nil {
 			return s.invalid()
 		}

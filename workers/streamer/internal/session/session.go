@@ -236,7 +236,8 @@ type Session struct {
 	pingSeen int64
 	activeAt time.Time
 	wake     chan struct{}
-	// dialCancel aborts a dial in progress when the session ends.
+	// dialCancel aborts a dial or an anchor (anchor.go) in progress when
+	// the session ends: both run on Run's goroutine, one at a time.
 	dialCancel context.CancelFunc
 	// next is the planned reconnect under way (nil: none); planAt is when
 	// the current connection starts one (max_connection_age; zero: never),
