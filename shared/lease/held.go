@@ -139,8 +139,10 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, env *heldEnv) *Held
 // firstCheckpoint is when a tenure's first periodic checkpoint is due: at
 // once (as soon as a message was delivered) for a session that has no
 // checkpoint yet, since a new owner of such a session cannot ask the source
-// to resume and would skip what was sent in between; one interval after
-// the acquire otherwise (a crash then replays at most an interval).
+// to resume and would skip what was sent in between (a session that anchors,
+// Keeper.Anchor, has one before its first delivery, which moves this to an
+// interval after it); one interval after the acquire otherwise (a crash then
+// replays at most an interval).
 func firstCheckpoint(stored int64, sentAt time.Time, every time.Duration) time.Time {
 	if stored == NoSeq {
 		return sentAt
@@ -324,6 +326,17 @@ func (h *Held) checkpointDone(seq int64, err error, next time.Time) {
 	if err == nil && seq > h.stored {
 		h.stored = seq
 	}
+	h.nextCkpt = next
+}
+
+// anchored records the anchor (Keeper.Anchor) seq landed: it is the
+// session's checkpoint and the highest the next one may start from, and the
+// periodic checkpoints follow it at next.
+func (h *Held) anchored(seq int64, next time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stored = max(h.stored, seq)
+	h.lastSeq = max(h.lastSeq, seq)
 	h.nextCkpt = next
 }
 

@@ -135,6 +135,60 @@ func (k *Keeper) Checkpoint(ctx context.Context, h *Held) error {
 	return nil
 }
 
+// Anchor writes seq as the first checkpoint of h's session, before the
+// message after it is delivered: a session that has none yet and whose
+// source resumes from the next seq gets its resume point before anything
+// is delivered, so that a new owner dials from the first seq this tenure
+// delivers (not live) however this tenure ends, fenced before any later
+// checkpoint landed included. It returns once the write landed, retrying a
+// throttled attempt as the first checkpoint is (FirstCheckpointRetry: it
+// does not yield) and a transient one after RetryEvery, within the Keeper's
+// MaxConcurrentWrites; it fails once the tenure ended (a refused write ends
+// it, as a checkpoint's does) or ctx did. The periodic checkpoints then
+// follow it by an interval: it is the session's first.
+func (k *Keeper) Anchor(ctx context.Context, h *Held, seq int64) error {
+	for n := 1; ; n++ {
+		if err := h.Err(); err != nil {
+			return fmt.Errorf("anchor %s at %d: %w", h.token, seq, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("anchor %s at %d: %w", h.token, seq, err)
+		}
+		select {
+		case k.sem <- struct{}{}:
+		case <-h.Done():
+			continue
+		case <-ctx.Done():
+			return fmt.Errorf("anchor %s at %d: %w", h.token, seq, ctx.Err())
+		}
+		err := k.checkpoint(ctx, h, seq)
+		<-k.sem
+		wait := k.cfg.RetryEvery
+		switch {
+		case err == nil:
+			k.checkpointSucceeded()
+			h.anchored(seq, k.clk.Now().Add(h.every))
+			return nil
+		case errors.Is(err, ErrThrottled):
+			k.checkpointThrottled(k.clk.Now())
+			wait = FirstCheckpointRetry(n, k.cfg.RetryEvery)
+		case Definitive(err):
+			if h.end(err) {
+				k.forget(h)
+				k.obs.Ended(h, err)
+			}
+			continue // ended: the tenure's reason is returned
+		}
+		t := k.clk.NewTimer(wait)
+		select {
+		case <-t.C():
+		case <-h.Done():
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
 // Release ends h and writes the final checkpoint and the release, so that
 // another worker may take the session at once. The caller has stopped
 // using the session first. A fenced worker writes nothing (ErrUntrusted):

@@ -18,6 +18,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec/spectest"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/pipenet"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
 // ckptCounter counts the checkpoint writes per session that reach the
@@ -42,7 +43,8 @@ func (c *ckptCounter) count(id string) int {
 }
 
 // policyWorker is a test worker on store st (through a severable wrapper)
-// delivering into rec, its sessions dialing the feed on pn.
+// delivering into rec (a recSink, or one wrapping it), its sessions dialing
+// the feed on pn.
 type policyWorker struct {
 	w      *Worker
 	store  *severableStore
@@ -51,7 +53,7 @@ type policyWorker struct {
 	ended  bool
 }
 
-func startPolicyWorker(t *testing.T, id string, st lease.Store, pn *pipenet.Net, rec *recSink, every time.Duration) *policyWorker {
+func startPolicyWorker(t *testing.T, id string, st lease.Store, pn *pipenet.Net, rec sink.Handler, every time.Duration) *policyWorker {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.WorkerID = id

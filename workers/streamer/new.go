@@ -100,6 +100,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		NoteError: func(ctx context.Context, h *lease.Held, gen int64, reason string, at time.Time) error {
 			return w.keeper.NoteError(ctx, h, gen, reason, at)
 		},
+		Anchor:   w.keeper.Anchor,
 		Schedule: &session.Schedule{},
 		Rand:     deps.Rand,
 	}

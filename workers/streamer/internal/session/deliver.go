@@ -124,6 +124,11 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 	if last != lease.NoSeq && seq > last+1 {
 		s.noteGap(last, seq)
 	}
+	if last == lease.NoSeq && p.anchors {
+		if err := s.anchor(ctx, seq); err != nil {
+			return err
+		}
+	}
 	return s.offer(ctx, conn, typ, data, seq, true)
 }
 

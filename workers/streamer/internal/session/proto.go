@@ -51,6 +51,7 @@ type proto struct {
 	deliverMissing bool // on_missing_seq deliver
 	skipRefused    bool // on_sink_refusal skip
 	resumeLast     bool // resume.value last
+	anchors        bool // a source resuming from the next seq: anchor before the first delivery (anchor.go)
 	keepDeliver    bool // keepalive_reply.deliver
 	planned        bool // a planned reconnect: max_connection_age or reconnect_on
 	noticeDeliver  bool // reconnect_on.deliver
@@ -90,6 +91,7 @@ func compile(it lease.Item) (*proto, error) {
 	if p.none {
 		p.resumeParam = "" // the worker's numbering means nothing to the source
 	}
+	p.anchors = sp.Resumable() && !p.resumeLast
 	if len(sp.Headers) > 0 {
 		p.header = make(http.Header, len(sp.Headers))
 		for k, v := range sp.Headers {

@@ -175,6 +175,10 @@ type Env struct {
 	// NoteErrorEvery, and only with a text that differs from the last one
 	// recorded, so a flapping source does not write per attempt.
 	NoteError func(ctx context.Context, h *lease.Held, gen int64, reason string, at time.Time) error
+	// Anchor writes the first checkpoint of a session that has none before
+	// its first delivery (the Keeper's Anchor; anchor.go); nil: none is
+	// written (the first checkpoint follows the first acknowledgement).
+	Anchor func(ctx context.Context, h *lease.Held, seq int64) error
 	// Schedule counts the sessions' pokes for the control loop (nil: a
 	// loop that reads every session's Due each pass).
 	Schedule *Schedule
@@ -232,7 +236,8 @@ type Session struct {
 	pingSeen int64
 	activeAt time.Time
 	wake     chan struct{}
-	// dialCancel aborts a dial in progress when the session ends.
+	// dialCancel aborts a dial or an anchor (anchor.go) in progress when
+	// the session ends: both run on Run's goroutine, one at a time.
 	dialCancel context.CancelFunc
 	// next is the planned reconnect under way (nil: none); planAt is when
 	// the current connection starts one (max_connection_age; zero: never),
