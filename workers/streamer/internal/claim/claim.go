@@ -383,6 +383,24 @@ func (r *Reconciler) pass(ctx context.Context) {
 	r.ClaimAll(ctx, cands)
 }
 
+// claimRetryAfter is how long after a claim whose store request timed out
+// the reconciler tries it again, once, in the same pass.
+const claimRetryAfter = 200 * time.Millisecond
+
+// timedOut reports whether a claim failed because a store request outlived
+// its deadline while the pass goes on (not a throttle: the claim pacer
+// spaces those).
+func timedOut(ctx context.Context, out Outcome, err error) bool {
+	return out == Failed && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, lease.ErrThrottled)
+}
+
+func (r *Reconciler) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.Real{}
+	}
+	return r.Clock
+}
+
 // ClaimAll claims cands (up to the free capacity), Concurrency at a time.
 func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
 	if r.Concurrency <= 0 {
@@ -399,6 +417,17 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
 		}
 		g.Go(func() error {
 			out, err := r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+			if timedOut(ctx, out, err) {
+				sleep(ctx, r.clock(), claimRetryAfter)
+			}
+			if timedOut(ctx, out, err) {
+				// A store request that outlived its deadline (a latency
+				// spike; it may even have applied: the acquire is
+				// conditional, and one that landed is this worker's own
+				// to take again): tried once more at once rather than a
+				// pass later, which is a takeover's dark time.
+				out, err = r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+			}
 			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				r.Log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("reconcile: claim")
 			} else {

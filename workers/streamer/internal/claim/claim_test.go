@@ -100,6 +100,8 @@ type fakeClaimer struct {
 	admits bool
 	// acquired counts the claims that took a slot.
 	acquired int
+	// failWith: the first claim of an id fails with this error (Failed).
+	failWith map[string]error
 }
 
 func newClaimer(free int) *fakeClaimer {
@@ -113,6 +115,10 @@ func (c *fakeClaimer) Claim(_ context.Context, id string, prev *lease.Token, sen
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, id)
 	c.args[id] = claimArgs{prev: prev, sentAtMs: sentAtMs}
+	if err, ok := c.failWith[id]; ok {
+		delete(c.failWith, id)
+		return Failed, err
+	}
 	out, ok := c.outcomes[id]
 	if !ok {
 		out = Acquired
@@ -353,6 +359,35 @@ func TestReconcilerClaimsWhatAFailedListingFound(t *testing.T) {
 	stop := runReconciler(r)
 	testwait.Eventually(t, 5*time.Second, "the claim", func() bool { return len(cl.claimed()) == 1 })
 	stop()
+}
+
+// A claim whose store request timed out (a latency spike) is tried again
+// in the same pass; a throttled one, or one that failed otherwise, waits
+// for the next pass (the claim pacer spaces throttled claims).
+func TestReconcilerRetriesATimedOutClaimInThePass(t *testing.T) {
+	l := &fakeLister{answers: [][]lease.Candidate{{{ConnectionID: "slow"}, {ConnectionID: "throttled"}, {ConnectionID: "flaky"}}}}
+	cl := newClaimer(10)
+	cl.failWith = map[string]error{
+		"slow":      fmt.Errorf("acquire slow: %w", context.DeadlineExceeded),
+		"throttled": fmt.Errorf("acquire throttled: %w: %w", lease.ErrThrottled, context.DeadlineExceeded),
+		"flaky":     errors.New("transient"),
+	}
+	r := &Reconciler{Lister: l, Claimer: cl, Log: zerolog.Nop(), Every: time.Hour}
+	stop := runReconciler(r)
+	testwait.Eventually(t, 5*time.Second, "slow claimed twice", func() bool {
+		return slices.Equal(countOf(cl.claimed(), "slow"), []string{"slow", "slow"})
+	})
+	stop()
+	for _, id := range []string{"throttled", "flaky"} {
+		if n := len(countOf(cl.claimed(), id)); n != 1 {
+			t.Fatalf("%s claimed %d times in one pass, want 1", id, n)
+		}
+	}
+}
+
+// countOf is the elements of ids equal to id.
+func countOf(ids []string, id string) []string {
+	return slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s != id })
 }
 
 func TestReconcilerStopsAtCapacity(t *testing.T) {
