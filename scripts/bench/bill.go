@@ -20,6 +20,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// billPhase is the phase (phase.go).
+var billPhase = phase{name: PhaseBill, run: (*runner).bill, render: renderBill, goals: billGoals}
+
 // BillWorkload is one of issue 38's workloads.
 type BillWorkload struct {
 	Name string `json:"name"`

@@ -21,6 +21,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
 
+// capacityPhase is the phase (phase.go).
+var capacityPhase = phase{name: PhaseCapacity, run: (*runner).capacity, render: renderCapacity, goals: capacityGoals}
+
 // feedAddrs are the loopback addresses the capacity feed listens on (the
 // worker's connections are spread over them: no address pair comes near
 // the ephemeral-port range).

@@ -23,6 +23,9 @@ import (
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 )
 
+// standbyMemPhase is the phase (phase.go).
+var standbyMemPhase = phase{name: PhaseStandbyMem, run: (*runner).standbyMem, render: renderStandbyMem, goals: standbyMemGoals}
+
 // standbyMemRate is the standbymem run's feed rate (msg/s per connection).
 const standbyMemRate = 1
 

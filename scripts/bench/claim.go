@@ -13,6 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// claimPhase is the phase (phase.go).
+var claimPhase = phase{name: PhaseClaim, run: (*runner).claim, render: renderClaim, goals: claimGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Claim = got.Claim }}
+
 // ClaimResult is figure 1: POST /sessions → first message at the sink.
 type ClaimResult struct {
 	Phase

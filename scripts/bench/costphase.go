@@ -20,6 +20,10 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
+// costPhase is the phase (phase.go).
+var costPhase = phase{name: PhaseCost, run: (*runner).cost, render: renderCost, goals: costGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Cost = got.Cost }}
+
 // ckptWait is how long a cost run waits, once every session is held, for
 // the steady window: one checkpoint interval and its jitter.
 const ckptWait = DefaultCheckpointEvery * 11 / 10

@@ -25,6 +25,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
+// dynalitePhase is the phase (phase.go).
+var dynalitePhase = phase{name: PhaseDynalite, run: (*runner).dynalite, render: renderDynalite}
+
 // DynStep is one step of the dynalite capacity run.
 type DynStep struct {
 	Target       int     `json:"target"`

@@ -13,6 +13,22 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// failoverPhase is the phase (phase.go).
+var failoverPhase = phase{name: PhaseFailover, run: (*runner).failover, goals: failoverGoals,
+	render: func(p printer, r *Report) {
+		renderHandover(p, r.Failover, "2. Crash failover: kill -9 of the owner → first message by the new owner")
+	},
+	onModel: func(m *ModelResults, got *Report) { m.Failover = got.Failover }}
+
+var handoffPhase = phase{name: PhaseHandoff, run: (*runner).handoff, goals: handoffGoals,
+	render: func(p printer, r *Report) {
+		renderHandover(p, r.Handoff, "3. Graceful handoff: SIGTERM of the owner → first message by the new owner")
+		if r.HandoffSmall != nil {
+			renderHandover(p, r.HandoffSmall, fmt.Sprintf("3b. Graceful handoff, %d sessions per SIGTERM", r.HandoffSmall.SessionsPerRound))
+		}
+	},
+	onModel: func(m *ModelResults, got *Report) { m.Handoff, m.HandoffSmall = got.Handoff, got.HandoffSmall }}
+
 // Handover kinds (HandoverResult.Kind).
 const (
 	kindKill = chaos.KindKill // "kill-9"

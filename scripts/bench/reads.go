@@ -28,6 +28,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
+// readsPhase is the phase (phase.go).
+var readsPhase = phase{name: PhaseReads, run: (*runner).reads, render: renderReads, goals: readsGoals}
+
 // ReadsRun is one run of the reads phase: Workers Keepers on one table.
 type ReadsRun struct {
 	Workers     int     `json:"workers"`

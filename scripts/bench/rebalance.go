@@ -16,6 +16,10 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
+// rebalancePhase is the phase (phase.go).
+var rebalancePhase = phase{name: PhaseRebalance, run: (*runner).rebalance, render: renderRebalance, goals: rebalanceGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Rebalance = got.Rebalance }}
+
 // RebalanceResult is the rebalance phase: sessions held by two workers,
 // then two more join; the fleet rebalances by directed graceful hand-offs
 // at the workers' default settings.

@@ -87,26 +87,6 @@ type Goal struct {
 	Miss     string
 }
 
-// Goals evaluates the goals against the report, phase by phase
-// (each phase's goals are with its code).
-func Goals(r *Report) []Goal {
-	var gs []Goal
-	gs = append(gs, claimGoals(r)...)
-	gs = append(gs, failoverGoals(r)...)
-	gs = append(gs, handoffGoals(r)...)
-	gs = append(gs, stopGoals(r)...)
-	gs = append(gs, rebalanceGoals(r)...)
-	gs = append(gs, costGoals(r)...)
-	gs = append(gs, readsGoals(r)...)
-	if t := r.Throughput; t != nil {
-		gs = append(gs, throughputGoals(t)...)
-	}
-	gs = append(gs, capacityGoals(r)...)
-	gs = append(gs, standbyMemGoals(r)...)
-	gs = append(gs, billGoals(r)...)
-	return gs
-}
-
 // Render writes the report as Markdown.
 func Render(r *Report) string {
 	var b strings.Builder
@@ -166,23 +146,7 @@ func Render(r *Report) string {
 	}
 	p("\nWhere a goal is missed, its section says what bounds it.\n\n")
 
-	renderClaim(p, r)
-	renderHandover(p, r.Failover, "2. Crash failover: kill -9 of the owner → first message by the new owner")
-	renderHandover(p, r.Handoff, "3. Graceful handoff: SIGTERM of the owner → first message by the new owner")
-	if r.HandoffSmall != nil {
-		renderHandover(p, r.HandoffSmall, fmt.Sprintf("3b. Graceful handoff, %d sessions per SIGTERM", r.HandoffSmall.SessionsPerRound))
-	}
-	renderStop(p, r)
-	renderRebalance(p, r)
-	renderCapacity(p, r)
-	renderDynalite(p, r)
-	renderTLSClaim(p, r)
-	renderStandbyMem(p, r)
-	renderCost(p, r)
-	renderReads(p, r)
-	renderThroughput(p, r)
-	renderBill(p, r)
-	renderMicro(p, r)
+	renderSections(p, r)
 	renderOnModel(p, r)
 	return b.String()
 }

@@ -15,6 +15,10 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
+// stopPhase is the phase (phase.go).
+var stopPhase = phase{name: PhaseStop, run: (*runner).stop, render: renderStop, goals: stopGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Stop = got.Stop }}
+
 // Stop paths (StopResult): whom the stop notification on the work queue
 // reaches.
 const (

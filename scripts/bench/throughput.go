@@ -15,6 +15,15 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
+// throughputPhase is the phase (phase.go).
+var throughputPhase = phase{name: PhaseThroughput, run: (*runner).throughput, render: renderThroughput,
+	goals: func(r *Report) []Goal {
+		if r.Throughput == nil {
+			return nil
+		}
+		return throughputGoals(r.Throughput)
+	}}
+
 // SinkLatency is the latency the throughput phase adds to every sink
 // request (a delaying proxy in front of fauxqs and kinesalite), to model an
 // AWS round trip.

@@ -22,6 +22,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// tlsPhase is the phase (phase.go).
+var tlsPhase = phase{name: PhaseTLS, run: (*runner).tlsClaim, render: renderTLSClaim}
+
 // TLSClaimRun is one claim burst.
 type TLSClaimRun struct {
 	Name       string  `json:"name"`
