@@ -580,17 +580,11 @@ func capacityGoals(r *Report) []Goal {
 				label += ", " + run.Transport
 			}
 			if run.Rate <= 1 {
-				g := Goal{Figure: "RSS per session, " + label, Measured: fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), Goal: "≤ 32 KiB", Known: true, Met: run.RSSPerSessKB <= 32}
-				if !g.Met {
-					g.Miss = fmt.Sprintf("+%.1f KiB (+%.0f %%)", run.RSSPerSessKB-32, 100*(run.RSSPerSessKB/32-1))
-				}
-				gs = append(gs, g)
+				gs = append(gs, judged("RSS per session, "+label, fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), "≤ 32 KiB", run.RSSPerSessKB <= 32,
+					fmt.Sprintf("+%.1f KiB (+%.0f %%)", run.RSSPerSessKB-32, 100*(run.RSSPerSessKB/32-1))))
 			}
-			g := Goal{Figure: "CPU per 1,000 msg/s, " + label, Measured: fmt.Sprintf("%.2f %% of a core", run.CPUPer1k), Goal: "≤ 2.5 %", Known: true, Met: run.CPUPer1k <= 2.5}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%.2f points (×%.1f)", run.CPUPer1k-2.5, run.CPUPer1k/2.5)
-			}
-			gs = append(gs, g)
+			gs = append(gs, judged("CPU per 1,000 msg/s, "+label, fmt.Sprintf("%.2f %% of a core", run.CPUPer1k), "≤ 2.5 %", run.CPUPer1k <= 2.5,
+				fmt.Sprintf("+%.2f points (×%.1f)", run.CPUPer1k-2.5, run.CPUPer1k/2.5)))
 		}
 	}
 	return append(gs, compareGoals(r)...)

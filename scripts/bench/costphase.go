@@ -424,31 +424,22 @@ func costGoals(r *Report) []Goal {
 		tot := a.Steady.Total.NormWRUPerSH
 		lo := a.Steady.Category(dynamostore.CatLiveness).NormWRUPerSH + a.Steady.Category(dynamostore.CatOwnership).NormWRUPerSH
 		add := func(fig string, v, limit float64, unit string) {
-			g := Goal{Figure: fig, Measured: fmt.Sprintf("%.2f%s", v, unit), Goal: fmt.Sprintf("≤ %g%s", limit, unit), Known: true, Met: v <= limit}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%.2f", v-limit)
-			}
-			gs = append(gs, g)
+			gs = append(gs, judged(fig, fmt.Sprintf("%.2f%s", v, unit), fmt.Sprintf("≤ %g%s", limit, unit), v <= limit,
+				fmt.Sprintf("+%.2f", v-limit)))
 		}
 		add("Write units per session-hour at the defaults (1,000 sessions per worker, 1 msg/s)", tot, 64, "")
 		add("— of which liveness + ownership", lo, 4, "")
 		if i := c.Idle; i != nil && i.WorkerHours > 0 {
 			add("Write units per idle session-hour at the defaults", i.Steady.Total.NormWRUPerSH, 4, "")
 		}
-		g := Goal{Figure: "Table ceiling (40,000 WRU/s ÷ write units per session-second at the defaults)", Measured: thousands(c.TableCeiling) + " sessions", Goal: "≥ 1,000,000", Known: true, Met: c.TableCeiling >= 1_000_000}
-		if !g.Met {
-			g.Miss = thousands(1_000_000-c.TableCeiling) + " sessions short"
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Table ceiling (40,000 WRU/s ÷ write units per session-second at the defaults)", thousands(c.TableCeiling)+" sessions", "≥ 1,000,000", c.TableCeiling >= 1_000_000,
+			thousands(1_000_000-c.TableCeiling)+" sessions short"))
 		idx := a.IndexWritesInWindow
 		if c.Idle != nil {
 			idx += c.Idle.IndexWritesInWindow
 		}
-		g = Goal{Figure: "Index write units in the steady windows (no hot index key)", Measured: fmt.Sprint(idx), Goal: "0", Known: true, Met: idx == 0}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%d index write units", idx)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Index write units in the steady windows (no hot index key)", fmt.Sprint(idx), "0", idx == 0,
+			fmt.Sprintf("%d index write units", idx)))
 	}
 	return gs
 }

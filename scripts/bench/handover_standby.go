@@ -660,15 +660,9 @@ func standbyGoals(r *Report) []Goal {
 	}
 	s := f.Standby
 	var gs []Goal
-	g := Goal{Figure: "Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
-		Measured: fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), Goal: "0", Known: true, Met: s.Standby.Lost == 0 && s.Standby.Unrecovered == 0}
-	if !g.Met {
-		g.Miss = fmt.Sprintf("%d lost", s.Standby.Lost)
-		if s.Standby.Unrecovered > 0 {
-			g.Miss += fmt.Sprintf("; %d session(s) never recovered", s.Standby.Unrecovered)
-		}
-	}
-	gs = append(gs, g)
+	gs = append(gs, judged("Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
+		fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), "0", s.Standby.Lost == 0 && s.Standby.Unrecovered == 0,
+		fmt.Sprintf("%d lost", s.Standby.Lost)+neverRecovered(s.Standby.Unrecovered)))
 	d := s.Standby.DeadToFirst
 	g2 := Goal{Figure: "Hot standby: owner declared dead → first message at the sink, p99", Measured: ms(d.P99), Goal: fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
 		Known: d.N > 0, Met: d.N > 0 && d.P99 <= StandbyGoalDeadToFirstMs}

@@ -276,11 +276,8 @@ func readsGoals(r *Report) []Goal {
 	if rd := r.Reads; rd != nil && len(rd.Runs) >= 2 && rd.Runs[0].RRUPerWH > 0 {
 		a, b := rd.Runs[0], rd.Runs[len(rd.Runs)-1]
 		ratio := b.RRUPerWH / a.RRUPerWH
-		g := Goal{Figure: fmt.Sprintf("Read units per worker-hour, %d workers ÷ %d workers (N² reads would be ×%d)", b.Workers, a.Workers, b.Workers/max(a.Workers, 1)), Measured: fmt.Sprintf("%.0f ÷ %.0f = ×%.2f", b.RRUPerWH, a.RRUPerWH, ratio), Goal: "about ×1 (< ×2)", Known: true, Met: ratio < 2}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("×%.2f", ratio)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged(fmt.Sprintf("Read units per worker-hour, %d workers ÷ %d workers (N² reads would be ×%d)", b.Workers, a.Workers, b.Workers/max(a.Workers, 1)), fmt.Sprintf("%.0f ÷ %.0f = ×%.2f", b.RRUPerWH, a.RRUPerWH, ratio), "about ×1 (< ×2)", ratio < 2,
+			fmt.Sprintf("×%.2f", ratio)))
 	}
 	return gs
 }

@@ -391,23 +391,12 @@ func rebalanceGoals(r *Report) []Goal {
 			}
 		}
 		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: moves made ÷ the minimum to reach ±10 %", Measured: fmt.Sprintf("%d ÷ %d = %.2f", rb.Moves, rb.MinMoves, rb.Ratio),
-			Goal: "≤ 1.2", Known: true, Met: rb.MinMoves > 0 && rb.Ratio <= 1.2}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%.2f", rb.Ratio)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: gap per move (the source's dark time), p99", Measured: ms(rb.Gap.P99), Goal: "≤ 500 ms", Known: true, Met: rb.Gap.N > 0 && rb.Gap.P99 <= 500}
-		if !g.Met {
-			g.Miss = "+" + ms(rb.Gap.P99-500)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: messages lost / duplicated; sessions moved twice within the minimum hold", Measured: fmt.Sprintf("%d / %d; %d", rb.Lost, rb.Duplicated, rb.MovedTwiceWithinHold),
-			Goal: "0 / 0; 0", Known: true, Met: rb.Lost == 0 && rb.Gaps == 0 && rb.Duplicated == 0 && rb.MovedTwiceWithinHold == 0 && len(rb.Violations) == 0}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%d lost, %d skipped, %d duplicated, %d moved twice, %d violation(s)", rb.Lost, rb.Gaps, rb.Duplicated, rb.MovedTwiceWithinHold, len(rb.Violations))
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Rebalancing: moves made ÷ the minimum to reach ±10 %", fmt.Sprintf("%d ÷ %d = %.2f", rb.Moves, rb.MinMoves, rb.Ratio), "≤ 1.2", rb.MinMoves > 0 && rb.Ratio <= 1.2,
+			fmt.Sprintf("%.2f", rb.Ratio)))
+		gs = append(gs, judged("Rebalancing: gap per move (the source's dark time), p99", ms(rb.Gap.P99), "≤ 500 ms", rb.Gap.N > 0 && rb.Gap.P99 <= 500,
+			"+"+ms(rb.Gap.P99-500)))
+		gs = append(gs, judged("Rebalancing: messages lost / duplicated; sessions moved twice within the minimum hold", fmt.Sprintf("%d / %d; %d", rb.Lost, rb.Duplicated, rb.MovedTwiceWithinHold), "0 / 0; 0", rb.Lost == 0 && rb.Gaps == 0 && rb.Duplicated == 0 && rb.MovedTwiceWithinHold == 0 && len(rb.Violations) == 0,
+			fmt.Sprintf("%d lost, %d skipped, %d duplicated, %d moved twice, %d violation(s)", rb.Lost, rb.Gaps, rb.Duplicated, rb.MovedTwiceWithinHold, len(rb.Violations))))
 	}
 	return gs
 }

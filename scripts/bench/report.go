@@ -87,6 +87,15 @@ type Goal struct {
 	Miss     string
 }
 
+// judged is a goal the run measured: met, or missed by miss.
+func judged(figure, measured, goal string, met bool, miss string) Goal {
+	g := Goal{Figure: figure, Measured: measured, Goal: goal, Known: true, Met: met}
+	if !met {
+		g.Miss = miss
+	}
+	return g
+}
+
 // Render writes the report as Markdown.
 func Render(r *Report) string {
 	var b strings.Builder

@@ -232,14 +232,11 @@ func stopGoals(r *Report) []Goal {
 			if x.d.N == 0 {
 				continue
 			}
-			g := Goal{Figure: "POST stop → connection closed at the source, p99, notification " + x.what, Measured: ms(x.d.P99), Goal: "≤ " + ms(s.GoalP99Ms), Known: true, Met: x.d.P99 <= s.GoalP99Ms && s.Unclosed == 0}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%s", ms(x.d.P99-s.GoalP99Ms))
-				if s.Unclosed > 0 {
-					g.Miss = fmt.Sprintf("%s; %d stop(s) never closed", g.Miss, s.Unclosed)
-				}
+			miss := "+" + ms(x.d.P99-s.GoalP99Ms)
+			if s.Unclosed > 0 {
+				miss += fmt.Sprintf("; %d stop(s) never closed", s.Unclosed)
 			}
-			gs = append(gs, g)
+			gs = append(gs, judged("POST stop → connection closed at the source, p99, notification "+x.what, ms(x.d.P99), "≤ "+ms(s.GoalP99Ms), x.d.P99 <= s.GoalP99Ms && s.Unclosed == 0, miss))
 		}
 	}
 	return gs

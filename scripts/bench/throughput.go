@@ -325,18 +325,10 @@ func throughputGoals(t *ThroughputResult) []Goal {
 			}
 			bound = min(bound, 0.9*ceil)
 		}
-		g := Goal{Figure: fmt.Sprintf("One session into %s, +%.0f ms per request: sustained msg/s", c.name, t.LatencyMs), Measured: thousands(int(run.MsgPerSec)),
-			Goal: goal, Known: true, Met: run.MsgPerSec >= bound}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("−%s (×%.2f)", thousands(int(bound-run.MsgPerSec)), run.MsgPerSec/bound)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: fmt.Sprintf("One session into %s at saturation: requests per message", c.name), Measured: fmt.Sprintf("%.4f", run.ReqPerMsg),
-			Goal: fmt.Sprintf("≤ %g", c.reqMsg), Known: true, Met: run.Requests > 0 && run.ReqPerMsg <= c.reqMsg}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%.4f", run.ReqPerMsg-c.reqMsg)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged(fmt.Sprintf("One session into %s, +%.0f ms per request: sustained msg/s", c.name, t.LatencyMs), thousands(int(run.MsgPerSec)), goal, run.MsgPerSec >= bound,
+			fmt.Sprintf("−%s (×%.2f)", thousands(int(bound-run.MsgPerSec)), run.MsgPerSec/bound)))
+		gs = append(gs, judged(fmt.Sprintf("One session into %s at saturation: requests per message", c.name), fmt.Sprintf("%.4f", run.ReqPerMsg), fmt.Sprintf("≤ %g", c.reqMsg), run.Requests > 0 && run.ReqPerMsg <= c.reqMsg,
+			fmt.Sprintf("+%.4f", run.ReqPerMsg-c.reqMsg)))
 	}
 	return gs
 }
