@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -408,10 +407,7 @@ func sampleWindow(ctx context.Context, pid, feedPid, other int, d time.Duration)
 func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr string, idle []IdleFigures) (*CapRunResult, *CapCompare, error) {
 	sz := r.sz
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, name), tls: tr == "wss", payload: c.PayloadBytes}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return nil, nil, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })

@@ -8,9 +8,7 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -268,15 +266,7 @@ type bareStats struct {
 }
 
 func getBareStats(ctx context.Context, admin string) (bareStats, error) {
-	var st bareStats
-	b, err := httpGet(ctx, "http://"+admin+"/stats", 1<<20)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("bare client stats %s: %w", admin, err)
-	}
-	return st, nil
+	return getJSON[bareStats](ctx, "http://"+admin+"/stats", 1<<20)
 }
 
 // startBare starts bin/bareclient with n connections on e's feed and waits
@@ -437,10 +427,7 @@ func (r *runner) idleProcs(ctx context.Context, bare bool) ([]IdleFigures, error
 func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, error) {
 	f := IdleFigures{Kind: kind, Transport: tr}
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "capacity-idle-"+kind+"-"+tr), tls: tr == "wss"}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return f, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return f, err
 	}
 	if e.tls {

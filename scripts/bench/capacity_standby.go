@@ -10,7 +10,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -268,15 +267,7 @@ func idleHolder(ctx context.Context, ls *leaseStack, settings map[string]string)
 
 // getStatus reads a worker's /status.
 func getStatus(ctx context.Context, admin string) (streamer.Status, error) {
-	var st streamer.Status
-	b, err := httpGet(ctx, "http://"+admin+"/status", 256<<20)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("worker status %s: %w", admin, err)
-	}
-	return st, nil
+	return getJSON[streamer.Status](ctx, "http://"+admin+"/status", 256<<20)
 }
 
 // connectedStandbys counts the standbys of st reading the stream.

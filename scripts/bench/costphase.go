@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -283,26 +284,11 @@ func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
 
 // waitOwned polls the workers until they hold want sessions in all.
 func (ls *leaseStack) waitOwned(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		total := 0
-		for _, w := range ws {
-			st, err := getStats(ctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			total += st.Owned
-		}
-		if total >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers hold %d of %d sessions after %s", total, want, timeout)
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
+	n, err := waitTotal(ctx, ws, owned, func(n int) bool { return n >= want }, time.Second, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers hold %d of %d sessions after %s", n, want, timeout)
 	}
+	return err
 }
 
 // sumUnits adds up the workers' store meters and owned sessions, reading

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -123,10 +122,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 	r.rep.Dynalite = res
 	defer res.end()
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "dynalite")}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return err
 	}
 	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: e.dir})

@@ -10,6 +10,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -535,26 +536,11 @@ func (r *runner) standbyWindow(ctx context.Context, holders []*bworker, rss0 map
 // waitStandbys polls the workers until they hold want standbys in all
 // (or timeout).
 func waitStandbys(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		total := 0
-		for _, w := range ws {
-			st, err := getStats(ctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			total += st.Standbys
-		}
-		if total == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers hold %d standby(s), want %d, after %s", total, want, timeout)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
+	n, err := waitTotal(ctx, ws, standbys, func(n int) bool { return n == want }, 200*time.Millisecond, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers hold %d standby(s), want %d, after %s", n, want, timeout)
 	}
+	return err
 }
 
 // renderStandby is the standby run's part of the failover section, dial

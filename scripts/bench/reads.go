@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -94,10 +93,7 @@ func (r *runner) reads(ctx context.Context) error {
 
 func (r *runner) readsRun(ctx context.Context, n int) (*ReadsRun, error) {
 	dir := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("reads-%d", n))
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := freshDir(dir); err != nil {
 		return nil, err
 	}
 	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: dir})

@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -233,29 +234,57 @@ func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[strin
 
 // waitOwnedZero polls the workers until none owns a session (or timeout).
 func (ls *leaseStack) waitOwnedZero(ctx context.Context, ws []*bworker, timeout time.Duration) error {
+	running := func(ctx context.Context, w *bworker) (int, error) {
+		if !w.Proc.Running() {
+			return 0, nil
+		}
+		return owned(ctx, w)
+	}
+	n, err := waitTotal(ctx, ws, running, func(n int) bool { return n == 0 }, 200*time.Millisecond, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers still own %d session(s) after %s", n, timeout)
+	}
+	return err
+}
+
+// errWaited: waitTotal's condition did not hold by its timeout.
+var errWaited = errors.New("timed out")
+
+// waitTotal polls the workers every every until the sum of count over
+// them satisfies done, for at most timeout (then errWaited); it returns the
+// last sum.
+func waitTotal(ctx context.Context, ws []*bworker, count func(context.Context, *bworker) (int, error), done func(int) bool, every, timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		total := 0
 		for _, w := range ws {
-			if !w.Proc.Running() {
-				continue
-			}
-			st, err := getStats(ctx, w.Admin)
+			n, err := count(ctx, w)
 			if err != nil {
-				return err
+				return total, err
 			}
-			total += st.Owned
+			total += n
 		}
-		if total == 0 {
-			return nil
+		if done(total) {
+			return total, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("workers still own %d session(s) after %s", total, timeout)
+			return total, errWaited
 		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
+		if err := sleepCtx(ctx, every); err != nil {
+			return total, err
 		}
 	}
+}
+
+// owned and standbys are a worker's sessions and standbys (waitTotal).
+func owned(ctx context.Context, w *bworker) (int, error) {
+	st, err := getStats(ctx, w.Admin)
+	return st.Owned, err
+}
+
+func standbys(ctx context.Context, w *bworker) (int, error) {
+	st, err := getStats(ctx, w.Admin)
+	return st.Standbys, err
 }
 
 // stopWorkers stops ws gracefully (SIGTERM; SIGKILL after 40 s), together.

@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -55,10 +54,7 @@ func (e *tpEnv) stop() {
 
 func (r *runner) startTPEnv(ctx context.Context) (*tpEnv, error) {
 	e := &tpEnv{dir: filepath.Join(r.cfg.WorkDir, "throughput")}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return nil, err
 	}
 	opts := enginetest.Options{Root: r.cfg.Root, LogDir: e.dir}
