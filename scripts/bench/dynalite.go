@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -21,7 +19,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/shared/spec"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // dynalitePhase is the phase (phase.go).
@@ -125,28 +122,14 @@ func (r *runner) dynalite(ctx context.Context) error {
 	if err := freshDir(e.dir); err != nil {
 		return err
 	}
-	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: e.dir})
+	dyn, ddb, err := r.startDynalite(ctx, e.dir, &http.Client{Timeout: 30 * time.Second})
 	if err != nil {
-		return err
-	}
-	if err := dyn.Start(); err != nil {
 		return err
 	}
 	defer dyn.Stop()
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("dynalite run: stop") })
 	dynPid := dyn.Pid() // node itself (argv[0]), not a wrapper
-	ddb := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  &http.Client{Timeout: 30 * time.Second},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dyn.Endpoint()) })
 	table := schema.DefaultTableName
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = sessionitem.CreateTable(cctx, ddb, table)
-	cancel()
-	if err != nil {
-		return err
-	}
 	if err := r.startFeed(ctx, e, 1); err != nil {
 		return err
 	}

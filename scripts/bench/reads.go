@@ -15,16 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
-	"github.com/wsfleet/wsfleet/shared/sessionitem"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
 
 // readsPhase is the phase (phase.go).
@@ -96,28 +90,14 @@ func (r *runner) readsRun(ctx context.Context, n int) (*ReadsRun, error) {
 	if err := freshDir(dir); err != nil {
 		return nil, err
 	}
-	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: dir})
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4*n+16, 4*n+16
+	dyn, ddb, err := r.startDynalite(ctx, dir, &http.Client{Timeout: 10 * time.Second, Transport: tr})
 	if err != nil {
-		return nil, err
-	}
-	if err := dyn.Start(); err != nil {
 		return nil, err
 	}
 	defer dyn.Stop()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4*n+16, 4*n+16
-	ddb := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  &http.Client{Timeout: 10 * time.Second, Transport: tr},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dyn.Endpoint()) })
 	table := schema.DefaultTableName
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = sessionitem.CreateTable(cctx, ddb, table)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
 
 	obs := &readsObserver{}
 	rctx, stop := context.WithCancel(ctx)

@@ -14,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
@@ -76,11 +73,7 @@ func (r *runner) startLeaseStackWith(ctx context.Context, name string, feedRate 
 	if err != nil {
 		return nil, fmt.Errorf("%s stack: %w", name, err)
 	}
-	ddb := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.DynamoEndpoint()) })
+	ddb := localDynamo(st.DynamoEndpoint(), &http.Client{Timeout: 10 * time.Second})
 	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table), standby: standby}, nil
 }
 

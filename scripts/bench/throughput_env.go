@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -68,7 +67,7 @@ func (r *runner) startTPEnv(ctx context.Context) (*tpEnv, error) {
 	if e.kin, err = enginetest.StartKinesalite(opts); err != nil {
 		return e, err
 	}
-	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""), HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	ac := localAWS(&http.Client{Timeout: 30 * time.Second})
 	e.ddb = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.dyn.Endpoint()) })
 	sq := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.fauxqs.Endpoint()) })
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench-out")})
@@ -148,7 +147,7 @@ func ceilingRecord() (body []byte, key string) {
 // send) from clients clients at once, straight to the engine, or, proxied,
 // through the delaying proxy the worker's requests take.
 func (e *tpEnv) ceiling(ctx context.Context, name string, clients int, proxied bool) (float64, float64, error) {
-	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""), HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	ac := localAWS(&http.Client{Timeout: 30 * time.Second})
 	rec, key := ceilingRecord()
 	body := string(rec)
 	var send func(ctx context.Context) (int, error)
