@@ -5,6 +5,7 @@
 package chaos
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -205,7 +206,6 @@ func (j *judge) checkPrefix() {
 // delivers a seq it had not delivered by the end, within the bound after
 // the end.
 func (j *judge) sinkFault(fr *FaultResult) {
-	end := fr.End.UnixNano()
 	// After refusals, each of a session's records refused permanently that
 	// no delivery had passed by the end is still sent at its remaining
 	// attempts, one after another (its later entries wait behind it): the
@@ -218,34 +218,15 @@ func (j *judge) sinkFault(fr *FaultResult) {
 		}
 	}
 	perRecord := int64(sinkPermanentAttempts-1) * sinkRetryMax.Milliseconds()
-	var dark []float64
-	for _, id := range j.ids {
-		v := j.sess[id]
-		if v.liveAt(fr.Start) == nil {
-			continue
-		}
-		fr.Affected++
-		rec, maxBefore, lastBefore := v.firstNewSeqAfter(end)
+	j.newSeqAfter(fr, CheckSinkRecovery, " at the destination", "no new seq at the destination after the fault was lifted", func(id string, maxBefore int64) (int64, string) {
 		extra := int64(0)
 		for _, q := range pending[id] {
 			if q > maxBefore {
 				extra++
 			}
 		}
-		boundMs := fr.BoundMs + max(extra-1, 0)*perRecord
-		deadline := end + boundMs*int64(time.Millisecond)
-		if !j.recovered(fr, v, id, rec, deadline, CheckSinkRecovery, end, "%s: no new seq at the destination after the fault was lifted", fr.Kind) {
-			continue
-		}
-		fr.samples = append(fr.samples, float64(rec.AtNs-end)/1e6)
-		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
-		if rec.AtNs > deadline {
-			fr.OverBound++
-			j.violate(CheckSinkRecovery, id, end, "%s: a new seq (%d, by %s@%d) at the destination only %.0f ms after %s (bound %d ms; %d record(s) refused permanently still pending)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
-				float64(rec.AtNs-end)/1e6, fr.RefNote, boundMs, extra)
-		}
-	}
-	fr.Dark = StatsOf(dark)
+		return max(extra-1, 0) * perRecord, fmt.Sprintf("; %d record(s) refused permanently still pending", extra)
+	})
 }
 
 // deadExits: a worker declared dead during a fault that froze every
