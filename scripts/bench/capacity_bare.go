@@ -461,30 +461,41 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 		pid, admin = p.Pid(), a
 		goroutines = func() (int, error) { st, err := getBareStats(ctx, admin); return st.Goroutines, err }
 	}
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+	if err := f.readIdle(ctx, pid, admin); err != nil {
 		return f, err
+	}
+	var err error
+	f.Goroutines, err = goroutines()
+	return f, err
+}
+
+// readIdle reads an idle process's memory 3 s after its start: RSS the
+// mean of 3 reads a second apart, heap, stacks and MemStats (from its
+// admin endpoint) after a collection.
+func (f *IdleFigures) readIdle(ctx context.Context, pid int, admin string) error {
+	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		return err
 	}
 	var sum float64
 	for i := range 3 {
 		if i > 0 {
 			if err := sleepCtx(ctx, time.Second); err != nil {
-				return f, err
+				return err
 			}
 		}
 		rss, err := ProcRSS(pid)
 		if err != nil {
-			return f, err
+			return err
 		}
 		sum += float64(rss)
 	}
 	f.RSSMB = sum / 3 / (1 << 20)
 	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
 	if err != nil {
-		return f, err
+		return err
 	}
 	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
-	f.Goroutines, err = goroutines()
-	return f, err
+	return nil
 }
 
 // compareGoals are issue 27's goals on the side-by-side runs at a set rate

@@ -229,28 +229,9 @@ func idleHolder(ctx context.Context, ls *leaseStack, settings map[string]string)
 		return f, err
 	}
 	defer func() { _ = w.Proc.Stop(30 * time.Second) }()
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+	if err := f.readIdle(ctx, w.Proc.Pid(), w.Admin); err != nil {
 		return f, err
 	}
-	var sum float64
-	for i := range 3 {
-		if i > 0 {
-			if err := sleepCtx(ctx, time.Second); err != nil {
-				return f, err
-			}
-		}
-		rss, err := ProcRSS(w.Proc.Pid())
-		if err != nil {
-			return f, err
-		}
-		sum += float64(rss)
-	}
-	f.RSSMB = sum / 3 / (1 << 20)
-	mem, err := sampleMemStats(ctx, w.Admin, 1, 0, true)
-	if err != nil {
-		return f, err
-	}
-	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	st, err := getStats(ctx, w.Admin)
 	if err != nil {
 		return f, err
