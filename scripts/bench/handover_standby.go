@@ -420,22 +420,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 	if err := r.standbyWindow(ctx, survivors, rss0, &rd.cost); err != nil {
 		return rd, err
 	}
-	t := time.Now()
-	if err := victim.Proc.Signal(syscall.SIGKILL); err != nil {
-		return rd, err
-	}
-	rd.at = t
-	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
-	if rd.moved, err = ls.col.waitAll(ctx, rd.ids, after, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
-		return rd, err
-	}
-	if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
-		rd.deadAtMs = rec.EndedAtMs
-	}
-	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-	err = victim.Proc.Wait(wctx)
-	cancel()
-	if err != nil {
+	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
 		return rd, err
 	}
 	// More streaming after the move, so that a loss or a repeat at the
@@ -454,7 +439,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 			return rd, err
 		}
 		rd.promotions += st.StandbyPromotions
-		acq, err := acquiredAfter(w.Proc.LogPath, ids, t)
+		acq, err := acquiredAfter(w.Proc.LogPath, ids, rd.at)
 		if err != nil {
 			return rd, err
 		}
