@@ -225,11 +225,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 	for id, at := range stopped {
 		ev.Actions = append(ev.Actions, chaos.Action{Op: "stop", Session: id, At: at, Acked: at, Epoch: -1})
 	}
-	cfg := chaos.DefaultConfig()
-	w := &cfg.Stack.Worker
-	cfg.Stack.FeedRate = res.FeedRate
-	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
-	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+	j := judgeLease(ev, res.FeedRate)
 	res.Lost, res.Gaps, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Gaps, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
 	res.MaxConcurrent = min(1, j.Totals.Connections)
 	for _, o := range j.Overlaps {

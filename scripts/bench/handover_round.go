@@ -87,13 +87,7 @@ func (rd roundData) gaps() []time.Duration {
 // connection open at the signal and when it closed, the first connection
 // opened after it; dark is that close → the new owner's first message.
 func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst, dark Dist) {
-	bySession := map[string][]feed.ConnRecord{}
-	for _, c := range conns {
-		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
-			continue
-		}
-		bySession[c.Session] = append(bySession[c.Session], c)
-	}
+	bySession := acceptedBySession(conns)
 	var closed, opened, first, darks []time.Duration
 	for _, rd := range rounds {
 		for id, o := range rd.moved {

@@ -304,11 +304,7 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 // happened while it streamed apply (the end-of-run table checks need the
 // harness's own final scans).
 func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
-	cfg := chaos.DefaultConfig()
-	w := &cfg.Stack.Worker
-	cfg.Stack.FeedRate = res.FeedRate
-	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
-	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+	j := judgeLease(ev, res.FeedRate)
 	res.Lost, res.Gaps = j.Totals.Lost, j.Totals.Gaps
 	for _, t := range j.Transitions {
 		if t.Cause != "stop" {

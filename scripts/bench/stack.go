@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
@@ -390,4 +391,27 @@ func (c *collector) waitAll(ctx context.Context, ids []string, ok func(sinkObs) 
 			return found, err
 		}
 	}
+}
+
+// judgeLease holds a lease phase's evidence to the chaos harness's checks,
+// with the workers' default lease timings and the feed at feedRate.
+func judgeLease(ev chaos.Evidence, feedRate float64) chaos.Result {
+	cfg := chaos.DefaultConfig()
+	w := &cfg.Stack.Worker
+	cfg.Stack.FeedRate = feedRate
+	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
+	return chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+}
+
+// acceptedBySession are the feed's accepted connections (not refused, not
+// bad requests) by session.
+func acceptedBySession(conns []feed.ConnRecord) map[string][]feed.ConnRecord {
+	bySession := map[string][]feed.ConnRecord{}
+	for _, c := range conns {
+		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		bySession[c.Session] = append(bySession[c.Session], c)
+	}
+	return bySession
 }

@@ -182,13 +182,7 @@ func (r *runner) timedStops(ctx context.Context, ls *leaseStack, ids []string, c
 // the connection that was open when it was sent (stops whose connection
 // did not close are left out).
 func stopLatencies(samples []stopSample, conns []feed.ConnRecord) map[string][]time.Duration {
-	bySession := map[string][]feed.ConnRecord{}
-	for _, c := range conns {
-		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
-			continue
-		}
-		bySession[c.Session] = append(bySession[c.Session], c)
-	}
+	bySession := acceptedBySession(conns)
 	out := map[string][]time.Duration{}
 	for _, s := range samples {
 		for _, c := range bySession[s.id] {
