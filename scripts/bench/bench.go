@@ -105,7 +105,7 @@ func (r *runner) runPhases(ctx context.Context) (ran int, failed []string) {
 		}
 		delete(r.rep.Errors, ph.name) // a merged report's earlier failure of it
 		ran++
-		if err := r.runPhase(ctx, ph, ph.name, ""); err != nil {
+		if err := r.runPhase(ctx, ph); err != nil {
 			failed = append(failed, ph.name)
 		}
 		if r.cfg.Model != "" && ph.onModel != nil && ctx.Err() == nil {
@@ -117,12 +117,13 @@ func (r *runner) runPhases(ctx context.Context) (ran int, failed []string) {
 	return ran, failed
 }
 
-// runPhase runs ph, logging it as key (its name, or name@model on the
-// DynamoDB model) and filing its failure under key.
-func (r *runner) runPhase(ctx context.Context, ph phase, key, onWhat string) error {
-	lc := r.log.With().Str("phase", ph.name)
+// runPhase runs ph (on the DynamoDB model when r.model is set), logging it
+// and filing its failure in the report under its name (name@model on the
+// model).
+func (r *runner) runPhase(ctx context.Context, ph phase) error {
+	key, onWhat, lc := ph.name, "", r.log.With().Str("phase", ph.name)
 	if r.model != "" {
-		lc = lc.Str("dynamo_model", r.model)
+		key, onWhat, lc = ph.name+"@"+r.model, " on the DynamoDB model", lc.Str("dynamo_model", r.model)
 	}
 	log := lc.Logger()
 	log.Info().Str("load", ReadLoad().String()).Msg("phase starting" + onWhat)
@@ -130,7 +131,7 @@ func (r *runner) runPhase(ctx context.Context, ph phase, key, onWhat string) err
 	err := ph.run(r, ctx)
 	if err != nil {
 		r.rep.Errors[key] = err.Error()
-		log.Error().Err(err).Str("phase", key).Msg("phase failed")
+		log.Error().Err(err).Msg("phase failed")
 	}
 	log.Info().Dur("took", time.Since(start).Round(time.Second)).Msg("phase done" + onWhat)
 	return err
@@ -143,11 +144,10 @@ func (r *runner) onModel(ctx context.Context, ph phase) error {
 	if r.rep.OnModel == nil || r.rep.OnModel.Profile != r.cfg.Model {
 		r.rep.OnModel = &ModelResults{Profile: r.cfg.Model}
 	}
-	key := ph.name + "@" + r.cfg.Model
-	delete(r.rep.Errors, key)
+	delete(r.rep.Errors, ph.name+"@"+r.cfg.Model)
 	saved := *r.rep
 	r.model = r.cfg.Model
-	err := r.runPhase(ctx, ph, key, " on the DynamoDB model")
+	err := r.runPhase(ctx, ph)
 	r.model = ""
 	got := *r.rep
 	ph.onModel(r.rep.OnModel, &got)
