@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // zeroReport holds a zero result of every phase.
@@ -98,5 +102,42 @@ func TestGoalsOrder(t *testing.T) {
 			continue
 		}
 		at += i
+	}
+}
+
+// TestRunPhasesOnModel: the selected phases run in registry order; a model
+// phase runs again on the DynamoDB model, its result filed under OnModel
+// and its failure under name@model, the dynalite result staying the
+// report's own.
+func TestRunPhasesOnModel(t *testing.T) {
+	registered := phases
+	t.Cleanup(func() { phases = registered })
+	var ran []string
+	phases = []phase{
+		{name: PhaseMicro, run: func(r *runner, _ context.Context) error {
+			ran = append(ran, PhaseMicro+r.model)
+			r.rep.Micro = &MicroResult{}
+			return nil
+		}},
+		{name: PhaseStop, onModel: stopPhase.onModel, run: func(r *runner, _ context.Context) error {
+			ran = append(ran, PhaseStop+r.model)
+			r.rep.Stop = &StopResult{Unclosed: len(r.model)}
+			if r.model != "" {
+				return errors.New("boom")
+			}
+			return nil
+		}},
+		{name: PhaseReads, run: func(r *runner, _ context.Context) error { return errors.New("not selected") }},
+	}
+	r := &runner{cfg: Config{Phases: []string{PhaseStop, PhaseMicro}, Model: "aws"}, log: zerolog.Nop(), rep: &Report{Errors: map[string]string{}}}
+	n, failed := r.runPhases(context.Background())
+	if want := []string{PhaseMicro, PhaseStop, PhaseStop + "aws"}; n != 2 || !slices.Equal(ran, want) {
+		t.Fatalf("ran %d: %v, want %v", n, ran, want)
+	}
+	if !slices.Equal(failed, []string{"stop@aws"}) || r.rep.Errors["stop@aws"] != "boom" || len(r.rep.Errors) != 1 {
+		t.Fatalf("failed %v, errors %v", failed, r.rep.Errors)
+	}
+	if r.rep.Stop.Unclosed != 0 || r.rep.OnModel == nil || r.rep.OnModel.Profile != "aws" || r.rep.OnModel.Stop.Unclosed != 3 || r.model != "" {
+		t.Fatalf("stop %+v, on the model %+v", r.rep.Stop, r.rep.OnModel)
 	}
 }
