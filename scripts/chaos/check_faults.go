@@ -5,6 +5,7 @@
 package chaos
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -171,7 +172,7 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 		if n > 0 {
 			j.violate(CheckFencing, id, first, "%s %s delivered %d message(s) (epochs %v) after its trust deadline: more than %d ms after it could last heartbeat (TTL − margin + %d ms slack)",
-				fr.Kind, fr.Worker, n, sortedEpochs(epochs), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
+				fr.Kind, fr.Worker, n, slices.Sorted(maps.Keys(epochs)), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
 		}
 	}
 	if fr.Kind == KindPartition || fr.Kind == KindSinkFreezeDynamo {

@@ -6,7 +6,9 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -45,7 +47,7 @@ func (j *judge) checkDestination() {
 			bad[k.Session] = append(bad[k.Session], k.Seq)
 		}
 	}
-	for _, id := range sortedKeys(bad) {
+	for _, id := range slices.Sorted(maps.Keys(bad)) {
 		j.violate(CheckNoLoss, id, j.t0, "the worker logged %d message(s) as skipped after a permanent refusal that the sink never refused permanently, e.g. seq %v: a message lost, not skipped", len(bad[id]), bad[id][:min(len(bad[id]), 8)])
 	}
 	for w, n := range unknown {
@@ -133,10 +135,10 @@ func (j *judge) checkTrust() {
 			a.epochs[d.Epoch] = true
 		}
 		j.res.TrustLateMs = append(j.res.TrustLateMs, max(float64(latest)/1e6, 0)) // 0: nothing after the freeze
-		for _, id := range sortedKeys(late) {
+		for _, id := range slices.Sorted(maps.Keys(late)) {
 			a := late[id]
 			j.violate(CheckTrust, id, a.first, "%s (#%d): %d record(s) of %s (epochs %v) reached the destination %.0f–%.0f ms after its DynamoDB path was frozen, past its trust deadline + the request timeout (bound %d ms)",
-				w.kind, w.fault, a.n, a.worker, sortedEpochs(a.epochs), float64(a.first-w.from)/1e6, float64(a.latest-w.from)/1e6, b.TrustDeadlineMs)
+				w.kind, w.fault, a.n, a.worker, slices.Sorted(maps.Keys(a.epochs)), float64(a.first-w.from)/1e6, float64(a.latest-w.from)/1e6, b.TrustDeadlineMs)
 		}
 	}
 }
