@@ -6,6 +6,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -356,13 +358,8 @@ func loadList(m map[string]int) string {
 	if len(m) == 0 {
 		return "–"
 	}
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
 	var parts []string
-	for _, k := range ks {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprint(m[k]))
 	}
 	return strings.Join(parts, " / ")

@@ -6,7 +6,8 @@ package bench
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -134,12 +135,7 @@ func Render(r *Report) string {
 
 	if len(r.Errors) > 0 {
 		p("## Phases that failed\n\n")
-		var ks []string
-		for k := range r.Errors {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
 			p("- **%s**: %s\n", k, oneLine(r.Errors[k]))
 		}
 		p("\n")
@@ -164,12 +160,7 @@ type printer func(format string, a ...any)
 
 func renderPhase(p printer, ph Phase) {
 	p("- command: `%s` (machine and date above; phase took %.0f s; load %s → %s)\n", ph.Command, ph.Seconds, ph.LoadStart, ph.LoadEnd)
-	var ks []string
-	for k := range ph.Settings {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	for _, k := range ks {
+	for _, k := range slices.Sorted(maps.Keys(ph.Settings)) {
 		p("- %s: %s\n", k, ph.Settings[k])
 	}
 	p("\n")
