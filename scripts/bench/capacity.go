@@ -308,22 +308,33 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv 
 
 // waitHeld waits until the worker owns want sessions and counts at least
 // 90 % of the messages they should bring, for two polls in a row.
-func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout time.Duration) (workerStats, error) {
+func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout time.Duration) error {
+	return waitStreaming(ctx, e.work, "worker", "sessions", want, rate, timeout, func(ctx context.Context) (int, int64, string, error) {
+		st, err := getStats(ctx, e.admin)
+		return st.Owned, st.Messages["messages_in"], "", err
+	})
+}
+
+// waitStreaming polls process p every second (read: what it holds, the
+// messages it counted so far, a note for a timeout) until it holds want
+// and counts at least 90 % of the messages they should bring (rate each),
+// for two polls in a row; what and unit name p and what it holds.
+func waitStreaming(ctx context.Context, p *proc.Proc, what, unit string, want int, rate float64, timeout time.Duration, read func(context.Context) (held int, msgs int64, note string, err error)) error {
 	deadline := time.Now().Add(timeout)
-	var prev workerStats
+	var prev int64
 	var prevAt time.Time
 	good := 0
 	for {
-		if !e.work.Running() {
-			return prev, fmt.Errorf("worker exited (see %s)", e.work.LogPath)
+		if !p.Running() {
+			return fmt.Errorf("%s exited (see %s)", what, p.LogPath)
 		}
-		st, err := getStats(ctx, e.admin)
+		held, msgs, note, err := read(ctx)
 		if err != nil {
-			return prev, err
+			return err
 		}
 		now := time.Now()
-		if !prevAt.IsZero() && st.Owned >= want {
-			got := float64(st.Messages["messages_in"]-prev.Messages["messages_in"]) / now.Sub(prevAt).Seconds()
+		if !prevAt.IsZero() && held >= want {
+			got := float64(msgs-prev) / now.Sub(prevAt).Seconds()
 			if got >= 0.9*float64(want)*rate {
 				good++
 			} else {
@@ -331,14 +342,14 @@ func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout ti
 			}
 		}
 		if good >= 2 {
-			return st, nil
+			return nil
 		}
 		if now.After(deadline) {
-			return st, fmt.Errorf("worker holds %d of %d sessions after %s", st.Owned, want, timeout)
+			return fmt.Errorf("%s holds %d of %d %s after %s%s", what, held, want, unit, timeout, note)
 		}
-		prev, prevAt = st, now
+		prev, prevAt = msgs, now
 		if err := sleepCtx(ctx, time.Second); err != nil {
-			return st, err
+			return err
 		}
 	}
 }
@@ -433,7 +444,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr stri
 		return res, nil, err
 	}
 	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Str("transport", tr).Msg("capacity run: ramping up")
-	if _, err := waitHeld(ctx, e, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
+	if err := waitHeld(ctx, e, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
 		return res, nil, err
 	}
 	res.RampSec = time.Since(start).Seconds()

@@ -359,38 +359,10 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 // waitBare waits until the bare client holds want connections and reads
 // at least 90 % of the messages they should bring, for two polls in a row.
 func waitBare(ctx context.Context, p *proc.Proc, admin string, want int, rate float64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var prev bareStats
-	var prevAt time.Time
-	good := 0
-	for {
-		if !p.Running() {
-			return fmt.Errorf("bare client exited (see %s)", p.LogPath)
-		}
+	return waitStreaming(ctx, p, "bare client", "connections", want, rate, timeout, func(ctx context.Context) (int, int64, string, error) {
 		st, err := getBareStats(ctx, admin)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		if !prevAt.IsZero() && st.Connections >= want {
-			got := float64(st.Messages-prev.Messages) / now.Sub(prevAt).Seconds()
-			if got >= 0.9*float64(want)*rate {
-				good++
-			} else {
-				good = 0
-			}
-		}
-		if good >= 2 {
-			return nil
-		}
-		if now.After(deadline) {
-			return fmt.Errorf("bare client holds %d of %d connections after %s (%d dial errors; %v)", st.Connections, want, timeout, st.DialErrors, st.Errors)
-		}
-		prev, prevAt = st, now
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
-	}
+		return st.Connections, st.Messages, fmt.Sprintf(" (%d dial errors; %v)", st.DialErrors, st.Errors), err
+	})
 }
 
 // idleProcs measures the idle processes the per-session figures are taken

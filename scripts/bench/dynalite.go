@@ -149,7 +149,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 		}
 		seeded = target
 		step := DynStep{Target: target}
-		if _, err := waitHeld(ctx, e, target, 1, time.Minute+time.Duration(target/200)*time.Second); err != nil {
+		if err := waitHeld(ctx, e, target, 1, time.Minute+time.Duration(target/200)*time.Second); err != nil {
 			r.log.Warn().Err(err).Int("target", target).Msg("dynalite step: not every session claimed")
 		}
 		step.RampSec = time.Since(start).Seconds()

@@ -255,7 +255,7 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 	if sessions == 1 {
 		want = 10 // one session: wait for messages to flow (unbatched sqs runs near 1 ÷ the latency)
 	}
-	if _, err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
+	if err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
 		return run, err
 	}
 	if err := sleepCtx(ctx, sz.TPSettle); err != nil {
