@@ -96,80 +96,65 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // runPhases runs the selected phases in order (until ctx ends), recording
 // each failure in the report; it returns how many ran and which failed.
 func (r *runner) runPhases(ctx context.Context) (ran int, failed []string) {
-	phases := r.phases()
-	for _, name := range AllPhases {
-		if !slices.Contains(r.cfg.Phases, name) {
+	for _, ph := range phases {
+		if !slices.Contains(r.cfg.Phases, ph.name) {
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		delete(r.rep.Errors, name) // a merged report's earlier failure of it
-		r.log.Info().Str("phase", name).Str("load", ReadLoad().String()).Msg("phase starting")
-		start := time.Now()
+		delete(r.rep.Errors, ph.name) // a merged report's earlier failure of it
 		ran++
-		if err := phases[name](ctx); err != nil {
-			r.rep.Errors[name] = err.Error()
-			failed = append(failed, name)
-			r.log.Error().Err(err).Str("phase", name).Msg("phase failed")
+		if err := r.runPhase(ctx, ph); err != nil {
+			failed = append(failed, ph.name)
 		}
-		r.log.Info().Str("phase", name).Dur("took", time.Since(start).Round(time.Second)).Msg("phase done")
-		if r.cfg.Model != "" && slices.Contains(ModelPhases, name) && ctx.Err() == nil {
-			if err := r.onModel(ctx, name, phases[name]); err != nil {
-				key := name + "@" + r.cfg.Model
-				r.rep.Errors[key] = err.Error()
-				failed = append(failed, key)
-				r.log.Error().Err(err).Str("phase", key).Msg("phase failed")
+		if r.cfg.Model != "" && ph.onModel != nil && ctx.Err() == nil {
+			if err := r.onModel(ctx, ph); err != nil {
+				failed = append(failed, ph.name+"@"+r.cfg.Model)
 			}
 		}
 	}
 	return ran, failed
 }
 
-// onModel runs phase name again with its lease stacks on the DynamoDB model
-// and files its result under Report.OnModel, the dynalite result staying
-// where it is.
-func (r *runner) onModel(ctx context.Context, name string, phase func(context.Context) error) error {
-	if r.rep.OnModel == nil || r.rep.OnModel.Profile != r.cfg.Model {
-		r.rep.OnModel = &ModelResults{Profile: r.cfg.Model}
+// runPhase runs ph (on the DynamoDB model when r.model is set), logging it
+// and filing its failure in the report under its name (name@model on the
+// model).
+func (r *runner) runPhase(ctx context.Context, ph phase) error {
+	key, onWhat, lc := ph.name, "", r.log.With().Str("phase", ph.name)
+	if r.model != "" {
+		key, onWhat, lc = ph.name+"@"+r.model, " on the DynamoDB model", lc.Str("dynamo_model", r.model)
 	}
-	delete(r.rep.Errors, name+"@"+r.cfg.Model)
-	saved := *r.rep
-	r.model = r.cfg.Model
-	r.log.Info().Str("phase", name).Str("dynamo_model", r.model).Msg("phase starting on the DynamoDB model")
+	log := lc.Logger()
+	log.Info().Str("load", ReadLoad().String()).Msg("phase starting" + onWhat)
 	start := time.Now()
-	err := phase(ctx)
-	r.model = ""
-	got := *r.rep
-	m := r.rep.OnModel
-	switch name {
-	case PhaseClaim:
-		m.Claim = got.Claim
-	case PhaseFailover:
-		m.Failover = got.Failover
-	case PhaseHandoff:
-		m.Handoff, m.HandoffSmall = got.Handoff, got.HandoffSmall
-	case PhaseStop:
-		m.Stop = got.Stop
-	case PhaseRebalance:
-		m.Rebalance = got.Rebalance
-	case PhaseCost:
-		m.Cost = got.Cost
+	err := ph.run(r, ctx)
+	if err != nil {
+		r.rep.Errors[key] = err.Error()
+		log.Error().Err(err).Msg("phase failed")
 	}
-	// The dynalite figures stay the report's own.
-	saved.OnModel, saved.Errors = m, r.rep.Errors
-	*r.rep = saved
-	r.log.Info().Str("phase", name).Str("dynamo_model", r.cfg.Model).Dur("took", time.Since(start).Round(time.Second)).Msg("phase done on the DynamoDB model")
+	log.Info().Dur("took", time.Since(start).Round(time.Second)).Msg("phase done" + onWhat)
 	return err
 }
 
-// phases are the phase functions by name.
-func (r *runner) phases() map[string]func(context.Context) error {
-	return map[string]func(context.Context) error{
-		PhaseMicro: r.micro, PhaseClaim: r.claim, PhaseFailover: r.failover, PhaseHandoff: r.handoff,
-		PhaseStop: r.stop, PhaseRebalance: r.rebalance, PhaseCost: r.cost, PhaseReads: r.reads, PhaseCapacity: r.capacity, PhaseStandbyMem: r.standbyMem, PhaseTLS: r.tlsClaim, PhaseDynalite: r.dynalite,
-		PhaseThroughput: r.throughput, PhaseBill: r.bill,
+// onModel runs ph again with its lease stacks on the DynamoDB model and
+// files its result under Report.OnModel, the dynalite result staying where
+// it is.
+func (r *runner) onModel(ctx context.Context, ph phase) error {
+	if r.rep.OnModel == nil || r.rep.OnModel.Profile != r.cfg.Model {
+		r.rep.OnModel = &ModelResults{Profile: r.cfg.Model}
 	}
+	delete(r.rep.Errors, ph.name+"@"+r.cfg.Model)
+	saved := *r.rep
+	r.model = r.cfg.Model
+	err := r.runPhase(ctx, ph)
+	r.model = ""
+	got := *r.rep
+	ph.onModel(r.rep.OnModel, &got)
+	// The dynalite figures stay the report's own.
+	saved.OnModel, saved.Errors = r.rep.OnModel, r.rep.Errors
+	*r.rep = saved
+	return err
 }
 
 // runMerged runs cfg's phases into prev, a report read back, and rewrites

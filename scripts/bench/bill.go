@@ -20,6 +20,9 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// billPhase is the phase (phase.go).
+var billPhase = phase{name: PhaseBill, run: (*runner).bill, render: renderBill, goals: billGoals}
+
 // BillWorkload is one of issue 38's workloads.
 type BillWorkload struct {
 	Name string `json:"name"`
@@ -402,7 +405,7 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), w.Resumable); err != nil {
 		return run, err
 	}
-	if _, err := waitHeld(ctx, e, sessions, w.Rate, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
+	if err := waitHeld(ctx, e, sessions, w.Rate, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
 		return run, err
 	}
 	if err := sleepCtx(ctx, sz.TPSettle); err != nil {

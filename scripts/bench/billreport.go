@@ -411,12 +411,8 @@ func billGoals(r *Report) []Goal {
 		if !ok {
 			continue
 		}
-		g := Goal{Figure: fmt.Sprintf("All-in $ per 1,000 sessions-month, exchange feed (1 msg/s of ~300 B), %s (%s, %s: %s, %s sessions per task)", c.variant, cur.Label, dep, x.Task.Size(), thousands(int(x.SessionsPerTsk))),
-			Measured: dollars(x.Total), Goal: "≤ " + dollars(c.bound), Known: true, Met: x.Total <= c.bound}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%s (×%.1f)", dollars(x.Total-c.bound), x.Total/c.bound)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged(fmt.Sprintf("All-in $ per 1,000 sessions-month, exchange feed (1 msg/s of ~300 B), %s (%s, %s: %s, %s sessions per task)", c.variant, cur.Label, dep, x.Task.Size(), thousands(int(x.SessionsPerTsk))), dollars(x.Total), "≤ "+dollars(c.bound), x.Total <= c.bound,
+			fmt.Sprintf("+%s (×%.1f)", dollars(x.Total-c.bound), x.Total/c.bound)))
 	}
 	if un == nil || pk == nil {
 		return gs
@@ -436,13 +432,8 @@ func billGoals(r *Report) []Goal {
 		if f, ok := floors[v]; ok {
 			goal = fmt.Sprintf("≤ 0.1 (the pricing's floor: %.3f)", f.Ratio)
 		}
-		g := Goal{Figure: fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages, %s ÷ %s", v, pk.Label, un.Label),
-			Measured: fmt.Sprintf("%s ÷ %s = %.3f%s", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs, per),
-			Goal:     goal, Known: true, Met: a.SinkPerMillionMsgs <= 0.1*b.SinkPerMillionMsgs}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("×%.1f", a.SinkPerMillionMsgs/(0.1*b.SinkPerMillionMsgs))
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged(fmt.Sprintf("Market depth (50 msg/s of ~640 B), %s: sink + consumer $ per million messages, %s ÷ %s", v, pk.Label, un.Label), fmt.Sprintf("%s ÷ %s = %.3f%s", dollars(a.SinkPerMillionMsgs), dollars(b.SinkPerMillionMsgs), a.SinkPerMillionMsgs/b.SinkPerMillionMsgs, per), goal, a.SinkPerMillionMsgs <= 0.1*b.SinkPerMillionMsgs,
+			fmt.Sprintf("×%.1f", a.SinkPerMillionMsgs/(0.1*b.SinkPerMillionMsgs))))
 	}
 	for _, lg := range billLatencyGoals {
 		w := BillWorkloads[slices.IndexFunc(BillWorkloads, func(w BillWorkload) bool { return w.Name == lg.workload })]

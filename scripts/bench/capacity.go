@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/proc"
 	"github.com/wsfleet/wsfleet/testkit/tlsca"
 )
+
+// capacityPhase is the phase (phase.go).
+var capacityPhase = phase{name: PhaseCapacity, run: (*runner).capacity, render: renderCapacity, goals: capacityGoals}
 
 // feedAddrs are the loopback addresses the capacity feed listens on (the
 // worker's connections are spread over them: no address pair comes near
@@ -306,22 +308,33 @@ func (r *runner) startCapWorker(ctx context.Context, e *capEnv, id string, argv 
 
 // waitHeld waits until the worker owns want sessions and counts at least
 // 90 % of the messages they should bring, for two polls in a row.
-func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout time.Duration) (workerStats, error) {
+func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout time.Duration) error {
+	return waitStreaming(ctx, e.work, "worker", "sessions", want, rate, timeout, func(ctx context.Context) (int, int64, string, error) {
+		st, err := getStats(ctx, e.admin)
+		return st.Owned, st.Messages["messages_in"], "", err
+	})
+}
+
+// waitStreaming polls process p every second (read: what it holds, the
+// messages it counted so far, a note for a timeout) until it holds want
+// and counts at least 90 % of the messages they should bring (rate each),
+// for two polls in a row; what and unit name p and what it holds.
+func waitStreaming(ctx context.Context, p *proc.Proc, what, unit string, want int, rate float64, timeout time.Duration, read func(context.Context) (held int, msgs int64, note string, err error)) error {
 	deadline := time.Now().Add(timeout)
-	var prev workerStats
+	var prev int64
 	var prevAt time.Time
 	good := 0
 	for {
-		if !e.work.Running() {
-			return prev, fmt.Errorf("worker exited (see %s)", e.work.LogPath)
+		if !p.Running() {
+			return fmt.Errorf("%s exited (see %s)", what, p.LogPath)
 		}
-		st, err := getStats(ctx, e.admin)
+		held, msgs, note, err := read(ctx)
 		if err != nil {
-			return prev, err
+			return err
 		}
 		now := time.Now()
-		if !prevAt.IsZero() && st.Owned >= want {
-			got := float64(st.Messages["messages_in"]-prev.Messages["messages_in"]) / now.Sub(prevAt).Seconds()
+		if !prevAt.IsZero() && held >= want {
+			got := float64(msgs-prev) / now.Sub(prevAt).Seconds()
 			if got >= 0.9*float64(want)*rate {
 				good++
 			} else {
@@ -329,14 +342,14 @@ func waitHeld(ctx context.Context, e *capEnv, want int, rate float64, timeout ti
 			}
 		}
 		if good >= 2 {
-			return st, nil
+			return nil
 		}
 		if now.After(deadline) {
-			return st, fmt.Errorf("worker holds %d of %d sessions after %s", st.Owned, want, timeout)
+			return fmt.Errorf("%s holds %d of %d %s after %s%s", what, held, want, unit, timeout, note)
 		}
-		prev, prevAt = st, now
+		prev, prevAt = msgs, now
 		if err := sleepCtx(ctx, time.Second); err != nil {
-			return st, err
+			return err
 		}
 	}
 }
@@ -405,10 +418,7 @@ func sampleWindow(ctx context.Context, pid, feedPid, other int, d time.Duration)
 func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr string, idle []IdleFigures) (*CapRunResult, *CapCompare, error) {
 	sz := r.sz
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, name), tls: tr == "wss", payload: c.PayloadBytes}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, nil, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return nil, nil, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })
@@ -434,7 +444,7 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr stri
 		return res, nil, err
 	}
 	r.log.Info().Str("run", name).Int("sessions", c.Sessions).Float64("rate", c.Rate).Str("transport", tr).Msg("capacity run: ramping up")
-	if _, err := waitHeld(ctx, e, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
+	if err := waitHeld(ctx, e, c.Sessions, waitRate(c.Rate), 4*time.Minute); err != nil {
 		return res, nil, err
 	}
 	res.RampSec = time.Since(start).Seconds()
@@ -577,17 +587,11 @@ func capacityGoals(r *Report) []Goal {
 				label += ", " + run.Transport
 			}
 			if run.Rate <= 1 {
-				g := Goal{Figure: "RSS per session, " + label, Measured: fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), Goal: "≤ 32 KiB", Known: true, Met: run.RSSPerSessKB <= 32}
-				if !g.Met {
-					g.Miss = fmt.Sprintf("+%.1f KiB (+%.0f %%)", run.RSSPerSessKB-32, 100*(run.RSSPerSessKB/32-1))
-				}
-				gs = append(gs, g)
+				gs = append(gs, judged("RSS per session, "+label, fmt.Sprintf("%.1f KiB", run.RSSPerSessKB), "≤ 32 KiB", run.RSSPerSessKB <= 32,
+					fmt.Sprintf("+%.1f KiB (+%.0f %%)", run.RSSPerSessKB-32, 100*(run.RSSPerSessKB/32-1))))
 			}
-			g := Goal{Figure: "CPU per 1,000 msg/s, " + label, Measured: fmt.Sprintf("%.2f %% of a core", run.CPUPer1k), Goal: "≤ 2.5 %", Known: true, Met: run.CPUPer1k <= 2.5}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%.2f points (×%.1f)", run.CPUPer1k-2.5, run.CPUPer1k/2.5)
-			}
-			gs = append(gs, g)
+			gs = append(gs, judged("CPU per 1,000 msg/s, "+label, fmt.Sprintf("%.2f %% of a core", run.CPUPer1k), "≤ 2.5 %", run.CPUPer1k <= 2.5,
+				fmt.Sprintf("+%.2f points (×%.1f)", run.CPUPer1k-2.5, run.CPUPer1k/2.5)))
 		}
 	}
 	return append(gs, compareGoals(r)...)

@@ -8,9 +8,7 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -268,15 +266,7 @@ type bareStats struct {
 }
 
 func getBareStats(ctx context.Context, admin string) (bareStats, error) {
-	var st bareStats
-	b, err := httpGet(ctx, "http://"+admin+"/stats", 1<<20)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("bare client stats %s: %w", admin, err)
-	}
-	return st, nil
+	return getJSON[bareStats](ctx, "http://"+admin+"/stats", 1<<20)
 }
 
 // startBare starts bin/bareclient with n connections on e's feed and waits
@@ -369,38 +359,10 @@ func (r *runner) bareRun(ctx context.Context, e *capEnv, name string, c CapRun, 
 // waitBare waits until the bare client holds want connections and reads
 // at least 90 % of the messages they should bring, for two polls in a row.
 func waitBare(ctx context.Context, p *proc.Proc, admin string, want int, rate float64, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var prev bareStats
-	var prevAt time.Time
-	good := 0
-	for {
-		if !p.Running() {
-			return fmt.Errorf("bare client exited (see %s)", p.LogPath)
-		}
+	return waitStreaming(ctx, p, "bare client", "connections", want, rate, timeout, func(ctx context.Context) (int, int64, string, error) {
 		st, err := getBareStats(ctx, admin)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		if !prevAt.IsZero() && st.Connections >= want {
-			got := float64(st.Messages-prev.Messages) / now.Sub(prevAt).Seconds()
-			if got >= 0.9*float64(want)*rate {
-				good++
-			} else {
-				good = 0
-			}
-		}
-		if good >= 2 {
-			return nil
-		}
-		if now.After(deadline) {
-			return fmt.Errorf("bare client holds %d of %d connections after %s (%d dial errors; %v)", st.Connections, want, timeout, st.DialErrors, st.Errors)
-		}
-		prev, prevAt = st, now
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
-	}
+		return st.Connections, st.Messages, fmt.Sprintf(" (%d dial errors; %v)", st.DialErrors, st.Errors), err
+	})
 }
 
 // idleProcs measures the idle processes the per-session figures are taken
@@ -437,10 +399,7 @@ func (r *runner) idleProcs(ctx context.Context, bare bool) ([]IdleFigures, error
 func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, error) {
 	f := IdleFigures{Kind: kind, Transport: tr}
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "capacity-idle-"+kind+"-"+tr), tls: tr == "wss"}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return f, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return f, err
 	}
 	if e.tls {
@@ -474,30 +433,41 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 		pid, admin = p.Pid(), a
 		goroutines = func() (int, error) { st, err := getBareStats(ctx, admin); return st.Goroutines, err }
 	}
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+	if err := f.readIdle(ctx, pid, admin); err != nil {
 		return f, err
+	}
+	var err error
+	f.Goroutines, err = goroutines()
+	return f, err
+}
+
+// readIdle reads an idle process's memory 3 s after its start: RSS the
+// mean of 3 reads a second apart, heap, stacks and MemStats (from its
+// admin endpoint) after a collection.
+func (f *IdleFigures) readIdle(ctx context.Context, pid int, admin string) error {
+	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		return err
 	}
 	var sum float64
 	for i := range 3 {
 		if i > 0 {
 			if err := sleepCtx(ctx, time.Second); err != nil {
-				return f, err
+				return err
 			}
 		}
 		rss, err := ProcRSS(pid)
 		if err != nil {
-			return f, err
+			return err
 		}
 		sum += float64(rss)
 	}
 	f.RSSMB = sum / 3 / (1 << 20)
 	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
 	if err != nil {
-		return f, err
+		return err
 	}
 	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
-	f.Goroutines, err = goroutines()
-	return f, err
+	return nil
 }
 
 // compareGoals are issue 27's goals on the side-by-side runs at a set rate

@@ -10,7 +10,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +21,9 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 	streamer "github.com/wsfleet/wsfleet/workers/streamer"
 )
+
+// standbyMemPhase is the phase (phase.go).
+var standbyMemPhase = phase{name: PhaseStandbyMem, run: (*runner).standbyMem, render: renderStandbyMem, goals: standbyMemGoals}
 
 // standbyMemRate is the standbymem run's feed rate (msg/s per connection).
 const standbyMemRate = 1
@@ -227,28 +229,9 @@ func idleHolder(ctx context.Context, ls *leaseStack, settings map[string]string)
 		return f, err
 	}
 	defer func() { _ = w.Proc.Stop(30 * time.Second) }()
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+	if err := f.readIdle(ctx, w.Proc.Pid(), w.Admin); err != nil {
 		return f, err
 	}
-	var sum float64
-	for i := range 3 {
-		if i > 0 {
-			if err := sleepCtx(ctx, time.Second); err != nil {
-				return f, err
-			}
-		}
-		rss, err := ProcRSS(w.Proc.Pid())
-		if err != nil {
-			return f, err
-		}
-		sum += float64(rss)
-	}
-	f.RSSMB = sum / 3 / (1 << 20)
-	mem, err := sampleMemStats(ctx, w.Admin, 1, 0, true)
-	if err != nil {
-		return f, err
-	}
-	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	st, err := getStats(ctx, w.Admin)
 	if err != nil {
 		return f, err
@@ -265,15 +248,7 @@ func idleHolder(ctx context.Context, ls *leaseStack, settings map[string]string)
 
 // getStatus reads a worker's /status.
 func getStatus(ctx context.Context, admin string) (streamer.Status, error) {
-	var st streamer.Status
-	b, err := httpGet(ctx, "http://"+admin+"/status", 256<<20)
-	if err != nil {
-		return st, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("worker status %s: %w", admin, err)
-	}
-	return st, nil
+	return getJSON[streamer.Status](ctx, "http://"+admin+"/status", 256<<20)
 }
 
 // connectedStandbys counts the standbys of st reading the stream.

@@ -13,6 +13,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// claimPhase is the phase (phase.go).
+var claimPhase = phase{name: PhaseClaim, run: (*runner).claim, render: renderClaim, goals: claimGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Claim = got.Claim }}
+
 // ClaimResult is figure 1: POST /sessions → first message at the sink.
 type ClaimResult struct {
 	Phase
@@ -177,11 +181,8 @@ func renderClaim(p printer, r *Report) {
 func claimGoals(r *Report) []Goal {
 	var gs []Goal
 	if c := r.Claim; c != nil && c.SQS.N > 0 {
-		g := Goal{Figure: "Claim latency via SQS, p99", Measured: ms(c.SQS.P99), Goal: "≤ 100 ms", Known: true, Met: c.SQS.P99 <= 100}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(c.SQS.P99-100), c.SQS.P99/100)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Claim latency via SQS, p99", ms(c.SQS.P99), "≤ 100 ms", c.SQS.P99 <= 100,
+			fmt.Sprintf("+%s (×%.1f)", ms(c.SQS.P99-100), c.SQS.P99/100)))
 	}
 	return gs
 }

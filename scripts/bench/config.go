@@ -27,7 +27,7 @@ const (
 	Full  Mode = "full"
 )
 
-// Phase names, in the order they run.
+// Phase names (phase.go registers the phases in the order they run).
 const (
 	PhaseMicro     = "micro"
 	PhaseClaim     = "claim"
@@ -55,9 +55,6 @@ const (
 	PhaseBill = "bill"
 )
 
-// AllPhases lists every phase in run order.
-var AllPhases = []string{PhaseMicro, PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost, PhaseReads, PhaseCapacity, PhaseStandbyMem, PhaseTLS, PhaseDynalite, PhaseThroughput, PhaseBill}
-
 // Binaries are the programs the driver runs.
 type Binaries struct {
 	Streamer    string // bin/streamer (the shipped worker: the lease phases, cost and dynalite)
@@ -67,11 +64,6 @@ type Binaries struct {
 	Feed        string // bin/feed (through devstack for the lease phases; on its own for the capacity runs)
 	Model       string // bin/dynamodel (the DynamoDB model, for the ModelPhases' second run)
 }
-
-// ModelPhases are the phases that run a second time on the DynamoDB model
-// (Config.Model), in the same run, right after their run on dynalite: the
-// report puts the two side by side.
-var ModelPhases = []string{PhaseClaim, PhaseFailover, PhaseHandoff, PhaseStop, PhaseRebalance, PhaseCost}
 
 // CapRun is one capacity run of the memory store.
 type CapRun struct {

@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,6 +20,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
+
+// costPhase is the phase (phase.go).
+var costPhase = phase{name: PhaseCost, run: (*runner).cost, render: renderCost, goals: costGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Cost = got.Cost }}
 
 // ckptWait is how long a cost run waits, once every session is held, for
 // the steady window: one checkpoint interval and its jitter.
@@ -279,26 +284,11 @@ func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
 
 // waitOwned polls the workers until they hold want sessions in all.
 func (ls *leaseStack) waitOwned(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		total := 0
-		for _, w := range ws {
-			st, err := getStats(ctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			total += st.Owned
-		}
-		if total >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers hold %d of %d sessions after %s", total, want, timeout)
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
+	n, err := waitTotal(ctx, ws, owned, func(n int) bool { return n >= want }, time.Second, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers hold %d of %d sessions after %s", n, want, timeout)
 	}
+	return err
 }
 
 // sumUnits adds up the workers' store meters and owned sessions, reading
@@ -420,31 +410,22 @@ func costGoals(r *Report) []Goal {
 		tot := a.Steady.Total.NormWRUPerSH
 		lo := a.Steady.Category(dynamostore.CatLiveness).NormWRUPerSH + a.Steady.Category(dynamostore.CatOwnership).NormWRUPerSH
 		add := func(fig string, v, limit float64, unit string) {
-			g := Goal{Figure: fig, Measured: fmt.Sprintf("%.2f%s", v, unit), Goal: fmt.Sprintf("≤ %g%s", limit, unit), Known: true, Met: v <= limit}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%.2f", v-limit)
-			}
-			gs = append(gs, g)
+			gs = append(gs, judged(fig, fmt.Sprintf("%.2f%s", v, unit), fmt.Sprintf("≤ %g%s", limit, unit), v <= limit,
+				fmt.Sprintf("+%.2f", v-limit)))
 		}
 		add("Write units per session-hour at the defaults (1,000 sessions per worker, 1 msg/s)", tot, 64, "")
 		add("— of which liveness + ownership", lo, 4, "")
 		if i := c.Idle; i != nil && i.WorkerHours > 0 {
 			add("Write units per idle session-hour at the defaults", i.Steady.Total.NormWRUPerSH, 4, "")
 		}
-		g := Goal{Figure: "Table ceiling (40,000 WRU/s ÷ write units per session-second at the defaults)", Measured: thousands(c.TableCeiling) + " sessions", Goal: "≥ 1,000,000", Known: true, Met: c.TableCeiling >= 1_000_000}
-		if !g.Met {
-			g.Miss = thousands(1_000_000-c.TableCeiling) + " sessions short"
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Table ceiling (40,000 WRU/s ÷ write units per session-second at the defaults)", thousands(c.TableCeiling)+" sessions", "≥ 1,000,000", c.TableCeiling >= 1_000_000,
+			thousands(1_000_000-c.TableCeiling)+" sessions short"))
 		idx := a.IndexWritesInWindow
 		if c.Idle != nil {
 			idx += c.Idle.IndexWritesInWindow
 		}
-		g = Goal{Figure: "Index write units in the steady windows (no hot index key)", Measured: fmt.Sprint(idx), Goal: "0", Known: true, Met: idx == 0}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%d index write units", idx)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Index write units in the steady windows (no hot index key)", fmt.Sprint(idx), "0", idx == 0,
+			fmt.Sprintf("%d index write units", idx)))
 	}
 	return gs
 }

@@ -7,14 +7,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -22,8 +19,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/shared/spec"
-	"github.com/wsfleet/wsfleet/testkit/enginetest"
 )
+
+// dynalitePhase is the phase (phase.go).
+var dynalitePhase = phase{name: PhaseDynalite, run: (*runner).dynalite, render: renderDynalite}
 
 // DynStep is one step of the dynalite capacity run.
 type DynStep struct {
@@ -120,34 +119,17 @@ func (r *runner) dynalite(ctx context.Context) error {
 	r.rep.Dynalite = res
 	defer res.end()
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "dynalite")}
-	if err := os.RemoveAll(e.dir); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return err
-	}
-	dyn, err := enginetest.NewDynalite(enginetest.Options{Root: r.cfg.Root, LogDir: e.dir})
+	dyn, ddb, err := r.startDynalite(ctx, e.dir, &http.Client{Timeout: 30 * time.Second})
 	if err != nil {
-		return err
-	}
-	if err := dyn.Start(); err != nil {
 		return err
 	}
 	defer dyn.Stop()
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("dynalite run: stop") })
 	dynPid := dyn.Pid() // node itself (argv[0]), not a wrapper
-	ddb := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  &http.Client{Timeout: 30 * time.Second},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dyn.Endpoint()) })
 	table := schema.DefaultTableName
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = sessionitem.CreateTable(cctx, ddb, table)
-	cancel()
-	if err != nil {
-		return err
-	}
 	if err := r.startFeed(ctx, e, 1); err != nil {
 		return err
 	}
@@ -167,7 +149,7 @@ func (r *runner) dynalite(ctx context.Context) error {
 		}
 		seeded = target
 		step := DynStep{Target: target}
-		if _, err := waitHeld(ctx, e, target, 1, time.Minute+time.Duration(target/200)*time.Second); err != nil {
+		if err := waitHeld(ctx, e, target, 1, time.Minute+time.Duration(target/200)*time.Second); err != nil {
 			r.log.Warn().Err(err).Int("target", target).Msg("dynalite step: not every session claimed")
 		}
 		step.RampSec = time.Since(start).Seconds()

@@ -13,6 +13,22 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
+// failoverPhase is the phase (phase.go).
+var failoverPhase = phase{name: PhaseFailover, run: (*runner).failover, goals: failoverGoals,
+	render: func(p printer, r *Report) {
+		renderHandover(p, r.Failover, "2. Crash failover: kill -9 of the owner → first message by the new owner")
+	},
+	onModel: func(m *ModelResults, got *Report) { m.Failover = got.Failover }}
+
+var handoffPhase = phase{name: PhaseHandoff, run: (*runner).handoff, goals: handoffGoals,
+	render: func(p printer, r *Report) {
+		renderHandover(p, r.Handoff, "3. Graceful handoff: SIGTERM of the owner → first message by the new owner")
+		if r.HandoffSmall != nil {
+			renderHandover(p, r.HandoffSmall, fmt.Sprintf("3b. Graceful handoff, %d sessions per SIGTERM", r.HandoffSmall.SessionsPerRound))
+		}
+	},
+	onModel: func(m *ModelResults, got *Report) { m.Handoff, m.HandoffSmall = got.Handoff, got.HandoffSmall }}
+
 // Handover kinds (HandoverResult.Kind).
 const (
 	kindKill = chaos.KindKill // "kill-9"
@@ -209,11 +225,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 	for id, at := range stopped {
 		ev.Actions = append(ev.Actions, chaos.Action{Op: "stop", Session: id, At: at, Acked: at, Epoch: -1})
 	}
-	cfg := chaos.DefaultConfig()
-	w := &cfg.Stack.Worker
-	cfg.Stack.FeedRate = res.FeedRate
-	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
-	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+	j := judgeLease(ev, res.FeedRate)
 	res.Lost, res.Gaps, res.Stale, res.ReplayBound = j.Totals.Lost, j.Totals.Gaps, j.Totals.Stale, j.Settings.Bounds.ReplayCrash
 	res.MaxConcurrent = min(1, j.Totals.Connections)
 	for _, o := range j.Overlaps {
@@ -312,21 +324,20 @@ func renderHandover(p printer, h *HandoverResult, title string) {
 func failoverGoals(r *Report) []Goal {
 	var gs []Goal
 	if f := r.Failover; f != nil && f.Gap.N > 0 {
-		g := Goal{Figure: "Crash failover (kill -9 → first message by the new owner), p99", Measured: ms(f.Gap.P99), Goal: "≤ TTL + 1 s = " + ms(f.GoalP99Ms), Known: true, Met: f.Gap.P99 <= f.GoalP99Ms && f.Unrecovered == 0}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%s", ms(f.Gap.P99-f.GoalP99Ms))
-			if f.Unrecovered > 0 {
-				g.Miss += fmt.Sprintf("; %d session(s) never recovered", f.Unrecovered)
-			}
-		}
-		gs = append(gs, g)
-		g2 := Goal{Figure: "Crash failover: messages lost / skipped (the no-loss check)", Measured: fmt.Sprintf("%d / %d", f.Lost, f.Gaps), Goal: "0 / 0", Known: true, Met: f.Lost == 0 && f.Gaps == 0}
-		if !g2.Met {
-			g2.Miss = fmt.Sprintf("%d lost, %d skipped", f.Lost, f.Gaps)
-		}
-		gs = append(gs, g2)
+		gs = append(gs, judged("Crash failover (kill -9 → first message by the new owner), p99", ms(f.Gap.P99), "≤ TTL + 1 s = "+ms(f.GoalP99Ms), f.Gap.P99 <= f.GoalP99Ms && f.Unrecovered == 0,
+			"+"+ms(f.Gap.P99-f.GoalP99Ms)+neverRecovered(f.Unrecovered)))
+		gs = append(gs, judged("Crash failover: messages lost / skipped (the no-loss check)", fmt.Sprintf("%d / %d", f.Lost, f.Gaps), "0 / 0", f.Lost == 0 && f.Gaps == 0,
+			fmt.Sprintf("%d lost, %d skipped", f.Lost, f.Gaps)))
 	}
 	return append(gs, standbyGoals(r)...)
+}
+
+// neverRecovered is a miss's note of n sessions never recovered ("": none).
+func neverRecovered(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d session(s) never recovered", n)
 }
 
 // handoffGoals are the graceful handoff's goals (Goals), per handoff run:
@@ -338,24 +349,13 @@ func handoffGoals(r *Report) []Goal {
 			continue
 		}
 		what := fmt.Sprintf("%d sessions per SIGTERM", h.SessionsPerRound)
-		g := Goal{Figure: "Graceful handoff: a session's dark time (old connection closed at the source → first message by the new owner), p99, " + what,
-			Measured: ms(h.Dark.P99), Goal: "≤ 250 ms", Known: true, Met: h.Dark.N > 0 && h.Dark.P99 <= 250}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%s (×%.1f)", ms(h.Dark.P99-250), h.Dark.P99/250)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Graceful handoff: a session's dark time (old connection closed at the source → first message by the new owner), p99, "+what, ms(h.Dark.P99), "≤ 250 ms", h.Dark.N > 0 && h.Dark.P99 <= 250,
+			fmt.Sprintf("+%s (×%.1f)", ms(h.Dark.P99-250), h.Dark.P99/250)))
 		deadline := float64(DefaultShutdownDeadline.Milliseconds())
-		gd := Goal{Figure: "Graceful handoff: SIGTERM → the last session's first message by its new owner (the drain), " + what,
-			Measured: ms(h.Gap.Max), Goal: "≤ the shutdown deadline, " + ms(deadline), Known: true, Met: h.Gap.Max <= deadline}
-		if !gd.Met {
-			gd.Miss = fmt.Sprintf("+%s", ms(h.Gap.Max-deadline))
-		}
-		gs = append(gs, gd)
-		g2 := Goal{Figure: "Graceful handoff: messages lost / duplicated, " + what, Measured: fmt.Sprintf("%d / %d", h.Lost, h.Duplicated), Goal: "0 / 0", Known: true, Met: h.Lost == 0 && h.Duplicated == 0}
-		if !g2.Met {
-			g2.Miss = fmt.Sprintf("%d lost, %d duplicated", h.Lost, h.Duplicated)
-		}
-		gs = append(gs, g2)
+		gs = append(gs, judged("Graceful handoff: SIGTERM → the last session's first message by its new owner (the drain), "+what, ms(h.Gap.Max), "≤ the shutdown deadline, "+ms(deadline), h.Gap.Max <= deadline,
+			fmt.Sprintf("+%s", ms(h.Gap.Max-deadline))))
+		gs = append(gs, judged("Graceful handoff: messages lost / duplicated, "+what, fmt.Sprintf("%d / %d", h.Lost, h.Duplicated), "0 / 0", h.Lost == 0 && h.Duplicated == 0,
+			fmt.Sprintf("%d lost, %d duplicated", h.Lost, h.Duplicated)))
 	}
 	return gs
 }

@@ -35,6 +35,31 @@ type roundData struct {
 	releaseMs, publishMs []float64
 }
 
+// signalMoved signals victim (at) and waits until another worker delivers
+// each of ids after it (moved: those first deliveries; within timeout),
+// then for the victim's exit. After a kill, deadAtMs is when a watcher
+// declared the victim dead (its record's ended_at_ms; 0: not read).
+func (ls *leaseStack) signalMoved(ctx context.Context, victim *bworker, sig syscall.Signal, ids []string, timeout time.Duration) (at time.Time, moved map[string]sinkObs, deadAtMs int64, err error) {
+	at = time.Now()
+	if err := victim.Proc.Signal(sig); err != nil {
+		return at, nil, 0, err
+	}
+	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(at) }
+	if moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
+		return at, moved, 0, err
+	}
+	if sig == syscall.SIGKILL {
+		// A watcher declared the victim dead before taking its sessions
+		// over: its record says when (ended_at_ms).
+		if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
+			deadAtMs = rec.EndedAtMs
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	return at, moved, deadAtMs, victim.Proc.Wait(wctx)
+}
+
 // takeover splits a crash round's gaps at the instant the sessions became
 // takeable (the victim declared dead): kill → declared dead once per round,
 // declared dead → first message per session moved.
@@ -62,13 +87,7 @@ func (rd roundData) gaps() []time.Duration {
 // connection open at the signal and when it closed, the first connection
 // opened after it; dark is that close → the new owner's first message.
 func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened, openToFirst, dark Dist) {
-	bySession := map[string][]feed.ConnRecord{}
-	for _, c := range conns {
-		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
-			continue
-		}
-		bySession[c.Session] = append(bySession[c.Session], c)
-	}
+	bySession := acceptedBySession(conns)
 	var closed, opened, first, darks []time.Duration
 	for _, rd := range rounds {
 		for id, o := range rd.moved {
@@ -138,30 +157,11 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	if kind == kindTerm {
 		sig = syscall.SIGTERM
 	}
-	t := time.Now()
-	if err := victim.Proc.Signal(sig); err != nil {
-		return rd, nil, err
-	}
-	rd.at = t
-	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
 	timeout := 30 * time.Second
 	if kind == kindKill {
 		timeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
 	}
-	if rd.moved, err = ls.col.waitAll(ctx, ids, after, timeout); err != nil {
-		return rd, nil, err
-	}
-	if kind == kindKill {
-		// A watcher declared the victim dead before taking its sessions
-		// over: its record says when (ended_at_ms).
-		if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
-			rd.deadAtMs = rec.EndedAtMs
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-	err = victim.Proc.Wait(wctx)
-	cancel()
-	if err != nil {
+	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, sig, ids, timeout); err != nil {
 		return rd, nil, err
 	}
 	// A little more streaming after the move, so that a loss or a repeat at

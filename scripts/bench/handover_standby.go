@@ -10,6 +10,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -419,22 +420,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 	if err := r.standbyWindow(ctx, survivors, rss0, &rd.cost); err != nil {
 		return rd, err
 	}
-	t := time.Now()
-	if err := victim.Proc.Signal(syscall.SIGKILL); err != nil {
-		return rd, err
-	}
-	rd.at = t
-	after := func(o sinkObs) bool { return o.Worker != victim.ID && o.At.After(t) }
-	if rd.moved, err = ls.col.waitAll(ctx, rd.ids, after, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
-		return rd, err
-	}
-	if rec, err := ls.store.GetWorker(ctx, victim.ID); err == nil && rec.State == schema.WorkerDead {
-		rd.deadAtMs = rec.EndedAtMs
-	}
-	wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-	err = victim.Proc.Wait(wctx)
-	cancel()
-	if err != nil {
+	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
 		return rd, err
 	}
 	// More streaming after the move, so that a loss or a repeat at the
@@ -453,7 +439,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 			return rd, err
 		}
 		rd.promotions += st.StandbyPromotions
-		acq, err := acquiredAfter(w.Proc.LogPath, ids, t)
+		acq, err := acquiredAfter(w.Proc.LogPath, ids, rd.at)
 		if err != nil {
 			return rd, err
 		}
@@ -535,26 +521,11 @@ func (r *runner) standbyWindow(ctx context.Context, holders []*bworker, rss0 map
 // waitStandbys polls the workers until they hold want standbys in all
 // (or timeout).
 func waitStandbys(ctx context.Context, ws []*bworker, want int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		total := 0
-		for _, w := range ws {
-			st, err := getStats(ctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			total += st.Standbys
-		}
-		if total == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("workers hold %d standby(s), want %d, after %s", total, want, timeout)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
-		}
+	n, err := waitTotal(ctx, ws, standbys, func(n int) bool { return n == want }, 200*time.Millisecond, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers hold %d standby(s), want %d, after %s", n, want, timeout)
 	}
+	return err
 }
 
 // renderStandby is the standby run's part of the failover section, dial
@@ -660,15 +631,9 @@ func standbyGoals(r *Report) []Goal {
 	}
 	s := f.Standby
 	var gs []Goal
-	g := Goal{Figure: "Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
-		Measured: fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), Goal: "0", Known: true, Met: s.Standby.Lost == 0 && s.Standby.Unrecovered == 0}
-	if !g.Met {
-		g.Miss = fmt.Sprintf("%d lost", s.Standby.Lost)
-		if s.Standby.Unrecovered > 0 {
-			g.Miss += fmt.Sprintf("; %d session(s) never recovered", s.Standby.Unrecovered)
-		}
-	}
-	gs = append(gs, g)
+	gs = append(gs, judged("Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
+		fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), "0", s.Standby.Lost == 0 && s.Standby.Unrecovered == 0,
+		fmt.Sprintf("%d lost", s.Standby.Lost)+neverRecovered(s.Standby.Unrecovered)))
 	d := s.Standby.DeadToFirst
 	g2 := Goal{Figure: "Hot standby: owner declared dead → first message at the sink, p99", Measured: ms(d.P99), Goal: fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
 		Known: d.N > 0, Met: d.N > 0 && d.P99 <= StandbyGoalDeadToFirstMs}

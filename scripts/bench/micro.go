@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// microPhase is the phase (phase.go).
+var microPhase = phase{name: PhaseMicro, run: (*runner).micro, render: renderMicro}
+
 // MicroBench is one `go test -bench` result line.
 type MicroBench struct {
 	Package     string  `json:"package"`

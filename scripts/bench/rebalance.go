@@ -6,6 +6,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +17,10 @@ import (
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
+
+// rebalancePhase is the phase (phase.go).
+var rebalancePhase = phase{name: PhaseRebalance, run: (*runner).rebalance, render: renderRebalance, goals: rebalanceGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Rebalance = got.Rebalance }}
 
 // RebalanceResult is the rebalance phase: sessions held by two workers,
 // then two more join; the fleet rebalances by directed graceful hand-offs
@@ -300,11 +306,7 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 // happened while it streamed apply (the end-of-run table checks need the
 // harness's own final scans).
 func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
-	cfg := chaos.DefaultConfig()
-	w := &cfg.Stack.Worker
-	cfg.Stack.FeedRate = res.FeedRate
-	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
-	j := chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+	j := judgeLease(ev, res.FeedRate)
 	res.Lost, res.Gaps = j.Totals.Lost, j.Totals.Gaps
 	for _, t := range j.Transitions {
 		if t.Cause != "stop" {
@@ -356,13 +358,8 @@ func loadList(m map[string]int) string {
 	if len(m) == 0 {
 		return "–"
 	}
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
 	var parts []string
-	for _, k := range ks {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprint(m[k]))
 	}
 	return strings.Join(parts, " / ")
@@ -387,23 +384,12 @@ func rebalanceGoals(r *Report) []Goal {
 			}
 		}
 		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: moves made ÷ the minimum to reach ±10 %", Measured: fmt.Sprintf("%d ÷ %d = %.2f", rb.Moves, rb.MinMoves, rb.Ratio),
-			Goal: "≤ 1.2", Known: true, Met: rb.MinMoves > 0 && rb.Ratio <= 1.2}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%.2f", rb.Ratio)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: gap per move (the source's dark time), p99", Measured: ms(rb.Gap.P99), Goal: "≤ 500 ms", Known: true, Met: rb.Gap.N > 0 && rb.Gap.P99 <= 500}
-		if !g.Met {
-			g.Miss = "+" + ms(rb.Gap.P99-500)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: "Rebalancing: messages lost / duplicated; sessions moved twice within the minimum hold", Measured: fmt.Sprintf("%d / %d; %d", rb.Lost, rb.Duplicated, rb.MovedTwiceWithinHold),
-			Goal: "0 / 0; 0", Known: true, Met: rb.Lost == 0 && rb.Gaps == 0 && rb.Duplicated == 0 && rb.MovedTwiceWithinHold == 0 && len(rb.Violations) == 0}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("%d lost, %d skipped, %d duplicated, %d moved twice, %d violation(s)", rb.Lost, rb.Gaps, rb.Duplicated, rb.MovedTwiceWithinHold, len(rb.Violations))
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged("Rebalancing: moves made ÷ the minimum to reach ±10 %", fmt.Sprintf("%d ÷ %d = %.2f", rb.Moves, rb.MinMoves, rb.Ratio), "≤ 1.2", rb.MinMoves > 0 && rb.Ratio <= 1.2,
+			fmt.Sprintf("%.2f", rb.Ratio)))
+		gs = append(gs, judged("Rebalancing: gap per move (the source's dark time), p99", ms(rb.Gap.P99), "≤ 500 ms", rb.Gap.N > 0 && rb.Gap.P99 <= 500,
+			"+"+ms(rb.Gap.P99-500)))
+		gs = append(gs, judged("Rebalancing: messages lost / duplicated; sessions moved twice within the minimum hold", fmt.Sprintf("%d / %d; %d", rb.Lost, rb.Duplicated, rb.MovedTwiceWithinHold), "0 / 0; 0", rb.Lost == 0 && rb.Gaps == 0 && rb.Duplicated == 0 && rb.MovedTwiceWithinHold == 0 && len(rb.Violations) == 0,
+			fmt.Sprintf("%d lost, %d skipped, %d duplicated, %d moved twice, %d violation(s)", rb.Lost, rb.Gaps, rb.Duplicated, rb.MovedTwiceWithinHold, len(rb.Violations))))
 	}
 	return gs
 }

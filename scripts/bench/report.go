@@ -6,7 +6,8 @@ package bench
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -87,24 +88,13 @@ type Goal struct {
 	Miss     string
 }
 
-// Goals evaluates the issue's goals against the report, phase by phase
-// (each phase's goals are with its code).
-func Goals(r *Report) []Goal {
-	var gs []Goal
-	gs = append(gs, claimGoals(r)...)
-	gs = append(gs, failoverGoals(r)...)
-	gs = append(gs, handoffGoals(r)...)
-	gs = append(gs, stopGoals(r)...)
-	gs = append(gs, rebalanceGoals(r)...)
-	gs = append(gs, costGoals(r)...)
-	gs = append(gs, readsGoals(r)...)
-	if t := r.Throughput; t != nil {
-		gs = append(gs, throughputGoals(t)...)
+// judged is a goal the run measured: met, or missed by miss.
+func judged(figure, measured, goal string, met bool, miss string) Goal {
+	g := Goal{Figure: figure, Measured: measured, Goal: goal, Known: true, Met: met}
+	if !met {
+		g.Miss = miss
 	}
-	gs = append(gs, capacityGoals(r)...)
-	gs = append(gs, standbyMemGoals(r)...)
-	gs = append(gs, billGoals(r)...)
-	return gs
+	return g
 }
 
 // Render writes the report as Markdown.
@@ -145,12 +135,7 @@ func Render(r *Report) string {
 
 	if len(r.Errors) > 0 {
 		p("## Phases that failed\n\n")
-		var ks []string
-		for k := range r.Errors {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
 			p("- **%s**: %s\n", k, oneLine(r.Errors[k]))
 		}
 		p("\n")
@@ -166,23 +151,7 @@ func Render(r *Report) string {
 	}
 	p("\nWhere a goal is missed, its section says what bounds it.\n\n")
 
-	renderClaim(p, r)
-	renderHandover(p, r.Failover, "2. Crash failover: kill -9 of the owner → first message by the new owner")
-	renderHandover(p, r.Handoff, "3. Graceful handoff: SIGTERM of the owner → first message by the new owner")
-	if r.HandoffSmall != nil {
-		renderHandover(p, r.HandoffSmall, fmt.Sprintf("3b. Graceful handoff, %d sessions per SIGTERM", r.HandoffSmall.SessionsPerRound))
-	}
-	renderStop(p, r)
-	renderRebalance(p, r)
-	renderCapacity(p, r)
-	renderDynalite(p, r)
-	renderTLSClaim(p, r)
-	renderStandbyMem(p, r)
-	renderCost(p, r)
-	renderReads(p, r)
-	renderThroughput(p, r)
-	renderBill(p, r)
-	renderMicro(p, r)
+	renderSections(p, r)
 	renderOnModel(p, r)
 	return b.String()
 }
@@ -191,12 +160,7 @@ type printer func(format string, a ...any)
 
 func renderPhase(p printer, ph Phase) {
 	p("- command: `%s` (machine and date above; phase took %.0f s; load %s → %s)\n", ph.Command, ph.Seconds, ph.LoadStart, ph.LoadEnd)
-	var ks []string
-	for k := range ph.Settings {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	for _, k := range ks {
+	for _, k := range slices.Sorted(maps.Keys(ph.Settings)) {
 		p("- %s: %s\n", k, ph.Settings[k])
 	}
 	p("\n")

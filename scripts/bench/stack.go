@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
@@ -24,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/enginetest"
+	"github.com/wsfleet/wsfleet/testkit/feed"
 	"github.com/wsfleet/wsfleet/testkit/proc"
 )
 
@@ -75,11 +74,7 @@ func (r *runner) startLeaseStackWith(ctx context.Context, name string, feedRate 
 	if err != nil {
 		return nil, fmt.Errorf("%s stack: %w", name, err)
 	}
-	ddb := dynamodb.NewFromConfig(aws.Config{
-		Region:      "us-east-1",
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
-		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
-	}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(st.DynamoEndpoint()) })
+	ddb := localDynamo(st.DynamoEndpoint(), &http.Client{Timeout: 10 * time.Second})
 	return &leaseStack{r: r, name: name, st: st, col: newCollector(), store: dynamostore.New(ddb, dc.Table), standby: standby}, nil
 }
 
@@ -233,29 +228,57 @@ func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[strin
 
 // waitOwnedZero polls the workers until none owns a session (or timeout).
 func (ls *leaseStack) waitOwnedZero(ctx context.Context, ws []*bworker, timeout time.Duration) error {
+	running := func(ctx context.Context, w *bworker) (int, error) {
+		if !w.Proc.Running() {
+			return 0, nil
+		}
+		return owned(ctx, w)
+	}
+	n, err := waitTotal(ctx, ws, running, func(n int) bool { return n == 0 }, 200*time.Millisecond, timeout)
+	if errors.Is(err, errWaited) {
+		return fmt.Errorf("workers still own %d session(s) after %s", n, timeout)
+	}
+	return err
+}
+
+// errWaited: waitTotal's condition did not hold by its timeout.
+var errWaited = errors.New("timed out")
+
+// waitTotal polls the workers every every until the sum of count over
+// them satisfies done, for at most timeout (then errWaited); it returns the
+// last sum.
+func waitTotal(ctx context.Context, ws []*bworker, count func(context.Context, *bworker) (int, error), done func(int) bool, every, timeout time.Duration) (int, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		total := 0
 		for _, w := range ws {
-			if !w.Proc.Running() {
-				continue
-			}
-			st, err := getStats(ctx, w.Admin)
+			n, err := count(ctx, w)
 			if err != nil {
-				return err
+				return total, err
 			}
-			total += st.Owned
+			total += n
 		}
-		if total == 0 {
-			return nil
+		if done(total) {
+			return total, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("workers still own %d session(s) after %s", total, timeout)
+			return total, errWaited
 		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
+		if err := sleepCtx(ctx, every); err != nil {
+			return total, err
 		}
 	}
+}
+
+// owned and standbys are a worker's sessions and standbys (waitTotal).
+func owned(ctx context.Context, w *bworker) (int, error) {
+	st, err := getStats(ctx, w.Admin)
+	return st.Owned, err
+}
+
+func standbys(ctx context.Context, w *bworker) (int, error) {
+	st, err := getStats(ctx, w.Admin)
+	return st.Standbys, err
 }
 
 // stopWorkers stops ws gracefully (SIGTERM; SIGKILL after 40 s), together.
@@ -368,4 +391,27 @@ func (c *collector) waitAll(ctx context.Context, ids []string, ok func(sinkObs) 
 			return found, err
 		}
 	}
+}
+
+// judgeLease holds a lease phase's evidence to the chaos harness's checks,
+// with the workers' default lease timings and the feed at feedRate.
+func judgeLease(ev chaos.Evidence, feedRate float64) chaos.Result {
+	cfg := chaos.DefaultConfig()
+	w := &cfg.Stack.Worker
+	cfg.Stack.FeedRate = feedRate
+	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
+	return chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+}
+
+// acceptedBySession are the feed's accepted connections (not refused, not
+// bad requests) by session.
+func acceptedBySession(conns []feed.ConnRecord) map[string][]feed.ConnRecord {
+	bySession := map[string][]feed.ConnRecord{}
+	for _, c := range conns {
+		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		bySession[c.Session] = append(bySession[c.Session], c)
+	}
+	return bySession
 }

@@ -15,6 +15,10 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
+// stopPhase is the phase (phase.go).
+var stopPhase = phase{name: PhaseStop, run: (*runner).stop, render: renderStop, goals: stopGoals,
+	onModel: func(m *ModelResults, got *Report) { m.Stop = got.Stop }}
+
 // Stop paths (StopResult): whom the stop notification on the work queue
 // reaches.
 const (
@@ -178,13 +182,7 @@ func (r *runner) timedStops(ctx context.Context, ls *leaseStack, ids []string, c
 // the connection that was open when it was sent (stops whose connection
 // did not close are left out).
 func stopLatencies(samples []stopSample, conns []feed.ConnRecord) map[string][]time.Duration {
-	bySession := map[string][]feed.ConnRecord{}
-	for _, c := range conns {
-		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
-			continue
-		}
-		bySession[c.Session] = append(bySession[c.Session], c)
-	}
+	bySession := acceptedBySession(conns)
 	out := map[string][]time.Duration{}
 	for _, s := range samples {
 		for _, c := range bySession[s.id] {
@@ -228,14 +226,11 @@ func stopGoals(r *Report) []Goal {
 			if x.d.N == 0 {
 				continue
 			}
-			g := Goal{Figure: "POST stop → connection closed at the source, p99, notification " + x.what, Measured: ms(x.d.P99), Goal: "≤ " + ms(s.GoalP99Ms), Known: true, Met: x.d.P99 <= s.GoalP99Ms && s.Unclosed == 0}
-			if !g.Met {
-				g.Miss = fmt.Sprintf("+%s", ms(x.d.P99-s.GoalP99Ms))
-				if s.Unclosed > 0 {
-					g.Miss = fmt.Sprintf("%s; %d stop(s) never closed", g.Miss, s.Unclosed)
-				}
+			miss := "+" + ms(x.d.P99-s.GoalP99Ms)
+			if s.Unclosed > 0 {
+				miss += fmt.Sprintf("; %d stop(s) never closed", s.Unclosed)
 			}
-			gs = append(gs, g)
+			gs = append(gs, judged("POST stop → connection closed at the source, p99, notification "+x.what, ms(x.d.P99), "≤ "+ms(s.GoalP99Ms), x.d.P99 <= s.GoalP99Ms && s.Unclosed == 0, miss))
 		}
 	}
 	return gs

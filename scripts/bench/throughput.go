@@ -15,6 +15,15 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
+// throughputPhase is the phase (phase.go).
+var throughputPhase = phase{name: PhaseThroughput, run: (*runner).throughput, render: renderThroughput,
+	goals: func(r *Report) []Goal {
+		if r.Throughput == nil {
+			return nil
+		}
+		return throughputGoals(r.Throughput)
+	}}
+
 // SinkLatency is the latency the throughput phase adds to every sink
 // request (a delaying proxy in front of fauxqs and kinesalite), to model an
 // AWS round trip.
@@ -246,7 +255,7 @@ func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string,
 	if sessions == 1 {
 		want = 10 // one session: wait for messages to flow (unbatched sqs runs near 1 ÷ the latency)
 	}
-	if _, err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
+	if err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
 		return run, err
 	}
 	if err := sleepCtx(ctx, sz.TPSettle); err != nil {
@@ -316,18 +325,10 @@ func throughputGoals(t *ThroughputResult) []Goal {
 			}
 			bound = min(bound, 0.9*ceil)
 		}
-		g := Goal{Figure: fmt.Sprintf("One session into %s, +%.0f ms per request: sustained msg/s", c.name, t.LatencyMs), Measured: thousands(int(run.MsgPerSec)),
-			Goal: goal, Known: true, Met: run.MsgPerSec >= bound}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("−%s (×%.2f)", thousands(int(bound-run.MsgPerSec)), run.MsgPerSec/bound)
-		}
-		gs = append(gs, g)
-		g = Goal{Figure: fmt.Sprintf("One session into %s at saturation: requests per message", c.name), Measured: fmt.Sprintf("%.4f", run.ReqPerMsg),
-			Goal: fmt.Sprintf("≤ %g", c.reqMsg), Known: true, Met: run.Requests > 0 && run.ReqPerMsg <= c.reqMsg}
-		if !g.Met {
-			g.Miss = fmt.Sprintf("+%.4f", run.ReqPerMsg-c.reqMsg)
-		}
-		gs = append(gs, g)
+		gs = append(gs, judged(fmt.Sprintf("One session into %s, +%.0f ms per request: sustained msg/s", c.name, t.LatencyMs), thousands(int(run.MsgPerSec)), goal, run.MsgPerSec >= bound,
+			fmt.Sprintf("−%s (×%.2f)", thousands(int(bound-run.MsgPerSec)), run.MsgPerSec/bound)))
+		gs = append(gs, judged(fmt.Sprintf("One session into %s at saturation: requests per message", c.name), fmt.Sprintf("%.4f", run.ReqPerMsg), fmt.Sprintf("≤ %g", c.reqMsg), run.Requests > 0 && run.ReqPerMsg <= c.reqMsg,
+			fmt.Sprintf("+%.4f", run.ReqPerMsg-c.reqMsg)))
 	}
 	return gs
 }

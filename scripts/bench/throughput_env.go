@@ -8,13 +8,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -55,10 +53,7 @@ func (e *tpEnv) stop() {
 
 func (r *runner) startTPEnv(ctx context.Context) (*tpEnv, error) {
 	e := &tpEnv{dir: filepath.Join(r.cfg.WorkDir, "throughput")}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return nil, err
 	}
 	opts := enginetest.Options{Root: r.cfg.Root, LogDir: e.dir}
@@ -72,7 +67,7 @@ func (r *runner) startTPEnv(ctx context.Context) (*tpEnv, error) {
 	if e.kin, err = enginetest.StartKinesalite(opts); err != nil {
 		return e, err
 	}
-	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""), HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	ac := localAWS(&http.Client{Timeout: 30 * time.Second})
 	e.ddb = dynamodb.NewFromConfig(ac, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.dyn.Endpoint()) })
 	sq := sqs.NewFromConfig(ac, func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.fauxqs.Endpoint()) })
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench-out")})
@@ -152,7 +147,7 @@ func ceilingRecord() (body []byte, key string) {
 // send) from clients clients at once, straight to the engine, or, proxied,
 // through the delaying proxy the worker's requests take.
 func (e *tpEnv) ceiling(ctx context.Context, name string, clients int, proxied bool) (float64, float64, error) {
-	ac := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""), HTTPClient: &http.Client{Timeout: 30 * time.Second}}
+	ac := localAWS(&http.Client{Timeout: 30 * time.Second})
 	rec, key := ceilingRecord()
 	body := string(rec)
 	var send func(ctx context.Context) (int, error)

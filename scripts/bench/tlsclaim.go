@@ -14,13 +14,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
+
+// tlsPhase is the phase (phase.go).
+var tlsPhase = phase{name: PhaseTLS, run: (*runner).tlsClaim, render: renderTLSClaim}
 
 // TLSClaimRun is one claim burst.
 type TLSClaimRun struct {
@@ -86,10 +88,7 @@ func (r *runner) tlsClaim(ctx context.Context) error {
 func (r *runner) tlsClaimRun(ctx context.Context, name, transport string, resume bool, n int) (TLSClaimRun, error) {
 	run := TLSClaimRun{Name: name, Transport: transport, Resumption: resume, Sessions: n}
 	e := &capEnv{dir: filepath.Join(r.cfg.WorkDir, "tls-"+name), tls: transport == "wss"}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return run, err
-	}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
+	if err := freshDir(e.dir); err != nil {
 		return run, err
 	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Str("run", name).Msg("stop") })

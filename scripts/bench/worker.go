@@ -24,15 +24,28 @@ var adminClient = &http.Client{Timeout: 30 * time.Second}
 
 // getStats reads a worker's /stats.
 func getStats(ctx context.Context, admin string) (workerStats, error) {
-	var st workerStats
-	b, err := httpGet(ctx, "http://"+admin+"/stats", 1<<20)
+	return getJSON[workerStats](ctx, "http://"+admin+"/stats", 1<<20)
+}
+
+// getJSON reads the JSON document at url (at most limit bytes).
+func getJSON[T any](ctx context.Context, url string, limit int64) (T, error) {
+	var v T
+	b, err := httpGet(ctx, url, limit)
 	if err != nil {
-		return st, err
+		return v, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("worker stats %s: %w", admin, err)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("get %s: %w", url, err)
 	}
-	return st, nil
+	return v, nil
+}
+
+// freshDir makes dir empty.
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
 }
 
 func httpGet(ctx context.Context, url string, limit int64) ([]byte, error) {

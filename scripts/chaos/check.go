@@ -6,6 +6,8 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -218,7 +220,7 @@ func (j *judge) index() {
 		sort.SliceStable(v.actions, func(a, b int) bool { return v.actions[a].At.Before(v.actions[b].At) })
 		sort.SliceStable(v.conns, func(a, b int) bool { return v.conns[a].OpenedAt.Before(v.conns[b].OpenedAt) })
 	}
-	j.ids = sortedKeys(j.sess)
+	j.ids = slices.Sorted(maps.Keys(j.sess))
 	j.res.Totals.Sessions = len(j.ids)
 	j.res.Totals.Deliveries = len(dels)
 	j.res.Totals.Incarnations = len(j.ev.Incarnations)
@@ -333,13 +335,4 @@ func (v *sessionView) firstNewSeqAfter(end int64) (rec *Delivery, maxBefore, las
 		}
 	}
 	return nil, maxBefore, lastBefore
-}
-
-func sortedEpochs(m map[int64]bool) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out
 }

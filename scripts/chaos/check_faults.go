@@ -5,6 +5,7 @@
 package chaos
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -105,7 +106,6 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		deadline = ref + j.set.ShutdownMs*int64(time.Millisecond)
 	}
 	label := fr.Kind + " of " + fr.Worker
-	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
 		last := v.lastBefore(ref)
@@ -128,16 +128,12 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		if !j.recovered(fr, v, id, rec, deadline, check, ref, "%s: never delivered again by a newer tenure", label) {
 			continue
 		}
-		gap := float64(rec.AtNs-prev.AtNs) / 1e6
-		dark = append(dark, gap)
 		if !graceful {
-			fr.samples = append(fr.samples, float64(rec.AtNs-ref)/1e6)
-			if rec.AtNs > deadline {
-				fr.OverBound++
-				j.violate(check, id, ref, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
-			}
+			j.timed(fr, id, rec, ref, prev.AtNs, deadline, check, "%s: delivered again by %s@%d only after %.0f ms (bound %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
 			continue
 		}
+		gap := float64(rec.AtNs-prev.AtNs) / 1e6
+		fr.dark = append(fr.dark, gap)
 		fr.samples = append(fr.samples, gap)
 		switch {
 		case gap > float64(fr.BoundMs):
@@ -148,7 +144,6 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 			j.violate(check, id, ref, "%s: delivered again by %s@%d only %.0f ms after the SIGTERM (the shutdown deadline: %d ms)", label, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, j.set.ShutdownMs)
 		}
 	}
-	fr.Dark = StatsOf(dark)
 	if fr.Kind != KindZombie && fr.Kind != KindPartition && fr.Kind != KindSinkFreezeDynamo {
 		return
 	}
@@ -177,7 +172,7 @@ func (j *judge) workerFault(fr *FaultResult, check string) {
 		}
 		if n > 0 {
 			j.violate(CheckFencing, id, first, "%s %s delivered %d message(s) (epochs %v) after its trust deadline: more than %d ms after it could last heartbeat (TTL − margin + %d ms slack)",
-				fr.Kind, fr.Worker, n, sortedEpochs(epochs), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
+				fr.Kind, fr.Worker, n, slices.Sorted(maps.Keys(epochs)), j.set.Bounds.FenceMs+j.set.Bounds.FenceSlackMs, j.set.Bounds.FenceSlackMs)
 		}
 	}
 	if fr.Kind == KindPartition || fr.Kind == KindSinkFreezeDynamo {
@@ -205,7 +200,6 @@ func (j *judge) scaleOutFault(fr *FaultResult, f Fault) {
 	if f.End.After(f.Start) {
 		until = f.End.UnixNano()
 	}
-	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
 		for i, t := range v.tenures {
@@ -215,11 +209,10 @@ func (j *judge) scaleOutFault(fr *FaultResult, f Fault) {
 			fr.Affected++
 			fr.Recovered++
 			fr.samples = append(fr.samples, float64(t.firstAt-ref)/1e6)
-			dark = append(dark, float64(t.firstAt-v.tenures[i-1].lastAt)/1e6)
+			fr.dark = append(fr.dark, float64(t.firstAt-v.tenures[i-1].lastAt)/1e6)
 			break
 		}
 	}
-	fr.Dark = StatsOf(dark)
 	if !f.End.After(f.Start) {
 		fr.OverBound++
 		j.violate(CheckRebalance, "", ref, "scale-out: %s joined; the fleet was not within ±10 %% of its fair shares %d ms later", fr.Worker, fr.BoundMs)
@@ -237,7 +230,6 @@ func (j *judge) outageFault(fr *FaultResult) {
 	fence := (j.set.Bounds.FenceMs + j.set.Bounds.FenceSlackMs) * int64(time.Millisecond)
 	deadline := back + fr.BoundMs*int64(time.Millisecond)
 	var latest int64
-	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
 		last := v.liveAt(fr.Start)
@@ -271,14 +263,8 @@ func (j *judge) outageFault(fr *FaultResult) {
 		if !j.recovered(fr, v, id, rec, deadline, CheckOutage, back, "never delivered again by a new tenure after DynamoDB came back") {
 			continue
 		}
-		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-back)/1e6))
-		dark = append(dark, float64(rec.AtNs-oldLast)/1e6)
-		if rec.AtNs > deadline {
-			fr.OverBound++
-			j.violate(CheckOutage, id, back, "delivered again by %s@%d %.0f ms after DynamoDB came back (bound %d ms)", rec.Worker, rec.Epoch, float64(rec.AtNs-back)/1e6, fr.BoundMs)
-		}
+		j.timed(fr, id, rec, back, oldLast, deadline, CheckOutage, "delivered again by %s@%d %.0f ms after DynamoDB came back (bound %d ms)", rec.Worker, rec.Epoch, float64(rec.AtNs-back)/1e6, fr.BoundMs)
 	}
-	fr.Dark = StatsOf(dark)
 	j.res.SelfFenceMs = append(j.res.SelfFenceMs, float64(latest)/1e6)
 }
 
@@ -287,7 +273,6 @@ func (j *judge) outageFault(fr *FaultResult) {
 func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 	start, ref := fr.Start.UnixNano(), refT.UnixNano()
 	deadline := ref + fr.BoundMs*int64(time.Millisecond)
-	var dark []float64
 	for _, id := range fr.Sessions {
 		v := j.sess[id]
 		if v == nil {
@@ -314,14 +299,8 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 		if !j.recovered(fr, v, id, rec, deadline, CheckSource, ref, "%s: never reconnected and delivered again", fr.Kind) {
 			continue
 		}
-		fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
-		dark = append(dark, float64(rec.AtNs-last.AtNs)/1e6)
-		if rec.AtNs > deadline {
-			fr.OverBound++
-			j.violate(CheckSource, id, ref, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
-		}
+		j.timed(fr, id, rec, ref, last.AtNs, deadline, CheckSource, "%s: delivering again only %.0f ms after %s (bound %d ms)", fr.Kind, float64(rec.AtNs-ref)/1e6, fr.RefNote, fr.BoundMs)
 	}
-	fr.Dark = StatsOf(dark)
 }
 
 // scheduleFault measures a source-schedule episode. Its sessions are those
@@ -335,7 +314,6 @@ func (j *judge) sourceFault(fr *FaultResult, refT time.Time) {
 // one-connection check).
 func (j *judge) scheduleFault(fr *FaultResult) {
 	from, to := fr.Start.UnixNano(), fr.End.UnixNano()
-	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
 		var closes []int64
@@ -371,19 +349,13 @@ func (j *judge) scheduleFault(fr *FaultResult) {
 				ok = false
 				break
 			}
-			fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
-			dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
-			if rec.AtNs > deadline {
-				fr.OverBound++
-				j.violate(CheckSource, id, ref, "%s: a new seq (%d, by %s@%d) only %.0f ms after the source closed its connection (bound %d ms)",
-					fr.Kind, rec.Seq, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
-			}
+			j.timed(fr, id, rec, ref, lastBefore, deadline, CheckSource, "%s: a new seq (%d, by %s@%d) only %.0f ms after the source closed its connection (bound %d ms)",
+				fr.Kind, rec.Seq, rec.Worker, rec.Epoch, float64(rec.AtNs-ref)/1e6, fr.BoundMs)
 		}
 		if ok {
 			fr.Recovered++
 		}
 	}
-	fr.Dark = StatsOf(dark)
 }
 
 // stormFault measures a DynamoDB storm (throttling, ambiguous errors): every
@@ -391,29 +363,47 @@ func (j *judge) scheduleFault(fr *FaultResult) {
 // was lifted, by whichever tenure (a worker whose heartbeats were refused
 // may have been declared dead and its sessions taken over).
 func (j *judge) stormFault(fr *FaultResult) {
+	j.newSeqAfter(fr, CheckOutage, "", "no new seq delivered after the storm was lifted", nil)
+}
+
+// newSeqAfter judges the sessions delivering when fault fr began by their
+// first delivery of a new seq (at the destination: where) after it ended,
+// due within fr.BoundMs (plus extra's for the session, which also says
+// why) of the end; never is the violation of check when none came.
+func (j *judge) newSeqAfter(fr *FaultResult, check, where, never string, extra func(id string, maxBefore int64) (ms int64, why string)) {
 	end := fr.End.UnixNano()
-	deadline := end + fr.BoundMs*int64(time.Millisecond)
-	var dark []float64
 	for _, id := range j.ids {
 		v := j.sess[id]
-		last := v.liveAt(fr.Start)
-		if last == nil {
+		if v.liveAt(fr.Start) == nil {
 			continue
 		}
 		fr.Affected++
-		rec, _, lastBefore := v.firstNewSeqAfter(end)
-		if !j.recovered(fr, v, id, rec, deadline, CheckOutage, end, "%s: no new seq delivered after the storm was lifted", fr.Kind) {
+		rec, maxBefore, lastBefore := v.firstNewSeqAfter(end)
+		boundMs, why := fr.BoundMs, ""
+		if extra != nil {
+			ms, w := extra(id, maxBefore)
+			boundMs, why = boundMs+ms, w
+		}
+		deadline := end + boundMs*int64(time.Millisecond)
+		if !j.recovered(fr, v, id, rec, deadline, check, end, "%s: %s", fr.Kind, never) {
 			continue
 		}
-		fr.samples = append(fr.samples, float64(rec.AtNs-end)/1e6)
-		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
-		if rec.AtNs > deadline {
-			fr.OverBound++
-			j.violate(CheckOutage, id, end, "%s: a new seq (%d, by %s@%d) only %.0f ms after %s (bound %d ms)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
-				float64(rec.AtNs-end)/1e6, fr.RefNote, fr.BoundMs)
-		}
+		j.timed(fr, id, rec, end, lastBefore, deadline, check, "%s: a new seq (%d, by %s@%d)%s only %.0f ms after %s (bound %d ms%s)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch, where,
+			float64(rec.AtNs-end)/1e6, fr.RefNote, boundMs, why)
 	}
-	fr.Dark = StatsOf(dark)
+}
+
+// timed samples session id's recovery at rec after fault fr, measured from
+// ref, its dark time from its last delivery before (lastAt); past deadline
+// it is over the bound, a violation of check at ref saying how late
+// (format, args).
+func (j *judge) timed(fr *FaultResult, id string, rec *Delivery, ref, lastAt, deadline int64, check, format string, args ...any) {
+	fr.samples = append(fr.samples, max(0, float64(rec.AtNs-ref)/1e6))
+	fr.dark = append(fr.dark, float64(rec.AtNs-lastAt)/1e6)
+	if rec.AtNs > deadline {
+		fr.OverBound++
+		j.violate(check, id, ref, format, args...)
+	}
 }
 
 // gracefulKind says whether a fault kind is a SIGTERM: its worker drains.

@@ -6,6 +6,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -74,7 +75,7 @@ func (j *judge) checkConnections() {
 				j.violate(CheckOneConn, id, curStart, "%d connections open at once for %.1f ms: %s", cur.Max, cur.DurMs, strings.Join(cur.Conns, ", "))
 				cur = nil
 			}
-			for _, t := range sortedKeys(per) {
+			for _, t := range slices.Sorted(maps.Keys(per)) {
 				if cs := per[t]; len(cs) > 1 {
 					to := planned[t]
 					if to == nil {
@@ -87,7 +88,7 @@ func (j *judge) checkConnections() {
 					}
 				}
 			}
-			for _, t := range sortedKeys(planned) {
+			for _, t := range slices.Sorted(maps.Keys(planned)) {
 				if len(per[t]) < 2 {
 					j.plannedOverlap(v, t, planned[t], e.t)
 					delete(planned, t)
@@ -115,7 +116,7 @@ type tenureOverlap struct {
 // lists those of each non-empty tenure.
 func (v *sessionView) tenureGroups(open map[int]bool) (groups int, per map[string][]int) {
 	per = map[string][]int{}
-	for _, c := range sortedInts(open) {
+	for _, c := range slices.Sorted(maps.Keys(open)) {
 		if v.conns[c].Standby {
 			continue // a standby's connection, admitted as such by the feed: no owner
 		}
@@ -135,7 +136,7 @@ func (v *sessionView) tenureGroups(open map[int]bool) (groups int, per map[strin
 // connNames names the connections cs of v for a violation or an overlap.
 func (v *sessionView) connNames(cs map[int]bool) []string {
 	var out []string
-	for _, c := range sortedInts(cs) {
+	for _, c := range slices.Sorted(maps.Keys(cs)) {
 		cr := v.conns[c]
 		owner := v.connOwner(cr)
 		if cr.Tenure != "" {
@@ -200,15 +201,6 @@ func orOpen(reason string) string {
 		return "still open"
 	}
 	return reason
-}
-
-func sortedInts(m map[int]bool) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
 }
 
 // faultCause is what ended a tenure: the injected event nearest its last

@@ -7,6 +7,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -62,7 +63,7 @@ func (j *judge) checkPoison() {
 	for _, sp := range spans {
 		bySession[sp.Session] = append(bySession[sp.Session], sp)
 	}
-	for _, id := range sortedKeys(bySession) {
+	for _, id := range slices.Sorted(maps.Keys(bySession)) {
 		v := j.sess[id]
 		if v == nil || v.nonReplay() {
 			continue // never picked (poisonStep): its envelope seqs are not the feed's
@@ -195,7 +196,7 @@ func (j *judge) poisonCopies() {
 			}
 		}
 	}
-	for _, id := range sortedKeys(over) {
+	for _, id := range slices.Sorted(maps.Keys(over)) {
 		ks := over[id]
 		sort.Slice(ks, func(a, b int) bool {
 			return copies[ks[a]] > copies[ks[b]] || (copies[ks[a]] == copies[ks[b]] && ks[a].Seq < ks[b].Seq)

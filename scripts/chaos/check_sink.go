@@ -5,7 +5,10 @@
 package chaos
 
 import (
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -44,7 +47,7 @@ func (j *judge) checkDestination() {
 			bad[k.Session] = append(bad[k.Session], k.Seq)
 		}
 	}
-	for _, id := range sortedKeys(bad) {
+	for _, id := range slices.Sorted(maps.Keys(bad)) {
 		j.violate(CheckNoLoss, id, j.t0, "the worker logged %d message(s) as skipped after a permanent refusal that the sink never refused permanently, e.g. seq %v: a message lost, not skipped", len(bad[id]), bad[id][:min(len(bad[id]), 8)])
 	}
 	for w, n := range unknown {
@@ -132,10 +135,10 @@ func (j *judge) checkTrust() {
 			a.epochs[d.Epoch] = true
 		}
 		j.res.TrustLateMs = append(j.res.TrustLateMs, max(float64(latest)/1e6, 0)) // 0: nothing after the freeze
-		for _, id := range sortedKeys(late) {
+		for _, id := range slices.Sorted(maps.Keys(late)) {
 			a := late[id]
 			j.violate(CheckTrust, id, a.first, "%s (#%d): %d record(s) of %s (epochs %v) reached the destination %.0f–%.0f ms after its DynamoDB path was frozen, past its trust deadline + the request timeout (bound %d ms)",
-				w.kind, w.fault, a.n, a.worker, sortedEpochs(a.epochs), float64(a.first-w.from)/1e6, float64(a.latest-w.from)/1e6, b.TrustDeadlineMs)
+				w.kind, w.fault, a.n, a.worker, slices.Sorted(maps.Keys(a.epochs)), float64(a.first-w.from)/1e6, float64(a.latest-w.from)/1e6, b.TrustDeadlineMs)
 		}
 	}
 }
@@ -205,7 +208,6 @@ func (j *judge) checkPrefix() {
 // delivers a seq it had not delivered by the end, within the bound after
 // the end.
 func (j *judge) sinkFault(fr *FaultResult) {
-	end := fr.End.UnixNano()
 	// After refusals, each of a session's records refused permanently that
 	// no delivery had passed by the end is still sent at its remaining
 	// attempts, one after another (its later entries wait behind it): the
@@ -218,34 +220,15 @@ func (j *judge) sinkFault(fr *FaultResult) {
 		}
 	}
 	perRecord := int64(sinkPermanentAttempts-1) * sinkRetryMax.Milliseconds()
-	var dark []float64
-	for _, id := range j.ids {
-		v := j.sess[id]
-		if v.liveAt(fr.Start) == nil {
-			continue
-		}
-		fr.Affected++
-		rec, maxBefore, lastBefore := v.firstNewSeqAfter(end)
+	j.newSeqAfter(fr, CheckSinkRecovery, " at the destination", "no new seq at the destination after the fault was lifted", func(id string, maxBefore int64) (int64, string) {
 		extra := int64(0)
 		for _, q := range pending[id] {
 			if q > maxBefore {
 				extra++
 			}
 		}
-		boundMs := fr.BoundMs + max(extra-1, 0)*perRecord
-		deadline := end + boundMs*int64(time.Millisecond)
-		if !j.recovered(fr, v, id, rec, deadline, CheckSinkRecovery, end, "%s: no new seq at the destination after the fault was lifted", fr.Kind) {
-			continue
-		}
-		fr.samples = append(fr.samples, float64(rec.AtNs-end)/1e6)
-		dark = append(dark, float64(rec.AtNs-lastBefore)/1e6)
-		if rec.AtNs > deadline {
-			fr.OverBound++
-			j.violate(CheckSinkRecovery, id, end, "%s: a new seq (%d, by %s@%d) at the destination only %.0f ms after %s (bound %d ms; %d record(s) refused permanently still pending)", fr.Kind, rec.Seq, rec.Worker, rec.Epoch,
-				float64(rec.AtNs-end)/1e6, fr.RefNote, boundMs, extra)
-		}
-	}
-	fr.Dark = StatsOf(dark)
+		return max(extra-1, 0) * perRecord, fmt.Sprintf("; %d record(s) refused permanently still pending", extra)
+	})
 }
 
 // deadExits: a worker declared dead during a fault that froze every

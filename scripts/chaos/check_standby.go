@@ -9,6 +9,8 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -142,7 +144,7 @@ func (j *judge) checkStandby() {
 			perStart[n] = append(perStart[n], f)
 		}
 		ss.Delivered = int64(len(first))
-		for _, n := range sortedIntKeys(perStart) {
+		for _, n := range slices.Sorted(maps.Keys(perStart)) {
 			seqs := perStart[n]
 			sort.Slice(seqs, func(a, b int) bool { return seqs[a] < seqs[b] })
 			for i := 1; i < len(seqs); i++ {
@@ -282,13 +284,4 @@ func (j *judge) checkOneDeliverer() {
 			by[t.epoch] = t
 		}
 	}
-}
-
-func sortedIntKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
 }

@@ -77,7 +77,7 @@ func (j *judge) summarize() {
 	j.plannedFigures()
 	for i := range j.res.Faults {
 		fr := &j.res.Faults[i]
-		fr.Recovery = StatsOf(fr.samples)
+		fr.Recovery, fr.Dark = StatsOf(fr.samples), StatsOf(fr.dark)
 	}
 	for _, k := range j.res.Plan.kinds() {
 		kr := KindResult{Kind: k}

@@ -4,6 +4,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -540,5 +541,39 @@ func TestStatsOf(t *testing.T) {
 	}
 	if (StatsOf(nil) != Stats{}) {
 		t.Fatal("empty stats")
+	}
+}
+
+// A DynamoDB storm: every session delivering when it began must deliver a
+// new seq within the bound after it was lifted (recovery-outage).
+func TestStormRecovery(t *testing.T) {
+	storm := func() *scenario {
+		s := newScenario()
+		s.set.Bounds.StormMs = 1000
+		s.ev.Faults = append(s.ev.Faults, Fault{N: 2, Kind: KindThrottle, Start: at(20), End: at(22)})
+		return s
+	}
+	res := storm().judge()
+	if vs := violationsOf(res, CheckOutage); len(vs) != 0 {
+		t.Fatalf("clean storm: %+v", vs)
+	}
+	if k := res.Faults[1]; k.Affected != 2 || k.Recovered != 2 || k.Recovery.N != 2 || k.Dark.N != 2 {
+		t.Fatalf("clean storm: %+v", k)
+	}
+	// b's first new seq 2 s after the storm lifted: over the bound.
+	s := storm()
+	s.ev.Deliveries = slices.DeleteFunc(s.ev.Deliveries, func(d Delivery) bool {
+		return d.Session == "b" && d.AtNs > at(22).UnixNano() && d.AtNs < at(24).UnixNano()
+	})
+	vs := violationsOf(s.judge(), CheckOutage)
+	if len(vs) != 1 || vs[0].Session != "b" || !strings.Contains(vs[0].Detail, "dynamodb-throttle: a new seq (116, by worker-2@1) only 2000 ms after the storm lifted (bound 1000 ms)") {
+		t.Fatalf("late: %+v", vs)
+	}
+	// b delivers nothing after it: never recovered.
+	s = storm()
+	s.ev.Deliveries = removeAfter(s.ev.Deliveries, "b", at(22))
+	vs = violationsOf(s.judge(), CheckOutage)
+	if len(vs) != 1 || vs[0].Detail != "dynamodb-throttle: no new seq delivered after the storm was lifted" {
+		t.Fatalf("never: %+v", vs)
 	}
 }

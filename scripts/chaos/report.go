@@ -6,8 +6,10 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -328,7 +330,7 @@ func standbyText(sb StandbyResult) string {
 // plannedText is the planned reconnects' figures in a sentence.
 func plannedText(pl PlannedResult) string {
 	var causes []string
-	for _, c := range sortedKeys(pl.ByCause) {
+	for _, c := range slices.Sorted(maps.Keys(pl.ByCause)) {
 		causes = append(causes, fmt.Sprintf("%d on %s", pl.ByCause[c], c))
 	}
 	by := ""

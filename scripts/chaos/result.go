@@ -75,7 +75,9 @@ type FaultResult struct {
 	// Repeats are the raw repeats across the ownership changes it caused.
 	Repeats int64 `json:"repeats"`
 
-	samples []float64
+	// samples are the recoveries' delays (Recovery), dark the sessions'
+	// gaps (Dark), in ms.
+	samples, dark []float64
 }
 
 // KindResult aggregates the faults of one kind.

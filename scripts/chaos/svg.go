@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,7 +100,7 @@ func WriteSVG(w io.Writer, res Result, ev Evidence) {
 			firstAt[d.Session] = d.AtNs
 		}
 	}
-	ids := sortedKeys(firstAt)
+	ids := slices.Sorted(maps.Keys(firstAt))
 	sort.SliceStable(ids, func(a, b int) bool { return firstAt[ids[a]] < firstAt[ids[b]] })
 
 	const (

@@ -76,22 +76,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg.Log = zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}).With().Timestamp().Logger()
 	rep, err := bench.Run(ctx, cfg)
 	if rep != nil {
-		for _, g := range bench.Goals(rep) {
-			met := "met"
-			if !g.Met {
-				met = "MISSED " + g.Miss
-			}
-			fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", g.Figure, g.Measured, g.Goal, met)
-		}
+		printGoals(stderr, "", bench.Goals(rep))
 		if m := rep.OnModel; m != nil {
-			for _, g := range bench.Goals(m.Report(rep.Mode)) {
-				met := "met"
-				if !g.Met {
-					met = "MISSED " + g.Miss
-				}
-				fmt.Fprintf(stderr, "%-75s %-14s goal %-14s %s\n", "[model "+m.Profile+"] "+g.Figure, g.Measured, g.Goal, met)
-			}
+			printGoals(stderr, "[model "+m.Profile+"] ", bench.Goals(m.Report(rep.Mode)))
 		}
 	}
 	return err
+}
+
+// printGoals writes one line per goal, its figure prefixed.
+func printGoals(w io.Writer, prefix string, gs []bench.Goal) {
+	for _, g := range gs {
+		met := "met"
+		if !g.Met {
+			met = "MISSED " + g.Miss
+		}
+		fmt.Fprintf(w, "%-75s %-14s goal %-14s %s\n", prefix+g.Figure, g.Measured, g.Goal, met)
+	}
 }
