@@ -88,21 +88,8 @@ func TestCrashBeforeTheFirstCheckpointLosesNothing(t *testing.T) {
 		time.Sleep(5 * time.Second) // b delivers for a while
 		for _, id := range ids {
 			ds := rec.get(id)
-			seen := seqSet(ds)
 			first, last := ds[0].seq, maxSeq(ds)
-			var missing []int64
-			for s := first; s <= last; s++ {
-				if !seen[s] {
-					missing = append(missing, s)
-				}
-			}
-			fromB := int64(-1)
-			for _, d := range ds {
-				if d.worker == "fb" {
-					fromB = d.seq
-					break
-				}
-			}
+			missing, fromB := holesAndFirstOf(ds, "fb")
 			if fromB == -1 || len(missing) > 0 {
 				t.Errorf("%s: a delivered %d–%d, b from %d, up to %d: %d seqs never delivered (%v)",
 					id, first, lastByA[id], fromB, last, len(missing), missing)
@@ -161,21 +148,8 @@ func TestFencedBeforeTheFirstCheckpointLosesNothing(t *testing.T) {
 			if len(ds) == 0 || ds[0].worker != "fa" {
 				t.Fatalf("%s: deliveries %v, want a's first", id, ds)
 			}
-			seen := seqSet(ds)
 			first, last := ds[0].seq, maxSeq(ds)
-			var missing []int64
-			for s := first; s <= last; s++ {
-				if !seen[s] {
-					missing = append(missing, s)
-				}
-			}
-			fromB := int64(-1)
-			for _, d := range ds {
-				if d.worker == "fb" {
-					fromB = d.seq
-					break
-				}
-			}
+			missing, fromB := holesAndFirstOf(ds, "fb")
 			if fromB == -1 || len(missing) > 0 {
 				t.Errorf("%s: a delivered from %d (first %d when cut off), b from %d, up to %d: %d seqs never delivered (%v)",
 					id, first, cut.firsts()[id], fromB, last, len(missing), missing)
@@ -237,4 +211,23 @@ func (c *cutAtFirst) firsts() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.first)
+}
+
+// holesAndFirstOf is what ds (one session's deliveries) never delivered
+// between its first and its highest seq, and the first seq worker w
+// delivered (-1: none).
+func holesAndFirstOf(ds []delivery, w string) (missing []int64, fromW int64) {
+	seen := seqSet(ds)
+	for s := ds[0].seq; s <= maxSeq(ds); s++ {
+		if !seen[s] {
+			missing = append(missing, s)
+		}
+	}
+	fromW = -1
+	for _, d := range ds {
+		if d.worker == w {
+			return missing, d.seq
+		}
+	}
+	return missing, fromW
 }
