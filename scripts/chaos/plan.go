@@ -67,7 +67,7 @@ func estimate(s Step, c Config) time.Duration {
 	case KindRolling:
 		return s.Gap + time.Duration(c.Stack.Workers)*3*time.Second
 	case KindDynamoDown:
-		return s.Gap + s.Hold + w.ReconcileEvery + 2*time.Second
+		return s.Gap + s.Hold + w.ReconcileEvery + 2*time.Second + w.CheckpointEvery // + checkpointsCatchUp
 	case KindSQSDown:
 		return s.Gap + s.Hold + 2*time.Second
 	case KindRefuse:

@@ -125,5 +125,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Clock:  deps.Clock,
 		Rand:   deps.Rand.Stream("reconcile"),
 	}
+	if w.consumer != nil {
+		// The fast-path grace only while the work queue answers.
+		w.recon.FastPathDown = func() bool { return w.consumer.Healthy() != nil }
+	}
 	return w, nil
 }

@@ -301,6 +301,12 @@ type Reconciler struct {
 	// Concurrency bounds claims in flight (default 8); the Claimer's rate
 	// limit applies on top.
 	Concurrency int
+	// FastPathDown, when set and true, says the work queue's fast path is
+	// not bringing start notifications (its last receive failed): a pass
+	// then tries the sessions its listing shows unowned for the first time
+	// at once instead of leaving them to the notification for
+	// lease.Config.UnownedGrace (Candidate.Fresh).
+	FastPathDown func() bool
 	// OnOrphans is told how many candidates a pass found.
 	OnOrphans func(n int)
 	// OnPass runs at the start of every pass (the worker's audit of the
@@ -377,6 +383,13 @@ func (r *Reconciler) pass(ctx context.Context) {
 	}
 	if r.OnOrphans != nil {
 		r.OnOrphans(len(cands))
+	}
+	if r.FastPathDown != nil && r.FastPathDown() {
+		// No start notification is on its way: nothing to leave the
+		// fresh sessions to.
+		for i := range cands {
+			cands[i].Fresh = false
+		}
 	}
 	cands = slices.DeleteFunc(cands, func(c lease.Candidate) bool { return !r.Lister.MayClaim(c) })
 	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
