@@ -6,6 +6,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors. Stores return them (wrapped) after classifying a failed condition;
@@ -82,6 +83,12 @@ func (e *ReservedError) Error() string { return fmt.Sprintf("%s: reserved for %s
 
 // Unwrap makes errors.Is(err, ErrHeld) true: someone else is to take it.
 func (e *ReservedError) Unwrap() error { return ErrHeld }
+
+// LapsesIn is how long the reservation still holds at now, a reservation
+// holding for bound (Config.HandoffBound); 0 once it lapsed.
+func (e *ReservedError) LapsesIn(now time.Time, bound time.Duration) time.Duration {
+	return max(time.UnixMilli(e.AtMs).Add(bound).Sub(now), 0)
+}
 
 // HeldError is ErrHeld with the current tenure, so that an acquirer that
 // finds the owner not alive may take the session from it.

@@ -67,7 +67,7 @@ func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, 
 			cur := held.Current
 			from.Prev = &cur
 		case errors.As(err, &reserved) && from.Bypass == "" &&
-			(k.clk.Now().UnixMilli()-reserved.AtMs >= k.cfg.HandoffBound.Milliseconds() || k.notTaking(ctx, reserved.To)):
+			(reserved.LapsesIn(k.clk.Now(), k.cfg.HandoffBound) == 0 || k.notTaking(ctx, reserved.To)):
 			from.Bypass = reserved.To
 		case errors.As(err, &standby) && from.StandbyGone == "" && k.notAlive(ctx, standby.Standby.Worker):
 			from.StandbyGone = standby.Standby.Worker

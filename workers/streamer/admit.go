@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -95,8 +94,8 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given 
 		// queue hands a start notification back until it lapses (its
 		// receiver may never have been told: the hand-off fell back to the
 		// notification).
-		lapse := time.UnixMilli(reserved.AtMs).Add(w.keeper.Config().HandoffBound)
-		return claim.Reserved, &claim.ReservedUntil{After: max(lapse.Sub(w.deps.Clock.Now()), 0), Err: err}
+		after := reserved.LapsesIn(w.deps.Clock.Now(), w.keeper.Config().HandoffBound)
+		return claim.Reserved, &claim.ReservedUntil{After: after, Err: err}
 	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrLeaseLost):
 		return claim.HeldElsewhere, nil
 	case errors.Is(err, lease.ErrStopped), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrFailed):

@@ -431,15 +431,15 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
 		g.Go(func() error {
 			out, err := r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
 			if timedOut(ctx, out, err) {
-				sleep(ctx, r.clock(), claimRetryAfter)
-			}
-			if timedOut(ctx, out, err) {
 				// A store request that outlived its deadline (a latency
 				// spike; it may even have applied: the acquire is
 				// conditional, and one that landed is this worker's own
-				// to take again): tried once more at once rather than a
-				// pass later, which is a takeover's dark time.
-				out, err = r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+				// to take again): tried once more in this pass rather
+				// than the next, which is a takeover's dark time.
+				sleep(ctx, r.clock(), claimRetryAfter)
+				if ctx.Err() == nil {
+					out, err = r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+				}
 			}
 			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				r.Log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("reconcile: claim")
