@@ -301,13 +301,14 @@ func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error)
 // index may lag: an entry may be missing (found on a later pass) or stale
 // (a session released or taken since); what the caller does with an entry
 // is a conditional write the table decides, so a stale one costs a write,
-// never safety.
+// never safety. Entries of tenures this Keeper ended itself are dropped
+// (ended.go): they are stale whatever the index says.
 func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
 	owned, err := k.ownedBy(ctx, k.cfg.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return owned, nil
+	return k.ended.live(owned, k.clk.Now()), nil
 }
 
 // ownedBy lists every session by_owner gives worker w (limit 0: by_owner

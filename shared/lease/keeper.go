@@ -128,8 +128,9 @@ type Keeper struct {
 	// id (standby.go).
 	standbys map[string]standbyEntry
 
-	sum summaryState  // the fleet summary (summarize.go)
-	bs  backstopState // the summarizer's death declarations (backstop.go)
+	sum   summaryState  // the fleet summary (summarize.go)
+	bs    backstopState // the summarizer's death declarations (backstop.go)
+	ended endedTenures  // the tenures it ended, which the audit skips (ended.go)
 }
 
 // trustState is a published copy of the liveness verdict.
@@ -164,6 +165,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 
 		unownedSeen: map[string]sighting{},
 	}
+	k.ended.keep = cfg.IndexLagBound + cfg.listTimeout()
 	if ss, ok := store.(SummaryStore); ok {
 		k.sum.store = ss
 	}

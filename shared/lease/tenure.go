@@ -204,6 +204,7 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	if err := k.store.Release(ctx, h.token, h.LastSeq()); err != nil {
 		return fmt.Errorf("release %s: %w", h.token, err)
 	}
+	k.ended.add(h.token, k.clk.Now())
 	return nil
 }
 
@@ -235,8 +236,14 @@ func (k *Keeper) HandoffGiven(ctx context.Context, g Given, to string) error {
 	if err := k.store.Handoff(ctx, g.Token, g.Seq, to, k.clk.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("hand off %s to %s: %w", g.Token, to, err)
 	}
+	k.ended.add(g.Token, k.clk.Now())
 	return nil
 }
+
+// GivenTaken records that the receiver of a tenure this worker gave (Give)
+// took it: the tenure is over in the table (the receiver's acquire), and an
+// audit listing that still shows it is stale.
+func (k *Keeper) GivenTaken(g Given) { k.ended.add(g.Token, k.clk.Now()) }
 
 // ReleaseToken releases a tenure of this worker that it does not hold in
 // memory (found by an audit: an acquire whose reply was lost).
@@ -249,6 +256,7 @@ func (k *Keeper) ReleaseToken(ctx context.Context, t Token) error {
 	if err := k.store.Release(ctx, t, NoSeq); err != nil {
 		return fmt.Errorf("release %s: %w", t, err)
 	}
+	k.ended.add(t, k.clk.Now())
 	return nil
 }
 
@@ -267,6 +275,7 @@ func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at
 	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
 		return fmt.Errorf("fail %s: %w", h.token, err)
 	}
+	k.ended.add(h.token, k.clk.Now())
 	return nil
 }
 

@@ -79,10 +79,12 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	}
 	if gerr == nil {
 		out.given = true
+		w.keeper.GivenTaken(g)
 	} else if err := w.keeper.HandoffGiven(ctx, g, reserveFor); errors.Is(err, lease.ErrLeaseLost) {
 		// Taken after all: the receiver's acquire landed and its answer
 		// was lost (or came after the call's deadline).
 		out.given = true
+		w.keeper.GivenTaken(g)
 	} else if err != nil {
 		return handoffTimes{}, errors.Join(gerr, err)
 	} else {
