@@ -10,14 +10,18 @@ import (
 
 // endedTenures remembers the tenures this Keeper ended in the table (a
 // release, a hand-off's release, a failure, or a tenure given to a
-// receiver that took it), by session, for as long as a by_owner listing
+// receiver that took it), from the moment the write that ends one is sent
+// (forgotten if it fails), by session, for as long as a by_owner listing
 // may still show them: an audit listing sent before the release landed,
 // or an index lagging behind it. Without it the audit takes such an entry
 // for a tenure the worker holds in the table but not in memory and
 // releases it again: a conditional write refused (1 write unit and the
 // consistent read that explains it) for nothing. In the cost bench's stop
-// of 1,000 sessions that was 8 % of the releases (one audit pass over the
-// burst), the last 0.04 write units of a tenure.
+// of 1,000 sessions that was 8 % of the releases (an audit pass over the
+// burst), the last 0.04 write units of a tenure. The audit drops such
+// entries from its listing, and a release of a tenure the audit found
+// (Keeper.ReleaseToken) that this Keeper is ending or ended writes nothing:
+// the audit's pass acts on its entries one by one while the releases go on.
 //
 // Dropping the entry is safe: only an acquire makes a session anybody's,
 // at a higher epoch, so once this worker's tenure at epoch e ended, no
@@ -47,6 +51,24 @@ func (e *endedTenures) add(t Token, now time.Time) {
 		return
 	}
 	e.at[t.ConnectionID] = endedTenure{epoch: t.Epoch, at: now}
+}
+
+// undo forgets t after the write that was to end it failed (the tenure
+// may still be this worker's in the table: the audit is what finds it).
+func (e *endedTenures) undo(t Token) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur, ok := e.at[t.ConnectionID]; ok && cur.epoch == t.Epoch {
+		delete(e.at, t.ConnectionID)
+	}
+}
+
+// covers reports whether t is a tenure this Keeper ended, or is ending.
+func (e *endedTenures) covers(t Token) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, ok := e.at[t.ConnectionID]
+	return ok && t.Epoch <= cur.epoch
 }
 
 // live returns the entries of owned that are not tenures this Keeper

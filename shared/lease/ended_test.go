@@ -1,7 +1,9 @@
 package lease_test
 
 import (
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,46 @@ func TestAuditForgetsEndedTenuresAfterTheBound(t *testing.T) {
 	}
 	if !lease.StaleOwned(lease.Owned{Token: h.Token()}, h.Token().Epoch) || lease.StaleOwned(lease.Owned{Token: lease.Token{Epoch: h.Token().Epoch + 1}}, h.Token().Epoch) {
 		t.Fatal("StaleOwned: an entry at the ended epoch is stale, a newer one is not")
+	}
+}
+
+// The audit's pass acts on its entries one by one while the worker's
+// releases go on: its release of a tenure the Keeper ended meanwhile
+// writes nothing; of one whose release failed (still the worker's in the
+// table, as far as it knows) it writes.
+func TestReleaseTokenOfAnEndedTenureWritesNothing(t *testing.T) {
+	r := newRig(t, started("ended"), started("failed-release"))
+	a, _ := r.keeper("wa")
+	r.refresh(a)
+	ended, stuck := r.acquire(a, "ended"), r.acquire(a, "failed-release")
+	var releases atomic.Int64
+	refuse := atomic.Bool{}
+	r.store.SetFail(func(op string) (error, bool) {
+		if op != "release" {
+			return nil, false
+		}
+		releases.Add(1)
+		if refuse.Load() {
+			return errors.New("injected: the table did not answer"), false
+		}
+		return nil, false
+	})
+	if err := a.Release(r.ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	if err := a.Release(r.ctx, stuck); err == nil {
+		t.Fatal("the injected failure did not reach the release")
+	}
+	refuse.Store(false)
+	releases.Store(0)
+	if err := a.ReleaseToken(r.ctx, ended.Token()); err != nil || releases.Load() != 0 {
+		t.Fatalf("ReleaseToken of the released tenure: err %v, %d release writes, want none", err, releases.Load())
+	}
+	if err := a.ReleaseToken(r.ctx, stuck.Token()); err != nil || releases.Load() != 1 {
+		t.Fatalf("ReleaseToken of the tenure whose release failed: err %v, %d release writes, want 1", err, releases.Load())
+	}
+	if it, _ := r.store.Get(r.ctx, "failed-release"); it.Owner != "" {
+		t.Fatalf("failed-release still owned by %q", it.Owner)
 	}
 }

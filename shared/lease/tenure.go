@@ -201,10 +201,11 @@ func (k *Keeper) Release(ctx context.Context, h *Held) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
+	k.ended.add(h.token, k.clk.Now())
 	if err := k.store.Release(ctx, h.token, h.LastSeq()); err != nil {
+		k.ended.undo(h.token)
 		return fmt.Errorf("release %s: %w", h.token, err)
 	}
-	k.ended.add(h.token, k.clk.Now())
 	return nil
 }
 
@@ -233,10 +234,11 @@ func (k *Keeper) HandoffGiven(ctx context.Context, g Given, to string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
+	k.ended.add(g.Token, k.clk.Now())
 	if err := k.store.Handoff(ctx, g.Token, g.Seq, to, k.clk.Now().UnixMilli()); err != nil {
+		k.ended.undo(g.Token)
 		return fmt.Errorf("hand off %s to %s: %w", g.Token, to, err)
 	}
-	k.ended.add(g.Token, k.clk.Now())
 	return nil
 }
 
@@ -246,17 +248,22 @@ func (k *Keeper) HandoffGiven(ctx context.Context, g Given, to string) error {
 func (k *Keeper) GivenTaken(g Given) { k.ended.add(g.Token, k.clk.Now()) }
 
 // ReleaseToken releases a tenure of this worker that it does not hold in
-// memory (found by an audit: an acquire whose reply was lost).
+// memory (found by an audit: an acquire whose reply was lost). A tenure
+// this Keeper ended, or is ending, is not written again (ended.go).
 func (k *Keeper) ReleaseToken(ctx context.Context, t Token) error {
 	if err := k.fenced(); err != nil {
 		return fmt.Errorf("release %s: %w", t, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
-	if err := k.store.Release(ctx, t, NoSeq); err != nil {
-		return fmt.Errorf("release %s: %w", t, err)
+	if k.ended.covers(t) {
+		return nil // this Keeper ended it, or its release is in flight
 	}
 	k.ended.add(t, k.clk.Now())
+	if err := k.store.Release(ctx, t, NoSeq); err != nil {
+		k.ended.undo(t)
+		return fmt.Errorf("release %s: %w", t, err)
+	}
 	return nil
 }
 
@@ -272,10 +279,11 @@ func (k *Keeper) Fail(ctx context.Context, h *Held, gen int64, reason string, at
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	defer cancel()
+	k.ended.add(h.token, k.clk.Now())
 	if err := k.store.Fail(ctx, h.token, gen, h.LastSeq(), reason, at.UnixMilli()); err != nil {
+		k.ended.undo(h.token)
 		return fmt.Errorf("fail %s: %w", h.token, err)
 	}
-	k.ended.add(h.token, k.clk.Now())
 	return nil
 }
 
