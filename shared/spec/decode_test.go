@@ -80,6 +80,7 @@ func TestDecodeRefusesWhatCannotRun(t *testing.T) {
 		{`{"ws_url":"wss://x/","headers":{"X-K":"s3cret\u0001"}}`, "(headers)"},
 		{`{"ws_url":"wss://x/","subprotocols":["s3cret proto"]}`, "(subprotocols)"},
 		{`{"ws_url":"wss://x/","follow_redirects":-1}`, "(follow_redirects)"},
+		{`{"ws_url":"wss://x/","connect_timeout_ms":-5}`, "(connect_timeout_ms)"},
 		{`{"ws_url":"wss://x/","checkpoint_every":"s3cret"}`, "(checkpoint_every)"},
 		{`{"ws_url":"wss://x/","idle_timeout":"0s"}`, "(idle_timeout)"},
 		{`{"ws_url":"wss://x/","open_messages":[{}]}`, "(open_messages)"},

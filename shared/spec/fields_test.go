@@ -20,31 +20,35 @@ var redacted = map[string]string{
 }
 
 // fieldCases are, for each start field, a value other than its default
-// (given: everyField is built from them) and a body its check refuses
-// (refused), with a part of the reason (why). A new field is one row here:
+// (given: everyField is built from them), a body its check refuses
+// (refused) with a part of the reason (why), and, for a setting, its
+// bounds (TestEverySettingKeepsItsBounds). A new field is one row here:
 // the tests below fail until it has one.
-var fieldCases = []struct{ field, given, refused, why string }{
-	{"ws_url", `"ws_url":"wss://feed.example/x?token=url-secret"`, `{"ws_url":""}`, "required"},
-	{"headers", `"headers":{"Authorization":"Bearer hdr-secret"}`, `{"ws_url":"wss://x/","headers":{"Host":"h"}}`, "WebSocket handshake"},
-	{"seq_field", `"seq_field":"data.u"`, `{"ws_url":"wss://x/","seq_field":"a..b"}`, "empty segment"},
-	{"resume_query_param", `"resume_query_param":"from"`, `{"ws_url":"wss://x/","resume_query_param":"a b"}`, "must match"},
-	{"subprotocols", `"subprotocols":["v1"]`, `{"ws_url":"wss://x/","subprotocols":["a","a"]}`, "twice"},
-	{"follow_redirects", `"follow_redirects":2`, `{"ws_url":"wss://x/","follow_redirects":6}`, "0..5"},
-	{"checkpoint_every", `"checkpoint_every":"30s"`, `{"ws_url":"wss://x/","checkpoint_every":"500ms"}`, "1s to 10m"},
-	{"connect_timeout_ms", `"connect_timeout_ms":30000`, `{"ws_url":"wss://x/","connect_timeout_ms":0}`, "omit it"},
-	{"seq_path", `"seq_path":"data.u"`, `{"ws_url":"wss://x/","seq_path":"data..u"}`, "empty segment"},
-	{"resume", `"resume":{"query_param":"from","value":"last"}`, `{"ws_url":"wss://x/","resume":{"value":"first"}}`, `"next" or "last"`},
-	{"standby", `"standby":{"enabled":true}`, `{"ws_url":"wss://x/","standby":{}}`, "standby.enabled: is required"},
-	{"seq_mode", `"seq_mode":"field"`, `{"ws_url":"wss://x/","seq_mode":"auto"}`, "field"},
-	{"open_messages", `"open_messages":[{"text":"sub"}]`, `{"ws_url":"wss://x/","open_messages":[{}]}`, "exactly one"},
-	{"app_ping", `"app_ping":{"message":"ping","every":"20s"}`, `{"ws_url":"wss://x/","app_ping":{"message":"","every":"5s"}}`, "message"},
-	{"keepalive_reply", `"keepalive_reply":{"match":{"path":"t","equals":"ka"},"reply":"pong"}`, `{"ws_url":"wss://x/","keepalive_reply":{"match":{"path":"t","equals":"x"}}}`, "reply"},
-	{"idle_timeout", `"idle_timeout":"1m"`, `{"ws_url":"wss://x/","idle_timeout":""}`, "omit it"},
-	{"on_missing_seq", `"on_missing_seq":"deliver"`, `{"ws_url":"wss://x/","on_missing_seq":"keep"}`, "deliver"},
-	{"on_sink_refusal", `"on_sink_refusal":"skip"`, `{"ws_url":"wss://x/","on_sink_refusal":""}`, "omit it"},
-	{"max_connection_age", `"max_connection_age":"1h"`, `{"ws_url":"wss://x/","max_connection_age":""}`, "omit it"},
-	{"reconnect_on", `"reconnect_on":{"match":{"path":"e","equals":"bye"}}`, `{"ws_url":"wss://x/","reconnect_on":{"match":{"path":"e"}}}`, "equals is required"},
-	{"switch_timeout", `"switch_timeout":"45s"`, `{"ws_url":"wss://x/","switch_timeout":"10s"}`, "max_connection_age or reconnect_on"},
+var fieldCases = []struct {
+	field, given, refused, why string
+	bounds                     *bounds
+}{
+	{"ws_url", `"ws_url":"wss://feed.example/x?token=url-secret"`, `{"ws_url":""}`, "required", nil},
+	{"headers", `"headers":{"Authorization":"Bearer hdr-secret"}`, `{"ws_url":"wss://x/","headers":{"Host":"h"}}`, "WebSocket handshake", nil},
+	{"seq_field", `"seq_field":"data.u"`, `{"ws_url":"wss://x/","seq_field":"a..b"}`, "empty segment", nil},
+	{"resume_query_param", `"resume_query_param":"from"`, `{"ws_url":"wss://x/","resume_query_param":"a b"}`, "must match", nil},
+	{"subprotocols", `"subprotocols":["v1"]`, `{"ws_url":"wss://x/","subprotocols":["a","a"]}`, "twice", within("0", "8", zeroIsDefault)},
+	{"follow_redirects", `"follow_redirects":2`, `{"ws_url":"wss://x/","follow_redirects":6}`, "0..5", within("0", "5", zeroIsDefault)},
+	{"checkpoint_every", `"checkpoint_every":"30s"`, `{"ws_url":"wss://x/","checkpoint_every":"500ms"}`, "1s to 10m", within("1s", "10m", zeroRefused)},
+	{"connect_timeout_ms", `"connect_timeout_ms":30000`, `{"ws_url":"wss://x/","connect_timeout_ms":0}`, "omit it", within("1", "300000", zeroRefused)},
+	{"seq_path", `"seq_path":"data.u"`, `{"ws_url":"wss://x/","seq_path":"data..u"}`, "empty segment", nil},
+	{"resume", `"resume":{"query_param":"from","value":"last"}`, `{"ws_url":"wss://x/","resume":{"value":"first"}}`, `"next" or "last"`, nil},
+	{"standby", `"standby":{"enabled":true}`, `{"ws_url":"wss://x/","standby":{}}`, "standby.enabled: is required", nil},
+	{"seq_mode", `"seq_mode":"field"`, `{"ws_url":"wss://x/","seq_mode":"auto"}`, "field", nil},
+	{"open_messages", `"open_messages":[{"text":"sub"}]`, `{"ws_url":"wss://x/","open_messages":[{}]}`, "exactly one", nil},
+	{"app_ping", `"app_ping":{"message":"ping","every":"20s"}`, `{"ws_url":"wss://x/","app_ping":{"message":"","every":"5s"}}`, "message", nil},
+	{"keepalive_reply", `"keepalive_reply":{"match":{"path":"t","equals":"ka"},"reply":"pong"}`, `{"ws_url":"wss://x/","keepalive_reply":{"match":{"path":"t","equals":"x"}}}`, "reply", nil},
+	{"idle_timeout", `"idle_timeout":"1m"`, `{"ws_url":"wss://x/","idle_timeout":""}`, "omit it", nil},
+	{"on_missing_seq", `"on_missing_seq":"deliver"`, `{"ws_url":"wss://x/","on_missing_seq":"keep"}`, "deliver", nil},
+	{"on_sink_refusal", `"on_sink_refusal":"skip"`, `{"ws_url":"wss://x/","on_sink_refusal":""}`, "omit it", nil},
+	{"max_connection_age", `"max_connection_age":"1h"`, `{"ws_url":"wss://x/","max_connection_age":""}`, "omit it", nil},
+	{"reconnect_on", `"reconnect_on":{"match":{"path":"e","equals":"bye"}}`, `{"ws_url":"wss://x/","reconnect_on":{"match":{"path":"e"}}}`, "equals is required", nil},
+	{"switch_timeout", `"switch_timeout":"45s"`, `{"ws_url":"wss://x/","switch_timeout":"10s"}`, "max_connection_age or reconnect_on", nil},
 }
 
 // everyField is a start body that gives every field of Spec a value other

@@ -170,7 +170,7 @@ func (s *Session) follow(nx *successor) {
 	failed := s.end == nil && !nx.dropped
 	if failed {
 		s.failedPlans++
-		s.retryAt = time.Now().Add(s.env.Config.Backoff.Next(s.failedPlans-1, s.rnd))
+		s.retryAt = time.Now().Add(s.reconnectBackoff(nx.p).Next(s.failedPlans-1, s.rnd))
 	}
 	s.Poke() // the next attempt's schedule (Tick)
 	s.mu.Unlock()

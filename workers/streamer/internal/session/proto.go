@@ -56,9 +56,8 @@ type proto struct {
 	planned        bool // a planned reconnect: max_connection_age or reconnect_on
 	noticeDeliver  bool // reconnect_on.deliver
 	open           []source.OpenMessage
-	waits          []*source.Matcher // per open message; nil: no wait_for
-	waitTimeouts   []time.Duration
-	pingMsg        string // app_ping.message (templated)
+	waits          []*source.Matcher // per open message; nil: no wait_for (its timeout: open[i].WaitFor)
+	pingMsg        string            // app_ping.message (templated)
 	pingEvery      time.Duration
 	pong           []byte // app_ping.pong; nil: none
 	keep           *source.Matcher
@@ -106,12 +105,11 @@ func compile(it lease.Item) (*proto, error) {
 		p.openRefs = p.openRefs || m.Text != nil && secretref.Contains(*m.Text)
 		p.refs = p.refs || p.openRefs
 		var w *source.Matcher
-		var d time.Duration
 		if m.WaitFor != nil {
 			cm := m.WaitFor.Compile()
-			w, d = &cm, m.WaitFor.WaitTimeout()
+			w = &cm
 		}
-		p.waits, p.waitTimeouts = append(p.waits, w), append(p.waitTimeouts, d)
+		p.waits = append(p.waits, w)
 	}
 	if a := c.AppPing; a != nil {
 		p.pingMsg, p.pingEvery = a.Message, source.Duration(a.Every)
@@ -185,7 +183,8 @@ func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto, frames []f
 // connection is closed when the timeout passes (a read bounded by a
 // context ends the connection).
 func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.waitTimeouts[i])
+	timeout := p.open[i].WaitFor.WaitTimeout()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	wait := func(n int64) (int64, error) { return s.env.Frames.Acquire(ctx, n, s.ended) }
 	for {
@@ -197,7 +196,7 @@ func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) 
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w: open_messages[%d]: no reply within %v", errOpen, i, p.waitTimeouts[i])
+				return fmt.Errorf("%w: open_messages[%d]: no reply within %v", errOpen, i, timeout)
 			}
 			// describe: the status only, never the source's close reason
 			// (which may echo what it refused). The text becomes last_error.

@@ -100,7 +100,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 		if term := s.check(ctx); term != nil {
 			return nil, nil, nil, true, term
 		}
-		if term := s.connectFailed(ctx, st, err, it.Generation, "dial"); term != nil {
+		if term := s.connectFailed(ctx, st, p, err, it.Generation, "dial"); term != nil {
 			return nil, nil, nil, true, term
 		}
 		return nil, nil, nil, false, nil
@@ -149,24 +149,25 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 		if cause == nil || kick != nil {
 			cause = fmt.Errorf("connection ended before the first message: %s", describe(readErr, kick))
 		}
-		return s.connectFailed(ctx, st, cause, st.gen, "connect")
+		return s.connectFailed(ctx, st, s.proto, cause, st.gen, "connect")
 	}
 	st.failures = 0
 	if time.Since(st.opened) >= s.env.Config.StableAfter {
 		st.attempt = 0
 	}
-	d := s.env.Config.Backoff.Next(st.attempt, s.rnd)
+	d := s.reconnectBackoff(s.proto).Next(st.attempt, s.rnd)
 	st.attempt++
 	s.Logger().Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
 	s.sleep(ctx, d)
 	return nil
 }
 
-// connectFailed counts a failed connect of generation gen (what: "dial"
-// when the handshake failed, "connect" when the connection ended before
-// its first message) and records err: the terminal reason when the session
-// must end (dialFailed), otherwise nil once the backoff has passed.
-func (s *Session) connectFailed(ctx context.Context, st *runState, err error, gen int64, what string) error {
+// connectFailed counts a failed connect of generation gen, compiled as p
+// (what: "dial" when the handshake failed, "connect" when the connection
+// ended before its first message) and records err: the terminal reason
+// when the session must end (dialFailed), otherwise nil once the backoff
+// has passed.
+func (s *Session) connectFailed(ctx context.Context, st *runState, p *proto, err error, gen int64, what string) error {
 	if gen != st.failGen {
 		st.failures, st.failGen = 0, gen // a new configuration gets all its tries
 	}
@@ -174,7 +175,7 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, err error, ge
 	if term := s.dialFailed(ctx, err, gen, st.failures); term != nil {
 		return term
 	}
-	d := s.env.Config.Backoff.Next(st.attempt, s.rnd)
+	d := s.reconnectBackoff(p).Next(st.attempt, s.rnd)
 	ev := s.debug() // a retry's line; the first failure warns
 	if st.attempt == 0 {
 		ev = s.Logger().Warn()

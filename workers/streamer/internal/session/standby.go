@@ -194,8 +194,8 @@ func (sb *Standby) closeLocked(reason error, hard bool) {
 // Run holds the standby until it ends, and returns why: ErrPromoted once a
 // session adopted it, ErrStandbyRefused when the source refuses a second
 // connection, ErrSourceFailed after MaxDialFailures failed dials in a row,
-// Close's reason, or ctx's error. It redials with the worker's backoff
-// after any other drop.
+// Close's reason, or ctx's error. It redials with the session's back-off
+// (reconnectBackoff) after any other drop.
 func (sb *Standby) Run(ctx context.Context) error {
 	defer sb.s.closers.Wait() // the closes it started
 	err := sb.run(ctx)
@@ -242,7 +242,7 @@ func (sb *Standby) run(ctx context.Context) error {
 			if limit := cfg.MaxDialFailures; limit > 0 && failures >= limit {
 				return fmt.Errorf("%w: %d dials failed in a row, the last: %s", ErrSourceFailed, failures, ErrorText(err))
 			}
-			sb.sleep(ctx, cfg.Backoff.Next(attempt, sb.s.rnd))
+			sb.sleep(ctx, sb.s.reconnectBackoff(p).Next(attempt, sb.s.rnd))
 			attempt++
 			continue
 		}
@@ -277,7 +277,7 @@ func (sb *Standby) run(ctx context.Context) error {
 		if time.Since(opened) >= cfg.StableAfter {
 			attempt = 0
 		}
-		d := cfg.Backoff.Next(attempt, sb.s.rnd)
+		d := sb.s.reconnectBackoff(p).Next(attempt, sb.s.rnd)
 		attempt++
 		sb.s.Logger().Info().Str("cause", cause).Dur("retry_in", d).Msg("standby connection ended: redialing")
 		sb.sleep(ctx, d)
