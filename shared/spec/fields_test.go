@@ -36,6 +36,7 @@ var fieldCases = []struct {
 	{"follow_redirects", `"follow_redirects":2`, `{"ws_url":"wss://x/","follow_redirects":6}`, "0..5", within("0", "5", zeroIsDefault)},
 	{"checkpoint_every", `"checkpoint_every":"30s"`, `{"ws_url":"wss://x/","checkpoint_every":"500ms"}`, "1s to 10m", within("1s", "10m", zeroRefused)},
 	{"connect_timeout_ms", `"connect_timeout_ms":30000`, `{"ws_url":"wss://x/","connect_timeout_ms":0}`, "omit it", within("1", "300000", zeroRefused)},
+	{"reconnect_backoff_max_ms", `"reconnect_backoff_max_ms":2000`, `{"ws_url":"wss://x/","reconnect_backoff_max_ms":0}`, "omit it", within("100", "300000", zeroRefused)},
 	{"seq_path", `"seq_path":"data.u"`, `{"ws_url":"wss://x/","seq_path":"data..u"}`, "empty segment", nil},
 	{"resume", `"resume":{"query_param":"from","value":"last"}`, `{"ws_url":"wss://x/","resume":{"value":"first"}}`, `"next" or "last"`, nil},
 	{"standby", `"standby":{"enabled":true}`, `{"ws_url":"wss://x/","standby":{}}`, "standby.enabled: is required", nil},

@@ -37,6 +37,12 @@ type Settings struct {
 	// redirects, from the moment the dial holds its handshake slot; 0: the
 	// worker's WSFLEET_DIAL_TIMEOUT. A body's explicit 0 is refused.
 	ConnectTimeoutMS int64 `json:"connect_timeout_ms,omitempty"`
+	// ReconnectBackoffMaxMS caps the session's reconnect back-off, in
+	// milliseconds (MinReconnectBackoff..MaxReconnectBackoff): the longest
+	// wait before a redial (the step doubles from the worker's
+	// WSFLEET_RECONNECT_MIN up to it, each wait drawn from [step/2, step]);
+	// 0: the worker's WSFLEET_RECONNECT_MAX. A body's explicit 0 is refused.
+	ReconnectBackoffMaxMS int64 `json:"reconnect_backoff_max_ms,omitempty"`
 }
 
 // Limits of the settings.
@@ -49,6 +55,12 @@ const (
 	// connect_timeout_ms and the worker's WSFLEET_DIAL_TIMEOUT (the worker's
 	// HTTP client holds its own timeouts at it, as ceilings).
 	MaxDialTimeout = 5 * time.Minute
+	// MinReconnectBackoff and MaxReconnectBackoff bound a session's
+	// reconnect_backoff_max_ms: at least the worker's default first step
+	// (WSFLEET_RECONNECT_MIN), so no wait is below half of it; at most 10
+	// times the worker's default cap (WSFLEET_RECONNECT_MAX, 30 s).
+	MinReconnectBackoff = 100 * time.Millisecond
+	MaxReconnectBackoff = 5 * time.Minute
 )
 
 // subprotocolPattern is an RFC 6455 subprotocol: an HTTP token (RFC 7230
@@ -82,6 +94,12 @@ func (s *Settings) check(given Keys) *source.FieldError {
 			return bad("connect_timeout_ms", "connect_timeout_ms must be 1..%d (milliseconds); omit it for the worker's dial timeout", MaxDialTimeout.Milliseconds())
 		}
 	}
+	if given.has("reconnect_backoff_max_ms", s.ReconnectBackoffMaxMS != 0) {
+		if n := s.ReconnectBackoffMaxMS; n < MinReconnectBackoff.Milliseconds() || n > MaxReconnectBackoff.Milliseconds() {
+			return bad("reconnect_backoff_max_ms", "reconnect_backoff_max_ms must be %d..%d (milliseconds); omit it for the worker's reconnect back-off",
+				MinReconnectBackoff.Milliseconds(), MaxReconnectBackoff.Milliseconds())
+		}
+	}
 	return nil
 }
 
@@ -109,6 +127,9 @@ func (s *Settings) runnable() *source.FieldError {
 	}
 	if s.ConnectTimeoutMS < 0 {
 		return bad("connect_timeout_ms", "connect_timeout_ms is negative")
+	}
+	if s.ReconnectBackoffMaxMS < 0 {
+		return bad("reconnect_backoff_max_ms", "reconnect_backoff_max_ms is negative")
 	}
 	return nil
 }
@@ -157,4 +178,11 @@ func (s Settings) CheckpointInterval() time.Duration {
 // refused.
 func (s Settings) ConnectTimeout() time.Duration {
 	return time.Duration(min(s.ConnectTimeoutMS, MaxDialTimeout.Milliseconds())) * time.Millisecond
+}
+
+// ReconnectBackoffMax is the cap of the session's reconnect back-off (0:
+// the worker's), at most MaxReconnectBackoff: a value stored under a
+// looser limit is capped, not refused.
+func (s Settings) ReconnectBackoffMax() time.Duration {
+	return time.Duration(min(s.ReconnectBackoffMaxMS, MaxReconnectBackoff.Milliseconds())) * time.Millisecond
 }
