@@ -125,11 +125,21 @@ type judge struct {
 	// plannedDark is, per planned switch, the gap in the session's
 	// deliveries across it (PlannedResult.Dark).
 	plannedDark []float64
+	// pass is the pass running (nil outside them).
+	pass *pass
 }
 
 func (j *judge) sec(ns int64) float64 { return float64(ns-j.t0) / 1e9 }
 
+// violate files a violation of check, one the running pass declares.
 func (j *judge) violate(check, session string, atNs int64, format string, args ...any) {
+	if declaredOnly && (j.pass == nil || !slices.Contains(j.pass.checks, check)) {
+		name := "(none)"
+		if j.pass != nil {
+			name = j.pass.name
+		}
+		panic(fmt.Sprintf("chaos: pass %s filed a violation of %q, a check it does not declare", name, check))
+	}
 	j.res.Violations = append(j.res.Violations, Violation{Check: check, Session: session, T: j.sec(atNs), Detail: fmt.Sprintf(format, args...)})
 }
 
@@ -163,19 +173,11 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 		}
 	}
 	j.pressure()
-	j.checkDeliveries()
-	j.checkConnections() // after the tenures are known (a planned overlap's owner of record)
-	j.checkTransitions()
-	j.checkStandby()
-	j.checkOneDeliverer()
-	j.checkFaults()
-	j.checkPoison() // after the faults' recoveries (a stuck session is named once)
-	j.checkStarts()
-	j.checkStops()
-	j.checkTable()
-	j.checkSinks()
-	j.checkTrust()
-	j.checkPrefix()
+	for i := range passes {
+		j.pass = &passes[i]
+		j.pass.run(j)
+	}
+	j.pass = nil
 	j.summarize()
 	return j.res
 }
