@@ -1,5 +1,22 @@
 // The judge: Analyze, the check names and rules, and the judge's index of
 // the evidence per session (tenures, the session view and its queries).
+//
+// Analyze indexes the evidence, runs the judge's passes (check_passes.go)
+// in their order, then sums up (check_summary.go). A pass is one walk over
+// the indexed evidence, in its own file (check_<pass>.go), filing
+// violations under the checks it declares; a check several passes judge is
+// in sharedChecks. Adding a check:
+//   - its Check* constant here and its entry in checkRules (the rule as the
+//     report states it, at its place in the report's order);
+//   - the pass that judges it declares it in passes, or a new pass: its
+//     file, its entry in passes with the passes whose results it reads
+//     (after) and placed after them;
+//   - its figures (check_summary.go's figures), its row in docs/chaos.md's
+//     check table, and a test planting its violation (the tests run every
+//     pass under declaredOnly: a violation of a check its pass does not
+//     declare panics);
+//   - TestEveryCheckHasItsRuleAndItsPasses and
+//     TestPassesRunAfterWhatTheyRead hold the registry to the constants.
 
 package chaos
 
@@ -35,7 +52,8 @@ const (
 	CheckTrust        = "trust-deadline"    // nothing of a tenure reaches the destination after its trust deadline + the request timeout
 	CheckPrefix       = "checkpoint-prefix" // no checkpoint or release_seq past a seq missing at the destination
 	CheckSinkRecovery = "recovery-sink"     // a sink fault lifted: every session it hit delivers new seqs within the bound
-	// Sessions whose source cannot replay (check_standby.go):
+	// Sessions whose source cannot replay (check_standby.go), and every
+	// session's epochs (check_onedeliverer.go):
 	CheckStandbyNoLoss  = "standby-no-loss" // nothing lost at an owner's death that a standby connection was sent
 	CheckStandbyRepeats = "standby-repeats" // a standby session's takeovers repeat feed seqs within the replay bound
 	CheckOneDeliverer   = "one-deliverer"   // one worker per lease epoch of a session
