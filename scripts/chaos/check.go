@@ -3,9 +3,11 @@
 //
 // Analyze indexes the evidence, runs the judge's passes (check_passes.go)
 // in their order, then sums up (check_summary.go). A pass is one walk over
-// the indexed evidence, in its own file (check_<pass>.go), filing
-// violations under the checks it declares; a check several passes judge is
-// in sharedChecks. Adding a check:
+// the indexed evidence, in a check_*.go file of its own (the starts and
+// stops share check_actions.go; the faults pass's measures are by fault
+// family in check_faults_*.go), filing violations under the checks it
+// declares; a check several passes judge is in sharedChecks. Adding a
+// check:
 //   - its Check* constant here and its entry in checkRules (the rule as the
 //     report states it, at its place in the report's order);
 //   - the pass that judges it declares it in passes, or a new pass: its
@@ -15,8 +17,9 @@
 //     check table, and a test planting its violation (the tests run every
 //     pass under declaredOnly: a violation of a check its pass does not
 //     declare panics);
-//   - TestEveryCheckHasItsRuleAndItsPasses and
-//     TestPassesRunAfterWhatTheyRead hold the registry to the constants.
+//   - TestEveryCheckHasItsRuleAndItsPasses, TestPassesRunAfterWhatTheyRead
+//     and TestDocsTableEveryCheck hold the registry and the docs to the
+//     constants.
 
 package chaos
 

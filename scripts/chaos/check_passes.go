@@ -4,8 +4,8 @@
 
 package chaos
 
-// pass is one of the judge's passes. Its file holds the function named
-// here and the helpers only it uses.
+// pass is one of the judge's passes. Its file (doc.go lists them) holds
+// the function named here and its helpers.
 type pass struct {
 	name string
 	// checks are the checks (Check* names) the pass may file violations
