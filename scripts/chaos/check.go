@@ -1,5 +1,25 @@
 // The judge: Analyze, the check names and rules, and the judge's index of
 // the evidence per session (tenures, the session view and its queries).
+//
+// Analyze indexes the evidence, runs the judge's passes (check_passes.go)
+// in their order, then sums up (check_summary.go). A pass is one walk over
+// the indexed evidence, in a check_*.go file of its own (the starts and
+// stops share check_actions.go; the faults pass's measures are by fault
+// family in check_faults_*.go), filing violations under the checks it
+// declares; a check several passes judge is in sharedChecks. Adding a
+// check:
+//   - its Check* constant here and its entry in checkRules (the rule as the
+//     report states it, at its place in the report's order);
+//   - the pass that judges it declares it in passes, or a new pass: its
+//     file, its entry in passes with the passes whose results it reads
+//     (after) and placed after them;
+//   - its figures (check_summary.go's figures), its row in docs/chaos.md's
+//     check table, and a test planting its violation (the tests run every
+//     pass under declaredOnly: a violation of a check its pass does not
+//     declare panics);
+//   - TestEveryCheckHasItsRuleAndItsPasses, TestPassesRunAfterWhatTheyRead
+//     and TestDocsTableEveryCheck hold the registry and the docs to the
+//     constants.
 
 package chaos
 
@@ -35,7 +55,8 @@ const (
 	CheckTrust        = "trust-deadline"    // nothing of a tenure reaches the destination after its trust deadline + the request timeout
 	CheckPrefix       = "checkpoint-prefix" // no checkpoint or release_seq past a seq missing at the destination
 	CheckSinkRecovery = "recovery-sink"     // a sink fault lifted: every session it hit delivers new seqs within the bound
-	// Sessions whose source cannot replay (check_standby.go):
+	// Sessions whose source cannot replay (check_standby.go), and every
+	// session's epochs (check_onedeliverer.go):
 	CheckStandbyNoLoss  = "standby-no-loss" // nothing lost at an owner's death that a standby connection was sent
 	CheckStandbyRepeats = "standby-repeats" // a standby session's takeovers repeat feed seqs within the replay bound
 	CheckOneDeliverer   = "one-deliverer"   // one worker per lease epoch of a session
@@ -125,11 +146,21 @@ type judge struct {
 	// plannedDark is, per planned switch, the gap in the session's
 	// deliveries across it (PlannedResult.Dark).
 	plannedDark []float64
+	// pass is the pass running (nil outside them).
+	pass *pass
 }
 
 func (j *judge) sec(ns int64) float64 { return float64(ns-j.t0) / 1e9 }
 
+// violate files a violation of check, one the running pass declares.
 func (j *judge) violate(check, session string, atNs int64, format string, args ...any) {
+	if declaredOnly && (j.pass == nil || !slices.Contains(j.pass.checks, check)) {
+		name := "(none)"
+		if j.pass != nil {
+			name = j.pass.name
+		}
+		panic(fmt.Sprintf("chaos: pass %s filed a violation of %q, a check it does not declare", name, check))
+	}
 	j.res.Violations = append(j.res.Violations, Violation{Check: check, Session: session, T: j.sec(atNs), Detail: fmt.Sprintf(format, args...)})
 }
 
@@ -163,19 +194,11 @@ func Analyze(ev Evidence, set Settings, plan Plan) Result {
 		}
 	}
 	j.pressure()
-	j.checkDeliveries()
-	j.checkConnections() // after the tenures are known (a planned overlap's owner of record)
-	j.checkTransitions()
-	j.checkStandby()
-	j.checkOneDeliverer()
-	j.checkFaults()
-	j.checkPoison() // after the faults' recoveries (a stuck session is named once)
-	j.checkStarts()
-	j.checkStops()
-	j.checkTable()
-	j.checkSinks()
-	j.checkTrust()
-	j.checkPrefix()
+	for i := range passes {
+		j.pass = &passes[i]
+		j.pass.run(j)
+	}
+	j.pass = nil
 	j.summarize()
 	return j.res
 }

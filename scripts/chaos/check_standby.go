@@ -2,8 +2,8 @@
 // standby, and the control group without) judged by the feed's own seq in
 // the delivered data: the messages lost at an owner's death while a standby
 // held the stream (standby-no-loss), the repeats across each takeover
-// (standby-repeats), which takeovers were standby promotions; and one
-// worker per lease epoch (one-deliverer).
+// (standby-repeats), which takeovers were standby promotions. One worker
+// per lease epoch, for every session: check_onedeliverer.go.
 
 package chaos
 
@@ -266,22 +266,4 @@ func (v *sessionView) promoted(prev, next *tenure, at int64) bool {
 func (j *judge) replayBounds() map[string]int64 {
 	b := j.set.Bounds
 	return map[string]int64{"crash": b.ReplayCrash, "zombie": b.ReplayCrash, "partition": b.ReplayOutage, "outage": b.ReplayOutage, "storm": b.ReplayStorm}
-}
-
-// checkOneDeliverer holds one worker to each lease epoch of a session:
-// two workers delivering under one epoch are two deliverers no stale-epoch
-// rule sees (fencing judges the deliveries of an epoch older than one that
-// delivered).
-func (j *judge) checkOneDeliverer() {
-	for _, id := range j.ids {
-		v := j.sess[id]
-		by := map[int64]*tenure{}
-		for _, t := range v.tenures {
-			if o := by[t.epoch]; o != nil {
-				j.violate(CheckOneDeliverer, id, t.firstAt, "%s and %s both delivered under lease epoch %d", o.key(), t.key(), t.epoch)
-				continue
-			}
-			by[t.epoch] = t
-		}
-	}
 }

@@ -16,7 +16,12 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain holds every judge pass to the checks it declares (declaredOnly,
+// check_passes.go) and checks for leaked goroutines.
+func TestMain(m *testing.M) {
+	declaredOnly = true
+	goleak.VerifyTestMain(m)
+}
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 

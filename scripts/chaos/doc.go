@@ -46,16 +46,21 @@
 //     destination's records, the workers' skips and releases) and its
 //     faults.
 //   - check.go: Analyze, the check names and rules, the judge's index of
-//     the evidence per session. The checks by family: check_delivery.go
-//     (no-loss, order, stale epochs), check_ownership.go (one connection,
-//     ownership changes and their repeats, the table at the end),
-//     check_faults.go (recovery after each fault, the trust deadline of a
-//     worker cut off), check_actions.go (claims and stops),
-//     check_sink.go (sink integrity, the trust deadline at the
-//     destination, the checkpoint prefix, sink recovery),
-//     check_standby.go (the sessions whose source cannot replay, by the
-//     feed seq in their data: standby-no-loss, standby-repeats; and
-//     one-deliverer);
+//     the evidence per session; how to add a check. check_passes.go: the
+//     judge's passes in run order, each with the checks it judges and the
+//     passes it runs after. A pass per file: check_delivery.go (no-loss,
+//     order, stale epochs), check_connections.go (one connection),
+//     check_transitions.go (the ownership changes, what caused each, their
+//     repeats, the rebalancing moves), check_standby.go (the sessions
+//     whose source cannot replay, by the feed seq in their data:
+//     standby-no-loss, standby-repeats), check_onedeliverer.go,
+//     check_faults.go (recovery after each fault; each family's measure in
+//     check_faults_worker.go, check_faults_dynamo.go,
+//     check_faults_source.go, check_faults_sink.go), check_poison.go (the
+//     poisoned source), check_actions.go (claims and stops),
+//     check_table.go (the table at the end: end-ownership, release),
+//     check_sink.go (sink integrity), check_trust.go (the trust deadline
+//     at the destination), check_prefix.go (the checkpoint prefix);
 //     check_summary.go sums them up into the Result (result.go).
 //   - report.go, svg.go: the Markdown report and the SVG timeline.
 package chaos

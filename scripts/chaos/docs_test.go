@@ -1,4 +1,6 @@
-// The make demo summary pasted in docs/local-stack.md against PrintSummary.
+// The docs against the code: the make demo summary pasted in
+// docs/local-stack.md against PrintSummary; docs/chaos.md's check table
+// against checkRules.
 
 package chaos
 
@@ -154,5 +156,42 @@ func TestDocsShowTheDemoSummary(t *testing.T) {
 	}
 	if docResult != result {
 		t.Errorf("result line %q, PrintSummary prints %q", docResult, result)
+	}
+}
+
+// TestDocsTableEveryCheck: docs/chaos.md's check table ("## The checks")
+// has a row for every check in checkRules (a row may name several), and
+// names no other.
+func TestDocsTableEveryCheck(t *testing.T) {
+	b, err := os.ReadFile("../../docs/chaos.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## The checks\n")
+	if !ok {
+		t.Fatal(`docs/chaos.md has no "## The checks" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]bool{}
+	for _, l := range strings.Split(section, "\n") {
+		cells := strings.Split(l, " | ")
+		if !strings.HasPrefix(l, "| ") || len(cells) < 2 || l == "| check | holds |" {
+			continue
+		}
+		for _, name := range strings.Split(strings.TrimPrefix(cells[0], "| "), ", ") {
+			documented[name] = true
+		}
+	}
+	known := map[string]bool{}
+	for _, c := range checkRules {
+		known[c.name] = true
+		if !documented[c.name] {
+			t.Errorf("docs/chaos.md's check table has no row for %q", c.name)
+		}
+	}
+	for name := range documented {
+		if !known[name] {
+			t.Errorf("docs/chaos.md's check table has a row for %q, no check in checkRules", name)
+		}
 	}
 }
