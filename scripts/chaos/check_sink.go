@@ -70,7 +70,8 @@ func (j *judge) checkDestination() {
 	for _, id := range slices.Sorted(maps.Keys(bad)) {
 		j.violate(CheckNoLoss, id, j.t0, "the worker logged %d message(s) as skipped after a permanent refusal that the sink never refused permanently, e.g. seq %v: a message lost, not skipped", len(bad[id]), bad[id][:min(len(bad[id]), 8)])
 	}
-	for w, n := range unknown {
+	for _, w := range slices.Sorted(maps.Keys(unknown)) { // one order for the report
+		n := unknown[w]
 		sk.Unknown += n
 		j.violate(CheckSink, "", j.t0, "%d record(s) at the destination name worker %q, no incarnation of the run", n, w)
 	}
