@@ -303,12 +303,29 @@ func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error)
 // is a conditional write the table decides, so a stale one costs a write,
 // never safety. Entries of tenures this Keeper ended itself are dropped
 // (ended.go): they are stale whatever the index says.
-func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
-	owned, err := k.ownedBy(ctx, k.cfg.Owner)
+//
+// The listing goes into buf's array when the store can list into one
+// (OwnedByAppender) and it has the room: the caller passes its previous
+// pass's listing back, so that a steady audit allocates no array (the
+// caller owns buf; nothing else of the Keeper keeps it).
+func (k *Keeper) Audit(ctx context.Context, buf []Owned) ([]Owned, error) {
+	owned, err := k.auditListing(ctx, buf[:0])
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		clear(owned)
+		return owned[:0], fmt.Errorf("audit: %w", err)
 	}
 	return k.ended.live(owned, k.clk.Now()), nil
+}
+
+// auditListing is ownedBy(k.cfg.Owner), into dst when the store allows.
+func (k *Keeper) auditListing(ctx context.Context, dst []Owned) ([]Owned, error) {
+	a, ok := k.store.(OwnedByAppender)
+	if !ok {
+		return k.ownedBy(ctx, k.cfg.Owner)
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.listTimeout())
+	defer cancel()
+	return a.AppendOwnedBy(ctx, dst, k.cfg.Owner)
 }
 
 // ownedBy lists every session by_owner gives worker w (limit 0: by_owner
