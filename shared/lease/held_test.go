@@ -44,7 +44,7 @@ func TestCheckpointQueueGivesTheDueTenuresOnce(t *testing.T) {
 		{10 * time.Second, []string{"b"}},
 		{time.Hour, nil}, // each once
 	} {
-		got := ids(k.dueLocked(t0.Add(tc.at)))
+		got := ids(k.dueLocked(nil, t0.Add(tc.at)))
 		if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
 			t.Fatalf("due at +%v: %v, want %v", tc.at, got, tc.want)
 		}
@@ -79,7 +79,7 @@ func TestCheckpointQueueAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		k.queueLocked(h, t0)
 		k.queueLocked(h, t0.Add(time.Millisecond))
-		if due := k.dueLocked(t0.Add(time.Second)); len(due) != 0 {
+		if due := k.dueLocked(nil, t0.Add(time.Second)); len(due) != 0 {
 			t.Fatalf("due: %d tenures not held", len(due))
 		}
 	}); n != 0 {

@@ -110,13 +110,21 @@ func (k *Keeper) acquire(ctx context.Context, id string, from From) (Item, error
 	return k.store.Acquire(ctx, id, k.cfg.Owner, from)
 }
 
-// checkpoint writes seq for h (fenced on the worker's trust).
+// checkpoint writes seq for h (fenced on the worker's trust), within
+// RPCTimeout.
 func (k *Keeper) checkpoint(ctx context.Context, h *Held, seq int64) error {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	return k.checkpointUnder(ctx, h, seq)
+}
+
+// checkpointUnder writes seq for h (fenced on the worker's trust) under
+// ctx's deadline (the caller's: a scan's writes share one,
+// writeCheckpoints).
+func (k *Keeper) checkpointUnder(ctx context.Context, h *Held, seq int64) error {
 	if err := k.fenced(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-	defer cancel()
 	return k.store.Checkpoint(ctx, h.token, seq)
 }
 
