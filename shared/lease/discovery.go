@@ -319,13 +319,9 @@ func (k *Keeper) Audit(ctx context.Context, buf []Owned) ([]Owned, error) {
 
 // auditListing is ownedBy(k.cfg.Owner), into dst when the store allows.
 func (k *Keeper) auditListing(ctx context.Context, dst []Owned) ([]Owned, error) {
-	a, ok := k.store.(OwnedByAppender)
-	if !ok {
-		return k.ownedBy(ctx, k.cfg.Owner)
-	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.listTimeout())
 	defer cancel()
-	return a.AppendOwnedBy(ctx, dst, k.cfg.Owner)
+	return AppendOwnedBy(ctx, k.store, dst, k.cfg.Owner)
 }
 
 // ownedBy lists every session by_owner gives worker w (limit 0: by_owner

@@ -143,6 +143,18 @@ type OwnedByAppender interface {
 	AppendOwnedBy(ctx context.Context, dst []Owned, owner string) ([]Owned, error)
 }
 
+// AppendOwnedBy lists the sessions owner owns (by_owner, all of them) after
+// dst: into dst's array where s can (OwnedByAppender), else through
+// OwnedBy. A store wrapping another implements OwnedByAppender with it, so
+// that its inner store's stays reachable (the worker's healthStore).
+func AppendOwnedBy(ctx context.Context, s SessionStore, dst []Owned, owner string) ([]Owned, error) {
+	if a, ok := s.(OwnedByAppender); ok {
+		return a.AppendOwnedBy(ctx, dst, owner)
+	}
+	owned, err := s.OwnedBy(ctx, owner, 0)
+	return append(dst, owned...), err
+}
+
 // Store is a lease table. Implementations: dynamostore, memstore.
 type Store interface {
 	LivenessStore
