@@ -30,8 +30,7 @@ func (s *Session) Interrupt(reason error) {
 		return
 	}
 	s.end = reason
-	close(s.ended)
-	s.signalLocked()
+	close(s.ended) // ends a back-off's sleep, a stalled Submit, a frame wait
 	if s.dialCancel != nil {
 		s.dialCancel()
 	}
@@ -53,13 +52,6 @@ func (s *Session) reconnect(reason error, conn *websocket.Conn) {
 	}
 	s.kick = reason
 	s.closeLocked(reason)
-}
-
-func (s *Session) signalLocked() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // closeLocked starts closing the current connection for reason.
@@ -136,7 +128,7 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.wake:
+	case <-s.ended:
 	case <-s.held.Done():
 	case <-s.held.Changed():
 	case <-ctx.Done():
