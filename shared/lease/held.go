@@ -92,10 +92,13 @@ type Held struct {
 	firstThrottled int32
 	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
 	// (under the Keeper's mu, not this one): only its latest entry counts.
-	qgen      uint64
-	done      chan struct{}
-	changed   chan struct{}
-	generated int64 // generation of the item last announced on changed
+	qgen uint64
+	done chan struct{}
+	// changed signals a new generation of the item (SetItem) to a waiter
+	// (a session's back-off); made when first asked for (Changed), since
+	// most tenures never have one (a channel is 112 B of every held
+	// session's heap).
+	changed chan struct{}
 }
 
 // heldEnv is what every tenure of one Keeper asks it: one pointer in each
@@ -131,8 +134,6 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, env *heldEnv) *Held
 		nextCkpt:   next,
 		periodic:   periodic,
 		done:       make(chan struct{}),
-		changed:    make(chan struct{}, 1),
-		generated:  it.Generation,
 	}
 }
 
@@ -228,8 +229,23 @@ func (h *Held) Err() error {
 }
 
 // Changed receives a signal when a re-read brings a new generation of the
-// session (new ws_url or headers).
-func (h *Held) Changed() <-chan struct{} { return h.changed }
+// session (new ws_url or headers) after the first call, which makes it; a
+// waiter compares Generation once it has it, for what came before.
+func (h *Held) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == nil {
+		h.changed = make(chan struct{}, 1)
+	}
+	return h.changed
+}
+
+// Generation is the generation of the item installed last.
+func (h *Held) Generation() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.item.Generation
+}
 
 // Observe records that seq was delivered; the next checkpoint writes the
 // highest observed seq.
@@ -279,8 +295,7 @@ func (h *Held) SetItem(it Item) {
 	now := h.env.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if it.Generation != h.generated {
-		h.generated = it.Generation
+	if it.Generation != h.item.Generation {
 		// Asked only of a new generation: the answer follows the spec.
 		periodic := h.env.periodic(it)
 		if periodic && !h.periodic {
@@ -289,9 +304,11 @@ func (h *Held) SetItem(it Item) {
 			h.nextCkpt = now
 		}
 		h.periodic = periodic
-		select {
-		case h.changed <- struct{}{}:
-		default:
+		if h.changed != nil {
+			select {
+			case h.changed <- struct{}{}:
+			default:
+			}
 		}
 	}
 	// The read's checkpoint may lag this tenure's own; keep ours.

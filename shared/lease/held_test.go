@@ -88,10 +88,44 @@ func TestCheckpointQueueAllocatesNothing(t *testing.T) {
 }
 
 // A tenure's Held stays in the 448-byte size class (it was 456 B, 480
-// allocated, its two flags padded to a word): every held session keeps one
-// for its life (docs/worker.md, "Where a session's memory goes").
+// allocated, its two flags padded to a word; 440 B since the generation
+// announced on Changed is its item's): every held session keeps one for
+// its life (docs/worker.md, "Where a session's memory goes").
 func TestHeldSize(t *testing.T) {
 	if n := unsafe.Sizeof(Held{}); n > 448 {
 		t.Fatalf("Held is %d B, want ≤ 448 (the size class it is allocated in)", n)
+	}
+}
+
+// A tenure's Changed is made when first asked for (a session's back-off
+// waits on it; most tenures never do, and a channel is 112 B): a new
+// generation before that only moves Generation, one after it signals.
+func TestChangedMadeWhenWaitedOn(t *testing.T) {
+	env := &heldEnv{trusted: func(time.Time) bool { return true }, until: func() time.Time { return time.Time{} }, now: time.Now}
+	it := Item{ConnectionID: "c", Owner: "w", Epoch: 1, Generation: 1, LastSeq: NoSeq}
+	h := newHeld(it, time.Now(), time.Minute, env)
+	if h.changed != nil {
+		t.Fatal("a new tenure has a Changed channel before anyone asked for it")
+	}
+	it.Generation = 2
+	h.SetItem(it)
+	if h.Generation() != 2 || h.changed != nil {
+		t.Fatalf("after a new generation nobody waited on: generation %d, channel made %v", h.Generation(), h.changed != nil)
+	}
+	c := h.Changed()
+	if h.Changed() != c {
+		t.Fatal("a second Changed channel")
+	}
+	select {
+	case <-c:
+		t.Fatal("signalled a generation from before it was asked for (Generation says)")
+	default:
+	}
+	it.Generation = 3
+	h.SetItem(it)
+	select {
+	case <-c:
+	default:
+		t.Fatal("no signal for a new generation after Changed was asked for")
 	}
 }

@@ -121,16 +121,25 @@ func (s *Session) check(ctx context.Context) error {
 	return nil
 }
 
-// sleep waits d, or less when the session must act (terminal reason, new
-// generation).
-func (s *Session) sleep(ctx context.Context, d time.Duration) {
+// sleep waits d, or less when the session must act (terminal reason, a
+// generation newer than gen, the one it connected or dialed last: at once
+// when the item's already is).
+func (s *Session) sleep(ctx context.Context, d time.Duration, gen int64) {
+	changed := s.held.Changed()
+	select {
+	case <-changed: // a signal from before: the generation says
+	default:
+	}
+	if s.held.Generation() != gen {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-s.ended:
 	case <-s.held.Done():
-	case <-s.held.Changed():
+	case <-changed:
 	case <-ctx.Done():
 	}
 }

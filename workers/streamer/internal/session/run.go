@@ -158,7 +158,7 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 	d := s.reconnectBackoff(s.proto).Next(st.attempt, s.rnd)
 	st.attempt++
 	s.Logger().Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
-	s.sleep(ctx, d)
+	s.sleep(ctx, d, st.gen)
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, p *proto, err
 	}
 	ev.Err(err).Int("attempt", st.attempt+1).Int("failures", st.failures).Dur("retry_in", d).Msg(what)
 	st.attempt++
-	s.sleep(ctx, d)
+	s.sleep(ctx, d, gen)
 	return nil
 }
 

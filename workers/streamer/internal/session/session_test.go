@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -851,15 +850,35 @@ func TestBackoffEndsOnInterruptAndFailuresRecordMadeByTheFirst(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(context.Background()) }()
-	for deadline := time.Now().Add(5 * time.Second); s.LastError().Text == ""; {
-		if time.Now().After(deadline) {
-			t.Fatal("no failed connect recorded within 5 s (the source refuses every dial)")
-		}
-		runtime.Gosched()
-	}
+	testwait.Eventually(t, 5*time.Second, "a failed connect recorded (the source refuses every dial)", func() bool { return s.LastError().Text != "" })
 	// Now in (or about to enter) its hour of back-off.
 	s.Interrupt(ErrStopRequested)
 	if err := wait(t, done, 5*time.Second); !errors.Is(err, ErrStopRequested) {
 		t.Fatalf("Run: %v, want the stop", err)
 	}
+}
+
+// A new generation that comes while the session backs off after a failed
+// dial is dialed at once: the back-off waits on Held.Changed, which its
+// first wait makes (a tenure that never waits has none).
+func TestNewGenerationEndsTheBackoff(t *testing.T) {
+	f := newFeed(t, feed.Config{Rate: 50})
+	cfg := testConfig()
+	cfg.Backoff.Base, cfg.Backoff.Max = time.Hour, time.Hour
+	h := newHarness(t, cfg)
+	h.put("s1", "ws://127.0.0.1:1/feed/s1", nil)
+	s, done := h.start("s1")
+	testwait.Eventually(t, 5*time.Second, "a failed dial (the first URL refuses)", func() bool { return s.LastError().Text != "" })
+	h.store.Update("s1", func(it *lease.Item) {
+		spectest.Edit(t, &it.Spec, func(s *spec.Spec) { s.WSURL = f.URL("s1") })
+		it.Generation = 2
+	})
+	it, err := h.store.Get(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Held().SetItem(it)
+	testwait.Eventually(t, 5*time.Second, "messages from the new generation's URL, not an hour of back-off later", func() bool { return h.rec.count() >= 1 })
+	s.Interrupt(ErrShutdown)
+	_ = wait(t, done, 5*time.Second)
 }

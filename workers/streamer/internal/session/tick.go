@@ -77,21 +77,16 @@ func (s *Session) Tick(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	// A mailbox re-read that brings a new generation signals Changed (buffered): a
-	// lock-free length check, then the comparison. A signal that arrives
-	// while no connection is attached stays pending until one is.
-	if len(s.held.Changed()) > 0 {
-		select {
-		case <-s.held.Changed():
-		default:
-		}
-		if s.held.Item().Generation != s.connGen {
-			s.kick = errGeneration
-			s.closeLocked(errGeneration)
-			s.due.Store(0)
-			s.mu.Unlock()
-			return
-		}
+	// A mailbox re-read that brought a new generation (Held.SetItem): the
+	// connection's is no longer the item's. One that arrives while no
+	// connection is attached is found once one is (a dial reads the item
+	// installed last).
+	if s.held.Generation() != s.connGen {
+		s.kick = errGeneration
+		s.closeLocked(errGeneration)
+		s.due.Store(0)
+		s.mu.Unlock()
+		return
 	}
 	p := s.proto
 	if p.idle > 0 && now.UnixNano()-s.lastRead.Load() > int64(p.idle) {
