@@ -100,6 +100,7 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 		k.unownedSeen[id] = s
 		out = append(out, Candidate{ConnectionID: id, Fresh: fresh, Relisted: !fresh && s.ripe < n})
 	}
+	k.unownedPeak = max(k.unownedPeak, len(k.unownedSeen))
 	if n%unownedKeep == 0 {
 		// Forget the sessions no listing showed for unownedKeep listings
 		// (claimed, or stopped): the map holds at most the orphans of the
@@ -108,6 +109,15 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 			if s.last+unownedKeep < n {
 				delete(k.unownedSeen, id)
 			}
+		}
+		if len(k.unownedSeen) <= k.unownedPeak/2 {
+			// A Go map keeps the room its largest size took: after a claim
+			// wave, that of every session the worker claimed (148 B each
+			// in the capacity bench), for the process's life. A new map
+			// holds what is left (maps.Clone would keep the room too).
+			left := make(map[string]sighting, len(k.unownedSeen))
+			maps.Copy(left, k.unownedSeen)
+			k.unownedSeen, k.unownedPeak = left, len(left)
 		}
 	}
 	return out

@@ -125,6 +125,9 @@ type Keeper struct {
 	// MayClaimUnowned), forgotten unownedKeep listings after the last.
 	listings    uint64
 	unownedSeen map[string]sighting
+	// unownedPeak is the most entries unownedSeen had since it was last
+	// made (sightings makes it again once it holds at most half of them).
+	unownedPeak int
 
 	smu sync.Mutex // guards standbys; a leaf lock
 	// standbys: the standby assignments this worker holds, by connection
