@@ -2,6 +2,7 @@ package lease
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,9 +91,16 @@ type Held struct {
 	// beside the two flags, so that Held fits the 448-byte size class
 	// (TestHeldSize).
 	firstThrottled int32
+	// over is set once the tenure ended (with ended): the per-message
+	// check (RemainingAt) reads it without the lock.
+	over atomic.Bool
 	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
 	// (under the Keeper's mu, not this one): only its latest entry counts.
 	qgen uint64
+	// done is closed when the tenure ends; made when first waited on
+	// (Done: a session's back-off, an anchor waiting for its turn), since
+	// most tenures never are (a channel is 112 B of every held session's
+	// heap).
 	done chan struct{}
 	// changed signals a new generation of the item (SetItem) to a waiter
 	// (a session's back-off); made when first asked for (Changed), since
@@ -133,7 +141,6 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, env *heldEnv) *Held
 		stored:     it.LastSeq,
 		nextCkpt:   next,
 		periodic:   periodic,
-		done:       make(chan struct{}),
 	}
 }
 
@@ -202,12 +209,10 @@ func (h *Held) Remaining() time.Duration { return h.RemainingAt(h.env.now()) }
 // RemainingAt is Remaining at now, a reading of the tenure's clock (Now)
 // the caller already made: a session reads the clock once per message, for
 // the arrival time and this check. Lock-free: the tenure's end is its
-// closed Done, the trust deadline an atomic load.
+// end an atomic flag, the trust deadline an atomic load.
 func (h *Held) RemainingAt(now time.Time) time.Duration {
-	select {
-	case <-h.done:
+	if h.over.Load() {
 		return 0
-	default:
 	}
 	if !h.env.trusted(now) {
 		return 0
@@ -219,7 +224,21 @@ func (h *Held) RemainingAt(now time.Time) time.Duration {
 func (h *Held) Now() time.Time { return h.env.now() }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).
-func (h *Held) Done() <-chan struct{} { return h.done }
+// The first call makes it; Err says whether it ended without one.
+func (h *Held) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		if h.ended != nil {
+			return closedDone
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// closedDone is the Done of a tenure that ended before anyone waited on it.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Err says why the tenure ended; nil while it holds.
 func (h *Held) Err() error {
@@ -284,7 +303,10 @@ func (h *Held) endLocked(err error) bool {
 		return false
 	}
 	h.ended = err
-	close(h.done)
+	h.over.Store(true)
+	if h.done != nil {
+		close(h.done)
+	}
 	return true
 }
 

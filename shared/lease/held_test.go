@@ -129,3 +129,42 @@ func TestChangedMadeWhenWaitedOn(t *testing.T) {
 		t.Fatal("no signal for a new generation after Changed was asked for")
 	}
 }
+
+// A tenure's Done is made when first waited on (a session's back-off, an
+// anchor waiting for a free slot; most tenures never are, and a channel is
+// 112 B): its end shows without it (Err, RemainingAt), a Done made before
+// the end is closed by it, and one asked for after is closed already.
+func TestDoneMadeWhenWaitedOn(t *testing.T) {
+	env := &heldEnv{trusted: func(time.Time) bool { return true }, until: func() time.Time { return time.Now().Add(time.Hour) }, now: time.Now}
+	it := Item{ConnectionID: "c", Owner: "w", Epoch: 1, Generation: 1, LastSeq: NoSeq}
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	a := newHeld(it, time.Now(), time.Minute, env)
+	if a.done != nil || a.RemainingAt(time.Now()) <= 0 {
+		t.Fatalf("a new tenure: Done made %v, remaining %s", a.done != nil, a.RemainingAt(time.Now()))
+	}
+	if !a.end(ErrReleased) || a.done != nil || a.Err() == nil || a.RemainingAt(time.Now()) != 0 {
+		t.Fatalf("ended with nobody waiting: Done made %v, err %v, remaining %s", a.done != nil, a.Err(), a.RemainingAt(time.Now()))
+	}
+	if !closed(a.Done()) {
+		t.Fatal("Done asked for after the end is not closed")
+	}
+	b := newHeld(it, time.Now(), time.Minute, env)
+	c := b.Done()
+	if closed(c) || b.Done() != c {
+		t.Fatal("waited on: closed before the end, or a second channel")
+	}
+	b.end(ErrLeaseLost)
+	if !closed(c) {
+		t.Fatal("Done made before the end not closed by it")
+	}
+	if n := testing.AllocsPerRun(20, func() { _ = newHeld(it, time.Now(), time.Minute, env) }); n > 1 {
+		t.Fatalf("newHeld: %.0f allocations, want 1 (the Held, no channel)", n)
+	}
+}

@@ -164,10 +164,14 @@ func (k *Keeper) Anchor(ctx context.Context, h *Held, seq int64) error {
 		}
 		select {
 		case k.sem <- struct{}{}:
-		case <-h.Done():
-			continue
-		case <-ctx.Done():
-			return fmt.Errorf("anchor %s at %d: %w", h.token, seq, ctx.Err())
+		default: // no free slot: wait for one, or for the end (Done is made then only)
+			select {
+			case k.sem <- struct{}{}:
+			case <-h.Done():
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("anchor %s at %d: %w", h.token, seq, ctx.Err())
+			}
 		}
 		err := k.checkpoint(ctx, h, seq)
 		<-k.sem

@@ -104,15 +104,9 @@ func (s *Session) check(ctx context.Context) error {
 	if err := s.terminal(); err != nil {
 		return err
 	}
-	select {
-	case <-s.held.Done():
-		err := s.held.Err()
-		if err == nil {
-			err = lease.ErrReleased
-		}
+	if err := s.held.Err(); err != nil { // ended (Done is made only by a wait on it)
 		s.Interrupt(err)
 		return s.terminal()
-	default:
 	}
 	if ctx.Err() != nil {
 		s.Interrupt(ErrCrashed)

@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
@@ -58,16 +57,10 @@ func (sc *Schedule) Poked() bool { return sc.pokes.Swap(0) > 0 }
 // when its lease ended, and starts a ping when one is due; then it
 // schedules its next run (Due). It never blocks.
 func (s *Session) Tick(now time.Time) {
-	select {
-	case <-s.held.Done():
-		err := s.held.Err()
-		if err == nil {
-			err = lease.ErrReleased
-		}
+	if err := s.held.Err(); err != nil { // ended (Done is made only by a wait on it)
 		s.Interrupt(err)
 		s.due.Store(now.Add(TickCeiling).UnixNano())
 		return
-	default:
 	}
 	s.mu.Lock()
 	conn := s.conn
