@@ -88,9 +88,10 @@ func TestCheckpointQueueAllocatesNothing(t *testing.T) {
 }
 
 // A tenure's Held stays in the 448-byte size class (it was 456 B, 480
-// allocated, its two flags padded to a word; 440 B since the generation
-// announced on Changed is its item's): every held session keeps one for
-// its life (docs/worker.md, "Where a session's memory goes").
+// allocated, its two flags padded to a word; the atomic end flag where
+// the generation announced on Changed was, its item's being the one):
+// every held session keeps one for its life, and no channel unless waited
+// on (docs/worker.md, "Where a session's memory goes").
 func TestHeldSize(t *testing.T) {
 	if n := unsafe.Sizeof(Held{}); n > 448 {
 		t.Fatalf("Held is %d B, want ≤ 448 (the size class it is allocated in)", n)
