@@ -130,7 +130,7 @@ func (r *runner) readsRun(ctx context.Context, n int) (*ReadsRun, error) {
 					return
 				}
 				passes.Add(1)
-				_, _ = k.Audit(rctx)
+				_, _ = k.Audit(rctx, nil)
 				_, _ = k.Orphans(rctx, 1000)
 			}
 		})

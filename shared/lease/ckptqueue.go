@@ -78,11 +78,10 @@ func (k *Keeper) queue(h *Held, at time.Time) {
 	}
 }
 
-// dueLocked (under k.mu) pops the tenures the scan looks at by now: those
-// still held whose latest entry came up. The caller looks at each and
-// queues it again (a checkpoint started, or not yet due).
-func (k *Keeper) dueLocked(now time.Time) []*Held {
-	var out []*Held
+// dueLocked (under k.mu) appends to out the tenures the scan looks at by
+// now: those still held whose latest entry came up. The caller looks at
+// each and queues it again (a checkpoint started, or not yet due).
+func (k *Keeper) dueLocked(out []*Held, now time.Time) []*Held {
 	for len(k.ckpts) > 0 && !now.Before(k.ckpts[0].at) {
 		e := k.ckpts.pop()
 		if e.gen != e.h.qgen || k.held[e.h.ID()] != e.h {

@@ -100,6 +100,7 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 		k.unownedSeen[id] = s
 		out = append(out, Candidate{ConnectionID: id, Fresh: fresh, Relisted: !fresh && s.ripe < n})
 	}
+	k.unownedPeak = max(k.unownedPeak, len(k.unownedSeen))
 	if n%unownedKeep == 0 {
 		// Forget the sessions no listing showed for unownedKeep listings
 		// (claimed, or stopped): the map holds at most the orphans of the
@@ -108,6 +109,15 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 			if s.last+unownedKeep < n {
 				delete(k.unownedSeen, id)
 			}
+		}
+		if len(k.unownedSeen) <= k.unownedPeak/2 {
+			// A Go map keeps the room its largest size took: after a claim
+			// wave, that of every session the worker claimed (148 B each
+			// in the capacity bench), for the process's life. A new map
+			// holds what is left (maps.Clone would keep the room too).
+			left := make(map[string]sighting, len(k.unownedSeen))
+			maps.Copy(left, k.unownedSeen)
+			k.unownedSeen, k.unownedPeak = left, len(left)
 		}
 	}
 	return out
@@ -303,12 +313,25 @@ func (k *Keeper) TakeoverOf(ctx context.Context, id string) ([]Candidate, error)
 // is a conditional write the table decides, so a stale one costs a write,
 // never safety. Entries of tenures this Keeper ended itself are dropped
 // (ended.go): they are stale whatever the index says.
-func (k *Keeper) Audit(ctx context.Context) ([]Owned, error) {
-	owned, err := k.ownedBy(ctx, k.cfg.Owner)
+//
+// The listing goes into buf's array when the store can list into one
+// (OwnedByAppender) and it has the room: the caller passes its previous
+// pass's listing back, so that a steady audit allocates no array (the
+// caller owns buf; nothing else of the Keeper keeps it).
+func (k *Keeper) Audit(ctx context.Context, buf []Owned) ([]Owned, error) {
+	owned, err := k.auditListing(ctx, buf[:0])
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		clear(owned)
+		return owned[:0], fmt.Errorf("audit: %w", err)
 	}
 	return k.ended.live(owned, k.clk.Now()), nil
+}
+
+// auditListing is ownedBy(k.cfg.Owner), into dst when the store allows.
+func (k *Keeper) auditListing(ctx context.Context, dst []Owned) ([]Owned, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.listTimeout())
+	defer cancel()
+	return AppendOwnedBy(ctx, k.store, dst, k.cfg.Owner)
 }
 
 // ownedBy lists every session by_owner gives worker w (limit 0: by_owner

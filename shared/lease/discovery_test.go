@@ -122,3 +122,34 @@ func TestOrphansReachesAStartedSessionBehindStoppedOnes(t *testing.T) {
 		t.Fatalf("wa's sessions after the pass: %+v %v", owned, err)
 	}
 }
+
+// The audit lists into the array of the listing its caller passes back
+// (the worker's last pass's, Keeper.Audit): a steady audit allocates no
+// array of its own (a by_owner listing is 64 B per held session, every
+// AuditEvery), only its deadline.
+func TestAuditListsIntoItsLastListing(t *testing.T) {
+	var items []lease.Item
+	for i := range 300 {
+		it := started(fmt.Sprintf("s-%03d", i))
+		it.Owner, it.Epoch = "w1", 1
+		items = append(items, it)
+	}
+	r := newRig(t, items...)
+	k, _ := r.keeper("w1")
+	owned, err := k.Audit(r.ctx, nil)
+	if err != nil || len(owned) != len(items) {
+		t.Fatalf("audit: %d entries, %v; want %d", len(owned), err, len(items))
+	}
+	first := &owned[0]
+	allocs := testing.AllocsPerRun(20, func() {
+		if owned, err = k.Audit(r.ctx, owned); err != nil || len(owned) != len(items) {
+			t.Fatalf("audit: %d entries, %v; want %d", len(owned), err, len(items))
+		}
+	})
+	if &owned[0] != first {
+		t.Fatal("the audit listed into an array of its own, not its last listing's")
+	}
+	if allocs > 4 {
+		t.Fatalf("an audit of %d sessions into its last listing: %.0f allocations, want only its deadline's (context.WithTimeout: 4)", len(items), allocs)
+	}
+}

@@ -72,7 +72,8 @@ func (e *endedTenures) covers(t Token) bool {
 }
 
 // live returns the entries of owned that are not tenures this Keeper
-// ended (StaleOwned), and forgets what is older than keep.
+// ended (StaleOwned), filtered in owned's array (the caller's: Audit), and
+// forgets what is older than keep.
 func (e *endedTenures) live(owned []Owned, now time.Time) []Owned {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -81,7 +82,7 @@ func (e *endedTenures) live(owned []Owned, now time.Time) []Owned {
 			delete(e.at, id)
 		}
 	}
-	out := owned[:0:0]
+	out := owned[:0]
 	for _, o := range owned {
 		t, ok := e.at[o.ConnectionID]
 		if ok && StaleOwned(o, t.epoch) {
@@ -89,6 +90,7 @@ func (e *endedTenures) live(owned []Owned, now time.Time) []Owned {
 		}
 		out = append(out, o)
 	}
+	clear(owned[len(out):]) // no reference kept to a dropped entry
 	return out
 }
 

@@ -14,7 +14,7 @@ import (
 // auditIDs is what k's audit lists, by connection id and epoch.
 func (r *rig) auditIDs(k *lease.Keeper) []lease.Token {
 	r.t.Helper()
-	owned, err := k.Audit(r.ctx)
+	owned, err := k.Audit(r.ctx, nil)
 	if err != nil {
 		r.t.Fatalf("audit: %v", err)
 	}

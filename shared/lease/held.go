@@ -2,6 +2,7 @@ package lease
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,12 +91,22 @@ type Held struct {
 	// beside the two flags, so that Held fits the 448-byte size class
 	// (TestHeldSize).
 	firstThrottled int32
+	// over is set once the tenure ended (with ended): the per-message
+	// check (RemainingAt) reads it without the lock.
+	over atomic.Bool
 	// qgen numbers this tenure's pushes on the Keeper's checkpoint queue
 	// (under the Keeper's mu, not this one): only its latest entry counts.
-	qgen      uint64
-	done      chan struct{}
-	changed   chan struct{}
-	generated int64 // generation of the item last announced on changed
+	qgen uint64
+	// done is closed when the tenure ends; made when first waited on
+	// (Done: a session's back-off, an anchor waiting for its turn), since
+	// most tenures never are (a channel is 112 B of every held session's
+	// heap).
+	done chan struct{}
+	// changed signals a new generation of the item (SetItem) to a waiter
+	// (a session's back-off); made when first asked for (Changed), since
+	// most tenures never have one (a channel is 112 B of every held
+	// session's heap).
+	changed chan struct{}
 }
 
 // heldEnv is what every tenure of one Keeper asks it: one pointer in each
@@ -130,9 +141,6 @@ func newHeld(it Item, sentAt time.Time, every time.Duration, env *heldEnv) *Held
 		stored:     it.LastSeq,
 		nextCkpt:   next,
 		periodic:   periodic,
-		done:       make(chan struct{}),
-		changed:    make(chan struct{}, 1),
-		generated:  it.Generation,
 	}
 }
 
@@ -201,12 +209,10 @@ func (h *Held) Remaining() time.Duration { return h.RemainingAt(h.env.now()) }
 // RemainingAt is Remaining at now, a reading of the tenure's clock (Now)
 // the caller already made: a session reads the clock once per message, for
 // the arrival time and this check. Lock-free: the tenure's end is its
-// closed Done, the trust deadline an atomic load.
+// end an atomic flag, the trust deadline an atomic load.
 func (h *Held) RemainingAt(now time.Time) time.Duration {
-	select {
-	case <-h.done:
+	if h.over.Load() {
 		return 0
-	default:
 	}
 	if !h.env.trusted(now) {
 		return 0
@@ -218,7 +224,21 @@ func (h *Held) RemainingAt(now time.Time) time.Duration {
 func (h *Held) Now() time.Time { return h.env.now() }
 
 // Done is closed when the tenure ends (lost, stopped, untrusted, released).
-func (h *Held) Done() <-chan struct{} { return h.done }
+// The first call makes it; Err says whether it ended without one.
+func (h *Held) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		if h.ended != nil {
+			return closedDone
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// closedDone is the Done of a tenure that ended before anyone waited on it.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Err says why the tenure ended; nil while it holds.
 func (h *Held) Err() error {
@@ -228,8 +248,23 @@ func (h *Held) Err() error {
 }
 
 // Changed receives a signal when a re-read brings a new generation of the
-// session (new ws_url or headers).
-func (h *Held) Changed() <-chan struct{} { return h.changed }
+// session (new ws_url or headers) after the first call, which makes it; a
+// waiter compares Generation once it has it, for what came before.
+func (h *Held) Changed() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == nil {
+		h.changed = make(chan struct{}, 1)
+	}
+	return h.changed
+}
+
+// Generation is the generation of the item installed last.
+func (h *Held) Generation() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.item.Generation
+}
 
 // Observe records that seq was delivered; the next checkpoint writes the
 // highest observed seq.
@@ -268,7 +303,10 @@ func (h *Held) endLocked(err error) bool {
 		return false
 	}
 	h.ended = err
-	close(h.done)
+	h.over.Store(true)
+	if h.done != nil {
+		close(h.done)
+	}
 	return true
 }
 
@@ -279,8 +317,7 @@ func (h *Held) SetItem(it Item) {
 	now := h.env.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if it.Generation != h.generated {
-		h.generated = it.Generation
+	if it.Generation != h.item.Generation {
 		// Asked only of a new generation: the answer follows the spec.
 		periodic := h.env.periodic(it)
 		if periodic && !h.periodic {
@@ -289,9 +326,11 @@ func (h *Held) SetItem(it Item) {
 			h.nextCkpt = now
 		}
 		h.periodic = periodic
-		select {
-		case h.changed <- struct{}{}:
-		default:
+		if h.changed != nil {
+			select {
+			case h.changed <- struct{}{}:
+			default:
+			}
 		}
 	}
 	// The read's checkpoint may lag this tenure's own; keep ours.

@@ -100,6 +100,9 @@ type Keeper struct {
 	// ckpts orders the held tenures by when the scan next looks at them
 	// (ckptqueue.go).
 	ckpts ckptQueue
+	// looked is the scan's list of the tenures it looks at (Run's
+	// goroutine only; its array kept from scan to scan).
+	looked []*Held
 
 	tmu sync.Mutex // guards the fields below; a leaf lock
 	// ckptHold is the current yield of checkpoints to a throttling store
@@ -122,6 +125,9 @@ type Keeper struct {
 	// MayClaimUnowned), forgotten unownedKeep listings after the last.
 	listings    uint64
 	unownedSeen map[string]sighting
+	// unownedPeak is the most entries unownedSeen had since it was last
+	// made (sightings makes it again once it holds at most half of them).
+	unownedPeak int
 
 	smu sync.Mutex // guards standbys; a leaf lock
 	// standbys: the standby assignments this worker holds, by connection
@@ -202,11 +208,15 @@ func (k *Keeper) Run(ctx context.Context) error {
 	nextWatch := k.clk.Now().Add(k.cfg.WatchEvery())
 	nextRefresh := k.clk.Now()
 	nextScan := k.clk.Now()
+	// One timer for the loop's life: a clk.After per Tick was a timer and
+	// a channel of garbage 20 times a second.
+	tick := k.clk.NewTimer(k.cfg.Tick)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-k.clk.After(k.cfg.Tick):
+		case <-tick.C():
 		}
 		now := k.clk.Now()
 		if !now.Before(nextHB) {
@@ -228,6 +238,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		if err := k.tick(ctx, scan); err != nil {
 			return err
 		}
+		tick.Reset(k.cfg.Tick) // a Tick after this pass, as an After here was
 	}
 }
 
@@ -260,9 +271,10 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 	}
 	heldUntil := k.checkpointsHeldUntil(now)
 	k.mu.Lock()
-	looked := k.dueLocked(now)
+	k.looked = k.dueLocked(k.looked[:0], now)
 	k.mu.Unlock()
-	for _, h := range looked {
+	batch := make([]ckptWrite, 0, len(k.looked))
+	for _, h := range k.looked {
 		if !heldUntil.IsZero() && h.Checkpointed() != NoSeq {
 			// Periodic checkpoints yield to a throttling store; a session
 			// without one does not (FirstCheckpointRetry).
@@ -278,35 +290,11 @@ func (k *Keeper) tick(ctx context.Context, scan bool) error {
 			k.queue(h, clock.Latest(h.checkpointAt(), now.Add(checkpointScanEvery)))
 			continue
 		}
-		k.wg.Go(func() {
-			select {
-			case k.sem <- struct{}{}:
-			case <-ctx.Done():
-				h.checkpointDone(seq, ctx.Err(), k.clk.Now())
-				return
-			}
-			defer func() { <-k.sem }()
-			err := k.checkpoint(ctx, h, seq)
-			next := k.clk.Now().Add(h.every)
-			switch {
-			case errors.Is(err, ErrThrottled):
-				next = k.checkpointThrottled(k.clk.Now())
-				if n := h.throttledFirst(); n > 0 {
-					next = k.clk.Now().Add(FirstCheckpointRetry(n, k.cfg.RetryEvery))
-				}
-			case err != nil && IsTransient(err):
-				next = k.clk.Now().Add(k.cfg.RetryEvery)
-			case err == nil:
-				k.checkpointSucceeded()
-			}
-			h.checkpointDone(seq, err, next)
-			if err != nil && Definitive(err) && h.end(err) {
-				k.forget(h)
-				k.obs.Ended(h, err)
-				return
-			}
-			k.queue(h, next)
-		})
+		batch = append(batch, ckptWrite{h: h, seq: seq})
+	}
+	clear(k.looked) // no reference kept to a tenure between scans
+	if len(batch) > 0 {
+		k.wg.Go(func() { k.writeCheckpoints(ctx, batch) })
 	}
 	return nil
 }

@@ -993,7 +993,7 @@ func TestListingsEndAtTheirDeadline(t *testing.T) {
 	}
 	ctx := context.Background() // no deadline of its own
 	for name, call := range map[string]func() error{
-		"Audit":      func() error { _, err := k.Audit(ctx); return err },
+		"Audit":      func() error { _, err := k.Audit(ctx, nil); return err },
 		"Orphans":    func() error { _, err := k.Orphans(ctx, 10); return err },
 		"TakeoverOf": func() error { _, err := k.TakeoverOf(ctx, "b"); return err },
 	} {

@@ -110,13 +110,21 @@ func (k *Keeper) acquire(ctx context.Context, id string, from From) (Item, error
 	return k.store.Acquire(ctx, id, k.cfg.Owner, from)
 }
 
-// checkpoint writes seq for h (fenced on the worker's trust).
+// checkpoint writes seq for h (fenced on the worker's trust), within
+// RPCTimeout.
 func (k *Keeper) checkpoint(ctx context.Context, h *Held, seq int64) error {
+	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	defer cancel()
+	return k.checkpointUnder(ctx, h, seq)
+}
+
+// checkpointUnder writes seq for h (fenced on the worker's trust) under
+// ctx's deadline (the caller's: a scan's writes share one,
+// writeCheckpoints).
+func (k *Keeper) checkpointUnder(ctx context.Context, h *Held, seq int64) error {
 	if err := k.fenced(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
-	defer cancel()
 	return k.store.Checkpoint(ctx, h.token, seq)
 }
 
@@ -156,10 +164,14 @@ func (k *Keeper) Anchor(ctx context.Context, h *Held, seq int64) error {
 		}
 		select {
 		case k.sem <- struct{}{}:
-		case <-h.Done():
-			continue
-		case <-ctx.Done():
-			return fmt.Errorf("anchor %s at %d: %w", h.token, seq, ctx.Err())
+		default: // no free slot: wait for one, or for the end (Done is made then only)
+			select {
+			case k.sem <- struct{}{}:
+			case <-h.Done():
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("anchor %s at %d: %w", h.token, seq, ctx.Err())
+			}
 		}
 		err := k.checkpoint(ctx, h, seq)
 		<-k.sem

@@ -79,6 +79,12 @@ func (s healthStore) Register(ctx context.Context, rec lease.WorkerRecord) error
 	return s.done(s.Store.Register(ctx, rec))
 }
 
+// AppendOwnedBy keeps the table's lease.OwnedByAppender reachable through
+// the wrapper: the audit lists into its last pass's array.
+func (s healthStore) AppendOwnedBy(ctx context.Context, dst []lease.Owned, owner string) ([]lease.Owned, error) {
+	return lease.AppendOwnedBy(ctx, s.Store, dst, owner)
+}
+
 func (s healthStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
 	rec, err := s.Store.Heartbeat(ctx, id, epoch, hb)
 	return rec, s.done(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 func TestTableHealth(t *testing.T) {
@@ -80,5 +81,28 @@ func TestReadyzReadsNoTable(t *testing.T) {
 	}
 	if n := st.calls.Load() - before; n != 0 {
 		t.Fatalf("50 readiness checks made %d store calls", n)
+	}
+}
+
+// The worker's wrapper of its table keeps the table's listing into the
+// audit's array reachable (lease.OwnedByAppender): without it every audit
+// listed into an array of its own, 64 B a held session every AuditEvery.
+func TestWrappedTableListsIntoTheAuditsArray(t *testing.T) {
+	ctx := context.Background()
+	inner := memstore.New()
+	for i := range 100 {
+		it := lease.Item{ConnectionID: fmt.Sprintf("s-%03d", i), DesiredState: schema.StateStarted, Spec: `{"ws_url":"ws://x.invalid/"}`, Generation: 1, Owner: "w", Epoch: 1}
+		inner.Put(it)
+	}
+	var wrapped lease.Store = withSummary(healthStore{Store: inner, health: &tableHealth{}, now: time.Now}, inner)
+	if _, ok := wrapped.(lease.OwnedByAppender); !ok {
+		t.Fatal("the wrapped table hides its OwnedByAppender")
+	}
+	owned, err := lease.AppendOwnedBy(ctx, wrapped, nil, "w")
+	if err != nil || len(owned) != 100 {
+		t.Fatalf("listing: %d entries, %v; want 100", len(owned), err)
+	}
+	if n := testing.AllocsPerRun(20, func() { owned, _ = lease.AppendOwnedBy(ctx, wrapped, owned[:0], "w") }); n != 0 {
+		t.Fatalf("a listing into the last one's array: %.0f allocations, want 0", n)
 	}
 }

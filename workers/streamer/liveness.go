@@ -30,7 +30,7 @@ func (o observer) Heartbeat(latency time.Duration, err error) {
 			// it heartbeats. An audit claims them back now, on its own
 			// goroutine: the reconciler's pass may still be in a call
 			// made while the table did not answer.
-			o.w.ph.tasks.Go(func() { o.w.audit(o.w.hardCtx) })
+			o.w.ph.tasks.Go(func() { _ = o.w.audit(o.w.hardCtx, nil) })
 		}
 		return
 	}

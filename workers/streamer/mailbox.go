@@ -117,15 +117,19 @@ func (w *Worker) apply(ctx context.Context, s *session.Session, it lease.Item) {
 // least AuditEvery after the last audit (every pass when 0). Passes run one
 // at a time, on the reconciler's goroutine (the first heartbeat after
 // sessions were left while fenced runs one of its own: observer.Heartbeat).
+//
+// The passes hand each audit the last one's listing, whose array the
+// Keeper lists into (lease.Keeper.Audit): a steady audit allocates none.
 func (w *Worker) auditPass() func(context.Context) {
 	var last time.Time
+	var listing []lease.Owned
 	return func(ctx context.Context) {
 		now := w.deps.Clock.Now()
 		if w.cfg.AuditEvery > 0 && !last.IsZero() && now.Sub(last) < w.cfg.AuditEvery {
 			return
 		}
 		last = now
-		w.audit(ctx)
+		listing = w.audit(ctx, listing)
 	}
 }
 
@@ -133,14 +137,16 @@ func (w *Worker) auditPass() func(context.Context) {
 // it holds: a stop or a new generation whose mailbox entry was lost is
 // applied; a tenure it does not hold (an acquire whose reply was lost, a
 // session left while fenced) is claimed back, or released when the worker
-// has no room for it.
-func (w *Worker) audit(ctx context.Context) {
-	owned, err := w.keeper.Audit(ctx)
+// has no room for it. It lists into buf's array and returns the listing,
+// emptied, for the next audit to list into.
+func (w *Worker) audit(ctx context.Context, buf []lease.Owned) []lease.Owned {
+	owned, err := w.keeper.Audit(ctx, buf)
+	defer clear(owned) // no reference kept to a session between audits
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn().Err(err).Msg("audit")
 		}
-		return
+		return owned[:0]
 	}
 	for _, o := range owned {
 		w.mu.Lock()
@@ -164,4 +170,5 @@ func (w *Worker) audit(ctx context.Context) {
 			}
 		}
 	}
+	return owned[:0]
 }

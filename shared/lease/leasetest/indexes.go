@@ -115,6 +115,20 @@ func runIndexes(t *testing.T, newHarness func(t *testing.T) Harness, opts Option
 		if got, err := h.Store.OwnedBy(ctx(t), NewID("nobody"), 0); err != nil || len(got) != 0 {
 			t.Fatalf("owned by nobody: %v %v", got, err)
 		}
+		// A store that lists into its caller's array (the audit's,
+		// lease.OwnedByAppender) lists what OwnedBy does, after what the
+		// array holds.
+		if a, ok := h.Store.(lease.OwnedByAppender); ok {
+			all, err := h.Store.OwnedBy(ctx(t), w, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head := lease.Owned{Token: lease.Token{ConnectionID: NewID("head")}}
+			got, err := a.AppendOwnedBy(ctx(t), []lease.Owned{head}, w)
+			if err != nil || len(got) != len(all)+1 || got[0] != head || !slices.Equal(got[1:], all) {
+				t.Fatalf("append owned by %s after one entry: %v %v; want it, then %v", w, got, err, all)
+			}
+		}
 		// A start of the stopped, unowned session puts it back.
 		h.SetDesired(t, stopped, schema.StateStarted)
 		eventually(t, "a restarted unowned session is not listed unowned", func() bool { return unowned(t, h.Store)[stopped] })

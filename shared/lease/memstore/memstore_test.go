@@ -154,3 +154,36 @@ func TestOwnedByAllocatesOneArray(t *testing.T) {
 		t.Fatalf("OwnedBy of none: %.0f allocations, want 0", n)
 	}
 }
+
+// The audit lists into its last pass's array (lease.OwnedByAppender):
+// with the room, AppendOwnedBy allocates nothing, appends after what dst
+// holds, and lists what OwnedBy does.
+func TestAppendOwnedByReusesItsArray(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	for i := range 300 {
+		it := leasetest.Started(fmt.Sprintf("s-%04d", (i*7919)%300))
+		it.Owner, it.Epoch = "w", 1
+		if i%3 == 0 {
+			it.Owner = "other"
+		}
+		s.Put(it)
+	}
+	want, err := s.OwnedBy(ctx, "w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := lease.Owned{Token: lease.Token{ConnectionID: "zz-head"}}
+	buf := make([]lease.Owned, 1, 1+len(want))
+	buf[0] = head
+	got, err := s.AppendOwnedBy(ctx, buf, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0] != &buf[0] || got[0] != head || !slices.Equal(got[1:], want) {
+		t.Fatalf("AppendOwnedBy: %d entries (first %+v), want dst's array, its entry, then OwnedBy's %d", len(got), got[0], len(want))
+	}
+	if n := testing.AllocsPerRun(20, func() { got, _ = s.AppendOwnedBy(ctx, got[:0], "w") }); n != 0 {
+		t.Fatalf("AppendOwnedBy of %d sessions into room for them: %.0f allocations, want 0", len(want), n)
+	}
+}

@@ -204,14 +204,26 @@ func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 	return out, err
 }
 
-// OwnedBy implements lease.Store (by_owner: it lags by IndexLag.Owner).
-// The worker's audit lists its sessions this way every AuditEvery, so the
-// listing allocates its one array, sized by a counting pass, and sorts in
-// place: appending to a growing array allocated about five times the
-// listing (64 B an entry), the capacity bench's largest steady allocation
-// per session (docs/worker.md, "Where a session's memory goes").
+// OwnedBy implements lease.Store (by_owner: it lags by IndexLag.Owner):
+// AppendOwnedBy into no array, then cut to limit.
 func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
-	var out []lease.Owned
+	out, err := s.AppendOwnedBy(ctx, nil, owner)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// AppendOwnedBy implements lease.OwnedByAppender: the worker's audit lists
+// its sessions this way every AuditEvery, into its last pass's array, so a
+// steady audit allocates nothing. When dst lacks the room, the listing
+// allocates its one array, sized by a counting pass, and sorts in place:
+// appending to a growing array allocated about five times the listing (64
+// B an entry), the capacity bench's largest steady allocation per session
+// before the audit reused its array (docs/worker.md, "Where a session's
+// memory goes").
+func (s *Store) AppendOwnedBy(ctx context.Context, dst []lease.Owned, owner string) ([]lease.Owned, error) {
+	out := dst
 	err := s.do(ctx, "owned_by", func() error {
 		n := 0
 		s.eachIndexedLocked(s.lag.Owner, func(_ string, e sessEntry) {
@@ -219,10 +231,9 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 				n++
 			}
 		})
-		if n == 0 {
-			return nil
+		if cap(out)-len(out) < n {
+			out = append(make([]lease.Owned, 0, len(out)+n), out...) // its exact size: no room to grow into
 		}
-		out = make([]lease.Owned, 0, n)
 		s.eachIndexedLocked(s.lag.Owner, func(id string, e sessEntry) {
 			if e.owner == owner {
 				out = append(out, lease.Owned{Token: lease.Token{ConnectionID: id, Owner: owner, Epoch: e.epoch}, DesiredState: e.desired, Generation: e.generation})
@@ -230,9 +241,6 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 		})
 		return nil
 	})
-	slices.SortFunc(out, func(a, b lease.Owned) int { return strings.Compare(a.ConnectionID, b.ConnectionID) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
+	slices.SortFunc(out[len(dst):], func(a, b lease.Owned) int { return strings.Compare(a.ConnectionID, b.ConnectionID) })
 	return out, err
 }

@@ -30,8 +30,7 @@ func (s *Session) Interrupt(reason error) {
 		return
 	}
 	s.end = reason
-	close(s.ended)
-	s.signalLocked()
+	close(s.ended) // ends a back-off's sleep, a stalled Submit, a frame wait
 	if s.dialCancel != nil {
 		s.dialCancel()
 	}
@@ -53,13 +52,6 @@ func (s *Session) reconnect(reason error, conn *websocket.Conn) {
 	}
 	s.kick = reason
 	s.closeLocked(reason)
-}
-
-func (s *Session) signalLocked() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
 }
 
 // closeLocked starts closing the current connection for reason.
@@ -112,15 +104,9 @@ func (s *Session) check(ctx context.Context) error {
 	if err := s.terminal(); err != nil {
 		return err
 	}
-	select {
-	case <-s.held.Done():
-		err := s.held.Err()
-		if err == nil {
-			err = lease.ErrReleased
-		}
+	if err := s.held.Err(); err != nil { // ended (Done is made only by a wait on it)
 		s.Interrupt(err)
 		return s.terminal()
-	default:
 	}
 	if ctx.Err() != nil {
 		s.Interrupt(ErrCrashed)
@@ -129,16 +115,25 @@ func (s *Session) check(ctx context.Context) error {
 	return nil
 }
 
-// sleep waits d, or less when the session must act (terminal reason, new
-// generation).
-func (s *Session) sleep(ctx context.Context, d time.Duration) {
+// sleep waits d, or less when the session must act (terminal reason, a
+// generation newer than gen, the one it connected or dialed last: at once
+// when the item's already is).
+func (s *Session) sleep(ctx context.Context, d time.Duration, gen int64) {
+	changed := s.held.Changed()
+	select {
+	case <-changed: // a signal from before: the generation says
+	default:
+	}
+	if s.held.Generation() != gen {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-s.wake:
+	case <-s.ended:
 	case <-s.held.Done():
-	case <-s.held.Changed():
+	case <-changed:
 	case <-ctx.Done():
 	}
 }

@@ -366,7 +366,7 @@ func (s *Session) planFailed(nx *successor, err error) {
 	s.env.Counters.PlannedFailed.Add(1)
 	text, now := ErrorText(err), time.Now()
 	s.mu.Lock()
-	s.lastErr = DialFailure{Text: text, At: now, Generation: nx.gen}
+	s.failedLocked(DialFailure{Text: text, At: now, Generation: nx.gen})
 	retry := time.Until(s.retryAt)
 	note := s.shouldNoteLocked(text, now)
 	s.mu.Unlock()

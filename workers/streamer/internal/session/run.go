@@ -158,7 +158,7 @@ func (s *Session) reconnectWait(ctx context.Context, st *runState, openErr, read
 	d := s.reconnectBackoff(s.proto).Next(st.attempt, s.rnd)
 	st.attempt++
 	s.Logger().Info().Str("cause", describe(readErr, kick)).Dur("retry_in", d).Msg("connection ended: reconnecting")
-	s.sleep(ctx, d)
+	s.sleep(ctx, d, st.gen)
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (s *Session) connectFailed(ctx context.Context, st *runState, p *proto, err
 	}
 	ev.Err(err).Int("attempt", st.attempt+1).Int("failures", st.failures).Dur("retry_in", d).Msg(what)
 	st.attempt++
-	s.sleep(ctx, d)
+	s.sleep(ctx, d, gen)
 	return nil
 }
 
@@ -194,7 +194,7 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 	text, now := ErrorText(err), time.Now()
 	limit := s.env.Config.MaxDialFailures
 	s.mu.Lock()
-	s.lastErr = DialFailure{Text: text, At: now, Generation: gen}
+	s.failedLocked(DialFailure{Text: text, At: now, Generation: gen})
 	note := !Permanent(err) && !(limit > 0 && failures >= limit) && s.shouldNoteLocked(text, now)
 	s.mu.Unlock()
 	switch {
@@ -213,13 +213,30 @@ func (s *Session) dialFailed(ctx context.Context, err error, gen int64, failures
 	return nil
 }
 
+// connectFailures is a session's record of its failed connects: the last
+// one, and the last one recorded in the table (noted at notedAt).
+type connectFailures struct {
+	last    DialFailure
+	noted   string
+	notedAt time.Time
+}
+
+// failedLocked keeps f as the last failed connect (under mu).
+func (s *Session) failedLocked(f DialFailure) {
+	if s.fails == nil {
+		s.fails = &connectFailures{}
+	}
+	s.fails.last = f
+}
+
 // shouldNoteLocked reports whether text (a transient failed connect at
-// now) is recorded in the table, and if so takes it as the last recorded.
+// now, kept by failedLocked) is recorded in the table, and if so takes it
+// as the last recorded.
 func (s *Session) shouldNoteLocked(text string, now time.Time) bool {
-	if s.env.NoteError == nil || !ShouldNote(text, s.noted, s.notedAt, now) {
+	if s.env.NoteError == nil || !ShouldNote(text, s.fails.noted, s.fails.notedAt, now) {
 		return false
 	}
-	s.noted, s.notedAt = text, now
+	s.fails.noted, s.fails.notedAt = text, now
 	return true
 }
 

@@ -50,6 +50,9 @@ type Standby struct {
 	// by the adoption (under mu, with adopted), since most standbys are
 	// never adopted (a channel is 112 B of every standby).
 	handed chan struct{}
+	// wake tells Run's back-off a new generation came (SetItem); Close
+	// ends it through the shadow session's ended.
+	wake chan struct{}
 
 	mu         sync.Mutex
 	item       lease.Item
@@ -78,8 +81,8 @@ func NewStandby(env *Env, it lease.Item, worker string, standbyEpoch int64, win 
 	sb := &Standby{env: env, id: it.ConnectionID, worker: worker, epoch: standbyEpoch, win: win,
 		item: it, checkpoint: it.LastSeq}
 	sb.w.budget = env.Standbys
-	s := &Session{env: env, since: time.Now(), wake: make(chan struct{}, 1),
-		ended: make(chan struct{}), ext: &sessionExt{standby: sb}}
+	sb.wake = make(chan struct{}, 1)
+	s := &Session{env: env, since: time.Now().UnixNano(), ended: make(chan struct{}), ext: &sessionExt{standby: sb}}
 	if env.Rand != nil {
 		s.rnd = env.Rand.Stream("standby/" + it.ConnectionID + "/" + strconv.FormatInt(standbyEpoch, 10))
 	}
@@ -158,7 +161,10 @@ func (sb *Standby) SetItem(it lease.Item) {
 		sb.kick = errGeneration
 		sb.s.closeConn(sb.conn, sb.raw, errStandbyClose)
 	}
-	sb.s.signalLocked()
+	select {
+	case sb.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Close drops the standby: its connection is closed (a close handshake
@@ -320,7 +326,8 @@ func (sb *Standby) sleep(ctx context.Context, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-sb.s.wake:
+	case <-sb.wake:
+	case <-sb.s.ended:
 	case <-ctx.Done():
 	}
 }

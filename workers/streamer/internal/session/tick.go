@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
 
@@ -58,16 +57,10 @@ func (sc *Schedule) Poked() bool { return sc.pokes.Swap(0) > 0 }
 // when its lease ended, and starts a ping when one is due; then it
 // schedules its next run (Due). It never blocks.
 func (s *Session) Tick(now time.Time) {
-	select {
-	case <-s.held.Done():
-		err := s.held.Err()
-		if err == nil {
-			err = lease.ErrReleased
-		}
+	if err := s.held.Err(); err != nil { // ended (Done is made only by a wait on it)
 		s.Interrupt(err)
 		s.due.Store(now.Add(TickCeiling).UnixNano())
 		return
-	default:
 	}
 	s.mu.Lock()
 	conn := s.conn
@@ -77,21 +70,16 @@ func (s *Session) Tick(now time.Time) {
 		s.mu.Unlock()
 		return
 	}
-	// A mailbox re-read that brings a new generation signals Changed (buffered): a
-	// lock-free length check, then the comparison. A signal that arrives
-	// while no connection is attached stays pending until one is.
-	if len(s.held.Changed()) > 0 {
-		select {
-		case <-s.held.Changed():
-		default:
-		}
-		if s.held.Item().Generation != s.connGen {
-			s.kick = errGeneration
-			s.closeLocked(errGeneration)
-			s.due.Store(0)
-			s.mu.Unlock()
-			return
-		}
+	// A mailbox re-read that brought a new generation (Held.SetItem): the
+	// connection's is no longer the item's. One that arrives while no
+	// connection is attached is found once one is (a dial reads the item
+	// installed last).
+	if s.held.Generation() != s.connGen {
+		s.kick = errGeneration
+		s.closeLocked(errGeneration)
+		s.due.Store(0)
+		s.mu.Unlock()
+		return
 	}
 	p := s.proto
 	if p.idle > 0 && now.UnixNano()-s.lastRead.Load() > int64(p.idle) {
