@@ -18,32 +18,14 @@ import (
 // checkpoints allocates less than one object per checkpoint.
 func TestCheckpointRoundAllocatesPerScan(t *testing.T) {
 	const n = 64
-	var items []lease.Item
-	for i := range n {
-		items = append(items, started(fmt.Sprintf("s-%02d", i)))
-	}
-	r := newRig(t, items...)
-	cfg := lease.DefaultConfig("w1")
-	cfg.TTL = 24 * time.Hour // trusted for the whole test without a heartbeat
-	cfg.CheckpointEvery = time.Second
-	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	var hs []*lease.Held
-	for _, it := range items {
-		hs = append(hs, r.acquire(k, it.ConnectionID))
-	}
+	r, k, hs := ckptRig(t, n, func(cfg *lease.Config) { cfg.CheckpointEvery = time.Second }, nil)
 	seq := int64(0)
 	round := func() {
 		seq++
 		for _, h := range hs {
 			h.Observe(seq)
 		}
-		r.clk.Advance(cfg.CheckpointEvery)
+		r.clk.Advance(k.Config().CheckpointEvery)
 		if err := k.TickNow(r.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -80,25 +62,11 @@ func (s slowCheckpoints) Checkpoint(ctx context.Context, t lease.Token, seq int6
 // tenure holds, nothing waits a RetryEvery), and every one lands.
 func TestLateCheckpointsGoToTheNextScan(t *testing.T) {
 	const n = 8
-	var items []lease.Item
-	for i := range n {
-		items = append(items, started(fmt.Sprintf("s-%d", i)))
-	}
-	r := newRig(t, items...)
-	cfg := lease.DefaultConfig("w1")
-	cfg.TTL = 24 * time.Hour // trusted for the whole test without a heartbeat
-	k, err := lease.NewKeeper(slowCheckpoints{Store: r.store, clk: r.clk, d: 300 * time.Millisecond}, r.clk, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	var hs []*lease.Held
-	for _, it := range items {
-		h := r.acquire(k, it.ConnectionID)
+	r, k, hs := ckptRig(t, n, nil, func(r *rig) lease.Store {
+		return slowCheckpoints{Store: r.store, clk: r.clk, d: 300 * time.Millisecond}
+	})
+	for _, h := range hs {
 		h.Observe(7) // no checkpoint yet: the first is due at once
-		hs = append(hs, h)
 	}
 	written := func() int {
 		c := 0
@@ -128,4 +96,37 @@ func TestLateCheckpointsGoToTheNextScan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// ckptRig is a rig with n started sessions and a Keeper of w1 holding them
+// all, trusted for the whole test without a heartbeat (a TTL of a day),
+// its config edited by edit and its store wrapped by store (either nil).
+func ckptRig(t *testing.T, n int, edit func(*lease.Config), store func(*rig) lease.Store) (*rig, *lease.Keeper, []*lease.Held) {
+	t.Helper()
+	var items []lease.Item
+	for i := range n {
+		items = append(items, started(fmt.Sprintf("s-%02d", i)))
+	}
+	r := newRig(t, items...)
+	cfg := lease.DefaultConfig("w1")
+	cfg.TTL = 24 * time.Hour
+	if edit != nil {
+		edit(&cfg)
+	}
+	var st lease.Store = r.store
+	if store != nil {
+		st = store(r)
+	}
+	k, err := lease.NewKeeper(st, r.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var hs []*lease.Held
+	for _, it := range items {
+		hs = append(hs, r.acquire(k, it.ConnectionID))
+	}
+	return r, k, hs
 }

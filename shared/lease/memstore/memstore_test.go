@@ -123,15 +123,7 @@ func TestSpecConformance(t *testing.T) {
 // steady allocation per session).
 func TestOwnedByAllocatesOneArray(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
-	for i := range 3000 {
-		it := leasetest.Started(fmt.Sprintf("s-%05d", (i*7919)%3000))
-		it.Owner, it.Epoch = "w", 1
-		if i%3 == 0 {
-			it.Owner = "other"
-		}
-		s.Put(it)
-	}
+	s := ownedStore(3000)
 	got, err := s.OwnedBy(ctx, "w", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -160,15 +152,7 @@ func TestOwnedByAllocatesOneArray(t *testing.T) {
 // holds, and lists what OwnedBy does.
 func TestAppendOwnedByReusesItsArray(t *testing.T) {
 	ctx := context.Background()
-	s := memstore.New()
-	for i := range 300 {
-		it := leasetest.Started(fmt.Sprintf("s-%04d", (i*7919)%300))
-		it.Owner, it.Epoch = "w", 1
-		if i%3 == 0 {
-			it.Owner = "other"
-		}
-		s.Put(it)
-	}
+	s := ownedStore(300)
 	want, err := s.OwnedBy(ctx, "w", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -186,4 +170,19 @@ func TestAppendOwnedByReusesItsArray(t *testing.T) {
 	if n := testing.AllocsPerRun(20, func() { got, _ = s.AppendOwnedBy(ctx, got[:0], "w") }); n != 0 {
 		t.Fatalf("AppendOwnedBy of %d sessions into room for them: %.0f allocations, want 0", len(want), n)
 	}
+}
+
+// ownedStore holds n started sessions in a shuffled order, two in three
+// owned by "w" at epoch 1, the others by "other".
+func ownedStore(n int) *memstore.Store {
+	s := memstore.New()
+	for i := range n {
+		it := leasetest.Started(fmt.Sprintf("s-%05d", (i*7919)%n))
+		it.Owner, it.Epoch = "w", 1
+		if i%3 == 0 {
+			it.Owner = "other"
+		}
+		s.Put(it)
+	}
+	return s
 }
