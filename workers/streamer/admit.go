@@ -174,7 +174,7 @@ func (w *Worker) start(h *lease.Held, sentAtMs int64) {
 
 func (w *Worker) runSession(s *session.Session) {
 	reason := s.Run(w.hardCtx)
-	w.finish(s, reason)
+	kept := w.finish(s, reason)
 	// What this tenure knew of its standby ends with it (a next tenure
 	// here starts from the item's).
 	w.sbMu.Lock()
@@ -188,4 +188,7 @@ func (w *Worker) runSession(s *session.Session) {
 	}
 	w.mu.Unlock()
 	w.signalFreed()
+	if kept != nil {
+		w.takeBack(*kept, s.Held().Item().Generation)
+	}
 }

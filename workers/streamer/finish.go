@@ -9,7 +9,6 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
@@ -21,18 +20,22 @@ import (
 // announce the hand-off after a graceful shutdown. A session whose source
 // cannot be connected is not released but failed: the table records why,
 // and no worker takes it until a new start.
-func (w *Worker) finish(s *session.Session, reason error) {
+//
+// It returns the tenure of a rebalancing move whose receiver would not
+// take it, for the caller to take back once the session is gone
+// (takeBack); nil otherwise.
+func (w *Worker) finish(s *session.Session, reason error) *lease.Given {
 	h := s.Held()
 	log := s.Logger()
 	switch {
 	case w.abandoned.Load() || errors.Is(reason, session.ErrCrashed):
 		w.keeper.Abandon(h)
 		log.Warn().Int64("last_seq", h.LastSeq()).Msg("session abandoned (left for the takeover)")
-		return
+		return nil
 	case errors.Is(reason, lease.ErrLeaseLost), errors.Is(reason, lease.ErrNotFound), errors.Is(reason, lease.ErrReleased),
 		errors.Is(reason, lease.ErrWorkerDead):
 		log.Warn().Err(reason).Int64("last_seq", h.LastSeq()).Msg("lease lost: session closed")
-		return
+		return nil
 	case !w.keeper.Trusted():
 		// Fenced: no write as owner. The session is taken over once this
 		// worker is declared dead, or audited back at the first heartbeat
@@ -40,7 +43,7 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		w.keeper.Abandon(h)
 		w.leftFenced.Store(true)
 		log.Warn().Err(reason).Int64("last_seq", h.LastSeq()).Msg("session closed while fenced: left for the takeover")
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
 	defer cancel()
@@ -48,20 +51,25 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	if err := sink.FlushSession(ctx, w.deps.Handler, h.ID()); err != nil {
 		w.keeper.Abandon(h)
 		log.Error().Err(err).Msg("sink flush: session left for the takeover instead of released")
-		return
+		return nil
 	}
 	t1 := w.deps.Clock.Now()
 	if errors.Is(reason, session.ErrSourceFailed) || errors.Is(reason, session.ErrSinkRefused) {
 		w.fail(ctx, s, reason)
 		w.dropOwnStandby(ctx, h.ID())
-		return
+		return nil
 	}
 	var move session.MoveTo
 	if errors.As(reason, &move) {
 		told, err := w.handOff(ctx, s, move)
 		if err != nil {
 			log.Warn().Err(err).Str("to", move.To).Int64("last_seq", h.LastSeq()).Bool("shutdown", move.Shutdown).Msg("directed hand-off")
-			return
+			return nil
+		}
+		if told.kept != nil {
+			log.Info().Err(told.why).Str("to", move.To).Int64("last_seq", h.LastSeq()).Dur("give_ms", told.at.Sub(told.released)).
+				Msg("rebalancing move: the receiver will not take it (taken back)")
+			return told.kept
 		}
 		// release_ms: the release's write when the receiver did not take
 		// the given tenure (0 when it did: no write), after the offer it
@@ -77,11 +85,11 @@ func (w *Worker) finish(s *session.Session, reason error) {
 		} else {
 			ev.Msg("session handed off to rebalance")
 		}
-		return
+		return nil
 	}
 	if err := w.keeper.Release(ctx, h); err != nil {
 		log.Warn().Err(err).Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).Msg("release")
-		return
+		return nil
 	}
 	if errors.Is(reason, session.ErrStopRequested) {
 		w.dropOwnStandby(ctx, h.ID())
@@ -91,13 +99,13 @@ func (w *Worker) finish(s *session.Session, reason error) {
 	ev := log.Info().Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).
 		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
 	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
-		n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: t2.UnixMilli()}
-		if err := w.handoffs.Publish(ctx, n); err != nil {
+		if err := w.announceStart(ctx, h.ID(), h.Item().Generation); err != nil {
 			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
 		}
 		ev = ev.Bool("handed_off", true).Dur("publish_ms", clock.Since(w.deps.Clock, t2))
 	}
 	ev.Msg("lease released")
+	return nil
 }
 
 // fail records that s's source cannot be connected, or that its sink

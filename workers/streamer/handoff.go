@@ -22,6 +22,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
@@ -44,6 +45,11 @@ type handoffTimes struct {
 	released, at time.Time
 	refused      time.Duration
 	given        bool
+	// kept, when set, is the tenure of a rebalancing move whose receiver
+	// would not take it, which this worker takes back (takeBack) once the
+	// session is gone; why is the receiver's answer.
+	kept *lease.Given
+	why  error
 }
 
 // handOff finishes a directed hand-off (a rebalancing move, or the
@@ -52,8 +58,13 @@ type handoffTimes struct {
 // from that tenure and answers once it has (giveToReceiver): one write on
 // the hand-off's path, the receiver's, where a release and an acquire were
 // two. When the receiver answers that it will not take it (full or
-// draining, or nobody listens at its address: receiverWontTake), the tenure
-// is released for anyone with a start notification at once: a reservation
+// draining, or nobody listens at its address: receiverWontTake), a
+// rebalancing move's session stays with this worker (handoffTimes.kept:
+// takeBack acquires the given tenure again once the session is gone, one
+// write, tens of milliseconds dark), since released for anyone it waited
+// for a start notification's taker (2.2–2.7 s in chaos runs during a
+// rolling restart, above the move's 1 s bound); the shutdown's is
+// released for anyone with a start notification at once: a reservation
 // for a worker that refused would only turn away every other worker that
 // takes the notification (refused as reserved, the notification dropped as
 // held elsewhere) until the bound lapsed, leaving the session to a
@@ -75,6 +86,11 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	offered := w.deps.Clock.Now()
 	reserveFor := move.To
 	if gerr != nil && receiverWontTake(gerr) {
+		if !move.Shutdown {
+			// A rebalancing move: this worker keeps the session.
+			w.rebal.moved(out.released)
+			return handoffTimes{released: out.released, at: offered, kept: &g, why: gerr}, nil
+		}
 		reserveFor = ""
 	}
 	if gerr == nil {
@@ -110,15 +126,65 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		} else {
 			s.Logger().Debug().Err(err).Str("to", move.To).Msg("hand-off: the receiver will not take it (released for anyone, a start notification)")
 		}
-		if w.handoffs != nil {
-			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: h.ID(), Generation: h.Item().Generation, SentAtMs: w.deps.Clock.Now().UnixMilli()}
-			if perr := w.handoffs.Publish(ctx, n); perr != nil {
-				return handoffTimes{}, errors.Join(err, perr)
-			}
+		if perr := w.announceStart(ctx, h.ID(), h.Item().Generation); perr != nil {
+			return handoffTimes{}, errors.Join(err, perr)
 		}
 	}
 	out.at = w.deps.Clock.Now()
 	return out, nil
+}
+
+// announceStart publishes a start notification of session id at
+// generation gen (0: any) for whichever worker takes it first (nothing
+// without a work queue: reconciliation finds the session).
+func (w *Worker) announceStart(ctx context.Context, id string, gen int64) error {
+	if w.handoffs == nil {
+		return nil
+	}
+	n := notify.Notification{Type: schema.NotifyStart, ConnectionID: id, Generation: gen, SentAtMs: w.deps.Clock.Now().UnixMilli()}
+	return w.handoffs.Publish(ctx, n)
+}
+
+// takeBack acquires again the tenure g of a rebalancing move whose
+// receiver would not take it (full, draining, gone: handOff), once its
+// session is gone (runSession): the worker keeps the session, dark for the
+// one write of the acquire, instead of leaving it to whichever worker takes
+// a start notification (seconds later when the workers the notification
+// ranks first are restarting). The acquire names the given tenure, as the
+// receiver's would (its final checkpoint, no standby check); the move's
+// rules are the rebalancer's, which tries again in a later round. When it
+// cannot be taken back (this worker draining or full, a failed acquire),
+// the tenure is released for anyone with a start notification, as a
+// refused hand-off at shutdown is; when another worker has it, or the
+// session was stopped or deleted, there is nothing left to do here (a
+// stopped session's tenure is released).
+func (w *Worker) takeBack(g lease.Given, gen int64) {
+	id := g.Token.ConnectionID
+	out, err := w.claim(w.hardCtx, id, nil, &g, 0, false)
+	switch out {
+	case claim.Acquired, claim.OwnedHere, claim.HeldElsewhere:
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout*2)
+	defer cancel()
+	rerr := w.keeper.HandoffGiven(ctx, g, "")
+	switch {
+	case errors.Is(rerr, lease.ErrLeaseLost), errors.Is(rerr, lease.ErrNotFound):
+		return
+	case rerr != nil:
+		w.log.Warn().Err(errors.Join(err, rerr)).Str("connection_id", id).Int64("lease_epoch", g.Token.Epoch).Stringer("outcome", out).
+			Msg("rebalancing move: neither taken back nor released (the tenure lapses)")
+		return
+	}
+	if out == claim.NotStarted {
+		return
+	}
+	if perr := w.announceStart(ctx, id, gen); perr != nil {
+		w.log.Warn().Err(perr).Str("connection_id", id).Msg("rebalancing move: released for anyone, its start notification (reconciliation finds it)")
+		return
+	}
+	w.log.Info().Err(err).Str("connection_id", id).Int64("lease_epoch", g.Token.Epoch).Stringer("outcome", out).
+		Msg("rebalancing move: not taken back (released for anyone, a start notification)")
 }
 
 // directMoves plans directed moves of n sessions off worker from (this
