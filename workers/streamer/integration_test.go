@@ -422,28 +422,35 @@ func (e *env) lostStartBound() time.Duration {
 	return 2*testConfig("x").ReconcileEvery*6/5 + slack
 }
 
-// stop is ingest's stop: STOPPED, out of by_unowned, and the owner's mailbox.
+// stop is ingest's stop: STOPPED, out of by_unowned, and the owner's
+// mailbox and the hot standby's worker's.
 func (e *env) stop(id string) {
 	e.t.Helper()
 	e.update(id, "SET #ds = :s, #sh = :sh REMOVE #u", map[string]string{"#ds": schema.AttrDesiredState, "#sh": schema.AttrIndexShard, "#u": schema.AttrUnownedShard},
 		map[string]types.AttributeValue{":s": str(schema.StateStopped), ":sh": str(schema.IndexShardFor(schema.StateStopped, id))})
 	e.mail(id)
+	e.mailTo(e.item(id).Standby, id)
 }
 
 // mail puts id in its owner's mailbox, as ingest does after a stop or a new
 // generation of an owned session.
 func (e *env) mail(id string) {
 	e.t.Helper()
-	owner := e.item(id).Owner
-	if owner == "" {
+	e.mailTo(e.item(id).Owner, id)
+}
+
+// mailTo puts id in worker's mailbox (nothing when worker is "").
+func (e *env) mailTo(worker, id string) {
+	e.t.Helper()
+	if worker == "" {
 		return
 	}
-	in, err := sessionitem.MailboxAdd(e.table, owner, id)
+	in, err := sessionitem.MailboxAdd(e.table, worker, id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	if _, err := e.db.UpdateItem(context.Background(), in); err != nil {
-		e.t.Fatalf("mailbox of %s: %v", owner, err)
+		e.t.Fatalf("mailbox of %s: %v", worker, err)
 	}
 }
 

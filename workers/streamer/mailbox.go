@@ -45,9 +45,10 @@ func (w *Worker) readHeld(ctx context.Context, id, failMsg string) (*session.Ses
 }
 
 // reread acts on a mailbox entry (ingest wrote it on a stop or a new
-// generation of a session this worker owns: schema.MailboxEntry): re-read
-// the session and stop it or move it to its new configuration, then ack
-// exactly that entry. A stop written after the read is another entry,
+// generation of a session this worker owns, or on a stop of a session it
+// holds the hot standby of: schema.MailboxEntry): re-read the session and
+// stop it or move it to its new configuration (a standby: checkStandby),
+// then ack exactly that entry. A stop written after the read is another entry,
 // which stays in the mailbox for the next heartbeat to bring.
 func (w *Worker) reread(ctx context.Context, entry string) {
 	id := schema.MailboxID(entry)
@@ -57,6 +58,15 @@ func (w *Worker) reread(ctx context.Context, entry string) {
 	defer w.keeper.Ack(entry)
 	if s, it, ok := w.readHeld(ctx, id, "mailbox: read session (the next audit re-reads it)"); ok {
 		w.apply(ctx, s, it)
+		return
+	}
+	// ingest also mails a stop to the worker holding the session's hot
+	// standby (whatever its owner knows of it): the standby's check, now.
+	w.mu.Lock()
+	e := w.standbys[id]
+	w.mu.Unlock()
+	if e != nil {
+		w.checkStandby(ctx, e)
 	}
 }
 

@@ -265,6 +265,31 @@ func TestStandbyReplacedWhenItsWorkerDiesAndDroppedAtAStop(t *testing.T) {
 	})
 }
 
+// A stop reaches the worker holding a session's standby through its own
+// mailbox (ingest mails it too), not only through the owner's call: here
+// the owner has lost track of its standby (as during a directed hand-off,
+// whose giver ended its tenure, or an owner cut off from DynamoDB), and
+// the standby's own check is 30 s away; the standby still closes at its
+// worker's next heartbeat. Before, it stayed open until that check (a
+// chaos run: a standby connection open 5.6 s after a stop was
+// acknowledged).
+func TestStandbyDroppedAtAStopItsOwnerDoesNotTellIt(t *testing.T) {
+	e, _, id, owner, holder := threeWithAStandby(t)
+	h := holder()
+	owner.sbMu.Lock()
+	delete(owner.ownStandbys, id)
+	owner.sbMu.Unlock()
+	e.stop(id)
+	testwait.Eventually(t, 10*time.Second, "the standby dropped after the stop", func() bool {
+		for _, v := range h.Status().Standbys {
+			if v.ConnectionID == id {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func TestStandbyPlacedInAnotherZone(t *testing.T) {
 	e := newEnv(t)
 	f := standbyFeed(t, true)

@@ -195,16 +195,21 @@ func (h *Handler) stop(ctx context.Context, req *http.Request, body []byte, r re
 }
 
 // mailboxFailed logs and counts a mailbox write that failed for another
-// reason than the owner not being alive. The session write stands: the
+// reason than its worker not being alive. The session write stands: the
 // owner's audit of its sessions finds the change within a reconcile
-// interval, so the request still succeeds.
+// interval, a standby's check within its interval, so the request still
+// succeeds.
 func (h *Handler) mailboxFailed(log *zerolog.Logger, id string, res sessions.Result) {
-	if res.MailboxErr == nil {
-		return
+	if res.MailboxErr != nil {
+		h.meter.add(schema.MetricNotifyFailures)
+		log.Warn().Err(res.MailboxErr).Str("connection_id", id).Str("owner", res.Owner).
+			Msg("owner's mailbox not written; its audit will pick the change up")
 	}
-	h.meter.add(schema.MetricNotifyFailures)
-	log.Warn().Err(res.MailboxErr).Str("connection_id", id).Str("owner", res.Owner).
-		Msg("owner's mailbox not written; its audit will pick the change up")
+	if res.StandbyMailboxErr != nil {
+		h.meter.add(schema.MetricNotifyFailures)
+		log.Warn().Err(res.StandbyMailboxErr).Str("connection_id", id).Str("standby", res.Standby).
+			Msg("standby's mailbox not written; its check will pick the stop up")
+	}
 }
 
 // workers serves GET /workers: the worker records, alive first, at most

@@ -92,6 +92,14 @@ type Result struct {
 	// being alive (the session write stands: the owner's audit of its
 	// sessions finds the change within a reconcile interval).
 	MailboxErr error
+	// Standby is the worker holding the session's hot standby when a stop
+	// was written ("": none); StandbyNotified tells whether the id went
+	// into its mailbox too, and StandbyMailboxErr why not (other than that
+	// worker not being alive): its backstop check re-reads the session
+	// within WSFLEET_STANDBY_CHECK_EVERY.
+	Standby           string
+	StandbyNotified   bool
+	StandbyMailboxErr error
 }
 
 // Session is one item as ingest reads it.
@@ -171,6 +179,7 @@ type record struct {
 	generation int64
 	hasGen     bool
 	owner      string
+	standby    string // the hot standby's worker ("": none)
 	// failedGen is failed_generation (nil: none). A start of an item that
 	// carries one always writes: it clears it (sessionitem.ClearFailed) and
 	// puts the session back in by_unowned.
@@ -184,7 +193,7 @@ func toRecord(it *sessionitem.Item) record {
 	}
 	return record{
 		state: it.DesiredState, hash: sessionitem.SpecHashOf(*it), ref: ref,
-		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, failedGen: it.FailedGeneration,
+		generation: generation(*it), hasGen: it.Generation != nil, owner: it.LeaseOwner, standby: it.Standby, failedGen: it.FailedGeneration,
 	}
 }
 

@@ -109,19 +109,40 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 // gone) fails the condition: that is no error, its sessions are taken over.
 func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id, state string) {
 	res.Owner = owner
-	if owner == "" {
-		return
+	res.OwnerNotified, res.MailboxErr = s.mail(ctx, owner, id, res.Generation, state)
+}
+
+// tellStandby puts a stop's entry in the mailbox of standby, the worker
+// holding the session's hot standby ("": none), as tellOwner does in the
+// owner's: the standby's connection closes at that worker's next
+// heartbeat, whether or not the owner still knows its standby (a directed
+// hand-off in flight, an owner cut off from DynamoDB or dead); without it
+// the standby's own check found the stop up to WSFLEET_STANDBY_CHECK_EVERY
+// (30 s) later (a chaos run: a standby connection open 5.6 s after a stop
+// was acknowledged, its session just handed off to rebalance).
+func (s *Store) tellStandby(ctx context.Context, res *Result, standby, id string) {
+	res.Standby = standby
+	res.StandbyNotified, res.StandbyMailboxErr = s.mail(ctx, standby, id, res.Generation, schema.StateStopped)
+}
+
+// mail adds id's entry (schema.MailboxEntry) to worker's mailbox (nothing
+// when worker is ""): ok once written; a worker no longer ALIVE (or whose
+// record is gone) fails the condition, which is no error.
+func (s *Store) mail(ctx context.Context, worker, id string, gen int64, state string) (ok bool, err error) {
+	if worker == "" {
+		return false, nil
 	}
-	in, err := sessionitem.MailboxAdd(s.table, owner, schema.MailboxEntry(id, res.Generation, state))
+	in, err := sessionitem.MailboxAdd(s.table, worker, schema.MailboxEntry(id, gen, state))
 	if err == nil {
 		_, err = s.api.UpdateItem(ctx, in)
 	}
 	switch {
 	case err == nil:
-		res.OwnerNotified = true
+		return true, nil
 	case isConditionFailed(err):
+		return false, nil
 	default:
-		res.MailboxErr = fmt.Errorf("mailbox of %s for %s: %w", owner, id, err)
+		return false, fmt.Errorf("mailbox of %s for %s: %w", worker, id, err)
 	}
 }
 
@@ -223,9 +244,10 @@ func (s *Store) replace(ctx context.Context, w write, cur record, inline bool, n
 // Unchanged); an unknown id is ErrNotFound and creates nothing. The write
 // returns the item: when it names an owner, the id goes into the owner's
 // mailbox (one more write), so that the owner closes the connection at its
-// next heartbeat whichever worker the queue's stop notification reaches. A
-// repeated stop of a session still owned tells the owner again (a set add:
-// idempotent), in case the first stop's mailbox write was lost.
+// next heartbeat whichever worker the queue's stop notification reaches;
+// when it names a hot standby's worker, into that worker's too (tellStandby).
+// A repeated stop of a session still owned tells them again (a set add:
+// idempotent), in case the first stop's mailbox writes were lost.
 func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 	for attempt := 0; attempt < s.maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -251,6 +273,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 			}
 			res := Result{Generation: generation(it), Outcome: Stopped}
 			s.tellOwner(ctx, &res, it.LeaseOwner, id, schema.StateStopped)
+			s.tellStandby(ctx, &res, it.Standby, id)
 			return res, nil
 		}
 		if !isConditionFailed(err) {
@@ -269,6 +292,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		if cur.state == schema.StateStopped {
 			res := Result{Generation: cur.generation, Outcome: Unchanged}
 			s.tellOwner(ctx, &res, cur.owner, id, schema.StateStopped)
+			s.tellStandby(ctx, &res, cur.standby, id)
 			return res, nil
 		}
 	}
