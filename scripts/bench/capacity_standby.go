@@ -161,10 +161,7 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	if err != nil {
 		return err
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("sbm-%05d", i)
-	}
+	ids := sessionIDs("sbm-%05d", n)
 	withStandby := map[string]any{"standby": map[string]any{"enabled": true}}
 	if err := ls.startSessionsWith(ctx, ids, func(string) map[string]any { return withStandby }); err != nil {
 		return err

@@ -165,18 +165,11 @@ func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
 	ls.discardSinks = true
 	defer ls.shutdown()
 	perWorker := (run.Sessions*11/10)/run.Workers + 10
-	var ws []*bworker
-	for range run.Workers {
-		w, err := ls.addWorker(ctx, true, map[string]string{schema.EnvMaxSessions: itoa(perWorker), schema.EnvClaimsPerSecond: "200"})
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	ws, err := ls.addWorkers(ctx, run.Workers, true, map[string]string{schema.EnvMaxSessions: itoa(perWorker), schema.EnvClaimsPerSecond: "200"}, nil)
+	if err != nil {
+		return err
 	}
-	ids := make([]string, run.Sessions)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%05d", name, i)
-	}
+	ids := sessionIDs(name+"-%05d", run.Sessions)
 	t0 := time.Now()
 	if err := ls.startWithToken(ctx, ids); err != nil {
 		return err

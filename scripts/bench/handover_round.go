@@ -115,51 +115,25 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 }
 
 func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {
-	var rd roundData
-	victim, err := ls.addWorker(ctx, true, nil)
-	if err != nil {
-		return rd, nil, err
-	}
-	prefix := "fo"
+	prefix, sig, timeout := "fo", syscall.SIGKILL, killMoveTimeout
 	if kind == kindTerm {
-		prefix = "ho"
+		prefix, sig, timeout = "ho", syscall.SIGTERM, 30*time.Second
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
-	}
-	rd.victim, rd.ids = victim.ID, ids
+	rd := roundData{ids: sessionIDs(prefix+"-r"+itoa(k)+"-%04d", n)}
+	ids := rd.ids
 	// One heartbeat keeps every session of the victim (nothing is renewed
 	// per session), so the kill falls at one phase of it per round.
-	if err := ls.startSessions(ctx, ids); err != nil {
-		return rd, nil, err
-	}
-	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
-	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	victim, err := ls.startVictim(ctx, nil, ids, ls.startSessions)
 	if err != nil {
 		return rd, nil, err
 	}
-	if len(got) != n {
-		return rd, nil, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
-	}
-	var survivors []*bworker
-	for range 2 {
-		w, err := ls.addWorker(ctx, true, nil)
-		if err != nil {
-			return rd, nil, err
-		}
-		survivors = append(survivors, w)
+	rd.victim = victim.ID
+	survivors, err := ls.addWorkers(ctx, 2, true, nil, nil)
+	if err != nil {
+		return rd, nil, err
 	}
 	if err := sleepCtx(ctx, settleBefore(kind)); err != nil {
 		return rd, nil, err
-	}
-	sig := syscall.SIGKILL
-	if kind == kindTerm {
-		sig = syscall.SIGTERM
-	}
-	timeout := 30 * time.Second
-	if kind == kindKill {
-		timeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
 	}
 	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, sig, ids, timeout); err != nil {
 		return rd, nil, err
@@ -192,6 +166,31 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 		rd.claimMs = append(rd.claimMs, ms...)
 	}
 	return rd, stops, nil
+}
+
+// killMoveTimeout bounds the wait, after a kill, for every session's first
+// delivery by a survivor: the victim declared dead, and the claims.
+const killMoveTimeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
+
+// startVictim starts a round's victim worker alone (settings), starts ids
+// on it (start) and waits until it delivers every one.
+func (ls *leaseStack) startVictim(ctx context.Context, settings map[string]string, ids []string, start func(context.Context, []string) error) (*bworker, error) {
+	victim, err := ls.addWorker(ctx, true, settings)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(ctx, ids); err != nil {
+		return victim, err
+	}
+	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
+	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	if err != nil {
+		return victim, err
+	}
+	if len(got) != len(ids) {
+		return victim, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), len(ids))
+	}
+	return victim, nil
 }
 
 // claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a

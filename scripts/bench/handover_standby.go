@@ -367,52 +367,40 @@ func openAt(conns []feed.ConnRecord, id string, t time.Time) int {
 // first delivery by a survivor is awaited; then the sessions stop and the
 // survivors leave.
 func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) (standbyRound, error) {
-	rd := standbyRound{standby: map[string]bool{}}
-	victim, err := ls.addWorker(ctx, true, standbyRunSettings)
-	if err != nil {
-		return rd, err
-	}
-	rd.victim = victim.ID
+	rd := standbyRound{ids: sessionIDs(standbyPrefix+"-r"+itoa(k)+"-%04d", n), standby: map[string]bool{}}
 	fields := map[string]map[string]any{}
-	for i := range n {
-		id := fmt.Sprintf("%s-r%d-%04d", standbyPrefix, k, i)
+	for i, id := range rd.ids {
 		f, sb := standbyFields(i)
-		rd.ids, fields[id], rd.standby[id] = append(rd.ids, id), f, sb
+		fields[id], rd.standby[id] = f, sb
 		if sb {
 			rd.cost.Wanted++
 		}
 	}
-	if err := ls.startSessionsWith(ctx, rd.ids, func(id string) map[string]any { return fields[id] }); err != nil {
-		return rd, err
+	start := func(ctx context.Context, ids []string) error {
+		return ls.startSessionsWith(ctx, ids, func(id string) map[string]any { return fields[id] })
 	}
-	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
-	got, err := ls.col.waitAll(ctx, rd.ids, byVictim, 60*time.Second)
+	victim, err := ls.startVictim(ctx, standbyRunSettings, rd.ids, start)
 	if err != nil {
 		return rd, err
 	}
-	if len(got) != n {
-		return rd, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
-	}
-	var survivors []*bworker
+	rd.victim = victim.ID
 	rss0 := map[string]int64{}
-	for range 2 {
-		w, err := ls.addWorker(ctx, true, standbyRunSettings)
-		if err != nil {
-			return rd, err
-		}
-		survivors = append(survivors, w)
-		// The baseline before any standby: the victim places them once
-		// its view of the fleet (refreshed every 5 s) holds the survivor.
+	// The baseline before any standby, read right after each survivor's
+	// start: the victim places them once its view of the fleet (refreshed
+	// every 5 s) holds the survivor.
+	survivors, err := ls.addWorkers(ctx, 2, true, standbyRunSettings, func(w *bworker) error {
 		st, err := getStats(ctx, w.Admin)
 		if err != nil {
-			return rd, err
+			return err
 		}
 		if st.Standbys > 0 {
 			rd.cost.BaselineTainted++
 		}
-		if rss0[w.ID], err = ProcRSS(w.Proc.Pid()); err != nil {
-			return rd, err
-		}
+		rss0[w.ID], err = ProcRSS(w.Proc.Pid())
+		return err
+	})
+	if err != nil {
+		return rd, err
 	}
 	if err := waitStandbys(ctx, survivors, rd.cost.Wanted, 45*time.Second); err != nil {
 		r.log.Warn().Err(err).Int("round", k).Msg("standbys not all placed")
@@ -420,7 +408,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 	if err := r.standbyWindow(ctx, survivors, rss0, &rd.cost); err != nil {
 		return rd, err
 	}
-	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
+	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, killMoveTimeout); err != nil {
 		return rd, err
 	}
 	// More streaming after the move, so that a loss or a repeat at the

@@ -118,18 +118,11 @@ func (r *runner) rebalance(ctx context.Context) error {
 	}
 	defer ls.shutdown()
 
-	var ws []*bworker
-	for range res.WorkersBefore {
-		w, err := ls.addWorker(ctx, true, settings)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	ws, err := ls.addWorkers(ctx, res.WorkersBefore, true, settings, nil)
+	if err != nil {
+		return err
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("rb-%05d", i)
-	}
+	ids := sessionIDs("rb-%05d", n)
 	if err := ls.startSessions(ctx, ids); err != nil {
 		return err
 	}
@@ -159,13 +152,11 @@ func (r *runner) rebalance(ctx context.Context) error {
 		return err
 	}
 	join := time.Now()
-	for range res.WorkersAfter - res.WorkersBefore {
-		w, err := ls.addWorker(ctx, true, settings)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	joined, err := ls.addWorkers(ctx, res.WorkersAfter-res.WorkersBefore, true, settings, nil)
+	if err != nil {
+		return err
 	}
+	ws = append(ws, joined...)
 	atJoin := map[string]int{}
 	for _, w := range ws {
 		atJoin[w.ID] = res.LoadsAtJoin[w.ID] // the joiners at 0

@@ -148,6 +148,35 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 	return w, nil
 }
 
+// addWorkers starts n workers one after the other (addWorker); started,
+// when set, reads each right after its start.
+func (ls *leaseStack) addWorkers(ctx context.Context, n int, sqs bool, settings map[string]string, started func(*bworker) error) ([]*bworker, error) {
+	var ws []*bworker
+	for range n {
+		w, err := ls.addWorker(ctx, sqs, settings)
+		if err != nil {
+			return ws, err
+		}
+		ws = append(ws, w)
+		if started != nil {
+			if err := started(w); err != nil {
+				return ws, err
+			}
+		}
+	}
+	return ws, nil
+}
+
+// sessionIDs are n session ids: pattern with its one %d verb set to
+// 0 … n−1.
+func sessionIDs(pattern string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf(pattern, i)
+	}
+	return ids
+}
+
 // workerEnv is the environment of a lease-stack worker: the bench's
 // (workerEnv), the stack's table, the work queue when sqs, settings, the
 // engines' endpoints, and, when the feed serves wss://, the stack's CA
