@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -32,15 +31,6 @@ const standbyMemRate = 1
 // (settleRSS): the holder returns the memory its placement wave left in
 // about 20–30 s (5,000 standbys).
 const standbyMemSteadyMax = 2 * time.Minute
-
-// steadyReads and steadyBand are settleRSS's rule: the RSS is steady once
-// the last steadyReads reads (a second apart) lie within steadyBand of
-// each other (the highest ≤ (1 + steadyBand) × the lowest): neither the
-// placement wave's rise nor the return after it.
-const (
-	steadyReads = 10
-	steadyBand  = 0.02
-)
 
 // StandbyMemResult is the standbymem phase's run.
 type StandbyMemResult struct {
@@ -295,45 +285,6 @@ func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout ti
 	}
 }
 
-// settleRSS waits at least minWait and then until pid's RSS is steady
-// (steadyReads, steadyBand), at most maxWait: after a wave of dials the
-// runtime returns the heap the wave left over tens of seconds, and a
-// window read meanwhile measures that return, not what the connections
-// hold. It returns the wait, the highest RSS read (MiB; peak0, bytes,
-// read before, counts) and whether the RSS was steady.
-func settleRSS(ctx context.Context, pid int, minWait, maxWait time.Duration, peak0 int64) (sec, peakMB float64, steady bool, err error) {
-	start := time.Now()
-	peak := peak0
-	var reads []float64
-	for {
-		rss, err := ProcRSS(pid)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		peak = max(peak, rss)
-		reads = append(reads, float64(rss))
-		el := time.Since(start)
-		steady = rssSteady(reads)
-		if el >= minWait && (steady || el >= maxWait) {
-			return el.Seconds(), float64(peak) / (1 << 20), steady, nil
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return 0, 0, false, err
-		}
-	}
-}
-
-// rssSteady reports whether reads (oldest first, a second apart) are
-// steady: the last steadyReads within steadyBand of each other.
-func rssSteady(reads []float64) bool {
-	n := len(reads)
-	if n < steadyReads {
-		return false
-	}
-	last := reads[n-steadyReads:]
-	return slices.Max(last) <= (1+steadyBand)*slices.Min(last)
-}
-
 // measureHolder measures the holder over the settle and window, as a
 // capacity run measures its worker, then reads its standbys and profiles.
 func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holder *bworker, res *StandbyMemResult) error {
@@ -440,12 +391,6 @@ func renderStandbyMem(p printer, r *Report) {
 		excerpt(p, fmt.Sprintf("The holder's heap in use above the bare client, per allocation site (`go tool pprof -top -sample_index=inuse_space -diff_base %s %s`)", relProfile(pr.BareHeapFile), relProfile(pr.HeapFile)), pr.HeapAboveBare)
 		p("Heap above the bare client per standby (the two profiles' in-use totals, each with its process's fixed heap): %+.1f ± %.1f KiB.\n\n", pr.heapAboveBareKiB(h.Held), pr.heapAboveBareErrKiB(h.Held))
 	}
-}
-
-// liveHeapMB is a process's HeapAlloc (MiB) read after a collection.
-func liveHeapMB(ctx context.Context, admin string) (float64, error) {
-	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
-	return mem["HeapAlloc"] / (1 << 20), err
 }
 
 // rssParts is where a client's RSS above its idle process goes, per
