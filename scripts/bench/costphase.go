@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -287,28 +286,17 @@ func (ls *leaseStack) waitOwned(ctx context.Context, ws []*bworker, want int, ti
 // sumUnits adds up the workers' store meters and owned sessions, reading
 // the workers at once (the snapshot spans one round trip).
 func sumUnits(ctx context.Context, ws []*bworker) (map[string]Usage, int, error) {
-	var mu sync.Mutex
 	out := map[string]Usage{}
 	owned := 0
-	g, gctx := errgroup.WithContext(ctx)
-	for _, w := range ws {
-		g.Go(func() error {
-			st, err := getStats(gctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			u, err := storeUnits(st)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			owned += st.Owned
-			addUnits(out, u)
-			return nil
-		})
-	}
-	err := g.Wait()
+	err := eachStats(ctx, ws, func(_ *bworker, st workerStats) error {
+		u, err := storeUnits(st)
+		if err != nil {
+			return err
+		}
+		owned += st.Owned
+		addUnits(out, u)
+		return nil
+	})
 	return out, owned, err
 }
 

@@ -11,11 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -415,27 +412,17 @@ func (r *runner) standbyWindow(ctx context.Context, holders []*bworker, rss0 map
 	}
 	c.WindowSeconds = time.Since(t0).Seconds()
 	c.Steady = diffUnits(end, start)
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	for _, w := range holders {
-		g.Go(func() error {
-			st, err := getStats(gctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			rss, err := ProcRSS(w.Proc.Pid())
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			c.Held += st.Standbys
-			c.WindowBytes += st.StandbyWindowBytes
-			c.RSSDeltaBytes += rss - rss0[w.ID]
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = eachStats(ctx, holders, func(w *bworker, st workerStats) error {
+		rss, err := ProcRSS(w.Proc.Pid())
+		if err != nil {
+			return err
+		}
+		c.Held += st.Standbys
+		c.WindowBytes += st.StandbyWindowBytes
+		c.RSSDeltaBytes += rss - rss0[w.ID]
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	c.StandbyHours = float64(c.Held) * c.WindowSeconds / 3600

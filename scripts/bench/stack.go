@@ -270,6 +270,25 @@ func (ls *leaseStack) waitOwnedZero(ctx context.Context, ws []*bworker, timeout 
 	return err
 }
 
+// eachStats reads every worker's /stats at once (the snapshot spans one
+// round trip) and hands each to add, one at a time.
+func eachStats(ctx context.Context, ws []*bworker, add func(w *bworker, st workerStats) error) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range ws {
+		g.Go(func() error {
+			st, err := getStats(gctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return add(w, st)
+		})
+	}
+	return g.Wait()
+}
+
 // errWaited: waitTotal's condition did not hold by its timeout.
 var errWaited = errors.New("timed out")
 
