@@ -256,22 +256,17 @@ func authToken() string {
 // startWithToken starts ids through the API with the Authorization header,
 // 16 at a time.
 func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
 	tok := authToken()
-	for _, id := range ids {
-		g.Go(func() error {
-			_, err := ls.st.API.Start(gctx, apiclient.StartRequest{
-				ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(ls.st.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam},
-					Headers: map[string]string{"Authorization": tok}},
-			})
-			if err != nil {
-				return fmt.Errorf("start %s: %w", id, err)
-			}
-			return nil
+	return eachID(ctx, ids, 16, func(ctx context.Context, id string) error {
+		_, err := ls.st.API.Start(ctx, apiclient.StartRequest{
+			ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(ls.st.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam},
+				Headers: map[string]string{"Authorization": tok}},
 		})
-	}
-	return g.Wait()
+		if err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // waitOwned polls the workers until they hold want sessions in all.

@@ -208,29 +208,19 @@ func (ls *leaseStack) workerEnv(id, admin string, sqs bool, settings map[string]
 // startSessions starts ids through the API (8 at a time) and returns when
 // every start was acknowledged.
 func (ls *leaseStack) startSessions(ctx context.Context, ids []string) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, id := range ids {
-		g.Go(func() error {
-			if _, err := ls.st.StartSession(gctx, id); err != nil {
-				return fmt.Errorf("start %s: %w", id, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return eachID(ctx, ids, 8, func(ctx context.Context, id string) error {
+		if _, err := ls.st.StartSession(ctx, id); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // startSessionsWith starts ids through the API (8 at a time) with the
 // extra start fields of each (devstack.StartSessionWith: a nil value drops
 // a default field) and returns when every start was acknowledged.
 func (ls *leaseStack) startSessionsWith(ctx context.Context, ids []string, fields func(id string) map[string]any) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, id := range ids {
-		g.Go(func() error { return ls.st.StartSessionWith(gctx, id, fields(id)) })
-	}
-	return g.Wait()
+	return eachID(ctx, ids, 8, func(ctx context.Context, id string) error { return ls.st.StartSessionWith(ctx, id, fields(id)) })
 }
 
 // stopSessions stops ids through the API (16 at a time) and returns when
@@ -238,21 +228,27 @@ func (ls *leaseStack) startSessionsWith(ctx context.Context, ids []string, field
 func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[string]time.Time, error) {
 	var mu sync.Mutex
 	at := map[string]time.Time{}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for _, id := range ids {
-		g.Go(func() error {
-			if _, err := ls.st.API.Stop(gctx, id); err != nil {
-				return fmt.Errorf("stop %s: %w", id, err)
-			}
-			mu.Lock()
-			at[id] = time.Now()
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
+	err := eachID(ctx, ids, 16, func(ctx context.Context, id string) error {
+		if _, err := ls.st.API.Stop(ctx, id); err != nil {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
+		mu.Lock()
+		at[id] = time.Now()
+		mu.Unlock()
+		return nil
+	})
 	return at, err
+}
+
+// eachID runs do for every id, limit at a time, until one fails (its
+// error is returned).
+func eachID(ctx context.Context, ids []string, limit int, do func(ctx context.Context, id string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for _, id := range ids {
+		g.Go(func() error { return do(gctx, id) })
+	}
+	return g.Wait()
 }
 
 // waitOwnedZero polls the workers until none owns a session (or timeout).
