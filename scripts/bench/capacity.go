@@ -255,11 +255,9 @@ func runLabel(run CapRunResult) string {
 
 func renderCapacity(p printer, r *Report) {
 	c := r.Capacity
-	if c == nil {
+	if !heading(p, c, "5. One worker's capacity (no-I/O store)") {
 		return
 	}
-	p("## 5. One worker's capacity (no-I/O store)\n\n")
-	renderPhase(p, c.Phase)
 	p("| run | held | msg/s (expected) | worker CPU (%% of a core) | CPU per 1,000 msg/s | RSS mean / max | RSS per session (above the idle worker's) | heartbeats/s (needed) | tenures lost | goroutines | open files | feed CPU | machine CPU (of %d %%) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", 100*r.Machine.Cores)
 	var renewed, needed float64
 	var lost int64

@@ -24,19 +24,14 @@ func compareGoals(r *Report) []Goal {
 			continue
 		}
 		label := fmt.Sprintf("%s, %s", x.Label(), x.Transport)
-		mem := Goal{Figure: "memory per session against the bare client, " + label,
-			Measured: fmt.Sprintf("%.1f vs %.1f KiB (%+.1f)", x.Worker.RSSAboveIdleKB, x.Bare.RSSAboveIdleKB, x.Diff.RSSAboveIdleKB),
-			Goal:     fmt.Sprintf("≤ bare + %g KiB", GoalMemOverBareKiB), Known: true, Met: x.Diff.RSSAboveIdleKB <= GoalMemOverBareKiB}
-		if !mem.Met {
-			mem.Miss = fmt.Sprintf("+%.1f KiB", x.Diff.RSSAboveIdleKB-GoalMemOverBareKiB)
-		}
-		cpu := Goal{Figure: "CPU per 1,000 msg/s against the bare client, " + label,
-			Measured: fmt.Sprintf("×%.2f (%.2f vs %.2f %%)", x.Ratio.CPUPer1k, x.Worker.CPUPer1k, x.Bare.CPUPer1k),
-			Goal:     fmt.Sprintf("≤ %g× bare", GoalCPUOverBare), Known: x.Ratio.CPUPer1k > 0, Met: x.Ratio.CPUPer1k > 0 && x.Ratio.CPUPer1k <= GoalCPUOverBare}
-		if !cpu.Met {
-			cpu.Miss = fmt.Sprintf("×%.2f over (+%.2f points)", x.Ratio.CPUPer1k/GoalCPUOverBare, x.Worker.CPUPer1k-GoalCPUOverBare*x.Bare.CPUPer1k)
-		}
-		gs = append(gs, mem, cpu)
+		gs = append(gs, judged("memory per session against the bare client, "+label,
+			fmt.Sprintf("%.1f vs %.1f KiB (%+.1f)", x.Worker.RSSAboveIdleKB, x.Bare.RSSAboveIdleKB, x.Diff.RSSAboveIdleKB),
+			fmt.Sprintf("≤ bare + %g KiB", GoalMemOverBareKiB), x.Diff.RSSAboveIdleKB <= GoalMemOverBareKiB,
+			fmt.Sprintf("+%.1f KiB", x.Diff.RSSAboveIdleKB-GoalMemOverBareKiB)))
+		gs = append(gs, judgedIf(x.Ratio.CPUPer1k > 0, "CPU per 1,000 msg/s against the bare client, "+label,
+			fmt.Sprintf("×%.2f (%.2f vs %.2f %%)", x.Ratio.CPUPer1k, x.Worker.CPUPer1k, x.Bare.CPUPer1k),
+			fmt.Sprintf("≤ %g× bare", GoalCPUOverBare), x.Ratio.CPUPer1k <= GoalCPUOverBare,
+			fmt.Sprintf("×%.2f over (+%.2f points)", x.Ratio.CPUPer1k/GoalCPUOverBare, x.Worker.CPUPer1k-GoalCPUOverBare*x.Bare.CPUPer1k)))
 	}
 	return gs
 }

@@ -339,25 +339,20 @@ func standbyMemGoals(r *Report) []Goal {
 		return nil
 	}
 	v := s.Verdict
-	g := Goal{Figure: fmt.Sprintf("Hot standby: memory per standby against the bare client's per connection plus its window, %s standbys × %g msg/s, %s", thousands(s.Holder.Held), s.Rate, s.Transport),
-		Measured: fmt.Sprintf("%.1f vs %.1f + %.2f KiB (%+.1f)", v.HolderKB, v.BareKB, v.WindowKB, v.OverBareKB), Goal: "≤ bare + window", Known: v.Known, Met: v.Known && v.Met}
-	switch {
-	case !v.Known:
-		g.Measured, g.Miss = "not measured", "not measured"
-	case !v.Met:
-		g.Miss = fmt.Sprintf("+%.1f KiB", v.HolderKB-v.BoundKB)
+	measured, miss := fmt.Sprintf("%.1f vs %.1f + %.2f KiB (%+.1f)", v.HolderKB, v.BareKB, v.WindowKB, v.OverBareKB), fmt.Sprintf("+%.1f KiB", v.HolderKB-v.BoundKB)
+	if !v.Known {
+		measured, miss = "not measured", "not measured"
 	}
-	return []Goal{g}
+	return []Goal{judgedIf(v.Known, fmt.Sprintf("Hot standby: memory per standby against the bare client's per connection plus its window, %s standbys × %g msg/s, %s", thousands(s.Holder.Held), s.Rate, s.Transport),
+		measured, "≤ bare + window", v.Met, miss)}
 }
 
 // renderStandbyMem is the standbymem section.
 func renderStandbyMem(p printer, r *Report) {
 	s := r.StandbyMem
-	if s == nil {
+	if !heading(p, s, "5d. A hot standby's memory against the bare client") {
 		return
 	}
-	p("## 5d. A hot standby's memory against the bare client\n\n")
-	renderPhase(p, s.Phase)
 	h, b, v := s.Holder, s.Bare, s.Verdict
 	p("The owner held %s of %s sessions; the holder held %s standbys (%s connected at the window's end, %.0f s from its start to all placed and connected). Per standby or connection, above the idle process of each kind (the idle holder: a worker started as the holder is, before the owner and any session, stopped before the holder starts):\n\n",
 		thousands(s.Owned), thousands(s.Sessions), thousands(h.Held), thousands(s.Connected), s.PlaceSec)

@@ -143,11 +143,9 @@ func (r *runner) claim(ctx context.Context) error {
 
 func renderClaim(p printer, r *Report) {
 	c := r.Claim
-	if c == nil {
+	if !heading(p, c, "1. Claim latency: POST /sessions → first message at the sink") {
 		return
 	}
-	p("## 1. Claim latency: POST /sessions → first message at the sink\n\n")
-	renderPhase(p, c.Phase)
 	p(distHeader)
 	distRow(p, "via SQS (start notification)", c.SQS)
 	distRow(p, "— of which the POST round trip", c.SQSPost)

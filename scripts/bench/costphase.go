@@ -297,11 +297,9 @@ func sumUnits(ctx context.Context, ws []*bworker) (map[string]Usage, int, error)
 
 func renderCost(p printer, r *Report) {
 	c := r.Cost
-	if c == nil {
+	if !heading(p, c, "6. DynamoDB cost: write and read units per session-hour") {
 		return
 	}
-	p("## 6. DynamoDB cost: write and read units per session-hour\n\n")
-	renderPhase(p, c.Phase)
 	for _, run := range []*CostRun{c.Active, c.Idle} {
 		if run == nil || run.WorkerHours == 0 {
 			continue

@@ -247,11 +247,9 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 }
 
 func renderHandover(p printer, h *HandoverResult, title string) {
-	if h == nil {
+	if !heading(p, h, "%s", title) {
 		return
 	}
-	p("## %s\n\n", title)
-	renderPhase(p, h.Phase)
 	if h.Kind == kindTerm {
 		p("![hand-off dark time CDF](%s)\n\n", ChartHandoffCDF)
 	} else {

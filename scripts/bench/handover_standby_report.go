@@ -117,22 +117,17 @@ func standbyGoals(r *Report) []Goal {
 		fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), "0", s.Standby.Lost == 0 && s.Standby.Unrecovered == 0,
 		fmt.Sprintf("%d lost", s.Standby.Lost)+neverRecovered(s.Standby.Unrecovered)))
 	d := s.Standby.DeadToFirst
-	g2 := Goal{Figure: "Hot standby: owner declared dead → first message at the sink, p99", Measured: ms(d.P99), Goal: fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
-		Known: d.N > 0, Met: d.N > 0 && d.P99 <= StandbyGoalDeadToFirstMs}
+	measured, miss := ms(d.P99), fmt.Sprintf("+%s", ms(d.P99-StandbyGoalDeadToFirstMs))
 	if d.N == 0 {
-		g2.Measured, g2.Miss = "not measured (no death declaration read)", "not measured"
-	} else if !g2.Met {
-		g2.Miss = fmt.Sprintf("+%s", ms(d.P99-StandbyGoalDeadToFirstMs))
+		measured, miss = "not measured (no death declaration read)", "not measured"
 	}
-	gs = append(gs, g2)
+	gs = append(gs, judgedIf(d.N > 0, "Hot standby: owner declared dead → first message at the sink, p99", measured, fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
+		d.P99 <= StandbyGoalDeadToFirstMs, miss))
 	w := s.Cost.WRUPerSH()
-	g3 := Goal{Figure: "Hot standby: write units per standby session-hour (held; the one-off assign and drop apart)", Measured: fmt.Sprintf("%.3g", w), Goal: fmt.Sprintf("≤ %d", StandbyGoalWRUPerSH),
-		Known: s.Cost.StandbyHours > 0, Met: s.Cost.StandbyHours > 0 && w <= StandbyGoalWRUPerSH}
-	if !g3.Met {
-		g3.Miss = fmt.Sprintf("%.3g", w)
-		if s.Cost.StandbyHours == 0 {
-			g3.Miss = "no standby held"
-		}
+	miss = fmt.Sprintf("%.3g", w)
+	if s.Cost.StandbyHours == 0 {
+		miss = "no standby held"
 	}
-	return append(gs, g3)
+	return append(gs, judgedIf(s.Cost.StandbyHours > 0, "Hot standby: write units per standby session-hour (held; the one-off assign and drop apart)", fmt.Sprintf("%.3g", w),
+		fmt.Sprintf("≤ %d", StandbyGoalWRUPerSH), w <= StandbyGoalWRUPerSH, miss))
 }

@@ -173,11 +173,9 @@ func joinInts(ns []int, sep string) string {
 
 func renderReads(p printer, r *Report) {
 	rd := r.Reads
-	if rd == nil {
+	if !heading(p, rd, "7. Finding dead workers: units per worker-hour as the fleet grows") {
 		return
 	}
-	p("## 7. Finding dead workers: units per worker-hour as the fleet grows\n\n")
-	renderPhase(p, rd.Phase)
 	if len(rd.Runs) == 0 {
 		return
 	}

@@ -318,8 +318,7 @@ func renderRebalance(p printer, r *Report) {
 	if rb == nil {
 		return
 	}
-	p("## 4b. Rebalancing: %s sessions on %d workers, then %d more join\n\n", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter-rb.WorkersBefore)
-	renderPhase(p, rb.Phase)
+	heading(p, rb, "4b. Rebalancing: %s sessions on %d workers, then %d more join", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter-rb.WorkersBefore)
 	p("| figure | value |\n|---|---|\n")
 	bal := "never (within the run's deadline)"
 	if rb.ToBalancedMs >= 0 {

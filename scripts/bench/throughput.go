@@ -360,8 +360,7 @@ func renderThroughput(p printer, r *Report) {
 	if t == nil {
 		return
 	}
-	p("## 8. Sinks at real rates: one session as fast as the feed pushes, +%.0f ms per sink request\n\n", t.LatencyMs)
-	renderPhase(p, t.Phase)
+	heading(p, t, "8. Sinks at real rates: one session as fast as the feed pushes, +%.0f ms per sink request", t.LatencyMs)
 	p("| sink | sessions × feed rate | msg/s | requests | requests/message | lag p50 | lag p99 | stalls | reconnects | worker CPU | engine CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range t.Runs {
 		rate := feedRate(run.FeedRate)
