@@ -304,22 +304,16 @@ func (b *BillResult) price() {
 			continue
 		}
 		in := b.inputs(run)
-		var variants []string
-		switch run.Sink {
-		case TPSQSBatched:
-			variants = []string{BillSQS}
-		case TPKinesis:
-			variants = []string{BillKinesisOD, BillKinesisProv}
-		case TPStdout:
-			variants = []string{BillStdout}
-		}
 		for _, dep := range BillDeployments {
 			costs := b.CostsAt(dep)
 			if costs[run.Workload] == nil {
 				costs[run.Workload] = map[string]BillCost{}
 			}
 			in.Deployment = dep
-			for _, v := range variants {
+			for _, v := range BillVariants {
+				if billSinkOf(v) != run.Sink {
+					continue // the variants priced from run's sink
+				}
 				in.Variant = v
 				costs[run.Workload][v] = Price(in)
 			}

@@ -170,17 +170,18 @@ func NewCapCompare(c CapRun, transport string, w, b ClientFigures) CapCompare {
 	w.derive()
 	b.derive()
 	x := CapCompare{Sessions: c.Sessions, Rate: c.Rate, PayloadBytes: c.PayloadBytes, MessageBytes: FeedMessageBytes(c.PayloadBytes, 5), Transport: transport, Worker: w, Bare: b}
-	x.Diff = Delta{
-		RSSKB: w.RSSPerSessKB - b.RSSPerSessKB, RSSAboveIdleKB: w.RSSAboveIdleKB - b.RSSAboveIdleKB, HeapKB: w.HeapPerSessKB - b.HeapPerSessKB,
-		StackKB: w.StackPerSessKB - b.StackPerSessKB, GoroutinesPerSess: w.GoroutinesPerSess - b.GoroutinesPerSess,
-		CPUPer1k: w.CPUPer1k - b.CPUPer1k, MsgPerCore: w.MsgPerCore - b.MsgPerCore,
-	}
-	x.Ratio = Delta{
-		RSSKB: ratio(w.RSSPerSessKB, b.RSSPerSessKB), RSSAboveIdleKB: ratio(w.RSSAboveIdleKB, b.RSSAboveIdleKB), HeapKB: ratio(w.HeapPerSessKB, b.HeapPerSessKB),
-		StackKB: ratio(w.StackPerSessKB, b.StackPerSessKB), GoroutinesPerSess: ratio(w.GoroutinesPerSess, b.GoroutinesPerSess),
-		CPUPer1k: ratio(w.CPUPer1k, b.CPUPer1k), MsgPerCore: ratio(w.MsgPerCore, b.MsgPerCore),
-	}
+	x.Diff = deltaOf(w, b, func(a, b float64) float64 { return a - b })
+	x.Ratio = deltaOf(w, b, ratio)
 	return x
+}
+
+// deltaOf is op(the worker's figure, the bare client's), figure by figure.
+func deltaOf(w, b ClientFigures, op func(a, b float64) float64) Delta {
+	return Delta{
+		RSSKB: op(w.RSSPerSessKB, b.RSSPerSessKB), RSSAboveIdleKB: op(w.RSSAboveIdleKB, b.RSSAboveIdleKB), HeapKB: op(w.HeapPerSessKB, b.HeapPerSessKB),
+		StackKB: op(w.StackPerSessKB, b.StackPerSessKB), GoroutinesPerSess: op(w.GoroutinesPerSess, b.GoroutinesPerSess),
+		CPUPer1k: op(w.CPUPer1k, b.CPUPer1k), MsgPerCore: op(w.MsgPerCore, b.MsgPerCore),
+	}
 }
 
 // ratio is a ÷ b, 0 (undefined) unless both are meaningful: b > 0 and

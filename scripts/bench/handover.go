@@ -160,7 +160,8 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	}
 	defer ls.shutdown()
 
-	var all []time.Duration
+	var all, toTakeable, toFirst []time.Duration
+	var claimMs, releaseMs, publishMs []float64
 	var rounds []roundData
 	stopped := map[string]time.Time{}
 	for k := 1; k <= res.Rounds; k++ {
@@ -177,21 +178,13 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		for id, at := range stops {
 			stopped[id] = at
 		}
+		a, b := rd.takeover()
+		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
+		claimMs, releaseMs, publishMs = append(claimMs, rd.claimMs...), append(releaseMs, rd.releaseMs...), append(publishMs, rd.publishMs...)
 		r.log.Info().Str("phase", name).Int("round", k).Int("n", d.N).Float64("p50_ms", d.P50).Float64("p99_ms", d.P99).Msg("round done")
 	}
 	res.Gap = WithSamples(all)
-	var toTakeable, toFirst []time.Duration
-	for _, rd := range rounds {
-		a, b := rd.takeover()
-		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
-	}
 	res.KillToDead, res.DeadToFirst = Summarize(toTakeable), Summarize(toFirst)
-	var claimMs, releaseMs, publishMs []float64
-	for _, rd := range rounds {
-		claimMs = append(claimMs, rd.claimMs...)
-		releaseMs = append(releaseMs, rd.releaseMs...)
-		publishMs = append(publishMs, rd.publishMs...)
-	}
 	res.NotifyToOpen = SummarizeMs(claimMs)
 	res.VictimRelease, res.VictimPublish = SummarizeMs(releaseMs), SummarizeMs(publishMs)
 
