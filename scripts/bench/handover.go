@@ -234,9 +234,7 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 			res.DuplicatedMax = t.MaxOne
 		}
 	}
-	for _, v := range j.Violations {
-		res.Violations = append(res.Violations, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
-	}
+	res.Violations = append(res.Violations, violations(j)...)
 }
 
 func renderHandover(p printer, h *HandoverResult, title string) {

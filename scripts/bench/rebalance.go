@@ -304,9 +304,7 @@ func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
 			res.Duplicated += t.Repeats
 		}
 	}
-	for _, v := range j.Violations {
-		res.Violations = append(res.Violations, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
-	}
+	res.Violations = append(res.Violations, violations(j)...)
 }
 
 func ms1(d time.Duration) float64 {

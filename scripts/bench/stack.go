@@ -447,6 +447,15 @@ func judgeLease(ev chaos.Evidence, feedRate float64) chaos.Result {
 	return chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
 }
 
+// violations are j's violations as the report lists them.
+func violations(j chaos.Result) []string {
+	var out []string
+	for _, v := range j.Violations {
+		out = append(out, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
+	}
+	return out
+}
+
 // acceptedBySession are the feed's accepted connections (not refused, not
 // bad requests) by session.
 func acceptedBySession(conns []feed.ConnRecord) map[string][]feed.ConnRecord {
