@@ -376,7 +376,6 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 	}
 	var pid int
 	var admin string
-	var goroutines func() (int, error)
 	switch kind {
 	case KindWorker:
 		defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
@@ -388,7 +387,6 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 			return f, err
 		}
 		pid, admin = e.work.Pid(), e.admin
-		goroutines = func() (int, error) { st, err := getStats(ctx, admin); return st.Goroutines, err }
 	default:
 		p, a, err := r.startBare(ctx, e, "idle-bare", 0, gogcValue(nil))
 		if err != nil {
@@ -396,13 +394,15 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 		}
 		defer func() { _ = p.Stop(10 * time.Second) }()
 		pid, admin = p.Pid(), a
-		goroutines = func() (int, error) { st, err := getBareStats(ctx, admin); return st.Goroutines, err }
 	}
 	if err := f.readIdle(ctx, pid, admin); err != nil {
 		return f, err
 	}
-	var err error
-	f.Goroutines, err = goroutines()
+	// The worker's /stats and the bare client's name their goroutines alike.
+	st, err := getJSON[struct {
+		Goroutines int `json:"goroutines"`
+	}](ctx, "http://"+admin+"/stats", 1<<20)
+	f.Goroutines = st.Goroutines
 	return f, err
 }
 
