@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -305,22 +304,16 @@ func (b *BillResult) price() {
 			continue
 		}
 		in := b.inputs(run)
-		var variants []string
-		switch run.Sink {
-		case TPSQSBatched:
-			variants = []string{BillSQS}
-		case TPKinesis:
-			variants = []string{BillKinesisOD, BillKinesisProv}
-		case TPStdout:
-			variants = []string{BillStdout}
-		}
 		for _, dep := range BillDeployments {
 			costs := b.CostsAt(dep)
 			if costs[run.Workload] == nil {
 				costs[run.Workload] = map[string]BillCost{}
 			}
 			in.Deployment = dep
-			for _, v := range variants {
+			for _, v := range BillVariants {
+				if billSinkOf(v) != run.Sink {
+					continue // the variants priced from run's sink
+				}
 				in.Variant = v
 				costs[run.Workload][v] = Price(in)
 			}
@@ -363,32 +356,7 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 		run.Env = env
 	}
 	e := &capEnv{dir: filepath.Join(te.dir, tag), payload: max(1, w.MessageBytes-FeedMessageBytes(0, 3)-len(`,"pad":""`))}
-	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return run, err
-	}
 	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("bill run: stop") })
-	table, err := te.newRunTable(ctx, tag)
-	if err != nil {
-		return run, err
-	}
-	if err := r.startFeed(ctx, e, w.Rate); err != nil {
-		return run, err
-	}
-	settings, proxy, _ := te.sinkSettings(sinkName)
-	settings[schema.EnvTableName] = table
-	settings[schema.EnvMaxSessions] = itoa(sessions + 100)
-	if sinkName == TPKinesis {
-		// Hash buckets as docs/worker.md tells users to set them: the
-		// stream's open shards, a power of two (the default, 16, fits
-		// streams of up to 16 shards, at a quarter of the packing here).
-		settings[schema.EnvSinkKinesisHashBuckets] = itoa(TPStreamShards)
-	}
-	for k, v := range r.cfg.BillEnv {
-		settings[k] = v
-	}
-	for k, v := range env {
-		settings[k] = v
-	}
 	var lines, bytes atomic.Int64
 	var counting atomic.Bool
 	if sinkName == TPStdout {
@@ -399,16 +367,21 @@ func (r *runner) billRun(ctx context.Context, te *tpEnv, tag string, w BillWorkl
 			}
 		}
 	}
-	if err := r.startCapWorker(ctx, e, tag+"-worker", []string{r.cfg.Bin.Streamer}, settings, te.engineEnv()); err != nil {
-		return run, err
-	}
-	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), w.Resumable); err != nil {
-		return run, err
-	}
-	if err := waitHeld(ctx, e, sessions, w.Rate, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
-		return run, err
-	}
-	if err := sleepCtx(ctx, sz.TPSettle); err != nil {
+	proxy, _, err := r.startSinkRun(ctx, te, e, tag, sinkName, sessions, w.Rate, w.Rate, w.Resumable, func(settings map[string]string) {
+		if sinkName == TPKinesis {
+			// Hash buckets as docs/worker.md tells users to set them: the
+			// stream's open shards, a power of two (the default, 16, fits
+			// streams of up to 16 shards, at a quarter of the packing here).
+			settings[schema.EnvSinkKinesisHashBuckets] = itoa(TPStreamShards)
+		}
+		for k, v := range r.cfg.BillEnv {
+			settings[k] = v
+		}
+		for k, v := range env {
+			settings[k] = v
+		}
+	})
+	if err != nil {
 		return run, err
 	}
 	log0 := fileSize(e.work.LogPath)

@@ -36,13 +36,6 @@ const (
 	GoalCPUOverBare = 1.2
 )
 
-// MemStats sampling after a window: memSamples reads memSampleEvery apart,
-// averaged (heap in use moves with the GC cycle).
-const (
-	memSamples     = 5
-	memSampleEvery = time.Second
-)
-
 // IdleFigures are an idle process's (no session): what the per-session
 // figures are taken above.
 type IdleFigures struct {
@@ -177,17 +170,18 @@ func NewCapCompare(c CapRun, transport string, w, b ClientFigures) CapCompare {
 	w.derive()
 	b.derive()
 	x := CapCompare{Sessions: c.Sessions, Rate: c.Rate, PayloadBytes: c.PayloadBytes, MessageBytes: FeedMessageBytes(c.PayloadBytes, 5), Transport: transport, Worker: w, Bare: b}
-	x.Diff = Delta{
-		RSSKB: w.RSSPerSessKB - b.RSSPerSessKB, RSSAboveIdleKB: w.RSSAboveIdleKB - b.RSSAboveIdleKB, HeapKB: w.HeapPerSessKB - b.HeapPerSessKB,
-		StackKB: w.StackPerSessKB - b.StackPerSessKB, GoroutinesPerSess: w.GoroutinesPerSess - b.GoroutinesPerSess,
-		CPUPer1k: w.CPUPer1k - b.CPUPer1k, MsgPerCore: w.MsgPerCore - b.MsgPerCore,
-	}
-	x.Ratio = Delta{
-		RSSKB: ratio(w.RSSPerSessKB, b.RSSPerSessKB), RSSAboveIdleKB: ratio(w.RSSAboveIdleKB, b.RSSAboveIdleKB), HeapKB: ratio(w.HeapPerSessKB, b.HeapPerSessKB),
-		StackKB: ratio(w.StackPerSessKB, b.StackPerSessKB), GoroutinesPerSess: ratio(w.GoroutinesPerSess, b.GoroutinesPerSess),
-		CPUPer1k: ratio(w.CPUPer1k, b.CPUPer1k), MsgPerCore: ratio(w.MsgPerCore, b.MsgPerCore),
-	}
+	x.Diff = deltaOf(w, b, func(a, b float64) float64 { return a - b })
+	x.Ratio = deltaOf(w, b, ratio)
 	return x
+}
+
+// deltaOf is op(the worker's figure, the bare client's), figure by figure.
+func deltaOf(w, b ClientFigures, op func(a, b float64) float64) Delta {
+	return Delta{
+		RSSKB: op(w.RSSPerSessKB, b.RSSPerSessKB), RSSAboveIdleKB: op(w.RSSAboveIdleKB, b.RSSAboveIdleKB), HeapKB: op(w.HeapPerSessKB, b.HeapPerSessKB),
+		StackKB: op(w.StackPerSessKB, b.StackPerSessKB), GoroutinesPerSess: op(w.GoroutinesPerSess, b.GoroutinesPerSess),
+		CPUPer1k: op(w.CPUPer1k, b.CPUPer1k), MsgPerCore: op(w.MsgPerCore, b.MsgPerCore),
+	}
 }
 
 // ratio is a ÷ b, 0 (undefined) unless both are meaningful: b > 0 and
@@ -222,35 +216,6 @@ func gogcValue(env map[string]string) string {
 		return v
 	}
 	return itoa(envconfig.DefaultGCPercent)
-}
-
-// sampleMemStats reads the MemStats lines of admin's /debug/pprof/heap
-// n times every apart and returns each one's mean (gc: a collection
-// first, for an idle process's live figures).
-func sampleMemStats(ctx context.Context, admin string, n int, every time.Duration, gc bool) (map[string]float64, error) {
-	url := "http://" + admin + "/debug/pprof/heap?debug=1"
-	if gc {
-		url += "&gc=1"
-	}
-	sum := map[string]float64{}
-	for i := range n {
-		if i > 0 {
-			if err := sleepCtx(ctx, every); err != nil {
-				return nil, err
-			}
-		}
-		b, err := httpGet(ctx, url, 64<<20)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range parseMemStats(b) {
-			sum[k] += float64(v)
-		}
-	}
-	for k := range sum {
-		sum[k] /= float64(n)
-	}
-	return sum, nil
 }
 
 // bareStats is bin/bareclient's /stats document (the fields the bench
@@ -411,7 +376,6 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 	}
 	var pid int
 	var admin string
-	var goroutines func() (int, error)
 	switch kind {
 	case KindWorker:
 		defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("idle worker: stop") })
@@ -423,7 +387,6 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 			return f, err
 		}
 		pid, admin = e.work.Pid(), e.admin
-		goroutines = func() (int, error) { st, err := getStats(ctx, admin); return st.Goroutines, err }
 	default:
 		p, a, err := r.startBare(ctx, e, "idle-bare", 0, gogcValue(nil))
 		if err != nil {
@@ -431,13 +394,15 @@ func (r *runner) idleProc(ctx context.Context, kind, tr string) (IdleFigures, er
 		}
 		defer func() { _ = p.Stop(10 * time.Second) }()
 		pid, admin = p.Pid(), a
-		goroutines = func() (int, error) { st, err := getBareStats(ctx, admin); return st.Goroutines, err }
 	}
 	if err := f.readIdle(ctx, pid, admin); err != nil {
 		return f, err
 	}
-	var err error
-	f.Goroutines, err = goroutines()
+	// The worker's /stats and the bare client's name their goroutines alike.
+	st, err := getJSON[struct {
+		Goroutines int `json:"goroutines"`
+	}](ctx, "http://"+admin+"/stats", 1<<20)
+	f.Goroutines = st.Goroutines
 	return f, err
 }
 
@@ -468,125 +433,4 @@ func (f *IdleFigures) readIdle(ctx context.Context, pid int, admin string) error
 	}
 	f.HeapInuseMB, f.StackInuseMB, f.Mem = mem["HeapInuse"]/(1<<20), mem["Stack"]/(1<<20), mem
 	return nil
-}
-
-// compareGoals are issue 27's goals on the side-by-side runs at a set rate
-// on the default transport: memory per session (RSS above the idle
-// process) ≤ the bare client's + GoalMemOverBareKiB, CPU per 1,000 msg/s
-// ≤ GoalCPUOverBare × the bare client's.
-func compareGoals(r *Report) []Goal {
-	c := r.Capacity
-	if c == nil {
-		return nil
-	}
-	var gs []Goal
-	for _, x := range c.Compare {
-		if x.Transport != c.Transport || !x.paced() || x.Worker.Held == 0 || x.Bare.Held == 0 {
-			continue
-		}
-		label := fmt.Sprintf("%s, %s", x.Label(), x.Transport)
-		mem := Goal{Figure: "memory per session against the bare client, " + label,
-			Measured: fmt.Sprintf("%.1f vs %.1f KiB (%+.1f)", x.Worker.RSSAboveIdleKB, x.Bare.RSSAboveIdleKB, x.Diff.RSSAboveIdleKB),
-			Goal:     fmt.Sprintf("≤ bare + %g KiB", GoalMemOverBareKiB), Known: true, Met: x.Diff.RSSAboveIdleKB <= GoalMemOverBareKiB}
-		if !mem.Met {
-			mem.Miss = fmt.Sprintf("+%.1f KiB", x.Diff.RSSAboveIdleKB-GoalMemOverBareKiB)
-		}
-		cpu := Goal{Figure: "CPU per 1,000 msg/s against the bare client, " + label,
-			Measured: fmt.Sprintf("×%.2f (%.2f vs %.2f %%)", x.Ratio.CPUPer1k, x.Worker.CPUPer1k, x.Bare.CPUPer1k),
-			Goal:     fmt.Sprintf("≤ %g× bare", GoalCPUOverBare), Known: x.Ratio.CPUPer1k > 0, Met: x.Ratio.CPUPer1k > 0 && x.Ratio.CPUPer1k <= GoalCPUOverBare}
-		if !cpu.Met {
-			cpu.Miss = fmt.Sprintf("×%.2f over (+%.2f points)", x.Ratio.CPUPer1k/GoalCPUOverBare, x.Worker.CPUPer1k-GoalCPUOverBare*x.Bare.CPUPer1k)
-		}
-		gs = append(gs, mem, cpu)
-	}
-	return gs
-}
-
-// renderCompare writes section 5's side-by-side table, the goals' verdicts
-// and the charts.
-func renderCompare(p printer, r *Report) {
-	c := r.Capacity
-	if c == nil || len(c.Compare) == 0 {
-		return
-	}
-	p("### Worker against a bare client (same feed, same N, one after the other)\n\n")
-	p("Every size runs twice on the same feed process: the worker, then (the worker stopped) bin/bareclient, the same number of connections doing nothing but reading and discarding (settings above). Per session = above the idle process of the same kind and transport (idle figures below), divided by the sessions held; \"RSS ÷ N\" does not subtract the idle process. The goals are judged on **%s**%s.\n\n", c.Transport, transportNote(c.Transport))
-	p("| size | transport | client | held | msg/s | CPU (%% of a core) | CPU per 1,000 msg/s | msg/s per core | RSS per session (RSS ÷ N) | heap per session | stacks per session | goroutines per session | RSS mean | reconnects in the window (dialled again since the start; failed dials) | load start → end |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, x := range c.Compare {
-		size := x.Label()
-		row := func(who string, f ClientFigures) {
-			if f.Error != "" && f.Held == 0 {
-				p("| %s | %s | %s | failed: %s | | | | | | | | | | | |\n", size, x.Transport, who, oneLine(f.Error))
-				return
-			}
-			// One session's memory is the process's (RSS mean): per
-			// session above the idle process it is noise.
-			mem := fmt.Sprintf("%.1f KiB (%.1f) | %.1f KiB | %.1f KiB | %.2f", f.RSSAboveIdleKB, f.RSSPerSessKB, f.HeapPerSessKB, f.StackPerSessKB, f.GoroutinesPerSess)
-			if !x.paced() {
-				mem = "— | — | — | —"
-			}
-			p("| %s | %s | %s | %s | %s | %.1f %% | %.2f %% | %s | %s | %.0f MiB | %d (%s; %s) | %s → %s |\n",
-				size, x.Transport, who, thousands(f.Held), thousands(int(f.MsgRate+0.5)), f.CPUPct, f.CPUPer1k, thousands(int(f.MsgPerCore+0.5)),
-				mem, f.RSSMeanMB, f.Reconnects, thousands(int(f.Redials)), thousands(int(f.DialErrors)), f.LoadStart, f.LoadEnd)
-		}
-		row("wsfleet", x.Worker)
-		row("bare client", x.Bare)
-		d, q := x.Diff, x.Ratio
-		dm := fmt.Sprintf("%+.1f KiB (%+.1f) | %+.1f KiB | %+.1f KiB | %+.2f", d.RSSAboveIdleKB, d.RSSKB, d.HeapKB, d.StackKB, d.GoroutinesPerSess)
-		qm := fmt.Sprintf("%s (%s) | %s | %s | %s", times(q.RSSAboveIdleKB), times(q.RSSKB), times(q.HeapKB), times(q.StackKB), times(q.GoroutinesPerSess))
-		dr, qr := "", ""
-		if !x.paced() {
-			dm, qm = "— | — | — | —", "— | — | — | —"
-			dr, qr = fmt.Sprintf("%+.0f MiB", x.Worker.RSSMeanMB-x.Bare.RSSMeanMB), times(ratio(x.Worker.RSSMeanMB, x.Bare.RSSMeanMB))
-		}
-		p("| %s | %s | wsfleet − bare | | | %+.1f points | %+.2f points | %s | %s | %s | | |\n",
-			size, x.Transport, x.Worker.CPUPct-x.Bare.CPUPct, d.CPUPer1k, signedThousands(d.MsgPerCore), dm, dr)
-		p("| %s | %s | wsfleet ÷ bare | | | %s | %s | %s | %s | %s | | |\n",
-			size, x.Transport, times(ratio(x.Worker.CPUPct, x.Bare.CPUPct)), times(q.CPUPer1k), times(q.MsgPerCore), qm, qr)
-	}
-	p("\nIdle processes (no session) the per-session figures are taken above (RSS after 3 s; heap and stacks in use after a collection):\n\n| process | transport | RSS | heap in use | stacks in use | goroutines |\n|---|---|---|---|---|---|\n")
-	for _, f := range c.Idle {
-		who := "wsfleet worker"
-		if f.Kind == KindBare {
-			who = "bare client"
-		}
-		p("| %s | %s | %.1f MiB | %.1f MiB | %.2f MiB | %d |\n", who, f.Transport, f.RSSMB, f.HeapInuseMB, f.StackInuseMB, f.Goroutines)
-	}
-	p("\n")
-	var verdicts []string
-	for _, g := range compareGoals(r) {
-		v := "**met**"
-		if !g.Met {
-			v = "**missed** by " + g.Miss
-		}
-		verdicts = append(verdicts, fmt.Sprintf("- %s: %s, goal %s: %s", g.Figure, g.Measured, g.Goal, v))
-	}
-	if len(verdicts) > 0 {
-		p("Goals (issue 27, from the ratios above on %s): memory per session ≤ the bare client's + %g KiB, CPU per 1,000 msg/s ≤ %g× the bare client's.\n\n%s\n\n", c.Transport, GoalMemOverBareKiB, GoalCPUOverBare, strings.Join(verdicts, "\n"))
-	}
-	for _, f := range c.Charts {
-		p("![%s](%s)\n\n", chartTitle(f), f)
-	}
-}
-
-// times formats a ratio ("—" when undefined).
-func times(v float64) string {
-	if v == 0 {
-		return "—"
-	}
-	return fmt.Sprintf("×%.2f", v)
-}
-
-func signedThousands(v float64) string {
-	if v >= 0 {
-		return "+" + thousands(int(v+0.5))
-	}
-	return "−" + thousands(int(-v+0.5))
-}
-
-func transportNote(t string) string {
-	if t == "ws" {
-		return " (this run's -plain-ws)"
-	}
-	return " (ws:// beside it for comparison)"
 }

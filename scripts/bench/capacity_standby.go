@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -32,15 +31,6 @@ const standbyMemRate = 1
 // (settleRSS): the holder returns the memory its placement wave left in
 // about 20–30 s (5,000 standbys).
 const standbyMemSteadyMax = 2 * time.Minute
-
-// steadyReads and steadyBand are settleRSS's rule: the RSS is steady once
-// the last steadyReads reads (a second apart) lie within steadyBand of
-// each other (the highest ≤ (1 + steadyBand) × the lowest): neither the
-// placement wave's rise nor the return after it.
-const (
-	steadyReads = 10
-	steadyBand  = 0.02
-)
 
 // StandbyMemResult is the standbymem phase's run.
 type StandbyMemResult struct {
@@ -161,10 +151,7 @@ func (r *runner) standbyMemRun(ctx context.Context, res *StandbyMemResult) error
 	if err != nil {
 		return err
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("sbm-%05d", i)
-	}
+	ids := sessionIDs("sbm-%05d", n)
 	withStandby := map[string]any{"standby": map[string]any{"enabled": true}}
 	if err := ls.startSessionsWith(ctx, ids, func(string) map[string]any { return withStandby }); err != nil {
 		return err
@@ -298,45 +285,6 @@ func waitConnectedStandbys(ctx context.Context, w *bworker, want int, timeout ti
 	}
 }
 
-// settleRSS waits at least minWait and then until pid's RSS is steady
-// (steadyReads, steadyBand), at most maxWait: after a wave of dials the
-// runtime returns the heap the wave left over tens of seconds, and a
-// window read meanwhile measures that return, not what the connections
-// hold. It returns the wait, the highest RSS read (MiB; peak0, bytes,
-// read before, counts) and whether the RSS was steady.
-func settleRSS(ctx context.Context, pid int, minWait, maxWait time.Duration, peak0 int64) (sec, peakMB float64, steady bool, err error) {
-	start := time.Now()
-	peak := peak0
-	var reads []float64
-	for {
-		rss, err := ProcRSS(pid)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		peak = max(peak, rss)
-		reads = append(reads, float64(rss))
-		el := time.Since(start)
-		steady = rssSteady(reads)
-		if el >= minWait && (steady || el >= maxWait) {
-			return el.Seconds(), float64(peak) / (1 << 20), steady, nil
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return 0, 0, false, err
-		}
-	}
-}
-
-// rssSteady reports whether reads (oldest first, a second apart) are
-// steady: the last steadyReads within steadyBand of each other.
-func rssSteady(reads []float64) bool {
-	n := len(reads)
-	if n < steadyReads {
-		return false
-	}
-	last := reads[n-steadyReads:]
-	return slices.Max(last) <= (1+steadyBand)*slices.Min(last)
-}
-
 // measureHolder measures the holder over the settle and window, as a
 // capacity run measures its worker, then reads its standbys and profiles.
 func (r *runner) measureHolder(ctx context.Context, ls *leaseStack, owner, holder *bworker, res *StandbyMemResult) error {
@@ -391,25 +339,20 @@ func standbyMemGoals(r *Report) []Goal {
 		return nil
 	}
 	v := s.Verdict
-	g := Goal{Figure: fmt.Sprintf("Hot standby: memory per standby against the bare client's per connection plus its window, %s standbys × %g msg/s, %s", thousands(s.Holder.Held), s.Rate, s.Transport),
-		Measured: fmt.Sprintf("%.1f vs %.1f + %.2f KiB (%+.1f)", v.HolderKB, v.BareKB, v.WindowKB, v.OverBareKB), Goal: "≤ bare + window", Known: v.Known, Met: v.Known && v.Met}
-	switch {
-	case !v.Known:
-		g.Measured, g.Miss = "not measured", "not measured"
-	case !v.Met:
-		g.Miss = fmt.Sprintf("+%.1f KiB", v.HolderKB-v.BoundKB)
+	measured, miss := fmt.Sprintf("%.1f vs %.1f + %.2f KiB (%+.1f)", v.HolderKB, v.BareKB, v.WindowKB, v.OverBareKB), fmt.Sprintf("+%.1f KiB", v.HolderKB-v.BoundKB)
+	if !v.Known {
+		measured, miss = "not measured", "not measured"
 	}
-	return []Goal{g}
+	return []Goal{judgedIf(v.Known, fmt.Sprintf("Hot standby: memory per standby against the bare client's per connection plus its window, %s standbys × %g msg/s, %s", thousands(s.Holder.Held), s.Rate, s.Transport),
+		measured, "≤ bare + window", v.Met, miss)}
 }
 
 // renderStandbyMem is the standbymem section.
 func renderStandbyMem(p printer, r *Report) {
 	s := r.StandbyMem
-	if s == nil {
+	if !heading(p, s, "5d. A hot standby's memory against the bare client") {
 		return
 	}
-	p("## 5d. A hot standby's memory against the bare client\n\n")
-	renderPhase(p, s.Phase)
 	h, b, v := s.Holder, s.Bare, s.Verdict
 	p("The owner held %s of %s sessions; the holder held %s standbys (%s connected at the window's end, %.0f s from its start to all placed and connected). Per standby or connection, above the idle process of each kind (the idle holder: a worker started as the holder is, before the owner and any session, stopped before the holder starts):\n\n",
 		thousands(s.Owned), thousands(s.Sessions), thousands(h.Held), thousands(s.Connected), s.PlaceSec)
@@ -443,12 +386,6 @@ func renderStandbyMem(p printer, r *Report) {
 		excerpt(p, fmt.Sprintf("The holder's heap in use above the bare client, per allocation site (`go tool pprof -top -sample_index=inuse_space -diff_base %s %s`)", relProfile(pr.BareHeapFile), relProfile(pr.HeapFile)), pr.HeapAboveBare)
 		p("Heap above the bare client per standby (the two profiles' in-use totals, each with its process's fixed heap): %+.1f ± %.1f KiB.\n\n", pr.heapAboveBareKiB(h.Held), pr.heapAboveBareErrKiB(h.Held))
 	}
-}
-
-// liveHeapMB is a process's HeapAlloc (MiB) read after a collection.
-func liveHeapMB(ctx context.Context, admin string) (float64, error) {
-	mem, err := sampleMemStats(ctx, admin, 1, 0, true)
-	return mem["HeapAlloc"] / (1 << 20), err
 }
 
 // rssParts is where a client's RSS above its idle process goes, per

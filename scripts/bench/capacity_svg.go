@@ -69,17 +69,10 @@ type barChart struct {
 // niceStep is a round tick step (1, 2 or 5 × 10^k) giving about n ticks up
 // to max.
 func niceStep(max float64, n int) float64 {
-	if max <= 0 || n < 1 {
+	if n < 1 {
 		return 1
 	}
-	raw := max / float64(n)
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if raw <= m*mag {
-			return m * mag
-		}
-	}
-	return 10 * mag
+	return niceCeil(max / float64(n))
 }
 
 // tickLabel formats a tick value.

@@ -54,13 +54,9 @@ func (r *runner) claim(ctx context.Context) error {
 	defer ls.shutdown()
 
 	// The SQS path.
-	var ws []*bworker
-	for range 2 {
-		w, err := ls.addWorker(ctx, true, nil)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	ws, err := ls.addWorkers(ctx, 2, true, nil, nil)
+	if err != nil {
+		return err
 	}
 	var lat, post []time.Duration
 	for i := range sz.ClaimWarmup + sz.ClaimSamples {
@@ -98,10 +94,8 @@ func (r *runner) claim(ctx context.Context) error {
 	}
 
 	// The reconciliation path: two workers without a queue consumer.
-	for range 2 {
-		if _, err := ls.addWorker(ctx, false, nil); err != nil {
-			return err
-		}
+	if _, err := ls.addWorkers(ctx, 2, false, nil, nil); err != nil {
+		return err
 	}
 	var mu sync.Mutex
 	var rec []time.Duration
@@ -149,11 +143,9 @@ func (r *runner) claim(ctx context.Context) error {
 
 func renderClaim(p printer, r *Report) {
 	c := r.Claim
-	if c == nil {
+	if !heading(p, c, "1. Claim latency: POST /sessions → first message at the sink") {
 		return
 	}
-	p("## 1. Claim latency: POST /sessions → first message at the sink\n\n")
-	renderPhase(p, c.Phase)
 	p(distHeader)
 	distRow(p, "via SQS (start notification)", c.SQS)
 	distRow(p, "— of which the POST round trip", c.SQSPost)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -165,18 +164,11 @@ func (r *runner) costRun(ctx context.Context, name string, run *CostRun) error {
 	ls.discardSinks = true
 	defer ls.shutdown()
 	perWorker := (run.Sessions*11/10)/run.Workers + 10
-	var ws []*bworker
-	for range run.Workers {
-		w, err := ls.addWorker(ctx, true, map[string]string{schema.EnvMaxSessions: itoa(perWorker), schema.EnvClaimsPerSecond: "200"})
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	ws, err := ls.addWorkers(ctx, run.Workers, true, map[string]string{schema.EnvMaxSessions: itoa(perWorker), schema.EnvClaimsPerSecond: "200"}, nil)
+	if err != nil {
+		return err
 	}
-	ids := make([]string, run.Sessions)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-%05d", name, i)
-	}
+	ids := sessionIDs(name+"-%05d", run.Sessions)
 	t0 := time.Now()
 	if err := ls.startWithToken(ctx, ids); err != nil {
 		return err
@@ -264,22 +256,17 @@ func authToken() string {
 // startWithToken starts ids through the API with the Authorization header,
 // 16 at a time.
 func (ls *leaseStack) startWithToken(ctx context.Context, ids []string) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
 	tok := authToken()
-	for _, id := range ids {
-		g.Go(func() error {
-			_, err := ls.st.API.Start(gctx, apiclient.StartRequest{
-				ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(ls.st.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam},
-					Headers: map[string]string{"Authorization": tok}},
-			})
-			if err != nil {
-				return fmt.Errorf("start %s: %w", id, err)
-			}
-			return nil
+	return eachID(ctx, ids, 16, func(ctx context.Context, id string) error {
+		_, err := ls.st.API.Start(ctx, apiclient.StartRequest{
+			ConnectionID: id, Spec: spec.Spec{WSURL: feed.URL(ls.st.FeedURL(), id), Resume: &spec.Resume{QueryParam: feed.DefaultResumeParam},
+				Headers: map[string]string{"Authorization": tok}},
 		})
-	}
-	return g.Wait()
+		if err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // waitOwned polls the workers until they hold want sessions in all.
@@ -294,38 +281,25 @@ func (ls *leaseStack) waitOwned(ctx context.Context, ws []*bworker, want int, ti
 // sumUnits adds up the workers' store meters and owned sessions, reading
 // the workers at once (the snapshot spans one round trip).
 func sumUnits(ctx context.Context, ws []*bworker) (map[string]Usage, int, error) {
-	var mu sync.Mutex
 	out := map[string]Usage{}
 	owned := 0
-	g, gctx := errgroup.WithContext(ctx)
-	for _, w := range ws {
-		g.Go(func() error {
-			st, err := getStats(gctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			u, err := storeUnits(st)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			owned += st.Owned
-			addUnits(out, u)
-			return nil
-		})
-	}
-	err := g.Wait()
+	err := eachStats(ctx, ws, func(_ *bworker, st workerStats) error {
+		u, err := storeUnits(st)
+		if err != nil {
+			return err
+		}
+		owned += st.Owned
+		addUnits(out, u)
+		return nil
+	})
 	return out, owned, err
 }
 
 func renderCost(p printer, r *Report) {
 	c := r.Cost
-	if c == nil {
+	if !heading(p, c, "6. DynamoDB cost: write and read units per session-hour") {
 		return
 	}
-	p("## 6. DynamoDB cost: write and read units per session-hour\n\n")
-	renderPhase(p, c.Phase)
 	for _, run := range []*CostRun{c.Active, c.Idle} {
 		if run == nil || run.WorkerHours == 0 {
 			continue

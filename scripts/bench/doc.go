@@ -57,20 +57,22 @@
 // Files: one per phase, each with the phase's run, its goals and its
 // section of the report: micro.go, claim.go, handover.go (crash failover
 // and graceful handoff; handover_round.go one round and what its logs and
-// the feed's records say; handover_standby.go the hot standby run), stop.go, rebalance.go, costphase.go (cost.go:
-// the price model it applies), reads.go, capacity.go (profile.go: the
-// worker's heap and CPU profiles; capacity_bare.go: the bare client's runs,
-// the side-by-side figures and their goals; capacity_svg.go: the charts;
-// capacity_standby.go: the standbymem phase),
-// dynalite.go, throughput.go
+// the feed's records say; handover_standby*.go the hot standby run),
+// stop.go, rebalance.go, costphase.go (cost.go: the price model it
+// applies), reads.go, capacity.go (profile.go: the worker's heap and CPU
+// profiles; capacity_bare*.go: the bare client's runs, the side-by-side
+// figures and their goals; capacity_svg.go: the charts;
+// capacity_standby.go: the standbymem phase), dynalite.go, throughput.go
 // (throughput_env.go: its engines and their own ceilings;
 // throughput_proxy.go: the delaying proxy in front of the sinks), bill.go
 // (billmeter.go: what the proxy counts as billed; billprice.go: the prices
 // and the deployment priced; billreport.go: its section and chart). Shared
-// by the phases: bench.go runs them and writes the report; config.go holds
-// the modes, sizes and worker defaults; report.go the Report, the goals
-// table and the Markdown frame (format.go: number formats); stack.go the
-// lease phases' local stack and sink collector; worker.go a worker's admin
-// endpoints and environment; sys.go the machine's and the processes'
-// figures; stats.go the distributions.
+// by the phases: phase.go their shape; bench.go runs them and writes the
+// report; config.go holds the modes, sizes and worker defaults; report.go
+// the Report, the goals table and the Markdown frame (format.go: number
+// formats); stack.go the lease phases' local stack and sink collector;
+// capenv.go the feed and worker processes other phases start on their own
+// and the window that measures one; worker.go a worker's admin endpoints
+// and environment; sys.go the machine's and the processes' figures;
+// stats.go the distributions.
 package bench

@@ -255,11 +255,9 @@ func seedSessions(ctx context.Context, ddb *dynamodb.Client, table string, from,
 
 func renderDynalite(p printer, r *Report) {
 	d := r.Dynalite
-	if d == nil {
+	if !heading(p, d, "5b. One worker's capacity with dynalite as the lease store") {
 		return
 	}
-	p("## 5b. One worker's capacity with dynalite as the lease store\n\n")
-	renderPhase(p, d.Phase)
 	// The memory store's CPU per session at 1 msg/s, to tell the store's
 	// share of the worker's CPU apart.
 	var memPerSess float64

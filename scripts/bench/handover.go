@@ -160,7 +160,8 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 	}
 	defer ls.shutdown()
 
-	var all []time.Duration
+	var all, toTakeable, toFirst []time.Duration
+	var claimMs, releaseMs, publishMs []float64
 	var rounds []roundData
 	stopped := map[string]time.Time{}
 	for k := 1; k <= res.Rounds; k++ {
@@ -177,21 +178,13 @@ func (r *runner) handover(ctx context.Context, name string, res *HandoverResult)
 		for id, at := range stops {
 			stopped[id] = at
 		}
+		a, b := rd.takeover()
+		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
+		claimMs, releaseMs, publishMs = append(claimMs, rd.claimMs...), append(releaseMs, rd.releaseMs...), append(publishMs, rd.publishMs...)
 		r.log.Info().Str("phase", name).Int("round", k).Int("n", d.N).Float64("p50_ms", d.P50).Float64("p99_ms", d.P99).Msg("round done")
 	}
 	res.Gap = WithSamples(all)
-	var toTakeable, toFirst []time.Duration
-	for _, rd := range rounds {
-		a, b := rd.takeover()
-		toTakeable, toFirst = append(toTakeable, a...), append(toFirst, b...)
-	}
 	res.KillToDead, res.DeadToFirst = Summarize(toTakeable), Summarize(toFirst)
-	var claimMs, releaseMs, publishMs []float64
-	for _, rd := range rounds {
-		claimMs = append(claimMs, rd.claimMs...)
-		releaseMs = append(releaseMs, rd.releaseMs...)
-		publishMs = append(publishMs, rd.publishMs...)
-	}
 	res.NotifyToOpen = SummarizeMs(claimMs)
 	res.VictimRelease, res.VictimPublish = SummarizeMs(releaseMs), SummarizeMs(publishMs)
 
@@ -241,17 +234,13 @@ func judgeHandover(res *HandoverResult, ev chaos.Evidence, rounds []roundData, s
 			res.DuplicatedMax = t.MaxOne
 		}
 	}
-	for _, v := range j.Violations {
-		res.Violations = append(res.Violations, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
-	}
+	res.Violations = append(res.Violations, violations(j)...)
 }
 
 func renderHandover(p printer, h *HandoverResult, title string) {
-	if h == nil {
+	if !heading(p, h, "%s", title) {
 		return
 	}
-	p("## %s\n\n", title)
-	renderPhase(p, h.Phase)
 	if h.Kind == kindTerm {
 		p("![hand-off dark time CDF](%s)\n\n", ChartHandoffCDF)
 	} else {

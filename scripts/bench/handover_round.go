@@ -1,6 +1,7 @@
-// The failover and handoff rounds: one round run and timed, and what its
-// logs and the feed's records say (claim latencies, hand-off steps, the gap
-// split at the source).
+// The failover and handoff rounds (and the standby run's): one round run
+// and timed, and what the workers' logs and the feed's records say (claim
+// latencies, hand-off steps, acquires, the gap split at the source, the
+// connections open at an instant).
 
 package bench
 
@@ -115,51 +116,25 @@ func gapParts(rounds []roundData, conns []feed.ConnRecord) (oldClosed, newOpened
 }
 
 func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string, k, n int) (roundData, map[string]time.Time, error) {
-	var rd roundData
-	victim, err := ls.addWorker(ctx, true, nil)
-	if err != nil {
-		return rd, nil, err
-	}
-	prefix := "fo"
+	prefix, sig, timeout := "fo", syscall.SIGKILL, killMoveTimeout
 	if kind == kindTerm {
-		prefix = "ho"
+		prefix, sig, timeout = "ho", syscall.SIGTERM, 30*time.Second
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s-r%d-%04d", prefix, k, i)
-	}
-	rd.victim, rd.ids = victim.ID, ids
+	rd := roundData{ids: sessionIDs(prefix+"-r"+itoa(k)+"-%04d", n)}
+	ids := rd.ids
 	// One heartbeat keeps every session of the victim (nothing is renewed
 	// per session), so the kill falls at one phase of it per round.
-	if err := ls.startSessions(ctx, ids); err != nil {
-		return rd, nil, err
-	}
-	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
-	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	victim, err := ls.startVictim(ctx, nil, ids, ls.startSessions)
 	if err != nil {
 		return rd, nil, err
 	}
-	if len(got) != n {
-		return rd, nil, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
-	}
-	var survivors []*bworker
-	for range 2 {
-		w, err := ls.addWorker(ctx, true, nil)
-		if err != nil {
-			return rd, nil, err
-		}
-		survivors = append(survivors, w)
+	rd.victim = victim.ID
+	survivors, err := ls.addWorkers(ctx, 2, true, nil, nil)
+	if err != nil {
+		return rd, nil, err
 	}
 	if err := sleepCtx(ctx, settleBefore(kind)); err != nil {
 		return rd, nil, err
-	}
-	sig := syscall.SIGKILL
-	if kind == kindTerm {
-		sig = syscall.SIGTERM
-	}
-	timeout := 30 * time.Second
-	if kind == kindKill {
-		timeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
 	}
 	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, sig, ids, timeout); err != nil {
 		return rd, nil, err
@@ -194,24 +169,39 @@ func (r *runner) handoverRound(ctx context.Context, ls *leaseStack, kind string,
 	return rd, stops, nil
 }
 
-// claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a
-// worker's log.
-func claimLatencies(path string) ([]float64, error) {
-	lines, err := logLines(path)
+// killMoveTimeout bounds the wait, after a kill, for every session's first
+// delivery by a survivor: the victim declared dead, and the claims.
+const killMoveTimeout = DefaultTTL + DefaultHeartbeatEvery + 20*time.Second
+
+// startVictim starts a round's victim worker alone (settings), starts ids
+// on it (start) and waits until it delivers every one.
+func (ls *leaseStack) startVictim(ctx context.Context, settings map[string]string, ids []string, start func(context.Context, []string) error) (*bworker, error) {
+	victim, err := ls.addWorker(ctx, true, settings)
 	if err != nil {
 		return nil, err
 	}
+	if err := start(ctx, ids); err != nil {
+		return victim, err
+	}
+	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
+	got, err := ls.col.waitAll(ctx, ids, byVictim, 60*time.Second)
+	if err != nil {
+		return victim, err
+	}
+	if len(got) != len(ids) {
+		return victim, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), len(ids))
+	}
+	return victim, nil
+}
+
+// claimLatencies reads the ClaimLatencyMs samples of the EMF lines in a
+// worker's log.
+func claimLatencies(path string) ([]float64, error) {
+	lines, err := logRecords[struct {
+		ClaimLatencyMs json.RawMessage `json:"ClaimLatencyMs"`
+	}](path, `"ClaimLatencyMs"`)
 	var out []float64
-	for _, l := range lines {
-		if !strings.Contains(l, `"ClaimLatencyMs"`) {
-			continue
-		}
-		var m struct {
-			ClaimLatencyMs json.RawMessage `json:"ClaimLatencyMs"`
-		}
-		if json.Unmarshal([]byte(l), &m) != nil || len(m.ClaimLatencyMs) == 0 {
-			continue
-		}
+	for _, m := range lines {
 		var many []float64
 		if json.Unmarshal(m.ClaimLatencyMs, &many) == nil {
 			out = append(out, many...)
@@ -222,27 +212,20 @@ func claimLatencies(path string) ([]float64, error) {
 			out = append(out, one)
 		}
 	}
-	return out, nil
+	return out, err
 }
 
 // handoffSteps reads the release_ms and publish_ms of the hand-offs
 // ("lease released" with handed_off) in a worker's log.
 func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
-	lines, err := logLines(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, l := range lines {
-		if !strings.Contains(l, `"handed_off"`) {
-			continue
-		}
-		var m struct {
-			Message   string   `json:"message"`
-			HandedOff bool     `json:"handed_off"`
-			ReleaseMs *float64 `json:"release_ms"`
-			PublishMs *float64 `json:"publish_ms"`
-		}
-		if json.Unmarshal([]byte(l), &m) != nil || m.Message != "lease released" || !m.HandedOff {
+	lines, err := logRecords[struct {
+		Message   string   `json:"message"`
+		HandedOff bool     `json:"handed_off"`
+		ReleaseMs *float64 `json:"release_ms"`
+		PublishMs *float64 `json:"publish_ms"`
+	}](path, `"handed_off"`)
+	for _, m := range lines {
+		if m.Message != "lease released" || !m.HandedOff {
 			continue
 		}
 		if m.ReleaseMs != nil {
@@ -252,16 +235,55 @@ func handoffSteps(path string) (releaseMs, publishMs []float64, err error) {
 			publishMs = append(publishMs, *m.PublishMs)
 		}
 	}
-	return releaseMs, publishMs, nil
+	return releaseMs, publishMs, err
 }
 
-// logLines is a worker log's lines.
-func logLines(path string) ([]string, error) {
+// acquireLine is a worker's "lease acquired" log line.
+type acquireLine struct {
+	Session string
+	At      time.Time
+	Standby bool // the claim took the standby's connection
+}
+
+// acquiredAfter reads the "lease acquired" lines of a worker's log and
+// returns, per session of ids, the first one after t.
+func acquiredAfter(path string, ids map[string]bool, t time.Time) (map[string]acquireLine, error) {
+	lines, err := logRecords[struct {
+		Message string    `json:"message"`
+		ID      string    `json:"connection_id"`
+		Standby bool      `json:"standby"`
+		Time    time.Time `json:"time"`
+	}](path, `"lease acquired"`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]acquireLine{}
+	for _, m := range lines {
+		if m.Message != "lease acquired" || !ids[m.ID] || !m.Time.After(t) {
+			continue
+		}
+		if cur, ok := out[m.ID]; !ok || m.Time.Before(cur.At) {
+			out[m.ID] = acquireLine{Session: m.ID, At: m.Time, Standby: m.Standby}
+		}
+	}
+	return out, nil
+}
+
+// logRecords decodes the lines of a worker's log that hold marker, each
+// into a T (lines that are not such JSON are left out).
+func logRecords[T any](path, marker string) ([]T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("worker log: %w", err)
 	}
-	return strings.Split(string(b), "\n"), nil
+	var out []T
+	for _, l := range strings.Split(string(b), "\n") {
+		var m T
+		if strings.Contains(l, marker) && json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // settleBefore is how long the round runs with the survivors up before the
@@ -273,4 +295,31 @@ func settleBefore(kind string) time.Duration {
 		return 5 * time.Second
 	}
 	return 2 * time.Second
+}
+
+// lastBefore is the last observation by worker at or before t.
+func lastBefore(obs []sinkObs, worker string, t time.Time) (sinkObs, bool) {
+	var last sinkObs
+	found := false
+	for _, o := range obs {
+		if o.Worker == worker && !o.At.After(t) && (!found || o.At.After(last.At)) {
+			last, found = o, true
+		}
+	}
+	return last, found
+}
+
+// openAt counts session id's connections open at the feed at t (refused
+// attempts and bad requests left out).
+func openAt(conns []feed.ConnRecord, id string, t time.Time) int {
+	n := 0
+	for _, c := range conns {
+		if c.Session != id || c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
+			continue
+		}
+		if !c.OpenedAt.After(t) && (c.ClosedAt.IsZero() || c.ClosedAt.After(t)) {
+			n++
+		}
+	}
+	return n
 }

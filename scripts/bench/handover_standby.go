@@ -9,15 +9,10 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -299,120 +294,46 @@ func summarizeStandby(res *StandbyRun, rounds []standbyRound, col *collector, co
 	}
 }
 
-// acquireLine is a worker's "lease acquired" log line.
-type acquireLine struct {
-	Session string
-	At      time.Time
-	Standby bool // the claim took the standby's connection
-}
-
-// acquiredAfter reads the "lease acquired" lines of a worker's log and
-// returns, per session of ids, the first one after t.
-func acquiredAfter(path string, ids map[string]bool, t time.Time) (map[string]acquireLine, error) {
-	lines, err := logLines(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]acquireLine{}
-	for _, l := range lines {
-		if !strings.Contains(l, `"lease acquired"`) {
-			continue
-		}
-		var m struct {
-			Message string    `json:"message"`
-			ID      string    `json:"connection_id"`
-			Standby bool      `json:"standby"`
-			Time    time.Time `json:"time"`
-		}
-		if json.Unmarshal([]byte(l), &m) != nil || m.Message != "lease acquired" || !ids[m.ID] || !m.Time.After(t) {
-			continue
-		}
-		if cur, ok := out[m.ID]; !ok || m.Time.Before(cur.At) {
-			out[m.ID] = acquireLine{Session: m.ID, At: m.Time, Standby: m.Standby}
-		}
-	}
-	return out, nil
-}
-
-// lastBefore is the last observation by worker at or before t.
-func lastBefore(obs []sinkObs, worker string, t time.Time) (sinkObs, bool) {
-	var last sinkObs
-	found := false
-	for _, o := range obs {
-		if o.Worker == worker && !o.At.After(t) && (!found || o.At.After(last.At)) {
-			last, found = o, true
-		}
-	}
-	return last, found
-}
-
-// openAt counts session id's connections open at the feed at t (refused
-// attempts and bad requests left out).
-func openAt(conns []feed.ConnRecord, id string, t time.Time) int {
-	n := 0
-	for _, c := range conns {
-		if c.Session != id || c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
-			continue
-		}
-		if !c.OpenedAt.After(t) && (c.ClosedAt.IsZero() || c.ClosedAt.After(t)) {
-			n++
-		}
-	}
-	return n
-}
-
 // standbyRoundRun is one standby round: a victim alone claims the round's
 // sessions, two survivors start and receive the standbys, the steady
 // window measures their cost, the victim is killed and every session's
 // first delivery by a survivor is awaited; then the sessions stop and the
 // survivors leave.
 func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) (standbyRound, error) {
-	rd := standbyRound{standby: map[string]bool{}}
-	victim, err := ls.addWorker(ctx, true, standbyRunSettings)
-	if err != nil {
-		return rd, err
-	}
-	rd.victim = victim.ID
+	rd := standbyRound{ids: sessionIDs(standbyPrefix+"-r"+itoa(k)+"-%04d", n), standby: map[string]bool{}}
 	fields := map[string]map[string]any{}
-	for i := range n {
-		id := fmt.Sprintf("%s-r%d-%04d", standbyPrefix, k, i)
+	for i, id := range rd.ids {
 		f, sb := standbyFields(i)
-		rd.ids, fields[id], rd.standby[id] = append(rd.ids, id), f, sb
+		fields[id], rd.standby[id] = f, sb
 		if sb {
 			rd.cost.Wanted++
 		}
 	}
-	if err := ls.startSessionsWith(ctx, rd.ids, func(id string) map[string]any { return fields[id] }); err != nil {
-		return rd, err
+	start := func(ctx context.Context, ids []string) error {
+		return ls.startSessionsWith(ctx, ids, func(id string) map[string]any { return fields[id] })
 	}
-	byVictim := func(o sinkObs) bool { return o.Worker == victim.ID }
-	got, err := ls.col.waitAll(ctx, rd.ids, byVictim, 60*time.Second)
+	victim, err := ls.startVictim(ctx, standbyRunSettings, rd.ids, start)
 	if err != nil {
 		return rd, err
 	}
-	if len(got) != n {
-		return rd, fmt.Errorf("the victim delivers %d of %d sessions after 60 s", len(got), n)
-	}
-	var survivors []*bworker
+	rd.victim = victim.ID
 	rss0 := map[string]int64{}
-	for range 2 {
-		w, err := ls.addWorker(ctx, true, standbyRunSettings)
-		if err != nil {
-			return rd, err
-		}
-		survivors = append(survivors, w)
-		// The baseline before any standby: the victim places them once
-		// its view of the fleet (refreshed every 5 s) holds the survivor.
+	// The baseline before any standby, read right after each survivor's
+	// start: the victim places them once its view of the fleet (refreshed
+	// every 5 s) holds the survivor.
+	survivors, err := ls.addWorkers(ctx, 2, true, standbyRunSettings, func(w *bworker) error {
 		st, err := getStats(ctx, w.Admin)
 		if err != nil {
-			return rd, err
+			return err
 		}
 		if st.Standbys > 0 {
 			rd.cost.BaselineTainted++
 		}
-		if rss0[w.ID], err = ProcRSS(w.Proc.Pid()); err != nil {
-			return rd, err
-		}
+		rss0[w.ID], err = ProcRSS(w.Proc.Pid())
+		return err
+	})
+	if err != nil {
+		return rd, err
 	}
 	if err := waitStandbys(ctx, survivors, rd.cost.Wanted, 45*time.Second); err != nil {
 		r.log.Warn().Err(err).Int("round", k).Msg("standbys not all placed")
@@ -420,7 +341,7 @@ func (r *runner) standbyRoundRun(ctx context.Context, ls *leaseStack, k, n int) 
 	if err := r.standbyWindow(ctx, survivors, rss0, &rd.cost); err != nil {
 		return rd, err
 	}
-	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, DefaultTTL+DefaultHeartbeatEvery+20*time.Second); err != nil {
+	if rd.at, rd.moved, rd.deadAtMs, err = ls.signalMoved(ctx, victim, syscall.SIGKILL, rd.ids, killMoveTimeout); err != nil {
 		return rd, err
 	}
 	// More streaming after the move, so that a loss or a repeat at the
@@ -491,27 +412,17 @@ func (r *runner) standbyWindow(ctx context.Context, holders []*bworker, rss0 map
 	}
 	c.WindowSeconds = time.Since(t0).Seconds()
 	c.Steady = diffUnits(end, start)
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	for _, w := range holders {
-		g.Go(func() error {
-			st, err := getStats(gctx, w.Admin)
-			if err != nil {
-				return err
-			}
-			rss, err := ProcRSS(w.Proc.Pid())
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			c.Held += st.Standbys
-			c.WindowBytes += st.StandbyWindowBytes
-			c.RSSDeltaBytes += rss - rss0[w.ID]
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = eachStats(ctx, holders, func(w *bworker, st workerStats) error {
+		rss, err := ProcRSS(w.Proc.Pid())
+		if err != nil {
+			return err
+		}
+		c.Held += st.Standbys
+		c.WindowBytes += st.StandbyWindowBytes
+		c.RSSDeltaBytes += rss - rss0[w.ID]
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	c.StandbyHours = float64(c.Held) * c.WindowSeconds / 3600
@@ -526,131 +437,4 @@ func waitStandbys(ctx context.Context, ws []*bworker, want int, timeout time.Dur
 		return fmt.Errorf("workers hold %d standby(s), want %d, after %s", n, want, timeout)
 	}
 	return err
-}
-
-// renderStandby is the standby run's part of the failover section, dial
-// the section's own (dial takeover) figures.
-func renderStandby(p printer, s *StandbyRun, dial *HandoverResult) {
-	if s == nil || dial == nil {
-		return
-	}
-	p("### Hot standby beside the dial takeover (sources that cannot replay)\n\n")
-	p("%d round(s) of %d sessions at %g msg/s on sources that cannot replay: half started with `\"standby\":{\"enabled\":true}`, half without (the control group), each half by turns on `seq_mode: none` (the feed's `seq` rides in the data) and on the seq field with resume switched off; no `checkpoint_every` (such a source writes no periodic checkpoint: the standby follows the owner's positions instead). ", s.Rounds, s.SessionsPerRound, s.FeedRate)
-	p("A victim alone claims them; 2 survivors start and receive the standbys (the feed admits a standby connection beside the owner's, `-allow-standby`, told by the tenure header); every worker of the run moves no session by rebalancing within a round (`WSFLEET_MIN_HOLD=10m`: the steady window measures standbys held, not the moves the survivors' arrival would start, each of which, to the standby's worker, promotes it and places the next); after the steady window the victim is killed (kill -9). Lost and repeated are judged by the feed's own seq in the delivered data: a seq between the first and the last delivered never delivered is lost; a seq delivered again is repeated.\n\n")
-	p("| | dial takeover, seq'd source with resume (the rounds above) | standby | control: same sources, no standby |\n|---|---|---|---|\n")
-	row := func(name, dialV string, f func(g StandbyGroup) string) {
-		p("| %s | %s | %s | %s |\n", name, dialV, f(s.Standby), f(s.Control))
-	}
-	row("sessions (never delivered again)", fmt.Sprintf("%d (%d)", dial.Rounds*dial.SessionsPerRound, dial.Unrecovered), func(g StandbyGroup) string { return fmt.Sprintf("%d (%d)", g.Sessions, g.Unrecovered) })
-	row("dark time at the sink: last message before the kill → first after, p50 / p99 / max (dial: from the kill)", distCell(dial.Gap), func(g StandbyGroup) string { return distCell(g.Dark) })
-	row("declared dead → first message, p50 / p99 / max", distCell(dial.DeadToFirst), func(g StandbyGroup) string { return distCell(g.DeadToFirst) })
-	row("— declared dead → the new owner's acquire (its log), p50 / p99 / max", "", func(g StandbyGroup) string { return distCell(g.DeadToAcquired) })
-	row("— acquire → first message (a dial or the standby's window), p50 / p99 / max", "", func(g StandbyGroup) string { return distCell(g.AcquiredToFirst) })
-	row("takeovers on the standby's connection (the acquire's log line)", "0", func(g StandbyGroup) string { return fmt.Sprintf("%d", g.Promoted) })
-	row("messages lost (all sessions / most in one)", fmt.Sprintf("%d", dial.Lost), func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Lost, g.LostMax) })
-	row("messages repeated (all sessions / most in one)", fmt.Sprintf("%d / %d", dial.Duplicated, dial.DuplicatedMax), func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Repeated, g.RepeatedMax) })
-	row("connections per session at the feed at the kill", "1", func(g StandbyGroup) string { return perSession(g.ConnsAtKill, g.Sessions) })
-	p("\n")
-	p("In short: dial (no standby): %s lost per session (TTL × rate = %.0f); standby: %d lost, %d repeated (%s per session; %d of %d takeovers on the standby's connection, no dial).\n\n",
-		perSession64(s.Control.Lost, s.Control.Sessions), s.ExpectedLost, s.Standby.Lost, s.Standby.Repeated, perSession64(s.Standby.Repeated, s.Standby.Sessions), s.Promotions, s.Standby.Sessions)
-	if s.Standby.Sessions > 0 {
-		p("What bounds the repeats: the owner posts each session's acknowledged position (the seq, or under `seq_mode: none` the fingerprint of the last message the sink took) to its standby's worker every second, and the standby forgets its window up to there; a promotion repeats what was acknowledged after the last post, about rate × (1 s + the sink's acknowledgement lag) = %g × ~1 s ≈ %.0f per session at most (no table write: without the positions, a window with no checkpoint would repeat up to its 30 s bound, about %.0f per session).\n\n",
-			s.FeedRate, s.FeedRate, s.FeedRate*30)
-	}
-	c := s.Cost
-	p("| cost per standby session (steady windows of %s in all, %d standbys held of %d asked, before the kill) | |\n|---|---|\n", ms(c.WindowSeconds*1000), c.Held, c.Wanted)
-	p("| connections at the feed | %s per standby session (owner + standby), %s per control session |\n", perSession(s.Standby.ConnsAtKill, s.Standby.Sessions), perSession(s.Control.ConnsAtKill, s.Control.Sessions))
-	p("| window held (the holders' standby_window_bytes) | %s B per standby |\n", thousands(int(c.PerStandby(float64(c.WindowBytes)))))
-	taint := ""
-	if c.BaselineTainted > 0 {
-		taint = fmt.Sprintf(" (%d holder(s) held standbys at the baseline: an underestimate)", c.BaselineTainted)
-	}
-	p("| holder's RSS, window end − start before any standby | %s KiB per standby%s |\n", thousands(int(c.PerStandby(float64(c.RSSDeltaBytes))/1024)), taint)
-	p("| DynamoDB write units in the steady window (assign_standby + drop_standby) | %.3g per session-hour |\n", c.WRUPerSH())
-	p("| DynamoDB read units of the backstop re-read (the holders' consistent gets, every %s) | %.3g per session-hour |\n", "30 s", c.RRUPerSH())
-	a, d := c.Round[dynamostore.OpAssignStandby], c.Round[dynamostore.OpDropStandby]
-	p("| one-off writes over the rounds: assign_standby / drop_standby (requests, write units) | %d, %d / %d, %d |\n\n", a.Writes, a.TotalWriteUnits(), d.Writes, d.TotalWriteUnits())
-	p("A held standby writes nothing: its worker writes the assignment once (assign_standby) and the drop once (drop_standby); between them it re-reads the session every WSFLEET_STANDBY_CHECK_EVERY (30 s, less up to a quarter of jitter) with a consistent read of the session item (its checkpoint on it: 1 read unit under 4 KB): about 3,600 / 26 ≈ 138 read units per hour. The RSS delta is the holders' whole process (the TLS connection and the runtime's heap growth included) over few standbys, so it is an upper figure; the window is what the standbys keep of the stream. The phase runs no bare client: the issue's memory goal (a standby ≤ the bare client's memory for one connection plus its window) compares these with the capacity section's bare client on wss (RSS above idle per session). ")
-	if d := s.Standby.DeadToFirst; d.N > 0 && d.P99 > StandbyGoalDeadToFirstMs {
-		p("The first message after the death declaration misses %d ms, and the acquire row above, not the standby's window (acquire → first message is the window's drain), holds the time: the declaring watcher promotes its own standbys and tells the other workers at once (POST /standby/owner-dead), each reads the dead worker's record and then acquires each of its standbys' sessions; a promotion's acquire is one request (the conditional write, whose answer holds the checkpoint; the spec is the one the standby dialed with, not read again). Here those requests queue in the local engine: dynalite serves one request at a time on one JavaScript thread, and a round's takeover sends a few hundred at once (each worker's promotions, the control sessions' acquires, listings, heartbeats): an instrumented quick run (40 sessions, 20 with a standby, on the model) timed each promotion's Keeper.Acquire at 130–310 ms (the 40 acquires returned 130–390 ms after the declaration), against under 1 ms from the claim's start to the acquire's and a model round trip of about 5 ms. DynamoDB serves requests in parallel; the fleet simulation (docs/SCALE.md, Hot standby) runs the same worker code on DynamoDB's latency distribution with no engine queue.", StandbyGoalDeadToFirstMs)
-	}
-	p("\n\n")
-}
-
-// renderStandbyOnModel is the standby run on dynalite and on the model
-// side by side (the model section's part; either may be nil).
-func renderStandbyOnModel(p printer, dyn, model *StandbyRun, profile string) {
-	if model == nil {
-		return
-	}
-	if dyn == nil {
-		dyn = &StandbyRun{}
-	}
-	p("The failover phase's hot standby run (kill -9 of the owner, sources that cannot replay; its section above describes it):\n\n")
-	p("| | dynalite: standby | dynalite: control (no standby) | model (%s): standby | model: control |\n|---|---|---|---|---|\n", profile)
-	row := func(name string, f func(g StandbyGroup) string) {
-		p("| %s | %s | %s | %s | %s |\n", name, f(dyn.Standby), f(dyn.Control), f(model.Standby), f(model.Control))
-	}
-	row("sessions (never delivered again)", func(g StandbyGroup) string { return fmt.Sprintf("%d (%d)", g.Sessions, g.Unrecovered) })
-	row("dark time at the sink, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.Dark) })
-	row("declared dead → first message, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToFirst) })
-	row("— declared dead → acquire, p50 / p99 / max", func(g StandbyGroup) string { return distCell(g.DeadToAcquired) })
-	row("messages lost / repeated", func(g StandbyGroup) string { return fmt.Sprintf("%d / %d", g.Lost, g.Repeated) })
-	p("\n")
-}
-
-// distCell is "p50 / p99 / max" of d ("" when empty).
-func distCell(d Dist) string {
-	if d.N == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s / %s / %s", ms(d.P50), ms(d.P99), ms(d.Max))
-}
-
-func perSession(n, sessions int) string {
-	if sessions == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.2f", float64(n)/float64(sessions))
-}
-
-func perSession64(n int64, sessions int) string {
-	if sessions == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.1f", float64(n)/float64(sessions))
-}
-
-// standbyGoals are the standby run's goals (issue 39): standby sessions
-// lose nothing, the first message after the death declaration p99 ≤
-// 50 ms, a standby ≤ 1 write unit per session-hour.
-func standbyGoals(r *Report) []Goal {
-	f := r.Failover
-	if f == nil || f.Standby == nil || f.Standby.Standby.Sessions == 0 {
-		return nil
-	}
-	s := f.Standby
-	var gs []Goal
-	gs = append(gs, judged("Hot standby, source without replay: messages lost by standby sessions at a kill -9 of the owner (the control group without standby in brackets)",
-		fmt.Sprintf("%d (%d)", s.Standby.Lost, s.Control.Lost), "0", s.Standby.Lost == 0 && s.Standby.Unrecovered == 0,
-		fmt.Sprintf("%d lost", s.Standby.Lost)+neverRecovered(s.Standby.Unrecovered)))
-	d := s.Standby.DeadToFirst
-	g2 := Goal{Figure: "Hot standby: owner declared dead → first message at the sink, p99", Measured: ms(d.P99), Goal: fmt.Sprintf("≤ %d ms", StandbyGoalDeadToFirstMs),
-		Known: d.N > 0, Met: d.N > 0 && d.P99 <= StandbyGoalDeadToFirstMs}
-	if d.N == 0 {
-		g2.Measured, g2.Miss = "not measured (no death declaration read)", "not measured"
-	} else if !g2.Met {
-		g2.Miss = fmt.Sprintf("+%s", ms(d.P99-StandbyGoalDeadToFirstMs))
-	}
-	gs = append(gs, g2)
-	w := s.Cost.WRUPerSH()
-	g3 := Goal{Figure: "Hot standby: write units per standby session-hour (held; the one-off assign and drop apart)", Measured: fmt.Sprintf("%.3g", w), Goal: fmt.Sprintf("≤ %d", StandbyGoalWRUPerSH),
-		Known: s.Cost.StandbyHours > 0, Met: s.Cost.StandbyHours > 0 && w <= StandbyGoalWRUPerSH}
-	if !g3.Met {
-		g3.Miss = fmt.Sprintf("%.3g", w)
-		if s.Cost.StandbyHours == 0 {
-			g3.Miss = "no standby held"
-		}
-	}
-	return append(gs, g3)
 }

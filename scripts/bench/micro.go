@@ -122,11 +122,9 @@ func tail(b []byte, n int) string {
 
 func renderMicro(p printer, r *Report) {
 	m := r.Micro
-	if m == nil {
+	if !heading(p, m, "Microbenchmarks (go test -bench -benchmem)") {
 		return
 	}
-	p("## Microbenchmarks (go test -bench -benchmem)\n\n")
-	renderPhase(p, m.Phase)
 	p("| package | benchmark | ns/op | B/op | allocs/op | MB/s |\n|---|---|---|---|---|---|\n")
 	for _, b := range m.Benchmarks {
 		mbs := ""

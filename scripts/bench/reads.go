@@ -173,11 +173,9 @@ func joinInts(ns []int, sep string) string {
 
 func renderReads(p printer, r *Report) {
 	rd := r.Reads
-	if rd == nil {
+	if !heading(p, rd, "7. Finding dead workers: units per worker-hour as the fleet grows") {
 		return
 	}
-	p("## 7. Finding dead workers: units per worker-hour as the fleet grows\n\n")
-	renderPhase(p, rd.Phase)
 	if len(rd.Runs) == 0 {
 		return
 	}
@@ -198,45 +196,36 @@ func renderReads(p printer, r *Report) {
 		}
 		return ks[i] < ks[j]
 	})
-	p("| per worker-hour |")
-	for _, run := range rd.Runs {
-		p(" %d workers |", run.Workers)
+	// row writes a row: label, then one cell per run.
+	row := func(label string, cell func(ReadsRun) string) {
+		p("| %s |", label)
+		for _, run := range rd.Runs {
+			p(" %s |", cell(run))
+		}
+		p("\n")
 	}
-	p("\n|---|")
+	row("per worker-hour", func(run ReadsRun) string { return fmt.Sprintf("%d workers", run.Workers) })
+	p("|---|")
 	for range rd.Runs {
 		p("---|")
 	}
 	p("\n")
 	for _, k := range ks {
-		p("| %s: write / read units |", k)
-		for _, run := range rd.Runs {
+		row(k+": write / read units", func(run ReadsRun) string {
 			var kc KindCost
 			for _, x := range run.Kinds {
 				if x.Kind == k {
 					kc = x
 				}
 			}
-			p(" %.0f / %.0f |", kc.WRUPerWH, kc.RRUPerWH)
-		}
-		p("\n")
+			return fmt.Sprintf("%.0f / %.0f", kc.WRUPerWH, kc.RRUPerWH)
+		})
 	}
-	p("| **total: write / read units** |")
-	for _, run := range rd.Runs {
-		p(" **%.0f / %.0f** |", run.WRUPerWH, run.RRUPerWH)
-	}
-	p("\n| heartbeats (one a second would be 3,600; the Keeper sends the next a second after the 50 ms tick that sent the last: about 3,550) |")
-	for _, run := range rd.Runs {
-		p(" %.0f |", run.HeartbeatsPerWH)
-	}
-	p("\n| heartbeat errors / workers declared dead in the window |")
-	for _, run := range rd.Runs {
-		p(" %d / %d |", run.HeartbeatErrors, run.DeclaredDead)
-	}
-	p("\n| window, worker-hours |")
-	for _, run := range rd.Runs {
-		p(" %.0f s, %.3f |", run.WindowSec, run.WorkerHours)
-	}
-	p("\n\n")
+	row("**total: write / read units**", func(run ReadsRun) string { return fmt.Sprintf("**%.0f / %.0f**", run.WRUPerWH, run.RRUPerWH) })
+	row("heartbeats (one a second would be 3,600; the Keeper sends the next a second after the 50 ms tick that sent the last: about 3,550)", func(run ReadsRun) string { return fmt.Sprintf("%.0f", run.HeartbeatsPerWH) })
+	row("heartbeat errors / workers declared dead in the window", func(run ReadsRun) string { return fmt.Sprintf("%d / %d", run.HeartbeatErrors, run.DeclaredDead) })
+	row("window, worker-hours", func(run ReadsRun) string { return fmt.Sprintf("%.0f s, %.3f", run.WindowSec, run.WorkerHours) })
+	p("\n")
 	first, last := rd.Runs[0], rd.Runs[len(rd.Runs)-1]
 	if first.RRUPerWH > 0 && last.Workers > first.Workers {
 		p("From %d to %d workers the read units per worker-hour go ×%.2f (reads that grew with the square of the fleet, every worker reading every record, would go ×%d). ",

@@ -118,18 +118,11 @@ func (r *runner) rebalance(ctx context.Context) error {
 	}
 	defer ls.shutdown()
 
-	var ws []*bworker
-	for range res.WorkersBefore {
-		w, err := ls.addWorker(ctx, true, settings)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	ws, err := ls.addWorkers(ctx, res.WorkersBefore, true, settings, nil)
+	if err != nil {
+		return err
 	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("rb-%05d", i)
-	}
+	ids := sessionIDs("rb-%05d", n)
 	if err := ls.startSessions(ctx, ids); err != nil {
 		return err
 	}
@@ -159,13 +152,11 @@ func (r *runner) rebalance(ctx context.Context) error {
 		return err
 	}
 	join := time.Now()
-	for range res.WorkersAfter - res.WorkersBefore {
-		w, err := ls.addWorker(ctx, true, settings)
-		if err != nil {
-			return err
-		}
-		ws = append(ws, w)
+	joined, err := ls.addWorkers(ctx, res.WorkersAfter-res.WorkersBefore, true, settings, nil)
+	if err != nil {
+		return err
 	}
+	ws = append(ws, joined...)
 	atJoin := map[string]int{}
 	for _, w := range ws {
 		atJoin[w.ID] = res.LoadsAtJoin[w.ID] // the joiners at 0
@@ -313,9 +304,7 @@ func judgeRebalance(res *RebalanceResult, ev chaos.Evidence) {
 			res.Duplicated += t.Repeats
 		}
 	}
-	for _, v := range j.Violations {
-		res.Violations = append(res.Violations, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
-	}
+	res.Violations = append(res.Violations, violations(j)...)
 }
 
 func ms1(d time.Duration) float64 {
@@ -327,8 +316,7 @@ func renderRebalance(p printer, r *Report) {
 	if rb == nil {
 		return
 	}
-	p("## 4b. Rebalancing: %s sessions on %d workers, then %d more join\n\n", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter-rb.WorkersBefore)
-	renderPhase(p, rb.Phase)
+	heading(p, rb, "4b. Rebalancing: %s sessions on %d workers, then %d more join", thousands(rb.Sessions), rb.WorkersBefore, rb.WorkersAfter-rb.WorkersBefore)
 	p("| figure | value |\n|---|---|\n")
 	bal := "never (within the run's deadline)"
 	if rb.ToBalancedMs >= 0 {

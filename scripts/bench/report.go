@@ -90,8 +90,14 @@ type Goal struct {
 
 // judged is a goal the run measured: met, or missed by miss.
 func judged(figure, measured, goal string, met bool, miss string) Goal {
-	g := Goal{Figure: figure, Measured: measured, Goal: goal, Known: true, Met: met}
-	if !met {
+	return judgedIf(true, figure, measured, goal, met, miss)
+}
+
+// judgedIf is a goal the run measured when known: met when known and met,
+// else missed by miss.
+func judgedIf(known bool, figure, measured, goal string, met bool, miss string) Goal {
+	g := Goal{Figure: figure, Measured: measured, Goal: goal, Known: known, Met: known && met}
+	if !g.Met {
 		g.Miss = miss
 	}
 	return g
@@ -157,6 +163,23 @@ func Render(r *Report) string {
 }
 
 type printer func(format string, a ...any)
+
+// heading writes a phase's section heading (format and a) and its
+// settings; false, and nothing written, when the phase has no result.
+func heading[T any, PT interface {
+	*T
+	phase() Phase
+}](p printer, res PT, format string, a ...any) bool {
+	if res == nil {
+		return false
+	}
+	p("## "+format+"\n\n", a...)
+	renderPhase(p, res.phase())
+	return true
+}
+
+// phase is what a phase's result states besides its figures (heading).
+func (ph Phase) phase() Phase { return ph }
 
 func renderPhase(p printer, ph Phase) {
 	p("- command: `%s` (machine and date above; phase took %.0f s; load %s → %s)\n", ph.Command, ph.Seconds, ph.LoadStart, ph.LoadEnd)

@@ -148,6 +148,35 @@ func (ls *leaseStack) addWorker(ctx context.Context, sqs bool, settings map[stri
 	return w, nil
 }
 
+// addWorkers starts n workers one after the other (addWorker); started,
+// when set, reads each right after its start.
+func (ls *leaseStack) addWorkers(ctx context.Context, n int, sqs bool, settings map[string]string, started func(*bworker) error) ([]*bworker, error) {
+	var ws []*bworker
+	for range n {
+		w, err := ls.addWorker(ctx, sqs, settings)
+		if err != nil {
+			return ws, err
+		}
+		ws = append(ws, w)
+		if started != nil {
+			if err := started(w); err != nil {
+				return ws, err
+			}
+		}
+	}
+	return ws, nil
+}
+
+// sessionIDs are n session ids: pattern with its one %d verb set to
+// 0 … n−1.
+func sessionIDs(pattern string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf(pattern, i)
+	}
+	return ids
+}
+
 // workerEnv is the environment of a lease-stack worker: the bench's
 // (workerEnv), the stack's table, the work queue when sqs, settings, the
 // engines' endpoints, and, when the feed serves wss://, the stack's CA
@@ -179,29 +208,19 @@ func (ls *leaseStack) workerEnv(id, admin string, sqs bool, settings map[string]
 // startSessions starts ids through the API (8 at a time) and returns when
 // every start was acknowledged.
 func (ls *leaseStack) startSessions(ctx context.Context, ids []string) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, id := range ids {
-		g.Go(func() error {
-			if _, err := ls.st.StartSession(gctx, id); err != nil {
-				return fmt.Errorf("start %s: %w", id, err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return eachID(ctx, ids, 8, func(ctx context.Context, id string) error {
+		if _, err := ls.st.StartSession(ctx, id); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // startSessionsWith starts ids through the API (8 at a time) with the
 // extra start fields of each (devstack.StartSessionWith: a nil value drops
 // a default field) and returns when every start was acknowledged.
 func (ls *leaseStack) startSessionsWith(ctx context.Context, ids []string, fields func(id string) map[string]any) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, id := range ids {
-		g.Go(func() error { return ls.st.StartSessionWith(gctx, id, fields(id)) })
-	}
-	return g.Wait()
+	return eachID(ctx, ids, 8, func(ctx context.Context, id string) error { return ls.st.StartSessionWith(ctx, id, fields(id)) })
 }
 
 // stopSessions stops ids through the API (16 at a time) and returns when
@@ -209,21 +228,27 @@ func (ls *leaseStack) startSessionsWith(ctx context.Context, ids []string, field
 func (ls *leaseStack) stopSessions(ctx context.Context, ids []string) (map[string]time.Time, error) {
 	var mu sync.Mutex
 	at := map[string]time.Time{}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(16)
-	for _, id := range ids {
-		g.Go(func() error {
-			if _, err := ls.st.API.Stop(gctx, id); err != nil {
-				return fmt.Errorf("stop %s: %w", id, err)
-			}
-			mu.Lock()
-			at[id] = time.Now()
-			mu.Unlock()
-			return nil
-		})
-	}
-	err := g.Wait()
+	err := eachID(ctx, ids, 16, func(ctx context.Context, id string) error {
+		if _, err := ls.st.API.Stop(ctx, id); err != nil {
+			return fmt.Errorf("stop %s: %w", id, err)
+		}
+		mu.Lock()
+		at[id] = time.Now()
+		mu.Unlock()
+		return nil
+	})
 	return at, err
+}
+
+// eachID runs do for every id, limit at a time, until one fails (its
+// error is returned).
+func eachID(ctx context.Context, ids []string, limit int, do func(ctx context.Context, id string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for _, id := range ids {
+		g.Go(func() error { return do(gctx, id) })
+	}
+	return g.Wait()
 }
 
 // waitOwnedZero polls the workers until none owns a session (or timeout).
@@ -239,6 +264,25 @@ func (ls *leaseStack) waitOwnedZero(ctx context.Context, ws []*bworker, timeout 
 		return fmt.Errorf("workers still own %d session(s) after %s", n, timeout)
 	}
 	return err
+}
+
+// eachStats reads every worker's /stats at once (the snapshot spans one
+// round trip) and hands each to add, one at a time.
+func eachStats(ctx context.Context, ws []*bworker, add func(w *bworker, st workerStats) error) error {
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range ws {
+		g.Go(func() error {
+			st, err := getStats(gctx, w.Admin)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return add(w, st)
+		})
+	}
+	return g.Wait()
 }
 
 // errWaited: waitTotal's condition did not hold by its timeout.
@@ -401,6 +445,15 @@ func judgeLease(ev chaos.Evidence, feedRate float64) chaos.Result {
 	cfg.Stack.FeedRate = feedRate
 	w.LeaseTTL, w.HeartbeatEvery, w.CheckpointEvery, w.ReconcileEvery = DefaultTTL, DefaultHeartbeatEvery, DefaultCheckpointEvery, DefaultReconcile
 	return chaos.Analyze(ev, cfg.Settings(), chaos.Plan{})
+}
+
+// violations are j's violations as the report lists them.
+func violations(j chaos.Result) []string {
+	var out []string
+	for _, v := range j.Violations {
+		out = append(out, fmt.Sprintf("[%s] %s at %.1f s: %s", v.Check, v.Session, v.T, v.Detail))
+	}
+	return out
 }
 
 // acceptedBySession are the feed's accepted connections (not refused, not

@@ -197,11 +197,9 @@ func stopLatencies(samples []stopSample, conns []feed.ConnRecord) map[string][]t
 
 func renderStop(p printer, r *Report) {
 	s := r.Stop
-	if s == nil {
+	if !heading(p, s, "4. Stop: POST stop → the connection closed at the source") {
 		return
 	}
-	p("## 4. Stop: POST stop → the connection closed at the source\n\n")
-	renderPhase(p, s.Phase)
 	p(distHeader)
 	distRow(p, "the stop notification reaches the owner", s.Owner)
 	distRow(p, "it reaches a non-owner (the owner reads its mailbox)", s.NonOwner)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
+	"github.com/wsfleet/wsfleet/testkit/enginetest"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
 
@@ -227,38 +228,51 @@ func (te *tpEnv) newRunTable(ctx context.Context, tag string) (string, error) {
 	return table, sessionitem.CreateTable(cctx, te.ddb, table)
 }
 
-func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string, sessions int, rate float64) (ThroughputRun, error) {
-	sz := r.sz
-	run := ThroughputRun{Name: name, Sessions: sessions, FeedRate: rate}
-	e := &capEnv{dir: filepath.Join(te.dir, tag)}
+// startSinkRun starts run tag in e (its folder, its own table): the feed
+// at rate, a worker (bin/streamer on te's engines, sink name's settings,
+// then tune's) and sessions seeded (resumable: with the feed's resume
+// parameter); it returns once the worker holds them and streams at want
+// msg/s each, and the settle after.
+func (r *runner) startSinkRun(ctx context.Context, te *tpEnv, e *capEnv, tag, name string, sessions int, rate, want float64, resumable bool, tune func(map[string]string)) (*delayProxy, *enginetest.Process, error) {
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
-		return run, err
+		return nil, nil, err
 	}
-	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("throughput run: stop") })
 	table, err := te.newRunTable(ctx, tag)
 	if err != nil {
-		return run, err
+		return nil, nil, err
 	}
 	if err := r.startFeed(ctx, e, rate); err != nil {
-		return run, err
+		return nil, nil, err
 	}
 	settings, proxy, engine := te.sinkSettings(name)
 	settings[schema.EnvTableName] = table
 	settings[schema.EnvMaxSessions] = itoa(sessions + 100)
+	if tune != nil {
+		tune(settings)
+	}
 	if err := r.startCapWorker(ctx, e, tag+"-worker", []string{r.cfg.Bin.Streamer}, settings, te.engineEnv()); err != nil {
-		return run, err
+		return proxy, engine, err
 	}
-	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), true); err != nil {
-		return run, err
+	if err := seedSessions(ctx, te.ddb, table, 0, sessions, e.feedURLs(), resumable); err != nil {
+		return proxy, engine, err
 	}
+	if err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
+		return proxy, engine, err
+	}
+	return proxy, engine, sleepCtx(ctx, r.sz.TPSettle)
+}
+
+func (r *runner) throughputRun(ctx context.Context, te *tpEnv, tag, name string, sessions int, rate float64) (ThroughputRun, error) {
+	sz := r.sz
+	run := ThroughputRun{Name: name, Sessions: sessions, FeedRate: rate}
+	e := &capEnv{dir: filepath.Join(te.dir, tag)}
+	defer e.stop(func(err error) { r.log.Warn().Err(err).Msg("throughput run: stop") })
 	want := rate
 	if sessions == 1 {
 		want = 10 // one session: wait for messages to flow (unbatched sqs runs near 1 ÷ the latency)
 	}
-	if err := waitHeld(ctx, e, sessions, want, time.Minute+time.Duration(sessions/50)*time.Second); err != nil {
-		return run, err
-	}
-	if err := sleepCtx(ctx, sz.TPSettle); err != nil {
+	proxy, engine, err := r.startSinkRun(ctx, te, e, tag, name, sessions, rate, want, true, nil)
+	if err != nil {
 		return run, err
 	}
 	var req0 int64
@@ -346,8 +360,7 @@ func renderThroughput(p printer, r *Report) {
 	if t == nil {
 		return
 	}
-	p("## 8. Sinks at real rates: one session as fast as the feed pushes, +%.0f ms per sink request\n\n", t.LatencyMs)
-	renderPhase(p, t.Phase)
+	heading(p, t, "8. Sinks at real rates: one session as fast as the feed pushes, +%.0f ms per sink request", t.LatencyMs)
 	p("| sink | sessions × feed rate | msg/s | requests | requests/message | lag p50 | lag p99 | stalls | reconnects | worker CPU | engine CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range t.Runs {
 		rate := feedRate(run.FeedRate)

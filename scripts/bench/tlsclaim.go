@@ -166,11 +166,9 @@ func waitDelivering(ctx context.Context, e *capEnv, want int, rate float64, time
 
 func renderTLSClaim(p printer, r *Report) {
 	t := r.TLSClaim
-	if t == nil {
+	if !heading(p, t, "5c. The claim path over TLS: a burst of claims on ws:// and wss://") {
 		return
 	}
-	p("## 5c. The claim path over TLS: a burst of claims on ws:// and wss://\n\n")
-	renderPhase(p, t.Phase)
 	p("| run | sessions | until every session delivers | worker CPU | per session | feed CPU (the server side) | per session |\n|---|---|---|---|---|---|---|\n")
 	var ws, resumed, full *TLSClaimRun
 	for i := range t.Runs {
