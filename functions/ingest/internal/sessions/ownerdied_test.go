@@ -8,9 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/wsfleet/wsfleet/functions/ingest/internal/sessions"
-	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/sessionitem"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
@@ -29,18 +27,8 @@ import (
 func TestRestartAfterTheOwnerDiedWhileStoppedIsFoundWithoutItsNotification(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	ls := dynamostore.New(e.db, e.table)
-	clk := clock.NewFake(time.UnixMilli(1_800_000_000_000))
-	keeper := func(id string) *lease.Keeper {
-		k, err := lease.NewKeeper(ls, clk, lease.DefaultConfig(id), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := k.Register(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	ws := e.workers(t, ctx)
+	ls, clk, keeper := ws.ls, ws.clk, ws.keeper
 	d := desired("r1", "wss://a.example.com/")
 	if _, err := e.store.Start(ctx, d); err != nil {
 		t.Fatal(err)

@@ -3,11 +3,7 @@ package sessions_test
 import (
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/wsfleet/wsfleet/shared/clock"
-	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/lease/dynamostore"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/shared/spec"
 )
@@ -21,18 +17,8 @@ import (
 func TestStopTellsTheStandbysWorker(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	ls := dynamostore.New(e.db, e.table)
-	clk := clock.NewFake(time.UnixMilli(1_800_000_000_000))
-	keeper := func(id string) *lease.Keeper {
-		k, err := lease.NewKeeper(ls, clk, lease.DefaultConfig(id), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := k.Register(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	ws := e.workers(t, ctx)
+	ls, keeper := ws.ls, ws.keeper
 	on := true
 	d := desired("s1", "wss://a.example.com/")
 	d.Spec.Standby = &spec.Standby{Enabled: &on}
