@@ -117,21 +117,6 @@ func (c Config) DoneSweepEvery() time.Duration { return 10 * c.IndexLagBound }
 // applied (crash failover ≤ TTL + WatchEvery + the takeover).
 func (c Config) WatchEvery() time.Duration { return c.HeartbeatEvery / 2 }
 
-// HeartbeatTimeout bounds one heartbeat: RPCTimeout, but at most three
-// quarters of the heartbeat period, so that a heartbeat caught in one of
-// DynamoDB's latency spikes (seconds, about 1 request in 10,000: the
-// service's internal timeout and a retry on another node; the model's
-// ddbrules.AWSWriteLatency) gives up before the next one is due, and that
-// one is sent on time. A heartbeat that waited its whole RPCTimeout (2 s)
-// left no success in the trust window (TTL − SafetyMargin: 3 s at chaos's
-// settings) and fenced every session of its worker: a chaos run on the
-// model lost a worker's trust with no fault injected (6 sessions closed
-// fenced and re-taken, with repeats). Safety does not depend on it: trust
-// runs from a heartbeat's send time, whatever its timeout.
-func (c Config) HeartbeatTimeout() time.Duration {
-	return min(c.RPCTimeout, c.HeartbeatEvery*3/4)
-}
-
 // listTimeout bounds one listing of the reconcile pass or a takeover (the
 // by_unowned shards, the GONE and DONE workers, a worker's by_owner): 4 ×
 // RPCTimeout (8 s at the defaults), room for the SDK's retries of a

@@ -120,7 +120,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	acks := append([]string(nil), k.acks...)
 	k.lmu.Unlock()
 	sentAt := k.clk.Now()
-	rctx, cancel := context.WithTimeout(ctx, k.cfg.HeartbeatTimeout())
+	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
 	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
 		Seq: seq, AtMs: sentAt.UnixMilli(), Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr,
 		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,
