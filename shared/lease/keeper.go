@@ -87,6 +87,7 @@ type Keeper struct {
 	acks     []string
 	pending  map[string]bool // mailbox entries handed over, not yet acked
 	hbBusy   bool
+	hbAgain  bool // the last heartbeat failed with trust at risk: send one at once
 	targets  []string
 	watching map[string]*watch
 	alive    int      // alive workers at the last listing
@@ -219,7 +220,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		case <-tick.C():
 		}
 		now := k.clk.Now()
-		if !now.Before(nextHB) {
+		if !now.Before(nextHB) || k.heartbeatAgain() {
 			nextHB = now.Add(k.cfg.HeartbeatEvery)
 			k.startHeartbeat(ctx)
 		}

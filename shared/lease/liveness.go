@@ -110,6 +110,16 @@ func (k *Keeper) startHeartbeat(ctx context.Context) {
 	k.wg.Go(func() { k.heartbeat(ctx) })
 }
 
+// heartbeatAgain reports (once) that the last heartbeat failed with its
+// worker's trust at risk (HeartbeatAgainAtOnce), so the next is sent now.
+func (k *Keeper) heartbeatAgain() bool {
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	again := k.hbAgain
+	k.hbAgain = false
+	return again
+}
+
 // heartbeat sends one heartbeat with a new counter value and the acks
 // collected so far, and applies the outcome.
 func (k *Keeper) heartbeat(ctx context.Context) {
@@ -118,9 +128,13 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	seq, epoch := k.nextSeq, k.epoch
 	k.nextSeq++ // a retry never reuses a counter value (see Store.Heartbeat)
 	acks := append([]string(nil), k.acks...)
+	trustedUntil := k.live.trustedUntil
+	if !k.live.registered {
+		trustedUntil = time.Time{}
+	}
 	k.lmu.Unlock()
 	sentAt := k.clk.Now()
-	rctx, cancel := context.WithTimeout(ctx, k.cfg.RPCTimeout)
+	rctx, cancel := context.WithTimeout(ctx, HeartbeatTimeout(sentAt, trustedUntil, k.cfg.RPCTimeout, k.cfg.Tick))
 	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
 		Seq: seq, AtMs: sentAt.UnixMilli(), Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr,
 		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,
@@ -130,6 +144,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	var fresh []string
 	k.lmu.Lock()
 	k.hbBusy = false
+	k.hbAgain = err != nil && HeartbeatAgainAtOnce(sentAt, trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout)
 	switch {
 	case err == nil:
 		k.live.succeeded(sentAt)

@@ -28,6 +28,42 @@ func TrustedUntil(sentAt time.Time, ttl, margin time.Duration) time.Time {
 	return sentAt.Add(ttl - margin)
 }
 
+// HeartbeatTimeout is how long a heartbeat sent at sentAt may wait for its
+// answer when the worker is trusted until trustedUntil: rpc, but at most
+// half the trust it has left (never under floor), so that a heartbeat
+// caught in one of DynamoDB's latency spikes (the service's internal
+// timeout and a retry elsewhere: seconds, about 1 request in 10,000; the
+// model's ddbrules.AWSWriteLatency) gives up while another still has time
+// to land. With the whole rpc for it, one hung heartbeat could leave no
+// success in the trust window: Validate allows TTL − SafetyMargin =
+// HeartbeatEvery + RPCTimeout exactly (chaos's 3 s = 1 s + 2 s), and a chaos
+// run on the model fenced a worker's 6 sessions with no fault injected.
+// Trust that has lapsed already (or was never given) keeps rpc: nothing
+// is left to protect, and a success restores it. While heartbeats succeed
+// every period the bound is rpc at the defaults (8 s of trust, 7 s left at
+// each send); it shrinks only as trust runs out, never below floor, so a
+// throttled heartbeat keeps room for the SDK's retries. Safety does not
+// depend on it: trust runs from a successful heartbeat's send time,
+// whatever its timeout.
+func HeartbeatTimeout(sentAt, trustedUntil time.Time, rpc, floor time.Duration) time.Duration {
+	left := trustedUntil.Sub(sentAt)
+	if left <= 0 || left/2 >= rpc {
+		return rpc
+	}
+	return min(rpc, max(left/2, floor))
+}
+
+// HeartbeatAgainAtOnce reports whether a heartbeat sent at sentAt that
+// failed is followed by another at once rather than one period after it:
+// when the one on schedule (sentAt + every) could not have its whole rpc
+// inside the trust left (trustedUntil). At the defaults (8 s of trust, a
+// heartbeat every 1 s, 2 s each) a failure waits its period, as ever; near
+// the edge Validate allows (chaos: 3 s = 1 s + 2 s) a heartbeat that gave
+// up at HeartbeatTimeout is sent again while it can still land.
+func HeartbeatAgainAtOnce(sentAt, trustedUntil time.Time, every, rpc time.Duration) bool {
+	return sentAt.Add(every).After(trustedUntil.Add(-rpc))
+}
+
 // DeathAllowedAt is the earliest instant (the observer's monotonic clock) at
 // which an observer may declare a worker dead, when it first received a read
 // of the worker's current heartbeat counter at firstSeen: the counter has

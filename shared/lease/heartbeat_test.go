@@ -1,0 +1,121 @@
+package lease_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// A heartbeat waits its RPCTimeout while the worker has trust to spare, and
+// at most half of what is left once trust runs short (never under the
+// floor); lapsed trust keeps the RPCTimeout.
+func TestHeartbeatTimeoutIsHalfTheTrustLeft(t *testing.T) {
+	ms := time.Millisecond
+	sent := t0
+	for _, c := range []struct {
+		name string
+		left time.Duration // trust left at the send time
+		want time.Duration
+	}{
+		{"defaults: 7 s of 8 left", 7000 * ms, 2000 * ms},
+		{"exactly twice the rpc left", 4000 * ms, 2000 * ms},
+		{"chaos's edge: 2 s left", 2000 * ms, 1000 * ms},
+		{"little left: the floor", 60 * ms, 50 * ms},
+		{"lapsed", -ms, 2000 * ms},
+		{"not trusted at all", 0, 2000 * ms},
+	} {
+		if got := lease.HeartbeatTimeout(sent, sent.Add(c.left), 2*time.Second, 50*ms); got != c.want {
+			t.Errorf("%s: timeout %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// A failed heartbeat is followed by another at once only when the one on
+// schedule could not have its whole RPCTimeout inside the trust left.
+func TestHeartbeatAgainAtOnceOnlyWhenTrustIsAtRisk(t *testing.T) {
+	every, rpc := time.Second, 2*time.Second
+	if lease.HeartbeatAgainAtOnce(t0, t0.Add(7*time.Second), every, rpc) {
+		t.Error("at the defaults (7 s of trust left) a failed heartbeat is sent again at once; want: a period later")
+	}
+	if !lease.HeartbeatAgainAtOnce(t0, t0.Add(2*time.Second), every, rpc) {
+		t.Error("with 2 s of trust left (chaos's edge) a failed heartbeat waits its period; want: again at once")
+	}
+}
+
+// One heartbeat that hangs (one of DynamoDB's latency spikes: seconds) does
+// not cost the worker its trust, at the tightest timings Validate allows
+// (TTL − SafetyMargin = HeartbeatEvery + RPCTimeout, as chaos runs): it
+// gives up at half the trust left and the next is sent at once. With the
+// whole RPCTimeout for it, and the next one a period later, the trust
+// lapsed and the worker's session ended fenced. The Keeper's own loop on
+// the real clock: the timeouts are real deadlines.
+func TestHungHeartbeatDoesNotCostTheWorkerItsTrust(t *testing.T) {
+	hs := &hangingHeartbeats{Store: memstore.New()}
+	hs.Put(started("s1"))
+	cfg := lease.DefaultConfig("w1")
+	cfg.HeartbeatEvery, cfg.RPCTimeout = time.Second, 800*time.Millisecond
+	cfg.TTL, cfg.SafetyMargin = 2400*time.Millisecond, 600*time.Millisecond
+	cfg.IndexLagBound = 2 * time.Second
+	obs := &recorder{}
+	k, err := lease.NewKeeper(hs, clock.Real{}, cfg, obs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Acquire(ctx, "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	hs.hangNext.Store(true)
+	testwait.Eventually(t, 5*cfg.HeartbeatEvery, "a heartbeat hung and two succeeded after it", func() bool {
+		return hs.hung.Load() == 1 && hs.okAfterHang.Load() >= 2
+	})
+	if left := time.Duration(hs.left.Load()); left >= cfg.RPCTimeout {
+		t.Errorf("the hung heartbeat had %s to answer, want less than RPCTimeout %s", left, cfg.RPCTimeout)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if err, ended := obs.ended["s1"]; ended {
+		t.Fatalf("the session ended (%v) after one hung heartbeat; want it held", err)
+	}
+}
+
+// hangingHeartbeats is a store whose next heartbeat, once hangNext is set,
+// answers only when its context ends; left is the time it had, and
+// okAfterHang counts the heartbeats that succeeded after it.
+type hangingHeartbeats struct {
+	*memstore.Store
+	hangNext    atomic.Bool
+	hung        atomic.Int32
+	left        atomic.Int64
+	okAfterHang atomic.Int32
+}
+
+func (s *hangingHeartbeats) Heartbeat(ctx context.Context, owner string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
+	if s.hangNext.CompareAndSwap(true, false) {
+		if dl, ok := ctx.Deadline(); ok {
+			s.left.Store(int64(time.Until(dl)))
+		}
+		s.hung.Add(1)
+		<-ctx.Done()
+		return lease.WorkerRecord{}, ctx.Err()
+	}
+	rec, err := s.Store.Heartbeat(ctx, owner, epoch, hb)
+	if err == nil && s.hung.Load() > 0 {
+		s.okAfterHang.Add(1)
+	}
+	return rec, err
+}
