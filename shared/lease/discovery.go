@@ -98,7 +98,7 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 			s.ripe = n
 		}
 		k.unownedSeen[id] = s
-		out = append(out, Candidate{ConnectionID: id, Fresh: fresh, Relisted: !fresh && s.ripe < n})
+		out = append(out, Candidate{ConnectionID: id, Fresh: fresh, Relisted: !fresh && s.ripe < n, Seen: ok})
 	}
 	k.unownedPeak = max(k.unownedPeak, len(k.unownedSeen))
 	if n%unownedKeep == 0 {

@@ -196,6 +196,10 @@ type Candidate struct {
 	// Relisted: an unowned one (Prev nil) that an earlier listing of this
 	// Keeper showed unowned, and past UnownedGrace, too (MayClaimUnowned).
 	Relisted bool
+	// Seen: an unowned one (Prev nil) that an earlier listing of this
+	// Keeper showed unowned too, whatever the grace (a reconciler whose
+	// fast path is down counts it relisted: no notification is coming).
+	Seen bool
 }
 
 // WorkerRecord is a worker's liveness record.

@@ -376,6 +376,7 @@ func (r *Reconciler) pass(ctx context.Context) {
 	if free <= 0 {
 		return
 	}
+	start := r.clock().Now()
 	limit := min(max(2*free, 10), 1000)
 	cands, err := r.Lister.Orphans(ctx, limit)
 	if err != nil && ctx.Err() == nil {
@@ -384,16 +385,31 @@ func (r *Reconciler) pass(ctx context.Context) {
 	if r.OnOrphans != nil {
 		r.OnOrphans(len(cands))
 	}
-	if r.FastPathDown != nil && r.FastPathDown() {
+	listed := len(cands)
+	down := r.FastPathDown != nil && r.FastPathDown()
+	if down {
 		// No start notification is on its way: nothing to leave the
-		// fresh sessions to.
+		// fresh sessions to, and no grace to wait out before any worker
+		// tries one: its first sighting is for the workers it ranks
+		// first (MayClaimUnowned), the next for any. Counted from the
+		// end of the grace, a session started during an SQS outage that
+		// its ranked workers did not take (full, restarting, a listing
+		// that missed it) waited three passes more: make chaos found one
+		// acquired 4.0 s after its acknowledgement (bound 3.4 s).
 		for i := range cands {
 			cands[i].Fresh = false
+			cands[i].Relisted = cands[i].Relisted || cands[i].Seen
 		}
 	}
 	cands = slices.DeleteFunc(cands, func(c lease.Candidate) bool { return !r.Lister.MayClaim(c) })
 	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	r.ClaimAll(ctx, cands)
+	acquired := r.ClaimAll(ctx, cands)
+	if len(cands) > 0 {
+		// Only a pass that found work logs: none does while every
+		// session has its owner.
+		r.Log.Info().Int("listed", listed).Int("tried", len(cands)).Int("acquired", acquired).
+			Bool("fast_path_down", down).Dur("took", r.clock().Now().Sub(start)).Msg("reconcile pass")
+	}
 }
 
 // claimRetryAfter is how long after a claim whose store request timed out
@@ -414,12 +430,16 @@ func (r *Reconciler) clock() clock.Clock {
 	return r.Clock
 }
 
-// ClaimAll claims cands (up to the free capacity), Concurrency at a time.
-func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
+// ClaimAll claims cands (up to the free capacity), Concurrency at a time,
+// and returns how many it acquired.
+func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) int {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
 	}
-	var g errgroup.Group
+	var (
+		g        errgroup.Group
+		acquired atomic.Int64
+	)
 	g.SetLimit(r.Concurrency)
 	for _, c := range cands {
 		if ctx.Err() != nil || r.Claimer.Free() <= 0 {
@@ -441,6 +461,9 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
 					out, err = r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
 				}
 			}
+			if out == Acquired {
+				acquired.Add(1)
+			}
 			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				r.Log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("reconcile: claim")
 			} else {
@@ -450,4 +473,5 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) {
 		})
 	}
 	_ = g.Wait()
+	return int(acquired.Load())
 }

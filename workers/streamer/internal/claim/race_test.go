@@ -245,6 +245,46 @@ func TestFreshStartsClaimedAtOnceWhileTheFastPathIsDown(t *testing.T) {
 	}
 }
 
+// While the fast path is down, a session its ranked workers do not take
+// (full here; restarting or listing late in chaos) is tried by any worker
+// at its second sighting, not only once a sighting past the grace was
+// relisted: no notification is coming. Counted from the grace, make chaos
+// saw a start during an SQS outage acquired 4.0 s after its
+// acknowledgement against a 3.4 s bound.
+func TestUnrankedWorkerTakesAFreshStartAtItsSecondSightWhileTheFastPathIsDown(t *testing.T) {
+	for _, down := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fast path down %v", down), func(t *testing.T) {
+			const every = 5 * time.Second
+			ctx := context.Background()
+			f := newQueueFleet(t, 3, 0, FastPathGrace(every))
+			var alive []string
+			for i := range 3 {
+				alive = append(alive, fmt.Sprintf("w-%02d", i))
+			}
+			top := lease.Watchers("s", alive, lease.OrphanClaimers)
+			other := -1
+			for i, w := range alive {
+				f.recon[i].FastPathDown = func() bool { return down }
+				if slices.Contains(top, w) {
+					f.claim[i].free.Store(0)
+				} else {
+					other = i
+				}
+			}
+			f.start("s")
+			f.recon[other].pass(ctx) // its first sight: not ranked for it
+			if o := f.owner("s"); o != "" {
+				t.Fatalf("owned by %s after the first sight of a worker not ranked for it", o)
+			}
+			f.clk.Advance(every / 4) // well within the grace
+			f.recon[other].pass(ctx)
+			if got, want := f.owner("s") != "", down; got != want {
+				t.Fatalf("owned after the second sight, within the grace: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // A start whose notification is lost is still claimed by reconciliation,
 // within the bound docs/worker.md states (Reconciliation): the first
 // listing that shows it comes at most the index lag and one interval (its
