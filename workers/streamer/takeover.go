@@ -9,8 +9,6 @@ import (
 	"sync"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
-	"github.com/wsfleet/wsfleet/shared/notify"
-	"github.com/wsfleet/wsfleet/shared/schema"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -85,13 +83,9 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	if len(announce) == 0 {
 		return
 	}
-	if w.handoffs != nil {
-		now := w.deps.Clock.Now().UnixMilli()
-		for _, c := range announce {
-			n := notify.Notification{Type: schema.NotifyStart, ConnectionID: c.ConnectionID, SentAtMs: now}
-			if err := w.handoffs.Publish(ctx, n); err != nil {
-				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
-			}
+	for _, c := range announce {
+		if err := w.announceStart(ctx, c.ConnectionID, 0); err != nil {
+			log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
 		}
 	}
 	slices.Reverse(announce)
