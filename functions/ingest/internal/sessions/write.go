@@ -7,6 +7,7 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -110,6 +111,20 @@ func (s *Store) Start(ctx context.Context, d Desired) (Result, error) {
 func (s *Store) tellOwner(ctx context.Context, res *Result, owner, id, state string) {
 	res.Owner = owner
 	res.OwnerNotified, res.MailboxErr = s.mail(ctx, owner, id, res.Generation, state)
+}
+
+// tellStop tells a stop to the session's owner and to its standby's worker
+// (standby "": none) at once: two conditional writes in parallel, so a
+// standby session's stop waits one round trip for them, not two.
+func (s *Store) tellStop(ctx context.Context, res *Result, owner, standby, id string) {
+	if standby == "" {
+		s.tellOwner(ctx, res, owner, id, schema.StateStopped)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.tellOwner(ctx, res, owner, id, schema.StateStopped) }) // its fields of res only
+	s.tellStandby(ctx, res, standby, id)
+	wg.Wait()
 }
 
 // tellStandby puts a stop's entry in the mailbox of standby, the worker
@@ -272,8 +287,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 				return Result{}, fmt.Errorf("stop %s: %w", id, err)
 			}
 			res := Result{Generation: generation(it), Outcome: Stopped}
-			s.tellOwner(ctx, &res, it.LeaseOwner, id, schema.StateStopped)
-			s.tellStandby(ctx, &res, it.Standby, id)
+			s.tellStop(ctx, &res, it.LeaseOwner, it.Standby, id)
 			return res, nil
 		}
 		if !isConditionFailed(err) {
@@ -291,8 +305,7 @@ func (s *Store) Stop(ctx context.Context, id string) (Result, error) {
 		cur := toRecord(item)
 		if cur.state == schema.StateStopped {
 			res := Result{Generation: cur.generation, Outcome: Unchanged}
-			s.tellOwner(ctx, &res, cur.owner, id, schema.StateStopped)
-			s.tellStandby(ctx, &res, cur.standby, id)
+			s.tellStop(ctx, &res, cur.owner, cur.standby, id)
 			return res, nil
 		}
 	}
