@@ -33,8 +33,7 @@ func (m *Model) getItem(ctx context.Context, body []byte) *reply {
 	}
 	d := demand{table: t, partition: k.partition, units: readUnits(0, in.ConsistentRead)}
 	if why := m.thr.admit(d); why != nil {
-		m.meter.add(t.name, op, Usage{Requests: 1, Throttled: 1}, nil, nil)
-		return throttleReply(t, why)
+		return m.throttled(t, op, why)
 	}
 	var rep *reply
 	if in.ConsistentRead || m.mirror == nil {
@@ -223,8 +222,7 @@ func (m *Model) query(ctx context.Context, op string, body []byte) *reply {
 		d.partition = partitionValue(in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues, attr)
 	}
 	if why := m.thr.admit(d); why != nil {
-		m.meter.add(t.name, op, Usage{Requests: 1, Throttled: 1}, nil, nil)
-		return throttleReply(t, why)
+		return m.throttled(t, op, why)
 	}
 	endpoint := m.primary
 	if !consistent && m.mirror != nil {

@@ -127,8 +127,7 @@ func (m *Model) writeItem(ctx context.Context, op string, body []byte) *reply {
 		d.index = t.indexWrites(old, guess)
 	}
 	if why := m.thr.admit(d); why != nil {
-		m.meter.add(t.name, op, Usage{Requests: 1, Throttled: 1}, nil, nil)
-		return throttleReply(t, why)
+		return m.throttled(t, op, why)
 	}
 
 	send, strip := body, false
@@ -171,8 +170,7 @@ func (m *Model) writeItem(ctx context.Context, op string, body []byte) *reply {
 	if op == "UpdateItem" {
 		if why := m.thr.admit(demand{table: t, write: true, index: iw}); why != nil {
 			m.restore(ctx, t, k, old)
-			m.meter.add(t.name, op, Usage{Requests: 1, Throttled: 1}, nil, nil)
-			return throttleReply(t, why)
+			return m.throttled(t, op, why)
 		}
 	}
 	units := writeUnits(max(itemSize(old), itemSize(after)))
