@@ -31,8 +31,8 @@
 //
 // Files, by concern:
 //
-//   - chaos.go: Config, the fault kinds, the Settings and Bounds a run is
-//     judged by.
+//   - chaos.go: Config, its defaults and its validation; kinds.go the
+//     fault kinds; settings.go the Settings and Bounds a run is judged by.
 //   - plan.go: the seeded schedule (Plan, Step) and the demo plan.
 //   - run.go: Run: the stack up, the schedule step by step, the evidence
 //     collected at the end. run_faults.go injects each fault kind (the sink
@@ -41,10 +41,12 @@
 //     the harness sees, run_standby.go picks the sessions on sources that
 //     cannot replay (with a standby, the control group) and their fields,
 //     run_table.go reads the sessions table.
-//   - record.go: the evidence (Evidence and its records, the recorder of
-//     the sink lines, save and load); sink.go what an AWS sink adds (the
-//     destination's records, the workers' skips and releases) and its
-//     faults.
+//   - record.go: the evidence (Evidence and its records);
+//     record_recorder.go the recorder of the deliveries as they arrive,
+//     record_files.go the workers' logs and sink files read after the run,
+//     record_pressure.go the CPU pressure samples, record_saved.go save
+//     and load; sink.go what an AWS sink adds (the destination's records,
+//     the workers' skips and releases) and its faults.
 //   - check.go: Analyze, the check names and rules, the judge's index of
 //     the evidence per session; how to add a check. check_passes.go: the
 //     judge's passes in run order, each with the checks it judges and the

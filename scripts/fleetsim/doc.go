@@ -53,7 +53,8 @@
 //     judge counts the standby and the control sessions' loss apart and
 //     times each takeover from the dead owner's declaration
 //     (standby-crash).
-//   - ECS (ecs.go): every worker is a task of one service, placed over 3
+//   - ECS (ecs.go; an operation in progress ecs_tasks.go, the operations
+//     ecs_ops.go): every worker is a task of one service, placed over 3
 //     AZs (ECS's spread by AZ: the AZ with the fewest tasks, round robin
 //     from an even start). Launches go through Fargate's task launch rate
 //     quota (a token bucket of 100, refilled at 20 a second, per account

@@ -124,7 +124,7 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		"term":       with("term", Step{At: d / 3, Do: TermOne}),
 		"az-onehost": oneHost,
 		"scale-out":  with("scale-out", Step{At: d / 3, Do: ScaleOut}),
-		// ECS (ecs.go): a rolling deploy of every task, and ×10 the
+		// ECS (ecs_ops.go): a rolling deploy of every task, and ×10 the
 		// tasks a third in, back at two thirds.
 		"deploy-default": with("deploy-default", Step{At: d / 3, Do: DeployStep(ECSDefaults)}),
 		"deploy-infra":   with("deploy-infra", Step{At: d / 3, Do: DeployStep(InfraRolling)}),

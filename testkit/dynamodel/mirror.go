@@ -15,7 +15,7 @@ import (
 // dynalite holding the same tables as the primary (the model replays
 // CreateTable, UpdateTable and DeleteTable to it). After every applied
 // write the model knows the item's new image (it holds the item's key lock
-// across the write, see proxy.go) and schedules a Put of that image (a
+// across the write, see writes.go) and schedules a Put of that image (a
 // Delete when the write removed the item) on the mirror after a lag drawn
 // from Profile.Lag, or the lag episode's when one is on. Per item the
 // images are applied in the order of the writes: an image is never applied

@@ -18,9 +18,11 @@
 //     or whose reply is dropped, with storms (faults.go);
 //   - billing: capacity units metered as DynamoDB bills them (meter.go).
 //
-// The Dynalite profile adds nothing. The request path is proxy.go; the
-// control endpoints for a model in its own process (cmd/dynamodel) are
-// control.go. Every random draw comes from one RNG seeded by Config.Seed.
+// The Dynalite profile adds nothing. The request path is proxy.go (the
+// latency, the routing, what is forwarded as it is), writes.go and
+// batchwrite.go (the writes), reads.go (the reads); the control endpoints
+// for a model in its own process (cmd/dynamodel) are control.go. Every
+// random draw comes from one RNG seeded by Config.Seed.
 //
 // Not modelled: transactions (dynalite has none: TransactWriteItems and
 // TransactGetItems are forwarded and refused), PartiQL, streams, TTL

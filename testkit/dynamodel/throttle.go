@@ -107,6 +107,13 @@ func (t *throttler) drainKey(table, value string) {
 	t.r.DrainKey(t.now(), table, value)
 }
 
+// throttled is the answer to a request of op the throttle refused (why),
+// metered as one throttled request on t.
+func (m *Model) throttled(t *tableInfo, op string, why []reason) *reply {
+	m.meter.add(t.name, op, Usage{Requests: 1, Throttled: 1}, nil, nil)
+	return throttleReply(t, why)
+}
+
 // throttleReply is DynamoDB's answer to a throttled request on table.
 func throttleReply(table *tableInfo, why []reason) *reply {
 	body := map[string]any{}
