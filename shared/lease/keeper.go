@@ -87,7 +87,7 @@ type Keeper struct {
 	acks     []string
 	pending  map[string]bool // mailbox entries handed over, not yet acked
 	hbBusy   bool
-	hbAgain  bool // the last heartbeat failed with trust at risk: send one at once
+	hbAgain  time.Time // the last heartbeat failed with trust at risk: the next is due then (zero: on schedule)
 	targets  []string
 	watching map[string]*watch
 	alive    int      // alive workers at the last listing
@@ -220,7 +220,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 		case <-tick.C():
 		}
 		now := k.clk.Now()
-		if !now.Before(nextHB) || k.heartbeatAgain() {
+		if !now.Before(nextHB) || k.heartbeatAgain(now) {
 			nextHB = now.Add(k.cfg.HeartbeatEvery)
 			k.startHeartbeat(ctx)
 		}

@@ -111,13 +111,15 @@ func (k *Keeper) startHeartbeat(ctx context.Context) {
 }
 
 // heartbeatAgain reports (once) that the last heartbeat failed with its
-// worker's trust at risk (HeartbeatAgainAtOnce), so the next is sent now.
-func (k *Keeper) heartbeatAgain() bool {
+// worker's trust at risk (HeartbeatAgainAtOnce) and the next is due at now.
+func (k *Keeper) heartbeatAgain(now time.Time) bool {
 	k.lmu.Lock()
 	defer k.lmu.Unlock()
-	again := k.hbAgain
-	k.hbAgain = false
-	return again
+	if k.hbAgain.IsZero() || now.Before(k.hbAgain) {
+		return false
+	}
+	k.hbAgain = time.Time{}
+	return true
 }
 
 // heartbeat sends one heartbeat with a new counter value and the acks
@@ -144,7 +146,14 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	var fresh []string
 	k.lmu.Lock()
 	k.hbBusy = false
-	k.hbAgain = err != nil && HeartbeatAgainAtOnce(sentAt, trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout)
+	k.hbAgain = time.Time{}
+	if now := k.clk.Now(); err != nil && now.Before(trustedUntil) && HeartbeatAgainAtOnce(sentAt, trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout) {
+		// At once after a heartbeat that hung (gave up at its timeout),
+		// but never more than four a period: one that failed fast (an
+		// endpoint refusing) is not sent again every Tick. Trust that
+		// has lapsed has nothing left to save: the period again.
+		k.hbAgain = sentAt.Add(k.cfg.HeartbeatEvery / 4)
+	}
 	switch {
 	case err == nil:
 		k.live.succeeded(sentAt)

@@ -54,7 +54,9 @@ func HeartbeatTimeout(sentAt, trustedUntil time.Time, rpc, floor time.Duration) 
 }
 
 // HeartbeatAgainAtOnce reports whether a heartbeat sent at sentAt that
-// failed is followed by another at once rather than one period after it:
+// failed is followed by another at once (at most four a period: the Keeper
+// spaces them a quarter period from the failed one's send) rather than one
+// period after it:
 // when the one on schedule (sentAt + every) could not have its whole rpc
 // inside the trust left (trustedUntil). At the defaults (8 s of trust, a
 // heartbeat every 1 s, 2 s each) a failure waits its period, as ever; near
