@@ -12,25 +12,25 @@ import (
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
-// A heartbeat waits its RPCTimeout while the worker has trust to spare, and
-// at most half of what is left once trust runs short (never under the
-// floor); lapsed trust keeps the RPCTimeout.
-func TestHeartbeatTimeoutIsHalfTheTrustLeft(t *testing.T) {
+// A heartbeat waits its RPCTimeout while the worker has trust to spare,
+// and only until one period of trust is left once trust runs short; with
+// less than that left (or trust lapsed) it is the last chance: RPCTimeout.
+func TestHeartbeatTimeoutLeavesAPeriodOfTrust(t *testing.T) {
 	ms := time.Millisecond
 	sent := t0
 	for _, c := range []struct {
-		name string
-		left time.Duration // trust left at the send time
-		want time.Duration
+		name        string
+		left, every time.Duration // trust left at the send time, the period
+		want        time.Duration
 	}{
-		{"defaults: 7 s of 8 left", 7000 * ms, 2000 * ms},
-		{"exactly twice the rpc left", 4000 * ms, 2000 * ms},
-		{"chaos's edge: 2 s left", 2000 * ms, 1000 * ms},
-		{"little left: the floor", 60 * ms, 50 * ms},
-		{"lapsed", -ms, 2000 * ms},
-		{"not trusted at all", 0, 2000 * ms},
+		{"defaults: 7 s of 8 left", 7000 * ms, 1000 * ms, 2000 * ms},
+		{"the tests' settings: 1.2 s left, 200 ms period", 1200 * ms, 200 * ms, 1000 * ms},
+		{"chaos's edge: 2 s left, 1 s period", 2000 * ms, 1000 * ms, 1000 * ms},
+		{"a period and a little left", 1060 * ms, 1000 * ms, 60 * ms},
+		{"under a period and the floor left: the last chance", 1040 * ms, 1000 * ms, 2000 * ms},
+		{"lapsed", -ms, 1000 * ms, 2000 * ms},
 	} {
-		if got := lease.HeartbeatTimeout(sent, sent.Add(c.left), 2*time.Second, 50*ms); got != c.want {
+		if got := lease.HeartbeatTimeout(sent, sent.Add(c.left), c.every, 2*time.Second, 50*ms); got != c.want {
 			t.Errorf("%s: timeout %s, want %s", c.name, got, c.want)
 		}
 	}
@@ -51,7 +51,7 @@ func TestHeartbeatAgainAtOnceOnlyWhenTrustIsAtRisk(t *testing.T) {
 // One heartbeat that hangs (one of DynamoDB's latency spikes: seconds) does
 // not cost the worker its trust, at the tightest timings Validate allows
 // (TTL − SafetyMargin = HeartbeatEvery + RPCTimeout, as chaos runs): it
-// gives up at half the trust left and the next is sent at once. With the
+// gives up when a period of trust is left and the next is sent at once. With the
 // whole RPCTimeout for it, and the next one a period later, the trust
 // lapsed and the worker's session ended fenced. The Keeper's own loop on
 // the real clock: the timeouts are real deadlines.
@@ -59,9 +59,9 @@ func TestHungHeartbeatDoesNotCostTheWorkerItsTrust(t *testing.T) {
 	hs := &hangingHeartbeats{Store: memstore.New()}
 	hs.Put(started("s1"))
 	cfg := lease.DefaultConfig("w1")
-	cfg.HeartbeatEvery, cfg.RPCTimeout = time.Second, 800*time.Millisecond
-	cfg.TTL, cfg.SafetyMargin = 2400*time.Millisecond, 600*time.Millisecond
-	cfg.IndexLagBound = 2 * time.Second
+	cfg.HeartbeatEvery, cfg.RPCTimeout = time.Second, 2*time.Second // chaos's settings
+	cfg.TTL, cfg.SafetyMargin = 4*time.Second, time.Second
+	cfg.IndexLagBound = 3 * time.Second
 	obs := &recorder{}
 	k, err := lease.NewKeeper(hs, clock.Real{}, cfg, obs, nil)
 	if err != nil {

@@ -136,7 +136,7 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	}
 	k.lmu.Unlock()
 	sentAt := k.clk.Now()
-	rctx, cancel := context.WithTimeout(ctx, HeartbeatTimeout(sentAt, trustedUntil, k.cfg.RPCTimeout, k.cfg.Tick))
+	rctx, cancel := context.WithTimeout(ctx, HeartbeatTimeout(sentAt, trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout, k.cfg.Tick))
 	rec, err := k.store.Heartbeat(rctx, k.cfg.Owner, epoch, Heartbeat{
 		Seq: seq, AtMs: sentAt.UnixMilli(), Load: l.Sessions, Capacity: l.Capacity, AdminAddr: l.AdminAddr,
 		Draining: l.Draining, MovesPerMin: l.MovesPerMin, Ack: acks,

@@ -29,28 +29,30 @@ func TrustedUntil(sentAt time.Time, ttl, margin time.Duration) time.Time {
 }
 
 // HeartbeatTimeout is how long a heartbeat sent at sentAt may wait for its
-// answer when the worker is trusted until trustedUntil: rpc, but at most
-// half the trust it has left (never under floor), so that a heartbeat
-// caught in one of DynamoDB's latency spikes (the service's internal
-// timeout and a retry elsewhere: seconds, about 1 request in 10,000; the
-// model's ddbrules.AWSWriteLatency) gives up while another still has time
-// to land. With the whole rpc for it, one hung heartbeat could leave no
+// answer when the worker is trusted until trustedUntil and heartbeats
+// every every: rpc, but never past the point where one period of trust is
+// left, so that a heartbeat caught in one of DynamoDB's latency spikes (the
+// service's internal timeout and a retry elsewhere: seconds, about 1
+// request in 10,000; the model's ddbrules.AWSWriteLatency) gives up while
+// another, sent at once (HeartbeatAgainAtOnce), still has a period to
+// land. With the whole rpc for it, one hung heartbeat could leave no
 // success in the trust window: Validate allows TTL − SafetyMargin =
-// HeartbeatEvery + RPCTimeout exactly (chaos's 3 s = 1 s + 2 s), and a chaos
-// run on the model fenced a worker's 6 sessions with no fault injected.
-// Trust that has lapsed already (or was never given) keeps rpc: nothing
-// is left to protect, and a success restores it. While heartbeats succeed
-// every period the bound is rpc at the defaults (8 s of trust, 7 s left at
-// each send); it shrinks only as trust runs out, never below floor, so a
-// throttled heartbeat keeps room for the SDK's retries. Safety does not
-// depend on it: trust runs from a successful heartbeat's send time,
-// whatever its timeout.
-func HeartbeatTimeout(sentAt, trustedUntil time.Time, rpc, floor time.Duration) time.Duration {
-	left := trustedUntil.Sub(sentAt)
-	if left <= 0 || left/2 >= rpc {
+// HeartbeatEvery + RPCTimeout exactly (chaos's 3 s = 1 s + 2 s: 1 s now),
+// and a chaos run on the model fenced a worker's 6 sessions with no fault
+// injected. While heartbeats succeed it is rpc at the defaults (7 s left
+// at each send) and at the tests' settings (1.2 s left, 200 ms period, 1 s
+// rpc), so a throttled heartbeat keeps its room for the SDK's retries (a
+// bound of half the trust left, tried before, cut the tests' to 600 ms and
+// CI's load fenced a throttled worker). When less than a period (plus
+// floor) is left, or trust has lapsed, the heartbeat is the last chance
+// and gets rpc. Safety does not depend on it: trust runs from a successful
+// heartbeat's send time, whatever its timeout.
+func HeartbeatTimeout(sentAt, trustedUntil time.Time, every, rpc, floor time.Duration) time.Duration {
+	before := trustedUntil.Sub(sentAt) - every
+	if before < floor {
 		return rpc
 	}
-	return min(rpc, max(left/2, floor))
+	return min(rpc, before)
 }
 
 // HeartbeatAgainAtOnce reports whether a heartbeat sent at sentAt that

@@ -12,6 +12,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
+	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
 // rebalancer is the worker's view of the fleet's balance.
@@ -151,9 +152,9 @@ func (w *Worker) sessionDone(s *session.Session) <-chan struct{} { return s.Fini
 
 // sinkOwedNoMove: a session whose sink has owed it an acknowledgement
 // for half its hand-off's flush bound (finish: 2 × the store timeout) is
-// not moved by rebalancing (session.SinkOwed). The hand-off flushes the
-// sink before the release and, with the destination holding requests, the
-// flush times out and the session is left for a takeover from its
+// not moved by rebalancing (sink.Owed: the batcher's oldest unacknowledged
+// message). The hand-off flushes the sink before the release and, with the
+// destination holding requests, the flush times out and the session is left for a takeover from its
 // checkpoint, repeating what was delivered after it: make chaos SEED=4901
 // moved one during a sink freeze (1 repeat, an owner change no fault
 // explained). A sink that answers owes for a batch's wait (40 ms by
@@ -167,7 +168,7 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 	var out []*session.Session
 	for _, s := range w.snapshot() {
 		h := s.Held()
-		if h.Err() == nil && now.Sub(h.AcquiredAt()) >= w.cfg.MinHold && s.SinkOwed(now) < w.sinkOwedNoMove() {
+		if h.Err() == nil && now.Sub(h.AcquiredAt()) >= w.cfg.MinHold && sink.Owed(w.deps.Handler, s.ID()) < w.sinkOwedNoMove() {
 			out = append(out, s)
 		}
 	}

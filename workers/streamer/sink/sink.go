@@ -131,6 +131,16 @@ func FlushSession(ctx context.Context, h Handler, connectionID string) error {
 	return Flush(ctx, h)
 }
 
+// Owed is how long h has held the oldest unacknowledged message of
+// session connectionID (0: none, or h does not say: a synchronous sink
+// holds nothing once Handle returned).
+func Owed(h Handler, connectionID string) time.Duration {
+	if o, ok := h.(interface{ Owed(string) time.Duration }); ok {
+		return o.Owed(connectionID)
+	}
+	return 0
+}
+
 // Flush flushes h when it implements Flusher.
 func Flush(ctx context.Context, h Handler) error {
 	if f, ok := h.(Flusher); ok {

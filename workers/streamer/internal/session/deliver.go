@@ -191,9 +191,6 @@ func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket
 		}
 		var err error
 		if pipelined {
-			// Owed from before the hand-over: an acknowledgement that
-			// overtakes this line clears it (Acked).
-			s.owedSince.CompareAndSwap(0, start.UnixNano())
 			err = pl.Submit(ctx, msg, s, s.ended)
 		} else {
 			err = s.handleWithin(ctx, msg, start.Add(min(rem, s.env.Config.SinkTimeout)))
@@ -305,30 +302,9 @@ func (s *Session) Refused(seq, sub int64, err error) bool {
 // (sink.Tenure): the next checkpoint may pass it.
 func (s *Session) Acked(seq int64) {
 	s.held.Observe(seq)
-	if seq >= s.lastSeq.Load() {
-		s.owedSince.Store(0)
-	} else {
-		s.owedSince.Store(s.held.Now().UnixNano())
-	}
 	if x := s.ext; x != nil && x.fingerprints {
 		x.acked(seq)
 	}
-}
-
-// SinkOwed is how long the session's pipelined sink has owed it an
-// acknowledgement at now: since the oldest message handed over that no
-// acknowledgement has covered, or since the last acknowledgement when
-// later messages wait (0: nothing owed, or a synchronous sink). A sink
-// that answers takes a batch's linger and a round trip; seconds mean a
-// destination that holds its requests (the rebalancer moves no such
-// session: its hand-off's flush would time out and leave it for a
-// takeover, with repeats).
-func (s *Session) SinkOwed(now time.Time) time.Duration {
-	at := s.owedSince.Load()
-	if at == 0 {
-		return 0
-	}
-	return max(now.Sub(time.Unix(0, at)), 0)
 }
 
 // Stalled counts a wait for room in the sink's buffer (sink.Tenure).

@@ -25,8 +25,7 @@ type pipeline struct {
 	tenure  sink.Tenure
 	space   chan struct{}
 	refuse  error
-	handled int  // Handle calls (none expected: the session must Submit)
-	autoAck bool // acknowledge each message as it is submitted
+	handled int // Handle calls (none expected: the session must Submit)
 }
 
 func (p *pipeline) Handle(context.Context, sink.Message) error {
@@ -61,10 +60,6 @@ func (p *pipeline) Submit(ctx context.Context, m sink.Message, t sink.Tenure, st
 	defer p.mu.Unlock()
 	if p.refuse != nil {
 		return p.refuse
-	}
-	if p.autoAck {
-		t.Acked(m.Seq)
-		return nil
 	}
 	p.pending, p.tenure = append(p.pending, m.Seq), t
 	return nil
@@ -138,27 +133,4 @@ func TestPipelineRefusingTheTenureEndsTheSession(t *testing.T) {
 	if err := wait(t, done, 5*time.Second); !errors.Is(err, lease.ErrUntrusted) {
 		t.Fatalf("ended with %v, want ErrUntrusted", err)
 	}
-}
-
-// SinkOwed says how long a pipelined sink has held the session's messages
-// without acknowledging them (the rebalancer moves no session whose sink
-// owes it long): it grows while the sink holds everything and stays near
-// zero while the sink acknowledges each message as it takes it.
-func TestSinkOwedGrowsWhileTheSinkHoldsAcknowledgements(t *testing.T) {
-	f := newFeed(t, feed.Config{Rate: 200})
-	h := newHarness(t, testConfig())
-	p := &pipeline{limit: 100000}
-	h.env.Handler = p
-	h.put("s1", f.URL("s1"), nil)
-	s, _ := h.start("s1")
-	testwait.Eventually(t, 10*time.Second, "owed for 1.5 s by a sink that acknowledges nothing", func() bool {
-		return s.SinkOwed(s.Held().Now()) >= 1500*time.Millisecond
-	})
-	p.mu.Lock()
-	p.autoAck = true
-	p.mu.Unlock()
-	p.ack(p.submitted())
-	testwait.Holds(t, time.Second, "owed under a second while every message is acknowledged as taken", func() bool {
-		return s.SinkOwed(s.Held().Now()) < time.Second
-	})
 }

@@ -262,11 +262,7 @@ type Session struct {
 	// next pass; see Due).
 	due atomic.Int64
 
-	lastSeq atomic.Int64 // last delivered
-	// owedSince: since when (Unix ns on the tenure's clock) a pipelined
-	// sink owes an acknowledgement of something handed to it (0: nothing;
-	// see SinkOwed).
-	owedSince  atomic.Int64
+	lastSeq    atomic.Int64 // last delivered
 	messages   atomic.Int64
 	dups       atomic.Int64
 	reconnects atomic.Int64

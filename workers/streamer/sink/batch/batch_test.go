@@ -501,3 +501,23 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// Owed is how long the batcher has held a session's oldest unacknowledged
+// message: it grows while the destination holds the request, is 0 for a
+// session it holds nothing of, and 0 again once everything is
+// acknowledged (the rebalancer moves no session its sink owes long).
+func TestOwedGrowsWhileTheDestinationHoldsTheRequest(t *testing.T) {
+	f := newFake(true)
+	f.gate = make(chan struct{})
+	b := batchtest.Start(t, f, testConfig())
+	tn := newTenure()
+	if err := b.Submit(context.Background(), sink.Message{ConnectionID: "c", Seq: 1, Data: []byte("x")}, tn, nil); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 5*time.Second, "owed for 300 ms while the request is held", func() bool { return b.Owed("c") >= 300*time.Millisecond })
+	if got := b.Owed("other"); got != 0 {
+		t.Fatalf("owed %s for a session the batcher holds nothing of", got)
+	}
+	close(f.gate)
+	testwait.Eventually(t, 5*time.Second, "nothing owed once acknowledged", func() bool { return tn.last() == 1 && b.Owed("c") == 0 })
+}

@@ -156,6 +156,20 @@ func (w *waiter) Acked(seq int64) {
 	}
 }
 
+// Owed is how long the oldest message of session id that the batcher
+// holds unacknowledged has waited (0: none held): a batch's wait and a
+// round trip when the destination answers, seconds when it holds its
+// requests (the rebalancer moves no such session: sink.Owed).
+func (b *Batcher) Owed(id string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.streams[id]
+	if st == nil || len(st.entries) == 0 {
+		return 0
+	}
+	return time.Since(st.entries[0].enq)
+}
+
 // FlushSession waits until every message queued for id is acknowledged,
 // sending what is queued without waiting for MaxDelay (sink.Pipeline).
 func (b *Batcher) FlushSession(ctx context.Context, id string) error {
