@@ -107,8 +107,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	if len(moves) == 0 {
 		return nil
 	}
-	movable := w.movable(w.deps.Clock.Now())
-	picker := w.newMovePicker(movable)
+	picker := w.newMovePicker(w.movable(w.deps.Clock.Now()))
 	n := 0
 	// A few moves at a time: each one's dark time is its own close, flush,
 	// release and the receiver's acquire and dial, not a queue of all the
@@ -116,8 +115,11 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	sem := make(chan struct{}, movesInFlight)
 	var wg sync.WaitGroup
 	for _, m := range moves {
-		for k := 0; k < m.Count && n < len(movable); k++ {
-			s := picker.pick(m.To)
+		for k := 0; k < m.Count; k++ {
+			s, ok := picker.pick(m.To)
+			if !ok {
+				break
+			}
 			n++
 			select {
 			case sem <- struct{}{}:
@@ -150,25 +152,15 @@ const movesInFlight = 8
 // is written.
 func (w *Worker) sessionDone(s *session.Session) <-chan struct{} { return s.Finished() }
 
-// sinkOwedNoMove: a session whose sink has owed it an acknowledgement
-// for half its hand-off's flush bound (finish: 2 × the store timeout) is
-// not moved by rebalancing (sink.Owed: the batcher's oldest unacknowledged
-// message). The hand-off flushes the sink before the release and, with the
-// destination holding requests, the flush times out and the session is left for a takeover from its
-// checkpoint, repeating what was delivered after it: make chaos SEED=4901
-// moved one during a sink freeze (1 repeat, an owner change no fault
-// explained). A sink that answers owes for a batch's wait (40 ms by
-// default, at most batch.MaxPackWait = 1 s) and a round trip.
-func (w *Worker) sinkOwedNoMove() time.Duration { return w.cfg.StoreTimeout }
-
 // movable lists the sessions that may move now (held at least MinHold,
-// still valid, their sink answering: sinkOwedNoMove), the longest held
-// first (of two held as long, the smaller id).
+// still valid), the longest held first (of two held as long, the smaller
+// id). Whether the sink owes one acknowledgements is asked only of those a
+// round picks (movePicker.pick).
 func (w *Worker) movable(now time.Time) []*session.Session {
 	var out []*session.Session
 	for _, s := range w.snapshot() {
 		h := s.Held()
-		if h.Err() == nil && now.Sub(h.AcquiredAt()) >= w.cfg.MinHold && sink.Owed(w.deps.Handler, s.ID()) < w.sinkOwedNoMove() {
+		if h.Err() == nil && now.Sub(h.AcquiredAt()) >= w.cfg.MinHold {
 			out = append(out, s)
 		}
 	}
@@ -181,16 +173,28 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 // movePicker picks the sessions of a round's moves: for a move to a
 // worker, first the sessions whose standby that worker holds (their move
 // is that standby's promotion: no dial, and nothing lost from a source that
-// cannot replay), then the others, longest held first.
-type movePicker struct {
-	movable []*session.Session
+// cannot replay), then the others, longest held first; never one whose
+// sink has owed it an acknowledgement for the store timeout or longer.
+//
+// Why not those: a hand-off flushes the sink before its release (finish:
+// at most 2 × the store timeout), and with the destination holding
+// requests the flush times out and the session is left for a takeover
+// from its checkpoint, repeating what was delivered after it (make chaos
+// SEED=4901 moved one during a sink freeze: 1 repeat, an owner change no
+// fault explained). A sink that answers owes for a batch's wait (40 ms by
+// default, at most batch.MaxPackWait = 1 s) and a round trip.
+type movePicker[S interface{ ID() string }] struct {
+	movable []S
 	taken   []bool
 	next    int              // the first index not yet looked at in order
 	byTo    map[string][]int // the indexes whose standby is on that worker, in order
+	owing   sink.Owing       // nil: the sink holds nothing once Handle returned
+	owedMax time.Duration
 }
 
-func (w *Worker) newMovePicker(movable []*session.Session) *movePicker {
-	p := &movePicker{movable: movable, taken: make([]bool, len(movable)), byTo: map[string][]int{}}
+func (w *Worker) newMovePicker(movable []*session.Session) *movePicker[*session.Session] {
+	p := &movePicker[*session.Session]{movable: movable, taken: make([]bool, len(movable)), byTo: map[string][]int{}, owedMax: w.cfg.StoreTimeout}
+	p.owing, _ = w.deps.Handler.(sink.Owing)
 	w.sbMu.Lock()
 	for i, s := range movable {
 		if st := w.ownStandbys[s.ID()]; st != nil && st.worker != "" {
@@ -201,21 +205,31 @@ func (w *Worker) newMovePicker(movable []*session.Session) *movePicker {
 	return p
 }
 
-// pick is the next session a move to worker to takes (nil: none left).
-func (p *movePicker) pick(to string) *session.Session {
+// pick is the next session a move to worker to takes (false: none left).
+func (p *movePicker[S]) pick(to string) (S, bool) {
 	for idx := p.byTo[to]; len(idx) > 0; idx = p.byTo[to] {
 		i := idx[0]
 		p.byTo[to] = idx[1:]
-		if !p.taken[i] {
-			p.taken[i] = true
-			return p.movable[i]
+		if p.take(i) {
+			return p.movable[i], true
 		}
 	}
 	for ; p.next < len(p.movable); p.next++ {
-		if !p.taken[p.next] {
-			p.taken[p.next] = true
-			return p.movable[p.next]
+		if p.take(p.next) {
+			return p.movable[p.next], true
 		}
 	}
-	return nil
+	var none S
+	return none, false
+}
+
+// take marks movable[i] taken and reports whether a move may take it: not
+// taken before, and its sink owing it nothing for owedMax or longer (a
+// session refused so is not asked again this round).
+func (p *movePicker[S]) take(i int) bool {
+	if p.taken[i] {
+		return false
+	}
+	p.taken[i] = true
+	return p.owing == nil || p.owing.Owed(p.movable[i].ID()) < p.owedMax
 }

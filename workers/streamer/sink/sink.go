@@ -131,14 +131,13 @@ func FlushSession(ctx context.Context, h Handler, connectionID string) error {
 	return Flush(ctx, h)
 }
 
-// Owed is how long h has held the oldest unacknowledged message of
-// session connectionID (0: none, or h does not say: a synchronous sink
-// holds nothing once Handle returned).
-func Owed(h Handler, connectionID string) time.Duration {
-	if o, ok := h.(interface{ Owed(string) time.Duration }); ok {
-		return o.Owed(connectionID)
-	}
-	return 0
+// Owing is implemented by handlers that hold messages unacknowledged after
+// Handle or Submit returned (sink/batch); a synchronous sink holds nothing
+// once Handle returned.
+type Owing interface {
+	// Owed is how long the handler has held the oldest unacknowledged
+	// message of session connectionID (0: none).
+	Owed(connectionID string) time.Duration
 }
 
 // Flush flushes h when it implements Flusher.

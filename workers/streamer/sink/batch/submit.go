@@ -159,7 +159,7 @@ func (w *waiter) Acked(seq int64) {
 // Owed is how long the oldest message of session id that the batcher
 // holds unacknowledged has waited (0: none held): a batch's wait and a
 // round trip when the destination answers, seconds when it holds its
-// requests (the rebalancer moves no such session: sink.Owed).
+// requests (sink.Owing: the rebalancer moves no such session).
 func (b *Batcher) Owed(id string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,0 +1,70 @@
+package streamer
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// pickable is a movable session for movePicker's tests: only its id.
+type pickable string
+
+func (p pickable) ID() string { return string(p) }
+
+// owedFake answers Owed from a map and counts the questions.
+type owedFake struct {
+	owed  map[string]time.Duration
+	asked []string
+}
+
+func (o *owedFake) Owed(id string) time.Duration {
+	o.asked = append(o.asked, id)
+	return o.owed[id]
+}
+
+// A round's picker takes first the sessions whose standby the receiver
+// holds, then the longest held; it skips one whose sink has owed it an
+// acknowledgement for the store timeout or longer, and asks the sink only
+// about the sessions it would take (not about every session held: the
+// batcher's lock, once a round per session, for nothing).
+func TestMovePickerSkipsSessionsTheSinkOwesAndAsksOnlyAboutThoseItTakes(t *testing.T) {
+	movable := []pickable{"a", "b", "c", "d", "e", "f"}
+	owing := &owedFake{owed: map[string]time.Duration{"b": 2 * time.Second, "e": time.Second}}
+	p := &movePicker[pickable]{
+		movable: movable, taken: make([]bool, len(movable)),
+		byTo:  map[string][]int{"w2": {4, 5}}, // e and f have their standby on w2
+		owing: owing, owedMax: 2 * time.Second,
+	}
+	var got []string
+	for _, to := range []string{"w2", "w1", "w1", "w2", "w1"} {
+		s, ok := p.pick(to)
+		if !ok {
+			t.Fatalf("no session for %s after %v", to, got)
+		}
+		got = append(got, to+":"+s.ID())
+	}
+	// w2: e (its standby's worker; owed 1 s < 2 s); w1: a; w1: c (b owed
+	// 2 s); w2: f (its standby's); w1: d.
+	want := []string{"w2:e", "w1:a", "w1:c", "w2:f", "w1:d"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("picked %v, want %v", got, want)
+	}
+	if s, ok := p.pick("w1"); ok {
+		t.Fatalf("picked %s with every session taken or owed", s)
+	}
+	if want := []string{"e", "a", "b", "c", "f", "d"}; !slices.Equal(owing.asked, want) {
+		t.Fatalf("the sink was asked about %v, want %v (each once, in picking order)", owing.asked, want)
+	}
+}
+
+// A sink that holds nothing after Handle (no Owed) leaves every session
+// movable.
+func TestMovePickerWithASynchronousSinkTakesEverySession(t *testing.T) {
+	movable := []pickable{"a", "b"}
+	p := &movePicker[pickable]{movable: movable, taken: make([]bool, 2), byTo: map[string][]int{}, owedMax: time.Second}
+	for _, want := range movable {
+		if s, ok := p.pick("w1"); !ok || s != want {
+			t.Fatalf("picked %q %v, want %q", s, ok, want)
+		}
+	}
+}
