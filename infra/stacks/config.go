@@ -86,6 +86,16 @@ const (
 	// CrashSpreadGoal is the longest a crashed task's full complement may
 	// take to be claimed by the survivors (issue 37).
 	CrashSpreadGoal = 60 * time.Second
+	// DeployDrainShare is the share of ShutdownDeadline a rolling deploy's
+	// wave of hand-offs may take at the fleet's claim budget: the worker
+	// paces its own hand-offs to end by a third of its deadline and hands
+	// off whatever is left at once at half of it (workers/streamer,
+	// drain.go paceHandoffs), so a wave that the table takes within a
+	// third leaves the rest of the deadline for stragglers.
+	DeployDrainShare = 1.0 / 3
+	// ecsMaxPercentCeiling is the largest maximumPercent this app uses:
+	// ECS's default, a whole new fleet beside the old one.
+	ecsMaxPercentCeiling = 200
 	// Checkpoint interval bounds (the worker's and a start's
 	// checkpoint_every).
 	minCheckpointEvery = time.Second
@@ -130,6 +140,12 @@ type EnvConfig struct {
 	SafetyMargin        time.Duration // a worker stops delivering this long before its liveness TTL runs out
 	ShutdownDeadline    time.Duration // the worker's graceful-shutdown deadline
 	StopTimeout         time.Duration // ECS SIGTERM → SIGKILL; must exceed ShutdownDeadline
+	// DeployMaxPercent is the service's maximumPercent (its
+	// minimumHealthyPercent is 100): a rolling deploy starts
+	// ⌊tasks × DeployMaxPercent ÷ 100⌋ − tasks new tasks at a time and
+	// stops as many old ones once those are healthy, so it sets how many
+	// sessions move at once (DeployWaveDrain).
+	DeployMaxPercent int
 
 	Sink     string // stdout | sqs | kinesis; sqs creates the output queue, kinesis the output stream
 	LogLevel string
@@ -197,6 +213,7 @@ var environments = map[string]EnvConfig{
 		SafetyMargin:              2 * time.Second,
 		ShutdownDeadline:          30 * time.Second,
 		StopTimeout:               40 * time.Second,
+		DeployMaxPercent:          200, // ECS's default: at MinTasks 1 only 200 % starts a new task; 3 × 300 sessions take 1.5 s at the fleet's 618 claims/s
 		Sink:                      SinkStdout,
 		LogLevel:                  "debug",
 		IngestReservedConcurrency: 10,
@@ -218,7 +235,7 @@ var environments = map[string]EnvConfig{
 	},
 	EnvProd: {
 		Name:                      EnvProd,
-		MinTasks:                  2,
+		MinTasks:                  4,  // the least a rolling deploy at DeployMaxPercent can start a task at
 		MaxTasks:                  50, // 105,000 sessions at the 70 % target (docs/infra.md, Sizing)
 		TaskCPU:                   512,
 		TaskMemoryMiB:             1024,
@@ -232,8 +249,9 @@ var environments = map[string]EnvConfig{
 		CheckpointEvery:           60 * time.Second,
 		MaxConcurrentWrites:       64,
 		SafetyMargin:              2 * time.Second,
-		ShutdownDeadline:          30 * time.Second,
-		StopTimeout:               40 * time.Second,
+		ShutdownDeadline:          110 * time.Second, // a rolling deploy's wave handed off within a third of it (DeployMaxPercent)
+		StopTimeout:               120 * time.Second, // Fargate's maximum
+		DeployMaxPercent:          129,               // 14 of 50 tasks at a time: 42,000 sessions at 1,156 claims/s = 36.3 s, within 110 s ÷ 3 (DeployWaveDrain); 200 % would move 150,000 at once, 130 s against the table
 		Sink:                      SinkSQS,
 		LogLevel:                  "info",
 		IngestReservedConcurrency: 100,
@@ -366,6 +384,7 @@ func (c EnvConfig) Validate() error {
 		c.StopTimeout, c.ShutdownDeadline, stopTimeoutHeadroom)
 	check(c.StopTimeout <= fargateMaxStopTimeout, "StopTimeout %v exceeds the Fargate maximum %v", c.StopTimeout, fargateMaxStopTimeout)
 	check(c.StopTimeout%time.Second == 0, "StopTimeout %v must be whole seconds", c.StopTimeout)
+	errs = append(errs, c.deployProblems()...)
 
 	check(slices.Contains(Sinks, c.Sink), "Sink %q is not one of %q", c.Sink, Sinks)
 	check(slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel), "LogLevel %q is not debug|info|warn|error", c.LogLevel)
@@ -480,3 +499,47 @@ func (c EnvConfig) CrashSpread(n int) time.Duration {
 // the kernel's socket buffers). The worker derives its sink buffer budget
 // from it.
 func (c EnvConfig) GoMemLimitMiB() int { return c.TaskMemoryMiB * schema.GoMemLimitPercent / 100 }
+
+// DeployWaveTasks is how many old tasks one wave of a rolling deploy
+// replaces in a service of n tasks: ECS keeps at most DeployMaxPercent of
+// n RUNNING or PENDING (rounded down) and, at minimumHealthyPercent 100,
+// stops old tasks only as new ones become healthy (ECS API Reference,
+// DeploymentConfiguration: "This parameter enables you to define the
+// deployment batch size").
+func (c EnvConfig) DeployWaveTasks(n int) int {
+	return n*c.DeployMaxPercent/100 - n
+}
+
+// DeployWaveDrain is how long the largest wave's hand-offs take at the
+// fleet's claim budget (FleetClaimsPerSecond): DeployWaveTasks(MaxTasks)
+// old tasks, each holding MaxSessionsPerTask sessions (a full fleet: a
+// deploy may come before a scale-out), each hand-off one claim at the
+// receiver. A wave larger than the table takes within the drain's share of
+// the deadline throttles the table (heartbeats included) and leaves
+// sessions to be released at the deadline instead of handed off.
+func (c EnvConfig) DeployWaveDrain() time.Duration {
+	sessions := c.DeployWaveTasks(c.MaxTasks) * c.MaxSessionsPerTask
+	return time.Duration(float64(sessions) / c.FleetClaimsPerSecond() * float64(time.Second))
+}
+
+// deployProblems checks the rolling deploy's batch: within what ECS
+// accepts here, able to start a new task at MinTasks (otherwise, at
+// minimumHealthyPercent 100, a deploy of a service at its minimum could
+// neither start nor stop a task), and its largest wave handed off within
+// DeployDrainShare of the deadline at the fleet's claim budget.
+func (c EnvConfig) deployProblems() []error {
+	var errs []error
+	if c.DeployMaxPercent <= 100 || c.DeployMaxPercent > ecsMaxPercentCeiling {
+		return []error{fmt.Errorf("DeployMaxPercent %d not in (100, %d]", c.DeployMaxPercent, ecsMaxPercentCeiling)}
+	}
+	if c.MinTasks >= 1 && c.DeployWaveTasks(c.MinTasks) < 1 {
+		errs = append(errs, fmt.Errorf("DeployMaxPercent %d starts no new task at MinTasks %d (⌊%d × %d %%⌋ = %d): a deploy at the minimum could neither start nor stop a task; raise DeployMaxPercent to at least %d or MinTasks",
+			c.DeployMaxPercent, c.MinTasks, c.MinTasks, c.DeployMaxPercent, c.MinTasks*c.DeployMaxPercent/100, (100*(c.MinTasks+1)+c.MinTasks-1)/c.MinTasks))
+	}
+	if window := time.Duration(float64(c.ShutdownDeadline) * DeployDrainShare); c.ShutdownDeadline > 0 && c.MaxSessionsPerTask > 0 && c.DeployWaveDrain() > window {
+		errs = append(errs, fmt.Errorf("a rolling deploy at DeployMaxPercent %d moves %d tasks × %d sessions at once at MaxTasks %d: %v at the fleet's %.0f claims/s, above a third of ShutdownDeadline %v (%v): lower DeployMaxPercent, raise ShutdownDeadline or TableWarmWrites",
+			c.DeployMaxPercent, c.DeployWaveTasks(c.MaxTasks), c.MaxSessionsPerTask, c.MaxTasks, c.DeployWaveDrain().Round(100*time.Millisecond),
+			c.FleetClaimsPerSecond(), c.ShutdownDeadline, window.Round(100*time.Millisecond)))
+	}
+	return errs
+}

@@ -31,8 +31,12 @@ func TestEnvironmentsValidate(t *testing.T) {
 	if !prod.Retain || dev.Retain {
 		t.Errorf("Retain: prod=%v dev=%v, want true/false", prod.Retain, dev.Retain)
 	}
-	if prod.ShutdownDeadline != 30*time.Second || dev.ShutdownDeadline != 30*time.Second {
-		t.Errorf("ShutdownDeadline prod=%v dev=%v, want 30s (the worker's default)", prod.ShutdownDeadline, dev.ShutdownDeadline)
+	// Dev runs the worker's default deadline; prod's is long enough for a
+	// rolling deploy's wave to be handed off at the table's pace
+	// (TestRollingDeployWavesFitTheTable), with its stop timeout at
+	// Fargate's maximum.
+	if dev.ShutdownDeadline != 30*time.Second || prod.ShutdownDeadline != 110*time.Second || prod.StopTimeout != fargateMaxStopTimeout {
+		t.Errorf("ShutdownDeadline prod=%v dev=%v, prod StopTimeout %v: want 110s, 30s (the worker's default), 2m0s", prod.ShutdownDeadline, dev.ShutdownDeadline, prod.StopTimeout)
 	}
 }
 
@@ -103,6 +107,9 @@ func TestSessionCeiling(t *testing.T) {
 	big.MaxTasks, big.MaxSessionsPerTask = 100, 10_000
 	big.TaskCPU, big.TaskMemoryMiB = 1024, 2048 // room for 10,000 sessions: 16,587 by memory
 	big.TableWarmWrites = TableWriteLimit       // its steady 16,767 write units/s need a table warmed above them
+	// A deploy's wave within the fleet's 3,607 claims/s: 13 tasks × 10,000
+	// sessions in 36 s (113 % of 100), which starts a task at 8.
+	big.DeployMaxPercent, big.MinTasks = 113, 8
 	if err := big.Validate(); err != nil {
 		t.Errorf("1,000,000 sessions refused: %v", err)
 	}
@@ -118,8 +125,11 @@ func TestSessionCeiling(t *testing.T) {
 	// Just above the ceiling is refused, just at it accepted.
 	edge := big
 	edge.MaxTasks, edge.MaxSessionsPerTask = 240, 9_440 // ceiling (38,000 - 240) x 60 = 2,265,600
-	if err := edge.Validate(); err != nil {
-		t.Errorf("at the ceiling: %v", err)
+	// At the ceiling the table has no headroom for a deploy's moves (310
+	// claims/s: one task's 9,440 sessions take 30 s, and ECS's smallest
+	// batch at 240 tasks is 2): the deploy's check is the only problem.
+	if err := edge.Validate(); err == nil || strings.Contains(err.Error(), "ceiling") || !strings.Contains(err.Error(), "a rolling deploy at DeployMaxPercent") {
+		t.Errorf("at the ceiling: %v, want only the deploy's wave refused", err)
 	}
 	edge.MaxSessionsPerTask++
 	if err := edge.Validate(); err == nil || !strings.Contains(err.Error(), "ceiling") {
@@ -394,5 +404,57 @@ func TestFleetClaimBudgetFromTheTable(t *testing.T) {
 	tiny.TableWarmWrites = 2_000 // below a full fleet's steady 2,550
 	if err := tiny.Validate(); err == nil || !strings.Contains(err.Error(), "TableWarmWrites") {
 		t.Errorf("a table warmer than nothing but below the steady writes: %v", err)
+	}
+}
+
+// Issue 37: a rolling deploy's moves stay within the table's headroom.
+// ECS replaces ⌊tasks × maximumPercent⌋ − tasks tasks at a time; at 200 %
+// (ECS's default) a full prod fleet would hand 150,000 sessions off at
+// once, 130 s at the fleet's 1,156 claims/s against a 110 s deadline.
+// Prod's 129 % moves 14 of 50 tasks (42,000 sessions, 36.3 s, within a
+// third of the deadline, the worker's own target for its hand-offs) and
+// still starts a task at MinTasks 4; a percent that starts none at the
+// minimum would stall a deploy (minimumHealthyPercent 100 stops no task
+// first).
+func TestRollingDeployWavesFitTheTable(t *testing.T) {
+	prod, err := ConfigFor(EnvProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prod.DeployWaveTasks(prod.MaxTasks); got != 14 {
+		t.Errorf("prod's wave at %d tasks: %d, want 14", prod.MaxTasks, got)
+	}
+	if got := prod.DeployWaveTasks(prod.MinTasks); got != 1 {
+		t.Errorf("prod's wave at MinTasks %d: %d, want 1", prod.MinTasks, got)
+	}
+	want := time.Duration(42_000 / prod.FleetClaimsPerSecond() * float64(time.Second))
+	if got := prod.DeployWaveDrain(); got != want || got > prod.ShutdownDeadline/3 {
+		t.Errorf("prod's wave drains in %v, want %v within %v", got, want, prod.ShutdownDeadline/3)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*EnvConfig)
+		want   string
+	}{
+		"ECS's default batch":   {func(c *EnvConfig) { c.DeployMaxPercent = 200 }, "moves 50 tasks × 3000 sessions at once at MaxTasks 50: 2m9.8s at the fleet's 1156 claims/s"},
+		"one task more":         {func(c *EnvConfig) { c.DeployMaxPercent = 130 }, "moves 15 tasks"},
+		"the old deadline":      {func(c *EnvConfig) { c.ShutdownDeadline, c.StopTimeout = 30*time.Second, 40*time.Second }, "above a third of ShutdownDeadline 30s"},
+		"a cold table":          {func(c *EnvConfig) { c.TableWarmWrites = 0 }, "at the fleet's 225 claims/s"},
+		"stalls at the minimum": {func(c *EnvConfig) { c.MinTasks = 3 }, "starts no new task at MinTasks 3 (⌊3 × 129 %⌋ = 3): a deploy at the minimum could neither start nor stop a task; raise DeployMaxPercent to at least 134"},
+		"no batch":              {func(c *EnvConfig) { c.DeployMaxPercent = 100 }, "DeployMaxPercent 100 not in (100, 200]"},
+		"above ECS's default":   {func(c *EnvConfig) { c.DeployMaxPercent = 250 }, "DeployMaxPercent 250 not in (100, 200]"},
+	} {
+		c := prod
+		tc.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate() = %v, want an error with %q", name, err, tc.want)
+		}
+	}
+	// Dev's one task at the minimum: only ECS's 200 % starts a second.
+	dev, err := ConfigFor(EnvDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.DeployMaxPercent != 200 || dev.DeployWaveTasks(1) != 1 || dev.DeployWaveDrain() > dev.ShutdownDeadline/3 {
+		t.Errorf("dev: %d %%, wave at 1 task %d, drain %v", dev.DeployMaxPercent, dev.DeployWaveTasks(1), dev.DeployWaveDrain())
 	}
 }

@@ -243,8 +243,10 @@ func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, t
 		SecurityGroups: &[]awsec2.ISecurityGroup{sg},
 		// No desired count: CloudFormation starts at one task and
 		// autoscaling owns the count from then on (a deploy never resets it).
+		// A rolling deploy replaces DeployWaveTasks at a time: each wave's
+		// hand-offs fit the table's claim budget (EnvConfig.DeployWaveDrain).
 		MinHealthyPercent:    jsii.Number(100),
-		MaxHealthyPercent:    jsii.Number(200),
+		MaxHealthyPercent:    jsii.Number(float64(cfg.DeployMaxPercent)),
 		CircuitBreaker:       &awsecs.DeploymentCircuitBreaker{Enable: jsii.Bool(true), Rollback: jsii.Bool(true)},
 		EnableECSManagedTags: jsii.Bool(true),
 		PropagateTags:        awsecs.PropagatedTagSource_SERVICE,

@@ -512,7 +512,7 @@ func TestStreamerService(t *testing.T) {
 			}
 			_, svc := s.only(t, "AWS::ECS::Service")
 			dc := asJSON(props(svc)["DeploymentConfiguration"])
-			for _, want := range []string{`"MinimumHealthyPercent":100`, `"MaximumPercent":200`, `"DeploymentCircuitBreaker":{"Enable":true,"Rollback":true}`} {
+			for _, want := range []string{`"MinimumHealthyPercent":100`, fmt.Sprintf(`"MaximumPercent":%d`, s.Cfg.DeployMaxPercent), `"DeploymentCircuitBreaker":{"Enable":true,"Rollback":true}`} {
 				if !strings.Contains(dc, want) {
 					t.Errorf("DeploymentConfiguration %s lacks %s", dc, want)
 				}

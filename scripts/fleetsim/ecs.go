@@ -47,6 +47,11 @@ type Rolling struct {
 	MinHealthyPercent, MaxPercent int
 	// StopTimeout is SIGTERM → SIGKILL of a stopped task.
 	StopTimeout time.Duration
+	// ShutdownDeadline is the workers' WSFLEET_SHUTDOWN_DEADLINE in the
+	// service these settings come with (every task's, old and new: a
+	// scenario sets it at the fleet's start, withDeadline); 0: the
+	// worker's default (30 s).
+	ShutdownDeadline time.Duration
 }
 
 // ECSDefaults is what ECS does unless told otherwise: minimumHealthyPercent
@@ -57,12 +62,14 @@ type Rolling struct {
 // https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html).
 var ECSDefaults = Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: 30 * time.Second}
 
-// InfraRolling is what the infra chooses, restated (the simulator does not
-// import infra): MinHealthyPercent 100 and MaxHealthyPercent 200 on the
-// streamer service (infra/stacks/wsfleet.go), StopTimeout 40 s in dev and
-// prod (infra/stacks/config.go; the worker's ShutdownDeadline there is
-// 30 s, the streamer's default).
-var InfraRolling = Rolling{MinHealthyPercent: 100, MaxPercent: 200, StopTimeout: 40 * time.Second}
+// InfraRolling is what the infra chooses for prod, restated (the
+// simulator does not import infra): MinHealthyPercent 100 and
+// MaxHealthyPercent DeployMaxPercent = 129 on the streamer service
+// (infra/stacks/streamer.go), StopTimeout 120 s and the worker's
+// ShutdownDeadline 110 s (infra/stacks/config.go: a wave of hand-offs
+// within a third of the deadline at the fleet's claim budget, docs/infra.md
+// "Rolling deploys"). Dev keeps ECS's 200 % with 40 s / 30 s.
+var InfraRolling = Rolling{MinHealthyPercent: 100, MaxPercent: 129, StopTimeout: 120 * time.Second, ShutdownDeadline: 110 * time.Second}
 
 // ECSOp is one ECS operation's figures (Figures.ECS). Seconds of virtual
 // time.

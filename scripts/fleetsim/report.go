@@ -204,9 +204,12 @@ func ecsSection(p func(string, ...any), runs []Measured) {
 	p("\n## ECS operations\n\n")
 	p("The simulated ECS (scripts/fleetsim/ecs.go): tasks spread over 3 AZs; Fargate's launch quota (a burst of 100,\n")
 	p("then 20 a second) and a launch time of 30–45 s (seeded); a rolling deploy replaces every task at\n")
-	p("`deploy-default` ECS's defaults (100 %% / 200 %%, stop timeout 30 s) and `deploy-infra` the infra's (100 %% /\n")
-	p("200 %%, stop timeout 40 s), a task counting healthy once its worker registered; `scale-out-in` adds 9× the\n")
-	p("workers a third in and stops as many (SIGTERM, spread over the AZs, stop timeout 40 s) at two thirds; the\n")
+	p("`deploy-default` ECS's defaults (%d %% / %d %%, stop timeout %.0f s, the worker's default shutdown deadline) and `deploy-infra` the infra's for prod\n",
+		ECSDefaults.MinHealthyPercent, ECSDefaults.MaxPercent, ECSDefaults.StopTimeout.Seconds())
+	p("(%d %% / %d %%, stop timeout %.0f s, shutdown deadline %.0f s: a batch whose hand-offs the table takes, docs/infra.md \"Rolling deploys\"),\n",
+		InfraRolling.MinHealthyPercent, InfraRolling.MaxPercent, InfraRolling.StopTimeout.Seconds(), InfraRolling.ShutdownDeadline.Seconds())
+	p("a task counting healthy once its worker registered; `scale-out-in` adds 9× the\n")
+	p("workers a third in and stops as many (SIGTERM, spread over the AZs, the infra's stop timeout and deadline) at two thirds; the\n")
 	p("loss of an AZ (`az`, `az-onehost`) is followed by as many replacements in the other AZs (`replace`). A\n")
 	p("deploy's length is its first replacement requested → its last old task gone; a scale-out's or a replace's → its last task\n")
 	p("healthy; a scale-in's SIGTERM → its last task gone. Longest SIGTERM → delivering again: an upper bound of\n")

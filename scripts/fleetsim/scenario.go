@@ -127,9 +127,9 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 		// ECS (ecs_ops.go): a rolling deploy of every task, and ×10 the
 		// tasks a third in, back at two thirds.
 		"deploy-default": with("deploy-default", Step{At: d / 3, Do: DeployStep(ECSDefaults)}),
-		"deploy-infra":   with("deploy-infra", Step{At: d / 3, Do: DeployStep(InfraRolling)}),
-		"scale-out-in": with("scale-out-in", Step{At: d / 3, Do: func(fl *Fleet) error { return fl.ScaleOut(9 * workers) }},
-			Step{At: 2 * d / 3, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}),
+		"deploy-infra":   withDeadline(with("deploy-infra", Step{At: d / 3, Do: DeployStep(InfraRolling)}), InfraRolling.ShutdownDeadline),
+		"scale-out-in": withDeadline(with("scale-out-in", Step{At: d / 3, Do: func(fl *Fleet) error { return fl.ScaleOut(9 * workers) }},
+			Step{At: 2 * d / 3, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}), InfraRolling.ShutdownDeadline),
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
 		"standby-crash":   standbyCrash,
@@ -214,6 +214,28 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 	time.Sleep(time.Until(fl.t0.Add(sc.Duration)))
 	fl.markSteady(false)
 	return fl.Judge(sc.Name), nil
+}
+
+// withDeadline gives every worker of sc the shutdown deadline d (0: the
+// worker's default), after sc's own fleet changes.
+func withDeadline(sc Scenario, d time.Duration) Scenario {
+	if d <= 0 {
+		return sc
+	}
+	fleet := sc.Fleet
+	sc.Fleet = func(c *Config) {
+		if fleet != nil {
+			fleet(c)
+		}
+		tweak := c.Worker
+		c.Worker = func(w *streamer.Config) {
+			if tweak != nil {
+				tweak(w)
+			}
+			w.ShutdownDeadline = d
+		}
+	}
+	return sc
 }
 
 // ramp starts n sessions over d, a batch a second (all at once when d is
