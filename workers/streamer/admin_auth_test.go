@@ -55,9 +55,9 @@ func TestAdminEndpointsRequireTheToken(t *testing.T) {
 // burst the endpoint answers 429 with Retry-After, and what it admitted by
 // then stays within the burst plus the rate over the flood's time.
 func TestHandoffFloodIsBounded(t *testing.T) {
-	// A long shutdown deadline keeps the drain's rate (handoffDrainRate)
+	// Few sessions keep the drain's rate (handoffDrainRate: 2 × 10 in 10 s)
 	// under HandoffMinRate: the flood meets the floor.
-	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.ShutdownDeadline = 1, time.Minute }, nil)
+	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.MaxSessions = 1, 10 }, nil)
 	rate := max(HandoffMinRate, handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline))
 	base := "http://" + m.AdminAddr()
 	start := time.Now()

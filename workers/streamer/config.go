@@ -192,6 +192,9 @@ type Config struct {
 	LogLevel         string // of the default logger (Deps.Logger nil)
 }
 
+// defaultShutdownDeadline is Config.ShutdownDeadline's default.
+const defaultShutdownDeadline = 30 * time.Second
+
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	lc := lease.DefaultConfig("x")
@@ -223,7 +226,7 @@ func DefaultConfig() Config {
 		SecretCacheTTL:      secrets.DefaultTTL,
 		StandbyCheckEvery:   30 * time.Second,
 		AllowPrivateIPs:     netguard.None,
-		ShutdownDeadline:    30 * time.Second,
+		ShutdownDeadline:    defaultShutdownDeadline,
 		ShutdownInFlight:    4,
 		AdminAddr:           "127.0.0.1:8081",
 		MetricsEvery:        time.Minute,

@@ -34,11 +34,22 @@ const (
 // pace. Found by the fleet simulator (deploy-infra at 10 workers × 10,000
 // sessions, 1,000 a worker: at 100/s the hand-offs' exact dark time was
 // 22.5 s p99, at 250/s 4.8 s; docs/worker.md, graceful shutdown).
+//
+// A deadline longer than the default does not slow a drain down: a
+// draining worker hands off ShutdownInFlight sessions at a time from its
+// first, whatever its deadline (paceHandoffs widens that when behind,
+// never narrows it), so at hand-offs of tens of milliseconds it sends
+// about 100 a second either way. The rate is therefore sized at the
+// default deadline's pace or a shorter deadline's: the fleet simulator's
+// deploy at the infra's 110 s deadline (10 workers × 10,000 sessions,
+// 129 %) had receivers at 2 × 1,429 ÷ 36.7 s = 78/s (the 100/s floor)
+// answer 411 hand-offs 429, exact dark time p99 1.6 s against 0 at a
+// 30 s deadline.
 func handoffDrainRate(maxSessions int, shutdownDeadline time.Duration) float64 {
 	if shutdownDeadline <= 0 {
 		return 0
 	}
-	return 2 * float64(maxSessions) / (shutdownDeadline / 3).Seconds()
+	return 2 * float64(maxSessions) / (min(shutdownDeadline, defaultShutdownDeadline) / 3).Seconds()
 }
 
 // handoffGate admits hand-off requests: a request over the rate or while
