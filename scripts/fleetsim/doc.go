@@ -72,8 +72,9 @@
 //     once; the task is gone at its kill) if still running at the stop
 //     timeout. ECSDefaults are ECS's (100 %/200 %, 30 s), InfraRolling the
 //     infra's for prod (100 %/129 %, 120 s, the workers' shutdown deadline
-//     110 s; restated from infra/stacks, not imported). Scale-out launches through the quota; scale-in stops
-//     tasks from the AZ with the most, the newest first. The loss of an AZ
+//     110 s; restated from infra/stacks, not imported). Scale-out
+//     launches through the quota; scale-in stops tasks from the AZ with
+//     the most, the newest first. The loss of an AZ
 //     (KillAZ) kills its tasks at once, and the service scheduler launches
 //     as many replacements in the other AZs ("replace"): a fleet too full
 //     to absorb a third of its sessions (100 workers × 1,000 sessions at
