@@ -534,7 +534,7 @@ func (c EnvConfig) deployProblems() []error {
 	}
 	if c.MinTasks >= 1 && c.DeployWaveTasks(c.MinTasks) < 1 {
 		errs = append(errs, fmt.Errorf("DeployMaxPercent %d starts no new task at MinTasks %d (⌊%d × %d %%⌋ = %d): a deploy at the minimum could neither start nor stop a task; raise DeployMaxPercent to at least %d or MinTasks",
-			c.DeployMaxPercent, c.MinTasks, c.MinTasks, c.DeployMaxPercent, c.MinTasks*c.DeployMaxPercent/100, (100*(c.MinTasks+1)+c.MinTasks-1)/c.MinTasks))
+			c.DeployMaxPercent, c.MinTasks, c.MinTasks, c.DeployMaxPercent, c.MinTasks+c.DeployWaveTasks(c.MinTasks), (100*(c.MinTasks+1)+c.MinTasks-1)/c.MinTasks))
 	}
 	if window := time.Duration(float64(c.ShutdownDeadline) * DeployDrainShare); c.ShutdownDeadline > 0 && c.MaxSessionsPerTask > 0 && c.DeployWaveDrain() > window {
 		errs = append(errs, fmt.Errorf("a rolling deploy at DeployMaxPercent %d moves %d tasks × %d sessions at once at MaxTasks %d: %v at the fleet's %.0f claims/s, above a third of ShutdownDeadline %v (%v): lower DeployMaxPercent, raise ShutdownDeadline or TableWarmWrites",

@@ -48,6 +48,27 @@ func TestHeartbeatAgainAtOnceOnlyWhenTrustIsAtRisk(t *testing.T) {
 	}
 }
 
+// A failed heartbeat with trust at risk is sent again a quarter period
+// after the failed one's send (at once after one that hung, at most four a
+// period after ones that fail fast), and not once trust had lapsed when it
+// failed, nor when trust is not at risk.
+func TestHeartbeatAgainAtSpacesRetriesAndStopsOnceTrustLapsed(t *testing.T) {
+	every, rpc := time.Second, 2*time.Second
+	until := t0.Add(2 * time.Second) // chaos's edge: trust at risk
+	if at, ok := lease.HeartbeatAgainAt(t0, t0.Add(time.Second), until, every, rpc); !ok || !at.Equal(t0.Add(250*time.Millisecond)) {
+		t.Errorf("hung for 1 s with trust at risk: again at %v (%v), want %v", at, ok, t0.Add(250*time.Millisecond))
+	}
+	if at, ok := lease.HeartbeatAgainAt(t0, t0.Add(time.Millisecond), until, every, rpc); !ok || !at.Equal(t0.Add(250*time.Millisecond)) {
+		t.Errorf("refused at once: again at %v (%v), want a quarter period after the send", at, ok)
+	}
+	if _, ok := lease.HeartbeatAgainAt(t0, until, until, every, rpc); ok {
+		t.Error("failed once trust had lapsed: sent again early; want the period")
+	}
+	if _, ok := lease.HeartbeatAgainAt(t0, t0.Add(time.Second), t0.Add(7*time.Second), every, rpc); ok {
+		t.Error("at the defaults (7 s of trust left): sent again early; want the period")
+	}
+}
+
 // One heartbeat that hangs (one of DynamoDB's latency spikes: seconds) does
 // not cost the worker its trust, at the tightest timings Validate allows
 // (TTL − SafetyMargin = HeartbeatEvery + RPCTimeout, as chaos runs): it

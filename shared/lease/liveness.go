@@ -111,7 +111,7 @@ func (k *Keeper) startHeartbeat(ctx context.Context) {
 }
 
 // heartbeatAgain reports (once) that the last heartbeat failed with its
-// worker's trust at risk (HeartbeatAgainAtOnce) and the next is due at now.
+// worker's trust at risk (HeartbeatAgainAt) and the next is due at now.
 func (k *Keeper) heartbeatAgain(now time.Time) bool {
 	k.lmu.Lock()
 	defer k.lmu.Unlock()
@@ -147,12 +147,10 @@ func (k *Keeper) heartbeat(ctx context.Context) {
 	k.lmu.Lock()
 	k.hbBusy = false
 	k.hbAgain = time.Time{}
-	if now := k.clk.Now(); err != nil && now.Before(trustedUntil) && HeartbeatAgainAtOnce(sentAt, trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout) {
-		// At once after a heartbeat that hung (gave up at its timeout),
-		// but never more than four a period: one that failed fast (an
-		// endpoint refusing) is not sent again every Tick. Trust that
-		// has lapsed has nothing left to save: the period again.
-		k.hbAgain = sentAt.Add(k.cfg.HeartbeatEvery / 4)
+	if err != nil {
+		if at, ok := HeartbeatAgainAt(sentAt, k.clk.Now(), trustedUntil, k.cfg.HeartbeatEvery, k.cfg.RPCTimeout); ok {
+			k.hbAgain = at
+		}
 	}
 	switch {
 	case err == nil:

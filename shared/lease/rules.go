@@ -56,9 +56,8 @@ func HeartbeatTimeout(sentAt, trustedUntil time.Time, every, rpc, floor time.Dur
 }
 
 // HeartbeatAgainAtOnce reports whether a heartbeat sent at sentAt that
-// failed is followed by another at once (at most four a period: the Keeper
-// spaces them a quarter period from the failed one's send) rather than one
-// period after it:
+// failed is followed by another at once (HeartbeatAgainAt says when)
+// rather than one period after it:
 // when the one on schedule (sentAt + every) could not have its whole rpc
 // inside the trust left (trustedUntil). At the defaults (8 s of trust, a
 // heartbeat every 1 s, 2 s each) a failure waits its period, as ever; near
@@ -66,6 +65,20 @@ func HeartbeatTimeout(sentAt, trustedUntil time.Time, every, rpc, floor time.Dur
 // up at HeartbeatTimeout is sent again while it can still land.
 func HeartbeatAgainAtOnce(sentAt, trustedUntil time.Time, every, rpc time.Duration) bool {
 	return sentAt.Add(every).After(trustedUntil.Add(-rpc))
+}
+
+// HeartbeatAgainAt is when the heartbeat after one sent at sentAt that
+// failed at failedAt is due, when not one period after it (false): with
+// trust at risk (HeartbeatAgainAtOnce) a quarter period after the failed
+// one's send, so at once after one that hung until its timeout but never
+// more than four a period (one that failed fast, an endpoint refusing, is
+// not sent again every Tick). Trust that had lapsed by failedAt has
+// nothing left to save: the period again.
+func HeartbeatAgainAt(sentAt, failedAt, trustedUntil time.Time, every, rpc time.Duration) (time.Time, bool) {
+	if !failedAt.Before(trustedUntil) || !HeartbeatAgainAtOnce(sentAt, trustedUntil, every, rpc) {
+		return time.Time{}, false
+	}
+	return sentAt.Add(every / 4), true
 }
 
 // DeathAllowedAt is the earliest instant (the observer's monotonic clock) at
