@@ -22,6 +22,22 @@ func (w *Worker) SimSetSessionTransport(rt http.RoundTripper) {
 	w.env.Client = &http.Client{Transport: rt}
 }
 
+// SimConn is a session's connection and SimDialer what opens one
+// (session.Conn, session.Dialer): a source that needs no socket implements
+// them. fleetsim build only.
+type (
+	SimConn   = session.Conn
+	SimDialer = session.Dialer
+)
+
+// SimSetSessionDialer makes every session of w open its connections through
+// d (a source in a testing/synctest bubble that needs no socket, no HTTP
+// and no WebSocket client: a light session) instead of the WebSocket
+// handshake. Call it before Run. fleetsim build only.
+func (w *Worker) SimSetSessionDialer(d SimDialer) {
+	w.env.Dial = d
+}
+
 // SimCrash plays the data-plane half of a kill -9 of w: every session is left
 // for the takeover (no close handshake, no flush, no release) at once. The
 // caller cuts w off its store first and then cancels Run's context (whose

@@ -9,10 +9,7 @@ package session
 
 import (
 	"context"
-	"net"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/spec"
@@ -31,8 +28,7 @@ func NewAdopting(env *Env, h *lease.Held, claimedAtMs int64, sb *Standby, opts .
 
 // adoption is what a session takes from its standby.
 type adoption struct {
-	conn    *websocket.Conn
-	raw     net.Conn
+	conn    Conn
 	p       *proto
 	entries []entry
 }
@@ -53,7 +49,7 @@ func (sb *Standby) adopt(gen int64) *adoption {
 	}
 	sb.adopted, sb.handed = true, make(chan struct{})
 	sb.stopPingLocked()
-	return &adoption{conn: sb.conn, raw: sb.raw, p: sb.p, entries: sb.w.takeAll()}
+	return &adoption{conn: sb.conn, p: sb.p, entries: sb.w.takeAll()}
 }
 
 // handover waits until sb's goroutine stopped reading (it met a message,
@@ -75,27 +71,27 @@ func (sb *Standby) handover(ctx context.Context, s *Session) ([]entry, error) {
 // adoptFirst is an adopting session's first connection (see connect):
 // nil conn without stop when there is nothing to adopt (Run dials).
 // drainErr ends the connection as a read error would.
-func (s *Session) adoptFirst(ctx context.Context, st *runState) (conn *websocket.Conn, raw net.Conn, drainErr error, stop bool, ret error) {
+func (s *Session) adoptFirst(ctx context.Context, st *runState) (conn Conn, drainErr error, stop bool, ret error) {
 	if s.ext == nil || s.ext.standby == nil {
-		return nil, nil, nil, false, nil
+		return nil, nil, false, nil
 	}
 	sb := s.ext.standby
 	s.ext.standby = nil // the session's from here on
 	if err := s.check(ctx); err != nil {
 		sb.Close(err)
-		return nil, nil, nil, true, err
+		return nil, nil, true, err
 	}
 	it := s.held.Item()
 	a := sb.adopt(it.Generation)
 	if a == nil {
-		return nil, nil, nil, false, nil
+		return nil, nil, false, nil
 	}
 	s.reached = false
-	if !s.attach(a.conn, a.raw, it, a.p) {
+	if !s.attach(a.conn, it, a.p) {
 		// The session ended: attach closed the connection; the standby's
 		// goroutine lets go of it.
 		_, _ = sb.handover(ctx, s)
-		return nil, nil, nil, true, s.check(ctx)
+		return nil, nil, true, s.check(ctx)
 	}
 	if s.env.Opened != nil {
 		s.env.Opened(s, true)
@@ -113,11 +109,11 @@ func (s *Session) adoptFirst(ctx context.Context, st *runState) (conn *websocket
 	if drainErr == nil {
 		drainErr = handErr
 	}
-	return a.conn, a.raw, drainErr, false, nil
+	return a.conn, drainErr, false, nil
 }
 
 // drain delivers kept messages through handle (dedupe, numbering, sink).
-func (s *Session) drain(ctx context.Context, conn *websocket.Conn, entries []entry) error {
+func (s *Session) drain(ctx context.Context, conn Conn, entries []entry) error {
 	for i := range entries {
 		if err := s.handle(ctx, conn, entries[i].typ, entries[i].data); err != nil {
 			return err

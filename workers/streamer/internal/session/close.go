@@ -5,10 +5,7 @@ package session
 
 import (
 	"context"
-	"net"
 	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
@@ -24,8 +21,8 @@ func (s *Session) Interrupt(reason error) {
 	defer s.mu.Unlock()
 	_, graceful := closeCodeFor(reason)
 	if s.end != nil {
-		if !graceful && s.raw != nil {
-			_ = s.raw.Close()
+		if !graceful && s.conn != nil {
+			s.conn.Abort()
 		}
 		return
 	}
@@ -44,7 +41,7 @@ func (s *Session) Interrupt(reason error) {
 }
 
 // reconnect asks the session to drop its connection and dial again.
-func (s *Session) reconnect(reason error, conn *websocket.Conn) {
+func (s *Session) reconnect(reason error, conn Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.end != nil || s.conn != conn || s.conn == nil {
@@ -55,15 +52,15 @@ func (s *Session) reconnect(reason error, conn *websocket.Conn) {
 }
 
 // closeLocked starts closing the current connection for reason.
-func (s *Session) closeLocked(reason error) { s.closeConn(s.conn, s.raw, reason) }
+func (s *Session) closeLocked(reason error) { s.closeConn(s.conn, reason) }
 
-// closeConn starts closing conn (raw: its TCP connection) for reason. It
+// closeConn starts closing conn for reason. It
 // runs under mu, while a connection is attached or a planned reconnect's
 // goroutine runs (so that every closers.Add precedes Run's Wait).
-func (s *Session) closeConn(conn *websocket.Conn, raw net.Conn, reason error) {
+func (s *Session) closeConn(conn Conn, reason error) {
 	code, graceful := closeCodeFor(reason)
 	if !graceful {
-		s.hardClose(conn, raw)
+		s.hardClose(conn)
 		return
 	}
 	grace := s.env.Config.CloseGrace
@@ -73,17 +70,16 @@ func (s *Session) closeConn(conn *websocket.Conn, raw net.Conn, reason error) {
 		t := time.NewTimer(grace)
 		defer t.Stop()
 		if done, ok := waitfor.Until(func() { _ = conn.Close(code, closeText(code)) }, t.C); !ok {
-			s.hardClose(conn, raw)
+			s.hardClose(conn)
 			<-done // the close handshake returns once the connection is gone
 		}
 	}()
 }
 
-// hardClose closes the TCP connection under conn at once; the blocked read
+// hardClose closes the transport under conn at once; the blocked read
 // returns and the Conn tears itself down.
-func (s *Session) hardClose(conn *websocket.Conn, raw net.Conn) {
-	if raw != nil {
-		_ = raw.Close()
+func (s *Session) hardClose(conn Conn) {
+	if conn.Abort() {
 		return
 	}
 	s.closers.Add(1)
@@ -140,10 +136,10 @@ func (s *Session) sleep(ctx context.Context, d time.Duration, gen int64) {
 
 // attach makes conn the session's connection unless the session already
 // ended, in which case it closes conn (per the reason) and waits for it.
-func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *proto) bool {
+func (s *Session) attach(conn Conn, it lease.Item, p *proto) bool {
 	s.touch()
 	s.mu.Lock()
-	s.conn, s.raw, s.connGen, s.kick, s.proto = conn, raw, it.Generation, nil, p
+	s.conn, s.connGen, s.kick, s.proto = conn, it.Generation, nil, p
 	cfg := s.env.Config
 	now := time.Now()
 	// The first ping, if the connection stays silent, at a random phase
@@ -161,7 +157,7 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 	if s.end != nil {
 		s.closeLocked(s.end)
 		s.mu.Unlock()
-		s.detach(conn, raw)
+		s.detach(conn)
 		return false
 	}
 	s.mu.Unlock()
@@ -171,17 +167,15 @@ func (s *Session) attach(conn *websocket.Conn, raw net.Conn, it lease.Item, p *p
 
 // detach waits until conn is fully closed and forgets it; it returns the
 // reconnect reason that was set, if any.
-func (s *Session) detach(conn *websocket.Conn, raw net.Conn) error {
+func (s *Session) detach(conn Conn) error {
 	// CloseNow waits for a close handshake in progress (bounded by
 	// CloseGrace, after which the socket is closed under it).
 	_ = conn.CloseNow()
-	if raw != nil {
-		_ = raw.Close()
-	}
+	conn.Abort()
 	s.connected.Store(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kick := s.kick
-	s.conn, s.raw, s.kick = nil, nil, nil
+	s.conn, s.kick = nil, nil
 	return kick
 }

@@ -29,7 +29,7 @@ const maxPooledBuf = 64 << 10
 
 // read reads and delivers messages until the connection ends or the session
 // must stop delivering.
-func (s *Session) read(ctx context.Context, conn *websocket.Conn) error {
+func (s *Session) read(ctx context.Context, conn Conn) error {
 	// The read is bounded by closing the socket, never by a context: a
 	// context with a deadline would arm a timer on every read.
 	rctx := context.Background()
@@ -90,7 +90,7 @@ var errInvalid = errors.New("lease no longer valid")
 // seq, dedupes and delivers it. It runs under read for every message: the
 // rare paths (control messages, logging, sink refusals) are calls of their
 // own, so that this frame and offer's stay small (see Run).
-func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
+func (s *Session) handle(ctx context.Context, conn Conn, typ websocket.MessageType, data []byte) error {
 	p := s.proto // written by attach, in this same goroutine
 	if p.idle > 0 {
 		s.touch()
@@ -134,7 +134,7 @@ func (s *Session) handle(ctx context.Context, conn *websocket.Conn, typ websocke
 
 // handleControl answers a control message (control) and reconnects when
 // the answer could not be sent.
-func (s *Session) handleControl(conn *websocket.Conn, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
+func (s *Session) handleControl(conn Conn, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
 	consumed, err = s.control(conn, s.held.Item(), p, typ, data)
 	if err != nil {
 		s.reconnect(err, conn)
@@ -162,7 +162,7 @@ func (s *Session) noteGap(last, seq int64) {
 // a message without one, delivered with the last seq and the next sub). A
 // Pipeline sink queues it (the session checkpoints it once Acked), any
 // other Handler accepts it synchronously.
-func (s *Session) offer(ctx context.Context, conn *websocket.Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
+func (s *Session) offer(ctx context.Context, conn Conn, typ websocket.MessageType, data []byte, seq int64, advance bool) error {
 	// One clock read (the tenure's clock) for the arrival time and the
 	// first trust check.
 	now := s.held.Now()
@@ -255,7 +255,7 @@ func (s *Session) invalid() error {
 // the next attempt; errInvalid when the pipeline ended the tenure; errSink
 // (the connection is closed, to resume after the last accepted seq) when
 // the attempts are spent or the session is ending.
-func (s *Session) refused(ctx context.Context, conn *websocket.Conn, err error, seq int64, attempt int) error {
+func (s *Session) refused(ctx context.Context, conn Conn, err error, seq int64, attempt int) error {
 	if errors.Is(err, sink.ErrTenureEnded) {
 		s.Interrupt(lease.ErrUntrusted)
 		return errInvalid

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -112,14 +111,14 @@ func (e *dialError) Unwrap() error { return e.cause }
 // references of both are expanded here, at every dial, once the source
 // host admitted it (a token a Provider mints is then as fresh as it can
 // be), within the dial's deadline; a failure is a failed dial.
-func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
+func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (Conn, []frame, error) {
 	// pctx ends the admission wait and the dial when the session ends.
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	s.mu.Lock()
 	if s.end != nil {
 		s.mu.Unlock()
-		return nil, nil, nil, s.end
+		return nil, nil, s.end
 	}
 	s.dialCancel = pcancel
 	s.mu.Unlock()
@@ -133,21 +132,21 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (*websocket
 
 // dialOn is dial, bounded by pctx (which the caller ends when the session
 // ends): Run's dials and a planned reconnect's.
-func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
+func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (Conn, []frame, error) {
 	target, err := ResumeURL(p.url, p.resumeParam, s.lastSeq.Load(), p.resumeLast)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	u, err := url.Parse(target)
 	if err != nil { // ResumeURL parsed it: unreachable
-		return nil, nil, nil, fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(target), errors.Unwrap(err))
+		return nil, nil, fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(target), errors.Unwrap(err))
 	}
 	host := u.Hostname()
 	if err := s.env.Dials.Wait(pctx, host, s.rnd); err != nil {
-		return nil, nil, nil, fmt.Errorf("dial admission for %s: %w", host, err)
+		return nil, nil, fmt.Errorf("dial admission for %s: %w", host, err)
 	}
 	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {
-		return nil, nil, nil, fmt.Errorf("dial slot: %w", err)
+		return nil, nil, fmt.Errorf("dial slot: %w", err)
 	}
 	defer s.env.Handshakes.Release(host) // the handshake's goroutine has returned by then
 	slot := &rawSlot{}
@@ -156,7 +155,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	defer cancel()
 	parts, err := s.parts(dctx, it, p, u) // its header is the handshake's own: the handshake may add to it
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	hdr := parts.header
 	if name := s.env.Config.TenureHeader; name != "" {
@@ -168,11 +167,15 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	// The handshake's deep net/http call chain runs on a fresh stack; dctx
 	// bounds it.
 	type handshake struct {
-		conn *websocket.Conn
+		conn Conn
 		resp *http.Response
 	}
+	dial := s.env.Dial
+	if dial == nil {
+		dial = dialWS
+	}
 	hs, err := onFreshStack(func() (handshake, error) {
-		conn, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
+		conn, resp, err := dial(dctx, target, &websocket.DialOptions{
 			HTTPClient:      s.env.Client,
 			HTTPHeader:      hdr,
 			Subprotocols:    p.settings.Subprotocols,
@@ -183,7 +186,7 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	conn, resp := hs.conn, hs.resp
 	if err != nil {
 		slot.close()
-		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
+		return nil, nil, &dialError{target: spec.RedactURL(target), cause: dialCause(err, resp)}
 	}
 	var final *url.URL
 	if resp != nil && resp.Request != nil {
@@ -192,10 +195,10 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (*websoc
 	if err := s.landed(p, u, final); err != nil {
 		_ = conn.CloseNow()
 		slot.close()
-		return nil, nil, nil, &dialError{target: spec.RedactURL(target), cause: err}
+		return nil, nil, &dialError{target: spec.RedactURL(target), cause: err}
 	}
 	conn.SetReadLimit(s.env.Config.ReadLimit)
-	return conn, slot.get(), parts.open, nil
+	return conn, parts.open, nil
 }
 
 // tenure is the value of the dials' tenure header: "<worker id>/<lease

@@ -7,6 +7,7 @@ package session
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,7 +54,7 @@ func slowSource(t *testing.T, hold time.Duration) string {
 
 // dialOnce runs one dial of session s1 on url (its item changed by mod,
 // when not nil) under h and returns its result and how long it took.
-func dialOnce(t *testing.T, h *harness, url string, mod func(*lease.Item)) (*websocket.Conn, time.Duration, error) {
+func dialOnce(t *testing.T, h *harness, url string, mod func(*lease.Item)) (Conn, time.Duration, error) {
 	t.Helper()
 	h.put("s1", url, mod)
 	held, err := h.keeper.Acquire(context.Background(), "s1", nil)
@@ -66,7 +67,7 @@ func dialOnce(t *testing.T, h *harness, url string, mod func(*lease.Item)) (*web
 		t.Fatal(err)
 	}
 	start := time.Now()
-	conn, _, _, err := s.dial(context.Background(), held.Item(), p)
+	conn, _, err := s.dial(context.Background(), held.Item(), p)
 	return conn, time.Since(start), err
 }
 
@@ -93,7 +94,12 @@ func TestDialDeadlineAboveTheClientsSettingsSucceeds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, data, err := conn.Read(ctx); err != nil || string(data) != `{"seq":1}` {
+	_, r, err := conn.Reader(ctx)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(r)
+	}
+	if err != nil || string(data) != `{"seq":1}` {
 		t.Fatalf("first message %q, %v", data, err)
 	}
 }
@@ -153,7 +159,12 @@ func TestSessionConnectTimeoutAboveTheWorkersSucceeds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, data, err := conn.Read(ctx); err != nil || string(data) != `{"seq":1}` {
+	_, r, err := conn.Reader(ctx)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(r)
+	}
+	if err != nil || string(data) != `{"seq":1}` {
 		t.Fatalf("first message %q, %v", data, err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -69,8 +68,7 @@ type successor struct {
 
 	// Under the session's mu: the connection once dialed (closing: an
 	// Interrupt or a give-up started closing it).
-	conn    *websocket.Conn
-	raw     net.Conn
+	conn    Conn
 	closing bool
 	// dropped: the session let it go (an Interrupt, a new generation, a
 	// reconnect): not a failed attempt.
@@ -188,12 +186,12 @@ func (s *Session) catchUp(nx *successor) error {
 	if it.Generation != nx.gen {
 		return errGeneration
 	}
-	conn, raw, frames, err := s.dialOn(nx.ctx, it, nx.p)
+	conn, frames, err := s.dialOn(nx.ctx, it, nx.p)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	nx.conn, nx.raw = conn, raw
+	nx.conn = conn
 	if s.end != nil || s.next != nx {
 		s.mu.Unlock()
 		return errors.New("the session moved on")
@@ -241,7 +239,7 @@ func (s *Session) catchUp(nx *successor) error {
 
 // catchUpOne answers a control message of the new connection, or keeps
 // the message (take).
-func (s *Session) catchUpOne(nx *successor, conn *websocket.Conn, it lease.Item, typ websocket.MessageType, data []byte) (bool, error) {
+func (s *Session) catchUpOne(nx *successor, conn Conn, it lease.Item, typ websocket.MessageType, data []byte) (bool, error) {
 	consumed, err := s.control(conn, it, nx.p, typ, data)
 	if err != nil || consumed {
 		return false, err
@@ -349,13 +347,13 @@ func (s *Session) closeNextLocked(nx *successor, reason error) {
 	}
 	_, graceful := closeCodeFor(reason)
 	if nx.closing {
-		if !graceful && nx.raw != nil {
-			_ = nx.raw.Close()
+		if !graceful {
+			nx.conn.Abort()
 		}
 		return
 	}
 	nx.closing = true
-	s.closeConn(nx.conn, nx.raw, reason)
+	s.closeConn(nx.conn, reason)
 }
 
 // planFailed records a planned reconnect that was given up: a failed
@@ -384,12 +382,12 @@ func (s *Session) planFailed(nx *successor, err error) {
 // (drainErr: the delivery's error, which ends the new connection as a read
 // error would), or nil conn when there is none to go on with (Run then
 // reconnects as usual).
-func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (conn *websocket.Conn, raw net.Conn, drainErr error) {
+func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (conn Conn, drainErr error) {
 	s.mu.Lock()
 	nx := s.next
 	s.mu.Unlock()
 	if nx == nil {
-		return nil, nil, nil
+		return nil, nil
 	}
 	switch {
 	case errors.Is(kick, errSwitch):
@@ -414,7 +412,7 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 	if nx.err != nil || nx.closing || s.end != nil {
 		s.closeNextLocked(nx, errGeneration)
 		s.mu.Unlock()
-		return nil, nil, nil
+		return nil, nil
 	}
 	s.mu.Unlock()
 	it := s.held.Item()
@@ -422,12 +420,12 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 		s.mu.Lock()
 		s.closeNextLocked(nx, errGeneration)
 		s.mu.Unlock()
-		return nil, nil, nil
+		return nil, nil
 	}
-	if !s.attach(nx.conn, nx.raw, it, nx.p) {
-		return nil, nil, nil // the session ended: attach closed it
+	if !s.attach(nx.conn, it, nx.p) {
+		return nil, nil // the session ended: attach closed it
 	}
-	conn, raw = nx.conn, nx.raw
+	conn = nx.conn
 	if s.env.Opened != nil {
 		s.env.Opened(s, false)
 	}
@@ -450,5 +448,5 @@ func (s *Session) switchOver(ctx context.Context, st *runState, kick error) (con
 	c.GapSavedMs.Add(saved.Milliseconds())
 	s.Logger().Info().Str("cause", nx.cause).Int64("overlap", overlap).Dur("gap_saved", saved).
 		Int64("resume_after", s.lastSeq.Load()).Msg("planned reconnect: switched to the new connection")
-	return conn, raw, drainErr
+	return conn, drainErr
 }

@@ -150,7 +150,7 @@ func (s *Session) vars(it lease.Item, p *proto) source.Vars {
 
 // write sends one frame, bounded by DialTimeout (a source that does not
 // read is as good as one that does not answer the handshake).
-func (s *Session) write(conn *websocket.Conn, typ websocket.MessageType, data []byte) error {
+func (s *Session) write(conn Conn, typ websocket.MessageType, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.env.Config.DialTimeout)
 	defer cancel()
 	return conn.Write(ctx, typ, data)
@@ -160,7 +160,7 @@ func (s *Session) write(conn *websocket.Conn, typ websocket.MessageType, data []
 // its dial rendered and expanded them), each one's wait_for met before the
 // next is sent, before anything is delivered. Control messages (keep-alive
 // requests, pongs) that arrive meanwhile are answered as usual.
-func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto, frames []frame) error {
+func (s *Session) open(conn Conn, it lease.Item, p *proto, frames []frame) error {
 	for i, f := range frames {
 		typ := websocket.MessageText
 		if f.binary {
@@ -182,7 +182,7 @@ func (s *Session) open(conn *websocket.Conn, it lease.Item, p *proto, frames []f
 // checks it against open message i's wait_for within its timeout. The
 // connection is closed when the timeout passes (a read bounded by a
 // context ends the connection).
-func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) error {
+func (s *Session) waitFor(conn Conn, it lease.Item, p *proto, i int) error {
 	timeout := p.open[i].WaitFor.WaitTimeout()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -213,7 +213,7 @@ func (s *Session) waitFor(conn *websocket.Conn, it lease.Item, p *proto, i int) 
 // checkReply checks one message read awaiting open message i's reply:
 // done when it is the reply, an error when it fails wait_for, neither for
 // a control message (answered).
-func (s *Session) checkReply(conn *websocket.Conn, it lease.Item, p *proto, i int, typ websocket.MessageType, data []byte) (bool, error) {
+func (s *Session) checkReply(conn Conn, it lease.Item, p *proto, i int, typ websocket.MessageType, data []byte) (bool, error) {
 	s.touch()
 	consumed, err := s.control(conn, it, p, typ, data)
 	if err != nil {
@@ -231,7 +231,7 @@ func (s *Session) checkReply(conn *websocket.Conn, it lease.Item, p *proto, i in
 // control answers a control message: a pong to the app ping, or a
 // keep-alive request (answered with the reply). consumed: the message is
 // not delivered.
-func (s *Session) control(conn *websocket.Conn, it lease.Item, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
+func (s *Session) control(conn Conn, it lease.Item, p *proto, typ websocket.MessageType, data []byte) (consumed bool, err error) {
 	if p.pong != nil && typ == websocket.MessageText && bytes.Equal(data, p.pong) {
 		s.controls.Add(1)
 		return true, nil
@@ -264,7 +264,7 @@ func (s *Session) control(conn *websocket.Conn, it lease.Item, p *proto, typ web
 func (s *Session) touch() { s.lastRead.Store(time.Now().UnixNano()) }
 
 // appPing sends the app ping on conn; a failed send reconnects.
-func (s *Session) appPing(conn *websocket.Conn, msg string) {
+func (s *Session) appPing(conn Conn, msg string) {
 	err := s.write(conn, websocket.MessageText, []byte(msg))
 	s.mu.Lock()
 	s.appPinging = false

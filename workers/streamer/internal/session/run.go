@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"time"
 
@@ -36,9 +35,9 @@ func (s *Session) run(ctx context.Context) error {
 	st := runState{first: true}
 	// An adopting session starts from its standby's connection; without
 	// one ready it dials as any other.
-	conn, raw, openErr, stop, ret := s.adoptFirst(ctx, &st)
+	conn, openErr, stop, ret := s.adoptFirst(ctx, &st)
 	if conn == nil && !stop {
-		conn, raw, openErr, stop, ret = s.connect(ctx, &st)
+		conn, openErr, stop, ret = s.connect(ctx, &st)
 	}
 	for {
 		if stop {
@@ -46,22 +45,22 @@ func (s *Session) run(ctx context.Context) error {
 		}
 		if conn == nil {
 			// the dial failed: backed off, dial again
-			conn, raw, openErr, stop, ret = s.connect(ctx, &st)
+			conn, openErr, stop, ret = s.connect(ctx, &st)
 			continue
 		}
 		readErr := openErr
 		if readErr == nil {
 			readErr = s.read(ctx, conn)
 		}
-		kick := s.detach(conn, raw)
+		kick := s.detach(conn)
 		// A planned reconnect's new connection goes on where this one ended.
-		if conn, raw, openErr = s.switchOver(ctx, &st, kick); conn != nil {
+		if conn, openErr = s.switchOver(ctx, &st, kick); conn != nil {
 			continue
 		}
 		if term := s.reconnectWait(ctx, &st, openErr, readErr, kick); term != nil {
 			return term
 		}
-		conn, raw, openErr, stop, ret = s.connect(ctx, &st)
+		conn, openErr, stop, ret = s.connect(ctx, &st)
 	}
 }
 
@@ -85,29 +84,29 @@ type runState struct {
 // open messages (openErr: they failed; the connection is attached all the
 // same, for Run to detach). stop: Run returns ret. A nil conn without stop:
 // the dial failed and the session has backed off; dial again.
-func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Conn, raw net.Conn, openErr error, stop bool, ret error) {
+func (s *Session) connect(ctx context.Context, st *runState) (conn Conn, openErr error, stop bool, ret error) {
 	if err := s.check(ctx); err != nil {
-		return nil, nil, nil, true, err
+		return nil, nil, true, err
 	}
 	it := s.held.Item()
 	p, perr := s.protoFor(it)
 	if perr != nil {
 		s.Interrupt(fmt.Errorf("%w: %w", ErrSourceFailed, perr))
-		return nil, nil, nil, true, s.terminal()
+		return nil, nil, true, s.terminal()
 	}
-	conn, raw, frames, err := s.dial(ctx, it, p)
+	conn, frames, err := s.dial(ctx, it, p)
 	if err != nil {
 		if term := s.check(ctx); term != nil {
-			return nil, nil, nil, true, term
+			return nil, nil, true, term
 		}
 		if term := s.connectFailed(ctx, st, p, err, it.Generation, "dial"); term != nil {
-			return nil, nil, nil, true, term
+			return nil, nil, true, term
 		}
-		return nil, nil, nil, false, nil
+		return nil, nil, false, nil
 	}
 	s.reached = false
-	if !s.attach(conn, raw, it, p) {
-		return nil, nil, nil, true, s.check(ctx)
+	if !s.attach(conn, it, p) {
+		return nil, nil, true, s.check(ctx)
 	}
 	if s.env.Opened != nil {
 		s.env.Opened(s, st.first)
@@ -119,7 +118,7 @@ func (s *Session) connect(ctx context.Context, st *runState) (conn *websocket.Co
 	}
 	st.first = false
 	st.opened, st.gen = time.Now(), it.Generation
-	return conn, raw, s.open(conn, it, p, frames), false, nil
+	return conn, s.open(conn, it, p, frames), false, nil
 }
 
 // reconnectWait follows a connection that ended (openErr: its open

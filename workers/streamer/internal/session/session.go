@@ -23,14 +23,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/draw"
@@ -147,9 +145,12 @@ type Counters struct {
 // Env is what sessions share: sink, HTTP client, logger, counters and the
 // hook for the first open of a session.
 type Env struct {
-	Config   *Config
-	Handler  sink.Handler
-	Client   *http.Client
+	Config  *Config
+	Handler sink.Handler
+	Client  *http.Client
+	// Dial opens the sessions' connections (nil: coder/websocket's
+	// handshake through Client).
+	Dial     Dialer
 	Log      zerolog.Logger
 	Counters *Counters
 	// Dials admits each dial per source host (nil: no limit).
@@ -226,8 +227,7 @@ type Session struct {
 	ended chan struct{}
 
 	mu      sync.Mutex
-	conn    *websocket.Conn
-	raw     net.Conn
+	conn    Conn
 	connGen int64
 	end     error // terminal reason, set once
 	kick    error // reason to reconnect now

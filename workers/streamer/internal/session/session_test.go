@@ -700,7 +700,7 @@ func TestDialErrorsDoNotLeakTheQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, err = s.dial(context.Background(), held.Item(), p)
+	_, _, err = s.dial(context.Background(), held.Item(), p)
 	if err == nil || strings.Contains(err.Error(), "supersecret") {
 		t.Fatalf("dial error %v", err)
 	}

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -57,8 +56,7 @@ type Standby struct {
 	mu         sync.Mutex
 	item       lease.Item
 	checkpoint int64 // the owner's last checkpoint seen (Trim)
-	conn       *websocket.Conn
-	raw        net.Conn
+	conn       Conn
 	p          *proto
 	gen        int64 // the generation conn was dialed for
 	ready      bool  // conn's open messages are done: it reads the stream
@@ -159,7 +157,7 @@ func (sb *Standby) SetItem(it lease.Item) {
 	sb.checkpoint = max(sb.checkpoint, it.LastSeq)
 	if newGen && sb.conn != nil && sb.kick == nil {
 		sb.kick = errGeneration
-		sb.s.closeConn(sb.conn, sb.raw, errStandbyClose)
+		sb.s.closeConn(sb.conn, errStandbyClose)
 	}
 	select {
 	case sb.wake <- struct{}{}:
@@ -189,9 +187,9 @@ func (sb *Standby) closeLocked(reason error, hard bool) {
 	sb.stopPingLocked()
 	if sb.conn != nil {
 		if hard {
-			sb.s.hardClose(sb.conn, sb.raw)
+			sb.s.hardClose(sb.conn)
 		} else {
-			sb.s.closeConn(sb.conn, sb.raw, errStandbyClose)
+			sb.s.closeConn(sb.conn, errStandbyClose)
 		}
 	}
 	sb.w.release()
@@ -234,7 +232,7 @@ func (sb *Standby) run(ctx context.Context) error {
 		sb.s.proto = p
 		sb.s.mu.Unlock()
 		sb.s.lastSeq.Store(resume)
-		conn, raw, frames, err := sb.dial(ctx, it, p)
+		conn, frames, err := sb.dial(ctx, it, p)
 		if err != nil {
 			if term := sb.check(ctx); term != nil {
 				return term
@@ -254,7 +252,7 @@ func (sb *Standby) run(ctx context.Context) error {
 		}
 		failures = 0
 		opened := time.Now()
-		if !sb.attach(conn, raw, p, it.Generation) {
+		if !sb.attach(conn, p, it.Generation) {
 			return sb.check(ctx)
 		}
 		readErr := sb.s.open(conn, it, p, frames)
@@ -265,7 +263,7 @@ func (sb *Standby) run(ctx context.Context) error {
 			sb.s.Logger().Info().Msg("standby promoted: its connection went to the session")
 			return ErrPromoted
 		}
-		kick := sb.detach(conn, raw)
+		kick := sb.detach(conn)
 		if term := sb.check(ctx); term != nil {
 			return term
 		}
@@ -291,13 +289,13 @@ func (sb *Standby) run(ctx context.Context) error {
 }
 
 // dial is the shadow session's dialOn, ended by Close.
-func (sb *Standby) dial(ctx context.Context, it lease.Item, p *proto) (*websocket.Conn, net.Conn, []frame, error) {
+func (sb *Standby) dial(ctx context.Context, it lease.Item, p *proto) (Conn, []frame, error) {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sb.mu.Lock()
 	if sb.end != nil {
 		sb.mu.Unlock()
-		return nil, nil, nil, sb.end
+		return nil, nil, sb.end
 	}
 	sb.dialCancel = cancel
 	sb.dials++
@@ -342,17 +340,17 @@ func (sb *Standby) noteErr(err error) {
 
 // attach makes conn the standby's connection (false: the standby ended
 // meanwhile; conn is closed) and arms its app ping.
-func (sb *Standby) attach(conn *websocket.Conn, raw net.Conn, p *proto, gen int64) bool {
+func (sb *Standby) attach(conn Conn, p *proto, gen int64) bool {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	if sb.end != nil {
-		sb.s.hardClose(conn, raw)
+		sb.s.hardClose(conn)
 		return false
 	}
-	sb.conn, sb.raw, sb.p, sb.gen, sb.kick, sb.ready, sb.since = conn, raw, p, gen, nil, false, time.Now()
+	sb.conn, sb.p, sb.gen, sb.kick, sb.ready, sb.since = conn, p, gen, nil, false, time.Now()
 	if sb.item.Generation != gen { // SetItem came during the dial
 		sb.kick = errGeneration
-		sb.s.closeConn(conn, raw, errStandbyClose)
+		sb.s.closeConn(conn, errStandbyClose)
 	}
 	if p.pingEvery > 0 {
 		sb.ping = time.AfterFunc(p.pingEvery, func() { sb.appPing(conn, p) })
@@ -362,16 +360,14 @@ func (sb *Standby) attach(conn *websocket.Conn, raw net.Conn, p *proto, gen int6
 
 // detach waits until conn is closed and forgets it; it returns the reason
 // the standby closed it itself, if any.
-func (sb *Standby) detach(conn *websocket.Conn, raw net.Conn) error {
+func (sb *Standby) detach(conn Conn) error {
 	_ = conn.CloseNow()
-	if raw != nil {
-		_ = raw.Close()
-	}
+	conn.Abort()
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	sb.stopPingLocked()
 	kick := sb.kick
-	sb.conn, sb.raw, sb.kick, sb.ready, sb.since = nil, nil, nil, false, time.Time{}
+	sb.conn, sb.kick, sb.ready, sb.since = nil, nil, false, time.Time{}
 	return kick
 }
 
@@ -384,7 +380,7 @@ func (sb *Standby) stopPingLocked() {
 
 // appPing sends p's app ping on conn and arms the next; a failed send
 // drops the connection (Run redials).
-func (sb *Standby) appPing(conn *websocket.Conn, p *proto) {
+func (sb *Standby) appPing(conn Conn, p *proto) {
 	sb.mu.Lock()
 	if sb.conn != conn || sb.adopted || sb.end != nil || sb.kick != nil {
 		sb.mu.Unlock()
@@ -400,7 +396,7 @@ func (sb *Standby) appPing(conn *websocket.Conn, p *proto) {
 	}
 	if err != nil {
 		sb.kick = errPing
-		sb.s.hardClose(conn, sb.raw)
+		sb.s.hardClose(conn)
 		return
 	}
 	if sb.ping != nil {
@@ -410,7 +406,7 @@ func (sb *Standby) appPing(conn *websocket.Conn, p *proto) {
 
 // read reads conn into the window until it ends or a session adopted it
 // (errHanded: the reader is the session's now).
-func (sb *Standby) read(ctx context.Context, conn *websocket.Conn, it lease.Item, p *proto) error {
+func (sb *Standby) read(ctx context.Context, conn Conn, it lease.Item, p *proto) error {
 	sb.mu.Lock()
 	sb.ready = true
 	sb.mu.Unlock()
@@ -457,7 +453,7 @@ func (sb *Standby) readEnded(err error) error {
 // keep answers a control message, or keeps a copy of the message (seq
 // sources: its seq; seq_mode none: its fingerprint); once a session
 // adopted the connection, the message goes to it, and the reader too.
-func (sb *Standby) keep(conn *websocket.Conn, it lease.Item, p *proto, typ websocket.MessageType, data []byte) error {
+func (sb *Standby) keep(conn Conn, it lease.Item, p *proto, typ websocket.MessageType, data []byte) error {
 	consumed, err := sb.s.control(conn, it, p, typ, data)
 	if err != nil {
 		return err

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/source"
 )
@@ -147,7 +145,7 @@ func (s *Session) activity() int64 {
 	return s.messages.Load() + s.dups.Load() + s.missingDropped.Load() + s.controls.Load()
 }
 
-func (s *Session) ping(conn *websocket.Conn) {
+func (s *Session) ping(conn Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.env.Config.PingTimeout)
 	err := conn.Ping(ctx)
 	cancel()
