@@ -23,12 +23,24 @@
 //     of a start, and a drain's start notifications for the sessions not
 //     handed to a receiver. A kill -9 cuts a worker off the queue and
 //     closes its admin port too.
-//   - Sessions: the test feed (testkit/feed) serves every session's stream
-//     over in-memory pipes (net.Pipe through an http.Transport), a seq per
-//     message at Config.Rate, resuming from the checkpoint (from=K) with
-//     the backlog; the workers dial it through the fleetsim build's seam
-//     (streamer.Worker.SimSetSessionTransport, -tags fleetsim: the shipped
-//     binary has no such hook and always dials through netguard).
+//   - Sessions: each is the worker's own session code (workers/streamer's
+//     internal/session: admission, dial gates, the read loop, dedupe, the
+//     sink, checkpoints, planned reconnects, the standby's window) above
+//     a connection the light source (lightsrc.go) makes on each read, with
+//     no socket, HTTP, WebSocket client or source goroutine (issue 36:
+//     "simulated sessions that dial, deliver at a rate, checkpoint and
+//     resume without sockets"): seq N of a session produced at t0 + N/Rate
+//     (t0 its first connection), the backlog from the resume parameter
+//     (from=K) at once, then live; the test feed's rules for its
+//     per-IP connection limit, standby admission and overlaps. The workers
+//     dial it through the fleetsim build's seam
+//     (streamer.Worker.SimSetSessionDialer, session.Dialer: the shipped
+//     binary has no such hook and always dials coder/websocket through
+//     netguard). Config.Feed dials the test feed (testkit/feed) over
+//     in-memory pipes instead, through the worker's WebSocket client and
+//     HTTP transport (SimSetSessionTransport); TestLightSourceAgreesWithTheFeed
+//     runs the crash, hand-off and standby scenarios on both and finds the
+//     same verdicts.
 //   - The destination: every worker's sink is the Record, which numbers each
 //     delivery (its place in a total order) and folds it into its session's
 //     figures as it arrives (the tenures' first and last place, the highest
@@ -43,10 +55,10 @@
 //     unreachable for every worker (outage.go: each call hangs to its
 //     deadline and fails as the SDK does), an index lag episode, a source
 //     limiting connections per worker address (each worker dials from an
-//     IP of its own: pipenet.DialFrom, feed.ConnLimit); faults.go.
+//     IP of its own, feed.ConnLimit's rule); faults.go.
 //   - Hot standbys (standby.go, issue 39): with Config.StandbyShare every
 //     source cannot replay (no resume parameter) and that share of the
-//     sessions asks for a standby; the feed admits a standby's connection
+//     sessions asks for a standby; the source admits a standby's connection
 //     beside the owner's by the tenure header every worker names, and the
 //     standby protocol (POST /standby, /standby/owner-dead,
 //     /standby/positions) runs between the admin servers on the mesh. The

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,6 +54,12 @@ type Config struct {
 	// ConnLimit is every source host's per-IP connection-rate limit
 	// (feed.ConnLimit; each worker dials from an address of its own).
 	ConnLimit feed.ConnLimit
+	// Feed makes the sessions dial the test feed (testkit/feed) over
+	// in-memory pipes through the worker's WebSocket client and HTTP
+	// transport, ~100 KiB a session; off (the default), the light source
+	// (lightsrc.go): the worker's session code above its connection, which
+	// the source makes on each read, ~? KiB a session.
+	Feed bool
 	// StandbyShare, when above 0, makes every session's source one that
 	// cannot replay (the feed's seq field, no resume parameter) and starts
 	// that share of them with a hot standby (standby.go).
@@ -87,15 +92,12 @@ type Fleet struct {
 	Table  *simddb.Store
 	Record *Record
 	t0     time.Time
-	feed   *feed.Server
-	pn     *pipenet.Net
+	src    source
 	mesh   *pipenet.Mesh   // the workers' admin servers
 	queue  *memqueue.Queue // the work queue every worker consumes
 	// qlatMin, qlatMax bound a queue call's latency, drawn per worker
 	// (memberQueue).
 	qlatMin, qlatMax time.Duration
-	srv              *http.Server
-	served           chan struct{}
 	rnd              *rand.Rand
 	ecs              *ecs // under mu
 	// handoffCalls counts the workers' POST /handoff requests (admin.go).
@@ -126,13 +128,9 @@ func New(cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: table: %w", err)
 	}
-	fc := feed.Config{Rate: cfg.Rate, Mode: feed.ModeAllow, ConnLimit: cfg.ConnLimit}
-	if cfg.StandbyShare > 0 {
-		fc.TenureHeader, fc.AllowStandby = standbyTenureHeader, true
-	}
-	f, err := feed.New(fc)
+	src, err := newSource(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("fleetsim: source: %w", err)
+		return nil, err
 	}
 	qc := defaultQueue(cfg.Seed)
 	if cfg.Queue != nil {
@@ -144,15 +142,13 @@ func New(cfg Config) (*Fleet, error) {
 	qlatMin, qlatMax := qc.LatencyMin, qc.LatencyMax
 	qc.LatencyMin, qc.LatencyMax = 0, 0
 	fl := &Fleet{
-		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), feed: f, pn: pipenet.New(),
+		cfg: cfg, Table: st, Record: newRecord(), t0: time.Now(), src: src,
 		mesh: pipenet.NewMesh(), queue: memqueue.New(qc),
-		served: make(chan struct{}), rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
+		rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
-	fl.Record.produced = f.ProducedAt // the exact dark time (dark.go)
+	fl.Record.produced = src.ProducedAt // the exact dark time (dark.go)
 	fl.qlatMin, fl.qlatMax = qlatMin, qlatMax
-	fl.srv = &http.Server{Handler: f.Handler()}
-	go func() { defer close(fl.served); _ = fl.srv.Serve(fl.pn) }()
 	return fl, nil
 }
 
@@ -276,7 +272,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
-	w.SimSetSessionTransport(&http.Transport{DialContext: fl.pn.DialFrom(workerAddr(id)), DisableKeepAlives: true})
+	fl.src.connect(w, workerAddr(id))
 	admin, err := fl.serveAdmin(id, w)
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: admin: %w", id, err)
@@ -380,14 +376,12 @@ func (fl *Fleet) Close() {
 		m.Ended = time.Now()
 	}
 	fl.queue.Close()
-	fl.feed.Close()
-	_ = fl.srv.Close()
-	<-fl.served
+	fl.src.Close()
 }
 
 // SourceOverlaps are the times two connections of one session were open at
 // once, as the source saw them (feed.Stats.Overlaps).
-func (fl *Fleet) SourceOverlaps() int { return len(fl.feed.Stats().Overlaps) }
+func (fl *Fleet) SourceOverlaps() int { return fl.src.Overlaps() }
 
 func ids(ms []*Member) []string {
 	out := make([]string, len(ms))

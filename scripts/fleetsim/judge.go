@@ -204,7 +204,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 	f.FirstDelivery = fl.firstDelivery(r)
 	r.mu.Unlock()
 	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)
-	f.SourceRefused = fl.feed.Stats().RateLimited
+	f.SourceRefused = fl.src.RateLimited()
 	f.Table = fl.tableFigures(now, f.Tenures)
 	f.Steady = fl.steadyFigures()
 	f.Contended = fl.Table.Meter().Contended

@@ -41,6 +41,19 @@ type Report struct {
 	Goals   []Goal     `json:"goals"` // computed by Write (goals.go)
 	// MemoryMiB is the machine's memory (size.go: what the next size needs).
 	MemoryMiB float64 `json:"memory_mib"`
+	// Light: the sessions read from the light source (lightsrc.go), not
+	// the test feed over in-memory pipes (Config.Feed, FEED=true; every
+	// report written before the light source existed, which has no such
+	// field).
+	Light bool `json:"light_source,omitempty"`
+}
+
+// sessionsRead says what the sessions read from (Report.Feed).
+func (r Report) sessionsRead() string {
+	if !r.Light {
+		return "the test feed (`testkit/feed`) serves them over\nin-memory pipes through the worker's WebSocket client (`FEED=true`)"
+	}
+	return "the light source (`lightsrc.go`: the worker's own session code\nabove a connection the source makes on each read, no socket) serves them"
 }
 
 // Write writes dir/scale.json and dir/SCALE.md.
@@ -74,8 +87,7 @@ func (r Report) Markdown() string {
 	p("and table throttling, the SDK's retries), all in one process in a `testing/synctest` bubble (virtual time).\n")
 	p("Each worker's clock is the bubble's offset by a skew drawn from the seed in ±2 s; workers start 1–997 ms\n")
 	p("apart (seeded; 1–99 ms, Fargate's launch rate, in a fleet of more than 20). Sessions are written as ingest writes them, ramped in over the first tenth of the run, each\n")
-	p("with its own source host (`az-onehost`: one host for all); the test feed (`testkit/feed`) serves them over\n")
-	p("in-memory pipes at the given rate, resuming from the checkpoint, and each gets a start notification on the\n")
+	p("with its own source host (`az-onehost`: one host for all); %s at the given rate, resuming from the checkpoint, and each gets a start notification on the\n", r.sessionsRead())
 	p("work queue (`testkit/memqueue`: one queue for all, SQS's 30 s visibility timeout, at-least-once, 10 s long\n")
 	p("polls, 5–20 ms a call). Each worker's admin server listens on an in-memory mesh at the address its record\n")
 	p("advertises, so rebalancing rounds (every `WSFLEET_REBALANCE_EVERY`), a drain's directed hand-offs and\n")

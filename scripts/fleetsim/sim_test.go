@@ -32,6 +32,7 @@ var (
 	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
 	simRender    = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
 	simWarm      = flag.Bool("sim.warm", false, "the table pre-warmed to its quota (DynamoDB's warm throughput, set by UpdateTable: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html) instead of a new on-demand table's 4,000 write / 12,000 read units a second")
+	simFeed      = flag.Bool("sim.feed", false, "the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (Config.Feed), not the light source")
 	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
@@ -57,9 +58,18 @@ func TestSim(t *testing.T) {
 		names = []string{"steady", "crash", "az", "term", "az-onehost", "scale-out", "deploy-default", "deploy-infra", "scale-out-in", "standby-crash"}
 		names = append(names, faultNames...)
 	}
-	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB()}
+	rep := Report{Command: *simCommand, Go: runtime.Version(), Bound: recoveryBound.Seconds(), TTL: streamer.DefaultConfig().LeaseTTL.Seconds(), MemoryMiB: memoryMiB(), Light: !*simFeed}
 	for _, sc := range simRuns(t, names, sizes, d) {
 		sc.Rate = *simRate
+		if *simFeed {
+			tweak := sc.Fleet
+			sc.Fleet = func(c *Config) {
+				if tweak != nil {
+					tweak(c)
+				}
+				c.Feed = true
+			}
+		}
 		if *simWarm {
 			sc.Table = prewarmed(sc.Table)
 		}

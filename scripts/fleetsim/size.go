@@ -40,10 +40,17 @@ func (r Report) sizeMarkdown() string {
 	p("per delivering session (%.1f KiB per session started; peak heap in use + peak goroutine stacks, the heap figure\n", (big.HeapPeak+big.StackPeak)/float64(big.Sessions)*1024)
 	p("including garbage not yet collected)\n")
 	p("and %.4f CPU seconds per delivering session per simulated hour. At %d sessions that is ~%.0f GiB against this machine's %.0f GiB: it\n", big.CPUPerHour/float64(ran), goalSessions, needGiB, r.MemoryMiB/1024)
-	p("**%s**; and ~%.0f CPU hours per simulated hour. Every simulated session is a real worker session (its\n", fits, cpuPerHour/3600)
-	p("goroutine, its websocket client, its lease) and a test-feed connection (two goroutines, an HTTP server\n")
-	p("connection's buffers) over an in-memory pipe; see scripts/fleetsim/doc.go for where the memory goes and what a\n")
-	p("lighter session would take.\n")
+	p("**%s**; and ~%.0f CPU hours per simulated hour. ", fits, cpuPerHour/3600)
+	if !r.Light {
+		p("Every simulated session is a real worker session (its\n")
+		p("goroutine, its websocket client, its lease) and a test-feed connection (two goroutines, an HTTP server\n")
+		p("connection's buffers) over an in-memory pipe (`FEED=true`)")
+	} else {
+		p("Every simulated session is a real worker session (its\n")
+		p("goroutine, its lease, its sink state and timers) above the light source's connection (no socket, no\n")
+		p("WebSocket client, no source goroutine)")
+	}
+	p("; see scripts/fleetsim/doc.go for where the memory goes.\n")
 	if by := costBySize(r.Runs); by != "" {
 		p("\nBy size (each size's run with the most sessions delivering; memory and CPU per delivering session):\n%s.\n", by)
 	}
