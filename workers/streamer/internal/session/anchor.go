@@ -51,7 +51,10 @@ func (s *Session) anchor(ctx context.Context, first int64) error {
 		s.dialCancel = nil
 		s.mu.Unlock()
 	}()
-	if err := s.env.Anchor(actx, s.held, seq); err != nil {
+	// The store's call chain (the SDK's, in the binary) runs on a fresh
+	// stack: on Run's goroutine it would grow the stack every session
+	// keeps for its life (onFreshStack).
+	if _, err := onFreshStack(func() (struct{}, error) { return struct{}{}, s.env.Anchor(actx, s.held, seq) }); err != nil {
 		if s.held.Err() != nil {
 			return s.invalid()
 		}
