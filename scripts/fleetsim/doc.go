@@ -146,56 +146,36 @@
 // make sim SIZES=100x100000,1000x1000000 runs every scenario at both
 // sizes into one report (the read-scaling goal compares its two steady
 // runs), with a progress line every virtual minute (progress.go).
-// The Record keeps no delivery, so a run's memory is per session. Profiled
-// at 10 workers × 10,000 sessions × 0.1 msg/s (-sim.heapprofile, near the
-// peak), a session cost ~30 KiB of live heap and ~27 KiB of goroutine
-// stacks (three goroutines, ~9 KiB each); the heap in use, garbage not yet
-// collected included, peaked at ~75 KiB a session. By owner:
+// The Record keeps no delivery, so a run's memory is per session.
 //
-//   - the worker's session (streamer, lease, its coder/websocket client
-//     with 4 KiB read and write buffers): ~12 KiB of heap and one
-//     goroutine, ~21 KiB;
-//   - the test feed's side of the connection (the HTTP server
-//     connection's buffers and response, kept while its handler runs the
-//     connection; coder/websocket's server state; two goroutines, the pump
-//     and the reader): ~11 KiB of heap and ~18 KiB of stacks, ~29 KiB;
-//   - the simulated table (items, index views, per-key meters) ~3 KiB,
-//     the pipes ~1 KiB, the Record well under 1 KiB.
+// On the light source (the default), measured at 10 workers × 10,000
+// sessions × 0.1 msg/s, 3 virtual minutes (make sim SCENARIO=steady
+// SIZES=10x10000 RATE=0.1 MINUTES=3 RERUN=false; -sim.heapprofile near the
+// peak): ~8 KiB of live heap a session (its Session and proto, its
+// Held, the simulated table's item, index entries and meters, its
+// connection's few hundred bytes and timer) and one goroutine, the
+// worker's session, whose stack is ~4 KiB in steady state (~8 KiB while
+// the fleet claims). Peak heap in use (GOGC=100: live heap plus as much
+// garbage) 163 MiB and peak stacks 79 MiB: 24.8 KiB a session, 10.7 s
+// real for the 3 virtual minutes. The same run on the test feed over pipes
+// (FEED=true): 776 + 365 MiB, 116.9 KiB a session, 16.4 s. At
+// 100 × 100,000 on a warm table (WARM=true): 1,784 + 795 MiB, 26.4 KiB a
+// session, every session delivering within the first virtual minute, 151 s
+// real for 3 virtual minutes (the feed's run of that size, before the
+// light source, took 483–646 s and ~110 KiB a session).
 //
-// The feed's Hijack no longer allocates a second write buffer per
-// connection (4 KiB). SCALE.md's cost table and its "What 1,000 ×
-// 1,000,000 needs" are computed from the runs.
+// The first light run found the session goroutine's stack at 14.7 KiB a
+// session: the anchor's store write (the first checkpoint of a session
+// without one) ran on the session's goroutine, whose stack the store's
+// call chain grew for the session's life; it now runs on a fresh stack
+// (workers/streamer/internal/session: anchor.go), as the dial does.
 //
-// Measured at 100 workers × 100,000 sessions × 0.1 msg/s (make sim
-// SCENARIO=steady WORKERS=100 SESSIONS=100000 RATE=0.1 RERUN=false, on 2
-// cores shared with other work; docs/scale/100x100000):
-//
-//   - MINUTES=3: 646 s real, 196 s CPU, peak heap in use 3,966 MiB, peak
-//     stacks 1,408 MiB, peak RSS 4.9 GiB; 51,116 sessions delivering at
-//     the end, 48,884 never, 86 seqs lost;
-//   - MINUTES=8: 483 s real, 239 s CPU (1,795 s per simulated hour), peak
-//     heap in use 3,362 MiB, peak stacks 1,131 MiB, peak RSS 4.5 GiB;
-//     40,625 sessions delivering at the end, 59,375 never.
-//
-// In both the table's writes stood at its warm throughput (4,000 units a
-// second) and were throttled (9,888 and 11,843 calls, 2,931 and 1,180 of
-// them heartbeats): the fleet did not take all 100,000 sessions in 3 or 8
-// virtual minutes, and no steady window came (why is for the issue after
-// 36, not diagnosed here). Per delivering session that is ~110 KiB, per
-// session started ~46–55 KiB.
-//
-// At ~60–110 KiB a session, 1,000,000 sessions need 60–105 GiB: it does
-// not fit this machine's 24 GiB. The worker's side
-// alone is ~21 GiB live (more in use), so even a source that cost nothing
-// would not fit without a lighter worker session, which this simulator
-// does not build (it runs the worker's code, not a model of it). A lighter
-// source, inside the simulator only, would take: a net.Conn that the
-// fleetsim transport hands the worker (SimSetSessionTransport) and that
-// answers the upgrade request itself and makes each frame on the worker's
-// Read from virtual time and the resume point (no HTTP server, no pipe,
-// no feed goroutine; overlaps tracked per session as the feed tracks
-// them). It would save the feed's ~29 KiB a session, about half: 100 ×
-// 100,000 well inside this machine, 1,000 × 1,000,000 still ~25–30 GiB.
+// On the test feed (FEED=true), profiled at 10 × 10,000 × 0.1 msg/s
+// before the light source: a session cost ~30 KiB of live heap and ~27
+// KiB of goroutine stacks (three goroutines): the worker's session with
+// its coder/websocket client (4 KiB read and write buffers, ~21 KiB with
+// its goroutine) and the test feed's side (HTTP server connection,
+// coder/websocket's server state, two goroutines: ~29 KiB).
 //
 // It is harness code (the scripts module, build tag fleetsim): no shipped
 // binary imports it.
