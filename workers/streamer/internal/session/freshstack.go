@@ -1,6 +1,6 @@
 // Deep calls on a fresh stack: the one "run on a goroutine and wait"
 // helper of a session (the spec's decoding, the secrets' expansion, the
-// handshake).
+// handshake, the anchor's store write).
 
 package session
 
