@@ -167,43 +167,33 @@ func (l *lightSource) dial(ctx context.Context, ip, target string, opts *websock
 }
 
 // overLimitLocked counts an attempt on key (host and IP) at now and
-// reports whether it is over the limit (feed.ConnLimit's rule).
+// reports whether it is over the limit (feed.ConnLimit.Count).
 func (l *lightSource) overLimitLocked(key string, now time.Time) bool {
-	if l.limit.Max <= 0 || l.limit.Per <= 0 {
+	if l.limit == (feed.ConnLimit{}) {
 		return false
 	}
 	if l.attempts == nil {
 		l.attempts = map[string][]time.Time{}
 	}
-	ts := l.attempts[key]
-	i := 0
-	for i < len(ts) && !ts[i].After(now.Add(-l.limit.Per)) {
-		i++
-	}
-	ts = append(ts[i:], now)
+	ts, over := l.limit.Count(l.attempts[key], now)
 	l.attempts[key] = ts
-	if len(ts) <= l.limit.Max {
-		return false
+	if over {
+		l.limited++
 	}
-	l.limited++
-	return true
+	return over
 }
 
 // overlapLocked starts or ends ss's overlap after a connection opened or
-// closed: owners' connections of more than one tenure open at once (a
-// connection without a tenure is one of its own).
+// closed: more than one owner's connections open at once
+// (feed.OwnerGroups).
 func (l *lightSource) overlapLocked(ss *lightSession) {
-	groups, seen := 0, map[string]bool{}
+	var tenures []string
 	for _, c := range ss.open {
-		if c.standby {
-			continue
-		}
-		if c.tenure == "" || !seen[c.tenure] {
-			groups++
-			seen[c.tenure] = true
+		if !c.standby {
+			tenures = append(tenures, c.tenure)
 		}
 	}
-	switch {
+	switch groups := feed.OwnerGroups(tenures); {
 	case groups > 1 && !ss.overlap:
 		ss.overlap = true
 		l.overlaps++

@@ -60,16 +60,25 @@ func (s *Server) overLimitLocked(r *http.Request, now time.Time) bool {
 		s.attempts = map[string][]time.Time{}
 	}
 	k := connKey(r)
-	ts := s.attempts[k]
+	ts, over := l.Count(s.attempts[k], now)
+	s.attempts[k] = ts
+	if over {
+		s.rateLimited++
+	}
+	return over
+}
+
+// Count adds an attempt at now to ts, one key's attempts within the
+// window (oldest first), dropping those the window left behind, and
+// reports whether the attempt is over the limit (off: never).
+func (l ConnLimit) Count(ts []time.Time, now time.Time) ([]time.Time, bool) {
+	if !l.on() {
+		return ts, false
+	}
 	i := 0
 	for i < len(ts) && !ts[i].After(now.Add(-l.Per)) {
 		i++
 	}
 	ts = append(ts[i:], now)
-	s.attempts[k] = ts
-	if len(ts) <= l.Max {
-		return false
-	}
-	s.rateLimited++
-	return true
+	return ts, len(ts) > l.Max
 }

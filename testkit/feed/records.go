@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -253,19 +254,17 @@ func sameTenure(a, b ConnRecord) bool { return a.Tenure != "" && a.Tenure == b.T
 func (s *Server) overlapsLocked(ss *session, name string, now time.Time) {
 	s.standbyOverlapLocked(ss, name, now)
 	perTenure := map[string]int{}
-	groups := 0
+	var tenures []string
 	for _, c := range ss.open {
 		if c.rec.Standby {
 			continue
 		}
-		if c.rec.Tenure == "" || perTenure[c.rec.Tenure] == 0 {
-			groups++
-		}
+		tenures = append(tenures, c.rec.Tenure)
 		if c.rec.Tenure != "" {
 			perTenure[c.rec.Tenure]++
 		}
 	}
-	switch {
+	switch groups := OwnerGroups(tenures); {
 	case groups > 1:
 		if ss.overlap == nil {
 			ss.overlap = &Overlap{Session: name, Start: now}
@@ -294,6 +293,21 @@ func (s *Server) overlapsLocked(ss *session, name string, now time.Time) {
 			delete(ss.planned, t)
 		}
 	}
+}
+
+// OwnerGroups is how many owners the open connections of one session with
+// these tenures are (a standby's left out: it conflicts with nothing):
+// each distinct tenure one, each connection without a tenure one of its
+// own. More than one is an overlap; one tenure's connections are a
+// planned reconnect's.
+func OwnerGroups(tenures []string) int {
+	groups := 0
+	for i, t := range tenures {
+		if t == "" || !slices.Contains(tenures[:i], t) {
+			groups++
+		}
+	}
+	return groups
 }
 
 // ended records that the server saw c's connection end, once.
