@@ -58,7 +58,7 @@ type Config struct {
 	// in-memory pipes through the worker's WebSocket client and HTTP
 	// transport, ~100 KiB a session; off (the default), the light source
 	// (lightsrc.go): the worker's session code above its connection, which
-	// the source makes on each read, ~? KiB a session.
+	// the source makes on each read, ~25 KiB a session (doc.go).
 	Feed bool
 	// StandbyShare, when above 0, makes every session's source one that
 	// cannot replay (the feed's seq field, no resume parameter) and starts
