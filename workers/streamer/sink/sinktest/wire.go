@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,8 +29,8 @@ type Doer interface {
 }
 
 // Client wraps next so that every request it writes completely is recorded
-// (httptrace's WroteRequest): a request its context ended before it was
-// written is not one the destination can have taken.
+// (httptrace's WroteRequest, or a response to it): a request its context
+// ended before it was written is not one the destination can have taken.
 func (w *Wire) Client(next Doer) Doer { return &wired{w: w, next: next} }
 
 type wired struct {
@@ -37,14 +38,25 @@ type wired struct {
 	next Doer
 }
 
+// A request is recorded once: when its writer reports it written, or, if
+// that report is missing or an error, when a response to it came back (the
+// destination read it whole). Two CI runs recorded no request for 20
+// messages a sink acknowledged (net/http reports the write from the
+// connection's writer goroutine, before its last flush), once after two
+// minutes of waiting; the response is the writer-independent proof.
 func (c *wired) Do(req *http.Request) (*http.Response, error) {
 	deadline, _ := req.Context().Deadline()
+	var recorded atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
+		if info.Err == nil && recorded.CompareAndSwap(false, true) {
 			c.w.Record(deadline)
 		}
 	}}
-	return c.next.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	resp, err := c.next.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err == nil && recorded.CompareAndSwap(false, true) {
+		c.w.Record(deadline)
+	}
+	return resp, err
 }
 
 // Record records a request written now under deadline.
