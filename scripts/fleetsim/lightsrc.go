@@ -55,11 +55,6 @@ func newLightSource(rate float64, limit feed.ConnLimit, standby bool) *lightSour
 	return &lightSource{rate: rate, limit: limit, standby: standby, sessions: map[string]*lightSession{}}
 }
 
-// seqDuration is how long the source takes to produce n messages.
-func (l *lightSource) seqDuration(n int64) time.Duration {
-	return time.Duration(float64(n) / l.rate * float64(time.Second))
-}
-
 // ProducedAt is when seq of session is produced (feed.Server.ProducedAt).
 func (l *lightSource) ProducedAt(session string, seq int64) (time.Time, bool) {
 	l.mu.Lock()
@@ -68,7 +63,7 @@ func (l *lightSource) ProducedAt(session string, seq int64) (time.Time, bool) {
 	if ss == nil || ss.t0.IsZero() {
 		return time.Time{}, false
 	}
-	return ss.t0.Add(l.seqDuration(seq)), true
+	return ss.t0.Add(feed.SeqDuration(l.rate, seq)), true
 }
 
 // Overlaps is how many times two owners' connections of one session were
@@ -152,10 +147,9 @@ func (l *lightSource) dial(ctx context.Context, ip, target string, opts *websock
 		l.sessions[name] = ss
 	}
 	if ss.t0.IsZero() {
-		// A session first seen resuming at K has already produced K-1.
-		ss.t0 = now.Add(-l.seqDuration(max(from-1, 0)))
+		ss.t0 = feed.StartOf(now, l.rate, from)
 	}
-	next := int64(now.Sub(ss.t0).Seconds()*l.rate) + 1
+	next := feed.ProducedBy(ss.t0, now, l.rate) + 1
 	if from > 0 {
 		next = from
 	}
@@ -242,7 +236,7 @@ type lightConn struct {
 var errLightClosed = fmt.Errorf("failed to get reader: %w", net.ErrClosed)
 
 func (c *lightConn) Reader(ctx context.Context) (websocket.MessageType, io.Reader, error) {
-	due := c.ss.t0.Add(c.src.seqDuration(c.next))
+	due := c.ss.t0.Add(feed.SeqDuration(c.src.rate, c.next))
 	if wait := time.Until(due); wait > 0 {
 		if c.timer == nil {
 			c.timer = time.NewTimer(wait)
@@ -262,14 +256,7 @@ func (c *lightConn) Reader(ctx context.Context) (websocket.MessageType, io.Reade
 		return 0, nil, errLightClosed
 	default:
 	}
-	// The feed's message: {"seq":N,"session":S,"ts":MS}.
-	b := append(c.buf[:0], `{"seq":`...)
-	b = strconv.AppendInt(b, c.next, 10)
-	b = append(b, `,"session":"`...)
-	b = append(b, c.name...)
-	b = append(b, `","ts":`...)
-	b = strconv.AppendInt(b, due.UnixMilli(), 10)
-	c.buf = append(b, '}')
+	c.buf = feed.AppendMessage(c.buf[:0], c.name, c.next, due.UnixMilli(), "", "")
 	c.rd.Reset(c.buf)
 	c.next++
 	return websocket.MessageText, &c.rd, nil

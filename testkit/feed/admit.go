@@ -94,7 +94,7 @@ func (s *Server) serveFeed(w http.ResponseWriter, r *http.Request) {
 	if ss.t0.IsZero() {
 		// A session first seen resuming at K (the feed restarted under a
 		// running stream) has already produced K-1 messages.
-		ss.t0 = now.Add(-s.seqDuration(max(rec.From-1, 0)))
+		ss.t0 = StartOf(now, s.cfg.Rate, rec.From)
 	}
 	start := s.statsLocked(ss, now).Produced + 1
 	if rec.From > 0 {

@@ -208,7 +208,7 @@ func (s *Server) statsLocked(ss *session, now time.Time) SessionStats {
 	v := ss.stats
 	v.Open = len(ss.open)
 	if !ss.t0.IsZero() {
-		v.Produced = int64(now.Sub(ss.t0).Seconds() * s.cfg.Rate)
+		v.Produced = ProducedBy(ss.t0, now, s.cfg.Rate)
 	}
 	return v
 }

@@ -57,7 +57,7 @@ func appendShaped(b []byte, shape Shape, session string, seq, nowMs int64, pad, 
 	case ShapeBinary:
 		return append(binary.BigEndian.AppendUint64(b, uint64(seq)), session...), websocket.MessageBinary
 	}
-	return appendMessage(b, session, seq, nowMs, pad, auth), websocket.MessageText
+	return AppendMessage(b, session, seq, nowMs, pad, auth), websocket.MessageText
 }
 
 // inbox is what a connection's client sent that the feed acts on: its

@@ -40,9 +40,7 @@ type dropped struct{ code websocket.StatusCode }
 func (dropped) Error() string { return ReasonDropped }
 
 // seqDuration is how long the feed takes to produce n messages.
-func (s *Server) seqDuration(n int64) time.Duration {
-	return time.Duration(float64(n) / s.cfg.Rate * float64(time.Second))
-}
+func (s *Server) seqDuration(n int64) time.Duration { return SeqDuration(s.cfg.Rate, n) }
 
 // pump writes the session's messages to one connection until it ends, then
 // closes it as its cause says and waits for its reader.
@@ -230,28 +228,4 @@ func (s *Server) closeWS(ws *websocket.Conn, code websocket.StatusCode, why stri
 		_ = ws.CloseNow()
 		<-done
 	}
-}
-
-// appendMessage appends the feed's message for seq of session:
-// {"seq":N,"session":S,"ts":MS[,"pad":"x..."][,"auth":D]}. session matches
-// the session pattern and auth is AuthDigest's (no character JSON must
-// escape).
-func appendMessage(b []byte, session string, seq, nowMs int64, pad, auth string) []byte {
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	b = append(b, `,"session":"`...)
-	b = append(b, session...)
-	b = append(b, `","ts":`...)
-	b = strconv.AppendInt(b, nowMs, 10)
-	if pad != "" {
-		b = append(b, `,"pad":"`...)
-		b = append(b, pad...)
-		b = append(b, '"')
-	}
-	if auth != "" {
-		b = append(b, `,"auth":"`...)
-		b = append(b, auth...)
-		b = append(b, '"')
-	}
-	return append(b, '}')
 }
