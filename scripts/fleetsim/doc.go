@@ -172,9 +172,10 @@
 // often, not the heap grew) and peak stacks 8.8 GiB (~8 KiB a session
 // goroutine while the fleet claims: it shrinks to ~4 KiB at a collection
 // once the claims are done), 24.1 KiB a session. The size fits this
-// machine only with the memory limit; a scenario with faults needs a
-// third of its run before the first fault (the ramp of 250 s, twice it
-// for the steady window), so each takes ~1.5–2 hours here.
+// machine only with the memory limit. A scenario's first fault comes at
+// a third of its run or at 1.5 × its ramp, whichever is later (375 s at
+// this size: scenario.go, faultAt), so 10 virtual minutes leave 225 s
+// after it; such a run takes ~1.2–1.5 hours here.
 //
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session

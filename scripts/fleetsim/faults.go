@@ -194,13 +194,14 @@ var faultNames = []string{"ddb-down", "burst-start", "crash-big", "lag-sweep"}
 // size and length d; with names a copy of base with its steps).
 func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string, ...Step) Scenario) {
 	d := base.Duration
-	all["ddb-down"] = with("ddb-down", Step{At: d / 3, Do: DDBDown(time.Minute)})
+	at := faultAt(d, base.Ramp)
+	all["ddb-down"] = with("ddb-down", Step{At: at, Do: DDBDown(time.Minute)})
 	burst := with("burst-start")
 	burst.Ramp = time.Minute
 	all["burst-start"] = burst
 	// Every session on one host that refuses a worker's address beyond
 	// Binance's documented rate (feed.BinanceConnLimit).
-	limit := with("source-limit", Step{At: d / 3, Do: KillOne})
+	limit := with("source-limit", Step{At: at, Do: KillOne})
 	limit.Hosts = 1
 	limit.Fleet = func(c *Config) { c.ConnLimit = feed.BinanceConnLimit }
 	all["source-limit"] = limit
@@ -215,13 +216,13 @@ func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string,
 	// sessions: the capacity bench's process held 19,000); the others
 	// start once it holds them and it keeps them (rebalancing off: the
 	// scenario plays a fleet where a worker holds that many, not a fleet
-	// moving them off), and it is killed a third in.
+	// moving them off), and it is killed at the fault time.
 	// It claims at WSFLEET_CLAIMS_PER_SECOND: the others start 30 s after
-	// it could have claimed them all, and it dies a third in, or 30 s
+	// it could have claimed them all, and it dies at the fault time, or 30 s
 	// after they started (the run then lasts 5 min more at least).
 	claimAll := time.Duration(float64(base.Sessions) / streamer.DefaultConfig().ClaimsPerSecond * float64(time.Second))
 	addAt := base.Ramp + claimAll + 30*time.Second
-	killAt := max(d/3, addAt+30*time.Second)
+	killAt := max(at, addAt+30*time.Second)
 	big := with("crash-big", Step{At: addAt, Do: AddMore(base.Workers - 1)}, Step{At: killAt, Do: KillOne})
 	big.Workers = 1
 	big.Duration = max(d, killAt+5*time.Minute)
@@ -229,7 +230,7 @@ func addFaultScenarios(all map[string]Scenario, base Scenario, with func(string,
 		c.Worker = func(w *streamer.Config) { w.MaxSessions, w.RebalanceEvery = max(w.MaxSessions, base.Sessions), 0 }
 	}
 	all["crash-big"] = big
-	lag := with("lag-sweep", Step{At: d / 3, Do: LagSweep})
-	lag.Duration = max(d, d/3+lagSweepBound()+time.Minute)
+	lag := with("lag-sweep", Step{At: at, Do: LagSweep})
+	lag.Duration = max(d, at+lagSweepBound()+time.Minute)
 	all["lag-sweep"] = lag
 }

@@ -40,7 +40,7 @@ func TestDDBDownSelfFencesAndRecovers(t *testing.T) {
 // table (as if it had not self-fenced), the judge counts its deliveries.
 func TestDDBDownQuietSpanCatchesAWorkerStillDelivering(t *testing.T) {
 	sc := Scenarios(faultWorkers, faultSessions, faultFor)["ddb-down"]
-	sc.Faults = []Step{{At: faultFor / 3, Do: ddbDown(time.Minute, 1)}}
+	sc.Faults = []Step{{At: faultAt(faultFor, sc.Ramp), Do: ddbDown(time.Minute, 1)}}
 	f := runT(t, sc, 1, nil)
 	if r := faultOf(t, f, kindDDBDown); r.Unfenced == 0 {
 		t.Fatalf("a worker delivered through the outage, yet the judge counted no delivery in the quiet span: %+v", r)
@@ -114,7 +114,7 @@ func TestLagSweepFindsTheHiddenSession(t *testing.T) {
 	sc := Scenarios(faultWorkers, faultSessions, faultFor)["lag-sweep"]
 	var doneFirst bool
 	var probed string
-	probe := Step{At: faultFor/3 + lagSweepLag - 5*time.Second, Do: func(fl *Fleet) error {
+	probe := Step{At: faultAt(faultFor, sc.Ramp) + lagSweepLag - 5*time.Second, Do: func(fl *Fleet) error {
 		ss := fl.Sessions()
 		id := ss[len(ss)-1]
 		it, err := fl.Table.Mem().Get(context.Background(), id)

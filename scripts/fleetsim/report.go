@@ -93,7 +93,7 @@ func (r Report) Markdown() string {
 	p("advertises, so rebalancing rounds (every `WSFLEET_REBALANCE_EVERY`), a drain's directed hand-offs and\n")
 	p("takeovers handed to receivers run as in a fleet (`POST /handoff`). Not modelled: a sink with latency or\n")
 	p("refusals (the destination takes every message), the queue's throttling and its dead-letter queue.\n\n")
-	p("Faults happen a third into the run: `crash` kills -9 the worker owning the most sessions, `az` the tasks of\n")
+	p("Faults happen a third into the run, or at 1.5 × the ramp when that is later (the ramp of 1,000,000 sessions: 250 s): `crash` kills -9 the worker owning the most sessions, `az` the tasks of\n")
 	p("one AZ of three at once (placed round robin), `term` SIGTERMs the busiest (graceful drain), `az-onehost` is `az` with every session on\n")
 	p("one source host, `scale-out` doubles the fleet (the new workers get their share by rebalancing moves);\n")
 	p("`crash-throttled` (run by name, not in `all`) holds the table's write allowance at a tenth of a unit per\n")
@@ -221,7 +221,7 @@ func ecsSection(p func(string, ...any), runs []Measured) {
 	p("(%d %% / %d %%, stop timeout %.0f s, shutdown deadline %.0f s: a batch whose hand-offs the table takes, docs/infra.md \"Rolling deploys\"),\n",
 		InfraRolling.MinHealthyPercent, InfraRolling.MaxPercent, InfraRolling.StopTimeout.Seconds(), InfraRolling.ShutdownDeadline.Seconds())
 	p("a task counting healthy once its worker registered; `scale-out-in` adds 9× the\n")
-	p("workers a third in and stops as many (SIGTERM, spread over the AZs, the infra's stop timeout and deadline) at two thirds; the\n")
+	p("workers at the fault time and stops as many (SIGTERM, spread over the AZs, the infra's stop timeout and deadline) halfway from there to the end; the\n")
 	p("loss of an AZ (`az`, `az-onehost`) is followed by as many replacements in the other AZs (`replace`). A\n")
 	p("deploy's length is its first replacement requested → its last old task gone; a scale-out's or a replace's → its last task\n")
 	p("healthy; a scale-in's SIGTERM → its last task gone. Longest SIGTERM → delivering again: an upper bound of\n")

@@ -92,17 +92,18 @@ func ScaleOut(fl *Fleet) error {
 }
 
 // Scenarios are the named scenarios at a fleet's size (workers × sessions),
-// each lasting d of virtual time (faults at a third of it, the fleet
-// settled by then).
+// each lasting d of virtual time (faults at faultAt, the fleet settled by
+// then).
 func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 	base := Scenario{Workers: workers, Sessions: sessions, Rate: 1, Duration: d, Skew: 2 * time.Second, Ramp: rampFor(sessions, d),
 		MaxSessions: headroom(workers, sessions)}
+	at := faultAt(d, base.Ramp)
 	with := func(name string, steps ...Step) Scenario {
 		s := base
 		s.Name, s.Faults = name, steps
 		return s
 	}
-	oneHost := with("az-onehost", Step{At: d / 3, Do: KillAZ})
+	oneHost := with("az-onehost", Step{At: at, Do: KillAZ})
 	oneHost.Hosts = 1
 	// The table's write allowance at a tenth of a unit per session (its
 	// warm throughput and quota): the sessions' first checkpoints are
@@ -115,21 +116,21 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 	}
 	// A crash of the busiest worker on sources that cannot replay, half
 	// the sessions with a hot standby (standby.go, issue 39).
-	standbyCrash := with("standby-crash", Step{At: d / 3, Do: KillOne})
+	standbyCrash := with("standby-crash", Step{At: at, Do: KillOne})
 	standbyCrash.StandbyShare = 0.5
 	all := map[string]Scenario{
 		"steady":     with("steady"),
-		"crash":      with("crash", Step{At: d / 3, Do: KillOne}),
-		"az":         with("az", Step{At: d / 3, Do: KillAZ}),
-		"term":       with("term", Step{At: d / 3, Do: TermOne}),
+		"crash":      with("crash", Step{At: at, Do: KillOne}),
+		"az":         with("az", Step{At: at, Do: KillAZ}),
+		"term":       with("term", Step{At: at, Do: TermOne}),
 		"az-onehost": oneHost,
-		"scale-out":  with("scale-out", Step{At: d / 3, Do: ScaleOut}),
+		"scale-out":  with("scale-out", Step{At: at, Do: ScaleOut}),
 		// ECS (ecs_ops.go): a rolling deploy of every task, and ×10 the
-		// tasks a third in, back at two thirds.
-		"deploy-default": with("deploy-default", Step{At: d / 3, Do: DeployStep(ECSDefaults)}),
-		"deploy-infra":   withDeadline(with("deploy-infra", Step{At: d / 3, Do: DeployStep(InfraRolling)}), InfraRolling.ShutdownDeadline),
-		"scale-out-in": withDeadline(with("scale-out-in", Step{At: d / 3, Do: func(fl *Fleet) error { return fl.ScaleOut(9 * workers) }},
-			Step{At: 2 * d / 3, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}), InfraRolling.ShutdownDeadline),
+		// tasks at the fault time, back halfway from there to the end.
+		"deploy-default": with("deploy-default", Step{At: at, Do: DeployStep(ECSDefaults)}),
+		"deploy-infra":   withDeadline(with("deploy-infra", Step{At: at, Do: DeployStep(InfraRolling)}), InfraRolling.ShutdownDeadline),
+		"scale-out-in": withDeadline(with("scale-out-in", Step{At: at, Do: func(fl *Fleet) error { return fl.ScaleOut(9 * workers) }},
+			Step{At: at + (d-at)/2, Do: func(fl *Fleet) error { return fl.ScaleIn(9*workers, InfraRolling.StopTimeout) }}), InfraRolling.ShutdownDeadline),
 		// Not in `make sim`'s all: it shows a loss (docs/SCALE.md).
 		"crash-throttled": throttled,
 		"standby-crash":   standbyCrash,
@@ -247,6 +248,18 @@ func withDeadline(sc Scenario, d time.Duration) Scenario {
 // 1,000,000 run, 1M sessions started in 24 s: no session delivering after
 // two virtual minutes).
 const startsPerSecond = 4000
+
+// faultAt is when a scenario of d whose sessions start over ramp has its
+// first fault: a third of the run, or once the ramp is half over again
+// when that is later. A ramp that startsPerSecond stretches past a third of
+// the run (250 s for 1,000,000 sessions) would otherwise put the fault
+// among the starts; the 1,000 × 1,000,000 steady run had every session
+// delivering 20 s after it started (its first message, at 0.05 msg/s) and
+// all of them by 6 virtual minutes (docs/scale/1000x1000000-warm-steady),
+// and 1.5 × 250 s = 375 s falls after that.
+func faultAt(d, ramp time.Duration) time.Duration {
+	return max(d/3, ramp*3/2)
+}
 
 // rampFor is how long the scenarios take to start n sessions in a run of
 // d: a tenth of it, or longer when that would start more than

@@ -20,3 +20,26 @@ func TestScenariosLeaveHeadroom(t *testing.T) {
 		}
 	}
 }
+
+// A scenario's faults come after its sessions started and delivered: at a
+// third of the run, or at 1.5 × the ramp when startsPerSecond stretches
+// the ramp past it (1,000,000 sessions: 250 s, in 10 virtual minutes).
+func TestFaultsFollowTheRamp(t *testing.T) {
+	for _, c := range []struct {
+		workers, sessions int
+		d, want           time.Duration
+	}{
+		{10, 1000, 10 * time.Minute, 200 * time.Second},
+		{100, 100_000, 10 * time.Minute, 200 * time.Second},
+		{1000, 1_000_000, 10 * time.Minute, 375 * time.Second},
+	} {
+		for name, sc := range Scenarios(c.workers, c.sessions, c.d) {
+			if len(sc.Faults) == 0 || name == "crash-throttled" || name == "crash-big" {
+				continue // no fault; one 20 s after the ramp; one after the others' start
+			}
+			if at := sc.Faults[0].At; at != c.want || at < sc.Ramp+sc.Ramp/2 {
+				t.Errorf("%d × %d, %s: first fault at %v (ramp %v), want %v", c.workers, c.sessions, name, at, sc.Ramp, c.want)
+			}
+		}
+	}
+}
