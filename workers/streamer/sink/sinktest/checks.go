@@ -150,9 +150,9 @@ func requestsEndByTheDeadline(t *testing.T, f Factory) {
 	tn.deliver(ctx, t, 1, 20)
 	tn.flush(ctx, t)
 	tn.waitAcked(t, 20)
-	// The wire records a request from the HTTP transport's writer, which
-	// may run after the response already reached the sink and its
-	// acknowledgement the tenure: wait for the record, do not read once.
+	// A wire may record from another goroutine than the one the sink
+	// acknowledges from (Wire.Client: the HTTP transport's writer): wait
+	// for the record, do not read once.
 	var reqs []Request
 	testwait.Eventually(t, Within, "a request recorded for 20 messages acknowledged", func() bool {
 		reqs = s.Requests()[before:]
