@@ -304,3 +304,72 @@ func TestThrottledCallIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// A query throttled and retried answers what its last attempt read, once:
+// ListWorkers, Unowned and OwnedBy, with their index key values' read
+// buckets small, each answered after a throttled attempt name every entry
+// once (a retried call once answered every attempt's entries: a 1,000 ×
+// 1,000,000 fleet simulation's takeover planned more sessions than the
+// dead worker held).
+func TestThrottledQueryAnswersOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th := ddbrules.AWSThroughput()
+		th.IndexRCU, th.Burst = 0.2, time.Second
+		s := newStore(t, simddb.Config{Throughput: th, Retry: simddb.WorkerRetry()})
+		ctx := context.Background()
+		for _, w := range []string{"w1", "w2", "w3"} {
+			if err := s.Register(ctx, leasetest.Worker(w)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 40 {
+			s.Put(leasetest.Started(fmt.Sprintf("u%02d", i)))
+			acquire(t, s, fmt.Sprintf("o%02d", i), "w1")
+		}
+		time.Sleep(time.Minute) // every index caught up, every bucket full
+		queries := map[string]func() ([]string, error){
+			"list_workers": func() ([]string, error) { return s.ListWorkers(ctx, schema.WorkerListAlive, 0) },
+			"unowned":      func() ([]string, error) { return s.Unowned(ctx, 0) },
+			"owned_by": func() ([]string, error) {
+				owned, err := s.OwnedBy(ctx, "w1", 0)
+				var ids []string
+				for _, o := range owned {
+					ids = append(ids, o.ConnectionID)
+				}
+				return ids, err
+			},
+		}
+		want := map[string]int{"list_workers": 3, "unowned": 40, "owned_by": 40}
+		retried := map[string]bool{}
+		for round := 0; round < 200 && len(retried) < len(queries); round++ {
+			for op, q := range queries {
+				before := s.Meter().Ops[op].Throttled
+				ids, err := q()
+				if errors.Is(err, lease.ErrThrottled) {
+					continue // every attempt throttled: no answer to check
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				if s.Meter().Ops[op].Throttled > before {
+					retried[op] = true
+				}
+				seen := map[string]bool{}
+				for _, id := range ids {
+					if seen[id] {
+						t.Fatalf("%s named %s twice: %v", op, id, ids)
+					}
+					seen[id] = true
+				}
+				if len(ids) != want[op] {
+					t.Fatalf("%s answered %d, want %d: %v", op, len(ids), want[op], ids)
+				}
+			}
+		}
+		for op := range queries {
+			if !retried[op] {
+				t.Errorf("%s was never answered after a throttled attempt: the check did not run (meter %+v)", op, s.Meter().Ops[op])
+			}
+		}
+	})
+}

@@ -153,6 +153,7 @@ func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRec
 func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
 	var out []string
 	err := s.call(ctx, dynamostore.OpListWorkers, "Query", list, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		out = out[:0] // a throttled attempt's answer is not the caller's (answeredOnce)
 		value := "S:" + list
 		for _, e := range p.query(schema.IndexByWorkerList, value, s.views[schema.IndexByWorkerList].entries(now, value), limit, 0) {
 			out = append(out, strings.TrimPrefix(pkOf(e), schema.WorkerKeyPrefix))
@@ -328,6 +329,7 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 	var out []string
 	err := s.call(ctx, dynamostore.OpUnowned, "Query", "", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		out = out[:0] // answeredOnce
 		first := int(s.shard.Add(1)) % schema.IndexShards
 		v := s.views[schema.IndexByUnowned]
 		for i := range schema.IndexShards {
@@ -352,6 +354,7 @@ func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.O
 	var out []lease.Owned
 	var derr error
 	err := s.call(ctx, dynamostore.OpOwnedBy, "Query", owner, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		out, derr = out[:0], nil // answeredOnce
 		value := "S:" + owner
 		for _, e := range p.query(schema.IndexByOwner, value, s.views[schema.IndexByOwner].entries(now, value), limit, 0) {
 			r, err := sessionitem.Decode(e)

@@ -339,6 +339,13 @@ func workerImage(id string) *image  { return &image{key: schema.WorkerKey(id), w
 // is undone, and the call's last is answered with a ThrottleError. Then
 // the rest of the latency. harness marks the harness's own writes: metered
 // and charged, never throttled.
+//
+// bill runs on every attempt: a query that builds its answer in bill
+// starts it afresh each time (answeredOnce), as a retried request gets a
+// new answer. One that appended instead answered a throttled attempt's
+// entries again: a listing named every alive worker twice at 1,000 ×
+// 1,000,000, and a takeover's plan over it handed out more sessions than
+// the dead worker held (the worker panicked; workers/streamer/takeover.go).
 func (s *Store) call(ctx context.Context, op, first, key string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
 	streamKey := op + "\x00" + key // the call's streams: per operation and key
 	kind := 1                      // a read
