@@ -277,7 +277,8 @@ func Even(loads map[string]int) []Worker {
 // up to its target (its fair share in whole sessions, Targets) and never
 // above its capacity; a share whose fraction rounds away goes to the
 // largest remainders (ties by id). Sessions no worker has room for are left
-// out: the caller releases them for anyone. Moves are ordered by receiver.
+// out: the caller releases them for anyone. Moves are ordered by receiver,
+// one per receiver, and never add up to more than from's Load.
 func Drain(ws []Worker, from string) []Move {
 	ws = slices.Clone(ws)
 	load := 0
@@ -295,11 +296,13 @@ func Drain(ws []Worker, from string) []Move {
 	}
 	var rooms []room
 	total := 0
+	seen := make(map[string]bool, len(ws))
 	for _, w := range ws {
 		t, counted := target[w.ID]
-		if w.Draining || !counted {
-			continue
+		if w.Draining || !counted || seen[w.ID] {
+			continue // a worker listed twice has one room, as Targets counts it once
 		}
+		seen[w.ID] = true
 		if n := min(t, w.Capacity) - w.Load; n > 0 {
 			rooms = append(rooms, room{id: w.ID, n: n})
 			total += n

@@ -268,6 +268,23 @@ func TestDrain(t *testing.T) {
 	}
 }
 
+// A worker listed twice (a listing that repeats an entry) is one receiver:
+// the drain names it once and hands off at most the leaver's load. Before,
+// each listing got a move of the worker's whole part: 92 of 91 here, and a
+// takeover slicing its sessions by the plan panicked.
+func TestDrainCountsAWorkerListedTwiceOnce(t *testing.T) {
+	ws := []Worker{{"v", 91, 1000, false}, {"a", 0, 100, false}, {"b", 0, 100, false}, {"b", 0, 100, false}}
+	moves := Drain(ws, "v")
+	sent, to := 0, map[string]int{}
+	for _, m := range moves {
+		sent += m.Count
+		to[m.To]++
+	}
+	if sent > 91 || to["b"] != 1 || to["a"] != 1 {
+		t.Fatalf("Drain = %v: %d handed off of 91, moves by receiver %v", moves, sent, to)
+	}
+}
+
 // TestDrainNeverOverfills: over random fleets, a drain hands off at most
 // the leaver's load, never pushes a receiver above its capacity or sends to
 // a draining worker, and hands off everything when the fleet has room.

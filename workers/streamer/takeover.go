@@ -46,8 +46,10 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	parts := map[string][]lease.Candidate{}
 	next := 0
 	for _, m := range moves {
-		part := cands[next : next+m.Count]
-		next += m.Count
+		// rebalance.Drain never plans more than it was given; a plan
+		// that did must not take the worker down.
+		part := cands[next : next+min(m.Count, len(cands)-next)]
+		next += len(part)
 		if m.To == w.cfg.WorkerID {
 			mine = append(mine, part...)
 		} else {
