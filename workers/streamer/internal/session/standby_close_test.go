@@ -69,7 +69,9 @@ func TestStandbyKeepsNothingReadWhileItCloses(t *testing.T) {
 	h := newHarness(t, testConfig())
 	env := standbyEnv(t, h, 1<<20)
 	c := newClosingConn()
-	env.Dial = func(context.Context, string, *websocket.DialOptions) (Conn, *http.Response, error) { return c, nil, nil }
+	env.Dial = func(context.Context, string, *websocket.DialOptions) (Conn, *http.Response, error) {
+		return c, nil, nil
+	}
 	it := putItem(t, h, "s1", "ws://127.0.0.1:9/s1", 100, false)
 	sb := NewStandby(env, it, "w2", 7, Window{MaxAge: time.Minute, MaxBytes: 1 << 20})
 	done := runStandby(t, sb)
