@@ -96,6 +96,12 @@ const (
 	// ecsMaxPercentCeiling is the largest maximumPercent this app uses:
 	// ECS's default, a whole new fleet beside the old one.
 	ecsMaxPercentCeiling = 200
+	// maxAZs is the most AZs the VPC spans here: three, what every Region
+	// offers at least (AWS Global Infrastructure, "Regions and
+	// Availability Zones"). The stack names its AZs at deploy time
+	// (Fn::Select over Fn::GetAZs): a fourth would fail the deploy in a
+	// Region of three.
+	maxAZs = 3
 	// Checkpoint interval bounds (the worker's and a start's
 	// checkpoint_every).
 	minCheckpointEvery = time.Second
@@ -129,8 +135,18 @@ type EnvConfig struct {
 	TaskMemoryMiB      int
 	MaxSessionsPerTask int     // schema.EnvMaxSessions
 	TargetUtilization  float64 // percent of MaxSessionsPerTask, autoscaling target
-	ScaleInCooldown    time.Duration
-	ScaleOutCooldown   time.Duration
+	// AZs is how many Availability Zones the VPC spans (a public subnet
+	// in each, no NAT gateway: a zone more costs nothing); ECS spreads the
+	// service's tasks evenly over them.
+	AZs int
+	// AZLossFrom is the fleet size (sessions at the target) from which
+	// Validate requires the tasks outside the AZ that holds the most of
+	// them to hold every session at the target, at every task count up to
+	// MaxTasks (AZLossShortfall): the loss of an AZ then needs no new task
+	// (AWS's static stability). 0: not required.
+	AZLossFrom       int
+	ScaleInCooldown  time.Duration
+	ScaleOutCooldown time.Duration
 
 	// Liveness and checkpoint timings handed to the worker.
 	LeaseTTL            time.Duration // the worker record's liveness TTL
@@ -203,7 +219,8 @@ var environments = map[string]EnvConfig{
 		TaskCPU:                   256,
 		TaskMemoryMiB:             512,
 		MaxSessionsPerTask:        300, // small and cheap: memory would hold 4,140 (MaxSessionsByMemory)
-		TargetUtilization:         70,
+		TargetUtilization:         schema.ScalingTargetPercent,
+		AZs:                       2, // 1–3 tasks: an AZ's loss leaves the survivors short whatever the target; ECS replaces the tasks
 		ScaleInCooldown:           5 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
 		LeaseTTL:                  10 * time.Second,
@@ -236,12 +253,14 @@ var environments = map[string]EnvConfig{
 	EnvProd: {
 		Name:                      EnvProd,
 		MinTasks:                  4,  // the least a rolling deploy at DeployMaxPercent can start a task at
-		MaxTasks:                  50, // 105,000 sessions at the 70 % target (docs/infra.md, Sizing)
+		MaxTasks:                  55, // 107,250 sessions at the 65 % target (docs/infra.md, Sizing)
 		TaskCPU:                   512,
 		TaskMemoryMiB:             1024,
 		MaxSessionsPerTask:        3000,   // memory holds 8,289; a crash's spread and CPU headroom keep it at 3,000 (docs/infra.md, Sizing)
-		TableWarmWrites:           10_000, // steady 2,550 at 150,000 sessions + an AZ's 35,000 sessions at the target moved within 60 s at ~11.5 units a tenure (docs/infra.md, Sizing)
-		TargetUtilization:         70,
+		TableWarmWrites:           11_000, // steady 2,805 at 165,000 sessions + the largest deploy wave's 45,000 sessions handed off within a third of the shutdown deadline at the fleet's claim budget (DeployWaveDrain; docs/infra.md, Sizing)
+		TargetUtilization:         schema.ScalingTargetPercent,
+		AZs:                       3,
+		AZLossFrom:                100_000, // from 52 tasks: 34 outside the busiest AZ hold 102,000 (AZLossShortfall; docs/infra.md, Sizing)
 		ScaleInCooldown:           10 * time.Minute,
 		ScaleOutCooldown:          time.Minute,
 		LeaseTTL:                  15 * time.Second,
@@ -251,7 +270,7 @@ var environments = map[string]EnvConfig{
 		SafetyMargin:              2 * time.Second,
 		ShutdownDeadline:          110 * time.Second, // a rolling deploy's wave handed off within a third of it (DeployMaxPercent)
 		StopTimeout:               120 * time.Second, // Fargate's maximum
-		DeployMaxPercent:          129,               // 14 of 50 tasks at a time: 42,000 sessions at 1,156 claims/s = 36.3 s, within 110 s ÷ 3 (DeployWaveDrain); 200 % would move 150,000 at once, 130 s against the table
+		DeployMaxPercent:          129,               // 15 of 55 tasks at a time: 45,000 sessions at 1,272 claims/s = 35.4 s, within 110 s ÷ 3 (DeployWaveDrain); 200 % would move 165,000 at once, 130 s against the table
 		Sink:                      SinkSQS,
 		LogLevel:                  "info",
 		IngestReservedConcurrency: 100,
@@ -355,6 +374,7 @@ func (c EnvConfig) Validate() error {
 			c.MaxSessionsPerTask, cpu, CPUPerThousandMsgs*100, SteadyCPUShare*100, float64(c.TaskCPU)/1024)
 	}
 	check(c.TargetUtilization > 0 && c.TargetUtilization < 100, "TargetUtilization %v not in (0, 100)", c.TargetUtilization)
+	errs = append(errs, c.azProblems()...)
 	check(c.ScaleInCooldown >= 0 && c.ScaleOutCooldown >= 0, "negative cooldown")
 
 	check(c.LeaseTTL > 0, "LeaseTTL must be positive")
@@ -443,6 +463,57 @@ func (c EnvConfig) TasksAtTarget(n int) int {
 		return 0
 	}
 	return int(math.Ceil(float64(n) / per))
+}
+
+// AZLossShortfall is how many of the sessions n tasks hold at the scaling
+// target find no room on the tasks left when the AZ holding the most of
+// them is lost: n × the target's share of MaxSessionsPerTask, less what
+// the n − ⌈n ÷ AZs⌉ others hold at MaxSessionsPerTask. ECS spreads a
+// service's tasks evenly over its AZs (Amazon ECS Developer Guide, "How
+// Amazon ECS places tasks": a service's tasks are spread by
+// attribute:ecs.availability-zone), so the busiest AZ holds ⌈n ÷ AZs⌉.
+// Zero or less: the survivors hold them all and the loss needs no new
+// task; above zero, that many wait for ECS to launch replacements.
+func (c EnvConfig) AZLossShortfall(n int) int {
+	if c.AZs < 2 {
+		return int(math.Ceil(float64(n) * float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100))
+	}
+	lost := (n + c.AZs - 1) / c.AZs
+	held := float64(n) * float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100
+	return int(math.Ceil(held)) - (n-lost)*c.MaxSessionsPerTask
+}
+
+// AZLossHeldFrom is the fewest tasks from which every fleet size up to
+// MaxTasks loses an AZ with no shortfall (AZLossShortfall ≤ 0); 0 when
+// even MaxTasks has one.
+func (c EnvConfig) AZLossHeldFrom() int {
+	from := 0
+	for n := c.MaxTasks; n >= 1 && c.AZLossShortfall(n) <= 0; n-- {
+		from = n
+	}
+	return from
+}
+
+// azProblems checks the VPC's AZs and, with AZLossFrom set, that an AZ's
+// loss needs no new task from AZLossFrom sessions up to MaxTasks.
+func (c EnvConfig) azProblems() []error {
+	if c.AZs < 1 || c.AZs > maxAZs {
+		return []error{fmt.Errorf("AZs %d not in [1, %d]", c.AZs, maxAZs)}
+	}
+	if c.AZLossFrom <= 0 {
+		return nil
+	}
+	first := c.TasksAtTarget(c.AZLossFrom)
+	if first > c.MaxTasks {
+		return []error{fmt.Errorf("AZLossFrom %d sessions take %d tasks at the %.0f %% target, above MaxTasks %d", c.AZLossFrom, first, c.TargetUtilization, c.MaxTasks)}
+	}
+	for n := first; n <= c.MaxTasks; n++ {
+		if short := c.AZLossShortfall(n); short > 0 {
+			return []error{fmt.Errorf("the loss of an AZ at %d tasks (%d sessions at the %.0f %% target, at least AZLossFrom %d) leaves %d sessions without room on the %d tasks of the other AZs (%d AZs): they wait for ECS to launch replacements; lower TargetUtilization (%d AZs hold an AZ's loss below %.1f %%) or add AZs",
+				n, int(float64(n)*float64(c.MaxSessionsPerTask)*c.TargetUtilization/100), c.TargetUtilization, c.AZLossFrom, short, n-(n+c.AZs-1)/c.AZs, c.AZs, c.AZs, 100*float64(c.AZs-1)/float64(c.AZs))}
+		}
+	}
+	return nil
 }
 
 // SessionsAtTarget is what the fleet holds at the scaling target with

@@ -95,11 +95,11 @@ func TestSessionCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// (40,000 x 0.95 - 50 heartbeats/s) x 60 s.
-	if got := prod.SessionCeiling(); got != 2_277_000 {
-		t.Errorf("prod ceiling %d, want 2,277,000", got)
+	// (40,000 x 0.95 - 55 heartbeats/s) x 60 s.
+	if got := prod.SessionCeiling(); got != 2_276_700 {
+		t.Errorf("prod ceiling %d, want 2,276,700", got)
 	}
-	if w := prod.SteadyWritesAtCapacity(); w != 50*3000/60.0+50 {
+	if w := prod.SteadyWritesAtCapacity(); w != 55*3000/60.0+55 {
 		t.Errorf("prod steady writes %v", w)
 	}
 	// A million sessions fit: 100 tasks x 10,000 sessions.
@@ -110,6 +110,10 @@ func TestSessionCeiling(t *testing.T) {
 	// A deploy's wave within the fleet's 3,607 claims/s: 13 tasks × 10,000
 	// sessions in 36 s (113 % of 100), which starts a task at 8.
 	big.DeployMaxPercent, big.MinTasks = 113, 8
+	// Its AZ loss is held from 38 tasks (247,000 sessions) up: at 16 tasks
+	// (100,000 at the target) the busiest AZ holds 6 and the other 10
+	// lack room for 4,000.
+	big.AZLossFrom = 250_000
 	if err := big.Validate(); err != nil {
 		t.Errorf("1,000,000 sessions refused: %v", err)
 	}
@@ -324,7 +328,7 @@ func TestTasksPackedByMeasuredMemory(t *testing.T) {
 	// 2,000 sessions in 1 GiB, refused by the old arithmetic (2,000 × 1
 	// MiB), fit.
 	two := prod
-	two.MaxSessionsPerTask = 2_000
+	two.MaxSessionsPerTask, two.AZLossFrom = 2_000, 0 // 100,000 would take 77 tasks of 55
 	if err := two.Validate(); err != nil {
 		t.Errorf("2,000 sessions in a 1 GiB task: %v", err)
 	}
@@ -356,13 +360,13 @@ func TestProdHolds100kSessions(t *testing.T) {
 		t.Errorf("a full prod fleet (%d) is above the table's ceiling %d", full, prod.SessionCeiling())
 	}
 	tasks := prod.TasksAtTarget(100_000)
-	if tasks != 48 || tasks > prod.MaxTasks {
-		t.Errorf("100,000 sessions take %d tasks at the target, want 48 (MaxTasks %d)", tasks, prod.MaxTasks)
+	if tasks != 52 || tasks > prod.MaxTasks {
+		t.Errorf("100,000 sessions take %d tasks at the target, want 52 (MaxTasks %d)", tasks, prod.MaxTasks)
 	}
-	// 15 s TTL + 0.5 s watch + ⌈3,000 ÷ 47⌉ = 64 sessions at each
-	// survivor's share of the fleet's 1,156 claims/s (24.6/s, under 50).
-	rate := 1156.0 / 47
-	claim := time.Duration(64 / rate * float64(time.Second))
+	// 15 s TTL + 0.5 s watch + ⌈3,000 ÷ 51⌉ = 59 sessions at each
+	// survivor's share of the fleet's 1,272 claims/s (24.9/s, under 50).
+	rate := 1272.0 / 51
+	claim := time.Duration(59 / rate * float64(time.Second))
 	if got, want := prod.CrashSpread(100_000), 15*time.Second+500*time.Millisecond+claim; got != want || got > CrashSpreadGoal {
 		t.Errorf("a crashed prod task spread in %v, want %v (goal %v)", got, want, CrashSpreadGoal)
 	}
@@ -376,18 +380,105 @@ func TestProdHolds100kSessions(t *testing.T) {
 	}
 }
 
+// Issue 37: prod loses an AZ with no new task from 100,000 sessions up. At
+// 52 tasks over 3 AZs the busiest AZ holds 18; the other 34 hold 102,000
+// sessions at 3,000 each, above the 101,400 the 52 hold at the 65 %
+// target. At the 70 % target before, 48 tasks held 100,000 and the loss
+// left 4,800 of them to wait for ECS's replacements (28,800 with the two
+// AZs the VPC had then), and Validate says so.
+func TestProdLosesAnAZWithoutNewTasks(t *testing.T) {
+	prod, err := ConfigFor(EnvProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prod.AZs != 3 || prod.AZLossFrom != 100_000 {
+		t.Fatalf("prod: %d AZs, AZ loss held from %d sessions; want 3 and 100,000", prod.AZs, prod.AZLossFrom)
+	}
+	if got := prod.AZLossShortfall(52); got != 101_400-102_000 {
+		t.Errorf("prod at 52 tasks: shortfall %d, want %d", got, 101_400-102_000)
+	}
+	for n := prod.TasksAtTarget(100_000); n <= prod.MaxTasks; n++ {
+		if short := prod.AZLossShortfall(n); short > 0 {
+			t.Errorf("prod at %d tasks: %d sessions without room after an AZ's loss", n, short)
+		}
+	}
+	// Below 38 tasks a count of 3k + 1 puts k + 1 in one AZ: 37 tasks
+	// hold 72,150, the 24 left hold 72,000.
+	if from := prod.AZLossHeldFrom(); from != 38 {
+		t.Errorf("prod holds an AZ's loss from %d tasks, want 38", from)
+	}
+	// A small fleet's uneven spread: 4 tasks over 3 AZs lose 2 at once.
+	if got := prod.AZLossShortfall(4); got != 7_800-6_000 {
+		t.Errorf("prod at 4 tasks: shortfall %d, want 1,800", got)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*EnvConfig)
+		want   string
+	}{
+		"the old target": {func(c *EnvConfig) { c.TargetUtilization = 70 }, "the loss of an AZ at 48 tasks (100800 sessions at the 70 % target, at least AZLossFrom 100000) leaves 4800 sessions without room on the 32 tasks of the other AZs (3 AZs)"},
+		"two AZs":        {func(c *EnvConfig) { c.AZs = 2 }, "lower TargetUtilization (2 AZs hold an AZ's loss below 50.0 %) or add AZs"},
+		"no AZ":          {func(c *EnvConfig) { c.AZs = 0 }, "AZs 0 not in [1, 3]"},
+		"too few tasks":  {func(c *EnvConfig) { c.MaxTasks = 50 }, "AZLossFrom 100000 sessions take 52 tasks at the 65 % target, above MaxTasks 50"},
+	} {
+		c := prod
+		tc.mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate() = %v, want an error with %q", name, err, tc.want)
+		}
+	}
+	dev, err := ConfigFor(EnvDev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.AZLossFrom != 0 || dev.AZLossShortfall(3) <= 0 {
+		t.Errorf("dev: AZ loss held from %d sessions, shortfall at 3 tasks %d; want unchecked and short", dev.AZLossFrom, dev.AZLossShortfall(3))
+	}
+}
+
+// docs/infra.md's 1,000,000-session deployment (prod with MaxTasks 520,
+// MinTasks 25, DeployMaxPercent 104, a table warmed to 40,000) passes
+// Validate and has the figures the docs give.
+func TestMillionSessionDeploymentAsDocumented(t *testing.T) {
+	c, err := ConfigFor(EnvProd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxTasks, c.MinTasks, c.DeployMaxPercent, c.TableWarmWrites = 520, 25, 104, 40_000
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.TasksAtTarget(1_000_000); got != 513 {
+		t.Errorf("1,000,000 sessions take %d tasks, want 513", got)
+	}
+	if got := c.FleetClaimsPerSecond(); got != 2093 {
+		t.Errorf("fleet claims/s %v, want 2,093", got)
+	}
+	if got := c.DeployWaveTasks(c.MaxTasks); got != 20 {
+		t.Errorf("deploy wave %d tasks, want 20", got)
+	}
+	if got := c.DeployWaveDrain().Round(100 * time.Millisecond); got != 28700*time.Millisecond {
+		t.Errorf("deploy wave drains in %v, want 28.7s", got)
+	}
+	if got := c.SessionCeiling(); got != 2_248_800 {
+		t.Errorf("table ceiling %d, want 2,248,800", got)
+	}
+	if got := c.AZLossShortfall(513); got != 1_000_350-1_026_000 {
+		t.Errorf("an AZ's loss at 513 tasks: shortfall %d, want %d", got, 1_000_350-1_026_000)
+	}
+}
+
 // The fleet's claim budget follows the table's write headroom: half of what
 // its warm throughput leaves above a full fleet's steady writes, at 3.22
-// units a claim; prod's pre-warmed table gives 1,156 claims/s, so an AZ's
-// sessions at the target (a third of 105,000) are claimed in under a
+// units a claim; prod's pre-warmed table gives 1,272 claims/s, so an AZ's
+// sessions at the target (a third of 107,250) are claimed in under a
 // minute, and a crashed task's in seconds.
 func TestFleetClaimBudgetFromTheTable(t *testing.T) {
 	prod, err := ConfigFor(EnvProd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := prod.FleetClaimsPerSecond(), math.Floor((10_000-prod.SteadyWritesAtCapacity())*FleetClaimShare/ClaimWriteUnits); got != want || got != 1156 {
-		t.Fatalf("prod fleet claims/s = %v, want %v (1,156)", got, want)
+	if got, want := prod.FleetClaimsPerSecond(), math.Floor((11_000-prod.SteadyWritesAtCapacity())*FleetClaimShare/ClaimWriteUnits); got != want || got != 1272 {
+		t.Fatalf("prod fleet claims/s = %v, want %v (1,272)", got, want)
 	}
 	if az := float64(prod.SessionsAtTarget()) / 3 / prod.FleetClaimsPerSecond(); az > 60 {
 		t.Errorf("an AZ's sessions at the target take %.0f s to claim at the fleet budget, want ≤ 60 s", az)
@@ -401,7 +492,7 @@ func TestFleetClaimBudgetFromTheTable(t *testing.T) {
 		t.Errorf("a cold table's budget %v is not below the warm one's %v", cold.FleetClaimsPerSecond(), prod.FleetClaimsPerSecond())
 	}
 	tiny := prod
-	tiny.TableWarmWrites = 2_000 // below a full fleet's steady 2,550
+	tiny.TableWarmWrites = 2_000 // below a full fleet's steady 2,805
 	if err := tiny.Validate(); err == nil || !strings.Contains(err.Error(), "TableWarmWrites") {
 		t.Errorf("a table warmer than nothing but below the steady writes: %v", err)
 	}
@@ -410,8 +501,8 @@ func TestFleetClaimBudgetFromTheTable(t *testing.T) {
 // Issue 37: a rolling deploy's moves stay within the table's headroom.
 // ECS replaces ⌊tasks × maximumPercent⌋ − tasks tasks at a time; at 200 %
 // (ECS's default) a full prod fleet would hand 150,000 sessions off at
-// once, 130 s at the fleet's 1,156 claims/s against a 110 s deadline.
-// Prod's 129 % moves 14 of 50 tasks (42,000 sessions, 36.3 s, within a
+// once, 130 s at the fleet's 1,272 claims/s against a 110 s deadline.
+// Prod's 129 % moves 15 of 55 tasks (45,000 sessions, 35.4 s, within a
 // third of the deadline, the worker's own target for its hand-offs) and
 // still starts a task at MinTasks 4; a percent that starts none at the
 // minimum would stall a deploy (minimumHealthyPercent 100 stops no task
@@ -421,13 +512,13 @@ func TestRollingDeployWavesFitTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := prod.DeployWaveTasks(prod.MaxTasks); got != 14 {
-		t.Errorf("prod's wave at %d tasks: %d, want 14", prod.MaxTasks, got)
+	if got := prod.DeployWaveTasks(prod.MaxTasks); got != 15 {
+		t.Errorf("prod's wave at %d tasks: %d, want 15", prod.MaxTasks, got)
 	}
 	if got := prod.DeployWaveTasks(prod.MinTasks); got != 1 {
 		t.Errorf("prod's wave at MinTasks %d: %d, want 1", prod.MinTasks, got)
 	}
-	want := time.Duration(42_000 / prod.FleetClaimsPerSecond() * float64(time.Second))
+	want := time.Duration(45_000 / prod.FleetClaimsPerSecond() * float64(time.Second))
 	if got := prod.DeployWaveDrain(); got != want || got > prod.ShutdownDeadline/3 {
 		t.Errorf("prod's wave drains in %v, want %v within %v", got, want, prod.ShutdownDeadline/3)
 	}
@@ -435,10 +526,10 @@ func TestRollingDeployWavesFitTheTable(t *testing.T) {
 		mutate func(*EnvConfig)
 		want   string
 	}{
-		"ECS's default batch":   {func(c *EnvConfig) { c.DeployMaxPercent = 200 }, "moves 50 tasks × 3000 sessions at once at MaxTasks 50: 2m9.8s at the fleet's 1156 claims/s"},
-		"one task more":         {func(c *EnvConfig) { c.DeployMaxPercent = 130 }, "moves 15 tasks"},
+		"ECS's default batch":   {func(c *EnvConfig) { c.DeployMaxPercent = 200 }, "moves 55 tasks × 3000 sessions at once at MaxTasks 55: 2m9.7s at the fleet's 1272 claims/s"},
+		"one task more":         {func(c *EnvConfig) { c.DeployMaxPercent = 130 }, "moves 16 tasks"},
 		"the old deadline":      {func(c *EnvConfig) { c.ShutdownDeadline, c.StopTimeout = 30*time.Second, 40*time.Second }, "above a third of ShutdownDeadline 30s"},
-		"a cold table":          {func(c *EnvConfig) { c.TableWarmWrites = 0 }, "at the fleet's 225 claims/s"},
+		"a cold table":          {func(c *EnvConfig) { c.TableWarmWrites = 0 }, "at the fleet's 185 claims/s"},
 		"stalls at the minimum": {func(c *EnvConfig) { c.MinTasks = 3 }, "starts no new task at MinTasks 3 (⌊3 × 129 %⌋ = 3): a deploy at the minimum could neither start nor stop a task; raise DeployMaxPercent to at least 134"},
 		"no batch":              {func(c *EnvConfig) { c.DeployMaxPercent = 100 }, "DeployMaxPercent 100 not in (100, 200]"},
 		"above ECS's default":   {func(c *EnvConfig) { c.DeployMaxPercent = 250 }, "DeployMaxPercent 250 not in (100, 200]"},

@@ -27,10 +27,20 @@ import (
 func newStreamer(stack awscdk.Stack, cfg EnvConfig, opts Options, root string, table awsdynamodb.Table, work awssqs.Queue, out sinkOutput, removal awscdk.RemovalPolicy) (awsecs.Cluster, awsecs.FargateService) {
 	// Public subnets only and no NAT gateway: the workers need outbound
 	// internet (WebSocket sources, AWS APIs) and accept no inbound traffic.
+	// One subnet per AZ (cfg.AZs; an AZ more costs nothing without NAT
+	// gateways): ECS spreads the tasks over them (EnvConfig.AZLossShortfall).
+	// The stack is environment-agnostic (synthesized offline), and such a
+	// stack's own AZ list has two (CDK's Stack.availabilityZones); the
+	// VPC names its AZs as deploy-time tokens instead, the Region's first
+	// cfg.AZs (Fn::Select over Fn::GetAZs), which CDK accepts unresolved.
+	azs := make([]*string, cfg.AZs)
+	for i := range azs {
+		azs[i] = awscdk.Fn_Select(jsii.Number(i), awscdk.Fn_GetAzs(jsii.String("")))
+	}
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
-		IpAddresses: awsec2.IpAddresses_Cidr(jsii.String("10.60.0.0/16")),
-		MaxAzs:      jsii.Number(2),
-		NatGateways: jsii.Number(0),
+		IpAddresses:       awsec2.IpAddresses_Cidr(jsii.String("10.60.0.0/16")),
+		AvailabilityZones: &azs,
+		NatGateways:       jsii.Number(0),
 		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{{
 			Name:       jsii.String("public"),
 			SubnetType: awsec2.SubnetType_PUBLIC,

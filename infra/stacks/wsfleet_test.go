@@ -129,8 +129,8 @@ func TestRemovalAndDeletionProtection(t *testing.T) {
 
 	// Prod's table is pre-warmed (its write headroom sizes the fleet's claim
 	// budget); dev's is a new on-demand table.
-	if wt := asJSON(props(table)["WarmThroughput"]); wt != `{"WriteUnitsPerSecond":10000}` {
-		t.Errorf("prod table WarmThroughput = %s, want 10,000 write units/s", wt)
+	if wt := asJSON(props(table)["WarmThroughput"]); wt != `{"WriteUnitsPerSecond":11000}` {
+		t.Errorf("prod table WarmThroughput = %s, want 11,000 write units/s", wt)
 	}
 
 	dev := synth(t, env(EnvDev))
@@ -576,6 +576,39 @@ func TestAutoscaling(t *testing.T) {
 					},
 				})
 			})
+		})
+	}
+}
+
+// The VPC has a public subnet in each of the environment's AZs, the
+// Region's first ones by deploy-time tokens (an environment-agnostic
+// stack's own list would stop at two), and the service's tasks may run in
+// every one of them: ECS spreads them over the AZs AZLossShortfall counts.
+func TestVPCSpansTheConfiguredAZs(t *testing.T) {
+	for _, e := range allEnvs {
+		t.Run(e, func(t *testing.T) {
+			s := synth(t, env(e))
+			subnets := s.resources("AWS::EC2::Subnet")
+			if len(subnets) != s.Cfg.AZs {
+				t.Fatalf("%d subnets, want one in each of %d AZs", len(subnets), s.Cfg.AZs)
+			}
+			seen := map[string]bool{}
+			for id, r := range subnets {
+				az := asJSON(props(r)["AvailabilityZone"])
+				seen[az] = true
+				if !strings.Contains(az, `"Fn::GetAZs"`) {
+					t.Errorf("subnet %s in AZ %s, want a Fn::Select over Fn::GetAZs", id, az)
+				}
+			}
+			if len(seen) != s.Cfg.AZs {
+				t.Errorf("subnets in %d distinct AZs (%v), want %d", len(seen), seen, s.Cfg.AZs)
+			}
+			_, svc := s.only(t, "AWS::ECS::Service")
+			nc, _ := props(svc)["NetworkConfiguration"].(map[string]any)
+			vpcCfg, _ := nc["AwsvpcConfiguration"].(map[string]any)
+			if got, _ := vpcCfg["Subnets"].([]any); len(got) != s.Cfg.AZs {
+				t.Errorf("the service runs in %d subnets (%s), want %d", len(got), asJSON(vpcCfg["Subnets"]), s.Cfg.AZs)
+			}
 		})
 	}
 }

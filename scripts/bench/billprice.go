@@ -28,12 +28,13 @@ const (
 	PriceDataTransferGB        = 0.0   // in from the internet, and to SQS, Kinesis, DynamoDB and CloudWatch in the region
 )
 
-// The bill's deployment arithmetic: infra/stacks/config.go's autoscaling
-// target (TargetUtilization 70 % of MaxSessionsPerTask) and SteadyCPUShare
-// (the share of a task's vCPU its sessions may use steadily), restated;
-// each task has one public IPv4 address (public subnets, no NAT gateway).
+// The bill's deployment arithmetic: the infra's autoscaling target
+// (schema.ScalingTargetPercent of MaxSessionsPerTask) and SteadyCPUShare
+// (the share of a task's vCPU its sessions may use steadily, restated from
+// infra/stacks/config.go); each task has one public IPv4 address (public
+// subnets, no NAT gateway).
 const (
-	BillTargetUtil      = 0.70
+	BillTargetUtil      = float64(schema.ScalingTargetPercent) / 100
 	BillSteadyCPUShare  = 0.5
 	BillKinesisShardMsg = 1000    // records per second one shard takes
 	BillKinesisShardIn  = 1 << 20 // bytes per second one shard takes

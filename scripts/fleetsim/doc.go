@@ -182,6 +182,15 @@
 // fleet listing named every worker twice (testkit/simddb answered a
 // throttled query's retry with every attempt's entries; both fixed, with
 // TestThrottledQueryAnswersOnce and TestDrainCountsAWorkerListedTwiceOnce).
+// The second (the same command on the fixed code, workers sized for the
+// 70 % target then) had all 1,000,000 delivering at 6 virtual minutes
+// (42 minutes real), and after the fault at 375 s its 7th virtual minute
+// took more than 30 minutes: the process at its 20 GiB memory limit
+// (19.7 GiB resident) collected garbage continuously (half its CPU time
+// in the kernel) while the takeover and ECS's 334 replacement workers
+// added their goroutines; it was stopped there, with no report. A fault
+// scenario at this size needs more memory than this machine has, or a
+// smaller session.
 //
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
 // Measured is one scenario's figures and what simulating it cost.
@@ -81,8 +83,8 @@ func (r Report) Markdown() string {
 	p("Runs at other sizes or of other scenarios are under docs/scale/ (`SIM_OUT=`), each with its command.\n\n")
 	p("## How they were made\n\n")
 	p("Every worker is the real control plane (`streamer.New` + `Run`, default configuration, but\n")
-	p("`WSFLEET_MAX_SESSIONS` raised where the default would run the fleet over 70 %% full, the infra's scaling\n")
-	p("target: sessions per worker ÷ 0.7, e.g. 1,429 at 100 × 100,000) on one simulated\n")
+	p("`WSFLEET_MAX_SESSIONS` raised where the default would run the fleet over %d %% full, the infra's scaling\n", schema.ScalingTargetPercent)
+	p("target: sessions per worker ÷ %.2f, e.g. %d at 100 × 100,000) on one simulated\n", float64(schema.ScalingTargetPercent)/100, headroom(100, 100_000))
 	p("DynamoDB table (`testkit/simddb`, `simddb.AWS()`: documented latency, per-index lag, per-key, per-index-key\n")
 	p("and table throttling, the SDK's retries), all in one process in a `testing/synctest` bubble (virtual time).\n")
 	p("Each worker's clock is the bubble's offset by a skew drawn from the seed in ±2 s; workers start 1–997 ms\n")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/simddb"
 	"github.com/wsfleet/wsfleet/workers/streamer"
 )
@@ -139,20 +140,16 @@ func Scenarios(workers, sessions int, d time.Duration) map[string]Scenario {
 	return all
 }
 
-// fillTargetPct is how full (%) a fleet is sized to run: the infra's scaling
-// target (TargetUtilization 70 in infra/stacks/config.go, dev and prod:
-// the service scales on sessions held at 70 % of capacity; restated, not
-// imported).
-const fillTargetPct = 70
-
 // headroom is the WSFLEET_MAX_SESSIONS that sizes workers × sessions at
-// fillTargetPct when the worker's default would run it fuller (0: the
-// default). At the default's 1,000, 100 workers × 100,000 sessions are
-// 100 % full: a crash or a lost AZ would have nowhere to go until ECS
-// replaced the tasks.
+// the infra's scaling target (schema.ScalingTargetPercent: the service
+// scales on sessions held at 65 % of capacity, where the workers outside
+// one of three AZs hold every session) when the worker's default would run
+// it fuller (0: the default). At the default's 1,000, 100 workers ×
+// 100,000 sessions are 100 % full: a crash or a lost AZ would have nowhere
+// to go until ECS replaced the tasks.
 func headroom(workers, sessions int) int {
-	w := max(workers, 1) * fillTargetPct
-	need := (sessions*100 + w - 1) / w // ⌈sessions ÷ workers ÷ 0.7⌉ in integers
+	w := max(workers, 1) * schema.ScalingTargetPercent
+	need := (sessions*100 + w - 1) / w // ⌈sessions ÷ workers ÷ 0.65⌉ in integers
 	if need <= streamer.DefaultConfig().MaxSessions {
 		return 0
 	}

@@ -5,18 +5,33 @@ package fleetsim
 import (
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
-// Workers are sized so the fleet runs at most 70 % full (the infra's
-// scaling target): the default WSFLEET_MAX_SESSIONS where it does, more
-// where it would not (100 × 100,000: 1,000 a worker at a 1,000 limit).
+// Workers are sized so the fleet runs at most 65 % full (the infra's
+// scaling target, schema.ScalingTargetPercent): the default
+// WSFLEET_MAX_SESSIONS where it does, more where it would not (100 ×
+// 100,000: 1,000 a worker at a 1,000 limit). There the workers outside
+// the AZ that holds the most of them (⌈workers ÷ 3⌉, as KillAZ counts)
+// hold every session: an AZ's loss waits for no replacement.
 func TestScenariosLeaveHeadroom(t *testing.T) {
 	for _, c := range []struct{ workers, sessions, want int }{
-		{10, 1000, 0}, {100, 70_000, 0}, {100, 100_000, 1429}, {1000, 1_000_000, 1429}, {1, 20_000, 28572},
+		{10, 1000, 0}, {100, 65_000, 0}, {100, 100_000, 1539}, {1000, 1_000_000, 1539}, {1, 20_000, 30770},
 	} {
 		sc := Scenarios(c.workers, c.sessions, time.Minute)["az"]
 		if sc.MaxSessions != c.want {
 			t.Errorf("%d × %d: WSFLEET_MAX_SESSIONS %d, want %d", c.workers, c.sessions, sc.MaxSessions, c.want)
+		}
+		if c.workers < 100 {
+			continue
+		}
+		limit := sc.MaxSessions
+		if limit == 0 {
+			limit = streamer.DefaultConfig().MaxSessions
+		}
+		if left := c.workers - (c.workers+2)/3; left*limit < c.sessions {
+			t.Errorf("%d × %d: the %d workers outside the busiest AZ hold %d, fewer than the sessions", c.workers, c.sessions, left, left*limit)
 		}
 	}
 }

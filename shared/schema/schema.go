@@ -391,6 +391,15 @@ const (
 	GoMemLimitPercent = 90
 )
 
+// ScalingTargetPercent is the share of its sessions (WSFLEET_MAX_SESSIONS)
+// a task holds at the infra's autoscaling target; the fleet simulator
+// sizes its fleets and the bench prices a task by it. At 65, the tasks
+// outside one of three AZs hold every session (2/3 ÷ 65 % = 1.03) from
+// 38 tasks up: the loss of an AZ needs no new task (AWS's static
+// stability; infra's EnvConfig.AZLossShortfall). At 70 (before issue 37)
+// a lost AZ's last 5 % waited for ECS to launch replacements.
+const ScalingTargetPercent = 65
+
 // SessionRoom is what a memory limit leaves the sessions once the worker's
 // large-frame, sink and switch budgets take their default shares of it
 // (9/16 of it), in the limit's unit.
