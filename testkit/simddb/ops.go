@@ -151,14 +151,14 @@ func (s *Store) GetWorkers(ctx context.Context, ids []string) ([]lease.WorkerRec
 // ListWorkers implements lease.Store: a Query of by_worker_list, answered
 // by that index's lagging view.
 func (s *Store) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
-	var out []string
-	err := s.call(ctx, dynamostore.OpListWorkers, "Query", list, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
-		out = out[:0] // a throttled attempt's answer is not the caller's (answeredOnce)
+	out, err := query(s, ctx, dynamostore.OpListWorkers, list, func(p *plan, now time.Time) []string {
+		var ids []string
 		value := "S:" + list
 		for _, e := range p.query(schema.IndexByWorkerList, value, s.views[schema.IndexByWorkerList].entries(now, value), limit, 0) {
-			out = append(out, strings.TrimPrefix(pkOf(e), schema.WorkerKeyPrefix))
+			ids = append(ids, strings.TrimPrefix(pkOf(e), schema.WorkerKeyPrefix))
 		}
-	}, false)
+		return ids
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list workers %s: %w", list, err)
 	}
@@ -327,21 +327,21 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 // 0: all), from a rotating shard as dynamostore's, answered by the index's
 // lagging view.
 func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
-	var out []string
-	err := s.call(ctx, dynamostore.OpUnowned, "Query", "", nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
-		out = out[:0] // answeredOnce
+	out, err := query(s, ctx, dynamostore.OpUnowned, "", func(p *plan, now time.Time) []string {
+		var ids []string
 		first := int(s.shard.Add(1)) % schema.IndexShards
 		v := s.views[schema.IndexByUnowned]
 		for i := range schema.IndexShards {
-			if limit > 0 && len(out) >= limit {
+			if limit > 0 && len(ids) >= limit {
 				break
 			}
 			value := "S:" + schema.UnownedShardKey((first+i)%schema.IndexShards)
-			for _, e := range p.query(schema.IndexByUnowned, value, v.entries(now, value), limit, len(out)) {
-				out = append(out, pkOf(e))
+			for _, e := range p.query(schema.IndexByUnowned, value, v.entries(now, value), limit, len(ids)) {
+				ids = append(ids, pkOf(e))
 			}
 		}
-	}, false)
+		return ids
+	})
 	if err != nil {
 		return nil, fmt.Errorf("unowned: %w", err)
 	}
@@ -351,31 +351,32 @@ func (s *Store) Unowned(ctx context.Context, limit int) ([]string, error) {
 // OwnedBy implements lease.Store: a Query of by_owner, answered by the
 // index's lagging view.
 func (s *Store) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
-	var out []lease.Owned
-	var derr error
-	err := s.call(ctx, dynamostore.OpOwnedBy, "Query", owner, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
-		out, derr = out[:0], nil // answeredOnce
+	type answer struct {
+		owned []lease.Owned
+		err   error // an entry that does not decode
+	}
+	out, err := query(s, ctx, dynamostore.OpOwnedBy, owner, func(p *plan, now time.Time) (a answer) {
 		value := "S:" + owner
 		for _, e := range p.query(schema.IndexByOwner, value, s.views[schema.IndexByOwner].entries(now, value), limit, 0) {
 			r, err := sessionitem.Decode(e)
 			if err != nil {
-				derr = err
-				return
+				return answer{err: err}
 			}
 			o := lease.Owned{Token: lease.Token{ConnectionID: r.ConnectionID, Owner: r.LeaseOwner, Epoch: r.LeaseEpoch}, DesiredState: r.DesiredState}
 			if r.Generation != nil {
 				o.Generation = *r.Generation
 			}
-			out = append(out, o)
+			a.owned = append(a.owned, o)
 		}
-	}, false)
+		return a
+	})
 	if err == nil {
-		err = derr
+		err = out.err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("owned by %s: %w", owner, err)
 	}
-	return out, nil
+	return out.owned, nil
 }
 
 func pkOf(e ddbrules.Item) string {

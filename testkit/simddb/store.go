@@ -233,6 +233,9 @@ func (s *Store) demand(r request) ddbrules.Demand {
 type plan struct {
 	s    *Store
 	reqs []request
+	// admitted runs once the attempt is admitted (not throttled): what
+	// makes a built answer the caller's (query).
+	admitted func()
 }
 
 // write is a write of key that turned before into after.
@@ -340,12 +343,14 @@ func workerImage(id string) *image  { return &image{key: schema.WorkerKey(id), w
 // the rest of the latency. harness marks the harness's own writes: metered
 // and charged, never throttled.
 //
-// bill runs on every attempt: a query that builds its answer in bill
-// starts it afresh each time (answeredOnce), as a retried request gets a
-// new answer. One that appended instead answered a throttled attempt's
-// entries again: a listing named every alive worker twice at 1,000 ×
-// 1,000,000, and a takeover's plan over it handed out more sessions than
-// the dead worker held (the worker panicked; workers/streamer/takeover.go).
+// bill runs on every attempt: a query builds its answer there, from the
+// index's view as it is at that attempt, through query, which hands the
+// caller only the admitted attempt's answer, as a retried request gets a
+// new answer. Queries that appended to the caller's answer in bill
+// answered a throttled attempt's entries again: a listing named every
+// alive worker twice at 1,000 × 1,000,000, and a takeover's plan over it
+// handed out more sessions than the dead worker held (the worker panicked;
+// workers/streamer/takeover.go).
 func (s *Store) call(ctx context.Context, op, first, key string, im *image, apply func() error, bill func(p *plan, now time.Time, err error), harness bool) error {
 	streamKey := op + "\x00" + key // the call's streams: per operation and key
 	kind := 1                      // a read
@@ -383,6 +388,19 @@ func (s *Store) call(ctx context.Context, op, first, key string, im *image, appl
 			return err
 		}
 	}
+}
+
+// query runs a Query call (a read of an index's lagging view) whose
+// answer build makes while it bills the pages read: each attempt builds
+// its own, and the caller gets the admitted attempt's, never a throttled
+// one's (TestThrottledQueryAnswersOnce).
+func query[T any](s *Store, ctx context.Context, op, key string, build func(p *plan, now time.Time) T) (T, error) {
+	var answer T
+	err := s.call(ctx, op, "Query", key, nil, func() error { return ctx.Err() }, func(p *plan, now time.Time, _ error) {
+		built := build(p, now)
+		p.admitted = func() { answer = built }
+	}, false)
+	return answer, err
 }
 
 // backoff is the SDK's wait before retry attempt+1 (aws/retry's
@@ -450,6 +468,9 @@ func (s *Store) attempt(ctx context.Context, op, first, streamKey string, im *im
 		return true, &ThrottleError{Reasons: why}
 	}
 	s.meters.record(now, op, p.reqs)
+	if p.admitted != nil {
+		p.admitted()
+	}
 	if im != nil {
 		s.propagateLocked(now, im)
 	}
