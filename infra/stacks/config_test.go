@@ -53,10 +53,7 @@ func TestValidateRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, tc := range map[string]struct {
-		mutate func(*EnvConfig)
-		want   string
-	}{
+	wantRefused(t, base, map[string]refusal{
 		"stop timeout below deadline": {func(c *EnvConfig) { c.StopTimeout = c.ShutdownDeadline }, "StopTimeout"},
 		"stop timeout above fargate":  {func(c *EnvConfig) { c.StopTimeout, c.ShutdownDeadline = 121*time.Second, 60*time.Second }, "Fargate maximum"},
 		"heartbeat too slow":          {func(c *EnvConfig) { c.HeartbeatEvery = c.LeaseTTL - c.SafetyMargin }, "no room for two heartbeats"},
@@ -76,11 +73,25 @@ func TestValidateRejects(t *testing.T) {
 		"lambda timeout":              {func(c *EnvConfig) { c.IngestTimeout = 30 * time.Second }, "IngestTimeout"},
 		"secret key alias":            {func(c *EnvConfig) { c.SecretKMSKeyARN = "arn:aws:kms:eu-west-1:111122223333:alias/wsfleet" }, "SecretKMSKeyARN"},
 		"secret key id only":          {func(c *EnvConfig) { c.SecretKMSKeyARN = "1234abcd-12ab-34cd-56ef-1234567890ab" }, "not a KMS key ARN"},
-	} {
+	})
+}
+
+// refusal is a change to a valid configuration and what Validate must say
+// of it.
+type refusal struct {
+	mutate func(*EnvConfig)
+	want   string // a substring of Validate's error
+}
+
+// wantRefused checks that Validate refuses each change to base with an
+// error that says what it should.
+func wantRefused(t *testing.T, base EnvConfig, cases map[string]refusal) {
+	t.Helper()
+	for name, tc := range cases {
 		c := base
 		tc.mutate(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error about %s", name, err, tc.want)
+			t.Errorf("%s: Validate() = %v, want an error with %q", name, err, tc.want)
 		}
 	}
 }
@@ -411,21 +422,12 @@ func TestProdLosesAnAZWithoutNewTasks(t *testing.T) {
 	if got := prod.AZLossShortfall(4); got != 7_800-6_000 {
 		t.Errorf("prod at 4 tasks: shortfall %d, want 1,800", got)
 	}
-	for name, tc := range map[string]struct {
-		mutate func(*EnvConfig)
-		want   string
-	}{
+	wantRefused(t, prod, map[string]refusal{
 		"the old target": {func(c *EnvConfig) { c.TargetUtilization = 70 }, "the loss of an AZ at 48 tasks (100800 sessions at the 70 % target, at least AZLossFrom 100000) leaves 4800 sessions without room on the 32 tasks of the other AZs (3 AZs)"},
 		"two AZs":        {func(c *EnvConfig) { c.AZs = 2 }, "lower TargetUtilization (2 AZs hold an AZ's loss below 50.0 %) or add AZs"},
 		"no AZ":          {func(c *EnvConfig) { c.AZs = 0 }, "AZs 0 not in [1, 3]"},
 		"too few tasks":  {func(c *EnvConfig) { c.MaxTasks = 50 }, "AZLossFrom 100000 sessions take 52 tasks at the 65 % target, above MaxTasks 50"},
-	} {
-		c := prod
-		tc.mutate(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error with %q", name, err, tc.want)
-		}
-	}
+	})
 	dev, err := ConfigFor(EnvDev)
 	if err != nil {
 		t.Fatal(err)
@@ -522,10 +524,7 @@ func TestRollingDeployWavesFitTheTable(t *testing.T) {
 	if got := prod.DeployWaveDrain(); got != want || got > prod.ShutdownDeadline/3 {
 		t.Errorf("prod's wave drains in %v, want %v within %v", got, want, prod.ShutdownDeadline/3)
 	}
-	for name, tc := range map[string]struct {
-		mutate func(*EnvConfig)
-		want   string
-	}{
+	wantRefused(t, prod, map[string]refusal{
 		"ECS's default batch":   {func(c *EnvConfig) { c.DeployMaxPercent = 200 }, "moves 55 tasks × 3000 sessions at once at MaxTasks 55: 2m9.7s at the fleet's 1272 claims/s"},
 		"one task more":         {func(c *EnvConfig) { c.DeployMaxPercent = 130 }, "moves 16 tasks"},
 		"the old deadline":      {func(c *EnvConfig) { c.ShutdownDeadline, c.StopTimeout = 30*time.Second, 40*time.Second }, "above a third of ShutdownDeadline 30s"},
@@ -533,13 +532,7 @@ func TestRollingDeployWavesFitTheTable(t *testing.T) {
 		"stalls at the minimum": {func(c *EnvConfig) { c.MinTasks = 3 }, "starts no new task at MinTasks 3 (⌊3 × 129 %⌋ = 3): a deploy at the minimum could neither start nor stop a task; raise DeployMaxPercent to at least 134"},
 		"no batch":              {func(c *EnvConfig) { c.DeployMaxPercent = 100 }, "DeployMaxPercent 100 not in (100, 200]"},
 		"above ECS's default":   {func(c *EnvConfig) { c.DeployMaxPercent = 250 }, "DeployMaxPercent 250 not in (100, 200]"},
-	} {
-		c := prod
-		tc.mutate(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Validate() = %v, want an error with %q", name, err, tc.want)
-		}
-	}
+	})
 	// Dev's one task at the minimum: only ECS's 200 % starts a second.
 	dev, err := ConfigFor(EnvDev)
 	if err != nil {
