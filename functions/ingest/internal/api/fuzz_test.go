@@ -149,12 +149,20 @@ func FuzzDecodeStart(f *testing.F) {
 			var raw struct {
 				Headers map[string]any `json:"headers"`
 			}
-			if json.Unmarshal(body, &raw) == nil {
-				// Names are not secret and messages quote them: a value that
-				// happens to be part of a quoted name is not a leak.
+			var doc any
+			if json.Unmarshal(body, &raw) == nil && json.Unmarshal(body, &doc) == nil {
+				// Names are not secret and messages quote them (a header's,
+				// an unknown field's, a field's dotted path): a value that
+				// happens to be part of a name the body holds is not a leak.
 				msg := e.message
 				for k := range raw.Headers {
 					msg = strings.ReplaceAll(msg, spec.QuoteName(k), "")
+				}
+				for _, k := range objectKeys(doc) {
+					msg = strings.ReplaceAll(msg, k, "")
+					if q := strconv.Quote(k); len(q) > 2 {
+						msg = strings.ReplaceAll(msg, q[1:len(q)-1], "")
+					}
 				}
 				for _, v := range raw.Headers {
 					if s, ok := v.(string); ok && len(s) >= 8 && strings.Contains(msg, s) {
@@ -263,4 +271,24 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
 		}
 	})
+}
+
+// objectKeys is every object key in a decoded JSON document, at any depth
+// (empty keys left out).
+func objectKeys(v any) []string {
+	var keys []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k != "" {
+				keys = append(keys, k)
+			}
+			keys = append(keys, objectKeys(e)...)
+		}
+	case []any:
+		for _, e := range x {
+			keys = append(keys, objectKeys(e)...)
+		}
+	}
+	return keys
 }
