@@ -133,7 +133,8 @@ func closeTo(t *testing.T, what string, got, want float64) {
 // month, 1,000 sessions.
 func TestPriceOnKnownCounts(t *testing.T) {
 	month := HoursPerMonth * 3600.0
-	tasks := 1000 / 2100.0 // prod's 3,000 sessions per task at its 70 % target
+	held := 3000 * BillTargetUtil // prod's 3,000 sessions per task at its 65 % target: 1,950
+	tasks := 1000 / held
 	taskMonth := (0.5*0.04048 + 1*0.004445 + 0.005) * HoursPerMonth
 
 	sq := Price(BillInputs{Variant: BillSQS, Sessions: 1000, WindowSec: month, Sink: SinkCounts{Messages: 10_000_000, Bytes: 10_000_000, SQSBilled: 1_000_000},
@@ -142,7 +143,7 @@ func TestPriceOnKnownCounts(t *testing.T) {
 	closeTo(t, "fargate + ipv4", sq.Fargate+sq.IPv4, tasks*taskMonth)
 	closeTo(t, "sqs sink", sq.Sink, 0.40)
 	closeTo(t, "sqs consumer (1M receives + 1M deletes)", sq.Consumer, 0.80)
-	closeTo(t, "dynamodb", sq.DynamoDB, 1000*HoursPerMonth*61*0.625/1e6)
+	closeTo(t, "dynamodb", sq.DynamoDB, 1000*HoursPerMonth*(60+2100/held)*0.625/1e6)
 	closeTo(t, "total", sq.Total, sq.Fargate+sq.IPv4+sq.DynamoDB+1.20)
 
 	// 1,000 records/s: one shard, and 2.628 billion PUT units.

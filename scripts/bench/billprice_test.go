@@ -20,28 +20,28 @@ func billFixture(dep string) BillInputs {
 }
 
 // Counts become $ per 1,000 sessions-month at both deployments: prod's
-// task holds 70 % of 3,000; the measured one is the size with the lowest
-// cost per session (0.5 vCPU and 2 GiB here: its memory holds 18,958
-// sessions of 40 + 16 KiB, and 50 % of its vCPU 12,500 at 2e-5 vCPU
-// each), and the per-worker DynamoDB kinds are shared by each
+// task holds 65 % of 3,000 (1,950); the measured one is the size with the
+// lowest cost per session (0.5 vCPU and 2 GiB here: its memory holds
+// 18,958 sessions of 40 + 16 KiB, 12,322.7 at the 65 % target, and 50 % of
+// its vCPU 12,500 at 2e-5 vCPU each), and the per-worker DynamoDB kinds are shared by each
 // deployment's sessions per task; the sink and its consumer do not depend
 // on the deployment.
 func TestPriceAtBothDeployments(t *testing.T) {
 	const month = HoursPerMonth // the fixture is one hour of 1,000 sessions
 	prod, meas := Price(billFixture(BillDeployProd)), Price(billFixture(BillDeployMeasured))
 
-	if prod.Task != BillProdTask || prod.SessionsPerTsk != 2100 || !near(prod.Tasks, 1000.0/2100) {
-		t.Errorf("prod: task %+v holding %v (%v tasks), want prod's task holding 2,100", prod.Task, prod.SessionsPerTsk, prod.Tasks)
+	if prod.Task != BillProdTask || prod.SessionsPerTsk != 1950 || !near(prod.Tasks, 1000.0/1950) {
+		t.Errorf("prod: task %+v holding %v (%v tasks), want prod's task holding 1,950", prod.Task, prod.SessionsPerTsk, prod.Tasks)
 	}
 	want := BillTask{VCPU: 0.5, MemoryGB: 2, MaxSessions: 18_958}
-	if meas.Task != want || !near(meas.SessionsPerTsk, 12_500) {
-		t.Errorf("measured: task %+v holding %v, want %+v holding 12,500", meas.Task, meas.SessionsPerTsk, want)
+	if meas.Task != want || !near(meas.SessionsPerTsk, 18_958*0.65) {
+		t.Errorf("measured: task %+v holding %v, want %+v holding 12,322.7", meas.Task, meas.SessionsPerTsk, want)
 	}
 	for _, c := range []struct {
 		name           string
 		got            BillCost
 		vcpu, gb, held float64
-	}{{"prod", prod, 0.5, 1, 2100}, {"measured", meas, 0.5, 2, 12_500}} {
+	}{{"prod", prod, 0.5, 1, 1950}, {"measured", meas, 0.5, 2, 18_958 * 0.65}} {
 		tasks := 1000 / c.held
 		if w := tasks * (c.vcpu*PriceFargateVCPUHour + c.gb*PriceFargateGBHour) * month; !near(c.got.Fargate, w) {
 			t.Errorf("%s: Fargate $%v, want $%v", c.name, c.got.Fargate, w)
