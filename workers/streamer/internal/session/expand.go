@@ -53,18 +53,11 @@ var noProvider = secrets.ProviderFunc(func(_ context.Context, name string) (stri
 // (Config.SecretHosts) fails the dial for good before any value is asked
 // for: the headers go to target's origin only, and the open messages are
 // checked again against the host the handshake ends on (landed).
+//
+// Expanding waits on the Provider and decodes JSON (a #key): it runs on the
+// dial's fresh stack (dialOn), and ends with ctx at the latest (the
+// Resolver stops waiting then).
 func (s *Session) parts(ctx context.Context, it lease.Item, p *proto, target *url.URL) (*dialParts, error) {
-	if !p.refs {
-		return s.build(ctx, it, p, target)
-	}
-	// Expanding waits on the Provider and decodes JSON (a #key): on a
-	// fresh stack. It ends with ctx at the latest (the Resolver stops
-	// waiting then).
-	return onFreshStack(func() (*dialParts, error) { return s.build(ctx, it, p, target) })
-}
-
-// build is parts, in the caller's goroutine.
-func (s *Session) build(ctx context.Context, it lease.Item, p *proto, target *url.URL) (*dialParts, error) {
 	d := &dialParts{header: p.header.Clone(), open: make([]frame, 0, len(p.open))}
 	var lookup func(secretref.Ref) (string, error)
 	// expand bounds what a value expands to by the limit the stored form

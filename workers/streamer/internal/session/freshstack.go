@@ -1,6 +1,7 @@
 // Deep calls on a fresh stack: the one "run on a goroutine and wait"
-// helper of a session (the spec's decoding, the secrets' expansion, the
-// handshake, the anchor's store write).
+// helper of a session (the spec's decoding, the whole dial: the source
+// host's admission, the secrets' expansion and the handshake; the anchor's
+// store write).
 
 package session
 
