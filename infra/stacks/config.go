@@ -475,12 +475,22 @@ func (c EnvConfig) TasksAtTarget(n int) int {
 // Zero or less: the survivors hold them all and the loss needs no new
 // task; above zero, that many wait for ECS to launch replacements.
 func (c EnvConfig) AZLossShortfall(n int) int {
+	return int(math.Ceil(c.heldAtTarget(n))) - (n-c.busiestAZ(n))*c.MaxSessionsPerTask
+}
+
+// heldAtTarget is what n tasks hold at the scaling target: n × the
+// target's share of MaxSessionsPerTask.
+func (c EnvConfig) heldAtTarget(n int) float64 {
+	return float64(n) * float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100
+}
+
+// busiestAZ is how many of n tasks the AZ holding the most of them holds:
+// ⌈n ÷ AZs⌉ (ECS's spread), all n with fewer than two AZs.
+func (c EnvConfig) busiestAZ(n int) int {
 	if c.AZs < 2 {
-		return int(math.Ceil(float64(n) * float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100))
+		return n
 	}
-	lost := (n + c.AZs - 1) / c.AZs
-	held := float64(n) * float64(c.MaxSessionsPerTask) * c.TargetUtilization / 100
-	return int(math.Ceil(held)) - (n-lost)*c.MaxSessionsPerTask
+	return (n + c.AZs - 1) / c.AZs
 }
 
 // AZLossHeldFrom is the fewest tasks from which every fleet size up to
@@ -510,7 +520,7 @@ func (c EnvConfig) azProblems() []error {
 	for n := first; n <= c.MaxTasks; n++ {
 		if short := c.AZLossShortfall(n); short > 0 {
 			return []error{fmt.Errorf("the loss of an AZ at %d tasks (%d sessions at the %.0f %% target, at least AZLossFrom %d) leaves %d sessions without room on the %d tasks of the other AZs (%d AZs): they wait for ECS to launch replacements; lower TargetUtilization (%d AZs hold an AZ's loss below %.1f %%) or add AZs",
-				n, int(float64(n)*float64(c.MaxSessionsPerTask)*c.TargetUtilization/100), c.TargetUtilization, c.AZLossFrom, short, n-(n+c.AZs-1)/c.AZs, c.AZs, c.AZs, 100*float64(c.AZs-1)/float64(c.AZs))}
+				n, int(c.heldAtTarget(n)), c.TargetUtilization, c.AZLossFrom, short, n-c.busiestAZ(n), c.AZs, c.AZs, 100*float64(c.AZs-1)/float64(c.AZs))}
 		}
 	}
 	return nil
@@ -519,7 +529,7 @@ func (c EnvConfig) azProblems() []error {
 // SessionsAtTarget is what the fleet holds at the scaling target with
 // MaxTasks tasks.
 func (c EnvConfig) SessionsAtTarget() int {
-	return int(float64(c.MaxTasks*c.MaxSessionsPerTask) * c.TargetUtilization / 100)
+	return int(c.heldAtTarget(c.MaxTasks))
 }
 
 // TableWrites is the write units/s the table serves at once: its warm

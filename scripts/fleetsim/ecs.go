@@ -159,9 +159,15 @@ func (fl *Fleet) placeLocked() int {
 			n[m.AZ]++
 		}
 	}
+	return leastLoadedAZ(n, fl.ecs.down)
+}
+
+// leastLoadedAZ is ECS's spread by AZ: the AZ with the fewest of tasks
+// among those not down, the first on a tie (0 when every AZ is down).
+func leastLoadedAZ(tasks []int, down []bool) int {
 	best := -1
-	for az, k := range n {
-		if !fl.ecs.down[az] && (best < 0 || k < n[best]) {
+	for az, k := range tasks {
+		if !down[az] && (best < 0 || k < tasks[best]) {
 			best = az
 		}
 	}
