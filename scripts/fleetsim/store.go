@@ -206,6 +206,13 @@ func (m *memberStore) Get(ctx context.Context, id string) (lease.Item, error) {
 	return m.st.Get(ctx, id)
 }
 
+func (m *memberStore) GetHead(ctx context.Context, id string) (lease.Item, error) {
+	if err := m.gate(ctx, false); err != nil {
+		return lease.Item{}, err
+	}
+	return m.st.GetHead(ctx, id)
+}
+
 func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) {
 	if err := m.gate(ctx, false); err != nil {
 		return nil, err

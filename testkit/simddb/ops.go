@@ -323,6 +323,23 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	return out, nil
 }
 
+// GetHead implements lease.HeadReader as dynamostore's: one consistent
+// GetItem of the session item, not of its spec item; Spec empty.
+func (s *Store) GetHead(ctx context.Context, id string) (lease.Item, error) {
+	var out lease.Item
+	err := s.call(ctx, dynamostore.OpGet, "GetItem", id, nil, func() (err error) {
+		out, err = s.mem.GetHead(ctx, id)
+		return err
+	}, func(p *plan, _ time.Time, _ error) {
+		p.get(id, sessionItem(s.mem.Session(id)), true)
+	}, false)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	s.hints.Note(id, out.DesiredState == schema.StateStarted && !out.Failed())
+	return out, nil
+}
+
 // Unowned implements lease.Store: Queries of the by_unowned shards (limit
 // 0: all), from a rotating shard as dynamostore's, answered by the index's
 // lagging view.

@@ -85,6 +85,12 @@ func (s healthStore) AppendOwnedBy(ctx context.Context, dst []lease.Owned, owner
 	return lease.AppendOwnedBy(ctx, s.Store, dst, owner)
 }
 
+// GetHead keeps the table's lease.HeadReader reachable through the
+// wrapper: a standby's check reads the session item alone.
+func (s healthStore) GetHead(ctx context.Context, id string) (lease.Item, error) {
+	return lease.GetHead(ctx, s.Store, id)
+}
+
 func (s healthStore) Heartbeat(ctx context.Context, id string, epoch int64, hb lease.Heartbeat) (lease.WorkerRecord, error) {
 	rec, err := s.Store.Heartbeat(ctx, id, epoch, hb)
 	return rec, s.done(err)

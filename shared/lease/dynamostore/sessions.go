@@ -73,6 +73,19 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 	}
 }
 
+// GetHead implements lease.HeadReader: one consistent GetItem of the
+// session item (its checkpoint with it), not of its spec item; Spec is
+// empty, even for an inline item.
+func (s *Store) GetHead(ctx context.Context, id string) (lease.Item, error) {
+	it, _, err := s.get(ctx, id)
+	if err != nil {
+		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	it.Spec = ""
+	s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
+	return it, nil
+}
+
 // get reads the session item consistently: the session (its Spec only if
 // inline; its checkpoint) and its item as stored.
 func (s *Store) get(ctx context.Context, id string) (lease.Item, sessionitem.Item, error) {

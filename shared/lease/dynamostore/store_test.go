@@ -236,6 +236,9 @@ func TestUnits(t *testing.T) {
 	if _, err := s.Unowned(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
+	if head, err := s.GetHead(ctx, id); err != nil || head.Spec != "" || head.LastSeq != 4000 {
+		t.Fatalf("get head: spec %d bytes, last seq %d, %v", len(head.Spec), head.LastSeq, err)
+	}
 	if _, err := s.Get(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -257,8 +260,9 @@ func TestUnits(t *testing.T) {
 		dynamostore.OpRelease:     {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
 		dynamostore.OpDeclareDead: {Writes: 1, WriteUnits: 1, IndexWriteUnits: 2},
 		dynamostore.OpUnowned:     {Reads: schema.IndexShards, ReadUnits: 0.5 * schema.IndexShards},
-		// The session item (its checkpoint with it), then the spec item.
-		dynamostore.OpGet: {Reads: 2, ReadUnits: 2},
+		// GetHead: the session item (its checkpoint with it) alone; Get:
+		// the session item, then the spec item.
+		dynamostore.OpGet: {Reads: 1 + 2, ReadUnits: 1 + 2},
 	}
 	for op, w := range want {
 		if u[op] != w {

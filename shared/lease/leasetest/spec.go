@@ -1,6 +1,8 @@
 package leasetest
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -76,6 +78,47 @@ func RunSpec(t *testing.T, newHarness func(t *testing.T) Harness) {
 		h.SetSpec(t, id, first.Spec)
 		if got := mustGet(t, h.Store, id); got.Spec != first.Spec || got.Generation != 3 {
 			t.Fatalf("get after the first configuration again: spec %d bytes, generation %d", len(got.Spec), got.Generation)
+		}
+	})
+
+	t.Run("GetHeadIsGetWithoutTheSpec", func(t *testing.T) {
+		h := newHarness(t)
+		put := h.Put
+		if h.PutInline != nil {
+			put = h.PutInline
+		}
+		for i, p := range []func(testing.TB, lease.Item){h.Put, put} {
+			id := NewID("head")
+			want := Started(id)
+			want.Spec = BigSpec(id, 1024)
+			p(t, want)
+			it := acquire(t, h, id, "w1", lease.From{})
+			tok := lease.Token{ConnectionID: id, Owner: "w1", Epoch: it.Epoch}
+			if err := h.Store.Checkpoint(ctx(t), tok, 42); err != nil {
+				t.Fatal(err)
+			}
+			steps := []string{"after a checkpoint"}
+			if h.SetSpec != nil {
+				h.SetSpec(t, id, want.Spec+" ")
+				steps = append(steps, "after a new configuration")
+			}
+			for _, step := range steps {
+				full := mustGet(t, h.Store, id)
+				head, err := lease.GetHead(ctx(t), h.Store, id)
+				if err != nil {
+					t.Fatalf("item %d, %s: get head: %v", i, step, err)
+				}
+				if head.Spec != "" {
+					t.Fatalf("item %d, %s: the head has a spec (%d bytes)", i, step, len(head.Spec))
+				}
+				full.Spec = ""
+				if !reflect.DeepEqual(head, full) {
+					t.Fatalf("item %d, %s: get head\n%+v\nwant get's without the spec\n%+v", i, step, head, full)
+				}
+			}
+		}
+		if _, err := lease.GetHead(ctx(t), h.Store, NewID("missing")); !errors.Is(err, lease.ErrNotFound) {
+			t.Fatalf("get head of a missing session: %v, want ErrNotFound", err)
 		}
 	})
 
