@@ -3,6 +3,8 @@ package memqueue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -130,5 +132,89 @@ func TestRequeueAfterADelay(t *testing.T) {
 			t.Fatalf("visible again after %s, want 3s", d)
 		}
 		q.Close()
+	})
+}
+
+// Deletes in any order, past the compaction of the deleted ones, leave the
+// others in the order sent: a requeue makes them visible again and they
+// come back first to last; a delete with a receipt of a message already
+// deleted, and one with a receipt older than the latest, delete nothing.
+func TestDeletesInAnyOrderKeepTheRestInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := New(Config{Wait: -1})
+		defer q.Close()
+		const n = 1000
+		for i := 0; i < n; i += notify.MaxBatch {
+			batch := make([]notify.Notification, notify.MaxBatch)
+			for j := range batch {
+				batch[j] = start(fmt.Sprintf("s-%04d", i+j))
+			}
+			for _, err := range q.PublishBatch(ctx, batch) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var got []notify.Message
+		for len(got) < n {
+			ms, err := q.Receive(ctx, notify.MaxBatch)
+			if err != nil || len(ms) == 0 {
+				t.Fatalf("receive after %d: %d messages, %v", len(got), len(ms), err)
+			}
+			got = append(got, ms...)
+		}
+		// Delete every message whose index is not a multiple of 7, from
+		// the last to the first, then the multiples of 7 below 350 from
+		// the first: the gone ones outnumber the rest many times over.
+		var kept []string
+		for i := n - 1; i >= 0; i-- {
+			if i%7 != 0 {
+				if err := q.Delete(ctx, got[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i := 0; i < n; i += 7 {
+			if i < 350 {
+				if err := q.Delete(ctx, got[i]); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			kept = append(kept, got[i].Notification.ConnectionID)
+		}
+		if q.Len() != len(kept) {
+			t.Fatalf("%d left, want %d", q.Len(), len(kept))
+		}
+		if len(q.msgs) > 2*q.Len()+64 {
+			t.Fatalf("%d messages held for %d left: the deleted ones are not let go", len(q.msgs), q.Len())
+		}
+		if err := q.Delete(ctx, got[1]); err != nil || q.Len() != len(kept) {
+			t.Fatalf("a deleted message's receipt again: %v, %d left, want %d", err, q.Len(), len(kept))
+		}
+		for i := 350; i < n; i += 7 {
+			if err := q.Requeue(ctx, got[i], 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var again []notify.Message
+		for len(again) < len(kept) {
+			ms, err := q.Receive(ctx, notify.MaxBatch)
+			if err != nil || len(ms) == 0 {
+				t.Fatalf("receive again after %d: %d messages, %v", len(again), len(ms), err)
+			}
+			again = append(again, ms...)
+		}
+		if g := ids(again); !slices.Equal(g, kept) {
+			t.Fatalf("after the deletes: %v…, want %v…", g[:5], kept[:5])
+		}
+		// got[350] was received again: its first receipt is stale.
+		if err := q.Delete(ctx, got[350]); err != nil || q.Len() != len(kept) {
+			t.Fatalf("a stale receipt: %v, %d left, want %d", err, q.Len(), len(kept))
+		}
+		if err := q.Delete(ctx, again...); err != nil || q.Len() != 0 {
+			t.Fatalf("the latest receipts: %v, %d left", err, q.Len())
+		}
 	})
 }
