@@ -305,33 +305,31 @@ func (s *Store) DropStandby(ctx context.Context, t lease.StandbyToken, refusedGe
 // Get implements lease.Store: one consistent GetItem of the session item,
 // then one of the spec item it names.
 func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
-	var out lease.Item
-	err := s.call(ctx, dynamostore.OpGet, "GetItem", id, nil, func() (err error) {
-		out, err = s.mem.Get(ctx, id)
-		return err
-	}, func(p *plan, _ time.Time, _ error) {
-		it := s.mem.Session(id)
-		p.get(id, sessionItem(it), true)
-		if sp, key := specItem(it); sp != nil {
-			p.get(key, sp, true) // then the spec item the session names
-		}
-	}, false)
-	if err != nil {
-		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
-	}
-	s.hints.Note(id, out.DesiredState == schema.StateStarted && !out.Failed())
-	return out, nil
+	return s.get(ctx, id, true)
 }
 
 // GetHead implements lease.HeadReader as dynamostore's: one consistent
 // GetItem of the session item, not of its spec item; Spec empty.
 func (s *Store) GetHead(ctx context.Context, id string) (lease.Item, error) {
+	return s.get(ctx, id, false)
+}
+
+// get is Get (withSpec) or GetHead.
+func (s *Store) get(ctx context.Context, id string, withSpec bool) (lease.Item, error) {
+	read := s.mem.GetHead
+	if withSpec {
+		read = s.mem.Get
+	}
 	var out lease.Item
 	err := s.call(ctx, dynamostore.OpGet, "GetItem", id, nil, func() (err error) {
-		out, err = s.mem.GetHead(ctx, id)
+		out, err = read(ctx, id)
 		return err
 	}, func(p *plan, _ time.Time, _ error) {
-		p.get(id, sessionItem(s.mem.Session(id)), true)
+		it := s.mem.Session(id)
+		p.get(id, sessionItem(it), true)
+		if sp, key := specItem(it); withSpec && sp != nil {
+			p.get(key, sp, true) // then the spec item the session names
+		}
 	}, false)
 	if err != nil {
 		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)

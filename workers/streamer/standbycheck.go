@@ -68,11 +68,8 @@ func (w *Worker) checkStandby(ctx context.Context, e *standbyHeld) {
 	it, err := lease.GetHead(rctx, w.keeper.Store(), e.tok.ConnectionID)
 	cancel()
 	switch {
-	case errors.Is(err, lease.ErrNotFound):
-		e.sb.Close(errStandbyStopped)
+	case !standbyRead(e, err):
 		return
-	case err != nil:
-		return // the next check
 	case it.Standby != e.tok.Worker || it.StandbyEpoch != e.tok.Epoch:
 		e.sb.Close(errStandbyFenced)
 		return
@@ -96,13 +93,7 @@ func (w *Worker) checkStandby(ctx context.Context, e *standbyHeld) {
 	gctx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
 	it, err = w.keeper.Store().Get(gctx, e.tok.ConnectionID)
 	cancel()
-	switch {
-	case errors.Is(err, lease.ErrNotFound):
-		e.sb.Close(errStandbyStopped)
-		return
-	case err != nil:
-		return // the next check
-	case it.Generation == e.gen:
+	if !standbyRead(e, err) || it.Generation == e.gen {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, w.cfg.StoreTimeout)
@@ -120,4 +111,14 @@ func (w *Worker) checkStandby(ctx context.Context, e *standbyHeld) {
 	e.tok, e.gen = tok, nit.Generation
 	w.mu.Unlock()
 	e.sb.SetItem(nit)
+}
+
+// standbyRead follows a check's read of e's session that ended with err:
+// false when the check ends there (the session is gone: the standby
+// closes; another error: the next check reads again).
+func standbyRead(e *standbyHeld, err error) bool {
+	if errors.Is(err, lease.ErrNotFound) {
+		e.sb.Close(errStandbyStopped)
+	}
+	return err == nil
 }

@@ -188,17 +188,9 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 
 // GetHead implements lease.HeadReader: Get without the Spec.
 func (s *Store) GetHead(ctx context.Context, id string) (lease.Item, error) {
-	var out lease.Item
-	err := s.do(ctx, "get", func() error {
-		it := s.items[id]
-		if it == nil {
-			return lease.ErrNotFound
-		}
-		out = withSeq(it)
-		out.Spec = ""
-		return nil
-	})
-	return out, err
+	it, err := s.Get(ctx, id)
+	it.Spec = ""
+	return it, err
 }
 
 // Unowned implements lease.Store (by_unowned: it lags by IndexLag.Unowned).
