@@ -22,6 +22,7 @@
 package memqueue
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -61,11 +62,13 @@ var ErrClosed = errors.New("memqueue: closed")
 
 type message struct {
 	id        string
+	seq       int // the order sent
 	body      string
 	visibleAt time.Time
+	ver       int    // bumped at each change of visibleAt: older entries of it are stale
 	receipt   string // the latest receive's; "" before the first
 	received  int
-	gone      bool // deleted: left in msgs until the next compaction
+	gone      bool // deleted: its entries are stale
 }
 
 // waiter is a Receive waiting for a message: Publish hands it one at once
@@ -80,14 +83,15 @@ type Queue struct {
 	cfg Config
 
 	mu sync.Mutex
-	// msgs are in the order sent (FIFO as far as visibility allows); a
-	// deleted one stays, marked gone, until the gone ones are half of
-	// them, and msgs[:head] are all gone: a delete, a requeue and a
-	// receive cost the same with 10 messages queued or 1,000,000 (the
-	// fleet simulator's takeovers queue hundreds of thousands).
-	msgs     []*message
-	head     int
-	gone     int
+	// Every message not deleted has one live entry: in visible (by the
+	// order sent: a receive takes the first sent) once its visibleAt
+	// passed, else in hidden (by visibleAt); an entry whose message was
+	// deleted, or whose visibleAt changed since, is stale and skipped.
+	// A receive, a delete and a requeue cost O(log n) whether 10
+	// messages are queued or 1,000,000 (the fleet simulator's takeovers
+	// queue hundreds of thousands, most of them in flight).
+	visible  entries // by seq
+	hidden   entries // by at, then seq
 	byID     map[string]*message // the messages not deleted
 	waiters  []*waiter
 	next     int
@@ -166,8 +170,8 @@ func (q *Queue) PublishBatch(ctx context.Context, ns []notify.Notification) []er
 			continue
 		}
 		q.next++
-		m := &message{id: "m-" + strconv.Itoa(q.next), body: body, visibleAt: now}
-		q.msgs = append(q.msgs, m)
+		m := &message{id: "m-" + strconv.Itoa(q.next), seq: q.next, body: body, visibleAt: now}
+		heap.Push(&q.visible, entry{m: m, at: now, ver: m.ver, bySeq: true})
 		q.byID[m.id] = m
 		q.stats.Sent++
 	}
@@ -192,21 +196,21 @@ func (q *Queue) handOut(now time.Time) {
 
 // take receives up to n visible messages. Called with mu held.
 func (q *Queue) take(now time.Time, n int) []notify.Message {
+	q.reveal(now)
 	var out []notify.Message
-	for _, m := range q.msgs[q.head:] {
-		if len(out) == n {
-			break
-		}
-		if m.gone || m.visibleAt.After(now) {
+	for len(out) < n && len(q.visible) > 0 {
+		e := heap.Pop(&q.visible).(entry)
+		if e.stale() {
 			continue
 		}
+		m := e.m
 		if m.received > 0 {
 			q.stats.Redelivered++
 		}
 		m.received++
 		q.receipts++
 		m.receipt = m.id + "#" + strconv.Itoa(q.receipts)
-		m.visibleAt = now.Add(q.cfg.Visibility)
+		q.hide(m, now.Add(q.cfg.Visibility))
 		q.stats.Received++
 		msg := notify.Message{Receipt: m.receipt, MessageID: m.id, Body: m.body, ReceiveCount: m.received}
 		msg.Notification, msg.Err = notify.Decode(m.body)
@@ -215,19 +219,36 @@ func (q *Queue) take(now time.Time, n int) []notify.Message {
 	return out
 }
 
-// nextVisible is when the first invisible message becomes visible (zero:
-// none). Called with mu held.
-func (q *Queue) nextVisible() time.Time {
-	var t time.Time
-	for _, m := range q.msgs[q.head:] {
-		if m.gone {
-			continue
-		}
-		if t.IsZero() || m.visibleAt.Before(t) {
-			t = m.visibleAt
+// hide makes m invisible until at (its entry in hidden; any other of its
+// entries stale). Called with mu held.
+func (q *Queue) hide(m *message, at time.Time) {
+	m.visibleAt = at
+	m.ver++
+	heap.Push(&q.hidden, entry{m: m, at: at, ver: m.ver})
+}
+
+// reveal moves the messages whose visibleAt passed by now to visible, and
+// drops the stale entries it meets. Called with mu held.
+func (q *Queue) reveal(now time.Time) {
+	for len(q.hidden) > 0 && !q.hidden[0].at.After(now) {
+		e := heap.Pop(&q.hidden).(entry)
+		if !e.stale() {
+			e.bySeq = true
+			heap.Push(&q.visible, e)
 		}
 	}
-	return t
+}
+
+// nextVisible is when the first invisible message becomes visible (zero:
+// none). Called with mu held, after a take found nothing visible.
+func (q *Queue) nextVisible() time.Time {
+	for len(q.hidden) > 0 {
+		if e := q.hidden[0]; !e.stale() {
+			return e.at
+		}
+		heap.Pop(&q.hidden)
+	}
+	return time.Time{}
 }
 
 // Receive long-polls for up to max (1..10) messages: the visible ones at
@@ -309,27 +330,11 @@ func (q *Queue) Delete(ctx context.Context, ms ...notify.Message) error {
 	return nil
 }
 
-// remove deletes x: marked gone, the head moved past the gone ones, and
-// msgs compacted once the gone ones are half of it (each message is moved
-// at most once per compaction: O(1) a delete, amortized). Called with mu
-// held.
+// remove deletes x: its entries go stale (each is dropped when it comes
+// up). Called with mu held.
 func (q *Queue) remove(x *message) {
 	x.gone = true
 	delete(q.byID, x.id)
-	q.gone++
-	for q.head < len(q.msgs) && q.msgs[q.head].gone {
-		q.head++
-	}
-	if q.gone < 64 || 2*q.gone < len(q.msgs) {
-		return
-	}
-	kept := make([]*message, 0, len(q.msgs)-q.gone)
-	for _, m := range q.msgs[q.head:] {
-		if !m.gone {
-			kept = append(kept, m)
-		}
-	}
-	q.msgs, q.head, q.gone = kept, 0, 0
 }
 
 // Requeue makes m visible again after after (a visibility timeout; 0: at
@@ -348,7 +353,7 @@ func (q *Queue) Requeue(ctx context.Context, m notify.Message, after time.Durati
 		return fmt.Errorf("memqueue: requeue message %s: receipt %q is not its latest", m.MessageID, m.Receipt)
 	}
 	now := q.cfg.Clock.Now()
-	x.visibleAt = now.Add(max(after, 0))
+	q.hide(x, now.Add(max(after, 0)))
 	q.stats.Requeued++
 	q.handOut(now)
 	return nil
@@ -394,3 +399,35 @@ var (
 	_ notify.Publisher      = (*Queue)(nil)
 	_ notify.BatchPublisher = (*Queue)(nil)
 )
+
+// entry is a message's place in visible or hidden, as of its version ver.
+type entry struct {
+	m     *message
+	at    time.Time // visibleAt when the entry was made
+	ver   int
+	bySeq bool // in visible: ordered by seq
+}
+
+func (e entry) stale() bool { return e.m.gone || e.ver != e.m.ver }
+
+// entries is a min-heap (container/heap): by seq when its entries are
+// bySeq, else by at, then seq.
+type entries []entry
+
+func (h entries) Len() int { return len(h) }
+func (h entries) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if !a.bySeq && !a.at.Equal(b.at) {
+		return a.at.Before(b.at)
+	}
+	return a.m.seq < b.m.seq
+}
+func (h entries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *entries) Push(x any)   { *h = append(*h, x.(entry)) }
+func (h *entries) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = entry{}
+	*h = old[:len(old)-1]
+	return e
+}
