@@ -90,8 +90,8 @@ type Queue struct {
 	// A receive, a delete and a requeue cost O(log n) whether 10
 	// messages are queued or 1,000,000 (the fleet simulator's takeovers
 	// queue hundreds of thousands, most of them in flight).
-	visible  entries // by seq
-	hidden   entries // by at, then seq
+	visible  entries             // by seq
+	hidden   entries             // by at, then seq
 	byID     map[string]*message // the messages not deleted
 	waiters  []*waiter
 	next     int
