@@ -189,8 +189,28 @@
 // (19.7 GiB resident) collected garbage continuously (half its CPU time
 // in the kernel) while the takeover and ECS's 334 replacement workers
 // added their goroutines; it was stopped there, with no report. A fault
-// scenario at this size needs more memory than this machine has, or a
+// scenario at this size needed more memory than this machine has, or a
 // smaller session.
+//
+// The third (session 36, the same command, workers sized for 65 %, with a
+// session goroutine's stack at 4 KiB: below) held its memory: every
+// session delivering at 6 virtual minutes (42m45s real, as before), the
+// resident set at 18.5–19.9 GiB under the 20 GiB limit, no collection
+// storm. After the fault its virtual minutes took 15.4, 13.7 and more than
+// 22 minutes real, and a profile of the process (perf, 15 s) found the
+// simulator's work queue, not the workers: the takeover's start
+// notifications for the sessions no receiver was told of, hundreds of
+// thousands, most of them in flight, and testkit/memqueue scanned every
+// queued message on each receive (take, nextVisible: 72 % of the CPU), on
+// each delete and requeue (35 % a minute earlier). It was stopped at 8
+// virtual minutes, with no report; the queue now keeps its visible
+// messages in a heap by the order sent and its invisible ones in a heap by
+// the time they show again (O(log n) a call; the same order: make sim's
+// figures unchanged). In the two minutes after the loss of the AZ the
+// table had refused 433,637 calls: the scenario runs the workers' default
+// of no fleet claim budget (WSFLEET_FLEET_CLAIMS_PER_SECOND), so 667
+// survivors at 50 claims/s each ask for far more than the table's 40,000
+// write units/s; prod's infra sets the budget (docs/infra.md).
 //
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
