@@ -207,10 +207,12 @@
 // messages in a heap by the order sent and its invisible ones in a heap by
 // the time they show again (O(log n) a call; the same order: make sim's
 // figures unchanged). In the two minutes after the loss of the AZ the
-// table had refused 433,637 calls: the scenario runs the workers' default
-// of no fleet claim budget (WSFLEET_FLEET_CLAIMS_PER_SECOND), so 667
-// survivors at 50 claims/s each ask for far more than the table's 40,000
-// write units/s; prod's infra sets the budget (docs/infra.md).
+// table had refused 433,637 calls (which ones, the stopped run did not
+// report). The scenario runs the workers' default of no fleet claim
+// budget (WSFLEET_FLEET_CLAIMS_PER_SECOND): 667 survivors at up to 50
+// claims/s each may ask for ~33,000 acquires a second, ~107,000 write
+// units at 3.22 a claim, against the table's 40,000; prod's infra sets the
+// budget (docs/infra.md).
 //
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
