@@ -30,11 +30,7 @@ func (o *owedFake) Owed(id string) time.Duration {
 func TestMovePickerSkipsSessionsTheSinkOwesAndAsksOnlyAboutThoseItTakes(t *testing.T) {
 	movable := []pickable{"a", "b", "c", "d", "e", "f"}
 	owing := &owedFake{owed: map[string]time.Duration{"b": 2 * time.Second, "e": time.Second}}
-	p := &movePicker[pickable]{
-		movable: movable, taken: make([]bool, len(movable)),
-		byTo:  map[string][]int{"w2": {4, 5}}, // e and f have their standby on w2
-		owing: owing, owedMax: 2 * time.Second,
-	}
+	p := newPicker(movable, map[string][]int{"w2": {4, 5}}, owing, 2*time.Second) // e and f have their standby on w2
 	var got []string
 	for _, to := range []string{"w2", "w1", "w1", "w2", "w1"} {
 		s, ok := p.pick(to)
@@ -61,10 +57,43 @@ func TestMovePickerSkipsSessionsTheSinkOwesAndAsksOnlyAboutThoseItTakes(t *testi
 // movable.
 func TestMovePickerWithASynchronousSinkTakesEverySession(t *testing.T) {
 	movable := []pickable{"a", "b"}
-	p := &movePicker[pickable]{movable: movable, taken: make([]bool, 2), byTo: map[string][]int{}, owedMax: time.Second}
+	p := newPicker(movable, map[string][]int{}, nil, time.Second)
 	for _, want := range movable {
 		if s, ok := p.pick("w1"); !ok || s != want {
 			t.Fatalf("picked %q %v, want %q", s, ok, want)
 		}
+	}
+}
+
+// A session with a standby moves only to its standby's worker: a move
+// anywhere else is a release and a fresh dial, and what a source that
+// cannot replay sends in between is lost. Moves to other workers take the
+// sessions without a standby, and none once those are gone.
+func TestMovePickerMovesASessionWithAStandbyOnlyToItsStandbysWorker(t *testing.T) {
+	movable := []pickable{"a", "b", "c", "d"}
+	p := newPicker(movable, map[string][]int{"w3": {0, 2}}, nil, time.Second) // a and c have their standby on w3
+	var got []string
+	for _, to := range []string{"w1", "w2"} {
+		s, ok := p.pick(to)
+		if !ok {
+			t.Fatalf("no session for %s after %v", to, got)
+		}
+		got = append(got, to+":"+s.ID())
+	}
+	if want := []string{"w1:b", "w2:d"}; !slices.Equal(got, want) {
+		t.Fatalf("picked %v, want %v (the sessions without a standby)", got, want)
+	}
+	for _, to := range []string{"w1", "w2"} {
+		if s, ok := p.pick(to); ok {
+			t.Fatalf("a move to %s took %s, whose standby is on w3", to, s)
+		}
+	}
+	for _, want := range []string{"a", "c"} {
+		if s, ok := p.pick("w3"); !ok || s.ID() != want {
+			t.Fatalf("a move to w3 took %q %v, want %q (its standby's promotion)", s, ok, want)
+		}
+	}
+	if s, ok := p.pick("w3"); ok {
+		t.Fatalf("a move to w3 took %s with every session moved", s)
 	}
 }

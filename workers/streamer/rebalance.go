@@ -173,8 +173,16 @@ func (w *Worker) movable(now time.Time) []*session.Session {
 // movePicker picks the sessions of a round's moves: for a move to a
 // worker, first the sessions whose standby that worker holds (their move
 // is that standby's promotion: no dial, and nothing lost from a source that
-// cannot replay), then the others, longest held first; never one whose
-// sink has owed it an acknowledgement for the store timeout or longer.
+// cannot replay), then the others without a standby, longest held first;
+// never one whose sink has owed it an acknowledgement for the store
+// timeout or longer.
+//
+// A session with a standby moves only to the standby's worker: moved
+// anywhere else it would be dialed afresh after its release, and what a
+// source that cannot replay sent in between is lost (TestShortChaos caught
+// one message lost so: a rebalancing move to another worker just before a
+// freeze of the old owner). If that worker takes no sessions this round,
+// the session stays; the round moves others.
 //
 // Why not those: a hand-off flushes the sink before its release (finish:
 // at most 2 × the store timeout), and with the destination holding
@@ -188,20 +196,33 @@ type movePicker[S interface{ ID() string }] struct {
 	taken   []bool
 	next    int              // the first index not yet looked at in order
 	byTo    map[string][]int // the indexes whose standby is on that worker, in order
+	standby []bool           // movable[i] has a standby (on a worker of byTo): it moves only there
 	owing   sink.Owing       // nil: the sink holds nothing once Handle returned
 	owedMax time.Duration
 }
 
 func (w *Worker) newMovePicker(movable []*session.Session) *movePicker[*session.Session] {
-	p := &movePicker[*session.Session]{movable: movable, taken: make([]bool, len(movable)), byTo: map[string][]int{}, owedMax: w.cfg.StoreTimeout}
-	p.owing, _ = w.deps.Handler.(sink.Owing)
+	byTo := map[string][]int{}
 	w.sbMu.Lock()
 	for i, s := range movable {
 		if st := w.ownStandbys[s.ID()]; st != nil && st.worker != "" {
-			p.byTo[st.worker] = append(p.byTo[st.worker], i)
+			byTo[st.worker] = append(byTo[st.worker], i)
 		}
 	}
 	w.sbMu.Unlock()
+	owing, _ := w.deps.Handler.(sink.Owing)
+	return newPicker(movable, byTo, owing, w.cfg.StoreTimeout)
+}
+
+// newPicker is the picker of movable, byTo listing in order the indexes
+// of the sessions whose standby is on each worker.
+func newPicker[S interface{ ID() string }](movable []S, byTo map[string][]int, owing sink.Owing, owedMax time.Duration) *movePicker[S] {
+	p := &movePicker[S]{movable: movable, taken: make([]bool, len(movable)), byTo: byTo, standby: make([]bool, len(movable)), owing: owing, owedMax: owedMax}
+	for _, idx := range byTo {
+		for _, i := range idx {
+			p.standby[i] = true
+		}
+	}
 	return p
 }
 
@@ -215,6 +236,9 @@ func (p *movePicker[S]) pick(to string) (S, bool) {
 		}
 	}
 	for ; p.next < len(p.movable); p.next++ {
+		if p.standby[p.next] {
+			continue // moves only to its standby's worker
+		}
 		if p.take(p.next) {
 			return p.movable[p.next], true
 		}
