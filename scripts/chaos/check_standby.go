@@ -27,8 +27,9 @@ type StandbyResult struct {
 	// took over on its standby connection, the others by a dial.
 	Deaths     int `json:"deaths"`
 	Promotions int `json:"promotions"`
-	// Lost is what standby sessions lost at an owner's death though a
-	// standby connection had been sent it (judged: 0); LostNoStandby what
+	// Lost is what standby sessions lost at an owner's death or a
+	// rebalancing move though a standby connection had been sent it
+	// (judged: 0); LostNoStandby what
 	// they lost at a death no standby connection had been sent;
 	// LostOther what they lost otherwise (the source dropped or closed
 	// the connections, a stop): messages of the feed, by its seq.
@@ -193,8 +194,8 @@ func (j *judge) checkStandby() {
 }
 
 // standbyHole attributes the feed seqs lo..hi, missing between what
-// tenures before and after delivered: lost at an owner's death (the
-// tenures differ, a death ended before) with a standby connection sent
+// tenures before and after delivered: lost at an owner's death or a
+// rebalancing move (the tenures differ, one ended before) with a standby connection sent
 // some of them (a violation for a standby session), at a death without,
 // or otherwise.
 func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *tenure, lo, hi int64) {
@@ -204,7 +205,11 @@ func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *t
 	var c cause
 	if before != nil && after != nil && before != after {
 		c = j.causeOf(v, before, after)
-		death = deathKinds[c.kind]
+		// A standby session's rebalancing move is judged as a death is:
+		// the worker moves it only to its standby's worker, whose
+		// promotion goes on after the last message delivered. (The
+		// control group's moves lose what a dial misses: not judged.)
+		death = deathKinds[c.kind] || (v.standby && c.kind == "rebalance")
 	}
 	var held []string
 	for _, cr := range v.conns {

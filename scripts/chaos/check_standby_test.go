@@ -112,6 +112,28 @@ func TestStandbyHoleFails(t *testing.T) {
 	}
 }
 
+// A standby session's rebalancing move loses nothing its standby had been
+// sent (the worker moves it only to its standby's worker: a promotion);
+// the same hole across a control session's move is reported, not judged.
+func TestStandbyMoveIsJudgedAsADeathIs(t *testing.T) {
+	moved := func(standby bool, from int64) Result {
+		s := standbyScenario(SourceLive, standby, from, 2.0, 10)
+		s.ev.Faults = nil
+		s.ev.Moves = []Move{{Session: "a", From: "worker-1", To: "worker-2", AtNs: at(10.85).UnixNano()}}
+		return s.judge()
+	}
+	if res := moved(true, 51); len(violationsOf(res, CheckStandbyNoLoss)) != 0 || res.Standby.Lost != 0 {
+		t.Fatalf("a lossless move: violations %+v, standby %+v", res.Violations, res.Standby)
+	}
+	res := moved(true, 55)
+	if v := violationsOf(res, CheckStandbyNoLoss); len(v) != 1 || !strings.Contains(v[0].Detail, "feed seqs 51..54 (4)") || !strings.Contains(v[0].Detail, "rebalancing move") {
+		t.Fatalf("a move that lost 51..54 the standby had: standby-no-loss %+v", v)
+	}
+	if res := moved(false, 55); len(violationsOf(res, CheckStandbyNoLoss)) != 0 || res.Standby.ControlLostOther != 4 {
+		t.Fatalf("a control session's move: violations %+v, standby %+v", res.Violations, res.Standby)
+	}
+}
+
 // A control session (no standby) loses what was sent while nobody was
 // connected: reported, not a violation, and no-loss does not judge it.
 func TestControlLossIsReported(t *testing.T) {

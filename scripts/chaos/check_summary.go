@@ -162,7 +162,7 @@ func (j *judge) figures(check string) string {
 		return fmt.Sprintf("%d raw repeats in all; ", t.Repeats) + strings.Join(parts, "; ")
 	case CheckStandbyNoLoss:
 		sb := j.res.Standby
-		return fmt.Sprintf("%d standby session(s): %d owner death(s), %d taken over by the standby, %d by a dial; feed seqs lost at a death a standby connection had been sent %d, at a death no standby connection had %d, otherwise (source faults, stops) %d; control group (no standby) %d session(s): %d owner death(s), %d lost at them (expected: about TTL × rate each), %d otherwise",
+		return fmt.Sprintf("%d standby session(s): %d owner death(s), %d taken over by the standby, %d by a dial; feed seqs lost at a death or a rebalancing move a standby connection had been sent %d, at one no standby connection had %d, otherwise (source faults, stops) %d; control group (no standby) %d session(s): %d owner death(s), %d lost at them (expected: about TTL × rate each), %d otherwise",
 			sb.Standby, sb.Deaths, sb.Promotions, sb.Deaths-sb.Promotions, sb.Lost, sb.LostNoStandby, sb.LostOther, sb.Control, sb.ControlDeaths, sb.ControlLost, sb.ControlLostOther)
 	case CheckStandbyRepeats:
 		sb := j.res.Standby

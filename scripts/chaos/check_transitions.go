@@ -80,9 +80,19 @@ func (j *judge) causeOf(v *sessionView, prev, next *tenure) cause {
 		}
 	}
 	for _, m := range j.moves[v.id] {
-		if m.From == prev.worker {
-			consider("rebalance", 0, m.AtNs, abs(m.AtNs-prev.lastAt))
+		if m.From != prev.worker {
+			continue
 		}
+		d := abs(m.AtNs - prev.lastAt)
+		if m.AtNs >= prev.lastAt && m.AtNs <= next.firstAt {
+			// The sender logged the move between its last delivery and
+			// the receiver's first: it ended the tenure itself, whatever
+			// fault of its worker began around then (a freeze of its sink
+			// and DynamoDB a moment before, when the move needed
+			// neither: seen in a short chaos run).
+			d = -1
+		}
+		consider("rebalance", 0, m.AtNs, d)
 	}
 	for _, a := range v.actions {
 		if a.Op == "stop" && !a.Acked.IsZero() {

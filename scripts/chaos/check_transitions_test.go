@@ -62,6 +62,24 @@ func TestRebalancingMovesAreJudgedAsGracefulHandoffs(t *testing.T) {
 	}
 }
 
+// A move the sender logged between its last delivery and the receiver's
+// first ended the tenure, though a freeze of the sender's sink and
+// DynamoDB began just before its last delivery (the move needs neither:
+// its hand-off goes to the receiver over HTTP). Seen in a short chaos run:
+// the judge took such a move for a partition's takeover.
+func TestAMoveDuringAFreezeOfItsSenderIsTheMoves(t *testing.T) {
+	s := newScenario()
+	s.rebalanced(51, 11.0)
+	s.ev.Faults[0] = Fault{N: 1, Kind: KindSinkFreezeDynamo, Start: at(10.7), End: at(15.2), Worker: "worker-1"}
+	res := s.judge()
+	if tr := transitionOf(res, "rebalance"); tr == nil || tr.Count != 1 {
+		t.Fatalf("transitions %+v: want the move judged a rebalancing move", res.Transitions)
+	}
+	if tr := transitionOf(res, "partition"); tr != nil {
+		t.Fatalf("transitions %+v: the move judged a partition's takeover", res.Transitions)
+	}
+}
+
 func TestScaleOutIsBalancedWithinItsBound(t *testing.T) {
 	plant := func(end time.Time) Result {
 		s := newScenario()
