@@ -90,8 +90,8 @@ type Queue struct {
 	// A receive, a delete and a requeue cost O(log n) whether 10
 	// messages are queued or 1,000,000 (the fleet simulator's takeovers
 	// queue hundreds of thousands, most of them in flight).
-	visible  entries             // by seq
-	hidden   entries             // by at, then seq
+	visible  entries[bySeq]      // by seq
+	hidden   entries[byTime]     // by at, then seq
 	byID     map[string]*message // the messages not deleted
 	waiters  []*waiter
 	next     int
@@ -171,7 +171,7 @@ func (q *Queue) PublishBatch(ctx context.Context, ns []notify.Notification) []er
 		}
 		q.next++
 		m := &message{id: "m-" + strconv.Itoa(q.next), seq: q.next, body: body, visibleAt: now}
-		heap.Push(&q.visible, entry{m: m, at: now, ver: m.ver, bySeq: true})
+		heap.Push(&q.visible, entry{m: m, at: now, ver: m.ver})
 		q.byID[m.id] = m
 		q.stats.Sent++
 	}
@@ -233,7 +233,6 @@ func (q *Queue) reveal(now time.Time) {
 	for len(q.hidden) > 0 && !q.hidden[0].at.After(now) {
 		e := heap.Pop(&q.hidden).(entry)
 		if !e.stale() {
-			e.bySeq = true
 			heap.Push(&q.visible, e)
 		}
 	}
@@ -402,29 +401,39 @@ var (
 
 // entry is a message's place in visible or hidden, as of its version ver.
 type entry struct {
-	m     *message
-	at    time.Time // visibleAt when the entry was made
-	ver   int
-	bySeq bool // in visible: ordered by seq
+	m   *message
+	at  time.Time // visibleAt when the entry was made
+	ver int
 }
 
 func (e entry) stale() bool { return e.m.gone || e.ver != e.m.ver }
 
-// entries is a min-heap (container/heap): by seq when its entries are
-// bySeq, else by at, then seq.
-type entries []entry
+// order is a heap's order of entries.
+type order interface{ less(a, b entry) bool }
 
-func (h entries) Len() int { return len(h) }
-func (h entries) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	if !a.bySeq && !a.at.Equal(b.at) {
+// bySeq orders by seq (the order sent): the visible messages.
+type bySeq struct{}
+
+func (bySeq) less(a, b entry) bool { return a.m.seq < b.m.seq }
+
+// byTime orders by at, then seq: the invisible messages.
+type byTime struct{}
+
+func (byTime) less(a, b entry) bool {
+	if !a.at.Equal(b.at) {
 		return a.at.Before(b.at)
 	}
 	return a.m.seq < b.m.seq
 }
-func (h entries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *entries) Push(x any)   { *h = append(*h, x.(entry)) }
-func (h *entries) Pop() any {
+
+// entries is a min-heap (container/heap) in the order O.
+type entries[O order] []entry
+
+func (h entries[O]) Len() int           { return len(h) }
+func (h entries[O]) Less(i, j int) bool { var o O; return o.less(h[i], h[j]) }
+func (h entries[O]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *entries[O]) Push(x any)        { *h = append(*h, x.(entry)) }
+func (h *entries[O]) Pop() any {
 	old := *h
 	e := old[len(old)-1]
 	old[len(old)-1] = entry{}
