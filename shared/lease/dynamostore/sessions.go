@@ -64,7 +64,6 @@ func (s *Store) Get(ctx context.Context, id string) (lease.Item, error) {
 		}
 		if ok {
 			it.Spec = stored
-			s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
 			return it, nil
 		}
 		if attempt == specAttempts {
@@ -82,12 +81,12 @@ func (s *Store) GetHead(ctx context.Context, id string) (lease.Item, error) {
 		return lease.Item{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	it.Spec = ""
-	s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
 	return it, nil
 }
 
 // get reads the session item consistently: the session (its Spec only if
-// inline; its checkpoint) and its item as stored.
+// inline; its checkpoint) and its item as stored, and notes whether it
+// is to run (hints).
 func (s *Store) get(ctx context.Context, id string) (lease.Item, sessionitem.Item, error) {
 	m, err := s.read(ctx, OpGet, id)
 	if err != nil {
@@ -100,7 +99,9 @@ func (s *Store) get(ctx context.Context, id string) (lease.Item, sessionitem.Ite
 	if err != nil {
 		return lease.Item{}, sessionitem.Item{}, err
 	}
-	return toLease(&r), r, nil
+	it := toLease(&r)
+	s.hints.Note(id, it.DesiredState == schema.StateStarted && !it.Failed())
+	return it, r, nil
 }
 
 // Unowned implements lease.Store: queries of the by_unowned shards (limit
