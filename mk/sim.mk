@@ -31,6 +31,8 @@ RATE ?= 1
 RERUN ?= true
 # WARM=true: the table pre-warmed to its quota (40,000 write units/s) instead of a new on-demand table's 4,000.
 WARM ?= false
+# FLEET_CLAIMS=N: every worker runs with the fleet's claim budget of N claims/s (WSFLEET_FLEET_CLAIMS_PER_SECOND; docs/infra.md sizes prod's from its table); 0: none, the workers' default.
+FLEET_CLAIMS ?= 0
 # FEED=true: the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (~100 KiB a session) instead of the light source.
 FEED ?= false
 SIM_OUT ?= $(ROOT)/docs
@@ -42,8 +44,8 @@ sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -v -count=1 -tags fleetsim -run '^TestSim$$' -timeout 300m ./fleetsim/ -args \
 	  -sim.scenario=$(SCENARIO) -sim.seed=$(SIM_SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) -sim.sizes=$(SIZES) \
-	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.warm=$(WARM) -sim.feed=$(FEED) -sim.out=$(abspath $(SIM_OUT)) \
-	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) $(if $(SIZES),SIZES=$(SIZES),WORKERS=$(WORKERS) SESSIONS=$(SESSIONS)) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)$(if $(filter true,$(WARM)), WARM=true)$(if $(filter true,$(FEED)), FEED=true)"
+	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.warm=$(WARM) -sim.fleetclaims=$(FLEET_CLAIMS) -sim.feed=$(FEED) -sim.out=$(abspath $(SIM_OUT)) \
+	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) $(if $(SIZES),SIZES=$(SIZES),WORKERS=$(WORKERS) SESSIONS=$(SESSIONS)) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)$(if $(filter true,$(WARM)), WARM=true)$(if $(filter-out 0,$(FLEET_CLAIMS)), FLEET_CLAIMS=$(FLEET_CLAIMS))$(if $(filter true,$(FEED)), FEED=true)"
 
 ## test-fleetsim: the simulator's short set (-race, virtual time, deterministic verdicts; well under a minute).
 test-fleetsim:

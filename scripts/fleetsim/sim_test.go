@@ -20,20 +20,21 @@ import (
 
 // make sim's settings (mk/sim.mk passes them after -args).
 var (
-	simScenarios = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, deploy-default, deploy-infra, scale-out-in, standby-crash, crash-throttled, and faults.go's; all: all but crash-throttled, source-limit and source-limit-paced); empty: TestSim skips")
-	simSeed      = flag.Uint64("sim.seed", 1, "the seed")
-	simWorkers   = flag.Int("sim.workers", 10, "workers")
-	simSessions  = flag.Int("sim.sessions", 1000, "sessions")
-	simSizes     = flag.String("sim.sizes", "", "sizes to run every scenario at, WORKERSxSESSIONS comma-separated, in order (100x100000,1000x1000000); empty: -sim.workers × -sim.sessions")
-	simMinutes   = flag.Float64("sim.minutes", 10, "virtual minutes per scenario")
-	simRate      = flag.Float64("sim.rate", 1, "messages per second per session")
-	simRerun     = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
-	simOut       = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
-	simCommand   = flag.String("sim.command", "make sim", "the command named in the report")
-	simRender    = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
-	simWarm      = flag.Bool("sim.warm", false, "the table pre-warmed to its quota (DynamoDB's warm throughput, set by UpdateTable: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html) instead of a new on-demand table's 4,000 write / 12,000 read units a second")
-	simFeed      = flag.Bool("sim.feed", false, "the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (Config.Feed), not the light source")
-	simHeapProf  = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
+	simScenarios   = flag.String("sim.scenario", "", "scenarios to run, comma-separated (steady, crash, az, term, az-onehost, scale-out, deploy-default, deploy-infra, scale-out-in, standby-crash, crash-throttled, and faults.go's; all: all but crash-throttled, source-limit and source-limit-paced); empty: TestSim skips")
+	simSeed        = flag.Uint64("sim.seed", 1, "the seed")
+	simWorkers     = flag.Int("sim.workers", 10, "workers")
+	simSessions    = flag.Int("sim.sessions", 1000, "sessions")
+	simSizes       = flag.String("sim.sizes", "", "sizes to run every scenario at, WORKERSxSESSIONS comma-separated, in order (100x100000,1000x1000000); empty: -sim.workers × -sim.sessions")
+	simMinutes     = flag.Float64("sim.minutes", 10, "virtual minutes per scenario")
+	simRate        = flag.Float64("sim.rate", 1, "messages per second per session")
+	simRerun       = flag.Bool("sim.rerun", true, "run each scenario a second time with the same seed and report what differs")
+	simOut         = flag.String("sim.out", "", "directory of SCALE.md and scale.json (empty: not written)")
+	simCommand     = flag.String("sim.command", "make sim", "the command named in the report")
+	simRender      = flag.String("sim.render", "", "write SCALE.md and scale.json to -sim.out again from this scale.json (the report's code changed, not the runs); no scenario runs")
+	simWarm        = flag.Bool("sim.warm", false, "the table pre-warmed to its quota (DynamoDB's warm throughput, set by UpdateTable: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html) instead of a new on-demand table's 4,000 write / 12,000 read units a second")
+	simFeed        = flag.Bool("sim.feed", false, "the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (Config.Feed), not the light source")
+	simFleetClaims = flag.Float64("sim.fleetclaims", 0, "the fleet's claim budget every worker runs with (WSFLEET_FLEET_CLAIMS_PER_SECOND, claims a second shared by the alive workers; docs/infra.md sizes prod's from its table); 0: none, the workers' default")
+	simHeapProf    = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 
 // TestSim is `make sim`: the named scenarios at the given sizes (each
@@ -69,6 +70,9 @@ func TestSim(t *testing.T) {
 				}
 				c.Feed = true
 			}
+		}
+		if *simFleetClaims > 0 {
+			sc.Fleet = withFleetClaims(sc.Fleet, *simFleetClaims)
 		}
 		if *simWarm {
 			sc.Table = prewarmed(sc.Table)
@@ -202,6 +206,23 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// withFleetClaims is fleet (nil: the defaults) with every worker claiming
+// within the fleet's budget of perSecond claims a second.
+func withFleetClaims(fleet func(*Config), perSecond float64) func(*Config) {
+	return func(c *Config) {
+		if fleet != nil {
+			fleet(c)
+		}
+		worker := c.Worker
+		c.Worker = func(w *streamer.Config) {
+			if worker != nil {
+				worker(w)
+			}
+			w.FleetClaimsPerSecond = perSecond
+		}
+	}
 }
 
 // prewarmed is table (nil: simddb.AWS() unchanged) with the warm throughput
