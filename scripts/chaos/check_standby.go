@@ -29,8 +29,8 @@ type StandbyResult struct {
 	Promotions int `json:"promotions"`
 	// Lost is what standby sessions lost at an owner's death or a
 	// rebalancing move though a standby connection had been sent it
-	// (judged: 0); LostNoStandby what
-	// they lost at a death no standby connection had been sent;
+	// (judged: 0); LostNoStandby what they lost at one no standby
+	// connection had been sent;
 	// LostOther what they lost otherwise (the source dropped or closed
 	// the connections, a stop): messages of the feed, by its seq.
 	Lost          int64 `json:"lost"`
@@ -195,9 +195,9 @@ func (j *judge) checkStandby() {
 
 // standbyHole attributes the feed seqs lo..hi, missing between what
 // tenures before and after delivered: lost at an owner's death or a
-// rebalancing move (the tenures differ, one ended before) with a standby connection sent
-// some of them (a violation for a standby session), at a death without,
-// or otherwise.
+// standby session's rebalancing move (the tenures differ, one ended
+// before) with a standby connection sent some of them (a violation for a
+// standby session), at one without, or otherwise.
 func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *tenure, lo, hi int64) {
 	n := hi - lo + 1
 	sb := &j.res.Standby
