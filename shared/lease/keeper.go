@@ -121,11 +121,14 @@ type Keeper struct {
 	// they own none).
 	nextSweep time.Time
 	late      map[string]bool
-	// listings counts Orphans' listings of by_unowned; unownedSeen is how
-	// the listings showed each session unowned (sighting: UnownedGrace,
-	// MayClaimUnowned), forgotten unownedKeep listings after the last.
-	listings    uint64
+	// listings counts Orphans' listings of by_unowned (4 billion: at one
+	// a second, 136 years); unownedSeen is how the listings showed each
+	// session unowned (sighting: UnownedGrace, MayClaimUnowned),
+	// forgotten unownedKeep listings after the last; sightBase is the
+	// clock's time at New, sightings' times offsets from it.
+	listings    uint32
 	unownedSeen map[string]sighting
+	sightBase   time.Time
 	// unownedPeak is the most entries unownedSeen had since it was last
 	// made (sightings makes it again once it holds at most half of them).
 	unownedPeak int
@@ -172,6 +175,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 
 		unownedSeen: map[string]sighting{},
 	}
+	k.sightBase = k.clk.Now()
 	k.ended.keep = cfg.IndexLagBound + cfg.listTimeout()
 	if ss, ok := store.(SummaryStore); ok {
 		k.sum.store = ss
