@@ -214,6 +214,24 @@
 // units at 3.22 a claim, against the table's 40,000; prod's infra sets the
 // budget (docs/infra.md).
 //
+// The fourth (session 37) ran with the fleet claim budget sized for this
+// table as prod's infra sizes its own (FLEET_CLAIMS=3462: (40,000 −
+// 17,700) × 0.5 ÷ 3.22): the same command with FLEET_CLAIMS=3462. The
+// claims paced to the budget, the ramp's sessions waited longer for their
+// claim (586,876 of 760,000 started delivering at 4 virtual minutes,
+// 999,458 of 1,000,000 at 6, 39m44s real), 0 calls throttled through
+// minute 6. Its memory did not hold: 18.3 GiB resident at 4 virtual
+// minutes, at the 20 GiB limit from 5, and after the fault the collector
+// took 77 % of the CPU (perf: mark workers 52 %, assists 25 %); minute 7
+// passed 14 minutes real and the run was stopped, with no report. A heap
+// profile of the same scenario at 100 × 100,000 (budget 346/s, the same
+// per session) named the largest holder: every Keeper's memory of the
+// unowned sessions its last 32 listings showed (lease discovery's
+// sightings: up to 32,000 a worker while a paced ramp keeps the listings
+// full), 257 MB of a 1,051 MB heap at its peak. A real worker's share is
+// a few megabytes; a thousand of them in one process are gigabytes. A
+// sighting is now 16 bytes (48 before).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
