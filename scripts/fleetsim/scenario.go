@@ -220,8 +220,14 @@ func withDeadline(sc Scenario, d time.Duration) Scenario {
 	if d <= 0 {
 		return sc
 	}
-	fleet := sc.Fleet
-	sc.Fleet = func(c *Config) {
+	sc.Fleet = withWorker(sc.Fleet, func(w *streamer.Config) { w.ShutdownDeadline = d })
+	return sc
+}
+
+// withWorker is fleet (nil: the defaults) with set applied to every
+// worker's configuration after fleet's own worker changes.
+func withWorker(fleet func(*Config), set func(*streamer.Config)) func(*Config) {
+	return func(c *Config) {
 		if fleet != nil {
 			fleet(c)
 		}
@@ -230,10 +236,9 @@ func withDeadline(sc Scenario, d time.Duration) Scenario {
 			if tweak != nil {
 				tweak(w)
 			}
-			w.ShutdownDeadline = d
+			set(w)
 		}
 	}
-	return sc
 }
 
 // startsPerSecond bounds the rate the scenarios start sessions at: a start

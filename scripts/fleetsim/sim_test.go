@@ -72,7 +72,7 @@ func TestSim(t *testing.T) {
 			}
 		}
 		if *simFleetClaims > 0 {
-			sc.Fleet = withFleetClaims(sc.Fleet, *simFleetClaims)
+			sc.Fleet = withWorker(sc.Fleet, func(w *streamer.Config) { w.FleetClaimsPerSecond = *simFleetClaims })
 		}
 		if *simWarm {
 			sc.Table = prewarmed(sc.Table)
@@ -206,23 +206,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// withFleetClaims is fleet (nil: the defaults) with every worker claiming
-// within the fleet's budget of perSecond claims a second.
-func withFleetClaims(fleet func(*Config), perSecond float64) func(*Config) {
-	return func(c *Config) {
-		if fleet != nil {
-			fleet(c)
-		}
-		worker := c.Worker
-		c.Worker = func(w *streamer.Config) {
-			if worker != nil {
-				worker(w)
-			}
-			w.FleetClaimsPerSecond = perSecond
-		}
-	}
 }
 
 // prewarmed is table (nil: simddb.AWS() unchanged) with the warm throughput
