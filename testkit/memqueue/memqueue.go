@@ -61,14 +61,13 @@ type Config struct {
 var ErrClosed = errors.New("memqueue: closed")
 
 type message struct {
-	id        string
-	seq       int // the order sent
-	body      string
-	visibleAt time.Time
-	ver       int    // bumped at each change of visibleAt: older entries of it are stale
-	receipt   string // the latest receive's; "" before the first
-	received  int
-	gone      bool // deleted: its entries are stale
+	id       string
+	seq      int // the order sent
+	body     string
+	ver      int    // bumped at each hide: its older entries are stale
+	receipt  string // the latest receive's; "" before the first
+	received int
+	gone     bool // deleted: its entries are stale
 }
 
 // waiter is a Receive waiting for a message: Publish hands it one at once
@@ -84,9 +83,9 @@ type Queue struct {
 
 	mu sync.Mutex
 	// Every message not deleted has one live entry: in visible (by the
-	// order sent: a receive takes the first sent) once its visibleAt
-	// passed, else in hidden (by visibleAt); an entry whose message was
-	// deleted, or whose visibleAt changed since, is stale and skipped.
+	// order sent: a receive takes the first sent) once it is visible,
+	// else in hidden (by when it becomes visible); an entry whose message
+	// was deleted, or was hidden again since, is stale and skipped.
 	// A receive, a delete and a requeue cost O(log n) whether 10
 	// messages are queued or 1,000,000 (the fleet simulator's takeovers
 	// queue hundreds of thousands, most of them in flight).
@@ -170,7 +169,7 @@ func (q *Queue) PublishBatch(ctx context.Context, ns []notify.Notification) []er
 			continue
 		}
 		q.next++
-		m := &message{id: "m-" + strconv.Itoa(q.next), seq: q.next, body: body, visibleAt: now}
+		m := &message{id: "m-" + strconv.Itoa(q.next), seq: q.next, body: body}
 		heap.Push(&q.visible, entry{m: m, at: now, ver: m.ver})
 		q.byID[m.id] = m
 		q.stats.Sent++
@@ -222,12 +221,11 @@ func (q *Queue) take(now time.Time, n int) []notify.Message {
 // hide makes m invisible until at (its entry in hidden; any other of its
 // entries stale). Called with mu held.
 func (q *Queue) hide(m *message, at time.Time) {
-	m.visibleAt = at
 	m.ver++
 	heap.Push(&q.hidden, entry{m: m, at: at, ver: m.ver})
 }
 
-// reveal moves the messages whose visibleAt passed by now to visible, and
+// reveal moves the messages that became visible by now to visible, and
 // drops the stale entries it meets. Called with mu held.
 func (q *Queue) reveal(now time.Time) {
 	for len(q.hidden) > 0 && !q.hidden[0].at.After(now) {
@@ -402,7 +400,7 @@ var (
 // entry is a message's place in visible or hidden, as of its version ver.
 type entry struct {
 	m   *message
-	at  time.Time // visibleAt when the entry was made
+	at  time.Time // when the message becomes visible (hidden's order; visible's: when sent or revealed)
 	ver int
 }
 
