@@ -116,6 +116,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.recon = &claim.Reconciler{
 		Lister: k, Claimer: claimer{w}, Log: w.log, Every: cfg.ReconcileEvery,
+		// The pace a pass's claims wait for: this worker's share of the
+		// fleet's budget, lower while the store throttles.
+		ClaimRate: func() float64 { return min(w.claimShare(), w.pacer.Rate()) },
 		OnOrphans: func(n int) {
 			if n > 0 {
 				w.reg.Add(schema.MetricOrphansSeen, float64(n))

@@ -438,6 +438,38 @@ func TestReconcilerStopsAtCapacity(t *testing.T) {
 	})
 }
 
+// A pass lists no more than its claim rate takes in ListSpan (a listing
+// worked through for minutes is mostly claimed by others by the end), at
+// least 10, and twice its free slots up to 1,000 without a rate.
+func TestReconcilerListsWhatItsClaimRateTakes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		free int
+		rate func() float64
+		want int
+	}{
+		{"no rate", 5000, nil, 1000},
+		{"the default 50/s", 5000, func() float64 { return 50 }, 1000},
+		{"a fleet budget's share", 5000, func() float64 { return 3.462 }, 70},
+		{"throttled to the floor", 5000, func() float64 { return 0.1 }, 10},
+		{"few free slots", 3, func() float64 { return 50 }, 10},
+		{"free slots below the rate's", 20, func() float64 { return 3.462 }, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &fakeLister{}
+			r := &Reconciler{Lister: l, Claimer: newClaimer(tc.free), Log: zerolog.Nop(), Every: time.Hour, ClaimRate: tc.rate}
+			stop := runReconciler(r)
+			testwait.Eventually(t, 5*time.Second, "the pass", func() bool { return r.Passes() == 1 && l.calls.Load() == 1 })
+			stop()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if len(l.limits) != 1 || l.limits[0] != tc.want {
+				t.Fatalf("listing limits %v, want [%d]", l.limits, tc.want)
+			}
+		})
+	}
+}
+
 // A pass claims its candidates in an order drawn from the reconciler's
 // stream: the same for the same seed (the fleet simulator's reruns), another
 // for another seed.
