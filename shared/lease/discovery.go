@@ -41,6 +41,7 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 	if err != nil {
 		return out, fmt.Errorf("gone workers: %w", err)
 	}
+	GoneOrder(k.cfg.Owner, gone)
 	for _, w := range gone {
 		if len(out) >= limit {
 			break

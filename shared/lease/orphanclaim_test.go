@@ -136,3 +136,42 @@ func TestFreshUnownedLeftToTheFastPathForTheGrace(t *testing.T) {
 	want("a on the next pass", got, "a", false, true)
 	want("b on its next pass", got, "b", false, false)
 }
+
+// Each worker visits the GONE list in its own order (GoneOrder), a
+// permutation of it the same on every call: the survivors of a lost AZ
+// start at different dead workers instead of all at the list's first, and
+// no dead worker is the first of many more survivors than an even spread
+// gives it.
+func TestGoneOrderSpreadsTheSurvivorsOverTheDead(t *testing.T) {
+	var dead []string
+	for i := range 334 {
+		dead = append(dead, fmt.Sprintf("w-%03d", 3*i))
+	}
+	firsts := map[string]int{}
+	for i := range 666 {
+		self := fmt.Sprintf("w-%03d", 3*(i/2)+1+i%2)
+		order := slices.Clone(dead)
+		lease.GoneOrder(self, order)
+		again := slices.Clone(dead)
+		slices.Reverse(again)
+		lease.GoneOrder(self, again)
+		if !slices.Equal(order, again) {
+			t.Fatalf("%s: two orders of one list: %v and %v", self, order[:5], again[:5])
+		}
+		sorted := slices.Clone(order)
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, dead) {
+			t.Fatalf("%s: the order is not a permutation of the GONE list", self)
+		}
+		firsts[order[0]]++
+	}
+	// 666 survivors over 334 dead: 2 each on average; a list in one
+	// order for everyone gives one of them all 666.
+	most := 0
+	for _, n := range firsts {
+		most = max(most, n)
+	}
+	if len(firsts) < 200 || most > 12 {
+		t.Fatalf("first visits spread over %d of 334 dead workers, at most %d on one: want them spread (the same order everywhere puts 666 on one)", len(firsts), most)
+	}
+}
