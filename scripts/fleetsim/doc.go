@@ -232,6 +232,21 @@
 // a few megabytes; a thousand of them in one process are gigabytes. A
 // sighting is now 16 bytes (48 before).
 //
+// The fifth (session 38, the same command, GOMEMLIMIT=20GiB) finished,
+// the first fault scenario at this size with a report
+// (docs/scale/1000x1000000-warm-az-budget): 999,461 of 1,000,000
+// delivering at 6 virtual minutes (27m28s real), the resident set at
+// 18.9–21.0 GiB from then on without a collection storm (peak heap in
+// use 17.0 GiB, stacks 5.5 GiB), 11 virtual minutes in 65 minutes real.
+// The loss of the AZ missed its goal: 323,312 of 334,058 sessions
+// delivering again by the end (p99 165.3 s, bound 85.1 s), the table's
+// reads at its account limit after the kill (224,232 refused). At
+// 100 × 100,000 with the same budget per worker the cause showed: a
+// reconcile pass worked through a listing of 1,000 at 3.46 claims/s, and
+// most of its late candidates were taken by others meanwhile (refused
+// acquires, each a claim slot); a pass now lists what its claim rate
+// takes in 20 s (docs/scale/README.md).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
