@@ -111,6 +111,7 @@ type Fleet struct {
 	starts   []time.Time // each session's start write, as sessions
 	nextW    int
 	steady   [2]*steadyMark // the steady window's start and end (steady.go)
+	preFault *PreFault      // without a steady window (prefault.go)
 }
 
 // New starts the fleet's source and table (no worker yet). Call it inside

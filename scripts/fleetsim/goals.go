@@ -174,7 +174,14 @@ func (r Report) goalAZLoss() Goal {
 		f := m.Faults[0]
 		// The headroom bound: the hit sessions' tenures' write units over
 		// the table's write allowance above its steady writes.
-		headroom := m.Table.WriteTable.Limit - m.Steady.WriteUnits
+		// Without a steady window (a fault at the ramp's tail), the
+		// steady writes are the held fleet's before the fault (PreFault).
+		steady, steadyNote := m.Steady.WriteUnits, ""
+		if m.Steady.To <= m.Steady.From && m.PreFault != nil {
+			steady = m.PreFault.HeldWriteUnits
+			steadyNote = fmt.Sprintf("; no steady window: the steady writes are the heartbeats', checkpoints' and summary's in the %.0f s before the fault", m.PreFault.To-m.PreFault.From)
+		}
+		headroom := m.Table.WriteTable.Limit - steady
 		hb := math.Inf(1)
 		if headroom > 0 {
 			hb = float64(f.Sessions) * m.Table.WriteUnitsPerTenure / headroom
@@ -183,8 +190,8 @@ func (r Report) goalAZLoss() Goal {
 		met := f.Recovered == f.Sessions && f.Max <= bound && m.Table.HeartbeatsThrottled == 0
 		ok = ok && met
 		runs = append(runs, m)
-		parts = append(parts, fmt.Sprintf("%s: %d/%d sessions again, max %.1f s (bound %.1f s: headroom bound %.1f s = %d × %.1f units ÷ (%g − %.0f) units/s), %d heartbeats throttled%s",
-			m.Scenario, f.Recovered, f.Sessions, f.Max, bound, hb, f.Sessions, m.Table.WriteUnitsPerTenure, m.Table.WriteTable.Limit, m.Steady.WriteUnits, m.Table.HeartbeatsThrottled, sizeNote(m)))
+		parts = append(parts, fmt.Sprintf("%s: %d/%d sessions again, max %.1f s (bound %.1f s: headroom bound %.1f s = %d × %.1f units ÷ (%g − %.0f) units/s%s), %d heartbeats throttled%s",
+			m.Scenario, f.Recovered, f.Sessions, f.Max, bound, hb, f.Sessions, m.Table.WriteUnitsPerTenure, m.Table.WriteTable.Limit, steady, steadyNote, m.Table.HeartbeatsThrottled, sizeNote(m)))
 	}
 	if len(runs) == 0 {
 		return g

@@ -60,6 +60,36 @@ func TestGoalsComputedFromFigures(t *testing.T) {
 	}
 }
 
+// An AZ run without a steady window (its fault at the ramp's tail) counts
+// the held fleet's writes before the fault as the steady writes of its
+// headroom bound, and says so; without those either, none (the whole
+// limit).
+func TestGoalAZLossWithoutASteadyWindowUsesTheHeldWritesBeforeTheFault(t *testing.T) {
+	var az Measured
+	az.Scenario, az.Workers, az.Sessions = "az", 1000, 1_000_000
+	az.Table.WriteTable = Peak{Limit: 40000}
+	az.Table.WriteUnitsPerTenure = 8
+	// 300,000 sessions × 8 units: 60 s over 40,000 units/s (bound 72 s),
+	// 120 s over the 20,000 left above 20,000 of held writes (bound 144 s).
+	az.Faults = []Recovery{{Kind: "kill", Sessions: 300_000, Recovered: 300_000, Max: 100}}
+	r := Report{TTL: 10, Runs: []Measured{az}}
+	if g := r.goalAZLoss(); g.Status != goalMissed || !strings.Contains(g.Measured, "bound 72.0 s") {
+		t.Errorf("without steady or pre-fault writes: %+v, want missed at bound 72.0 s", g)
+	}
+	az.PreFault = &PreFault{From: 345, To: 375, HeldWriteUnits: 20000}
+	r = Report{TTL: 10, Runs: []Measured{az}}
+	g := r.goalAZLoss()
+	if g.Status != goalMet || !strings.Contains(g.Measured, "bound 144.0 s") || !strings.Contains(g.Measured, "no steady window") {
+		t.Errorf("with the held writes before the fault: %+v, want met at bound 144.0 s, saying there was no steady window", g)
+	}
+	// A steady window, when there is one, is what counts.
+	az.Steady = Steady{From: 100, To: 300, WriteUnits: 30000}
+	r = Report{TTL: 10, Runs: []Measured{az}}
+	if g := r.goalAZLoss(); g.Status != goalMet || !strings.Contains(g.Measured, "bound 288.0 s") || strings.Contains(g.Measured, "no steady window") {
+		t.Errorf("with a steady window: %+v, want met at bound 288.0 s from the steady writes", g)
+	}
+}
+
 // The read-scaling goal compares the steady runs of the smallest and the
 // largest fleet per worker-hour: the total, the worker records' part, the
 // sessions' part and the ratio; met at ×1.2 or below, missed above, and

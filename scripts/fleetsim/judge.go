@@ -71,6 +71,9 @@ type Figures struct {
 	Table  TableFigures `json:"table"`
 	// Steady is the table in the steady state (steady.go).
 	Steady Steady `json:"steady"`
+	// PreFault is the held fleet's writes before the first fault, when
+	// there was no steady window (prefault.go).
+	PreFault *PreFault `json:"pre_fault,omitempty"`
 	// Contended is what the seed could not fix (simddb.Meter.Contended):
 	// calls on one item that met another in flight.
 	Contended int64 `json:"contended"`
@@ -82,15 +85,20 @@ type Figures struct {
 // Recovery is how the sessions a fault hit delivered again: the time from
 // the fault to each one's first delivery by another worker.
 type Recovery struct {
-	Kind        string   `json:"kind"`
-	At          float64  `json:"at"` // seconds from the fleet's start
-	Workers     []string `json:"workers"`
-	Sessions    int      `json:"sessions"`
-	Recovered   int      `json:"recovered"`
-	P50         float64  `json:"p50"`
-	P99         float64  `json:"p99"`
-	Max         float64  `json:"max"`
-	Unrecovered []string `json:"unrecovered,omitempty"`
+	Kind      string   `json:"kind"`
+	At        float64  `json:"at"` // seconds from the fleet's start
+	Workers   []string `json:"workers"`
+	Sessions  int      `json:"sessions"`
+	Recovered int      `json:"recovered"`
+	P50       float64  `json:"p50"`
+	P99       float64  `json:"p99"`
+	Max       float64  `json:"max"`
+	// Deciles are the times by which a tenth, two tenths, …, all of the
+	// sessions that recovered had: the recovery's curve (a takeover at a
+	// steady claim rate rises evenly; a tail stretched by a few workers'
+	// backlogs bunches its last deciles apart).
+	Deciles     []float64 `json:"deciles,omitempty"`
+	Unrecovered []string  `json:"unrecovered,omitempty"`
 	// Bound is the fault's own bound on Max (Fault.Bound; 0: the judge's).
 	Bound float64 `json:"bound,omitempty"`
 	// Unfenced are deliveries in the fault's quiet span (Fault.Quiet): by
@@ -207,6 +215,9 @@ func (fl *Fleet) Judge(scenario string) Figures {
 	f.SourceRefused = fl.src.RateLimited()
 	f.Table = fl.tableFigures(now, f.Tenures)
 	f.Steady = fl.steadyFigures()
+	fl.mu.Lock()
+	f.PreFault = fl.preFault
+	fl.mu.Unlock()
 	f.Contended = fl.Table.Meter().Contended
 	return f
 }
@@ -240,6 +251,11 @@ func (ft *faultLog) recovery(t0 time.Time) Recovery {
 	}
 	slices.Sort(took)
 	r.P50, r.P99, r.Max = rank(took, 0.50), rank(took, 0.99), rank(took, 1)
+	if len(took) > 0 {
+		for d := 1; d <= 10; d++ {
+			r.Deciles = append(r.Deciles, rank(took, float64(d)/10))
+		}
+	}
 	for _, x := range ft.dark {
 		if !math.IsNaN(x) {
 			r.dark = append(r.dark, x)

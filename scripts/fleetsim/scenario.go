@@ -202,9 +202,14 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 		}
 	}
 	fl.awaitSteady(sc)
-	for _, st := range sc.Faults {
+	for i, st := range sc.Faults {
+		var pre *steadyMark
+		if i == 0 {
+			pre = fl.markPreFault(st.At)
+		}
 		time.Sleep(time.Until(fl.t0.Add(st.At)))
 		fl.markSteady(false)
+		fl.endPreFault(pre)
 		if err := st.Do(fl); err != nil {
 			return Figures{}, fmt.Errorf("fleetsim: %s at %s: %w", sc.Name, st.At, err)
 		}
