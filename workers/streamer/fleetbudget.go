@@ -16,3 +16,9 @@ func (w *Worker) claimShare() float64 {
 	alive := max(1, w.keeper.AliveWorkers())
 	return min(w.cfg.ClaimsPerSecond, w.cfg.FleetClaimsPerSecond/float64(alive))
 }
+
+// claimRate is the pace this worker's claims wait for: its share of the
+// fleet's budget, lower while the store throttles (the pacer).
+func (w *Worker) claimRate() float64 {
+	return min(w.claimShare(), w.pacer.Rate())
+}

@@ -118,7 +118,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Lister: k, Claimer: claimer{w}, Log: w.log, Every: cfg.ReconcileEvery,
 		// The pace a pass's claims wait for: this worker's share of the
 		// fleet's budget, lower while the store throttles.
-		ClaimRate: func() float64 { return min(w.claimShare(), w.pacer.Rate()) },
+		ClaimRate: w.claimRate,
 		OnOrphans: func(n int) {
 			if n > 0 {
 				w.reg.Add(schema.MetricOrphansSeen, float64(n))

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/notify"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -64,6 +66,8 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	var (
 		mu       sync.Mutex
 		announce = slices.Clone(cands[next:])
+		refused  int
+		firstErr error
 		told     errgroup.Group
 	)
 	told.SetLimit(16)
@@ -71,9 +75,11 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 		for _, c := range part {
 			told.Go(func() error {
 				if err := w.tellReceiver(ctx, to, c.ConnectionID, c.Prev, 0); err != nil {
-					log.Warn().Err(err).Str("connection_id", c.ConnectionID).Str("to", to).Msg("takeover: tell the receiver (a start notification instead)")
 					mu.Lock()
 					announce = append(announce, c)
+					if refused++; firstErr == nil {
+						firstErr = err
+					}
 					mu.Unlock()
 				}
 				return nil
@@ -81,15 +87,42 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 		}
 	}
 	_ = told.Wait()
+	if refused > 0 {
+		// One line per takeover: at a lost AZ, receivers past their
+		// HandoffMaxInFlight refuse hundreds of each takeover's tells.
+		log.Warn().Err(firstErr).Int("refused", refused).Msg("takeover: tells not taken by their receivers (start notifications instead)")
+	}
+	w.announceAll(ctx, log, announce)
 	own.Wait()
 	if len(announce) == 0 {
 		return
 	}
-	for _, c := range announce {
-		if err := w.announceStart(ctx, c.ConnectionID, 0); err != nil {
-			log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
-		}
-	}
 	slices.Reverse(announce)
 	w.recon.ClaimAll(ctx, announce)
+}
+
+// takeoverAnnouncers bounds the start notifications of a takeover in
+// flight: enough to fill every batch its coalescer sends at once
+// (notify.MaxBatch × handoffSenders).
+const takeoverAnnouncers = notify.MaxBatch * handoffSenders
+
+// announceAll publishes a start notification for each of cands, at once
+// (the coalescer batches them), without waiting for this worker's own
+// claims: one after another, each waited for its own batch's round trip,
+// and the last of a takeover's sessions that no receiver took (those
+// beyond a receiver's HandoffMaxInFlight: hundreds of each dead worker's
+// at 1,000 workers × 1,000,000 sessions) reached the work queue seconds
+// late.
+func (w *Worker) announceAll(ctx context.Context, log zerolog.Logger, cands []lease.Candidate) {
+	var g errgroup.Group
+	g.SetLimit(takeoverAnnouncers)
+	for _, c := range cands {
+		g.Go(func() error {
+			if err := w.announceStart(ctx, c.ConnectionID, 0); err != nil {
+				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 }
