@@ -104,6 +104,8 @@ type Fleet struct {
 	handoffCalls atomic.Int64
 	// sb is the standby sessions and the death declarations (standby.go).
 	sb standbys
+	// claims counts the workers' claims (claimrate.go).
+	claims claimCounter
 
 	mu       sync.Mutex
 	members  []*Member
@@ -147,6 +149,7 @@ func New(cfg Config) (*Fleet, error) {
 		mesh: pipenet.NewMesh(), queue: memqueue.New(qc),
 		rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
+	fl.claims.t0 = fl.t0
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
 	fl.Record.produced = src.ProducedAt // the exact dark time (dark.go)
 	fl.qlatMin, fl.qlatMax = qlatMin, qlatMax
@@ -257,7 +260,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 		fl.cfg.Worker(&cfg)
 	}
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
-	ms := &memberStore{st: fl.Table, declared: fl.sb.declared}
+	ms := &memberStore{st: fl.Table, declared: fl.sb.declared, claims: &fl.claims}
 	if fl.cfg.StandbyShare > 0 {
 		ms.acquired = fl.sb.acquired
 	}

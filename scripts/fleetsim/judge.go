@@ -66,6 +66,8 @@ type Figures struct {
 	// session's last delivery's, no fault's recovery.
 	Moves Dark `json:"moves"`
 
+	// Claims are the fleet's claims against its claim budget (claimrate.go).
+	Claims ClaimRate    `json:"claims"`
 	Faults []Recovery   `json:"faults"`
 	ECS    []ECSOp      `json:"ecs,omitempty"` // deploys, scale-outs and -ins (ecs.go)
 	Table  TableFigures `json:"table"`
@@ -203,6 +205,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		f.Standby = sb
 	}
 	f.Moves = r.moves.summary()
+	f.Claims = fl.claims.figures(fl.claimBudget())
 	for _, ft := range r.faults {
 		if !judged(ft.Kind) {
 			continue

@@ -114,5 +114,19 @@ func kindsMarkdown(runs []Measured) string {
 			row(fmt.Sprintf("steady %.0f–%.0f s", s.From, s.To), s.Ops, fmt.Sprintf("%.0f", s.ReadUnitsPerWorkerHour), "–")
 		}
 	}
+	first := true
+	for _, m := range runs {
+		c := m.Claims
+		if c.Budget <= 0 || c.Total == 0 {
+			continue
+		}
+		if first {
+			p("\nClaims against the fleet claim budget (`WSFLEET_FLEET_CLAIMS_PER_SECOND`): the workers' acquires (refused\n")
+			p("ones included; not a directed hand-off's given tenure, which its sender paces), the busiest %.0f s of the run.\n\n", ClaimWindow.Seconds())
+			first = false
+		}
+		p("- %s: %d claims; busiest %.0f s from %.0f s: %.1f claims/s, %.2f × the budget of %g/s\n",
+			runLabel(runs, m), c.Total, ClaimWindow.Seconds(), c.At, c.Busiest, c.Busiest/c.Budget, c.Budget)
+	}
 	return b.String()
 }

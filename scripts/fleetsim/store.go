@@ -42,6 +42,8 @@ type memberStore struct {
 	// acquired, when set, is told of every acquire this worker made:
 	// the session, the call's start and its return (standby.go).
 	acquired func(id string, start, end time.Time)
+	// claims counts the acquires that are claims (not a given tenure's).
+	claims *claimCounter
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -133,6 +135,9 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 		from = lease.From{}
 	}
 	start := time.Now()
+	if m.claims != nil && from.Given == nil {
+		m.claims.add(start)
+	}
 	it, err := m.st.Acquire(ctx, id, owner, from)
 	if errors.Is(err, lease.ErrHeld) {
 		m.held.Add(1)

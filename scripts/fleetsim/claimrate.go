@@ -1,0 +1,67 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/wsfleet/wsfleet/workers/streamer"
+)
+
+// ClaimRate is the fleet's claims over the run: the acquires the workers
+// sent (refused ones included) other than a directed hand-off's given
+// tenure, which its sender paces and no claim budget counts. Busiest is
+// the largest over any ClaimWindow-aligned window, per second, against
+// Budget (the workers' WSFLEET_FLEET_CLAIMS_PER_SECOND; 0: none): how far
+// the fleet's claims went above the budget (the summary's claimer count
+// lags: streamer's budgetSharers).
+type ClaimRate struct {
+	Total   int64   `json:"total"`
+	Busiest float64 `json:"busiest_per_second"`
+	At      float64 `json:"busiest_at"` // the window's start, seconds from the fleet's start
+	Budget  float64 `json:"budget,omitempty"`
+}
+
+// ClaimWindow is the window ClaimRate.Busiest is taken over.
+const ClaimWindow = 10 * time.Second
+
+// claimCounter counts claims in ClaimWindow-aligned windows.
+type claimCounter struct {
+	mu  sync.Mutex
+	t0  time.Time
+	win map[int64]int64
+}
+
+func (c *claimCounter) add(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.win == nil {
+		c.win = map[int64]int64{}
+	}
+	c.win[int64(now.Sub(c.t0)/ClaimWindow)]++
+}
+
+func (c *claimCounter) figures(budget float64) ClaimRate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := ClaimRate{Budget: budget}
+	var busiest int64
+	for w, n := range c.win {
+		r.Total += n
+		if n > busiest || (n == busiest && float64(w)*ClaimWindow.Seconds() < r.At) {
+			busiest, r.At = n, float64(w)*ClaimWindow.Seconds()
+		}
+	}
+	r.Busiest = float64(busiest) / ClaimWindow.Seconds()
+	return r
+}
+
+// claimBudget is the workers' fleet claim budget (0: none).
+func (fl *Fleet) claimBudget() float64 {
+	c := streamer.DefaultConfig()
+	if fl.cfg.Worker != nil {
+		fl.cfg.Worker(&c)
+	}
+	return c.FleetClaimsPerSecond
+}
