@@ -247,6 +247,16 @@
 // acquires, each a claim slot); a pass now lists what its claim rate
 // takes in 20 s (docs/scale/README.md).
 //
+// The sixth (session 39, the same command, at 371ff90: that listing
+// bound, each worker visiting the GONE list in its own order, a
+// takeover's announcements batched) ran 11 virtual minutes in 60 minutes
+// real (4,261 s CPU, peak heap 15.9 GiB + stacks 5.5 GiB): 334,026 of the
+// 334,035 sessions hit delivering again by the end (10,746 not, the fifth
+// time), p99 172.3 s, max 194.1 s against a bound of 145.3 s; the table's
+// reads at the account limit again after the kill, now from the 334
+// takeovers each reading every alive worker's record
+// (docs/scale/1000x1000000-warm-az-announce).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
