@@ -14,8 +14,10 @@ import (
 // tenure, which its sender paces and no claim budget counts. Busiest is
 // the largest over any ClaimWindow-aligned window, per second, against
 // Budget (the workers' WSFLEET_FLEET_CLAIMS_PER_SECOND; 0: none): how far
-// the fleet's claims went above the budget (the summary's claimer count
-// lags: streamer's budgetSharers).
+// the fleet's claims went above the budget (each worker's share follows
+// its own listing of the alive workers, which lags the fleet: the
+// survivors of a lost AZ count themselves fewer while the replacements do
+// not yet count each other).
 type ClaimRate struct {
 	Total   int64   `json:"total"`
 	Busiest float64 `json:"busiest_per_second"`
