@@ -5,8 +5,6 @@ package fleetsim
 import (
 	"sync"
 	"time"
-
-	"github.com/wsfleet/wsfleet/workers/streamer"
 )
 
 // ClaimRate is the fleet's claims over the run: the acquires the workers
@@ -61,9 +59,5 @@ func (c *claimCounter) figures(budget float64) ClaimRate {
 
 // claimBudget is the workers' fleet claim budget (0: none).
 func (fl *Fleet) claimBudget() float64 {
-	c := streamer.DefaultConfig()
-	if fl.cfg.Worker != nil {
-		fl.cfg.Worker(&c)
-	}
-	return c.FleetClaimsPerSecond
+	return fl.workerConfig("").FleetClaimsPerSecond
 }

@@ -250,15 +250,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 		skew = time.Duration(fl.rnd.Int64N(int64(2*fl.cfg.Skew)+1)) - fl.cfg.Skew
 	}
 	fl.mu.Unlock()
-	cfg := streamer.DefaultConfig()
-	cfg.WorkerID = id
-	cfg.AdminAddr = "" // no socket: the admin server listens on the mesh (serveAdmin)
-	if fl.cfg.StandbyShare > 0 {
-		cfg.TenureHeader = standbyTenureHeader
-	}
-	if fl.cfg.Worker != nil {
-		fl.cfg.Worker(&cfg)
-	}
+	cfg := fl.workerConfig(id)
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
 	ms := &memberStore{st: fl.Table, declared: fl.sb.declared, claims: &fl.claims}
 	if fl.cfg.StandbyShare > 0 {
@@ -393,4 +385,19 @@ func ids(ms []*Member) []string {
 		out[i] = m.ID
 	}
 	return out
+}
+
+// workerConfig is worker id's configuration: the defaults, the fleet's
+// settings, then the scenario's (Config.Worker).
+func (fl *Fleet) workerConfig(id string) streamer.Config {
+	cfg := streamer.DefaultConfig()
+	cfg.WorkerID = id
+	cfg.AdminAddr = "" // no socket: the admin server listens on the mesh (serveAdmin)
+	if fl.cfg.StandbyShare > 0 {
+		cfg.TenureHeader = standbyTenureHeader
+	}
+	if fl.cfg.Worker != nil {
+		fl.cfg.Worker(&cfg)
+	}
+	return cfg
 }

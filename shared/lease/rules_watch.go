@@ -87,16 +87,23 @@ func MayClaimUnowned(id, self string, alive []string, relisted bool) bool {
 // worker once those before it in its order are drained (or DONE). Safety
 // is the acquires' conditions, unchanged: this only orders who asks first.
 func GoneOrder(self string, gone []string) {
-	slices.SortFunc(gone, func(a, b string) int {
-		ra, rb := ranked{a, rendezvous(a, self)}, ranked{b, rendezvous(b, self)}
+	// Each score once, not twice per comparison.
+	rs := make([]ranked, len(gone))
+	for i, g := range gone {
+		rs[i] = ranked{g, rendezvous(g, self)}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
 		switch {
-		case ra.before(rb):
+		case a.before(b):
 			return -1
-		case rb.before(ra):
+		case b.before(a):
 			return 1
 		}
 		return 0
 	})
+	for i, r := range rs {
+		gone[i] = r.id
+	}
 }
 
 // ranked is a watcher's rendezvous score for one target.
