@@ -106,6 +106,39 @@ func GoneOrder(self string, gone []string) {
 	}
 }
 
+// SampleOf is at most n of ids, the highest by rendezvous score with key
+// (ties by id), in that order: the workers a takeover of key's sessions
+// (or key's own drain) reads and spreads them over when the fleet is
+// larger than n (Keeper.FleetSample). Each key draws another sample, so
+// the takeovers of an AZ's dead workers, each spread over its own n,
+// together cover the survivors about evenly, while each reads n records
+// instead of every alive worker's (the fleet simulator at 1,000 ×
+// 1,000,000: 334 takeovers reading 1,000 records each met the account's
+// read limit within seconds of the loss). ids is not modified.
+func SampleOf(key string, ids []string, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	rs := make([]ranked, len(ids))
+	for i, id := range ids {
+		rs[i] = ranked{id, rendezvous(key, id)}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		switch {
+		case a.before(b):
+			return -1
+		case b.before(a):
+			return 1
+		}
+		return 0
+	})
+	out := make([]string, 0, min(n, len(rs)))
+	for _, r := range rs[:min(n, len(rs))] {
+		out = append(out, r.id)
+	}
+	return out
+}
+
 // ranked is a watcher's rendezvous score for one target.
 type ranked struct {
 	id    string

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -145,6 +146,32 @@ func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
 		return nil, err
 	}
 	return k.records(ctx, ids)
+}
+
+// FleetSampleSize bounds the worker records a takeover or a drain reads
+// (FleetSample): 64 records are 32 read units eventually consistent, one
+// BatchGetItem, and the sessions of a dead worker holding 1,000 (1,000,000
+// over 1,000 workers) spread about 15 to each receiver of its sample.
+const FleetSampleSize = 64
+
+// FleetSample reads the records of the alive workers that a move of key's
+// sessions spreads them over (key is a worker declared dead, or this one
+// at its shutdown): every alive worker's, listed afresh, while the fleet
+// (the membership of this Keeper's last refresh) has at most n others;
+// above that, n of them (SampleOf: by rendezvous score with key) from that
+// membership, without listing. Every worker's takeover reading every
+// alive record is O(N) reads each, O(N²) for an AZ's worth of takeovers
+// at once. A worker that joined since the last refresh (RefreshEvery) is
+// not in a sample yet.
+func (k *Keeper) FleetSample(ctx context.Context, key string, n int) ([]WorkerRecord, error) {
+	k.lmu.Lock()
+	ids := slices.Clone(k.aliveIDs)
+	k.lmu.Unlock()
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id == key || id == k.cfg.Owner })
+	if len(ids) <= n {
+		return k.Fleet(ctx)
+	}
+	return k.records(ctx, SampleOf(key, ids, n))
 }
 
 // records reads the records of ids (eventually consistent).

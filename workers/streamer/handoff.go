@@ -193,7 +193,9 @@ func (w *Worker) takeBack(g lease.Given, gen int64) {
 // can be told to claim (an admin address; this worker too when it is not
 // from: it claims its part itself), in proportion to their room below their
 // fair share, so that each receiver claims its part at once instead of the
-// fleet racing for start notifications. The sessions the moves leave out
+// fleet racing for start notifications. The alive workers are a bounded
+// sample of the fleet's (Keeper.FleetSample: all of them in a fleet of at
+// most lease.FleetSampleSize others). The sessions the moves leave out
 // (nobody has room) and all of them when the fleet cannot be read get a
 // start notification instead.
 func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
@@ -202,7 +204,7 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout)
 	defer cancel()
-	recs, err := w.keeper.Fleet(ctx)
+	recs, err := w.keeper.FleetSample(ctx, from, lease.FleetSampleSize)
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet: %w", err)
 	}

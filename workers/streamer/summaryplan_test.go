@@ -38,6 +38,21 @@ func (c *recordReads) GetWorkers(ctx context.Context, ids []string) ([]lease.Wor
 // returned, and store calls.
 func roundReads(t *testing.T, n int) (items, calls int64) {
 	ctx := context.Background()
+	w, st := fleetAround(t, n)
+	items0, calls0 := st.items.Load(), st.Calls.Load()
+	if err := w.rebalanceRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st.items.Load() - items0, st.Calls.Load() - calls0
+}
+
+// fleetAround is a running worker (w-me) in a fleet of n other workers
+// (w-000 …, each holding 10 of 100 sessions, with an admin address) once
+// every Keeper has refreshed twice, on a store counting what fleet-wide
+// reads return.
+func fleetAround(t *testing.T, n int) (*Worker, *recordReads) {
+	t.Helper()
+	ctx := context.Background()
 	st := &recordReads{Store: memstore.New()}
 	clk := clock.NewFake(clock.Real{}.Now())
 	var ks []*lease.Keeper
@@ -76,11 +91,35 @@ func roundReads(t *testing.T, n int) (items, calls int64) {
 	w.mu.Lock()
 	w.state = stateRunning
 	w.mu.Unlock()
-	items0, calls0 := st.items.Load(), st.Calls.Load()
-	if err := w.rebalanceRound(ctx); err != nil {
+	return w, st
+}
+
+// TestTakeoverReadsABoundedSampleOfTheFleet: the moves of a dead worker's
+// sessions (a takeover's plan, directMoves) read at most
+// lease.FleetSampleSize records in a fleet of 150 others and list nothing
+// (150 ids and 150 records before: at an AZ's loss every takeover read the
+// whole fleet at once), and still place every session within the
+// sample's room.
+func TestTakeoverReadsABoundedSampleOfTheFleet(t *testing.T) {
+	w, st := fleetAround(t, 150)
+	items0 := st.items.Load()
+	moves, err := w.directMoves("w-007", 500)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return st.items.Load() - items0, st.Calls.Load() - calls0
+	if got := st.items.Load() - items0; got > lease.FleetSampleSize {
+		t.Fatalf("a takeover's plan read %d ids and records in a fleet of 150: want at most %d", got, lease.FleetSampleSize)
+	}
+	placed := 0
+	for _, m := range moves {
+		if m.To == "w-007" {
+			t.Fatalf("a move to the dead worker: %+v", m)
+		}
+		placed += m.Count
+	}
+	if placed != 500 || len(moves) > lease.FleetSampleSize+1 {
+		t.Fatalf("%d of 500 sessions placed over %d receivers: want all, over at most the sample and this worker", placed, len(moves))
+	}
 }
 
 // TestRebalanceRoundReadsDoNotGrowWithTheFleet: a rebalancing round reads
