@@ -131,6 +131,9 @@ func flat(f Figures) map[string]any {
 			for i, e := range vv {
 				if em, ok := e.(map[string]any); ok {
 					for k2, v2 := range em {
+						if k2 == "slowest" {
+							continue // which sessions, not a figure
+						}
 						p := fmt.Sprintf("%s[%d].%s", k, i, k2)
 						m3, ok := v2.(map[string]any) // a fault's dark: one level further
 						if !ok {

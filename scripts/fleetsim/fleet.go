@@ -64,6 +64,13 @@ type Config struct {
 	// cannot replay (the feed's seq field, no resume parameter) and starts
 	// that share of them with a hot standby (standby.go).
 	StandbyShare float64
+	// Watch are sessions whose every ownership call (each worker's
+	// acquires, releases, hand-offs, and the listings that showed them)
+	// is written to WatchTo as it happens: the history of a session
+	// whose recovery was slow (Recovery.Slowest names them), replayed
+	// by the same seed.
+	Watch   []string
+	WatchTo io.Writer
 }
 
 // Member is one worker of the fleet: the real streamer.Worker (New, Run).
@@ -106,6 +113,7 @@ type Fleet struct {
 	sb standbys
 	// claims counts the workers' claims (claimrate.go).
 	claims claimCounter
+	watch  *watcher // Config.Watch's (nil: none)
 
 	mu       sync.Mutex
 	members  []*Member
@@ -149,6 +157,7 @@ func New(cfg Config) (*Fleet, error) {
 		mesh: pipenet.NewMesh(), queue: memqueue.New(qc),
 		rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)),
 	}
+	fl.watch = newWatcher(cfg.Watch, cfg.WatchTo, fl.t0)
 	fl.claims.t0 = fl.t0
 	fl.ecs = newECS(cfg.ECS, cfg.Seed, fl.t0)
 	fl.Record.produced = src.ProducedAt // the exact dark time (dark.go)
@@ -252,7 +261,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	fl.mu.Unlock()
 	cfg := fl.workerConfig(id)
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
-	ms := &memberStore{st: fl.Table, declared: fl.sb.declared, claims: &fl.claims}
+	ms := &memberStore{st: fl.Table, declared: fl.sb.declared, claims: &fl.claims, who: id, watch: fl.watch}
 	if fl.cfg.StandbyShare > 0 {
 		ms.acquired = fl.sb.acquired
 	}

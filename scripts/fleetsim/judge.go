@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -101,6 +102,9 @@ type Recovery struct {
 	// backlogs bunches its last deciles apart).
 	Deciles     []float64 `json:"deciles,omitempty"`
 	Unrecovered []string  `json:"unrecovered,omitempty"`
+	// Slowest are the sessions that took longest (at most slowestKept,
+	// the slowest first): the ones to replay with -sim.watch.
+	Slowest []Slow `json:"slowest,omitempty"`
 	// Bound is the fault's own bound on Max (Fault.Bound; 0: the judge's).
 	Bound float64 `json:"bound,omitempty"`
 	// Unfenced are deliveries in the fault's quiet span (Fault.Quiet): by
@@ -246,7 +250,12 @@ func (ft *faultLog) recovery(t0 time.Time) Recovery {
 			continue
 		}
 		took = append(took, ft.took[i])
+		r.Slowest = append(r.Slowest, Slow{id, ft.took[i]})
+		if len(r.Slowest) > 4*slowestKept {
+			r.Slowest = slowest(r.Slowest)
+		}
 	}
+	r.Slowest = slowest(r.Slowest)
 	r.Recovered = len(took)
 	r.Bound = ft.Bound.Seconds()
 	if ft.quiet != nil {
@@ -267,6 +276,21 @@ func (ft *faultLog) recovery(t0 time.Time) Recovery {
 	slices.Sort(r.dark)
 	r.Dark = darkOf(r.dark)
 	return r
+}
+
+// Slow is one session's time to delivering again.
+type Slow struct {
+	ID      string  `json:"id"`
+	Seconds float64 `json:"seconds"`
+}
+
+// slowestKept bounds Recovery.Slowest.
+const slowestKept = 5
+
+// slowest is the slowestKept slowest of ss, the slowest first (ties by id).
+func slowest(ss []Slow) []Slow {
+	slices.SortFunc(ss, func(a, b Slow) int { return cmp.Or(cmp.Compare(b.Seconds, a.Seconds), cmp.Compare(a.ID, b.ID)) })
+	return ss[:min(len(ss), slowestKept)]
 }
 
 // rank is the nearest-rank percentile p of sorted xs (0 when empty).

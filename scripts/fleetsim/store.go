@@ -44,6 +44,10 @@ type memberStore struct {
 	acquired func(id string, start, end time.Time)
 	// claims counts the acquires that are claims (not a given tenure's).
 	claims *claimCounter
+	// who is the worker; watch, when set, notes its calls on the watched
+	// sessions (watch.go).
+	who   string
+	watch *watcher
 }
 
 var _ lease.Store = (*memberStore)(nil)
@@ -139,6 +143,13 @@ func (m *memberStore) Acquire(ctx context.Context, id, owner string, from lease.
 		m.claims.add(start)
 	}
 	it, err := m.st.Acquire(ctx, id, owner, from)
+	if m.watch != nil {
+		prev := "-"
+		if from.Prev != nil {
+			prev = token(*from.Prev)
+		}
+		m.watch.note(id, m.who, "acquire", err, "prev %s given %v standby %v: now %s@%d", prev, from.Given != nil, from.Standby != nil, it.Owner, it.Epoch)
+	}
 	if errors.Is(err, lease.ErrHeld) {
 		m.held.Add(1)
 	}
@@ -159,28 +170,44 @@ func (m *memberStore) Release(ctx context.Context, t lease.Token, lastSeq int64)
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.Release(ctx, t, lastSeq)
+	err := m.st.Release(ctx, t, lastSeq)
+	if m.watch != nil {
+		m.watch.note(t.ConnectionID, m.who, "release", err, "%s", token(t))
+	}
+	return err
 }
 
 func (m *memberStore) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.Handoff(ctx, t, lastSeq, to, atMs)
+	err := m.st.Handoff(ctx, t, lastSeq, to, atMs)
+	if m.watch != nil {
+		m.watch.note(t.ConnectionID, m.who, "handoff", err, "%s to %s", token(t), to)
+	}
+	return err
 }
 
 func (m *memberStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.Fail(ctx, t, gen, lastSeq, reason, atMs)
+	err := m.st.Fail(ctx, t, gen, lastSeq, reason, atMs)
+	if m.watch != nil {
+		m.watch.note(t.ConnectionID, m.who, "fail", err, "%s %s", token(t), reason)
+	}
+	return err
 }
 
 func (m *memberStore) Disown(ctx context.Context, t lease.Token) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	return m.st.Disown(ctx, t)
+	err := m.st.Disown(ctx, t)
+	if m.watch != nil {
+		m.watch.note(t.ConnectionID, m.who, "disown", err, "%s", token(t))
+	}
+	return err
 }
 
 func (m *memberStore) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
@@ -223,6 +250,7 @@ func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) 
 		return nil, err
 	}
 	ids, err := m.st.Unowned(ctx, limit)
+	m.watch.listed(m.who, "unowned", ids)
 	if err != nil || !m.steal || m.ids == nil {
 		return ids, err
 	}
@@ -236,5 +264,11 @@ func (m *memberStore) OwnedBy(ctx context.Context, owner string, limit int) ([]l
 	if err := m.gate(ctx, false); err != nil {
 		return nil, err
 	}
-	return m.st.OwnedBy(ctx, owner, limit)
+	owned, err := m.st.OwnedBy(ctx, owner, limit)
+	if m.watch != nil {
+		for _, o := range owned {
+			m.watch.note(o.ConnectionID, m.who, "owned_by", err, "%s %s", token(o.Token), o.DesiredState)
+		}
+	}
+	return owned, err
 }

@@ -1,0 +1,52 @@
+//go:build fleetsim
+
+package fleetsim
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// A fault's recovery names its slowest sessions (the slowest first), and a
+// run of the same seed watching one of them writes that session's
+// ownership calls: its dead owner's listing and the acquire that took it
+// over, by another worker.
+func TestWatchReplaysTheSlowestSession(t *testing.T) {
+	sc := Scenarios(faultWorkers, faultSessions, faultFor)["crash-big"]
+	r := faultOf(t, runT(t, sc, 1, nil), "kill")
+	if len(r.Slowest) == 0 || len(r.Slowest) > slowestKept || r.Slowest[0].Seconds != r.Max {
+		t.Fatalf("slowest %+v of a recovery with max %.3fs: want at most %d, the first at the max", r.Slowest, r.Max, slowestKept)
+	}
+	for i := 1; i < len(r.Slowest); i++ {
+		if r.Slowest[i].Seconds > r.Slowest[i-1].Seconds {
+			t.Fatalf("slowest not in order: %+v", r.Slowest)
+		}
+	}
+	id, dead := r.Slowest[0].ID, r.Workers[0]
+	var out bytes.Buffer
+	tweak := sc.Fleet
+	sc.Fleet = func(c *Config) {
+		if tweak != nil {
+			tweak(c)
+		}
+		c.Watch, c.WatchTo = []string{id}, &out
+	}
+	runT(t, sc, 1, nil)
+	var took, listed bool
+	for line := range strings.Lines(out.String()) {
+		if !strings.HasPrefix(line, "watch "+id+" ") {
+			t.Fatalf("a line about another session: %q", line)
+		}
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			t.Fatalf("line %q", line)
+		}
+		who, call := f[3], f[4]
+		listed = listed || (call == "owned_by" && strings.Contains(line, " "+dead+"@"))
+		took = took || (call == "acquire" && who != dead && strings.Contains(line, "prev "+dead+"@") && strings.HasSuffix(line, ": <nil>\n"))
+	}
+	if !took || !listed {
+		t.Fatalf("the watch of %s (held by %s, which died) shows its listing as %s's %v and its takeover %v:\n%s", id, dead, dead, listed, took, out.String())
+	}
+}
