@@ -86,9 +86,32 @@ func TestFleetSampleReadsABoundedSample(t *testing.T) {
 		}
 	}
 
+	// A drain's sample is drawn from a listing made now: a worker that
+	// registered since the last refresh can be in it.
+	late, err := lease.NewKeeper(store, clk, lease.DefaultConfig("w-late"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	items0 = store.items.Load()
+	if recs, err = me.FleetSampleListed(ctx, "w000", 16); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.items.Load() - items0; got != 101+16 || len(recs) != 16 {
+		t.Fatalf("a listed sample of 16 in a fleet of 101 read %d ids and records, returned %d: want the 101 ids listed and 16 records", got, len(recs))
+	}
+	if recs, err = me.FleetSampleListed(ctx, "w000", 200); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(recs, func(r lease.WorkerRecord) bool { return r.ID == "w-late" }) || len(recs) != 100 {
+		t.Fatalf("a listed sample of up to 200 holds %d records, w-late among them %v: want every other worker, the one registered since the refresh too", len(recs), slices.ContainsFunc(recs, func(r lease.WorkerRecord) bool { return r.ID == "w-late" }))
+	}
+
 	small := fleetOf(t, memstore.New(), clk, 5)
 	refreshAll(t, small)
-	late, err := lease.NewKeeper(small[0].Store(), clk, lease.DefaultConfig("w-late"), nil, nil)
+	late, err = lease.NewKeeper(small[0].Store(), clk, lease.DefaultConfig("w-late"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

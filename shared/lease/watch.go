@@ -149,29 +149,47 @@ func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
 }
 
 // FleetSampleSize bounds the worker records a takeover or a drain reads
-// (FleetSample): 64 records are 32 read units eventually consistent, one
+// (FleetSample, FleetSampleListed): 64 records are 32 read units eventually consistent, one
 // BatchGetItem, and the sessions of a dead worker holding 1,000 (1,000,000
 // over 1,000 workers) spread about 15 to each receiver of its sample.
 const FleetSampleSize = 64
 
-// FleetSample reads the records of the alive workers that a move of key's
-// sessions spreads them over (key is a worker declared dead, or this one
-// at its shutdown): every alive worker's, listed afresh, while the fleet
-// (the membership of this Keeper's last refresh) has at most n others;
-// above that, n of them (SampleOf: by rendezvous score with key) from that
-// membership, without listing. Every worker's takeover reading every
-// alive record is O(N) reads each, O(N²) for an AZ's worth of takeovers
-// at once. A worker that joined since the last refresh (RefreshEvery) is
-// not in a sample yet.
+// FleetSample reads the records of the alive workers that a takeover of
+// key's sessions (key a worker declared dead) spreads them over: every
+// alive worker's, listed afresh, while the fleet (the membership of this
+// Keeper's last refresh) has at most n others; above that, n of them
+// (SampleOf: by rendezvous score with key) from that membership, without
+// listing. Every worker's takeover reading every alive record is O(N)
+// reads each, O(N²) for an AZ's worth of takeovers at once. A worker that
+// joined since the last refresh (RefreshEvery) is not in a sample yet.
 func (k *Keeper) FleetSample(ctx context.Context, key string, n int) ([]WorkerRecord, error) {
 	k.lmu.Lock()
 	ids := slices.Clone(k.aliveIDs)
 	k.lmu.Unlock()
-	ids = slices.DeleteFunc(ids, func(id string) bool { return id == key || id == k.cfg.Owner })
-	if len(ids) <= n {
+	others := k.others(ids, key)
+	if len(others) <= n {
 		return k.Fleet(ctx)
 	}
-	return k.records(ctx, SampleOf(key, ids, n))
+	return k.records(ctx, SampleOf(key, others, n))
+}
+
+// FleetSampleListed is FleetSample from a listing of the alive workers
+// made now (their ids: one query of the by_worker_list index) instead of
+// the last refresh's membership: what a drain spreads this worker's
+// sessions over, as a rolling deploy's replacements registered moments
+// before its SIGTERM (ECS stops the old tasks once the new ones are
+// healthy) and the membership is up to two refreshes behind.
+func (k *Keeper) FleetSampleListed(ctx context.Context, key string, n int) ([]WorkerRecord, error) {
+	ids, err := k.listAlive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.records(ctx, SampleOf(key, k.others(ids, key), n))
+}
+
+// others are ids but key and this worker (a new slice).
+func (k *Keeper) others(ids []string, key string) []string {
+	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == key || id == k.cfg.Owner })
 }
 
 // records reads the records of ids (eventually consistent).

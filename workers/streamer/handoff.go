@@ -194,8 +194,11 @@ func (w *Worker) takeBack(g lease.Given, gen int64) {
 // from: it claims its part itself), in proportion to their room below their
 // fair share, so that each receiver claims its part at once instead of the
 // fleet racing for start notifications. The alive workers are a bounded
-// sample of the fleet's (Keeper.FleetSample: all of them in a fleet of at
-// most lease.FleetSampleSize others). The sessions the moves leave out
+// sample of the fleet's (all of them in a fleet of at most
+// lease.FleetSampleSize others): a takeover's from the last refresh's
+// membership (Keeper.FleetSample), a drain's from a listing made now
+// (Keeper.FleetSampleListed: the replacements of a rolling deploy have
+// just registered). The sessions the moves leave out
 // (nobody has room) and all of them when the fleet cannot be read get a
 // start notification instead.
 func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
@@ -204,7 +207,11 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	}
 	ctx, cancel := context.WithTimeout(w.hardCtx, w.cfg.StoreTimeout)
 	defer cancel()
-	recs, err := w.keeper.FleetSample(ctx, from, lease.FleetSampleSize)
+	sample := w.keeper.FleetSample
+	if from == w.cfg.WorkerID {
+		sample = w.keeper.FleetSampleListed
+	}
+	recs, err := sample(ctx, from, lease.FleetSampleSize)
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet: %w", err)
 	}

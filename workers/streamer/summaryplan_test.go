@@ -99,7 +99,7 @@ func fleetAround(t *testing.T, n int) (*Worker, *recordReads) {
 // lease.FleetSampleSize records in a fleet of 150 others and list nothing
 // (150 ids and 150 records before: at an AZ's loss every takeover read the
 // whole fleet at once), and still place every session within the
-// sample's room.
+// sample's room; a drain's plan lists the ids afresh and reads a sample.
 func TestTakeoverReadsABoundedSampleOfTheFleet(t *testing.T) {
 	w, st := fleetAround(t, 150)
 	items0 := st.items.Load()
@@ -119,6 +119,14 @@ func TestTakeoverReadsABoundedSampleOfTheFleet(t *testing.T) {
 	}
 	if placed != 500 || len(moves) > lease.FleetSampleSize+1 {
 		t.Fatalf("%d of 500 sessions placed over %d receivers: want all, over at most the sample and this worker", placed, len(moves))
+	}
+	// A drain's plan lists the fleet now (its ids) and reads a sample.
+	items0 = st.items.Load()
+	if moves, err = w.directMoves(w.cfg.WorkerID, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.items.Load() - items0; got > 151+lease.FleetSampleSize || len(moves) == 0 {
+		t.Fatalf("a drain's plan read %d ids and records in a fleet of 151 (%d moves): want the listing and at most %d records", got, len(moves), lease.FleetSampleSize)
 	}
 }
 
