@@ -57,19 +57,6 @@ func (k *Keeper) Summary() (s Summary, age time.Duration, ok bool) {
 	return k.sum.head, k.clk.Now().Sub(k.sum.seenAt), true
 }
 
-// InSummary reports whether this worker is in the membership of the newest
-// head this Keeper has read (its pages read): a worker that joined since
-// is not counted in the head's figures (Room) yet.
-func (k *Keeper) InSummary() bool {
-	k.sum.mu.Lock()
-	defer k.sum.mu.Unlock()
-	if !k.sum.found || !k.sum.have || k.sum.membersVer != k.sum.head.Members || k.sum.membersBy != k.sum.head.MembersBy {
-		return false
-	}
-	_, ok := slices.BinarySearch(k.sum.members, k.cfg.Owner)
-	return ok
-}
-
 // TakeMoves returns the newest head's moves from this worker, once per head
 // version: a round that finds the same head as the last one moves nothing
 // more. ok false when there is no head.
@@ -242,7 +229,7 @@ func (k *Keeper) summarize(ctx context.Context, ss SummaryStore, cur Summary, fo
 	k.sum.mu.Unlock()
 	if planner != nil {
 		p := planner(alive)
-		s.Capacity, s.Room, s.Imbalance = p.Capacity, p.Room, p.Imbalance
+		s.Capacity, s.Imbalance = p.Capacity, p.Imbalance
 		s.Peers = p.Peers[:min(len(p.Peers), MaxSummaryPeers+MaxSummaryMoves)]
 		s.Moves = p.Moves[:min(len(p.Moves), MaxSummaryMoves)]
 	}

@@ -24,12 +24,7 @@ type Summary struct {
 	// sessions their records say they hold; Capacity the capacity of those
 	// that count for a fair share (not draining, with an admin address).
 	Alive, Load, Capacity int
-	// Room is the sessions those counted workers can still take: the sum
-	// of each one's capacity above its load (0 from a writer that does
-	// not count it). A worker's share of the fleet's claim budget is its
-	// own room's part of it.
-	Room      int
-	Imbalance float64
+	Imbalance             float64
 	// Members and MembersBy are the version and writer of the membership
 	// pages (SummaryStore.PutMembers), Pages how many there are. They move
 	// only when the alive ids changed.
@@ -61,7 +56,6 @@ type SummaryMove struct {
 // read (the worker's rebalancing arithmetic: Keeper.SetPlanner).
 type SummaryPlan struct {
 	Capacity  int
-	Room      int
 	Imbalance float64
 	Peers     []SummaryPeer
 	Moves     []SummaryMove

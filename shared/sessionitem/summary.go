@@ -18,7 +18,6 @@ type Summary struct {
 	Alive     int           `dynamodbav:"alive"`
 	Load      int           `dynamodbav:"load"`
 	Capacity  int           `dynamodbav:"capacity"`
-	Room      int           `dynamodbav:"room,omitempty"`
 	Imbalance float64       `dynamodbav:"imbalance"`
 	Members   int64         `dynamodbav:"members_version"`
 	MembersBy string        `dynamodbav:"members_by,omitempty"`

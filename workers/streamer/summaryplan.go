@@ -52,7 +52,6 @@ func (w *Worker) summaryPlan(recs []lease.WorkerRecord) lease.SummaryPlan {
 		byID[x.ID] = x
 		if _, counted := plan.Share[x.ID]; counted {
 			out.Capacity += x.Capacity
-			out.Room += max(0, x.Capacity-x.Load)
 		}
 	}
 	peer := func(id string) lease.SummaryPeer {

@@ -24,7 +24,7 @@ import (
 func EncodeSummary(s lease.Summary) (map[string]types.AttributeValue, error) {
 	r := sessionitem.Summary{
 		Key: schema.SummaryKey, Version: s.Version, Writer: s.Writer, AtMs: s.AtMs, Alive: s.Alive, Load: s.Load,
-		Capacity: s.Capacity, Room: s.Room, Imbalance: s.Imbalance, Members: s.Members, MembersBy: s.MembersBy, Pages: s.Pages,
+		Capacity: s.Capacity, Imbalance: s.Imbalance, Members: s.Members, MembersBy: s.MembersBy, Pages: s.Pages,
 	}
 	for _, p := range s.Peers {
 		r.Peers = append(r.Peers, sessionitem.SummaryPeer{ID: p.ID, Addr: p.AdminAddr, Load: p.Load, Capacity: p.Capacity})
@@ -41,7 +41,7 @@ func decodeSummary(m map[string]types.AttributeValue) (lease.Summary, error) {
 		return lease.Summary{}, err
 	}
 	s := lease.Summary{
-		Version: r.Version, Writer: r.Writer, AtMs: r.AtMs, Alive: r.Alive, Load: r.Load, Capacity: r.Capacity, Room: r.Room,
+		Version: r.Version, Writer: r.Writer, AtMs: r.AtMs, Alive: r.Alive, Load: r.Load, Capacity: r.Capacity,
 		Imbalance: r.Imbalance, Members: r.Members, MembersBy: r.MembersBy, Pages: r.Pages,
 	}
 	for _, p := range r.Peers {

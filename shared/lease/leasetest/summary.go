@@ -33,7 +33,7 @@ func RunSummary(t *testing.T, store lease.Store) {
 
 	t.Run("HeadNeverGoesBackwards", func(t *testing.T) {
 		s := lease.Summary{
-			Version: base + 1, Writer: "w-a", AtMs: 1700000000000, Alive: 3, Load: 30, Capacity: 3000, Room: 2970, Imbalance: 1.5,
+			Version: base + 1, Writer: "w-a", AtMs: 1700000000000, Alive: 3, Load: 30, Capacity: 3000, Imbalance: 1.5,
 			Members: base + 1, MembersBy: "w-a", Pages: 1,
 			Peers: []lease.SummaryPeer{{ID: "w-b", AdminAddr: "10.0.0.2:8081", Load: 5, Capacity: 1000}},
 			Moves: []lease.SummaryMove{{From: "w-a", To: "w-b", Count: 4}},
