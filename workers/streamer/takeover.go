@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -94,11 +95,24 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	}
 	w.announceAll(ctx, log, announce)
 	own.Wait()
-	if len(announce) == 0 {
-		return
-	}
-	slices.Reverse(announce)
-	w.recon.ClaimAll(ctx, announce)
+	w.recon.ClaimAll(ctx, w.ownShare(announce))
+}
+
+// ownShare is what this worker claims itself of the sessions its takeover
+// announced: from the other end of the list than the queue hands them out,
+// and no more than its claim rate takes in claim.ListSpan. All of them
+// (hundreds of each dead worker's at a lost AZ, at a share of the fleet's
+// claim budget of a few a second) were tried for minutes after the queue's
+// consumers and the reconcile passes had taken them: each a refused
+// conditional write in the claim pace that a dark session waited behind
+// (the fleet simulator at 100 × 100,000, -sim.watch of the slowest session:
+// listed by three workers 10 s after its owner died, acquired 149 s after,
+// then refused to eight more workers' claims, the last 285 s after).
+func (w *Worker) ownShare(announced []lease.Candidate) []lease.Candidate {
+	n := min(len(announced), claim.SpanLimit(w.claimRate()))
+	own := slices.Clone(announced[len(announced)-n:])
+	slices.Reverse(own)
+	return own
 }
 
 // takeoverAnnouncers bounds the start notifications of a takeover in

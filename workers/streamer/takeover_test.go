@@ -13,6 +13,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -62,5 +63,36 @@ func TestTakeoverAnnouncesItsSessionsInFullBatches(t *testing.T) {
 	// first batches go before the queue fills, so not all are full.
 	if most := n / 2; q.batches > most {
 		t.Fatalf("%d batches for %d sessions: want at most %d (of up to %d sessions)", q.batches, n, most, notify.MaxBatch)
+	}
+}
+
+// A takeover claims itself only what its claim rate takes in
+// claim.ListSpan of the sessions it announced, from the end of the list
+// (the queue hands them out from the start).
+func TestTakeoverClaimsWhatItsRateTakesOfWhatItAnnounced(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.WorkerID, cfg.ClaimsPerSecond = "w-declarer", 2
+	log := zerolog.Nop()
+	w, err := New(cfg, Deps{Store: memstore.New(), Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cands []lease.Candidate
+	for i := range 100 {
+		cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s-%03d", i)})
+	}
+	own := w.ownShare(cands)
+	want := claim.SpanLimit(2) // 40
+	if len(own) != want || own[0].ConnectionID != "s-099" || own[len(own)-1].ConnectionID != fmt.Sprintf("s-%03d", 100-want) {
+		t.Fatalf("claims %d of 100 announced, %s … %s: want the last %d, the last first", len(own), own[0].ConnectionID, own[len(own)-1].ConnectionID, want)
+	}
+	if cands[0].ConnectionID != "s-000" || cands[99].ConnectionID != "s-099" {
+		t.Fatal("the announced list was reordered")
+	}
+	if got := w.ownShare(cands[:5]); len(got) != 5 {
+		t.Fatalf("claims %d of 5 announced: want all", len(got))
+	}
+	if got := w.ownShare(nil); len(got) != 0 {
+		t.Fatalf("claims %d of none", len(got))
 	}
 }

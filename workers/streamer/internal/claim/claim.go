@@ -442,10 +442,16 @@ func (r *Reconciler) listLimit(free int) int {
 	limit := min(max(2*free, 10), 1000)
 	if r.ClaimRate != nil {
 		if rate := r.ClaimRate(); rate > 0 {
-			limit = min(limit, max(10, int(math.Ceil(rate*ListSpan.Seconds()))))
+			limit = min(limit, SpanLimit(rate))
 		}
 	}
 	return limit
+}
+
+// SpanLimit is how many candidates a worker claiming at rate (claims per
+// second) should line up at once: what it claims in ListSpan, at least 10.
+func SpanLimit(rate float64) int {
+	return max(10, int(math.Ceil(rate*ListSpan.Seconds())))
 }
 
 // claimRetryAfter is how long after a claim whose store request timed out
