@@ -92,15 +92,7 @@ func GoneOrder(self string, gone []string) {
 	for i, g := range gone {
 		rs[i] = ranked{g, rendezvous(g, self)}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		switch {
-		case a.before(b):
-			return -1
-		case b.before(a):
-			return 1
-		}
-		return 0
-	})
+	sortRanked(rs)
 	for i, r := range rs {
 		gone[i] = r.id
 	}
@@ -123,15 +115,7 @@ func SampleOf(key string, ids []string, n int) []string {
 	for i, id := range ids {
 		rs[i] = ranked{id, rendezvous(key, id)}
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		switch {
-		case a.before(b):
-			return -1
-		case b.before(a):
-			return 1
-		}
-		return 0
-	})
+	sortRanked(rs)
 	out := make([]string, 0, min(n, len(rs)))
 	for _, r := range rs[:min(n, len(rs))] {
 		out = append(out, r.id)
@@ -143,6 +127,19 @@ func SampleOf(key string, ids []string, n int) []string {
 type ranked struct {
 	id    string
 	score uint64
+}
+
+// sortRanked sorts rs highest first (ranked.before).
+func sortRanked(rs []ranked) {
+	slices.SortFunc(rs, func(a, b ranked) int {
+		switch {
+		case a.before(b):
+			return -1
+		case b.before(a):
+			return 1
+		}
+		return 0
+	})
 }
 
 // before: a ranks above b (the higher score; on a tie the smaller id).
