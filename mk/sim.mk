@@ -12,6 +12,7 @@
 #   make sim SCENARIO=crash,az SEED=7           some scenarios, another seed
 #   make sim WORKERS=100 SESSIONS=10000 MINUTES=3 RERUN=false SIM_OUT=out/sim
 #   make sim SCENARIO=steady SIZES=100x100000,1000x1000000 RATE=0.1   each scenario at every size (in that order, size by size) in one report; SIZES overrides WORKERS and SESSIONS
+#   make sim SCENARIO=az SIZES=100x100000 … WATCH=s-068045 RERUN=false   the same run, writing that session's ownership calls (the slowest of the run before)
 #
 # The test runs with -v: a progress line every virtual minute (scenario,
 # size, virtual and real time, sessions delivering of started, the table's
@@ -35,6 +36,8 @@ WARM ?= false
 FLEET_CLAIMS ?= 0
 # FEED=true: the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (~100 KiB a session) instead of the light source.
 FEED ?= false
+# WATCH=s-000123,…: every ownership call on these sessions written to stderr as it happens (worker, call, outcome, virtual time): a scale.json's faults[].slowest names a fault's slowest sessions, and the same seed replays them.
+WATCH ?=
 SIM_OUT ?= $(ROOT)/docs
 
 .PHONY: sim test-fleetsim
@@ -44,7 +47,7 @@ sim:
 	@mkdir -p $(SIM_OUT)
 	cd scripts && $(GO) test -v -count=1 -tags fleetsim -run '^TestSim$$' -timeout 300m ./fleetsim/ -args \
 	  -sim.scenario=$(SCENARIO) -sim.seed=$(SIM_SEED) -sim.workers=$(WORKERS) -sim.sessions=$(SESSIONS) -sim.sizes=$(SIZES) \
-	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.warm=$(WARM) -sim.fleetclaims=$(FLEET_CLAIMS) -sim.feed=$(FEED) -sim.out=$(abspath $(SIM_OUT)) \
+	  -sim.minutes=$(MINUTES) -sim.rate=$(RATE) -sim.rerun=$(RERUN) -sim.warm=$(WARM) -sim.fleetclaims=$(FLEET_CLAIMS) -sim.feed=$(FEED) -sim.watch=$(WATCH) -sim.out=$(abspath $(SIM_OUT)) \
 	  -sim.command="make sim SCENARIO=$(SCENARIO) SEED=$(SIM_SEED) $(if $(SIZES),SIZES=$(SIZES),WORKERS=$(WORKERS) SESSIONS=$(SESSIONS)) MINUTES=$(MINUTES) RATE=$(RATE) RERUN=$(RERUN)$(if $(filter true,$(WARM)), WARM=true)$(if $(filter-out 0,$(FLEET_CLAIMS)), FLEET_CLAIMS=$(FLEET_CLAIMS))$(if $(filter true,$(FEED)), FEED=true)"
 
 ## test-fleetsim: the simulator's short set (-race, virtual time, deterministic verdicts; well under a minute).
