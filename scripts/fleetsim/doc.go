@@ -257,6 +257,14 @@
 // takeovers each reading every alive worker's record
 // (docs/scale/1000x1000000-warm-az-announce).
 //
+// The seventh (session 40, the same command, at 5ce8cf0: a takeover reads
+// a sample of at most 64 alive records, lease.FleetSample) ran in 73
+// minutes real (5,827 s CPU, its first 20 minutes beside 100 × 100,000
+// runs; peak heap 14.9 GiB + stacks 7.1 GiB): the reads refused at the
+// account limit 45,862 (255,524 the sixth), 334,036 of the 334,037
+// sessions hit delivering again by the end, p99 155.9 s, max 176.4 s
+// against a bound of 143.7 s (docs/scale/1000x1000000-warm-az-sample).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
