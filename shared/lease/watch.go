@@ -149,9 +149,10 @@ func (k *Keeper) Fleet(ctx context.Context) ([]WorkerRecord, error) {
 }
 
 // FleetSampleSize bounds the worker records a takeover or a drain reads
-// (FleetSample, FleetSampleListed): 64 records are 32 read units eventually consistent, one
-// BatchGetItem, and the sessions of a dead worker holding 1,000 (1,000,000
-// over 1,000 workers) spread about 15 to each receiver of its sample.
+// (FleetSample, FleetSampleListed): 64 records are 32 read units
+// eventually consistent, one BatchGetItem, and the sessions of a dead
+// worker holding 1,000 (1,000,000 over 1,000 workers) spread about 15 to
+// each receiver of its sample.
 const FleetSampleSize = 64
 
 // FleetSample reads the records of the alive workers that a takeover of
@@ -164,7 +165,7 @@ const FleetSampleSize = 64
 // joined since the last refresh (RefreshEvery) is not in a sample yet.
 func (k *Keeper) FleetSample(ctx context.Context, key string, n int) ([]WorkerRecord, error) {
 	k.lmu.Lock()
-	ids := slices.Clone(k.aliveIDs)
+	ids := k.aliveIDs // replaced by a refresh, never modified: others copies it
 	k.lmu.Unlock()
 	others := k.others(ids, key)
 	if len(others) <= n {

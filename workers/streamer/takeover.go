@@ -23,7 +23,8 @@ import (
 // write and a read, queued at the table with the winners' writes) and no
 // worker claims more than its share. The sessions nobody could be told of
 // are announced on the work queue, and this worker claims them too, from
-// the other end of the list than the queue hands them out.
+// the other end of the list than the queue hands them out, as many as its
+// claim rate takes in claim.ListSpan (ownShare).
 func (w *Worker) takeover(ctx context.Context, dead string) {
 	log := w.log.With().Str("dead_worker_id", dead).Logger()
 	// The standbys of dead's sessions take theirs at once, before any
