@@ -232,10 +232,7 @@ func withDeadline(sc Scenario, d time.Duration) Scenario {
 // withWorker is fleet (nil: the defaults) with set applied to every
 // worker's configuration after fleet's own worker changes.
 func withWorker(fleet func(*Config), set func(*streamer.Config)) func(*Config) {
-	return func(c *Config) {
-		if fleet != nil {
-			fleet(c)
-		}
+	return withFleet(fleet, func(c *Config) {
 		tweak := c.Worker
 		c.Worker = func(w *streamer.Config) {
 			if tweak != nil {
@@ -243,6 +240,16 @@ func withWorker(fleet func(*Config), set func(*streamer.Config)) func(*Config) {
 			}
 			set(w)
 		}
+	})
+}
+
+// withFleet is fleet (a scenario's Fleet, nil: none) followed by set.
+func withFleet(fleet func(*Config), set func(*Config)) func(*Config) {
+	return func(c *Config) {
+		if fleet != nil {
+			fleet(c)
+		}
+		set(c)
 	}
 }
 

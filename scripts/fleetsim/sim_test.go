@@ -64,13 +64,7 @@ func TestSim(t *testing.T) {
 	for _, sc := range simRuns(t, names, sizes, d) {
 		sc.Rate = *simRate
 		if *simFeed {
-			tweak := sc.Fleet
-			sc.Fleet = func(c *Config) {
-				if tweak != nil {
-					tweak(c)
-				}
-				c.Feed = true
-			}
+			sc.Fleet = withFleet(sc.Fleet, func(c *Config) { c.Feed = true })
 		}
 		if *simFleetClaims > 0 {
 			sc.Fleet = withWorker(sc.Fleet, func(w *streamer.Config) { w.FleetClaimsPerSecond = *simFleetClaims })
@@ -79,13 +73,7 @@ func TestSim(t *testing.T) {
 			sc.Table = prewarmed(sc.Table)
 		}
 		if *simWatch != "" {
-			tweak := sc.Fleet
-			sc.Fleet = func(c *Config) {
-				if tweak != nil {
-					tweak(c)
-				}
-				c.Watch, c.WatchTo = strings.Split(*simWatch, ","), os.Stderr
-			}
+			sc.Fleet = withFleet(sc.Fleet, func(c *Config) { c.Watch, c.WatchTo = strings.Split(*simWatch, ","), os.Stderr })
 		}
 		m := measure(t, sc, *simSeed)
 		m.Size = Size{Workers: sc.Workers, Sessions: sc.Sessions}

@@ -170,44 +170,28 @@ func (m *memberStore) Release(ctx context.Context, t lease.Token, lastSeq int64)
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	err := m.st.Release(ctx, t, lastSeq)
-	if m.watch != nil {
-		m.watch.note(t.ConnectionID, m.who, "release", err, "%s", token(t))
-	}
-	return err
+	return m.noted("release", t, "", m.st.Release(ctx, t, lastSeq))
 }
 
 func (m *memberStore) Handoff(ctx context.Context, t lease.Token, lastSeq int64, to string, atMs int64) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	err := m.st.Handoff(ctx, t, lastSeq, to, atMs)
-	if m.watch != nil {
-		m.watch.note(t.ConnectionID, m.who, "handoff", err, "%s to %s", token(t), to)
-	}
-	return err
+	return m.noted("handoff", t, "to "+to, m.st.Handoff(ctx, t, lastSeq, to, atMs))
 }
 
 func (m *memberStore) Fail(ctx context.Context, t lease.Token, gen, lastSeq int64, reason string, atMs int64) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	err := m.st.Fail(ctx, t, gen, lastSeq, reason, atMs)
-	if m.watch != nil {
-		m.watch.note(t.ConnectionID, m.who, "fail", err, "%s %s", token(t), reason)
-	}
-	return err
+	return m.noted("fail", t, reason, m.st.Fail(ctx, t, gen, lastSeq, reason, atMs))
 }
 
 func (m *memberStore) Disown(ctx context.Context, t lease.Token) error {
 	if err := m.gate(ctx, true); err != nil {
 		return err
 	}
-	err := m.st.Disown(ctx, t)
-	if m.watch != nil {
-		m.watch.note(t.ConnectionID, m.who, "disown", err, "%s", token(t))
-	}
-	return err
+	return m.noted("disown", t, "", m.st.Disown(ctx, t))
 }
 
 func (m *memberStore) NoteError(ctx context.Context, t lease.Token, gen int64, reason string, atMs int64) error {
@@ -243,6 +227,14 @@ func (m *memberStore) GetHead(ctx context.Context, id string) (lease.Item, error
 		return lease.Item{}, err
 	}
 	return m.st.GetHead(ctx, id)
+}
+
+// noted is err of call on tenure t, noted when its session is watched.
+func (m *memberStore) noted(call string, t lease.Token, extra string, err error) error {
+	if m.watch != nil {
+		m.watch.note(t.ConnectionID, m.who, call, err, "%s %s", token(t), extra)
+	}
+	return err
 }
 
 func (m *memberStore) Unowned(ctx context.Context, limit int) ([]string, error) {

@@ -25,13 +25,7 @@ func TestWatchReplaysTheSlowestSession(t *testing.T) {
 	}
 	id, dead := r.Slowest[0].ID, r.Workers[0]
 	var out bytes.Buffer
-	tweak := sc.Fleet
-	sc.Fleet = func(c *Config) {
-		if tweak != nil {
-			tweak(c)
-		}
-		c.Watch, c.WatchTo = []string{id}, &out
-	}
+	sc.Fleet = withFleet(sc.Fleet, func(c *Config) { c.Watch, c.WatchTo = []string{id}, &out })
 	runT(t, sc, 1, nil)
 	var took, listed bool
 	for line := range strings.Lines(out.String()) {
