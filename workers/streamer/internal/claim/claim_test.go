@@ -440,7 +440,8 @@ func TestReconcilerStopsAtCapacity(t *testing.T) {
 
 // A pass lists no more than its claim rate takes in ListSpan (a listing
 // worked through for minutes is mostly claimed by others by the end), at
-// least 10, and twice its free slots up to 1,000 without a rate.
+// least 10 (also before it knows its rate: 0), and twice its free slots up
+// to 1,000 without a rate.
 func TestReconcilerListsWhatItsClaimRateTakes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -452,6 +453,7 @@ func TestReconcilerListsWhatItsClaimRateTakes(t *testing.T) {
 		{"the default 50/s", 5000, func() float64 { return 50 }, 1000},
 		{"a fleet budget's share", 5000, func() float64 { return 3.462 }, 70},
 		{"throttled to the floor", 5000, func() float64 { return 0.1 }, 10},
+		{"a share not known yet", 5000, func() float64 { return 0 }, 10},
 		{"few free slots", 3, func() float64 { return 50 }, 10},
 		{"free slots below the rate's", 20, func() float64 { return 3.462 }, 40},
 	} {
