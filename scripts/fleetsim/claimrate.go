@@ -21,6 +21,14 @@ type ClaimRate struct {
 	Busiest float64 `json:"busiest_per_second"`
 	At      float64 `json:"busiest_at"` // the window's start, seconds from the fleet's start
 	Budget  float64 `json:"budget,omitempty"`
+	// Paths are the workers' claims from the first fault on (the whole
+	// run without one), by the path that sent them and their outcome
+	// ("queue acquired", "reconcile held_elsewhere", …: the worker's
+	// claim admission, workers/streamer claimpath.go), given tenures
+	// included: where the claim budget went. From (seconds from the
+	// fleet's start) is where they are counted from.
+	Paths map[string]int64 `json:"paths,omitempty"`
+	From  float64          `json:"paths_from"`
 }
 
 // ClaimWindow is the window ClaimRate.Busiest is taken over.
@@ -28,9 +36,42 @@ const ClaimWindow = 10 * time.Second
 
 // claimCounter counts claims in ClaimWindow-aligned windows.
 type claimCounter struct {
-	mu  sync.Mutex
-	t0  time.Time
-	win map[int64]int64
+	mu    sync.Mutex
+	t0    time.Time
+	win   map[int64]int64
+	paths map[int64]map[string]int64 // by window, "path outcome"
+}
+
+// addPath counts a worker's claim by its path and outcome as it ends
+// (streamer's SimOnClaim).
+func (c *claimCounter) addPath(now time.Time, path, outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paths == nil {
+		c.paths = map[int64]map[string]int64{}
+	}
+	w := int64(now.Sub(c.t0) / ClaimWindow)
+	if c.paths[w] == nil {
+		c.paths[w] = map[string]int64{}
+	}
+	c.paths[w][path+" "+outcome]++
+}
+
+// pathsFrom are the claims by path and outcome of the windows from
+// from (seconds from t0) on.
+func (c *claimCounter) pathsFrom(from float64) map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int64{}
+	for w, m := range c.paths {
+		if float64(w+1)*ClaimWindow.Seconds() <= from {
+			continue
+		}
+		for k, n := range m {
+			out[k] += n
+		}
+	}
+	return out
 }
 
 func (c *claimCounter) add(now time.Time) {

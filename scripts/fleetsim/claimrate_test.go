@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,5 +23,43 @@ func TestClaimRateBusiestWindow(t *testing.T) {
 	got := c.figures(4)
 	if got.Total != 81 || got.Busiest != 5 || got.At != 20 || got.Budget != 4 {
 		t.Fatalf("figures %+v: want 81 claims, busiest 5/s at 20 s, budget 4", got)
+	}
+}
+
+// Claims by path count from the window holding from on.
+func TestClaimPathsFrom(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := claimCounter{t0: t0}
+	c.addPath(t0.Add(3*time.Second), "queue", "acquired")
+	c.addPath(t0.Add(25*time.Second), "queue", "acquired")
+	c.addPath(t0.Add(26*time.Second), "reconcile", "held_elsewhere")
+	c.addPath(t0.Add(41*time.Second), "reconcile", "held_elsewhere")
+	if got := c.pathsFrom(0); got["queue acquired"] != 2 || got["reconcile held_elsewhere"] != 2 {
+		t.Fatalf("whole run %v", got)
+	}
+	got := c.pathsFrom(22)
+	if len(got) != 2 || got["queue acquired"] != 1 || got["reconcile held_elsewhere"] != 2 {
+		t.Fatalf("from 22 s (the window from 20 s on) %v: want 1 queue acquired, 2 reconcile held_elsewhere", got)
+	}
+	if line := pathsLine(got); line != "`reconcile` 2 held elsewhere; `queue` 1 acquired" {
+		t.Fatalf("line %q", line)
+	}
+}
+
+// A crash's sessions come back by the paths a takeover sends them: its
+// parts told to the receivers and its own part, counted from the crash on.
+func TestClaimPathsOfACrash(t *testing.T) {
+	f := runT(t, Scenarios(6, 60, 2*time.Minute)["crash"], 1, nil)
+	if len(f.Faults) != 1 || f.Claims.From != f.Faults[0].At {
+		t.Fatalf("claims by path from %.1f s, faults %+v: want from the crash", f.Claims.From, f.Faults)
+	}
+	acquired := int64(0)
+	for k, n := range f.Claims.Paths {
+		if strings.HasSuffix(k, " acquired") {
+			acquired += n
+		}
+	}
+	if f.Claims.Paths["takeover acquired"] == 0 || acquired < int64(f.Faults[0].Sessions) {
+		t.Fatalf("claims by path %v after a crash of %d sessions: want the takeover's parts taken, and at least every session acquired", f.Claims.Paths, f.Faults[0].Sessions)
 	}
 }

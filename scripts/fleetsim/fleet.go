@@ -277,6 +277,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
+	w.SimOnClaim(func(path, outcome string) { fl.claims.addPath(time.Now(), path, outcome) })
 	fl.src.connect(w, workerAddr(id))
 	admin, err := fl.serveAdmin(id, w)
 	if err != nil {
@@ -284,7 +285,11 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Member{ID: id, Skew: skew, w: w, store: ms, queue: mq, admin: admin, Started: time.Now(), cancel: cancel, done: make(chan error, 1)}
-	go func() { m.done <- w.Run(ctx) }()
+	go func() {
+		err := w.Run(ctx)
+		w.SimOnClaim(nil) // its observer ends with it
+		m.done <- err
+	}()
 	fl.mu.Lock()
 	if m.AZ = az; az < 0 {
 		m.AZ = fl.placeLocked()

@@ -216,6 +216,10 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		}
 		f.Faults = append(f.Faults, ft.recovery(fl.t0))
 	}
+	if len(f.Faults) > 0 {
+		f.Claims.From = f.Faults[0].At
+	}
+	f.Claims.Paths = fl.claims.pathsFrom(f.Claims.From)
 	f.FirstDelivery = fl.firstDelivery(r)
 	r.mu.Unlock()
 	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)

@@ -3,7 +3,10 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,5 +131,40 @@ func kindsMarkdown(runs []Measured) string {
 		p("- %s: %d claims; busiest %.0f s from %.0f s: %.1f claims/s, %.2f × the budget of %g/s\n",
 			runLabel(runs, m), c.Total, ClaimWindow.Seconds(), c.At, c.Busiest, c.Busiest/c.Budget, c.Budget)
 	}
+	first = true
+	for _, m := range runs {
+		if len(m.Claims.Paths) == 0 {
+			continue
+		}
+		if first {
+			p("\nThe workers' claims by the path that sent them and their outcome (workers/streamer claimpath.go: `queue`\n")
+			p("a start notification, `reconcile` a reconcile pass or a takeover's own part, `takeover` a takeover's part told\n")
+			p("to a receiver, `move` and `given` hand-offs, `audit` a claim back), from the first fault on (the whole run\n")
+			p("without one): a claim refused because another worker held the session (`held_elsewhere`) took a claim slot.\n\n")
+			first = false
+		}
+		p("- %s, from %.0f s: %s\n", runLabel(runs, m), m.Claims.From, pathsLine(m.Claims.Paths))
+	}
 	return b.String()
+}
+
+// pathsLine is claims by "path outcome" as one line, by path, the
+// largest counts first within each.
+func pathsLine(paths map[string]int64) string {
+	byPath := map[string][]string{}
+	var order []string
+	keys := slices.Sorted(maps.Keys(paths))
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(paths[b], paths[a]) })
+	for _, k := range keys {
+		path, outcome, _ := strings.Cut(k, " ")
+		if byPath[path] == nil {
+			order = append(order, path)
+		}
+		byPath[path] = append(byPath[path], fmt.Sprintf("%d %s", paths[k], strings.ReplaceAll(outcome, "_", " ")))
+	}
+	parts := make([]string, len(order))
+	for i, path := range order {
+		parts[i] = fmt.Sprintf("`%s` %s", path, strings.Join(byPath[path], ", "))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -35,7 +35,8 @@ func (w *Worker) free() int {
 // pace, and a throttled claim slows it further. given, when set, is the
 // tenure its owner handed to this worker (a directed hand-off's receiver:
 // Keeper.AcquireGiven), taken instead of an unowned session or prev's.
-func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given *lease.Given, sentAtMs int64, paced bool) (claim.Outcome, error) {
+func (w *Worker) claim(ctx context.Context, path claimPath, id string, prev *lease.Token, given *lease.Given, sentAtMs int64, paced bool) (out claim.Outcome, err error) {
+	defer func() { w.noteClaim(path, out) }()
 	w.mu.Lock()
 	switch {
 	case w.state != stateRunning:
@@ -73,7 +74,6 @@ func (w *Worker) claim(ctx context.Context, id string, prev *lease.Token, given 
 		}
 	}
 	var h *lease.Held
-	var err error
 	if given != nil {
 		h, err = w.keeper.AcquireGiven(ctx, id, *given)
 	} else {

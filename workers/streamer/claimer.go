@@ -10,14 +10,18 @@ import (
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 )
 
-// claimer is the Worker as a claim.Claimer.
-type claimer struct{ w *Worker }
+// claimer is the Worker as a claim.Claimer, for one path (the consumer's,
+// the reconciler's).
+type claimer struct {
+	w    *Worker
+	path claimPath
+}
 
 var _ claim.Claimer = claimer{}
 
 // Claim is a paced claim (admission, the acquire, the session).
 func (c claimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
-	return c.w.claim(ctx, id, prev, nil, sentAtMs, true)
+	return c.w.claim(ctx, c.path, id, prev, nil, sentAtMs, true)
 }
 
 // Free is the number of sessions the worker may still claim.

@@ -5,6 +5,9 @@ package streamer
 import (
 	"net"
 	"net/http"
+	"sync"
+
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
@@ -64,4 +67,27 @@ func (w *Worker) SimSetAdmin(ln net.Listener, addr string, client *http.Client) 
 	w.adminLn = ln
 	w.cfg.AdvertiseAddr = addr
 	w.rebal.client = client
+}
+
+// claimNotes are the claim observers of the workers that have one
+// (SimOnClaim).
+var claimNotes sync.Map // *Worker → func(path, outcome string)
+
+// SimOnClaim calls f with every claim w makes, its path (claimpath.go:
+// queue, reconcile, takeover, move, given, audit) and its outcome
+// (acquired, held_elsewhere, …), as it ends. Call it before Run.
+// fleetsim build only.
+// nil removes w's (the simulator's workers end, its observers with them).
+func (w *Worker) SimOnClaim(f func(path, outcome string)) {
+	if f == nil {
+		claimNotes.Delete(w)
+		return
+	}
+	claimNotes.Store(w, f)
+}
+
+func (w *Worker) noteClaim(path claimPath, out claim.Outcome) {
+	if f, ok := claimNotes.Load(w); ok {
+		f.(func(string, string))(string(path), out.String())
+	}
 }

@@ -160,7 +160,7 @@ func (w *Worker) announceStart(ctx context.Context, id string, gen int64) error 
 // stopped session's tenure is released).
 func (w *Worker) takeBack(g lease.Given, gen int64) {
 	id := g.Token.ConnectionID
-	out, err := w.claim(w.hardCtx, id, nil, &g, 0, false)
+	out, err := w.claim(w.hardCtx, pathGiven, id, nil, &g, 0, false)
 	switch out {
 	case claim.Acquired, claim.OwnedHere, claim.HeldElsewhere:
 		return

@@ -106,7 +106,7 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given
 	clk := w.deps.Clock
 	lapse := told.Add(w.keeper.Config().HandoffBound)
 	for attempt := 1; ; attempt++ {
-		out, err := w.claim(w.hardCtx, id, prev, given, told.UnixMilli(), paced)
+		out, err := w.claim(w.hardCtx, handedOffPath(prev, given), id, prev, given, told.UnixMilli(), paced)
 		if !transientClaim(out, w.running()) || w.hardCtx.Err() != nil {
 			if err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")

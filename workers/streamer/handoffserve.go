@@ -68,7 +68,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	if given != nil {
 		// Answered once the acquire is done, for the giver to know
 		// whether to release the tenure instead.
-		out, err := w.claim(w.hardCtx, id, nil, given, told.UnixMilli(), false)
+		out, err := w.claim(w.hardCtx, pathGiven, id, nil, given, told.UnixMilli(), false)
 		if out == claim.Acquired {
 			done()
 			writeJSON(rw, http.StatusOK, map[string]string{"connection_id": id, "outcome": out.String()})

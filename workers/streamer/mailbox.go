@@ -171,7 +171,7 @@ func (w *Worker) audit(ctx context.Context, buf []lease.Owned) []lease.Owned {
 		case s != nil:
 			// Held at another epoch of ours: the newer tenure wins.
 		case o.DesiredState == schema.StateStarted && w.free() > 0:
-			if out, err := w.claim(ctx, o.ConnectionID, nil, nil, 0, true); err != nil && out != claim.Reserved {
+			if out, err := w.claim(ctx, pathAudit, o.ConnectionID, nil, nil, 0, true); err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", o.ConnectionID).Stringer("outcome", out).Msg("audit: claim back")
 			}
 		default:

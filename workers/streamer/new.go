@@ -105,7 +105,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		Rand:     deps.Rand,
 	}
 	if deps.Queue != nil {
-		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: claimer{w}, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock,
+		w.consumer = &claim.Consumer{Queue: deps.Queue, Claimer: claimer{w, pathQueue}, Log: w.log, Freed: w.freed, Stop: w.consumerStop, Clock: deps.Clock,
 			Rand: deps.Rand.Stream("consume")}
 		w.handoffs = deps.Queue
 		if bp, ok := deps.Queue.(notify.BatchPublisher); ok {
@@ -115,7 +115,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		}
 	}
 	w.recon = &claim.Reconciler{
-		Lister: k, Claimer: claimer{w}, Log: w.log, Every: cfg.ReconcileEvery,
+		Lister: k, Claimer: claimer{w, pathReconcile}, Log: w.log, Every: cfg.ReconcileEvery,
 		// The pace a pass's claims wait for: this worker's share of the
 		// fleet's budget, lower while the store throttles.
 		ClaimRate: w.claimRate,

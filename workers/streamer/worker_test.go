@@ -115,7 +115,7 @@ func TestAdmissionStopsAtMaxSessions(t *testing.T) {
 	testwait.Holds(t, 500*time.Millisecond, "3 owned and none free through more reconcile passes (MaxSessions 3)", func() bool {
 		return m.owned() == 3 && m.free() == 0
 	})
-	out, err := claimer{m.Worker}.Claim(context.Background(), "mem-000004", nil, 0) // as the consumer and the reconciler call it
+	out, err := claimer{m.Worker, pathQueue}.Claim(context.Background(), "mem-000004", nil, 0) // as the consumer and the reconciler call it
 	if out != claim.AtCapacity && out != claim.OwnedHere {
 		t.Fatalf("claim at capacity: %v %v", out, err)
 	}
