@@ -84,6 +84,18 @@ type Config struct {
 	// The worker sets it to half a reconcile interval when it consumes a
 	// work queue (claim.FastPathGrace).
 	UnownedGrace time.Duration
+	// GoneGrace is how long the reconciler leaves the sessions of a worker
+	// that died or left to that worker's takeover (the receivers its
+	// declarer or its drain told, and the start notifications sent for the
+	// rest), counted from when this Keeper first knew the worker gone:
+	// Orphans does not list them (nor query its by_owner) within it, unless
+	// EndGoneGrace said the takeover could not place them all. 0 (the
+	// default): at once. Each reconcile pass listing the same dead
+	// workers' sessions as the receivers and the queue's consumers took
+	// them lost most of its claims (refused conditional writes, each in
+	// the claim pace): the worker sets it (claim.TakeoverGrace) when it
+	// consumes a work queue, which its takeovers announce on.
+	GoneGrace time.Duration
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -147,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.Watchers < 1 {
 		bad("Watchers must be at least 1")
+	}
+	if c.GoneGrace < 0 {
+		bad("GoneGrace %s must not be negative", c.GoneGrace)
 	}
 	if c.UnownedGrace < 0 {
 		bad("UnownedGrace %s must not be negative", c.UnownedGrace)

@@ -49,6 +49,9 @@ func (k *Keeper) Orphans(ctx context.Context, limit int) ([]Candidate, error) {
 		// The listing was answered after w's record left ALIVE.
 		seenAt := k.markGone(w)
 		sentAt := k.clk.Now()
+		if k.inGoneGrace(w, sentAt.Sub(seenAt)) {
+			continue // left to its takeover
+		}
 		// All of them (limit 0): by_owner has no sort key, so a limited
 		// page may hold only stopped entries and never reach a STARTED
 		// one behind them.
@@ -359,4 +362,31 @@ func rpc[T any](ctx context.Context, timeout time.Duration, call func(context.Co
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return call(ctx)
+}
+
+// inGoneGrace reports whether gone worker w's sessions are left to its
+// takeover: known gone for less than Config.GoneGrace, and no EndGoneGrace
+// for it.
+func (k *Keeper) inGoneGrace(w string, known time.Duration) bool {
+	if known >= k.cfg.GoneGrace {
+		return false
+	}
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	return !k.graceEnded[w]
+}
+
+// EndGoneGrace says that the takeover of gone worker w could not place
+// every session (its listing failed, a start notification was not sent):
+// this Keeper's listings show w's sessions at once, whatever
+// Config.GoneGrace. Other workers' listings show them once the grace
+// ends.
+func (k *Keeper) EndGoneGrace(w string) {
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	if len(k.graceEnded) >= MaxGoneRemembered {
+		// Forgotten: their sessions wait for the grace's end at most.
+		clear(k.graceEnded)
+	}
+	k.graceEnded[w] = true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -151,5 +152,52 @@ func TestAuditListsIntoItsLastListing(t *testing.T) {
 	}
 	if allocs > 4 {
 		t.Fatalf("an audit of %d sessions into its last listing: %.0f allocations, want only its deadline's (context.WithTimeout: 4)", len(items), allocs)
+	}
+}
+
+// A dead worker's sessions are left to its takeover for GoneGrace after a
+// Keeper first knows it gone: its reconcile listings show none of them,
+// then all; EndGoneGrace (the takeover could not place them all) shows them
+// at once, to that Keeper only.
+func TestGoneWorkersSessionsLeftToItsTakeoverForTheGrace(t *testing.T) {
+	r := newRig(t, started("s1"), started("s2"))
+	a, _ := r.keeper("wa")
+	r.acquire(a, "s1")
+	r.acquire(a, "s2")
+	const grace = 2 * time.Minute
+	withGrace := func(c *lease.Config) { c.GoneGrace = grace }
+	b, _ := r.keeperWith("wb", withGrace)
+	c, _ := r.keeperWith("wc", withGrace)
+	r.declareDead("wa", "wb")
+	listed := func(k *lease.Keeper) []string {
+		t.Helper()
+		cands, err := k.Orphans(r.ctx, 10)
+		if err != nil {
+			t.Fatalf("orphans: %v", err)
+		}
+		ids := candidateIDs(cands)
+		slices.Sort(ids)
+		return ids
+	}
+	if got := listed(b); len(got) != 0 {
+		t.Fatalf("listed %v of a worker just declared dead: want none within the grace", got)
+	}
+	_ = listed(c) // c first knows wa gone now
+	r.clk.Advance(grace / 2)
+	b.EndGoneGrace("wa")
+	if got := listed(b); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("listed %v after its takeover ended the grace: want s1 and s2", got)
+	}
+	if got := listed(c); len(got) != 0 {
+		t.Fatalf("another worker listed %v within its grace: want none", got)
+	}
+	r.clk.Advance(grace / 2)
+	if got := listed(c); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("listed %v at the grace's end: want s1 and s2", got)
+	}
+	// Without a grace (the default): at once.
+	d, _ := r.keeper("wd")
+	if got := listed(d); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("listed %v without a grace: want s1 and s2", got)
 	}
 }

@@ -121,6 +121,9 @@ type Keeper struct {
 	// they own none).
 	nextSweep time.Time
 	late      map[string]bool
+	// graceEnded: the gone workers whose takeover could not place every
+	// session (EndGoneGrace): listed at once, whatever GoneGrace.
+	graceEnded map[string]bool
 	// listings counts Orphans' listings of by_unowned (4 billion: at one
 	// a second, 136 years); unownedSeen is how the listings showed each
 	// session unowned (sighting: UnownedGrace, MayClaimUnowned),
@@ -164,14 +167,15 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 	}
 	k := &Keeper{
 		store: store, clk: clk, cfg: cfg, obs: obs, report: report,
-		sem:       make(chan struct{}, cfg.MaxConcurrentWrites),
-		held:      map[string]*Held{},
-		pending:   map[string]bool{},
-		watching:  map[string]*watch{},
-		gone:      map[string]time.Time{},
-		aliveSeen: map[string]time.Time{},
-		late:      map[string]bool{},
-		standbys:  map[string]standbyEntry{},
+		sem:        make(chan struct{}, cfg.MaxConcurrentWrites),
+		held:       map[string]*Held{},
+		pending:    map[string]bool{},
+		watching:   map[string]*watch{},
+		gone:       map[string]time.Time{},
+		aliveSeen:  map[string]time.Time{},
+		late:       map[string]bool{},
+		graceEnded: map[string]bool{},
+		standbys:   map[string]standbyEntry{},
 
 		unownedSeen: map[string]sighting{},
 	}

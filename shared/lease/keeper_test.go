@@ -82,8 +82,18 @@ func newRig(t *testing.T, items ...lease.Item) *rig {
 
 func (r *rig) keeper(id string) (*lease.Keeper, *recorder) {
 	r.t.Helper()
+	return r.keeperWith(id, nil)
+}
+
+// keeperWith is keeper with tweak applied to its default configuration.
+func (r *rig) keeperWith(id string, tweak func(*lease.Config)) (*lease.Keeper, *recorder) {
+	r.t.Helper()
 	obs := &recorder{}
-	k, err := lease.NewKeeper(r.store, r.clk, lease.DefaultConfig(id), obs, nil)
+	cfg := lease.DefaultConfig(id)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	k, err := lease.NewKeeper(r.store, r.clk, cfg, obs, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -101,8 +101,9 @@ func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string, fp uin
 // heartbeat), and a heartbeat may restore it before the reservation lapses.
 // given, when set, is the tenure its owner gave this worker, whose first
 // acquire failed transiently: each attempt names it (it also takes the
-// session once the giver released it reserved for this worker).
-func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given, told time.Time, paced bool) {
+// session once the giver released it reserved for this worker). It returns
+// the last claim's outcome.
+func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given, told time.Time, paced bool) claim.Outcome {
 	clk := w.deps.Clock
 	lapse := told.Add(w.keeper.Config().HandoffBound)
 	for attempt := 1; ; attempt++ {
@@ -113,18 +114,28 @@ func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given
 			} else if attempt > 1 {
 				w.log.Info().Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim after retries")
 			}
-			return
+			return out
 		}
 		d := handoffClaimBackoff.Next(attempt-1, w.handoffRnd)
 		if !clk.Now().Add(d).Before(lapse) {
 			w.log.Warn().Err(err).Str("connection_id", id).Int("attempts", attempt).Msg("hand-off claim: given up at the reservation bound")
-			return
+			return out
 		}
 		w.log.Debug().Err(err).Str("connection_id", id).Int("attempt", attempt).Dur("retry_in", d).Msg("hand-off claim failed: retrying")
 		if clock.Sleep(w.hardCtx, clk, d) != nil {
-			return
+			return out
 		}
 	}
+}
+
+// untaken reports whether a takeover's part whose claim ended with out is
+// still the dead worker's for anyone to take: this worker filled up or
+// began to stop while the part waited for its claim pace, or its claims
+// failed. Other workers' reconcile passes leave it to the takeover for
+// lease.Config.GoneGrace, so the receiver announces it (a start
+// notification) instead of dropping it.
+func untaken(out claim.Outcome) bool {
+	return out == claim.AtCapacity || out == claim.Draining || out == claim.Failed
 }
 
 // transientClaim reports whether a hand-off's claim that ended with out may

@@ -4,6 +4,7 @@ package streamer
 // tell, checked before anything moves.
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -107,7 +108,16 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		// A move (no previous tenure named) is paced by its sender; a
 		// takeover's part arrives all at once and is admitted like any
 		// burst of claims.
-		w.claimHandedOff(id, prev, nil, told, prev != nil)
+		out := w.claimHandedOff(id, prev, nil, told, prev != nil)
+		if prev != nil && untaken(out) {
+			// A takeover's part: announced, as its declarer announces
+			// those no receiver took.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), w.cfg.StoreTimeout)
+			defer cancel()
+			if err := w.announceStart(ctx, id, 0); err != nil {
+				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("takeover part not taken: notification")
+			}
+		}
 	})
 	if !started {
 		done()

@@ -65,6 +65,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Queue != nil {
 		// A session just started is left to its start notification.
 		lc.UnownedGrace = claim.FastPathGrace(cfg.ReconcileEvery)
+		// A dead or gone worker's sessions are left to its takeover,
+		// which announces on the queue what no receiver took.
+		lc.GoneGrace = claim.TakeoverGrace
 	}
 	k, err := lease.NewKeeper(w.store, deps.Clock, lc, observer{w}, w.report)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/lease"
@@ -36,6 +37,7 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	cands, err := w.keeper.TakeoverOf(ctx, dead)
 	if err != nil {
 		log.Warn().Err(err).Msg("takeover: list sessions (reconciliation will)")
+		w.keeper.EndGoneGrace(dead)
 		w.recon.Kick()
 		return
 	}
@@ -94,7 +96,13 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 		// HandoffMaxInFlight refuse hundreds of each takeover's tells.
 		log.Warn().Err(firstErr).Int("refused", refused).Msg("takeover: tells not taken by their receivers (start notifications instead)")
 	}
-	w.announceAll(ctx, log, announce)
+	if w.announceAll(ctx, log, announce) > 0 {
+		// Sessions no receiver took and no notification announced: this
+		// worker's reconcile passes claim them at once (the others' once
+		// the grace ends).
+		w.keeper.EndGoneGrace(dead)
+		w.recon.Kick()
+	}
 	own.Wait()
 	w.recon.ClaimAll(ctx, w.ownShare(announce))
 }
@@ -128,16 +136,22 @@ const takeoverAnnouncers = notify.MaxBatch * handoffSenders
 // beyond a receiver's HandoffMaxInFlight: hundreds of each dead worker's
 // at 1,000 workers × 1,000,000 sessions) reached the work queue seconds
 // late.
-func (w *Worker) announceAll(ctx context.Context, log zerolog.Logger, cands []lease.Candidate) {
-	var g errgroup.Group
+// It returns how many were not announced.
+func (w *Worker) announceAll(ctx context.Context, log zerolog.Logger, cands []lease.Candidate) int {
+	var (
+		g      errgroup.Group
+		failed atomic.Int64
+	)
 	g.SetLimit(takeoverAnnouncers)
 	for _, c := range cands {
 		g.Go(func() error {
 			if err := w.announceStart(ctx, c.ConnectionID, 0); err != nil {
+				failed.Add(1)
 				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	return int(failed.Load())
 }
