@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
@@ -98,26 +99,7 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 	}
 	started := w.ph.tasks.Go(func() {
 		defer done()
-		// A takeover's previous tenure is taken over only once this
-		// worker has read its owner's record as not alive itself (once per
-		// dead worker: the keeper remembers it); otherwise the claim is an
-		// ordinary one, which checks the owner it finds.
-		if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
-			prev = nil
-		}
-		// A move (no previous tenure named) is paced by its sender; a
-		// takeover's part arrives all at once and is admitted like any
-		// burst of claims.
-		out := w.claimHandedOff(id, prev, nil, told, prev != nil)
-		if prev != nil && untaken(out) {
-			// A takeover's part: announced, as its declarer announces
-			// those no receiver took.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), w.cfg.StoreTimeout)
-			defer cancel()
-			if err := w.announceStart(ctx, id, 0); err != nil {
-				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("takeover part not taken: notification")
-			}
-		}
+		w.takeHandedOff(id, prev, told)
 	})
 	if !started {
 		done()
@@ -125,6 +107,35 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(rw, http.StatusAccepted, map[string]string{"connection_id": id})
+}
+
+// takeHandedOff claims a hand-off told without a given tenure: a
+// takeover's part (prev, the dead tenure) or a move. A part this worker
+// cannot take (it filled up or began to stop while the part waited for
+// its claim pace, or its claims failed) is announced on the work queue, as
+// its declarer announces those no receiver took: other workers' reconcile
+// passes leave a dead worker's sessions to its takeover for
+// lease.Config.GoneGrace.
+func (w *Worker) takeHandedOff(id string, prev *lease.Token, told time.Time) {
+	// A takeover's previous tenure is taken over only once this worker has
+	// read its owner's record as not alive itself (once per dead worker:
+	// the keeper remembers it); otherwise the claim is an ordinary one,
+	// which checks the owner it finds.
+	if prev != nil && !w.keeper.NotAlive(w.hardCtx, prev.Owner) {
+		prev = nil
+	}
+	// A move (no previous tenure named) is paced by its sender; a
+	// takeover's part arrives all at once and is admitted like any burst
+	// of claims.
+	out := w.claimHandedOff(id, prev, nil, told, prev != nil)
+	if prev == nil || !untaken(out) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), w.cfg.StoreTimeout)
+	defer cancel()
+	if err := w.announceStart(ctx, id, 0); err != nil {
+		w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("takeover part not taken: notification")
+	}
 }
 
 // givenParam reads the given tenure of a hand-off request (?given=1, the

@@ -2,6 +2,7 @@ package streamer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -10,9 +11,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -94,5 +97,107 @@ func TestTakeoverClaimsWhatItsRateTakesOfWhatItAnnounced(t *testing.T) {
 	}
 	if got := w.ownShare(nil); len(got) != 0 {
 		t.Fatalf("claims %d of none", len(got))
+	}
+}
+
+// A receiver that cannot take a takeover's part (here it is not running:
+// it began to stop while the part waited) announces it on the work queue,
+// since other workers' reconcile passes leave a dead worker's sessions to
+// its takeover for lease.Config.GoneGrace; a move's it leaves to its
+// sender.
+func TestReceiverAnnouncesATakeoverPartItCannotTake(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	dead, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-dead"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.GetWorker(ctx, "w-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeclareDead(ctx, "w-dead", rec.Epoch, rec.HeartbeatSeq, "w-declarer", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	q := &batchQueue{sent: map[string]bool{}}
+	cfg := DefaultConfig()
+	cfg.WorkerID = "w-receiver"
+	log := zerolog.Nop()
+	w, err := New(cfg, Deps{Store: st, Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.takeHandedOff("s-part", &lease.Token{ConnectionID: "s-part", Owner: "w-dead", Epoch: 1}, time.Now())
+	w.takeHandedOff("s-move", nil, time.Now())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.sent["s-part"] || q.sent["s-move"] {
+		t.Fatalf("announced %v: want the takeover's part only", q.sent)
+	}
+}
+
+// failQueue is a work queue whose publishes all fail.
+type failQueue struct{ idleQueue }
+
+func (failQueue) PublishBatch(_ context.Context, ns []notify.Notification) []error {
+	errs := make([]error, len(ns))
+	for i := range errs {
+		errs[i] = errors.New("queue down")
+	}
+	return errs
+}
+
+// A takeover that could not announce the sessions no receiver took ends
+// the grace in its own worker (lease.Config.GoneGrace): its reconcile
+// passes list them at once instead of 2 minutes later.
+func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	for _, id := range []string{"s-1", "s-2"} {
+		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
+	}
+	dead, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-dead"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s-1", "s-2"} {
+		if _, err := dead.Acquire(ctx, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := st.GetWorker(ctx, "w-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeclareDead(ctx, "w-dead", rec.Epoch, rec.HeartbeatSeq, "w-declarer", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.WorkerID = "w-declarer"
+	log := zerolog.Nop()
+	w, err := New(cfg, Deps{Store: st, Queue: failQueue{}, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() int {
+		t.Helper()
+		cands, err := w.keeper.Orphans(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cands)
+	}
+	if n := listed(); n != 0 {
+		t.Fatalf("listed %d of a worker just declared dead: want none within the grace", n)
+	}
+	w.takeover(ctx, "w-dead")
+	if n := listed(); n != 2 {
+		t.Fatalf("listed %d after a takeover that could not announce them: want both", n)
 	}
 }
