@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
 )
@@ -166,4 +168,30 @@ func (w *Worker) waitIdle(deadline <-chan time.Time) bool {
 			return false
 		}
 	}
+}
+
+// announceLeftovers publishes a start notification for each STARTED session
+// the table still says is this worker's once it has left (a flush or a
+// release that failed at shutdown left it owned): no death is declared for
+// a worker that left, so no takeover announces them, and the other
+// workers' reconcile passes leave a gone worker's sessions to its takeover
+// for lease.Config.GoneGrace. Their consumers take them over at once (the
+// owner is LEFT: not alive).
+func (w *Worker) announceLeftovers(ctx context.Context) {
+	if w.handoffs == nil {
+		return
+	}
+	owned, err := w.keeper.Audit(ctx, nil)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("sessions left owned at shutdown: listing (reconciliation will find them)")
+		return
+	}
+	var left []lease.Candidate
+	for _, o := range owned {
+		if o.DesiredState == schema.StateStarted {
+			left = append(left, lease.Candidate{ConnectionID: o.ConnectionID, Prev: &o.Token})
+		}
+	}
+	// All at once, batched, as a takeover's.
+	w.announceAll(ctx, w.log, left)
 }

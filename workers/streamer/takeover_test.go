@@ -201,3 +201,40 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 		t.Fatalf("listed %d after a takeover that could not announce them: want both", n)
 	}
 }
+
+// A worker that left with sessions the table still says are its (a flush
+// or a release that failed at shutdown) announces the STARTED ones: no
+// takeover does for a worker that left.
+func TestLeaverAnnouncesTheSessionsItStillOwns(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	for _, id := range []string{"s-left", "s-stopped"} {
+		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
+	}
+	q := &batchQueue{sent: map[string]bool{}}
+	cfg := DefaultConfig()
+	cfg.WorkerID = "w-leaver"
+	log := zerolog.Nop()
+	w, err := New(cfg, Deps{Store: st, Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.keeper.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s-left", "s-stopped"} {
+		if _, err := w.keeper.Acquire(ctx, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Update("s-stopped", func(it *lease.Item) { it.DesiredState = schema.StateStopped })
+	if err := w.keeper.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.announceLeftovers(ctx)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.sent["s-left"] || q.sent["s-stopped"] {
+		t.Fatalf("announced %v: want the started session only", q.sent)
+	}
+}

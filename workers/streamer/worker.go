@@ -330,6 +330,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		lctx, cancel := context.WithTimeout(context.Background(), clock.Until(w.deps.Clock, later(hardStop, w.deps.Clock.Now().Add(shutdownCleanup))))
 		if lerr := w.keeper.Leave(lctx); lerr != nil {
 			w.log.Warn().Err(lerr).Msg("mark the worker LEFT (it will be declared dead after the TTL instead)")
+		} else {
+			w.announceLeftovers(lctx)
 		}
 		cancel()
 	}
