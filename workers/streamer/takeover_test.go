@@ -106,22 +106,8 @@ func TestTakeoverClaimsWhatItsRateTakesOfWhatItAnnounced(t *testing.T) {
 // its takeover for lease.Config.GoneGrace; a move's it leaves to its
 // sender.
 func TestReceiverAnnouncesATakeoverPartItCannotTake(t *testing.T) {
-	ctx := context.Background()
 	st := memstore.New()
-	dead, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-dead"), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := st.GetWorker(ctx, "w-dead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.DeclareDead(ctx, "w-dead", rec.Epoch, rec.HeartbeatSeq, "w-declarer", time.Now().UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
+	deadWorker(t, st, "w-dead")
 	q := &batchQueue{sent: map[string]bool{}}
 	cfg := DefaultConfig()
 	cfg.WorkerID = "w-receiver"
@@ -136,6 +122,32 @@ func TestReceiverAnnouncesATakeoverPartItCannotTake(t *testing.T) {
 	defer q.mu.Unlock()
 	if !q.sent["s-part"] || q.sent["s-move"] {
 		t.Fatalf("announced %v: want the takeover's part only", q.sent)
+	}
+}
+
+// deadWorker registers worker id on st, has it acquire sessions, and
+// declares it dead.
+func deadWorker(t *testing.T, st *memstore.Store, id string, sessions ...string) {
+	t.Helper()
+	ctx := context.Background()
+	k, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig(id), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions {
+		if _, err := k.Acquire(ctx, s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := st.GetWorker(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeclareDead(ctx, id, rec.Epoch, rec.HeartbeatSeq, "w-declarer", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -159,25 +171,7 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 	for _, id := range []string{"s-1", "s-2"} {
 		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
 	}
-	dead, err := lease.NewKeeper(st, clock.Real{}, lease.DefaultConfig("w-dead"), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"s-1", "s-2"} {
-		if _, err := dead.Acquire(ctx, id, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rec, err := st.GetWorker(ctx, "w-dead")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.DeclareDead(ctx, "w-dead", rec.Epoch, rec.HeartbeatSeq, "w-declarer", time.Now().UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
+	deadWorker(t, st, "w-dead", "s-1", "s-2")
 	cfg := DefaultConfig()
 	cfg.WorkerID = "w-declarer"
 	log := zerolog.Nop()
