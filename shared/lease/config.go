@@ -96,6 +96,14 @@ type Config struct {
 	// the claim pace): the worker sets it (claim.TakeoverGrace) when it
 	// consumes a work queue, which its takeovers announce on.
 	GoneGrace time.Duration
+	// Flowing, when set, reports whether the work queue is bringing this
+	// worker start notifications now: GoneGrace applies only while it
+	// does. A gone worker nobody announces the sessions of (a death
+	// declared by a watcher that died before its takeover, a worker that
+	// left with a session it could not release, a restart whose
+	// notification was lost) is then listed at once, as without a grace,
+	// when the queue is quiet. nil: GoneGrace always applies.
+	Flowing func() bool
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,

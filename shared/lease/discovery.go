@@ -365,10 +365,10 @@ func rpc[T any](ctx context.Context, timeout time.Duration, call func(context.Co
 }
 
 // inGoneGrace reports whether gone worker w's sessions are left to its
-// takeover: known gone for less than Config.GoneGrace, and no EndGoneGrace
-// for it.
+// takeover: known gone for less than Config.GoneGrace, the work queue
+// flowing (Config.Flowing), and no EndGoneGrace for it.
 func (k *Keeper) inGoneGrace(w string, known time.Duration) bool {
-	if known >= k.cfg.GoneGrace {
+	if known >= k.cfg.GoneGrace || k.cfg.Flowing != nil && !k.cfg.Flowing() {
 		return false
 	}
 	k.gmu.Lock()

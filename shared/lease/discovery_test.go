@@ -200,4 +200,15 @@ func TestGoneWorkersSessionsLeftToItsTakeoverForTheGrace(t *testing.T) {
 	if got := listed(d); !slices.Equal(got, []string{"s1", "s2"}) {
 		t.Fatalf("listed %v without a grace: want s1 and s2", got)
 	}
+	// With a grace while the work queue is quiet (Config.Flowing false:
+	// nobody is announcing sessions): at once; while it flows: none.
+	flowing := false
+	e, _ := r.keeperWith("we", func(c *lease.Config) { c.GoneGrace, c.Flowing = grace, func() bool { return flowing } })
+	if got := listed(e); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Fatalf("listed %v with the work queue quiet: want s1 and s2", got)
+	}
+	flowing = true
+	if got := listed(e); len(got) != 0 {
+		t.Fatalf("listed %v with the work queue flowing, within the grace: want none", got)
+	}
 }

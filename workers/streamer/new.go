@@ -68,6 +68,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		// A dead or gone worker's sessions are left to its takeover,
 		// which announces on the queue what no receiver took.
 		lc.GoneGrace = claim.TakeoverGrace
+		lc.Flowing = func() bool { return w.consumer.Flowing(claim.FlowingWithin(cfg.ReconcileEvery)) }
 	}
 	k, err := lease.NewKeeper(w.store, deps.Clock, lc, observer{w}, w.report)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -151,10 +153,21 @@ func deadWorker(t *testing.T, st *memstore.Store, id string, sessions ...string)
 	}
 }
 
-// failQueue is a work queue whose publishes all fail.
-type failQueue struct{ idleQueue }
+// failQueue is a work queue whose publishes all fail, and whose first
+// receive brings a start notification (for a session that does not exist).
+type failQueue struct {
+	idleQueue
+	received atomic.Bool
+}
 
-func (failQueue) PublishBatch(_ context.Context, ns []notify.Notification) []error {
+func (q *failQueue) Receive(context.Context, int) ([]notify.Message, error) {
+	if q.received.Swap(true) {
+		return nil, nil
+	}
+	return []notify.Message{{MessageID: "m-1", Notification: notify.Notification{Type: schema.NotifyStart, ConnectionID: "s-none", Generation: 1}}}, nil
+}
+
+func (*failQueue) PublishBatch(_ context.Context, ns []notify.Notification) []error {
 	errs := make([]error, len(ns))
 	for i := range errs {
 		errs[i] = errors.New("queue down")
@@ -175,10 +188,17 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.WorkerID = "w-declarer"
 	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: st, Queue: failQueue{}, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	w, err := New(cfg, Deps{Store: st, Queue: &failQueue{}, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The queue brings a start: the grace applies (lease.Config.Flowing).
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.consumer.Run(cctx) }()
+	testwait.Eventually(t, 5*time.Second, "a start notification received", func() bool { return w.consumer.Flowing(time.Minute) })
+	stop()
+	<-done
 	listed := func() int {
 		t.Helper()
 		cands, err := w.keeper.Orphans(ctx, 10)

@@ -103,8 +103,11 @@ type Consumer struct {
 	// Rand draws the receive retries' back-off (nil: the global source).
 	Rand *draw.Stream
 
-	lastOK  atomic.Int64 // unix nanos of the last successful receive
-	lastErr atomic.Pointer[error]
+	lastOK atomic.Int64 // unix nanos of the last successful receive
+	// lastStart: unix nanos of the last receive that brought a start
+	// notification (Flowing).
+	lastStart atomic.Int64
+	lastErr   atomic.Pointer[error]
 }
 
 // Run consumes until ctx is done.
@@ -153,6 +156,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		failures = 0
 		c.lastErr.Store(nil)
 		c.lastOK.Store(c.Clock.Now().UnixNano())
+		for _, m := range msgs {
+			if m.Err == nil && m.Notification.Type == schema.NotifyStart {
+				c.lastStart.Store(c.Clock.Now().UnixNano())
+				break
+			}
+		}
 		// Handled concurrently; the handled messages are deleted together
 		// (one DeleteMessageBatch per ten) before the next receive.
 		var (
@@ -197,6 +206,21 @@ func (c *Consumer) stopped() bool {
 	default:
 		return false
 	}
+}
+
+// Flowing reports whether a receive within the last d brought a start
+// notification: the work queue is bringing this worker sessions to claim
+// (a takeover's announcements among them).
+func (c *Consumer) Flowing(d time.Duration) bool {
+	at := c.lastStart.Load()
+	return at != 0 && c.clock().Now().Sub(time.Unix(0, at)) < d
+}
+
+func (c *Consumer) clock() clock.Clock {
+	if c.Clock == nil {
+		return clock.Real{}
+	}
+	return c.Clock
 }
 
 // Healthy reports an error when the last receive failed.
@@ -306,6 +330,12 @@ func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 // (its declarer died before announcing it) waits up to this long for a
 // reconcile pass instead of one pass.
 const TakeoverGrace = 2 * time.Minute
+
+// FlowingWithin is how recently the work queue must have brought a start
+// notification for TakeoverGrace to apply (lease.Config.Flowing): two
+// reconcile intervals. A quiet queue is announcing nobody's sessions, and
+// a pass then lists a gone worker's at once.
+func FlowingWithin(every time.Duration) time.Duration { return 2 * every }
 
 // Reconciler claims orphans (sessions without owner, and the sessions of
 // workers that died or left) every Every (±Jitter), and at once after Kick.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/notify"
@@ -563,5 +564,33 @@ func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
 	defer cl.mu.Unlock()
 	if a := cl.args["x"]; a.prev == nil || *a.prev != dead {
 		t.Fatalf("x claimed with prev %v, want %v", a.prev, dead)
+	}
+}
+
+// The consumer is flowing while a receive within the window brought a start
+// notification (lease.Config.Flowing: the takeover's grace applies only
+// then); a stop does not count.
+func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStop, "s")}}}
+	c := &Consumer{Queue: q, Claimer: newClaimer(100), Log: zerolog.Nop(), Clock: clk}
+	stop := runConsumer(t, c)
+	testwait.Eventually(t, 5*time.Second, "the stop handled", func() bool { d, _ := q.acks(); return d == 1 })
+	stop()
+	if c.Flowing(time.Minute) {
+		t.Fatal("flowing after a stop notification only")
+	}
+	q.mu.Lock()
+	q.batches = [][]notify.Message{{msg("m2", schema.NotifyStart, "s2")}}
+	q.mu.Unlock()
+	stop = runConsumer(t, c)
+	testwait.Eventually(t, 5*time.Second, "the start handled", func() bool { d, _ := q.acks(); return d == 2 })
+	stop()
+	if !c.Flowing(10 * time.Second) {
+		t.Fatal("not flowing right after a start notification")
+	}
+	clk.Advance(10 * time.Second)
+	if c.Flowing(10 * time.Second) {
+		t.Fatal("still flowing 10 s after the last start notification, within 10 s")
 	}
 }
