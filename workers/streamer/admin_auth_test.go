@@ -55,9 +55,12 @@ func TestAdminEndpointsRequireTheToken(t *testing.T) {
 // burst the endpoint answers 429 with Retry-After, and what it admitted by
 // then stays within the burst plus the rate over the flood's time.
 func TestHandoffFloodIsBounded(t *testing.T) {
-	// Few sessions keep the drain's rate (handoffDrainRate: 2 × 10 in 10 s)
-	// under HandoffMinRate: the flood meets the floor.
-	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.MaxSessions = 1, 10 }, nil)
+	// 300 sessions keep the drain's rate (handoffDrainRate: 2 × 300 in 10 s)
+	// under HandoffMinRate, so the flood meets the floor, and leave more
+	// room than HandoffMaxInFlight claims in flight: a full worker answers
+	// 503 instead (at 10, a loaded machine had 10 of the flood's claims in
+	// flight at once, and the test met a 503).
+	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.MaxSessions = 1, 300 }, nil)
 	rate := max(HandoffMinRate, handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline))
 	base := "http://" + m.AdminAddr()
 	start := time.Now()
