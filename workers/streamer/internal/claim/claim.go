@@ -316,8 +316,10 @@ type Lister interface {
 func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 
 // TakeoverGrace is the lease.Config.GoneGrace of a worker that consumes the
-// work queue: for 2 minutes after it first knows a worker gone, its
-// reconcile passes leave that worker's sessions to the takeover, which
+// work queue: for 2 minutes after it first knows a worker gone, while the
+// queue brings it start notifications (Consumer.Flowing within
+// FlowingWithin), its reconcile passes leave that worker's sessions to the
+// takeover, which
 // tells receivers their parts and announces the rest on the queue (a
 // receiver that cannot take its part announces it too); then any pass
 // claims what is left. Measured by the fleet simulator (az at 100 ×
@@ -326,9 +328,9 @@ func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 // three of four of its claims, a third of the fleet's claim budget in the
 // recovery's second half; leaving them to the takeover, the lost AZ's
 // sessions delivered again p50 / p99 / max 59.2 / 111.2 / 130.7 s instead
-// of 57.1 / 138.6 / 144.1 s. The cost: a session whose takeover was lost
-// (its declarer died before announcing it) waits up to this long for a
-// reconcile pass instead of one pass.
+// of 57.1 / 138.6 / 144.1 s. The cost: while the queue brings other starts,
+// a session whose takeover was lost (its declarer died before announcing
+// it) waits up to this long for a reconcile pass instead of one pass.
 const TakeoverGrace = 2 * time.Minute
 
 // FlowingWithin is how recently the work queue must have brought a start
