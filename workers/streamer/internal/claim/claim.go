@@ -334,10 +334,12 @@ func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 const TakeoverGrace = 2 * time.Minute
 
 // FlowingWithin is how recently the work queue must have brought a start
-// notification for TakeoverGrace to apply (lease.Config.Flowing): two
-// reconcile intervals. A quiet queue is announcing nobody's sessions, and
-// a pass then lists a gone worker's at once.
-func FlowingWithin(every time.Duration) time.Duration { return 2 * every }
+// notification for TakeoverGrace to apply (lease.Config.Flowing): a pass's
+// span of claims (ListSpan) and two reconcile intervals, since the
+// consumer's claims wait in the same claim pace as a pass's. A quiet queue
+// is announcing nobody's sessions, and a pass then lists a gone worker's
+// at once.
+func FlowingWithin(every time.Duration) time.Duration { return ListSpan + 2*every }
 
 // Reconciler claims orphans (sessions without owner, and the sessions of
 // workers that died or left) every Every (±Jitter), and at once after Kick.
