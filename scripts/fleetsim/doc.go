@@ -265,6 +265,14 @@
 // sessions hit delivering again by the end, p99 155.9 s, max 176.4 s
 // against a bound of 143.7 s (docs/scale/1000x1000000-warm-az-sample).
 //
+// The eighth (session 41, the same command, at 1b3e7e8: a worker's first
+// reconcile pass, before it knows its claim rate, lists 10 candidates,
+// not 1,000) ran in 87 minutes real (5,979 s CPU, beside 100 × 100,000
+// runs for most of it; peak heap 14.8 GiB + stacks 7.1 GiB): every one of
+// the 334,029 sessions hit delivering again by the end, p99 149.4 s, max
+// 186.9 s against a bound of 141.6 s, refused acquires 0.54 → 0.33 per
+// session started (docs/scale/1000x1000000-warm-az-firstpass).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's

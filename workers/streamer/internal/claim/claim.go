@@ -326,9 +326,11 @@ func FastPathGrace(every time.Duration) time.Duration { return every / 2 }
 // 100,000, budget 346 claims/s): every pass listing the dead workers'
 // sessions while the queue's consumers and the receivers took them lost
 // three of four of its claims, a third of the fleet's claim budget in the
-// recovery's second half; leaving them to the takeover, the lost AZ's
-// sessions delivered again p50 / p99 / max 59.2 / 111.2 / 130.7 s instead
-// of 57.1 / 138.6 / 144.1 s. The cost: while the queue brings other starts,
+// recovery's second half; leaving them to the takeover while the queue
+// flows, the lost AZ's sessions delivered again p50 / p99 / max 60.2 /
+// 123.9 / 136.2 s instead of 57.1 / 138.6 / 144.1 s (59.3 / 111.3 / 119.5 s
+// with the grace whatever the queue did, which left a death nobody
+// announced to the grace's end). The cost: while the queue brings other starts,
 // a session whose takeover was lost (its declarer died before announcing
 // it) waits up to this long for a reconcile pass instead of one pass.
 const TakeoverGrace = 2 * time.Minute
