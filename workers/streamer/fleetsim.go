@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
-
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 )
 
@@ -75,9 +74,8 @@ var claimNotes sync.Map // *Worker → func(path, outcome string)
 
 // SimOnClaim calls f with every claim w makes, its path (claimpath.go:
 // queue, reconcile, takeover, move, given, audit) and its outcome
-// (acquired, held_elsewhere, …), as it ends. Call it before Run.
-// fleetsim build only.
-// nil removes w's (the simulator's workers end, its observers with them).
+// (acquired, held_elsewhere, …), as it ends; nil removes w's (a worker's
+// observer ends with it). Call it before Run. fleetsim build only.
 func (w *Worker) SimOnClaim(f func(path, outcome string)) {
 	if f == nil {
 		claimNotes.Delete(w)
