@@ -140,3 +140,45 @@ func (s *hangingHeartbeats) Heartbeat(ctx context.Context, owner string, epoch i
 	}
 	return rec, err
 }
+
+// A heartbeat is current for one and a half intervals after the send of the
+// last one that succeeded: a worker whose table stopped answering loses it
+// within that, while it keeps its trust for most of the trust window; the
+// next heartbeat that succeeds makes it current again.
+func TestHeartbeatCurrentOnlyWhileNoneIsOverdue(t *testing.T) {
+	clk := clock.NewFake(t0)
+	cfg := lease.DefaultConfig("w1")
+	cfg.HeartbeatEvery, cfg.RPCTimeout = time.Second, 2*time.Second
+	cfg.TTL, cfg.SafetyMargin = 4*time.Second, time.Second
+	cfg.IndexLagBound = 3 * time.Second
+	k, err := lease.NewKeeper(memstore.New(), clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.HeartbeatCurrent() {
+		t.Fatal("current before the registration")
+	}
+	ctx := context.Background()
+	if err := k.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(1400 * time.Millisecond)
+	if !k.HeartbeatCurrent() {
+		t.Fatal("not current 1.4 s after the registration, heartbeat every 1 s")
+	}
+	clk.Advance(200 * time.Millisecond)
+	if k.HeartbeatCurrent() {
+		t.Fatal("current 1.6 s after the last heartbeat that succeeded")
+	}
+	if !k.Trusted() {
+		t.Fatal("the worker lost its trust 1.6 s after it, want it kept (trust window 3 s)")
+	}
+	k.HeartbeatNow(ctx)
+	if !k.HeartbeatCurrent() {
+		t.Fatal("not current right after a heartbeat succeeded")
+	}
+	clk.Advance(3 * time.Second)
+	if k.HeartbeatCurrent() || k.Trusted() {
+		t.Fatal("current or trusted after the trust window")
+	}
+}

@@ -42,6 +42,13 @@ func (l *liveness) valid(now time.Time) bool {
 	return l.registered && l.ended == nil && now.Before(l.trustedUntil)
 }
 
+// current reports whether the worker may act as owner at now and its last
+// successful heartbeat was sent within one and a half heartbeat intervals
+// (every): none is overdue, so the table answered it moments ago.
+func (l *liveness) current(now time.Time, every time.Duration) bool {
+	return l.valid(now) && now.Sub(l.lastSentOK) <= every+every/2
+}
+
 // watch is an observer's pure view of one watched worker: the heartbeat
 // counter it last read and when it first received that value.
 type watch struct {

@@ -44,6 +44,19 @@ func (k *Keeper) trusted(now time.Time) bool {
 	return t.valid && now.Before(t.until)
 }
 
+// HeartbeatCurrent reports whether the worker is trusted and its last
+// heartbeat that succeeded was sent within one and a half heartbeat
+// intervals: no heartbeat is overdue. A worker asked to receive a session
+// checks it first: one cut off from the table since its last heartbeat
+// keeps its trust for most of the trust window, but could not acquire
+// what it was given, and the giver has let the session go by then.
+func (k *Keeper) HeartbeatCurrent() bool {
+	now := k.clk.Now()
+	k.lmu.Lock()
+	defer k.lmu.Unlock()
+	return k.live.current(now, k.cfg.HeartbeatEvery)
+}
+
 // trustDeadline is the published trust deadline (zero: not trusted at all).
 func (k *Keeper) trustDeadline() time.Time {
 	t := k.trust.Load()

@@ -81,6 +81,7 @@ func (w *Worker) adminMux() http.Handler {
 		writeJSON(rw, http.StatusOK, w.Status())
 	})
 	mux.HandleFunc("POST "+handoffPath, w.serveHandoff)
+	mux.HandleFunc("GET "+handoffReadyPath, w.serveHandoffReady)
 	mux.HandleFunc("POST "+standbyPath, w.serveStandbyAssign)
 	mux.HandleFunc("DELETE "+standbyPath, w.serveStandbyDrop)
 	mux.HandleFunc("POST "+standbyDroppedPath, w.serveStandbyDropped)

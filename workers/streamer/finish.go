@@ -80,6 +80,11 @@ func (w *Worker) finish(s *session.Session, reason error) *lease.Given {
 		if !told.given {
 			ev = ev.Dur("give_ms", told.refused)
 		}
+		if !move.ReadyAt.IsZero() {
+			// ready_ms: since the receiver said it would take it (a
+			// session whose standby it holds), before the close.
+			ev = ev.Dur("ready_ms", clock.Since(w.deps.Clock, move.ReadyAt))
+		}
 		if move.Shutdown {
 			ev.Bool("handed_off", true).Msg("lease released")
 		} else {

@@ -51,8 +51,19 @@ func (w *Worker) serveHandoff(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if w.free() <= 0 {
-		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": "not claiming (draining or full)"})
+	// A given tenure is refused by this worker's readiness (full,
+	// draining, its heartbeat overdue: the giver keeps the session or
+	// releases it for anyone); a tell or a takeover's part only when it
+	// cannot claim at all (its claim retries while the table does not
+	// answer).
+	why := ""
+	if given != nil {
+		why = w.refusesHandoff(id, false)
+	} else if w.free() <= 0 {
+		why = "not claiming (draining or full)"
+	}
+	if why != "" {
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"error": why})
 		return
 	}
 	done, ok := w.handoffIn.admit()

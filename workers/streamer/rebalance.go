@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
@@ -114,6 +115,7 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	// round's writes at the table.
 	sem := make(chan struct{}, movesInFlight)
 	var wg sync.WaitGroup
+	var notReady atomic.Int32
 	for _, m := range moves {
 		for k := 0; k < m.Count; k++ {
 			s, ok := picker.pick(m.To)
@@ -129,20 +131,53 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				s.Interrupt(session.MoveTo{To: m.To})
-				select {
-				case <-w.sessionDone(s):
-				case <-ctx.Done():
+				if !w.moveSession(ctx, s, m.To) {
+					notReady.Add(1)
 				}
 			})
 		}
 	}
 	wg.Wait()
 	if n > 0 {
-		w.log.Info().Int("moves", n).Float64("fair_share", v.share).Int("load", v.load).
+		w.log.Info().Int("moves", n-int(notReady.Load())).Int32("not_ready", notReady.Load()).Float64("fair_share", v.share).Int("load", v.load).
 			Float64("imbalance", v.imbalance).Msg("rebalancing: handing sessions off")
 	}
 	return nil
+}
+
+// moveSession moves s to worker to (its close, flush and hand-off) and
+// waits for its end; false when it was not moved. A session whose standby
+// to holds moves only once to answers that it would promote it now
+// (receiverReady): closed here, what a source that cannot replay sends
+// until someone dials again is lost if to cannot acquire it (a short chaos
+// run moved one to a worker cut off from DynamoDB for 3 s, whose record was
+// still ALIVE: 18 messages lost).
+func (w *Worker) moveSession(ctx context.Context, s *session.Session, to string) bool {
+	move := session.MoveTo{To: to}
+	if w.standbyWorkerOf(s.ID()) == to {
+		if err := w.receiverReady(ctx, to, s.ID()); err != nil {
+			s.Logger().Debug().Err(err).Str("to", to).Msg("rebalancing move: the standby's worker is not ready (the session stays)")
+			return false
+		}
+		move.ReadyAt = w.deps.Clock.Now()
+	}
+	s.Interrupt(move)
+	select {
+	case <-w.sessionDone(s):
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// standbyWorkerOf is the worker holding the standby of session id, as
+// this worker (its owner) placed or found it ("": none).
+func (w *Worker) standbyWorkerOf(id string) string {
+	w.sbMu.Lock()
+	defer w.sbMu.Unlock()
+	if st := w.ownStandbys[id]; st != nil {
+		return st.worker
+	}
+	return ""
 }
 
 // movesInFlight bounds the hand-offs of a round under way at once.

@@ -4,6 +4,7 @@ package session
 
 import (
 	"errors"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -52,6 +53,10 @@ var (
 type MoveTo struct {
 	To       string
 	Shutdown bool
+	// ReadyAt is when the receiver answered that it would take the
+	// session (a rebalancing move of a session whose standby it holds;
+	// zero: not asked).
+	ReadyAt time.Time
 }
 
 func (m MoveTo) Error() string { return "session moved to " + m.To }
