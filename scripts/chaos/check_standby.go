@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/wsfleet/wsfleet/testkit/feed"
 )
@@ -206,10 +207,12 @@ func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *t
 	if before != nil && after != nil && before != after {
 		c = j.causeOf(v, before, after)
 		// A standby session's rebalancing move is judged as a death is:
-		// the worker moves it only to its standby's worker, whose
-		// promotion goes on after the last message delivered. (The
+		// the worker moves it only to its standby's worker, once that
+		// worker said it would take it, and the promotion goes on after
+		// the last message delivered; unless the receiver met a fault it
+		// could not know of when it said so (receiverFaulted). (The
 		// control group's moves lose what a dial misses: not judged.)
-		death = deathKinds[c.kind] || (v.standby && c.kind == "rebalance")
+		death = deathKinds[c.kind] || (v.standby && c.kind == "rebalance" && !j.receiverFaulted(v.id, before, after, c))
 	}
 	var held []string
 	for _, cr := range v.conns {
@@ -248,6 +251,44 @@ func (j *judge) standbyHole(v *sessionView, ss *StandbySession, before, after *t
 			sb.ControlLostOther += n
 		}
 	}
+}
+
+// receiverFaulted reports whether the rebalancing move c that ended tenure
+// before met a fault of its receiver that the receiver could not have
+// known of when it said it would take the session: one that began at most
+// one and a half heartbeat intervals before that answer (a worker answers
+// only while its last heartbeat that succeeded was sent within that,
+// lease.Keeper.HeartbeatCurrent) and before after's first delivery: its
+// kill, pause, partition or restart, or the table's outage or storm. What
+// the standby had been sent is then lost to two faults at once, the move
+// and its receiver's, and counted as lost otherwise; a move whose
+// receiver was not asked first (no ready answer logged) is never excused.
+func (j *judge) receiverFaulted(id string, before, after *tenure, c cause) bool {
+	var m *Move
+	for i, mv := range j.moves[id] {
+		if mv.From == before.worker && mv.AtNs == c.atNs {
+			m = &j.moves[id][i]
+		}
+	}
+	if m == nil || m.ReadyAtNs == 0 {
+		return false
+	}
+	from := m.ReadyAtNs - 3*j.set.HeartbeatMs*int64(time.Millisecond)/2
+	for _, f := range j.ev.Faults {
+		at := f.Start.UnixNano()
+		if at < from || at > after.firstAt {
+			continue
+		}
+		switch f.Kind {
+		case KindKill, KindZombie, KindPartition, KindSinkFreezeDynamo, KindRolling, KindScaleIn, KindClockOffset:
+			if f.Worker == m.To {
+				return true
+			}
+		case KindDynamoDown, KindSinkRefuseDynamo, KindThrottle, KindAmbiguous:
+			return true
+		}
+	}
+	return false
 }
 
 // promoted reports whether next took the session over on a standby

@@ -215,3 +215,35 @@ func TestStandbyOfTheDyingOwnerIsNoStandby(t *testing.T) {
 		t.Fatalf("violations %+v, standby %+v", v, res.Standby)
 	}
 }
+
+// A standby session's move whose receiver was cut off from DynamoDB after
+// it said it would take the session (within the heartbeat its answer
+// trusts) loses what its standby had to two faults at once: reported as
+// lost otherwise. The same hole is a violation when the receiver had been
+// cut off longer than that before its answer, or when the sender never
+// asked it.
+func TestStandbyMoveToAReceiverThatFaultedAfterItsAnswer(t *testing.T) {
+	const hb = 1.0 // the scenario's heartbeat interval, s
+	moved := func(readyAt, partitioned float64) Result {
+		s := standbyScenario(SourceLive, true, 55, 2.0, 10)
+		s.set.HeartbeatMs = int64(hb * 1000)
+		s.ev.Faults = []Fault{{N: 1, Kind: KindPartition, Worker: "worker-2", Start: at(partitioned), End: at(partitioned + 6)}}
+		m := Move{Session: "a", From: "worker-1", To: "worker-2", AtNs: at(10.85).UnixNano()}
+		if readyAt > 0 {
+			m.ReadyAtNs = at(readyAt).UnixNano()
+		}
+		s.ev.Moves = []Move{m}
+		return s.judge()
+	}
+	for _, partitioned := range []float64{10.7, 10.79 - hb} {
+		if res := moved(10.79, partitioned); len(violationsOf(res, CheckStandbyNoLoss)) != 0 || res.Standby.LostOther != 4 {
+			t.Fatalf("receiver cut off at %.2f s, its answer at 10.79 s: violations %+v, standby %+v", partitioned, res.Violations, res.Standby)
+		}
+	}
+	if v := violationsOf(moved(10.79, 10.79-2*hb), CheckStandbyNoLoss); len(v) != 1 || !strings.Contains(v[0].Detail, "feed seqs 51..54 (4)") {
+		t.Fatalf("receiver cut off 2 heartbeats before its answer: standby-no-loss %+v", v)
+	}
+	if v := violationsOf(moved(0, 10.7), CheckStandbyNoLoss); len(v) != 1 {
+		t.Fatalf("a move whose receiver was not asked: standby-no-loss %+v", v)
+	}
+}

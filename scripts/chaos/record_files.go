@@ -90,6 +90,10 @@ type Move struct {
 	From    string `json:"from"`
 	To      string `json:"to"`
 	AtNs    int64  `json:"t"` // the log line's time (release written)
+	// ReadyAtNs is when the receiver answered that it would take the
+	// session, before the sender closed it (a session whose standby the
+	// receiver holds; 0: not asked).
+	ReadyAtNs int64 `json:"ready_t,omitempty"`
 }
 
 // readMoves reads the rebalancing hand-offs from a worker's log (JSON
@@ -103,11 +107,16 @@ func readMoves(path string) ([]Move, error) {
 			From    string    `json:"worker_id"`
 			To      string    `json:"to"`
 			Time    time.Time `json:"time"`
+			ReadyMs *float64  `json:"ready_ms"`
 		}
 		if json.Unmarshal(b, &l) != nil || l.Message != moveLogMessage || l.Session == "" {
 			return
 		}
-		out = append(out, Move{Session: l.Session, From: l.From, To: l.To, AtNs: l.Time.UnixNano()})
+		m := Move{Session: l.Session, From: l.From, To: l.To, AtNs: l.Time.UnixNano()}
+		if l.ReadyMs != nil {
+			m.ReadyAtNs = m.AtNs - int64(*l.ReadyMs*float64(time.Millisecond))
+		}
+		out = append(out, m)
 	})
 	return out, err
 }
