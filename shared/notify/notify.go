@@ -21,6 +21,15 @@ type Notification struct {
 	ConnectionID string `json:"connection_id"`
 	Generation   int64  `json:"generation"`
 	SentAtMs     int64  `json:"sent_at_ms"`
+	// PrevOwner and PrevEpoch (a start only, both or neither) name the
+	// tenure the announcer found the session in: a dead or departed
+	// owner's, announced by its takeover or by the leaver itself. A
+	// consumer that reads that owner's record as not alive itself names
+	// the tenure in its acquire: one conditional write, where an acquire
+	// that found the session held was refused first and sent again.
+	// Older workers ignore the fields.
+	PrevOwner string `json:"prev_owner,omitempty"`
+	PrevEpoch int64  `json:"prev_epoch,omitempty"`
 }
 
 // ConnectionIDPattern is the character set and length of a connection_id;
@@ -68,6 +77,9 @@ func (n Notification) Validate() error {
 	}
 	if !ValidConnectionID(n.ConnectionID) {
 		return fmt.Errorf("%w: connection_id %q", ErrMalformed, n.ConnectionID)
+	}
+	if (n.PrevOwner == "") != (n.PrevEpoch == 0) || n.PrevEpoch < 0 || (n.PrevOwner != "" && n.Type != schema.NotifyStart) {
+		return fmt.Errorf("%w: prev_owner %q and prev_epoch %d (a start's, both or neither, epoch positive)", ErrMalformed, n.PrevOwner, n.PrevEpoch)
 	}
 	return nil
 }

@@ -19,8 +19,15 @@ type claimer struct {
 
 var _ claim.Claimer = claimer{}
 
-// Claim is a paced claim (admission, the acquire, the session).
+// Claim is a paced claim (admission, the acquire, the session). A start
+// notification's previous tenure (a takeover's or a leaver's
+// announcement) is named in the acquire only once this worker reads its
+// owner's record as not alive itself (once per dead worker: the keeper
+// remembers it); the reconciler's come from the keeper's own listing.
 func (c claimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (claim.Outcome, error) {
+	if prev != nil && c.path == pathQueue && !c.w.keeper.NotAlive(ctx, prev.Owner) {
+		prev = nil
+	}
 	return c.w.claim(ctx, c.path, id, prev, nil, sentAtMs, true)
 }
 

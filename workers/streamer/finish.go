@@ -104,7 +104,7 @@ func (w *Worker) finish(s *session.Session, reason error) *lease.Given {
 	ev := log.Info().Int64("last_seq", h.LastSeq()).Str("cause", reason.Error()).
 		Dur("flush_ms", t1.Sub(t0)).Dur("release_ms", t2.Sub(t1))
 	if errors.Is(reason, session.ErrShutdown) && w.deps.Queue != nil {
-		if err := w.announceStart(ctx, h.ID(), h.Item().Generation); err != nil {
+		if err := w.announceStart(ctx, h.ID(), h.Item().Generation, nil); err != nil {
 			log.Warn().Err(err).Msg("hand-off notification (reconciliation will find the released lease)")
 		}
 		ev = ev.Bool("handed_off", true).Dur("publish_ms", clock.Since(w.deps.Clock, t2))

@@ -126,7 +126,7 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 		} else {
 			s.Logger().Debug().Err(err).Str("to", move.To).Msg("hand-off: the receiver will not take it (released for anyone, a start notification)")
 		}
-		if perr := w.announceStart(ctx, h.ID(), h.Item().Generation); perr != nil {
+		if perr := w.announceStart(ctx, h.ID(), h.Item().Generation, nil); perr != nil {
 			return handoffTimes{}, errors.Join(err, perr)
 		}
 	}
@@ -136,12 +136,17 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 
 // announceStart publishes a start notification of session id at
 // generation gen (0: any) for whichever worker takes it first (nothing
-// without a work queue: reconciliation finds the session).
-func (w *Worker) announceStart(ctx context.Context, id string, gen int64) error {
+// without a work queue: reconciliation finds the session); prev, when set,
+// is the dead or departed owner's tenure the session was found in, which
+// the taker names in its acquire once it reads that owner not alive.
+func (w *Worker) announceStart(ctx context.Context, id string, gen int64, prev *lease.Token) error {
 	if w.handoffs == nil {
 		return nil
 	}
 	n := notify.Notification{Type: schema.NotifyStart, ConnectionID: id, Generation: gen, SentAtMs: w.deps.Clock.Now().UnixMilli()}
+	if prev != nil {
+		n.PrevOwner, n.PrevEpoch = prev.Owner, prev.Epoch
+	}
 	return w.handoffs.Publish(ctx, n)
 }
 
@@ -179,7 +184,7 @@ func (w *Worker) takeBack(g lease.Given, gen int64) {
 	if out == claim.NotStarted {
 		return
 	}
-	if perr := w.announceStart(ctx, id, gen); perr != nil {
+	if perr := w.announceStart(ctx, id, gen, nil); perr != nil {
 		w.log.Warn().Err(perr).Str("connection_id", id).Msg("rebalancing move: released for anyone, its start notification (reconciliation finds it)")
 		return
 	}

@@ -144,7 +144,7 @@ func (w *Worker) takeHandedOff(id string, prev *lease.Token, told time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.hardCtx), w.cfg.StoreTimeout)
 	defer cancel()
-	if err := w.announceStart(ctx, id, 0); err != nil {
+	if err := w.announceStart(ctx, id, 0, prev); err != nil {
 		w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Msg("takeover part not taken: notification")
 	}
 }

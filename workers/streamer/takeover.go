@@ -145,7 +145,7 @@ func (w *Worker) announceAll(ctx context.Context, log zerolog.Logger, cands []le
 	g.SetLimit(takeoverAnnouncers)
 	for _, c := range cands {
 		g.Go(func() error {
-			if err := w.announceStart(ctx, c.ConnectionID, 0); err != nil {
+			if err := w.announceStart(ctx, c.ConnectionID, 0, c.Prev); err != nil {
 				failed.Add(1)
 				log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("takeover notification")
 			}

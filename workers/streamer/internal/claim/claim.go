@@ -68,8 +68,10 @@ func (o Outcome) String() string { return outcomeNames[o] }
 // Claimer claims sessions (the worker implements it).
 type Claimer interface {
 	// Claim tries to acquire id and start its session, taking it over from
-	// prev when the reconciler found it owned by a worker that is not alive
-	// (nil otherwise). sentAtMs is the notification's sent_at_ms (0 when
+	// prev when the reconciler found it owned by a worker that is not alive,
+	// or a start notification named the tenure of a dead or departed owner
+	// (its announcer's: the claimer reads that owner not alive itself
+	// before it names it); nil otherwise. sentAtMs is the notification's sent_at_ms (0 when
 	// reconciling).
 	Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (Outcome, error)
 	// Free is the number of sessions the worker may still claim.
@@ -247,7 +249,13 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 		c.Claimer.StopHint(ctx, n.ConnectionID)
 		return true
 	case schema.NotifyStart:
-		out, err := c.Claimer.Claim(ctx, n.ConnectionID, nil, n.SentAtMs)
+		var prev *lease.Token
+		if n.PrevOwner != "" {
+			// The tenure a takeover or a leaver found it in: the claimer
+			// names it once it reads that owner not alive.
+			prev = &lease.Token{ConnectionID: n.ConnectionID, Owner: n.PrevOwner, Epoch: n.PrevEpoch}
+		}
+		out, err := c.Claimer.Claim(ctx, n.ConnectionID, prev, n.SentAtMs)
 		switch out {
 		case Acquired, OwnedHere, HeldElsewhere, NotStarted:
 			log.Debug().Stringer("outcome", out).Msg("start notification handled")
