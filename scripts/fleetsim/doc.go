@@ -273,6 +273,15 @@
 // 186.9 s against a bound of 141.6 s, refused acquires 0.54 → 0.33 per
 // session started (docs/scale/1000x1000000-warm-az-firstpass).
 //
+// The ninth (session 42, the same command, at 2d47740: the takeover's
+// grace, reconcile passes leaving a dead worker's sessions to its takeover
+// for 2 minutes while the work queue flows) ran in 76 minutes real (6,170
+// s CPU, its first 35 minutes beside 100 × 100,000 runs): every one of the
+// 334,021 sessions hit delivering again, p99 161.9 s, max 196.1 s against
+// a bound of 140.8 s, no better than the eighth; the reconcile passes'
+// refused claims 152,633 (0.46 a session hit, 0.2 at 100 × 100,000): the
+// recovery outlasts the grace (docs/scale/1000x1000000-warm-az-grace).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
