@@ -309,16 +309,22 @@ type givenBody struct {
 // callReceiver posts a hand-off to worker to's admin server (within a
 // second) and wants the status want.
 func (w *Worker) callReceiver(ctx context.Context, to string, q url.Values, fp uint64, body io.Reader, want int) error {
+	if fp != 0 {
+		q.Set("fp", strconv.FormatUint(fp, 16))
+	}
+	return w.askReceiver(ctx, to, http.MethodPost, handoffPath, q, body, want, time.Second)
+}
+
+// askReceiver sends method path?q to worker to's admin server within
+// timeout and wants the status want (a *tellStatusError otherwise).
+func (w *Worker) askReceiver(ctx context.Context, to, method, path string, q url.Values, body io.Reader, want int, timeout time.Duration) error {
 	addr := w.peerAddr(ctx, to)
 	if addr == "" {
 		return fmt.Errorf("%w for %s", errNoAdminAddr, to)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if fp != 0 {
-		q.Set("fp", strconv.FormatUint(fp, 16))
-	}
-	res, err := w.peerCall(ctx, http.MethodPost, addr, handoffPath, q, body)
+	res, err := w.peerCall(ctx, method, addr, path, q, body)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ package streamer
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -67,19 +66,6 @@ func (w *Worker) serveHandoffReady(rw http.ResponseWriter, r *http.Request) {
 // receiverReady asks worker to whether it would take session id now, with
 // its standby (nil: it would; any failure to answer is a no).
 func (w *Worker) receiverReady(ctx context.Context, to, id string) error {
-	addr := w.peerAddr(ctx, to)
-	if addr == "" {
-		return fmt.Errorf("%w for %s", errNoAdminAddr, to)
-	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	res, err := w.peerCall(ctx, http.MethodGet, addr, handoffReadyPath, url.Values{"connection_id": {id}, "standby": {"1"}}, nil)
-	if err != nil {
-		return err
-	}
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return &tellStatusError{to: to, status: res.Status, code: res.StatusCode}
-	}
-	return nil
+	q := url.Values{"connection_id": {id}, "standby": {"1"}}
+	return w.askReceiver(ctx, to, http.MethodGet, handoffReadyPath, q, nil, http.StatusOK, readyTimeout)
 }

@@ -46,19 +46,13 @@ func (q *batchQueue) PublishBatch(_ context.Context, ns []notify.Notification) [
 // not one batch (a round trip) after another per session.
 func TestTakeoverAnnouncesItsSessionsInFullBatches(t *testing.T) {
 	q := &batchQueue{sent: map[string]bool{}}
-	cfg := DefaultConfig()
-	cfg.WorkerID = "w-announcer"
-	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: memstore.New(), Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := bareWorker(t, "w-announcer", memstore.New(), q, nil)
 	const n = 200
 	var cands []lease.Candidate
 	for i := range n {
 		cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s-%03d", i), Prev: &lease.Token{ConnectionID: fmt.Sprintf("s-%03d", i), Owner: "w-dead", Epoch: 1}})
 	}
-	w.announceAll(context.Background(), log, cands)
+	w.announceAll(context.Background(), zerolog.Nop(), cands)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.sent) != n {
@@ -75,13 +69,7 @@ func TestTakeoverAnnouncesItsSessionsInFullBatches(t *testing.T) {
 // claim.ListSpan of the sessions it announced, from the end of the list
 // (the queue hands them out from the start).
 func TestTakeoverClaimsWhatItsRateTakesOfWhatItAnnounced(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.WorkerID, cfg.ClaimsPerSecond = "w-declarer", 2
-	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: memstore.New(), Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := bareWorker(t, "w-declarer", memstore.New(), nil, func(c *Config) { c.ClaimsPerSecond = 2 })
 	var cands []lease.Candidate
 	for i := range 100 {
 		cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s-%03d", i)})
@@ -111,13 +99,7 @@ func TestReceiverAnnouncesATakeoverPartItCannotTake(t *testing.T) {
 	st := memstore.New()
 	deadWorker(t, st, "w-dead")
 	q := &batchQueue{sent: map[string]bool{}}
-	cfg := DefaultConfig()
-	cfg.WorkerID = "w-receiver"
-	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: st, Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := bareWorker(t, "w-receiver", st, q, nil)
 	w.takeHandedOff("s-part", &lease.Token{ConnectionID: "s-part", Owner: "w-dead", Epoch: 1}, time.Now())
 	w.takeHandedOff("s-move", nil, time.Now())
 	q.mu.Lock()
@@ -125,6 +107,24 @@ func TestReceiverAnnouncesATakeoverPartItCannotTake(t *testing.T) {
 	if !q.sent["s-part"] || q.sent["s-move"] {
 		t.Fatalf("announced %v: want the takeover's part only", q.sent)
 	}
+}
+
+// bareWorker is a Worker made by New and never run (its keeper not
+// registered), logging nowhere, its sink discarding; q may be nil (no work
+// queue), mod adjusts the configuration.
+func bareWorker(t *testing.T, id string, st lease.Store, q WorkQueue, mod func(*Config)) *Worker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.WorkerID = id
+	if mod != nil {
+		mod(&cfg)
+	}
+	log := zerolog.Nop()
+	w, err := New(cfg, Deps{Store: st, Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // deadWorker registers worker id on st, has it acquire sessions, and
@@ -185,13 +185,7 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
 	}
 	deadWorker(t, st, "w-dead", "s-1", "s-2")
-	cfg := DefaultConfig()
-	cfg.WorkerID = "w-declarer"
-	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: st, Queue: &failQueue{}, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := bareWorker(t, "w-declarer", st, &failQueue{}, nil)
 	// The queue brings a start: the grace applies (lease.Config.Flowing).
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -226,13 +220,7 @@ func TestLeaverAnnouncesTheSessionsItStillOwns(t *testing.T) {
 		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
 	}
 	q := &batchQueue{sent: map[string]bool{}}
-	cfg := DefaultConfig()
-	cfg.WorkerID = "w-leaver"
-	log := zerolog.Nop()
-	w, err := New(cfg, Deps{Store: st, Queue: q, Handler: sink.Discard, Logger: &log, Metrics: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := bareWorker(t, "w-leaver", st, q, nil)
 	if err := w.keeper.Register(ctx); err != nil {
 		t.Fatal(err)
 	}
