@@ -104,6 +104,17 @@ type Config struct {
 	// notification was lost) is then listed at once, as without a grace,
 	// when the queue is quiet. nil: GoneGrace always applies.
 	Flowing func() bool
+	// GoneGraceMax extends GoneGrace up to this long while Announcing
+	// reports that the work queue brings announced tenures (starts naming
+	// the tenure a takeover or a leaver found them in): a mass death's
+	// announcements are taken over minutes (the claim budget), and a pass
+	// listing the dead workers' sessions past a fixed grace lost most of
+	// its claims to their consumers (GoneGraceHolds). 0 or below
+	// GoneGrace: no extension.
+	GoneGraceMax time.Duration
+	// Announcing, when set, reports whether the work queue brings this
+	// worker announced tenures now (GoneGraceMax). nil: never.
+	Announcing func() bool
 }
 
 // DefaultConfig returns the default timings: TTL 10 s, heartbeat every 1 s,
@@ -170,6 +181,9 @@ func (c Config) Validate() error {
 	}
 	if c.GoneGrace < 0 {
 		bad("GoneGrace %s must not be negative", c.GoneGrace)
+	}
+	if c.GoneGraceMax < 0 {
+		bad("GoneGraceMax %s must not be negative", c.GoneGraceMax)
 	}
 	if c.UnownedGrace < 0 {
 		bad("UnownedGrace %s must not be negative", c.UnownedGrace)

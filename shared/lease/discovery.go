@@ -365,10 +365,13 @@ func rpc[T any](ctx context.Context, timeout time.Duration, call func(context.Co
 }
 
 // inGoneGrace reports whether gone worker w's sessions are left to its
-// takeover: known gone for less than Config.GoneGrace, the work queue
-// flowing (Config.Flowing), and no EndGoneGrace for it.
+// takeover: GoneGraceHolds for how long it is known gone, with the work
+// queue flowing (Config.Flowing) or announcing (Config.Announcing), and no
+// EndGoneGrace for it.
 func (k *Keeper) inGoneGrace(w string, known time.Duration) bool {
-	if known >= k.cfg.GoneGrace || k.cfg.Flowing != nil && !k.cfg.Flowing() {
+	flowing := k.cfg.Flowing == nil || k.cfg.Flowing()
+	announcing := k.cfg.Announcing != nil && k.cfg.Announcing()
+	if !GoneGraceHolds(known, k.cfg.GoneGrace, k.cfg.GoneGraceMax, flowing, announcing) {
 		return false
 	}
 	k.gmu.Lock()

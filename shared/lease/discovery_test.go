@@ -212,3 +212,69 @@ func TestGoneWorkersSessionsLeftToItsTakeoverForTheGrace(t *testing.T) {
 		t.Fatalf("listed %v with the work queue flowing, within the grace: want none", got)
 	}
 }
+
+// The grace lasts past GoneGrace, up to GoneGraceMax, while the work queue
+// brings announced tenures (Config.Announcing), and only then: the
+// announcements of a mass death are taken over minutes.
+func TestGoneGraceLastsWhileAnnouncementsAreTaken(t *testing.T) {
+	r := newRig(t, started("s1"))
+	a, _ := r.keeper("wa")
+	r.acquire(a, "s1")
+	const grace, max = 2 * time.Minute, 5 * time.Minute
+	announcing := true
+	b, _ := r.keeperWith("wb", func(c *lease.Config) {
+		c.GoneGrace, c.GoneGraceMax = grace, max
+		c.Flowing = func() bool { return true }
+		c.Announcing = func() bool { return announcing }
+	})
+	r.declareDead("wa", "wb")
+	listed := func() []string {
+		t.Helper()
+		cands, err := b.Orphans(r.ctx, 10)
+		if err != nil {
+			t.Fatalf("orphans: %v", err)
+		}
+		return candidateIDs(cands)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %v just after the death: want none", got)
+	}
+	r.clk.Advance(grace + time.Second)
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("listed %v past GoneGrace while announcements are taken: want none", got)
+	}
+	announcing = false
+	if got := listed(); !slices.Equal(got, []string{"s1"}) {
+		t.Fatalf("listed %v past GoneGrace with no announcement taken: want s1", got)
+	}
+	announcing = true
+	r.clk.Advance(max - grace)
+	if got := listed(); !slices.Equal(got, []string{"s1"}) {
+		t.Fatalf("listed %v at GoneGraceMax while announcements are still taken: want s1", got)
+	}
+}
+
+func TestGoneGraceHolds(t *testing.T) {
+	const grace, max = 2 * time.Minute, 5 * time.Minute
+	for _, c := range []struct {
+		known               time.Duration
+		flowing, announcing bool
+		want                bool
+	}{
+		{time.Minute, true, false, true},
+		{time.Minute, false, false, false},
+		{time.Minute, false, true, true},
+		{grace, true, false, false},
+		{grace, true, true, true},
+		{max - time.Nanosecond, false, true, true},
+		{max, true, true, false},
+	} {
+		if got := lease.GoneGraceHolds(c.known, grace, max, c.flowing, c.announcing); got != c.want {
+			t.Errorf("GoneGraceHolds(%s, flowing %v, announcing %v) = %v, want %v", c.known, c.flowing, c.announcing, got, c.want)
+		}
+	}
+	// Without a max (or one below the grace), no extension.
+	if lease.GoneGraceHolds(grace, grace, 0, true, true) {
+		t.Error("GoneGraceHolds extended the grace without a max")
+	}
+}

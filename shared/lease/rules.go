@@ -206,3 +206,16 @@ func EndedExpiresAt(atMs int64) int64 { return atMs/1000 + schema.EndedRecordTTL
 func MayMarkDone(goneSeenAt, queriedAt time.Time, owned int, bound time.Duration) bool {
 	return owned == 0 && !queriedAt.Before(goneSeenAt.Add(bound))
 }
+
+// GoneGraceHolds decides whether the reconciler still leaves a gone
+// worker's sessions to that worker's takeover, known gone for known (this
+// keeper's monotonic clock): for grace while the work queue brings starts
+// (flowing: the takeover may still be listing what to announce), and for
+// up to max while it brings announced tenures (announcing: starts that
+// name the tenure a takeover or a leaver found, so the announcements of a
+// mass death are still being taken). A takeover that ended early, or
+// never began, leaves the queue quiet of announcements, and the grace ends
+// with grace; max bounds what one that died while others announced costs.
+func GoneGraceHolds(known, grace, max time.Duration, flowing, announcing bool) bool {
+	return known < grace && flowing || known < max && announcing
+}

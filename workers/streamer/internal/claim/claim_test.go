@@ -569,7 +569,8 @@ func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
 
 // The consumer is flowing while a receive within the window brought a start
 // notification (lease.Config.Flowing: the takeover's grace applies only
-// then); a stop does not count.
+// then), and announcing while one brought a start naming a previous tenure
+// (lease.Config.Announcing); a stop counts for neither.
 func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStop, "s")}}}
@@ -589,8 +590,27 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	if !c.Flowing(10 * time.Second) {
 		t.Fatal("not flowing right after a start notification")
 	}
+	if c.Announcing(time.Minute) {
+		t.Fatal("announcing after a start naming no previous tenure")
+	}
+	// A start naming the tenure a takeover found: announcing too
+	// (lease.Config.Announcing: the grace may last up to its max).
+	announced := msg("m3", schema.NotifyStart, "s3")
+	announced.Notification.PrevOwner, announced.Notification.PrevEpoch = "dead", 4
+	q.mu.Lock()
+	q.batches = [][]notify.Message{{announced}}
+	q.mu.Unlock()
+	stop = runConsumer(t, c)
+	testwait.Eventually(t, 5*time.Second, "the announced start handled", func() bool { d, _ := q.acks(); return d == 3 })
+	stop()
+	if !c.Announcing(10 * time.Second) {
+		t.Fatal("not announcing right after a start naming a previous tenure")
+	}
 	clk.Advance(10 * time.Second)
 	if c.Flowing(10 * time.Second) {
 		t.Fatal("still flowing 10 s after the last start notification, within 10 s")
+	}
+	if c.Announcing(10 * time.Second) {
+		t.Fatal("still announcing 10 s after the last announced start, within 10 s")
 	}
 }
