@@ -12,6 +12,7 @@ import (
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/draw"
 	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
@@ -91,8 +92,11 @@ func (w *Worker) rebalanceLoop(ctx context.Context) {
 func (w *Worker) rebalanceRound(ctx context.Context) error {
 	// A round on a table that throttles this worker's claims would add
 	// writes (a release and a claim per move) to the throttling: it waits
-	// until claims succeed again.
-	if !w.running() || w.pacer.Throttling() {
+	// until claims succeed again. One while a death's sessions are still
+	// being placed (recovering) would spend the fleet's claim budget and
+	// the table's write headroom on sessions that deliver, while others
+	// are dark: it waits until they are placed.
+	if !w.running() || w.pacer.Throttling() || w.recovering() {
 		return nil
 	}
 	v, err := w.roundPlan(ctx)
@@ -143,6 +147,20 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 			Float64("imbalance", v.imbalance).Msg("rebalancing: handing sessions off")
 	}
 	return nil
+}
+
+// recovering reports whether the work queue brings this worker announced
+// tenures (claim.Consumer.Announcing within claim.FlowingWithin): a
+// takeover's or a leaver's announcements, the sessions of a worker that
+// died or left, are still being taken. Measured by the fleet simulator
+// (az at 100 × 100,000 and 1,000 × 1,000,000): the replacements of a lost
+// AZ's tasks joined while its sessions were dark, and the rounds moved
+// about as many sessions to them as the AZ had held (31,954 moves beside
+// 34,033 sessions hit at 100 × 100,000), each a release and an acquire in
+// the same claim budget as the dark sessions' claims. Without the moves
+// the replacements, empty, take the announced sessions from the queue.
+func (w *Worker) recovering() bool {
+	return w.consumer != nil && w.consumer.Announcing(claim.FlowingWithin(w.cfg.ReconcileEvery))
 }
 
 // moveSession moves s to worker to (its close, flush and hand-off) and

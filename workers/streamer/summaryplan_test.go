@@ -52,6 +52,13 @@ func roundReads(t *testing.T, n int) (items, calls int64) {
 // reads return.
 func fleetAround(t *testing.T, n int) (*Worker, *recordReads) {
 	t.Helper()
+	return fleetAroundWith(t, n, nil)
+}
+
+// fleetAroundWith is fleetAround with the worker's Deps changed by tweak
+// (nil: none).
+func fleetAroundWith(t *testing.T, n int, tweak func(*Deps)) (*Worker, *recordReads) {
+	t.Helper()
 	ctx := context.Background()
 	st := &recordReads{Store: memstore.New()}
 	clk := clock.NewFake(clock.Real{}.Now())
@@ -72,7 +79,11 @@ func fleetAround(t *testing.T, n int) (*Worker, *recordReads) {
 	cfg := DefaultConfig()
 	cfg.WorkerID, cfg.AdminAddr = "w-me", ""
 	log := logging.New(io.Discard, schema.ServiceStreamer, "error")
-	w, err := New(cfg, Deps{Store: st, Clock: clk, Handler: &recSink{by: map[string][]delivery{}}, Logger: &log, Metrics: io.Discard})
+	deps := Deps{Store: st, Clock: clk, Handler: &recSink{by: map[string][]delivery{}}, Logger: &log, Metrics: io.Discard}
+	if tweak != nil {
+		tweak(&deps)
+	}
+	w, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
