@@ -28,7 +28,7 @@ func (c claimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAt
 	if prev != nil && c.path == pathQueue && !c.w.keeper.NotAlive(ctx, prev.Owner) {
 		prev = nil
 	}
-	return c.w.claim(ctx, c.path, id, prev, nil, sentAtMs, true)
+	return c.w.claim(ctx, claimPathOf(ctx, c.path), id, prev, nil, sentAtMs, true)
 }
 
 // Free is the number of sessions the worker may still claim.

@@ -4,7 +4,11 @@ package streamer
 // claims and their outcomes by path (fleetsim.go); the shipped binary
 // notes nothing (claimnote.go).
 
-import "github.com/wsfleet/wsfleet/shared/lease"
+import (
+	"context"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+)
 
 // claimPath names the path a claim came by.
 type claimPath string
@@ -12,7 +16,8 @@ type claimPath string
 // The paths of a claim.
 const (
 	pathQueue     claimPath = "queue"     // a start notification (the work queue's consumer)
-	pathReconcile claimPath = "reconcile" // a reconcile pass's listing, or a takeover's own part
+	pathReconcile claimPath = "reconcile" // a reconcile pass's listing
+	pathOwn       claimPath = "own"       // a takeover's own part (the declarer's)
 	pathTakeover  claimPath = "takeover"  // a takeover's part told to this worker (POST /handoff with the dead tenure)
 	pathMove      claimPath = "move"      // a hand-off told without a tenure (POST /handoff)
 	pathGiven     claimPath = "given"     // a tenure its owner gave this worker (a drain's or a move's hand-off, a take-back)
@@ -29,4 +34,21 @@ func handedOffPath(prev *lease.Token, given *lease.Given) claimPath {
 	default:
 		return pathMove
 	}
+}
+
+// claimPathKey carries a claim's path through the reconciler's ClaimAll,
+// whose claimer is the reconcile passes' (claimer.Claim).
+type claimPathKey struct{}
+
+// withClaimPath marks ctx's claims as coming by path p.
+func withClaimPath(ctx context.Context, p claimPath) context.Context {
+	return context.WithValue(ctx, claimPathKey{}, p)
+}
+
+// claimPathOf is ctx's claim path (withClaimPath), or def.
+func claimPathOf(ctx context.Context, def claimPath) claimPath {
+	if p, ok := ctx.Value(claimPathKey{}).(claimPath); ok {
+		return p
+	}
+	return def
 }

@@ -27,7 +27,7 @@ func TestStartNamingTheDeadTenureIsClaimedInOneAcquire(t *testing.T) {
 	// worker's sessions to the announcements for the takeover's grace
 	// (claim.TakeoverGrace), so only the queue claims them here.
 	e.notify(schema.NotifyStart, "s-none")
-	testwait.Eventually(t, 5*time.Second, "a start received", func() bool { return b.consumer.Flowing(time.Minute) })
+	testwait.Eventually(t, 5*time.Second, "a start received", b.consumer.ReceivedStart)
 	k, err := lease.NewKeeper(dynamostore.New(e.db, e.table), clock.Real{}, lease.DefaultConfig("w-gone"), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestNoRebalancingWhileADeathsSessionsArePlaced(t *testing.T) {
 		cancel()
 		wg.Wait()
 	}
-	receive(notify.Notification{Type: schema.NotifyStart, ConnectionID: "new-1", SentAtMs: 1}, func() bool { return w.consumer.Flowing(time.Minute) })
+	receive(notify.Notification{Type: schema.NotifyStart, ConnectionID: "new-1", SentAtMs: 1}, w.consumer.ReceivedStart)
 	if w.recovering() {
 		t.Fatal("recovering after a new session's start")
 	}

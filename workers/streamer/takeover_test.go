@@ -18,7 +18,6 @@ import (
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
-	"github.com/wsfleet/wsfleet/workers/streamer/internal/claim"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink"
 )
 
@@ -62,31 +61,6 @@ func TestTakeoverAnnouncesItsSessionsInFullBatches(t *testing.T) {
 	// first batches go before the queue fills, so not all are full.
 	if most := n / 2; q.batches > most {
 		t.Fatalf("%d batches for %d sessions: want at most %d (of up to %d sessions)", q.batches, n, most, notify.MaxBatch)
-	}
-}
-
-// A takeover claims itself only what its claim rate takes in
-// claim.ListSpan of the sessions it announced, from the end of the list
-// (the queue hands them out from the start).
-func TestTakeoverClaimsWhatItsRateTakesOfWhatItAnnounced(t *testing.T) {
-	w := bareWorker(t, "w-declarer", memstore.New(), nil, func(c *Config) { c.ClaimsPerSecond = 2 })
-	var cands []lease.Candidate
-	for i := range 100 {
-		cands = append(cands, lease.Candidate{ConnectionID: fmt.Sprintf("s-%03d", i)})
-	}
-	own := w.ownShare(cands)
-	want := claim.SpanLimit(2) // 40
-	if len(own) != want || own[0].ConnectionID != "s-099" || own[len(own)-1].ConnectionID != fmt.Sprintf("s-%03d", 100-want) {
-		t.Fatalf("claims %d of 100 announced, %s … %s: want the last %d, the last first", len(own), own[0].ConnectionID, own[len(own)-1].ConnectionID, want)
-	}
-	if cands[0].ConnectionID != "s-000" || cands[99].ConnectionID != "s-099" {
-		t.Fatal("the announced list was reordered")
-	}
-	if got := w.ownShare(cands[:5]); len(got) != 5 {
-		t.Fatalf("claims %d of 5 announced: want all", len(got))
-	}
-	if got := w.ownShare(nil); len(got) != 0 {
-		t.Fatalf("claims %d of none", len(got))
 	}
 }
 
@@ -190,7 +164,7 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.consumer.Run(cctx) }()
-	testwait.Eventually(t, 5*time.Second, "a start notification received", func() bool { return w.consumer.Flowing(time.Minute) })
+	testwait.Eventually(t, 5*time.Second, "a start notification received", w.consumer.ReceivedStart)
 	stop()
 	<-done
 	listed := func() int {

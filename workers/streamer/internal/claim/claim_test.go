@@ -570,16 +570,25 @@ func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
 // The consumer is flowing while a receive within the window brought a start
 // notification (lease.Config.Flowing: the takeover's grace applies only
 // then), and announcing while one brought a start naming a previous tenure
-// (lease.Config.Announcing); a stop counts for neither.
+// (lease.Config.Announcing); a stop counts for neither. A consumer that has
+// not listened for the window yet is flowing (it cannot tell a quiet
+// queue).
 func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStop, "s")}}}
 	c := &Consumer{Queue: q, Claimer: newClaimer(100), Log: zerolog.Nop(), Clock: clk}
-	stop := runConsumer(t, c)
-	testwait.Eventually(t, 5*time.Second, "the stop handled", func() bool { d, _ := q.acks(); return d == 1 })
+	if !c.Flowing(time.Second) {
+		t.Fatal("not flowing before it ever listened: it cannot tell a quiet queue")
+	}
+	stop := runConsumer(t, c), func() bool { d, _ := q.acks(); return d == 1 })
 	stop()
-	if c.Flowing(time.Minute) {
-		t.Fatal("flowing after a stop notification only")
+	// Within 10 s of its start it cannot tell a quiet queue yet.
+	if !c.Flowing(10 * time.Second) {
+		t.Fatal("not flowing within 10 s of the consumer's start: it cannot tell a quiet queue yet")
+	}
+	clk.Advance(10 * time.Second)
+	if c.Flowing(10 * time.Second) {
+		t.Fatal("flowing 10 s after its start with a stop notification only")
 	}
 	q.mu.Lock()
 	q.batches = [][]notify.Message{{msg("m2", schema.NotifyStart, "s2")}}
