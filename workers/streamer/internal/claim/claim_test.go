@@ -580,7 +580,8 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	if !c.Flowing(time.Second) {
 		t.Fatal("not flowing before it ever listened: it cannot tell a quiet queue")
 	}
-	stop := runConsumer(t, c), func() bool { d, _ := q.acks(); return d == 1 })
+	stop := runConsumer(t, c)
+	testwait.Eventually(t, 5*time.Second, "the stop handled", func() bool { d, _ := q.acks(); return d == 1 })
 	stop()
 	// Within 10 s of its start it cannot tell a quiet queue yet.
 	if !c.Flowing(10 * time.Second) {
