@@ -213,16 +213,25 @@ func (c *Consumer) stopped() bool {
 
 // Flowing reports whether a receive within the last d brought a start
 // notification: the work queue is bringing this worker sessions to claim
-// (a takeover's announcements among them). A consumer that has not yet
-// listened for d cannot tell a quiet queue from one whose next start is
-// on its way, and says flowing: in the fleet simulator's AZ loss at 100 ×
-// 100,000, the lost tasks' replacements, each on its first reconcile pass
-// before its first receive, listed the dead workers' sessions as the
-// queue's consumers and the receivers took them (5,122 of 5,763 of those
-// claims refused).
+// (a takeover's announcements among them). Until its first receive is
+// answered (for at most d after Run began) a consumer cannot tell a quiet
+// queue from one whose first start is on its way, and says flowing: in the
+// fleet simulator's AZ loss at 100 × 100,000, the lost tasks'
+// replacements, each on its first reconcile pass before its first receive,
+// listed the dead workers' sessions as the queue's consumers and the
+// receivers took them (5,122 of 5,763 of those claims refused). A quiet
+// queue answers the first receive empty within its long poll
+// (WSFLEET_QUEUE_WAIT).
 func (c *Consumer) Flowing(d time.Duration) bool {
-	since := max(c.lastStart.Load(), c.startedAt.Load())
-	return since == 0 || c.clock().Now().Sub(time.Unix(0, since)) < d
+	now := c.clock().Now()
+	if at := c.lastStart.Load(); at != 0 && now.Sub(time.Unix(0, at)) < d {
+		return true
+	}
+	if c.lastOK.Load() != 0 {
+		return false
+	}
+	started := c.startedAt.Load()
+	return started == 0 || now.Sub(time.Unix(0, started)) < d
 }
 
 // ReceivedStart reports whether any receive has brought a start

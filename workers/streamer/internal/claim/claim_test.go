@@ -570,9 +570,9 @@ func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
 // The consumer is flowing while a receive within the window brought a start
 // notification (lease.Config.Flowing: the takeover's grace applies only
 // then), and announcing while one brought a start naming a previous tenure
-// (lease.Config.Announcing); a stop counts for neither. A consumer that has
-// not listened for the window yet is flowing (it cannot tell a quiet
-// queue).
+// (lease.Config.Announcing); a stop counts for neither. A consumer whose
+// first receive has not been answered is flowing, for the window after its
+// start (it cannot tell a quiet queue yet).
 func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStop, "s")}}}
@@ -583,13 +583,8 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	stop := runConsumer(t, c)
 	testwait.Eventually(t, 5*time.Second, "the stop handled", func() bool { d, _ := q.acks(); return d == 1 })
 	stop()
-	// Within 10 s of its start it cannot tell a quiet queue yet.
-	if !c.Flowing(10 * time.Second) {
-		t.Fatal("not flowing within 10 s of the consumer's start: it cannot tell a quiet queue yet")
-	}
-	clk.Advance(10 * time.Second)
-	if c.Flowing(10 * time.Second) {
-		t.Fatal("flowing 10 s after its start with a stop notification only")
+	if c.Flowing(time.Minute) {
+		t.Fatal("flowing after a receive that brought a stop notification only")
 	}
 	q.mu.Lock()
 	q.batches = [][]notify.Message{{msg("m2", schema.NotifyStart, "s2")}}
@@ -622,5 +617,18 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	}
 	if c.Announcing(10 * time.Second) {
 		t.Fatal("still announcing 10 s after the last announced start, within 10 s")
+	}
+	// A consumer whose receives fail has not been answered: flowing for
+	// the window after its start only.
+	down := &Consumer{Queue: &fakeQueue{fail: errors.New("queue down")}, Claimer: newClaimer(100), Log: zerolog.Nop(), Clock: clk}
+	stop = runConsumer(t, down)
+	testwait.Eventually(t, 5*time.Second, "a receive failed", func() bool { return down.Healthy() != nil })
+	stop()
+	if !down.Flowing(10 * time.Second) {
+		t.Fatal("not flowing right after its start, never answered")
+	}
+	clk.Advance(10 * time.Second)
+	if down.Flowing(10 * time.Second) {
+		t.Fatal("flowing 10 s after its start, never answered, within 10 s")
 	}
 }
