@@ -63,7 +63,15 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 		Msg("taking over: handing sessions to receivers")
 	// Its own part is claimed while the others are told theirs.
 	var own sync.WaitGroup
-	own.Go(func() { w.recon.ClaimAll(withClaimPath(ctx, pathOwn), mine) })
+	own.Go(func() {
+		if _, unplaced := w.recon.ClaimAll(withClaimPath(ctx, pathOwn), mine); unplaced > 0 && ctx.Err() == nil {
+			// Claims of its own part that failed (a throttled table):
+			// this worker's reconcile passes list them at once, paced
+			// like any claim, instead of after the grace.
+			w.keeper.EndGoneGrace(dead)
+			w.recon.Kick()
+		}
+	})
 	var (
 		mu       sync.Mutex
 		announce = slices.Clone(cands[next:])

@@ -184,6 +184,62 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 	}
 }
 
+// throttledAcquires refuses every acquire as throttled.
+type throttledAcquires struct {
+	*memstore.Store
+	acquires atomic.Int64
+}
+
+func (s *throttledAcquires) Acquire(context.Context, string, string, lease.From) (lease.Item, error) {
+	s.acquires.Add(1)
+	return lease.Item{}, lease.ErrThrottled
+}
+
+// A takeover whose claims of its own part fail (a throttled table) ends
+// the grace in its own worker: its reconcile passes list those sessions at
+// once, paced like any claim, instead of after the grace.
+func TestTakeoverWhoseOwnClaimsFailEndsTheGrace(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	for _, id := range []string{"s-1", "s-2"} {
+		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
+	}
+	deadWorker(t, st, "w-dead", "s-1", "s-2")
+	ts := &throttledAcquires{Store: st}
+	w := bareWorker(t, "w-declarer", ts, &failQueue{}, nil)
+	if err := w.keeper.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.state = stateRunning
+	w.mu.Unlock()
+	// The queue brings a start: the grace applies (lease.Config.Flowing).
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.consumer.Run(cctx) }()
+	testwait.Eventually(t, 5*time.Second, "a start notification received", w.consumer.ReceivedStart)
+	stop()
+	<-done
+	listed := func() int {
+		t.Helper()
+		cands, err := w.keeper.Orphans(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cands)
+	}
+	if n := listed(); n != 0 {
+		t.Fatalf("listed %d of a worker just declared dead: want none within the grace", n)
+	}
+	w.takeover(ctx, "w-dead")
+	if n := ts.acquires.Load(); n < 2 {
+		t.Fatalf("%d acquires: want its own part's two claims tried", n)
+	}
+	if n := listed(); n != 2 {
+		t.Fatalf("listed %d after its own claims failed: want both", n)
+	}
+}
+
 // A worker that left with sessions the table still says are its (a flush
 // or a release that failed at shutdown) announces the STARTED ones: no
 // takeover does for a worker that left.

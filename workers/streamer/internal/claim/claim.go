@@ -525,7 +525,7 @@ func (r *Reconciler) pass(ctx context.Context) {
 	}
 	cands = slices.DeleteFunc(cands, func(c lease.Candidate) bool { return !r.Lister.MayClaim(c) })
 	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	acquired := r.ClaimAll(ctx, cands)
+	acquired, _ := r.ClaimAll(ctx, cands)
 	if len(cands) > 0 {
 		// Only a pass that found work logs: none does while every
 		// session has its owner.
@@ -597,18 +597,22 @@ func (r *Reconciler) clock() clock.Clock {
 }
 
 // ClaimAll claims cands (up to the free capacity), Concurrency at a time,
-// and returns how many it acquired.
-func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) int {
+// and returns how many it acquired and how many it left unplaced: claims
+// that failed (a throttled or unreachable table) and candidates it did not
+// try (full, or ctx done).
+func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) (acquiredN, unplaced int) {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
 	}
 	var (
 		g        errgroup.Group
 		acquired atomic.Int64
+		failed   atomic.Int64
 	)
 	g.SetLimit(r.Concurrency)
-	for _, c := range cands {
+	for i, c := range cands {
 		if ctx.Err() != nil || r.Claimer.Free() <= 0 {
+			failed.Add(int64(len(cands) - i))
 			break
 		}
 		if r.Lister.Holds(c.ConnectionID) {
@@ -630,6 +634,9 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) int 
 			if out == Acquired {
 				acquired.Add(1)
 			}
+			if out == Failed {
+				failed.Add(1)
+			}
 			if out == Failed && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				r.Log.Warn().Err(err).Str("connection_id", c.ConnectionID).Msg("reconcile: claim")
 			} else {
@@ -639,5 +646,5 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) int 
 		})
 	}
 	_ = g.Wait()
-	return int(acquired.Load())
+	return int(acquired.Load()), int(failed.Load())
 }
