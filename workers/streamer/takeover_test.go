@@ -149,25 +149,34 @@ func (*failQueue) PublishBatch(_ context.Context, ns []notify.Notification) []er
 	return errs
 }
 
-// A takeover that could not announce the sessions no receiver took ends
-// the grace in its own worker (lease.Config.GoneGrace): its reconcile
-// passes list them at once instead of 2 minutes later.
-func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
+// graceRig is a declarer (w-declarer, on st wrapped by wrap, with the
+// failQueue) of w-dead, which owned s-1 and s-2, once its consumer has
+// received a start (the grace applies: lease.Config.Flowing), and what its
+// reconcile passes list (listed checks that they list none yet).
+func graceRig(t *testing.T, wrap func(*memstore.Store) lease.Store, running bool) (w *Worker, listed func() int) {
+	t.Helper()
 	ctx := context.Background()
 	st := memstore.New()
 	for _, id := range []string{"s-1", "s-2"} {
 		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
 	}
 	deadWorker(t, st, "w-dead", "s-1", "s-2")
-	w := bareWorker(t, "w-declarer", st, &failQueue{}, nil)
-	// The queue brings a start: the grace applies (lease.Config.Flowing).
+	w = bareWorker(t, "w-declarer", wrap(st), &failQueue{}, nil)
+	if running {
+		if err := w.keeper.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		w.state = stateRunning
+		w.mu.Unlock()
+	}
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.consumer.Run(cctx) }()
 	testwait.Eventually(t, 5*time.Second, "a start notification received", w.consumer.ReceivedStart)
 	stop()
 	<-done
-	listed := func() int {
+	listed = func() int {
 		t.Helper()
 		cands, err := w.keeper.Orphans(ctx, 10)
 		if err != nil {
@@ -178,7 +187,15 @@ func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
 	if n := listed(); n != 0 {
 		t.Fatalf("listed %d of a worker just declared dead: want none within the grace", n)
 	}
-	w.takeover(ctx, "w-dead")
+	return w, listed
+}
+
+// A takeover that could not announce the sessions no receiver took ends
+// the grace in its own worker (lease.Config.GoneGrace): its reconcile
+// passes list them at once instead of 2 minutes later.
+func TestTakeoverThatCannotAnnounceEndsTheGrace(t *testing.T) {
+	w, listed := graceRig(t, func(st *memstore.Store) lease.Store { return st }, false)
+	w.takeover(context.Background(), "w-dead")
 	if n := listed(); n != 2 {
 		t.Fatalf("listed %d after a takeover that could not announce them: want both", n)
 	}
@@ -199,39 +216,9 @@ func (s *throttledAcquires) Acquire(context.Context, string, string, lease.From)
 // the grace in its own worker: its reconcile passes list those sessions at
 // once, paced like any claim, instead of after the grace.
 func TestTakeoverWhoseOwnClaimsFailEndsTheGrace(t *testing.T) {
-	ctx := context.Background()
-	st := memstore.New()
-	for _, id := range []string{"s-1", "s-2"} {
-		st.Put(lease.Item{ConnectionID: id, DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
-	}
-	deadWorker(t, st, "w-dead", "s-1", "s-2")
-	ts := &throttledAcquires{Store: st}
-	w := bareWorker(t, "w-declarer", ts, &failQueue{}, nil)
-	if err := w.keeper.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w.mu.Lock()
-	w.state = stateRunning
-	w.mu.Unlock()
-	// The queue brings a start: the grace applies (lease.Config.Flowing).
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.consumer.Run(cctx) }()
-	testwait.Eventually(t, 5*time.Second, "a start notification received", w.consumer.ReceivedStart)
-	stop()
-	<-done
-	listed := func() int {
-		t.Helper()
-		cands, err := w.keeper.Orphans(ctx, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(cands)
-	}
-	if n := listed(); n != 0 {
-		t.Fatalf("listed %d of a worker just declared dead: want none within the grace", n)
-	}
-	w.takeover(ctx, "w-dead")
+	var ts *throttledAcquires
+	w, listed := graceRig(t, func(st *memstore.Store) lease.Store { ts = &throttledAcquires{Store: st}; return ts }, true)
+	w.takeover(context.Background(), "w-dead")
 	if n := ts.acquires.Load(); n < 2 {
 		t.Fatalf("%d acquires: want its own part's two claims tried", n)
 	}

@@ -580,18 +580,21 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	if !c.Flowing(time.Second) {
 		t.Fatal("not flowing before it ever listened: it cannot tell a quiet queue")
 	}
-	stop := runConsumer(t, c)
-	testwait.Eventually(t, 5*time.Second, "the stop handled", func() bool { d, _ := q.acks(); return d == 1 })
-	stop()
+	// handle runs c until it has handled the queued batch (acks acknowledgements in all).
+	handle := func(what string, acks int) {
+		t.Helper()
+		stop := runConsumer(t, c)
+		testwait.Eventually(t, 5*time.Second, what+" handled", func() bool { d, _ := q.acks(); return d == acks })
+		stop()
+	}
+	handle("the stop", 1)
 	if c.Flowing(time.Minute) {
 		t.Fatal("flowing after a receive that brought a stop notification only")
 	}
 	q.mu.Lock()
 	q.batches = [][]notify.Message{{msg("m2", schema.NotifyStart, "s2")}}
 	q.mu.Unlock()
-	stop = runConsumer(t, c)
-	testwait.Eventually(t, 5*time.Second, "the start handled", func() bool { d, _ := q.acks(); return d == 2 })
-	stop()
+	handle("the start", 2)
 	if !c.Flowing(10 * time.Second) {
 		t.Fatal("not flowing right after a start notification")
 	}
@@ -605,9 +608,7 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	q.mu.Lock()
 	q.batches = [][]notify.Message{{announced}}
 	q.mu.Unlock()
-	stop = runConsumer(t, c)
-	testwait.Eventually(t, 5*time.Second, "the announced start handled", func() bool { d, _ := q.acks(); return d == 3 })
-	stop()
+	handle("the announced start", 3)
 	if !c.Announcing(10 * time.Second) {
 		t.Fatal("not announcing right after a start naming a previous tenure")
 	}
@@ -621,7 +622,7 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	// A consumer whose receives fail has not been answered: flowing for
 	// the window after its start only.
 	down := &Consumer{Queue: &fakeQueue{fail: errors.New("queue down")}, Claimer: newClaimer(100), Log: zerolog.Nop(), Clock: clk}
-	stop = runConsumer(t, down)
+	stop := runConsumer(t, down)
 	testwait.Eventually(t, 5*time.Second, "a receive failed", func() bool { return down.Healthy() != nil })
 	stop()
 	if !down.Flowing(10 * time.Second) {
