@@ -138,7 +138,7 @@ func kindsMarkdown(runs []Measured) string {
 		}
 		if first {
 			p("\nThe workers' claims by the path that sent them and their outcome (workers/streamer claimpath.go: `queue`\n")
-			p("a start notification, `reconcile` a reconcile pass or a takeover's own part, `takeover` a takeover's part told\n")
+			p("a start notification, `reconcile` a reconcile pass, `own` a takeover's own part, `takeover` a takeover's part told\n")
 			p("to a receiver, `move` and `given` hand-offs, `audit` a claim back), from the first fault on (the whole run\n")
 			p("without one): a claim refused because another worker held the session (`held_elsewhere`) took a claim slot.\n\n")
 			first = false
