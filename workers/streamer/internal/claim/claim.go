@@ -118,7 +118,7 @@ type Consumer struct {
 	// startsFresh, startsAnnounced): its claims wait in the worker's claim
 	// pace, behind a takeover's told parts, for as long as those take.
 	handling atomic.Int32
-	lastErr  atomic.Pointer[error]
+	lastErr       atomic.Pointer[error]
 }
 
 // Run consumes until ctx is done.
