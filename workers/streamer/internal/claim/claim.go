@@ -114,10 +114,6 @@ type Consumer struct {
 	// lastAnnounced: unix nanos of the last receive that brought a start
 	// naming the tenure a takeover or a leaver found (Announcing).
 	lastAnnounced atomic.Int64
-	// handling: what the receive being handled brought (startsNone,
-	// startsFresh, startsAnnounced): its claims wait in the worker's claim
-	// pace, behind a takeover's told parts, for as long as those take.
-	handling atomic.Int32
 	lastErr       atomic.Pointer[error]
 }
 
@@ -168,9 +164,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		failures = 0
 		c.lastErr.Store(nil)
 		c.lastOK.Store(c.Clock.Now().UnixNano())
-		brought := startsIn(msgs)
-		c.noteStarts(brought)
-		c.handling.Store(int32(brought))
+		c.noteStarts(msgs)
 		// Handled concurrently; the handled messages are deleted together
 		// (one DeleteMessageBatch per ten) before the next receive.
 		var (
@@ -188,10 +182,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		// Flowing (announcing) for the window after its starts were
-		// handled, not only after they were received.
-		c.noteStarts(brought)
-		c.handling.Store(int32(startsNone))
 		c.deleteHandled(ctx, done)
 	}
 	return nil
@@ -221,24 +211,18 @@ func (c *Consumer) stopped() bool {
 	}
 }
 
-// Flowing reports whether the work queue is bringing this worker sessions
-// to claim (a takeover's announcements among them): the starts of the
-// receive it is handling are still being claimed, or a receive whose
-// starts were handled within the last d brought one. The handling counts:
-// a receive's claims wait in the worker's claim pace, behind a takeover's
-// told parts, and the next receive waits for them; in the fleet
-// simulator's AZ loss at 100 × 100,000, survivors whose last receive had
-// been received more than 30 s before, while its claims still waited,
+// Flowing reports whether a receive within the last d brought a start
+// notification: the work queue is bringing this worker sessions to claim
+// (a takeover's announcements among them). Until its first receive is
+// answered (for at most d after Run began) a consumer cannot tell a quiet
+// queue from one whose first start is on its way, and says flowing: in the
+// fleet simulator's AZ loss at 100 × 100,000, the lost tasks'
+// replacements, each on its first reconcile pass before its first receive,
 // listed the dead workers' sessions as the queue's consumers and the
-// receivers took them (5,122 of 5,763 of those claims refused). Until its
-// first receive is answered (for at most d after Run began) a consumer
-// cannot tell a quiet queue from one whose first start is on its way, and
-// says flowing too; a quiet queue answers the first receive empty within
-// its long poll (WSFLEET_QUEUE_WAIT).
+// receivers took them (5,122 of 5,763 of those claims refused). A quiet
+// queue answers the first receive empty within its long poll
+// (WSFLEET_QUEUE_WAIT).
 func (c *Consumer) Flowing(d time.Duration) bool {
-	if starts(c.handling.Load()) >= startsFresh {
-		return true
-	}
 	now := c.clock().Now()
 	if at := c.lastStart.Load(); at != 0 && now.Sub(time.Unix(0, at)) < d {
 		return true
@@ -254,51 +238,27 @@ func (c *Consumer) Flowing(d time.Duration) bool {
 // notification.
 func (c *Consumer) ReceivedStart() bool { return c.lastStart.Load() != 0 }
 
-// Announcing reports whether the starts of the receive being handled, or
-// of one handled within the last d, named the tenure a takeover or a leaver
-// found (its prev_owner): the announcements of a death or a departure are
-// still being taken.
+// Announcing reports whether a receive within the last d brought a start
+// that names the tenure a takeover or a leaver found (its prev_owner): the
+// announcements of a death or a departure are still being taken.
 func (c *Consumer) Announcing(d time.Duration) bool {
-	if starts(c.handling.Load()) == startsAnnounced {
-		return true
-	}
 	at := c.lastAnnounced.Load()
 	return at != 0 && c.clock().Now().Sub(time.Unix(0, at)) < d
 }
 
-// What a receive brought, for Flowing and Announcing.
-type starts int32
-
-const (
-	startsNone      starts = iota // no start notification
-	startsFresh                   // starts, none naming a previous tenure
-	startsAnnounced               // a start naming a previous tenure among them
-)
-
-// startsIn is what msgs bring.
-func startsIn(msgs []notify.Message) starts {
-	out := startsNone
+// noteStarts records when a receive brought a start (Flowing) and an
+// announced tenure (Announcing).
+func (c *Consumer) noteStarts(msgs []notify.Message) {
+	now := c.Clock.Now().UnixNano()
 	for _, m := range msgs {
 		if m.Err != nil || m.Notification.Type != schema.NotifyStart {
 			continue
 		}
-		if m.Notification.PrevOwner != "" {
-			return startsAnnounced
-		}
-		out = startsFresh
-	}
-	return out
-}
-
-// noteStarts stamps now as the last start (Flowing) and the last
-// announced tenure (Announcing) brought, as b says.
-func (c *Consumer) noteStarts(b starts) {
-	now := c.Clock.Now().UnixNano()
-	if b >= startsFresh {
 		c.lastStart.Store(now)
-	}
-	if b == startsAnnounced {
-		c.lastAnnounced.Store(now)
+		if m.Notification.PrevOwner != "" {
+			c.lastAnnounced.Store(now)
+			return
+		}
 	}
 }
 

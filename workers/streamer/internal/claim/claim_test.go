@@ -573,19 +573,6 @@ func TestReconcilerKickRunsAPassAtOnce(t *testing.T) {
 // (lease.Config.Announcing); a stop counts for neither. A consumer whose
 // first receive has not been answered is flowing, for the window after its
 // start (it cannot tell a quiet queue yet).
-// blockingClaimer's claims wait for release.
-type blockingClaimer struct {
-	*fakeClaimer
-	release chan struct{}
-	waiting atomic.Bool
-}
-
-func (c *blockingClaimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAtMs int64) (Outcome, error) {
-	c.waiting.Store(true)
-	<-c.release
-	return c.fakeClaimer.Claim(ctx, id, prev, sentAtMs)
-}
-
 func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStop, "s")}}}
@@ -632,32 +619,10 @@ func TestConsumerFlowsWhileStartsArrive(t *testing.T) {
 	if c.Announcing(10 * time.Second) {
 		t.Fatal("still announcing 10 s after the last announced start, within 10 s")
 	}
-	// While a receive's announced starts wait in the claim pace (here a
-	// claim that blocks), flowing and announcing whatever the clock; for
-	// the window after they were handled, too.
-	slow := &blockingClaimer{fakeClaimer: newClaimer(100), release: make(chan struct{})}
-	c.Claimer = slow
-	announced2 := msg("m4", schema.NotifyStart, "s4")
-	announced2.Notification.PrevOwner, announced2.Notification.PrevEpoch = "dead", 4
-	q.mu.Lock()
-	q.batches = [][]notify.Message{{announced2}}
-	q.mu.Unlock()
-	stop := runConsumer(t, c)
-	testwait.Eventually(t, 5*time.Second, "the claim waiting", func() bool { return slow.waiting.Load() })
-	clk.Advance(time.Hour)
-	if !c.Flowing(10*time.Second) || !c.Announcing(10*time.Second) {
-		t.Fatal("not flowing and announcing while a receive's announced start is being claimed, an hour after it was received")
-	}
-	close(slow.release)
-	testwait.Eventually(t, 5*time.Second, "the slow start handled", func() bool { d, _ := q.acks(); return d == 4 })
-	stop()
-	if !c.Flowing(10*time.Second) || !c.Announcing(10*time.Second) {
-		t.Fatal("not flowing and announcing right after a receive's announced start was handled")
-	}
 	// A consumer whose receives fail has not been answered: flowing for
 	// the window after its start only.
 	down := &Consumer{Queue: &fakeQueue{fail: errors.New("queue down")}, Claimer: newClaimer(100), Log: zerolog.Nop(), Clock: clk}
-	stop = runConsumer(t, down)
+	stop := runConsumer(t, down)
 	testwait.Eventually(t, 5*time.Second, "a receive failed", func() bool { return down.Healthy() != nil })
 	stop()
 	if !down.Flowing(10 * time.Second) {
