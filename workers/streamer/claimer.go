@@ -11,7 +11,7 @@ import (
 )
 
 // claimer is the Worker as a claim.Claimer, for one path (the consumer's,
-// the reconciler's).
+// the reconciler's, a takeover's own part).
 type claimer struct {
 	w    *Worker
 	path claimPath
@@ -28,7 +28,7 @@ func (c claimer) Claim(ctx context.Context, id string, prev *lease.Token, sentAt
 	if prev != nil && c.path == pathQueue && !c.w.keeper.NotAlive(ctx, prev.Owner) {
 		prev = nil
 	}
-	return c.w.claim(ctx, claimPathOf(ctx, c.path), id, prev, nil, sentAtMs, true)
+	return c.w.claim(ctx, c.path, id, prev, nil, sentAtMs, true)
 }
 
 // Free is the number of sessions the worker may still claim.

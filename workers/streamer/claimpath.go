@@ -4,11 +4,7 @@ package streamer
 // claims and their outcomes by path (fleetsim.go); the shipped binary
 // notes nothing (claimnote.go).
 
-import (
-	"context"
-
-	"github.com/wsfleet/wsfleet/shared/lease"
-)
+import "github.com/wsfleet/wsfleet/shared/lease"
 
 // claimPath names the path a claim came by.
 type claimPath string
@@ -34,21 +30,4 @@ func handedOffPath(prev *lease.Token, given *lease.Given) claimPath {
 	default:
 		return pathMove
 	}
-}
-
-// claimPathKey carries a claim's path through the reconciler's ClaimAll,
-// whose claimer is the reconcile passes' (claimer.Claim).
-type claimPathKey struct{}
-
-// withClaimPath marks ctx's claims as coming by path p.
-func withClaimPath(ctx context.Context, p claimPath) context.Context {
-	return context.WithValue(ctx, claimPathKey{}, p)
-}
-
-// claimPathOf is ctx's claim path (withClaimPath), or def.
-func claimPathOf(ctx context.Context, def claimPath) claimPath {
-	if p, ok := ctx.Value(claimPathKey{}).(claimPath); ok {
-		return p
-	}
-	return def
 }

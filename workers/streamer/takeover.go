@@ -64,7 +64,7 @@ func (w *Worker) takeover(ctx context.Context, dead string) {
 	// Its own part is claimed while the others are told theirs.
 	var own sync.WaitGroup
 	own.Go(func() {
-		if _, unplaced := w.recon.ClaimAll(withClaimPath(ctx, pathOwn), mine); unplaced > 0 && ctx.Err() == nil {
+		if _, unplaced := w.recon.ClaimAll(ctx, claimer{w, pathOwn}, mine); unplaced > 0 && ctx.Err() == nil {
 			// Claims of its own part that failed (a throttled table):
 			// this worker's reconcile passes list them at once, paced
 			// like any claim, instead of after the grace.

@@ -530,7 +530,7 @@ func (r *Reconciler) pass(ctx context.Context) {
 	}
 	cands = slices.DeleteFunc(cands, func(c lease.Candidate) bool { return !r.Lister.MayClaim(c) })
 	r.Rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	acquired, _ := r.ClaimAll(ctx, cands)
+	acquired, _ := r.ClaimAll(ctx, r.Claimer, cands)
 	if len(cands) > 0 {
 		// Only a pass that found work logs: none does while every
 		// session has its owner.
@@ -601,11 +601,13 @@ func (r *Reconciler) clock() clock.Clock {
 	return r.Clock
 }
 
-// ClaimAll claims cands (up to the free capacity), Concurrency at a time,
-// and returns how many it acquired and how many it left unplaced: claims
-// that failed (a throttled or unreachable table) and candidates it did not
-// try (full, or ctx done).
-func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) (acquiredN, unplaced int) {
+// ClaimAll claims cands through by (up to its free capacity), Concurrency
+// at a time, and returns how many it acquired and how many it left
+// unplaced: claims that failed (a throttled or unreachable table) and
+// candidates it did not try (full, or ctx done). A pass claims through
+// r.Claimer; a caller with claims of its own (a takeover's own part)
+// passes the Claimer that names them.
+func (r *Reconciler) ClaimAll(ctx context.Context, by Claimer, cands []lease.Candidate) (acquiredN, unplaced int) {
 	if r.Concurrency <= 0 {
 		r.Concurrency = 8
 	}
@@ -616,7 +618,7 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) (acq
 	)
 	g.SetLimit(r.Concurrency)
 	for i, c := range cands {
-		if ctx.Err() != nil || r.Claimer.Free() <= 0 {
+		if ctx.Err() != nil || by.Free() <= 0 {
 			failed.Add(int64(len(cands) - i))
 			break
 		}
@@ -624,7 +626,7 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) (acq
 			continue
 		}
 		g.Go(func() error {
-			out, err := r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+			out, err := by.Claim(ctx, c.ConnectionID, c.Prev, 0)
 			if timedOut(ctx, out, err) {
 				// A store request that outlived its deadline (a latency
 				// spike; it may even have applied: the acquire is
@@ -633,7 +635,7 @@ func (r *Reconciler) ClaimAll(ctx context.Context, cands []lease.Candidate) (acq
 				// than the next, which is a takeover's dark time.
 				sleep(ctx, r.clock(), claimRetryAfter)
 				if ctx.Err() == nil {
-					out, err = r.Claimer.Claim(ctx, c.ConnectionID, c.Prev, 0)
+					out, err = by.Claim(ctx, c.ConnectionID, c.Prev, 0)
 				}
 			}
 			if out == Acquired {
