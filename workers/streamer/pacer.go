@@ -54,12 +54,25 @@ func newClaimPacer(perSecond float64, clk clock.Clock) *claimPacer {
 
 // Wait blocks until a claim may be sent (or ctx ends).
 func (p *claimPacer) Wait(ctx context.Context) error {
+	_, err := p.WaitUnless(ctx, nil)
+	return err
+}
+
+// WaitUnless is Wait, but once the claim is at the head of the queue,
+// before it takes a slot, skip (when not nil) is asked whether the claim
+// is still worth sending: true gives the head to the next claim and
+// returns true, without spending a slot of the rate. A claim that queued
+// behind others may have been taken by another worker while it waited.
+func (p *claimPacer) WaitUnless(ctx context.Context, skip func() bool) (skipped bool, err error) {
 	select {
 	case p.head <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 	defer func() { <-p.head }()
+	if skip != nil && skip() {
+		return true, nil
+	}
 	for {
 		p.mu.Lock()
 		r := p.lim.Reserve()
@@ -68,12 +81,12 @@ func (p *claimPacer) Wait(ctx context.Context) error {
 		p.reserves.Add(1)
 		d := r.Delay()
 		if d == 0 {
-			return nil
+			return false, nil
 		}
 		t := p.clk.NewTimer(d)
 		select {
 		case <-t.C():
-			return nil
+			return false, nil
 		case <-changed:
 			// A new rate: give the slot back (the head's is the only
 			// reservation, so all of it comes back) and take one at it.
@@ -82,7 +95,7 @@ func (p *claimPacer) Wait(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			r.Cancel()
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

@@ -117,6 +117,28 @@ func TestQueuedClaimsTakeOneSlotEach(t *testing.T) {
 	}
 }
 
+// A claim skipped at the head (WaitUnless) spends no slot of the rate:
+// the next claim goes at once.
+func TestSkippedClaimSpendsNoSlot(t *testing.T) {
+	p := newClaimPacer(1, clock.Real{}) // one token, then one a second
+	ctx := context.Background()
+	skipped, err := p.WaitUnless(ctx, func() bool { return true })
+	if err != nil || !skipped {
+		t.Fatalf("skip at the head: skipped %v, %v", skipped, err)
+	}
+	// The bucket still holds its one token (a slot taken would have left
+	// it empty, refilling at one a second).
+	if n, tok := p.reserves.Load(), p.lim.Tokens(); n != 0 || tok < 0.5 {
+		t.Fatalf("after a skipped claim: %d slots taken, %.2f tokens left; want none taken, the token kept", n, tok)
+	}
+	if skipped, err := p.WaitUnless(ctx, func() bool { return false }); err != nil || skipped {
+		t.Fatalf("a claim still worth sending: skipped %v, %v", skipped, err)
+	}
+	if n := p.reserves.Load(); n != 1 {
+		t.Fatalf("%d slots taken by one claim sent, want one", n)
+	}
+}
+
 // TestThrottledClaimsSlowDownAndTheWorkerStaysAlive: while the store
 // throttles acquires, the worker's claim rate drops (claims stop adding to
 // the throttling), its heartbeats go on (it stays trusted and alive), and
