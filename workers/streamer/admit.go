@@ -71,7 +71,7 @@ func (w *Worker) claim(ctx context.Context, path claimPath, id string, prev *lea
 	w.pacer.setBase(w.claimShare())
 	if (paced && !promotion) || w.pacer.Throttling() {
 		var skip func() bool
-		if prev != nil && given == nil {
+		if prev != nil && (path == pathQueue || path == pathReconcile) {
 			queued := w.deps.Clock.Now()
 			skip = func() bool { return w.takenWhileQueued(ctx, id, *prev, queued) }
 		}
@@ -125,10 +125,13 @@ func (w *Worker) claim(ctx context.Context, path claimPath, id string, prev *lea
 	return claim.Acquired, nil
 }
 
-// recheckAfter is how long a takeover's claim (one naming a gone worker's
-// tenure) may wait for the claim pace before it reads the session again:
-// one that queued longer was likely taken meanwhile by the receiver its
-// takeover told, or by the work queue's consumer of its announcement.
+// recheckAfter is how long a claim of a gone worker's session (one naming
+// its tenure) that came from a listing or the work queue may wait for the
+// claim pace before it reads the session again: one that queued longer
+// was likely taken meanwhile, by the receiver its takeover told or by the
+// queue's consumer of its announcement. (A takeover's told part and its
+// declarer's own part are no one else's to claim: they are not read
+// again.)
 const recheckAfter = time.Second
 
 // takenWhileQueued reports whether session id, which this worker would
