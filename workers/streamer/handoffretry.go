@@ -103,11 +103,25 @@ func (w *Worker) tellReceiverRetrying(ctx context.Context, to, id string, fp uin
 // acquire failed transiently: each attempt names it (it also takes the
 // session once the giver released it reserved for this worker). It returns
 // the last claim's outcome.
+//
+// A takeover's part (prev: the dead tenure) is reserved for nobody, and
+// its first attempt may come long after told (it waits for the claim pace
+// behind the rest of the part): its retries have HandoffBound from that
+// attempt, and they are not paced again (the attempt spent its slot; a
+// throttled table still paces them). Retried only until told +
+// HandoffBound, a part whose first acquire timed out 42 s after it was
+// told was announced instead, and waited 57 s at the back of the work
+// queue (the fleet simulator's AZ loss at 100 × 100,000, `WATCH=`).
 func (w *Worker) claimHandedOff(id string, prev *lease.Token, given *lease.Given, told time.Time, paced bool) claim.Outcome {
 	clk := w.deps.Clock
-	lapse := told.Add(w.keeper.Config().HandoffBound)
+	bound := w.keeper.Config().HandoffBound
+	lapse := told.Add(bound)
+	takeover := prev != nil && given == nil
 	for attempt := 1; ; attempt++ {
-		out, err := w.claim(w.hardCtx, handedOffPath(prev, given), id, prev, given, told.UnixMilli(), paced)
+		out, err := w.claim(w.hardCtx, handedOffPath(prev, given), id, prev, given, told.UnixMilli(), paced && (attempt == 1 || !takeover))
+		if takeover && attempt == 1 {
+			lapse = later(lapse, clk.Now().Add(bound))
+		}
 		if !transientClaim(out, w.running()) || w.hardCtx.Err() != nil {
 			if err != nil && out != claim.Reserved {
 				w.log.Warn().Err(err).Str("connection_id", id).Stringer("outcome", out).Int("attempts", attempt).Msg("hand-off claim")

@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/notify"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
@@ -373,5 +374,41 @@ func (e *env) failAcquiresOf(id string, flaky *failingAcquires) {
 		}
 		flaky.Store = st
 		return flaky
+	}
+}
+
+// A takeover's part whose first acquire comes long after it was told (it
+// waited for the claim pace behind the rest of its part) and fails
+// transiently is tried again, not announced to the back of the work queue:
+// nothing reserves it, so the told time bounds nothing.
+func TestTakeoverPartClaimedLateIsRetriedNotAnnounced(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	st.Put(lease.Item{ConnectionID: "s-1", DesiredState: schema.StateStarted, Generation: 1, LastSeq: lease.NoSeq})
+	deadWorker(t, st, "w-dead", "s-1")
+	it, err := st.Get(ctx, "s-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := &lease.Token{ConnectionID: "s-1", Owner: it.Owner, Epoch: it.Epoch}
+	// Stopped meanwhile: the retry's acquire ends the claim (not started)
+	// without starting a session.
+	st.Update("s-1", func(it *lease.Item) { it.DesiredState = schema.StateStopped })
+	flaky := &failingAcquires{Store: st}
+	flaky.left.Store(1)
+	q := &batchQueue{sent: map[string]bool{}}
+	w := bareWorker(t, "w-receiver", flaky, q, nil)
+	if err := w.keeper.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.setState(stateRunning)
+	w.takeHandedOff("s-1", prev, w.deps.Clock.Now().Add(-30*time.Second))
+	if n := flaky.calls.Load(); n != 2 {
+		t.Fatalf("%d acquires: want the timed-out one and a retry", n)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.sent["s-1"] {
+		t.Fatal("the part was announced on the work queue: want it retried by its receiver")
 	}
 }
