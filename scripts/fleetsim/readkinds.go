@@ -22,6 +22,10 @@ type OpRate struct {
 	Calls     float64 `json:"calls"`
 	ReadUnits float64 `json:"read_units"` // the classifying reads of refused writes included
 	Refused   float64 `json:"refused"`    // conditional writes refused (each billed a write unit)
+	// Throttled: calls the table refused for throughput (each retried by
+	// the SDK or failed: which calls a read spike at the account limit
+	// delayed).
+	Throttled float64 `json:"throttled,omitempty"`
 }
 
 // opRates is the usage between base and now (base nil: from the start) per
@@ -36,7 +40,8 @@ func opRates(now, base map[string]simddb.Usage, hours float64) map[string]OpRate
 			continue
 		}
 		b := base[op]
-		r := OpRate{Calls: float64(u.Calls-b.Calls) / hours, ReadUnits: (u.ReadUnits - b.ReadUnits) / hours, Refused: float64(u.ConditionFailed-b.ConditionFailed) / hours}
+		r := OpRate{Calls: float64(u.Calls-b.Calls) / hours, ReadUnits: (u.ReadUnits - b.ReadUnits) / hours, Refused: float64(u.ConditionFailed-b.ConditionFailed) / hours,
+			Throttled: float64(u.Throttled-b.Throttled) / hours}
 		if r != (OpRate{}) {
 			out[op] = r
 		}

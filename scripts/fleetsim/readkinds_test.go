@@ -14,9 +14,9 @@ import (
 // worker-hour of the members' lives in between, without the harness's
 // writes.
 func TestOpRatesPerWorkerHourOfTheWindow(t *testing.T) {
-	base := map[string]simddb.Usage{dynamostore.OpAcquire: {Calls: 10, ReadUnits: 4, ConditionFailed: 4}}
+	base := map[string]simddb.Usage{dynamostore.OpAcquire: {Calls: 10, ReadUnits: 4, ConditionFailed: 4, Throttled: 1}}
 	now := map[string]simddb.Usage{
-		dynamostore.OpAcquire: {Calls: 30, ReadUnits: 10, ConditionFailed: 8},
+		dynamostore.OpAcquire: {Calls: 30, ReadUnits: 10, ConditionFailed: 8, Throttled: 4},
 		simddb.OpSeed:         {Calls: 99, ReadUnits: 99},
 	}
 	t0 := time.Unix(0, 0)
@@ -31,7 +31,7 @@ func TestOpRatesPerWorkerHourOfTheWindow(t *testing.T) {
 		t.Fatalf("worker-hours %v, want 1.5", h)
 	}
 	got := opRates(now, base, h)
-	want := OpRate{Calls: 20 / 1.5, ReadUnits: 6 / 1.5, Refused: 4 / 1.5}
+	want := OpRate{Calls: 20 / 1.5, ReadUnits: 6 / 1.5, Refused: 4 / 1.5, Throttled: 3 / 1.5}
 	if len(got) != 1 || got[dynamostore.OpAcquire] != want {
 		t.Fatalf("opRates %+v, want only acquire %+v", got, want)
 	}
