@@ -219,6 +219,32 @@ func TestConsumerAcknowledgesByOutcome(t *testing.T) {
 	}
 }
 
+// A start whose claim timed out (a store request past its deadline, not a
+// throttle) is handed back at once for any consumer; one that failed
+// otherwise is left for the queue's visibility timeout.
+func TestConsumerHandsBackATimedOutClaimAtOnce(t *testing.T) {
+	q := &fakeQueue{batches: [][]notify.Message{{
+		msg("m1", schema.NotifyStart, "slow"),
+		msg("m2", schema.NotifyStart, "throttled"),
+		msg("m3", schema.NotifyStart, "flaky"),
+	}}}
+	cl := newClaimer(10)
+	cl.failWith = map[string]error{
+		"slow":      fmt.Errorf("acquire slow: %w", context.DeadlineExceeded),
+		"throttled": fmt.Errorf("acquire throttled: %w: %w", lease.ErrThrottled, context.DeadlineExceeded),
+		"flaky":     errors.New("transient"),
+	}
+	stop := runConsumer(t, &Consumer{Queue: q, Claimer: cl, Log: zerolog.Nop()})
+	testwait.Eventually(t, 5*time.Second, "every start claimed", func() bool { return len(cl.claimed()) == 3 })
+	testwait.Eventually(t, 5*time.Second, "the timed-out one handed back", func() bool { _, r := q.acks(); return r == 1 })
+	stop()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !slices.Equal(q.requeued, []string{"m1"}) || q.after["m1"] != 0 || len(q.deleted) != 0 {
+		t.Fatalf("requeued %v (after %v), deleted %v; want m1 at once, nothing deleted", q.requeued, q.after, q.deleted)
+	}
+}
+
 func TestConsumerAsksOnlyForFreeCapacityAndHandsBackWhenFull(t *testing.T) {
 	q := &fakeQueue{batches: [][]notify.Message{{msg("m1", schema.NotifyStart, "a")}}}
 	cl := newClaimer(0)
