@@ -93,9 +93,9 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 	// A round on a table that throttles this worker's claims would add
 	// writes (a release and a claim per move) to the throttling: it waits
 	// until claims succeed again. One while a death's sessions are still
-	// being placed (recovering) would spend the fleet's claim budget and
-	// the table's write headroom on sessions that deliver, while others
-	// are dark: it waits until they are placed.
+	// being placed (recovering) would spend the table's write headroom on
+	// sessions that deliver, while others are dark: it waits until they
+	// are placed.
 	if !w.running() || w.pacer.Throttling() || w.recovering() {
 		return nil
 	}
@@ -153,14 +153,14 @@ func (w *Worker) rebalanceRound(ctx context.Context) error {
 // tenures (claim.Consumer.Announcing within claim.FlowingWithin): a
 // takeover's or a leaver's announcements, the sessions of a worker that
 // died or left, are still being taken. A round then would spend the
-// fleet's claim budget and the table's write headroom (a release and an
-// acquire a move) on sessions that deliver while others are dark: in the
-// fleet simulator's AZ loss the lost tasks' replacements joined during the
-// recovery and the rounds moved about as many sessions to them as the AZ
-// had held (31,954 moves in the run, 34,033 sessions hit, at 100 ×
-// 100,000). Without the moves the replacements, empty, take announced
-// sessions from the queue. (At 100 × 100,000 the recovery did not change:
-// 28,275 moves, p99 123.4 s against 124.9 s, one run each.)
+// table's write headroom (a release and an acquire a move) on sessions
+// that deliver while others are dark. (A move's acquire is not paced by
+// the receiver's claim pace: its sender paces it; so the moves take
+// nothing from the fleet's claim budget. In the fleet simulator's AZ loss
+// at 100 × 100,000 the rounds moved about as many sessions onto the lost
+// tasks' replacements as the AZ had held, 27,818, and with no rebalancing
+// at all the recovery was no faster: p99 128.7 s against 122.4 s, one run
+// each, docs/scale/100x100000-warm-az-norebalance.)
 func (w *Worker) recovering() bool {
 	return w.consumer != nil && w.consumer.Announcing(claim.FlowingWithin(w.cfg.ReconcileEvery))
 }
