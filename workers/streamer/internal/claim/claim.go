@@ -187,6 +187,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
+// handBack makes m visible again on the work queue after after (0: at
+// once), for any consumer to claim; even while the worker drains.
+func (c *Consumer) handBack(ctx context.Context, log zerolog.Logger, m notify.Message, after time.Duration) {
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.Queue.Requeue(ackCtx, m, after); err != nil {
+		log.Warn().Err(err).Msg("work queue hand-back")
+	}
+}
+
 // deleteHandled acknowledges the handled messages of one receive.
 func (c *Consumer) deleteHandled(ctx context.Context, ms []notify.Message) {
 	if len(ms) == 0 {
@@ -321,19 +331,11 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 				return true
 			}
 			log.Debug().Stringer("outcome", out).Dur("after", ru.After).Msg("start notification handed back until the reservation lapses")
-			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := c.Queue.Requeue(ackCtx, m, ru.After+reservedMargin); err != nil {
-				log.Warn().Err(err).Msg("work queue hand-back")
-			}
+			c.handBack(ctx, log, m, ru.After+reservedMargin)
 		case AtCapacity, Draining:
 			log.Debug().Stringer("outcome", out).Msg("start notification handed back")
 			// Requeued at once, even while the worker drains.
-			ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := c.Queue.Requeue(ackCtx, m, 0); err != nil {
-				log.Warn().Err(err).Msg("work queue hand-back")
-			}
+			c.handBack(ctx, log, m, 0)
 		default:
 			if timedOut(ctx, out, err) {
 				// A store request that outlived its deadline (not a
@@ -344,11 +346,7 @@ func (c *Consumer) handle(ctx context.Context, m notify.Message) (del bool) {
 				// AZ loss at 1,000 × 1,000,000, 909 claims from the queue
 				// failed, each such session dark 30 s longer.
 				log.Warn().Err(err).Int("receive_count", m.ReceiveCount).Msg("claim timed out: handed back")
-				ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				if err := c.Queue.Requeue(ackCtx, m, 0); err != nil {
-					log.Warn().Err(err).Msg("work queue hand-back")
-				}
+				c.handBack(ctx, log, m, 0)
 				return false
 			}
 			// Left invisible: the queue redelivers it after its visibility
