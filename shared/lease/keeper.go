@@ -141,6 +141,7 @@ type Keeper struct {
 	// id (standby.go).
 	standbys map[string]standbyEntry
 
+	gl    goneListing   // the checks' listing of the GONE workers (gonelist.go)
 	sum   summaryState  // the fleet summary (summarize.go)
 	bs    backstopState // the summarizer's death declarations (backstop.go)
 	ended endedTenures  // the tenures it ended, which the audit skips (ended.go)
@@ -176,6 +177,7 @@ func NewKeeper(store Store, clk clock.Clock, cfg Config, obs Observer, report Re
 		late:       map[string]bool{},
 		graceEnded: map[string]bool{},
 		standbys:   map[string]standbyEntry{},
+		gl:         goneListing{sem: make(chan struct{}, 1)},
 
 		unownedSeen: map[string]sighting{},
 	}

@@ -878,11 +878,28 @@ func TestThrottledCheckpointsYieldToHeartbeats(t *testing.T) {
 	}
 }
 
-// getCounter counts GetWorker calls per id.
+// getCounter counts GetWorker calls per id, and the listings of the GONE
+// workers.
 type getCounter struct {
 	lease.Store
-	mu   sync.Mutex
-	gets map[string]int
+	mu        sync.Mutex
+	gets      map[string]int
+	goneLists int
+}
+
+func (g *getCounter) ListWorkers(ctx context.Context, list string, limit int) ([]string, error) {
+	if list == schema.WorkerListGone {
+		g.mu.Lock()
+		g.goneLists++
+		g.mu.Unlock()
+	}
+	return g.Store.ListWorkers(ctx, list, limit)
+}
+
+func (g *getCounter) lists() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.goneLists
 }
 
 func (g *getCounter) GetWorker(ctx context.Context, id string) (lease.WorkerRecord, error) {

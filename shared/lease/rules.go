@@ -219,3 +219,19 @@ func MayMarkDone(goneSeenAt, queriedAt time.Time, owned int, bound time.Duration
 func GoneGraceHolds(known, grace, max time.Duration, flowing, announcing bool) bool {
 	return known < grace && flowing || known < max && announcing
 }
+
+// GoneListingDue decides whether a check of a worker, needed at need and
+// not answered by what the Keeper remembers, waits for a listing of the
+// GONE workers (the by_worker_list index), and how long before that
+// listing may be sent, given when the last one was sent and that they are
+// sent at most once per every. A listing sent at or after need already
+// answered it (its answer missed the worker: the caller reads its record).
+// Only a GONE entry is trusted, never an absence: an index lags, so an
+// absent worker may be dead all the same, but an entry shows a record that
+// left ALIVE, and a record never returns to it.
+func GoneListingDue(need, lastSent, now time.Time, every time.Duration) (list bool, wait time.Duration) {
+	if !lastSent.Before(need) {
+		return false, 0
+	}
+	return true, max(0, lastSent.Add(every).Sub(now))
+}

@@ -12,13 +12,16 @@ import (
 )
 
 // NotAlive reports whether worker id is not alive, as this Keeper has seen
-// it (its record read when not seen alive within the last heartbeat
-// period; a worker seen DEAD or LEFT, or missing, stays so): the check a
-// takeover of id's tenures needs when another worker reports id dead.
+// it (the GONE workers' listing, then its record, checked when not seen
+// alive within the last heartbeat period; a worker seen DEAD or LEFT, or
+// missing, stays so): the check a takeover of id's tenures needs when
+// another worker reports id dead.
 func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAlive(ctx, id) }
 
-// notAlive reports whether worker id is known not alive, reading its record
-// when this Keeper has not seen it alive within the last heartbeat period.
+// notAlive reports whether worker id is known not alive: remembered gone,
+// else shown by the Keeper's shared listing of the GONE workers
+// (listedGone), else read from its record, when this Keeper has not seen
+// it alive within the last heartbeat period.
 func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 	now := k.clk.Now()
 	k.gmu.Lock()
@@ -31,6 +34,9 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 		return false
 	}
 	k.gmu.Unlock()
+	if k.listedGone(ctx, id, now) {
+		return true
+	}
 	if _, gone, ok := k.readWorker(ctx, id); gone || !ok {
 		return gone
 	}

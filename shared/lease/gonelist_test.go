@@ -1,0 +1,105 @@
+package lease_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/schema"
+	"github.com/wsfleet/wsfleet/testkit/testwait"
+)
+
+// The checks a takeover's receivers make of its dead owners share one
+// listing of the GONE workers: the dead it shows are not read one by one,
+// a check arriving within GoneListEvery of the last listing waits for the
+// next (one query for all of them), and a dead worker the listing misses
+// (an index lags) or an alive one is still read.
+func TestNotAliveLearnsTheDeadFromOneListing(t *testing.T) {
+	r := newRig(t)
+	store := &getCounter{Store: r.store, gets: map[string]int{}}
+	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig("w1"), &recorder{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	dead := func(id string) {
+		t.Helper()
+		if err := r.store.Register(r.ctx, lease.WorkerRecord{ID: id, State: schema.WorkerDead, Epoch: 2, List: schema.WorkerListGone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead("d1")
+	dead("d2")
+	for _, id := range []string{"d1", "d2", "d1"} {
+		if !k.NotAlive(r.ctx, id) {
+			t.Fatalf("%s, listed GONE, is alive", id)
+		}
+	}
+	if n, g1, g2 := store.lists(), store.count("d1"), store.count("d2"); n != 1 || g1 != 0 || g2 != 0 {
+		t.Fatalf("two dead workers: %d listings, %d and %d record reads; want one listing, no reads", n, g1, g2)
+	}
+
+	// Another dies half a period later: its check waits for the next
+	// listing, sent GoneListEvery after the last.
+	r.clk.Advance(lease.GoneListEvery / 2)
+	dead("d3")
+	done := make(chan bool, 1)
+	go func() { done <- k.NotAlive(r.ctx, "d3") }()
+	testwait.Eventually(t, 10*time.Second, "d3's check waiting for the next listing", func() bool { return r.clk.Waiters() > 0 })
+	if n := store.lists(); n != 1 {
+		t.Fatalf("%d listings before GoneListEvery passed, want 1", n)
+	}
+	r.clk.Advance(lease.GoneListEvery / 2)
+	if !<-done {
+		t.Fatal("d3, listed GONE, is alive")
+	}
+	if n, g := store.lists(), store.count("d3"); n != 2 || g != 0 {
+		t.Fatalf("d3: %d listings, %d record reads; want 2 listings, no read", n, g)
+	}
+
+	// A dead worker the index has not caught up with yet, and an alive
+	// one: each read (after a listing that missed them).
+	r.keeper("w2")
+	r.clk.Advance(lease.GoneListEvery)
+	if k.NotAlive(r.ctx, "w2") {
+		t.Fatal("an alive worker is not alive")
+	}
+	if n, g := store.lists(), store.count("w2"); n != 3 || g != 1 {
+		t.Fatalf("alive w2: %d listings, %d record reads; want 3 listings, 1 read", n, g)
+	}
+	r.keeper("w3")
+	r.store.UpdateWorker("w3", func(rec *lease.WorkerRecord) { rec.State, rec.Epoch = schema.WorkerDead, rec.Epoch+1 })
+	r.clk.Advance(lease.GoneListEvery)
+	if !k.NotAlive(r.ctx, "w3") {
+		t.Fatal("a dead worker missing from the listing is alive")
+	}
+	if g := store.count("w3"); g != 1 {
+		t.Fatalf("dead w3 missing from the listing: %d record reads, want 1", g)
+	}
+}
+
+// GoneListingDue: a need answered by a listing sent at or after it waits
+// for none; one sent before waits until GoneListEvery after it.
+func TestGoneListingDue(t *testing.T) {
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct {
+		need, last, now int
+		list            bool
+		wait            time.Duration
+	}{
+		{need: 500, last: 500, now: 600, list: false},
+		{need: 500, last: 700, now: 800, list: false},
+		{need: 500, last: 0, now: 600, list: true, wait: 400 * time.Millisecond},
+		{need: 1500, last: 0, now: 1500, list: true, wait: 0},
+	} {
+		list, wait := lease.GoneListingDue(at(c.need), at(c.last), at(c.now), time.Second)
+		if list != c.list || wait != c.wait {
+			t.Errorf("GoneListingDue(need %d, last %d, now %d) = %v %v, want %v %v", c.need, c.last, c.now, list, wait, c.list, c.wait)
+		}
+	}
+	if list, wait := lease.GoneListingDue(at(5), time.Time{}, at(5), time.Second); !list || wait != 0 {
+		t.Errorf("first listing: %v %v, want at once", list, wait)
+	}
+}
