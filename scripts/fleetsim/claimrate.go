@@ -3,6 +3,7 @@
 package fleetsim
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -29,7 +30,24 @@ type ClaimRate struct {
 	// fleet's start) is where they are counted from.
 	Paths map[string]int64 `json:"paths,omitempty"`
 	From  float64          `json:"paths_from"`
+	// Windows are the claims the budget counts (every path but given)
+	// per ClaimWindow from From on, to the last window with one (at most
+	// maxClaimWindows): whether the recovery's tail still spent the
+	// budget.
+	Windows []ClaimSpan `json:"windows,omitempty"`
 }
+
+// ClaimSpan is one ClaimWindow's claims: At its start (seconds from the
+// fleet's start), Claims the claims the budget counts that ended in it,
+// Acquired those that took their session.
+type ClaimSpan struct {
+	At       float64 `json:"at"`
+	Claims   int64   `json:"claims"`
+	Acquired int64   `json:"acquired"`
+}
+
+// maxClaimWindows bounds ClaimRate.Windows (10 virtual minutes).
+const maxClaimWindows = 60
 
 // ClaimWindow is the window ClaimRate.Busiest is taken over.
 const ClaimWindow = 10 * time.Second
@@ -72,6 +90,34 @@ func (c *claimCounter) pathsFrom(from float64) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// windowsFrom are the budget's claims per window from from (seconds from
+// t0) on, to the last window with one, at most maxClaimWindows.
+func (c *claimCounter) windowsFrom(from float64) []ClaimSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := int64(from / ClaimWindow.Seconds())
+	var out []ClaimSpan
+	last := -1
+	for w := first; w < first+maxClaimWindows; w++ {
+		s := ClaimSpan{At: float64(w) * ClaimWindow.Seconds()}
+		for k, n := range c.paths[w] {
+			path, outcome, _ := strings.Cut(k, " ")
+			if path == "given" {
+				continue
+			}
+			s.Claims += n
+			if outcome == "acquired" {
+				s.Acquired += n
+			}
+		}
+		out = append(out, s)
+		if s.Claims > 0 {
+			last = len(out) - 1
+		}
+	}
+	return out[:last+1]
 }
 
 func (c *claimCounter) add(now time.Time) {

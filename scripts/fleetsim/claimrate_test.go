@@ -46,6 +46,35 @@ func TestClaimPathsFrom(t *testing.T) {
 	}
 }
 
+// The budget's claims per window from a fault on: given tenures left out,
+// the acquired ones counted apart, empty windows between kept, the ones
+// after the last claim dropped.
+func TestClaimWindowsFrom(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := claimCounter{t0: t0}
+	c.addPath(t0.Add(5*time.Second), "queue", "acquired") // before the fault's window
+	c.addPath(t0.Add(21*time.Second), "takeover", "acquired")
+	c.addPath(t0.Add(22*time.Second), "reconcile", "held_elsewhere")
+	c.addPath(t0.Add(23*time.Second), "given", "acquired")
+	c.addPath(t0.Add(45*time.Second), "queue", "acquired")
+	got := c.windowsFrom(22)
+	want := []ClaimSpan{{At: 20, Claims: 2, Acquired: 1}, {At: 30}, {At: 40, Claims: 1, Acquired: 1}}
+	if len(got) != len(want) {
+		t.Fatalf("windows %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("windows %+v, want %+v", got, want)
+		}
+	}
+	if line := windowsLine([]ClaimSpan{{At: 120, Claims: 100, Acquired: 50}, {At: 130, Claims: 30, Acquired: 30}}); line != "+0 s 10 / 5, +10 s 3 / 3" {
+		t.Fatalf("line %q", line)
+	}
+	if len(c.windowsFrom(60)) != 0 {
+		t.Fatalf("windows after the last claim: %+v", c.windowsFrom(60))
+	}
+}
+
 // A crash's sessions come back by the paths a takeover sends them: its
 // parts told to the receivers and its own part, counted from the crash on.
 func TestClaimPathsOfACrash(t *testing.T) {

@@ -220,6 +220,9 @@ func (fl *Fleet) Judge(scenario string) Figures {
 		f.Claims.From = f.Faults[0].At
 	}
 	f.Claims.Paths = fl.claims.pathsFrom(f.Claims.From)
+	if len(f.Faults) > 0 {
+		f.Claims.Windows = fl.claims.windowsFrom(f.Claims.From)
+	}
 	f.FirstDelivery = fl.firstDelivery(r)
 	r.mu.Unlock()
 	f.ECS = ecsRecoveries(fl.ECSOps(), f.Faults)

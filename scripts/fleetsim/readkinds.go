@@ -149,8 +149,22 @@ func kindsMarkdown(runs []Measured) string {
 			first = false
 		}
 		p("- %s, from %.0f s: %s\n", runLabel(runs, m), m.Claims.From, pathsLine(m.Claims.Paths))
+		if len(m.Claims.Windows) > 0 {
+			p("  - per %.0f s from then (claims / acquired per second, the budget's: every path but `given`): %s\n",
+				ClaimWindow.Seconds(), windowsLine(m.Claims.Windows))
+		}
 	}
 	return b.String()
+}
+
+// windowsLine is ClaimRate.Windows as one line: "+Ns a/b" per window,
+// seconds from the first.
+func windowsLine(ws []ClaimSpan) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("+%.0f s %.0f / %.0f", w.At-ws[0].At, float64(w.Claims)/ClaimWindow.Seconds(), float64(w.Acquired)/ClaimWindow.Seconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // pathsLine is claims by "path outcome" as one line, by path, the
