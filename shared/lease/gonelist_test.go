@@ -103,3 +103,28 @@ func TestGoneListingDue(t *testing.T) {
 		t.Errorf("first listing: %v %v, want at once", list, wait)
 	}
 }
+
+// A record whose heartbeat is older than half its TTL is quiet (a worker
+// likely dead, not yet declared); a fresh one, or one without a TTL or a
+// heartbeat time, is not.
+func TestHeartbeatQuiet(t *testing.T) {
+	now := t0.UnixMilli()
+	rec := func(ageMs int64, ttl time.Duration) lease.WorkerRecord {
+		return lease.WorkerRecord{ID: "w", State: schema.WorkerAlive, HeartbeatAtMs: now - ageMs, TTL: ttl}
+	}
+	for _, c := range []struct {
+		r     lease.WorkerRecord
+		quiet bool
+	}{
+		{rec(1000, 10*time.Second), false},
+		{rec(5000, 10*time.Second), false},
+		{rec(5001, 10*time.Second), true},
+		{rec(12_000, 10*time.Second), true},
+		{rec(12_000, 0), false},
+		{lease.WorkerRecord{ID: "w", TTL: 10 * time.Second}, false},
+	} {
+		if got := lease.HeartbeatQuiet(c.r, now); got != c.quiet {
+			t.Errorf("HeartbeatQuiet(heartbeat at %d, ttl %v) at %d = %v, want %v", c.r.HeartbeatAtMs, c.r.TTL, now, got, c.quiet)
+		}
+	}
+}

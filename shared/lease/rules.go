@@ -235,3 +235,14 @@ func GoneListingDue(need, lastSent, now time.Time, every time.Duration) (list bo
 	}
 	return true, max(0, lastSent.Add(every).Sub(now))
 }
+
+// HeartbeatQuiet reports whether rec's last heartbeat was sent more than
+// half its TTL before nowMs, by the writer's and the reader's wall clocks:
+// a worker likely dead and not yet declared (at an AZ's loss a third of
+// any sample of the fleet, all silent since the same instant). Advisory
+// only: whom to hand sessions to, never an ownership decision (wall
+// clocks differ; a live worker taken for quiet just receives nothing
+// this time).
+func HeartbeatQuiet(rec WorkerRecord, nowMs int64) bool {
+	return rec.TTL > 0 && rec.HeartbeatAtMs > 0 && nowMs-rec.HeartbeatAtMs > rec.TTL.Milliseconds()/2
+}

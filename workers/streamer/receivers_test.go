@@ -3,8 +3,10 @@ package streamer
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
@@ -26,7 +28,7 @@ func TestReceiversLeaveOutTheDeadAndTheGone(t *testing.T) {
 		alive("ok", "10.0.0.4:8081"), left, alive("noaddr", ""),
 	}
 	me := rebalance.Worker{ID: "me", Capacity: 100}
-	ws, addrs := receivers(me, recs, "dead", func(id string) bool { return id == "gone" })
+	ws, addrs := receivers(me, recs, "dead", func(r lease.WorkerRecord) bool { return r.ID == "gone" })
 	var ids []string
 	for _, w := range ws {
 		ids = append(ids, w.ID)
@@ -36,5 +38,26 @@ func TestReceiversLeaveOutTheDeadAndTheGone(t *testing.T) {
 	}
 	if len(addrs) != 1 || addrs["ok"] != "10.0.0.4:8081" {
 		t.Fatalf("addresses %v", addrs)
+	}
+}
+
+// A takeover's or a plan's fleet leaves out a worker whose heartbeat went
+// quiet (older than half its TTL by this worker's clock): at an AZ's loss
+// a third of a takeover's sample died with the declared worker, and the
+// parts told to them came back to the work queue, claimed last.
+func TestFleetViewLeavesOutQuietWorkers(t *testing.T) {
+	w := bareWorker(t, "me", memstore.New(), nil, nil)
+	now := w.deps.Clock.Now().UnixMilli()
+	rec := func(id string, ageMs int64) lease.WorkerRecord {
+		return lease.WorkerRecord{ID: id, State: schema.WorkerAlive, AdminAddr: "10.0.0.9:8081", Capacity: 100,
+			HeartbeatAtMs: now - ageMs, TTL: 10 * time.Second}
+	}
+	ws, addrs := w.fleetView([]lease.WorkerRecord{rec("fresh", 1500), rec("quiet", 11_000)}, "")
+	var ids []string
+	for _, x := range ws {
+		ids = append(ids, x.ID)
+	}
+	if !slices.Equal(ids, []string{"me", "fresh"}) || addrs["quiet"] != "" {
+		t.Fatalf("receivers %v (addresses %v), want [me fresh]", ids, addrs)
 	}
 }
