@@ -69,9 +69,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		// which announces on the queue what no receiver took.
 		lc.GoneGrace = claim.TakeoverGrace
 		lc.Flowing = func() bool { return w.consumer.Flowing(claim.FlowingWithin(cfg.ReconcileEvery)) }
-		// Longer while the queue brings the announcements of a death.
+		// Longer while the queue brings the announcements of a death, or
+		// its declarer tells this worker a part.
 		lc.GoneGraceMax = claim.TakeoverGraceMax
-		lc.Announcing = func() bool { return w.consumer.Announcing(claim.FlowingWithin(cfg.ReconcileEvery)) }
+		lc.Announcing = func() bool {
+			within := claim.FlowingWithin(cfg.ReconcileEvery)
+			return w.consumer.Announcing(within) || w.partsFlowing(within)
+		}
 	}
 	k, err := lease.NewKeeper(w.store, deps.Clock, lc, observer{w}, w.report)
 	if err != nil {

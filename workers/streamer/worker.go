@@ -119,6 +119,9 @@ type Worker struct {
 	env       *session.Env
 	pacer     *claimPacer
 	handoffIn handoffGate // bounds POST /handoff
+	// partToldAt: unix nanos (the worker's clock) of the last takeover's
+	// part a declarer told this worker (partsFlowing).
+	partToldAt atomic.Int64
 	// handoffRnd jitters a directed hand-off's retries (Deps.Rand's
 	// "handoff").
 	handoffRnd *draw.Stream
