@@ -193,12 +193,13 @@ func (w *Worker) takeBack(g lease.Given, gen int64) {
 }
 
 // directMoves plans directed moves of n sessions off worker from (this
-// worker at its shutdown, or a worker it declared dead) with
-// rebalance.Drain: spread over the alive workers that are not draining and
-// can be told to claim (an admin address; this worker too when it is not
-// from: it claims its part itself), in proportion to their room below their
-// fair share, so that each receiver claims its part at once instead of the
-// fleet racing for start notifications. The alive workers are a bounded
+// worker at its shutdown, or a worker it declared dead): spread over the
+// alive workers that are not draining and can be told to claim (an admin
+// address; this worker too when it is not from: it claims its part
+// itself), a drain's in proportion to their room below their fair share
+// (rebalance.Drain), a takeover's in proportion to their capacity
+// (rebalance.Spread), so that each receiver claims its part at once
+// instead of the fleet racing for start notifications. The alive workers are a bounded
 // sample of the fleet's (all of them in a fleet of at most
 // lease.FleetSampleSize others): a takeover's from the last refresh's
 // membership (Keeper.FleetSample), a drain's from a listing made now
@@ -232,6 +233,11 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	}
 	maps.Copy(w.rebal.addrs, addrs)
 	w.rebal.mu.Unlock()
+	if from != w.cfg.WorkerID {
+		// A takeover: one of many at an AZ's loss, planned at once from
+		// the same records (rebalance.Spread).
+		return rebalance.Spread(ws, from), nil
+	}
 	return rebalance.Drain(ws, from), nil
 }
 

@@ -765,8 +765,16 @@ func TestHandoffEndpointChecksItsInputAndTheDeadOwner(t *testing.T) {
 		}
 	}
 	it := e.item(id)
+	if b.partsFlowing(time.Minute) {
+		t.Fatal("no takeover's part told yet, and b says parts flow")
+	}
 	if code, body := post(fmt.Sprintf("connection_id=%s&prev_owner=%s&prev_epoch=%d", id, it.Owner, it.Epoch)); code != http.StatusAccepted {
 		t.Fatalf("a takeover request: %d %s, want 202 (the claim is checked in the background)", code, body)
+	}
+	// A takeover's part told holds the gone workers' grace
+	// (lease.Config.Announcing), as an announced tenure does.
+	if !b.partsFlowing(time.Minute) {
+		t.Fatal("a takeover's part told, and b says no parts flow")
 	}
 	testwait.Holds(t, 3*testHeartbeat, "a keeps its session: it is alive", func() bool {
 		cur := e.item(id)

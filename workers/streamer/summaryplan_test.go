@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
@@ -65,7 +66,12 @@ func fleetAroundWith(t *testing.T, n int, tweak func(*Deps)) (*Worker, *recordRe
 	var ks []*lease.Keeper
 	for i := range n {
 		id := fmt.Sprintf("w-%03d", i)
-		k, err := lease.NewKeeper(st, clk, lease.DefaultConfig(id), nil, func() lease.Load {
+		// Never heartbeating, the records age with the clock's refreshes:
+		// a TTL long enough that they stay receivers (not quiet,
+		// lease.HeartbeatQuiet) through them.
+		lc := lease.DefaultConfig(id)
+		lc.TTL = time.Minute
+		k, err := lease.NewKeeper(st, clk, lc, nil, func() lease.Load {
 			return lease.Load{Sessions: 10, Capacity: 100, AdminAddr: "10.0.0.1:8081"}
 		})
 		if err != nil {
