@@ -128,3 +128,31 @@ func TestHeartbeatQuiet(t *testing.T) {
 		}
 	}
 }
+
+// The alive count the claim budget is shared by leaves out a worker as
+// soon as this Keeper sees it gone (here through its GONE listing), not
+// at the next refresh.
+func TestAliveWorkersLeavesOutTheGoneAtOnce(t *testing.T) {
+	r := newRig(t)
+	k, _ := r.keeper("w1")
+	r.keeper("w2")
+	r.keeper("w3")
+	if err := k.RefreshWorkers(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := k.AliveWorkers(); n != 3 {
+		t.Fatalf("%d alive after the refresh, want 3", n)
+	}
+	r.store.UpdateWorker("w3", func(rec *lease.WorkerRecord) {
+		rec.State, rec.Epoch, rec.List = schema.WorkerDead, rec.Epoch+1, schema.WorkerListGone
+	})
+	if n := k.AliveWorkers(); n != 3 {
+		t.Fatalf("%d alive before anything showed w3 dead, want 3 (no I/O)", n)
+	}
+	if !k.NotAlive(r.ctx, "w3") {
+		t.Fatal("w3, listed GONE, is alive")
+	}
+	if n := k.AliveWorkers(); n != 2 {
+		t.Fatalf("%d alive once w3 was seen dead, want 2", n)
+	}
+}

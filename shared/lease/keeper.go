@@ -92,6 +92,10 @@ type Keeper struct {
 	watching map[string]*watch
 	alive    int      // alive workers at the last listing
 	aliveIDs []string // and their ids (the DONE sweep's rendezvous)
+	// aliveNow is alive less the workers of aliveIDs seen gone since,
+	// counted at goneSeen's value aliveAt (AliveWorkers).
+	aliveNow int
+	aliveAt  uint64
 	// deathCheck is the earliest instant a watched worker may be declared
 	// dead (zero: none due): Run reads it then, not only every WatchEvery.
 	deathCheck time.Time
@@ -110,6 +114,10 @@ type Keeper struct {
 	// (0: none), ckptHoldUntil when the next ones may start (CheckpointHold).
 	ckptHold      time.Duration
 	ckptHoldUntil time.Time
+
+	// goneSeen counts the workers newly remembered gone (markGone), so
+	// that AliveWorkers recounts only when it moved.
+	goneSeen atomic.Uint64
 
 	gmu sync.Mutex // guards the fields below; a leaf lock
 	// gone: the workers seen not alive, each with when this Keeper first

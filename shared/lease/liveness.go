@@ -90,11 +90,38 @@ func (k *Keeper) Record() WorkerRecord {
 	return r
 }
 
-// AliveWorkers is how many workers were ALIVE at the last listing.
+// AliveWorkers is how many workers were ALIVE at the last listing, less
+// those this Keeper has seen gone since (a read, a GONE listing): the
+// fleet's claim budget is shared by that many (the worker's claim share),
+// and at an AZ's loss the survivors see the dead in their first check of
+// a takeover's part, up to a refresh (RefreshEvery) and a summary before
+// the listing leaves them out (the fleet simulator at 300 × 30,000: the
+// survivors claimed at 1/300 of the budget each, 69 % of it together,
+// until then).
 func (k *Keeper) AliveWorkers() int {
+	seen := k.goneSeen.Load()
+	k.lmu.Lock()
+	if seen == k.aliveAt {
+		defer k.lmu.Unlock()
+		return k.aliveNow
+	}
+	ids := k.aliveIDs // replaced by a refresh, never modified
+	k.lmu.Unlock()
+	n := 0
+	now := k.clk.Now()
+	k.gmu.Lock()
+	for _, id := range ids {
+		if id == k.cfg.Owner || !k.goneLocked(id, now) {
+			n++
+		}
+	}
+	k.gmu.Unlock()
 	k.lmu.Lock()
 	defer k.lmu.Unlock()
-	return k.alive
+	if slices.Equal(ids, k.aliveIDs) {
+		k.aliveNow, k.aliveAt = n, seen
+	}
+	return n
 }
 
 // Ack records that mailbox entry id (the whole entry, as Observer.Mailbox

@@ -141,6 +141,7 @@ func (k *Keeper) markGone(id string) time.Time {
 		}
 	}
 	k.gone[id] = now
+	k.goneSeen.Add(1)
 	return now
 }
 
@@ -222,6 +223,7 @@ func (k *Keeper) refreshWorkers(ctx context.Context) error {
 	targets := Targets(k.cfg.Owner, alive, k.cfg.Watchers)
 	k.lmu.Lock()
 	k.alive, k.aliveIDs = len(alive), alive
+	k.aliveNow, k.aliveAt = len(alive), k.goneSeen.Load()
 	k.targets = targets
 	keep := map[string]*watch{}
 	for _, t := range targets {
