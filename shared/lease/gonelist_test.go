@@ -16,14 +16,7 @@ import (
 // (an index lags) or an alive one is still read.
 func TestNotAliveLearnsTheDeadFromOneListing(t *testing.T) {
 	r := newRig(t)
-	store := &getCounter{Store: r.store, gets: map[string]int{}}
-	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig("w1"), &recorder{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
+	k, store := r.countedKeeper("w1")
 	dead := func(id string) {
 		t.Helper()
 		if err := r.store.Register(r.ctx, lease.WorkerRecord{ID: id, State: schema.WorkerDead, Epoch: 2, List: schema.WorkerListGone}); err != nil {

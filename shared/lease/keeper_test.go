@@ -878,6 +878,21 @@ func TestThrottledCheckpointsYieldToHeartbeats(t *testing.T) {
 	}
 }
 
+// countedKeeper is a registered Keeper id whose store (the rig's) counts
+// its record reads and GONE listings.
+func (r *rig) countedKeeper(id string) (*lease.Keeper, *getCounter) {
+	r.t.Helper()
+	store := &getCounter{Store: r.store, gets: map[string]int{}}
+	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig(id), &recorder{}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	return k, store
+}
+
 // getCounter counts GetWorker calls per id, and the listings of the GONE
 // workers.
 type getCounter struct {
@@ -923,14 +938,7 @@ func (g *getCounter) count(id string) int {
 // one dead.
 func TestGoneMemoryIsBoundedAndExpires(t *testing.T) {
 	r := newRig(t)
-	store := &getCounter{Store: r.store, gets: map[string]int{}}
-	k, err := lease.NewKeeper(store, r.clk, lease.DefaultConfig("w1"), &recorder{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
+	k, store := r.countedKeeper("w1")
 	// A name with no record: not alive, read each time, remembered never.
 	for range 3 {
 		if !k.NotAlive(r.ctx, "nobody") {
