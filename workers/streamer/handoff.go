@@ -221,7 +221,11 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the fleet: %w", err)
 	}
-	ws, addrs := w.fleetView(recs, from)
+	var quiet map[string]bool
+	if from != w.cfg.WorkerID {
+		quiet = quietOnes(recs, w.deps.Clock.Now().UnixMilli())
+	}
+	ws, addrs := w.fleetView(recs, from, quiet)
 	if from == w.cfg.WorkerID {
 		ws[0].Load = n // Drain counts from as draining
 	} else {
@@ -244,30 +248,50 @@ func (w *Worker) directMoves(from string, n int) ([]rebalance.Move, error) {
 // fleetView is the fleet as shared/rebalance sees it: this worker (its own
 // count, not its last heartbeat's) and every other worker that can be told
 // to claim, with their admin addresses (receivers).
-func (w *Worker) fleetView(recs []lease.WorkerRecord, exclude string) ([]rebalance.Worker, map[string]string) {
+func (w *Worker) fleetView(recs []lease.WorkerRecord, exclude string, quiet map[string]bool) ([]rebalance.Worker, map[string]string) {
 	w.mu.Lock()
 	draining := w.state != stateRunning
 	w.mu.Unlock()
 	me := rebalance.Worker{ID: w.cfg.WorkerID, Load: w.owned(), Capacity: w.cfg.MaxSessions, Draining: draining}
-	nowMs := w.deps.Clock.Now().UnixMilli()
 	return receivers(me, recs, exclude, func(r lease.WorkerRecord) bool {
-		return w.keeper.KnownGone(r.ID) || lease.HeartbeatQuiet(r, nowMs)
+		return w.keeper.KnownGone(r.ID) || quiet[r.ID]
 	})
+}
+
+// quietOnes are the workers of recs whose heartbeat went quiet
+// (lease.HeartbeatQuiet), which a takeover leaves out of its receivers:
+// at an AZ's loss a third of every takeover's sample had died with the
+// declared worker, undeclared yet; the tells to them failed and their
+// parts went to the work queue, claimed last (the fleet simulator at
+// 1,000 × 100,000: 9,543 of 33,330 sessions, the recovery's slowest).
+// None when more than half of them are: then this worker's own wall clock
+// is the one off (a live worker's record is never older than a heartbeat
+// period and a read), and leaving them out would leave it alone. Only a
+// takeover reads it; a drain's and the fleet summary's plans keep every
+// worker whose record says ALIVE, so a worker whose clock is off still
+// receives moves and counts for a share.
+func quietOnes(recs []lease.WorkerRecord, nowMs int64) map[string]bool {
+	quiet := map[string]bool{}
+	for _, r := range recs {
+		if r.Alive() && lease.HeartbeatQuiet(r, nowMs) {
+			quiet[r.ID] = true
+		}
+	}
+	if 2*len(quiet) > len(recs) {
+		return nil
+	}
+	return quiet
 }
 
 // receivers is me and every other worker of recs that can be told to claim:
 // ALIVE in its record, with an admin address (a worker without one neither
 // receives nor counts for a share), neither exclude (the worker whose
 // sessions are being moved) nor one skip rules out: one this worker knows
-// is gone, or whose heartbeat went quiet (lease.HeartbeatQuiet). The fleet
-// is read from an index and eventually consistent reads, which lag on
-// DynamoDB: a worker just declared dead (by this worker, for a takeover)
-// still reads ALIVE there, and a session handed to it would stay dark
-// until its reservation lapsed. Found on the DynamoDB model (chaos). And
-// at an AZ's loss a third of every takeover's sample had died with the
-// declared worker, undeclared yet: the tells to them failed and their
-// parts went to the work queue, claimed last (the fleet simulator, 1,000 ×
-// 100,000: 9,543 of 33,330 sessions, the recovery's slowest).
+// is gone, or a takeover's quiet one (quietOnes). The fleet is read from
+// an index and eventually consistent reads, which lag on DynamoDB: a
+// worker just declared dead (by this worker, for a takeover) still reads
+// ALIVE there, and a session handed to it would stay dark until its
+// reservation lapsed. Found on the DynamoDB model (chaos).
 func receivers(me rebalance.Worker, recs []lease.WorkerRecord, exclude string, skip func(lease.WorkerRecord) bool) ([]rebalance.Worker, map[string]string) {
 	ws := []rebalance.Worker{me}
 	addrs := map[string]string{}

@@ -41,23 +41,31 @@ func TestReceiversLeaveOutTheDeadAndTheGone(t *testing.T) {
 	}
 }
 
-// A takeover's or a plan's fleet leaves out a worker whose heartbeat went
+// A takeover leaves out of its receivers a worker whose heartbeat went
 // quiet (older than half its TTL by this worker's clock): at an AZ's loss
 // a third of a takeover's sample died with the declared worker, and the
-// parts told to them came back to the work queue, claimed last.
-func TestFleetViewLeavesOutQuietWorkers(t *testing.T) {
-	w := bareWorker(t, "me", memstore.New(), nil, nil)
-	now := w.deps.Clock.Now().UnixMilli()
+// parts told to them came back to the work queue, claimed last. When more
+// than half look quiet, this worker's own clock is off: none is left out.
+func TestTakeoverLeavesOutQuietReceivers(t *testing.T) {
+	now := time.Now().UnixMilli()
 	rec := func(id string, ageMs int64) lease.WorkerRecord {
 		return lease.WorkerRecord{ID: id, State: schema.WorkerAlive, AdminAddr: "10.0.0.9:8081", Capacity: 100,
 			HeartbeatAtMs: now - ageMs, TTL: 10 * time.Second}
 	}
-	ws, addrs := w.fleetView([]lease.WorkerRecord{rec("fresh", 1500), rec("quiet", 11_000)}, "")
+	recs := []lease.WorkerRecord{rec("fresh", 1500), rec("fresh2", 200), rec("quiet", 11_000)}
+	if q := quietOnes(recs, now); len(q) != 1 || !q["quiet"] {
+		t.Fatalf("quiet %v, want [quiet]", q)
+	}
+	w := bareWorker(t, "me", memstore.New(), nil, nil)
+	ws, addrs := w.fleetView(recs, "", quietOnes(recs, now))
 	var ids []string
 	for _, x := range ws {
 		ids = append(ids, x.ID)
 	}
-	if !slices.Equal(ids, []string{"me", "fresh"}) || addrs["quiet"] != "" {
-		t.Fatalf("receivers %v (addresses %v), want [me fresh]", ids, addrs)
+	if !slices.Equal(ids, []string{"me", "fresh", "fresh2"}) || addrs["quiet"] != "" {
+		t.Fatalf("receivers %v (addresses %v), want [me fresh fresh2]", ids, addrs)
+	}
+	if q := quietOnes([]lease.WorkerRecord{rec("a", 6000), rec("b", 7000), rec("c", 100)}, now); q != nil {
+		t.Fatalf("two of three quiet (this worker's clock is off): %v, want none left out", q)
 	}
 }

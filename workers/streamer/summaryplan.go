@@ -39,7 +39,7 @@ func withSummary(s healthStore, inner lease.Store) lease.Store {
 // below their share (at most lease.MaxSummaryPeers), with their admin
 // addresses.
 func (w *Worker) summaryPlan(recs []lease.WorkerRecord) lease.SummaryPlan {
-	ws, addrs := w.fleetView(recs, "")
+	ws, addrs := w.fleetView(recs, "", nil)
 	for _, r := range recs {
 		if r.ID == w.cfg.WorkerID && r.AdminAddr != "" {
 			addrs[r.ID] = r.AdminAddr // others tell the summarizer too
@@ -127,7 +127,7 @@ func (w *Worker) roundPlan(ctx context.Context) (roundView, error) {
 	if err != nil {
 		return roundView{}, err
 	}
-	ws, addrs := w.fleetView(recs, "")
+	ws, addrs := w.fleetView(recs, "", nil)
 	plan := rebalance.Compute(ws, rebalance.Settings{MaxMoves: w.cfg.RebalanceMaxMoves})
 	return roundView{share: plan.Share[me], imbalance: plan.Imbalance, load: ws[0].Load, moves: plan.MovesFrom(me), addrs: addrs}, nil
 }
