@@ -57,7 +57,16 @@ func GivenSeq(from From) int64 {
 // reply lost, and retried: only s's worker moves standby_epoch, and no
 // acquire does).
 func promotable(it *Item, owner string, s StandbyToken) bool {
-	return it.StandbyEpoch == s.Epoch && (it.Standby == owner || (it.Standby == "" && it.Owner == owner))
+	return it.StandbyEpoch == s.Epoch && it.Standby == owner || owner == s.Worker && PromotionApplied(it, s)
+}
+
+// PromotionApplied reports whether it shows standby s promoted: s's
+// worker owns the session and no standby is named at s's epoch (only s's
+// worker moves standby_epoch, and only its own acquire removes it while
+// making it the owner). A read made while that acquire's reply is still
+// on its way shows it too.
+func PromotionApplied(it *Item, s StandbyToken) bool {
+	return it.Owner == s.Worker && it.Standby == "" && it.StandbyEpoch == s.Epoch
 }
 
 // takeover reports whether an acquire by owner of it takes the session

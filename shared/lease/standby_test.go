@@ -203,6 +203,31 @@ func TestAcquireStandbyRules(t *testing.T) {
 	}
 }
 
+// PromotionApplied: only the promoted standby's worker owning the session
+// with no standby at the standby's epoch.
+func TestPromotionApplied(t *testing.T) {
+	st := lease.StandbyToken{ConnectionID: "a", Worker: "wb", Epoch: 2}
+	for _, c := range []struct {
+		name           string
+		owner, standby string
+		epoch          int64
+		want           bool
+	}{
+		{"promoted", "wb", "", 2, true},
+		{"still the standby", "wa", "wb", 2, false},
+		{"another standby", "wa", "wc", 3, false},
+		{"promoted, then a new standby", "wb", "wc", 3, false},
+		{"no standby, another owner", "wc", "", 2, false},
+		{"re-assigned, then acquired by its worker", "wb", "", 3, false},
+	} {
+		it := started("a")
+		it.Owner, it.Epoch, it.Standby, it.StandbyEpoch = c.owner, 4, c.standby, c.epoch
+		if got := lease.PromotionApplied(&it, st); got != c.want {
+			t.Errorf("%s: PromotionApplied = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // standby_error is bounded and stays valid UTF-8.
 func TestStandbyReasonIsBounded(t *testing.T) {
 	if got := lease.StandbyReason("closed"); got != "closed" {
