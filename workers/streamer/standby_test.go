@@ -139,7 +139,9 @@ func standbyCrash(t *testing.T, seqless, slowReply bool) {
 	f := standbyFeed(t, true)
 	var mods []func(*Config)
 	if slowReply {
-		e.storeFor = func(_ string, st lease.Store) lease.Store { return slowPromotions{Store: st, delay: 600 * time.Millisecond} }
+		e.storeFor = func(_ string, st lease.Store) lease.Store {
+			return slowPromotions{Store: st, delay: 600 * time.Millisecond}
+		}
 		mods = append(mods, func(c *Config) { c.StandbyCheckEvery = 100 * time.Millisecond })
 	}
 	a, b := e.standbyWorker(mods...), e.standbyWorker(mods...)
