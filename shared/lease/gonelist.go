@@ -33,20 +33,29 @@ type goneListing struct {
 // after need shows worker id, remembering every worker it shows gone
 // (markGone). One listing at a time, at most one per GoneListEvery: a
 // caller arriving meanwhile waits for the next (at most GoneListEvery and
-// the listing's deadline). False when the listing missed id (an index
-// lags), failed or ctx ended: the caller reads id's record.
-func (k *Keeper) listedGone(ctx context.Context, id string, need time.Time) bool {
-	select {
-	case k.gl.sem <- struct{}{}:
-	case <-ctx.Done():
-		return false
+// the listing's deadline) when patient, else gets false at once unless a
+// listing is due now and none is in flight. False when the listing missed
+// id (an index lags), failed or ctx ended: the caller reads id's record.
+func (k *Keeper) listedGone(ctx context.Context, id string, need time.Time, patient bool) bool {
+	if patient {
+		select {
+		case k.gl.sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	} else {
+		select {
+		case k.gl.sem <- struct{}{}:
+		default:
+			return false // a listing in flight: the record is read instead
+		}
 	}
 	defer func() { <-k.gl.sem }()
 	if k.KnownGone(id) {
 		return true // a listing another caller waited for
 	}
 	list, wait := GoneListingDue(need, k.gl.lastSent, k.clk.Now(), GoneListEvery)
-	if !list {
+	if !list || (wait > 0 && !patient) {
 		return false
 	}
 	if wait > 0 {

@@ -52,6 +52,18 @@ func TestNotAliveLearnsTheDeadFromOneListing(t *testing.T) {
 		t.Fatalf("d3: %d listings, %d record reads; want 2 listings, no read", n, g)
 	}
 
+	// A standby's promotion does not wait: half a period after the last
+	// listing, its check reads the record at once.
+	r.clk.Advance(lease.GoneListEvery / 2)
+	dead("d4")
+	if !k.NotAliveNow(r.ctx, "d4") {
+		t.Fatal("d4, dead, is alive")
+	}
+	if n, g := store.lists(), store.count("d4"); n != 2 || g != 1 {
+		t.Fatalf("d4 checked now: %d listings, %d record reads; want 2 listings (none more), 1 read", n, g)
+	}
+	r.clk.Advance(lease.GoneListEvery / 2)
+
 	// A dead worker the index has not caught up with yet, and an alive
 	// one: each read (after a listing that missed them).
 	r.keeper("w2")

@@ -16,13 +16,24 @@ import (
 // alive within the last heartbeat period; a worker seen DEAD or LEFT, or
 // missing, stays so): the check a takeover of id's tenures needs when
 // another worker reports id dead.
-func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAlive(ctx, id) }
+func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAliveWaiting(ctx, id, true) }
 
-// notAlive reports whether worker id is known not alive: remembered gone,
-// else shown by the Keeper's shared listing of the GONE workers
-// (listedGone), else read from its record, when this Keeper has not seen
-// it alive within the last heartbeat period.
-func (k *Keeper) notAlive(ctx context.Context, id string) bool {
+// NotAliveNow is NotAlive for a caller that must not wait for the shared
+// listing of the GONE workers (a standby's promotion: every millisecond
+// is a dark one): a listing due now is sent as NotAlive's is, else the
+// record is read at once.
+func (k *Keeper) NotAliveNow(ctx context.Context, id string) bool {
+	return k.notAliveWaiting(ctx, id, false)
+}
+
+func (k *Keeper) notAlive(ctx context.Context, id string) bool { return k.notAliveWaiting(ctx, id, true) }
+
+// notAliveWaiting reports whether worker id is known not alive: remembered
+// gone, else shown by the Keeper's shared listing of the GONE workers
+// (listedGone; wait: for the next one when one is not due now), else read
+// from its record, when this Keeper has not seen it alive within the last
+// heartbeat period.
+func (k *Keeper) notAliveWaiting(ctx context.Context, id string, wait bool) bool {
 	now := k.clk.Now()
 	k.gmu.Lock()
 	if k.goneLocked(id, now) {
@@ -34,7 +45,7 @@ func (k *Keeper) notAlive(ctx context.Context, id string) bool {
 		return false
 	}
 	k.gmu.Unlock()
-	if k.listedGone(ctx, id, now) {
+	if k.listedGone(ctx, id, now, wait) {
 		return true
 	}
 	if _, gone, ok := k.readWorker(ctx, id); gone || !ok {

@@ -70,7 +70,7 @@ func (w *Worker) serveOwnerDead(rw http.ResponseWriter, r *http.Request) {
 	told := w.deps.Clock.Now()
 	started := w.ph.tasks.Go(func() {
 		// The caller's word is not enough: the record is read here.
-		if w.keeper.NotAlive(w.hardCtx, dead) {
+		if w.keeper.NotAliveNow(w.hardCtx, dead) {
 			w.promote(ps, told)
 		}
 	})
