@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -39,13 +40,28 @@ func (w *Worker) drain() error {
 	}
 	reasons := make([]error, len(ss))
 	directed := 0
+	// A session whose receiver will not take it (full, draining, its
+	// heartbeat overdue) is offered to another receiver of the plan (the
+	// next one; the first for a standby's) before the work queue.
+	elseOf := func(i int) string {
+		if len(moves) < 2 {
+			return ""
+		}
+		return moves[(i+1)%len(moves)].To
+	}
 	for ; directed < toStandby; directed++ {
 		to, _ := w.standbyOf(ss[directed].ID())
-		reasons[directed] = session.MoveTo{To: to, Shutdown: true}
+		alt := ""
+		if len(moves) > 0 && moves[0].To != to {
+			alt = moves[0].To
+		}
+		reasons[directed] = session.MoveTo{To: to, Shutdown: true, Else: alt}
 	}
-	for _, m := range moves {
+	plan := zerolog.Dict()
+	for i, m := range moves {
+		plan.Int(m.To, m.Count)
 		for k := 0; k < m.Count && directed < len(ss); k++ {
-			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true}
+			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true, Else: elseOf(i)}
 			directed++
 		}
 	}
@@ -53,7 +69,7 @@ func (w *Worker) drain() error {
 		reasons[i] = session.ErrShutdown
 	}
 	w.log.Info().Int("sessions", len(ss)).Int("directed", directed).Int("to_standby", toStandby).Int("receivers", len(moves)).
-		Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
+		Dict("plan", plan).Int("in_flight", w.cfg.ShutdownInFlight).Dur("deadline", w.cfg.ShutdownDeadline).Msg("shutting down: handing sessions off")
 	ph.handoff.begin("handoff", w.hardCtx)
 	ph.handoff.Go(func() { w.paceHandoffs(ph.handoff.ctx, ss, reasons, w.deps.Clock.Now().Add(w.cfg.ShutdownDeadline/2)) })
 	defer func() { // it ends once every session was interrupted

@@ -71,6 +71,7 @@ func (w *Worker) finish(s *session.Session, reason error) *lease.Given {
 				Msg("rebalancing move: the receiver will not take it (taken back)")
 			return told.kept
 		}
+		move.To = told.to // the receiver that took it (or was told to)
 		// release_ms: the release's write when the receiver did not take
 		// the given tenure (0 when it did: no write), after the offer it
 		// refused (give_ms); publish_ms: telling the receiver (for a given

@@ -57,6 +57,9 @@ type MoveTo struct {
 	// session (a rebalancing move of a session whose standby it holds;
 	// zero: not asked).
 	ReadyAt time.Time
+	// Else is another receiver of the shutdown's plan, offered the
+	// session when To will not take it ("": none).
+	Else string
 }
 
 func (m MoveTo) Error() string { return "session moved to " + m.To }
