@@ -67,8 +67,9 @@ func fleetAroundWith(t *testing.T, n int, tweak func(*Deps)) (*Worker, *recordRe
 	for i := range n {
 		id := fmt.Sprintf("w-%03d", i)
 		// Never heartbeating, the records age with the clock's refreshes:
-		// a TTL long enough that they stay receivers (not quiet,
-		// lease.HeartbeatQuiet) through them.
+		// a TTL long enough that a takeover's plan (directMoves, which
+		// leaves out the quiet ones: lease.HeartbeatQuiet) still counts
+		// them as receivers.
 		lc := lease.DefaultConfig(id)
 		lc.TTL = time.Minute
 		k, err := lease.NewKeeper(st, clk, lc, nil, func() lease.Load {
