@@ -661,8 +661,7 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 	a := e.worker(func(c *Config) { c.ReconcileEvery, c.ShutdownInFlight = time.Minute, 2 })
 	ids := e.streaming(6, 10)
 	e.queueless = true
-	quiet := func(c *Config) { c.ReconcileEvery = time.Minute }
-	b, c := e.worker(quiet), e.worker(quiet)
+	b, c := e.worker(quietReceiver), e.worker(quietReceiver)
 	// a reads the receivers' records (admin address, load) at its shutdown:
 	// they are there once both have heartbeaten.
 	a.stop()
@@ -706,6 +705,18 @@ func TestShutdownHandsSessionsToReceivers(t *testing.T) {
 	}
 }
 
+// quietReceiver configures a receiver of the shutdown tests: it reconciles
+// once a minute (only a directed hand-off gives it sessions in time), and
+// heartbeats every 400 ms, the longest the test TTL allows, not 200: a
+// receiver whose last heartbeat that succeeded was sent more than 1.5
+// periods ago refuses a given tenure (lease.Keeper.HeartbeatCurrent): at
+// 200 ms a heartbeat slower than 100 ms does it, which a loaded machine
+// sees (CI once; a run beside busy loops in most tries), and a session
+// both receivers refuse is left to a reconcile pass a minute away.
+func quietReceiver(c *Config) {
+	c.ReconcileEvery, c.HeartbeatEvery = time.Minute, 400*time.Millisecond
+}
+
 // shutdownPlan is the plan worker id logged at its shutdown: sessions per
 // receiver.
 func shutdownPlan(t *testing.T, e *env, id string) map[string]int {
@@ -733,8 +744,8 @@ func TestShutdownOffersARefusedSessionToAnotherReceiver(t *testing.T) {
 	a := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
 	ids := e.streaming(4, 5)
 	e.queueless = true
-	b := e.worker(func(c *Config) { c.ReconcileEvery = time.Minute })
-	c := e.worker(func(c *Config) { c.ReconcileEvery, c.AdvertiseAddr = time.Minute, "127.0.0.1:1" })
+	b := e.worker(quietReceiver)
+	c := e.worker(func(c *Config) { quietReceiver(c); c.AdvertiseAddr = "127.0.0.1:1" })
 	a.stop()
 	if plan := shutdownPlan(t, e, a.ID()); plan[b.ID()] != 2 || plan[c.ID()] != 2 {
 		t.Fatalf("shutdown plan %v, want 2 each for %s and %s", plan, b.ID(), c.ID())
