@@ -16,7 +16,9 @@ import (
 // alive within the last heartbeat period; a worker seen DEAD or LEFT, or
 // missing, stays so): the check a takeover of id's tenures needs when
 // another worker reports id dead.
-func (k *Keeper) NotAlive(ctx context.Context, id string) bool { return k.notAliveWaiting(ctx, id, true) }
+func (k *Keeper) NotAlive(ctx context.Context, id string) bool {
+	return k.notAliveWaiting(ctx, id, true)
+}
 
 // NotAliveNow is NotAlive for a caller that must not wait for the shared
 // listing of the GONE workers (a standby's promotion: every millisecond
@@ -26,7 +28,9 @@ func (k *Keeper) NotAliveNow(ctx context.Context, id string) bool {
 	return k.notAliveWaiting(ctx, id, false)
 }
 
-func (k *Keeper) notAlive(ctx context.Context, id string) bool { return k.notAliveWaiting(ctx, id, true) }
+func (k *Keeper) notAlive(ctx context.Context, id string) bool {
+	return k.notAliveWaiting(ctx, id, true)
+}
 
 // notAliveWaiting reports whether worker id is known not alive: remembered
 // gone, else shown by the Keeper's shared listing of the GONE workers
