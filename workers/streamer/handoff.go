@@ -89,9 +89,11 @@ func (w *Worker) handOff(ctx context.Context, s *session.Session, move session.M
 	if gerr != nil && receiverWontTake(gerr) && move.Shutdown && move.Else != "" && move.Else != move.To {
 		// Another receiver of the shutdown's plan before the work queue:
 		// a receiver refuses while its heartbeat is a little overdue,
-		// which a loaded machine sees (CI: 1 refusal in ~70 runs of
-		// TestShutdownHandsSessionsToReceivers, the session then waited
-		// for a reconcile pass).
+		// which a loaded machine sees (the project's CI once, in
+		// TestShutdownHandsSessionsToReceivers: the session then waited
+		// for a reconcile pass). A 503 or a refused connection means it
+		// sent no acquire; either way only one acquire of the given
+		// tenure can land.
 		if err := w.giveToReceiver(ctx, move.Else, g, fp); err == nil || !receiverWontTake(err) {
 			s.Logger().Debug().Err(gerr).Str("to", move.To).Str("else", move.Else).Msg("hand-off: the receiver will not take it (offered to another)")
 			move.To, out.to, gerr = move.Else, move.Else, err
