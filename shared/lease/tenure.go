@@ -63,13 +63,13 @@ func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, 
 		var reserved *ReservedError
 		var standby *StandbyHeldError
 		switch {
-		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && from.Given == nil && k.notAlive(ctx, held.Current.Owner):
+		case errors.As(err, &held) && held.Current.Owner != k.cfg.Owner && from.Prev == nil && from.Given == nil && k.NotAlive(ctx, held.Current.Owner):
 			cur := held.Current
 			from.Prev = &cur
 		case errors.As(err, &reserved) && from.Bypass == "" &&
 			(reserved.LapsesIn(k.clk.Now(), k.cfg.HandoffBound) == 0 || k.notTaking(ctx, reserved.To)):
 			from.Bypass = reserved.To
-		case errors.As(err, &standby) && from.StandbyGone == "" && k.notAlive(ctx, standby.Standby.Worker):
+		case errors.As(err, &standby) && from.StandbyGone == "" && k.NotAlive(ctx, standby.Standby.Worker):
 			from.StandbyGone = standby.Standby.Worker
 		case errors.Is(err, ErrStandbyLost) && from.Standby != nil:
 			k.forgetStandby(*from.Standby)

@@ -28,16 +28,12 @@ func (k *Keeper) NotAliveNow(ctx context.Context, id string) bool {
 	return k.notAliveWaiting(ctx, id, false)
 }
 
-func (k *Keeper) notAlive(ctx context.Context, id string) bool {
-	return k.notAliveWaiting(ctx, id, true)
-}
-
 // notAliveWaiting reports whether worker id is known not alive: remembered
 // gone, else shown by the Keeper's shared listing of the GONE workers
-// (listedGone; wait: for the next one when one is not due now), else read
-// from its record, when this Keeper has not seen it alive within the last
-// heartbeat period.
-func (k *Keeper) notAliveWaiting(ctx context.Context, id string, wait bool) bool {
+// (listedGone; patient: waiting for the next one when one is not due
+// now), else read from its record, when this Keeper has not seen it alive
+// within the last heartbeat period.
+func (k *Keeper) notAliveWaiting(ctx context.Context, id string, patient bool) bool {
 	now := k.clk.Now()
 	k.gmu.Lock()
 	if k.goneLocked(id, now) {
@@ -49,7 +45,7 @@ func (k *Keeper) notAliveWaiting(ctx context.Context, id string, wait bool) bool
 		return false
 	}
 	k.gmu.Unlock()
-	if k.listedGone(ctx, id, now, wait) {
+	if k.listedGone(ctx, id, now, patient) {
 		return true
 	}
 	if _, gone, ok := k.readWorker(ctx, id); gone || !ok {

@@ -7,12 +7,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/wsfleet/wsfleet/shared/clock"
 	"github.com/wsfleet/wsfleet/shared/lease"
+	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/session"
 	"github.com/wsfleet/wsfleet/workers/streamer/internal/waitfor"
@@ -41,27 +43,17 @@ func (w *Worker) drain() error {
 	reasons := make([]error, len(ss))
 	directed := 0
 	// A session whose receiver will not take it (full, draining, its
-	// heartbeat overdue) is offered to another receiver of the plan (the
-	// next one; the first for a standby's) before the work queue.
-	elseOf := func(i int) string {
-		if len(moves) < 2 {
-			return ""
-		}
-		return moves[(i+1)%len(moves)].To
-	}
+	// heartbeat overdue) is offered to another receiver of the plan
+	// (otherReceiver) before the work queue.
 	for ; directed < toStandby; directed++ {
 		to, _ := w.standbyOf(ss[directed].ID())
-		alt := ""
-		if len(moves) > 0 && moves[0].To != to {
-			alt = moves[0].To
-		}
-		reasons[directed] = session.MoveTo{To: to, Shutdown: true, Else: alt}
+		reasons[directed] = session.MoveTo{To: to, Shutdown: true, Else: otherReceiver(moves, to)}
 	}
 	plan := zerolog.Dict()
-	for i, m := range moves {
+	for _, m := range moves {
 		plan.Int(m.To, m.Count)
 		for k := 0; k < m.Count && directed < len(ss); k++ {
-			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true, Else: elseOf(i)}
+			reasons[directed] = session.MoveTo{To: m.To, Shutdown: true, Else: otherReceiver(moves, m.To)}
 			directed++
 		}
 	}
@@ -100,6 +92,18 @@ func (w *Worker) drain() error {
 	ph.consume.Close()
 	ph.end(&ph.consume)
 	return err
+}
+
+// otherReceiver is the receiver of moves after to (the first when to has
+// no move: a standby's worker), "" when the plan has no other.
+func otherReceiver(moves []rebalance.Move, to string) string {
+	i := slices.IndexFunc(moves, func(m rebalance.Move) bool { return m.To == to })
+	for k := 1; k <= len(moves); k++ {
+		if o := moves[(i+k)%len(moves)].To; o != to {
+			return o
+		}
+	}
+	return ""
 }
 
 // paceHandoffs ends the sessions ss, each with its reason, a few at a time:

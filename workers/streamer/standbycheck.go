@@ -70,11 +70,18 @@ func (w *Worker) checkStandby(ctx context.Context, e *standbyHeld) {
 	switch {
 	case !standbyRead(e, err):
 		return
-	case standbySuperseded(it, e.tok, w.claimingNow(e.tok.ConnectionID)):
-		e.sb.Close(errStandbyFenced)
+	case it.Standby != e.tok.Worker || it.StandbyEpoch != e.tok.Epoch:
+		// Another standby, or none: ended. Not when the read shows this
+		// standby's promotion applied while this worker's acquire of the
+		// session is in flight (the read came between the promotion's
+		// write and its reply): the acquire takes the connection. A chaos
+		// run closed it just before the acquire returned, and the new
+		// tenure dialed again: 17 messages of the standby's window were
+		// lost.
+		if !lease.PromotionApplied(&it, e.tok) || !w.claimingNow(e.tok.ConnectionID) {
+			e.sb.Close(errStandbyFenced)
+		}
 		return
-	case it.Standby != e.tok.Worker:
-		return // its promotion, in flight: the acquire takes the connection
 	case it.DesiredState != schema.StateStarted || it.Failed():
 		e.sb.Close(errStandbyStopped)
 		return
@@ -123,21 +130,6 @@ func standbyRead(e *standbyHeld, err error) bool {
 		e.sb.Close(errStandbyStopped)
 	}
 	return err == nil
-}
-
-// standbySuperseded reports whether the session item it, read by the
-// backstop check, no longer names standby tok (another standby, or none),
-// so the standby ends. Not when it shows tok's promotion applied
-// (lease.PromotionApplied) while this worker's acquire of the session is
-// in flight (claiming): the read came between the promotion's write and
-// its reply, and the connection is about to become the session's. A chaos
-// run closed it 5 ms before the acquire returned, and the new tenure
-// dialed again: 17 messages of the standby's window were lost.
-func standbySuperseded(it lease.Item, tok lease.StandbyToken, claiming bool) bool {
-	if it.Standby == tok.Worker && it.StandbyEpoch == tok.Epoch {
-		return false
-	}
-	return !claiming || !lease.PromotionApplied(&it, tok)
 }
 
 // claimingNow reports whether a claim of session id is in flight here.
