@@ -268,7 +268,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if tweak != nil {
 		tweak(ms)
 	}
-	mq := &memberQueue{q: fl.queue, lat: draw.New(fl.cfg.Seed).Derive(id).Stream("queue"), latMin: fl.qlatMin, latMax: fl.qlatMax}
+	mq := &memberQueue{q: fl.queue, lat: draw.New(fl.cfg.Seed).Derive(id).Stream("queue"), latMin: fl.qlatMin, latMax: fl.qlatMax, who: id, watch: fl.watch}
 	w, err := streamer.New(cfg, streamer.Deps{
 		Store: ms, Queue: mq, Handler: fl.Record, Logger: &log, Metrics: io.Discard,
 		Clock: clock.Offset{Base: clock.Real{}, Skew: skew},

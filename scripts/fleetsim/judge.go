@@ -233,6 +233,7 @@ func (fl *Fleet) Judge(scenario string) Figures {
 	f.PreFault = fl.preFault
 	fl.mu.Unlock()
 	f.Contended = fl.Table.Meter().Contended
+	fl.watch.writeSlowest(f.Faults)
 	return f
 }
 

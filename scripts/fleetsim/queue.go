@@ -37,6 +37,16 @@ type memberQueue struct {
 	// interleave at one virtual instant.
 	lat            *draw.Stream
 	latMin, latMax time.Duration
+	// who is the worker; watch, when set, notes its calls on the watched
+	// sessions (watch.go).
+	who   string
+	watch *watcher
+}
+
+// noted is err of call on n's session, noted when it is watched.
+func (m *memberQueue) noted(call string, n notify.Notification, err error) error {
+	m.watch.note(n.ConnectionID, m.who, call, err, "%s gen %d prev %s@%d", n.Type, n.Generation, n.PrevOwner, n.PrevEpoch)
+	return err
 }
 
 // latency waits one call's latency (none when latMax is 0).
@@ -67,7 +77,7 @@ func (m *memberQueue) Publish(ctx context.Context, n notify.Notification) error 
 	if m.cut.Load() {
 		return errKilled
 	}
-	return m.q.Publish(ctx, n)
+	return m.noted("publish", n, m.q.Publish(ctx, n))
 }
 
 func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification) []error {
@@ -85,7 +95,14 @@ func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification
 		}
 		return errs
 	}
-	return m.q.PublishBatch(ctx, ns)
+	errs := m.q.PublishBatch(ctx, ns)
+	for i, n := range ns {
+		if m.watch == nil {
+			break
+		}
+		m.noted("publish", n, errs[i])
+	}
+	return errs
 }
 
 func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, error) {
@@ -95,7 +112,14 @@ func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, err
 	if m.cut.Load() {
 		return nil, errKilled
 	}
-	return m.q.Receive(ctx, n)
+	msgs, err := m.q.Receive(ctx, n)
+	for _, msg := range msgs {
+		if m.watch == nil {
+			break
+		}
+		m.noted(fmt.Sprintf("receive (count %d)", msg.ReceiveCount), msg.Notification, msg.Err)
+	}
+	return msgs, err
 }
 
 func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
@@ -105,7 +129,14 @@ func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
 	if m.cut.Load() {
 		return errKilled
 	}
-	return m.q.Delete(ctx, ms...)
+	err := m.q.Delete(ctx, ms...)
+	for _, msg := range ms {
+		if m.watch == nil {
+			break
+		}
+		m.noted("delete", msg.Notification, err)
+	}
+	return err
 }
 
 func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message, after time.Duration) error {
@@ -115,7 +146,11 @@ func (m *memberQueue) Requeue(ctx context.Context, msg notify.Message, after tim
 	if m.cut.Load() {
 		return errKilled
 	}
-	return m.q.Requeue(ctx, msg, after)
+	err := m.q.Requeue(ctx, msg, after)
+	if m.watch != nil {
+		m.noted("requeue after "+after.String(), msg.Notification, err)
+	}
+	return err
 }
 
 // announce publishes a start notification per id, as ingest does after it

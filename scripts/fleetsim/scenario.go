@@ -206,6 +206,7 @@ func run(sc Scenario, seed uint64, after func(*Fleet) error) (fig Figures, err e
 		var pre *steadyMark
 		if i == 0 {
 			pre = fl.markPreFault(st.At)
+			fl.watch.keep()
 		}
 		time.Sleep(time.Until(fl.t0.Add(st.At)))
 		fl.markSteady(false)

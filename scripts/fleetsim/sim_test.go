@@ -34,7 +34,7 @@ var (
 	simWarm        = flag.Bool("sim.warm", false, "the table pre-warmed to its quota (DynamoDB's warm throughput, set by UpdateTable: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html) instead of a new on-demand table's 4,000 write / 12,000 read units a second")
 	simFeed        = flag.Bool("sim.feed", false, "the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (Config.Feed), not the light source")
 	simFleetClaims = flag.Float64("sim.fleetclaims", 0, "the fleet's claim budget every worker runs with (WSFLEET_FLEET_CLAIMS_PER_SECOND, claims a second shared by the alive workers; docs/infra.md sizes prod's from its table); 0: none, the workers' default")
-	simWatch       = flag.String("sim.watch", "", "sessions whose ownership calls to write to stderr as they happen, comma-separated (a scale.json's faults[].slowest names the slowest; the same seed replays them)")
+	simWatch       = flag.String("sim.watch", "", "sessions whose ownership and work-queue calls to write to stderr as they happen, comma-separated (a scale.json's faults[].slowest names the slowest; the same seed replays them at small sizes), or \"slowest\": every session's from the first fault, written for each fault's slowest once judged")
 	simHeapProf    = flag.String("sim.heapprofile", "", "write a heap profile of the live heap near its peak (each time it grew by a tenth) to this file, and the goroutines' to this file + .goroutine")
 )
 

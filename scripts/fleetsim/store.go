@@ -257,7 +257,9 @@ func (m *memberStore) OwnedBy(ctx context.Context, owner string, limit int) ([]l
 		return nil, err
 	}
 	owned, err := m.st.OwnedBy(ctx, owner, limit)
-	if m.watch != nil {
+	if m.watch != nil && (owner != m.who || m.watch.ids != nil) {
+		// WatchSlowest keeps no worker's listing of its own sessions:
+		// every reconcile pass makes one.
 		for _, o := range owned {
 			m.watch.note(o.ConnectionID, m.who, "owned_by", err, "%s %s", token(o.Token), o.DesiredState)
 		}

@@ -13,19 +13,40 @@ import (
 
 // watcher writes every ownership call that names one of its sessions
 // (Config.Watch): the worker, the call, what it named and how it ended,
-// at the fleet's virtual time.
+// at the fleet's virtual time. With Config.Watch = ["slowest"]
+// (WatchSlowest) it watches every session from the first fault on, keeps
+// the lines in memory, and writes those of each fault's slowest sessions
+// once the run is judged (writeSlowest): a replay by id needs the same
+// path, which a fleet of 1,000 workers does not take twice (fleetsim's
+// doc: what it cannot make deterministic).
 type watcher struct {
-	ids map[string]bool
+	ids map[string]bool // nil: every session (WatchSlowest)
 	t0  time.Time
 	mu  sync.Mutex
 	to  io.Writer
+	// keeping: WatchSlowest's lines are kept from now on (keep); kept
+	// are each session's, at most keptPerSession.
+	keeping bool
+	kept    map[string][]string
 }
+
+// WatchSlowest, as the only Config.Watch, watches every session from the
+// first fault and writes the history of each fault's slowest sessions
+// (Recovery.Slowest) after the judge.
+const WatchSlowest = "slowest"
+
+// keptPerSession bounds the lines WatchSlowest keeps of one session (its
+// first ones: how the recovery began).
+const keptPerSession = 400
 
 // newWatcher watches ids, writing to to; nil when there is nothing to
 // watch or nowhere to write.
 func newWatcher(ids []string, to io.Writer, t0 time.Time) *watcher {
 	if len(ids) == 0 || to == nil {
 		return nil
+	}
+	if len(ids) == 1 && ids[0] == WatchSlowest {
+		return &watcher{t0: t0, to: to, kept: map[string][]string{}}
 	}
 	w := &watcher{ids: map[string]bool{}, t0: t0, to: to}
 	for _, id := range ids {
@@ -34,14 +55,34 @@ func newWatcher(ids []string, to io.Writer, t0 time.Time) *watcher {
 	return w
 }
 
+// keep starts keeping WatchSlowest's lines (the first fault).
+func (w *watcher) keep() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.keeping = true
+	w.mu.Unlock()
+}
+
 // note writes one call on id by worker who, when id is watched.
 func (w *watcher) note(id, who, call string, err error, detail string, args ...any) {
-	if w == nil || !w.ids[id] {
+	if w == nil {
+		return
+	}
+	if w.ids != nil && !w.ids[id] {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fmt.Fprintf(w.to, "watch %s +%.3fs %s %s %s: %v\n", id, time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err)
+	if w.ids != nil {
+		fmt.Fprintf(w.to, "watch %s +%.3fs %s %s %s: %v\n", id, time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err)
+		return
+	}
+	if !w.keeping || len(w.kept[id]) >= keptPerSession {
+		return
+	}
+	w.kept[id] = append(w.kept[id], fmt.Sprintf("+%.3fs %s %s %s: %v", time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err))
 }
 
 // listed notes each watched session of a listing's answer.
@@ -51,6 +92,24 @@ func (w *watcher) listed(who, call string, ids []string) {
 	}
 	for _, id := range ids {
 		w.note(id, who, call, nil, "listed")
+	}
+}
+
+// writeSlowest writes the kept lines of each fault's slowest sessions
+// (WatchSlowest; nothing otherwise).
+func (w *watcher) writeSlowest(faults []Recovery) {
+	if w == nil || w.ids != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range faults {
+		for _, s := range r.Slowest {
+			fmt.Fprintf(w.to, "watch %s fault %s at +%.3fs, delivering again %.3fs after it\n", s.ID, r.Kind, r.At, s.Seconds)
+			for _, l := range w.kept[s.ID] {
+				fmt.Fprintf(w.to, "watch %s %s\n", s.ID, l)
+			}
+		}
 	}
 }
 

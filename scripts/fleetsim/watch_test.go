@@ -4,6 +4,8 @@ package fleetsim
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,55 @@ func TestWatchReplaysTheSlowestSession(t *testing.T) {
 	}
 	if !took || !listed {
 		t.Fatalf("the watch of %s (held by %s, which died) shows its listing as %s's %v and its takeover %v:\n%s", id, dead, dead, listed, took, out.String())
+	}
+}
+
+// Watching the slowest (WatchSlowest) writes, once the run is judged, the
+// history of each of that run's slowest sessions from the fault on: its
+// dead owner's listing by the takeover and the acquire by another worker
+// naming the dead tenure, each line after the fault.
+func TestWatchSlowestWritesTheRunsOwnSlowest(t *testing.T) {
+	sc := Scenarios(faultWorkers, faultSessions, faultFor)["crash-big"]
+	var out bytes.Buffer
+	sc.Fleet = withFleet(sc.Fleet, func(c *Config) { c.Watch, c.WatchTo = []string{WatchSlowest}, &out })
+	r := faultOf(t, runT(t, sc, 1, nil), "kill")
+	dead := r.Workers[0]
+	if len(r.Slowest) == 0 {
+		t.Fatal("no slowest session")
+	}
+	lines := map[string][]string{}
+	for line := range strings.Lines(out.String()) {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != "watch" {
+			t.Fatalf("line %q", line)
+		}
+		lines[f[1]] = append(lines[f[1]], line)
+	}
+	for _, s := range r.Slowest {
+		ls := lines[s.ID]
+		if len(ls) == 0 || !strings.Contains(ls[0], fmt.Sprintf("delivering again %.3fs after it", s.Seconds)) {
+			t.Fatalf("%s (%.3fs): no header first in %q", s.ID, s.Seconds, ls)
+		}
+		var took, listed bool
+		for _, line := range ls[1:] {
+			f := strings.Fields(line)
+			at, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(f[2], "+"), "s"), 64)
+			if err != nil || at < r.At {
+				t.Fatalf("%q: not a call after the fault at %.3fs", line, r.At)
+			}
+			who, call := f[3], f[4]
+			listed = listed || (call == "owned_by" && who != dead && strings.Contains(line, " "+dead+"@"))
+			took = took || (call == "acquire" && who != dead && strings.Contains(line, "prev "+dead+"@") && strings.HasSuffix(line, ": <nil>\n"))
+		}
+		if !took || !listed {
+			t.Fatalf("%s (held by %s, which died): listing %v, takeover %v:\n%s", s.ID, dead, listed, took, strings.Join(ls, ""))
+		}
+	}
+	delete(lines, r.Slowest[0].ID)
+	for _, s := range r.Slowest[1:] {
+		delete(lines, s.ID)
+	}
+	if len(lines) > 0 {
+		t.Fatalf("%d other sessions written, want only the slowest", len(lines))
 	}
 }
