@@ -282,6 +282,16 @@
 // refused claims 152,633 (0.46 a session hit, 0.2 at 100 × 100,000): the
 // recovery outlasts the grace (docs/scale/1000x1000000-warm-az-grace).
 //
+// The later runs are in docs/scale/README.md. One of them (session 45, at
+// b9a40ba) reached its last virtual minute and then sat at its 20 GiB
+// memory limit for 20 minutes without writing its report: after the judge,
+// the fleet's Close stopped every worker gracefully, 1,000 drains at once
+// planning moves to receivers that were draining too, then about
+// 1,000,000 releases (inferred from the code, not profiled). Close now
+// kills the fleet (Fleet.Close): the next run of the same command
+// (48d0500) wrote its report 73.5 minutes in
+// (docs/scale/1000x1000000-warm-az-stop47).
+//
 // The first light run found the session goroutine's stack at 14.7 KiB a
 // session: the anchor's store write (the first checkpoint of a session
 // without one) ran on the session's goroutine, whose stack the store's
