@@ -277,7 +277,10 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: worker %s: %w", id, err)
 	}
-	w.SimOnClaim(func(path, outcome string) { fl.claims.addPath(time.Now(), path, outcome) })
+	w.SimOnClaim(func(path, sid, outcome string) {
+		fl.claims.addPath(time.Now(), path, outcome)
+		fl.watch.note(sid, id, "claim", nil, "path %s: %s", path, outcome)
+	})
 	fl.src.connect(w, workerAddr(id))
 	admin, err := fl.serveAdmin(id, w)
 	if err != nil {

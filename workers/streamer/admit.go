@@ -37,7 +37,7 @@ func (w *Worker) free() int {
 // tenure its owner handed to this worker (a directed hand-off's receiver:
 // Keeper.AcquireGiven), taken instead of an unowned session or prev's.
 func (w *Worker) claim(ctx context.Context, path claimPath, id string, prev *lease.Token, given *lease.Given, sentAtMs int64, paced bool) (out claim.Outcome, err error) {
-	defer func() { w.noteClaim(path, out) }()
+	defer func() { w.noteClaim(path, id, out) }()
 	w.mu.Lock()
 	switch {
 	case w.state != stateRunning:

@@ -70,13 +70,14 @@ func (w *Worker) SimSetAdmin(ln net.Listener, addr string, client *http.Client) 
 
 // claimNotes are the claim observers of the workers that have one
 // (SimOnClaim).
-var claimNotes sync.Map // *Worker → func(path, outcome string)
+var claimNotes sync.Map // *Worker → func(path, id, outcome string)
 
 // SimOnClaim calls f with every claim w makes, its path (claimpath.go:
-// queue, reconcile, takeover, move, given, audit) and its outcome
-// (acquired, held_elsewhere, …), as it ends; nil removes w's (a worker's
-// observer ends with it). Call it before Run. fleetsim build only.
-func (w *Worker) SimOnClaim(f func(path, outcome string)) {
+// queue, reconcile, takeover, move, given, audit), its session and its
+// outcome (acquired, held_elsewhere, …), as it ends; nil removes w's (a
+// worker's observer ends with it). Call it before Run. fleetsim build
+// only.
+func (w *Worker) SimOnClaim(f func(path, id, outcome string)) {
 	if f == nil {
 		claimNotes.Delete(w)
 		return
@@ -84,8 +85,8 @@ func (w *Worker) SimOnClaim(f func(path, outcome string)) {
 	claimNotes.Store(w, f)
 }
 
-func (w *Worker) noteClaim(path claimPath, out claim.Outcome) {
+func (w *Worker) noteClaim(path claimPath, id string, out claim.Outcome) {
 	if f, ok := claimNotes.Load(w); ok {
-		f.(func(string, string))(string(path), out.String())
+		f.(func(string, string, string))(string(path), id, out.String())
 	}
 }
