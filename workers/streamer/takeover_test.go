@@ -227,6 +227,38 @@ func TestTakeoverWhoseOwnClaimsFailEndsTheGrace(t *testing.T) {
 	}
 }
 
+// firstListingTimesOut is throttledAcquires whose first listing of
+// w-dead's sessions outlives its deadline.
+type firstListingTimesOut struct {
+	throttledAcquires
+	listings atomic.Int64
+}
+
+func (s *firstListingTimesOut) OwnedBy(ctx context.Context, owner string, limit int) ([]lease.Owned, error) {
+	if owner == "w-dead" && s.listings.Add(1) == 1 {
+		return nil, context.DeadlineExceeded
+	}
+	return s.Store.OwnedBy(ctx, owner, limit)
+}
+
+// A takeover whose listing of the dead worker's sessions fails once lists
+// them again and goes on (its own part claimed here), instead of leaving
+// them to this worker's reconcile passes alone.
+func TestTakeoverListsAgainAfterAFailedListing(t *testing.T) {
+	var fs *firstListingTimesOut
+	w, _ := graceRig(t, func(st *memstore.Store) lease.Store {
+		fs = &firstListingTimesOut{throttledAcquires: throttledAcquires{Store: st}}
+		return fs
+	}, true)
+	w.takeover(context.Background(), "w-dead")
+	if n := fs.listings.Load(); n != 2 {
+		t.Fatalf("%d listings of w-dead's sessions: want the failed one and one more", n)
+	}
+	if n := fs.acquires.Load(); n < 2 {
+		t.Fatalf("%d acquires: want its part's two claims tried after the second listing", n)
+	}
+}
+
 // A worker that left with sessions the table still says are its (a flush
 // or a release that failed at shutdown) announces the STARTED ones: no
 // takeover does for a worker that left.
