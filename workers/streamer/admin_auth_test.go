@@ -55,12 +55,20 @@ func TestAdminEndpointsRequireTheToken(t *testing.T) {
 // burst the endpoint answers 429 with Retry-After, and what it admitted by
 // then stays within the burst plus the rate over the flood's time.
 func TestHandoffFloodIsBounded(t *testing.T) {
-	// 300 sessions keep the drain's rate (handoffDrainRate: 2 × 300 in 10 s)
-	// under HandoffMinRate, so the flood meets the floor, and leave more
-	// room than HandoffMaxInFlight claims in flight: a full worker answers
-	// 503 instead (at 10, a loaded machine had 10 of the flood's claims in
-	// flight at once, and the test met a 503).
-	m := startMem(t, 0, func(c *Config) { c.ClaimsPerSecond, c.MaxSessions = 1, 300 }, nil)
+	// 300 sessions at the default shutdown deadline keep the drain's rate
+	// (handoffDrainRate: 2 × 300 in 10 s) under HandoffMinRate, so the
+	// flood meets the floor, and leave more room than HandoffMaxInFlight
+	// claims in flight: a full worker answers 503 instead (at 10, a loaded
+	// machine had 10 of the flood's claims in flight at once, and the test
+	// met a 503). At the tests' 5 s deadline the rate was 360 a second,
+	// above what one sender on a loaded machine sends (a clean-clone CI run
+	// once: 5,121 admitted in 16.2 s, none refused).
+	m := startMem(t, 0, func(c *Config) {
+		c.ClaimsPerSecond, c.MaxSessions, c.ShutdownDeadline = 1, 300, defaultShutdownDeadline
+	}, nil)
+	if rate := handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline); rate >= HandoffMinRate {
+		t.Fatalf("the drain's rate %.0f/s is not under the floor %d/s", rate, HandoffMinRate)
+	}
 	rate := max(HandoffMinRate, handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline))
 	base := "http://" + m.AdminAddr()
 	start := time.Now()
