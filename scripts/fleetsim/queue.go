@@ -96,11 +96,10 @@ func (m *memberQueue) PublishBatch(ctx context.Context, ns []notify.Notification
 		return errs
 	}
 	errs := m.q.PublishBatch(ctx, ns)
-	for i, n := range ns {
-		if m.watch == nil {
-			break
+	if m.watch != nil {
+		for i, n := range ns {
+			m.noted("publish", n, errs[i])
 		}
-		m.noted("publish", n, errs[i])
 	}
 	return errs
 }
@@ -113,11 +112,10 @@ func (m *memberQueue) Receive(ctx context.Context, n int) ([]notify.Message, err
 		return nil, errKilled
 	}
 	msgs, err := m.q.Receive(ctx, n)
-	for _, msg := range msgs {
-		if m.watch == nil {
-			break
+	if m.watch != nil {
+		for _, msg := range msgs {
+			m.noted(fmt.Sprintf("receive (count %d)", msg.ReceiveCount), msg.Notification, msg.Err)
 		}
-		m.noted(fmt.Sprintf("receive (count %d)", msg.ReceiveCount), msg.Notification, msg.Err)
 	}
 	return msgs, err
 }
@@ -130,11 +128,10 @@ func (m *memberQueue) Delete(ctx context.Context, ms ...notify.Message) error {
 		return errKilled
 	}
 	err := m.q.Delete(ctx, ms...)
-	for _, msg := range ms {
-		if m.watch == nil {
-			break
+	if m.watch != nil {
+		for _, msg := range ms {
+			m.noted("delete", msg.Notification, err)
 		}
-		m.noted("delete", msg.Notification, err)
 	}
 	return err
 }

@@ -75,14 +75,15 @@ func (w *watcher) note(id, who, call string, err error, detail string, args ...a
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ids == nil && (!w.keeping || len(w.kept[id]) >= keptPerSession) {
+		return
+	}
+	line := fmt.Sprintf("+%.3fs %s %s %s: %v", time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err)
 	if w.ids != nil {
-		fmt.Fprintf(w.to, "watch %s +%.3fs %s %s %s: %v\n", id, time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err)
+		fmt.Fprintf(w.to, "watch %s %s\n", id, line)
 		return
 	}
-	if !w.keeping || len(w.kept[id]) >= keptPerSession {
-		return
-	}
-	w.kept[id] = append(w.kept[id], fmt.Sprintf("+%.3fs %s %s %s: %v", time.Since(w.t0).Seconds(), who, call, fmt.Sprintf(detail, args...), err))
+	w.kept[id] = append(w.kept[id], line)
 }
 
 // listed notes each watched session of a listing's answer.
