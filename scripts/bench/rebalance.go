@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wsfleet/wsfleet/scripts/chaos"
+	"github.com/wsfleet/wsfleet/scripts/devstack"
 	"github.com/wsfleet/wsfleet/shared/rebalance"
 	"github.com/wsfleet/wsfleet/shared/schema"
 	"github.com/wsfleet/wsfleet/testkit/feed"
@@ -31,18 +32,29 @@ type RebalanceResult struct {
 	WorkersBefore int     `json:"workers_before"`
 	WorkersAfter  int     `json:"workers_after"`
 	FeedRate      float64 `json:"feed_rate"`
+	// JoinersReadyMs: when each joiner answered /readyz, from the join
+	// (they start together, as a scale-out's tasks do).
+	JoinersReadyMs []float64 `json:"joiners_ready_ms"`
 	// ToBalancedMs: from the first joiner's start to the first poll that
 	// found every worker within ±10 % (or 2 sessions) of its fair share
 	// with every session owned; -1 when that never happened.
 	ToBalancedMs float64 `json:"to_balanced_ms"`
 	// Moves are the ownership changes after the join (a new connection of
-	// a session at the source); MinMoves the least that reaches ±10 %,
+	// a session at the source by another worker than the one before, by
+	// the tenure header); MinMoves the least that reaches ±10 %,
 	// MinMovesToShare the least that reaches the exact shares, both from
 	// the loads at the join (rebalance.MinMoves).
 	Moves           int     `json:"moves"`
 	MinMoves        int     `json:"min_moves"`
 	MinMovesToShare int     `json:"min_moves_to_share"`
 	Ratio           float64 `json:"moves_over_min"`
+	// MovesFromJoiners are the moves a joiner sent on: sessions it was
+	// given before the fleet's plan counted the other joiner, then moved
+	// to its share.
+	MovesFromJoiners int `json:"moves_from_joiners"`
+	// Redials are the new connections after the join by the worker that
+	// held the session before (movesSeen.redials): not moves.
+	Redials int `json:"redials"`
 	// MovesAfterBalanced are the moves that started after the fleet was
 	// first balanced, in the observation window that followed.
 	MovesAfterBalanced int     `json:"moves_after_balanced"`
@@ -84,9 +96,11 @@ const (
 func (r *runner) rebalance(ctx context.Context) error {
 	n := r.sz.RebalanceSessions
 	hold, every := defaultMinHold, defaultRebalanceEvery
-	var settings map[string]string
+	// The workers name their tenure in the handshake (the feed records
+	// it, as the stack's feed runs with devstack.TenureHeader): a move is
+	// told from a redial by it (sessionMoves).
+	settings := map[string]string{schema.EnvTenureHeader: devstack.TenureHeader}
 	if r.sz.RebalanceMinHold > 0 || r.sz.RebalanceEvery > 0 {
-		settings = map[string]string{}
 		if r.sz.RebalanceMinHold > 0 {
 			hold = r.sz.RebalanceMinHold
 			settings[schema.EnvMinHold] = hold.String()
@@ -105,10 +119,10 @@ func (r *runner) rebalance(ctx context.Context) error {
 		"lease":     defaultTimings,
 		"workers": fmt.Sprintf("the shipped worker, a rebalancing round every %s, minimum hold %s (the defaults: %s, %s), at most 10 %% of a worker's sessions per round, %d claims/s per worker",
 			every, hold, defaultRebalanceEvery, defaultMinHold, DefaultClaimRate),
-		"run": fmt.Sprintf("2 workers claim %s new sessions (via SQS); once every session has been held for the minimum hold (%s), 2 more workers start; the loads are polled (GET /stats) every 250 ms until every worker is within ±10 %% (or 2 sessions) of its fair share, then for %s more",
+		"run": fmt.Sprintf("2 workers claim %s new sessions (via SQS); once every session has been held for the minimum hold (%s), 2 more workers start together (as a scale-out's tasks do); the loads are polled (GET /stats) every 250 ms until every worker is within ±10 %% (or 2 sessions) of its fair share, then for %s more",
 			thousands(n), hold, r.sz.RebalanceObserve),
 		"feed":    fmt.Sprintf("%g msg/s per session, resume by ?from=last_seq+1", res.FeedRate),
-		"moves":   "an ownership change is a new connection of the session at the source after the join (the feed's records); the minimum is computed from the loads at the join (shared/rebalance.MinMoves)",
+		"moves":   "an ownership change is a new connection of the session at the source after the join by another worker than the connection before (the feed's records, the tenure header); a new connection by the same worker is a redial, counted apart; the minimum is computed from the loads at the join (shared/rebalance.MinMoves)",
 		"judging": "lost and duplicated messages from the feed's connection records and the sink records (the chaos harness's checks, scripts/chaos)",
 	})
 	defer res.end()
@@ -152,9 +166,12 @@ func (r *runner) rebalance(ctx context.Context) error {
 		return err
 	}
 	join := time.Now()
-	joined, err := ls.addWorkers(ctx, res.WorkersAfter-res.WorkersBefore, true, settings, nil)
+	joined, ready, err := ls.addWorkersAtOnce(ctx, res.WorkersAfter-res.WorkersBefore, true, settings)
 	if err != nil {
 		return err
+	}
+	for _, at := range ready {
+		res.JoinersReadyMs = append(res.JoinersReadyMs, ms1(at.Sub(join)))
 	}
 	ws = append(ws, joined...)
 	atJoin := map[string]int{}
@@ -205,7 +222,10 @@ func (r *runner) rebalance(ctx context.Context) error {
 		return err
 	}
 	moves := sessionMoves(conns, join, hold)
-	res.Moves, res.MovedTwiceWithinHold = len(moves.gaps), moves.twiceWithinHold
+	res.Moves, res.MovedTwiceWithinHold, res.Redials = len(moves.gaps), moves.twiceWithinHold, moves.redials
+	for _, w := range joined {
+		res.MovesFromJoiners += moves.bySender[w.ID]
+	}
 	res.Gap = Summarize(moves.gaps)
 	if res.MinMoves > 0 {
 		res.Ratio = float64(res.Moves) / float64(res.MinMoves)
@@ -249,13 +269,22 @@ type movesSeen struct {
 	opened          []time.Time            // per move: the new connection's open
 	bySession       map[string][]time.Time // the opens, by session
 	twiceWithinHold int                    // sessions with two moves less than the minimum hold apart
+	// redials are the new connections after the instant by the worker
+	// that held the connection before (its tenure header names the same
+	// worker): a dropped connection dialled again, or a hand-off the
+	// receiver refused and its sender kept. No ownership change.
+	redials int
+	// bySender counts the moves by the worker that held the session
+	// before (by the tenure header; a move without one is in none).
+	bySender map[string]int
 }
 
 // sessionMoves finds every connection opened after since that follows an
-// earlier connection of its session (a move, when nothing else happened to
-// the session).
+// earlier connection of its session by another worker: a move. The worker
+// is the tenure header's (feed.ConnRecord.Tenure, "<worker id>/<epoch>");
+// a connection without one counts as a move (the header is off).
 func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duration) movesSeen {
-	m := movesSeen{bySession: map[string][]time.Time{}}
+	m := movesSeen{bySession: map[string][]time.Time{}, bySender: map[string]int{}}
 	by := map[string][]feed.ConnRecord{}
 	for _, c := range conns {
 		if c.Reason == feed.ReasonRefused || c.Reason == feed.ReasonBadReq {
@@ -271,12 +300,21 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 			if !rs[i].OpenedAt.After(since) {
 				continue
 			}
+			if w, ok := tenureWorker(rs[i].Tenure); ok {
+				if prev, ok := tenureWorker(rs[i-1].Tenure); ok && prev == w {
+					m.redials++
+					continue
+				}
+			}
 			if !rs[i-1].ClosedAt.IsZero() {
 				m.gaps = append(m.gaps, rs[i].OpenedAt.Sub(rs[i-1].ClosedAt))
 			} else {
 				m.gaps = append(m.gaps, 0) // overlapping: the judge reports it
 			}
 			m.opened = append(m.opened, rs[i].OpenedAt)
+			if from, ok := tenureWorker(rs[i-1].Tenure); ok {
+				m.bySender[from]++
+			}
 			m.bySession[id] = append(m.bySession[id], rs[i].OpenedAt)
 			if !last.IsZero() && rs[i].OpenedAt.Sub(last) < minHold {
 				twice = true
@@ -288,6 +326,16 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 		}
 	}
 	return m
+}
+
+// tenureWorker is the worker a tenure header names ("<worker id>/<lease
+// epoch>"); false when there is none.
+func tenureWorker(tenure string) (string, bool) {
+	i := strings.LastIndexByte(tenure, '/')
+	if i <= 0 {
+		return "", false
+	}
+	return tenure[:i], true
 }
 
 // judgeRebalance holds the run to the chaos harness's checks: no fault is
@@ -325,6 +373,9 @@ func renderRebalance(p printer, r *Report) {
 	p("| join → every worker within ±10 %% (or 2 sessions) of its share | %s |\n", bal)
 	p("| loads at the join → when balanced → at the end | %s → %s → %s |\n", loadList(rb.LoadsAtJoin), loadList(rb.LoadsAtBalanced), loadList(rb.LoadsAtEnd))
 	p("| moves made | %d (the minimum to reach ±10 %%: %d, to reach the exact shares: %d; ratio to the ±10 %% minimum %.2f) |\n", rb.Moves, rb.MinMoves, rb.MinMovesToShare, rb.Ratio)
+	p("| of which sent on by a joiner (given to it before the plan counted the other joiner) | %d |\n", rb.MovesFromJoiners)
+	p("| joiners ready (/readyz) after the join | %s |\n", joinList(rb.JoinersReadyMs))
+	p("| redials: new connections by the worker that held the session before (a dropped connection, a refused hand-off kept) | %d |\n", rb.Redials)
 	p("| moves after the fleet was balanced (observed %s) | %d |\n", ms(rb.ObservedAfterMs), rb.MovesAfterBalanced)
 	p("| sessions moved twice within the minimum hold (%s) | %d |\n", ms(rb.MinHoldMs), rb.MovedTwiceWithinHold)
 	p("| messages lost / skipped / duplicated | %d / %d / %d |\n\n", rb.Lost, rb.Gaps, rb.Duplicated)
@@ -340,6 +391,17 @@ func renderRebalance(p printer, r *Report) {
 	}
 	p("Each worker, every %s, reads the alive workers' records (load, capacity, draining) and computes the same plan (shared/rebalance): nothing moves while every worker is within ±10 %% (or 2 sessions) of its capacity-weighted share; otherwise every worker above its share sends and every one below receives, at most 10 %% of the sender's sessions per round, only sessions held at least %s. A move is a graceful hand-off given to the receiver: close 1001, flush, then a POST /handoff to the receiver's admin address naming the tenure, its final checkpoint and its secret, and the receiver acquires it from that tenure at once (one write; when it does not take it, the sender releases it with the receiver's name on the session, handoff_to, and only the receiver may acquire until the hand-off bound lapses, then anyone may). So the time to balance is about the rounds the 10 %% bound needs (1,000 → 550 sessions is 6 rounds) plus the joiners' claim admission; moves are directed, so none is wasted on a session that comes back.\n\n",
 		ms(rb.RebalanceEveryMs), ms(rb.MinHoldMs))
+}
+
+func joinList(at []float64) string {
+	if len(at) == 0 {
+		return "–"
+	}
+	var parts []string
+	for _, a := range at {
+		parts = append(parts, ms(a))
+	}
+	return strings.Join(parts, " / ")
 }
 
 func loadList(m map[string]int) string {

@@ -25,10 +25,15 @@ func TestSessionMoves(t *testing.T) {
 		// d: moved before the join only.
 		{Session: "d", OpenedAt: at(3), ClosedAt: at(50)},
 		{Session: "d", OpenedAt: at(50.1)},
+		// e: dialled again by its owner after the join (a redial, no move),
+		// then moved to w2 (dark 300 ms after the redial's close).
+		{Session: "e", Tenure: "w1/3", OpenedAt: at(4), ClosedAt: at(95)},
+		{Session: "e", Tenure: "w1/3", OpenedAt: at(95.5), ClosedAt: at(170)},
+		{Session: "e", Tenure: "w2/4", OpenedAt: at(170.3)},
 	}
 	m := sessionMoves(conns, at(90), time.Minute)
-	if len(m.gaps) != 3 || len(m.opened) != 3 {
-		t.Fatalf("moves %v, want 3", m.gaps)
+	if len(m.gaps) != 4 || len(m.opened) != 4 || m.redials != 1 {
+		t.Fatalf("moves %v and %d redial(s), want 4 and 1", m.gaps, m.redials)
 	}
 	if m.twiceWithinHold != 1 {
 		t.Fatalf("twice within the hold: %d, want 1 (session b)", m.twiceWithinHold)
@@ -37,10 +42,13 @@ func TestSessionMoves(t *testing.T) {
 	for _, g := range m.gaps {
 		total += g
 	}
-	if want := 120*time.Millisecond + 50*time.Millisecond + 200*time.Millisecond; total.Round(time.Millisecond) != want {
+	if want := 120*time.Millisecond + 50*time.Millisecond + 200*time.Millisecond + 300*time.Millisecond; total.Round(time.Millisecond) != want {
 		t.Fatalf("gaps %v sum %v, want %v", m.gaps, total, want)
 	}
-	if len(m.bySession["b"]) != 2 || len(m.bySession["c"]) != 0 {
+	if m.bySender["w1"] != 1 || len(m.bySender) != 1 {
+		t.Fatalf("by sender %v, want w1: 1", m.bySender)
+	}
+	if len(m.bySession["b"]) != 2 || len(m.bySession["c"]) != 0 || len(m.bySession["e"]) != 1 {
 		t.Fatalf("by session %v", m.bySession)
 	}
 }

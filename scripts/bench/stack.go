@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -165,6 +166,34 @@ func (ls *leaseStack) addWorkers(ctx context.Context, n int, sqs bool, settings 
 		}
 	}
 	return ws, nil
+}
+
+// addWorkersAtOnce starts n workers together, as a scale-out's tasks
+// start (addWorker each), and returns them in the order of their ids once
+// every one is ready, with the instant each was.
+func (ls *leaseStack) addWorkersAtOnce(ctx context.Context, n int, sqs bool, settings map[string]string) ([]*bworker, []time.Time, error) {
+	ws, ready := make([]*bworker, n), make([]time.Time, n)
+	var g errgroup.Group
+	for i := range n {
+		g.Go(func() error {
+			w, err := ls.addWorker(ctx, sqs, settings)
+			ws[i], ready[i] = w, time.Now()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return ws[idx[a]].ID < ws[idx[b]].ID })
+	sw, sr := make([]*bworker, n), make([]time.Time, n)
+	for k, i := range idx {
+		sw[k], sr[k] = ws[i], ready[i]
+	}
+	return sw, sr, nil
 }
 
 // sessionIDs are n session ids: pattern with its one %d verb set to
