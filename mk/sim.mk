@@ -37,7 +37,7 @@ FLEET_CLAIMS ?= 0
 # FEED=true: the sessions dial the test feed over in-memory pipes through the worker's WebSocket client (~100 KiB a session) instead of the light source.
 FEED ?= false
 # WATCH=s-000123,…: every ownership and work-queue call on these sessions written to stderr as it happens (worker, call, outcome, virtual time): a scale.json's faults[].slowest names a fault's slowest sessions, and the same seed replays them (at small sizes: a fleet of 1,000 workers does not take the same path twice).
-# WATCH=slowest: every session's calls kept from the first fault, written for each fault's slowest sessions once the run is judged.
+# WATCH=slowest: every session's calls kept from the first fault, written for each fault's slowest sessions once the run is judged, each with its claimers' claims from the fault to their claim of it (by path and outcome, per 10 s).
 WATCH ?=
 SIM_OUT ?= $(ROOT)/docs
 

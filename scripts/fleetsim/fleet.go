@@ -279,7 +279,7 @@ func (fl *Fleet) addWorkerAZ(tweak func(*memberStore), az int) (*Member, error) 
 	}
 	w.SimOnClaim(func(path, sid, outcome string) {
 		fl.claims.addPath(time.Now(), path, outcome)
-		fl.watch.note(sid, id, "claim", nil, "path %s: %s", path, outcome)
+		fl.watch.claim(sid, id, path, outcome)
 	})
 	fl.src.connect(w, workerAddr(id))
 	admin, err := fl.serveAdmin(id, w)

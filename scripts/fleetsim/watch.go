@@ -3,8 +3,13 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +33,18 @@ type watcher struct {
 	// are each session's, at most keptPerSession.
 	keeping bool
 	kept    map[string][]string
+	// byWorker and bySession are WatchSlowest's claims from the first
+	// fault on (claim): each worker's, and who claimed each session, so
+	// that a slowest session's history says where its claimers' claim
+	// paces went before they reached it.
+	byWorker  map[string][]claimRec
+	bySession map[string][]claimRec
+}
+
+// claimRec is one claim: when it ended, by whom, its path and outcome.
+type claimRec struct {
+	at        float64 // seconds since the fleet's start
+	who, what string
 }
 
 // WatchSlowest, as the only Config.Watch, watches every session from the
@@ -46,7 +63,7 @@ func newWatcher(ids []string, to io.Writer, t0 time.Time) *watcher {
 		return nil
 	}
 	if len(ids) == 1 && ids[0] == WatchSlowest {
-		return &watcher{t0: t0, to: to, kept: map[string][]string{}}
+		return &watcher{t0: t0, to: to, kept: map[string][]string{}, byWorker: map[string][]claimRec{}, bySession: map[string][]claimRec{}}
 	}
 	w := &watcher{ids: map[string]bool{}, t0: t0, to: to}
 	for _, id := range ids {
@@ -86,6 +103,27 @@ func (w *watcher) note(id, who, call string, err error, detail string, args ...a
 	w.kept[id] = append(w.kept[id], line)
 }
 
+// claim notes a claim of id by worker who as it ended (its path and
+// outcome) and, with WatchSlowest once keeping, keeps it for the claim
+// summaries (writeSlowest).
+func (w *watcher) claim(id, who, path, outcome string) {
+	if w == nil {
+		return
+	}
+	w.note(id, who, "claim", nil, "path %s: %s", path, outcome)
+	if w.ids != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.keeping {
+		return
+	}
+	c := claimRec{at: time.Since(w.t0).Seconds(), who: who, what: path + " " + outcome}
+	w.byWorker[who] = append(w.byWorker[who], c)
+	w.bySession[id] = append(w.bySession[id], c)
+}
+
 // listed notes each watched session of a listing's answer.
 func (w *watcher) listed(who, call string, ids []string) {
 	if w == nil {
@@ -110,8 +148,52 @@ func (w *watcher) writeSlowest(faults []Recovery) {
 			for _, l := range w.kept[s.ID] {
 				fmt.Fprintf(w.to, "watch %s %s\n", s.ID, l)
 			}
+			seen := map[string]bool{}
+			for _, c := range w.bySession[s.ID] {
+				if !seen[c.who] {
+					seen[c.who] = true
+					fmt.Fprintf(w.to, "watch %s +%.3fs %s claims %s\n", s.ID, c.at, c.who, claimSummary(w.byWorker[c.who], r.At, c.at))
+				}
+			}
 		}
 	}
+}
+
+// claimSummary sums a worker's claims that ended from the fault (from, in
+// seconds since the fleet's start) to its claim of a slow session (to): how
+// many, by path and outcome (most first), and per 10 s from the fault.
+func claimSummary(cs []claimRec, from, to float64) string {
+	byWhat := map[string]int{}
+	var per []int
+	n := 0
+	for _, c := range cs {
+		if c.at < from || c.at > to {
+			continue
+		}
+		n++
+		byWhat[c.what]++
+		b := int((c.at - from) / 10)
+		for len(per) <= b {
+			per = append(per, 0)
+		}
+		per[b]++
+	}
+	whats := slices.Collect(maps.Keys(byWhat))
+	slices.SortFunc(whats, func(a, b string) int {
+		if c := cmp.Compare(byWhat[b], byWhat[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(whats))
+	for i, k := range whats {
+		parts[i] = fmt.Sprintf("%s %d", k, byWhat[k])
+	}
+	tens := make([]string, len(per))
+	for i, k := range per {
+		tens[i] = strconv.Itoa(k)
+	}
+	return fmt.Sprintf("from the fault to this claim: %d (%s); per 10 s: %s", n, strings.Join(parts, ", "), strings.Join(tens, " "))
 }
 
 // token is a tenure, briefly.

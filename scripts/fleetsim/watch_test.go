@@ -73,7 +73,7 @@ func TestWatchSlowestWritesTheRunsOwnSlowest(t *testing.T) {
 		if len(ls) == 0 || !strings.Contains(ls[0], fmt.Sprintf("delivering again %.3fs after it", s.Seconds)) {
 			t.Fatalf("%s (%.3fs): no header first in %q", s.ID, s.Seconds, ls)
 		}
-		var took, listed bool
+		var took, listed, summed bool
 		for _, line := range ls[1:] {
 			f := strings.Fields(line)
 			at, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(f[2], "+"), "s"), 64)
@@ -83,9 +83,18 @@ func TestWatchSlowestWritesTheRunsOwnSlowest(t *testing.T) {
 			who, call := f[3], f[4]
 			listed = listed || (call == "owned_by" && who != dead && strings.Contains(line, " "+dead+"@"))
 			took = took || (call == "acquire" && who != dead && strings.Contains(line, "prev "+dead+"@") && strings.HasSuffix(line, ": <nil>\n"))
+			if call == "claims" {
+				// A claimer's claims from the fault to its claim of this
+				// session: that claim among them.
+				var n int
+				if _, err := fmt.Sscanf(strings.Join(f[5:], " "), "from the fault to this claim: %d", &n); err != nil || n < 1 || !strings.Contains(line, "; per 10 s: ") {
+					t.Fatalf("%q: no claim summary (%v)", line, err)
+				}
+				summed = true
+			}
 		}
-		if !took || !listed {
-			t.Fatalf("%s (held by %s, which died): listing %v, takeover %v:\n%s", s.ID, dead, listed, took, strings.Join(ls, ""))
+		if !took || !listed || !summed {
+			t.Fatalf("%s (held by %s, which died): listing %v, takeover %v, claimers' summaries %v:\n%s", s.ID, dead, listed, took, summed, strings.Join(ls, ""))
 		}
 	}
 	delete(lines, r.Slowest[0].ID)
