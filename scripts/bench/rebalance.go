@@ -300,8 +300,8 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 			if !rs[i].OpenedAt.After(since) {
 				continue
 			}
-			if w, ok := tenureWorker(rs[i].Tenure); ok {
-				if prev, ok := tenureWorker(rs[i-1].Tenure); ok && prev == w {
+			if w, _, ok := feed.ParseTenure(rs[i].Tenure); ok {
+				if prev, _, ok := feed.ParseTenure(rs[i-1].Tenure); ok && prev == w {
 					m.redials++
 					continue
 				}
@@ -312,7 +312,7 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 				m.gaps = append(m.gaps, 0) // overlapping: the judge reports it
 			}
 			m.opened = append(m.opened, rs[i].OpenedAt)
-			if from, ok := tenureWorker(rs[i-1].Tenure); ok {
+			if from, _, ok := feed.ParseTenure(rs[i-1].Tenure); ok {
 				m.bySender[from]++
 			}
 			m.bySession[id] = append(m.bySession[id], rs[i].OpenedAt)
@@ -326,16 +326,6 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 		}
 	}
 	return m
-}
-
-// tenureWorker is the worker a tenure header names ("<worker id>/<lease
-// epoch>"); false when there is none.
-func tenureWorker(tenure string) (string, bool) {
-	i := strings.LastIndexByte(tenure, '/')
-	if i <= 0 {
-		return "", false
-	}
-	return tenure[:i], true
 }
 
 // judgeRebalance holds the run to the chaos harness's checks: no fault is

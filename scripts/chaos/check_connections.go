@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/wsfleet/wsfleet/testkit/feed"
@@ -153,7 +152,7 @@ func (j *judge) plannedOverlap(v *sessionView, tenure string, o *tenureOverlap, 
 	if !v.planned {
 		why = append(why, "the session was not started with planned reconnects")
 	}
-	if w, epoch, ok := parseTenure(tenure); !ok {
+	if w, epoch, ok := feed.ParseTenure(tenure); !ok {
 		why = append(why, fmt.Sprintf("the tenure %q is not <worker id>/<lease epoch>", tenure))
 	} else if v.byKey[fmt.Sprintf("%s@%d", w, epoch)] == nil {
 		why = append(why, fmt.Sprintf("%s@%d never delivered the session: no owner of record", w, epoch))
@@ -167,7 +166,7 @@ func (j *judge) plannedOverlap(v *sessionView, tenure string, o *tenureOverlap, 
 	// The gap the switch left: the session's last delivery before the
 	// older connection closed → its first after, by the same tenure (an
 	// overlap a kill or a hand-off ended has no switch to measure).
-	if w, epoch, ok := parseTenure(tenure); ok {
+	if w, epoch, ok := feed.ParseTenure(tenure); ok {
 		i := sort.Search(len(v.dels), func(i int) bool { return v.dels[i].AtNs > endNs })
 		if i > 0 && i < len(v.dels) && v.dels[i].Worker == w && v.dels[i].Epoch == epoch {
 			j.plannedDark = append(j.plannedDark, float64(v.dels[i].AtNs-v.dels[i-1].AtNs)/1e6)
@@ -179,19 +178,6 @@ func (j *judge) plannedOverlap(v *sessionView, tenure string, o *tenureOverlap, 
 			o.max, tenure, ov.DurMs, strings.Join(why, "; "), strings.Join(ov.Conns, ", "))
 	}
 	j.res.PlannedOverlaps = append(j.res.PlannedOverlaps, ov)
-}
-
-// parseTenure splits a tenure header's "<worker id>/<lease epoch>".
-func parseTenure(t string) (worker string, epoch int64, ok bool) {
-	i := strings.LastIndexByte(t, '/')
-	if i <= 0 {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(t[i+1:], 10, 64)
-	if err != nil || n < 0 {
-		return "", 0, false
-	}
-	return t[:i], n, true
 }
 
 func orOpen(reason string) string {
