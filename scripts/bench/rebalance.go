@@ -300,11 +300,11 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 			if !rs[i].OpenedAt.After(since) {
 				continue
 			}
-			if w, _, ok := feed.ParseTenure(rs[i].Tenure); ok {
-				if prev, _, ok := feed.ParseTenure(rs[i-1].Tenure); ok && prev == w {
-					m.redials++
-					continue
-				}
+			w, _, wok := feed.ParseTenure(rs[i].Tenure)
+			prev, _, pok := feed.ParseTenure(rs[i-1].Tenure)
+			if wok && pok && prev == w {
+				m.redials++
+				continue
 			}
 			if !rs[i-1].ClosedAt.IsZero() {
 				m.gaps = append(m.gaps, rs[i].OpenedAt.Sub(rs[i-1].ClosedAt))
@@ -312,8 +312,8 @@ func sessionMoves(conns []feed.ConnRecord, since time.Time, minHold time.Duratio
 				m.gaps = append(m.gaps, 0) // overlapping: the judge reports it
 			}
 			m.opened = append(m.opened, rs[i].OpenedAt)
-			if from, _, ok := feed.ParseTenure(rs[i-1].Tenure); ok {
-				m.bySender[from]++
+			if pok {
+				m.bySender[prev]++
 			}
 			m.bySession[id] = append(m.bySession[id], rs[i].OpenedAt)
 			if !last.IsZero() && rs[i].OpenedAt.Sub(last) < minHold {

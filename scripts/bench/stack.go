@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -169,8 +168,8 @@ func (ls *leaseStack) addWorkers(ctx context.Context, n int, sqs bool, settings 
 }
 
 // addWorkersAtOnce starts n workers together, as a scale-out's tasks
-// start (addWorker each), and returns them in the order of their ids once
-// every one is ready, with the instant each was.
+// start (addWorker each), and returns them once every one is ready, each
+// with the instant it was.
 func (ls *leaseStack) addWorkersAtOnce(ctx context.Context, n int, sqs bool, settings map[string]string) ([]*bworker, []time.Time, error) {
 	ws, ready := make([]*bworker, n), make([]time.Time, n)
 	var g errgroup.Group
@@ -184,16 +183,7 @@ func (ls *leaseStack) addWorkersAtOnce(ctx context.Context, n int, sqs bool, set
 	if err := g.Wait(); err != nil {
 		return nil, nil, err
 	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return ws[idx[a]].ID < ws[idx[b]].ID })
-	sw, sr := make([]*bworker, n), make([]time.Time, n)
-	for k, i := range idx {
-		sw[k], sr[k] = ws[i], ready[i]
-	}
-	return sw, sr, nil
+	return ws, ready, nil
 }
 
 // sessionIDs are n session ids: pattern with its one %d verb set to

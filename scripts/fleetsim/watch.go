@@ -33,18 +33,17 @@ type watcher struct {
 	// are each session's, at most keptPerSession.
 	keeping bool
 	kept    map[string][]string
-	// byWorker and bySession are WatchSlowest's claims from the first
-	// fault on (claim): each worker's, and who claimed each session, so
-	// that a slowest session's history says where its claimers' claim
-	// paces went before they reached it.
-	byWorker  map[string][]claimRec
-	bySession map[string][]claimRec
+	// claims are WatchSlowest's claims from the first fault on (claim),
+	// in order: a slowest session's history says where its claimers'
+	// claim paces went before they reached it.
+	claims []claimRec
 }
 
-// claimRec is one claim: when it ended, by whom, its path and outcome.
+// claimRec is one claim: when it ended, of which session, by whom, its
+// path and outcome.
 type claimRec struct {
-	at        float64 // seconds since the fleet's start
-	who, what string
+	at            float64 // seconds since the fleet's start
+	id, who, what string
 }
 
 // WatchSlowest, as the only Config.Watch, watches every session from the
@@ -63,7 +62,7 @@ func newWatcher(ids []string, to io.Writer, t0 time.Time) *watcher {
 		return nil
 	}
 	if len(ids) == 1 && ids[0] == WatchSlowest {
-		return &watcher{t0: t0, to: to, kept: map[string][]string{}, byWorker: map[string][]claimRec{}, bySession: map[string][]claimRec{}}
+		return &watcher{t0: t0, to: to, kept: map[string][]string{}}
 	}
 	w := &watcher{ids: map[string]bool{}, t0: t0, to: to}
 	for _, id := range ids {
@@ -119,9 +118,7 @@ func (w *watcher) claim(id, who, path, outcome string) {
 	if !w.keeping {
 		return
 	}
-	c := claimRec{at: time.Since(w.t0).Seconds(), who: who, what: path + " " + outcome}
-	w.byWorker[who] = append(w.byWorker[who], c)
-	w.bySession[id] = append(w.bySession[id], c)
+	w.claims = append(w.claims, claimRec{at: time.Since(w.t0).Seconds(), id: id, who: who, what: path + " " + outcome})
 }
 
 // listed notes each watched session of a listing's answer.
@@ -149,25 +146,26 @@ func (w *watcher) writeSlowest(faults []Recovery) {
 				fmt.Fprintf(w.to, "watch %s %s\n", s.ID, l)
 			}
 			seen := map[string]bool{}
-			for _, c := range w.bySession[s.ID] {
-				if !seen[c.who] {
+			for _, c := range w.claims {
+				if c.id == s.ID && !seen[c.who] {
 					seen[c.who] = true
-					fmt.Fprintf(w.to, "watch %s +%.3fs %s claims %s\n", s.ID, c.at, c.who, claimSummary(w.byWorker[c.who], r.At, c.at))
+					fmt.Fprintf(w.to, "watch %s +%.3fs %s claims %s\n", s.ID, c.at, c.who, claimSummary(w.claims, c.who, r.At, c.at))
 				}
 			}
 		}
 	}
 }
 
-// claimSummary sums a worker's claims that ended from the fault (from, in
-// seconds since the fleet's start) to its claim of a slow session (to): how
-// many, by path and outcome (most first), and per 10 s from the fault.
-func claimSummary(cs []claimRec, from, to float64) string {
+// claimSummary sums worker who's claims of cs that ended from the fault
+// (from, in seconds since the fleet's start) to its claim of a slow session
+// (to): how many, by path and outcome (most first), and per 10 s from the
+// fault.
+func claimSummary(cs []claimRec, who string, from, to float64) string {
 	byWhat := map[string]int{}
 	var per []int
 	n := 0
 	for _, c := range cs {
-		if c.at < from || c.at > to {
+		if c.who != who || c.at < from || c.at > to {
 			continue
 		}
 		n++
