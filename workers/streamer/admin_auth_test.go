@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
 // Every admin endpoint but the probes requires the admin token: without it
@@ -70,6 +72,10 @@ func TestHandoffFloodIsBounded(t *testing.T) {
 		t.Fatalf("the drain's rate %.0f/s is not under the floor %d/s", rate, HandoffMinRate)
 	}
 	rate := max(HandoffMinRate, handoffDrainRate(m.cfg.MaxSessions, m.cfg.ShutdownDeadline))
+	// The admin server answers before the worker runs: until then a
+	// hand-off is refused 503 (not claiming), which a clean-clone CI met
+	// on the flood's first request.
+	testwait.Eventually(t, 5*time.Second, "the worker running", func() bool { return m.free() > 0 })
 	base := "http://" + m.AdminAddr()
 	start := time.Now()
 	admitted := 0
