@@ -37,13 +37,16 @@ type MicroResult struct {
 
 // microSuites are the packages whose benchmarks run, per module: the
 // worker's per-message path (parse + dedupe + trust check + sink) and its
-// parts. (shared/lease has no benchmark since issue 13: nothing is renewed
-// per session.)
+// parts, and what a claim's requests cost the local engine (dynamostore's
+// engine benchmarks start their own dynalite: the serial cost that bounds
+// the crash failover's claim part there). (shared/lease has no benchmark
+// since issue 13: nothing is renewed per session.)
 var microSuites = []struct {
 	module string
 	pkgs   []string
 }{
 	{"workers/streamer", []string{"./internal/session", "./internal/jsonseq", "./sink"}},
+	{"shared", []string{"./lease/dynamostore"}},
 }
 
 func (r *runner) micro(ctx context.Context) error {
@@ -133,5 +136,5 @@ func renderMicro(p printer, r *Report) {
 		}
 		p("| %s | %s | %s | %d | %d | %s |\n", b.Package, b.Name, ns(b.NsPerOp), b.BytesPerOp, b.AllocsPerOp, mbs)
 	}
-	p("\n`BenchmarkHandle` is the per-message path after the WebSocket read (sequence parse, dedupe, the tenure's validity check — one atomic load of the worker's published trust deadline —, sink call, checkpoint bookkeeping), with the Keeper registered and heartbeating; `BenchmarkFind` the sequence field's parse; `BenchmarkWriter` the sink's.\n\n")
+	p("\n`BenchmarkHandle` is the per-message path after the WebSocket read (sequence parse, dedupe, the tenure's validity check — one atomic load of the worker's published trust deadline —, sink call, checkpoint bookkeeping), with the Keeper registered and heartbeating; `BenchmarkFind` the sequence field's parse; `BenchmarkWriter` the sink's. `BenchmarkAcquire` and `BenchmarkSpecRead` are a claim's two requests on dynalite, one after the other on one client (the engine serves them one at a time): the acquire's conditional write (its spec named, so no read), beside a plain update that moves the same index entries without the acquire's expressions, and the spec item's consistent read alone or 100 to a BatchGetItem (per key); a takeover of N sessions costs that engine about N × (acquire + get) before any dial ([worker.md](worker.md#what-a-takeover-costs-the-engine)).\n\n")
 }
