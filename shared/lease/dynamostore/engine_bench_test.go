@@ -41,9 +41,10 @@ func specKey(it lease.Item) map[string]types.AttributeValue {
 
 // BenchmarkAcquire: Store.Acquire of an unowned session, its spec named
 // (no spec read: the conditional write alone), and the same session item's
-// owner moved by a plain update (the index entries the acquire moves,
-// without its condition and its other attributes): what the acquire's
-// expressions cost the engine.
+// owner set and unowned_shard removed by a plain update (the index entries
+// the acquire moves, by_owner put and by_unowned deleted, without its
+// condition and its other attributes): what the acquire's expressions cost
+// the engine.
 func BenchmarkAcquire(b *testing.B) {
 	ctx := context.Background()
 	b.Run("acquire", func(b *testing.B) {
@@ -60,15 +61,19 @@ func BenchmarkAcquire(b *testing.B) {
 		client, table, items := seeded(b, b.N)
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			out, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: &table, Key: sessionitem.Key(items[i].ConnectionID),
-				UpdateExpression:          aws.String("SET #o = :o"),
+				UpdateExpression:          aws.String("SET #o = :o REMOVE #u"),
 				ConditionExpression:       aws.String("attribute_exists(#k)"),
-				ExpressionAttributeNames:  map[string]string{"#o": schema.AttrLeaseOwner, "#k": schema.AttrPk},
+				ExpressionAttributeNames:  map[string]string{"#o": schema.AttrLeaseOwner, "#u": schema.AttrUnownedShard, "#k": schema.AttrPk},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: "w1"}},
 				ReturnValues:              types.ReturnValueAllOld,
-			}); err != nil {
+			})
+			if err != nil {
 				b.Fatal(err)
+			}
+			if _, ok := out.Attributes[schema.AttrUnownedShard]; !ok {
+				b.Fatal("the session had no unowned_shard: no by_unowned entry moved")
 			}
 		}
 	})
@@ -83,8 +88,12 @@ func BenchmarkSpecRead(b *testing.B) {
 		client, table, items := seeded(b, b.N)
 		b.ResetTimer()
 		for i := range b.N {
-			if _, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: specKey(items[i]), ConsistentRead: aws.Bool(true)}); err != nil {
+			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: specKey(items[i]), ConsistentRead: aws.Bool(true)})
+			if err != nil {
 				b.Fatal(err)
+			}
+			if len(out.Item) == 0 {
+				b.Fatal("spec item not found: the benchmark would time a miss")
 			}
 		}
 	})
@@ -97,12 +106,17 @@ func BenchmarkSpecRead(b *testing.B) {
 				keys = append(keys, specKey(it))
 			}
 			req := map[string]types.KeysAndAttributes{table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+			found := 0
 			for len(req) > 0 {
 				out, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 				if err != nil {
 					b.Fatal(err)
 				}
+				found += len(out.Responses[table])
 				req = out.UnprocessedKeys
+			}
+			if found != len(keys) {
+				b.Fatalf("found %d of %d spec items: the benchmark would time misses", found, len(keys))
 			}
 		}
 	})
