@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -61,14 +62,14 @@ func BenchmarkAcquire(b *testing.B) {
 		client, table, items := seeded(b, b.N)
 		b.ResetTimer()
 		for i := range b.N {
-			out, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-				TableName: &table, Key: sessionitem.Key(items[i].ConnectionID),
-				UpdateExpression:          aws.String("SET #o = :o REMOVE #u"),
-				ConditionExpression:       aws.String("attribute_exists(#k)"),
-				ExpressionAttributeNames:  map[string]string{"#o": schema.AttrLeaseOwner, "#u": schema.AttrUnownedShard, "#k": schema.AttrPk},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: "w1"}},
-				ReturnValues:              types.ReturnValueAllOld,
-			})
+			in, err := sessionitem.Update(table, items[i].ConnectionID,
+				expression.Set(sessionitem.LeaseOwner, expression.Value("w1")).Remove(sessionitem.UnownedShard),
+				expression.AttributeExists(sessionitem.Pk))
+			if err != nil {
+				b.Fatal(err)
+			}
+			in.ReturnValues = types.ReturnValueAllOld
+			out, err := client.UpdateItem(ctx, in)
 			if err != nil {
 				b.Fatal(err)
 			}

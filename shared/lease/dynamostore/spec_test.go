@@ -87,7 +87,7 @@ func TestAcquireOfAMissingSpecGivesTheTenureBack(t *testing.T) {
 	id := leasetest.NewID("dangling")
 	it := leasetest.Started(id)
 	h.Put(t, it)
-	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &table, Key: sessionitem.Key(schema.SpecKey(id, sessionitem.SpecRef(it.Generation, it.Spec)))}); err != nil {
+	if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: &table, Key: specKey(it)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Acquire(context.Background(), id, "w1", lease.From{}); err == nil {
