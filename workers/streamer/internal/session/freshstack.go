@@ -1,7 +1,9 @@
 // Deep calls on a fresh stack: the one "run on a goroutine and wait"
-// helper of a session (the spec's decoding, the whole dial: the source
-// host's admission, the secrets' expansion and the handshake; the anchor's
-// store write).
+// helper of a session (the spec's decoding, the dial once its host admitted
+// it: the secrets' expansion and the handshake; the anchor's store write).
+// Waits that may be long and are shallow (the host's admission) stay on
+// the session's goroutine: every goroutine ever started at once leaves its
+// descriptor in the runtime for the process's life.
 
 package session
 

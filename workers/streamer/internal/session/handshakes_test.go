@@ -3,9 +3,11 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +242,62 @@ func TestSessionsHandshakeWithinTheBound(t *testing.T) {
 		t.Fatalf("a session stopped before its slot connected: %+v", sz.Status())
 	}
 	runs.stop(t)
+}
+
+// A session queued for a handshake slot holds one goroutine, its own: the
+// dial's fresh stack starts only once the slot is taken (the runtime keeps
+// every goroutine's descriptor that ever existed at once, so a claim
+// burst's queue would otherwise leave one more per session in the heap).
+func TestAWaitingSessionHoldsOneGoroutine(t *testing.T) {
+	g, url := newHandshakeGate(t)
+	cfg := testConfig()
+	cfg.DialTimeout = 30 * time.Second // the held handshake must not time out under a loaded -race run
+	h := newHarness(t, cfg)
+	h.env.Handshakes = NewHandshakes(1, 0)
+	first := h.startMany(1, url)
+	testwait.Eventually(t, 10*time.Second, "the one slot's handshake under way", func() bool {
+		in, _, _ := g.counts()
+		return in == 1
+	})
+	base := runtime.NumGoroutine()
+	const n = 20
+	var queued running
+	for i := range n {
+		id := fmt.Sprintf("q%02d", i)
+		h.put(id, url, nil)
+		s, done := h.start(id)
+		queued.sessions, queued.dones = append(queued.sessions, s), append(queued.dones, done)
+	}
+	testwait.Eventually(t, 10*time.Second, "every queued session waiting for the slot", func() bool {
+		return stacksWith("(*Handshakes).Acquire") == n
+	})
+	// Each queued session: its Run (h.start's goroutine); a few of the
+	// harness's own may come and go.
+	if got := runtime.NumGoroutine() - base; got > n+4 {
+		t.Fatalf("%d sessions waiting for a slot hold %d goroutines (fresh stacks: %d), want about one each", n, got, stacksWith("onFreshStack"))
+	}
+	queued.stop(t)
+	g.release <- struct{}{}
+	first.waitConnected(t, 10*time.Second, "the first session connected")
+	first.stop(t)
+}
+
+// stacksWith counts the goroutines whose stack names fn.
+func stacksWith(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	c := 0
+	for _, st := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(st, fn) {
+			c++
+		}
+	}
+	return c
 }
