@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wsfleet/wsfleet/scripts/bench/memseed"
 	"github.com/wsfleet/wsfleet/shared/schema"
 )
 
@@ -97,7 +98,7 @@ func (r *runner) capacity(ctx context.Context) error {
 		"runs":        strings.Join(runs, "; "),
 		"window":      fmt.Sprintf("settle %s after every session delivers, then measure %s: CPU from /proc/<pid>/stat, RSS (VmRSS) sampled every second, messages from the worker's /stats; then the Go runtime's MemStats (/debug/pprof/heap?debug=1) %d times %s apart, a heap profile after a collection (/debug/pprof/heap?gc=1) and a %s CPU profile", sz.CapSettle, sz.CapWindow, memSamples, memSampleEvery, sz.CPUProfile),
 		"bare client": fmt.Sprintf("bin/bareclient (scripts/bench/cmd/bareclient): what a minimal user program does with the worker's library (github.com/coder/websocket, the version in go.mod) and nothing else: the same N connections to the same URLs on the same feed process, right after the worker has stopped (never both at once), dialled at up to 2,000/s (the worker's claim rate) and 32 at once (an unbounded storm of TLS handshakes outlasts the feed's 5 s handshake deadline on this machine, dials again and keeps its peak in the RSS), compression disabled as the worker dials, one goroutine per connection that dials and then reads every message into io.Discard (Conn.Reader, no context timer: the library's cheapest read), wss:// verified against the system roots plus the run's CA (-ca); the worker's GOGC; measured as the worker is: the same settle (%s) and window (%s), CPU and RSS from /proc, messages from its /stats, MemStats from its /debug/pprof/heap?debug=1, then a heap profile after a collection as the worker's (the worker's heap is diffed against it site by site in \"Where it goes\"; no CPU profile)", sz.CapSettle, sz.CapWindow),
-		"per session": "RSS, heap in use and goroutine stacks in use above the idle process of the same kind and transport (the worker's or the bare client's, no session), divided by the sessions held; the RSS divided by the sessions without subtracting the idle process is shown too; CPU per 1,000 msg/s = CPU (% of one core) ÷ (msg/s ÷ 1,000), msg/s per core its inverse",
+		"per session": "RSS, heap in use and goroutine stacks in use above the idle process of the same kind and transport (the worker's or the bare client's, no session), divided by the sessions held (in the side-by-side runs, the worker's without the lease table it seeded: below); the RSS divided by the sessions without subtracting the idle process is shown too; CPU per 1,000 msg/s = CPU (% of one core) ÷ (msg/s ÷ 1,000), msg/s per core its inverse",
 	})
 	r.rep.Capacity = res
 	defer res.end()
@@ -212,6 +213,9 @@ func (r *runner) capacityRun(ctx context.Context, name string, c CapRun, tr stri
 	}
 	e.work = nil
 	wf := workerFigures(*res, w, wmem, idleFor(idle, KindWorker, tr))
+	if wf.StoreMB, err = storeMB(filepath.Join(e.dir, name+"-worker.log")); err != nil {
+		return res, nil, err
+	}
 	bf, err := r.bareRun(ctx, e, name, c, idleFor(idle, KindBare, tr), sz.CapSettle, sz.CapWindow)
 	cmp := NewCapCompare(c, tr, wf, bf)
 	if err != nil {
@@ -320,4 +324,16 @@ func capacityGoals(r *Report) []Goal {
 		}
 	}
 	return append(gs, compareGoals(r)...)
+}
+
+// storeMB is the table the worker seeded (memseed), from its log, in MiB.
+func storeMB(logPath string) (float64, error) {
+	n, found, err := memseed.StoreBytes(logPath)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no %q line with %s", logPath, memseed.SeededMsg, memseed.StoreBytesField)
+	}
+	return float64(n) / (1 << 20), nil
 }

@@ -90,11 +90,17 @@ type ClientFigures struct {
 	// LiveHeapMB is HeapAlloc read after a collection at the end (the
 	// standbymem phase's: its live heap, exact, whatever the collector's
 	// timing; the idle process's is Idle.Mem's, read so too).
-	LiveHeapMB float64     `json:"live_heap_mb,omitempty"`
-	PeakRSSMB  float64     `json:"rss_peak_mb,omitempty"`
-	Steady     bool        `json:"steady,omitempty"`
-	GOGC       string      `json:"gogc"`
-	NumGC      int64       `json:"num_gc"` // collections so far, at the end
+	LiveHeapMB float64 `json:"live_heap_mb,omitempty"`
+	PeakRSSMB  float64 `json:"rss_peak_mb,omitempty"`
+	Steady     bool    `json:"steady,omitempty"`
+	GOGC       string  `json:"gogc"`
+	NumGC      int64   `json:"num_gc"` // collections so far, at the end
+	// StoreMB is the worker's in-process lease store's table (bin/
+	// memstreamer's stand-in for DynamoDB's: the shipped worker keeps none
+	// of it in its process), its live heap right after seeding (memseed):
+	// the per-session figures above idle are taken without it; the bare
+	// client's is 0.
+	StoreMB    float64     `json:"store_mb,omitempty"`
 	FeedCPUPct float64     `json:"feed_cpu_pct"`
 	MachineCPU float64     `json:"machine_cpu_pct"`
 	LoadStart  LoadAvg     `json:"load_start"`
@@ -109,7 +115,8 @@ type ClientFigures struct {
 	// Derived (derive).
 	CPUPer1k   float64 `json:"cpu_pct_per_1000_msg_s"`
 	MsgPerCore float64 `json:"msg_per_s_per_core"`
-	// RSSPerSessKB is the mean RSS ÷ held; the others are above Idle.
+	// RSSPerSessKB is the mean RSS ÷ held; the others are above Idle,
+	// without StoreMB.
 	RSSPerSessKB      float64 `json:"rss_kib_per_session"`
 	RSSAboveIdleKB    float64 `json:"rss_kib_per_session_above_idle"`
 	HeapPerSessKB     float64 `json:"heap_kib_per_session_above_idle"`
@@ -131,8 +138,8 @@ func (f *ClientFigures) derive() {
 	}
 	n := float64(f.Held)
 	f.RSSPerSessKB = f.RSSMeanMB * 1024 / n
-	f.RSSAboveIdleKB = (f.RSSMeanMB - f.Idle.RSSMB) * 1024 / n
-	f.HeapPerSessKB = (f.HeapInuseMB - f.Idle.HeapInuseMB) * 1024 / n
+	f.RSSAboveIdleKB = (f.RSSMeanMB - f.Idle.RSSMB - f.StoreMB) * 1024 / n
+	f.HeapPerSessKB = (f.HeapInuseMB - f.Idle.HeapInuseMB - f.StoreMB) * 1024 / n
 	f.StackPerSessKB = (f.StackInuseMB - f.Idle.StackInuseMB) * 1024 / n
 	f.GoroutinesPerSess = float64(f.Goroutines-f.Idle.Goroutines) / n
 }

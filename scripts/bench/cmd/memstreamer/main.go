@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/wsfleet/wsfleet/scripts/bench/memseed"
 	"github.com/wsfleet/wsfleet/shared/cmdmain"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/logging"
@@ -77,11 +78,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return err
 	}
 	store := memstore.New()
-	if _, err := seed.Put(store); err != nil {
+	tableBytes, err := seed.measuredPut(store)
+	if err != nil {
 		return err
 	}
 	log := logging.New(stderr, schema.ServiceStreamer, cfg.Worker.LogLevel)
-	log.Info().Int("sessions", seed.Sessions).Msg("memory store seeded")
+	log.Info().Int("sessions", seed.Sessions).Int64(memseed.StoreBytesField, tableBytes).Msg(memseed.SeededMsg)
 	w, err := streamer.New(cfg.Worker, streamer.Deps{Store: store, Handler: handler, Logger: &log, Metrics: stderr})
 	if err != nil {
 		return err

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/wsfleet/wsfleet/scripts/bench/memseed"
 	"github.com/wsfleet/wsfleet/shared/lease"
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
 	"github.com/wsfleet/wsfleet/shared/schema"
@@ -70,4 +74,27 @@ func TestRunStopsOnCancel(t *testing.T) {
 			t.Fatalf("logs lack %q:\n%s", want, stderr.String())
 		}
 	}
+	// The bench reads the seeded table's size from this log.
+	log := filepath.Join(t.TempDir(), "worker.log")
+	if err := os.WriteFile(log, stderr.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := memseed.StoreBytes(log); err != nil || !found {
+		t.Fatalf("the bench finds no table size (%v, %v) in:\n%s", found, err, stderr.String())
+	}
+}
+
+func TestMeasuredPutCountsTheTable(t *testing.T) {
+	const n = 5000
+	st := memstore.New()
+	b, err := Seed{Sessions: n, URLs: []string{"ws://127.0.0.1:1/f/{id}"}, ResumeParam: "from"}.measuredPut(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each item holds at least its id and its stored spec (over 50 B of
+	// JSON with the URL), and the table is not the whole heap.
+	if lo, hi := int64(n*64), int64(n*8<<10); b < lo || b > hi {
+		t.Fatalf("table of %d sessions: %d B, want %d..%d", n, b, lo, hi)
+	}
+	runtime.KeepAlive(st)
 }
