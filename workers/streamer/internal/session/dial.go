@@ -143,19 +143,16 @@ func (s *Session) dial(ctx context.Context, it lease.Item, p *proto) (Conn, []fr
 // (the URL, the secrets' expansion, net/http's handshake) would otherwise
 // grow the stack of the goroutine that reads the connection for the
 // session's life (measured in the fleet simulator: from 4 to 8 KiB a
-// session while the fleet claims).
+// session while the fleet claims); the host it is admitted for was parsed
+// with the spec (proto.host), so nothing deep runs here.
 func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (Conn, []frame, error) {
-	host, err := dialHost(p.url)
-	if err != nil {
-		return nil, nil, err
+	if err := s.env.Dials.Wait(pctx, p.host, s.rnd); err != nil {
+		return nil, nil, fmt.Errorf("dial admission for %s: %w", p.host, err)
 	}
-	if err := s.env.Dials.Wait(pctx, host, s.rnd); err != nil {
-		return nil, nil, fmt.Errorf("dial admission for %s: %w", host, err)
-	}
-	if err := s.env.Handshakes.Acquire(pctx, host); err != nil {
+	if err := s.env.Handshakes.Acquire(pctx, p.host); err != nil {
 		return nil, nil, fmt.Errorf("dial slot: %w", err)
 	}
-	defer s.env.Handshakes.Release(host) // after onFreshStack, which waits for the handshake's goroutine
+	defer s.env.Handshakes.Release(p.host) // after onFreshStack, which waits for the handshake's goroutine
 	type dialed struct {
 		conn   Conn
 		frames []frame
@@ -165,17 +162,6 @@ func (s *Session) dialOn(pctx context.Context, it lease.Item, p *proto) (Conn, [
 		return dialed{conn, frames}, err
 	})
 	return d.conn, d.frames, err
-}
-
-// dialHost is the host a dial to ws_url is admitted for: the resume
-// parameter (ResumeURL) changes only the query, so every dial of a
-// connection is admitted for the same host.
-func dialHost(wsURL string) (string, error) {
-	u, err := url.Parse(wsURL)
-	if err != nil { // Decode checked it: unreachable
-		return "", fmt.Errorf("parse ws_url %s: %w", spec.RedactURL(wsURL), errors.Unwrap(err))
-	}
-	return u.Hostname(), nil
 }
 
 // dialFresh is dialOn's dial, on the fresh stack, once the host admitted

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ var (
 type proto struct {
 	generation  int64       // the item generation it was compiled from
 	url         string      // ws_url (may carry credentials in its query: log only Redact(url))
+	host        string      // ws_url's host, its dials' admission's (dialOn), parsed on compile's fresh stack
 	header      http.Header // may carry credentials: never logged
 	resumeParam string      // "": none (always "" under seq_mode none)
 	// settings are the spec's settings as stored (subprotocols,
@@ -90,6 +92,11 @@ func compile(it lease.Item) (*proto, error) {
 	if p.none {
 		p.resumeParam = "" // the worker's numbering means nothing to the source
 	}
+	u, err := url.Parse(sp.WSURL)
+	if err != nil { // checked by Decode: unreachable
+		return nil, fmt.Errorf("stored session spec is invalid (ws_url)")
+	}
+	p.host = u.Hostname()
 	p.anchors = sp.Resumable() && !p.resumeLast
 	if len(sp.Headers) > 0 {
 		p.header = make(http.Header, len(sp.Headers))
