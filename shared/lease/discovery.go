@@ -114,17 +114,40 @@ func (k *Keeper) sightings(ids []string) []Candidate {
 				delete(k.unownedSeen, id)
 			}
 		}
-		if len(k.unownedSeen) <= k.unownedPeak/2 {
-			// A Go map keeps the room its largest size took: after a claim
-			// wave, that of every session the worker claimed (148 B each
-			// in the capacity bench), for the process's life. A new map
-			// holds what is left (maps.Clone would keep the room too).
-			left := make(map[string]sighting, len(k.unownedSeen))
-			maps.Copy(left, k.unownedSeen)
-			k.unownedSeen, k.unownedPeak = left, len(left)
-		}
+		k.shrinkSightingsLocked()
 	}
 	return out
+}
+
+// forgetSighting drops the sighting of a session this Keeper now holds: no
+// orphan of its listings any more, and a worker at capacity lists none, so
+// its sighting would otherwise stay until the worker lists again (every
+// session a full worker claimed, 80 B each in the capacity bench). Should
+// it be unowned again later (released, handed off), its next sighting is a
+// first one: the orphan it was before the claim is not this one.
+func (k *Keeper) forgetSighting(id string) {
+	k.gmu.Lock()
+	defer k.gmu.Unlock()
+	if _, ok := k.unownedSeen[id]; !ok {
+		return
+	}
+	delete(k.unownedSeen, id)
+	k.shrinkSightingsLocked()
+}
+
+// shrinkSightingsLocked gives unownedSeen a map of its size once it holds
+// half its peak or less (under gmu). A Go map keeps the room its largest
+// size took: after a claim wave, that of every session the worker claimed
+// (148 B each in the capacity bench), for the process's life. A new map
+// holds what is left (maps.Clone would keep the room too); halving each
+// time keeps the copies' cost proportional to the deletions.
+func (k *Keeper) shrinkSightingsLocked() {
+	if k.unownedPeak == 0 || len(k.unownedSeen) > k.unownedPeak/2 {
+		return
+	}
+	left := make(map[string]sighting, len(k.unownedSeen))
+	maps.Copy(left, k.unownedSeen)
+	k.unownedSeen, k.unownedPeak = left, len(left)
 }
 
 // sighting is when the first listing that showed a session unowned was

@@ -137,6 +137,50 @@ func TestFreshUnownedLeftToTheFastPathForTheGrace(t *testing.T) {
 	want("b on its next pass", got, "b", false, false)
 }
 
+// A session the Keeper acquires is no orphan of its listings any more: its
+// sighting is forgotten (a worker at capacity lists nothing, so it would
+// otherwise stay), and when it is unowned again (released), its next
+// listing is a first sight, fresh for the grace, not a relisting of the
+// orphan it was before the claim.
+func TestAClaimForgetsTheSessionsSighting(t *testing.T) {
+	r := newRig(t, started("a"))
+	cfg := lease.DefaultConfig("wa")
+	cfg.UnownedGrace = 2500 * time.Millisecond
+	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh(k)
+	list := func(step time.Duration) lease.Candidate {
+		t.Helper()
+		r.clk.Advance(step)
+		cands, err := k.Orphans(r.ctx, 10)
+		if err != nil || len(cands) != 1 || cands[0].ConnectionID != "a" {
+			t.Fatalf("listing: %+v %v", cands, err)
+		}
+		return cands[0]
+	}
+	if c := list(0); !c.Fresh {
+		t.Fatalf("first sight: %+v", c)
+	}
+	if c := list(5 * time.Second); c.Fresh || !c.Seen {
+		t.Fatalf("past the grace, listed again: %+v", c)
+	}
+	h, err := k.Acquire(r.ctx, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Release(r.ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if c := list(time.Second); !c.Fresh || c.Relisted || c.Seen {
+		t.Fatalf("unowned again after this Keeper's tenure: %+v, want a first sight", c)
+	}
+}
+
 // Each worker visits the GONE list in its own order (GoneOrder), a
 // permutation of it the same on every call: the survivors of a lost AZ
 // start at different dead workers instead of all at the list's first, and

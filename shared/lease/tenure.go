@@ -101,6 +101,7 @@ func (k *Keeper) acquireFrom(ctx context.Context, id string, from From) (*Held, 
 	k.held[id] = h
 	k.queueLocked(h, h.checkpointAt())
 	k.mu.Unlock()
+	k.forgetSighting(id)
 	return h, nil
 }
 
