@@ -109,7 +109,7 @@ func renderCompare(p printer, r *Report) {
 func renderStores(p printer, xs []CapCompare) {
 	var runs []string
 	for _, x := range xs {
-		if f := x.Worker; f.StoreMB > 0 && f.Held > 0 {
+		if f := x.Worker; f.StoreMB > 0 && f.Held > 0 && x.paced() { // one session's memory is the process's
 			runs = append(runs, fmt.Sprintf("%s on %s %.1f MiB (%.0f B a session)", x.Label(), x.Transport, f.StoreMB, f.StoreMB*(1<<20)/float64(f.Held)))
 		}
 	}

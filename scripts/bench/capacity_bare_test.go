@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -248,6 +249,28 @@ func TestTheReportShowsTheSideBySideTable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ChartOneSession)); err == nil {
 		t.Error("a one-session chart without a one-session run")
+	}
+}
+
+// The seeded tables listed are the paced runs': one session's is noise
+// beside its process (its per-session figures are not shown either).
+func TestTheSeededTablesOfThePacedRuns(t *testing.T) {
+	paced := figures(1024, 1000, 2.3, 32, 17, 4.25, 1029)
+	paced.StoreMB = 0.5
+	one := figures(1, 90000, 100, 20, 3, 0.3, 6)
+	one.StoreMB = 0.03
+	var b strings.Builder
+	renderStores(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, []CapCompare{
+		NewCapCompare(CapRun{Sessions: 1024, Rate: 1}, "wss", paced, ClientFigures{}),
+		NewCapCompare(CapRun{Sessions: 1, Rate: MaxFeedRate}, "wss", one, ClientFigures{}),
+	})
+	if s := b.String(); !strings.Contains(s, "1,024 × 1 msg/s on wss 0.5 MiB (512 B a session).") || strings.Contains(s, "as fast as") {
+		t.Fatalf("%q", s)
+	}
+	var none strings.Builder
+	renderStores(func(f string, a ...any) { fmt.Fprintf(&none, f, a...) }, []CapCompare{NewCapCompare(CapRun{Sessions: 1, Rate: MaxFeedRate}, "wss", one, ClientFigures{})})
+	if none.Len() != 0 {
+		t.Fatalf("a line with no paced run: %q", none.String())
 	}
 }
 
