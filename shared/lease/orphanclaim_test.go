@@ -92,16 +92,7 @@ func TestOrphansMarksSessionsListedBefore(t *testing.T) {
 // it. A session first seen later is fresh on its own clock.
 func TestFreshUnownedLeftToTheFastPathForTheGrace(t *testing.T) {
 	r := newRig(t, started("a"))
-	cfg := lease.DefaultConfig("wa")
-	cfg.UnownedGrace = 2500 * time.Millisecond
-	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.refresh(k)
+	k := r.graceKeeper(t)
 	list := func(step time.Duration) map[string]lease.Candidate {
 		t.Helper()
 		r.clk.Advance(step)
@@ -144,16 +135,7 @@ func TestFreshUnownedLeftToTheFastPathForTheGrace(t *testing.T) {
 // orphan it was before the claim.
 func TestAClaimForgetsTheSessionsSighting(t *testing.T) {
 	r := newRig(t, started("a"))
-	cfg := lease.DefaultConfig("wa")
-	cfg.UnownedGrace = 2500 * time.Millisecond
-	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Register(r.ctx); err != nil {
-		t.Fatal(err)
-	}
-	r.refresh(k)
+	k := r.graceKeeper(t)
 	list := func(step time.Duration) lease.Candidate {
 		t.Helper()
 		r.clk.Advance(step)
@@ -179,6 +161,23 @@ func TestAClaimForgetsTheSessionsSighting(t *testing.T) {
 	if c := list(time.Second); !c.Fresh || c.Relisted || c.Seen {
 		t.Fatalf("unowned again after this Keeper's tenure: %+v, want a first sight", c)
 	}
+}
+
+// graceKeeper is a registered Keeper "wa" that consumes the work queue
+// (UnownedGrace 2.5 s), its alive list read.
+func (r *rig) graceKeeper(t *testing.T) *lease.Keeper {
+	t.Helper()
+	cfg := lease.DefaultConfig("wa")
+	cfg.UnownedGrace = 2500 * time.Millisecond
+	k, err := lease.NewKeeper(r.store, r.clk, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.refresh(k)
+	return k
 }
 
 // Each worker visits the GONE list in its own order (GoneOrder), a

@@ -8,7 +8,6 @@ import (
 	"go/token"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/wsfleet/wsfleet/shared/lease/memstore"
+	"github.com/wsfleet/wsfleet/testkit/stacks"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 	"github.com/wsfleet/wsfleet/workers/streamer/sink/batch"
 )
@@ -25,17 +25,8 @@ import (
 // own code (this package, its batcher, its claim loops, its sessions),
 // besides the calling test's.
 func workerGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range stacks.All() {
 		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "testing.(*T).Run") {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/wsfleet/wsfleet/testkit/stacks"
 	"github.com/wsfleet/wsfleet/testkit/testwait"
 )
 
@@ -269,35 +270,15 @@ func TestAWaitingSessionHoldsOneGoroutine(t *testing.T) {
 		queued.sessions, queued.dones = append(queued.sessions, s), append(queued.dones, done)
 	}
 	testwait.Eventually(t, 10*time.Second, "every queued session waiting for the slot", func() bool {
-		return stacksWith("(*Handshakes).Acquire") == n
+		return stacks.With("(*Handshakes).Acquire") == n
 	})
 	// Each queued session: its Run (h.start's goroutine); a few of the
 	// harness's own may come and go.
 	if got := runtime.NumGoroutine() - base; got > n+4 {
-		t.Fatalf("%d sessions waiting for a slot hold %d goroutines (fresh stacks: %d), want about one each", n, got, stacksWith("onFreshStack"))
+		t.Fatalf("%d sessions waiting for a slot hold %d goroutines (fresh stacks: %d), want about one each", n, got, stacks.With("onFreshStack"))
 	}
 	queued.stop(t)
 	g.release <- struct{}{}
 	first.waitConnected(t, 10*time.Second, "the first session connected")
 	first.stop(t)
-}
-
-// stacksWith counts the goroutines whose stack names fn.
-func stacksWith(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	c := 0
-	for _, st := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(st, fn) {
-			c++
-		}
-	}
-	return c
 }
