@@ -63,19 +63,54 @@ func (g *DialGate) window(host string) *dialWindow {
 
 // Wait blocks until host may be dialed, or ctx ends (its error); the extra
 // wait is drawn from r (the dialing session's stream; nil: the global
-// source). A nil gate admits at once.
+// source). A nil gate admits at once. It runs on the session's own
+// goroutine (dialOn), so that a session queued here holds no second one:
+// the waits are shallow (a channel, a timer), and the deep calls (the host
+// patterns' match, the token bucket's reservation and its return) are
+// quick ones on a fresh stack (onFreshStack), which on the session's
+// goroutine grew its stack for the session's life (the fleet simulator at
+// 10 × 10,000: peak stacks 80 MiB against 41).
 func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error {
 	if g == nil {
 		return nil
 	}
-	if w := g.window(host); w != nil {
-		if err := w.wait(ctx); err != nil {
-			return err
+	if len(g.limits) > 0 {
+		w, _ := onFreshStack(func() (*dialWindow, error) { return g.window(host), nil })
+		if w != nil {
+			if err := w.wait(ctx); err != nil {
+				return err
+			}
 		}
 	}
 	if g.perSec <= 0 {
 		return nil
 	}
+	type reserved struct {
+		res *rate.Reservation
+		d   time.Duration
+	}
+	rv, _ := onFreshStack(func() (reserved, error) {
+		res, d := g.reserve(host, r)
+		return reserved{res, d}, nil
+	})
+	if rv.d == 0 {
+		return nil
+	}
+	t := time.NewTimer(rv.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		// Give the token back to the dials behind.
+		_, _ = onFreshStack(func() (struct{}, error) { rv.res.Cancel(); return struct{}{}, nil })
+		return ctx.Err()
+	}
+}
+
+// reserve takes host's next token and returns how long to wait for it (0:
+// at once), the extra random wait included.
+func (g *DialGate) reserve(host string, r *draw.Stream) (*rate.Reservation, time.Duration) {
 	now := time.Now()
 	g.mu.Lock()
 	if now.Sub(g.sweep) > gateIdle {
@@ -96,16 +131,7 @@ func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error 
 	g.mu.Unlock()
 	d := res.DelayFrom(now)
 	if d == 0 {
-		return nil
+		return res, 0
 	}
-	d += time.Duration(r.Float64() * float64(time.Second) / g.perSec)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		res.Cancel() // give the token back to the dials behind
-		return ctx.Err()
-	}
+	return res, d + time.Duration(r.Float64()*float64(time.Second)/g.perSec)
 }

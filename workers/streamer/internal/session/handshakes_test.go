@@ -245,40 +245,52 @@ func TestSessionsHandshakeWithinTheBound(t *testing.T) {
 	runs.stop(t)
 }
 
-// A session queued for a handshake slot holds one goroutine, its own: the
-// dial's fresh stack starts only once the slot is taken (the runtime keeps
-// every goroutine's descriptor that ever existed at once, so a claim
-// burst's queue would otherwise leave one more per session in the heap).
+// A session queued for its host's admission (a handshake slot, the dial
+// rate) holds one goroutine, its own: the dial's fresh stack starts only
+// once the host admitted it (the runtime keeps every goroutine's descriptor
+// that ever existed at once, so a claim burst's queue would otherwise leave
+// one more per session in the heap).
 func TestAWaitingSessionHoldsOneGoroutine(t *testing.T) {
-	g, url := newHandshakeGate(t)
-	cfg := testConfig()
-	cfg.DialTimeout = 30 * time.Second // the held handshake must not time out under a loaded -race run
-	h := newHarness(t, cfg)
-	h.env.Handshakes = NewHandshakes(1, 0)
-	first := h.startMany(1, url)
-	testwait.Eventually(t, 10*time.Second, "the one slot's handshake under way", func() bool {
-		in, _, _ := g.counts()
-		return in == 1
-	})
-	base := runtime.NumGoroutine()
-	const n = 20
-	var queued running
-	for i := range n {
-		id := fmt.Sprintf("q%02d", i)
-		h.put(id, url, nil)
-		s, done := h.start(id)
-		queued.sessions, queued.dones = append(queued.sessions, s), append(queued.dones, done)
+	for _, tc := range []struct {
+		name, waitIn string
+		set          func(*Env)
+	}{
+		{"a handshake slot", "(*Handshakes).Acquire", func(e *Env) { e.Handshakes = NewHandshakes(1, 0) }},
+		// One token, then one every 100 s: the first dial takes it.
+		{"the dial rate", "(*DialGate).Wait", func(e *Env) { e.Dials = NewDialGate(0.01) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, url := newHandshakeGate(t)
+			cfg := testConfig()
+			cfg.DialTimeout = 30 * time.Second // the held handshake must not time out under a loaded -race run
+			h := newHarness(t, cfg)
+			tc.set(h.env)
+			first := h.startMany(1, url)
+			testwait.Eventually(t, 10*time.Second, "the first session's handshake under way", func() bool {
+				in, _, _ := g.counts()
+				return in == 1
+			})
+			base := runtime.NumGoroutine()
+			const n = 20
+			var queued running
+			for i := range n {
+				id := fmt.Sprintf("q%02d", i)
+				h.put(id, url, nil)
+				s, done := h.start(id)
+				queued.sessions, queued.dones = append(queued.sessions, s), append(queued.dones, done)
+			}
+			testwait.Eventually(t, 10*time.Second, "every queued session waiting for its host", func() bool {
+				return stacks.With(tc.waitIn) == n
+			})
+			// Each queued session: its Run (h.start's goroutine); a few of
+			// the harness's own may come and go.
+			if got := runtime.NumGoroutine() - base; got > n+4 {
+				t.Fatalf("%d sessions waiting for their host hold %d goroutines (fresh stacks: %d), want about one each", n, got, stacks.With("onFreshStack"))
+			}
+			queued.stop(t)
+			g.release <- struct{}{}
+			first.waitConnected(t, 10*time.Second, "the first session connected")
+			first.stop(t)
+		})
 	}
-	testwait.Eventually(t, 10*time.Second, "every queued session waiting for the slot", func() bool {
-		return stacks.With("(*Handshakes).Acquire") == n
-	})
-	// Each queued session: its Run (h.start's goroutine); a few of the
-	// harness's own may come and go.
-	if got := runtime.NumGoroutine() - base; got > n+4 {
-		t.Fatalf("%d sessions waiting for a slot hold %d goroutines (fresh stacks: %d), want about one each", n, got, stacks.With("onFreshStack"))
-	}
-	queued.stop(t)
-	g.release <- struct{}{}
-	first.waitConnected(t, 10*time.Second, "the first session connected")
-	first.stop(t)
 }
