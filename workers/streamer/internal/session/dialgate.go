@@ -85,14 +85,7 @@ func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error 
 	if g.perSec <= 0 {
 		return nil
 	}
-	type reserved struct {
-		res *rate.Reservation
-		d   time.Duration
-	}
-	rv, _ := onFreshStack(func() (reserved, error) {
-		res, d := g.reserve(host, r)
-		return reserved{res, d}, nil
-	})
+	rv, _ := onFreshStack(func() (reservation, error) { return g.reserve(host, r), nil })
 	if rv.d == 0 {
 		return nil
 	}
@@ -108,9 +101,15 @@ func (g *DialGate) Wait(ctx context.Context, host string, r *draw.Stream) error 
 	}
 }
 
-// reserve takes host's next token and returns how long to wait for it (0:
-// at once), the extra random wait included.
-func (g *DialGate) reserve(host string, r *draw.Stream) (*rate.Reservation, time.Duration) {
+// reservation is a host's next token and how long to wait for it (0: at
+// once), the extra random wait included.
+type reservation struct {
+	res *rate.Reservation
+	d   time.Duration
+}
+
+// reserve takes host's next token.
+func (g *DialGate) reserve(host string, r *draw.Stream) reservation {
 	now := time.Now()
 	g.mu.Lock()
 	if now.Sub(g.sweep) > gateIdle {
@@ -131,7 +130,7 @@ func (g *DialGate) reserve(host string, r *draw.Stream) (*rate.Reservation, time
 	g.mu.Unlock()
 	d := res.DelayFrom(now)
 	if d == 0 {
-		return res, 0
+		return reservation{res: res}
 	}
-	return res, d + time.Duration(r.Float64()*float64(time.Second)/g.perSec)
+	return reservation{res, d + time.Duration(r.Float64()*float64(time.Second)/g.perSec)}
 }
